@@ -1,0 +1,59 @@
+"""tensorweave: dataflow graphs, eager execution and automatic differentiation in Python.
+
+>>> import tensorweave as tw
+>>> x = tw.constant([[1.0, 2.0], [3.0, 4.0]])
+>>> with tw.GradientTape() as tape:
+...     tape.watch(x)
+...     y = tw.reduce_sum(x * x)
+>>> tape.gradient(y, x).numpy().tolist()
+[[2.0, 4.0], [6.0, 8.0]]
+"""
+__version__ = "0.1.0"
+
+# --- core ---------------------------------------------------------------------------------------
+from tensorweave.core.dtypes import (DType, as_dtype, bfloat16, float16, float32, float64, int8, int16,
+                                     int32, int64, resource, string, uint8, uint16, uint32, uint64, variant)
+from tensorweave.core.dtypes import bool_ as bool  # noqa: A001 - TF's name
+from tensorweave.core.shape import TensorShape
+from tensorweave.core.tensor import EagerTensor, Tensor
+from tensorweave.core.tensor_spec import TensorSpec
+from tensorweave.core.graph import (Graph, Operation, get_default_graph, reset_default_graph)
+from tensorweave.core.context import (executing_eagerly, init_scope)
+from tensorweave.core.convert import convert_to_tensor
+from tensorweave.core.registry import (register_op, register_kernel, register_gradient, get_op,
+                                       NOT_DIFFERENTIABLE)
+from tensorweave.core.dispatch import raw_op
+from tensorweave.core import errors, nest
+
+# --- ops (importing registers them) -----------------------------------------------------------
+from tensorweave.ops.array_ops import (
+    constant, placeholder, placeholder_with_default, identity, stop_gradient, shape, size, rank, reshape,
+    broadcast_to, fill, zeros, ones, zeros_like, ones_like, stack, unstack, concat, split, expand_dims,
+    squeeze, transpose, gather, unsorted_segment_sum, newaxis)
+from tensorweave.ops.math_ops import (
+    add, subtract, multiply, divide, truediv, floordiv, floormod, mod, pow, maximum, minimum,
+    squared_difference, negative, abs, sign, exp, log, log1p, expm1, sqrt, rsqrt, square, reciprocal,
+    sin, cos, tan, atan, tanh, sigmoid, erf, floor, ceil, round, where, clip_by_value, less, less_equal,
+    greater, greater_equal, equal, not_equal, logical_and, logical_or, logical_not, logical_xor,
+    is_nan, is_finite, is_inf, cast, saturate_cast, add_n, matmul, div_no_nan)
+from tensorweave.ops.reduce_ops import (
+    reduce_sum, reduce_mean, reduce_max, reduce_min, reduce_prod, reduce_any, reduce_all,
+    reduce_logsumexp, reduce_variance, reduce_std, argmax, argmin, count_nonzero)
+from tensorweave.ops.variables import Variable
+from tensorweave.ops import state_ops as _state_ops  # noqa: F401
+from tensorweave.ops.control_flow_ops import group, no_op, control_dependencies, tuple_ as tuple  # noqa: A001
+from tensorweave.ops import overloads as _overloads  # noqa: F401
+from tensorweave.kernels.cpu import array_kernels as _k1, math_kernels as _k2, reduce_kernels as _k3  # noqa: F401
+
+# --- autodiff ---------------------------------------------------------------------------------
+from tensorweave.autodiff.tape import GradientTape
+from tensorweave.autodiff.gradients import gradients
+from tensorweave.autodiff.indexed_slices import IndexedSlices
+
+# --- runtime ----------------------------------------------------------------------------------
+from tensorweave.runtime.devices import device, DeviceSpec
+from tensorweave.runtime.function import function
+from tensorweave.runtime.session import Session, InteractiveSession
+
+# --- namespaces -------------------------------------------------------------------------------
+from tensorweave import compat  # noqa: E402

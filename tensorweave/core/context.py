@@ -1,0 +1,58 @@
+"""Execution context: eager vs graph building, device scope, active gradient tapes.
+
+State is per thread (like TensorFlow's): each thread has its own graph stack, device
+scope and tapes; the eager/graph default and the global seed are process-wide.
+"""
+import contextlib
+import threading
+
+
+class _State(threading.local):
+    def __init__(self):
+        self.graph_stack = []      # graphs being built (innermost last)
+        self.device = None         # device string of the innermost `tw.device` scope
+        self.tapes = []            # active GradientTapes that record
+        self.name_stack = ""       # eager-mode name scope (kept for naming variables)
+
+
+ctx = _State()
+_eager_default = [True]
+
+
+def executing_eagerly():
+    """True when ops run at once (no graph is being built)."""
+    return not ctx.graph_stack and _eager_default[0]
+
+
+def enable_eager_execution():
+    _eager_default[0] = True
+
+
+def disable_eager_execution():
+    """TF1 mode: ops add nodes to the default graph; run them with a Session."""
+    _eager_default[0] = False
+
+
+def building_graph():
+    """The graph that op calls add nodes to, or None when executing eagerly."""
+    if ctx.graph_stack:
+        return ctx.graph_stack[-1]
+    if not _eager_default[0]:
+        from tensorweave.core.graph import get_default_graph
+        return get_default_graph()
+    return None
+
+
+@contextlib.contextmanager
+def init_scope():
+    """Leaves every graph being built: code inside runs eagerly (used to create variables once).
+
+    In TF1 mode (eager disabled) the outermost (default) graph stays in effect.
+    """
+    saved_graphs, saved_tapes = ctx.graph_stack, ctx.tapes
+    keep = [g for g in saved_graphs if not getattr(g, "is_function_graph", False)][:1]
+    ctx.graph_stack, ctx.tapes = keep, []
+    try:
+        yield
+    finally:
+        ctx.graph_stack, ctx.tapes = saved_graphs, saved_tapes

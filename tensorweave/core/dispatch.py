@@ -1,0 +1,151 @@
+"""One op call, two interpreters: run a kernel now (eager) or add a node (graph).
+
+Every public op function ends in :func:`execute`. In eager mode it looks up the kernel
+for the current device type and runs it on the input values; shape/dtype inference is
+skipped on this hot path (the wrappers check dtypes) and only runs to explain a kernel
+failure. In graph mode it runs the op's ``infer`` rule, so mistakes surface at
+construction, and adds an :class:`Operation`. Active gradient tapes record either way.
+"""
+import numpy as np
+
+from tensorweave.core import dtypes as _dt
+from tensorweave.core import errors
+from tensorweave.core.context import _eager_default, ctx
+from tensorweave.core.graph import Operation, SymbolicTensor, get_default_graph
+from tensorweave.core.registry import get_op
+from tensorweave.core.shape import TensorShape, fmt
+from tensorweave.core.tensor import EagerTensor, Tensor
+
+_NO_ATTRS = {}
+
+
+def execute(opdef, inputs, attrs=_NO_ATTRS, name=None):
+    """Runs or adds op ``opdef`` on ``inputs`` (Tensors) with ``attrs``; returns its output(s)."""
+    if ctx.graph_stack or not _eager_default[0]:
+        return _build(opdef, inputs, attrs, name)
+    device = ctx.device
+    try:
+        kernel = opdef.kernels["CPU"] if device is None else _device_kernel(opdef, device)
+        out = kernel(*[t._value for t in inputs], **attrs)
+    except Exception as e:  # noqa: BLE001 - re-raised with the op's context
+        raise _eager_error(opdef, inputs, attrs, name, e) from e
+    n = opdef.num_outputs
+    if n == 1:
+        result = EagerTensor(out, None, device)
+        if ctx.tapes:
+            _record_eager(opdef, inputs, (result,), attrs)
+        return result
+    result = tuple(EagerTensor(o, None, device) for o in out)
+    if ctx.tapes:
+        _record_eager(opdef, inputs, result, attrs)
+    return result
+
+
+def raw_op(op_name, inputs, attrs=None, name=None):
+    """Calls any registered op by name: ``tw.raw_op("AddV2", [x, y])``."""
+    from tensorweave.core.convert import convert_to_tensor
+    return execute(get_op(op_name), [convert_to_tensor(i) for i in inputs], attrs or {}, name)
+
+
+def _device_kernel(opdef, device):
+    from tensorweave.runtime.devices import kernel_for
+    return kernel_for(opdef, device)
+
+
+# ---- graph building -----------------------------------------------------------------------
+def _build(opdef, inputs, attrs, name):
+    graph = get_default_graph()
+    inputs = [t if type(t) is SymbolicTensor and t.op.graph is graph else graph.capture(t)
+              for t in inputs]
+    site = errors.user_frame()
+    try:
+        specs = opdef.infer(inputs, attrs)
+    except (ValueError, TypeError, IndexError) as e:
+        node = graph.unique_name(name or opdef.name, mark_as_used=False)
+        raise errors.InvalidArgumentError(
+            _describe(str(e), opdef.name, f"node '{node}'", inputs, site)) from None
+    if isinstance(specs, tuple) and len(specs) == 2 and isinstance(specs[1], _dt.DType):
+        specs = [specs]
+    op = graph._create_op(opdef, inputs, dict(attrs), name, specs, site)
+    outs = op.outputs
+    if ctx.tapes:
+        _record_graph(op)
+    if opdef.num_outputs == 1:
+        return outs[0]
+    return tuple(outs)
+
+
+# ---- errors -----------------------------------------------------------------------------
+def _describe(message, op_type, where, inputs, site, hint=None):
+    shapes = ", ".join(fmt(t.shape) if isinstance(t, Tensor) else type(t).__name__ for t in inputs)
+    dts = ", ".join(t.dtype.name if isinstance(t, Tensor) else "?" for t in inputs)
+    msg = message.rstrip(".")
+    text = (f"{msg} for {where} (op: '{op_type}') with input shapes: [{shapes}] "
+            f"and dtypes: [{dts}].")
+    if site:
+        text += f"\n  Created at: {site}"
+    if hint and "Hint:" not in msg:
+        text += f"\n  Hint: {hint}"
+    return text
+
+
+def _eager_error(opdef, inputs, attrs, name, exc):
+    site = errors.user_frame()
+    where = f"'{name or opdef.name}' (eager)"
+    sym = [t for t in inputs if isinstance(t, SymbolicTensor)]
+    if sym:
+        return errors.InvalidArgumentError(
+            f"Op '{opdef.name}' got the symbolic tensor '{sym[0].name}' while executing eagerly. "
+            "Hint: build the graph inside `with graph.as_default():` or use tw.function.")
+    if isinstance(exc, errors.OpError):
+        return type(exc)(_describe(exc.message, opdef.name, where, inputs, site))
+    try:  # let the shape rule explain the failure when it can
+        opdef.infer(inputs, attrs)
+    except (ValueError, TypeError, IndexError) as e:
+        return errors.InvalidArgumentError(_describe(str(e), opdef.name, where, inputs, site))
+    except Exception:  # noqa: BLE001 - fall back to the kernel's own message
+        pass
+    return errors.InvalidArgumentError(
+        _describe(f"{type(exc).__name__}: {exc}", opdef.name, where, inputs, site))
+
+
+# ---- tape recording ----------------------------------------------------------------------
+class EagerOp:
+    """What the tape remembers of one eager op call (looks like an Operation to gradient rules)."""
+
+    __slots__ = ("opdef", "type", "inputs", "outputs", "attrs", "grad_fn")
+
+    def __init__(self, opdef, inputs, outputs, attrs, grad_fn=None):
+        self.opdef = opdef
+        self.type = opdef.name
+        self.inputs = tuple(inputs)
+        self.outputs = outputs
+        self.attrs = attrs
+        self.grad_fn = grad_fn
+
+    def get_attr(self, name):
+        return self.attrs[name]
+
+    name = property(lambda self: self.type)
+
+
+def _record_eager(opdef, inputs, outputs, attrs):
+    rec = None
+    for tape in ctx.tapes:
+        if tape._should_record(inputs):
+            if rec is None:
+                rec = EagerOp(opdef, inputs, outputs, attrs)
+            tape._record(rec)
+
+
+def _record_graph(op):
+    for tape in ctx.tapes:
+        if tape._should_record(op.inputs):
+            tape._record(op)
+
+
+def record_custom(op_like):
+    """Records a custom op record (``tw.custom_gradient``, function calls) on active tapes."""
+    for tape in ctx.tapes:
+        if tape._should_record(op_like.inputs):
+            tape._record(op_like)

@@ -1,0 +1,65 @@
+"""Error classes, named as in TensorFlow (``tw.errors.InvalidArgumentError`` ...).
+
+Construction-time problems (shape or dtype mismatches) raise ``InvalidArgumentError``,
+which is also a ``ValueError`` and a ``TypeError`` so that code written for either
+Python convention catches it.
+"""
+import os
+import sys
+
+
+class OpError(Exception):
+    """Base class: carries the node (operation) it concerns, when known."""
+
+    def __init__(self, message, node_def=None, op=None):
+        super().__init__(message)
+        self.message = message
+        self.op = op
+        self.node_def = node_def
+
+
+class InvalidArgumentError(OpError, ValueError, TypeError):
+    pass
+
+
+class NotFoundError(OpError, KeyError):
+    def __str__(self):  # KeyError would quote the message
+        return self.message
+
+
+class FailedPreconditionError(OpError, RuntimeError):
+    pass
+
+
+class UnimplementedError(OpError, NotImplementedError):
+    pass
+
+
+class InternalError(OpError, RuntimeError):
+    pass
+
+
+class OutOfRangeError(OpError, IndexError):
+    pass
+
+
+class ResourceExhaustedError(OpError, MemoryError):
+    pass
+
+
+class UnknownError(OpError, RuntimeError):
+    pass
+
+
+_PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def user_frame(skip_package=True):
+    """Returns ``"file.py:LINE"`` of the innermost caller outside tensorweave (or ``None``)."""
+    f = sys._getframe(1)
+    while f is not None:
+        fname = f.f_code.co_filename
+        if not (skip_package and fname.startswith(_PACKAGE_DIR)) and not fname.startswith("<frozen"):
+            return f"{fname}:{f.f_lineno}"
+        f = f.f_back
+    return None

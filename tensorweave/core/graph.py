@@ -1,0 +1,445 @@
+"""Dataflow graphs: ``Graph``, ``Operation`` (a node) and ``SymbolicTensor`` (an edge).
+
+>>> import tensorweave as tw
+>>> g = tw.Graph()
+>>> with g.as_default():
+...     a = tw.constant(2.0, name="a")
+...     b = tw.multiply(a, 3.0, name="b")
+>>> b.name, b.op.type, [t.name for t in b.op.inputs]
+('b:0', 'Mul', ['a:0', 'Const:0'])
+>>> with tw.compat.v1.Session(graph=g) as sess:
+...     float(sess.run(b))
+6.0
+"""
+import contextlib
+import re
+import threading
+
+import numpy as np
+
+from tensorweave.core import dtypes as _dt
+from tensorweave.core import errors
+from tensorweave.core.context import ctx
+from tensorweave.core.shape import TensorShape, as_shape, fmt
+from tensorweave.core.tensor import Tensor
+
+_VALID_NAME = re.compile(r"^[A-Za-z0-9.][A-Za-z0-9_.\-/>]*$")
+
+
+class SymbolicTensor(Tensor):
+    """An output of a graph node; its value exists only when the graph runs."""
+
+    __slots__ = ("op", "value_index", "_shape", "_dtype", "__weakref__")
+
+    def __init__(self, op, value_index, shape, dtype):
+        self.op = op
+        self.value_index = value_index
+        self._shape = as_shape(shape)
+        self._dtype = dtype
+
+    @property
+    def dtype(self):
+        return self._dtype
+
+    @property
+    def shape(self):
+        return self._shape
+
+    def set_shape(self, shape):
+        try:
+            self._shape = self._shape.merge_with(shape)
+        except ValueError:
+            raise ValueError(f"Tensor '{self.name}' has shape {fmt(self._shape)}, incompatible with "
+                             f"set_shape({fmt(shape)})") from None
+
+    @property
+    def name(self):
+        return f"{self.op.name}:{self.value_index}"
+
+    @property
+    def graph(self):
+        return self.op.graph
+
+    @property
+    def device(self):
+        return self.op.device
+
+    def consumers(self):
+        return [op for op in self.op.graph._ops if any(t is self for t in op.inputs)]
+
+    def eval(self, feed_dict=None, session=None):
+        """Runs the default (or given) Session to compute this tensor's value."""
+        from tensorweave.runtime.session import _default_session_for
+        return _default_session_for(self.graph, session).run(self, feed_dict)
+
+    def numpy(self):
+        raise NotImplementedError(
+            f"Tensor '{self.name}' is symbolic (a graph node); .numpy() needs a value. "
+            "Hint: run it with a Session, or call the function eagerly.")
+
+    def __array__(self, dtype=None, copy=None):
+        raise TypeError(f"Cannot convert the symbolic tensor '{self.name}' to a NumPy array. "
+                        "Hint: evaluate it with Session.run first.")
+
+    def __bool__(self):
+        raise TypeError(f"Using the symbolic tensor '{self.name}' as a Python bool is not allowed "
+                        "in graph execution. Hint: use tw.cond for data-dependent control flow.")
+
+    def __len__(self):
+        d = self._shape[0] if self._shape.rank else None
+        if d is None:
+            raise TypeError(f"len() of tensor '{self.name}' with unknown first dimension {fmt(self._shape)}")
+        return d
+
+    def __iter__(self):
+        n = len(self)
+        from tensorweave.ops import array_ops
+        return iter(array_ops.unstack(self, num=n))
+
+    def __index__(self):
+        raise TypeError(f"Symbolic tensor '{self.name}' cannot be used as a Python index.")
+
+    def __repr__(self):
+        return f"<tw.Tensor '{self.name}' shape={self._shape} dtype={self._dtype.name}>"
+
+    __str__ = __repr__
+
+
+class Operation:
+    """A node of a graph: an op type, inputs, attrs, outputs, a device and where it was created."""
+
+    __slots__ = ("graph", "name", "type", "opdef", "inputs", "outputs", "attrs", "device",
+                 "control_inputs", "traceback", "_id", "_extra", "__weakref__")
+
+    def __init__(self, graph, opdef, name, inputs, attrs, specs, device, control_inputs, traceback):
+        self.graph = graph
+        self.name = name
+        self.type = opdef.name
+        self.opdef = opdef
+        self.inputs = tuple(inputs)
+        self.attrs = attrs
+        self.device = device
+        self.control_inputs = control_inputs
+        self.traceback = traceback
+        self._id = len(graph._ops)
+        self._extra = None
+        self.outputs = [SymbolicTensor(self, i, s, d) for i, (s, d) in enumerate(specs)]
+
+    def get_attr(self, name):
+        try:
+            return self.attrs[name]
+        except KeyError:
+            raise ValueError(f"Operation '{self.name}' ({self.type}) has no attr named '{name}'") from None
+
+    def values(self):
+        return tuple(self.outputs)
+
+    @property
+    def node_def(self):
+        return {"name": self.name, "op": self.type, "input": [t.name for t in self.inputs] +
+                ["^" + c.name for c in self.control_inputs], "device": self.device or "",
+                "attr": {k: v for k, v in self.attrs.items() if not k.startswith("_")}}
+
+    def run(self, feed_dict=None, session=None):
+        from tensorweave.runtime.session import _default_session_for
+        _default_session_for(self.graph, session).run(self, feed_dict)
+
+    def __repr__(self):
+        return f"<tw.Operation '{self.name}' type={self.type}>"
+
+
+class Graph:
+    """A dataflow graph. ``with g.as_default():`` makes op calls add nodes to ``g``."""
+
+    is_function_graph = False
+
+    def __init__(self):
+        self._ops = []
+        self._by_name = {}
+        self._names_in_use = {}
+        self._name_stack = ""
+        self._control_deps = []       # stack of lists of Operations
+        self._device_stack = []
+        self._collections = {}
+        self._lock = threading.RLock()
+        self._finalized = False
+        self._version = 0             # bumped on every new op; executors cache plans by it
+        self.seed = None
+        self._last_stateful = None    # for automatic control dependencies (FuncGraph)
+        self._variable_handles = {}
+
+    # ---- context -------------------------------------------------------------------------
+    @contextlib.contextmanager
+    def as_default(self):
+        ctx.graph_stack.append(self)
+        try:
+            yield self
+        finally:
+            ctx.graph_stack.pop()
+
+    @property
+    def finalized(self):
+        return self._finalized
+
+    def finalize(self):
+        self._finalized = True
+
+    @property
+    def version(self):
+        return self._version
+
+    # ---- names -----------------------------------------------------------------------------
+    def unique_name(self, name, mark_as_used=True):
+        if self._name_stack:
+            name = self._name_stack + "/" + name
+        key = name.lower()
+        i = self._names_in_use.get(key, 0)
+        if mark_as_used:
+            self._names_in_use[key] = i + 1
+        if i > 0:
+            base = key
+            while True:
+                candidate = f"{name}_{i}"
+                if candidate.lower() not in self._names_in_use:
+                    break
+                i += 1
+            if mark_as_used:
+                self._names_in_use[candidate.lower()] = 1
+                self._names_in_use[base] = i + 1
+            return candidate
+        return name
+
+    @contextlib.contextmanager
+    def name_scope(self, name):
+        old = self._name_stack
+        if name is None or name == "":
+            new = ""
+        elif name.endswith("/"):
+            new = name[:-1]
+        else:
+            if not _VALID_NAME.match(name):
+                raise ValueError(f"'{name}' is not a valid scope name")
+            new = self.unique_name(name)
+        self._name_stack = new
+        try:
+            yield (new + "/") if new else ""
+        finally:
+            self._name_stack = old
+
+    def get_name_scope(self):
+        return self._name_stack
+
+    # ---- dependencies and devices ----------------------------------------------------------
+    @contextlib.contextmanager
+    def control_dependencies(self, control_inputs):
+        if control_inputs is None:
+            saved, self._control_deps = self._control_deps, []
+            try:
+                yield
+            finally:
+                self._control_deps = saved
+            return
+        ops = []
+        for c in control_inputs:
+            c = getattr(c, "op", c) if not isinstance(c, Operation) else c
+            if hasattr(c, "_graph_op"):
+                c = c._graph_op()
+            if not isinstance(c, Operation):
+                raise TypeError(f"Control input must be an Operation or Tensor, got {c!r}")
+            if c.graph is not self:
+                c = self._capture_control(c)
+            ops.append(c)
+        self._control_deps.append(ops)
+        try:
+            yield
+        finally:
+            self._control_deps.pop()
+
+    def _capture_control(self, op):
+        raise ValueError(f"Control input {op.name} is from a different graph")
+
+    @contextlib.contextmanager
+    def device(self, device_name):
+        self._device_stack.append(device_name)
+        try:
+            yield
+        finally:
+            self._device_stack.pop()
+
+    # ---- nodes -----------------------------------------------------------------------------
+    def _create_op(self, opdef, inputs, attrs, name, specs, traceback):
+        if self._finalized:
+            raise RuntimeError("Graph is finalized and cannot be modified.")
+        with self._lock:
+            name = self.unique_name(name or opdef.name)
+            control = []
+            for deps in self._control_deps:
+                for c in deps:
+                    if c not in control and not any(t.op is c for t in inputs):
+                        control.append(c)
+            if self.is_function_graph and opdef.stateful:
+                if self._last_stateful is not None and self._last_stateful not in control:
+                    control.append(self._last_stateful)
+            device = ctx.device
+            op = Operation(self, opdef, name, inputs, attrs, specs, device, control, traceback)
+            if self.is_function_graph and opdef.stateful:
+                self._last_stateful = op
+            self._ops.append(op)
+            self._by_name[name] = op
+            self._version += 1
+        return op
+
+    def get_operations(self):
+        return list(self._ops)
+
+    def get_operation_by_name(self, name):
+        try:
+            return self._by_name[name]
+        except KeyError:
+            raise KeyError(f"The name '{name}' refers to an Operation not in the graph.") from None
+
+    def get_tensor_by_name(self, name):
+        if ":" not in name:
+            raise ValueError(f"The name '{name}' looks like an Operation name; tensor names end in ':N'.")
+        op_name, idx = name.rsplit(":", 1)
+        op = self.get_operation_by_name(op_name)
+        try:
+            return op.outputs[int(idx)]
+        except IndexError:
+            raise KeyError(f"The name '{name}' refers to a Tensor which does not exist: "
+                           f"operation '{op_name}' has {len(op.outputs)} outputs.") from None
+
+    def as_graph_element(self, obj):
+        if isinstance(obj, str):
+            return self.get_tensor_by_name(obj) if ":" in obj else self.get_operation_by_name(obj)
+        return obj
+
+    # ---- capture ---------------------------------------------------------------------------
+    def capture(self, value):
+        """Returns a tensor of this graph for ``value`` (eager tensors become constants)."""
+        if isinstance(value, SymbolicTensor):
+            if value.op.graph is self:
+                return value
+            return self._capture_outer(value)
+        from tensorweave.core.tensor import EagerTensor
+        if isinstance(value, EagerTensor):
+            if value._dtype is _dt.resource:
+                return self._capture_resource(value)
+            from tensorweave.ops.array_ops import constant
+            with self.as_default():
+                return constant(value._value, dtype=value._dtype)
+        raise TypeError(f"Cannot use {value!r} as a tensor of {self}")
+
+    def _capture_outer(self, tensor):
+        raise ValueError(
+            f"Tensor '{tensor.name}' must be from the same graph as the other inputs: it belongs to a "
+            "different graph. Hint: create all tensors of a computation inside one `with g.as_default()`.")
+
+    def _capture_resource(self, handle):
+        var = handle._value
+        return var.handle_in(self)
+
+    # ---- collections ---------------------------------------------------------------------
+    def add_to_collection(self, name, value):
+        self._collections.setdefault(name, []).append(value)
+
+    def add_to_collections(self, names, value):
+        for n in ([names] if isinstance(names, str) else names):
+            self.add_to_collection(n, value)
+
+    def get_collection(self, name, scope=None):
+        items = list(self._collections.get(name, []))
+        if scope is None:
+            return items
+        pat = re.compile(scope)
+        return [i for i in items if pat.match(getattr(i, "name", ""))]
+
+    def get_collection_ref(self, name):
+        return self._collections.setdefault(name, [])
+
+    def get_all_collection_keys(self):
+        return list(self._collections)
+
+    def __repr__(self):
+        return f"<tw.Graph at {id(self):#x} with {len(self._ops)} ops>"
+
+
+class FuncGraph(Graph):
+    """A graph traced from a Python function; may capture tensors of an outer graph.
+
+    Captured outer tensors become placeholders; ``captures`` pairs each outer tensor
+    with its placeholder so the caller can feed it.
+    """
+
+    is_function_graph = True
+
+    def __init__(self, name, outer_graph=None):
+        super().__init__()
+        self.name = name
+        self.outer_graph = outer_graph
+        self.captures = []            # [(outer tensor, inner placeholder)]
+        self._capture_map = {}
+        self.inputs = []
+        self.outputs = []
+        self.variables = []
+        self.seed = outer_graph.seed if outer_graph is not None else None
+
+    def _capture_outer(self, tensor):
+        key = id(tensor)
+        hit = self._capture_map.get(key)
+        if hit is not None:
+            return hit[1]
+        from tensorweave.ops.array_ops import placeholder
+        with self.as_default(), self.control_dependencies(None):
+            ph = placeholder(tensor.dtype, shape=tensor.shape, name="capture")
+        self._capture_map[key] = (tensor, ph)
+        self.captures.append((tensor, ph))
+        return ph
+
+    def _capture_control(self, op):
+        # A control dependency on an outer op is satisfied before the function runs.
+        return None
+
+
+_default_graph = [Graph()]
+
+
+def get_default_graph():
+    """The graph new ops go to: the innermost ``as_default`` graph or the global default."""
+    if ctx.graph_stack:
+        return ctx.graph_stack[-1]
+    return _default_graph[0]
+
+
+def reset_default_graph():
+    if ctx.graph_stack:
+        raise AssertionError("Do not use reset_default_graph() inside a `with graph.as_default()` block.")
+    _default_graph[0] = Graph()
+
+
+def is_symbolic(x):
+    return isinstance(x, SymbolicTensor)
+
+
+def constant_value(t):
+    """The value of a graph tensor when it is known at construction time, else None."""
+    from tensorweave.core.tensor import EagerTensor
+    if isinstance(t, EagerTensor):
+        return np.asarray(t._value)
+    if not isinstance(t, SymbolicTensor):
+        return None
+    op = t.op
+    if op.type == "Const":
+        return op.attrs["value"]
+    if op.type == "Shape" and op.inputs[0].shape.is_fully_defined():
+        return np.array(op.inputs[0].shape.as_list(), dtype=op.attrs["out_type"].np_dtype)
+    if op.type in ("Pack",):
+        vals = [constant_value(i) for i in op.inputs]
+        if all(v is not None for v in vals):
+            return np.stack(vals, axis=op.attrs["axis"])
+    if op.type == "Identity":
+        return constant_value(op.inputs[0])
+    if op.type == "Cast":
+        v = constant_value(op.inputs[0])
+        return None if v is None else v.astype(op.attrs["DstT"].np_dtype)
+    return None

@@ -1,0 +1,52 @@
+"""Nested structures (lists, tuples, namedtuples, dicts) of leaves: flatten and rebuild.
+
+>>> from tensorweave.core import nest
+>>> s = {"a": [1, 2], "b": (3,)}
+>>> nest.flatten(s)
+[1, 2, 3]
+>>> nest.pack_sequence_as(s, [4, 5, 6])
+{'a': [4, 5], 'b': (6,)}
+"""
+
+
+def is_nested(x):
+    return isinstance(x, (list, tuple, dict))
+
+
+def flatten(x):
+    if isinstance(x, dict):
+        out = []
+        for k in sorted(x, key=_key):
+            out.extend(flatten(x[k]))
+        return out
+    if isinstance(x, (list, tuple)):
+        out = []
+        for v in x:
+            out.extend(flatten(v))
+        return out
+    return [x]
+
+
+def _key(k):
+    return (type(k).__name__, k) if not isinstance(k, str) else ("", k)
+
+
+def pack_sequence_as(structure, flat):
+    it = iter(flat)
+
+    def build(s):
+        if isinstance(s, dict):
+            built = {k: build(s[k]) for k in sorted(s, key=_key)}
+            return type(s)((k, built[k]) for k in s) if type(s) is not dict else {k: built[k] for k in s}
+        if isinstance(s, (list, tuple)):
+            items = [build(v) for v in s]
+            if hasattr(s, "_fields"):
+                return type(s)(*items)
+            return type(s)(items)
+        return next(it)
+    return build(structure)
+
+
+def map_structure(fn, *structures):
+    flats = [flatten(s) for s in structures]
+    return pack_sequence_as(structures[0], [fn(*xs) for xs in zip(*flats)])

@@ -1,0 +1,108 @@
+"""The op registry and the kernel registry.
+
+An :class:`OpDef` describes an abstract computation: its name, how output shapes and
+dtypes follow from the inputs (``infer``), its gradient rule (written with ops, so one
+rule serves graphs and the eager tape), and a slot for its SBP (distribution) rule.
+A kernel implements an op for one device type; kernels are found by
+``(op name, device type)``.
+
+>>> import numpy as np, tensorweave as tw
+>>> @tw.register_op("MyCube", infer=lambda inputs, attrs: (inputs[0].shape, inputs[0].dtype))
+... def _():
+...     pass
+>>> @tw.register_kernel("MyCube", "CPU")
+... def _(x):
+...     return x * x * x
+>>> tw.raw_op("MyCube", [tw.constant([2.0])]).numpy()
+array([8.], dtype=float32)
+"""
+from tensorweave.core import errors
+
+NOT_DIFFERENTIABLE = "not-differentiable"
+
+
+class OpDef:
+    __slots__ = ("name", "infer", "grad", "sbp", "num_outputs", "stateful", "kernels", "bind",
+                 "heavy", "__weakref__")
+
+    def __init__(self, name, infer, num_outputs=1, stateful=False, grad=None, sbp=None, bind=None,
+                 heavy=False):
+        self.name = name
+        self.infer = infer            # (inputs, attrs) -> [(shape, dtype), ...] or (shape, dtype)
+        self.grad = grad              # (op, *output_grads) -> [input_grad or None, ...]
+        self.sbp = sbp                # distribution rule (filled in by the distribute package)
+        self.num_outputs = num_outputs  # an int, or a function of attrs
+        self.stateful = stateful      # never pruned/folded/CSE'd; ordered in tw.function
+        self.kernels = {}             # device type -> kernel function
+        self.bind = bind              # (operation) -> extra kernel kwargs fixed when a plan is built
+        self.heavy = heavy            # worth a thread of its own in the executor
+
+    def n_outputs(self, attrs):
+        n = self.num_outputs
+        return n(attrs) if callable(n) else n
+
+    def kernel(self, device_type):
+        k = self.kernels.get(device_type)
+        if k is None:
+            raise errors.NotFoundError(
+                f"No kernel registered for op '{self.name}' on device type {device_type}; "
+                f"registered: {sorted(self.kernels) or 'none'}. "
+                "Hint: register one with tw.register_kernel, or place the op on CPU.")
+        return k
+
+    def __repr__(self):
+        return f"OpDef({self.name})"
+
+
+_OPS = {}
+
+
+def register_op(name, *, infer, num_outputs=1, stateful=False, grad=None, bind=None, heavy=False):
+    """Registers an op; usable as a decorator whose body is ignored (so a docstring can sit there)."""
+    if name in _OPS:
+        raise ValueError(f"Op '{name}' is already registered")
+    opdef = OpDef(name, infer, num_outputs, stateful, grad, bind=bind, heavy=heavy)
+    _OPS[name] = opdef
+
+    def decorate(fn):
+        return opdef
+    decorate.opdef = opdef
+    return decorate
+
+
+def get_op(name):
+    opdef = _OPS.get(name)
+    if opdef is None:
+        raise errors.NotFoundError(f"Op type not registered: '{name}'")
+    return opdef
+
+
+def registered_ops():
+    return dict(_OPS)
+
+
+def register_gradient(name):
+    """Decorator: sets the gradient rule of op ``name``: ``fn(op, *grads) -> [input grads]``."""
+    def decorate(fn):
+        get_op(name).grad = fn
+        return fn
+    return decorate
+
+
+def register_kernel(name, device_type="CPU"):
+    """Decorator: ``fn(*input_arrays, **attrs)`` implements op ``name`` on ``device_type``.
+
+    A kernel returns one array, or a tuple for ops with several outputs. It must not
+    modify its inputs.
+    """
+    def decorate(fn):
+        get_op(name).kernels[device_type.upper()] = fn
+        return fn
+    return decorate
+
+
+def register_sbp_rule(name):
+    def decorate(fn):
+        get_op(name).sbp = fn
+        return fn
+    return decorate

@@ -1,0 +1,1 @@
+"""CPU kernels on NumPy/BLAS. File names mirror ``tensorweave/ops``."""

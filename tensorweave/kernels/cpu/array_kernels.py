@@ -1,0 +1,134 @@
+"""CPU kernels for ``ops/array_ops.py``."""
+import numpy as np
+
+from tensorweave.core import errors
+from tensorweave.core.registry import register_kernel as k
+from tensorweave.core.shape import fmt
+
+
+@k("Const")
+def _const(value, dtype):
+    return value
+
+
+@k("Placeholder")
+def _placeholder(dtype, shape, node_name="Placeholder"):
+    raise errors.InvalidArgumentError(
+        f"You must feed a value for placeholder tensor '{node_name}' with dtype {dtype.name} and shape {fmt(shape)}. "
+        "Hint: pass it in feed_dict.")
+
+
+k("PlaceholderWithDefault")(lambda x, shape: x)
+k("Identity")(lambda x: x)
+k("StopGradient")(lambda x: x)
+k("IdentityN")(lambda *xs, n: xs)
+k("Shape")(lambda x, out_type: np.array(np.shape(x), dtype=out_type.np_dtype))
+k("Size")(lambda x, out_type: np.array(np.size(x), dtype=out_type.np_dtype))
+k("Rank")(lambda x: np.array(np.ndim(x), dtype=np.int32))
+
+
+@k("Reshape")
+def _reshape(x, shape):
+    try:
+        return np.reshape(x, tuple(int(d) for d in shape))
+    except ValueError:
+        raise ValueError(f"Cannot reshape a tensor with {np.size(x)} elements to shape {shape.tolist()}") from None
+
+
+k("BroadcastTo")(lambda x, shape: np.broadcast_to(x, tuple(int(d) for d in shape)))
+
+
+@k("SumToLike")
+def _sum_to_like(g, like):
+    target = np.shape(like)
+    if g.shape == target:
+        return g
+    lead = g.ndim - len(target)
+    axes = tuple(range(lead)) + tuple(i + lead for i, d in enumerate(target) if d == 1 and g.shape[i + lead] != 1)
+    out = np.sum(g, axis=axes, keepdims=True, dtype=g.dtype) if axes else g
+    return out.reshape(target)
+
+
+@k("Fill")
+def _fill(dims, value):
+    return np.full(tuple(int(d) for d in dims), value, dtype=np.asarray(value).dtype)
+
+
+k("ZerosLike")(np.zeros_like)
+k("OnesLike")(np.ones_like)
+k("Pack")(lambda *xs, axis: np.stack(xs, axis=axis))
+k("Unpack")(lambda x, axis, num: tuple(np.moveaxis(x, axis, 0)))
+k("ConcatV2")(lambda *xs, axis: np.concatenate(xs, axis=axis))
+
+
+@k("Split")
+def _split(x, axis, sizes):
+    return tuple(np.split(x, np.cumsum(sizes)[:-1], axis=axis))
+
+
+k("ExpandDims")(lambda x, axis: np.expand_dims(x, axis))
+
+
+@k("Squeeze")
+def _squeeze(x, axis):
+    return np.squeeze(x, axis=axis if axis else None)
+
+
+k("Transpose")(lambda x, perm: np.transpose(x, perm))
+k("StridedSlice")(lambda x, spec: x[spec])
+
+
+@k("StridedSliceGrad")
+def _slice_grad(g, x, spec):
+    out = np.zeros(np.shape(x), dtype=g.dtype)
+    out[spec] = g
+    return out
+
+
+def _check_indices(indices, limit, what="indices"):
+    if indices.size and (indices.min() < -limit or indices.max() >= limit):
+        bad = indices[(indices < 0) | (indices >= limit)].ravel()[0]
+        raise errors.InvalidArgumentError(f"{what}[...] = {bad} is not in [0, {limit})")
+
+
+@k("GatherV2")
+def _gather(params, indices, axis, batch_dims):
+    axis = axis % params.ndim
+    _check_indices(indices, params.shape[axis])
+    if indices.size and indices.min() < 0:
+        raise errors.InvalidArgumentError(f"indices contain negative values: {indices.min()}")
+    if batch_dims == 0:
+        return np.take(params, indices, axis=axis)
+    return _batched(lambda p, i: np.take(p, i, axis=axis - batch_dims), params, indices, batch_dims)
+
+
+def _batched(fn, params, indices, batch_dims):
+    bshape = params.shape[:batch_dims]
+    p = params.reshape((-1,) + params.shape[batch_dims:])
+    i = indices.reshape((-1,) + indices.shape[batch_dims:])
+    out = np.stack([fn(p[b], i[b]) for b in range(p.shape[0])]) if p.shape[0] else np.zeros((0,))
+    return out.reshape(bshape + out.shape[1:])
+
+
+@k("GatherGrad")
+def _gather_grad(g, indices, params, axis, batch_dims):
+    axis = axis % params.ndim
+    out = np.zeros(params.shape, dtype=g.dtype)
+    if batch_dims == 0:
+        moved = np.moveaxis(out, axis, 0)
+        gm = np.moveaxis(g, list(range(axis, axis + indices.ndim)), list(range(indices.ndim)))
+        np.add.at(moved, indices, gm)
+        return out
+    for b in np.ndindex(*params.shape[:batch_dims]):
+        sub = _gather_grad(g[b], indices[b], params[b], axis - batch_dims, 0)
+        out[b] = sub
+    return out
+
+
+@k("UnsortedSegmentSum")
+def _useg(data, ids, num_segments):
+    n = int(num_segments)
+    _check_indices(ids, n, "segment_ids")
+    out = np.zeros((n,) + data.shape[ids.ndim:], dtype=data.dtype)
+    np.add.at(out, ids, data)
+    return out

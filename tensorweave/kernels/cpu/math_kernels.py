@@ -1,0 +1,166 @@
+"""CPU kernels for ``ops/math_ops.py``."""
+import numpy as np
+import scipy.special
+
+from tensorweave.core.registry import register_kernel as k
+from tensorweave.kernels.cpu.util import quiet, via_float32
+
+k("AddV2")(np.add)
+k("Sub")(np.subtract)
+k("Mul")(np.multiply)
+k("RealDiv")(quiet(np.true_divide))
+k("Maximum")(np.maximum)
+k("Minimum")(np.minimum)
+k("Neg")(np.negative)
+k("Abs")(np.abs)
+k("Sign")(np.sign)
+k("Exp")(np.exp)
+k("Log")(quiet(np.log))
+k("Log1p")(quiet(np.log1p))
+k("Expm1")(np.expm1)
+k("Sqrt")(quiet(np.sqrt))
+k("Square")(np.square)
+k("Sin")(np.sin)
+k("Cos")(np.cos)
+k("Tan")(np.tan)
+k("Atan")(np.arctan)
+k("Tanh")(np.tanh)
+k("Floor")(np.floor)
+k("Ceil")(np.ceil)
+k("Round")(np.round)
+k("LogicalAnd")(np.logical_and)
+k("LogicalOr")(np.logical_or)
+k("LogicalNot")(np.logical_not)
+k("Less")(np.less)
+k("LessEqual")(np.less_equal)
+k("Greater")(np.greater)
+k("GreaterEqual")(np.greater_equal)
+k("Equal")(np.equal)
+k("NotEqual")(np.not_equal)
+k("IsNan")(np.isnan)
+k("IsFinite")(np.isfinite)
+k("IsInf")(np.isinf)
+k("SelectV2")(np.where)
+k("Where")(lambda c: np.argwhere(c).astype(np.int64))
+
+
+@k("FloorDiv")
+@quiet
+def _floordiv(x, y):
+    if x.dtype.kind in "iu" and np.any(y == 0):
+        raise ZeroDivisionError("Integer division by zero")
+    return np.floor_divide(x, y)
+
+
+@k("FloorMod")
+@quiet
+def _floormod(x, y):
+    if x.dtype.kind in "iu" and np.any(y == 0):
+        raise ZeroDivisionError("Integer division by zero")
+    return np.mod(x, y)
+
+
+@k("Pow")
+@quiet
+def _pow(x, y):
+    if x.dtype.kind in "iu" and np.any(y < 0):
+        raise ValueError("Integers to negative integer powers are not allowed")
+    return np.power(x, y)
+
+
+@k("SquaredDifference")
+def _sqdiff(x, y):
+    d = np.subtract(x, y)
+    return np.multiply(d, d)
+
+
+@k("Rsqrt")
+@quiet
+def _rsqrt(x):
+    return np.reciprocal(np.sqrt(x))
+
+
+@k("Reciprocal")
+@quiet
+def _reciprocal(x):
+    return np.reciprocal(x) if x.dtype.kind == "f" else (1 // x).astype(x.dtype)
+
+
+@k("Sigmoid")
+def _sigmoid(x):
+    return via_float32(scipy.special.expit)(x).astype(x.dtype, copy=False)
+
+
+k("Erf")(via_float32(lambda x: scipy.special.erf(x).astype(x.dtype, copy=False)))
+
+
+@k("Relu")
+def _relu(x):
+    return np.maximum(x, np.zeros((), x.dtype))
+
+
+@k("Relu6")
+def _relu6(x):
+    return np.minimum(np.maximum(x, np.zeros((), x.dtype)), np.asarray(6, x.dtype))
+
+
+@k("LeakyRelu")
+def _leaky(x, alpha):
+    return np.where(x > 0, x, x * np.asarray(alpha, x.dtype))
+
+
+@k("Elu")
+def _elu(x):
+    with np.errstate(over="ignore"):
+        return np.where(x > 0, x, np.expm1(np.minimum(x, 0)))
+
+
+_SELU_A, _SELU_S = 1.6732632423543772, 1.0507009873554805
+
+
+@k("Selu")
+def _selu(x):
+    return (np.asarray(_SELU_S, x.dtype) * np.where(x > 0, x, np.asarray(_SELU_A, x.dtype) *
+                                                   np.expm1(np.minimum(x, 0)))).astype(x.dtype, copy=False)
+
+
+@k("Softplus")
+def _softplus(x):
+    # log(1 + e^x) = max(x, 0) + log1p(e^-|x|), stable for large |x|
+    return (np.maximum(x, 0) + np.log1p(np.exp(-np.abs(x)))).astype(x.dtype, copy=False)
+
+
+@k("Softsign")
+def _softsign(x):
+    return x / (1 + np.abs(x))
+
+
+@k("Gelu")
+@via_float32
+def _gelu(x, approximate):
+    if approximate:
+        c = np.sqrt(2 / np.pi).astype(x.dtype)
+        return (0.5 * x * (1 + np.tanh(c * (x + 0.044715 * x ** 3)))).astype(x.dtype, copy=False)
+    return (0.5 * x * (1 + scipy.special.erf(x / np.sqrt(2)))).astype(x.dtype, copy=False)
+
+
+@k("Cast")
+def _cast(x, DstT):
+    return np.asarray(x).astype(DstT.np_dtype)
+
+
+@k("AddN")
+def _add_n(*xs):
+    out = np.asarray(np.add(xs[0], xs[1]))  # an owned array (np.add of 0-d gives a scalar)
+    for x in xs[2:]:
+        np.add(out, x, out=out)
+    return out
+
+
+@k("MatMul")
+def _matmul(a, b, transpose_a, transpose_b):
+    if transpose_a:
+        a = np.swapaxes(a, -1, -2)
+    if transpose_b:
+        b = np.swapaxes(b, -1, -2)
+    return np.matmul(a, b)

@@ -1,0 +1,610 @@
+"""Array ops: constants, placeholders, shapes, reshaping, joining, slicing, gathering.
+
+>>> import tensorweave as tw
+>>> x = tw.reshape(tw.range(6), [2, 3])
+>>> x[:, ::-1].numpy().tolist()
+[[2, 1, 0], [5, 4, 3]]
+"""
+import numpy as np
+
+from tensorweave.core import dtypes as _dt
+from tensorweave.core.context import building_graph, executing_eagerly
+from tensorweave.core.convert import convert_to_tensor, to_numpy
+from tensorweave.core.dispatch import execute
+from tensorweave.core.graph import constant_value
+from tensorweave.core.registry import NOT_DIFFERENTIABLE, get_op, register_gradient, register_op
+from tensorweave.core.shape import TensorShape, as_shape, fmt
+from tensorweave.core.tensor import EagerTensor, Tensor
+from tensorweave.ops import rules
+
+_ct = convert_to_tensor
+
+
+# ---- constants and placeholders --------------------------------------------------------------
+register_op("Const", infer=lambda inputs, a: (TensorShape(a["value"].shape), a["dtype"]))
+register_op("Placeholder", infer=lambda inputs, a: (a["shape"], a["dtype"]),
+            bind=lambda op: {"node_name": op.name})
+register_op("PlaceholderWithDefault", infer=lambda inputs, a: (a["shape"], inputs[0].dtype),
+            grad=lambda op, g: [g])
+_CONST = get_op("Const")
+
+
+def constant(value, dtype=None, shape=None, name="Const"):
+    """A tensor holding ``value`` (TF's defaults: Python floats are float32, ints int32).
+
+    >>> import tensorweave as tw
+    >>> tw.constant(1.5, shape=[2]).numpy()
+    array([1.5, 1.5], dtype=float32)
+    """
+    if isinstance(value, EagerTensor) and dtype is None and shape is None:
+        arr = value.numpy()
+    else:
+        if isinstance(value, Tensor):
+            value = value.numpy()
+        arr = to_numpy(value, dtype)
+    if shape is not None:
+        shape = tuple(as_shape(shape).as_list())
+        if arr.size == 1:
+            arr = np.broadcast_to(arr.reshape(()), shape)
+        elif arr.size == int(np.prod(shape)):
+            arr = arr.reshape(shape)
+        else:
+            raise TypeError(f"constant: cannot give a value of {arr.size} elements the shape {list(shape)}")
+    d = _dt.from_numpy(arr.dtype)
+    if executing_eagerly():
+        return EagerTensor(arr, d)
+    return execute(_CONST, [], {"value": arr, "dtype": d}, name)
+
+
+def placeholder(dtype, shape=None, name=None):
+    """A graph input that a Session feeds (``feed_dict``); its feeds are shape-checked."""
+    if executing_eagerly():
+        raise RuntimeError("tw.placeholder() is not compatible with eager execution. "
+                           "Hint: call tw.compat.v1.disable_eager_execution() first, or use tw.function.")
+    return execute(get_op("Placeholder"), [], {"dtype": _dt.as_dtype(dtype), "shape": as_shape(shape)},
+                   name or "Placeholder")
+
+
+def placeholder_with_default(input, shape, name=None):
+    x = _ct(input)
+    return execute(get_op("PlaceholderWithDefault"), [x], {"shape": as_shape(shape)}, name)
+
+
+# ---- identity and gradient control -----------------------------------------------------------
+register_op("Identity", infer=lambda i, a: (i[0].shape, i[0].dtype), grad=lambda op, g: [g])
+register_op("StopGradient", infer=lambda i, a: (i[0].shape, i[0].dtype), grad=NOT_DIFFERENTIABLE)
+register_op("IdentityN", infer=lambda i, a: [(t.shape, t.dtype) for t in i],
+            num_outputs=lambda a: a["n"], grad=lambda op, *g: list(g))
+_IDENTITY = get_op("Identity")
+
+
+def identity(input, name=None):
+    return execute(_IDENTITY, [_ct(input)], {}, name)
+
+
+def stop_gradient(input, name=None):
+    return execute(get_op("StopGradient"), [_ct(input)], {}, name)
+
+
+# ---- shapes --------------------------------------------------------------------------------
+register_op("Shape", infer=lambda i, a: (TensorShape([i[0].shape.rank]), a["out_type"]),
+            grad=NOT_DIFFERENTIABLE)
+register_op("Size", infer=lambda i, a: (TensorShape([]), a["out_type"]), grad=NOT_DIFFERENTIABLE)
+register_op("Rank", infer=lambda i, a: (TensorShape([]), _dt.int32), grad=NOT_DIFFERENTIABLE)
+
+
+def shape(input, out_type=_dt.int32, name=None):
+    """The dynamic shape of ``input`` as a 1-D integer tensor."""
+    return execute(get_op("Shape"), [_ct(input)], {"out_type": _dt.as_dtype(out_type)}, name)
+
+
+def size(input, out_type=_dt.int32, name=None):
+    return execute(get_op("Size"), [_ct(input)], {"out_type": _dt.as_dtype(out_type)}, name)
+
+
+def rank(input, name=None):
+    return execute(get_op("Rank"), [_ct(input)], {}, name)
+
+
+def _shape_input(shape_like):
+    """A 1-D int tensor for a shape argument (list, tuple, TensorShape or tensor)."""
+    if isinstance(shape_like, TensorShape):
+        shape_like = shape_like.as_list()
+    if isinstance(shape_like, Tensor):
+        return shape_like
+    if isinstance(shape_like, (list, tuple)) and any(isinstance(d, Tensor) for d in shape_like):
+        return stack([_ct(d, dtype=_dt.int32) if not isinstance(d, Tensor) else d for d in shape_like])
+    return _ct(np.asarray(shape_like, dtype=np.int32).reshape(-1))
+
+
+def _infer_reshape(inputs, attrs):
+    x, s = inputs
+    target = constant_value(s)
+    if s.shape.rank not in (None, 1):
+        raise ValueError(f"shape must be 1-D, got a tensor of shape {fmt(s.shape)}")
+    if target is None:
+        n = s.shape[0] if s.shape.rank == 1 else None
+        return TensorShape(None if n is None else [None] * n), x.dtype
+    target = [int(d) for d in target]
+    if sum(d == -1 for d in target) > 1:
+        raise ValueError(f"only one dimension of the new shape may be -1, got {target}")
+    n = x.shape.num_elements()
+    known = int(np.prod([d for d in target if d != -1])) if target else 1
+    if -1 in target:
+        if n is not None:
+            if known == 0 or n % known:
+                raise ValueError(f"Cannot reshape a tensor with {n} elements to shape {target}")
+            target = [n // known if d == -1 else d for d in target]
+        else:
+            target = [None if d == -1 else d for d in target]
+    elif n is not None and n != known:
+        raise ValueError(f"Cannot reshape a tensor with {n} elements to shape {target} ({known} elements)")
+    return TensorShape(target), x.dtype
+
+
+register_op("Reshape", infer=_infer_reshape,
+            grad=lambda op, g: [reshape(g, shape(op.inputs[0])), None])
+_RESHAPE = get_op("Reshape")
+
+
+def reshape(tensor, shape, name=None):
+    """Gives ``tensor`` a new shape with the same elements; one dimension may be -1."""
+    x = _ct(tensor)
+    if isinstance(shape, (list, tuple)) and executing_eagerly() and not any(isinstance(d, Tensor) for d in shape):
+        s = EagerTensor(np.asarray(shape, dtype=np.int32).reshape(-1))
+    else:
+        s = _shape_input(shape)
+    return execute(_RESHAPE, [x, s], {}, name)
+
+
+def _infer_broadcast_to(inputs, attrs):
+    x, s = inputs
+    target = rules.shape_of(constant_value(s))
+    if target is None:
+        return TensorShape(None if s.shape.rank != 1 or s.shape[0] is None else [None] * s.shape[0]), x.dtype
+    if x.shape.rank is not None:
+        try:
+            from tensorweave.core.shape import broadcast_static
+            out = broadcast_static(x.shape, target)
+        except ValueError:
+            out = None
+        if out is None or out != target and out.is_fully_defined() and target.is_fully_defined():
+            raise ValueError(f"Cannot broadcast a tensor of shape {fmt(x.shape)} to shape {fmt(target)}")
+    return target, x.dtype
+
+
+register_op("BroadcastTo", infer=_infer_broadcast_to,
+            grad=lambda op, g: [sum_to_like(g, op.inputs[0]), None])
+
+
+def broadcast_to(input, shape, name=None):
+    return execute(get_op("BroadcastTo"), [_ct(input), _shape_input(shape)], {}, name)
+
+
+register_op("SumToLike", infer=lambda i, a: (i[1].shape, i[0].dtype),
+            grad=lambda op, g: [broadcast_to(g, shape(op.inputs[0])), None])
+
+
+def sum_to_like(grad, like, name=None):
+    """Sums ``grad`` over broadcast dimensions so that it has ``like``'s shape (used by gradients)."""
+    gs, ls = grad.shape, like.shape
+    if gs.is_fully_defined() and gs == ls:
+        return grad
+    return execute(get_op("SumToLike"), [grad, like], {}, name)
+
+
+# ---- filling ---------------------------------------------------------------------------------
+def _infer_fill(inputs, attrs):
+    s, v = inputs
+    target = rules.shape_of(constant_value(s))
+    if v.shape.rank not in (None, 0):
+        raise ValueError(f"fill value must be a scalar, got shape {fmt(v.shape)}")
+    if target is None:
+        return TensorShape(None if s.shape.rank != 1 or s.shape[0] is None else [None] * s.shape[0]), v.dtype
+    return target, v.dtype
+
+
+register_op("Fill", infer=_infer_fill, grad=lambda op, g: [None, reduce_all_sum(g)])
+register_op("ZerosLike", infer=lambda i, a: (i[0].shape, i[0].dtype), grad=NOT_DIFFERENTIABLE)
+register_op("OnesLike", infer=lambda i, a: (i[0].shape, i[0].dtype), grad=NOT_DIFFERENTIABLE)
+
+
+def reduce_all_sum(g):
+    from tensorweave.ops.reduce_ops import reduce_sum
+    return reduce_sum(g)
+
+
+def fill(dims, value, name=None):
+    return execute(get_op("Fill"), [_shape_input(dims), _ct(value)], {}, name)
+
+
+def zeros(shape, dtype=_dt.float32, name=None):
+    """A tensor of zeros; ``shape`` is a list or a 1-D int tensor."""
+    dtype = _dt.as_dtype(dtype)
+    if executing_eagerly() and not isinstance(shape, Tensor) and not (
+            isinstance(shape, (list, tuple)) and any(isinstance(d, Tensor) for d in shape)):
+        return EagerTensor(np.zeros(as_shape(shape).as_list(), dtype.np_dtype), dtype)
+    return fill(shape, constant(np.zeros((), dtype.np_dtype)), name=name)
+
+
+def ones(shape, dtype=_dt.float32, name=None):
+    dtype = _dt.as_dtype(dtype)
+    if executing_eagerly() and not isinstance(shape, Tensor) and not (
+            isinstance(shape, (list, tuple)) and any(isinstance(d, Tensor) for d in shape)):
+        return EagerTensor(np.ones(as_shape(shape).as_list(), dtype.np_dtype), dtype)
+    return fill(shape, constant(np.ones((), dtype.np_dtype)), name=name)
+
+
+def zeros_like(input, dtype=None, name=None):
+    x = _ct(input)
+    if dtype is not None and _dt.as_dtype(dtype) is not x.dtype:
+        return zeros(shape(x), dtype)
+    return execute(get_op("ZerosLike"), [x], {}, name)
+
+
+def ones_like(input, dtype=None, name=None):
+    x = _ct(input)
+    if dtype is not None and _dt.as_dtype(dtype) is not x.dtype:
+        return ones(shape(x), dtype)
+    return execute(get_op("OnesLike"), [x], {}, name)
+
+
+# ---- joining and splitting -------------------------------------------------------------------
+def _infer_pack(inputs, attrs):
+    d = rules.same_dtype(inputs, "values")
+    s = inputs[0].shape
+    for t in inputs[1:]:
+        if not s.is_compatible_with(t.shape):
+            raise ValueError(f"Shapes of all inputs must match: {fmt(inputs[0].shape)} != {fmt(t.shape)}")
+        s = s.merge_with(t.shape)
+    if s.rank is None:
+        return TensorShape(None), d
+    axis = rules.normalize_axis(attrs["axis"], s.rank + 1)
+    dims = s.as_list()
+    dims.insert(axis, len(inputs))
+    return TensorShape(dims), d
+
+
+register_op("Pack", infer=_infer_pack, grad=lambda op, g: list(unstack(g, num=len(op.inputs), axis=op.attrs["axis"])))
+
+
+def stack(values, axis=0, name="stack"):
+    """Stacks rank-R tensors into one rank-(R+1) tensor along ``axis``."""
+    values = [_ct(v) for v in values]
+    if not values:
+        raise ValueError("stack expects a non-empty list of tensors")
+    first = values[0]
+    values = [first] + [v if isinstance(v, Tensor) else _ct(v, dtype=first.dtype) for v in values[1:]]
+    return execute(get_op("Pack"), values, {"axis": axis}, name)
+
+
+def _infer_unpack(inputs, attrs):
+    s = inputs[0].shape
+    axis = rules.normalize_axis(attrs["axis"], s.rank)
+    dims = s.as_list()
+    if dims[axis] is not None and dims[axis] != attrs["num"]:
+        raise ValueError(f"unstack: dimension {axis} has size {dims[axis]}, not num={attrs['num']}")
+    del dims[axis]
+    return [(TensorShape(dims), inputs[0].dtype)] * attrs["num"]
+
+
+register_op("Unpack", infer=_infer_unpack, num_outputs=lambda a: a["num"],
+            grad=lambda op, *g: [stack(list(g), axis=op.attrs["axis"])])
+
+
+def unstack(value, num=None, axis=0, name="unstack"):
+    x = _ct(value)
+    if num is None:
+        if x.shape.rank is None or x.shape[axis] is None:
+            raise ValueError(f"unstack: cannot infer num from shape {fmt(x.shape)}; pass num=")
+        num = x.shape[axis]
+    out = execute(get_op("Unpack"), [x], {"axis": axis, "num": num}, name)
+    return list(out) if isinstance(out, tuple) else [out]
+
+
+def _infer_concat(inputs, attrs):
+    d = rules.same_dtype(inputs, "values")
+    ranks = {t.shape.rank for t in inputs if t.shape.rank is not None}
+    if len(ranks) > 1:
+        raise ValueError(f"concat: all inputs must have the same rank, got shapes "
+                         f"{', '.join(fmt(t.shape) for t in inputs)}")
+    if not ranks:
+        return TensorShape(None), d
+    r = ranks.pop()
+    if r == 0:
+        raise ValueError("concat: cannot concatenate scalars (use stack)")
+    axis = rules.normalize_axis(attrs["axis"], r)
+    out = [None] * r
+    total = 0
+    for t in inputs:
+        if t.shape.rank is None:
+            total = None
+            continue
+        for i, dim in enumerate(t.shape.as_list()):
+            if i == axis:
+                total = None if total is None or dim is None else total + dim
+            elif dim is not None:
+                if out[i] is not None and out[i] != dim:
+                    raise ValueError(f"concat along axis {axis}: dimension {i} differs "
+                                     f"({', '.join(fmt(t.shape) for t in inputs)})")
+                out[i] = dim
+    out[axis] = total
+    return TensorShape(out), d
+
+
+def _concat_grad(op, g):
+    axis = op.attrs["axis"]
+    sizes = [t.shape[axis] if t.shape.rank is not None else None for t in op.inputs]
+    if all(s is not None for s in sizes):
+        return split(g, sizes, axis=axis)
+    raise NotImplementedError(
+        f"concat gradient needs static sizes along axis {axis}; got shapes "
+        f"{', '.join(fmt(t.shape) for t in op.inputs)}")
+
+
+register_op("ConcatV2", infer=_infer_concat, grad=_concat_grad)
+
+
+def concat(values, axis, name="concat"):
+    values = [_ct(v) for v in values]
+    if len(values) == 1:
+        return identity(values[0], name=name)
+    return execute(get_op("ConcatV2"), values, {"axis": int(axis)}, name)
+
+
+def _infer_split(inputs, attrs):
+    x = inputs[0]
+    sizes = attrs["sizes"]
+    if x.shape.rank is None:
+        return [(TensorShape(None), x.dtype)] * len(sizes)
+    axis = rules.normalize_axis(attrs["axis"], x.shape.rank)
+    dims = x.shape.as_list()
+    if dims[axis] is not None and sum(sizes) != dims[axis]:
+        raise ValueError(f"split: sizes {list(sizes)} do not add up to dimension {axis} of size {dims[axis]}")
+    out = []
+    for s in sizes:
+        d = list(dims)
+        d[axis] = s
+        out.append((TensorShape(d), x.dtype))
+    return out
+
+
+register_op("Split", infer=_infer_split, num_outputs=lambda a: len(a["sizes"]),
+            grad=lambda op, *g: [concat(list(g), op.attrs["axis"])])
+
+
+def split(value, num_or_size_splits, axis=0, num=None, name="split"):
+    """Splits ``value`` along ``axis`` into equal parts (an int) or parts of given sizes (a list)."""
+    x = _ct(value)
+    axis = int(axis)
+    if isinstance(num_or_size_splits, (int, np.integer)):
+        n = int(num_or_size_splits)
+        d = x.shape[axis] if x.shape.rank is not None else None
+        if d is None:
+            raise ValueError("split: the split dimension must be known to split evenly")
+        if n <= 0 or d % n:
+            raise ValueError(f"split: dimension {axis} of size {d} cannot be split into {n} equal parts")
+        sizes = (d // n,) * n
+    else:
+        sizes = [int(s) for s in (num_or_size_splits.numpy() if isinstance(num_or_size_splits, EagerTensor)
+                                  else num_or_size_splits)]
+        if -1 in sizes:
+            d = x.shape[axis]
+            sizes[sizes.index(-1)] = d - (sum(sizes) + 1)
+        sizes = tuple(sizes)
+    out = execute(get_op("Split"), [x], {"axis": axis, "sizes": sizes}, name)
+    return list(out) if isinstance(out, tuple) else [out]
+
+
+# ---- dims --------------------------------------------------------------------------------
+def _infer_expand(inputs, attrs):
+    s = inputs[0].shape
+    if s.rank is None:
+        return TensorShape(None), inputs[0].dtype
+    axis = rules.normalize_axis(attrs["axis"], s.rank + 1)
+    d = s.as_list()
+    d.insert(axis, 1)
+    return TensorShape(d), inputs[0].dtype
+
+
+register_op("ExpandDims", infer=_infer_expand, grad=lambda op, g: [reshape(g, shape(op.inputs[0]))])
+
+
+def expand_dims(input, axis, name=None):
+    return execute(get_op("ExpandDims"), [_ct(input)], {"axis": int(axis)}, name)
+
+
+def _infer_squeeze(inputs, attrs):
+    s = inputs[0].shape
+    if s.rank is None:
+        return TensorShape(None), inputs[0].dtype
+    axes = attrs["axis"]
+    d = s.as_list()
+    if axes:
+        axes = [rules.normalize_axis(a, s.rank) for a in axes]
+        for a in axes:
+            if d[a] is not None and d[a] != 1:
+                raise ValueError(f"Can not squeeze dim[{a}], expected a dimension of 1, got {d[a]}")
+        return TensorShape([x for i, x in enumerate(d) if i not in axes]), inputs[0].dtype
+    if None in d:
+        return TensorShape(None), inputs[0].dtype
+    return TensorShape([x for x in d if x != 1]), inputs[0].dtype
+
+
+register_op("Squeeze", infer=_infer_squeeze, grad=lambda op, g: [reshape(g, shape(op.inputs[0]))])
+
+
+def squeeze(input, axis=None, name=None):
+    if axis is not None and not isinstance(axis, (list, tuple)):
+        axis = [axis]
+    return execute(get_op("Squeeze"), [_ct(input)], {"axis": tuple(axis or ())}, name)
+
+
+def _infer_transpose(inputs, attrs):
+    s = inputs[0].shape
+    perm = attrs["perm"]
+    if s.rank is None:
+        return TensorShape(None if perm is None else [None] * len(perm)), inputs[0].dtype
+    if perm is None:
+        return TensorShape(s.as_list()[::-1]), inputs[0].dtype
+    if sorted(perm) != list(range(s.rank)):
+        raise ValueError(f"perm {list(perm)} is not a permutation of the {s.rank} dimensions")
+    d = s.as_list()
+    return TensorShape([d[p] for p in perm]), inputs[0].dtype
+
+
+def _transpose_grad(op, g):
+    perm = op.attrs["perm"]
+    if perm is None:
+        return [transpose(g)]
+    return [transpose(g, list(np.argsort(perm)))]
+
+
+register_op("Transpose", infer=_infer_transpose, grad=_transpose_grad)
+
+
+def transpose(a, perm=None, conjugate=False, name="transpose"):
+    return execute(get_op("Transpose"), [_ct(a)], {"perm": None if perm is None else tuple(int(p) for p in perm)}, name)
+
+
+# ---- slicing (x[...]) ------------------------------------------------------------------------
+def _static_index(shape, spec):
+    """Result shape of basic NumPy indexing on a partially known shape."""
+    if shape.rank is None:
+        return TensorShape(None)
+    dims = shape.as_list()
+    probes = []
+    for sentinel in (1000003, 1000033):
+        probe = [d if d is not None else sentinel for d in dims]
+        probes.append(np.empty(probe, dtype=np.bool_)[spec].shape if np.prod(probe) < 2**40
+                      else _broadcast_probe(probe, spec))
+    return TensorShape([a if a == b else None for a, b in zip(*probes)])
+
+
+def _broadcast_probe(probe, spec):
+    return np.broadcast_to(np.empty((), np.bool_), probe)[spec].shape
+
+
+def _infer_slice(inputs, attrs):
+    s = inputs[0].shape
+    try:
+        if s.rank is None:
+            return TensorShape(None), inputs[0].dtype
+        probe = [d if d is not None else 1000003 for d in s.as_list()]
+        np.broadcast_to(np.empty((), np.bool_), probe)[attrs["spec"]]
+    except IndexError as e:
+        raise ValueError(f"Invalid slice {_spec_str(attrs['spec'])} for shape {fmt(s)}: {e}") from None
+    dims = s.as_list()
+    shapes = []
+    for sentinel in (1000003, 1000033):
+        probe = [d if d is not None else sentinel for d in dims]
+        shapes.append(np.broadcast_to(np.empty((), np.bool_), probe)[attrs["spec"]].shape)
+    return TensorShape([a if a == b else None for a, b in zip(*shapes)]), inputs[0].dtype
+
+
+def _spec_str(spec):
+    def one(s):
+        if s is Ellipsis:
+            return "..."
+        if s is None:
+            return "newaxis"
+        if isinstance(s, slice):
+            return ":".join("" if v is None else str(v) for v in (s.start, s.stop, s.step))
+        return str(s)
+    return "[" + ", ".join(one(s) for s in spec) + "]"
+
+
+register_op("StridedSlice", infer=_infer_slice,
+            grad=lambda op, g: [execute(get_op("StridedSliceGrad"), [g, op.inputs[0]], op.attrs)])
+register_op("StridedSliceGrad", infer=lambda i, a: (i[1].shape, i[0].dtype),
+            grad=lambda op, g: [execute(get_op("StridedSlice"), [g], op.attrs), None])
+
+
+def _normalize_spec(key):
+    if not isinstance(key, tuple):
+        key = (key,)
+    out = []
+    for k in key:
+        if isinstance(k, EagerTensor):
+            k = int(k)
+        if isinstance(k, slice):
+            k = slice(*(int(v) if isinstance(v, EagerTensor) else v for v in (k.start, k.stop, k.step)))
+        if isinstance(k, (np.integer,)):
+            k = int(k)
+        if not (k is None or k is Ellipsis or isinstance(k, (int, slice))):
+            raise TypeError(f"Only integers, slices (`:`), ellipsis (`...`), tw.newaxis (`None`) and "
+                            f"scalar integer tensors are valid indices, got {k!r}")
+        out.append(k)
+    return tuple(out)
+
+
+def getitem(tensor, key):
+    """``tensor[key]``: NumPy basic indexing (ints, slices with negative steps, ``...``, ``None``)."""
+    x = _ct(tensor)
+    keys = key if isinstance(key, tuple) else (key,)
+    if any(isinstance(k, Tensor) and not isinstance(k, EagerTensor) for k in keys):
+        if len(keys) == 1:
+            return gather(x, key)
+        raise TypeError("Symbolic tensor indices are supported only as a single index (x[i]).")
+    return execute(get_op("StridedSlice"), [x], {"spec": _normalize_spec(key)}, "strided_slice")
+
+
+# ---- gather ---------------------------------------------------------------------------------
+def _infer_gather(inputs, attrs):
+    p, i = inputs
+    rules.check_dtype(i, (_dt.int32, _dt.int64), "Gather", "indices")
+    axis, bd = attrs["axis"], attrs["batch_dims"]
+    if p.shape.rank is None or i.shape.rank is None:
+        return TensorShape(None), p.dtype
+    axis = rules.normalize_axis(axis, p.shape.rank)
+    pd, idd = p.shape.as_list(), i.shape.as_list()
+    return TensorShape(pd[:axis] + idd[bd:] + pd[axis + 1:]), p.dtype
+
+
+def _gather_grad(op, g):
+    from tensorweave.autodiff.indexed_slices import IndexedSlices
+    params, indices = op.inputs
+    axis, bd = op.attrs["axis"], op.attrs["batch_dims"]
+    if axis == 0 and bd == 0:
+        pshape = shape(params, out_type=_dt.int64)
+        values_shape = concat([reshape(size(indices, out_type=_dt.int64), [1]), pshape[1:]], 0)
+        return [IndexedSlices(reshape(g, values_shape), reshape(indices, [-1]), pshape), None]
+    return [execute(get_op("GatherGrad"), [g, indices, params], op.attrs), None]
+
+
+register_op("GatherV2", infer=_infer_gather, grad=_gather_grad)
+register_op("GatherGrad", infer=lambda i, a: (i[2].shape, i[0].dtype),
+            grad=lambda op, g: [gather(g, op.inputs[1], axis=op.attrs["axis"], batch_dims=op.attrs["batch_dims"]),
+                                None, None])
+
+
+def gather(params, indices, validate_indices=None, axis=None, batch_dims=0, name=None):
+    """Gathers slices of ``params`` along ``axis`` at ``indices`` (gradient: IndexedSlices)."""
+    p = _ct(params)
+    i = _ct(indices, dtype_hint=_dt.int32)
+    if axis is None:
+        axis = batch_dims
+    return execute(get_op("GatherV2"), [p, i], {"axis": int(axis), "batch_dims": int(batch_dims)}, name)
+
+
+# ---- segment sums (densifying sparse gradients) ---------------------------------------------
+def _infer_useg(inputs, attrs):
+    data, ids, n = inputs
+    num = constant_value(n)
+    if data.shape.rank is None or ids.shape.rank is None:
+        return TensorShape(None), data.dtype
+    rest = data.shape.as_list()[ids.shape.rank:]
+    return TensorShape([None if num is None else int(num)] + rest), data.dtype
+
+
+register_op("UnsortedSegmentSum", infer=_infer_useg,
+            grad=lambda op, g: [gather(g, op.inputs[1]), None, None])
+
+
+def unsorted_segment_sum(data, segment_ids, num_segments, name=None):
+    return execute(get_op("UnsortedSegmentSum"),
+                   [_ct(data), _ct(segment_ids, dtype_hint=_dt.int32), _ct(num_segments, dtype_hint=_dt.int32)],
+                   {}, name)
+
+
+newaxis = None

@@ -1,0 +1,381 @@
+"""Elementwise math: arithmetic, unary functions, activations, comparisons, logic, casts, matmul.
+
+Binary ops broadcast like NumPy. Both operands must have the same dtype; a Python
+scalar or NumPy array operand takes the tensor's dtype.
+
+>>> import tensorweave as tw
+>>> x = tw.constant([1.0, 4.0])
+>>> tw.sqrt(x).numpy(), (x + 1).numpy()
+(array([1., 2.], dtype=float32), array([2., 5.], dtype=float32))
+"""
+import numpy as np
+
+from tensorweave.core import dtypes as _dt
+from tensorweave.core.convert import convert_like, convert_to_tensor
+from tensorweave.core.dispatch import execute
+from tensorweave.core.registry import NOT_DIFFERENTIABLE, get_op, register_op
+from tensorweave.core.shape import TensorShape, broadcast_static, fmt
+from tensorweave.core.tensor import Tensor
+from tensorweave.ops import rules
+from tensorweave.ops.array_ops import sum_to_like, stop_gradient, zeros_like, ones_like
+
+_ct = convert_to_tensor
+
+
+def _operands(x, y):
+    if isinstance(x, Tensor):
+        return x, convert_like(y, x)
+    if isinstance(y, Tensor):
+        return convert_like(x, y), y
+    x = _ct(x)
+    return x, convert_like(y, x)
+
+
+def _binary_op(opdef):
+    def op(x, y, name=None):
+        x, y = _operands(x, y)
+        if x._dtype is not y._dtype:
+            rules.same_dtype([x, y])  # raises the explanatory error
+        return execute(opdef, (x, y), {}, name)
+    op.__name__ = opdef.name
+    return op
+
+
+def _unary_op(opdef):
+    def op(x, name=None):
+        return execute(opdef, (x if isinstance(x, Tensor) else _ct(x),), {}, name)
+    op.__name__ = opdef.name
+    return op
+
+
+# ---- binary arithmetic -------------------------------------------------------------------------
+def _grads(op, gx, gy):
+    x, y = op.inputs
+    return [None if gx is None else sum_to_like(gx, x), None if gy is None else sum_to_like(gy, y)]
+
+
+register_op("AddV2", infer=rules.binary(), grad=lambda op, g: _grads(op, g, g))
+register_op("Sub", infer=rules.binary(), grad=lambda op, g: _grads(op, g, -g))
+register_op("Mul", infer=rules.binary(),
+            grad=lambda op, g: _grads(op, g * op.inputs[1], op.inputs[0] * g))
+register_op("RealDiv", infer=rules.binary(allowed=rules.FLOAT),
+            grad=lambda op, g: _grads(op, g / op.inputs[1],
+                                      -g * op.inputs[0] / (op.inputs[1] * op.inputs[1])))
+register_op("FloorDiv", infer=rules.binary(), grad=NOT_DIFFERENTIABLE)
+register_op("FloorMod", infer=rules.binary(),
+            grad=lambda op, g: _grads(op, g, -g * floor(op.inputs[0] / op.inputs[1]))
+            if op.inputs[0].dtype.is_floating else [None, None])
+register_op("Maximum", infer=rules.binary(),
+            grad=lambda op, g: _select_grads(op, g, greater_equal(op.inputs[0], op.inputs[1])))
+register_op("Minimum", infer=rules.binary(),
+            grad=lambda op, g: _select_grads(op, g, less_equal(op.inputs[0], op.inputs[1])))
+register_op("SquaredDifference", infer=rules.binary(),
+            grad=lambda op, g: _sqdiff_grad(op, g))
+
+
+def _select_grads(op, g, mask):
+    z = zeros_like(g)
+    return _grads(op, where(mask, g, z), where(mask, z, g))
+
+
+def _sqdiff_grad(op, g):
+    d = g * (2 * (op.inputs[0] - op.inputs[1]))
+    return _grads(op, d, -d)
+
+
+def _pow_grad(op, g):
+    x, y = op.inputs
+    z = op.outputs[0]
+    gx = g * y * pow(x, y - 1)
+    if not x.dtype.is_floating:
+        return _grads(op, gx, None)
+    safe_log = log(where(x > 0, x, ones_like(x)))
+    gy = g * z * where(x > 0, safe_log, zeros_like(x))
+    return _grads(op, gx, gy)
+
+
+register_op("Pow", infer=rules.binary(), grad=_pow_grad)
+
+add = _binary_op(get_op("AddV2"))
+subtract = _binary_op(get_op("Sub"))
+multiply = _binary_op(get_op("Mul"))
+_realdiv = _binary_op(get_op("RealDiv"))
+floordiv = _binary_op(get_op("FloorDiv"))
+floormod = _binary_op(get_op("FloorMod"))
+pow = _binary_op(get_op("Pow"))
+maximum = _binary_op(get_op("Maximum"))
+minimum = _binary_op(get_op("Minimum"))
+squared_difference = _binary_op(get_op("SquaredDifference"))
+mod = floormod
+
+
+def divide(x, y, name=None):
+    """``x / y``; integer inputs are converted to float64 first (TensorFlow's ``truediv``)."""
+    x, y = _operands(x, y)
+    if x.dtype.is_integer and y.dtype is x.dtype:
+        target = _dt.float64 if x.dtype.size > 2 else _dt.float32
+        x, y = cast(x, target), cast(y, target)
+    return _realdiv(x, y, name=name)
+
+
+truediv = divide
+
+
+def div_no_nan(x, y, name=None):
+    x, y = _operands(x, y)
+    safe = where(equal(y, 0), ones_like(y), y)
+    return where(equal(y, 0), zeros_like(x * y), divide(x, safe), name=name)
+
+
+def add_n(inputs, name=None):
+    """Sums a list of same-shape tensors."""
+    inputs = [_ct(t) for t in inputs]
+    if len(inputs) == 1:
+        return inputs[0]
+    return execute(get_op("AddN"), inputs, {}, name)
+
+
+def _infer_addn(inputs, attrs):
+    d = rules.same_dtype(inputs)
+    s = inputs[0].shape
+    for t in inputs[1:]:
+        if not s.is_compatible_with(t.shape):
+            raise ValueError(f"AddN inputs must have equal shapes, got {', '.join(fmt(t.shape) for t in inputs)}")
+        s = s.merge_with(t.shape)
+    return s, d
+
+
+register_op("AddN", infer=_infer_addn, grad=lambda op, g: [g] * len(op.inputs))
+
+
+# ---- unary ---------------------------------------------------------------------------------------
+def _u(name, grad, allowed=None):
+    register_op(name, infer=rules.unary(allowed), grad=grad)
+    return _unary_op(get_op(name))
+
+
+F = rules.FLOAT
+negative = _u("Neg", lambda op, g: [-g])
+abs = _u("Abs", lambda op, g: [g * sign(op.inputs[0])])
+sign = _u("Sign", lambda op, g: [zeros_like(g)])
+exp = _u("Exp", lambda op, g: [g * op.outputs[0]], F)
+log = _u("Log", lambda op, g: [g / op.inputs[0]], F)
+log1p = _u("Log1p", lambda op, g: [g / (1 + op.inputs[0])], F)
+expm1 = _u("Expm1", lambda op, g: [g * (op.outputs[0] + 1)], F)
+sqrt = _u("Sqrt", lambda op, g: [g * 0.5 / op.outputs[0]], F)
+rsqrt = _u("Rsqrt", lambda op, g: [g * -0.5 * op.outputs[0] / op.inputs[0]], F)
+square = _u("Square", lambda op, g: [g * 2 * op.inputs[0]])
+reciprocal = _u("Reciprocal", lambda op, g: [-g * op.outputs[0] * op.outputs[0]], F)
+sin = _u("Sin", lambda op, g: [g * cos(op.inputs[0])], F)
+cos = _u("Cos", lambda op, g: [-g * sin(op.inputs[0])], F)
+tan = _u("Tan", lambda op, g: [g * (1 + op.outputs[0] * op.outputs[0])], F)
+tanh = _u("Tanh", lambda op, g: [g * (1 - op.outputs[0] * op.outputs[0])], F)
+sigmoid = _u("Sigmoid", lambda op, g: [g * op.outputs[0] * (1 - op.outputs[0])], F)
+erf = _u("Erf", lambda op, g: [g * (2 / np.sqrt(np.pi)) * exp(-square(op.inputs[0]))], F)
+relu = _u("Relu", lambda op, g: [where(op.outputs[0] > 0, g, zeros_like(g))])
+relu6 = _u("Relu6", lambda op, g: [where(logical_and(op.inputs[0] > 0, op.inputs[0] < 6), g, zeros_like(g))])
+elu = _u("Elu", lambda op, g: [where(op.inputs[0] > 0, g, g * (op.outputs[0] + 1))], F)
+selu = _u("Selu", lambda op, g: [where(op.inputs[0] > 0, g * 1.0507009873554805,
+                                       g * (op.outputs[0] + 1.7580993408473766))], F)
+softplus = _u("Softplus", lambda op, g: [g * sigmoid(op.inputs[0])], F)
+softsign = _u("Softsign", lambda op, g: [g / square(1 + abs(op.inputs[0]))], F)
+floor = _u("Floor", lambda op, g: [zeros_like(g)], F)
+ceil = _u("Ceil", lambda op, g: [zeros_like(g)], F)
+round = _u("Round", lambda op, g: [zeros_like(g)])
+atan = _u("Atan", lambda op, g: [g / (1 + square(op.inputs[0]))], F)
+
+
+def _leaky_grad(op, g):
+    return [where(op.inputs[0] > 0, g, g * op.attrs["alpha"])]
+
+
+register_op("LeakyRelu", infer=rules.unary(F), grad=_leaky_grad)
+
+
+def leaky_relu(features, alpha=0.2, name=None):
+    return execute(get_op("LeakyRelu"), [_ct(features)], {"alpha": float(alpha)}, name)
+
+
+def _gelu_grad(op, g):
+    x = op.inputs[0]
+    if op.attrs["approximate"]:
+        c = np.sqrt(2 / np.pi)
+        inner = c * (x + 0.044715 * x * x * x)
+        t = tanh(inner)
+        d = 0.5 * (1 + t) + 0.5 * x * (1 - t * t) * c * (1 + 3 * 0.044715 * x * x)
+        return [g * d]
+    cdf = 0.5 * (1 + erf(x * (1 / np.sqrt(2))))
+    pdf = exp(-0.5 * x * x) * (1 / np.sqrt(2 * np.pi))
+    return [g * (cdf + x * pdf)]
+
+
+register_op("Gelu", infer=rules.unary(F), grad=_gelu_grad)
+
+
+def gelu(features, approximate=False, name=None):
+    return execute(get_op("Gelu"), [_ct(features)], {"approximate": bool(approximate)}, name)
+
+
+def silu(features, beta=1.0, name=None):
+    x = _ct(features)
+    return multiply(x, sigmoid(x * beta) if beta != 1.0 else sigmoid(x), name=name)
+
+
+swish = silu
+
+
+def clip_by_value(t, clip_value_min, clip_value_max, name=None):
+    """Clips ``t`` elementwise to [min, max]; the gradient flows only inside the range."""
+    t = _ct(t)
+    return minimum(maximum(t, clip_value_min), clip_value_max, name=name)
+
+
+# ---- comparisons and logic ---------------------------------------------------------------------
+for _name in ("Less", "LessEqual", "Greater", "GreaterEqual", "Equal", "NotEqual"):
+    register_op(_name, infer=rules.binary(out_dtype=_dt.bool_), grad=NOT_DIFFERENTIABLE)
+for _name in ("LogicalAnd", "LogicalOr"):
+    register_op(_name, infer=rules.binary(allowed=(_dt.bool_,)), grad=NOT_DIFFERENTIABLE)
+register_op("LogicalNot", infer=rules.unary((_dt.bool_,)), grad=NOT_DIFFERENTIABLE)
+register_op("IsNan", infer=lambda i, a: (i[0].shape, _dt.bool_), grad=NOT_DIFFERENTIABLE)
+register_op("IsFinite", infer=lambda i, a: (i[0].shape, _dt.bool_), grad=NOT_DIFFERENTIABLE)
+register_op("IsInf", infer=lambda i, a: (i[0].shape, _dt.bool_), grad=NOT_DIFFERENTIABLE)
+
+less = _binary_op(get_op("Less"))
+less_equal = _binary_op(get_op("LessEqual"))
+greater = _binary_op(get_op("Greater"))
+greater_equal = _binary_op(get_op("GreaterEqual"))
+equal = _binary_op(get_op("Equal"))
+not_equal = _binary_op(get_op("NotEqual"))
+logical_and = _binary_op(get_op("LogicalAnd"))
+logical_or = _binary_op(get_op("LogicalOr"))
+logical_not = _unary_op(get_op("LogicalNot"))
+is_nan = _unary_op(get_op("IsNan"))
+is_finite = _unary_op(get_op("IsFinite"))
+is_inf = _unary_op(get_op("IsInf"))
+isnan, isfinite = is_nan, is_finite
+
+
+def logical_xor(x, y, name="LogicalXor"):
+    return logical_and(logical_or(x, y), logical_not(logical_and(x, y)), name=name)
+
+
+# ---- where -------------------------------------------------------------------------------------
+def _infer_select(inputs, attrs):
+    c, x, y = inputs
+    if c.dtype is not _dt.bool_:
+        raise TypeError(f"where: condition must be bool, got {c.dtype.name}")
+    d = rules.same_dtype([x, y], "branches")
+    try:
+        s = broadcast_static(broadcast_static(c.shape, x.shape), y.shape)
+    except ValueError:
+        raise ValueError(f"where: condition {fmt(c.shape)}, x {fmt(x.shape)} and y {fmt(y.shape)} "
+                         "do not broadcast together") from None
+    return s, d
+
+
+def _select_grad(op, g):
+    c, x, y = op.inputs
+    z = zeros_like(g)
+    return [None, sum_to_like(where(c, g, z), x), sum_to_like(where(c, z, g), y)]
+
+
+register_op("SelectV2", infer=_infer_select, grad=_select_grad)
+register_op("Where", infer=lambda i, a: (TensorShape([None, i[0].shape.rank]), _dt.int64),
+            grad=NOT_DIFFERENTIABLE)
+
+
+def where(condition, x=None, y=None, name=None):
+    """``x`` where ``condition`` is true, else ``y`` (broadcasting); with one argument, the
+    coordinates of true elements."""
+    c = _ct(condition)
+    if x is None and y is None:
+        return execute(get_op("Where"), [c], {}, name)
+    if x is None or y is None:
+        raise ValueError("where: give both x and y, or neither")
+    x, y = _operands(x, y)
+    return execute(get_op("SelectV2"), [c, x, y], {}, name)
+
+
+# ---- cast ---------------------------------------------------------------------------------
+def _cast_grad(op, g):
+    src = op.inputs[0].dtype
+    if src.is_floating and op.attrs["DstT"].is_floating:
+        return [cast(g, src)]
+    return [None]
+
+
+register_op("Cast", infer=lambda i, a: (i[0].shape, a["DstT"]), grad=_cast_grad)
+
+
+def cast(x, dtype, name=None):
+    """Converts ``x`` to ``dtype`` (float to int truncates toward zero)."""
+    dtype = _dt.as_dtype(dtype)
+    x = _ct(x) if isinstance(x, Tensor) or hasattr(x, "_tw_tensor_") else _ct(x, dtype_hint=dtype)
+    if x.dtype is dtype:
+        return x
+    return execute(get_op("Cast"), [x], {"DstT": dtype}, name)
+
+
+def saturate_cast(value, dtype, name=None):
+    dtype = _dt.as_dtype(dtype)
+    x = _ct(value)
+    if x.dtype.is_floating and dtype.is_integer or x.dtype.size > dtype.size:
+        x = clip_by_value(x, max(float(dtype.min), float(x.dtype.min)), min(float(dtype.max), float(x.dtype.max)))
+    return cast(x, dtype, name=name)
+
+
+# ---- matmul -------------------------------------------------------------------------------
+def _infer_matmul(inputs, attrs):
+    a, b = inputs
+    d = rules.same_dtype([a, b])
+    if d is _dt.bool_:
+        raise TypeError("MatMul does not support bool tensors")
+    ra, rb = a.shape.rank, b.shape.rank
+    if ra is None or rb is None:
+        return TensorShape(None), d
+    if ra < 2 or rb < 2:
+        raise ValueError(f"MatMul needs inputs of rank >= 2, got shapes {fmt(a.shape)} and {fmt(b.shape)}. "
+                         "Hint: use tw.expand_dims, or tw.tensordot for vectors")
+    sa, sb = a.shape.as_list(), b.shape.as_list()
+    m, ka = (sa[-1], sa[-2]) if attrs["transpose_a"] else (sa[-2], sa[-1])
+    kb, n = (sb[-1], sb[-2]) if attrs["transpose_b"] else (sb[-2], sb[-1])
+    if ka is not None and kb is not None and ka != kb:
+        raise ValueError(f"Dimensions must be equal, but are {ka} and {kb} (inner dimensions of the "
+                         f"matrix product; transpose_a={attrs['transpose_a']}, transpose_b={attrs['transpose_b']})")
+    try:
+        batch = broadcast_static(sa[:-2], sb[:-2])
+    except ValueError:
+        raise ValueError(f"MatMul batch dimensions {fmt(sa[:-2])} and {fmt(sb[:-2])} do not broadcast") from None
+    return TensorShape(batch.as_list() + [m, n]), d
+
+
+def _matmul_grad(op, g):
+    a, b = op.inputs
+    ta, tb = op.attrs["transpose_a"], op.attrs["transpose_b"]
+    if not ta and not tb:
+        ga, gb = matmul(g, b, transpose_b=True), matmul(a, g, transpose_a=True)
+    elif not ta and tb:
+        ga, gb = matmul(g, b), matmul(g, a, transpose_a=True)
+    elif ta and not tb:
+        ga, gb = matmul(b, g, transpose_b=True), matmul(a, g)
+    else:
+        ga, gb = matmul(b, g, transpose_a=True, transpose_b=True), matmul(g, a, transpose_a=True, transpose_b=True)
+    return [sum_to_like(ga, a), sum_to_like(gb, b)]
+
+
+register_op("MatMul", infer=_infer_matmul, grad=_matmul_grad, heavy=True)
+_MATMUL = get_op("MatMul")
+
+
+def matmul(a, b, transpose_a=False, transpose_b=False, adjoint_a=False, adjoint_b=False, name=None):
+    """Matrix product of the last two dimensions, batched and broadcast over the leading ones.
+
+    >>> import tensorweave as tw
+    >>> tw.matmul(tw.ones([2, 3]), tw.ones([3, 4])).shape
+    TensorShape([2, 4])
+    """
+    a, b = _operands(a, b)
+    if a._dtype is not b._dtype:
+        rules.same_dtype([a, b])
+    return execute(_MATMUL, (a, b), {"transpose_a": bool(transpose_a or adjoint_a),
+                                     "transpose_b": bool(transpose_b or adjoint_b)}, name)

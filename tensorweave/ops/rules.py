@@ -1,0 +1,63 @@
+"""Shared shape/dtype inference rules for op definitions."""
+from tensorweave.core import dtypes as _dt
+from tensorweave.core.shape import TensorShape, broadcast_static, fmt
+
+
+def same_dtype(inputs, what="inputs"):
+    d0 = inputs[0].dtype
+    for i, t in enumerate(inputs[1:], 1):
+        if t.dtype is not d0:
+            raise TypeError(f"Mixed dtypes: input 0 is {d0.name} but input {i} is {t.dtype.name} "
+                            f"(tensorweave never converts between tensor dtypes). "
+                            f"Hint: use tw.cast(x, tw.{d0.name}) on one of the {what}")
+    return d0
+
+
+def check_dtype(t, allowed, op_name, what="input"):
+    if t.dtype not in allowed:
+        names = ", ".join(d.name for d in allowed)
+        raise TypeError(f"{op_name} does not support dtype {t.dtype.name} for its {what}; expected one of: {names}")
+
+
+def unary(allowed=None):
+    def infer(inputs, attrs):
+        if allowed is not None and inputs[0].dtype not in allowed:
+            names = ", ".join(d.name for d in allowed)
+            raise TypeError(f"Unsupported dtype {inputs[0].dtype.name}; expected one of: {names}")
+        return inputs[0].shape, inputs[0].dtype
+    return infer
+
+
+def binary(out_dtype=None, allowed=None):
+    def infer(inputs, attrs):
+        d = same_dtype(inputs)
+        if allowed is not None and d not in allowed:
+            raise TypeError(f"Unsupported dtype {d.name}; expected one of: {', '.join(x.name for x in allowed)}")
+        try:
+            shape = broadcast_static(inputs[0].shape, inputs[1].shape)
+        except ValueError:
+            raise ValueError(f"Incompatible shapes for broadcasting: {fmt(inputs[0].shape)} vs. "
+                             f"{fmt(inputs[1].shape)}. Hint: shapes broadcast when, from the right, each pair "
+                             "of dimensions is equal or one of them is 1") from None
+        return shape, (out_dtype or d)
+    return infer
+
+
+FLOAT = _dt.FLOATING
+NUMERIC = _dt.NUMERIC
+INTEGER = _dt.INTEGER
+
+
+def normalize_axis(axis, rank, op_name="op"):
+    if rank is None:
+        return axis
+    if not -rank <= axis < max(rank, 1):
+        raise ValueError(f"axis {axis} is out of range for a tensor of rank {rank}")
+    return axis % rank if rank else 0
+
+
+def shape_of(value):
+    """A TensorShape from a constant shape value (array/list), or unknown."""
+    if value is None:
+        return None
+    return TensorShape([int(d) if int(d) >= 0 else None for d in list(value)])

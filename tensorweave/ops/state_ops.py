@@ -1,0 +1,126 @@
+"""Variable ops: a handle node, reads, assignments, sparse reads (gather).
+
+A variable's value lives in its ``Variable`` object; ``VarHandleOp`` yields that object
+(dtype ``resource``) and the other ops read or replace its value. Assignments replace
+the stored array (never write into it), so a value already read stays valid.
+"""
+import numpy as np
+
+from tensorweave.core import dtypes as _dt
+from tensorweave.core import errors
+from tensorweave.core.registry import register_kernel, register_op
+from tensorweave.core.shape import TensorShape, fmt
+from tensorweave.ops import rules
+
+
+def _value_spec(attrs):
+    return attrs["shape"], attrs["dtype"]
+
+
+register_op("VarHandleOp", infer=lambda i, a: (TensorShape([]), _dt.resource), stateful=True)
+
+
+def _read_infer(inputs, attrs):
+    return attrs["shape"], attrs["dtype"]
+
+
+register_op("ReadVariableOp", infer=_read_infer, stateful=True, grad=lambda op, g: [g])
+
+
+def _assign_infer(inputs, attrs):
+    h, v = inputs
+    if v.dtype is not attrs["dtype"]:
+        raise TypeError(f"Cannot assign a {v.dtype.name} value to a {attrs['dtype'].name} variable. "
+                        f"Hint: tw.cast the value to {attrs['dtype'].name}")
+    if not attrs["shape"].is_compatible_with(v.shape) and attrs.get("validate_shape", True):
+        raise ValueError(f"Cannot assign a value of shape {fmt(v.shape)} to a variable of shape "
+                         f"{fmt(attrs['shape'])}")
+    return attrs["shape"], attrs["dtype"]
+
+
+for _name in ("AssignVariableOp", "AssignAddVariableOp", "AssignSubVariableOp"):
+    register_op(_name, infer=_assign_infer, stateful=True)
+
+
+def _rgather_infer(inputs, attrs):
+    h, i = inputs
+    s = attrs["shape"]
+    if s.rank is None or i.shape.rank is None:
+        return TensorShape(None), attrs["dtype"]
+    return TensorShape(i.shape.as_list() + s.as_list()[1:]), attrs["dtype"]
+
+
+def _rgather_grad(op, g):
+    from tensorweave.autodiff.indexed_slices import IndexedSlices
+    from tensorweave.ops.array_ops import concat, reshape, shape, size
+    indices = op.inputs[1]
+    vshape = op.attrs["shape"]
+    dense_shape = np.array(vshape.as_list(), dtype=np.int64)
+    values = reshape(g, [-1] + vshape.as_list()[1:])
+    return [IndexedSlices(values, reshape(indices, [-1]), dense_shape), None]
+
+
+register_op("ResourceGather", infer=_rgather_infer, stateful=True, grad=_rgather_grad)
+
+
+def _scatter_infer(inputs, attrs):
+    return attrs["shape"], attrs["dtype"]
+
+
+register_op("ResourceScatterAdd", infer=_scatter_infer, stateful=True)
+register_op("ResourceScatterUpdate", infer=_scatter_infer, stateful=True)
+
+
+# ---- CPU kernels (the storage is host memory on every CPU device) --------------------------
+@register_kernel("VarHandleOp", "CPU")
+def _handle(variable, shared_name, dtype, shape):
+    return variable
+
+
+@register_kernel("ReadVariableOp", "CPU")
+def _read(var, dtype, shape):
+    return var._read()
+
+
+@register_kernel("AssignVariableOp", "CPU")
+def _assign(var, value, dtype, shape, validate_shape=True):
+    var._write(np.asarray(value, dtype=dtype.np_dtype))
+    return var._value
+
+
+@register_kernel("AssignAddVariableOp", "CPU")
+def _assign_add(var, delta, dtype, shape, validate_shape=True):
+    var._write(np.add(var._read(), delta))
+    return var._value
+
+
+@register_kernel("AssignSubVariableOp", "CPU")
+def _assign_sub(var, delta, dtype, shape, validate_shape=True):
+    var._write(np.subtract(var._read(), delta))
+    return var._value
+
+
+@register_kernel("ResourceGather", "CPU")
+def _rgather(var, indices, dtype, shape):
+    value = var._read()
+    if indices.size and (indices.min() < 0 or indices.max() >= value.shape[0]):
+        raise errors.InvalidArgumentError(
+            f"indices[...] = {indices.max() if indices.max() >= value.shape[0] else indices.min()} "
+            f"is not in [0, {value.shape[0]}) for variable '{var.name}'")
+    return np.take(value, indices, axis=0)
+
+
+@register_kernel("ResourceScatterAdd", "CPU")
+def _rscatter_add(var, indices, updates, dtype, shape):
+    value = var._read().copy()
+    np.add.at(value, indices, updates)
+    var._write(value)
+    return value
+
+
+@register_kernel("ResourceScatterUpdate", "CPU")
+def _rscatter_update(var, indices, updates, dtype, shape):
+    value = var._read().copy()
+    value[indices] = updates
+    var._write(value)
+    return value

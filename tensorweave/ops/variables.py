@@ -1,0 +1,363 @@
+"""``tw.Variable``: mutable state that survives across steps and sessions.
+
+>>> import tensorweave as tw
+>>> v = tw.Variable([1.0, 2.0], name="v")
+>>> _ = v.assign_add([1.0, 1.0])
+>>> v.numpy()
+array([2., 3.], dtype=float32)
+"""
+import threading
+import weakref
+
+import numpy as np
+
+from tensorweave.core import dtypes as _dt
+from tensorweave.core import errors
+from tensorweave.core.context import building_graph, ctx, executing_eagerly, init_scope
+from tensorweave.core.convert import convert_to_tensor
+from tensorweave.core.dispatch import execute
+from tensorweave.core.graph import Graph, get_default_graph
+from tensorweave.core.registry import get_op
+from tensorweave.core.shape import TensorShape, as_shape, fmt
+from tensorweave.core.tensor import EagerTensor, Tensor
+from tensorweave.ops import state_ops  # noqa: F401 - registers the variable ops
+
+GLOBAL_VARIABLES = "variables"
+TRAINABLE_VARIABLES = "trainable_variables"
+LOCAL_VARIABLES = "local_variables"
+
+_VAR_HANDLE = get_op("VarHandleOp")
+_READ = get_op("ReadVariableOp")
+_uid_lock = threading.Lock()
+_uid = [0]
+
+
+def _next_uid():
+    with _uid_lock:
+        _uid[0] += 1
+        return _uid[0]
+
+
+class Variable:
+    """A tensor-valued state cell; reads and assignments are ops (graph nodes or eager calls).
+
+    Args follow ``tf.Variable``: ``initial_value`` (value, tensor or zero-argument callable),
+    ``trainable``, ``name``, ``dtype``, ``shape`` (may contain None when
+    ``validate_shape=False``), ``constraint``.
+    """
+
+    _is_variable = True
+
+    def __init__(self, initial_value=None, trainable=True, name=None, dtype=None, shape=None,
+                 validate_shape=True, constraint=None, collections=None, caching_device=None,
+                 synchronization=None, aggregation=None, use_resource=None, import_scope=None):
+        if initial_value is None:
+            raise ValueError("Variable: initial_value must be given")
+        self.trainable = bool(trainable)
+        self.constraint = constraint
+        self._value = None
+        self._handles = weakref.WeakKeyDictionary()
+        self._uid = _next_uid()
+        self._eager_handle = None
+        self._graph_read = None
+        self._initializer_op = None
+        base = (name or "Variable").rstrip("/").split(":")[0]
+        graph = building_graph()
+        if graph is not None and graph.is_function_graph:
+            graph = None  # variables created while tracing a function are created once, eagerly
+        if graph is None:
+            with init_scope():
+                self._init_eager(initial_value, dtype, shape, validate_shape, base)
+        else:
+            self._init_graph(graph, initial_value, dtype, shape, validate_shape, base, collections)
+
+    # ---- construction ------------------------------------------------------------------
+    def _initial_tensor(self, initial_value, dtype):
+        if callable(initial_value):
+            initial_value = initial_value()
+        if isinstance(initial_value, Variable):
+            initial_value = initial_value.read_value()
+        return convert_to_tensor(initial_value, dtype=dtype) if not isinstance(initial_value, Tensor) or dtype is None \
+            else _maybe_cast(initial_value, dtype)
+
+    def _init_eager(self, initial_value, dtype, shape, validate_shape, base):
+        init = self._initial_tensor(initial_value, dtype)
+        if not isinstance(init, EagerTensor):
+            raise ValueError(f"Variable '{base}': the initial value must be computable eagerly, got "
+                             f"{init!r}. Hint: pass a callable or a concrete value.")
+        self._dtype = init.dtype
+        self._shape = self._check_shape(init.shape, shape, validate_shape, base)
+        self._name = (ctx.name_stack + "/" if ctx.name_stack else "") + base + ":0"
+        self._value = np.array(init.numpy(), copy=True)
+        self._graph = None
+        self._init_value_tensor = init
+        self._device = ctx.device
+
+    def _init_graph(self, graph, initial_value, dtype, shape, validate_shape, base, collections):
+        from tensorweave.ops.state_ops import _assign_infer  # noqa: F401 - ops registered
+        with graph.name_scope(base) as scope:
+            op_name = scope[:-1]
+            with graph.control_dependencies(None), graph.name_scope("Initializer"):
+                init = self._initial_tensor(initial_value, dtype)
+            self._dtype = init.dtype
+            self._shape = self._check_shape(init.shape, shape, validate_shape, base)
+            self._graph = graph
+            self._name = op_name + ":0"
+            self._device = ctx.device
+            handle = execute(_VAR_HANDLE, [], self._handle_attrs(), op_name + "/")
+        self._handles[graph] = handle
+        self._init_value_tensor = init
+        with graph.name_scope(op_name + "/"):
+            self._initializer_op = execute(get_op("AssignVariableOp"), [handle, init],
+                                           self._attrs(), "Assign").op
+            with graph.control_dependencies(None):
+                self._graph_read = execute(_READ, [handle], self._attrs(), "Read/ReadVariableOp")
+        if collections is None:
+            collections = [GLOBAL_VARIABLES]
+            if self.trainable:
+                collections.append(TRAINABLE_VARIABLES)
+        graph.add_to_collections(collections, self)
+
+    def _check_shape(self, init_shape, shape, validate_shape, base):
+        if shape is None:
+            return init_shape if validate_shape else TensorShape(None)
+        shape = as_shape(shape)
+        if not shape.is_compatible_with(init_shape):
+            raise ValueError(f"Variable '{base}': initial value has shape {fmt(init_shape)}, "
+                             f"incompatible with shape={fmt(shape)}")
+        return shape
+
+    def _handle_attrs(self):
+        return {"variable": self, "shared_name": self._name[:-2], "dtype": self._dtype, "shape": self._shape}
+
+    def _attrs(self):
+        return {"dtype": self._dtype, "shape": self._shape}
+
+    # ---- storage (used by kernels) -------------------------------------------------------
+    def _read(self):
+        v = self._value
+        if v is None:
+            raise errors.FailedPreconditionError(
+                f"Attempting to use uninitialized value {self._name[:-2]}. "
+                "Hint: run tw.compat.v1.global_variables_initializer() (or v.initializer) first.")
+        return v
+
+    def _write(self, value):
+        self._value = value
+
+    # ---- handles -------------------------------------------------------------------------------
+    @property
+    def handle(self):
+        graph = building_graph()
+        if graph is None:
+            if self._eager_handle is None:
+                self._eager_handle = EagerTensor(self, _dt.resource)
+            return self._eager_handle
+        return self.handle_in(graph)
+
+    def handle_in(self, graph):
+        h = self._handles.get(graph)
+        if h is None:
+            with graph.as_default(), graph.control_dependencies(None):
+                h = execute(_VAR_HANDLE, [], self._handle_attrs(), self._name[:-2].split("/")[-1])
+            self._handles[graph] = h
+            if graph.is_function_graph:
+                graph.variables.append(self)
+        return h
+
+    # ---- reading ---------------------------------------------------------------------------
+    def read_value(self):
+        """The current value, as a tensor (a fresh read node in graph mode)."""
+        graph = building_graph()
+        h = self.handle
+        if ctx.tapes and self.trainable:
+            for tape in ctx.tapes:
+                if tape._watch_accessed:
+                    tape._watch_handle(h)
+        if graph is None:
+            return execute(_READ, [h], self._attrs())
+        return execute(_READ, [h], self._attrs(), "ReadVariableOp")
+
+    def value(self):
+        graph = building_graph()
+        if graph is not None and graph is self._graph and not graph._control_deps and not ctx.tapes:
+            return self._graph_read
+        return self.read_value()
+
+    def _tw_tensor_(self, dtype=None):
+        t = self.value()
+        if dtype is not None and _dt.as_dtype(dtype) is not self._dtype:
+            raise TypeError(f"Variable '{self.name}' of dtype {self._dtype.name} used where "
+                            f"{_dt.as_dtype(dtype).name} is required. Hint: tw.cast(v, ...)")
+        return t
+
+    def _graph_op(self):
+        return self.value().op
+
+    def numpy(self):
+        return np.asarray(self._read())
+
+    def __array__(self, dtype=None, copy=None):
+        v = np.asarray(self._read())
+        return v.astype(dtype) if dtype is not None else (v.copy() if copy else v)
+
+    def eval(self, session=None):
+        return self.value().eval(session=session)
+
+    # ---- assignment --------------------------------------------------------------------------
+    def _assign_op(self, op_name, value, read_value, name):
+        value = convert_to_tensor(value, dtype=self._dtype) if not isinstance(value, Tensor) else value
+        out = execute(get_op(op_name), [self.handle, value], self._attrs(), name)
+        if building_graph() is None:
+            return self if read_value else None
+        return out if read_value else out.op
+
+    def assign(self, value, use_locking=False, name=None, read_value=True):
+        """Sets the value; in graph mode returns a tensor whose evaluation performs the assignment."""
+        if self.constraint is not None:
+            value = self.constraint(convert_to_tensor(value, dtype=self._dtype))
+        return self._assign_op("AssignVariableOp", value, read_value, name)
+
+    def assign_add(self, delta, use_locking=False, name=None, read_value=True):
+        return self._assign_op("AssignAddVariableOp", delta, read_value, name)
+
+    def assign_sub(self, delta, use_locking=False, name=None, read_value=True):
+        return self._assign_op("AssignSubVariableOp", delta, read_value, name)
+
+    def sparse_read(self, indices, name=None):
+        """Rows ``indices`` of the variable (its gradient is an IndexedSlices)."""
+        h = self.handle
+        if ctx.tapes and self.trainable:
+            for tape in ctx.tapes:
+                if tape._watch_accessed:
+                    tape._watch_handle(h)
+        idx = convert_to_tensor(indices, dtype_hint=_dt.int32)
+        return execute(get_op("ResourceGather"), [h, idx], self._attrs(), name)
+
+    def scatter_add(self, sparse_delta, use_locking=False, name=None):
+        return execute(get_op("ResourceScatterAdd"),
+                       [self.handle, convert_to_tensor(sparse_delta.indices),
+                        convert_to_tensor(sparse_delta.values)], self._attrs(), name)
+
+    def scatter_update(self, sparse_delta, use_locking=False, name=None):
+        return execute(get_op("ResourceScatterUpdate"),
+                       [self.handle, convert_to_tensor(sparse_delta.indices),
+                        convert_to_tensor(sparse_delta.values)], self._attrs(), name)
+
+    # ---- properties ----------------------------------------------------------------------------
+    @property
+    def name(self):
+        return self._name
+
+    @property
+    def dtype(self):
+        return self._dtype
+
+    @property
+    def shape(self):
+        return self._shape
+
+    def get_shape(self):
+        return self._shape
+
+    @property
+    def device(self):
+        from tensorweave.runtime.devices import canonical_device
+        return canonical_device(self._device)
+
+    @property
+    def graph(self):
+        return self._graph
+
+    @property
+    def op(self):
+        return self.handle.op if building_graph() is not None else None
+
+    @property
+    def initializer(self):
+        if self._initializer_op is None:
+            raise RuntimeError("variable.initializer exists only for variables created in graph mode")
+        return self._initializer_op
+
+    @property
+    def initial_value(self):
+        return self._init_value_tensor
+
+    def initialized_value(self):
+        return self.read_value()
+
+    def ref(self):
+        return self
+
+    def experimental_ref(self):
+        return self
+
+    def __hash__(self):
+        return id(self)
+
+    def __repr__(self):
+        if self._value is not None and building_graph() is None:
+            return (f"<tw.Variable '{self._name}' shape={self._shape} dtype={self._dtype.name}, "
+                    f"numpy={np.array2string(np.asarray(self._value), separator=', ')}>")
+        return f"<tw.Variable '{self._name}' shape={self._shape} dtype={self._dtype.name}>"
+
+    def __iter__(self):
+        return iter(self.value())
+
+    def __len__(self):
+        return len(self.value())
+
+    def __bool__(self):
+        return bool(self.value())
+
+    def __float__(self):
+        return float(self.numpy())
+
+    def __int__(self):
+        return int(self.numpy())
+
+    def __getitem__(self, key):
+        return self.value()[key]
+
+    # ---- in-place operators (as in TF, v += x assigns) ---------------------------------------
+    def __iadd__(self, other):
+        out = self.assign_add(other)
+        return self if building_graph() is None else out
+
+    def __isub__(self, other):
+        out = self.assign_sub(other)
+        return self if building_graph() is None else out
+
+
+def _maybe_cast(t, dtype):
+    dtype = _dt.as_dtype(dtype)
+    if t.dtype is dtype:
+        return t
+    from tensorweave.ops.math_ops import cast
+    return cast(t, dtype)
+
+
+def global_variables(scope=None):
+    return get_default_graph().get_collection(GLOBAL_VARIABLES, scope)
+
+
+def trainable_variables(scope=None):
+    return get_default_graph().get_collection(TRAINABLE_VARIABLES, scope)
+
+
+def local_variables(scope=None):
+    return get_default_graph().get_collection(LOCAL_VARIABLES, scope)
+
+
+def variables_initializer(var_list, name="init"):
+    from tensorweave.ops.control_flow_ops import group
+    return group(*[v.initializer for v in var_list], name=name)
+
+
+def global_variables_initializer():
+    """An op that initializes every global variable of the default graph (TF1)."""
+    return variables_initializer(global_variables())
+
+
+def local_variables_initializer():
+    return variables_initializer(local_variables(), name="init_local")

@@ -1,0 +1,1 @@
+"""Devices, the executor, Session and tw.function (thin shells over the one executor)."""
