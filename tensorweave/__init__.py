@@ -43,7 +43,11 @@ from tensorweave.ops.variables import Variable
 from tensorweave.ops import state_ops as _state_ops  # noqa: F401
 from tensorweave.ops.control_flow_ops import group, no_op, control_dependencies, tuple_ as tuple  # noqa: A001
 from tensorweave.ops import overloads as _overloads  # noqa: F401
-from tensorweave.kernels.cpu import array_kernels as _k1, math_kernels as _k2, reduce_kernels as _k3  # noqa: F401
+from tensorweave.ops.indexing_ops import *  # noqa: F401,F403
+from tensorweave.ops.sort_ops import *  # noqa: F401,F403
+from tensorweave.ops.linalg_ops import *  # noqa: F401,F403
+from tensorweave.ops import nn_ops as _nn_ops, random_ops as _random_ops  # noqa: F401
+from tensorweave.kernels import cpu as _cpu_kernels  # noqa: F401
 
 # --- autodiff ---------------------------------------------------------------------------------
 from tensorweave.autodiff.tape import GradientTape
@@ -56,4 +60,4 @@ from tensorweave.runtime.function import function
 from tensorweave.runtime.session import Session, InteractiveSession
 
 # --- namespaces -------------------------------------------------------------------------------
-from tensorweave import compat  # noqa: E402
+from tensorweave import compat, linalg, math, nn, random  # noqa: E402,F401

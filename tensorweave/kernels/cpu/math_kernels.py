@@ -83,7 +83,9 @@ def _rsqrt(x):
 @k("Reciprocal")
 @quiet
 def _reciprocal(x):
-    return np.reciprocal(x) if x.dtype.kind == "f" else (1 // x).astype(x.dtype)
+    if x.dtype.kind in "iu":
+        return (1 // x).astype(x.dtype)
+    return np.reciprocal(x)
 
 
 @k("Sigmoid")

@@ -1,0 +1,7 @@
+"""``tw.nn``: neural-network ops (activations, softmax and losses, convolution, pooling,
+normalization, embeddings, dropout)."""
+from tensorweave.ops.math_ops import (elu, gelu, leaky_relu, relu, relu6, selu, sigmoid, silu,  # noqa: F401
+                                      softplus, softsign, swish, tanh)
+from tensorweave.ops.nn_ops import *  # noqa: F401,F403
+from tensorweave.ops.random_ops import dropout  # noqa: F401
+from tensorweave.ops.reduce_ops import moments  # noqa: F401

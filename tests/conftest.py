@@ -1,0 +1,35 @@
+import os
+import sys
+
+import numpy as np
+import pytest
+
+sys.path.insert(0, os.path.dirname(__file__))
+
+SHARED = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", "shared", "datasets"))
+
+
+@pytest.fixture
+def rng():
+    return np.random.default_rng(1234)
+
+
+@pytest.fixture
+def graph_mode():
+    """Runs the test body in TF1 mode (ops build the default graph)."""
+    import tensorweave as tw
+    from tensorweave.core.context import disable_eager_execution, enable_eager_execution
+    tw.reset_default_graph()
+    disable_eager_execution()
+    try:
+        yield
+    finally:
+        enable_eager_execution()
+        tw.reset_default_graph()
+
+
+@pytest.fixture
+def shared_datasets():
+    if not os.path.isdir(SHARED):
+        pytest.skip("../shared/datasets is not present")
+    return SHARED

@@ -1,0 +1,1 @@
+"""OpInfo tables, one module per op family; each module defines ``OPS``."""
