@@ -50,3 +50,14 @@ def pack_sequence_as(structure, flat):
 def map_structure(fn, *structures):
     flats = [flatten(s) for s in structures]
     return pack_sequence_as(structures[0], [fn(*xs) for xs in zip(*flats)])
+
+
+def assert_same_structure(a, b):
+    def shape(x):
+        if isinstance(x, dict):
+            return ("dict", tuple(sorted((k, shape(v)) for k, v in x.items())))
+        if isinstance(x, (list, tuple)):
+            return ("seq", tuple(shape(v) for v in x))
+        return "leaf"
+    if shape(a) != shape(b):
+        raise ValueError(f"structures differ: {a!r} vs {b!r}")

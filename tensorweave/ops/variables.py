@@ -158,6 +158,13 @@ class Variable:
     def handle_in(self, graph):
         h = self._handles.get(graph)
         if h is None:
+            outer = getattr(graph, "outer_graph", None)
+            if outer is not None:
+                # A control-flow branch captures the enclosing graph's handle, so gradients
+                # with respect to the variable flow out through the cond/while op.
+                h = graph.capture(self.handle_in(outer))
+                self._handles[graph] = h
+                return h
             with graph.as_default(), graph.control_dependencies(None):
                 h = execute(_VAR_HANDLE, [], self._handle_attrs(), self._name[:-2].split("/")[-1])
             self._handles[graph] = h

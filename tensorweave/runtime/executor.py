@@ -78,7 +78,7 @@ def needed_ops(fetch_ops, feed_ids):
 
 def build_plan(fetches, targets, feeds, soft_placement=None, parallel=None):
     feed_ids = {id(t): i for i, t in enumerate(feeds)}
-    ops = needed_ops([t.op for t in fetches] + list(targets), feed_ids)
+    ops = needed_ops([t.op for t in fetches if id(t) not in feed_ids] + list(targets), feed_ids)
     slot_of = {}
     n = 0
     feed_slots = []
@@ -121,7 +121,7 @@ def build_plan(fetches, targets, feeds, soft_placement=None, parallel=None):
         if op.opdef.bind is not None:
             attrs.update(op.opdef.bind(op))
         fn = functools.partial(kernel, **attrs) if attrs else kernel
-        single = op.opdef.n_outputs(op.attrs) == 1
+        single = op.opdef.num_outputs == 1  # ops with a variable output count return sequences
         steps.append(Step(fn, tuple(ins), outs[0] if single and outs else tuple(outs), single, op, device))
         step_of_op[id(op)] = len(steps) - 1
         for o in outs:

@@ -120,7 +120,7 @@ OPS = [
     _float_unary("ceil", tw.ceil, np.ceil, kinks=(-2, -1, 0, 1, 2)),
     _float_unary("round", tw.round, np.round, kinks=(-1.5, -0.5, 0.5, 1.5)),
     OpInfo("clip_by_value", lambda x: tw.clip_by_value(x, -1.0, 1.5) if x.dtype.is_floating else tw.clip_by_value(x, -1, 1),
-           lambda x: np.clip(x, -1, 1.5) if x.dtype.kind == "f" else np.clip(x, -1, 1).astype(x.dtype),
+           lambda x: np.clip(x, -1, 1).astype(x.dtype) if x.dtype.kind in "iu" else np.clip(x, -1, 1.5).astype(x.dtype),
            FLOATS + SIGNED_INTS, unary_samples(kinks=(-1, 1.5))),
     OpInfo("where", tw.where, np.where, NUMERIC, _where_samples),
     OpInfo("cast", tw.cast, lambda x, d: x.astype(d.np_dtype), (tw.float32, tw.float64, tw.int32), _cast_samples,

@@ -1,0 +1,404 @@
+"""Data-dependent control flow: ``cond`` and ``while_loop``, both differentiable.
+
+Executing eagerly these are plain Python ``if``/``while``. While building a graph each
+branch/body is traced into a :class:`FuncGraph`; outer tensors it uses become inputs of
+one ``If``/``While`` node, whose kernel runs the sub-graph's compiled plan.
+
+Gradients are built the same way: the gradient of ``If`` is another ``cond`` whose
+branches re-trace the forward branch and differentiate it; ``While`` also outputs the
+loop variables of every iteration (dropped at once unless a gradient reads them), and
+``WhileGrad`` walks them backwards through a traced gradient of the body.
+
+>>> import tensorweave as tw
+>>> @tw.function
+... def f(x):
+...     i, y = tw.while_loop(lambda i, y: i < 3, lambda i, y: (i + 1, y * x), (0, tw.constant(1.0)))
+...     return tw.cond(y > 5.0, lambda: y, lambda: -y)
+>>> float(f(tw.constant(2.0))), float(f(tw.constant(1.5)))
+(8.0, -3.375)
+"""
+from tensorweave.core import dtypes as _dt
+from tensorweave.core import nest
+from tensorweave.core.context import building_graph, ctx
+from tensorweave.core.convert import convert_to_tensor
+from tensorweave.core.dispatch import execute
+from tensorweave.core.graph import FuncGraph, get_default_graph
+from tensorweave.core.registry import get_op, register_kernel, register_op
+from tensorweave.core.shape import TensorShape, fmt
+from tensorweave.core.tensor import Tensor
+
+__all__ = ["cond", "while_loop", "case", "switch_case"]
+
+
+def _trace(name, fn, args=(), arg_specs=()):
+    """Traces ``fn`` into a FuncGraph nested in the current graph; returns (graph, outputs)."""
+    outer = get_default_graph()
+    g = FuncGraph(name, outer_graph=outer)
+    saved_tapes, ctx.tapes = ctx.tapes, []  # inner ops are differentiated through the node
+    try:
+        with g.as_default():
+            from tensorweave.ops.array_ops import placeholder
+            phs = [placeholder(d, s, name=f"arg{i}") for i, (s, d) in enumerate(arg_specs)]
+            out = fn(*phs) if arg_specs else fn()
+            flat = [convert_to_tensor(o) for o in nest.flatten(out)]
+    finally:
+        ctx.tapes = saved_tapes
+    g.inputs, g.outputs = phs, flat
+    return g, out, flat
+
+
+def _plan(graph, outputs, inputs):
+    from tensorweave.runtime import executor
+    targets = [graph._last_stateful] if graph._last_stateful is not None else []
+    return executor.build_plan(outputs, targets, list(inputs) + [p for _, p in graph.captures])
+
+
+def _watch_captured(inputs):
+    for tape in ctx.tapes:
+        if tape._watch_accessed:
+            for t in inputs:
+                if t.dtype is _dt.resource:
+                    tape._watch_handle(t)
+
+
+# ---- cond ---------------------------------------------------------------------------------
+def _if_infer(inputs, attrs):
+    return [(s, d) for s, d in attrs["_out_specs"]]
+
+
+def _bind_if(op):
+    a = op.attrs
+    return {"then_plan": _plan(a["_then"], a["_then"].outputs, []),
+            "else_plan": _plan(a["_else"], a["_else"].outputs, []),
+            "then_idx": a["_then_idx"], "else_idx": a["_else_idx"]}
+
+
+def _if_grad(op, *grads):
+    pred = op.inputs[0]
+    xs = list(op.inputs[1:])
+
+    def grad_branch(fn):
+        def branch():
+            from tensorweave.autodiff.backprop import densify
+            from tensorweave.autodiff.gradients import gradients
+            from tensorweave.ops.array_ops import zeros_like
+            g = get_default_graph()
+            outs = [convert_to_tensor(o) for o in nest.flatten(fn())]
+            phs = [g.capture(x) for x in xs]
+            gys = [g.capture(gr) if gr is not None else None for gr in grads]
+            pairs = [(o, gy) for o, gy in zip(outs, gys) if gy is not None and o.dtype.is_floating]
+            res = gradients([o for o, _ in pairs], phs, grad_ys=[gy for _, gy in pairs]) if pairs else [None] * len(phs)
+            return [_zero_grad(p, x) if r is None else densify(r) for r, p, x in zip(res, phs, xs)]
+        return branch
+    differentiable = [x.dtype.is_floating or x.dtype is _dt.resource for x in xs]
+    if not any(differentiable):
+        return [None] * len(op.inputs)
+    res = cond(pred, grad_branch(op.attrs["_then_fn"]), grad_branch(op.attrs["_else_fn"]), name="cond_grad")
+    res = nest.flatten(res)
+    return [None] + [r if d else None for r, d in zip(res, differentiable)]
+
+
+def _zero_grad(p, outer):
+    """A zero gradient for input ``p`` of a branch (``outer`` is the tensor it captures)."""
+    from tensorweave.ops.array_ops import zeros, zeros_like
+    if p.dtype is _dt.resource:
+        var = variable_of_handle(outer)
+        return zeros(var.shape, var.dtype) if var is not None else zeros([], _dt.float32)
+    if not p.dtype.is_floating:
+        return zeros([], _dt.float32)
+    return zeros_like(p)
+
+
+def variable_of_handle(t):
+    """The Variable behind a resource tensor (through the captures of nested graphs), or None."""
+    while t is not None:
+        if t.op.type == "VarHandleOp":
+            return t.op.attrs["variable"]
+        g = t.op.graph
+        t = next((outer for outer, ph in getattr(g, "captures", ()) if ph is t), None)
+    return None
+
+
+register_op("If", infer=_if_infer, num_outputs=lambda a: len(a["_out_specs"]), bind=_bind_if, grad=_if_grad,
+            heavy=True)
+register_op("StatefulIf", infer=_if_infer, num_outputs=lambda a: len(a["_out_specs"]), bind=_bind_if,
+            grad=_if_grad, stateful=True, heavy=True)
+
+
+def _if_kernel(pred, *inputs, then_plan, else_plan, then_idx, else_idx):
+    from tensorweave.runtime.executor import run_plan
+    if pred:
+        return tuple(run_plan(then_plan, [inputs[i] for i in then_idx]))
+    return tuple(run_plan(else_plan, [inputs[i] for i in else_idx]))
+
+
+register_kernel("If", "CPU")(_if_kernel)
+register_kernel("StatefulIf", "CPU")(_if_kernel)
+
+
+def _merge_specs(t_flat, f_flat, name):
+    specs = []
+    for i, (a, b) in enumerate(zip(t_flat, f_flat)):
+        if a.dtype is not b.dtype:
+            raise TypeError(f"{name}: output {i} of true_fn has dtype {a.dtype.name} but false_fn's has "
+                            f"{b.dtype.name}. Hint: tw.cast one of them")
+        if a.shape.rank != b.shape.rank:
+            shape = TensorShape(None)
+        elif a.shape.rank is None:
+            shape = TensorShape(None)
+        else:
+            shape = TensorShape([x if x == y else None for x, y in zip(a.shape.as_list(), b.shape.as_list())])
+        specs.append((shape, a.dtype))
+    return specs
+
+
+def cond(pred, true_fn=None, false_fn=None, name=None):
+    """``true_fn()`` if ``pred`` else ``false_fn()``; both must return the same structure."""
+    if true_fn is None or false_fn is None:
+        raise TypeError("cond: true_fn and false_fn are required")
+    if building_graph() is None:
+        return true_fn() if bool(pred) else false_fn()
+    pred = convert_to_tensor(pred)
+    if pred.dtype is not _dt.bool_ or pred.shape.rank not in (0, None):
+        raise TypeError(f"cond: pred must be a scalar bool tensor, got {fmt(pred.shape)} {pred.dtype.name}")
+    tg, t_out, t_flat = _trace("cond_true", true_fn)
+    fg, f_out, f_flat = _trace("cond_false", false_fn)
+    try:
+        nest.assert_same_structure(t_out, f_out)
+    except (ValueError, TypeError) as e:
+        raise ValueError(f"cond: true_fn and false_fn must return the same structure: {e}") from None
+    specs = _merge_specs(t_flat, f_flat, "cond")
+    outer = []
+    index = {}
+    for g in (tg, fg):
+        for t, _ in g.captures:
+            if id(t) not in index:
+                index[id(t)] = len(outer)
+                outer.append(t)
+    attrs = {"_then": tg, "_else": fg, "_then_fn": true_fn, "_else_fn": false_fn, "_out_specs": specs,
+             "_then_idx": [index[id(t)] for t, _ in tg.captures],
+             "_else_idx": [index[id(t)] for t, _ in fg.captures]}
+    stateful = tg._last_stateful is not None or fg._last_stateful is not None
+    _watch_captured(outer)
+    outs = execute(get_op("StatefulIf" if stateful else "If"), [pred] + outer, attrs, name or "cond")
+    outs = list(outs) if isinstance(outs, tuple) else [outs]
+    return nest.pack_sequence_as(t_out, outs) if t_flat else t_out
+
+
+def case(pred_fn_pairs, default=None, exclusive=False, name="case"):
+    """The first ``fn`` whose ``pred`` is true (else ``default``), as nested conds."""
+    pairs = list(pred_fn_pairs.items() if isinstance(pred_fn_pairs, dict) else pred_fn_pairs)
+    if default is None:
+        pairs, (_, default) = pairs[:-1], pairs[-1]
+    fn = default
+    for p, f in reversed(pairs):
+        fn = (lambda p, f, rest: lambda: cond(p, f, rest))(p, f, fn)
+    return fn()
+
+
+def switch_case(branch_index, branch_fns, default=None, name="switch_case"):
+    """``branch_fns[branch_index]()`` (``default`` when out of range)."""
+    fns = list(branch_fns.items()) if isinstance(branch_fns, dict) else list(enumerate(branch_fns))
+    idx = convert_to_tensor(branch_index)
+    default = default or fns[-1][1]
+    from tensorweave.ops.math_ops import equal
+    return case([(equal(idx, k), f) for k, f in fns], default=default)
+
+
+# ---- while_loop ------------------------------------------------------------------------------
+def _while_infer(inputs, attrs):
+    return [(s, d) for s, d in attrs["_var_specs"]] + [(TensorShape([]), _dt.variant)]
+
+
+def _bind_while(op):
+    a = op.attrs
+    return {"cond_plan": _plan(a["_cond"], a["_cond"].outputs, a["_cond"].inputs),
+            "body_plan": _plan(a["_body"], a["_body"].outputs, a["_body"].inputs),
+            "n_vars": len(a["_var_specs"]), "cond_idx": a["_cond_idx"], "body_idx": a["_body_idx"],
+            "max_iter": a["_maximum_iterations"]}
+
+
+def _while_kernel(*inputs, cond_plan, body_plan, n_vars, cond_idx, body_idx, max_iter, keep_history=True):
+    from tensorweave.runtime.executor import run_plan
+    vars_ = list(inputs[:n_vars])
+    caps = inputs[n_vars:]
+    ccaps = [caps[i] for i in cond_idx]
+    bcaps = [caps[i] for i in body_idx]
+    history = []
+    i = 0
+    while (max_iter is None or i < max_iter) and run_plan(cond_plan, vars_ + ccaps)[0]:
+        history.append(vars_)
+        vars_ = run_plan(body_plan, vars_ + bcaps)
+        i += 1
+    return tuple(vars_) + (history,)
+
+
+def _while_grad(op, *grads):
+    a = op.attrs
+    n = len(a["_var_specs"])
+    var_grads = list(grads[:n])
+    xs = list(op.inputs)
+    float_vars = [x.dtype.is_floating for x in xs[:n]]
+    if not any(g is not None for g in var_grads):
+        return [None] * len(xs)
+    from tensorweave.ops.array_ops import zeros_like
+    var_grads = [g if g is not None else (zeros_like(o) if f else None)
+                 for g, o, f in zip(var_grads, op.outputs[:n], float_vars)]
+    # Trace the body's gradient: (vars_i, upstream grads) -> (grads of vars_i, grads of captures)
+    body_fn = a["_body_fn"]
+    specs = a["_var_specs"]
+    outer_caps = xs[n:]
+    from tensorweave.autodiff.backprop import densify
+    from tensorweave.autodiff.gradients import gradients
+    from tensorweave.ops.array_ops import placeholder
+
+    def grad_body(*phs):
+        vs, gs = list(phs[:n]), list(phs[n:])
+        outs = [convert_to_tensor(o) for o in nest.flatten(body_fn(*vs))]
+        g = get_default_graph()
+        caps = [g.capture(c) for c in outer_caps]
+        pairs = [(o, gy) for o, gy, f in zip(outs, gs, float_vars) if f]
+        targets = vs + caps
+        res = gradients([o for o, _ in pairs], targets, grad_ys=[gy for _, gy in pairs])
+        out = []
+        for r, t, o in zip(res, targets, vs + outer_caps):
+            out.append(_zero_grad(t, o) if r is None else densify(r))
+        return out
+    g_specs = [(s, d) for s, d in specs] + [(s, d) for (s, d), f in zip(specs, float_vars) if f]
+    # Upstream gradient placeholders exist only for float loop variables.
+    fidx = [i for i, f in enumerate(float_vars) if f]
+
+    def grad_body_wrapped(*phs):
+        vs = list(phs[:n])
+        gs = [None] * n
+        for k, i in enumerate(fidx):
+            gs[i] = phs[n + k]
+        return grad_body(*(vs + gs))
+    gg, _, gflat = _trace("while_body_grad", grad_body_wrapped, arg_specs=g_specs)
+    inputs = [op.outputs[n]] + [var_grads[i] for i in fidx] + [c for c, _ in gg.captures]
+    attrs = {"_graph": gg, "n_vars": n, "fidx": tuple(fidx), "n_caps": len(outer_caps),
+             "_specs": [_grad_spec(x) for x in xs]}
+    res = execute(get_op("WhileGrad"), inputs, attrs, "while_grad")
+    res = list(res) if isinstance(res, tuple) else [res]
+    out = []
+    for r, x in zip(res, xs):
+        out.append(r if (x.dtype.is_floating or x.dtype is _dt.resource) else None)
+    return out
+
+
+register_op("While", infer=_while_infer, num_outputs=lambda a: len(a["_var_specs"]) + 1, bind=_bind_while,
+            grad=_while_grad, heavy=True)
+register_op("StatefulWhile", infer=_while_infer, num_outputs=lambda a: len(a["_var_specs"]) + 1,
+            bind=_bind_while, grad=_while_grad, stateful=True, heavy=True)
+register_kernel("While", "CPU")(_while_kernel)
+register_kernel("StatefulWhile", "CPU")(_while_kernel)
+
+
+def _grad_spec(x):
+    """Shape and dtype of the gradient WhileGrad returns for input ``x``."""
+    if x.dtype.is_floating:
+        return x.shape, x.dtype
+    var = variable_of_handle(x) if x.dtype is _dt.resource else None
+    if var is not None:
+        return var.shape, var.dtype
+    return TensorShape([]), _dt.float32
+
+
+def _whilegrad_infer(inputs, attrs):
+    return list(attrs["_specs"])
+
+
+def _bind_whilegrad(op):
+    g = op.attrs["_graph"]
+    return {"plan": _plan(g, g.outputs, g.inputs)}
+
+
+register_op("WhileGrad", infer=_whilegrad_infer, num_outputs=lambda a: len(a["_specs"]), bind=_bind_whilegrad,
+            heavy=True)
+
+
+@register_kernel("WhileGrad", "CPU")
+def _whilegrad_kernel(history, *rest, plan, n_vars, fidx, n_caps):
+    import numpy as np
+    from tensorweave.runtime.executor import run_plan
+    k = len(fidx)
+    gvars = list(rest[:k])
+    caps = list(rest[k:])
+    cap_acc = None
+    for vars_i in reversed(history):
+        out = run_plan(plan, list(vars_i) + gvars + caps)
+        gv_all, gc = out[:n_vars], out[n_vars:]
+        gvars = [gv_all[i] for i in fidx]
+        cap_acc = list(gc) if cap_acc is None else [np.add(a, b) for a, b in zip(cap_acc, gc)]
+    full = [None] * n_vars
+    for i, g in zip(fidx, gvars):
+        full[i] = g
+    full = [np.zeros((), np.float32) if g is None else g for g in full]
+    if cap_acc is None:  # zero iterations: captures get no gradient
+        cap_acc = [np.zeros((), np.float32)] * n_caps
+    return tuple(full) + tuple(cap_acc)
+
+
+def while_loop(cond, body, loop_vars, shape_invariants=None, parallel_iterations=10, back_prop=True,
+               swap_memory=False, maximum_iterations=None, name=None):
+    """Repeats ``loop_vars = body(*loop_vars)`` while ``cond(*loop_vars)``; returns the final vars.
+
+    ``loop_vars`` is a tuple/list (or nested structure) of tensors; ``shape_invariants``
+    (same structure) relaxes the shapes a loop variable may take across iterations.
+    """
+    single = not isinstance(loop_vars, (list, tuple))
+    structure = [loop_vars] if single else loop_vars
+    flat = [convert_to_tensor(v) for v in nest.flatten(structure)]
+
+    def call(fn, vals):
+        args = nest.pack_sequence_as(structure, vals)
+        return fn(*args)
+
+    if building_graph() is None:
+        vals = flat
+        i = 0
+        while (maximum_iterations is None or i < int(maximum_iterations)) and bool(call(cond, vals)):
+            out = call(body, vals)
+            out = [out] if single else out
+            vals = [convert_to_tensor(v) for v in nest.flatten(out)]
+            i += 1
+        res = nest.pack_sequence_as(structure, vals)
+        return res[0] if single else res
+    if shape_invariants is not None:
+        inv = nest.flatten([shape_invariants] if single else shape_invariants)
+        specs = [(TensorShape(s), v.dtype) for s, v in zip(inv, flat)]
+    else:
+        specs = [(v.shape, v.dtype) for v in flat]
+    cg, _, cflat = _trace("while_cond", lambda *a: call(cond, list(a)), arg_specs=specs)
+    if len(cflat) != 1 or cflat[0].dtype is not _dt.bool_:
+        raise TypeError("while_loop: cond must return a single bool scalar")
+
+    def body_flat(*a):
+        out = call(body, list(a))
+        return [out] if single else out
+    bg, b_out, bflat = _trace("while_body", body_flat, arg_specs=specs)
+    if len(bflat) != len(flat):
+        raise ValueError(f"while_loop: body returned {len(bflat)} tensors for {len(flat)} loop variables")
+    for i, ((s, d), o) in enumerate(zip(specs, bflat)):
+        if o.dtype is not d:
+            raise TypeError(f"while_loop: loop variable {i} enters as {d.name} but the body returns {o.dtype.name}")
+        if not s.is_compatible_with(o.shape) or (s.rank is not None and o.shape.rank is not None and
+                                                  any(a is not None and b != a for a, b in zip(s.as_list(), o.shape.as_list()))):
+            raise ValueError(f"while_loop: loop variable {i} has shape {fmt(s)} before the loop but {fmt(o.shape)} "
+                             "after one iteration. Hint: pass shape_invariants with None for changing dimensions")
+    caps = []
+    index = {}
+    for g in (cg, bg):
+        for t, _ in g.captures:
+            if id(t) not in index:
+                index[id(t)] = len(caps)
+                caps.append(t)
+    attrs = {"_cond": cg, "_body": bg, "_body_fn": body_flat, "_var_specs": specs,
+             "_cond_idx": [index[id(t)] for t, _ in cg.captures],
+             "_body_idx": [index[id(t)] for t, _ in bg.captures],
+             "_maximum_iterations": None if maximum_iterations is None else int(maximum_iterations)}
+    stateful = cg._last_stateful is not None or bg._last_stateful is not None
+    _watch_captured(caps)
+    outs = execute(get_op("StatefulWhile" if stateful else "While"), flat + caps, attrs, name or "while")
+    res = nest.pack_sequence_as(structure, list(outs[:len(flat)]))
+    return res[0] if single else res
