@@ -54,6 +54,8 @@ from tensorweave.kernels import cpu as _cpu_kernels  # noqa: F401
 from tensorweave.autodiff.tape import GradientTape
 from tensorweave.autodiff.gradients import gradients
 from tensorweave.autodiff.indexed_slices import IndexedSlices
+from tensorweave.autodiff.custom_gradient import custom_gradient
+from tensorweave.ops.script_ops import py_function, numpy_function
 
 # --- runtime ----------------------------------------------------------------------------------
 from tensorweave.runtime.devices import device, DeviceSpec
@@ -61,4 +63,4 @@ from tensorweave.runtime.function import function
 from tensorweave.runtime.session import Session, InteractiveSession
 
 # --- namespaces -------------------------------------------------------------------------------
-from tensorweave import compat, linalg, math, nn, random  # noqa: E402,F401
+from tensorweave import compat, config, linalg, math, nn, random  # noqa: E402,F401

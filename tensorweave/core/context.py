@@ -13,6 +13,7 @@ class _State(threading.local):
         self.device = None         # device string of the innermost `tw.device` scope
         self.tapes = []            # active GradientTapes that record
         self.name_stack = ""       # eager-mode name scope (kept for naming variables)
+        self.force_eager = False   # set while a kernel runs Python ops (py_function) in TF1 mode
 
 
 ctx = _State()
@@ -21,7 +22,7 @@ _eager_default = [True]
 
 def executing_eagerly():
     """True when ops run at once (no graph is being built)."""
-    return not ctx.graph_stack and _eager_default[0]
+    return not ctx.graph_stack and (_eager_default[0] or ctx.force_eager)
 
 
 def enable_eager_execution():
@@ -37,7 +38,7 @@ def building_graph():
     """The graph that op calls add nodes to, or None when executing eagerly."""
     if ctx.graph_stack:
         return ctx.graph_stack[-1]
-    if not _eager_default[0]:
+    if not (_eager_default[0] or ctx.force_eager):
         from tensorweave.core.graph import get_default_graph
         return get_default_graph()
     return None
@@ -56,3 +57,15 @@ def init_scope():
         yield
     finally:
         ctx.graph_stack, ctx.tapes = saved_graphs, saved_tapes
+
+
+@contextlib.contextmanager
+def eager_mode():
+    """Runs the body eagerly on this thread, whatever graph is being built and with no tapes
+    (kernels that call back into Python, like py_function, use it)."""
+    saved = ctx.graph_stack, ctx.tapes, ctx.force_eager
+    ctx.graph_stack, ctx.tapes, ctx.force_eager = [], [], True
+    try:
+        yield
+    finally:
+        ctx.graph_stack, ctx.tapes, ctx.force_eager = saved

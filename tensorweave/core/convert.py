@@ -75,7 +75,7 @@ def convert_to_tensor(value, dtype=None, name=None, dtype_hint=None):
             arr = to_numpy(value)
     else:
         arr = to_numpy(value, dtype)
-    if not ctx.graph_stack and _eager_default[0]:
+    if not ctx.graph_stack and (_eager_default[0] or ctx.force_eager):
         return EagerTensor(arr)
     from tensorweave.ops.array_ops import constant
     return constant(arr, name=name)
@@ -97,7 +97,7 @@ def convert_like(value, like, name=None):
     if conv is not None:
         return conv(None)
     arr = to_numpy(value, like.dtype)
-    if not ctx.graph_stack and _eager_default[0]:
+    if not ctx.graph_stack and (_eager_default[0] or ctx.force_eager):
         return EagerTensor(arr, like.dtype)
     from tensorweave.ops.array_ops import constant
     return constant(arr, name=name)

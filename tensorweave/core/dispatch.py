@@ -21,11 +21,14 @@ _NO_ATTRS = {}
 
 def execute(opdef, inputs, attrs=_NO_ATTRS, name=None):
     """Runs or adds op ``opdef`` on ``inputs`` (Tensors) with ``attrs``; returns its output(s)."""
-    if ctx.graph_stack or not _eager_default[0]:
+    if ctx.graph_stack or not (_eager_default[0] or ctx.force_eager):
         return _build(opdef, inputs, attrs, name)
     device = ctx.device
     try:
-        kernel = opdef.kernels["CPU"] if device is None else _device_kernel(opdef, device)
+        if device is None:
+            kernel = opdef.kernels["CPU"]
+        else:
+            kernel, device = _device_kernel(opdef, device)
         out = kernel(*[t._value for t in inputs], **attrs)
     except Exception as e:  # noqa: BLE001 - re-raised with the op's context
         raise _eager_error(opdef, inputs, attrs, name, e) from e
@@ -48,6 +51,7 @@ def raw_op(op_name, inputs, attrs=None, name=None):
 
 
 def _device_kernel(opdef, device):
+    """(kernel, placed device name) for an eager op under ``tw.device(device)``."""
     from tensorweave.runtime.devices import kernel_for
     return kernel_for(opdef, device)
 

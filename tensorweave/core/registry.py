@@ -55,6 +55,7 @@ class OpDef:
 
 
 _OPS = {}
+_PENDING_KERNELS = {}   # kernels registered before their op (import order does not matter)
 
 
 def register_op(name, *, infer, num_outputs=1, stateful=False, grad=None, bind=None, heavy=False):
@@ -62,6 +63,7 @@ def register_op(name, *, infer, num_outputs=1, stateful=False, grad=None, bind=N
     if name in _OPS:
         raise ValueError(f"Op '{name}' is already registered")
     opdef = OpDef(name, infer, num_outputs, stateful, grad, bind=bind, heavy=heavy)
+    opdef.kernels.update(_PENDING_KERNELS.pop(name, {}))
     _OPS[name] = opdef
 
     def decorate(fn):
@@ -96,7 +98,9 @@ def register_kernel(name, device_type="CPU"):
     modify its inputs.
     """
     def decorate(fn):
-        get_op(name).kernels[device_type.upper()] = fn
+        opdef = _OPS.get(name)
+        table = opdef.kernels if opdef is not None else _PENDING_KERNELS.setdefault(name, {})
+        table[device_type.upper()] = fn
         return fn
     return decorate
 

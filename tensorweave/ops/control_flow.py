@@ -40,7 +40,7 @@ def _trace(name, fn, args=(), arg_specs=()):
             from tensorweave.ops.array_ops import placeholder
             phs = [placeholder(d, s, name=f"arg{i}") for i, (s, d) in enumerate(arg_specs)]
             out = fn(*phs) if arg_specs else fn()
-            flat = [convert_to_tensor(o) for o in nest.flatten(out)]
+            flat = [g.capture(convert_to_tensor(o)) for o in nest.flatten(out)]
     finally:
         ctx.tapes = saved_tapes
     g.inputs, g.outputs = phs, flat

@@ -137,9 +137,21 @@ def _remote_known(spec):
     return False
 
 
+_eager_placement = {}
+
+
 def kernel_for(opdef, device):
-    """The kernel for an eager op under ``tw.device(device)``, with soft placement."""
-    return opdef.kernel(device_type_of(place(device, opdef)))
+    """(kernel, device name) for an eager op under ``tw.device(device)``, with soft placement."""
+    key = (opdef.name, device, _config["soft_placement"], _config["CPU"])
+    hit = _eager_placement.get(key)
+    if hit is None:
+        placed = place(device, opdef)
+        hit = (opdef.kernel(device_type_of(placed)), placed)
+        if len(_eager_placement) > 4096:
+            _eager_placement.clear()
+        _eager_placement[key] = hit
+    log_placement(opdef.name, opdef.name, hit[1])
+    return hit
 
 
 def log_placement(op_name, op_type, device):

@@ -1,0 +1,76 @@
+"""``tw.config``: devices, soft placement, placement logging, threading.
+
+>>> import tensorweave as tw
+>>> [d.name for d in tw.config.list_logical_devices("CPU")][:1]
+['/job:localhost/replica:0/task:0/device:CPU:0']
+"""
+from tensorweave.runtime import devices as _devices
+from tensorweave.runtime.devices import LogicalDevice, list_logical_devices  # noqa: F401
+
+
+class LogicalDeviceConfiguration:
+    """One logical device carved out of a physical one (memory_limit is accepted, unused on CPU)."""
+
+    def __init__(self, memory_limit=None, experimental_priority=None):
+        self.memory_limit = memory_limit
+
+
+class PhysicalDevice:
+    def __init__(self, name, device_type):
+        self.name = name
+        self.device_type = device_type
+
+    def __repr__(self):
+        return f"PhysicalDevice(name='{self.name}', device_type='{self.device_type}')"
+
+
+def list_physical_devices(device_type=None):
+    out = []
+    if device_type is None or device_type.upper() == "CPU":
+        out.append(PhysicalDevice("/physical_device:CPU:0", "CPU"))
+    return out
+
+
+def set_logical_device_configuration(device, logical_devices):
+    """Splits the physical CPU into ``len(logical_devices)`` logical CPUs (``/cpu:0`` ...)."""
+    if device.device_type != "CPU":
+        raise ValueError(f"Only CPU devices can be split here, got {device.device_type}")
+    _devices.set_logical_cpu_count(len(logical_devices))
+
+
+def get_logical_device_configuration(device):
+    return [LogicalDeviceConfiguration() for _ in range(_devices.device_count(device.device_type))]
+
+
+def set_soft_device_placement(enabled):
+    """With soft placement an op asked for a missing device (or one without its kernel) runs on CPU:0."""
+    _devices._config["soft_placement"] = bool(enabled)
+
+
+def get_soft_device_placement():
+    return _devices._config["soft_placement"]
+
+
+def set_log_device_placement(enabled):
+    """Print (to stderr) the device each op is placed on."""
+    _devices._config["log_placement"] = bool(enabled)
+
+
+class threading:  # noqa: N801 - mirrors tf.config.threading
+    _inter = [0]
+
+    @staticmethod
+    def set_inter_op_parallelism_threads(n):
+        threading._inter[0] = int(n)
+
+    @staticmethod
+    def get_inter_op_parallelism_threads():
+        return threading._inter[0]
+
+
+class experimental:  # noqa: N801 - mirrors tf.config.experimental
+    @staticmethod
+    def set_memory_growth(device, enable):
+        pass
+
+    list_physical_devices = staticmethod(list_physical_devices)
