@@ -93,6 +93,17 @@ def _describe(message, op_type, where, inputs, site, hint=None):
     return text
 
 
+def invalid_input(opdef, inputs, exc, name=None):
+    """The InvalidArgumentError for inputs a wrapper rejected before dispatch (e.g. mixed dtypes)."""
+    site = errors.user_frame()
+    if ctx.graph_stack or not (_eager_default[0] or ctx.force_eager):
+        node = get_default_graph().unique_name(name or opdef.name, mark_as_used=False)
+        where = f"node '{node}'"
+    else:
+        where = f"'{name or opdef.name}' (eager)"
+    return errors.InvalidArgumentError(_describe(str(exc), opdef.name, where, inputs, site))
+
+
 def _eager_error(opdef, inputs, attrs, name, exc):
     site = errors.user_frame()
     where = f"'{name or opdef.name}' (eager)"

@@ -12,7 +12,7 @@ import numpy as np
 
 from tensorweave.core import dtypes as _dt
 from tensorweave.core.convert import convert_like, convert_to_tensor
-from tensorweave.core.dispatch import execute
+from tensorweave.core.dispatch import execute, invalid_input
 from tensorweave.core.registry import NOT_DIFFERENTIABLE, get_op, register_op
 from tensorweave.core.shape import TensorShape, broadcast_static, fmt
 from tensorweave.core.tensor import Tensor
@@ -31,11 +31,18 @@ def _operands(x, y):
     return x, convert_like(y, x)
 
 
+def _check_same_dtype(opdef, x, y, name):
+    try:
+        rules.same_dtype([x, y])
+    except TypeError as e:
+        raise invalid_input(opdef, [x, y], e, name) from None
+
+
 def _binary_op(opdef):
     def op(x, y, name=None):
         x, y = _operands(x, y)
         if x._dtype is not y._dtype:
-            rules.same_dtype([x, y])  # raises the explanatory error
+            _check_same_dtype(opdef, x, y, name)
         return execute(opdef, (x, y), {}, name)
     op.__name__ = opdef.name
     return op
@@ -293,6 +300,8 @@ def where(condition, x=None, y=None, name=None):
     if x is None or y is None:
         raise ValueError("where: give both x and y, or neither")
     x, y = _operands(x, y)
+    if x._dtype is not y._dtype:
+        _check_same_dtype(get_op("SelectV2"), x, y, name)
     return execute(get_op("SelectV2"), [c, x, y], {}, name)
 
 
@@ -376,6 +385,6 @@ def matmul(a, b, transpose_a=False, transpose_b=False, adjoint_a=False, adjoint_
     """
     a, b = _operands(a, b)
     if a._dtype is not b._dtype:
-        rules.same_dtype([a, b])
+        _check_same_dtype(_MATMUL, a, b, name)
     return execute(_MATMUL, (a, b), {"transpose_a": bool(transpose_a or adjoint_a),
                                      "transpose_b": bool(transpose_b or adjoint_b)}, name)
