@@ -82,20 +82,29 @@ def _read(var, dtype, shape):
     return var._read()
 
 
+def _check_shape(var, value, shape):
+    if shape.rank is not None and not shape.is_compatible_with(np.shape(value)):
+        raise errors.InvalidArgumentError(
+            f"Cannot assign a value of shape {fmt(np.shape(value))} to variable '{var.name}' of shape {fmt(shape)}")
+
+
 @register_kernel("AssignVariableOp", "CPU")
 def _assign(var, value, dtype, shape, validate_shape=True):
+    _check_shape(var, value, shape)
     var._write(np.asarray(value, dtype=dtype.np_dtype))
     return var._value
 
 
 @register_kernel("AssignAddVariableOp", "CPU")
 def _assign_add(var, delta, dtype, shape, validate_shape=True):
+    _check_shape(var, delta, shape)
     var._write(np.add(var._read(), delta))
     return var._value
 
 
 @register_kernel("AssignSubVariableOp", "CPU")
 def _assign_sub(var, delta, dtype, shape, validate_shape=True):
+    _check_shape(var, delta, shape)
     var._write(np.subtract(var._read(), delta))
     return var._value
 

@@ -83,8 +83,7 @@ class Variable:
     def _init_eager(self, initial_value, dtype, shape, validate_shape, base):
         init = self._initial_tensor(initial_value, dtype)
         if not isinstance(init, EagerTensor):
-            raise ValueError(f"Variable '{base}': the initial value must be computable eagerly, got "
-                             f"{init!r}. Hint: pass a callable or a concrete value.")
+            init = _evaluate_initial_value(init, base)
         self._dtype = init.dtype
         self._shape = self._check_shape(init.shape, shape, validate_shape, base)
         self._name = (ctx.name_stack + "/" if ctx.name_stack else "") + base + ":0"
@@ -214,6 +213,9 @@ class Variable:
     # ---- assignment --------------------------------------------------------------------------
     def _assign_op(self, op_name, value, read_value, name):
         value = convert_to_tensor(value, dtype=self._dtype) if not isinstance(value, Tensor) else value
+        if value.dtype is not self._dtype:
+            raise TypeError(f"Cannot assign a {value.dtype.name} value to variable '{self.name}' of dtype "
+                            f"{self._dtype.name}. Hint: tw.cast the value")
         out = execute(get_op(op_name), [self.handle, value], self._attrs(), name)
         if building_graph() is None:
             return self if read_value else None
@@ -334,6 +336,18 @@ class Variable:
     def __isub__(self, other):
         out = self.assign_sub(other)
         return self if building_graph() is None else out
+
+
+def _evaluate_initial_value(t, base):
+    """Computes an initial value built inside a traced function (it may use only constants)."""
+    from tensorweave.runtime import executor
+    try:
+        value = executor.run_plan(executor.build_plan([t], [], []), [])[0]
+    except errors.OpError as e:
+        raise ValueError(f"Variable '{base}': the initial value {t.name} depends on the function's inputs, "
+                         "so it cannot be computed once. Hint: pass a callable or a value that does not depend "
+                         f"on the inputs ({e.message.splitlines()[0]})") from None
+    return EagerTensor(value, t.dtype)
 
 
 def _maybe_cast(t, dtype):

@@ -204,7 +204,9 @@ class Function:
                                 f"arguments matching input_signature, got {len(flat)}")
             specs = []
             for x, spec in zip(flat, self._input_signature):
-                t = x if isinstance(x, Tensor) else convert_to_tensor(x, dtype=spec.dtype)
+                if isinstance(x, TensorSpec):
+                    x = _SpecTensor(x)
+                t = x if isinstance(x, (Tensor, _SpecTensor)) else convert_to_tensor(x, dtype=spec.dtype)
                 if not spec.is_compatible_with(t):
                     raise ValueError(f"{self._name}: Python inputs incompatible with input_signature: "
                                      f"got {fmt(t.shape)} {t.dtype.name}, expected {spec}")
@@ -283,6 +285,13 @@ class Function:
         cf = self.get_concrete_function(*args, **kwargs)
         flat = [x for x in nest.flatten((args, kwargs)) if isinstance(x, (Tensor, np.ndarray))]
         return cf._call_flat(flat)
+
+
+class _SpecTensor:
+    """Lets a TensorSpec stand for an argument when checking it against an input_signature."""
+
+    def __init__(self, spec):
+        self.shape, self.dtype = spec.shape, spec.dtype
 
 
 def _structure_key(x):
