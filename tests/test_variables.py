@@ -13,7 +13,7 @@ def test_eager_assignments_are_immediate():
     np.testing.assert_array_equal(v.numpy(), [3.5, 4.5])
     assert v.dtype == tw.float32 and v.shape == [2] and v.name == "v:0"
     assert (v * 2).numpy().tolist() == [7.0, 9.0]
-    v += 1.0
+    v += [1.0, 1.0]
     assert v.numpy().tolist() == [4.5, 5.5]
 
 
