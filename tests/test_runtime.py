@@ -1,0 +1,171 @@
+"""Executor concurrency and buffer freeing, devices and placement, custom ops, py_function."""
+import threading
+
+import numpy as np
+import pytest
+
+import tensorweave as tw
+from tensorweave.runtime import devices, executor
+
+
+def test_independent_nodes_run_concurrently():
+    barrier = threading.Barrier(2, timeout=10)
+
+    def wait(x):
+        barrier.wait()  # returns only when both nodes are running at the same time
+        return x * 2
+
+    g = tw.Graph()
+    with g.as_default():
+        a = tw.py_function(wait, [tw.constant(1.0)], tw.float32)
+        b = tw.py_function(wait, [tw.constant(2.0)], tw.float32)
+        c = a + b
+    with tw.Session(graph=g) as s:
+        assert s.run(c) == 6.0
+
+
+def test_sequential_config_forbids_concurrency():
+    g = tw.Graph()
+    with g.as_default():
+        a = tw.matmul(tw.ones([2, 2]), tw.ones([2, 2]))
+        b = tw.matmul(tw.ones([2, 2]), tw.ones([2, 2]))
+        c = a + b
+    plan = executor.build_plan([c], [], [])
+    assert plan.parallel
+    plan1 = executor.build_plan([c], [], [], parallel=False)
+    assert executor.run_plan(plan1, [])[0].tolist() == executor.run_plan(plan, [])[0].tolist()
+
+
+def test_results_do_not_depend_on_schedule():
+    rng = np.random.default_rng(0)
+    g = tw.Graph()
+    with g.as_default():
+        x = tw.constant(rng.normal(size=(32, 32)).astype(np.float32))
+        branches = [tw.matmul(x, x * float(k)) for k in range(8)]
+        out = tw.add_n([tw.reduce_sum(b, axis=0) for b in branches])
+    seq = executor.run_plan(executor.build_plan([out], [], [], parallel=False), [])[0]
+    for _ in range(5):
+        par = executor.run_plan(executor.build_plan([out], [], [], parallel=True), [])[0]
+        np.testing.assert_array_equal(par, seq)
+
+
+def test_buffers_are_freed_after_their_last_reader():
+    g = tw.Graph()
+    with g.as_default():
+        a = tw.constant(np.ones(4, np.float32))
+        b = a * 2.0
+        c = b + 1.0
+        d = c * c
+    plan = executor.build_plan([d], [], [])
+    live_after = []
+    vals = [None] * plan.n_slots
+    for i, st in enumerate(plan.steps):
+        r = st.fn(*[vals[s] for s in st.ins])
+        vals[st.outs] = r
+        for s in plan.frees[i]:
+            vals[s] = None
+        live_after.append(sum(v is not None for v in vals))
+    assert max(live_after) <= 3  # never all intermediates at once
+    assert vals[plan.fetch_slots[0]] is not None
+
+
+def test_device_strings_and_scopes():
+    spec = tw.DeviceSpec.from_string("/job:worker/task:1/device:CPU:0")
+    assert (spec.job, spec.task, spec.device_type, spec.device_index) == ("worker", 1, "CPU", 0)
+    assert tw.DeviceSpec.from_string("/cpu:3").to_string() == "/job:localhost/replica:0/task:0/device:CPU:3"
+    with pytest.raises(ValueError, match="Invalid device"):
+        tw.DeviceSpec.from_string("/banana")
+    g = tw.Graph()
+    with g.as_default():
+        with tw.device("/job:worker"):
+            with tw.device("/cpu:1"):
+                x = tw.constant(1.0)
+    assert x.op.device == "/job:worker/replica:0/task:0/device:CPU:1"
+
+
+@pytest.fixture
+def three_cpus():
+    old = devices.device_count("CPU")
+    devices.set_logical_cpu_count(3)
+    yield
+    devices.set_logical_cpu_count(old)
+
+
+def test_placement_copies_and_logging(three_cpus, capsys):
+    g = tw.Graph()
+    with g.as_default():
+        with tw.device("/cpu:1"):
+            x = tw.constant(2.0) * 3.0
+        with tw.device("/cpu:2"):
+            y = x + 1.0
+    plan = executor.build_plan([y], [], [])
+    assert plan.num_copies == 1
+    with tw.Session(graph=g, config=tw.compat.v1.ConfigProto(log_device_placement=True)) as s:
+        assert s.run(y) == 7.0
+    err = capsys.readouterr().err
+    assert "AddV2: (AddV2): /job:localhost/replica:0/task:0/device:CPU:2" in err
+
+
+def test_soft_placement_and_hard_failure(three_cpus):
+    g = tw.Graph()
+    with g.as_default():
+        with tw.device("/gpu:0"):
+            x = tw.constant(1.0) + 1.0
+    with tw.Session(graph=g) as s:
+        assert s.run(x) == 2.0
+    with tw.Session(graph=g, config=tw.compat.v1.ConfigProto(allow_soft_placement=False)) as s:
+        with pytest.raises(tw.errors.InvalidArgumentError, match="Cannot assign a device"):
+            s.run(x)
+    with tw.device("/cpu:2"):
+        e = tw.constant([1.0]) * 2.0
+    assert e.device.endswith("CPU:2")
+    with tw.device("/gpu:0"):
+        e = tw.constant([1.0]) * 2.0
+    assert e.device.endswith("CPU:0")
+
+
+def test_register_custom_op_kernel_and_gradient():
+    tw.register_op("TimesThreePlusOne", infer=lambda inputs, attrs: (inputs[0].shape, inputs[0].dtype),
+                   grad=lambda op, g: [g * 3.0])
+    tw.register_kernel("TimesThreePlusOne", "CPU")(lambda x: x * 3 + 1)
+    x = tw.constant([1.0, 2.0])
+    with tw.GradientTape() as t:
+        t.watch(x)
+        y = tw.raw_op("TimesThreePlusOne", [x])
+    assert y.numpy().tolist() == [4.0, 7.0]
+    assert t.gradient(y, x).numpy().tolist() == [3.0, 3.0]
+    g = tw.Graph()
+    with g.as_default():
+        z = tw.raw_op("TimesThreePlusOne", [tw.constant([0.0])])
+    with tw.Session(graph=g) as s:
+        assert s.run(z).tolist() == [1.0]
+    with pytest.raises(ValueError, match="already registered"):
+        tw.register_op("TimesThreePlusOne", infer=lambda i, a: None)
+
+
+def test_missing_kernel_names_op_and_device():
+    tw.register_op("KernelLess", infer=lambda inputs, attrs: (inputs[0].shape, inputs[0].dtype))
+    with pytest.raises(tw.errors.NotFoundError, match="No kernel registered for op 'KernelLess'"):
+        tw.raw_op("KernelLess", [tw.constant(1.0)])
+
+
+def test_py_function_graph_and_numpy_function():
+    g = tw.Graph()
+    with g.as_default():
+        x = tw.placeholder(tw.float32, [None])
+        y = tw.py_function(lambda a: tw.reduce_sum(a * a), [x], tw.float32)
+        (dx,) = tw.gradients(y, [x])
+        z = tw.numpy_function(lambda a: np.sort(a)[::-1].copy(), [x], tw.float32)
+    with tw.Session(graph=g) as s:
+        yv, dv, zv = s.run([y, dx, z], {x: [3.0, 1.0, 2.0]})
+    assert yv == 14.0 and dv.tolist() == [6.0, 2.0, 4.0] and zv.tolist() == [3.0, 2.0, 1.0]
+
+
+def test_runtime_error_names_node_and_site():
+    g = tw.Graph()
+    with g.as_default():
+        p = tw.placeholder(tw.int32, [None])
+        bad = tw.floordiv(p, tw.constant([0, 1]), name="divider")
+    with tw.Session(graph=g) as s:
+        with pytest.raises(tw.errors.InvalidArgumentError, match=r"node divider .*test_runtime.py:\d+"):
+            s.run(bad, {p: [1, 2]})
