@@ -112,6 +112,11 @@ def _eager_error(opdef, inputs, attrs, name, exc):
         return errors.InvalidArgumentError(
             f"Op '{opdef.name}' got the symbolic tensor '{sym[0].name}' while executing eagerly. "
             "Hint: build the graph inside `with graph.as_default():` or use tw.function.")
+    if "CPU" not in opdef.kernels and ctx.device is None:
+        try:
+            opdef.kernel("CPU")
+        except errors.NotFoundError as e:
+            return e
     if isinstance(exc, errors.OpError):
         return type(exc)(_describe(exc.message, opdef.name, where, inputs, site))
     try:  # let the shape rule explain the failure when it can

@@ -61,3 +61,20 @@ def assert_same_structure(a, b):
         return "leaf"
     if shape(a) != shape(b):
         raise ValueError(f"structures differ: {a!r} vs {b!r}")
+
+
+def flatten_up_to(structure, value):
+    """Flattens ``value`` only as deep as ``structure`` goes (its leaves may be lists, e.g. shapes)."""
+    if isinstance(structure, dict):
+        out = []
+        for k in sorted(structure, key=_key):
+            out.extend(flatten_up_to(structure[k], value[k]))
+        return out
+    if isinstance(structure, (list, tuple)):
+        if len(structure) != len(value):
+            raise ValueError(f"structure has {len(structure)} items but {value!r} has {len(value)}")
+        out = []
+        for s, v in zip(structure, value):
+            out.extend(flatten_up_to(s, v))
+        return out
+    return [value]

@@ -365,7 +365,7 @@ def while_loop(cond, body, loop_vars, shape_invariants=None, parallel_iterations
         res = nest.pack_sequence_as(structure, vals)
         return res[0] if single else res
     if shape_invariants is not None:
-        inv = nest.flatten([shape_invariants] if single else shape_invariants)
+        inv = nest.flatten_up_to(structure, [shape_invariants] if single else shape_invariants)
         specs = [(TensorShape(s), v.dtype) for s, v in zip(inv, flat)]
     else:
         specs = [(v.shape, v.dtype) for v in flat]
