@@ -17,7 +17,8 @@ from tensorweave.core.dtypes import bool_ as bool  # noqa: A001 - TF's name
 from tensorweave.core.shape import TensorShape
 from tensorweave.core.tensor import EagerTensor, Tensor
 from tensorweave.core.tensor_spec import TensorSpec
-from tensorweave.core.graph import (Graph, Operation, get_default_graph, reset_default_graph)
+from tensorweave.core.graph import (Graph, Operation, get_default_graph, get_static_value, name_scope,
+                                    reset_default_graph)
 from tensorweave.core.context import (executing_eagerly, init_scope)
 from tensorweave.core.convert import convert_to_tensor
 from tensorweave.core.registry import (register_op, register_kernel, register_gradient, get_op,
@@ -56,6 +57,7 @@ from tensorweave.autodiff.gradients import gradients
 from tensorweave.autodiff.indexed_slices import IndexedSlices
 from tensorweave.autodiff.custom_gradient import custom_gradient
 from tensorweave.ops.script_ops import py_function, numpy_function
+from tensorweave.ops.logging_ops import print_ as print  # noqa: A001 - TF's name
 
 # --- runtime ----------------------------------------------------------------------------------
 from tensorweave.runtime.devices import device, DeviceSpec

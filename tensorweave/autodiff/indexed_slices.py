@@ -9,12 +9,13 @@ from tensorweave.core.tensor import Tensor
 
 
 class IndexedSlices:
-    __slots__ = ("values", "indices", "dense_shape")
+    __slots__ = ("values", "indices", "dense_shape", "_dense")
 
     def __init__(self, values, indices, dense_shape=None):
         self.values = values
         self.indices = indices
         self.dense_shape = dense_shape
+        self._dense = None
 
     @property
     def dtype(self):
@@ -33,6 +34,12 @@ class IndexedSlices:
         return TensorShape(None if v is None else v.tolist())
 
     def to_dense(self):
+        """The dense tensor (rows at repeated indices are summed); built once per object."""
+        if self._dense is None:
+            self._dense = self._densify()
+        return self._dense
+
+    def _densify(self):
         from tensorweave.ops.array_ops import unsorted_segment_sum
         from tensorweave.ops.math_ops import cast
         ds = self.dense_shape

@@ -76,6 +76,8 @@ def _build(opdef, inputs, attrs, name):
         _record_graph(op)
     if opdef.num_outputs == 1:
         return outs[0]
+    if opdef.num_outputs == 0:
+        return op  # ops run for their effect (NoOp, PrintV2) are used as control inputs
     return tuple(outs)
 
 

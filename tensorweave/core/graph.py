@@ -19,7 +19,7 @@ import numpy as np
 
 from tensorweave.core import dtypes as _dt
 from tensorweave.core import errors
-from tensorweave.core.context import ctx
+from tensorweave.core.context import _eager_default, ctx
 from tensorweave.core.shape import TensorShape, as_shape, fmt
 from tensorweave.core.tensor import Tensor
 
@@ -159,7 +159,6 @@ class Graph:
         self._names_in_use = {}
         self._name_stack = ""
         self._control_deps = []       # stack of lists of Operations
-        self._device_stack = []
         self._collections = {}
         self._lock = threading.RLock()
         self._finalized = False
@@ -258,13 +257,10 @@ class Graph:
     def _capture_control(self, op):
         raise ValueError(f"Control input {op.name} is from a different graph")
 
-    @contextlib.contextmanager
     def device(self, device_name):
-        self._device_stack.append(device_name)
-        try:
-            yield
-        finally:
-            self._device_stack.pop()
+        """``with g.device("/cpu:1"):`` — the same scope as ``tw.device``."""
+        from tensorweave.runtime.devices import device
+        return device(device_name)
 
     # ---- nodes -----------------------------------------------------------------------------
     def _create_op(self, opdef, inputs, attrs, name, specs, traceback):
@@ -417,8 +413,29 @@ def reset_default_graph():
     _default_graph[0] = Graph()
 
 
+@contextlib.contextmanager
+def name_scope(name, default_name=None, values=None):
+    """``with tw.name_scope("layer"):`` prefixes the names of ops (and, eagerly, variables) created inside."""
+    name = name or default_name
+    if ctx.graph_stack or not _eager_default[0] and not ctx.force_eager:
+        with get_default_graph().name_scope(name) as scope:
+            yield scope
+        return
+    old = ctx.name_stack
+    ctx.name_stack = (old + "/" if old else "") + name if name else ""
+    try:
+        yield ctx.name_stack + "/" if ctx.name_stack else ""
+    finally:
+        ctx.name_stack = old
+
+
 def is_symbolic(x):
     return isinstance(x, SymbolicTensor)
+
+
+def get_static_value(tensor, partial=False):
+    """The value of ``tensor`` if it is known without running anything (eager, or constant)."""
+    return constant_value(tensor)
 
 
 def constant_value(t):

@@ -18,10 +18,7 @@ def no_op(name=None):
 
 
 def _noop(name):
-    graph = get_default_graph()
-    from tensorweave.core import errors
-    op = graph._create_op(get_op("NoOp"), [], {}, name, [], errors.user_frame())
-    return op
+    return execute(get_op("NoOp"), [], {}, name or "NoOp")
 
 
 def group(*inputs, name=None):
