@@ -65,4 +65,5 @@ from tensorweave.runtime.function import function
 from tensorweave.runtime.session import Session, InteractiveSession
 
 # --- namespaces -------------------------------------------------------------------------------
-from tensorweave import compat, config, linalg, math, nn, random  # noqa: E402,F401
+from tensorweave import config, linalg, math, nn, random  # noqa: E402,F401
+from tensorweave import compat  # noqa: E402,F401 - last: compat.v1 re-exports everything above

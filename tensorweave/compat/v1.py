@@ -12,7 +12,9 @@
 [1, 2, 3]
 """
 from tensorweave import *  # noqa: F401,F403 - TF1 code uses the top-level names too
-from tensorweave import bool, tuple  # noqa: F401,A004
+from tensorweave import bool, config, linalg, math, nn, print, random, tuple  # noqa: F401,A004
+from tensorweave.ops.random_ops import (multinomial, random_normal, random_shuffle,  # noqa: F401
+                                        random_uniform, set_random_seed, truncated_normal)
 from tensorweave.core.context import disable_eager_execution, enable_eager_execution  # noqa: F401
 from tensorweave.core.graph import get_default_graph, reset_default_graph  # noqa: F401
 from tensorweave.ops.variables import (global_variables, global_variables_initializer,  # noqa: F401

@@ -36,12 +36,10 @@ def _is_tensorlike(x):
 class ConcreteFunction:
     """One traced graph: placeholders in, tensors out, variables captured by handle."""
 
-    def __init__(self, graph, input_placeholders, structured_outputs, python_function, arg_structure):
+    def __init__(self, graph, input_placeholders, structured_outputs):
         self.graph = graph
         self.inputs = input_placeholders
         self.structured_outputs = structured_outputs
-        self._python_function = python_function
-        self._arg_structure = arg_structure
         flat = nest.flatten(structured_outputs)
         self._out_index = [i for i, o in enumerate(flat) if isinstance(o, SymbolicTensor)]
         self.outputs = [flat[i] for i in self._out_index]
@@ -61,13 +59,22 @@ class ConcreteFunction:
     def structured_input_signature(self):
         return [TensorSpec(p.shape, p.dtype, p.op.name) for p in self.inputs]
 
+    def _feed_values(self, flat_inputs):
+        values = [x._value if isinstance(x, EagerTensor) else to_numpy(x, p.dtype)
+                  for p, x in zip(self.inputs, flat_inputs)]
+        return values + [c._value if isinstance(c, EagerTensor) else c for c, _ in self.graph.captures]
+
     def _run(self, flat_inputs):
-        values = []
-        for p, x in zip(self.inputs, flat_inputs):
-            v = x._value if isinstance(x, EagerTensor) else to_numpy(x, p.dtype)
-            values.append(v)
-        values += [c._value if isinstance(c, EagerTensor) else c for c, _ in self.graph.captures]
-        return executor.run_plan(self._plan, values)
+        return executor.run_plan(self._plan, self._feed_values(flat_inputs))
+
+    def _watched_by_tape(self, flat_inputs):
+        """Whether an active tape would record this call (a watched input, or a trainable variable)."""
+        for tape in ctx.tapes:
+            if tape._should_record(flat_inputs):
+                return True
+            if tape._watch_accessed and self.trainable_variables:
+                return True
+        return False
 
     def __call__(self, *args, **kwargs):
         flat = [x for x in nest.flatten((args, kwargs)) if _is_tensorlike(x)]
@@ -80,17 +87,22 @@ class ConcreteFunction:
             if not p.shape.is_compatible_with(x.shape) or p.dtype is not x.dtype:
                 raise ValueError(f"Function input '{p.op.name}' expects {fmt(p.shape)} {p.dtype.name}, "
                                  f"got {fmt(x.shape)} {x.dtype.name}")
-        values = self._run(flat_inputs)
-        outs = [EagerTensor(v, t.dtype) for v, t in zip(values, self.outputs)]
-        if ctx.tapes:
-            self._record(flat_inputs, outs)
+        if ctx.tapes and self._watched_by_tape(flat_inputs):
+            fwd_plan, _, _, n_saved = self._backward()
+            values = executor.run_plan(fwd_plan, self._feed_values(flat_inputs))
+            n_out = len(self.outputs)
+            outs = [EagerTensor(v, t.dtype) for v, t in zip(values[:n_out], self.outputs)]
+            self._record(flat_inputs, outs, values[n_out:])
+        else:
+            values = self._run(flat_inputs)
+            outs = [EagerTensor(v, t.dtype) for v, t in zip(values, self.outputs)]
         flat = list(nest.flatten(self.structured_outputs))
         for i, o in zip(self._out_index, outs):
             flat[i] = o
         return nest.pack_sequence_as(self.structured_outputs, flat)
 
     # ---- gradients through a call (the tape sees one op) -----------------------------------------
-    def _record(self, inputs, outputs):
+    def _record(self, inputs, outputs, saved):
         handles = []
         for v in self.trainable_variables:
             h = v.handle
@@ -98,63 +110,67 @@ class ConcreteFunction:
                 if tape._watch_accessed:
                     tape._watch_handle(h)
             handles.append(h)
-        record_custom(_CallRecord(self, list(inputs) + handles, outputs))
+        record_custom(_CallRecord(self, list(inputs) + handles, outputs, saved))
 
-    def _gradient_function(self):
-        """A ConcreteFunction: (inputs..., output grads...) -> grads of inputs and variables."""
+    def _backward(self):
+        """Gradient ops added to this function's graph, and the plans that use them.
+
+        The forward pass run under a tape also fetches the values the gradient ops read
+        ("saved" tensors), and the backward plan is fed those values instead of recomputing
+        them, so it sees exactly the forward pass that happened (same dropout masks).
+        """
         if self._grad_fn is None:
+            from tensorweave.autodiff.backprop import densify
             from tensorweave.autodiff.gradients import gradients
-            g = FuncGraph(self.graph.name + "_grad")
-            with g.as_default():
-                phs = [_placeholder_like(p) for p in self.inputs]
-                it = iter(phs)
-                args, kwargs = nest.pack_sequence_as(
-                    self._arg_structure, [next(it) if isinstance(x, _TensorSlot) else x
-                                          for x in nest.flatten(self._arg_structure)])
-                outs = [convert_to_tensor(o) for o in nest.flatten(self._python_function(*args, **kwargs))
-                        if isinstance(o, (Tensor,))]
-                gphs = [_placeholder_like(o, "grad") for o in outs]
-                xs = phs + [v.handle_in(g) for v in self.trainable_variables]
-                grads = gradients(outs, xs, grad_ys=gphs)
-                from tensorweave.autodiff.backprop import densify
-                from tensorweave.ops.array_ops import zeros_like
-                res = []
-                for gr, x in zip(grads, xs):
-                    if gr is None:
-                        res.append(None)
-                    else:
-                        res.append(densify(gr))
-            self._grad_fn = (ConcreteFunction(g, phs + gphs, res, None, None), len(phs))
+            from tensorweave.ops.array_ops import placeholder
+            g = self.graph
+            boundary = len(g._ops)
+            with g.as_default(), g.name_scope("gradients_of_call/"):
+                gphs = [placeholder(o.dtype, o.shape, name="upstream") for o in self.outputs]
+                xs = list(self.inputs) + [v.handle_in(g) for v in self.trainable_variables]
+                floats = [(o, gp) for o, gp in zip(self.outputs, gphs) if o.dtype.is_floating]
+                grads = gradients([o for o, _ in floats], xs, grad_ys=[gp for _, gp in floats]) if floats \
+                    else [None] * len(xs)
+                grads = [None if gr is None else densify(gr) for gr in grads]
+            fetched = [gr for gr in grads if gr is not None]
+            backward_ops = executor.needed_ops([t.op for t in fetched], {id(p) for p in gphs})
+            saved, seen = [], set()
+            for op in backward_ops:
+                if op._id < boundary:
+                    continue
+                for t in op.inputs:
+                    if t.op._id < boundary and id(t) not in seen:
+                        seen.add(id(t))
+                        saved.append(t)
+            caps = [p for _, p in g.captures]
+            fwd_plan = executor.build_plan(self.outputs + saved, [g._last_stateful] if g._last_stateful else [],
+                                           self.inputs + caps)
+            bwd_plan = executor.build_plan(fetched, [], gphs + saved)
+            self._grad_fn = (fwd_plan, bwd_plan, grads, len(saved))
         return self._grad_fn
 
 
 class _CallRecord:
     """A tape record for a whole function call."""
 
-    __slots__ = ("fn", "inputs", "outputs", "type", "name", "attrs", "opdef")
+    __slots__ = ("fn", "inputs", "outputs", "saved", "type", "name", "attrs", "opdef")
 
-    def __init__(self, fn, inputs, outputs):
-        self.fn, self.inputs, self.outputs = fn, inputs, outputs
+    def __init__(self, fn, inputs, outputs, saved):
+        self.fn, self.inputs, self.outputs, self.saved = fn, inputs, outputs, saved
         self.type = self.name = "PartitionedCall"
         self.attrs = {}
         self.opdef = None
 
     def grad_fn(self, op, *grads):
-        gfn, n = self.fn._gradient_function()
-        n_in = len(gfn.inputs) - len(grads)
-        fwd = [x for x in self.inputs[:n]]
-        out = gfn._call_flat(fwd + [convert_to_tensor(g) for g in grads])
-        return list(out)
-
-
-class _TensorSlot:
-    """Marks where a tensor argument sat in the traced call's structure."""
-    __slots__ = ()
-
-
-def _placeholder_like(t, name=None):
-    from tensorweave.ops.array_ops import placeholder
-    return placeholder(t.dtype, shape=t.shape, name=name or (t.op.name if isinstance(t, SymbolicTensor) else None))
+        _, bwd_plan, grad_tensors, _ = self.fn._backward()
+        upstream = [(g._value if g is not None else np.zeros(o.shape, o.dtype.np_dtype))
+                    if not isinstance(g, Tensor) or isinstance(g, EagerTensor) else None
+                    for g, o in zip(grads, self.fn.outputs)]
+        if any(u is None for u in upstream):
+            raise NotImplementedError("Differentiating a tw.function call twice (higher order through a "
+                                      "function call) is not supported; call the Python function eagerly")
+        values = iter(executor.run_plan(bwd_plan, upstream + list(self.saved)))
+        return [None if gt is None else EagerTensor(next(values), gt.dtype) for gt in grad_tensors]
 
 
 class Function:
@@ -256,18 +272,15 @@ class Function:
         from tensorweave.ops.array_ops import placeholder
         it = iter(specs)
         new_flat = []
-        structure = []
         with graph.as_default():
             for x in flat:
-                if isinstance(x, (Tensor, np.ndarray)) or isinstance(x, TensorSpec):
+                if isinstance(x, (Tensor, np.ndarray, TensorSpec)):
                     spec = next(it)
                     ph = placeholder(spec.dtype, spec.shape, name=spec.name or "input")
                     phs.append(ph)
                     new_flat.append(ph)
-                    structure.append(_TensorSlot())
                 else:
                     new_flat.append(x)
-                    structure.append(x)
             a, k = nest.pack_sequence_as((args, kwargs), new_flat)
             outputs = self._python_function(*a, **k)
             outputs = nest.map_structure(
@@ -275,8 +288,7 @@ class Function:
                 or hasattr(o, "_tw_tensor_") else o, outputs) if outputs is not None else None
         graph.inputs = phs
         graph.outputs = [o for o in nest.flatten(outputs) if isinstance(o, Tensor)]
-        arg_structure = nest.pack_sequence_as((args, kwargs), structure)
-        return ConcreteFunction(graph, phs, outputs, self._python_function, arg_structure)
+        return ConcreteFunction(graph, phs, outputs)
 
     def __call__(self, *args, **kwargs):
         if building_graph() is not None:

@@ -1,0 +1,34 @@
+# Set-up is the same for every target: a virtual environment in .venv with tensorweave
+# installed (editable) together with its test extra. Works on a fresh machine with
+# Python >= 3.11 and pip.
+PYTHON ?= python3
+VENV   := .venv
+PY     := $(VENV)/bin/python
+STAMP  := $(VENV)/.installed
+# Parallel test workers (pytest-xdist); CI machines have 2 cores.
+WORKERS ?= 2
+
+.PHONY: demo test bench setup clean
+
+demo: $(STAMP)
+	$(PY) -m tensorweave
+
+test: $(STAMP)
+	$(PY) -m pytest -q -n $(WORKERS)
+
+# Peers (PyTorch CPU, JAX) are optional: the benchmark notes them as absent when they
+# cannot be installed. Never install plain `torch` (the CUDA build is huge).
+bench: $(STAMP)
+	-$(PY) -m pip install -q torch==2.13.0
+	-$(PY) -m pip install -q jax
+	$(PY) benchmarks/bench_core.py
+
+setup: $(STAMP)
+
+$(STAMP): pyproject.toml
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q -e '.[test]'
+	touch $(STAMP)
+
+clean:
+	rm -rf $(VENV) build dist *.egg-info
