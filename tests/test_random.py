@@ -500,9 +500,6 @@ def test_dropout_rejects_integer_input():
         tw.nn.dropout(tw.constant([1, 2]), 0.5)
 
 
-@pytest.mark.xfail(strict=True, reason="a tw.function's gradient re-traces the Python body, so random "
-                   "ops in the gradient graph draw a different mask than the forward call "
-                   "(runtime/function.py _gradient_function)")
 def test_dropout_gradient_through_function_uses_the_forward_mask():
     f = tw.function(lambda x: tw.nn.dropout(x, 0.5))
     x = tw.ones([1000])
