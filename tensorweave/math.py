@@ -10,4 +10,5 @@ from tensorweave.ops.math_ops import floormod as mod  # noqa: F401
 from tensorweave.ops.reduce_ops import (argmax, argmin, count_nonzero, reduce_all, reduce_any,  # noqa: F401
                                         reduce_logsumexp, reduce_max, reduce_mean, reduce_min,
                                         reduce_prod, reduce_std, reduce_sum, reduce_variance)
+from tensorweave.ops.nn_ops import log_softmax, softmax  # noqa: F401
 from tensorweave.ops.sort_ops import *  # noqa: F401,F403

@@ -174,7 +174,7 @@ def test_gradients(info: OpInfo):
             y = loss(*zip(pos, xs))
         grads = tape.gradient(y, xs)
         for k, (i, g) in enumerate(zip(pos, grads)):
-            x0 = np.array(s.args[i], dtype=np.float64)
+            x0 = np.array(s.args[i], dtype=np.float64, order="C")  # reshape(-1) must be a view
 
             def f(x, i=i):
                 return float(loss((i, tw.constant(x)), *[(j, tw.constant(s.args[j])) for j in pos if j != i]))
@@ -204,7 +204,7 @@ def test_gradients(info: OpInfo):
 
 def _check_second_order(info, s, pos, loss, rng):
     i = pos[0]
-    x0 = np.array(s.args[i], dtype=np.float64)
+    x0 = np.array(s.args[i], dtype=np.float64, order="C")
     v = rng.uniform(-1, 1, size=x0.shape)
 
     def first(x):

@@ -12,7 +12,6 @@
 (27.0, 18.0)
 """
 from tensorweave.autodiff.backprop import backprop, densify
-from tensorweave.autodiff.indexed_slices import IndexedSlices
 from tensorweave.core import dtypes as _dt
 from tensorweave.core.context import ctx
 from tensorweave.core.convert import convert_to_tensor
@@ -135,8 +134,6 @@ class GradientTape:
             if g is None and unconnected_gradients == "zero":
                 from tensorweave.ops.array_ops import zeros
                 g = zeros(s.shape, dtype=s.dtype)
-            if g is not None and not getattr(s, "_is_variable", False) and isinstance(g, IndexedSlices):
-                g = densify(g) if not isinstance(s, Tensor) or s.dtype is not _dt.resource else g
             out.append(g)
         if not self._persistent:
             self._ops = []

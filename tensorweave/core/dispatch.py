@@ -29,6 +29,8 @@ def execute(opdef, inputs, attrs=_NO_ATTRS, name=None):
             kernel = opdef.kernels["CPU"]
         else:
             kernel, device = _device_kernel(opdef, device)
+        if attrs and any(k[0] == "_" for k in attrs):
+            attrs = {k: v for k, v in attrs.items() if k[0] != "_"}  # graph-only metadata, as in plans
         out = kernel(*[t._value for t in inputs], **attrs)
     except Exception as e:  # noqa: BLE001 - re-raised with the op's context
         raise _eager_error(opdef, inputs, attrs, name, e) from e
