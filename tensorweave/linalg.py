@@ -1,3 +1,11 @@
-"""``tw.linalg``: matrix products, einsum, tensordot, norms."""
+"""``tw.linalg``: matrix products, einsum, tensordot, norms, diagonals, inverse, determinant.
+
+>>> import tensorweave as tw
+>>> tw.linalg.det(tw.linalg.eye(3)).numpy().item()
+1.0
+"""
 from tensorweave.ops.linalg_ops import *  # noqa: F401,F403
+from tensorweave.ops.linalg_ops import (adjoint, cross, det, diag, diag_part, inv,  # noqa: F401
+                                        matrix_transpose, set_diag, trace)
+from tensorweave.ops.indexing_ops import eye  # noqa: F401
 from tensorweave.ops.math_ops import matmul  # noqa: F401

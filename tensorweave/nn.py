@@ -5,3 +5,4 @@ from tensorweave.ops.math_ops import (elu, gelu, leaky_relu, relu, relu6, selu, 
 from tensorweave.ops.nn_ops import *  # noqa: F401,F403
 from tensorweave.ops.random_ops import dropout  # noqa: F401
 from tensorweave.ops.reduce_ops import moments  # noqa: F401
+from tensorweave.ops.sort_ops import top_k  # noqa: F401

@@ -9,6 +9,11 @@ from tensorweave.autodiff.indexed_slices import IndexedSlices, aggregate
 from tensorweave.core.registry import NOT_DIFFERENTIABLE
 
 
+# Ops whose gradient rule forwards a sparse (IndexedSlices) gradient unchanged; every other
+# rule receives dense gradients.
+_PASSES_SPARSE = frozenset({"Identity", "ReadVariableOp"})
+
+
 def backprop(ops, targets, target_grads, sources, stop_ids=frozenset()):
     """Returns d(sum targets·target_grads)/d(sources) as a list (None where unconnected)."""
     grads = {}
@@ -27,6 +32,8 @@ def backprop(ops, targets, target_grads, sources, stop_ids=frozenset()):
             if id(o) not in source_ids:
                 del grads[id(o)]
             g = aggregate(gl)
+            if type(g) is IndexedSlices and op.type not in _PASSES_SPARSE:
+                g = g.to_dense()
             out_grads.append(g)
             any_grad = True
         if not any_grad:

@@ -270,12 +270,28 @@ register_op("Pack", infer=_infer_pack, grad=lambda op, g: list(unstack(g, num=le
 
 def stack(values, axis=0, name="stack"):
     """Stacks rank-R tensors into one rank-(R+1) tensor along ``axis``."""
-    values = [_ct(v) for v in values]
-    if not values:
-        raise ValueError("stack expects a non-empty list of tensors")
-    first = values[0]
-    values = [first] + [v if isinstance(v, Tensor) else _ct(v, dtype=first.dtype) for v in values[1:]]
+    values = _same_dtype_values(values, "stack")
     return execute(get_op("Pack"), values, {"axis": axis}, name)
+
+
+def _same_dtype_values(values, op_name):
+    """Tensors for a list input: Python values take the first tensor's dtype; mixed tensor
+    dtypes raise here too (eager execution skips the shape rule that would catch them)."""
+    values = list(values)
+    if not values:
+        raise ValueError(f"{op_name} expects a non-empty list of tensors")
+    first = next((v for v in values if isinstance(v, Tensor)), None)
+    if first is None:
+        try:  # only Python values: their common dtype ([1, 2.5] is float32)
+            dtype = _dt.as_dtype(to_numpy(values).dtype)
+        except (TypeError, ValueError):
+            dtype = _ct(values[0]).dtype
+    else:
+        dtype = first.dtype
+    out = [v if isinstance(v, Tensor) else _ct(v, dtype=dtype) for v in values]
+    if any(v.dtype is not out[0].dtype for v in out):
+        rules.same_dtype(out, "values")
+    return out
 
 
 def _infer_unpack(inputs, attrs):
@@ -346,7 +362,7 @@ register_op("ConcatV2", infer=_infer_concat, grad=_concat_grad)
 
 
 def concat(values, axis, name="concat"):
-    values = [_ct(v) for v in values]
+    values = _same_dtype_values(values, "concat")
     if len(values) == 1:
         return identity(values[0], name=name)
     return execute(get_op("ConcatV2"), values, {"axis": int(axis)}, name)
@@ -514,10 +530,12 @@ def _spec_str(spec):
     return "[" + ", ".join(one(s) for s in spec) + "]"
 
 
+# Gradient rules that hand ``g`` to execute convert it first: when a gather consumes the op's
+# output, ``g`` arrives as an IndexedSlices, which kernels cannot read.
 register_op("StridedSlice", infer=_infer_slice,
-            grad=lambda op, g: [execute(get_op("StridedSliceGrad"), [g, op.inputs[0]], op.attrs)])
+            grad=lambda op, g: [execute(get_op("StridedSliceGrad"), [_ct(g), op.inputs[0]], op.attrs)])
 register_op("StridedSliceGrad", infer=lambda i, a: (i[1].shape, i[0].dtype),
-            grad=lambda op, g: [execute(get_op("StridedSlice"), [g], op.attrs), None])
+            grad=lambda op, g: [execute(get_op("StridedSlice"), [_ct(g)], op.attrs), None])
 
 
 def _normalize_spec(key):
@@ -569,7 +587,7 @@ def _gather_grad(op, g):
         pshape = shape(params, out_type=_dt.int64)
         values_shape = concat([reshape(size(indices, out_type=_dt.int64), [1]), pshape[1:]], 0)
         return [IndexedSlices(reshape(g, values_shape), reshape(indices, [-1]), pshape), None]
-    return [execute(get_op("GatherGrad"), [g, indices, params], op.attrs), None]
+    return [execute(get_op("GatherGrad"), [_ct(g), indices, params], op.attrs), None]
 
 
 register_op("GatherV2", infer=_infer_gather, grad=_gather_grad)
@@ -582,6 +600,9 @@ def gather(params, indices, validate_indices=None, axis=None, batch_dims=0, name
     """Gathers slices of ``params`` along ``axis`` at ``indices`` (gradient: IndexedSlices)."""
     p = _ct(params)
     i = _ct(indices, dtype_hint=_dt.int32)
+    batch_dims = int(batch_dims)
+    if batch_dims < 0 and i.shape.rank is not None:
+        batch_dims += i.shape.rank  # counted from the end of indices, as in TF
     if axis is None:
         axis = batch_dims
     return execute(get_op("GatherV2"), [p, i], {"axis": int(axis), "batch_dims": int(batch_dims)}, name)
@@ -597,11 +618,31 @@ def _infer_useg(inputs, attrs):
     return TensorShape([None if num is None else int(num)] + rest), data.dtype
 
 
-register_op("UnsortedSegmentSum", infer=_infer_useg,
-            grad=lambda op, g: [gather(g, op.inputs[1]), None, None])
+def _useg_grad(op, g):
+    ids = op.inputs[1]
+    known = constant_value(ids)
+    if known is not None and (not known.size or known.min() >= 0):
+        return [gather(g, ids), None, None]
+    # Entries with a negative segment id were dropped: they get a zero gradient.
+    from tensorweave.ops.math_ops import maximum, where
+    vals = gather(g, maximum(ids, 0))
+    keep = ids >= 0
+    for _ in range((g.shape.rank or 1) - 1):
+        keep = expand_dims(keep, -1)
+    return [where(keep, vals, zeros_like(vals)), None, None]
+
+
+register_op("UnsortedSegmentSum", infer=_infer_useg, grad=_useg_grad)
 
 
 def unsorted_segment_sum(data, segment_ids, num_segments, name=None):
+    """Sums the slices of ``data`` with equal ``segment_ids`` into row ``id`` of a
+    ``num_segments``-row result; entries with a negative id are dropped (as in TF).
+
+    >>> import tensorweave as tw
+    >>> tw.unsorted_segment_sum(tw.constant([1.0, 2.0, 4.0]), [1, -1, 1], 3).numpy().tolist()
+    [0.0, 5.0, 0.0]
+    """
     return execute(get_op("UnsortedSegmentSum"),
                    [_ct(data), _ct(segment_ids, dtype_hint=_dt.int32), _ct(num_segments, dtype_hint=_dt.int32)],
                    {}, name)

@@ -92,9 +92,32 @@ def _minmax_grad(op, g):
 
 
 def _prod_grad(op, g):
+    # d(prod)/dx_i is the product of the other elements. y / x_i would be 0/0 where x has
+    # zeros, so multiply exclusive running products from both ends instead (as TF does).
+    from tensorweave.ops.array_ops import concat, transpose
+    from tensorweave.ops.sort_ops import cumprod
     x = op.inputs[0]
-    y = op.outputs[0]
-    return [broadcast_to(_restore(op, g) * _restore(op, y), shape(x)) / x]
+    gb = broadcast_to(_restore(op, g), shape(x))
+    r = x.shape.rank
+    if r is None:
+        return [gb * broadcast_to(_restore(op, op.outputs[0]), shape(x)) / x]
+    axes = list(_axes(op.attrs["axis"], r))
+    if not axes:
+        return [gb]
+    perm = axes + [i for i in range(r) if i not in axes]
+    xt = transpose(x, perm)
+    k = len(axes)
+    if x.shape.is_fully_defined():
+        dims = xt.shape.as_list()
+        flat_shape = [int(np.prod(dims[:k]))] + dims[k:]
+    else:
+        st = shape(xt)
+        flat_shape = concat([reshape(reduce_prod(st[:k]), [1]), st[k:]], 0)
+    flat = reshape(xt, flat_shape)
+    others = (cumprod(flat, axis=0, exclusive=True) *
+              cumprod(flat, axis=0, exclusive=True, reverse=True))
+    others = transpose(reshape(others, shape(xt)), list(np.argsort(perm)))
+    return [gb * others]
 
 
 register_op("Sum", infer=_infer_reduce(), grad=_sum_grad)
@@ -106,11 +129,14 @@ register_op("Any", infer=_infer_reduce(allowed=(_dt.bool_,)), grad=NOT_DIFFERENT
 register_op("All", infer=_infer_reduce(allowed=(_dt.bool_,)), grad=NOT_DIFFERENTIABLE)
 
 
-def _reducer(op_name, doc):
+def _reducer(op_name, doc, allowed):
     opdef = get_op(op_name)
 
     def reduce(input_tensor, axis=None, keepdims=False, name=None):
         x = input_tensor if isinstance(input_tensor, Tensor) else _ct(input_tensor)
+        if x.dtype not in allowed:  # checked here too: eager execution skips the shape rule
+            raise TypeError(f"reduce_{op_name.lower()} does not support dtype {x.dtype.name}; expected one of: "
+                            f"{', '.join(d.name for d in _dt.ALL if d in allowed)}")
         if axis is not None:
             axis = _axes(axis, None)
         return execute(opdef, (x,), {"axis": axis, "keepdims": bool(keepdims)}, name)
@@ -119,18 +145,26 @@ def _reducer(op_name, doc):
     return reduce
 
 
-reduce_sum = _reducer("Sum", "Sum of elements across ``axis``.")
-reduce_mean = _reducer("Mean", "Mean of elements across ``axis`` (integer inputs: integer mean).")
-reduce_max = _reducer("Max", "Maximum across ``axis``; the gradient is split evenly among ties.")
-reduce_min = _reducer("Min", "Minimum across ``axis``.")
-reduce_prod = _reducer("Prod", "Product across ``axis``.")
-reduce_any = _reducer("Any", "Logical or across ``axis``.")
-reduce_all = _reducer("All", "Logical and across ``axis``.")
+_N, _B = frozenset(_dt.NUMERIC), frozenset((_dt.bool_,))
+reduce_sum = _reducer("Sum", "Sum of elements across ``axis``.", _N)
+reduce_mean = _reducer("Mean", "Mean of elements across ``axis`` (integer inputs: integer mean).", _N)
+reduce_max = _reducer("Max", "Maximum across ``axis``; the gradient is split evenly among ties.", _N)
+reduce_min = _reducer("Min", "Minimum across ``axis``.", _N)
+reduce_prod = _reducer("Prod", "Product across ``axis``.", _N)
+reduce_any = _reducer("Any", "Logical or across ``axis``.", _B)
+reduce_all = _reducer("All", "Logical and across ``axis``.", _B)
+
+
+def _float_input(x, op_name):
+    x = _ct(x)
+    if not x.dtype.is_floating:
+        raise TypeError(f"{op_name} needs a float tensor, got {x.dtype.name}. Hint: tw.cast it first")
+    return x
 
 
 def reduce_logsumexp(input_tensor, axis=None, keepdims=False, name=None):
     """``log(sum(exp(x)))`` computed stably (shifted by the maximum)."""
-    x = _ct(input_tensor)
+    x = _float_input(input_tensor, "reduce_logsumexp")
     mx = stop_gradient(reduce_max(x, axis=axis, keepdims=True))
     # An all -inf slice would give inf - inf = nan; shift such slices by 0 instead.
     mx = m.where(m.is_finite(mx), mx, m.zeros_like(mx))
@@ -148,7 +182,7 @@ def _squeeze_axes(t, axis, rank):
 
 
 def reduce_variance(input_tensor, axis=None, keepdims=False, name=None):
-    x = _ct(input_tensor)
+    x = _float_input(input_tensor, "reduce_variance")
     mean = reduce_mean(x, axis=axis, keepdims=True)
     return reduce_mean(m.squared_difference(x, mean), axis=axis, keepdims=keepdims, name=name)
 
@@ -159,9 +193,11 @@ def reduce_std(input_tensor, axis=None, keepdims=False, name=None):
 
 def moments(x, axes, shift=None, keepdims=False, name=None):
     """Mean and variance of ``x`` over ``axes`` (as ``tf.nn.moments``)."""
-    x = _ct(x)
+    x = _float_input(x, "moments")
     mean = reduce_mean(x, axis=axes, keepdims=True)
-    variance = reduce_mean(m.squared_difference(x, stop_gradient(mean)), axis=axes, keepdims=True)
+    # TF stops the gradient through `mean` here; that leaves first derivatives unchanged (the
+    # dropped term sums to zero) but makes second derivatives wrong, so it is not done here.
+    variance = reduce_mean(m.squared_difference(x, mean), axis=axes, keepdims=True)
     if not keepdims:
         mean = _squeeze_axes(mean, axes, x.shape.rank)
         variance = _squeeze_axes(variance, axes, x.shape.rank)

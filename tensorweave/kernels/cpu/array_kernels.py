@@ -85,18 +85,23 @@ def _slice_grad(g, x, spec):
     return out
 
 
-def _check_indices(indices, limit, what="indices"):
-    if indices.size and (indices.min() < -limit or indices.max() >= limit):
-        bad = indices[(indices < 0) | (indices >= limit)].ravel()[0]
-        raise errors.InvalidArgumentError(f"{what}[...] = {bad} is not in [0, {limit})")
+def _check_indices(indices, limit, what="indices", allow_negative=False):
+    """Raises naming the first bad entry and its position, e.g. ``indices[1,0] = 7 is not in [0, 3)``."""
+    indices = np.asarray(indices)
+    if not indices.size:
+        return
+    low = indices.min() < 0 and not allow_negative
+    if low or indices.max() >= limit:
+        bad = (indices >= limit) if allow_negative else ((indices < 0) | (indices >= limit))
+        pos = np.unravel_index(int(np.argmax(bad)), indices.shape)
+        raise errors.InvalidArgumentError(
+            f"{what}[{','.join(str(int(p)) for p in pos)}] = {int(indices[pos])} is not in [0, {limit})")
 
 
 @k("GatherV2")
 def _gather(params, indices, axis, batch_dims):
     axis = axis % params.ndim
     _check_indices(indices, params.shape[axis])
-    if indices.size and indices.min() < 0:
-        raise errors.InvalidArgumentError(f"indices contain negative values: {indices.min()}")
     if batch_dims == 0:
         return np.take(params, indices, axis=axis)
     return _batched(lambda p, i: np.take(p, i, axis=axis - batch_dims), params, indices, batch_dims)
@@ -128,7 +133,12 @@ def _gather_grad(g, indices, params, axis, batch_dims):
 @k("UnsortedSegmentSum")
 def _useg(data, ids, num_segments):
     n = int(num_segments)
-    _check_indices(ids, n, "segment_ids")
+    data, ids = np.asarray(data), np.asarray(ids)
+    _check_indices(ids, n, "segment_ids", allow_negative=True)
     out = np.zeros((n,) + data.shape[ids.ndim:], dtype=data.dtype)
-    np.add.at(out, ids, data)
+    keep = ids >= 0  # TF drops entries with a negative segment id (NumPy would wrap them around)
+    if keep.all():
+        np.add.at(out, ids, data)
+    else:
+        np.add.at(out, ids[keep], data[keep])
     return out

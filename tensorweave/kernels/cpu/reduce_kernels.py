@@ -27,15 +27,17 @@ def _mean(x, axis, keepdims):
         n = x.size // max(s.size, 1) if x.size else 0
         return (np.trunc(s / n) if n else s).astype(x.dtype)
     if x.size == 0:
+        # 0/0 = nan where a reduced slice is empty (np.mean would also warn).
         with np.errstate(all="ignore"):
-            return np.mean(x, axis=axis, keepdims=keepdims).astype(x.dtype)
+            s = np.sum(x, axis=axis, keepdims=keepdims, dtype=np.float64)
+            return (s / 0.0).astype(x.dtype)
     return np.mean(x, axis=axis, keepdims=keepdims, dtype=np.float32 if x.dtype.itemsize < 4 else None).astype(x.dtype, copy=False)
 
 
 @k("Max")
 def _max(x, axis, keepdims):
     if x.size == 0:
-        init = -np.inf if x.dtype.kind == "f" else np.iinfo(x.dtype).min
+        init = np.iinfo(x.dtype).min if x.dtype.kind in "iu" else -np.inf  # bfloat16's kind is "V"
         return np.max(x, axis=axis, keepdims=keepdims, initial=init).astype(x.dtype)
     return np.max(x, axis=axis, keepdims=keepdims)
 
@@ -43,7 +45,7 @@ def _max(x, axis, keepdims):
 @k("Min")
 def _min(x, axis, keepdims):
     if x.size == 0:
-        init = np.inf if x.dtype.kind == "f" else np.iinfo(x.dtype).max
+        init = np.iinfo(x.dtype).max if x.dtype.kind in "iu" else np.inf
         return np.min(x, axis=axis, keepdims=keepdims, initial=init).astype(x.dtype)
     return np.min(x, axis=axis, keepdims=keepdims)
 
