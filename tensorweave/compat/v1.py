@@ -14,6 +14,7 @@
 from tensorweave import *  # noqa: F401,F403 - TF1 code uses the top-level names too
 from tensorweave import bool, config, linalg, math, print, random, tuple  # noqa: F401,A004
 from tensorweave.compat import v1_nn as nn  # noqa: F401
+from tensorweave.compat import v1_train as train  # noqa: F401
 from tensorweave.ops.random_ops import (multinomial, random_normal, random_shuffle,  # noqa: F401
                                         random_uniform, set_random_seed, truncated_normal)
 from tensorweave.core.context import disable_eager_execution, enable_eager_execution  # noqa: F401
@@ -31,6 +32,7 @@ class GraphKeys:
     UPDATE_OPS = "update_ops"
     LOSSES = "losses"
     SUMMARIES = "summaries"
+    GLOBAL_STEP = "global_step"
 
 
 def assign(ref, value, validate_shape=None, use_locking=None, name=None):

@@ -1,0 +1,59 @@
+"""Summing the duplicate rows of a sparse gradient: the ``UniqueSegmentSum`` op.
+
+A gradient of ``gather``/``embedding_lookup`` is an :class:`~tensorweave.IndexedSlices`
+whose ``indices`` may repeat (the same embedding row used twice in a batch). Row-wise
+optimizer updates read, change and write back each touched row once, so the repeats are
+summed first: ``unique_indices, summed_values = dedupe(indices, values)``.
+
+>>> import numpy as np, tensorweave as tw
+>>> from tensorweave.keras.optimizers.sparse_ops import unique_segment_sum
+>>> idx, vals = unique_segment_sum(tw.constant([3, 1, 3]), tw.constant([[1.0], [2.0], [4.0]]))
+>>> idx.numpy().tolist(), vals.numpy().tolist()
+([1, 3], [[2.0], [5.0]])
+"""
+import numpy as np
+
+from tensorweave.core import dtypes as _dt
+from tensorweave.core.convert import convert_to_tensor
+from tensorweave.core.dispatch import execute
+from tensorweave.core.registry import get_op, register_kernel, register_op
+from tensorweave.core.shape import TensorShape
+
+
+def _infer(inputs, attrs):
+    idx, values = inputs
+    if idx.dtype not in (_dt.int32, _dt.int64):
+        raise TypeError(f"UniqueSegmentSum: indices must be int32 or int64, got {idx.dtype.name}")
+    if idx.shape.rank not in (None, 1):
+        raise ValueError(f"UniqueSegmentSum: indices must be a vector, got rank {idx.shape.rank}")
+    rest = None if values.shape.rank is None else values.shape.as_list()[1:]
+    return [(TensorShape([None]), idx.dtype),
+            (TensorShape(None if rest is None else [None] + rest), values.dtype),
+            (idx.shape, idx.dtype)]
+
+
+def _grad(op, g_unique, g_values, g_inverse):
+    # Each input row went into the sum of its unique row: its gradient is that row's.
+    from tensorweave.ops.array_ops import gather
+    return [None, gather(g_values, op.outputs[2])]
+
+
+# Outputs: the sorted unique indices, the summed rows, and for each input row the
+# position of its unique index (the inverse map, used by the gradient).
+register_op("UniqueSegmentSum", infer=_infer, num_outputs=3, grad=_grad)
+
+
+@register_kernel("UniqueSegmentSum", "CPU")
+def _unique_segment_sum(indices, values):
+    uniq, inverse = np.unique(indices, return_inverse=True)
+    out = np.zeros((len(uniq),) + values.shape[1:], dtype=values.dtype)
+    np.add.at(out, inverse.reshape(-1), values)
+    return uniq.astype(indices.dtype, copy=False), out, inverse.reshape(-1).astype(indices.dtype, copy=False)
+
+
+def unique_segment_sum(indices, values, name=None):
+    """(sorted unique ``indices``, ``values`` rows summed per unique index)."""
+    idx = convert_to_tensor(indices, dtype_hint=_dt.int32)
+    vals = convert_to_tensor(values)
+    uniq, summed, _ = execute(get_op("UniqueSegmentSum"), [idx, vals], {}, name)
+    return uniq, summed
