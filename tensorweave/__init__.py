@@ -67,3 +67,11 @@ from tensorweave.runtime.session import Session, InteractiveSession
 # --- namespaces -------------------------------------------------------------------------------
 from tensorweave import config, linalg, math, nn, random  # noqa: E402,F401
 from tensorweave import compat  # noqa: E402,F401 - last: compat.v1 re-exports everything above
+
+
+def __getattr__(name):
+    # Heavier namespaces load on first use (``tw.keras``, ``tw.data``), keeping ``import tensorweave`` quick.
+    if name in ("keras", "data"):
+        import importlib
+        return importlib.import_module(f"tensorweave.{name}")
+    raise AttributeError(f"module 'tensorweave' has no attribute '{name}'")

@@ -27,11 +27,13 @@ def test_independent_nodes_run_concurrently():
 def test_sequential_config_forbids_concurrency():
     g = tw.Graph()
     with g.as_default():
-        a = tw.matmul(tw.ones([2, 2]), tw.ones([2, 2]))
-        b = tw.matmul(tw.ones([2, 2]), tw.ones([2, 2]))
+        a = tw.matmul(tw.ones([256, 256]), tw.ones([256, 256]))
+        b = tw.matmul(tw.ones([256, 256]), tw.ones([256, 256]))
         c = a + b
+        small = tw.matmul(tw.ones([2, 2]), tw.ones([2, 2])) + tw.matmul(tw.ones([2, 2]), tw.ones([2, 2]))
     plan = executor.build_plan([c], [], [])
-    assert plan.parallel
+    assert plan.parallel  # two big independent matmuls
+    assert not executor.build_plan([small], [], []).parallel  # tiny ones are not worth a thread
     plan1 = executor.build_plan([c], [], [], parallel=False)
     assert executor.run_plan(plan1, [])[0].tolist() == executor.run_plan(plan, [])[0].tolist()
 
@@ -40,7 +42,7 @@ def test_results_do_not_depend_on_schedule():
     rng = np.random.default_rng(0)
     g = tw.Graph()
     with g.as_default():
-        x = tw.constant(rng.normal(size=(32, 32)).astype(np.float32))
+        x = tw.constant(rng.normal(size=(256, 256)).astype(np.float32))
         branches = [tw.matmul(x, x * float(k)) for k in range(8)]
         out = tw.add_n([tw.reduce_sum(b, axis=0) for b in branches])
     seq = executor.run_plan(executor.build_plan([out], [], [], parallel=False), [])[0]

@@ -30,6 +30,11 @@ from tensorweave.core.tensor import Tensor
 __all__ = ["cond", "while_loop", "case", "switch_case"]
 
 
+def _ALWAYS(op):
+    """Sub-graph nodes may hide any amount of work: always worth a thread."""
+    return True
+
+
 def _trace(name, fn, args=(), arg_specs=()):
     """Traces ``fn`` into a FuncGraph nested in the current graph; returns (graph, outputs)."""
     outer = get_default_graph()
@@ -120,9 +125,9 @@ def variable_of_handle(t):
 
 
 register_op("If", infer=_if_infer, num_outputs=lambda a: len(a["_out_specs"]), bind=_bind_if, grad=_if_grad,
-            heavy=True)
+            heavy=_ALWAYS)
 register_op("StatefulIf", infer=_if_infer, num_outputs=lambda a: len(a["_out_specs"]), bind=_bind_if,
-            grad=_if_grad, stateful=True, heavy=True)
+            grad=_if_grad, stateful=True, heavy=_ALWAYS)
 
 
 def _if_kernel(pred, *inputs, then_plan, else_plan, then_idx, else_idx):
@@ -287,9 +292,9 @@ def _while_grad(op, *grads):
 
 
 register_op("While", infer=_while_infer, num_outputs=lambda a: len(a["_var_specs"]) + 1, bind=_bind_while,
-            grad=_while_grad, heavy=True)
+            grad=_while_grad, heavy=_ALWAYS)
 register_op("StatefulWhile", infer=_while_infer, num_outputs=lambda a: len(a["_var_specs"]) + 1,
-            bind=_bind_while, grad=_while_grad, stateful=True, heavy=True)
+            bind=_bind_while, grad=_while_grad, stateful=True, heavy=_ALWAYS)
 register_kernel("While", "CPU")(_while_kernel)
 register_kernel("StatefulWhile", "CPU")(_while_kernel)
 
@@ -314,7 +319,7 @@ def _bind_whilegrad(op):
 
 
 register_op("WhileGrad", infer=_whilegrad_infer, num_outputs=lambda a: len(a["_specs"]), bind=_bind_whilegrad,
-            heavy=True)
+            heavy=_ALWAYS)
 
 
 @register_kernel("WhileGrad", "CPU")

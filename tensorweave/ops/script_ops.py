@@ -62,8 +62,9 @@ def _py_grad(op, *grads):
 
 
 register_op("EagerPyFunc", infer=_infer, num_outputs=lambda a: len(a["Tout"]), stateful=True, grad=_py_grad,
-            heavy=True)
-register_op("PyFunc", infer=_infer, num_outputs=lambda a: len(a["Tout"]), stateful=True, heavy=True)
+            heavy=lambda op: True)
+register_op("PyFunc", infer=_infer, num_outputs=lambda a: len(a["Tout"]), stateful=True,
+            heavy=lambda op: True)
 
 
 def _results(out, Tout):

@@ -148,8 +148,9 @@ def build_plan(fetches, targets, feeds, soft_placement=None, parallel=None):
         outs = (st.outs,) if st.single else st.outs
         frees[i].extend(o for o in outs if o not in last and o not in keep)
     frees = [tuple(f) for f in frees]
+    heavy = [st.op is not None and is_heavy(st.op) for st in steps]
     if parallel is None:
-        parallel = _worth_parallel(steps, deps)
+        parallel = _worth_parallel(steps, deps, heavy)
     plan = Plan(steps, n, feed_slots, fetch_slots, frees, deps, parallel, num_copies)
     # For the parallel schedule "last reader" is a count, not a position.
     readers = {}
@@ -158,19 +159,43 @@ def build_plan(fetches, targets, feeds, soft_placement=None, parallel=None):
             readers[s] = readers.get(s, 0) + 1
     plan.readers = readers
     plan.keep = keep
+    plan.heavy = heavy
     plan.unread = [tuple(o for o in ((st.outs,) if st.single else st.outs) if o not in last and o not in keep)
                    for st in steps]
     return plan
 
 
-def _worth_parallel(steps, deps):
-    """True when two heavy ops (matmul, conv, py_function ...) can run at the same time."""
+# An op counts as heavy (worth its own thread) when it touches this many elements or more;
+# below that, handing it to another thread costs more than it saves.
+HEAVY_ELEMENTS = 1 << 17
+
+
+def is_heavy(op):
+    h = op.opdef.heavy
+    if not h:
+        return False
+    if callable(h):
+        return bool(h(op))
+    n = 0
+    for t in list(op.inputs) + list(op.outputs):
+        dims = t.shape.as_tuple()
+        if dims is None:
+            return True
+        size = 1
+        for d in dims:
+            size *= 1024 if d is None else d
+        n += size
+    return n >= HEAVY_ELEMENTS
+
+
+def _worth_parallel(steps, deps, heavy):
+    """True when two heavy ops (big matmuls, convs, py_functions ...) can run at the same time."""
     level = []
     heavy_at = {}
     for i, st in enumerate(steps):
         lv = 1 + max((level[d] for d in deps[i]), default=0)
         level.append(lv)
-        if st.op is not None and st.op.opdef.heavy:
+        if heavy[i]:
             heavy_at[lv] = heavy_at.get(lv, 0) + 1
             if heavy_at[lv] > 1:
                 return True
@@ -223,8 +248,15 @@ def _run_parallel(plan, vals):
     state = {"left": n, "error": None}
     pool = _pool()
 
-    def run_chain(i):
-        while i is not None:
+    heavy = plan.heavy
+
+    def run_chain(starts):
+        # Light nodes run on this thread; a heavy node that becomes ready while this thread
+        # has other work goes to the pool, so heavy nodes overlap without paying a thread
+        # hand-off for every small op.
+        local = list(starts)
+        while local:
+            i = local.pop()
             if state["error"] is not None:
                 done.set()
                 return
@@ -240,7 +272,7 @@ def _run_parallel(plan, vals):
                 state["error"] = (st, e)
                 done.set()
                 return
-            nxt = None
+            ready = []
             with lock:
                 for s in set(st.ins):
                     remaining[s] -= 1
@@ -251,19 +283,23 @@ def _run_parallel(plan, vals):
                 for c in consumers[i]:
                     pending[c] -= 1
                     if pending[c] == 0:
-                        if nxt is None:
-                            nxt = c
-                        else:
-                            pool.submit(run_chain, c)
+                        ready.append(c)
                 state["left"] -= 1
                 if state["left"] == 0:
                     done.set()
-            i = nxt
+            for c in ready:
+                if heavy[c] and local:
+                    pool.submit(run_chain, (c,))
+                else:
+                    local.append(c)
 
     roots = [i for i in range(n) if not deps[i]]
-    for r in roots[1:]:
-        pool.submit(run_chain, r)
-    run_chain(roots[0])
+    heavy_roots = [r for r in roots if heavy[r]]
+    here = [r for r in roots if not heavy[r]] or heavy_roots[:1]
+    for r in heavy_roots:
+        if r not in here:
+            pool.submit(run_chain, (r,))
+    run_chain(here)
     done.wait()
     if state["error"] is not None:
         st, e = state["error"]
