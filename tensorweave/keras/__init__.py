@@ -1,2 +1,15 @@
-"""Keras-style API (``tw.keras``): optimizers for now; layers and models come next."""
-from tensorweave.keras import optimizers  # noqa: F401
+"""Keras-style API (``tw.keras``): layers, models, losses, metrics, optimizers, callbacks.
+
+>>> import numpy as np
+>>> from tensorweave import keras
+>>> model = keras.Sequential([keras.Input(shape=(4,)), keras.layers.Dense(2, activation="softmax")])
+>>> model.compile(optimizer="adam", loss="sparse_categorical_crossentropy", metrics=["accuracy"])
+>>> model.predict(np.zeros((3, 4)), verbose=0).shape
+(3, 2)
+"""
+from tensorweave.keras import (activations, backend, callbacks, initializers, layers, losses,  # noqa: F401
+                               metrics, models, optimizers, regularizers, utils)
+from tensorweave.keras.engine.input_layer import Input  # noqa: F401
+from tensorweave.keras.engine.layer import Layer  # noqa: F401
+from tensorweave.keras.engine.model import Model  # noqa: F401
+from tensorweave.keras.engine.sequential import Sequential  # noqa: F401

@@ -1,0 +1,154 @@
+"""Turns what ``fit``/``evaluate``/``predict`` receive (arrays, dicts, Datasets, generators) into
+batches, epoch after epoch.
+
+>>> import numpy as np
+>>> from tensorweave.keras.engine.data_adapter import DataHandler
+>>> h = DataHandler(np.arange(10.0), np.arange(10), batch_size=4, shuffle=False)
+>>> h.steps_per_epoch, [len(b[0]) for b in h.epoch()]
+(3, [4, 4, 2])
+"""
+import math
+
+import numpy as np
+
+import tensorweave as tw
+from tensorweave.core import nest
+
+
+def unpack_x_y_sample_weight(data):
+    """``(x,)``, ``(x, y)`` or ``(x, y, sample_weight)`` -> the three (missing ones None)."""
+    if isinstance(data, list):
+        data = tuple(data)
+    if not isinstance(data, tuple):
+        return data, None, None
+    if len(data) == 1:
+        return data[0], None, None
+    if len(data) == 2:
+        return data[0], data[1], None
+    if len(data) == 3:
+        return data
+    raise ValueError(f"Data is expected to be (x,), (x, y) or (x, y, sample_weight); got a tuple of {len(data)}")
+
+
+def pack_x_y_sample_weight(x, y=None, sample_weight=None):
+    if y is None:
+        return (x,)
+    if sample_weight is None:
+        return (x, y)
+    return (x, y, sample_weight)
+
+
+def _to_numpy(x):
+    if x is None:
+        return None
+    if isinstance(x, tw.Tensor) or getattr(x, "_is_variable", False):
+        return np.asarray(x)
+    if isinstance(x, (list, tuple)) and x and not nest.is_nested(x[0]) and not isinstance(x[0], (np.ndarray, tw.Tensor)):
+        return np.asarray(x)
+    return x
+
+
+def _as_arrays(x):
+    if x is None:
+        return None
+    if isinstance(x, dict):
+        return {k: _as_arrays(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)) and x and isinstance(x[0], (np.ndarray, tw.Tensor, list)) and \
+            not np.isscalar(x[0]):
+        return type(x)(_as_arrays(v) for v in x)
+    return np.asarray(_to_numpy(x))
+
+
+def _num_samples(structure):
+    sizes = {len(a) for a in nest.flatten(structure) if a is not None}
+    if len(sizes) > 1:
+        raise ValueError(f"Data cardinality is ambiguous: arrays have different first dimensions {sorted(sizes)}. "
+                         "Hint: make sure all inputs and targets have the same number of samples")
+    return sizes.pop() if sizes else 0
+
+
+def _take(structure, idx):
+    return nest.map_structure(lambda a: None if a is None else a[idx], structure)
+
+
+def class_weights_to_sample_weights(y, class_weight):
+    y = np.asarray(y)
+    labels = y.argmax(-1) if y.ndim > 1 and y.shape[-1] > 1 else y.reshape(len(y), -1)[:, 0]
+    table = np.ones(int(max(max(class_weight) + 1, labels.max() + 1 if labels.size else 1)), np.float32)
+    for k, w in class_weight.items():
+        table[int(k)] = w
+    return table[labels.astype(np.int64)]
+
+
+class DataHandler:
+    """Yields the batches of one epoch at a time (arrays, Datasets, generators)."""
+
+    def __init__(self, x, y=None, sample_weight=None, batch_size=None, shuffle=False, class_weight=None,
+                 steps_per_epoch=None):
+        self.class_weight = class_weight
+        self._dataset = None
+        self._iterator_source = None
+        try:
+            from tensorweave.data import Dataset
+        except ImportError:  # the data package is optional for array inputs
+            Dataset = ()
+        if isinstance(x, Dataset):
+            if y is not None:
+                raise ValueError("`y` must not be given when `x` is a Dataset (it yields (x, y) pairs)")
+            self._dataset = x
+            n = steps_per_epoch
+            if n is None:
+                card = x.cardinality()
+                n = None if card < 0 else int(card)
+            self.steps_per_epoch = n
+            return
+        if hasattr(x, "__next__") or (hasattr(x, "__iter__") and not isinstance(x, (np.ndarray, list, tuple, dict))
+                                      and not isinstance(x, tw.Tensor)):
+            self._iterator_source = iter(x)
+            self.steps_per_epoch = steps_per_epoch
+            return
+        self.x, self.y, self.sw = _as_arrays(x), _as_arrays(y), _as_arrays(sample_weight)
+        self.n = _num_samples((self.x, self.y, self.sw))
+        self.batch_size = batch_size or 32
+        self.shuffle = shuffle
+        self.steps_per_epoch = steps_per_epoch or max(math.ceil(self.n / self.batch_size), 1 if self.n else 0)
+
+    def epoch(self):
+        """The batches of the next epoch, as (x, y, sample_weight) tuples of arrays or tensors."""
+        if self._dataset is not None:
+            it = iter(self._dataset)
+            for i, batch in enumerate(it):
+                if self.steps_per_epoch is not None and i >= self.steps_per_epoch:
+                    break
+                yield self._with_class_weight(unpack_x_y_sample_weight(batch))
+            return
+        if self._iterator_source is not None:
+            for i in range(self.steps_per_epoch or 1 << 62):
+                try:
+                    batch = next(self._iterator_source)
+                except StopIteration:
+                    return
+                yield self._with_class_weight(unpack_x_y_sample_weight(batch))
+            return
+        order = np.random.permutation(self.n) if self.shuffle else None
+        for step in range(self.steps_per_epoch):
+            lo = (step * self.batch_size) % max(self.n, 1)
+            idx = slice(lo, lo + self.batch_size) if order is None else order[lo:lo + self.batch_size]
+            yield self._with_class_weight((_take(self.x, idx), _take(self.y, idx), _take(self.sw, idx)))
+
+    def _with_class_weight(self, batch):
+        x, y, sw = batch
+        if self.class_weight is not None and y is not None:
+            cw = class_weights_to_sample_weights(np.asarray(y), self.class_weight)
+            sw = cw if sw is None else np.asarray(sw) * cw
+        return x, y, sw
+
+
+def train_validation_split(arrays, validation_split):
+    """Keras' split: the last ``validation_split`` fraction (before shuffling) is validation data."""
+    n = _num_samples(arrays)
+    split_at = int(math.floor(n * (1.0 - validation_split)))
+    if split_at == 0 or split_at == n:
+        raise ValueError(f"validation_split={validation_split} leaves no training or no validation samples "
+                         f"(there are {n} samples)")
+    return _take(arrays, slice(0, split_at)), _take(arrays, slice(split_at, None))

@@ -1,0 +1,35 @@
+"""``Input``: the entry of a functional model (a KerasTensor made by an ``InputLayer``).
+
+>>> from tensorweave import keras
+>>> keras.Input(shape=(28, 28, 1), name="image").shape
+(None, 28, 28, 1)
+"""
+import tensorweave as tw
+from tensorweave.keras.engine.keras_tensor import KerasTensor, Node
+from tensorweave.keras.engine.layer import Layer
+
+
+class InputLayer(Layer):
+    def __init__(self, shape=None, batch_size=None, dtype=None, sparse=False, batch_shape=None, name=None,
+                 input_tensor=None, input_shape=None, **kwargs):
+        if shape is None and input_shape is not None:
+            shape = input_shape
+        if batch_shape is None:
+            if shape is None:
+                raise ValueError("Input needs `shape` (without the batch dimension) or `batch_shape`")
+            batch_shape = (batch_size,) + tuple(shape)
+        super().__init__(name=name, dtype=dtype or "float32")
+        self.batch_shape = tuple(batch_shape)
+        self.sparse = sparse
+        self.built = True
+        self.output = KerasTensor(self.batch_shape, self._dtype, name=self.name)
+        self._inbound_nodes.append(Node(self, (), {}, self.output))
+
+    def get_config(self):
+        return {"batch_shape": self.batch_shape, "dtype": self.dtype, "sparse": self.sparse, "name": self.name}
+
+
+def Input(shape=None, batch_size=None, dtype=None, sparse=None, batch_shape=None, name=None, tensor=None):
+    """A symbolic input: ``keras.Input(shape=(784,))`` (the batch dimension is added, as None)."""
+    return InputLayer(shape=shape, batch_size=batch_size, dtype=dtype, sparse=bool(sparse),
+                      batch_shape=batch_shape, name=name).output

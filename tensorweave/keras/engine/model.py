@@ -1,0 +1,341 @@
+"""``Model``: a layer with ``compile``/``fit``/``evaluate``/``predict`` (the training loop).
+
+``Model(inputs, outputs)`` builds a functional model; subclass ``Model`` and define
+``call`` for a subclassed one. A training step runs as a compiled ``tw.function`` graph
+(unless ``compile(run_eagerly=True)``).
+
+>>> import numpy as np
+>>> from tensorweave import keras
+>>> keras.utils.set_random_seed(0)
+>>> model = keras.Sequential([keras.Input(shape=(4,)), keras.layers.Dense(3)])
+>>> model.compile(optimizer="sgd", loss="mse")
+>>> history = model.fit(np.ones((8, 4)), np.zeros((8, 3)), epochs=2, verbose=0)
+>>> len(history.history["loss"])
+2
+"""
+import numpy as np
+
+import tensorweave as tw
+from tensorweave.core import nest
+from tensorweave.keras.engine import data_adapter
+from tensorweave.keras.engine.layer import Layer
+
+
+def _to_tensors(batch):
+    return nest.map_structure(lambda a: a if a is None or isinstance(a, tw.Tensor) else tw.convert_to_tensor(
+        a if not isinstance(a, np.ndarray) or a.dtype != np.float64 else a.astype(np.float32)), batch)
+
+
+def _first_dim(structure):
+    for a in nest.flatten(structure):
+        if a is not None:
+            return int(np.shape(a)[0])
+    return 0
+
+
+class Model(Layer):
+    """A trainable stack or graph of layers."""
+
+    def __new__(cls, *args, **kwargs):
+        if cls is Model and (len(args) >= 2 or "inputs" in kwargs or "outputs" in kwargs):
+            from tensorweave.keras.engine.functional import Functional
+            return object.__new__(Functional)  # Python then calls Functional.__init__ with the same args
+        return object.__new__(cls)
+
+    def __init__(self, *args, **kwargs):
+        trainable = kwargs.pop("trainable", True)
+        name = kwargs.pop("name", None)
+        dtype = kwargs.pop("dtype", None)
+        super().__init__(trainable=trainable, name=name, dtype=dtype, **kwargs)
+        self._tracking = False
+        self.optimizer = None
+        self.compiled = False
+        self.stop_training = False
+        self.history = None
+        self._compile_loss = None
+        self._compile_metrics = None
+        self._loss_tracker = None
+        self._output_loss_trackers = []
+        self._train_fn = self._test_fn = self._predict_fn = None
+        self._run_eagerly = False
+        self._compile_config = None
+        self._tracking = True
+
+    # ---- compile ---------------------------------------------------------------------------
+    def compile(self, optimizer="rmsprop", loss=None, loss_weights=None, metrics=None, weighted_metrics=None,
+                run_eagerly=False, steps_per_execution=1, jit_compile="auto", auto_scale_loss=True):
+        """Configures training: optimizer, loss(es), metrics (names, objects; per output for several)."""
+        from tensorweave.keras import metrics as M
+        from tensorweave.keras import optimizers
+        from tensorweave.keras.engine.compile_utils import CompileLoss, CompileMetrics
+        self.optimizer = optimizers.get(optimizer)
+        names = list(getattr(self, "output_names", None) or ["output"])
+        if isinstance(loss, (list, tuple)) and len(names) == 1 and len(loss) > 1:
+            names = [f"output_{i + 1}" for i in range(len(loss))]
+        self._output_names_for_compile = names
+        self._compile_loss = CompileLoss(loss, loss_weights, names) if loss is not None else None
+        self._compile_metrics = CompileMetrics(metrics, names, self._compile_loss.fns if loss is not None
+                                               else [None] * len(names))
+        self._loss_tracker = M.Mean(name="loss")
+        self._output_loss_trackers = [M.Mean(name=f"{n}_loss") for n in names] if len(names) > 1 else []
+        self._run_eagerly = bool(run_eagerly)
+        self._train_fn = self._test_fn = self._predict_fn = None
+        self.compiled = True
+        self._compile_config = {"optimizer": optimizer if isinstance(optimizer, str) else None, "loss": loss
+                                if isinstance(loss, (str, type(None))) else None, "metrics": metrics
+                                if isinstance(metrics, (list, type(None))) and all(isinstance(m, str) for m in metrics or [])
+                                else None, "loss_weights": loss_weights}
+
+    @property
+    def run_eagerly(self):
+        return self._run_eagerly
+
+    @run_eagerly.setter
+    def run_eagerly(self, value):
+        self._run_eagerly = bool(value)
+        self._train_fn = self._test_fn = self._predict_fn = None
+
+    @property
+    def metrics(self):
+        out = []
+        if self._loss_tracker is not None:
+            out.append(self._loss_tracker)
+        out.extend(self._output_loss_trackers)
+        if self._compile_metrics is not None and self._compile_metrics.metrics is not None:
+            out.extend(m for _, m in self._compile_metrics.metrics)
+        return out
+
+    @property
+    def metrics_names(self):
+        return [m.name for m in self.metrics]
+
+    def reset_metrics(self):
+        for m in self.metrics:
+            m.reset_state()
+
+    def _assert_compiled(self):
+        if not self.compiled:
+            raise RuntimeError(f"You must call `compile()` before using model '{self.name}' for training or "
+                               "evaluation.")
+
+    # ---- steps --------------------------------------------------------------------------------
+    def compute_loss(self, x=None, y=None, y_pred=None, sample_weight=None, training=True):
+        total = None
+        if self._compile_loss is not None and y is not None:
+            total, parts = self._compile_loss(y, y_pred, sample_weight)
+            for tracker, part in zip(self._output_loss_trackers, parts):
+                if part is not None:
+                    tracker.update_state(part)
+        extra = self.losses
+        if extra:
+            reg = tw.add_n([tw.cast(l, tw.float32) if l.dtype != tw.float32 else l for l in
+                            [tw.convert_to_tensor(e) for e in extra]])
+            total = reg if total is None else total + tw.cast(reg, total.dtype)
+        if total is None:
+            raise ValueError(f"Model '{self.name}' has no loss: compile() it with a loss or add_loss() in call()")
+        return total
+
+    def compute_metrics(self, x, y, y_pred, sample_weight=None):
+        if self._compile_metrics is not None and y is not None:
+            self._compile_metrics.update_state(y, y_pred, sample_weight)
+        return self.get_metrics_result()
+
+    def get_metrics_result(self):
+        return {m.name: m.result() for m in self.metrics}
+
+    def train_step(self, data):
+        x, y, sample_weight = data_adapter.unpack_x_y_sample_weight(data)
+        self._clear_losses()
+        with tw.GradientTape() as tape:
+            y_pred = self(x, training=True)
+            loss = self.compute_loss(x, y, y_pred, sample_weight, training=True)
+        variables = self.trainable_variables
+        grads = tape.gradient(loss, variables)
+        self.optimizer.apply_gradients([(g, v) for g, v in zip(grads, variables) if g is not None])
+        self._loss_tracker.update_state(loss, sample_weight=tw.cast(tw.shape(nest.flatten(x)[0])[0], tw.float32))
+        return self.compute_metrics(x, y, y_pred, sample_weight)
+
+    def test_step(self, data):
+        x, y, sample_weight = data_adapter.unpack_x_y_sample_weight(data)
+        self._clear_losses()
+        y_pred = self(x, training=False)
+        loss = self.compute_loss(x, y, y_pred, sample_weight, training=False)
+        self._loss_tracker.update_state(loss, sample_weight=tw.cast(tw.shape(nest.flatten(x)[0])[0], tw.float32))
+        return self.compute_metrics(x, y, y_pred, sample_weight)
+
+    def predict_step(self, data):
+        x, _, _ = data_adapter.unpack_x_y_sample_weight(data)
+        return self(x, training=False)
+
+    def _compiled(self, step):
+        if self._run_eagerly:
+            return step
+        return tw.function(step, reduce_retracing=False)
+
+    def make_train_function(self, force=False):
+        if self._train_fn is None or force:
+            self._train_fn = self._compiled(self.train_step)
+        return self._train_fn
+
+    def make_test_function(self, force=False):
+        if self._test_fn is None or force:
+            self._test_fn = self._compiled(self.test_step)
+        return self._test_fn
+
+    def make_predict_function(self, force=False):
+        if self._predict_fn is None or force:
+            self._predict_fn = self._compiled(self.predict_step)
+        return self._predict_fn
+
+    # ---- loops --------------------------------------------------------------------------------
+    def fit(self, x=None, y=None, batch_size=None, epochs=1, verbose="auto", callbacks=None, validation_split=0.0,
+            validation_data=None, shuffle=True, class_weight=None, sample_weight=None, initial_epoch=0,
+            steps_per_epoch=None, validation_steps=None, validation_batch_size=None, validation_freq=1):
+        """Trains for ``epochs`` epochs; returns the ``History``."""
+        from tensorweave.keras.callbacks import CallbackList
+        self._assert_compiled()
+        if validation_split and validation_data is None:
+            if not isinstance(x, (np.ndarray, tw.Tensor, list, tuple, dict)):
+                raise ValueError("validation_split is only supported for array inputs; pass validation_data")
+            arrays = (data_adapter._as_arrays(x), data_adapter._as_arrays(y), data_adapter._as_arrays(sample_weight))
+            (x, y, sample_weight), validation_data = data_adapter.train_validation_split(arrays, validation_split)
+        handler = data_adapter.DataHandler(x, y, sample_weight, batch_size, shuffle, class_weight, steps_per_epoch)
+        verbose = 1 if verbose == "auto" else int(verbose)
+        cbs = callbacks if isinstance(callbacks, CallbackList) else CallbackList(
+            callbacks, add_history=True, add_progbar=verbose != 0, model=self, verbose=verbose, epochs=epochs,
+            steps=handler.steps_per_epoch)
+        val = None
+        if validation_data is not None:
+            vx, vy, vsw = data_adapter.unpack_x_y_sample_weight(validation_data)
+            val = data_adapter.DataHandler(vx, vy, vsw, validation_batch_size or batch_size, False, None,
+                                           validation_steps)
+        train_fn = self.make_train_function()
+        self.stop_training = False
+        cbs.on_train_begin()
+        logs = {}
+        for epoch in range(initial_epoch, epochs):
+            self.reset_metrics()
+            cbs.on_epoch_begin(epoch)
+            for step, batch in enumerate(handler.epoch()):
+                cbs.on_train_batch_begin(step)
+                logs = _to_floats(train_fn(_to_tensors(batch)))
+                cbs.on_train_batch_end(step, logs)
+                if self.stop_training:
+                    break
+            epoch_logs = dict(logs)
+            if val is not None and (epoch + 1) % validation_freq == 0:
+                val_logs = self._evaluate_loop(val, cbs)
+                epoch_logs.update({"val_" + k: v for k, v in val_logs.items()})
+            cbs.on_epoch_end(epoch, epoch_logs)
+            logs = epoch_logs
+            if self.stop_training:
+                break
+        cbs.on_train_end(logs)
+        return self.history
+
+    def _evaluate_loop(self, handler, cbs):
+        test_fn = self.make_test_function()
+        self.reset_metrics()
+        cbs.on_test_begin()
+        logs = {}
+        for step, batch in enumerate(handler.epoch()):
+            cbs.on_test_batch_begin(step)
+            logs = _to_floats(test_fn(_to_tensors(batch)))
+            cbs.on_test_batch_end(step, logs)
+        cbs.on_test_end(logs)
+        return logs
+
+    def evaluate(self, x=None, y=None, batch_size=None, verbose="auto", sample_weight=None, steps=None,
+                 callbacks=None, return_dict=False):
+        """Loss and metrics on the given data (a list in ``metrics_names`` order, or a dict)."""
+        from tensorweave.keras.callbacks import CallbackList
+        self._assert_compiled()
+        handler = data_adapter.DataHandler(x, y, sample_weight, batch_size, False, None, steps)
+        verbose = 1 if verbose == "auto" else int(verbose)
+        cbs = CallbackList(callbacks, add_progbar=verbose != 0, model=self, verbose=verbose, epochs=1,
+                           steps=handler.steps_per_epoch)
+        logs = self._evaluate_loop(handler, cbs)
+        if return_dict:
+            return logs
+        values = [logs[name] for name in self.metrics_names if name in logs]
+        return values[0] if len(values) == 1 else values
+
+    def predict(self, x, batch_size=None, verbose="auto", steps=None, callbacks=None):
+        """Model outputs for ``x`` as NumPy arrays (batched)."""
+        from tensorweave.keras.callbacks import CallbackList
+        handler = data_adapter.DataHandler(x, None, None, batch_size, False, None, steps)
+        verbose = 1 if verbose == "auto" else int(verbose)
+        cbs = CallbackList(callbacks, add_progbar=verbose != 0, model=self, verbose=verbose, epochs=1,
+                           steps=handler.steps_per_epoch)
+        fn = self.make_predict_function()
+        cbs.on_predict_begin()
+        outs = []
+        for step, batch in enumerate(handler.epoch()):
+            cbs.on_predict_batch_begin(step)
+            out = fn(_to_tensors(batch[:1]))
+            outs.append(nest.map_structure(np.asarray, out))
+            cbs.on_predict_batch_end(step, {"outputs": out})
+        cbs.on_predict_end()
+        if not outs:
+            raise ValueError("predict() received no data")
+        return nest.pack_sequence_as(outs[0], [np.concatenate(parts) for parts in
+                                               zip(*[nest.flatten(o) for o in outs])])
+
+    def train_on_batch(self, x, y=None, sample_weight=None, class_weight=None, return_dict=False):
+        self._assert_compiled()
+        if class_weight is not None and y is not None:
+            cw = data_adapter.class_weights_to_sample_weights(np.asarray(y), class_weight)
+            sample_weight = cw if sample_weight is None else np.asarray(sample_weight) * cw
+        logs = _to_floats(self.make_train_function()(_to_tensors((x, y, sample_weight))))
+        return self._logs_out(logs, return_dict)
+
+    def test_on_batch(self, x, y=None, sample_weight=None, return_dict=False):
+        self._assert_compiled()
+        logs = _to_floats(self.make_test_function()(_to_tensors((x, y, sample_weight))))
+        return self._logs_out(logs, return_dict)
+
+    def predict_on_batch(self, x):
+        return nest.map_structure(np.asarray, self.make_predict_function()(_to_tensors((x,))))
+
+    def _logs_out(self, logs, return_dict):
+        if return_dict:
+            return logs
+        values = [logs[name] for name in self.metrics_names if name in logs]
+        return values[0] if len(values) == 1 else values
+
+    # ---- inspection ----------------------------------------------------------------------------
+    def summary(self, line_length=None, positions=None, print_fn=None, expand_nested=False, show_trainable=False):
+        """Prints Keras' table: layer (type), output shape, param #, and the totals."""
+        from tensorweave.keras.engine.summary import print_summary
+        print_summary(self, line_length=line_length, print_fn=print_fn)
+
+    def get_layer(self, name=None, index=None):
+        layers = self.layers
+        if index is not None:
+            return layers[index]
+        for layer in layers:
+            if layer.name == name:
+                return layer
+        raise ValueError(f"No such layer: {name}. Existing layers are: {[l.name for l in layers]}")
+
+    def save_weights(self, filepath, overwrite=True):
+        from tensorweave.keras.engine.weights_io import save_weights
+        save_weights(self, filepath, overwrite)
+
+    def load_weights(self, filepath, skip_mismatch=False):
+        from tensorweave.keras.engine.weights_io import load_weights
+        load_weights(self, filepath, skip_mismatch)
+
+    @classmethod
+    def from_config(cls, config, custom_objects=None):
+        if "input_layers" in config and "output_layers" in config:
+            from tensorweave.keras.engine.functional import Functional
+            return Functional.from_config(config, custom_objects=custom_objects)
+        return cls(**config)
+
+    def get_compile_config(self):
+        return self._compile_config
+
+
+def _to_floats(logs):
+    return {k: float(np.asarray(v)) for k, v in logs.items()}

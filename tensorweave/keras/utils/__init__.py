@@ -1,0 +1,31 @@
+"""``keras.utils``: seeding, one-hot labels, the progress bar."""
+import random as _random
+
+import numpy as np
+
+from tensorweave.keras.utils.progbar import Progbar  # noqa: F401
+
+
+def set_random_seed(seed):
+    """Seeds Python's, NumPy's and tensorweave's generators, so a run repeats bit for bit."""
+    import tensorweave as tw
+    _random.seed(seed)
+    np.random.seed(seed)
+    tw.random.set_seed(seed)
+
+
+def to_categorical(x, num_classes=None, dtype="float32"):
+    x = np.asarray(x, dtype=np.int64)
+    shape = x.shape
+    if shape and shape[-1] == 1 and len(shape) > 1:
+        x = x.reshape(shape[:-1])
+    num_classes = int(x.max()) + 1 if num_classes is None else num_classes
+    out = np.zeros(x.shape + (num_classes,), dtype=dtype)
+    np.put_along_axis(out, x[..., None], 1, axis=-1)
+    return out
+
+
+def normalize(x, axis=-1, order=2):
+    x = np.asarray(x, dtype=np.float32)
+    n = np.linalg.norm(x, ord=order, axis=axis, keepdims=True)
+    return x / np.where(n == 0, 1, n)
