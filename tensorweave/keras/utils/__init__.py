@@ -3,6 +3,7 @@ import random as _random
 
 import numpy as np
 
+from tensorweave.keras.datasets.text import pad_sequences  # noqa: F401
 from tensorweave.keras.utils.progbar import Progbar  # noqa: F401
 
 
