@@ -29,7 +29,7 @@ _VALID_NAME = re.compile(r"^[A-Za-z0-9.][A-Za-z0-9_.\-/>]*$")
 class SymbolicTensor(Tensor):
     """An output of a graph node; its value exists only when the graph runs."""
 
-    __slots__ = ("op", "value_index", "_shape", "_dtype", "__weakref__")
+    __slots__ = ("op", "value_index", "_shape", "_dtype", "_keras_mask", "__weakref__")
 
     def __init__(self, op, value_index, shape, dtype):
         self.op = op

@@ -56,7 +56,7 @@ class _TensorRef:
 class EagerTensor(Tensor):
     """A tensor with a value, produced by eager execution."""
 
-    __slots__ = ("_value", "_dtype", "_device", "__weakref__")
+    __slots__ = ("_value", "_dtype", "_device", "_keras_mask", "__weakref__")
 
     def __init__(self, value, dtype=None, device=None):
         self._value = value

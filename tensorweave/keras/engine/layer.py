@@ -69,7 +69,7 @@ class Layer:
             raise TypeError(f"Keyword argument(s) not understood by {type(self).__name__}: {sorted(bad)}")
         object.__setattr__(self, "_tracking", False)
         self._name = name or backend.unique_name(backend.snake_case(type(self).__name__))
-        self.trainable = trainable
+        self._trainable = bool(trainable)
         self._dtype = tw.as_dtype(dtype) if dtype is not None and not isinstance(dtype, dict) else tw.float32
         self.autocast = autocast
         self.built = False
@@ -116,6 +116,17 @@ class Layer:
                     self._track(v)
 
     # ---- properties ---------------------------------------------------------------------------
+    @property
+    def trainable(self):
+        return self._trainable
+
+    @trainable.setter
+    def trainable(self, value):
+        """Freezing a layer freezes the layers inside it (as in Keras)."""
+        self._trainable = bool(value)
+        for layer in self.__dict__.get("_layers", []):
+            layer.trainable = value
+
     @property
     def name(self):
         return self._name
@@ -323,9 +334,18 @@ class Layer:
         args = (inputs,) + args[1:]
         if any_symbolic((args, kwargs)):
             return self._symbolic_call(args, kwargs)
-        self._maybe_build(inputs)
         self._check_input_spec(inputs)
-        return self._call_with_context(args, kwargs)
+        if not self.built:
+            self._maybe_build(inputs)
+            self._check_input_spec(inputs)  # build may have narrowed the spec (e.g. Dense's input size)
+        if self._call_has_mask and kwargs.get("mask") is None:
+            mask = _mask_of(inputs)
+            if mask is not None:
+                kwargs = dict(kwargs, mask=mask)
+        outputs = self._call_with_context(args, kwargs)
+        if self.supports_masking or type(self).compute_mask is not Layer.compute_mask:
+            _attach_mask(outputs, self.compute_mask(inputs, kwargs.get("mask", _mask_of(inputs))))
+        return outputs
 
     def _call_with_context(self, args, kwargs):
         training = kwargs.get("training")
@@ -350,6 +370,7 @@ class Layer:
         kts = [t for t in nest.flatten((args, kwargs)) if isinstance(t, KerasTensor)]
         spec_inputs = nest.map_structure(
             lambda t: _SpecShape(t.shape, t.dtype) if isinstance(t, KerasTensor) else t, args[0])
+        self._check_input_spec(spec_inputs)
         self._maybe_build(spec_inputs)
         self._check_input_spec(spec_inputs)
         graph = FuncGraph(f"{self.name}_spec")
@@ -398,6 +419,21 @@ class Layer:
 
     def __repr__(self):
         return f"<{type(self).__name__} name={self.name}, built={self.built}>"
+
+
+def _mask_of(inputs):
+    """The Keras mask carried by ``inputs`` (a tensor, or a list of them), if any."""
+    if isinstance(inputs, (list, tuple)):
+        masks = [getattr(t, "_keras_mask", None) for t in inputs]
+        return masks if any(m is not None for m in masks) else None
+    return getattr(inputs, "_keras_mask", None)
+
+
+def _attach_mask(outputs, mask):
+    for i, t in enumerate(nest.flatten(outputs)):
+        m = mask[i] if isinstance(mask, (list, tuple)) else mask
+        if isinstance(t, tw.Tensor):
+            t._keras_mask = m
 
 
 class _outside_name_scopes:

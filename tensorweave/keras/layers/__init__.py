@@ -1,8 +1,23 @@
 """``keras.layers``: the layer catalogue, and (de)serialization of layers by class name."""
 from tensorweave.keras.engine.input_layer import Input, InputLayer  # noqa: F401
 from tensorweave.keras.engine.layer import InputSpec, Layer  # noqa: F401
+from tensorweave.keras.layers.conv import (Conv1D, Conv1DTranspose, Conv2D, Conv2DTranspose, Conv3D,  # noqa: F401
+                                           Conv3DTranspose, Convolution1D, Convolution2D, Convolution2DTranspose,
+                                           Convolution3D, DepthwiseConv2D, SeparableConv2D, SeparableConvolution2D)
 from tensorweave.keras.layers.core import (Activation, Dense, Dropout, Flatten, Identity, Lambda,  # noqa: F401
                                            Permute, Reshape)
+from tensorweave.keras.layers.embedding import Embedding  # noqa: F401
+from tensorweave.keras.layers.merge import (Add, Average, Concatenate, Dot, Maximum, Minimum, Multiply,  # noqa: F401
+                                            Subtract, add, average, concatenate, dot, maximum, minimum, multiply,
+                                            subtract)
+from tensorweave.keras.layers.normalization import BatchNormalization, LayerNormalization  # noqa: F401
+from tensorweave.keras.layers.pooling import (AveragePooling1D, AveragePooling2D, AveragePooling3D,  # noqa: F401
+                                              AvgPool1D, AvgPool2D, AvgPool3D, GlobalAveragePooling1D,
+                                              GlobalAveragePooling2D, GlobalAveragePooling3D, GlobalAvgPool1D,
+                                              GlobalAvgPool2D, GlobalAvgPool3D, GlobalMaxPool1D, GlobalMaxPool2D,
+                                              GlobalMaxPool3D, GlobalMaxPooling1D, GlobalMaxPooling2D,
+                                              GlobalMaxPooling3D, MaxPool1D, MaxPool2D, MaxPool3D, MaxPooling1D,
+                                              MaxPooling2D, MaxPooling3D)
 
 _CUSTOM = {}
 

@@ -131,9 +131,14 @@ class Reshape(Layer):
         self.target_shape = tuple(target_shape)
 
     def call(self, inputs):
-        if inputs.shape.rank is not None and inputs.shape[0] is not None:
-            return tw.reshape(inputs, [inputs.shape[0]] + list(self.target_shape))
-        return tw.reshape(inputs, tw.concat([tw.shape(inputs)[:1], tw.constant(list(self.target_shape), tw.int32)], 0))
+        target = list(self.target_shape)
+        rest = inputs.shape.as_list()[1:] if inputs.shape.rank is not None else [None]
+        if -1 in target and None not in rest:
+            known = int(np.prod([d for d in target if d != -1]))
+            target[target.index(-1)] = int(np.prod(rest)) // max(known, 1)
+        if -1 not in target:
+            return tw.reshape(inputs, [-1] + target)  # keeps the static shape when the batch is unknown
+        return tw.reshape(inputs, tw.concat([tw.shape(inputs)[:1], tw.constant(target, tw.int32)], 0))
 
     def get_config(self):
         return {**super().get_config(), "target_shape": self.target_shape}
