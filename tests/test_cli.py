@@ -1,4 +1,4 @@
-"""The main job (``python -m tensorweave``): graph-mode softmax regression on digits."""
+"""The ``tensorweave`` command: the Keras main job and the TF1 graph demo."""
 import io
 import re
 import subprocess
@@ -7,11 +7,12 @@ import sys
 import pytest
 
 from tensorweave import cli
+from tensorweave.examples import softmax_digits
 
 
-def test_train_prints_one_line_per_epoch_and_reaches_the_accuracy():
+def test_graph_demo_prints_one_line_per_epoch_and_reaches_the_accuracy():
     out = io.StringIO()
-    acc = cli.train_digits(epochs=3, batch_size=32, lr=0.5, out=out)
+    acc = softmax_digits.train_digits(epochs=3, batch_size=32, lr=0.5, out=out)
     lines = out.getvalue().splitlines()
     epoch_lines = [ln for ln in lines if ln.startswith("epoch")]
     assert len(epoch_lines) == 3
@@ -22,11 +23,15 @@ def test_train_prints_one_line_per_epoch_and_reaches_the_accuracy():
     assert acc >= 0.9
 
 
-def test_main_defaults_to_train_and_parses_options(capsys):
-    assert cli.main(["--epochs", "2", "--batch-size", "64", "--lr", "0.5"]) == 0
+def test_main_defaults_to_train_with_options(capsys, tmp_path):
+    weights = tmp_path / "w.weights.safetensors"
+    assert cli.main(["--model", "mlp", "--epochs", "1", "--batch-size", "256", "--save", str(weights)]) == 0
     text = capsys.readouterr().out
-    assert text.count("\nepoch") == 2
-    assert "test accuracy" in text
+    assert 'Model: "mnist_mlp"' in text and "Total params: 669,706" in text
+    assert re.search(r"\n15/15 \u2501{20} \d+s \d+m?s/step - accuracy: 0\.\d{4} - loss: \d\.\d{4} - "
+                     r"val_accuracy: 0\.\d{4} - val_loss: \d\.\d{4}\n", text), text
+    assert re.search(r"test accuracy 0\.\d{4}", text)
+    assert weights.exists()
     with pytest.raises(SystemExit):
         cli.main(["train", "--epochs", "0"])
 
@@ -35,5 +40,5 @@ def test_python_dash_m_tensorweave_help():
     proc = subprocess.run([sys.executable, "-m", "tensorweave", "train", "--help"],
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0
-    for opt in ("--epochs", "--batch-size", "--lr"):
+    for opt in ("--model", "--epochs", "--batch-size"):
         assert opt in proc.stdout

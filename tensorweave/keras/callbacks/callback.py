@@ -26,8 +26,11 @@ class Callback:
     def on_train_end(self, logs=None): pass
     def on_epoch_begin(self, epoch, logs=None): pass
     def on_epoch_end(self, epoch, logs=None): pass
-    def on_train_batch_begin(self, batch, logs=None): pass
-    def on_train_batch_end(self, batch, logs=None): pass
+    def on_train_batch_begin(self, batch, logs=None):
+        self.on_batch_begin(batch, logs=logs)
+
+    def on_train_batch_end(self, batch, logs=None):
+        self.on_batch_end(batch, logs=logs)
     def on_test_begin(self, logs=None): pass
     def on_test_end(self, logs=None): pass
     def on_test_batch_begin(self, batch, logs=None): pass
@@ -37,12 +40,11 @@ class Callback:
     def on_predict_batch_begin(self, batch, logs=None): pass
     def on_predict_batch_end(self, batch, logs=None): pass
 
-    # TF2 names
-    def on_batch_begin(self, batch, logs=None):
-        self.on_train_batch_begin(batch, logs)
-
-    def on_batch_end(self, batch, logs=None):
-        self.on_train_batch_end(batch, logs)
+    # TF2's names for the training-batch hooks: as in Keras 3, the loops call
+    # on_train_batch_*, whose default forwards here, so a callback written with
+    # on_batch_end still runs.
+    def on_batch_begin(self, batch, logs=None): pass
+    def on_batch_end(self, batch, logs=None): pass
 
 
 _HOOKS = ["on_train_begin", "on_train_end", "on_epoch_begin", "on_epoch_end", "on_train_batch_begin",
@@ -58,8 +60,10 @@ class CallbackList:
         from tensorweave.keras.callbacks.history import History
         from tensorweave.keras.callbacks.progbar_logger import ProgbarLogger
         self.callbacks = list(callbacks or [])
+        # Keras 3's order: the user's callbacks, then History, then the progress bar, so
+        # History and the bar see what callbacks add to the logs (e.g. learning_rate).
         if add_history and not any(isinstance(c, History) for c in self.callbacks):
-            self.callbacks.insert(0, History())
+            self.callbacks.append(History())
         if add_progbar and not any(isinstance(c, ProgbarLogger) for c in self.callbacks):
             self.callbacks.append(ProgbarLogger())
         self.model = model
@@ -85,6 +89,12 @@ class CallbackList:
         return iter(self.callbacks)
 
     def _call(self, hook, *args):
+        # Every hook gets a logs dict, {} when the loop has none (as Keras passes), so user
+        # hooks written as `def on_epoch_begin(self, epoch, logs)` work.
+        n = 2 if ("epoch" in hook or "batch" in hook) else 1
+        args = args + (None,) * (n - len(args))
+        if args[-1] is None:
+            args = args[:-1] + ({},)
         for c in self.callbacks:
             getattr(c, hook)(*args)
 

@@ -52,6 +52,7 @@ class Model(Layer):
         self.compiled = False
         self.stop_training = False
         self.history = None
+        self._initial_epoch = None    # set by BackupAndRestore in on_train_begin to resume a run
         self._compile_loss = None
         self._compile_metrics = None
         self._loss_tracker = None
@@ -212,6 +213,10 @@ class Model(Layer):
         train_fn = self.make_train_function()
         self.stop_training = False
         cbs.on_train_begin()
+        # A callback (BackupAndRestore) may ask to resume after the epochs it backed up; the
+        # request holds for this fit() only.
+        if getattr(self, "_initial_epoch", None) is not None:
+            initial_epoch, self._initial_epoch = self._initial_epoch, None
         logs = {}
         for epoch in range(initial_epoch, epochs):
             self.reset_metrics()

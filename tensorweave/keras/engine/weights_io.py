@@ -29,7 +29,7 @@ def save_weights(model, filepath, overwrite=True):
     filepath = os.fspath(filepath)
     if not overwrite and os.path.exists(filepath):
         raise FileExistsError(f"{filepath} exists and overwrite=False")
-    tensors = {k: np.ascontiguousarray(v.numpy()) for k, v in _keyed_weights(model).items()}
+    tensors = {k: np.array(v.numpy(), order="C") for k, v in _keyed_weights(model).items()}  # keeps 0-d shapes
     directory = os.path.dirname(os.path.abspath(filepath))
     os.makedirs(directory, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=directory, prefix=".tmp-weights-")

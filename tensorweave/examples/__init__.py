@@ -1,0 +1,1 @@
+"""Runnable examples behind the ``tensorweave`` command (each is also importable)."""
