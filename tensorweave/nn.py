@@ -6,3 +6,4 @@ from tensorweave.ops.nn_ops import *  # noqa: F401,F403
 from tensorweave.ops.random_ops import dropout  # noqa: F401
 from tensorweave.ops.reduce_ops import moments  # noqa: F401
 from tensorweave.ops.sort_ops import top_k  # noqa: F401
+from tensorweave.ops.rnn_ops import gru_sequence, lstm_sequence, simple_rnn_sequence  # noqa: F401

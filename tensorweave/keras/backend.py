@@ -39,6 +39,7 @@ def unique_name(base):
 
 
 def snake_case(name):
+    name = name.lstrip("_") or "layer"  # scope names may not start with "_"
     s = re.sub(r"(.)([A-Z][a-z]+)", r"\1_\2", name)
     return re.sub(r"([a-z])([A-Z])", r"\1_\2", s).lower()
 

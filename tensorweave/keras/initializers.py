@@ -142,7 +142,9 @@ class Orthogonal(Initializer):
     def __call__(self, shape, dtype=None):
         shape = tuple(shape)
         rows, cols = int(np.prod(shape[:-1])), shape[-1]
-        a = tw.random.normal((max(rows, cols), min(rows, cols)), dtype=tw.float32, seed=self.seed).numpy()
+        from tensorweave.core.context import eager_mode
+        with eager_mode():  # the QR step runs in NumPy, even while a TF1 graph is being built
+            a = tw.random.normal((max(rows, cols), min(rows, cols)), dtype=tw.float32, seed=self.seed).numpy()
         q, r = np.linalg.qr(a.astype(np.float64))
         q = q * np.sign(np.diag(r))
         if rows < cols:

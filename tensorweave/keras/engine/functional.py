@@ -112,16 +112,17 @@ class Functional(Model):
             args, kwargs = nest.map_structure(sub, (node.args, node.kwargs))
             if layer._call_has_training and "training" not in kwargs:
                 kwargs = dict(kwargs, training=training)
-            in_masks = [masks.get(id(t)) for t in node.input_tensors]
+            in_masks = [masks.get(id(t)) for t in nest.flatten(node.args[0]) if isinstance(t, KerasTensor)]
             if layer._call_has_mask and "mask" not in kwargs and any(m is not None for m in in_masks):
                 kwargs = dict(kwargs, mask=in_masks[0] if len(in_masks) == 1 else in_masks)
             out = layer(*args, **kwargs)
             out_mask = layer.compute_mask(args[0], in_masks[0] if len(in_masks) == 1 else in_masks) \
                 if any(m is not None for m in in_masks) or getattr(layer, "mask_zero", False) else None
-            for kt, o in zip(nest.flatten(node.outputs), nest.flatten(out)):
+            for i, (kt, o) in enumerate(zip(nest.flatten(node.outputs), nest.flatten(out))):
                 values[id(kt)] = o
-                if out_mask is not None:
-                    masks[id(kt)] = out_mask
+                m = out_mask[i] if isinstance(out_mask, (list, tuple)) else out_mask
+                if m is not None:
+                    masks[id(kt)] = m
         return nest.pack_sequence_as(self._outputs_struct, [values[id(t)] for t in self.outputs])
 
     def get_config(self):

@@ -1,6 +1,7 @@
 """``keras.layers``: the layer catalogue, and (de)serialization of layers by class name."""
 from tensorweave.keras.engine.input_layer import Input, InputLayer  # noqa: F401
 from tensorweave.keras.engine.layer import InputSpec, Layer  # noqa: F401
+from tensorweave.keras.layers.attention import Attention, MultiHeadAttention  # noqa: F401
 from tensorweave.keras.layers.conv import (Conv1D, Conv1DTranspose, Conv2D, Conv2DTranspose, Conv3D,  # noqa: F401
                                            Conv3DTranspose, Convolution1D, Convolution2D, Convolution2DTranspose,
                                            Convolution3D, DepthwiseConv2D, SeparableConv2D, SeparableConvolution2D)
@@ -11,6 +12,8 @@ from tensorweave.keras.layers.merge import (Add, Average, Concatenate, Dot, Maxi
                                             Subtract, add, average, concatenate, dot, maximum, minimum, multiply,
                                             subtract)
 from tensorweave.keras.layers.normalization import BatchNormalization, LayerNormalization  # noqa: F401
+from tensorweave.keras.layers.rnn import (GRU, LSTM, RNN, Bidirectional, GRUCell, LSTMCell, SimpleRNN,  # noqa: F401
+                                          SimpleRNNCell, StackedRNNCells)
 from tensorweave.keras.layers.pooling import (AveragePooling1D, AveragePooling2D, AveragePooling3D,  # noqa: F401
                                               AvgPool1D, AvgPool2D, AvgPool3D, GlobalAveragePooling1D,
                                               GlobalAveragePooling2D, GlobalAveragePooling3D, GlobalAvgPool1D,
