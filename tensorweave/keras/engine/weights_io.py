@@ -1,12 +1,14 @@
-"""``model.save_weights`` / ``load_weights``: all weights in one safetensors file, written atomically.
+"""``model.save_weights`` / ``load_weights``: all weights in one tensor file (safetensors layout),
+written atomically and validated when read.
 
 Keys are positional paths (``layers/2/layers/0/vars/1``), so a model rebuilt from the same code
 finds its weights whatever names its layers got.
 """
 import os
-import tempfile
 
 import numpy as np
+
+from tensorweave.saving.tensor_file import read_tensors, write_tensors
 
 
 def _keyed_weights(model):
@@ -25,28 +27,15 @@ def _keyed_weights(model):
 
 
 def save_weights(model, filepath, overwrite=True):
-    from safetensors.numpy import save_file
     filepath = os.fspath(filepath)
     if not overwrite and os.path.exists(filepath):
         raise FileExistsError(f"{filepath} exists and overwrite=False")
-    tensors = {k: np.array(v.numpy(), order="C") for k, v in _keyed_weights(model).items()}  # keeps 0-d shapes
-    directory = os.path.dirname(os.path.abspath(filepath))
-    os.makedirs(directory, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=directory, prefix=".tmp-weights-")
-    os.close(fd)
-    try:
-        save_file(tensors, tmp, metadata={"format": "tensorweave.weights", "version": "1"})
-        with open(tmp, "rb") as f:
-            os.fsync(f.fileno())
-        os.replace(tmp, filepath)
-    finally:
-        if os.path.exists(tmp):
-            os.remove(tmp)
+    tensors = {k: v.numpy() for k, v in _keyed_weights(model).items()}
+    write_tensors(filepath, tensors, metadata={"format": "tensorweave.weights", "version": "1"})
 
 
 def load_weights(model, filepath, skip_mismatch=False):
-    from safetensors.numpy import load_file
-    data = load_file(os.fspath(filepath))
+    data = read_tensors(os.fspath(filepath))
     targets = _keyed_weights(model)
     missing = [k for k in targets if k not in data]
     if missing and not skip_mismatch:
@@ -60,4 +49,4 @@ def load_weights(model, filepath, skip_mismatch=False):
             if skip_mismatch:
                 continue
             raise ValueError(f"Weight {k}: the file has shape {value.shape}, the model {tuple(v.shape.as_list())}")
-        v.assign(value.astype(v.dtype.np_dtype))
+        v.assign(np.asarray(value).astype(v.dtype.np_dtype))

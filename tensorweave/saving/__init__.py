@@ -1,0 +1,1 @@
+"""Saving and loading: tensor files, checkpoints, SavedModel, export. Nothing here unpickles."""
