@@ -6,6 +6,11 @@ import pytest
 
 sys.path.insert(0, os.path.dirname(__file__))
 
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    # Each xdist worker gets one BLAS thread, so parallel workers do not oversubscribe the cores.
+    from threadpoolctl import threadpool_limits
+    _blas_limit = threadpool_limits(1)
+
 SHARED = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", "shared", "datasets"))
 
 

@@ -22,6 +22,7 @@ def test_mlp_on_mnist_sample_reaches_092():
     assert result["test_accuracy"] >= 0.92, result["test_accuracy"]
 
 
+@pytest.mark.timeout(1200)
 def test_cnn_on_mnist_sample_reaches_095():
     result = mnist.train("cnn", epochs=5, batch_size=128, save=None, verbose=0)
     assert result["test_accuracy"] >= 0.95, result["test_accuracy"]
