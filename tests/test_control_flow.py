@@ -115,3 +115,30 @@ def test_case_and_switch_case():
         return tw.switch_case(i, [lambda: tw.constant(10), lambda: tw.constant(20), lambda: tw.constant(30)])
 
     assert [int(f(tw.constant(k))) for k in range(3)] == [10, 20, 30]
+
+
+def test_gradients_use_the_traced_branches_not_rebound_closures():
+    # The branches close over `z`, which is rebound to the cond's output afterwards; the
+    # gradient must still differentiate what was traced.
+    w = tw.Variable(np.arange(6, dtype=np.float32).reshape(2, 3))
+
+    def loss_fn(x):
+        z = tw.matmul(x, w)
+        _, z = tw.while_loop(lambda i, z: i < 3, lambda i, z: (i + 1, z * 1.5), (0, z))
+        z = tw.cond(tw.reduce_sum(z) > 0, lambda: z + 1.0, lambda: -z)
+        return tw.reduce_sum(z * z)
+
+    @tw.function
+    def traced(x):
+        with tw.GradientTape() as t:
+            loss = loss_fn(x)
+        return t.gradient(loss, w)
+
+    x = tw.ones([2, 2])
+    with tw.GradientTape() as t:
+        loss = loss_fn(x)
+    np.testing.assert_allclose(traced(x).numpy(), t.gradient(loss, w).numpy(), rtol=1e-6)
+    f = tw.function(loss_fn)
+    with tw.GradientTape() as t:  # a tape around the call of a function that contains control flow
+        loss = f(x)
+    np.testing.assert_allclose(t.gradient(loss, w).numpy(), traced(x).numpy(), rtol=1e-6)

@@ -2,6 +2,7 @@
 from tensorweave.keras.engine.functional import Functional  # noqa: F401
 from tensorweave.keras.engine.model import Model  # noqa: F401
 from tensorweave.keras.engine.sequential import Sequential  # noqa: F401
+from tensorweave.keras.saving import load_model, save_model  # noqa: F401
 
 
 def model_from_config(config, custom_objects=None):

@@ -52,6 +52,34 @@ def _trace(name, fn, args=(), arg_specs=()):
     return g, out, flat
 
 
+def _replay(graph, mapping):
+    """Re-creates, in the current graph, the ops of ``graph`` that its outputs need (data edges only),
+    with ``mapping`` giving the tensors that replace its placeholders. Gradients are built from the
+    traced graph this way, never by calling the user's Python again (whose closures may have been
+    rebound since)."""
+    needed, stack = {}, [t.op for t in graph.outputs if id(t) not in mapping]
+    while stack:
+        op = stack.pop()
+        if id(op) in needed:
+            continue
+        needed[id(op)] = op
+        stack.extend(t.op for t in op.inputs if id(t) not in mapping)
+    for op in sorted(needed.values(), key=lambda o: o._id):
+        if op.type == "Placeholder":
+            raise ValueError(f"cannot replay graph {graph.name}: placeholder {op.name} has no value")
+        out = execute(op.opdef, [mapping[id(t)] for t in op.inputs], op.attrs, op.name.rsplit("/", 1)[-1])
+        outs = out if isinstance(out, tuple) else (out,) if op.outputs else ()
+        for t, o in zip(op.outputs, outs):
+            mapping[id(t)] = o
+    return [mapping[id(t)] for t in graph.outputs]
+
+
+def _capture_map(graph):
+    """Maps a traced graph's capture placeholders to captures of the same outer tensors here."""
+    g = get_default_graph()
+    return {id(ph): g.capture(outer) for outer, ph in graph.captures}
+
+
 def _plan(graph, outputs, inputs):
     from tensorweave.runtime import executor
     targets = [graph._last_stateful] if graph._last_stateful is not None else []
@@ -82,13 +110,12 @@ def _if_grad(op, *grads):
     pred = op.inputs[0]
     xs = list(op.inputs[1:])
 
-    def grad_branch(fn):
+    def grad_branch(branch_graph):
         def branch():
             from tensorweave.autodiff.backprop import densify
             from tensorweave.autodiff.gradients import gradients
-            from tensorweave.ops.array_ops import zeros_like
             g = get_default_graph()
-            outs = [convert_to_tensor(o) for o in nest.flatten(fn())]
+            outs = _replay(branch_graph, _capture_map(branch_graph))
             phs = [g.capture(x) for x in xs]
             gys = [g.capture(gr) if gr is not None else None for gr in grads]
             pairs = [(o, gy) for o, gy in zip(outs, gys) if gy is not None and o.dtype.is_floating]
@@ -98,7 +125,7 @@ def _if_grad(op, *grads):
     differentiable = [x.dtype.is_floating or x.dtype is _dt.resource for x in xs]
     if not any(differentiable):
         return [None] * len(op.inputs)
-    res = cond(pred, grad_branch(op.attrs["_then_fn"]), grad_branch(op.attrs["_else_fn"]), name="cond_grad")
+    res = cond(pred, grad_branch(op.attrs["_then"]), grad_branch(op.attrs["_else"]), name="cond_grad")
     res = nest.flatten(res)
     return [None] + [r if d else None for r, d in zip(res, differentiable)]
 
@@ -180,7 +207,7 @@ def cond(pred, true_fn=None, false_fn=None, name=None):
             if id(t) not in index:
                 index[id(t)] = len(outer)
                 outer.append(t)
-    attrs = {"_then": tg, "_else": fg, "_then_fn": true_fn, "_else_fn": false_fn, "_out_specs": specs,
+    attrs = {"_then": tg, "_else": fg, "_out_specs": specs,
              "_then_idx": [index[id(t)] for t, _ in tg.captures],
              "_else_idx": [index[id(t)] for t, _ in fg.captures]}
     stateful = tg._last_stateful is not None or fg._last_stateful is not None
@@ -250,7 +277,7 @@ def _while_grad(op, *grads):
     var_grads = [g if g is not None else (zeros_like(o) if f else None)
                  for g, o, f in zip(var_grads, op.outputs[:n], float_vars)]
     # Trace the body's gradient: (vars_i, upstream grads) -> (grads of vars_i, grads of captures)
-    body_fn = a["_body_fn"]
+    body = a["_body"]
     specs = a["_var_specs"]
     outer_caps = xs[n:]
     from tensorweave.autodiff.backprop import densify
@@ -259,7 +286,9 @@ def _while_grad(op, *grads):
 
     def grad_body(*phs):
         vs, gs = list(phs[:n]), list(phs[n:])
-        outs = [convert_to_tensor(o) for o in nest.flatten(body_fn(*vs))]
+        mapping = _capture_map(body)
+        mapping.update({id(p): v for p, v in zip(body.inputs, vs)})
+        outs = _replay(body, mapping)
         g = get_default_graph()
         caps = [g.capture(c) for c in outer_caps]
         pairs = [(o, gy) for o, gy, f in zip(outs, gs, float_vars) if f]
@@ -398,7 +427,7 @@ def while_loop(cond, body, loop_vars, shape_invariants=None, parallel_iterations
             if id(t) not in index:
                 index[id(t)] = len(caps)
                 caps.append(t)
-    attrs = {"_cond": cg, "_body": bg, "_body_fn": body_flat, "_var_specs": specs,
+    attrs = {"_cond": cg, "_body": bg, "_var_specs": specs,
              "_cond_idx": [index[id(t)] for t, _ in cg.captures],
              "_body_idx": [index[id(t)] for t, _ in bg.captures],
              "_maximum_iterations": None if maximum_iterations is None else int(maximum_iterations)}

@@ -125,6 +125,9 @@ class ConcreteFunction:
             from tensorweave.ops.array_ops import placeholder
             g = self.graph
             boundary = len(g._ops)
+            # Gradient ops must not be chained after (or become) the forward pass's last stateful op:
+            # the forward plan targets that op, and the backward plan must not re-run forward effects.
+            forward_last, g._last_stateful = g._last_stateful, None
             with g.as_default(), g.name_scope("gradients_of_call/"):
                 gphs = [placeholder(o.dtype, o.shape, name="upstream") for o in self.outputs]
                 xs = list(self.inputs) + [v.handle_in(g) for v in self.trainable_variables]
@@ -132,6 +135,7 @@ class ConcreteFunction:
                 grads = gradients([o for o, _ in floats], xs, grad_ys=[gp for _, gp in floats]) if floats \
                     else [None] * len(xs)
                 grads = [None if gr is None else densify(gr) for gr in grads]
+            g._last_stateful = forward_last
             fetched = [gr for gr in grads if gr is not None]
             backward_ops = executor.needed_ops([t.op for t in fetched], {id(p) for p in gphs})
             saved, seen = [], set()

@@ -272,6 +272,7 @@ class Layer:
         shapes = nest.map_structure(_shape_tuple, inputs) if nest.is_nested(inputs) else _shape_tuple(inputs)
         if isinstance(shapes, tuple) and shapes and all(isinstance(s, tuple) for s in shapes):
             shapes = list(shapes)
+        self._build_input_shape = shapes
         self.build(shapes)
         self.built = True
 

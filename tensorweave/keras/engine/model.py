@@ -323,6 +323,12 @@ class Model(Layer):
                 return layer
         raise ValueError(f"No such layer: {name}. Existing layers are: {[l.name for l in layers]}")
 
+    def save(self, filepath, overwrite=True, **kwargs):
+        """Saves the whole model (architecture, weights, compile config, optimizer state): a
+        ``.keras`` file, or a SavedModel directory for other paths (see ``keras.saving``)."""
+        from tensorweave.keras.saving import save_model
+        save_model(self, filepath, overwrite=overwrite, **kwargs)
+
     def save_weights(self, filepath, overwrite=True):
         from tensorweave.keras.engine.weights_io import save_weights
         save_weights(self, filepath, overwrite)

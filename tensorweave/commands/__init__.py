@@ -1,0 +1,1 @@
+"""Subcommands of the ``tensorweave`` command that live outside ``cli.py`` (registered there)."""
