@@ -135,6 +135,63 @@ class Dataset:
     def __bool__(self):
         return True   # without this, `if ds:` would call __len__ and fail for infinite datasets
 
+    # ---- checkpointing (tw.train.Checkpoint) ---------------------------------------------
+    def _shuffles(self):
+        """The shuffle datasets of this pipeline, depth first through ``_inputs`` (a fixed order)."""
+        out, seen, stack = [], set(), [self]
+        while stack:
+            ds = stack.pop()
+            if id(ds) in seen:
+                continue
+            seen.add(id(ds))
+            if hasattr(ds, "_seeds") and hasattr(ds, "_epoch"):
+                out.append(ds)
+            stack.extend(reversed(ds._inputs))
+        return out
+
+    def _checkpoint_state(self):
+        """The pipeline's own state: each shuffle's seeds (drawn from OS entropy when none was set,
+        so they must be kept) and the number of passes it has made (the seed of the next one).
+
+        >>> import tensorweave as tw
+        >>> import tensorweave.data
+        >>> ds = tw.data.Dataset.range(4).shuffle(4, seed=2)
+        >>> first = [int(x) for x in ds]
+        >>> state = ds._checkpoint_state()
+        >>> second = [int(x) for x in ds]
+        >>> ds._restore_checkpoint_state(state)
+        >>> [int(x) for x in ds] == second
+        True
+        """
+        return {"shuffles": [{"seeds": list(d._seeds), "epoch": d._epoch} for d in self._shuffles()]}
+
+    def _check_checkpoint_state(self, state):
+        shuffles = self._shuffles()
+        if not isinstance(state, dict) or set(state) != {"shuffles"} or not isinstance(state["shuffles"], list):
+            raise ValueError("dataset state must be an object with a 'shuffles' list")
+        if len(state["shuffles"]) != len(shuffles):
+            raise ValueError(f"dataset state was saved from a pipeline with {len(state['shuffles'])} shuffle(s); "
+                             f"this one has {len(shuffles)}")
+        out = []
+        for i, s in enumerate(state["shuffles"]):
+            ok = isinstance(s, dict) and set(s) == {"seeds", "epoch"} and isinstance(s["seeds"], list) and \
+                len(s["seeds"]) == 2 and all(isinstance(w, int) and not isinstance(w, bool) and 0 <= w < 2**64
+                                             for w in s["seeds"]) and \
+                isinstance(s["epoch"], int) and not isinstance(s["epoch"], bool) and s["epoch"] >= 0
+            if not ok:
+                raise ValueError(f"dataset state: shuffle {i} must have two unsigned 64-bit seeds and an epoch >= 0")
+            out.append((tuple(s["seeds"]), s["epoch"]))
+        return out
+
+    def _restore_checked_state(self, checked):
+        for ds, (seeds, epoch) in zip(self._shuffles(), checked):
+            with ds._lock:
+                ds._seeds, ds._epoch = seeds, epoch
+
+    def _restore_checkpoint_state(self, state):
+        """Puts back :meth:`_checkpoint_state` (``ValueError`` when malformed or for another pipeline)."""
+        self._restore_checked_state(self._check_checkpoint_state(state))
+
     def __repr__(self):
         try:
             spec = self.element_spec

@@ -33,6 +33,7 @@ True
 """
 import numbers
 import threading
+import weakref
 
 import numpy as np
 
@@ -51,6 +52,7 @@ __all__ = [
     "set_seed", "get_seed", "uniform", "normal", "truncated_normal", "categorical", "shuffle",
     "stateless_uniform", "stateless_normal", "stateless_truncated_normal", "stateless_categorical",
     "Generator", "get_global_generator", "set_global_generator", "dropout", "DEFAULT_GRAPH_SEED",
+    "get_rng_state", "set_rng_state",
     # TF1 names
     "set_random_seed", "random_uniform", "random_normal", "random_shuffle", "multinomial",
 ]
@@ -74,12 +76,13 @@ class _SeedState:
     can keep theirs beside the CPU one.
     """
 
-    __slots__ = ("key", "_streams", "_lock")
+    __slots__ = ("key", "_streams", "_lock", "_saved", "__weakref__")
 
     def __init__(self, key):
         self.key = None if key is None else tuple(int(w) % 2**64 for w in key)
         self._streams = {}
         self._lock = threading.Lock()
+        self._saved = None    # {device type: stream position} restored from a checkpoint, not yet used
 
     def stream(self, device_type, make):
         s = self._streams.get(device_type)
@@ -87,13 +90,20 @@ class _SeedState:
             with self._lock:
                 s = self._streams.get(device_type)
                 if s is None:
-                    s = self._streams[device_type] = make(self.key)
+                    s = make(self.key)
+                    # A restored position is applied when the stream is first made, so it
+                    # reaches device types whose kernels run only after the restore.
+                    saved = self._saved.pop(device_type, None) if self._saved else None
+                    if saved is not None:
+                        _set_stream_position(s, saved)
+                    self._streams[device_type] = s
         return s
 
     def reset(self, key):
         with self._lock:
             self.key = None if key is None else tuple(int(w) % 2**64 for w in key)
             self._streams = {}
+            self._saved = None
 
     def __repr__(self):
         return f"<random stream key={self.key}>"
@@ -107,6 +117,8 @@ class _Global:
     entropy = _SeedState(None)   # rule 1 in eager mode
     generator = None         # the global Generator
     lock = threading.Lock()
+    graph_states = []        # weak references to graph ops' streams, in the order they were made
+    pending_graph = {}       # stream key -> positions (restored, for graph ops not made yet), FIFO
 
 
 def _int_seed(seed, what):
@@ -143,6 +155,7 @@ def set_seed(seed):
         _Global.counter = 0
         _Global.cache = {}
         _Global.generator = None
+        _Global.pending_graph = {}   # positions restored for graph ops not yet made: a new seed supersedes them
 
 
 set_random_seed = set_seed
@@ -210,6 +223,7 @@ def _bind_state(op):
         st = extra.get("random_state")
         if st is None:
             st = extra["random_state"] = _SeedState(_op_key(op.attrs["seed"], op.attrs["seed2"]))
+            _register_graph_state(st)
     return {"state": st}
 
 
@@ -543,8 +557,8 @@ class Generator:
     """A random number generator with its own state (``tf.random.Generator``).
 
     Its draws do not depend on the global seed; ops made from it in a graph or a
-    ``tw.function`` share the generator's one stream. The state lives in Python (it is
-    not a variable, so checkpoints do not save it).
+    ``tw.function`` share the generator's one stream. The state lives in Python (not in a
+    variable); ``tw.train.Checkpoint`` saves and restores it (see :func:`get_rng_state`).
 
     >>> import tensorweave as tw
     >>> g = tw.random.Generator.from_seed(1)
@@ -569,6 +583,27 @@ class Generator:
 
     def reset_from_seed(self, seed):
         self._state.reset((_GENERATOR_TAG, _int_seed(seed, "seed")))
+
+    def _checkpoint_state(self):
+        """The generator's key, stream positions and algorithm, JSON-compatible."""
+        return dict(_seed_state_get(self._state), algorithm=self.algorithm)
+
+    @staticmethod
+    def _check_checkpoint_state(data):
+        if not isinstance(data, dict) or set(data) != {"key", "streams", "algorithm"} \
+                or not isinstance(data["algorithm"], str):
+            raise ValueError("random state: a Generator's state must have key, streams and algorithm")
+        key, streams = _check_seed_state({"key": data["key"], "streams": data["streams"]}, "generator")
+        return key, streams, data["algorithm"]
+
+    def _restore_checked(self, checked):
+        key, streams, alg = checked
+        _seed_state_set(self._state, key, streams)
+        self.algorithm = alg
+
+    def _restore_checkpoint_state(self, data):
+        """Puts back what :meth:`_checkpoint_state` returned (``ValueError`` when malformed)."""
+        self._restore_checked(self._check_checkpoint_state(data))
 
     def uniform(self, shape, minval=0, maxval=None, dtype=_dt.float32, name=None):
         return _uniform(shape, minval, maxval, dtype, None, name, self._state)
@@ -609,6 +644,187 @@ def get_global_generator():
 def set_global_generator(generator):
     with _Global.lock:
         _Global.generator = generator
+
+
+# ---- saving and restoring the random state (tw.train.Checkpoint) -------------------------------
+# A stream position is NumPy's Philox state as JSON-compatible ints. Restoring validates every
+# field first (a checkpoint is untrusted input) and raises ValueError for anything malformed.
+_U64 = 2**64
+
+
+def _stream_position(gen):
+    bg = getattr(gen, "bit_generator", None)
+    st = getattr(bg, "state", None)
+    if not isinstance(st, dict) or st.get("bit_generator") != "Philox":
+        raise TypeError(f"cannot save the position of random stream {gen!r} (only NumPy Philox streams)")
+    return {"counter": [int(w) for w in st["state"]["counter"]], "key": [int(w) for w in st["state"]["key"]],
+            "buffer": [int(w) for w in st["buffer"]], "buffer_pos": int(st["buffer_pos"]),
+            "has_uint32": int(st["has_uint32"]), "uinteger": int(st["uinteger"])}
+
+
+def _is_int(x):
+    return isinstance(x, int) and not isinstance(x, bool)
+
+
+def _check_words(value, n, what):
+    if not isinstance(value, list) or len(value) != n or not all(_is_int(w) and 0 <= w < _U64 for w in value):
+        raise ValueError(f"random state: {what} must be a list of {n} unsigned 64-bit ints, got {value!r:.80}")
+    return np.asarray(value, dtype=np.uint64)
+
+
+def _check_position(pos, what="stream position"):
+    if not isinstance(pos, dict) or set(pos) != {"counter", "key", "buffer", "buffer_pos", "has_uint32", "uinteger"}:
+        raise ValueError(f"random state: {what} must be an object with counter, key, buffer, buffer_pos, "
+                         f"has_uint32 and uinteger, got {pos!r:.80}")
+    out = {"bit_generator": "Philox",
+           "state": {"counter": _check_words(pos["counter"], 4, "counter"), "key": _check_words(pos["key"], 2, "key")},
+           "buffer": _check_words(pos["buffer"], 4, "buffer")}
+    for name, hi in (("buffer_pos", 4), ("has_uint32", 1), ("uinteger", 2**32 - 1)):
+        v = pos[name]
+        if not _is_int(v) or not 0 <= v <= hi:
+            raise ValueError(f"random state: {name} must be an int in [0, {hi}], got {v!r:.80}")
+        out[name] = v
+    return out
+
+
+def _set_stream_position(gen, checked):
+    gen.bit_generator.state = checked
+
+
+def _seed_state_get(st):
+    """``{"key", "streams"}`` of a ``_SeedState`` (positions of the streams made so far, plus
+    restored positions not used yet)."""
+    with st._lock:
+        streams = {dev: _stream_position(g) for dev, g in st._streams.items()}
+        for dev, checked in (st._saved or {}).items():
+            streams.setdefault(dev, _unchecked(checked))
+        return {"key": None if st.key is None else list(st.key), "streams": streams}
+
+
+def _unchecked(checked):
+    return {"counter": [int(w) for w in checked["state"]["counter"]],
+            "key": [int(w) for w in checked["state"]["key"]], "buffer": [int(w) for w in checked["buffer"]],
+            "buffer_pos": checked["buffer_pos"], "has_uint32": checked["has_uint32"],
+            "uinteger": checked["uinteger"]}
+
+
+def _check_seed_state(data, what):
+    if not isinstance(data, dict) or set(data) != {"key", "streams"}:
+        raise ValueError(f"random state: {what} must be an object with key and streams, got {data!r:.80}")
+    key = data["key"]
+    if key is not None and (not isinstance(key, list) or not 1 <= len(key) <= 8 or
+                            not all(_is_int(w) and 0 <= w < _U64 for w in key)):
+        raise ValueError(f"random state: {what}.key must be null or a list of 1 to 8 unsigned ints, got {key!r:.80}")
+    streams = data["streams"]
+    if not isinstance(streams, dict) or len(streams) > 16 or not all(isinstance(d, str) for d in streams):
+        raise ValueError(f"random state: {what}.streams must map device types to positions")
+    return (None if key is None else tuple(key)), {d: _check_position(p, f"{what}.streams[{d!r}]")
+                                                   for d, p in streams.items()}
+
+
+def _seed_state_set(st, key, streams):
+    st.reset(key)
+    st._saved = dict(streams) or None
+
+
+def _register_graph_state(st):
+    # Called under _BIND_LOCK when a graph op gets its stream: a restored position waiting
+    # for this key (ops of a function traced after the restore) is handed to it, in order.
+    with _Global.lock:
+        queue = _Global.pending_graph.get(st.key)
+        if queue:
+            st._saved = dict(queue.pop(0)) or None
+            if not queue:
+                del _Global.pending_graph[st.key]
+        refs = _Global.graph_states
+        if len(refs) > 64 and len(refs) % 64 == 0:
+            refs[:] = [r for r in refs if r() is not None]
+        refs.append(weakref.ref(st))
+
+
+def get_rng_state():
+    """The process's random state as JSON-compatible data: the global seed, the eager op
+    counter and streams, the streams of graph ops (``tw.function`` and TF1 graphs, in the
+    order they were first run), and the global :class:`Generator`.
+
+    :func:`set_rng_state` puts it back; graph ops built afterwards (a function traced again
+    in a new process) receive their saved positions when they first run, matched by seed
+    key and order. Streams drawn from OS entropy are saved too, so a restored run continues
+    them. ``tw.train.RNGState`` puts this in a checkpoint.
+
+    >>> import tensorweave as tw
+    >>> tw.random.set_seed(1)
+    >>> _ = tw.random.uniform([2], seed=5)
+    >>> state = tw.random.get_rng_state()
+    >>> a = tw.random.uniform([2], seed=5).numpy()
+    >>> tw.random.set_rng_state(state)
+    >>> bool((tw.random.uniform([2], seed=5).numpy() == a).all())
+    True
+    >>> tw.random.set_seed(None)
+    """
+    with _Global.lock:
+        cache = list(_Global.cache.items())
+        graph = [r() for r in _Global.graph_states]
+        pending = {k: list(v) for k, v in _Global.pending_graph.items()}
+        seed, counter, gen = _Global.seed, _Global.counter, _Global.generator
+    eager = [{"op": op, "dtype": dt, "seed": s1, "seed2": s2, "state": _seed_state_get(st)}
+             for (op, dt, s1, s2), st in cache]
+    graph_out = [_seed_state_get(st) for st in graph if st is not None]
+    for key, queue in pending.items():   # restored but not yet handed out: keep them for the next restore
+        graph_out += [{"key": None if key is None else list(key),
+                       "streams": {d: _unchecked(c) for d, c in p.items()}} for p in queue]
+    return {"global_seed": seed, "counter": counter, "eager": eager, "graph": graph_out,
+            "generator": None if gen is None else gen._checkpoint_state()}
+
+
+def set_rng_state(state):
+    """Restores what :func:`get_rng_state` returned (validated first: ``ValueError`` when malformed)."""
+    if not isinstance(state, dict) or set(state) != {"global_seed", "counter", "eager", "graph", "generator"}:
+        raise ValueError("random state must be an object with global_seed, counter, eager, graph and generator")
+    seed, counter = state["global_seed"], state["counter"]
+    if seed is not None and not _is_int(seed):
+        raise ValueError(f"random state: global_seed must be an int or null, got {seed!r:.80}")
+    if not _is_int(counter) or counter < 0:
+        raise ValueError(f"random state: counter must be a non-negative int, got {counter!r:.80}")
+    if not isinstance(state["eager"], list) or not isinstance(state["graph"], list):
+        raise ValueError("random state: eager and graph must be lists")
+    cache = {}
+    for i, e in enumerate(state["eager"]):
+        if not isinstance(e, dict) or set(e) != {"op", "dtype", "seed", "seed2", "state"}:
+            raise ValueError(f"random state: eager[{i}] must have op, dtype, seed, seed2 and state")
+        if not isinstance(e["op"], str) or not (e["dtype"] is None or isinstance(e["dtype"], str)) \
+                or not _is_int(e["seed"]) or not _is_int(e["seed2"]):
+            raise ValueError(f"random state: eager[{i}] has fields of the wrong type")
+        key, streams = _check_seed_state(e["state"], f"eager[{i}].state")
+        st = _SeedState(key)
+        st._saved = dict(streams) or None
+        cache[(e["op"], e["dtype"], e["seed"], e["seed2"])] = st
+    graph = [_check_seed_state(g, f"graph[{i}]") for i, g in enumerate(state["graph"])]
+    gen_state = state["generator"]
+    gen_checked = None if gen_state is None else Generator._check_checkpoint_state(gen_state)
+    by_key = {}
+    for key, streams in graph:
+        by_key.setdefault(key, []).append(streams)
+    with _Global.lock:
+        live = [st for st in (r() for r in _Global.graph_states) if st is not None]
+        _Global.seed, _Global.counter, _Global.cache = seed, counter, cache
+        gen = _Global.generator
+    for st in live:                      # ops that exist now take their positions at once ...
+        queue = by_key.get(st.key)
+        if queue:
+            _seed_state_set(st, st.key, queue.pop(0))
+    with _Global.lock:                   # ... the others when a graph op with that key first runs
+        _Global.pending_graph = {k: v for k, v in by_key.items() if v}
+    if gen_checked is None:
+        with _Global.lock:
+            _Global.generator = None
+    else:
+        if gen is None:
+            gen = Generator.__new__(Generator)
+            gen._state = _SeedState(None)
+        gen._restore_checked(gen_checked)
+        with _Global.lock:
+            _Global.generator = gen
 
 
 # ---- dropout ---------------------------------------------------------------------------------

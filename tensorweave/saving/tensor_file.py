@@ -51,36 +51,45 @@ def _fsync_dir(directory):
         os.close(fd)
 
 
-def encode(tensors, metadata=None):
-    """The bytes of a tensor file (header + data) for ``{name: array}``."""
+def encode_chunks(tensors, metadata=None):
+    """A tensor file as ``[header, data, data, ...]`` byte chunks (the arrays' own buffers, not copies)."""
     header = {}
     chunks = []
     offset = 0
     for name in sorted(tensors):
         a = np.asarray(tensors[name])
-        code = _CODES.get(a.dtype.newbyteorder("=") if a.dtype.byteorder not in "=|" else a.dtype)
+        native = a.dtype.newbyteorder("=") if a.dtype.byteorder not in "=|" else a.dtype
+        code = _CODES.get(native)
         if code is None:
             raise TypeError(f"Cannot store tensor {name!r} of dtype {a.dtype} (supported: {sorted(_DTYPES)})")
-        data = np.ascontiguousarray(a).astype(a.dtype.newbyteorder("<"), copy=False).tobytes()
-        header[name] = {"dtype": code, "shape": list(a.shape), "data_offsets": [offset, offset + len(data)]}
-        chunks.append(data)
-        offset += len(data)
+        # (np.ascontiguousarray would turn a 0-d array into shape (1,))
+        a = np.array(a, dtype=native.newbyteorder("<"), order="C", copy=None)
+        header[name] = {"dtype": code, "shape": list(a.shape), "data_offsets": [offset, offset + a.nbytes]}
+        chunks.append(memoryview(a.reshape(-1).view(np.uint8)))
+        offset += a.nbytes
     if metadata:
         header["__metadata__"] = {str(k): str(v) for k, v in metadata.items()}
     raw = json.dumps(header, separators=(",", ":")).encode()
     raw += b" " * (-len(raw) % 8)  # align the data to 8 bytes
-    return struct.pack("<Q", len(raw)) + raw + b"".join(chunks)
+    return [struct.pack("<Q", len(raw)) + raw] + chunks
+
+
+def encode(tensors, metadata=None):
+    """The bytes of a tensor file (header + data) for ``{name: array}``."""
+    return b"".join(encode_chunks(tensors, metadata))
 
 
 def write_bytes_atomic(path, payload):
-    """Writes ``payload`` to a temporary file beside ``path``, fsyncs, then renames it over ``path``."""
+    """Writes ``payload`` (bytes, or a list of byte chunks) to a temporary file beside ``path``,
+    fsyncs, then renames it over ``path``."""
     path = os.fspath(path)
     directory = os.path.dirname(os.path.abspath(path))
     os.makedirs(directory, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=directory, prefix=".tmp-" + os.path.basename(path) + "-")
     try:
         with os.fdopen(fd, "wb") as f:
-            f.write(payload)
+            for chunk in ([payload] if isinstance(payload, (bytes, bytearray)) else payload):
+                f.write(chunk)
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
@@ -93,7 +102,7 @@ def write_bytes_atomic(path, payload):
 
 def write_tensors(path, tensors, metadata=None):
     """Writes ``{name: array}`` (and string ``metadata``) to ``path`` atomically."""
-    write_bytes_atomic(path, encode(tensors, metadata))
+    write_bytes_atomic(path, encode_chunks(tensors, metadata))
 
 
 def _header(path, f, size):
@@ -106,8 +115,8 @@ def _header(path, f, size):
                               "field (truncated or corrupt file)")
     try:
         header = json.loads(f.read(n).decode("utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise TensorFileError(f"{where}: header is not valid JSON ({e})") from None
+    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as e:
+        raise TensorFileError(f"{where}: header is not valid JSON ({type(e).__name__}: {e})") from None
     if not isinstance(header, dict):
         raise TensorFileError(f"{where}: header must be a JSON object")
     return header, 8 + n
