@@ -6,14 +6,12 @@ skipped on this hot path (the wrappers check dtypes) and only runs to explain a 
 failure. In graph mode it runs the op's ``infer`` rule, so mistakes surface at
 construction, and adds an :class:`Operation`. Active gradient tapes record either way.
 """
-import numpy as np
-
 from tensorweave.core import dtypes as _dt
 from tensorweave.core import errors
 from tensorweave.core.context import _eager_default, ctx
-from tensorweave.core.graph import Operation, SymbolicTensor, get_default_graph
+from tensorweave.core.graph import SymbolicTensor, get_default_graph
 from tensorweave.core.registry import get_op
-from tensorweave.core.shape import TensorShape, fmt
+from tensorweave.core.shape import fmt
 from tensorweave.core.tensor import EagerTensor, Tensor
 
 _NO_ATTRS = {}

@@ -18,9 +18,8 @@ import threading
 import numpy as np
 
 from tensorweave.core import dtypes as _dt
-from tensorweave.core import errors
 from tensorweave.core.context import _eager_default, ctx
-from tensorweave.core.shape import TensorShape, as_shape, fmt
+from tensorweave.core.shape import as_shape, fmt
 from tensorweave.core.tensor import Tensor
 
 _VALID_NAME = re.compile(r"^[A-Za-z0-9.][A-Za-z0-9_.\-/>]*$")

@@ -8,11 +8,11 @@
 import numpy as np
 
 from tensorweave.core import dtypes as _dt
-from tensorweave.core.context import building_graph, executing_eagerly
+from tensorweave.core.context import executing_eagerly
 from tensorweave.core.convert import convert_to_tensor, to_numpy
 from tensorweave.core.dispatch import execute
 from tensorweave.core.graph import constant_value
-from tensorweave.core.registry import NOT_DIFFERENTIABLE, get_op, register_gradient, register_op
+from tensorweave.core.registry import NOT_DIFFERENTIABLE, get_op, register_op
 from tensorweave.core.shape import TensorShape, as_shape, fmt
 from tensorweave.core.tensor import EagerTensor, Tensor
 from tensorweave.ops import rules

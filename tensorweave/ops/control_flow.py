@@ -25,7 +25,6 @@ from tensorweave.core.dispatch import execute
 from tensorweave.core.graph import FuncGraph, get_default_graph
 from tensorweave.core.registry import get_op, register_kernel, register_op
 from tensorweave.core.shape import TensorShape, fmt
-from tensorweave.core.tensor import Tensor
 
 __all__ = ["cond", "while_loop", "case", "switch_case"]
 
@@ -282,7 +281,6 @@ def _while_grad(op, *grads):
     outer_caps = xs[n:]
     from tensorweave.autodiff.backprop import densify
     from tensorweave.autodiff.gradients import gradients
-    from tensorweave.ops.array_ops import placeholder
 
     def grad_body(*phs):
         vs, gs = list(phs[:n]), list(phs[n:])

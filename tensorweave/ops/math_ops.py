@@ -17,7 +17,7 @@ from tensorweave.core.registry import NOT_DIFFERENTIABLE, get_op, register_op
 from tensorweave.core.shape import TensorShape, broadcast_static, fmt
 from tensorweave.core.tensor import Tensor
 from tensorweave.ops import rules
-from tensorweave.ops.array_ops import sum_to_like, stop_gradient, zeros_like, ones_like
+from tensorweave.ops.array_ops import ones_like, sum_to_like, zeros_like
 
 _ct = convert_to_tensor
 

@@ -10,7 +10,6 @@ from tensorweave.core import dtypes as _dt
 from tensorweave.core import errors
 from tensorweave.core.registry import register_kernel, register_op
 from tensorweave.core.shape import TensorShape, fmt
-from tensorweave.ops import rules
 
 
 def _value_spec(attrs):
@@ -52,7 +51,7 @@ def _rgather_infer(inputs, attrs):
 
 def _rgather_grad(op, g):
     from tensorweave.autodiff.indexed_slices import IndexedSlices
-    from tensorweave.ops.array_ops import concat, reshape, shape, size
+    from tensorweave.ops.array_ops import reshape
     indices = op.inputs[1]
     vshape = op.attrs["shape"]
     dense_shape = np.array(vshape.as_list(), dtype=np.int64)

@@ -13,10 +13,10 @@ import numpy as np
 
 from tensorweave.core import dtypes as _dt
 from tensorweave.core import errors
-from tensorweave.core.context import building_graph, ctx, executing_eagerly, init_scope
+from tensorweave.core.context import building_graph, ctx, init_scope
 from tensorweave.core.convert import convert_to_tensor
 from tensorweave.core.dispatch import execute
-from tensorweave.core.graph import Graph, get_default_graph
+from tensorweave.core.graph import get_default_graph
 from tensorweave.core.registry import get_op
 from tensorweave.core.shape import TensorShape, as_shape, fmt
 from tensorweave.core.tensor import EagerTensor, Tensor
@@ -93,7 +93,6 @@ class Variable:
         self._device = ctx.device
 
     def _init_graph(self, graph, initial_value, dtype, shape, validate_shape, base, collections):
-        from tensorweave.ops.state_ops import _assign_infer  # noqa: F401 - ops registered
         with graph.name_scope(base) as scope:
             op_name = scope[:-1]
             with graph.control_dependencies(None), graph.name_scope("Initializer"):

@@ -13,8 +13,8 @@ import threading
 
 import numpy as np
 
-from tensorweave.core import errors, nest
-from tensorweave.core.graph import Graph, Operation, SymbolicTensor, get_default_graph
+from tensorweave.core import nest
+from tensorweave.core.graph import Operation, SymbolicTensor, get_default_graph
 from tensorweave.core.shape import fmt
 from tensorweave.core.tensor import EagerTensor
 from tensorweave.runtime import executor

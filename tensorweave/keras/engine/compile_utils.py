@@ -1,6 +1,5 @@
 """What ``compile`` turns its arguments into: the total loss (one or several outputs, with
 weights) and the metrics, created once the shapes of the first batch are known."""
-import tensorweave as tw
 from tensorweave.core import nest
 
 

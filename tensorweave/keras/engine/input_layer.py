@@ -4,7 +4,6 @@
 >>> keras.Input(shape=(28, 28, 1), name="image").shape
 (None, 28, 28, 1)
 """
-import tensorweave as tw
 from tensorweave.keras.engine.keras_tensor import KerasTensor, Node
 from tensorweave.keras.engine.layer import Layer
 
