@@ -18,10 +18,15 @@ test: $(STAMP)
 
 # Peers (PyTorch CPU, JAX) are optional: the benchmark notes them as absent when they
 # cannot be installed. Never install plain `torch` (the CUDA build is huge).
+# TensorFlow (Keras 3) gets a virtual environment of its own outside the repo: it pins its
+# own dependencies, and its presence would change what some tests check in .venv.
+TF_VENV ?= $(HOME)/.cache/tensorweave/bench-tf-venv
 bench: $(STAMP)
 	-$(PY) -m pip install -q torch==2.13.0
 	-$(PY) -m pip install -q jax
+	-test -x $(TF_VENV)/bin/python || ($(PYTHON) -m venv $(TF_VENV) && $(TF_VENV)/bin/pip install -q tensorflow-cpu)
 	$(PY) benchmarks/bench_core.py
+	TW_BENCH_TF_PYTHON=$(TF_VENV)/bin/python $(PY) benchmarks/bench_models.py
 
 setup: $(STAMP)
 

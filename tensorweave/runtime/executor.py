@@ -7,10 +7,15 @@ one reads it (its buffer is dropped then). Chains run in a tight loop on the cal
 thread; plans with independent heavy ops run dependency-driven on a thread pool, where
 each finished node releases its consumers. Kernels are pure (stateful ops are ordered by
 control edges), so results do not depend on the schedule.
+
+Profiling (``tw.profiler``) sets :data:`_profiler`; :func:`run_plan` then runs a copy of
+the plan whose steps time themselves. With no profiler active the only cost is one global
+read per ``run_plan`` call, never per node.
 """
 import functools
 import os
 import threading
+import time
 from concurrent.futures import ThreadPoolExecutor
 
 from tensorweave.core import errors
@@ -49,6 +54,7 @@ class Plan:
         self.deps = deps              # per step: indices of steps it waits for
         self.parallel = parallel
         self.num_copies = num_copies
+        self.instrumented = None      # the self-timing twin used while profiling (built lazily)
 
     def __len__(self):
         return len(self.steps)
@@ -117,6 +123,9 @@ def build_plan(fetches, targets, feeds, soft_placement=None, parallel=None):
             outs.append(n)
             n += 1
         kernel = op.opdef.kernel(devices.device_type_of(device))
+        # While an eager profile is active the registry holds timing wrappers; a plan must
+        # bind the real kernel, or its nodes would be timed twice and stay wrapped after.
+        kernel = getattr(kernel, "_tw_unprofiled", kernel)
         attrs = {k: v for k, v in op.attrs.items() if k[0] != "_"}
         if op.opdef.bind is not None:
             attrs.update(op.opdef.bind(op))
@@ -202,8 +211,14 @@ def _worth_parallel(steps, deps, heavy):
     return False
 
 
+# The active ``tw.profiler`` recorder, or None. Only tensorweave.profiler sets it.
+_profiler = None
+
+
 def run_plan(plan, feed_values):
     """Executes ``plan`` with values for its feeds; returns the fetched values in order."""
+    if _profiler is not None:
+        return _run_profiled(plan, feed_values)
     vals = [None] * plan.n_slots
     for s, v in zip(plan.feed_slots, feed_values):
         vals[s] = v
@@ -304,6 +319,56 @@ def _run_parallel(plan, vals):
     if state["error"] is not None:
         st, e = state["error"]
         raise node_error(st, e) from e
+
+
+# ---- profiling ----------------------------------------------------------------------------------
+def _run_profiled(plan, feed_values):
+    """``run_plan`` on the plan's self-timing twin, bracketed by one "run" record."""
+    twin = getattr(plan, "instrumented", None)
+    if twin is None:
+        twin = plan.instrumented = _instrument(plan)
+    prof = _profiler
+    t0 = time.perf_counter_ns()
+    try:
+        vals = [None] * twin.n_slots
+        for s, v in zip(twin.feed_slots, feed_values):
+            vals[s] = v
+        if twin.parallel:
+            _run_parallel(twin, vals)
+        else:
+            _run_sequential(twin, vals)
+        return [vals[s] for s in twin.fetch_slots]
+    finally:
+        if prof is not None:
+            prof.record_run(twin.label, len(twin.steps), twin.parallel, t0, time.perf_counter_ns())
+
+
+def _instrument(plan):
+    """A copy of ``plan`` whose step functions record (op, device, start, end, thread, bytes)."""
+    twin = Plan([Step(_timed(st), st.ins, st.outs, st.single, st.op, st.device) for st in plan.steps],
+                plan.n_slots, plan.feed_slots, plan.fetch_slots, plan.frees, plan.deps, plan.parallel,
+                plan.num_copies)
+    for attr in ("readers", "keep", "heavy", "unread"):
+        setattr(twin, attr, getattr(plan, attr))
+    graph = next((st.op.graph for st in plan.steps if st.op is not None), None)
+    twin.label = (f"function:{graph.name}" if getattr(graph, "is_function_graph", False)
+                  else "Session.run" if graph is not None else "run")
+    return twin
+
+
+def _timed(step):
+    fn, op, device = step.fn, step.op, step.device
+    name, op_type = (op.name, op.type) if op is not None else (f"_Copy_to_{device}", "_Copy")
+
+    def timed(*args):
+        t0 = time.perf_counter_ns()
+        r = fn(*args)
+        t1 = time.perf_counter_ns()
+        prof = _profiler   # read again: the profile may have stopped while the kernel ran
+        if prof is not None:
+            prof.record_node(name, op_type, device, t0, t1, r)
+        return r
+    return timed
 
 
 def node_error(step, exc):

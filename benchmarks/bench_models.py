@@ -1,0 +1,440 @@
+"""Model benchmark (issue 5): ms per training step of the four Keras benchmark models.
+
+For each workload (mlp, cnn, lstm, fasttext; defined in issue 5 and in ``WORKLOADS``) and each
+framework (tensorweave's ``tw.keras`` ``train_on_batch``; PyTorch, JAX and Keras 3 on TensorFlow
+when installed, see ``peers.py``) a fresh subprocess builds the model with Adam(1e-3) on a
+synthetic float32 batch, warms up, then times training steps. Prints one JSON row per
+(workload, framework) on stdout, then a table of tensorweave / best-peer ratios on stderr.
+
+Row fields:
+
+* ``ms_per_step``: median over ``repeats`` of the mean step time of one repeat
+  (``steps_per_repeat`` steps, chosen from the warm-up so that a repeat lasts about a second);
+  ``best_ms`` the fastest repeat; ``first_step_ms`` the first step (tracing/compiling);
+  ``cpu_ms_per_step`` the process's CPU time (all threads, user + system) per step, median over
+  repeats: with ``--threads 1`` it is the least load-sensitive figure on a shared machine;
+* ``rss_base_mb``: resident memory after imports, model and data, before the first step;
+* ``rss_step_peak_mb``: peak RSS during the timed steps minus ``rss_base_mb``: the memory a
+  steady-state training step holds on top of the model (gradients, optimizer slots,
+  activations, workspace, caches). The kernel's peak counter (VmHWM) is reset after warm-up
+  through ``/proc/self/clear_refs`` so compile-time peaks do not count; where that is not
+  possible the row says ``rss_method: ru_maxrss`` (peak over the whole run instead);
+* ``rss_warmup_peak_mb``: ``getrusage`` ru_maxrss minus ``rss_base_mb`` (includes tracing/compiling);
+* ``tracemalloc_step_peak_mb`` (tensorweave only): the peak of NumPy allocations (NumPy reports
+  its buffers to ``tracemalloc``) during one step, above the level at its start.
+
+The framework ``tensorweave-blas1`` is tensorweave with NumPy's BLAS limited to one thread
+(threadpoolctl), a diagnostic for thread oversubscription; the ratios use plain ``tensorweave``.
+TensorFlow may live in another interpreter (it pins its own dependencies): pass
+``--tf-python PATH`` or set ``TW_BENCH_TF_PYTHON``.
+
+``--threads N`` gives every framework N intra-op threads (BLAS for tensorweave; on a shared
+machine ``--threads 1`` is far less sensitive to other processes than spinning thread pools).
+``--profile DIR`` instead profiles tensorweave's training steps with ``tw.profiler``: a per-op
+table (stderr), JSON rows with the kernel/overhead split and the time per phase of the step
+(forward+loss, backward, optimizer, metrics), Chrome traces and tables in DIR
+(``--sequential`` runs the plans on the sequential executor, a diagnostic).
+
+Usage: ``python benchmarks/bench_models.py [--quick] [--only mlp,cnn] [--peers torch,jax] [--threads N]``.
+Timings are never asserted in tests; figures live in BENCHMARKS.md.
+"""
+import argparse
+import json
+import os
+import resource
+import statistics
+import subprocess
+import sys
+import time
+
+import numpy as np
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+
+WORKLOADS = {
+    # name: (batch, input shape without batch, input kind, number of classes or None for binary)
+    "mlp": (128, (784,), "float", 10),
+    "cnn": (128, (28, 28, 1), "float", 10),
+    "lstm": (32, (80,), "ids", None),
+    "fasttext": (32, (400,), "ids", None),
+}
+FRAMEWORKS = ("tensorweave", "tensorweave-blas1", "torch", "jax", "tensorflow")
+PEER_NAMES = ("torch", "jax", "tensorflow")
+
+
+def synthetic_batch(workload):
+    """The same batch for every framework: float32 inputs or int32 ids, int32 class or float32 0/1 labels.
+
+    >>> b = synthetic_batch("lstm")
+    >>> b["x"].shape, b["x"].dtype.name, b["y"].shape
+    ((32, 80), 'int32', (32, 1))
+    """
+    batch, shape, kind, classes = WORKLOADS[workload]
+    rng = np.random.default_rng(0)
+    if kind == "float":
+        x = rng.standard_normal((batch,) + shape, dtype=np.float32)
+    else:
+        x = rng.integers(0, 20000, (batch,) + shape).astype(np.int32)
+    if classes:
+        y = rng.integers(0, classes, batch).astype(np.int32)
+    else:
+        y = rng.integers(0, 2, (batch, 1)).astype(np.float32)
+    return {"x": x, "y": y}
+
+
+def make_tensorweave(workload, data, threads, blas_threads=None):
+    """tw.keras's model (the same Keras code as the Keras 3 peer); ``blas_threads`` caps NumPy's BLAS."""
+    import tensorweave as tw
+    from peers import _keras_model
+    if blas_threads is not None:
+        from threadpoolctl import threadpool_limits
+        make_tensorweave._limit = threadpool_limits(blas_threads)   # kept alive for the process
+    keras = tw.keras
+    keras.utils.set_random_seed(0)
+    model, loss = _keras_model(keras, keras.layers, workload)
+    model.compile(optimizer=keras.optimizers.Adam(1e-3), loss=loss)
+    x, y = data["x"], data["y"]
+
+    def step():
+        return float(model.train_on_batch(x, y))
+    step.model = model
+    return step, tw.__version__ if hasattr(tw, "__version__") else "dev", {"blas_threads": blas_threads}
+
+
+# ---- memory ------------------------------------------------------------------------------------
+def _status_kb(field):
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith(field + ":"):
+                return int(line.split()[1])
+    raise OSError(field)
+
+
+def current_rss_mb():
+    try:
+        return _status_kb("VmRSS") / 1024.0
+    except OSError:
+        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
+
+
+def reset_peak_rss():
+    """Resets the kernel's peak-RSS counter (Linux >= 4.0); False where that is not possible."""
+    try:
+        with open("/proc/self/clear_refs", "w") as f:
+            f.write("5")
+        return True
+    except OSError:
+        return False
+
+
+def peak_rss_mb(reset_ok):
+    if reset_ok:
+        try:
+            return _status_kb("VmHWM") / 1024.0
+        except OSError:
+            pass
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
+
+
+# ---- one measurement (runs in its own process) ----------------------------------------------
+def measure(framework, workload, quick, threads=None):
+    explicit = threads is not None
+    threads = threads or os.cpu_count() or 1
+    data = synthetic_batch(workload)
+    if framework == "tensorweave":
+        step, version, info = make_tensorweave(workload, data, threads, blas_threads=threads if explicit else None)
+    elif framework == "tensorweave-blas1":
+        step, version, info = make_tensorweave(workload, data, threads, blas_threads=1)
+    else:
+        import peers
+        step, version, info = peers.PEERS[framework](workload, data, threads)
+    rss_base = current_rss_mb()
+
+    t0 = time.perf_counter()
+    loss_first = step()
+    first_ms = (time.perf_counter() - t0) * 1e3
+    warm = []
+    for _ in range(2 if quick else 5):
+        t0 = time.perf_counter()
+        step()
+        warm.append(time.perf_counter() - t0)
+    est = statistics.median(warm)
+    target_s = 0.3 if quick else 1.0
+    steps_per_repeat = int(min(50, max(1, round(target_s / max(est, 1e-6)))))
+    repeats = 3 if quick else 7
+
+    reset_ok = reset_peak_rss()
+    rss_at_reset = current_rss_mb()
+    times, cpu = [], []
+    loss = loss_first
+    for _ in range(repeats):
+        c0, t0 = time.process_time(), time.perf_counter()
+        for _ in range(steps_per_repeat):
+            loss = step()
+        times.append((time.perf_counter() - t0) / steps_per_repeat * 1e3)
+        cpu.append((time.process_time() - c0) / steps_per_repeat * 1e3)
+    step_peak = peak_rss_mb(reset_ok)
+    row = {"row": "model", "workload": workload, "framework": framework, "version": version,
+           "ms_per_step": round(statistics.median(times), 3), "best_ms": round(min(times), 3),
+           "cpu_ms_per_step": round(statistics.median(cpu), 3),
+           "repeats": repeats, "steps_per_repeat": steps_per_repeat, "warmup_steps": 1 + len(warm),
+           "first_step_ms": round(first_ms, 1), "loss_first": round(loss_first, 5), "loss_last": round(loss, 5),
+           "rss_base_mb": round(rss_base, 1), "rss_after_warmup_mb": round(rss_at_reset, 1),
+           "rss_step_peak_mb": round(step_peak - rss_base, 1),
+           "rss_warmup_peak_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0 - rss_base, 1),
+           "rss_method": "VmHWM reset after warm-up" if reset_ok else "ru_maxrss",
+           "cpu_threads": threads, **{k: v for k, v in info.items() if v is not None}}
+    if framework.startswith("tensorweave"):
+        import tracemalloc
+        tracemalloc.start()
+        start, _ = tracemalloc.get_traced_memory()
+        step()
+        _, peak = tracemalloc.get_traced_memory()
+        tracemalloc.stop()
+        row["tracemalloc_step_peak_mb"] = round((peak - start) / 2 ** 20, 2)
+    return row
+
+
+def run_worker(framework, workload, quick, python, timeout, threads=None):
+    cmd = [python, os.path.abspath(__file__), "--worker", framework, "--only", workload]
+    if quick:
+        cmd.append("--quick")
+    if threads:
+        cmd += ["--threads", str(threads)]
+    env = dict(os.environ)
+    env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    try:
+        out = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env)
+    except subprocess.TimeoutExpired:
+        return {"row": "model", "workload": workload, "framework": framework, "error": f"timed out after {timeout}s"}
+    except OSError as e:   # e.g. --tf-python names an interpreter that is not there
+        return {"row": "model", "workload": workload, "framework": framework, "absent": True,
+                "why": f"cannot start {python}: {e}"}
+    for line in reversed(out.stdout.splitlines()):
+        if line.startswith("{"):
+            return json.loads(line)
+    return {"row": "model", "workload": workload, "framework": framework, "error": (out.stderr or out.stdout)[-400:]}
+
+
+def worker_main(framework, workload, quick, threads):
+    try:
+        row = measure(framework, workload, quick, threads)
+    except ImportError as e:
+        row = {"row": "model", "workload": workload, "framework": framework, "absent": True, "why": str(e)[:200]}
+    print(json.dumps(row), flush=True)
+    return 0
+
+
+# ---- where tensorweave's time goes ---------------------------------------------------------------
+PHASES = ("forward+loss", "backward", "optimizer", "metrics")
+
+
+def _record_phases(model):
+    """Patches tape.gradient / optimizer.apply_gradients so the traced step's ops get a phase.
+
+    Ops are numbered in creation order while ``train_step`` is traced: the forward pass and
+    loss first, then ``tape.gradient``'s ops, then the optimizer's, then the metrics'. The
+    op counts at the two calls' boundaries split the graph; returns a dict filled on tracing.
+    """
+    import tensorweave as tw
+    from tensorweave.core.graph import get_default_graph
+    marks = {}
+    tape_gradient = tw.GradientTape.gradient
+    apply_gradients = model.optimizer.apply_gradients
+
+    def gradient(self, *a, **k):
+        g = get_default_graph()
+        marks.setdefault("graph", g)
+        marks.setdefault("backward", len(g._ops))
+        out = tape_gradient(self, *a, **k)
+        marks.setdefault("optimizer", len(g._ops))
+        return out
+
+    def apply(*a, **k):
+        g = get_default_graph()
+        marks["optimizer"] = len(g._ops)
+        out = apply_gradients(*a, **k)
+        marks["metrics"] = len(g._ops)
+        return out
+    tw.GradientTape.gradient = gradient
+    model.optimizer.apply_gradients = apply
+    marks["_restore"] = lambda: setattr(tw.GradientTape, "gradient", tape_gradient)
+    return marks
+
+
+def _phase_of(marks):
+    bounds = [marks.get(p, 10 ** 9) for p in ("backward", "optimizer", "metrics")]
+
+    def phase(op_id):
+        return PHASES[sum(op_id >= b for b in bounds)]
+    return {op.name: phase(op._id) for op in marks["graph"].get_operations()} if "graph" in marks else {}
+
+
+def profile_tensorweave(workload, steps, out_dir, blas_threads=None, sequential=False):
+    """Profiles ``steps`` warm training steps with tw.profiler; returns a JSON row, writes a trace + table.
+
+    ``sequential`` builds every plan with the sequential executor (a diagnostic: per-op times
+    of a parallel plan include time the op's thread waited for a core).
+    """
+    import tensorweave as tw
+    from tensorweave.runtime import executor
+    if sequential:
+        build = executor.build_plan
+        executor.build_plan = lambda *a, **k: build(*a, **{**k, "parallel": False})
+    data = synthetic_batch(workload)
+    step, _, _ = make_tensorweave(workload, data, os.cpu_count() or 1, blas_threads)
+    model = step.model
+    marks = _record_phases(model)
+    step()
+    marks["_restore"]()
+    for _ in range(3):
+        step()
+    plain = []
+    for _ in range(3):
+        t0 = time.perf_counter()
+        for _ in range(steps):
+            step()
+        plain.append((time.perf_counter() - t0) / steps * 1e3)
+    with tw.profiler.Profile(eager=True) as prof:
+        t0 = time.perf_counter()
+        for _ in range(steps):
+            step()
+        profiled_ms = (time.perf_counter() - t0) / steps * 1e3
+    s = prof.summary()
+    table = prof.table(sort_by="total", top=15)
+    tag = workload + ("-blas%d" % blas_threads if blas_threads else "") + ("-seq" if sequential else "")
+    os.makedirs(out_dir, exist_ok=True)
+    trace = prof.export_chrome_trace(os.path.join(out_dir, f"tensorweave_{tag}.trace.json"))
+    phase_of = _phase_of(marks)
+    phases = {p: 0 for p in PHASES}
+    phase_types = {p: {} for p in PHASES}
+    for e, self_ns in zip(prof.events, prof._self_times()):
+        if e.kind == "op" and e.name in phase_of:
+            p = phase_of[e.name]
+            phases[p] += self_ns
+            phase_types[p][e.type] = phase_types[p].get(e.type, 0) + self_ns
+    phase_ms = {p: round(v / steps / 1e6, 3) for p, v in phases.items()}
+    top_types = {p: {t: round(v / steps / 1e6, 3) for t, v in sorted(d.items(), key=lambda kv: -kv[1])[:6]}
+                 for p, d in phase_types.items()}
+    phase_lines = "\n".join(f"   {p:<13} {phase_ms[p]:8.3f} ms/step  top: " +
+                             ", ".join(f"{t} {v:.2f}" for t, v in top_types[p].items()) for p in PHASES)
+    with open(os.path.join(out_dir, f"tensorweave_{tag}.table.txt"), "w") as f:
+        f.write(table + "\nphases (self time of the traced step's nodes):\n" + phase_lines + "\n")
+    per = {k: round(v / steps / 1e6, 3) for k, v in s.items() if k.endswith("_ns")}
+    return {"row": "profile", "workload": workload, "blas_threads": blas_threads or "default",
+            "executor": "sequential" if sequential else "default", "steps": steps,
+            "ms_per_step_unprofiled": round(statistics.median(plain), 3),
+            "ms_per_step_profiled": round(profiled_ms, 3),
+            "per_step_ms": per, "phase_ms": phase_ms, "phase_top_types_ms": top_types,
+            "nodes_per_step": s["ops"] // steps, "runs_per_step": s["runs"] / steps,
+            "plan_kinds": sorted({e.type for e in prof.events if e.kind == "run"}),
+            "by_type": [{k: (round(v, 3) if isinstance(v, float) else v) for k, v in r.items()}
+                        for r in sorted(prof.stats(), key=lambda r: -r["total_ns"])[:15]],
+            "trace": trace, "table": table + "\nphases:\n" + phase_lines}
+
+
+# ---- driver ----------------------------------------------------------------------------------------
+def ratio_table(rows, workloads, peers):
+    """Markdown table: ms/step per framework, the best peer, tensorweave/best-peer, RSS vs PyTorch.
+
+    >>> rows = [{"workload": "mlp", "framework": f, "ms_per_step": ms, "rss_step_peak_mb": 10.0}
+    ...         for f, ms in (("tensorweave", 6.0), ("torch", 5.0), ("jax", 3.0))]
+    >>> table, summary = ratio_table(rows, ["mlp"], ["torch", "jax"])
+    >>> summary["mlp"]["best_peer"], summary["mlp"]["ratio"]
+    ('jax', 2.0)
+    >>> print(table.splitlines()[-1])
+    | mlp | 6.00 | - | 5.00 | 3.00 | jax | 2.00× | - | 10 / 10 |
+    """
+    by = {(r["workload"], r["framework"]): r for r in rows if "ms_per_step" in r}
+    cols = ["tensorweave", "tensorweave-blas1"] + list(peers)
+    head = ("| workload | " + " | ".join(f"{c} ms" for c in cols) + " | best peer | tw / best | "
+            "tw-blas1 / best | step RSS MB tw / torch |")
+    lines = [head, "|" + "---|" * (len(cols) + 5)]
+    summary = {}
+    for w in workloads:
+        cells = [f"{by[(w, c)]['ms_per_step']:.2f}" if (w, c) in by else "-" for c in cols]
+        peer_rows = [(by[(w, p)]["ms_per_step"], p) for p in peers if (w, p) in by]
+        best = min(peer_rows) if peer_rows else None
+        tw = by.get((w, "tensorweave"))
+        tw1 = by.get((w, "tensorweave-blas1"))
+        ratio = tw["ms_per_step"] / best[0] if tw and best else None
+        ratio1 = tw1["ms_per_step"] / best[0] if tw1 and best else None
+        torch_row = by.get((w, "torch"))
+        mem = (f"{tw['rss_step_peak_mb']:.0f} / {torch_row['rss_step_peak_mb']:.0f}"
+               if tw and torch_row else "-")
+        lines.append(f"| {w} | " + " | ".join(cells) + f" | {best[1] if best else '-'} | "
+                     f"{'%.2f×' % ratio if ratio else '-'} | {'%.2f×' % ratio1 if ratio1 else '-'} | {mem} |")
+        fastest = min((by[(w, p)]["best_ms"], p) for p in peers if (w, p) in by and "best_ms" in by[(w, p)]) \
+            if peer_rows and tw and "best_ms" in tw else None
+        summary[w] = {"best_peer": best[1] if best else None, "best_peer_ms": best[0] if best else None,
+                      # the same ratio from each framework's fastest repeat: noise only ever adds time
+                      "ratio_of_fastest_repeats": round(tw["best_ms"] / fastest[0], 3) if fastest else None,
+                      "tensorweave_ms": tw["ms_per_step"] if tw else None,
+                      "ratio": round(ratio, 3) if ratio else None,
+                      "ratio_blas1": round(ratio1, 3) if ratio1 else None}
+    return "\n".join(lines), summary
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--quick", action="store_true", help="fewer, shorter repeats (a smoke run)")
+    p.add_argument("--only", default=",".join(WORKLOADS), help="comma-separated workloads")
+    p.add_argument("--peers", default=",".join(PEER_NAMES), help="comma-separated peers (torch,jax,tensorflow)")
+    p.add_argument("--no-blas1", action="store_true", help="skip the tensorweave-blas1 diagnostic")
+    p.add_argument("--threads", type=int, default=None,
+                   help="intra-op threads for every framework (default: each framework's default for "
+                        "this machine's cores; PyTorch set to the core count)")
+    p.add_argument("--tf-python", default=os.environ.get("TW_BENCH_TF_PYTHON", sys.executable),
+                   help="interpreter with tensorflow (default: this one; env TW_BENCH_TF_PYTHON)")
+    p.add_argument("--timeout", type=int, default=900, help="seconds per (workload, framework) process")
+    p.add_argument("--profile", metavar="DIR", help="instead of timing peers: profile tensorweave's steps "
+                   "with tw.profiler, print the per-op table, write Chrome traces and tables to DIR")
+    p.add_argument("--sequential", action="store_true", help="with --profile: build every plan with the "
+                   "sequential executor (a diagnostic)")
+    p.add_argument("--worker", choices=FRAMEWORKS, help=argparse.SUPPRESS)
+    args = p.parse_args(argv)
+    workloads = [w for w in args.only.split(",") if w]
+    for w in workloads:
+        if w not in WORKLOADS:
+            p.error(f"unknown workload {w!r}; choose from {', '.join(WORKLOADS)}")
+    if args.worker:
+        return worker_main(args.worker, workloads[0], args.quick, args.threads)
+    if args.profile:
+        for w in workloads:
+            row = profile_tensorweave(w, 3 if args.quick else 10, args.profile, args.threads, args.sequential)
+            print(f"\n== {w}: {row['ms_per_step_profiled']:.2f} ms/step profiled "
+                  f"({row['ms_per_step_unprofiled']:.2f} unprofiled)\n{row.pop('table')}", file=sys.stderr)
+            print(json.dumps(row), flush=True)
+        return 0
+    peers = [x for x in args.peers.split(",") if x]
+    for x in peers:
+        if x not in PEER_NAMES:
+            p.error(f"unknown peer {x!r}; choose from {', '.join(PEER_NAMES)}")
+
+    from bench_core import machine_info
+    info = machine_info()
+    info["loadavg_start"] = [round(v, 2) for v in os.getloadavg()]
+    info["date"] = time.strftime("%Y-%m-%d %H:%M:%S %Z")
+    info["threads"] = args.threads or "default"
+    print(json.dumps(info), flush=True)
+    blas1 = not args.no_blas1 and args.threads != 1     # with --threads 1 it is plain tensorweave
+    frameworks = ["tensorweave"] + (["tensorweave-blas1"] if blas1 else []) + peers
+    rows = []
+    for w in workloads:
+        for fw in frameworks:
+            python = args.tf_python if fw == "tensorflow" else sys.executable
+            row = run_worker(fw, w, args.quick, python, args.timeout, args.threads)
+            row["loadavg"] = [round(v, 2) for v in os.getloadavg()]
+            rows.append(row)
+            print(json.dumps(row), flush=True)
+    present = [x for x in peers if any(r["framework"] == x and "ms_per_step" in r for r in rows)]
+    table, summary = ratio_table(rows, workloads, present)
+    print(json.dumps({"row": "ratios", "tensorweave_over_best_peer": summary,
+                      "loadavg_end": [round(v, 2) for v in os.getloadavg()]}), flush=True)
+    print("\n" + table, file=sys.stderr, flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

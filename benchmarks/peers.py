@@ -1,0 +1,241 @@
+"""The four issue-5 workloads written for each peer framework (PyTorch, JAX, Keras 3 on TensorFlow).
+
+Each ``make_<framework>(workload, data)`` returns ``(step, version, info)``: ``step()`` runs one
+full training step (forward, loss, gradients, Adam(1e-3) update) and returns the loss as a
+Python float, so every framework finishes its work before the clock stops. ``data`` holds the
+synthetic NumPy batch (``x``, ``y``) shared with tensorweave's run.
+
+Models follow the table in issue 5 (and ``bench_models.WORKLOADS``):
+
+* mlp: Dense 784->512 relu -> 512 relu -> 10 logits, sparse softmax cross-entropy;
+* cnn: Conv2D 32 3x3 relu -> Conv2D 64 3x3 relu (valid padding) -> MaxPool 2 -> Flatten -> Dense 128
+  relu -> Dense 10, sparse softmax cross-entropy;
+* lstm: Embedding 20000x128 -> LSTM 128 (last state) -> Dense 1, sigmoid cross-entropy;
+* fasttext: Embedding 20000x50 -> mean over time -> Dense 1, sigmoid cross-entropy.
+
+Each peer uses its own idiom: PyTorch an ``nn.Module`` with ``torch.optim.Adam`` (NCHW for the
+CNN, its native layout; dense embedding gradients, its default); JAX a ``jax.jit``-compiled step
+(parameters and Adam state donated) with Adam written out here (optax is not a dependency);
+TensorFlow the Keras 3 model with ``train_on_batch``, as Keras 3 compiles it by default.
+No module here imports tensorweave, so the TensorFlow worker can run in an interpreter
+that only has TensorFlow and NumPy.
+"""
+import os
+
+VOCAB = 20000
+
+
+# ---- PyTorch -----------------------------------------------------------------------------------
+def make_torch(workload, data, threads):
+    import numpy as np
+    import torch
+    from torch import nn
+
+    torch.set_num_threads(threads)
+    torch.set_num_interop_threads(threads)
+    torch.manual_seed(0)
+
+    class LastLSTM(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.emb = nn.Embedding(VOCAB, 128)
+            self.lstm = nn.LSTM(128, 128, batch_first=True)
+            self.out = nn.Linear(128, 1)
+
+        def forward(self, ids):
+            _, (h, _) = self.lstm(self.emb(ids))
+            return self.out(h[-1])
+
+    class FastText(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.emb = nn.Embedding(VOCAB, 50)
+            self.out = nn.Linear(50, 1)
+
+        def forward(self, ids):
+            return self.out(self.emb(ids).mean(dim=1))
+
+    x, y = data["x"], data["y"]
+    if workload == "mlp":
+        model = nn.Sequential(nn.Linear(784, 512), nn.ReLU(), nn.Linear(512, 512), nn.ReLU(), nn.Linear(512, 10))
+        loss_fn, xt, yt = nn.CrossEntropyLoss(), torch.from_numpy(x), torch.from_numpy(y.astype(np.int64))
+    elif workload == "cnn":
+        model = nn.Sequential(nn.Conv2d(1, 32, 3), nn.ReLU(), nn.Conv2d(32, 64, 3), nn.ReLU(), nn.MaxPool2d(2),
+                              nn.Flatten(), nn.Linear(64 * 12 * 12, 128), nn.ReLU(), nn.Linear(128, 10))
+        xt = torch.from_numpy(np.ascontiguousarray(x.transpose(0, 3, 1, 2)))   # NHWC -> NCHW
+        loss_fn, yt = nn.CrossEntropyLoss(), torch.from_numpy(y.astype(np.int64))
+    elif workload == "lstm":
+        model, loss_fn = LastLSTM(), nn.BCEWithLogitsLoss()
+        xt, yt = torch.from_numpy(x.astype(np.int64)), torch.from_numpy(y)
+    elif workload == "fasttext":
+        model, loss_fn = FastText(), nn.BCEWithLogitsLoss()
+        xt, yt = torch.from_numpy(x.astype(np.int64)), torch.from_numpy(y)
+    else:
+        raise ValueError(workload)
+    opt = torch.optim.Adam(model.parameters(), lr=1e-3)
+    model.train()
+
+    def step():
+        opt.zero_grad(set_to_none=True)
+        loss = loss_fn(model(xt), yt)
+        loss.backward()
+        opt.step()
+        return loss.item()
+    info = {"threads": torch.get_num_threads(), "layout": "NCHW" if workload == "cnn" else None}
+    return step, torch.__version__, info
+
+
+# ---- JAX -------------------------------------------------------------------------------------------
+def make_jax(workload, data, threads):
+    os.environ.setdefault("JAX_PLATFORMS", "cpu")
+    if threads == 1:
+        # XLA:CPU has no thread-count knob short of switching Eigen's pool off; more threads than one
+        # means "all cores" (its default), which is what threads == os.cpu_count() asks for.
+        os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") +
+                                   " --xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1").strip()
+    import jax
+    import jax.numpy as jnp
+    import numpy as np
+
+    rng = np.random.default_rng(0)
+
+    def glorot(shape, fan_in, fan_out):
+        lim = np.sqrt(6.0 / (fan_in + fan_out))
+        return jnp.asarray(rng.uniform(-lim, lim, shape).astype(np.float32))
+
+    def dense(n_in, n_out):
+        return {"w": glorot((n_in, n_out), n_in, n_out), "b": jnp.zeros((n_out,), jnp.float32)}
+
+    def sparse_ce(logits, labels):
+        logp = jax.nn.log_softmax(logits)
+        return -jnp.mean(jnp.take_along_axis(logp, labels[:, None], axis=1))
+
+    def sigmoid_ce(logits, labels):
+        # log(1 + exp(-|z|)) + max(z, 0) - z*y: stable for large |z|, like every framework's version
+        return jnp.mean(jnp.maximum(logits, 0) - logits * labels + jnp.log1p(jnp.exp(-jnp.abs(logits))))
+
+    if workload == "mlp":
+        params = {"d1": dense(784, 512), "d2": dense(512, 512), "d3": dense(512, 10)}
+
+        def loss_fn(p, x, y):
+            h = jax.nn.relu(x @ p["d1"]["w"] + p["d1"]["b"])
+            h = jax.nn.relu(h @ p["d2"]["w"] + p["d2"]["b"])
+            return sparse_ce(h @ p["d3"]["w"] + p["d3"]["b"], y)
+    elif workload == "cnn":
+        params = {"c1": {"w": glorot((3, 3, 1, 32), 9, 9 * 32), "b": jnp.zeros((32,), jnp.float32)},
+                  "c2": {"w": glorot((3, 3, 32, 64), 9 * 32, 9 * 64), "b": jnp.zeros((64,), jnp.float32)},
+                  "d1": dense(12 * 12 * 64, 128), "d2": dense(128, 10)}
+
+        def conv(x, c):
+            y = jax.lax.conv_general_dilated(x, c["w"], (1, 1), "VALID", dimension_numbers=("NHWC", "HWIO", "NHWC"))
+            return jax.nn.relu(y + c["b"])
+
+        def loss_fn(p, x, y):
+            h = conv(conv(x, p["c1"]), p["c2"])
+            h = jax.lax.reduce_window(h, -jnp.inf, jax.lax.max, (1, 2, 2, 1), (1, 2, 2, 1), "VALID")
+            h = h.reshape(h.shape[0], -1)
+            h = jax.nn.relu(h @ p["d1"]["w"] + p["d1"]["b"])
+            return sparse_ce(h @ p["d2"]["w"] + p["d2"]["b"], y)
+    elif workload == "lstm":
+        units = 128
+        params = {"emb": jnp.asarray(rng.uniform(-0.05, 0.05, (VOCAB, 128)).astype(np.float32)),
+                  "wx": glorot((128, 4 * units), 128, 4 * units), "wh": glorot((units, 4 * units), units, 4 * units),
+                  "b": jnp.zeros((4 * units,), jnp.float32), "out": dense(units, 1)}
+
+        def loss_fn(p, ids, y):
+            xs = jnp.take(p["emb"], ids, axis=0)                     # (batch, time, 128)
+            xw = jnp.einsum("btd,dg->tbg", xs, p["wx"]) + p["b"]    # input projection for all steps at once
+
+            def cell(carry, xt):
+                h, c = carry
+                z = xt + h @ p["wh"]
+                i, f, g, o = jnp.split(z, 4, axis=-1)              # Keras gate order
+                c = jax.nn.sigmoid(f) * c + jax.nn.sigmoid(i) * jnp.tanh(g)
+                h = jax.nn.sigmoid(o) * jnp.tanh(c)
+                return (h, c), None
+            zeros = jnp.zeros((ids.shape[0], units), jnp.float32)
+            (h, _), _ = jax.lax.scan(cell, (zeros, zeros), xw)
+            return sigmoid_ce(h @ p["out"]["w"] + p["out"]["b"], y)
+    elif workload == "fasttext":
+        params = {"emb": jnp.asarray(rng.uniform(-0.05, 0.05, (VOCAB, 50)).astype(np.float32)), "out": dense(50, 1)}
+
+        def loss_fn(p, ids, y):
+            h = jnp.mean(jnp.take(p["emb"], ids, axis=0), axis=1)
+            return sigmoid_ce(h @ p["out"]["w"] + p["out"]["b"], y)
+    else:
+        raise ValueError(workload)
+
+    lr, b1, b2, eps = 1e-3, 0.9, 0.999, 1e-7
+    state = {"m": jax.tree_util.tree_map(jnp.zeros_like, params),
+             "v": jax.tree_util.tree_map(jnp.zeros_like, params), "t": jnp.zeros((), jnp.float32)}
+
+    def train_step(params, state, x, y):
+        loss, grads = jax.value_and_grad(loss_fn)(params, x, y)
+        t = state["t"] + 1
+        m = jax.tree_util.tree_map(lambda m, g: b1 * m + (1 - b1) * g, state["m"], grads)
+        v = jax.tree_util.tree_map(lambda v, g: b2 * v + (1 - b2) * g * g, state["v"], grads)
+        alpha = lr * jnp.sqrt(1 - b2 ** t) / (1 - b1 ** t)
+        params = jax.tree_util.tree_map(lambda p, m, v: p - alpha * m / (jnp.sqrt(v) + eps), params, m, v)
+        return params, {"m": m, "v": v, "t": t}, loss
+
+    jitted = jax.jit(train_step, donate_argnums=(0, 1))
+    x = jnp.asarray(data["x"])
+    y = jnp.asarray(data["y"])
+    box = {"params": params, "state": state}
+
+    def step():
+        box["params"], box["state"], loss = jitted(box["params"], box["state"], x, y)
+        jax.block_until_ready(box["params"])
+        return float(loss)
+    return step, jax.__version__, {"adam": "hand-written", "xla_flags": os.environ.get("XLA_FLAGS")}
+
+
+# ---- Keras 3 on TensorFlow --------------------------------------------------------------------------
+def make_tensorflow(workload, data, threads):
+    os.environ.setdefault("KERAS_BACKEND", "tensorflow")
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    import keras
+    import tensorflow as tf
+
+    if keras.backend.backend() != "tensorflow":
+        raise ImportError(f"Keras backend is {keras.backend.backend()!r}, not tensorflow")
+    tf.config.threading.set_intra_op_parallelism_threads(threads)
+    tf.config.threading.set_inter_op_parallelism_threads(threads)
+    keras.utils.set_random_seed(0)
+    L = keras.layers
+    model, loss = _keras_model(keras, L, workload)
+    model.compile(optimizer=keras.optimizers.Adam(1e-3), loss=loss)
+    x, y = data["x"], data["y"]
+
+    def step():
+        return float(model.train_on_batch(x, y))
+    info = {"keras": keras.__version__, "inter_op_threads": tf.config.threading.get_inter_op_parallelism_threads(),
+            "intra_op_threads": tf.config.threading.get_intra_op_parallelism_threads()}
+    return step, tf.__version__, info
+
+
+def _keras_model(keras, L, workload):
+    """The workload as a Keras model and loss; shared by Keras 3 and tw.keras (same API)."""
+    if workload == "mlp":
+        model = keras.Sequential([keras.Input((784,)), L.Dense(512, activation="relu"),
+                                  L.Dense(512, activation="relu"), L.Dense(10)])
+        loss = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+    elif workload == "cnn":
+        model = keras.Sequential([keras.Input((28, 28, 1)), L.Conv2D(32, 3, activation="relu"),
+                                  L.Conv2D(64, 3, activation="relu"), L.MaxPooling2D(2), L.Flatten(),
+                                  L.Dense(128, activation="relu"), L.Dense(10)])
+        loss = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+    elif workload == "lstm":
+        model = keras.Sequential([keras.Input((80,), dtype="int32"), L.Embedding(VOCAB, 128), L.LSTM(128),
+                                  L.Dense(1)])
+        loss = keras.losses.BinaryCrossentropy(from_logits=True)
+    elif workload == "fasttext":
+        model = keras.Sequential([keras.Input((400,), dtype="int32"), L.Embedding(VOCAB, 50),
+                                  L.GlobalAveragePooling1D(), L.Dense(1)])
+        loss = keras.losses.BinaryCrossentropy(from_logits=True)
+    else:
+        raise ValueError(workload)
+    return model, loss
+
+
+PEERS = {"torch": make_torch, "jax": make_jax, "tensorflow": make_tensorflow}
