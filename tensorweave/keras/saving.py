@@ -276,7 +276,7 @@ def save_model(model, filepath, overwrite=True, include_optimizer=True, **kwargs
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, filepath)
-        tensor_file._fsync_dir(directory)
+        tensor_file.fsync_dir(directory)
     except BaseException:
         if os.path.exists(tmp):
             os.remove(tmp)

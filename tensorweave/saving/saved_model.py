@@ -291,7 +291,7 @@ def _fsync_tree(root):
                 os.fsync(fd)
             finally:
                 os.close(fd)
-        tensor_file._fsync_dir(dirpath)
+        tensor_file.fsync_dir(dirpath)
 
 
 def _prepare_target(export_dir):
@@ -396,7 +396,7 @@ def _save(obj, export_dir, signatures=None, options=None, extra=None):
             shutil.rmtree(old, ignore_errors=True)
         else:
             os.rename(tmp, export_dir)
-        tensor_file._fsync_dir(parent)
+        tensor_file.fsync_dir(parent)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise

@@ -38,7 +38,8 @@ class TensorFileError(ValueError):
     pass
 
 
-def _fsync_dir(directory):
+def fsync_dir(directory):
+    """Makes a rename inside ``directory`` durable (a no-op where directories cannot be opened)."""
     try:
         fd = os.open(directory, os.O_RDONLY)
     except OSError:
@@ -93,7 +94,7 @@ def write_bytes_atomic(path, payload):
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
-        _fsync_dir(directory)
+        fsync_dir(directory)
     except BaseException:
         if os.path.exists(tmp):
             os.remove(tmp)

@@ -59,18 +59,7 @@ def crash_point(stage):
         os._exit(CRASH_EXIT_CODE)
 
 
-def fsync_dir(directory):
-    # Makes a rename durable; directories cannot be opened like this on Windows.
-    try:
-        fd = os.open(directory, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
+from tensorweave.saving.tensor_file import fsync_dir  # noqa: E402 - one implementation, shared
 
 
 def write_atomic(path, payload, stage_prefix=""):

@@ -30,27 +30,13 @@ epoch after the backup. When ``fit()`` finishes, the backup is deleted (``delete
 """
 import json
 import os
-import tempfile
 
 import numpy as np
 
 from tensorweave.keras.callbacks.callback import Callback
+from tensorweave.saving.tensor_file import write_tensors
 
 _FORMAT = "tensorweave.backup"
-
-
-def _fsync_dir(directory):
-    # Makes the rename itself durable; directories cannot be opened this way on Windows.
-    try:
-        fd = os.open(directory, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
 
 
 class BackupAndRestore(Callback):
@@ -146,7 +132,6 @@ class BackupAndRestore(Callback):
             self._save(epoch=epoch + 1, batch=None)
 
     def _save(self, epoch, batch):
-        from safetensors.numpy import save_file
         tensors = {f"model/{i}": np.array(w, order="C") for i, w in enumerate(self.model.get_weights())}
         store = {}
         opt = getattr(self.model, "optimizer", None)
@@ -155,18 +140,8 @@ class BackupAndRestore(Callback):
         tensors.update({f"optimizer/{k}": np.array(v, order="C") for k, v in store.items()})
         state = {"epoch": epoch, "batch": batch, "num_weights": len(self.model.weights),
                  "num_optimizer_variables": len(store)}
-        os.makedirs(self.backup_dir, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=self.backup_dir, prefix=".tmp-backup-")
-        os.close(fd)
-        try:
-            save_file(tensors, tmp, metadata={"format": _FORMAT, "version": "1", "state": json.dumps(state)})
-            with open(tmp, "rb") as f:
-                os.fsync(f.fileno())
-            os.replace(tmp, self._backup_path)
-            _fsync_dir(self.backup_dir)
-        finally:
-            if os.path.exists(tmp):
-                os.remove(tmp)
+        write_tensors(self._backup_path, tensors,
+                      metadata={"format": _FORMAT, "version": "1", "state": json.dumps(state)})
 
     def on_train_end(self, logs=None):
         if not self.delete_checkpoint:
