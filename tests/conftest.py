@@ -7,7 +7,9 @@ import pytest
 sys.path.insert(0, os.path.dirname(__file__))
 
 if os.environ.get("PYTEST_XDIST_WORKER"):
-    # Each xdist worker gets one BLAS thread, so parallel workers do not oversubscribe the cores.
+    # Each xdist worker gets one BLAS (and numba) thread, so parallel workers do not
+    # oversubscribe the cores.
+    os.environ.setdefault("NUMBA_NUM_THREADS", "1")
     from threadpoolctl import threadpool_limits
     _blas_limit = threadpool_limits(1)
 

@@ -1,0 +1,26 @@
+"""The one way CPU kernels compile loops: numba's ``njit`` with the project's settings.
+
+- ``nogil=True``: compiled loops release the GIL, so the executor's thread pool can run
+  two of them at once.
+- ``cache=True``: the machine code is kept on disk (next to the source, or in the user's
+  cache directory when the package is read-only), so only the first process pays for
+  compiling each kernel and dtype.
+- no ``fastmath``: results must match the NumPy references bit for bit where the
+  arithmetic is the same (no reassociation, NaN and inf kept).
+
+>>> import numpy as np
+>>> from tensorweave.kernels.cpu.jit import njit
+>>> @njit
+... def total(a):
+...     s = 0.0
+...     for x in a:
+...         s += x
+...     return s
+>>> float(total(np.arange(4.0)))
+6.0
+"""
+import functools
+
+import numba
+
+njit = functools.partial(numba.njit, nogil=True, cache=True)
