@@ -19,8 +19,15 @@
 >>> float(total(np.arange(4.0)))
 6.0
 """
-import functools
+import os
 
 import numba
 
-njit = functools.partial(numba.njit, nogil=True, cache=True)
+
+def njit(fn=None, **options):
+    """``numba.njit`` with ``nogil`` and on-disk caching (skipped for functions that have
+    no source file, such as ones typed at a prompt). Usable bare or with numba options."""
+    def compile_(f):
+        cache = os.path.isfile(f.__code__.co_filename)
+        return numba.njit(f, nogil=True, cache=cache, **options)
+    return compile_ if fn is None else compile_(fn)
