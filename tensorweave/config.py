@@ -5,6 +5,7 @@
 ['/job:localhost/replica:0/task:0/device:CPU:0']
 """
 from tensorweave.runtime import devices as _devices
+from tensorweave.runtime import threads as _threads
 from tensorweave.runtime.devices import LogicalDevice, list_logical_devices  # noqa: F401
 
 
@@ -57,15 +58,28 @@ def set_log_device_placement(enabled):
 
 
 class threading:  # noqa: N801 - mirrors tf.config.threading
+    """Thread counts (``0``: derived from the cores). Intra-op: BLAS and numba threads in
+    one op. Inter-op: heavy ops the executor runs side by side (see runtime/threads.py)."""
     _inter = [0]
+    _intra = [0]
 
     @staticmethod
     def set_inter_op_parallelism_threads(n):
         threading._inter[0] = int(n)
+        _threads.set_inter_op_slots(n)
 
     @staticmethod
     def get_inter_op_parallelism_threads():
         return threading._inter[0]
+
+    @staticmethod
+    def set_intra_op_parallelism_threads(n):
+        threading._intra[0] = int(n)
+        _threads.set_intra_op_threads(n)
+
+    @staticmethod
+    def get_intra_op_parallelism_threads():
+        return threading._intra[0]
 
 
 class experimental:  # noqa: N801 - mirrors tf.config.experimental

@@ -38,7 +38,29 @@ def test_sequential_config_forbids_concurrency():
     assert executor.run_plan(plan1, [])[0].tolist() == executor.run_plan(plan, [])[0].tolist()
 
 
-def test_results_do_not_depend_on_schedule():
+@pytest.fixture
+def two_inter_op_slots():
+    """Lets plans run ops side by side even where BLAS uses every core."""
+    tw.config.threading.set_inter_op_parallelism_threads(2)
+    yield
+    tw.config.threading.set_inter_op_parallelism_threads(0)
+
+
+def test_parallel_plans_wait_for_free_cores(two_inter_op_slots):
+    from threadpoolctl import threadpool_limits
+    from tensorweave.runtime import threads
+    g = tw.Graph()
+    with g.as_default():
+        c = tw.matmul(tw.ones([256, 256]), tw.ones([256, 256])) + tw.matmul(tw.ones([256, 256]), tw.ones([256, 256]))
+    assert executor.build_plan([c], [], []).parallel
+    tw.config.threading.set_inter_op_parallelism_threads(0)
+    with threadpool_limits(threads.cores()):
+        assert threads.inter_op_slots() == 1 or threads.intra_op_threads() < threads.cores()
+    with threadpool_limits(1):
+        assert threads.inter_op_slots() == threads.cores()
+
+
+def test_results_do_not_depend_on_schedule(two_inter_op_slots):
     rng = np.random.default_rng(0)
     g = tw.Graph()
     with g.as_default():

@@ -19,7 +19,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 
 from tensorweave.core import errors
-from tensorweave.runtime import devices
+from tensorweave.runtime import devices, threads
 
 _POOL = None
 _POOL_LOCK = threading.Lock()
@@ -169,6 +169,9 @@ def build_plan(fetches, targets, feeds, soft_placement=None, parallel=None):
     plan.readers = readers
     plan.keep = keep
     plan.heavy = heavy
+    # Opaque nodes (Python functions, control-flow bodies) may block on each other (a
+    # barrier, a queue), so they overlap even when BLAS owns every core.
+    plan.opaque = any(h and callable(st.op.opdef.heavy) for h, st in zip(heavy, steps))
     plan.unread = [tuple(o for o in ((st.outs,) if st.single else st.outs) if o not in last and o not in keep)
                    for st in steps]
     return plan
@@ -198,7 +201,10 @@ def is_heavy(op):
 
 
 def _worth_parallel(steps, deps, heavy):
-    """True when two heavy ops (big matmuls, convs, py_functions ...) can run at the same time."""
+    """True when two heavy ops (big matmuls, convs, py_functions ...) can run at the same time.
+
+    Whether they *may* is decided per run (:func:`threads.inter_op_slots`): with BLAS on
+    every core, two matmuls side by side only fight over the cores."""
     level = []
     heavy_at = {}
     for i, st in enumerate(steps):
@@ -222,7 +228,7 @@ def run_plan(plan, feed_values):
     vals = [None] * plan.n_slots
     for s, v in zip(plan.feed_slots, feed_values):
         vals[s] = v
-    if plan.parallel:
+    if plan.parallel and (plan.opaque or threads.inter_op_slots() > 1):
         _run_parallel(plan, vals)
     else:
         _run_sequential(plan, vals)
@@ -328,19 +334,20 @@ def _run_profiled(plan, feed_values):
     if twin is None:
         twin = plan.instrumented = _instrument(plan)
     prof = _profiler
+    parallel = twin.parallel and (twin.opaque or threads.inter_op_slots() > 1)
     t0 = time.perf_counter_ns()
     try:
         vals = [None] * twin.n_slots
         for s, v in zip(twin.feed_slots, feed_values):
             vals[s] = v
-        if twin.parallel:
+        if parallel:
             _run_parallel(twin, vals)
         else:
             _run_sequential(twin, vals)
         return [vals[s] for s in twin.fetch_slots]
     finally:
         if prof is not None:
-            prof.record_run(twin.label, len(twin.steps), twin.parallel, t0, time.perf_counter_ns())
+            prof.record_run(twin.label, len(twin.steps), parallel, t0, time.perf_counter_ns())
 
 
 def _instrument(plan):
@@ -348,7 +355,7 @@ def _instrument(plan):
     twin = Plan([Step(_timed(st), st.ins, st.outs, st.single, st.op, st.device) for st in plan.steps],
                 plan.n_slots, plan.feed_slots, plan.fetch_slots, plan.frees, plan.deps, plan.parallel,
                 plan.num_copies)
-    for attr in ("readers", "keep", "heavy", "unread"):
+    for attr in ("readers", "keep", "heavy", "unread", "opaque"):
         setattr(twin, attr, getattr(plan, attr))
     graph = next((st.op.graph for st in plan.steps if st.op is not None), None)
     twin.label = (f"function:{graph.name}" if getattr(graph, "is_function_graph", False)

@@ -1,0 +1,68 @@
+"""How many threads the CPU work may use: BLAS inside an op, numba loops, ops side by side.
+
+Two kinds of parallelism compete for the same cores: *intra-op* (OpenBLAS/MKL threads
+inside one matmul, numba's parallel loops) and *inter-op* (the executor running two ready
+ops at once). When both take every core, threads spin against each other — a measured 1.7×
+slowdown of the MLP training step on 2 cores. The rule here: the executor runs at most
+``cores // intra_op_threads`` heavy ops at a time, and with BLAS already using every core
+it runs plans sequentially. ``tw.config.threading`` sets either number explicitly.
+
+>>> from tensorweave.runtime import threads
+>>> threads.cores() >= 1 and threads.intra_op_threads() >= 1
+True
+>>> threads.inter_op_slots() >= 1
+True
+"""
+import os
+import threading
+
+import numpy as np  # noqa: F401 - BLAS must be loaded before threadpoolctl looks for it
+
+_lock = threading.Lock()
+_controller = None
+_inter_op = [0]   # 0: derived from the cores and the intra-op threads
+
+
+def cores():
+    """The cores this process may run on (its affinity mask, not the machine's count)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:   # not Linux
+        return os.cpu_count() or 1
+
+
+def _blas():
+    global _controller
+    if _controller is None:
+        with _lock:
+            if _controller is None:
+                from threadpoolctl import ThreadpoolController
+                _controller = ThreadpoolController()
+    return [lib for lib in _controller.lib_controllers if lib.user_api == "blas"]
+
+
+def intra_op_threads():
+    """Threads one BLAS call uses now (read live: ``threadpool_limits`` may change it)."""
+    libs = _blas()
+    return max((lib.num_threads for lib in libs), default=1)
+
+
+def set_intra_op_threads(n):
+    """Threads for one op's BLAS and numba work; ``0`` restores one per core."""
+    n = int(n) or cores()
+    for lib in _blas():
+        lib.set_num_threads(n)
+    import numba
+    numba.set_num_threads(min(n, numba.config.NUMBA_NUM_THREADS))
+
+
+def set_inter_op_slots(n):
+    """Heavy ops the executor may run at once; ``0`` derives it from the cores."""
+    _inter_op[0] = max(0, int(n))
+
+
+def inter_op_slots():
+    """Heavy ops that may run at the same time without oversubscribing the cores."""
+    if _inter_op[0]:
+        return _inter_op[0]
+    return max(1, cores() // max(1, intra_op_threads()))
