@@ -48,7 +48,7 @@ from tensorweave.ops import overloads as _overloads  # noqa: F401
 from tensorweave.ops.indexing_ops import *  # noqa: F401,F403
 from tensorweave.ops.sort_ops import *  # noqa: F401,F403
 from tensorweave.ops.linalg_ops import *  # noqa: F401,F403
-from tensorweave.ops import nn_ops as _nn_ops, random_ops as _random_ops  # noqa: F401
+from tensorweave.ops import nn_ops as _nn_ops, random_ops as _random_ops, training_ops as _training_ops  # noqa: F401
 from tensorweave.kernels import cpu as _cpu_kernels  # noqa: F401
 
 # --- autodiff ---------------------------------------------------------------------------------

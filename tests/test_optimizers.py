@@ -589,3 +589,39 @@ def test_parity_with_torch_optim(ours, our_kw, theirs, their_kw):
         np.testing.assert_allclose(float(loss), tloss.item(), rtol=1e-6)
     for a, b in zip(vs, tv):
         np.testing.assert_allclose(a.numpy(), b.detach().numpy(), rtol=1e-6, atol=1e-9)
+
+
+# ---- fused in-place updates -----------------------------------------------------------------------
+def test_fused_adam_is_one_op_per_variable_and_rule_path_serves_other_dtypes():
+    g = tw.Graph()
+    with g.as_default():
+        v = tw.compat.v1.Variable(np.ones((3, 2), np.float32))
+        O.Adam(0.1).apply_gradients([(tw.ones((3, 2)), v)])
+    types = [op.type for op in g.get_operations()]
+    assert types.count("ResourceApplyAdam") == 1 and "Sqrt" not in types
+    # float16 has no fused kernel: the op-by-op rule runs, with the same arithmetic.
+    rng = np.random.default_rng(0)
+    w0, grads = rng.normal(size=(4,)), rng.normal(size=(3, 4))
+    half = tw.Variable(w0.astype(np.float16))
+    opt, w, st = O.Adam(0.125), w0.astype(np.float16).astype(np.float64), {}
+    for t in range(3):
+        opt.apply([tw.constant(grads[t].astype(np.float16))], [half])
+        w = ref_adam(w, grads[t].astype(np.float16).astype(np.float64), st, t + 1, 0.125)
+    np.testing.assert_allclose(half.numpy().astype(np.float64), w, rtol=0, atol=1e-2)   # float16 rounding
+
+
+def test_values_read_before_an_in_place_update_keep_their_contents():
+    v = tw.Variable(np.arange(6.0).reshape(3, 2))
+    before, as_array = v.read_value(), v.numpy()
+    O.Adam(0.5).apply([tw.constant(np.ones((3, 2)))], [v])
+    O.Adam(0.5).apply([_sparse_grad(np.ones((1, 2)), np.array([1]))], [v])
+    v.scatter_update(tw.IndexedSlices(tw.constant([[9.0, 9.0]], tw.float64), tw.constant([0])))
+    np.testing.assert_array_equal(before.numpy(), np.arange(6.0).reshape(3, 2))
+    np.testing.assert_array_equal(as_array, np.arange(6.0).reshape(3, 2))
+    assert v.numpy()[0].tolist() == [9.0, 9.0] and v.numpy()[2, 0] < 4.0
+
+
+def test_fused_adam_errors_name_the_variable():
+    v = tw.Variable(np.zeros((3, 2)), name="table")
+    with pytest.raises(tw.errors.InvalidArgumentError, match="table.*not in"):
+        O.Adam(0.1).apply([_sparse_grad(np.ones((1, 2)), np.array([7]))], [v])

@@ -2,7 +2,9 @@
 
 A variable's value lives in its ``Variable`` object; ``VarHandleOp`` yields that object
 (dtype ``resource``) and the other ops read or replace its value. Assignments replace
-the stored array (never write into it), so a value already read stays valid.
+the stored array; row updates (scatters, the optimizers' fused updates) write into it
+through ``Variable._storage_for_update``, which copies first when a value already read
+still refers to it — a value once read never changes.
 """
 import numpy as np
 
@@ -120,15 +122,13 @@ def _rgather(var, indices, dtype, shape):
 
 @register_kernel("ResourceScatterAdd", "CPU")
 def _rscatter_add(var, indices, updates, dtype, shape):
-    value = var._read().copy()
+    value = var._storage_for_update()
     np.add.at(value, indices, updates)
-    var._write(value)
     return value
 
 
 @register_kernel("ResourceScatterUpdate", "CPU")
 def _rscatter_update(var, indices, updates, dtype, shape):
-    value = var._read().copy()
+    value = var._storage_for_update()
     value[indices] = updates
-    var._write(value)
     return value

@@ -6,7 +6,9 @@
 >>> v.numpy()
 array([2., 3.], dtype=float32)
 """
+import sys
 import threading
+import types
 import weakref
 
 import numpy as np
@@ -30,6 +32,15 @@ _VAR_HANDLE = get_op("VarHandleOp")
 _READ = get_op("ReadVariableOp")
 _uid_lock = threading.Lock()
 _uid = [0]
+
+
+def _storage_refs(holder):
+    return sys.getrefcount(holder._value)
+
+
+# References to a stored array when only its owner holds it (measured, not assumed: the
+# interpreter's own count of temporaries differs between Python versions).
+_UNSHARED_REFS = _storage_refs(types.SimpleNamespace(_value=np.empty(0)))
 
 
 def _next_uid():
@@ -142,6 +153,20 @@ class Variable:
 
     def _write(self, value):
         self._value = value
+
+    def _storage_for_update(self):
+        """The stored array, for a kernel to update in place (copy-on-write).
+
+        Reads hand out the stored array itself, so a value someone still holds (a read
+        tensor, a fetched result, a NumPy view, an executor slot) is a reference to it;
+        then the storage is copied first and the holders keep the value they read. The
+        copy also makes the storage contiguous, writable and the owner of its memory.
+        """
+        v = self._read()
+        if (_storage_refs(self) > _UNSHARED_REFS + 1 or v.base is not None or not v.flags.writeable
+                or not v.flags.c_contiguous):
+            v = self._value = np.array(v, order="C", copy=True)
+        return v
 
     # ---- handles -------------------------------------------------------------------------------
     @property

@@ -415,6 +415,7 @@ class Optimizer:
 
     def _apply_filtered(self, grads, variables):
         graph = _tf1_graph()
+        self._per_apply = {}
         lr = self._get_current_learning_rate()
         grads = [self._prepare(g, v) for g, v in zip(grads, variables)]
         grads = self._clip_gradients(grads)
@@ -440,6 +441,14 @@ class Optimizer:
         if graph is None:
             return None
         return group(*(decay_ops + update_ops + after_ops + final_ops + count_ops), name=self.name)
+
+    def _once(self, key, make):
+        """``make()``, computed once per ``apply`` call and shared by every variable's update
+        (the step count, the learning rate in each dtype)."""
+        cache = self._per_apply
+        if key not in cache:
+            cache[key] = make()
+        return cache[key]
 
     def update_step(self, gradient, variable, learning_rate):
         """Updates ``variable`` from ``gradient`` (overridden by each optimizer)."""
