@@ -88,3 +88,34 @@ class experimental:  # noqa: N801 - mirrors tf.config.experimental
         pass
 
     list_physical_devices = staticmethod(list_physical_devices)
+
+
+class optimizer:  # noqa: N801 - mirrors tf.config.optimizer
+    """Graph passes applied when a plan is built (``tensorweave/runtime/passes``).
+
+    >>> import tensorweave as tw
+    >>> tw.config.optimizer.set_experimental_options({"elementwise_fusion": False})
+    >>> tw.config.optimizer.get_experimental_options()["elementwise_fusion"]
+    False
+    >>> tw.config.optimizer.set_experimental_options({"elementwise_fusion": True})
+    """
+
+    @staticmethod
+    def set_experimental_options(options):
+        """Switches passes on/off by name (see ``get_experimental_options``); affects plans built later."""
+        from tensorweave.runtime import passes
+        passes.set_options(dict(options))
+
+    @staticmethod
+    def get_experimental_options():
+        from tensorweave.runtime import passes
+        return passes.get_options()
+
+    @staticmethod
+    def set_jit(enabled):
+        """Elementwise fusion (numba loops) on or off."""
+        optimizer.set_experimental_options({"elementwise_fusion": bool(enabled)})
+
+    @staticmethod
+    def get_jit():
+        return optimizer.get_experimental_options()["elementwise_fusion"]

@@ -179,7 +179,10 @@ tan = _u("Tan", lambda op, g: [g * (1 + op.outputs[0] * op.outputs[0])], F)
 tanh = _u("Tanh", lambda op, g: [g * (1 - op.outputs[0] * op.outputs[0])], F)
 sigmoid = _u("Sigmoid", lambda op, g: [g * op.outputs[0] * (1 - op.outputs[0])], F)
 erf = _u("Erf", lambda op, g: [g * (2 / np.sqrt(np.pi)) * exp(-square(op.inputs[0]))], F)
-relu = _u("Relu", lambda op, g: [where(op.outputs[0] > 0, g, zeros_like(g))])
+# ReluGrad (ops/nn_ops.py, looked up by name when the gradient is built): one pass, where a
+# where(y > 0, g, zeros_like(g)) would make a bool mask and a zero tensor per ReLU per step.
+relu = _u("Relu", lambda op, g: [execute(get_op("ReluGrad"), [g if isinstance(g, Tensor) else _ct(g),
+                                                                 op.outputs[0]], {})])
 relu6 = _u("Relu6", lambda op, g: [where(logical_and(op.inputs[0] > 0, op.inputs[0] < 6), g, zeros_like(g))])
 elu = _u("Elu", lambda op, g: [where(op.inputs[0] > 0, g, g * (op.outputs[0] + 1))], F)
 selu = _u("Selu", lambda op, g: [where(op.inputs[0] > 0, g * 1.0507009873554805,

@@ -371,6 +371,36 @@ def xw_plus_b(x, weights, biases, name=None):
     return bias_add(m.matmul(x, weights), biases, name=name)
 
 
+# ---- ReLU gradient ------------------------------------------------------------------------------
+def _infer_relu_grad(inputs, attrs):
+    g, y = inputs
+    d = rules.same_dtype([g, y], "gradients and features")
+    if not g.shape.is_compatible_with(y.shape):
+        raise ValueError(f"ReluGrad: gradients {fmt(g.shape)} and features {fmt(y.shape)} must have the same shape")
+    return g.shape.merge_with(y.shape), d
+
+
+def _relu_grad_grad(op, g):
+    # Linear in the gradients, piecewise constant in the features (TF's _ReluGradGrad).
+    return [relu_grad(_dense(g), op.inputs[1]), zeros_like(op.inputs[1])]
+
+
+register_op("ReluGrad", infer=_infer_relu_grad, grad=_relu_grad_grad)
+
+
+def relu_grad(gradients, features, name=None):
+    """TF's ``ReluGrad``: ``gradients`` where ``features > 0``, else 0, in one pass. ``Relu``'s
+    gradient calls it with the ReLU's output as ``features`` (positive exactly where the input is).
+
+    >>> import tensorweave as tw
+    >>> from tensorweave.ops.nn_ops import relu_grad
+    >>> relu_grad([1.0, 2.0, 3.0], [-1.0, 0.0, 5.0]).numpy()
+    array([0., 0., 3.], dtype=float32)
+    """
+    g = _ct(gradients)
+    return execute(get_op("ReluGrad"), [g, _like(features, g)], {}, name)
+
+
 # ---- convolution: geometry and argument normalization -------------------------------------------
 def spatial_geometry(sizes, ksize, strides, dilations, padding):
     """Per spatial dimension ``(output size, padding before, padding after)`` of a window op.

@@ -85,6 +85,9 @@ def needed_ops(fetch_ops, feed_ids):
 def build_plan(fetches, targets, feeds, soft_placement=None, parallel=None):
     feed_ids = {id(t): i for i, t in enumerate(feeds)}
     ops = needed_ops([t.op for t in fetches if id(t) not in feed_ids] + list(targets), feed_ids)
+    # Graph passes (runtime/passes): a rewritten op list; the user's graph is untouched.
+    from tensorweave.runtime import passes
+    ops, fetches, pass_stats = passes.optimize(ops, fetches, targets, feeds)
     slot_of = {}
     n = 0
     feed_slots = []
@@ -167,6 +170,8 @@ def build_plan(fetches, targets, feeds, soft_placement=None, parallel=None):
         for s in set(st.ins):
             readers[s] = readers.get(s, 0) + 1
     plan.readers = readers
+    plan.pass_stats = pass_stats
+    plan.planned_peak_bytes = pass_stats.get("planned_peak_bytes")
     plan.keep = keep
     plan.heavy = heavy
     # Opaque nodes (Python functions, control-flow bodies) may block on each other (a

@@ -5,6 +5,8 @@
 - ``cache=True``: the machine code is kept on disk (next to the source, or in the user's
   cache directory when the package is read-only), so only the first process pays for
   compiling each kernel and dtype.
+- ``error_model="numpy"``: division by zero gives inf/NaN as in NumPy instead of raising;
+  without the zero check loops with a division vectorize (2.6x on the Adam update).
 - no ``fastmath``: results must match the NumPy references bit for bit where the
   arithmetic is the same (no reassociation, NaN and inf kept).
 
@@ -29,5 +31,5 @@ def njit(fn=None, **options):
     no source file, such as ones typed at a prompt). Usable bare or with numba options."""
     def compile_(f):
         cache = os.path.isfile(f.__code__.co_filename)
-        return numba.njit(f, nogil=True, cache=cache, **options)
+        return numba.njit(f, **{"nogil": True, "cache": cache, "error_model": "numpy", **options})
     return compile_ if fn is None else compile_(fn)

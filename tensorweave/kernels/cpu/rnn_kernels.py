@@ -26,7 +26,7 @@ import numpy as np
 
 from tensorweave.core.registry import register_kernel as k
 from tensorweave.kernels.cpu.util import low_precision
-from tensorweave.ops.rnn_ops import GRU_RESERVE, LSTM_RESERVE, SIMPLE_RESERVE
+from tensorweave.ops.rnn_ops import GRU_RESERVE, SIMPLE_RESERVE
 
 
 # ---- activations --------------------------------------------------------------------------------
@@ -194,102 +194,6 @@ def _masked(mask, go_backwards, zero_output, shape, wd):
     if mask is None:
         return None
     return _MaskedBackward(_step_masks(mask, go_backwards), zero_output, shape, wd)
-
-
-# ---- LSTM ---------------------------------------------------------------------------------------
-@k("LSTMSequence")
-def lstm_sequence(x, h0, c0, kernel, recurrent_kernel, bias, mask=None, *, activation, recurrent_activation,
-                  go_backwards, zero_output_for_mask):
-    dt, wd = x.dtype, _work_dtype(x)
-    b, t, _ = x.shape
-    u = h0.shape[1]
-    act, ract = _ACT[activation], _ACT[recurrent_activation]
-    xw = _project(_w(x, wd), _w(kernel, wd), _w(bias, wd), go_backwards)
-    rk_t = np.ascontiguousarray(_w(recurrent_kernel, wd).T)
-    masks = _step_masks(mask, go_backwards)
-    ws = np.empty((t, LSTM_RESERVE * u, b), wd)   # rows: i, f, g, o, act(c'), c, h
-    o_t = ws[:, 6 * u:] if masks is None else np.empty((t, u, b), wd)
-    h, c = _units_major(h0, wd), _units_major(c0, wd)
-    z = np.empty((4 * u, b), wd)
-    tmp = np.empty((u, b), wd)
-    prev_out = np.zeros((u, b), wd)
-    for s in range(t):
-        row = ws[s]
-        np.matmul(rk_t, h, out=z)
-        z += xw[s]
-        ract(z, row[:4 * u])
-        act(z[2 * u:3 * u], row[2 * u:3 * u])
-        i, f, g, o = row[:u], row[u:2 * u], row[2 * u:3 * u], row[3 * u:4 * u]
-        tc, cn, hn = row[4 * u:5 * u], row[5 * u:6 * u], row[6 * u:]
-        np.multiply(f, c, out=cn)
-        np.multiply(i, g, out=tmp)
-        cn += tmp
-        act(cn, tc)
-        np.multiply(o, tc, out=hn)
-        if masks is not None:
-            m = masks[s]
-            prev_out = o_t[s] = _masked_output(m, hn, prev_out, zero_output_for_mask)
-            keep = ~m
-            np.copyto(hn, h, where=keep)
-            np.copyto(cn, c, where=keep)
-        h, c = hn, cn
-    return _outputs(o_t, dt), _state_out(h, dt), _state_out(c, dt), _reserve_bytes(ws)
-
-
-@k("LSTMSequenceGrad")
-def lstm_sequence_grad(x, h0, c0, kernel, recurrent_kernel, reserve, d_out, d_h, d_c, mask=None, *, activation,
-                       recurrent_activation, go_backwards, zero_output_for_mask):
-    wd = _work_dtype(x)
-    b, t, _ = x.shape
-    u = h0.shape[1]
-    ws = _reserve_floats(reserve, wd, LSTM_RESERVE * u, b)
-    d_out_t, dh = _grads_out(d_out, d_h, wd)
-    dc = _units_major(d_c, wd)
-    c0 = _units_major(c0, wd)
-    rk = np.ascontiguousarray(_w(recurrent_kernel, wd))
-    masked = _masked(mask, go_backwards, zero_output_for_mask, (u, b), wd)
-    dz_rows = np.empty((t, b, 4 * u), wd)    # dZ per step, transposed into the GEMMs' row layout
-    dzs = np.empty((4 * u, b), wd)
-    d = np.empty((4 * u, b), wd)
-    r3 = np.empty((3, u, b), wd)
-    dct = np.empty((u, b), wd)
-    tmp = np.empty((u, b), wd)
-    # Each step's factors are computed in the loop on cache-sized blocks: precomputing them for
-    # all steps at once is several times slower (memory traffic of [T, 4U, B] temporaries).
-    for s in range(t - 1, -1, -1):
-        row = ws[s]
-        i, f, g, o, tc = row[:u], row[u:2 * u], row[2 * u:3 * u], row[3 * u:4 * u], row[4 * u:5 * u]
-        c_prev = ws[s - 1, 5 * u:6 * u] if s else c0
-        _deriv(recurrent_activation, row[:4 * u], d)            # the g rows are redone below
-        _deriv(activation, g, d[2 * u:3 * u])
-        if masked is None:
-            dht = d_out_t[s] + dh
-        else:
-            dht, dh_keep = masked.step(s, d_out_t[s], dh)
-            dc_keep = dc * masked.keep[s]
-            dc *= masked.m[s]
-        np.multiply(dht, tc, out=dzs[3 * u:])                  # dZ_o
-        dzs[3 * u:] *= d[3 * u:]
-        _deriv(activation, tc, tmp)                            # dc' = dc + dh * o * act'(c)
-        tmp *= o
-        tmp *= dht
-        np.add(tmp, dc, out=dct)
-        np.multiply(g, d[:u], out=r3[0])                       # dZ_{i,f,g} = dc' * (g i', c_prev f', i g')
-        np.multiply(c_prev, d[u:2 * u], out=r3[1])
-        np.multiply(i, d[2 * u:3 * u], out=r3[2])
-        np.multiply(r3, dct, out=dzs[:3 * u].reshape(3, u, b))
-        dc = dct * f
-        dh = np.matmul(rk, dzs)
-        np.copyto(dz_rows[s], dzs.T)
-        if masked is not None:
-            dc += dc_keep
-            dh += dh_keep
-    dz2 = dz_rows.reshape(t * b, 4 * u)
-    dx, dk = _input_grads(dz2, x, go_backwards, kernel, wd)
-    drk = np.matmul(_rows(_prev(ws[:, 6 * u:], _units_major(h0, wd))).T, dz2)
-    xd = x.dtype
-    return (dx, _state_out(dh, xd), _state_out(dc, xd), dk.astype(xd), drk.astype(xd),
-            dz2.sum(axis=0).astype(xd))
 
 
 # ---- GRU ----------------------------------------------------------------------------------------

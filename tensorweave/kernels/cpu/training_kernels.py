@@ -16,25 +16,40 @@ from tensorweave.kernels.cpu.jit import njit
 
 
 @njit
-def _adam_flat(w, m, v, vh, g, alpha, c1, c2, eps, amsgrad):
+def _adam_flat(w, m, v, g, alpha, c1, c2, eps):
     for i in range(w.shape[0]):
         gi = g[i]
         mi = m[i] + (gi - m[i]) * c1
         vi = v[i] + (gi * gi - v[i]) * c2
         m[i] = mi
         v[i] = vi
-        if amsgrad:
-            hi = vh[i]
-            if hi > vi or hi != hi:   # max() that keeps NaN, as np.maximum
-                vi = hi
-            vh[i] = vi
+        w[i] = w[i] - (mi * alpha) / (np.sqrt(vi) + eps)
+
+
+# AMSGrad in a loop of its own: a branch in the loop above would stop it vectorizing.
+@njit
+def _adam_flat_amsgrad(w, m, v, vh, g, alpha, c1, c2, eps):
+    for i in range(w.shape[0]):
+        gi = g[i]
+        mi = m[i] + (gi - m[i]) * c1
+        vi = v[i] + (gi * gi - v[i]) * c2
+        m[i] = mi
+        v[i] = vi
+        hi = vh[i]
+        if hi > vi or hi != hi:   # max() that keeps NaN, as np.maximum
+            vi = hi
+        vh[i] = vi
         w[i] = w[i] - (mi * alpha) / (np.sqrt(vi) + eps)
 
 
 @njit
 def _adam_rows(w, m, v, vh, idx, g, alpha, c1, c2, eps, amsgrad):
     for r in range(idx.shape[0]):
-        _adam_flat(w[idx[r]], m[idx[r]], v[idx[r]], vh[idx[r]], g[r], alpha, c1, c2, eps, amsgrad)
+        i = idx[r]
+        if amsgrad:
+            _adam_flat_amsgrad(w[i], m[i], v[i], vh[i], g[r], alpha, c1, c2, eps)
+        else:
+            _adam_flat(w[i], m[i], v[i], g[r], alpha, c1, c2, eps)
 
 
 def _coefficients(dtype, lr, step, beta_1, beta_2):
@@ -63,8 +78,12 @@ def _apply_adam(*inputs, beta_1, beta_2, epsilon, amsgrad):
     w, m, v, vh = _storages(inputs[:n], amsgrad)
     alpha, c1, c2 = _coefficients(w.dtype, lr, step, beta_1, beta_2)
     g = np.ascontiguousarray(grad, dtype=w.dtype)
-    _adam_flat(w.reshape(-1), m.reshape(-1), v.reshape(-1), vh.reshape(-1), g.reshape(-1),
-               alpha, c1, c2, w.dtype.type(epsilon), amsgrad)
+    flat = [a.reshape(-1) for a in (w, m, v, vh, g)]
+    eps = w.dtype.type(epsilon)
+    if amsgrad:
+        _adam_flat_amsgrad(*flat, alpha, c1, c2, eps)
+    else:
+        _adam_flat(*flat[:3], flat[4], alpha, c1, c2, eps)
     return ()
 
 
