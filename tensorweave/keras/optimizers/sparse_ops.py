@@ -54,10 +54,38 @@ def _segment_sum_rows(out, inverse, values):
             o[j] += v[j]
 
 
+@njit
+def _unique_by_marking(indices, bound):
+    # Sorted unique values and the inverse map in O(n + bound), without sorting: mark the
+    # values seen, number the marks in order. For embedding ids (bounded by the table).
+    position = np.full(bound, -1, np.int64)
+    for i in indices:
+        position[i] = 0
+    n = 0
+    for v in range(bound):
+        if position[v] == 0:
+            position[v] = n
+            n += 1
+    uniq = np.empty(n, indices.dtype)
+    for v in range(bound):
+        if position[v] >= 0:
+            uniq[position[v]] = v
+    inverse = np.empty(indices.shape[0], np.int64)
+    for r in range(indices.shape[0]):
+        inverse[r] = position[indices[r]]
+    return uniq, inverse
+
+
+def _unique(indices):
+    if indices.size and indices.min() >= 0 and indices.max() < 4 * indices.size + 4096:
+        return _unique_by_marking(indices, int(indices.max()) + 1)
+    uniq, inverse = np.unique(indices, return_inverse=True)
+    return uniq, inverse.reshape(-1)
+
+
 @register_kernel("UniqueSegmentSum", "CPU")
 def _unique_segment_sum(indices, values):
-    uniq, inverse = np.unique(indices, return_inverse=True)
-    inverse = inverse.reshape(-1)
+    uniq, inverse = _unique(np.ascontiguousarray(indices).reshape(-1))
     out = np.zeros((len(uniq),) + values.shape[1:], dtype=values.dtype)
     if values.dtype.kind in "fiu" and values.dtype.itemsize >= 4 and out.size:
         _segment_sum_rows(out.reshape(len(uniq), -1), inverse,
