@@ -1,4 +1,5 @@
-"""Fused optimizer updates: one op per variable writes the weights and slots in place.
+"""Fused optimizer updates (Adam, Keras' SGD with momentum, Adagrad): one op per variable
+writes the weights and slots in place.
 
 Written in tensorweave ops, an Adam step is ~12 elementwise ops per variable, each
 allocating a full-size temporary; the fused op reads every element once and writes it
@@ -12,13 +13,15 @@ those rows of the weights and slots — lazy Adam.
 
 >>> import numpy as np, tensorweave as tw
 >>> from tensorweave.ops import training_ops
->>> w, m, v = (tw.Variable(np.array([1.0, 2.0], np.float32)) for _ in range(3))
+>>> w = tw.Variable(np.array([1.0, 2.0], np.float32))
+>>> m, v = tw.Variable(np.zeros(2, np.float32)), tw.Variable(np.zeros(2, np.float32))
 >>> training_ops.apply_adam(w, m, v, 0.1, 1, tw.constant([1.0, -1.0]), 0.9, 0.999, 1e-7)
->>> np.round(w.numpy(), 4).tolist()          # the first step moves each weight by ~lr
+>>> [round(float(x), 4) for x in w.numpy()]   # the first step moves each weight by ~lr
 [0.9, 2.1]
 """
 from tensorweave.core import dtypes as _dt
 from tensorweave.core import errors
+from tensorweave.core.context import building_graph
 from tensorweave.core.convert import convert_to_tensor
 from tensorweave.core.dispatch import execute
 from tensorweave.core.registry import get_op, register_op
@@ -27,54 +30,78 @@ from tensorweave.core.shape import fmt
 FUSED_DTYPES = (_dt.float32, _dt.float64)
 
 
-def _adam_infer(sparse):
+def _update_infer(op_name, num_handles, num_scalars, sparse):
+    """Shape rule of an update: ``num_handles(attrs)`` variable handles, scalars of the
+    variable's float dtype, the gradient (rows and indices when ``sparse``); no outputs."""
     def infer(inputs, attrs):
-        n_handles = 4 if attrs["amsgrad"] else 3
-        handles, (lr, step), rest = inputs[:n_handles], inputs[n_handles:n_handles + 2], inputs[n_handles + 2:]
-        if any(h.dtype is not _dt.resource for h in handles):
-            raise TypeError(f"Adam update: the first {n_handles} inputs must be variable handles")
+        n = num_handles(attrs)
+        handles, scalars, rest = inputs[:n], inputs[n:n + num_scalars], inputs[n + num_scalars:]
+        if len(rest) != 1 + sparse or any(h.dtype is not _dt.resource for h in handles):
+            raise TypeError(f"{op_name}: expected {n} variable handles, {num_scalars} scalars and the gradient"
+                            + (" rows and indices" if sparse else "") + f", got {len(inputs)} inputs")
         grad = rest[0]
-        if grad.dtype not in FUSED_DTYPES or lr.dtype is not grad.dtype:
-            raise TypeError(f"Adam update: gradient and learning rate must share a float32/float64 dtype, got "
-                            f"{grad.dtype.name} and {lr.dtype.name}")
-        if lr.shape.rank not in (None, 0) or step.shape.rank not in (None, 0):
-            raise ValueError(f"Adam update: learning rate and step must be scalars, got shapes "
-                             f"{fmt(lr.shape)} and {fmt(step.shape)}")
+        if grad.dtype not in FUSED_DTYPES:
+            raise TypeError(f"{op_name}: the gradient must be float32 or float64, got {grad.dtype.name}")
+        for s in scalars:
+            if s.dtype not in (grad.dtype, _dt.int64) or s.shape.rank not in (None, 0):
+                raise TypeError(f"{op_name}: scalar inputs must be {grad.dtype.name} scalars, got "
+                                f"{s.dtype.name} of shape {fmt(s.shape)}")
         if sparse and rest[1].dtype not in (_dt.int32, _dt.int64):
-            raise TypeError(f"Sparse Adam update: indices must be int32 or int64, got {rest[1].dtype.name}")
+            raise TypeError(f"{op_name}: indices must be int32 or int64, got {rest[1].dtype.name}")
         return []
     return infer
 
 
+def _register(name, num_handles, num_scalars):
+    for sparse, op_name in ((False, f"ResourceApply{name}"), (True, f"ResourceSparseApply{name}")):
+        register_op(op_name, infer=_update_infer(op_name, num_handles, num_scalars, sparse), num_outputs=0,
+                    stateful=True)
+
+
 # Inputs: var, m, v[, v_hat], lr, step (1-based, int64), grad[, indices].
-register_op("ResourceApplyAdam", infer=_adam_infer(False), num_outputs=0, stateful=True)
-register_op("ResourceSparseApplyAdam", infer=_adam_infer(True), num_outputs=0, stateful=True)
+_register("Adam", lambda a: 4 if a["amsgrad"] else 3, 2)
+# Inputs: var[, momentum], lr, grad[, indices] (Keras' SGD: m = m*momentum - g*lr; w += m).
+_register("KerasMomentum", lambda a: 2 if a["momentum"] else 1, 1)
+# Inputs: var, accumulator, lr, grad[, indices].
+_register("AdagradV2", lambda a: 2, 1)
 
 
 def _handles(variables):
     return [v.handle for v in variables]
 
 
-def apply_adam(var, m, v, lr, step, grad, beta_1, beta_2, epsilon, v_hat=None, name=None):
-    """One Adam step on ``var`` with slots ``m``, ``v`` (and ``v_hat`` for AMSGrad), in place."""
-    dtype = var.dtype
-    inputs = _handles([var, m, v] + ([v_hat] if v_hat is not None else []))
-    inputs += [convert_to_tensor(lr, dtype=dtype), convert_to_tensor(step, dtype=_dt.int64),
-               convert_to_tensor(grad, dtype=dtype)]
-    return execute(get_op("ResourceApplyAdam"), inputs, _attrs(beta_1, beta_2, epsilon, v_hat), name)
+def _update(op_name, handles, scalars, grad, indices, attrs, name):
+    dtype = handles[0].dtype
+    inputs = [v.handle for v in handles] + [convert_to_tensor(x, dtype=_dt.int64 if k == "step" else dtype)
+                                            for k, x in scalars]
+    inputs.append(convert_to_tensor(grad, dtype=dtype))
+    if indices is not None:
+        if handles[0].shape.rank == 0:
+            raise errors.InvalidArgumentError(f"{op_name}: sparse update of the scalar variable "
+                                              f"'{handles[0].name}'")
+        inputs.append(convert_to_tensor(indices, dtype_hint=_dt.int32))
+        op_name = op_name.replace("ResourceApply", "ResourceSparseApply")
+    op = execute(get_op(op_name), inputs, attrs, name)
+    return op if building_graph() is not None else None   # the update op in a graph
 
 
-def sparse_apply_adam(var, m, v, lr, step, values, indices, beta_1, beta_2, epsilon, v_hat=None, name=None):
-    """Lazy Adam: updates only rows ``indices`` (unique) of ``var`` and its slots."""
-    dtype = var.dtype
-    if var.shape.rank == 0:
-        raise errors.InvalidArgumentError(f"Sparse Adam update of a scalar variable '{var.name}'")
-    inputs = _handles([var, m, v] + ([v_hat] if v_hat is not None else []))
-    inputs += [convert_to_tensor(lr, dtype=dtype), convert_to_tensor(step, dtype=_dt.int64),
-               convert_to_tensor(values, dtype=dtype), convert_to_tensor(indices, dtype_hint=_dt.int32)]
-    return execute(get_op("ResourceSparseApplyAdam"), inputs, _attrs(beta_1, beta_2, epsilon, v_hat), name)
+def apply_adam(var, m, v, lr, step, grad, beta_1, beta_2, epsilon, v_hat=None, indices=None, name=None):
+    """One Adam step on ``var`` with slots ``m``, ``v`` (and ``v_hat`` for AMSGrad), in place;
+    with ``indices`` (unique), ``grad`` holds those rows and only they change (lazy Adam)."""
+    attrs = {"beta_1": float(beta_1), "beta_2": float(beta_2), "epsilon": float(epsilon),
+             "amsgrad": v_hat is not None}
+    return _update("ResourceApplyAdam", [var, m, v] + ([v_hat] if v_hat is not None else []),
+                   [("lr", lr), ("step", step)], grad, indices, attrs, name)
 
 
-def _attrs(beta_1, beta_2, epsilon, v_hat):
-    return {"beta_1": float(beta_1), "beta_2": float(beta_2), "epsilon": float(epsilon),
-            "amsgrad": v_hat is not None}
+def apply_momentum(var, momentum_slot, lr, grad, momentum, nesterov=False, indices=None, name=None):
+    """Keras' SGD step (``momentum_slot`` None when ``momentum`` is 0), in place."""
+    attrs = {"momentum": float(momentum), "nesterov": bool(nesterov)}
+    return _update("ResourceApplyKerasMomentum", [var] + ([momentum_slot] if momentum else []),
+                   [("lr", lr)], grad, indices, attrs, name)
+
+
+def apply_adagrad(var, accumulator, lr, grad, epsilon, indices=None, name=None):
+    """One Adagrad step (``w -= lr*g / sqrt(acc + g*g + epsilon)``), in place."""
+    return _update("ResourceApplyAdagradV2", [var, accumulator], [("lr", lr)], grad, indices,
+                   {"epsilon": float(epsilon)}, name)

@@ -18,6 +18,7 @@ since an untouched row's gradient is zero this equals the dense update.
 """
 from tensorweave.keras.optimizers.optimizer import Optimizer, _cast
 from tensorweave.ops import math_ops as M
+from tensorweave.ops import training_ops
 
 
 class Adagrad(Optimizer):
@@ -42,6 +43,12 @@ class Adagrad(Optimizer):
                                for v in variables]
 
     def update_step(self, gradient, variable, learning_rate):
+        if variable.dtype in training_ops.FUSED_DTYPES:   # one in-place pass (same arithmetic)
+            values, indices = self._fused_gradient(gradient)
+            training_ops.apply_adagrad(variable, self._accumulators[self._get_variable_index(variable)],
+                                       self._lr_in(variable.dtype, learning_rate), values, self.epsilon,
+                                       indices=indices)
+            return
         lr = _cast(learning_rate, variable.dtype)
         eps = self.epsilon
 

@@ -21,8 +21,7 @@ is still the optimizer's.
 >>> round(float(w.numpy()[0]), 4)   # the first Adam step moves by about learning_rate
 0.9
 """
-from tensorweave.autodiff.indexed_slices import IndexedSlices
-from tensorweave.keras.optimizers.optimizer import Optimizer, _cast, dedupe
+from tensorweave.keras.optimizers.optimizer import Optimizer, _cast
 from tensorweave.ops import math_ops as M
 from tensorweave.ops import training_ops
 
@@ -76,19 +75,14 @@ class Adam(Optimizer):
     def _fused_step(self, gradient, variable, learning_rate):
         # One in-place pass over weights and slots (ops/training_ops.py) instead of the
         # ~12 allocating elementwise ops of the rule above; same arithmetic.
-        dtype = variable.dtype
-        lr = self._once(("lr", dtype), lambda: _cast(learning_rate, dtype))
+        lr = self._lr_in(variable.dtype, learning_rate)
         step = self._once("step", lambda: self.iterations + 1)
         i = self._get_variable_index(variable)
         slots = (self._momentums[i], self._velocities[i])
         v_hat = self._velocity_hats[i] if self.amsgrad else None
-        args = (self.beta_1, self.beta_2, self.epsilon)
-        if isinstance(gradient, IndexedSlices):
-            gradient = dedupe(gradient)
-            training_ops.sparse_apply_adam(variable, *slots, lr, step, gradient.values, gradient.indices, *args,
-                                           v_hat=v_hat)
-        else:
-            training_ops.apply_adam(variable, *slots, lr, step, gradient, *args, v_hat=v_hat)
+        values, indices = self._fused_gradient(gradient)
+        training_ops.apply_adam(variable, *slots, lr, step, values, self.beta_1, self.beta_2, self.epsilon,
+                                v_hat=v_hat, indices=indices)
 
     def get_config(self):
         config = super().get_config()

@@ -450,6 +450,17 @@ class Optimizer:
             cache[key] = make()
         return cache[key]
 
+    def _lr_in(self, dtype, learning_rate):
+        return self._once(("lr", dtype), lambda: _cast(learning_rate, dtype))
+
+    @staticmethod
+    def _fused_gradient(gradient):
+        """(values, unique indices or None): the gradient as the fused update ops take it."""
+        if isinstance(gradient, IndexedSlices):
+            gradient = dedupe(gradient)
+            return gradient.values, gradient.indices
+        return gradient, None
+
     def update_step(self, gradient, variable, learning_rate):
         """Updates ``variable`` from ``gradient`` (overridden by each optimizer)."""
         raise NotImplementedError(f"{type(self).__name__} must implement update_step(gradient, variable, "

@@ -18,6 +18,7 @@ Update, with velocity ``m`` (zero-initialized)::
 import numbers
 
 from tensorweave.keras.optimizers.optimizer import Optimizer, _cast
+from tensorweave.ops import training_ops
 
 
 class SGD(Optimizer):
@@ -44,6 +45,12 @@ class SGD(Optimizer):
             self._momentums += [self.add_variable_from_reference(v, "momentum") for v in variables]
 
     def update_step(self, gradient, variable, learning_rate):
+        if variable.dtype in training_ops.FUSED_DTYPES:   # one in-place pass (same arithmetic)
+            values, indices = self._fused_gradient(gradient)
+            slot = self._momentums[self._get_variable_index(variable)] if self.momentum else None
+            training_ops.apply_momentum(variable, slot, self._lr_in(variable.dtype, learning_rate), values,
+                                        self.momentum, self.nesterov, indices=indices)
+            return
         lr = _cast(learning_rate, variable.dtype)
         if self.momentum == 0:
             self._apply_update(lambda g, w: (w - g * lr,), gradient, variable)

@@ -1,12 +1,13 @@
 """CPU kernels of the fused optimizer updates (ops/training_ops.py): one compiled pass
-over the weights and slots, written in place.
+over the weights and slots, written in place; sparse forms loop over the given rows.
 
-The arithmetic is the unfused rule's, in the variable's dtype, operation for operation::
+The arithmetic is the unfused rule's (keras/optimizers/*.py), in the variable's dtype,
+operation for operation — for Adam::
 
     m += (g - m) * (1 - beta_1);  v += (g*g - v) * (1 - beta_2)
     w -= (m * alpha) / (sqrt(v) + epsilon),  alpha = lr * sqrt(1 - beta_2**t) / (1 - beta_1**t)
 
-so float64 results equal the op-by-op Adam's to rounding.
+so results equal the op-by-op optimizers' to rounding.
 """
 import numpy as np
 
@@ -61,48 +62,134 @@ def _coefficients(dtype, lr, step, beta_1, beta_2):
     return alpha, t(1 - beta_1), t(1 - beta_2)
 
 
-def _storages(handles, amsgrad):
-    arrays = [h._storage_for_update() for h in handles]
-    return arrays if amsgrad else arrays + [arrays[2]]   # v stands in for the unused v_hat
+@njit
+def _momentum_flat(w, m, g, lr, momentum, nesterov):
+    for i in range(w.shape[0]):
+        mi = m[i] * momentum - g[i] * lr
+        m[i] = mi
+        w[i] = w[i] + ((mi * momentum - g[i] * lr) if nesterov else mi)
+
+
+@njit
+def _sgd_flat(w, g, lr):
+    for i in range(w.shape[0]):
+        w[i] = w[i] - g[i] * lr
+
+
+@njit
+def _adagrad_flat(w, acc, g, lr, eps):
+    for i in range(w.shape[0]):
+        a = acc[i] + g[i] * g[i]
+        acc[i] = a
+        w[i] = w[i] - (lr * g[i]) / np.sqrt(a + eps)
+
+
+@njit
+def _momentum_rows(w, m, idx, g, lr, momentum, nesterov):
+    for r in range(idx.shape[0]):
+        _momentum_flat(w[idx[r]], m[idx[r]], g[r], lr, momentum, nesterov)
+
+
+@njit
+def _sgd_rows(w, idx, g, lr):
+    for r in range(idx.shape[0]):
+        _sgd_flat(w[idx[r]], g[r], lr)
+
+
+@njit
+def _adagrad_rows(w, acc, idx, g, lr, eps):
+    for r in range(idx.shape[0]):
+        _adagrad_flat(w[idx[r]], acc[idx[r]], g[r], lr, eps)
+
+
+# ---- kernels: check shapes, take the storages (copy-on-write), run the loop ----------------------
+def _dense(name, handles, grad):
+    var = handles[0]
+    shape = var._read().shape
+    if np.shape(grad) != shape:
+        raise errors.InvalidArgumentError(f"{name} of '{var.name}': gradient shape {tuple(np.shape(grad))} does "
+                                          f"not match the variable's {shape}")
+    arrays = [h._storage_for_update().reshape(-1) for h in handles]
+    return arrays, np.ascontiguousarray(grad, dtype=arrays[0].dtype).reshape(-1)
+
+
+def _sparse(name, handles, values, indices):
+    var = handles[0]
+    shape = var._read().shape
+    if np.shape(values) != (len(indices),) + shape[1:]:
+        raise errors.InvalidArgumentError(
+            f"{name} of '{var.name}' (shape {shape}): {len(indices)} indices but gradient rows of shape "
+            f"{tuple(np.shape(values))}")
+    if len(indices) and (indices.min() < 0 or indices.max() >= shape[0]):
+        bad = indices.min() if indices.min() < 0 else indices.max()
+        raise errors.InvalidArgumentError(f"{name} of '{var.name}': index {bad} is not in [0, {shape[0]})")
+    arrays = [h._storage_for_update().reshape(shape[0], -1) for h in handles]
+    rows = np.ascontiguousarray(values, dtype=arrays[0].dtype).reshape(len(indices), -1)
+    return arrays, np.ascontiguousarray(indices), rows
 
 
 @register_kernel("ResourceApplyAdam", "CPU")
 def _apply_adam(*inputs, beta_1, beta_2, epsilon, amsgrad):
     n = 4 if amsgrad else 3
-    var = inputs[0]
     lr, step, grad = inputs[n:]
-    if np.shape(grad) != var._read().shape:
-        raise errors.InvalidArgumentError(
-            f"Adam update of '{var.name}': gradient shape {tuple(np.shape(grad))} does not match the "
-            f"variable's {var._read().shape}")
-    w, m, v, vh = _storages(inputs[:n], amsgrad)
-    alpha, c1, c2 = _coefficients(w.dtype, lr, step, beta_1, beta_2)
-    g = np.ascontiguousarray(grad, dtype=w.dtype)
-    flat = [a.reshape(-1) for a in (w, m, v, vh, g)]
-    eps = w.dtype.type(epsilon)
+    arrays, g = _dense("Adam update", inputs[:n], grad)
+    dtype = arrays[0].dtype
+    coeffs = _coefficients(dtype, lr, step, beta_1, beta_2) + (dtype.type(epsilon),)
     if amsgrad:
-        _adam_flat_amsgrad(*flat, alpha, c1, c2, eps)
+        _adam_flat_amsgrad(*arrays, g, *coeffs)
     else:
-        _adam_flat(*flat[:3], flat[4], alpha, c1, c2, eps)
+        _adam_flat(*arrays, g, *coeffs)
     return ()
 
 
 @register_kernel("ResourceSparseApplyAdam", "CPU")
 def _sparse_apply_adam(*inputs, beta_1, beta_2, epsilon, amsgrad):
     n = 4 if amsgrad else 3
-    var = inputs[0]
     lr, step, values, indices = inputs[n:]
-    shape = var._read().shape
-    if np.shape(values) != (len(indices),) + shape[1:]:
-        raise errors.InvalidArgumentError(
-            f"Sparse Adam update of '{var.name}' (shape {shape}): {len(indices)} indices but gradient rows of "
-            f"shape {tuple(np.shape(values))}")
-    if len(indices) and (indices.min() < 0 or indices.max() >= shape[0]):
-        bad = indices.min() if indices.min() < 0 else indices.max()
-        raise errors.InvalidArgumentError(f"Sparse Adam update of '{var.name}': index {bad} is not in "
-                                          f"[0, {shape[0]})")
-    w, m, v, vh = (a.reshape(shape[0], -1) for a in _storages(inputs[:n], amsgrad))
-    alpha, c1, c2 = _coefficients(w.dtype, lr, step, beta_1, beta_2)
-    g = np.ascontiguousarray(values, dtype=w.dtype).reshape(len(indices), -1)
-    _adam_rows(w, m, v, vh, np.ascontiguousarray(indices), g, alpha, c1, c2, w.dtype.type(epsilon), amsgrad)
+    (w, m, v, *vh), idx, rows = _sparse("Sparse Adam update", inputs[:n], values, indices)
+    dtype = w.dtype
+    coeffs = _coefficients(dtype, lr, step, beta_1, beta_2) + (dtype.type(epsilon),)
+    _adam_rows(w, m, v, vh[0] if amsgrad else v, idx, rows, *coeffs, amsgrad)
+    return ()
+
+
+@register_kernel("ResourceApplyKerasMomentum", "CPU")
+def _apply_momentum(*inputs, momentum, nesterov):
+    n = 2 if momentum else 1
+    lr, grad = inputs[n:]
+    arrays, g = _dense("SGD update", inputs[:n], grad)
+    t = arrays[0].dtype.type
+    if momentum:
+        _momentum_flat(*arrays, g, t(lr), t(momentum), nesterov)
+    else:
+        _sgd_flat(*arrays, g, t(lr))
+    return ()
+
+
+@register_kernel("ResourceSparseApplyKerasMomentum", "CPU")
+def _sparse_apply_momentum(*inputs, momentum, nesterov):
+    n = 2 if momentum else 1
+    lr, values, indices = inputs[n:]
+    arrays, idx, rows = _sparse("Sparse SGD update", inputs[:n], values, indices)
+    t = arrays[0].dtype.type
+    if momentum:
+        _momentum_rows(*arrays, idx, rows, t(lr), t(momentum), nesterov)
+    else:
+        _sgd_rows(*arrays, idx, rows, t(lr))
+    return ()
+
+
+@register_kernel("ResourceApplyAdagradV2", "CPU")
+def _apply_adagrad(var, acc, lr, grad, epsilon):
+    arrays, g = _dense("Adagrad update", (var, acc), grad)
+    t = arrays[0].dtype.type
+    _adagrad_flat(*arrays, g, t(lr), t(epsilon))
+    return ()
+
+
+@register_kernel("ResourceSparseApplyAdagradV2", "CPU")
+def _sparse_apply_adagrad(var, acc, lr, values, indices, epsilon):
+    arrays, idx, rows = _sparse("Sparse Adagrad update", (var, acc), values, indices)
+    t = arrays[0].dtype.type
+    _adagrad_rows(*arrays, idx, rows, t(lr), t(epsilon))
     return ()
