@@ -96,6 +96,9 @@ def build_plan(fetches, targets, feeds, soft_placement=None, parallel=None):
         feed_slots.append(n)
         n += 1
     steps = []
+    preset = []
+    passed_on = {}     # id(preset op) -> the steps it had to wait for
+    slot_waits = {}    # its output slot -> the same steps
     producer_step = {}
     op_device = {}
     num_copies = 0
@@ -133,6 +136,13 @@ def build_plan(fetches, targets, feeds, soft_placement=None, parallel=None):
         if op.opdef.bind is not None:
             attrs.update(op.opdef.bind(op))
         fn = functools.partial(kernel, **attrs) if attrs else kernel
+        if op.type in _PRESET:
+            # Its value is fixed by its attributes: computed now, placed in the slot
+            # before every run, no step at run time. Ordering edges that ran through it
+            # (tw.function chains stateful ops) pass on to its consumers.
+            preset.append((outs[0], fn()))
+            passed_on[id(op)] = slot_waits[outs[0]] = _control_steps(op, step_of_op, passed_on)
+            continue
         single = op.opdef.num_outputs == 1  # ops with a variable output count return sequences
         steps.append(Step(fn, tuple(ins), outs[0] if single and outs else tuple(outs), single, op, device))
         step_of_op[id(op)] = len(steps) - 1
@@ -143,8 +153,10 @@ def build_plan(fetches, targets, feeds, soft_placement=None, parallel=None):
     deps = []
     for st in steps:
         d = {producer_step[s] for s in st.ins if s in producer_step}
+        for s in st.ins:
+            d.update(slot_waits.get(s, ()))
         if st.op is not None:
-            d.update(step_of_op[id(c)] for c in st.op.control_inputs if c is not None and id(c) in step_of_op)
+            d.update(_control_steps(st.op, step_of_op, passed_on))
         deps.append(tuple(sorted(d)))
     # last reader of every slot; fetched and fed slots are kept
     keep = set(fetch_slots) | set(feed_slots)
@@ -164,6 +176,9 @@ def build_plan(fetches, targets, feeds, soft_placement=None, parallel=None):
     if parallel is None:
         parallel = _worth_parallel(steps, deps, heavy)
     plan = Plan(steps, n, feed_slots, fetch_slots, frees, deps, parallel, num_copies)
+    plan.initial = [None] * n
+    for s, v in preset:
+        plan.initial[s] = v
     # For the parallel schedule "last reader" is a count, not a position.
     readers = {}
     for st in steps:
@@ -181,6 +196,20 @@ def build_plan(fetches, targets, feeds, soft_placement=None, parallel=None):
                    for st in steps]
     return plan
 
+
+def _control_steps(op, step_of_op, passed_on):
+    d = set()
+    for c in op.control_inputs:
+        if c is not None:
+            if id(c) in step_of_op:
+                d.add(step_of_op[id(c)])
+            else:
+                d.update(passed_on.get(id(c), ()))
+    return d
+
+
+# Ops whose output depends only on their attributes (a constant, a variable's handle).
+_PRESET = frozenset({"Const", "VarHandleOp"})
 
 # An op counts as heavy (worth its own thread) when it touches this many elements or more;
 # below that, handing it to another thread costs more than it saves.
@@ -230,7 +259,7 @@ def run_plan(plan, feed_values):
     """Executes ``plan`` with values for its feeds; returns the fetched values in order."""
     if _profiler is not None:
         return _run_profiled(plan, feed_values)
-    vals = [None] * plan.n_slots
+    vals = plan.initial.copy()
     for s, v in zip(plan.feed_slots, feed_values):
         vals[s] = v
     if plan.parallel and (plan.opaque or threads.inter_op_slots() > 1):
@@ -342,7 +371,7 @@ def _run_profiled(plan, feed_values):
     parallel = twin.parallel and (twin.opaque or threads.inter_op_slots() > 1)
     t0 = time.perf_counter_ns()
     try:
-        vals = [None] * twin.n_slots
+        vals = twin.initial.copy()
         for s, v in zip(twin.feed_slots, feed_values):
             vals[s] = v
         if parallel:
@@ -360,7 +389,7 @@ def _instrument(plan):
     twin = Plan([Step(_timed(st), st.ins, st.outs, st.single, st.op, st.device) for st in plan.steps],
                 plan.n_slots, plan.feed_slots, plan.fetch_slots, plan.frees, plan.deps, plan.parallel,
                 plan.num_copies)
-    for attr in ("readers", "keep", "heavy", "unread", "opaque"):
+    for attr in ("readers", "keep", "heavy", "unread", "opaque", "initial"):
         setattr(twin, attr, getattr(plan, attr))
     graph = next((st.op.graph for st in plan.steps if st.op is not None), None)
     twin.label = (f"function:{graph.name}" if getattr(graph, "is_function_graph", False)
@@ -373,13 +402,16 @@ def _timed(step):
     name, op_type = (op.name, op.type) if op is not None else (f"_Copy_to_{device}", "_Copy")
 
     def timed(*args):
+        r = None
         t0 = time.perf_counter_ns()
-        r = fn(*args)
-        t1 = time.perf_counter_ns()
-        prof = _profiler   # read again: the profile may have stopped while the kernel ran
-        if prof is not None:
-            prof.record_node(name, op_type, device, t0, t1, r)
-        return r
+        try:
+            r = fn(*args)
+            return r
+        finally:   # a failing node is recorded too: the trace shows where the run stopped
+            t1 = time.perf_counter_ns()
+            prof = _profiler   # read again: the profile may have stopped while the kernel ran
+            if prof is not None:
+                prof.record_node(name, op_type, device, t0, t1, r)
     return timed
 
 
