@@ -77,9 +77,10 @@ def _mean_grad(op, g):
     x, y = op.inputs[0], op.outputs[0]
     if x.shape.is_fully_defined() and y.shape.is_fully_defined():
         count = max(x.shape.num_elements() // max(y.shape.num_elements(), 1), 1)
-        return [broadcast_to(_restore(op, g), shape(x)) / count]
-    count = m.cast(size(x), g.dtype) / m.maximum(m.cast(size(y), g.dtype), 1)
-    return [broadcast_to(_restore(op, g), shape(x)) / count]
+    else:
+        count = m.cast(size(x), g.dtype) / m.maximum(m.cast(size(y), g.dtype), 1)
+    # Divide before broadcasting: the same quotient per element, on the small tensor.
+    return [broadcast_to(_restore(op, g) / count, shape(x))]
 
 
 def _minmax_grad(op, g):
