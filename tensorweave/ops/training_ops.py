@@ -1,5 +1,5 @@
-"""Fused optimizer updates (Adam, Keras' SGD with momentum, Adagrad): one op per variable
-writes the weights and slots in place.
+"""Fused optimizer updates (Adam, Keras' SGD with momentum, Adagrad, RMSprop): one op per
+variable writes the weights and slots in place.
 
 Written in tensorweave ops, an Adam step is ~12 elementwise ops per variable, each
 allocating a full-size temporary; the fused op reads every element once and writes it
@@ -64,6 +64,8 @@ _register("Adam", lambda a: 4 if a["amsgrad"] else 3, 2)
 _register("KerasMomentum", lambda a: 2 if a["momentum"] else 1, 1)
 # Inputs: var, accumulator, lr, grad[, indices].
 _register("AdagradV2", lambda a: 2, 1)
+# Inputs: var, velocity[, momentum][, average gradient], lr, grad[, indices].
+_register("KerasRMSprop", lambda a: 2 + (a["momentum"] > 0) + a["centered"], 1)
 
 
 def _handles(variables):
@@ -105,3 +107,11 @@ def apply_adagrad(var, accumulator, lr, grad, epsilon, indices=None, name=None):
     """One Adagrad step (``w -= lr*g / sqrt(acc + g*g + epsilon)``), in place."""
     return _update("ResourceApplyAdagradV2", [var, accumulator], [("lr", lr)], grad, indices,
                    {"epsilon": float(epsilon)}, name)
+
+
+def apply_rmsprop(var, velocity, momentum_slot, average_gradient, lr, grad, rho, momentum, epsilon, centered,
+                  indices=None, name=None):
+    """One Keras RMSprop step (slots None where unused), in place."""
+    handles = [var, velocity] + ([momentum_slot] if momentum > 0 else []) + ([average_gradient] if centered else [])
+    attrs = {"rho": float(rho), "momentum": float(momentum), "epsilon": float(epsilon), "centered": bool(centered)}
+    return _update("ResourceApplyKerasRMSprop", handles, [("lr", lr)], grad, indices, attrs, name)

@@ -17,6 +17,7 @@ With ``v`` the moving mean of squared gradients (and ``a`` of gradients when cen
 """
 from tensorweave.keras.optimizers.optimizer import Optimizer, _cast
 from tensorweave.ops import math_ops as M
+from tensorweave.ops import training_ops
 
 
 class RMSprop(Optimizer):
@@ -47,6 +48,14 @@ class RMSprop(Optimizer):
             self._average_gradients += [self.add_variable_from_reference(v, "average_gradient") for v in variables]
 
     def update_step(self, gradient, variable, learning_rate):
+        if variable.dtype in training_ops.FUSED_DTYPES:   # one in-place pass (same arithmetic)
+            i = self._get_variable_index(variable)
+            values, indices = self._fused_gradient(gradient)
+            training_ops.apply_rmsprop(
+                variable, self._velocities[i], self._momentums[i] if self.momentum > 0 else None,
+                self._average_gradients[i] if self.centered else None, self._lr_in(variable.dtype, learning_rate),
+                values, self.rho, self.momentum, self.epsilon, self.centered, indices=indices)
+            return
         lr = _cast(learning_rate, variable.dtype)
         rho, eps, momentum, centered = self.rho, self.epsilon, self.momentum, self.centered
         i = self._get_variable_index(variable)

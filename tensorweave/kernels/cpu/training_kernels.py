@@ -85,6 +85,35 @@ def _adagrad_flat(w, acc, g, lr, eps):
 
 
 @njit
+def _rmsprop_flat(w, v, mom, avg, g, lr, rho, one_minus_rho, momentum, eps, use_momentum, centered):
+    for i in range(w.shape[0]):
+        gi = g[i]
+        vi = rho * v[i] + one_minus_rho * (gi * gi)
+        v[i] = vi
+        if centered:
+            ai = rho * avg[i] + one_minus_rho * gi
+            avg[i] = ai
+            denominator = vi - ai * ai + eps
+        else:
+            denominator = vi + eps
+        increment = (lr * gi) / np.sqrt(denominator)
+        if use_momentum:
+            mi = momentum * mom[i] + increment
+            mom[i] = mi
+            w[i] = w[i] - mi
+        else:
+            w[i] = w[i] - increment
+
+
+@njit
+def _rmsprop_rows(w, v, mom, avg, idx, g, lr, rho, one_minus_rho, momentum, eps, use_momentum, centered):
+    for r in range(idx.shape[0]):
+        i = idx[r]
+        _rmsprop_flat(w[i], v[i], mom[i], avg[i], g[r], lr, rho, one_minus_rho, momentum, eps, use_momentum,
+                      centered)
+
+
+@njit
 def _momentum_rows(w, m, idx, g, lr, momentum, nesterov):
     for r in range(idx.shape[0]):
         _momentum_flat(w[idx[r]], m[idx[r]], g[r], lr, momentum, nesterov)
@@ -192,4 +221,34 @@ def _sparse_apply_adagrad(var, acc, lr, values, indices, epsilon):
     arrays, idx, rows = _sparse("Sparse Adagrad update", (var, acc), values, indices)
     t = arrays[0].dtype.type
     _adagrad_rows(*arrays, idx, rows, t(lr), t(epsilon))
+    return ()
+
+
+def _rmsprop_args(arrays, lr, rho, momentum, epsilon, centered):
+    # Unused slots are stood in for by the velocity (never written: the flags skip them).
+    w, v = arrays[:2]
+    rest = list(arrays[2:])
+    mom = rest.pop(0) if momentum > 0 else v
+    avg = rest.pop(0) if centered else v
+    t = w.dtype.type
+    return (w, v, mom, avg), (t(lr), t(rho), t(1 - rho), t(momentum), t(epsilon), momentum > 0, centered)
+
+
+@register_kernel("ResourceApplyKerasRMSprop", "CPU")
+def _apply_rmsprop(*inputs, rho, momentum, epsilon, centered):
+    n = 2 + (momentum > 0) + centered
+    lr, grad = inputs[n:]
+    arrays, g = _dense("RMSprop update", inputs[:n], grad)
+    slots, scalars = _rmsprop_args(arrays, lr, rho, momentum, epsilon, centered)
+    _rmsprop_flat(*slots, g, *scalars)
+    return ()
+
+
+@register_kernel("ResourceSparseApplyKerasRMSprop", "CPU")
+def _sparse_apply_rmsprop(*inputs, rho, momentum, epsilon, centered):
+    n = 2 + (momentum > 0) + centered
+    lr, values, indices = inputs[n:]
+    arrays, idx, rows = _sparse("Sparse RMSprop update", inputs[:n], values, indices)
+    slots, scalars = _rmsprop_args(arrays, lr, rho, momentum, epsilon, centered)
+    _rmsprop_rows(*slots, idx, rows, *scalars)
     return ()
