@@ -17,6 +17,9 @@ import os
 import threading
 
 import numpy as np  # noqa: F401 - BLAS must be loaded before threadpoolctl looks for it
+# Imported with tensorweave, not on first use: its import defines dataclasses (an exec),
+# and the first use may be while a model file is being loaded.
+from threadpoolctl import ThreadpoolController
 
 _lock = threading.Lock()
 _controller = None
@@ -36,7 +39,6 @@ def _blas():
     if _controller is None:
         with _lock:
             if _controller is None:
-                from threadpoolctl import ThreadpoolController
                 _controller = ThreadpoolController()
     return [lib for lib in _controller.lib_controllers if lib.user_api == "blas"]
 

@@ -2,9 +2,9 @@
 
 - ``nogil=True``: compiled loops release the GIL, so the executor's thread pool can run
   two of them at once.
-- ``cache=True``: the machine code is kept on disk (next to the source, or in the user's
-  cache directory when the package is read-only), so only the first process pays for
-  compiling each kernel and dtype.
+- no on-disk cache: numba's cache files are pickles, and tensorweave loads no pickle from
+  any file; each process compiles a kernel (per dtype) on its first call instead, lazily,
+  so only the kernels a program uses cost compile time (~0.1-0.5 s each).
 - ``error_model="numpy"``: division by zero gives inf/NaN as in NumPy instead of raising;
   without the zero check loops with a division vectorize (2.6x on the Adam update).
 - no ``fastmath``: results must match the NumPy references bit for bit where the
@@ -21,15 +21,11 @@
 >>> float(total(np.arange(4.0)))
 6.0
 """
-import os
-
 import numba
 
 
 def njit(fn=None, **options):
-    """``numba.njit`` with ``nogil`` and on-disk caching (skipped for functions that have
-    no source file, such as ones typed at a prompt). Usable bare or with numba options."""
+    """``numba.njit`` with the settings above. Usable bare or with numba options."""
     def compile_(f):
-        cache = os.path.isfile(f.__code__.co_filename)
-        return numba.njit(f, **{"nogil": True, "cache": cache, "error_model": "numpy", **options})
+        return numba.njit(f, **{"nogil": True, "cache": False, "error_model": "numpy", **options})
     return compile_ if fn is None else compile_(fn)

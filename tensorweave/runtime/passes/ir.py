@@ -1,0 +1,252 @@
+"""The passes' working form of a plan: the executor's op list with some ops replaced.
+
+A pass never edits the user's :class:`~tensorweave.core.graph.Graph`. It works on
+:class:`Work`: the pruned, topologically ordered op list that ``build_plan`` walks, where
+rewritten ops are :class:`Node` objects (duck-typed like ``Operation``: name, type, opdef,
+inputs, outputs, attrs, device, control_inputs, traceback, graph) whose outputs are new
+:class:`Value` objects (duck-typed like ``SymbolicTensor``). Untouched ops stay the user's
+``Operation`` objects, so error messages, the profiler and ``err.op`` see them unchanged.
+
+Passes record rewrites as a replacement map (old tensor -> equivalent tensor) and node
+substitutions; :meth:`Work.commit` then rebuilds the list in one linear sweep, cloning every
+op whose inputs or control inputs changed (a clone's outputs are new values, so the change
+propagates downstream).
+"""
+import numpy as np
+
+
+class Value:
+    """An output of a :class:`Node` (stands in for a ``SymbolicTensor``)."""
+
+    __slots__ = ("op", "value_index", "shape", "dtype")
+
+    def __init__(self, op, value_index, shape, dtype):
+        self.op, self.value_index, self.shape, self.dtype = op, value_index, shape, dtype
+
+    @property
+    def name(self):
+        return f"{self.op.name}:{self.value_index}"
+
+    def __repr__(self):
+        return f"<Value {self.name} shape={self.shape} dtype={self.dtype.name}>"
+
+
+class NodeDef:
+    """Stands in for an ``OpDef``: the executor reads kernels, num_outputs, bind, heavy, stateful."""
+
+    __slots__ = ("name", "kernels", "num_outputs", "bind", "heavy", "stateful", "infer", "grad", "sbp")
+
+    def __init__(self, name, kernels, num_outputs=1, bind=None, heavy=False, stateful=False):
+        self.name, self.kernels, self.num_outputs = name, kernels, num_outputs
+        self.bind, self.heavy, self.stateful = bind, heavy, stateful
+        self.infer = self.grad = self.sbp = None
+
+    def n_outputs(self, attrs):
+        n = self.num_outputs
+        return n(attrs) if callable(n) else n
+
+    def kernel(self, device_type):
+        from tensorweave.core import errors
+        k = self.kernels.get(device_type)
+        if k is None:
+            raise errors.NotFoundError(f"No kernel registered for op '{self.name}' on device type {device_type}")
+        return k
+
+
+def clone_def(opdef, orig):
+    """An OpDef stand-in for a clone of ``orig``: same kernels; ``bind`` still sees the original
+    op (random ops keep their stream on it, If/While read their sub-graphs from it)."""
+    bind = None if opdef.bind is None else (lambda _node, _b=opdef.bind, _o=orig: _b(_o))
+    return NodeDef(opdef.name, opdef.kernels, opdef.num_outputs, bind, opdef.heavy, opdef.stateful)
+
+
+class Node:
+    """A rewritten node (stands in for an ``Operation`` in the executor's op list)."""
+
+    __slots__ = ("graph", "name", "type", "opdef", "inputs", "outputs", "attrs", "device",
+                 "control_inputs", "traceback", "_id", "_extra", "orig", "fused", "inplace_of")
+
+    def __init__(self, like, opdef, inputs, attrs, out_specs, type_=None, name=None, control_inputs=None,
+                 fused=None):
+        self.graph = like.graph
+        self.name = like.name if name is None else name
+        self.type = opdef.name if type_ is None else type_
+        self.opdef = opdef
+        self.inputs = tuple(inputs)
+        self.attrs = attrs
+        self.device = like.device
+        self.control_inputs = list(like.control_inputs if control_inputs is None else control_inputs)
+        self.traceback = like.traceback
+        self._id = like._id
+        self._extra = None
+        self.orig = getattr(like, "orig", like)
+        self.fused = fused             # names of the original nodes a fused node computes
+        self.inplace_of = None         # index of the input whose buffer receives the output
+        self.outputs = [Value(self, i, s, d) for i, (s, d) in enumerate(out_specs)]
+
+    def get_attr(self, name):
+        return self.attrs[name]
+
+    def __repr__(self):
+        return f"<Node '{self.name}' type={self.type}>"
+
+
+def clone(op, inputs=None, attrs=None, control_inputs=None):
+    """A copy of ``op`` (an Operation or Node) with other inputs/attrs/control inputs."""
+    opdef = op.opdef if isinstance(op, Node) else clone_def(op.opdef, op)
+    new = Node(op, opdef, op.inputs if inputs is None else inputs, dict(op.attrs) if attrs is None else attrs,
+                [(t.shape, t.dtype) for t in op.outputs], type_=op.type,
+                control_inputs=op.control_inputs if control_inputs is None else control_inputs,
+               fused=getattr(op, "fused", None))
+    new.inplace_of = getattr(op, "inplace_of", None)
+    return new
+
+
+# ---- static facts ------------------------------------------------------------------------------
+def static_dims(t):
+    """The static shape as a tuple of ints, or None if any dimension (or the rank) is unknown."""
+    dims = t.shape.as_tuple()
+    if dims is None or any(d is None for d in dims):
+        return None
+    return tuple(dims)
+
+
+def nbytes(t):
+    """Bytes of a tensor from its static shape (None if unknown; 0 for resource handles)."""
+    if t.dtype.name in ("resource", "variant", "string"):
+        return 0
+    dims = static_dims(t)
+    if dims is None:
+        return None
+    n = 1
+    for d in dims:
+        n *= d
+    return n * np.dtype(t.dtype.np_dtype).itemsize
+
+
+def is_pure(op):
+    """True for ops whose kernel is a pure function of its inputs: not stateful, no bound extras
+    (If/While sub-plans, placeholders) and a kernel that ships with tensorweave or NumPy/SciPy
+    (a user kernel registered with ``tw.register_kernel`` might have side effects)."""
+    d = op.opdef
+    if d.stateful or d.bind is not None or op.type in ("Placeholder", "PlaceholderWithDefault"):
+        return False
+    k = d.kernels.get("CPU")
+    if k is None:
+        return False
+    if isinstance(k, np.ufunc):
+        return True
+    mod = getattr(k, "__module__", None) or ""
+    return mod.split(".")[0] in ("tensorweave", "numpy", "scipy")
+
+
+def const_value(t, work):
+    """The value of ``t`` if it is the (unfed) output of a Const node, else None."""
+    if id(t) in work.feed_ids or t.op.type != "Const":
+        return None
+    return t.op.attrs.get("value")
+
+
+# ---- the working list ----------------------------------------------------------------------------
+class Work:
+    """The op list being optimised, plus what passes must respect."""
+
+    def __init__(self, ops, fetches, targets, feeds, options):
+        self.ops = list(ops)
+        self.fetches = list(fetches)
+        self.feed_ids = {id(t) for t in feeds}
+        self.options = options
+        self.rep = {}                  # id(old tensor) -> equivalent tensor
+        self.node_rep = {}             # id(old op) -> replacement op, or None (deleted)
+        self.extra = {}                # id(op) -> new nodes to insert before it
+        self.stats = {"nodes_in": len(self.ops)}
+        # ops whose position relative to others matters: targets, control inputs, ops with control inputs
+        self.pinned = {id(t) for t in targets}
+        for op in self.ops:
+            if op.control_inputs:
+                self.pinned.add(id(op))
+                self.pinned.update(id(c) for c in op.control_inputs if c is not None)
+        self.refresh()
+
+    def refresh(self):
+        """Recomputes the fetched set and the consumers of every tensor."""
+        self.fetch_ids = {id(t) for t in self.fetches}
+        cons = {}
+        for op in self.ops:
+            for t in op.inputs:
+                cons.setdefault(id(t), []).append(op)
+        self.consumers = cons
+
+    def n_uses(self, t):
+        """How many input positions read ``t`` (plus one if fetched)."""
+        return len(self.consumers.get(id(t), ())) + (id(t) in self.fetch_ids)
+
+    def protected(self, t):
+        """Fed and fetched tensors keep their identity: never replaced, never computed elsewhere."""
+        return id(t) in self.feed_ids or id(t) in self.fetch_ids
+
+    def frozen(self, op):
+        """Ops that must stay as they are (may still be cloned with equivalent inputs)."""
+        return id(op) in self.pinned or op.opdef.stateful or any(self.protected(t) for t in op.outputs)
+
+    def resolve(self, t):
+        rep = self.rep
+        while id(t) in rep:
+            t = rep[id(t)]
+        return t
+
+    def replace(self, old, new):
+        """Records that tensor ``old`` may be read as ``new``."""
+        if old is not new and not self.protected(old):
+            self.rep[id(old)] = new
+            return True
+        return False
+
+    def commit(self):
+        """Applies recorded replacements in one sweep; ops whose inputs changed become clones."""
+        if not self.rep and not self.node_rep and not self.extra:
+            return
+        new_ops = []
+        node_rep = self.node_rep
+        for op in self.ops:
+            new_ops.extend(self.extra.get(id(op), ()))
+            if id(op) in node_rep:
+                op2 = node_rep[id(op)]
+                if op2 is None:
+                    continue
+                for a, b in zip(op.outputs, op2.outputs):
+                    if a is not b and id(a) not in self.feed_ids:
+                        self.rep[id(a)] = b
+                op = op2
+            ins = [self.resolve(t) for t in op.inputs]
+            ctl = [self._resolve_op(c) for c in op.control_inputs]
+            if any(a is not b for a, b in zip(ins, op.inputs)) or any(
+                    a is not b for a, b in zip(ctl, op.control_inputs)):
+                new = clone(op, inputs=ins, control_inputs=[c for c in ctl if c is not None])
+                if id(op) in self.pinned:
+                    self.pinned.add(id(new))
+                node_rep[id(op)] = new
+                for a, b in zip(op.outputs, new.outputs):
+                    # consumers of a fed tensor read the feed; a value a pass already
+                    # replaced (folded, merged) keeps its replacement
+                    if id(a) not in self.feed_ids and id(a) not in self.rep:
+                        self.rep[id(a)] = b
+                op = new
+            new_ops.append(op)
+        self.ops = new_ops
+        self.fetches = [self.resolve(t) for t in self.fetches]
+        self.pinned |= {id(node_rep[i]) for i in list(self.pinned) if node_rep.get(i) is not None}
+        self.rep = {}
+        self.node_rep = {}
+        self.extra = {}
+        self.refresh()
+
+    def insert_before(self, op, node):
+        self.extra.setdefault(id(op), []).append(node)
+
+    def _resolve_op(self, op):
+        seen = 0
+        while op is not None and id(op) in self.node_rep and seen < 1000:
+            op = self.node_rep[id(op)]
+            seen += 1
+        return op

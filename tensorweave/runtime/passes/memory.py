@@ -1,0 +1,176 @@
+"""Memory plan: live ranges, the planned peak of live bytes, and in-place elementwise ops.
+
+**Live ranges.** In the plan's order (the sequential schedule) every value is live from the
+step that produces it (feeds: from the start) to its last reader (fetched values: to the
+end; values nobody reads: their own step only). Sizes come from static shapes; a buffer is
+counted once however many slots share it (views such as Reshape/Identity/Transpose and
+in-place results share their input's buffer). ``planned_peak_bytes`` is the largest sum of
+live bytes over the steps; values with unknown static shapes count 0 and are reported in
+``unknown_size_values``. For parallel plans it is the sequential order's figure.
+
+**In-place.** An elementwise node (Add, Sub, Mul, RealDiv, Maximum, Minimum, Neg, Square,
+Sqrt, Exp, Log, Tanh, Abs, Relu, and fused nodes) writes its result into an input's buffer
+(``out=``) when that input is dead afterwards. Safe only when no one else can hold that
+buffer, so all of these must hold: the input was freshly allocated by its producer (an
+elementwise/MatMul/Cast/fused node with the stock kernel; never a feed, a constant, a
+variable read or a view), this node is its only reader (so no other step, view or thread can
+see it, in either schedule), it is not fetched, and it has exactly the output's static shape
+and dtype (no broadcasting into it). NumPy ufuncs with ``out=`` compute the same values.
+"""
+import numpy as np
+
+from tensorweave.runtime.passes.ir import Node, NodeDef, nbytes, static_dims
+
+_VIEWS = ("Identity", "StopGradient", "Snapshot", "Reshape", "ExpandDims", "Squeeze", "Transpose",
+          "BroadcastTo", "PlaceholderWithDefault")
+_BINARY = {"AddV2": np.add, "Sub": np.subtract, "Mul": np.multiply, "RealDiv": np.true_divide,
+           "Maximum": np.maximum, "Minimum": np.minimum}
+_UNARY = {"Neg": np.negative, "Square": np.square, "Sqrt": np.sqrt, "Exp": np.exp, "Log": np.log,
+          "Tanh": np.tanh, "Abs": np.abs}
+_FRESH_EXTRA = ("MatMul", "Cast", "Relu", "Sigmoid", "SquaredDifference")
+_DTYPES = ("float16", "float32", "float64")
+_PRESET = ("Const", "VarHandleOp")     # values the plan holds from the start of a run
+_STOCK = None
+
+
+def _stock():
+    """The kernels registered by tensorweave for these ops (a user may replace one)."""
+    global _STOCK
+    if _STOCK is None:
+        from tensorweave.core.registry import get_op
+        _STOCK = {n: get_op(n).kernels.get("CPU") for n in (*_BINARY, *_UNARY, *_FRESH_EXTRA)}
+    return _STOCK
+
+
+def _is_stock(op):
+    if op.type == "FusedElementwise":
+        return True
+    k = op.opdef.kernels.get("CPU")
+    return k is not None and k is _stock().get(op.type) and set(op.opdef.kernels) == {"CPU"}
+
+
+def _fresh(t, work):
+    """True when ``t`` is a buffer its producer allocated for this run and nobody else holds."""
+    op = t.op
+    if id(t) in work.feed_ids or id(t) in work.fetch_ids or len(op.outputs) != 1:
+        return False
+    if op.type not in _BINARY and op.type not in _UNARY and op.type not in _FRESH_EXTRA \
+            and op.type != "FusedElementwise":
+        return False
+    if not _is_stock(op):
+        return False
+    if op.type == "Cast" and op.inputs and op.inputs[0].dtype is t.dtype:
+        return False
+    return True
+
+
+def _inplace_kernel(op_type, k):
+    if op_type == "Relu":
+        def relu(x):
+            return np.maximum(x, np.zeros((), x.dtype), out=x)
+        return relu
+    f = _BINARY.get(op_type) or _UNARY[op_type]
+
+    def kernel(*xs):
+        with np.errstate(all="ignore"):
+            return f(*xs, out=xs[k])
+    kernel.__name__ = f"{op_type}_inplace{k}"
+    return kernel
+
+
+def _try_inplace(op, work):
+    t = op.type
+    if t == "FusedElementwise":
+        if op.attrs.get("inplace", -1) >= 0:
+            return None
+    elif t not in _BINARY and t not in _UNARY and t != "Relu":
+        return None
+    if len(op.outputs) != 1 or id(op) in work.pinned or not _is_stock(op):
+        return None
+    y = op.outputs[0]
+    dy = static_dims(y)
+    if dy is None or len(dy) == 0 or y.dtype.name not in _DTYPES:
+        return None
+    for k, x in enumerate(op.inputs):
+        if static_dims(x) != dy or x.dtype is not y.dtype or not _fresh(x, work):
+            continue
+        if len(work.consumers.get(id(x), ())) != sum(1 for u in op.inputs if u is x):
+            continue                                # another node reads it too
+        if t == "FusedElementwise":
+            attrs = dict(op.attrs)
+            attrs["inplace"] = k
+            n = Node(op, op.opdef, op.inputs, attrs, [(y.shape, y.dtype)], type_=t, fused=op.fused)
+        else:
+            d = NodeDef(t, {"CPU": _inplace_kernel(t, k)})
+            n = Node(op, d, op.inputs, dict(op.attrs), [(y.shape, y.dtype)], type_=t)
+        n.inplace_of = k
+        return n
+    return None
+
+
+def live_ranges(work):
+    """Planned peak bytes of the op list in order (see module docstring)."""
+    ops = work.ops
+    n = len(ops)
+    end_all = max(n - 1, 0)
+    buf_of = {}          # id(tensor) -> buffer key
+    size = {}            # buffer key -> bytes
+    start, end = {}, {}
+    unknown = 0
+
+    def new_buffer(t, at):
+        nonlocal unknown
+        b = nbytes(t)
+        if b is None:
+            unknown += 1
+            b = 0
+        key = id(t)
+        buf_of[id(t)] = key
+        size[key], start[key], end[key] = b, at, at
+        return key
+
+    def use(t, at):
+        key = buf_of.get(id(t))
+        if key is None:                 # a feed (or a value produced outside the list)
+            key = new_buffer(t, 0)
+        if at > end[key]:
+            end[key] = at
+
+    for i, op in enumerate(ops):
+        for t in op.inputs:
+            use(t, i)
+        k = getattr(op, "inplace_of", None)
+        alias = k if k is not None else (0 if op.type in _VIEWS and op.inputs else None)
+        for j, t in enumerate(op.outputs):
+            if alias is not None and j == 0 and id(op.inputs[alias]) in buf_of:
+                key = buf_of[id(op.inputs[alias])]
+                buf_of[id(t)] = key
+                end[key] = max(end[key], i)
+            else:
+                new_buffer(t, 0 if op.type in _PRESET else i)
+    for t in work.fetches:
+        use(t, end_all)
+    delta = [0] * (n + 2)
+    for key, b in size.items():
+        delta[start[key]] += b
+        delta[end[key] + 1] -= b
+    peak = cur = 0
+    for i in range(max(n, 1)):
+        cur += delta[i]
+        peak = max(peak, cur)
+    return {"planned_peak_bytes": peak, "unknown_size_values": unknown}
+
+
+def run(work):
+    before = live_ranges(work)["planned_peak_bytes"]
+    n = 0
+    for op in work.ops:
+        new = _try_inplace(op, work)
+        if new is not None:
+            work.node_rep[id(op)] = new
+            n += 1
+    work.commit()
+    stats = live_ranges(work)
+    stats["planned_peak_bytes_without_reuse"] = before
+    work.stats.update(stats)
+    return n

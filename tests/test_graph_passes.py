@@ -1,0 +1,431 @@
+"""Graph passes (tensorweave/runtime/passes): every pass preserves results.
+
+The op table is run with the passes on and off (outputs equal: exactly where no fusion
+happened, within the table's tolerances where a fused loop ran), then each pass is checked
+on a graph built to trigger it: the optimised plan has the expected nodes and the same
+results, stateful ops are never merged or folded, the user's graph is never changed.
+"""
+import contextlib
+
+import numpy as np
+import pytest
+
+import tensorweave as tw
+from tensorweave.runtime import executor, passes
+from test_op_table import ALL_OPS, _flat, _graph_dtype, _is_array, _samples
+
+tf1 = tw.compat.v1
+
+ALL_ON = {"fusion_min_elements": 1, "fusion_function_graphs_only": False}
+
+
+@contextlib.contextmanager
+def options(**opts):
+    old = passes.get_options()
+    passes.set_options(opts)
+    try:
+        yield
+    finally:
+        passes.reset_options()
+        passes.set_options(old)
+
+
+def _plan(fetches, feeds, targets=(), **opts):
+    with options(**opts):
+        return executor.build_plan(list(fetches), list(targets), list(feeds), parallel=False)
+
+
+def _types(plan):
+    return [st.op.type for st in plan.steps if st.op is not None]   # (constants may be preset, not steps)
+
+
+def _run(plan, values):
+    return [np.asarray(v) for v in executor.run_plan(plan, list(values))]
+
+
+def _off_and_on(fetches, feeds, values, **on):
+    off = _run(_plan(fetches, feeds, disable_meta_optimizer=True), values)
+    plan = _plan(fetches, feeds, **{**ALL_ON, **on})
+    return off, _run(plan, values), plan
+
+
+def _assert_same(off, on, plan, tol, what):
+    fused = "FusedElementwise" in _types(plan)
+    for a, b in zip(off, on):
+        assert a.dtype == b.dtype and a.shape == b.shape, what
+        if fused and a.dtype.kind == "f":
+            np.testing.assert_allclose(b.astype(np.float64), a.astype(np.float64), rtol=tol[0], atol=tol[1],
+                                       err_msg=what)
+        else:
+            np.testing.assert_array_equal(b, a, err_msg=what)
+
+
+# ---- the op table, passes on vs off ---------------------------------------------------------------
+@pytest.mark.filterwarnings("ignore::RuntimeWarning")    # inf - inf in the appended chain
+@pytest.mark.parametrize("info", [o for o in ALL_OPS if o.graph], ids=lambda o: o.name)
+def test_op_table_passes_preserve_results(info):
+    dtype = _graph_dtype(info)
+    tol = info.tolerance(dtype)
+    for s in _samples(info, dtype):
+        # 1) placeholders, with a no-op tail and a chain the passes can rewrite and fuse
+        g = tw.Graph()
+        with g.as_default():
+            phs = [tf1.placeholder(tw.as_dtype(a.dtype), a.shape) if _is_array(a) else a for a in s.args]
+            outs = _flat(info.op(*phs, **s.kwargs))
+            extra = []
+            for o in outs:
+                if isinstance(o, tw.Tensor) and o.dtype in (tw.float32, tw.float64) and o.shape.is_fully_defined():
+                    extra.append(tw.sqrt(tw.abs(o * tw.constant(1, o.dtype) + tw.constant(0, o.dtype)))
+                                 * tw.constant(2, o.dtype) - o)
+            fetch = [o for o in outs + extra if isinstance(o, tw.Tensor)]
+        feeds = [p for p in phs if isinstance(p, tw.Tensor)]
+        values = [a for a in s.args if _is_array(a)]
+        off, on, plan = _off_and_on(fetch, feeds, values)
+        _assert_same(off, on, plan, tol, f"{info.name}[{s.name}] placeholders")
+        # 2) constants: everything small folds at plan time
+        g = tw.Graph()
+        with g.as_default():
+            args = [tw.constant(a) if _is_array(a) else a for a in s.args]
+            fetch = [o for o in _flat(info.op(*args, **s.kwargs)) if isinstance(o, tw.Tensor)]
+            ident = [tw.identity(o) for o in fetch]
+        off, on, plan = _off_and_on(fetch + ident, [], [])
+        _assert_same(off, on, plan, tol, f"{info.name}[{s.name}] constants")
+
+
+# ---- targeted tests --------------------------------------------------------------------------------
+def test_user_graph_is_not_modified():
+    g = tw.Graph()
+    with g.as_default():
+        x = tf1.placeholder(tw.float32, [3, 4])
+        y = tw.matmul(tw.transpose(x), x) * tw.constant(1.0)
+    before = [(op.name, op.type, tuple(t.name for t in op.inputs), dict(op.attrs)) for op in g.get_operations()]
+    plan = _plan([y], [x])
+    assert "Transpose" not in _types(plan)
+    after = [(op.name, op.type, tuple(t.name for t in op.inputs), dict(op.attrs)) for op in g.get_operations()]
+    assert [b[:3] for b in before] == [a[:3] for a in after]
+    assert all(not any(isinstance(v, bool) and v for v in a[3].values()) for a in after if a[1] == "MatMul")
+
+
+@pytest.mark.parametrize("which", ["a", "b", "both", "double"])
+def test_transpose_folded_into_matmul(which):
+    rng = np.random.default_rng(0)
+    av, bv = rng.normal(size=(5, 3)), rng.normal(size=(4, 5))
+    g = tw.Graph()
+    with g.as_default():
+        a = tf1.placeholder(tw.float64, [5, 3])
+        b = tf1.placeholder(tw.float64, [4, 5])
+        if which == "a":        # (a^T b^T)
+            y = tw.matmul(tw.transpose(a), b, transpose_b=True)
+        elif which == "b":      # (b a) with b^T given as transpose(b) and transpose_a
+            y = tw.matmul(tw.transpose(b), a, transpose_a=True)
+        elif which == "both":
+            y = tw.matmul(tw.transpose(a), tw.transpose(b))
+        else:                   # double transposes cancel first
+            y = tw.matmul(tw.transpose(tw.transpose(b)), tw.transpose(tw.transpose(a)))
+    off, on, plan = _off_and_on([y], [a, b], [av, bv])
+    assert "Transpose" not in _types(plan)
+    mm = [st.op for st in plan.steps if st.op.type == "MatMul"][0]
+    assert {id(t) for t in mm.inputs} == {id(a), id(b)}
+    np.testing.assert_array_equal(on[0], off[0])
+
+
+def test_batched_transpose_folds_only_last_two_axes():
+    rng = np.random.default_rng(1)
+    xv, wv = rng.normal(size=(2, 4, 3)), rng.normal(size=(2, 4, 5))
+    g = tw.Graph()
+    with g.as_default():
+        x = tf1.placeholder(tw.float64, [2, 4, 3])
+        w = tf1.placeholder(tw.float64, [2, 4, 5])
+        y = tw.matmul(tw.transpose(x, [0, 2, 1]), w)
+        z = tw.reduce_sum(tw.transpose(x, [2, 1, 0]))     # not a matmul operand: stays
+    off, on, plan = _off_and_on([y, z], [x, w], [xv, wv])
+    assert _types(plan).count("Transpose") == 1
+    np.testing.assert_array_equal(on[0], off[0])
+
+
+def test_cse_merges_identical_subgraphs_not_random_ops():
+    g = tw.Graph()
+    with g.as_default():
+        x = tf1.placeholder(tw.float32, [8])
+        a = tw.exp(x * tw.constant(3.0)) + tw.constant(1.0)
+        b = tw.exp(x * tw.constant(3.0)) + tw.constant(1.0)
+        y = a * b
+        r1 = tw.random.uniform([8])
+        r2 = tw.random.uniform([8])              # identical nodes, but each draws its own numbers
+        z = r1 - r2
+    xv = np.linspace(-1, 1, 8).astype(np.float32)
+    off, on, plan = _off_and_on([y], [x], [xv], elementwise_fusion=False)
+    np.testing.assert_array_equal(on[0], off[0])
+    assert _types(plan).count("Exp") == 1 and _types(plan).count("Mul") == 2
+    assert plan.pass_stats["common_subgraph_elimination"] >= 3
+    plan = _plan([z], [], **ALL_ON)
+    assert _types(plan).count("RandomUniform") == 2
+    assert np.all(_run(plan, [])[0] != 0)
+
+
+def test_constant_folding():
+    g = tw.Graph()
+    with g.as_default():
+        x = tf1.placeholder(tw.float32, [3])
+        c = tw.constant([1.0, 2.0, 3.0]) * tw.constant(2.0) + tw.exp(tw.constant(0.5))
+        y = x + c
+        shp = tw.cast(tw.shape(x), tw.float32) + tw.constant(1.0)   # static shape -> constant
+        big = tw.zeros([200, 200]) + tw.constant(1.0)   # 160 KB: over the cap, stays
+        s = tw.reduce_sum(big)
+    xv = np.ones(3, np.float32)
+    off, on, plan = _off_and_on([y, shp, s], [x], [xv])
+    for a, b in zip(off, on):
+        np.testing.assert_array_equal(b, a)
+    types = _types(plan)
+    assert "Mul" not in types and "Exp" not in types and "Shape" not in types
+    assert types.count("AddV2") == 3                # x + c, the big one, and the fetched shape + 1
+    assert plan.pass_stats["constant_folding"] >= 3
+
+
+def test_constant_folding_skips_stateful_and_fed_nodes():
+    g = tw.Graph()
+    with g.as_default():
+        c = tw.constant(2.0)
+        r = tw.random.uniform([], seed=3) * c       # random: never folded
+        fed_c = tw.constant(5.0, name="fed_c")
+        y = fed_c * c                               # fed_c is fed below: not a constant
+    plan = _plan([r, y], [fed_c], **ALL_ON)
+    assert "RandomUniform" in _types(plan)
+    out = _run(plan, [np.float32(7.0)])
+    assert out[1] == 14.0
+
+
+def test_folding_failure_reported_at_run_time_naming_the_node():
+    g = tw.Graph()
+    with g.as_default():
+        a = tw.constant([1.0, -1.0])
+        idx = tw.constant([0, 5])
+        y = tw.gather(a, idx, name="bad_gather") * 2.0
+    plan = _plan([y], [], **ALL_ON)
+    with pytest.raises(tw.errors.OpError, match="bad_gather"):
+        executor.run_plan(plan, [])
+
+
+def test_arithmetic_simplification():
+    g = tw.Graph()
+    with g.as_default():
+        x = tf1.placeholder(tw.float32, [2, 3])
+        y = tw.identity(-(-(x * tw.constant(1.0) + tw.constant(0.0)) / tw.constant(1.0)))
+        y = tw.reshape(tw.cast(y, tw.float32), [2, 3])
+        y = tw.transpose(tw.transpose(y, [1, 0]), [1, 0]) - tw.constant(0.0)
+        z = tw.sqrt(y)
+        wide = x * tw.ones([4, 2, 3])              # broadcasting changes the shape: kept
+    xv = np.arange(6, dtype=np.float32).reshape(2, 3) - 2
+    off, on, plan = _off_and_on([z, wide], [x], [xv], memory_optimization=False)
+    np.testing.assert_array_equal(on[0], off[0])
+    np.testing.assert_array_equal(on[1], off[1])
+    assert sorted(t for t in _types(plan) if t != "Const") == ["Mul", "Sqrt"]
+    assert plan.steps[[st.op.type for st in plan.steps].index("Sqrt")].op.inputs[0] is x
+
+
+def test_x_times_one_removed():
+    g = tw.Graph()
+    with g.as_default():
+        x = tf1.placeholder(tw.float64, [4])
+        y = tw.exp(x * tw.constant(1.0, tw.float64))
+    off, on, plan = _off_and_on([y], [x], [np.arange(4.0)])
+    assert _types(plan) == ["Exp"]
+    np.testing.assert_array_equal(on[0], off[0])
+
+
+def test_fetched_and_control_dependent_nodes_are_kept():
+    g = tw.Graph()
+    with g.as_default():
+        v = tf1.Variable(1.0)
+        x = tf1.placeholder(tw.float32, [])
+        one = x * tw.constant(1.0)                  # fetched: keeps its identity and node
+        with tw.control_dependencies([v.assign_add(1.0)]):
+            out = tw.identity(v.read_value())       # pinned by the control edge
+        init = tf1.global_variables_initializer()
+    with tf1.Session(graph=g) as sess:
+        sess.run(init)
+        a, b = sess.run([one, out], {x: 3.0})
+    assert a == 3.0 and b == 2.0
+
+
+def test_plan_node_error_names_the_original_node():
+    g = tw.Graph()
+    with g.as_default():
+        x = tf1.placeholder(tw.float32, [6])
+        y = tw.reshape(x * tw.constant(1.0), tw.constant([4, 2], tw.int32) * tw.constant(1), name="my_reshape")
+    plan = _plan([y], [x])
+    with pytest.raises(tw.errors.InvalidArgumentError, match="my_reshape"):
+        executor.run_plan(plan, [np.zeros(6, np.float32)])
+
+
+def _chain(x):
+    return tw.sqrt(tw.abs(x * tw.constant(3.0, x.dtype) - tw.constant(1.0, x.dtype))) / (x + tw.constant(2.0, x.dtype))
+
+
+@pytest.mark.parametrize("dtype", [tw.float32, tw.float64])
+def test_fusion_matches_unfused(dtype):
+    rng = np.random.default_rng(2)
+    xv = rng.normal(size=(64, 40)).astype(dtype.np_dtype)
+    xv[0, :4] = [np.nan, np.inf, -2.0, -0.0]
+    g = tw.Graph()
+    with g.as_default():
+        x = tf1.placeholder(dtype, [64, 40])
+        y = _chain(x)
+        z = tw.nn.relu(tw.tanh(y) * tw.constant(0.5, dtype)) + tw.exp(-x)
+    off, on, plan = _off_and_on([y, z], [x], [xv])
+    fused = [st.op for st in plan.steps if st.op.type == "FusedElementwise"]
+    assert fused and "Sqrt" not in _types(plan)
+    assert all(len(f.fused) >= 2 for f in fused)
+    np.testing.assert_array_equal(on[0], off[0])              # +,-,*,/,abs,sqrt: bit-identical
+    np.testing.assert_allclose(on[1], off[1], rtol=1e-6 if dtype is tw.float32 else 1e-14)
+
+
+def test_fused_node_error_names_the_original_nodes():
+    g = tw.Graph()
+    with g.as_default():
+        x = tf1.placeholder(tw.float32, [64, 40], name="x")
+        y = _chain(x)
+    plan = _plan([y], [x], **ALL_ON)
+    fused = [st.op for st in plan.steps if st.op.type == "FusedElementwise"]
+    assert len(fused) == 1 and fused[0].name == y.op.name
+    # a value that contradicts the static shape (Session would refuse it; the raw executor does not)
+    with pytest.raises(tw.errors.InvalidArgumentError) as e:
+        executor.run_plan(plan, [np.zeros(7, np.float32)])
+    msg = str(e.value)
+    assert y.op.name in msg and "fused nodes" in msg and "Sqrt" in msg
+
+
+def test_fetched_output_can_end_a_fused_group():
+    x = tw.constant(np.linspace(0.5, 2, 1 << 15, dtype=np.float32))
+
+    @tw.function
+    def f(x):
+        return tw.sqrt(x * tw.constant(2.0)) - x / tw.constant(3.0)
+    with options(**ALL_ON):
+        got = f(x).numpy()
+    np.testing.assert_array_equal(got, (np.sqrt(x.numpy() * np.float32(2)) - x.numpy() / np.float32(3)))
+    s = passes.plan_stats(f)
+    assert s["elementwise_fusion"] == 1 and s["nodes_out"] == 3      # fused node + 2 constants
+
+
+def test_fusion_in_function_and_thresholds():
+    x = tw.constant(np.linspace(-3, 3, 1 << 15, dtype=np.float32))
+
+    @tw.function
+    def f(x):
+        return _chain(x) * tw.constant(2.0)
+    want = _chain(x).numpy() * 2
+    np.testing.assert_array_equal(f(x).numpy(), want)
+    stats = passes.plan_stats(f)
+    assert stats["elementwise_fusion"] == 1 and stats["nodes_out"] < stats["nodes_in"]
+
+    @tw.function
+    def small(x):
+        return _chain(x)
+    small(tw.constant(np.ones(8, np.float32)))
+    assert "elementwise_fusion" not in passes.plan_stats(small)      # below fusion_min_elements
+
+
+def test_fusion_keeps_values_read_elsewhere():
+    g = tw.Graph()
+    with g.as_default():
+        x = tf1.placeholder(tw.float32, [100])
+        a = tw.exp(x) * tw.constant(2.0)
+        b = a + tw.constant(1.0)                 # a is read twice: a group ends at a
+        c = tw.square(a) - b
+    xv = np.linspace(0, 1, 100).astype(np.float32)
+    off, on, plan = _off_and_on([c, a], [x], [xv])
+    for u, v in zip(off, on):
+        np.testing.assert_allclose(v, u, rtol=1e-6)
+
+
+def test_planned_peak_bytes_hand_computed():
+    # x (fed, fetched, 4000 B) -> a = exp(x) -> b = neg(a) -> c = exp(b) (fetched)
+    g = tw.Graph()
+    with g.as_default():
+        x = tf1.placeholder(tw.float32, [1000])
+        c = tw.exp(-tw.exp(x))
+    off = _plan([c, x], [x], elementwise_fusion=False, memory_optimization=False)
+    # step 0: x + a; step 1: x + a + b; step 2: x + b + c  -> 12000
+    assert off.planned_peak_bytes == 12000
+    on = _plan([c, x], [x], elementwise_fusion=False)
+    # b is computed into a's buffer and c into b's: at most x + one buffer... + c's own? no: c in b's
+    assert on.pass_stats["planned_peak_bytes_without_reuse"] == 12000
+    assert on.planned_peak_bytes == 8000
+    assert on.pass_stats["memory_optimization"] == 2
+    xv = np.linspace(0, 1, 1000).astype(np.float32)
+    keep = xv.copy()
+    r_on, r_off = _run(on, [xv]), _run(off, [xv])
+    np.testing.assert_array_equal(r_on[0], r_off[0])
+    np.testing.assert_array_equal(xv, keep)                  # a feed is never written
+
+
+def test_fused_node_writes_into_a_dead_matmul_result():
+    rng = np.random.default_rng(3)
+    av, bv = rng.normal(size=(128, 160)).astype(np.float32), rng.normal(size=(160, 144)).astype(np.float32)
+    g = tw.Graph()
+    with g.as_default():
+        a = tf1.placeholder(tw.float32, [128, 160])
+        b = tf1.placeholder(tw.float32, [160, 144])
+        y = tw.matmul(a, b)
+        z = tw.maximum(y * tw.constant(2.0) + tw.constant(1.0), tw.constant(0.0)) / tw.constant(3.0)
+    off, on, plan = _off_and_on([z], [a, b], [av, bv])
+    fused = [st.op for st in plan.steps if st.op.type == "FusedElementwise"]
+    assert len(fused) == 1 and fused[0].attrs["inplace"] == 0 and fused[0].inputs[0].op.type == "MatMul"
+    np.testing.assert_array_equal(on[0], off[0])
+    # the peak is at the MatMul: a, b, its result and the 4 scalar constants
+    assert plan.pass_stats["planned_peak_bytes"] == 4 * (128 * 160 + 160 * 144 + 128 * 144) + 4 * 4
+
+
+def test_inplace_never_touches_user_values():
+    v = tw.Variable(np.arange(50000, dtype=np.float32))
+
+    @tw.function
+    def f(x):
+        r = v.read_value()
+        y = tw.exp(r * x) + r                # r (variable storage) and x (user's array) feed elementwise ops
+        return y * y, tw.exp(x) - tw.constant(1.0)
+    xv = tw.constant(np.full(50000, 1e-4, np.float32))
+    before_v, before_x = v.numpy().copy(), xv.numpy().copy()
+    out1 = [o.numpy().copy() for o in f(xv)]
+    out2 = [o.numpy() for o in f(xv)]
+    np.testing.assert_array_equal(v.numpy(), before_v)
+    np.testing.assert_array_equal(xv.numpy(), before_x)
+    for a, b in zip(out1, out2):
+        np.testing.assert_array_equal(a, b)
+
+
+def test_switches():
+    g = tw.Graph()
+    with g.as_default():
+        x = tf1.placeholder(tw.float32, [4])
+        y = tw.identity(x * tw.constant(1.0))
+        z = y + tw.constant(2.0) * tw.constant(3.0)
+    plan = _plan([z], [x], disable_meta_optimizer=True)
+    assert plan.pass_stats["nodes_out"] == plan.pass_stats["nodes_in"]
+    for name in ("constant_folding", "arithmetic_optimization"):
+        p = _plan([z], [x], **{name: False})
+        assert name not in p.pass_stats
+    with pytest.raises(ValueError, match="Unknown optimizer options"):
+        tw.config.optimizer.set_experimental_options({"no_such_pass": True})
+
+
+def test_training_step_unchanged_by_passes():
+    rng = np.random.default_rng(5)
+    xs, ys = rng.normal(size=(32, 6)).astype(np.float32), rng.integers(0, 3, size=32)
+    w0 = [rng.normal(size=s).astype(np.float32) * 0.3 for s in [(6, 16), (16,), (16, 3), (3,)]]
+
+    def train(opts):
+        with options(**opts):
+            model = tw.keras.Sequential([tw.keras.layers.Dense(16, activation="relu"), tw.keras.layers.Dense(3)])
+            model.build((None, 6))
+            model.set_weights(w0)
+            model.compile(optimizer=tw.keras.optimizers.Adam(0.01),
+                          loss=tw.keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+            hist = model.fit(xs, ys, epochs=3, batch_size=8, verbose=0, shuffle=False)
+            return hist.history["loss"], [w.copy() for w in model.get_weights()]
+    loss_off, w_off = train({"disable_meta_optimizer": True})
+    loss_on, w_on = train({**ALL_ON})
+    np.testing.assert_allclose(loss_on, loss_off, rtol=1e-6)
+    for a, b in zip(w_on, w_off):
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
