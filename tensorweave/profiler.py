@@ -50,7 +50,8 @@ Event.__doc__ = """One timed interval.
 
 ``kind`` is ``"op"`` (a graph node run by the executor), ``"eager"`` (an op run eagerly),
 ``"run"`` (one plan run: ``Session.run``, a ``tw.function`` call, a loop body) or ``"copy"``
-(a transfer between devices). ``bytes`` is the size of the outputs (0 for runs).
+(a transfer between devices). ``bytes`` is the size of the outputs; for a run, the plan's
+planned peak of live bytes (the memory plan of the graph passes; 0 when not planned).
 """
 Event.duration_ns = property(lambda e: e.end_ns - e.start_ns)
 
@@ -126,9 +127,9 @@ class Profile:
         self._raw.append(("op" if op_type != "_Copy" else "copy", name, op_type, device, t0, t1,
                           self._thread(), _nbytes(result)))
 
-    def record_run(self, label, n_steps, parallel, t0, t1):
+    def record_run(self, label, n_steps, parallel, t0, t1, planned_peak_bytes=0):
         self._raw.append(("run", label, "parallel" if parallel else "sequential", "", t0, t1,
-                          self._thread(), 0))
+                          self._thread(), planned_peak_bytes or 0))
 
     def record_eager(self, op_type, device, t0, t1, result):
         self._raw.append(("eager", op_type, op_type, device, t0, t1, self._thread(), _nbytes(result)))
@@ -226,7 +227,8 @@ class Profile:
                 "eager_ops": sum(1 for e in events if e.kind == "eager"),
                 "in_runs_ns": in_runs, "kernel_busy_ns": busy,
                 "executor_overhead_ns": in_runs - busy,
-                "outside_runs_ns": max(0, (end - self.start_ns if self.start_ns else 0) - in_runs)}
+                "outside_runs_ns": max(0, (end - self.start_ns if self.start_ns else 0) - in_runs),
+                "planned_peak_bytes": max((e.bytes for e in events if e.kind == "run"), default=0)}
 
     def table(self, sort_by="total", top=20, group_by="type"):
         """A text table: op type (or node), calls, total ms, mean µs, % time, output bytes.
@@ -259,7 +261,8 @@ class Profile:
             lines.append(f"-- {s['runs']} plan runs, {s['in_runs_ns'] / 1e6:.3f} ms: kernels "
                          f"{s['kernel_busy_ns'] / 1e6:.3f} ms, executor overhead "
                          f"{s['executor_overhead_ns'] / 1e6:.3f} ms ({share:.1f}%); outside runs "
-                         f"{s['outside_runs_ns'] / 1e6:.3f} ms of {s['wall_ns'] / 1e6:.3f} ms profiled")
+                         f"{s['outside_runs_ns'] / 1e6:.3f} ms of {s['wall_ns'] / 1e6:.3f} ms profiled"
+                         + (f"; planned peak {_human(s['planned_peak_bytes'])}" if s["planned_peak_bytes"] else ""))
         return "\n".join(lines)
 
     def export_chrome_trace(self, path):

@@ -63,6 +63,8 @@ def test_summary_splits_runs_into_kernels_and_overhead():
     assert s["kernel_busy_ns"] + s["executor_overhead_ns"] == s["in_runs_ns"]
     assert 0 < s["kernel_busy_ns"] <= s["in_runs_ns"] <= s["wall_ns"]
     assert s["in_runs_ns"] + s["outside_runs_ns"] == s["wall_ns"]
+    assert s["planned_peak_bytes"] == plan.planned_peak_bytes > 0    # from the memory plan
+    assert "planned peak" in prof.table()
 
 
 def test_function_calls_and_eager_ops():

@@ -381,7 +381,8 @@ def _run_profiled(plan, feed_values):
         return [vals[s] for s in twin.fetch_slots]
     finally:
         if prof is not None:
-            prof.record_run(twin.label, len(twin.steps), parallel, t0, time.perf_counter_ns())
+            prof.record_run(twin.label, len(twin.steps), parallel, t0, time.perf_counter_ns(),
+                            twin.planned_peak_bytes)
 
 
 def _instrument(plan):
@@ -389,7 +390,7 @@ def _instrument(plan):
     twin = Plan([Step(_timed(st), st.ins, st.outs, st.single, st.op, st.device) for st in plan.steps],
                 plan.n_slots, plan.feed_slots, plan.fetch_slots, plan.frees, plan.deps, plan.parallel,
                 plan.num_copies)
-    for attr in ("readers", "keep", "heavy", "unread", "opaque", "initial"):
+    for attr in ("readers", "keep", "heavy", "unread", "opaque", "initial", "planned_peak_bytes"):
         setattr(twin, attr, getattr(plan, attr))
     graph = next((st.op.graph for st in plan.steps if st.op is not None), None)
     twin.label = (f"function:{graph.name}" if getattr(graph, "is_function_graph", False)
