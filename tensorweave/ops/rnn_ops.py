@@ -47,9 +47,9 @@ FUSED_ACTIVATIONS = ("tanh", "sigmoid", "relu", "linear", "hard_sigmoid")
 _FLOAT = (_dt.float16, _dt.bfloat16, _dt.float32, _dt.float64)
 
 # Columns of the reserve space per unit (one row per time step and batch element).
-LSTM_RESERVE = 7   # i, f, g, o (activated), act(c'), c state, h state
-GRU_RESERVE = 5    # z, r, hh, h @ U_h + rb_h (reset_after), h state
-SIMPLE_RESERVE = 1  # h state
+LSTM_RESERVE = 7   # i, f, g, o (activated), act(c'), and the c and h states entering the step
+GRU_RESERVE = 5    # z, r, hh, h @ U_h + rb_h (reset_after) or r * h, and the h state entering the step
+SIMPLE_RESERVE = 2  # the activation, and the h state entering the step
 
 
 def work_dtype(dtype):

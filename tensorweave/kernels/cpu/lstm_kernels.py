@@ -1,0 +1,168 @@
+"""CPU kernels for ``LSTMSequence`` and ``LSTMSequenceGrad`` (``ops/rnn_ops.py``): the whole
+sequence forward, and backpropagation through time, with the per-step elementwise work compiled.
+
+The frame (input projection and weight gradients as single GEMMs over all steps, one small
+GEMM per step on NumPy's BLAS, batch-major layout, masks) is ``rnn_common``'s. Per step the
+compiled pass (``_forward_step`` / ``_backward_step``) does the gate activations, the cell
+update and the mask logic for every batch row, without allocating.
+
+The reserve holds per batch row and original time step ``[i, f, g, o, act(c_t), c_{t-1},
+h_{t-1}]`` (activated gates, then the states entering the step). Backward recomputes the
+activation derivatives from the saved outputs.
+
+Measured (B=32, T=80, F=128, U=128, float32, one core, CPU time): forward ~9 ms (was ~18 with
+NumPy per-step ufuncs), backward ~15 ms (was ~19-20), of which ~6 and ~12 ms are GEMMs; in the
+``lstm`` benchmark's step on 2 cores 8.1 and 12.8 ms.
+"""
+import numpy as np
+
+from tensorweave.core.registry import register_kernel as k
+from tensorweave.kernels.cpu import rnn_common as rc
+from tensorweave.kernels.cpu.jit import njit
+from tensorweave.kernels.cpu.rnn_activations import CODES, activate, copy_into, derivative, fill
+from tensorweave.ops.rnn_ops import LSTM_RESERVE
+
+
+# ---- compiled steps -----------------------------------------------------------------------------
+# Loops write one array each: with more, LLVM needs too many runtime aliasing checks between
+# the array views and leaves the loop scalar (measured ~25% slower per step).
+@njit
+def _forward_step(z, res, bias, h, c, h_next, c_next, out, mask, ti, s, act, ract, zero_output):
+    """One step for every batch row: ``z`` holds ``h @ recurrent_kernel`` ``[B, 4U]``; the
+    reserve's gate columns at time ``ti`` hold ``x_t @ kernel`` on entry and the activated
+    gates on exit. Writes the new states and ``out[:, s]``."""
+    u = h.shape[1]
+    for b in range(z.shape[0]):
+        r = res[b, ti]
+        pre, zb = r[:4 * u], z[b]
+        for j in range(4 * u):
+            pre[j] = (pre[j] + bias[j]) + zb[j]
+        activate(ract, r, 0, 2 * u)                 # i, f
+        activate(act, r, 2 * u, 3 * u)              # g
+        activate(ract, r, 3 * u, 4 * u)             # o
+        cb, hb, cn, hn, ob = c[b], h[b], c_next[b], h_next[b], out[b, s]
+        copy_into(r[5 * u:6 * u], cb)
+        copy_into(r[6 * u:], hb)
+        if mask[b, ti]:
+            i, f, g, o, tc = r[:u], r[u:2 * u], r[2 * u:3 * u], r[3 * u:4 * u], r[4 * u:5 * u]
+            for j in range(u):
+                cn[j] = f[j] * cb[j] + i[j] * g[j]
+            copy_into(tc, cn)
+            activate(act, r, 4 * u, 5 * u)          # act(c')
+            for j in range(u):
+                hn[j] = o[j] * tc[j]
+            copy_into(ob, hn)
+        else:                                       # states carry over; the output repeats or is 0
+            copy_into(cn, cb)
+            copy_into(hn, hb)
+            if zero_output or s == 0:
+                fill(ob, 0)
+            else:
+                copy_into(ob, out[b, s - 1])
+
+
+@njit
+def _backward_step(res, d_out, dz, dh, dh_mm, dc, carry, scratch, mask, ti, s, tn, act, ract, zero_output):
+    """One reverse step for every batch row: writes the pre-activation gradients ``dz[:, ti]``
+    and updates ``dc`` (the gradient of ``c`` entering step ``ti``) in place.
+
+    ``dh`` is the gradient of ``h`` leaving the step: on entry it is still the one of the step
+    processed before (original index ``tn``, or -1), and ``dh_mm`` holds that step's
+    ``dz @ recurrent_kernel^T``, taken for the rows the step did not mask (a masked row's
+    gradient skips the step unchanged). ``carry`` is the gradient of a repeated output that
+    reaches back to the step that produced it; ``scratch`` is ``[7U]``."""
+    u = dh.shape[1]
+    deriv, dht, dct = scratch[:5 * u], scratch[5 * u:6 * u], scratch[6 * u:]
+    di, df, dg, do, dtc = deriv[:u], deriv[u:2 * u], deriv[2 * u:3 * u], deriv[3 * u:4 * u], deriv[4 * u:]
+    for b in range(dz.shape[0]):
+        dhb, dcb, cy, dout = dh[b], dc[b], carry[b], d_out[b, s]
+        if tn >= 0 and mask[b, tn]:
+            copy_into(dhb, dh_mm[b])
+        g_ = dz[b, ti]
+        if not mask[b, ti]:
+            fill(g_, 0)
+            if not zero_output:
+                for j in range(u):
+                    cy[j] += dout[j]
+            continue
+        r = res[b, ti]
+        derivative(ract, r[:2 * u], deriv[:2 * u])
+        derivative(act, r[2 * u:3 * u], dg)
+        derivative(ract, r[3 * u:4 * u], do)
+        derivative(act, r[4 * u:5 * u], dtc)
+        i, f, g, o, tc, cp = r[:u], r[u:2 * u], r[2 * u:3 * u], r[3 * u:4 * u], r[4 * u:5 * u], r[5 * u:6 * u]
+        gi, gf, gg, go = g_[:u], g_[u:2 * u], g_[2 * u:3 * u], g_[3 * u:]
+        if zero_output:
+            for j in range(u):
+                dht[j] = dout[j] + dhb[j]
+        else:
+            for j in range(u):
+                dht[j] = dout[j] + dhb[j] + cy[j]
+            fill(cy, 0)
+        for j in range(u):
+            go[j] = dht[j] * tc[j] * do[j]
+        for j in range(u):
+            dct[j] = dcb[j] + dht[j] * o[j] * dtc[j]
+        for j in range(u):
+            gi[j] = dct[j] * g[j] * di[j]
+        for j in range(u):
+            gf[j] = dct[j] * cp[j] * df[j]
+        for j in range(u):
+            gg[j] = dct[j] * i[j] * dg[j]
+        for j in range(u):
+            dcb[j] = dct[j] * f[j]
+
+
+# ---- kernels ------------------------------------------------------------------------------------
+@k("LSTMSequence")
+def lstm_sequence(x, h0, c0, kernel, recurrent_kernel, bias, mask=None, *, activation, recurrent_activation,
+                  go_backwards, zero_output_for_mask):
+    dt, wd = x.dtype, rc.work_dtype(x)
+    b, t, _ = x.shape
+    u = h0.shape[1]
+    res = np.empty((b, t, LSTM_RESERVE * u), wd)
+    rc.project_inputs(x, kernel, wd, res)
+    rk, bias_w = rc.contiguous(recurrent_kernel, wd), rc.contiguous(bias, wd)
+    m = rc.step_mask(mask, b, t)
+    h, c = rc.contiguous(h0, wd).copy(), rc.contiguous(c0, wd).copy()
+    h_next, c_next = np.empty_like(h), np.empty_like(c)
+    out = np.empty((b, t, u), wd)
+    z = np.empty((b, 4 * u), wd)
+    act, ract = CODES[activation], CODES[recurrent_activation]
+    for s in range(t):
+        ti = rc.time_index(s, t, go_backwards)
+        np.matmul(h, rk, out=z)
+        _forward_step(z, res, bias_w, h, c, h_next, c_next, out, m, ti, s, act, ract, zero_output_for_mask)
+        h, h_next = h_next, h
+        c, c_next = c_next, c
+    return rc.cast_all(dt, out, h, c) + (rc.reserve_bytes(res),)
+
+
+@k("LSTMSequenceGrad")
+def lstm_sequence_grad(x, h0, c0, kernel, recurrent_kernel, reserve, d_out, d_h, d_c, mask=None, *, activation,
+                       recurrent_activation, go_backwards, zero_output_for_mask):
+    wd = rc.work_dtype(x)
+    b, t, _ = x.shape
+    u = h0.shape[1]
+    res = rc.reserve_floats(reserve, wd, b, t)
+    d_out = rc.contiguous(d_out, wd)
+    dh, dc = rc.contiguous(d_h, wd).copy(), rc.contiguous(d_c, wd).copy()
+    dh_mm = np.empty_like(dh)
+    carry = np.zeros_like(dh)
+    scratch = np.empty(7 * u, wd)
+    dz = np.empty((b, t, 4 * u), wd)
+    rk_t = rc.contiguous(recurrent_kernel.T, wd)     # contiguous: ~1.4x faster per-step GEMM than the view
+    m = rc.step_mask(mask, b, t)
+    act, ract = CODES[activation], CODES[recurrent_activation]
+    tn = -1
+    for s in range(t - 1, -1, -1):
+        ti = rc.time_index(s, t, go_backwards)
+        _backward_step(res, d_out, dz, dh, dh_mm, dc, carry, scratch, m, ti, s, tn, act, ract,
+                       zero_output_for_mask)
+        np.matmul(dz[:, ti], rk_t, out=dh_mm)
+        tn = ti
+    if tn >= 0:                                       # the first step's recurrent gradient
+        np.copyto(dh, dh_mm, where=m[:, tn, None])
+    dx, dk = rc.input_grads(x, kernel, dz, wd)
+    drk = np.matmul(rc.h_prev_rows(res, u).T, dz.reshape(b * t, 4 * u))
+    return rc.cast_all(x.dtype, dx, dh, dc, dk, drk, dz.sum(axis=(0, 1)))

@@ -1,0 +1,80 @@
+"""Shared plumbing of the fused recurrent kernels (``lstm_kernels.py``, ``gru_kernels.py``,
+``simple_rnn_kernels.py``).
+
+Every fused recurrent kernel has the same frame: one GEMM projects the input of all steps
+(``x @ kernel``, written straight into the reserve space), a Python loop runs per step one
+small GEMM on NumPy's BLAS plus one compiled pass over the batch rows, and backpropagation
+through time ends with three GEMMs over all ``[batch * time]`` rows (``dx``, ``d kernel``,
+``d recurrent_kernel``). NumPy's BLAS is used throughout: numba's ``np.dot`` would load
+scipy's OpenBLAS, whose spinning threads fight NumPy's.
+
+Layout: batch-major like the user's ``[batch, time, ...]`` arrays, so no transposing copies.
+The reserve space (an output of raw bytes whose size ``ops/rnn_ops.py`` declares) is
+``[batch, time, k * units]`` floats, indexed by the *original* time index (lining up with
+``x``'s rows under ``go_backwards``), and it holds the state entering each step in its last
+``units`` columns, so ``h_prev`` of all steps is one strided ``[batch * time, units]`` GEMM
+operand. Outputs are in processed order.
+
+Masks (``[batch, time]``, True = use the step) are handled per batch row in the compiled
+passes; without a mask an all-true one is passed, so there is one code path.
+float16/bfloat16 compute in float32.
+"""
+import numpy as np
+
+from tensorweave.kernels.cpu.util import low_precision
+
+
+def work_dtype(x):
+    return np.dtype(np.float32) if x.dtype in low_precision() else x.dtype
+
+
+def contiguous(a, wd):
+    """``a`` as a C-contiguous array of the work dtype (a copy only where needed). The compiled
+    passes then always see the same argument types: one compilation per dtype."""
+    return np.ascontiguousarray(a, dtype=wd)
+
+
+def step_mask(mask, b, t):
+    return np.ones((b, t), np.bool_) if mask is None else np.ascontiguousarray(mask, dtype=np.bool_)
+
+
+def time_index(s, t, go_backwards):
+    """The original time index of processed step ``s``."""
+    return t - 1 - s if go_backwards else s
+
+
+def project_inputs(x, kernel, wd, res):
+    """``x @ kernel`` for all steps, written into the reserve's first ``kernel.shape[1]`` columns."""
+    b, t, f = x.shape
+    rows = res.reshape(b * t, res.shape[2])
+    np.matmul(contiguous(x, wd).reshape(b * t, f), contiguous(kernel, wd), out=rows[:, :kernel.shape[1]])
+
+
+def reserve_bytes(res):
+    """The ``[batch, time, cols]`` float reserve as the op's ``[time, cols, batch * itemsize]`` bytes."""
+    b, t, cols = res.shape
+    return res.reshape(-1).view(np.uint8).reshape(t, cols, b * res.itemsize)
+
+
+def reserve_floats(reserve, wd, b, t):
+    """The inverse of ``reserve_bytes``."""
+    return np.ascontiguousarray(reserve).reshape(-1).view(wd).reshape(b, t, reserve.shape[1])
+
+
+def input_grads(x, kernel, dz, wd):
+    """``dx`` (``[B, T, F]``) and the kernel's gradient from the pre-activation gradients
+    ``dz`` (``[B, T, G]``, original time order)."""
+    b, t, f = x.shape
+    rows = dz.reshape(b * t, dz.shape[2])
+    dx = np.matmul(rows, contiguous(kernel, wd).T).reshape(b, t, f)
+    return dx, np.matmul(contiguous(x, wd).reshape(b * t, f).T, rows)
+
+
+def h_prev_rows(res, u):
+    """The states entering every step, ``[batch * time, units]`` (a strided view of the reserve)."""
+    b, t, cols = res.shape
+    return res.reshape(b * t, cols)[:, cols - u:]
+
+
+def cast_all(dtype, *arrays):
+    return tuple(a.astype(dtype, copy=False) for a in arrays)

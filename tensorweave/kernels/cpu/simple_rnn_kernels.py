@@ -1,0 +1,114 @@
+"""CPU kernels for ``SimpleRNNSequence`` and ``SimpleRNNSequenceGrad`` (``ops/rnn_ops.py``):
+``h' = act(x_t @ kernel + bias + h @ recurrent_kernel)`` over a whole sequence and its
+backpropagation through time, in ``rnn_common``'s frame (one small GEMM and one compiled pass
+per step). The reserve holds per batch row and original time step ``[act output, h_{t-1}]``.
+"""
+import numpy as np
+
+from tensorweave.core.registry import register_kernel as k
+from tensorweave.kernels.cpu import rnn_common as rc
+from tensorweave.kernels.cpu.jit import njit
+from tensorweave.kernels.cpu.rnn_activations import CODES, activate, copy_into, derivative, fill
+from tensorweave.ops.rnn_ops import SIMPLE_RESERVE
+
+
+@njit
+def _forward_step(z, res, bias, h, h_next, out, mask, ti, s, act, zero_output):
+    """One step for every batch row; ``z`` holds ``h @ recurrent_kernel``, the reserve's first
+    ``units`` columns at ``ti`` hold ``x_t @ kernel`` on entry and the activation on exit."""
+    u = h.shape[1]
+    for b in range(z.shape[0]):
+        r = res[b, ti]
+        pre, zb, hb, hn, ob = r[:u], z[b], h[b], h_next[b], out[b, s]
+        for j in range(u):
+            pre[j] = (pre[j] + bias[j]) + zb[j]
+        activate(act, r, 0, u)
+        copy_into(r[u:], hb)
+        if mask[b, ti]:
+            copy_into(hn, pre)
+            copy_into(ob, pre)
+        else:                                       # the state carries over; the output repeats or is 0
+            copy_into(hn, hb)
+            if zero_output or s == 0:
+                fill(ob, 0)
+            else:
+                copy_into(ob, out[b, s - 1])
+
+
+@njit
+def _backward_step(res, d_out, dz, dh, dh_mm, carry, dht, mask, ti, s, tn, act, zero_output):
+    """One reverse step for every batch row: writes ``dz[:, ti]``. ``dh``, ``dh_mm`` and
+    ``carry`` work as in ``lstm_kernels._backward_step``; ``dht`` is ``[U]`` scratch."""
+    u = dh.shape[1]
+    for b in range(dz.shape[0]):
+        dhb, cy, dout, g_ = dh[b], carry[b], d_out[b, s], dz[b, ti]
+        if tn >= 0 and mask[b, tn]:
+            copy_into(dhb, dh_mm[b])
+        if not mask[b, ti]:
+            fill(g_, 0)
+            if not zero_output:
+                for j in range(u):
+                    cy[j] += dout[j]
+            continue
+        if zero_output:
+            for j in range(u):
+                dht[j] = dout[j] + dhb[j]
+        else:
+            for j in range(u):
+                dht[j] = dout[j] + dhb[j] + cy[j]
+            fill(cy, 0)
+        derivative(act, res[b, ti, :u], g_)
+        for j in range(u):
+            g_[j] *= dht[j]
+
+
+@k("SimpleRNNSequence")
+def simple_rnn_sequence(x, h0, kernel, recurrent_kernel, bias, mask=None, *, activation, go_backwards,
+                        zero_output_for_mask):
+    dt, wd = x.dtype, rc.work_dtype(x)
+    b, t, _ = x.shape
+    u = h0.shape[1]
+    res = np.empty((b, t, SIMPLE_RESERVE * u), wd)
+    rc.project_inputs(x, kernel, wd, res)
+    rk, bias_w = rc.contiguous(recurrent_kernel, wd), rc.contiguous(bias, wd)
+    m = rc.step_mask(mask, b, t)
+    h = rc.contiguous(h0, wd).copy()
+    h_next = np.empty_like(h)
+    out = np.empty((b, t, u), wd)
+    z = np.empty((b, u), wd)
+    act = CODES[activation]
+    for s in range(t):
+        ti = rc.time_index(s, t, go_backwards)
+        np.matmul(h, rk, out=z)
+        _forward_step(z, res, bias_w, h, h_next, out, m, ti, s, act, zero_output_for_mask)
+        h, h_next = h_next, h
+    return rc.cast_all(dt, out, h) + (rc.reserve_bytes(res),)
+
+
+@k("SimpleRNNSequenceGrad")
+def simple_rnn_sequence_grad(x, h0, kernel, recurrent_kernel, reserve, d_out, d_h, mask=None, *, activation,
+                             go_backwards, zero_output_for_mask):
+    wd = rc.work_dtype(x)
+    b, t, _ = x.shape
+    u = h0.shape[1]
+    res = rc.reserve_floats(reserve, wd, b, t)
+    d_out = rc.contiguous(d_out, wd)
+    dh = rc.contiguous(d_h, wd).copy()
+    dh_mm = np.empty_like(dh)
+    carry = np.zeros_like(dh)
+    dht = np.empty(u, wd)
+    dz = np.empty((b, t, u), wd)
+    rk_t = rc.contiguous(recurrent_kernel.T, wd)
+    m = rc.step_mask(mask, b, t)
+    act = CODES[activation]
+    tn = -1
+    for s in range(t - 1, -1, -1):
+        ti = rc.time_index(s, t, go_backwards)
+        _backward_step(res, d_out, dz, dh, dh_mm, carry, dht, m, ti, s, tn, act, zero_output_for_mask)
+        np.matmul(dz[:, ti], rk_t, out=dh_mm)
+        tn = ti
+    if tn >= 0:
+        np.copyto(dh, dh_mm, where=m[:, tn, None])
+    dx, dk = rc.input_grads(x, kernel, dz, wd)
+    drk = np.matmul(rc.h_prev_rows(res, u).T, dz.reshape(b * t, u))
+    return rc.cast_all(x.dtype, dx, dh, dk, drk, dz.sum(axis=(0, 1)))
