@@ -20,7 +20,8 @@ import numpy as np
 from tensorweave.core.registry import register_kernel as k
 from tensorweave.kernels.cpu import rnn_common as rc
 from tensorweave.kernels.cpu.jit import njit
-from tensorweave.kernels.cpu.rnn_activations import CODES, activate, copy_into, derivative, fill
+from tensorweave.kernels.cpu.rnn_activations import (CODES, activate, copy_into, derivative, fill,
+                                                      output_gradient, repeat_output)
 from tensorweave.ops.rnn_ops import GRU_RESERVE
 
 
@@ -71,10 +72,7 @@ def _forward_state(rec_h, res, ib, rb, h, h_next, out, mask, ti, s, act, reset_a
             copy_into(ob, hn)
         else:                                       # the state carries over; the output repeats or is 0
             copy_into(hn, hb)
-            if zero_output or s == 0:
-                fill(ob, 0)
-            else:
-                copy_into(ob, out[b, s - 1])
+            repeat_output(ob, out, b, s, zero_output)
 
 
 @njit
@@ -92,22 +90,12 @@ def _backward_gates(res, d_out, dz, drec, dh, dh_mm, carry, scratch, mask, ti, s
             mm = dh_mm[b]
             for j in range(u):
                 dhb[j] += mm[j]
-        if not mask[b, ti]:
+        if not output_gradient(dht, dout, dhb, cy, not mask[b, ti], zero_output):
             fill(g_, 0)
             if reset_after:
                 dr = drec[b, ti]
                 fill(dr, 0)
-            if not zero_output:
-                for j in range(u):
-                    cy[j] += dout[j]
             continue
-        if zero_output:
-            for j in range(u):
-                dht[j] = dout[j] + dhb[j]
-        else:
-            for j in range(u):
-                dht[j] = dout[j] + dhb[j] + cy[j]
-            fill(cy, 0)
         r_ = res[b, ti]
         z, r, hh, rh, hp = r_[:u], r_[u:2 * u], r_[2 * u:3 * u], r_[3 * u:4 * u], r_[4 * u:]
         derivative(ract, r_[:2 * u], dzr)

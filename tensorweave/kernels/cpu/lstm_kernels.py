@@ -19,7 +19,8 @@ import numpy as np
 from tensorweave.core.registry import register_kernel as k
 from tensorweave.kernels.cpu import rnn_common as rc
 from tensorweave.kernels.cpu.jit import njit
-from tensorweave.kernels.cpu.rnn_activations import CODES, activate, copy_into, derivative, fill
+from tensorweave.kernels.cpu.rnn_activations import (CODES, activate, copy_into, derivative, fill,
+                                                      output_gradient, repeat_output)
 from tensorweave.ops.rnn_ops import LSTM_RESERVE
 
 
@@ -55,10 +56,7 @@ def _forward_step(z, res, bias, h, c, h_next, c_next, out, mask, ti, s, act, rac
         else:                                       # states carry over; the output repeats or is 0
             copy_into(cn, cb)
             copy_into(hn, hb)
-            if zero_output or s == 0:
-                fill(ob, 0)
-            else:
-                copy_into(ob, out[b, s - 1])
+            repeat_output(ob, out, b, s, zero_output)
 
 
 @njit
@@ -79,11 +77,8 @@ def _backward_step(res, d_out, dz, dh, dh_mm, dc, carry, scratch, mask, ti, s, t
         if tn >= 0 and mask[b, tn]:
             copy_into(dhb, dh_mm[b])
         g_ = dz[b, ti]
-        if not mask[b, ti]:
+        if not output_gradient(dht, dout, dhb, cy, not mask[b, ti], zero_output):
             fill(g_, 0)
-            if not zero_output:
-                for j in range(u):
-                    cy[j] += dout[j]
             continue
         r = res[b, ti]
         derivative(ract, r[:2 * u], deriv[:2 * u])
@@ -92,13 +87,6 @@ def _backward_step(res, d_out, dz, dh, dh_mm, dc, carry, scratch, mask, ti, s, t
         derivative(act, r[4 * u:5 * u], dtc)
         i, f, g, o, tc, cp = r[:u], r[u:2 * u], r[2 * u:3 * u], r[3 * u:4 * u], r[4 * u:5 * u], r[5 * u:6 * u]
         gi, gf, gg, go = g_[:u], g_[u:2 * u], g_[2 * u:3 * u], g_[3 * u:]
-        if zero_output:
-            for j in range(u):
-                dht[j] = dout[j] + dhb[j]
-        else:
-            for j in range(u):
-                dht[j] = dout[j] + dhb[j] + cy[j]
-            fill(cy, 0)
         for j in range(u):
             go[j] = dht[j] * tc[j] * do[j]
         for j in range(u):

@@ -138,3 +138,33 @@ def fill(dst, value):
     v = dst.dtype.type(value)
     for j in range(dst.size):
         dst[j] = v
+
+
+# ---- masked steps, shared by the three recurrences ------------------------------------------------
+@njit
+def repeat_output(ob, out, b, s, zero_output):
+    """Output of a masked step: zeros, or the previous output repeated (Keras' rule)."""
+    if zero_output or s == 0:
+        fill(ob, 0)
+    else:
+        copy_into(ob, out[b, s - 1])
+
+
+@njit
+def output_gradient(dht, dout, dhb, cy, masked, zero_output):
+    """Gradient reaching a step's output state. A masked step passes its output gradient
+    on to the step whose output it repeated (``cy`` accumulates it) and returns False; an
+    unmasked one writes ``dht = dout + dh (+ carried)`` and returns True."""
+    if masked:
+        if not zero_output:
+            for j in range(cy.size):
+                cy[j] += dout[j]
+        return False
+    if zero_output:
+        for j in range(dht.size):
+            dht[j] = dout[j] + dhb[j]
+    else:
+        for j in range(dht.size):
+            dht[j] = dout[j] + dhb[j] + cy[j]
+        fill(cy, 0)
+    return True

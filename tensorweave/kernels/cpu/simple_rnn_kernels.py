@@ -8,7 +8,8 @@ import numpy as np
 from tensorweave.core.registry import register_kernel as k
 from tensorweave.kernels.cpu import rnn_common as rc
 from tensorweave.kernels.cpu.jit import njit
-from tensorweave.kernels.cpu.rnn_activations import CODES, activate, copy_into, derivative, fill
+from tensorweave.kernels.cpu.rnn_activations import (CODES, activate, copy_into, derivative, fill,
+                                                      output_gradient, repeat_output)
 from tensorweave.ops.rnn_ops import SIMPLE_RESERVE
 
 
@@ -29,10 +30,7 @@ def _forward_step(z, res, bias, h, h_next, out, mask, ti, s, act, zero_output):
             copy_into(ob, pre)
         else:                                       # the state carries over; the output repeats or is 0
             copy_into(hn, hb)
-            if zero_output or s == 0:
-                fill(ob, 0)
-            else:
-                copy_into(ob, out[b, s - 1])
+            repeat_output(ob, out, b, s, zero_output)
 
 
 @njit
@@ -44,19 +42,9 @@ def _backward_step(res, d_out, dz, dh, dh_mm, carry, dht, mask, ti, s, tn, act, 
         dhb, cy, dout, g_ = dh[b], carry[b], d_out[b, s], dz[b, ti]
         if tn >= 0 and mask[b, tn]:
             copy_into(dhb, dh_mm[b])
-        if not mask[b, ti]:
+        if not output_gradient(dht, dout, dhb, cy, not mask[b, ti], zero_output):
             fill(g_, 0)
-            if not zero_output:
-                for j in range(u):
-                    cy[j] += dout[j]
             continue
-        if zero_output:
-            for j in range(u):
-                dht[j] = dout[j] + dhb[j]
-        else:
-            for j in range(u):
-                dht[j] = dout[j] + dhb[j] + cy[j]
-            fill(cy, 0)
         derivative(act, res[b, ti, :u], g_)
         for j in range(u):
             g_[j] *= dht[j]
