@@ -13,6 +13,7 @@ True
 >>> threads.inter_op_slots() >= 1
 True
 """
+import contextlib
 import os
 import threading
 
@@ -21,9 +22,10 @@ import numpy as np  # noqa: F401 - BLAS must be loaded before threadpoolctl look
 # and the first use may be while a model file is being loaded.
 from threadpoolctl import ThreadpoolController
 
-_lock = threading.Lock()
+_lock = threading.RLock()
 _controller = None
 _inter_op = [0]   # 0: derived from the cores and the intra-op threads
+_single = {"depth": 0, "limit": None}
 
 
 def cores():
@@ -56,6 +58,29 @@ def set_intra_op_threads(n):
         lib.set_num_threads(n)
     import numba
     numba.set_num_threads(min(n, numba.config.NUMBA_NUM_THREADS))
+
+
+@contextlib.contextmanager
+def single_threaded_blas():
+    """BLAS on one thread while any caller is inside — for kernels that split their own work
+    over the intra-op threads (kernels/cpu/tiles.py). Counted, so overlapping callers restore
+    BLAS's own count when the last one leaves; ~10 µs per entry."""
+    with _lock:
+        if _single["depth"] == 0:
+            libs = _blas()
+            _single["limit"] = [(lib, lib.num_threads) for lib in libs]
+            for lib in libs:
+                lib.set_num_threads(1)
+        _single["depth"] += 1
+    try:
+        yield
+    finally:
+        with _lock:
+            _single["depth"] -= 1
+            if _single["depth"] == 0:
+                for lib, n in _single.pop("limit"):
+                    lib.set_num_threads(n)
+                _single["limit"] = None
 
 
 def set_inter_op_slots(n):

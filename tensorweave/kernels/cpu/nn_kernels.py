@@ -105,6 +105,9 @@ def _sparse_xent_grad(logits, labels):
 
 
 # ---- bias_add -----------------------------------------------------------------------------------
+_COMPILED = (np.dtype(np.float32), np.dtype(np.float64))  # dtypes with a compiled path
+
+
 def _bias_axis(ndim, data_format):
     return 1 if _channels_first(data_format) and ndim >= 2 else ndim - 1
 
@@ -118,6 +121,12 @@ def _bias_add(value, bias, data_format):
     axis = _bias_axis(value.ndim, data_format)
     if value.shape[axis] != bias.shape[0]:
         raise ValueError("bias size must equal the channel dimension")
+    if value.dtype in _COMPILED and value.flags.c_contiguous and value.size:
+        c = bias.shape[0]
+        rows = value.size // c if axis == value.ndim - 1 else value.shape[0]
+        out = np.empty_like(value)
+        nn_loops.bias_add(value.reshape(rows, c, -1), np.ascontiguousarray(bias), out.reshape(rows, c, -1))
+        return out
     shape = [1] * value.ndim
     shape[axis] = bias.shape[0]
     return np.add(value, bias.reshape(shape))
@@ -126,15 +135,19 @@ def _bias_add(value, bias, data_format):
 @k("BiasAddGrad")
 def _bias_add_grad(g, data_format):
     axis = _bias_axis(g.ndim, data_format)
+    if g.dtype in _COMPILED and axis == g.ndim - 1 and g.flags.c_contiguous and g.shape[-1]:
+        # Channels last: einsum's column sum is ~2.5x NumPy's sum over the leading axes (which
+        # runs its reduction machinery row by row). A BLAS ones @ g is as fast alone, but a
+        # threaded BLAS call can wait a scheduler time slice on a busy machine.
+        return np.einsum("ij->j", g.reshape(-1, g.shape[-1]))
     axes = tuple(i for i in range(g.ndim) if i != axis)
     return np.sum(_work(g), axis=axes).astype(g.dtype, copy=False)
 
 
 # ---- ReLU gradient ------------------------------------------------------------------------------
-_COMPILED = (np.dtype(np.float32), np.dtype(np.float64))
-
 
 @k("ReluGrad")
+@quiet
 def _relu_grad(gradients, features):
     """``gradients`` where ``features > 0``, else 0 (a select, so an inf gradient at a dead unit
     gives 0, not nan). float32/float64 contiguous inputs take one compiled pass with no

@@ -1,0 +1,144 @@
+"""Compiled loops (numba, through ``jit.njit``) for the nn kernels: col2im for the convolution
+input gradient, max pooling and its gradient, the ReLU gradient, bias_add.
+
+The window loops work on 3 spatial dimensions, channels last (``[N, D, H, W, C]``); 1-D and 2-D
+callers insert unit dimensions (stride, dilation 1, padding 0 there), so one compiled loop
+serves every rank. Window positions that fall in the padding are skipped instead of being
+materialized, so no padded copy of the input is ever made.
+"""
+import numpy as np
+
+from tensorweave.kernels.cpu.jit import njit
+
+
+def as_3d(a, nd):
+    """View of ``[N, *S, C]`` (``nd`` spatial dims) as ``[N, D, H, W, C]``."""
+    return a.reshape(a.shape[:1] + (1,) * (3 - nd) + a.shape[1:])
+
+
+def as_3d_windows(a, nd):
+    """View of ``[N, *out, *ksize, C]`` as ``[N, OD, OH, OW, KD, KH, KW, C]``."""
+    n, rest = a.shape[0], a.shape[1:]
+    unit = (1,) * (3 - nd)
+    return a.reshape((n,) + unit + rest[:nd] + unit + rest[nd:])
+
+
+def params_3d(values, nd, fill):
+    """A per-spatial-dimension tuple padded in front to 3 entries with ``fill``."""
+    return (fill,) * (3 - nd) + tuple(int(v) for v in values)
+
+
+@njit
+def col2im(dcols, strides, dilations, pads, dx):
+    """Adds every window's column back into the input gradient:
+    ``dx[b, pos(o, k), c] += dcols[b, o, k, c]`` for the unpadded positions (the adjoint of
+    the im2col copy). ``dcols``: ``[N, OD, OH, OW, KD, KH, KW, C]``; ``dx``: ``[N, D, H, W, C]``."""
+    n, od_, oh_, ow_, kd_, kh_, kw_, c_ = dcols.shape
+    d_, h_, w_ = dx.shape[1], dx.shape[2], dx.shape[3]
+    for b in range(n):
+        for od in range(od_):
+            for a in range(kd_):
+                i = od * strides[0] + a * dilations[0] - pads[0]
+                if i < 0 or i >= d_:
+                    continue
+                for oh in range(oh_):
+                    for e in range(kh_):
+                        j = oh * strides[1] + e * dilations[1] - pads[1]
+                        if j < 0 or j >= h_:
+                            continue
+                        for ow in range(ow_):
+                            for f in range(kw_):
+                                k = ow * strides[2] + f * dilations[2] - pads[2]
+                                if k < 0 or k >= w_:
+                                    continue
+                                for c in range(c_):
+                                    dx[b, i, j, k, c] += dcols[b, od, oh, ow, a, e, f, c]
+
+
+@njit
+def max_windows(x, ksize, strides, pads, g, res, grad, tiled):
+    """Max pooling over ``x`` (``[N, D, H, W, C]``), window by window.
+
+    Each window's winner is its first maximum in raster order, a NaN counting as the maximum
+    (as ``np.argmax``). ``grad`` False: ``res[b, o, c]`` = the winner. ``grad`` True: ``res``
+    (shaped like ``x``, C-contiguous) gets ``g[b, o, c]`` at the winner's position: added into
+    a caller-zeroed ``res`` in general; with ``tiled`` (the windows cover the input exactly
+    once: no padding, strides equal to the window) every element written, so ``res`` may be
+    uninitialized. ``res`` (forward) or ``g`` (gradient) gives the output shape."""
+    n, od_, oh_, ow_, c_ = g.shape if grad else res.shape
+    d_, h_, w_ = x.shape[1], x.shape[2], x.shape[3]
+    flat = res.reshape(-1)  # res is C-contiguous: the gradient scatters by flat offset
+    best = np.empty(c_, x.dtype)
+    at = np.empty(c_, np.int64)  # winner's flat spatial index (i * h_ + j) * w_ + k
+    for b in range(n):
+        for od in range(od_):
+            for oh in range(oh_):
+                for ow in range(ow_):
+                    at[:] = -1  # no position seen yet: the first one wins whatever ``best`` holds
+                    for a in range(ksize[0]):
+                        i = od * strides[0] + a - pads[0]
+                        if i < 0 or i >= d_:
+                            continue
+                        for e in range(ksize[1]):
+                            j = oh * strides[1] + e - pads[1]
+                            if j < 0 or j >= h_:
+                                continue
+                            for f in range(ksize[2]):
+                                k = ow * strides[2] + f - pads[2]
+                                if k < 0 or k >= w_:
+                                    continue
+                                p = (i * h_ + j) * w_ + k
+                                # Branch-free per channel, so the loop vectorizes. Ties keep the
+                                # earlier position; v != v: a NaN beats a number, and the first
+                                # NaN stays.
+                                for c in range(c_):
+                                    v = x[b, i, j, k, c]
+                                    bc = best[c]
+                                    take = (v > bc) | ((v != v) & (bc == bc)) | (at[c] < 0)
+                                    best[c] = v if take else bc
+                                    at[c] = p if take else at[c]
+                    if grad and tiled:
+                        # Every input element is in exactly one window: write each once
+                        # (winner's g or 0), contiguous over channels, no zeroing pass.
+                        for a in range(ksize[0]):
+                            i = od * strides[0] + a
+                            for e in range(ksize[1]):
+                                j = oh * strides[1] + e
+                                for f in range(ksize[2]):
+                                    k = ow * strides[2] + f
+                                    p = (i * h_ + j) * w_ + k
+                                    for c in range(c_):
+                                        res[b, i, j, k, c] = g[b, od, oh, ow, c] if at[c] == p else 0
+                    elif grad:
+                        base = b * d_ * h_ * w_
+                        for c in range(c_):
+                            flat[(base + at[c]) * c_ + c] += g[b, od, oh, ow, c]
+                    else:
+                        for c in range(c_):
+                            res[b, od, oh, ow, c] = best[c]
+
+
+@njit
+def relu_grad(g, y, out):
+    """``out = g where y > 0 else 0`` over flat contiguous arrays, in one pass."""
+    for i in range(g.size):
+        out[i] = g[i] if y[i] > 0 else 0
+
+
+@njit
+def bias_add(v, b, out):
+    """``out[i, c, j] = v[i, c, j] + b[c]`` (channels in the middle: ``[N, C, S]``; channels
+    last is ``[M, C, 1]``). One pass over memory, where NumPy's broadcast add runs an inner
+    loop per row of ``C`` elements."""
+    n, c_, s_ = v.shape
+    if s_ == 1:
+        for i in range(n):
+            for c in range(c_):
+                out[i, c, 0] = v[i, c, 0] + b[c]
+    else:
+        for i in range(n):
+            for c in range(c_):
+                bc = b[c]
+                for j in range(s_):
+                    out[i, c, j] = v[i, c, j] + bc
+

@@ -1,0 +1,76 @@
+"""Runs a kernel's work over tiles of the batch, side by side on the intra-op threads.
+
+A convolution tiled over the batch (``conv_kernels``) does per tile an im2col copy, a GEMM
+and maybe a col2im. With ``runtime.threads.intra_op_threads()`` > 1 (BLAS's thread count)
+:func:`over_tiles` runs the tiles on that many threads, each calling BLAS single-threaded,
+instead of one thread calling a threaded BLAS per tile: the copies run in parallel too, and
+no tile waits on another thread inside BLAS. Under the executor's thread policy (heavy ops
+side by side only when BLAS leaves cores free) the count never oversubscribes the cores.
+
+>>> import numpy as np
+>>> out = np.zeros(10)
+>>> def run(b0, b1, scratch):
+...     out[b0:b1] = np.arange(b0, b1)
+>>> over_tiles(10, 8, 32, run)   # 4 images per tile
+>>> out.tolist()
+[0.0, 1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0, 9.0]
+"""
+import itertools
+from concurrent.futures import ThreadPoolExecutor
+
+import numpy as np
+
+from tensorweave.runtime import threads
+
+_POOL = None
+
+
+def _pool():
+    global _POOL
+    if _POOL is None:
+        _POOL = ThreadPoolExecutor(max_workers=max(1, threads.cores() - 1), thread_name_prefix="tw-tiles")
+    return _POOL
+
+
+def over_tiles(n, per_image_bytes, tile_bytes, run):
+    """Calls ``run(b0, b1, scratch)`` for tiles ``b0:b1`` of a batch of ``n`` images, as many
+    per tile as fit ``tile_bytes`` at ``per_image_bytes`` each (at least one); ``scratch`` is a
+    dict for buffers reused by one thread's tiles (see :func:`buffer`).
+
+    With several intra-op threads (BLAS's count) the tiles run on that many threads, each
+    with single-threaded BLAS, claiming tiles one at a time: a threaded BLAS call syncs its
+    threads once per block of the GEMM's inner dimension, and on a busy machine each sync can
+    wait a scheduler time slice for a descheduled thread (the filter gradient, a long inner
+    dimension, measured up to 50x slower that way), while here a late thread only delays
+    its own tile. Whatever else ``run`` does (im2col copies, col2im) runs on the same threads.
+    ``run`` must write disjoint outputs per tile (or keep per-tile partials), so that results
+    do not depend on the thread count."""
+    nb = max(1, min(n, tile_bytes // max(1, per_image_bytes)))
+    starts = range(0, n, nb)
+    nt = min(threads.intra_op_threads(), threads.cores(), len(starts))
+    if nt <= 1:
+        scratch = {}
+        for b0 in starts:
+            run(b0, min(n, b0 + nb), scratch)
+        return
+    claims = itertools.count()   # next() on a count is atomic under the GIL
+
+    def worker():
+        scratch = {}
+        i = next(claims)
+        while i < len(starts):
+            run(starts[i], min(n, starts[i] + nb), scratch)
+            i = next(claims)
+    with threads.single_threaded_blas():
+        helpers = [_pool().submit(worker) for _ in range(nt - 1)]
+        worker()
+        for h in helpers:
+            h.result()
+
+
+def buffer(scratch, key, shape, dtype, fill=None):
+    """A buffer of at least ``shape[0]`` rows kept in ``scratch`` (``fill``: its initial value)."""
+    buf = scratch.get(key)
+    if buf is None or buf.shape[0] < shape[0]:
+        buf = scratch[key] = np.empty(shape, dtype) if fill is None else np.full(shape, fill, dtype)
+    return buf[:shape[0]]
