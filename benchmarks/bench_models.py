@@ -21,7 +21,11 @@ Row fields:
   possible the row says ``rss_method: ru_maxrss`` (peak over the whole run instead);
 * ``rss_warmup_peak_mb``: ``getrusage`` ru_maxrss minus ``rss_base_mb`` (includes tracing/compiling);
 * ``tracemalloc_step_peak_mb`` (tensorweave only): the peak of NumPy allocations (NumPy reports
-  its buffers to ``tracemalloc``) during one step, above the level at its start.
+  its buffers to ``tracemalloc``) during one step, above the level at its start;
+* ``jit_code_mb`` (tensorweave only): RSS growth of one step of a throw-away copy of the model run
+  before ``rss_base_mb`` is taken — the numba kernels' machine code (and the copy's freed data),
+  kept out of the step memory as PyTorch's kernels are (they are in its shared libraries). JAX's
+  and TensorFlow's compilations happen in their first step and stay in their step figures.
 
 The framework ``tensorweave-blas1`` is tensorweave with NumPy's BLAS limited to one thread
 (threadpoolctl), a diagnostic for thread oversubscription; the ratios use plain ``tensorweave``.
@@ -83,23 +87,41 @@ def synthetic_batch(workload):
     return {"x": x, "y": y}
 
 
-def make_tensorweave(workload, data, threads, blas_threads=None):
-    """tw.keras's model (the same Keras code as the Keras 3 peer); ``blas_threads`` caps NumPy's BLAS."""
+def make_tensorweave(workload, data, threads, blas_threads=None, compile_first=True):
+    """tw.keras's model (the same Keras code as the Keras 3 peer); ``blas_threads`` caps NumPy's BLAS.
+
+    ``compile_first``: one training step of a throw-away copy of the model compiles the numba
+    kernels before the baseline RSS is taken, so the step memory counts data (gradients, slots,
+    activations), not machine code — PyTorch's kernels are in its shared libraries, inside its
+    baseline. The code's size is reported as ``jit_code_mb``."""
+    import gc
+
     import tensorweave as tw
     from peers import _keras_model
     if blas_threads is not None:
         from threadpoolctl import threadpool_limits
         make_tensorweave._limit = threadpool_limits(blas_threads)   # kept alive for the process
     keras = tw.keras
-    keras.utils.set_random_seed(0)
-    model, loss = _keras_model(keras, keras.layers, workload)
-    model.compile(optimizer=keras.optimizers.Adam(1e-3), loss=loss)
     x, y = data["x"], data["y"]
+
+    def build():
+        keras.utils.set_random_seed(0)
+        model, loss = _keras_model(keras, keras.layers, workload)
+        model.compile(optimizer=keras.optimizers.Adam(1e-3), loss=loss)
+        return model
+
+    info = {"blas_threads": blas_threads}
+    if compile_first:
+        before = current_rss_mb()
+        build().train_on_batch(x, y)
+        gc.collect()
+        info["jit_code_mb"] = round(current_rss_mb() - before, 1)
+    model = build()
 
     def step():
         return float(model.train_on_batch(x, y))
     step.model = model
-    return step, tw.__version__ if hasattr(tw, "__version__") else "dev", {"blas_threads": blas_threads}
+    return step, tw.__version__ if hasattr(tw, "__version__") else "dev", info
 
 
 # ---- memory ------------------------------------------------------------------------------------
@@ -283,7 +305,7 @@ def profile_tensorweave(workload, steps, out_dir, blas_threads=None, sequential=
         build = executor.build_plan
         executor.build_plan = lambda *a, **k: build(*a, **{**k, "parallel": False})
     data = synthetic_batch(workload)
-    step, _, _ = make_tensorweave(workload, data, os.cpu_count() or 1, blas_threads)
+    step, _, _ = make_tensorweave(workload, data, os.cpu_count() or 1, blas_threads, compile_first=False)
     model = step.model
     marks = _record_phases(model)
     step()
