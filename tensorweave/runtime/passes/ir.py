@@ -14,6 +14,8 @@ propagates downstream).
 """
 import numpy as np
 
+from tensorweave.core.registry import OpDef
+
 
 class Value:
     """An output of a :class:`Node` (stands in for a ``SymbolicTensor``)."""
@@ -31,26 +33,15 @@ class Value:
         return f"<Value {self.name} shape={self.shape} dtype={self.dtype.name}>"
 
 
-class NodeDef:
-    """Stands in for an ``OpDef``: the executor reads kernels, num_outputs, bind, heavy, stateful."""
+class NodeDef(OpDef):
+    """The ``OpDef`` of a rewritten node: kernels given, no shape rule or gradient (the node
+    exists only in a plan); the executor reads kernels, num_outputs, bind, heavy, stateful."""
 
-    __slots__ = ("name", "kernels", "num_outputs", "bind", "heavy", "stateful", "infer", "grad", "sbp")
+    __slots__ = ()
 
     def __init__(self, name, kernels, num_outputs=1, bind=None, heavy=False, stateful=False):
-        self.name, self.kernels, self.num_outputs = name, kernels, num_outputs
-        self.bind, self.heavy, self.stateful = bind, heavy, stateful
-        self.infer = self.grad = self.sbp = None
-
-    def n_outputs(self, attrs):
-        n = self.num_outputs
-        return n(attrs) if callable(n) else n
-
-    def kernel(self, device_type):
-        from tensorweave.core import errors
-        k = self.kernels.get(device_type)
-        if k is None:
-            raise errors.NotFoundError(f"No kernel registered for op '{self.name}' on device type {device_type}")
-        return k
+        super().__init__(name, None, num_outputs, stateful, bind=bind, heavy=heavy)
+        self.kernels = kernels
 
 
 def clone_def(opdef, orig):
