@@ -136,7 +136,7 @@ def build_plan(fetches, targets, feeds, soft_placement=None, parallel=None):
         if op.opdef.bind is not None:
             attrs.update(op.opdef.bind(op))
         fn = functools.partial(kernel, **attrs) if attrs else kernel
-        if op.type in _PRESET:
+        if op.type in PRESET_OPS:
             # Its value is fixed by its attributes: computed now, placed in the slot
             # before every run, no step at run time. Ordering edges that ran through it
             # (tw.function chains stateful ops) pass on to its consumers.
@@ -209,7 +209,7 @@ def _control_steps(op, step_of_op, passed_on):
 
 
 # Ops whose output depends only on their attributes (a constant, a variable's handle).
-_PRESET = frozenset({"Const", "VarHandleOp"})
+PRESET_OPS = frozenset({"Const", "VarHandleOp"})
 
 # An op counts as heavy (worth its own thread) when it touches this many elements or more;
 # below that, handing it to another thread costs more than it saves.

@@ -20,6 +20,7 @@ with ``out=`` compute the same values.
 """
 import numpy as np
 
+from tensorweave.runtime.executor import PRESET_OPS
 from tensorweave.runtime.passes.ir import Node, NodeDef, nbytes, static_dims
 
 _VIEWS = ("Identity", "StopGradient", "Snapshot", "Reshape", "ExpandDims", "Squeeze", "Transpose",
@@ -30,7 +31,6 @@ _UNARY = {"Neg": np.negative, "Square": np.square, "Sqrt": np.sqrt, "Exp": np.ex
           "Tanh": np.tanh, "Abs": np.abs}
 _FRESH_EXTRA = ("MatMul", "Cast", "Relu", "Sigmoid", "SquaredDifference")
 _DTYPES = ("float16", "float32", "float64")
-_PRESET = ("Const", "VarHandleOp")     # values the plan holds from the start of a run
 _STOCK = None
 # Below this an in-place call saves less than its wrapper costs (``np.errstate`` ~1.5 µs; a
 # 100-node chain of 10-element adds ran 4.4 instead of 1.6 µs/node).
@@ -151,7 +151,7 @@ def live_ranges(work):
                 buf_of[id(t)] = key
                 end[key] = max(end[key], i)
             else:
-                new_buffer(t, 0 if op.type in _PRESET else i)
+                new_buffer(t, 0 if op.type in PRESET_OPS else i)   # held from the run's start
     for t in work.fetches:
         use(t, end_all)
     delta = [0] * (n + 2)
