@@ -540,12 +540,15 @@ class LossFunctionWrapper(Loss):
         return cls(**config)
 
 
-class _BuiltinWrapper(LossFunctionWrapper):
-    # The built-in classes store their options as attributes and serialise those (not `fn`).
+class _BuiltinOptions:
+    """Mixin of the built-in function wrappers (losses here, mean metrics in keras.metrics):
+    their class fixes ``fn``, so they serialise their options (``_options``) on top of
+    ``_config_base``'s config, not ``fn``, and expose the options as attributes."""
     _options = ()
+    _config_base = None
 
     def get_config(self):
-        config = Loss.get_config(self)
+        config = self._config_base.get_config(self)
         config.update({k: self._fn_kwargs[k] for k in self._options})
         return config
 
@@ -560,6 +563,10 @@ class _BuiltinWrapper(LossFunctionWrapper):
         if item in kwargs:
             return kwargs[item]
         raise AttributeError(f"'{type(self).__name__}' object has no attribute '{item}'")
+
+
+class _BuiltinWrapper(_BuiltinOptions, LossFunctionWrapper):
+    _config_base = Loss
 
 
 class MeanSquaredError(_BuiltinWrapper):

@@ -154,23 +154,5 @@ class MeanMetricWrapper(Mean):
         return cls(**config)
 
 
-class _BuiltinMeanWrapper(MeanMetricWrapper):
-    # Built-in wrappers serialise their options, not `fn` (which their class fixes).
-    _options = ()
-
-    def get_config(self):
-        config = Metric.get_config(self)
-        config.update({k: self._fn_kwargs[k] for k in self._options})
-        return config
-
-    @classmethod
-    def from_config(cls, config):
-        config = dict(config)
-        config.pop("fn", None)
-        return cls(**config)
-
-    def __getattr__(self, item):
-        kwargs = self.__dict__.get("_fn_kwargs", {})
-        if item in kwargs:
-            return kwargs[item]
-        raise AttributeError(f"'{type(self).__name__}' object has no attribute '{item}'")
+class _BuiltinMeanWrapper(_losses._BuiltinOptions, MeanMetricWrapper):
+    _config_base = Metric
