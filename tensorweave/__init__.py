@@ -51,6 +51,11 @@ from tensorweave.ops.linalg_ops import *  # noqa: F401,F403
 from tensorweave.ops import nn_ops as _nn_ops, random_ops as _random_ops, training_ops as _training_ops  # noqa: F401
 from tensorweave.kernels import cpu as _cpu_kernels  # noqa: F401
 
+# --- process settings: idle BLAS workers sleep, freed step memory is reused --------------------
+from tensorweave.runtime import host_memory as _host_memory, threads as _threads
+_threads.quiet_idle_blas_workers()
+_host_memory.configure_from_environment()
+
 # --- autodiff ---------------------------------------------------------------------------------
 from tensorweave.autodiff.tape import GradientTape
 from tensorweave.autodiff.gradients import gradients
