@@ -74,7 +74,8 @@ def _im2col(xt, out, ksize, pads, strides, dilations, scratch):
     return cols
 
 
-def _dense_forward(x, f, out, pads, strides, dilations):
+def _dense_forward(x, f, out, pads, strides, dilations, bias=None, relu=False):
+    """With ``bias``: each tile's output gets ``+ bias`` (then ReLU) while it is in cache."""
     n, nd, o = x.shape[0], len(out), f.shape[-1]
     ksize, mi = f.shape[:nd], math.prod(out)
     fm = f.reshape(-1, o)
@@ -82,8 +83,10 @@ def _dense_forward(x, f, out, pads, strides, dilations):
     y2 = y.reshape(n * mi, o)
 
     def run(b0, b1, scratch):
-        np.matmul(_im2col(x[b0:b1], out, ksize, pads, strides, dilations, scratch), fm,
-                  out=y2[b0 * mi:b1 * mi])
+        rows = y2[b0 * mi:b1 * mi]
+        np.matmul(_im2col(x[b0:b1], out, ksize, pads, strides, dilations, scratch), fm, out=rows)
+        if bias is not None:
+            nn_loops.bias_act(rows, bias, relu)
     over_tiles(n, mi * fm.shape[0] * x.itemsize, TILE_BYTES, run)
     return y
 
@@ -215,8 +218,11 @@ def _check_conv_ranks(x, f, nd):
         raise ValueError("wrong rank")
 
 
-def conv_forward(x, f, strides, dilations, padding, data_format):
-    """N-d (grouped) convolution; ``f`` is ``[*ksize, C/groups, O]``."""
+def conv_forward(x, f, strides, dilations, padding, data_format, bias=None, relu=False):
+    """N-d (grouped) convolution; ``f`` is ``[*ksize, C/groups, O]``.
+
+    ``bias`` (channels-last float32/float64 only; plans' fused convolutions): ``+ bias`` per
+    output channel, then ReLU with ``relu`` — the same arithmetic as BiasAdd and Relu after."""
     nd = len(strides)
     dt = floats(x, f)
     _check_conv_ranks(x, f, nd)
@@ -226,12 +232,18 @@ def conv_forward(x, f, strides, dilations, padding, data_format):
     ksize, cg, o = f.shape[:nd], f.shape[-2], f.shape[-1]
     g = _groups(c, cg, o)
     out, pads = geometry(sizes, ksize, strides, dilations, padding)
+    if bias is not None and (cf or x.dtype != dt or bias.dtype != dt):
+        raise ValueError("conv_forward: a fused bias needs channels-last float32/float64 inputs")
     if g == 1:
-        y = _dense_forward(x, f, out, pads, strides, dilations)
-    elif cg == 1:
-        y = _depthwise_forward(pad(x, pads), f, n, out, strides, dilations)
+        y = _dense_forward(x, f, out, pads, strides, dilations, bias, relu)
     else:
-        y = _grouped_forward(pad(x, pads), f, g, out, strides, dilations)
+        if cg == 1:
+            y = _depthwise_forward(pad(x, pads), f, n, out, strides, dilations)
+        else:
+            y = _grouped_forward(pad(x, pads), f, g, out, strides, dilations)
+        if bias is not None:
+            y = np.ascontiguousarray(y).reshape(-1, o)
+            nn_loops.bias_act(y, bias, relu)
     y = y.reshape((n,) + out + (o,))
     return from_last(y, cf).astype(dt, copy=False)
 

@@ -136,10 +136,12 @@ def _bias_add(value, bias, data_format):
 def _bias_add_grad(g, data_format):
     axis = _bias_axis(g.ndim, data_format)
     if g.dtype in _COMPILED and axis == g.ndim - 1 and g.flags.c_contiguous and g.shape[-1]:
-        # Channels last: einsum's column sum is ~2.5x NumPy's sum over the leading axes (which
-        # runs its reduction machinery row by row). A BLAS ones @ g is as fast alone, but a
-        # threaded BLAS call can wait a scheduler time slice on a busy machine.
-        return np.einsum("ij->j", g.reshape(-1, g.shape[-1]))
+        # Channels last: one compiled pass of row-by-row sums into float64 (NumPy's sum over
+        # the leading axes runs its reduction machinery row by row, ~2.5x slower); the same
+        # sums as the fused ReluGrad + BiasAddGrad of the graph passes, so both give the same bits.
+        acc = np.zeros(g.shape[-1])
+        nn_loops.column_sums(g.reshape(-1, g.shape[-1]), acc)
+        return acc.astype(g.dtype)
     axes = tuple(i for i in range(g.ndim) if i != axis)
     return np.sum(_work(g), axis=axes).astype(g.dtype, copy=False)
 

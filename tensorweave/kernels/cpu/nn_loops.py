@@ -142,3 +142,37 @@ def bias_add(v, b, out):
                 for j in range(s_):
                     out[i, c, j] = v[i, c, j] + bc
 
+
+
+@njit
+def bias_act(y, b, relu):
+    """In place over rows ``y[M, C]``: ``y + b`` then, with ``relu``, ``np.maximum(., 0)`` —
+    BiasAdd's and Relu's arithmetic, in one pass over a GEMM's output while it is in cache."""
+    zero = y.dtype.type(0)
+    for i in range(y.shape[0]):
+        if relu:
+            for c in range(y.shape[1]):
+                y[i, c] = np.maximum(y[i, c] + b[c], zero)
+        else:
+            for c in range(y.shape[1]):
+                y[i, c] = y[i, c] + b[c]
+
+
+@njit
+def column_sums(g, acc):
+    """``acc[c] += sum over rows of g[:, c]`` (``acc`` float64), row by row: BiasAddGrad's sum,
+    in the same order as :func:`relu_grad_column_sums`."""
+    for i in range(g.shape[0]):
+        for c in range(g.shape[1]):
+            acc[c] += g[i, c]
+
+
+@njit
+def relu_grad_column_sums(g, y, out, acc):
+    """``out = g where y > 0 else 0`` and ``acc += column sums of out`` in one pass: ReluGrad
+    followed by BiasAddGrad (bit for bit: the same select, the same sums in the same order)."""
+    for i in range(g.shape[0]):
+        for c in range(g.shape[1]):
+            v = g[i, c] if y[i, c] > 0 else 0
+            out[i, c] = v
+            acc[c] += v

@@ -10,6 +10,7 @@ read (a fetch may now be another, equivalent tensor) and statistics. The passes,
 ``arithmetic_optimization``      ``x*1``, ``x+0``, Identity, double Neg/Transpose, no-op casts
 ``common_subgraph_elimination``  identical pure nodes computed once
 ``transpose_folding``            ``Transpose`` feeding a ``MatMul`` -> ``transpose_a/b``
+``remapping``                    conv/matmul + bias (+ ReLU), ReLU grad + bias grad -> one node
 ``pruning``                      nodes nobody reads any more
 ``elementwise_fusion``           chains of elementwise float ops -> one numba loop
 ``memory_optimization``          live ranges, planned peak bytes, in-place elementwise ops
@@ -28,7 +29,7 @@ plans already cached keep the options they were built with. The environment vari
 import os
 
 from tensorweave.runtime.passes import (algebraic, constant_folding, cse, fusion, memory, prune,
-                                        transpose_fold)
+                                        remapping, transpose_fold)
 from tensorweave.runtime.passes.ir import Work
 
 DEFAULTS = {
@@ -37,6 +38,7 @@ DEFAULTS = {
     "arithmetic_optimization": True,
     "common_subgraph_elimination": True,
     "transpose_folding": True,
+    "remapping": True,
     "pruning": True,
     "elementwise_fusion": True,
     "memory_optimization": True,
@@ -74,6 +76,7 @@ _PIPELINE = (
     ("arithmetic_optimization", algebraic.run),
     ("common_subgraph_elimination", cse.run),
     ("transpose_folding", transpose_fold.run),
+    ("remapping", remapping.run),
     ("pruning", prune.run),
     ("elementwise_fusion", fusion.run),
     ("pruning", prune.run),

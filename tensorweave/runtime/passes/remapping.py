@@ -1,0 +1,116 @@
+"""Remapping: a contraction and the bias and ReLU after it become one node, and a ReLU
+gradient and the bias gradient of its result become one node (TensorFlow's "remapper").
+
+- ``Conv{1,2,3}D | MatMul -> BiasAdd [-> Relu]`` becomes ``FusedConv{n}D`` / ``FusedMatMul``
+  (``kernels/cpu/fused_kernels.py``): the bias and ReLU are applied to each output tile while
+  it is in cache. The contraction's and the BiasAdd's outputs must have no other reader and
+  not be fed or fetched (the last node's output may be fetched: the fused node computes it).
+- ``ReluGrad -> BiasAddGrad`` becomes ``FusedReluGradBiasAddGrad`` with both outputs: the
+  masked gradient (still read by the other gradient ops) and its column sums (either may be
+  fetched, neither fed).
+
+Only stock kernels, float32/float64, channels-last layouts and nodes without ordering edges
+qualify. The fused kernels do the same arithmetic in the same order, so results are bit for
+bit those of the unfused plan (tests/test_remapping.py).
+"""
+from tensorweave.runtime.passes.ir import Node, NodeDef
+
+_DTYPES = ("float32", "float64")
+_CONTRACTIONS = {"Conv1D": "FusedConv1D", "Conv2D": "FusedConv2D", "Conv3D": "FusedConv3D",
+                 "MatMul": "FusedMatMul"}
+_STOCK = {}
+
+
+def _is_stock(op, op_type):
+    """``op`` is an ``op_type`` node running the kernel tensorweave ships for it."""
+    if op.type != op_type:
+        return False
+    if not _STOCK:
+        from tensorweave.core.registry import get_op
+        for t in ("Conv1D", "Conv2D", "Conv3D", "MatMul", "BiasAdd", "Relu", "ReluGrad", "BiasAddGrad"):
+            _STOCK[t] = get_op(t).kernels.get("CPU")
+    return op.opdef.kernels.get("CPU") is _STOCK[op_type]
+
+
+def _free(op, work):
+    """Not an ordering point, one float output of a supported dtype."""
+    return (id(op) not in work.pinned and not op.control_inputs and len(op.outputs) == 1
+            and op.outputs[0].dtype.name in _DTYPES)
+
+
+def _only_reader(t, op, work):
+    """``t`` is read by ``op`` alone (once) and is neither fed nor fetched."""
+    return not work.protected(t) and work.consumers.get(id(t), []) == [op]
+
+
+def _channels_last(op):
+    return not str(op.attrs.get("data_format", "NHWC")).startswith("NC")
+
+
+def _fuse_contraction(bias_add, work):
+    x = bias_add.inputs[0]
+    c = x.op
+    if not (_free(bias_add, work) and c.type in _CONTRACTIONS and _is_stock(c, c.type) and _free(c, work)
+            and _only_reader(x, bias_add, work) and c.device == bias_add.device):
+        return None
+    if not (_channels_last(c) and (_channels_last(bias_add) or x.shape.rank == 2)):
+        return None
+    if any(t.dtype is not x.dtype for t in list(c.inputs) + [bias_add.inputs[1]]):
+        return None
+    last, fused = bias_add, [c, bias_add]
+    readers = work.consumers.get(id(bias_add.outputs[0]), [])
+    if len(readers) == 1 and _is_stock(readers[0], "Relu") and _free(readers[0], work) \
+            and _only_reader(bias_add.outputs[0], readers[0], work) and readers[0].device == c.device:
+        last = readers[0]
+        fused.append(last)
+    from tensorweave.kernels.cpu import fused_kernels
+    kernel = fused_kernels.fused_matmul if c.type == "MatMul" else fused_kernels.fused_conv
+    kind = _CONTRACTIONS[c.type]
+    d = NodeDef(kind, {"CPU": kernel}, heavy=c.opdef.heavy)
+    y = last.outputs[0]
+    attrs = {**{k: v for k, v in c.attrs.items() if k[0] != "_"}, "relu": last is not bias_add}
+    node = Node(last, d, (c.inputs[0], c.inputs[1], bias_add.inputs[1]), attrs, [(y.shape, y.dtype)],
+                type_=kind, control_inputs=(), fused=[o.name for o in fused])
+    work.node_rep[id(last)] = node
+    for o in fused[:-1]:
+        work.node_rep[id(o)] = None
+    return fused
+
+
+def _fuse_gradients(bias_grad, work):
+    g = bias_grad.inputs[0]
+    rg = g.op
+    if not (_free(bias_grad, work) and _is_stock(rg, "ReluGrad") and _free(rg, work)
+            and id(bias_grad.outputs[0]) not in work.feed_ids and id(g) not in work.feed_ids
+            and rg.device == bias_grad.device):
+        return None
+    if not (_channels_last(bias_grad) or g.shape.rank == 2) or g.shape.rank is None or g.shape.rank < 2:
+        return None
+    from tensorweave.kernels.cpu import fused_kernels
+    d = NodeDef("FusedReluGradBiasAddGrad", {"CPU": fused_kernels.relu_grad_bias_add_grad}, num_outputs=2)
+    db = bias_grad.outputs[0]
+    node = Node(rg, d, rg.inputs, {"data_format": bias_grad.attrs.get("data_format", "NHWC")},
+                [(g.shape, g.dtype), (db.shape, db.dtype)], type_="FusedReluGradBiasAddGrad",
+                control_inputs=(), fused=[rg.name, bias_grad.name])
+    work.node_rep[id(rg)] = node
+    work.node_rep[id(bias_grad)] = None
+    work.rep[id(db)] = node.outputs[1]     # a fetch of the bias gradient reads the fused node
+    return [rg, bias_grad]
+
+
+def run(work):
+    n = 0
+    taken = set()
+    for op in list(work.ops):
+        if id(op) in taken:
+            continue
+        if _is_stock(op, "BiasAdd") and id(op.inputs[0].op) not in taken:
+            fused = _fuse_contraction(op, work)
+        elif _is_stock(op, "BiasAddGrad") and id(op.inputs[0].op) not in taken:
+            fused = _fuse_gradients(op, work)
+        else:
+            continue
+        if fused:
+            n += 1
+            taken.update(id(o) for o in fused)
+    return n
