@@ -1,6 +1,8 @@
 """CPU kernels for ``Conv{1,2,3}D`` and their input and filter backprops (``ops/nn_ops.py``).
 
-Ordinary (one-group) convolutions run as im2col + GEMM, **tiled over the batch**: a tile of
+Float32 3x3 stride-1 convolutions (and both their gradients) with enough channels run by
+Winograd's F(4x4, 3x3) (``winograd.py``). Other ordinary (one-group) convolutions run as
+im2col + GEMM, **tiled over the batch**: a tile of
 images is copied into a column buffer ``[tile * prod(out), prod(ksize) * C]`` (NumPy's
 strided copy of the window view, into padding kept in a small per-tile buffer) and multiplied
 by the filter matrix with BLAS. The buffer is bounded by :data:`TILE_BYTES`; a whole-batch
@@ -25,7 +27,7 @@ import math
 import numpy as np
 
 from tensorweave.core.registry import register_kernel as k
-from tensorweave.kernels.cpu import nn_loops
+from tensorweave.kernels.cpu import nn_loops, winograd
 from tensorweave.kernels.cpu.nn_util import (channels_first, crop, floats, from_last, geometry,
                                              group_windows, offset_slices, pad, to_last, windows, work)
 from tensorweave.kernels.cpu.tiles import buffer as _buffer
@@ -234,7 +236,9 @@ def conv_forward(x, f, strides, dilations, padding, data_format, bias=None, relu
     out, pads = geometry(sizes, ksize, strides, dilations, padding)
     if bias is not None and (cf or x.dtype != dt or bias.dtype != dt):
         raise ValueError("conv_forward: a fused bias needs channels-last float32/float64 inputs")
-    if g == 1:
+    if g == 1 and winograd.applies(x.dtype, f.shape, strides, dilations, pads):
+        y = winograd.conv3x3(x, f, pads, bias, relu)
+    elif g == 1:
         y = _dense_forward(x, f, out, pads, strides, dilations, bias, relu)
     else:
         if cg == 1:
@@ -265,7 +269,9 @@ def conv_backprop_input(input_sizes, f, dy, strides, dilations, padding, data_fo
     out, pads = geometry(sizes, ksize, strides, dilations, padding)
     if dy.shape != (n,) + out + (o,):
         raise ValueError("out_backprop does not match the convolution's output shape")
-    if g == 1:
+    if g == 1 and winograd.applies(dy.dtype, f.shape, strides, dilations, pads):
+        dx = winograd.conv3x3_backprop_input(shape, f, dy, pads)
+    elif g == 1:
         dx = _dense_backprop_input(shape, f, dy, out, pads, strides, dilations)
     elif cg == 1:
         dx = _depthwise_backprop_input(shape, f, dy, out, pads, strides, dilations)
@@ -289,7 +295,9 @@ def conv_backprop_filter(x, filter_sizes, dy, strides, dilations, padding, data_
     out, pads = geometry(sizes, ksize, strides, dilations, padding)
     if dy.shape != (n,) + out + (o,):
         raise ValueError("out_backprop does not match the convolution's output shape")
-    if g == 1:
+    if g == 1 and winograd.applies(x.dtype, fsizes, strides, dilations, pads):
+        df = winograd.conv3x3_backprop_filter(x, dy, pads)
+    elif g == 1:
         df = _dense_backprop_filter(x, fsizes, dy, out, pads, strides, dilations)
     elif cg == 1:
         df = _depthwise_backprop_filter(pad(x, pads), fsizes, dy, out, strides, dilations)
