@@ -59,9 +59,7 @@ def relu_grad_bias_add_grad(gradients, features, data_format):
     if (gradients.dtype in DTYPES and gradients.ndim >= 2 and gradients.shape[-1]
             and gradients.flags.c_contiguous and features.flags.c_contiguous):
         c = gradients.shape[-1]
-        out = np.empty_like(gradients)
-        acc = np.zeros(c)
-        nn_loops.relu_grad_column_sums(gradients.reshape(-1, c), features.reshape(-1, c), out.reshape(-1, c), acc)
-        return out, acc.astype(gradients.dtype)
+        out, sums = nn_kernels.column_sums(gradients.reshape(-1, c), features.reshape(-1, c))
+        return out.reshape(gradients.shape), sums
     dz = nn_kernels._relu_grad(gradients, features)
     return dz, nn_kernels._bias_add_grad(dz, data_format)

@@ -15,6 +15,7 @@ from tensorweave.kernels.cpu.nn_util import channels_first as _channels_first
 from tensorweave.kernels.cpu.nn_util import floats as _floats
 from tensorweave.kernels.cpu.nn_util import work as _work
 from tensorweave.kernels.cpu.util import quiet
+from tensorweave.kernels.cpu.tiles import over_tiles
 
 
 # ---- softmax and cross-entropies ----------------------------------------------------------------
@@ -132,16 +133,44 @@ def _bias_add(value, bias, data_format):
     return np.add(value, bias.reshape(shape))
 
 
+#: Rows per partial sum of :func:`column_sums`: fixed, so the order of the additions — and
+#: the bits of the result — do not depend on how many threads share the chunks.
+SUM_ROWS = 4096
+
+
+def column_sums(g2, features=None):
+    """Column sums of ``g2[M, C]`` (float32/float64, C-contiguous) in float64, rounded once:
+    partial sums over chunks of :data:`SUM_ROWS` rows (compiled, row by row) on the intra-op
+    threads, added in chunk order. With ``features``: first ``g2`` masked where
+    ``features <= 0`` (ReluGrad), returning ``(masked, sums)`` — the same bits as ReluGrad then
+    BiasAddGrad."""
+    m, c = g2.shape
+    masked = None if features is None else np.empty_like(g2)
+    parts = {}
+
+    def run(r0, r1, _scratch):
+        acc = np.zeros(c)
+        if masked is None:
+            nn_loops.column_sums(g2[r0:r1], acc)
+        else:
+            nn_loops.relu_grad_column_sums(g2[r0:r1], features[r0:r1], masked[r0:r1], acc)
+        parts[r0] = acc
+    over_tiles(m, 1, SUM_ROWS, run)
+    total = np.zeros(c)
+    for r0 in sorted(parts):
+        total += parts[r0]
+    total = total.astype(g2.dtype)
+    return total if masked is None else (masked, total)
+
+
 @k("BiasAddGrad")
 def _bias_add_grad(g, data_format):
     axis = _bias_axis(g.ndim, data_format)
     if g.dtype in _COMPILED and axis == g.ndim - 1 and g.flags.c_contiguous and g.shape[-1]:
-        # Channels last: one compiled pass of row-by-row sums into float64 (NumPy's sum over
-        # the leading axes runs its reduction machinery row by row, ~2.5x slower); the same
-        # sums as the fused ReluGrad + BiasAddGrad of the graph passes, so both give the same bits.
-        acc = np.zeros(g.shape[-1])
-        nn_loops.column_sums(g.reshape(-1, g.shape[-1]), acc)
-        return acc.astype(g.dtype)
+        # Channels last: compiled row-by-row sums (NumPy's sum over the leading axes runs its
+        # reduction machinery row by row, ~2.5x slower), the same as the fused ReluGrad +
+        # BiasAddGrad of the graph passes, so both give the same bits.
+        return column_sums(g.reshape(-1, g.shape[-1]))
     axes = tuple(i for i in range(g.ndim) if i != axis)
     return np.sum(_work(g), axis=axes).astype(g.dtype, copy=False)
 
