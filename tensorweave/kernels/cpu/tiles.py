@@ -47,7 +47,8 @@ def over_tiles(n, per_image_bytes, tile_bytes, run):
     do not depend on the thread count."""
     nb = max(1, min(n, tile_bytes // max(1, per_image_bytes)))
     starts = range(0, n, nb)
-    nt = min(threads.intra_op_threads(), threads.cores(), len(starts))
+    # (one tile: no need to ask BLAS for its thread count, ~20 µs through threadpoolctl)
+    nt = 1 if len(starts) <= 1 else min(threads.intra_op_threads(), threads.cores(), len(starts))
     if nt <= 1:
         scratch = {}
         for b0 in starts:
