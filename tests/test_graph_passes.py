@@ -51,7 +51,7 @@ def _off_and_on(fetches, feeds, values, **on):
 
 
 def _assert_same(off, on, plan, tol, what):
-    fused = "FusedElementwise" in _types(plan)
+    fused = bool({"FusedElementwise", "FusedReduction"} & set(_types(plan)))
     for a, b in zip(off, on):
         assert a.dtype == b.dtype and a.shape == b.shape, what
         if fused and a.dtype.kind == "f":
@@ -174,7 +174,7 @@ def test_constant_folding():
         big = tw.zeros([200, 200]) + tw.constant(1.0)   # 160 KB: over the cap, stays
         s = tw.reduce_sum(big)
     xv = np.ones(3, np.float32)
-    off, on, plan = _off_and_on([y, shp, s], [x], [xv])
+    off, on, plan = _off_and_on([y, shp, s], [x], [xv], elementwise_fusion=False)
     for a, b in zip(off, on):
         np.testing.assert_array_equal(b, a)
     types = _types(plan)
@@ -338,6 +338,52 @@ def test_fusion_keeps_values_read_elsewhere():
     off, on, plan = _off_and_on([c, a], [x], [xv])
     for u, v in zip(off, on):
         np.testing.assert_allclose(v, u, rtol=1e-6)
+
+
+@pytest.mark.parametrize("dtype", [tw.float32, tw.float64])
+def test_reductions_join_the_fused_loop(dtype):
+    rng = np.random.default_rng(4)
+    av, bv = rng.normal(size=(96, 50)).astype(dtype.np_dtype), rng.normal(size=(96, 50)).astype(dtype.np_dtype)
+    g = tw.Graph()
+    with g.as_default():
+        a, b = tf1.placeholder(dtype, [96, 50]), tf1.placeholder(dtype, [96, 50])
+        outs = [tw.reduce_sum(tw.square(a - b)),                               # all axes
+                tw.reduce_mean(a * b + tw.constant(1.0, dtype), axis=-1),      # last axis
+                tw.reduce_max(tw.exp(a) * tw.constant(2.0, dtype), axis=1, keepdims=True),
+                tw.reduce_min(tw.abs(b) - a, axis=[0, 1], keepdims=True),
+                tw.reduce_sum(tw.square(b) + a, axis=0)]                       # first axis: not joined
+    off, on, plan = _off_and_on(outs, [a, b], [av, bv])
+    types = _types(plan)
+    assert types.count("FusedReduction") == 4 and types.count("FusedElementwise") == 1
+    tol = 1e-6 if dtype is tw.float32 else 1e-13
+    for u, v in zip(off, on):
+        assert u.shape == v.shape and u.dtype == v.dtype
+        np.testing.assert_allclose(v, u, rtol=tol)
+    np.testing.assert_array_equal(on[3], off[3])    # min (and max) are exact; exp may differ in the last place
+
+
+def test_fused_sum_adds_in_float64():
+    # 2**24 + 1 elements of 1: float32 addition in order would stop at 2**24
+    n = 2 ** 24 + 1
+    g = tw.Graph()
+    with g.as_default():
+        x = tf1.placeholder(tw.float32, [n])
+        s = tw.reduce_sum(tw.abs(x))
+    plan = _plan([s], [x], **ALL_ON)
+    assert "FusedReduction" in _types(plan)
+    assert float(_run(plan, [np.ones(n, np.float32)])[0]) == float(np.float32(n))
+
+
+def test_a_reduction_is_not_joined_when_its_input_is_read_elsewhere():
+    g = tw.Graph()
+    with g.as_default():
+        x = tf1.placeholder(tw.float32, [100, 10])
+        y = tw.exp(x) * tw.constant(2.0)
+        s = tw.reduce_sum(y)
+        z = y + s
+    off, on, plan = _off_and_on([z], [x], [np.linspace(0, 1, 1000, dtype=np.float32).reshape(100, 10)])
+    assert "FusedReduction" not in _types(plan)
+    np.testing.assert_allclose(on[0], off[0], rtol=1e-6)
 
 
 def test_planned_peak_bytes_hand_computed():

@@ -168,6 +168,7 @@ def get_seed(op_seed):
     its own uses the global seed in force when it is traced, as TensorFlow's FuncGraph does.
 
     >>> import tensorweave as tw
+    >>> tw.random.set_seed(None)      # no global seed: a fixed graph-level default
     >>> tw.random.get_seed(5)
     (87654321, 5)
     """

@@ -1,5 +1,7 @@
 """Elementwise fusion: a tree of elementwise float ops becomes one node running one
-numba-compiled loop (no temporaries, one pass over memory).
+numba-compiled loop (no temporaries, one pass over memory); a Sum/Mean/Max/Min over all axes
+or the last axis that alone reads the tree's result joins it (``FusedReduction``: the loop
+reduces as it goes, the tree's values are never stored).
 
 A node joins the group of an input's producer when that input is read by it alone (not
 fetched, not fed, not read by any other node), has the output's static shape and dtype, and
@@ -14,7 +16,9 @@ compile, cached per process by expression and dtype).
 Results: the loop evaluates the same IEEE operations in the same order as the NumPy
 kernels (no fastmath, numba's NumPy error model: division by zero gives inf/nan), so
 +, -, *, /, sqrt, abs, max/min and relu are bit-identical; exp, log, tanh and sigmoid use
-libm and may differ from NumPy's SIMD routines in the last place. A failing fused node is
+libm and may differ from NumPy's SIMD routines in the last place. A fused Sum/Mean adds in
+float64, row by row (NumPy adds float32 pairwise in float32): it differs from the unfused
+result by rounding, and is the more accurate; Max/Min are exact. A failing fused node is
 reported under its output node's name and lists the original nodes.
 """
 import threading
@@ -206,15 +210,94 @@ def make_kernel(lines, root, kinds, shape, dtype, names):
     return fused_elementwise
 
 
+# ---- a reduction at the end of a group -------------------------------------------------------------
+_REDUCE = {"Sum": ("0.0", "acc += {v}"), "Mean": ("0.0", "acc += {v}"),
+           "Max": ("-np.inf", "acc = np.maximum(acc, {v})"), "Min": ("np.inf", "acc = np.minimum(acc, {v})")}
+
+
+def _reduction_after(group, work):
+    """``(op, rows)``: the Sum/Mean/Max/Min that alone reads the group's output, over all its
+    axes (``rows`` 1) or over the last one (``rows`` = the product of the others); else None."""
+    root = group.ops[-1]
+    y = root.outputs[0]
+    readers = work.consumers.get(id(y), [])
+    if len(readers) != 1 or work.protected(y):
+        return None
+    r = readers[0]
+    if r.type not in _REDUCE or r.inputs[0] is not y or id(r) in work.pinned or r.control_inputs \
+            or r.device != root.device or len(r.outputs) != 1 or r.outputs[0].dtype is not y.dtype \
+            or static_dims(r.outputs[0]) is None:
+        return None
+    from tensorweave.core.registry import get_op
+    from tensorweave.ops.reduce_ops import _axes
+    if r.opdef.kernels.get("CPU") is not get_op(r.type).kernels.get("CPU"):
+        return None
+    nd = len(group.dims)
+    axes = _axes(r.attrs.get("axis"), nd)
+    if axes == tuple(range(nd)):
+        return r, 1
+    if axes == (nd - 1,):
+        return r, int(np.prod(group.dims[:-1]))
+    return None
+
+
+def _reduce_source(lines, root, n, reduce_type):
+    """``_fused(out, cols, a0, ..)``: per row of ``cols`` elements, the group's expression
+    reduced into a float64 accumulator (Sum/Mean: more accurate than a float32 sum; Max/Min:
+    exact), stored rounded to ``out``'s dtype."""
+    init, step = _REDUCE[reduce_type]
+    head = ", ".join(["out", "cols"] + [f"a{j}" for j in range(n)])
+    body = "\n".join("    " + line for line in lines)
+    mean = " / cols" if reduce_type == "Mean" else ""
+    return (f"def _fused({head}):\n    for r in range(out.shape[0]):\n        acc = {init}\n"
+            f"        for c in range(cols):\n            i = r * cols + c\n{body}\n"
+            f"            {step.format(v=root)}\n        out[r] = acc{mean}\n")
+
+
+def make_reduce_kernel(lines, root, kinds, shape, dtype, names, reduce_type, rows, out_shape):
+    """The kernel of a group ending in a reduction: ``kernel(*inputs) -> [out_shape]``."""
+    npdt = np.dtype(dtype)
+    size = int(np.prod(shape))
+    fn = []
+
+    def fused_reduction(*xs):
+        if not fn:
+            fn.append(_compile(_reduce_source(lines, root, len(kinds), reduce_type), dtype))
+        args = []
+        for x, full in zip(xs, kinds):
+            a = np.asarray(x, npdt)
+            if full:
+                if a.size != size:
+                    raise ValueError(f"fused nodes {names}: an input has {a.size} elements, expected {size}")
+                args.append(np.ascontiguousarray(a).reshape(-1))
+            else:
+                args.append(a.reshape(-1)[0])
+        out = np.empty(rows, npdt)
+        try:
+            fn[0](out, size // rows, *args)
+        except Exception as e:  # noqa: BLE001 - name the fused nodes
+            raise errors.InternalError(f"in fused nodes {names}: {type(e).__name__}: {e}") from e
+        return out.reshape(out_shape)
+    fused_reduction.fused_source = _reduce_source(lines, root, len(kinds), reduce_type)
+    return fused_reduction
+
+
 def run(work):
     opts = work.options
     order = {id(o): i for i, o in enumerate(work.ops)}
     n = 0
     for g in find_groups(work):
-        if len(g.ops) < opts["fusion_min_ops"] or int(np.prod(g.dims)) < opts["fusion_min_elements"]:
+        if int(np.prod(g.dims)) < opts["fusion_min_elements"]:
             continue
         root = g.ops[-1]
         if opts["fusion_function_graphs_only"] and not getattr(root.graph, "is_function_graph", False):
+            continue
+        reduction = _reduction_after(g, work)
+        if reduction is not None and len(g.ops) + 1 <= opts["fusion_max_ops"] \
+                and len(g.ops) + 1 >= opts["fusion_min_ops"]:
+            n += _fuse_with_reduction(g, reduction, order, work)
+            continue
+        if len(g.ops) < opts["fusion_min_ops"]:
             continue
         lines, expr_root, kinds, inputs = _codegen(g, order)
         y = root.outputs[0]
@@ -228,3 +311,17 @@ def run(work):
             work.node_rep[id(o)] = None
         n += 1
     return n
+
+
+def _fuse_with_reduction(g, reduction, order, work):
+    r, rows = reduction
+    lines, expr_root, kinds, inputs = _codegen(g, order)
+    z = r.outputs[0]
+    names = [o.name for o in sorted(g.ops, key=lambda o: order[id(o)])] + [r.name]
+    kernel = make_reduce_kernel(lines, expr_root, kinds, g.dims, z.dtype.name, names, r.type, rows, static_dims(z))
+    d = NodeDef("FusedReduction", {"CPU": kernel})
+    node = Node(r, d, inputs, {}, [(z.shape, z.dtype)], type_="FusedReduction", control_inputs=(), fused=names)
+    work.node_rep[id(r)] = node
+    for o in g.ops:
+        work.node_rep[id(o)] = None
+    return 1
