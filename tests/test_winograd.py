@@ -87,3 +87,25 @@ def test_empty_batches_and_outputs():
     np.testing.assert_array_equal(
         ck.conv_backprop_filter(np.ones((0, 5, 5, 8), np.float32), [3, 3, 8, 8], np.ones((0, 5, 5, 8), np.float32),
                                 S, S, "SAME", "NHWC"), np.zeros((3, 3, 8, 8), np.float32))
+
+
+def test_channels_first_and_half_precision_take_the_path_too():
+    x, f, y, dy = _case((2, 9, 9, 8, 16), "SAME")
+    xc = np.ascontiguousarray(x.transpose(0, 3, 1, 2))
+    got = ck.conv_forward(xc, f, S, S, "SAME", "NCHW")
+    _close(np.ascontiguousarray(got.transpose(0, 2, 3, 1)), y)
+    half = ck.conv_forward(x.astype(np.float16), f.astype(np.float16), S, S, "SAME", "NHWC")
+    assert half.dtype == np.float16
+    np.testing.assert_allclose(half.astype(np.float64), y, atol=2e-2 * np.abs(y).max())
+
+
+def test_keras_conv_layer_eager_graph_and_float64_agree():
+    import tensorweave as tw
+    x = RNG.standard_normal((4, 12, 12, 8)).astype(np.float32)
+    layer = tw.keras.layers.Conv2D(16, 3, padding="same", activation="relu")
+    eager = layer(x).numpy()
+    graph = tw.function(lambda t: layer(t))(tw.constant(x)).numpy()
+    np.testing.assert_array_equal(graph, eager)
+    w, b = [v.numpy().astype(np.float64) for v in layer.weights]
+    ref = np.maximum(ck.conv_forward(x.astype(np.float64), w, S, S, "SAME", "NHWC") + b, 0)
+    _close(eager, ref)
