@@ -68,3 +68,10 @@ def test_freed_step_memory_is_reused_without_page_faults():
 def test_retain_freed_memory_zero_leaves_malloc_alone():
     from tensorweave.runtime import host_memory
     assert host_memory.retain_freed_memory(0) is False
+
+
+def test_a_bad_retention_setting_is_a_clear_error(monkeypatch):
+    from tensorweave.runtime import host_memory
+    monkeypatch.setenv("TW_HOST_MEMORY_RETAIN_MB", "lots")
+    with pytest.raises(ValueError, match="TW_HOST_MEMORY_RETAIN_MB must be a number of MiB"):
+        host_memory.configure_from_environment()

@@ -33,10 +33,18 @@ def retain_freed_memory(nbytes=RETAINED_BYTES):
         mallopt = libc.mallopt
     except (OSError, AttributeError):   # not glibc
         return False
-    return bool(mallopt(_M_MMAP_THRESHOLD, HEAP_BLOCK_LIMIT)) and bool(mallopt(_M_TRIM_THRESHOLD, min(int(nbytes), 2**31 - 1)))
+    trim = min(int(nbytes), 2 ** 31 - 1)        # mallopt takes a C int
+    return bool(mallopt(_M_MMAP_THRESHOLD, HEAP_BLOCK_LIMIT)) and bool(mallopt(_M_TRIM_THRESHOLD, trim))
 
 
 def configure_from_environment():
     """Applies ``TW_HOST_MEMORY_RETAIN_MB`` (default :data:`RETAINED_BYTES`) at import."""
     mb = os.environ.get("TW_HOST_MEMORY_RETAIN_MB")
-    return retain_freed_memory(RETAINED_BYTES if mb is None else int(float(mb) * (1 << 20)))
+    if mb is None:
+        return retain_freed_memory(RETAINED_BYTES)
+    try:
+        nbytes = int(float(mb) * (1 << 20))
+    except ValueError:
+        raise ValueError(f"TW_HOST_MEMORY_RETAIN_MB must be a number of MiB (0: leave malloc alone), "
+                         f"got {mb!r}") from None
+    return retain_freed_memory(nbytes)

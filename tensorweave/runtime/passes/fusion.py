@@ -166,6 +166,20 @@ def _compile(src, dtype):
     return fn
 
 
+def _loop_args(xs, kinds, npdt, size, names):
+    """The compiled loop's arguments: full-size inputs flat and contiguous, scalars as scalars."""
+    args = []
+    for x, full in zip(xs, kinds):
+        a = np.asarray(x, npdt)
+        if full:
+            if a.size != size:
+                raise ValueError(f"fused nodes {names}: an input has {a.size} elements, expected {size}")
+            args.append(np.ascontiguousarray(a).reshape(-1))
+        else:
+            args.append(a.reshape(-1)[0])
+    return args
+
+
 def make_kernel(lines, root, kinds, shape, dtype, names):
     """The fused node's kernel: ``kernel(*inputs, inplace=-1)``; with ``inplace=k`` the result is
     written into input ``k`` (the memory pass sets it only for a dead, freshly allocated input)."""
@@ -182,15 +196,7 @@ def make_kernel(lines, root, kinds, shape, dtype, names):
         return fn
 
     def fused_elementwise(*xs, inplace=-1):
-        args = []
-        for x, full in zip(xs, kinds):
-            a = np.asarray(x, npdt)
-            if full:
-                if a.size != size:
-                    raise ValueError(f"fused nodes {names}: an input has {a.size} elements, expected {size}")
-                args.append(np.ascontiguousarray(a).reshape(-1))
-            else:
-                args.append(a.reshape(-1)[0])
+        args = _loop_args(xs, kinds, npdt, size, names)
         if inplace >= 0:
             o = xs[inplace]
             if not (isinstance(o, np.ndarray) and o.dtype == npdt and o.flags.c_contiguous and o.flags.writeable
@@ -263,15 +269,7 @@ def make_reduce_kernel(lines, root, kinds, shape, dtype, names, reduce_type, row
     def fused_reduction(*xs):
         if not fn:
             fn.append(_compile(_reduce_source(lines, root, len(kinds), reduce_type), dtype))
-        args = []
-        for x, full in zip(xs, kinds):
-            a = np.asarray(x, npdt)
-            if full:
-                if a.size != size:
-                    raise ValueError(f"fused nodes {names}: an input has {a.size} elements, expected {size}")
-                args.append(np.ascontiguousarray(a).reshape(-1))
-            else:
-                args.append(a.reshape(-1)[0])
+        args = _loop_args(xs, kinds, npdt, size, names)
         out = np.empty(rows, npdt)
         try:
             fn[0](out, size // rows, *args)
