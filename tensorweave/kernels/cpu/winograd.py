@@ -77,7 +77,8 @@ def _input_transform(x, n0, n1, th, tw_, v):
                         t4[c] = k2 * d1 - d2 - k2 * d3 + d4
                         t5[c] = k4 * d1 - k5 * d3 + d5
                 for r in range(6):
-                    s0, s1, s2, s3, s4, s5 = t[6 * r], t[6 * r + 1], t[6 * r + 2], t[6 * r + 3], t[6 * r + 4], t[6 * r + 5]
+                    s0, s1, s2 = t[6 * r], t[6 * r + 1], t[6 * r + 2]
+                    s3, s4, s5 = t[6 * r + 3], t[6 * r + 4], t[6 * r + 5]
                     w0, w1, w2 = v[6 * r, p], v[6 * r + 1, p], v[6 * r + 2, p]
                     w3, w4, w5 = v[6 * r + 3, p], v[6 * r + 4, p], v[6 * r + 5, p]
                     for c in range(c_):
@@ -105,7 +106,8 @@ def _output_transform(m, n0, n1, th, tw_, y, bias, has_bias, relu):
         for ti in range(th):
             for tj in range(tw_):
                 for b in range(6):
-                    q0, q1, q2, q3, q4, q5 = m[b, p], m[6 + b, p], m[12 + b, p], m[18 + b, p], m[24 + b, p], m[30 + b, p]
+                    q0, q1, q2 = m[b, p], m[6 + b, p], m[12 + b, p]
+                    q3, q4, q5 = m[18 + b, p], m[24 + b, p], m[30 + b, p]
                     for o in range(o_):
                         m0, m1, m2, m3, m4, m5 = q0[o], q1[o], q2[o], q3[o], q4[o], q5[o]
                         t[0, b, o] = m0 + m1 + m2 + m3 + m4
@@ -199,7 +201,8 @@ def _input_grad_transform(e, n0, n1, th, tw_, pt, pl, dx):
         for ti in range(th):
             for tj in range(tw_):
                 for b in range(6):      # along the window's rows: t[r, b] = sum_a B^T[a, r] E[a, b]
-                    q0, q1, q2, q3, q4, q5 = e[b, p], e[6 + b, p], e[12 + b, p], e[18 + b, p], e[24 + b, p], e[30 + b, p]
+                    q0, q1, q2 = e[b, p], e[6 + b, p], e[12 + b, p]
+                    q3, q4, q5 = e[18 + b, p], e[24 + b, p], e[30 + b, p]
                     for c in range(c_):
                         e0, e1, e2, e3, e4, e5 = q0[c], q1[c], q2[c], q3[c], q4[c], q5[c]
                         t[0, b, c] = k4 * e0
