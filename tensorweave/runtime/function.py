@@ -217,6 +217,7 @@ class Function:
 
     # ---- signatures -------------------------------------------------------------------------
     def _key_and_specs(self, args, kwargs):
+        """``(cache key, per tensor argument its TensorSpec or the value to make one from)``."""
         if self._input_signature is not None:
             flat = nest.flatten(args)
             if kwargs or len(flat) != len(self._input_signature):
@@ -235,17 +236,21 @@ class Function:
         key = []
         specs = []
         for x in nest.flatten((args, kwargs)):
-            if isinstance(x, TensorSpec):
+            if type(x) is EagerTensor or type(x) is np.ndarray:
+                # the common call, kept cheap: the key from the value's shape tuple, the
+                # TensorSpec only when the key is new (built lazily by _trace's caller)
+                dims = x._value.shape if type(x) is EagerTensor else x.shape
+                if self._reduce_retracing:
+                    dims = (None,) * len(dims)
+                specs.append(x)
+                key.append(("T", dims, x.dtype.name if type(x) is EagerTensor else _dt.as_dtype(x.dtype).name))
+            elif isinstance(x, TensorSpec):
                 specs.append(x)
                 key.append(("T", x.shape.as_tuple(), x.dtype.name))
             elif isinstance(x, (Tensor, np.ndarray)):
-                d = x.dtype if isinstance(x, Tensor) else _dt.as_dtype(x.dtype)
-                shape = TensorShape(np.shape(x)) if not isinstance(x, SymbolicTensor) else x.shape
-                if self._reduce_retracing:
-                    shape = TensorShape([None] * shape.rank) if shape.rank is not None else shape
-                spec = TensorSpec(shape, d)
+                spec = self._spec_of(x)
                 specs.append(spec)
-                key.append(("T", shape.as_tuple(), d.name))
+                key.append(("T", spec.shape.as_tuple(), spec.dtype.name))
             elif getattr(x, "_is_variable", False):
                 key.append(("V", id(x)))
             else:
@@ -257,6 +262,16 @@ class Function:
         struct = _structure_key((args, kwargs))
         return (struct, tuple(key)), specs
 
+    def _spec_of(self, x):
+        """The TensorSpec a traced graph's placeholder gets for argument ``x``."""
+        if isinstance(x, TensorSpec):
+            return x
+        d = x.dtype if isinstance(x, Tensor) else _dt.as_dtype(x.dtype)
+        shape = TensorShape(np.shape(x)) if not isinstance(x, SymbolicTensor) else x.shape
+        if self._reduce_retracing:
+            shape = TensorShape([None] * shape.rank) if shape.rank is not None else shape
+        return TensorSpec(shape, d)
+
     def get_concrete_function(self, *args, **kwargs):
         if not args and not kwargs and self._input_signature is not None:
             args = tuple(self._input_signature)
@@ -264,7 +279,7 @@ class Function:
         with self._lock:
             cf = self._cache.get(key)
             if cf is None:
-                cf = self._trace(args, kwargs, specs)
+                cf = self._trace(args, kwargs, [self._spec_of(x) for x in specs])
                 self._cache[key] = cf
         return cf
 
