@@ -154,10 +154,12 @@ def _output_transform(m, n0, n1, th, tw_, y, bias, has_bias, relu):
 @njit
 def _output_grad_transform(dy, n0, n1, th, tw_, w):
     """``w[36, p, O] = A g A^T`` for each 4x4 block ``g`` of ``dy`` (images ``n0:n1``; zeros
-    beyond its edge): the gradient of the products from the gradient of the outputs."""
+    beyond its edge): the gradient of the products from the gradient of the outputs. One loop
+    per output row, as in :func:`_input_transform` (43 -> 21 µs per 24x24x64 image)."""
     o_ = dy.shape[3]
     ho, wo = dy.shape[1], dy.shape[2]
-    t = np.zeros((6, 4, o_), dy.dtype)
+    g = np.zeros((16, o_), dy.dtype)        # the block, zeros beyond dy's edge
+    t = np.empty((24, o_), dy.dtype)        # [6 (a) x 4 (s), O]
     k2, k4, k8 = dy.dtype.type(2), dy.dtype.type(4), dy.dtype.type(8)
     p = 0
     for n in range(n0, n1):
@@ -165,39 +167,39 @@ def _output_grad_transform(dy, n0, n1, th, tw_, w):
             rows = min(4, ho - 4 * ti)
             for tj in range(tw_):
                 cols = min(4, wo - 4 * tj)
+                if rows < 4 or cols < 4:
+                    g[:] = 0
+                for r in range(rows):
+                    for s in range(cols):
+                        for o in range(o_):
+                            g[4 * r + s, o] = dy[n, 4 * ti + r, 4 * tj + s, o]
                 for s in range(4):
-                    t0, t1, t2, t3, t4, t5 = t[0, s], t[1, s], t[2, s], t[3, s], t[4, s], t[5, s]
-                    if s >= cols:
-                        t0[:] = 0
-                        t1[:] = 0
-                        t2[:] = 0
-                        t3[:] = 0
-                        t4[:] = 0
-                        t5[:] = 0
-                        continue
                     for o in range(o_):
-                        g0 = dy[n, 4 * ti, 4 * tj + s, o]
-                        g1 = dy[n, 4 * ti + 1, 4 * tj + s, o] if rows > 1 else dy.dtype.type(0)
-                        g2 = dy[n, 4 * ti + 2, 4 * tj + s, o] if rows > 2 else dy.dtype.type(0)
-                        g3 = dy[n, 4 * ti + 3, 4 * tj + s, o] if rows > 3 else dy.dtype.type(0)
-                        t0[o] = g0
-                        t1[o] = g0 + g1 + g2 + g3
-                        t2[o] = g0 - g1 + g2 - g3
-                        t3[o] = g0 + k2 * g1 + k4 * g2 + k8 * g3
-                        t4[o] = g0 - k2 * g1 + k4 * g2 - k8 * g3
-                        t5[o] = g3
+                        t[s, o] = g[s, o]
+                    for o in range(o_):
+                        t[4 + s, o] = g[s, o] + g[4 + s, o] + g[8 + s, o] + g[12 + s, o]
+                    for o in range(o_):
+                        t[8 + s, o] = g[s, o] - g[4 + s, o] + g[8 + s, o] - g[12 + s, o]
+                    for o in range(o_):
+                        t[12 + s, o] = g[s, o] + k2 * g[4 + s, o] + k4 * g[8 + s, o] + k8 * g[12 + s, o]
+                    for o in range(o_):
+                        t[16 + s, o] = g[s, o] - k2 * g[4 + s, o] + k4 * g[8 + s, o] - k8 * g[12 + s, o]
+                    for o in range(o_):
+                        t[20 + s, o] = g[12 + s, o]
                 for a in range(6):
-                    s0, s1, s2, s3 = t[a, 0], t[a, 1], t[a, 2], t[a, 3]
-                    w0, w1, w2 = w[6 * a, p], w[6 * a + 1, p], w[6 * a + 2, p]
-                    w3, w4, w5 = w[6 * a + 3, p], w[6 * a + 4, p], w[6 * a + 5, p]
+                    q, z = 4 * a, 6 * a
                     for o in range(o_):
-                        g0, g1, g2, g3 = s0[o], s1[o], s2[o], s3[o]
-                        w0[o] = g0
-                        w1[o] = g0 + g1 + g2 + g3
-                        w2[o] = g0 - g1 + g2 - g3
-                        w3[o] = g0 + k2 * g1 + k4 * g2 + k8 * g3
-                        w4[o] = g0 - k2 * g1 + k4 * g2 - k8 * g3
-                        w5[o] = g3
+                        w[z, p, o] = t[q, o]
+                    for o in range(o_):
+                        w[z + 1, p, o] = t[q, o] + t[q + 1, o] + t[q + 2, o] + t[q + 3, o]
+                    for o in range(o_):
+                        w[z + 2, p, o] = t[q, o] - t[q + 1, o] + t[q + 2, o] - t[q + 3, o]
+                    for o in range(o_):
+                        w[z + 3, p, o] = t[q, o] + k2 * t[q + 1, o] + k4 * t[q + 2, o] + k8 * t[q + 3, o]
+                    for o in range(o_):
+                        w[z + 4, p, o] = t[q, o] - k2 * t[q + 1, o] + k4 * t[q + 2, o] - k8 * t[q + 3, o]
+                    for o in range(o_):
+                        w[z + 5, p, o] = t[q + 3, o]
                 p += 1
 
 
@@ -205,51 +207,64 @@ def _output_grad_transform(dy, n0, n1, th, tw_, w):
 def _input_grad_transform(e, n0, n1, th, tw_, pt, pl, dx):
     """``dx[n] += B E B^T`` for each window's ``E = e[36, p, C]``, added at the window's place
     (stride 4, so neighbours overlap by 2) less the padding ``pt, pl``; images ``n0:n1`` of
-    ``dx``, which must start zeroed. The transpose of :func:`_input_transform`."""
+    ``dx``, which must start zeroed. The transpose of :func:`_input_transform`, written the
+    same way (one vector loop per output row)."""
     c_ = e.shape[2]
     h, w = dx.shape[1], dx.shape[2]
-    t = np.empty((6, 6, c_), e.dtype)
+    t = np.empty((36, c_), e.dtype)     # [6 (r) x 6 (b), C]
     k2, k4, k5 = e.dtype.type(2), e.dtype.type(4), e.dtype.type(5)
     p = 0
     for n in range(n0, n1):
         for ti in range(th):
             for tj in range(tw_):
                 for b in range(6):      # along the window's rows: t[r, b] = sum_a B^T[a, r] E[a, b]
-                    q0, q1, q2 = e[b, p], e[6 + b, p], e[12 + b, p]
-                    q3, q4, q5 = e[18 + b, p], e[24 + b, p], e[30 + b, p]
                     for c in range(c_):
-                        e0, e1, e2, e3, e4, e5 = q0[c], q1[c], q2[c], q3[c], q4[c], q5[c]
-                        t[0, b, c] = k4 * e0
-                        t[1, b, c] = -k4 * e1 + k4 * e2 - k2 * e3 + k2 * e4 + k4 * e5
-                        t[2, b, c] = -k5 * e0 - k4 * e1 - k4 * e2 - e3 - e4
-                        t[3, b, c] = e1 - e2 + k2 * e3 - k2 * e4 - k5 * e5
-                        t[4, b, c] = e0 + e1 + e2 + e3 + e4
-                        t[5, b, c] = e5
+                        t[b, c] = k4 * e[b, p, c]
+                    for c in range(c_):
+                        t[6 + b, c] = (-k4 * e[6 + b, p, c] + k4 * e[12 + b, p, c] - k2 * e[18 + b, p, c]
+                                       + k2 * e[24 + b, p, c] + k4 * e[30 + b, p, c])
+                    for c in range(c_):
+                        t[12 + b, c] = (-k5 * e[b, p, c] - k4 * e[6 + b, p, c] - k4 * e[12 + b, p, c]
+                                        - e[18 + b, p, c] - e[24 + b, p, c])
+                    for c in range(c_):
+                        t[18 + b, c] = (e[6 + b, p, c] - e[12 + b, p, c] + k2 * e[18 + b, p, c]
+                                        - k2 * e[24 + b, p, c] - k5 * e[30 + b, p, c])
+                    for c in range(c_):
+                        t[24 + b, c] = (e[b, p, c] + e[6 + b, p, c] + e[12 + b, p, c] + e[18 + b, p, c]
+                                        + e[24 + b, p, c])
+                    for c in range(c_):
+                        t[30 + b, c] = e[30 + b, p, c]
                 for r in range(6):      # along its columns, added into dx
                     i = 4 * ti + r - pt
                     if i < 0 or i >= h:
                         continue
-                    s0, s1, s2, s3, s4, s5 = t[r, 0], t[r, 1], t[r, 2], t[r, 3], t[r, 4], t[r, 5]
+                    q = 6 * r
                     for s in range(6):
                         j = 4 * tj + s - pl
                         if j < 0 or j >= w:
                             continue
                         out = dx[n, i, j]
-                        for c in range(c_):
-                            e0, e1, e2, e3, e4, e5 = s0[c], s1[c], s2[c], s3[c], s4[c], s5[c]
-                            if s == 0:
-                                val = k4 * e0
-                            elif s == 1:
-                                val = -k4 * e1 + k4 * e2 - k2 * e3 + k2 * e4 + k4 * e5
-                            elif s == 2:
-                                val = -k5 * e0 - k4 * e1 - k4 * e2 - e3 - e4
-                            elif s == 3:
-                                val = e1 - e2 + k2 * e3 - k2 * e4 - k5 * e5
-                            elif s == 4:
-                                val = e0 + e1 + e2 + e3 + e4
-                            else:
-                                val = e5
-                            out[c] += val
+                        if s == 0:
+                            for c in range(c_):
+                                out[c] += k4 * t[q, c]
+                        elif s == 1:
+                            for c in range(c_):
+                                out[c] += (-k4 * t[q + 1, c] + k4 * t[q + 2, c] - k2 * t[q + 3, c]
+                                           + k2 * t[q + 4, c] + k4 * t[q + 5, c])
+                        elif s == 2:
+                            for c in range(c_):
+                                out[c] += (-k5 * t[q, c] - k4 * t[q + 1, c] - k4 * t[q + 2, c] - t[q + 3, c]
+                                           - t[q + 4, c])
+                        elif s == 3:
+                            for c in range(c_):
+                                out[c] += (t[q + 1, c] - t[q + 2, c] + k2 * t[q + 3, c] - k2 * t[q + 4, c]
+                                           - k5 * t[q + 5, c])
+                        elif s == 4:
+                            for c in range(c_):
+                                out[c] += t[q, c] + t[q + 1, c] + t[q + 2, c] + t[q + 3, c] + t[q + 4, c]
+                        else:
+                            for c in range(c_):
+                                out[c] += t[q + 5, c]
                 p += 1
 
 
