@@ -26,7 +26,7 @@ import threading
 import numpy as np
 
 from tensorweave.core import errors
-from tensorweave.runtime.passes.ir import Node, NodeDef, is_pure, static_dims
+from tensorweave.runtime.passes.ir import Node, NodeDef, is_pure, runs_stock_kernel, static_dims
 
 # op type -> (arity, expression over {0}, {1}; T is the dtype's constructor in the source)
 _EXPR = {
@@ -41,24 +41,13 @@ _EXPR = {
 _DTYPES = ("float32", "float64")
 _CACHE = {}
 _LOCK = threading.Lock()
-_STOCK = None
-
-
-def _stock(op_type):
-    global _STOCK
-    if _STOCK is None:
-        from tensorweave.core.registry import get_op
-        _STOCK = {n: get_op(n).kernels.get("CPU") for n in _EXPR}
-    return _STOCK[op_type]
-
-
 def _fusable(op, work):
     if op.type not in _EXPR or len(op.outputs) != 1 or len(op.inputs) != _EXPR[op.type][0]:
         return None
     # a fetched output may be computed by a fused node (the fetch then reads the fused node);
     # only the group's last node can be fetched (checked when nodes join a group)
     if id(op) in work.pinned or any(id(t) in work.feed_ids for t in op.outputs) or not is_pure(op) \
-            or op.opdef.kernels.get("CPU") is not _stock(op.type):
+            or not runs_stock_kernel(op):
         return None
     y = op.outputs[0]
     dims = static_dims(y)
@@ -234,9 +223,8 @@ def _reduction_after(group, work):
             or r.device != root.device or len(r.outputs) != 1 or r.outputs[0].dtype is not y.dtype \
             or static_dims(r.outputs[0]) is None:
         return None
-    from tensorweave.core.registry import get_op
     from tensorweave.ops.reduce_ops import _axes
-    if r.opdef.kernels.get("CPU") is not get_op(r.type).kernels.get("CPU"):
+    if not runs_stock_kernel(r):
         return None
     nd = len(group.dims)
     axes = _axes(r.attrs.get("axis"), nd)

@@ -131,6 +131,28 @@ def is_pure(op):
     return mod.split(".")[0] in ("tensorweave", "numpy", "scipy")
 
 
+_STOCK = {}   # op type -> the CPU kernel tensorweave registered for it
+
+
+def runs_stock_kernel(op, op_type=None):
+    """Whether ``op`` (an ``op_type`` node, when given) runs the CPU kernel tensorweave registers
+    for its type. Passes that replace nodes by their own loops reproduce that kernel's
+    arithmetic, so a kernel a user registers in its place (captured here at the first ask)
+    keeps its node untouched."""
+    t = op.type if op_type is None else op_type
+    if op.type != t:
+        return False
+    if t not in _STOCK:
+        from tensorweave.core import errors
+        from tensorweave.core.registry import get_op
+        try:
+            _STOCK[t] = get_op(t).kernels.get("CPU")
+        except errors.NotFoundError:   # a plan-only node (FusedElementwise, ...)
+            _STOCK[t] = None
+    k = _STOCK[t]
+    return k is not None and op.opdef.kernels.get("CPU") is k
+
+
 def const_value(t, work):
     """The value of ``t`` if it is the (unfed) output of a Const node, else None."""
     if id(t) in work.feed_ids or t.op.type != "Const":

@@ -21,7 +21,7 @@ with ``out=`` compute the same values.
 import numpy as np
 
 from tensorweave.runtime.executor import PRESET_OPS
-from tensorweave.runtime.passes.ir import Node, NodeDef, nbytes, static_dims
+from tensorweave.runtime.passes.ir import Node, NodeDef, nbytes, runs_stock_kernel, static_dims
 
 _VIEWS = ("Identity", "StopGradient", "Snapshot", "Reshape", "ExpandDims", "Squeeze", "Transpose",
           "BroadcastTo", "PlaceholderWithDefault")
@@ -31,26 +31,13 @@ _UNARY = {"Neg": np.negative, "Square": np.square, "Sqrt": np.sqrt, "Exp": np.ex
           "Tanh": np.tanh, "Abs": np.abs}
 _FRESH_EXTRA = ("MatMul", "Cast", "Relu", "Sigmoid", "SquaredDifference")
 _DTYPES = ("float16", "float32", "float64")
-_STOCK = None
 # Below this an in-place call saves less than its wrapper costs (``np.errstate`` ~1.5 µs; a
 # 100-node chain of 10-element adds ran 4.4 instead of 1.6 µs/node).
 INPLACE_MIN_BYTES = 1 << 16
 
 
-def _stock():
-    """The kernels registered by tensorweave for these ops (a user may replace one)."""
-    global _STOCK
-    if _STOCK is None:
-        from tensorweave.core.registry import get_op
-        _STOCK = {n: get_op(n).kernels.get("CPU") for n in (*_BINARY, *_UNARY, *_FRESH_EXTRA)}
-    return _STOCK
-
-
 def _is_stock(op):
-    if op.type == "FusedElementwise":
-        return True
-    k = op.opdef.kernels.get("CPU")
-    return k is not None and k is _stock().get(op.type) and set(op.opdef.kernels) == {"CPU"}
+    return op.type == "FusedElementwise" or (runs_stock_kernel(op) and set(op.opdef.kernels) == {"CPU"})
 
 
 def _fresh(t, work):

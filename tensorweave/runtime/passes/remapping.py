@@ -13,25 +13,11 @@ Only stock kernels, float32/float64, channels-last layouts and nodes without ord
 qualify. The fused kernels do the same arithmetic in the same order, so results are bit for
 bit those of the unfused plan (tests/test_remapping.py).
 """
-from tensorweave.runtime.passes.ir import Node, NodeDef
+from tensorweave.runtime.passes.ir import Node, NodeDef, runs_stock_kernel
 
 _DTYPES = ("float32", "float64")
 _CONTRACTIONS = {"Conv1D": "FusedConv1D", "Conv2D": "FusedConv2D", "Conv3D": "FusedConv3D",
                  "MatMul": "FusedMatMul"}
-_STOCK = {}
-
-
-def _is_stock(op, op_type):
-    """``op`` is an ``op_type`` node running the kernel tensorweave ships for it."""
-    if op.type != op_type:
-        return False
-    if not _STOCK:
-        from tensorweave.core.registry import get_op
-        for t in ("Conv1D", "Conv2D", "Conv3D", "MatMul", "BiasAdd", "Relu", "ReluGrad", "BiasAddGrad"):
-            _STOCK[t] = get_op(t).kernels.get("CPU")
-    return op.opdef.kernels.get("CPU") is _STOCK[op_type]
-
-
 def _free(op, work):
     """Not an ordering point, one float output of a supported dtype."""
     return (id(op) not in work.pinned and not op.control_inputs and len(op.outputs) == 1
@@ -50,7 +36,7 @@ def _channels_last(op):
 def _fuse_contraction(bias_add, work):
     x = bias_add.inputs[0]
     c = x.op
-    if not (_free(bias_add, work) and c.type in _CONTRACTIONS and _is_stock(c, c.type) and _free(c, work)
+    if not (_free(bias_add, work) and c.type in _CONTRACTIONS and runs_stock_kernel(c) and _free(c, work)
             and _only_reader(x, bias_add, work) and c.device == bias_add.device):
         return None
     if not (_channels_last(c) and (_channels_last(bias_add) or x.shape.rank == 2)):
@@ -59,7 +45,7 @@ def _fuse_contraction(bias_add, work):
         return None
     last, fused = bias_add, [c, bias_add]
     readers = work.consumers.get(id(bias_add.outputs[0]), [])
-    if len(readers) == 1 and _is_stock(readers[0], "Relu") and _free(readers[0], work) \
+    if len(readers) == 1 and runs_stock_kernel(readers[0], "Relu") and _free(readers[0], work) \
             and _only_reader(bias_add.outputs[0], readers[0], work) and readers[0].device == c.device:
         last = readers[0]
         fused.append(last)
@@ -80,7 +66,7 @@ def _fuse_contraction(bias_add, work):
 def _fuse_gradients(bias_grad, work):
     g = bias_grad.inputs[0]
     rg = g.op
-    if not (_free(bias_grad, work) and _is_stock(rg, "ReluGrad") and _free(rg, work)
+    if not (_free(bias_grad, work) and runs_stock_kernel(rg, "ReluGrad") and _free(rg, work)
             and id(bias_grad.outputs[0]) not in work.feed_ids and id(g) not in work.feed_ids
             and rg.device == bias_grad.device):
         return None
@@ -104,9 +90,9 @@ def run(work):
     for op in list(work.ops):
         if id(op) in taken:
             continue
-        if _is_stock(op, "BiasAdd") and id(op.inputs[0].op) not in taken:
+        if runs_stock_kernel(op, "BiasAdd") and id(op.inputs[0].op) not in taken:
             fused = _fuse_contraction(op, work)
-        elif _is_stock(op, "BiasAddGrad") and id(op.inputs[0].op) not in taken:
+        elif runs_stock_kernel(op, "BiasAddGrad") and id(op.inputs[0].op) not in taken:
             fused = _fuse_gradients(op, work)
         else:
             continue
