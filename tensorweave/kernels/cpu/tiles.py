@@ -69,9 +69,10 @@ def over_tiles(n, per_image_bytes, tile_bytes, run):
             h.result()
 
 
-def buffer(scratch, key, shape, dtype, fill=None):
-    """A buffer of at least ``shape[0]`` rows kept in ``scratch`` (``fill``: its initial value)."""
+def buffer(scratch, key, shape, dtype, fill=None, axis=0):
+    """A ``shape`` view of a buffer kept in ``scratch``, reallocated when ``shape[axis]`` (the
+    dimension that varies between tiles) outgrows it; ``fill``: its initial value."""
     buf = scratch.get(key)
-    if buf is None or buf.shape[0] < shape[0]:
+    if buf is None or buf.shape[axis] < shape[axis]:
         buf = scratch[key] = np.empty(shape, dtype) if fill is None else np.full(shape, fill, dtype)
-    return buf[:shape[0]]
+    return buf[(slice(None),) * axis + (slice(shape[axis]),)]

@@ -29,7 +29,7 @@ import os
 import numpy as np
 
 from tensorweave.kernels.cpu.jit import njit
-from tensorweave.kernels.cpu.tiles import over_tiles
+from tensorweave.kernels.cpu.tiles import buffer, over_tiles
 
 ENABLED = os.environ.get("TW_CONV_WINOGRAD", "1") != "0"
 #: Fewer channels leave the 36 GEMMs too thin to pay for the transforms.
@@ -292,24 +292,14 @@ class _Blocks:
     def transformed_input(self, x, b0, b1, scratch):
         """``V[36, windows of images b0:b1 of x, C]`` in a scratch buffer."""
         k, c = b1 - b0, self.c
-        v = _scratch(scratch, "v", (36, k * self.per_image(), c), x.dtype)
+        v = buffer(scratch, "v", (36, k * self.per_image(), c), x.dtype, axis=1)
         if self.direct:
             _input_transform(x, b0, b1, self.th, self.tw, v)
             return v
-        xp = scratch.get("xp")
-        if xp is None or xp.shape[0] < k:
-            xp = scratch["xp"] = np.zeros((k, self.hp, self.wp, c), x.dtype)   # the border stays zero
-        xp[:k, self.pt:self.pt + self.hh, self.pl:self.pl + self.ww] = x[b0:b1, :self.hh, :self.ww]
+        xp = buffer(scratch, "xp", (k, self.hp, self.wp, c), x.dtype, 0)   # the border stays zero
+        xp[:, self.pt:self.pt + self.hh, self.pl:self.pl + self.ww] = x[b0:b1, :self.hh, :self.ww]
         _input_transform(xp, 0, k, self.th, self.tw, v)
         return v
-
-
-def _scratch(scratch, key, shape, dtype):
-    """A buffer of ``shape`` from ``scratch``, reallocated when a larger one is needed."""
-    buf = scratch.get(key)
-    if buf is None or buf.shape[1] < shape[1]:
-        buf = scratch[key] = np.empty(shape, dtype)
-    return buf[:, :shape[1]]
 
 
 def conv3x3(x, f, pads, bias=None, relu=False):
@@ -326,7 +316,7 @@ def conv3x3(x, f, pads, bias=None, relu=False):
 
     def run(b0, b1, scratch):
         v = blk.transformed_input(x, b0, b1, scratch)
-        m = _scratch(scratch, "m", (36, v.shape[1], o), x.dtype)
+        m = buffer(scratch, "m", (36, v.shape[1], o), x.dtype, axis=1)
         np.matmul(v, u, out=m)
         _output_transform(m, 0, b1 - b0, blk.th, blk.tw, y[b0:b1], b, bias is not None, relu)
     over_tiles(x.shape[0], 36 * blk.per_image() * (blk.c + o) * x.itemsize, TILE_BYTES, run)
@@ -346,9 +336,9 @@ def conv3x3_backprop_input(x_shape, f, dy, pads):
         return dx
 
     def run(b0, b1, scratch):
-        wt = _scratch(scratch, "w", (36, (b1 - b0) * blk.per_image(), o), dy.dtype)
+        wt = buffer(scratch, "w", (36, (b1 - b0) * blk.per_image(), o), dy.dtype, axis=1)
         _output_grad_transform(dy, b0, b1, blk.th, blk.tw, wt)
-        e = _scratch(scratch, "e", (36, wt.shape[1], c), dy.dtype)
+        e = buffer(scratch, "e", (36, wt.shape[1], c), dy.dtype, axis=1)
         np.matmul(wt, ut, out=e)
         dx[b0:b1] = 0
         _input_grad_transform(e, 0, b1 - b0, blk.th, blk.tw, blk.pt, blk.pl, dx[b0:b1])
@@ -372,7 +362,7 @@ def conv3x3_backprop_filter(x, dy, pads):
         for b0 in range(g0, g1, sub):
             b1 = min(g1, b0 + sub)
             v = blk.transformed_input(x, b0, b1, scratch)
-            w = _scratch(scratch, "w", (36, v.shape[1], o), x.dtype)
+            w = buffer(scratch, "w", (36, v.shape[1], o), x.dtype, axis=1)
             _output_grad_transform(dy, b0, b1, blk.th, blk.tw, w)
             part = np.matmul(v.transpose(0, 2, 1), w)
             if acc is None:
