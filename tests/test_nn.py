@@ -174,6 +174,42 @@ def test_sparse_labels_rank_and_dtype():
         tw.nn.sparse_softmax_cross_entropy_with_logits(labels=tw.constant([0.0]), logits=tw.ones([1, 4]))
 
 
+@pytest.mark.parametrize("dtype,tol", [(np.float32, 2e-6), (np.float64, 1e-13)])
+def test_sparse_xent_loss_and_gradient_rows(rng, dtype, tol):
+    """The compiled row loops against float64 log-softmax, with rank-3 logits, int64 labels and
+    rows that hold -inf, +inf or NaN (those rows are not finite, their gradients neither)."""
+    logits = (rng.standard_normal((3, 5, 7)) * 8).astype(dtype)
+    logits[0, 1] = -np.inf
+    logits[1, 2, 3] = np.nan
+    logits[2, 0, 4] = np.inf
+    logits[2, 3, :3] = -np.inf  # masked classes, finite elsewhere: a finite loss
+    labels = rng.integers(0, 7, (3, 5))
+    labels[2, 3] = 5
+    with np.errstate(invalid="ignore"):
+        shifted = logits.astype(np.float64) - np.max(logits, -1, keepdims=True)
+        logp = shifted - np.log(np.sum(np.exp(shifted), -1, keepdims=True))
+    want = -np.take_along_axis(logp, labels[..., None], -1)[..., 0]
+    want_grad = np.exp(logp)
+    np.put_along_axis(want_grad, labels[..., None], np.take_along_axis(want_grad, labels[..., None], -1) - 1, -1)
+    x, y = tw.constant(logits), tw.constant(labels)
+    with tw.GradientTape() as tape:
+        tape.watch(x)
+        loss = tw.nn.sparse_softmax_cross_entropy_with_logits(labels=y, logits=x)
+    grad = tape.gradient(loss, x).numpy()
+    bad = ~np.isfinite(want)
+    assert bad[0, 1] and bad[1, 2] and bad[2, 0] and bad.sum() == 3
+    np.testing.assert_array_equal(~np.isfinite(loss.numpy()), bad)
+    np.testing.assert_allclose(loss.numpy()[~bad], want[~bad], rtol=tol, atol=tol)
+    assert not np.isfinite(grad[bad]).all(-1).any()
+    np.testing.assert_allclose(grad[~bad], want_grad[~bad], rtol=tol, atol=tol)
+    assert loss.dtype == dtype and grad.dtype == dtype
+
+
+def test_sparse_xent_empty_batch():
+    loss = tw.nn.sparse_softmax_cross_entropy_with_logits(labels=tw.zeros([0], tw.int32), logits=tw.ones([0, 4]))
+    assert loss.shape.as_list() == [0]
+
+
 # ---- static shapes -------------------------------------------------------------------------------
 def test_static_shapes_in_graph():
     g = tw.Graph()

