@@ -52,7 +52,9 @@ from tensorweave.ops import nn_ops as _nn_ops, random_ops as _random_ops, traini
 from tensorweave.kernels import cpu as _cpu_kernels  # noqa: F401
 
 # --- process settings: idle BLAS workers sleep, freed step memory is reused --------------------
+from tensorweave.kernels.cpu import gemm as _gemm
 from tensorweave.runtime import host_memory as _host_memory, threads as _threads
+_gemm.load()   # before threads takes stock of the BLAS libraries
 _threads.quiet_idle_blas_workers()
 _host_memory.configure_from_environment()
 

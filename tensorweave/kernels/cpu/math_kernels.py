@@ -3,6 +3,7 @@ import numpy as np
 import scipy.special
 
 from tensorweave.core.registry import register_kernel as k
+from tensorweave.kernels.cpu import gemm
 from tensorweave.kernels.cpu.util import quiet, via_float32
 
 k("AddV2")(np.add)
@@ -165,4 +166,4 @@ def _matmul(a, b, transpose_a, transpose_b):
         a = np.swapaxes(a, -1, -2)
     if transpose_b:
         b = np.swapaxes(b, -1, -2)
-    return np.matmul(a, b)
+    return gemm.matmul(a, b)
