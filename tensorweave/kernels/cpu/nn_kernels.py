@@ -157,10 +157,14 @@ def column_sums(g2, features=None):
         else:
             nn_loops.relu_grad_column_sums(g2[r0:r1], features[r0:r1], masked[r0:r1], acc)
         parts[r0] = acc
-    over_tiles(m, 1, SUM_ROWS, run)
-    total = np.zeros(c)
-    for r0 in sorted(parts):
-        total += parts[r0]
+    if m <= SUM_ROWS:   # one chunk (a Dense layer's batch): no tiles, ~5 µs less per call
+        run(0, m, None)
+        total = parts[0]
+    else:
+        over_tiles(m, 1, SUM_ROWS, run)
+        total = np.zeros(c)
+        for r0 in sorted(parts):
+            total += parts[r0]
     total = total.astype(g2.dtype)
     return total if masked is None else (masked, total)
 
