@@ -42,6 +42,30 @@ def test_products_match_numpy_in_every_layout(rng, dtype, tol, m, k, n):
             assert err < tol, (a_name, b_name, err)
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_into_out(rng, dtype):
+    """``out=``: contiguous, a column block of a wider array (the LSTM's gate rows), the wrong
+    dtype or a transposed view (NumPy's rules), and one overlapping an operand."""
+    a = rng.standard_normal((64, 48)).astype(dtype)
+    b = rng.standard_normal((48, 80)).astype(dtype)
+    want = np.matmul(a, b)
+    tol = 1e-5 if dtype == np.float32 else 1e-12
+    out = np.empty((64, 80), dtype)
+    assert gemm.matmul(a, b, out=out) is out
+    np.testing.assert_allclose(out, want, rtol=tol, atol=tol)
+    wide = np.full((64, 100), 7, dtype)
+    gemm.matmul(a, b, out=wide[:, 10:90])
+    np.testing.assert_allclose(wide[:, 10:90], want, rtol=tol, atol=tol)
+    assert (wide[:, :10] == 7).all() and (wide[:, 90:] == 7).all()
+    for target in (np.empty((64, 80), np.float64 if dtype == np.float32 else np.float32), np.empty((80, 64), dtype).T):
+        gemm.matmul(a, b, out=target)
+        np.testing.assert_allclose(target, want, rtol=1e-5, atol=1e-5)
+    square = rng.standard_normal((64, 64)).astype(dtype)
+    want = square @ square
+    gemm.matmul(square, square, out=square)
+    np.testing.assert_allclose(square, want, rtol=tol, atol=tol)
+
+
 def test_other_operands_go_to_numpy(rng):
     a = rng.standard_normal((3, 40, 50)).astype(np.float32)
     b = rng.standard_normal((50, 60)).astype(np.float32)

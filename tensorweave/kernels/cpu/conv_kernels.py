@@ -27,7 +27,7 @@ import math
 import numpy as np
 
 from tensorweave.core.registry import register_kernel as k
-from tensorweave.kernels.cpu import nn_loops, winograd
+from tensorweave.kernels.cpu import gemm, nn_loops, winograd
 from tensorweave.kernels.cpu.nn_util import (channels_first, crop, floats, from_last, geometry,
                                              group_windows, offset_slices, pad, to_last, windows, work)
 from tensorweave.kernels.cpu.tiles import buffer as _buffer
@@ -86,7 +86,7 @@ def _dense_forward(x, f, out, pads, strides, dilations, bias=None, relu=False):
 
     def run(b0, b1, scratch):
         rows = y2[b0 * mi:b1 * mi]
-        np.matmul(_im2col(x[b0:b1], out, ksize, pads, strides, dilations, scratch), fm, out=rows)
+        gemm.matmul(_im2col(x[b0:b1], out, ksize, pads, strides, dilations, scratch), fm, out=rows)
         if bias is not None:
             nn_loops.bias_act(rows, bias, relu)
     over_tiles(n, mi * fm.shape[0] * x.itemsize, TILE_BYTES, run)
@@ -99,8 +99,8 @@ def _filter_tile(cols, part, images, mi, kc):
     o = part.shape[-1]
     if kc * o <= _SKINNY:
         # A tiny output: one small GEMM per image (see _SKINNY).
-        return np.matmul(part.reshape(images, mi, o).transpose(0, 2, 1), cols.reshape(images, mi, kc)).sum(axis=0)
-    return part.T @ cols
+        return gemm.matmul(part.reshape(images, mi, o).transpose(0, 2, 1), cols.reshape(images, mi, kc)).sum(axis=0)
+    return gemm.matmul(part.T, cols)
 
 
 def _dense_backprop_filter(x, fsizes, dy, out, pads, strides, dilations):
@@ -135,7 +135,7 @@ def _dense_backprop_input(shape, f, dy, out, pads, strides, dilations):
 
     def run(b0, b1, scratch):
         buf = _buffer(scratch, "dcols", ((b1 - b0) * mi, kk * c), dy.dtype)
-        np.matmul(dy[b0:b1].reshape(-1, o), ft, out=buf)
+        gemm.matmul(dy[b0:b1].reshape(-1, o), ft, out=buf)
         cols = buf.reshape((b1 - b0,) + tuple(out) + tuple(ksize) + (c,))
         nn_loops.col2im(nn_loops.as_3d_windows(cols, nd), st, dl, pb, nn_loops.as_3d(dx[b0:b1], nd))
     over_tiles(n, mi * kk * c * dy.itemsize, TILE_BYTES, run)
@@ -161,7 +161,7 @@ def _grouped_forward(xp, f, g, out, strides, dilations):
     m = xp.shape[0] * math.prod(out)
     cols = group_windows(xp, out, ksize, strides, dilations, g).reshape(g, m, kk * cg)
     fg = f.reshape(kk, cg, g, og).transpose(2, 0, 1, 3).reshape(g, kk * cg, og)
-    return np.matmul(cols, fg).transpose(1, 0, 2)
+    return gemm.matmul(cols, fg).transpose(1, 0, 2)
 
 
 def _depthwise_backprop_input(shape, f, dy, out, pads, strides, dilations):
@@ -185,7 +185,7 @@ def _grouped_backprop_input(shape, f, dy, g, out, pads, strides, dilations):
     padded = tuple(s + b + a for s, (b, a) in zip(sizes, pads))
     dyg = dy.reshape(m, g, og).transpose(1, 0, 2)
     fg = f.reshape(kk, cg, g, og).transpose(2, 0, 1, 3).reshape(g, kk * cg, og)
-    dcols = np.matmul(dyg, fg.transpose(0, 2, 1)).reshape(g, m, kk, cg).transpose(1, 2, 0, 3)
+    dcols = gemm.matmul(dyg, fg.transpose(0, 2, 1)).reshape(g, m, kk, cg).transpose(1, 2, 0, 3)
     dcols = dcols.reshape((n,) + tuple(out) + (kk, c))
     dxp = np.zeros((n,) + padded + (c,), dcols.dtype)
     for i, offs in enumerate(np.ndindex(*ksize)):
@@ -211,7 +211,7 @@ def _grouped_backprop_filter(xp, fsizes, dy, g, out, strides, dilations):
     kk, og, m = math.prod(ksize), o // g, dy.size // o
     cols = group_windows(xp, out, ksize, strides, dilations, g).reshape(g, m, kk * cg)
     dyg = dy.reshape(m, g, og).transpose(1, 0, 2)
-    return np.matmul(cols.transpose(0, 2, 1), dyg).reshape(g, kk, cg, og).transpose(1, 2, 0, 3)
+    return gemm.matmul(cols.transpose(0, 2, 1), dyg).reshape(g, kk, cg, og).transpose(1, 2, 0, 3)
 
 
 # ---- the kernels ----------------------------------------------------------------------------------

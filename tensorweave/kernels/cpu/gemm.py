@@ -4,8 +4,9 @@ wheels) otherwise.
 
 Why a second library: on the shapes of small-batch training — 128 rows against 512-9216
 wide layers — MKL's ``sgemm`` is 10-40 % faster than OpenBLAS on two cores, mostly from
-better two-thread scaling at small M (128x784 @ 784x512: 390-460 µs against 480-630). The
-Keras-benchmark mlp training step went from 3.2 to 2.8-2.9 ms, the cnn's from 50 to 45 ms.
+better two-thread scaling at small M (128x784 @ 784x512: 390-460 µs against 480-630). Callers:
+the MatMul kernels, im2col convolutions, the recurrent kernels; docs/design/kernels.md has the
+training-step figures.
 
 - Plain 2-D float32/float64 products of at least :data:`MIN_WORK` multiply-adds go to MKL,
   the thin ones (a 10-class output layer) too: OpenBLAS would run those on its threads,
@@ -97,18 +98,23 @@ def _operand(x):
     return None
 
 
-def matmul(a, b):
-    """``a @ b``, through MKL for large enough 2-D float32/float64 operands of one dtype."""
+def matmul(a, b, out=None):
+    """``a @ b`` (into ``out`` when given, as ``np.matmul``), through MKL for large enough 2-D
+    float32/float64 operands of one dtype."""
     fn = _gemm.get(a.dtype) if a.ndim == 2 and b.ndim == 2 and a.dtype == b.dtype else None
     if fn is None:
-        return np.matmul(a, b)
+        return np.matmul(a, b, out=out)
     (m, k), n = a.shape, b.shape[1]
     if m * n * k < MIN_WORK or max(m, n, k) > _MAX_INT or k != b.shape[0]:
-        return np.matmul(a, b)
+        return np.matmul(a, b, out=out)
     op_a, op_b = _operand(a), _operand(b)
-    if op_a is None or op_b is None:
-        return np.matmul(a, b)
-    out = np.empty((m, n), a.dtype)
+    if out is None:
+        out = np.empty((m, n), a.dtype)
+    elif np.may_share_memory(out, a) or np.may_share_memory(out, b):
+        return np.matmul(a, b, out=out)   # NumPy copies overlapping operands first
+    op_c = _operand(out) if out.shape == (m, n) and out.dtype == a.dtype and out.flags.writeable else None
+    if op_a is None or op_b is None or op_c is None or op_c[0] != _NO_TRANS:
+        return np.matmul(a, b, out=out)
     fn(_ROW_MAJOR, op_a[0], op_b[0], m, n, k, 1.0, a.ctypes.data, op_a[1], b.ctypes.data, op_b[1],
-       0.0, out.ctypes.data, n)
+       0.0, out.ctypes.data, op_c[1])
     return out

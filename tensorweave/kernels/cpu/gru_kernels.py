@@ -18,6 +18,7 @@ adds nothing to them and their ``dh`` passes through unchanged.
 import numpy as np
 
 from tensorweave.core.registry import register_kernel as k
+from tensorweave.kernels.cpu import gemm
 from tensorweave.kernels.cpu import rnn_common as rc
 from tensorweave.kernels.cpu.jit import njit
 from tensorweave.kernels.cpu.rnn_activations import (CODES, activate, copy_into, derivative, fill,
@@ -161,10 +162,10 @@ def gru_sequence(x, h0, kernel, recurrent_kernel, input_bias, recurrent_bias, ma
     act, ract = CODES[activation], CODES[recurrent_activation]
     for s in range(t):
         ti = rc.time_index(s, t, go_backwards)
-        np.matmul(h, rk_zr, out=rec)
+        gemm.matmul(h, rk_zr, out=rec)
         _forward_gates(rec, res, ib, rb, h, ti, ract, reset_after)
         if not reset_after:
-            np.matmul(res[:, ti, 3 * u:4 * u], rk_h, out=rec_h)
+            gemm.matmul(res[:, ti, 3 * u:4 * u], rk_h, out=rec_h)
         _forward_state(rec_h, res, ib, rb, h, h_next, out, m, ti, s, act, reset_after, zero_output_for_mask)
         h, h_next = h_next, h
     return rc.cast_all(dt, out, h) + (rc.reserve_bytes(res),)
@@ -194,11 +195,11 @@ def gru_sequence_grad(x, h0, kernel, recurrent_kernel, reserve, d_out, d_h, mask
         _backward_gates(res, d_out, dz, drec, dh, dh_mm, carry, scratch, m, ti, s, s < t - 1, act, ract,
                         reset_after, zero_output_for_mask)
         if reset_after:
-            np.matmul(drec[:, ti], rk_t, out=dh_mm)
+            gemm.matmul(drec[:, ti], rk_t, out=dh_mm)
         else:
-            np.matmul(dz[:, ti, 2 * u:], rk_h_t, out=d_rh)
+            gemm.matmul(dz[:, ti, 2 * u:], rk_h_t, out=d_rh)
             _backward_reset(res, dz, dh, d_rh, scratch, m, ti, ract)
-            np.matmul(dz[:, ti, :2 * u], rk_zr_t, out=dh_mm)
+            gemm.matmul(dz[:, ti, :2 * u], rk_zr_t, out=dh_mm)
     if t:
         dh += dh_mm
     dx, dk = rc.input_grads(x, kernel, dz, wd)
@@ -206,11 +207,11 @@ def gru_sequence_grad(x, h0, kernel, recurrent_kernel, reserve, d_out, d_h, mask
     hp = rc.h_prev_rows(res, u)
     if reset_after:      # the recurrent side saw (dZ_z, dZ_r, gradient of h U_h + rb_h)
         drec_rows = drec.reshape(b * t, 3 * u)
-        drk = np.matmul(hp.T, drec_rows)
+        drk = gemm.matmul(hp.T, drec_rows)
         drb = drec_rows.sum(axis=0)
     else:                # U_zr multiplied h_prev, U_h multiplied r * h_prev (kept in the reserve)
         rows = dz.reshape(b * t, 3 * u)
         rh = res.reshape(b * t, GRU_RESERVE * u)[:, 3 * u:4 * u]
-        drk = np.concatenate([np.matmul(hp.T, rows[:, :2 * u]), np.matmul(rh.T, rows[:, 2 * u:])], axis=1)
+        drk = np.concatenate([gemm.matmul(hp.T, rows[:, :2 * u]), gemm.matmul(rh.T, rows[:, 2 * u:])], axis=1)
         drb = dib
     return rc.cast_all(x.dtype, dx, dh, dk, drk, dib, drb)

@@ -17,6 +17,7 @@ NumPy per-step ufuncs), backward ~15 ms (was ~19-20), of which ~6 and ~12 ms are
 import numpy as np
 
 from tensorweave.core.registry import register_kernel as k
+from tensorweave.kernels.cpu import gemm
 from tensorweave.kernels.cpu import rnn_common as rc
 from tensorweave.kernels.cpu.jit import njit
 from tensorweave.kernels.cpu.rnn_activations import (CODES, activate, copy_into, derivative, fill,
@@ -119,7 +120,7 @@ def lstm_sequence(x, h0, c0, kernel, recurrent_kernel, bias, mask=None, *, activ
     act, ract = CODES[activation], CODES[recurrent_activation]
     for s in range(t):
         ti = rc.time_index(s, t, go_backwards)
-        np.matmul(h, rk, out=z)
+        gemm.matmul(h, rk, out=z)
         _forward_step(z, res, bias_w, h, c, h_next, c_next, out, m, ti, s, act, ract, zero_output_for_mask)
         h, h_next = h_next, h
         c, c_next = c_next, c
@@ -147,10 +148,10 @@ def lstm_sequence_grad(x, h0, c0, kernel, recurrent_kernel, reserve, d_out, d_h,
         ti = rc.time_index(s, t, go_backwards)
         _backward_step(res, d_out, dz, dh, dh_mm, dc, carry, scratch, m, ti, s, tn, act, ract,
                        zero_output_for_mask)
-        np.matmul(dz[:, ti], rk_t, out=dh_mm)
+        gemm.matmul(dz[:, ti], rk_t, out=dh_mm)
         tn = ti
     if tn >= 0:                                       # the first step's recurrent gradient
         np.copyto(dh, dh_mm, where=m[:, tn, None])
     dx, dk = rc.input_grads(x, kernel, dz, wd)
-    drk = np.matmul(rc.h_prev_rows(res, u).T, dz.reshape(b * t, 4 * u))
+    drk = gemm.matmul(rc.h_prev_rows(res, u).T, dz.reshape(b * t, 4 * u))
     return rc.cast_all(x.dtype, dx, dh, dc, dk, drk, dz.sum(axis=(0, 1)))

@@ -6,6 +6,7 @@ per step). The reserve holds per batch row and original time step ``[act output,
 import numpy as np
 
 from tensorweave.core.registry import register_kernel as k
+from tensorweave.kernels.cpu import gemm
 from tensorweave.kernels.cpu import rnn_common as rc
 from tensorweave.kernels.cpu.jit import njit
 from tensorweave.kernels.cpu.rnn_activations import (CODES, activate, copy_into, derivative, fill,
@@ -67,7 +68,7 @@ def simple_rnn_sequence(x, h0, kernel, recurrent_kernel, bias, mask=None, *, act
     act = CODES[activation]
     for s in range(t):
         ti = rc.time_index(s, t, go_backwards)
-        np.matmul(h, rk, out=z)
+        gemm.matmul(h, rk, out=z)
         _forward_step(z, res, bias_w, h, h_next, out, m, ti, s, act, zero_output_for_mask)
         h, h_next = h_next, h
     return rc.cast_all(dt, out, h) + (rc.reserve_bytes(res),)
@@ -93,10 +94,10 @@ def simple_rnn_sequence_grad(x, h0, kernel, recurrent_kernel, reserve, d_out, d_
     for s in range(t - 1, -1, -1):
         ti = rc.time_index(s, t, go_backwards)
         _backward_step(res, d_out, dz, dh, dh_mm, carry, dht, m, ti, s, tn, act, zero_output_for_mask)
-        np.matmul(dz[:, ti], rk_t, out=dh_mm)
+        gemm.matmul(dz[:, ti], rk_t, out=dh_mm)
         tn = ti
     if tn >= 0:
         np.copyto(dh, dh_mm, where=m[:, tn, None])
     dx, dk = rc.input_grads(x, kernel, dz, wd)
-    drk = np.matmul(rc.h_prev_rows(res, u).T, dz.reshape(b * t, u))
+    drk = gemm.matmul(rc.h_prev_rows(res, u).T, dz.reshape(b * t, u))
     return rc.cast_all(x.dtype, dx, dh, dk, drk, dz.sum(axis=(0, 1)))
