@@ -89,7 +89,8 @@ def synthetic_batch(workload):
 
 
 def make_tensorweave(workload, data, threads, blas_threads=None, compile_first=True):
-    """tw.keras's model (the same Keras code as the Keras 3 peer); ``blas_threads`` caps NumPy's BLAS.
+    """tw.keras's model (the same Keras code as the Keras 3 peer); ``blas_threads`` caps the BLAS
+    libraries' threads (NumPy's, and MKL where ``gemm.library()`` reports it).
 
     ``compile_first``: one training step of a throw-away copy of the model compiles the numba
     kernels before the baseline RSS is taken, so the step memory counts data (gradients, slots,
@@ -111,7 +112,8 @@ def make_tensorweave(workload, data, threads, blas_threads=None, compile_first=T
         model.compile(optimizer=keras.optimizers.Adam(1e-3), loss=loss)
         return model
 
-    info = {"blas_threads": blas_threads}
+    from tensorweave.kernels.cpu import gemm
+    info = {"blas_threads": blas_threads, "gemm": gemm.library()}
     if compile_first:
         before = current_rss_mb()
         build().train_on_batch(x[:2], y[:2])   # a 2-sample batch: the same kernels, little data
