@@ -184,11 +184,13 @@ def main(argv=None):
     emit(machine_info())
     add = bench_eager_add(number=20000 // scale, repeat=7)
     emit(add)
+    emit(bench_graph_chain(100, number=2000 // scale, repeat=7))
+    # Before the peers are imported: torch.set_num_threads(1) also limits the MKL that
+    # tensorweave loaded in this process to one thread (see kernels/cpu/gemm.py).
+    emit(bench_matmul(2048 if not args.quick else 512, rounds=15 if not args.quick else 3))
     if not args.no_peers:
         for row in bench_peers(add["us_per_op"], number=20000 // scale, repeat=7):
             emit(row)
-    emit(bench_graph_chain(100, number=2000 // scale, repeat=7))
-    emit(bench_matmul(2048 if not args.quick else 512, rounds=15 if not args.quick else 3))
     return 0
 
 

@@ -19,6 +19,9 @@ training-step figures.
   :data:`IDLE_SPIN_MS` unless the user set it; OpenMP's default, 200 ms, would keep cores
   from tensorweave's own threads — see runtime/threads.py for OpenBLAS's counterpart).
 - ``TW_BLAS=numpy`` keeps every product in NumPy (``mkl``: fail if MKL is missing).
+- Sharing a process with PyTorch: ``torch.set_num_threads(n)`` sets the calling thread's MKL
+  thread count for this MKL too (2048x2048 products at one core's speed after
+  ``torch.set_num_threads(1)``); results are unaffected.
 
 >>> import numpy as np
 >>> from tensorweave.kernels.cpu import gemm
