@@ -44,7 +44,8 @@ IDLE_SPIN_MS = 1
 _ROW_MAJOR, _NO_TRANS, _TRANS = 101, 111, 112
 _MAX_INT = 2 ** 31 - 1          # MKL's LP64 interface: 32-bit sizes
 _lib = None                      # the loaded MKL runtime, or None
-_gemm = {}                       # dtype -> cblas_?gemm
+_gemm = {}                       # dtype -> cblas_?gemm (empty: products stay in NumPy)
+_decided = [False]               # load() has run
 
 
 def _library_path():
@@ -60,16 +61,16 @@ def load():
     """Loads MKL unless ``TW_BLAS=numpy``; returns whether products now go to MKL. Runs when
     tensorweave is imported; later calls return the first answer."""
     global _lib
-    if _lib is not None or _gemm:
+    if _decided[0]:
         return _lib is not None
     choice = os.environ.get("TW_BLAS", "auto").lower()
     if choice not in ("auto", "mkl", "numpy"):
         raise ValueError(f"TW_BLAS={choice!r}: expected 'auto', 'mkl' or 'numpy'")
     path = None if choice == "numpy" else _library_path()
+    if path is None and choice == "mkl":
+        raise ImportError("TW_BLAS=mkl but no MKL runtime was found: pip install 'tensorweave[mkl]'")
+    _decided[0] = True
     if path is None:
-        if choice == "mkl":
-            raise ImportError("TW_BLAS=mkl but no MKL runtime was found: pip install 'tensorweave[mkl]'")
-        _gemm[None] = None       # decided: NumPy
         return False
     os.environ.setdefault("KMP_BLOCKTIME", str(IDLE_SPIN_MS))
     lib = ctypes.CDLL(path)

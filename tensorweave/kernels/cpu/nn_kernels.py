@@ -79,7 +79,8 @@ def _check_labels(labels, n):
 
 
 def _sparse_xent_rows(logits, labels, with_grad):
-    """The sparse cross-entropy's loss, or its gradient, through one compiled row loop."""
+    """The sparse cross-entropy's loss, or its gradient (softmax minus one-hot): two compiled
+    row passes (``nn_loops.shift_rows``, ``nn_loops.xent_from_exps``) around NumPy's ``exp``."""
     dt = _floats(logits)
     if logits.ndim != labels.ndim + 1 or logits.shape[:-1] != labels.shape:
         raise ValueError("labels must have the shape of logits without the last dimension")
