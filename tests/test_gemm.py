@@ -70,6 +70,13 @@ def test_other_operands_go_to_numpy(rng):
     a = rng.standard_normal((3, 40, 50)).astype(np.float32)
     b = rng.standard_normal((50, 60)).astype(np.float32)
     np.testing.assert_array_equal(gemm.matmul(a, b), np.matmul(a, b))       # batched
+    raw = bytearray(64 * 64 * 4 + 1)                                       # misaligned float32 data
+    odd = np.frombuffer(raw, np.float32, 64 * 64, offset=1).reshape(64, 64)
+    odd[:] = sq = rng.standard_normal((64, 64)).astype(np.float32)
+    assert not odd.flags.aligned
+    np.testing.assert_array_equal(gemm.matmul(odd, sq), np.matmul(odd, sq))
+    flipped = a[0][::-1]                                                     # negative strides
+    np.testing.assert_allclose(gemm.matmul(flipped, b), np.matmul(flipped, b), rtol=1e-5, atol=1e-4)
     ai = rng.integers(-5, 5, (64, 64))
     np.testing.assert_array_equal(gemm.matmul(ai, ai), ai @ ai)             # integers
     mixed = gemm.matmul(a[0], b.astype(np.float64))                          # mixed dtypes: NumPy promotes

@@ -93,6 +93,8 @@ def library():
 
 def _operand(x):
     """``(transpose flag, leading dimension)`` of a 2-D array BLAS can read in place, or None."""
+    if not x.flags.aligned:
+        return None
     item = x.itemsize
     s0, s1 = x.strides
     if s1 == item and s0 % item == 0 and s0 >= item * max(1, x.shape[1]):
