@@ -2,8 +2,10 @@
 
 For each workload (mlp, cnn, lstm, fasttext; defined in issue 5 and in ``WORKLOADS``) and each
 framework (tensorweave's ``tw.keras`` ``train_on_batch``; PyTorch, JAX and Keras 3 on TensorFlow
-when installed, see ``peers.py``) a fresh subprocess builds the model with Adam(1e-3) on a
-synthetic float32 batch, warms up, then times training steps. Prints one JSON row per
+when installed, see ``peers.py``) a subprocess of its own builds the model with Adam(1e-3) on a
+synthetic float32 batch and warms up; then the frameworks' timed repeats alternate, round by
+round (:func:`measure_interleaved`), so that a busy spell of a shared machine slows every
+framework of the workload alike instead of whichever ran then. Prints one JSON row per
 (workload, framework) on stdout, then a table of tensorweave / best-peer ratios on stderr.
 
 Row fields:
@@ -48,8 +50,10 @@ import json
 import os
 import resource
 import statistics
+import select
 import subprocess
 import sys
+import tempfile
 import time
 
 import numpy as np
@@ -173,8 +177,10 @@ def peak_rss_mb(reset_ok):
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
 
 
-# ---- one measurement (runs in its own process) ----------------------------------------------
-def measure(framework, workload, quick, threads=None):
+# ---- one framework's process: build and warm up, then timed repeats on request ----------------
+def prepare(framework, workload, quick, threads=None):
+    """Builds ``framework``'s model, runs the first and the warm-up steps; returns the state
+    :func:`timed_repeat` and :func:`final_row` use."""
     explicit = threads is not None
     threads = threads or os.cpu_count() or 1
     data = synthetic_batch(workload)
@@ -185,81 +191,167 @@ def measure(framework, workload, quick, threads=None):
     else:
         import peers
         step, version, info = peers.PEERS[framework](workload, data, threads)
-    rss_base = current_rss_mb()
-
+    st = {"framework": framework, "workload": workload, "step": step, "version": version, "info": info,
+          "threads": threads, "rss_base": current_rss_mb(), "times": [], "cpu": []}
     t0 = time.perf_counter()
-    loss_first = step()
-    first_ms = (time.perf_counter() - t0) * 1e3
+    st["loss_first"] = st["loss"] = step()
+    st["first_ms"] = (time.perf_counter() - t0) * 1e3
     warm = []
     for _ in range(2 if quick else 5):
         t0 = time.perf_counter()
         step()
         warm.append(time.perf_counter() - t0)
-    est = statistics.median(warm)
+    st["warmup_steps"] = 1 + len(warm)
     target_s = 0.3 if quick else 1.0
-    steps_per_repeat = int(min(50, max(1, round(target_s / max(est, 1e-6)))))
-    repeats = 3 if quick else 7
+    st["steps_per_repeat"] = int(min(50, max(1, round(target_s / max(statistics.median(warm), 1e-6)))))
+    st["reset_ok"] = reset_peak_rss()
+    st["rss_at_reset"] = current_rss_mb()
+    return st
 
-    reset_ok = reset_peak_rss()
-    rss_at_reset = current_rss_mb()
-    times, cpu = [], []
-    loss = loss_first
-    for _ in range(repeats):
-        c0, t0 = time.process_time(), time.perf_counter()
-        for _ in range(steps_per_repeat):
-            loss = step()
-        times.append((time.perf_counter() - t0) / steps_per_repeat * 1e3)
-        cpu.append((time.process_time() - c0) / steps_per_repeat * 1e3)
-    step_peak = peak_rss_mb(reset_ok)
-    row = {"row": "model", "workload": workload, "framework": framework, "version": version,
+
+def timed_repeat(st):
+    """One repeat: ``steps_per_repeat`` steps; records ms and CPU ms per step."""
+    c0, t0 = time.process_time(), time.perf_counter()
+    for _ in range(st["steps_per_repeat"]):
+        st["loss"] = st["step"]()
+    st["times"].append((time.perf_counter() - t0) / st["steps_per_repeat"] * 1e3)
+    st["cpu"].append((time.process_time() - c0) / st["steps_per_repeat"] * 1e3)
+    return st["times"][-1]
+
+
+def final_row(st):
+    times, cpu, rss_base = st["times"], st["cpu"], st["rss_base"]
+    step_peak = peak_rss_mb(st["reset_ok"])
+    row = {"row": "model", "workload": st["workload"], "framework": st["framework"], "version": st["version"],
            "ms_per_step": round(statistics.median(times), 3), "best_ms": round(min(times), 3),
            "cpu_ms_per_step": round(statistics.median(cpu), 3),
-           "repeats": repeats, "steps_per_repeat": steps_per_repeat, "warmup_steps": 1 + len(warm),
-           "first_step_ms": round(first_ms, 1), "loss_first": round(loss_first, 5), "loss_last": round(loss, 5),
-           "rss_base_mb": round(rss_base, 1), "rss_after_warmup_mb": round(rss_at_reset, 1),
+           "repeats": len(times), "steps_per_repeat": st["steps_per_repeat"], "warmup_steps": st["warmup_steps"],
+           "first_step_ms": round(st["first_ms"], 1), "loss_first": round(st["loss_first"], 5),
+           "loss_last": round(st["loss"], 5),
+           "rss_base_mb": round(rss_base, 1), "rss_after_warmup_mb": round(st["rss_at_reset"], 1),
            "rss_step_peak_mb": round(step_peak - rss_base, 1),
            "rss_warmup_peak_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0 - rss_base, 1),
-           "rss_method": "VmHWM reset after warm-up" if reset_ok else "ru_maxrss",
-           "cpu_threads": threads, **{k: v for k, v in info.items() if v is not None}}
-    if framework.startswith("tensorweave"):
+           "rss_method": "VmHWM reset after warm-up" if st["reset_ok"] else "ru_maxrss",
+           "cpu_threads": st["threads"], **{k: v for k, v in st["info"].items() if v is not None}}
+    if st["framework"].startswith("tensorweave"):
         import tracemalloc
         tracemalloc.start()
         start, _ = tracemalloc.get_traced_memory()
-        step()
+        st["step"]()
         _, peak = tracemalloc.get_traced_memory()
         tracemalloc.stop()
         row["tracemalloc_step_peak_mb"] = round((peak - start) / 2 ** 20, 2)
     return row
 
 
-def run_worker(framework, workload, quick, python, timeout, threads=None):
-    cmd = [python, os.path.abspath(__file__), "--worker", framework, "--only", workload]
-    if quick:
-        cmd.append("--quick")
-    if threads:
-        cmd += ["--threads", str(threads)]
-    env = dict(os.environ)
-    env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-    try:
-        out = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env)
-    except subprocess.TimeoutExpired:
-        return {"row": "model", "workload": workload, "framework": framework, "error": f"timed out after {timeout}s"}
-    except OSError as e:   # e.g. --tf-python names an interpreter that is not there
-        return {"row": "model", "workload": workload, "framework": framework, "absent": True,
-                "why": f"cannot start {python}: {e}"}
-    for line in reversed(out.stdout.splitlines()):
-        if line.startswith("{"):
-            return json.loads(line)
-    return {"row": "model", "workload": workload, "framework": framework, "error": (out.stderr or out.stdout)[-400:]}
-
-
 def worker_main(framework, workload, quick, threads):
+    """A framework's process: prints ``{"ready": true}`` once warmed up, then answers each
+    ``run`` line on stdin with one timed repeat (``{"ms": ...}``) and ``done`` with its row."""
     try:
-        row = measure(framework, workload, quick, threads)
+        st = prepare(framework, workload, quick, threads)
     except ImportError as e:
-        row = {"row": "model", "workload": workload, "framework": framework, "absent": True, "why": str(e)[:200]}
-    print(json.dumps(row), flush=True)
+        print(json.dumps({"row": "model", "workload": workload, "framework": framework, "absent": True,
+                          "why": str(e)[:200]}), flush=True)
+        return 0
+    print(json.dumps({"ready": True}), flush=True)
+    for line in sys.stdin:
+        if line.strip() == "run":
+            print(json.dumps({"ms": timed_repeat(st)}), flush=True)
+        elif line.strip() == "done":
+            break
+    print(json.dumps(final_row(st)), flush=True)
     return 0
+
+
+#: pause before each timed repeat: the previous framework's idle thread pools (OpenMP, BLAS,
+#: Eigen) spin for a while after its last step and would take cores from the next one
+SETTLE_S = 0.3
+
+
+class _Worker:
+    """The parent's handle on one framework's process: JSON lines out, commands in, with a
+    deadline per answer; a worker that fails or runs out of time leaves an error row."""
+
+    def __init__(self, framework, workload, quick, python, threads):
+        self.framework, self.workload, self.row = framework, workload, None
+        cmd = [python, os.path.abspath(__file__), "--worker", framework, "--only", workload]
+        if quick:
+            cmd.append("--quick")
+        if threads:
+            cmd += ["--threads", str(threads)]
+        env = dict(os.environ)
+        env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+        self.errors = tempfile.TemporaryFile(mode="w+")   # a file: a chatty stderr cannot fill a pipe
+        try:
+            self.proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.errors,
+                                         text=True, env=env)
+        except OSError as e:   # e.g. --tf-python names an interpreter that is not there
+            self.proc = None
+            self._fail(absent=True, why=f"cannot start {python}: {e}")
+
+    @property
+    def alive(self):
+        return self.proc is not None and self.row is None
+
+    def _fail(self, **fields):
+        self.row = {"row": "model", "workload": self.workload, "framework": self.framework, **fields}
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.kill()
+
+    def answer(self, timeout):
+        """The worker's next JSON line, or None (then ``row`` holds the failure)."""
+        deadline = time.monotonic() + timeout
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0 or not select.select([self.proc.stdout], [], [], left)[0]:
+                self._fail(error=f"timed out after {timeout}s")
+                return None
+            line = self.proc.stdout.readline()
+            if not line:
+                self.proc.wait()
+                self.errors.seek(0)
+                self._fail(error=self.errors.read()[-400:] or f"exited with {self.proc.returncode}")
+                return None
+            if line.startswith("{"):
+                return json.loads(line)
+
+    def send(self, command, timeout):
+        try:
+            self.proc.stdin.write(command + "\n")
+            self.proc.stdin.flush()
+        except OSError:
+            pass   # it died: answer() reports how
+        return self.answer(timeout)
+
+
+def measure_interleaved(frameworks, workload, quick, pythons, timeout, threads):
+    """Rows for ``frameworks`` on ``workload``: each framework in its own process, warmed up one
+    after the other, then their timed repeats alternate (round r: every framework once, in an
+    order rotated by r), so a slow or busy period of the shared machine falls on all of them
+    instead of on whichever was running then."""
+    workers = []
+    for fw in frameworks:
+        w = _Worker(fw, workload, quick, pythons[fw], threads)
+        if w.alive:
+            first = w.answer(timeout)
+            if first is not None and "ready" not in first:
+                w.row = first        # the worker's own row: the framework is absent
+                w.proc.wait()
+        workers.append(w)
+    for r in range(3 if quick else 7):
+        live = [w for w in workers if w.alive]
+        for w in live[r % len(live):] + live[:r % len(live)] if live else []:
+            time.sleep(SETTLE_S)
+            w.send("run", timeout)
+    for w in workers:
+        if w.alive:
+            row = w.send("done", timeout)
+            if row is not None:
+                w.row = row
+                w.proc.wait()
+    for w in workers:
+        w.row["loadavg"] = [round(v, 2) for v in os.getloadavg()]
+    return [w.row for w in workers]
 
 
 # ---- where tensorweave's time goes ---------------------------------------------------------------
@@ -423,7 +515,8 @@ def main(argv=None):
                         "this machine's cores; PyTorch set to the core count)")
     p.add_argument("--tf-python", default=os.environ.get("TW_BENCH_TF_PYTHON", sys.executable),
                    help="interpreter with tensorflow (default: this one; env TW_BENCH_TF_PYTHON)")
-    p.add_argument("--timeout", type=int, default=900, help="seconds per (workload, framework) process")
+    p.add_argument("--timeout", type=int, default=900,
+                   help="seconds a framework's process may take to warm up, or for one timed repeat")
     p.add_argument("--profile", metavar="DIR", help="instead of timing peers: profile tensorweave's steps "
                    "with tw.profiler, print the per-op table, write Chrome traces and tables to DIR")
     p.add_argument("--sequential", action="store_true", help="with --profile: build every plan with the "
@@ -456,12 +549,10 @@ def main(argv=None):
     print(json.dumps(info), flush=True)
     blas1 = not args.no_blas1 and args.threads != 1     # with --threads 1 it is plain tensorweave
     frameworks = ["tensorweave"] + (["tensorweave-blas1"] if blas1 else []) + peers
+    pythons = {fw: args.tf_python if fw == "tensorflow" else sys.executable for fw in frameworks}
     rows = []
     for w in workloads:
-        for fw in frameworks:
-            python = args.tf_python if fw == "tensorflow" else sys.executable
-            row = run_worker(fw, w, args.quick, python, args.timeout, args.threads)
-            row["loadavg"] = [round(v, 2) for v in os.getloadavg()]
+        for row in measure_interleaved(frameworks, w, args.quick, pythons, args.timeout, args.threads):
             rows.append(row)
             print(json.dumps(row), flush=True)
     present = [x for x in peers if any(r["framework"] == x and "ms_per_step" in r for r in rows)]
