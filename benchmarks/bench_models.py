@@ -203,7 +203,7 @@ def prepare(framework, workload, quick, threads=None):
         warm.append(time.perf_counter() - t0)
     st["warmup_steps"] = 1 + len(warm)
     target_s = 0.3 if quick else 1.0
-    st["steps_per_repeat"] = int(min(50, max(1, round(target_s / max(statistics.median(warm), 1e-6)))))
+    st["steps_per_repeat"] = int(min(1000, max(1, round(target_s / max(statistics.median(warm), 1e-6)))))
     st["reset_ok"] = reset_peak_rss()
     st["rss_at_reset"] = current_rss_mb()
     return st
