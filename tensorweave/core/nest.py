@@ -14,17 +14,21 @@ def is_nested(x):
 
 
 def flatten(x):
+    out = []
+    _flatten_into(x, out)
+    return out
+
+
+def _flatten_into(x, out):
+    # one list for the whole structure: a list per leaf made tw.function's call path 2x slower
     if isinstance(x, dict):
-        out = []
         for k in sorted(x, key=_key):
-            out.extend(flatten(x[k]))
-        return out
-    if isinstance(x, (list, tuple)):
-        out = []
+            _flatten_into(x[k], out)
+    elif isinstance(x, (list, tuple)):
         for v in x:
-            out.extend(flatten(v))
-        return out
-    return [x]
+            _flatten_into(v, out)
+    else:
+        out.append(x)
 
 
 def _key(k):
