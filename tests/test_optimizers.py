@@ -610,6 +610,67 @@ def test_fused_adam_is_one_op_per_variable_and_rule_path_serves_other_dtypes():
     np.testing.assert_allclose(half.numpy().astype(np.float64), w, rtol=0, atol=1e-2)   # float16 rounding
 
 
+@pytest.mark.parametrize("make", [lambda: O.Adam(0.05), lambda: O.Adam(0.05, amsgrad=True),
+                                  lambda: O.SGD(0.1, momentum=0.9, nesterov=True), lambda: O.SGD(0.1),
+                                  lambda: O.Adagrad(0.1), lambda: O.RMSprop(0.01, momentum=0.5, centered=True)],
+                         ids=["adam", "amsgrad", "nesterov", "sgd", "adagrad", "rmsprop"])
+def test_grouped_updates_equal_one_variable_at_a_time(make):
+    # Three float32 variables share one ResourceGroupApply* op, the float64 one gets its own
+    # op, the sparse and float16 ones their own paths; the bits equal updating each alone.
+    rng = np.random.default_rng(3)
+    inits = [rng.normal(size=s).astype(d) for s, d in (((3, 4), np.float32), ((4,), np.float32),
+                                                        ((2, 2), np.float32), ((5,), np.float64),
+                                                        ((5, 2), np.float32), ((3,), np.float16))]
+    grads = [[rng.normal(size=a.shape).astype(a.dtype) for a in inits] for _ in range(3)]
+    sparse = [_sparse_grad(g[4][:2], np.array([4, 1])) for g in grads]
+
+    def run(one_at_a_time):
+        vs = [tw.Variable(a) for a in inits]
+        opt = make()
+        for t in range(3):
+            gs = [tw.constant(g) for g in grads[t]]
+            gs[4] = sparse[t]
+            if one_at_a_time:
+                opt.build(vs)
+                for g, v in zip(gs, vs):    # outside training_ops.grouped(): each op at once
+                    opt._per_apply = {}
+                    opt.update_step(g, v, opt._get_current_learning_rate())
+                opt.iterations.assign_add(1)
+            else:
+                opt.apply(gs, vs)
+        return [v.numpy() for v in vs]
+
+    for a, b in zip(run(False), run(True)):
+        np.testing.assert_array_equal(a, b)
+
+    g = tw.Graph()
+    with g.as_default():
+        vs = [tw.compat.v1.Variable(a) for a in inits[:4]]
+        make().apply_gradients([(tw.ones(v.shape, v.dtype), v) for v in vs])
+    types = [op.type for op in g.get_operations()]
+    assert sum(t.startswith("ResourceGroupApply") for t in types) == 1
+    assert sum(t.startswith("ResourceApply") for t in types) == 1     # the float64 variable
+
+
+def test_grouped_block_drops_its_updates_on_error_and_checks_inputs():
+    from tensorweave.core.dispatch import execute
+    from tensorweave.core.registry import get_op
+    from tensorweave.ops import training_ops
+    w = tw.Variable(np.ones(2, np.float32))
+    with pytest.raises(RuntimeError):
+        with training_ops.grouped():
+            training_ops.apply_momentum(w, None, 0.5, tw.ones(2), momentum=0.0)
+            raise RuntimeError("stop")
+    np.testing.assert_array_equal(w.numpy(), [1, 1])
+    training_ops.apply_momentum(w, None, 0.5, tw.ones(2), momentum=0.0)    # outside: at once
+    np.testing.assert_array_equal(w.numpy(), [0.5, 0.5])
+    with tw.Graph().as_default():
+        h = tw.compat.v1.Variable(np.ones(2, np.float32)).handle
+        with pytest.raises(TypeError, match="ResourceGroupApplyKerasMomentum: expected 2 x 1 variable handles"):
+            execute(get_op("ResourceGroupApplyKerasMomentum"), [h, tw.constant(0.1), tw.ones(2)],
+                    {"momentum": 0.0, "nesterov": False, "num_variables": 2}, None)
+
+
 def test_values_read_before_an_in_place_update_keep_their_contents():
     v = tw.Variable(np.arange(6.0).reshape(3, 2))
     before, as_array = v.read_value(), v.numpy()

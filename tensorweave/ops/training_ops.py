@@ -1,5 +1,5 @@
-"""Fused optimizer updates (Adam, Keras' SGD with momentum, Adagrad, RMSprop): one op per
-variable writes the weights and slots in place.
+"""Fused optimizer updates (Adam, Keras' SGD with momentum, Adagrad, RMSprop): one op
+writes a variable's weights and slots in place.
 
 Written in tensorweave ops, an Adam step is ~12 elementwise ops per variable, each
 allocating a full-size temporary; the fused op reads every element once and writes it
@@ -11,6 +11,12 @@ update keep their contents.
 Sparse forms take the gradient as rows (``values``, unique ``indices``) and touch only
 those rows of the weights and slots — lazy Adam.
 
+Inside :func:`grouped` (the Keras optimizers' ``apply`` uses it) the dense updates of one
+kind — same op, attributes, dtype and scalar inputs — become a single
+``ResourceGroupApply*`` op over all those variables when the block ends: one node and one
+kernel call per step for a whole model instead of one per variable (PyTorch's
+foreach/fused optimizers). Same arithmetic, variable by variable.
+
 >>> import numpy as np, tensorweave as tw
 >>> from tensorweave.ops import training_ops
 >>> w = tw.Variable(np.array([1.0, 2.0], np.float32))
@@ -19,6 +25,9 @@ those rows of the weights and slots — lazy Adam.
 >>> [round(float(x), 4) for x in w.numpy()]   # the first step moves each weight by ~lr
 [0.9, 2.1]
 """
+import contextlib
+import threading
+
 from tensorweave.core import dtypes as _dt
 from tensorweave.core import errors
 from tensorweave.core.context import building_graph
@@ -52,10 +61,31 @@ def _update_infer(op_name, num_handles, num_scalars, sparse):
     return infer
 
 
+def _group_infer(op_name, num_handles, num_scalars):
+    """Shape rule of a grouped update: ``num_variables`` times the variable's handles, the
+    shared scalars once, then the gradients in the variables' order; each variable is
+    checked by the one-variable rule."""
+    one = _update_infer(op_name, num_handles, num_scalars, False)
+
+    def infer(inputs, attrs):
+        inputs = list(inputs)
+        n, k = attrs["num_variables"], num_handles(attrs)
+        if n < 1 or len(inputs) != n * (k + 1) + num_scalars:
+            raise TypeError(f"{op_name}: expected {n} x {k} variable handles, {num_scalars} scalars and {n} "
+                            f"gradients, got {len(inputs)} inputs")
+        scalars = inputs[n * k:n * k + num_scalars]
+        for i in range(n):
+            one(inputs[i * k:(i + 1) * k] + scalars + [inputs[n * k + num_scalars + i]], attrs)
+        return []
+    return infer
+
+
 def _register(name, num_handles, num_scalars):
     for sparse, op_name in ((False, f"ResourceApply{name}"), (True, f"ResourceSparseApply{name}")):
         register_op(op_name, infer=_update_infer(op_name, num_handles, num_scalars, sparse), num_outputs=0,
                     stateful=True)
+    register_op(f"ResourceGroupApply{name}", infer=_group_infer(f"ResourceGroupApply{name}", num_handles,
+                                                                num_scalars), num_outputs=0, stateful=True)
 
 
 # Inputs: var, m, v[, v_hat], lr, step (1-based, int64), grad[, indices].
@@ -72,10 +102,66 @@ def _handles(variables):
     return [v.handle for v in variables]
 
 
+_grouping = threading.local()   # .calls: the dense updates waiting for the end of a grouped() block
+
+
+@contextlib.contextmanager
+def grouped():
+    """Dense updates issued inside run, when the block ends, as one op per kind of update
+    (see the module docstring); in a nested block, when the outermost one ends. Sparse and
+    named updates run at once. An exception inside drops the waiting updates.
+
+    >>> import numpy as np, tensorweave as tw
+    >>> ws = [tw.Variable(np.ones(2, np.float32)) for _ in range(3)]
+    >>> with grouped():
+    ...     for w in ws:
+    ...         apply_momentum(w, None, 0.5, tw.ones(2), momentum=0.0)
+    ...     print(ws[0].numpy())      # not applied yet
+    [1. 1.]
+    >>> print(ws[2].numpy())          # all three by one ResourceGroupApplyKerasMomentum
+    [0.5 0.5]
+    """
+    if getattr(_grouping, "calls", None) is not None:
+        yield
+        return
+    _grouping.calls = calls = []
+    try:
+        yield
+    finally:
+        _grouping.calls = None
+    kinds = {}
+    for call in calls:
+        op_name, handles, scalars, _, attrs = call
+        # scalars by identity: the optimizer hands every variable of a step the same lr/step objects
+        key = (op_name, handles[0].dtype, tuple(sorted(attrs.items())), tuple(id(x) for _, x in scalars))
+        kinds.setdefault(key, []).append(call)
+    for members in kinds.values():
+        if len(members) == 1:
+            _run_update(*members[0], None, None)
+            continue
+        op_name, _, scalars, _, attrs = members[0]
+        dtype = members[0][1][0].dtype
+        inputs = [h.handle for _, handles, _, _, _ in members for h in handles] + _scalar_inputs(scalars, dtype)
+        inputs += [convert_to_tensor(grad, dtype=dtype) for _, _, _, grad, _ in members]
+        execute(get_op(op_name.replace("ResourceApply", "ResourceGroupApply")), inputs,
+                dict(attrs, num_variables=len(members)), None)
+
+
+def _scalar_inputs(scalars, dtype):
+    return [convert_to_tensor(x, dtype=_dt.int64 if k == "step" else dtype) for k, x in scalars]
+
+
 def _update(op_name, handles, scalars, grad, indices, attrs, name):
+    calls = getattr(_grouping, "calls", None)
+    if calls is not None and indices is None and name is None:
+        calls.append((op_name, handles, scalars, grad, attrs))
+        return None
+    return _run_update(op_name, handles, scalars, grad, attrs, indices, name)
+
+
+def _run_update(op_name, handles, scalars, grad, attrs, indices, name):
     dtype = handles[0].dtype
-    inputs = [v.handle for v in handles] + [convert_to_tensor(x, dtype=_dt.int64 if k == "step" else dtype)
-                                            for k, x in scalars]
+    inputs = [v.handle for v in handles] + _scalar_inputs(scalars, dtype)
     inputs.append(convert_to_tensor(grad, dtype=dtype))
     if indices is not None:
         if handles[0].shape.rank == 0:

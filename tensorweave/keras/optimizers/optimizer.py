@@ -40,6 +40,7 @@ from tensorweave.keras.optimizers.sparse_ops import unique_segment_sum
 from tensorweave.ops import array_ops as A
 from tensorweave.ops import math_ops as M
 from tensorweave.ops import reduce_ops as R
+from tensorweave.ops import training_ops
 from tensorweave.ops.control_flow_ops import group
 from tensorweave.ops.variables import Variable
 
@@ -424,7 +425,7 @@ class Optimizer:
         # by the updates). Eagerly and in tw.function these follow program order by themselves.
         with self._phase(graph, grads) as decay_ops:
             self._apply_weight_decay(variables, lr)
-        with self._phase(graph, decay_ops) as update_ops:
+        with self._phase(graph, decay_ops) as update_ops, training_ops.grouped():
             for g, v in zip(grads, variables):
                 self.update_step(g, v, lr)
         with self._phase(graph, update_ops) as after_ops:

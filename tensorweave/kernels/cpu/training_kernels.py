@@ -268,3 +268,20 @@ def _sparse_apply_rmsprop(*inputs, rho, momentum, epsilon, centered):
     slots, scalars = _rmsprop_args(arrays, lr, rho, momentum, epsilon, centered)
     _rmsprop_rows(*slots, idx, rows, *scalars)
     return ()
+
+
+# ---- grouped updates: the one-variable kernel for each variable of the group --------------------
+def _grouped(kernel, num_scalars):
+    def run(*inputs, num_variables, **attrs):
+        n = num_variables
+        k = (len(inputs) - num_scalars) // n - 1
+        scalars = inputs[n * k:n * k + num_scalars]
+        for i in range(n):
+            kernel(*inputs[i * k:(i + 1) * k], *scalars, inputs[n * k + num_scalars + i], **attrs)
+        return ()
+    return run
+
+
+for _name, _kernel, _num_scalars in (("Adam", _apply_adam, 2), ("KerasMomentum", _apply_momentum, 1),
+                                     ("AdagradV2", _apply_adagrad, 1), ("KerasRMSprop", _apply_rmsprop, 1)):
+    register_kernel(f"ResourceGroupApply{_name}", "CPU")(_grouped(_kernel, _num_scalars))
