@@ -146,3 +146,13 @@ def test_missing_gradient_raises_lookup_error():
         y = tw.raw_op("NoGradOp", [x])
     with pytest.raises(LookupError, match="No gradient defined for operation"):
         t.gradient(y, x)
+
+
+def test_div_no_nan_gradient_is_zero_where_the_divisor_is_zero():
+    x, y = tw.constant([3.0, np.nan, 2.0], tw.float64), tw.constant([0.0, 0.0, 4.0], tw.float64)
+    with tw.GradientTape(persistent=True) as tape:
+        tape.watch([x, y])
+        z = tw.math.div_no_nan(x, y)
+    np.testing.assert_array_equal(z.numpy(), [0.0, 0.0, 0.5])
+    np.testing.assert_array_equal(tape.gradient(z, x).numpy(), [0.0, 0.0, 0.25])
+    np.testing.assert_array_equal(tape.gradient(z, y).numpy(), [0.0, 0.0, -2.0 / 16.0])

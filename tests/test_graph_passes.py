@@ -224,6 +224,27 @@ def test_arithmetic_simplification():
     assert plan.steps[[st.op.type for st in plan.steps].index("Sqrt")].op.inputs[0] is x
 
 
+def test_reductions_that_reduce_nothing_and_selects_on_constant_conditions_are_bypassed():
+    g = tw.Graph()
+    with g.as_default():
+        x = tf1.placeholder(tw.float32, [])
+        m = tf1.placeholder(tw.float32, [3, 1])
+        s = tw.reduce_sum(x) + tw.reduce_max(tw.reduce_mean(m, axis=1, keepdims=True), axis=1, keepdims=True)
+        picked = tw.where(tw.constant([True, True, True]), tw.exp(m[:, 0]), tw.zeros([3]))
+        dropped = tw.where(tw.constant(False), tw.zeros([3]), tw.sqrt(m[:, 0]))
+        mixed = tw.where(tw.constant([True, False, True]), m[:, 0], -m[:, 0])      # kept: not all one way
+        wide = tw.where(tw.constant(True), tw.constant(2.0), m)                    # kept: broadcasts
+        total = tw.reduce_sum(m, axis=0)                                           # kept: reduces 3 rows
+        fetches = [s] + [2.0 * t for t in (picked, dropped, mixed, wide, total)]   # (fetched nodes stay)
+    values = [np.float32(1.5), np.array([[0.25], [4.0], [9.0]], np.float32)]
+    off, on, plan = _off_and_on(fetches, [x, m], values, elementwise_fusion=False)
+    for a, b in zip(off, on):
+        np.testing.assert_array_equal(a, b)
+    types = _types(plan)
+    assert "Mean" not in types and "Max" not in types and types.count("Sum") == 1
+    assert types.count("SelectV2") == 2
+
+
 def test_x_times_one_removed():
     g = tw.Graph()
     with g.as_default():

@@ -68,6 +68,9 @@ register_op("Mul", infer=rules.binary(),
 register_op("RealDiv", infer=rules.binary(allowed=rules.FLOAT),
             grad=lambda op, g: _grads(op, g / op.inputs[1],
                                       -g * op.inputs[0] / (op.inputs[1] * op.inputs[1])))
+register_op("DivNoNan", infer=rules.binary(allowed=rules.FLOAT),
+            grad=lambda op, g: _grads(op, div_no_nan(g, op.inputs[1]),
+                                      g * div_no_nan(div_no_nan(-op.inputs[0], op.inputs[1]), op.inputs[1])))
 register_op("FloorDiv", infer=rules.binary(), grad=NOT_DIFFERENTIABLE)
 register_op("FloorMod", infer=rules.binary(),
             grad=lambda op, g: _grads(op, g, -g * floor(op.inputs[0] / op.inputs[1]))
@@ -107,6 +110,7 @@ add = _binary_op(get_op("AddV2"))
 subtract = _binary_op(get_op("Sub"))
 multiply = _binary_op(get_op("Mul"))
 _realdiv = _binary_op(get_op("RealDiv"))
+_div_no_nan = _binary_op(get_op("DivNoNan"))
 floordiv = _binary_op(get_op("FloorDiv"))
 floormod = _binary_op(get_op("FloorMod"))
 pow = _binary_op(get_op("Pow"))
@@ -129,9 +133,18 @@ truediv = divide
 
 
 def div_no_nan(x, y, name=None):
+    """``x / y``, and 0 where ``y`` is 0 (even for a NaN ``x``); integers as in :func:`divide`.
+    One op (``DivNoNan``): a Keras metric's result is one node instead of four.
+
+    >>> import tensorweave as tw
+    >>> tw.math.div_no_nan([1.0, 2.0], [0.0, 4.0]).numpy()
+    array([0. , 0.5], dtype=float32)
+    """
     x, y = _operands(x, y)
-    safe = where(equal(y, 0), ones_like(y), y)
-    return where(equal(y, 0), zeros_like(x * y), divide(x, safe), name=name)
+    if x.dtype.is_integer and y.dtype is x.dtype:
+        target = _dt.float64 if x.dtype.size > 2 else _dt.float32
+        x, y = cast(x, target), cast(y, target)
+    return _div_no_nan(x, y, name=name)
 
 
 def add_n(inputs, name=None):

@@ -28,6 +28,24 @@ def _int_div_samples(dtype, rng):
     return [Sample((a, b), name="nonzero"), Sample((a[:0], b[0]), name="empty")]
 
 
+def _zero_divisor_samples(dtype, rng):
+    """Divisors with zeros, numerators with a NaN and an inf where the type has them."""
+    a = arr(rng, (3, 4), dtype, -9, 9)
+    b = arr(rng, (3, 4), dtype, 1, 5)
+    b[:, 1] = 0
+    if np.dtype(dtype).kind == "f":
+        a[0, 1], a[1, 1], a[2, 2] = np.nan, np.inf, np.inf
+    return [Sample((a, b), name="zeros"), Sample((a, b[0]), name="broadcast"), Sample((a[:, 1], b[0, 1]), name="scalar")]
+
+
+def _div_no_nan_ref(x, y):
+    x, y = np.asarray(x), np.asarray(y)
+    if x.dtype.kind in "iu":
+        x, y = x.astype(np.float64), y.astype(np.float64)
+    with np.errstate(all="ignore"):
+        return np.where(y == 0, np.zeros((), x.dtype), as_bf16_safe(np.true_divide)(x, y)).astype(x.dtype)
+
+
 def _sigmoid(x):
     return scipy.special.expit(x)
 
@@ -81,6 +99,11 @@ OPS = [
     OpInfo("multiply", tw.multiply, np.multiply, NUMERIC, binary_samples(), grad_order=2),
     OpInfo("divide", tw.divide, as_bf16_safe(np.true_divide), FLOATS, binary_samples(low2=0.5, high2=2.0), grad_order=2),
     OpInfo("divide_int", tw.divide, np.true_divide, (tw.int32, tw.int64), _int_div_samples, grad=False),
+    OpInfo("div_no_nan", tw.div_no_nan, as_bf16_safe(np.true_divide), FLOATS, binary_samples(low2=0.5, high2=2.0),
+           grad_order=2),
+    OpInfo("div_no_nan_zeros", tw.div_no_nan, _div_no_nan_ref, FLOATS, _zero_divisor_samples, grad=False),
+    OpInfo("div_no_nan_int", tw.div_no_nan, _div_no_nan_ref, (tw.int32, tw.int64), _zero_divisor_samples,
+           grad=False),
     OpInfo("floordiv", tw.floordiv, np.floor_divide, SIGNED_INTS + (tw.float32, tw.float64), _int_div_samples, grad=False),
     OpInfo("floormod", tw.floormod, np.mod, SIGNED_INTS + (tw.float32, tw.float64), _int_div_samples, grad=False),
     OpInfo("pow", tw.pow, as_bf16_safe(np.power), FLOATS, binary_samples(0.5, 2.0, -2.0, 2.0), grad_order=2),

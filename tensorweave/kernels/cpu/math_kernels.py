@@ -10,6 +10,13 @@ k("AddV2")(np.add)
 k("Sub")(np.subtract)
 k("Mul")(np.multiply)
 k("RealDiv")(quiet(np.true_divide))
+
+
+@k("DivNoNan")
+@quiet
+def _div_no_nan(x, y):
+    q = np.true_divide(x, y)
+    return np.where(y == 0, q.dtype.type(0), q)
 k("Maximum")(np.maximum)
 k("Minimum")(np.minimum)
 k("Neg")(np.negative)

@@ -7,7 +7,11 @@ Rewrites (``y`` is then read as ``x``):
   all ones/zeros;
 - ``Neg(Neg(x))``; ``Transpose(Transpose(x, p), q)`` when ``q`` undoes ``p``;
 - ``Reshape(x, s)``, ``Cast(x, T)``, ``BroadcastTo(x, s)`` when the result has exactly the
-  static shape and dtype of ``x``.
+  static shape and dtype of ``x``;
+- ``Sum``/``Mean``/``Max``/``Min``/``Prod`` whose result has the static shape of ``x`` (a
+  scalar, or only size-1 dimensions reduced): each output element is one input element;
+- ``SelectV2(c, a, b)`` with ``c`` a constant that is all true (-> ``a``) or all false
+  (-> ``b``), as Keras' loss reduction leaves it once the batch size is folded.
 
 Safe because every rewrite requires that ``x`` and ``y`` have the same fully known static
 shape and the same dtype (so broadcasting against the constant cannot change the output
@@ -65,8 +69,14 @@ def _simplify(op, work):
         if tuple(p[i] for i in q) == tuple(range(r)):
             return work.resolve(x.op.inputs[0])
         return None
-    if t in ("Reshape", "Cast", "BroadcastTo", "ExpandDims", "Squeeze"):
+    if t in ("Reshape", "Cast", "BroadcastTo", "ExpandDims", "Squeeze", "Sum", "Mean", "Max", "Min", "Prod"):
         return ins[0]
+    if t == "SelectV2":
+        c = const_value(ins[0], work)
+        if c is not None and _all(c, True):
+            return ins[1]
+        if c is not None and _all(c, False):
+            return ins[2]
     return None
 
 
