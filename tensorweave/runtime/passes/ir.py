@@ -173,12 +173,14 @@ class Work:
         self.node_rep = {}             # id(old op) -> replacement op, or None (deleted)
         self.extra = {}                # id(op) -> new nodes to insert before it
         self.stats = {"nodes_in": len(self.ops)}
-        # ops whose position relative to others matters: targets, control inputs, ops with control inputs
-        self.pinned = {id(t) for t in targets}
+        # ops whose position relative to others matters: targets, control inputs, ops with control
+        # inputs. id -> op: holding the op keeps its id from being reused by a node made later
+        # (a dropped clone's id passed on to a new node pinned it, and kept dead nodes alive)
+        self.pinned = {id(t): t for t in targets}
         for op in self.ops:
             if op.control_inputs:
-                self.pinned.add(id(op))
-                self.pinned.update(id(c) for c in op.control_inputs if c is not None)
+                self.pinned[id(op)] = op
+                self.pinned.update((id(c), c) for c in op.control_inputs if c is not None)
         self.refresh()
 
     def refresh(self):
@@ -237,7 +239,7 @@ class Work:
                     a is not b for a, b in zip(ctl, op.control_inputs)):
                 new = clone(op, inputs=ins, control_inputs=[c for c in ctl if c is not None])
                 if id(op) in self.pinned:
-                    self.pinned.add(id(new))
+                    self.pinned[id(new)] = new
                 node_rep[id(op)] = new
                 for a, b in zip(op.outputs, new.outputs):
                     # consumers of a fed tensor read the feed; a value a pass already
@@ -248,7 +250,7 @@ class Work:
             new_ops.append(op)
         self.ops = new_ops
         self.fetches = [self.resolve(t) for t in self.fetches]
-        self.pinned |= {id(node_rep[i]) for i in list(self.pinned) if node_rep.get(i) is not None}
+        self.pinned.update((id(node_rep[i]), node_rep[i]) for i in list(self.pinned) if node_rep.get(i) is not None)
         self.rep = {}
         self.node_rep = {}
         self.extra = {}
