@@ -173,3 +173,27 @@ def test_a_fed_relu_gradient_is_not_fused():
     plan = _plan([db], [x, dz])
     assert "FusedReluGradBiasAddGrad" not in _types(plan)
     np.testing.assert_array_equal(_run(plan, [xv, fed])[0], [8.0, 8.0, 8.0])
+
+
+@pytest.mark.parametrize("dtype", [tw.float32, tw.float64])
+def test_cross_entropy_and_its_gradient_become_one_node_with_the_same_bits(dtype):
+    g = tw.Graph()
+    with g.as_default():
+        logits = tf1.placeholder(dtype, [6, 5])
+        labels = tf1.placeholder(tw.int32, [6])
+        loss = tw.nn.sparse_softmax_cross_entropy_with_logits(labels=labels, logits=logits)
+        total = tw.reduce_sum(loss * tw.range(1.0, 7.0, dtype=dtype))
+        grad = tw.gradients(total, [logits])[0]
+        forward_only = tw.exp(logits)
+        alone = tw.nn.sparse_softmax_cross_entropy_with_logits(labels=labels, logits=forward_only)
+    values = [RNG.normal(size=(6, 5)).astype(dtype.np_dtype) * 3, np.array([0, 4, 2, 2, 1, 3], np.int32)]
+    off, on, types = _off_on([total, grad], [logits, labels], values)
+    _same(off, on)
+    assert types.count("FusedSparseSoftmaxCrossEntropy") == 1
+    assert "SparseSoftmaxCrossEntropyGrad" not in types and "SparseSoftmaxCrossEntropyWithLogits" not in types
+    # without a gradient in the plan the loss stays as it is
+    _, _, types = _off_on([alone], [logits, labels], values)
+    assert types.count("SparseSoftmaxCrossEntropyWithLogits") == 1 and "FusedSparseSoftmaxCrossEntropy" not in types
+    # a bad label is reported by the fused node too
+    with pytest.raises(tw.errors.InvalidArgumentError, match="label value of 5"):
+        _run(_plan([total, grad], [logits, labels]), [values[0], np.array([0, 5, 2, 2, 1, 3], np.int32)])

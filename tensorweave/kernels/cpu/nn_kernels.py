@@ -79,14 +79,15 @@ def _check_labels(labels, n):
 
 
 def _sparse_xent_rows(logits, labels, with_grad):
-    """The sparse cross-entropy's loss, or its gradient (softmax minus one-hot): two compiled
-    row passes (``nn_loops.shift_rows``, ``nn_loops.xent_from_exps``) around NumPy's ``exp``."""
+    """The sparse cross-entropy's ``(loss, gradient or None)`` (the gradient: softmax minus
+    one-hot): two compiled row passes (``nn_loops.shift_rows``, ``nn_loops.xent_from_exps``)
+    around NumPy's ``exp``. The loss's bits do not depend on ``with_grad``."""
     dt = _floats(logits)
     if logits.ndim != labels.ndim + 1 or logits.shape[:-1] != labels.shape:
         raise ValueError("labels must have the shape of logits without the last dimension")
     if labels.dtype.kind not in "iu" or not logits.size:
         _check_labels(labels, logits.shape[-1])  # raises on float labels, or on any label for C = 0
-        return np.zeros(logits.shape if with_grad else labels.shape, dt)
+        return np.zeros(labels.shape, dt), (np.zeros(logits.shape, dt) if with_grad else None)
     x = np.ascontiguousarray(_work(logits)).reshape(-1, logits.shape[-1])
     flat_labels = np.ascontiguousarray(labels).reshape(-1)
     e, picked, loss = np.empty_like(x), np.empty(x.shape[0], x.dtype), np.empty(x.shape[0], x.dtype)
@@ -94,17 +95,23 @@ def _sparse_xent_rows(logits, labels, with_grad):
         _check_labels(labels, x.shape[1])
     np.exp(e, out=e)
     nn_loops.xent_from_exps(e, flat_labels, picked, loss, with_grad)
-    out = e.reshape(logits.shape) if with_grad else loss.reshape(labels.shape)
-    return out.astype(dt, copy=False)
+    return (loss.reshape(labels.shape).astype(dt, copy=False),
+            e.reshape(logits.shape).astype(dt, copy=False) if with_grad else None)
 
 
 @k("SparseSoftmaxCrossEntropyWithLogits")
 def _sparse_xent(logits, labels):
-    return _sparse_xent_rows(logits, labels, False)
+    return _sparse_xent_rows(logits, labels, False)[0]
 
 
 @k("SparseSoftmaxCrossEntropyGrad")
 def _sparse_xent_grad(logits, labels):
+    return _sparse_xent_rows(logits, labels, True)[1]
+
+
+def sparse_xent_with_grad(logits, labels):
+    """``(loss, gradient)`` in one pass: the kernel of the remapping pass's
+    ``FusedSparseSoftmaxCrossEntropy`` (the loss and its gradient of one training step)."""
     return _sparse_xent_rows(logits, labels, True)
 
 

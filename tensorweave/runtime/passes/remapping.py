@@ -8,6 +8,10 @@ gradient and the bias gradient of its result become one node (TensorFlow's "rema
 - ``ReluGrad -> BiasAddGrad`` becomes ``FusedReluGradBiasAddGrad`` with both outputs: the
   masked gradient (still read by the other gradient ops) and its column sums (either may be
   fetched, neither fed).
+- ``SparseSoftmaxCrossEntropyWithLogits`` and ``SparseSoftmaxCrossEntropyGrad`` of the same
+  logits and labels (a training step's loss and its gradient) become one
+  ``FusedSparseSoftmaxCrossEntropy`` node at the loss's place, with both outputs: the
+  softmax is computed once (TensorFlow's op returns both the same way).
 
 Only stock kernels, float32/float64, channels-last layouts and nodes without ordering edges
 qualify. The fused kernels do the same arithmetic in the same order, so results are bit for
@@ -84,6 +88,25 @@ def _fuse_gradients(bias_grad, work):
     return [rg, bias_grad]
 
 
+def _fuse_cross_entropy(loss, work):
+    x = [work.resolve(t) for t in loss.inputs]
+    grad = next((op for op in work.consumers.get(id(x[0]), []) if runs_stock_kernel(op, "SparseSoftmaxCrossEntropyGrad")
+                 and [work.resolve(t) for t in op.inputs] == x and op.device == loss.device), None)
+    if grad is None or not (_free(loss, work) and _free(grad, work)) \
+            or any(id(o.outputs[0]) in work.feed_ids for o in (loss, grad)) \
+            or work.ops.index(grad) < work.ops.index(loss):    # the node computes both at the loss's place
+        return None
+    from tensorweave.kernels.cpu import nn_kernels
+    d = NodeDef("FusedSparseSoftmaxCrossEntropy", {"CPU": nn_kernels.sparse_xent_with_grad}, num_outputs=2)
+    y, dy = loss.outputs[0], grad.outputs[0]
+    node = Node(loss, d, x, {}, [(y.shape, y.dtype), (dy.shape, dy.dtype)], type_="FusedSparseSoftmaxCrossEntropy",
+                control_inputs=(), fused=[loss.name, grad.name])
+    work.node_rep[id(loss)] = node
+    work.node_rep[id(grad)] = None
+    work.rep[id(dy)] = node.outputs[1]
+    return [loss, grad]
+
+
 def run(work):
     n = 0
     taken = set()
@@ -94,6 +117,8 @@ def run(work):
             fused = _fuse_contraction(op, work)
         elif runs_stock_kernel(op, "BiasAddGrad") and id(op.inputs[0].op) not in taken:
             fused = _fuse_gradients(op, work)
+        elif runs_stock_kernel(op, "SparseSoftmaxCrossEntropyWithLogits"):
+            fused = _fuse_cross_entropy(op, work)
         else:
             continue
         if fused:
