@@ -84,6 +84,8 @@ def _read(var, dtype, shape):
 
 
 def _check_shape(var, value, shape):
+    if np.shape(value) == shape.as_tuple():   # the common case, without building a TensorShape
+        return
     if shape.rank is not None and not shape.is_compatible_with(np.shape(value)):
         raise errors.InvalidArgumentError(
             f"Cannot assign a value of shape {fmt(np.shape(value))} to variable '{var.name}' of shape {fmt(shape)}")

@@ -35,7 +35,9 @@ def _zero_divisor_samples(dtype, rng):
     b[:, 1] = 0
     if np.dtype(dtype).kind == "f":
         a[0, 1], a[1, 1], a[2, 2] = np.nan, np.inf, np.inf
-    return [Sample((a, b), name="zeros"), Sample((a, b[0]), name="broadcast"), Sample((a[:, 1], b[0, 1]), name="scalar")]
+    return [Sample((a, b), name="zeros"), Sample((a, b[0]), name="broadcast"), Sample((a[:, 1], b[0, 1]), name="scalar"),
+            Sample((a[1, 0].copy(), b[1, 1].copy()), name="scalars_zero"),
+            Sample((a[1, 0].copy(), b[1, 0].copy()), name="scalars")]
 
 
 def _div_no_nan_ref(x, y):

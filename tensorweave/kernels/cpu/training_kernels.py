@@ -149,13 +149,15 @@ def _adagrad_rows(w, acc, idx, g, lr, eps):
 
 # ---- kernels: check shapes, take the storages (copy-on-write), run the loop ----------------------
 def _dense(name, handles, grad):
-    var = handles[0]
-    shape = var._read().shape
-    if np.shape(grad) != shape:
-        raise errors.InvalidArgumentError(f"{name} of '{var.name}': gradient shape {tuple(np.shape(grad))} does "
-                                          f"not match the variable's {shape}")
-    arrays = [h._storage_for_update().reshape(-1) for h in handles]
-    return arrays, np.ascontiguousarray(grad, dtype=arrays[0].dtype).reshape(-1)
+    # ~1 µs a variable: ravel, not reshape(-1) (3x the cost), of storages that are C-contiguous
+    arrays = [h._storage_for_update() for h in handles]
+    w = arrays[0]
+    if getattr(grad, "shape", None) != w.shape:
+        raise errors.InvalidArgumentError(f"{name} of '{handles[0].name}': gradient shape {tuple(np.shape(grad))} "
+                                          f"does not match the variable's {w.shape}")
+    if type(grad) is not np.ndarray or grad.dtype != w.dtype or not grad.flags.c_contiguous:
+        grad = np.ascontiguousarray(grad, dtype=w.dtype)
+    return [a.ravel() for a in arrays], grad.ravel()
 
 
 def _sparse(name, handles, values, indices):
