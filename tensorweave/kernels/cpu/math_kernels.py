@@ -10,15 +10,6 @@ k("AddV2")(np.add)
 k("Sub")(np.subtract)
 k("Mul")(np.multiply)
 k("RealDiv")(quiet(np.true_divide))
-
-
-@k("DivNoNan")
-@quiet
-def _div_no_nan(x, y):
-    if np.ndim(x) == 0 and np.ndim(y) == 0:   # a metric's result: scalars, 3x faster than np.where
-        return np.true_divide(x, y) if y != 0 else np.zeros((), np.result_type(x, y))
-    q = np.true_divide(x, y)
-    return np.where(y == 0, q.dtype.type(0), q)
 k("Maximum")(np.maximum)
 k("Minimum")(np.minimum)
 k("Neg")(np.negative)
@@ -52,6 +43,15 @@ k("IsFinite")(np.isfinite)
 k("IsInf")(np.isinf)
 k("SelectV2")(np.where)
 k("Where")(lambda c: np.argwhere(c).astype(np.int64))
+
+
+@k("DivNoNan")
+@quiet
+def _div_no_nan(x, y):
+    if np.ndim(x) == 0 and np.ndim(y) == 0:   # a metric's result: scalars, 3x faster than np.where
+        return np.true_divide(x, y) if y != 0 else np.zeros((), np.result_type(x, y))
+    q = np.true_divide(x, y)
+    return np.where(y == 0, q.dtype.type(0), q)
 
 
 @k("FloorDiv")
