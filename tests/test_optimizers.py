@@ -2,6 +2,7 @@
 eager == tw.function == TF1 Session, sparse (row-wise) updates, clipping, schedules,
 configs, and parity with torch.optim when torch is installed."""
 import math
+import os
 
 import numpy as np
 import pytest
@@ -669,6 +670,44 @@ def test_grouped_block_drops_its_updates_on_error_and_checks_inputs():
         with pytest.raises(TypeError, match="ResourceGroupApplyKerasMomentum: expected 2 x 1 variable handles"):
             execute(get_op("ResourceGroupApplyKerasMomentum"), [h, tw.constant(0.1), tw.ones(2)],
                     {"momentum": 0.0, "nesterov": False, "num_variables": 2}, None)
+
+
+@pytest.mark.parametrize("amsgrad", [False, True])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_large_adam_updates_in_chunks_equal_one_pass(dtype, amsgrad):
+    # Variables of >= PARALLEL_MIN elements are updated in one chunk per intra-op thread
+    # (numba prange): elementwise, so the bits equal the one-thread loop for any chunk count.
+    from tensorweave.kernels.cpu import training_kernels as tk
+    rng = np.random.default_rng(5)
+    n = tk.PARALLEL_MIN + 1001
+    w, m, v, vh, g = (rng.normal(size=n).astype(dtype) for _ in range(5))
+    v, vh = np.abs(v), np.abs(vh)
+    coeffs = tuple(dtype(c) for c in (1e-3, 0.1, 0.001, 1e-7))
+    one = [a.copy() for a in ((w, m, v, vh) if amsgrad else (w, m, v))]
+    (tk._adam_flat_amsgrad if amsgrad else tk._adam_flat)(*one, g, *coeffs)
+    for chunks in (2, 3):
+        got = [a.copy() for a in ((w, m, v, vh) if amsgrad else (w, m, v))]
+        (tk._adam_amsgrad_chunks if amsgrad else tk._adam_chunks)(*got, g, *coeffs, chunks)
+        for a, b in zip(got, one):
+            np.testing.assert_array_equal(a, b)
+    # through the optimizer (in chunks where this machine has 2+ threads) against the reference
+    var = tw.Variable(w)
+    opt, ref, st = O.Adam(0.01, amsgrad=amsgrad), w.astype(np.float64), {}
+    for t in range(2):
+        grad = g * (t + 1)
+        opt.apply([tw.constant(grad)], [var])
+        ref = ref_adam(ref, grad.astype(np.float64), st, t + 1, 0.01, amsgrad=amsgrad)
+    np.testing.assert_allclose(var.numpy(), ref, rtol=1e-4 if dtype == np.float32 else 1e-10, atol=1e-6)
+
+
+def test_parallel_loops_are_not_used_in_a_forked_child():
+    from tensorweave.kernels.cpu.jit import parallel_loops
+    assert parallel_loops() in (True, False)
+    pid = os.fork()
+    if pid == 0:   # the child: must answer without touching the parent's thread pool
+        os._exit(0 if parallel_loops() is False else 1)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
 
 
 def test_values_read_before_an_in_place_update_keep_their_contents():

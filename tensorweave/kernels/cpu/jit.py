@@ -9,6 +9,13 @@
   without the zero check loops with a division vectorize (2.6x on the Adam update).
 - no ``fastmath``: results must match the NumPy references bit for bit where the
   arithmetic is the same (no reassociation, NaN and inf kept).
+- ``parallel=True`` loops (``numba.prange``) only where :func:`parallel_loops` says so:
+  numba's thread pool must be thread-safe (TBB or OpenMP — the executor may run two kernels
+  at once, which numba's fallback "workqueue" pool does not survive), and is not used in
+  a process forked from one that started it (OpenMP's pool does not survive a fork).
+  GNU OpenMP's idle workers spin 10^4 rounds (``GOMP_SPINCOUNT``, unless the user set it)
+  instead of ~3*10^5 before sleeping: spinning on after a parallel update, they slowed the
+  cnn's next convolution tiles (step medians 52-54 vs 53-56 ms with it; 40-44 vs 44-50 now).
 
 >>> import numpy as np
 >>> from tensorweave.kernels.cpu.jit import njit
@@ -21,7 +28,15 @@
 >>> float(total(np.arange(4.0)))
 6.0
 """
+import os
+import threading
+
 import numba
+
+#: rounds an idle GNU OpenMP worker spins before sleeping (see the module docstring)
+GOMP_SPIN = 10000
+_parallel = {"pid": None, "ok": False}
+_parallel_lock = threading.Lock()
 
 
 def njit(fn=None, **options):
@@ -29,3 +44,36 @@ def njit(fn=None, **options):
     def compile_(f):
         return numba.njit(f, **{"nogil": True, "cache": False, "error_model": "numpy", **options})
     return compile_ if fn is None else compile_(fn)
+
+
+def _probe(out):
+    for i in numba.prange(out.shape[0]):
+        out[i] = i
+
+
+def parallel_loops():
+    """Whether kernels may run ``parallel=True`` loops in this process (see the module
+    docstring). Decided on first use — a tiny parallel loop starts numba's thread pool; a
+    threading layer the user chose (``NUMBA_THREADING_LAYER``) is kept, and used only if
+    thread-safe."""
+    if _parallel["pid"] == os.getpid():
+        return _parallel["ok"]
+    with _parallel_lock:
+        if _parallel["pid"] != os.getpid():
+            _parallel["ok"] = _parallel["pid"] is None and _start_parallel()
+            _parallel["pid"] = os.getpid()
+    return _parallel["ok"]
+
+
+def _start_parallel():
+    import numpy as np
+    chose = numba.config.THREADING_LAYER
+    os.environ.setdefault("GOMP_SPINCOUNT", str(GOMP_SPIN))   # read when numba loads libgomp
+    if chose == "default" and "NUMBA_THREADING_LAYER" not in os.environ:
+        numba.config.THREADING_LAYER = "threadsafe"   # TBB or OpenMP, never workqueue
+    try:
+        njit(parallel=True)(_probe)(np.empty(2))
+        return numba.threading_layer() in ("tbb", "omp")
+    except (ValueError, ImportError, RuntimeError):   # no thread-safe layer here
+        numba.config.THREADING_LAYER = chose
+        return False

@@ -9,11 +9,13 @@ operation for operation — for Adam::
 
 so results equal the op-by-op optimizers' to rounding.
 """
+import numba
 import numpy as np
 
 from tensorweave.core import errors
 from tensorweave.core.registry import register_kernel
-from tensorweave.kernels.cpu.jit import njit
+from tensorweave.kernels.cpu.jit import njit, parallel_loops
+from tensorweave.runtime import threads
 
 
 @njit
@@ -41,6 +43,36 @@ def _adam_flat_amsgrad(w, m, v, vh, g, alpha, c1, c2, eps):
             vi = hi
         vh[i] = vi
         w[i] = w[i] - (mi * alpha) / (np.sqrt(vi) + eps)
+
+
+#: A dense Adam update of at least this many elements runs one chunk per intra-op thread:
+#: the mlp's update (670k floats, memory-bound) 0.45 -> 0.25 ms on 2 cores, its step
+#: 2.9-3.4 -> 2.5-2.8 ms (a Python thread pool's hand-off, ~50 µs each way, ate the gain).
+PARALLEL_MIN = 1 << 16
+
+
+@njit(parallel=True)
+def _adam_chunks(w, m, v, g, alpha, c1, c2, eps, chunks):
+    n = w.shape[0]
+    for c in numba.prange(chunks):   # the vectorised one-thread loop on each chunk
+        s, e = n * c // chunks, n * (c + 1) // chunks
+        _adam_flat(w[s:e], m[s:e], v[s:e], g[s:e], alpha, c1, c2, eps)
+
+
+@njit(parallel=True)
+def _adam_amsgrad_chunks(w, m, v, vh, g, alpha, c1, c2, eps, chunks):
+    n = w.shape[0]
+    for c in numba.prange(chunks):
+        s, e = n * c // chunks, n * (c + 1) // chunks
+        _adam_flat_amsgrad(w[s:e], m[s:e], v[s:e], vh[s:e], g[s:e], alpha, c1, c2, eps)
+
+
+def _chunks(n):
+    """Chunks a dense update of ``n`` elements runs in (elementwise: the bits do not depend on it)."""
+    if n < PARALLEL_MIN:
+        return 1
+    k = threads.intra_op_threads()
+    return k if k > 1 and parallel_loops() else 1
 
 
 @njit
@@ -182,7 +214,10 @@ def _apply_adam(*inputs, beta_1, beta_2, epsilon, amsgrad):
     arrays, g = _dense("Adam update", inputs[:n], grad)
     dtype = arrays[0].dtype
     coeffs = _coefficients(dtype, lr, step, beta_1, beta_2) + (dtype.type(epsilon),)
-    if amsgrad:
+    chunks = _chunks(g.shape[0])
+    if chunks > 1:
+        (_adam_amsgrad_chunks if amsgrad else _adam_chunks)(*arrays, g, *coeffs, chunks)
+    elif amsgrad:
         _adam_flat_amsgrad(*arrays, g, *coeffs)
     else:
         _adam_flat(*arrays, g, *coeffs)
