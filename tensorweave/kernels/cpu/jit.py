@@ -15,7 +15,8 @@
   a process forked from one that started it (OpenMP's pool does not survive a fork).
   GNU OpenMP's idle workers spin 10^4 rounds (``GOMP_SPINCOUNT``, unless the user set it)
   instead of ~3*10^5 before sleeping: spinning on after a parallel update, they slowed the
-  cnn's next convolution tiles (step medians 52-54 vs 53-56 ms with it; 40-44 vs 44-50 now).
+  cnn's next convolution tiles (its step with the two-core update against without, medians
+  in one process: 54-56 vs 53 ms with the default spin, 40-45 vs 44-50 ms with 10^4).
 
 >>> import numpy as np
 >>> from tensorweave.kernels.cpu.jit import njit
@@ -32,6 +33,7 @@ import os
 import threading
 
 import numba
+import numpy as np
 
 #: rounds an idle GNU OpenMP worker spins before sleeping (see the module docstring)
 GOMP_SPIN = 10000
@@ -66,7 +68,6 @@ def parallel_loops():
 
 
 def _start_parallel():
-    import numpy as np
     chose = numba.config.THREADING_LAYER
     os.environ.setdefault("GOMP_SPINCOUNT", str(GOMP_SPIN))   # read when numba loads libgomp
     if chose == "default" and "NUMBA_THREADING_LAYER" not in os.environ:

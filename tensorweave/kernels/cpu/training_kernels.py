@@ -46,8 +46,9 @@ def _adam_flat_amsgrad(w, m, v, vh, g, alpha, c1, c2, eps):
 
 
 #: A dense Adam update of at least this many elements runs one chunk per intra-op thread:
-#: the mlp's update (670k floats, memory-bound) 0.45 -> 0.25 ms on 2 cores, its step
-#: 2.9-3.4 -> 2.5-2.8 ms (a Python thread pool's hand-off, ~50 µs each way, ate the gain).
+#: the mlp's update (670k floats, memory-bound) 0.45 -> 0.25 ms on 2 cores, its step (medians
+#: alternating in one process) 2.8-3.6 -> 2.6-3.2 ms. A Python thread pool's hand-off (~50 µs
+#: each way) ate the gain; numba's OpenMP pool hands the chunks over without Python.
 PARALLEL_MIN = 1 << 16
 
 
