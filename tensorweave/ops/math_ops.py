@@ -120,13 +120,19 @@ squared_difference = _binary_op(get_op("SquaredDifference"))
 mod = floormod
 
 
-def divide(x, y, name=None):
-    """``x / y``; integer inputs are converted to float64 first (TensorFlow's ``truediv``)."""
+def _division_operands(x, y):
+    """Integer operands of one dtype converted to float64 (float32 from 16 bits or less), as
+    TensorFlow's ``truediv``."""
     x, y = _operands(x, y)
     if x.dtype.is_integer and y.dtype is x.dtype:
         target = _dt.float64 if x.dtype.size > 2 else _dt.float32
         x, y = cast(x, target), cast(y, target)
-    return _realdiv(x, y, name=name)
+    return x, y
+
+
+def divide(x, y, name=None):
+    """``x / y``; integer inputs are converted to float64 first (TensorFlow's ``truediv``)."""
+    return _realdiv(*_division_operands(x, y), name=name)
 
 
 truediv = divide
@@ -140,11 +146,7 @@ def div_no_nan(x, y, name=None):
     >>> tw.math.div_no_nan([1.0, 2.0], [0.0, 4.0]).numpy()
     array([0. , 0.5], dtype=float32)
     """
-    x, y = _operands(x, y)
-    if x.dtype.is_integer and y.dtype is x.dtype:
-        target = _dt.float64 if x.dtype.size > 2 else _dt.float32
-        x, y = cast(x, target), cast(y, target)
-    return _div_no_nan(x, y, name=name)
+    return _div_no_nan(*_division_operands(x, y), name=name)
 
 
 def add_n(inputs, name=None):
