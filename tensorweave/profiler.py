@@ -33,14 +33,13 @@ The summary separates kernel time from *executor overhead*: the time inside plan
 when no kernel was running on any thread (argument gathering, buffer release, scheduling).
 """
 import collections
-import functools
 import json
 import os
 import threading
 import time
 
-from tensorweave.core.context import ctx
-from tensorweave.runtime import executor as _executor
+from tensorweave.core import dispatch
+from tensorweave.runtime.runtime import default_runtime
 
 __all__ = ["Profile", "Event", "start", "stop", "active"]
 
@@ -79,7 +78,6 @@ class Profile:
         self.eager = eager
         self._raw = []             # tuples in Event field order, appended from any thread
         self._threads = {}         # thread ident -> name at first sight
-        self._wrapped = []         # (opdef, device type, wrapper) swapped into the kernel registry
         self.start_ns = self.end_ns = None
         self._events = None
 
@@ -95,8 +93,8 @@ class Profile:
             _ACTIVE = self
             self.start_ns = time.perf_counter_ns()
             if self.eager:
-                self._wrap_eager_kernels()
-            _executor._profiler = self
+                dispatch.set_eager_hook(self._eager_call)
+            default_runtime().profiler = self
         return self
 
     def stop(self):
@@ -104,8 +102,9 @@ class Profile:
         with _LOCK:
             if _ACTIVE is not self:
                 raise RuntimeError("This profile is not active")
-            _executor._profiler = None
-            self._unwrap_eager_kernels()
+            default_runtime().profiler = None
+            if self.eager:
+                dispatch.set_eager_hook(None)
             self.end_ns = time.perf_counter_ns()
             _ACTIVE = None
         return self
@@ -134,25 +133,13 @@ class Profile:
     def record_eager(self, op_type, device, t0, t1, result):
         self._raw.append(("eager", op_type, op_type, device, t0, t1, self._thread(), _nbytes(result)))
 
-    def _wrap_eager_kernels(self):
-        from tensorweave.core.registry import registered_ops
-        from tensorweave.runtime import devices
-        for opdef in registered_ops().values():
-            for dev, kernel in list(opdef.kernels.items()):
-                if hasattr(kernel, "_tw_unprofiled"):
-                    continue
-                wrapper = _eager_wrapper(kernel, opdef.name, dev)
-                opdef.kernels[dev] = wrapper
-                self._wrapped.append((opdef, dev, wrapper))
-        devices._eager_placement.clear()   # it caches kernels looked up under tw.device scopes
-
-    def _unwrap_eager_kernels(self):
-        from tensorweave.runtime import devices
-        for opdef, dev, wrapper in self._wrapped:
-            if opdef.kernels.get(dev) is wrapper:   # unless someone registered a new kernel since
-                opdef.kernels[dev] = wrapper._tw_unprofiled
-        self._wrapped = []
-        devices._eager_placement.clear()
+    def _eager_call(self, kernel, op_type, device, args, attrs):
+        t0 = time.perf_counter_ns()
+        r = kernel(*args, **attrs)
+        t1 = time.perf_counter_ns()
+        if default_runtime().profiler is self:   # the profile may have stopped while the kernel ran
+            self.record_eager(op_type, device or "CPU", t0, t1, r)
+        return r
 
     # ---- results ----------------------------------------------------------------------------
     @property
@@ -285,18 +272,6 @@ class Profile:
         return path
 
 
-def _eager_wrapper(kernel, op_type, device_type):
-    @functools.wraps(kernel)
-    def profiled(*args, **attrs):
-        t0 = time.perf_counter_ns()
-        r = kernel(*args, **attrs)
-        t1 = time.perf_counter_ns()
-        prof = _executor._profiler
-        if prof is not None:
-            prof.record_eager(op_type, ctx.device or device_type, t0, t1, r)
-        return r
-    profiled._tw_unprofiled = kernel
-    return profiled
 
 
 def _union(intervals):

@@ -16,6 +16,18 @@ from tensorweave.core.tensor import EagerTensor, Tensor
 
 _NO_ATTRS = {}
 
+# A hook around every eager kernel call, ``hook(kernel, op_type, device, inputs, attrs)``, or
+# None. ``tw.profiler`` sets it (so registered kernels are never swapped); one global read per
+# eager op when unset.
+_eager_hook = None
+
+
+def set_eager_hook(hook):
+    """Installs (or with None removes) the eager kernel hook; returns the previous one."""
+    global _eager_hook
+    old, _eager_hook = _eager_hook, hook
+    return old
+
 
 def execute(opdef, inputs, attrs=_NO_ATTRS, name=None):
     """Runs or adds op ``opdef`` on ``inputs`` (Tensors) with ``attrs``; returns its output(s)."""
@@ -29,7 +41,10 @@ def execute(opdef, inputs, attrs=_NO_ATTRS, name=None):
             kernel, device = _device_kernel(opdef, device)
         if attrs and any(k[0] == "_" for k in attrs):
             attrs = {k: v for k, v in attrs.items() if k[0] != "_"}  # graph-only metadata, as in plans
-        out = kernel(*[t._value for t in inputs], **attrs)
+        if _eager_hook is None:
+            out = kernel(*[t._value for t in inputs], **attrs)
+        else:
+            out = _eager_hook(kernel, opdef.name, device, [t._value for t in inputs], attrs)
     except Exception as e:  # noqa: BLE001 - re-raised with the op's context
         raise _eager_error(opdef, inputs, attrs, name, e) from e
     n = opdef.num_outputs

@@ -23,6 +23,7 @@ from tensorweave.core.context import building_graph, ctx
 from tensorweave.core.convert import convert_to_tensor
 from tensorweave.core.dispatch import execute
 from tensorweave.core.graph import FuncGraph, get_default_graph
+from tensorweave.core.plan_data import SubGraph
 from tensorweave.core.registry import get_op, register_kernel, register_op
 from tensorweave.core.shape import TensorShape, fmt
 
@@ -80,9 +81,9 @@ def _capture_map(graph):
 
 
 def _plan(graph, outputs, inputs):
-    from tensorweave.runtime import executor
-    targets = [graph._last_stateful] if graph._last_stateful is not None else []
-    return executor.build_plan(outputs, targets, list(inputs) + [p for _, p in graph.captures])
+    """A nested plan of ``graph`` (fed ``inputs``, then its captures): the plan builder makes
+    it a nested plan spec; the kernel gets it runnable, ``plan(feed_values) -> values``."""
+    return SubGraph(graph, outputs, inputs)
 
 
 def _watch_captured(inputs):
@@ -157,10 +158,9 @@ register_op("StatefulIf", infer=_if_infer, num_outputs=lambda a: len(a["_out_spe
 
 
 def _if_kernel(pred, *inputs, then_plan, else_plan, then_idx, else_idx):
-    from tensorweave.runtime.executor import run_plan
     if pred:
-        return tuple(run_plan(then_plan, [inputs[i] for i in then_idx]))
-    return tuple(run_plan(else_plan, [inputs[i] for i in else_idx]))
+        return tuple(then_plan([inputs[i] for i in then_idx]))
+    return tuple(else_plan([inputs[i] for i in else_idx]))
 
 
 register_kernel("If", "CPU")(_if_kernel)
@@ -250,16 +250,15 @@ def _bind_while(op):
 
 
 def _while_kernel(*inputs, cond_plan, body_plan, n_vars, cond_idx, body_idx, max_iter, keep_history=True):
-    from tensorweave.runtime.executor import run_plan
     vars_ = list(inputs[:n_vars])
     caps = inputs[n_vars:]
     ccaps = [caps[i] for i in cond_idx]
     bcaps = [caps[i] for i in body_idx]
     history = []
     i = 0
-    while (max_iter is None or i < max_iter) and run_plan(cond_plan, vars_ + ccaps)[0]:
+    while (max_iter is None or i < max_iter) and cond_plan(vars_ + ccaps)[0]:
         history.append(vars_)
-        vars_ = run_plan(body_plan, vars_ + bcaps)
+        vars_ = body_plan(vars_ + bcaps)
         i += 1
     return tuple(vars_) + (history,)
 
@@ -352,13 +351,12 @@ register_op("WhileGrad", infer=_whilegrad_infer, num_outputs=lambda a: len(a["_s
 @register_kernel("WhileGrad", "CPU")
 def _whilegrad_kernel(history, *rest, plan, n_vars, fidx, n_caps):
     import numpy as np
-    from tensorweave.runtime.executor import run_plan
     k = len(fidx)
     gvars = list(rest[:k])
     caps = list(rest[k:])
     cap_acc = None
     for vars_i in reversed(history):
-        out = run_plan(plan, list(vars_i) + gvars + caps)
+        out = plan(list(vars_i) + gvars + caps)
         gv_all, gc = out[:n_vars], out[n_vars:]
         gvars = [gv_all[i] for i in fidx]
         cap_acc = list(gc) if cap_acc is None else [np.add(a, b) for a, b in zip(cap_acc, gc)]

@@ -42,6 +42,7 @@ from tensorweave.core.context import building_graph, executing_eagerly
 from tensorweave.core.convert import convert_to_tensor
 from tensorweave.core.dispatch import execute
 from tensorweave.core.graph import constant_value
+from tensorweave.core.plan_data import Resource
 from tensorweave.core.registry import NOT_DIFFERENTIABLE, get_op, register_op
 from tensorweave.core.shape import TensorShape, fmt
 from tensorweave.core.tensor import Tensor
@@ -213,10 +214,11 @@ _BIND_LOCK = threading.Lock()
 
 
 def _bind_state(op):
-    """Gives a graph random op its stream, kept on the op so it outlives plans."""
+    """Gives a graph random op its stream, kept on the op so it outlives plans. A plan holds it
+    as a resource (seed key and position), so the plan can be shipped to another rank."""
     st = op.attrs.get("_state")      # bound to a Generator
     if st is not None:
-        return {"state": st}
+        return {"state": Resource("random_stream", f"{op.name}/generator", st)}
     with _BIND_LOCK:
         extra = op._extra
         if extra is None:
@@ -225,7 +227,22 @@ def _bind_state(op):
         if st is None:
             st = extra["random_state"] = _SeedState(_op_key(op.attrs["seed"], op.attrs["seed2"]))
             _register_graph_state(st)
-    return {"state": st}
+    return {"state": Resource("random_stream", op.name, st)}
+
+
+def stream_state(st):
+    """A random stream (``_SeedState``) as JSON-compatible data: its seed key and positions."""
+    return _seed_state_get(st)
+
+
+def stream_from_state(data, what="random stream"):
+    """A new random stream from :func:`stream_state`'s data (validated; ``None``: OS entropy)."""
+    if data is None:
+        return _SeedState(None)
+    key, streams = _check_seed_state(data, what)
+    st = _SeedState(key)
+    _seed_state_set(st, key, streams)
+    return st
 
 
 def _run_random(opdef, inputs, attrs, op_seed, name, dtype=None, state=None):

@@ -12,6 +12,7 @@ loaded.
 import contextlib
 import re
 import sys
+import threading
 
 from tensorweave.core import errors
 from tensorweave.core.context import ctx
@@ -74,12 +75,25 @@ _config = {"CPU": 1, "soft_placement": True, "log_placement": False}
 _canon_cache = {}
 
 
+_config_lock = threading.Lock()
+
+
 def set_logical_cpu_count(n):
     """Splits this process into ``n`` logical CPU devices (``/cpu:0`` ... ``/cpu:n-1``)."""
     if n < 1:
         raise ValueError("need at least one CPU device")
-    _config["CPU"] = int(n)
-    _canon_cache.clear()
+    with _config_lock:
+        _config["CPU"] = int(n)
+        _canon_cache.clear()
+
+
+def ensure_logical_cpu_count(n):
+    """At least ``n`` logical CPU devices (never fewer than now); one locked read-and-set,
+    so two Sessions asking at once cannot lower each other's count."""
+    with _config_lock:
+        if int(n) > _config["CPU"]:
+            _config["CPU"] = int(n)
+            _canon_cache.clear()
 
 
 def device_count(device_type="CPU"):
@@ -112,13 +126,18 @@ def device_type_of(device):
     return DeviceSpec.from_string(device).device_type or "CPU"
 
 
-def place(requested, opdef, soft=None):
+def place(requested, opdef, soft=None, counts=None):
     """Chooses the device for an op: the requested one if it exists and has a kernel, else
-    (with soft placement) CPU:0. Returns the canonical name."""
+    (with soft placement) CPU:0. Returns the canonical name. ``counts`` ({device type: n})
+    overrides the process's logical device counts (a rank's ``Runtime`` has its own)."""
     soft = _config["soft_placement"] if soft is None else soft
     spec = DeviceSpec.from_string(requested) if requested else DeviceSpec()
     dtype = spec.device_type or "CPU"
     idx = spec.device_index or 0
+
+    def device_count(t):
+        n = None if counts is None else counts.get(t)
+        return _config.get(t, 0) if n is None else n
     ok = idx < device_count(dtype) and dtype in opdef.kernels
     if spec.job not in (None, "localhost") and not _remote_known(spec):
         ok = False
@@ -154,8 +173,8 @@ def kernel_for(opdef, device):
     return hit
 
 
-def log_placement(op_name, op_type, device):
-    if _config["log_placement"]:
+def log_placement(op_name, op_type, device, force=False):
+    if force or _config["log_placement"]:
         print(f"{op_name}: ({op_type}): {device}", file=sys.stderr)
 
 

@@ -8,42 +8,38 @@ thread; plans with independent heavy ops run dependency-driven on a thread pool,
 each finished node releases its consumers. Kernels are pure (stateful ops are ordered by
 control edges), so results do not depend on the schedule.
 
-Profiling (``tw.profiler``) sets :data:`_profiler`; :func:`run_plan` then runs a copy of
-the plan whose steps time themselves. With no profiler active the only cost is one global
-read per ``run_plan`` call, never per node.
+A plan is built in stages (prune -> passes -> place -> [SBP] -> lower -> schedule -> bind,
+see ``docs/design/executor.md``): everything up to ``schedule`` produces a
+:class:`~tensorweave.runtime.plan_spec.PlanSpec` (data, shippable to another rank);
+:func:`bind` makes it runnable on a :class:`~tensorweave.runtime.runtime.Runtime`.
+
+Profiling (``tw.profiler``) sets the runtime's ``profiler``; :func:`run_plan` then runs a
+copy of the plan whose steps time themselves. With no profiler active the only cost is one
+attribute read per ``run_plan`` call, never per node.
 """
 import functools
-import os
 import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
 
 from tensorweave.core import errors
+from tensorweave.core.plan_data import Resource, SubGraph
+from tensorweave.core.registry import _OPS, get_op
 from tensorweave.runtime import devices, threads
-
-_POOL = None
-_POOL_LOCK = threading.Lock()
-
-
-def _pool():
-    global _POOL
-    if _POOL is None:
-        with _POOL_LOCK:
-            if _POOL is None:
-                _POOL = ThreadPoolExecutor(max_workers=max(4, os.cpu_count() or 2),
-                                           thread_name_prefix="tw-executor")
-    return _POOL
-
+from tensorweave.runtime.plan_spec import (COPY_OP, LocalValue, NodeSpec, PlanSpec, ResourceRef,
+                                           ResourceTable)
+from tensorweave.runtime.runtime import _same_buffer, default_runtime
 
 class Step:
-    __slots__ = ("fn", "ins", "outs", "single", "op", "device")
+    __slots__ = ("fn", "ins", "outs", "single", "op", "device", "node")
 
-    def __init__(self, fn, ins, outs, single, op, device):
+    def __init__(self, fn, ins, outs, single, op, device, node=None):
         self.fn, self.ins, self.outs, self.single, self.op, self.device = fn, ins, outs, single, op, device
+        self.node = node              # the NodeSpec it was bound from (name, type, traceback)
 
 
 class Plan:
-    """A compiled, reusable schedule for one fetch/feed signature."""
+    """A runnable schedule for one fetch/feed signature: a :class:`PlanSpec` bound to kernels,
+    resources and a :class:`Runtime`. Calling it runs it: ``plan(feed_values)``."""
 
     def __init__(self, steps, n_slots, feed_slots, fetch_slots, frees, deps, parallel, num_copies):
         self.steps = steps
@@ -55,15 +51,15 @@ class Plan:
         self.parallel = parallel
         self.num_copies = num_copies
         self.instrumented = None      # the self-timing twin used while profiling (built lazily)
+        self.runtime = None
+        self.spec = None
+        self.resources = None         # the live objects the spec's resource table resolved to
 
     def __len__(self):
         return len(self.steps)
 
-
-def _copy_between(value):
-    # Logical CPU devices share host memory and values are never written in place,
-    # so a CPU-to-CPU transfer is the same buffer. Other device types override this.
-    return value
+    def __call__(self, feed_values):
+        return run_plan(self, feed_values)
 
 
 def needed_ops(fetch_ops, feed_ids):
@@ -82,12 +78,99 @@ def needed_ops(fetch_ops, feed_ids):
     return sorted(seen.values(), key=lambda o: o._id)
 
 
-def build_plan(fetches, targets, feeds, soft_placement=None, parallel=None):
+# ---- building: prune -> place -> [SBP] -> passes -> lower -> schedule -> bind ------------------
+def build_plan(fetches, targets, feeds, soft_placement=None, parallel=None, runtime=None, log_placement=False):
+    """The runnable plan computing ``fetches`` (and running ``targets``) from ``feeds``;
+    ``log_placement`` prints each node's device (besides the runtime's own setting)."""
+    rt = runtime or default_runtime()
+    table = ResourceTable()
+    ops_out = []
+    spec = build_spec(fetches, targets, feeds, soft_placement, parallel, rt, table, ops_out, log_placement)
+    spec.resources = table.descs
+    return bind(spec, rt, table.live, ops_out)
+
+
+def build_spec(fetches, targets, feeds, soft_placement=None, parallel=None, runtime=None, table=None,
+               ops_out=None, log_placement=False):
+    """The :class:`PlanSpec` (data) of a plan; ``table`` collects its resources (a fresh one
+    makes this the outermost spec); ``ops_out`` receives the op behind each node."""
+    rt = runtime or default_runtime()
+    outermost = table is None
+    if outermost:
+        table = ResourceTable()
     feed_ids = {id(t): i for i, t in enumerate(feeds)}
-    ops = needed_ops([t.op for t in fetches if id(t) not in feed_ids] + list(targets), feed_ids)
-    # Graph passes (runtime/passes): a rewritten op list; the user's graph is untouched.
+    ops = prune(fetches, targets, feed_ids)
+    placed = place(ops, rt, soft_placement, log_placement)
+    # (the distribute planner's SBP stage goes here: it sees placed ops, before the passes)
+    ops, fetches, pass_stats = optimize(ops, fetches, targets, feeds, placed)
+    spec, ops_of_nodes = lower(ops, placed, fetches, feeds, rt, table, soft_placement)
+    schedule(spec, parallel)
+    spec.pass_stats = pass_stats
+    if outermost:
+        spec.resources = table.descs
+    if ops_out is not None:
+        ops_out.extend(ops_of_nodes)
+    return spec
+
+
+def prune(fetches, targets, feed_ids):
+    """Stage 1: the ops the fetches and targets need, in creation (topological) order."""
+    return needed_ops([t.op for t in fetches if id(t) not in feed_ids] + list(targets), feed_ids)
+
+
+def optimize(ops, fetches, targets, feeds, placed=None):
+    """Stage 3: the graph passes (``runtime/passes``) on placed ops: a rewritten op list, the
+    graph untouched; a fused kernel is used only where the op's device type has one."""
     from tensorweave.runtime import passes
-    ops, fetches, pass_stats = passes.optimize(ops, fetches, targets, feeds)
+    return passes.optimize(ops, fetches, targets, feeds, placed=placed)
+
+
+def place(ops, runtime, soft_placement=None, log_placement=False):
+    """Stage 2: each op's device among the runtime's devices (``{id(op): device name}``)."""
+    out = {}
+    for op in ops:
+        device = runtime.place(op.device, op.opdef, soft_placement)
+        runtime.log(op.name, op.type, device, log_placement)
+        out[id(op)] = device
+    return out
+
+
+def _device_of_node(node, placed, runtime, soft_placement):
+    orig = getattr(node, "orig", None)
+    d = placed.get(id(orig)) if orig is not None else None
+    if d is None or devices.device_type_of(d) not in node.opdef.kernels:
+        d = runtime.place(node.device, node.opdef, soft_placement)
+    return d
+
+
+def _kernel_ref(op, device):
+    """None when the node runs its op's registered kernel (found again by name where the plan
+    is bound), else the kernel itself as a LocalValue (generated by a graph pass)."""
+    dev_type = devices.device_type_of(device)
+    kernel = op.opdef.kernel(dev_type)
+    registered = _OPS.get(op.type)
+    if registered is not None and registered.kernels.get(dev_type) is kernel:
+        return None
+    return LocalValue(kernel)
+
+
+def _data(value, op, runtime, table, soft_placement):
+    """A bind-hook value as plan data: sub-graphs become nested specs, resources references."""
+    if isinstance(value, SubGraph):
+        return build_spec(value.outputs, value.targets, list(value.inputs) + [p for _, p in value.graph.captures],
+                          soft_placement, None, runtime, table)
+    if isinstance(value, Resource):
+        return table.ref(value.kind, value.name, value.live)
+    if callable(value) and not isinstance(value, type):
+        return LocalValue(value)
+    return value
+
+
+def lower(ops, placed, fetches, feeds, runtime, table, soft_placement=None):
+    """Stage 4: nodes over integer slots, copy nodes where an edge crosses devices, presets
+    for ops whose value is fixed by their attrs. Returns (spec, op behind each node). A node a
+    pass made runs where the op it stands for was placed."""
+    feed_ids = {id(t) for t in feeds}
     slot_of = {}
     n = 0
     feed_slots = []
@@ -95,31 +178,31 @@ def build_plan(fetches, targets, feeds, soft_placement=None, parallel=None):
         slot_of[id(t)] = n
         feed_slots.append(n)
         n += 1
-    steps = []
-    preset = []
-    passed_on = {}     # id(preset op) -> the steps it had to wait for
-    slot_waits = {}    # its output slot -> the same steps
-    producer_step = {}
-    op_device = {}
-    num_copies = 0
+    nodes, node_ops, ctrl = [], [], []
+    presets = []
+    passed_on = {}     # id(preset op) -> the nodes it had to wait for
+    slot_waits = {}    # its output slot -> the same nodes
+    producer = {}
     copy_slot = {}
-    step_of_op = {}
+    node_of_op = {}
     for op in ops:
-        device = devices.place(op.device, op.opdef, soft_placement)
-        devices.log_placement(op.name, op.type, device)
-        op_device[id(op)] = device
+        device = placed.get(id(op))
+        if device is None:
+            device = placed[id(op)] = _device_of_node(op, placed, runtime, soft_placement)
         ins = []
         for t in op.inputs:
             s = slot_of[id(t)]
-            src_dev = op_device.get(id(t.op)) if id(t) not in feed_ids else device
+            src_dev = placed.get(id(t.op)) if id(t) not in feed_ids else device
             if src_dev is not None and src_dev != device and t.dtype.name != "resource":
                 key = (s, device)
                 if key not in copy_slot:
                     copy_slot[key] = n
-                    steps.append(Step(_copy_between, (s,), n, True, None, device))
-                    producer_step[n] = len(steps) - 1
+                    nodes.append(NodeSpec(f"_Copy_to_{device}", COPY_OP, device, {"src": src_dev, "dst": device},
+                                          (s,), n, True))
+                    node_ops.append(None)
+                    ctrl.append(())
+                    producer[n] = len(nodes) - 1
                     n += 1
-                    num_copies += 1
                 s = copy_slot[key]
             ins.append(s)
         outs = []
@@ -128,73 +211,153 @@ def build_plan(fetches, targets, feeds, soft_placement=None, parallel=None):
                 slot_of[id(t)] = n
             outs.append(n)
             n += 1
-        kernel = op.opdef.kernel(devices.device_type_of(device))
-        # While an eager profile is active the registry holds timing wrappers; a plan must
-        # bind the real kernel, or its nodes would be timed twice and stay wrapped after.
-        kernel = getattr(kernel, "_tw_unprofiled", kernel)
-        attrs = {k: v for k, v in op.attrs.items() if k[0] != "_"}
-        if op.opdef.bind is not None:
-            attrs.update(op.opdef.bind(op))
-        fn = functools.partial(kernel, **attrs) if attrs else kernel
         if op.type in PRESET_OPS:
             # Its value is fixed by its attributes: computed now, placed in the slot
             # before every run, no step at run time. Ordering edges that ran through it
             # (tw.function chains stateful ops) pass on to its consumers.
-            preset.append((outs[0], fn()))
-            passed_on[id(op)] = slot_waits[outs[0]] = _control_steps(op, step_of_op, passed_on)
+            if op.type == "VarHandleOp":
+                value = table.ref("variable", op.attrs.get("shared_name"), op.attrs["variable"],
+                                  dtype=op.attrs["dtype"], shape=op.attrs["shape"])
+            else:
+                kernel = op.opdef.kernel(devices.device_type_of(device))
+                value = kernel(**{k: v for k, v in op.attrs.items() if k[0] != "_"})
+            presets.append((outs[0], value))
+            passed_on[id(op)] = slot_waits[outs[0]] = _control_steps(op, node_of_op, passed_on)
             continue
+        attrs = {k: v for k, v in op.attrs.items() if k[0] != "_"}
+        if op.opdef.bind is not None:
+            for k, v in op.opdef.bind(op).items():
+                attrs[k] = _data(v, op, runtime, table, soft_placement)
         single = op.opdef.num_outputs == 1  # ops with a variable output count return sequences
-        steps.append(Step(fn, tuple(ins), outs[0] if single and outs else tuple(outs), single, op, device))
-        step_of_op[id(op)] = len(steps) - 1
+        h = is_heavy(op)
+        nodes.append(NodeSpec(op.name, op.type, device, attrs, ins, outs[0] if single and outs else tuple(outs),
+                              single, h, bool(h and callable(op.opdef.heavy)), op.traceback,
+                              getattr(op, "fused", None), _kernel_ref(op, device)))
+        node_ops.append(op)
+        ctrl.append(_control_steps(op, node_of_op, passed_on))
+        node_of_op[id(op)] = len(nodes) - 1
         for o in outs:
-            producer_step[o] = len(steps) - 1
-    fetch_slots = [slot_of[id(t)] for t in fetches]
-    # dependencies between steps (data + control)
+            producer[o] = len(nodes) - 1
     deps = []
-    for st in steps:
-        d = {producer_step[s] for s in st.ins if s in producer_step}
-        for s in st.ins:
+    for node, c in zip(nodes, ctrl):
+        d = {producer[s] for s in node.ins if s in producer}
+        for s in node.ins:
             d.update(slot_waits.get(s, ()))
-        if st.op is not None:
-            d.update(_control_steps(st.op, step_of_op, passed_on))
+        d.update(c)
         deps.append(tuple(sorted(d)))
-    # last reader of every slot; fetched and fed slots are kept
-    keep = set(fetch_slots) | set(feed_slots)
+    graph = next((op.graph for op in ops), None)
+    label = (f"function:{graph.name}" if getattr(graph, "is_function_graph", False)
+             else "Session.run" if graph is not None else "run")
+    spec = PlanSpec(nodes, n, feed_slots, [slot_of[id(t)] for t in fetches], presets, deps, label)
+    return spec, node_ops
+
+
+def schedule(spec, parallel=None):
+    """Stage 5: buffer lifetimes (per node the slots freed after it), reader counts for the
+    parallel schedule, and whether running in parallel is worth it."""
+    nodes = spec.nodes
+    keep = set(spec.fetch_slots) | set(spec.feed_slots)
     last = {}
-    for i, st in enumerate(steps):
-        for s in st.ins:
+    for i, nd in enumerate(nodes):
+        for s in nd.ins:
             last[s] = i
-    frees = [[] for _ in steps]
+    frees = [[] for _ in nodes]
     for s, i in last.items():
         if s not in keep:
             frees[i].append(s)
-    for i, st in enumerate(steps):  # outputs nobody reads are dropped at once
-        outs = (st.outs,) if st.single else st.outs
-        frees[i].extend(o for o in outs if o not in last and o not in keep)
-    frees = [tuple(f) for f in frees]
-    heavy = [st.op is not None and is_heavy(st.op) for st in steps]
-    if parallel is None:
-        parallel = _worth_parallel(steps, deps, heavy)
-    plan = Plan(steps, n, feed_slots, fetch_slots, frees, deps, parallel, num_copies)
-    plan.initial = [None] * n
-    for s, v in preset:
-        plan.initial[s] = v
-    # For the parallel schedule "last reader" is a count, not a position.
+    unread = []
+    for i, nd in enumerate(nodes):  # outputs nobody reads are dropped at once
+        u = tuple(o for o in nd.out_slots() if o not in last and o not in keep)
+        frees[i].extend(u)
+        unread.append(u)
+    spec.frees = [tuple(f) for f in frees]
+    spec.unread = unread
     readers = {}
-    for st in steps:
-        for s in set(st.ins):
+    for nd in nodes:
+        for s in set(nd.ins):
             readers[s] = readers.get(s, 0) + 1
-    plan.readers = readers
-    plan.pass_stats = pass_stats
-    plan.planned_peak_bytes = pass_stats.get("planned_peak_bytes")
-    plan.keep = keep
-    plan.heavy = heavy
+    spec.readers = readers
+    spec.keep = keep
+    heavy = [nd.heavy for nd in nodes]
+    spec.parallel = _worth_parallel(nodes, spec.deps, heavy) if parallel is None else bool(parallel)
     # Opaque nodes (Python functions, control-flow bodies) may block on each other (a
     # barrier, a queue), so they overlap even when BLAS owns every core.
-    plan.opaque = any(h and callable(st.op.opdef.heavy) for h, st in zip(heavy, steps))
-    plan.unread = [tuple(o for o in ((st.outs,) if st.single else st.outs) if o not in last and o not in keep)
-                   for st in steps]
+    spec.opaque = any(nd.opaque for nd in nodes)
+    return spec
+
+
+def bind(spec, runtime=None, resources=None, ops=None):
+    """Stage 6: a runnable :class:`Plan` from ``spec``: kernels from the registry (by op type
+    and device type), nested specs bound too, resource references resolved to ``resources``
+    (this process's live objects) or else through ``runtime`` (a rank that got the spec as data)."""
+    rt = runtime or default_runtime()
+    if resources is None:
+        resources = resolve_resources(spec.resources or [], rt)
+    steps = []
+    num_copies = 0
+    for i, node in enumerate(spec.nodes):
+        if node.op == COPY_OP:
+            fn = _copy_step(rt.copy_fn(node.attrs["src"], node.attrs["dst"]), node.attrs["src"], node.attrs["dst"])
+            num_copies += 1
+        else:
+            if node.kernel is not None:
+                kernel = node.kernel.value
+            else:
+                kernel = get_op(node.op).kernel(devices.device_type_of(node.device))
+            attrs = {k: _bound(v, rt, resources) for k, v in node.attrs.items()} if node.attrs else None
+            fn = functools.partial(kernel, **attrs) if attrs else kernel
+        steps.append(Step(fn, node.ins, node.outs, node.single, ops[i] if ops else None, node.device, node))
+    plan = Plan(steps, spec.n_slots, spec.feed_slots, spec.fetch_slots, spec.frees, spec.deps, spec.parallel,
+                num_copies)
+    plan.initial = [None] * spec.n_slots
+    for s, v in spec.presets:
+        plan.initial[s] = _bound(v, rt, resources)
+    plan.readers = spec.readers
+    plan.pass_stats = spec.pass_stats
+    plan.planned_peak_bytes = spec.pass_stats.get("planned_peak_bytes")
+    plan.keep = spec.keep
+    plan.heavy = [nd.heavy for nd in spec.nodes]
+    plan.opaque = spec.opaque
+    plan.unread = spec.unread
+    plan.label = spec.label
+    plan.runtime, plan.spec, plan.resources = rt, spec, resources
     return plan
+
+
+def _copy_step(hook, src, dst):
+    if hook is _same_buffer:
+        return _identity
+    return lambda value: hook(value, src, dst)
+
+
+def _identity(value):
+    return value
+
+
+def _bound(v, rt, resources):
+    if isinstance(v, PlanSpec):
+        return bind(v, rt, resources)
+    if isinstance(v, ResourceRef):
+        return resources[v.index]
+    if isinstance(v, LocalValue):
+        return v.value
+    return v
+
+
+def resolve_resources(descs, runtime):
+    """Live objects for a spec's resource table on ``runtime``: its variables by name; random
+    streams by name, made from the spec's seed key and position on first use."""
+    out = []
+    for d in descs:
+        obj = runtime.resources.get((d["kind"], d["name"]))
+        if obj is None:
+            if d["kind"] != "random_stream":
+                obj = runtime.resource(d["kind"], d["name"])   # raises, naming it
+            else:
+                from tensorweave.ops.random_ops import stream_from_state
+                obj = runtime.add_resource("random_stream", d["name"], stream_from_state(d.get("state"), d["name"]))
+        out.append(obj)
+    return out
 
 
 def _control_steps(op, step_of_op, passed_on):
@@ -251,13 +414,9 @@ def _worth_parallel(steps, deps, heavy):
     return False
 
 
-# The active ``tw.profiler`` recorder, or None. Only tensorweave.profiler sets it.
-_profiler = None
-
-
 def run_plan(plan, feed_values):
     """Executes ``plan`` with values for its feeds; returns the fetched values in order."""
-    if _profiler is not None:
+    if plan.runtime.profiler is not None:
         return _run_profiled(plan, feed_values)
     vals = plan.initial.copy()
     for s, v in zip(plan.feed_slots, feed_values):
@@ -301,7 +460,7 @@ def _run_parallel(plan, vals):
     lock = threading.Lock()
     done = threading.Event()
     state = {"left": n, "error": None}
-    pool = _pool()
+    pool = plan.runtime.pool()
 
     heavy = plan.heavy
 
@@ -367,7 +526,7 @@ def _run_profiled(plan, feed_values):
     twin = getattr(plan, "instrumented", None)
     if twin is None:
         twin = plan.instrumented = _instrument(plan)
-    prof = _profiler
+    prof = plan.runtime.profiler
     parallel = twin.parallel and (twin.opaque or threads.inter_op_slots() > 1)
     t0 = time.perf_counter_ns()
     try:
@@ -387,20 +546,19 @@ def _run_profiled(plan, feed_values):
 
 def _instrument(plan):
     """A copy of ``plan`` whose step functions record (op, device, start, end, thread, bytes)."""
-    twin = Plan([Step(_timed(st), st.ins, st.outs, st.single, st.op, st.device) for st in plan.steps],
+    rt = plan.runtime
+    twin = Plan([Step(_timed(st, rt), st.ins, st.outs, st.single, st.op, st.device, st.node) for st in plan.steps],
                 plan.n_slots, plan.feed_slots, plan.fetch_slots, plan.frees, plan.deps, plan.parallel,
                 plan.num_copies)
-    for attr in ("readers", "keep", "heavy", "unread", "opaque", "initial", "planned_peak_bytes"):
+    for attr in ("readers", "keep", "heavy", "unread", "opaque", "initial", "planned_peak_bytes", "label",
+                 "runtime", "spec", "resources"):
         setattr(twin, attr, getattr(plan, attr))
-    graph = next((st.op.graph for st in plan.steps if st.op is not None), None)
-    twin.label = (f"function:{graph.name}" if getattr(graph, "is_function_graph", False)
-                  else "Session.run" if graph is not None else "run")
     return twin
 
 
-def _timed(step):
-    fn, op, device = step.fn, step.op, step.device
-    name, op_type = (op.name, op.type) if op is not None else (f"_Copy_to_{device}", "_Copy")
+def _timed(step, rt):
+    fn, node, device = step.fn, step.node, step.device
+    name, op_type = node.name, node.op
 
     def timed(*args):
         r = None
@@ -410,20 +568,20 @@ def _timed(step):
             return r
         finally:   # a failing node is recorded too: the trace shows where the run stopped
             t1 = time.perf_counter_ns()
-            prof = _profiler   # read again: the profile may have stopped while the kernel ran
+            prof = rt.profiler   # read again: the profile may have stopped while the kernel ran
             if prof is not None:
                 prof.record_node(name, op_type, device, t0, t1, r)
     return timed
 
 
 def node_error(step, exc):
-    op = step.op
-    if op is None:
+    op = step.node
+    if op.op == COPY_OP:
         return errors.InternalError(f"Copy to {step.device} failed: {exc}")
     where = f"[[node {op.name} (op: {op.type}) on {step.device}" + (
         f", defined at {op.traceback}]]" if op.traceback else "]]")
     msg = exc.message if isinstance(exc, errors.OpError) else f"{type(exc).__name__}: {exc}"
     cls = type(exc) if isinstance(exc, errors.OpError) else (
         errors.ResourceExhaustedError if isinstance(exc, MemoryError) else errors.InvalidArgumentError)
-    err = cls(f"{msg}\n  {where}", op=op)
+    err = cls(f"{msg}\n  {where}", op=step.op)
     return err

@@ -70,7 +70,7 @@ class Session:
         self._config = config or ConfigProto()
         if self._config.device_count.get("CPU"):
             from tensorweave.runtime import devices
-            devices.set_logical_cpu_count(max(self._config.device_count["CPU"], devices.device_count("CPU")))
+            devices.ensure_logical_cpu_count(self._config.device_count["CPU"])
         self._closed = False
         self._plans = {}
         self._ctx = None
@@ -174,14 +174,9 @@ class Session:
         plan = self._plans.get(key)
         if plan is None:
             cfg = self._config
-            from tensorweave.runtime import devices
-            old_log = devices._config["log_placement"]
-            devices._config["log_placement"] = cfg.log_device_placement or old_log
-            try:
-                plan = executor.build_plan(fetch_t, targets, feed_t, cfg.allow_soft_placement,
-                                           parallel=False if cfg.inter_op_parallelism_threads == 1 else None)
-            finally:
-                devices._config["log_placement"] = old_log
+            plan = executor.build_plan(fetch_t, targets, feed_t, cfg.allow_soft_placement,
+                                       parallel=False if cfg.inter_op_parallelism_threads == 1 else None,
+                                       log_placement=bool(cfg.log_device_placement))
             if len(self._plans) > 64:
                 self._plans.clear()
             self._plans[key] = plan

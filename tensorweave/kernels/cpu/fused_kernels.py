@@ -18,6 +18,7 @@ array([[0., 4.],
 """
 import numpy as np
 
+from tensorweave.core.registry import register_kernel
 from tensorweave.kernels.cpu import math_kernels, nn_kernels, nn_loops
 from tensorweave.kernels.cpu.conv_kernels import conv_forward
 
@@ -63,3 +64,11 @@ def relu_grad_bias_add_grad(gradients, features, data_format):
         return out.reshape(gradients.shape), sums
     dz = nn_kernels._relu_grad(gradients, features)
     return dz, nn_kernels._bias_add_grad(dz, data_format)
+
+
+# The fused ops the remapping pass makes (ops/fused_ops.py), looked up by name like any op.
+register_kernel("FusedMatMul", "CPU")(fused_matmul)
+for _name in ("FusedConv1D", "FusedConv2D", "FusedConv3D"):
+    register_kernel(_name, "CPU")(fused_conv)
+register_kernel("FusedReluGradBiasAddGrad", "CPU")(relu_grad_bias_add_grad)
+register_kernel("FusedSparseSoftmaxCrossEntropy", "CPU")(nn_kernels.sparse_xent_with_grad)

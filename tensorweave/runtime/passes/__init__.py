@@ -84,13 +84,15 @@ _PIPELINE = (
 )
 
 
-def optimize(ops, fetches, targets, feeds, options=None):
+def optimize(ops, fetches, targets, feeds, options=None, placed=None):
     """Returns ``(ops, fetches, stats)`` for ``build_plan``; ``stats`` has ``nodes_in``,
-    ``nodes_out``, a count per pass and, with memory optimisation, ``planned_peak_bytes``."""
+    ``nodes_out``, a count per pass and, with memory optimisation, ``planned_peak_bytes``.
+    ``placed`` ({id(op): device}) is where the placer put each op: passes that swap in
+    kernels of their own do so only where that device type has them."""
     opts = {**OPTIONS, **(options or {})}
     if opts["disable_meta_optimizer"]:
         return ops, fetches, {"nodes_in": len(ops), "nodes_out": len(ops)}
-    work = Work(ops, fetches, targets, feeds, opts)
+    work = Work(ops, fetches, targets, feeds, opts, placed)
     for name, fn in _PIPELINE:
         if opts[name]:
             n = fn(work)

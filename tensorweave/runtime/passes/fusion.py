@@ -47,7 +47,7 @@ def _fusable(op, work):
     # a fetched output may be computed by a fused node (the fetch then reads the fused node);
     # only the group's last node can be fetched (checked when nodes join a group)
     if id(op) in work.pinned or any(id(t) in work.feed_ids for t in op.outputs) or not is_pure(op) \
-            or not runs_stock_kernel(op):
+            or not runs_stock_kernel(op) or work.device_type(op) != "CPU":   # the fused loop is CPU code
         return None
     y = op.outputs[0]
     dims = static_dims(y)

@@ -15,6 +15,7 @@ propagates downstream).
 import numpy as np
 
 from tensorweave.core.registry import OpDef
+from tensorweave.runtime.devices import device_type_of
 
 
 class Value:
@@ -164,8 +165,9 @@ def const_value(t, work):
 class Work:
     """The op list being optimised, plus what passes must respect."""
 
-    def __init__(self, ops, fetches, targets, feeds, options):
+    def __init__(self, ops, fetches, targets, feeds, options, placed=None):
         self.ops = list(ops)
+        self.placed = placed or {}     # id(original op) -> its device (the plan places before the passes)
         self.fetches = list(fetches)
         self.feed_ids = {id(t) for t in feeds}
         self.options = options
@@ -191,6 +193,17 @@ class Work:
             for t in op.inputs:
                 cons.setdefault(id(t), []).append(op)
         self.consumers = cons
+
+    def device_type(self, op):
+        """The device type ``op`` runs on: where the placer put it (a rewritten node: where the
+        op it stands for was put). Passes that swap in a kernel check it has one there."""
+        d = self.placed.get(id(op))
+        if d is None:
+            orig = getattr(op, "orig", None)
+            d = self.placed.get(id(orig)) if orig is not None else None
+            if d is None:
+                d = op.device
+        return device_type_of(d)
 
     def n_uses(self, t):
         """How many input positions read ``t`` (plus one if fetched)."""

@@ -36,8 +36,10 @@ _DTYPES = ("float16", "float32", "float64")
 INPLACE_MIN_BYTES = 1 << 16
 
 
-def _is_stock(op):
-    return op.type == "FusedElementwise" or (runs_stock_kernel(op) and set(op.opdef.kernels) == {"CPU"})
+def _is_stock(op, work):
+    """Runs tensorweave's own CPU kernel (or a fused loop) on a CPU device: a kernel registered
+    for another device type elsewhere does not matter, the device this node was placed on does."""
+    return work.device_type(op) == "CPU" and (op.type == "FusedElementwise" or runs_stock_kernel(op))
 
 
 def _fresh(t, work):
@@ -48,7 +50,7 @@ def _fresh(t, work):
     if op.type not in _BINARY and op.type not in _UNARY and op.type not in _FRESH_EXTRA \
             and op.type != "FusedElementwise":
         return False
-    if not _is_stock(op):
+    if not _is_stock(op, work):
         return False
     if op.type == "Cast" and op.inputs and op.inputs[0].dtype is t.dtype:
         return False
@@ -76,7 +78,7 @@ def _try_inplace(op, work):
             return None
     elif t not in _BINARY and t not in _UNARY and t != "Relu":
         return None
-    if len(op.outputs) != 1 or id(op) in work.pinned or not _is_stock(op):
+    if len(op.outputs) != 1 or id(op) in work.pinned or not _is_stock(op, work):
         return None
     y = op.outputs[0]
     dy = static_dims(y)

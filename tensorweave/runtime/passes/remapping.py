@@ -17,7 +17,9 @@ Only stock kernels, float32/float64, channels-last layouts and nodes without ord
 qualify. The fused kernels do the same arithmetic in the same order, so results are bit for
 bit those of the unfused plan (tests/test_remapping.py).
 """
-from tensorweave.runtime.passes.ir import Node, NodeDef, runs_stock_kernel
+from tensorweave.core.registry import get_op
+from tensorweave.ops import fused_ops  # noqa: F401 - registers the fused ops
+from tensorweave.runtime.passes.ir import Node, runs_stock_kernel
 
 _DTYPES = ("float32", "float64")
 _CONTRACTIONS = {"Conv1D": "FusedConv1D", "Conv2D": "FusedConv2D", "Conv3D": "FusedConv3D",
@@ -53,10 +55,10 @@ def _fuse_contraction(bias_add, work):
             and _only_reader(bias_add.outputs[0], readers[0], work) and readers[0].device == c.device:
         last = readers[0]
         fused.append(last)
-    from tensorweave.kernels.cpu import fused_kernels
-    kernel = fused_kernels.fused_matmul if c.type == "MatMul" else fused_kernels.fused_conv
     kind = _CONTRACTIONS[c.type]
-    d = NodeDef(kind, {"CPU": kernel}, heavy=c.opdef.heavy)
+    d = get_op(kind)
+    if work.device_type(c) not in d.kernels:
+        return None
     y = last.outputs[0]
     attrs = {**{k: v for k, v in c.attrs.items() if k[0] != "_"}, "relu": last is not bias_add}
     node = Node(last, d, (c.inputs[0], c.inputs[1], bias_add.inputs[1]), attrs, [(y.shape, y.dtype)],
@@ -76,8 +78,9 @@ def _fuse_gradients(bias_grad, work):
         return None
     if not (_channels_last(bias_grad) or g.shape.rank == 2) or g.shape.rank is None or g.shape.rank < 2:
         return None
-    from tensorweave.kernels.cpu import fused_kernels
-    d = NodeDef("FusedReluGradBiasAddGrad", {"CPU": fused_kernels.relu_grad_bias_add_grad}, num_outputs=2)
+    d = get_op("FusedReluGradBiasAddGrad")
+    if work.device_type(rg) not in d.kernels:
+        return None
     db = bias_grad.outputs[0]
     node = Node(rg, d, rg.inputs, {"data_format": bias_grad.attrs.get("data_format", "NHWC")},
                 [(g.shape, g.dtype), (db.shape, db.dtype)], type_="FusedReluGradBiasAddGrad",
@@ -96,8 +99,9 @@ def _fuse_cross_entropy(loss, work):
             or any(id(o.outputs[0]) in work.feed_ids for o in (loss, grad)) \
             or work.ops.index(grad) < work.ops.index(loss):    # the node computes both at the loss's place
         return None
-    from tensorweave.kernels.cpu import nn_kernels
-    d = NodeDef("FusedSparseSoftmaxCrossEntropy", {"CPU": nn_kernels.sparse_xent_with_grad}, num_outputs=2)
+    d = get_op("FusedSparseSoftmaxCrossEntropy")
+    if work.device_type(loss) not in d.kernels:
+        return None
     y, dy = loss.outputs[0], grad.outputs[0]
     node = Node(loss, d, x, {}, [(y.shape, y.dtype), (dy.shape, dy.dtype)], type_="FusedSparseSoftmaxCrossEntropy",
                 control_inputs=(), fused=[loss.name, grad.name])

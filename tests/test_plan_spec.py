@@ -1,0 +1,261 @@
+"""Plans as data (runtime/plan_spec.py, saving/plan_io.py) and one Runtime per rank."""
+import contextlib
+import json
+import os
+import subprocess
+import sys
+import threading
+
+import numpy as np
+import pytest
+
+import tensorweave as tw
+from tensorweave.runtime import executor
+from tensorweave.runtime.plan_spec import LocalValue, PlanSpec, ResourceRef
+from tensorweave.runtime.runtime import Runtime, default_runtime
+from tensorweave.saving import plan_io
+from tensorweave.saving.graph_io import SaveError
+from tensorweave.saving.validation import LoadError
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+v1 = tw.compat.v1
+
+
+def _program():
+    """A graph with a While loop (a random op in its body), a random op and a variable update."""
+    g = tw.Graph()
+    with g.as_default():
+        tw.random.set_seed(3)
+        v = tw.Variable(np.arange(4, dtype=np.float32), name="v")
+        x = v1.placeholder(tw.float32, [4], name="x")
+        noise = tw.random.uniform([4], seed=7, name="noise")
+
+        def body(i, a):
+            return i + 1, a * 1.5 + x + tw.random.normal([4], seed=11)
+        _, acc = tw.while_loop(lambda i, a: i < 3, body, (tw.constant(0), x))
+        upd = v.assign_add(acc + noise)
+    sess = v1.Session(graph=g)
+    sess.run(v.initializer)
+    return g, v, x, [upd, noise, acc]
+
+
+_X = np.array([0.5, -1.0, 2.0, 0.25], np.float32)
+
+_CHILD = r"""
+import json, sys
+import numpy as np
+from tensorweave.runtime.runtime import Runtime
+from tensorweave.saving import plan_io
+rt = Runtime("rank1", rank=1)
+plan = plan_io.load_plan(sys.argv[1], rt)
+x = np.array(json.loads(sys.argv[2]), np.float32)
+runs = [[a.tolist() for a in plan([x])] for _ in range(2)]
+print(json.dumps({"runs": runs, "v": rt.resource("variable", "v")._read().tolist()}))
+"""
+
+
+def test_spec_round_trips_through_files_and_runs_in_a_fresh_process(tmp_path):
+    g, v, x, fetches = _program()
+    plan = executor.build_plan(fetches, [], [x])
+    plan([_X])                                   # streams and the variable move on first
+    plan_io.save_plan(plan, str(tmp_path))
+    here = [[a.tolist() for a in plan([_X])] for _ in range(2)]
+    script = tmp_path / "child.py"
+    script.write_text(_CHILD)
+    env = dict(os.environ, PYTHONPATH=REPO)
+    out = subprocess.run([sys.executable, str(script), str(tmp_path), json.dumps(_X.tolist())], env=env,
+                         capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    there = json.loads(out.stdout.strip().splitlines()[-1])
+    assert there["runs"] == here                 # bit for bit: While, random ops, variable update
+    assert there["v"] == here[-1][0]           # the rank's own copy of v, updated twice
+    doc = json.loads((tmp_path / "plan.json").read_text())
+    kinds = sorted(r["kind"] for r in doc["resources"])
+    assert kinds == ["random_stream", "random_stream", "variable"]
+    assert "plan" in json.dumps(doc["plan"]["nodes"])      # the While body is a nested spec
+
+
+def test_spec_is_data_and_binds_on_another_runtime_in_process():
+    g, v, x, fetches = _program()
+    plan = executor.build_plan(fetches, [], [x])
+    spec = plan.spec
+    assert isinstance(spec, PlanSpec) and spec.resources
+    for s in spec.walk():
+        for node in s.nodes:
+            for a in node.attrs.values():
+                assert not callable(a) or isinstance(a, PlanSpec), (node, a)
+    doc, tensors = plan_io.plan_to_json(plan)
+    json.dumps(doc)                              # plain JSON, no objects
+    rt = Runtime("other")
+    other = plan_io.plan_from_json(doc, tensors, rt)
+    a = [r.tolist() for r in plan([_X])]
+    b = [r.tolist() for r in other([_X])]
+    assert a == b
+    assert rt.resource("variable", "v") is not v   # each rank has its own state
+
+
+def test_build_stages_each_alone():
+    g = tw.Graph()
+    with g.as_default():
+        a = v1.placeholder(tw.float32, [2], name="a")
+        with tw.device("/cpu:1"):
+            b = tw.exp(a, name="e")
+        c = tw.add(b, 1.0, name="c")
+        unused = tw.negative(a, name="unused")
+    feed_ids = {id(a): 0}
+    ops = executor.prune([c], [], feed_ids)
+    assert [o.name for o in ops] == ["e", "Const", "c"] and unused.op not in ops
+    rt = Runtime("two", cpu_count=2)
+    placed = executor.place(ops, rt)
+    assert placed[id(b.op)].endswith("CPU:1") and placed[id(c.op)].endswith("CPU:0")
+    from tensorweave.runtime.plan_spec import ResourceTable
+    spec, node_ops = executor.lower(ops, placed, [c], [a], rt, ResourceTable())
+    assert [n.op for n in spec.nodes] == ["Exp", "_Copy", "AddV2"]
+    assert spec.presets[0][1] == np.float32(1.0)
+    executor.schedule(spec)
+    assert spec.frees[-1] and spec.keep == {0, spec.fetch_slots[0]}
+    plan = executor.bind(spec, rt)
+    assert plan.num_copies == 1 and plan.runtime is rt
+    np.testing.assert_allclose(plan([np.zeros(2, np.float32)])[0], [2.0, 2.0])
+
+
+def test_loader_rejects_tampered_plans():
+    g, v, x, fetches = _program()
+    plan = executor.build_plan(fetches, [], [x])
+    doc, tensors = plan_io.plan_to_json(plan)
+
+    def broken(edit):
+        d = json.loads(json.dumps(doc))
+        edit(d)
+        return d
+    cases = [
+        (lambda d: d["plan"]["nodes"][0].update(op="NoSuchOp"), "not registered"),
+        (lambda d: d["plan"]["deps"][0].append(len(d["plan"]["nodes"]) - 1), "dependency"),
+        (lambda d: d["plan"]["nodes"][-1].update(ins=[10 ** 6]), "input slot"),
+        (lambda d: d["plan"]["nodes"][-1]["attrs"].update(evil={"variable": 0}), "resource table"),
+        (lambda d: d["resources"].append({"kind": "module", "name": "os"}), "unknown resource kind"),
+        (lambda d: d["plan"]["nodes"][-1]["attrs"].update(surprise=1), "not taken by"),
+    ]
+    for edit, message in cases:
+        with pytest.raises(LoadError, match=message):
+            plan_io.plan_from_json(broken(edit), tensors, Runtime("t"))
+
+
+def test_python_code_stays_in_its_process():
+    g = tw.Graph()
+    with g.as_default():
+        y = tw.py_function(lambda t: t * 2, [tw.constant([1.0])], tw.float32, name="double")
+    plan = executor.build_plan([y], [], [])
+    node = plan.spec.nodes[0]
+    assert isinstance(node.attrs["func"], LocalValue)
+    assert plan([])[0].tolist() == [2.0]          # runs here
+    with pytest.raises(SaveError, match="double.*Python code"):
+        plan_io.plan_to_json(plan)
+
+
+def test_two_runtimes_run_different_plans_concurrently():
+    g, v, x, fetches = _program()
+    base = executor.build_plan(fetches, [], [x])
+    doc, tensors = plan_io.plan_to_json(base)
+    g2 = tw.Graph()
+    with g2.as_default():
+        w = tw.Variable(np.ones(3, np.float32), name="v")      # same name, other rank, other plan
+        step = w.assign(w * 2.0)
+    v1.Session(graph=g2).run(w.initializer)
+    doc2, tensors2 = plan_io.plan_to_json(executor.build_plan([step], [], []))
+
+    class Recorder:
+        def __init__(self):
+            self.nodes = []
+
+        def record_node(self, name, op_type, device, t0, t1, result):
+            self.nodes.append(op_type)
+
+        def record_run(self, *args):
+            pass
+    rt1, rt2 = Runtime("rank0", rank=0), Runtime("rank1", rank=1, cpu_count=2)
+    rt2.profiler = Recorder()
+    p1 = plan_io.plan_from_json(doc, tensors, rt1)
+    p2 = plan_io.plan_from_json(doc2, tensors2, rt2)
+    ref = plan_io.plan_from_json(doc, tensors, Runtime("ref2"))
+    expected = [[a.tolist() for a in ref([_X])] for _ in range(20)]
+    got1, got2 = [], []
+    barrier = threading.Barrier(2)
+
+    def run1():
+        barrier.wait()
+        got1.extend([a.tolist() for a in p1([_X])] for _ in range(20))
+
+    def run2():
+        barrier.wait()
+        got2.extend(p2([])[0].tolist() for _ in range(20))
+    threads = [threading.Thread(target=run1), threading.Thread(target=run2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert got1 == expected
+    assert got2 == [[2.0 ** (k + 1)] * 3 for k in range(20)]
+    assert rt2.profiler.nodes and set(rt2.profiler.nodes) <= {"AssignVariableOp", "ReadVariableOp", "Mul"}
+    assert default_runtime().profiler is None and rt1.profiler is None
+    assert isinstance(p1.spec.presets[0][1], (ResourceRef, np.ndarray, np.generic))
+
+
+@contextlib.contextmanager
+def _stand_in_gpu_kernels(*op_types):
+    """GPU kernels for ``op_types`` that are their CPU kernels (no GPU needed), removed after."""
+    from tensorweave.core.registry import get_op
+    added = [t for t in op_types if "GPU" not in get_op(t).kernels]
+    for t in added:
+        get_op(t).kernels["GPU"] = get_op(t).kernels["CPU"]
+    try:
+        yield
+    finally:
+        for t in added:
+            del get_op(t).kernels["GPU"]
+
+
+def test_passes_run_after_placement_and_fuse_only_where_the_device_has_the_kernel():
+    rng = np.random.default_rng(0)
+    av, wv, bv = (rng.normal(size=s).astype(np.float32) for s in ((4, 8), (8, 3), (3,)))
+    g = tw.Graph()
+    with g.as_default():
+        a = v1.placeholder(tw.float32, [4, 8])
+        with tw.device("/gpu:0"):
+            y = tw.nn.relu(tw.nn.bias_add(tw.matmul(a, tw.constant(wv)), tw.constant(bv)))
+    gpu = Runtime("gpu-rank", device_counts={"GPU": 1})
+    moved = []
+    gpu.register_copy("CPU", "GPU", lambda v, src, dst: moved.append(dst) or np.array(v))   # a real transfer hook
+    with _stand_in_gpu_kernels("MatMul", "BiasAdd", "Relu"):
+        plan = executor.build_plan([y], [], [a], runtime=gpu)
+        on_gpu = [(n.op, n.device.rsplit("/", 1)[-1]) for n in plan.spec.nodes if n.op != "_Copy"]
+        assert on_gpu == [("MatMul", "device:GPU:0"), ("BiasAdd", "device:GPU:0"), ("Relu", "device:GPU:0")]
+        # the device has no FusedMatMul kernel, so nothing silently moves to CPU:0
+        got = plan([av])[0]
+        assert len(moved) == 2 and all(d.endswith("GPU:0") for d in moved)   # w and b cross (a feed lands in place)
+    cpu = executor.build_plan([y], [], [a])      # the default runtime has no GPU: soft-placed on CPU, fused
+    assert [n.op for n in cpu.spec.nodes] == ["FusedMatMul"]
+    np.testing.assert_array_equal(got, cpu([av])[0])
+
+
+def test_gpu_kernels_elsewhere_leave_cpu_in_place_rewrites_on():
+    n = 1 << 15
+    g = tw.Graph()
+    with g.as_default():
+        x = v1.placeholder(tw.float32, [n])
+        y = tw.exp(tw.exp(x) + tw.constant(1.0))
+
+    def inplace_nodes():
+        from tensorweave.runtime import passes
+        old = passes.get_options()
+        passes.set_options({"elementwise_fusion": False})
+        try:
+            plan = executor.build_plan([y], [], [x], parallel=False)
+        finally:
+            passes.reset_options()
+            passes.set_options(old)
+        return plan.pass_stats.get("memory_optimization", 0)
+    before = inplace_nodes()
+    assert before > 0
+    with _stand_in_gpu_kernels("AddV2", "Exp"):
+        assert inplace_nodes() == before
