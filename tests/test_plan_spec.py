@@ -259,3 +259,30 @@ def test_gpu_kernels_elsewhere_leave_cpu_in_place_rewrites_on():
     assert before > 0
     with _stand_in_gpu_kernels("AddV2", "Exp"):
         assert inplace_nodes() == before
+
+
+def test_fusion_and_inplace_read_op_traits():
+    from tensorweave.core.registry import get_op
+    from tensorweave.runtime import passes
+    n = 1 << 15
+    g = tw.Graph()
+    with g.as_default():
+        x = v1.placeholder(tw.float32, [n])
+        y = tw.exp(tw.exp(x) * 2.0)
+
+    def plan_types():
+        old = passes.get_options()
+        passes.set_options({"fusion_min_elements": 1, "fusion_function_graphs_only": False})
+        try:
+            return [nd.op for nd in executor.build_plan([y], [], [x]).spec.nodes]
+        finally:
+            passes.reset_options()
+            passes.set_options(old)
+    assert plan_types() == ["FusedElementwise"]
+    exp = get_op("Exp")
+    saved = dict(exp.traits)
+    exp.traits.clear()          # an op without traits: the passes know nothing about it
+    try:
+        assert plan_types() == ["Exp", "Mul", "Exp"]
+    finally:
+        exp.traits.update(saved)

@@ -23,10 +23,10 @@ NOT_DIFFERENTIABLE = "not-differentiable"
 
 class OpDef:
     __slots__ = ("name", "infer", "grad", "sbp", "num_outputs", "stateful", "kernels", "bind",
-                 "heavy", "__weakref__")
+                 "heavy", "traits", "__weakref__")
 
     def __init__(self, name, infer, num_outputs=1, stateful=False, grad=None, sbp=None, bind=None,
-                 heavy=False):
+                 heavy=False, traits=None):
         self.name = name
         self.infer = infer            # (inputs, attrs) -> [(shape, dtype), ...] or (shape, dtype)
         self.grad = grad              # (op, *output_grads) -> [input_grad or None, ...]
@@ -36,6 +36,7 @@ class OpDef:
         self.kernels = {}             # device type -> kernel function
         self.bind = bind              # (operation) -> extra kernel kwargs fixed when a plan is built
         self.heavy = heavy            # worth a thread of its own in the executor
+        self.traits = dict(traits or {})   # what passes and rule generators may know (see TRAITS)
 
     def n_outputs(self, attrs):
         n = self.num_outputs
@@ -54,15 +55,28 @@ class OpDef:
         return f"OpDef({self.name})"
 
 
+# Op traits, recorded once on the OpDef and read by the graph passes (fusion, in-place memory
+# reuse) and by the SBP rule generators instead of tables of their own:
+#   elementwise  arity n: output[i] depends on input[j][i] only (inputs broadcast); SBP rules follow
+#   inplace      fn(*inputs, out=array) computing the op into ``out`` (a NumPy ufunc or alike)
+#   expr         the fused-loop expression over "{0}", "{1}" ("T" is the dtype's constructor)
+#   reduction    "sum" | "max" | "min" | "mean" | "prod": the reduction an op computes over "axis"
+TRAITS = ("elementwise", "inplace", "expr", "reduction")
+
 _OPS = {}
 _PENDING_KERNELS = {}   # kernels registered before their op (import order does not matter)
 
 
-def register_op(name, *, infer, num_outputs=1, stateful=False, grad=None, bind=None, heavy=False):
-    """Registers an op; usable as a decorator whose body is ignored (so a docstring can sit there)."""
+def register_op(name, *, infer, num_outputs=1, stateful=False, grad=None, bind=None, heavy=False, traits=None,
+                sbp=None):
+    """Registers an op; usable as a decorator whose body is ignored (so a docstring can sit there).
+
+    ``sbp``: the op's SBP rule (``core/sbp_rules.py``), ``(input specs, attrs) -> candidate
+    signatures``; ``traits``: see :data:`TRAITS`."""
     if name in _OPS:
         raise ValueError(f"Op '{name}' is already registered")
-    opdef = OpDef(name, infer, num_outputs, stateful, grad, bind=bind, heavy=heavy)
+    _check_traits(name, traits or {})
+    opdef = OpDef(name, infer, num_outputs, stateful, grad, sbp=sbp, bind=bind, heavy=heavy, traits=traits)
     opdef.kernels.update(_PENDING_KERNELS.pop(name, {}))
     _OPS[name] = opdef
 
@@ -70,6 +84,23 @@ def register_op(name, *, infer, num_outputs=1, stateful=False, grad=None, bind=N
         return opdef
     decorate.opdef = opdef
     return decorate
+
+
+def _check_traits(name, traits):
+    unknown = sorted(set(traits) - set(TRAITS))
+    if unknown:
+        raise ValueError(f"Op '{name}': unknown traits {unknown}; known: {list(TRAITS)}")
+
+
+def set_traits(name, **traits):
+    """Records traits of a registered op (see :data:`TRAITS`).
+
+    >>> set_traits("AddV2", elementwise=2)
+    >>> get_op("AddV2").traits["elementwise"]
+    2
+    """
+    _check_traits(name, traits)
+    get_op(name).traits.update(traits)
 
 
 def get_op(name):

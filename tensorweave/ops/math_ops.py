@@ -13,7 +13,7 @@ import numpy as np
 from tensorweave.core import dtypes as _dt
 from tensorweave.core.convert import convert_like, convert_to_tensor
 from tensorweave.core.dispatch import execute, invalid_input
-from tensorweave.core.registry import NOT_DIFFERENTIABLE, get_op, register_op
+from tensorweave.core.registry import NOT_DIFFERENTIABLE, get_op, register_op, set_traits
 from tensorweave.core.shape import TensorShape, broadcast_static, fmt
 from tensorweave.core.tensor import Tensor
 from tensorweave.ops import rules
@@ -406,3 +406,21 @@ def matmul(a, b, transpose_a=False, transpose_b=False, adjoint_a=False, adjoint_
         _check_same_dtype(_MATMUL, a, b, name)
     return execute(_MATMUL, (a, b), {"transpose_a": bool(transpose_a or adjoint_a),
                                      "transpose_b": bool(transpose_b or adjoint_b)}, name)
+
+
+# ---- traits (core/registry.py TRAITS), read by the graph passes and the SBP rule generators --------
+def _relu_into(x, out=None):
+    return np.maximum(x, np.zeros((), x.dtype), out=out)
+
+
+for _name, _n, _into, _expr in [
+        ("AddV2", 2, np.add, "({0} + {1})"), ("Sub", 2, np.subtract, "({0} - {1})"),
+        ("Mul", 2, np.multiply, "({0} * {1})"), ("RealDiv", 2, np.true_divide, "({0} / {1})"),
+        ("Maximum", 2, np.maximum, "np.maximum({0}, {1})"), ("Minimum", 2, np.minimum, "np.minimum({0}, {1})"),
+        ("SquaredDifference", 2, None, "(({0} - {1}) * ({0} - {1}))"),
+        ("Neg", 1, np.negative, "(-{0})"), ("Square", 1, np.square, "({0} * {0})"),
+        ("Sqrt", 1, np.sqrt, "np.sqrt({0})"), ("Rsqrt", 1, None, "(T(1) / np.sqrt({0}))"),
+        ("Exp", 1, np.exp, "np.exp({0})"), ("Log", 1, np.log, "np.log({0})"), ("Tanh", 1, np.tanh, "np.tanh({0})"),
+        ("Abs", 1, np.abs, "np.abs({0})"), ("Relu", 1, _relu_into, "np.maximum({0}, T(0))"),
+        ("Sigmoid", 1, None, "(T(1) / (T(1) + np.exp(-{0})))")]:
+    set_traits(_name, elementwise=_n, expr=_expr, **({"inplace": _into} if _into is not None else {}))

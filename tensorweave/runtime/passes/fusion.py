@@ -28,21 +28,14 @@ import numpy as np
 from tensorweave.core import errors
 from tensorweave.runtime.passes.ir import Node, NodeDef, is_pure, runs_stock_kernel, static_dims
 
-# op type -> (arity, expression over {0}, {1}; T is the dtype's constructor in the source)
-_EXPR = {
-    "AddV2": (2, "({0} + {1})"), "Sub": (2, "({0} - {1})"), "Mul": (2, "({0} * {1})"),
-    "RealDiv": (2, "({0} / {1})"), "Maximum": (2, "np.maximum({0}, {1})"),
-    "Minimum": (2, "np.minimum({0}, {1})"), "SquaredDifference": (2, "(({0} - {1}) * ({0} - {1}))"),
-    "Neg": (1, "(-{0})"), "Square": (1, "({0} * {0})"), "Sqrt": (1, "np.sqrt({0})"),
-    "Rsqrt": (1, "(T(1) / np.sqrt({0}))"), "Exp": (1, "np.exp({0})"), "Log": (1, "np.log({0})"),
-    "Tanh": (1, "np.tanh({0})"), "Abs": (1, "np.abs({0})"), "Relu": (1, "np.maximum({0}, T(0))"),
-    "Sigmoid": (1, "(T(1) / (T(1) + np.exp(-{0})))"),
-}
+# The expression each elementwise op computes is its OpDef's "expr" trait (ops/math_ops.py):
+# arity from "elementwise", "{0}", "{1}" its inputs, T the dtype's constructor in the source.
 _DTYPES = ("float32", "float64")
 _CACHE = {}
 _LOCK = threading.Lock()
 def _fusable(op, work):
-    if op.type not in _EXPR or len(op.outputs) != 1 or len(op.inputs) != _EXPR[op.type][0]:
+    traits = op.opdef.traits
+    if "expr" not in traits or len(op.outputs) != 1 or len(op.inputs) != traits["elementwise"]:
         return None
     # a fetched output may be computed by a fused node (the fetch then reads the fused node);
     # only the group's last node can be fetched (checked when nodes join a group)
@@ -124,7 +117,7 @@ def _codegen(group, order):
             args.append(f"a{j}[i]" if kinds[j] else f"a{j}")
         v = f"v{len(names)}"
         names[id(o.outputs[0])] = v
-        lines.append(f"        {v} = " + _EXPR[o.type][1].format(*args))
+        lines.append(f"        {v} = " + o.opdef.traits["expr"].format(*args))
     root = names[id(group.ops[-1].outputs[0])]
     inputs = [t for _, t in sorted(ext.values(), key=lambda e: e[0])]
     return lines, root, kinds, inputs

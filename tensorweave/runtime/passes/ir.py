@@ -40,8 +40,8 @@ class NodeDef(OpDef):
 
     __slots__ = ()
 
-    def __init__(self, name, kernels, num_outputs=1, bind=None, heavy=False, stateful=False):
-        super().__init__(name, None, num_outputs, stateful, bind=bind, heavy=heavy)
+    def __init__(self, name, kernels, num_outputs=1, bind=None, heavy=False, stateful=False, traits=None):
+        super().__init__(name, None, num_outputs, stateful, bind=bind, heavy=heavy, traits=traits)
         self.kernels = kernels
 
 
@@ -49,7 +49,7 @@ def clone_def(opdef, orig):
     """An OpDef stand-in for a clone of ``orig``: same kernels; ``bind`` still sees the original
     op (random ops keep their stream on it, If/While read their sub-graphs from it)."""
     bind = None if opdef.bind is None else (lambda _node, _b=opdef.bind, _o=orig: _b(_o))
-    return NodeDef(opdef.name, opdef.kernels, opdef.num_outputs, bind, opdef.heavy, opdef.stateful)
+    return NodeDef(opdef.name, opdef.kernels, opdef.num_outputs, bind, opdef.heavy, opdef.stateful, opdef.traits)
 
 
 class Node:

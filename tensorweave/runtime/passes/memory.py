@@ -25,11 +25,8 @@ from tensorweave.runtime.passes.ir import Node, NodeDef, nbytes, runs_stock_kern
 
 _VIEWS = ("Identity", "StopGradient", "Snapshot", "Reshape", "ExpandDims", "Squeeze", "Transpose",
           "BroadcastTo", "PlaceholderWithDefault")
-_BINARY = {"AddV2": np.add, "Sub": np.subtract, "Mul": np.multiply, "RealDiv": np.true_divide,
-           "Maximum": np.maximum, "Minimum": np.minimum}
-_UNARY = {"Neg": np.negative, "Square": np.square, "Sqrt": np.sqrt, "Exp": np.exp, "Log": np.log,
-          "Tanh": np.tanh, "Abs": np.abs}
-_FRESH_EXTRA = ("MatMul", "Cast", "Relu", "Sigmoid", "SquaredDifference")
+# Besides elementwise ops (OpDef trait), these allocate their result for each run.
+_FRESH_EXTRA = ("MatMul", "Cast")
 _DTYPES = ("float16", "float32", "float64")
 # Below this an in-place call saves less than its wrapper costs (``np.errstate`` ~1.5 µs; a
 # 100-node chain of 10-element adds ran 4.4 instead of 1.6 µs/node).
@@ -47,8 +44,7 @@ def _fresh(t, work):
     op = t.op
     if id(t) in work.feed_ids or id(t) in work.fetch_ids or len(op.outputs) != 1:
         return False
-    if op.type not in _BINARY and op.type not in _UNARY and op.type not in _FRESH_EXTRA \
-            and op.type != "FusedElementwise":
+    if "elementwise" not in op.opdef.traits and op.type not in _FRESH_EXTRA and op.type != "FusedElementwise":
         return False
     if not _is_stock(op, work):
         return False
@@ -57,12 +53,8 @@ def _fresh(t, work):
     return True
 
 
-def _inplace_kernel(op_type, k):
-    if op_type == "Relu":
-        def relu(x):
-            return np.maximum(x, np.zeros((), x.dtype), out=x)
-        return relu
-    f = _BINARY.get(op_type) or _UNARY[op_type]
+def _inplace_kernel(op_type, k, f):
+    """The op computed into its input ``k`` with its ``inplace`` trait ``f(*xs, out=)``."""
 
     def kernel(*xs):
         with np.errstate(all="ignore"):
@@ -76,7 +68,7 @@ def _try_inplace(op, work):
     if t == "FusedElementwise":
         if op.attrs.get("inplace", -1) >= 0:
             return None
-    elif t not in _BINARY and t not in _UNARY and t != "Relu":
+    elif "inplace" not in op.opdef.traits:
         return None
     if len(op.outputs) != 1 or id(op) in work.pinned or not _is_stock(op, work):
         return None
@@ -94,7 +86,7 @@ def _try_inplace(op, work):
             attrs["inplace"] = k
             n = Node(op, op.opdef, op.inputs, attrs, [(y.shape, y.dtype)], type_=t, fused=op.fused)
         else:
-            d = NodeDef(t, {"CPU": _inplace_kernel(t, k)})
+            d = NodeDef(t, {"CPU": _inplace_kernel(t, k, op.opdef.traits["inplace"])}, traits=op.opdef.traits)
             n = Node(op, d, op.inputs, dict(op.attrs), [(y.shape, y.dtype)], type_=t)
         n.inplace_of = k
         return n
