@@ -1,0 +1,70 @@
+"""Every registered op has an op-table entry (tests/opinfos), or an explicit reason why not.
+
+An op counts as covered when building the graph of some OpInfo sample (or its gradient)
+creates a node of that type. Ops that need state, randomness, Python code or control flow
+are tested in their own files; those are listed below with the file. An exception that is
+no longer needed is harmless (someone added an entry); a new op with neither fails here.
+"""
+import numpy as np
+
+import tensorweave as tw
+from tensorweave.core.registry import registered_ops
+from test_op_table import ALL_OPS, _graph_dtype, _is_array, _samples
+
+_STATE = "stateful variable op: tests/test_variables.py, tests/test_optimizers.py"
+_RANDOM = "random values, no NumPy reference by value: tests/test_random.py"
+_PYTHON = "runs Python code: tests/test_graph.py, tests/test_function.py"
+_CONTROL = "control flow over traced sub-graphs: tests/test_control_flow.py"
+_PLAN = "made only by graph passes inside plans: tests/test_remapping.py, tests/test_graph_passes.py"
+_GAP = "no op-table entry yet (found by this test; add one to tests/opinfos)"
+
+EXCEPTIONS = {
+    **dict.fromkeys(["AssignVariableOp", "AssignAddVariableOp", "AssignSubVariableOp", "ReadVariableOp",
+                     "VarHandleOp", "ResourceGather", "ResourceScatterAdd", "ResourceScatterUpdate",
+                     "ResourceApplyAdam", "ResourceApplyKerasMomentum", "ResourceApplyAdagradV2",
+                     "ResourceApplyKerasRMSprop", "ResourceSparseApplyAdam", "ResourceSparseApplyKerasMomentum",
+                     "ResourceSparseApplyAdagradV2", "ResourceSparseApplyKerasRMSprop", "ResourceGroupApplyAdam",
+                     "ResourceGroupApplyKerasMomentum", "ResourceGroupApplyAdagradV2",
+                     "ResourceGroupApplyKerasRMSprop"], _STATE),
+    **dict.fromkeys(["RandomUniform", "RandomStandardNormal", "TruncatedNormal", "RandomUniformInt",
+                     "Multinomial", "RandomShuffle", "StatelessRandomUniform", "StatelessRandomNormal",
+                     "StatelessTruncatedNormal", "StatelessRandomUniformInt", "StatelessRandomUniformFullInt",
+                     "StatelessMultinomial"], _RANDOM),
+    **dict.fromkeys(["PyFunc", "EagerPyFunc", "CustomGradient", "PrintV2"], _PYTHON),
+    **dict.fromkeys(["If", "StatefulIf", "While", "StatefulWhile", "WhileGrad"], _CONTROL),
+    **dict.fromkeys(["FusedMatMul", "FusedConv1D", "FusedConv2D", "FusedConv3D", "FusedReluGradBiasAddGrad",
+                     "FusedSparseSoftmaxCrossEntropy"], _PLAN),
+    "NoOp": "no inputs or outputs, nothing to compare: tests/test_graph.py (control dependencies)",
+    "IdentityN": "used by tw.custom_gradient and tw.function outputs: tests/test_autodiff.py",
+    "PlaceholderWithDefault": "a graph input: tests/test_graph.py",
+    **dict.fromkeys(["IsInf", "Softsign", "UniqueSegmentSum", "MaxPoolGradGrad"], _GAP),
+}
+
+
+def _covered():
+    types = set()
+    for info in ALL_OPS:
+        dtype = _graph_dtype(info)
+        for s in _samples(info, dtype):
+            g = tw.Graph()
+            with g.as_default():
+                phs = [tw.placeholder(tw.as_dtype(a.dtype), a.shape) if _is_array(a) else a for a in s.args]
+                outs = info.op(*phs, **s.kwargs)
+                outs = outs if isinstance(outs, (list, tuple)) else [outs]
+                xs = [p for p in phs if isinstance(p, tw.Tensor) and p.dtype.is_floating]
+                ys = [o for o in outs if isinstance(o, tw.Tensor) and o.dtype.is_floating]
+                if info.grad and xs and ys:
+                    tw.gradients(ys, xs)     # gradient ops (…Grad) are covered by the gradient checks
+            types.update(op.type for op in g.get_operations())
+    return types
+
+
+def test_every_registered_op_has_an_op_table_entry_or_a_reason():
+    registered = set(registered_ops())
+    missing = sorted(registered - _covered() - set(EXCEPTIONS))
+    assert not missing, (f"ops without an op-table entry in tests/opinfos: {missing}. Add an OpInfo (NumPy "
+                         "reference, dtypes, samples), or, where none can exist, a reason in EXCEPTIONS here")
+    unknown = sorted(set(EXCEPTIONS) - registered)
+    assert not unknown, f"EXCEPTIONS names ops that are not registered: {unknown}"
+    assert all(isinstance(r, str) and r for r in EXCEPTIONS.values())
+    np.testing.assert_(len(registered) > 100)
