@@ -60,8 +60,10 @@ class OpDef:
 #   elementwise  arity n: output[i] depends on input[j][i] only (inputs broadcast); SBP rules follow
 #   inplace      fn(*inputs, out=array) computing the op into ``out`` (a NumPy ufunc or alike)
 #   expr         the fused-loop expression over "{0}", "{1}" ("T" is the dtype's constructor)
-#   reduction    "sum" | "max" | "min" | "mean" | "prod": the reduction an op computes over "axis"
-TRAITS = ("elementwise", "inplace", "expr", "reduction")
+#   linear       "all" (f(x+y) adds: add, sub, neg), "each" (linear in each input alone: mul),
+#                "first" (linear in input 0: div): which partial-sum inputs give a partial-sum output
+#   reduction    "sum" | "max" | "min" | "prod": the reduction an op computes over attr "axis"
+TRAITS = ("elementwise", "inplace", "expr", "linear", "reduction")
 
 _OPS = {}
 _PENDING_KERNELS = {}   # kernels registered before their op (import order does not matter)

@@ -13,6 +13,7 @@ import string
 import numpy as np
 
 from tensorweave.core import dtypes as _dt
+from tensorweave.core import sbp_rules
 from tensorweave.core.convert import convert_like, convert_to_tensor
 from tensorweave.core.dispatch import execute
 from tensorweave.core.registry import get_op, register_op
@@ -201,7 +202,7 @@ def _fit(gx, x, ell_pos):
     return A.sum_to_like(gx, x)
 
 
-register_op("Einsum", infer=_infer_einsum, grad=_einsum_grad, heavy=True)
+register_op("Einsum", infer=_infer_einsum, grad=_einsum_grad, heavy=True, sbp=sbp_rules.einsum_rule())
 _EINSUM = get_op("Einsum")
 
 

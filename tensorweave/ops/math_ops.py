@@ -11,6 +11,7 @@ scalar or NumPy array operand takes the tensor's dtype.
 import numpy as np
 
 from tensorweave.core import dtypes as _dt
+from tensorweave.core import sbp_rules
 from tensorweave.core.convert import convert_like, convert_to_tensor
 from tensorweave.core.dispatch import execute, invalid_input
 from tensorweave.core.registry import NOT_DIFFERENTIABLE, get_op, register_op, set_traits
@@ -424,3 +425,6 @@ for _name, _n, _into, _expr in [
         ("Abs", 1, np.abs, "np.abs({0})"), ("Relu", 1, _relu_into, "np.maximum({0}, T(0))"),
         ("Sigmoid", 1, None, "(T(1) / (T(1) + np.exp(-{0})))")]:
     set_traits(_name, elementwise=_n, expr=_expr, **({"inplace": _into} if _into is not None else {}))
+for _name, _linear in (("AddV2", "all"), ("Sub", "all"), ("Neg", "all"), ("Mul", "each"), ("RealDiv", "first")):
+    set_traits(_name, linear=_linear)
+get_op("MatMul").sbp = sbp_rules.matmul_rule

@@ -12,7 +12,7 @@ import numpy as np
 from tensorweave.core import dtypes as _dt
 from tensorweave.core.convert import convert_to_tensor
 from tensorweave.core.dispatch import execute
-from tensorweave.core.registry import NOT_DIFFERENTIABLE, get_op, register_op
+from tensorweave.core.registry import NOT_DIFFERENTIABLE, get_op, register_op, set_traits
 from tensorweave.core.shape import TensorShape
 from tensorweave.core.tensor import EagerTensor, Tensor
 from tensorweave.ops import math_ops as m
@@ -232,3 +232,8 @@ def argmax(input, axis=None, output_type=_dt.int64, name=None):
 def argmin(input, axis=None, output_type=_dt.int64, name=None):
     return execute(get_op("ArgMin"), [_ct(input)], {"axis": 0 if axis is None else int(axis),
                                                     "output_type": _dt.as_dtype(output_type)}, name)
+
+
+# The reduction each op computes (core/registry.py TRAITS): the SBP rule generator reads it.
+for _name, _kind in (("Sum", "sum"), ("Max", "max"), ("Min", "min"), ("Prod", "prod")):
+    set_traits(_name, reduction=_kind)
