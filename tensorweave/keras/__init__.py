@@ -13,3 +13,6 @@ from tensorweave.keras.engine.input_layer import Input  # noqa: F401
 from tensorweave.keras.engine.layer import Layer  # noqa: F401
 from tensorweave.keras.engine.model import Model  # noqa: F401
 from tensorweave.keras.engine.sequential import Sequential  # noqa: F401
+from tensorweave.keras.engine import op_dispatch as _op_dispatch
+
+_op_dispatch.install()   # tw ops on KerasTensors become layers, as in tf.keras

@@ -189,7 +189,14 @@ def _keras_serving_function(model):
             result[k] = v
         return result
     serve.__name__ = f"{model.name}_serving"
-    return tw.function(serve, input_signature=specs).get_concrete_function()
+
+    def call(*xs):
+        return model(xs[0] if len(xs) == 1 else list(xs), training=False)
+    call.__name__ = f"{model.name}_call"
+    # the object is called like the model (its output structure, as TF's restored Keras model);
+    # the serving signature returns named outputs
+    return (tw.function(call, input_signature=specs).get_concrete_function(),
+            tw.function(serve, input_signature=specs).get_concrete_function())
 
 
 def _collect(obj, signatures):
@@ -217,9 +224,8 @@ def _collect(obj, signatures):
         if len(cfs) == 1:
             default = cfs[0]
     elif Model is not None and isinstance(obj, Model):
-        cf = _keras_serving_function(obj)
-        attributes["__call__"] = [add(cf, None)]
-        default = cf
+        call_cf, default = _keras_serving_function(obj)
+        attributes["__call__"] = [add(call_cf, None)]
     else:
         names = {}
         for klass in reversed(type(obj).__mro__):

@@ -22,6 +22,31 @@ def _per_output(spec, output_names, what):
     return [spec] + [None] * (n - 1)
 
 
+def _split_by_output(values, output_names, what, y_pred=False):
+    """One entry per output: a dict is matched by output name (never by key order), a list or
+    tuple by position; a single value belongs to a single output."""
+    n = len(output_names)
+    if isinstance(values, dict):
+        if n == 1 and output_names[0] not in values and not y_pred:
+            if len(values) != 1:
+                raise ValueError(f"`{what}` is a dict with keys {sorted(values)}, but the model has one output "
+                                 f"named {output_names[0]!r}")
+            return list(values.values())
+        unknown = set(values) - set(output_names)
+        if unknown:
+            raise ValueError(f"`{what}` has key(s) {sorted(unknown)} that match no model output; the outputs are "
+                             f"{output_names}. Hint: name the output layers (name=...) as the keys")
+        return [values.get(name) for name in output_names]
+    if n == 1:
+        return [values]
+    if values is None:
+        return [None] * n
+    flat = list(values) if isinstance(values, (list, tuple)) else nest.flatten(values)
+    if len(flat) != n:
+        raise ValueError(f"`{what}` has {len(flat)} entries for {n} outputs {output_names}")
+    return flat
+
+
 class CompileLoss:
     def __init__(self, loss, loss_weights, output_names):
         from tensorweave.keras import losses
@@ -32,10 +57,10 @@ class CompileLoss:
         self.weights = [1.0 if w is None else float(w) for w in weights]
 
     def __call__(self, y_true, y_pred, sample_weight=None):
-        ys = nest.flatten(y_true) if len(self.output_names) > 1 else [y_true]
-        ps = nest.flatten(y_pred) if len(self.output_names) > 1 else [y_pred]
-        sws = nest.flatten(sample_weight) if len(self.output_names) > 1 and sample_weight is not None \
-            else [sample_weight] * len(ps)
+        ys = _split_by_output(y_true, self.output_names, "y")
+        ps = _split_by_output(y_pred, self.output_names, "y_pred", y_pred=True)
+        sws = _split_by_output(sample_weight, self.output_names, "sample_weight") \
+            if isinstance(sample_weight, (dict, list, tuple)) else [sample_weight] * len(ps)
         total = None
         parts = []
         for fn, w, y, p, sw in zip(self.fns, self.weights, ys, ps, sws):
@@ -63,8 +88,8 @@ class CompileMetrics:
     def build(self, y_true, y_pred):
         from tensorweave.keras import metrics as M
         multi = len(self.output_names) > 1
-        ys = nest.flatten(y_true) if multi else [y_true]
-        ps = nest.flatten(y_pred) if multi else [y_pred]
+        ys = _split_by_output(y_true, self.output_names, "y")
+        ps = _split_by_output(y_pred, self.output_names, "y_pred", y_pred=True)
         self.metrics = []
         for i, (spec, y, p) in enumerate(zip(self.spec, ys, ps)):
             for m in nest.flatten(spec) if spec is not None else []:
@@ -76,8 +101,9 @@ class CompileMetrics:
     def update_state(self, y_true, y_pred, sample_weight=None):
         if self.metrics is None:
             self.build(y_true, y_pred)
-        multi = len(self.output_names) > 1
-        ys = nest.flatten(y_true) if multi else [y_true]
-        ps = nest.flatten(y_pred) if multi else [y_pred]
+        ys = _split_by_output(y_true, self.output_names, "y")
+        ps = _split_by_output(y_pred, self.output_names, "y_pred", y_pred=True)
+        sws = _split_by_output(sample_weight, self.output_names, "sample_weight") \
+            if isinstance(sample_weight, (dict, list, tuple)) else [sample_weight] * len(ps)
         for i, m in self.metrics:
-            m.update_state(ys[i], ps[i], sample_weight=sample_weight)
+            m.update_state(ys[i], ps[i], sample_weight=sws[i])

@@ -31,8 +31,10 @@ def unpack_x_y_sample_weight(data):
 
 
 def pack_x_y_sample_weight(x, y=None, sample_weight=None):
-    if y is None:
-        return (x,)
+    """The inverse of :func:`unpack_x_y_sample_weight`: ``x`` alone (a tuple or list of inputs
+    wrapped once, so it is not mistaken for ``(x, y)``), ``(x, y)`` or ``(x, y, sample_weight)``."""
+    if y is None and sample_weight is None:
+        return (x,) if isinstance(x, (tuple, list)) else x
     if sample_weight is None:
         return (x, y)
     return (x, y, sample_weight)

@@ -10,7 +10,7 @@ TensorShape([2, 1])
 """
 import tensorweave as tw
 from tensorweave.core import nest
-from tensorweave.keras.engine.input_layer import InputLayer
+from tensorweave.keras.engine.input_layer import InputLayer, standardize_input
 from tensorweave.keras.engine.keras_tensor import KerasTensor
 from tensorweave.keras.engine.model import Model
 
@@ -53,11 +53,18 @@ class Functional(Model):
         for n in self._nodes:
             if all(n.layer is not l for l in layers):
                 layers.append(n.layer)
+        names = [l.name for l in layers]
+        for name in names:
+            if names.count(name) > 1:
+                raise ValueError(f'The name "{name}" is used {names.count(name)} times in the model. All layer '
+                                 "names should be unique. Hint: pass distinct name= arguments")
         self._layers = layers
         self._tracking = True
         self.built = True
-        self.output_names = [t.node.layer.name for t in self.outputs]
-        self.input_names = [t.node.layer.name for t in self.inputs]
+        # dict outputs are named by their keys (in nest.flatten's sorted order, as self.outputs)
+        self.output_names = sorted(outputs) if isinstance(outputs, dict) else \
+            [t.node.layer.name for t in self.outputs]
+        self.input_names = sorted(inputs) if isinstance(inputs, dict) else [t.node.layer.name for t in self.inputs]
 
     @property
     def layers(self):
@@ -92,16 +99,7 @@ class Functional(Model):
         values = {}
         masks = {}
         for t, x in zip(self.inputs, flat):
-            x = self._convert_input(x) if not isinstance(x, tw.Tensor) else x
-            spec = t.shape
-            shape = x.shape.as_list() if x.shape.rank is not None else None
-            if shape is not None and (len(shape) != len(spec) or any(
-                    a is not None and b is not None and a != b for a, b in zip(spec, shape))):
-                raise ValueError(f"Input \"{t.name}\" of model '{self.name}' is incompatible: expected shape="
-                                 f"{spec}, found shape={tuple(shape)}")
-            if x.dtype.is_floating and t.dtype.is_floating and x.dtype is not t.dtype:
-                x = tw.cast(x, t.dtype)
-            values[id(t)] = x
+            values[id(t)] = standardize_input(self, len(values), x, t)
         for node in self._nodes:
             layer = node.layer
             if isinstance(layer, InputLayer):

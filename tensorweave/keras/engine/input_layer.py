@@ -4,6 +4,9 @@
 >>> keras.Input(shape=(28, 28, 1), name="image").shape
 (None, 28, 28, 1)
 """
+import numpy as np
+
+import tensorweave as tw
 from tensorweave.keras.engine.keras_tensor import KerasTensor, Node
 from tensorweave.keras.engine.layer import Layer
 
@@ -32,3 +35,26 @@ def Input(shape=None, batch_size=None, dtype=None, sparse=None, batch_shape=None
     """A symbolic input: ``keras.Input(shape=(784,))`` (the batch dimension is added, as None)."""
     return InputLayer(shape=shape, batch_size=batch_size, dtype=dtype, sparse=bool(sparse),
                       batch_shape=batch_shape, name=name).output
+
+
+def standardize_input(model, index, x, spec):
+    """``x`` (a value given to ``model`` for the ``Input`` KerasTensor ``spec``) as a tensor of the
+    Input's dtype, after checking its static shape against the Input's, as Keras does."""
+    if not isinstance(x, tw.Tensor):
+        if getattr(x, "_is_variable", False):
+            x = x.value()
+        else:
+            arr = np.asarray(x)
+            x = tw.convert_to_tensor(arr.astype(spec.dtype.np_dtype) if arr.dtype.kind in "biuf" and
+                                     (spec.dtype.is_numeric or spec.dtype.is_bool) else x)
+    shape = x.shape.as_list() if x.shape.rank is not None else None
+    expected = spec.shape
+    if shape is not None and (len(shape) != len(expected) or any(
+            a is not None and b is not None and a != b for a, b in zip(expected, shape))):
+        raise ValueError(f"Input {index} with name '{spec.name}' of layer '{model.name}' is incompatible with the "
+                         f"layer: expected shape={expected}, found shape={tuple(shape)}. Hint: the model was "
+                         f"built for inputs of shape {expected} (None: any size)")
+    if x.dtype is not spec.dtype and (x.dtype.is_numeric or x.dtype.is_bool) and \
+            (spec.dtype.is_numeric or spec.dtype.is_bool):
+        x = tw.cast(x, spec.dtype)   # uint8 images into a float Input, as Keras does
+    return x

@@ -12,6 +12,11 @@ import tensorweave as tw
 from tensorweave.core import nest
 
 
+class SymbolicTensorError(TypeError):
+    """A KerasTensor reached an op outside a layer (``keras.engine.op_dispatch`` turns the call of a
+    public op into a layer; anything else gets this message)."""
+
+
 class KerasTensor:
     """Shape and dtype of a value in a functional model, and the node that produces it."""
 
@@ -31,6 +36,16 @@ class KerasTensor:
 
     def __hash__(self):
         return id(self)
+
+    def _tw_tensor_(self, dtype=None):
+        raise SymbolicTensorError(
+            f"{self!r} is a symbolic placeholder of a functional Keras model; it has no value. Public "
+            "tensorweave ops (tw.reduce_sum, tw.nn.relu, ...) called on it become layers of the model; "
+            "other functions must be wrapped in a layer: keras.layers.Lambda(fn)(x), or a Layer subclass "
+            "whose call() applies fn")
+
+    def __array__(self, dtype=None, copy=None):
+        self._tw_tensor_()
 
     # Python operators on KerasTensors become small op layers in the functional graph.
     def _op(self, fn, name, *others):
@@ -60,6 +75,48 @@ class KerasTensor:
 
     def __matmul__(self, o):
         return self._op(tw.matmul, "matmul", o)
+
+    def __rtruediv__(self, o):
+        return self._op(lambda a, b: tw.divide(b, a), "truediv", o)
+
+    def __floordiv__(self, o):
+        return self._op(tw.floordiv, "floordiv", o)
+
+    def __mod__(self, o):
+        return self._op(tw.floormod, "mod", o)
+
+    def __pow__(self, o):
+        return self._op(tw.pow, "pow", o)
+
+    def __rpow__(self, o):
+        return self._op(lambda a, b: tw.pow(b, a), "pow", o)
+
+    def __rmatmul__(self, o):
+        return self._op(lambda a, b: tw.matmul(b, a), "matmul", o)
+
+    def __lt__(self, o):
+        return self._op(tw.less, "less", o)
+
+    def __le__(self, o):
+        return self._op(tw.less_equal, "less_equal", o)
+
+    def __gt__(self, o):
+        return self._op(tw.greater, "greater", o)
+
+    def __ge__(self, o):
+        return self._op(tw.greater_equal, "greater_equal", o)
+
+    def __and__(self, o):
+        return self._op(tw.logical_and, "logical_and", o)
+
+    def __or__(self, o):
+        return self._op(tw.logical_or, "logical_or", o)
+
+    def __invert__(self):
+        return self._op(tw.logical_not, "logical_not")
+
+    def __abs__(self):
+        return self._op(tw.abs, "abs")
 
     def __neg__(self):
         return self._op(tw.negative, "negative")

@@ -32,6 +32,7 @@ from tensorweave.keras.engine.keras_tensor import KerasTensor, Node, any_symboli
 class _CallContext(threading.local):
     def __init__(self):
         self.training = None
+        self.layers = []   # the layers being called or built, outermost first (variable paths)
 
 
 _call_ctx = _CallContext()
@@ -62,6 +63,9 @@ class Layer:
     """Base class of all layers (see the module docstring)."""
 
     _SAVED_KWARGS = ("input_shape", "input_dim", "batch_input_shape", "batch_size")
+    # Layers that multiply their input with floating weights (Dense, convolutions, normalization)
+    # take integer and bool inputs too, cast to their dtype (tf.keras' Dense, Keras 3's type promotion).
+    _cast_numeric_inputs = False
 
     def __init__(self, trainable=True, name=None, dtype=None, autocast=True, **kwargs):
         bad = set(kwargs) - set(self._SAVED_KWARGS) - {"input_length", "weights"}
@@ -89,6 +93,8 @@ class Layer:
         self._batch_input_shape = None if batch_shape is None else tuple(batch_shape)
         sig = inspect.signature(self.call).parameters
         self._call_has_training = "training" in sig
+        names = [n for n, p in sig.items() if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+        self._training_position = names.index("training") if "training" in names else None
         self._call_has_mask = "mask" in sig
         self._tracking = True
 
@@ -130,6 +136,13 @@ class Layer:
     @property
     def name(self):
         return self._name
+
+    @property
+    def path(self):
+        """The names of the layers this one is being called or built in, and its own (Keras'
+        ``path``: ``sequential/dense``); its variables are named ``path/kernel``."""
+        outer = [layer.name for layer in _call_ctx.layers if layer is not self]
+        return "/".join(outer + [self.name])
 
     @property
     def dtype(self):
@@ -216,8 +229,9 @@ class Layer:
         init = initializers.get(initializer)
         with init_scope(), _outside_name_scopes():
             value = init(shape, dtype=dtype)
-            var = tw.Variable(value, trainable=trainable, name=f"{self.name}/{name or 'variable'}", dtype=dtype,
+            var = tw.Variable(value, trainable=trainable, name=f"{self.path}/{name or 'variable'}", dtype=dtype,
                               constraint=constraint)
+        var.path = f"{self.path}/{name or 'variable'}"
         var._keras_name = name or "variable"
         (self._own_trainable if trainable else self._own_non_trainable).append(var)
         if regularizer is not None:
@@ -273,7 +287,8 @@ class Layer:
         if isinstance(shapes, tuple) and shapes and all(isinstance(s, tuple) for s in shapes):
             shapes = list(shapes)
         self._build_input_shape = shapes
-        self.build(shapes)
+        with _in_layer(self):
+            self.build(shapes)
         self.built = True
 
     def _convert_input(self, x):
@@ -285,8 +300,8 @@ class Layer:
             t = tw.convert_to_tensor(x)
         else:
             return x
-        if (self.autocast and isinstance(t, tw.Tensor) and t.dtype.is_floating and t.dtype is not self._dtype
-                and self._dtype.is_floating):
+        if (self.autocast and isinstance(t, tw.Tensor) and t.dtype is not self._dtype and self._dtype.is_floating
+                and (t.dtype.is_floating or (self._cast_numeric_inputs and (t.dtype.is_integer or t.dtype.is_bool)))):
             t = tw.cast(t, self._dtype)
         return t
 
@@ -330,6 +345,9 @@ class Layer:
     def __call__(self, *args, **kwargs):
         if not args:
             raise TypeError(f"Layer '{self.name}' must be called with at least one positional argument (its inputs)")
+        pos = self.__dict__.get("_training_position")
+        if pos is not None and len(args) > pos:
+            args, kwargs = self._positional_training(args, kwargs, pos)
         inputs = nest.map_structure(self._convert_input, args[0]) if nest.is_nested(args[0]) \
             else self._convert_input(args[0])
         args = (inputs,) + args[1:]
@@ -348,6 +366,19 @@ class Layer:
             _attach_mask(outputs, self.compute_mask(inputs, kwargs.get("mask", _mask_of(inputs))))
         return outputs
 
+    def _positional_training(self, args, kwargs, pos):
+        """``layer(x, True)``: the positional ``training`` flag becomes the keyword (as tf.keras);
+        anything else there is a mistake worth a clear message."""
+        value = args[pos]
+        if "training" not in kwargs and (value is None or isinstance(value, (bool, np.bool_)) or (
+                isinstance(value, tw.Tensor) and value.dtype.is_bool and value.shape.rank == 0)):
+            return args[:pos] + args[pos + 1:], dict(kwargs, training=value)
+        what = "model" if hasattr(self, "compile") else "layer"
+        raise TypeError(f"{type(self).__name__} {what} '{self.name}' was called with {len(args)} positional "
+                        f"arguments; argument {pos + 1} is its `training` flag (a bool), got {_describe(value)}. "
+                        f"Hint: pass several inputs as one list or dict, e.g. {what}([x1, x2]), and "
+                        "training=/mask= as keywords")
+
     def _call_with_context(self, args, kwargs):
         training = kwargs.get("training")
         outer = _call_ctx.training
@@ -360,11 +391,13 @@ class Layer:
         if not self._call_has_mask and "mask" in kwargs:
             kwargs = {k: v for k, v in kwargs.items() if k != "mask"}
         _call_ctx.training = training if training is not None else outer
+        _call_ctx.layers.append(self)
         try:
             with tw.name_scope(self.name):
                 return self.call(*args, **kwargs)
         finally:
             _call_ctx.training = outer
+            _call_ctx.layers.pop()
 
     # ---- symbolic (functional API) ---------------------------------------------------------
     def _symbolic_call(self, args, kwargs):
@@ -379,6 +412,9 @@ class Layer:
             phs = {id(t): tw.placeholder(t.dtype, t.shape) for t in kts}
             sub = nest.map_structure(lambda t: phs[id(t)] if isinstance(t, KerasTensor) else t, (args, kwargs))
             s_args, s_kwargs = sub
+            first = s_args[0]
+            s_args = (nest.map_structure(self._convert_input, first) if nest.is_nested(first)
+                      else self._convert_input(first),) + tuple(s_args[1:])
             if self._call_has_training and s_kwargs.get("training") is None:
                 s_kwargs = dict(s_kwargs, training=False)
             outs = self._call_with_context(s_args, s_kwargs)
@@ -422,6 +458,11 @@ class Layer:
         return f"<{type(self).__name__} name={self.name}, built={self.built}>"
 
 
+def _describe(value):
+    shape = getattr(value, "shape", None)
+    return f"{type(value).__name__} of shape {tuple(shape)}" if shape is not None else repr(value)[:60]
+
+
 def _mask_of(inputs):
     """The Keras mask carried by ``inputs`` (a tensor, or a list of them), if any."""
     if isinstance(inputs, (list, tuple)):
@@ -435,6 +476,19 @@ def _attach_mask(outputs, mask):
         m = mask[i] if isinstance(mask, (list, tuple)) else mask
         if isinstance(t, tw.Tensor):
             t._keras_mask = m
+
+
+class _in_layer:
+    """Variables created meanwhile have ``layer``'s path (a layer built inside another's call)."""
+
+    def __init__(self, layer):
+        self.layer = layer
+
+    def __enter__(self):
+        _call_ctx.layers.append(self.layer)
+
+    def __exit__(self, *exc):
+        _call_ctx.layers.pop()
 
 
 class _outside_name_scopes:

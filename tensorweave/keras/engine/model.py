@@ -26,6 +26,11 @@ def _to_tensors(batch):
         a if not isinstance(a, np.ndarray) or a.dtype != np.float64 else a.astype(np.float32)), batch)
 
 
+def _step_data(batch):
+    """What train_step/test_step receive: ``(x, y)`` without sample weights, as in Keras."""
+    return _to_tensors(data_adapter.pack_x_y_sample_weight(*batch))
+
+
 def _first_dim(structure):
     for a in nest.flatten(structure):
         if a is not None:
@@ -37,12 +42,27 @@ class Model(Layer):
     """A trainable stack or graph of layers."""
 
     def __new__(cls, *args, **kwargs):
-        if cls is Model and (len(args) >= 2 or "inputs" in kwargs or "outputs" in kwargs):
+        if _functional_arguments(args, kwargs):
             from tensorweave.keras.engine.functional import Functional
-            return object.__new__(Functional)  # Python then calls Functional.__init__ with the same args
+            if cls is Model:
+                return object.__new__(Functional)  # Python then calls Functional.__init__ with the same args
+            if not issubclass(cls, Functional):
+                # ``CustomModel(inputs, outputs)``: a functional model that keeps the subclass's
+                # methods (train_step, ...), as Keras does.
+                return object.__new__(_functional_subclass(cls))
         return object.__new__(cls)
 
     def __init__(self, *args, **kwargs):
+        if _functional_arguments(args, kwargs):
+            # ``super().__init__(inputs, outputs)`` from a subclass's own __init__
+            from tensorweave.keras.engine.functional import Functional
+            if not isinstance(self, Functional):
+                self.__class__ = _functional_subclass(type(self))
+            Functional.__init__(self, *args, **kwargs)
+            return
+        if args:
+            raise TypeError(f"{type(self).__name__}.__init__ got unexpected positional arguments {args!r}. "
+                            "Hint: a functional model is built with Model(inputs, outputs)")
         trainable = kwargs.pop("trainable", True)
         name = kwargs.pop("name", None)
         dtype = kwargs.pop("dtype", None)
@@ -151,8 +171,14 @@ class Model(Layer):
             y_pred = self(x, training=True)
             loss = self.compute_loss(x, y, y_pred, sample_weight, training=True)
         variables = self.trainable_variables
-        grads = tape.gradient(loss, variables)
-        self.optimizer.apply_gradients([(g, v) for g, v in zip(grads, variables) if g is not None])
+        if variables:
+            grads = tape.gradient(loss, variables)
+            self.optimizer.apply_gradients([(g, v) for g, v in zip(grads, variables) if g is not None])
+        elif not getattr(self, "_warned_no_weights", False):
+            # Keras trains such a model (its losses are only reported) and warns once
+            import warnings
+            warnings.warn(f"Model '{self.name}' does not have any trainable weights.", stacklevel=2)
+            self._warned_no_weights = True
         self._loss_tracker.update_state(loss, sample_weight=tw.cast(tw.shape(nest.flatten(x)[0])[0], tw.float32))
         return self.compute_metrics(x, y, y_pred, sample_weight)
 
@@ -223,7 +249,7 @@ class Model(Layer):
             cbs.on_epoch_begin(epoch)
             for step, batch in enumerate(handler.epoch()):
                 cbs.on_train_batch_begin(step)
-                logs = _to_floats(train_fn(_to_tensors(batch)))
+                logs = _to_floats(train_fn(_step_data(batch)))
                 cbs.on_train_batch_end(step, logs)
                 if self.stop_training:
                     break
@@ -245,7 +271,7 @@ class Model(Layer):
         logs = {}
         for step, batch in enumerate(handler.epoch()):
             cbs.on_test_batch_begin(step)
-            logs = _to_floats(test_fn(_to_tensors(batch)))
+            logs = _to_floats(test_fn(_step_data(batch)))
             cbs.on_test_batch_end(step, logs)
         cbs.on_test_end(logs)
         return logs
@@ -291,12 +317,12 @@ class Model(Layer):
         if class_weight is not None and y is not None:
             cw = data_adapter.class_weights_to_sample_weights(np.asarray(y), class_weight)
             sample_weight = cw if sample_weight is None else np.asarray(sample_weight) * cw
-        logs = _to_floats(self.make_train_function()(_to_tensors((x, y, sample_weight))))
+        logs = _to_floats(self.make_train_function()(_step_data((x, y, sample_weight))))
         return self._logs_out(logs, return_dict)
 
     def test_on_batch(self, x, y=None, sample_weight=None, return_dict=False):
         self._assert_compiled()
-        logs = _to_floats(self.make_test_function()(_to_tensors((x, y, sample_weight))))
+        logs = _to_floats(self.make_test_function()(_step_data((x, y, sample_weight))))
         return self._logs_out(logs, return_dict)
 
     def predict_on_batch(self, x):
@@ -346,6 +372,23 @@ class Model(Layer):
 
     def get_compile_config(self):
         return self._compile_config
+
+
+def _functional_arguments(args, kwargs):
+    return len(args) >= 2 or ("inputs" in kwargs and "outputs" in kwargs) or (len(args) == 1 and "outputs" in kwargs)
+
+
+_FUNCTIONAL_SUBCLASSES = {}
+
+
+def _functional_subclass(cls):
+    """``cls`` with ``Functional`` behind it in the MRO (its own overrides still win)."""
+    from tensorweave.keras.engine.functional import Functional
+    sub = _FUNCTIONAL_SUBCLASSES.get(cls)
+    if sub is None:
+        sub = type(cls.__name__, (cls, Functional), {"__module__": cls.__module__, "__qualname__": cls.__qualname__})
+        _FUNCTIONAL_SUBCLASSES[cls] = sub
+    return sub
 
 
 def _to_floats(logs):

@@ -5,9 +5,9 @@
 >>> [l.name for l in model.layers] == [model.layers[0].name, model.layers[1].name], model.output_shape
 (True, (None, 1))
 """
-from tensorweave.keras.engine.input_layer import InputLayer
+from tensorweave.keras.engine.input_layer import InputLayer, standardize_input
 from tensorweave.keras.engine.keras_tensor import KerasTensor
-from tensorweave.keras.engine.layer import Layer
+from tensorweave.keras.engine.layer import Layer, _in_layer
 from tensorweave.keras.engine.model import Model
 
 
@@ -61,8 +61,9 @@ class Sequential(Model):
             self._layers.insert(0, self._input_layer)
         x = self._input_layer.output
         inp = x
-        for layer in self.layers:
-            x = layer(x)
+        with _in_layer(self):   # the layers are built in the model's scope: sequential/dense/kernel
+            for layer in self.layers:
+                x = layer(x)
         self._graph = (inp, x)
         self.built = True
 
@@ -95,6 +96,8 @@ class Sequential(Model):
 
     def call(self, inputs, training=None, mask=None):
         x = inputs
+        if self._input_layer is not None and not isinstance(inputs, (KerasTensor, list, tuple, dict)):
+            x = standardize_input(self, 0, inputs, self._input_layer.output)
         for layer in self.layers:
             kwargs = {}
             if layer._call_has_training:

@@ -115,6 +115,7 @@ def spatial_layout(rank, data_format):
 # ---- convolutions ---------------------------------------------------------------------------------------
 class BaseConv(Layer):
     """Shared by Conv1D/2D/3D: arguments, weights, output shape and config."""
+    _cast_numeric_inputs = True
 
     rank = None
 

@@ -15,6 +15,7 @@ from tensorweave.keras.engine.layer import InputSpec, Layer
 
 class Dense(Layer):
     """``activation(inputs @ kernel + bias)`` on the last axis."""
+    _cast_numeric_inputs = True
 
     def __init__(self, units, activation=None, use_bias=True, kernel_initializer="glorot_uniform",
                  bias_initializer="zeros", kernel_regularizer=None, bias_regularizer=None,

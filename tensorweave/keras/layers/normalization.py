@@ -62,6 +62,7 @@ class BatchNormalization(Layer):
     >>> bn(np.ones((2, 3, 4, 4), np.float32)).shape, [w.shape.as_list() for w in bn.weights]
     (TensorShape([2, 3, 4, 4]), [[3], [3], [3], [3]])
     """
+    _cast_numeric_inputs = True
 
     def __init__(self, axis=-1, momentum=0.99, epsilon=1e-3, center=True, scale=True, beta_initializer="zeros",
                  gamma_initializer="ones", moving_mean_initializer="zeros", moving_variance_initializer="ones",
@@ -170,6 +171,7 @@ class LayerNormalization(Layer):
     >>> LayerNormalization(epsilon=0.0)(np.array([[1.0, 3.0]], np.float32)).numpy()
     array([[-1.,  1.]], dtype=float32)
     """
+    _cast_numeric_inputs = True
 
     def __init__(self, axis=-1, epsilon=1e-3, center=True, scale=True, rms_scaling=False, beta_initializer="zeros",
                  gamma_initializer="ones", beta_regularizer=None, gamma_regularizer=None, beta_constraint=None,
