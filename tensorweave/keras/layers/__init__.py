@@ -9,11 +9,15 @@ from tensorweave.keras.layers.conv import (Conv1D, Conv1DTranspose, Conv2D, Conv
 from tensorweave.keras.layers.core import (Activation, Dense, Dropout, Flatten, Identity, Lambda,  # noqa: F401
                                            Permute, Reshape)
 from tensorweave.keras.layers.embedding import Embedding  # noqa: F401
+from tensorweave.keras.layers.image_preprocessing import (CenterCrop, RandomContrast, RandomFlip,  # noqa: F401
+                                                          RandomRotation, RandomTranslation, RandomZoom, Resizing)
 from tensorweave.keras.layers.masking import Masking  # noqa: F401
 from tensorweave.keras.layers.merge import (Add, Average, Concatenate, Dot, Maximum, Minimum, Multiply,  # noqa: F401
                                             Subtract, add, average, concatenate, dot, maximum, minimum, multiply,
                                             subtract)
 from tensorweave.keras.layers.normalization import BatchNormalization, LayerNormalization  # noqa: F401
+from tensorweave.keras.layers.preprocessing import (CategoryEncoding, Discretization, Normalization,  # noqa: F401
+                                                    Rescaling)
 from tensorweave.keras.layers.regularization import (AlphaDropout, GaussianDropout, GaussianNoise,  # noqa: F401
                                                      SpatialDropout1D, SpatialDropout2D, SpatialDropout3D)
 from tensorweave.keras.layers.reshaping import (Cropping1D, Cropping2D, Cropping3D, RepeatVector,  # noqa: F401
