@@ -8,7 +8,7 @@
 (3, 2)
 """
 from tensorweave.keras import (activations, backend, callbacks, datasets, initializers, layers,  # noqa: F401
-                               losses, metrics, models, optimizers, regularizers, utils)
+                               losses, metrics, models, ops, optimizers, regularizers, utils)
 from tensorweave.keras.engine.input_layer import Input  # noqa: F401
 from tensorweave.keras.engine.layer import Layer  # noqa: F401
 from tensorweave.keras.engine.model import Model  # noqa: F401

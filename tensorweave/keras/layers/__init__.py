@@ -1,6 +1,7 @@
 """``keras.layers``: the layer catalogue, and (de)serialization of layers by class name."""
 from tensorweave.keras.engine.input_layer import Input, InputLayer  # noqa: F401
 from tensorweave.keras.engine.layer import InputSpec, Layer  # noqa: F401
+from tensorweave.keras.layers.activation import ELU, LeakyReLU, PReLU, ReLU, Softmax  # noqa: F401
 from tensorweave.keras.layers.attention import Attention, MultiHeadAttention  # noqa: F401
 from tensorweave.keras.layers.conv import (Conv1D, Conv1DTranspose, Conv2D, Conv2DTranspose, Conv3D,  # noqa: F401
                                            Conv3DTranspose, Convolution1D, Convolution2D, Convolution2DTranspose,
@@ -8,10 +9,20 @@ from tensorweave.keras.layers.conv import (Conv1D, Conv1DTranspose, Conv2D, Conv
 from tensorweave.keras.layers.core import (Activation, Dense, Dropout, Flatten, Identity, Lambda,  # noqa: F401
                                            Permute, Reshape)
 from tensorweave.keras.layers.embedding import Embedding  # noqa: F401
+from tensorweave.keras.layers.image_preprocessing import (CenterCrop, RandomContrast, RandomFlip,  # noqa: F401
+                                                          RandomRotation, RandomTranslation, RandomZoom, Resizing)
+from tensorweave.keras.layers.masking import Masking  # noqa: F401
 from tensorweave.keras.layers.merge import (Add, Average, Concatenate, Dot, Maximum, Minimum, Multiply,  # noqa: F401
                                             Subtract, add, average, concatenate, dot, maximum, minimum, multiply,
                                             subtract)
 from tensorweave.keras.layers.normalization import BatchNormalization, LayerNormalization  # noqa: F401
+from tensorweave.keras.layers.preprocessing import (CategoryEncoding, Discretization, Normalization,  # noqa: F401
+                                                    Rescaling)
+from tensorweave.keras.layers.regularization import (AlphaDropout, GaussianDropout, GaussianNoise,  # noqa: F401
+                                                     SpatialDropout1D, SpatialDropout2D, SpatialDropout3D)
+from tensorweave.keras.layers.reshaping import (Cropping1D, Cropping2D, Cropping3D, RepeatVector,  # noqa: F401
+                                                UpSampling1D, UpSampling2D, UpSampling3D, ZeroPadding1D,
+                                                ZeroPadding2D, ZeroPadding3D)
 from tensorweave.keras.layers.rnn import (GRU, LSTM, RNN, Bidirectional, GRUCell, LSTMCell, SimpleRNN,  # noqa: F401
                                           SimpleRNNCell, StackedRNNCells)
 from tensorweave.keras.layers.pooling import (AveragePooling1D, AveragePooling2D, AveragePooling3D,  # noqa: F401
@@ -21,6 +32,7 @@ from tensorweave.keras.layers.pooling import (AveragePooling1D, AveragePooling2D
                                               GlobalMaxPool3D, GlobalMaxPooling1D, GlobalMaxPooling2D,
                                               GlobalMaxPooling3D, MaxPool1D, MaxPool2D, MaxPool3D, MaxPooling1D,
                                               MaxPooling2D, MaxPooling3D)
+from tensorweave.keras.layers.wrappers import TimeDistributed  # noqa: F401
 
 _CUSTOM = {}
 

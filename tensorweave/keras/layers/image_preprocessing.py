@@ -1,0 +1,253 @@
+"""Image preprocessing and augmentation layers: Resizing, CenterCrop, RandomFlip, RandomRotation,
+RandomZoom, RandomContrast, RandomTranslation. The random layers act only while training (as in
+Keras 3); at inference they return their input (cast to the layer's dtype).
+
+>>> import numpy as np
+>>> from tensorweave import keras
+>>> keras.layers.Resizing(2, 3)(np.ones((1, 4, 6, 3), "float32")).shape
+TensorShape([1, 2, 3, 3])
+"""
+import numpy as np
+
+import tensorweave as tw
+from tensorweave.keras.engine.layer import Layer
+from tensorweave.keras.layers.reshaping import _data_format
+from tensorweave.keras.ops import image as _image
+
+
+class _ImageLayer(Layer):
+    def __init__(self, data_format=None, **kwargs):
+        super().__init__(**kwargs)
+        self.data_format = _data_format(data_format)
+
+    def _float(self, inputs):
+        return tw.cast(inputs, self.compute_dtype)
+
+    def _hw(self, x):
+        dims = x.shape.as_list()
+        r = len(dims)
+        return (dims[r - 2], dims[r - 1]) if self.data_format == "channels_first" else (dims[r - 3], dims[r - 2])
+
+    def get_config(self):
+        return {**super().get_config(), "data_format": self.data_format}
+
+
+class Resizing(_ImageLayer):
+    def __init__(self, height, width, interpolation="bilinear", crop_to_aspect_ratio=False, pad_to_aspect_ratio=False,
+                 fill_mode="constant", fill_value=0.0, antialias=False, data_format=None, **kwargs):
+        super().__init__(data_format=data_format, **kwargs)
+        self.height, self.width = int(height), int(width)
+        self.interpolation = interpolation
+        self.crop_to_aspect_ratio = bool(crop_to_aspect_ratio)
+        self.pad_to_aspect_ratio = bool(pad_to_aspect_ratio)
+        self.fill_mode = fill_mode
+        self.fill_value = float(fill_value)
+        self.antialias = bool(antialias)
+
+    def call(self, inputs):
+        return _image.resize(self._float(inputs), (self.height, self.width), interpolation=self.interpolation,
+                             antialias=self.antialias, crop_to_aspect_ratio=self.crop_to_aspect_ratio,
+                             pad_to_aspect_ratio=self.pad_to_aspect_ratio, fill_mode=self.fill_mode,
+                             fill_value=self.fill_value, data_format=self.data_format)
+
+    def get_config(self):
+        return {**super().get_config(), "height": self.height, "width": self.width,
+                "interpolation": self.interpolation, "crop_to_aspect_ratio": self.crop_to_aspect_ratio,
+                "pad_to_aspect_ratio": self.pad_to_aspect_ratio, "fill_mode": self.fill_mode,
+                "fill_value": self.fill_value, "antialias": self.antialias}
+
+
+class CenterCrop(_ImageLayer):
+    """The central ``height x width`` window; smaller images are first resized (keeping the target's
+    aspect ratio by cropping), as Keras does."""
+
+    def __init__(self, height, width, data_format=None, **kwargs):
+        super().__init__(data_format=data_format, **kwargs)
+        self.height, self.width = int(height), int(width)
+
+    def call(self, inputs):
+        x = self._float(inputs)
+        h, w = self._hw(x)
+        if h < self.height or w < self.width:
+            return _image.resize(x, (self.height, self.width), crop_to_aspect_ratio=True,
+                                 data_format=self.data_format)
+        top, left = (h - self.height) // 2, (w - self.width) // 2
+        return _image.crop_images(x, top, left, target_height=self.height, target_width=self.width,
+                                  data_format=self.data_format)
+
+    def get_config(self):
+        return {**super().get_config(), "height": self.height, "width": self.width}
+
+
+def _factor_range(factor, what, symmetric=True):
+    if isinstance(factor, (tuple, list)):
+        lo, hi = float(factor[0]), float(factor[1])
+    else:
+        lo, hi = (-float(factor), float(factor)) if symmetric else (float(factor), float(factor))
+    if lo > hi:
+        raise ValueError(f"{what}: the lower bound {lo} is larger than the upper bound {hi}")
+    return lo, hi
+
+
+class _RandomLayer(_ImageLayer):
+    def __init__(self, seed=None, data_format=None, **kwargs):
+        super().__init__(data_format=data_format, **kwargs)
+        self.seed = seed
+
+    def _uniform(self, n, lo, hi):
+        return tw.random.uniform(tw.reshape(n, [1]), minval=lo, maxval=hi, dtype=tw.float32, seed=self.seed)
+
+    def call(self, inputs, training=True):
+        x = self._float(inputs)
+        if not training:
+            return x
+        single = x.shape.rank == 3
+        if single:
+            x = tw.expand_dims(x, 0)
+        out = self._augment(x)
+        return tw.squeeze(out, 0) if single else out
+
+    def compute_output_shape(self, input_shape):
+        return tuple(input_shape)
+
+    def get_config(self):
+        return {**super().get_config(), "seed": self.seed}
+
+
+class RandomFlip(_RandomLayer):
+    def __init__(self, mode="horizontal_and_vertical", seed=None, data_format=None, **kwargs):
+        super().__init__(seed=seed, data_format=data_format, **kwargs)
+        if mode not in ("horizontal", "vertical", "horizontal_and_vertical"):
+            raise ValueError(f"RandomFlip: mode must be 'horizontal', 'vertical' or 'horizontal_and_vertical', got "
+                             f"{mode!r}")
+        self.mode = mode
+
+    def _augment(self, x):
+        n = tw.shape(x)[0]
+        cf = self.data_format == "channels_first"
+        h_axis, w_axis = (2, 3) if cf else (1, 2)
+        for axis, on in ((w_axis, "horizontal" in self.mode), (h_axis, "vertical" in self.mode)):
+            if on:
+                flip = tw.reshape(tw.less(self._uniform(n, 0.0, 1.0), 0.5), [-1, 1, 1, 1])
+                x = tw.where(flip, tw.reverse(x, [axis]), x)
+        return x
+
+    def get_config(self):
+        return {**super().get_config(), "mode": self.mode}
+
+
+class _AffineLayer(_RandomLayer):
+    def __init__(self, fill_mode="reflect", interpolation="bilinear", seed=None, fill_value=0.0, data_format=None,
+                 **kwargs):
+        super().__init__(seed=seed, data_format=data_format, **kwargs)
+        self.fill_mode = fill_mode
+        self.interpolation = interpolation
+        self.fill_value = float(fill_value)
+
+    def _augment(self, x):
+        h, w = self._hw(x)
+        t = self._transform(tw.shape(x)[0], float(h), float(w))
+        return _image.affine_transform(x, t, interpolation=self.interpolation, fill_mode=self.fill_mode,
+                                       fill_value=self.fill_value, data_format=self.data_format)
+
+    def get_config(self):
+        return {**super().get_config(), "fill_mode": self.fill_mode, "fill_value": self.fill_value,
+                "interpolation": self.interpolation}
+
+
+class RandomRotation(_AffineLayer):
+    """Rotates by a random angle in ``[lower, upper] * 2 pi`` about the image centre."""
+
+    def __init__(self, factor, fill_mode="reflect", interpolation="bilinear", seed=None, fill_value=0.0,
+                 data_format=None, **kwargs):
+        super().__init__(fill_mode, interpolation, seed, fill_value, data_format, **kwargs)
+        self.factor = factor
+        self._lo, self._hi = _factor_range(factor, "RandomRotation")
+
+    def _transform(self, n, h, w):
+        angle = self._uniform(n, self._lo * 2 * np.pi, self._hi * 2 * np.pi)
+        c, s = tw.cos(angle), tw.sin(angle)
+        x_off = ((w - 1) - (c * (w - 1) - s * (h - 1))) / 2.0
+        y_off = ((h - 1) - (s * (w - 1) + c * (h - 1))) / 2.0
+        z = tw.zeros_like(c)
+        return tw.stack([c, -s, x_off, s, c, y_off, z, z], axis=1)
+
+    def get_config(self):
+        return {**super().get_config(), "factor": list(self.factor) if isinstance(self.factor, tuple) else self.factor}
+
+
+class RandomZoom(_AffineLayer):
+    """Zooms by ``1 + f`` per axis, ``f`` uniform in the factor range (negative: zoom in); without
+    ``width_factor`` both axes share one zoom (the aspect ratio is kept)."""
+
+    def __init__(self, height_factor, width_factor=None, fill_mode="reflect", interpolation="bilinear", seed=None,
+                 fill_value=0.0, data_format=None, **kwargs):
+        super().__init__(fill_mode, interpolation, seed, fill_value, data_format, **kwargs)
+        self.height_factor = height_factor
+        self.width_factor = width_factor
+        self._h = _factor_range(height_factor, "RandomZoom")
+        self._w = None if width_factor is None else _factor_range(width_factor, "RandomZoom")
+        for lo in (self._h[0], (self._w or (0, 0))[0]):
+            if lo < -1:
+                raise ValueError(f"RandomZoom: factors must be >= -1, got {height_factor}, {width_factor}")
+
+    def _transform(self, n, h, w):
+        zy = 1.0 + self._uniform(n, *self._h)
+        zx = zy if self._w is None else 1.0 + self._uniform(n, *self._w)
+        x_off = ((w - 1.0) / 2.0) * (1.0 - zx)
+        y_off = ((h - 1.0) / 2.0) * (1.0 - zy)
+        z = tw.zeros_like(zx)
+        return tw.stack([zx, z, x_off, z, zy, y_off, z, z], axis=1)
+
+    def get_config(self):
+        def js(v):
+            return list(v) if isinstance(v, tuple) else v
+        return {**super().get_config(), "height_factor": js(self.height_factor), "width_factor": js(self.width_factor)}
+
+
+class RandomTranslation(_AffineLayer):
+    """Shifts by a random fraction of the height and width."""
+
+    def __init__(self, height_factor, width_factor, fill_mode="reflect", interpolation="bilinear", seed=None,
+                 fill_value=0.0, data_format=None, **kwargs):
+        super().__init__(fill_mode, interpolation, seed, fill_value, data_format, **kwargs)
+        self.height_factor, self.width_factor = height_factor, width_factor
+        self._h = _factor_range(height_factor, "RandomTranslation")
+        self._w = _factor_range(width_factor, "RandomTranslation")
+
+    def _transform(self, n, h, w):
+        dy = self._uniform(n, *self._h) * h
+        dx = self._uniform(n, *self._w) * w
+        one, z = tw.ones_like(dx), tw.zeros_like(dx)
+        return tw.stack([one, z, -dx, z, one, -dy, z, z], axis=1)
+
+    def get_config(self):
+        def js(v):
+            return list(v) if isinstance(v, tuple) else v
+        return {**super().get_config(), "height_factor": js(self.height_factor), "width_factor": js(self.width_factor)}
+
+
+class RandomContrast(_RandomLayer):
+    """``(x - mean) * f + mean`` per image and channel with ``f`` uniform in ``[1 - lower, 1 + upper]``,
+    clipped to ``value_range``."""
+
+    def __init__(self, factor, value_range=(0, 255), seed=None, data_format=None, **kwargs):
+        super().__init__(seed=seed, data_format=data_format, **kwargs)
+        self.factor = factor
+        lo, hi = (float(factor[0]), float(factor[1])) if isinstance(factor, (tuple, list)) else (float(factor),
+                                                                                                  float(factor))
+        if lo < 0 or hi < 0 or lo > 1:
+            raise ValueError(f"RandomContrast: factor must be non-negative (and the lower one <= 1), got {factor}")
+        self._range = (1.0 - lo, 1.0 + hi)
+        self.value_range = tuple(value_range)
+
+    def _augment(self, x):
+        f = tw.reshape(self._uniform(tw.shape(x)[0], *self._range), [-1, 1, 1, 1])
+        axes = [2, 3] if self.data_format == "channels_first" else [1, 2]
+        mean = tw.reduce_mean(x, axis=axes, keepdims=True)
+        out = (x - mean) * tw.cast(f, x.dtype) + mean
+        return tw.clip_by_value(out, float(self.value_range[0]), float(self.value_range[1]))
+
+    def get_config(self):
+        return {**super().get_config(), "factor": list(self.factor) if isinstance(self.factor, tuple) else self.factor,
+                "value_range": list(self.value_range)}

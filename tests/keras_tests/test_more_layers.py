@@ -1,0 +1,187 @@
+"""Activation, reshaping, noise/dropout, masking and wrapper layers: the layer harness over each,
+then NumPy references, Keras 3 values where the rule is Keras' own, mask propagation into RNNs and
+a save/load round trip through the ``.keras`` format."""
+import numpy as np
+import pytest
+
+import tensorweave as tw
+from tensorweave import keras
+from tensorweave.keras.saving import load_model
+
+from keras_tests.layer_harness import layer_test
+
+L = keras.layers
+CF = {"data_format": "channels_first"}
+TRAIN = {"call_kwargs": {"training": True}, "deterministic": False, "check_gradients": False,
+         "check_function": False}
+
+CASES = [
+    (L.LeakyReLU, {"negative_slope": 0.2}, (2, 3, 4), {"expected_num_trainable_weights": 0}),
+    (L.PReLU, {"alpha_initializer": "random_uniform"}, (2, 3, 4), {"expected_num_trainable_weights": 1}),
+    (L.PReLU, {"shared_axes": [1], "alpha_initializer": "random_uniform"}, (2, 3, 4), {}),
+    (L.ReLU, {"max_value": 1.0, "negative_slope": 0.1, "threshold": 0.2}, (2, 5), {}),
+    (L.ReLU, {}, (2, 5), {}),
+    (L.ELU, {"alpha": 0.7}, (2, 5), {}),
+    (L.Softmax, {}, (2, 5), {}),
+    (L.Softmax, {"axis": [1, 2]}, (2, 3, 4), {}),
+    (L.UpSampling1D, {"size": 3}, (2, 4, 3), {"expected_output_shape": (2, 12, 3)}),
+    (L.UpSampling2D, {"size": (2, 3)}, (2, 3, 4, 2), {"expected_output_shape": (2, 6, 12, 2)}),
+    (L.UpSampling2D, {"size": 2, **CF}, (2, 2, 3, 4), {"expected_output_shape": (2, 2, 6, 8)}),
+    (L.UpSampling2D, {"size": 2, "interpolation": "bilinear"}, (1, 3, 4, 2), {"expected_output_shape": (1, 6, 8, 2)}),
+    (L.UpSampling3D, {"size": (1, 2, 2)}, (1, 2, 3, 2, 2), {"expected_output_shape": (1, 2, 6, 4, 2)}),
+    (L.ZeroPadding1D, {"padding": (1, 2)}, (2, 4, 3), {"expected_output_shape": (2, 7, 3)}),
+    (L.ZeroPadding2D, {"padding": ((1, 0), (2, 1))}, (2, 3, 4, 2), {"expected_output_shape": (2, 4, 7, 2)}),
+    (L.ZeroPadding2D, {"padding": 1, **CF}, (2, 2, 3, 4), {"expected_output_shape": (2, 2, 5, 6)}),
+    (L.ZeroPadding3D, {"padding": (1, 0, 2)}, (1, 2, 2, 2, 1), {"expected_output_shape": (1, 4, 2, 6, 1)}),
+    (L.Cropping1D, {"cropping": (1, 2)}, (2, 6, 3), {"expected_output_shape": (2, 3, 3)}),
+    (L.Cropping2D, {"cropping": ((1, 0), (1, 2))}, (2, 4, 5, 2), {"expected_output_shape": (2, 3, 2, 2)}),
+    (L.Cropping2D, {"cropping": 1, **CF}, (2, 2, 4, 5), {"expected_output_shape": (2, 2, 2, 3)}),
+    (L.Cropping3D, {"cropping": 1}, (1, 3, 4, 5, 2), {"expected_output_shape": (1, 1, 2, 3, 2)}),
+    (L.RepeatVector, {"n": 3}, (2, 4), {"expected_output_shape": (2, 3, 4)}),
+    (L.Masking, {"mask_value": 0.0}, (2, 3, 4), {"supports_masking": True}),
+    (L.GaussianNoise, {"stddev": 0.5}, (2, 5), {"call_kwargs": {"training": False}}),
+    (L.GaussianNoise, {"stddev": 0.5, "seed": 1}, (2, 5), TRAIN),
+    (L.GaussianDropout, {"rate": 0.3}, (2, 5), {"call_kwargs": {"training": False}}),
+    (L.GaussianDropout, {"rate": 0.3, "seed": 1}, (2, 5), TRAIN),
+    (L.AlphaDropout, {"rate": 0.3}, (2, 5), {"call_kwargs": {"training": False}}),
+    (L.AlphaDropout, {"rate": 0.3, "seed": 1}, (2, 5), TRAIN),
+    (L.SpatialDropout1D, {"rate": 0.5}, (2, 4, 3), {"call_kwargs": {"training": False}}),
+    (L.SpatialDropout1D, {"rate": 0.5, "seed": 2}, (2, 4, 3), TRAIN),
+    (L.SpatialDropout2D, {"rate": 0.5, "seed": 2}, (2, 4, 3, 5), TRAIN),
+    (L.SpatialDropout3D, {"rate": 0.5, "seed": 2, **CF}, (2, 3, 2, 2, 2), TRAIN),
+]
+
+
+@pytest.mark.parametrize("cls,kwargs,shape,extra", CASES,
+                         ids=[f"{c[0].__name__}-{i}" for i, c in enumerate(CASES)])
+def test_layer_harness(cls, kwargs, shape, extra):
+    layer_test(cls, kwargs, shape, **extra)
+
+
+def test_time_distributed_harness_and_values():
+    # the wrapped Dense keeps its own dtype, so the float64 gradient pass of the harness does not apply
+    layer, out = layer_test(L.TimeDistributed, {"layer": L.Dense(3)}, (2, 4, 5), check_config=False, check_gradients=False,
+                            expected_output_shape=(2, 4, 3), expected_num_trainable_weights=2)
+    x = np.random.default_rng(0).standard_normal((2, 4, 5)).astype("float32")
+    w, b = layer.layer.get_weights()
+    np.testing.assert_allclose(layer(x).numpy(), x @ w + b, rtol=1e-5, atol=1e-6)
+    config = layer.get_config()
+    again = L.TimeDistributed.from_config(config)
+    again(x)
+    again.set_weights(layer.get_weights())
+    np.testing.assert_allclose(again(x).numpy(), layer(x).numpy())
+    conv = L.TimeDistributed(L.Conv2D(2, 3))
+    assert conv(np.zeros((2, 3, 6, 6, 1), "float32")).shape == (2, 3, 4, 4, 2)
+
+
+# ---- values -------------------------------------------------------------------------------------------
+X = np.random.default_rng(1).standard_normal((2, 3, 4)).astype("float32")
+
+
+def test_activation_layer_values():
+    np.testing.assert_allclose(L.LeakyReLU()(X).numpy(), np.where(X > 0, X, 0.3 * X), rtol=1e-6)
+    relu = L.ReLU(max_value=1.0, negative_slope=0.1, threshold=0.2)(X).numpy()
+    np.testing.assert_allclose(relu, np.where(X >= 1, 1.0, np.where(X > 0.2, X, 0.1 * (X - 0.2))), rtol=1e-6,
+                               atol=1e-7)
+    np.testing.assert_allclose(L.ELU(0.5)(X).numpy(), np.where(X > 0, X, 0.5 * np.expm1(X)), rtol=1e-6, atol=1e-7)
+    p = L.PReLU(alpha_initializer=keras.initializers.Constant(0.25), shared_axes=[1, 2])
+    np.testing.assert_allclose(p(X).numpy(), np.where(X > 0, X, 0.25 * X), rtol=1e-6)
+    assert p.alpha.shape == (1, 1)
+    with pytest.warns(UserWarning, match="negative_slope"):
+        assert L.LeakyReLU(alpha=0.1).negative_slope == pytest.approx(0.1)
+
+
+def test_softmax_with_mask():
+    x = np.array([[1.0, 2.0, 3.0]], "float32")
+    mask = np.array([[True, False, True]])
+    out = L.Softmax()(x, mask=tw.constant(mask)).numpy()
+    e = np.exp([1.0, 3.0])
+    np.testing.assert_allclose(out, [[e[0] / e.sum(), 0.0, e[1] / e.sum()]], rtol=1e-6)
+
+
+def test_upsampling_and_padding_values():
+    x = np.arange(6, dtype="float32").reshape(1, 2, 3, 1)
+    np.testing.assert_array_equal(L.UpSampling2D((2, 1))(x).numpy()[0, :, :, 0],
+                                  np.repeat(x[0, :, :, 0], 2, axis=0))
+    np.testing.assert_array_equal(L.ZeroPadding2D(((1, 0), (0, 2)))(x).numpy()[0, :, :, 0],
+                                  np.pad(x[0, :, :, 0], ((1, 0), (0, 2))))
+    np.testing.assert_array_equal(L.Cropping2D(((1, 0), (1, 1)))(x).numpy()[0, :, :, 0], x[0, 1:, 1:2, 0])
+    np.testing.assert_array_equal(L.RepeatVector(2)(np.array([[1.0, 2.0]], "float32")).numpy(), [[[1, 2], [1, 2]]])
+    # recorded from Keras 3 (UpSampling2D(2, interpolation="bilinear") on this x)
+    keras_bilinear = [[0.0, 0.25, 0.75, 1.25, 1.75, 2.0], [0.75, 1.0, 1.5, 2.0, 2.5, 2.75],
+                      [2.25, 2.5, 3.0, 3.5, 4.0, 4.25], [3.0, 3.25, 3.75, 4.25, 4.75, 5.0]]
+    np.testing.assert_allclose(L.UpSampling2D(2, interpolation="bilinear")(x).numpy()[0, :, :, 0], keras_bilinear,
+                               rtol=1e-6)
+    with pytest.raises(ValueError, match="leaves nothing"):
+        L.Cropping1D((2, 2))(np.zeros((1, 4, 1), "float32"))
+
+
+def test_noise_layers_statistics():
+    x = np.ones((200, 50), "float32")
+    noisy = L.GaussianNoise(0.5, seed=3)(x, training=True).numpy()
+    assert abs(noisy.mean() - 1) < 0.02 and abs(noisy.std() - 0.5) < 0.02
+    gd = L.GaussianDropout(0.2, seed=3)(x, training=True).numpy()
+    assert abs(gd.mean() - 1) < 0.02 and abs(gd.std() - 0.5) < 0.02   # sqrt(0.2 / 0.8)
+    z = np.random.default_rng(0).standard_normal((400, 50)).astype("float32")
+    ad = L.AlphaDropout(0.2, seed=3)(z, training=True).numpy()
+    assert abs(ad.mean()) < 0.03 and abs(ad.std() - 1) < 0.03   # keeps mean 0 and variance 1
+    sd = L.SpatialDropout1D(0.5, seed=3)(np.ones((8, 5, 6), "float32"), training=True).numpy()
+    assert (sd == sd[:, :1, :]).all() and set(np.unique(sd)) <= {0.0, 2.0}   # whole channels
+
+
+def test_masking_propagates_into_rnns():
+    rng = np.random.default_rng(2)
+    x = rng.standard_normal((2, 5, 3)).astype("float32")
+    x[0, 3:] = 0.0   # padding at the end of sample 0
+    inp = keras.Input((5, 3))
+    out = L.LSTM(4)(L.Masking()(inp))
+    model = keras.Model(inp, out)
+    full = model.predict(x, verbose=0)
+    lstm = model.layers[-1]
+    short = L.LSTM(4)
+    short(x[:1, :3])
+    short.set_weights(lstm.get_weights())
+    np.testing.assert_allclose(full[0], short(x[:1, :3]).numpy()[0], rtol=1e-5, atol=1e-6)
+    seq = keras.Sequential([keras.Input((5, 3)), L.Masking(), L.GRU(2, return_sequences=True)])
+    out = seq.predict(x, verbose=0)
+    np.testing.assert_allclose(out[0, 3], out[0, 2], rtol=1e-6)   # masked steps repeat the last output
+
+
+def test_new_layers_save_and_load(tmp_path):
+    inp = keras.Input((6, 6, 2))
+    h = L.ZeroPadding2D(1)(inp)
+    h = L.Conv2D(3, 3)(h)
+    h = L.PReLU(shared_axes=[1, 2])(h)
+    h = L.UpSampling2D(2)(h)
+    h = L.Cropping2D(((1, 1), (2, 0)))(h)
+    h = L.SpatialDropout2D(0.1)(h)
+    h = L.GaussianNoise(0.1)(h)
+    h = L.LeakyReLU(0.1)(h)
+    h = L.Reshape((10 * 10, 3))(h)
+    h = L.TimeDistributed(L.Dense(2))(h)
+    h = L.ELU()(h)
+    h = L.Flatten()(h)
+    h = L.RepeatVector(2)(h)
+    h = L.Masking()(h)
+    h = L.SimpleRNN(3)(h)
+    out = L.Softmax()(L.ReLU(max_value=6.0)(h))
+    model = keras.Model(inp, out)
+    model.compile(optimizer="adam", loss="categorical_crossentropy")
+    x = np.random.default_rng(0).standard_normal((4, 6, 6, 2)).astype("float32")
+    model.fit(x, np.eye(3)[[0, 1, 2, 0]], epochs=1, verbose=0)
+    path = str(tmp_path / "m.keras")
+    model.save(path)
+    loaded = load_model(path)
+    np.testing.assert_allclose(loaded.predict(x, verbose=0), model.predict(x, verbose=0), rtol=1e-6, atol=1e-7)
+    assert [type(la).__name__ for la in loaded.layers] == [type(la).__name__ for la in model.layers]
+
+
+def test_bad_arguments_raise_clear_errors():
+    with pytest.raises(ValueError, match="negative_slope"):
+        L.LeakyReLU(-1.0)
+    with pytest.raises(ValueError, match="interpolation must be 'nearest' or 'bilinear'"):
+        L.UpSampling2D(interpolation="bicubic")
+    with pytest.raises(ValueError, match="Expected a float value between 0 and 1"):
+        L.GaussianDropout(1.5)
+    with pytest.raises(ValueError, match="tuple of 2 ints or of 2 pairs"):
+        L.ZeroPadding2D((1, 2, 3))
