@@ -82,7 +82,7 @@ from tensorweave import compat  # noqa: E402,F401 - last: compat.v1 re-exports e
 
 def __getattr__(name):
     # Heavier namespaces load on first use (``tw.keras``, ``tw.data``), keeping ``import tensorweave`` quick.
-    if name in ("keras", "data", "train", "saved_model", "onnx", "profiler", "image"):
+    if name in ("keras", "data", "train", "saved_model", "onnx", "profiler", "image", "io"):
         import importlib
         return importlib.import_module(f"tensorweave.{name}")
     raise AttributeError(f"module 'tensorweave' has no attribute '{name}'")
