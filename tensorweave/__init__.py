@@ -12,7 +12,7 @@ __version__ = "0.1.0"
 
 # --- core ---------------------------------------------------------------------------------------
 from tensorweave.core.dtypes import (DType, as_dtype, bfloat16, float16, float32, float64, int8, int16,
-                                     int32, int64, resource, string, uint8, uint16, uint32, uint64, variant)
+                                     int32, int64, complex64, complex128, resource, string, uint8, uint16, uint32, uint64, variant)
 from tensorweave.core.dtypes import bool_ as bool  # noqa: A001 - TF's name
 from tensorweave.core.shape import TensorShape
 from tensorweave.core.tensor import EagerTensor, Tensor
@@ -50,6 +50,8 @@ from tensorweave.ops.indexing_ops import *  # noqa: F401,F403
 from tensorweave.ops.sort_ops import *  # noqa: F401,F403
 from tensorweave.ops.linalg_ops import *  # noqa: F401,F403
 from tensorweave.ops import nn_ops as _nn_ops, random_ops as _random_ops, training_ops as _training_ops  # noqa: F401
+from tensorweave.ops.complex_ops import complex, conj, real, imag  # noqa: A004
+from tensorweave.ops import fft_ops as _fft_ops  # noqa: F401
 from tensorweave.kernels import cpu as _cpu_kernels  # noqa: F401
 
 # --- process settings: idle BLAS workers sleep, freed step memory is reused --------------------
@@ -74,12 +76,14 @@ from tensorweave.runtime.session import Session, InteractiveSession
 
 # --- namespaces -------------------------------------------------------------------------------
 from tensorweave import config, linalg, math, nn, random  # noqa: E402,F401
+from tensorweave import signal, sparse  # noqa: E402,F401
+from tensorweave.sparse import SparseTensor  # noqa: E402,F401
 from tensorweave import compat  # noqa: E402,F401 - last: compat.v1 re-exports everything above
 
 
 def __getattr__(name):
     # Heavier namespaces load on first use (``tw.keras``, ``tw.data``), keeping ``import tensorweave`` quick.
-    if name in ("keras", "data", "train", "saved_model", "onnx", "profiler"):
+    if name in ("keras", "data", "train", "saved_model", "onnx", "profiler", "image", "io"):
         import importlib
         return importlib.import_module(f"tensorweave.{name}")
     raise AttributeError(f"module 'tensorweave' has no attribute '{name}'")

@@ -56,7 +56,7 @@ def backprop(ops, targets, target_grads, sources, stop_ids=frozenset()):
 
 
 def _zeros_for(t):
-    if not t.dtype.is_floating:
+    if not (t.dtype.is_floating or t.dtype.is_complex):
         return None  # integer, resource and variant outputs carry no gradient
     from tensorweave.ops.array_ops import zeros_like
     return zeros_like(t)

@@ -19,7 +19,7 @@ from tensorweave.core.nest import flatten as _nest_flatten
 from tensorweave.core.nest import pack_sequence_as as _nest_pack
 from tensorweave.core.tensor import Tensor
 
-_TRACKED_DTYPES = frozenset(_dt.FLOATING) | {_dt.resource, _dt.variant}
+_TRACKED_DTYPES = frozenset(_dt.FLOATING) | {_dt.complex64, _dt.complex128, _dt.resource, _dt.variant}
 
 
 class GradientTape:
@@ -75,7 +75,7 @@ class GradientTape:
             if getattr(t, "_is_variable", False):
                 self._watch_handle(t.handle)
             elif isinstance(t, Tensor):
-                if not (t.dtype.is_floating or t.dtype is _dt.resource):
+                if not (t.dtype.is_floating or t.dtype.is_complex or t.dtype is _dt.resource):
                     continue  # as TF: integer tensors are not differentiable
                 self._tracked[id(t)] = t
             else:

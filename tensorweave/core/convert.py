@@ -38,7 +38,10 @@ def to_numpy(value, dtype=None):
         if arr.size == 0 or (arr.min() >= -2**31 and arr.max() < 2**31):
             return arr.astype(np.int32)
         return arr
-    if k in "US":
+    if k == "S":
+        # NumPy's fixed-width bytes drop trailing NUL bytes: keep the original bytes objects.
+        return np.array(value, dtype=object)
+    if k == "U":
         return arr.astype(object)
     if k == "O":
         raise TypeError(f"Cannot convert {_short(value)} to a tensor: mixed or non-numeric elements.")

@@ -16,7 +16,7 @@ import numpy as np
 class DType:
     """An element type; compares by identity, prints as ``tw.float32``."""
 
-    __slots__ = ("name", "np_dtype", "is_floating", "is_integer", "is_bool", "is_unsigned", "_hash")
+    __slots__ = ("name", "np_dtype", "is_floating", "is_integer", "is_bool", "is_unsigned", "is_complex", "_hash")
 
     def __init__(self, name, np_dtype, kind):
         self.name = name
@@ -25,6 +25,7 @@ class DType:
         self.is_integer = kind in ("int", "uint")
         self.is_unsigned = kind == "uint"
         self.is_bool = kind == "bool"
+        self.is_complex = kind == "complex"
         self._hash = hash(name)
 
     @property
@@ -33,7 +34,12 @@ class DType:
 
     @property
     def is_numeric(self):
-        return self.is_floating or self.is_integer
+        return self.is_floating or self.is_integer or self.is_complex
+
+    @property
+    def real_dtype(self):
+        """The dtype of the real and imaginary parts (the dtype itself when not complex)."""
+        return {"complex64": float32, "complex128": float64}.get(self.name, self)
 
     @property
     def size(self):
@@ -78,6 +84,8 @@ float16 = DType("float16", np.float16, "float")
 bfloat16 = DType("bfloat16", ml_dtypes.bfloat16, "float")
 float32 = DType("float32", np.float32, "float")
 float64 = DType("float64", np.float64, "float")
+complex64 = DType("complex64", np.complex64, "complex")
+complex128 = DType("complex128", np.complex128, "complex")
 string = DType("string", np.object_, "string")
 # A handle to a stateful resource (a variable); its value is a Python object.
 resource = DType("resource", None, "resource")
@@ -85,7 +93,7 @@ resource = DType("resource", None, "resource")
 variant = DType("variant", None, "variant")
 
 ALL = (bool_, int8, uint8, int16, uint16, int32, uint32, int64, uint64, float16, bfloat16,
-       float32, float64, string, resource, variant)
+       float32, float64, complex64, complex128, string, resource, variant)
 FLOATING = (float16, bfloat16, float32, float64)
 INTEGER = (int8, uint8, int16, uint16, int32, uint32, int64, uint64)
 NUMERIC = FLOATING + INTEGER
@@ -93,6 +101,10 @@ NUMERIC = FLOATING + INTEGER
 _BY_NAME = {d.name: d for d in ALL}
 _BY_NAME.update({"bool_": bool_, "float": float32, "double": float64, "half": float16, "str": string,
                  "object": string})
+# DataType numbers from TensorFlow's public types.proto.
+_TF_ENUM = {1: "float32", 2: "float64", 3: "int32", 4: "uint8", 5: "int16", 6: "int8", 7: "string", 8: "complex64",
+            9: "int64", 10: "bool", 14: "bfloat16", 17: "uint16", 18: "complex128", 19: "float16", 20: "resource",
+            21: "variant", 22: "uint32", 23: "uint64"}
 _BY_NP = {d.np_dtype: d for d in ALL if d.np_dtype is not None and d is not string}
 _BY_NP[np.dtype(np.object_)] = string
 
@@ -105,6 +117,13 @@ def as_dtype(value):
         d = _BY_NAME.get(value)
         if d is None:
             raise TypeError(f"Unknown dtype name {value!r}; expected one of {sorted(_BY_NAME)}")
+        return d
+    if type(value) is int:
+        # TensorFlow's DataType enum numbers (``tf.zeros(1, 1)`` is float32 zeros, as in TF).
+        d = _BY_NAME.get(_TF_ENUM.get(value, ""))
+        if d is None:
+            raise TypeError(f"Cannot convert {value!r} to a tensorweave dtype: not a TensorFlow DataType "
+                            f"number (known: {sorted(_TF_ENUM)})")
         return d
     if value is bool:
         return bool_

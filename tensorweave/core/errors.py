@@ -51,6 +51,10 @@ class UnknownError(OpError, RuntimeError):
     pass
 
 
+class DataLossError(OpError, OSError):
+    """Unrecoverable data corruption (a TFRecord whose CRC does not match)."""
+
+
 _PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 

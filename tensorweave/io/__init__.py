@@ -1,0 +1,23 @@
+"""``tw.io``: files, TFRecords, ``tf.train.Example`` parsing and image codecs.
+
+* :mod:`~tensorweave.io.files` — ``read_file``, ``write_file``, ``matching_files``, ``decode_raw``, base64;
+* :mod:`~tensorweave.io.gfile` — ``tw.io.gfile`` (``GFile``, ``exists``, ``glob``, ``makedirs`` ...);
+* :mod:`~tensorweave.io.tfrecord` — ``TFRecordWriter``, ``TFRecordOptions`` (and ``tw.data.TFRecordDataset``);
+* :mod:`~tensorweave.io.example_pb` — ``tw.train.Example`` and friends in the protobuf wire format;
+* :mod:`~tensorweave.io.parsing` — ``parse_example``, ``parse_single_example`` and feature specs.
+"""
+from tensorweave.io import gfile  # noqa: F401
+from tensorweave.io.files import (decode_base64, decode_raw, encode_base64, matching_files, read_file,  # noqa: F401
+                                  write_file)
+from tensorweave.io.parsing import (FixedLenFeature, FixedLenSequenceFeature, VarLenFeature,  # noqa: F401
+                                    parse_example, parse_single_example)
+from tensorweave.io.tfrecord import TFRecordOptions, TFRecordWriter, tf_record_iterator  # noqa: F401
+
+
+def __getattr__(name):
+    # The image codecs live in tw.image (Pillow is optional and loaded on use).
+    if name in ("decode_png", "decode_jpeg", "decode_image", "decode_bmp", "decode_gif", "encode_png", "encode_jpeg",
+                "is_jpeg", "extract_jpeg_shape"):
+        from tensorweave.image import codec_ops
+        return getattr(codec_ops, name)
+    raise AttributeError(f"module 'tensorweave.io' has no attribute '{name}'")

@@ -1,0 +1,229 @@
+"""Parsing serialised ``tf.train.Example`` records: ``parse_example``, ``parse_single_example`` and the
+feature specs ``FixedLenFeature``, ``FixedLenSequenceFeature`` and ``VarLenFeature``.
+
+Dtypes map to the Example's lists as in TF: ``int64`` <- ``int64_list``, ``float32`` <- ``float_list``,
+``string`` <- ``bytes_list`` (values are ``bytes``). Fixed-length features become dense tensors
+``[batch] + shape``; variable-length ones become a :class:`~tensorweave.SparseTensor`
+``[batch, max length]``. Eagerly the records are parsed at once; in a graph (``tw.function``,
+``Dataset.map`` tracing) the parse runs as one host call with the same outputs.
+
+>>> import tensorweave as tw
+>>> ex = tw.train.Example(features=tw.train.Features(feature={
+...     "x": tw.train.Feature(float_list=tw.train.FloatList(value=[1.5, 2.5]))}))
+>>> out = tw.io.parse_single_example(ex.SerializeToString(), {
+...     "x": tw.io.FixedLenFeature([2], tw.float32), "tags": tw.io.VarLenFeature(tw.string)})
+>>> out["x"].numpy().tolist(), out["tags"].dense_shape.numpy().tolist()
+([1.5, 2.5], [0])
+"""
+import collections
+
+import numpy as np
+
+from tensorweave.core import dtypes as _dt
+from tensorweave.core.convert import convert_to_tensor
+from tensorweave.core.tensor import EagerTensor
+from tensorweave.io.example_pb import DecodeError, Example
+
+_KIND = {_dt.int64: "int64_list", _dt.float32: "float_list", _dt.string: "bytes_list"}
+_KIND_NAME = {"int64_list": "int64", "float_list": "float", "bytes_list": "string"}
+
+
+class FixedLenFeature(collections.namedtuple("FixedLenFeature", ["shape", "dtype", "default_value"])):
+    """A feature with a fixed number of values, parsed to a dense tensor of ``shape``."""
+
+    def __new__(cls, shape, dtype, default_value=None):
+        return super().__new__(cls, _shape(shape), _check_dtype(dtype), default_value)
+
+
+class FixedLenSequenceFeature(collections.namedtuple(
+        "FixedLenSequenceFeature", ["shape", "dtype", "allow_missing", "default_value"])):
+    """A feature holding a sequence of ``shape``-sized items, parsed to ``[batch, n] + shape``."""
+
+    def __new__(cls, shape, dtype, allow_missing=False, default_value=None):
+        return super().__new__(cls, _shape(shape), _check_dtype(dtype), allow_missing, default_value)
+
+
+class VarLenFeature(collections.namedtuple("VarLenFeature", ["dtype"])):
+    """A feature with any number of values, parsed to a SparseTensor."""
+
+    def __new__(cls, dtype):
+        return super().__new__(cls, _check_dtype(dtype))
+
+
+def _shape(shape):
+    return tuple(int(d) for d in (shape if isinstance(shape, (list, tuple)) else
+                                  list(getattr(shape, "as_list", lambda: shape)())))
+
+
+def _check_dtype(dtype):
+    d = _dt.as_dtype(dtype)
+    if d not in _KIND:
+        raise ValueError(f"Example features must be int64, float32 or string, got {d.name}")
+    return d
+
+
+def _values(feature, spec_dtype, key, index):
+    kind = feature.WhichOneof("kind")
+    if kind is None:
+        return []
+    if kind != _KIND[spec_dtype]:
+        raise ValueError(f"Name: <unknown>, Key: {key}, Index: {index}. Data types don't match. Expected type: "
+                         f"{_KIND_NAME[_KIND[spec_dtype]]}, Actual type: {_KIND_NAME[kind]}")
+    return getattr(feature, kind).value
+
+
+def _np_values(vals, dtype):
+    if dtype is _dt.string:
+        out = np.empty(len(vals), dtype=object)
+        out[:] = list(vals)
+        return out
+    return np.asarray(vals, dtype=dtype.np_dtype)
+
+
+def _default(spec, key, n):
+    dv = spec.default_value
+    if dv is None:
+        return None
+    arr = np.asarray(dv, dtype=object if spec.dtype is _dt.string else spec.dtype.np_dtype)
+    if arr.size == 1:
+        arr = np.full(n, arr.reshape(()), dtype=arr.dtype)
+    if arr.size != n:
+        raise ValueError(f"Key: {key}. default_value has {arr.size} values, shape {list(spec.shape)} needs {n}")
+    return arr.reshape(-1)
+
+
+def _parse_np(records, features):
+    """{key: array or (indices, values, dense_shape)} for the serialised Examples ``records``."""
+    examples = []
+    for i, r in enumerate(records):
+        if isinstance(r, str):
+            r = r.encode("utf-8")
+        try:
+            examples.append(Example.FromString(r).features.feature)
+        except DecodeError as e:
+            raise ValueError(f"Could not parse example input {i}: {e}") from None
+    out = {}
+    b = len(examples)
+    for key in sorted(features):
+        spec = features[key]
+        if isinstance(spec, VarLenFeature):
+            rows = [_values(f[key], spec.dtype, key, i) if key in f else [] for i, f in enumerate(examples)]
+            idx = [[i, j] for i, row in enumerate(rows) for j in range(len(row))]
+            out[key] = (np.asarray(idx, np.int64).reshape(-1, 2), _np_values([v for row in rows for v in row], spec.dtype),
+                        np.asarray([b, max((len(r) for r in rows), default=0)], np.int64))
+            continue
+        n = int(np.prod(spec.shape)) if spec.shape else 1
+        if isinstance(spec, FixedLenSequenceFeature):
+            rows = []
+            for i, f in enumerate(examples):
+                if key not in f and not spec.allow_missing:
+                    raise ValueError(f"Name: <unknown>, Feature: {key} is required but could not be found.")
+                vals = _values(f[key], spec.dtype, key, i) if key in f else []
+                if len(vals) % n:
+                    raise ValueError(f"Name: <unknown>, Key: {key}, Index: {i}. Number of values {len(vals)} is not "
+                                     f"a multiple of the item size {n} (shape {list(spec.shape)})")
+                rows.append(_np_values(vals, spec.dtype))
+            steps = max((len(r) // n for r in rows), default=0)
+            fill = spec.default_value if spec.default_value is not None else (b"" if spec.dtype is _dt.string else 0)
+            arr = np.full((b, steps * n), fill, dtype=object if spec.dtype is _dt.string else spec.dtype.np_dtype)
+            for i, r in enumerate(rows):
+                arr[i, :len(r)] = r
+            out[key] = arr.reshape((b, steps) + spec.shape)
+            continue
+        arr = np.empty((b, n), dtype=object if spec.dtype is _dt.string else spec.dtype.np_dtype)
+        for i, f in enumerate(examples):
+            vals = _values(f[key], spec.dtype, key, i) if key in f else None
+            if vals is None or (len(vals) == 0 and spec.default_value is not None and n):
+                d = _default(spec, key, n)
+                if d is None:
+                    raise ValueError(f"Name: <unknown>, Feature: {key} (data type: {_KIND_NAME[_KIND[spec.dtype]]}) "
+                                     "is required but could not be found.")
+                arr[i] = d
+                continue
+            if len(vals) != n:
+                raise ValueError(f"Name: <unknown>, Key: {key}, Index: {i}. Number of {_KIND_NAME[_KIND[spec.dtype]]} "
+                                 f"values != expected. Values size: {len(vals)} but output shape: {list(spec.shape)}")
+            arr[i] = _np_values(vals, spec.dtype)
+        out[key] = arr.reshape((b,) + spec.shape)
+    return out
+
+
+def _records(serialized):
+    a = serialized.numpy() if isinstance(serialized, EagerTensor) else np.asarray(serialized, dtype=object)
+    return np.asarray(a, dtype=object).reshape(-1).tolist(), np.shape(a)
+
+
+def _flat_specs(features):
+    """[(key, part, dtype, static shape)] of the host call's outputs, in order."""
+    out = []
+    for key in sorted(features):
+        spec = features[key]
+        if isinstance(spec, VarLenFeature):
+            out += [(key, "indices", _dt.int64, [None, 2]), (key, "values", spec.dtype, [None]),
+                    (key, "dense_shape", _dt.int64, [2])]
+        elif isinstance(spec, FixedLenSequenceFeature):
+            out.append((key, "dense", spec.dtype, [None, None] + list(spec.shape)))
+        else:
+            out.append((key, "dense", spec.dtype, [None] + list(spec.shape)))
+    return out
+
+
+def _assemble(features, parts):
+    from tensorweave.sparse.sparse_tensor import SparseTensor
+    result = {}
+    for key in sorted(features):
+        p = parts[key]
+        result[key] = SparseTensor(*p) if isinstance(features[key], VarLenFeature) else p
+    return result
+
+
+def parse_example(serialized, features, example_names=None, name=None):
+    """Parses a batch ``[B]`` of serialised Examples; returns ``{key: Tensor or SparseTensor}``."""
+    if not features:
+        raise ValueError("parse_example: 'features' must name at least one feature")
+    specs = _flat_specs(features)
+    if isinstance(serialized, EagerTensor) or not hasattr(serialized, "op"):
+        records, _ = _records(serialized)
+        parsed = _parse_np(records, features)
+        parts = {}
+        for key, part, dtype, _ in specs:
+            v = parsed[key]
+            if isinstance(v, tuple):
+                v = v[("indices", "values", "dense_shape").index(part)]
+            parts.setdefault(key, []).append(convert_to_tensor(v, dtype=dtype))
+        return _assemble(features, {k: (tuple(v) if len(v) == 3 else v[0]) for k, v in parts.items()})
+    return _parse_graph(serialized, features, specs)
+
+
+def _parse_graph(serialized, features, specs):
+    from tensorweave.ops.script_ops import numpy_function
+
+    def host(records):
+        parsed = _parse_np(np.asarray(records, dtype=object).reshape(-1).tolist(), features)
+        flat = []
+        for key, part, dtype, _ in specs:
+            v = parsed[key]
+            flat.append(v[("indices", "values", "dense_shape").index(part)] if isinstance(v, tuple) else v)
+        return flat
+    outs = numpy_function(host, [serialized], [d for _, _, d, _ in specs])
+    outs = outs if isinstance(outs, (list, tuple)) else [outs]
+    parts = {}
+    for (key, part, dtype, shape), t in zip(specs, outs):
+        t.set_shape(shape)
+        parts.setdefault(key, []).append(t)
+    return _assemble(features, {k: (tuple(v) if len(v) == 3 else v[0]) for k, v in parts.items()})
+
+
+def parse_single_example(serialized, features, example_names=None, name=None):
+    """Parses one serialised Example (a scalar string); dense features lose the batch dimension and
+    sparse ones are ``[length]``."""
+    from tensorweave.ops import array_ops as A
+    from tensorweave.sparse.sparse_tensor import SparseTensor
+    batch = parse_example(A.reshape(convert_to_tensor(serialized, dtype=_dt.string), [1]), features)
+    out = {}
+    for key, v in batch.items():
+        if isinstance(v, SparseTensor):
+            out[key] = SparseTensor(v.indices[:, 1:], v.values, v.dense_shape[1:])
+        else:
+            out[key] = v[0]
+    return out
