@@ -12,3 +12,6 @@ from tensorweave.ops.reduce_ops import (argmax, argmin, count_nonzero, reduce_al
                                         reduce_prod, reduce_std, reduce_sum, reduce_variance)
 from tensorweave.ops.nn_ops import log_softmax, softmax  # noqa: F401
 from tensorweave.ops.sort_ops import *  # noqa: F401,F403
+
+from tensorweave.core.signatures import check_namespace as _check_namespace  # noqa: E402
+_check_namespace(globals())

@@ -90,3 +90,14 @@ def div(x, y, name=None):
     from tensorweave.core.convert import convert_to_tensor
     x = convert_to_tensor(x)
     return floordiv(x, y, name=name) if x.dtype.is_integer else divide(x, y, name=name)
+
+
+# Namespaces that import Keras or the data pipeline load on first use, as ``tw.keras`` does.
+_LAZY = {"keras": "tensorweave.keras", "data": "tensorweave.compat.v1_data"}
+
+
+def __getattr__(name):
+    if name in _LAZY:
+        import importlib
+        return importlib.import_module(_LAZY[name])
+    raise AttributeError(f"module 'tensorweave.compat.v1' has no attribute '{name}'")
