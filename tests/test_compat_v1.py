@@ -114,3 +114,60 @@ def test_every_public_op_function_names_itself(fn):
 def test_errors_raised_inside_an_op_are_left_alone():
     with pytest.raises(TypeError, match="does not support dtype string"):
         tw.reduce_sum(tw.constant(["a"]))
+
+
+# ---- TF1's argument names ------------------------------------------------------------------
+_X = np.arange(24, dtype=np.float32).reshape(2, 3, 4) / 10.0
+
+
+@pytest.mark.parametrize("tf1_call, tw_call", [
+    (lambda: tf.reduce_sum(_X, reduction_indices=[1], keep_dims=True), lambda: tw.reduce_sum(_X, 1, keepdims=True)),
+    (lambda: tf.reduce_mean(_X, reduction_indices=2), lambda: tw.reduce_mean(_X, 2)),
+    (lambda: tf.reduce_max(_X, None, None, None, 0, True), lambda: tw.reduce_max(_X, 0, keepdims=True)),
+    (lambda: tf.reduce_logsumexp(_X, keep_dims=True), lambda: tw.reduce_logsumexp(_X, keepdims=True)),
+    (lambda: tf.math.reduce_min(_X, reduction_indices=[0, 2]), lambda: tw.reduce_min(_X, [0, 2])),
+    (lambda: tf.argmax(_X, dimension=1), lambda: tw.argmax(_X, 1)),
+    (lambda: tf.arg_max(_X, 2), lambda: tw.argmax(_X, 2)),
+    (lambda: tf.arg_min(_X, dimension=0), lambda: tw.argmin(_X, 0)),
+    (lambda: tf.count_nonzero(_X, reduction_indices=1), lambda: tw.count_nonzero(_X, 1)),
+    (lambda: tf.expand_dims(_X, dim=1), lambda: tw.expand_dims(_X, 1)),
+    (lambda: tf.squeeze(np.ones((1, 3, 1)), squeeze_dims=[0]), lambda: tw.squeeze(np.ones((1, 3, 1)), [0])),
+    (lambda: tf.zeros_like(tensor=_X, optimize=False), lambda: tw.zeros_like(_X)),
+    (lambda: tf.constant(1.0, verify_shape=True), lambda: tw.constant(1.0)),
+    (lambda: tf.norm(_X, keep_dims=True), lambda: tw.linalg.norm(_X, keepdims=True)),
+    (lambda: tf.nn.softmax(_X, dim=1), lambda: tw.nn.softmax(_X, axis=1)),
+    (lambda: tf.nn.log_softmax(_X, dim=0), lambda: tw.nn.log_softmax(_X, axis=0)),
+    (lambda: tf.nn.moments(_X, [0, 1], keep_dims=True)[1], lambda: tw.nn.moments(_X, [0, 1], keepdims=True)[1]),
+    (lambda: tf.to_float(tf.constant([1, 2])), lambda: tw.cast([1, 2], tw.float32)),
+    (lambda: tf.to_int64(tf.constant([1.5])), lambda: tw.cast([1.5], tw.int64)),
+    (lambda: tf.to_double(1), lambda: tw.cast(1, tw.float64)),
+    (lambda: tf.cond(tf.constant(True), fn1=lambda: tf.constant(1), fn2=lambda: tf.constant(2)), lambda: np.int32(1)),
+])
+def test_tf1_argument_names(tf1_call, tw_call):
+    a, b = tf1_call(), tw_call()
+    b = np.asarray(b.numpy() if hasattr(b, "numpy") else b)
+    assert a.dtype.name == tw.convert_to_tensor(b).dtype.name
+    np.testing.assert_allclose(a.numpy(), b, rtol=1e-6)
+
+
+def test_tf1_conv_and_pool_argument_names():
+    x = np.random.default_rng(0).normal(size=(2, 6, 6, 3)).astype(np.float32)
+    w = np.random.default_rng(1).normal(size=(3, 3, 3, 4)).astype(np.float32)
+    y1 = tf.nn.conv2d(x, filter=w, strides=[1, 1, 1, 1], padding="SAME", use_cudnn_on_gpu=True)
+    np.testing.assert_allclose(y1.numpy(), tw.nn.conv2d(x, w, 1, "SAME").numpy(), rtol=1e-5)
+    p1 = tf.nn.max_pool(value=x, ksize=[1, 2, 2, 1], strides=[1, 2, 2, 1], padding="VALID")
+    np.testing.assert_allclose(p1.numpy(), tw.nn.max_pool(x, 2, 2, "VALID").numpy())
+    wt = np.random.default_rng(2).normal(size=(3, 3, 5, 3)).astype(np.float32)
+    t1 = tf.nn.conv2d_transpose(x, wt, [2, 12, 12, 5], [1, 2, 2, 1])
+    np.testing.assert_allclose(t1.numpy(), tw.nn.conv2d_transpose(x, wt, [2, 12, 12, 5], 2, "SAME").numpy(),
+                               rtol=1e-5)
+
+
+def test_tf1_argument_names_both_spellings_and_unknown_ones():
+    with pytest.raises(ValueError, match="cannot specify both 'axis' and 'reduction_indices'"):
+        tf.reduce_sum(_X, axis=0, reduction_indices=1)
+    with pytest.raises(TypeError, match=r"^reduce_sum\(\) got an unexpected keyword argument 'axes'") as info:
+        tf.reduce_sum(_X, axes=0)
+    assert "reduction_indices" in str(info.value)     # TF1's own parameter list is shown
+    with pytest.raises(TypeError, match="got multiple values for argument 'axis'"):
+        tf.reduce_sum(_X, 0, axis=1)

@@ -12,8 +12,11 @@
 [1, 2, 3]
 """
 from tensorweave import *  # noqa: F401,F403 - TF1 code uses the top-level names too
-from tensorweave import bool, config, linalg, math, print, random, tuple  # noqa: F401,A004
+from tensorweave import bool, config, linalg, print, random, tuple  # noqa: F401,A004
 from tensorweave.compat import v1_nn as nn  # noqa: F401
+from tensorweave.compat import v1_math as math  # noqa: F401
+from tensorweave.compat.v1_aliases import (to_bfloat16, to_double, to_float, to_int32, to_int64,  # noqa: F401
+                                           install as _install_tf1_signatures)
 from tensorweave.compat import v1_train as train  # noqa: F401
 from tensorweave.ops.random_ops import (multinomial, random_normal, random_shuffle,  # noqa: F401
                                         random_uniform, set_random_seed, truncated_normal)
@@ -70,26 +73,14 @@ def get_variable(name, shape=None, dtype=None, initializer=None, trainable=True,
     return Variable(init, trainable=trainable, name=name, dtype=dtype)
 
 
-def log(x, name=None):
-    from tensorweave.ops.math_ops import log as _log
-    return _log(x, name=name)
-
-
-def to_float(x, name="ToFloat"):
-    from tensorweave.ops.math_ops import cast
-    return cast(x, "float32", name=name)
-
-
-def to_int32(x, name="ToInt32"):
-    from tensorweave.ops.math_ops import cast
-    return cast(x, "int32", name=name)
-
-
 def div(x, y, name=None):
     from tensorweave.ops.math_ops import divide, floordiv
     from tensorweave.core.convert import convert_to_tensor
     x = convert_to_tensor(x)
     return floordiv(x, y, name=name) if x.dtype.is_integer else divide(x, y, name=name)
+
+
+_install_tf1_signatures({"": globals()})
 
 
 # Namespaces that import Keras or the data pipeline load on first use, as ``tw.keras`` does.

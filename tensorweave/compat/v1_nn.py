@@ -49,3 +49,7 @@ def dropout(x, keep_prob=None, noise_shape=None, seed=None, name=None, rate=None
         else:
             raise ValueError(f"keep_prob must be a scalar tensor or a float in the range (0, 1], got {keep_prob!r}")
     return random_ops.dropout(x, rate, noise_shape=noise_shape, seed=seed, name=name)
+
+
+from tensorweave.compat.v1_aliases import install as _install  # noqa: E402
+_install({"nn": globals()})

@@ -31,7 +31,8 @@ def register_keyword_hint(keyword, hint):
     _KEYWORD_HINTS[keyword] = hint
 
 
-def _describe(name, fn, exc):
+def explain(name, fn, exc):
+    """The message for the binding error ``exc`` of a call of ``fn`` (public name ``name``)."""
     msg = str(exc)
     # Python names the function by its __qualname__ (``_reducer.<locals>.reduce``): use the public name.
     qual = getattr(fn, "__qualname__", name)
@@ -75,7 +76,7 @@ def checked(fn, name=None):
         except TypeError as e:
             # Only the binding's own error: its traceback ends in this frame (nothing ran in fn).
             if e.__traceback__ is not None and e.__traceback__.tb_next is None:
-                raise TypeError(_describe(public, fn, e)) from None
+                raise TypeError(explain(public, fn, e)) from None
             raise
     call.__name__ = call.__qualname__ = public
     call._tw_checked = True
