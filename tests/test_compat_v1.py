@@ -171,3 +171,123 @@ def test_tf1_argument_names_both_spellings_and_unknown_ones():
     assert "reduction_indices" in str(info.value)     # TF1's own parameter list is shown
     with pytest.raises(TypeError, match="got multiple values for argument 'axis'"):
         tf.reduce_sum(_X, 0, axis=1)
+
+
+# ---- variable scopes and get_variable ---------------------------------------------------------
+def test_get_variable_names_reuse_and_name_scope_interplay():
+    g = tf.Graph()
+    with g.as_default():
+        with tf.variable_scope("foo"):
+            with tf.name_scope("ns"):
+                v = tf.get_variable("v", [1])            # name scopes do not name get_variable's variables
+                op = tf.add(v, 1.0, name="add")
+            w = tf.Variable(1.0, name="w")               # tf.Variable does follow the name scope
+        assert v.name == "foo/v:0" and op.name == "foo/ns/add:0" and w.name == "foo/w:0"
+        with tf.variable_scope("foo", reuse=True):
+            assert tf.get_variable("v") is v
+            x = tf.multiply(v, 2.0, name="x")
+        assert x.name == "foo_1/x:0"                      # the second entry's name scope is new
+        with tf.variable_scope("foo") as scope:
+            with pytest.raises(ValueError, match="Variable foo/v already exists, disallowed"):
+                tf.get_variable("v", [1])
+            scope.reuse_variables()
+            assert tf.get_variable("v", [1]) is v
+            with pytest.raises(ValueError, match="Trying to share variable foo/v, but specified shape"):
+                tf.get_variable("v", [2])
+        with tf.variable_scope("bar", reuse=True):
+            with pytest.raises(ValueError, match="Variable bar/u does not exist"):
+                tf.get_variable("u", [1])
+        with tf.variable_scope("bar", reuse=tf.AUTO_REUSE):
+            u = tf.get_variable("u", [2])
+        with tf.variable_scope("bar", reuse=tf.AUTO_REUSE):
+            assert tf.get_variable("u", [2]) is u
+        with tf.variable_scope("outer", reuse=True):
+            with tf.variable_scope("inner"):
+                assert tf.get_variable_scope().reuse is True  # reuse is inherited
+        assert [x.name for x in tf.trainable_variables()] == ["foo/v:0", "foo/w:0", "bar/u:0"]
+
+
+def test_default_names_count_and_restart_inside_a_reentered_scope():
+    g = tf.Graph()
+    with g.as_default():
+        names = []
+        for reuse in (False, True):
+            with tf.variable_scope("gen", reuse=reuse):
+                for _ in range(2):
+                    with tf.variable_scope(None, default_name="dense"):
+                        names.append(tf.get_variable("kernel", [1]).name)
+        with tf.variable_scope(None, default_name="gen"):
+            names.append(tf.get_variable("k", [1]).name)
+    assert names == ["gen/dense/kernel:0", "gen/dense_1/kernel:0"] * 2 + ["gen_1/k:0"]
+
+
+def test_variable_scope_object_initializers_dtype_and_regularizer():
+    g = tf.Graph()
+    with g.as_default():
+        with tf.variable_scope("s", initializer=tf.constant_initializer(3.0), dtype=tf.float64,
+                               regularizer=lambda w: tf.reduce_sum(w * w)) as s:
+            a = tf.get_variable("a", [2])
+            b = tf.get_variable("b", [2], initializer="ones", dtype=tf.float32)
+            c = tf.get_variable("c", initializer=tf.constant([1, 2]), regularizer=None, trainable=False)
+        with tf.variable_scope(s, reuse=True):
+            assert tf.get_variable("a") is a
+            d = tf.identity(a, name="d")
+        assert d.name.startswith("s/")                   # reopening the object reuses its name scope
+        with tf.variable_scope(s):
+            e = tf.get_variable("e", [1])
+        init = tf.global_variables_initializer()
+        regs = tf.get_collection(tf.GraphKeys.REGULARIZATION_LOSSES)
+    assert a.dtype == tf.float64 and b.dtype == tf.float32 and c.dtype == tf.int32
+    assert e.name == "s/e:0" and len(regs) == 4          # a, b, e (c has none: regularizer=None keeps the scope's)
+    assert c.name not in [v.name for v in g.get_collection("trainable_variables")]
+    with tf.Session(graph=g) as sess:
+        sess.run(init)
+        assert sess.run(a).tolist() == [3.0, 3.0] and sess.run(b).tolist() == [1.0, 1.0]
+        assert sess.run(c).tolist() == [1, 2]
+        assert sess.run(regs[0]) == 18.0
+
+
+def test_get_variable_shape_and_initializer_errors():
+    g = tf.Graph()
+    with g.as_default():
+        with pytest.raises(ValueError, match="must be known"):
+            tf.get_variable("x")
+        with pytest.raises(ValueError, match="do not specify shape"):
+            tf.get_variable("y", [2], initializer=tf.constant([1.0, 2.0]))
+        with pytest.raises(ValueError, match="reuse must be"):
+            with tf.variable_scope("z", reuse="yes"):
+                pass
+
+
+def test_partitioned_variable_and_embedding_lookup():
+    g = tf.Graph()
+    with g.as_default():
+        emb = tf.get_variable("emb", shape=[10, 2], initializer=tf.random_normal_initializer(seed=1),
+                              partitioner=tf.fixed_size_partitioner(3))
+        assert [p.name for p in emb] == ["emb/part_0:0", "emb/part_1:0", "emb/part_2:0"]
+        assert [p.shape.as_list() for p in emb] == [[4, 2], [3, 2], [3, 2]]
+        rows = tf.nn.embedding_lookup(emb, [0, 4, 9], partition_strategy="div")
+        whole = tf.convert_to_tensor(emb)
+        init = tf.global_variables_initializer()
+    with tf.Session(graph=g) as sess:
+        sess.run(init)
+        table, got = sess.run([whole, rows])
+    assert table.shape == (10, 2)
+    np.testing.assert_array_equal(got, table[[0, 4, 9]])
+
+
+def test_tf1_initializers():
+    shape = [200, 100]
+    t = tf.truncated_normal_initializer(stddev=0.1, seed=1)(shape).numpy()
+    assert t.dtype == np.float32 and np.abs(t).max() <= 0.2 + 1e-6 and abs(t.std() - 0.088) < 0.01
+    u = tf.random_uniform_initializer(seed=2)(shape).numpy()
+    assert 0 <= u.min() and u.max() < 1
+    n = tf.random_normal_initializer(1.0, 2.0, seed=3)(shape, dtype=tf.float64).numpy()
+    assert n.dtype == np.float64 and abs(n.mean() - 1.0) < 0.05
+    z = tf.zeros_initializer(dtype=tf.int32)([2]).numpy()
+    assert z.dtype == np.int32
+    lim = np.sqrt(6.0 / 300)
+    gu = tf.glorot_uniform_initializer(seed=4)(shape).numpy()
+    assert np.abs(gu).max() <= lim and np.abs(gu).max() > 0.9 * lim
+    vs = tf.variance_scaling_initializer(2.0, seed=5)(shape).numpy()
+    assert abs(vs.std() - np.sqrt(2.0 / 200)) < 0.01

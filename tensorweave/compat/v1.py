@@ -15,6 +15,16 @@ from tensorweave import *  # noqa: F401,F403 - TF1 code uses the top-level names
 from tensorweave import bool, config, linalg, print, random, tuple  # noqa: F401,A004
 from tensorweave.compat import v1_nn as nn  # noqa: F401
 from tensorweave.compat import v1_math as math  # noqa: F401
+from tensorweave.compat import v1_initializers as initializers  # noqa: F401
+from tensorweave.compat.v1_initializers import (constant_initializer, glorot_normal_initializer,  # noqa: F401
+                                                glorot_uniform_initializer, ones_initializer,
+                                                orthogonal_initializer, random_normal_initializer,
+                                                random_uniform_initializer, truncated_normal_initializer,
+                                                variance_scaling_initializer, zeros_initializer)
+from tensorweave.compat.v1_variable_scope import (AUTO_REUSE, PartitionedVariable, VariableScope,  # noqa: F401
+                                                  fixed_size_partitioner, get_local_variable, get_variable,
+                                                  get_variable_scope, min_max_variable_partitioner,
+                                                  variable_op_scope, variable_scope)
 from tensorweave.compat.v1_aliases import (to_bfloat16, to_double, to_float, to_int32, to_int64,  # noqa: F401
                                            install as _install_tf1_signatures)
 from tensorweave.compat import v1_train as train  # noqa: F401
@@ -36,6 +46,22 @@ class GraphKeys:
     LOSSES = "losses"
     SUMMARIES = "summaries"
     GLOBAL_STEP = "global_step"
+    MODEL_VARIABLES = "model_variables"
+    REGULARIZATION_LOSSES = "regularization_losses"
+    ACTIVATIONS = "activations"
+    INIT_OP = "init_op"
+    LOCAL_INIT_OP = "local_init_op"
+    READY_OP = "ready_op"
+    SAVERS = "savers"
+    TRAIN_OP = "train_op"
+    QUEUE_RUNNERS = "queue_runners"
+    TABLE_INITIALIZERS = "table_initializer"
+    ASSET_FILEPATHS = "asset_filepaths"
+    MOVING_AVERAGE_VARIABLES = "moving_average_variables"
+    CONCATENATED_VARIABLES = "concatenated_variables"
+    COND_CONTEXT = "cond_context"
+    WHILE_CONTEXT = "while_context"
+    EVAL_STEP = "eval_step"
 
 
 def assign(ref, value, validate_shape=None, use_locking=None, name=None):
@@ -56,21 +82,6 @@ def add_to_collection(name, value):
 
 def get_collection(key, scope=None):
     return get_default_graph().get_collection(key, scope)
-
-
-def get_variable(name, shape=None, dtype=None, initializer=None, trainable=True, **kw):
-    """Creates a variable (no variable-scope reuse; see the issue notes)."""
-    from tensorweave.core import dtypes as _dt
-    from tensorweave.ops.array_ops import zeros
-    dtype = _dt.as_dtype(dtype or "float32")
-    if initializer is None:
-        init = lambda: zeros(shape, dtype)  # noqa: E731
-    elif callable(initializer):
-        init = lambda: initializer(shape, dtype=dtype)  # noqa: E731
-    else:
-        init = initializer
-    from tensorweave.ops.variables import Variable
-    return Variable(init, trainable=trainable, name=name, dtype=dtype)
 
 
 def div(x, y, name=None):
