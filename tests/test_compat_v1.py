@@ -291,3 +291,94 @@ def test_tf1_initializers():
     assert np.abs(gu).max() <= lim and np.abs(gu).max() > 0.9 * lim
     vs = tf.variance_scaling_initializer(2.0, seed=5)(shape).numpy()
     assert abs(vs.std() - np.sqrt(2.0 / 200)) < 0.01
+
+
+# ---- tf.layers ------------------------------------------------------------------------------------
+def test_layers_variable_names_match_tf1():
+    g = tf.Graph()
+    with g.as_default():
+        x = tf.placeholder(tf.float32, [None, 8, 8, 3])
+        h = tf.layers.conv2d(x, 4, 3, padding="same", activation=tf.nn.relu)
+        h = tf.layers.max_pooling2d(h, 2, 2)
+        h = tf.layers.conv2d(h, 4, [3, 3])
+        h = tf.layers.batch_normalization(h, training=True)
+        h = tf.layers.conv2d_transpose(h, 2, 3, strides=2)
+        h = tf.layers.flatten(h)
+        h = tf.layers.dropout(h, 0.5, training=False)
+        y = tf.layers.dense(h, 2, name="logits")
+        layer = tf.layers.Dense(3)
+        a, b = layer(y), layer(y)                       # one object: one set of variables
+        names = [v.name for v in tf.global_variables()]
+    assert names == ["conv2d/kernel:0", "conv2d/bias:0", "conv2d_1/kernel:0", "conv2d_1/bias:0",
+                     "batch_normalization/gamma:0", "batch_normalization/beta:0",
+                     "batch_normalization/moving_mean:0", "batch_normalization/moving_variance:0",
+                     "conv2d_transpose/kernel:0", "conv2d_transpose/bias:0", "logits/kernel:0", "logits/bias:0",
+                     "dense/kernel:0", "dense/bias:0"]
+    assert y.shape.as_list() == [None, 2] and a.shape.as_list() == [None, 3]
+    assert len(g.get_collection(tf.GraphKeys.UPDATE_OPS)) == 2
+    assert "batch_normalization/moving_mean:0" not in [v.name for v in tf.trainable_variables()]
+
+
+def test_layers_share_variables_through_scopes_like_a_gan():
+    def generator(z, reuse):
+        with tf.variable_scope("generator", reuse=reuse):
+            return tf.layers.dense(tf.layers.dense(z, 4, tf.nn.relu), 2)
+
+    g = tf.Graph()
+    with g.as_default():
+        z = tf.placeholder(tf.float32, [None, 3])
+        out1, out2 = generator(z, False), generator(z, True)
+        with tf.variable_scope("d"):
+            d1 = tf.layers.dense(out1, 1, name="fc", reuse=tf.AUTO_REUSE)
+            d2 = tf.layers.dense(out2, 1, name="fc", reuse=tf.AUTO_REUSE)
+            with pytest.raises(ValueError, match="Variable d/fc/kernel already exists"):
+                tf.layers.dense(out2, 1, name="fc")
+        gen_vars = tf.get_collection(tf.GraphKeys.TRAINABLE_VARIABLES, scope="generator")
+        init = tf.global_variables_initializer()
+    assert [v.name for v in gen_vars] == ["generator/dense/kernel:0", "generator/dense/bias:0",
+                                          "generator/dense_1/kernel:0", "generator/dense_1/bias:0"]
+    assert len(g.get_collection("trainable_variables")) == 6
+    with tf.Session(graph=g) as sess:
+        sess.run(init)
+        zv = np.ones((2, 3), np.float32)
+        r1, r2, e1, e2 = sess.run([out1, out2, d1, d2], {z: zv})
+    np.testing.assert_array_equal(r1, r2)
+    np.testing.assert_array_equal(e1, e2)
+
+
+def test_batch_normalization_update_ops_and_a_training_placeholder():
+    rng = np.random.default_rng(0)
+    xv = rng.normal(3.0, 2.0, size=(64, 4)).astype(np.float32)
+    g = tf.Graph()
+    with g.as_default():
+        x = tf.placeholder(tf.float32, [None, 4])
+        is_training = tf.placeholder(tf.bool, [])
+        y = tf.layers.batch_normalization(x, training=is_training, momentum=0.5)
+        update_ops = tf.get_collection(tf.GraphKeys.UPDATE_OPS)
+        with tf.control_dependencies(update_ops):
+            train_y = tf.identity(y)
+        init = tf.global_variables_initializer()
+        mm = [v for v in tf.global_variables() if "moving_mean" in v.name][0]
+    with tf.Session(graph=g) as sess:
+        sess.run(init)
+        out = sess.run(y, {x: xv, is_training: True})
+        np.testing.assert_allclose(out.mean(0), 0, atol=1e-5)
+        np.testing.assert_allclose(sess.run(mm), 0)           # updates run only with UPDATE_OPS
+        sess.run(train_y, {x: xv, is_training: True})
+        np.testing.assert_allclose(sess.run(mm), xv.mean(0) * 0.5, rtol=1e-5)
+        before = sess.run(mm)
+        inf = sess.run(train_y, {x: xv, is_training: False})  # inference: moving statistics, no update
+        np.testing.assert_allclose(sess.run(mm), before)
+        assert not np.allclose(inf, out)
+
+
+def test_layers_dropout_with_a_training_tensor():
+    g = tf.Graph()
+    with g.as_default():
+        x = tf.ones([1000])
+        training = tf.placeholder_with_default(False, [])
+        y = tf.layers.dropout(x, rate=0.5, training=training)
+    with tf.Session(graph=g) as sess:
+        np.testing.assert_array_equal(sess.run(y), np.ones(1000, np.float32))
+        kept = sess.run(y, {training: True})
+    assert set(np.unique(kept)) == {0.0, 2.0}

@@ -95,7 +95,7 @@ _install_tf1_signatures({"": globals()})
 
 
 # Namespaces that import Keras or the data pipeline load on first use, as ``tw.keras`` does.
-_LAZY = {"keras": "tensorweave.keras", "data": "tensorweave.compat.v1_data"}
+_LAZY = {"keras": "tensorweave.keras", "data": "tensorweave.compat.v1_data", "layers": "tensorweave.compat.v1_layers"}
 
 
 def __getattr__(name):
