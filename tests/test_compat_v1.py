@@ -1,5 +1,7 @@
 """``tensorweave.compat.v1``: TF1 semantics and names (issue 15) - the bugs found running TF1
 programs unchanged, TF1's argument aliases, and the TF1-only functions."""
+import os
+
 import numpy as np
 import pytest
 
@@ -382,3 +384,79 @@ def test_layers_dropout_with_a_training_tensor():
         np.testing.assert_array_equal(sess.run(y), np.ones(1000, np.float32))
         kept = sess.run(y, {training: True})
     assert set(np.unique(kept)) == {0.0, 2.0}
+
+
+# ---- tf.train.Saver ---------------------------------------------------------------------------------
+def _model(scale):
+    g = tf.Graph()
+    with g.as_default():
+        step = tf.train.get_or_create_global_step()
+        with tf.variable_scope("net"):
+            w = tf.get_variable("w", [2, 2], initializer=tf.constant_initializer(scale))
+            b = tf.get_variable("b", [2], initializer=tf.zeros_initializer())
+        bump = tf.group(tf.assign_add(w, tf.ones([2, 2])), tf.assign_add(step, 1))
+        init = tf.global_variables_initializer()
+    return g, w, b, step, bump, init
+
+
+def test_saver_save_restore_into_a_fresh_graph_and_max_to_keep(tmp_path):
+    g, w, b, step, bump, init = _model(1.0)
+    with g.as_default():
+        saver = tf.train.Saver(max_to_keep=2)
+    prefix = str(tmp_path / "model.ckpt")
+    with tf.Session(graph=g) as sess:
+        sess.run(init)
+        paths = []
+        for _ in range(3):
+            sess.run(bump)
+            paths.append(saver.save(sess, prefix, global_step=step))
+        final_w = sess.run(w)
+    assert [os.path.basename(p) for p in paths] == ["model.ckpt-1", "model.ckpt-2", "model.ckpt-3"]
+    assert tf.train.latest_checkpoint(str(tmp_path)) == paths[-1]
+    assert not tf.train.checkpoint_exists(paths[0]) and tf.train.checkpoint_exists(paths[1])
+    assert saver.last_checkpoints == paths[1:]
+    assert tf.train.get_checkpoint_state(str(tmp_path)).all_model_checkpoint_paths == paths[1:]
+    # another graph made by the same code, other initial values
+    g2, w2, b2, step2, _, init2 = _model(7.0)
+    with g2.as_default():
+        saver2 = tf.train.Saver()
+        ops_before = len(g2.get_operations())
+    with tf.Session(graph=g2) as sess:
+        sess.run(init2)
+        saver2.restore(sess, tf.train.latest_checkpoint(str(tmp_path)))
+        np.testing.assert_array_equal(sess.run(w2), final_w)
+        assert sess.run(step2) == 3
+        saver2.restore(sess, paths[1])
+        assert sess.run(step2) == 2
+    assert len(g2.get_operations()) == ops_before           # restore adds no nodes
+
+
+def test_saver_var_list_forms_and_errors(tmp_path):
+    g, w, b, step, bump, init = _model(2.0)
+    with g.as_default():
+        only_w = tf.train.Saver([w])
+        renamed = tf.train.Saver({"weights": w})
+    with tf.Session(graph=g) as sess:
+        sess.run(init)
+        p1 = only_w.save(sess, str(tmp_path / "w"))
+        p2 = renamed.save(sess, str(tmp_path / "r"), write_state=False)
+    from tensorweave.saving import tensor_file
+    assert sorted(tensor_file.read_tensors(p1 + ".safetensors")) == ["net/w"]
+    assert sorted(tensor_file.read_tensors(p2 + ".safetensors")) == ["weights"]
+    g2, w2, b2, *_ = _model(0.0)
+    with g2.as_default():
+        full = tf.train.Saver()
+        back = tf.train.Saver({"weights": w2})
+    with tf.Session(graph=g2) as sess:
+        with pytest.raises(tf.errors.NotFoundError, match="key .* not found in checkpoint"):
+            full.restore(sess, p1)
+        back.restore(sess, p2)
+        np.testing.assert_array_equal(sess.run(w2), np.full((2, 2), 2.0, np.float32))
+    data = bytearray(open(p1 + ".safetensors", "rb").read())
+    data[-1] ^= 0xFF
+    open(p1 + ".safetensors", "wb").write(bytes(data))
+    with pytest.raises(ValueError, match="CRC-32"):
+        only_w.restore(tf.Session(graph=g), p1)
+    with pytest.raises(ValueError, match="No variables to save"):
+        with tf.Graph().as_default():
+            tf.train.Saver()
