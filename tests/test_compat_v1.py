@@ -460,3 +460,155 @@ def test_saver_var_list_forms_and_errors(tmp_path):
     with pytest.raises(ValueError, match="No variables to save"):
         with tf.Graph().as_default():
             tf.train.Saver()
+
+
+# ---- RNN cells and drivers ------------------------------------------------------------------------
+def _sigmoid(z):
+    return 1.0 / (1.0 + np.exp(-z))
+
+
+def _np_basic_lstm(x, kernel, bias, lengths, forget_bias=1.0):
+    """TF1's BasicLSTMCell over x [batch, time, depth] with sequence lengths (NumPy reference)."""
+    b, t, _ = x.shape
+    n = kernel.shape[1] // 4
+    c, h = np.zeros((b, n)), np.zeros((b, n))
+    outs = np.zeros((b, t, n))
+    for s in range(t):
+        z = np.concatenate([x[:, s], h], 1) @ kernel + bias
+        i, j, f, o = np.split(z, 4, axis=1)
+        nc = c * _sigmoid(f + forget_bias) + _sigmoid(i) * np.tanh(j)
+        nh = np.tanh(nc) * _sigmoid(o)
+        valid = (s < lengths)[:, None]
+        c, h = np.where(valid, nc, c), np.where(valid, nh, h)
+        outs[:, s] = np.where(valid, nh, 0.0)
+    return outs, c, h
+
+
+def _run_rnn(make_cell, driver="dynamic", lengths=(5, 3), depth=3, steps=5):
+    rng = np.random.default_rng(0)
+    xv = rng.normal(size=(len(lengths), steps, depth)).astype(np.float32)
+    g = tf.Graph()
+    with g.as_default():
+        tf.set_random_seed(1)
+        x = tf.placeholder(tf.float32, [None, steps, depth])
+        cell = make_cell()
+        seq = tf.constant(list(lengths))
+        # the same initial values whatever ops come first (an op seed of its own)
+        tf.get_variable_scope().set_initializer(tf.random_uniform_initializer(-0.5, 0.5, seed=3))
+        if driver == "dynamic":
+            out, state = tf.nn.dynamic_rnn(cell, x, sequence_length=seq, dtype=tf.float32)
+        else:
+            outs, state = tf.nn.static_rnn(cell, tf.unstack(x, axis=1), sequence_length=seq, dtype=tf.float32)
+            out = tf.stack(outs, axis=1)
+        loss = tf.reduce_sum(out * out) + tf.reduce_sum([tf.reduce_sum(s) for s in nest_flatten(state)])
+        grads = tf.gradients(loss, tf.trainable_variables())
+        init = tf.global_variables_initializer()
+    with tf.Session(graph=g) as sess:
+        sess.run(init)
+        values = sess.run({"out": out, "state": state, "grads": grads, "vars": tf.trainable_variables()},
+                          {x: xv})
+    return xv, values, [v.name for v in g.get_collection("trainable_variables")]
+
+
+def nest_flatten(s):
+    return tw.nest.flatten(s)
+
+
+def test_basic_lstm_cell_matches_tf1_equations_on_the_fused_kernel():
+    xv, r, names = _run_rnn(lambda: tf.nn.rnn_cell.BasicLSTMCell(4))
+    assert names == ["rnn/basic_lstm_cell/kernel:0", "rnn/basic_lstm_cell/bias:0"]
+    kernel, bias = r["vars"]
+    bias = np.random.default_rng(1).normal(size=bias.shape) * 0 + bias
+    outs, c, h = _np_basic_lstm(xv.astype(np.float64), kernel, bias, np.array([5, 3]))
+    np.testing.assert_allclose(r["out"], outs, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(r["state"].c, c, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(r["state"].h, h, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("make_cell", [
+    lambda: tf.nn.rnn_cell.BasicLSTMCell(4, forget_bias=0.5),
+    lambda: tf.nn.rnn_cell.LSTMCell(4),
+    lambda: tf.nn.rnn_cell.GRUCell(4),
+    lambda: tf.nn.rnn_cell.BasicRNNCell(4),
+    lambda: tf.nn.rnn_cell.MultiRNNCell([tf.nn.rnn_cell.GRUCell(3), tf.nn.rnn_cell.BasicLSTMCell(4)]),
+], ids=["basic_lstm", "lstm", "gru", "rnn", "multi"])
+def test_fused_sequences_equal_the_step_by_step_cells(make_cell, monkeypatch):
+    _, fused, names = _run_rnn(make_cell, "dynamic")
+    # the same cells forced onto the step-by-step path (static_rnn of an unfusable copy)
+    from tensorweave.compat import v1_rnn
+    monkeypatch.setattr(v1_rnn.RNNCell, "_fused", lambda self, x, s, m: None)
+    for cls in (v1_rnn.BasicLSTMCell, v1_rnn.GRUCell, v1_rnn.BasicRNNCell, v1_rnn.MultiRNNCell):
+        monkeypatch.setattr(cls, "_fused", lambda self, x, s, m: None)
+    _, stepped, names2 = _run_rnn(make_cell, "static")
+    assert names == names2
+    np.testing.assert_allclose(fused["out"], stepped["out"], rtol=1e-5, atol=1e-6)
+    for a, b in zip(tw.nest.flatten(fused["state"]), tw.nest.flatten(stepped["state"])):
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
+    for a, b in zip(fused["grads"], stepped["grads"]):
+        np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-5)
+
+
+def test_rnn_variable_names_as_tf1():
+    g = tf.Graph()
+    with g.as_default():
+        x = tf.placeholder(tf.float32, [2, 4, 3])
+        tf.nn.dynamic_rnn(tf.nn.rnn_cell.MultiRNNCell([tf.nn.rnn_cell.LSTMCell(5) for _ in range(2)]), x,
+                          dtype=tf.float32)
+        (fw, bw), _ = tf.nn.bidirectional_dynamic_rnn(tf.nn.rnn_cell.GRUCell(2), tf.nn.rnn_cell.GRUCell(2), x,
+                                                      sequence_length=[4, 2], dtype=tf.float32)
+        tf.nn.static_bidirectional_rnn(tf.nn.rnn_cell.BasicRNNCell(2), tf.nn.rnn_cell.BasicRNNCell(2),
+                                       tf.unstack(x, axis=1), dtype=tf.float32, scope="sbi")
+        names = [v.name for v in g.get_collection("trainable_variables")]
+    assert names == [
+        "rnn/multi_rnn_cell/cell_0/lstm_cell/kernel:0", "rnn/multi_rnn_cell/cell_0/lstm_cell/bias:0",
+        "rnn/multi_rnn_cell/cell_1/lstm_cell/kernel:0", "rnn/multi_rnn_cell/cell_1/lstm_cell/bias:0",
+        "bidirectional_rnn/fw/gru_cell/gates/kernel:0", "bidirectional_rnn/fw/gru_cell/gates/bias:0",
+        "bidirectional_rnn/fw/gru_cell/candidate/kernel:0", "bidirectional_rnn/fw/gru_cell/candidate/bias:0",
+        "bidirectional_rnn/bw/gru_cell/gates/kernel:0", "bidirectional_rnn/bw/gru_cell/gates/bias:0",
+        "bidirectional_rnn/bw/gru_cell/candidate/kernel:0", "bidirectional_rnn/bw/gru_cell/candidate/bias:0",
+        "sbi/fw/basic_rnn_cell/kernel:0", "sbi/fw/basic_rnn_cell/bias:0",
+        "sbi/bw/basic_rnn_cell/kernel:0", "sbi/bw/basic_rnn_cell/bias:0"]
+    assert fw.shape.as_list() == [2, 4, 2] and bw.shape.as_list() == [2, 4, 2]
+
+
+def test_bidirectional_backward_direction_reads_each_sequence_from_its_end():
+    xv = np.random.default_rng(3).normal(size=(2, 4, 3)).astype(np.float32)
+    g = tf.Graph()
+    with g.as_default():
+        x = tf.constant(xv)
+        cell_bw = tf.nn.rnn_cell.BasicRNNCell(2)
+        (_, bw), (_, st_bw) = tf.nn.bidirectional_dynamic_rnn(tf.nn.rnn_cell.BasicRNNCell(2), cell_bw, x,
+                                                              sequence_length=[4, 2], dtype=tf.float32)
+        init = tf.global_variables_initializer()
+    with tf.Session(graph=g) as sess:
+        sess.run(init)
+        got, st = sess.run([bw, st_bw])
+        k, b = sess.run([cell_bw.kernel, cell_bw.bias])
+    for row, n in ((0, 4), (1, 2)):
+        h = np.zeros(2)
+        expect = np.zeros((4, 2))
+        for t in reversed(range(n)):
+            h = np.tanh(np.concatenate([xv[row, t], h]) @ k + b)
+            expect[t] = h
+        np.testing.assert_allclose(got[row], expect, rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(st[row], expect[0], rtol=1e-5, atol=1e-6)
+
+
+def test_dropout_wrapper_and_state_dropout_fallback():
+    g = tf.Graph()
+    with g.as_default():
+        x = tf.ones([2, 3, 4])
+        keep = tf.placeholder_with_default(1.0, [])
+        cell = tf.nn.rnn_cell.DropoutWrapper(tf.nn.rnn_cell.BasicLSTMCell(3), output_keep_prob=keep)
+        out, _ = tf.nn.dynamic_rnn(cell, x, dtype=tf.float32)
+        cell2 = tf.nn.rnn_cell.DropoutWrapper(tf.nn.rnn_cell.GRUCell(3), state_keep_prob=0.5)
+        out2, _ = tf.nn.dynamic_rnn(cell2, x, dtype=tf.float32, scope="rnn2")
+        init = tf.global_variables_initializer()
+    assert any(op.type == "LSTMSequence" for op in g.get_operations())
+    assert not any(op.type == "GRUSequence" for op in g.get_operations())   # state dropout: step by step
+    with tf.Session(graph=g) as sess:
+        sess.run(init)
+        full, dropped = sess.run(out), sess.run(out, {keep: 0.5})
+        assert sess.run(out2).shape == (2, 3, 3)
+    kept = dropped != 0
+    np.testing.assert_allclose(dropped[kept], full[kept] * 2, rtol=1e-5)

@@ -51,5 +51,8 @@ def dropout(x, keep_prob=None, noise_shape=None, seed=None, name=None, rate=None
     return random_ops.dropout(x, rate, noise_shape=noise_shape, seed=seed, name=name)
 
 
+from tensorweave.compat import v1_rnn_cell as rnn_cell  # noqa: E402,F401
+from tensorweave.compat.v1_rnn import (bidirectional_dynamic_rnn, dynamic_rnn, static_bidirectional_rnn,  # noqa: E402,F401
+                                       static_rnn)
 from tensorweave.compat.v1_aliases import install as _install  # noqa: E402
 _install({"nn": globals()})
