@@ -612,3 +612,37 @@ def test_dropout_wrapper_and_state_dropout_fallback():
         assert sess.run(out2).shape == (2, 3, 3)
     kept = dropped != 0
     np.testing.assert_allclose(dropped[kept], full[kept] * 2, rtol=1e-5)
+
+
+# ---- devices ----------------------------------------------------------------------------------------
+def test_device_functions_place_each_op_and_inner_strings_win():
+    g = tf.Graph()
+    seen = []
+    with g.as_default():
+        def by_type(op):
+            seen.append(op.type)
+            return "/cpu:1" if op.type == "MatMul" else None
+
+        with tf.device(by_type):
+            a = tf.constant([[1.0]], name="a")
+            m = tf.matmul(a, a, name="m")
+            with tf.device("/cpu:0"):
+                n = tf.matmul(m, a, name="n")
+        after = tf.matmul(a, a, name="after")
+        with tf.device(tf.train.replica_device_setter(ps_tasks=2)):
+            v1, v2 = tf.Variable(1.0, name="v1"), tf.Variable(2.0, name="v2")
+            s = v1 + v2
+        init = tf.global_variables_initializer()
+    assert "Const" in seen and "MatMul" in seen
+    assert m.op.device == "/cpu:1" and not a.op.device and "CPU:0" in n.op.device.upper() and not after.op.device
+    handles = [op.device for op in g.get_operations() if op.type == "VarHandleOp"]
+    assert handles == ["/job:ps/task:0", "/job:ps/task:1"] and s.op.device == "/job:worker"
+    config = tf.ConfigProto(allow_soft_placement=True, log_device_placement=False, device_count={"CPU": 2},
+                            inter_op_parallelism_threads=1, intra_op_parallelism_threads=1,
+                            gpu_options=tf.GPUOptions(allow_growth=True))
+    with tf.Session(graph=g, config=config) as sess:
+        sess.run(init)
+        assert sess.run(s) == 3.0 and sess.run(n).tolist() == [[1.0]]
+    with pytest.raises(RuntimeError, match="eager"):
+        with tf.device(lambda op: "/cpu:0"):
+            pass
