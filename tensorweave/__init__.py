@@ -74,6 +74,10 @@ from tensorweave.runtime.devices import device, DeviceSpec
 from tensorweave.runtime.function import function
 from tensorweave.runtime.session import Session, InteractiveSession
 
+# --- op functions explain a wrong call (unknown keyword...) by the op's name ------------------
+from tensorweave.core.signatures import check_namespace as _check_namespace
+_check_namespace(globals())
+
 # --- namespaces -------------------------------------------------------------------------------
 from tensorweave import config, linalg, math, nn, random  # noqa: E402,F401
 from tensorweave import signal, sparse  # noqa: E402,F401

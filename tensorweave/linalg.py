@@ -9,3 +9,6 @@ from tensorweave.ops.linalg_ops import (adjoint, cross, det, diag, diag_part, in
                                         matrix_transpose, set_diag, trace)
 from tensorweave.ops.indexing_ops import eye  # noqa: F401
 from tensorweave.ops.math_ops import matmul  # noqa: F401
+
+from tensorweave.core.signatures import check_namespace as _check_namespace  # noqa: E402
+_check_namespace(globals())

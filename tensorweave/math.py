@@ -13,3 +13,6 @@ from tensorweave.ops.reduce_ops import (argmax, argmin, count_nonzero, reduce_al
 from tensorweave.ops.nn_ops import log_softmax, softmax  # noqa: F401
 from tensorweave.ops.sort_ops import *  # noqa: F401,F403
 from tensorweave.ops.complex_ops import angle, conj, imag, real  # noqa: E402,F401
+
+from tensorweave.core.signatures import check_namespace as _check_namespace  # noqa: E402
+_check_namespace(globals())

@@ -7,3 +7,6 @@ from tensorweave.ops.random_ops import dropout  # noqa: F401
 from tensorweave.ops.reduce_ops import moments  # noqa: F401
 from tensorweave.ops.sort_ops import top_k  # noqa: F401
 from tensorweave.ops.rnn_ops import gru_sequence, lstm_sequence, simple_rnn_sequence  # noqa: F401
+
+from tensorweave.core.signatures import check_namespace as _check_namespace  # noqa: E402
+_check_namespace(globals())

@@ -1,2 +1,5 @@
 """``tw.random``: random tensors with TensorFlow's global-seed/op-seed rules."""
 from tensorweave.ops.random_ops import *  # noqa: F401,F403
+
+from tensorweave.core.signatures import check_namespace as _check_namespace  # noqa: E402
+_check_namespace(globals())

@@ -12,8 +12,23 @@
 [1, 2, 3]
 """
 from tensorweave import *  # noqa: F401,F403 - TF1 code uses the top-level names too
-from tensorweave import bool, config, linalg, math, print, random, tuple  # noqa: F401,A004
+from tensorweave import bool, config, linalg, print, random, tuple  # noqa: F401,A004
 from tensorweave.compat import v1_nn as nn  # noqa: F401
+from tensorweave.compat import v1_math as math  # noqa: F401
+from tensorweave.compat import v1_initializers as initializers  # noqa: F401
+from tensorweave.compat.v1_rnn import reverse_sequence  # noqa: F401
+from tensorweave.compat.v1_device import GPUOptions, GraphOptions, OptimizerOptions  # noqa: F401
+from tensorweave.compat.v1_initializers import (constant_initializer, glorot_normal_initializer,  # noqa: F401
+                                                glorot_uniform_initializer, ones_initializer,
+                                                orthogonal_initializer, random_normal_initializer,
+                                                random_uniform_initializer, truncated_normal_initializer,
+                                                variance_scaling_initializer, zeros_initializer)
+from tensorweave.compat.v1_variable_scope import (AUTO_REUSE, PartitionedVariable, VariableScope,  # noqa: F401
+                                                  fixed_size_partitioner, get_local_variable, get_variable,
+                                                  get_variable_scope, min_max_variable_partitioner,
+                                                  variable_op_scope, variable_scope)
+from tensorweave.compat.v1_aliases import (to_bfloat16, to_double, to_float, to_int32, to_int64,  # noqa: F401
+                                           install as _install_tf1_signatures)
 from tensorweave.compat import v1_train as train  # noqa: F401
 from tensorweave.ops.random_ops import (multinomial, random_normal, random_shuffle,  # noqa: F401
                                         random_uniform, set_random_seed, truncated_normal)
@@ -33,6 +48,22 @@ class GraphKeys:
     LOSSES = "losses"
     SUMMARIES = "summaries"
     GLOBAL_STEP = "global_step"
+    MODEL_VARIABLES = "model_variables"
+    REGULARIZATION_LOSSES = "regularization_losses"
+    ACTIVATIONS = "activations"
+    INIT_OP = "init_op"
+    LOCAL_INIT_OP = "local_init_op"
+    READY_OP = "ready_op"
+    SAVERS = "savers"
+    TRAIN_OP = "train_op"
+    QUEUE_RUNNERS = "queue_runners"
+    TABLE_INITIALIZERS = "table_initializer"
+    ASSET_FILEPATHS = "asset_filepaths"
+    MOVING_AVERAGE_VARIABLES = "moving_average_variables"
+    CONCATENATED_VARIABLES = "concatenated_variables"
+    COND_CONTEXT = "cond_context"
+    WHILE_CONTEXT = "while_context"
+    EVAL_STEP = "eval_step"
 
 
 def assign(ref, value, validate_shape=None, use_locking=None, name=None):
@@ -55,38 +86,22 @@ def get_collection(key, scope=None):
     return get_default_graph().get_collection(key, scope)
 
 
-def get_variable(name, shape=None, dtype=None, initializer=None, trainable=True, **kw):
-    """Creates a variable (no variable-scope reuse; see the issue notes)."""
-    from tensorweave.core import dtypes as _dt
-    from tensorweave.ops.array_ops import zeros
-    dtype = _dt.as_dtype(dtype or "float32")
-    if initializer is None:
-        init = lambda: zeros(shape, dtype)  # noqa: E731
-    elif callable(initializer):
-        init = lambda: initializer(shape, dtype=dtype)  # noqa: E731
-    else:
-        init = initializer
-    from tensorweave.ops.variables import Variable
-    return Variable(init, trainable=trainable, name=name, dtype=dtype)
-
-
-def log(x, name=None):
-    from tensorweave.ops.math_ops import log as _log
-    return _log(x, name=name)
-
-
-def to_float(x, name="ToFloat"):
-    from tensorweave.ops.math_ops import cast
-    return cast(x, "float32", name=name)
-
-
-def to_int32(x, name="ToInt32"):
-    from tensorweave.ops.math_ops import cast
-    return cast(x, "int32", name=name)
-
-
 def div(x, y, name=None):
     from tensorweave.ops.math_ops import divide, floordiv
     from tensorweave.core.convert import convert_to_tensor
     x = convert_to_tensor(x)
     return floordiv(x, y, name=name) if x.dtype.is_integer else divide(x, y, name=name)
+
+
+_install_tf1_signatures({"": globals()})
+
+
+# Namespaces that import Keras or the data pipeline load on first use, as ``tw.keras`` does.
+_LAZY = {"keras": "tensorweave.keras", "data": "tensorweave.compat.v1_data", "layers": "tensorweave.compat.v1_layers"}
+
+
+def __getattr__(name):
+    if name in _LAZY:
+        import importlib
+        return importlib.import_module(_LAZY[name])
+    raise AttributeError(f"module 'tensorweave.compat.v1' has no attribute '{name}'")

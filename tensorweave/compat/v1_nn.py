@@ -19,3 +19,40 @@ def softmax_cross_entropy_with_logits_v2(labels, logits, axis=-1, name=None, dim
 
 def embedding_lookup(params, ids, partition_strategy="mod", name=None, validate_indices=True, max_norm=None):
     return _nn.embedding_lookup(params, ids, max_norm=max_norm, name=name, partition_strategy=partition_strategy)
+
+
+def dropout(x, keep_prob=None, noise_shape=None, seed=None, name=None, rate=None):
+    """TF1's dropout: keeps each element with probability ``keep_prob`` (or drops it with
+    ``rate``, TF1's later spelling; give exactly one) and scales the kept ones by ``1 / keep_prob``.
+
+    >>> import tensorweave as tw
+    >>> import tensorweave.compat.v1 as tf
+    >>> y = tf.nn.dropout(tw.ones([1000]), keep_prob=0.8, seed=1).numpy()
+    >>> sorted(set(y.tolist())), bool(0.75 < (y > 0).mean() < 0.85)
+    ([0.0, 1.25], True)
+    """
+    import numbers
+
+    from tensorweave.core.tensor import Tensor
+    from tensorweave.ops import random_ops
+    if (keep_prob is None) == (rate is None):
+        raise ValueError("tf.compat.v1.nn.dropout: give exactly one of keep_prob and rate "
+                         f"(got keep_prob={keep_prob!r}, rate={rate!r})")
+    if keep_prob is not None:
+        if isinstance(keep_prob, numbers.Real) and not isinstance(keep_prob, bool):
+            if not 0 < keep_prob <= 1:
+                raise ValueError(f"keep_prob must be a scalar tensor or a float in the range (0, 1], got {keep_prob}")
+            rate = 1.0 - float(keep_prob)
+        elif isinstance(keep_prob, Tensor) or hasattr(keep_prob, "dtype"):
+            from tensorweave.ops.math_ops import subtract
+            rate = subtract(1.0, keep_prob)
+        else:
+            raise ValueError(f"keep_prob must be a scalar tensor or a float in the range (0, 1], got {keep_prob!r}")
+    return random_ops.dropout(x, rate, noise_shape=noise_shape, seed=seed, name=name)
+
+
+from tensorweave.compat import v1_rnn_cell as rnn_cell  # noqa: E402,F401
+from tensorweave.compat.v1_rnn import (bidirectional_dynamic_rnn, dynamic_rnn, static_bidirectional_rnn,  # noqa: E402,F401
+                                       static_rnn)
+from tensorweave.compat.v1_aliases import install as _install  # noqa: E402
+_install({"nn": globals()})

@@ -370,3 +370,30 @@ def piecewise_constant(x, boundaries, values, name=None):
     boundary, ``values[-1]`` after the last)."""
     return _decayed(_schedules.PiecewiseConstantDecay(boundaries, values, name=name or "PiecewiseConstant"),
                     x, "piecewise_constant")
+
+
+def natural_exp_decay(learning_rate, global_step, decay_steps, decay_rate, staircase=False, name=None):
+    """``learning_rate * exp(-decay_rate * global_step / decay_steps)`` (floored ratio with ``staircase``)."""
+    from tensorweave.ops.math_ops import cast, exp, floor
+    if global_step is None:
+        raise ValueError("global_step is required for natural_exp_decay.")
+
+    def rate(step=global_step):
+        p = cast(step, _dt.float32) / float(decay_steps)
+        if staircase:
+            p = floor(p)
+        return learning_rate * exp(-float(decay_rate) * p)
+    return rate if executing_eagerly() else rate()
+
+
+piecewise_constant_decay = piecewise_constant
+
+
+# ---- checkpoints: TF1's name-based Saver and the tw.train functions -----------------------------
+from tensorweave.compat.v1_device import replica_device_setter  # noqa: E402
+from tensorweave.compat.v1_saver import Saver, checkpoint_exists, remove_checkpoint  # noqa: E402
+from tensorweave.train.checkpoint import Checkpoint  # noqa: E402
+from tensorweave.train.manager import CheckpointManager, get_checkpoint_state, latest_checkpoint  # noqa: E402
+
+__all__ += ["natural_exp_decay", "piecewise_constant_decay", "Saver", "checkpoint_exists", "remove_checkpoint",
+            "Checkpoint", "CheckpointManager", "get_checkpoint_state", "latest_checkpoint", "replica_device_setter"]

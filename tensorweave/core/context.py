@@ -11,6 +11,7 @@ class _State(threading.local):
     def __init__(self):
         self.graph_stack = []      # graphs being built (innermost last)
         self.device = None         # device string of the innermost `tw.device` scope
+        self.device_functions = []  # TF1 device functions [(fn, ctx.device when entered)], outermost first
         self.tapes = []            # active GradientTapes that record
         self.name_stack = ""       # eager-mode name scope (kept for naming variables)
         self.force_eager = False   # set while a kernel runs Python ops (py_function) in TF1 mode

@@ -277,6 +277,8 @@ class Graph:
                     control.append(self._last_stateful)
             device = ctx.device
             op = Operation(self, opdef, name, inputs, attrs, specs, device, control, traceback)
+            if ctx.device_functions:
+                _apply_device_functions(op)
             if self.is_function_graph and opdef.stateful:
                 self._last_stateful = op
             self._ops.append(op)
@@ -394,6 +396,20 @@ class FuncGraph(Graph):
     def _capture_control(self, op):
         # A control dependency on an outer op is satisfied before the function runs.
         return None
+
+
+def _apply_device_functions(op):
+    """TF1 device functions (``tw.device(fn)``): each, outermost first, returns the op's device
+    (None or "" leaves it); a device string opened inside the innermost function wins."""
+    from tensorweave.runtime.devices import DeviceSpec
+    for fn, _ in ctx.device_functions:
+        d = fn(op)
+        if d:
+            d = d.to_string() if hasattr(d, "to_string") else str(d)
+            op.device = DeviceSpec.from_string(op.device).merge_from(DeviceSpec.from_string(d)).to_string() \
+                if op.device else d
+    if ctx.device and ctx.device != ctx.device_functions[-1][1]:
+        op.device = ctx.device
 
 
 _default_graph = [Graph()]

@@ -101,6 +101,28 @@ class Dataset:
     def __iter__(self):
         return Iterator(self)
 
+    def make_one_shot_iterator(self):
+        """TF1: an iterator read by graph ops (``tw.data.graph_iterators``)."""
+        from tensorweave.data.graph_iterators import make_one_shot_iterator
+        return make_one_shot_iterator(self)
+
+    def make_initializable_iterator(self, shared_name=None):
+        """TF1: an iterator read by graph ops, restarted by running its ``initializer``."""
+        from tensorweave.data.graph_iterators import make_initializable_iterator
+        return make_initializable_iterator(self, shared_name)
+
+    @property
+    def output_types(self):
+        """TF1: the dtypes of an element's components (in its structure)."""
+        from tensorweave.core import nest
+        return nest.map_structure(lambda s: s.dtype, self.element_spec)
+
+    @property
+    def output_shapes(self):
+        """TF1: the shapes of an element's components (in its structure)."""
+        from tensorweave.core import nest
+        return nest.map_structure(lambda s: s.shape, self.element_spec)
+
     def as_numpy_iterator(self):
         """Iterates the elements as NumPy values.
 

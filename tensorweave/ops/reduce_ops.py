@@ -60,6 +60,8 @@ def _restore(op, g):
         return g
     r = x.shape.rank
     axes = _axes(op.attrs["axis"], r)
+    if axes is None:
+        return g   # a full reduction of an input of unknown rank: the scalar broadcasts as it is
     if x.shape.is_fully_defined():
         kept = [1 if i in axes else d for i, d in enumerate(x.shape.as_list())]
         return reshape(g, kept)

@@ -15,7 +15,7 @@ import sys
 import threading
 
 from tensorweave.core import errors
-from tensorweave.core.context import ctx
+from tensorweave.core.context import ctx, executing_eagerly
 
 _DEVICE_RE = re.compile(r"^(?:/job:(?P<job>[^/]+))?(?:/replica:(?P<replica>\d+))?(?:/task:(?P<task>\d+))?"
                         r"(?:/(?:device:)?(?P<type>[A-Za-z_]+):(?P<index>\d+|\*))?$")
@@ -182,7 +182,15 @@ def log_placement(op_name, op_type, device, force=False):
 def device(device_name):
     """Places ops created (or run eagerly) inside on ``device_name``; nested scopes merge."""
     if callable(device_name):
-        raise NotImplementedError("device functions are not supported; pass a device string")
+        # A TF1 device function: called with each op created inside, returns its device.
+        if not ctx.graph_stack and executing_eagerly():
+            raise RuntimeError("tw.device does not support functions when eager execution is enabled")
+        ctx.device_functions.append((device_name, ctx.device))
+        try:
+            yield
+        finally:
+            ctx.device_functions.pop()
+        return
     old = ctx.device
     if device_name is None or device_name == "":
         new = None
