@@ -16,6 +16,7 @@ from tensorweave import bool, config, linalg, math, print, random, tuple  # noqa
 from tensorweave.compat import v1_losses as losses  # noqa: F401
 from tensorweave.compat import v1_metrics as metrics  # noqa: F401
 from tensorweave.compat import v1_nn as nn  # noqa: F401
+from tensorweave.compat import v1_summary as summary  # noqa: F401
 from tensorweave.compat import v1_train as train  # noqa: F401
 from tensorweave.ops.random_ops import (multinomial, random_normal, random_shuffle,  # noqa: F401
                                         random_uniform, set_random_seed, truncated_normal)
