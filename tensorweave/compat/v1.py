@@ -14,6 +14,7 @@
 from tensorweave import *  # noqa: F401,F403 - TF1 code uses the top-level names too
 from tensorweave import bool, config, linalg, math, print, random, tuple  # noqa: F401,A004
 from tensorweave import estimator  # noqa: F401
+from tensorweave.estimator import feature_column  # noqa: F401
 from tensorweave.compat import v1_losses as losses  # noqa: F401
 from tensorweave.compat import v1_metrics as metrics  # noqa: F401
 from tensorweave.compat import v1_nn as nn  # noqa: F401

@@ -7,3 +7,7 @@ from tensorweave.estimator.hooks import (LoggingTensorHook, NanLossDuringTrainin
 from tensorweave.estimator.model_fn import EstimatorSpec, EvalSpec, ModeKeys, TrainSpec  # noqa: F401
 from tensorweave.estimator.run_config import RunConfig  # noqa: F401
 from tensorweave.estimator.training import train_and_evaluate  # noqa: F401
+from tensorweave.estimator.canned.dnn import DNNClassifier, DNNRegressor  # noqa: F401,E402
+from tensorweave.estimator.canned.dnn_linear_combined import (DNNLinearCombinedClassifier,  # noqa: F401,E402
+                                                              DNNLinearCombinedRegressor)
+from tensorweave.estimator.canned.linear import LinearClassifier, LinearRegressor  # noqa: F401,E402
