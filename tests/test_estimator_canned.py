@@ -191,3 +191,20 @@ def test_canned_errors():
         fc.bucketized_column(fc.numeric_column("a"), [2.0, 1.0])
     with pytest.raises(ValueError, match="either linear_feature_columns or dnn_feature_columns"):
         tf.estimator.DNNLinearCombinedClassifier()
+
+
+def test_export_saved_model_serves_the_trained_dnn(tmp_path):
+    x = fc.numeric_column("x", shape=2)
+    features, y, _ = _data(80)
+    est = tf.estimator.DNNClassifier([8], [x], model_dir=str(tmp_path / "model"), optimizer="Adam")
+    est.train(tf.estimator.inputs.numpy_input_fn({"x": features["x"]}, y, batch_size=20, num_epochs=None,
+                                                 shuffle=True), steps=20)
+    receiver = tf.estimator.export.build_raw_serving_input_receiver_fn({"x": tf.TensorSpec([None, 2], tf.float32)})
+    path = est.export_saved_model(str(tmp_path / "export"), receiver)
+    assert isinstance(path, bytes) and path.decode().startswith(str(tmp_path / "export"))
+    want = [p["probabilities"] for p in est.predict(
+        tf.estimator.inputs.numpy_input_fn({"x": features["x"][:6]}, shuffle=False))]
+    import tensorweave as tw
+    loaded = tw.saved_model.load(path.decode())
+    got = loaded.signatures["serving_default"](x=features["x"][:6])["probabilities"].numpy()
+    np.testing.assert_allclose(got, want, rtol=1e-6)

@@ -1,5 +1,5 @@
 """``tf.estimator``: the Estimator, its specs and run configuration, input functions, canned models."""
-from tensorweave.estimator import inputs  # noqa: F401
+from tensorweave.estimator import export, inputs  # noqa: F401
 from tensorweave.estimator.estimator import Estimator  # noqa: F401
 from tensorweave.estimator.hooks import (LoggingTensorHook, NanLossDuringTrainingError, NanTensorHook,  # noqa: F401
                                          SessionRunArgs, SessionRunContext, SessionRunHook, SessionRunValues,

@@ -112,8 +112,8 @@ class ClassificationHead(_Head):
         class_ids = _a.expand_dims(_r.argmax(probabilities, axis=1), 1)
         names = np.array(self._vocab if self._vocab is not None else
                          [str(i).encode() for i in range(self.n_classes)], dtype=object)
-        classes = numpy_function(lambda ids: names[ids], [class_ids], _dt.string, name="classes")
-        out.update(probabilities=probabilities, class_ids=class_ids, classes=_a.reshape(classes, [-1, 1]))
+        classes = _a.gather(convert_to_tensor(names), class_ids, name="classes")  # an op, so it can be exported
+        out.update(probabilities=probabilities, class_ids=class_ids, classes=classes)
         return out
 
     def _unreduced_loss(self, labels, logits):
