@@ -29,6 +29,11 @@ from tensorweave.compat.v1_variable_scope import (AUTO_REUSE, PartitionedVariabl
                                                   variable_op_scope, variable_scope)
 from tensorweave.compat.v1_aliases import (to_bfloat16, to_double, to_float, to_int32, to_int64,  # noqa: F401
                                            install as _install_tf1_signatures)
+from tensorweave import estimator  # noqa: F401
+from tensorweave.estimator import feature_column  # noqa: F401
+from tensorweave.compat import v1_losses as losses  # noqa: F401
+from tensorweave.compat import v1_metrics as metrics  # noqa: F401
+from tensorweave.compat import v1_summary as summary  # noqa: F401
 from tensorweave.compat import v1_train as train  # noqa: F401
 from tensorweave.ops.random_ops import (multinomial, random_normal, random_shuffle,  # noqa: F401
                                         random_uniform, set_random_seed, truncated_normal)

@@ -1,0 +1,13 @@
+"""``tf.estimator``: the Estimator, its specs and run configuration, input functions, canned models."""
+from tensorweave.estimator import export, inputs  # noqa: F401
+from tensorweave.estimator.estimator import Estimator  # noqa: F401
+from tensorweave.estimator.hooks import (LoggingTensorHook, NanLossDuringTrainingError, NanTensorHook,  # noqa: F401
+                                         SessionRunArgs, SessionRunContext, SessionRunHook, SessionRunValues,
+                                         StopAtStepHook)
+from tensorweave.estimator.model_fn import EstimatorSpec, EvalSpec, ModeKeys, TrainSpec  # noqa: F401
+from tensorweave.estimator.run_config import RunConfig  # noqa: F401
+from tensorweave.estimator.training import train_and_evaluate  # noqa: F401
+from tensorweave.estimator.canned.dnn import DNNClassifier, DNNRegressor  # noqa: F401,E402
+from tensorweave.estimator.canned.dnn_linear_combined import (DNNLinearCombinedClassifier,  # noqa: F401,E402
+                                                              DNNLinearCombinedRegressor)
+from tensorweave.estimator.canned.linear import LinearClassifier, LinearRegressor  # noqa: F401,E402

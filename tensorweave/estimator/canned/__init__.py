@@ -1,0 +1,1 @@
+"""The canned estimators: DNN, linear and wide-and-deep classifiers and regressors."""
