@@ -286,3 +286,35 @@ def test_fusion_and_inplace_read_op_traits():
         assert plan_types() == ["Exp", "Mul", "Exp"]
     finally:
         exp.traits.update(saved)
+
+
+def test_execute_dispatches_through_the_threads_interpreter():
+    from tensorweave.core import dispatch
+
+    class Recording(dispatch.Interpreter):
+        name = "recording"
+
+        def __init__(self):
+            self.ops = []
+
+        def execute(self, opdef, inputs, attrs, name):
+            self.ops.append(opdef.name)
+            return dispatch.EAGER.execute(opdef, inputs, attrs, name)
+    rec = Recording()
+    other = []
+    with dispatch.interpreter_scope(rec):
+        assert dispatch.current_interpreter() is rec
+        y = tw.constant(2.0) * 3.0
+        t = threading.Thread(target=lambda: other.append(float(tw.constant(1.0) + 1.0)))
+        t.start()
+        t.join()
+    assert float(y) == 6.0 and "Mul" in rec.ops and "AddV2" not in rec.ops   # the other thread is not affected
+    assert other == [2.0] and dispatch.current_interpreter() is dispatch.EAGER and not dispatch._scoped
+    from tensorweave.core.registry import get_op
+    one = tw.constant(1.0)
+    g = tw.Graph()
+    with g.as_default():
+        assert dispatch.current_interpreter() is dispatch.GRAPH
+        with dispatch.interpreter_scope(dispatch.EAGER):      # eager inside a graph being built
+            r = dispatch.execute(get_op("AddV2"), [one, one])
+    assert float(r) == 2.0 and not g.get_operations()
