@@ -33,6 +33,7 @@ EXCEPTIONS = {
     **dict.fromkeys(["PyFunc", "EagerPyFunc", "CustomGradient", "PrintV2"], _PYTHON),
     **dict.fromkeys(["If", "StatefulIf", "While", "StatefulWhile", "WhileGrad"], _CONTROL),
     **dict.fromkeys(["FusedMatMul", "FusedConv1D", "FusedConv2D", "FusedConv3D", "FusedReluGradBiasAddGrad",
+                     "FusedElementwise", "FusedReduction",
                      "FusedSparseSoftmaxCrossEntropy"], _PLAN),
     "NoOp": "no inputs or outputs, nothing to compare: tests/test_graph.py (control dependencies)",
     "IdentityN": "used by tw.custom_gradient and tw.function outputs: tests/test_autodiff.py",

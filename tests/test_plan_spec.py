@@ -286,3 +286,76 @@ def test_fusion_and_inplace_read_op_traits():
         assert plan_types() == ["Exp", "Mul", "Exp"]
     finally:
         exp.traits.update(saved)
+
+
+def test_execute_dispatches_through_the_threads_interpreter():
+    from tensorweave.core import dispatch
+
+    class Recording(dispatch.Interpreter):
+        name = "recording"
+
+        def __init__(self):
+            self.ops = []
+
+        def execute(self, opdef, inputs, attrs, name):
+            self.ops.append(opdef.name)
+            return dispatch.EAGER.execute(opdef, inputs, attrs, name)
+    rec = Recording()
+    other = []
+    with dispatch.interpreter_scope(rec):
+        assert dispatch.current_interpreter() is rec
+        y = tw.constant(2.0) * 3.0
+        t = threading.Thread(target=lambda: other.append(float(tw.constant(1.0) + 1.0)))
+        t.start()
+        t.join()
+    assert float(y) == 6.0 and "Mul" in rec.ops and "AddV2" not in rec.ops   # the other thread is not affected
+    assert other == [2.0] and dispatch.current_interpreter() is dispatch.EAGER and not dispatch._scoped
+    from tensorweave.core.registry import get_op
+    one = tw.constant(1.0)
+    g = tw.Graph()
+    with g.as_default():
+        assert dispatch.current_interpreter() is dispatch.GRAPH
+        with dispatch.interpreter_scope(dispatch.EAGER):      # eager inside a graph being built
+            r = dispatch.execute(get_op("AddV2"), [one, one])
+    assert float(r) == 2.0 and not g.get_operations()
+
+
+def test_fused_loops_and_in_place_nodes_are_data_and_cannot_carry_code():
+    from tensorweave.runtime import passes
+    n = 1 << 15
+    g = tw.Graph()
+    with g.as_default():
+        x = v1.placeholder(tw.float32, [n])
+        m = tw.matmul(tw.reshape(x, [n // 8, 8]), tw.constant(np.eye(8, dtype=np.float32)))
+        y = tw.exp(tw.reshape(m, [n]) * 2.0) - 1.0                   # fused, writing into the dead matmul result
+        s = tw.reduce_sum(tw.square(x - 1.0))                         # fused with its reduction
+        z = tw.exp(tw.exp(x))                                         # in-place Exp (fusion off below)
+    old = passes.get_options()
+    try:
+        passes.set_options({"fusion_min_elements": 1, "fusion_function_graphs_only": False})
+        plan = executor.build_plan([y, s], [], [x])
+        passes.set_options({"elementwise_fusion": False})
+        plan2 = executor.build_plan([z], [], [x])
+    finally:
+        passes.reset_options()
+        passes.set_options(old)
+    types = [nd.op for nd in plan.spec.nodes]
+    assert "FusedElementwise" in types and "FusedReduction" in types
+    assert any(nd.inplace is not None for nd in plan2.spec.nodes)
+    xv = np.linspace(-1, 1, n).astype(np.float32)
+    for p in (plan, plan2):
+        doc, tensors = plan_io.plan_to_json(p)
+        assert "import" not in json.dumps(doc)       # a fused loop is op types and argument names
+        other = plan_io.plan_from_json(doc, tensors, Runtime("r"))
+        for a, b in zip(p([xv]), other([xv])):
+            np.testing.assert_array_equal(a, b)
+    doc, tensors = plan_io.plan_to_json(plan)
+    fused = next(i for i, nd in enumerate(doc["plan"]["nodes"]) if nd["op"] == "FusedElementwise")
+    bad_args = [{"tuple": [{"tuple": ["Exp", {"tuple": ["a0[0]); __import__('os'"]}]}]},
+                {"tuple": [{"tuple": ["MatMul", {"tuple": ["a0", "a0"]}]}]},
+                {"tuple": [{"tuple": ["Exp", {"tuple": ["v0"]}]}]}]
+    for program in bad_args:
+        d = json.loads(json.dumps(doc))
+        d["plan"]["nodes"][fused]["attrs"]["program"] = program
+        with pytest.raises(ValueError, match="fused program"):
+            plan_io.plan_from_json(d, tensors, Runtime("r"))

@@ -15,6 +15,7 @@ class _State(threading.local):
         self.tapes = []            # active GradientTapes that record
         self.name_stack = ""       # eager-mode name scope (kept for naming variables)
         self.force_eager = False   # set while a kernel runs Python ops (py_function) in TF1 mode
+        self.interpreter = None    # an Interpreter (core/dispatch.py) installed by interpreter_scope
 
 
 ctx = _State()

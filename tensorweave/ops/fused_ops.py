@@ -16,7 +16,8 @@ __all__ = []
 
 # name -> number of outputs; the fusion each stands for is in runtime/passes/remapping.py
 FUSED_OPS = {"FusedMatMul": 1, "FusedConv1D": 1, "FusedConv2D": 1, "FusedConv3D": 1,
-             "FusedReluGradBiasAddGrad": 2, "FusedSparseSoftmaxCrossEntropy": 2}
+             "FusedReluGradBiasAddGrad": 2, "FusedSparseSoftmaxCrossEntropy": 2,
+             "FusedElementwise": 1, "FusedReduction": 1}     # (the last two: runtime/passes/fusion.py)
 
 
 def _plan_only(name):
@@ -27,4 +28,5 @@ def _plan_only(name):
 
 
 for _name, _n in FUSED_OPS.items():
-    register_op(_name, infer=_plan_only(_name), num_outputs=_n, heavy=_name != "FusedSparseSoftmaxCrossEntropy")
+    register_op(_name, infer=_plan_only(_name), num_outputs=_n,
+                heavy=_name not in ("FusedSparseSoftmaxCrossEntropy", "FusedElementwise", "FusedReduction"))

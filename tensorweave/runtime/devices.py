@@ -120,10 +120,19 @@ def canonical_device(device):
     return name
 
 
+_type_cache = {}
+
+
 def device_type_of(device):
+    """``"CPU"``, ``"GPU"`` ... of a device string (cached: the plan builder asks per node)."""
     if not device:
         return "CPU"
-    return DeviceSpec.from_string(device).device_type or "CPU"
+    t = _type_cache.get(device)
+    if t is None:
+        t = DeviceSpec.from_string(device).device_type or "CPU"
+        if len(_type_cache) < 4096:
+            _type_cache[device] = t
+    return t
 
 
 def place(requested, opdef, soft=None, counts=None):

@@ -87,14 +87,15 @@ def _encode_spec(spec, sctx, depth):
     for node in spec.nodes:
         where = f"plan node '{node.name}' ({node.op})"
         if node.kernel is not None:
-            raise SaveError(f"{where} runs a kernel generated in this process (a graph pass made it) and "
-                            "cannot leave it. Hint: tw.config.optimizer.set_experimental_options("
-                            "{'elementwise_fusion': False, 'memory_optimization': False}) before building the plan")
+            raise SaveError(f"{where} runs a kernel made in this process that no registry knows, so it "
+                            "cannot leave it. Hint: register the kernel (tw.register_kernel) and make the node "
+                            "an op of that type")
         attrs = {k: _encode_value(v, sctx, f"{where} attr '{k}'", depth) for k, v in node.attrs.items()}
         nodes.append({"name": node.name, "op": node.op, "device": node.device, "attrs": attrs,
                       "ins": list(node.ins), "outs": node.outs if node.single else list(node.outs),
                       "single": node.single, "heavy": bool(node.heavy), "opaque": bool(node.opaque),
-                      "traceback": node.traceback, "fused": None if node.fused is None else list(node.fused)})
+                      "traceback": node.traceback, "fused": None if node.fused is None else list(node.fused),
+                      "inplace": node.inplace})
     return {"label": spec.label, "n_slots": spec.n_slots, "feed_slots": list(spec.feed_slots),
             "fetch_slots": list(spec.fetch_slots), "parallel": bool(spec.parallel),
             "presets": [[s, _encode_value(v, sctx, f"plan preset of slot {s}", depth)] for s, v in spec.presets],
@@ -212,7 +213,7 @@ def _decode_spec(d, lctx, where, n_resources, depth):
 
 def _decode_node(nd, lctx, where, n, n_resources, depth):
     V.check_keys(nd, where, ("name", "op", "device", "attrs", "ins", "outs", "single", "heavy", "opaque",
-                             "traceback", "fused"))
+                             "traceback", "fused", "inplace"))
     name = V.check_string(nd["name"], where, "name", V.MAX_NAME)
     op = V.check_string(nd["op"], where, "op", V.MAX_NAME)
     device = V.check_string(nd["device"], where, "device", V.MAX_NAME)
@@ -247,8 +248,13 @@ def _decode_node(nd, lctx, where, n, n_resources, depth):
     fused = nd["fused"]
     if fused is not None:
         fused = [V.check_string(x, where, "fused name", V.MAX_NAME) for x in V.check_list(fused, where, "fused")]
+    inplace = nd["inplace"]
+    if inplace is not None:
+        V.check_int(inplace, where, "inplace input", 0, max(len(ins) - 1, 0))
+        if op == COPY_OP or "inplace" not in _OPS[op].traits:
+            fail(where, f"op {op!r} has no in-place form")
     return NodeSpec(name, op, device, attrs, ins, outs, single, V.expect(nd["heavy"], bool, where, "heavy"),
-                    V.expect(nd["opaque"], bool, where, "opaque"), tb, fused)
+                    V.expect(nd["opaque"], bool, where, "opaque"), tb, fused, inplace=inplace)
 
 
 def _decode_value(v, lctx, where, n_resources, depth):

@@ -21,18 +21,16 @@ float64, row by row (NumPy adds float32 pairwise in float32): it differs from th
 result by rounding, and is the more accurate; Max/Min are exact. A failing fused node is
 reported under its output node's name and lists the original nodes.
 """
-import threading
-
 import numpy as np
 
-from tensorweave.core import errors
-from tensorweave.runtime.passes.ir import Node, NodeDef, is_pure, runs_stock_kernel, static_dims
+from tensorweave.core.registry import get_op
+from tensorweave.kernels.cpu.fused_loop_kernels import REDUCE_TYPES
+from tensorweave.ops import fused_ops  # noqa: F401 - registers FusedElementwise/FusedReduction
+from tensorweave.runtime.passes.ir import Node, is_pure, runs_stock_kernel, static_dims
 
 # The expression each elementwise op computes is its OpDef's "expr" trait (ops/math_ops.py):
 # arity from "elementwise", "{0}", "{1}" its inputs, T the dtype's constructor in the source.
 _DTYPES = ("float32", "float64")
-_CACHE = {}
-_LOCK = threading.Lock()
 def _fusable(op, work):
     traits = op.opdef.traits
     if "expr" not in traits or len(op.outputs) != 1 or len(op.inputs) != traits["elementwise"]:
@@ -99,11 +97,13 @@ def find_groups(work):
     return groups
 
 
-def _codegen(group, order):
-    """Source of ``_fused(out, *args)`` and, per external input, whether it is an array."""
+def _program(group, order):
+    """The fused node's ``program`` (see ``kernels/cpu/fused_loop_kernels.py``): per original node
+    its op type and arguments ("a<j>": external input j, "v<n>": step n's value); per external
+    input whether it is a full-size array (else a broadcast scalar); the external inputs."""
     members = {id(o) for o in group.ops}
     ext, kinds, names = {}, [], {}
-    lines = []
+    program = []
     for o in sorted(group.ops, key=lambda o: order[id(o)]):
         args = []
         for t in o.inputs:
@@ -113,94 +113,11 @@ def _codegen(group, order):
             if id(t) not in ext:
                 ext[id(t)] = (len(ext), t)
                 kinds.append(static_dims(t) == group.dims)
-            j = ext[id(t)][0]
-            args.append(f"a{j}[i]" if kinds[j] else f"a{j}")
-        v = f"v{len(names)}"
-        names[id(o.outputs[0])] = v
-        lines.append(f"        {v} = " + o.opdef.traits["expr"].format(*args))
-    root = names[id(group.ops[-1].outputs[0])]
+            args.append(f"a{ext[id(t)][0]}")
+        names[id(o.outputs[0])] = f"v{len(program)}"
+        program.append((o.type, tuple(args)))
     inputs = [t for _, t in sorted(ext.values(), key=lambda e: e[0])]
-    return lines, root, kinds, inputs
-
-
-def _source(lines, root, n, inplace=None):
-    """``_fused(out, a0, ..)``, or with ``inplace=k`` ``_fused(a0, ..)`` storing into ``a<k>``:
-    a separate loop, because LLVM only vectorises a loop whose store may overlap a load when
-    it can see that they are the same address."""
-    params = [f"a{j}" for j in range(n)]
-    if inplace is None:
-        head, dest = ", ".join(["out"] + params), "out"
-    else:
-        head, dest = ", ".join(params), f"a{inplace}"
-    return (f"def _fused({head}):\n    for i in range({dest}.shape[0]):\n" + "\n".join(lines)
-            + f"\n        {dest}[i] = {root}\n")
-
-
-def _compile(src, dtype):
-    key = (src, dtype)
-    with _LOCK:
-        fn = _CACHE.get(key)
-        if fn is None:
-            from tensorweave.kernels.cpu.jit import njit
-            ns = {"np": np, "T": getattr(np, dtype)}
-            exec(compile(src, f"<tensorweave fused {len(_CACHE)}>", "exec"), ns)  # noqa: S102 - generated
-            fn = _CACHE[key] = njit(ns["_fused"], error_model="numpy")
-    return fn
-
-
-def _loop_args(xs, kinds, npdt, size, names):
-    """The compiled loop's arguments: full-size inputs flat and contiguous, scalars as scalars."""
-    args = []
-    for x, full in zip(xs, kinds):
-        a = np.asarray(x, npdt)
-        if full:
-            if a.size != size:
-                raise ValueError(f"fused nodes {names}: an input has {a.size} elements, expected {size}")
-            args.append(np.ascontiguousarray(a).reshape(-1))
-        else:
-            args.append(a.reshape(-1)[0])
-    return args
-
-
-def make_kernel(lines, root, kinds, shape, dtype, names):
-    """The fused node's kernel: ``kernel(*inputs, inplace=-1)``; with ``inplace=k`` the result is
-    written into input ``k`` (the memory pass sets it only for a dead, freshly allocated input)."""
-    npdt = np.dtype(dtype)
-    shape = tuple(shape)
-    size = int(np.prod(shape))
-    n = len(kinds)
-    variants = {}
-
-    def variant(k):
-        fn = variants.get(k)
-        if fn is None:
-            fn = variants[k] = _compile(_source(lines, root, n, None if k < 0 else k), dtype)
-        return fn
-
-    def fused_elementwise(*xs, inplace=-1):
-        args = _loop_args(xs, kinds, npdt, size, names)
-        if inplace >= 0:
-            o = xs[inplace]
-            if not (isinstance(o, np.ndarray) and o.dtype == npdt and o.flags.c_contiguous and o.flags.writeable
-                    and o.shape == shape):
-                inplace = -1
-        try:
-            if inplace >= 0:
-                out = xs[inplace]
-                variant(inplace)(*args)
-            else:
-                out = np.empty(shape, npdt)
-                variant(-1)(out.reshape(-1), *args)
-        except Exception as e:  # noqa: BLE001 - name the fused nodes
-            raise errors.InternalError(f"in fused nodes {names}: {type(e).__name__}: {e}") from e
-        return out
-    fused_elementwise.fused_source = _source(lines, root, n)
-    return fused_elementwise
-
-
-# ---- a reduction at the end of a group -------------------------------------------------------------
-_REDUCE = {"Sum": ("0.0", "acc += {v}"), "Mean": ("0.0", "acc += {v}"),
-           "Max": ("-np.inf", "acc = np.maximum(acc, {v})"), "Min": ("np.inf", "acc = np.minimum(acc, {v})")}
+    return tuple(program), tuple(kinds), inputs
 
 
 def _reduction_after(group, work):
@@ -212,7 +129,7 @@ def _reduction_after(group, work):
     if len(readers) != 1 or work.protected(y):
         return None
     r = readers[0]
-    if r.type not in _REDUCE or r.inputs[0] is not y or id(r) in work.pinned or r.control_inputs \
+    if r.type not in REDUCE_TYPES or r.inputs[0] is not y or id(r) in work.pinned or r.control_inputs \
             or r.device != root.device or len(r.outputs) != 1 or r.outputs[0].dtype is not y.dtype \
             or static_dims(r.outputs[0]) is None:
         return None
@@ -226,39 +143,6 @@ def _reduction_after(group, work):
     if axes == (nd - 1,):
         return r, int(np.prod(group.dims[:-1]))
     return None
-
-
-def _reduce_source(lines, root, n, reduce_type):
-    """``_fused(out, cols, a0, ..)``: per row of ``cols`` elements, the group's expression
-    reduced into a float64 accumulator (Sum/Mean: more accurate than a float32 sum; Max/Min:
-    exact), stored rounded to ``out``'s dtype."""
-    init, step = _REDUCE[reduce_type]
-    head = ", ".join(["out", "cols"] + [f"a{j}" for j in range(n)])
-    body = "\n".join("    " + line for line in lines)
-    mean = " / cols" if reduce_type == "Mean" else ""
-    return (f"def _fused({head}):\n    for r in range(out.shape[0]):\n        acc = {init}\n"
-            f"        for c in range(cols):\n            i = r * cols + c\n{body}\n"
-            f"            {step.format(v=root)}\n        out[r] = acc{mean}\n")
-
-
-def make_reduce_kernel(lines, root, kinds, shape, dtype, names, reduce_type, rows, out_shape):
-    """The kernel of a group ending in a reduction: ``kernel(*inputs) -> [out_shape]``."""
-    npdt = np.dtype(dtype)
-    size = int(np.prod(shape))
-    fn = []
-
-    def fused_reduction(*xs):
-        if not fn:
-            fn.append(_compile(_reduce_source(lines, root, len(kinds), reduce_type), dtype))
-        args = _loop_args(xs, kinds, npdt, size, names)
-        out = np.empty(rows, npdt)
-        try:
-            fn[0](out, size // rows, *args)
-        except Exception as e:  # noqa: BLE001 - name the fused nodes
-            raise errors.InternalError(f"in fused nodes {names}: {type(e).__name__}: {e}") from e
-        return out.reshape(out_shape)
-    fused_reduction.fused_source = _reduce_source(lines, root, len(kinds), reduce_type)
-    return fused_reduction
 
 
 def run(work):
@@ -278,12 +162,12 @@ def run(work):
             continue
         if len(g.ops) < opts["fusion_min_ops"]:
             continue
-        lines, expr_root, kinds, inputs = _codegen(g, order)
+        program, kinds, inputs = _program(g, order)
         y = root.outputs[0]
         names = [o.name for o in sorted(g.ops, key=lambda o: order[id(o)])]
-        kernel = make_kernel(lines, expr_root, kinds, g.dims, y.dtype.name, names)
-        d = NodeDef("FusedElementwise", {"CPU": kernel})
-        node = Node(root, d, inputs, {"inplace": -1}, [(y.shape, y.dtype)], type_="FusedElementwise",
+        attrs = {"program": program, "kinds": kinds, "shape": tuple(g.dims), "dtype": y.dtype.name,
+                 "names": tuple(names), "inplace": -1}
+        node = Node(root, get_op("FusedElementwise"), inputs, attrs, [(y.shape, y.dtype)], type_="FusedElementwise",
                     control_inputs=(), fused=names)
         work.node_rep[id(root)] = node
         for o in g.ops[:-1]:
@@ -294,12 +178,13 @@ def run(work):
 
 def _fuse_with_reduction(g, reduction, order, work):
     r, rows = reduction
-    lines, expr_root, kinds, inputs = _codegen(g, order)
+    program, kinds, inputs = _program(g, order)
     z = r.outputs[0]
     names = [o.name for o in sorted(g.ops, key=lambda o: order[id(o)])] + [r.name]
-    kernel = make_reduce_kernel(lines, expr_root, kinds, g.dims, z.dtype.name, names, r.type, rows, static_dims(z))
-    d = NodeDef("FusedReduction", {"CPU": kernel})
-    node = Node(r, d, inputs, {}, [(z.shape, z.dtype)], type_="FusedReduction", control_inputs=(), fused=names)
+    attrs = {"program": program, "kinds": kinds, "shape": tuple(g.dims), "dtype": z.dtype.name,
+             "names": tuple(names), "reduce_type": r.type, "rows": rows, "out_shape": tuple(static_dims(z))}
+    node = Node(r, get_op("FusedReduction"), inputs, attrs, [(z.shape, z.dtype)], type_="FusedReduction",
+                control_inputs=(), fused=names)
     work.node_rep[id(r)] = node
     for o in g.ops:
         work.node_rep[id(o)] = None

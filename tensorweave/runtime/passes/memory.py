@@ -20,6 +20,7 @@ with ``out=`` compute the same values.
 """
 import numpy as np
 
+from tensorweave.kernels.cpu.fused_loop_kernels import inplace_kernel
 from tensorweave.runtime.executor import PRESET_OPS
 from tensorweave.runtime.passes.ir import Node, NodeDef, nbytes, runs_stock_kernel, static_dims
 
@@ -53,16 +54,6 @@ def _fresh(t, work):
     return True
 
 
-def _inplace_kernel(op_type, k, f):
-    """The op computed into its input ``k`` with its ``inplace`` trait ``f(*xs, out=)``."""
-
-    def kernel(*xs):
-        with np.errstate(all="ignore"):
-            return f(*xs, out=xs[k])
-    kernel.__name__ = f"{op_type}_inplace{k}"
-    return kernel
-
-
 def _try_inplace(op, work):
     t = op.type
     if t == "FusedElementwise":
@@ -86,7 +77,7 @@ def _try_inplace(op, work):
             attrs["inplace"] = k
             n = Node(op, op.opdef, op.inputs, attrs, [(y.shape, y.dtype)], type_=t, fused=op.fused)
         else:
-            d = NodeDef(t, {"CPU": _inplace_kernel(t, k, op.opdef.traits["inplace"])}, traits=op.opdef.traits)
+            d = NodeDef(t, {"CPU": inplace_kernel(t, k)}, traits=op.opdef.traits)
             n = Node(op, d, op.inputs, dict(op.attrs), [(y.shape, y.dtype)], type_=t)
         n.inplace_of = k
         return n
