@@ -10,8 +10,10 @@ Layout of an export directory::
     fingerprint.json                     sha256 of each file above and of them all together
 
 ``save`` writes everything into a temporary directory beside ``export_dir``, fsyncs it and
-renames it into place, so a reader sees the old SavedModel or the new one, never half of
-one. ``load`` validates the JSON, the tensor file and every node before it builds anything
+swaps it into place in one step (:mod:`tensorweave.saving.atomic`), so a reader sees the old
+SavedModel or the new one, never half of one and never nothing; a load that spans a
+replacement reads again. Nothing inside an export may be a symbolic link, and every file is
+read only if it is a regular file. ``load`` validates the JSON, the tensor file and every node before it builds anything
 and returns an object whose ``signatures`` and attribute functions run the saved graphs on
 restored ``tw.Variable`` objects. Nothing on the load path unpickles, evaluates or imports
 anything named by the file.

@@ -190,3 +190,24 @@ def test_leftovers_of_a_live_save_are_not_removed(tmp_path):
         atomic.unlock(fd)
     _model(str(tmp_path / "m"), 2.0)
     assert not live.exists()
+
+
+def test_manager_start_deletes_what_a_killed_save_was_deleting(tmp_path):
+    """The state file lists the checkpoints a save is about to delete; a kill before they are
+    gone leaves them there, and the next manager deletes them (only its own files)."""
+    from tensorweave.train import _io
+    manager = CheckpointManager(Checkpoint(v=tw.Variable(1.0)), str(tmp_path), max_to_keep=1)
+    for _ in range(2):
+        manager.save()
+    assert sorted(os.listdir(tmp_path)) == ["checkpoint", "ckpt-2.safetensors"]
+    (tmp_path / "ckpt-1.safetensors").write_bytes(b"orphan")       # as a kill before the deletion leaves it
+    (tmp_path / "other-1.safetensors").write_bytes(b"not the manager's")
+    _io.write_state(str(tmp_path), str(tmp_path / "ckpt-2"), [str(tmp_path / "ckpt-2")], [1.0], 0.0,
+                    [str(tmp_path / "ckpt-1"), str(tmp_path / "other-1")])
+    state = _io.read_state(str(tmp_path))
+    assert [os.path.basename(p) for p in state.pending_deletions] == ["ckpt-1", "other-1"]
+    CheckpointManager(Checkpoint(v=tw.Variable(0.0)), str(tmp_path), max_to_keep=1)
+    assert sorted(os.listdir(tmp_path)) == ["checkpoint", "ckpt-2.safetensors", "other-1.safetensors"]
+    manager.save()                    # lists only what it deleted itself (ckpt-2), which is gone
+    assert [os.path.basename(p) for p in _io.read_state(str(tmp_path)).pending_deletions] == ["ckpt-2"]
+    assert sorted(os.listdir(tmp_path)) == ["checkpoint", "ckpt-3.safetensors", "other-1.safetensors"]
