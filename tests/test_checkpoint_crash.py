@@ -131,3 +131,28 @@ def test_crash_hook_is_inert_without_the_variable(tmp_path, monkeypatch):
     _io.crash_point("written")           # only the third time would exit
     _io.crash_point("written")
     _io.crash_point("renamed")
+
+
+def test_fsync_then_rename_then_directory_fsync(tmp_path, monkeypatch):
+    """The data reaches the disk before the rename makes it visible, and the rename itself is
+    made durable after: fsync(file) -> rename -> fsync(directory), for both atomic writers."""
+    import stat
+    from tensorweave.saving import tensor_file
+    events = []
+    real_fsync, real_replace = os.fsync, os.replace
+
+    def fsync(fd):
+        events.append("fsync-dir" if stat.S_ISDIR(os.fstat(fd).st_mode) else "fsync-file")
+        return real_fsync(fd)
+
+    def replace(src, dst):
+        events.append("rename")
+        return real_replace(src, dst)
+    monkeypatch.setattr(os, "fsync", fsync)
+    monkeypatch.setattr(os, "replace", replace)
+    monkeypatch.delenv(_io.CRASH_ENV, raising=False)
+    for write in (_io.write_atomic, tensor_file.write_bytes_atomic):
+        events.clear()
+        write(str(tmp_path / "f"), b"payload")
+        assert events == ["fsync-file", "rename", "fsync-dir"], (write.__name__, events)
+        assert (tmp_path / "f").read_bytes() == b"payload"

@@ -536,3 +536,42 @@ def test_keras_train_step_plan_has_no_dead_nodes(hash_seed):
                          timeout=300)
     assert out.returncode == 0, out.stderr
     assert out.stdout.split(None, 1)[1].strip() == "[]", out.stdout
+
+
+def test_left_units_of_non_commutative_ops_are_kept():
+    """``0 - x`` is ``-x`` and ``1 / x`` is a reciprocal: only Mul and AddV2 drop a constant
+    on the left (``x - 0`` and ``x / 1`` drop it on the right)."""
+    g = tw.Graph()
+    with g.as_default():
+        x = tf1.placeholder(tw.float32, [4])
+        y = tw.exp(tw.constant(0.0) - x)
+        z = tw.exp(tw.constant(1.0) / x)
+        kept = tw.exp((x - tw.constant(0.0)) / tw.constant(1.0))
+    xv = np.array([0.5, 1.0, 2.0, 4.0], np.float32)
+    off, on, plan = _off_and_on([y, z, kept], [x], [xv], elementwise_fusion=False, memory_optimization=False)
+    for a, b in zip(off, on):
+        np.testing.assert_array_equal(b, a)
+    np.testing.assert_allclose(on[0], np.exp(-xv), rtol=1e-6)
+    np.testing.assert_allclose(on[1], np.exp(1.0 / xv), rtol=1e-6)
+    types = [t for t in _types(plan) if t != "Const"]
+    assert types.count("Sub") == 1 and types.count("RealDiv") == 1 and types.count("Exp") == 3
+
+
+def test_no_inplace_write_into_a_buffer_another_node_still_reads():
+    """``b = -a`` may reuse ``a``'s buffer only when nothing else reads ``a``: here ``c = b + a``
+    reads it after ``b`` is computed."""
+    n = memory.INPLACE_MIN_BYTES // 4
+    g = tw.Graph()
+    with g.as_default():
+        x = tf1.placeholder(tw.float32, [n])
+        a = tw.exp(x)
+        b = -a
+        c = b + a * tw.constant(2.0)
+        d = tw.exp(-tw.exp(x))                # a chain whose intermediate values have one reader each
+    xv = np.linspace(0, 1, n).astype(np.float32)
+    plan = _plan([c, d], [x], elementwise_fusion=False)
+    on, off = _run(plan, [xv]), _run(_plan([c, d], [x], disable_meta_optimizer=True), [xv])
+    np.testing.assert_array_equal(on[0], off[0])
+    np.testing.assert_allclose(on[0], np.exp(xv), rtol=1e-6)
+    np.testing.assert_array_equal(on[1], off[1])
+    assert plan.pass_stats["memory_optimization"] >= 1      # the pass did run (on d's chain)

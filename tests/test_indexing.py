@@ -445,3 +445,17 @@ def test_ops_accept_a_sparse_incoming_gradient(case):
             loss = tw.reduce_sum(pick(f(x)) * tw.constant([[1.0], [2.0], [3.0]], tw.float64))
         grads.append(tw.convert_to_tensor(tape.gradient(loss, x)).numpy())
     np.testing.assert_allclose(grads[0], grads[1])
+
+
+@pytest.mark.parametrize("axis", [2, 3, -1])
+def test_gather_with_two_batch_dims(axis):
+    """batch_dims >= 2: the gathered axis is counted after every batch dimension."""
+    rng = np.random.default_rng(11)
+    params = rng.normal(size=(2, 3, 4, 5)).astype(np.float32)
+    indices = rng.integers(0, params.shape[axis], size=(2, 3, 6)).astype(np.int32)
+    got = tw.gather(params, indices, axis=axis, batch_dims=2).numpy()
+    a = axis % 4
+    want = np.stack([np.stack([np.take(params[i, j], indices[i, j], axis=a - 2) for j in range(3)])
+                     for i in range(2)])
+    np.testing.assert_array_equal(got, want)
+    assert got.shape == want.shape

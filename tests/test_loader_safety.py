@@ -611,3 +611,23 @@ def test_fuzz_checkpoint_files(data):
                     pass
     finally:
         shutil.rmtree(d)
+
+
+def test_tensor_file_entries_out_of_offset_order(tmp_path):
+    """Other writers may list entries in any order: the overlap check sorts spans by offset, so
+    a valid file with its header out of offset order loads, and an overlap is still found."""
+    a, b, c = (np.arange(3, dtype=np.float32) + k for k in (0, 10, 20))
+    data = b.tobytes() + c.tobytes() + a.tobytes()        # a is stored last, listed first
+    header = {"a": {"dtype": "F32", "shape": [3], "data_offsets": [24, 36]},
+              "c": {"dtype": "F32", "shape": [3], "data_offsets": [12, 24]},
+              "b": {"dtype": "F32", "shape": [3], "data_offsets": [0, 12]}}
+    path = tmp_path / "t.safetensors"
+    path.write_bytes(_raw_tensor_file(header, data))
+    out = tensor_file.read_tensors(str(path))
+    for name, want in (("a", a), ("b", b), ("c", c)):
+        np.testing.assert_array_equal(out[name], want)
+    header["b"]["data_offsets"] = [20, 32]                   # overlaps c and a, listed between them
+    header["b"]["shape"] = [3]
+    path.write_bytes(_raw_tensor_file(header, data))
+    with pytest.raises(tensor_file.TensorFileError, match="overlap"):
+        tensor_file.read_tensors(str(path))

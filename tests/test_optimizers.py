@@ -725,3 +725,33 @@ def test_fused_adam_errors_name_the_variable():
     v = tw.Variable(np.zeros((3, 2)), name="table")
     with pytest.raises(tw.errors.InvalidArgumentError, match="table.*not in"):
         O.Adam(0.1).apply([_sparse_grad(np.ones((1, 2)), np.array([7]))], [v])
+
+
+SPARSE_BOUNDS = r"""
+import numpy as np
+import tensorweave as tw
+from tensorweave.keras import optimizers as O
+for cls in (O.SGD, O.Adam, O.Adagrad, O.RMSprop):
+    v = tw.Variable(np.zeros((5, 2)))
+    ok = tw.IndexedSlices(tw.constant(np.ones((1, 2))), tw.constant([4], dtype=tw.int32), np.array([5, 2]))
+    cls(0.5).apply([ok], [v])                         # the last row is in bounds
+    assert v.numpy()[4].any() and not v.numpy()[:4].any(), cls
+    for bad in (5, -1):
+        g = tw.IndexedSlices(tw.constant(np.ones((1, 2))), tw.constant([bad], dtype=tw.int32), np.array([5, 2]))
+        try:
+            cls(0.5).apply([g], [v])
+        except tw.errors.InvalidArgumentError as e:
+            assert f"index {bad} is not in [0, 5)" in str(e), e
+        else:
+            raise AssertionError(f"{cls.__name__}: index {bad} was accepted")
+print("bounds ok")
+"""
+
+
+def test_sparse_update_index_exactly_at_the_end_is_rejected():
+    """Index == rows is the boundary: a check weakened to ``> rows`` would let the compiled loop
+    write one row past the end (the process aborts), so this runs in a subprocess."""
+    import subprocess
+    import sys
+    proc = subprocess.run([sys.executable, "-c", SPARSE_BOUNDS], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0 and "bounds ok" in proc.stdout, proc.stderr[-2000:]

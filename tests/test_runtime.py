@@ -213,3 +213,12 @@ def test_constants_and_handles_are_preset_and_keep_the_ordering_through_them():
     # The chain assign -> handle -> read survives the handle becoming a preset value.
     assert types.index("AssignVariableOp") in plan.deps[types.index("ReadVariableOp")]
     assert float(write_a_then_read_b()) == 4.0 and float(a.numpy()) == 5.0
+
+
+def test_device_index_equal_to_the_device_count_does_not_exist(three_cpus):
+    """/cpu:3 with 3 CPUs is one past the last device (indices are 0-based)."""
+    from tensorweave.core.registry import get_op
+    assert devices.place("/cpu:2", get_op("AddV2"), soft=False).endswith("CPU:2")
+    with pytest.raises(tw.errors.InvalidArgumentError, match="no CPU device with index 3 \\(this process has 3\\)"):
+        devices.place("/cpu:3", get_op("AddV2"), soft=False)
+    assert devices.place("/cpu:3", get_op("AddV2"), soft=True).endswith("CPU:0")

@@ -323,3 +323,23 @@ def test_keras_layers_run_in_a_fresh_process(tmp_path):
                           text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr[-3000:]
     np.testing.assert_allclose(np.array(json.loads(proc.stdout)["out"], np.float32), ref, rtol=1e-6, atol=1e-6)
+
+
+def test_output_structure_keeps_tuples_lists_and_dicts(tmp_path):
+    """A saved tw.function returns the containers it returned when traced: a tuple stays a
+    tuple (not a list), a list a list, a dict a dict."""
+    @tw.function(input_signature=[tw.TensorSpec([2], tw.float32)])
+    def f(x):
+        return (x + 1.0, [x * 2.0, {"n": -x}]), x
+
+    class Holder:
+        pass
+    h = Holder()
+    h.f = f
+    f.get_concrete_function()
+    path = str(tmp_path / "structured")
+    tw.saved_model.save(h, path)
+    out = tw.saved_model.load(path).f(tw.constant([1.0, 2.0]))
+    assert type(out) is tuple and type(out[0]) is tuple and type(out[0][1]) is list
+    assert type(out[0][1][1]) is dict and list(out[0][1][1]) == ["n"]
+    assert out[0][0].numpy().tolist() == [2.0, 3.0] and out[1].numpy().tolist() == [1.0, 2.0]

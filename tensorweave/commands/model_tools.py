@@ -51,8 +51,10 @@ def _table(rows, out, indent="  "):
 
 
 def _is_saved_model(path):
-    from tensorweave.saving.saved_model import JSON_NAME
-    return os.path.isdir(path) and os.path.isfile(os.path.join(path, JSON_NAME))
+    # Any directory is taken as a SavedModel, so a broken one gets the SavedModel reader's
+    # precise error (a missing or non-regular saved_model.json ...).
+    from tensorweave.saving.saved_model import resolve_export_dir
+    return os.path.isdir(resolve_export_dir(path))
 
 
 # ---- inspect -----------------------------------------------------------------------------------------
@@ -88,12 +90,12 @@ def inspect_saved_model(path, out):
         out.write(f"\nAssets: {', '.join(sorted(info['assets'].values()))}\n")
 
 
-def _keras_weights_header(path):
+def _keras_weights_header(fh, path):
     """Entries of a .keras file's tensor file, read from the archive without extracting it."""
     import zipfile
     from tensorweave.keras.saving import _WEIGHTS
     from tensorweave.saving import tensor_file
-    with zipfile.ZipFile(path) as z:
+    with zipfile.ZipFile(fh) as z:
         info = z.getinfo(_WEIGHTS)
         with z.open(info) as f:
             header, start = tensor_file._header(f"{path}:{_WEIGHTS}", f, info.file_size)
@@ -102,14 +104,17 @@ def _keras_weights_header(path):
 
 
 def inspect_keras_file(path, out):
-    from tensorweave.keras.saving import _CONFIG, _check_document, _open_zip
+    from tensorweave.keras.saving import _CONFIG, KerasLoadError, _check_document, _read_zip
     from tensorweave.saving import tensor_file
-    meta, doc, _ = _open_zip(path, read_weights=False)
-    _check_document(doc, f"{path}: {_CONFIG}", str)
-    header = _keras_weights_header(path)
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 22), b""):
+    from tensorweave.saving.validation import open_regular
+    # One descriptor for every read, of a regular file only (a FIFO would block forever).
+    with open_regular(path, path, KerasLoadError) as fh:
+        meta, doc, _ = _read_zip(fh, path, read_weights=False)
+        _check_document(doc, f"{path}: {_CONFIG}", str)
+        header = _keras_weights_header(fh, path)
+        fh.seek(0)
+        h = hashlib.sha256()
+        for chunk in iter(lambda: fh.read(1 << 22), b""):
             h.update(chunk)
     out.write(f"Keras model file: {path}\n")
     out.write(f"  format {meta['format']} version {meta['version']}, written by tensorweave "
@@ -155,7 +160,7 @@ def inspect_model(path, out=None):
     out = out or sys.stdout
     if _is_saved_model(path):
         inspect_saved_model(path, out)
-    elif os.path.isfile(path):
+    elif os.path.lexists(path):
         inspect_keras_file(path, out)
     else:
         raise ValueError(f"{path}: not a SavedModel directory or a .keras file")
@@ -172,12 +177,42 @@ def _parse_inputs(items):
             raise ValueError(f"--input {item!r}: expected NAME=FILE.npy")
         if name in values:
             raise ValueError(f"--input {name!r} given twice")
-        try:
-            # allow_pickle=False: an .npy holding Python objects is refused, not unpickled.
-            values[name] = np.load(file, allow_pickle=False)
-        except (OSError, ValueError) as e:
-            raise ValueError(f"--input {name}: cannot read {file} as a .npy array ({e})") from None
+        values[name] = _read_npy(name, file)
     return values
+
+
+def _read_npy(name, file):
+    """An ``.npy`` array: a regular file only, its header checked against the file's size
+    before the array is allocated, never unpickled."""
+    import numpy as np
+    from numpy.lib import format as npy
+    from tensorweave.saving.validation import open_regular
+    where = f"--input {name}: {file}"
+    try:
+        with open_regular(file, where, ValueError) as f:
+            size = os.fstat(f.fileno()).st_size
+            try:
+                version = npy.read_magic(f)
+                shape, fortran, dtype = (npy.read_array_header_1_0(f) if version == (1, 0)
+                                         else npy.read_array_header_2_0(f))
+            except (ValueError, OSError, SyntaxError, TypeError) as e:
+                raise ValueError(f"{where}: not a .npy array ({e})") from None
+            if dtype.hasobject:
+                raise ValueError(f"{where}: Object arrays cannot be loaded when allow_pickle=False (Python objects are never "
+                                 "unpickled)")
+            if len(shape) > 64 or any(not isinstance(d, int) or d < 0 for d in shape):
+                raise ValueError(f"{where}: invalid shape {shape}")
+            nbytes = dtype.itemsize
+            for d in shape:
+                nbytes *= d
+            if nbytes > size - f.tell():
+                raise ValueError(f"{where}: the header declares {shape} {dtype} ({nbytes} bytes) but the file "
+                                 f"holds {size - f.tell()} bytes after it (truncated or crafted)")
+            f.seek(0)
+            # allow_pickle=False: an .npy holding Python objects is refused, not unpickled.
+            return np.load(f, allow_pickle=False)
+    except OSError as e:
+        raise ValueError(f"{where}: cannot read it as a .npy array ({e.strerror or e})") from None
 
 
 def _summary(a, max_values):
@@ -215,7 +250,7 @@ def run_model(path, inputs, signature=None, out=None, max_values=20):
             if want is not None and values[n].dtype != want and values[n].dtype.kind == want.kind:
                 values[n] = values[n].astype(want)
         outputs = {k: v.numpy() for k, v in fn(**values).items()}
-    elif os.path.isfile(path):
+    elif os.path.lexists(path):
         if signature:
             raise ValueError("--signature applies to SavedModels; a .keras file has one call")
         from tensorweave.keras.saving import load_model
@@ -260,6 +295,10 @@ def _guarded(fn):
         return fn()
     except (ValueError, OSError, TypeError) as e:
         sys.stderr.write(f"tensorweave: error: {e}\n")
+        return 2
+    except (OverflowError, MemoryError, RecursionError) as e:
+        # (the loaders turn these into their own errors; this covers running the model)
+        sys.stderr.write(f"tensorweave: error: {type(e).__name__} while running the model: {e}\n")
         return 2
 
 

@@ -279,6 +279,11 @@ _UNSAVEABLE = {
                      "prefetch(0)",
 }
 _MAX_DEPTH = 64
+# A Python generator is restored by running it again up to the saved count (its frame cannot
+# be saved). The count comes from the file: beyond the dataset's cardinality (when known) or
+# this many elements, restoring refuses instead of replaying for hours. Raise it for a longer
+# generator you trust.
+MAX_GENERATOR_REPLAY = 10_000_000
 
 
 def _fields(it):
@@ -519,6 +524,14 @@ def _check_types(it, name, values, where):
 def _replay_generator(it):
     # A generator's frame cannot be saved: run a new one as far as the saved one had gone.
     count, done = it._count, it._done
+    known = _known_cardinality(it._ds)
+    if known is not None and count > known:
+        raise ValueError(f"iterator state: the saved position {count} is past the end of the generator's "
+                         f"{known} elements (corrupt or crafted checkpoint?)")
+    if count > MAX_GENERATOR_REPLAY:
+        raise ValueError(f"iterator state: restoring would replay the Python generator for {count} elements, more "
+                         f"than the limit of {MAX_GENERATOR_REPLAY} (tensorweave.data.iterators.MAX_GENERATOR_REPLAY; "
+                         "raise it for a checkpoint you trust)")
     it._it, it._count, it._done = None, 0, False
     while it._count < count:
         try:
@@ -527,6 +540,14 @@ def _replay_generator(it):
             raise ValueError(f"iterator state: the generator ended after {it._count} elements, but the saved "
                              f"position is {count}") from None
     it._done = done
+
+
+def _known_cardinality(ds):
+    try:
+        n = int(ds.cardinality().numpy())
+    except Exception:  # noqa: BLE001 - a dataset that cannot say: unknown
+        return None
+    return n if n >= 0 else None
 
 
 def _reopen_text(it):

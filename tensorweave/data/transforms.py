@@ -1056,15 +1056,31 @@ def _write_cache_file(path, specs, elements):
             arrays[f"data{c}"] = np.concatenate(
                 [np.ascontiguousarray(p).reshape(-1).view(np.uint8) for p in parts]) if parts \
                 else np.zeros(0, np.uint8)
-    tmp = path + ".tmp"
-    with open(tmp, "wb") as f:
-        np.savez(f, **arrays)
-    os.replace(tmp, path)
+    import io
+    from tensorweave.saving.tensor_file import write_bytes_atomic
+    buf = io.BytesIO()
+    np.savez(buf, **arrays)
+    # (a unique temporary name, fsync, rename, directory fsync: concurrent writers and kills
+    # never leave a torn cache file, and no fixed ".tmp" name that two writers would share)
+    write_bytes_atomic(path, buf.getvalue())
 
 
 def _read_cache_file(path):
+    """The elements of a cache file; a file that is not one (truncated, tampered, not a
+    regular file) raises ``ValueError`` naming it."""
+    import zipfile
+    from tensorweave.saving.validation import open_regular
+    with open_regular(path, path, ValueError) as f:
+        try:
+            return _decode_cache(f)
+        except (KeyError, IndexError, TypeError, OverflowError, MemoryError, EOFError, OSError,
+                zipfile.BadZipFile) as e:
+            raise ValueError(f"{path}: not a valid cache file ({type(e).__name__}: {e})") from None
+
+
+def _decode_cache(f):
     from tensorweave.core import dtypes as _dt
-    with np.load(path, allow_pickle=False) as z:
+    with np.load(f, allow_pickle=False) as z:
         n = int(z["count"])
         columns = []
         c = 0

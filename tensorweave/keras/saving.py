@@ -35,13 +35,13 @@ import io
 import json
 import os
 import tempfile
-import threading
 import warnings
 import zipfile
 
 import numpy as np
 
 from tensorweave.core import nest
+from tensorweave.saving import atomic
 from tensorweave.saving import tensor_file
 from tensorweave.saving import validation as V
 from tensorweave.saving.validation import LoadError, fail
@@ -264,7 +264,11 @@ def save_model(model, filepath, overwrite=True, include_optimizer=True, **kwargs
     weights = tensor_file.encode(tensors, {"format": FORMAT + ".weights", "version": str(VERSION)})
     directory = os.path.dirname(os.path.abspath(filepath))
     os.makedirs(directory, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=directory, prefix=".tmp-" + os.path.basename(filepath) + "-")
+    prefix = ".tmp-" + os.path.basename(filepath) + "-"
+    # Copies of the model that killed saves left behind (no live save holds them locked).
+    atomic.remove_stale(directory, [prefix])
+    fd, tmp = tempfile.mkstemp(dir=directory, prefix=prefix)
+    lock = atomic.lock_temporary(tmp)
     try:
         with os.fdopen(fd, "wb") as f:
             # Stored, not deflated: weights barely compress, and a stored member can be
@@ -275,21 +279,35 @@ def save_model(model, filepath, overwrite=True, include_optimizer=True, **kwargs
                 z.writestr(_WEIGHTS, weights)
             f.flush()
             os.fsync(f.fileno())
+        atomic.crash_point("keras_written")
         os.replace(tmp, filepath)
         tensor_file.fsync_dir(directory)
     except BaseException:
         if os.path.exists(tmp):
             os.remove(tmp)
         raise
+    finally:
+        atomic.unlock(lock)
 
 
 # ---- reading containers -------------------------------------------------------------------------------
 def _open_zip(path, read_weights=True):
     """Validated members of a .keras zip: (metadata, config doc, {key: array} or None)."""
     where = os.fspath(path)
-    size = os.stat(path).st_size
     try:
-        z = zipfile.ZipFile(path)
+        fh = V.open_regular(path, where, KerasLoadError)     # (a FIFO would block the read forever)
+    except OSError as e:
+        raise KerasLoadError(f"{where}: cannot be read ({e.strerror or e})") from None
+    with fh:
+        return _read_zip(fh, where, read_weights)
+
+
+def _read_zip(fh, where, read_weights):
+    size = os.fstat(fh.fileno()).st_size
+    if not zipfile.is_zipfile(fh):
+        raise KerasLoadError(f"{where}: not a .keras file (not a zip archive) and not a SavedModel directory")
+    try:
+        z = zipfile.ZipFile(fh)
     except (zipfile.BadZipFile, OSError, ValueError, EOFError, NotImplementedError) as e:
         raise KerasLoadError(f"{where}: not a valid .keras (zip) file ({e})") from None
     with z:
@@ -376,41 +394,33 @@ def _check_document(doc, where, ref_type):
 
 
 # ---- building ----------------------------------------------------------------------------------------
-_BUDGET_LOCK = threading.RLock()
-
-
 @contextlib.contextmanager
 def _weight_budget(max_bytes, total_bytes, where):
     """While the model is rebuilt, refuses weights larger than anything the file holds: a
-    config asking for a huge layer fails before the allocation, not in it."""
-    from tensorweave.keras.engine.layer import Layer
-    import tensorweave as tw
+    config asking for a huge layer fails before the allocation, not in it. The limit is a
+    per-load context (``layer.weight_guard``): layers built by other threads meanwhile are
+    not affected."""
+    from tensorweave.keras.engine.layer import weight_guard
     used = [0]
-    original = Layer.add_weight
 
-    def add_weight(self, shape=None, initializer=None, dtype=None, *args, **kwargs):
-        dims = tuple(() if shape is None else shape)
+    def guard(layer, dims, dtype):
         if not all(isinstance(d, (int, np.integer)) and not isinstance(d, bool) and 0 <= d <= V.MAX_DIM
                    for d in dims):
-            fail(where, f"layer '{self.name}' asks for a weight of invalid shape {dims}")
-        itemsize = (tw.as_dtype(dtype) if dtype is not None else self._dtype).size
-        nbytes = V.num_elements(dims) * itemsize
+            fail(where, f"layer '{layer.name}' asks for a weight of invalid shape {dims}")
+        nbytes = V.num_elements(dims) * dtype.size
         used[0] += nbytes
         if nbytes > max_bytes or used[0] > total_bytes:
-            fail(where, f"layer '{self.name}' ({type(self).__name__}) asks for a weight of shape {list(dims)} "
+            fail(where, f"layer '{layer.name}' ({type(layer).__name__}) asks for a weight of shape {list(dims)} "
                         f"({nbytes} bytes), more than the saved weights hold: the config does not match its "
                         "weights (corrupt or malicious file)")
         # Every weight is overwritten from the file, so skip the random initializer (most of
         # the rebuild time for a large model); zeros are allocated lazily by the OS.
-        return original(self, shape, "zeros", dtype, *args, **kwargs)
-    with _BUDGET_LOCK:
-        Layer.add_weight = add_weight
-        Layer.add_variable = add_weight
-        try:
-            yield
-        finally:
-            Layer.add_weight = original
-            Layer.add_variable = original
+        return "zeros"
+    token = weight_guard.set(guard)
+    try:
+        yield
+    finally:
+        weight_guard.reset(token)
 
 
 def _resolve_function(desc, layer_name, custom_objects, where):
@@ -608,29 +618,37 @@ def load_model(filepath, custom_objects=None, compile=True, safe_mode=True):
 
 def _load(filepath, custom_objects, compile, safe_mode):
     import tensorweave.keras  # noqa: F401 - the layer registry
-    if os.path.isdir(filepath):
-        from tensorweave.saving import saved_model
-        doc = saved_model.read_document(filepath)
-        kdoc = doc.get("keras")
-        if kdoc is None:
-            raise KerasLoadError(f"{filepath}: this SavedModel was not saved from a Keras model; load it with "
-                                 "tw.saved_model.load")
-        where = f"{filepath}: {saved_model.JSON_NAME} keras"
-        _check_document(kdoc, where, int)
-        n = len(doc["variables"])
-        for ref in list(kdoc["weights"].values()) + list((kdoc["optimizer_state"] or {}).get("variables", [])):
-            V.check_int(ref, where, "variable index", 0, n - 1)
-        tensors = saved_model._read_tensors(filepath, doc)
-        by_index = [tensors[e["key"]] for e in doc["variables"]]
-        sizes = [a.nbytes for a in by_index] or [0]
-        return restore_model(kdoc, lambda i: by_index[i], where, custom_objects, compile, safe_mode,
-                             (max(sizes), sum(sizes)))
-    if not os.path.isfile(filepath):
+    from tensorweave.saving import saved_model
+    if os.path.isdir(saved_model.resolve_export_dir(filepath)):
+        return saved_model.read_consistently(
+            filepath, lambda d: _load_saved_model(d, custom_objects, compile, safe_mode))
+    return _load_keras_file(filepath, custom_objects, compile, safe_mode)
+
+
+def _load_saved_model(filepath, custom_objects, compile, safe_mode):
+    from tensorweave.saving import saved_model
+    doc = saved_model.read_document(filepath)
+    kdoc = doc.get("keras")
+    if kdoc is None:
+        raise KerasLoadError(f"{filepath}: this SavedModel was not saved from a Keras model; load it with "
+                             "tw.saved_model.load")
+    where = f"{filepath}: {saved_model.JSON_NAME} keras"
+    _check_document(kdoc, where, int)
+    n = len(doc["variables"])
+    for ref in list(kdoc["weights"].values()) + list((kdoc["optimizer_state"] or {}).get("variables", [])):
+        V.check_int(ref, where, "variable index", 0, n - 1)
+    tensors = saved_model._read_tensors(filepath, doc)
+    by_index = [tensors[e["key"]] for e in doc["variables"]]
+    sizes = [a.nbytes for a in by_index] or [0]
+    return restore_model(kdoc, lambda i: by_index[i], where, custom_objects, compile, safe_mode,
+                         (max(sizes), sum(sizes)))
+
+
+def _load_keras_file(filepath, custom_objects, compile, safe_mode):
+    if not os.path.lexists(filepath):
         raise KerasLoadError(f"{filepath}: no such file or directory")
     if filepath.endswith((".h5", ".hdf5")):
         raise KerasLoadError(f"{filepath}: HDF5 files are not supported")
-    if not zipfile.is_zipfile(filepath):
-        raise KerasLoadError(f"{filepath}: not a .keras file (not a zip archive) and not a SavedModel directory")
     _, doc, tensors = _open_zip(filepath)
     where = f"{filepath}: {_CONFIG}"
     _check_document(doc, where, str)

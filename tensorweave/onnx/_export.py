@@ -252,31 +252,11 @@ def _prune(nodes, initializers, outputs):
 
 
 def write_atomic(data, path):
-    """Writes ``data`` to ``path`` through a temporary file in the same folder and a rename, so that
-    ``path`` is always either the old file or the complete new one."""
-    path = os.fspath(path)
-    folder = os.path.dirname(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(prefix=f".{os.path.basename(path)}.", suffix=".tmp", dir=folder)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
-    try:  # make the rename itself durable
-        dfd = os.open(folder, os.O_RDONLY)
-        try:
-            os.fsync(dfd)
-        finally:
-            os.close(dfd)
-    except OSError:
-        pass
+    """Writes ``data`` to ``path`` through a temporary file in the same folder, fsync and a
+    rename (then the folder is fsynced), so that ``path`` is always either the old file or the
+    complete new one (one implementation for every writer: ``saving.tensor_file``)."""
+    from tensorweave.saving.tensor_file import write_bytes_atomic
+    write_bytes_atomic(path, data)
 
 
 def export(model, path=None, opset=17, input_names=None, output_names=None, check=True):

@@ -356,6 +356,33 @@ def _kernel_params(opdef):
     return names
 
 
+def _kernel_arity(opdef, attrs):
+    """``(least, most)`` inputs the op's CPU kernel takes once ``attrs`` are bound, or None when
+    its signature cannot be read. A NumPy ufunc kernel takes exactly ``nin`` (an extra input
+    would become its ``out`` argument); a Python kernel takes its positional parameters that
+    are not attrs (``*args``: any number). An op with a ``bind`` hook gets more keyword
+    arguments when its plan is built, so only its upper bound is known."""
+    kernel = opdef.kernels.get("CPU")
+    if kernel is None:
+        return None
+    base = inspect.unwrap(kernel)
+    if isinstance(base, np.ufunc):
+        return base.nin, base.nin
+    try:
+        params = list(inspect.signature(kernel).parameters.values())
+    except (TypeError, ValueError):
+        return None
+    least, most = 0, 0
+    for p in params:
+        if p.kind is inspect.Parameter.VAR_POSITIONAL:
+            most = math.inf
+        elif p.kind in (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD) \
+                and p.name not in attrs:
+            most += 1
+            least += p.default is inspect.Parameter.empty
+    return (0 if opdef.bind is not None else least), most
+
+
 def _kind(v):
     if v is None:
         return _NONE
@@ -386,6 +413,11 @@ def _decode_number(v, dtype, where):
         return v
     if isinstance(v, bool) or not isinstance(v, (int, float)):
         fail(where, f"value must be a number, got {V._short(v)}")
+    if isinstance(v, int):
+        try:
+            float(v)
+        except OverflowError:
+            fail(where, f"value {V._short(v)} is out of range for {dtype.name}")
     return v
 
 
@@ -587,6 +619,11 @@ class GraphBuilder:
             controls.append(op)
         device = V.check_string(nd.get("device", ""), where, "device", 256)
         attrs = self.attrs(opdef, V.expect(nd["attrs"], dict, where, "attrs"), where)
+        arity = _kernel_arity(opdef, attrs)
+        if arity is not None and not arity[0] <= len(inputs) <= arity[1]:
+            want = arity[0] if arity[0] == arity[1] else (
+                f"at least {arity[0]}" if arity[1] == math.inf else f"{arity[0]} to {arity[1]}")
+            fail(where, f"has {len(inputs)} inputs, but op {op_type} takes {want}")
         self.check_op(opdef, attrs, inputs, where)
         try:
             specs = opdef.infer(inputs, attrs)
@@ -816,20 +853,21 @@ def build_function(spec, lctx, where="function"):
         fail(where, f"cannot be prepared to run: {type(e).__name__}: {e}")
 
 
-def op_counts(spec, counts=None):
-    """``{op type: count}`` over a JSON graph and the bodies nested in it (no validation)."""
+def op_counts(spec, counts=None, where="graph"):
+    """``{op type: count}`` over a JSON graph and the bodies nested in it. Only the structure
+    it walks is checked (nodes a list of objects with a string op): a file that is malformed
+    there raises :class:`LoadError` naming the graph."""
     counts = {} if counts is None else counts
-    stack = [spec]
+    stack = [(spec, where)]
     while stack:
-        g = stack.pop()
-        for nd in g.get("nodes", []) if isinstance(g, dict) else []:
-            if not isinstance(nd, dict):
-                continue
-            op = nd.get("op")
-            if isinstance(op, str):
-                counts[op] = counts.get(op, 0) + 1
-            for v in (nd.get("attrs") or {}).values() if isinstance(nd.get("attrs"), dict) else []:
+        g, w = stack.pop()
+        V.expect(g, dict, w, "graph")
+        for i, nd in enumerate(V.check_list(g.get("nodes"), w, "nodes", V.MAX_NODES)):
+            V.expect(nd, dict, f"{w} node #{i}", "node")
+            op = V.check_string(nd.get("op"), f"{w} node #{i}", "op", V.MAX_NAME)
+            counts[op] = counts.get(op, 0) + 1
+            attrs = nd.get("attrs") or {}
+            for k, v in (attrs.items() if isinstance(attrs, dict) else ()):
                 if isinstance(v, dict) and "function" in v:
-                    stack.append(v["function"])
+                    stack.append((v["function"], f"{w} node #{i} attr '{k}'"))
     return counts
-

@@ -10,8 +10,10 @@ Layout of an export directory::
     fingerprint.json                     sha256 of each file above and of them all together
 
 ``save`` writes everything into a temporary directory beside ``export_dir``, fsyncs it and
-renames it into place, so a reader sees the old SavedModel or the new one, never half of
-one. ``load`` validates the JSON, the tensor file and every node before it builds anything
+swaps it into place in one step (:mod:`tensorweave.saving.atomic`), so a reader sees the old
+SavedModel or the new one, never half of one and never nothing; a load that spans a
+replacement reads again. Nothing inside an export may be a symbolic link, and every file is
+read only if it is a regular file. ``load`` validates the JSON, the tensor file and every node before it builds anything
 and returns an object whose ``signatures`` and attribute functions run the saved graphs on
 restored ``tw.Variable`` objects. Nothing on the load path unpickles, evaluates or imports
 anything named by the file.
@@ -52,6 +54,7 @@ from tensorweave.core.graph import SymbolicTensor
 from tensorweave.core.shape import TensorShape, fmt
 from tensorweave.core.tensor import Tensor
 from tensorweave.core.tensor_spec import TensorSpec
+from tensorweave.saving import atomic
 from tensorweave.saving import graph_io
 from tensorweave.saving import tensor_file
 from tensorweave.saving import validation as V
@@ -276,7 +279,7 @@ def _collect(obj, signatures):
 
 def _hash_file(path):
     h = hashlib.sha256()
-    with open(path, "rb") as f:
+    with V.open_regular(path) as f:
         for chunk in iter(lambda: f.read(1 << 22), b""):
             h.update(chunk)
     return h.hexdigest()
@@ -376,7 +379,9 @@ def _save(obj, export_dir, signatures=None, options=None, extra=None):
 
     parent = os.path.dirname(export_dir)
     os.makedirs(parent, exist_ok=True)
-    tmp = tempfile.mkdtemp(prefix=f".{os.path.basename(export_dir)}.tmp-", dir=parent)
+    _clean_leftovers(export_dir)
+    tmp = tempfile.mkdtemp(prefix=_tmp_prefix(export_dir), dir=parent)
+    lock = atomic.lock_temporary(tmp)     # (the next save's clean-up leaves a live save's directory alone)
     try:
         os.makedirs(os.path.join(tmp, "variables"))
         os.makedirs(os.path.join(tmp, ASSETS_DIR))
@@ -394,18 +399,31 @@ def _save(obj, export_dir, signatures=None, options=None, extra=None):
         tensor_file.write_bytes_atomic(os.path.join(tmp, FINGERPRINT_NAME),
                                        json.dumps(fp, indent=1, sort_keys=True).encode())
         _fsync_tree(tmp)
-        if os.path.isdir(export_dir):
-            old = tempfile.mkdtemp(prefix=f".{os.path.basename(export_dir)}.old-", dir=parent)
-            os.rmdir(old)
-            os.rename(export_dir, old)
-            os.rename(tmp, export_dir)
-            shutil.rmtree(old, ignore_errors=True)
-        else:
-            os.rename(tmp, export_dir)
-        tensor_file.fsync_dir(parent)
+        atomic.crash_point("saved_model_written")
+        # One atomic step where the system has it (the path always holds a whole export);
+        # see atomic.replace_dir for the fallback and its recovery.
+        atomic.replace_dir(tmp, export_dir, "saved_model_")
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
+    finally:
+        atomic.unlock(lock)
+
+
+def _tmp_prefix(export_dir):
+    return f".{os.path.basename(export_dir)}.tmp-"
+
+
+def _is_complete(path):
+    return os.path.isfile(os.path.join(path, JSON_NAME)) and not os.path.islink(os.path.join(path, JSON_NAME))
+
+
+def _clean_leftovers(export_dir):
+    """What killed saves of ``export_dir`` left beside it: an export renamed aside goes back
+    when the path is empty (fallback path of ``atomic.replace_dir``), and temporary
+    directories that no running save holds are removed."""
+    atomic.recover_dir(export_dir, _is_complete)
+    atomic.remove_stale(os.path.dirname(export_dir), [_tmp_prefix(export_dir)])
 
 
 # ---- loading -----------------------------------------------------------------------------------------
@@ -557,13 +575,40 @@ def _check_tensor_decl(entry, where, need_key):
     return dt, V.check_shape(entry["shape"], where, allow_unknown=need_key)
 
 
+def _entry(export_dir, *parts):
+    """The path of ``parts`` inside ``export_dir``, refusing symbolic links on the way: a
+    link could make a loader (or the fingerprint) read anything on the machine."""
+    path = export_dir
+    for i, part in enumerate(parts):
+        path = os.path.join(path, part)
+        if os.path.islink(path):
+            link = "/".join(parts[:i + 1])
+            raise LoadError(f"{export_dir}: {link} is a symbolic link"
+                            + (f" (reading {'/'.join(parts)})" if i + 1 < len(parts) else "")
+                            + "; the files of a SavedModel must be inside its directory")
+    return path
+
+
+def resolve_export_dir(export_dir):
+    """``export_dir``, or, when it is missing because a save was killed half-way through
+    replacing it (the fallback path of ``atomic.replace_dir``), the previous export that
+    save renamed aside."""
+    export_dir = os.fspath(export_dir)
+    if os.path.lexists(export_dir):
+        return export_dir
+    for p in atomic.aside_copies(export_dir):
+        if _is_complete(p):
+            return p
+    return export_dir
+
+
 def read_document(export_dir):
     """Reads and structurally validates ``saved_model.json`` (no tensors are read)."""
     export_dir = os.fspath(export_dir)
     if not os.path.isdir(export_dir):
         raise LoadError(f"{export_dir}: not a SavedModel directory (it does not exist or is not a directory)")
-    path = os.path.join(export_dir, JSON_NAME)
-    if not os.path.isfile(path):
+    path = _entry(export_dir, JSON_NAME)
+    if not os.path.lexists(path):
         raise LoadError(f"{export_dir}: not a SavedModel ({JSON_NAME} is missing)")
     where = JSON_NAME
     doc = V.read_json_file(path, where)
@@ -635,12 +680,12 @@ def read_document(export_dir):
 
 def _read_tensors(export_dir, doc):
     """Reads the tensor file and checks it holds exactly the declared variables and constants."""
-    path = os.path.join(export_dir, VARIABLES_FILE)
+    path = _entry(export_dir, *VARIABLES_FILE.split(os.sep))
     declared = {e["key"]: (e["dtype"], e["shape"], True) for e in doc["variables"]}
     declared.update({k: (e["dtype"], e["shape"], False) for k, e in doc.get("constants", {}).items()})
-    if not declared and not os.path.exists(path):
+    if not declared and not os.path.lexists(path):
         return {}
-    if not os.path.isfile(path) or os.path.islink(path):
+    if not os.path.lexists(path):
         raise LoadError(f"{export_dir}: {VARIABLES_FILE} is missing")
     tensors = tensor_file.read_tensors(path)
     extra = sorted(set(tensors) - set(declared))
@@ -674,9 +719,9 @@ def fingerprint_of(export_dir):
     """``(stored, recomputed)`` combined sha256 of a SavedModel's files (stored: None if absent)."""
     export_dir = os.fspath(export_dir)
     stored = None
-    path = os.path.join(export_dir, FINGERPRINT_NAME)
+    path = _entry(export_dir, FINGERPRINT_NAME)
     files = {}
-    if os.path.isfile(path):
+    if os.path.lexists(path):
         fp = V.read_json_file(path, FINGERPRINT_NAME, 1 << 20)
         if isinstance(fp, dict) and isinstance(fp.get("sha256"), str):
             stored = fp["sha256"]
@@ -684,14 +729,15 @@ def fingerprint_of(export_dir):
         if isinstance(listed, dict):
             files = {k: None for k in listed}
     files.setdefault(JSON_NAME, None)
-    if os.path.exists(os.path.join(export_dir, VARIABLES_FILE)):
+    if os.path.lexists(os.path.join(export_dir, VARIABLES_FILE)):
         files.setdefault(VARIABLES_FILE.replace(os.sep, "/"), None)
     recomputed = {}
     for name in files:
         if not isinstance(name, str) or ".." in name.split("/") or name.startswith("/"):
             continue
-        p = os.path.join(export_dir, *name.split("/"))
-        if os.path.isfile(p) and not os.path.islink(p):
+        # Never through a link (a linked directory could lead to /proc/kcore), regular files only.
+        p = _entry(export_dir, *name.split("/"))
+        if os.path.lexists(p):
             recomputed[name] = _hash_file(p)
     return stored, _combined(recomputed)
 
@@ -706,7 +752,7 @@ def load(export_dir, tags=None, options=None, verify_fingerprint=False):
     """
     export_dir = os.path.abspath(os.fspath(export_dir))
     try:
-        return _load(export_dir, verify_fingerprint)
+        return read_consistently(export_dir, lambda d: _load(d, verify_fingerprint))
     except (LoadError, tensor_file.TensorFileError):
         raise
     except RecursionError:
@@ -714,6 +760,35 @@ def load(export_dir, tags=None, options=None, verify_fingerprint=False):
     except MemoryError:
         raise LoadError(f"{export_dir}: out of memory while loading (the model is too large for this "
                         "machine)") from None
+    except OverflowError as e:
+        raise LoadError(f"{export_dir}: a number in the SavedModel is out of range ({e})") from None
+
+
+def _identity(path):
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return st.st_dev, st.st_ino, st.st_ctime_ns
+
+
+def read_consistently(export_dir, read, attempts=3):
+    """``read(directory)`` of one version of ``export_dir``: a save that replaces the
+    directory while it is being read (the reader would mix files of two versions) makes it
+    read again; so does a failure while the directory was replaced."""
+    for attempt in range(attempts):
+        directory = resolve_export_dir(export_dir)
+        before = _identity(directory)
+        try:
+            result = read(directory)
+        except (ValueError, OSError):
+            if attempt + 1 < attempts and _identity(directory) != before:
+                continue
+            raise
+        if _identity(directory) == before:
+            return result
+    raise LoadError(f"{export_dir}: replaced by other saves while it was being read ({attempts} times); "
+                    "try again")
 
 
 def register_all_ops():
@@ -763,13 +838,13 @@ def _load(export_dir, verify_fingerprint):
         attributes[name] = variables[i]
     assets = {}
     for name, fname in doc.get("assets", {}).items():
-        p = os.path.join(export_dir, ASSETS_DIR, fname)
-        if not os.path.isfile(p) or os.path.islink(p):
+        p = _entry(export_dir, ASSETS_DIR, fname)
+        if not os.path.isfile(p):
             raise LoadError(f"{export_dir}: asset {fname!r} is missing from {ASSETS_DIR}/ (or is not a regular file)")
         assets[name] = attributes[name] = Asset(p)
     if stored_fp is None:
-        fp_path = os.path.join(export_dir, FINGERPRINT_NAME)
-        if os.path.isfile(fp_path):
+        fp_path = _entry(export_dir, FINGERPRINT_NAME)
+        if os.path.lexists(fp_path):
             fp = V.read_json_file(fp_path, FINGERPRINT_NAME, 1 << 20)
             stored_fp = fp.get("sha256") if isinstance(fp, dict) and isinstance(fp.get("sha256"), str) else None
     return LoadedObject(export_dir, sigs, attributes, variables, assets, stored_fp, doc)
@@ -779,14 +854,18 @@ def _load(export_dir, verify_fingerprint):
 def read_info(export_dir):
     """What ``tensorweave inspect`` shows, from the JSON and the tensor file's header only:
     ``{"signatures", "op_counts", "variables", "total_bytes", "fingerprint", "fingerprint_ok", ...}``."""
-    export_dir = os.fspath(export_dir)
+    return read_consistently(os.fspath(export_dir), _read_info)
+
+
+def _read_info(export_dir):
     doc = read_document(export_dir)
-    path = os.path.join(export_dir, VARIABLES_FILE)
-    if os.path.exists(path):
+    path = _entry(export_dir, *VARIABLES_FILE.split(os.sep))
+    if os.path.lexists(path):
         tensor_file.read_metadata(path)      # validates the header (offsets, sizes, dtypes)
     counts = {}
-    for spec in doc["functions"]:
-        graph_io.op_counts(spec.get("graph", {}) if isinstance(spec, dict) else {}, counts)
+    for i, spec in enumerate(doc["functions"]):
+        w = f"{JSON_NAME} functions[{i}]"
+        graph_io.op_counts(V.expect(spec, dict, w, "function").get("graph"), counts, f"{w} graph")
     variables = []
     for e in doc["variables"]:
         itemsize = V.TENSOR_DTYPES[e["dtype"]].np_dtype.itemsize

@@ -23,7 +23,14 @@ import tempfile
 import ml_dtypes
 import numpy as np
 
+from tensorweave.saving.atomic import fsync_dir, lock_temporary, unlock  # noqa: F401 - fsync_dir re-exported
+from tensorweave.saving.validation import loads_strict, open_regular
+
 MAX_HEADER_BYTES = 100 << 20   # a header larger than this is refused before it is read
+MAX_RANK = 64                  # NumPy's limit on the number of dimensions
+# NumPy sizes an array as (product of its non-zero dimensions) x itemsize in a signed 64-bit
+# integer, even when a zero dimension makes it empty; a shape beyond that is refused here.
+MAX_EXTENT_BYTES = (1 << 63) - 1
 
 _DTYPES = {
     "BOOL": np.dtype(np.bool_), "U8": np.dtype(np.uint8), "I8": np.dtype(np.int8), "I16": np.dtype(np.int16),
@@ -36,20 +43,6 @@ _CODES = {v: k for k, v in _DTYPES.items()}
 
 class TensorFileError(ValueError):
     pass
-
-
-def fsync_dir(directory):
-    """Makes a rename inside ``directory`` durable (a no-op where directories cannot be opened)."""
-    try:
-        fd = os.open(directory, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
 
 
 def encode_chunks(tensors, metadata=None):
@@ -87,6 +80,7 @@ def write_bytes_atomic(path, payload):
     directory = os.path.dirname(os.path.abspath(path))
     os.makedirs(directory, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=directory, prefix=".tmp-" + os.path.basename(path) + "-")
+    lock = lock_temporary(tmp)     # (so the next writer's clean-up leaves it alone meanwhile)
     try:
         with os.fdopen(fd, "wb") as f:
             for chunk in ([payload] if isinstance(payload, (bytes, bytearray)) else payload):
@@ -99,6 +93,8 @@ def write_bytes_atomic(path, payload):
         if os.path.exists(tmp):
             os.remove(tmp)
         raise
+    finally:
+        unlock(lock)
 
 
 def write_tensors(path, tensors, metadata=None):
@@ -115,8 +111,8 @@ def _header(path, f, size):
         raise TensorFileError(f"{where}: header claims {n} bytes but the file has {size - 8} after the length "
                               "field (truncated or corrupt file)")
     try:
-        header = json.loads(f.read(n).decode("utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as e:
+        header = loads_strict(f.read(n).decode("utf-8"))
+    except (UnicodeDecodeError, ValueError, RecursionError) as e:
         raise TensorFileError(f"{where}: header is not valid JSON ({type(e).__name__}: {e})") from None
     if not isinstance(header, dict):
         raise TensorFileError(f"{where}: header must be a JSON object")
@@ -143,14 +139,20 @@ def _validate(path, header, data_size):
                 not all(isinstance(o, int) and not isinstance(o, bool) for o in offsets)):
             raise TensorFileError(f"{where}: entry {name!r} has invalid data_offsets {offsets!r}")
         begin, end = offsets
-        n = 1
+        if len(shape) > MAX_RANK:
+            raise TensorFileError(f"{where}: entry {name!r} has rank {len(shape)} (at most {MAX_RANK} dimensions)")
+        n, extent = 1, dtype.itemsize
         for d in shape:
             n *= d   # Python ints: an absurd shape gives a huge number, never an overflow
+            extent *= max(d, 1)
         if not 0 <= begin <= end <= data_size:
             raise TensorFileError(f"{where}: entry {name!r} has offsets {offsets} outside the {data_size} data bytes")
         if end - begin != n * dtype.itemsize:
             raise TensorFileError(f"{where}: entry {name!r} declares shape {shape} ({n * dtype.itemsize} bytes of "
                                   f"{entry['dtype']}) but spans {end - begin} bytes")
+        if extent > MAX_EXTENT_BYTES:
+            raise TensorFileError(f"{where}: entry {name!r} has shape {shape}, too large for an array on this "
+                                  "machine (corrupt file?)")
         spans.append((begin, end, name))
     spans.sort()
     for (b0, e0, n0), (b1, e1, n1) in zip(spans, spans[1:]):
@@ -159,9 +161,13 @@ def _validate(path, header, data_size):
     return meta
 
 
+def _open(path):
+    return open_regular(path, os.fspath(path), TensorFileError)
+
+
 def read_metadata(path):
     """The ``__metadata__`` of a tensor file (validated like :func:`read_tensors`)."""
-    with open(path, "rb") as f:
+    with _open(path) as f:
         size = os.fstat(f.fileno()).st_size
         header, start = _header(path, f, size)
         return _validate(path, header, size - start)
@@ -169,7 +175,7 @@ def read_metadata(path):
 
 def read_tensors(path, names=None):
     """``{name: array}`` from a tensor file (only ``names`` when given); validates first."""
-    with open(path, "rb") as f:
+    with _open(path) as f:
         size = os.fstat(f.fileno()).st_size
         header, start = _header(path, f, size)
         _validate(path, header, size - start)

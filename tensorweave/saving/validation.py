@@ -18,6 +18,7 @@ tensorweave.saving.validation.LoadError: demo.json: not valid JSON (NaN is not a
 import json
 import os
 import re
+import stat
 
 from tensorweave.core import dtypes as _dt
 
@@ -56,13 +57,27 @@ def _reject_constant(name):
     raise ValueError(f"{name} is not allowed")
 
 
+def _finite_float(text):
+    value = float(text)
+    if value in (float("inf"), float("-inf")):
+        # JSON has no infinity; Python's reader turns a literal like 1e999 into one.
+        raise ValueError(f"the number {text[:40]} is out of range (JSON numbers must be finite)")
+    return value
+
+
+def loads_strict(text):
+    """``json.loads`` without NaN/Infinity, also not as out-of-range literals such as ``1e999``
+    (raises ``ValueError``; ``RecursionError`` for absurd nesting is the caller's to catch)."""
+    return json.loads(text, parse_constant=_reject_constant, parse_float=_finite_float)
+
+
 def parse_json(data, where, max_bytes=MAX_JSON_BYTES):
     """Parses ``data`` (bytes) as strict JSON: size-limited, no NaN/Infinity, bounded depth."""
     if len(data) > max_bytes:
         fail(where, f"{len(data)} bytes of JSON is over the limit of {max_bytes}")
     try:
         text = data.decode("utf-8")
-        value = json.loads(text, parse_constant=_reject_constant)
+        value = loads_strict(text)
     except RecursionError:
         fail(where, "JSON nested too deeply")
     except (UnicodeDecodeError, ValueError) as e:
@@ -71,16 +86,42 @@ def parse_json(data, where, max_bytes=MAX_JSON_BYTES):
     return value
 
 
+def open_regular(path, where=None, error=None):
+    """Opens ``path`` for binary reading, refusing (with ``error``, default :class:`LoadError`)
+    anything that is not a regular file: a FIFO, a device, a socket or a directory would make
+    a reader block forever or read without end. The check is made on the opened descriptor
+    (no race with a file swapped in between), opened non-blocking so that a FIFO without a
+    writer cannot hang the open itself. ``OSError`` (missing file ...) passes through."""
+    where = where or os.fspath(path)
+    error = error or LoadError
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
+                 | getattr(os, "O_BINARY", 0))
+    try:
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):
+            kind = ("a directory" if stat.S_ISDIR(mode) else "a FIFO (named pipe)" if stat.S_ISFIFO(mode)
+                    else "a device" if stat.S_ISCHR(mode) or stat.S_ISBLK(mode)
+                    else "a socket" if stat.S_ISSOCK(mode) else "not a regular file")
+            raise error(f"{where}: is {kind}, not a regular file; refusing to read it")
+        if hasattr(os, "set_blocking"):
+            os.set_blocking(fd, True)
+        return os.fdopen(fd, "rb")
+    except BaseException:
+        os.close(fd)
+        raise
+
+
 def read_json_file(path, where=None, max_bytes=MAX_JSON_BYTES):
-    """Reads and parses a JSON file, checking its size before reading it."""
+    """Reads and parses a JSON file (a regular file only), checking its size before reading it."""
     where = where or os.fspath(path)
     try:
-        size = os.stat(path).st_size
+        f = open_regular(path, where)
     except OSError as e:
         fail(where, f"cannot be read ({e.strerror or e})")
-    if size > max_bytes:
-        fail(where, f"{size} bytes of JSON is over the limit of {max_bytes}")
-    with open(path, "rb") as f:
+    with f:
+        size = os.fstat(f.fileno()).st_size
+        if size > max_bytes:
+            fail(where, f"{size} bytes of JSON is over the limit of {max_bytes}")
         data = f.read(max_bytes + 1)
     return parse_json(data, where, max_bytes)
 

@@ -11,7 +11,12 @@ The state file ``checkpoint`` (TensorFlow's name) is JSON::
      "model_checkpoint_path": "ckpt-3",
      "all_model_checkpoint_paths": ["ckpt-2", "ckpt-3"],
      "all_model_checkpoint_timestamps": [1700000000.0, 1700000100.0],
-     "last_preserved_timestamp": 1699990000.0}
+     "last_preserved_timestamp": 1699990000.0,
+     "pending_deletions": ["ckpt-1"]}
+
+``pending_deletions`` (optional) names the checkpoints a manager is about to delete: it
+is written before they are deleted, so a manager started after a kill in between deletes
+them (instead of leaving orphans beyond ``max_to_keep``).
 
 Paths are relative to the directory when the checkpoints are inside it (the folder can then
 be moved). It is written after the checkpoint file it points to, so it never names a
@@ -28,8 +33,6 @@ import tempfile
 
 STATE_FILE = "checkpoint"
 STATE_FORMAT = "tensorweave.checkpoint_state"
-CRASH_ENV = "TENSORWEAVE_CHECKPOINT_CRASH_AT"
-CRASH_EXIT_CODE = 86
 MAX_STATE_BYTES = 64 << 20
 
 STAGES = (
@@ -43,23 +46,9 @@ STAGES = (
     "during_delete",     # (CheckpointManager) one old checkpoint deleted, others not yet
 )
 
-_crash_counts = {}
-
-
-def crash_point(stage):
-    """Exits the process here when the crash hook names this stage (see the module docstring)."""
-    spec = os.environ.get(CRASH_ENV)
-    if not spec:
-        return
-    name, _, nth = spec.partition(":")
-    if name != stage:
-        return
-    _crash_counts[stage] = _crash_counts.get(stage, 0) + 1
-    if _crash_counts[stage] == (int(nth) if nth else 1):
-        os._exit(CRASH_EXIT_CODE)
-
-
-from tensorweave.saving.tensor_file import fsync_dir  # noqa: E402 - one implementation, shared
+from tensorweave.saving.atomic import (CRASH_ENV, CRASH_EXIT_CODE, crash_point, fsync_dir,  # noqa: E402,F401
+                                      lock_temporary, unlock)
+from tensorweave.saving.validation import open_regular, parse_json  # noqa: E402
 
 
 def write_atomic(path, payload, stage_prefix=""):
@@ -69,6 +58,7 @@ def write_atomic(path, payload, stage_prefix=""):
     os.makedirs(directory, exist_ok=True)
     chunks = [payload] if isinstance(payload, (bytes, bytearray, memoryview)) else list(payload)
     fd, tmp = tempfile.mkstemp(dir=directory, prefix=".tmp-" + os.path.basename(path) + "-")
+    lock = lock_temporary(tmp)     # (so the next writer's clean-up leaves it alone meanwhile)
     try:
         with os.fdopen(fd, "wb") as f:
             if os.environ.get(CRASH_ENV, "").partition(":")[0] == stage_prefix + "partial_write":
@@ -90,6 +80,8 @@ def write_atomic(path, payload, stage_prefix=""):
         if os.path.exists(tmp):
             os.remove(tmp)
         raise
+    finally:
+        unlock(lock)
     fsync_dir(directory)
     crash_point(stage_prefix + "renamed")
 
@@ -99,7 +91,8 @@ class CheckpointState:
     """The contents of a ``checkpoint`` state file (paths as written: relative or absolute)."""
 
     def __init__(self, model_checkpoint_path, all_model_checkpoint_paths, all_model_checkpoint_timestamps=None,
-                 last_preserved_timestamp=0.0):
+                 last_preserved_timestamp=0.0, pending_deletions=()):
+        self.pending_deletions = list(pending_deletions)
         self.model_checkpoint_path = model_checkpoint_path
         self.all_model_checkpoint_paths = list(all_model_checkpoint_paths)
         self.all_model_checkpoint_timestamps = list(all_model_checkpoint_timestamps or
@@ -122,13 +115,16 @@ def _resolve(directory, path):
     return path if os.path.isabs(path) else os.path.join(directory, path)
 
 
-def write_state(directory, model_checkpoint_path, all_paths, timestamps, last_preserved_timestamp):
+def write_state(directory, model_checkpoint_path, all_paths, timestamps, last_preserved_timestamp,
+                pending_deletions=()):
     """Writes the ``checkpoint`` state file of ``directory`` (stages ``index_*``)."""
     state = {"format": STATE_FORMAT, "version": 1,
              "model_checkpoint_path": _rel(directory, model_checkpoint_path),
              "all_model_checkpoint_paths": [_rel(directory, p) for p in all_paths],
              "all_model_checkpoint_timestamps": [float(t) for t in timestamps],
              "last_preserved_timestamp": float(last_preserved_timestamp)}
+    if pending_deletions:
+        state["pending_deletions"] = [_rel(directory, p) for p in pending_deletions]
     write_atomic(os.path.join(directory, STATE_FILE), json.dumps(state, indent=1).encode(), stage_prefix="index_")
 
 
@@ -136,26 +132,36 @@ def read_state(directory):
     """The :class:`CheckpointState` of ``directory`` with paths resolved against it, or None when
     there is no state file. A malformed file raises ``ValueError``."""
     path = os.path.join(os.fspath(directory), STATE_FILE)
+
+    def bad(msg):
+        return ValueError(f"{path}: invalid checkpoint state file: {msg}")
     try:
-        with open(path, "rb") as f:
+        # A regular file only: a FIFO or device named "checkpoint" would block the read forever.
+        with open_regular(path, path, ValueError) as f:
             raw = f.read(MAX_STATE_BYTES + 1)
     except FileNotFoundError:
         return None
     except IsADirectoryError:
         raise ValueError(f"{path} is a directory, not a checkpoint state file") from None
-
-    def bad(msg):
-        return ValueError(f"{path}: invalid checkpoint state file: {msg}")
+    except OSError as e:
+        raise bad(f"cannot be read ({e.strerror or e})") from None
+    except ValueError as e:
+        if os.path.isdir(path):
+            raise ValueError(f"{path} is a directory, not a checkpoint state file") from None
+        raise bad(str(e).partition(": ")[2]) from None
     if len(raw) > MAX_STATE_BYTES:
         raise bad("larger than 64 MiB")
     try:
-        data = json.loads(raw.decode("utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise bad(f"not JSON ({e})") from None
+        data = parse_json(raw, STATE_FILE, MAX_STATE_BYTES)    # strict, depth-bounded (no RecursionError)
+    except ValueError as e:
+        raise bad(f"not JSON ({str(e).partition(': ')[2]})") from None
     keys = {"format", "version", "model_checkpoint_path", "all_model_checkpoint_paths",
             "all_model_checkpoint_timestamps", "last_preserved_timestamp"}
-    if not isinstance(data, dict) or set(data) != keys:
-        raise bad(f"must be an object with exactly {sorted(keys)}")
+    if not isinstance(data, dict) or set(data) - {"pending_deletions"} != keys:
+        raise bad(f"must be an object with exactly {sorted(keys)} (and optionally pending_deletions)")
+    pending = data.get("pending_deletions", [])
+    if not isinstance(pending, list) or not all(isinstance(p, str) and p and "\x00" not in p for p in pending):
+        raise bad("pending_deletions must be a list of non-empty strings")
     if data["format"] != STATE_FORMAT or data["version"] != 1 or isinstance(data["version"], bool):
         raise bad("unknown format or version")
     paths, stamps = data["all_model_checkpoint_paths"], data["all_model_checkpoint_timestamps"]
@@ -166,11 +172,13 @@ def read_state(directory):
         raise bad("all_model_checkpoint_paths must be a list of non-empty strings")
 
     def is_time(t):
-        return isinstance(t, (int, float)) and not isinstance(t, bool) and math.isfinite(t)
+        # (an integer such as 10**400 is finite but has no float: math.isfinite would raise)
+        return isinstance(t, (int, float)) and not isinstance(t, bool) and abs(t) <= 1e300 and math.isfinite(t)
     if not isinstance(stamps, list) or len(stamps) != len(paths) or not all(is_time(t) for t in stamps):
         raise bad("all_model_checkpoint_timestamps must be one finite number per path")
     if not is_time(data["last_preserved_timestamp"]):
         raise bad("last_preserved_timestamp must be a finite number")
     directory = os.fspath(directory)
     return CheckpointState(_resolve(directory, latest), [_resolve(directory, p) for p in paths],
-                           [float(t) for t in stamps], data["last_preserved_timestamp"])
+                           [float(t) for t in stamps], data["last_preserved_timestamp"],
+                           [_resolve(directory, p) for p in pending])

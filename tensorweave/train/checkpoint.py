@@ -57,7 +57,8 @@ import numpy as np
 
 from tensorweave.core import errors
 from tensorweave.core.context import building_graph, init_scope
-from tensorweave.saving import tensor_file
+from tensorweave.saving import atomic, tensor_file
+from tensorweave.saving.validation import parse_json
 from tensorweave.train import _io
 from tensorweave.train import object_graph as og
 
@@ -265,9 +266,10 @@ def _check_eager(what):
 def _file_of(save_path):
     """The file of a checkpoint given its prefix (``dir/ckpt-3``) or the file itself."""
     path = os.fspath(save_path)
-    if os.path.isfile(path + SUFFIX):
+    # (lexists, not isfile: anything else at that name gets the reader's own error, "is a FIFO" ...)
+    if os.path.lexists(path + SUFFIX):
         return path + SUFFIX
-    if path.endswith(SUFFIX) and os.path.isfile(path):
+    if path.endswith(SUFFIX) and os.path.lexists(path) and not os.path.isdir(path):
         return path
     if os.path.isdir(path):
         raise errors.NotFoundError(f"{path} is a directory; pass a checkpoint prefix such as "
@@ -323,7 +325,7 @@ def write_file(path, root):
     """Writes ``root``'s checkpoint to the file ``path`` atomically (crash stages in ``_io``)."""
     _check_eager("write")
     tensors, graph = serialize(root)
-    metadata = {"format": og.FORMAT, "version": str(og.VERSION), "object_graph": json.dumps(graph)}
+    metadata = {"format": og.FORMAT, "version": str(og.VERSION), "object_graph": json.dumps(graph, allow_nan=False)}
     _io.crash_point("before_write")
     _io.write_atomic(path, tensor_file.encode_chunks(tensors, metadata))
 
@@ -339,9 +341,9 @@ def read_file(path):
         raise ValueError(f"{path}: not a tensorweave checkpoint (format {meta.get('format')!r:.60}). Hint: "
                          "weights saved by model.save_weights load with model.load_weights")
     try:
-        graph = json.loads(meta["object_graph"])
-    except (json.JSONDecodeError, RecursionError) as e:
-        raise ValueError(f"{path}: the object graph is not valid JSON ({type(e).__name__})") from None
+        graph = parse_json(meta["object_graph"].encode("utf-8", "surrogatepass"), f"{path}: object graph")
+    except (ValueError, UnicodeError) as e:
+        raise ValueError(f"{path}: the object graph is not valid JSON ({e})") from None
     nodes = og.validate(graph, path)
     try:
         arrays = tensor_file.read_tensors(path)
@@ -887,6 +889,8 @@ class Checkpoint:
         checkpoint in the directory's ``checkpoint`` state file. Returns the checkpoint's prefix."""
         _check_eager("save")
         prefix = os.fspath(file_prefix)
+        # Temporary files of earlier saves to this prefix that were killed before their rename.
+        atomic.remove_stale(os.path.dirname(os.path.abspath(prefix)), [f".tmp-{os.path.basename(prefix)}-"])
         counter = self.save_counter
         with init_scope():
             counter.assign_add(np.int64(1))
@@ -945,4 +949,5 @@ def _record_in_state(path):
                 stamps.append(t)
     paths.append(path)
     stamps.append(time.time())
-    _io.write_state(directory, path, paths, stamps, state.last_preserved_timestamp if state else 0.0)
+    _io.write_state(directory, path, paths, stamps, state.last_preserved_timestamp if state else 0.0,
+                    [p for p in state.pending_deletions if p not in paths] if state else ())

@@ -37,6 +37,7 @@ import time
 import numpy as np
 
 from tensorweave.core.context import init_scope
+from tensorweave.saving import atomic
 from tensorweave.train import _io
 from tensorweave.train.checkpoint import SUFFIX, Checkpoint
 
@@ -120,15 +121,15 @@ class CheckpointManager:
                     self._paths.append(p)
                     self._stamps.append(t)
             self._last_preserved = state.last_preserved_timestamp
+            # A kill after the state file dropped them but before they were deleted.
+            for p in state.pending_deletions:
+                if p not in self._paths:
+                    self._delete(p)
 
     def _remove_stale_temporaries(self):
-        # Temporary files of writes that were killed before their rename: nothing reads them.
-        for name in os.listdir(self._directory):
-            if name.startswith((f".tmp-{self._checkpoint_name}-", f".tmp-{_io.STATE_FILE}-")):
-                try:
-                    os.remove(os.path.join(self._directory, name))
-                except OSError:
-                    pass
+        # Temporary files of writes that were killed before their rename: nothing reads them
+        # (those a live writer still holds locked are left alone).
+        atomic.remove_stale(self._directory, [f".tmp-{self._checkpoint_name}-", f".tmp-{_io.STATE_FILE}-"])
 
     # ---- properties -----------------------------------------------------------------------------
     @property
@@ -176,7 +177,7 @@ class CheckpointManager:
         self._paths.append(path)
         self._stamps.append(now)
         doomed = self._sweep()
-        _io.write_state(self._directory, path, self._paths, self._stamps, self._last_preserved)
+        _io.write_state(self._directory, path, self._paths, self._stamps, self._last_preserved, doomed)
         for i, old in enumerate(doomed):
             self._delete(old)
             if i == 0:

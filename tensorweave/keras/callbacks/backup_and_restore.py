@@ -34,7 +34,8 @@ import os
 import numpy as np
 
 from tensorweave.keras.callbacks.callback import Callback
-from tensorweave.saving.tensor_file import write_tensors
+from tensorweave.saving.tensor_file import read_metadata, read_tensors, write_tensors
+from tensorweave.saving.validation import parse_json
 
 _FORMAT = "tensorweave.backup"
 
@@ -82,14 +83,17 @@ class BackupAndRestore(Callback):
             raise ValueError("To use the BackupAndRestore callback, your model must be built before you call "
                              f"`fit()`. Model {self.model.name} is unbuilt. You can build it beforehand by calling "
                              "it on a batch of data.")
-        from safetensors import safe_open
-        with safe_open(self._backup_path, framework="numpy") as f:
-            meta = f.metadata() or {}
-            arrays = {k: f.get_tensor(k) for k in f.keys()}
-        if meta.get("format") != _FORMAT:
+        # The validated reader (regular files only, header checked before any tensor is read).
+        meta = read_metadata(self._backup_path)
+        if meta.get("format") != _FORMAT or "state" not in meta:
             raise ValueError(f"{self._backup_path} is not a BackupAndRestore backup (format "
                              f"{meta.get('format')!r}); point backup_dir at a folder of its own.")
-        state = json.loads(meta["state"])
+        state = parse_json(meta["state"].encode("utf-8", "surrogatepass"), f"{self._backup_path}: state")
+        if not isinstance(state, dict) or not all(
+                isinstance(state.get(k), int) and not isinstance(state.get(k), bool) and state[k] >= 0
+                for k in ("epoch", "num_weights")):
+            raise ValueError(f"{self._backup_path}: the backup's state is malformed: {str(state)[:80]}")
+        arrays = read_tensors(self._backup_path)
         self._restore_model(arrays, state)
         self._restore_optimizer(arrays, state)
         self._current_epoch = int(state["epoch"])

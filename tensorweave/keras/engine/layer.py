@@ -16,6 +16,7 @@ a functional model instead of computing.
 >>> layer(tw.ones([2, 3])).shape, [w.shape.as_list() for w in layer.weights]
 (TensorShape([2, 3]), [[3]])
 """
+import contextvars
 import inspect
 import threading
 
@@ -36,6 +37,12 @@ class _CallContext(threading.local):
 
 
 _call_ctx = _CallContext()
+
+# Set by a loader (``keras.saving``) while it rebuilds a model from a file: a callable
+# ``guard(layer, shape, dtype)`` that checks a weight before it is allocated and returns the
+# initializer to use. A context variable, not a patched method: only the loading thread's
+# layers see it, so other threads building layers meanwhile are unaffected.
+weight_guard = contextvars.ContextVar("tensorweave_keras_weight_guard", default=None)
 
 
 class InputSpec:
@@ -224,6 +231,9 @@ class Layer:
         from tensorweave.keras import initializers, regularizers
         dtype = tw.as_dtype(dtype) if dtype is not None else self._dtype
         shape = tuple(() if shape is None else shape)
+        guard = weight_guard.get()
+        if guard is not None:
+            initializer = guard(self, shape, dtype)
         if initializer is None:
             initializer = "glorot_uniform" if dtype.is_floating else "zeros"
         init = initializers.get(initializer)
