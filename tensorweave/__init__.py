@@ -48,6 +48,10 @@ from tensorweave.ops import overloads as _overloads  # noqa: F401
 from tensorweave.ops.indexing_ops import *  # noqa: F401,F403
 from tensorweave.ops.sort_ops import *  # noqa: F401,F403
 from tensorweave.ops.linalg_ops import *  # noqa: F401,F403
+from tensorweave.ops.math_ops import atan2, truncatediv, truncatemod  # noqa: F401 - TF2 top-level names
+from tensorweave.ops.special_ops import acos, acosh, asin, asinh, atanh, cosh, sinh  # noqa: F401
+from tensorweave.ops.segment_ops import unique, unique_with_counts  # noqa: F401
+from tensorweave.ops.array_ops import strided_slice  # noqa: F401
 from tensorweave.ops import nn_ops as _nn_ops, random_ops as _random_ops, training_ops as _training_ops  # noqa: F401
 from tensorweave.kernels import cpu as _cpu_kernels  # noqa: F401
 
@@ -72,7 +76,7 @@ from tensorweave.runtime.function import function
 from tensorweave.runtime.session import Session, InteractiveSession
 
 # --- namespaces -------------------------------------------------------------------------------
-from tensorweave import config, linalg, math, nn, random  # noqa: E402,F401
+from tensorweave import bitwise, config, linalg, math, nn, random  # noqa: E402,F401
 from tensorweave import compat  # noqa: E402,F401 - last: compat.v1 re-exports everything above
 
 
