@@ -55,7 +55,7 @@ def _unary():
 
 def _binary_values():
     ops = ["add", "subtract", "multiply", "divide", "math.floordiv", "math.floormod", "pow", "maximum", "minimum",
-           "math.squared_difference", "math.divide_no_nan", "math.truncatediv", "math.truncatemod",
+           "math.squared_difference", "math.divide_no_nan", "truncatediv", "truncatemod",
            "math.xdivy", "math.xlogy", "math.xlog1py", "math.atan2", "math.multiply_no_nan"]
     pairs = {"float32": ("[-7.5, 0.0, 3.0, 7.0]", "[2.0, 0.0, -2.0, 0.5]"),
              "int32": ("[-7, 0, 3, 7]", "[2, 1, -2, 3]")}
@@ -275,6 +275,12 @@ def _edges():
         "clip_inverted": f"tf.clip_by_value({t('float32')}, 2.0, 1.0)",
         "depthwise_dilated_strided": "tf.nn.depthwise_conv2d(tf.ones([1, 9, 9, 1]), tf.ones([3, 3, 1, 1]), "
                                      "[1, 2, 2, 1], 'VALID', dilations=[2, 2]).shape",
+        "depthwise_dilated_strided_same": "tf.nn.depthwise_conv2d(tf.ones([1, 10, 10, 1]), tf.ones([3, 3, 1, 1]), "
+                                          "[1, 2, 2, 1], 'SAME', dilations=[2, 2]).shape",
+        "depthwise_dilated_strided_valid10": "tf.nn.depthwise_conv2d(tf.ones([1, 10, 10, 1]), tf.ones([3, 3, 1, 1]), "
+                                             "[1, 2, 2, 1], 'VALID', dilations=[2, 2]).shape",
+        "depthwise_dilated_strided_values": "tf.nn.depthwise_conv2d(tf.reshape(tf.range(49.0), [1, 7, 7, 1]), "
+                                            "tf.ones([2, 2, 1, 1]), [1, 2, 2, 1], 'VALID', dilations=[2, 2])",
         "zeros_negative": "tf.zeros((-1, 2))",
         "ones_float_dims": "tf.ones((2.5, 2))",
         "fill_huge": "tf.fill([2**62, 4], 1.0)",

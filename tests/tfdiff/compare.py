@@ -80,12 +80,12 @@ def outcomes():
             out[cid] = ("stale", None, None)
             continue
         ours, theirs = runner.run(tw, src), rec["tf"]
-        if same(ours, theirs):
+        if _missing(ours) and not _missing(theirs):
+            kind = "missing"
+        elif same(ours, theirs):
             kind = "agree"
         elif cid in DELIBERATE:
             kind = "deliberate"
-        elif _missing(ours):
-            kind = "missing"
         else:
             kind = "differ"
         out[cid] = (kind, ours, theirs)

@@ -24,6 +24,9 @@ DELIBERATE = {
     "grad/cumprod_zero": "cumprod's gradient is exact where x has zeros (TF divides by x and gives 0)",
     "grad/div_where": "x / y's gradient is 0 where the incoming gradient is 0, as TF does for sqrt, "
                       "rsqrt and reciprocal (TF gives NaN at y = 0 for division)",
+    **{f"edge/depthwise_dilated_strided_{k}": "a dilated and strided depthwise convolution follows the definition "
+       "(output size from the dilated window, taps every `dilation` pixels); TF warns that it does not support the "
+       "combination and returns other shapes and values" for k in ("same", "valid10", "values")},
     "unary/math.rint/float16": "rint has a float16 kernel (TF has none on CPU)",
     **{f"promote/uint8/{op}/bigint": _UINT8_WRAP
        for op in ("add", "radd", "mul", "div", "floordiv", "less", "eq", "max")},
