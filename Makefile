@@ -9,7 +9,7 @@ STAMP  := $(VENV)/.installed
 # Parallel test workers (pytest-xdist); CI machines have 2 cores.
 WORKERS ?= 2
 
-.PHONY: demo test bench setup clean
+.PHONY: demo test bench setup clean tf-oracle
 
 demo: $(STAMP)
 	$(PY) -m tensorweave
@@ -38,3 +38,9 @@ $(STAMP): pyproject.toml
 
 clean:
 	rm -rf $(VENV) build dist *.egg-info
+
+# Differential testing against TensorFlow (tests/tfdiff): records TF's results for every case
+# into tests/tfdiff/tf_results.json, which tests/test_tf_differential.py compares against.
+tf-oracle:
+	test -x $(TF_VENV)/bin/python || ($(PYTHON) -m venv $(TF_VENV) && $(TF_VENV)/bin/pip install -q tensorflow-cpu)
+	$(TF_VENV)/bin/python tests/tfdiff/generate.py

@@ -49,6 +49,10 @@ from tensorweave.ops import overloads as _overloads  # noqa: F401
 from tensorweave.ops.indexing_ops import *  # noqa: F401,F403
 from tensorweave.ops.sort_ops import *  # noqa: F401,F403
 from tensorweave.ops.linalg_ops import *  # noqa: F401,F403
+from tensorweave.ops.math_ops import atan2, truncatediv, truncatemod  # noqa: F401 - TF2 top-level names
+from tensorweave.ops.special_ops import acos, acosh, asin, asinh, atanh, cosh, sinh  # noqa: F401
+from tensorweave.ops.segment_ops import unique, unique_with_counts  # noqa: F401
+from tensorweave.ops.array_ops import strided_slice  # noqa: F401
 from tensorweave.ops import nn_ops as _nn_ops, random_ops as _random_ops, training_ops as _training_ops  # noqa: F401
 from tensorweave.ops.complex_ops import complex, conj, real, imag  # noqa: A004
 from tensorweave.ops import fft_ops as _fft_ops  # noqa: F401
@@ -79,7 +83,7 @@ from tensorweave.core.signatures import check_namespace as _check_namespace
 _check_namespace(globals())
 
 # --- namespaces -------------------------------------------------------------------------------
-from tensorweave import config, linalg, math, nn, random  # noqa: E402,F401
+from tensorweave import bitwise, config, linalg, math, nn, random  # noqa: E402,F401
 from tensorweave import signal, sparse  # noqa: E402,F401
 from tensorweave.sparse import SparseTensor  # noqa: E402,F401
 from tensorweave import compat  # noqa: E402,F401 - last: compat.v1 re-exports everything above

@@ -16,6 +16,13 @@ def to_numpy(value, dtype=None):
         dtype = _dt.as_dtype(dtype)
         if dtype.is_integer or dtype.is_bool:
             arr = np.asarray(value)
+            if arr.dtype.kind == "f" and arr.size and not isinstance(value, (np.ndarray, np.generic)):
+                # A Python float never becomes an integer (TF's rule: int32 tensor + 2.0 raises).
+                raise TypeError(f"Cannot convert {_short(value)} to {dtype.name}: a Python float is not "
+                                f"an integer. Hint: write an int, or tw.cast the tensor to a float dtype")
+            if dtype.is_bool and arr.dtype.kind in "iuf" and arr.size and not isinstance(value, (np.ndarray, np.generic)):
+                raise TypeError(f"Cannot convert {_short(value)} to bool: a Python number is not a bool. "
+                                "Hint: write True/False, or compare (x != 0)")
             if arr.dtype.kind == "f" and arr.size and not np.all(np.isfinite(arr) & (arr == np.round(arr))):
                 raise TypeError(f"Cannot convert {_short(value)} to {dtype.name}: the values are not integral.")
             if arr.dtype.kind in "iu" and dtype.is_integer and arr.size:
@@ -25,7 +32,10 @@ def to_numpy(value, dtype=None):
             return arr.astype(dtype.np_dtype, copy=False)
         if dtype is _dt.string:
             return np.asarray(value, dtype=object)
-        return np.asarray(value, dtype=dtype.np_dtype)
+        try:
+            return np.asarray(value, dtype=dtype.np_dtype)
+        except (ValueError, TypeError):  # strings, ragged lists: TF's TypeError, not NumPy's message
+            raise TypeError(f"Cannot convert {_short(value)} to a tensor of dtype {dtype.name}") from None
     if isinstance(value, np.ndarray):
         return value
     if isinstance(value, np.generic):
@@ -38,6 +48,10 @@ def to_numpy(value, dtype=None):
         if arr.size == 0 or (arr.min() >= -2**31 and arr.max() < 2**31):
             return arr.astype(np.int32)
         return arr
+    if k == "u" and not isinstance(value, (np.ndarray, np.generic)):
+        # NumPy makes 2**63 uint64; TF refuses Python ints outside int64.
+        raise ValueError(f"Cannot convert {_short(value)} to a tensor: an integer out of the int64 range. "
+                         "Hint: pass a NumPy uint64 array, or tw.constant(value, dtype=tw.uint64)")
     if k == "S":
         # NumPy's fixed-width bytes drop trailing NUL bytes: keep the original bytes objects.
         return np.array(value, dtype=object)

@@ -5,6 +5,15 @@
 >>> s.merge_with([2, None]).as_list()
 [2, 3]
 """
+import operator
+
+
+def _dim(d):
+    try:  # ints and objects with __index__ only: int(2.5) would make it 2 silently
+        return operator.index(d)
+    except TypeError:
+        raise TypeError(f"Dimension value must be an integer or None, got {d!r} of type "
+                        f"{type(d).__name__}") from None
 
 
 class TensorShape:
@@ -25,7 +34,7 @@ class TensorShape:
                 if d is None or (hasattr(d, "value") and d.value is None):
                     out.append(None)
                 else:
-                    d = int(getattr(d, "value", d))
+                    d = _dim(getattr(d, "value", d))
                     if d < 0:
                         if d == -1:
                             out.append(None)

@@ -16,6 +16,7 @@ from tensorweave.core.registry import NOT_DIFFERENTIABLE, get_op, register_op
 from tensorweave.core.shape import TensorShape, as_shape, fmt
 from tensorweave.core.tensor import EagerTensor, Tensor
 from tensorweave.ops import rules
+from tensorweave.ops.arguments import argument_error, int_argument, shape_argument, shape_array
 
 _ct = convert_to_tensor
 
@@ -106,15 +107,33 @@ def rank(input, name=None):
     return execute(get_op("Rank"), [_ct(input)], {}, name)
 
 
-def _shape_input(shape_like):
-    """A 1-D int tensor for a shape argument (list, tuple, TensorShape or tensor)."""
+def _shape_input(shape_like, op="op", arg="shape", allow_unknown=False, dtype=None):
+    """A 1-D int tensor for a shape argument (list, tuple, TensorShape or tensor); Python values
+    are checked (see :func:`arguments.shape_argument`) and name ``op`` and ``arg`` when bad."""
     if isinstance(shape_like, TensorShape):
         shape_like = shape_like.as_list()
     if isinstance(shape_like, Tensor):
         return shape_like
     if isinstance(shape_like, (list, tuple)) and any(isinstance(d, Tensor) for d in shape_like):
         return stack([_ct(d, dtype=_dt.int32) if not isinstance(d, Tensor) else d for d in shape_like])
-    return _ct(np.asarray(shape_like, dtype=np.int32).reshape(-1))
+    dims = shape_argument(shape_like, op, arg, allow_unknown, dtype)
+    return _ct(shape_array(dims))
+
+
+def reshape_target(in_dims, target):
+    """``target`` with its -1 resolved for an input of shape ``in_dims``. With zero elements, TF's
+    rule: the -1 takes the product of the input's nonzero dimensions over the target's
+    (``reshape(zeros([0, 3]), [0, -1])`` has shape [0, 3])."""
+    n = int(np.prod(in_dims)) if in_dims else 1
+    known = int(np.prod([d for d in target if d != -1])) if target else 1
+    if known == 0 and n == 0:
+        num = int(np.prod([d for d in in_dims if d != 0]))
+        den = int(np.prod([d for d in target if d not in (0, -1)]))
+        if num % den == 0:
+            return [num // den if d == -1 else d for d in target]
+    if known == 0 or n % known:
+        raise ValueError(f"Cannot reshape a tensor with {n} elements to shape {list(target)}")
+    return [n // known if d == -1 else d for d in target]
 
 
 def _infer_reshape(inputs, attrs):
@@ -132,9 +151,7 @@ def _infer_reshape(inputs, attrs):
     known = int(np.prod([d for d in target if d != -1])) if target else 1
     if -1 in target:
         if n is not None:
-            if known == 0 or n % known:
-                raise ValueError(f"Cannot reshape a tensor with {n} elements to shape {target}")
-            target = [n // known if d == -1 else d for d in target]
+            target = reshape_target(x.shape.as_list(), target)
         else:
             target = [None if d == -1 else d for d in target]
     elif n is not None and n != known:
@@ -151,9 +168,9 @@ def reshape(tensor, shape, name=None):
     """Gives ``tensor`` a new shape with the same elements; one dimension may be -1."""
     x = _ct(tensor)
     if isinstance(shape, (list, tuple)) and executing_eagerly() and not any(isinstance(d, Tensor) for d in shape):
-        s = EagerTensor(np.asarray(shape, dtype=np.int32).reshape(-1))
+        s = EagerTensor(shape_array(shape_argument(shape, "reshape", allow_unknown=True)))
     else:
-        s = _shape_input(shape)
+        s = _shape_input(shape, "reshape", allow_unknown=True)
     return execute(_RESHAPE, [x, s], {}, name)
 
 
@@ -178,7 +195,7 @@ register_op("BroadcastTo", infer=_infer_broadcast_to,
 
 
 def broadcast_to(input, shape, name=None):
-    return execute(get_op("BroadcastTo"), [_ct(input), _shape_input(shape)], {}, name)
+    return execute(get_op("BroadcastTo"), [_ct(input), _shape_input(shape, "broadcast_to")], {}, name)
 
 
 register_op("SumToLike", infer=lambda i, a: (i[1].shape, i[0].dtype),
@@ -214,25 +231,39 @@ def reduce_all_sum(g):
     return reduce_sum(g)
 
 
-def fill(dims, value, name=None):
-    return execute(get_op("Fill"), [_shape_input(dims), _ct(value)], {}, name)
+def fill(dims, value, name=None, _op="fill"):
+    """A tensor of shape ``dims`` filled with the scalar ``value``.
+
+    >>> import tensorweave as tw
+    >>> tw.fill([2], 7).numpy()
+    array([7, 7], dtype=int32)
+    """
+    v = _ct(value)
+    if v.shape.rank not in (None, 0):  # checked here too: eager execution skips the shape rule
+        raise argument_error(_op, "value", f"must be a scalar, got shape {fmt(v.shape)}")
+    return execute(get_op("Fill"), [_shape_input(dims, _op, "dims" if _op == "fill" else "shape",
+                                                 dtype=v.dtype.np_dtype), v], {}, name)
+
+
+def _python_shape(shape):
+    return not isinstance(shape, Tensor) and not (
+        isinstance(shape, (list, tuple)) and any(isinstance(d, Tensor) for d in shape))
 
 
 def zeros(shape, dtype=_dt.float32, name=None):
     """A tensor of zeros; ``shape`` is a list or a 1-D int tensor."""
     dtype = _dt.as_dtype(dtype)
-    if executing_eagerly() and not isinstance(shape, Tensor) and not (
-            isinstance(shape, (list, tuple)) and any(isinstance(d, Tensor) for d in shape)):
-        return EagerTensor(np.zeros(as_shape(shape).as_list(), dtype.np_dtype), dtype)
-    return fill(shape, constant(np.zeros((), dtype.np_dtype)), name=name)
+    if executing_eagerly() and _python_shape(shape):
+        return EagerTensor(np.zeros(shape_argument(shape, "zeros", dtype=dtype.np_dtype), dtype.np_dtype), dtype)
+    return fill(shape, constant(np.zeros((), dtype.np_dtype)), name=name, _op="zeros")
 
 
 def ones(shape, dtype=_dt.float32, name=None):
+    """A tensor of ones; ``shape`` is a list or a 1-D int tensor."""
     dtype = _dt.as_dtype(dtype)
-    if executing_eagerly() and not isinstance(shape, Tensor) and not (
-            isinstance(shape, (list, tuple)) and any(isinstance(d, Tensor) for d in shape)):
-        return EagerTensor(np.ones(as_shape(shape).as_list(), dtype.np_dtype), dtype)
-    return fill(shape, constant(np.ones((), dtype.np_dtype)), name=name)
+    if executing_eagerly() and _python_shape(shape):
+        return EagerTensor(np.ones(shape_argument(shape, "ones", dtype=dtype.np_dtype), dtype.np_dtype), dtype)
+    return fill(shape, constant(np.ones((), dtype.np_dtype)), name=name, _op="ones")
 
 
 def zeros_like(input, dtype=None, name=None):
@@ -269,7 +300,11 @@ register_op("Pack", infer=_infer_pack, grad=lambda op, g: list(unstack(g, num=le
 
 
 def stack(values, axis=0, name="stack"):
-    """Stacks rank-R tensors into one rank-(R+1) tensor along ``axis``."""
+    """Stacks rank-R tensors into one rank-(R+1) tensor along ``axis``; an empty list gives an
+    empty float32 vector, as in TF."""
+    axis = int_argument(axis, "stack", "axis")
+    if isinstance(values, (list, tuple)) and not values and axis in (0, -1):
+        return constant(np.zeros((0,), np.float32), name=name)
     values = _same_dtype_values(values, "stack")
     return execute(get_op("Pack"), values, {"axis": axis}, name)
 
@@ -310,6 +345,7 @@ register_op("Unpack", infer=_infer_unpack, num_outputs=lambda a: a["num"],
 
 def unstack(value, num=None, axis=0, name="unstack"):
     x = _ct(value)
+    axis = int_argument(axis, "unstack", "axis")
     if num is None:
         if x.shape.rank is None or x.shape[axis] is None:
             raise ValueError(f"unstack: cannot infer num from shape {fmt(x.shape)}; pass num=")
@@ -365,7 +401,7 @@ def concat(values, axis, name="concat"):
     values = _same_dtype_values(values, "concat")
     if len(values) == 1:
         return identity(values[0], name=name)
-    return execute(get_op("ConcatV2"), values, {"axis": int(axis)}, name)
+    return execute(get_op("ConcatV2"), values, {"axis": int_argument(axis, "concat", "axis")}, name)
 
 
 def _infer_split(inputs, attrs):
@@ -392,9 +428,9 @@ register_op("Split", infer=_infer_split, num_outputs=lambda a: len(a["sizes"]),
 def split(value, num_or_size_splits, axis=0, num=None, name="split"):
     """Splits ``value`` along ``axis`` into equal parts (an int) or parts of given sizes (a list)."""
     x = _ct(value)
-    axis = int(axis)
-    if isinstance(num_or_size_splits, (int, np.integer)):
-        n = int(num_or_size_splits)
+    axis = int_argument(axis, "split", "axis")
+    if not isinstance(num_or_size_splits, (list, tuple, np.ndarray, Tensor)):
+        n = int_argument(num_or_size_splits, "split", "num_or_size_splits", 1)
         d = x.shape[axis] if x.shape.rank is not None else None
         if d is None:
             raise ValueError("split: the split dimension must be known to split evenly")
@@ -402,8 +438,9 @@ def split(value, num_or_size_splits, axis=0, num=None, name="split"):
             raise ValueError(f"split: dimension {axis} of size {d} cannot be split into {n} equal parts")
         sizes = (d // n,) * n
     else:
-        sizes = [int(s) for s in (num_or_size_splits.numpy() if isinstance(num_or_size_splits, EagerTensor)
-                                  else num_or_size_splits)]
+        sizes = [int_argument(s, "split", "num_or_size_splits")
+                 for s in (num_or_size_splits.numpy().tolist() if isinstance(num_or_size_splits, EagerTensor)
+                           else num_or_size_splits)]
         if -1 in sizes:
             d = x.shape[axis]
             sizes[sizes.index(-1)] = d - (sum(sizes) + 1)
@@ -427,7 +464,7 @@ register_op("ExpandDims", infer=_infer_expand, grad=lambda op, g: [reshape(g, sh
 
 
 def expand_dims(input, axis, name=None):
-    return execute(get_op("ExpandDims"), [_ct(input)], {"axis": int(axis)}, name)
+    return execute(get_op("ExpandDims"), [_ct(input)], {"axis": int_argument(axis, "expand_dims", "axis")}, name)
 
 
 def _infer_squeeze(inputs, attrs):
@@ -453,7 +490,8 @@ register_op("Squeeze", infer=_infer_squeeze, grad=lambda op, g: [reshape(g, shap
 def squeeze(input, axis=None, name=None):
     if axis is not None and not isinstance(axis, (list, tuple)):
         axis = [axis]
-    return execute(get_op("Squeeze"), [_ct(input)], {"axis": tuple(axis or ())}, name)
+    axis = tuple(int_argument(a, "squeeze", "axis") for a in axis or ())
+    return execute(get_op("Squeeze"), [_ct(input)], {"axis": axis}, name)
 
 
 def _infer_transpose(inputs, attrs):
@@ -480,7 +518,8 @@ register_op("Transpose", infer=_infer_transpose, grad=_transpose_grad)
 
 
 def transpose(a, perm=None, conjugate=False, name="transpose"):
-    return execute(get_op("Transpose"), [_ct(a)], {"perm": None if perm is None else tuple(int(p) for p in perm)}, name)
+    perm = None if perm is None else tuple(int_argument(p, "transpose", "perm") for p in perm)
+    return execute(get_op("Transpose"), [_ct(a)], {"perm": perm}, name)
 
 
 # ---- slicing (x[...]) ------------------------------------------------------------------------
@@ -567,6 +606,37 @@ def getitem(tensor, key):
     return execute(get_op("StridedSlice"), [x], {"spec": _normalize_spec(key)}, "strided_slice")
 
 
+def strided_slice(input_, begin, end, strides=None, begin_mask=0, end_mask=0, ellipsis_mask=0, new_axis_mask=0,
+                  shrink_axis_mask=0, var=None, name=None):
+    """TF's ``strided_slice`` with constant ``begin``/``end``/``strides`` and bit masks: the same
+    slice as ``input_[...]`` written with Python indexing (which is what it builds).
+
+    >>> import tensorweave as tw
+    >>> tw.strided_slice(tw.constant([1, 2, 3, 4]), [1], [4], [2]).numpy().tolist()
+    [2, 4]
+    """
+    def ints(v, arg):
+        v = v.numpy().tolist() if isinstance(v, EagerTensor) else v
+        return [int_argument(e, "strided_slice", arg) for e in v]
+    begin, end = ints(begin, "begin"), ints(end, "end")
+    strides = [1] * len(begin) if strides is None else ints(strides, "strides")
+    if not len(begin) == len(end) == len(strides):
+        raise argument_error("strided_slice", "begin", f"end and strides must have equal lengths, got "
+                             f"{len(begin)}, {len(end)} and {len(strides)}")
+    key = []
+    for i, (b, e, st) in enumerate(zip(begin, end, strides)):
+        bit = 1 << i
+        if ellipsis_mask & bit:
+            key.append(Ellipsis)
+        elif new_axis_mask & bit:
+            key.append(None)
+        elif shrink_axis_mask & bit:
+            key.append(b)
+        else:
+            key.append(slice(None if begin_mask & bit else b, None if end_mask & bit else e, st))
+    return getitem(input_, tuple(key))
+
+
 # ---- gather ---------------------------------------------------------------------------------
 def _infer_gather(inputs, attrs):
     p, i = inputs
@@ -600,12 +670,13 @@ def gather(params, indices, validate_indices=None, axis=None, batch_dims=0, name
     """Gathers slices of ``params`` along ``axis`` at ``indices`` (gradient: IndexedSlices)."""
     p = _ct(params)
     i = _ct(indices, dtype_hint=_dt.int32)
-    batch_dims = int(batch_dims)
+    batch_dims = int_argument(batch_dims, "gather", "batch_dims")
     if batch_dims < 0 and i.shape.rank is not None:
         batch_dims += i.shape.rank  # counted from the end of indices, as in TF
     if axis is None:
         axis = batch_dims
-    return execute(get_op("GatherV2"), [p, i], {"axis": int(axis), "batch_dims": int(batch_dims)}, name)
+    axis = int_argument(axis, "gather", "axis")
+    return execute(get_op("GatherV2"), [p, i], {"axis": axis, "batch_dims": batch_dims}, name)
 
 
 # ---- segment sums (densifying sparse gradients) ---------------------------------------------

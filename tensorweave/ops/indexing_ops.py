@@ -29,8 +29,10 @@ from tensorweave.core.tensor import Tensor
 from tensorweave.ops import array_ops as A
 from tensorweave.ops import math_ops as M
 from tensorweave.ops import rules
+from tensorweave.ops.arguments import axis_argument, int_argument, shape_argument
 
-__all__ = ["gather_nd", "scatter_nd", "tensor_scatter_nd_add", "tensor_scatter_nd_sub",
+__all__ = ["gather_nd", "scatter_nd", "tensor_scatter_nd_add", "tensor_scatter_nd_sub", "tensor_scatter_nd_max",
+           "tensor_scatter_nd_min",
            "tensor_scatter_nd_update", "one_hot", "pad", "tile", "reverse", "range", "slice",
            "boolean_mask", "sequence_mask", "eye", "linspace", "meshgrid", "repeat", "roll",
            "unravel_index"]
@@ -56,13 +58,15 @@ def _const_ints(t):
     return None if v is None else [int(d) for d in np.asarray(v).reshape(-1)]
 
 
-def _static_list(value):
-    """A Python list of ints from a list/array/eager tensor; None for symbolic tensors."""
+def _static_list(value, op="op", arg="shape", axes=False):
+    """A Python list of ints from a list/array/eager tensor; None for symbolic tensors. Python
+    values must be ints, non-negative unless they are ``axes`` (``op`` and ``arg`` name the bad
+    argument)."""
     if isinstance(value, Tensor):
         return _const_ints(value)
     if isinstance(value, TensorShape):
         return value.as_list() if value.is_fully_defined() else None
-    return [int(d) for d in np.asarray(value).reshape(-1)]
+    return list(axis_argument(value, op, arg)) if axes else shape_argument(value, op, arg)
 
 
 def _unknown_like(t):
@@ -234,6 +238,41 @@ def tensor_scatter_nd_update(tensor, indices, updates, name=None):
     return _tensor_scatter("TensorScatterUpdate", tensor, indices, updates, name)
 
 
+def _scatter_extreme_grad(op, g):
+    # The gradient goes where the result came from: to the tensor where it kept its value, else
+    # to the updates that won (ties share it, as TF's gathered comparison does).
+    t, indices, updates = op.inputs
+    out = op.outputs[0]
+    from_tensor = M.equal(t, out)
+    chosen = M.equal(updates, gather_nd(out, indices))
+    g_updates = gather_nd(g, indices)
+    return [M.where(from_tensor, g, A.zeros_like(g)), None, M.where(chosen, g_updates, A.zeros_like(g_updates))]
+
+
+register_op("TensorScatterMax", infer=_infer_tensor_scatter("tensor_scatter_nd_max"), grad=_scatter_extreme_grad)
+register_op("TensorScatterMin", infer=_infer_tensor_scatter("tensor_scatter_nd_min"), grad=_scatter_extreme_grad)
+
+
+def tensor_scatter_nd_max(tensor, indices, updates, name=None):
+    """``tensor`` where each entry at ``indices`` becomes the maximum of itself and its updates.
+
+    >>> import tensorweave as tw
+    >>> tw.tensor_scatter_nd_max(tw.ones([3]), [[0], [2]], [5.0, -6.0]).numpy().tolist()
+    [5.0, 1.0, 1.0]
+    """
+    return _tensor_scatter("TensorScatterMax", tensor, indices, updates, name)
+
+
+def tensor_scatter_nd_min(tensor, indices, updates, name=None):
+    """``tensor`` where each entry at ``indices`` becomes the minimum of itself and its updates.
+
+    >>> import tensorweave as tw
+    >>> tw.tensor_scatter_nd_min(tw.ones([3]), [[0], [2]], [5.0, -6.0]).numpy().tolist()
+    [1.0, 1.0, -6.0]
+    """
+    return _tensor_scatter("TensorScatterMin", tensor, indices, updates, name)
+
+
 # ---- one_hot -------------------------------------------------------------------------------
 def _infer_one_hot(inputs, attrs):
     indices, depth, on, off = inputs
@@ -290,13 +329,15 @@ def one_hot(indices, depth, on_value=None, off_value=None, axis=None, dtype=None
         d = next((v.dtype for v in given if isinstance(v, Tensor)), None)
         if d is None:
             d = _ct(given[0]).dtype if given else _dt.float32
-    on = _ct(1 if on_value is None else on_value, dtype=d if not isinstance(on_value, Tensor) else None)
-    off = _ct(0 if off_value is None else off_value, dtype=d if not isinstance(off_value, Tensor) else None)
+    one, zero = (True, False) if d.is_bool else (1, 0)
+    on = _ct(one if on_value is None else on_value, dtype=d if not isinstance(on_value, Tensor) else None)
+    off = _ct(zero if off_value is None else off_value, dtype=d if not isinstance(off_value, Tensor) else None)
     if on.dtype is not d or off.dtype is not d:
         raise TypeError(f"one_hot: on_value ({on.dtype.name}) and off_value ({off.dtype.name}) must have "
                         f"the requested dtype {d.name}")
     dep = _ct(depth, dtype=_dt.int32) if not isinstance(depth, Tensor) else depth
-    return execute(_ONE_HOT, [i, dep, on, off], {"axis": -1 if axis is None else int(axis)}, name)
+    axis = -1 if axis is None else int_argument(axis, "one_hot", "axis")
+    return execute(_ONE_HOT, [i, dep, on, off], {"axis": axis}, name)
 
 
 # ---- pad -----------------------------------------------------------------------------------
@@ -377,6 +418,8 @@ def pad(tensor, paddings, mode="CONSTANT", constant_values=0, name=None):
     p = _index_input(paddings, "paddings", "pad")
     m = str(mode).upper()
     if m == "CONSTANT":
+        if x.dtype.is_bool and isinstance(constant_values, int) and constant_values == 0:
+            constant_values = False  # the default pads bools with False (TF's Pad has no value)
         c = convert_like(constant_values, x)
         if c.dtype is not x.dtype:
             rules.same_dtype([x, c], "tensor and constant_values")
@@ -457,7 +500,7 @@ def reverse(tensor, axis, name=None):
     [[2, 1], [4, 3]]
     """
     x = _ct(tensor)
-    axes = _static_list(axis)
+    axes = _static_list(axis, "reverse", "axis", axes=True)
     if axes is None:
         raise TypeError("reverse: axis must be known when the op is created (a list of ints)")
     return execute(get_op("ReverseV2"), [x], {"axis": _normalize_axes(axes, x.shape.rank, "reverse")}, name)
@@ -654,9 +697,9 @@ def eye(num_rows, num_columns=None, batch_shape=None, dtype=_dt.float32, name=No
     [[1, 0, 0], [0, 1, 0]]
     """
     d = _dt.as_dtype(dtype)
-    rows = _static_list(num_rows)
-    cols = rows if num_columns is None else _static_list(num_columns)
-    batch = [] if batch_shape is None else _static_list(batch_shape)
+    rows = _static_list(num_rows, "eye", "num_rows")
+    cols = rows if num_columns is None else _static_list(num_columns, "eye", "num_columns")
+    batch = [] if batch_shape is None else _static_list(batch_shape, "eye", "batch_shape")
     if rows is not None and cols is not None and batch is not None:
         m = np.eye(rows[0], cols[0], dtype=d.np_dtype)
         return A.constant(np.broadcast_to(m, tuple(batch) + m.shape).copy(), dtype=d, name=name or "eye")
@@ -693,11 +736,11 @@ def linspace(start, stop, num, name=None, axis=0):
     if shape.rank is None:
         raise ValueError("linspace: the ranks of start and stop must be known statically")
     r = shape.rank
-    axis = int(axis)
+    axis = int_argument(axis, "linspace", "axis")
     if not -(r + 1) <= axis <= r:
         raise ValueError(f"linspace: axis {axis} is out of range for a result of rank {r + 1}")
     axis %= r + 1
-    n = _static_list(num)
+    n = _static_list(num, "linspace", "num")
     if n is not None:
         n = n[0]
         if n < 0:
@@ -798,7 +841,7 @@ def repeat(input, repeats, axis=None, name=None):
         raise ValueError("repeat: the rank of input must be known statically")
     if x.shape.rank == 0:
         raise ValueError("repeat: input must have rank >= 1 when axis is given")
-    axis = rules.normalize_axis(int(axis), x.shape.rank)
+    axis = rules.normalize_axis(int_argument(axis, "repeat", "axis"), x.shape.rank)
     rep = _index_input(repeats, "repeats", "repeat")
     return execute(get_op("Repeat"), [x, rep], {"axis": axis}, name)
 
@@ -828,7 +871,7 @@ def roll(input, shift, axis, name=None):
     [4, 1, 2, 3]
     """
     x = _ct(input)
-    axes = _static_list(axis)
+    axes = _static_list(axis, "roll", "axis", axes=True)
     if axes is None:
         raise TypeError("roll: axis must be known when the op is created (an int or list of ints)")
     r = x.shape.rank

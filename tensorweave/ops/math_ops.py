@@ -14,6 +14,7 @@ from tensorweave.core import dtypes as _dt
 from tensorweave.core import sbp_rules
 from tensorweave.core.convert import convert_like, convert_to_tensor
 from tensorweave.core.dispatch import execute, invalid_input
+from tensorweave.core.errors import InvalidArgumentError
 from tensorweave.core.registry import NOT_DIFFERENTIABLE, get_op, register_op, set_traits
 from tensorweave.core.shape import TensorShape, broadcast_static, fmt
 from tensorweave.core.tensor import Tensor
@@ -23,13 +24,20 @@ from tensorweave.ops.array_ops import ones_like, sum_to_like, zeros_like
 _ct = convert_to_tensor
 
 
-def _operands(x, y):
-    if isinstance(x, Tensor):
+def _operands(x, y, opdef=None, name=None):
+    """Both operands as tensors; a Python value takes the other operand's dtype and raises
+    where it does not fit (``int32 tensor + 2.0``: TF's rule, no implicit promotion)."""
+    try:
+        if isinstance(x, Tensor):
+            return x, convert_like(y, x)
+        if isinstance(y, Tensor):
+            return convert_like(x, y), y
+        x = _ct(x)
         return x, convert_like(y, x)
-    if isinstance(y, Tensor):
-        return convert_like(x, y), y
-    x = _ct(x)
-    return x, convert_like(y, x)
+    except TypeError as e:
+        if opdef is None or isinstance(e, InvalidArgumentError):
+            raise
+        raise invalid_input(opdef, [x, y], e, name) from None
 
 
 def _check_same_dtype(opdef, x, y, name):
@@ -39,19 +47,31 @@ def _check_same_dtype(opdef, x, y, name):
         raise invalid_input(opdef, [x, y], e, name) from None
 
 
-def _binary_op(opdef):
+def _check_allowed(opdef, inputs, allowed, name):
+    """Eager calls skip the shape rule, so the wrappers check the kernel dtypes themselves."""
+    if inputs[0]._dtype not in allowed:
+        raise invalid_input(opdef, inputs, TypeError(rules.unsupported_message(inputs[0].dtype, allowed)),
+                            name)
+
+
+def _binary_op(opdef, allowed=None):
     def op(x, y, name=None):
-        x, y = _operands(x, y)
+        x, y = _operands(x, y, opdef, name)
         if x._dtype is not y._dtype:
             _check_same_dtype(opdef, x, y, name)
+        if allowed is not None:
+            _check_allowed(opdef, (x, y), allowed, name)
         return execute(opdef, (x, y), {}, name)
     op.__name__ = opdef.name
     return op
 
 
-def _unary_op(opdef):
+def _unary_op(opdef, allowed=None):
     def op(x, name=None):
-        return execute(opdef, (x if isinstance(x, Tensor) else _ct(x),), {}, name)
+        x = x if isinstance(x, Tensor) else _ct(x)
+        if allowed is not None:
+            _check_allowed(opdef, (x,), allowed, name)
+        return execute(opdef, (x,), {}, name)
     op.__name__ = opdef.name
     return op
 
@@ -62,26 +82,57 @@ def _grads(op, gx, gy):
     return [None if gx is None else sum_to_like(gx, x), None if gy is None else sum_to_like(gy, y)]
 
 
-register_op("AddV2", infer=rules.binary(), grad=lambda op, g: _grads(op, g, g))
-register_op("Sub", infer=rules.binary(), grad=lambda op, g: _grads(op, g, -g))
-register_op("Mul", infer=rules.binary(),
+N = rules.NUMERIC
+register_op("AddV2", infer=rules.binary(allowed=N), grad=lambda op, g: _grads(op, g, g))
+register_op("Sub", infer=rules.binary(allowed=N), grad=lambda op, g: _grads(op, g, -g))
+register_op("Mul", infer=rules.binary(allowed=N),
             grad=lambda op, g: _grads(op, g * op.inputs[1], op.inputs[0] * g))
 register_op("RealDiv", infer=rules.binary(allowed=rules.FLOAT),
-            grad=lambda op, g: _grads(op, g / op.inputs[1],
-                                      -g * op.inputs[0] / (op.inputs[1] * op.inputs[1])))
+            grad=lambda op, g: _grads(op, multiply_no_nan(1 / op.inputs[1], g),
+                                      multiply_no_nan(-op.inputs[0] / (op.inputs[1] * op.inputs[1]), g)))
+register_op("MulNoNan", infer=rules.binary(allowed=rules.FLOAT),
+            grad=lambda op, g: _grads(op, multiply_no_nan(g, op.inputs[1]), multiply_no_nan(op.inputs[0], g)))
 register_op("DivNoNan", infer=rules.binary(allowed=rules.FLOAT),
             grad=lambda op, g: _grads(op, div_no_nan(g, op.inputs[1]),
                                       g * div_no_nan(div_no_nan(-op.inputs[0], op.inputs[1]), op.inputs[1])))
-register_op("FloorDiv", infer=rules.binary(), grad=NOT_DIFFERENTIABLE)
-register_op("FloorMod", infer=rules.binary(),
+register_op("FloorDiv", infer=rules.binary(allowed=N), grad=NOT_DIFFERENTIABLE)
+register_op("FloorMod", infer=rules.binary(allowed=N),
             grad=lambda op, g: _grads(op, g, -g * floor(op.inputs[0] / op.inputs[1]))
             if op.inputs[0].dtype.is_floating else [None, None])
-register_op("Maximum", infer=rules.binary(),
+register_op("Maximum", infer=rules.binary(allowed=N),
             grad=lambda op, g: _select_grads(op, g, greater_equal(op.inputs[0], op.inputs[1])))
-register_op("Minimum", infer=rules.binary(),
+register_op("Minimum", infer=rules.binary(allowed=N),
             grad=lambda op, g: _select_grads(op, g, less_equal(op.inputs[0], op.inputs[1])))
-register_op("SquaredDifference", infer=rules.binary(),
+register_op("SquaredDifference", infer=rules.binary(allowed=N),
             grad=lambda op, g: _sqdiff_grad(op, g))
+
+
+# x * log(y), x / y, x * log1p(y), 0 where x is 0 (whatever y is). d/dx is log(y), 1/y, log1p(y)
+# except where x and that function's singular y meet (0 there); TF gives 0 wherever x is 0,
+# which is not the derivative (xlogy(x, 2) has slope log 2 at x = 0).
+def _dx_factor(fn, x, y, singular):
+    return fn(cast(logical_or(not_equal(x, 0), not_equal(y, singular)), x.dtype), y)
+
+
+register_op("Xlogy", infer=rules.binary(allowed=rules.FLOAT),
+            grad=lambda op, g: _grads(op, _dx_factor(xlogy, *op.inputs, 0) * g,
+                                      xdivy(op.inputs[0], op.inputs[1]) * g))
+register_op("Xdivy", infer=rules.binary(allowed=rules.FLOAT),
+            grad=lambda op, g: _grads(op, _dx_factor(xdivy, *op.inputs, 0) * g,
+                                      xdivy(-op.inputs[0], op.inputs[1] * op.inputs[1]) * g))
+register_op("Xlog1py", infer=rules.binary(allowed=rules.FLOAT),
+            grad=lambda op, g: _grads(op, _dx_factor(xlog1py, *op.inputs, -1) * g,
+                                      xdivy(op.inputs[0], op.inputs[1] + 1) * g))
+register_op("Atan2", infer=rules.binary(allowed=rules.FLOAT), grad=lambda op, g: _atan2_grad(op, g))
+# C-style integer division and remainder (rounding toward zero); floats too, as TF.
+register_op("TruncateDiv", infer=rules.binary(allowed=N), grad=NOT_DIFFERENTIABLE)
+register_op("TruncateMod", infer=rules.binary(allowed=N), grad=NOT_DIFFERENTIABLE)
+
+
+def _atan2_grad(op, g):
+    y, x = op.inputs
+    inv = g / (x * x + y * y)
+    return _grads(op, x * inv, -y * inv)
 
 
 def _select_grads(op, g, mask):
@@ -105,20 +156,37 @@ def _pow_grad(op, g):
     return _grads(op, gx, gy)
 
 
-register_op("Pow", infer=rules.binary(), grad=_pow_grad)
+register_op("Pow", infer=rules.binary(allowed=N), grad=_pow_grad)
 
-add = _binary_op(get_op("AddV2"))
-subtract = _binary_op(get_op("Sub"))
-multiply = _binary_op(get_op("Mul"))
-_realdiv = _binary_op(get_op("RealDiv"))
-_div_no_nan = _binary_op(get_op("DivNoNan"))
-floordiv = _binary_op(get_op("FloorDiv"))
-floormod = _binary_op(get_op("FloorMod"))
-pow = _binary_op(get_op("Pow"))
-maximum = _binary_op(get_op("Maximum"))
-minimum = _binary_op(get_op("Minimum"))
-squared_difference = _binary_op(get_op("SquaredDifference"))
+add = _binary_op(get_op("AddV2"), N)
+subtract = _binary_op(get_op("Sub"), N)
+multiply = _binary_op(get_op("Mul"), N)
+_realdiv = _binary_op(get_op("RealDiv"), rules.FLOAT)
+_div_no_nan = _binary_op(get_op("DivNoNan"), rules.FLOAT)
+floordiv = _binary_op(get_op("FloorDiv"), N)
+floormod = _binary_op(get_op("FloorMod"), N)
+pow = _binary_op(get_op("Pow"), N)
+maximum = _binary_op(get_op("Maximum"), N)
+minimum = _binary_op(get_op("Minimum"), N)
+squared_difference = _binary_op(get_op("SquaredDifference"), N)
+_mul_no_nan = _binary_op(get_op("MulNoNan"), rules.FLOAT)
 mod = floormod
+xlogy = _binary_op(get_op("Xlogy"), rules.FLOAT)
+xdivy = _binary_op(get_op("Xdivy"), rules.FLOAT)
+xlog1py = _binary_op(get_op("Xlog1py"), rules.FLOAT)
+atan2 = _binary_op(get_op("Atan2"), rules.FLOAT)
+truncatediv = _binary_op(get_op("TruncateDiv"), N)
+truncatemod = _binary_op(get_op("TruncateMod"), N)
+
+
+def multiply_no_nan(x, y, name=None):
+    """``x * y``, and 0 where ``y`` is 0 even for an infinite or NaN ``x``.
+
+    >>> import tensorweave as tw
+    >>> tw.math.multiply_no_nan([float("inf"), 2.0], [0.0, 3.0]).numpy()
+    array([0., 6.], dtype=float32)
+    """
+    return _mul_no_nan(x, y, name=name)
 
 
 def _division_operands(x, y):
@@ -151,15 +219,31 @@ def div_no_nan(x, y, name=None):
 
 
 def add_n(inputs, name=None):
-    """Sums a list of same-shape tensors."""
+    """Sums a list of same-shape tensors of one dtype (mixed dtypes raise, as in TF).
+
+    >>> import tensorweave as tw
+    >>> tw.add_n([tw.constant([1, 2]), tw.constant([3, 4])]).numpy()
+    array([4, 6], dtype=int32)
+    """
     inputs = [_ct(t) for t in inputs]
+    if not inputs:
+        raise ValueError("add_n: inputs must be a non-empty list of tensors")
+    opdef = get_op("AddN")
+    if any(t._dtype is not inputs[0]._dtype for t in inputs):
+        try:
+            rules.same_dtype(inputs)
+        except TypeError as e:
+            raise invalid_input(opdef, inputs, e, name) from None
+    _check_allowed(opdef, inputs, N, name)
     if len(inputs) == 1:
         return inputs[0]
-    return execute(get_op("AddN"), inputs, {}, name)
+    return execute(opdef, inputs, {}, name)
 
 
 def _infer_addn(inputs, attrs):
     d = rules.same_dtype(inputs)
+    if d not in N:
+        raise TypeError(rules.unsupported_message(d, N))
     s = inputs[0].shape
     for t in inputs[1:]:
         if not s.is_compatible_with(t.shape):
@@ -172,23 +256,25 @@ register_op("AddN", infer=_infer_addn, grad=lambda op, g: [g] * len(op.inputs))
 
 
 # ---- unary ---------------------------------------------------------------------------------------
-def _u(name, grad, allowed=None):
+def _u(name, grad, allowed=N):
     register_op(name, infer=rules.unary(allowed), grad=grad)
-    return _unary_op(get_op(name))
+    return _unary_op(get_op(name), allowed)
 
 
 F = rules.FLOAT
-negative = _u("Neg", lambda op, g: [-g])
-abs = _u("Abs", lambda op, g: [g * sign(op.inputs[0])])
-sign = _u("Sign", lambda op, g: [zeros_like(g)])
+negative = _u("Neg", lambda op, g: [-g], rules.SIGNED)
+abs = _u("Abs", lambda op, g: [g * sign(op.inputs[0])], rules.SIGNED)
+sign = _u("Sign", lambda op, g: [zeros_like(g)], rules.SIGNED)
 exp = _u("Exp", lambda op, g: [g * op.outputs[0]], F)
 log = _u("Log", lambda op, g: [g / op.inputs[0]], F)
 log1p = _u("Log1p", lambda op, g: [g / (1 + op.inputs[0])], F)
 expm1 = _u("Expm1", lambda op, g: [g * (op.outputs[0] + 1)], F)
-sqrt = _u("Sqrt", lambda op, g: [g * 0.5 / op.outputs[0]], F)
-rsqrt = _u("Rsqrt", lambda op, g: [g * -0.5 * op.outputs[0] / op.inputs[0]], F)
+# Sqrt, Rsqrt, Reciprocal and RealDiv: a zero incoming gradient gives a zero gradient even where
+# the local derivative is inf or NaN, so where(x > 0, sqrt(x), 0) has no NaN gradient (as in TF).
+sqrt = _u("Sqrt", lambda op, g: [multiply_no_nan(0.5 / op.outputs[0], g)], F)
+rsqrt = _u("Rsqrt", lambda op, g: [multiply_no_nan(-0.5 * op.outputs[0] / op.inputs[0], g)], F)
 square = _u("Square", lambda op, g: [g * 2 * op.inputs[0]])
-reciprocal = _u("Reciprocal", lambda op, g: [-g * op.outputs[0] * op.outputs[0]], F)
+reciprocal = _u("Reciprocal", lambda op, g: [multiply_no_nan(-op.outputs[0] * op.outputs[0], g)], F)
 sin = _u("Sin", lambda op, g: [g * cos(op.inputs[0])], F)
 cos = _u("Cos", lambda op, g: [-g * sin(op.inputs[0])], F)
 tan = _u("Tan", lambda op, g: [g * (1 + op.outputs[0] * op.outputs[0])], F)
@@ -205,9 +291,11 @@ selu = _u("Selu", lambda op, g: [where(op.inputs[0] > 0, g * 1.0507009873554805,
                                        g * (op.outputs[0] + 1.7580993408473766))], F)
 softplus = _u("Softplus", lambda op, g: [g * sigmoid(op.inputs[0])], F)
 softsign = _u("Softsign", lambda op, g: [g / square(1 + abs(op.inputs[0]))], F)
-floor = _u("Floor", lambda op, g: [zeros_like(g)], F)
-ceil = _u("Ceil", lambda op, g: [zeros_like(g)], F)
-round = _u("Round", lambda op, g: [zeros_like(g)])
+# Piecewise constant: no gradient (None, as TF: the input is unconnected through them).
+floor = _u("Floor", NOT_DIFFERENTIABLE, F)
+ceil = _u("Ceil", NOT_DIFFERENTIABLE, F)
+round = _u("Round", NOT_DIFFERENTIABLE)
+rint = _u("Rint", NOT_DIFFERENTIABLE, F)
 atan = _u("Atan", lambda op, g: [g / (1 + square(op.inputs[0]))], F)
 
 
@@ -219,7 +307,9 @@ register_op("LeakyRelu", infer=rules.unary(F), grad=_leaky_grad)
 
 
 def leaky_relu(features, alpha=0.2, name=None):
-    return execute(get_op("LeakyRelu"), [_ct(features)], {"alpha": float(alpha)}, name)
+    x, opdef = _ct(features), get_op("LeakyRelu")
+    _check_allowed(opdef, (x,), F, name)
+    return execute(opdef, [x], {"alpha": float(alpha)}, name)
 
 
 def _gelu_grad(op, g):
@@ -239,7 +329,9 @@ register_op("Gelu", infer=rules.unary(F), grad=_gelu_grad)
 
 
 def gelu(features, approximate=False, name=None):
-    return execute(get_op("Gelu"), [_ct(features)], {"approximate": bool(approximate)}, name)
+    x, opdef = _ct(features), get_op("Gelu")
+    _check_allowed(opdef, (x,), F, name)
+    return execute(opdef, [x], {"approximate": bool(approximate)}, name)
 
 
 def silu(features, beta=1.0, name=None):
@@ -257,27 +349,30 @@ def clip_by_value(t, clip_value_min, clip_value_max, name=None):
 
 
 # ---- comparisons and logic ---------------------------------------------------------------------
-for _name in ("Less", "LessEqual", "Greater", "GreaterEqual", "Equal", "NotEqual"):
+# Ordering has no bool kernels in TF; equality works on every dtype.
+for _name in ("Less", "LessEqual", "Greater", "GreaterEqual"):
+    register_op(_name, infer=rules.binary(out_dtype=_dt.bool_, allowed=N), grad=NOT_DIFFERENTIABLE)
+for _name in ("Equal", "NotEqual"):
     register_op(_name, infer=rules.binary(out_dtype=_dt.bool_), grad=NOT_DIFFERENTIABLE)
 for _name in ("LogicalAnd", "LogicalOr"):
-    register_op(_name, infer=rules.binary(allowed=(_dt.bool_,)), grad=NOT_DIFFERENTIABLE)
-register_op("LogicalNot", infer=rules.unary((_dt.bool_,)), grad=NOT_DIFFERENTIABLE)
+    register_op(_name, infer=rules.binary(allowed=rules.BOOL), grad=NOT_DIFFERENTIABLE)
+register_op("LogicalNot", infer=rules.unary(rules.BOOL), grad=NOT_DIFFERENTIABLE)
 register_op("IsNan", infer=lambda i, a: (i[0].shape, _dt.bool_), grad=NOT_DIFFERENTIABLE)
 register_op("IsFinite", infer=lambda i, a: (i[0].shape, _dt.bool_), grad=NOT_DIFFERENTIABLE)
 register_op("IsInf", infer=lambda i, a: (i[0].shape, _dt.bool_), grad=NOT_DIFFERENTIABLE)
 
-less = _binary_op(get_op("Less"))
-less_equal = _binary_op(get_op("LessEqual"))
-greater = _binary_op(get_op("Greater"))
-greater_equal = _binary_op(get_op("GreaterEqual"))
+less = _binary_op(get_op("Less"), N)
+less_equal = _binary_op(get_op("LessEqual"), N)
+greater = _binary_op(get_op("Greater"), N)
+greater_equal = _binary_op(get_op("GreaterEqual"), N)
 equal = _binary_op(get_op("Equal"))
 not_equal = _binary_op(get_op("NotEqual"))
-logical_and = _binary_op(get_op("LogicalAnd"))
-logical_or = _binary_op(get_op("LogicalOr"))
-logical_not = _unary_op(get_op("LogicalNot"))
-is_nan = _unary_op(get_op("IsNan"))
-is_finite = _unary_op(get_op("IsFinite"))
-is_inf = _unary_op(get_op("IsInf"))
+logical_and = _binary_op(get_op("LogicalAnd"), rules.BOOL)
+logical_or = _binary_op(get_op("LogicalOr"), rules.BOOL)
+logical_not = _unary_op(get_op("LogicalNot"), rules.BOOL)
+is_nan = _unary_op(get_op("IsNan"), F)
+is_finite = _unary_op(get_op("IsFinite"), F)
+is_inf = _unary_op(get_op("IsInf"), F)
 isnan, isfinite = is_nan, is_finite
 
 
@@ -318,7 +413,7 @@ def where(condition, x=None, y=None, name=None):
         return execute(get_op("Where"), [c], {}, name)
     if x is None or y is None:
         raise ValueError("where: give both x and y, or neither")
-    x, y = _operands(x, y)
+    x, y = _operands(x, y, get_op("SelectV2"), name)
     if x._dtype is not y._dtype:
         _check_same_dtype(get_op("SelectV2"), x, y, name)
     return execute(get_op("SelectV2"), [c, x, y], {}, name)
@@ -356,8 +451,8 @@ def saturate_cast(value, dtype, name=None):
 def _infer_matmul(inputs, attrs):
     a, b = inputs
     d = rules.same_dtype([a, b])
-    if d is _dt.bool_:
-        raise TypeError("MatMul does not support bool tensors")
+    if d not in rules.MATMUL:
+        raise TypeError(rules.unsupported_message(d, rules.MATMUL))
     ra, rb = a.shape.rank, b.shape.rank
     if ra is None or rb is None:
         return TensorShape(None), d
@@ -402,9 +497,17 @@ def matmul(a, b, transpose_a=False, transpose_b=False, adjoint_a=False, adjoint_
     >>> tw.matmul(tw.ones([2, 3]), tw.ones([3, 4])).shape
     TensorShape([2, 4])
     """
-    a, b = _operands(a, b)
+    if (transpose_a and adjoint_a) or (transpose_b and adjoint_b):
+        side = "a" if transpose_a and adjoint_a else "b"
+        raise ValueError(f"matmul: only one of `transpose_{side}` and `adjoint_{side}` can be True "
+                         "(for real tensors they mean the same)")
+    a, b = _operands(a, b, _MATMUL, name)
     if a._dtype is not b._dtype:
         _check_same_dtype(_MATMUL, a, b, name)
+    _check_allowed(_MATMUL, (a, b), rules.MATMUL, name)
+    if a.shape.rank is not None and a.shape.rank < 2 or b.shape.rank is not None and b.shape.rank < 2:
+        raise invalid_input(_MATMUL, (a, b), ValueError(  # eager calls skip the shape rule
+            "MatMul needs inputs of rank >= 2. Hint: use tw.expand_dims, or tw.tensordot for vectors"), name)
     return execute(_MATMUL, (a, b), {"transpose_a": bool(transpose_a or adjoint_a),
                                      "transpose_b": bool(transpose_b or adjoint_b)}, name)
 

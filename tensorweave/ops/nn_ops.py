@@ -27,6 +27,7 @@ from tensorweave.core.shape import TensorShape, fmt
 from tensorweave.core.tensor import Tensor
 from tensorweave.ops import math_ops as m
 from tensorweave.ops import rules
+from tensorweave.ops.arguments import int_argument
 from tensorweave.ops.array_ops import (expand_dims, gather, identity, reshape, shape, size, stack,
                                        zeros_like)
 from tensorweave.ops.reduce_ops import reduce_mean, reduce_sum
@@ -51,7 +52,7 @@ _FLOAT = rules.FLOAT
 def _float_input(t, op, what="input"):
     if t.dtype not in _FLOAT:
         raise TypeError(f"{op} does not support dtype {t.dtype.name} for its {what}; expected one of: "
-                        f"{', '.join(d.name for d in _FLOAT)}")
+                        f"{rules.dtype_names(_FLOAT)}")
     return t.dtype
 
 
@@ -102,7 +103,8 @@ def softmax(logits, axis=None, name=None):
     >>> tw.nn.softmax([0.0, 0.0]).numpy()
     array([0.5, 0.5], dtype=float32)
     """
-    return execute(get_op("Softmax"), [_ct(logits)], {"axis": -1 if axis is None else int(axis)}, name)
+    axis = -1 if axis is None else int_argument(axis, "softmax", "axis")
+    return execute(get_op("Softmax"), [_ct(logits)], {"axis": axis}, name)
 
 
 def log_softmax(logits, axis=None, name=None):
@@ -112,7 +114,8 @@ def log_softmax(logits, axis=None, name=None):
     >>> round(float(tw.nn.log_softmax([1.0, 1.0])[0]), 4)
     -0.6931
     """
-    return execute(get_op("LogSoftmax"), [_ct(logits)], {"axis": -1 if axis is None else int(axis)}, name)
+    axis = -1 if axis is None else int_argument(axis, "log_softmax", "axis")
+    return execute(get_op("LogSoftmax"), [_ct(logits)], {"axis": axis}, name)
 
 
 # ---- cross-entropies ----------------------------------------------------------------------------

@@ -364,6 +364,18 @@ _NORMAL = get_op("RandomStandardNormal")
 _TRUNCATED = get_op("TruncatedNormal")
 _MULTINOMIAL = get_op("Multinomial")
 _SHUFFLE = get_op("RandomShuffle")
+# The public names that errors about a bad ``shape`` argument cite.
+_PUBLIC = {"RandomUniform": "random.uniform", "RandomUniformInt": "random.uniform",
+           "RandomStandardNormal": "random.normal", "TruncatedNormal": "random.truncated_normal",
+           "StatelessRandomUniform": "random.stateless_uniform",
+           "StatelessRandomUniformInt": "random.stateless_uniform",
+           "StatelessRandomUniformFullInt": "random.stateless_uniform",
+           "StatelessRandomNormal": "random.stateless_normal",
+           "StatelessTruncatedNormal": "random.stateless_truncated_normal"}
+
+
+def _shape_arg(shape, op_name, dtype):
+    return _shape_input(shape, _PUBLIC.get(op_name, op_name), dtype=_dt.as_dtype(dtype).np_dtype)
 
 
 # ---- helpers ---------------------------------------------------------------------------------
@@ -398,7 +410,7 @@ def _needs_affine(scale, shift):
 def _draw_float(opdef, shape, scale, shift, dtype, seed, name, state=None):
     dtype = _check_float(_dt.as_dtype(dtype), opdef.name)
     affine = _needs_affine(scale, shift)
-    rnd = _run_random(opdef, [_shape_input(shape)], {"dtype": dtype}, seed,
+    rnd = _run_random(opdef, [_shape_arg(shape, opdef.name, dtype)], {"dtype": dtype}, seed,
                       None if affine else name, dtype, state)
     return _affine(rnd, scale, shift, name) if affine else rnd
 
@@ -407,7 +419,8 @@ def _draw_int(shape, minval, maxval, dtype, seed, name, state=None):
     if maxval is None:
         raise ValueError(f"Must specify maxval for integer dtype {dtype.name}")
     lo, hi = _ct(minval, dtype=dtype), _ct(maxval, dtype=dtype)
-    return _run_random(_UNIFORM_INT, [_shape_input(shape), lo, hi], {}, seed, name, dtype, state)
+    return _run_random(_UNIFORM_INT, [_shape_arg(shape, "RandomUniformInt", dtype), lo, hi], {}, seed, name, dtype,
+                       state)
 
 
 def _uniform(shape, minval, maxval, dtype, seed, name, state=None):
@@ -512,7 +525,7 @@ def _seed_tensor(seed):
 def _stateless_float(op_name, shape, seed, scale, shift, dtype, name):
     dtype = _check_float(_dt.as_dtype(dtype), op_name)
     affine = _needs_affine(scale, shift)
-    rnd = execute(get_op(op_name), [_shape_input(shape), _seed_tensor(seed)], {"dtype": dtype},
+    rnd = execute(get_op(op_name), [_shape_arg(shape, op_name, dtype), _seed_tensor(seed)], {"dtype": dtype},
                   None if affine else name)
     return _affine(rnd, scale, shift, name) if affine else rnd
 
@@ -530,13 +543,15 @@ def stateless_uniform(shape, seed, minval=0, maxval=None, dtype=_dt.float32, nam
     dtype = _dt.as_dtype(dtype)
     if dtype.is_integer:
         if minval is None and maxval is None:
-            return execute(get_op("StatelessRandomUniformFullInt"), [_shape_input(shape), _seed_tensor(seed)],
+            return execute(get_op("StatelessRandomUniformFullInt"),
+                           [_shape_arg(shape, "StatelessRandomUniformFullInt", dtype), _seed_tensor(seed)],
                            {"dtype": dtype}, name)
         if maxval is None:
             raise ValueError(f"Must specify maxval for integer dtype {dtype.name} "
                              "(or neither bound for the full range)")
         return execute(get_op("StatelessRandomUniformInt"),
-                       [_shape_input(shape), _seed_tensor(seed), _ct(minval, dtype=dtype),
+                       [_shape_arg(shape, "StatelessRandomUniformInt", dtype), _seed_tensor(seed),
+                        _ct(minval, dtype=dtype),
                         _ct(maxval, dtype=dtype)], {}, name)
     if maxval is None:
         maxval = 1

@@ -17,6 +17,7 @@ from tensorweave.core.shape import TensorShape
 from tensorweave.core.tensor import EagerTensor, Tensor
 from tensorweave.ops import math_ops as m
 from tensorweave.ops import rules
+from tensorweave.ops.arguments import axis_argument, int_argument
 from tensorweave.ops.array_ops import broadcast_to, reshape, shape, size, stop_gradient
 
 _ct = convert_to_tensor
@@ -141,7 +142,7 @@ def _reducer(op_name, doc, allowed):
             raise TypeError(f"reduce_{op_name.lower()} does not support dtype {x.dtype.name}; expected one of: "
                             f"{', '.join(d.name for d in _dt.ALL if d in allowed)}")
         if axis is not None:
-            axis = _axes(axis, None)
+            axis = axis_argument(axis, f"reduce_{op_name.lower()}")
         return execute(opdef, (x,), {"axis": axis, "keepdims": bool(keepdims)}, name)
     reduce.__doc__ = doc
     reduce.__name__ = "reduce_" + op_name.lower()
@@ -163,6 +164,22 @@ def _float_input(x, op_name):
     if not x.dtype.is_floating:
         raise TypeError(f"{op_name} needs a float tensor, got {x.dtype.name}. Hint: tw.cast it first")
     return x
+
+
+def reduce_euclidean_norm(input_tensor, axis=None, keepdims=False, name=None):
+    """``sqrt(sum(x**2))`` over ``axis``; integer inputs give the (truncated) integer norm, as TF.
+
+    >>> import tensorweave as tw
+    >>> tw.math.reduce_euclidean_norm(tw.constant([[3.0, 4.0]]), 1).numpy()
+    array([5.], dtype=float32)
+    """
+    x = _ct(input_tensor)
+    if x.dtype not in rules.NUMERIC:
+        raise TypeError(f"reduce_euclidean_norm does not support dtype {x.dtype.name}")
+    if x.dtype.is_integer:
+        wide = m.cast(x, _dt.float64)
+        return m.cast(m.sqrt(reduce_sum(wide * wide, axis=axis, keepdims=keepdims)), x.dtype, name=name)
+    return m.sqrt(reduce_sum(m.square(x), axis=axis, keepdims=keepdims), name=name)
 
 
 def reduce_logsumexp(input_tensor, axis=None, keepdims=False, name=None):
@@ -195,8 +212,11 @@ def reduce_std(input_tensor, axis=None, keepdims=False, name=None):
 
 
 def moments(x, axes, shift=None, keepdims=False, name=None):
-    """Mean and variance of ``x`` over ``axes`` (as ``tf.nn.moments``)."""
-    x = _float_input(x, "moments")
+    """Mean and variance of ``x`` over ``axes`` (as ``tf.nn.moments``; integer inputs give
+    integer means and variances, as in TF)."""
+    x = _ct(x)
+    if x.dtype not in rules.NUMERIC:
+        raise TypeError(f"moments needs a numeric tensor, got {x.dtype.name}")
     mean = reduce_mean(x, axis=axes, keepdims=True)
     # TF stops the gradient through `mean` here; that leaves first derivatives unchanged (the
     # dropped term sums to zero) but makes second derivatives wrong, so it is not done here.
@@ -227,12 +247,12 @@ register_op("ArgMin", infer=_infer_arg, grad=NOT_DIFFERENTIABLE)
 
 def argmax(input, axis=None, output_type=_dt.int64, name=None):
     """Index of the largest value along ``axis`` (default 0); ties pick the first."""
-    return execute(get_op("ArgMax"), [_ct(input)], {"axis": 0 if axis is None else int(axis),
+    return execute(get_op("ArgMax"), [_ct(input)], {"axis": 0 if axis is None else int_argument(axis, "argmax", "axis"),
                                                     "output_type": _dt.as_dtype(output_type)}, name)
 
 
 def argmin(input, axis=None, output_type=_dt.int64, name=None):
-    return execute(get_op("ArgMin"), [_ct(input)], {"axis": 0 if axis is None else int(axis),
+    return execute(get_op("ArgMin"), [_ct(input)], {"axis": 0 if axis is None else int_argument(axis, "argmin", "axis"),
                                                     "output_type": _dt.as_dtype(output_type)}, name)
 
 

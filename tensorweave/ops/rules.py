@@ -13,17 +13,27 @@ def same_dtype(inputs, what="inputs"):
     return d0
 
 
+def dtype_names(allowed):
+    """``allowed``'s names in the canonical dtype order (sets have none of their own)."""
+    return ", ".join(d.name for d in _dt.ALL if d in allowed)
+
+
 def check_dtype(t, allowed, op_name, what="input"):
     if t.dtype not in allowed:
-        names = ", ".join(d.name for d in allowed)
+        names = dtype_names(allowed)
         raise TypeError(f"{op_name} does not support dtype {t.dtype.name} for its {what}; expected one of: {names}")
+
+
+def unsupported_message(dtype, allowed):
+    """The message for a dtype an op has no kernel for (TF has none either: no implicit casts)."""
+    return (f"Unsupported dtype {dtype.name}; expected one of: {dtype_names(allowed)}. "
+            "Hint: tw.cast the input to one of them first")
 
 
 def unary(allowed=None):
     def infer(inputs, attrs):
         if allowed is not None and inputs[0].dtype not in allowed:
-            names = ", ".join(d.name for d in allowed)
-            raise TypeError(f"Unsupported dtype {inputs[0].dtype.name}; expected one of: {names}")
+            raise TypeError(unsupported_message(inputs[0].dtype, allowed))
         return inputs[0].shape, inputs[0].dtype
     return infer
 
@@ -32,7 +42,7 @@ def binary(out_dtype=None, allowed=None):
     def infer(inputs, attrs):
         d = same_dtype(inputs)
         if allowed is not None and d not in allowed:
-            raise TypeError(f"Unsupported dtype {d.name}; expected one of: {', '.join(x.name for x in allowed)}")
+            raise TypeError(unsupported_message(d, allowed))
         try:
             shape = broadcast_static(inputs[0].shape, inputs[1].shape)
         except ValueError:
@@ -43,9 +53,14 @@ def binary(out_dtype=None, allowed=None):
     return infer
 
 
-FLOAT = _dt.FLOATING
-NUMERIC = _dt.NUMERIC
-INTEGER = _dt.INTEGER
+# Dtype sets of the kernels (TensorFlow's CPU kernels have the same ones): frozensets, as the
+# eager wrappers test membership on every call.
+FLOAT = frozenset(_dt.FLOATING)
+NUMERIC = frozenset(_dt.NUMERIC)
+INTEGER = frozenset(_dt.INTEGER)
+SIGNED = FLOAT | {_dt.int8, _dt.int16, _dt.int32, _dt.int64}    # Neg, Abs, Sign: no unsigned kernels
+BOOL = frozenset({_dt.bool_})
+MATMUL = FLOAT | {_dt.int32, _dt.int64}
 
 
 def normalize_axis(axis, rank, op_name="op"):

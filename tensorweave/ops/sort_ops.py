@@ -19,8 +19,10 @@ from tensorweave.core.registry import NOT_DIFFERENTIABLE, get_op, register_op
 from tensorweave.core.shape import TensorShape, fmt
 from tensorweave.ops import math_ops as M
 from tensorweave.ops import rules
+from tensorweave.ops.arguments import int_argument
+from tensorweave.ops.array_ops import ones_like, zeros_like
 
-__all__ = ["sort", "argsort", "top_k", "cumsum", "cumprod"]
+__all__ = ["sort", "argsort", "top_k", "cumsum", "cumprod", "cumulative_logsumexp"]
 
 _ct = convert_to_tensor
 _SORTABLE = _dt.FLOATING + _dt.INTEGER
@@ -35,7 +37,8 @@ def _axis_attr(x, axis, op_name):
     if x.dtype not in _SORTABLE:  # checked here too: eager execution skips the shape rule
         raise TypeError(f"{op_name} does not support dtype {x.dtype.name}; expected a float or integer tensor")
     _check_rank(x, op_name)
-    return rules.normalize_axis(int(axis), x.shape.rank) if x.shape.rank is not None else int(axis)
+    axis = int_argument(axis, op_name, "axis")
+    return rules.normalize_axis(axis, x.shape.rank) if x.shape.rank is not None else axis
 
 
 # ---- take along an axis (the differentiable half of sort/top_k) -------------------------------
@@ -143,7 +146,8 @@ def top_k(input, k=1, sorted=True, name=None):
     """
     x = _ct(input)
     _axis_attr(x, -1, "top_k")
-    values, indices = execute(get_op("TopKV2"), [x], {"k": int(k), "sorted": bool(sorted)}, name)
+    k = int_argument(k, "top_k", "k", 0)
+    values, indices = execute(get_op("TopKV2"), [x], {"k": k, "sorted": bool(sorted)}, name)
     return TopKV2(values, indices)
 
 
@@ -165,10 +169,23 @@ def _cumsum_grad(op, g):
 
 
 def _cumprod_grad(op, g):
-    # d/dx_i of sum_j g_j prod_{k<=j} x_k = sum_{j>=i} g_j y_j / x_i (TF's rule: x must be nonzero).
+    # d/dx_k of sum_i g_i prod_{j in S(i)} x_j sums, over the i whose window S(i) holds k, the
+    # product of the window without x_k. With x' = x where its zeros are 1, y' = cumprod(x') and
+    # nz_i = the zeros in S(i), that product is y_i / x_k where x_k != 0 (0 once the window has a
+    # zero) and y'_i where x_k is the window's only zero: exact with zeros (TF divides by x, so
+    # [2, 0, 3, 4] gets [1, 0, 0, 0] where the gradient is [1, 32, 0, 0]).
     x, y = op.inputs[0], op.outputs[0]
     a = op.attrs
-    return [M.divide(cumsum(y * g, a["axis"], exclusive=a["exclusive"], reverse=not a["reverse"]), x)]
+    axis, exclusive, reverse = a["axis"], a["exclusive"], a["reverse"]
+    zero = M.equal(x, 0)
+    ones = ones_like(x)
+    safe_x = M.where(zero, ones, x)
+    nonzero_y = cumprod(safe_x, axis, exclusive=exclusive, reverse=reverse)
+    zeros_in = cumsum(M.cast(zero, x.dtype), axis, exclusive=exclusive, reverse=reverse)
+    back = lambda t: cumsum(t, axis, exclusive=exclusive, reverse=not reverse)  # noqa: E731
+    at_nonzero = M.divide(back(y * g), safe_x)
+    at_zero = back(M.where(M.equal(zeros_in, 1), nonzero_y * g, zeros_like(g)))
+    return [M.where(zero, at_zero, at_nonzero)]
 
 
 register_op("Cumsum", infer=_infer_cum("Cumsum"), grad=_cumsum_grad)
@@ -193,11 +210,29 @@ def cumsum(x, axis=0, exclusive=False, reverse=False, name=None):
 
 
 def cumprod(x, axis=0, exclusive=False, reverse=False, name=None):
-    """Running product along ``axis`` (options as :func:`cumsum`). Its gradient divides by
-    ``x``, so it is defined where ``x`` has no zeros (as in TensorFlow).
+    """Running product along ``axis`` (options as :func:`cumsum`). Its gradient is exact where
+    ``x`` has zeros (TensorFlow's divides by ``x``).
 
     >>> import tensorweave as tw
     >>> tw.math.cumprod(tw.constant([1.0, 2.0, 3.0]), exclusive=True).numpy().tolist()
     [1.0, 1.0, 2.0]
     """
     return _cum("Cumprod", x, axis, exclusive, reverse, name)
+
+
+def cumulative_logsumexp(x, axis=0, exclusive=False, reverse=False, name=None):
+    """``log(cumsum(exp(x)))`` without overflow (options as :func:`cumsum`; an exclusive first
+    entry is ``-inf``).
+
+    >>> import tensorweave as tw
+    >>> tw.math.cumulative_logsumexp(tw.constant([0.0, 0.0])).numpy()
+    array([0.       , 0.6931472], dtype=float32)
+    """
+    from tensorweave.ops.array_ops import stop_gradient
+    from tensorweave.ops.reduce_ops import reduce_max
+    x = _ct(x)
+    if x.dtype not in rules.FLOAT:
+        raise TypeError(f"cumulative_logsumexp needs a float tensor, got {x.dtype.name}")
+    top = stop_gradient(reduce_max(x, axis=axis, keepdims=True))
+    top = M.where(M.is_finite(top), top, zeros_like(top))
+    return M.add(M.log(cumsum(M.exp(x - top), axis, exclusive=exclusive, reverse=reverse)), top, name=name)

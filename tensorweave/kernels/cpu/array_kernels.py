@@ -4,6 +4,7 @@ import numpy as np
 from tensorweave.core import errors
 from tensorweave.core.registry import register_kernel as k
 from tensorweave.core.shape import fmt
+from tensorweave.ops.array_ops import reshape_target
 
 
 @k("Const")
@@ -32,6 +33,9 @@ def _reshape(x, shape):
     try:
         return np.reshape(x, tuple(int(d) for d in shape))
     except ValueError:
+        dims = [int(d) for d in shape]
+        if np.size(x) == 0 and dims.count(-1) == 1:   # TF's rule for the -1 of an empty tensor
+            return np.reshape(x, reshape_target(list(np.shape(x)), dims))
         raise ValueError(f"Cannot reshape a tensor with {np.size(x)} elements to shape {shape.tolist()}") from None
 
 

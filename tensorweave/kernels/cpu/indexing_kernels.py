@@ -122,6 +122,8 @@ def _tensor_scatter(ufunc):
 k("TensorScatterAdd")(_tensor_scatter(np.add))
 k("TensorScatterSub")(_tensor_scatter(np.subtract))
 k("TensorScatterUpdate")(_tensor_scatter(None))
+k("TensorScatterMax")(_tensor_scatter(np.maximum))
+k("TensorScatterMin")(_tensor_scatter(np.minimum))
 
 
 @k("OneHot")

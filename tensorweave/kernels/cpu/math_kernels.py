@@ -21,14 +21,15 @@ k("Log1p")(quiet(np.log1p))
 k("Expm1")(quiet(np.expm1))
 k("Sqrt")(quiet(np.sqrt))
 k("Square")(np.square)
-k("Sin")(np.sin)
-k("Cos")(np.cos)
-k("Tan")(np.tan)
+k("Sin")(quiet(np.sin))
+k("Cos")(quiet(np.cos))
+k("Tan")(quiet(np.tan))
 k("Atan")(np.arctan)
 k("Tanh")(np.tanh)
 k("Floor")(np.floor)
 k("Ceil")(np.ceil)
 k("Round")(np.round)
+k("Rint")(np.rint)
 k("LogicalAnd")(np.logical_and)
 k("LogicalOr")(np.logical_or)
 k("LogicalNot")(np.logical_not)
@@ -52,6 +53,48 @@ def _div_no_nan(x, y):
         return np.true_divide(x, y) if y != 0 else np.zeros((), np.result_type(x, y))
     q = np.true_divide(x, y)
     return np.where(y == 0, q.dtype.type(0), q)
+
+
+@k("MulNoNan")
+@quiet
+def _mul_no_nan(x, y):
+    return np.where(y == 0, np.zeros((), np.result_type(x, y)), np.multiply(x, y))
+
+
+def _x_is_zero_gives_zero(fn):
+    @quiet
+    def kernel(x, y):
+        return np.where(x == 0, np.zeros((), np.result_type(x, y)), fn(x, y))
+    return kernel
+
+
+k("Xlogy")(_x_is_zero_gives_zero(lambda x, y: x * np.log(y)))
+k("Xdivy")(_x_is_zero_gives_zero(np.true_divide))
+k("Xlog1py")(_x_is_zero_gives_zero(lambda x, y: x * np.log1p(y)))
+k("Atan2")(via_float32(np.arctan2))
+
+
+def _check_int_divisor(x, y):
+    if x.dtype.kind in "iu" and np.any(y == 0):
+        raise ZeroDivisionError("Integer division by zero")
+
+
+@k("TruncateDiv")
+@quiet
+def _truncatediv(x, y):
+    _check_int_divisor(x, y)
+    if x.dtype.kind == "f":
+        return np.trunc(np.true_divide(x, y)).astype(x.dtype, copy=False)
+    q = np.floor_divide(x, y)
+    # floor and truncation differ by one where the remainder is nonzero and the signs differ
+    return q + ((np.mod(x, y) != 0) & ((x < 0) != (y < 0))).astype(q.dtype)
+
+
+@k("TruncateMod")
+@quiet
+def _truncatemod(x, y):
+    _check_int_divisor(x, y)
+    return np.fmod(x, y)
 
 
 @k("FloorDiv")

@@ -1,0 +1,50 @@
+"""CPU kernels for ``ops/segment_ops.py``."""
+import numpy as np
+
+from tensorweave.core.registry import register_kernel as k
+
+
+def _segment_reduce(ufunc, empty):
+    def kernel(data, ids, num_segments):
+        n = int(num_segments)
+        data, ids = np.asarray(data), np.asarray(ids)
+        if ids.size and ids.max() >= n:
+            raise ValueError(f"segment_ids must be < num_segments = {n}, got {int(ids.max())}")
+        info = np.finfo(data.dtype) if data.dtype.kind == "f" else np.iinfo(data.dtype)
+        fill = {"lowest": info.min, "highest": info.max, "one": 1}[empty]
+        out = np.full((n,) + data.shape[ids.ndim:], fill, dtype=data.dtype)
+        keep = ids >= 0  # entries with a negative id are dropped, as in TF
+        ufunc.at(out, ids[keep], data[keep])
+        return out
+    return kernel
+
+
+k("UnsortedSegmentMax")(_segment_reduce(np.maximum, "lowest"))
+k("UnsortedSegmentMin")(_segment_reduce(np.minimum, "highest"))
+k("UnsortedSegmentProd")(_segment_reduce(np.multiply, "one"))
+
+
+@k("Bincount")
+def _bincount(arr, weights=None, minlength=-1, maxlength=-1, dtype=None):
+    arr = np.asarray(arr).reshape(-1)
+    if arr.size and arr.min() < 0:
+        raise ValueError(f"bincount: arr must be non-negative, got {int(arr.min())}")
+    w = None if weights is None else np.asarray(weights).reshape(-1)
+    if maxlength >= 0:
+        keep = arr < maxlength
+        arr, w = arr[keep], (None if w is None else w[keep])
+    out = np.bincount(arr, weights=w, minlength=max(minlength, 0))
+    if maxlength >= 0:
+        out = out[:maxlength]
+    return out.astype(weights.dtype if weights is not None else dtype.np_dtype, copy=False)
+
+
+@k("UniqueV2")
+def _unique(x, out_idx):
+    x = np.asarray(x)
+    values, first, inverse, counts = np.unique(x, return_index=True, return_inverse=True, return_counts=True)
+    order = np.argsort(first, kind="stable")         # first-appearance order, as TF
+    rank = np.empty_like(order)
+    rank[order] = np.arange(order.size)
+    idx_type = out_idx.np_dtype
+    return values[order], rank[inverse.reshape(-1)].astype(idx_type), counts[order].astype(idx_type)

@@ -1,0 +1,35 @@
+"""Records TensorFlow's results for every case in ``cases.py`` into ``tf_results.json``.
+
+Run with a Python that has TensorFlow (never tensorweave's venv):
+
+    make tf-oracle     # or: ~/.cache/tensorweave/bench-tf-venv/bin/python tests/tfdiff/generate.py
+
+The file keeps each case's source, so a case edited without regenerating shows up as stale.
+"""
+import json
+import os
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+OUT = os.path.join(HERE, "tf_results.json")
+
+
+def main():
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+    os.environ.setdefault("CUDA_VISIBLE_DEVICES", "")
+    sys.path.insert(0, HERE)
+    import tensorflow as tf  # noqa: PLC0415 - only in the oracle's environment
+
+    import cases
+    import runner
+    tf.random.set_seed(0)
+    results = {cid: {"family": fam, "src": src, "tf": runner.run(tf, src)} for cid, fam, src in cases.all_cases()}
+    with open(OUT, "w") as f:
+        json.dump({"tensorflow": tf.__version__, "cases": results}, f, indent=0, sort_keys=True)
+        f.write("\n")
+    errors = sum("error" in r["tf"] for r in results.values())
+    print(f"{len(results)} cases recorded from TensorFlow {tf.__version__} ({errors} raise) -> {OUT}")
+
+
+if __name__ == "__main__":
+    main()

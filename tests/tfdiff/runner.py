@@ -1,0 +1,69 @@
+"""Runs one case with a TensorFlow-like module (``tensorflow`` or ``tensorweave``) and encodes the
+result as JSON-safe data: outputs' dtypes, shapes and values, or the raised error's class.
+
+The same source text runs in both frameworks (their APIs share names), so a case is one
+expression over ``tf`` (the module), ``np``, ``nan``, ``inf`` and ``grad`` (gradients through a
+GradientTape).
+"""
+import math
+
+import numpy as np
+
+
+def make_grad(tf):
+    def grad(fn, *values, dtype="float32"):
+        """Gradients of ``sum(fn(*xs))`` with respect to each input (None where unconnected)."""
+        xs = [tf.constant(np.asarray(v, dtype=dtype)) for v in values]
+        with tf.GradientTape() as tape:
+            for x in xs:
+                tape.watch(x)
+            y = fn(*xs)
+        return tuple(tape.gradient(y, xs))
+    return grad
+
+
+def _value(v):
+    if isinstance(v, float):
+        if math.isnan(v):
+            return "nan"
+        if math.isinf(v):
+            return "inf" if v > 0 else "-inf"
+        return v
+    if isinstance(v, bytes):
+        return v.decode("utf-8", "replace")
+    if isinstance(v, list):
+        return [_value(e) for e in v]
+    return v
+
+
+def encode(result, tf=None):
+    """JSON-safe description of an op's result (nested tuples/lists of tensors, None, scalars).
+    Sparse gradients (IndexedSlices) are compared by their dense value."""
+    if result is None:
+        return {"none": True}
+    if type(result).__name__ == "IndexedSlices" and tf is not None:
+        result = tf.convert_to_tensor(result)
+    if hasattr(result, "numpy") and hasattr(result, "dtype"):
+        arr = np.asarray(result.numpy())
+        name = result.dtype.name
+        if arr.dtype.kind == "f" or name == "bfloat16":
+            arr = arr.astype(np.float64)
+        return {"dtype": name, "shape": list(arr.shape), "value": _value(arr.tolist())}
+    if hasattr(result, "as_list") and hasattr(result, "rank"):
+        return {"tensor_shape": None if result.rank is None else result.as_list()}
+    if isinstance(result, (tuple, list)):
+        return {"list": [encode(r, tf) for r in result]}
+    if isinstance(result, (bool, int, float, str, np.generic)):
+        return {"py": _value(np.asarray(result).tolist())}
+    return {"py_type": type(result).__name__}
+
+
+def run(tf, src):
+    """The encoded result of evaluating case source ``src`` with module ``tf``."""
+    env = {"tf": tf, "np": np, "grad": make_grad(tf), "nan": float("nan"), "inf": float("inf")}
+    try:
+        out = eval(src, env)  # noqa: S307 - the case table is ours, checked into the repo
+        return encode(out, tf)
+    except Exception as e:  # noqa: BLE001 - raising is a result to compare
+        msg = str(e).strip().splitlines()
+        return {"error": type(e).__name__, "message": msg[0][:200] if msg else ""}
