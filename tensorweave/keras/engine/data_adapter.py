@@ -82,12 +82,55 @@ def class_weights_to_sample_weights(y, class_weight):
     return table[labels.astype(np.int64)]
 
 
+def check_count(value, name, minimum=1, allow_none=True):
+    """An integer argument of fit/evaluate/predict (``batch_size``, ``epochs``, ``steps``), else a
+    clear error naming it (Python's own message would come from deep inside the loop)."""
+    if value is None and allow_none:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < minimum:
+        kind = "a positive integer" if minimum == 1 else f"an integer >= {minimum}"
+        raise ValueError(f"Received an invalid value for `{name}`, expected {kind}. Received: {name}={value!r}"
+                         f" (of type {type(value).__name__})")
+    return int(value)
+
+
+def check_validation_split(value):
+    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)) or \
+            not 0.0 <= float(value) < 1.0:
+        raise ValueError(f"`validation_split` must be a float in [0, 1): the fraction of the data held out for "
+                         f"validation. Received: validation_split={value!r}")
+    return float(value)
+
+
+def check_class_weight(class_weight, num_classes=None):
+    """``class_weight``: ``{class index: weight}`` with integer classes of the model's output."""
+    if class_weight is None:
+        return None
+    if not isinstance(class_weight, dict):
+        raise ValueError(f"`class_weight` must be a dict {{class index: weight}}. Received: {class_weight!r}")
+    bad = [k for k in class_weight if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 0]
+    if bad:
+        raise ValueError(f"`class_weight` keys must be class indices (integers >= 0). Received keys {bad}")
+    if num_classes is not None and num_classes > 1:
+        unknown = sorted(int(k) for k in class_weight if k >= num_classes)
+        if unknown:
+            raise ValueError(f"`class_weight` has key(s) {unknown} that are not classes of the model's output, "
+                             f"which has {num_classes} classes (0 to {num_classes - 1})")
+    for k, w in class_weight.items():
+        if isinstance(w, bool) or not isinstance(w, (int, float, np.integer, np.floating)) or not np.isfinite(w) \
+                or w < 0:
+            raise ValueError(f"`class_weight[{k}]` must be a finite number >= 0. Received: {w!r}")
+    return class_weight
+
+
 class DataHandler:
     """Yields the batches of one epoch at a time (arrays, Datasets, generators)."""
 
     def __init__(self, x, y=None, sample_weight=None, batch_size=None, shuffle=False, class_weight=None,
                  steps_per_epoch=None):
-        self.class_weight = class_weight
+        self.class_weight = check_class_weight(class_weight)
+        batch_size = check_count(batch_size, "batch_size")
+        steps_per_epoch = check_count(steps_per_epoch, "steps_per_epoch")
         self._dataset = None
         self._iterator_source = None
         try:
@@ -151,6 +194,6 @@ def train_validation_split(arrays, validation_split):
     n = _num_samples(arrays)
     split_at = int(math.floor(n * (1.0 - validation_split)))
     if split_at == 0 or split_at == n:
-        raise ValueError(f"validation_split={validation_split} leaves no training or no validation samples "
+        raise ValueError(f"`validation_split`={validation_split} leaves no training or no validation samples "
                          f"(there are {n} samples)")
     return _take(arrays, slice(0, split_at)), _take(arrays, slice(split_at, None))

@@ -19,7 +19,9 @@ class InputLayer(Layer):
         if batch_shape is None:
             if shape is None:
                 raise ValueError("Input needs `shape` (without the batch dimension) or `batch_shape`")
+            _check_shape(shape)
             batch_shape = (batch_size,) + tuple(shape)
+        _check_shape(batch_shape)
         super().__init__(name=name, dtype=dtype or "float32")
         self.batch_shape = tuple(batch_shape)
         self.sparse = sparse
@@ -35,6 +37,23 @@ def Input(shape=None, batch_size=None, dtype=None, sparse=None, batch_shape=None
     """A symbolic input: ``keras.Input(shape=(784,))`` (the batch dimension is added, as None)."""
     return InputLayer(shape=shape, batch_size=batch_size, dtype=dtype, sparse=bool(sparse),
                       batch_shape=batch_shape, name=name).output
+
+
+def _check_shape(shape):
+    try:
+        dims = tuple(shape)
+    except TypeError:
+        dims = None
+    if dims is None:
+        raise ValueError(f"Cannot convert '{shape!r}' to a shape. Hint: pass a tuple such as shape=(28, 28, 1)")
+    for d in dims:
+        if d is None:
+            continue
+        if isinstance(d, bool) or not isinstance(d, (int, np.integer)):
+            raise ValueError(f"Cannot convert '{shape!r}' to a shape. Found invalid dimension '{d!r}' of type "
+                             f"'{type(d)}'. ")
+        if d < 0:
+            raise ValueError(f"Cannot convert '{shape!r}' to a shape. Negative dimensions are not allowed.")
 
 
 def standardize_input(model, index, x, spec):

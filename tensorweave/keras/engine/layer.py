@@ -45,6 +45,27 @@ _call_ctx = _CallContext()
 weight_guard = contextvars.ContextVar("tensorweave_keras_weight_guard", default=None)
 
 
+def positive_int(value, name):
+    """``value`` if it is a positive integer (not a float, string or bool), else Keras' error."""
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value <= 0:
+        raise ValueError(f"Received an invalid value for `{name}`, expected a positive integer. "
+                         f"Received: {name}={value!r}")
+    return int(value)
+
+
+def layer_dtype(dtype):
+    """A layer's dtype: a float, integer, bool or string dtype (Keras' dtype policies)."""
+    name = getattr(dtype, "name", dtype)
+    try:
+        resolved = tw.as_dtype(dtype)
+    except (TypeError, ValueError):
+        resolved = None
+    if resolved is None or name == "object" or resolved.name in ("resource", "variant"):
+        raise ValueError(f"Cannot convert {name!r} to a mixed precision DTypePolicy. Valid policies include "
+                         "'mixed_float16', 'mixed_bfloat16', and the name of any float dtype such as 'float32'.")
+    return resolved
+
+
 class InputSpec:
     """Constraints a layer puts on its input: ``ndim``, ``min_ndim``, ``max_ndim``, ``axes``
     (``{axis: size}``), ``shape``, ``dtype``."""
@@ -81,7 +102,7 @@ class Layer:
         object.__setattr__(self, "_tracking", False)
         self._name = name or backend.unique_name(backend.snake_case(type(self).__name__))
         self._trainable = bool(trainable)
-        self._dtype = tw.as_dtype(dtype) if dtype is not None and not isinstance(dtype, dict) else tw.float32
+        self._dtype = layer_dtype(dtype) if dtype is not None and not isinstance(dtype, dict) else tw.float32
         self.autocast = autocast
         self.built = False
         self._own_trainable = []

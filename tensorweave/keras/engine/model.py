@@ -221,6 +221,11 @@ class Model(Layer):
         """Trains for ``epochs`` epochs; returns the ``History``."""
         from tensorweave.keras.callbacks import CallbackList
         self._assert_compiled()
+        epochs = data_adapter.check_count(epochs, "epochs", minimum=0, allow_none=False)
+        initial_epoch = data_adapter.check_count(initial_epoch, "initial_epoch", minimum=0, allow_none=False)
+        validation_split = data_adapter.check_validation_split(validation_split)
+        data_adapter.check_class_weight(class_weight, self._num_classes())
+        validation_freq = data_adapter.check_count(validation_freq, "validation_freq", allow_none=False)
         if validation_split and validation_data is None:
             if not isinstance(x, (np.ndarray, tw.Tensor, list, tuple, dict)):
                 raise ValueError("validation_split is only supported for array inputs; pass validation_data")
@@ -264,6 +269,13 @@ class Model(Layer):
         cbs.on_train_end(logs)
         return self.history
 
+    def _num_classes(self):
+        """The last dimension of a single-output model's output, when known (for class_weight)."""
+        outputs = getattr(self, "outputs", None) or []
+        if len(outputs) == 1 and outputs[0].shape and outputs[0].shape[-1] is not None:
+            return int(outputs[0].shape[-1])
+        return None
+
     def _evaluate_loop(self, handler, cbs):
         test_fn = self.make_test_function()
         self.reset_metrics()
@@ -281,6 +293,7 @@ class Model(Layer):
         """Loss and metrics on the given data (a list in ``metrics_names`` order, or a dict)."""
         from tensorweave.keras.callbacks import CallbackList
         self._assert_compiled()
+        steps = data_adapter.check_count(steps, "steps")
         handler = data_adapter.DataHandler(x, y, sample_weight, batch_size, False, None, steps)
         verbose = 1 if verbose == "auto" else int(verbose)
         cbs = CallbackList(callbacks, add_progbar=verbose != 0, model=self, verbose=verbose, epochs=1,
@@ -294,6 +307,7 @@ class Model(Layer):
     def predict(self, x, batch_size=None, verbose="auto", steps=None, callbacks=None):
         """Model outputs for ``x`` as NumPy arrays (batched)."""
         from tensorweave.keras.callbacks import CallbackList
+        steps = data_adapter.check_count(steps, "steps")
         handler = data_adapter.DataHandler(x, None, None, batch_size, False, None, steps)
         verbose = 1 if verbose == "auto" else int(verbose)
         cbs = CallbackList(callbacks, add_progbar=verbose != 0, model=self, verbose=verbose, epochs=1,

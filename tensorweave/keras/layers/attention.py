@@ -21,7 +21,7 @@ import string
 
 import tensorweave as tw
 from tensorweave.keras import initializers, regularizers
-from tensorweave.keras.engine.layer import Layer
+from tensorweave.keras.engine.layer import Layer, positive_int
 
 __all__ = ["MultiHeadAttention", "Attention"]
 
@@ -122,9 +122,9 @@ class MultiHeadAttention(Layer):
                  kernel_constraint=None, bias_constraint=None, seed=None, **kwargs):
         super().__init__(**kwargs)
         self.supports_masking = True
-        self._num_heads = int(num_heads)
-        self._key_dim = int(key_dim)
-        self._value_dim = int(value_dim) if value_dim else self._key_dim
+        self._num_heads = positive_int(num_heads, "num_heads")
+        self._key_dim = positive_int(key_dim, "key_dim")
+        self._value_dim = positive_int(value_dim, "value_dim") if value_dim else self._key_dim
         self._dropout = float(dropout)
         self._use_bias = bool(use_bias)
         if output_shape:

@@ -125,6 +125,9 @@ class BaseConv(Layer):
                  kernel_constraint=None, bias_constraint=None, **kwargs):
         super().__init__(**kwargs)
         r = self.rank
+        if filters is not None and (isinstance(filters, bool) or not isinstance(filters, (int, np.integer))):
+            raise ValueError(f"Invalid value for argument `filters`. Expected a strictly positive integer. "
+                             f"Received filters={filters!r}.")
         self.filters = None if filters is None else int(filters)
         if self.filters is not None and self.filters <= 0:
             raise ValueError(f"Invalid value for argument `filters`. Expected a strictly positive value. "

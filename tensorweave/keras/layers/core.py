@@ -10,7 +10,7 @@ import numpy as np
 
 import tensorweave as tw
 from tensorweave.keras import activations, initializers, regularizers
-from tensorweave.keras.engine.layer import InputSpec, Layer
+from tensorweave.keras.engine.layer import InputSpec, Layer, positive_int
 
 
 class Dense(Layer):
@@ -21,9 +21,7 @@ class Dense(Layer):
                  bias_initializer="zeros", kernel_regularizer=None, bias_regularizer=None,
                  activity_regularizer=None, kernel_constraint=None, bias_constraint=None, **kwargs):
         super().__init__(**kwargs)
-        self.units = int(units)
-        if self.units <= 0:
-            raise ValueError(f"Dense units must be positive, got {units}")
+        self.units = positive_int(units, "units")
         self.activation = activations.get(activation)
         self.use_bias = use_bias
         self.kernel_initializer = initializers.get(kernel_initializer)
@@ -130,6 +128,23 @@ class Reshape(Layer):
     def __init__(self, target_shape, **kwargs):
         super().__init__(**kwargs)
         self.target_shape = tuple(target_shape)
+        bad = [d for d in self.target_shape if isinstance(d, bool) or not isinstance(d, (int, np.integer))
+               or (d < 1 and d != -1)]
+        if bad or self.target_shape.count(-1) > 1:
+            raise ValueError(f"Invalid `target_shape` {self.target_shape} for Reshape: expected positive integers "
+                             "and at most one -1")
+
+    def build(self, input_shape):
+        rest = tuple(input_shape)[1:] if input_shape is not None else (None,)
+        target = self.target_shape
+        if None in rest or target.count(-1) > 1:
+            return
+        size, known = int(np.prod(rest)), int(np.prod([d for d in target if d != -1]))
+        if (-1 not in target and size != known) or (-1 in target and (known == 0 or size % known)):
+            extra = "" if -1 not in target else (", however, the input size cannot by divided by the specified "
+                                                 "dimensions in target_shape")
+            raise ValueError(f"The total size of the tensor must be unchanged{extra}. Received: "
+                             f"input_shape={rest}, target_shape={target}. Hint: layer '{self.name}' (Reshape)")
 
     def call(self, inputs):
         target = list(self.target_shape)

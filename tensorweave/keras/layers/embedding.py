@@ -37,11 +37,10 @@ class Embedding(Layer):
                 kwargs.get("batch_input_shape") is None:
             kwargs["input_shape"] = (input_length,)
         super().__init__(**kwargs)
-        self.input_dim = int(input_dim)
-        self.output_dim = int(output_dim)
-        if self.input_dim <= 0 or self.output_dim <= 0:
+        if any(isinstance(d, bool) or not isinstance(d, (int, np.integer)) or d <= 0 for d in (input_dim, output_dim)):
             raise ValueError(f"Both `input_dim` and `output_dim` should be positive, received input_dim={input_dim} "
                              f"and output_dim={output_dim}")
+        self.input_dim, self.output_dim = int(input_dim), int(output_dim)
         if lora_rank:
             raise NotImplementedError("Embedding: lora_rank is not supported")
         self.embeddings_initializer = initializers.get(embeddings_initializer)

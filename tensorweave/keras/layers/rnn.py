@@ -25,7 +25,7 @@ import copy
 
 import tensorweave as tw
 from tensorweave.keras import activations, initializers, regularizers
-from tensorweave.keras.engine.layer import InputSpec, Layer
+from tensorweave.keras.engine.layer import InputSpec, Layer, positive_int
 from tensorweave.ops import rnn_ops
 
 __all__ = ["RNN", "SimpleRNNCell", "LSTMCell", "GRUCell", "StackedRNNCells", "SimpleRNN", "LSTM", "GRU",
@@ -107,9 +107,7 @@ class _CellBase(Layer, DropoutRNNCell):
                  recurrent_regularizer=None, bias_regularizer=None, kernel_constraint=None,
                  recurrent_constraint=None, bias_constraint=None, dropout=0.0, recurrent_dropout=0.0, seed=None,
                  **kwargs):
-        if units is None or int(units) <= 0:
-            raise ValueError(f"Received an invalid value for argument `units`, expected a positive integer, "
-                             f"got {units}.")
+        units = positive_int(units, "units")
         self.implementation = kwargs.pop("implementation", 2)
         super().__init__(**kwargs)
         self.units = int(units)
