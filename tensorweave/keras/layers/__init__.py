@@ -32,6 +32,7 @@ from tensorweave.keras.layers.pooling import (AveragePooling1D, AveragePooling2D
                                               GlobalMaxPool3D, GlobalMaxPooling1D, GlobalMaxPooling2D,
                                               GlobalMaxPooling3D, MaxPool1D, MaxPool2D, MaxPool3D, MaxPooling1D,
                                               MaxPooling2D, MaxPooling3D)
+from tensorweave.keras.layers.text_preprocessing import IntegerLookup, StringLookup, TextVectorization  # noqa: F401
 from tensorweave.keras.layers.wrappers import TimeDistributed  # noqa: F401
 
 _CUSTOM = {}
