@@ -45,6 +45,14 @@ def _infer_lookup(inputs, attrs):
     return x.shape, _dt.int64
 
 
+def _infer_hash(inputs, attrs):
+    x = inputs[0]
+    if x.dtype is not _dt.string and not x.dtype.is_integer:
+        raise TypeError(f"hash_bucket needs strings or integers, got {x.dtype.name}")
+    return x.shape, _dt.int64
+
+
+register_op("KerasHashBucket", infer=_infer_hash, grad=NOT_DIFFERENTIABLE)
 register_op("KerasTextStandardize", infer=_infer_standardize, grad=NOT_DIFFERENTIABLE)
 register_op("KerasTextSplit", infer=_infer_split, grad=NOT_DIFFERENTIABLE)
 register_op("KerasVocabularyLookup", infer=_infer_lookup, grad=NOT_DIFFERENTIABLE)
@@ -80,3 +88,18 @@ def vocabulary_lookup(x, keys, values, default, name=None):
     attrs = {"keys": keys, "values": tuple(int(v) for v in values), "default": int(default),
              "key_kind": "string" if x.dtype is _dt.string else "int"}
     return execute(get_op("KerasVocabularyLookup"), [x], attrs, name)
+
+
+def hash_bucket(x, num_buckets, key=None, name=None):
+    """``FarmHash64(x) % num_buckets`` (``key=(k0, k1)``: SipHash-2-4 instead), the bucket numbers of
+    TensorFlow's ``to_hash_bucket_fast``/``_strong``; integers are hashed as their decimal strings.
+
+    >>> import tensorweave as tw
+    >>> from tensorweave.ops import text_ops
+    >>> text_ops.hash_bucket(tw.constant(["a", "b", "hello world"]), 10).numpy().tolist()
+    [9, 2, 1]
+    """
+    if int(num_buckets) < 1:
+        raise ValueError(f"hash_bucket: num_buckets must be positive, got {num_buckets}")
+    attrs = {"num_buckets": int(num_buckets), "key": None if key is None else (int(key[0]), int(key[1]))}
+    return execute(get_op("KerasHashBucket"), [convert_to_tensor(x)], attrs, name)

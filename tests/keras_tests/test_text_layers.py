@@ -124,3 +124,24 @@ def test_text_vectorization_in_a_dataset_pipeline():
     ds = tw.data.Dataset.from_tensor_slices(DOCS).batch(2).map(tv)
     batches = [b.numpy().tolist() for b in ds]
     assert batches == [[[2, 3, 4], [2, 5, 2]], [[7, 6, 0]]]
+
+
+def test_hashing_matches_keras():
+    # bucket numbers recorded from Keras 3.15.1 on TensorFlow
+    assert L.Hashing(10)(np.array(["a", "b", "hello world"])).numpy().tolist() == [9, 2, 1]
+    assert L.Hashing(10)(np.array([1, 2, 300])).numpy().tolist() == [9, 9, 5]
+    assert L.Hashing(10, salt=7)(np.array(["a", "b"])).numpy().tolist() == [6, 3]
+    assert L.Hashing(10, salt=[3, 5])(np.array(["a", "b"])).numpy().tolist() == [1, 3]
+    assert L.Hashing(10, mask_value="")(np.array(["a", ""])).numpy().tolist() == [4, 0]
+    assert L.Hashing(10, mask_value=0)(np.array([0, 1, 2])).numpy().tolist() == [0, 1, 5]
+    np.testing.assert_array_equal(L.Hashing(3, output_mode="one_hot")(np.array(["a", "b"])).numpy(),
+                                  [[1, 0, 0], [0, 1, 0]])
+    counts = L.Hashing(10, output_mode="count")(np.array([["a", "b"], ["c", "c"]])).numpy()
+    np.testing.assert_array_equal(counts[1], [0, 0, 2, 0, 0, 0, 0, 0, 0, 0])
+    assert counts[0, 2] == 1 and counts[0, 9] == 1
+    long_text = "tensorweave " * 20   # over 64 bytes: FarmHash's long-input path
+    assert L.Hashing(1000)(np.array([long_text])).numpy().tolist() == [665]
+    layer_test(L.Hashing, {"num_bins": 7, "salt": 3}, (3, 2), input_dtype="int32", int_range=(0, 50),
+               expected_output_dtype="int64", check_gradients=False)
+    with pytest.raises(TypeError, match="hashes strings or integers, got float32"):
+        L.Hashing(4)(np.array([1.5], "float32"))

@@ -32,7 +32,20 @@ def _lookup_ref(x, keys, values, default):
     return np.vectorize(lambda v: table.get(v, default), otypes=[np.int64])(x)
 
 
+# bucket numbers recorded from TensorFlow 2.21 (to_hash_bucket_fast / _strong with key [7, 11])
+_HASH_REF = {("a", None): 9, ("b", None): 2, ("hello world", None): 1, ("", None): 3, ("a", (7, 11)): 0,
+             ("b", (7, 11)): 2, ("hello world", (7, 11)): 4, ("", (7, 11)): 7}
+
+
+def _hash_ref(x, num_buckets, key=None):
+    return np.vectorize(lambda v: _HASH_REF[(v, key)], otypes=[np.int64])(x)
+
+
 OPS = [
+    OpInfo("hash_bucket", text_ops.hash_bucket, _hash_ref, dtypes=(tw.string,), grad=False,
+           samples=lambda d, r: [Sample((np.array([["a", "b"], ["hello world", ""]], dtype=object), 10), name="fast"),
+                                 Sample((np.array(["a", "b", "hello world", ""], dtype=object), 10, (7, 11)),
+                                        name="strong")]),
     OpInfo("text_standardize", text_ops.text_standardize, _std_ref, dtypes=(tw.string,), grad=False,
            samples=lambda d, r: [Sample((_SENTENCES.reshape(2, 2), m), name=m) for m in text_ops.STANDARDIZE_MODES]),
     OpInfo("text_split", text_ops.text_split, _split_ref, dtypes=(tw.string,), grad=False,

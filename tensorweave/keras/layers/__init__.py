@@ -32,7 +32,8 @@ from tensorweave.keras.layers.pooling import (AveragePooling1D, AveragePooling2D
                                               GlobalMaxPool3D, GlobalMaxPooling1D, GlobalMaxPooling2D,
                                               GlobalMaxPooling3D, MaxPool1D, MaxPool2D, MaxPool3D, MaxPooling1D,
                                               MaxPooling2D, MaxPooling3D)
-from tensorweave.keras.layers.text_preprocessing import IntegerLookup, StringLookup, TextVectorization  # noqa: F401
+from tensorweave.keras.layers.text_preprocessing import (Hashing, IntegerLookup, StringLookup,  # noqa: F401
+                                                         TextVectorization)
 from tensorweave.keras.layers.wrappers import TimeDistributed  # noqa: F401
 
 _CUSTOM = {}

@@ -288,3 +288,57 @@ class TextVectorization(Layer):
                 "output_mode": self.output_mode, "output_sequence_length": self.output_sequence_length,
                 "pad_to_max_tokens": self.pad_to_max_tokens, "vocabulary": list(self._lookup._vocab),
                 "idf_weights": self._lookup._idf}
+
+
+class Hashing(Layer):
+    """Strings or integers -> ``num_bins`` buckets by FarmHash (SipHash with ``salt``), the same
+    bucket numbers as Keras on TensorFlow; ``mask_value`` maps to 0 and the rest to ``1..num_bins-1``."""
+
+    def __init__(self, num_bins, mask_value=None, salt=None, output_mode="int", sparse=False, **kwargs):
+        kwargs.setdefault("dtype", "int64" if output_mode == "int" else "float32")
+        super().__init__(**kwargs)
+        if num_bins is None or num_bins <= 0:
+            raise ValueError(f"Hashing: num_bins must be a positive int, got {num_bins}")
+        if output_mode not in ("int", "one_hot", "multi_hot", "count"):
+            raise ValueError(f"Hashing: output_mode must be 'int', 'one_hot', 'multi_hot' or 'count', got "
+                             f"{output_mode!r}")
+        if sparse:
+            raise ValueError("Hashing: sparse=True needs sparse tensors, which tensorweave does not have")
+        self.num_bins = int(num_bins)
+        self.mask_value = mask_value
+        if salt is None:
+            self.salt = None
+        elif isinstance(salt, int):
+            self.salt = [salt, salt]
+        else:
+            self.salt = [int(s) for s in salt]
+            if len(self.salt) != 2:
+                raise ValueError(f"Hashing: salt must be an int or a pair of ints, got {salt}")
+        self.output_mode = output_mode
+        self.sparse = False
+
+    def call(self, inputs):
+        x = inputs if isinstance(inputs, tw.Tensor) else tw.convert_to_tensor(np.asarray(inputs))
+        if x.dtype != tw.string and not x.dtype.is_integer:
+            raise TypeError(f"Hashing layer '{self.name}' hashes strings or integers, got {x.dtype.name}")
+        key = None if self.salt is None else tuple(self.salt)
+        if self.mask_value is None:
+            ids = text_ops.hash_bucket(x, self.num_bins, key)
+        else:
+            masked = tw.equal(x, tw.constant(self.mask_value, x.dtype))
+            ids = tw.where(masked, tw.zeros(tw.shape(x), tw.int64), text_ops.hash_bucket(x, self.num_bins - 1, key) + 1)
+        if self.output_mode == "int":
+            return ids
+        return _encode(tw.cast(ids, tw.int32), self.num_bins, self.output_mode, self.compute_dtype)
+
+    def compute_output_shape(self, input_shape):
+        shape = tuple(input_shape)
+        if self.output_mode == "int":
+            return shape
+        if self.output_mode == "one_hot":
+            return (shape[:-1] if len(shape) >= 2 and shape[-1] == 1 else shape) + (self.num_bins,)
+        return (shape[:-1] if len(shape) > 1 else ()) + (self.num_bins,)
+
+    def get_config(self):
+        return {**super().get_config(), "num_bins": self.num_bins, "salt": self.salt, "mask_value": self.mask_value,
+                "output_mode": self.output_mode, "sparse": self.sparse}

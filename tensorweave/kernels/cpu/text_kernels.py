@@ -6,6 +6,7 @@ import string
 import numpy as np
 
 from tensorweave.core.registry import register_kernel as k
+from tensorweave.kernels.cpu.farmhash import fingerprint64, siphash24
 
 # Keras' default punctuation set: ASCII punctuation, removed (not replaced by spaces)
 _PUNCT = re.compile("[" + re.escape(string.punctuation) + "]")
@@ -73,3 +74,14 @@ def _lookup(x, keys, values, default, key_kind):
     pos = np.clip(np.searchsorted(sorted_keys, flat), 0, len(sorted_keys) - 1)
     hit = sorted_keys[pos] == flat
     return np.where(hit, sorted_values[pos], default).astype(np.int64).reshape(x.shape)
+
+
+@k("KerasHashBucket")
+def _hash_bucket(x, num_buckets, key):
+    x = np.asarray(x)
+    out = np.empty(x.shape, dtype=np.int64)
+    for i, v in np.ndenumerate(x):
+        text = _text(v) if x.dtype.kind in "OUS" else str(int(v))
+        h = fingerprint64(text) if key is None else siphash24(key[0], key[1], text)
+        out[i] = h % num_buckets
+    return out
