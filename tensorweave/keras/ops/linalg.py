@@ -89,6 +89,26 @@ def norm(x, ord=None, axis=None, keepdims=False):
 
 
 
+def jvp(fun, primals, tangents, has_aux=False):
+    """Forward-mode derivative ``(fun(*primals), J @ tangents)`` computed by reverse mode twice: the
+    vector-Jacobian product is linear in its cotangent, so differentiating it again recovers ``J v``."""
+    xs = [to_tensor(p) for p in primals]
+    vs = [cast_to(v, x.dtype) for v, x in zip(tangents, xs)]
+    with tw.GradientTape(persistent=True) as outer:
+        with tw.GradientTape() as inner:
+            for x in xs:
+                inner.watch(x)
+            result = fun(*xs)
+            out, aux = result if has_aux else (result, None)
+        u = tw.zeros_like(out)
+        outer.watch(u)
+        grads = inner.gradient(out, xs, output_gradients=u)
+        dot = tw.add_n([tw.reduce_sum(g * v) for g, v in zip(grads, vs) if g is not None])
+    jv = outer.gradient(dot, u)
+    jv = tw.zeros_like(out) if jv is None else jv
+    return (out, jv, aux) if has_aux else (out, jv)
+
+
 # ---- decompositions ---------------------------------------------------------------------------------
 def cholesky(x, upper=False):
     from tensorweave.ops import decomposition_ops as D

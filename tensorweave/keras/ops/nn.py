@@ -345,6 +345,49 @@ def space_to_depth(x, block_size, data_format="channels_last"):
     return tw.transpose(y, [0, 3, 1, 2]) if cf else y
 
 
+def _patch_kernel(c, kh, kw, dtype):
+    """An identity filter ``[kh, kw, c, c*kh*kw]`` whose output channel ``ch*kh*kw + i*kw + j`` copies input
+    channel ``ch`` at window position ``(i, j)`` (PyTorch's unfold order)."""
+    eye = np.zeros((kh, kw, c, c * kh * kw), dtype.np_dtype)
+    for ch in range(c):
+        for i in range(kh):
+            for j in range(kw):
+                eye[i, j, ch, ch * kh * kw + i * kw + j] = 1
+    return tw.constant(eye)
+
+
+def unfold(x, kernel_size, dilation=1, padding=0, stride=1):
+    """Sliding ``kernel_size`` patches of ``[N, C, H, W]`` as columns: ``[N, C*kh*kw, L]`` (PyTorch's unfold)."""
+    x = _f(x)
+    kh, kw = _ints(kernel_size, 2)
+    ph, pw = _ints(padding, 2)
+    n, c = x.shape.as_list()[:2]
+    y = tw.transpose(x, [0, 2, 3, 1])
+    if ph or pw:
+        y = tw.pad(y, [[0, 0], [ph, ph], [pw, pw], [0, 0]])
+    y = tw.nn.convolution(y, _patch_kernel(c, kh, kw, x.dtype), strides=_ints(stride, 2), padding="VALID",
+                          dilations=_ints(dilation, 2))
+    return tw.transpose(tw.reshape(y, [-1, y.shape.as_list()[1] * y.shape.as_list()[2], c * kh * kw]), [0, 2, 1])
+
+
+def fold(x, output_size, kernel_size, dilation=1, padding=0, stride=1):
+    """The adjoint of :func:`unfold`: columns ``[N, C*kh*kw, L]`` summed back into ``[N, C, H, W]``."""
+    x = _f(x)
+    kh, kw = _ints(kernel_size, 2)
+    ph, pw = _ints(padding, 2)
+    (sh, sw), (dh, dw) = _ints(stride, 2), _ints(dilation, 2)
+    oh, ow = _ints(output_size, 2)
+    ck = x.shape.as_list()[1]
+    c = ck // (kh * kw)
+    rows = (oh + 2 * ph - dh * (kh - 1) - 1) // sh + 1
+    cols = (ow + 2 * pw - dw * (kw - 1) - 1) // sw + 1
+    y = tw.reshape(tw.transpose(x, [0, 2, 1]), [-1, rows, cols, ck])
+    full = tw.concat([tw.shape(y)[:1], tw.constant([oh + 2 * ph, ow + 2 * pw, c], tw.int32)], 0)
+    out = tw.nn.conv_transpose(y, _patch_kernel(c, kh, kw, x.dtype), full, [sh, sw], "VALID", dilations=[dh, dw])
+    out = out[:, ph:ph + oh, pw:pw + ow, :]
+    return tw.transpose(out, [0, 3, 1, 2])
+
+
 # ---- encodings -----------------------------------------------------------------------------------------
 def one_hot(x, num_classes, axis=-1, dtype=None, sparse=False):
     if sparse:
