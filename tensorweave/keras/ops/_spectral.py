@@ -3,9 +3,9 @@ exact to rounding and differentiable; meant for the modest lengths of audio fram
 
 >>> import numpy as np
 >>> from tensorweave import keras
->>> re, im = keras.ops.rfft(np.array([1.0, 0.0, -1.0, 0.0], "float32"))
+>>> re, im = keras.ops.rfft(np.array([0.0, 1.0, 0.0, -1.0], "float32"))
 >>> re.numpy().round(6).tolist(), im.numpy().round(6).tolist()
-([0.0, 2.0, 0.0], [0.0, 0.0, 0.0])
+([0.0, 0.0, 0.0], [0.0, -2.0, 0.0])
 """
 import numpy as np
 
