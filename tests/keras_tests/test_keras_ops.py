@@ -704,3 +704,18 @@ def test_rearrange_jvp_cdist():
     _check(ops.cdist(p, q), want, "cdist")
     _check(ops.cdist(p, q, p=1), np.abs(p[:, :, None] - q[:, None]).sum(-1), "cdist p=1")
     _check_grad("cdist", ops.cdist, [p[0], q[0]])
+
+
+def test_ctc_loss_and_greedy_decode_match_keras():
+    rng = np.random.default_rng(0)
+    out = rng.standard_normal((2, 6, 4)).astype("float32")
+    tgt, tl, ol = np.array([[1, 2, 2], [3, 1, 0]]), np.array([3, 2]), np.array([6, 5])
+    keras_loss = [7.656311988830566, 3.3683886528015137]   # recorded from Keras 3.15.1 (TF backend)
+    _check(ops.ctc_loss(tgt, out, tl, ol), keras_loss, "ctc_loss", 1e-5, 1e-5)
+    _check(tw.function(ops.ctc_loss)(tgt, tw.constant(out), tl, ol), keras_loss, "ctc_loss graph", 1e-5, 1e-5)
+    _check_grad("ctc_loss", lambda o: ops.ctc_loss(tgt, o, tl, ol), [out.astype(np.float64)])
+    decoded, scores = ops.ctc_decode(out, ol)
+    assert decoded.numpy().tolist() == [[[2, 3, 1, 3, 1, -1], [1, 3, 1, -1, -1, -1]]]
+    _check(scores, [[-4.175933837890625], [-4.671865940093994]], "ctc_decode scores", 1e-5, 1e-5)
+    decoded, _ = ops.ctc_decode(out, ol, mask_index=3, merge_repeated=False)
+    assert decoded.numpy().tolist() == [[[2, 2, 1, 1, -1, -1], [0, 1, 1, 1, -1, -1]]]

@@ -441,6 +441,64 @@ def sparse_categorical_crossentropy(target, output, from_logits=False, axis=-1):
     return -tw.reduce_sum(logp * tw.one_hot(t, o.shape.as_list()[-1], dtype=o.dtype), axis=-1)
 
 
+def ctc_loss(target, output, target_length, output_length, mask_index=0):
+    """CTC negative log-likelihood per sample: ``target`` ``[B, S]`` label ids, ``output`` ``[B, T, C]``
+    logits, ``mask_index`` the blank class. The forward (alpha) recursion in log space over the
+    static ``T`` steps, differentiable through autodiff."""
+    logits = _f(output)
+    logp = tw.nn.log_softmax(logits, axis=-1)
+    tgt = cast_to(target, "int32")
+    tl = cast_to(target_length, "int32")
+    ol = cast_to(output_length, "int32")
+    t_steps = logits.shape.as_list()[1]
+    s = tgt.shape.as_list()[1]
+    n_states = 2 * s + 1
+    blank = tw.fill(tw.shape(tgt), tw.constant(int(mask_index)))
+    ext = tw.reshape(tw.stack([blank, tgt], axis=2), [-1, 2 * s])
+    ext = tw.concat([ext, blank[:, :1]], 1)                                      # [B, 2S+1]
+    emit = tw.gather(logp, ext, axis=2, batch_dims=1)                           # [B, T, 2S+1]
+    neg = tw.cast(-1e30, logp.dtype)
+    prev2 = tw.concat([tw.fill(tw.shape(ext[:, :2]), tw.constant(-1)), ext[:, :-2]], 1)
+    skip = tw.logical_and(tw.not_equal(ext, int(mask_index)), tw.not_equal(ext, prev2))
+    state = tw.range(n_states)
+    alpha = tw.where(tw.less(state, 2)[None, :], emit[:, 0], tw.zeros_like(emit[:, 0]) + neg)
+    for t in range(1, t_steps):
+        pad1 = tw.concat([tw.zeros_like(alpha[:, :1]) + neg, alpha[:, :-1]], 1)
+        pad2 = tw.concat([tw.zeros_like(alpha[:, :2]) + neg, alpha[:, :-2]], 1)
+        pad2 = tw.where(skip, pad2, tw.zeros_like(pad2) + neg)
+        new = tw.reduce_logsumexp(tw.stack([alpha, pad1, pad2], 0), axis=0) + emit[:, t]
+        alpha = tw.where(tw.less(t, ol)[:, None], new, alpha)
+    last = 2 * tl                                                                  # the final blank
+    ends = tw.logical_or(tw.equal(state[None, :], last[:, None]), tw.equal(state[None, :], last[:, None] - 1))
+    return -tw.reduce_logsumexp(tw.where(ends, alpha, tw.zeros_like(alpha) + neg), axis=1)
+
+
+def ctc_decode(inputs, sequence_lengths, strategy="greedy", beam_width=100, top_paths=1, merge_repeated=True,
+               mask_index=0):
+    """Greedy CTC decoding: ``(decoded [1, B, T]`` padded with -1, ``scores [B, 1])`` (eager: the decoded
+    lengths depend on the values). The score is minus the sum of each step's largest logit, the value
+    Keras passes on from TensorFlow's greedy decoder."""
+    if strategy != "greedy":
+        raise ValueError(f"ctc_decode: strategy={strategy!r} is not available in tensorweave; use 'greedy'")
+    logits = _f(inputs)
+    best = tw.argmax(logits, axis=-1, output_type=tw.int32).numpy()
+    score = -tw.reduce_max(logits, axis=-1).numpy()
+    lengths = np.asarray(to_tensor(sequence_lengths).numpy()).astype(int)
+    b, t_steps = best.shape
+    out = np.full((1, b, t_steps), -1, np.int32)
+    logs = np.zeros((b, 1), score.dtype)
+    for i in range(b):
+        n = lengths[i]
+        seq, prev = [], None
+        for c in best[i, :n]:
+            if not (merge_repeated and c == prev) and c != mask_index:
+                seq.append(c)
+            prev = c
+        out[0, i, :len(seq)] = seq
+        logs[i, 0] = score[i, :n].sum()
+    return tw.constant(out), tw.constant(logs)
+
+
 # ---- normalization ---------------------------------------------------------------------------------------
 def moments(x, axes, keepdims=False, synchronized=False):
     x = to_tensor(x)
