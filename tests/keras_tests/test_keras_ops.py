@@ -224,6 +224,23 @@ CASES = [
     ("norm_fro", lambda x: ops.norm(x, ord="fro", axis=(0, 1), keepdims=True),
      lambda x: np.linalg.norm(x, ord="fro", axis=(0, 1), keepdims=True), [M34], True),
     ("norm_p3", lambda x: ops.norm(x, ord=3, axis=0), lambda x: np.linalg.norm(x, ord=3, axis=0), [_away(M34)], True),
+    ("cholesky", lambda a: ops.cholesky(a @ a.T if isinstance(a, np.ndarray) else ops.matmul(a, ops.transpose(a))),
+     lambda a: np.linalg.cholesky(a @ a.T), [SQ], True),
+    ("cholesky_upper", lambda a: ops.cholesky(a, upper=True), lambda a: np.linalg.cholesky(a).T, [SQ @ SQ.T], False),
+    ("cholesky_inverse", ops.cholesky_inverse, lambda l: np.linalg.inv(l @ l.T), [np.linalg.cholesky(SQ @ SQ.T)],
+     True),
+    ("eigh_values", lambda a: ops.eigh(a)[0], lambda a: np.linalg.eigh(a)[0], [SQ + SQ.T], True),
+    ("eigh_vectors", lambda a: ops.square(ops.eigh(a)[1]), lambda a: np.linalg.eigh(a)[1] ** 2, [SQ + SQ.T], True),
+    ("qr", lambda a: ops.qr(a)[0], lambda a: np.linalg.qr(a)[0], [_u((4, 3))], True),
+    ("qr_complete", lambda a: ops.qr(a, mode="complete")[1], lambda a: np.linalg.qr(a, mode="complete")[1],
+     [_u((4, 3))], False),
+    ("svd_values", lambda a: ops.svd(a, compute_uv=False), lambda a: np.linalg.svd(a, compute_uv=False),
+     [_u((4, 3))], True),
+    ("svd_u", lambda a: ops.abs(ops.svd(a, full_matrices=False)[0]),
+     lambda a: np.abs(np.linalg.svd(a, full_matrices=False)[0]), [_u((4, 3))], True),
+    ("pinv", ops.pinv, np.linalg.pinv, [_u((4, 3))], False),
+    ("lstsq", ops.lstsq, lambda a, b: np.linalg.lstsq(a, b, rcond=None)[0], [_u((5, 3)), _u((5, 2))], False),
+    ("matrix_rank", ops.matrix_rank, np.linalg.matrix_rank, [np.outer(M34[0], M34[1])], False),
     ("logsumexp", lambda x: ops.logsumexp(x, axis=1), lambda x: np.log(np.sum(np.exp(x), 1)), [M34], True),
     ("erfc", ops.erfc, lambda x: 1 - np.vectorize(__import__("math").erf)(x), [M34], True),
 ]
@@ -633,3 +650,72 @@ def test_errors_are_clear():
         ops.quantile(np.arange(3.0), 0.5, method="cubic")
     with pytest.raises(ValueError, match="padding must be 'valid' or 'same'"):
         ops.conv(np.zeros((1, 4, 4, 1)), np.zeros((2, 2, 1, 1)), padding="full")
+
+
+# ---- spectral, patches, rearrange, jvp, cdist ------------------------------------------------------------
+def test_fft_family_matches_numpy():
+    rng = np.random.default_rng(7)
+    x, y = rng.standard_normal((2, 8)), rng.standard_normal((2, 8))
+    re, im = ops.fft((x, y))
+    _check(re, np.fft.fft(x + 1j * y).real, "fft re")
+    _check(im, np.fft.fft(x + 1j * y).imag, "fft im")
+    z = rng.standard_normal((3, 4, 5))
+    re, im = ops.fft2((z, z * 0))
+    _check(re, np.fft.fft2(z).real, "fft2")
+    back = ops.ifft2((re, im))
+    _check(back[0], z, "ifft2")
+    re, im = ops.rfft(x[:, :7], fft_length=10)
+    _check(re, np.fft.rfft(x[:, :7], 10).real, "rfft")
+    _check(im, np.fft.rfft(x[:, :7], 10).imag, "rfft im")
+    _check(ops.irfft((re, im), 10), np.fft.irfft(np.fft.rfft(x[:, :7], 10), 10), "irfft")
+    sig = rng.standard_normal(64)
+    re, im = ops.stft(sig, 12, 5, 16, window="hamming", center=False)
+    win = np.pad(0.54 - 0.46 * np.cos(2 * np.pi * np.arange(12) / 12), (2, 2))
+    frames = np.stack([sig[i * 5:i * 5 + 16] * win for i in range(1 + (64 - 16) // 5)])
+    _check(re, np.fft.rfft(frames).real, "stft")
+    _check(im, np.fft.rfft(frames).imag, "stft im")
+    _check(ops.istft(ops.stft(sig, 16, 4, 16), 16, 4, 16, length=64), sig, "istft inverts stft")
+    _check_grad("rfft", lambda a: ops.rfft(a)[1], [x])
+
+
+def test_unfold_fold_match_pytorch():
+    torch = pytest.importorskip("torch")
+    x = np.random.default_rng(8).standard_normal((2, 3, 5, 4))
+    cols = ops.unfold(x, (2, 3), padding=1, stride=2)
+    want = torch.nn.functional.unfold(torch.tensor(x), (2, 3), padding=1, stride=2).numpy()
+    _check(cols, want, "unfold")
+    _check(ops.fold(want, (5, 4), (2, 3), padding=1, stride=2),
+           torch.nn.functional.fold(torch.tensor(want), (5, 4), (2, 3), padding=1, stride=2).numpy(), "fold")
+    _check_grad("unfold", lambda a: ops.unfold(a, 2), [x[:1, :2]])
+
+
+def test_rearrange_jvp_cdist():
+    y = np.arange(24).reshape(2, 3, 4)
+    _check(ops.rearrange(y, "a b c -> c (a b)"), y.transpose(2, 0, 1).reshape(4, 6), "rearrange merge")
+    _check(ops.rearrange(np.arange(30).reshape(6, 5), "(a b) c -> b a c", a=2),
+           np.arange(30).reshape(2, 3, 5).transpose(1, 0, 2), "rearrange split")
+    with pytest.raises(ValueError, match="must name the same axes"):
+        ops.rearrange(y, "a b c -> a b")
+    a = np.array([0.5, 1.0])
+    out, jv = ops.jvp(lambda t: ops.sin(t) * t, (a,), (np.array([1.0, 2.0]),))
+    _check(jv, (np.cos(a) * a + np.sin(a)) * [1.0, 2.0], "jvp")
+    p, q = np.random.default_rng(9).standard_normal((2, 4, 3)), np.random.default_rng(10).standard_normal((2, 5, 3))
+    want = np.sqrt(((p[:, :, None] - q[:, None]) ** 2).sum(-1))
+    _check(ops.cdist(p, q), want, "cdist")
+    _check(ops.cdist(p, q, p=1), np.abs(p[:, :, None] - q[:, None]).sum(-1), "cdist p=1")
+    _check_grad("cdist", ops.cdist, [p[0], q[0]])
+
+
+def test_ctc_loss_and_greedy_decode_match_keras():
+    rng = np.random.default_rng(0)
+    out = rng.standard_normal((2, 6, 4)).astype("float32")
+    tgt, tl, ol = np.array([[1, 2, 2], [3, 1, 0]]), np.array([3, 2]), np.array([6, 5])
+    keras_loss = [7.656311988830566, 3.3683886528015137]   # recorded from Keras 3.15.1 (TF backend)
+    _check(ops.ctc_loss(tgt, out, tl, ol), keras_loss, "ctc_loss", 1e-5, 1e-5)
+    _check(tw.function(ops.ctc_loss)(tgt, tw.constant(out), tl, ol), keras_loss, "ctc_loss graph", 1e-5, 1e-5)
+    _check_grad("ctc_loss", lambda o: ops.ctc_loss(tgt, o, tl, ol), [out.astype(np.float64)])
+    decoded, scores = ops.ctc_decode(out, ol)
+    assert decoded.numpy().tolist() == [[[2, 3, 1, 3, 1, -1], [1, 3, 1, -1, -1, -1]]]
+    _check(scores, [[-4.175933837890625], [-4.671865940093994]], "ctc_decode scores", 1e-5, 1e-5)
+    decoded, _ = ops.ctc_decode(out, ol, mask_index=3, merge_repeated=False)
+    assert decoded.numpy().tolist() == [[[2, 2, 1, 1, -1, -1], [0, 1, 1, 1, -1, -1]]]

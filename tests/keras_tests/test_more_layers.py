@@ -185,3 +185,55 @@ def test_bad_arguments_raise_clear_errors():
         L.GaussianDropout(1.5)
     with pytest.raises(ValueError, match="tuple of 2 ints or of 2 pairs"):
         L.ZeroPadding2D((1, 2, 3))
+
+
+# ---- normalization extras, EinsumDense, adaptive pooling, ActivityRegularization, RandomCrop/Brightness ----
+MORE = [
+    (L.GroupNormalization, {"groups": 2}, (2, 3, 4), {"expected_num_trainable_weights": 2}),
+    (L.GroupNormalization, {"groups": 3, "axis": 1}, (2, 6, 5), {}),
+    (L.UnitNormalization, {}, (2, 3, 4), {}),
+    (L.RMSNormalization, {"axis": [1, 2]}, (2, 3, 4), {"expected_num_trainable_weights": 1}),
+    (L.EinsumDense, {"equation": "abc,cd->abd", "output_shape": [None, 5], "bias_axes": "d"}, (2, 3, 4),
+     {"expected_output_shape": (2, 3, 5), "expected_num_trainable_weights": 2}),
+    (L.EinsumDense, {"equation": "ab,bcd->acd", "output_shape": [2, 3], "bias_axes": "c"}, (2, 4),
+     {"expected_output_shape": (2, 2, 3)}),
+    (L.AdaptiveAveragePooling2D, {"output_size": (2, 3)}, (2, 5, 7, 2), {"expected_output_shape": (2, 2, 3, 2)}),
+    (L.AdaptiveMaxPooling1D, {"output_size": 3}, (2, 7, 2), {"expected_output_shape": (2, 3, 2)}),
+    (L.AdaptiveAveragePooling3D, {"output_size": 2, "data_format": "channels_first"}, (1, 2, 4, 5, 3), {}),
+    (L.ActivityRegularization, {"l1": 0.1, "l2": 0.01}, (2, 5), {}),
+    (L.RandomCrop, {"height": 3, "width": 2}, (2, 5, 4, 3), {"call_kwargs": {"training": False}}),
+    (L.RandomCrop, {"height": 3, "width": 2, "seed": 1}, (2, 5, 4, 3), TRAIN),
+    (L.RandomBrightness, {"factor": 0.2, "seed": 1}, (2, 4, 4, 3), TRAIN),
+]
+
+
+@pytest.mark.parametrize("cls,kwargs,shape,extra", MORE, ids=[f"{c[0].__name__}-{i}" for i, c in enumerate(MORE)])
+def test_more_layers_harness(cls, kwargs, shape, extra):
+    layer_test(cls, kwargs, shape, **extra)
+
+
+def test_more_layers_match_keras():
+    x = np.arange(24, dtype="float32").reshape(2, 3, 4) / 10
+    # recorded from Keras 3.15.1
+    np.testing.assert_allclose(L.GroupNormalization(groups=2)(x).numpy()[0],
+                               [[-1.35577, -1.05449, -1.35577, -1.05449], [-0.15064, 0.15064, -0.15064, 0.15064],
+                                [1.05449, 1.35577, 1.05449, 1.35577]], atol=1e-5)
+    np.testing.assert_allclose(L.RMSNormalization()(x).numpy()[0, 0], [0.0, 0.53451, 1.06903, 1.60354], atol=1e-5)
+    np.testing.assert_allclose(L.UnitNormalization()(x).numpy()[0, 0], [0.0, 0.26726, 0.53452, 0.80178], atol=1e-5)
+    e = L.EinsumDense("abc,cd->abd", output_shape=(None, 5), bias_axes="d")
+    assert e(x).shape == (2, 3, 5) and [w.shape.as_list() for w in e.weights] == [[4, 5], [5]]
+    w, b = e.get_weights()
+    np.testing.assert_allclose(e(x).numpy(), x @ w + b, rtol=1e-5, atol=1e-6)
+    reg = L.ActivityRegularization(l1=0.5)
+    reg(np.array([[1.0, -2.0]], "float32"))
+    assert float(reg.losses[0]) == pytest.approx(1.5)
+    img = np.random.default_rng(0).uniform(0, 255, (2, 4, 4, 3)).astype("float32")
+    bright = L.RandomBrightness((0.1, 0.1), seed=0)(img, training=True).numpy()
+    np.testing.assert_allclose(bright, np.clip(img + 25.5, 0, 255), rtol=1e-6)
+    crop = L.RandomCrop(2, 2, seed=0)(img, training=True).numpy()
+    assert crop.shape == (2, 2, 2, 3) and any(np.array_equal(crop, img[:, i:i + 2, j:j + 2])
+                                              for i in range(3) for j in range(3))
+    pipe = L.Pipeline([L.Rescaling(1 / 255.0), L.RandomFlip(seed=0)])
+    np.testing.assert_allclose(pipe(img, training=False).numpy(), img / 255.0, rtol=1e-6)
+    again = L.Pipeline.from_config(pipe.get_config())
+    np.testing.assert_allclose(again(img, training=False).numpy(), img / 255.0, rtol=1e-6)

@@ -6,11 +6,14 @@ from tensorweave.keras.layers.attention import Attention, MultiHeadAttention  # 
 from tensorweave.keras.layers.conv import (Conv1D, Conv1DTranspose, Conv2D, Conv2DTranspose, Conv3D,  # noqa: F401
                                            Conv3DTranspose, Convolution1D, Convolution2D, Convolution2DTranspose,
                                            Convolution3D, DepthwiseConv2D, SeparableConv2D, SeparableConvolution2D)
+from tensorweave.keras.layers.conv_lstm import ConvLSTM1D, ConvLSTM2D, ConvLSTM3D  # noqa: F401
 from tensorweave.keras.layers.core import (Activation, Dense, Dropout, Flatten, Identity, Lambda,  # noqa: F401
                                            Permute, Reshape)
 from tensorweave.keras.layers.embedding import Embedding  # noqa: F401
-from tensorweave.keras.layers.image_preprocessing import (CenterCrop, RandomContrast, RandomFlip,  # noqa: F401
-                                                          RandomRotation, RandomTranslation, RandomZoom, Resizing)
+from tensorweave.keras.layers.einsum_dense import EinsumDense  # noqa: F401
+from tensorweave.keras.layers.image_preprocessing import (CenterCrop, RandomBrightness, RandomContrast,  # noqa: F401
+                                                          RandomCrop, RandomFlip, RandomRotation, RandomTranslation,
+                                                          RandomZoom, Resizing)
 from tensorweave.keras.layers.masking import Masking  # noqa: F401
 from tensorweave.keras.layers.merge import (Add, Average, Concatenate, Dot, Maximum, Minimum, Multiply,  # noqa: F401
                                             Subtract, add, average, concatenate, dot, maximum, minimum, multiply,
@@ -18,7 +21,12 @@ from tensorweave.keras.layers.merge import (Add, Average, Concatenate, Dot, Maxi
 from tensorweave.keras.layers.normalization import BatchNormalization, LayerNormalization  # noqa: F401
 from tensorweave.keras.layers.preprocessing import (CategoryEncoding, Discretization, Normalization,  # noqa: F401
                                                     Rescaling)
-from tensorweave.keras.layers.regularization import (AlphaDropout, GaussianDropout, GaussianNoise,  # noqa: F401
+from tensorweave.keras.layers.normalization_more import (GroupNormalization, RMSNormalization,  # noqa: F401
+                                                         UnitNormalization)
+from tensorweave.keras.layers.pooling_adaptive import (AdaptiveAveragePooling1D, AdaptiveAveragePooling2D,  # noqa: F401
+                                                       AdaptiveAveragePooling3D, AdaptiveMaxPooling1D,
+                                                       AdaptiveMaxPooling2D, AdaptiveMaxPooling3D)
+from tensorweave.keras.layers.regularization import (ActivityRegularization, AlphaDropout, GaussianDropout, GaussianNoise,  # noqa: F401
                                                      SpatialDropout1D, SpatialDropout2D, SpatialDropout3D)
 from tensorweave.keras.layers.reshaping import (Cropping1D, Cropping2D, Cropping3D, RepeatVector,  # noqa: F401
                                                 UpSampling1D, UpSampling2D, UpSampling3D, ZeroPadding1D,
@@ -32,7 +40,11 @@ from tensorweave.keras.layers.pooling import (AveragePooling1D, AveragePooling2D
                                               GlobalMaxPool3D, GlobalMaxPooling1D, GlobalMaxPooling2D,
                                               GlobalMaxPooling3D, MaxPool1D, MaxPool2D, MaxPool3D, MaxPooling1D,
                                               MaxPooling2D, MaxPooling3D)
-from tensorweave.keras.layers.wrappers import TimeDistributed  # noqa: F401
+from tensorweave.keras.layers.text_preprocessing import (Hashing, IntegerLookup, StringLookup,  # noqa: F401
+                                                         TextVectorization)
+from tensorweave.keras.layers.wrappers import Pipeline, TimeDistributed  # noqa: F401
+
+Convolution1DTranspose, Convolution3DTranspose = Conv1DTranspose, Conv3DTranspose
 
 _CUSTOM = {}
 

@@ -57,6 +57,15 @@ class Resizing(_ImageLayer):
                 "fill_value": self.fill_value, "antialias": self.antialias}
 
 
+def _center_crop(layer, x):
+    h, w = layer._hw(x)
+    if h < layer.height or w < layer.width:
+        return _image.resize(x, (layer.height, layer.width), crop_to_aspect_ratio=True, data_format=layer.data_format)
+    top, left = (h - layer.height) // 2, (w - layer.width) // 2
+    return _image.crop_images(x, top, left, target_height=layer.height, target_width=layer.width,
+                              data_format=layer.data_format)
+
+
 class CenterCrop(_ImageLayer):
     """The central ``height x width`` window; smaller images are first resized (keeping the target's
     aspect ratio by cropping), as Keras does."""
@@ -66,14 +75,7 @@ class CenterCrop(_ImageLayer):
         self.height, self.width = int(height), int(width)
 
     def call(self, inputs):
-        x = self._float(inputs)
-        h, w = self._hw(x)
-        if h < self.height or w < self.width:
-            return _image.resize(x, (self.height, self.width), crop_to_aspect_ratio=True,
-                                 data_format=self.data_format)
-        top, left = (h - self.height) // 2, (w - self.width) // 2
-        return _image.crop_images(x, top, left, target_height=self.height, target_width=self.width,
-                                  data_format=self.data_format)
+        return _center_crop(self, self._float(inputs))
 
     def get_config(self):
         return {**super().get_config(), "height": self.height, "width": self.width}
@@ -247,6 +249,65 @@ class RandomContrast(_RandomLayer):
         mean = tw.reduce_mean(x, axis=axes, keepdims=True)
         out = (x - mean) * tw.cast(f, x.dtype) + mean
         return tw.clip_by_value(out, float(self.value_range[0]), float(self.value_range[1]))
+
+    def get_config(self):
+        return {**super().get_config(), "factor": list(self.factor) if isinstance(self.factor, tuple) else self.factor,
+                "value_range": list(self.value_range)}
+
+
+class RandomCrop(_RandomLayer):
+    """A random ``height x width`` window while training; the central one (resized up if needed) at
+    inference."""
+
+    def __init__(self, height, width, seed=None, data_format=None, **kwargs):
+        super().__init__(seed=seed, data_format=data_format, **kwargs)
+        self.height, self.width = int(height), int(width)
+
+    def call(self, inputs, training=True):
+        x = self._float(inputs)
+        h, w = self._hw(x)
+        if not training or h < self.height or w < self.width:
+            return _center_crop(self, x)
+        single = x.shape.rank == 3
+        if single:
+            x = tw.expand_dims(x, 0)
+        cf = self.data_format == "channels_first"
+        top = tw.cast(self._uniform(tw.constant(1), 0.0, float(h - self.height + 1)), tw.int32)[0]
+        left = tw.cast(self._uniform(tw.constant(1), 0.0, float(w - self.width + 1)), tw.int32)[0]
+        begin = tw.stack([0, 0, top, left]) if cf else tw.stack([0, top, left, 0])
+        c = x.shape.as_list()[1 if cf else 3]
+        c = -1 if c is None else c
+        size = [-1, c, self.height, self.width] if cf else [-1, self.height, self.width, c]
+        out = tw.slice(x, begin, size)
+        return tw.squeeze(out, 0) if single else out
+
+    def compute_output_shape(self, input_shape):
+        s = list(input_shape)
+        r = len(s)
+        hi, wi = (r - 2, r - 1) if self.data_format == "channels_first" else (r - 3, r - 2)
+        s[hi], s[wi] = self.height, self.width
+        return tuple(s)
+
+    def get_config(self):
+        return {**super().get_config(), "height": self.height, "width": self.width}
+
+
+class RandomBrightness(_RandomLayer):
+    """Adds ``delta * (max - min)`` of ``value_range`` per image, ``delta`` uniform in the factor range,
+    clipped to ``value_range``."""
+
+    def __init__(self, factor, value_range=(0, 255), seed=None, **kwargs):
+        super().__init__(seed=seed, **kwargs)
+        self.factor = factor
+        self._lo, self._hi = _factor_range(factor, "RandomBrightness")
+        if self._lo < -1 or self._hi > 1:
+            raise ValueError(f"RandomBrightness: factor must be within [-1, 1], got {factor}")
+        self.value_range = tuple(value_range)
+
+    def _augment(self, x):
+        lo, hi = float(self.value_range[0]), float(self.value_range[1])
+        delta = tw.reshape(self._uniform(tw.shape(x)[0], self._lo, self._hi), [-1, 1, 1, 1]) * (hi - lo)
+        return tw.clip_by_value(x + tw.cast(delta, x.dtype), lo, hi)
 
     def get_config(self):
         return {**super().get_config(), "factor": list(self.factor) if isinstance(self.factor, tuple) else self.factor,

@@ -149,3 +149,28 @@ class SpatialDropout2D(_SpatialDropout):
 
 class SpatialDropout3D(_SpatialDropout):
     nd = 3
+
+
+class ActivityRegularization(Layer):
+    """Adds ``l1 * sum(|x|) + l2 * sum(x^2)`` of its input to the model's losses; returns the input."""
+
+    def __init__(self, l1=0.0, l2=0.0, **kwargs):
+        super().__init__(**kwargs)
+        self.l1, self.l2 = float(l1), float(l2)
+        self.supports_masking = True
+
+    def call(self, inputs):
+        loss = 0.0
+        if self.l1:
+            loss = loss + self.l1 * tw.reduce_sum(tw.abs(inputs))
+        if self.l2:
+            loss = loss + self.l2 * tw.reduce_sum(tw.square(inputs))
+        if self.l1 or self.l2:
+            self.add_loss(loss)
+        return inputs
+
+    def compute_output_shape(self, input_shape):
+        return tuple(input_shape)
+
+    def get_config(self):
+        return {**super().get_config(), "l1": self.l1, "l2": self.l2}

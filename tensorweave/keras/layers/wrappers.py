@@ -61,3 +61,32 @@ class TimeDistributed(Layer):
         config = dict(config)
         config["layer"] = deserialize(config["layer"], custom_objects)
         return cls(**config)
+
+
+class Pipeline(Layer):
+    """Applies its layers in order (Keras' preprocessing ``Pipeline``), passing ``training`` on."""
+
+    def __init__(self, layers, name=None, **kwargs):
+        super().__init__(name=name, **kwargs)
+        self._stages = list(layers)
+
+    @property
+    def layers(self):
+        return list(self._stages)
+
+    def call(self, inputs, training=None):
+        x = inputs
+        for layer in self._stages:
+            x = layer(x, training=training) if layer._call_has_training else layer(x)
+        return x
+
+    def get_config(self):
+        from tensorweave.keras.layers import serialize
+        return {**super().get_config(), "layers": [serialize(layer) for layer in self.layers]}
+
+    @classmethod
+    def from_config(cls, config, custom_objects=None):
+        from tensorweave.keras.layers import deserialize
+        config = dict(config)
+        config["layers"] = [deserialize(c, custom_objects) for c in config["layers"]]
+        return cls(**config)

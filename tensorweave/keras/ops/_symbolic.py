@@ -42,13 +42,17 @@ def keras_op(fn):
     return op
 
 
-def export(namespace, skip=()):
+def export(namespace, skip=(), extra=()):
     """Wraps the public functions of a ``keras.ops`` module (given its ``globals()``) with
-    :func:`keras_op` and sets its ``__all__``; aliases share one wrapper."""
+    :func:`keras_op` and sets its ``__all__``; aliases share one wrapper. ``extra`` names functions
+    imported from a private helper module that this module exports."""
     wrapped, names = {}, []
+    module = namespace["__name__"]
     for name, value in list(namespace.items()):
         if name.startswith("_") or name in skip or not inspect.isfunction(value) \
                 or not value.__module__.startswith("tensorweave.keras.ops"):
+            continue
+        if value.__module__ != module and name not in extra and not getattr(value, "_keras_op", False):
             continue
         if id(value) not in wrapped:
             wrapped[id(value)] = value if getattr(value, "_keras_op", False) else keras_op(value)

@@ -203,6 +203,53 @@ def scatter_update(inputs, indices, updates, reduction=None):
     raise ValueError(f"scatter_update: reduction must be None or 'add', got {reduction!r}")
 
 
+def _parse_side(side):
+    groups, cur = [], None
+    for tok in side.replace("(", " ( ").replace(")", " ) ").split():
+        if tok == "(":
+            if cur is not None:
+                raise ValueError(f"rearrange: nested parentheses in {side!r}")
+            cur = []
+        elif tok == ")":
+            groups.append(cur)
+            cur = None
+        elif cur is not None:
+            cur.append(tok)
+        else:
+            groups.append([tok])
+    if cur is not None:
+        raise ValueError(f"rearrange: unbalanced parentheses in {side!r}")
+    return groups
+
+
+def rearrange(tensor, pattern, **axes_lengths):
+    """einops' ``rearrange``: transposes, splits and merges axes by name (``"b (h w) c -> b h w c"``)."""
+    x = to_tensor(tensor)
+    if "->" not in pattern:
+        raise ValueError(f"rearrange: the pattern needs '->', got {pattern!r}")
+    left, right = (_parse_side(p) for p in pattern.split("->"))
+    dims = x.shape.as_list()
+    if len(left) != len(dims):
+        raise ValueError(f"rearrange: the left side of {pattern!r} names {len(left)} axes, the input has {len(dims)}")
+    sizes = dict(axes_lengths)
+    for group, d in zip(left, dims):
+        unknown = [a for a in group if a not in sizes]
+        known = int(np.prod([sizes[a] for a in group if a in sizes])) if group else 1
+        if len(unknown) > 1:
+            raise ValueError(f"rearrange: give the sizes of all but one of {group} (axes_lengths)")
+        if unknown:
+            sizes[unknown[0]] = d // known
+        elif d is not None and known != d:
+            raise ValueError(f"rearrange: {group} multiply to {known}, but the axis has size {d}")
+    names = [a for g in left for a in g]
+    split = tw.reshape(x, [sizes[a] for a in names]) if len(names) != len(dims) else x
+    order = [names.index(a) for g in right for a in g]
+    if sorted(order) != list(range(len(names))):
+        raise ValueError(f"rearrange: both sides of {pattern!r} must name the same axes")
+    moved = tw.transpose(split, order)
+    return tw.reshape(moved, [int(np.prod([sizes[a] for a in g])) if g else 1 for g in right])
+
+
 def custom_gradient(f):
     """Keras' ``custom_gradient``: ``f`` returns ``(output, grad_fn)``; ``grad_fn`` receives the
     upstream gradient (positionally, or as ``upstream=``)."""

@@ -9,6 +9,7 @@ import numpy as np
 import tensorweave as tw
 from tensorweave.core.tensor import EagerTensor
 from tensorweave.keras.ops._dtypes import cast_to, result_type, to_tensor
+from tensorweave.keras.ops._spectral import fft, fft2, ifft2, irfft, istft, rfft, stft  # noqa: F401
 from tensorweave.keras.ops._symbolic import export
 
 
@@ -121,9 +122,25 @@ def extract_sequences(x, sequence_length, sequence_stride):
     return tw.gather(x, tw.constant(rows.astype(np.int32)), axis=x.shape.rank - 1)
 
 
+def cdist(x, y, p=2.0):
+    """Pairwise ``p``-norm distances between the rows of ``x`` ``[..., m, d]`` and ``y`` ``[..., n, d]``."""
+    a, b = _f(x), cast_to(y, _f(x).dtype)
+    diff = tw.abs(tw.expand_dims(a, -2) - tw.expand_dims(b, -3))
+    if p == 2 or p == 2.0:
+        sq = tw.reduce_sum(tw.square(diff), axis=-1)
+        safe = tw.where(tw.greater(sq, 0.0), sq, tw.ones_like(sq))   # a finite gradient at zero distance
+        return tw.where(tw.greater(sq, 0.0), tw.sqrt(safe), tw.zeros_like(sq))
+    if p == 1:
+        return tw.reduce_sum(diff, axis=-1)
+    if p == np.inf:
+        return tw.reduce_max(diff, axis=-1)
+    return tw.pow(tw.reduce_sum(tw.pow(diff, float(p)), axis=-1), 1.0 / float(p))
+
+
 def logdet(x):
     from tensorweave.keras.ops.linalg import slogdet
     return slogdet(x)[1]
 
 
-export(globals(), skip={"result_type", "cast_to", "to_tensor", "export", "EagerTensor"})
+export(globals(), skip={"result_type", "cast_to", "to_tensor", "export", "EagerTensor"},
+       extra=("fft", "fft2", "ifft2", "irfft", "istft", "rfft", "stft"))

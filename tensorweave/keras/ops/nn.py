@@ -345,6 +345,49 @@ def space_to_depth(x, block_size, data_format="channels_last"):
     return tw.transpose(y, [0, 3, 1, 2]) if cf else y
 
 
+def _patch_kernel(c, kh, kw, dtype):
+    """An identity filter ``[kh, kw, c, c*kh*kw]`` whose output channel ``ch*kh*kw + i*kw + j`` copies input
+    channel ``ch`` at window position ``(i, j)`` (PyTorch's unfold order)."""
+    eye = np.zeros((kh, kw, c, c * kh * kw), dtype.np_dtype)
+    for ch in range(c):
+        for i in range(kh):
+            for j in range(kw):
+                eye[i, j, ch, ch * kh * kw + i * kw + j] = 1
+    return tw.constant(eye)
+
+
+def unfold(x, kernel_size, dilation=1, padding=0, stride=1):
+    """Sliding ``kernel_size`` patches of ``[N, C, H, W]`` as columns: ``[N, C*kh*kw, L]`` (PyTorch's unfold)."""
+    x = _f(x)
+    kh, kw = _ints(kernel_size, 2)
+    ph, pw = _ints(padding, 2)
+    n, c = x.shape.as_list()[:2]
+    y = tw.transpose(x, [0, 2, 3, 1])
+    if ph or pw:
+        y = tw.pad(y, [[0, 0], [ph, ph], [pw, pw], [0, 0]])
+    y = tw.nn.convolution(y, _patch_kernel(c, kh, kw, x.dtype), strides=_ints(stride, 2), padding="VALID",
+                          dilations=_ints(dilation, 2))
+    return tw.transpose(tw.reshape(y, [-1, y.shape.as_list()[1] * y.shape.as_list()[2], c * kh * kw]), [0, 2, 1])
+
+
+def fold(x, output_size, kernel_size, dilation=1, padding=0, stride=1):
+    """The adjoint of :func:`unfold`: columns ``[N, C*kh*kw, L]`` summed back into ``[N, C, H, W]``."""
+    x = _f(x)
+    kh, kw = _ints(kernel_size, 2)
+    ph, pw = _ints(padding, 2)
+    (sh, sw), (dh, dw) = _ints(stride, 2), _ints(dilation, 2)
+    oh, ow = _ints(output_size, 2)
+    ck = x.shape.as_list()[1]
+    c = ck // (kh * kw)
+    rows = (oh + 2 * ph - dh * (kh - 1) - 1) // sh + 1
+    cols = (ow + 2 * pw - dw * (kw - 1) - 1) // sw + 1
+    y = tw.reshape(tw.transpose(x, [0, 2, 1]), [-1, rows, cols, ck])
+    full = tw.concat([tw.shape(y)[:1], tw.constant([oh + 2 * ph, ow + 2 * pw, c], tw.int32)], 0)
+    out = tw.nn.conv_transpose(y, _patch_kernel(c, kh, kw, x.dtype), full, [sh, sw], "VALID", dilations=[dh, dw])
+    out = out[:, ph:ph + oh, pw:pw + ow, :]
+    return tw.transpose(out, [0, 3, 1, 2])
+
+
 # ---- encodings -----------------------------------------------------------------------------------------
 def one_hot(x, num_classes, axis=-1, dtype=None, sparse=False):
     if sparse:
@@ -396,6 +439,64 @@ def sparse_categorical_crossentropy(target, output, from_logits=False, axis=-1):
         eps = _epsilon()
         logp = tw.log(tw.clip_by_value(o, eps, 1.0 - eps))
     return -tw.reduce_sum(logp * tw.one_hot(t, o.shape.as_list()[-1], dtype=o.dtype), axis=-1)
+
+
+def ctc_loss(target, output, target_length, output_length, mask_index=0):
+    """CTC negative log-likelihood per sample: ``target`` ``[B, S]`` label ids, ``output`` ``[B, T, C]``
+    logits, ``mask_index`` the blank class. The forward (alpha) recursion in log space over the
+    static ``T`` steps, differentiable through autodiff."""
+    logits = _f(output)
+    logp = tw.nn.log_softmax(logits, axis=-1)
+    tgt = cast_to(target, "int32")
+    tl = cast_to(target_length, "int32")
+    ol = cast_to(output_length, "int32")
+    t_steps = logits.shape.as_list()[1]
+    s = tgt.shape.as_list()[1]
+    n_states = 2 * s + 1
+    blank = tw.fill(tw.shape(tgt), tw.constant(int(mask_index)))
+    ext = tw.reshape(tw.stack([blank, tgt], axis=2), [-1, 2 * s])
+    ext = tw.concat([ext, blank[:, :1]], 1)                                      # [B, 2S+1]
+    emit = tw.gather(logp, ext, axis=2, batch_dims=1)                           # [B, T, 2S+1]
+    neg = tw.cast(-1e30, logp.dtype)
+    prev2 = tw.concat([tw.fill(tw.shape(ext[:, :2]), tw.constant(-1)), ext[:, :-2]], 1)
+    skip = tw.logical_and(tw.not_equal(ext, int(mask_index)), tw.not_equal(ext, prev2))
+    state = tw.range(n_states)
+    alpha = tw.where(tw.less(state, 2)[None, :], emit[:, 0], tw.zeros_like(emit[:, 0]) + neg)
+    for t in range(1, t_steps):
+        pad1 = tw.concat([tw.zeros_like(alpha[:, :1]) + neg, alpha[:, :-1]], 1)
+        pad2 = tw.concat([tw.zeros_like(alpha[:, :2]) + neg, alpha[:, :-2]], 1)
+        pad2 = tw.where(skip, pad2, tw.zeros_like(pad2) + neg)
+        new = tw.reduce_logsumexp(tw.stack([alpha, pad1, pad2], 0), axis=0) + emit[:, t]
+        alpha = tw.where(tw.less(t, ol)[:, None], new, alpha)
+    last = 2 * tl                                                                  # the final blank
+    ends = tw.logical_or(tw.equal(state[None, :], last[:, None]), tw.equal(state[None, :], last[:, None] - 1))
+    return -tw.reduce_logsumexp(tw.where(ends, alpha, tw.zeros_like(alpha) + neg), axis=1)
+
+
+def ctc_decode(inputs, sequence_lengths, strategy="greedy", beam_width=100, top_paths=1, merge_repeated=True,
+               mask_index=0):
+    """Greedy CTC decoding: ``(decoded [1, B, T]`` padded with -1, ``scores [B, 1])`` (eager: the decoded
+    lengths depend on the values). The score is minus the sum of each step's largest logit, the value
+    Keras passes on from TensorFlow's greedy decoder."""
+    if strategy != "greedy":
+        raise ValueError(f"ctc_decode: strategy={strategy!r} is not available in tensorweave; use 'greedy'")
+    logits = _f(inputs)
+    best = tw.argmax(logits, axis=-1, output_type=tw.int32).numpy()
+    score = -tw.reduce_max(logits, axis=-1).numpy()
+    lengths = np.asarray(to_tensor(sequence_lengths).numpy()).astype(int)
+    b, t_steps = best.shape
+    out = np.full((1, b, t_steps), -1, np.int32)
+    logs = np.zeros((b, 1), score.dtype)
+    for i in range(b):
+        n = lengths[i]
+        seq, prev = [], None
+        for c in best[i, :n]:
+            if not (merge_repeated and c == prev) and c != mask_index:
+                seq.append(c)
+            prev = c
+        out[0, i, :len(seq)] = seq
+        logs[i, 0] = score[i, :n].sum()
+    return tw.constant(out), tw.constant(logs)
 
 
 # ---- normalization ---------------------------------------------------------------------------------------

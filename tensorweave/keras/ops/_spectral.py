@@ -1,0 +1,168 @@
+"""Keras' FFT ops on (real, imaginary) pairs, as dense DFT matrix products (O(n^2) per transform,
+exact to rounding and differentiable; meant for the modest lengths of audio frames and tests).
+
+>>> import numpy as np
+>>> from tensorweave import keras
+>>> re, im = keras.ops.rfft(np.array([0.0, 1.0, 0.0, -1.0], "float32"))
+>>> re.numpy().round(6).tolist(), im.numpy().round(6).tolist()
+([0.0, 0.0, 0.0], [0.0, -2.0, 0.0])
+"""
+import numpy as np
+
+import tensorweave as tw
+from tensorweave.keras.ops._dtypes import cast_to, result_type, to_tensor
+
+
+def _f(x):
+    x = to_tensor(x)
+    return cast_to(x, result_type(x.dtype, float))
+
+
+def _pair(x, what):
+    if not isinstance(x, (tuple, list)) or len(x) != 2:
+        raise ValueError(f"{what} takes a tuple (real, imag) of two tensors, got {type(x).__name__}")
+    re, im = _f(x[0]), _f(x[1])
+    if re.shape.as_list() != im.shape.as_list():
+        raise ValueError(f"{what}: the real and imaginary parts must have the same shape, got {re.shape} and "
+                         f"{im.shape}")
+    return re, im
+
+
+def _dft(n_in, n_out, dtype, inverse=False):
+    k = np.arange(n_out)[None, :]
+    t = np.arange(n_in)[:, None]
+    ang = 2 * np.pi * t * k / max(n_in, 1)
+    sign = 1.0 if inverse else -1.0
+    return tw.constant(np.cos(ang).astype(dtype.np_dtype)), tw.constant((sign * np.sin(ang)).astype(dtype.np_dtype))
+
+
+def _last(x, m):
+    """``x`` along its last axis as ``[..., n] @ m``."""
+    r = x.shape.rank
+    return tw.tensordot(x, m, [[r - 1], [0]])
+
+
+def _complex_dft(re, im, inverse=False):
+    n = re.shape.as_list()[-1]
+    c, s = _dft(n, n, re.dtype, inverse)
+    out_re = _last(re, c) - _last(im, s)
+    out_im = _last(re, s) + _last(im, c)
+    if inverse:
+        out_re, out_im = out_re / n, out_im / n
+    return out_re, out_im
+
+
+def _swap_last2(x):
+    r = x.shape.rank
+    return tw.transpose(x, list(range(r - 2)) + [r - 1, r - 2])
+
+
+def fft(x):
+    return _complex_dft(*_pair(x, "fft"))
+
+
+def fft2(x):
+    re, im = _complex_dft(*_pair(x, "fft2"))
+    re, im = _complex_dft(_swap_last2(re), _swap_last2(im))
+    return _swap_last2(re), _swap_last2(im)
+
+
+def ifft2(x):
+    re, im = _complex_dft(*_pair(x, "ifft2"), inverse=True)
+    re, im = _complex_dft(_swap_last2(re), _swap_last2(im), inverse=True)
+    return _swap_last2(re), _swap_last2(im)
+
+
+def _fit_length(x, n):
+    have = x.shape.as_list()[-1]
+    if have == n:
+        return x
+    if have > n:
+        return x[..., :n]
+    return tw.pad(x, [[0, 0]] * (x.shape.rank - 1) + [[0, n - have]])
+
+
+def rfft(x, fft_length=None):
+    x = _f(x)
+    n = x.shape.as_list()[-1] if fft_length is None else int(fft_length)
+    x = _fit_length(x, n)
+    c, s = _dft(n, n // 2 + 1, x.dtype)
+    return _last(x, c), _last(x, s)
+
+
+def irfft(x, fft_length=None):
+    re, im = _pair(x, "irfft")
+    m = re.shape.as_list()[-1]
+    n = 2 * (m - 1) if fft_length is None else int(fft_length)
+    half = n // 2 + 1
+    re, im = _fit_length(re, half), _fit_length(im, half)
+    k = np.arange(half)
+    # weights of the Hermitian half: bins 0 and n/2 (n even) once, the others twice
+    w = np.where((k == 0) | ((n % 2 == 0) & (k == n // 2)), 1.0, 2.0)
+    t = np.arange(n)[None, :]
+    ang = 2 * np.pi * k[:, None] * t / n
+    cm = tw.constant((w[:, None] * np.cos(ang) / n).astype(re.dtype.np_dtype))
+    sm = tw.constant((-w[:, None] * np.sin(ang) / n).astype(re.dtype.np_dtype))
+    return _last(re, cm) + _last(im, sm)
+
+
+def _window(window, length, dtype):
+    if window is None:
+        return None
+    if isinstance(window, str):
+        if window not in ("hann", "hamming"):
+            raise ValueError(f'window must be "hann", "hamming", None or a tensor, got {window!r}')
+        n = np.arange(length)
+        a = 0.5 if window == "hann" else 0.54
+        return (a - (1 - a) * np.cos(2 * np.pi * n / length)).astype(dtype.np_dtype)   # periodic
+    w = np.asarray(window.numpy() if hasattr(window, "numpy") else window, dtype.np_dtype)
+    if w.shape != (length,):
+        raise ValueError(f"The shape of `window` must be [sequence_length] = [{length}], got {list(w.shape)}")
+    return w
+
+
+def stft(x, sequence_length, sequence_stride, fft_length, window="hann", center=True):
+    x = _f(x)
+    if fft_length < sequence_length:
+        raise ValueError(f"stft: fft_length ({fft_length}) must be at least sequence_length ({sequence_length})")
+    if center:
+        x = tw.pad(x, [[0, 0]] * (x.shape.rank - 1) + [[fft_length // 2, fft_length // 2]], mode="REFLECT")
+    l_pad = (fft_length - sequence_length) // 2
+    win = _window(window, sequence_length, x.dtype)
+    if win is None:
+        win = np.ones(sequence_length, x.dtype.np_dtype)
+    win = np.pad(win, (l_pad, fft_length - sequence_length - l_pad))
+    n = x.shape.as_list()[-1]
+    count = 1 + (n - fft_length) // sequence_stride
+    rows = np.arange(count)[:, None] * sequence_stride + np.arange(fft_length)[None, :]
+    frames = tw.gather(x, tw.constant(rows.astype(np.int32)), axis=x.shape.rank - 1) * tw.constant(win)
+    return rfft(frames, fft_length)
+
+
+def istft(x, sequence_length, sequence_stride, fft_length, length=None, window="hann", center=True):
+    """The inverse of :func:`stft`: frames back by ``irfft``, windowed overlap-add divided by the summed
+    squared window."""
+    re, im = _pair(x, "istft")
+    frames = irfft((re, im), fft_length)                       # [..., count, fft_length]
+    l_pad = (fft_length - sequence_length) // 2
+    win = _window(window, sequence_length, frames.dtype)
+    if win is None:
+        win = np.ones(sequence_length, frames.dtype.np_dtype)
+    win = np.pad(win, (l_pad, fft_length - sequence_length - l_pad))
+    count = frames.shape.as_list()[-2]
+    total = fft_length + sequence_stride * (count - 1)
+    frames = frames * tw.constant(win)
+    # overlap-add as a scatter of every frame sample to its output position
+    pos = (np.arange(count)[:, None] * sequence_stride + np.arange(fft_length)[None, :]).reshape(-1)
+    lead = frames.shape.as_list()[:-2]
+    flat = tw.reshape(frames, [-1, count * fft_length])
+    out = tw.transpose(tw.unsorted_segment_sum(tw.transpose(flat), tw.constant(pos.astype(np.int32)), total))
+    norm = np.zeros(total)
+    np.add.at(norm, pos, np.tile(win.astype(np.float64) ** 2, count))
+    out = out / tw.constant(np.where(norm > 1e-10, norm, 1.0).astype(frames.dtype.np_dtype))
+    out = tw.reshape(out, lead + [total]) if lead else tw.reshape(out, [total])
+    start = fft_length // 2 if center else 0
+    end = total - fft_length // 2 if center else total
+    if length is not None:
+        end = start + int(length)
+    return out[..., start:end]
