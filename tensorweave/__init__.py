@@ -77,7 +77,7 @@ from tensorweave.runtime.session import Session, InteractiveSession
 from tensorweave import config, linalg, math, nn, random  # noqa: E402,F401
 from tensorweave import signal, sparse  # noqa: E402,F401
 from tensorweave.sparse import SparseTensor  # noqa: E402,F401
-from tensorweave import ragged  # noqa: E402,F401
+from tensorweave import ragged, strings  # noqa: E402,F401
 from tensorweave.ragged import RaggedTensor  # noqa: E402,F401
 from tensorweave import compat  # noqa: E402,F401 - last: compat.v1 re-exports everything above
 
