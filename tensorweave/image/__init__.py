@@ -21,4 +21,12 @@ from tensorweave.image.color_ops import (adjust_brightness, adjust_contrast, adj
 from tensorweave.image.crop_ops import (central_crop, crop_to_bounding_box, flip_left_right,  # noqa: F401
                                         flip_up_down, pad_to_bounding_box, random_crop, random_flip_left_right,
                                         random_flip_up_down, resize_with_crop_or_pad, rot90, transpose)
+from tensorweave.image.extra_ops import (crop_and_resize, draw_bounding_boxes, extract_patches,  # noqa: F401
+                                         non_max_suppression, non_max_suppression_overlaps,
+                                         non_max_suppression_padded, non_max_suppression_with_scores,
+                                         random_jpeg_quality, sobel_edges, ssim, stateless_random_brightness,
+                                         stateless_random_contrast, stateless_random_crop,
+                                         stateless_random_flip_left_right, stateless_random_flip_up_down,
+                                         stateless_random_hue, stateless_random_jpeg_quality,
+                                         stateless_random_saturation)
 from tensorweave.image.resize_ops import ResizeMethod, resize, resize_with_pad  # noqa: F401
