@@ -139,3 +139,68 @@ def test_files_and_gfile(tmp_path):
 def test_bytes_with_trailing_nul_survive_constant():
     assert tw.constant([b"a\x00", b"\x00"]).numpy().tolist() == [b"a\x00", b"\x00"]
     assert tw.constant(b"z\x00").numpy() == b"z\x00"
+
+
+@pytest.mark.parametrize("value,hexed", [
+    (lambda: tw.constant([1, 2], tw.int32), "080312041202080222080100000002000000"),
+    (lambda: tw.constant([[1.5], [2.0]]), "08011208120208021202080122080000c03f00000040"),
+    (lambda: tw.constant([b"ab", b""]), "0807120412020802420261624200"),
+    (lambda: tw.constant(3, tw.int64), "0809120022080300000000000000"),
+    (lambda: tw.constant([True, False]), "080a12041202080222020100"),
+    (lambda: tw.zeros([0, 3]), "08011206120012020803"),
+    (lambda: tw.constant([1.0], tw.bfloat16), "080e1204120208012202803f"),
+], ids=["int32", "float32", "string", "scalar", "bool", "empty", "bfloat16"])
+def test_serialize_tensor_bytes_equal_tensorflows(value, hexed):
+    t = value()
+    data = tw.io.serialize_tensor(t)
+    assert data.numpy().hex() == hexed                         # TF 2.21's bytes for the same tensor
+    back = tw.io.parse_tensor(bytes.fromhex(hexed), t.dtype)
+    assert back.dtype == t.dtype and back.numpy().tolist() == t.numpy().tolist()
+
+
+def test_parse_tensor_errors_and_sparse_serialisation():
+    with pytest.raises(TypeError, match="the tensor is int32 but out_type is float32"):
+        tw.io.parse_tensor(tw.io.serialize_tensor(tw.constant([1])), tw.float32)
+    st = tw.SparseTensor([[0, 1], [1, 0], [1, 2]], [1.0, 2.0, 3.0], [2, 3])
+    assert tw.io.serialize_sparse(st).shape == (3,)
+    rows = tw.io.serialize_many_sparse(st)
+    back = tw.io.deserialize_many_sparse(rows, tw.float32)
+    assert back.indices.numpy().tolist() == [[0, 1], [1, 0], [1, 2]] and back.values.numpy().tolist() == [1.0, 2.0, 3.0]
+
+
+def test_decode_csv_and_compressed_match_tensorflow():
+    import gzip
+    import zlib
+    cols = tw.io.decode_csv(tw.constant(['1,"a,b",2.5', "7,,", "3,x,-1"]),
+                            [tw.constant([0], tw.int32), tw.constant(["def"]), tw.constant([9.0])])
+    assert [c.numpy().tolist() for c in cols] == [[1, 7, 3], [b"a,b", b"def", b"x"], [2.5, 9.0, -1.0]]
+    cols = tw.io.decode_csv(tw.constant(["1;2;3"]), [[0], [0.0]], field_delim=";", select_cols=[0, 2])
+    assert [c.numpy().tolist() for c in cols] == [[1], [3.0]]
+    with pytest.raises(ValueError, match="field 0 is required but missing in record"):
+        tw.io.decode_csv(tw.constant([",x"]), [tw.constant([], tw.int32), tw.constant(["d"])])
+    assert tw.io.decode_compressed(tw.constant([zlib.compress(b"hello")]), "ZLIB").numpy().tolist() == [b"hello"]
+    assert tw.io.decode_compressed(tw.constant([gzip.compress(b"hi")]), "GZIP").numpy().tolist() == [b"hi"]
+
+
+def _seq(ctx, steps, var):
+    T = tw.train
+    return T.SequenceExample(
+        context=T.Features(feature={"c": T.Feature(int64_list=T.Int64List(value=[ctx]))}),
+        feature_lists=T.FeatureLists(feature_list={
+            "s": T.FeatureList(feature=[T.Feature(float_list=T.FloatList(value=s)) for s in steps]),
+            "v": T.FeatureList(feature=[T.Feature(int64_list=T.Int64List(value=v)) for v in var])})).SerializeToString()
+
+
+def test_sequence_examples_match_tensorflow():
+    se = _seq(7, [[1.0, 2.0], [3.0, 4.0]], [[1], [2, 3, 4]])
+    se2 = _seq(8, [[5.0, 6.0]], [])
+    cspec = {"c": tw.io.FixedLenFeature([], tw.int64)}
+    sspec = {"s": tw.io.FixedLenSequenceFeature([2], tw.float32), "v": tw.io.VarLenFeature(tw.int64)}
+    ctx, seq = tw.io.parse_single_sequence_example(se, cspec, sspec)
+    assert int(ctx["c"]) == 7 and seq["s"].numpy().tolist() == [[1.0, 2.0], [3.0, 4.0]]
+    assert seq["v"].indices.numpy().tolist() == [[0, 0], [1, 0], [1, 1], [1, 2]]
+    assert seq["v"].dense_shape.numpy().tolist() == [2, 3]
+    ctx, seq, lengths = tw.io.parse_sequence_example([se, se2], cspec, sspec)
+    assert ctx["c"].numpy().tolist() == [7, 8]
+    assert seq["s"].numpy().tolist() == [[[1.0, 2.0], [3.0, 4.0]], [[5.0, 6.0], [0.0, 0.0]]]
+    assert seq["v"].dense_shape.numpy().tolist() == [2, 2, 3] and lengths["s"].numpy().tolist() == [2, 1]

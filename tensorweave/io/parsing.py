@@ -227,3 +227,84 @@ def parse_single_example(serialized, features, example_names=None, name=None):
         else:
             out[key] = v[0]
     return out
+
+
+def parse_single_sequence_example(serialized, context_features=None, sequence_features=None, example_name=None,
+                                  name=None):
+    """Parses one serialised SequenceExample: ``(context dict, sequence dict)``. Sequence features are
+    ``FixedLenSequenceFeature`` (dense ``[steps] + shape``) or ``VarLenFeature`` (sparse ``[steps, n]``)."""
+    from tensorweave.io.example_pb import SequenceExample
+    from tensorweave.sparse.sparse_tensor import SparseTensor
+    data = serialized.numpy() if isinstance(serialized, EagerTensor) else serialized
+    data = data.encode() if isinstance(data, str) else bytes(data)
+    try:
+        se = SequenceExample.FromString(data)
+    except DecodeError as e:
+        raise ValueError(f"Could not parse a SequenceExample: {e}") from None
+    context = {}
+    if context_features:
+        ctx_bytes = Example(features=se.context).SerializeToString()
+        context = parse_single_example(ctx_bytes, context_features)
+    seqs = {}
+    for key, spec in sorted((sequence_features or {}).items()):
+        fl = se.feature_lists.feature_list.get(key)
+        steps = fl.feature if fl is not None else []
+        if fl is None and isinstance(spec, FixedLenSequenceFeature) and not spec.allow_missing:
+            raise ValueError(f"Name: <unknown>, Feature list: {key} is required but could not be found.")
+        rows = [_values(f, spec.dtype, key, i) for i, f in enumerate(steps)]
+        if isinstance(spec, VarLenFeature):
+            idx = [[i, j] for i, r in enumerate(rows) for j in range(len(r))]
+            seqs[key] = SparseTensor(np.asarray(idx, np.int64).reshape(-1, 2),
+                                     convert_to_tensor(_np_values([v for r in rows for v in r], spec.dtype),
+                                                       dtype=spec.dtype),
+                                     np.asarray([len(rows), max((len(r) for r in rows), default=0)], np.int64))
+            continue
+        n = int(np.prod(spec.shape)) if spec.shape else 1
+        for i, r in enumerate(rows):
+            if len(r) != n:
+                raise ValueError(f"Name: <unknown>, Key: {key}, Index: {i}. Number of values {len(r)} != expected "
+                                 f"{n} (shape {list(spec.shape)})")
+        arr = np.stack([_np_values(r, spec.dtype) for r in rows]) if rows else \
+            np.zeros((0, n), object if spec.dtype is _dt.string else spec.dtype.np_dtype)
+        seqs[key] = convert_to_tensor(arr.reshape((len(rows),) + spec.shape), dtype=spec.dtype)
+    return context, seqs
+
+
+def parse_sequence_example(serialized, context_features=None, sequence_features=None, example_names=None,
+                           name=None):
+    """Parses a batch of SequenceExamples: ``(context, sequences, lengths)``; dense sequences are
+    padded to the longest, ``lengths`` gives each dense feature's step counts."""
+    from tensorweave.ops import array_ops as A
+    from tensorweave.sparse.sparse_tensor import SparseTensor
+    recs, _ = _records(serialized)
+    parsed = [parse_single_sequence_example(r, context_features, sequence_features) for r in recs]
+    context = {}
+    for key in sorted(context_features or {}):
+        vals = [c[key] for c, _ in parsed]
+        if isinstance(vals[0], SparseTensor):
+            ind = np.concatenate([np.concatenate([np.full((len(v.indices.numpy()), 1), b), v.indices.numpy()], 1)
+                                  for b, v in enumerate(vals)]).astype(np.int64)
+            context[key] = SparseTensor(ind.reshape(-1, 2), A.concat([v.values for v in vals], 0),
+                                        [len(vals), max(int(v.dense_shape.numpy()[0]) for v in vals)])
+        else:
+            context[key] = A.stack(vals)
+    seqs, lengths = {}, {}
+    for key, spec in sorted((sequence_features or {}).items()):
+        vals = [s[key] for _, s in parsed]
+        if isinstance(spec, VarLenFeature):
+            parts, steps = [], max(int(v.dense_shape.numpy()[0]) for v in vals)
+            width = max(int(v.dense_shape.numpy()[1]) for v in vals)
+            for b, v in enumerate(vals):
+                i = v.indices.numpy()
+                parts.append(np.concatenate([np.full((len(i), 1), b), i], 1))
+            seqs[key] = SparseTensor(np.concatenate(parts).reshape(-1, 3).astype(np.int64),
+                                     A.concat([v.values for v in vals], 0), [len(vals), steps, width])
+            continue
+        steps = max(v.shape[0] for v in vals)
+        fill = spec.default_value if spec.default_value is not None else (b"" if spec.dtype is _dt.string else 0)
+        arr = np.full((len(vals), steps) + spec.shape, fill, dtype=object if spec.dtype is _dt.string else spec.dtype.np_dtype)
+        for b, v in enumerate(vals):
+            arr[b, :v.shape[0]] = v.numpy()
+        seqs[key] = convert_to_tensor(arr, dtype=spec.dtype)
+        lengths[key] = convert_to_tensor(np.asarray([v.shape[0] for v in vals], np.int64))
+    return context, seqs, lengths
