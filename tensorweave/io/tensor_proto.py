@@ -23,7 +23,9 @@ _VAL_FIELDS = {5: ("<f", np.float32), 6: ("<d", np.float64), 13: (None, np.float
 
 
 def _as_array(t):
-    return t.numpy() if isinstance(t, Tensor) else np.asarray(t)
+    if isinstance(t, (bytes, str)):
+        return t        # np.asarray would make fixed-width bytes and drop trailing NULs
+    return t.numpy() if isinstance(t, Tensor) else np.asarray(t, dtype=object)
 
 
 def encode_tensor(value):
