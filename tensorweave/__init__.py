@@ -77,6 +77,10 @@ from tensorweave.runtime.session import Session, InteractiveSession
 from tensorweave import config, linalg, math, nn, random  # noqa: E402,F401
 from tensorweave import signal, sparse  # noqa: E402,F401
 from tensorweave.sparse import SparseTensor  # noqa: E402,F401
+from tensorweave.sparse.specs import RaggedTensorSpec, SparseTensorSpec  # noqa: E402,F401
+from tensorweave.ops.fft_ops import fftnd, ifftnd, irfftnd, rfftnd  # noqa: E402,F401
+from tensorweave.ops.string_ops import as_string  # noqa: E402,F401
+from tensorweave.io.tensor_proto import make_ndarray, make_tensor_proto  # noqa: E402,F401
 from tensorweave import ragged, strings  # noqa: E402,F401
 from tensorweave.module import Module  # noqa: E402,F401
 from tensorweave.ragged import RaggedTensor  # noqa: E402,F401

@@ -204,3 +204,25 @@ def test_sequence_examples_match_tensorflow():
     assert ctx["c"].numpy().tolist() == [7, 8]
     assert seq["s"].numpy().tolist() == [[[1.0, 2.0], [3.0, 4.0]], [[5.0, 6.0], [0.0, 0.0]]]
     assert seq["v"].dense_shape.numpy().tolist() == [2, 2, 3] and lengths["s"].numpy().tolist() == [2, 1]
+
+
+def test_fixed_length_records(tmp_path):
+    p = tmp_path / "f.bin"
+    p.write_bytes(b"HD" + b"aaabbbccc" + b"F")
+    ds = tw.data.FixedLengthRecordDataset(str(p), 3, header_bytes=2, footer_bytes=1)
+    assert [r.numpy() for r in ds] == [b"aaa", b"bbb", b"ccc"]
+    with pytest.raises(tw.errors.DataLossError, match="not a multiple of record_bytes=4"):
+        list(tw.data.FixedLengthRecordDataset(str(p), 4, header_bytes=2, footer_bytes=1))
+
+
+def test_tensor_protos_and_specs():
+    p = tw.make_tensor_proto([[1, 2]], tw.int64)
+    # TF 2.21's bytes for the same proto
+    assert p.SerializeToString().hex() == "080912081202080112020802221001000000000000000200000000000000"
+    assert tw.make_ndarray(p).tolist() == [[1, 2]] and tw.make_ndarray(tw.make_tensor_proto(1.5, shape=[2])).tolist() == [1.5, 1.5]
+    assert tw.SparseTensorSpec([None, 4]).is_compatible_with(tw.SparseTensor([[0, 1]], [1.0], [3, 4]))
+    assert tw.RaggedTensorSpec([None, None], tw.int32).is_compatible_with(tw.ragged.constant([[1], [2, 3]]))
+    assert tw.as_string(tw.constant([1])).numpy().tolist() == [b"1"]
+    z = tw.complex(tw.ones([2, 2]), tw.zeros([2, 2]))
+    assert tw.fftnd(z).numpy()[0, 0] == 4 and tw.ifftnd(tw.fftnd(z)).numpy()[1, 1] == 1
+    assert tw.irfftnd(tw.rfftnd(tw.ones([2, 4]))).numpy().tolist() == [[1.0] * 4] * 2

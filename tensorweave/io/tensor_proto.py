@@ -173,3 +173,46 @@ def deserialize_many_sparse(serialized_sparse, dtype, rank=None, name=None):
     return SparseTensor(np.concatenate(inds).reshape(-1, rank_) if inds else np.zeros((0, rank_), np.int64),
                         convert_to_tensor(np.concatenate(vals) if vals else np.zeros(0, _dt.as_dtype(dtype).np_dtype),
                                           dtype=_dt.as_dtype(dtype)), shape.astype(np.int64))
+
+
+class TensorProto:
+    """A ``TensorProto`` message holding a tensor (``tw.make_tensor_proto``): ``dtype``, ``tensor_shape``
+    (a list of sizes) and the value; ``SerializeToString``/``FromString`` use the wire format above."""
+
+    def __init__(self, array):
+        self._array = array
+
+    @property
+    def dtype(self):
+        return _ENUM[_dt.from_numpy(self._array.dtype).name if self._array.dtype != object else "string"]
+
+    @property
+    def tensor_shape(self):
+        return list(self._array.shape)
+
+    def SerializeToString(self, deterministic=None):  # noqa: N802 - protobuf's name
+        return encode_tensor(convert_to_tensor(self._array, dtype=_dt.string if self._array.dtype == object else None))
+
+    @classmethod
+    def FromString(cls, data):  # noqa: N802
+        return cls(decode_tensor(data))
+
+    def __repr__(self):
+        return f"TensorProto(dtype={self.dtype}, tensor_shape={self.tensor_shape})"
+
+
+def make_tensor_proto(values, dtype=None, shape=None, verify_shape=False, allow_broadcast=False):
+    """A :class:`TensorProto` of ``values`` (cast to ``dtype``, reshaped or broadcast to ``shape``)."""
+    t = convert_to_tensor(values, dtype=dtype)
+    a = np.asarray(t.numpy(), dtype=object if t.dtype is _dt.string else t.dtype.np_dtype)
+    if shape is not None:
+        shape = [int(d) for d in shape]
+        if verify_shape and list(a.shape) != shape:
+            raise TypeError(f"make_tensor_proto: expected shape {shape}, got {list(a.shape)}")
+        a = np.broadcast_to(a, shape) if a.size == 1 or allow_broadcast else a.reshape(shape)
+    return TensorProto(np.array(a))
+
+
+def make_ndarray(tensor):
+    """The NumPy array held by a :class:`TensorProto`."""
+    return np.array(tensor._array)
