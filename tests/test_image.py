@@ -208,3 +208,14 @@ def _bmp_bytes():
     buf = io.BytesIO()
     Image.new("RGB", (4, 3), (1, 2, 3)).save(buf, format="BMP")
     return buf.getvalue()
+
+
+def test_non_max_suppression_variants():
+    b = np.array([[0, 0, 1, 1], [0, 0.1, 1, 1.1], [0, 10, 1, 11]], np.float32)
+    s = np.array([0.9, 0.95, 0.3], np.float32)
+    idx, sc = tw.image.non_max_suppression_with_scores(b, s, 5, 0.5)
+    assert idx.numpy().tolist() == [1, 2] and sc.numpy().tolist() == pytest.approx([0.95, 0.3])
+    idx, n = tw.image.non_max_suppression_padded(b, s, 4, 0.5, pad_to_max_output_size=True)
+    assert idx.numpy().tolist() == [1, 2, 0, 0] and int(n) == 2
+    ov = np.array([[1.0, 0.9, 0.0], [0.9, 1.0, 0.0], [0.0, 0.0, 1.0]], np.float32)
+    assert tw.image.non_max_suppression_overlaps(ov, s, 3, 0.5).numpy().tolist() == [1, 2]

@@ -125,6 +125,7 @@ def test_files_and_gfile(tmp_path):
     assert tw.io.decode_raw(data, tw.uint8).numpy().tolist() == [0, 1, 255, 0]
     assert tw.io.decode_base64(tw.io.encode_base64(data)).numpy() == data.numpy()
     assert tw.io.matching_files(str(tmp_path / "sub" / "*.bin")).numpy().tolist() == [p.encode()]
+    assert tw.io.match_filenames_once(str(tmp_path / "sub" / "*")).numpy().tolist() == [p.encode()]
     gf = tw.io.gfile
     assert gf.exists(p) and gf.isdir(str(tmp_path / "sub")) and gf.listdir(str(tmp_path)) == ["sub"]
     with gf.GFile(os.path.join(str(tmp_path), "t.txt"), "w") as f:
