@@ -227,3 +227,33 @@ def test_tensor_protos_and_specs():
     z = tw.complex(tw.ones([2, 2]), tw.zeros([2, 2]))
     assert tw.fftnd(z).numpy()[0, 0] == 4 and tw.ifftnd(tw.fftnd(z)).numpy()[1, 1] == 1
     assert tw.irfftnd(tw.rfftnd(tw.ones([2, 4]))).numpy().tolist() == [[1.0] * 4] * 2
+
+
+def _sparse_example(ix, iy, v):
+    T = tw.train
+    return T.Example(features=T.Features(feature={
+        "ix": T.Feature(int64_list=T.Int64List(value=ix)), "iy": T.Feature(int64_list=T.Int64List(value=iy)),
+        "v": T.Feature(float_list=T.FloatList(value=v))})).SerializeToString()
+
+
+def test_sparse_and_ragged_features_match_tensorflow():
+    recs = [_sparse_example([3, 1], [0, 2], [1.0, 2.0]), _sparse_example([], [], []), _sparse_example([0], [1], [5.0])]
+    sp = tw.io.parse_example(tw.constant(recs), {"sp": tw.io.SparseFeature(["ix", "iy"], "v", tw.float32, [4, 3])})["sp"]
+    assert sp.indices.numpy().tolist() == [[0, 1, 2], [0, 3, 0], [2, 0, 1]]
+    assert sp.values.numpy().tolist() == [2.0, 1.0, 5.0] and sp.dense_shape.numpy().tolist() == [3, 4, 3]
+    rg = tw.io.parse_example(tw.constant(recs), {"rg": tw.io.RaggedFeature(tw.float32, value_key="v")})["rg"]
+    assert rg.to_list() == [[1.0, 2.0], [], [5.0]]
+    one = tw.io.parse_single_example(recs[0], {"sp": tw.io.SparseFeature(["ix", "iy"], "v", tw.float32, [4, 3]),
+                                               "rg": tw.io.RaggedFeature(tw.float32, value_key="v")})
+    assert one["sp"].indices.numpy().tolist() == [[1, 2], [3, 0]] and one["rg"].numpy().tolist() == [1.0, 2.0]
+    with pytest.raises(ValueError, match=r"index ix has values outside \[0, 2\)"):
+        tw.io.parse_example(tw.constant(recs[:1]), {"sp": tw.io.SparseFeature(["ix", "iy"], "v", tw.float32, [2, 3])})
+
+
+def test_decode_json_example():
+    j = tw.io.decode_json_example(['{"features": {"feature": {"a": {"int64List": {"value": ["1", "-2"]}}, '
+                                   '"b": {"bytesList": {"value": ["aGk="]}}}}}'])
+    out = tw.io.parse_example(j, {"a": tw.io.VarLenFeature(tw.int64), "b": tw.io.FixedLenFeature([], tw.string)})
+    assert out["a"].values.numpy().tolist() == [1, -2] and out["b"].numpy().tolist() == [b"hi"]
+    with pytest.raises(ValueError, match="decode_json_example: invalid JSON"):
+        tw.io.decode_json_example(["{"])

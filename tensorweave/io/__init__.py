@@ -9,8 +9,8 @@
 from tensorweave.io import gfile  # noqa: F401
 from tensorweave.io.files import (decode_base64, decode_compressed, decode_csv, decode_raw, encode_base64,  # noqa: F401
                                   match_filenames_once, matching_files, read_file, write_file)
-from tensorweave.io.parsing import (FixedLenFeature, FixedLenSequenceFeature, VarLenFeature,  # noqa: F401
-                                    parse_example, parse_sequence_example, parse_single_example,
+from tensorweave.io.parsing import (FixedLenFeature, FixedLenSequenceFeature, RaggedFeature,  # noqa: F401
+                                    SparseFeature, VarLenFeature, decode_json_example, parse_example, parse_sequence_example, parse_single_example,
                                     parse_single_sequence_example)
 from tensorweave.io.tensor_proto import (deserialize_many_sparse, parse_tensor, serialize_many_sparse,  # noqa: F401
                                          serialize_sparse, serialize_tensor)

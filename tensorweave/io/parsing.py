@@ -50,6 +50,30 @@ class VarLenFeature(collections.namedtuple("VarLenFeature", ["dtype"])):
         return super().__new__(cls, _check_dtype(dtype))
 
 
+class SparseFeature(collections.namedtuple("SparseFeature", ["index_key", "value_key", "dtype", "size",
+                                                              "already_sorted"])):
+    """A SparseTensor whose indices come from the int64 feature(s) ``index_key`` and values from
+    ``value_key``; its dense shape is ``size`` (one entry per index key)."""
+
+    def __new__(cls, index_key, value_key, dtype, size, already_sorted=False):
+        keys = [index_key] if isinstance(index_key, str) else list(index_key)
+        sizes = [size] if isinstance(size, int) else list(size)
+        if len(keys) != len(sizes):
+            raise ValueError(f"SparseFeature: {len(keys)} index keys but {len(sizes)} sizes")
+        return super().__new__(cls, index_key, value_key, _check_dtype(dtype), size, already_sorted)
+
+
+class RaggedFeature(collections.namedtuple("RaggedFeature", ["dtype", "value_key", "partitions", "row_splits_dtype",
+                                                              "validate"])):
+    """A feature parsed to a RaggedTensor ``[batch, None]`` (a vector for one example); nested
+    ``partitions`` are not supported."""
+
+    def __new__(cls, dtype, value_key=None, partitions=(), row_splits_dtype=_dt.int32, validate=False):
+        if partitions:
+            raise NotImplementedError("RaggedFeature: partitions are not supported yet")
+        return super().__new__(cls, _check_dtype(dtype), value_key, tuple(partitions), row_splits_dtype, validate)
+
+
 def _shape(shape):
     return tuple(int(d) for d in (shape if isinstance(shape, (list, tuple)) else
                                   list(getattr(shape, "as_list", lambda: shape)())))
@@ -177,10 +201,65 @@ def _assemble(features, parts):
     return result
 
 
+def _lower(features):
+    """(plain specs, {key: (kind, spec)}) with SparseFeature/RaggedFeature read as VarLenFeatures."""
+    plain, composite = {}, {}
+    for key, spec in features.items():
+        if isinstance(spec, SparseFeature):
+            keys = [spec.index_key] if isinstance(spec.index_key, str) else list(spec.index_key)
+            for k in keys:
+                plain[k] = VarLenFeature(_dt.int64)
+            plain[spec.value_key] = VarLenFeature(spec.dtype)
+            composite[key] = ("sparse", spec)
+        elif isinstance(spec, RaggedFeature):
+            plain[spec.value_key or key] = VarLenFeature(spec.dtype)
+            composite[key] = ("ragged", spec)
+        else:
+            plain[key] = spec
+    return plain, composite
+
+
+def _raise_composites(parsed, features, composite):
+    import numpy as np_
+    from tensorweave.ragged.ragged_tensor import RaggedTensor
+    from tensorweave.sparse.sparse_tensor import SparseTensor
+    out = {k: v for k, v in parsed.items() if k in features}
+    for key, (kind, spec) in composite.items():
+        if kind == "ragged":
+            vt = parsed[spec.value_key or key]
+            batch = int(vt.dense_shape.numpy()[0])
+            lengths = np_.bincount(vt.indices.numpy()[:, 0], minlength=batch) if batch else np_.zeros(0, np_.int64)
+            out[key] = RaggedTensor.from_row_lengths(vt.values, lengths.astype(np_.int64))
+            continue
+        keys = [spec.index_key] if isinstance(spec.index_key, str) else list(spec.index_key)
+        sizes = [spec.size] if isinstance(spec.size, int) else list(spec.size)
+        vals = parsed[spec.value_key]
+        rows = vals.indices.numpy()[:, 0]
+        cols = [parsed[k].values.numpy() for k in keys]
+        if any(len(c) != len(rows) for c in cols):
+            raise ValueError(f"SparseFeature {key}: index and value features have different lengths")
+        for c, n, k in zip(cols, sizes, keys):
+            if len(c) and (c.min() < 0 or c.max() >= n):
+                raise ValueError(f"SparseFeature {key}: index {k} has values outside [0, {n})")
+        ind = np_.stack([rows] + cols, axis=1).astype(np_.int64) if len(rows) else np_.zeros((0, 1 + len(keys)), np_.int64)
+        batch = int(vals.dense_shape.numpy()[0])
+        st = SparseTensor(ind, vals.values, [batch] + sizes)
+        if not spec.already_sorted:
+            from tensorweave.sparse.sparse_ops import reorder
+            st = reorder(st)
+        out[key] = st
+    return out
+
+
 def parse_example(serialized, features, example_names=None, name=None):
-    """Parses a batch ``[B]`` of serialised Examples; returns ``{key: Tensor or SparseTensor}``."""
+    """Parses a batch ``[B]`` of serialised Examples; returns ``{key: Tensor, SparseTensor or RaggedTensor}``."""
     if not features:
         raise ValueError("parse_example: 'features' must name at least one feature")
+    plain, composite = _lower(features)
+    if composite:
+        if not (isinstance(serialized, EagerTensor) or not hasattr(serialized, "op")):
+            raise NotImplementedError("parse_example: SparseFeature/RaggedFeature run eagerly only")
+        return _raise_composites(parse_example(serialized, plain), features, composite)
     specs = _flat_specs(features)
     if isinstance(serialized, EagerTensor) or not hasattr(serialized, "op"):
         records, _ = _records(serialized)
@@ -220,13 +299,43 @@ def parse_single_example(serialized, features, example_names=None, name=None):
     from tensorweave.ops import array_ops as A
     from tensorweave.sparse.sparse_tensor import SparseTensor
     batch = parse_example(A.reshape(convert_to_tensor(serialized, dtype=_dt.string), [1]), features)
+    from tensorweave.ragged.ragged_tensor import RaggedTensor
     out = {}
     for key, v in batch.items():
         if isinstance(v, SparseTensor):
             out[key] = SparseTensor(v.indices[:, 1:], v.values, v.dense_shape[1:])
+        elif isinstance(v, RaggedTensor):
+            out[key] = v.values
         else:
             out[key] = v[0]
     return out
+
+
+def decode_json_example(json_examples, name=None):
+    """Serialised Examples from their protobuf JSON form (``{"features": {"feature": {"x": {"int64List":
+    {"value": ["1"]}}}}}``; bytes values are base64, as the JSON mapping says)."""
+    import base64
+    import json
+    from tensorweave.io.example_pb import BytesList, Feature, Features, FloatList, Int64List
+    arr = np.asarray(json_examples.numpy() if isinstance(json_examples, EagerTensor) else json_examples, dtype=object)
+    out = np.empty(arr.shape, dtype=object)
+    for i, text in np.ndenumerate(arr):
+        try:
+            doc = json.loads(text.decode() if isinstance(text, bytes) else text)
+        except ValueError as e:
+            raise ValueError(f"decode_json_example: invalid JSON ({e})") from None
+        feats = {}
+        for key, f in doc.get("features", {}).get("feature", {}).items():
+            if "int64List" in f:
+                feats[key] = Feature(int64_list=Int64List(value=[int(v) for v in f["int64List"].get("value", [])]))
+            elif "floatList" in f:
+                feats[key] = Feature(float_list=FloatList(value=[float(v) for v in f["floatList"].get("value", [])]))
+            elif "bytesList" in f:
+                feats[key] = Feature(bytes_list=BytesList(value=[base64.b64decode(v) for v in f["bytesList"].get("value", [])]))
+            else:
+                feats[key] = Feature()
+        out[i] = Example(features=Features(feature=feats)).SerializeToString()
+    return convert_to_tensor(out, dtype=_dt.string)
 
 
 def parse_single_sequence_example(serialized, context_features=None, sequence_features=None, example_name=None,
