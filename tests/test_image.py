@@ -219,3 +219,36 @@ def test_non_max_suppression_variants():
     assert idx.numpy().tolist() == [1, 2, 0, 0] and int(n) == 2
     ov = np.array([[1.0, 0.9, 0.0], [0.9, 1.0, 0.0], [0.0, 0.0, 1.0]], np.float32)
     assert tw.image.non_max_suppression_overlaps(ov, s, 3, 0.5).numpy().tolist() == [1, 2]
+
+
+def test_ssim_multiscale_matches_tensorflow_and_distorted_boxes():
+    x = (np.arange(2 * 12 * 12) % 7 / 7.0).astype(np.float32).reshape(2, 12, 12, 1)
+    got = tw.image.ssim_multiscale(x, x * 0.9 + 0.05, 1.0, power_factors=(0.3, 0.7), filter_size=3).numpy()
+    np.testing.assert_allclose(got, [0.9944912791252136, 0.9944946765899658], rtol=1e-5)
+    begin, size, bbox = tw.image.stateless_sample_distorted_bounding_box(
+        [40, 60, 3], [[[0.1, 0.1, 0.5, 0.5]]], seed=(1, 2), min_object_covered=0.5, area_range=(0.2, 0.8))
+    b, s = begin.numpy(), size.numpy()
+    assert s[2] == -1 and 0.2 * 2400 * 0.7 <= s[0] * s[1] <= 0.8 * 2400 * 1.3 and b[0] + s[0] <= 40 and b[1] + s[1] <= 60
+    again = tw.image.stateless_sample_distorted_bounding_box(
+        [40, 60, 3], [[[0.1, 0.1, 0.5, 0.5]]], seed=(1, 2), min_object_covered=0.5, area_range=(0.2, 0.8))
+    assert again[0].numpy().tolist() == b.tolist() and bbox.shape == (1, 1, 4)
+    assert tw.image.sample_distorted_bounding_box([40, 60, 3], np.zeros((1, 0, 4), np.float32), seed=3,
+                                                  use_image_if_no_bounding_boxes=True)[1].shape == (3,)
+
+
+def test_decode_and_crop_jpeg_and_webp():
+    pytest.importorskip("PIL")
+    img = np.zeros((16, 16, 3), np.uint8)
+    img[4:8, 2:10] = 200
+    data = tw.image.encode_jpeg(img, quality=100)
+    crop = tw.image.decode_and_crop_jpeg(data, [4, 2, 4, 8]).numpy()
+    assert crop.shape == (4, 8, 3) and abs(int(crop.mean()) - 200) <= 3
+    with pytest.raises(ValueError, match=r"crop window \[10, 0, 10, 4\] does not fit"):
+        tw.image.decode_and_crop_jpeg(data, [10, 0, 10, 4])
+    from PIL import features
+    if features.check("webp"):
+        import io
+        from PIL import Image
+        buf = io.BytesIO()
+        Image.fromarray(img).save(buf, format="WEBP", lossless=True)
+        np.testing.assert_array_equal(tw.io.decode_webp(buf.getvalue()).numpy(), img)

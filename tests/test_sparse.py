@@ -98,3 +98,9 @@ def test_minimum_segment_means_and_mask():
     sl = tw.IndexedSlices(tw.constant([[1.0], [2.0], [3.0]]), tw.constant([0, 5, 7]), tw.constant([10, 1]))
     kept = tw.sparse.mask(sl, [5])
     assert kept.indices.numpy().tolist() == [0, 7] and kept.values.numpy().tolist() == [[1.0], [3.0]]
+
+
+def test_sampled_addmm_matches_tensorflow():
+    ind, vals, shape = tw.sparse.sampled_addmm(tw.constant([[0, 0], [1, 2]]), tw.constant([1.0, 2.0]), tw.constant([2, 3]),
+                                               tw.ones([2, 4]), tw.reshape(tw.range(12.0), [4, 3]), beta=0.5, alpha=2.0)
+    assert vals.numpy().tolist() == [36.5, 53.0] and shape.numpy().tolist() == [2, 3]

@@ -312,3 +312,82 @@ def random_jpeg_quality(image, min_jpeg_quality, max_jpeg_quality, seed=None):
     from tensorweave.image.codec_ops import adjust_jpeg_quality
     q = int(_np(R.uniform([], float(min_jpeg_quality), float(max_jpeg_quality), seed=seed)))
     return adjust_jpeg_quality(image, q)
+
+
+_MS_SSIM_WEIGHTS = (0.0448, 0.2856, 0.3001, 0.2363, 0.1333)
+
+
+def ssim_multiscale(img1, img2, max_val, power_factors=_MS_SSIM_WEIGHTS, filter_size=11, filter_sigma=1.5, k1=0.01,
+                    k2=0.03):
+    """Multi-scale SSIM (Wang et al. 2003): contrast-structure terms at each halving scale and SSIM at
+    the coarsest, weighted by ``power_factors`` (images must be at least ``filter_size * 2^(scales-1)``)."""
+    from tensorweave.ops import nn_ops
+    x, y = convert_to_tensor(img1), convert_to_tensor(img2)
+    if not x.dtype.is_floating:
+        max_val = float(convert_image_dtype(convert_to_tensor(max_val, dtype=x.dtype), _dt.float32))
+        x, y = convert_image_dtype(x, _dt.float32), convert_image_dtype(y, _dt.float32)
+    mcs = []
+    for k in range(len(power_factors)):
+        if k > 0:
+            pads = [[0, 0], [0, int(x.shape[-3]) % 2], [0, int(x.shape[-2]) % 2], [0, 0]]
+            x, y = (nn_ops.avg_pool2d(pad(t, pads, mode="SYMMETRIC"), 2, 2, "VALID") for t in (x, y))
+        lum, cs = _ssim_parts(x, y, max_val, filter_size, filter_sigma, k1, k2)
+        ssim_pc = Rd.reduce_mean(lum * cs, axis=[-3, -2])
+        mcs.append(M.maximum(Rd.reduce_mean(cs, axis=[-3, -2]), 0.0))
+    mcs[-1] = M.maximum(ssim_pc, 0.0)
+    stacked = A.stack(mcs, axis=-1)
+    weights = A.constant(np.asarray(power_factors, stacked.dtype.np_dtype))
+    return Rd.reduce_mean(Rd.reduce_prod(stacked ** weights, axis=-1), axis=-1)
+
+
+def _sample_box(h, w, rng, min_object_covered, aspect_ratio_range, area_range, max_attempts, boxes):
+    for _ in range(max_attempts):
+        area = rng.uniform(*area_range) * h * w
+        ratio = rng.uniform(*aspect_ratio_range)
+        bh = int(round(np.sqrt(area / ratio)))
+        bw = int(round(np.sqrt(area * ratio)))
+        if not (0 < bh <= h and 0 < bw <= w):
+            continue
+        y0, x0 = int(rng.integers(0, h - bh + 1)), int(rng.integers(0, w - bw + 1))
+        if len(boxes):
+            yy1, xx1, yy2, xx2 = boxes[:, 0] * h, boxes[:, 1] * w, boxes[:, 2] * h, boxes[:, 3] * w
+            inter = np.maximum(np.minimum(yy2, y0 + bh) - np.maximum(yy1, y0), 0) * \
+                np.maximum(np.minimum(xx2, x0 + bw) - np.maximum(xx1, x0), 0)
+            covered = inter / np.maximum((yy2 - yy1) * (xx2 - xx1), 1e-12)
+            if not np.any(covered >= min_object_covered):
+                continue
+        return y0, x0, bh, bw
+    return 0, 0, h, w
+
+
+def _distorted_box(image_size, bounding_boxes, rng, min_object_covered, aspect_ratio_range, area_range,
+                   max_attempts, use_image_if_no_bounding_boxes):
+    h, w = (int(v) for v in np.ravel(_np(convert_to_tensor(image_size)))[:2])
+    boxes = np.asarray(_np(convert_to_tensor(bounding_boxes)), np.float64).reshape(-1, 4)
+    if not len(boxes) and not use_image_if_no_bounding_boxes:
+        raise ValueError("sample_distorted_bounding_box: no bounding boxes; pass use_image_if_no_bounding_boxes=True")
+    y0, x0, bh, bw = _sample_box(h, w, rng, float(min_object_covered), aspect_ratio_range, area_range,
+                                 int(max_attempts), boxes)
+    begin = A.constant(np.array([y0, x0, 0], np.int32))
+    size = A.constant(np.array([bh, bw, -1], np.int32))
+    bbox = A.constant(np.array([[[y0 / h, x0 / w, (y0 + bh) / h, (x0 + bw) / w]]], np.float32))
+    return begin, size, bbox
+
+
+def sample_distorted_bounding_box(image_size, bounding_boxes, seed=0, min_object_covered=0.1,
+                                  aspect_ratio_range=(0.75, 1.33), area_range=(0.05, 1.0), max_attempts=100,
+                                  use_image_if_no_bounding_boxes=False, name=None):
+    """A random crop ``(begin, size, bbox)`` for ``tw.slice``: its area fraction in ``area_range``, aspect
+    ratio in ``aspect_ratio_range``, covering at least ``min_object_covered`` of some box (else the image)."""
+    s = int(_np(R.uniform([], 0, 2 ** 31 - 1, dtype=_dt.int64, seed=seed or None)))
+    return _distorted_box(image_size, bounding_boxes, np.random.default_rng(s), min_object_covered,
+                          aspect_ratio_range, area_range, max_attempts, use_image_if_no_bounding_boxes)
+
+
+def stateless_sample_distorted_bounding_box(image_size, bounding_boxes, seed, min_object_covered=0.1,
+                                            aspect_ratio_range=(0.75, 1.33), area_range=(0.05, 1.0), max_attempts=100,
+                                            use_image_if_no_bounding_boxes=False, name=None):
+    """``sample_distorted_bounding_box`` determined by ``seed`` (a pair of ints)."""
+    rng = np.random.default_rng([int(v) & 0xFFFFFFFF for v in np.ravel(seed)])
+    return _distorted_box(image_size, bounding_boxes, rng, min_object_covered, aspect_ratio_range, area_range,
+                          max_attempts, use_image_if_no_bounding_boxes)

@@ -19,7 +19,7 @@ from tensorweave.io.tfrecord import TFRecordOptions, TFRecordWriter, tf_record_i
 
 def __getattr__(name):
     # The image codecs live in tw.image (Pillow is optional and loaded on use).
-    if name in ("decode_png", "decode_jpeg", "decode_image", "decode_bmp", "decode_gif", "encode_png", "encode_jpeg",
+    if name in ("decode_png", "decode_jpeg", "decode_and_crop_jpeg", "decode_webp", "decode_image", "decode_bmp", "decode_gif", "encode_png", "encode_jpeg",
                 "is_jpeg", "extract_jpeg_shape"):
         from tensorweave.image import codec_ops
         return getattr(codec_ops, name)
