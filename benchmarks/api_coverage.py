@@ -6,7 +6,7 @@ name is then looked up in the matching tensorweave namespace (``tf.X`` -> ``tens
 ``keras.X`` -> ``tensorweave.keras.X``) and classed as
 
 * **tested**: present, and exercised by our tests, defined mechanically: the object it names is
-  reached by a dotted name or an import in a test file (``tests/**/*.py``, which includes the op
+  reached by a dotted name, an import or a module alias (``T = tw.train``) in a test file (``tests/**/*.py``, which includes the op
   table ``tests/opinfos``) or in a doctest example of ``tensorweave/`` (doctests run in the
   suite). Paths are resolved through the files' own import aliases (``import tensorweave as tw``,
   ``from tensorweave.keras import layers``), and a name counts when its object is the object a
@@ -82,6 +82,23 @@ class _Uses(ast.NodeVisitor):
                 full = f"{node.module}.{a.name}"
                 self.alias[a.asname or a.name] = full
                 self.paths.add(full)
+
+    def _path(self, node):
+        """The tensorweave path of a dotted expression (``tw.train``), or None."""
+        chain = []
+        while isinstance(node, ast.Attribute):
+            chain.append(node.attr)
+            node = node.value
+        if isinstance(node, ast.Name) and node.id in self.alias:
+            return ".".join([self.alias[node.id]] + chain[::-1])
+        return None
+
+    def visit_Assign(self, node):
+        # `T = tw.train` or `dl = tw.experimental.dlpack`: later `T.Example` is `tensorweave.train.Example`
+        path = self._path(node.value)
+        if path is not None and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+            self.alias[node.targets[0].id] = path
+        self.generic_visit(node)
 
     def visit_Attribute(self, node):
         chain = []

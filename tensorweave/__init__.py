@@ -86,12 +86,19 @@ _check_namespace(globals())
 from tensorweave import bitwise, config, linalg, math, nn, random  # noqa: E402,F401
 from tensorweave import signal, sparse  # noqa: E402,F401
 from tensorweave.sparse import SparseTensor  # noqa: E402,F401
+from tensorweave.sparse.specs import RaggedTensorSpec, SparseTensorSpec  # noqa: E402,F401
+from tensorweave.ops.fft_ops import fftnd, ifftnd, irfftnd, rfftnd  # noqa: E402,F401
+from tensorweave.ops.string_ops import as_string  # noqa: E402,F401
+from tensorweave.io.tensor_proto import make_ndarray, make_tensor_proto  # noqa: E402,F401
+from tensorweave import ragged, strings  # noqa: E402,F401
+from tensorweave.module import Module  # noqa: E402,F401
+from tensorweave.ragged import RaggedTensor  # noqa: E402,F401
 from tensorweave import compat  # noqa: E402,F401 - last: compat.v1 re-exports everything above
 
 
 def __getattr__(name):
     # Heavier namespaces load on first use (``tw.keras``, ``tw.data``), keeping ``import tensorweave`` quick.
-    if name in ("keras", "data", "train", "saved_model", "onnx", "profiler", "image", "io"):
+    if name in ("keras", "data", "train", "saved_model", "onnx", "profiler", "image", "io", "experimental"):
         import importlib
         return importlib.import_module(f"tensorweave.{name}")
     raise AttributeError(f"module 'tensorweave' has no attribute '{name}'")

@@ -24,10 +24,15 @@ from tensorweave.ops.fft_ops import (fft, fft2d, fft3d, fftnd, fftshift, ifft, i
                                      ifftnd, ifftshift, irfft, irfft2d, irfft3d, irfftnd, rfft, rfft2d,
                                      rfft3d, rfftnd)
 from tensorweave.ops.indexing_ops import pad
+from tensorweave.ops.dct_ops import (dct, idct, inverse_mdct, kaiser_bessel_derived_window, kaiser_window,  # noqa: F401
+                                     linear_to_mel_weight_matrix, mdct, mfccs_from_log_mel_spectrograms,
+                                     vorbis_window)
 
 __all__ = ["fft", "ifft", "fft2d", "ifft2d", "fft3d", "ifft3d", "fftnd", "ifftnd", "rfft", "irfft", "rfft2d",
            "irfft2d", "rfft3d", "irfft3d", "rfftnd", "irfftnd", "fftshift", "ifftshift", "hann_window",
-           "hamming_window", "frame", "overlap_and_add", "stft", "inverse_stft", "inverse_stft_window_fn"]
+           "hamming_window", "frame", "overlap_and_add", "stft", "inverse_stft", "inverse_stft_window_fn", "dct", "idct", "mdct",
+           "inverse_mdct", "kaiser_window", "kaiser_bessel_derived_window", "vorbis_window",
+           "linear_to_mel_weight_matrix", "mfccs_from_log_mel_spectrograms"]
 
 
 def _window(window_length, periodic, dtype, a, b, what):

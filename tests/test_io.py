@@ -125,6 +125,7 @@ def test_files_and_gfile(tmp_path):
     assert tw.io.decode_raw(data, tw.uint8).numpy().tolist() == [0, 1, 255, 0]
     assert tw.io.decode_base64(tw.io.encode_base64(data)).numpy() == data.numpy()
     assert tw.io.matching_files(str(tmp_path / "sub" / "*.bin")).numpy().tolist() == [p.encode()]
+    assert tw.io.match_filenames_once(str(tmp_path / "sub" / "*")).numpy().tolist() == [p.encode()]
     gf = tw.io.gfile
     assert gf.exists(p) and gf.isdir(str(tmp_path / "sub")) and gf.listdir(str(tmp_path)) == ["sub"]
     with gf.GFile(os.path.join(str(tmp_path), "t.txt"), "w") as f:
@@ -139,3 +140,120 @@ def test_files_and_gfile(tmp_path):
 def test_bytes_with_trailing_nul_survive_constant():
     assert tw.constant([b"a\x00", b"\x00"]).numpy().tolist() == [b"a\x00", b"\x00"]
     assert tw.constant(b"z\x00").numpy() == b"z\x00"
+
+
+@pytest.mark.parametrize("value,hexed", [
+    (lambda: tw.constant([1, 2], tw.int32), "080312041202080222080100000002000000"),
+    (lambda: tw.constant([[1.5], [2.0]]), "08011208120208021202080122080000c03f00000040"),
+    (lambda: tw.constant([b"ab", b""]), "0807120412020802420261624200"),
+    (lambda: tw.constant(3, tw.int64), "0809120022080300000000000000"),
+    (lambda: tw.constant([True, False]), "080a12041202080222020100"),
+    (lambda: tw.zeros([0, 3]), "08011206120012020803"),
+    (lambda: tw.constant([1.0], tw.bfloat16), "080e1204120208012202803f"),
+], ids=["int32", "float32", "string", "scalar", "bool", "empty", "bfloat16"])
+def test_serialize_tensor_bytes_equal_tensorflows(value, hexed):
+    t = value()
+    data = tw.io.serialize_tensor(t)
+    assert data.numpy().hex() == hexed                         # TF 2.21's bytes for the same tensor
+    back = tw.io.parse_tensor(bytes.fromhex(hexed), t.dtype)
+    assert back.dtype == t.dtype and back.numpy().tolist() == t.numpy().tolist()
+
+
+def test_parse_tensor_errors_and_sparse_serialisation():
+    with pytest.raises(TypeError, match="the tensor is int32 but out_type is float32"):
+        tw.io.parse_tensor(tw.io.serialize_tensor(tw.constant([1])), tw.float32)
+    st = tw.SparseTensor([[0, 1], [1, 0], [1, 2]], [1.0, 2.0, 3.0], [2, 3])
+    assert tw.io.serialize_sparse(st).shape == (3,)
+    rows = tw.io.serialize_many_sparse(st)
+    back = tw.io.deserialize_many_sparse(rows, tw.float32)
+    assert back.indices.numpy().tolist() == [[0, 1], [1, 0], [1, 2]] and back.values.numpy().tolist() == [1.0, 2.0, 3.0]
+
+
+def test_decode_csv_and_compressed_match_tensorflow():
+    import gzip
+    import zlib
+    cols = tw.io.decode_csv(tw.constant(['1,"a,b",2.5', "7,,", "3,x,-1"]),
+                            [tw.constant([0], tw.int32), tw.constant(["def"]), tw.constant([9.0])])
+    assert [c.numpy().tolist() for c in cols] == [[1, 7, 3], [b"a,b", b"def", b"x"], [2.5, 9.0, -1.0]]
+    cols = tw.io.decode_csv(tw.constant(["1;2;3"]), [[0], [0.0]], field_delim=";", select_cols=[0, 2])
+    assert [c.numpy().tolist() for c in cols] == [[1], [3.0]]
+    with pytest.raises(ValueError, match="field 0 is required but missing in record"):
+        tw.io.decode_csv(tw.constant([",x"]), [tw.constant([], tw.int32), tw.constant(["d"])])
+    assert tw.io.decode_compressed(tw.constant([zlib.compress(b"hello")]), "ZLIB").numpy().tolist() == [b"hello"]
+    assert tw.io.decode_compressed(tw.constant([gzip.compress(b"hi")]), "GZIP").numpy().tolist() == [b"hi"]
+
+
+def _seq(ctx, steps, var):
+    T = tw.train
+    return T.SequenceExample(
+        context=T.Features(feature={"c": T.Feature(int64_list=T.Int64List(value=[ctx]))}),
+        feature_lists=T.FeatureLists(feature_list={
+            "s": T.FeatureList(feature=[T.Feature(float_list=T.FloatList(value=s)) for s in steps]),
+            "v": T.FeatureList(feature=[T.Feature(int64_list=T.Int64List(value=v)) for v in var])})).SerializeToString()
+
+
+def test_sequence_examples_match_tensorflow():
+    se = _seq(7, [[1.0, 2.0], [3.0, 4.0]], [[1], [2, 3, 4]])
+    se2 = _seq(8, [[5.0, 6.0]], [])
+    cspec = {"c": tw.io.FixedLenFeature([], tw.int64)}
+    sspec = {"s": tw.io.FixedLenSequenceFeature([2], tw.float32), "v": tw.io.VarLenFeature(tw.int64)}
+    ctx, seq = tw.io.parse_single_sequence_example(se, cspec, sspec)
+    assert int(ctx["c"]) == 7 and seq["s"].numpy().tolist() == [[1.0, 2.0], [3.0, 4.0]]
+    assert seq["v"].indices.numpy().tolist() == [[0, 0], [1, 0], [1, 1], [1, 2]]
+    assert seq["v"].dense_shape.numpy().tolist() == [2, 3]
+    ctx, seq, lengths = tw.io.parse_sequence_example([se, se2], cspec, sspec)
+    assert ctx["c"].numpy().tolist() == [7, 8]
+    assert seq["s"].numpy().tolist() == [[[1.0, 2.0], [3.0, 4.0]], [[5.0, 6.0], [0.0, 0.0]]]
+    assert seq["v"].dense_shape.numpy().tolist() == [2, 2, 3] and lengths["s"].numpy().tolist() == [2, 1]
+
+
+def test_fixed_length_records(tmp_path):
+    p = tmp_path / "f.bin"
+    p.write_bytes(b"HD" + b"aaabbbccc" + b"F")
+    ds = tw.data.FixedLengthRecordDataset(str(p), 3, header_bytes=2, footer_bytes=1)
+    assert [r.numpy() for r in ds] == [b"aaa", b"bbb", b"ccc"]
+    with pytest.raises(tw.errors.DataLossError, match="not a multiple of record_bytes=4"):
+        list(tw.data.FixedLengthRecordDataset(str(p), 4, header_bytes=2, footer_bytes=1))
+
+
+def test_tensor_protos_and_specs():
+    p = tw.make_tensor_proto([[1, 2]], tw.int64)
+    # TF 2.21's bytes for the same proto
+    assert p.SerializeToString().hex() == "080912081202080112020802221001000000000000000200000000000000"
+    assert tw.make_ndarray(p).tolist() == [[1, 2]] and tw.make_ndarray(tw.make_tensor_proto(1.5, shape=[2])).tolist() == [1.5, 1.5]
+    assert tw.SparseTensorSpec([None, 4]).is_compatible_with(tw.SparseTensor([[0, 1]], [1.0], [3, 4]))
+    assert tw.RaggedTensorSpec([None, None], tw.int32).is_compatible_with(tw.ragged.constant([[1], [2, 3]]))
+    assert tw.as_string(tw.constant([1])).numpy().tolist() == [b"1"]
+    z = tw.complex(tw.ones([2, 2]), tw.zeros([2, 2]))
+    assert tw.fftnd(z).numpy()[0, 0] == 4 and tw.ifftnd(tw.fftnd(z)).numpy()[1, 1] == 1
+    assert tw.irfftnd(tw.rfftnd(tw.ones([2, 4]))).numpy().tolist() == [[1.0] * 4] * 2
+
+
+def _sparse_example(ix, iy, v):
+    T = tw.train
+    return T.Example(features=T.Features(feature={
+        "ix": T.Feature(int64_list=T.Int64List(value=ix)), "iy": T.Feature(int64_list=T.Int64List(value=iy)),
+        "v": T.Feature(float_list=T.FloatList(value=v))})).SerializeToString()
+
+
+def test_sparse_and_ragged_features_match_tensorflow():
+    recs = [_sparse_example([3, 1], [0, 2], [1.0, 2.0]), _sparse_example([], [], []), _sparse_example([0], [1], [5.0])]
+    sp = tw.io.parse_example(tw.constant(recs), {"sp": tw.io.SparseFeature(["ix", "iy"], "v", tw.float32, [4, 3])})["sp"]
+    assert sp.indices.numpy().tolist() == [[0, 1, 2], [0, 3, 0], [2, 0, 1]]
+    assert sp.values.numpy().tolist() == [2.0, 1.0, 5.0] and sp.dense_shape.numpy().tolist() == [3, 4, 3]
+    rg = tw.io.parse_example(tw.constant(recs), {"rg": tw.io.RaggedFeature(tw.float32, value_key="v")})["rg"]
+    assert rg.to_list() == [[1.0, 2.0], [], [5.0]]
+    one = tw.io.parse_single_example(recs[0], {"sp": tw.io.SparseFeature(["ix", "iy"], "v", tw.float32, [4, 3]),
+                                               "rg": tw.io.RaggedFeature(tw.float32, value_key="v")})
+    assert one["sp"].indices.numpy().tolist() == [[1, 2], [3, 0]] and one["rg"].numpy().tolist() == [1.0, 2.0]
+    with pytest.raises(ValueError, match=r"index ix has values outside \[0, 2\)"):
+        tw.io.parse_example(tw.constant(recs[:1]), {"sp": tw.io.SparseFeature(["ix", "iy"], "v", tw.float32, [2, 3])})
+
+
+def test_decode_json_example():
+    j = tw.io.decode_json_example(['{"features": {"feature": {"a": {"int64List": {"value": ["1", "-2"]}}, '
+                                   '"b": {"bytesList": {"value": ["aGk="]}}}}}'])
+    out = tw.io.parse_example(j, {"a": tw.io.VarLenFeature(tw.int64), "b": tw.io.FixedLenFeature([], tw.string)})
+    assert out["a"].values.numpy().tolist() == [1, -2] and out["b"].numpy().tolist() == [b"hi"]
+    with pytest.raises(ValueError, match="decode_json_example: invalid JSON"):
+        tw.io.decode_json_example(["{"])

@@ -60,3 +60,23 @@ def test_tf_datatype_numbers_are_dtypes():
     assert tw.as_dtype(9) is tw.int64 and tw.as_dtype(18) is tw.complex128
     with pytest.raises(TypeError, match="not a TensorFlow DataType number"):
         tw.as_dtype(11)
+
+
+def test_spectral_helpers_match_tensorflow():
+    mel = [[0.0, 0.0, 0.0, 0.0], [0.676228, 0.323772, 0.0, 0.0], [0.0, 0.539068, 0.460932, 0.0],
+           [0.0, 0.0, 0.697302, 0.302698], [0.0, 0.0, 0.028684, 0.971316], [0.0, 0.0, 0.0, 0.473994]] + [[0.0] * 4] * 3
+    np.testing.assert_allclose(tw.signal.linear_to_mel_weight_matrix(4, 9, 8000, 100.0, 3000.0).numpy(), mel, atol=2e-6)
+    np.testing.assert_allclose(tw.signal.kaiser_bessel_derived_window(6, 4.0).numpy(),
+                               [0.220479, 0.707107, 0.975392, 0.975392, 0.707107, 0.220479], atol=2e-6)
+    np.testing.assert_allclose(tw.signal.vorbis_window(4).numpy(), [0.228014, 0.973658, 0.973658, 0.228014], atol=2e-6)
+    np.testing.assert_allclose(tw.signal.kaiser_window(7, 3.0).numpy(), np.kaiser(7, 3.0), rtol=1e-6)
+
+
+def test_mdct_round_trip_and_idct_scaling():
+    x = np.random.default_rng(2).standard_normal((1, 64))
+    y = tw.signal.inverse_mdct(tw.signal.mdct(tw.constant(x), 16)).numpy()
+    np.testing.assert_allclose(y[:, 8:-8], x[:, 8:56], atol=1e-10)   # exact away from the first/last half frame
+    z = tw.constant(x[0, :10])
+    np.testing.assert_allclose(tw.signal.idct(tw.signal.dct(z)).numpy() * 0.5 / 10, x[0, :10], atol=1e-12)
+    with pytest.raises(ValueError, match="normalization is not supported for the type-I DCT"):
+        tw.signal.dct(z, type=1, norm="ortho")

@@ -87,3 +87,20 @@ def test_sparse_tensor_operators_and_errors():
         sym = tw.SparseTensor(tw.placeholder(tw.int64, [None, 2]), tw.ones([3]), [3, 4])
         with pytest.raises(TypeError, match="tw.sparse.reorder computes a new sparsity pattern and runs eagerly"):
             tw.sparse.reorder(sym)
+
+
+def test_minimum_segment_means_and_mask():
+    m = tw.sparse.minimum(tw.sparse.reorder(_a()), _b())
+    assert _triple(m) == ([[0, 1], [1, 0], [1, 2], [2, 3]], [1.0, 0.0, 0.0, -4.0], [3, 4])
+    data = tw.constant([[1.0, 2.0], [3.0, 4.0], [5.0, 6.0]])
+    assert tw.sparse.segment_mean(data, [0, 1, 2], [0, 0, 1]).numpy().tolist() == [[2.0, 3.0], [5.0, 6.0]]
+    np.testing.assert_allclose(tw.sparse.segment_sqrt_n(data, [0, 1], [0, 0]).numpy(), [[4 / np.sqrt(2), 6 / np.sqrt(2)]])
+    sl = tw.IndexedSlices(tw.constant([[1.0], [2.0], [3.0]]), tw.constant([0, 5, 7]), tw.constant([10, 1]))
+    kept = tw.sparse.mask(sl, [5])
+    assert kept.indices.numpy().tolist() == [0, 7] and kept.values.numpy().tolist() == [[1.0], [3.0]]
+
+
+def test_sampled_addmm_matches_tensorflow():
+    ind, vals, shape = tw.sparse.sampled_addmm(tw.constant([[0, 0], [1, 2]]), tw.constant([1.0, 2.0]), tw.constant([2, 3]),
+                                               tw.ones([2, 4]), tw.reshape(tw.range(12.0), [4, 3]), beta=0.5, alpha=2.0)
+    assert vals.numpy().tolist() == [36.5, 53.0] and shape.numpy().tolist() == [2, 3]

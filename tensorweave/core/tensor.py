@@ -99,6 +99,14 @@ class EagerTensor(Tensor):
             return v.copy()
         return v
 
+    def __dlpack__(self, *, stream=None, max_version=None, dl_device=None, copy=None):
+        """The DLPack capsule of the value (zero-copy; see ``tw.experimental.dlpack``)."""
+        from tensorweave.experimental.dlpack import export_array
+        return export_array(self, stream=stream, max_version=max_version, dl_device=dl_device, copy=copy)
+
+    def __dlpack_device__(self):
+        return (1, 0)   # kDLCPU, device 0: eager values live in host memory
+
     def __len__(self):
         s = np.shape(self._value)
         if not s:

@@ -25,6 +25,6 @@ from tensorweave.data.dataset import (AUTOTUNE, INFINITE_CARDINALITY, UNKNOWN_CA
 from tensorweave.data.iterators import Iterator  # noqa: F401
 from tensorweave.data.sources import TextLineDataset  # noqa: F401
 from tensorweave.data import experimental  # noqa: F401
-from tensorweave.io.tfrecord import TFRecordDataset  # noqa: F401,E402 - TFRecord framing lives in tw.io
+from tensorweave.io.tfrecord import FixedLengthRecordDataset, TFRecordDataset  # noqa: F401,E402 - file formats: tw.io
 
-__all__ = ["Dataset", "Iterator", "TextLineDataset", "TFRecordDataset", "AUTOTUNE", "INFINITE_CARDINALITY", "UNKNOWN_CARDINALITY", "experimental"]
+__all__ = ["Dataset", "Iterator", "TextLineDataset", "TFRecordDataset", "FixedLengthRecordDataset", "AUTOTUNE", "INFINITE_CARDINALITY", "UNKNOWN_CARDINALITY", "experimental"]

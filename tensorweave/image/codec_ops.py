@@ -191,3 +191,23 @@ def adjust_jpeg_quality(image, jpeg_quality, dct_method="", name=None):
     u8 = convert_image_dtype(x, _dt.uint8, saturate=True)
     out = decode_jpeg(encode_jpeg(u8, quality=int(jpeg_quality)), channels=u8.shape[-1])
     return out if x.dtype is _dt.uint8 else convert_image_dtype(out, x.dtype)
+
+
+def decode_and_crop_jpeg(contents, crop_window, channels=0, ratio=1, fancy_upscaling=True,
+                         try_recover_truncated=False, acceptable_fraction=1, dct_method="", name=None):
+    """Decodes a JPEG and returns the window ``[y, x, height, width]`` of it."""
+    y, x, h, w = (int(v) for v in np.ravel(np.asarray(crop_window.numpy() if isinstance(crop_window, Tensor)
+                                                      else crop_window)))
+
+    def fn(d):
+        a = _decode_np(d, channels, _dt.uint8, "decode_and_crop_jpeg", expect=("JPEG",))
+        if y < 0 or x < 0 or h <= 0 or w <= 0 or y + h > a.shape[0] or x + w > a.shape[1]:
+            raise ValueError(f"decode_and_crop_jpeg: crop window [{y}, {x}, {h}, {w}] does not fit in an image of "
+                             f"shape {list(a.shape)}")
+        return np.ascontiguousarray(a[y:y + h, x:x + w])
+    return _run(contents, fn, _dt.uint8, 3)
+
+
+def decode_webp(contents, channels=0, name=None):
+    """Decodes a WebP image (needs Pillow built with WebP) to ``[h, w, channels]`` uint8."""
+    return _run(contents, lambda d: _decode_np(d, channels, _dt.uint8, "decode_webp", expect=("WEBP",)), _dt.uint8, 3)

@@ -107,3 +107,56 @@ def decode_base64(input, name=None):  # noqa: A002
         except ValueError as e:
             raise ValueError(f"decode_base64: invalid base64 input ({e})") from None
     return _map_strings(input, dec)
+
+
+def decode_compressed(bytes, compression_type="", name=None):  # noqa: A002 - TF's name
+    """Decompresses each string (``"ZLIB"`` or ``"GZIP"``; ``""`` returns them unchanged)."""
+    import gzip
+    import zlib
+    c = str(compression_type).upper()
+    if c not in ("", "ZLIB", "GZIP"):
+        raise ValueError(f"decode_compressed: compression_type must be '', 'ZLIB' or 'GZIP', got {compression_type!r}")
+    fn = {"": lambda b: b, "ZLIB": zlib.decompress, "GZIP": gzip.decompress}[c]
+    return _map_strings(bytes, fn)
+
+
+def decode_csv(records, record_defaults, field_delim=",", use_quote_delim=True, na_value="", select_cols=None,
+               name=None):
+    """Parses CSV lines into one tensor per column; each column's dtype (and default for empty
+    fields) comes from ``record_defaults`` (an empty default makes the column required)."""
+    import csv
+    recs = np.asarray(records.numpy() if isinstance(records, Tensor) else records, dtype=object)
+    defaults = []
+    for d in record_defaults:
+        t = convert_to_tensor(d) if not isinstance(d, Tensor) else d
+        v = np.asarray(t.numpy()).reshape(-1)
+        defaults.append((t.dtype if t.dtype is not _dt.float32 or v.size else t.dtype, v[0] if v.size else None))
+    cols = list(select_cols) if select_cols is not None else list(range(len(defaults)))
+    out = [np.empty(recs.shape, dtype=object if dt is _dt.string else dt.np_dtype) for dt, _ in defaults]
+    for idx, line in np.ndenumerate(recs):
+        text = line.decode("utf-8") if isinstance(line, bytes) else str(line)
+        reader = csv.reader([text], delimiter=field_delim, quotechar='"' if use_quote_delim else None,
+                            quoting=csv.QUOTE_MINIMAL if use_quote_delim else csv.QUOTE_NONE)
+        fields = next(reader, [""])
+        if max(cols) >= len(fields) or (select_cols is None and len(fields) != len(defaults)):
+            raise ValueError(f"decode_csv: expect {len(defaults)} fields but have {len(fields)} in record {idx}: "
+                             f"{text!r}")
+        for k, c in enumerate(cols):
+            dt, dv = defaults[k]
+            f = fields[c]
+            if f == "" or f == na_value:
+                if dv is None:
+                    raise ValueError(f"decode_csv: field {c} is required but missing in record {idx}: {text!r}")
+                out[k][idx] = dv.encode() if isinstance(dv, str) else dv
+                continue
+            try:
+                out[k][idx] = f.encode() if dt is _dt.string else (f.lower() in ("true", "1") if dt.is_bool else
+                                                                  int(f) if dt.is_integer else float(f))
+            except ValueError:
+                raise ValueError(f"decode_csv: field {c} of record {idx} is not a valid {dt.name}: {f!r}") from None
+    return [convert_to_tensor(o, dtype=dt) for o, (dt, _) in zip(out, defaults)]
+
+
+def match_filenames_once(pattern, name=None):
+    """The files matching ``pattern`` (TF caches them in a local variable; here: evaluated at once)."""
+    return matching_files(pattern)

@@ -239,12 +239,57 @@ def _dataset_classes():
                 self._gen.close()
                 self._gen = None
 
-    return TFRecordDataset
+    class FixedLengthRecordDataset(Dataset):
+        """Records of ``record_bytes`` bytes from binary files (after ``header_bytes``, before
+        ``footer_bytes``), as scalar string tensors."""
+
+        def __init__(self, filenames, record_bytes, header_bytes=None, footer_bytes=None, buffer_size=None,
+                     compression_type=None, num_parallel_reads=None, name=None):
+            super().__init__()
+            self._files = [_path(f) for f in structure.as_array(filenames).reshape(-1)]
+            self._sizes = (int(record_bytes), int(header_bytes or 0), int(footer_bytes or 0))
+            if self._sizes[0] <= 0:
+                raise ValueError(f"FixedLengthRecordDataset: record_bytes must be positive, got {record_bytes}")
+            self._comp = _compression(compression_type)
+            self._spec = TensorSpec([], _dt.string)
+
+        def _make_iter(self):
+            return _FixedIter(self._files, self._sizes, self._comp)
+
+    class _FixedIter(_Iter):
+        _state_fields = ("_file", "_record")
+
+        def __init__(self, files, sizes, comp):
+            self._files, self._sizes, self._comp = files, sizes, comp
+            self._file, self._record, self._data = 0, 0, None
+
+        def next(self):
+            size, head, foot = self._sizes
+            while self._file < len(self._files):
+                if self._data is None:
+                    with _open_stream(self._files[self._file], self._comp) as f:
+                        raw = f.read()
+                    body = raw[head:len(raw) - foot]
+                    if len(body) % size:
+                        raise errors.DataLossError(
+                            f"FixedLengthRecordDataset: {self._files[self._file]} has {len(body)} bytes between header "
+                            f"and footer, not a multiple of record_bytes={size}")
+                    self._data = body
+                start = self._record * size
+                if start < len(self._data):
+                    self._record += 1
+                    arr = np.empty((), dtype=object)
+                    arr[()] = self._data[start:start + size]
+                    return (arr,)
+                self._file, self._record, self._data = self._file + 1, 0, None
+            raise StopIteration
+
+    return TFRecordDataset, FixedLengthRecordDataset
 
 
 def __getattr__(name):
-    if name == "TFRecordDataset":
-        cls = _dataset_classes()
-        globals()["TFRecordDataset"] = cls
-        return cls
+    if name in ("TFRecordDataset", "FixedLengthRecordDataset"):
+        tfr, fixed = _dataset_classes()
+        globals().update(TFRecordDataset=tfr, FixedLengthRecordDataset=fixed)
+        return globals()[name]
     raise AttributeError(name)

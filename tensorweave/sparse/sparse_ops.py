@@ -29,7 +29,7 @@ from tensorweave.sparse.sparse_tensor import SparseTensor, as_sparse
 __all__ = ["from_dense", "to_dense", "sparse_dense_matmul", "reduce_sum", "reduce_max", "add", "reorder", "retain",
            "slice", "reshape", "transpose", "concat", "expand_dims", "maximum", "minimum", "eye", "fill_empty_rows",
            "map_values", "reset_shape", "softmax", "split", "to_indicator", "segment_sum", "segment_mean",
-           "segment_sqrt_n", "bincount", "mask"]
+           "segment_sqrt_n", "bincount", "mask", "sampled_addmm"]
 
 
 def _np(t, what):
@@ -434,3 +434,16 @@ def bincount(values, weights=None, axis=0, minlength=None, maxlength=None, binar
     if binary_output:
         counts = (counts > 0).astype(dtype)
     return from_dense(A.constant(counts))
+
+
+def sampled_addmm(indices, values, dense_shape, mat1, mat2, beta=1.0, alpha=1.0, output_type=_dt.float32):
+    """``alpha * (mat1 @ mat2)`` read at ``indices`` plus ``beta * values``: returns
+    ``(indices, values, dense_shape)`` (rank-2 products; differentiable in values, mat1 and mat2)."""
+    ind = convert_to_tensor(indices)
+    a, b = convert_to_tensor(mat1), convert_to_tensor(mat2)
+    if a.shape.rank != 2 or b.shape.rank != 2:
+        raise NotImplementedError("sampled_addmm: batched (rank > 2) matrices are not supported")
+    rows = A.gather(a, ind[:, 0])                       # [n, k]
+    cols = A.gather(A.transpose(b), ind[:, 1])          # [n, k]
+    prod = Rd.reduce_sum(rows * cols, axis=1)
+    return ind, prod * alpha + convert_to_tensor(values) * beta, convert_to_tensor(dense_shape)

@@ -13,10 +13,14 @@ when read; see :mod:`tensorweave.train.checkpoint`.
 from tensorweave.train.checkpoint import (Checkpoint, CheckpointLoadStatus, CheckpointOptions,
                                           InitializationOnlyStatus, RNGState, list_variables, load_variable)
 from tensorweave.train.manager import CheckpointManager, get_checkpoint_state, latest_checkpoint
+from tensorweave.train.reader import CheckpointReader, load_checkpoint  # noqa: F401
+from tensorweave.train.averaging import ExponentialMovingAverage  # noqa: F401
+from tensorweave.train.coordination import ClusterSpec, Coordinator, checkpoints_iterator  # noqa: F401
 from tensorweave.io.example_pb import (BytesList, Example, Feature, FeatureList, FeatureLists, Features,  # noqa: F401
                                        FloatList, Int64List, SequenceExample)
 
 __all__ = ["Checkpoint", "CheckpointLoadStatus", "CheckpointOptions", "CheckpointManager", "InitializationOnlyStatus",
            "RNGState", "get_checkpoint_state", "latest_checkpoint", "list_variables", "load_variable",
            "BytesList", "Example", "Feature", "FeatureList", "FeatureLists", "Features", "FloatList", "Int64List",
-           "SequenceExample"]
+           "SequenceExample", "CheckpointReader", "load_checkpoint", "ExponentialMovingAverage", "ClusterSpec",
+           "Coordinator", "checkpoints_iterator"]

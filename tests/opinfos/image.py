@@ -111,3 +111,35 @@ OPS = [
     OpInfo("image.per_image_standardization", tw.image.per_image_standardization, _std_ref, F,
            _img_samples([(3, 4, 3), (2, 2, 3, 1)]), tol=TOL),
 ]
+
+
+def _sobel_ref(x):
+    p = np.pad(x, [(0, 0), (1, 1), (1, 1), (0, 0)], mode="reflect")
+    ky = np.array([[-1, -2, -1], [0, 0, 0], [1, 2, 1]], np.float64)
+    h, w = x.shape[1:3]
+    outs = [sum(k[i, j] * p[:, i:i + h, j:j + w] for i in range(3) for j in range(3)) for k in (ky, ky.T)]
+    return np.stack(outs, -1).astype(x.dtype)
+
+
+def _ssim_ref(a, b, size=3, sigma=1.5):
+    c = np.arange(size) - (size - 1) / 2
+    g = np.exp(-0.5 * c * c / sigma ** 2)
+    g /= g.sum()
+    k = np.outer(g, g)
+
+    def blur(z):
+        h, w = z.shape[1] - size + 1, z.shape[2] - size + 1
+        return sum(k[i, j] * z[:, i:i + h, j:j + w] for i in range(size) for j in range(size))
+    a64, b64 = a.astype(np.float64), b.astype(np.float64)
+    c1, c2 = 0.01 ** 2, 0.03 ** 2
+    ma, mb = blur(a64), blur(b64)
+    lum = (2 * ma * mb + c1) / (ma ** 2 + mb ** 2 + c1)
+    cs = (2 * blur(a64 * b64) - 2 * ma * mb + c2) / (blur(a64 ** 2 + b64 ** 2) - ma ** 2 - mb ** 2 + c2)
+    return (lum * cs).mean(axis=(1, 2, 3)).astype(a.dtype)
+
+
+OPS += [
+    OpInfo("image.sobel_edges", tw.image.sobel_edges, _sobel_ref, F, _img_samples([(1, 4, 5, 2)]), tol=TOL),
+    OpInfo("image.ssim", lambda a, b: tw.image.ssim(a, b, 1.0, filter_size=3), _ssim_ref, F,
+           lambda d, rng: [Sample((arr(rng, (2, 4, 5, 2), d, 0, 1), arr(rng, (2, 4, 5, 2), d, 0, 1)))], tol=TOL),
+]

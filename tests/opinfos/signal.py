@@ -5,6 +5,7 @@ tensors and returns the real and imaginary parts of the result, so the generic f
 finite-difference check covers the complex gradients (TF's ``dL/dRe + i dL/dIm`` convention).
 """
 import numpy as np
+import scipy.fft
 
 import tensorweave as tw
 from tensorweave.ops.complex_ops import complex_abs
@@ -126,6 +127,14 @@ OPS = [
            + _real_samples([(2, 9)], frame_length=4, frame_step=3, pad_end=True)(d, rng)),
     OpInfo("signal.overlap_and_add", tw.signal.overlap_and_add, _ola_ref, F,
            _real_samples([(3, 4), (2, 3, 5)], frame_step=2)),
+    OpInfo("signal.dct", tw.signal.dct,
+           lambda x, type=2, norm=None, n=None: scipy.fft.dct(x, type=type, norm=norm, n=n, axis=-1).astype(x.dtype), F,
+           lambda d, rng: _real_samples([(3, 6)])(d, rng) + _real_samples([(2, 5)], type=1)(d, rng)
+           + _real_samples([(2, 5)], type=3, norm="ortho")(d, rng) + _real_samples([(4,)], type=4, n=6)(d, rng),
+           tol=TOL),
+    OpInfo("signal.mfccs", tw.signal.mfccs_from_log_mel_spectrograms,
+           lambda x: (scipy.fft.dct(x, type=2, axis=-1) / np.sqrt(2 * x.shape[-1])).astype(x.dtype), F,
+           _real_samples([(3, 8)]), tol=TOL),
     OpInfo("signal.stft", _stft_op, _stft_ref, F,
            _real_samples([(20,), (2, 24)], frame_length=8, frame_step=4, fft_length=8), tol=TOL),
 ]

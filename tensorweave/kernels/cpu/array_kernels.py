@@ -79,7 +79,16 @@ def _squeeze(x, axis):
 
 
 k("Transpose")(lambda x, perm: np.transpose(x, perm))
-k("StridedSlice")(lambda x, spec: x[spec])
+@k("StridedSlice")
+def _strided_slice(x, spec):
+    out = x[spec]
+    if isinstance(out, (np.ndarray, np.generic)):
+        return out
+    # one element of a string (object) array: keep it a 0-d object array (np.asarray would make
+    # fixed-width bytes and drop trailing NULs)
+    arr = np.empty((), dtype=object)
+    arr[()] = out
+    return arr
 
 
 @k("StridedSliceGrad")

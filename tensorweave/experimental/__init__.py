@@ -1,0 +1,2 @@
+"""``tw.experimental``: ``dlpack`` interop."""
+from tensorweave.experimental import dlpack  # noqa: F401
