@@ -712,3 +712,24 @@ def test_clip_by_global_norm_of_gradients_including_indexed_slices():
         sess.run(init)
         n, n2 = sess.run([norm, new_norm])
     assert n > 1.0 and abs(n2 - 1.0) < 1e-5
+
+
+def test_momentum_optimizer_follows_tf1_with_a_decaying_learning_rate():
+    """TF1's accumulator (accum = m * accum + g; w -= lr_t * accum), not Keras' velocity: the two differ
+    once the rate changes (found by the corpus program variable_scopes.py)."""
+    g = tf.Graph()
+    with g.as_default():
+        w = tf.Variable([1.0, -2.0])
+        step = tf.train.get_or_create_global_step()
+        lr = tf.train.exponential_decay(0.1, step, 1, 0.5)
+        loss = tf.reduce_sum(w * w)
+        train = tf.train.MomentumOptimizer(lr, 0.9).minimize(loss, global_step=step)
+        init = tf.global_variables_initializer()
+    expect, accum = np.array([1.0, -2.0]), np.zeros(2)
+    with tf.Session(graph=g) as sess:
+        sess.run(init)
+        for t in range(4):
+            sess.run(train)
+            accum = 0.9 * accum + 2 * expect
+            expect = expect - 0.1 * 0.5 ** t * accum
+        np.testing.assert_allclose(sess.run(w), expect, rtol=1e-5)
