@@ -646,3 +646,90 @@ def test_device_functions_place_each_op_and_inner_strings_win():
     with pytest.raises(RuntimeError, match="eager"):
         with tf.device(lambda op: "/cpu:0"):
             pass
+
+
+# ---- TF1-only spellings and helpers ------------------------------------------------------------------
+def test_tf1_only_spellings(capsys):
+    g = tf.Graph()
+    with g.as_default():
+        v = tf.Variable(1.0, name="v")
+        tf.add_to_collections(["model_variables", "mine"], v)
+        assert tf.model_variables() == [v] and tf.get_collection_ref("mine") == [v]
+        assert tf.all_variables() == [v]
+        init_ops = [tf.initialize_all_variables(), tf.initialize_variables([v]), tf.initialize_local_variables()]
+        x = tf.constant([[2.0, 1.0], [1.0, 3.0]])
+        printed = tf.Print(x, [x[0]], message="x0=")
+        outs = {
+            "floor_div": tf.floor_div(7, 2), "lin_space": tf.lin_space(0.0, 1.0, 3),
+            "where_v2": tf.where_v2([True, False], 1.0, 0.0), "reverse_v2": tf.reverse_v2([1, 2, 3], [0]),
+            "py_func": tf.py_func(lambda a: a * 2, [x], tf.float32), "log_sigmoid": tf.log_sigmoid([0.0, -100.0]),
+            "matrix_transpose": tf.matrix_transpose(x), "matrix_determinant": tf.matrix_determinant(x),
+            "matrix_inverse": tf.matrix_inverse(x), "matrix_diag": tf.matrix_diag([1.0, 2.0]),
+            "matrix_diag_part": tf.matrix_diag_part(x), "matrix_set_diag": tf.matrix_set_diag(x, [0.0, 0.0]),
+            "diag": tf.diag([1.0, 2.0]), "diag_part": tf.diag_part(x), "trace": tf.trace(x),
+            "cross": tf.cross([1.0, 0.0, 0.0], [0.0, 1.0, 0.0]), "printed": printed,
+            "clip_by_norm": tf.clip_by_norm([3.0, 4.0], 1.0), "global_norm": tf.global_norm([x, None, x]),
+        }
+        assert tf.is_tensor(x) and tf.is_tensor(v) and not tf.is_tensor(1.0)
+    with tf.Session(graph=g) as sess:
+        sess.run(init_ops)
+        r = sess.run(outs)
+    captured = capsys.readouterr()
+    assert "x0=" in captured.err + captured.out
+    xv = np.array([[2.0, 1.0], [1.0, 3.0]], np.float32)
+    assert r["floor_div"] == 3 and r["lin_space"].tolist() == [0.0, 0.5, 1.0]
+    assert r["where_v2"].tolist() == [1.0, 0.0] and r["reverse_v2"].tolist() == [3, 2, 1]
+    np.testing.assert_allclose(r["py_func"], 2 * xv)
+    np.testing.assert_allclose(r["log_sigmoid"], [np.log(0.5), -100.0], rtol=1e-6)
+    np.testing.assert_allclose(r["matrix_determinant"], 5.0, rtol=1e-6)
+    np.testing.assert_allclose(r["matrix_inverse"], np.linalg.inv(xv), rtol=1e-5)
+    np.testing.assert_array_equal(r["matrix_transpose"], xv.T)
+    np.testing.assert_array_equal(r["matrix_diag"], np.diag([1.0, 2.0]))
+    np.testing.assert_array_equal(r["diag"], np.diag([1.0, 2.0]))
+    np.testing.assert_array_equal(r["matrix_diag_part"], [2.0, 3.0])
+    np.testing.assert_array_equal(r["diag_part"], [2.0, 3.0])
+    np.testing.assert_array_equal(r["matrix_set_diag"], [[0.0, 1.0], [1.0, 0.0]])
+    assert r["trace"] == 5.0 and r["cross"].tolist() == [0.0, 0.0, 1.0]
+    np.testing.assert_array_equal(r["printed"], xv)
+    np.testing.assert_allclose(r["clip_by_norm"], [0.6, 0.8], rtol=1e-6)
+    np.testing.assert_allclose(r["global_norm"], np.sqrt(2 * (xv ** 2).sum()), rtol=1e-6)
+
+
+def test_clip_by_global_norm_of_gradients_including_indexed_slices():
+    g = tf.Graph()
+    with g.as_default():
+        emb = tf.Variable(np.ones((5, 2), np.float32))
+        w = tf.Variable([1.0, 1.0])
+        loss = tf.reduce_sum(tf.nn.embedding_lookup(emb, [0, 2, 3]) * w) * 10.0
+        grads = tf.gradients(loss, [emb, w])
+        assert isinstance(grads[0], tw.IndexedSlices)
+        clipped, norm = tf.clip_by_global_norm(grads + [None], 1.0)
+        assert clipped[2] is None and isinstance(clipped[0], tw.IndexedSlices)
+        dense = [tf.convert_to_tensor(c) for c in clipped[:2]]
+        new_norm = tf.global_norm(dense)
+        init = tf.global_variables_initializer()
+    with tf.Session(graph=g) as sess:
+        sess.run(init)
+        n, n2 = sess.run([norm, new_norm])
+    assert n > 1.0 and abs(n2 - 1.0) < 1e-5
+
+
+def test_momentum_optimizer_follows_tf1_with_a_decaying_learning_rate():
+    """TF1's accumulator (accum = m * accum + g; w -= lr_t * accum), not Keras' velocity: the two differ
+    once the rate changes (found by the corpus program variable_scopes.py)."""
+    g = tf.Graph()
+    with g.as_default():
+        w = tf.Variable([1.0, -2.0])
+        step = tf.train.get_or_create_global_step()
+        lr = tf.train.exponential_decay(0.1, step, 1, 0.5)
+        loss = tf.reduce_sum(w * w)
+        train = tf.train.MomentumOptimizer(lr, 0.9).minimize(loss, global_step=step)
+        init = tf.global_variables_initializer()
+    expect, accum = np.array([1.0, -2.0]), np.zeros(2)
+    with tf.Session(graph=g) as sess:
+        sess.run(init)
+        for t in range(4):
+            sess.run(train)
+            accum = 0.9 * accum + 2 * expect
+            expect = expect - 0.1 * 0.5 ** t * accum
+        np.testing.assert_allclose(sess.run(w), expect, rtol=1e-5)

@@ -437,3 +437,36 @@ def test_runtime_failure_names_the_node():
 def _lineno():
     import sys
     return sys._getframe(1).f_lineno
+
+
+# ---- the TF1 compatibility corpus (tests/tf1_corpus) -----------------------------------------------
+CORPUS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "tf1_corpus")
+_CORPUS_PROGRAMS = sorted(f[:-3] for f in os.listdir(CORPUS) if f.endswith(".py")
+                          and f not in ("corpus_data.py", "run_reference.py"))
+
+
+def _load_program(name):
+    import importlib.util
+    import sys
+    if CORPUS not in sys.path:
+        sys.path.insert(0, CORPUS)
+    spec = importlib.util.spec_from_file_location(f"tf1_corpus_{name}", os.path.join(CORPUS, name + ".py"))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.parametrize("name", _CORPUS_PROGRAMS)
+def test_tf1_corpus_program(name, graph_mode):
+    """Each program trains (its loss falls) and reaches the metric TensorFlow's compat.v1 reaches on the
+    same file (TF_REFERENCE, recorded by run_reference.py --tensorflow)."""
+    program = _load_program(name)
+    ref = program.TF_REFERENCE
+    assert ref, f"{name}: no TF_REFERENCE recorded"
+    got = program.main()
+    assert got["last_loss"] < 0.6 * got["first_loss"], got
+    metric, direction = program.METRIC
+    if direction == "higher":
+        assert got["metric"] >= ref["metric"] - 0.03, (metric, got, ref)
+    else:
+        assert got["metric"] <= max(1.5 * ref["metric"], ref["metric"] + 0.05), (metric, got, ref)

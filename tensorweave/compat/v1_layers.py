@@ -84,11 +84,18 @@ class Layer(_TF1Scoped, _kl.Layer):
     """Base class of TF1 layers (a Keras layer whose variables live in a variable scope)."""
 
 
+def _scalar(flag):
+    """A training flag as a scalar tensor (a placeholder made without a shape would make every
+    ``where`` over it of unknown shape)."""
+    from tensorweave.ops.array_ops import reshape
+    return reshape(flag, [])
+
+
 def _training_switch(training, when_training, otherwise):
     """``when_training()`` or ``otherwise()`` for a Python bool, an element-wise choice for a bool tensor."""
     if isinstance(training, Tensor) or hasattr(training, "_is_variable"):
         from tensorweave.ops.math_ops import where
-        return where(training, when_training(), otherwise())
+        return where(_scalar(training), when_training(), otherwise())
     return when_training() if training else otherwise()
 
 
@@ -190,7 +197,7 @@ class BatchNormalization(_TF1Scoped, _kl.BatchNormalization):
         from tensorweave.keras.layers.normalization import _broadcast
         x = inputs
         ndim = x.shape.rank
-        use_batch = training if isinstance(training, Tensor) else bool(training) and self.trainable
+        use_batch = _scalar(training) if isinstance(training, Tensor) else bool(training) and self.trainable
         if use_batch is False:
             mean, variance = self.moving_mean.value(), self.moving_variance.value()
         else:

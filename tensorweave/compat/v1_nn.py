@@ -51,6 +51,24 @@ def dropout(x, keep_prob=None, noise_shape=None, seed=None, name=None, rate=None
     return random_ops.dropout(x, rate, noise_shape=noise_shape, seed=seed, name=name)
 
 
+def in_top_k(predictions, targets, k, name=None):
+    """Whether each target's score is among the ``k`` largest of its row (ties at the boundary
+    count as in; rows with non-finite scores give False), as TF1's ``in_top_k``.
+
+    >>> import tensorweave.compat.v1 as tf
+    >>> tf.nn.in_top_k([[0.1, 0.9, 0.5], [0.3, 0.3, 0.2]], [2, 1], 1).numpy().tolist()
+    [False, True]
+    """
+    from tensorweave.core.convert import convert_to_tensor
+    from tensorweave.ops import array_ops, math_ops, reduce_ops
+    p = convert_to_tensor(predictions)
+    t = math_ops.cast(convert_to_tensor(targets), "int32")
+    target_score = array_ops.gather(p, array_ops.expand_dims(t, 1), axis=1, batch_dims=1)
+    better = reduce_ops.reduce_sum(math_ops.cast(math_ops.greater(p, target_score), "int32"), axis=1)
+    finite = reduce_ops.reduce_all(math_ops.is_finite(p), axis=1)
+    return math_ops.logical_and(math_ops.less(better, k), finite, name=name)
+
+
 from tensorweave.compat import v1_rnn_cell as rnn_cell  # noqa: E402,F401
 from tensorweave.compat.v1_rnn import (bidirectional_dynamic_rnn, dynamic_rnn, static_bidirectional_rnn,  # noqa: E402,F401
                                        static_rnn)

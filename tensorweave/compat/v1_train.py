@@ -9,12 +9,11 @@ mode ``loss`` must be a callable), ``apply_gradients(grads_and_vars, global_step
 slot variables are created when ``minimize``/``apply_gradients`` is called, as graph
 variables, so a ``global_variables_initializer()`` made afterwards initializes them.
 
-Known differences from TF1, all from sharing Keras' update rules:
-``MomentumOptimizer`` keeps Keras' velocity (``-learning_rate * accumulation``), which
-gives TF1's updates exactly when the learning rate is constant (with a decaying rate each
-gradient is scaled by the rate of its own step); ``AdamOptimizer`` on an IndexedSlices
-gradient updates only the touched rows' moments (TF1 decays every row); its step count
-lives in an ``iteration`` variable rather than ``beta1_power``/``beta2_power``.
+Known differences from TF1, all from sharing Keras' update rules: ``AdamOptimizer`` on an
+IndexedSlices gradient updates only the touched rows' moments (TF1 decays every row); its step
+count lives in an ``iteration`` variable rather than ``beta1_power``/``beta2_power``.
+``MomentumOptimizer`` keeps TF1's own accumulator (``accum = momentum * accum + g``,
+``w -= learning_rate * accum``), which differs from Keras' velocity when the rate decays.
 
 >>> import numpy as np
 >>> import tensorweave.compat.v1 as tf
@@ -183,8 +182,25 @@ class GradientDescentOptimizer(Optimizer):
         return _keras.SGD(learning_rate=lr, name=self._name)
 
 
+class _TF1MomentumSGD(_keras.SGD):
+    """Keras SGD's slots and plumbing with TF1's momentum rule: ``accum = momentum * accum + g``,
+    ``w -= lr * accum`` (Nesterov: ``w -= lr * (g + momentum * accum)``). With a decaying rate this
+    differs from Keras' velocity (``v = momentum * v - lr * g``), which scales each gradient by the
+    rate of its own step; the slot holds TF1's ``accum``. Sparse gradients touch only their rows."""
+
+    def update_step(self, gradient, variable, learning_rate):
+        from tensorweave.keras.optimizers.optimizer import _cast
+        lr = _cast(learning_rate, variable.dtype)
+        momentum, nesterov = self.momentum, self.nesterov
+
+        def rule(g, w, accum):
+            accum = accum * momentum + g
+            return w - ((g + accum * momentum) if nesterov else accum) * lr, accum
+        self._apply_update(rule, gradient, variable, [self._momentums[self._get_variable_index(variable)]])
+
+
 class MomentumOptimizer(Optimizer):
-    """Momentum (Nesterov with ``use_nesterov``), via Keras SGD; see the module notes."""
+    """Momentum (Nesterov with ``use_nesterov``) with TF1's accumulator; see the module notes."""
 
     _slot_names = {"momentum": "momentum"}
 
@@ -195,7 +211,8 @@ class MomentumOptimizer(Optimizer):
         self._use_nesterov = use_nesterov
 
     def _make_keras(self, lr):
-        return _keras.SGD(learning_rate=lr, momentum=self._momentum, nesterov=self._use_nesterov, name=self._name)
+        return _TF1MomentumSGD(learning_rate=lr, momentum=self._momentum, nesterov=self._use_nesterov,
+                               name=self._name)
 
 
 class AdamOptimizer(Optimizer):
