@@ -19,3 +19,8 @@ def softmax_cross_entropy_with_logits_v2(labels, logits, axis=-1, name=None, dim
 
 def embedding_lookup(params, ids, partition_strategy="mod", name=None, validate_indices=True, max_norm=None):
     return _nn.embedding_lookup(params, ids, max_norm=max_norm, name=name, partition_strategy=partition_strategy)
+
+
+from tensorweave.compat.v1_sampled_losses import (compute_accidental_hits, fixed_unigram_candidate_sampler,  # noqa
+                                                  log_uniform_candidate_sampler, nce_loss, sampled_softmax_loss,
+                                                  uniform_candidate_sampler)
