@@ -370,3 +370,8 @@ def piecewise_constant(x, boundaries, values, name=None):
     boundary, ``values[-1]`` after the last)."""
     return _decayed(_schedules.PiecewiseConstantDecay(boundaries, values, name=name or "PiecewiseConstant"),
                     x, "piecewise_constant")
+
+
+from tensorweave.compat.v1_input import (Coordinator, QueueRunner, add_queue_runner, batch, input_producer,  # noqa
+                                         limit_epochs, range_input_producer, shuffle_batch, slice_input_producer,
+                                         start_queue_runners, string_input_producer)
