@@ -157,3 +157,20 @@ def test_errors_a_tf1_user_sees(tmp_path):
     with pytest.raises(TypeError, match="must return a tf.estimator.EstimatorSpec, got dict"):
         tf.estimator.Estimator(lambda features, labels, mode: {}, model_dir=str(tmp_path)).train(
             _input(x, y), steps=1)
+
+
+def test_estimator_inside_another_default_graph(tmp_path):
+    # init_scope kept the outermost graph: the optimizer's slots went into the outer graph and the
+    # Estimator's session found them uninitialized.
+    x, y = _data(40)
+    with tf.Graph().as_default():
+        est = tf.estimator.Estimator(_model_fn, model_dir=str(tmp_path), params={"lr": 0.1})
+
+        def model_fn(features, labels, mode):
+            spec = _model_fn(features, labels, mode, {"lr": 0.1})
+            opt = tf.train.AdagradOptimizer(0.1)
+            train_op = opt.minimize(spec.loss, global_step=tf.train.get_or_create_global_step())
+            return tf.estimator.EstimatorSpec(mode, loss=spec.loss, train_op=train_op)
+        tf.estimator.Estimator(model_fn, model_dir=str(tmp_path / "adagrad")).train(_input(x, y), steps=2)
+        est.train(_input(x, y), steps=2)
+    assert est.get_variable_value("global_step") == 2

@@ -42,7 +42,7 @@ from tensorweave.estimator.model_fn import EstimatorSpec, ModeKeys
 from tensorweave.estimator.run_config import RunConfig
 from tensorweave.ops import random_ops
 from tensorweave.ops.array_ops import placeholder
-from tensorweave.ops.control_flow_ops import group
+from tensorweave.ops.control_flow_ops import control_dependencies, group
 from tensorweave.ops.variables import global_variables, local_variables
 from tensorweave.runtime.session import Session
 from tensorweave.train.manager import latest_checkpoint
@@ -217,16 +217,19 @@ class Estimator:
         hooks = list(hooks or ()) + list(spec.training_hooks) + list(spec.training_chief_hooks)
         hooks.insert(0, _hooks.NanTensorHook(spec.loss))
         with g.as_default():
+            # The step after this run's update (a plain read fetched beside train_op may see it or not).
+            with control_dependencies([spec.train_op]):
+                step_after = step_var.read_value()
             saver = VariableSaver(global_variables(), self.model_dir, self._config.keep_checkpoint_max)
             writer, summary_op = _summary_writer(self.model_dir, spec.loss)
             for h in hooks:
                 h.begin()
         with g.as_default():  # hooks look up graph elements (tf.train.get_global_step()) while running
-            self._train_loop(g, step_var, inp, spec, hooks, saver, writer, summary_op, steps, max_steps,
-                             saving_listeners)
+            self._train_loop(g, step_var, step_after, inp, spec, hooks, saver, writer, summary_op, steps,
+                             max_steps, saving_listeners)
         return self
 
-    def _train_loop(self, g, step_var, inp, spec, hooks, saver, writer, summary_op, steps, max_steps,
+    def _train_loop(self, g, step_var, step_after, inp, spec, hooks, saver, writer, summary_op, steps, max_steps,
                     saving_listeners):
         sess = self._session(g, saver, self.latest_checkpoint())
         try:
@@ -246,7 +249,7 @@ class Estimator:
                     break
                 context = _hooks.SessionRunContext(None, sess)
                 hook_args = [h.before_run(context) for h in hooks]
-                fetches = {"train": spec.train_op, "loss": spec.loss, "step": step_var,
+                fetches = {"loss": spec.loss, "step": step_after,
                            "hooks": [a.fetches if a is not None else [] for a in hook_args]}
                 want_summary = summary_op is not None and (step + 1) % max(self._config.save_summary_steps, 1) == 0
                 if want_summary:
@@ -259,7 +262,7 @@ class Estimator:
                 except errors.OutOfRangeError:
                     break
                 loss = out["loss"]
-                step = int(out["step"]) + 1
+                step = int(out["step"])
                 for h, a, r in zip(hooks, hook_args, out["hooks"]):
                     h.after_run(context, _hooks.SessionRunValues(r if a is not None else None, None, None))
                 if want_summary:
