@@ -375,3 +375,9 @@ def piecewise_constant(x, boundaries, values, name=None):
 from tensorweave.compat.v1_input import (Coordinator, QueueRunner, add_queue_runner, batch, input_producer,  # noqa
                                          limit_epochs, range_input_producer, shuffle_batch, slice_input_producer,
                                          start_queue_runners, string_input_producer)
+from tensorweave.estimator.hooks import (LoggingTensorHook, NanLossDuringTrainingError, NanTensorHook,  # noqa
+                                         SessionRunArgs, SessionRunContext, SessionRunHook, SessionRunValues,
+                                         StopAtStepHook)
+from tensorweave.compat.v1_monitored import (CheckpointSaverHook, ChiefSessionCreator, MonitoredSession,  # noqa
+                                             MonitoredTrainingSession, Scaffold, SingularMonitoredSession,
+                                             SummarySaverHook)
