@@ -174,3 +174,34 @@ def test_estimator_inside_another_default_graph(tmp_path):
         tf.estimator.Estimator(model_fn, model_dir=str(tmp_path / "adagrad")).train(_input(x, y), steps=2)
         est.train(_input(x, y), steps=2)
     assert est.get_variable_value("global_step") == 2
+
+
+def test_warm_start_copies_the_chosen_variables(tmp_path):
+    x, y = _data(64)
+    first = tf.estimator.Estimator(_model_fn, model_dir=str(tmp_path / "a"), params={"lr": 0.5})
+    first.train(_input(x, y), steps=20)
+    settings = tf.estimator.WarmStartSettings(str(tmp_path / "a"), vars_to_warm_start="w")
+    second = tf.estimator.Estimator(_model_fn, model_dir=str(tmp_path / "b"), params={"lr": 0.0},
+                                    warm_start_from=settings)
+    second.train(_input(x, y), steps=1)
+    np.testing.assert_array_equal(second.get_variable_value("w"), first.get_variable_value("w"))
+    np.testing.assert_array_equal(second.get_variable_value("b"), np.zeros(2))
+    assert second.get_variable_value("global_step") == 1
+
+
+def test_exporters_in_train_and_evaluate(tmp_path):
+    def model_fn(features, labels, mode):
+        spec = _model_fn(features, labels, mode, {"lr": 0.5})
+        return spec if mode != tf.estimator.ModeKeys.PREDICT else tf.estimator.EstimatorSpec(
+            mode, predictions={"classes": spec.predictions["classes"]})
+    x, y = _data(64)
+    receiver = tf.estimator.export.build_raw_serving_input_receiver_fn({"x": tf.TensorSpec([None, 2], tf.float32)})
+    est = tf.estimator.Estimator(model_fn, model_dir=str(tmp_path),
+                                 config=tf.estimator.RunConfig(save_checkpoints_steps=5))
+    latest = tf.estimator.LatestExporter("latest", receiver, exports_to_keep=2)
+    final = tf.estimator.FinalExporter("final", receiver)
+    _, exports = tf.estimator.train_and_evaluate(est, tf.estimator.TrainSpec(_input(x, y), max_steps=10),
+                                                 tf.estimator.EvalSpec(_input(x, y, 1, False), exporters=[latest,
+                                                                                                          final]))
+    assert len(exports) == 2 and all(isinstance(p, bytes) for p in exports)
+    assert len(os.listdir(tmp_path / "export" / "final")) == 1

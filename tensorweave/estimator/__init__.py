@@ -11,3 +11,6 @@ from tensorweave.estimator.canned.dnn import DNNClassifier, DNNRegressor  # noqa
 from tensorweave.estimator.canned.dnn_linear_combined import (DNNLinearCombinedClassifier,  # noqa: F401,E402
                                                               DNNLinearCombinedRegressor)
 from tensorweave.estimator.canned.linear import LinearClassifier, LinearRegressor  # noqa: F401,E402
+from tensorweave.estimator.canned.baseline import BaselineClassifier, BaselineRegressor  # noqa: F401,E402
+from tensorweave.estimator.exporter import BestExporter, Exporter, FinalExporter, LatestExporter  # noqa: F401,E402
+from tensorweave.estimator.warm_starting import WarmStartSettings  # noqa: F401,E402

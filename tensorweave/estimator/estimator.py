@@ -413,12 +413,8 @@ def _save(saver, sess, step, listeners):
 
 
 def _warm_start(sess, saver, source):
-    path = source if isinstance(source, str) else getattr(source, "ckpt_to_initialize_from", None)
-    if path is not None and os.path.isdir(path):
-        path = latest_checkpoint(path)
-    if path is None:
-        raise ValueError(f"Estimator: warm_start_from {source!r} has no checkpoint")
-    saver.restore(sess, path)
+    from tensorweave.estimator.warm_starting import warm_start
+    warm_start(sess, source, saver._vars, saver.assign)
 
 
 def _tensorboard_available():
