@@ -174,3 +174,25 @@ def test_coordinator_reraises_a_thread_exception_and_queue_errors():
             tf.RandomShuffleQueue(5, 5, tf.int32)
         with pytest.raises(ValueError, match="shapes must be fully defined"):
             tf.train.batch([tf.placeholder(tf.float32, [None])], 4)
+
+
+def test_batch_join_maybe_batch_and_match_filenames_once(tmp_path):
+    for n in ("a.csv", "b.csv", "c.txt"):
+        (tmp_path / n).write_text("x")
+    g = tf.Graph()
+    with g.as_default():
+        files = tf.train.match_filenames_once(str(tmp_path / "*.csv"))
+        xs = [tf.train.slice_input_producer([np.arange(k * 10, k * 10 + 5, dtype=np.int64)], num_epochs=1,
+                                            shuffle=False) for k in range(2)]
+        joined = tf.train.batch_join(xs, batch_size=4, allow_smaller_final_batch=True)
+        v = tf.constant(np.arange(8, dtype=np.int64))
+        kept = tf.train.maybe_batch([v], keep_input=tf.equal(v % 2, 0), batch_size=4, enqueue_many=True)
+
+    def body(sess):
+        names = sorted(x.decode() for x in sess.run(files))
+        got = np.concatenate([b[0] for b in _drain(sess, joined)]).tolist()
+        return names, got, sess.run(kept)[0].tolist()
+    names, got, evens = _with_runners(g, body)
+    assert names == [str(tmp_path / "a.csv"), str(tmp_path / "b.csv")]
+    assert sorted(got) == [0, 1, 2, 3, 4, 10, 11, 12, 13, 14]
+    assert evens == [0, 2, 4, 6]

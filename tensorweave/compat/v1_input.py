@@ -48,7 +48,8 @@ from tensorweave.ops.variables import LOCAL_VARIABLES, Variable
 
 __all__ = ["Coordinator", "QueueRunner", "add_queue_runner", "start_queue_runners", "limit_epochs",
            "input_producer", "string_input_producer", "range_input_producer", "slice_input_producer", "batch",
-           "shuffle_batch"]
+           "shuffle_batch", "batch_join", "shuffle_batch_join", "maybe_batch", "maybe_shuffle_batch", "maybe_batch_join",
+           "maybe_shuffle_batch_join", "match_filenames_once"]
 
 QUEUE_RUNNERS = "queue_runners"
 
@@ -282,8 +283,13 @@ def _flatten_tensors(tensors):
 
 
 def _batch(kind, tensors, batch_size, num_threads, capacity, enqueue_many, shapes, dynamic_pad,
-           allow_smaller_final_batch, min_after_dequeue, seed, name):
-    flat, rebuild = _flatten_tensors(tensors)
+           allow_smaller_final_batch, min_after_dequeue, seed, name, keep_input=None, joined=False):
+    """The queue, its runner and the dequeue of ``batch``/``shuffle_batch`` (``joined``: ``tensors`` is a list
+    of tensor lists, one enqueue op each, as the ``*_join`` functions)."""
+    lists = list(tensors) if joined else [tensors]
+    if not lists:
+        raise ValueError(f"{kind}: expected at least one list of tensors")
+    flat, rebuild = _flatten_tensors(lists[0])
     flat = [convert_to_tensor(t) for t in flat]
     if shapes is None:
         shapes = [t.shape[1:] if enqueue_many else t.shape for t in flat]
@@ -297,8 +303,9 @@ def _batch(kind, tensors, batch_size, num_threads, capacity, enqueue_many, shape
         q = RandomShuffleQueue(capacity, min_after_dequeue, dtypes, shapes, seed=seed, name="random_shuffle_queue")
     else:
         q = FIFOQueue(capacity, dtypes, shapes, name="fifo_queue")
-    enqueue = q.enqueue_many(flat) if enqueue_many else q.enqueue(flat)
-    add_queue_runner(QueueRunner(q, [enqueue] * num_threads))
+    keep = None if keep_input is None or keep_input is True else keep_input
+    enqueues = [q._enqueue(_flatten_tensors(t)[0], enqueue_many, keep, "enqueue") for t in lists]
+    add_queue_runner(QueueRunner(q, enqueues if joined else enqueues * num_threads))
     out = q.dequeue_up_to(batch_size) if allow_smaller_final_batch else q.dequeue_many(batch_size)
     return rebuild(_as_list(out))
 
@@ -321,4 +328,64 @@ def shuffle_batch(tensors, batch_size, capacity, min_after_dequeue, num_threads=
     with name_scope(name or "shuffle_batch"):
         return _batch("shuffle_batch", tensors, batch_size, num_threads, capacity, enqueue_many, shapes, False,
                       allow_smaller_final_batch, min_after_dequeue, seed, name)
+
+
+def batch_join(tensors_list, batch_size, capacity=32, enqueue_many=False, shapes=None, dynamic_pad=False,
+               allow_smaller_final_batch=False, shared_name=None, name=None):
+    """Like ``batch``, with one enqueue thread per tensor list of ``tensors_list`` (e.g. one per reader)."""
+    with name_scope(name or "batch_join"):
+        return _batch("batch_join", tensors_list, batch_size, 1, capacity, enqueue_many, shapes, dynamic_pad,
+                      allow_smaller_final_batch, 0, None, name, joined=True)
+
+
+def shuffle_batch_join(tensors_list, batch_size, capacity, min_after_dequeue, seed=None, enqueue_many=False,
+                       shapes=None, allow_smaller_final_batch=False, shared_name=None, name=None):
+    with name_scope(name or "shuffle_batch_join"):
+        return _batch("shuffle_batch", tensors_list, batch_size, 1, capacity, enqueue_many, shapes, False,
+                      allow_smaller_final_batch, min_after_dequeue, seed, name, joined=True)
+
+
+def maybe_batch(tensors, keep_input, batch_size, num_threads=1, capacity=32, enqueue_many=False, shapes=None,
+                dynamic_pad=False, allow_smaller_final_batch=False, shared_name=None, name=None):
+    """``batch`` of the elements for which ``keep_input`` (a bool scalar, or vector with ``enqueue_many``) holds."""
+    with name_scope(name or "batch"):
+        return _batch("batch", tensors, batch_size, num_threads, capacity, enqueue_many, shapes, dynamic_pad,
+                      allow_smaller_final_batch, 0, None, name, keep_input=keep_input)
+
+
+def maybe_shuffle_batch(tensors, batch_size, capacity, min_after_dequeue, keep_input, num_threads=1, seed=None,
+                        enqueue_many=False, shapes=None, allow_smaller_final_batch=False, shared_name=None, name=None):
+    with name_scope(name or "shuffle_batch"):
+        return _batch("shuffle_batch", tensors, batch_size, num_threads, capacity, enqueue_many, shapes, False,
+                      allow_smaller_final_batch, min_after_dequeue, seed, name, keep_input=keep_input)
+
+
+def maybe_batch_join(tensors_list, keep_input, batch_size, capacity=32, enqueue_many=False, shapes=None,
+                     dynamic_pad=False, allow_smaller_final_batch=False, shared_name=None, name=None):
+    with name_scope(name or "batch_join"):
+        return _batch("batch_join", tensors_list, batch_size, 1, capacity, enqueue_many, shapes, dynamic_pad,
+                      allow_smaller_final_batch, 0, None, name, keep_input=keep_input, joined=True)
+
+
+def maybe_shuffle_batch_join(tensors_list, batch_size, capacity, min_after_dequeue, keep_input, seed=None,
+                             enqueue_many=False, shapes=None, allow_smaller_final_batch=False, shared_name=None,
+                             name=None):
+    with name_scope(name or "shuffle_batch_join"):
+        return _batch("shuffle_batch", tensors_list, batch_size, 1, capacity, enqueue_many, shapes, False,
+                      allow_smaller_final_batch, min_after_dequeue, seed, name, keep_input=keep_input, joined=True)
+
+
+def match_filenames_once(pattern, name=None):
+    """A local variable holding the file names matching ``pattern`` (a glob, or a list of them), sorted,
+    fixed when the local variables are initialized."""
+    import glob
+
+    def matches():
+        patterns = [pattern] if isinstance(pattern, (str, bytes)) else list(pattern)
+        found = sorted({f for p in patterns for f in glob.glob(p.decode() if isinstance(p, bytes) else p)})
+        return np.array([f.encode() for f in found], dtype=object)
+    with name_scope(name or "matching_filenames"):
+        initial = lambda: _a.reshape(numpy_function(matches, [], _dt.string, name="glob"), [-1])  # noqa: E731
+        return Variable(initial, trainable=False, name="matching_filenames", collections=[LOCAL_VARIABLES],
+                        validate_shape=False, dtype=_dt.string)
 

@@ -156,31 +156,39 @@ class QueueBase:
 
     def enqueue(self, vals, name=None):
         """An op that adds one element (blocks while the queue is full)."""
-        with name_scope(name or f"{self._name}_enqueue"):
-            tensors = self._components(vals, "enqueue")
-            self._check_shapes(tensors, False, "enqueue")
-            buf = self._buffer
-
-            def put(*arrays):
-                buf.put([tuple(np.array(a, copy=True) for a in arrays)])
-                return np.int32(0)
-            return numpy_function(put, tensors, _dt.int32, name="QueueEnqueueV2").op
+        return self._enqueue(vals, False, None, name or f"{self._name}_enqueue")
 
     def enqueue_many(self, vals, name=None):
         """An op that adds the slices along dimension 0 of each component."""
-        with name_scope(name or f"{self._name}_EnqueueMany"):
-            tensors = self._components(vals, "enqueue_many")
-            self._check_shapes(tensors, True, "enqueue_many")
+        return self._enqueue(vals, True, None, name or f"{self._name}_EnqueueMany")
+
+    def _enqueue(self, vals, many, keep, name):
+        """The enqueue op; ``keep`` (a bool scalar, or a vector with ``many``) drops the elements it is False for."""
+        what = "enqueue_many" if many else "enqueue"
+        with name_scope(name):
+            tensors = self._components(vals, what)
+            self._check_shapes(tensors, many, what)
             buf = self._buffer
+            extra = [] if keep is None else [convert_to_tensor(keep, dtype=_dt.bool_)]
 
             def put(*arrays):
+                if keep is not None:
+                    *arrays, mask = arrays
+                if not many:
+                    if keep is None or bool(mask):
+                        buf.put([tuple(np.array(a, copy=True) for a in arrays)])
+                    return np.int32(0)
                 n = {len(a) for a in arrays}
                 if len(n) != 1:
                     raise errors.InvalidArgumentError(f"enqueue_many: the components have different first "
                                                       f"dimensions {sorted(n)}")
-                buf.put([tuple(np.array(a[i], copy=True) for a in arrays) for i in range(n.pop())])
+                rows = range(n.pop())
+                if keep is not None:
+                    rows = [i for i in rows if np.broadcast_to(mask, (len(rows),))[i]]
+                buf.put([tuple(np.array(a[i], copy=True) for a in arrays) for i in rows])
                 return np.int32(0)
-            return numpy_function(put, tensors, _dt.int32, name="QueueEnqueueManyV2").op
+            return numpy_function(put, tensors + extra, _dt.int32,
+                                  name="QueueEnqueueManyV2" if many else "QueueEnqueueV2").op
 
     # ---- dequeue -----------------------------------------------------------------------------------
     def _stack(self, elements):

@@ -372,12 +372,15 @@ def piecewise_constant(x, boundaries, values, name=None):
                     x, "piecewise_constant")
 
 
-from tensorweave.compat.v1_input import (Coordinator, QueueRunner, add_queue_runner, batch, input_producer,  # noqa
-                                         limit_epochs, range_input_producer, shuffle_batch, slice_input_producer,
-                                         start_queue_runners, string_input_producer)
+from tensorweave.compat.v1_input import (Coordinator, QueueRunner, add_queue_runner, batch, batch_join,  # noqa
+                                         input_producer, limit_epochs, match_filenames_once, maybe_batch,
+                                         maybe_batch_join, maybe_shuffle_batch, maybe_shuffle_batch_join,
+                                         range_input_producer, shuffle_batch, shuffle_batch_join,
+                                         slice_input_producer, start_queue_runners, string_input_producer)
 from tensorweave.estimator.hooks import (LoggingTensorHook, NanLossDuringTrainingError, NanTensorHook,  # noqa
                                          SessionRunArgs, SessionRunContext, SessionRunHook, SessionRunValues,
                                          StopAtStepHook)
 from tensorweave.compat.v1_monitored import (CheckpointSaverHook, ChiefSessionCreator, MonitoredSession,  # noqa
                                              MonitoredTrainingSession, Scaffold, SingularMonitoredSession,
                                              SummarySaverHook)
+from tensorweave.compat.v1_summary import summary_iterator  # noqa
