@@ -22,7 +22,8 @@ def _model_fn(features, labels, mode, params):
     logits = tf.matmul(features["x"], w) + b
     classes = tf.argmax(logits, 1)
     if mode == tf.estimator.ModeKeys.PREDICT:
-        return tf.estimator.EstimatorSpec(mode, predictions={"classes": classes, "probabilities": tf.nn.softmax(logits)})
+        return tf.estimator.EstimatorSpec(mode, predictions={"classes": classes,
+                                                             "probabilities": tf.nn.softmax(logits)})
     loss = tf.losses.sparse_softmax_cross_entropy(labels, logits)
     train_op = tf.train.GradientDescentOptimizer(params["lr"]).minimize(
         loss, global_step=tf.train.get_or_create_global_step())

@@ -92,3 +92,26 @@ def test_hook_fetches_and_stop_request():
     assert len(values) == 3
     with pytest.raises(ValueError, match="exactly one of save_secs and save_steps"):
         tf.train.CheckpointSaverHook("/tmp", save_secs=1, save_steps=1)
+
+
+def test_feed_final_ops_and_step_counter_hooks():
+    g = tf.Graph()
+    with g.as_default():
+        step = tf.train.get_or_create_global_step()
+        x = tf.placeholder(tf.float32, [])
+        total = tf.Variable(0.0)
+        add = tf.group(tf.assign_add(total, x), tf.assign_add(step, 1))
+        feeds = iter(range(1, 100))
+        final = tf.train.FinalOpsHook(total)
+        counter = tf.train.StepCounterHook(every_n_steps=2)
+        hooks = [tf.train.FeedFnHook(lambda: {x: float(next(feeds))}), final, counter,
+                 tf.train.StopAtStepHook(last_step=6)]
+        with tf.train.MonitoredTrainingSession(hooks=hooks) as sess:
+            while not sess.should_stop():
+                sess.run(add)
+    assert final.final_ops_values == 21.0
+    assert len(counter.steps_per_sec) >= 1
+    timer = tf.train.SecondOrStepTimer(every_steps=3)
+    assert timer.should_trigger_for_step(0)
+    timer.update_last_triggered_step(0)
+    assert [timer.should_trigger_for_step(s) for s in (1, 2, 3)] == [False, False, True]

@@ -122,6 +122,20 @@ def test_word2vec_style_training_with_nce_loss_lowers_the_loss():
     assert end < 0.5 * start
 
 
+def test_all_candidate_sampler_makes_sampled_softmax_the_full_softmax():
+    W, b, x, labels1, *_ = _inputs()
+    g = tf.Graph()
+    with g.as_default():
+        sampled = tf.nn.all_candidate_sampler(labels1, 1, 10, True)
+        loss = tf.nn.sampled_softmax_loss(W, b, labels1, x, 10, 10, sampled_values=sampled,
+                                          remove_accidental_hits=True)
+    with tf.Session(graph=g) as sess:
+        got = sess.run(loss)
+    logits = x @ W.T + b
+    full = np.log(np.exp(logits).sum(1)) - logits[np.arange(3), labels1[:, 0]]
+    np.testing.assert_allclose(got, full, rtol=1e-5)
+
+
 def test_sampler_errors():
     g = tf.Graph()
     with g.as_default():

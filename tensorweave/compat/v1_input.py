@@ -48,8 +48,8 @@ from tensorweave.ops.variables import LOCAL_VARIABLES, Variable
 
 __all__ = ["Coordinator", "QueueRunner", "add_queue_runner", "start_queue_runners", "limit_epochs",
            "input_producer", "string_input_producer", "range_input_producer", "slice_input_producer", "batch",
-           "shuffle_batch", "batch_join", "shuffle_batch_join", "maybe_batch", "maybe_shuffle_batch", "maybe_batch_join",
-           "maybe_shuffle_batch_join", "match_filenames_once"]
+           "shuffle_batch", "batch_join", "shuffle_batch_join", "maybe_batch", "maybe_shuffle_batch",
+           "maybe_batch_join", "maybe_shuffle_batch_join", "match_filenames_once"]
 
 QUEUE_RUNNERS = "queue_runners"
 

@@ -50,7 +50,8 @@ class Scaffold:
     """What a monitored session runs to prepare its session (TF1's ``tf.train.Scaffold``)."""
 
     def __init__(self, init_op=None, init_feed_dict=None, init_fn=None, ready_op=None,
-                 ready_for_local_init_op=None, local_init_op=None, summary_op=None, saver=None, copy_from_scaffold=None):
+                 ready_for_local_init_op=None, local_init_op=None, summary_op=None, saver=None,
+                 copy_from_scaffold=None):
         self.init_op, self.init_feed_dict, self.init_fn = init_op, init_feed_dict, init_fn
         self.local_init_op, self.summary_op, self.saver = local_init_op, summary_op, saver
         self.ready_op = ready_op
@@ -216,8 +217,7 @@ class MonitoredSession:
             if a is not None and a.feed_dict:
                 feed.update(a.feed_dict)
         try:
-            out = self._sess.run({"user": fetches, "hooks": [a.fetches if a is not None else [] for a in args]},
-                                 feed)
+            out = self._sess.run({"user": fetches, "hooks": [_hooks.fetches_of(a) for a in args]}, feed)
         except errors.OutOfRangeError:
             self._stop = True
             raise

@@ -21,6 +21,6 @@ def embedding_lookup(params, ids, partition_strategy="mod", name=None, validate_
     return _nn.embedding_lookup(params, ids, max_norm=max_norm, name=name, partition_strategy=partition_strategy)
 
 
-from tensorweave.compat.v1_sampled_losses import (compute_accidental_hits, fixed_unigram_candidate_sampler,  # noqa
+from tensorweave.compat.v1_sampled_losses import (all_candidate_sampler, compute_accidental_hits, fixed_unigram_candidate_sampler,  # noqa
                                                   log_uniform_candidate_sampler, nce_loss, sampled_softmax_loss,
                                                   uniform_candidate_sampler)

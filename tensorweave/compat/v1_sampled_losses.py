@@ -39,6 +39,7 @@ from tensorweave.ops import reduce_ops as _r
 from tensorweave.ops.script_ops import numpy_function
 
 __all__ = ["log_uniform_candidate_sampler", "uniform_candidate_sampler", "fixed_unigram_candidate_sampler",
+           "all_candidate_sampler",
            "compute_accidental_hits", "nce_loss", "sampled_softmax_loss"]
 
 
@@ -123,6 +124,15 @@ def fixed_unigram_candidate_sampler(true_classes, num_true, num_sampled, unique,
         raise ValueError("fixed_unigram_candidate_sampler: unigrams must be non-negative with a positive sum")
     return _sampler(name or "FixedUnigramCandidateSampler", weights / weights.sum(), true_classes, num_true,
                     num_sampled, unique, range_max, seed)
+
+
+def all_candidate_sampler(true_classes, num_true, num_sampled, unique, seed=None, name=None):
+    """Every class ``0 .. num_sampled - 1``, each with expected count 1 (for testing sampled losses)."""
+    with name_scope(name or "AllCandidateSampler"):
+        true_classes = _m.cast(convert_to_tensor(true_classes), _dt.int64)
+        sampled = convert_to_tensor(np.arange(num_sampled, dtype=np.int64))
+        return (sampled, _a.ones_like(_m.cast(true_classes, _dt.float32)),
+                convert_to_tensor(np.ones(num_sampled, np.float32)))
 
 
 def compute_accidental_hits(true_classes, sampled_candidates, num_true, seed=None, name=None):

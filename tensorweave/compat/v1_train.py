@@ -377,9 +377,10 @@ from tensorweave.compat.v1_input import (Coordinator, QueueRunner, add_queue_run
                                          maybe_batch_join, maybe_shuffle_batch, maybe_shuffle_batch_join,
                                          range_input_producer, shuffle_batch, shuffle_batch_join,
                                          slice_input_producer, start_queue_runners, string_input_producer)
-from tensorweave.estimator.hooks import (LoggingTensorHook, NanLossDuringTrainingError, NanTensorHook,  # noqa
-                                         SessionRunArgs, SessionRunContext, SessionRunHook, SessionRunValues,
-                                         StopAtStepHook)
+from tensorweave.estimator.hooks import (CheckpointSaverListener, FeedFnHook, FinalOpsHook,  # noqa
+                                         LoggingTensorHook, NanLossDuringTrainingError, NanTensorHook,
+                                         SecondOrStepTimer, SessionRunArgs, SessionRunContext, SessionRunHook,
+                                         SessionRunValues, StepCounterHook, StopAtStepHook)
 from tensorweave.compat.v1_monitored import (CheckpointSaverHook, ChiefSessionCreator, MonitoredSession,  # noqa
                                              MonitoredTrainingSession, Scaffold, SingularMonitoredSession,
                                              SummarySaverHook)

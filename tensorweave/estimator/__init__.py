@@ -1,9 +1,10 @@
 """``tf.estimator``: the Estimator, its specs and run configuration, input functions, canned models."""
 from tensorweave.estimator import export, inputs  # noqa: F401
 from tensorweave.estimator.estimator import Estimator  # noqa: F401
-from tensorweave.estimator.hooks import (LoggingTensorHook, NanLossDuringTrainingError, NanTensorHook,  # noqa: F401
-                                         SessionRunArgs, SessionRunContext, SessionRunHook, SessionRunValues,
-                                         StopAtStepHook)
+from tensorweave.estimator.hooks import (CheckpointSaverListener, FeedFnHook, FinalOpsHook,  # noqa: F401
+                                         LoggingTensorHook, NanLossDuringTrainingError, NanTensorHook,
+                                         SecondOrStepTimer, SessionRunArgs, SessionRunContext, SessionRunHook,
+                                         SessionRunValues, StepCounterHook, StopAtStepHook)
 from tensorweave.estimator.model_fn import EstimatorSpec, EvalSpec, ModeKeys, TrainSpec  # noqa: F401
 from tensorweave.estimator.run_config import RunConfig  # noqa: F401
 from tensorweave.estimator.training import train_and_evaluate  # noqa: F401

@@ -250,7 +250,7 @@ class Estimator:
                 context = _hooks.SessionRunContext(None, sess)
                 hook_args = [h.before_run(context) for h in hooks]
                 fetches = {"loss": spec.loss, "step": step_after,
-                           "hooks": [a.fetches if a is not None else [] for a in hook_args]}
+                           "hooks": [_hooks.fetches_of(a) for a in hook_args]}
                 want_summary = summary_op is not None and (step + 1) % max(self._config.save_summary_steps, 1) == 0
                 if want_summary:
                     fetches["summary"] = summary_op
@@ -328,7 +328,7 @@ class Estimator:
                 hook_args = [h.before_run(context) for h in hooks]
                 try:
                     out = sess.run({"updates": updates,
-                                    "hooks": [a.fetches if a is not None else [] for a in hook_args]}, feed)
+                                    "hooks": [_hooks.fetches_of(a) for a in hook_args]}, feed)
                 except errors.OutOfRangeError:
                     break
                 for h, a, r in zip(hooks, hook_args, out["hooks"]):
