@@ -206,3 +206,15 @@ def test_exporters_in_train_and_evaluate(tmp_path):
                                                                                                           final]))
     assert len(exports) == 2 and all(isinstance(p, bytes) for p in exports)
     assert len(os.listdir(tmp_path / "export" / "final")) == 1
+
+
+def test_add_metrics(tmp_path):
+    x, y = _data(64)
+    est = tf.estimator.Estimator(_model_fn, model_dir=str(tmp_path), params={"lr": 0.5})
+    est.train(_input(x, y), steps=10)
+
+    def metric_fn(labels, features):
+        return {"label_mean": tf.metrics.mean(tf.cast(labels, tf.float32)), "x_mean": tf.metrics.mean(features["x"])}
+    both = tf.estimator.add_metrics(est, metric_fn).evaluate(_input(x, y, 1, False))
+    assert {"accuracy", "label_mean", "x_mean", "loss", "global_step"} <= set(both)
+    assert both["label_mean"] == pytest.approx(y.mean()) and both["x_mean"] == pytest.approx(x.mean(), abs=1e-6)

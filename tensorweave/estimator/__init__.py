@@ -1,6 +1,6 @@
 """``tf.estimator``: the Estimator, its specs and run configuration, input functions, canned models."""
 from tensorweave.estimator import export, inputs  # noqa: F401
-from tensorweave.estimator.estimator import Estimator  # noqa: F401
+from tensorweave.estimator.estimator import Estimator, add_metrics  # noqa: F401
 from tensorweave.estimator.hooks import (CheckpointSaverListener, FeedFnHook, FinalOpsHook,  # noqa: F401
                                          LoggingTensorHook, NanLossDuringTrainingError, NanTensorHook,
                                          SecondOrStepTimer, SessionRunArgs, SessionRunContext, SessionRunHook,

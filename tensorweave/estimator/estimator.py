@@ -47,7 +47,7 @@ from tensorweave.ops.variables import global_variables, local_variables
 from tensorweave.runtime.session import Session
 from tensorweave.train.manager import latest_checkpoint
 
-__all__ = ["Estimator"]
+__all__ = ["Estimator", "add_metrics"]
 
 _log = logging.getLogger("tensorweave.estimator")
 
@@ -393,6 +393,26 @@ class Estimator:
                                   experimental_mode)
 
     export_savedmodel = export_saved_model
+
+
+def add_metrics(estimator, metric_fn):
+    """A new Estimator whose evaluation also reports ``metric_fn``'s metrics.
+
+    ``metric_fn`` takes any of ``labels``, ``predictions``, ``features`` and ``config`` and returns a
+    dict of ``(value, update_op)`` pairs; they are added to (and override) the model's own.
+    """
+    def new_model_fn(features, labels, mode, config):
+        spec = estimator._call_model_fn(features, labels, mode)
+        if mode != ModeKeys.EVAL:
+            return spec
+        available = {"labels": labels, "predictions": spec.predictions, "features": features, "config": config}
+        names = inspect.signature(metric_fn).parameters
+        extra = metric_fn(**{k: v for k, v in available.items() if k in names})
+        metrics = dict(spec.eval_metric_ops)
+        metrics.update(extra)
+        return spec._replace(eval_metric_ops=metrics)
+    return Estimator(new_model_fn, model_dir=estimator.model_dir, config=estimator.config,
+                     params=estimator.params)
 
 
 def _due(config, step, last_save, last_save_time):
