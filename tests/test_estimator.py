@@ -22,7 +22,8 @@ def _model_fn(features, labels, mode, params):
     logits = tf.matmul(features["x"], w) + b
     classes = tf.argmax(logits, 1)
     if mode == tf.estimator.ModeKeys.PREDICT:
-        return tf.estimator.EstimatorSpec(mode, predictions={"classes": classes, "probabilities": tf.nn.softmax(logits)})
+        return tf.estimator.EstimatorSpec(mode, predictions={"classes": classes,
+                                                             "probabilities": tf.nn.softmax(logits)})
     loss = tf.losses.sparse_softmax_cross_entropy(labels, logits)
     train_op = tf.train.GradientDescentOptimizer(params["lr"]).minimize(
         loss, global_step=tf.train.get_or_create_global_step())
@@ -157,3 +158,63 @@ def test_errors_a_tf1_user_sees(tmp_path):
     with pytest.raises(TypeError, match="must return a tf.estimator.EstimatorSpec, got dict"):
         tf.estimator.Estimator(lambda features, labels, mode: {}, model_dir=str(tmp_path)).train(
             _input(x, y), steps=1)
+
+
+def test_estimator_inside_another_default_graph(tmp_path):
+    # init_scope kept the outermost graph: the optimizer's slots went into the outer graph and the
+    # Estimator's session found them uninitialized.
+    x, y = _data(40)
+    with tf.Graph().as_default():
+        est = tf.estimator.Estimator(_model_fn, model_dir=str(tmp_path), params={"lr": 0.1})
+
+        def model_fn(features, labels, mode):
+            spec = _model_fn(features, labels, mode, {"lr": 0.1})
+            opt = tf.train.AdagradOptimizer(0.1)
+            train_op = opt.minimize(spec.loss, global_step=tf.train.get_or_create_global_step())
+            return tf.estimator.EstimatorSpec(mode, loss=spec.loss, train_op=train_op)
+        tf.estimator.Estimator(model_fn, model_dir=str(tmp_path / "adagrad")).train(_input(x, y), steps=2)
+        est.train(_input(x, y), steps=2)
+    assert est.get_variable_value("global_step") == 2
+
+
+def test_warm_start_copies_the_chosen_variables(tmp_path):
+    x, y = _data(64)
+    first = tf.estimator.Estimator(_model_fn, model_dir=str(tmp_path / "a"), params={"lr": 0.5})
+    first.train(_input(x, y), steps=20)
+    settings = tf.estimator.WarmStartSettings(str(tmp_path / "a"), vars_to_warm_start="w")
+    second = tf.estimator.Estimator(_model_fn, model_dir=str(tmp_path / "b"), params={"lr": 0.0},
+                                    warm_start_from=settings)
+    second.train(_input(x, y), steps=1)
+    np.testing.assert_array_equal(second.get_variable_value("w"), first.get_variable_value("w"))
+    np.testing.assert_array_equal(second.get_variable_value("b"), np.zeros(2))
+    assert second.get_variable_value("global_step") == 1
+
+
+def test_exporters_in_train_and_evaluate(tmp_path):
+    def model_fn(features, labels, mode):
+        spec = _model_fn(features, labels, mode, {"lr": 0.5})
+        return spec if mode != tf.estimator.ModeKeys.PREDICT else tf.estimator.EstimatorSpec(
+            mode, predictions={"classes": spec.predictions["classes"]})
+    x, y = _data(64)
+    receiver = tf.estimator.export.build_raw_serving_input_receiver_fn({"x": tf.TensorSpec([None, 2], tf.float32)})
+    est = tf.estimator.Estimator(model_fn, model_dir=str(tmp_path),
+                                 config=tf.estimator.RunConfig(save_checkpoints_steps=5))
+    latest = tf.estimator.LatestExporter("latest", receiver, exports_to_keep=2)
+    final = tf.estimator.FinalExporter("final", receiver)
+    _, exports = tf.estimator.train_and_evaluate(est, tf.estimator.TrainSpec(_input(x, y), max_steps=10),
+                                                 tf.estimator.EvalSpec(_input(x, y, 1, False), exporters=[latest,
+                                                                                                          final]))
+    assert len(exports) == 2 and all(isinstance(p, bytes) for p in exports)
+    assert len(os.listdir(tmp_path / "export" / "final")) == 1
+
+
+def test_add_metrics(tmp_path):
+    x, y = _data(64)
+    est = tf.estimator.Estimator(_model_fn, model_dir=str(tmp_path), params={"lr": 0.5})
+    est.train(_input(x, y), steps=10)
+
+    def metric_fn(labels, features):
+        return {"label_mean": tf.metrics.mean(tf.cast(labels, tf.float32)), "x_mean": tf.metrics.mean(features["x"])}
+    both = tf.estimator.add_metrics(est, metric_fn).evaluate(_input(x, y, 1, False))
+    assert {"accuracy", "label_mean", "x_mean", "loss", "global_step"} <= set(both)
+    assert both["label_mean"] == pytest.approx(y.mean()) and both["x_mean"] == pytest.approx(x.mean(), abs=1e-6)

@@ -208,3 +208,17 @@ def test_export_saved_model_serves_the_trained_dnn(tmp_path):
     loaded = tw.saved_model.load(path.decode())
     got = loaded.signatures["serving_default"](x=features["x"][:6])["probabilities"].numpy()
     np.testing.assert_allclose(got, want, rtol=1e-6)
+
+
+def test_vocabulary_file_column(tmp_path):
+    vocab = tmp_path / "colors.txt"
+    vocab.write_text("red\ngreen\nblue\n")
+    col = fc.categorical_column_with_vocabulary_file("color", str(vocab), vocabulary_size=2, num_oov_buckets=1)
+    g = tf.Graph()
+    with g.as_default():
+        out = fc.input_layer({"color": tf.constant(np.array([b"green", b"blue", b"red"], dtype=object))},
+                             [fc.indicator_column(col)])
+    with tf.Session(graph=g) as sess:
+        np.testing.assert_array_equal(sess.run(out), [[0, 1, 0], [0, 0, 1], [1, 0, 0]])
+    with pytest.raises(ValueError, match="vocabulary_size 5 is larger than the file's 3 lines"):
+        fc.categorical_column_with_vocabulary_file("color", str(vocab), vocabulary_size=5)

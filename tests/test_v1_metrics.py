@@ -179,3 +179,89 @@ def test_metrics_raise_in_eager_mode_and_on_mismatched_shapes():
             tf.metrics.accuracy(np.zeros(4, np.int64), np.zeros((4, 3), np.int64))
         with pytest.raises(ValueError, match="curve must be 'ROC' or 'PR'"):
             tf.metrics.auc([True], [0.5], curve="XY")
+
+
+# ---- ranking metrics and the rest, against TF 2.21 (same recording procedure, _batches2/_build2/_run2) ----
+TF_FINAL_RANKING = {
+    'precision_at_2': 0.2916666666666667,
+    'recall_at_2': 0.3684210526315789,
+    'precision_at_3_single_w': 0.26893037438594497,
+    'recall_at_1_single': 0.16666666666666666,
+    'precision_at_2_class1': 0.42857142857142855,
+    'recall_at_2_class3': 0.5,
+    'precision_at_top_2': 0.2916666666666667,
+    'average_precision_at_3': 0.2708333333333333,
+    'average_precision_at_2_w': 0.4823221771681009,
+    'mean_relative_error': 0.14733120799064636,
+    'mean_cosine_distance': 0.033558189868927,
+    'mean_tensor': [[0.47112175822257996, 0.46184512972831726, 0.16816630959510803], [0.1858995258808136, 0.7957957983016968, 0.38206467032432556], [0.42310816049575806, 0.20457467436790466, 0.18639618158340454], [0.6555860042572021, 0.7391353249549866, 0.5765717625617981], [0.6339097023010254, 0.43258851766586304, 0.4240706264972687], [0.2818053960800171, 0.6559305787086487, 0.8574730753898621]],
+    'fn_thr': [5.0, 5.0],
+    'fp_thr': [3.0, 2.0],
+    'tn_thr': [0.44438424706459045, 0.8253477811813354],
+}
+
+
+
+def _batches2():
+    rng = np.random.RandomState(5)
+    out = []
+    for _ in range(2):
+        logits = rng.randn(6, 5).astype(np.float32)
+        labels = rng.randint(0, 5, size=(6, 2)).astype(np.int64)
+        labels[0, 1] = labels[0, 0]
+        single = rng.randint(0, 5, size=6).astype(np.int64)
+        y = rng.rand(6, 3).astype(np.float32)
+        p = (y + 0.2 * rng.randn(6, 3)).astype(np.float32)
+        norm = (rng.rand(6, 3) + 0.5).astype(np.float32)
+        probs = rng.rand(6).astype(np.float32)
+        is_pos = rng.rand(6) > 0.5
+        w = rng.rand(6).astype(np.float32)
+        out.append(dict(logits=logits, labels=labels, single=single, y=y, p=p, norm=norm, probs=probs, is_pos=is_pos,
+                        w=w))
+    return out
+
+
+def _build2(tf):
+    ph = dict(logits=tf.placeholder(tf.float32, [6, 5]), labels=tf.placeholder(tf.int64, [None, 2]),
+              single=tf.placeholder(tf.int64, [None]), y=tf.placeholder(tf.float32, [6, 3]),
+              p=tf.placeholder(tf.float32, [None, 3]), norm=tf.placeholder(tf.float32, [None, 3]),
+              probs=tf.placeholder(tf.float32, [None]), is_pos=tf.placeholder(tf.bool, [None]),
+              w=tf.placeholder(tf.float32, [None]))
+    unit = lambda t: tf.nn.l2_normalize(t, 1)  # noqa: E731
+    m = {
+        "precision_at_2": tf.metrics.precision_at_k(ph["labels"], ph["logits"], 2),
+        "recall_at_2": tf.metrics.recall_at_k(ph["labels"], ph["logits"], 2),
+        "precision_at_3_single_w": tf.metrics.precision_at_k(ph["single"], ph["logits"], 3, weights=ph["w"]),
+        "recall_at_1_single": tf.metrics.recall_at_k(ph["single"], ph["logits"], 1),
+        "precision_at_2_class1": tf.metrics.precision_at_k(ph["labels"], ph["logits"], 2, class_id=1),
+        "recall_at_2_class3": tf.metrics.recall_at_k(ph["labels"], ph["logits"], 2, class_id=3),
+        "precision_at_top_2": tf.metrics.precision_at_top_k(ph["labels"], tf.nn.top_k(ph["logits"], 2).indices, 2),
+        "average_precision_at_3": tf.metrics.average_precision_at_k(ph["labels"], ph["logits"], 3),
+        "average_precision_at_2_w": tf.metrics.average_precision_at_k(ph["single"], ph["logits"], 2,
+                                                                      weights=ph["w"]),
+        "mean_relative_error": tf.metrics.mean_relative_error(ph["y"], ph["p"], ph["norm"]),
+        "mean_cosine_distance": tf.metrics.mean_cosine_distance(unit(ph["y"]), unit(ph["p"]), 1),
+        "mean_tensor": tf.metrics.mean_tensor(ph["y"]),
+        "fn_thr": tf.metrics.false_negatives_at_thresholds(ph["is_pos"], ph["probs"], [0.3, 0.7]),
+        "fp_thr": tf.metrics.false_positives_at_thresholds(ph["is_pos"], ph["probs"], [0.3, 0.7]),
+        "tn_thr": tf.metrics.true_negatives_at_thresholds(ph["is_pos"], ph["probs"], [0.3, 0.7], weights=ph["w"]),
+    }
+    return ph, m
+
+
+def _run2(tf, sess, ph, m):
+    sess.run(tf.local_variables_initializer())
+    for b in _batches2():
+        sess.run({k: v[1] for k, v in m.items()}, {ph[k]: b[k] for k in ph})
+    return sess.run({k: v[0] for k, v in m.items()})
+
+
+def test_ranking_and_remaining_metrics_match_tensorflow_compat_v1():
+    g = tf.Graph()
+    with g.as_default():
+        ph, m = _build2(tf)
+        with tf.Session(graph=g) as sess:
+            final = _run2(tf, sess, ph, m)
+    assert set(final) == set(TF_FINAL_RANKING)
+    for key, want in TF_FINAL_RANKING.items():
+        np.testing.assert_allclose(final[key], want, rtol=2e-5, atol=1e-6, err_msg=key)

@@ -109,3 +109,25 @@ def test_summary_errors_name_the_op():
     w.close()
     with pytest.raises(RuntimeError, match="the writer is closed"):
         w.add_summary(b"")
+
+
+def test_audio_summary_and_summary_iterator(tmp_path):
+    import io
+    import wave
+    g = tf.Graph()
+    with g.as_default():
+        t = np.linspace(0, 1, 800, dtype=np.float32)
+        clips = np.stack([np.sin(2 * np.pi * 220 * t), 0.5 * np.sin(2 * np.pi * 440 * t)])
+        op = tf.summary.audio("tone", clips, sample_rate=8000, max_outputs=2)
+    with tf.Session(graph=g) as sess, tf.summary.FileWriter(str(tmp_path)) as writer:
+        writer.add_summary(sess.run(op), 3)
+        path = writer._writer.path
+    events = list(tf.train.summary_iterator(path))
+    values = [v for e in events for v in e.summary.value]
+    assert [v.tag for v in values] == ["tone/audio/0", "tone/audio/1"]
+    a = values[1].audio
+    assert (a.sample_rate, a.num_channels, a.length_frames, a.content_type) == (8000, 1, 800, "audio/wav")
+    with wave.open(io.BytesIO(a.encoded_audio_string)) as w:
+        frames = np.frombuffer(w.readframes(800), "<i2")
+    np.testing.assert_allclose(frames / 32767.0, clips[1], atol=1e-4)
+    assert events[-1].step == 3 and tf.summary.all_v2_summary_ops() == []

@@ -37,7 +37,9 @@ __all__ = ["accuracy", "auc", "false_negatives", "false_positives", "mean", "mea
            "mean_squared_error", "mean_tensor", "percentage_below", "precision", "precision_at_thresholds",
            "recall", "recall_at_thresholds", "root_mean_squared_error", "true_negatives", "true_positives",
            "false_negatives_at_thresholds", "false_positives_at_thresholds", "true_negatives_at_thresholds",
-           "true_positives_at_thresholds", "sensitivity_at_specificity", "specificity_at_sensitivity"]
+           "true_positives_at_thresholds", "sensitivity_at_specificity", "specificity_at_sensitivity",
+           "precision_at_k", "recall_at_k", "precision_at_top_k", "recall_at_top_k", "sparse_precision_at_k",
+           "average_precision_at_k", "sparse_average_precision_at_k"]
 
 METRIC_VARIABLES = "metric_variables"
 _EPSILON = 1e-7
@@ -446,3 +448,126 @@ def mean_per_class_accuracy(labels, predictions, num_classes, weights=None, metr
         value = _r.reduce_mean(per_class(cm), name="value")
         update = _a.identity(per_class(cm_update), name="update_op")
     return _collect(value, update, metrics_collections, updates_collections)
+
+
+# ---- ranking metrics over the top k predicted classes ------------------------------------------------
+def _label_sets(labels):
+    """``[batch, n]`` int64 class ids (a ``[batch]`` vector becomes one column), each example's repeats
+    replaced by -1: TF1 treats an example's labels as a set."""
+    labels = _m.cast(convert_to_tensor(labels), _dt.int64)
+    labels = _a.expand_dims(labels, 1) if labels.shape.rank == 1 else labels
+    n = labels.shape[1]
+    if n is None or n == 1:
+        return labels
+    earlier = convert_to_tensor(np.tril(np.ones((n, n), bool), -1))        # [j, i]: i < j
+    same = _m.equal(_a.expand_dims(labels, 2), _a.expand_dims(labels, 1))  # [b, j, i]
+    repeat = _r.reduce_any(_m.logical_and(same, earlier), axis=2)
+    return _m.where(repeat, _a.fill(_a.shape(labels), np.int64(-1)), labels)
+
+
+def _top_k_ids(predictions, k):
+    from tensorweave.ops.sort_ops import top_k
+    return _m.cast(top_k(_float(predictions), k).indices, _dt.int64)
+
+
+def _hits(labels, top, class_id):
+    """Per example: how many of the top ids are labels, how many are not, how many labels were missed."""
+    in_labels = _r.reduce_any(_m.equal(_a.expand_dims(top, 2), _a.expand_dims(labels, 1)), axis=2)  # [b, k]
+    valid_labels = _m.greater_equal(labels, 0)
+    found = _r.reduce_any(_m.equal(_a.expand_dims(labels, 2), _a.expand_dims(top, 1)), axis=2)  # [b, n]
+    if class_id is not None:
+        is_class_top = _m.equal(top, class_id)
+        is_class_label = _m.equal(labels, class_id)
+        in_labels = _m.logical_and(in_labels, is_class_top)
+        not_in = _m.logical_and(_m.logical_not(_r.reduce_any(_m.equal(_a.expand_dims(top, 2),
+                                                                       _a.expand_dims(labels, 1)), axis=2)),
+                                is_class_top)
+        valid_labels = _m.logical_and(valid_labels, is_class_label)
+    else:
+        not_in = _m.logical_not(in_labels)
+    f32 = lambda t: _r.reduce_sum(_m.cast(t, _dt.float32), axis=1)  # noqa: E731
+    return f32(in_labels), f32(not_in), f32(_m.logical_and(valid_labels, _m.logical_not(found)))
+
+
+def _at_k(op, default_name, labels, top, class_id, weights, mc, uc, name, which):
+    _require_graph(op)
+    with name_scope(name or default_name):
+        tp, fp, fn = _hits(_label_sets(labels), top, class_id)
+        w = None if weights is None else _a.reshape(_m.cast(convert_to_tensor(weights), _dt.float32), [-1])
+        scale = (lambda t: t) if w is None else (lambda t: _m.multiply(t, w))  # noqa: E731
+        tp_var = _metric_variable([], _dt.float32, "true_positive_at_k")
+        other = fp if which == "precision" else fn
+        other_var = _metric_variable([], _dt.float32, ("false_positive" if which == "precision" else
+                                                       "false_negative") + "_at_k")
+        tp_up = tp_var.assign_add(_r.reduce_sum(scale(tp)))
+        other_up = other_var.assign_add(_r.reduce_sum(scale(other)))
+        tp_v, other_v = tp_var.read_value(), other_var.read_value()
+        value = _m.div_no_nan(tp_v, _m.add(tp_v, other_v), name="value")
+        update = _m.div_no_nan(tp_up, _m.add(tp_up, other_up), name="update_op")
+    return _collect(value, update, mc, uc)
+
+
+def precision_at_k(labels, predictions, k, class_id=None, weights=None, metrics_collections=None,
+                   updates_collections=None, name=None):
+    """Of the ``k`` highest-scoring classes of each example, the fraction that are among its labels."""
+    return _at_k("precision_at_k", f"precision_at_{k}", labels, _top_k_ids(predictions, k), class_id, weights,
+                 metrics_collections, updates_collections, name, "precision")
+
+
+def recall_at_k(labels, predictions, k, class_id=None, weights=None, metrics_collections=None,
+                updates_collections=None, name=None):
+    """Of each example's labels, the fraction among its ``k`` highest-scoring classes."""
+    return _at_k("recall_at_k", f"recall_at_{k}", labels, _top_k_ids(predictions, k), class_id, weights,
+                 metrics_collections, updates_collections, name, "recall")
+
+
+def precision_at_top_k(labels, predictions_idx, k=None, class_id=None, weights=None, metrics_collections=None,
+                       updates_collections=None, name=None):
+    """``precision_at_k`` given the top class ids (``predictions_idx``, ``[batch, k]``) instead of scores."""
+    top = _m.cast(convert_to_tensor(predictions_idx), _dt.int64)
+    if k is not None:
+        top = top[:, :k]
+    return _at_k("precision_at_top_k", f"precision_at_top_{k}", labels, top, class_id, weights,
+                 metrics_collections, updates_collections, name, "precision")
+
+
+def recall_at_top_k(labels, predictions_idx, k=None, class_id=None, weights=None, metrics_collections=None,
+                    updates_collections=None, name=None):
+    top = _m.cast(convert_to_tensor(predictions_idx), _dt.int64)
+    if k is not None:
+        top = top[:, :k]
+    return _at_k("recall_at_top_k", f"recall_at_top_{k}", labels, top, class_id, weights, metrics_collections,
+                 updates_collections, name, "recall")
+
+
+sparse_precision_at_k = precision_at_k
+
+
+def _average_precision(labels, top, k):
+    """Per example: ``sum_i precision@i * [top_i is a label] / min(k, n)`` where ``n`` is the width of the
+    dense label tensor, repeats included (what TF1 divides by for dense labels)."""
+    rel = _m.cast(_r.reduce_any(_m.equal(_a.expand_dims(top, 2), _a.expand_dims(labels, 1)), axis=2), _dt.float32)
+    from tensorweave.ops.sort_ops import cumsum
+    ranks = convert_to_tensor(np.arange(1, k + 1, dtype=np.float32))
+    precision_at_i = _m.divide(cumsum(rel, axis=1), ranks)
+    n_labels = _m.cast(_a.shape(labels)[1], _dt.float32)
+    return _m.div_no_nan(_r.reduce_sum(_m.multiply(precision_at_i, rel), axis=1), _m.minimum(n_labels, float(k)))
+
+
+def average_precision_at_k(labels, predictions, k, weights=None, metrics_collections=None, updates_collections=None,
+                           name=None):
+    """The mean over examples of the average precision of their ``k`` highest-scoring classes."""
+    _require_graph("average_precision_at_k")
+    with name_scope(name or f"average_precision_at_{k}"):
+        ap = _average_precision(_label_sets(labels), _top_k_ids(predictions, k), k)
+        w = _a.ones_like(ap) if weights is None else _a.reshape(_m.cast(convert_to_tensor(weights), _dt.float32), [-1])
+        total = _metric_variable([], _dt.float32, "total")
+        count = _metric_variable([], _dt.float32, "max")
+        up_total = total.assign_add(_r.reduce_sum(_m.multiply(ap, w)))
+        up_count = count.assign_add(_r.reduce_sum(w))
+        value = _m.div_no_nan(total.read_value(), count.read_value(), name="value")
+        update = _m.div_no_nan(up_total, up_count, name="update_op")
+    return _collect(value, update, metrics_collections, updates_collections)
+
+
+sparse_average_precision_at_k = average_precision_at_k

@@ -69,6 +69,9 @@ def in_top_k(predictions, targets, k, name=None):
     return math_ops.logical_and(math_ops.less(better, k), finite, name=name)
 
 
+from tensorweave.compat.v1_sampled_losses import (all_candidate_sampler, compute_accidental_hits, fixed_unigram_candidate_sampler,  # noqa
+                                                  log_uniform_candidate_sampler, nce_loss, sampled_softmax_loss,
+                                                  uniform_candidate_sampler)
 from tensorweave.compat import v1_rnn_cell as rnn_cell  # noqa: E402,F401
 from tensorweave.compat.v1_rnn import (bidirectional_dynamic_rnn, dynamic_rnn, static_bidirectional_rnn,  # noqa: E402,F401
                                        static_rnn)

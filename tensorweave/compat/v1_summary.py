@@ -217,6 +217,57 @@ def tensor_summary(name, tensor, summary_description=None, collections=None, sum
                        collections, family)
 
 
+def encode_wav(samples, sample_rate):
+    """16-bit PCM WAV bytes of float ``[frames, channels]`` samples in [-1, 1] (clipped)."""
+    import io
+    import wave
+    pcm = (np.clip(samples, -1.0, 1.0) * 32767.0).astype("<i2")
+    buf = io.BytesIO()
+    with wave.open(buf, "wb") as w:
+        w.setnchannels(pcm.shape[1])
+        w.setsampwidth(2)
+        w.setframerate(int(sample_rate))
+        w.writeframes(pcm.tobytes())
+    return buf.getvalue()
+
+
+def audio(name, tensor, sample_rate, max_outputs=3, collections=None, family=None):
+    """Up to ``max_outputs`` WAV clips from a float ``[batch, frames]`` or ``[batch, frames, channels]``
+    tensor in [-1, 1]; tags ``<name>/audio/<i>`` (``<name>/audio`` when there is one)."""
+    t = convert_to_tensor(tensor)
+    if t.shape.rank is not None and t.shape.rank not in (2, 3):
+        raise ValueError(f"tf.summary.audio '{name}': expected [batch, frames] or [batch, frames, channels], got "
+                         f"shape {t.shape}")
+    rate = float(sample_rate)
+    from tensorboard.compat.proto import summary_pb2
+
+    def serialize(tag, v):
+        v = np.asarray(v, np.float32)[:max_outputs]
+        values = []
+        for i, clip in enumerate(v):
+            clip = clip[:, None] if clip.ndim == 1 else clip
+            values.append(summary_pb2.Summary.Value(
+                tag=f"{tag}/audio" if len(v) == 1 else f"{tag}/audio/{i}",
+                audio=summary_pb2.Summary.Audio(sample_rate=rate, num_channels=clip.shape[1],
+                                                length_frames=clip.shape[0], content_type="audio/wav",
+                                                encoded_audio_string=encode_wav(clip, rate))))
+        return summary_pb2.Summary(value=values).SerializeToString()
+    return _summary_op("AudioSummary", name, t, serialize, collections, family)
+
+
+def all_v2_summary_ops():
+    """The TF2-style summary ops of the default graph: none are made through ``compat.v1``, so an empty list."""
+    return get_default_graph().get_collection("_SUMMARY_V2")
+
+
+def summary_iterator(path):
+    """Yields the ``Event`` protos of an event file (``tf.compat.v1.train.summary_iterator``)."""
+    from tensorboard.backend.event_processing.event_file_loader import RawEventFileLoader
+    from tensorboard.compat.proto import event_pb2
+    for record in RawEventFileLoader(path).Load():
+        yield event_pb2.Event.FromString(record)
+
+
 def _merge_bytes(*serialized):
     from tensorboard.compat.proto import summary_pb2
     out = summary_pb2.Summary()

@@ -50,10 +50,12 @@ def building_graph():
 def init_scope():
     """Leaves every graph being built: code inside runs eagerly (used to create variables once).
 
-    In TF1 mode (eager disabled) the outermost (default) graph stays in effect.
+    In TF1 mode (eager disabled) the innermost graph that is not a function's stays in effect, as in
+    TensorFlow (so an optimizer's slots land in the graph being built, also inside another
+    ``Graph.as_default()``).
     """
     saved_graphs, saved_tapes = ctx.graph_stack, ctx.tapes
-    keep = [g for g in saved_graphs if not getattr(g, "is_function_graph", False)][:1]
+    keep = [g for g in saved_graphs if not getattr(g, "is_function_graph", False)][-1:]
     ctx.graph_stack, ctx.tapes = keep, []
     try:
         yield

@@ -1,9 +1,10 @@
 """``tf.estimator``: the Estimator, its specs and run configuration, input functions, canned models."""
 from tensorweave.estimator import export, inputs  # noqa: F401
-from tensorweave.estimator.estimator import Estimator  # noqa: F401
-from tensorweave.estimator.hooks import (LoggingTensorHook, NanLossDuringTrainingError, NanTensorHook,  # noqa: F401
-                                         SessionRunArgs, SessionRunContext, SessionRunHook, SessionRunValues,
-                                         StopAtStepHook)
+from tensorweave.estimator.estimator import Estimator, add_metrics  # noqa: F401
+from tensorweave.estimator.hooks import (CheckpointSaverListener, FeedFnHook, FinalOpsHook,  # noqa: F401
+                                         LoggingTensorHook, NanLossDuringTrainingError, NanTensorHook,
+                                         SecondOrStepTimer, SessionRunArgs, SessionRunContext, SessionRunHook,
+                                         SessionRunValues, StepCounterHook, StopAtStepHook)
 from tensorweave.estimator.model_fn import EstimatorSpec, EvalSpec, ModeKeys, TrainSpec  # noqa: F401
 from tensorweave.estimator.run_config import RunConfig  # noqa: F401
 from tensorweave.estimator.training import train_and_evaluate  # noqa: F401
@@ -11,3 +12,6 @@ from tensorweave.estimator.canned.dnn import DNNClassifier, DNNRegressor  # noqa
 from tensorweave.estimator.canned.dnn_linear_combined import (DNNLinearCombinedClassifier,  # noqa: F401,E402
                                                               DNNLinearCombinedRegressor)
 from tensorweave.estimator.canned.linear import LinearClassifier, LinearRegressor  # noqa: F401,E402
+from tensorweave.estimator.canned.baseline import BaselineClassifier, BaselineRegressor  # noqa: F401,E402
+from tensorweave.estimator.exporter import BestExporter, Exporter, FinalExporter, LatestExporter  # noqa: F401,E402
+from tensorweave.estimator.warm_starting import WarmStartSettings  # noqa: F401,E402

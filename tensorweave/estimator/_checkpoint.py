@@ -47,11 +47,11 @@ class VariableSaver:
         self._max_to_keep = max_to_keep
         self._reads = {k: v.read_value() for k, v in self._vars.items()}
         self._feeds = {}
-        self._assigns = []
+        self._assigns = {}
         for k, v in self._vars.items():
             ph = placeholder(v.dtype, v.shape, name=f"save/{k}_value")
             self._feeds[k] = ph
-            self._assigns.append(v.assign(ph, read_value=False))
+            self._assigns[k] = v.assign(ph, read_value=False)
 
     def save(self, sess, step):
         """Writes the variables' current values as ``model.ckpt-<step>``; returns the prefix."""
@@ -72,6 +72,18 @@ class VariableSaver:
                 os.remove(old + SUFFIX)
         return prefix
 
+    def assign(self, sess, values):
+        """Sets the variables named in ``values`` (a dict of arrays); the others keep their values."""
+        feed, ops = {}, []
+        for k, a in values.items():
+            v = self._vars[k]
+            if not v.shape.is_compatible_with(a.shape):
+                raise ValueError(f"variable {k} has shape {v.shape} in the graph and {list(a.shape)} in the checkpoint")
+            feed[self._feeds[k]] = a
+            ops.append(self._assigns[k])
+        if ops:
+            sess.run(ops, feed)
+
     def restore(self, sess, prefix):
         arrays = read_checkpoint(prefix)
         missing = [k for k in self._vars if k not in arrays]
@@ -87,4 +99,4 @@ class VariableSaver:
                 raise ValueError(f"Restoring from checkpoint {prefix}: variable {k} has shape {v.shape} in the graph "
                                  f"and {list(a.shape)} in the checkpoint")
             feed[self._feeds[k]] = a
-        sess.run(self._assigns, feed)
+        sess.run(list(self._assigns.values()), feed)

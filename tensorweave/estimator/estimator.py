@@ -42,12 +42,12 @@ from tensorweave.estimator.model_fn import EstimatorSpec, ModeKeys
 from tensorweave.estimator.run_config import RunConfig
 from tensorweave.ops import random_ops
 from tensorweave.ops.array_ops import placeholder
-from tensorweave.ops.control_flow_ops import group
+from tensorweave.ops.control_flow_ops import control_dependencies, group
 from tensorweave.ops.variables import global_variables, local_variables
 from tensorweave.runtime.session import Session
 from tensorweave.train.manager import latest_checkpoint
 
-__all__ = ["Estimator"]
+__all__ = ["Estimator", "add_metrics"]
 
 _log = logging.getLogger("tensorweave.estimator")
 
@@ -217,16 +217,19 @@ class Estimator:
         hooks = list(hooks or ()) + list(spec.training_hooks) + list(spec.training_chief_hooks)
         hooks.insert(0, _hooks.NanTensorHook(spec.loss))
         with g.as_default():
+            # The step after this run's update (a plain read fetched beside train_op may see it or not).
+            with control_dependencies([spec.train_op]):
+                step_after = step_var.read_value()
             saver = VariableSaver(global_variables(), self.model_dir, self._config.keep_checkpoint_max)
             writer, summary_op = _summary_writer(self.model_dir, spec.loss)
             for h in hooks:
                 h.begin()
         with g.as_default():  # hooks look up graph elements (tf.train.get_global_step()) while running
-            self._train_loop(g, step_var, inp, spec, hooks, saver, writer, summary_op, steps, max_steps,
-                             saving_listeners)
+            self._train_loop(g, step_var, step_after, inp, spec, hooks, saver, writer, summary_op, steps,
+                             max_steps, saving_listeners)
         return self
 
-    def _train_loop(self, g, step_var, inp, spec, hooks, saver, writer, summary_op, steps, max_steps,
+    def _train_loop(self, g, step_var, step_after, inp, spec, hooks, saver, writer, summary_op, steps, max_steps,
                     saving_listeners):
         sess = self._session(g, saver, self.latest_checkpoint())
         try:
@@ -246,8 +249,8 @@ class Estimator:
                     break
                 context = _hooks.SessionRunContext(None, sess)
                 hook_args = [h.before_run(context) for h in hooks]
-                fetches = {"train": spec.train_op, "loss": spec.loss, "step": step_var,
-                           "hooks": [a.fetches if a is not None else [] for a in hook_args]}
+                fetches = {"loss": spec.loss, "step": step_after,
+                           "hooks": [_hooks.fetches_of(a) for a in hook_args]}
                 want_summary = summary_op is not None and (step + 1) % max(self._config.save_summary_steps, 1) == 0
                 if want_summary:
                     fetches["summary"] = summary_op
@@ -259,7 +262,7 @@ class Estimator:
                 except errors.OutOfRangeError:
                     break
                 loss = out["loss"]
-                step = int(out["step"]) + 1
+                step = int(out["step"])
                 for h, a, r in zip(hooks, hook_args, out["hooks"]):
                     h.after_run(context, _hooks.SessionRunValues(r if a is not None else None, None, None))
                 if want_summary:
@@ -325,7 +328,7 @@ class Estimator:
                 hook_args = [h.before_run(context) for h in hooks]
                 try:
                     out = sess.run({"updates": updates,
-                                    "hooks": [a.fetches if a is not None else [] for a in hook_args]}, feed)
+                                    "hooks": [_hooks.fetches_of(a) for a in hook_args]}, feed)
                 except errors.OutOfRangeError:
                     break
                 for h, a, r in zip(hooks, hook_args, out["hooks"]):
@@ -392,6 +395,26 @@ class Estimator:
     export_savedmodel = export_saved_model
 
 
+def add_metrics(estimator, metric_fn):
+    """A new Estimator whose evaluation also reports ``metric_fn``'s metrics.
+
+    ``metric_fn`` takes any of ``labels``, ``predictions``, ``features`` and ``config`` and returns a
+    dict of ``(value, update_op)`` pairs; they are added to (and override) the model's own.
+    """
+    def new_model_fn(features, labels, mode, config):
+        spec = estimator._call_model_fn(features, labels, mode)
+        if mode != ModeKeys.EVAL:
+            return spec
+        available = {"labels": labels, "predictions": spec.predictions, "features": features, "config": config}
+        names = inspect.signature(metric_fn).parameters
+        extra = metric_fn(**{k: v for k, v in available.items() if k in names})
+        metrics = dict(spec.eval_metric_ops)
+        metrics.update(extra)
+        return spec._replace(eval_metric_ops=metrics)
+    return Estimator(new_model_fn, model_dir=estimator.model_dir, config=estimator.config,
+                     params=estimator.params)
+
+
 def _due(config, step, last_save, last_save_time):
     if config.save_checkpoints_steps:
         return step - last_save >= config.save_checkpoints_steps
@@ -410,12 +433,8 @@ def _save(saver, sess, step, listeners):
 
 
 def _warm_start(sess, saver, source):
-    path = source if isinstance(source, str) else getattr(source, "ckpt_to_initialize_from", None)
-    if path is not None and os.path.isdir(path):
-        path = latest_checkpoint(path)
-    if path is None:
-        raise ValueError(f"Estimator: warm_start_from {source!r} has no checkpoint")
-    saver.restore(sess, path)
+    from tensorweave.estimator.warm_starting import warm_start
+    warm_start(sess, source, saver._vars, saver.assign)
 
 
 def _tensorboard_available():

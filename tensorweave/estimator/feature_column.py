@@ -42,6 +42,7 @@ from tensorweave.ops.script_ops import numpy_function
 from tensorweave.ops.variables import Variable
 
 __all__ = ["numeric_column", "bucketized_column", "categorical_column_with_vocabulary_list",
+           "categorical_column_with_vocabulary_file",
            "categorical_column_with_hash_bucket", "categorical_column_with_identity", "indicator_column",
            "embedding_column", "crossed_column", "input_layer", "linear_model", "make_parse_example_spec"]
 
@@ -201,6 +202,24 @@ def categorical_column_with_vocabulary_list(key, vocabulary_list, dtype=None, de
     if dtype is None:
         dtype = _dt.string if isinstance(vocabulary_list[0], (str, bytes)) else _dt.int64
     return _VocabularyListColumn(key, vocabulary_list, _dt.as_dtype(dtype), default_value, num_oov_buckets)
+
+
+def categorical_column_with_vocabulary_file(key, vocabulary_file, vocabulary_size=None, num_oov_buckets=0,
+                                            default_value=None, dtype=_dt.string):
+    """Like the vocabulary-list column, with one vocabulary entry per line of ``vocabulary_file``
+    (the first ``vocabulary_size`` lines when given)."""
+    with open(vocabulary_file, encoding="utf-8") as f:
+        words = [line.rstrip("\n") for line in f]
+    if vocabulary_size is not None:
+        if vocabulary_size > len(words):
+            raise ValueError(f"categorical_column_with_vocabulary_file {key!r}: vocabulary_size {vocabulary_size} "
+                             f"is larger than the file's {len(words)} lines")
+        words = words[:vocabulary_size]
+    dtype = _dt.as_dtype(dtype)
+    if dtype.is_integer:
+        words = [int(w) for w in words]
+    return categorical_column_with_vocabulary_list(key, words, dtype, -1 if default_value is None else default_value,
+                                                   num_oov_buckets)
 
 
 class _HashBucketColumn(_Categorical, collections.namedtuple("HashBucketColumn", ["key", "hash_bucket_size",

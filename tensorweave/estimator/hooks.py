@@ -11,7 +11,8 @@ import logging
 import numpy as np
 
 __all__ = ["SessionRunHook", "SessionRunArgs", "SessionRunContext", "SessionRunValues", "StopAtStepHook",
-           "LoggingTensorHook", "NanLossDuringTrainingError", "NanTensorHook"]
+           "LoggingTensorHook", "NanLossDuringTrainingError", "NanTensorHook", "FeedFnHook", "FinalOpsHook",
+           "StepCounterHook", "SecondOrStepTimer", "CheckpointSaverListener"]
 
 _log = logging.getLogger("tensorweave.estimator")
 
@@ -36,6 +37,11 @@ class SessionRunHook:
 class SessionRunArgs(collections.namedtuple("SessionRunArgs", ["fetches", "feed_dict", "options"])):
     def __new__(cls, fetches, feed_dict=None, options=None):
         return super().__new__(cls, fetches, feed_dict, options)
+
+
+def fetches_of(args):
+    """What to fetch for a hook's ``before_run`` result (None, or SessionRunArgs with no fetches: nothing)."""
+    return args.fetches if args is not None and args.fetches is not None else []
 
 
 class SessionRunValues(collections.namedtuple("SessionRunValues", ["results", "options", "run_metadata"])):
@@ -123,3 +129,105 @@ class LoggingTensorHook(SessionRunHook):
             _log.info(self._formatter(values) if self._formatter else
                       ", ".join(f"{k} = {v}" for k, v in values.items()))
         self._iter += 1
+
+
+class FeedFnHook(SessionRunHook):
+    """Adds ``feed_fn()`` (a feed dict) to every run."""
+
+    def __init__(self, feed_fn):
+        self.feed_fn = feed_fn
+
+    def before_run(self, run_context):
+        return SessionRunArgs(fetches=None, feed_dict=self.feed_fn())
+
+
+class FinalOpsHook(SessionRunHook):
+    """Runs ``final_ops`` when the session ends; their values are in ``final_ops_values``."""
+
+    def __init__(self, final_ops, final_ops_feed_dict=None):
+        self._ops, self._feed = final_ops, final_ops_feed_dict
+        self.final_ops_values = None
+
+    def end(self, session):
+        if self._ops is not None:
+            self.final_ops_values = session.run(self._ops, feed_dict=self._feed)
+
+
+class SecondOrStepTimer:
+    """Says when ``every_secs`` seconds or ``every_steps`` steps have passed since the last trigger."""
+
+    def __init__(self, every_secs=None, every_steps=None):
+        if (every_secs is None) == (every_steps is None):
+            raise ValueError("SecondOrStepTimer: exactly one of every_secs and every_steps must be given")
+        self._secs, self._steps = every_secs, every_steps
+        self._last_time = self._last_step = None
+
+    def should_trigger_for_step(self, step):
+        if self._last_step is None:
+            return True
+        if step == self._last_step:
+            return False
+        if self._steps is not None:
+            return step >= self._last_step + self._steps
+        import time
+        return time.time() >= self._last_time + self._secs
+
+    def update_last_triggered_step(self, step):
+        import time
+        now = time.time()
+        elapsed = None if self._last_time is None else (now - self._last_time, step - self._last_step)
+        self._last_time, self._last_step = now, step
+        return elapsed if elapsed is not None else (None, None)
+
+    def last_triggered_step(self):
+        return self._last_step
+
+    def reset(self):
+        self._last_time = self._last_step = None
+
+
+class StepCounterHook(SessionRunHook):
+    """Logs (and, with a writer, writes ``global_step/sec``) the training speed every N steps or seconds."""
+
+    def __init__(self, every_n_steps=100, every_n_secs=None, output_dir=None, summary_writer=None):
+        self._timer = SecondOrStepTimer(every_secs=every_n_secs, every_steps=None if every_n_secs else every_n_steps)
+        self._writer, self._dir = summary_writer, output_dir
+        self.steps_per_sec = []
+
+    def begin(self):
+        from tensorweave.compat.v1_train import get_global_step
+        self._step = get_global_step()
+        if self._step is None:
+            raise RuntimeError("StepCounterHook needs a global step (tf.train.get_or_create_global_step())")
+
+    def before_run(self, run_context):
+        return SessionRunArgs(self._step)
+
+    def after_run(self, run_context, run_values):
+        step = int(run_values.results)
+        if self._timer.should_trigger_for_step(step):
+            secs, steps = self._timer.update_last_triggered_step(step)
+            if secs:
+                rate = steps / secs
+                self.steps_per_sec.append(rate)
+                _log.info("global_step/sec: %g", rate)
+                if self._writer is not None:
+                    from tensorboard.compat.proto import summary_pb2
+                    self._writer.add_summary(summary_pb2.Summary(value=[summary_pb2.Summary.Value(
+                        tag="global_step/sec", simple_value=rate)]), step)
+
+
+class CheckpointSaverListener:
+    """Called around each checkpoint an Estimator or a ``CheckpointSaverHook`` writes."""
+
+    def begin(self):
+        pass
+
+    def before_save(self, session, global_step_value):
+        pass
+
+    def after_save(self, session, global_step_value):
+        pass
+
+    def end(self, session, global_step_value):
+        pass
