@@ -227,6 +227,12 @@ def _svd_grad(op, gs, gu, gv):
     #      + (I - U U^T) gU S^-1 V^T + U S^-1 gV^T (I - V V^T),   F_ij = 1 / (s_j^2 - s_i^2).
     a = op.inputs[0]
     s, u, v = op.outputs
+    if _full_and_not_square(op):
+        if gu is not None or gv is not None:
+            raise NotImplementedError("svd: gradients through u and v need full_matrices=False (or square "
+                                      f"matrices); got shape {a.shape}")
+        k = s.shape[-1]
+        u, v = u[..., :k], v[..., :k]
     s_mat = set_diag(A.zeros_like(M.matmul(u, u, transpose_a=True)), s)
     inner = set_diag(A.zeros_like(s_mat), gs) if gs is not None else A.zeros_like(s_mat)
     out = None
@@ -253,30 +259,38 @@ def _svd_grad(op, gs, gu, gv):
     return [A.reshape(ga, A.shape(a))]
 
 
-register_op("Svd", num_outputs=3, grad=_svd_grad, heavy=True, infer=lambda i, a: _infer_svd(i[0]))
+def _full_and_not_square(op):
+    m, n = op.inputs[0].shape.as_list()[-2:]
+    return op.attrs.get("full_matrices", False) and m != n
 
 
-def _infer_svd(x):
+register_op("Svd", num_outputs=3, grad=_svd_grad, heavy=True,
+            infer=lambda i, a: _infer_svd(i[0], a.get("full_matrices", False)))
+
+
+def _infer_svd(x, full=False):
     if x.shape.rank is None:
         return [(TensorShape(None), x.dtype)] * 3
     *batch, m, n = x.shape.as_list()
     k = None if m is None or n is None else min(m, n)
-    return [(TensorShape(batch + [k]), x.dtype), (TensorShape(batch + [m, k]), x.dtype),
-            (TensorShape(batch + [n, k]), x.dtype)]
+    return [(TensorShape(batch + [k]), x.dtype), (TensorShape(batch + [m, m if full else k]), x.dtype),
+            (TensorShape(batch + [n, n if full else k]), x.dtype)]
 
 
 def svd(tensor, full_matrices=False, compute_uv=True, name=None):
     """Singular values (descending) and, with ``compute_uv``, ``(s, u, v)`` with
-    ``tensor = u @ diag(s) @ v^T`` (TF's order). ``full_matrices=True`` is not supported."""
-    if full_matrices:
-        raise NotImplementedError("svd: full_matrices=True is not supported; the reduced SVD is")
-    s, u, v = execute(get_op("Svd"), [_float_matrix(tensor, "svd")], {}, name)
+    ``tensor = u @ diag(s) @ v^T`` (TF's order); ``full_matrices`` gives square ``u`` and ``v``."""
+    full = bool(full_matrices) and bool(compute_uv)  # s alone is the same either way (and differentiable)
+    s, u, v = execute(get_op("Svd"), [_float_matrix(tensor, "svd")], {"full_matrices": full}, name)
     return (s, u, v) if compute_uv else s
 
 
 # ---- qr -----------------------------------------------------------------------------------
 def _qr_grad(op, gq, gr):
     # TF's rule (reduced QR of a square or tall matrix).
+    if _full_and_not_square(op):
+        raise NotImplementedError("qr: the gradient needs full_matrices=False (or square matrices); got shape "
+                                  f"{op.inputs[0].shape}")
     q, r = op.outputs
     gq = A.zeros_like(q) if gq is None else gq
     gr = A.zeros_like(r) if gr is None else gr
@@ -290,25 +304,25 @@ def _qr_grad(op, gq, gr):
 
 
 register_op("Qr", num_outputs=2, grad=_qr_grad, heavy=True,
-            infer=lambda i, a: [_infer_svd(i[0])[1], (_r_shape(i[0]), i[0].dtype)])
+            infer=lambda i, a: [_infer_svd(i[0], a.get("full_matrices", False))[1],
+                                (_r_shape(i[0], a.get("full_matrices", False)), i[0].dtype)])
 
 
-def _r_shape(x):
+def _r_shape(x, full=False):
     if x.shape.rank is None:
         return TensorShape(None)
     *batch, m, n = x.shape.as_list()
-    return TensorShape(batch + [None if m is None or n is None else min(m, n), n])
+    return TensorShape(batch + [m if full else None if m is None or n is None else min(m, n), n])
 
 
 Qr = collections.namedtuple("Qr", ["q", "r"])
 
 
 def qr(input, full_matrices=False, name=None):
-    """The reduced QR decomposition ``input = q @ r`` (``q`` with orthonormal columns, ``r``
-    upper triangular). Gradients need square or tall matrices, as in TF."""
-    if full_matrices:
-        raise NotImplementedError("qr: full_matrices=True is not supported; the reduced QR is")
-    return Qr(*execute(get_op("Qr"), [_float_matrix(input, "qr")], {}, name))
+    """The QR decomposition ``input = q @ r`` (``q`` with orthonormal columns, ``r`` upper
+    triangular; square ``q`` with ``full_matrices``). Gradients need the reduced form of square or
+    tall matrices, as in TF."""
+    return Qr(*execute(get_op("Qr"), [_float_matrix(input, "qr")], {"full_matrices": bool(full_matrices)}, name))
 
 
 # ---- least squares and the pseudo-inverse ----------------------------------------------------

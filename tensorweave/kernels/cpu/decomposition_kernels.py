@@ -80,13 +80,13 @@ def _eigh(x):
 
 @k("Svd")
 @_f32_for_half
-def _svd(x):
-    u, s, vh = np.linalg.svd(x, full_matrices=False)
+def _svd(x, full_matrices=False):
+    u, s, vh = np.linalg.svd(x, full_matrices=full_matrices)
     return s.astype(x.dtype, copy=False), u.astype(x.dtype, copy=False), np.swapaxes(vh, -1, -2).astype(x.dtype)
 
 
 @k("Qr")
 @_f32_for_half
-def _qr(x):
-    q, r = np.linalg.qr(x, mode="reduced")
+def _qr(x, full_matrices=False):
+    q, r = np.linalg.qr(x, mode="complete" if full_matrices else "reduced")
     return q.astype(x.dtype, copy=False), r.astype(x.dtype, copy=False)
