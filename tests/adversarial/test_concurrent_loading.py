@@ -6,7 +6,7 @@ import threading
 import numpy as np
 
 import tensorweave as tw
-from adversarial_helpers import keras_file
+from .adversarial_helpers import keras_file
 from tensorweave import keras
 from tensorweave.keras.saving import load_model
 

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 import tensorweave as tw
 import tensorweave.saved_model as sm
-from adversarial_helpers import copy_saved_model
+from .adversarial_helpers import copy_saved_model
 from tensorweave import cli
 from tensorweave.saving import saved_model as sm_impl
 from tensorweave.saving import tensor_file

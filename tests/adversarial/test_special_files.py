@@ -7,7 +7,7 @@ import pytest
 
 import tensorweave as tw
 import tensorweave.saved_model as sm
-from adversarial_helpers import copy_saved_model, keras_file
+from .adversarial_helpers import copy_saved_model, keras_file
 from tensorweave import cli
 from tensorweave.keras.saving import KerasLoadError, load_model
 from tensorweave.saving import tensor_file

@@ -7,7 +7,7 @@ import shutil
 import pytest
 
 import tensorweave.saved_model as sm
-from adversarial_helpers import copy_saved_model
+from .adversarial_helpers import copy_saved_model
 from tensorweave.keras.saving import KerasLoadError, load_model
 from tensorweave.saving import saved_model as sm_impl
 from tensorweave.saving.validation import LoadError
