@@ -6,14 +6,16 @@ from tensorweave.keras.layers.attention import Attention, MultiHeadAttention  # 
 from tensorweave.keras.layers.conv import (Conv1D, Conv1DTranspose, Conv2D, Conv2DTranspose, Conv3D,  # noqa: F401
                                            Conv3DTranspose, Convolution1D, Convolution2D, Convolution2DTranspose,
                                            Convolution3D, DepthwiseConv2D, SeparableConv2D, SeparableConvolution2D)
+from tensorweave.keras.layers.conv1d_more import DepthwiseConv1D, SeparableConv1D  # noqa: F401
 from tensorweave.keras.layers.conv_lstm import ConvLSTM1D, ConvLSTM2D, ConvLSTM3D  # noqa: F401
 from tensorweave.keras.layers.core import (Activation, Dense, Dropout, Flatten, Identity, Lambda,  # noqa: F401
                                            Permute, Reshape)
 from tensorweave.keras.layers.embedding import Embedding  # noqa: F401
 from tensorweave.keras.layers.einsum_dense import EinsumDense  # noqa: F401
-from tensorweave.keras.layers.image_preprocessing import (CenterCrop, RandomBrightness, RandomContrast,  # noqa: F401
-                                                          RandomCrop, RandomFlip, RandomRotation, RandomTranslation,
-                                                          RandomZoom, Resizing)
+from tensorweave.keras.layers.image_preprocessing import (AutoContrast, CenterCrop, RandomBrightness,  # noqa: F401
+                                                          RandomContrast, RandomCrop, RandomFlip, RandomGrayscale,
+                                                          RandomRotation, RandomShear, RandomTranslation, RandomZoom,
+                                                          Resizing)
 from tensorweave.keras.layers.masking import Masking  # noqa: F401
 from tensorweave.keras.layers.merge import (Add, Average, Concatenate, Dot, Maximum, Minimum, Multiply,  # noqa: F401
                                             Subtract, add, average, concatenate, dot, maximum, minimum, multiply,
@@ -45,6 +47,7 @@ from tensorweave.keras.layers.text_preprocessing import (Hashing, IntegerLookup,
 from tensorweave.keras.layers.wrappers import Pipeline, TimeDistributed  # noqa: F401
 
 Convolution1DTranspose, Convolution3DTranspose = Conv1DTranspose, Conv3DTranspose
+SeparableConvolution1D = SeparableConv1D
 
 _CUSTOM = {}
 
