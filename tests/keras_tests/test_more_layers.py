@@ -273,3 +273,18 @@ def test_augmentation_and_conv1d_match_keras():
     dw, pw, b = sep.get_weights()
     depth = np.stack([sum(seq[0, i + k] * dw[k, :, 0] for k in range(3)) for i in range(3)])
     np.testing.assert_allclose(out[0], depth @ pw[0] + b, rtol=1e-5, atol=1e-6)
+
+
+def test_additive_attention_matches_keras():
+    rng = np.random.default_rng(0)
+    q = rng.standard_normal((2, 3, 4)).astype("float32")
+    v = rng.standard_normal((2, 5, 4)).astype("float32")
+    layer = L.AdditiveAttention()
+    layer([q, v])
+    layer.set_weights([rng.standard_normal((4,)).astype("float32")])
+    out, scores = layer([q, v], return_attention_scores=True,
+                        mask=[None, np.array([[1, 1, 1, 0, 0], [1, 1, 1, 1, 1]], bool)])
+    # recorded from Keras 3.15.1
+    np.testing.assert_allclose(out.numpy()[0, 0], [-0.09658207, 0.47977057, 0.04191019, 0.20821092], rtol=1e-5)
+    np.testing.assert_allclose(scores.numpy()[0, 0], [0.08081565, 0.07785389, 0.84133047, 0.0, 0.0], atol=1e-6)
+    layer_test(L.AdditiveAttention, {}, [(2, 3, 4), (2, 5, 4)], expected_num_trainable_weights=1)
