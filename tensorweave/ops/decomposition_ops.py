@@ -115,7 +115,8 @@ def _infer_qr(inputs, attrs):
     batch, m, n = _dims(x)
     k = None if m is None or n is None else min(m, n)
     full = attrs["full_matrices"]
-    return [(TensorShape(batch + [m, m if full else k]), x.dtype), (TensorShape(batch + [m if full else k, n]), x.dtype)]
+    return [(TensorShape(batch + [m, m if full else k]), x.dtype),
+            (TensorShape(batch + [m if full else k, n]), x.dtype)]
 
 
 def _qr_grad(op, gq, gr):

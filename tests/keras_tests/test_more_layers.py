@@ -60,7 +60,8 @@ def test_layer_harness(cls, kwargs, shape, extra):
 
 def test_time_distributed_harness_and_values():
     # the wrapped Dense keeps its own dtype, so the float64 gradient pass of the harness does not apply
-    layer, out = layer_test(L.TimeDistributed, {"layer": L.Dense(3)}, (2, 4, 5), check_config=False, check_gradients=False,
+    layer, out = layer_test(L.TimeDistributed, {"layer": L.Dense(3)}, (2, 4, 5), check_config=False,
+                            check_gradients=False,
                             expected_output_shape=(2, 4, 3), expected_num_trainable_weights=2)
     x = np.random.default_rng(0).standard_normal((2, 4, 5)).astype("float32")
     w, b = layer.layer.get_weights()

@@ -29,8 +29,9 @@ from tensorweave.keras.layers.normalization_more import (GroupNormalization, RMS
 from tensorweave.keras.layers.pooling_adaptive import (AdaptiveAveragePooling1D, AdaptiveAveragePooling2D,  # noqa: F401
                                                        AdaptiveAveragePooling3D, AdaptiveMaxPooling1D,
                                                        AdaptiveMaxPooling2D, AdaptiveMaxPooling3D)
-from tensorweave.keras.layers.regularization import (ActivityRegularization, AlphaDropout, GaussianDropout, GaussianNoise,  # noqa: F401
-                                                     SpatialDropout1D, SpatialDropout2D, SpatialDropout3D)
+from tensorweave.keras.layers.regularization import (ActivityRegularization, AlphaDropout,  # noqa: F401
+                                                     GaussianDropout, GaussianNoise, SpatialDropout1D,
+                                                     SpatialDropout2D, SpatialDropout3D)
 from tensorweave.keras.layers.reshaping import (Cropping1D, Cropping2D, Cropping3D, RepeatVector,  # noqa: F401
                                                 UpSampling1D, UpSampling2D, UpSampling3D, ZeroPadding1D,
                                                 ZeroPadding2D, ZeroPadding3D)
