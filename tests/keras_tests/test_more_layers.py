@@ -289,3 +289,25 @@ def test_additive_attention_matches_keras():
     np.testing.assert_allclose(out.numpy()[0, 0], [-0.09658207, 0.47977057, 0.04191019, 0.20821092], rtol=1e-5)
     np.testing.assert_allclose(scores.numpy()[0, 0], [0.08081565, 0.07785389, 0.84133047, 0.0, 0.0], atol=1e-6)
     layer_test(L.AdditiveAttention, {}, [(2, 3, 4), (2, 5, 4)], expected_num_trainable_weights=1)
+
+
+def test_reversible_embedding_and_wrapper():
+    layer_test(L.ReversibleEmbedding, {"input_dim": 6, "output_dim": 3, "tie_weights": False}, (2, 4),
+               input_dtype="int32", int_range=(0, 6), check_gradients=False, expected_num_trainable_weights=2)
+    r = L.ReversibleEmbedding(5, 3, tie_weights=False, logit_soft_cap=2.0)
+    r(np.array([[1, 2]]))
+    r.set_weights([np.arange(15, dtype="float32").reshape(5, 3) / 10, np.arange(15, dtype="float32").reshape(3, 5) / 7])
+    # recorded from Keras 3.15.1
+    np.testing.assert_allclose(r(np.array([[0.1, 0.2, 0.3]], "float32"), reverse=True).numpy(),
+                               [[0.55637097, 0.63447315, 0.71048129, 0.78421116, 0.85550547]], rtol=1e-5)
+    tied = L.ReversibleEmbedding(5, 3)
+    tied(np.array([[0]]))
+    table = tied.get_weights()[0]
+    np.testing.assert_allclose(tied(np.ones((1, 3), "float32"), reverse=True).numpy(), np.ones((1, 3)) @ table.T,
+                               rtol=1e-5)
+    wrapped = L.Wrapper(L.Dense(2))
+    x = np.ones((1, 3), "float32")
+    w, b = (wrapped(x), wrapped.layer.get_weights())[1]
+    np.testing.assert_allclose(wrapped(x).numpy(), x @ w + b, rtol=1e-6)
+    again = L.Wrapper.from_config(wrapped.get_config())
+    assert isinstance(again.layer, L.Dense) and again.layer.units == 2

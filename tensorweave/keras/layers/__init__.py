@@ -46,7 +46,8 @@ from tensorweave.keras.layers.pooling import (AveragePooling1D, AveragePooling2D
                                               MaxPooling2D, MaxPooling3D)
 from tensorweave.keras.layers.text_preprocessing import (Hashing, IntegerLookup, StringLookup,  # noqa: F401
                                                          TextVectorization)
-from tensorweave.keras.layers.wrappers import Pipeline, TimeDistributed  # noqa: F401
+from tensorweave.keras.layers.reversible_embedding import ReversibleEmbedding  # noqa: F401
+from tensorweave.keras.layers.wrappers import Pipeline, TimeDistributed, Wrapper  # noqa: F401
 
 Convolution1DTranspose, Convolution3DTranspose = Conv1DTranspose, Conv3DTranspose
 SeparableConvolution1D = SeparableConv1D
