@@ -7,8 +7,9 @@
 >>> model.predict(np.zeros((3, 4)), verbose=0).shape
 (3, 2)
 """
-from tensorweave.keras import (activations, applications, backend, callbacks, datasets, initializers, layers,  # noqa: F401
-                               losses, metrics, models, ops, optimizers, regularizers, utils)
+from tensorweave.keras import (activations, applications, backend, callbacks, datasets,  # noqa: F401
+                               initializers, layers, losses, metrics, models, ops, optimizers, regularizers,
+                               utils)
 from tensorweave.keras.engine.input_layer import Input  # noqa: F401
 from tensorweave.keras.engine.layer import Layer  # noqa: F401
 from tensorweave.keras.engine.model import Model  # noqa: F401

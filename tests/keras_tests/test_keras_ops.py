@@ -719,3 +719,16 @@ def test_ctc_loss_and_greedy_decode_match_keras():
     _check(scores, [[-4.175933837890625], [-4.671865940093994]], "ctc_decode scores", 1e-5, 1e-5)
     decoded, _ = ops.ctc_decode(out, ol, mask_index=3, merge_repeated=False)
     assert decoded.numpy().tolist() == [[[2, 2, 1, 1, -1, -1], [0, 1, 1, 1, -1, -1]]]
+
+
+def test_nan_quantiles_match_numpy_eagerly_and_in_function():
+    x = np.array([[1.0, np.nan, 4.0, 2.0, 8.0], [np.nan, np.nan, np.nan, np.nan, np.nan], [3.0, 1.0, 2.0, 0.0, 9.0]])
+    for method in ("linear", "lower", "higher", "nearest", "midpoint"):
+        want = np.nanquantile(x[[0, 2]], [0.25, 0.7], axis=1, method=method)
+        _check(ops.nanquantile(x[[0, 2]], [0.25, 0.7], axis=1, method=method), want, f"nanquantile {method}")
+    with np.errstate(all="ignore"), pytest.warns(RuntimeWarning):
+        want = np.nanmedian(x, axis=1, keepdims=True)
+    _check(tw.function(lambda t: ops.nanmedian(t, axis=1, keepdims=True))(tw.constant(x)), want, "nanmedian graph")
+    _check(ops.nanpercentile(x[0], 40), np.nanpercentile(x[0], 40), "nanpercentile")
+    _check(ops.quantile(x[2], [0.1, 0.9], method="midpoint"), np.quantile(x[2], [0.1, 0.9], method="midpoint"),
+           "quantile midpoint")

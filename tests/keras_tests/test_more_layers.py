@@ -60,7 +60,8 @@ def test_layer_harness(cls, kwargs, shape, extra):
 
 def test_time_distributed_harness_and_values():
     # the wrapped Dense keeps its own dtype, so the float64 gradient pass of the harness does not apply
-    layer, out = layer_test(L.TimeDistributed, {"layer": L.Dense(3)}, (2, 4, 5), check_config=False, check_gradients=False,
+    layer, out = layer_test(L.TimeDistributed, {"layer": L.Dense(3)}, (2, 4, 5), check_config=False,
+                            check_gradients=False,
                             expected_output_shape=(2, 4, 3), expected_num_trainable_weights=2)
     x = np.random.default_rng(0).standard_normal((2, 4, 5)).astype("float32")
     w, b = layer.layer.get_weights()
@@ -237,3 +238,76 @@ def test_more_layers_match_keras():
     np.testing.assert_allclose(pipe(img, training=False).numpy(), img / 255.0, rtol=1e-6)
     again = L.Pipeline.from_config(pipe.get_config())
     np.testing.assert_allclose(again(img, training=False).numpy(), img / 255.0, rtol=1e-6)
+
+
+AUG = [
+    (L.RandomShear, {"x_factor": 0.3, "y_factor": 0.2, "seed": 1}, (2, 5, 4, 3), TRAIN),
+    (L.RandomGrayscale, {"factor": 0.5, "seed": 1}, (2, 4, 4, 3), TRAIN),
+    (L.AutoContrast, {}, (2, 4, 4, 3), {}),
+    (L.DepthwiseConv1D, {"kernel_size": 3, "depth_multiplier": 2}, (2, 6, 3), {"expected_num_trainable_weights": 2}),
+    (L.SeparableConv1D, {"filters": 4, "kernel_size": 3, "padding": "same", "strides": 2}, (2, 6, 3),
+     {"expected_num_trainable_weights": 3}),
+    (L.SeparableConv1D, {"filters": 2, "kernel_size": 2, "data_format": "channels_first"}, (2, 3, 5), {}),
+]
+
+
+@pytest.mark.parametrize("cls,kwargs,shape,extra", AUG, ids=[f"{c[0].__name__}-{i}" for i, c in enumerate(AUG)])
+def test_augmentation_and_conv1d_harness(cls, kwargs, shape, extra):
+    layer_test(cls, kwargs, shape, **extra)
+
+
+def test_augmentation_and_conv1d_match_keras():
+    x = np.arange(24, dtype="float32").reshape(2, 2, 2, 3) * 10
+    # recorded from Keras 3.15.1
+    np.testing.assert_allclose(L.RandomGrayscale(factor=1.0)(x, training=True).numpy()[0, 0],
+                               [[8.15, 8.15, 8.15], [38.147, 38.147, 38.147]], rtol=1e-5)
+    np.testing.assert_allclose(L.AutoContrast()(x).numpy()[0, 0], [[0, 0, 0], [85, 85, 85]], atol=1e-4)
+    sheared = L.RandomShear(x_factor=(0.5, 0.5), fill_mode="constant")(np.arange(25, dtype="float32")
+                                                                       .reshape(1, 5, 5, 1), training=True)
+    np.testing.assert_allclose(sheared.numpy()[0, :, :, 0], [[0, 1, 2, 3, 4], [2.5, 5.5, 6.5, 7.5, 8.5],
+                                                             [0, 10, 11, 12, 13], [0, 7.5, 15.5, 16.5, 17.5],
+                                                             [0, 0, 20, 21, 22]], atol=1e-5)
+    sep = L.SeparableConv1D(4, 3)
+    seq = np.random.default_rng(0).standard_normal((1, 5, 2)).astype("float32")
+    out = sep(seq).numpy()
+    assert [w.shape.as_list() for w in sep.weights] == [[3, 2, 1], [1, 2, 4], [4]]
+    dw, pw, b = sep.get_weights()
+    depth = np.stack([sum(seq[0, i + k] * dw[k, :, 0] for k in range(3)) for i in range(3)])
+    np.testing.assert_allclose(out[0], depth @ pw[0] + b, rtol=1e-5, atol=1e-6)
+
+
+def test_additive_attention_matches_keras():
+    rng = np.random.default_rng(0)
+    q = rng.standard_normal((2, 3, 4)).astype("float32")
+    v = rng.standard_normal((2, 5, 4)).astype("float32")
+    layer = L.AdditiveAttention()
+    layer([q, v])
+    layer.set_weights([rng.standard_normal((4,)).astype("float32")])
+    out, scores = layer([q, v], return_attention_scores=True,
+                        mask=[None, np.array([[1, 1, 1, 0, 0], [1, 1, 1, 1, 1]], bool)])
+    # recorded from Keras 3.15.1
+    np.testing.assert_allclose(out.numpy()[0, 0], [-0.09658207, 0.47977057, 0.04191019, 0.20821092], rtol=1e-5)
+    np.testing.assert_allclose(scores.numpy()[0, 0], [0.08081565, 0.07785389, 0.84133047, 0.0, 0.0], atol=1e-6)
+    layer_test(L.AdditiveAttention, {}, [(2, 3, 4), (2, 5, 4)], expected_num_trainable_weights=1)
+
+
+def test_reversible_embedding_and_wrapper():
+    layer_test(L.ReversibleEmbedding, {"input_dim": 6, "output_dim": 3, "tie_weights": False}, (2, 4),
+               input_dtype="int32", int_range=(0, 6), check_gradients=False, expected_num_trainable_weights=2)
+    r = L.ReversibleEmbedding(5, 3, tie_weights=False, logit_soft_cap=2.0)
+    r(np.array([[1, 2]]))
+    r.set_weights([np.arange(15, dtype="float32").reshape(5, 3) / 10, np.arange(15, dtype="float32").reshape(3, 5) / 7])
+    # recorded from Keras 3.15.1
+    np.testing.assert_allclose(r(np.array([[0.1, 0.2, 0.3]], "float32"), reverse=True).numpy(),
+                               [[0.55637097, 0.63447315, 0.71048129, 0.78421116, 0.85550547]], rtol=1e-5)
+    tied = L.ReversibleEmbedding(5, 3)
+    tied(np.array([[0]]))
+    table = tied.get_weights()[0]
+    np.testing.assert_allclose(tied(np.ones((1, 3), "float32"), reverse=True).numpy(), np.ones((1, 3)) @ table.T,
+                               rtol=1e-5)
+    wrapped = L.Wrapper(L.Dense(2))
+    x = np.ones((1, 3), "float32")
+    w, b = (wrapped(x), wrapped.layer.get_weights())[1]
+    np.testing.assert_allclose(wrapped(x).numpy(), x @ w + b, rtol=1e-6)
+    again = L.Wrapper.from_config(wrapped.get_config())
+    assert isinstance(again.layer, L.Dense) and again.layer.units == 2

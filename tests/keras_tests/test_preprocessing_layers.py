@@ -154,3 +154,29 @@ def test_uint8_images_are_converted():
     out = L.Rescaling(1 / 255.0)(img)
     assert out.dtype == tw.float32 and np.allclose(out.numpy(), 1.0)
     assert L.Resizing(2, 2)(img).dtype == tw.float32
+
+
+def test_preprocessing_and_augmentation_layers_save_and_load(tmp_path):
+    norm = L.Normalization(axis=-1)
+    x = np.random.default_rng(2).uniform(0, 255, (4, 8, 8, 3)).astype("float32")
+    norm.adapt(x)
+    inp = keras.Input((8, 8, 3))
+    h = L.Rescaling(1.0, offset=0.0)(inp)
+    h = norm(h)
+    for aug in (L.RandomFlip(seed=1), L.RandomRotation(0.1, seed=1), L.RandomZoom(0.1, seed=1),
+                L.RandomTranslation(0.1, 0.1, seed=1), L.RandomContrast(0.2, seed=1), L.RandomBrightness(0.1, seed=1),
+                L.RandomShear(0.1, seed=1), L.RandomGrayscale(0.2, seed=1)):
+        h = aug(h)
+    h = L.CenterCrop(6, 6)(h)
+    h = L.Resizing(4, 4)(h)
+    h = L.GroupNormalization(groups=3)(h)
+    h = L.Reshape((16, 3))(h)
+    h = L.EinsumDense("abc,cd->abd", output_shape=(None, 2), bias_axes="d")(h)
+    h = L.Flatten()(h)
+    out = L.Discretization(bin_boundaries=[-1.0, 0.0, 1.0], output_mode="count")(L.Dense(4)(h))
+    model = keras.Model(inp, out)
+    path = str(tmp_path / "pre.keras")
+    model.save(path)
+    loaded = load_model(path)
+    np.testing.assert_array_equal(loaded.predict(x, verbose=0), model.predict(x, verbose=0))
+    assert [type(la).__name__ for la in loaded.layers] == [type(la).__name__ for la in model.layers]

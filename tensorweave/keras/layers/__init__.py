@@ -2,18 +2,21 @@
 from tensorweave.keras.engine.input_layer import Input, InputLayer  # noqa: F401
 from tensorweave.keras.engine.layer import InputSpec, Layer  # noqa: F401
 from tensorweave.keras.layers.activation import ELU, LeakyReLU, PReLU, ReLU, Softmax  # noqa: F401
+from tensorweave.keras.layers.additive_attention import AdditiveAttention  # noqa: F401
 from tensorweave.keras.layers.attention import Attention, MultiHeadAttention  # noqa: F401
 from tensorweave.keras.layers.conv import (Conv1D, Conv1DTranspose, Conv2D, Conv2DTranspose, Conv3D,  # noqa: F401
                                            Conv3DTranspose, Convolution1D, Convolution2D, Convolution2DTranspose,
                                            Convolution3D, DepthwiseConv2D, SeparableConv2D, SeparableConvolution2D)
+from tensorweave.keras.layers.conv1d_more import DepthwiseConv1D, SeparableConv1D  # noqa: F401
 from tensorweave.keras.layers.conv_lstm import ConvLSTM1D, ConvLSTM2D, ConvLSTM3D  # noqa: F401
 from tensorweave.keras.layers.core import (Activation, Dense, Dropout, Flatten, Identity, Lambda,  # noqa: F401
                                            Permute, Reshape)
 from tensorweave.keras.layers.embedding import Embedding  # noqa: F401
 from tensorweave.keras.layers.einsum_dense import EinsumDense  # noqa: F401
-from tensorweave.keras.layers.image_preprocessing import (CenterCrop, RandomBrightness, RandomContrast,  # noqa: F401
-                                                          RandomCrop, RandomFlip, RandomRotation, RandomTranslation,
-                                                          RandomZoom, Resizing)
+from tensorweave.keras.layers.image_preprocessing import (AutoContrast, CenterCrop, RandomBrightness,  # noqa: F401
+                                                          RandomContrast, RandomCrop, RandomFlip, RandomGrayscale,
+                                                          RandomRotation, RandomShear, RandomTranslation, RandomZoom,
+                                                          Resizing)
 from tensorweave.keras.layers.masking import Masking  # noqa: F401
 from tensorweave.keras.layers.merge import (Add, Average, Concatenate, Dot, Maximum, Minimum, Multiply,  # noqa: F401
                                             Subtract, add, average, concatenate, dot, maximum, minimum, multiply,
@@ -26,8 +29,9 @@ from tensorweave.keras.layers.normalization_more import (GroupNormalization, RMS
 from tensorweave.keras.layers.pooling_adaptive import (AdaptiveAveragePooling1D, AdaptiveAveragePooling2D,  # noqa: F401
                                                        AdaptiveAveragePooling3D, AdaptiveMaxPooling1D,
                                                        AdaptiveMaxPooling2D, AdaptiveMaxPooling3D)
-from tensorweave.keras.layers.regularization import (ActivityRegularization, AlphaDropout, GaussianDropout, GaussianNoise,  # noqa: F401
-                                                     SpatialDropout1D, SpatialDropout2D, SpatialDropout3D)
+from tensorweave.keras.layers.regularization import (ActivityRegularization, AlphaDropout,  # noqa: F401
+                                                     GaussianDropout, GaussianNoise, SpatialDropout1D,
+                                                     SpatialDropout2D, SpatialDropout3D)
 from tensorweave.keras.layers.reshaping import (Cropping1D, Cropping2D, Cropping3D, RepeatVector,  # noqa: F401
                                                 UpSampling1D, UpSampling2D, UpSampling3D, ZeroPadding1D,
                                                 ZeroPadding2D, ZeroPadding3D)
@@ -42,9 +46,11 @@ from tensorweave.keras.layers.pooling import (AveragePooling1D, AveragePooling2D
                                               MaxPooling2D, MaxPooling3D)
 from tensorweave.keras.layers.text_preprocessing import (Hashing, IntegerLookup, StringLookup,  # noqa: F401
                                                          TextVectorization)
-from tensorweave.keras.layers.wrappers import Pipeline, TimeDistributed  # noqa: F401
+from tensorweave.keras.layers.reversible_embedding import ReversibleEmbedding  # noqa: F401
+from tensorweave.keras.layers.wrappers import Pipeline, TimeDistributed, Wrapper  # noqa: F401
 
 Convolution1DTranspose, Convolution3DTranspose = Conv1DTranspose, Conv3DTranspose
+SeparableConvolution1D = SeparableConv1D
 
 _CUSTOM = {}
 

@@ -312,3 +312,71 @@ class RandomBrightness(_RandomLayer):
     def get_config(self):
         return {**super().get_config(), "factor": list(self.factor) if isinstance(self.factor, tuple) else self.factor,
                 "value_range": list(self.value_range)}
+
+
+class RandomShear(_AffineLayer):
+    """Shears along x and/or y by a factor drawn from ``x_factor``/``y_factor`` (a float f: [-f, f])."""
+
+    def __init__(self, x_factor=0.0, y_factor=0.0, interpolation="bilinear", fill_mode="reflect", fill_value=0.0,
+                 data_format=None, seed=None, **kwargs):
+        super().__init__(fill_mode, interpolation, seed, fill_value, data_format, **kwargs)
+        self.x_factor, self.y_factor = x_factor, y_factor
+        self._x = _factor_range(x_factor, "RandomShear")
+        self._y = _factor_range(y_factor, "RandomShear")
+
+    def _transform(self, n, h, w):
+        sx = self._uniform(n, *self._x)
+        sy = self._uniform(n, *self._y)
+        one, z = tw.ones_like(sx), tw.zeros_like(sx)
+        return tw.stack([one, -sx, z, -sy, one, z, z, z], axis=1)
+
+    def get_config(self):
+        def js(v):
+            return list(v) if isinstance(v, tuple) else v
+        return {**super().get_config(), "x_factor": js(self.x_factor), "y_factor": js(self.y_factor)}
+
+
+class RandomGrayscale(_RandomLayer):
+    """Turns each image grey (kept as 3 channels) with probability ``factor``."""
+
+    def __init__(self, factor=0.5, data_format=None, seed=None, **kwargs):
+        super().__init__(seed=seed, data_format=data_format, **kwargs)
+        if not 0 <= factor <= 1:
+            raise ValueError(f"RandomGrayscale: factor must be in [0, 1], got {factor}")
+        self.factor = float(factor)
+
+    def _augment(self, x):
+        gray = _image.rgb_to_grayscale(x, data_format=self.data_format)
+        axis = 1 if self.data_format == "channels_first" else 3
+        gray = tw.concat([gray] * 3, axis)
+        pick = tw.reshape(tw.less(self._uniform(tw.shape(x)[0], 0.0, 1.0), self.factor), [-1, 1, 1, 1])
+        return tw.where(pick, gray, x)
+
+    def get_config(self):
+        return {**super().get_config(), "factor": self.factor}
+
+
+class AutoContrast(_ImageLayer):
+    """Stretches each image channel's values to fill ``value_range`` (not random: also at inference)."""
+
+    def __init__(self, value_range=(0, 255), **kwargs):
+        super().__init__(**kwargs)
+        self.value_range = tuple(value_range)
+
+    def call(self, inputs):
+        x = self._float(inputs)
+        axes = [x.shape.rank - 2, x.shape.rank - 1] if self.data_format == "channels_first" else \
+            [x.shape.rank - 3, x.shape.rank - 2]
+        lo = tw.reduce_min(x, axis=axes, keepdims=True)
+        hi = tw.reduce_max(x, axis=axes, keepdims=True)
+        span = hi - lo
+        scale = tw.where(tw.greater(span, 0.0), (self.value_range[1] - self.value_range[0]) /
+                         tw.where(tw.greater(span, 0.0), span, tw.ones_like(span)), tw.ones_like(span))
+        out = (x - lo) * scale + self.value_range[0]
+        return tw.where(tw.greater(span, 0.0), out, x)   # a constant channel stays as it is
+
+    def compute_output_shape(self, input_shape):
+        return tuple(input_shape)
+
+    def get_config(self):
+        return {**super().get_config(), "value_range": list(self.value_range)}

@@ -11,12 +11,39 @@ from tensorweave.core import nest
 from tensorweave.keras.engine.layer import Layer
 
 
-class TimeDistributed(Layer):
+class Wrapper(Layer):
+    """Base of layers that wrap one other layer (``self.layer``), serialised inside their config."""
+
     def __init__(self, layer, **kwargs):
         if not isinstance(layer, Layer):
-            raise ValueError(f"TimeDistributed wraps a keras Layer instance, got {layer!r}")
+            raise ValueError(f"{type(self).__name__} wraps a keras Layer instance, got {layer!r}")
         super().__init__(**kwargs)
         self.layer = layer
+
+    def build(self, input_shape=None):
+        if not self.layer.built:
+            self.layer.build(input_shape)
+            self.layer.built = True
+        self.built = True
+
+    def call(self, *args, **kwargs):
+        return self.layer(*args, **kwargs)
+
+    def get_config(self):
+        from tensorweave.keras.layers import serialize
+        return {**super().get_config(), "layer": serialize(self.layer)}
+
+    @classmethod
+    def from_config(cls, config, custom_objects=None):
+        from tensorweave.keras.layers import deserialize
+        config = dict(config)
+        config["layer"] = deserialize(config["layer"], custom_objects)
+        return cls(**config)
+
+
+class TimeDistributed(Wrapper):
+    def __init__(self, layer, **kwargs):
+        super().__init__(layer, **kwargs)
         self.supports_masking = True
 
     def build(self, input_shape):
@@ -50,17 +77,6 @@ class TimeDistributed(Layer):
 
     def compute_mask(self, inputs, mask=None):
         return mask
-
-    def get_config(self):
-        from tensorweave.keras.layers import serialize
-        return {**super().get_config(), "layer": serialize(self.layer)}
-
-    @classmethod
-    def from_config(cls, config, custom_objects=None):
-        from tensorweave.keras.layers import deserialize
-        config = dict(config)
-        config["layer"] = deserialize(config["layer"], custom_objects)
-        return cls(**config)
 
 
 class Pipeline(Layer):

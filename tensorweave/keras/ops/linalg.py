@@ -139,7 +139,10 @@ def qr(x, mode="reduced"):
 def svd(x, full_matrices=True, compute_uv=True):
     """``u, s, vh`` (NumPy's order, as Keras) or just ``s``."""
     from tensorweave.ops import decomposition_ops as D
-    s, u, v = D.svd(_f(x), full_matrices=full_matrices and compute_uv)
+    x = _f(x)
+    m, n = x.shape.as_list()[-2:]
+    # the full and reduced forms coincide for square matrices: ask for the full one only when it differs
+    s, u, v = D.svd(x, full_matrices=bool(full_matrices and compute_uv and m != n))
     return (u, s, tw.linalg.matrix_transpose(v)) if compute_uv else s
 
 

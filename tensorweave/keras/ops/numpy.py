@@ -552,46 +552,57 @@ def _keep(out, x, axes, keepdims, extra_front=0):
     return out
 
 
-def quantile(x, q, axis=None, method="linear", keepdims=False):
+def _positions(pos, method):
+    """Indices to read and the weight of the upper one, for a quantile at (fractional) ``pos``."""
+    lo, hi = tw.floor(pos), tw.ceil(pos)
+    if method == "lower":
+        return lo, lo, None
+    if method == "higher":
+        return hi, hi, None
+    if method == "nearest":
+        return tw.round(pos), tw.round(pos), None
+    if method == "midpoint":
+        return lo, hi, 0.5
+    if method == "linear":
+        return lo, hi, pos - lo
+    raise ValueError(f"quantile: method must be one of 'linear', 'lower', 'higher', 'midpoint', 'nearest', "
+                     f"got {method!r}")
+
+
+def _quantile(x, q, axis, method, keepdims, skip_nan):
     x = _float_t(x)
     qs = cast_to(q, x.dtype)
     y, axes = _move_last(x, axis)
-    y = tw.sort(y, axis=-1)
     n = y.shape.as_list()[-1]
     if n is None:
         raise ValueError("quantile: the size of the reduced axes must be known statically")
-    pos = qs * (n - 1)
-    lo = tw.floor(pos)
-    hi = tw.ceil(pos)
-    frac = pos - lo
-    if method == "lower":
-        idxs, weights = [lo], None
-    elif method == "higher":
-        idxs, weights = [hi], None
-    elif method == "nearest":
-        idxs, weights = [tw.round(pos)], None
-    elif method == "midpoint":
-        idxs, weights = [lo, hi], 0.5
-    elif method == "linear":
-        idxs, weights = [lo, hi], frac
+    if skip_nan:  # NaNs sort last and do not count
+        nan = tw.is_nan(y)
+        count = tw.reduce_sum(tw.cast(tw.logical_not(nan), x.dtype), axis=-1, keepdims=True)
+        y = tw.where(nan, tw.fill(tw.shape(y), tw.cast(np.inf, x.dtype)), y)
     else:
-        raise ValueError(f"quantile: method must be one of 'linear', 'lower', 'higher', 'midpoint', 'nearest', "
-                         f"got {method!r}")
-    scalar_q = qs.shape.rank == 0
-    vals = [tw.gather(y, tw.reshape(tw.cast(i, tw.int32), [-1]), axis=-1) for i in idxs]
-    if len(vals) == 1:
-        out = vals[0]
-    else:
-        w = tw.reshape(weights, [-1]) if isinstance(weights, Tensor) else weights
-        out = vals[0] + (vals[1] - vals[0]) * w
-    # out: [..., nq] -> [nq, ...]
+        count = tw.fill(tw.concat([tw.shape(y)[:-1], [1]], 0), tw.cast(n, x.dtype))
+    y = tw.sort(y, axis=-1)
+    if skip_nan:  # all-NaN slices read zeros (their result is set to NaN below), not inf - inf
+        y = tw.where(tw.equal(count + tw.zeros_like(y), 0.0), tw.zeros_like(y), y)
+    pos = tw.maximum(count - 1, 0.0) * tw.reshape(qs, [-1])           # [..., nq]
+    lo, hi, w = _positions(pos, method)
+    read = [_sort._take(y, tw.cast(i, tw.int32), y.shape.rank - 1) for i in (lo, hi)]
+    out = read[0] if w is None else read[0] + (read[1] - read[0]) * w
+    if skip_nan:
+        out = tw.where(tw.equal(count + tw.zeros_like(out), 0.0), tw.fill(tw.shape(out), tw.cast(np.nan, x.dtype)),
+                       out)
     r = out.shape.rank
-    out = tw.transpose(out, [r - 1] + list(builtins.range(r - 1)))
-    if scalar_q:
+    out = tw.transpose(out, [r - 1] + list(builtins.range(r - 1)))   # [nq, ...]
+    if qs.shape.rank == 0:
         out = tw.reshape(out, tw.shape(out)[1:]) if r > 1 else tw.reshape(out, [])
         return _keep(out, x, axes, keepdims)
     out = tw.reshape(out, tw.concat([tw.shape(qs), tw.shape(out)[1:]], 0))
     return _keep(out, x, axes, keepdims, extra_front=qs.shape.rank)
+
+
+def quantile(x, q, axis=None, method="linear", keepdims=False):
+    return _quantile(x, q, axis, method, keepdims, skip_nan=False)
 
 
 def percentile(x, q, axis=None, method="linear", keepdims=False):
@@ -663,11 +674,7 @@ def nanargmin(x, axis=None, keepdims=False):
 
 
 def nanquantile(x, q, axis=None, method="linear", keepdims=False):
-    x = _float_t(x)
-    if isinstance(x, EagerTensor):
-        ref = np.nanquantile(x.numpy().astype(np.float64), _static(q), axis=axis, method=method, keepdims=keepdims)
-        return tw.constant(np.asarray(ref).astype(x.dtype.np_dtype))
-    raise NotImplementedError("nanquantile runs eagerly only")
+    return _quantile(x, q, axis, method, keepdims, skip_nan=True)
 
 
 def nanpercentile(x, q, axis=None, method="linear", keepdims=False):
