@@ -6,6 +6,9 @@
 from tensorweave.nn import *  # noqa: F401,F403
 from tensorweave.ops import nn_ops as _nn
 from tensorweave.ops.array_ops import stop_gradient as _stop_gradient
+from tensorweave.compat.v1_sampled_losses import (all_candidate_sampler, compute_accidental_hits,  # noqa: F401
+                                                  fixed_unigram_candidate_sampler, log_uniform_candidate_sampler,
+                                                  nce_loss, sampled_softmax_loss, uniform_candidate_sampler)
 
 
 def softmax_cross_entropy_with_logits(_sentinel=None, labels=None, logits=None, dim=-1, name=None, axis=None):
@@ -19,8 +22,3 @@ def softmax_cross_entropy_with_logits_v2(labels, logits, axis=-1, name=None, dim
 
 def embedding_lookup(params, ids, partition_strategy="mod", name=None, validate_indices=True, max_norm=None):
     return _nn.embedding_lookup(params, ids, max_norm=max_norm, name=name, partition_strategy=partition_strategy)
-
-
-from tensorweave.compat.v1_sampled_losses import (all_candidate_sampler, compute_accidental_hits, fixed_unigram_candidate_sampler,  # noqa
-                                                  log_uniform_candidate_sampler, nce_loss, sampled_softmax_loss,
-                                                  uniform_candidate_sampler)
