@@ -34,7 +34,6 @@ from tensorweave import estimator  # noqa: F401
 from tensorweave.estimator import feature_column  # noqa: F401
 from tensorweave.compat import v1_losses as losses  # noqa: F401
 from tensorweave.compat import v1_metrics as metrics  # noqa: F401
-from tensorweave.compat.v1_queues import FIFOQueue, PaddingFIFOQueue, QueueBase, RandomShuffleQueue  # noqa: F401
 from tensorweave.compat import v1_summary as summary  # noqa: F401
 from tensorweave.compat import v1_train as train  # noqa: F401
 from tensorweave.ops.random_ops import (multinomial, random_normal, random_shuffle,  # noqa: F401
@@ -45,6 +44,7 @@ from tensorweave.ops.variables import (global_variables, global_variables_initia
                                        local_variables, local_variables_initializer, trainable_variables,
                                        variables_initializer)
 from tensorweave.runtime.session import ConfigProto, InteractiveSession, Session, get_default_session  # noqa: F401
+from tensorweave.compat.v1_queues import FIFOQueue, PaddingFIFOQueue, QueueBase, RandomShuffleQueue  # noqa: F401
 
 
 class GraphKeys:

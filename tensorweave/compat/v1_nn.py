@@ -6,6 +6,9 @@
 from tensorweave.nn import *  # noqa: F401,F403
 from tensorweave.ops import nn_ops as _nn
 from tensorweave.ops.array_ops import stop_gradient as _stop_gradient
+from tensorweave.compat.v1_sampled_losses import (all_candidate_sampler, compute_accidental_hits,  # noqa: F401
+                                                  fixed_unigram_candidate_sampler, log_uniform_candidate_sampler,
+                                                  nce_loss, sampled_softmax_loss, uniform_candidate_sampler)
 
 
 def softmax_cross_entropy_with_logits(_sentinel=None, labels=None, logits=None, dim=-1, name=None, axis=None):
@@ -69,9 +72,6 @@ def in_top_k(predictions, targets, k, name=None):
     return math_ops.logical_and(math_ops.less(better, k), finite, name=name)
 
 
-from tensorweave.compat.v1_sampled_losses import (all_candidate_sampler, compute_accidental_hits, fixed_unigram_candidate_sampler,  # noqa
-                                                  log_uniform_candidate_sampler, nce_loss, sampled_softmax_loss,
-                                                  uniform_candidate_sampler)
 from tensorweave.compat import v1_rnn_cell as rnn_cell  # noqa: E402,F401
 from tensorweave.compat.v1_rnn import (bidirectional_dynamic_rnn, dynamic_rnn, static_bidirectional_rnn,  # noqa: E402,F401
                                        static_rnn)

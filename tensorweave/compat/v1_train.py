@@ -45,6 +45,20 @@ from tensorweave.keras import optimizers as _keras
 from tensorweave.keras.optimizers import schedules as _schedules
 from tensorweave.ops.control_flow_ops import control_dependencies
 from tensorweave.ops.variables import GLOBAL_VARIABLES, Variable, trainable_variables
+# TF1's queue input pipeline, session-run hooks and monitored sessions (compat/v1_input.py, v1_monitored.py).
+from tensorweave.compat.v1_input import (Coordinator, QueueRunner, add_queue_runner, batch, batch_join,  # noqa: F401
+                                         input_producer, limit_epochs, match_filenames_once, maybe_batch,
+                                         maybe_batch_join, maybe_shuffle_batch, maybe_shuffle_batch_join,
+                                         range_input_producer, shuffle_batch, shuffle_batch_join,
+                                         slice_input_producer, start_queue_runners, string_input_producer)
+from tensorweave.estimator.hooks import (CheckpointSaverListener, FeedFnHook, FinalOpsHook,  # noqa: F401
+                                         LoggingTensorHook, NanLossDuringTrainingError, NanTensorHook,
+                                         SecondOrStepTimer, SessionRunArgs, SessionRunContext, SessionRunHook,
+                                         SessionRunValues, StepCounterHook, StopAtStepHook)
+from tensorweave.compat.v1_monitored import (CheckpointSaverHook, ChiefSessionCreator, MonitoredSession,  # noqa: F401
+                                             MonitoredTrainingSession, Scaffold, SingularMonitoredSession,
+                                             SummarySaverHook)
+from tensorweave.compat.v1_summary import summary_iterator  # noqa: F401
 
 __all__ = ["Optimizer", "GradientDescentOptimizer", "MomentumOptimizer", "AdamOptimizer", "AdagradOptimizer",
            "RMSPropOptimizer", "AdadeltaOptimizer", "FtrlOptimizer", "get_global_step", "create_global_step",
@@ -414,16 +428,3 @@ from tensorweave.train.manager import CheckpointManager, get_checkpoint_state, l
 
 __all__ += ["natural_exp_decay", "piecewise_constant_decay", "Saver", "checkpoint_exists", "remove_checkpoint",
             "Checkpoint", "CheckpointManager", "get_checkpoint_state", "latest_checkpoint", "replica_device_setter"]
-from tensorweave.compat.v1_input import (Coordinator, QueueRunner, add_queue_runner, batch, batch_join,  # noqa
-                                         input_producer, limit_epochs, match_filenames_once, maybe_batch,
-                                         maybe_batch_join, maybe_shuffle_batch, maybe_shuffle_batch_join,
-                                         range_input_producer, shuffle_batch, shuffle_batch_join,
-                                         slice_input_producer, start_queue_runners, string_input_producer)
-from tensorweave.estimator.hooks import (CheckpointSaverListener, FeedFnHook, FinalOpsHook,  # noqa
-                                         LoggingTensorHook, NanLossDuringTrainingError, NanTensorHook,
-                                         SecondOrStepTimer, SessionRunArgs, SessionRunContext, SessionRunHook,
-                                         SessionRunValues, StepCounterHook, StopAtStepHook)
-from tensorweave.compat.v1_monitored import (CheckpointSaverHook, ChiefSessionCreator, MonitoredSession,  # noqa
-                                             MonitoredTrainingSession, Scaffold, SingularMonitoredSession,
-                                             SummarySaverHook)
-from tensorweave.compat.v1_summary import summary_iterator  # noqa
