@@ -78,6 +78,16 @@ class Model(Layer):
         self._compile_config = None
         self._tracking = True
 
+    def __call__(self, *args, **kwargs):
+        outputs = super().__call__(*args, **kwargs)
+        if "_deferred_weights" in self.__dict__:
+            # load_weights came before the weights existed: this call created them; restore the
+            # file's values and compute again with them
+            from tensorweave.keras.engine.weights_io import restore_deferred
+            restore_deferred(self)
+            outputs = super().__call__(*args, **kwargs)
+        return outputs
+
     # ---- compile ---------------------------------------------------------------------------
     def compile(self, optimizer="rmsprop", loss=None, loss_weights=None, metrics=None, weighted_metrics=None,
                 run_eagerly=False, steps_per_execution=1, jit_compile="auto", auto_scale_loss=True):
@@ -386,8 +396,10 @@ class Model(Layer):
         save_weights(self, filepath, overwrite)
 
     def load_weights(self, filepath, skip_mismatch=False):
+        """Loads ``save_weights``' file; returns a status (``assert_consumed()``,
+        ``expect_partial()``, as TF's checkpoint status)."""
         from tensorweave.keras.engine.weights_io import load_weights
-        load_weights(self, filepath, skip_mismatch)
+        return load_weights(self, filepath, skip_mismatch)
 
     @classmethod
     def from_config(cls, config, custom_objects=None):
@@ -398,6 +410,27 @@ class Model(Layer):
 
     def get_compile_config(self):
         return self._compile_config
+
+    def to_json(self, **kwargs):
+        """The architecture as JSON (``keras.models.model_from_json`` rebuilds it, fresh weights)."""
+        import json
+        from tensorweave.keras.layers import serialize
+        return json.dumps({**serialize(self), "keras_version": "3", "backend": "tensorweave"}, **kwargs)
+
+    @property
+    def compiled_loss(self):
+        """tf.keras 2's ``compiled_loss(y, y_pred, sample_weight, regularization_losses)`` (the
+        total loss of ``compile``; it also updates the "loss" metric)."""
+        from tensorweave.keras.engine.compile_utils import CompiledLossAPI
+        self._assert_compiled()
+        return CompiledLossAPI(self)
+
+    @property
+    def compiled_metrics(self):
+        """tf.keras 2's ``compiled_metrics.update_state(y, y_pred, sample_weight)``."""
+        from tensorweave.keras.engine.compile_utils import CompiledMetricsAPI
+        self._assert_compiled()
+        return CompiledMetricsAPI(self)
 
 
 def _functional_arguments(args, kwargs):
