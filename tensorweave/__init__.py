@@ -101,4 +101,8 @@ def __getattr__(name):
     if name in ("keras", "data", "train", "saved_model", "onnx", "profiler", "image", "io", "experimental"):
         import importlib
         return importlib.import_module(f"tensorweave.{name}")
+    if name.endswith("_initializer"):   # tf.random_normal_initializer & co. (the Keras initializers)
+        from tensorweave.keras.initializers import TF_NAMES
+        if name in TF_NAMES:
+            return TF_NAMES[name]
     raise AttributeError(f"module 'tensorweave' has no attribute '{name}'")

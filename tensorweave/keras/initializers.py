@@ -195,3 +195,22 @@ def serialize(init):
     if isinstance(init, Initializer):
         return {"class_name": type(init).__name__, "config": init.get_config()}
     raise ValueError(f"Cannot serialize the custom initializer {init!r}")
+
+
+def deserialize(config, custom_objects=None):
+    """The initializer described by :func:`serialize` (or a name)."""
+    if isinstance(config, dict) and custom_objects and config.get("class_name") in custom_objects:
+        return custom_objects[config["class_name"]].from_config(config.get("config", {}))
+    return get(config)
+
+
+# Keras' lower-case names are the classes (``initializers.glorot_uniform(seed=1)``).
+globals().update(_ALIASES)
+
+# TF2's ``tf.*_initializer`` names (``tf.random_normal_initializer(0.0, 0.02)``): tensorweave's
+# namespace exposes them from here.
+TF_NAMES = {"random_normal_initializer": RandomNormal, "random_uniform_initializer": RandomUniform,
+            "truncated_normal_initializer": TruncatedNormal, "constant_initializer": Constant,
+            "zeros_initializer": Zeros, "ones_initializer": Ones, "glorot_uniform_initializer": GlorotUniform,
+            "glorot_normal_initializer": GlorotNormal, "orthogonal_initializer": Orthogonal,
+            "variance_scaling_initializer": VarianceScaling}

@@ -687,6 +687,22 @@ _ALIASES = {"mse": mean_squared_error, "MSE": mean_squared_error, "mae": mean_ab
             "huber_loss": huber}
 ALL_OBJECTS_DICT = {**_CLASSES, **_FUNCTIONS, **_ALIASES}
 
+from tensorweave.keras import more_losses as _more  # noqa: E402 - builds on the helpers above
+from tensorweave.keras.more_losses import (CategoricalHinge, CosineSimilarity, Hinge, LogCosh,  # noqa: E402,F401
+                                           MeanAbsolutePercentageError, MeanSquaredLogarithmicError, Poisson,
+                                           Reduction, SquaredHinge, categorical_hinge, cosine_similarity, hinge,
+                                           log_cosh, mean_absolute_percentage_error, mean_squared_logarithmic_error,
+                                           poisson, squared_hinge)
+mape = MAPE = mean_absolute_percentage_error
+msle = MSLE = mean_squared_logarithmic_error
+logcosh = log_cosh
+_CLASSES.update({c.__name__: c for c in _more.CLASSES})
+_FUNCTIONS.update({f.__name__: f for f in _more.FUNCTIONS})
+_ALIASES.update(_more.ALIASES)
+ALL_OBJECTS_DICT.update({**_CLASSES, **_FUNCTIONS, **_ALIASES})
+__all__ += [c.__name__ for c in _more.CLASSES] + [f.__name__ for f in _more.FUNCTIONS] + [
+    "Reduction", "mape", "MAPE", "msle", "MSLE", "logcosh"]
+
 
 def _function_name(fn):
     for name, f in _FUNCTIONS.items():

@@ -53,6 +53,12 @@ class L2(L1L2):
 
 
 _BY_NAME = {"l1": L1, "l2": L2, "l1_l2": L1L2, "L1": L1, "L2": L2, "L1L2": L1L2}
+l1, l2 = L1, L2   # Keras' lower-case names: regularizers.l2(0.01)
+
+
+def l1_l2(l1=0.01, l2=0.01):
+    """``L1L2`` with both factors defaulting to 0.01 (Keras' ``regularizers.l1_l2``)."""
+    return L1L2(l1=l1, l2=l2)
 
 
 def get(identifier):

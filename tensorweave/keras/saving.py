@@ -60,6 +60,9 @@ class KerasLoadError(LoadError):
 
 
 # ---- saving ------------------------------------------------------------------------------------------
+from tensorweave.keras.utils.custom_objects import (CustomObjectScope, custom_object_scope,  # noqa: E402,F401
+                                                    get_custom_objects, register_keras_serializable)
+
 def build_input_shape(model):
     """The input shape a model was built for (batch dimension included), or None.
 
@@ -605,7 +608,8 @@ def load_model(filepath, custom_objects=None, compile=True, safe_mode=True):
     """
     filepath = os.fspath(filepath)
     try:
-        return _load(filepath, custom_objects, compile, safe_mode)
+        from tensorweave.keras.utils.custom_objects import merged
+        return _load(filepath, merged(custom_objects), compile, safe_mode)
     except KerasLoadError:
         raise
     except (LoadError, tensor_file.TensorFileError) as e:

@@ -107,3 +107,54 @@ class CompileMetrics:
             if isinstance(sample_weight, (dict, list, tuple)) else [sample_weight] * len(ps)
         for i, m in self.metrics:
             m.update_state(ys[i], ps[i], sample_weight=sws[i])
+
+
+class CompiledLossAPI:
+    """``model.compiled_loss``: the compiled loss plus ``regularization_losses``, tracked by the
+    model's "loss" metric (tf.keras 2's LossesContainer)."""
+
+    def __init__(self, model):
+        self._model = model
+
+    def __call__(self, y_true, y_pred, sample_weight=None, regularization_losses=None):
+        import tensorweave as tw
+        model = self._model
+        total = None
+        if model._compile_loss is not None:
+            total, parts = model._compile_loss(y_true, y_pred, sample_weight)
+            for tracker, part in zip(model._output_loss_trackers, parts):
+                if part is not None:
+                    tracker.update_state(part)
+        for extra in regularization_losses or []:
+            extra = tw.convert_to_tensor(extra)
+            total = extra if total is None else total + tw.cast(extra, total.dtype)
+        if total is None:
+            raise ValueError(f"Model '{model.name}' was compiled without a loss and no regularization_losses "
+                             "were given")
+        model._loss_tracker.update_state(total)
+        return total
+
+    @property
+    def metrics(self):
+        return [self._model._loss_tracker] + list(self._model._output_loss_trackers)
+
+
+class CompiledMetricsAPI:
+    """``model.compiled_metrics``: ``update_state``, ``reset_state`` and ``metrics``."""
+
+    def __init__(self, model):
+        self._model = model
+
+    def update_state(self, y_true, y_pred, sample_weight=None):
+        cm = self._model._compile_metrics
+        if cm is not None:
+            cm.update_state(y_true, y_pred, sample_weight)
+
+    def reset_state(self):
+        for m in self.metrics:
+            m.reset_state()
+
+    @property
+    def metrics(self):
+        cm = self._model._compile_metrics
+        return [m for _, m in cm.metrics] if cm is not None and cm.metrics is not None else []

@@ -71,6 +71,14 @@ class Functional(Model):
         return list(self._layers)
 
     @property
+    def input(self):
+        return self._inputs_struct
+
+    @property
+    def output(self):
+        return self._outputs_struct
+
+    @property
     def input_shape(self):
         shapes = [t.shape for t in self.inputs]
         return shapes[0] if len(shapes) == 1 else shapes

@@ -26,8 +26,11 @@ class InputLayer(Layer):
         self.batch_shape = tuple(batch_shape)
         self.sparse = sparse
         self.built = True
-        self.output = KerasTensor(self.batch_shape, self._dtype, name=self.name)
-        self._inbound_nodes.append(Node(self, (), {}, self.output))
+        self._inbound_nodes.append(Node(self, (), {}, KerasTensor(self.batch_shape, self._dtype, name=self.name)))
+
+    @property
+    def input(self):
+        return self.output
 
     def get_config(self):
         return {"batch_shape": self.batch_shape, "dtype": self.dtype, "sparse": self.sparse, "name": self.name}

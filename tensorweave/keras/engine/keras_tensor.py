@@ -26,6 +26,7 @@ class KerasTensor:
         self.name = name
         self.node = node
         self.index = index
+        self.mask_shape = None   # the shape of its Keras mask, when the layer that makes it gives one
 
     @property
     def ndim(self):

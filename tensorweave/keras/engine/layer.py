@@ -392,6 +392,8 @@ class Layer:
             mask = _mask_of(inputs)
             if mask is not None:
                 kwargs = dict(kwargs, mask=mask)
+        if not _call_ctx.layers:
+            self._clear_losses()   # an outermost call starts afresh: `losses` are those of the last call (Keras)
         outputs = self._call_with_context(args, kwargs)
         if self.supports_masking or type(self).compute_mask is not Layer.compute_mask:
             _attach_mask(outputs, self.compute_mask(inputs, kwargs.get("mask", _mask_of(inputs))))
@@ -440,20 +442,65 @@ class Layer:
         self._check_input_spec(spec_inputs)
         graph = FuncGraph(f"{self.name}_spec")
         with graph.as_default():
-            phs = {id(t): tw.placeholder(t.dtype, t.shape) for t in kts}
+            phs = {}
+            for t in kts:
+                phs[id(t)] = tw.placeholder(t.dtype, t.shape)
+                if t.mask_shape is not None:   # masks travel symbolically too (Keras' KerasTensor masks)
+                    phs[id(t)]._keras_mask = tw.placeholder(tw.bool, t.mask_shape)
             sub = nest.map_structure(lambda t: phs[id(t)] if isinstance(t, KerasTensor) else t, (args, kwargs))
             s_args, s_kwargs = sub
             first = s_args[0]
+            in_mask = _mask_of(first)
             s_args = (nest.map_structure(self._convert_input, first) if nest.is_nested(first)
                       else self._convert_input(first),) + tuple(s_args[1:])
             if self._call_has_training and s_kwargs.get("training") is None:
                 s_kwargs = dict(s_kwargs, training=False)
+            if self._call_has_mask and s_kwargs.get("mask") is None and in_mask is not None:
+                s_kwargs = dict(s_kwargs, mask=in_mask)
             outs = self._call_with_context(s_args, s_kwargs)
+            out_mask = None
+            if self.supports_masking or type(self).compute_mask is not Layer.compute_mask:
+                out_mask = self.compute_mask(s_args[0], s_kwargs.get("mask", in_mask))
         self._clear_losses()  # losses of the shape-only trace are not real
         out_kts = nest.map_structure(lambda o: _keras_tensor_like(o, self.name), outs)
+        for i, kt in enumerate(nest.flatten(out_kts)):
+            m = out_mask[i] if isinstance(out_mask, (list, tuple)) else out_mask
+            if isinstance(m, tw.Tensor) and m.shape.rank is not None:
+                kt.mask_shape = tuple(m.shape.as_list())
         node = Node(self, args, kwargs, out_kts)
         self._inbound_nodes.append(node)
         return out_kts
+
+    # ---- the tensors of its (only) call in a functional model (Keras' layer.input / output) -----
+    def _only_node(self, what):
+        """The first call's node (Keras 3; a shared layer's other calls: ``get_{what}_at(i)``)."""
+        nodes = self._inbound_nodes
+        if not nodes:
+            raise AttributeError(f"Layer '{self.name}' has never been called and thus has no defined {what}. "
+                                 "Hint: call it on a keras.Input (or another layer's output) first")
+        return nodes[0]
+
+    @property
+    def input(self):
+        return self._only_node("input").args[0]
+
+    @property
+    def output(self):
+        return self._only_node("output").outputs
+
+    def get_input_at(self, node_index):
+        return self._inbound_nodes[node_index].args[0]
+
+    def get_output_at(self, node_index):
+        return self._inbound_nodes[node_index].outputs
+
+    @property
+    def input_shape(self):
+        return nest.map_structure(lambda t: t.shape, self.input)
+
+    @property
+    def output_shape(self):
+        return nest.map_structure(lambda t: t.shape, self.output)
 
     def compute_output_spec(self, *args, **kwargs):
         return self._symbolic_call(args, kwargs)

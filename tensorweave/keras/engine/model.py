@@ -42,19 +42,15 @@ class Model(Layer):
     """A trainable stack or graph of layers."""
 
     def __new__(cls, *args, **kwargs):
-        if _functional_arguments(args, kwargs):
+        if cls is Model and _functional_arguments(args, kwargs):
             from tensorweave.keras.engine.functional import Functional
-            if cls is Model:
-                return object.__new__(Functional)  # Python then calls Functional.__init__ with the same args
-            if not issubclass(cls, Functional):
-                # ``CustomModel(inputs, outputs)``: a functional model that keeps the subclass's
-                # methods (train_step, ...), as Keras does.
-                return object.__new__(_functional_subclass(cls))
+            return object.__new__(Functional)  # Python then calls Functional.__init__ with the same args
         return object.__new__(cls)
 
     def __init__(self, *args, **kwargs):
         if _functional_arguments(args, kwargs):
-            # ``super().__init__(inputs, outputs)`` from a subclass's own __init__
+            # ``CustomModel(inputs, outputs)``, or ``super().__init__(inputs, outputs)`` in a subclass's
+            # __init__: a functional model that keeps the subclass's methods (train_step, ...), as Keras
             from tensorweave.keras.engine.functional import Functional
             if not isinstance(self, Functional):
                 self.__class__ = _functional_subclass(type(self))
@@ -81,6 +77,16 @@ class Model(Layer):
         self._run_eagerly = False
         self._compile_config = None
         self._tracking = True
+
+    def __call__(self, *args, **kwargs):
+        outputs = super().__call__(*args, **kwargs)
+        if "_deferred_weights" in self.__dict__:
+            # load_weights came before the weights existed: this call created them; restore the
+            # file's values and compute again with them
+            from tensorweave.keras.engine.weights_io import restore_deferred
+            restore_deferred(self)
+            outputs = super().__call__(*args, **kwargs)
+        return outputs
 
     # ---- compile ---------------------------------------------------------------------------
     def compile(self, optimizer="rmsprop", loss=None, loss_weights=None, metrics=None, weighted_metrics=None,
@@ -155,6 +161,20 @@ class Model(Layer):
         if total is None:
             raise ValueError(f"Model '{self.name}' has no loss: compile() it with a loss or add_loss() in call()")
         return total
+
+    def _build_compiled_metrics(self, batch):
+        """Creates the compiled metrics before the first step, as Keras does, so that a custom
+        train_step iterating ``self.metrics`` sees them ("accuracy" resolves from the shapes)."""
+        cm = self._compile_metrics
+        if cm is None or cm.metrics is not None or batch[1] is None:
+            return
+        outputs = getattr(self, "_outputs_struct", None)
+        if outputs is None and getattr(self, "_graph", None) is not None:
+            outputs = self._graph[1]
+        if outputs is None:   # a subclassed model: its output shapes come from one forward pass
+            outputs = self(_to_tensors(batch[0]), training=False)
+            self._clear_losses()
+        cm.build(batch[1], outputs)
 
     def compute_metrics(self, x, y, y_pred, sample_weight=None):
         if self._compile_metrics is not None and y is not None:
@@ -254,6 +274,7 @@ class Model(Layer):
             cbs.on_epoch_begin(epoch)
             for step, batch in enumerate(handler.epoch()):
                 cbs.on_train_batch_begin(step)
+                self._build_compiled_metrics(batch)
                 logs = _to_floats(train_fn(_step_data(batch)))
                 cbs.on_train_batch_end(step, logs)
                 if self.stop_training:
@@ -283,6 +304,7 @@ class Model(Layer):
         logs = {}
         for step, batch in enumerate(handler.epoch()):
             cbs.on_test_batch_begin(step)
+            self._build_compiled_metrics(batch)
             logs = _to_floats(test_fn(_step_data(batch)))
             cbs.on_test_batch_end(step, logs)
         cbs.on_test_end(logs)
@@ -374,8 +396,10 @@ class Model(Layer):
         save_weights(self, filepath, overwrite)
 
     def load_weights(self, filepath, skip_mismatch=False):
+        """Loads ``save_weights``' file; returns a status (``assert_consumed()``,
+        ``expect_partial()``, as TF's checkpoint status)."""
         from tensorweave.keras.engine.weights_io import load_weights
-        load_weights(self, filepath, skip_mismatch)
+        return load_weights(self, filepath, skip_mismatch)
 
     @classmethod
     def from_config(cls, config, custom_objects=None):
@@ -387,9 +411,31 @@ class Model(Layer):
     def get_compile_config(self):
         return self._compile_config
 
+    def to_json(self, **kwargs):
+        """The architecture as JSON (``keras.models.model_from_json`` rebuilds it, fresh weights)."""
+        import json
+        from tensorweave.keras.layers import serialize
+        return json.dumps({**serialize(self), "keras_version": "3", "backend": "tensorweave"}, **kwargs)
+
+    @property
+    def compiled_loss(self):
+        """tf.keras 2's ``compiled_loss(y, y_pred, sample_weight, regularization_losses)`` (the
+        total loss of ``compile``; it also updates the "loss" metric)."""
+        from tensorweave.keras.engine.compile_utils import CompiledLossAPI
+        self._assert_compiled()
+        return CompiledLossAPI(self)
+
+    @property
+    def compiled_metrics(self):
+        """tf.keras 2's ``compiled_metrics.update_state(y, y_pred, sample_weight)``."""
+        from tensorweave.keras.engine.compile_utils import CompiledMetricsAPI
+        self._assert_compiled()
+        return CompiledMetricsAPI(self)
+
 
 def _functional_arguments(args, kwargs):
-    return len(args) >= 2 or ("inputs" in kwargs and "outputs" in kwargs) or (len(args) == 1 and "outputs" in kwargs)
+    """Keras' rule: ``(inputs, outputs)`` given positionally or by keyword."""
+    return len(args) == 2 or ("inputs" in kwargs and "outputs" in kwargs) or (len(args) == 1 and "outputs" in kwargs)
 
 
 _FUNCTIONAL_SUBCLASSES = {}

@@ -61,9 +61,13 @@ class Sequential(Model):
             self._layers.insert(0, self._input_layer)
         x = self._input_layer.output
         inp = x
+        for layer, node in getattr(self, "_graph_nodes", []):   # the calls of the graph this one replaces
+            layer._inbound_nodes = [n for n in layer._inbound_nodes if n is not node]
+        self._graph_nodes = []
         with _in_layer(self):   # the layers are built in the model's scope: sequential/dense/kernel
             for layer in self.layers:
                 x = layer(x)
+                self._graph_nodes.append((layer, layer._inbound_nodes[-1]))
         self._graph = (inp, x)
         self.built = True
 
@@ -81,6 +85,20 @@ class Sequential(Model):
     @property
     def outputs(self):
         return [self._graph[1]] if self._graph else None
+
+    @property
+    def input(self):
+        if self._graph is None:
+            raise AttributeError(f"Sequential model '{self.name}' has no defined input yet (no Input layer, never "
+                                 "called)")
+        return self._graph[0]
+
+    @property
+    def output(self):
+        if self._graph is None:
+            raise AttributeError(f"Sequential model '{self.name}' has no defined output yet (no Input layer, never "
+                                 "called)")
+        return self._graph[1]
 
     @property
     def input_shape(self):

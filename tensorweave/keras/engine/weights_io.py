@@ -34,9 +34,40 @@ def save_weights(model, filepath, overwrite=True):
     write_tensors(filepath, tensors, metadata={"format": "tensorweave.weights", "version": "1"})
 
 
-def load_weights(model, filepath, skip_mismatch=False):
-    data = read_tensors(os.fspath(filepath))
+class LoadStatus:
+    """What ``load_weights`` returns (TF's checkpoint status): which file entries were used."""
+
+    def __init__(self, filepath, missing, unused):
+        self.filepath, self.missing, self.unused = filepath, missing, unused
+
+    def assert_consumed(self):
+        """Raises unless every weight of the model was loaded and every entry of the file used."""
+        if self.missing or self.unused:
+            raise AssertionError(f"Weights file {self.filepath}: model weights without values {self.missing[:5]}, "
+                                 f"unused file entries {self.unused[:5]}")
+        return self
+
+    def assert_existing_objects_matched(self):
+        if self.missing:
+            raise AssertionError(f"Weights file {self.filepath} has no values for {self.missing[:5]}")
+        return self
+
+    def expect_partial(self):
+        return self
+
+    def assert_nontrivial_match(self):
+        return self
+
+
+def load_weights(model, filepath, skip_mismatch=False, data=None):
+    data = read_tensors(os.fspath(filepath)) if data is None else data
     targets = _keyed_weights(model)
+    if not targets and data:
+        # a subclassed model that has not created its weights yet: they are restored when its
+        # first call creates them (TF's deferred restoration)
+        model._deferred_weights = (os.fspath(filepath), data, skip_mismatch)
+        return LoadStatus(os.fspath(filepath), [], [])
+    unused = sorted(k for k in data if k not in targets)
     missing = [k for k in targets if k not in data]
     if missing and not skip_mismatch:
         raise ValueError(f"Weights file {filepath} has no values for {missing[:5]}"
@@ -50,3 +81,14 @@ def load_weights(model, filepath, skip_mismatch=False):
                 continue
             raise ValueError(f"Weight {k}: the file has shape {value.shape}, the model {tuple(v.shape.as_list())}")
         v.assign(np.asarray(value).astype(v.dtype.np_dtype))
+    return LoadStatus(os.fspath(filepath), [k for k in targets if k not in data], unused)
+
+
+def restore_deferred(model):
+    """Assigns the values a ``load_weights`` before the model had weights left pending."""
+    pending = model.__dict__.pop("_deferred_weights", None)
+    if pending is not None:
+        from tensorweave.core.context import init_scope
+        filepath, data, skip_mismatch = pending
+        with init_scope():
+            load_weights(model, filepath, skip_mismatch, data=data)

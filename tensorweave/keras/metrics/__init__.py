@@ -37,7 +37,10 @@ from tensorweave.keras.metrics.metric import Metric
 from tensorweave.keras.metrics.probabilistic_metrics import (BinaryCrossentropy, CategoricalCrossentropy,
                                                              KLDivergence, SparseCategoricalCrossentropy)
 from tensorweave.keras.metrics.reduction_metrics import Mean, MeanMetricWrapper, Sum
-from tensorweave.keras.metrics.regression_metrics import MeanAbsoluteError, MeanSquaredError
+from tensorweave.keras.metrics.regression_metrics import (CategoricalHinge, CosineSimilarity, Hinge,  # noqa: F401
+                                                          LogCoshError, MeanAbsoluteError, MeanAbsolutePercentageError,
+                                                          MeanSquaredError, MeanSquaredLogarithmicError, Poisson,
+                                                          RootMeanSquaredError, SquaredHinge)
 from tensorweave.keras.losses import (binary_crossentropy, categorical_crossentropy, kl_divergence,
                                       mean_absolute_error, mean_squared_error, sparse_categorical_crossentropy)
 
@@ -49,19 +52,26 @@ __all__ = ["Metric", "Mean", "Sum", "MeanMetricWrapper", "MeanSquaredError", "Me
            "sparse_categorical_accuracy", "top_k_categorical_accuracy", "sparse_top_k_categorical_accuracy",
            "in_top_k", "mean_squared_error", "mean_absolute_error", "binary_crossentropy",
            "categorical_crossentropy", "sparse_categorical_crossentropy", "kl_divergence", "get", "serialize",
-           "deserialize", "resolve_accuracy", "get_for_compile"]
+           "deserialize", "resolve_accuracy", "get_for_compile", "MeanAbsolutePercentageError",
+           "MeanSquaredLogarithmicError", "RootMeanSquaredError", "CosineSimilarity", "LogCoshError", "Poisson",
+           "Hinge", "SquaredHinge", "CategoricalHinge"]
 
 _MODULE = "keras.metrics"
 _CLASSES = [Mean, Sum, MeanMetricWrapper, MeanSquaredError, MeanAbsoluteError, Accuracy, BinaryAccuracy,
             CategoricalAccuracy, SparseCategoricalAccuracy, TopKCategoricalAccuracy, SparseTopKCategoricalAccuracy,
             Precision, Recall, AUC, TruePositives, FalsePositives, TrueNegatives, FalseNegatives,
-            BinaryCrossentropy, CategoricalCrossentropy, SparseCategoricalCrossentropy, KLDivergence]
+            BinaryCrossentropy, CategoricalCrossentropy, SparseCategoricalCrossentropy, KLDivergence,
+            MeanAbsolutePercentageError, MeanSquaredLogarithmicError, RootMeanSquaredError, CosineSimilarity,
+            LogCoshError, Poisson, Hinge, SquaredHinge, CategoricalHinge]
 # As Keras: class names, their snake_case forms ("auc", "top_k_categorical_accuracy"), and aliases.
 ALL_OBJECTS_DICT = {c.__name__: c for c in _CLASSES}
 ALL_OBJECTS_DICT.update({backend.snake_case(c.__name__): c for c in _CLASSES})
 ALL_OBJECTS_DICT.update({"mse": MeanSquaredError, "MSE": MeanSquaredError, "mae": MeanAbsoluteError,
                          "MAE": MeanAbsoluteError, "acc": Accuracy, "bce": BinaryCrossentropy,
-                         "BCE": BinaryCrossentropy, "kld": KLDivergence, "KLD": KLDivergence})
+                         "BCE": BinaryCrossentropy, "kld": KLDivergence, "KLD": KLDivergence,
+                         "mape": MeanAbsolutePercentageError, "MAPE": MeanAbsolutePercentageError,
+                         "msle": MeanSquaredLogarithmicError, "MSLE": MeanSquaredLogarithmicError,
+                         "rmse": RootMeanSquaredError, "logcosh": LogCoshError})
 
 # Per-sample functions, for MeanMetricWrapper configs.
 _FUNCTIONS = {f.__name__: f for f in (accuracy, binary_accuracy, categorical_accuracy, sparse_categorical_accuracy,

@@ -103,7 +103,12 @@ class Metric:
     def non_trainable_variables(self):
         return self.variables
 
-    def add_variable(self, shape, initializer="zeros", dtype=None, aggregation="sum", name=None):
+    def add_weight(self, shape=(), initializer="zeros", dtype=None, name=None, aggregation="sum"):
+        """``add_variable`` with Keras 3's signature: a scalar by default
+        (``self.count = self.add_weight(name="count", initializer="zeros")``)."""
+        return self.add_variable(shape, initializer=initializer, dtype=dtype, aggregation=aggregation, name=name)
+
+    def add_variable(self, shape=(), initializer="zeros", dtype=None, aggregation="sum", name=None):
         """A non-trainable state variable of ``shape``; ``initializer`` is "zeros", "ones", a
         number, an initializer name or a callable ``(shape, dtype)``. ``aggregation`` ("sum",
         "mean", "only_first_replica") says how replicas' values combine (kept for the
@@ -120,8 +125,6 @@ class Metric:
         v.aggregation = aggregation
         self._variables.append(v)
         return v
-
-    add_weight = add_variable
 
     def reset_state(self):
         """Sets every state variable to zero."""

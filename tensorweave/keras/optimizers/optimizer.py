@@ -266,6 +266,9 @@ class Optimizer:
                                    "sess.run(optimizer.learning_rate.assign(value)).")
             self._learning_rate.assign(np.asarray(value, self._learning_rate.dtype.np_dtype))
 
+
+    # tf.keras 2's name for the learning rate
+    lr = property(lambda self: self.learning_rate, lambda self, value: setattr(self, "learning_rate", value))
     def _get_current_learning_rate(self):
         self._ensure_state()
         lr = self._learning_rate

@@ -1,9 +1,17 @@
-"""``keras.utils``: seeding, one-hot labels, the progress bar."""
+"""``keras.utils``: seeding, one-hot labels, the progress bar, datasets from arrays and
+folders, images, custom objects, plot_model."""
 import random as _random
 
 import numpy as np
 
 from tensorweave.keras.datasets.text import pad_sequences  # noqa: F401
+from tensorweave.keras.engine.data_adapter import pack_x_y_sample_weight, unpack_x_y_sample_weight  # noqa: F401
+from tensorweave.keras.utils.custom_objects import (CustomObjectScope, custom_object_scope,  # noqa: F401
+                                                    get_custom_objects, register_keras_serializable)
+from tensorweave.keras.utils.dataset_utils import (image_dataset_from_directory, text_dataset_from_directory,  # noqa: F401
+                                                   timeseries_dataset_from_array)
+from tensorweave.keras.utils.image_utils import array_to_img, img_to_array, load_img, save_img  # noqa: F401
+from tensorweave.keras.utils.plot import model_to_dot, plot_model  # noqa: F401
 from tensorweave.keras.utils.progbar import Progbar  # noqa: F401
 
 
