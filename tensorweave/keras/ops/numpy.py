@@ -133,7 +133,10 @@ absolute = abs
 
 
 def negative(x):
-    return tw.negative(_t(x))
+    x = _t(x)
+    if x.dtype.is_unsigned:  # tw.negative has no unsigned kernel (as TF); Keras wraps like NumPy
+        return tw.subtract(tw.zeros_like(x), x)
+    return tw.negative(x)
 
 
 def sign(x):
