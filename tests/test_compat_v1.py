@@ -828,3 +828,43 @@ def test_tf1_nn_signatures_of_convolutions_and_pools():
     ]
     for a, b in pairs:
         np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=1e-5, atol=1e-6)
+
+
+def test_exponential_moving_average_and_restoring_the_averages(tmp_path):
+    g = tf.Graph()
+    with g.as_default():
+        step = tf.Variable(0, trainable=False, name="step")
+        w = tf.Variable([1.0, 2.0], name="w")
+        ema = tf.train.ExponentialMovingAverage(0.9, num_updates=step)
+        train = tf.assign_add(w, [1.0, 1.0])
+        with tf.control_dependencies([train]):
+            train_op = tf.group(ema.apply([w]), tf.assign_add(step, 1))
+        assert ema.average(w).name == "w/ExponentialMovingAverage:0"
+        assert [v.name for v in tf.moving_average_variables()] == ["w/ExponentialMovingAverage:0"]
+        assert "w/ExponentialMovingAverage:0" not in [v.name for v in tf.trainable_variables()]
+        saver = tf.train.Saver()
+        init = tf.global_variables_initializer()
+    shadow, wv = np.array([1.0, 2.0]), np.array([1.0, 2.0])
+    with tf.Session(graph=g) as sess:
+        sess.run(init)
+        for n in range(3):
+            sess.run(train_op)
+            wv = wv + 1.0
+            decay = min(0.9, (1.0 + n) / (10.0 + n))
+            shadow = shadow - (1 - decay) * (shadow - wv)
+        np.testing.assert_allclose(sess.run(ema.average(w)), shadow, rtol=1e-6)
+        path = saver.save(sess, str(tmp_path / "m"))
+    assert dict(tf.train.list_variables(path)) == {"step": [], "w": [2], "w/ExponentialMovingAverage": [2]}
+    np.testing.assert_allclose(tf.train.load_variable(str(tmp_path), "w/ExponentialMovingAverage"), shadow,
+                               rtol=1e-6)
+    g2 = tf.Graph()          # evaluation graph: the model's variables loaded from their averages
+    with g2.as_default():
+        step2 = tf.Variable(0, trainable=False, name="step")
+        w2 = tf.Variable([0.0, 0.0], name="w")
+        to_restore = tf.train.ExponentialMovingAverage(0.9).variables_to_restore([w2])
+        assert set(to_restore) == {"w/ExponentialMovingAverage", "step"}
+        restorer = tf.train.Saver(to_restore)
+    with tf.Session(graph=g2) as sess:
+        restorer.restore(sess, path)
+        np.testing.assert_allclose(sess.run(w2), shadow, rtol=1e-6)
+        assert sess.run(step2) == 3
