@@ -733,3 +733,138 @@ def test_momentum_optimizer_follows_tf1_with_a_decaying_learning_rate():
             accum = 0.9 * accum + 2 * expect
             expect = expect - 0.1 * 0.5 ** t * accum
         np.testing.assert_allclose(sess.run(w), expect, rtol=1e-5)
+
+
+@pytest.mark.parametrize("build, shape, names", [
+    (lambda x: tf.layers.Conv1D(2, 3)(x[:, :, :, 0]), [2, 4, 2], ["conv1d/kernel:0", "conv1d/bias:0"]),
+    (lambda x: tf.layers.conv1d(x[:, :, :, 0], 2, 3, padding="same"), [2, 6, 2], ["conv1d/kernel:0", "conv1d/bias:0"]),
+    (lambda x: tf.layers.Conv2D(2, 3)(x), [2, 4, 4, 2], ["conv2d/kernel:0", "conv2d/bias:0"]),
+    (lambda x: tf.layers.Conv2DTranspose(2, 3, strides=2)(x), [2, 13, 13, 2],
+     ["conv2d_transpose/kernel:0", "conv2d_transpose/bias:0"]),
+    (lambda x: tf.layers.Conv3D(2, 2)(x[:, :, :, :, None]), [2, 5, 5, 2, 2], ["conv3d/kernel:0", "conv3d/bias:0"]),
+    (lambda x: tf.layers.conv3d(x[:, :, :, :, None], 2, 2), [2, 5, 5, 2, 2], ["conv3d/kernel:0", "conv3d/bias:0"]),
+    (lambda x: tf.layers.Conv3DTranspose(2, 2)(x[:, :, :, :, None]), [2, 7, 7, 4, 2],
+     ["conv3d_transpose/kernel:0", "conv3d_transpose/bias:0"]),
+    (lambda x: tf.layers.conv3d_transpose(x[:, :, :, :, None], 2, 2), [2, 7, 7, 4, 2],
+     ["conv3d_transpose/kernel:0", "conv3d_transpose/bias:0"]),
+    (lambda x: tf.layers.SeparableConv2D(4, 3)(x), [2, 4, 4, 4],
+     ["separable_conv2d/depthwise_kernel:0", "separable_conv2d/pointwise_kernel:0", "separable_conv2d/bias:0"]),
+    (lambda x: tf.layers.separable_conv2d(x, 4, 3), [2, 4, 4, 4],
+     ["separable_conv2d/depthwise_kernel:0", "separable_conv2d/pointwise_kernel:0", "separable_conv2d/bias:0"]),
+    (lambda x: tf.layers.MaxPooling1D(2, 2)(x[:, :, :, 0]), [2, 3, 6], []),
+    (lambda x: tf.layers.max_pooling1d(x[:, :, :, 0], 2, 2), [2, 3, 6], []),
+    (lambda x: tf.layers.MaxPooling2D(2, 2)(x), [2, 3, 3, 3], []),
+    (lambda x: tf.layers.MaxPooling3D(2, 2)(x[:, :, :, :, None]), [2, 3, 3, 1, 1], []),
+    (lambda x: tf.layers.max_pooling3d(x[:, :, :, :, None], 2, 2), [2, 3, 3, 1, 1], []),
+    (lambda x: tf.layers.AveragePooling1D(2, 2)(x[:, :, :, 0]), [2, 3, 6], []),
+    (lambda x: tf.layers.average_pooling1d(x[:, :, :, 0], 2, 2), [2, 3, 6], []),
+    (lambda x: tf.layers.AveragePooling2D(2, 2)(x), [2, 3, 3, 3], []),
+    (lambda x: tf.layers.average_pooling2d(x, 2, 2), [2, 3, 3, 3], []),
+    (lambda x: tf.layers.AveragePooling3D(2, 2)(x[:, :, :, :, None]), [2, 3, 3, 1, 1], []),
+    (lambda x: tf.layers.average_pooling3d(x[:, :, :, :, None], 2, 2), [2, 3, 3, 1, 1], []),
+    (lambda x: tf.layers.Flatten()(x), [2, 108], []),
+    (lambda x: tf.layers.Dropout(0.5)(x, training=True), [2, 6, 6, 3], []),
+    (lambda x: tf.layers.BatchNormalization()(x, training=False), [2, 6, 6, 3],
+     ["batch_normalization/gamma:0", "batch_normalization/beta:0", "batch_normalization/moving_mean:0",
+      "batch_normalization/moving_variance:0"]),
+], ids=lambda v: None)
+def test_every_tf1_layer_builds_with_tf1_names_and_runs(build, shape, names):
+    xv = np.random.default_rng(0).normal(size=(2, 6, 6, 3)).astype(np.float32)
+    g = tf.Graph()
+    with g.as_default():
+        y = build(tf.constant(xv))
+        init = tf.global_variables_initializer()
+    assert [v.name for v in g.get_collection("variables")] == names
+    with tf.Session(graph=g) as sess:
+        sess.run(init)
+        out = sess.run(y)
+    assert list(out.shape) == shape and np.isfinite(out).all()
+
+
+def test_tf1_layer_base_class_makes_variables_in_its_scope():
+    class Scale(tf.layers.Layer):
+        def build(self, input_shape):
+            self.w = self.add_weight("w", [input_shape[-1]], initializer=tf.ones_initializer())
+            self.input_spec = tf.layers.InputSpec(ndim=2)
+
+        def call(self, x):
+            return x * self.w
+
+    g = tf.Graph()
+    with g.as_default():
+        with tf.variable_scope("outer"):
+            y = Scale()(tf.ones([2, 3]))
+    assert [v.name for v in g.get_collection("variables")] == ["outer/scale/w:0"]
+    assert y.shape.as_list() == [2, 3]
+
+
+def test_tf1_nn_signatures_of_convolutions_and_pools():
+    rng = np.random.default_rng(1)
+    x4 = rng.normal(size=(2, 6, 6, 3)).astype(np.float32)
+    x3, x5 = x4[:, :, :, 0:1].reshape(2, 6, 6), x4[:, :, :, :, None]
+    w1, w3 = rng.normal(size=(3, 6, 2)).astype(np.float32), rng.normal(size=(2, 2, 2, 1, 2)).astype(np.float32)
+    dw, pw = rng.normal(size=(3, 3, 3, 2)).astype(np.float32), rng.normal(size=(1, 1, 6, 4)).astype(np.float32)
+    pairs = [
+        (tf.nn.conv1d(value=x3, filters=w1, stride=1, padding="SAME", use_cudnn_on_gpu=False),
+         tw.nn.conv1d(x3, w1, 1, "SAME")),
+        (tf.nn.conv3d(x5, filter=w3, strides=[1, 1, 1, 1, 1], padding="VALID"), tw.nn.conv3d(x5, w3, 1, "VALID")),
+        (tf.nn.avg_pool(value=x4, ksize=[1, 2, 2, 1], strides=[1, 2, 2, 1], padding="SAME"),
+         tw.nn.avg_pool(x4, 2, 2, "SAME")),
+        (tf.nn.avg_pool2d(value=x4, ksize=2, strides=2, padding="VALID"), tw.nn.avg_pool2d(x4, 2, 2, "VALID")),
+        (tf.nn.pool(x4, [2, 2], "MAX", padding="VALID", strides=[2, 2]),
+         tw.nn.max_pool(x4, 2, 2, "VALID")),
+        (tf.nn.convolution(x4, filter=dw[:, :, :, :1].repeat(3, axis=3)[:, :, :, :3], padding="SAME"),
+         tw.nn.conv2d(x4, dw[:, :, :, :1].repeat(3, axis=3)[:, :, :, :3], 1, "SAME")),
+        (tf.nn.depthwise_conv2d(x4, dw, [1, 1, 1, 1], "SAME", rate=[1, 1]),
+         tw.nn.depthwise_conv2d(x4, dw, [1, 1, 1, 1], "SAME")),
+        (tf.nn.separable_conv2d(x4, dw, pw, [1, 1, 1, 1], "VALID", rate=[1, 1]),
+         tw.nn.separable_conv2d(x4, dw, pw, [1, 1, 1, 1], "VALID")),
+        (tf.nn.weighted_cross_entropy_with_logits(targets=[1.0, 0.0], logits=[0.5, -0.5], pos_weight=2.0),
+         tw.nn.weighted_cross_entropy_with_logits([1.0, 0.0], [0.5, -0.5], 2.0)),
+        (tf.nn.softmax_cross_entropy_with_logits(labels=[[0.0, 1.0]], logits=[[1.0, 2.0]], dim=-1),
+         tw.nn.softmax_cross_entropy_with_logits([[0.0, 1.0]], [[1.0, 2.0]])),
+        (tf.nn.softmax_cross_entropy_with_logits_v2(labels=[[0.0, 1.0]], logits=[[1.0, 2.0]], dim=-1),
+         tw.nn.softmax_cross_entropy_with_logits([[0.0, 1.0]], [[1.0, 2.0]])),
+    ]
+    for a, b in pairs:
+        np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=1e-5, atol=1e-6)
+
+
+def test_exponential_moving_average_and_restoring_the_averages(tmp_path):
+    g = tf.Graph()
+    with g.as_default():
+        step = tf.Variable(0, trainable=False, name="step")
+        w = tf.Variable([1.0, 2.0], name="w")
+        ema = tf.train.ExponentialMovingAverage(0.9, num_updates=step)
+        train = tf.assign_add(w, [1.0, 1.0])
+        with tf.control_dependencies([train]):
+            train_op = tf.group(ema.apply([w]), tf.assign_add(step, 1))
+        assert ema.average(w).name == "w/ExponentialMovingAverage:0"
+        assert [v.name for v in tf.moving_average_variables()] == ["w/ExponentialMovingAverage:0"]
+        assert "w/ExponentialMovingAverage:0" not in [v.name for v in tf.trainable_variables()]
+        saver = tf.train.Saver()
+        init = tf.global_variables_initializer()
+    shadow, wv = np.array([1.0, 2.0]), np.array([1.0, 2.0])
+    with tf.Session(graph=g) as sess:
+        sess.run(init)
+        for n in range(3):
+            sess.run(train_op)
+            wv = wv + 1.0
+            decay = min(0.9, (1.0 + n) / (10.0 + n))
+            shadow = shadow - (1 - decay) * (shadow - wv)
+        np.testing.assert_allclose(sess.run(ema.average(w)), shadow, rtol=1e-6)
+        path = saver.save(sess, str(tmp_path / "m"))
+    assert dict(tf.train.list_variables(path)) == {"step": [], "w": [2], "w/ExponentialMovingAverage": [2]}
+    np.testing.assert_allclose(tf.train.load_variable(str(tmp_path), "w/ExponentialMovingAverage"), shadow,
+                               rtol=1e-6)
+    g2 = tf.Graph()          # evaluation graph: the model's variables loaded from their averages
+    with g2.as_default():
+        step2 = tf.Variable(0, trainable=False, name="step")
+        w2 = tf.Variable([0.0, 0.0], name="w")
+        to_restore = tf.train.ExponentialMovingAverage(0.9).variables_to_restore([w2])
+        assert set(to_restore) == {"w/ExponentialMovingAverage", "step"}
+        restorer = tf.train.Saver(to_restore)
+    with tf.Session(graph=g2) as sess:
+        restorer.restore(sess, path)
+        np.testing.assert_allclose(sess.run(w2), shadow, rtol=1e-6)
+        assert sess.run(step2) == 3

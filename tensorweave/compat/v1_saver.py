@@ -244,3 +244,34 @@ def remove_checkpoint(checkpoint_prefix, checkpoint_format_version=2, meta_graph
             os.remove(os.fspath(checkpoint_prefix) + suffix)
         except FileNotFoundError:
             pass
+
+
+def _saver_file(ckpt_dir_or_file):
+    from tensorweave.train.manager import latest_checkpoint
+    path = os.fspath(ckpt_dir_or_file)
+    if os.path.isdir(path):
+        path = latest_checkpoint(path)
+        if path is None:
+            raise errors.NotFoundError(f"No checkpoint found in {ckpt_dir_or_file}")
+    return _file_of(path)
+
+
+def list_variables(ckpt_dir_or_file):
+    """``[(name, shape)]`` of a checkpoint (a Saver file, or a ``tw.train.Checkpoint``'s), sorted."""
+    path = _saver_file(ckpt_dir_or_file)
+    if tensor_file.read_metadata(path).get("format") != FORMAT:
+        from tensorweave.train.checkpoint import list_variables as object_based
+        return object_based(ckpt_dir_or_file)
+    return sorted((n, list(a.shape)) for n, a in read_saver_file(path).items())
+
+
+def load_variable(ckpt_dir_or_file, name):
+    """The value (a NumPy array) of variable ``name`` in a checkpoint."""
+    path = _saver_file(ckpt_dir_or_file)
+    if tensor_file.read_metadata(path).get("format") != FORMAT:
+        from tensorweave.train.checkpoint import load_variable as object_based
+        return object_based(ckpt_dir_or_file, name)
+    arrays = read_saver_file(path)
+    if name not in arrays:
+        raise errors.NotFoundError(f"Key {name} not found in checkpoint {ckpt_dir_or_file}")
+    return arrays[name]

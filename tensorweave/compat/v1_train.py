@@ -422,9 +422,12 @@ piecewise_constant_decay = piecewise_constant
 
 # ---- checkpoints: TF1's name-based Saver and the tw.train functions -----------------------------
 from tensorweave.compat.v1_device import replica_device_setter  # noqa: E402
-from tensorweave.compat.v1_saver import Saver, checkpoint_exists, remove_checkpoint  # noqa: E402
+from tensorweave.compat.v1_moving_average import ExponentialMovingAverage  # noqa: E402
+from tensorweave.compat.v1_saver import (Saver, checkpoint_exists, list_variables, load_variable,  # noqa: E402
+                                         remove_checkpoint)
 from tensorweave.train.checkpoint import Checkpoint  # noqa: E402
 from tensorweave.train.manager import CheckpointManager, get_checkpoint_state, latest_checkpoint  # noqa: E402
 
 __all__ += ["natural_exp_decay", "piecewise_constant_decay", "Saver", "checkpoint_exists", "remove_checkpoint",
-            "Checkpoint", "CheckpointManager", "get_checkpoint_state", "latest_checkpoint", "replica_device_setter"]
+            "Checkpoint", "CheckpointManager", "get_checkpoint_state", "latest_checkpoint", "replica_device_setter",
+            "ExponentialMovingAverage", "list_variables", "load_variable"]
