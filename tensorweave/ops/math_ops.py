@@ -83,9 +83,10 @@ def _grads(op, gx, gy):
 
 
 N = rules.NUMERIC
-register_op("AddV2", infer=rules.binary(allowed=N), grad=lambda op, g: _grads(op, g, g))
-register_op("Sub", infer=rules.binary(allowed=N), grad=lambda op, g: _grads(op, g, -g))
-register_op("Mul", infer=rules.binary(allowed=N),
+NC = rules.ARITHMETIC
+register_op("AddV2", infer=rules.binary(allowed=NC), grad=lambda op, g: _grads(op, g, g))
+register_op("Sub", infer=rules.binary(allowed=NC), grad=lambda op, g: _grads(op, g, -g))
+register_op("Mul", infer=rules.binary(allowed=NC),
             grad=lambda op, g: _grads(op, g * op.inputs[1], op.inputs[0] * g))
 register_op("RealDiv", infer=rules.binary(allowed=rules.FLOAT),
             grad=lambda op, g: _grads(op, multiply_no_nan(1 / op.inputs[1], g),
@@ -158,9 +159,9 @@ def _pow_grad(op, g):
 
 register_op("Pow", infer=rules.binary(allowed=N), grad=_pow_grad)
 
-add = _binary_op(get_op("AddV2"), N)
-subtract = _binary_op(get_op("Sub"), N)
-multiply = _binary_op(get_op("Mul"), N)
+add = _binary_op(get_op("AddV2"), NC)
+subtract = _binary_op(get_op("Sub"), NC)
+multiply = _binary_op(get_op("Mul"), NC)
 _realdiv = _binary_op(get_op("RealDiv"), rules.FLOAT)
 _div_no_nan = _binary_op(get_op("DivNoNan"), rules.FLOAT)
 floordiv = _binary_op(get_op("FloorDiv"), N)
@@ -234,7 +235,7 @@ def add_n(inputs, name=None):
             rules.same_dtype(inputs)
         except TypeError as e:
             raise invalid_input(opdef, inputs, e, name) from None
-    _check_allowed(opdef, inputs, N, name)
+    _check_allowed(opdef, inputs, NC, name)
     if len(inputs) == 1:
         return inputs[0]
     return execute(opdef, inputs, {}, name)
@@ -242,8 +243,8 @@ def add_n(inputs, name=None):
 
 def _infer_addn(inputs, attrs):
     d = rules.same_dtype(inputs)
-    if d not in N:
-        raise TypeError(rules.unsupported_message(d, N))
+    if d not in NC:
+        raise TypeError(rules.unsupported_message(d, NC))
     s = inputs[0].shape
     for t in inputs[1:]:
         if not s.is_compatible_with(t.shape):

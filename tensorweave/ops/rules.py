@@ -58,6 +58,8 @@ def binary(out_dtype=None, allowed=None):
 FLOAT = frozenset(_dt.FLOATING)
 NUMERIC = frozenset(_dt.NUMERIC)
 INTEGER = frozenset(_dt.INTEGER)
+COMPLEX = frozenset({_dt.complex64, _dt.complex128})
+ARITHMETIC = NUMERIC | COMPLEX                                   # AddV2, Sub, Mul, AddN: complex kernels too
 SIGNED = FLOAT | {_dt.int8, _dt.int16, _dt.int32, _dt.int64}    # Neg, Abs, Sign: no unsigned kernels
 BOOL = frozenset({_dt.bool_})
 MATMUL = FLOAT | {_dt.int32, _dt.int64}
