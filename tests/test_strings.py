@@ -98,3 +98,13 @@ def test_errors():
         tw.strings.to_number(tw.constant(["x1"]))
     with pytest.raises(ValueError, match="2 placeholders in the template but 1 inputs"):
         tw.strings.format("{} {}", [tw.constant(1)])
+
+
+def test_to_hash_bucket_strong_matches_tensorflow():
+    s = tw.constant([b"", b"a", b"hello world", b"0123456789abcdef!", "ünï".encode()])
+    assert tw.strings.to_hash_bucket_strong(s, 2 ** 62, [1, 2]).numpy().tolist() == \
+        [443797209252341627, 546566331822570742, 1015233985318741638, 4152670757500164988, 2719411293463564235]
+    assert tw.strings.to_hash_bucket_strong(s, 1000, [0x0706050403020100, 0x0F0E0D0C0B0A0908]).numpy().tolist() == \
+        [353, 994, 2, 677, 462]
+    with pytest.raises(ValueError, match="key must be two integers"):
+        tw.strings.to_hash_bucket_strong(s, 10, [1])
