@@ -252,3 +252,9 @@ def siphash24(k0, k1, data):
 def _hash_strong(x, num_buckets, key):
     k0, k1 = (int(v) & _M64 for v in key)
     return _map(x, lambda v: siphash24(k0, k1, as_bytes(v)) % num_buckets, np.int64)
+
+
+@k("StringToHashBucketFast")
+def _hash_fast(x, num_buckets):
+    from tensorweave.kernels.cpu.farmhash import fingerprint64
+    return _map(x, lambda v: fingerprint64(as_bytes(v)) % num_buckets, np.int64)
