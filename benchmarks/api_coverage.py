@@ -11,7 +11,8 @@ name is then looked up in the matching tensorweave namespace (``tf.X`` -> ``tens
   suite). Paths are resolved through the files' own import aliases (``import tensorweave as tw``,
   ``from tensorweave.keras import layers``), and a name counts when its object is the object a
   tested path reaches (``tw.math.add`` is ``tw.add``), or, for non-callables (dtypes,
-  constants), when its own path is used;
+  constants), when its own path is used. A test file that uses a tensorweave module and holds the
+  name as a string literal (table-driven tests: ``getattr(ops, name)``) also counts;
 * **untested**: present (``getattr`` succeeds and is not None) but not exercised as above;
 * **missing**: absent.
 
@@ -31,7 +32,8 @@ import subprocess
 import sys
 import types
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+# The checkout measured: this one, or another (``TW_COVERAGE_ROOT=/path/to/checkout``).
+ROOT = os.environ.get("TW_COVERAGE_ROOT") or os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 NAMESPACES = ["tf", "tf.nn", "tf.math", "tf.linalg", "tf.random", "tf.image", "tf.signal", "tf.sparse",
               "tf.data", "tf.train", "tf.io", "keras.layers", "keras.losses", "keras.metrics",
@@ -118,12 +120,21 @@ class _Uses(ast.NodeVisitor):
             self.paths.add(self.alias[node.id])
 
 
-def _scan(source, paths, preamble=""):
+def _scan(source, paths, preamble="", strings=False):
     try:
         tree = ast.parse(preamble + source)
     except SyntaxError:
         return
-    _Uses(paths).visit(tree)
+    uses = set()
+    _Uses(uses).visit(tree)
+    paths |= uses
+    if strings:
+        # Table-driven tests name ops by string (``getattr(ops, name)`` over ``["abs", "add", ...]``): an
+        # identifier-like string literal in a file counts as ``<module>.<string>`` for each tensorweave
+        # module path the file uses; only paths that resolve to an object count later.
+        names = {n.value for n in ast.walk(tree) if isinstance(n, ast.Constant) and isinstance(n.value, str)
+                 and n.value.isidentifier()}
+        paths |= {f"{u}.{n}" for u in uses for n in names}
 
 
 def used_paths(root):
@@ -133,7 +144,7 @@ def used_paths(root):
         for f in files:
             if f.endswith(".py"):
                 with open(os.path.join(base, f), encoding="utf-8") as fh:
-                    _scan(fh.read(), paths)
+                    _scan(fh.read(), paths, strings=True)
     parser = doctest.DocTestParser()
     for base, _, files in os.walk(os.path.join(root, "tensorweave")):
         for f in files:

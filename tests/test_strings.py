@@ -98,3 +98,23 @@ def test_errors():
         tw.strings.to_number(tw.constant(["x1"]))
     with pytest.raises(ValueError, match="2 placeholders in the template but 1 inputs"):
         tw.strings.format("{} {}", [tw.constant(1)])
+
+
+def test_to_hash_bucket_strong_matches_tensorflow():
+    s = tw.constant([b"", b"a", b"hello world", b"0123456789abcdef!", "ünï".encode()])
+    assert tw.strings.to_hash_bucket_strong(s, 2 ** 62, [1, 2]).numpy().tolist() == \
+        [443797209252341627, 546566331822570742, 1015233985318741638, 4152670757500164988, 2719411293463564235]
+    assert tw.strings.to_hash_bucket_strong(s, 1000, [0x0706050403020100, 0x0F0E0D0C0B0A0908]).numpy().tolist() == \
+        [353, 994, 2, 677, 462]
+    with pytest.raises(ValueError, match="key must be two integers"):
+        tw.strings.to_hash_bucket_strong(s, 10, [1])
+
+
+def test_to_hash_bucket_fast_matches_tensorflow():
+    # FarmHash64 has separate code paths for lengths 0, 1-3, 4-7, 8-16, 17-32, 33-64 and > 64
+    s = tw.constant([b"", b"a", b"hello world", b"x" * 40, b"y" * 100, "ünï".encode()])
+    assert tw.strings.to_hash_bucket_fast(s, 1000003).numpy().tolist() == \
+        [377723, 291400, 234754, 326595, 299856, 383593]
+    assert tw.strings.to_hash_bucket_fast(tw.constant([b"z" * 20, b"abcd"]), 1000003).numpy().tolist() == [354014, 267500]
+    with pytest.raises(ValueError, match="num_buckets must be positive"):
+        tw.strings.to_hash_bucket_fast(s, 0)

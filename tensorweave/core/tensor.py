@@ -101,8 +101,14 @@ class EagerTensor(Tensor):
 
     def __dlpack__(self, *, stream=None, max_version=None, dl_device=None, copy=None):
         """The DLPack capsule of the value (zero-copy; see ``tw.experimental.dlpack``)."""
-        from tensorweave.experimental.dlpack import export_array
-        return export_array(self, stream=stream, max_version=max_version, dl_device=dl_device, copy=copy)
+        if self._dtype.np_dtype is None or self._dtype.name in ("string", "bfloat16"):
+            raise TypeError(f"to_dlpack: dtype {self._dtype.name} has no DLPack type that NumPy can export")
+        a = np.asarray(self._value)
+        if not a.flags.writeable:
+            a = a.copy()   # NumPy refuses to export read-only memory (DLPack < 1.0 has no read-only flag)
+        kwargs = {k: v for k, v in (("stream", stream), ("max_version", max_version), ("dl_device", dl_device),
+                                    ("copy", copy)) if v is not None}
+        return a.__dlpack__(**kwargs)
 
     def __dlpack_device__(self):
         return (1, 0)   # kDLCPU, device 0: eager values live in host memory

@@ -22,27 +22,12 @@ from tensorweave.core.tensor import EagerTensor, Tensor
 __all__ = ["to_dlpack", "from_dlpack"]
 
 
-def _exportable(t):
-    if not isinstance(t, EagerTensor):
-        raise TypeError(f"to_dlpack needs an eager tensor (a value in memory), got {type(t).__name__}. "
-                        "Hint: symbolic tensors have no memory to share; run eagerly")
-    if t.dtype in (_dt.string, _dt.resource, _dt.variant, _dt.bfloat16):
-        raise TypeError(f"to_dlpack: dtype {t.dtype.name} has no DLPack type that NumPy can export")
-    a = np.asarray(t._value)
-    if not a.flags.writeable:
-        a = a.copy()   # NumPy refuses to export read-only memory (DLPack < 1.0 has no read-only flag)
-    return a
-
-
-def export_array(t, **kwargs):
-    a = _exportable(t)
-    kwargs = {k: v for k, v in kwargs.items() if v is not None}
-    return a.__dlpack__(**kwargs)
-
-
 def to_dlpack(tf_tensor):
     """A DLPack capsule sharing the eager tensor's memory."""
-    return export_array(tf_tensor)
+    if not isinstance(tf_tensor, EagerTensor):
+        raise TypeError(f"to_dlpack needs an eager tensor (a value in memory), got {type(tf_tensor).__name__}. "
+                        "Hint: symbolic tensors have no memory to share; run eagerly")
+    return tf_tensor.__dlpack__()
 
 
 class _Capsule:

@@ -24,7 +24,8 @@ from tensorweave.core.tensor import Tensor
 
 __all__ = ["length", "lower", "upper", "strip", "regex_replace", "regex_full_match", "substr", "to_number",
            "as_string", "join", "reduce_join", "split", "format", "unicode_decode", "unicode_encode",
-           "unicode_split", "unicode_transcode", "bytes_split", "ngrams", "unsorted_segment_join"]
+           "unicode_split", "unicode_transcode", "bytes_split", "ngrams", "unsorted_segment_join",
+           "to_hash_bucket_strong", "to_hash_bucket_fast"]
 
 
 def _strings(x, what):
@@ -47,6 +48,8 @@ for _name, _dtype in (("StringLength", _dt.int32), ("StringLower", _dt.string), 
                       ("StringStrip", _dt.string), ("RegexReplace", _dt.string), ("RegexFullMatch", _dt.bool_),
                       ("Substr", _dt.string), ("AsString", _dt.string)):
     register_op(_name, infer=_same_shape(_dtype), grad=NOT_DIFFERENTIABLE)
+register_op("StringToHashBucketStrong", infer=_same_shape(_dt.int64), grad=NOT_DIFFERENTIABLE)
+register_op("StringToHashBucketFast", infer=_same_shape(_dt.int64), grad=NOT_DIFFERENTIABLE)
 register_op("StringToNumber", infer=lambda i, a: (i[0].shape, _dt.as_dtype(a["out_type"])), grad=NOT_DIFFERENTIABLE)
 
 
@@ -237,6 +240,25 @@ def ngrams(data, ngram_width, separator=" ", pad_values=None, padding_width=None
             convert_to_tensor(np.empty(0, object), dtype=_dt.string), [0] * len(out))
         return res
     return convert_to_tensor(np.array(out[0], dtype=object), dtype=_dt.string)
+
+
+def to_hash_bucket_strong(input, num_buckets, key, name=None):  # noqa: A002
+    """``SipHash-2-4(key, s) % num_buckets`` for each string (``key``: two 64-bit ints), as TF."""
+    key = [int(v) for v in key]
+    if len(key) != 2:
+        raise ValueError(f"to_hash_bucket_strong: key must be two integers, got {key}")
+    if int(num_buckets) < 1:
+        raise ValueError(f"to_hash_bucket_strong: num_buckets must be positive, got {num_buckets}")
+    return _run("StringToHashBucketStrong", [_strings(input, "to_hash_bucket_strong")],
+                {"num_buckets": int(num_buckets), "key": key}, name)
+
+
+def to_hash_bucket_fast(input, num_buckets, name=None):  # noqa: A002
+    """``Fingerprint64(s) % num_buckets`` (FarmHash64) for each string, as TF."""
+    if int(num_buckets) < 1:
+        raise ValueError(f"to_hash_bucket_fast: num_buckets must be positive, got {num_buckets}")
+    return _run("StringToHashBucketFast", [_strings(input, "to_hash_bucket_fast")],
+                {"num_buckets": int(num_buckets)}, name)
 
 
 def unsorted_segment_join(inputs, segment_ids, num_segments, separator="", name=None):
