@@ -16,3 +16,4 @@ from tensorweave.ops.array_ops import unsorted_segment_sum  # noqa: F401
 from tensorweave.ops.special_ops import *  # noqa: F401,F403
 from tensorweave.ops.segment_ops import *  # noqa: F401,F403
 from tensorweave.ops.sort_ops import *  # noqa: F401,F403
+from tensorweave.ops.math_extra_ops import *  # noqa: F401,F403
