@@ -17,3 +17,4 @@ from tensorweave.ops.special_ops import *  # noqa: F401,F403
 from tensorweave.ops.segment_ops import *  # noqa: F401,F403
 from tensorweave.ops.sort_ops import *  # noqa: F401,F403
 from tensorweave.ops.math_extra_ops import *  # noqa: F401,F403
+from tensorweave.ops.misc_ops import scalar_mul  # noqa: F401

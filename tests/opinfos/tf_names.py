@@ -318,3 +318,29 @@ OPS += [
            lambda a, b: np.sqrt(np.sum(a.astype(np.float64) ** 2) + np.sum(b.astype(np.float64) ** 2)).astype(a.dtype),
            F, lambda d, r: [Sample((arr(r, (3, 4), d, 0.5, 2), arr(r, (2,), d, 0.5, 2)), name="two")], grad_order=2),
 ]
+
+
+def _clip_norm_ref(x, c, axes=None):
+    n = np.sqrt(np.sum(x.astype(np.float64) ** 2, axis=None if axes is None else tuple(axes), keepdims=True))
+    return (x * c / np.maximum(n, c)).astype(x.dtype)
+
+
+def _searchsorted_samples(d, r):
+    s = np.sort(arr(r, (2, 5), d, -3, 3), axis=-1)
+    return [Sample((s, arr(r, (2, 4), d, -4, 4)), name="rows"),
+            Sample((s[0], arr(r, (6,), d, -4, 4)), {"side": "right"}, name="right")]
+
+
+OPS += [
+    OpInfo("clip_by_norm", tw.clip_by_norm, _clip_norm_ref, F,
+           lambda d, r: [Sample((arr(r, (3, 4), d), 1.0), name="clipped"), Sample((arr(r, (3, 4), d), 50.0), name="kept"),
+                         Sample((arr(r, (3, 4), d), 1.0), {"axes": [1]}, name="rows")], grad_args=(0,), grad_order=2),
+    OpInfo("searchsorted", tw.searchsorted,
+           lambda s, v, side="left": (np.searchsorted(s, v, side=side) if s.ndim == 1 else
+                                      np.stack([np.searchsorted(a, b, side=side) for a, b in zip(s, v)])).astype(np.int32),
+           F + (tw.int32,), _searchsorted_samples, grad=False),
+    OpInfo("histogram_fixed_width", lambda v: tw.histogram_fixed_width(v, [-1.0, 1.0], nbins=4),
+           lambda v: np.bincount(np.clip(np.floor((v.astype(np.float64) + 1) / 2 * 4), 0, 3).astype(int),
+                                 minlength=4).astype(np.int32), F, lambda d, r: [Sample((arr(r, (20,), d),), name="v")],
+           grad=False, graph=False),
+]

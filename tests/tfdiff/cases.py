@@ -208,6 +208,22 @@ def _names():
         "math.igamma": f"tf.math.igamma({t('float32', '[2.0, 3.0, 0.5, 1.0]')}, {v})",
         "math.igammac": f"tf.math.igammac({t('float32', '[2.0, 3.0, 0.5, 1.0]')}, {v})",
         "math.softsign": f"tf.math.softsign({v})",
+        "clip_by_norm": f"tf.clip_by_norm({f}, 2.0)",
+        "clip_by_norm_axes": f"tf.clip_by_norm({f}, 2.0, axes=[1])",
+        "clip_by_global_norm": f"tf.clip_by_global_norm([{f}, {v}], 2.0)",
+        "searchsorted": f"tf.searchsorted({v}, {t('float32', '[0.0, 2.0, 9.0]')})",
+        "searchsorted_right": f"tf.searchsorted({v}, {t('float32', '[0.0, 2.0, 9.0]')}, side='right')",
+        "histogram_fixed_width": f"tf.histogram_fixed_width({t('float32', '[-1.0, 0.0, 1.5, 2.0, 5.0]')}, [0.0, 5.0], nbins=5)",
+        "broadcast_static_shape": "tf.broadcast_static_shape(tf.TensorShape([2, 1]), tf.TensorShape([3]))",
+        "broadcast_dynamic_shape": "tf.broadcast_dynamic_shape([2, 1], [3])",
+        "ensure_shape_bad": f"tf.ensure_shape({f}, [3, 2])",
+        "identity_n": f"tf.identity_n([{f}, {v}])",
+        "parallel_stack": f"tf.parallel_stack([{v}, {v}])",
+        "realdiv": f"tf.realdiv({v}, {v})",
+        "realdiv_int": f"tf.realdiv({ids}, {ids})",
+        "scalar_mul": f"tf.scalar_mul(2.0, {v})",
+        "shape_n": f"tf.shape_n([{f}, {v}])",
+        "is_tensor": f"tf.is_tensor({v})",
     }
     for name, src in calls.items():
         yield f"name/{name}", "names", src
