@@ -16,6 +16,8 @@ from tensorweave.ops.array_ops import unsorted_segment_sum  # noqa: F401
 from tensorweave.ops.special_ops import *  # noqa: F401,F403
 from tensorweave.ops.segment_ops import *  # noqa: F401,F403
 from tensorweave.ops.sort_ops import *  # noqa: F401,F403
+from tensorweave.ops.math_extra_ops import *  # noqa: F401,F403
+from tensorweave.ops.misc_ops import scalar_mul  # noqa: F401
 from tensorweave.ops.complex_ops import angle, conj, imag, real  # noqa: E402,F401
 
 from tensorweave.core.signatures import check_namespace as _check_namespace  # noqa: E402

@@ -41,6 +41,14 @@ x = tw.ones((2, 3))
     (lambda: tw.transpose(x, [1.5, 0]), r"transpose: argument `perm` must be an int"),
     (lambda: tw.nn.softmax(x, 1.5), r"softmax: argument `axis` must be an int"),
     (lambda: tw.reverse(x, [0.5]), r"reverse: argument `axis` must be an int or a list of ints"),
+    (lambda: tw.tile(x, [1.5, 1]), r"tile: argument `multiples` must be an int32 or int64 tensor .*got float32"),
+    (lambda: tw.slice(x, [0, 0], [1.5, 2]), r"slice: argument `size` must be an int32 or int64 tensor"),
+    (lambda: tw.pad(x, [[1.5, 0], [0, 0]]), r"pad: argument `paddings` must be an int32 or int64 tensor"),
+    (lambda: tw.one_hot([1], 2.5), r"one_hot: argument `depth` must be an int, got 2.5"),
+    (lambda: tw.sequence_mask([1], 2.5), r"sequence_mask: argument `maxlen` must be an int, got 2.5"),
+    (lambda: tw.random.categorical(tw.ones((1, 3)), 2.5), r"random.categorical: argument `num_samples` must be an int"),
+    (lambda: tw.linalg.band_part(x, 1.5, 0), r"band_part: argument `num_lower` must be an int"),
+    (lambda: tw.strided_slice(x, [0.5], [1], [1]), r"strided_slice: argument `begin` must be an int"),
 ])
 def test_bad_argument_names_op_argument_and_line(call, pattern):
     with pytest.raises(tw.errors.InvalidArgumentError, match=pattern + ".*" + HERE):

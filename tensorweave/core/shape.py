@@ -8,14 +8,6 @@
 import operator
 
 
-def _dim(d):
-    try:  # ints and objects with __index__ only: int(2.5) would make it 2 silently
-        return operator.index(d)
-    except TypeError:
-        raise TypeError(f"Dimension value must be an integer or None, got {d!r} of type "
-                        f"{type(d).__name__}") from None
-
-
 class TensorShape:
     __slots__ = ("_dims",)
 
@@ -34,7 +26,11 @@ class TensorShape:
                 if d is None or (hasattr(d, "value") and d.value is None):
                     out.append(None)
                 else:
-                    d = _dim(getattr(d, "value", d))
+                    try:  # ints and objects with __index__ only: int(2.5) would make it 2 silently
+                        d = operator.index(getattr(d, "value", d))
+                    except TypeError:
+                        raise TypeError(f"Dimension value must be an integer or None, got {d!r} of type "
+                                        f"{type(d).__name__}") from None
                     if d < 0:
                         if d == -1:
                             out.append(None)

@@ -50,6 +50,12 @@ def shape_argument(value, op, arg="shape", allow_unknown=False, dtype=None):
     integers only (``2.5`` and ``2.0`` raise, as in TF), none negative (``-1`` is "unknown" where
     ``allow_unknown``), at most 2**63 - 1 elements, and, with ``dtype``, no more bytes than the
     machine has (ResourceExhaustedError, TF's out-of-memory error)."""
+    if type(value) in (tuple, list) and all(type(d) is int and d >= 0 for d in value):
+        n = 1
+        for d in value:
+            n *= d
+        if n < 2 ** 26:
+            return list(value)   # the common case: too few elements to overflow or exhaust memory
     items = value.as_list() if hasattr(value, "as_list") else value
     if isinstance(items, np.ndarray):
         items = items.tolist() if items.ndim else [items.item()]

@@ -11,6 +11,9 @@
 """
 import collections
 
+import numpy as np
+
+from tensorweave.core import dtypes as _dt
 from tensorweave.core.convert import convert_to_tensor
 from tensorweave.core.dispatch import execute
 from tensorweave.core.registry import get_op, register_op
@@ -23,7 +26,8 @@ from tensorweave.ops.indexing_ops import eye
 from tensorweave.ops.linalg_ops import diag_part, inv, matrix_transpose, set_diag
 
 __all__ = ["cholesky", "qr", "svd", "eigh", "eigvalsh", "slogdet", "logdet", "solve", "triangular_solve",
-           "band_part", "lstsq", "pinv", "cholesky_solve"]
+           "band_part", "lstsq", "pinv", "cholesky_solve", "matvec", "global_norm", "normalize", "tensor_diag",
+           "tensor_diag_part", "matrix_rank"]
 
 _ct = convert_to_tensor
 _T = matrix_transpose
@@ -340,8 +344,6 @@ def lstsq(matrix, rhs, l2_regularizer=0.0, fast=True, name=None):
 def pinv(a, rcond=None, validate_args=False, name=None):
     """The Moore-Penrose pseudo-inverse from the SVD; singular values below ``rcond`` times the
     largest are treated as zero (default ``10 * max(m, n) * eps``, TF's)."""
-    import numpy as np
-
     from tensorweave.ops.reduce_ops import reduce_max
     x = _float_matrix(a, "pinv")
     s, u, v = svd(x)
@@ -352,3 +354,57 @@ def pinv(a, rcond=None, validate_args=False, name=None):
     s_inv = M.where(s > cutoff, M.div_no_nan(A.ones_like(s), s), A.zeros_like(s))
     out = M.matmul(v * A.expand_dims(s_inv, -2), u, transpose_b=True)
     return A.identity(out, name=name) if name else out
+
+
+# ---- small tf.linalg helpers --------------------------------------------------------------------
+def matvec(a, b, transpose_a=False, adjoint_a=False, name=None):
+    """``a @ b`` for matrices ``a`` and vectors ``b`` (batched)."""
+    out = M.matmul(a, A.expand_dims(_ct(b), -1), transpose_a=transpose_a, adjoint_a=adjoint_a)
+    return A.squeeze(out, -1, name=name)
+
+
+def global_norm(t_list, name=None):
+    """``sqrt(sum of every tensor's squared entries)`` (None entries are skipped)."""
+    from tensorweave.ops.reduce_ops import reduce_sum
+    ts = [_ct(t) for t in t_list if t is not None]
+    if not ts:
+        raise ValueError("global_norm: t_list holds no tensors")
+    return M.sqrt(M.add_n([reduce_sum(M.square(t)) for t in ts]), name=name)
+
+
+def normalize(tensor, ord="euclidean", axis=None, name=None):
+    """``(tensor / norm, norm)`` with the norm of :func:`tw.norm` (kept dimensions)."""
+    from tensorweave.ops.linalg_ops import norm
+    x = _ct(tensor)
+    n = norm(x, ord=ord, axis=axis, keepdims=True)
+    return M.divide(x, n, name=name), n
+
+
+def tensor_diag(diagonal, name=None):
+    """The rank-2k tensor with ``diagonal`` (rank k) on its diagonal."""
+    d = _ct(diagonal)
+    dims = d.shape.as_list()
+    flat = A.reshape(d, [-1])
+    from tensorweave.ops.linalg_ops import diag
+    return A.reshape(diag(flat), dims + dims, name=name)
+
+
+def tensor_diag_part(input, name=None):
+    """The diagonal of a rank-2k tensor with equal halves of dimensions."""
+    x = _ct(input)
+    dims = x.shape.as_list()
+    half = dims[:len(dims) // 2]
+    n = int(np.prod(half)) if half else 1
+    return A.reshape(diag_part(A.reshape(x, [n, n])), half, name=name)
+
+
+def matrix_rank(a, tol=None, validate_args=False, name=None):
+    """The number of singular values above ``tol`` (default ``max(m, n) * eps * max(s)``)."""
+    from tensorweave.ops.reduce_ops import reduce_max, reduce_sum
+    x = _float_matrix(a, "matrix_rank")
+    s = svd(x, compute_uv=False)
+    if tol is None:
+        m, n = x.shape[-2], x.shape[-1]
+        tol = M.multiply(float(max(m or 1, n or 1) * np.finfo(x.dtype.np_dtype).eps),
+                         reduce_max(s, axis=-1, keepdims=True))
+    return reduce_sum(M.cast(M.greater(s, tol), _dt.int32), axis=-1, name=name)

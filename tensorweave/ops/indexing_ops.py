@@ -29,7 +29,7 @@ from tensorweave.core.tensor import Tensor
 from tensorweave.ops import array_ops as A
 from tensorweave.ops import math_ops as M
 from tensorweave.ops import rules
-from tensorweave.ops.arguments import axis_argument, int_argument, shape_argument
+from tensorweave.ops.arguments import argument_error, axis_argument, int_argument, shape_argument
 
 __all__ = ["gather_nd", "scatter_nd", "tensor_scatter_nd_add", "tensor_scatter_nd_sub", "tensor_scatter_nd_max",
            "tensor_scatter_nd_min",
@@ -48,7 +48,8 @@ def _index_input(value, what, op_name, like=None):
     hint = like.dtype if like is not None and like.dtype in _INDEX else _dt.int32
     t = _ct(value, dtype_hint=hint)
     if t.dtype not in _INDEX:
-        raise TypeError(f"{op_name}: {what} must be an int32 or int64 tensor, got {t.dtype.name}")
+        raise argument_error(op_name, what, f"must be an int32 or int64 tensor (or a list of ints), got "
+                             f"{t.dtype.name}" + ("" if isinstance(value, Tensor) else f" from {value!r}"[:80]))
     return t
 
 
@@ -335,7 +336,7 @@ def one_hot(indices, depth, on_value=None, off_value=None, axis=None, dtype=None
     if on.dtype is not d or off.dtype is not d:
         raise TypeError(f"one_hot: on_value ({on.dtype.name}) and off_value ({off.dtype.name}) must have "
                         f"the requested dtype {d.name}")
-    dep = _ct(depth, dtype=_dt.int32) if not isinstance(depth, Tensor) else depth
+    dep = _ct(int_argument(depth, "one_hot", "depth"), dtype=_dt.int32) if not isinstance(depth, Tensor) else depth
     axis = -1 if axis is None else int_argument(axis, "one_hot", "axis")
     return execute(_ONE_HOT, [i, dep, on, off], {"axis": axis}, name)
 
@@ -679,7 +680,8 @@ def sequence_mask(lengths, maxlen=None, dtype=_dt.bool_, name=None):
         from tensorweave.ops.reduce_ops import reduce_max
         maxlen = M.maximum(reduce_max(lens), 0)
     else:
-        maxlen = _ct(maxlen, dtype=lens.dtype) if not isinstance(maxlen, Tensor) else M.cast(maxlen, lens.dtype)
+        maxlen = (_ct(int_argument(maxlen, "sequence_mask", "maxlen"), dtype=lens.dtype)
+                  if not isinstance(maxlen, Tensor) else M.cast(maxlen, lens.dtype))
         if maxlen.shape.rank not in (None, 0):
             raise ValueError(f"sequence_mask: maxlen must be a scalar, got shape {fmt(maxlen.shape)}")
     cols = range(0, maxlen, 1, dtype=lens.dtype)

@@ -17,7 +17,7 @@ from tensorweave.core.dispatch import execute, invalid_input
 from tensorweave.core.errors import InvalidArgumentError
 from tensorweave.core.registry import NOT_DIFFERENTIABLE, get_op, register_op, set_traits
 from tensorweave.core.shape import TensorShape, broadcast_static, fmt
-from tensorweave.core.tensor import Tensor
+from tensorweave.core.tensor import EagerTensor, Tensor
 from tensorweave.ops import rules
 from tensorweave.ops.array_ops import ones_like, sum_to_like, zeros_like
 
@@ -491,6 +491,13 @@ register_op("MatMul", infer=_infer_matmul, grad=_matmul_grad, heavy=True)
 _MATMUL = get_op("MatMul")
 
 
+def _rank_below_2(t):
+    if type(t) is EagerTensor:
+        return t._value.ndim < 2
+    r = t.shape.rank
+    return r is not None and r < 2
+
+
 def matmul(a, b, transpose_a=False, transpose_b=False, adjoint_a=False, adjoint_b=False, name=None):
     """Matrix product of the last two dimensions, batched and broadcast over the leading ones.
 
@@ -506,7 +513,7 @@ def matmul(a, b, transpose_a=False, transpose_b=False, adjoint_a=False, adjoint_
     if a._dtype is not b._dtype:
         _check_same_dtype(_MATMUL, a, b, name)
     _check_allowed(_MATMUL, (a, b), rules.MATMUL, name)
-    if a.shape.rank is not None and a.shape.rank < 2 or b.shape.rank is not None and b.shape.rank < 2:
+    if _rank_below_2(a) or _rank_below_2(b):
         raise invalid_input(_MATMUL, (a, b), ValueError(  # eager calls skip the shape rule
             "MatMul needs inputs of rank >= 2. Hint: use tw.expand_dims, or tw.tensordot for vectors"), name)
     return execute(_MATMUL, (a, b), {"transpose_a": bool(transpose_a or adjoint_a),

@@ -47,6 +47,7 @@ from tensorweave.core.registry import NOT_DIFFERENTIABLE, get_op, register_op
 from tensorweave.core.shape import TensorShape, fmt
 from tensorweave.core.tensor import Tensor
 from tensorweave.ops.array_ops import _shape_input, identity
+from tensorweave.ops.arguments import int_argument
 from tensorweave.ops.array_ops import shape as _shape_of
 
 __all__ = [
@@ -487,7 +488,8 @@ def categorical(logits, num_samples, dtype=None, seed=None, name=None):
     """
     dtype = _dt.int64 if dtype is None else _dt.as_dtype(dtype)
     logits = _ct(logits)
-    n = num_samples if isinstance(num_samples, Tensor) else _ct(num_samples, dtype=_dt.int32)
+    n = num_samples if isinstance(num_samples, Tensor) else _ct(
+        int_argument(num_samples, "random.categorical", "num_samples", 0), dtype=_dt.int32)
     return _run_random(_MULTINOMIAL, [logits, n], {"output_dtype": dtype}, seed, name, dtype)
 
 
@@ -580,7 +582,8 @@ def stateless_truncated_normal(shape, seed, mean=0.0, stddev=1.0, dtype=_dt.floa
 
 def stateless_categorical(logits, num_samples, seed, dtype=_dt.int64, name=None):
     """Class indices (see :func:`categorical`) fixed by ``seed``."""
-    n = num_samples if isinstance(num_samples, Tensor) else _ct(num_samples, dtype=_dt.int32)
+    n = num_samples if isinstance(num_samples, Tensor) else _ct(
+        int_argument(num_samples, "random.categorical", "num_samples", 0), dtype=_dt.int32)
     return execute(get_op("StatelessMultinomial"), [_ct(logits), n, _seed_tensor(seed)],
                    {"output_dtype": _dt.as_dtype(dtype)}, name)
 

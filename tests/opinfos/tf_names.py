@@ -269,3 +269,78 @@ OPS = [
     OpInfo("left_shift", tw.bitwise.left_shift, np.left_shift, INTS, _shift_samples, grad=False),
     OpInfo("right_shift", tw.bitwise.right_shift, np.right_shift, INTS, _shift_samples, grad=False),
 ]
+
+
+def _ab_samples(a_lo, a_hi, x_lo, x_hi):
+    def gen(d, r):
+        return [Sample((arr(r, (3, 4), d, a_lo, a_hi), arr(r, (3, 4), d, x_lo, x_hi)), name="same"),
+                Sample((arr(r, (4,), d, a_lo, a_hi), arr(r, (2, 4), d, x_lo, x_hi)), name="broadcast")]
+    return gen
+
+
+def _bessel_samples(d, r):
+    x = arr(r, (3, 4), d, -3, 3)
+    return [Sample((np.where(np.abs(x) < 0.2, 0.5, x).astype(d),), name="matrix"),
+            Sample((np.array([0.0, 1.0], d),), name="zero")]
+
+
+OPS += [
+    OpInfo("erfinv", tw.math.erfinv, _same(scipy.special.erfinv), F, unary_samples(-0.9, 0.9), grad_order=2),
+    OpInfo("ndtri", tw.math.ndtri, _same(scipy.special.ndtri), F, unary_samples(0.05, 0.95), grad_order=2),
+    OpInfo("bessel_i0", tw.math.bessel_i0, _same(scipy.special.i0), F, _bessel_samples, grad_order=2),
+    OpInfo("bessel_i0e", tw.math.bessel_i0e, _same(scipy.special.i0e), F, _bessel_samples),
+    OpInfo("bessel_i1", tw.math.bessel_i1, _same(scipy.special.i1), F, _bessel_samples, grad_order=2),
+    OpInfo("bessel_i1e", tw.math.bessel_i1e, _same(scipy.special.i1e), F, _bessel_samples),
+    OpInfo("polygamma", tw.math.polygamma, _same(lambda n, x: scipy.special.polygamma(n, x)), F,
+           lambda d, r: [Sample((np.array([0.0, 1.0, 2.0], d), arr(r, (3,), d, 0.5, 3)), name="orders")],
+           grad_args=(1,)),
+    OpInfo("zeta", tw.math.zeta, _same(scipy.special.zeta), F, _ab_samples(1.5, 4.0, 0.5, 3.0), grad_args=(1,)),
+    OpInfo("igamma", tw.math.igamma, _same(scipy.special.gammainc), F, _ab_samples(0.5, 3.0, 0.2, 3.0),
+           grad_args=(1,)),
+    OpInfo("igammac", tw.math.igammac, _same(scipy.special.gammaincc), F, _ab_samples(0.5, 3.0, 0.2, 3.0),
+           grad_args=(1,)),
+    OpInfo("lbeta", tw.math.lbeta, lambda x: (np.sum(scipy.special.gammaln(x), -1)
+                                              - scipy.special.gammaln(np.sum(x, -1))).astype(x.dtype), F,
+           lambda d, r: [Sample((arr(r, (3, 4), d, 0.5, 3),), name="rows")], grad_order=2),
+    OpInfo("polyval", lambda x: tw.math.polyval([2.0, -1.0, 0.5], x), lambda x: np.polyval([2.0, -1.0, 0.5], x)
+           .astype(x.dtype), F, unary_samples(), grad_order=2),
+    OpInfo("reciprocal_no_nan", tw.math.reciprocal_no_nan,
+           lambda x: np.where(x == 0, 0, 1 / np.where(x == 0, 1, x)).astype(x.dtype), F,
+           lambda d, r: [Sample((np.array([0.0, 2.0, -0.5], d),), name="zero")], grad=False),
+    OpInfo("zero_fraction", tw.math.zero_fraction, lambda x: np.float32(np.mean(x == 0)), F + (tw.int32,),
+           lambda d, r: [Sample((np.array([0, 1, 0, 3], d),), name="half")], grad=False),
+    OpInfo("invert_permutation", tw.math.invert_permutation, lambda x: np.argsort(x).astype(x.dtype),
+           (tw.int32, tw.int64), lambda d, r: [Sample((np.array([3, 0, 2, 1], d),), name="perm")], grad=False),
+    OpInfo("matvec", tw.linalg.matvec, lambda a, b: np.einsum("...ij,...j->...i", a, b), F,
+           lambda d, r: [Sample((arr(r, (3, 4), d), arr(r, (4,), d)), name="plain"),
+                         Sample((arr(r, (2, 3, 4), d), arr(r, (2, 4), d)), name="batch")], grad_order=2),
+    OpInfo("global_norm", lambda a, b: tw.linalg.global_norm([a, b]),
+           lambda a, b: np.sqrt(np.sum(a.astype(np.float64) ** 2) + np.sum(b.astype(np.float64) ** 2)).astype(a.dtype),
+           F, lambda d, r: [Sample((arr(r, (3, 4), d, 0.5, 2), arr(r, (2,), d, 0.5, 2)), name="two")], grad_order=2),
+]
+
+
+def _clip_norm_ref(x, c, axes=None):
+    n = np.sqrt(np.sum(x.astype(np.float64) ** 2, axis=None if axes is None else tuple(axes), keepdims=True))
+    return (x * c / np.maximum(n, c)).astype(x.dtype)
+
+
+def _searchsorted_samples(d, r):
+    s = np.sort(arr(r, (2, 5), d, -3, 3), axis=-1)
+    return [Sample((s, arr(r, (2, 4), d, -4, 4)), name="rows"),
+            Sample((s[0], arr(r, (6,), d, -4, 4)), {"side": "right"}, name="right")]
+
+
+OPS += [
+    OpInfo("clip_by_norm", tw.clip_by_norm, _clip_norm_ref, F,
+           lambda d, r: [Sample((arr(r, (3, 4), d), 1.0), name="clipped"), Sample((arr(r, (3, 4), d), 50.0), name="kept"),
+                         Sample((arr(r, (3, 4), d), 1.0), {"axes": [1]}, name="rows")], grad_args=(0,), grad_order=2),
+    OpInfo("searchsorted", tw.searchsorted,
+           lambda s, v, side="left": (np.searchsorted(s, v, side=side) if s.ndim == 1 else
+                                      np.stack([np.searchsorted(a, b, side=side) for a, b in zip(s, v)])).astype(np.int32),
+           F + (tw.int32,), _searchsorted_samples, grad=False),
+    OpInfo("histogram_fixed_width", lambda v: tw.histogram_fixed_width(v, [-1.0, 1.0], nbins=4),
+           lambda v: np.bincount(np.clip(np.floor((v.astype(np.float64) + 1) / 2 * 4), 0, 3).astype(int),
+                                 minlength=4).astype(np.int32), F, lambda d, r: [Sample((arr(r, (20,), d),), name="v")],
+           grad=False, graph=False),
+]

@@ -58,7 +58,13 @@ def _div_no_nan(x, y):
 @k("MulNoNan")
 @quiet
 def _mul_no_nan(x, y):
-    return np.where(y == 0, np.zeros((), np.result_type(x, y)), np.multiply(x, y))
+    # The gradients of sqrt, rsqrt, reciprocal and division run this: the plain product, patched
+    # only where y has zeros (usually nowhere), costs one compare over np.where's extra array.
+    out = np.multiply(x, y)
+    zero = y == 0
+    if zero.any():
+        out = np.where(zero, np.zeros((), out.dtype), out)
+    return out
 
 
 def _x_is_zero_gives_zero(fn):

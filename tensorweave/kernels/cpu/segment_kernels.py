@@ -1,4 +1,4 @@
-"""CPU kernels for ``ops/segment_ops.py``."""
+"""CPU kernels for ``ops/segment_ops.py`` and ``ops/misc_ops.py`` (searchsorted, histograms)."""
 import numpy as np
 
 from tensorweave.core.registry import register_kernel as k
@@ -48,3 +48,26 @@ def _unique(x, out_idx):
     rank[order] = np.arange(order.size)
     idx_type = out_idx.np_dtype
     return values[order], rank[inverse.reshape(-1)].astype(idx_type), counts[order].astype(idx_type)
+
+
+@k("SearchSorted")
+def _searchsorted(sorted_sequence, values, side, out_type):
+    s, v = np.asarray(sorted_sequence), np.asarray(values)
+    if s.ndim == 1 and v.ndim == 1:
+        return np.searchsorted(s, v, side=side).astype(out_type.np_dtype)
+    if s.shape[:-1] != v.shape[:-1]:
+        raise ValueError(f"searchsorted: leading dimensions must match, got {list(s.shape)} and {list(v.shape)}")
+    rows_s, rows_v = s.reshape(-1, s.shape[-1]), v.reshape(-1, v.shape[-1])
+    out = np.stack([np.searchsorted(a, b, side=side) for a, b in zip(rows_s, rows_v)]) if rows_s.size else \
+        np.zeros(rows_v.shape, np.int64)
+    return out.reshape(v.shape).astype(out_type.np_dtype)
+
+
+@k("HistogramFixedWidth")
+def _histogram_fixed_width(values, value_range, nbins, dtype):
+    v = np.asarray(values, np.float64).reshape(-1)
+    lo, hi = float(value_range[0]), float(value_range[1])
+    if not hi > lo:
+        raise ValueError(f"histogram_fixed_width: value_range must be increasing, got [{lo}, {hi}]")
+    idx = np.clip(np.floor((v - lo) / (hi - lo) * nbins), 0, nbins - 1).astype(np.int64)
+    return np.bincount(idx, minlength=nbins).astype(dtype.np_dtype)

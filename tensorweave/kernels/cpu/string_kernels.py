@@ -7,6 +7,7 @@ import re
 
 import numpy as np
 
+from tensorweave.kernels.cpu.farmhash import fingerprint64, siphash24
 from tensorweave.core.registry import register_kernel as k
 
 
@@ -211,43 +212,6 @@ def _segment_join(x, ids, num_segments, separator):
 _M64 = (1 << 64) - 1
 
 
-def _rotl(x, b):
-    return ((x << b) | (x >> (64 - b))) & _M64
-
-
-def siphash24(k0, k1, data):
-    """SipHash-2-4 of ``data`` (bytes) with the 128-bit key ``(k0, k1)`` (Aumasson & Bernstein, 2012)."""
-    v0, v1, v2, v3 = k0 ^ 0x736F6D6570736575, k1 ^ 0x646F72616E646F6D, k0 ^ 0x6C7967656E657261, k1 ^ 0x7465646279746573
-
-    def rounds(v0, v1, v2, v3, n):
-        for _ in range(n):
-            v0 = (v0 + v1) & _M64
-            v1 = _rotl(v1, 13) ^ v0
-            v0 = _rotl(v0, 32)
-            v2 = (v2 + v3) & _M64
-            v3 = _rotl(v3, 16) ^ v2
-            v0 = (v0 + v3) & _M64
-            v3 = _rotl(v3, 21) ^ v0
-            v2 = (v2 + v1) & _M64
-            v1 = _rotl(v1, 17) ^ v2
-            v2 = _rotl(v2, 32)
-        return v0, v1, v2, v3
-    n = len(data)
-    end = n - n % 8
-    for i in range(0, end, 8):
-        m = int.from_bytes(data[i:i + 8], "little")
-        v3 ^= m
-        v0, v1, v2, v3 = rounds(v0, v1, v2, v3, 2)
-        v0 ^= m
-    m = int.from_bytes(data[end:] + bytes(8 - n % 8), "little") | ((n & 0xFF) << 56)
-    v3 ^= m
-    v0, v1, v2, v3 = rounds(v0, v1, v2, v3, 2)
-    v0 ^= m
-    v2 ^= 0xFF
-    v0, v1, v2, v3 = rounds(v0, v1, v2, v3, 4)
-    return v0 ^ v1 ^ v2 ^ v3
-
-
 @k("StringToHashBucketStrong")
 def _hash_strong(x, num_buckets, key):
     k0, k1 = (int(v) & _M64 for v in key)
@@ -256,5 +220,4 @@ def _hash_strong(x, num_buckets, key):
 
 @k("StringToHashBucketFast")
 def _hash_fast(x, num_buckets):
-    from tensorweave.kernels.cpu.farmhash import fingerprint64
     return _map(x, lambda v: fingerprint64(as_bytes(v)) % num_buckets, np.int64)
