@@ -575,3 +575,21 @@ def test_no_inplace_write_into_a_buffer_another_node_still_reads():
     np.testing.assert_allclose(on[0], np.exp(xv), rtol=1e-6)
     np.testing.assert_array_equal(on[1], off[1])
     assert plan.pass_stats["memory_optimization"] >= 1      # the pass did run (on d's chain)
+
+
+def test_only_double_negations_are_removed():
+    """``-(-x)`` is ``x``; ``-exp(x)`` is not, and neither is ``-a`` when ``a = -x`` is fed."""
+    g = tw.Graph()
+    with g.as_default():
+        x = tf1.placeholder(tw.float32, [3])
+        single = -tw.exp(x) * 2.0
+        a = -x
+        b = -a * 2.0
+    xv = np.array([0.5, 1.0, 2.0], np.float32)
+    off, on, plan = _off_and_on([single], [x], [xv], elementwise_fusion=False, memory_optimization=False)
+    np.testing.assert_array_equal(on[0], off[0])
+    assert "Neg" in _types(plan)
+    av = np.array([7.0, 8.0, 9.0], np.float32)                  # a fed: b = -a * 2 of the fed value
+    off, on, plan = _off_and_on([b], [x, a], [xv, av], elementwise_fusion=False, memory_optimization=False)
+    np.testing.assert_array_equal(on[0], -av * 2.0)
+    np.testing.assert_array_equal(off[0], -av * 2.0)

@@ -154,3 +154,23 @@ def test_fuzz_numbers_in_attrs(tmp_path_factory, data):
         pass
     except tw.errors.OpError:
         pass                       # running a valid-but-odd graph may fail in a kernel, clearly
+
+
+def test_tensor_file_extent_boundary(tmp_path):
+    """The largest extent NumPy can hold (2**63 - 1 bytes) loads (as an empty array); one more
+    byte is the reader's error, not NumPy's."""
+    path = str(tmp_path / "t.safetensors")
+    _tensor_file(path, {"w": {"dtype": "U8", "shape": [2 ** 63 - 1, 0], "data_offsets": [0, 0]}})
+    assert tensor_file.read_tensors(path)["w"].shape == (2 ** 63 - 1, 0)
+    _tensor_file(path, {"w": {"dtype": "U8", "shape": [2 ** 63, 0], "data_offsets": [0, 0]}})
+    with pytest.raises(tensor_file.TensorFileError, match="entry 'w' has shape \\[9223372036854775808, 0\\], too large"):
+        tensor_file.read_tensors(path)
+
+
+def test_tensor_file_header_nested_too_deeply(tmp_path):
+    path = str(tmp_path / "t.safetensors")
+    raw = b"[" * 100_000 + b"]" * 100_000
+    with open(path, "wb") as f:
+        f.write(struct.pack("<Q", len(raw)) + raw)
+    with pytest.raises(tensor_file.TensorFileError, match="t.safetensors: header is not valid JSON \\(RecursionError"):
+        tensor_file.read_metadata(path)
