@@ -582,14 +582,25 @@ def test_only_double_negations_are_removed():
     g = tw.Graph()
     with g.as_default():
         x = tf1.placeholder(tw.float32, [3])
-        single = -tw.exp(x) * 2.0
+        single = (-tw.exp(x) + -tw.sqrt(x)) * 2.0     # (Exp sorts before Neg, Sqrt after)
         a = -x
         b = -a * 2.0
     xv = np.array([0.5, 1.0, 2.0], np.float32)
     off, on, plan = _off_and_on([single], [x], [xv], elementwise_fusion=False, memory_optimization=False)
     np.testing.assert_array_equal(on[0], off[0])
-    assert "Neg" in _types(plan)
+    assert _types(plan).count("Neg") == 2
     av = np.array([7.0, 8.0, 9.0], np.float32)                  # a fed: b = -a * 2 of the fed value
     off, on, plan = _off_and_on([b], [x, a], [xv, av], elementwise_fusion=False, memory_optimization=False)
     np.testing.assert_array_equal(on[0], -av * 2.0)
     np.testing.assert_array_equal(off[0], -av * 2.0)
+
+
+def test_left_units_of_commutative_ops_are_removed():
+    g = tw.Graph()
+    with g.as_default():
+        x = tf1.placeholder(tw.float32, [3])
+        y = tw.exp(tw.constant(1.0) * x) - tw.sqrt(tw.constant(0.0) + x)
+    xv = np.array([0.5, 1.0, 2.0], np.float32)
+    off, on, plan = _off_and_on([y], [x], [xv], elementwise_fusion=False, memory_optimization=False)
+    np.testing.assert_array_equal(on[0], off[0])
+    assert sorted(t for t in _types(plan) if t != "Const") == ["Exp", "Sqrt", "Sub"]
