@@ -174,3 +174,22 @@ def test_tensor_file_header_nested_too_deeply(tmp_path):
         f.write(struct.pack("<Q", len(raw)) + raw)
     with pytest.raises(tensor_file.TensorFileError, match="t.safetensors: header is not valid JSON \\(RecursionError"):
         tensor_file.read_metadata(path)
+
+
+@pytest.mark.parametrize("raw, why", [(b"{not json", "JSONDecodeError"), (b'{"w": NaN}', "ValueError"),
+                                      (b'{"w": 1e999}', "ValueError"), (b"\xff\xfe{}", "UnicodeDecodeError")])
+def test_tensor_file_header_that_is_not_strict_json(tmp_path, raw, why):
+    path = str(tmp_path / "t.safetensors")
+    with open(path, "wb") as f:
+        f.write(struct.pack("<Q", len(raw)) + raw)
+    with pytest.raises(tensor_file.TensorFileError, match=f"t.safetensors: header is not valid JSON \\({why}"):
+        tensor_file.read_metadata(path)
+
+
+def test_tensor_file_rank_limit_is_numpys(tmp_path):
+    path = str(tmp_path / "t.safetensors")
+    _tensor_file(path, {"w": {"dtype": "F32", "shape": [1] * 64, "data_offsets": [0, 4]}}, b"\0" * 4)
+    assert tensor_file.read_tensors(path)["w"].ndim == 64
+    _tensor_file(path, {"w": {"dtype": "F32", "shape": [1] * 65, "data_offsets": [0, 4]}}, b"\0" * 4)
+    with pytest.raises(tensor_file.TensorFileError, match="rank 65 \\(at most 64"):
+        tensor_file.read_tensors(path)
