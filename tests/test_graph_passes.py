@@ -604,3 +604,18 @@ def test_left_units_of_commutative_ops_are_removed():
     off, on, plan = _off_and_on([y], [x], [xv], elementwise_fusion=False, memory_optimization=False)
     np.testing.assert_array_equal(on[0], off[0])
     assert sorted(t for t in _types(plan) if t != "Const") == ["Exp", "Sqrt", "Sub"]
+
+
+def test_only_elementwise_ops_are_written_in_place():
+    """Softmax and LogSoftmax keep their input's shape and dtype but are not elementwise: the
+    memory pass must not give them an in-place kernel (their names sort on both sides of Relu)."""
+    n = memory.INPLACE_MIN_BYTES // 4
+    g = tw.Graph()
+    with g.as_default():
+        x = tf1.placeholder(tw.float32, [n // 64, 64])
+        s = tw.nn.softmax(tw.exp(x)) * 2.0
+        ls = tw.nn.log_softmax(tw.tanh(x)) * 2.0     # (not exp(x) again: CSE would merge the two)
+    xv = np.linspace(0, 1, n).astype(np.float32).reshape(n // 64, 64)
+    off, on, plan = _off_and_on([s, ls], [x], [xv], elementwise_fusion=False)
+    np.testing.assert_array_equal(on[0], off[0])
+    np.testing.assert_array_equal(on[1], off[1])
