@@ -619,3 +619,24 @@ def test_only_elementwise_ops_are_written_in_place():
     off, on, plan = _off_and_on([s, ls], [x], [xv], elementwise_fusion=False)
     np.testing.assert_array_equal(on[0], off[0])
     np.testing.assert_array_equal(on[1], off[1])
+
+
+def test_inplace_picks_a_later_input_and_never_a_smaller_one():
+    """An elementwise op writes into the first input that qualifies, not necessarily input 0;
+    an input broadcast to the output's shape never qualifies (its buffer is too small)."""
+    n = memory.INPLACE_MIN_BYTES // 4
+    g = tw.Graph()
+    with g.as_default():
+        p = tf1.placeholder(tw.float32, [n])
+        x = tf1.placeholder(tw.float32, [n])
+        z = tw.sqrt(p + tw.exp(x))                  # p is fed: the add writes into exp(x)'s buffer
+        row = tf1.placeholder(tw.float32, [1, 64])
+        full = tf1.placeholder(tw.float32, [n // 64, 64])
+        w = tw.exp(row) + full                      # exp(row) is fresh but [1, 64]: not reused
+    pv, xv = np.linspace(1, 2, n).astype(np.float32), np.linspace(0, 1, n).astype(np.float32)
+    rv, fv = np.linspace(0, 1, 64).astype(np.float32)[None], np.ones((n // 64, 64), np.float32)
+    off, on, plan = _off_and_on([z], [p, x], [pv, xv], elementwise_fusion=False)
+    np.testing.assert_array_equal(on[0], off[0])
+    assert plan.pass_stats["memory_optimization"] == 2          # the add (into exp) and the sqrt
+    off, on, plan = _off_and_on([w], [row, full], [rv, fv], elementwise_fusion=False)
+    np.testing.assert_array_equal(on[0], off[0])
