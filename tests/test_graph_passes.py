@@ -640,3 +640,15 @@ def test_inplace_picks_a_later_input_and_never_a_smaller_one():
     assert plan.pass_stats["memory_optimization"] == 2          # the add (into exp) and the sqrt
     off, on, plan = _off_and_on([w], [row, full], [rv, fv], elementwise_fusion=False)
     np.testing.assert_array_equal(on[0], off[0])
+
+
+def test_constants_that_are_not_units_are_kept():
+    g = tw.Graph()
+    with g.as_default():
+        x = tf1.placeholder(tw.float32, [3])
+        y = tw.exp(x * tw.constant(3.0)) + tw.exp(tw.constant(2.0) * x) + tw.exp(tw.constant(0.5) + x)
+    xv = np.array([0.5, 1.0, 2.0], np.float32)
+    off, on, plan = _off_and_on([y], [x], [xv], elementwise_fusion=False, memory_optimization=False)
+    np.testing.assert_array_equal(on[0], off[0])
+    np.testing.assert_allclose(on[0], np.exp(3 * xv) + np.exp(2 * xv) + np.exp(0.5 + xv), rtol=1e-6)
+    assert _types(plan).count("Mul") == 2 and _types(plan).count("AddV2") == 3
