@@ -193,3 +193,11 @@ def test_tensor_file_rank_limit_is_numpys(tmp_path):
     _tensor_file(path, {"w": {"dtype": "F32", "shape": [1] * 65, "data_offsets": [0, 4]}}, b"\0" * 4)
     with pytest.raises(tensor_file.TensorFileError, match="rank 65 \\(at most 64"):
         tensor_file.read_tensors(path)
+
+
+def test_json_file_size_is_checked_before_reading(tmp_path):
+    from tensorweave.saving.validation import read_json_file
+    path = tmp_path / "big.json"
+    path.write_text("[" + "0," * 49 + "0]")
+    with pytest.raises(LoadError, match="big.json: 101 bytes of JSON is over the limit of 10"):
+        read_json_file(str(path), max_bytes=10)
