@@ -632,15 +632,17 @@ def test_inplace_picks_a_later_input_and_never_a_smaller_one():
         z = tw.sqrt(p + tw.exp(x))                  # p is fed: the add writes into exp(x)'s buffer
         row = tf1.placeholder(tw.float32, [1, 64])
         full = tf1.placeholder(tw.float32, [n // 64, 64])
-        vec = tf1.placeholder(tw.float32, [64])
+        vec = tf1.placeholder(tw.float32, [256])
+        wide = tf1.placeholder(tw.float32, [n // 256, 256])
         w = tw.exp(row) + full                      # exp(row) is fresh but [1, 64]: not reused
-        w2 = tw.exp(vec) + full                     # nor a lower-rank one ([64] sorts after [n, 64])
+        w2 = tw.exp(vec) + wide                     # nor a lower-rank one ([256] sorts after [64, 256])
     pv, xv = np.linspace(1, 2, n).astype(np.float32), np.linspace(0, 1, n).astype(np.float32)
     rv, fv = np.linspace(0, 1, 64).astype(np.float32)[None], np.ones((n // 64, 64), np.float32)
     off, on, plan = _off_and_on([z], [p, x], [pv, xv], elementwise_fusion=False)
     np.testing.assert_array_equal(on[0], off[0])
     assert plan.pass_stats["memory_optimization"] == 2          # the add (into exp) and the sqrt
-    off, on, plan = _off_and_on([w, w2], [row, full, vec], [rv, fv, rv[0]], elementwise_fusion=False)
+    vv, wv = np.linspace(0, 1, 256).astype(np.float32), np.ones((n // 256, 256), np.float32)
+    off, on, plan = _off_and_on([w, w2], [row, full, vec, wide], [rv, fv, vv, wv], elementwise_fusion=False)
     np.testing.assert_array_equal(on[0], off[0])
     np.testing.assert_array_equal(on[1], off[1])
 
