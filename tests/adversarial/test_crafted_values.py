@@ -201,3 +201,18 @@ def test_json_file_size_is_checked_before_reading(tmp_path):
     path.write_text("[" + "0," * 49 + "0]")
     with pytest.raises(LoadError, match="big.json: 101 bytes of JSON is over the limit of 10"):
         read_json_file(str(path), max_bytes=10)
+
+
+def test_out_of_range_literal_is_quoted_shortened():
+    text = "1" * 60 + "e999"
+    with pytest.raises(LoadError, match=f"the number {'1' * 40} is out of range"):
+        parse_json(f"[{text}]".encode(), "x.json")
+
+
+def test_state_file_with_an_unknown_field(tmp_path):
+    (tmp_path / "checkpoint").write_text(json.dumps({
+        "format": "tensorweave.checkpoint_state", "version": 1, "model_checkpoint_path": "ckpt-1",
+        "all_model_checkpoint_paths": ["ckpt-1"], "all_model_checkpoint_timestamps": [1.0],
+        "last_preserved_timestamp": 0, "surprise": 1}))
+    with pytest.raises(ValueError, match="must be an object with exactly"):
+        latest_checkpoint(str(tmp_path))
