@@ -216,3 +216,23 @@ def test_state_file_with_an_unknown_field(tmp_path):
         "last_preserved_timestamp": 0, "surprise": 1}))
     with pytest.raises(ValueError, match="must be an object with exactly"):
         latest_checkpoint(str(tmp_path))
+
+
+def test_json_file_of_exactly_the_limit_is_read(tmp_path):
+    from tensorweave.saving.validation import read_json_file
+    path = tmp_path / "edge.json"
+    path.write_text("[1,2,3,45]")                     # 10 bytes
+    assert read_json_file(str(path), max_bytes=10) == [1, 2, 3, 45]
+
+
+@pytest.mark.parametrize("pending", ['"ckpt-1"', '[""]', '["a\\u0000b"]', "[1]"])
+def test_state_file_pending_deletions_are_validated(tmp_path, pending):
+    (tmp_path / "checkpoint").write_text(
+        '{"format": "tensorweave.checkpoint_state", "version": 1, "model_checkpoint_path": "ckpt-1", '
+        '"all_model_checkpoint_paths": ["ckpt-1"], "all_model_checkpoint_timestamps": [1e300], '
+        f'"last_preserved_timestamp": 0, "pending_deletions": {pending}}}')
+    with pytest.raises(ValueError, match="pending_deletions must be a list of non-empty strings"):
+        latest_checkpoint(str(tmp_path))
+    text = (tmp_path / "checkpoint").read_text()
+    (tmp_path / "checkpoint").write_text(text.replace(f'"pending_deletions": {pending}', '"pending_deletions": []'))
+    assert latest_checkpoint(str(tmp_path)) is None         # valid (a timestamp of 1e300 too); no file
