@@ -236,3 +236,10 @@ def test_state_file_pending_deletions_are_validated(tmp_path, pending):
     text = (tmp_path / "checkpoint").read_text()
     (tmp_path / "checkpoint").write_text(text.replace(f'"pending_deletions": {pending}', '"pending_deletions": []'))
     assert latest_checkpoint(str(tmp_path)) is None         # valid (a timestamp of 1e300 too); no file
+
+
+def test_checkpoint_state_defaults():
+    from tensorweave.train._io import CheckpointState
+    state = CheckpointState("ckpt-1", ["ckpt-1"])
+    assert state.last_preserved_timestamp == 0.0 and state.pending_deletions == []
+    assert state.all_model_checkpoint_timestamps == [0.0]
