@@ -657,3 +657,14 @@ def test_constants_that_are_not_units_are_kept():
     np.testing.assert_array_equal(on[0], off[0])
     np.testing.assert_allclose(on[0], np.exp(3 * xv) + np.exp(2 * xv) + np.exp(0.5 + xv), rtol=1e-6)
     assert _types(plan).count("Mul") == 2 and _types(plan).count("AddV2") == 3
+
+
+def test_memory_pass_skips_unknown_shapes():
+    g = tw.Graph()
+    with g.as_default():
+        x = tf1.placeholder(tw.float32, [None])
+        y = tw.sqrt(tw.exp(x) + tw.constant(1.0))
+    xv = np.linspace(0, 1, 1 << 15).astype(np.float32)
+    off, on, plan = _off_and_on([y], [x], [xv], elementwise_fusion=False)
+    np.testing.assert_array_equal(on[0], off[0])
+    assert plan.pass_stats.get("memory_optimization", 0) == 0
