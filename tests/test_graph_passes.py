@@ -575,3 +575,96 @@ def test_no_inplace_write_into_a_buffer_another_node_still_reads():
     np.testing.assert_allclose(on[0], np.exp(xv), rtol=1e-6)
     np.testing.assert_array_equal(on[1], off[1])
     assert plan.pass_stats["memory_optimization"] >= 1      # the pass did run (on d's chain)
+
+
+def test_only_double_negations_are_removed():
+    """``-(-x)`` is ``x``; ``-exp(x)`` is not, and neither is ``-a`` when ``a = -x`` is fed."""
+    g = tw.Graph()
+    with g.as_default():
+        x = tf1.placeholder(tw.float32, [3])
+        single = (-tw.exp(x) + -tw.sqrt(x)) * 2.0     # (Exp sorts before Neg, Sqrt after)
+        a = -x
+        b = -a * 2.0
+    xv = np.array([0.5, 1.0, 2.0], np.float32)
+    off, on, plan = _off_and_on([single], [x], [xv], elementwise_fusion=False, memory_optimization=False)
+    np.testing.assert_array_equal(on[0], off[0])
+    assert _types(plan).count("Neg") == 2
+    av = np.array([7.0, 8.0, 9.0], np.float32)                  # a fed: b = -a * 2 of the fed value
+    off, on, plan = _off_and_on([b], [x, a], [xv, av], elementwise_fusion=False, memory_optimization=False)
+    np.testing.assert_array_equal(on[0], -av * 2.0)
+    np.testing.assert_array_equal(off[0], -av * 2.0)
+
+
+def test_left_units_of_commutative_ops_are_removed():
+    g = tw.Graph()
+    with g.as_default():
+        x = tf1.placeholder(tw.float32, [3])
+        y = tw.exp(tw.constant(1.0) * x) - tw.sqrt(tw.constant(0.0) + x)
+    xv = np.array([0.5, 1.0, 2.0], np.float32)
+    off, on, plan = _off_and_on([y], [x], [xv], elementwise_fusion=False, memory_optimization=False)
+    np.testing.assert_array_equal(on[0], off[0])
+    assert sorted(t for t in _types(plan) if t != "Const") == ["Exp", "Sqrt", "Sub"]
+
+
+def test_only_elementwise_ops_are_written_in_place():
+    """Softmax and LogSoftmax keep their input's shape and dtype but are not elementwise: the
+    memory pass must not give them an in-place kernel (their names sort on both sides of Relu)."""
+    n = memory.INPLACE_MIN_BYTES // 4
+    g = tw.Graph()
+    with g.as_default():
+        x = tf1.placeholder(tw.float32, [n // 64, 64])
+        s = tw.nn.softmax(tw.exp(x)) * 2.0
+        ls = tw.nn.log_softmax(tw.tanh(x)) * 2.0     # (not exp(x) again: CSE would merge the two)
+    xv = np.linspace(0, 1, n).astype(np.float32).reshape(n // 64, 64)
+    off, on, plan = _off_and_on([s, ls], [x], [xv], elementwise_fusion=False)
+    np.testing.assert_array_equal(on[0], off[0])
+    np.testing.assert_array_equal(on[1], off[1])
+
+
+def test_inplace_picks_a_later_input_and_never_a_smaller_one():
+    """An elementwise op writes into the first input that qualifies, not necessarily input 0;
+    an input broadcast to the output's shape never qualifies (its buffer is too small)."""
+    n = memory.INPLACE_MIN_BYTES // 4
+    g = tw.Graph()
+    with g.as_default():
+        p = tf1.placeholder(tw.float32, [n])
+        x = tf1.placeholder(tw.float32, [n])
+        z = tw.sqrt(p + tw.exp(x))                  # p is fed: the add writes into exp(x)'s buffer
+        row = tf1.placeholder(tw.float32, [1, 64])
+        full = tf1.placeholder(tw.float32, [n // 64, 64])
+        vec = tf1.placeholder(tw.float32, [256])
+        wide = tf1.placeholder(tw.float32, [n // 256, 256])
+        w = tw.exp(row) + full                      # exp(row) is fresh but [1, 64]: not reused
+        w2 = tw.exp(vec) + wide                     # nor a lower-rank one ([256] sorts after [64, 256])
+    pv, xv = np.linspace(1, 2, n).astype(np.float32), np.linspace(0, 1, n).astype(np.float32)
+    rv, fv = np.linspace(0, 1, 64).astype(np.float32)[None], np.ones((n // 64, 64), np.float32)
+    off, on, plan = _off_and_on([z], [p, x], [pv, xv], elementwise_fusion=False)
+    np.testing.assert_array_equal(on[0], off[0])
+    assert plan.pass_stats["memory_optimization"] == 2          # the add (into exp) and the sqrt
+    vv, wv = np.linspace(0, 1, 256).astype(np.float32), np.ones((n // 256, 256), np.float32)
+    off, on, plan = _off_and_on([w, w2], [row, full, vec, wide], [rv, fv, vv, wv], elementwise_fusion=False)
+    np.testing.assert_array_equal(on[0], off[0])
+    np.testing.assert_array_equal(on[1], off[1])
+
+
+def test_constants_that_are_not_units_are_kept():
+    g = tw.Graph()
+    with g.as_default():
+        x = tf1.placeholder(tw.float32, [3])
+        y = tw.exp(x * tw.constant(3.0)) + tw.exp(tw.constant(2.0) * x) + tw.exp(tw.constant(0.5) + x)
+    xv = np.array([0.5, 1.0, 2.0], np.float32)
+    off, on, plan = _off_and_on([y], [x], [xv], elementwise_fusion=False, memory_optimization=False)
+    np.testing.assert_array_equal(on[0], off[0])
+    np.testing.assert_allclose(on[0], np.exp(3 * xv) + np.exp(2 * xv) + np.exp(0.5 + xv), rtol=1e-6)
+    assert _types(plan).count("Mul") == 2 and _types(plan).count("AddV2") == 3
+
+
+def test_memory_pass_skips_unknown_shapes():
+    g = tw.Graph()
+    with g.as_default():
+        x = tf1.placeholder(tw.float32, [None])
+        y = tw.sqrt(tw.exp(x) + tw.constant(1.0))
+    xv = np.linspace(0, 1, 1 << 15).astype(np.float32)
+    off, on, plan = _off_and_on([y], [x], [xv], elementwise_fusion=False)
+    np.testing.assert_array_equal(on[0], off[0])
+    assert plan.pass_stats.get("memory_optimization", 0) == 0

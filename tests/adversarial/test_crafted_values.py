@@ -154,3 +154,92 @@ def test_fuzz_numbers_in_attrs(tmp_path_factory, data):
         pass
     except tw.errors.OpError:
         pass                       # running a valid-but-odd graph may fail in a kernel, clearly
+
+
+def test_tensor_file_extent_boundary(tmp_path):
+    """The largest extent NumPy can hold (2**63 - 1 bytes) loads (as an empty array); one more
+    byte is the reader's error, not NumPy's."""
+    path = str(tmp_path / "t.safetensors")
+    _tensor_file(path, {"w": {"dtype": "U8", "shape": [2 ** 63 - 1, 0], "data_offsets": [0, 0]}})
+    assert tensor_file.read_tensors(path)["w"].shape == (2 ** 63 - 1, 0)
+    _tensor_file(path, {"w": {"dtype": "U8", "shape": [2 ** 63, 0], "data_offsets": [0, 0]}})
+    with pytest.raises(tensor_file.TensorFileError, match="entry 'w' has shape \\[9223372036854775808, 0\\], too large"):
+        tensor_file.read_tensors(path)
+
+
+def test_tensor_file_header_nested_too_deeply(tmp_path):
+    path = str(tmp_path / "t.safetensors")
+    raw = b"[" * 100_000 + b"]" * 100_000
+    with open(path, "wb") as f:
+        f.write(struct.pack("<Q", len(raw)) + raw)
+    with pytest.raises(tensor_file.TensorFileError, match="t.safetensors: header is not valid JSON \\(RecursionError"):
+        tensor_file.read_metadata(path)
+
+
+@pytest.mark.parametrize("raw, why", [(b"{not json", "JSONDecodeError"), (b'{"w": NaN}', "ValueError"),
+                                      (b'{"w": 1e999}', "ValueError"), (b"\xff\xfe{}", "UnicodeDecodeError")])
+def test_tensor_file_header_that_is_not_strict_json(tmp_path, raw, why):
+    path = str(tmp_path / "t.safetensors")
+    with open(path, "wb") as f:
+        f.write(struct.pack("<Q", len(raw)) + raw)
+    with pytest.raises(tensor_file.TensorFileError, match=f"t.safetensors: header is not valid JSON \\({why}"):
+        tensor_file.read_metadata(path)
+
+
+def test_tensor_file_rank_limit_is_numpys(tmp_path):
+    path = str(tmp_path / "t.safetensors")
+    _tensor_file(path, {"w": {"dtype": "F32", "shape": [1] * 64, "data_offsets": [0, 4]}}, b"\0" * 4)
+    assert tensor_file.read_tensors(path)["w"].ndim == 64
+    _tensor_file(path, {"w": {"dtype": "F32", "shape": [1] * 65, "data_offsets": [0, 4]}}, b"\0" * 4)
+    with pytest.raises(tensor_file.TensorFileError, match="rank 65 \\(at most 64"):
+        tensor_file.read_tensors(path)
+
+
+def test_json_file_size_is_checked_before_reading(tmp_path):
+    from tensorweave.saving.validation import read_json_file
+    path = tmp_path / "big.json"
+    path.write_text("[" + "0," * 49 + "0]")
+    with pytest.raises(LoadError, match="big.json: 101 bytes of JSON is over the limit of 10"):
+        read_json_file(str(path), max_bytes=10)
+
+
+def test_out_of_range_literal_is_quoted_shortened():
+    text = "1" * 60 + "e999"
+    with pytest.raises(LoadError, match=f"the number {'1' * 40} is out of range"):
+        parse_json(f"[{text}]".encode(), "x.json")
+
+
+def test_state_file_with_an_unknown_field(tmp_path):
+    (tmp_path / "checkpoint").write_text(json.dumps({
+        "format": "tensorweave.checkpoint_state", "version": 1, "model_checkpoint_path": "ckpt-1",
+        "all_model_checkpoint_paths": ["ckpt-1"], "all_model_checkpoint_timestamps": [1.0],
+        "last_preserved_timestamp": 0, "surprise": 1}))
+    with pytest.raises(ValueError, match="must be an object with exactly"):
+        latest_checkpoint(str(tmp_path))
+
+
+def test_json_file_of_exactly_the_limit_is_read(tmp_path):
+    from tensorweave.saving.validation import read_json_file
+    path = tmp_path / "edge.json"
+    path.write_text("[1,2,3,45]")                     # 10 bytes
+    assert read_json_file(str(path), max_bytes=10) == [1, 2, 3, 45]
+
+
+@pytest.mark.parametrize("pending", ['"ckpt-1"', '[""]', '["a\\u0000b"]', "[1]"])
+def test_state_file_pending_deletions_are_validated(tmp_path, pending):
+    (tmp_path / "checkpoint").write_text(
+        '{"format": "tensorweave.checkpoint_state", "version": 1, "model_checkpoint_path": "ckpt-1", '
+        '"all_model_checkpoint_paths": ["ckpt-1"], "all_model_checkpoint_timestamps": [1e300], '
+        f'"last_preserved_timestamp": 0, "pending_deletions": {pending}}}')
+    with pytest.raises(ValueError, match="pending_deletions must be a list of non-empty strings"):
+        latest_checkpoint(str(tmp_path))
+    text = (tmp_path / "checkpoint").read_text()
+    (tmp_path / "checkpoint").write_text(text.replace(f'"pending_deletions": {pending}', '"pending_deletions": []'))
+    assert latest_checkpoint(str(tmp_path)) is None         # valid (a timestamp of 1e300 too); no file
+
+
+def test_checkpoint_state_defaults():
+    from tensorweave.train._io import CheckpointState
+    state = CheckpointState("ckpt-1", ["ckpt-1"])
+    assert state.last_preserved_timestamp == 0.0 and state.pending_deletions == []
+    assert state.all_model_checkpoint_timestamps == [0.0]
