@@ -23,10 +23,9 @@ from tensorweave.ops import array_ops as A
 from tensorweave.ops.fft_ops import (fft, fft2d, fft3d, fftnd, fftshift, ifft, ifft2d, ifft3d,  # noqa: F401
                                      ifftnd, ifftshift, irfft, irfft2d, irfft3d, irfftnd, rfft, rfft2d,
                                      rfft3d, rfftnd)
-from tensorweave.ops.indexing_ops import pad
-from tensorweave.ops.dct_ops import (dct, idct, inverse_mdct, kaiser_bessel_derived_window, kaiser_window,  # noqa: F401
-                                     linear_to_mel_weight_matrix, mdct, mfccs_from_log_mel_spectrograms,
-                                     vorbis_window)
+from tensorweave.ops.indexing_ops import pad, reverse
+from tensorweave.ops.dct_ops import (dct, idct, kaiser_bessel_derived_window, kaiser_window,  # noqa: F401
+                                     linear_to_mel_weight_matrix, mfccs_from_log_mel_spectrograms, vorbis_window)
 
 __all__ = ["fft", "ifft", "fft2d", "ifft2d", "fft3d", "ifft3d", "fftnd", "ifftnd", "rfft", "irfft", "rfft2d",
            "irfft2d", "rfft3d", "irfft3d", "rfftnd", "irfftnd", "fftshift", "ifftshift", "hann_window",
@@ -133,3 +132,38 @@ def inverse_stft_window_fn(frame_step, forward_window_fn=hann_window, name=None)
         denom = np.tile(padded, reps)[:frame_length]
         return w / convert_to_tensor(denom.astype(_dt.as_dtype(dtype).np_dtype))
     return fn
+
+
+# ---- the modified DCT: composites of frame / overlap_and_add and the type-4 DCT ----------------
+def mdct(signals, frame_length, window_fn=vorbis_window, pad_end=False, norm=None, name=None):
+    """The modified DCT of frames of ``frame_length`` (a multiple of 4) at half overlap."""
+    x = convert_to_tensor(signals)
+    frame_length = int(frame_length)
+    if frame_length % 4:
+        raise ValueError(f"mdct: frame_length must be a multiple of 4, got {frame_length}")
+    framed = frame(x, frame_length, frame_length // 2, pad_end=pad_end)
+    if window_fn is not None:
+        framed = framed * window_fn(frame_length, dtype=x.dtype)
+    else:
+        framed = framed * (1.0 / np.sqrt(2.0))
+    a, b, c, d = A.split(framed, 4, axis=-1)
+    last = framed.shape.rank - 1
+    rearranged = A.concat([-reverse(c, [last]) - d, a - reverse(b, [last])], axis=-1)
+    return dct(rearranged, type=4, norm=norm)
+
+
+def inverse_mdct(mdcts, window_fn=vorbis_window, norm=None, name=None):
+    """Inverts ``mdct`` by overlap-adding windowed frames (exact with a power-complementary window)."""
+    z = convert_to_tensor(mdcts)
+    half = z.shape[-1]
+    y = dct(z, type=4, norm=norm)
+    if norm is None:
+        y = y * (0.5 / half)
+    first, second = A.split(y, 2, axis=-1)
+    last = y.shape.rank - 1
+    frames = A.concat([second, -reverse(second, [last]), -reverse(first, [last]), -first], axis=-1)
+    if window_fn is not None:
+        frames = frames * window_fn(2 * half, dtype=z.dtype)
+    else:
+        frames = frames * (1.0 / np.sqrt(2.0))
+    return overlap_and_add(frames, half)

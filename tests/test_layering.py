@@ -84,6 +84,7 @@ KNOWN_UPWARD = {
     ("tensorweave.ops.control_flow", "tensorweave.autodiff"),   # cond/while gradients
     ("tensorweave.ops.random_ops", "tensorweave.kernels"),      # philox() for Generator streams
     ("tensorweave.ops.script_ops", "tensorweave.autodiff"),     # GradientTape for py_function gradients
+    ("tensorweave.ops.string_ops", "tensorweave.ragged"),       # RaggedTensor results (the type belongs in ops/)
     ("tensorweave.ops.state_ops", "tensorweave.autodiff"),      # IndexedSlices (belongs in core)
     ("tensorweave.ops.variables", "tensorweave.runtime"),       # executor (initial values), canonical_device
 }

@@ -28,10 +28,7 @@ a local variable, so ``tf.local_variables_initializer()`` must run first, as in 
 >>> batches
 [[0, 10, 20, 30], [40, 50]]
 """
-import contextlib
-import sys
 import threading
-import time
 
 import numpy as np
 
@@ -45,6 +42,7 @@ from tensorweave.ops import random_ops as _rand
 from tensorweave.ops.control_flow_ops import control_dependencies
 from tensorweave.ops.script_ops import numpy_function
 from tensorweave.ops.variables import LOCAL_VARIABLES, Variable
+from tensorweave.train.coordination import Coordinator
 
 __all__ = ["Coordinator", "QueueRunner", "add_queue_runner", "start_queue_runners", "limit_epochs",
            "input_producer", "string_input_producer", "range_input_producer", "slice_input_producer", "batch",
@@ -52,69 +50,6 @@ __all__ = ["Coordinator", "QueueRunner", "add_queue_runner", "start_queue_runner
            "maybe_batch_join", "maybe_shuffle_batch_join", "match_filenames_once"]
 
 QUEUE_RUNNERS = "queue_runners"
-
-
-class Coordinator:
-    """Lets threads ask each other to stop and reports the first exception (``tf.train.Coordinator``)."""
-
-    def __init__(self, clean_stop_exception_types=None):
-        self._clean = tuple(clean_stop_exception_types or (errors.OutOfRangeError,))
-        self._stop = threading.Event()
-        self._lock = threading.Lock()
-        self._exc_info = None
-        self._threads = set()
-
-    def request_stop(self, ex=None):
-        with self._lock:
-            if ex is not None and self._exc_info is None:
-                info = ex if isinstance(ex, tuple) else (type(ex), ex, ex.__traceback__)
-                if not issubclass(info[0], self._clean):
-                    self._exc_info = info
-            self._stop.set()
-
-    def should_stop(self):
-        return self._stop.is_set()
-
-    def clear_stop(self):
-        with self._lock:
-            self._stop.clear()
-            self._exc_info = None
-
-    def wait_for_stop(self, timeout=None):
-        return self._stop.wait(timeout)
-
-    @contextlib.contextmanager
-    def stop_on_exception(self):
-        try:
-            yield
-        except Exception:  # noqa: BLE001 - every exception stops the threads, as in TF1
-            self.request_stop(sys.exc_info())
-
-    def register_thread(self, thread):
-        with self._lock:
-            self._threads.add(thread)
-
-    def join(self, threads=None, stop_grace_period_secs=120, ignore_live_threads=False):
-        """Waits for ``threads`` (and the registered ones) after a stop request; re-raises a thread's exception."""
-        threads = set(threads or ()) | self._threads
-        self._stop.wait()
-        deadline = time.monotonic() + stop_grace_period_secs
-        for t in threads:
-            t.join(max(0.0, deadline - time.monotonic()))
-        live = [t.name for t in threads if t.is_alive()]
-        if self._exc_info is not None:
-            _, value, tb = self._exc_info
-            raise value.with_traceback(tb)
-        if live and not ignore_live_threads:
-            raise RuntimeError(f"Coordinator stopped with threads still running: {', '.join(live)}")
-
-    def raise_requested_exception(self):
-        if self._exc_info is not None:
-            raise self._exc_info[1].with_traceback(self._exc_info[2])
-
-    @property
-    def joined(self):
-        return False
 
 
 class QueueRunner:

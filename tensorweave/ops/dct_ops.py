@@ -17,12 +17,11 @@ import scipy.special
 
 from tensorweave.core import dtypes as _dt
 from tensorweave.core.convert import convert_to_tensor
-from tensorweave.ops import array_ops as A
 from tensorweave.ops import math_ops as M
-from tensorweave.ops.indexing_ops import pad, reverse
+from tensorweave.ops.indexing_ops import pad
 from tensorweave.ops.linalg_ops import tensordot
 
-__all__ = ["dct", "idct", "mdct", "inverse_mdct", "kaiser_window", "kaiser_bessel_derived_window", "vorbis_window",
+__all__ = ["dct", "idct", "kaiser_window", "kaiser_bessel_derived_window", "vorbis_window",
            "linear_to_mel_weight_matrix", "mfccs_from_log_mel_spectrograms"]
 
 
@@ -89,42 +88,6 @@ def vorbis_window(window_length, dtype=_dt.float32, name=None):
     n = np.arange(int(window_length))
     w = np.sin(np.pi / 2 * np.sin(np.pi * (n + 0.5) / int(window_length)) ** 2)
     return convert_to_tensor(w.astype(dtype.np_dtype), dtype=dtype)
-
-
-def mdct(signals, frame_length, window_fn=vorbis_window, pad_end=False, norm=None, name=None):
-    """The modified DCT of frames of ``frame_length`` (a multiple of 4) at half overlap."""
-    from tensorweave.signal import frame
-    x = convert_to_tensor(signals)
-    frame_length = int(frame_length)
-    if frame_length % 4:
-        raise ValueError(f"mdct: frame_length must be a multiple of 4, got {frame_length}")
-    framed = frame(x, frame_length, frame_length // 2, pad_end=pad_end)
-    if window_fn is not None:
-        framed = framed * window_fn(frame_length, dtype=x.dtype)
-    else:
-        framed = framed * (1.0 / np.sqrt(2.0))
-    a, b, c, d = A.split(framed, 4, axis=-1)
-    last = framed.shape.rank - 1
-    rearranged = A.concat([-reverse(c, [last]) - d, a - reverse(b, [last])], axis=-1)
-    return dct(rearranged, type=4, norm=norm)
-
-
-def inverse_mdct(mdcts, window_fn=vorbis_window, norm=None, name=None):
-    """Inverts ``mdct`` by overlap-adding windowed frames (exact with a power-complementary window)."""
-    from tensorweave.signal import overlap_and_add
-    z = convert_to_tensor(mdcts)
-    half = z.shape[-1]
-    y = dct(z, type=4, norm=norm)
-    if norm is None:
-        y = y * (0.5 / half)
-    first, second = A.split(y, 2, axis=-1)
-    last = y.shape.rank - 1
-    frames = A.concat([second, -reverse(second, [last]), -reverse(first, [last]), -first], axis=-1)
-    if window_fn is not None:
-        frames = frames * window_fn(2 * half, dtype=z.dtype)
-    else:
-        frames = frames * (1.0 / np.sqrt(2.0))
-    return overlap_and_add(frames, half)
 
 
 def _hz_to_mel(f):

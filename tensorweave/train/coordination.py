@@ -14,12 +14,15 @@ import sys
 import threading
 import time
 
+from tensorweave.core import errors
+
 
 class Coordinator:
     """Lets threads request a common stop and report the first exception (``tf.train.Coordinator``)."""
 
     def __init__(self, clean_stop_exception_types=None):
-        self._clean = tuple(clean_stop_exception_types or (StopIteration,))
+        # an input pipeline running dry (OutOfRangeError) is a clean stop, as in TF
+        self._clean = tuple(clean_stop_exception_types or (errors.OutOfRangeError,))
         self._stop = threading.Event()
         self._lock = threading.Lock()
         self._exc_info = None
