@@ -2,7 +2,7 @@
 multi-input, multi-output ticket model with dict losses and loss weights.
 
 Changes from the guide: imports (``import tensorweave as tf`` / ``from tensorweave import keras``);
-MNIST from corpus_data (2,000 train / 1,000 test images of the MNIST test set, instead of
+MNIST from keras_corpus_data (2,000 train / 1,000 test images of the MNIST test set, instead of
 keras.datasets.mnist); epochs 2 -> 3; ticket data 1280 -> 256 samples, body length 100 -> 20;
 seeding (keras.utils.set_random_seed(0)); the summaries and prints left out; RESULT collects the numbers.
 """
@@ -11,7 +11,7 @@ import tensorweave as tf  # noqa: F401
 from tensorweave import keras
 from tensorweave.keras import layers
 
-from corpus_data import mnist
+from keras_corpus_data import mnist
 
 TF_REFERENCE = {"test_accuracy": 0.789, "ticket_loss_last": 1.2691}   # TensorFlow 2.21 / Keras 3.15 (run_with_tf.py)
 TOLERANCE = 0.05

@@ -3,7 +3,7 @@
 extraction through ``layer.output``, then the freeze / train the head / unfreeze / fine-tune recipe
 with a base model called in inference mode (``training=False``).
 
-Changes from the guides: imports; data: MNIST from corpus_data (2,000 / 1,000 images) instead of
+Changes from the guides: imports; data: MNIST from keras_corpus_data (2,000 / 1,000 images) instead of
 random images and cats-vs-dogs; the base model is a Sequential MLP with BatchNormalization
 (no keras.applications download), pre-trained here for three epochs on digits 0-4 with a Dense head that
 pop() removes, and transferred to digits 5-9; epochs 20 -> 3 (head) and 10 -> 1 (fine-tuning);
@@ -14,7 +14,7 @@ import tensorweave as tf  # noqa: F401
 from tensorweave import keras
 from tensorweave.keras import layers
 
-from corpus_data import mnist
+from keras_corpus_data import mnist
 
 TF_REFERENCE = {"fine_tuned_accuracy": 0.8025}   # TensorFlow 2.21 / Keras 3.15 (head_accuracy 0.3416, not checked: BN statistics barely moved)
 TOLERANCE = 0.05

@@ -4,7 +4,7 @@ with a non-trainable weight, lazy build(), nested layers, add_loss, and the end-
 
 Changes from the guide: imports (``keras.ops`` calls written with the matching ``tf`` ops, as the
 guide's tf.keras version did: ops.mean -> tf.reduce_mean, ops.exp -> tf.exp, ops.square ->
-tf.square, keras.random.normal -> tf.random.normal); MNIST from corpus_data (2,000 images);
+tf.square, keras.random.normal -> tf.random.normal); MNIST from keras_corpus_data (2,000 images);
 VAE epochs 2 -> 3; seeding; prints left out.
 """
 import numpy as np
@@ -12,7 +12,7 @@ import tensorweave as tf
 from tensorweave import keras
 from tensorweave.keras import layers
 
-from corpus_data import mnist
+from keras_corpus_data import mnist
 
 TF_REFERENCE = {"vae_loss_last": 0.0780}   # TensorFlow 2.21 / Keras 3.15 (losses 0.1884, 0.1036, 0.0780)
 TOLERANCE = 0.05

@@ -2,7 +2,7 @@
 a GradientTape loop over a tf.data Dataset with a compiled (tf.function) train step, metrics
 updated by hand, a validation loop, and add_loss inside a layer.
 
-Changes from the guide: imports; MNIST from corpus_data (2,000 / 1,000 images) instead of
+Changes from the guide: imports; MNIST from keras_corpus_data (2,000 / 1,000 images) instead of
 keras.datasets.mnist; epochs 3 -> 3 (unchanged), the 10,000-sample validation cut -> 500;
 seeding; prints left out.
 """
@@ -10,7 +10,7 @@ import numpy as np
 import tensorweave as tf
 from tensorweave import keras
 
-from corpus_data import mnist
+from keras_corpus_data import mnist
 
 TF_REFERENCE = {"val_accuracy": 0.832}   # TensorFlow 2.21 / Keras 3.15 (losses 1.945, 1.034, 0.595)
 TOLERANCE = 0.05

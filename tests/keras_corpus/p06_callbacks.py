@@ -2,7 +2,7 @@
 callback logging every hook, LossAndErrorPrintingCallback, EarlyStoppingAtMinLoss (get/set_weights,
 stop_training) and a CustomLearningRateScheduler that sets ``model.optimizer.learning_rate``.
 
-Changes from the guide: imports; MNIST from corpus_data (1,000 train / 1,000 test images) instead of
+Changes from the guide: imports; MNIST from keras_corpus_data (1,000 train / 1,000 test images) instead of
 keras.datasets.mnist (the guide also keeps 1,000); the prints are collected in lists instead; seeding;
 epochs 30 -> 8 and 15 -> 8.
 """
@@ -10,7 +10,7 @@ import numpy as np
 import tensorweave as tf  # noqa: F401
 from tensorweave import keras
 
-from corpus_data import mnist
+from keras_corpus_data import mnist
 
 TF_REFERENCE = {"mean_absolute_error": 1.3557}   # TensorFlow 2.21 / Keras 3.15 (early stop after 4 epochs)
 TOLERANCE = 0.1

@@ -1,6 +1,6 @@
 """Keras example "Simple MNIST convnet" (keras.io/examples/vision/mnist_convnet/).
 
-Changes from the example: imports; MNIST from corpus_data (2,000 train / 1,000 test images of the
+Changes from the example: imports; MNIST from keras_corpus_data (2,000 train / 1,000 test images of the
 MNIST test set) instead of keras.datasets.mnist; epochs 15 -> 3; seeding; prints and summary left out.
 """
 import numpy as np
@@ -8,7 +8,7 @@ import tensorweave as tf  # noqa: F401
 from tensorweave import keras
 from tensorweave.keras import layers
 
-from corpus_data import mnist
+from keras_corpus_data import mnist
 
 TF_REFERENCE = {"test_accuracy": 0.766}   # TensorFlow 2.21 / Keras 3.15 (losses 2.150, 1.548, 0.916)
 TOLERANCE = 0.05

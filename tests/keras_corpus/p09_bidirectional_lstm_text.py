@@ -1,6 +1,6 @@
 """Keras example "Bidirectional LSTM on IMDB" (keras.io/examples/nlp/bidirectional_lstm_imdb/).
 
-Changes from the example: imports; data: rt-polarity sentences (corpus_data, 1,920 train / 480 test,
+Changes from the example: imports; data: rt-polarity sentences (keras_corpus_data, 1,920 train / 480 test,
 5,000-word vocabulary, padded to 40) instead of keras.datasets.imdb (20,000 words, 200 long);
 epochs 2 -> 2 (unchanged), batch size 32; seeding; summary left out.
 """
@@ -9,7 +9,7 @@ import tensorweave as tf  # noqa: F401
 from tensorweave import keras
 from tensorweave.keras import layers
 
-from corpus_data import rt_polarity_sequences
+from keras_corpus_data import rt_polarity_sequences
 
 TF_REFERENCE = {"val_accuracy": 0.6667}   # TensorFlow 2.21 / Keras 3.15 (losses 0.686, 0.413)
 TOLERANCE = 0.05
