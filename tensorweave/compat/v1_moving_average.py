@@ -23,29 +23,23 @@ With ``num_updates`` the decay is ``min(decay, (1 + num_updates) / (10 + num_upd
 (3.0, 'w/ExponentialMovingAverage')
 """
 from tensorweave.core.context import building_graph
-from tensorweave.core.graph import get_default_graph
+from tensorweave.train.averaging import ExponentialMovingAverage as _ExponentialMovingAverage
 
 
-class ExponentialMovingAverage:
-    def __init__(self, decay, num_updates=None, zero_debias=False, name="ExponentialMovingAverage"):
-        if zero_debias:
-            raise NotImplementedError("ExponentialMovingAverage(zero_debias=True) is not supported")
-        self._decay, self._num_updates, self._name = decay, num_updates, name
-        self._averages = {}
+class ExponentialMovingAverage(_ExponentialMovingAverage):
+    """``tw.train.ExponentialMovingAverage`` with TF1's habits: ``apply()`` averages the trainable
+    variables by default and returns None eagerly; shadows start at the variable's initial value, get
+    TF1's absolute names and join ``MOVING_AVERAGE_VARIABLES``; ``variables_to_restore`` maps every
+    global variable."""
 
-    @property
-    def name(self):
-        return self._name
+    def apply(self, var_list=None):
+        from tensorweave.ops.variables import trainable_variables
+        op = super().apply(trainable_variables() if var_list is None else list(var_list))
+        return op if building_graph() is not None else None
 
-    def average_name(self, var):
-        return f"{var.name[:-2] if var.name.endswith(':0') else var.name}/{self._name}"
-
-    def average(self, var):
-        """The shadow variable of ``var`` (None before ``apply`` saw it)."""
-        return self._averages.get(id(var), (None, None))[1]
-
-    def _shadow(self, var):
+    def _make_shadow(self, var):
         from tensorweave.compat.v1_variable_scope import _absolute_name_scope
+        from tensorweave.core.graph import get_default_graph
         from tensorweave.ops.variables import Variable
         scope, _, short = self.average_name(var).rpartition("/")
         init = var.initial_value if getattr(var, "initial_value", None) is not None else var.read_value()
@@ -53,49 +47,23 @@ class ExponentialMovingAverage:
             graph = building_graph()
             if graph is not None:
                 with graph.control_dependencies(None):
-                    shadow = Variable(init, trainable=False, name=short, dtype=var.dtype,
-                                      collections=["variables", "moving_average_variables"])
-            else:
-                shadow = Variable(init, trainable=False, name=short, dtype=var.dtype)
-                get_default_graph().add_to_collection("moving_average_variables", shadow)
-        return shadow
-
-    def apply(self, var_list=None):
-        """Creates the shadows of ``var_list`` (default: the trainable variables) and returns the op
-        that updates them all."""
-        from tensorweave.core.convert import convert_to_tensor
-        from tensorweave.ops import control_flow_ops, math_ops
-        from tensorweave.ops.variables import trainable_variables
-        var_list = trainable_variables() if var_list is None else list(var_list)
-        for v in var_list:
-            if not v.dtype.is_floating:
-                raise TypeError(f"The variables must be half, float, or double: {v.name}")
-            if id(v) not in self._averages:
-                self._averages[id(v)] = (v, self._shadow(v))
-        decay = convert_to_tensor(float(self._decay))
-        if self._num_updates is not None:
-            n = math_ops.cast(convert_to_tensor(self._num_updates), "float32")
-            decay = math_ops.minimum(decay, (1.0 + n) / (10.0 + n))
-        updates = []
-        for v in var_list:
-            shadow = self._averages[id(v)][1]
-            rate = math_ops.cast(1.0 - decay, v.dtype)
-            updates.append(shadow.assign_sub((shadow.read_value() - v.read_value()) * rate, read_value=False))
-        if building_graph() is None:
-            return None
-        return control_flow_ops.group(*updates, name=self._name)
+                    return Variable(init, trainable=False, name=short, dtype=var.dtype,
+                                    collections=["variables", "moving_average_variables"])
+            shadow = Variable(init, trainable=False, name=short, dtype=var.dtype)
+            get_default_graph().add_to_collection("moving_average_variables", shadow)
+            return shadow
 
     def variables_to_restore(self, moving_avg_variables=None):
         """{checkpoint name: variable}: each averaged variable restored from its shadow's name,
         the other global variables from their own."""
         from tensorweave.ops.variables import global_variables
-        averaged = {id(v) for v, _ in self._averages.values()} if moving_avg_variables is None else \
-            {id(v) for v in moving_avg_variables}
-        shadows = {id(s) for _, s in self._averages.values()}
+        averaged = {k.deref().ref() for k in self._averages} if moving_avg_variables is None else \
+            {v.ref() for v in moving_avg_variables}
+        shadows = {s.ref() for s in self._averages.values()}
         out = {}
         for v in global_variables():
-            if id(v) in shadows:
+            if v.ref() in shadows:
                 continue
             name = v.name[:-2] if v.name.endswith(":0") else v.name
-            out[self.average_name(v) if id(v) in averaged else name] = v
+            out[self.average_name(v) if v.ref() in averaged else name] = v
         return out

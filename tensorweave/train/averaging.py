@@ -43,8 +43,6 @@ class ExponentialMovingAverage:
 
     def apply(self, var_list=None):
         """Creates shadows on first sight and updates every shadow of ``var_list``."""
-        from tensorweave.core.context import init_scope
-        from tensorweave.ops.variables import Variable
         if var_list is None:
             raise ValueError("ExponentialMovingAverage.apply: pass the variables (var_list) to average")
         updates = []
@@ -54,12 +52,18 @@ class ExponentialMovingAverage:
                                 "can be averaged")
             key = var.ref()
             if key not in self._averages:
-                with init_scope():
-                    self._averages[key] = Variable(var.read_value(), trainable=False, name=self.average_name(var))
+                self._averages[key] = self._make_shadow(var)
             shadow = self._averages[key]
             decay = self._current_decay(var.dtype)
             updates.append(shadow.assign_sub((1.0 - decay) * (shadow.read_value() - var.read_value())))
         return group(*updates)
+
+    def _make_shadow(self, var):
+        """The shadow of ``var``: a non-trainable variable starting at its value."""
+        from tensorweave.core.context import init_scope
+        from tensorweave.ops.variables import Variable
+        with init_scope():
+            return Variable(var.read_value(), trainable=False, name=self.average_name(var))
 
     def average(self, var):
         """The shadow variable of ``var`` (None before ``apply``)."""
