@@ -514,7 +514,8 @@ def matmul(a, b, transpose_a=False, transpose_b=False, adjoint_a=False, adjoint_
         _check_same_dtype(_MATMUL, a, b, name)
     if a._dtype not in rules.MATMUL:
         _check_allowed(_MATMUL, (a, b), rules.MATMUL, name)
-    if _rank_below_2(a) or _rank_below_2(b):
+    if ((a._value.ndim < 2 or b._value.ndim < 2) if type(a) is EagerTensor and type(b) is EagerTensor
+            else (_rank_below_2(a) or _rank_below_2(b))):   # inlined for eager calls (hot path)
         raise invalid_input(_MATMUL, (a, b), ValueError(  # eager calls skip the shape rule
             "MatMul needs inputs of rank >= 2. Hint: use tw.expand_dims, or tw.tensordot for vectors"), name)
     return execute(_MATMUL, (a, b), {"transpose_a": bool(transpose_a or adjoint_a),
