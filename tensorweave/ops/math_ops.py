@@ -14,7 +14,6 @@ from tensorweave.core import dtypes as _dt
 from tensorweave.core import sbp_rules
 from tensorweave.core.convert import convert_like, convert_to_tensor
 from tensorweave.core.dispatch import execute, invalid_input
-from tensorweave.core.errors import InvalidArgumentError
 from tensorweave.core.registry import NOT_DIFFERENTIABLE, get_op, register_op, set_traits
 from tensorweave.core.shape import TensorShape, broadcast_static, fmt
 from tensorweave.core.tensor import EagerTensor, Tensor
@@ -35,7 +34,9 @@ def _operands(x, y, opdef=None, name=None):
         x = _ct(x)
         return x, convert_like(y, x)
     except TypeError as e:
-        if opdef is None or isinstance(e, InvalidArgumentError):
+        # Only conversion's own TypeError gets the op's context: subclasses keep their type (a
+        # KerasTensor's SymbolicTensorError is what turns tw.add(keras_input, 1.0) into a layer).
+        if opdef is None or type(e) is not TypeError:
             raise
         raise invalid_input(opdef, [x, y], e, name) from None
 
