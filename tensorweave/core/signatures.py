@@ -5,7 +5,9 @@ internal ``__qualname__`` (``_reducer.<locals>.reduce()``) and nothing else. The
 namespaces (``tw``, ``tw.nn``, ``tw.math``, ``compat.v1``...) therefore export their op functions
 through :func:`checked`, which turns a TypeError raised *by the call's binding* (not from
 inside the function) into one that names the op, lists what it accepts, suggests the closest
-argument, and points at the user's source line. A successful call costs one extra frame.
+argument, and points at the user's source line. A successful call costs one extra frame, the
+only one: other layers that must see a failed op call (``tensorweave.keras`` turns an op on a
+KerasTensor into a layer) register a :func:`set_failure_handler` here instead of wrapping again.
 
 >>> import tensorweave as tw
 >>> try:
@@ -24,6 +26,18 @@ from tensorweave.core import errors
 # Keyword -> hint for names another API uses (registered by the compat layers, e.g. TF1's).
 _KEYWORD_HINTS = {}
 _wrapped = {}
+
+# ``handler(fn, args, kwargs, exc)`` for a TypeError raised inside a checked function: returns
+# the call's result instead, or :data:`RERAISE`. One for all (set by ``tensorweave.keras``).
+RERAISE = object()
+_failure_handler = None
+
+
+def set_failure_handler(handler):
+    """Installs the handler of TypeErrors raised inside checked op functions; returns the old one."""
+    global _failure_handler
+    old, _failure_handler = _failure_handler, handler
+    return old
 
 
 def register_keyword_hint(keyword, hint):
@@ -77,9 +91,14 @@ def checked(fn, name=None):
             # Only the binding's own error: its traceback ends in this frame (nothing ran in fn).
             if e.__traceback__ is not None and e.__traceback__.tb_next is None:
                 raise TypeError(explain(public, fn, e)) from None
+            if _failure_handler is not None:
+                result = _failure_handler(fn, args, kwargs, e)
+                if result is not RERAISE:
+                    return result
             raise
     call.__name__ = call.__qualname__ = public
     call._tw_checked = True
+    call._tw_failure_handled = True   # (not v1_aliases' checked calls: they have no handler)
     _wrapped[key] = call
     return call
 

@@ -138,9 +138,9 @@ def _reducer(op_name, doc, allowed):
 
     def reduce(input_tensor, axis=None, keepdims=False, name=None):
         x = input_tensor if isinstance(input_tensor, Tensor) else _ct(input_tensor)
-        if x.dtype not in allowed:  # checked here too: eager execution skips the shape rule
+        if x._dtype not in allowed:  # checked here too: eager execution skips the shape rule
             raise TypeError(f"reduce_{op_name.lower()} does not support dtype {x.dtype.name}; expected one of: "
-                            f"{', '.join(d.name for d in _dt.ALL if d in allowed)}")
+                            f"{rules.dtype_names(allowed)}")
         if axis is not None:
             axis = axis_argument(axis, f"reduce_{op_name.lower()}")
         return execute(opdef, (x,), {"axis": axis, "keepdims": bool(keepdims)}, name)
@@ -149,7 +149,7 @@ def _reducer(op_name, doc, allowed):
     return reduce
 
 
-_N, _B = frozenset(_dt.NUMERIC), frozenset((_dt.bool_,))
+_N, _B = rules.NUMERIC, rules.BOOL   # tuples, common dtypes first: a hit is an identity compare
 reduce_sum = _reducer("Sum", "Sum of elements across ``axis``.", _N)
 reduce_mean = _reducer("Mean", "Mean of elements across ``axis`` (integer inputs: integer mean).", _N)
 reduce_max = _reducer("Max", "Maximum across ``axis``; the gradient is split evenly among ties.", _N)

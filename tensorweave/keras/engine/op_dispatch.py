@@ -2,9 +2,11 @@
 tf.keras (its ``TFOpLambda``): ``tw.reduce_sum(keras.Input((3,)), axis=1)`` is a KerasTensor.
 
 Once ``tensorweave.keras`` is imported, the public op functions of ``tw``, ``tw.math``, ``tw.nn``,
-``tw.linalg`` (and the other op namespaces already loaded) are wrapped. A wrapper costs nothing
-on the ordinary path: it calls the op, and only when converting an argument hits a KerasTensor
-(which raises :class:`SymbolicTensorError`) does it record the op as a layer call instead.
+``tw.linalg`` (and the other op namespaces already loaded) record the op as a layer call when
+converting an argument hits a KerasTensor (which raises :class:`SymbolicTensorError`). The
+ordinary path pays nothing: the namespaces' :func:`~tensorweave.core.signatures.checked`
+wrappers hand that error to :func:`_on_failure` (no second wrapping frame); only op functions
+exported without one get a wrapper of their own.
 
 >>> import tensorweave as tw
 >>> from tensorweave import keras
@@ -18,6 +20,7 @@ import inspect
 import sys
 import types
 
+from tensorweave.core import signatures
 from tensorweave.keras import backend
 from tensorweave.keras.engine.keras_tensor import SymbolicTensorError, any_symbolic
 from tensorweave.keras.engine.layer import Layer
@@ -58,6 +61,22 @@ class TFOpLambda(Layer):
 _wrapped = {}
 
 
+def _as_layer(fn, args, kwargs):
+    try:
+        bound = inspect.signature(fn).bind(*args, **kwargs)
+        args, kwargs = bound.args, bound.kwargs   # the first argument positional, as layers take it
+    except (TypeError, ValueError):
+        pass
+    return TFOpLambda(fn)(*args, **kwargs)
+
+
+def _on_failure(fn, args, kwargs, exc):
+    """The :mod:`signatures` failure handler: an op function called on KerasTensors is a layer call."""
+    if isinstance(exc, SymbolicTensorError) and _is_op(fn) and any_symbolic((args, kwargs)):
+        return _as_layer(fn, args, kwargs)
+    return signatures.RERAISE
+
+
 def _wrap(fn):
     wrapper = _wrapped.get(fn)
     if wrapper is not None:
@@ -70,12 +89,7 @@ def _wrap(fn):
         except SymbolicTensorError:
             if not any_symbolic((args, kwargs)):
                 raise
-        try:
-            bound = inspect.signature(fn).bind(*args, **kwargs)
-            args, kwargs = bound.args, bound.kwargs   # the first argument positional, as layers take it
-        except (TypeError, ValueError):
-            pass
-        return TFOpLambda(fn)(*args, **kwargs)
+        return _as_layer(fn, args, kwargs)
     op._keras_symbolic_op = fn
     _wrapped[fn] = op
     _wrapped[op] = op
@@ -89,11 +103,14 @@ def _is_op(fn):
 
 
 def install():
-    """Wraps the op functions of the loaded namespaces (idempotent)."""
+    """Makes the op functions of the loaded namespaces layer calls on KerasTensors (idempotent)."""
+    signatures.set_failure_handler(_on_failure)
     for name in _NAMESPACES:
         module = sys.modules.get(name)
         if module is None:
             continue
         for attr, value in list(vars(module).items()):
+            if getattr(value, "_tw_failure_handled", False):
+                continue   # its checked wrapper already hands a SymbolicTensorError to _on_failure
             if not attr.startswith("_") and _is_op(value) and not hasattr(value, "_keras_symbolic_op"):
                 setattr(module, attr, _wrap(value))
