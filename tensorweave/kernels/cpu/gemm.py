@@ -119,10 +119,13 @@ def _mkl_version():
 def tuner():
     """The :class:`gemm_tuning.Tuner` of this process (made, and its cache file read, on first use)."""
     if _tuning["tuner"] is None:
-        versions = {"numpy": np.__version__, "mkl": _mkl_version() if _lib is not None else ""}
-        _tuning["tuner"] = gemm_tuning.Tuner(gemm_tuning.cache_path(), gemm_tuning.machine_key(versions),
-                                             ("mkl", "numpy"))
+        _tuning["tuner"] = gemm_tuning.Tuner(gemm_tuning.cache_path(), machine_key(), ("mkl", "numpy"))
     return _tuning["tuner"]
+
+
+def machine_key():
+    """What this process's tuning results hold for (CPU, cores, both libraries' versions)."""
+    return gemm_tuning.machine_key({"numpy": np.__version__, "mkl": _mkl_version() if _lib is not None else ""})
 
 
 def choice(m, n, k, dtype=np.float32, trans_a=False, trans_b=False):

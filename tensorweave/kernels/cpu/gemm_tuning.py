@@ -7,7 +7,11 @@ also depends on the shape. So the first product of a *shape class* (M, N, K buck
 two, the dtype, the operands' transpose flags) runs a few times on each library, interleaved
 (so a burst of load from other processes hits both), and the class keeps the faster one by the
 median. The incumbent (MKL, the old default) is kept unless the other is at least
-:data:`MARGIN` faster: on a noisy machine a coin flip between equals would only add churn.
+:data:`MARGIN` faster by the median *and* by the fastest call: on a noisy machine a coin flip
+between equals would only add churn. A timing whose median and fastest call disagree about the
+winner (other processes' load came and went while it ran) is not *settled*: the incumbent is
+used, for this process only, and the next process measures again rather than keep a choice
+made in a burst of noise on disk for good.
 
 Choices live in one JSON file (``$TW_TUNING_CACHE``, else ``$XDG_CACHE_HOME/tensorweave/`` or
 ``~/.cache/tensorweave/gemm-tuning.json``), keyed by the CPU model, the core count and both
@@ -84,9 +88,9 @@ def _median(xs):
 
 
 def measure(runners):
-    """``{backend: median seconds}`` of each runner in ``runners`` (``{backend: callable}``),
-    after one untimed warm-up each (first-call costs: thread start-up, page faults), timed
-    in interleaved rounds."""
+    """``{backend: [seconds of each timed call]}`` of each runner in ``runners``
+    (``{backend: callable}``), after one untimed warm-up each (first-call costs: thread
+    start-up, page faults), timed in interleaved rounds."""
     for run in runners.values():
         run()
     times = {name: [] for name in runners}
@@ -96,15 +100,24 @@ def measure(runners):
             break
         for name, run in runners.items():
             times[name].append(_time_call(name, run))
-    return {name: _median(ts) for name, ts in times.items()}
+    return times
 
 
-def pick(medians, incumbent=INCUMBENT):
-    """The backend to keep: the incumbent unless another's median is :data:`MARGIN` lower."""
-    best = min(medians, key=medians.get)
-    if incumbent in medians and medians[best] > (1 - MARGIN) * medians[incumbent]:
+def _winner(summary, incumbent):
+    best = min(summary, key=summary.get)
+    if incumbent in summary and summary[best] > (1 - MARGIN) * summary[incumbent]:
         return incumbent
     return best
+
+
+def pick(times, incumbent=INCUMBENT):
+    """``(backend, settled)`` for ``{backend: [seconds]}``: the incumbent unless another is
+    :data:`MARGIN` faster by the median and by the fastest call; settled when both agree."""
+    by_median = _winner({name: _median(ts) for name, ts in times.items()}, incumbent)
+    by_min = _winner({name: min(ts) for name, ts in times.items()}, incumbent)
+    if by_median == by_min:
+        return by_median, True
+    return (incumbent if incumbent in times else by_median), False
 
 
 class Tuner:
@@ -135,13 +148,14 @@ class Tuner:
         if not isinstance(choices, dict):
             return {}
         return {cls: entry for cls, entry in choices.items()
-                if isinstance(cls, str) and isinstance(entry, dict) and entry.get("backend") in self.backends}
+                if isinstance(cls, str) and isinstance(entry, dict) and entry.get("backend") in self.backends
+                and entry.get("settled", True) is True}
 
     def _write(self):
         """Saves the choices atomically; a cache that cannot be written is skipped silently
         (read-only home): the choice still holds for this process."""
-        self.choices = {**self._read(), **self.choices}   # keep what other processes added
-        data = {"format": FORMAT, "machine": self.key, "choices": self.choices}
+        settled = {cls: entry for cls, entry in self.choices.items() if entry.get("settled", True)}
+        data = {"format": FORMAT, "machine": self.key, "choices": {**self._read(), **settled}}
         folder = os.path.dirname(os.path.abspath(self.path))
         try:
             os.makedirs(folder, exist_ok=True)
@@ -167,8 +181,10 @@ class Tuner:
         found = self.backend(cls)
         if found is not None:
             return found
-        medians = measure(runners)
-        choice = pick(medians)
-        self.choices[cls] = {"backend": choice, **{f"{name}_us": round(t * 1e6, 1) for name, t in medians.items()}}
-        self._write()
+        times = measure(runners)
+        choice, settled = pick(times)
+        self.choices[cls] = {"backend": choice, "settled": settled,
+                             **{f"{name}_us": round(_median(ts) * 1e6, 1) for name, ts in times.items()}}
+        if settled:
+            self._write()
         return choice
