@@ -237,11 +237,12 @@ def test_overrides_and_a_second_process_reusing_the_cache(tmp_path):
         assert done.returncode == 0, done.stderr
         return json.loads(done.stdout)
 
-    for forced in ({"TW_BLAS": "mkl"}, {"TW_BLAS": "numpy"}, {"TW_BLAS_TUNE": "0"}):
+    for forced in ({"TW_BLAS": "mkl", "TW_BLAS_TUNE": "1"}, {"TW_BLAS": "numpy", "TW_BLAS_TUNE": "1"},
+                   {"TW_BLAS_TUNE": "0"}, {}):   # tuning is opt-in
         assert probe(**forced) == {"on": False, "choice": None, "exists": False}, forced
-    first = probe()   # real timings: the choice is either, saved only when settled
+    first = probe(TW_BLAS_TUNE="1")   # real timings: the choice is either, saved only when settled
     assert first["on"] and first["choice"] in BACKENDS
     for saved in BACKENDS:   # a later process takes the file's word instead of timing again
         cache.write_text(json.dumps({"format": 1, "machine": gemm.machine_key(),
                                      "choices": {"float32:NN:8,10,10": {"backend": saved}}}))
-        assert probe()["choice"] == saved
+        assert probe(TW_BLAS_TUNE="1")["choice"] == saved

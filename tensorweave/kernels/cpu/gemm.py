@@ -21,12 +21,14 @@ training-step figures.
 - The call goes through a compiled (numba) stub that hands MKL the arrays' addresses: ~3 µs
   a call against ~9 through ``ctypes`` (``ndarray.ctypes.data`` alone is ~1.2 µs an array);
   the LSTM's step loop makes ~160 products a training step.
-- Which library runs a product is measured, not assumed: on AMD EPYC MKL's GEMM runs at less
-  than half OpenBLAS's speed. Under ``TW_BLAS=auto`` (the default) the first product of each
-  shape class times both libraries for a few ms and the class keeps the faster, cached on disk
-  per machine (gemm_tuning.py). ``TW_BLAS=numpy`` keeps every product in NumPy, ``mkl`` sends
-  every eligible one to MKL (failing if MKL is missing); ``TW_BLAS_TUNE=0`` switches the
-  timing off (``auto`` then means MKL where installed: deterministic, for tests).
+- Which library runs a product can be measured instead of assumed (on AMD EPYC MKL's GEMM runs
+  at less than half OpenBLAS's speed): with ``TW_BLAS_TUNE=1`` under ``TW_BLAS=auto`` the first
+  product of each shape class times both libraries for a few ms and the class keeps the faster,
+  cached on disk per machine (gemm_tuning.py). Opt-in until whole training steps are measured on
+  a quiet machine: per-class choices can put both libraries' thread pools in one step, which
+  once made the mlp step 5.3 ms instead of 3.2. Without it ``auto`` means MKL where installed.
+  ``TW_BLAS=numpy`` keeps every product in NumPy, ``mkl`` sends every eligible one to MKL
+  (failing if MKL is missing).
 - Sharing a process with PyTorch: ``torch.set_num_threads(n)`` sets the calling thread's MKL
   thread count for this MKL too (2048x2048 products at one core's speed after
   ``torch.set_num_threads(1)``); results are unaffected.
@@ -83,7 +85,7 @@ def load():
     if path is None and choice == "mkl":
         raise ImportError("TW_BLAS=mkl but no MKL runtime was found: pip install 'tensorweave[mkl]'")
     _decided[0] = True
-    _tuning["on"] = choice == "auto" and os.environ.get("TW_BLAS_TUNE", "1") != "0"
+    _tuning["on"] = choice == "auto" and os.environ.get("TW_BLAS_TUNE", "0") == "1"
     if path is None:
         return False
     os.environ.setdefault("KMP_BLOCKTIME", str(IDLE_SPIN_MS))
