@@ -21,7 +21,14 @@ training-step figures.
 - The call goes through a compiled (numba) stub that hands MKL the arrays' addresses: ~3 µs
   a call against ~9 through ``ctypes`` (``ndarray.ctypes.data`` alone is ~1.2 µs an array);
   the LSTM's step loop makes ~160 products a training step.
-- ``TW_BLAS=numpy`` keeps every product in NumPy (``mkl``: fail if MKL is missing).
+- Which library runs a product can be measured instead of assumed (on AMD EPYC MKL's GEMM runs
+  at less than half OpenBLAS's speed): with ``TW_BLAS_TUNE=1`` under ``TW_BLAS=auto`` the first
+  product of each shape class times both libraries for a few ms and the class keeps the faster,
+  cached on disk per machine (gemm_tuning.py). Opt-in until whole training steps are measured on
+  a quiet machine: per-class choices can put both libraries' thread pools in one step, which
+  once made the mlp step 5.3 ms instead of 3.2. Without it ``auto`` means MKL where installed.
+  ``TW_BLAS=numpy`` keeps every product in NumPy, ``mkl`` sends every eligible one to MKL
+  (failing if MKL is missing).
 - Sharing a process with PyTorch: ``torch.set_num_threads(n)`` sets the calling thread's MKL
   thread count for this MKL too (2048x2048 products at one core's speed after
   ``torch.set_num_threads(1)``); results are unaffected.
@@ -39,6 +46,7 @@ import sys
 
 import numpy as np
 
+from tensorweave.kernels.cpu import gemm_tuning
 from tensorweave.kernels.cpu.jit import njit
 
 #: smallest M*N*K sent to MKL (OpenBLAS's own threshold for using its threads)
@@ -51,6 +59,8 @@ _MAX_INT = 2 ** 31 - 1          # MKL's LP64 interface: 32-bit sizes
 _lib = None                      # the loaded MKL runtime, or None
 _gemm = {}                       # dtype -> cblas_?gemm (empty: products stay in NumPy)
 _decided = [False]               # load() has run
+_tuning = {"on": False, "tuner": None}   # auto mode with timing; the Tuner, made on first use
+_chosen = {}                     # this process's shape classes (as tuples: cheap keys) -> backend
 
 
 def _library_path():
@@ -75,6 +85,7 @@ def load():
     if path is None and choice == "mkl":
         raise ImportError("TW_BLAS=mkl but no MKL runtime was found: pip install 'tensorweave[mkl]'")
     _decided[0] = True
+    _tuning["on"] = choice == "auto" and os.environ.get("TW_BLAS_TUNE", "0") == "1"
     if path is None:
         return False
     os.environ.setdefault("KMP_BLOCKTIME", str(IDLE_SPIN_MS))
@@ -101,8 +112,34 @@ def _compiled_call(fn, scalar):
     return call
 
 
+def _mkl_version():
+    buf = ctypes.create_string_buffer(256)
+    _lib.MKL_Get_Version_String(buf, len(buf))
+    return buf.value.decode("ascii", "replace").strip()
+
+
+def tuner():
+    """The :class:`gemm_tuning.Tuner` of this process (made, and its cache file read, on first use)."""
+    if _tuning["tuner"] is None:
+        _tuning["tuner"] = gemm_tuning.Tuner(gemm_tuning.cache_path(), machine_key(), ("mkl", "numpy"))
+    return _tuning["tuner"]
+
+
+def machine_key():
+    """What this process's tuning results hold for (CPU, cores, both libraries' versions)."""
+    return gemm_tuning.machine_key({"numpy": np.__version__, "mkl": _mkl_version() if _lib is not None else ""})
+
+
+def choice(m, n, k, dtype=np.float32, trans_a=False, trans_b=False):
+    """The backend this process uses for an ``m x k @ k x n`` product's shape class, or None
+    when that class has not been tuned (or tuning is off)."""
+    return _chosen.get((np.dtype(dtype).char, _TRANS if trans_a else _NO_TRANS, _TRANS if trans_b else _NO_TRANS,
+                        m.bit_length(), n.bit_length(), k.bit_length()))
+
+
 def library():
-    """``"mkl"`` or ``"numpy"``: where large 2-D float products go."""
+    """``"mkl"`` or ``"numpy"``: where large 2-D float products may go (with tuning on, each
+    shape class still picks between the two, see :func:`choice`)."""
     return "mkl" if _lib is not None else "numpy"
 
 
@@ -136,5 +173,18 @@ def matmul(a, b, out=None):
     op_c = _operand(out) if out.shape == (m, n) and out.dtype == a.dtype and out.flags.writeable else None
     if op_a is None or op_b is None or op_c is None or op_c[0] != _NO_TRANS:
         return np.matmul(a, b, out=out)
+    if _tuning["on"]:
+        seen = (a.dtype.char, op_a[0], op_b[0], m.bit_length(), n.bit_length(), k.bit_length())
+        backend = _chosen.get(seen)
+        if backend is None:
+            cls = gemm_tuning.shape_class(m, n, k, a.dtype.name, op_a[0] == _TRANS, op_b[0] == _TRANS)
+            backend = _chosen[seen] = tuner().backend(cls)   # tuned by an earlier process
+            if backend is None:   # a new shape class: the timing runs leave the product in out
+                runners = {"mkl": lambda: fn(op_a[0], op_b[0], m, n, k, a, op_a[1], b, op_b[1], out, op_c[1]),
+                           "numpy": lambda: np.matmul(a, b, out=out)}
+                _chosen[seen] = tuner().choose(cls, runners)
+                return out
+        if backend == "numpy":
+            return np.matmul(a, b, out=out)
     fn(op_a[0], op_b[0], m, n, k, a, op_a[1], b, op_b[1], out, op_c[1])
     return out

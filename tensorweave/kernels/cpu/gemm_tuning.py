@@ -1,0 +1,191 @@
+"""Which GEMM library runs a product, chosen by timing both on this machine, per shape class,
+and remembered on disk.
+
+Why: MKL's GEMM is 10-40 % faster than OpenBLAS on Intel's small-batch shapes but runs at less
+than half OpenBLAS's speed on AMD EPYC (2048x2048: 209 against 457 GFLOP/s), and which one wins
+also depends on the shape. So the first product of a *shape class* (M, N, K bucketed by powers of
+two, the dtype, the operands' transpose flags) runs a few times on each library, interleaved
+(so a burst of load from other processes hits both), and the class keeps the faster one by the
+median. The incumbent (MKL, the old default) is kept unless the other is at least
+:data:`MARGIN` faster by the median *and* by the fastest call: on a noisy machine a coin flip
+between equals would only add churn. A timing whose median and fastest call disagree about the
+winner (other processes' load came and went while it ran) is not *settled*: the incumbent is
+used, for this process only, and the next process measures again rather than keep a choice
+made in a burst of noise on disk for good.
+
+Choices live in one JSON file (``$TW_TUNING_CACHE``, else ``$XDG_CACHE_HOME/tensorweave/`` or
+``~/.cache/tensorweave/gemm-tuning.json``), keyed by the CPU model, the core count and both
+libraries' versions: a file written elsewhere, corrupt, or of another format is ignored (and
+replaced on the next write), never trusted; it is plain JSON, never pickled. Writes go to a
+temporary file renamed over the old one, so a reader never sees half a file; two processes
+tuning at once may drop each other's newest entries (they are re-measured, a few ms).
+
+>>> from tensorweave.kernels.cpu import gemm_tuning
+>>> gemm_tuning.shape_class(128, 512, 784, "float32", False, True)
+'float32:NT:8,10,10'
+"""
+import json
+import os
+import platform
+import tempfile
+import time
+
+#: the other library must be this much faster (by median) to displace the incumbent
+MARGIN = 0.10
+#: timed calls per library: at least MIN_CALLS, more while the tuning stays under BUDGET_S
+MIN_CALLS, MAX_CALLS, BUDGET_S = 3, 7, 0.02
+FORMAT = 1
+INCUMBENT = "mkl"
+
+
+def shape_class(m, n, k, dtype, trans_a, trans_b):
+    """The bucket a product's timing stands for: ``dtype:flags:log2 buckets of M,N,K``."""
+    flags = ("T" if trans_a else "N") + ("T" if trans_b else "N")
+    return f"{dtype}:{flags}:{m.bit_length()},{n.bit_length()},{k.bit_length()}"
+
+
+def cpu_model():
+    """The CPU's model string (``/proc/cpuinfo``'s model name where there is one)."""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as f:
+            for line in f:
+                if line.startswith(("model name", "Model", "cpu model")):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def machine_key(versions):
+    """What a cached choice is only valid for: CPU model, core count, library versions."""
+    return {"cpu": cpu_model(), "cores": os.cpu_count() or 0, "versions": dict(sorted(versions.items()))}
+
+
+def cache_path():
+    """``$TW_TUNING_CACHE``, else ``<user cache dir>/tensorweave/gemm-tuning.json``."""
+    explicit = os.environ.get("TW_TUNING_CACHE")
+    if explicit:
+        return explicit
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return os.path.join(base, "tensorweave", "gemm-tuning.json")
+
+
+def _clock():
+    return time.perf_counter()
+
+
+def _time_call(backend, run):
+    """Seconds one ``run()`` of ``backend`` takes (tests replace this to fake a faster one)."""
+    t0 = _clock()
+    run()
+    return _clock() - t0
+
+
+def _median(xs):
+    xs = sorted(xs)
+    mid = len(xs) // 2
+    return xs[mid] if len(xs) % 2 else 0.5 * (xs[mid - 1] + xs[mid])
+
+
+def measure(runners):
+    """``{backend: [seconds of each timed call]}`` of each runner in ``runners``
+    (``{backend: callable}``), after one untimed warm-up each (first-call costs: thread
+    start-up, page faults), timed in interleaved rounds."""
+    for run in runners.values():
+        run()
+    times = {name: [] for name in runners}
+    start = _clock()
+    for rounds in range(MAX_CALLS):
+        if rounds >= MIN_CALLS and _clock() - start > BUDGET_S:
+            break
+        for name, run in runners.items():
+            times[name].append(_time_call(name, run))
+    return times
+
+
+def _winner(summary, incumbent):
+    best = min(summary, key=summary.get)
+    if incumbent in summary and summary[best] > (1 - MARGIN) * summary[incumbent]:
+        return incumbent
+    return best
+
+
+def pick(times, incumbent=INCUMBENT):
+    """``(backend, settled)`` for ``{backend: [seconds]}``: the incumbent unless another is
+    :data:`MARGIN` faster by the median and by the fastest call; settled when both agree."""
+    by_median = _winner({name: _median(ts) for name, ts in times.items()}, incumbent)
+    by_min = _winner({name: min(ts) for name, ts in times.items()}, incumbent)
+    if by_median == by_min:
+        return by_median, True
+    return (incumbent if incumbent in times else by_median), False
+
+
+class Tuner:
+    """Per-shape-class choices for one machine, loaded from and saved to ``path``.
+
+    >>> import tempfile, os
+    >>> folder = tempfile.TemporaryDirectory()
+    >>> t = Tuner(os.path.join(folder.name, "t.json"), {"cpu": "x"}, {"mkl", "numpy"})
+    >>> chosen = t.choose("c", {"mkl": lambda: None, "numpy": lambda: None})
+    >>> chosen in ("mkl", "numpy") and t.backend("c") == chosen
+    True
+    >>> folder.cleanup()
+    """
+
+    def __init__(self, path, key, backends):
+        self.path, self.key, self.backends = path, key, frozenset(backends)
+        self.choices = self._read()
+
+    def _read(self):
+        """The valid entries of the file at ``path``; ``{}`` for anything else."""
+        try:
+            with open(self.path, encoding="utf-8") as f:
+                data = json.load(f)
+        except (OSError, ValueError, UnicodeDecodeError):
+            return {}
+        if not isinstance(data, dict) or data.get("format") != FORMAT or data.get("machine") != self.key:
+            return {}
+        choices = data.get("choices")
+        if not isinstance(choices, dict):
+            return {}
+        return {cls: entry for cls, entry in choices.items()
+                if isinstance(cls, str) and isinstance(entry, dict) and entry.get("backend") in self.backends
+                and entry.get("settled", True) is True}
+
+    def _write(self):
+        """Saves the choices atomically; a cache that cannot be written is skipped silently
+        (read-only home): the choice still holds for this process."""
+        settled = {cls: entry for cls, entry in self.choices.items() if entry.get("settled", True)}
+        data = {"format": FORMAT, "machine": self.key, "choices": {**self._read(), **settled}}
+        folder = os.path.dirname(os.path.abspath(self.path))
+        try:
+            os.makedirs(folder, exist_ok=True)
+            fd, tmp = tempfile.mkstemp(prefix=".gemm-tuning-", suffix=".tmp", dir=folder)
+            try:
+                with os.fdopen(fd, "w", encoding="utf-8") as f:
+                    json.dump(data, f, indent=1, sort_keys=True)
+                os.replace(tmp, self.path)
+            except BaseException:
+                os.unlink(tmp)
+                raise
+        except OSError:
+            pass
+
+    def backend(self, cls):
+        """The cached backend of shape class ``cls``, or None when it has not been tuned."""
+        entry = self.choices.get(cls)
+        return entry["backend"] if entry is not None else None
+
+    def choose(self, cls, runners):
+        """The backend for ``cls``: cached, or measured now with ``runners`` (each computes the
+        product; the last one run leaves its result in place) and saved."""
+        found = self.backend(cls)
+        if found is not None:
+            return found
+        times = measure(runners)
+        choice, settled = pick(times)
+        self.choices[cls] = {"backend": choice, "settled": settled,
+                             **{f"{name}_us": round(_median(ts) * 1e6, 1) for name, ts in times.items()}}
+        if settled:
+            self._write()
+        return choice
