@@ -9,7 +9,7 @@
 >>> est = tf.estimator.LinearRegressor([color], model_dir=tempfile.mkdtemp())
 >>> _ = est.train(tf.estimator.inputs.numpy_input_fn({"color": x}, y, batch_size=10, num_epochs=None,
 ...                                                   shuffle=True), steps=100)
->>> [round(float(p["predictions"][0]), 2) for p in est.predict(
+>>> [round(float(p["predictions"][0]), 2) + 0.0 for p in est.predict(  # + 0.0: -0.0 prints as 0.0
 ...     tf.estimator.inputs.numpy_input_fn({"color": x[:3]}, shuffle=False))]
 [0.0, 2.0, 0.0]
 """
