@@ -94,7 +94,12 @@ def test_hook_fetches_and_stop_request():
         tf.train.CheckpointSaverHook("/tmp", save_secs=1, save_steps=1)
 
 
-def test_feed_final_ops_and_step_counter_hooks():
+def test_feed_final_ops_and_step_counter_hooks(monkeypatch):
+    import itertools
+
+    from tensorweave.estimator import hooks
+    ticks = itertools.count()
+    monkeypatch.setattr(hooks, "_now", lambda: 0.5 * next(ticks))   # a clock, not the machine's speed
     g = tf.Graph()
     with g.as_default():
         step = tf.train.get_or_create_global_step()
@@ -111,6 +116,7 @@ def test_feed_final_ops_and_step_counter_hooks():
                 sess.run(add)
     assert final.final_ops_values == 21.0
     assert len(counter.steps_per_sec) >= 1
+    assert counter.steps_per_sec == [4.0, 4.0]   # triggers at steps 1, 3, 5: 2 steps per 0.5 s tick
     timer = tf.train.SecondOrStepTimer(every_steps=3)
     assert timer.should_trigger_for_step(0)
     timer.update_last_triggered_step(0)

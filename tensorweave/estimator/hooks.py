@@ -7,6 +7,7 @@ sees their results, and ``end(session)`` runs last. ``run_context.request_stop()
 """
 import collections
 import logging
+import time
 
 import numpy as np
 
@@ -15,6 +16,7 @@ __all__ = ["SessionRunHook", "SessionRunArgs", "SessionRunContext", "SessionRunV
            "StepCounterHook", "SecondOrStepTimer", "CheckpointSaverListener"]
 
 _log = logging.getLogger("tensorweave.estimator")
+_now = time.monotonic   # elapsed seconds for the timers (a module attribute: tests replace it)
 
 
 class SessionRunHook:
@@ -169,12 +171,10 @@ class SecondOrStepTimer:
             return False
         if self._steps is not None:
             return step >= self._last_step + self._steps
-        import time
-        return time.time() >= self._last_time + self._secs
+        return _now() >= self._last_time + self._secs
 
     def update_last_triggered_step(self, step):
-        import time
-        now = time.time()
+        now = _now()
         elapsed = None if self._last_time is None else (now - self._last_time, step - self._last_step)
         self._last_time, self._last_step = now, step
         return elapsed if elapsed is not None else (None, None)
