@@ -98,7 +98,7 @@ class CheckpointSaverHook(_hooks.SessionRunHook):
                  scaffold=None, listeners=None, save_graph_def=True):
         if (save_secs is None) == (save_steps is None):
             raise ValueError("CheckpointSaverHook: exactly one of save_secs and save_steps must be given")
-        self._dir, self._secs, self._steps = checkpoint_dir, save_secs, save_steps
+        self._dir, self._timer = checkpoint_dir, _hooks.SecondOrStepTimer(every_secs=save_secs, every_steps=save_steps)
         self._listeners = list(listeners or ())
 
     def begin(self):
@@ -111,24 +111,22 @@ class CheckpointSaverHook(_hooks.SessionRunHook):
             lst.begin()
 
     def after_create_session(self, session, coord):
-        self._last_step = int(session.run(self._step))
-        self._last_time = time.time()
+        step = int(session.run(self._step))
+        self._timer.update_last_triggered_step(step)
         if latest_checkpoint(self._dir) is None:
-            self._save(session, self._last_step)
+            self._save(session, step)
 
     def before_run(self, run_context):
         return _hooks.SessionRunArgs(self._step)
 
     def after_run(self, run_context, run_values):
         step = int(run_context.session.run(self._step))
-        due = (self._steps is not None and step - self._last_step >= self._steps) or \
-            (self._secs is not None and time.time() - self._last_time >= self._secs)
-        if due:
+        if self._timer.should_trigger_for_step(step):
             self._save(run_context.session, step)
 
     def end(self, session):
         step = int(session.run(self._step))
-        if step != self._last_step:
+        if step != self._timer.last_triggered_step():
             self._save(session, step)
         for lst in self._listeners:
             lst.end(session, step)
@@ -137,7 +135,7 @@ class CheckpointSaverHook(_hooks.SessionRunHook):
         for lst in self._listeners:
             lst.before_save(session, step)
         self._saver.save(session, step)
-        self._last_step, self._last_time = step, time.time()
+        self._timer.update_last_triggered_step(step)
         for lst in self._listeners:
             lst.after_save(session, step)
 
