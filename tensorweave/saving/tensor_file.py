@@ -23,7 +23,8 @@ import tempfile
 import ml_dtypes
 import numpy as np
 
-from tensorweave.saving.atomic import fsync_dir, lock_temporary, unlock  # noqa: F401 - fsync_dir re-exported
+from tensorweave.saving.atomic import (CRASH_ENV, crash_point, fsync_dir,  # noqa: F401 - fsync_dir re-exported
+                                      lock_temporary, unlock)
 from tensorweave.saving.validation import loads_strict, open_regular
 
 MAX_HEADER_BYTES = 100 << 20   # a header larger than this is refused before it is read
@@ -73,28 +74,45 @@ def encode(tensors, metadata=None):
     return b"".join(encode_chunks(tensors, metadata))
 
 
-def write_bytes_atomic(path, payload):
-    """Writes ``payload`` (bytes, or a list of byte chunks) to a temporary file beside ``path``,
-    fsyncs, then renames it over ``path``."""
+def write_bytes_atomic(path, payload, stage_prefix=None):
+    """Writes ``payload`` (bytes, or a list of bytes-like chunks) to a temporary file beside ``path``,
+    fsyncs, then renames it over ``path``. With ``stage_prefix`` (a string) the checkpoint crash
+    hook (``saving.atomic.crash_point``) may stop it at ``partial_write``/``written``/``renamed``."""
     path = os.fspath(path)
     directory = os.path.dirname(os.path.abspath(path))
     os.makedirs(directory, exist_ok=True)
+    chunks = [payload] if isinstance(payload, (bytes, bytearray, memoryview)) else payload
     fd, tmp = tempfile.mkstemp(dir=directory, prefix=".tmp-" + os.path.basename(path) + "-")
     lock = lock_temporary(tmp)     # (so the next writer's clean-up leaves it alone meanwhile)
     try:
         with os.fdopen(fd, "wb") as f:
-            for chunk in ([payload] if isinstance(payload, (bytes, bytearray)) else payload):
+            if (stage_prefix is not None
+                    and os.environ.get(CRASH_ENV, "").partition(":")[0] == stage_prefix + "partial_write"):
+                # The crash hook wants a torn write: half the bytes reach the disk, then the process dies.
+                chunks = list(chunks)
+                data = b"".join(bytes(memoryview(c).cast("B")) for c in chunks)
+                f.write(data[:len(data) // 2])
+                f.flush()
+                os.fsync(f.fileno())
+                crash_point(stage_prefix + "partial_write")
+                f.seek(0)
+                f.truncate()
+            for chunk in chunks:
                 f.write(chunk)
             f.flush()
             os.fsync(f.fileno())
+        if stage_prefix is not None:
+            crash_point(stage_prefix + "written")
         os.replace(tmp, path)
-        fsync_dir(directory)
     except BaseException:
         if os.path.exists(tmp):
             os.remove(tmp)
         raise
     finally:
         unlock(lock)
+    fsync_dir(directory)
+    if stage_prefix is not None:
+        crash_point(stage_prefix + "renamed")
 
 
 def write_tensors(path, tensors, metadata=None):

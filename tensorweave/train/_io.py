@@ -29,7 +29,6 @@ it reaches ``<stage>``; :data:`STAGES` lists them in the order a save reaches th
 import json
 import math
 import os
-import tempfile
 
 STATE_FILE = "checkpoint"
 STATE_FORMAT = "tensorweave.checkpoint_state"
@@ -46,44 +45,15 @@ STAGES = (
     "during_delete",     # (CheckpointManager) one old checkpoint deleted, others not yet
 )
 
-from tensorweave.saving.atomic import (CRASH_ENV, CRASH_EXIT_CODE, crash_point, fsync_dir,  # noqa: E402,F401
-                                      lock_temporary, unlock)
+from tensorweave.saving import tensor_file  # noqa: E402 - one atomic writer, shared
+from tensorweave.saving.atomic import CRASH_ENV, CRASH_EXIT_CODE, crash_point  # noqa: E402,F401 - re-exported
 from tensorweave.saving.validation import open_regular, parse_json  # noqa: E402
 
 
 def write_atomic(path, payload, stage_prefix=""):
-    """Writes ``payload`` (bytes, or a list of bytes-like chunks) to ``path`` atomically and durably."""
-    path = os.fspath(path)
-    directory = os.path.dirname(os.path.abspath(path))
-    os.makedirs(directory, exist_ok=True)
-    chunks = [payload] if isinstance(payload, (bytes, bytearray, memoryview)) else list(payload)
-    fd, tmp = tempfile.mkstemp(dir=directory, prefix=".tmp-" + os.path.basename(path) + "-")
-    lock = lock_temporary(tmp)     # (so the next writer's clean-up leaves it alone meanwhile)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            if os.environ.get(CRASH_ENV, "").partition(":")[0] == stage_prefix + "partial_write":
-                # The crash hook wants a torn write: half the bytes reach the disk, then the process dies.
-                data = b"".join(bytes(memoryview(c).cast("B")) for c in chunks)
-                f.write(data[:len(data) // 2])
-                f.flush()
-                os.fsync(f.fileno())
-                crash_point(stage_prefix + "partial_write")
-                f.seek(0)
-                f.truncate()
-            for c in chunks:
-                f.write(c)
-            f.flush()
-            os.fsync(f.fileno())
-        crash_point(stage_prefix + "written")
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.remove(tmp)
-        raise
-    finally:
-        unlock(lock)
-    fsync_dir(directory)
-    crash_point(stage_prefix + "renamed")
+    """Writes ``payload`` (bytes, or a list of bytes-like chunks) to ``path`` atomically and durably,
+    with the crash hook's stages (``<stage_prefix>partial_write``/``written``/``renamed``)."""
+    tensor_file.write_bytes_atomic(path, payload, stage_prefix)
 
 
 # ---- the state file ----------------------------------------------------------------------------------
