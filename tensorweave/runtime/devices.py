@@ -143,17 +143,15 @@ def place(requested, opdef, soft=None, counts=None):
     spec = DeviceSpec.from_string(requested) if requested else DeviceSpec()
     dtype = spec.device_type or "CPU"
     idx = spec.device_index or 0
-
-    def device_count(t):
-        n = None if counts is None else counts.get(t)
-        return _config.get(t, 0) if n is None else n
-    ok = idx < device_count(dtype) and dtype in opdef.kernels
+    n = None if counts is None else counts.get(dtype)
+    available = _config.get(dtype, 0) if n is None else n
+    ok = idx < available and dtype in opdef.kernels
     if spec.job not in (None, "localhost") and not _remote_known(spec):
         ok = False
     if not ok:
         if not soft:
-            why = (f"no {dtype} device with index {idx} (this process has {device_count(dtype)})"
-                   if idx >= device_count(dtype) else f"no {dtype} kernel for op '{opdef.name}'")
+            why = (f"no {dtype} device with index {idx} (this process has {available})"
+                   if idx >= available else f"no {dtype} kernel for op '{opdef.name}'")
             raise errors.InvalidArgumentError(
                 f"Cannot assign a device for operation '{opdef.name}': {why}. "
                 "Hint: enable soft placement (tw.config.set_soft_device_placement(True)).")
