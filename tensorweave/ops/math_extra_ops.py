@@ -22,7 +22,7 @@ from tensorweave.ops import math_ops as M
 from tensorweave.ops import rules
 from tensorweave.ops.arguments import int_argument
 from tensorweave.ops.reduce_ops import reduce_all, reduce_mean, reduce_sum
-from tensorweave.ops.special_ops import lgamma
+from tensorweave.ops.special_ops import _u, _x, lgamma
 
 __all__ = ["accumulate_n", "reciprocal_no_nan", "scalar_mul", "polyval", "lbeta", "zero_fraction", "in_top_k",
            "invert_permutation", "is_non_decreasing", "is_strictly_increasing", "confusion_matrix", "real", "imag",
@@ -139,15 +139,6 @@ def softsign(features, name=None):
 
 
 # ---- special functions ------------------------------------------------------------------------
-def _u(name, grad):
-    register_op(name, infer=rules.unary(F), grad=grad)
-    return M._unary_op(get_op(name), F)
-
-
-def _x(op):
-    return op.inputs[0]
-
-
 erfinv = _u("Erfinv", lambda op, g: [g * (np.sqrt(np.pi) / 2) * M.exp(M.square(op.outputs[0]))])
 ndtri = _u("Ndtri", lambda op, g: [g * np.sqrt(2 * np.pi) * M.exp(M.square(op.outputs[0]) * 0.5)])
 bessel_i0 = _u("BesselI0", lambda op, g: [g * bessel_i1(_x(op))])
@@ -167,15 +158,11 @@ def _binary(name, grad):
     return M._binary_op(get_op(name), F)
 
 
-def _grads(op, ga, gx):
-    return M._grads(op, ga, gx)
-
-
 # polygamma(n, x): d/dx = polygamma(n + 1, x); no gradient in the order n. zeta(x, q): d/dq =
 # -x zeta(x + 1, q). igamma(a, x) = P(a, x): d/dx = exp(-x) x^(a-1) / Gamma(a); igammac = 1 - P.
 # The gradients in the first argument (a, x of zeta) are not implemented: None, as TF's for polygamma.
-polygamma = _binary("Polygamma", lambda op, g: _grads(op, None, g * polygamma(_x(op) + 1, op.inputs[1])))
-zeta = _binary("Zeta", lambda op, g: _grads(op, None, -g * _x(op) * zeta(_x(op) + 1, op.inputs[1])))
+polygamma = _binary("Polygamma", lambda op, g: M._grads(op, None, g * polygamma(_x(op) + 1, op.inputs[1])))
+zeta = _binary("Zeta", lambda op, g: M._grads(op, None, -g * _x(op) * zeta(_x(op) + 1, op.inputs[1])))
 
 
 def _igamma_dx(op):
@@ -183,5 +170,5 @@ def _igamma_dx(op):
     return M.exp(-x + (a - 1) * M.log(x) - lgamma(a))
 
 
-igamma = _binary("Igamma", lambda op, g: _grads(op, None, g * _igamma_dx(op)))
-igammac = _binary("Igammac", lambda op, g: _grads(op, None, -g * _igamma_dx(op)))
+igamma = _binary("Igamma", lambda op, g: M._grads(op, None, g * _igamma_dx(op)))
+igammac = _binary("Igammac", lambda op, g: M._grads(op, None, -g * _igamma_dx(op)))
