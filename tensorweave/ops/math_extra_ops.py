@@ -1,7 +1,7 @@
 """More ``tf.math`` names, composed of existing ops where possible: ``accumulate_n``,
 ``reciprocal_no_nan``, ``scalar_mul``, ``polyval``, ``lbeta``, ``zero_fraction``, ``in_top_k``,
 ``invert_permutation``, ``is_non_decreasing``, ``is_strictly_increasing``, ``confusion_matrix``,
-the real-number cases of ``real``/``imag``/``conj``/``angle``, and the special functions
+and the special functions
 ``erfinv``, ``ndtri``, ``bessel_i0``/``i0e``/``i1``/``i1e``, ``polygamma``, ``zeta``, ``igamma``,
 ``igammac`` with their gradients.
 
@@ -25,9 +25,9 @@ from tensorweave.ops.reduce_ops import reduce_all, reduce_mean, reduce_sum
 from tensorweave.ops.special_ops import _u, _x, lgamma
 
 __all__ = ["accumulate_n", "reciprocal_no_nan", "scalar_mul", "polyval", "lbeta", "zero_fraction", "in_top_k",
-           "invert_permutation", "is_non_decreasing", "is_strictly_increasing", "confusion_matrix", "real", "imag",
-           "conj", "angle", "erfinv", "ndtri", "bessel_i0", "bessel_i0e", "bessel_i1", "bessel_i1e", "polygamma",
-           "zeta", "igamma", "igammac", "softsign"]
+           "invert_permutation", "is_non_decreasing", "is_strictly_increasing", "confusion_matrix",
+           "erfinv", "ndtri", "bessel_i0", "bessel_i0e", "bessel_i1", "bessel_i1e", "polygamma", "zeta",
+           "igamma", "igammac", "softsign"]
 
 _ct = convert_to_tensor
 F = rules.FLOAT
@@ -113,25 +113,6 @@ def confusion_matrix(labels, predictions, num_classes=None, weights=None, dtype=
          else A.constant(int_argument(num_classes, "confusion_matrix", "num_classes", 0), _dt.int64))
     w = A.ones_like(lab, dtype=dtype) if weights is None else M.cast(_ct(weights), dtype)
     return scatter_nd(A.stack([lab, pred], axis=1), w, A.stack([n, n]), name=name)
-
-
-# ---- the real-number cases of complex helpers (tensorweave has no complex dtypes) -----------------
-def real(input, name=None):
-    return A.identity(_ct(input), name=name)
-
-
-def conj(x, name=None):
-    return A.identity(_ct(x), name=name)
-
-
-def imag(input, name=None):
-    return A.zeros_like(_ct(input), name=name)
-
-
-def angle(input, name=None):
-    """0 for non-negative reals, pi for negative ones."""
-    x = _ct(input)
-    return M.where(M.less(x, 0), M.add(A.zeros_like(x), np.pi), A.zeros_like(x), name=name)
 
 
 def softsign(features, name=None):
