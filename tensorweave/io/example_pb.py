@@ -269,7 +269,17 @@ def _map_encode(field, mapping, deterministic):
     return b"".join(_ld(field, _ld(1, k.encode("utf-8")) + _ld(2, v._encode(deterministic))) for k, v in items)
 
 
-def _map_decode(buf, span, value_cls, depth):
+def _map_decode(buf, pos, end, value_cls, depth):
+    """The map in field 1 of the message at ``buf[pos:end]``: its entries as a dict."""
+    out = {}
+    for f, w, v in _fields(buf, pos, end):
+        if f == 1 and w == 2:
+            k, val = _map_entry(buf, v, value_cls, depth + 1)
+            out[k] = val
+    return out
+
+
+def _map_entry(buf, span, value_cls, depth):
     if depth > _MAX_DEPTH:
         raise DecodeError("messages nested too deeply")
     key, value = "", value_cls()
@@ -323,12 +333,7 @@ class Features(_Message):
 
     @classmethod
     def _decode(cls, buf, pos, end, depth):
-        out = cls()
-        for f, w, v in _fields(buf, pos, end):
-            if f == 1 and w == 2:
-                k, val = _map_decode(buf, v, Feature, depth + 1)
-                out.feature[k] = val
-        return out
+        return cls(_map_decode(buf, pos, end, Feature, depth))
 
 
 class FeatureList(_Message):
@@ -362,12 +367,7 @@ class FeatureLists(_Message):
 
     @classmethod
     def _decode(cls, buf, pos, end, depth):
-        out = cls()
-        for f, w, v in _fields(buf, pos, end):
-            if f == 1 and w == 2:
-                k, val = _map_decode(buf, v, FeatureList, depth + 1)
-                out.feature_list[k] = val
-        return out
+        return cls(_map_decode(buf, pos, end, FeatureList, depth))
 
 
 class Example(_Message):

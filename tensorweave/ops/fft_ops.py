@@ -201,22 +201,22 @@ def _nd_axes(x, fft_length, axes):
     return len(axes)
 
 
-def fftnd(input, fft_length=None, axes=None, norm=None, name=None):  # noqa: A002
-    """The DFT over ``axes`` (the innermost ones; default all)."""
-    x = _complex_input(input, "fftnd")
+def _fftnd(input, fft_length, axes, inverse, what, name):  # noqa: A002
+    x = _complex_input(input, what)
     k = _nd_axes(x, fft_length, axes)
     if fft_length is not None:
         x = _fit(x, list(fft_length))
-    return _fft(x, k, False, name)
+    return _fft(x, k, inverse, name)
+
+
+def fftnd(input, fft_length=None, axes=None, norm=None, name=None):  # noqa: A002
+    """The DFT over ``axes`` (the innermost ones; default all)."""
+    return _fftnd(input, fft_length, axes, False, "fftnd", name)
 
 
 def ifftnd(input, fft_length=None, axes=None, norm=None, name=None):  # noqa: A002
     """The inverse DFT over ``axes`` (the innermost ones; default all)."""
-    x = _complex_input(input, "ifftnd")
-    k = _nd_axes(x, fft_length, axes)
-    if fft_length is not None:
-        x = _fit(x, list(fft_length))
-    return _fft(x, k, True, name)
+    return _fftnd(input, fft_length, axes, True, "ifftnd", name)
 
 
 def rfftnd(input_tensor, fft_length=None, axes=None, norm=None, name=None):

@@ -1,7 +1,7 @@
 """More ``tf.math`` names, composed of existing ops where possible: ``accumulate_n``,
 ``reciprocal_no_nan``, ``scalar_mul``, ``polyval``, ``lbeta``, ``zero_fraction``, ``in_top_k``,
 ``invert_permutation``, ``is_non_decreasing``, ``is_strictly_increasing``, ``confusion_matrix``,
-the real-number cases of ``real``/``imag``/``conj``/``angle``, and the special functions
+and the special functions
 ``erfinv``, ``ndtri``, ``bessel_i0``/``i0e``/``i1``/``i1e``, ``polygamma``, ``zeta``, ``igamma``,
 ``igammac`` with their gradients.
 
@@ -22,12 +22,12 @@ from tensorweave.ops import math_ops as M
 from tensorweave.ops import rules
 from tensorweave.ops.arguments import int_argument
 from tensorweave.ops.reduce_ops import reduce_all, reduce_mean, reduce_sum
-from tensorweave.ops.special_ops import lgamma
+from tensorweave.ops.special_ops import _u, _x, lgamma
 
 __all__ = ["accumulate_n", "reciprocal_no_nan", "scalar_mul", "polyval", "lbeta", "zero_fraction", "in_top_k",
-           "invert_permutation", "is_non_decreasing", "is_strictly_increasing", "confusion_matrix", "real", "imag",
-           "conj", "angle", "erfinv", "ndtri", "bessel_i0", "bessel_i0e", "bessel_i1", "bessel_i1e", "polygamma",
-           "zeta", "igamma", "igammac", "softsign"]
+           "invert_permutation", "is_non_decreasing", "is_strictly_increasing", "confusion_matrix",
+           "erfinv", "ndtri", "bessel_i0", "bessel_i0e", "bessel_i1", "bessel_i1e", "polygamma", "zeta",
+           "igamma", "igammac", "softsign"]
 
 _ct = convert_to_tensor
 F = rules.FLOAT
@@ -115,39 +115,11 @@ def confusion_matrix(labels, predictions, num_classes=None, weights=None, dtype=
     return scatter_nd(A.stack([lab, pred], axis=1), w, A.stack([n, n]), name=name)
 
 
-# ---- the real-number cases of complex helpers (tensorweave has no complex dtypes) -----------------
-def real(input, name=None):
-    return A.identity(_ct(input), name=name)
-
-
-def conj(x, name=None):
-    return A.identity(_ct(x), name=name)
-
-
-def imag(input, name=None):
-    return A.zeros_like(_ct(input), name=name)
-
-
-def angle(input, name=None):
-    """0 for non-negative reals, pi for negative ones."""
-    x = _ct(input)
-    return M.where(M.less(x, 0), M.add(A.zeros_like(x), np.pi), A.zeros_like(x), name=name)
-
-
 def softsign(features, name=None):
     return M.softsign(features, name=name)
 
 
 # ---- special functions ------------------------------------------------------------------------
-def _u(name, grad):
-    register_op(name, infer=rules.unary(F), grad=grad)
-    return M._unary_op(get_op(name), F)
-
-
-def _x(op):
-    return op.inputs[0]
-
-
 erfinv = _u("Erfinv", lambda op, g: [g * (np.sqrt(np.pi) / 2) * M.exp(M.square(op.outputs[0]))])
 ndtri = _u("Ndtri", lambda op, g: [g * np.sqrt(2 * np.pi) * M.exp(M.square(op.outputs[0]) * 0.5)])
 bessel_i0 = _u("BesselI0", lambda op, g: [g * bessel_i1(_x(op))])
@@ -167,15 +139,11 @@ def _binary(name, grad):
     return M._binary_op(get_op(name), F)
 
 
-def _grads(op, ga, gx):
-    return M._grads(op, ga, gx)
-
-
 # polygamma(n, x): d/dx = polygamma(n + 1, x); no gradient in the order n. zeta(x, q): d/dq =
 # -x zeta(x + 1, q). igamma(a, x) = P(a, x): d/dx = exp(-x) x^(a-1) / Gamma(a); igammac = 1 - P.
 # The gradients in the first argument (a, x of zeta) are not implemented: None, as TF's for polygamma.
-polygamma = _binary("Polygamma", lambda op, g: _grads(op, None, g * polygamma(_x(op) + 1, op.inputs[1])))
-zeta = _binary("Zeta", lambda op, g: _grads(op, None, -g * _x(op) * zeta(_x(op) + 1, op.inputs[1])))
+polygamma = _binary("Polygamma", lambda op, g: M._grads(op, None, g * polygamma(_x(op) + 1, op.inputs[1])))
+zeta = _binary("Zeta", lambda op, g: M._grads(op, None, -g * _x(op) * zeta(_x(op) + 1, op.inputs[1])))
 
 
 def _igamma_dx(op):
@@ -183,5 +151,5 @@ def _igamma_dx(op):
     return M.exp(-x + (a - 1) * M.log(x) - lgamma(a))
 
 
-igamma = _binary("Igamma", lambda op, g: _grads(op, None, g * _igamma_dx(op)))
-igammac = _binary("Igammac", lambda op, g: _grads(op, None, -g * _igamma_dx(op)))
+igamma = _binary("Igamma", lambda op, g: M._grads(op, None, g * _igamma_dx(op)))
+igammac = _binary("Igammac", lambda op, g: M._grads(op, None, -g * _igamma_dx(op)))

@@ -7,7 +7,7 @@ functions, ``lgamma``, ``digamma``, ``erfc``, ``log_sigmoid``. Float inputs only
 """
 import numpy as np
 
-from tensorweave.core.registry import NOT_DIFFERENTIABLE, get_op, register_op
+from tensorweave.core.registry import NOT_DIFFERENTIABLE
 from tensorweave.ops import math_ops as M
 from tensorweave.ops import rules
 
@@ -16,8 +16,7 @@ __all__ = ["asin", "acos", "sinh", "cosh", "asinh", "acosh", "atanh", "lgamma", 
 
 
 def _u(name, grad):
-    register_op(name, infer=rules.unary(rules.FLOAT), grad=grad)
-    return M._unary_op(get_op(name), rules.FLOAT)
+    return M._u(name, grad, rules.FLOAT)
 
 
 def _x(op):
