@@ -94,10 +94,7 @@ def stft(x, sequence_length, sequence_stride, fft_length, window="hann", center=
     if win is None:
         win = np.ones(sequence_length, x.dtype.np_dtype)
     win = np.pad(win, (l_pad, fft_length - sequence_length - l_pad))
-    n = x.shape.as_list()[-1]
-    count = 1 + (n - fft_length) // sequence_stride
-    rows = np.arange(count)[:, None] * sequence_stride + np.arange(fft_length)[None, :]
-    frames = tw.gather(x, tw.constant(rows.astype(np.int32)), axis=x.shape.rank - 1) * tw.constant(win)
+    frames = tw.signal.frame(x, fft_length, sequence_stride) * tw.constant(win)
     return rfft(frames, fft_length)
 
 
@@ -113,16 +110,11 @@ def istft(x, sequence_length, sequence_stride, fft_length, length=None, window="
     win = np.pad(win, (l_pad, fft_length - sequence_length - l_pad))
     count = frames.shape.as_list()[-2]
     total = fft_length + sequence_stride * (count - 1)
-    frames = frames * tw.constant(win)
-    # overlap-add as a scatter of every frame sample to its output position
+    out = tw.signal.overlap_and_add(frames * tw.constant(win), sequence_stride)
     pos = (np.arange(count)[:, None] * sequence_stride + np.arange(fft_length)[None, :]).reshape(-1)
-    lead = frames.shape.as_list()[:-2]
-    flat = tw.reshape(frames, [-1, count * fft_length])
-    out = tw.transpose(tw.unsorted_segment_sum(tw.transpose(flat), tw.constant(pos.astype(np.int32)), total))
     norm = np.zeros(total)
     np.add.at(norm, pos, np.tile(win.astype(np.float64) ** 2, count))
     out = out / tw.constant(np.where(norm > 1e-10, norm, 1.0).astype(frames.dtype.np_dtype))
-    out = tw.reshape(out, lead + [total]) if lead else tw.reshape(out, [total])
     start = fft_length // 2 if center else 0
     end = total - fft_length // 2 if center else total
     if length is not None:
