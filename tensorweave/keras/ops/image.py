@@ -219,18 +219,6 @@ def hsv_to_rgb(images, data_format=None):
     return _restore(tw.stack([ch(5.0), ch(3.0), ch(1.0)], -1), single, cf)
 
 
-def _box(height, width, top, left, bottom, right, target_h, target_w, what):
-    if top is None and bottom is None:
-        if target_h is None:
-            raise ValueError(f"{what}: give two of top/bottom/target_height")
-        top, bottom = 0, None
-    if left is None and right is None:
-        if target_w is None:
-            raise ValueError(f"{what}: give two of left/right/target_width")
-        left, right = 0, None
-    return top, left, bottom, right
-
-
 def pad_images(images, top_padding=None, left_padding=None, bottom_padding=None, right_padding=None,
                target_height=None, target_width=None, data_format=None):
     x, single, cf = _as_batch(images, data_format)
