@@ -89,8 +89,7 @@ class UnitNormalization(Layer):
         self.supports_masking = True
 
     def call(self, inputs):
-        sq = tw.reduce_sum(tw.square(inputs), axis=self.axis, keepdims=True)
-        return inputs * tw.rsqrt(tw.maximum(sq, 1e-12))
+        return tw.nn.l2_normalize(inputs, axis=self.axis)
 
     def compute_output_shape(self, input_shape):
         return tuple(input_shape)

@@ -1,5 +1,4 @@
-"""Keras' FFT ops on (real, imaginary) pairs, as dense DFT matrix products (O(n^2) per transform,
-exact to rounding and differentiable; meant for the modest lengths of audio frames and tests).
+"""Keras' FFT ops on (real, imaginary) pairs, over the complex FFT primitives of ``tw.signal``.
 
 >>> import numpy as np
 >>> from tensorweave import keras
@@ -28,82 +27,45 @@ def _pair(x, what):
     return re, im
 
 
-def _dft(n_in, n_out, dtype, inverse=False):
-    k = np.arange(n_out)[None, :]
-    t = np.arange(n_in)[:, None]
-    ang = 2 * np.pi * t * k / max(n_in, 1)
-    sign = 1.0 if inverse else -1.0
-    return tw.constant(np.cos(ang).astype(dtype.np_dtype)), tw.constant((sign * np.sin(ang)).astype(dtype.np_dtype))
+def _to_complex(re, im):
+    """``(re, im)`` as one complex tensor (``tw.signal`` has float32/float64 kernels only)."""
+    if re.dtype not in (tw.float32, tw.float64):
+        re, im = tw.cast(re, tw.float32), tw.cast(im, tw.float32)
+    return tw.complex(re, im)
 
 
-def _last(x, m):
-    """``x`` along its last axis as ``[..., n] @ m``."""
-    r = x.shape.rank
-    return tw.tensordot(x, m, [[r - 1], [0]])
-
-
-def _complex_dft(re, im, inverse=False):
-    n = re.shape.as_list()[-1]
-    c, s = _dft(n, n, re.dtype, inverse)
-    out_re = _last(re, c) - _last(im, s)
-    out_im = _last(re, s) + _last(im, c)
-    if inverse:
-        out_re, out_im = out_re / n, out_im / n
-    return out_re, out_im
-
-
-def _swap_last2(x):
-    r = x.shape.rank
-    return tw.transpose(x, list(range(r - 2)) + [r - 1, r - 2])
+def _from_complex(z, dtype):
+    re, im = tw.math.real(z), tw.math.imag(z)
+    return (re, im) if re.dtype == dtype else (tw.cast(re, dtype), tw.cast(im, dtype))
 
 
 def fft(x):
-    return _complex_dft(*_pair(x, "fft"))
+    re, im = _pair(x, "fft")
+    return _from_complex(tw.signal.fft(_to_complex(re, im)), re.dtype)
 
 
 def fft2(x):
-    re, im = _complex_dft(*_pair(x, "fft2"))
-    re, im = _complex_dft(_swap_last2(re), _swap_last2(im))
-    return _swap_last2(re), _swap_last2(im)
+    re, im = _pair(x, "fft2")
+    return _from_complex(tw.signal.fft2d(_to_complex(re, im)), re.dtype)
 
 
 def ifft2(x):
-    re, im = _complex_dft(*_pair(x, "ifft2"), inverse=True)
-    re, im = _complex_dft(_swap_last2(re), _swap_last2(im), inverse=True)
-    return _swap_last2(re), _swap_last2(im)
-
-
-def _fit_length(x, n):
-    have = x.shape.as_list()[-1]
-    if have == n:
-        return x
-    if have > n:
-        return x[..., :n]
-    return tw.pad(x, [[0, 0]] * (x.shape.rank - 1) + [[0, n - have]])
+    re, im = _pair(x, "ifft2")
+    return _from_complex(tw.signal.ifft2d(_to_complex(re, im)), re.dtype)
 
 
 def rfft(x, fft_length=None):
     x = _f(x)
     n = x.shape.as_list()[-1] if fft_length is None else int(fft_length)
-    x = _fit_length(x, n)
-    c, s = _dft(n, n // 2 + 1, x.dtype)
-    return _last(x, c), _last(x, s)
+    y = x if x.dtype in (tw.float32, tw.float64) else tw.cast(x, tw.float32)
+    return _from_complex(tw.signal.rfft(y, [n]), x.dtype)
 
 
 def irfft(x, fft_length=None):
     re, im = _pair(x, "irfft")
-    m = re.shape.as_list()[-1]
-    n = 2 * (m - 1) if fft_length is None else int(fft_length)
-    half = n // 2 + 1
-    re, im = _fit_length(re, half), _fit_length(im, half)
-    k = np.arange(half)
-    # weights of the Hermitian half: bins 0 and n/2 (n even) once, the others twice
-    w = np.where((k == 0) | ((n % 2 == 0) & (k == n // 2)), 1.0, 2.0)
-    t = np.arange(n)[None, :]
-    ang = 2 * np.pi * k[:, None] * t / n
-    cm = tw.constant((w[:, None] * np.cos(ang) / n).astype(re.dtype.np_dtype))
-    sm = tw.constant((-w[:, None] * np.sin(ang) / n).astype(re.dtype.np_dtype))
-    return _last(re, cm) + _last(im, sm)
+    n = 2 * (re.shape.as_list()[-1] - 1) if fft_length is None else int(fft_length)
+    out = tw.signal.irfft(_to_complex(re, im), [n])
+    return out if out.dtype == re.dtype else tw.cast(out, re.dtype)
 
 
 def _window(window, length, dtype):
@@ -132,10 +94,7 @@ def stft(x, sequence_length, sequence_stride, fft_length, window="hann", center=
     if win is None:
         win = np.ones(sequence_length, x.dtype.np_dtype)
     win = np.pad(win, (l_pad, fft_length - sequence_length - l_pad))
-    n = x.shape.as_list()[-1]
-    count = 1 + (n - fft_length) // sequence_stride
-    rows = np.arange(count)[:, None] * sequence_stride + np.arange(fft_length)[None, :]
-    frames = tw.gather(x, tw.constant(rows.astype(np.int32)), axis=x.shape.rank - 1) * tw.constant(win)
+    frames = tw.signal.frame(x, fft_length, sequence_stride) * tw.constant(win)
     return rfft(frames, fft_length)
 
 
@@ -151,16 +110,11 @@ def istft(x, sequence_length, sequence_stride, fft_length, length=None, window="
     win = np.pad(win, (l_pad, fft_length - sequence_length - l_pad))
     count = frames.shape.as_list()[-2]
     total = fft_length + sequence_stride * (count - 1)
-    frames = frames * tw.constant(win)
-    # overlap-add as a scatter of every frame sample to its output position
+    out = tw.signal.overlap_and_add(frames * tw.constant(win), sequence_stride)
     pos = (np.arange(count)[:, None] * sequence_stride + np.arange(fft_length)[None, :]).reshape(-1)
-    lead = frames.shape.as_list()[:-2]
-    flat = tw.reshape(frames, [-1, count * fft_length])
-    out = tw.transpose(tw.unsorted_segment_sum(tw.transpose(flat), tw.constant(pos.astype(np.int32)), total))
     norm = np.zeros(total)
     np.add.at(norm, pos, np.tile(win.astype(np.float64) ** 2, count))
     out = out / tw.constant(np.where(norm > 1e-10, norm, 1.0).astype(frames.dtype.np_dtype))
-    out = tw.reshape(out, lead + [total]) if lead else tw.reshape(out, [total])
     start = fft_length // 2 if center else 0
     end = total - fft_length // 2 if center else total
     if length is not None:

@@ -193,42 +193,12 @@ def rgb_to_grayscale(images, data_format=None):
 
 def rgb_to_hsv(images, data_format=None):
     x, single, cf = _as_batch(images, data_format)
-    r, g, b = x[..., 0], x[..., 1], x[..., 2]
-    v = tw.reduce_max(x, -1)
-    mn = tw.reduce_min(x, -1)
-    rng = v - mn
-    safe_v = tw.where(tw.greater(v, 0), v, tw.ones_like(v))
-    s = tw.where(tw.greater(v, 0), rng / safe_v, tw.zeros_like(v))
-    safe = tw.where(tw.greater(rng, 0), rng, tw.ones_like(rng))
-    hr = (g - b) / safe
-    hg = 2.0 + (b - r) / safe
-    hb = 4.0 + (r - g) / safe
-    h = tw.where(tw.equal(v, r), hr, tw.where(tw.equal(v, g), hg, hb))
-    h = tw.where(tw.greater(rng, 0), h / 6.0, tw.zeros_like(h))
-    h = h - tw.floor(h)
-    return _restore(tw.stack([h, s, v], -1), single, cf)
+    return _restore(tw.image.rgb_to_hsv(x), single, cf)
 
 
 def hsv_to_rgb(images, data_format=None):
     x, single, cf = _as_batch(images, data_format)
-    h, s, v = x[..., 0], x[..., 1], x[..., 2]
-
-    def ch(n):
-        k = (n + h * 6.0) - 6.0 * tw.floor((n + h * 6.0) / 6.0)
-        return v - v * s * tw.maximum(tw.minimum(tw.minimum(k, 4.0 - k), 1.0), 0.0)
-    return _restore(tw.stack([ch(5.0), ch(3.0), ch(1.0)], -1), single, cf)
-
-
-def _box(height, width, top, left, bottom, right, target_h, target_w, what):
-    if top is None and bottom is None:
-        if target_h is None:
-            raise ValueError(f"{what}: give two of top/bottom/target_height")
-        top, bottom = 0, None
-    if left is None and right is None:
-        if target_w is None:
-            raise ValueError(f"{what}: give two of left/right/target_width")
-        left, right = 0, None
-    return top, left, bottom, right
+    return _restore(tw.image.hsv_to_rgb(x), single, cf)
 
 
 def pad_images(images, top_padding=None, left_padding=None, bottom_padding=None, right_padding=None,

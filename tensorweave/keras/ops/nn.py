@@ -539,8 +539,7 @@ def normalize(x, axis=-1, order=2, epsilon=None):
     x = _f(x)
     eps = _epsilon() if epsilon is None else epsilon
     if order == 2:
-        sq = tw.reduce_sum(tw.square(x), axis=axis, keepdims=True)
-        return x * tw.rsqrt(tw.maximum(sq, eps * eps))
+        return tw.nn.l2_normalize(x, axis=axis, epsilon=eps * eps)
     norm = tw.norm(x, ord=order, axis=axis, keepdims=True)
     return x / tw.maximum(norm, eps)
 
