@@ -521,21 +521,23 @@ def recall_at_k(labels, predictions, k, class_id=None, weights=None, metrics_col
                  metrics_collections, updates_collections, name, "recall")
 
 
+def _given_top_ids(predictions_idx, k):
+    """The caller's top class ids as int64, cut to the first ``k`` columns when ``k`` is given."""
+    top = _m.cast(convert_to_tensor(predictions_idx), _dt.int64)
+    return top if k is None else top[:, :k]
+
+
 def precision_at_top_k(labels, predictions_idx, k=None, class_id=None, weights=None, metrics_collections=None,
                        updates_collections=None, name=None):
     """``precision_at_k`` given the top class ids (``predictions_idx``, ``[batch, k]``) instead of scores."""
-    top = _m.cast(convert_to_tensor(predictions_idx), _dt.int64)
-    if k is not None:
-        top = top[:, :k]
+    top = _given_top_ids(predictions_idx, k)
     return _at_k("precision_at_top_k", f"precision_at_top_{k}", labels, top, class_id, weights,
                  metrics_collections, updates_collections, name, "precision")
 
 
 def recall_at_top_k(labels, predictions_idx, k=None, class_id=None, weights=None, metrics_collections=None,
                     updates_collections=None, name=None):
-    top = _m.cast(convert_to_tensor(predictions_idx), _dt.int64)
-    if k is not None:
-        top = top[:, :k]
+    top = _given_top_ids(predictions_idx, k)
     return _at_k("recall_at_top_k", f"recall_at_top_{k}", labels, top, class_id, weights, metrics_collections,
                  updates_collections, name, "recall")
 

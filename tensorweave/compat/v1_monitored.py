@@ -28,7 +28,6 @@ restored by the next session in that directory).
 0.3125
 """
 import os
-import time
 
 from tensorweave.compat.v1_input import Coordinator, start_queue_runners
 from tensorweave.core import errors
@@ -147,7 +146,7 @@ class SummarySaverHook(_hooks.SessionRunHook):
                  summary_op=None):
         if (save_secs is None) == (save_steps is None):
             raise ValueError("SummarySaverHook: exactly one of save_secs and save_steps must be given")
-        self._steps, self._secs = save_steps, save_secs
+        self._secs, self._timer = save_secs, _hooks.SecondOrStepTimer(every_secs=save_secs, every_steps=save_steps)
         self._dir, self._writer, self._op = output_dir, summary_writer, summary_op
         self._scaffold = scaffold
 
@@ -161,23 +160,20 @@ class SummarySaverHook(_hooks.SessionRunHook):
         if self._writer is None and self._op is not None:
             self._writer = v1_summary.FileWriterCache.get(self._dir)
         self._step = get_global_step()
-        self._next, self._last_time = 0, time.time()
+        self._runs = 0   # the timer counts this hook's runs, not the global step
+        self._timer.reset()
+        if self._secs is not None:   # by seconds, the first summary waits save_secs (the timer alone fires at once)
+            self._timer.update_last_triggered_step(-1)
 
     def before_run(self, run_context):
-        self._due = self._op is not None and (
-            (self._steps is not None and self._count() >= self._next) or
-            (self._secs is not None and time.time() - self._last_time >= self._secs))
+        self._due = self._op is not None and self._timer.should_trigger_for_step(self._runs)
         return _hooks.SessionRunArgs({"summary": self._op, "step": self._step}) if self._due else None
 
-    def _count(self):
-        return getattr(self, "_seen", 0)
-
     def after_run(self, run_context, run_values):
-        self._seen = self._count() + 1
         if self._due:
             self._writer.add_summary(run_values.results["summary"], int(run_values.results["step"]))
-            self._next = self._count() - 1 + (self._steps or 0)
-            self._last_time = time.time()
+            self._timer.update_last_triggered_step(self._runs)
+        self._runs += 1
 
     def end(self, session):
         if self._writer is not None:
