@@ -94,13 +94,23 @@ P = Partial("sum")
 
 
 class Signature:
-    """One candidate of an op's rule: the SBP each input needs and each output gets."""
+    """One candidate of an op's rule: the SBP each input needs and each output gets.
 
-    __slots__ = ("inputs", "outputs")
+    ``local`` (optional) says how a rank runs the op on its pieces when that is not the op
+    itself with the same attrs: ``local(op_type, attrs, shard) -> (op_type, attrs)`` with
+    ``shard`` a :class:`ShardInfo` (e.g. a reshape's target shape made local, a gather on a
+    row-split table given its row offset). It must return data only (a registered op type
+    and graph-format attrs), so the per-rank plan stays data. On an N-D mesh the ``local``
+    hooks of the chosen per-axis signatures are applied in mesh-axis order, each getting the
+    previous one's result. Equality ignores ``local``.
+    """
 
-    def __init__(self, inputs, outputs):
+    __slots__ = ("inputs", "outputs", "local")
+
+    def __init__(self, inputs, outputs, local=None):
         object.__setattr__(self, "inputs", tuple(inputs))
         object.__setattr__(self, "outputs", tuple(outputs))
+        object.__setattr__(self, "local", local)
 
     def __setattr__(self, name, value):
         raise AttributeError("Signature is immutable")
@@ -113,6 +123,36 @@ class Signature:
 
     def __repr__(self):
         return f"{', '.join(map(repr, self.inputs))} -> {', '.join(map(repr, self.outputs))}"
+
+
+class ShardInfo:
+    """What a :attr:`Signature.local` hook sees of one rank: per input and per output the
+    logical shape and the slices of the logical value this rank's piece covers (whole axes
+    for ``B``/``P``), its mesh coordinates and the mesh shape.
+
+    >>> info = ShardInfo([(4, 3)], [(slice(2, 4), slice(0, 3))], [(4, 3)], [(slice(2, 4), slice(0, 3))], (1,), (2,))
+    >>> info.in_offsets(0), info.in_local_shape(0)
+    ((2, 0), (2, 3))
+    """
+
+    __slots__ = ("in_shapes", "in_slices", "out_shapes", "out_slices", "coords", "mesh_shape")
+
+    def __init__(self, in_shapes, in_slices, out_shapes, out_slices, coords, mesh_shape):
+        self.in_shapes, self.in_slices = [tuple(s) for s in in_shapes], list(in_slices)
+        self.out_shapes, self.out_slices = [tuple(s) for s in out_shapes], list(out_slices)
+        self.coords, self.mesh_shape = tuple(coords), tuple(mesh_shape)
+
+    def in_offsets(self, i):
+        return tuple(s.start for s in self.in_slices[i])
+
+    def in_local_shape(self, i):
+        return tuple(s.stop - s.start for s in self.in_slices[i])
+
+    def out_offsets(self, i):
+        return tuple(s.start for s in self.out_slices[i])
+
+    def out_local_shape(self, i):
+        return tuple(s.stop - s.start for s in self.out_slices[i])
 
 
 class SbpInput:
