@@ -135,6 +135,8 @@ OPS = [
     _float_unary("relu6", tw.nn.relu6 if hasattr(tw, "nn") else None, lambda x: np.clip(x, 0, 6), -3, 8, kinks=(0, 6), order=1),
     _float_unary("elu", tw.nn.elu if hasattr(tw, "nn") else None, lambda x: np.where(x > 0, x, np.expm1(x)), kinks=(0,), order=1),
     _float_unary("selu", tw.nn.selu if hasattr(tw, "nn") else None, _selu, kinks=(0,), order=1),
+    _float_unary("softsign", tw.nn.softsign if hasattr(tw, "nn") else None, lambda x: x / (1 + np.abs(x)),
+                 kinks=(0,), order=1),
     _float_unary("softplus", tw.nn.softplus if hasattr(tw, "nn") else None, lambda x: np.logaddexp(0, x)),
     _float_unary("leaky_relu", (lambda x: tw.nn.leaky_relu(x, alpha=0.1)) if hasattr(tw, "nn") else None,
                  lambda x: np.where(x > 0, x, 0.1 * x), kinks=(0,), order=1),
@@ -166,6 +168,8 @@ OPS += [
     OpInfo("logical_not", tw.logical_not, np.logical_not, (tw.bool,), unary_samples(), grad=False),
     OpInfo("is_nan", tw.is_nan, np.isnan, FLOATS,
            lambda d, r: [Sample((np.array([1.0, np.nan, np.inf, -np.inf], dtype=d),))], grad=False),
+    OpInfo("is_inf", tw.is_inf, np.isinf, FLOATS,
+           lambda d, r: [Sample((np.array([1.0, np.nan, np.inf, -np.inf, 0.0], dtype=d),))], grad=False),
     OpInfo("is_finite", tw.is_finite, np.isfinite, FLOATS,
            lambda d, r: [Sample((np.array([1.0, np.nan, np.inf, -np.inf], dtype=d),))], grad=False),
 ]

@@ -3,7 +3,8 @@ the sparsity pattern is fixed per sample (unsorted, with a repeated row and an e
 import numpy as np
 
 import tensorweave as tw
-from opinfo import OpInfo, Sample, arr
+from opinfo import NUMERIC, OpInfo, Sample, arr
+from tensorweave.keras.optimizers.sparse_ops import unique_segment_sum
 
 F = (tw.float32, tw.float64)
 IDX = np.array([[2, 1], [0, 3], [2, 0], [0, 0], [3, 3]], np.int64)
@@ -35,7 +36,22 @@ def _values(dtype, rng):
     return [Sample((arr(rng, (5,), dtype),), name="values")]
 
 
+def _unique_segment_sum_ref(indices, values):
+    uniq, inverse = np.unique(indices, return_inverse=True)
+    out = np.zeros((len(uniq),) + values.shape[1:], values.dtype)
+    np.add.at(out, inverse.reshape(-1), values)
+    return uniq.astype(indices.dtype), out
+
+
+def _unique_segment_sum_samples(dtype, rng):
+    # repeated ids out of order (the embedding-gradient case), and ids far apart (the np.unique path)
+    return [Sample((np.array([3, 1, 3, 0, 1], np.int32), arr(rng, (5, 2), dtype)), name="repeats"),
+            Sample((np.array([90000, 2, 90000], np.int64), arr(rng, (3,), dtype)), name="sparse_ids")]
+
+
 OPS = [
+    OpInfo("unique_segment_sum", lambda i, v: unique_segment_sum(i, v), _unique_segment_sum_ref,
+           NUMERIC, _unique_segment_sum_samples),
     OpInfo("sparse.sparse_dense_matmul", lambda v, b, **kw: tw.sparse.sparse_dense_matmul(_st(v), b, **kw), _mm_ref,
            F, _mm_samples, tol={tw.float32: (1e-5, 1e-5)}),
     OpInfo("sparse.dense_sparse_matmul", lambda v, b: tw.sparse.sparse_dense_matmul(b, _st(v)),
