@@ -61,7 +61,8 @@ from tensorweave.kernels import cpu as _cpu_kernels  # noqa: F401
 
 # --- process settings: idle BLAS workers sleep, freed step memory is reused --------------------
 from tensorweave.kernels.cpu import gemm as _gemm
-from tensorweave.runtime import host_memory as _host_memory, threads as _threads
+from tensorweave.kernels import threads as _threads
+from tensorweave.runtime import host_memory as _host_memory
 _gemm.load()   # before threads takes stock of the BLAS libraries
 _threads.quiet_idle_blas_workers()
 _host_memory.configure_from_environment()
@@ -69,7 +70,7 @@ _host_memory.configure_from_environment()
 # --- autodiff ---------------------------------------------------------------------------------
 from tensorweave.autodiff.tape import GradientTape
 from tensorweave.autodiff.gradients import gradients
-from tensorweave.autodiff.indexed_slices import IndexedSlices
+from tensorweave.ops.indexed_slices import IndexedSlices
 from tensorweave.autodiff.custom_gradient import custom_gradient
 from tensorweave.ops.script_ops import py_function, numpy_function
 from tensorweave.ops.logging_ops import print_ as print  # noqa: A001 - TF's name

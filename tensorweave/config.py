@@ -5,7 +5,7 @@
 ['/job:localhost/replica:0/task:0/device:CPU:0']
 """
 from tensorweave.runtime import devices as _devices
-from tensorweave.runtime import threads as _threads
+from tensorweave.kernels import threads as _threads
 from tensorweave.runtime.devices import LogicalDevice, list_logical_devices  # noqa: F401
 
 
@@ -59,7 +59,7 @@ def set_log_device_placement(enabled):
 
 class threading:  # noqa: N801 - mirrors tf.config.threading
     """Thread counts (``0``: derived from the cores). Intra-op: BLAS and numba threads in
-    one op. Inter-op: heavy ops the executor runs side by side (see runtime/threads.py)."""
+    one op. Inter-op: heavy ops the executor runs side by side (see kernels/threads.py)."""
     _inter = [0]
     _intra = [0]
 

@@ -58,7 +58,7 @@ def test_tiled_conv1d_conv3d_match_reference(one_image_tiles, rng, nd):
 def test_tiles_on_threads_match_one_thread(one_image_tiles, rng, monkeypatch, padding):
     """Tiles spread over threads (each with single-threaded BLAS) give the same bits as one
     thread: outputs are disjoint per tile and the filter gradient adds tiles in order."""
-    from tensorweave.runtime import threads
+    from tensorweave.kernels import threads
     x = rng.uniform(-1, 1, (6, 9, 8, 5)).astype(np.float32)
     f = rng.uniform(-1, 1, (3, 3, 5, 7)).astype(np.float32)
     kw = {"strides": 1, "padding": padding}

@@ -104,7 +104,7 @@ _PROBE = r"""
 import json
 import tensorweave
 from tensorweave.kernels.cpu import gemm
-from tensorweave.runtime import threads
+from tensorweave.kernels import threads
 print(json.dumps({"library": gemm.library(), "apis": sorted({l.internal_api for l in threads._blas()}),
                   "blocktime": __import__("os").environ.get("KMP_BLOCKTIME")}))
 """
@@ -120,7 +120,7 @@ def test_library_choice_in_a_fresh_process():
     has_mkl = gemm._library_path() is not None
     auto = json.loads(_probe().stdout)
     assert auto["library"] == ("mkl" if has_mkl else "numpy")
-    if has_mkl:   # loaded before runtime.threads took stock, so its thread count is managed too
+    if has_mkl:   # loaded before kernels.threads took stock, so its thread count is managed too
         assert "mkl" in auto["apis"] and auto["blocktime"] == str(gemm.IDLE_SPIN_MS)
         assert json.loads(_probe(KMP_BLOCKTIME="50").stdout)["blocktime"] == "50"   # the user's value wins
     assert json.loads(_probe(TW_BLAS="numpy").stdout)["library"] == "numpy"

@@ -78,14 +78,10 @@ KNOWN_UPWARD = {
     ("tensorweave.core.graph", "tensorweave.runtime"),      # default session (run/eval), device scopes
     ("tensorweave.core.tensor", "tensorweave.ops"),         # array_ops for tensor methods
     ("tensorweave.core.tensor", "tensorweave.runtime"),     # devices.canonical_device
-    ("tensorweave.kernels.cpu.tiles", "tensorweave.runtime"),             # thread settings
-    ("tensorweave.kernels.cpu.training_kernels", "tensorweave.runtime"),  # thread settings
-    ("tensorweave.ops.array_ops", "tensorweave.autodiff"),      # IndexedSlices (belongs in core)
     ("tensorweave.ops.control_flow", "tensorweave.autodiff"),   # cond/while gradients
     ("tensorweave.ops.random_ops", "tensorweave.kernels"),      # philox() for Generator streams
     ("tensorweave.ops.script_ops", "tensorweave.autodiff"),     # GradientTape for py_function gradients
     ("tensorweave.ops.string_ops", "tensorweave.ragged"),       # RaggedTensor results (the type belongs in ops/)
-    ("tensorweave.ops.state_ops", "tensorweave.autodiff"),      # IndexedSlices (belongs in core)
     ("tensorweave.ops.variables", "tensorweave.runtime"),       # executor (initial values), canonical_device
 }
 

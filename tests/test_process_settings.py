@@ -1,5 +1,5 @@
 """Process-wide settings made when tensorweave is imported: idle BLAS workers sleep sooner
-(runtime/threads.py) and freed step memory stays in the heap (runtime/host_memory.py).
+(kernels/threads.py) and freed step memory stays in the heap (runtime/host_memory.py).
 Each check runs in a fresh interpreter, since both act when the libraries start."""
 import json
 import os
@@ -43,7 +43,7 @@ def _probe(**env):
 
 
 def test_idle_openblas_workers_sleep_sooner_and_blas_still_works():
-    from tensorweave.runtime import threads
+    from tensorweave.kernels import threads
     got = _probe()
     assert got["product_ok"]
     if not got["openblas"]:

@@ -48,7 +48,7 @@ def two_inter_op_slots():
 
 def test_parallel_plans_wait_for_free_cores(two_inter_op_slots):
     from threadpoolctl import threadpool_limits
-    from tensorweave.runtime import threads
+    from tensorweave.kernels import threads
     g = tw.Graph()
     with g.as_default():
         c = (tw.matmul(tw.ones([256, 256]), tw.ones([256, 256]))

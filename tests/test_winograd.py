@@ -7,7 +7,7 @@ import pytest
 
 from tensorweave.kernels.cpu import conv_kernels as ck
 from tensorweave.kernels.cpu import winograd
-from tensorweave.runtime import threads
+from tensorweave.kernels import threads
 
 RNG = np.random.default_rng(7)
 SHAPES = [(2, 26, 26, 32, 64), (3, 11, 9, 8, 16), (1, 4, 5, 9, 8), (2, 3, 3, 8, 8), (33, 7, 7, 8, 8)]

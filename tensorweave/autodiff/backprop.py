@@ -5,7 +5,7 @@ eager ops, or graph ops recorded while tracing). Gradient rules are written with
 the walk builds graph nodes while building a graph and computes values while eager —
 and, with an outer tape active, records itself, which gives higher-order derivatives.
 """
-from tensorweave.autodiff.indexed_slices import IndexedSlices, aggregate
+from tensorweave.ops.indexed_slices import IndexedSlices, aggregate
 from tensorweave.core.registry import NOT_DIFFERENTIABLE
 
 

@@ -7,7 +7,7 @@ helpers, ``tf.Print``, ``tf.py_func`` and gradient clipping (``clip_by_global_no
 >>> round(float(norm), 3), [round(float(v), 3) for v in clipped[0].numpy()]
 (5.0, [0.6, 0.8])
 """
-from tensorweave.autodiff.indexed_slices import IndexedSlices
+from tensorweave.ops.indexed_slices import IndexedSlices
 from tensorweave.core.convert import convert_to_tensor
 from tensorweave.core.graph import get_default_graph
 from tensorweave.core.tensor import Tensor

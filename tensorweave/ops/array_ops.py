@@ -650,7 +650,7 @@ def _infer_gather(inputs, attrs):
 
 
 def _gather_grad(op, g):
-    from tensorweave.autodiff.indexed_slices import IndexedSlices
+    from tensorweave.ops.indexed_slices import IndexedSlices
     params, indices = op.inputs
     axis, bd = op.attrs["axis"], op.attrs["batch_dims"]
     if axis == 0 and bd == 0:

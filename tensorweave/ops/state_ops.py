@@ -52,7 +52,7 @@ def _rgather_infer(inputs, attrs):
 
 
 def _rgather_grad(op, g):
-    from tensorweave.autodiff.indexed_slices import IndexedSlices
+    from tensorweave.ops.indexed_slices import IndexedSlices
     from tensorweave.ops.array_ops import reshape
     indices = op.inputs[1]
     vshape = op.attrs["shape"]

@@ -364,7 +364,7 @@ def _segment_max(v, seg, n):
 
 def mask(a, mask_indices, name=None):
     """An IndexedSlices without the slices whose index is in ``mask_indices``."""
-    from tensorweave.autodiff.indexed_slices import IndexedSlices
+    from tensorweave.ops.indexed_slices import IndexedSlices
     idx = _np(a.indices, "mask")
     keep = ~np.isin(idx, _np(convert_to_tensor(mask_indices), "mask"))
     return IndexedSlices(I.boolean_mask(a.values, keep), A.constant(idx[keep]), a.dense_shape)

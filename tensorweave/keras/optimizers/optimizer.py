@@ -29,7 +29,7 @@ import warnings
 
 import numpy as np
 
-from tensorweave.autodiff.indexed_slices import IndexedSlices
+from tensorweave.ops.indexed_slices import IndexedSlices
 from tensorweave.core import dtypes as _dt
 from tensorweave.core.context import building_graph, init_scope
 from tensorweave.core.convert import convert_to_tensor

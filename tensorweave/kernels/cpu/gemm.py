@@ -13,11 +13,11 @@ training-step figures.
   and two libraries' idle workers spinning side by side fight over the cores (the mlp step
   took 5.3 ms instead of 3.2 when its three thin products stayed in OpenBLAS). Smaller
   products, which OpenBLAS runs on the calling thread, and batched ones stay in NumPy.
-- Threads: MKL is loaded with tensorweave (before ``runtime.threads`` takes stock of the
+- Threads: MKL is loaded with tensorweave (before ``kernels.threads`` takes stock of the
   BLAS libraries), so ``tw.config.threading`` and ``single_threaded_blas()`` set its thread
   count as OpenBLAS's. Its idle OpenMP workers spin ``KMP_BLOCKTIME`` ms (set here to
   :data:`IDLE_SPIN_MS` unless the user set it; OpenMP's default, 200 ms, would keep cores
-  from tensorweave's own threads — see runtime/threads.py for OpenBLAS's counterpart).
+  from tensorweave's own threads — see kernels/threads.py for OpenBLAS's counterpart).
 - The call goes through a compiled (numba) stub that hands MKL the arrays' addresses: ~3 µs
   a call against ~9 through ``ctypes`` (``ndarray.ctypes.data`` alone is ~1.2 µs an array);
   the LSTM's step loop makes ~160 products a training step.

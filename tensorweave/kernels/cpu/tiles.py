@@ -1,7 +1,7 @@
 """Runs a kernel's work over tiles of the batch, side by side on the intra-op threads.
 
 A convolution tiled over the batch (``conv_kernels``) does per tile an im2col copy, a GEMM
-and maybe a col2im. With ``runtime.threads.intra_op_threads()`` > 1 (BLAS's thread count)
+and maybe a col2im. With ``kernels.threads.intra_op_threads()`` > 1 (BLAS's thread count)
 :func:`over_tiles` runs the tiles on that many threads, each calling BLAS single-threaded,
 instead of one thread calling a threaded BLAS per tile: the copies run in parallel too, and
 no tile waits on another thread inside BLAS. Under the executor's thread policy (heavy ops
@@ -20,7 +20,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
-from tensorweave.runtime import threads
+from tensorweave.kernels import threads
 
 _POOL = None
 

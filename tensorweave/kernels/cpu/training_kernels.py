@@ -15,7 +15,7 @@ import numpy as np
 from tensorweave.core import errors
 from tensorweave.core.registry import register_kernel
 from tensorweave.kernels.cpu.jit import njit, parallel_loops
-from tensorweave.runtime import threads
+from tensorweave.kernels import threads
 
 
 @njit

@@ -16,7 +16,7 @@ that has gone to sleep takes ~0.3 ms to wake for the next GEMM (a 128x784 @ 784x
 took 926 instead of 513 µs after a 0.5 ms pause), and the mlp step's GEMMs are ~0.1-0.6 ms
 apart — medians of its step 3.4-4.2 ms with 2**22 against 3.8-4.8 ms with 2**4, cnn alike.
 
->>> from tensorweave.runtime import threads
+>>> from tensorweave.kernels import threads
 >>> threads.cores() >= 1 and threads.intra_op_threads() >= 1
 True
 >>> threads.inter_op_slots() >= 1
