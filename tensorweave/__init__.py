@@ -76,7 +76,7 @@ from tensorweave.ops.script_ops import py_function, numpy_function
 from tensorweave.ops.logging_ops import print_ as print  # noqa: A001 - TF's name
 
 # --- runtime ----------------------------------------------------------------------------------
-from tensorweave.runtime.devices import device, DeviceSpec
+from tensorweave.core.devices import device, DeviceSpec
 from tensorweave.runtime.function import function
 from tensorweave.runtime.session import Session, InteractiveSession
 

@@ -4,9 +4,9 @@
 >>> [d.name for d in tw.config.list_logical_devices("CPU")][:1]
 ['/job:localhost/replica:0/task:0/device:CPU:0']
 """
-from tensorweave.runtime import devices as _devices
+from tensorweave.core import devices as _devices
 from tensorweave.kernels import threads as _threads
-from tensorweave.runtime.devices import LogicalDevice, list_logical_devices  # noqa: F401
+from tensorweave.core.devices import LogicalDevice, list_logical_devices  # noqa: F401
 
 
 class LogicalDeviceConfiguration:

@@ -73,16 +73,14 @@ def upward_edges():
 # (importing module, imported package): the upward imports that existed when this check came in.
 KNOWN_UPWARD = {
     ("tensorweave.core.convert", "tensorweave.ops"),        # constant / stack to convert values
-    ("tensorweave.core.dispatch", "tensorweave.runtime"),   # devices.kernel_for: eager placement
     ("tensorweave.core.graph", "tensorweave.ops"),          # constant / placeholder made by the graph
-    ("tensorweave.core.graph", "tensorweave.runtime"),      # default session (run/eval), device scopes
+    ("tensorweave.core.graph", "tensorweave.runtime"),      # default session (run/eval)
     ("tensorweave.core.tensor", "tensorweave.ops"),         # array_ops for tensor methods
-    ("tensorweave.core.tensor", "tensorweave.runtime"),     # devices.canonical_device
     ("tensorweave.ops.control_flow", "tensorweave.autodiff"),   # cond/while gradients
     ("tensorweave.ops.random_ops", "tensorweave.kernels"),      # philox() for Generator streams
     ("tensorweave.ops.script_ops", "tensorweave.autodiff"),     # GradientTape for py_function gradients
     ("tensorweave.ops.string_ops", "tensorweave.ragged"),       # RaggedTensor results (the type belongs in ops/)
-    ("tensorweave.ops.variables", "tensorweave.runtime"),       # executor (initial values), canonical_device
+    ("tensorweave.ops.variables", "tensorweave.runtime"),       # executor (initial values)
 }
 
 

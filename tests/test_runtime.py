@@ -5,7 +5,8 @@ import numpy as np
 import pytest
 
 import tensorweave as tw
-from tensorweave.runtime import devices, executor
+from tensorweave.core import devices
+from tensorweave.runtime import executor
 
 
 def test_independent_nodes_run_concurrently():

@@ -156,7 +156,7 @@ def raw_op(op_name, inputs, attrs=None, name=None):
 
 def _device_kernel(opdef, device):
     """(kernel, placed device name) for an eager op under ``tw.device(device)``."""
-    from tensorweave.runtime.devices import kernel_for
+    from tensorweave.core.devices import kernel_for
     return kernel_for(opdef, device)
 
 

@@ -258,7 +258,7 @@ class Graph:
 
     def device(self, device_name):
         """``with g.device("/cpu:1"):`` — the same scope as ``tw.device``."""
-        from tensorweave.runtime.devices import device
+        from tensorweave.core.devices import device
         return device(device_name)
 
     # ---- nodes -----------------------------------------------------------------------------
@@ -401,7 +401,7 @@ class FuncGraph(Graph):
 def _apply_device_functions(op):
     """TF1 device functions (``tw.device(fn)``): each, outermost first, returns the op's device
     (None or "" leaves it); a device string opened inside the innermost function wins."""
-    from tensorweave.runtime.devices import DeviceSpec
+    from tensorweave.core.devices import DeviceSpec
     for fn, _ in ctx.device_functions:
         d = fn(op)
         if d:

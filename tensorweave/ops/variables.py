@@ -295,7 +295,7 @@ class Variable:
 
     @property
     def device(self):
-        from tensorweave.runtime.devices import canonical_device
+        from tensorweave.core.devices import canonical_device
         return canonical_device(self._device)
 
     @property

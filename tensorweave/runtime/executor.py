@@ -25,7 +25,7 @@ from tensorweave.core import errors
 from tensorweave.core.plan_data import Resource, SubGraph
 from tensorweave.core.registry import _OPS, get_op
 from tensorweave.kernels import threads
-from tensorweave.runtime import devices
+from tensorweave.core import devices
 from tensorweave.runtime.plan_spec import (COPY_OP, LocalValue, NodeSpec, PlanSpec, ResourceRef,
                                            ResourceTable)
 from tensorweave.runtime.runtime import _same_buffer, default_runtime

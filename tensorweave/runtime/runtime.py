@@ -21,7 +21,7 @@ import os
 import threading
 from concurrent.futures import ThreadPoolExecutor
 
-from tensorweave.runtime import devices
+from tensorweave.core import devices
 
 
 class _OpDefLike:

@@ -69,7 +69,7 @@ class Session:
         self._graph = graph if graph is not None else get_default_graph()
         self._config = config or ConfigProto()
         if self._config.device_count.get("CPU"):
-            from tensorweave.runtime import devices
+            from tensorweave.core import devices
             devices.ensure_logical_cpu_count(self._config.device_count["CPU"])
         self._closed = False
         self._plans = {}
@@ -201,7 +201,7 @@ class Session:
         return call
 
     def list_devices(self):
-        from tensorweave.runtime import devices
+        from tensorweave.core import devices
         return devices.list_logical_devices()
 
 

@@ -35,7 +35,8 @@ import os
 import numpy as np
 
 from tensorweave.core.registry import _OPS
-from tensorweave.runtime import devices, executor
+from tensorweave.core import devices
+from tensorweave.runtime import executor
 from tensorweave.runtime.plan_spec import COPY_OP, LocalValue, NodeSpec, PlanSpec, ResourceRef
 from tensorweave.saving import tensor_file
 from tensorweave.saving import validation as V

@@ -15,7 +15,7 @@ propagates downstream).
 import numpy as np
 
 from tensorweave.core.registry import OpDef
-from tensorweave.runtime.devices import device_type_of
+from tensorweave.core.devices import device_type_of
 
 
 class Value:
