@@ -5,16 +5,13 @@ Prints one JSON object per line:
 
 * ``machine``: CPU, core count, Python/NumPy versions, the directory used and its file system;
 * ``checkpoint_write``: ``Checkpoint.write`` (object graph, CRC-32 per tensor, one tensor file
-  written to a temporary name, fsynced, renamed, directory fsynced), MB/s;
+  written by the safetensors library from the arrays' buffers to a temporary name, fsynced,
+  renamed, directory fsynced), MB/s;
 * ``checkpoint_restore``: ``Checkpoint.read`` (header and schema validation, CRC-32 checks,
   assignment into the variables), MB/s;
 * ``numpy_save`` / ``numpy_load``: one ``.npy`` file per array (no fsync, no checksum), MB/s;
 * ``numpy_save_fsync``: the same with each file fsynced, for a like-for-like durable write;
 * ``ratios``: checkpoint / numpy for each direction;
-* ``what_if_chunked_encode``: the write path if ``tensor_file.encode`` returned the header and
-  the arrays' buffers as chunks instead of one joined ``bytes`` (three copies of the model fewer);
-  the bytes written are checked to be identical to ``encode``'s. A proposal, not what ships.
-
 Each figure is the median of ``--repeat`` runs (the page cache is warm after the first: this
 measures the library's overhead over the file system, not the disk). Usage:
 ``python benchmarks/bench_checkpoint.py [--variables 25] [--size 1000000] [--repeat 5] [--dir DIR]``.
@@ -109,19 +106,6 @@ def main(argv=None):
         row("numpy_save", t_np_save, best_np_save)
         row("numpy_save_fsync", t_np_fsync, best_np_fsync)
         row("numpy_load", t_np_load, best_np_load)
-        from tensorweave.saving import tensor_file
-        from tensorweave.train import _io
-        from tensorweave.train import checkpoint as ck
-
-        def chunked_write():
-            tensors, graph = ck.serialize(ckpt)
-            meta = {"format": "tensorweave.checkpoint", "version": "1", "object_graph": json.dumps(graph)}
-            _io.write_atomic(prefix + "-chunked.safetensors", tensor_file.encode_chunks(tensors, meta))
-        t_chunk, best_chunk = median_time(chunked_write, args.repeat)
-        tensors, graph = ck.serialize(ckpt)
-        meta = {"format": "tensorweave.checkpoint", "version": "1", "object_graph": json.dumps(graph)}
-        assert b"".join(bytes(c) for c in tensor_file.encode_chunks(tensors, meta)) == tensor_file.encode(tensors, meta)
-        row("what_if_chunked_encode", t_chunk, best_chunk)
         emit({"row": "ratios", "write_vs_numpy_save": round(t_np_save / t_write, 3),
               "write_vs_numpy_save_fsync": round(t_np_fsync / t_write, 3),
               "restore_vs_numpy_load": round(t_np_load / t_read, 3)})

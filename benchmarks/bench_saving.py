@@ -9,7 +9,10 @@ bytes). Rows (one JSON object per line):
   from config, assign, compile);
 * ``saved_model``: ``tw.saved_model.save(model, dir)`` / ``tw.saved_model.load`` (JSON graph,
   validated tensor file, restored variables, runnable signature);
-* ``weights_file``: the tensor file alone (``tensor_file.write_tensors`` / ``read_tensors``).
+* ``weights_file``: the tensor file alone (``tensor_file.write_tensors`` / ``read_tensors``: the
+  safetensors library's I/O plus our validation, atomic rename and fsyncs);
+* ``safetensors_library``: ``safetensors.numpy.save_file`` / ``load_file`` of the same tensors (no
+  validation of ours, no fsync): what our wrapper costs over the library.
 
 MB/s = weight bytes / seconds (best of ``--repeat`` runs, files in a fresh temporary directory,
 page cache warm, as a reload right after a save sees it). Each save ends with fsync, as
@@ -110,6 +113,11 @@ def main(argv=None):
         wpath = os.path.join(root, "w.safetensors")
         tensors = {f"w{i}": w for i, w in enumerate(weights)}
         row("weights_file", lambda: tensor_file.write_tensors(wpath, tensors), lambda: tensor_file.read_tensors(wpath),
+            lambda out: all(np.array_equal(out[k], v) for k, v in tensors.items()) or sys.exit("mismatch"))
+
+        import safetensors.numpy as stn
+        lpath = os.path.join(root, "lib.safetensors")
+        row("safetensors_library", lambda: stn.save_file(tensors, lpath), lambda: stn.load_file(lpath),
             lambda out: all(np.array_equal(out[k], v) for k, v in tensors.items()) or sys.exit("mismatch"))
 
         kpath = os.path.join(root, "m.keras")

@@ -148,7 +148,7 @@ class Saver:
         values = self._values(sess, [self._vars[n] for n in names])
         arrays = {n: np.array(a, order="C") for n, a in zip(names, values)}  # (ascontiguousarray makes scalars 1-D)
         meta = {"format": FORMAT, "version": str(VERSION), "crc32": json.dumps(_crcs(arrays))}
-        _io.write_atomic(prefix + SUFFIX, tensor_file.encode_chunks(arrays, meta))
+        tensor_file.write_tensors(prefix + SUFFIX, arrays, meta, stage_prefix="")
         now = time.time()
         self._last = [(p, t) for p, t in self._last if p != prefix] + [(prefix, now)]
         self._delete_old()

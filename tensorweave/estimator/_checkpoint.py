@@ -58,9 +58,8 @@ class VariableSaver:
         os.makedirs(self._directory, exist_ok=True)
         values = sess.run(self._reads)
         prefix = os.path.join(self._directory, f"model.ckpt-{int(step)}")
-        payload = tensor_file.encode_chunks({k: np.asarray(a) for k, a in values.items()},
-                                            {"format": FORMAT, "version": "1", "global_step": str(int(step))})
-        _io.write_atomic(prefix + SUFFIX, payload)
+        tensor_file.write_tensors(prefix + SUFFIX, {k: np.asarray(a) for k, a in values.items()},
+                                  {"format": FORMAT, "version": "1", "global_step": str(int(step))}, stage_prefix="")
         state = _io.read_state(self._directory)
         paths = [p for p in (state.all_model_checkpoint_paths if state else []) if p != prefix] + [prefix]
         stamps = [time.time()] * len(paths)

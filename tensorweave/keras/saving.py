@@ -31,7 +31,6 @@ True
 """
 import contextlib
 import datetime
-import io
 import json
 import os
 import tempfile
@@ -359,17 +358,7 @@ def _read_tensor_member(z, where):
     """The tensors of the weights member, read into memory (its size was checked against the
     archive and ZipFile checks its CRC), validated by the tensor-file reader's own checks
     before any tensor is made."""
-    data = z.read(_WEIGHTS)
-    name = f"{where}: {_WEIGHTS}"
-    header, start = tensor_file._header(name, io.BytesIO(data), len(data))
-    tensor_file._validate(name, header, len(data) - start)
-    out = {}
-    for key, e in header.items():
-        begin, end = e["data_offsets"]
-        dtype = tensor_file._DTYPES[e["dtype"]].newbyteorder("<")
-        a = np.frombuffer(data, dtype=dtype, count=(end - begin) // dtype.itemsize, offset=start + begin)
-        out[key] = a.astype(dtype.newbyteorder("="), copy=True).reshape(e["shape"])
-    return out
+    return tensor_file.load_bytes(z.read(_WEIGHTS), f"{where}: {_WEIGHTS}")
 
 
 def _check_document(doc, where, ref_type):

@@ -1,11 +1,17 @@
-"""Tensor files in the safetensors layout, written atomically and read with validation.
+"""Tensor files in the safetensors layout: written atomically, read after our own validation,
+with the ``safetensors`` library doing the I/O.
 
 Layout: an 8-byte little-endian header length ``N``, ``N`` bytes of JSON
 (``{name: {"dtype", "shape", "data_offsets": [begin, end]}, "__metadata__": {...}}``),
-then the raw little-endian data. The reader checks everything before allocating: the
-header length against the file size, JSON types, known dtypes, non-negative shapes
-whose byte size matches the offsets, offsets inside the data and not overlapping. Any
-problem raises :class:`TensorFileError` (a ``ValueError``) naming the file and the entry.
+then the raw little-endian data. The library writes straight from the arrays' buffers
+(``serialize_file``) and reads through a memory map (``safe_open``: only the tensors, or
+the rows, asked for). Before it touches a file we check what a crafted file could abuse,
+with errors naming the file and the entry: a regular file only (a FIFO would block
+forever), the header length against the file size and :data:`MAX_HEADER_BYTES`, JSON
+types, known dtypes, non-negative shapes whose byte size matches the offsets, offsets
+inside the data and not overlapping, ranks and extents NumPy can hold. Any problem raises
+:class:`TensorFileError` (a ``ValueError``). Writes go to a temporary file beside the
+target, are fsynced, renamed over it, and the directory fsynced.
 
 >>> import numpy as np, os, tempfile
 >>> path = os.path.join(tempfile.mkdtemp(), "t.safetensors")
@@ -14,14 +20,17 @@ problem raises :class:`TensorFileError` (a ``ValueError``) naming the file and t
 [[0.0, 1.0, 2.0], [3.0, 4.0, 5.0]]
 >>> read_metadata(path)
 {'format': 'demo'}
+>>> read_slice(path, "w", (slice(1, 2),)).tolist()
+[[3.0, 4.0, 5.0]]
 """
-import json
+import io
 import os
 import struct
 import tempfile
 
 import ml_dtypes
 import numpy as np
+import safetensors
 
 from tensorweave.saving.atomic import (CRASH_ENV, crash_point, fsync_dir,  # noqa: F401 - fsync_dir re-exported
                                       lock_temporary, unlock)
@@ -46,60 +55,56 @@ class TensorFileError(ValueError):
     pass
 
 
-def encode_chunks(tensors, metadata=None):
-    """A tensor file as ``[header, data, data, ...]`` byte chunks (the arrays' own buffers, not copies)."""
-    header = {}
-    chunks = []
-    offset = 0
+def _specs(tensors):
+    """``{name: TensorSpec}`` over the arrays' own little-endian C-order buffers (a copy only
+    where an array is not already so), and the arrays to keep alive while they are written."""
+    specs, keep = {}, []
     for name in sorted(tensors):
         a = np.asarray(tensors[name])
         native = a.dtype.newbyteorder("=") if a.dtype.byteorder not in "=|" else a.dtype
-        code = _CODES.get(native)
-        if code is None:
+        if native not in _CODES:
             raise TypeError(f"Cannot store tensor {name!r} of dtype {a.dtype} (supported: {sorted(_DTYPES)})")
         # (np.ascontiguousarray would turn a 0-d array into shape (1,))
         a = np.array(a, dtype=native.newbyteorder("<"), order="C", copy=None)
-        header[name] = {"dtype": code, "shape": list(a.shape), "data_offsets": [offset, offset + a.nbytes]}
-        chunks.append(memoryview(a.reshape(-1).view(np.uint8)))
-        offset += a.nbytes
-    if metadata:
-        header["__metadata__"] = {str(k): str(v) for k, v in metadata.items()}
-    raw = json.dumps(header, separators=(",", ":")).encode()
-    raw += b" " * (-len(raw) % 8)  # align the data to 8 bytes
-    return [struct.pack("<Q", len(raw)) + raw] + chunks
+        keep.append(a)
+        specs[name] = safetensors.TensorSpec(dtype=native.name, shape=a.shape, data_ptr=a.ctypes.data,
+                                             data_len=a.nbytes)
+    return specs, keep
+
+
+def _metadata(metadata):
+    return {str(k): str(v) for k, v in metadata.items()} if metadata else None
 
 
 def encode(tensors, metadata=None):
     """The bytes of a tensor file (header + data) for ``{name: array}``."""
-    return b"".join(encode_chunks(tensors, metadata))
+    specs, keep = _specs(tensors)
+    out = bytes(safetensors.serialize(specs, metadata=_metadata(metadata)))
+    del keep
+    return out
 
 
-def write_bytes_atomic(path, payload, stage_prefix=None):
-    """Writes ``payload`` (bytes, or a list of bytes-like chunks) to a temporary file beside ``path``,
-    fsyncs, then renames it over ``path``. With ``stage_prefix`` (a string) the checkpoint crash
-    hook (``saving.atomic.crash_point``) may stop it at ``partial_write``/``written``/``renamed``."""
+def _write_atomic(path, fill, stage_prefix=None):
+    """Creates ``path`` atomically: ``fill(file, temporary_path)`` writes a temporary file beside
+    it, which is fsynced and renamed over ``path``, then the directory is fsynced. With
+    ``stage_prefix`` (a string) the checkpoint crash hook (``saving.atomic.crash_point``) may
+    stop it at ``partial_write`` (half the bytes on disk under the temporary name), ``written``
+    or ``renamed``."""
     path = os.fspath(path)
     directory = os.path.dirname(os.path.abspath(path))
     os.makedirs(directory, exist_ok=True)
-    chunks = [payload] if isinstance(payload, (bytes, bytearray, memoryview)) else payload
     fd, tmp = tempfile.mkstemp(dir=directory, prefix=".tmp-" + os.path.basename(path) + "-")
     lock = lock_temporary(tmp)     # (so the next writer's clean-up leaves it alone meanwhile)
     try:
-        with os.fdopen(fd, "wb") as f:
+        with os.fdopen(fd, "r+b") as f:
+            fill(f, tmp)
+            f.flush()
             if (stage_prefix is not None
                     and os.environ.get(CRASH_ENV, "").partition(":")[0] == stage_prefix + "partial_write"):
                 # The crash hook wants a torn write: half the bytes reach the disk, then the process dies.
-                chunks = list(chunks)
-                data = b"".join(bytes(memoryview(c).cast("B")) for c in chunks)
-                f.write(data[:len(data) // 2])
-                f.flush()
+                f.truncate(os.fstat(f.fileno()).st_size // 2)
                 os.fsync(f.fileno())
                 crash_point(stage_prefix + "partial_write")
-                f.seek(0)
-                f.truncate()
-            for chunk in chunks:
-                f.write(chunk)
-            f.flush()
             os.fsync(f.fileno())
         if stage_prefix is not None:
             crash_point(stage_prefix + "written")
@@ -115,9 +120,27 @@ def write_bytes_atomic(path, payload, stage_prefix=None):
         crash_point(stage_prefix + "renamed")
 
 
-def write_tensors(path, tensors, metadata=None):
-    """Writes ``{name: array}`` (and string ``metadata``) to ``path`` atomically."""
-    write_bytes_atomic(path, encode_chunks(tensors, metadata))
+def write_bytes_atomic(path, payload, stage_prefix=None):
+    """Writes ``payload`` (bytes, or a list of bytes-like chunks) to ``path`` atomically (see
+    :func:`_write_atomic` for the crash stages)."""
+    chunks = [payload] if isinstance(payload, (bytes, bytearray, memoryview)) else payload
+
+    def fill(f, tmp):
+        for chunk in chunks:
+            f.write(chunk)
+    _write_atomic(path, fill, stage_prefix)
+
+
+def write_tensors(path, tensors, metadata=None, stage_prefix=None):
+    """Writes ``{name: array}`` (and string ``metadata``) to ``path`` atomically; the library
+    writes from the arrays' buffers (no serialized copy in memory)."""
+    specs, keep = _specs(tensors)
+    meta = _metadata(metadata)
+
+    def fill(f, tmp):
+        safetensors.serialize_file(specs, tmp, metadata=meta)
+    _write_atomic(path, fill, stage_prefix)
+    del keep
 
 
 def _header(path, f, size):
@@ -183,34 +206,79 @@ def _open(path):
     return open_regular(path, os.fspath(path), TensorFileError)
 
 
+def _checked_header(path, f):
+    size = os.fstat(f.fileno()).st_size
+    header, start = _header(path, f, size)
+    meta = _validate(path, header, size - start)
+    return header, meta
+
+
+def _library_path(f, path):
+    # The library opens by path: on Linux the descriptor's own path is the inode just
+    # validated (a file swapped in meanwhile cannot be read instead); elsewhere, the path.
+    own = f"/proc/self/fd/{f.fileno()}"
+    return own if os.path.exists(own) else os.fspath(path)
+
+
+def _library_error(path, e):
+    return TensorFileError(f"{os.fspath(path)}: the safetensors library refused the file ({e})")
+
+
 def read_metadata(path):
     """The ``__metadata__`` of a tensor file (validated like :func:`read_tensors`)."""
     with _open(path) as f:
-        size = os.fstat(f.fileno()).st_size
-        header, start = _header(path, f, size)
-        return _validate(path, header, size - start)
+        return _checked_header(path, f)[1]
+
+
+def read_header(path):
+    """``({name: {"dtype", "shape", "data_offsets"}}, metadata)`` of a tensor file, validated."""
+    with _open(path) as f:
+        return _checked_header(path, f)
 
 
 def read_tensors(path, names=None):
     """``{name: array}`` from a tensor file (only ``names`` when given); validates first."""
     with _open(path) as f:
-        size = os.fstat(f.fileno()).st_size
-        header, start = _header(path, f, size)
-        _validate(path, header, size - start)
-        out = {}
-        for name, entry in header.items():
-            if names is not None and name not in names:
-                continue
-            begin, end = entry["data_offsets"]
-            f.seek(start + begin)
-            buf = f.read(end - begin)
-            if len(buf) != end - begin:
-                raise TensorFileError(f"{os.fspath(path)}: entry {name!r} is cut short (truncated file)")
-            dtype = _DTYPES[entry["dtype"]].newbyteorder("<")
-            out[name] = np.frombuffer(buf, dtype=dtype).astype(dtype.newbyteorder("="), copy=False) \
-                .reshape(entry["shape"]).copy()
+        header, _ = _checked_header(path, f)
         if names is not None:
-            missing = set(names) - set(out)
+            missing = set(names) - set(header)
             if missing:
                 raise TensorFileError(f"{os.fspath(path)}: no tensors named {sorted(missing)}")
-        return out
+        wanted = [n for n in header if names is None or n in names]
+        try:
+            with safetensors.safe_open(_library_path(f, path), framework="numpy") as lib:
+                return {n: lib.get_tensor(n) for n in wanted}
+        except (safetensors.SafetensorError, OSError) as e:
+            raise _library_error(path, e) from None
+
+
+def read_slice(path, name, index):
+    """Part of one tensor, ``index`` a tuple of slices (one per leading axis at least), reading
+    only the bytes it covers (a rank restoring its shard of a checkpoint)."""
+    with _open(path) as f:
+        header, _ = _checked_header(path, f)
+        if name not in header:
+            raise TensorFileError(f"{os.fspath(path)}: no tensor named {name!r}")
+        shape = header[name]["shape"]
+        index = tuple(index)
+        extent = [len(range(*sl.indices(n))) for sl, n in zip(index, shape)] + shape[len(index):]
+        if 0 in extent:     # an empty shard (the library refuses an empty range at the end)
+            return np.empty(extent, _DTYPES[header[name]["dtype"]])
+        try:
+            with safetensors.safe_open(_library_path(f, path), framework="numpy") as lib:
+                return lib.get_slice(name)[index]
+        except (safetensors.SafetensorError, OSError) as e:
+            raise _library_error(path, e) from None
+
+
+def load_bytes(data, where):
+    """``{name: array}`` of a tensor file held in memory (e.g. a zip member), validated first."""
+    header, start = _header(where, io.BytesIO(data), len(data))
+    _validate(where, header, len(data) - start)
+    try:
+        entries = safetensors.deserialize(bytes(data))
+    except safetensors.SafetensorError as e:
+        raise _library_error(where, e) from None
+    return {name: np.frombuffer(e["data"], dtype=_DTYPES[e["dtype"]].newbyteorder("<"))
+            .astype(_DTYPES[e["dtype"]], copy=True).reshape(e["shape"])
+            for name, e in entries}

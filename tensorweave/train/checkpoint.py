@@ -327,7 +327,7 @@ def write_file(path, root):
     tensors, graph = serialize(root)
     metadata = {"format": og.FORMAT, "version": str(og.VERSION), "object_graph": json.dumps(graph, allow_nan=False)}
     _io.crash_point("before_write")
-    _io.write_atomic(path, tensor_file.encode_chunks(tensors, metadata))
+    tensor_file.write_tensors(path, tensors, metadata, stage_prefix="")   # (crash stages in _io)
 
 
 # ---- reading ---------------------------------------------------------------------------------------------
