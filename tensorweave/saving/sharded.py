@@ -1,0 +1,326 @@
+"""Sharded checkpoints: every rank writes the pieces it owns, one index describes them, a
+commit marker makes the whole visible at once, and any layout can be restored from any other.
+
+A checkpoint is a directory::
+
+    ckpt-5/
+      shards-rank0.safetensors   the pieces rank 0 owns (one entry per variable it owns a piece of)
+      shards-rank1.safetensors
+      index.json                 per variable: logical shape, dtype, placement, SBP, and each
+                                 shard's file, key and region (start/stop per axis)
+      commit_success             written last
+
+**Ownership.** A piece is written once: by the ranks at coordinate 0 of every mesh axis
+whose SBP is ``B`` (the copies are equal). Partial values (``P``) are refused — the caller
+reduces them first (boxing to ``S`` moves the fewest bytes) — so every byte on disk is a
+plain value.
+
+**Commit.** Ranks write into ``.sharded-tmp-<name>-<id>/`` beside the target (each file fsynced);
+when all are done the controller writes ``index.json`` and ``commit_success``, fsyncs the
+directory and renames it to ``<name>``, then fsyncs the parent. A crash of any rank or of the
+controller at any point leaves no directory called ``<name>`` (or the previous complete one
+under it), and :func:`list_checkpoints` lists only committed ones; the next save removes the
+staging directories of killed saves (a live save holds a lock on its own).
+
+**Restore with resharding.** :func:`read_region` reads any box of a variable's logical value
+from the shards that overlap it, each through ``tensor_file.read_slice`` (only those bytes);
+:func:`restore` gives the pieces of any placement and SBP (1 rank, 3 ranks, a 2×2 mesh,
+``B``, ...), whatever layout wrote it.
+
+>>> import numpy as np, os, tempfile
+>>> from tensorweave.core.sbp import S, B
+>>> from tensorweave.distribute.layout import Placement, split_to_pieces
+>>> four = Placement("cpu", [0, 1, 2, 3])
+>>> w = np.arange(10.0).reshape(5, 2)
+>>> path = save(os.path.join(tempfile.mkdtemp(), "ckpt-1"),
+...             {"w": ShardedValue(w.shape, w.dtype, four, (S(0),), split_to_pieces(w, four, (S(0),)))})
+>>> [p.tolist() for p in restore(path, "w", Placement("cpu", [0, 1]), (S(1),))]
+[[[0.0], [2.0], [4.0], [6.0], [8.0]], [[1.0], [3.0], [5.0], [7.0], [9.0]]]
+"""
+import json
+import os
+import shutil
+import threading
+import uuid
+from concurrent.futures import ThreadPoolExecutor
+
+import numpy as np
+
+from tensorweave.core.sbp import Broadcast, Partial, Split
+from tensorweave.saving import tensor_file
+from tensorweave.saving import validation as V
+from tensorweave.saving.atomic import crash_point, fsync_dir, lock_temporary, remove_stale, unlock
+
+FORMAT = "tensorweave.sharded_checkpoint"
+VERSION = 1
+INDEX = "index.json"
+MARKER = "commit_success"
+MAX_SHARDS = 1 << 16
+STAGING = ".sharded-tmp-"
+
+
+class ShardedValue:
+    """One variable to save: logical ``shape`` and ``dtype``, its ``placement`` and N-D
+    ``sbp``, and ``pieces``: per rank index (mesh order) its local array — a list over all
+    ranks, or a dict holding only the ranks this process runs."""
+
+    __slots__ = ("shape", "dtype", "placement", "sbp", "pieces")
+
+    def __init__(self, shape, dtype, placement, sbp, pieces):
+        from tensorweave.distribute.layout import normalize_sbp
+        self.shape = tuple(int(d) for d in shape)
+        self.dtype = np.dtype(dtype)
+        self.placement = placement
+        self.sbp = normalize_sbp(sbp, placement, self.shape, what="sharded save")
+        self.pieces = dict(enumerate(pieces)) if isinstance(pieces, (list, tuple)) else dict(pieces)
+
+
+def _sbp_text(s):
+    return repr(s)
+
+
+def _parse_sbp(text, where):
+    if text == "B":
+        return Broadcast()
+    if text.startswith("S(") and text.endswith(")") and text[2:-1].isdigit():
+        return Split(int(text[2:-1]))
+    V.fail(where, f"unknown SBP {text!r} (a checkpoint holds S(i) and B only)")
+
+
+def owned_region(value, index):
+    """The region (tuple of slices) rank ``index`` writes for ``value``, or None when another
+    rank writes the same bytes (it is not at coordinate 0 of every ``B`` mesh axis)."""
+    from tensorweave.distribute.layout import shard_slices
+    coords = value.placement.coords(index)
+    if any(isinstance(s, Broadcast) and c != 0 for s, c in zip(value.sbp, coords)):
+        return None
+    return shard_slices(value.shape, value.placement, value.sbp)[index]
+
+
+def _check_plain(name, value):
+    for s in value.sbp:
+        if isinstance(s, Partial):
+            raise ValueError(f"sharded save: variable {name!r} has sbp {value.sbp} with a partial value; "
+                             "reduce it first (e.g. to_global(sbp=S(0)))")
+
+
+def write_rank(staging, rank, values):
+    """What one rank does: writes the pieces it owns of ``values`` (``{name: ShardedValue}``)
+    into ``staging/shards-rank<rank>.safetensors`` (fsynced); returns its shard records."""
+    tensors, records = {}, []
+    fname = f"shards-rank{int(rank)}.safetensors"
+    for name, value in values.items():
+        if rank not in value.placement.ranks:
+            continue
+        index = value.placement.ranks.index(rank)
+        region = owned_region(value, index)
+        if region is None or index not in value.pieces:
+            continue
+        piece = np.asarray(value.pieces[index])
+        want = tuple(sl.stop - sl.start for sl in region)
+        if piece.shape != want or piece.dtype != value.dtype:
+            raise ValueError(f"sharded save: variable {name!r} on rank {rank}: piece is {list(piece.shape)} "
+                             f"{piece.dtype}, its layout {value.sbp} gives {list(want)} {value.dtype}")
+        tensors[name] = piece
+        records.append({"name": name, "file": fname, "key": name,
+                        "start": [sl.start for sl in region], "stop": [sl.stop for sl in region]})
+    if tensors:
+        tensor_file.write_tensors(os.path.join(staging, fname), tensors, {"format": FORMAT + ".shards"})
+    crash_point("sharded_rank_written")
+    return records
+
+
+def _index(values, records, metadata):
+    variables = {}
+    for name, value in values.items():
+        variables[name] = {"shape": list(value.shape), "dtype": value.dtype.name,
+                           "placement": {"type": value.placement.type, "ranks": value.placement.mesh.tolist()},
+                           "sbp": [_sbp_text(s) for s in value.sbp], "shards": []}
+    for rec in records:
+        variables[rec["name"]]["shards"].append({k: rec[k] for k in ("file", "key", "start", "stop")})
+    return {"format": FORMAT, "version": VERSION, "variables": variables,
+            "metadata": {str(k): str(v) for k, v in (metadata or {}).items()}}
+
+
+def commit(staging, target, index):
+    """The controller's last step: ``index.json``, then the marker, then the rename."""
+    tensor_file.write_bytes_atomic(os.path.join(staging, INDEX), json.dumps(index, indent=1).encode())
+    crash_point("sharded_index_written")
+    tensor_file.write_bytes_atomic(os.path.join(staging, MARKER), b"ok\n")
+    fsync_dir(staging)
+    crash_point("sharded_marker_written")
+    if os.path.lexists(target):
+        raise FileExistsError(f"sharded save: {target} exists (checkpoints are never overwritten)")
+    os.rename(staging, target)
+    fsync_dir(os.path.dirname(os.path.abspath(target)))
+    crash_point("sharded_renamed")
+
+
+def save(directory, values, metadata=None, run_ranks=None):
+    """Saves ``values`` (``{name: ShardedValue}``) as the checkpoint directory ``directory``
+    (which must not exist); returns its path. ``run_ranks(fn, ranks)`` runs ``fn(rank)`` on
+    every rank and returns the results (default: one thread per rank of this process)."""
+    directory = os.path.abspath(os.fspath(directory))
+    for name, value in values.items():
+        V.check_name(name, "sharded save", "variable name")
+        _check_plain(name, value)
+    parent, base = os.path.dirname(directory), os.path.basename(directory)
+    os.makedirs(parent, exist_ok=True)
+    remove_stale(parent, [STAGING])
+    staging = os.path.join(parent, f"{STAGING}{base}-{uuid.uuid4().hex[:12]}")
+    os.mkdir(staging)
+    lock = lock_temporary(staging)
+    try:
+        ranks = sorted({r for v in values.values() for r in v.placement.ranks})
+        if run_ranks is None:
+            with ThreadPoolExecutor(max(1, min(len(ranks), 8))) as pool:
+                per_rank = list(pool.map(lambda r: write_rank(staging, r, values), ranks))
+        else:
+            per_rank = run_ranks(lambda r: write_rank(staging, r, values), ranks)
+        records = [rec for recs in per_rank for rec in recs]
+        commit(staging, directory, _index(values, records, metadata))
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    finally:
+        unlock(lock)
+    return directory
+
+
+class SaveHandle:
+    """A save running in the background (:func:`save_async`)."""
+
+    def __init__(self, thread, box):
+        self._thread, self._box = thread, box
+
+    def done(self):
+        return not self._thread.is_alive()
+
+    def wait(self):
+        """Waits for the save; returns its path or raises its error."""
+        self._thread.join()
+        if "error" in self._box:
+            raise self._box["error"]
+        return self._box["path"]
+
+
+def save_async(directory, values, metadata=None, run_ranks=None):
+    """Snapshots the pieces now (a copy each, so training may change the variables at once)
+    and saves them in a background thread; returns a :class:`SaveHandle`."""
+    snap = {n: ShardedValue(v.shape, v.dtype, v.placement, v.sbp, {i: np.array(p) for i, p in v.pieces.items()})
+            for n, v in values.items()}
+    box = {}
+
+    def work():
+        try:
+            box["path"] = save(directory, snap, metadata, run_ranks)
+        except BaseException as e:  # noqa: BLE001 - handed to wait()
+            box["error"] = e
+    thread = threading.Thread(target=work, name="tw-sharded-save", daemon=True)
+    thread.start()
+    return SaveHandle(thread, box)
+
+
+def is_committed(directory):
+    """Whether ``directory`` is a complete checkpoint (its marker is there)."""
+    return os.path.isfile(os.path.join(directory, MARKER)) and os.path.isfile(os.path.join(directory, INDEX))
+
+
+def list_checkpoints(parent):
+    """The committed checkpoint directories in ``parent`` (staging directories never count)."""
+    if not os.path.isdir(parent):
+        return []
+    return sorted(os.path.join(parent, d) for d in os.listdir(parent)
+                  if not d.startswith(".") and is_committed(os.path.join(parent, d)))
+
+
+# ---- reading ---------------------------------------------------------------------------------------
+def read_index(directory):
+    """The validated index of a committed checkpoint."""
+    where = os.path.join(os.fspath(directory), INDEX)
+    if not is_committed(directory):
+        raise V.LoadError(f"{directory}: not a committed sharded checkpoint (no {MARKER}; an unfinished save?)")
+    doc = V.read_json_file(where)
+    V.check_keys(doc, where, ("format", "version", "variables", "metadata"))
+    if doc["format"] != FORMAT or doc["version"] != VERSION:
+        V.fail(where, f"format {doc['format']!r} version {doc['version']!r}, expected {FORMAT!r} {VERSION}")
+    V.expect(doc["variables"], dict, where, "variables")
+    for name, var in doc["variables"].items():
+        _check_variable(where, name, var)
+    return doc
+
+
+def _check_variable(where, name, var):
+    w = f"{where}: variable {name!r}"
+    V.check_keys(var, w, ("shape", "dtype", "placement", "sbp", "shards"))
+    shape = V.check_shape(var["shape"], w, allow_unknown=False)
+    V.check_dtype(var["dtype"], w, "dtype", V.TENSOR_DTYPES)
+    V.check_list(var["sbp"], w, "sbp")
+    for s in var["sbp"]:
+        _parse_sbp(s, w)
+    V.check_list(var["shards"], w, "shards", MAX_SHARDS)
+    covered = 0
+    boxes = []
+    for shard in var["shards"]:
+        V.check_keys(shard, w, ("file", "key", "start", "stop"))
+        V.check_safe_filename(shard["file"], w, "shard file")
+        V.check_string(shard["key"], w, "shard key")
+        for key in ("start", "stop"):
+            V.check_list(shard[key], w, key)
+            if len(shard[key]) != len(shape):
+                V.fail(w, f"shard {key} {shard[key]} does not match the rank of shape {shape}")
+        for d, (a, b) in enumerate(zip(shard["start"], shard["stop"])):
+            V.check_int(a, w, "shard start", 0, shape[d])
+            V.check_int(b, w, "shard stop", a, shape[d])
+        box = list(zip(shard["start"], shard["stop"]))
+        for other in boxes:
+            if all(max(a0, b0) < min(a1, b1) for (a0, a1), (b0, b1) in zip(box, other)) and box:
+                V.fail(w, f"shards {box} and {other} overlap")
+        boxes.append(box)
+        covered += V.num_elements([b - a for a, b in box])
+    if covered != V.num_elements(shape):
+        V.fail(w, f"shards cover {covered} of the {V.num_elements(shape)} elements (a rank's file missing "
+                  "from the index?)")
+
+
+def read_region(directory, name, region, index=None):
+    """The box ``region`` (a tuple of slices with explicit start/stop) of variable ``name``'s
+    logical value, read only from the shards that overlap it."""
+    index = index or read_index(directory)
+    var = index["variables"].get(name)
+    if var is None:
+        raise KeyError(f"{directory}: no variable {name!r} (has {sorted(index['variables'])})")
+    dtype = V.TENSOR_DTYPES[var["dtype"]].np_dtype
+    out = np.empty([sl.stop - sl.start for sl in region], dtype)
+    for shard in var["shards"]:
+        lo = [max(sl.start, a) for sl, a in zip(region, shard["start"])]
+        hi = [min(sl.stop, b) for sl, b in zip(region, shard["stop"])]
+        if any(a >= b for a, b in zip(lo, hi)) and region:
+            continue
+        src = tuple(slice(a - s, b - s) for a, b, s in zip(lo, hi, shard["start"]))
+        dst = tuple(slice(a - sl.start, b - sl.start) for a, b, sl in zip(lo, hi, region))
+        out[dst] = tensor_file.read_slice(os.path.join(directory, shard["file"]), shard["key"], src)
+    return out
+
+
+def restore(directory, name, placement, sbp, ranks=None):
+    """The pieces (mesh order) of variable ``name`` laid out as ``sbp`` on ``placement``, or
+    only those of rank indices ``ranks``; partial layouts get the value on coordinate 0."""
+    from tensorweave.distribute.layout import normalize_sbp, partial_identity, shard_slices
+    index = read_index(directory)
+    var = index["variables"][name] if name in index["variables"] else None
+    if var is None:
+        raise KeyError(f"{directory}: no variable {name!r} (has {sorted(index['variables'])})")
+    shape = tuple(var["shape"])
+    nd = normalize_sbp(sbp, placement, shape, what="sharded restore")
+    regions = shard_slices(shape, placement, nd)
+    wanted = range(placement.size) if ranks is None else ranks
+    pieces = []
+    for i in wanted:
+        piece = read_region(directory, name, regions[i], index)
+        coords = placement.coords(i)
+        for s, c in zip(nd, coords):
+            if isinstance(s, Partial) and c != 0:
+                piece[...] = partial_identity(s.kind, piece.dtype)
+        pieces.append(piece)
+    return pieces
