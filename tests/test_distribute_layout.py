@@ -122,3 +122,9 @@ def test_placements_and_sbps_pickle_for_ray_transport():
     assert pickle.loads(pickle.dumps(mesh)) == mesh
     for s in (S(1), B, P, Pa("max")):
         assert pickle.loads(pickle.dumps(s)) == s
+
+
+def test_combining_partial_bools_keeps_bool():
+    from tensorweave.distribute.layout import combine_partial
+    out = combine_partial("sum", [np.array([True, False]), np.array([True, False])])
+    assert out.dtype == np.bool_ and out.tolist() == [True, False]

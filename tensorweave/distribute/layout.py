@@ -182,7 +182,10 @@ _COMBINE = {"sum": np.add, "prod": np.multiply, "max": np.maximum, "min": np.min
 
 def combine_partial(kind, values):
     """The logical value of partial values ``values`` of kind ``kind``."""
-    return _COMBINE[kind].reduce(np.stack(values), axis=0) if len(values) > 1 else np.array(values[0])
+    if len(values) == 1:
+        return np.array(values[0])
+    stacked = np.stack(values)
+    return _COMBINE[kind].reduce(stacked, axis=0).astype(stacked.dtype, copy=False)   # (bool sums stay bool)
 
 
 def split_to_pieces(value, placement, nd_sbp):
