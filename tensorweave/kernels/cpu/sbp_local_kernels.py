@@ -1,0 +1,54 @@
+"""CPU kernels for ``ops/sbp_local_ops.py`` (rank-local lowerings of SBP signatures)."""
+import numpy as np
+
+from tensorweave.core.registry import get_op
+from tensorweave.core.registry import register_kernel as k
+from tensorweave.kernels.cpu.array_kernels import _check_indices
+
+
+@k("SbpLocalShape")
+def _local_shape(x, *ignored, shape, broadcast=False):
+    x = np.asarray(x)
+    return np.broadcast_to(x, tuple(shape)) if broadcast else np.reshape(x, tuple(shape))
+
+
+@k("SbpLocalConst")
+def _local_const(*inputs, value, dtype, like=0):
+    return np.array(value, dtype=dtype.np_dtype if dtype is not None else np.asarray(inputs[like]).dtype)
+
+
+@k("SbpReplaceInput")
+def _replace_input(*inputs, op_type, op_attrs, index, value):
+    inputs = list(inputs)
+    inputs[index] = np.asarray(value)
+    return get_op(op_type).kernel("CPU")(*inputs, **op_attrs)
+
+
+def _local_rows(indices, offset, rows):
+    local = np.asarray(indices).astype(np.int64) - offset
+    inside = (local >= 0) & (local < rows)
+    return np.where(inside, local, 0), inside
+
+
+@k("SbpMaskedGather")
+def _masked_gather(params, indices, axis, batch_dims, offset, limit):
+    axis = axis % params.ndim
+    _check_indices(indices, limit)
+    local, inside = _local_rows(indices, offset, params.shape[axis])
+    if params.shape[axis] == 0:
+        shape = params.shape[:axis] + np.shape(indices) + params.shape[axis + 1:]
+        return np.zeros(shape, dtype=params.dtype)
+    out = np.take(params, local, axis=axis)
+    mask = inside.reshape((1,) * axis + inside.shape + (1,) * (params.ndim - axis - 1))
+    return np.where(mask, out, np.zeros((), params.dtype))
+
+
+@k("SbpMaskedGatherGrad")
+def _masked_gather_grad(g, indices, params, axis, batch_dims, offset):
+    axis = axis % params.ndim
+    out = np.zeros(params.shape, dtype=g.dtype)
+    local, inside = _local_rows(indices, offset, params.shape[axis])
+    moved = np.moveaxis(out, axis, 0)
+    gm = np.moveaxis(g, list(range(axis, axis + local.ndim)), list(range(local.ndim)))
+    np.add.at(moved, local[inside], gm[inside])
+    return out

@@ -1,0 +1,49 @@
+"""Rank-local ops that SBP ``local`` hooks lower an op to (``core/sbp.py``: ``Signature.local``).
+
+A signature's ``local(op_type, attrs, shard)`` hook returns an op type and attrs only, so a
+per-rank plan stays data; these are the op types hooks return where the op itself cannot
+run on a rank's piece with rewritten attrs:
+
+* ``SbpLocalShape`` — reshape or broadcast the piece to the rank's local output shape
+  (``Reshape``/``BroadcastTo`` take their target shape as an input, which a hook cannot
+  rewrite); inputs after the first are ignored.
+* ``SbpLocalConst`` — the op's logical result, known from shapes alone (``Shape``/``Size``
+  of a split tensor), or zeros for a rank with an empty shard (``sbp_rules.zeros_if_empty``);
+  inputs are ignored (but for the dtype: that of input ``like`` when ``dtype`` is None).
+* ``SbpReplaceInput`` — op ``op_type`` with ``op_attrs``, input ``index`` replaced by the
+  constant ``value``: a shape input (a convolution's ``input_sizes``, a pooling gradient's
+  ``orig_input_shape``) made the rank's local shape.
+* ``SbpMaskedGather`` — a gather from a table split by rows: rows outside this rank's
+  ``[offset, offset + rows)`` give zeros, so the ranks' outputs sum to the gather (``P``);
+  ``limit`` is the logical row count (indices are checked against it).
+* ``SbpMaskedGatherGrad`` — its gradient: only this rank's rows of the table's gradient.
+
+They are made only by hooks (never by user code) and checked by ``tests/test_sbp_checker.py``.
+
+>>> import numpy as np, tensorweave as tw
+>>> table, ids = np.arange(8.0).reshape(4, 2), np.array([0, 3, 2])
+>>> parts = [tw.raw_op("SbpMaskedGather", [table[lo:hi], ids], {"axis": 0, "batch_dims": 0, "offset": lo, "limit": 4})
+...          for lo, hi in ((0, 2), (2, 4))]
+>>> bool((parts[0].numpy() + parts[1].numpy() == table[ids]).all())
+True
+"""
+from tensorweave.core.registry import NOT_DIFFERENTIABLE, get_op, register_op
+from tensorweave.core.shape import TensorShape
+
+
+def _infer_gather(inputs, attrs):
+    p, i = inputs
+    if p.shape.rank is None or i.shape.rank is None:
+        return TensorShape(None), p.dtype
+    axis = attrs["axis"] % p.shape.rank
+    pd, idd = p.shape.as_list(), i.shape.as_list()
+    return TensorShape(pd[:axis] + idd + pd[axis + 1:]), p.dtype
+
+
+register_op("SbpLocalShape", infer=lambda i, a: (TensorShape(list(a["shape"])), i[0].dtype), grad=NOT_DIFFERENTIABLE)
+register_op("SbpLocalConst", infer=lambda i, a: (TensorShape(list(a["value"].shape)),
+                                                 a["dtype"] or i[a.get("like", 0)].dtype),
+            grad=NOT_DIFFERENTIABLE)
+register_op("SbpReplaceInput", infer=lambda i, a: get_op(a["op_type"]).infer(i, a["op_attrs"]), grad=NOT_DIFFERENTIABLE)
+register_op("SbpMaskedGather", infer=_infer_gather, grad=NOT_DIFFERENTIABLE)
+register_op("SbpMaskedGatherGrad", infer=lambda i, a: (i[2].shape, i[0].dtype), grad=NOT_DIFFERENTIABLE)

@@ -1,0 +1,374 @@
+"""The brute-force SBP checker: every op with a rule, every candidate signature, against the
+single-device result.
+
+Table-driven from the op-test table (``tests/opinfos``): each OpInfo's samples run once
+eagerly (with their gradients) under a recording interpreter, which keeps every primitive
+call it sees (op type, attrs, input and output values). For each recorded call of an op
+that has a rule (``sbp_rules.rule_for``), every signature the rule offers is run on
+simulated ranks — 1-D meshes of 2 and 3 ranks, and a 2x2 mesh with pairs of per-axis
+signatures (sampled) — with sizes that do not divide (op-table shapes like (3, 4), split
+twice on the 2x2 mesh, leave uneven and empty shards):
+
+* inputs are laid out as the signature says: ``layout.split_to_pieces``'s slices, and for
+  ``P`` inputs RANDOM shares that combine to the value (value + zeros would let a wrong
+  ``P`` rule of a nonlinear op pass: relu(v) + relu(0) = relu(v));
+* each rank runs the op's CPU kernel on its pieces, with the op type and attrs its
+  signatures' ``local`` hooks give (chained in mesh-axis order, each seeing the rank's
+  :class:`ShardInfo` built from ``layout.shard_slices``);
+* each rank's output piece must have its slice's shape, ``B`` outputs must agree across
+  that mesh axis, and ``layout.assemble`` of the pieces must equal the single-device output.
+
+``test_checker_catches_wrong_rules`` injects wrong rules and wrong hooks and shows they fail.
+"""
+import itertools
+import zlib
+
+import numpy as np
+import pytest
+
+import tensorweave as tw
+from tensorweave.core import dtypes as _dt
+from tensorweave.core.dispatch import EagerInterpreter, interpreter_scope
+from tensorweave.core.registry import get_op
+from tensorweave.core.sbp import B, P, S, Broadcast, SbpInput, ShardInfo, Signature, Split
+from tensorweave.core.sbp_rules import rule_for
+from tensorweave.distribute import layout
+
+MESHES = (layout.Placement("cpu", [0, 1]), layout.Placement("cpu", [0, 1, 2]),
+          layout.Placement("cpu", [[0, 1], [2, 3]]))
+CALLS_PER_OP = 3           # recorded calls checked per op type (distinct input shapes first)
+SAMPLES_PER_INFO = 1        # op-table samples recorded per OpInfo (kernels compile per shape class)
+PAIRS_PER_CALL = 12        # per-axis signature pairs tried on the 2x2 mesh per call
+
+
+class Call:
+    """One recorded primitive call: what the checker replays on simulated ranks."""
+
+    def __init__(self, op_type, attrs, inputs, outputs, source=""):
+        self.op_type, self.attrs, self.inputs, self.outputs = op_type, dict(attrs), inputs, outputs
+        self.source = source
+
+    def key(self):
+        return (self.op_type, tuple((a.shape, a.dtype.str) for a in self.inputs), repr(sorted(self.attrs.items())))
+
+    def __repr__(self):
+        return f"{self.op_type}{[a.shape for a in self.inputs]} {self.attrs} (from {self.source})"
+
+
+class Recorder(EagerInterpreter):
+    """Runs ops eagerly and keeps every call whose inputs and outputs are arrays."""
+    name = "sbp-recorder"
+
+    def __init__(self, source=""):
+        self.calls, self.source = [], source
+
+    def execute(self, opdef, inputs, attrs, name):
+        out = super().execute(opdef, inputs, attrs, name)
+        outs = out if isinstance(out, tuple) else (out,)
+        values = [getattr(t, "_value", None) for t in tuple(inputs) + outs]
+        if all(isinstance(v, (np.ndarray, np.generic)) for v in values):
+            attrs = {k: v for k, v in (attrs or {}).items() if not k.startswith("_")}
+            self.calls.append(Call(opdef.name, attrs, [np.asarray(v) for v in values[:len(inputs)]],
+                                   [np.asarray(v) for v in values[len(inputs):]], self.source))
+        return out
+
+
+# ---- laying inputs out with random partial shares -------------------------------------------
+def _random_shares(value, n, kind, rng):
+    """``n`` arrays that combine (by ``kind``) to ``value``, none of them the value itself
+    where that can be avoided."""
+    value = np.asarray(value)
+    dt = value.dtype
+    if n == 1:
+        return [value.copy()]
+    if dt == np.bool_:
+        owner = rng.integers(0, n, size=value.shape)
+        noise = [rng.random(value.shape) < 0.5 for _ in range(n)]
+        if kind in ("max", "sum"):          # or
+            return [np.where(owner == i, value, value & noise[i]) for i in range(n)]
+        return [np.where(owner == i, value, value | noise[i]) for i in range(n)]   # and
+    if kind == "sum":
+        if dt.kind in "iu":
+            others = [rng.integers(-3, 4, size=value.shape).astype(dt) for _ in range(n - 1)]
+        else:
+            scale = np.where(np.isfinite(value), np.abs(value) + 1, 1) if value.size else np.abs(value)
+            noise = (lambda: rng.standard_normal(value.shape) + 1j * rng.standard_normal(value.shape)) \
+                if dt.kind == "c" else (lambda: rng.standard_normal(value.shape))
+            others = [(noise() * scale).astype(dt) for _ in range(n - 1)]
+        with np.errstate(over="ignore", invalid="ignore"):
+            last = value - np.sum(others, axis=0).astype(dt)
+        return [last.astype(dt)] + others
+    if kind in ("max", "min"):
+        owner = rng.integers(0, n, size=value.shape)
+        sign = -1 if kind == "max" else 1
+        shares = []
+        for i in range(n):
+            if dt.kind in "iu":
+                info = np.iinfo(dt)
+                moved = np.clip(value.astype(np.int64) + sign * rng.integers(0, 4, size=value.shape),
+                                info.min, info.max).astype(dt)
+            else:
+                with np.errstate(invalid="ignore"):
+                    moved = (value + sign * rng.uniform(0, 2, size=value.shape)).astype(dt)
+            shares.append(np.where(owner == i, value, moved))
+        return shares
+    # prod: random non-zero factors on all but one share (ints: ones, no exact inverse)
+    if dt.kind in "iu":
+        return [value.copy()] + [np.ones_like(value) for _ in range(n - 1)]
+    others = [(rng.uniform(0.5, 2.0, size=value.shape) * rng.choice([-1, 1], size=value.shape)).astype(dt)
+              for _ in range(n - 1)]
+    return [(value / np.prod(others, axis=0)).astype(dt)] + others
+
+
+def lay_out(value, placement, nd_sbp, rng):
+    """Per-rank pieces of ``value`` laid out as ``nd_sbp``: ``layout.split_to_pieces``'s slices,
+    with random shares for ``P`` (mesh axes in order, like the layout definition)."""
+    value = np.asarray(value)
+    grid = {(): value}
+    for mesh_axis, s in enumerate(nd_sbp):
+        n = placement.mesh_shape[mesh_axis]
+        nxt = {}
+        for coords, piece in grid.items():
+            if isinstance(s, Split):
+                for i, (lo, hi) in enumerate(layout.balanced_bounds(piece.shape[s.axis], n)):
+                    nxt[coords + (i,)] = np.take(piece, np.arange(lo, hi), axis=s.axis)
+            elif isinstance(s, Broadcast):
+                for i in range(n):
+                    nxt[coords + (i,)] = piece
+            else:
+                for i, share in enumerate(_random_shares(piece, n, s.kind, rng)):
+                    nxt[coords + (i,)] = share
+        grid = nxt
+    pieces = [np.array(grid[placement.coords(r)], order="C") for r in range(placement.size)]
+    if value.dtype.kind not in "fc":      # the shares must be a layout of the value (floats: up to rounding)
+        np.testing.assert_array_equal(layout.assemble(pieces, value.shape, placement, nd_sbp), value)
+    return pieces
+
+
+# ---- running one signature choice on simulated ranks -------------------------------------
+def _tolerance(*dtypes):
+    """(rtol, atol) for the least precise float dtype among ``dtypes`` (partial shares are
+    rounded in the input's dtype)."""
+    floats = [np.dtype(d) for d in dtypes if np.dtype(d).kind in "fc" or np.dtype(d).name == "bfloat16"]
+    if not floats or all(d in (np.float64, np.complex128) for d in floats):
+        return 1e-7, 1e-9
+    if all(d.itemsize >= 4 and d.name != "bfloat16" for d in floats):
+        return 2e-4, 2e-5
+    return 2e-2, 2e-2
+
+
+def run_signature(call, placement, sigs, rng):
+    """Runs ``call`` with one signature per mesh axis (``sigs``); raises AssertionError with
+    the op, the signatures and the mesh when the result is not the single-device one."""
+    where = f"{call!r} with {' x '.join(f'[{s}]' for s in sigs)} on mesh {list(placement.mesh_shape)}"
+    n_in = len(call.inputs)
+    nd_in = [tuple(s.inputs[i] for s in sigs) for i in range(n_in)]
+    nd_out = [tuple(s.outputs[j] for s in sigs) for j in range(len(call.outputs))]
+    assert all(len(s.inputs) == n_in for s in sigs), f"{where}: a signature has the wrong number of inputs"
+    assert all(len(s.outputs) == len(call.outputs) for s in sigs), f"{where}: wrong number of outputs"
+    for nd, a in zip(nd_in + nd_out, call.inputs + call.outputs):
+        for s in nd:
+            assert not isinstance(s, Split) or s.axis < a.ndim, f"{where}: splits axis {s.axis} of rank {a.ndim}"
+    pieces = [lay_out(a, placement, nd, rng) for a, nd in zip(call.inputs, nd_in)]
+    in_slices = [layout.shard_slices(a.shape, placement, nd) for a, nd in zip(call.inputs, nd_in)]
+    out_slices = [layout.shard_slices(a.shape, placement, nd) for a, nd in zip(call.outputs, nd_out)]
+    outs = []
+    for r in range(placement.size):
+        info = ShardInfo([a.shape for a in call.inputs], [sl[r] for sl in in_slices],
+                         [a.shape for a in call.outputs], [sl[r] for sl in out_slices],
+                         placement.coords(r), placement.mesh_shape)
+        op_type, attrs = call.op_type, dict(call.attrs)
+        for s in sigs:
+            if s.local is not None:
+                op_type, attrs = s.local(op_type, attrs, info)
+        try:
+            with np.errstate(all="ignore"):
+                out = get_op(op_type).kernel("CPU")(*[p[r] for p in pieces], **attrs)
+        except Exception as e:      # noqa: BLE001 - a rank that cannot run its pieces is a wrong rule
+            raise AssertionError(f"{where}: rank {r}'s {op_type} kernel raised {type(e).__name__}: {e}") from e
+        out = list(out) if isinstance(out, (tuple, list)) else [out]
+        assert len(out) == len(call.outputs), f"{where}: rank {r} gave {len(out)} outputs"
+        for j, (o, sl) in enumerate(zip(out, out_slices)):
+            want = tuple(x.stop - x.start for x in sl[r])
+            assert np.shape(o) == want, f"{where}: rank {r} output {j} has shape {np.shape(o)}, its slice {want}"
+        outs.append([np.asarray(o) for o in out])
+    for j, (full, nd) in enumerate(zip(call.outputs, nd_out)):
+        per_rank = [o[j] for o in outs]
+        assert all(p.dtype == full.dtype for p in per_rank), f"{where}: output {j} dtype differs"
+        tol = _tolerance(full.dtype, *[a.dtype for a in call.inputs])
+        _check_broadcasts(per_rank, placement, nd, tol, f"{where}: output {j}")
+        got = layout.assemble(per_rank, full.shape, placement, nd)
+        if full.dtype.kind in "fc":
+            np.testing.assert_allclose(got, full, *tol, err_msg=where)
+        else:
+            np.testing.assert_array_equal(got, full, err_msg=where)
+
+
+def _check_broadcasts(pieces, placement, nd_sbp, tol, where):
+    """``B`` on a mesh axis: the values made by combining the later mesh axes agree along it
+    (``layout.assemble`` reads only coordinate 0 there, so it cannot see a disagreement)."""
+    for m in range(placement.ndim):
+        if not isinstance(nd_sbp[m], Broadcast):
+            continue
+        inner = layout.Placement("cpu", np.arange(int(np.prod(placement.mesh_shape[m + 1:], dtype=int)))
+                                 .reshape(placement.mesh_shape[m + 1:] or (1,)))
+        groups = {}
+        for r in range(placement.size):
+            c = placement.coords(r)
+            groups.setdefault((c[:m], c[m]), []).append(pieces[r])
+        for (outer, i), group in groups.items():
+            sub = nd_sbp[m + 1:] or (Broadcast(),)
+            value = _combine(group, inner, sub)
+            first = _combine(groups[(outer, 0)], inner, sub)
+            np.testing.assert_allclose(value, first, *(tol if value.dtype.kind in "fc" else (0, 0)),
+                                       err_msg=f"{where} is B on mesh axis {m} but differs at coordinate {i}")
+
+
+def _combine(pieces, placement, nd_sbp):
+    """``layout.assemble`` without its final shape check (on a sub-mesh of the pieces)."""
+    grid = np.empty(placement.mesh_shape, dtype=object)
+    for index, piece in enumerate(pieces):
+        grid[placement.coords(index)] = piece
+    for m in reversed(range(placement.ndim)):
+        s, reduced = nd_sbp[m], np.empty(grid.shape[:-1], dtype=object)
+        for outer in itertools.product(*map(range, grid.shape[:-1])):
+            row = [grid[outer + (i,)] for i in range(grid.shape[-1])]
+            reduced[outer] = (np.concatenate(row, axis=s.axis) if isinstance(s, Split) else row[0]
+                              if isinstance(s, Broadcast) else layout.combine_partial(s.kind, row))
+        grid = reduced
+    return np.asarray(grid[()])
+
+
+def check_call(call, rule=None, rng=None, pairs=PAIRS_PER_CALL):
+    """Every signature of the op's rule on each mesh (pairs sampled on the 2x2 mesh); returns
+    the number of (signature choice, mesh) runs."""
+    rng = rng or np.random.default_rng(zlib.crc32(repr(call.key()).encode()))
+    rule = rule or rule_for(get_op(call.op_type))
+    specs = [SbpInput(a.shape, _dt.from_numpy(a.dtype)) for a in call.inputs]
+    sigs = rule(specs, {**call.attrs, "_out_shapes": [a.shape for a in call.outputs]})
+    assert sigs and all(s == type(s)(s.inputs, s.outputs) for s in sigs)
+    runs = 0
+    for placement in MESHES:
+        if placement.ndim == 1:
+            choices = [(s,) for s in sigs]
+        else:
+            choices = list(itertools.product(sigs, repeat=2))
+            if len(choices) > pairs:
+                keep = rng.choice(len(choices), size=pairs, replace=False)
+                choices = [choices[i] for i in sorted(keep)]
+        for choice in choices:
+            run_signature(call, placement, choice, rng)
+            runs += 1
+    return runs
+
+
+# ---- the op table's calls ------------------------------------------------------------------
+def _table():
+    from test_op_table import ALL_OPS, _flat, _samples
+    return ALL_OPS, _flat, _samples
+
+
+def _dtype_for(info):
+    for d in (tw.float64, tw.float32, tw.int64, tw.int32):
+        if d in info.dtypes:
+            return d
+    return info.dtypes[0]
+
+
+def _cotangent(shape):
+    return np.cos(np.arange(int(np.prod(shape)), dtype=np.float64)).reshape(shape)
+
+
+def record_table_calls():
+    """The op table's primitive calls (forward, and gradients for float64 OpInfos), at most
+    :data:`CALLS_PER_OP` per op type with distinct input shapes/attrs."""
+    all_ops, flat, samples = _table()
+    kept, seen = {}, set()
+    for info in all_ops:
+        dtype = _dtype_for(info)
+        rec = Recorder(info.name)
+        for s in samples(info, dtype)[:SAMPLES_PER_INFO]:
+            args = [tw.constant(a) if isinstance(a, np.ndarray) else a for a in s.args]
+            xs = [a for a in args if isinstance(a, tw.Tensor) and a.dtype == tw.float64]
+            try:
+                with interpreter_scope(rec), tw.GradientTape(persistent=False) as tape:
+                    for x in xs:
+                        tape.watch(x)
+                    outs = [o for o in flat(info.op(*args, **s.kwargs)) if isinstance(o, tw.Tensor)]
+                    ys = [o for o in outs if o.dtype == tw.float64]
+                    loss = None
+                    if info.grad and xs and ys:
+                        loss = tw.add_n([tw.reduce_sum(y * tw.constant(_cotangent(y.numpy().shape))) for y in ys])
+                    if loss is not None:
+                        tape.gradient(loss, xs)
+            except Exception:       # noqa: BLE001 - samples that raise are tested elsewhere
+                continue
+        for c in rec.calls:
+            if c.key() in seen:
+                continue
+            seen.add(c.key())
+            lst = kept.setdefault(c.op_type, [])
+            if len(lst) < CALLS_PER_OP:
+                lst.append(c)
+    return kept
+
+
+_CALLS = None
+
+
+def table_calls():
+    global _CALLS
+    if _CALLS is None:
+        _CALLS = record_table_calls()
+    return _CALLS
+
+
+def _ops_with_rules():
+    from tensorweave.core.registry import registered_ops
+    return sorted(n for n, d in registered_ops().items() if rule_for(d) is not None)
+
+
+@pytest.mark.parametrize("op_type", _ops_with_rules())
+def test_rule_gives_the_single_device_result(op_type):
+    calls = table_calls().get(op_type, []) + EXTRA_CALLS.get(op_type, [])
+    if not calls:
+        pytest.skip(f"{op_type}: no op-table sample records it (see test_every_rule_is_checked)")
+    for call in calls:
+        check_call(call)
+
+
+EXTRA_CALLS = {}
+
+
+def _call(op_type, *inputs, **attrs):
+    """A call recorded from running ``op_type`` once on ``inputs`` (NumPy arrays)."""
+    rec = Recorder("hand-written")
+    with interpreter_scope(rec):
+        tw.raw_op(op_type, [tw.constant(a) for a in inputs], attrs)
+    return rec.calls[-1]
+
+
+def _fails(call, rule):
+    try:
+        check_call(call, rule=lambda inputs, attrs: [Signature([B] * len(inputs), [B] * len(call.outputs))] + rule)
+    except AssertionError:
+        return True
+    return False
+
+
+def test_checker_catches_wrong_rules():
+    rng = np.random.default_rng(3)
+    x, w = rng.normal(size=(5, 4)), rng.normal(size=(4, 3))
+    mm = _call("MatMul", x, w, transpose_a=False, transpose_b=False)
+    assert not _fails(mm, [Signature([S(0), B], [S(0)]), Signature([S(1), S(0)], [P])])
+    assert _fails(mm, [Signature([S(0), S(0)], [S(0)])])          # the classic illegal one
+    assert _fails(mm, [Signature([S(1), S(0)], [B])])             # partial sums claimed complete
+    assert _fails(mm, [Signature([B, S(1)], [S(0)])])             # wrong output axis
+    relu = _call("Relu", x)
+    # relu(v) + relu(0) = relu(v): with value + zeros shares this wrong rule would pass; random shares catch it
+    assert _fails(relu, [Signature([P], [P])])
+    pieces = layout.split_to_pieces(x, MESHES[0], (P,))
+    assert np.allclose(sum(np.maximum(p, 0) for p in pieces), np.maximum(x, 0))
+    assert _fails(_call("Max", x, axis=1, keepdims=False), [Signature([S(1)], [P])])   # sum instead of max
+    assert _fails(_call("Sum", x, axis=1, keepdims=False), [Signature([S(1)], [S(0)])])
+    assert _fails(_call("Exp", x), [Signature([S(0)], [B])])       # B claimed where ranks differ
