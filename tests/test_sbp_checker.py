@@ -33,6 +33,7 @@ from tensorweave.core.registry import get_op
 from tensorweave.core.sbp import B, P, S, Broadcast, SbpInput, ShardInfo, Signature, Split
 from tensorweave.core.sbp_rules import rule_for
 from tensorweave.distribute import layout
+from tensorweave.distribute.decompositions import DECOMPOSITIONS
 
 MESHES = (layout.Placement("cpu", [0, 1]), layout.Placement("cpu", [0, 1, 2]),
           layout.Placement("cpu", [[0, 1], [2, 3]]))
@@ -44,9 +45,16 @@ PAIRS_PER_CALL = 12        # per-axis signature pairs tried on the 2x2 mesh per 
 class Call:
     """One recorded primitive call: what the checker replays on simulated ranks."""
 
-    def __init__(self, op_type, attrs, inputs, outputs, source=""):
+    def __init__(self, op_type, attrs, inputs, outputs, source="", fresh=None, variables=None):
         self.op_type, self.attrs, self.inputs, self.outputs = op_type, dict(attrs), inputs, outputs
         self.source = source
+        self.fresh = fresh          # () -> attrs made anew per run (a random op's stream at its start)
+        # {input index: the variable's value after the op}: inputs[i] is the value before; each
+        # rank gets a variable holding its piece
+        self.variables = variables or {}
+
+    def run_attrs(self):
+        return {**self.attrs, **(self.fresh() if self.fresh else {})}
 
     def key(self):
         return (self.op_type, tuple((a.shape, a.dtype.str) for a in self.inputs), repr(sorted(self.attrs.items())))
@@ -177,13 +185,14 @@ def run_signature(call, placement, sigs, rng):
         info = ShardInfo([a.shape for a in call.inputs], [sl[r] for sl in in_slices],
                          [a.shape for a in call.outputs], [sl[r] for sl in out_slices],
                          placement.coords(r), placement.mesh_shape)
-        op_type, attrs = call.op_type, dict(call.attrs)
+        op_type, attrs = call.op_type, call.run_attrs()
         for s in sigs:
             if s.local is not None:
                 op_type, attrs = s.local(op_type, attrs, info)
+        args = [tw.Variable(p[r]) if i in call.variables else p[r] for i, p in enumerate(pieces)]
         try:
             with np.errstate(all="ignore"):
-                out = get_op(op_type).kernel("CPU")(*[p[r] for p in pieces], **attrs)
+                out = get_op(op_type).kernel("CPU")(*args, **attrs)
         except Exception as e:      # noqa: BLE001 - a rank that cannot run its pieces is a wrong rule
             raise AssertionError(f"{where}: rank {r}'s {op_type} kernel raised {type(e).__name__}: {e}") from e
         out = list(out) if isinstance(out, (tuple, list)) else [out]
@@ -191,8 +200,9 @@ def run_signature(call, placement, sigs, rng):
         for j, (o, sl) in enumerate(zip(out, out_slices)):
             want = tuple(x.stop - x.start for x in sl[r])
             assert np.shape(o) == want, f"{where}: rank {r} output {j} has shape {np.shape(o)}, its slice {want}"
-        outs.append([np.asarray(o) for o in out])
-    for j, (full, nd) in enumerate(zip(call.outputs, nd_out)):
+        outs.append([np.asarray(o) for o in out] + [args[i].numpy() for i in sorted(call.variables)])
+    finals = call.outputs + [call.variables[i] for i in sorted(call.variables)]
+    for j, (full, nd) in enumerate(zip(finals, nd_out + [nd_in[i] for i in sorted(call.variables)])):
         per_rank = [o[j] for o in outs]
         assert all(p.dtype == full.dtype for p in per_rank), f"{where}: output {j} dtype differs"
         tol = _tolerance(full.dtype, *[a.dtype for a in call.inputs])
@@ -244,7 +254,8 @@ def check_call(call, rule=None, rng=None, pairs=PAIRS_PER_CALL):
     the number of (signature choice, mesh) runs."""
     rng = rng or np.random.default_rng(zlib.crc32(repr(call.key()).encode()))
     rule = rule or rule_for(get_op(call.op_type))
-    specs = [SbpInput(a.shape, _dt.from_numpy(a.dtype)) for a in call.inputs]
+    specs = [SbpInput((), _dt.resource) if i in call.variables else SbpInput(a.shape, _dt.from_numpy(a.dtype))
+             for i, a in enumerate(call.inputs)]
     sigs = rule(specs, {**call.attrs, "_out_shapes": [a.shape for a in call.outputs]})
     assert sigs and all(s == type(s)(s.inputs, s.outputs) for s in sigs)
     runs = 0
@@ -328,16 +339,27 @@ def _ops_with_rules():
     return sorted(n for n, d in registered_ops().items() if rule_for(d) is not None)
 
 
+_UPDATE_OPS = {f"Resource{kind}Apply{name}" for kind in ("", "Sparse", "Group")
+               for name in ("Adam", "KerasMomentum", "AdagradV2", "KerasRMSprop")}
+
+
+def _extra_calls():
+    """Hand-written calls of ops the op table does not run (random streams, variables)."""
+    out = {}
+    for c in _random_calls() + _state_calls() + _hand_calls():
+        out.setdefault(c.op_type, []).append(c)
+    return out
+
+
 @pytest.mark.parametrize("op_type", _ops_with_rules())
 def test_rule_gives_the_single_device_result(op_type):
-    calls = table_calls().get(op_type, []) + EXTRA_CALLS.get(op_type, [])
-    if not calls:
-        pytest.skip(f"{op_type}: no op-table sample records it (see test_every_rule_is_checked)")
+    calls = table_calls().get(op_type, []) + _extra_calls().get(op_type, [])
+    if op_type in _UPDATE_OPS:
+        pytest.skip("optimizer updates: test_optimizer_updates_on_sharded_variables")
+    assert calls, (f"{op_type} has an SBP rule but no op-table sample records it: add an OpInfo or a "
+                   "hand-written call here")
     for call in calls:
         check_call(call)
-
-
-EXTRA_CALLS = {}
 
 
 def _call(op_type, *inputs, **attrs):
@@ -372,3 +394,145 @@ def test_checker_catches_wrong_rules():
     assert _fails(_call("Max", x, axis=1, keepdims=False), [Signature([S(1)], [P])])   # sum instead of max
     assert _fails(_call("Sum", x, axis=1, keepdims=False), [Signature([S(1)], [S(0)])])
     assert _fails(_call("Exp", x), [Signature([S(0)], [B])])       # B claimed where ranks differ
+
+
+def _random_call(op_type, inputs, attrs, stateful):
+    """A random op's call whose every run starts its stream afresh (as each rank does)."""
+    from tensorweave.ops.random_ops import _op_key, _SeedState
+    fresh = (lambda: {"state": _SeedState(_op_key(5, 9))}) if stateful else None
+    inputs = [np.asarray(a) for a in inputs]
+    call = Call(op_type, attrs, inputs, [], "hand-written", fresh)
+    out = get_op(op_type).kernel("CPU")(*inputs, **call.run_attrs())
+    call.outputs = [np.asarray(o) for o in (out if isinstance(out, tuple) else (out,))]
+    return call
+
+
+def _random_calls():
+    shape, seed, logits = np.array([5, 3]), np.array([3, 4]), np.log(np.array([[0.2, 0.3, 0.5]] * 4))
+    f64 = {"dtype": tw.float64}
+    seeds = {"seed": 5, "seed2": 9}
+    return [_random_call(*c) for c in [
+        ("RandomUniform", [shape], {**f64, **seeds}, True),
+        ("RandomStandardNormal", [shape], {**f64, **seeds}, True),
+        ("TruncatedNormal", [shape], {**f64, **seeds}, True),
+        ("RandomUniformInt", [shape, np.int64(-4), np.int64(9)], seeds, True),
+        ("Multinomial", [logits, np.int32(5)], {"output_dtype": tw.int64, **seeds}, True),
+        ("RandomShuffle", [np.arange(15.0).reshape(5, 3)], seeds, True),
+        ("StatelessRandomUniform", [shape, seed], f64, False),
+        ("StatelessRandomNormal", [shape, seed], f64, False),
+        ("StatelessTruncatedNormal", [shape, seed], f64, False),
+        ("StatelessRandomUniformInt", [shape, seed, np.int64(0), np.int64(7)], {}, False),
+        ("StatelessRandomUniformFullInt", [shape, seed], {"dtype": tw.int64}, False),
+        ("StatelessMultinomial", [logits, np.int32(5), seed], {"output_dtype": tw.int64}, False)]]
+
+
+def test_random_ops_offer_splits_of_the_single_device_draw():
+    """Each rank keeps its slice of the single-device draw (run by the test above)."""
+    for call in _random_calls():
+        sigs = rule_for(get_op(call.op_type))([SbpInput(a.shape) for a in call.inputs],
+                                               {**call.attrs, "_out_shapes": [call.outputs[0].shape]})
+        assert len(sigs) > 1, call.op_type
+
+
+# ---- optimizer updates: variables per rank ----------------------------------------------------
+_UPDATES = [   # op, number of variable handles, scalars, attrs
+    ("Adam", 3, [0.1, np.int64(3)], {"beta_1": 0.9, "beta_2": 0.99, "epsilon": 1e-7, "amsgrad": False}),
+    ("KerasMomentum", 2, [0.1], {"momentum": 0.9, "nesterov": True}),
+    ("AdagradV2", 2, [0.1], {"epsilon": 1e-7}),
+    ("KerasRMSprop", 4, [0.1], {"rho": 0.9, "momentum": 0.5, "epsilon": 1e-7, "centered": True}),
+]
+
+
+def _apply_update(op_type, values, scalars, grads, attrs, indices=None):
+    """Runs one update on fresh variables holding ``values``; returns their new values."""
+    variables = [tw.Variable(v) for v in values]
+    inputs = [v.handle for v in variables] + [tw.constant(np.asarray(s, np.int64 if isinstance(s, np.int64)
+                                                                       else np.float64)) for s in scalars]
+    inputs += [tw.constant(g) for g in grads] + ([tw.constant(indices)] if indices is not None else [])
+    tw.raw_op(op_type, inputs, attrs)
+    return [v.numpy() for v in variables]
+
+
+@pytest.mark.parametrize("name, n, scalars, attrs", _UPDATES, ids=[u[0] for u in _UPDATES])
+@pytest.mark.parametrize("kind", ["", "Sparse", "Group"])
+def test_optimizer_updates_on_sharded_variables(name, n, scalars, attrs, kind):
+    """Each signature of the update's rule (on the 2x2 mesh every pair): variables and slots laid
+    out per rank, the update run on every rank's pieces, the assembled variables equal the
+    single-device update (Group: two variables in one op)."""
+    rng = np.random.default_rng(11)
+    op_type = f"Resource{kind}Apply{name}"
+    shape, n_vars = (5, 3), 2 if kind == "Group" else 1
+    attrs = dict(attrs, num_variables=n_vars) if kind == "Group" else attrs
+    values = [rng.uniform(0.5, 1.5, size=shape) for _ in range(n * n_vars)]
+    indices = np.array([3, 0, 4]) if kind == "Sparse" else None
+    grads = [rng.normal(size=(3, 3) if kind == "Sparse" else shape) for _ in range(n_vars)]
+    want = _apply_update(op_type, values, scalars, grads, attrs, indices)
+    specs = ([SbpInput((), _dt.resource)] * len(values) + [SbpInput(())] * len(scalars)
+             + [SbpInput(g.shape) for g in grads] + ([SbpInput(indices.shape)] if indices is not None else []))
+    sigs = rule_for(get_op(op_type))(specs, attrs)
+    assert len(sigs) >= 2 and all(not s.outputs for s in sigs)
+    for placement in MESHES:
+        for choice in itertools.product(sigs, repeat=placement.ndim):
+            nd = [tuple(s.inputs[i] for s in choice) for i in range(len(specs))]
+            var_pieces = [layout.split_to_pieces(v, placement, nd[k]) for k, v in enumerate(values)]
+            first_grad = len(values) + len(scalars)
+            grad_pieces = [layout.split_to_pieces(g, placement, nd[first_grad + j]) for j, g in enumerate(grads)]
+            per_rank = [_apply_update(op_type, [p[r] for p in var_pieces], scalars, [g[r] for g in grad_pieces],
+                                      attrs, indices) for r in range(placement.size)]
+            for k in range(len(values)):
+                got = layout.assemble([p[k] for p in per_rank], shape, placement, nd[k])
+                np.testing.assert_allclose(got, want[k], rtol=1e-12, err_msg=f"{op_type} {choice} slot {k}")
+
+
+def _variable_call(op_type, inputs, attrs, variables):
+    """A call on variables (inputs at ``variables`` are the variables' values before the op)."""
+    held = {i: tw.Variable(inputs[i]) for i in variables}
+    args = [held[i] if i in held else np.asarray(a) for i, a in enumerate(inputs)]
+    out = get_op(op_type).kernel("CPU")(*args, **attrs)
+    out = [np.asarray(o) for o in (out if isinstance(out, tuple) else (out,))]
+    return Call(op_type, attrs, [np.asarray(a) for a in inputs], out, "hand-written",
+                variables={i: v.numpy() for i, v in held.items()})
+
+
+def _state_calls():
+    rng = np.random.default_rng(4)
+    w, v, idx = rng.normal(size=(5, 3)), rng.normal(size=(5, 3)), np.array([[3, 0], [4, 3]])
+    var = {"dtype": tw.float64, "shape": tw.TensorShape([5, 3])}
+    return [_variable_call(*c) for c in [
+        ("ReadVariableOp", [w], var, [0]),
+        ("AssignVariableOp", [w, v], var, [0]),
+        ("AssignAddVariableOp", [w, v], var, [0]),
+        ("AssignSubVariableOp", [w, v], var, [0]),
+        ("ResourceGather", [w, idx], var, [0]),
+        ("ResourceScatterAdd", [w, idx, rng.normal(size=(2, 2, 3))], var, [0]),
+        ("ResourceScatterUpdate", [w, np.array([3, 0, 4]), rng.normal(size=(3, 3))], var, [0])]]
+
+
+# ---- decompositions -----------------------------------------------------------------------------
+@pytest.mark.parametrize("op_type", sorted(DECOMPOSITIONS))
+def test_decomposition_equals_the_op_and_has_rules_throughout(op_type):
+    """On the op table's calls of the op: the decomposition gives the op's outputs, and each
+    primitive it runs has an SBP rule (so the interpreter never boxes its input whole)."""
+    calls = [c for c in table_calls().get(op_type, []) if c.inputs[0].dtype.kind == "f"]
+    assert calls, op_type
+    for call in calls:
+        rec = Recorder("decomposition")
+        with interpreter_scope(rec):
+            got = DECOMPOSITIONS[op_type](*[tw.constant(a) for a in call.inputs], **call.attrs)
+        got = got if isinstance(got, (tuple, list)) else [got]
+        for g, want in zip(got, call.outputs):
+            np.testing.assert_allclose(g.numpy(), want, rtol=1e-6, atol=1e-9, err_msg=f"{call!r}")
+        without = sorted({c.op_type for c in rec.calls if rule_for(get_op(c.op_type)) is None})
+        assert not without, f"{op_type}'s decomposition runs ops without SBP rules: {without}"
+
+
+def _hand_calls():
+    """Ops without an op-table entry of their own (see tests/test_op_coverage.py)."""
+    rng = np.random.default_rng(8)
+    x = rng.normal(size=(3, 4))
+    pool = {"ksize": (2, 2), "strides": (1, 1), "padding": "VALID", "data_format": "NHWC"}
+    img = rng.normal(size=(3, 4, 4, 2))
+    return [_call("IdentityN", x, rng.normal(size=(3, 2)), n=2),
+            _call("IsInf", np.where(x > 1, np.inf, x)),
+            _call("Softsign", x),
+            _call("MaxPoolGradGrad", img, rng.normal(size=img.shape), **pool)]

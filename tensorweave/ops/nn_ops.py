@@ -1306,11 +1306,12 @@ def _pool_sbp(linear, sizes_input=False):
     """Pooling works per example and per channel: batch and channel splits pass through."""
     def fn(inputs, attrs):
         x = inputs[-1]
+        last = len(inputs) - 1       # a float input (zeros of its dtype for an empty shard)
         for a in (0, _channel_axis(x.rank, attrs["data_format"])):
             if sizes_input:
-                yield Signature([B, S(a)], [S(a)], _sizes_hook(0))
+                yield Signature([B, S(a)], [S(a)], _empty(last, _sizes_hook(0)))
             else:
-                yield [S(a)] * len(inputs), [S(a)]
+                yield Signature([S(a)] * len(inputs), [S(a)], _empty(last))
         if linear:
             yield [B] * (len(inputs) - 1) + [P], [P]
     return fn

@@ -13,6 +13,12 @@ run on a rank's piece with rewritten attrs:
 * ``SbpReplaceInput`` — op ``op_type`` with ``op_attrs``, input ``index`` replaced by the
   constant ``value``: a shape input (a convolution's ``input_sizes``, a pooling gradient's
   ``orig_input_shape``) made the rank's local shape.
+* ``SbpSliceOf`` — op ``sbp_op`` (its attrs beside) computed whole, keeping the rank's
+  ``sbp_slices`` (``(start, stop)`` per axis): random ops, whose ranks must draw the
+  single-device stream (each rank's stream starts where the single-device one does, so the
+  logical value is the single-device one; it costs a whole draw per rank — a counter offset
+  per shard needs a sampler that consumes a fixed number of draws per value). Its ``bind``
+  is the inner op's (the random stream).
 * ``SbpMaskedGather`` — a gather from a table split by rows: rows outside this rank's
   ``[offset, offset + rows)`` give zeros, so the ranks' outputs sum to the gather (``P``);
   ``limit`` is the logical row count (indices are checked against it).
@@ -45,5 +51,18 @@ register_op("SbpLocalConst", infer=lambda i, a: (TensorShape(list(a["value"].sha
                                                  a["dtype"] or i[a.get("like", 0)].dtype),
             grad=NOT_DIFFERENTIABLE)
 register_op("SbpReplaceInput", infer=lambda i, a: get_op(a["op_type"]).infer(i, a["op_attrs"]), grad=NOT_DIFFERENTIABLE)
+def _slice_of_infer(inputs, attrs):
+    inner = {k: v for k, v in attrs.items() if k not in ("sbp_op", "sbp_slices")}
+    out = get_op(attrs["sbp_op"]).infer(inputs, inner)
+    dtype = out[1] if isinstance(out, tuple) else out[0][1]
+    return TensorShape([stop - start for start, stop in attrs["sbp_slices"]]), dtype
+
+
+def _slice_of_bind(op):
+    bind = get_op(op.attrs["sbp_op"]).bind
+    return bind(op) if bind is not None else {}
+
+
+register_op("SbpSliceOf", infer=_slice_of_infer, grad=NOT_DIFFERENTIABLE, stateful=True, bind=_slice_of_bind)
 register_op("SbpMaskedGather", infer=_infer_gather, grad=NOT_DIFFERENTIABLE)
 register_op("SbpMaskedGatherGrad", infer=lambda i, a: (i[2].shape, i[0].dtype), grad=NOT_DIFFERENTIABLE)

@@ -10,7 +10,9 @@ import numpy as np
 
 from tensorweave.core import dtypes as _dt
 from tensorweave.core import errors
-from tensorweave.core.registry import register_kernel, register_op
+from tensorweave.core.registry import get_op, register_kernel, register_op
+from tensorweave.core.sbp import B, P, Partial, S, Signature
+from tensorweave.core.sbp_rules import signatures
 from tensorweave.core.shape import TensorShape, fmt
 
 
@@ -134,3 +136,54 @@ def _rscatter_update(var, indices, updates, dtype, shape):
     value = var._storage_for_update()
     value[indices] = updates
     return value
+
+
+# ---- SBP rules (core/sbp.py): a handle's SBP is its variable's (given at creation: it has no rule
+# of its own). Reads and assignments keep the layout; the kernels check values against attr
+# ``shape``, which a hook makes the rank's local shape. A row split of a gathered or scattered
+# variable would need each rank to take its rows only (not offered yet).
+def _local_shape(which, index):
+    def local(op_type, attrs, shard):
+        dims = shard.out_local_shape(index) if which == "out" else shard.in_local_shape(index)
+        return op_type, {**attrs, "shape": TensorShape(list(dims))}
+    return local
+
+
+def _read_sbp(inputs, attrs):
+    hook = _local_shape("out", 0)
+    for i in range(attrs["shape"].rank or 0):
+        yield Signature([S(i)], [S(i)], hook)
+    yield from (Signature([Partial(k)], [Partial(k)], hook) for k in Partial.KINDS)
+
+
+def _assign_sbp(inputs, attrs):
+    hook = _local_shape("in", 1)
+    for i in range(inputs[1].rank):
+        yield Signature([S(i), S(i)], [S(i)], hook)
+    yield Signature([P, P], [P], hook)       # each rank stores (or adds) its share
+
+
+def _rgather_sbp(inputs, attrs):
+    idx, rank = inputs[1], attrs["shape"].rank or 0
+    for k in range(idx.rank):
+        yield [B, S(k)], [S(k)]
+    def local(op_type, attrs, shard):       # the variable's rows, and the output's trailing dims
+        rows = attrs["shape"][0]
+        return op_type, {**attrs, "shape": TensorShape([rows] + list(shard.out_local_shape(0)[idx.rank:]))}
+    for a in range(1, rank):
+        yield Signature([S(a), B], [S(idx.rank + a - 1)], local)
+    yield [P, B], [P]
+
+
+def _rscatter_sbp(inputs, attrs):
+    idx, rank = inputs[1], attrs["shape"].rank or 0
+    for a in range(1, rank):
+        yield Signature([S(a), B, S(idx.rank - 1 + a)], [S(a)], _local_shape("out", 0))
+    yield Signature([P, B, P], [P])
+
+
+get_op("ReadVariableOp").sbp = signatures(_read_sbp)
+for _name in ("AssignVariableOp", "AssignAddVariableOp", "AssignSubVariableOp"):
+    get_op(_name).sbp = signatures(_assign_sbp)
+get_op("ResourceGather").sbp = signatures(_rgather_sbp)
+get_op("ResourceScatterAdd").sbp = get_op("ResourceScatterUpdate").sbp = signatures(_rscatter_sbp)

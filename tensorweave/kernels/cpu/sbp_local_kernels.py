@@ -24,6 +24,12 @@ def _replace_input(*inputs, op_type, op_attrs, index, value):
     return get_op(op_type).kernel("CPU")(*inputs, **op_attrs)
 
 
+@k("SbpSliceOf")
+def _slice_of(*inputs, sbp_op, sbp_slices, **attrs):
+    out = np.asarray(get_op(sbp_op).kernel("CPU")(*inputs, **attrs))
+    return out[tuple(slice(start, stop) for start, stop in sbp_slices)]
+
+
 def _local_rows(indices, offset, rows):
     local = np.asarray(indices).astype(np.int64) - offset
     inside = (local >= 0) & (local < rows)
