@@ -20,7 +20,7 @@ True
 """
 import numpy as np
 
-from tensorweave.ops import array_ops, indexing_ops, math_ops, nn_ops  # noqa: F401 - nn_ops: the ops' home
+from tensorweave.ops import array_ops, indexing_ops, math_ops
 from tensorweave.ops import reduce_ops as R
 
 
