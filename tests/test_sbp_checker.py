@@ -37,9 +37,11 @@ from tensorweave.distribute.decompositions import DECOMPOSITIONS
 
 MESHES = (layout.Placement("cpu", [0, 1]), layout.Placement("cpu", [0, 1, 2]),
           layout.Placement("cpu", [[0, 1], [2, 3]]))
-CALLS_PER_OP = 3           # recorded calls checked per op type (distinct input shapes first)
+CALLS_PER_OP = 2           # recorded calls checked per op type (distinct input shapes)
 SAMPLES_PER_INFO = 1        # op-table samples recorded per OpInfo (kernels compile per shape class)
-PAIRS_PER_CALL = 12        # per-axis signature pairs tried on the 2x2 mesh per call
+PAIRS_PER_CALL = 8         # per-axis signature pairs tried on the 2x2 mesh per call (sampled)
+# OpInfos whose ops all box to B (tests/test_sbp_coverage.py): recording them only compiles kernels
+SKIP_TABLES = ("rnn.",)
 
 
 class Call:
@@ -296,6 +298,8 @@ def record_table_calls():
     all_ops, flat, samples = _table()
     kept, seen = {}, set()
     for info in all_ops:
+        if info.name.startswith(SKIP_TABLES):
+            continue
         dtype = _dtype_for(info)
         rec = Recorder(info.name)
         for s in samples(info, dtype)[:SAMPLES_PER_INFO]:
@@ -536,3 +540,24 @@ def _hand_calls():
             _call("IsInf", np.where(x > 1, np.inf, x)),
             _call("Softsign", x),
             _call("MaxPoolGradGrad", img, rng.normal(size=img.shape), **pool)]
+
+
+def test_seed_example_three_layouts():
+    """I(N, C1) x W(C1, C2) as data parallel, model parallel and split contraction on 2 ranks,
+    each boxed back to B (docs/design/sbp-rules.md), and the weight gradient of the first."""
+    rng = np.random.default_rng(0)
+    i, w = rng.normal(size=(5, 4)), rng.normal(size=(4, 3))
+    mesh, full = MESHES[0], i @ w
+    sigs = {str(s): s for s in rule_for(get_op("MatMul"))([SbpInput(i.shape), SbpInput(w.shape)], {})}
+    kernel = get_op("MatMul").kernel("CPU")
+    for name, shapes in [("S(0), B -> S(0)", [(3, 3), (2, 3)]), ("B, S(1) -> S(1)", [(5, 2), (5, 1)]),
+                         ("S(1), S(0) -> P", [(5, 3), (5, 3)])]:
+        sig = sigs[name]
+        ip, wp = (layout.split_to_pieces(a, mesh, (s,)) for a, s in zip((i, w), sig.inputs))
+        outs = [kernel(ip[r], wp[r], transpose_a=False, transpose_b=False) for r in range(2)]
+        assert [o.shape for o in outs] == shapes, name
+        np.testing.assert_allclose(layout.assemble(outs, full.shape, mesh, sig.outputs), full, rtol=1e-12)
+    dgrad = _call("MatMul", i, rng.normal(size=(5, 3)), transpose_a=True, transpose_b=False)
+    grad_sigs = rule_for(get_op("MatMul"))([SbpInput(a.shape) for a in dgrad.inputs], dgrad.attrs)
+    assert Signature([S(0), S(0)], [P]) in grad_sigs      # the data-parallel weight gradient is P
+    run_signature(dgrad, mesh, (Signature([S(0), S(0)], [P]),), rng)
