@@ -76,7 +76,11 @@ def test_matmul_rule_is_the_einsum_rule_and_correct():
     sigs_t = _check_all("MatMul", lambda x, y: tw.matmul(x, y, transpose_a=True).numpy(), [at, w],
                         {"transpose_a": True})
     assert "S(1), B -> S(0)" in sigs_t and "S(0), S(0) -> P" in sigs_t
-    assert matmul_equation(3, 3) == "amk,akn->amn" and matmul_equation(2, 3) is None
+    assert matmul_equation(3, 3) == "amk,akn->amn" and matmul_equation(2, 1) is None
+    assert matmul_equation(3, 2) == "amk,kn->amn"         # a dense layer on [batch, time, features]
+    x3 = rng.normal(size=(3, 6, 5))
+    sigs3 = _check_all("MatMul", lambda x, y: tw.matmul(x, y).numpy(), [x3, w])
+    assert {"S(0), B -> S(0)", "S(1), B -> S(1)", "B, S(1) -> S(2)", "S(2), S(0) -> P"} <= sigs3
 
 
 def test_einsum_rule_from_the_equation():

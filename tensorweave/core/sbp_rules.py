@@ -121,13 +121,13 @@ def einsum_rule(equation=None):
 
 
 def matmul_equation(rank_a, rank_b, transpose_a=False, transpose_b=False):
-    """The einsum equation of ``MatMul`` for operands of these ranks (equal batch axes), or
-    None (other rank combinations: only all-B is offered)."""
-    if rank_a != rank_b or rank_a < 2:
+    """The einsum equation of ``MatMul`` for operands of these ranks (batch axes broadcast from
+    the right, as ``x[b, t, k] @ w[k, n]`` in a dense layer), or None (a rank below 2)."""
+    if min(rank_a, rank_b) < 2:
         return None
-    batch = "abcdefgh"[:rank_a - 2]
-    a = batch + ("km" if transpose_a else "mk")
-    b = batch + ("nk" if transpose_b else "kn")
+    batch = "abcdefgh"[:max(rank_a, rank_b) - 2]
+    a = batch[len(batch) - (rank_a - 2):] + ("km" if transpose_a else "mk")
+    b = batch[len(batch) - (rank_b - 2):] + ("nk" if transpose_b else "kn")
     return f"{a},{b}->{batch}mn"
 
 

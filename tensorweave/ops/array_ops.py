@@ -839,7 +839,7 @@ def _squeeze_sbp(inputs, attrs):
 
 
 def _transpose_sbp(inputs, attrs):
-    perm = list(attrs["perm"])
+    perm = list(range(inputs[0].rank))[::-1] if attrs["perm"] is None else list(attrs["perm"])
     yield from (([S(i)], [S(perm.index(i))]) for i in range(inputs[0].rank))
     yield [P], [P]
 

@@ -25,7 +25,7 @@ from tensorweave.core.convert import convert_like, convert_to_tensor
 from tensorweave.core.dispatch import execute
 from tensorweave.core.graph import constant_value
 from tensorweave.core.registry import NOT_DIFFERENTIABLE, get_op, register_op
-from tensorweave.core.sbp import B, P, S
+from tensorweave.core.sbp import B, P, S, Signature
 from tensorweave.core.shape import TensorShape, fmt
 from tensorweave.core.tensor import Tensor
 from tensorweave.ops import array_ops as A
@@ -915,8 +915,33 @@ def unravel_index(indices, dims, name=None):
 
 
 # ---- SBP rules (core/sbp.py) ------------------------------------------------------------------------
-# Ops whose axis mapping depends on an input's value (Slice's begin/size, PadV2's paddings, Tile's
-# multiples) cannot split those axes from shapes alone; they pass partial sums (they are linear).
+# Slice, PadV2, MirrorPad and Tile take begin/size, paddings, multiples as input values: an axis
+# whose output size equals its input size (attr _out_shapes, from shape inference) is untouched
+# (begin 0 and full size, no padding, multiple 1) and splits through; all are linear.
+def _untouched(inputs, attrs):
+    shapes = attrs.get("_out_shapes")
+    x = inputs[0]
+    if not shapes or len(shapes[0]) != x.rank:
+        return []
+    return [i for i in builtins.range(x.rank) if x.shape[i] is not None and x.shape[i] == shapes[0][i]]
+
+
+def _untouched_sbp(partial, local=None):
+    def fn(inputs, attrs):
+        for i in _untouched(inputs, attrs):
+            yield Signature([S(i)] + [B] * (len(inputs) - 1), [S(i)], local)
+        yield partial, [P]
+    return sbp_rules.signatures(fn)
+
+
+def _slice_size_hook(op_type, attrs, shard):
+    """Slice's size input made the rank's output shape (its begin is 0 on the split axis)."""
+    size = np.array(shard.out_local_shape(0), np.int64)
+    if op_type == "SbpReplaceInput":
+        return op_type, {**attrs, "value": size}
+    return "SbpReplaceInput", {"op_type": op_type, "op_attrs": attrs, "index": 2, "value": size}
+
+
 def _trailing(q, idx_rank, a):
     """The updates/output axis of params axis ``a`` (>= q) in gather_nd/scatter_nd."""
     return idx_rank - 1 + a - q
@@ -992,17 +1017,17 @@ def _unravel_sbp(inputs, attrs):
     yield from (([S(i), B], [S(i + 1)]) for i in builtins.range(inputs[0].rank))
 
 
-_sig, _linear = sbp_rules.signatures, lambda *sbps: sbp_rules.signatures(lambda i, a: [(list(sbps), [P])])
+_sig = sbp_rules.signatures
 get_op("GatherNd").sbp = _sig(_gather_nd_sbp)
 get_op("ScatterNd").sbp = _sig(_scatter_nd_sbp)
 get_op("TensorScatterAdd").sbp = get_op("TensorScatterSub").sbp = _tensor_scatter_sbp("add")
 get_op("TensorScatterUpdate").sbp = _tensor_scatter_sbp("update")
 get_op("TensorScatterMax").sbp = get_op("TensorScatterMin").sbp = _tensor_scatter_sbp(None)
 get_op("OneHot").sbp = _sig(_one_hot_sbp)
-get_op("PadV2").sbp = _linear(P, B, P)
-get_op("MirrorPad").sbp = get_op("MirrorPadGrad").sbp = _linear(P, B)
-get_op("Tile").sbp = _linear(P, B)
-get_op("Slice").sbp = _linear(P, B, B)
+get_op("PadV2").sbp = _untouched_sbp([P, B, P])
+get_op("MirrorPad").sbp = get_op("MirrorPadGrad").sbp = _untouched_sbp([P, B])
+get_op("Tile").sbp = _untouched_sbp([P, B])
+get_op("Slice").sbp = _untouched_sbp([P, B, B], _slice_size_hook)
 get_op("ReverseV2").sbp = _axes_not("axis")
 get_op("Roll").sbp = _axes_not("axis")
 get_op("Repeat").sbp = _axes_not("axis")
