@@ -41,7 +41,7 @@ EXCEPTIONS = {
     **dict.fromkeys(["FusedMatMul", "FusedConv1D", "FusedConv2D", "FusedConv3D", "FusedReluGradBiasAddGrad",
                      "FusedElementwise", "FusedReduction",
                      "FusedSparseSoftmaxCrossEntropy"], _PLAN),
-    **dict.fromkeys(["SbpLocalShape", "SbpLocalConst", "SbpReplaceInput", "SbpSliceOf", "SbpMaskedGather",
+    **dict.fromkeys(["SbpLocalShape", "SbpLocalConst", "SbpReplaceInput", "SbpSliceOf", "SbpMaskedGather", "SbpMaskedResourceGather", "SbpRowsOnly",
                      "SbpMaskedGatherGrad"], "made only by SBP local hooks on ranks' pieces: tests/test_sbp_checker.py"),
     "NoOp": "no inputs or outputs, nothing to compare: tests/test_graph.py (control dependencies)",
     "IdentityN": "used by tw.custom_gradient and tw.function outputs: tests/test_autodiff.py",

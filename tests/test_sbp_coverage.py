@@ -29,12 +29,10 @@ NO_RULE = {
     "InvertPermutation": "each output entry depends on the whole permutation: B",
     "NoOp": "no inputs or outputs",
     "PrintV2": "prints the whole value: B",
-    "CustomGradient": ("outputs are identities of its first inputs; the rest carry the gradient function's "
-                       "arguments and should keep whatever SBP they have (SbpInput.sbp): not written yet, B"),
     **dict.fromkeys(["Where", "Bincount", "UniqueV2", "UniqueSegmentSum"], _SHAPE),
     **dict.fromkeys(["FusedConv1D", "FusedConv2D", "FusedConv3D", "FusedElementwise", "FusedMatMul",
                      "FusedReduction", "FusedReluGradBiasAddGrad", "FusedSparseSoftmaxCrossEntropy"], _PASS),
-    **dict.fromkeys(["SbpLocalConst", "SbpLocalShape", "SbpMaskedGather", "SbpMaskedGatherGrad",
+    **dict.fromkeys(["SbpLocalConst", "SbpLocalShape", "SbpMaskedGather", "SbpMaskedResourceGather", "SbpRowsOnly", "SbpMaskedGatherGrad",
                      "SbpReplaceInput", "SbpSliceOf"], _LOCAL),
     **dict.fromkeys(["If", "StatefulIf", "While", "StatefulWhile", "WhileGrad"], _CONTROL),
     **dict.fromkeys(["PyFunc", "EagerPyFunc"], _PYTHON),

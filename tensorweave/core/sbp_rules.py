@@ -214,6 +214,20 @@ def batched_rule(core_in, core_out, linear=None, extra=None):
     return signatures(fn, lambda attrs: len(core_out(attrs) if callable(core_out) else core_out))
 
 
+WRAPPERS = ("SbpRowsOnly", "SbpReplaceInput")   # local ops holding an inner op_type and op_attrs
+
+
+def through_wrappers(hook):
+    """``hook`` applied to the inner op when an earlier mesh axis's hook already wrapped it
+    (hooks chain in mesh-axis order: see ``Signature.local``)."""
+    def local(op_type, attrs, shard):
+        if op_type in WRAPPERS:
+            inner_type, inner_attrs = hook(attrs["op_type"], attrs["op_attrs"], shard)
+            return op_type, {**attrs, "op_type": inner_type, "op_attrs": inner_attrs}
+        return hook(op_type, attrs, shard)
+    return local
+
+
 def zeros_if_empty(like, inner=None):
     """A ``local`` hook for signatures that may leave a rank an empty shard (a dimension
     smaller than the rank count) that the kernel cannot take (a convolution over 0 channels):

@@ -23,6 +23,12 @@ run on a rank's piece with rewritten attrs:
   ``[offset, offset + rows)`` give zeros, so the ranks' outputs sum to the gather (``P``);
   ``limit`` is the logical row count (indices are checked against it).
 * ``SbpMaskedGatherGrad`` — its gradient: only this rank's rows of the table's gradient.
+* ``SbpMaskedResourceGather`` — ``SbpMaskedGather`` from a row-split variable (an embedding
+  table read with ``sparse_read``).
+* ``SbpRowsOnly`` — op ``op_type`` (a row update of a variable: a sparse optimizer step, a
+  scatter) given only the rows in this rank's ``[offset, offset + rows)`` of a row-split
+  variable, renumbered from 0: input ``index_input`` holds the row ids, ``rows_input`` the
+  rows.
 
 They are made only by hooks (never by user code) and checked by ``tests/test_sbp_checker.py``.
 
@@ -64,5 +70,9 @@ def _slice_of_bind(op):
 
 
 register_op("SbpSliceOf", infer=_slice_of_infer, grad=NOT_DIFFERENTIABLE, stateful=True, bind=_slice_of_bind)
+register_op("SbpMaskedResourceGather", infer=lambda i, a: (TensorShape(i[1].shape.as_list() + a["shape"].as_list()[1:]),
+                                                           a["dtype"]), grad=NOT_DIFFERENTIABLE, stateful=True)
+register_op("SbpRowsOnly", infer=lambda i, a: get_op(a["op_type"]).infer(i, a["op_attrs"]), grad=NOT_DIFFERENTIABLE,
+            stateful=True, num_outputs=lambda a: get_op(a["op_type"]).n_outputs(a["op_attrs"]))
 register_op("SbpMaskedGather", infer=_infer_gather, grad=NOT_DIFFERENTIABLE)
 register_op("SbpMaskedGatherGrad", infer=lambda i, a: (i[2].shape, i[0].dtype), grad=NOT_DIFFERENTIABLE)

@@ -34,9 +34,10 @@ from tensorweave.core.context import building_graph
 from tensorweave.core.convert import convert_to_tensor
 from tensorweave.core.dispatch import execute
 from tensorweave.core.registry import get_op, register_op
-from tensorweave.core.sbp import B, S
+from tensorweave.core.sbp import B, S, Signature
 from tensorweave.core.sbp_rules import signatures
 from tensorweave.core.shape import fmt
+from tensorweave.ops.state_ops import rows_only_hook
 
 FUSED_DTYPES = (_dt.float32, _dt.float64)
 
@@ -85,13 +86,16 @@ def _group_infer(op_name, num_handles, num_scalars):
 # ---- SBP rules (core/sbp.py): an update is elementwise over the variable, its slots and the
 # gradient, with B scalars: all split along one axis (a variable handle's SBP is its variable's),
 # so a sharded variable keeps sharded slots (ZeRO-style). Sparse updates split the rows' trailing
-# axes; a row split of the variable would need each rank to take its rows only (not offered yet).
+# axes, or a row-split variable (an embedding table) whose ranks update only their rows.
 def _update_sbp(num_handles, num_scalars, sparse):
     def fn(inputs, attrs):
         n = num_handles(attrs)
         grad = inputs[n + num_scalars]
         for i in range(1 if sparse else 0, grad.rank):
             yield [S(i)] * n + [B] * num_scalars + [S(i)] + [B] * sparse, []
+        if sparse:
+            last = n + num_scalars + 1
+            yield Signature([S(0)] * n + [B] * (num_scalars + 2), [], rows_only_hook(last, last - 1))
     return signatures(fn, 0)
 
 

@@ -58,3 +58,20 @@ def _masked_gather_grad(g, indices, params, axis, batch_dims, offset):
     gm = np.moveaxis(g, list(range(axis, axis + local.ndim)), list(range(local.ndim)))
     np.add.at(moved, local[inside], gm[inside])
     return out
+
+
+@k("SbpMaskedResourceGather")
+def _masked_resource_gather(var, indices, offset, limit, dtype, shape):
+    return _masked_gather(var._read(), indices, 0, 0, offset, limit)
+
+
+@k("SbpRowsOnly")
+def _rows_only(*inputs, op_type, op_attrs, index_input, rows_input, offset, rows):
+    inputs = list(inputs)
+    ids = np.asarray(inputs[index_input])
+    local, inside = _local_rows(ids, offset, rows)
+    if not inside.any() and not get_op(op_type).n_outputs(op_attrs):
+        return ()       # no row of this rank's (the sparse update kernels reject zero rows)
+    inputs[index_input] = local[inside].astype(ids.dtype)
+    inputs[rows_input] = np.asarray(inputs[rows_input])[inside]
+    return get_op(op_type).kernel("CPU")(*inputs, **op_attrs)
