@@ -89,8 +89,12 @@ def test_einsum_rule_from_the_equation():
     sigs = _check_all("Einsum", lambda p, q: tw.einsum("bij,bjk->bik", p, q).numpy(), [x, y],
                       {"equation": "bij,bjk->bik"})
     assert {"S(0), S(0) -> S(0)", "S(2), S(1) -> P"} <= sigs
-    assert [str(s) for s in einsum_rule("...ij,...jk->...ik")([SbpInput((2, 3)), SbpInput((3, 4))], {})] == \
-        ["B, B -> B"]            # not generated: only all-B is claimed
+    assert [str(s) for s in einsum_rule("ij,jk")([SbpInput((2, 3)), SbpInput((3, 4))], {})] == \
+        ["B, B -> B"]            # an implicit output is not generated: only all-B is claimed
+    a, b = rng.normal(size=(2, 3, 4, 5)), rng.normal(size=(3, 5, 2))      # '...' broadcast from the right
+    sigs = _check_all("Einsum", lambda p, q: tw.einsum("...ij,...jk->...ik", p, q).numpy(), [a, b],
+                      {"equation": "...ij,...jk->...ik"})
+    assert {"S(0), B -> S(0)", "S(1), S(0) -> S(1)", "S(3), S(1) -> P"} <= sigs
 
 
 @pytest.mark.parametrize("op_type, fn, shapes", [

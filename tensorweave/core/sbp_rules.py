@@ -89,18 +89,32 @@ def reduction_rule(kind, split_reduced=True):
     return rule
 
 
-def _parse(equation):
-    """(operand terms, output term), or None for equations not generated ('...', implicit output)."""
+def _parse(equation, ranks=None):
+    """(operand terms, output term), or None for equations not generated (an implicit output;
+    '...' without the operands' ``ranks``). '...' becomes letters not in the equation, aligned
+    from the right as broadcasting aligns them."""
     lhs, arrow, out = equation.replace(" ", "").partition("->")
-    if "." in equation or not arrow:
+    if not arrow:
         return None
-    return lhs.split(","), out
+    terms = lhs.split(",")
+    if "." not in equation:
+        return terms, out
+    if ranks is None or len(ranks) != len(terms):
+        return None
+    spare = [c for c in "ABCDEFGHIJKLMNOPQRSTUVWXYZ" if c not in equation]
+    widths = [r - len(t.replace("...", "")) for t, r in zip(terms, ranks)]
+    if any(w < 0 for w in widths):
+        return None
+    width = max(widths, default=0)
+    ell = "".join(spare[:width])
+    terms = [t.replace("...", ell[width - w:]) for t, w in zip(terms, widths)]
+    return terms, out.replace("...", ell)
 
 
 def einsum_rule(equation=None):
     """The rule of an einsum (``equation``, or the op's ``equation`` attr when None)."""
     def rule(inputs, attrs):
-        parsed = _parse(equation or attrs["equation"])
+        parsed = _parse(equation or attrs["equation"], [x.rank for x in inputs])
         n = len(inputs)
         sigs = [Signature([B] * n, [B])]
         if parsed is None:
