@@ -392,6 +392,19 @@ def test_checker_catches_wrong_rules():
     assert _fails(_call("Max", x, axis=1, keepdims=False), [Signature([S(1)], [P])])   # sum instead of max
     assert _fails(_call("Sum", x, axis=1, keepdims=False), [Signature([S(1)], [S(0)])])
     assert _fails(_call("Exp", x), [Signature([S(0)], [B])])       # B claimed where ranks differ
+    # local hooks: a row-split table's gather needs each rank's row offset
+    table, ids = rng.normal(size=(7, 3)), np.array([[6, 0], [2, 2], [5, 1]])
+    gather = _call("GatherV2", table, ids, axis=0, batch_dims=0)
+    right = [s for s in rule_for(get_op("GatherV2"))([SbpInput(table.shape), SbpInput(ids.shape)], gather.attrs)
+             if s.inputs[0] == S(0)]
+    assert right and not _fails(gather, right)
+
+    def offset_zero(op_type, attrs, shard):
+        return "SbpMaskedGather", {**attrs, "offset": 0, "limit": 7}
+    assert _fails(gather, [Signature([S(0), B], [P])])                        # no hook: the kernel fails
+    assert _fails(gather, [Signature([S(0), B], [P], offset_zero)])           # every rank thinks it has rows 0..
+    reshape = _call("Reshape", rng.normal(size=(6, 2, 2)), np.array([6, 4]))
+    assert _fails(reshape, [Signature([S(0), B], [S(0)])])                    # the target shape is not local
 
 
 def _random_call(op_type, inputs, attrs, stateful):
