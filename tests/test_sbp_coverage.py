@@ -23,7 +23,6 @@ NO_RULE = {
     "Const": "a constant has no inputs: made whole (B) on each rank",
     "Placeholder": "a graph input: its layout is the feed's (to_global), not inferred",
     "PlaceholderWithDefault": "a graph input: its layout is the feed's",
-    "Fill": "a value made from B shape and scalar inputs: B",
     "Range": "a sequence made from B scalars: B",
     "VarHandleOp": "no inputs: a handle's layout is its variable's, given when it is created",
     "InvertPermutation": "each output entry depends on the whole permutation: B",

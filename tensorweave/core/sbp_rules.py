@@ -242,6 +242,19 @@ def through_wrappers(hook):
     return local
 
 
+def shape_input_hook(index):
+    """A ``local`` hook running the op with its shape input ``index`` (a convolution gradient's
+    ``input_sizes``, ``Fill``'s dims, ``Slice``'s size) made the rank's output shape
+    (``SbpReplaceInput``)."""
+    def local(op_type, attrs, shard):
+        import numpy as np
+        value = np.array(shard.out_local_shape(0), np.int64)
+        if op_type == "SbpReplaceInput" and attrs["index"] == index:
+            return op_type, {**attrs, "value": value}
+        return "SbpReplaceInput", {"op_type": op_type, "op_attrs": attrs, "index": index, "value": value}
+    return local
+
+
 def zeros_if_empty(like, inner=None):
     """A ``local`` hook for signatures that may leave a rank an empty shard (a dimension
     smaller than the rank count) that the kernel cannot take (a convolution over 0 channels):

@@ -964,8 +964,8 @@ get_op("StridedSliceGrad").sbp = _sig(_strided_slice_grad_sbp)
 get_op("GatherV2").sbp = _sig(_gather_sbp)
 get_op("GatherGrad").sbp = _sig(_gather_grad_sbp)
 get_op("UnsortedSegmentSum").sbp = _sig(_useg_sbp)
-for _name, _why in (("Const", "a constant has no inputs: made whole (B) on each rank"),
-                    ("Placeholder", "a graph input: its layout is the feed's (to_global), not inferred"),
-                    ("PlaceholderWithDefault", "a graph input: its layout is the feed's"),
-                    ("Fill", "a value made from B shape and scalar inputs: B")):
+get_op("Fill").sbp = _sig(lambda inputs, attrs: [Signature([B, B], [S(j)], sbp_rules.shape_input_hook(0))
+                                                  for j in range(len((attrs.get("_out_shapes") or [()])[0]))]
+                         + [([B, P], [P])])         # each rank fills its piece only
+for _name in ("Const", "Placeholder", "PlaceholderWithDefault"):    # reasons: tests/test_sbp_coverage.py
     get_op(_name).sbp = sbp_rules.BOXES_TO_B

@@ -934,14 +934,6 @@ def _untouched_sbp(partial, local=None):
     return sbp_rules.signatures(fn)
 
 
-def _slice_size_hook(op_type, attrs, shard):
-    """Slice's size input made the rank's output shape (its begin is 0 on the split axis)."""
-    size = np.array(shard.out_local_shape(0), np.int64)
-    if op_type == "SbpReplaceInput":
-        return op_type, {**attrs, "value": size}
-    return "SbpReplaceInput", {"op_type": op_type, "op_attrs": attrs, "index": 2, "value": size}
-
-
 def _trailing(q, idx_rank, a):
     """The updates/output axis of params axis ``a`` (>= q) in gather_nd/scatter_nd."""
     return idx_rank - 1 + a - q
@@ -1027,7 +1019,7 @@ get_op("OneHot").sbp = _sig(_one_hot_sbp)
 get_op("PadV2").sbp = _untouched_sbp([P, B, P])
 get_op("MirrorPad").sbp = get_op("MirrorPadGrad").sbp = _untouched_sbp([P, B])
 get_op("Tile").sbp = _untouched_sbp([P, B])
-get_op("Slice").sbp = _untouched_sbp([P, B, B], _slice_size_hook)
+get_op("Slice").sbp = _untouched_sbp([P, B, B], sbp_rules.shape_input_hook(2))   # size: local; begin: 0
 get_op("ReverseV2").sbp = _axes_not("axis")
 get_op("Roll").sbp = _axes_not("axis")
 get_op("Repeat").sbp = _axes_not("axis")

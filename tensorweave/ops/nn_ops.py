@@ -1239,16 +1239,6 @@ def _bias_add_grad_sbp(inputs, attrs):
     yield [P], [P]
 
 
-def _sizes_hook(index):
-    """Lowers the op to run with shape input ``index`` made this rank's output shape."""
-    def local(op_type, attrs, shard):
-        if op_type == "SbpReplaceInput":
-            return op_type, {**attrs, "value": np.array(shard.out_local_shape(0), np.int64)}
-        return "SbpReplaceInput", {"op_type": op_type, "op_attrs": attrs, "index": index,
-                                   "value": np.array(shard.out_local_shape(0), np.int64)}
-    return local
-
-
 def _conv_layout(x, f, attrs):
     """(channel axis of x, filter in-channel axis, out-channel axis, whether channels can split:
     not for grouped convolutions)."""
@@ -1281,10 +1271,10 @@ def _conv_bpi_sbp(inputs, attrs):
     c, fi, fo = _channel_axis(dy.rank, attrs["data_format"]), f.rank - 2, f.rank - 1
     out = (attrs.get("_out_shapes") or [None])[0]
     single = out is not None and _groups_of_one(out[c], f.shape[fi], attrs)
-    yield Signature([B, B, S(0)], [S(0)], _empty(1, _sizes_hook(0)))
+    yield Signature([B, B, S(0)], [S(0)], _empty(1, sbp_rules.shape_input_hook(0)))
     if single:
         yield Signature([B, S(fo), S(c)], [P], _empty(1))
-        yield Signature([B, S(fi), B], [S(c)], _empty(1, _sizes_hook(0)))
+        yield Signature([B, S(fi), B], [S(c)], _empty(1, sbp_rules.shape_input_hook(0)))
     yield [B, P, B], [P]
     yield [B, B, P], [P]
 
@@ -1296,8 +1286,8 @@ def _conv_bpf_sbp(inputs, attrs):
     out = (attrs.get("_out_shapes") or [None])[0]
     yield Signature([S(0), B, S(0)], [P], _empty(0))
     if out is not None and _groups_of_one(x.shape[c], out[nd], attrs):
-        yield Signature([S(c), B, B], [S(nd)], _empty(0, _sizes_hook(1)))
-        yield Signature([B, B, S(c)], [S(nd + 1)], _empty(0, _sizes_hook(1)))
+        yield Signature([S(c), B, B], [S(nd)], _empty(0, sbp_rules.shape_input_hook(1)))
+        yield Signature([B, B, S(c)], [S(nd + 1)], _empty(0, sbp_rules.shape_input_hook(1)))
     yield [P, B, B], [P]
     yield [B, B, P], [P]
 
@@ -1309,7 +1299,7 @@ def _pool_sbp(linear, sizes_input=False):
         last = len(inputs) - 1       # a float input (zeros of its dtype for an empty shard)
         for a in (0, _channel_axis(x.rank, attrs["data_format"])):
             if sizes_input:
-                yield Signature([B, S(a)], [S(a)], _empty(last, _sizes_hook(0)))
+                yield Signature([B, S(a)], [S(a)], _empty(last, sbp_rules.shape_input_hook(0)))
             else:
                 yield Signature([S(a)] * len(inputs), [S(a)], _empty(last))
         if linear:
