@@ -43,6 +43,7 @@ from tensorweave.ops.reduce_ops import (
 from tensorweave.ops.variables import Variable
 from tensorweave.ops import state_ops as _state_ops  # noqa: F401
 from tensorweave.ops import fused_ops as _fused_ops  # noqa: F401 - plan-only ops the passes make
+from tensorweave.ops import sbp_local_ops as _sbp_local_ops  # noqa: F401 - ops SBP local hooks lower to
 from tensorweave.ops.control_flow import cond, while_loop, case, switch_case
 from tensorweave.ops.control_flow_ops import group, no_op, control_dependencies, tuple_ as tuple  # noqa: A001
 from tensorweave.ops import overloads as _overloads  # noqa: F401

@@ -76,7 +76,11 @@ def test_matmul_rule_is_the_einsum_rule_and_correct():
     sigs_t = _check_all("MatMul", lambda x, y: tw.matmul(x, y, transpose_a=True).numpy(), [at, w],
                         {"transpose_a": True})
     assert "S(1), B -> S(0)" in sigs_t and "S(0), S(0) -> P" in sigs_t
-    assert matmul_equation(3, 3) == "amk,akn->amn" and matmul_equation(2, 3) is None
+    assert matmul_equation(3, 3) == "amk,akn->amn" and matmul_equation(2, 1) is None
+    assert matmul_equation(3, 2) == "amk,kn->amn"         # a dense layer on [batch, time, features]
+    x3 = rng.normal(size=(3, 6, 5))
+    sigs3 = _check_all("MatMul", lambda x, y: tw.matmul(x, y).numpy(), [x3, w])
+    assert {"S(0), B -> S(0)", "S(1), B -> S(1)", "B, S(1) -> S(2)", "S(2), S(0) -> P"} <= sigs3
 
 
 def test_einsum_rule_from_the_equation():
@@ -85,8 +89,12 @@ def test_einsum_rule_from_the_equation():
     sigs = _check_all("Einsum", lambda p, q: tw.einsum("bij,bjk->bik", p, q).numpy(), [x, y],
                       {"equation": "bij,bjk->bik"})
     assert {"S(0), S(0) -> S(0)", "S(2), S(1) -> P"} <= sigs
-    assert [str(s) for s in einsum_rule("...ij,...jk->...ik")([SbpInput((2, 3)), SbpInput((3, 4))], {})] == \
-        ["B, B -> B"]            # not generated: only all-B is claimed
+    assert [str(s) for s in einsum_rule("ij,jk")([SbpInput((2, 3)), SbpInput((3, 4))], {})] == \
+        ["B, B -> B"]            # an implicit output is not generated: only all-B is claimed
+    a, b = rng.normal(size=(2, 3, 4, 5)), rng.normal(size=(3, 5, 2))      # '...' broadcast from the right
+    sigs = _check_all("Einsum", lambda p, q: tw.einsum("...ij,...jk->...ik", p, q).numpy(), [a, b],
+                      {"equation": "...ij,...jk->...ik"})
+    assert {"S(0), B -> S(0)", "S(1), S(0) -> S(1)", "S(3), S(1) -> P"} <= sigs
 
 
 @pytest.mark.parametrize("op_type, fn, shapes", [
@@ -132,4 +140,4 @@ def test_rule_slot_on_register_op_and_boxes_to_b():
     assert rule_for(get_op(name)) is None                     # explicit: inputs are boxed to B
     own = rule_for(get_op(name + "Own"))
     assert own([SbpInput((4,))], {}) == [Signature([S(0)], [S(0)])]
-    assert rule_for(get_op("Cumsum")) is None                 # no rule yet: boxes to B too
+    assert rule_for(get_op("Where")) is None                  # data-dependent shape: boxes to B

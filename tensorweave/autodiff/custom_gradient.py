@@ -25,6 +25,8 @@ from tensorweave.core.context import building_graph, ctx
 from tensorweave.core.convert import convert_to_tensor
 from tensorweave.core.dispatch import EagerOp, execute, record_custom
 from tensorweave.core.registry import get_op, register_kernel, register_op
+from tensorweave.core.sbp import B, Partial, S
+from tensorweave.core.sbp_rules import signatures
 from tensorweave.core.tensor import Tensor
 
 
@@ -38,7 +40,21 @@ def _grad_dispatch(op, *grads):
 
 # Outputs are identities of the first n_out inputs; the remaining inputs are the
 # function's arguments (and variable handles), which receive the custom gradient.
-register_op("CustomGradient", infer=_identity_infer, num_outputs=lambda a: a["n_out"], grad=_grad_dispatch)
+def _sbp(inputs, attrs):
+    """SBP: the outputs are their inputs in any layout; the other inputs (the function's
+    arguments, read only by the gradient) keep the SBP they have, so nothing is boxed for them."""
+    n = attrs["n_out"]
+    rest = [x.sbp or B for x in inputs[n:]]
+    rank = max((x.rank for x in inputs[:n]), default=0)
+    for i in range(rank):
+        outs = [S(i) if i < x.rank else B for x in inputs[:n]]
+        yield outs + rest, outs
+    for k in Partial.KINDS:
+        yield [Partial(k)] * n + rest, [Partial(k)] * n
+
+
+register_op("CustomGradient", infer=_identity_infer, num_outputs=lambda a: a["n_out"], grad=_grad_dispatch,
+            sbp=signatures(_sbp, lambda a: a["n_out"]))
 register_kernel("CustomGradient", "CPU")(lambda *xs, n_out: tuple(xs[:n_out]))
 
 

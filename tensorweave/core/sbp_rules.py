@@ -62,21 +62,24 @@ def _reduced_axes(axis, rank):
     return tuple(sorted({a % rank for a in axis})) if rank else ()
 
 
-def reduction_rule(kind):
+def reduction_rule(kind, split_reduced=True):
     """The rule of a reduction over attr ``axis`` (``keepdims`` respected); ``kind`` is the
-    ``reduction`` trait: "sum", "max", "min" or "prod"."""
-    partial = Partial(kind)
+    ``reduction`` trait: "sum", "max", "min" or "prod" (None: no partial values pass, as
+    for argmax). ``split_reduced=False``: a split reduced axis is not offered (a mean of
+    uneven shards is no partial mean; ``distribute/decompositions.py`` has Mean as Sum/n)."""
+    partial = Partial(kind) if kind else None
 
     def rule(inputs, attrs):
         x = inputs[0]
         reduced = _reduced_axes(attrs.get("axis"), x.rank)
         keep = attrs.get("keepdims", False)
         others = [B] * (len(inputs) - 1)        # an axis tensor, if any, is the same everywhere
-        sigs = [Signature([B] + others, [B]), Signature([partial] + others, [partial])]
+        sigs = [Signature([B] + others, [B])] + ([Signature([partial] + others, [partial])] if partial else [])
         out_axis = 0
         for i in range(x.rank):
             if i in reduced:
-                sigs.append(Signature([S(i)] + others, [partial]))
+                if split_reduced:
+                    sigs.append(Signature([S(i)] + others, [partial]))
                 if keep:
                     out_axis += 1
             else:
@@ -86,18 +89,32 @@ def reduction_rule(kind):
     return rule
 
 
-def _parse(equation):
-    """(operand terms, output term), or None for equations not generated ('...', implicit output)."""
+def _parse(equation, ranks=None):
+    """(operand terms, output term), or None for equations not generated (an implicit output;
+    '...' without the operands' ``ranks``). '...' becomes letters not in the equation, aligned
+    from the right as broadcasting aligns them."""
     lhs, arrow, out = equation.replace(" ", "").partition("->")
-    if "." in equation or not arrow:
+    if not arrow:
         return None
-    return lhs.split(","), out
+    terms = lhs.split(",")
+    if "." not in equation:
+        return terms, out
+    if ranks is None or len(ranks) != len(terms):
+        return None
+    spare = [c for c in "ABCDEFGHIJKLMNOPQRSTUVWXYZ" if c not in equation]
+    widths = [r - len(t.replace("...", "")) for t, r in zip(terms, ranks)]
+    if any(w < 0 for w in widths):
+        return None
+    width = max(widths, default=0)
+    ell = "".join(spare[:width])
+    terms = [t.replace("...", ell[width - w:]) for t, w in zip(terms, widths)]
+    return terms, out.replace("...", ell)
 
 
 def einsum_rule(equation=None):
     """The rule of an einsum (``equation``, or the op's ``equation`` attr when None)."""
     def rule(inputs, attrs):
-        parsed = _parse(equation or attrs["equation"])
+        parsed = _parse(equation or attrs["equation"], [x.rank for x in inputs])
         n = len(inputs)
         sigs = [Signature([B] * n, [B])]
         if parsed is None:
@@ -118,13 +135,13 @@ def einsum_rule(equation=None):
 
 
 def matmul_equation(rank_a, rank_b, transpose_a=False, transpose_b=False):
-    """The einsum equation of ``MatMul`` for operands of these ranks (equal batch axes), or
-    None (other rank combinations: only all-B is offered)."""
-    if rank_a != rank_b or rank_a < 2:
+    """The einsum equation of ``MatMul`` for operands of these ranks (batch axes broadcast from
+    the right, as ``x[b, t, k] @ w[k, n]`` in a dense layer), or None (a rank below 2)."""
+    if min(rank_a, rank_b) < 2:
         return None
-    batch = "abcdefgh"[:rank_a - 2]
-    a = batch + ("km" if transpose_a else "mk")
-    b = batch + ("nk" if transpose_b else "kn")
+    batch = "abcdefgh"[:max(rank_a, rank_b) - 2]
+    a = batch[len(batch) - (rank_a - 2):] + ("km" if transpose_a else "mk")
+    b = batch[len(batch) - (rank_b - 2):] + ("nk" if transpose_b else "kn")
     return f"{a},{b}->{batch}mn"
 
 
@@ -133,6 +150,125 @@ def matmul_rule(inputs, attrs):
     eq = matmul_equation(inputs[0].rank, inputs[1].rank, attrs.get("transpose_a", False),
                          attrs.get("transpose_b", False))
     return einsum_rule(eq or "...")(inputs, attrs)
+
+
+def signatures(fn, n_outputs=1):
+    """A rule from ``fn(inputs, attrs)`` yielding candidates — :class:`Signature` or
+    ``(input SBPs, output SBPs[, local])`` tuples; all-``B`` comes first and duplicates go.
+    ``n_outputs``: an int or a function of attrs.
+
+    >>> from tensorweave.core.sbp import SbpInput
+    >>> rule = signatures(lambda inputs, attrs: [((S(0),), (S(1),))])
+    >>> rule([SbpInput((4,))], {})
+    [B -> B, S(0) -> S(1)]
+    """
+    def rule(inputs, attrs):
+        n = n_outputs(attrs) if callable(n_outputs) else n_outputs
+        sigs = [Signature([B] * len(inputs), [B] * n)]
+        for c in fn(inputs, attrs):
+            sigs.append(c if isinstance(c, Signature) else Signature(*c))
+        return _dedupe(sigs)
+    return rule
+
+
+def identity_rule(inputs, attrs):
+    """Ops whose outputs are their inputs (Identity, StopGradient, IdentityN): any layout,
+    every partial kind included, passes through."""
+    out = [Signature([B] * len(inputs), [B] * len(inputs))]
+    rank = max((x.rank for x in inputs), default=0)
+    out += [Signature([S(i) if i < x.rank else B for x in inputs], [S(i) if i < x.rank else B for x in inputs])
+            for i in range(rank)]
+    bools = any(getattr(x.dtype, "name", None) == "bool" for x in inputs)   # or/and: P(max)/P(min) only
+    return out + [Signature([Partial(k)] * len(inputs), [Partial(k)] * len(inputs)) for k in Partial.KINDS
+                  if not (bools and k in ("sum", "prod"))]
+
+
+def free_axes_rule(free_axes, partial=None, n_outputs=1):
+    """Ops that treat some axes independently: ``free_axes(inputs, attrs)`` gives tuples
+    ``(axis of each input or None for B, axis of each output)``; splitting those axes
+    splits the outputs there. ``partial``: the input indices that may be ``P`` together
+    (the others ``B``) for an output ``P`` (ops linear in those inputs jointly)."""
+    def fn(inputs, attrs):
+        for in_axes, out_axes in free_axes(inputs, attrs):
+            if any(a is not None for a in in_axes):
+                yield ([B if a is None else S(a) for a in in_axes], [B if a is None else S(a) for a in out_axes])
+        if partial is not None:
+            n = n_outputs(attrs) if callable(n_outputs) else n_outputs
+            yield ([P if i in partial else B for i in range(len(inputs))], [P] * n)
+    return signatures(fn, n_outputs)
+
+
+def batched_rule(core_in, core_out, linear=None, extra=None):
+    """Ops on the trailing "core" axes of each operand, batched over the leading ones (batch
+    axes broadcast from the right, as matmul's): a split batch axis splits every operand that
+    has it and every output. ``core_in``/``core_out``: core ranks per input/output, or a
+    function of attrs giving them. ``linear``: the input indices that may be ``P`` together
+    (the others ``B``) for ``P`` outputs. ``extra(inputs, attrs)``: more candidates.
+
+    >>> from tensorweave.core.sbp import SbpInput
+    >>> [str(s) for s in batched_rule((2,), (2,))([SbpInput((5, 3, 3))], {})]
+    ['B -> B', 'S(0) -> S(0)']
+    """
+    def fn(inputs, attrs):
+        cin = core_in(attrs) if callable(core_in) else core_in
+        cout = core_out(attrs) if callable(core_out) else core_out
+        batch = [x.rank - c for x, c in zip(inputs, cin)]
+        nb = max(batch, default=0)
+        for k in range(nb):
+            ins = []
+            for x, b in zip(inputs, batch):
+                a = k - (nb - b)
+                ins.append(B if a < 0 or x.shape[a] == 1 else S(a))
+            if any(s != B for s in ins):
+                yield ins, [S(k)] * len(cout)
+        if linear is not None:
+            yield [P if i in linear else B for i in range(len(inputs))], [P] * len(cout)
+        if extra is not None:
+            yield from extra(inputs, attrs)
+    return signatures(fn, lambda attrs: len(core_out(attrs) if callable(core_out) else core_out))
+
+
+WRAPPERS = ("SbpRowsOnly", "SbpReplaceInput")   # local ops holding an inner op_type and op_attrs
+
+
+def through_wrappers(hook):
+    """``hook`` applied to the inner op when an earlier mesh axis's hook already wrapped it
+    (hooks chain in mesh-axis order: see ``Signature.local``)."""
+    def local(op_type, attrs, shard):
+        if op_type in WRAPPERS:
+            inner_type, inner_attrs = hook(attrs["op_type"], attrs["op_attrs"], shard)
+            return op_type, {**attrs, "op_type": inner_type, "op_attrs": inner_attrs}
+        return hook(op_type, attrs, shard)
+    return local
+
+
+def shape_input_hook(index):
+    """A ``local`` hook running the op with its shape input ``index`` (a convolution gradient's
+    ``input_sizes``, ``Fill``'s dims, ``Slice``'s size) made the rank's output shape
+    (``SbpReplaceInput``)."""
+    def local(op_type, attrs, shard):
+        import numpy as np
+        value = np.array(shard.out_local_shape(0), np.int64)
+        if op_type == "SbpReplaceInput" and attrs["index"] == index:
+            return op_type, {**attrs, "value": value}
+        return "SbpReplaceInput", {"op_type": op_type, "op_attrs": attrs, "index": index, "value": value}
+    return local
+
+
+def zeros_if_empty(like, inner=None):
+    """A ``local`` hook for signatures that may leave a rank an empty shard (a dimension
+    smaller than the rank count) that the kernel cannot take (a convolution over 0 channels):
+    such a rank makes zeros of its output shape (the dtype of input ``like``) — the empty
+    piece of a split output, or its share of a partial sum over nothing. Other ranks run
+    ``inner`` (a hook, or the op as it is)."""
+    def local(op_type, attrs, shard):
+        emptied = any(0 in shard.in_local_shape(i) and 0 not in shard.in_shapes[i]
+                      for i in range(len(shard.in_shapes)))
+        if emptied or op_type == "SbpLocalConst":
+            import numpy as np
+            return "SbpLocalConst", {"value": np.zeros(shard.out_local_shape(0)), "dtype": None, "like": like}
+        return inner(op_type, attrs, shard) if inner is not None else (op_type, attrs)
+    return local
 
 
 def rule_for(opdef):

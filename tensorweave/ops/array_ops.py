@@ -8,11 +8,13 @@
 import numpy as np
 
 from tensorweave.core import dtypes as _dt
+from tensorweave.core import sbp_rules
 from tensorweave.core.context import executing_eagerly
 from tensorweave.core.convert import convert_to_tensor, to_numpy
 from tensorweave.core.dispatch import execute
 from tensorweave.core.graph import constant_value
 from tensorweave.core.registry import NOT_DIFFERENTIABLE, get_op, register_op
+from tensorweave.core.sbp import B, P, Partial, S, Signature
 from tensorweave.core.shape import TensorShape, as_shape, fmt
 from tensorweave.core.tensor import EagerTensor, Tensor
 from tensorweave.ops import rules
@@ -720,3 +722,250 @@ def unsorted_segment_sum(data, segment_ids, num_segments, name=None):
 
 
 newaxis = None
+
+
+# ---- SBP rules (core/sbp.py; generators in core/sbp_rules.py) --------------------------------------
+def _renumber(i, axis, insert):
+    """Axis ``i`` after inserting (``insert``) or removing axis ``axis``."""
+    return (i + 1 if i >= axis else i) if insert else (i - 1 if i > axis else i)
+
+
+def _local_shape_hook(broadcast=False):
+    def local(op_type, attrs, shard):
+        return "SbpLocalShape", {"shape": shard.out_local_shape(0), "broadcast": broadcast}
+    return local
+
+
+def _shape_const_hook(op_type, attrs, shard):
+    if op_type == "SbpLocalConst":      # lowered already by another mesh axis's hook
+        return op_type, attrs
+    shape = shard.in_shapes[0]
+    value = np.array(shape if op_type == "Shape" else int(np.prod(shape, dtype=np.int64)))
+    return "SbpLocalConst", {"value": value, "dtype": attrs["out_type"]}
+
+
+def _shape_sbp(inputs, attrs):
+    """Shape/Size of any layout is known from the logical shape: B, via a constant per rank."""
+    x = inputs[0]
+    yield from (Signature([S(i)], [B], _shape_const_hook) for i in range(x.rank))
+    yield from (([Partial(k)], [B]) for k in Partial.KINDS)
+
+
+def _reshape_sbp(inputs, attrs, broadcast=False):
+    """A split axis maps to the output axis with the same size and the same element count before
+    it (the rank's piece is then a contiguous block of the output's); partial values stay partial."""
+    x, out = inputs[0].shape, _out_shape(attrs)
+    if out is None or None in x or None in out:
+        return
+    for i, d in enumerate(x):
+        for j, e in enumerate(out):
+            if d == e and d > 1 and np.prod(x[:i], dtype=np.int64) == np.prod(out[:j], dtype=np.int64):
+                yield Signature([S(i)] + [B] * (len(inputs) - 1), [S(j)], _local_shape_hook(broadcast))
+    yield Signature([P] + [B] * (len(inputs) - 1), [P], _local_shape_hook(broadcast))
+
+
+def _broadcast_to_sbp(inputs, attrs):
+    out = _out_shape(attrs)
+    if out is None:
+        return
+    x, lead = inputs[0].shape, len(out) - inputs[0].rank
+    for j in range(len(out)):
+        i = j - lead
+        if i >= 0 and x[i] != 1:
+            yield Signature([S(i), B], [S(j)], _local_shape_hook(True))
+        else:       # an axis made by broadcasting: each rank makes its own part of it
+            yield Signature([B, B], [S(j)], _local_shape_hook(True))
+    yield Signature([P, B], [P], _local_shape_hook(True))
+
+
+def _sum_to_like_sbp(inputs, attrs):
+    """The sum of g over like's broadcast axes: a split broadcast axis gives partial sums."""
+    g, like = inputs
+    lead = g.rank - like.rank
+    for i in range(g.rank):
+        j = i - lead
+        if j >= 0 and like.shape[j] != 1:
+            yield [S(i), S(j)], [S(j)]
+        else:
+            yield [S(i), B], [P]
+    yield [P, B], [P]
+
+
+def _axis_sbp(in_rank, axis_in, axis_out, n_in, n_out, insert=None):
+    """Every axis but ``axis_in`` of ``n_in`` inputs maps to the outputs (renumbered around an
+    inserted or removed axis), and partial sums pass through."""
+    for i in range(in_rank):
+        if i == axis_in:
+            continue
+        o = i if insert is None else _renumber(i, axis_out if insert else axis_in, insert)
+        yield [S(i)] * n_in, [S(o)] * n_out
+    yield [P] * n_in, [P] * n_out
+
+
+def _pack_sbp(inputs, attrs):
+    rank = inputs[0].rank
+    return _axis_sbp(rank, None, attrs["axis"] % (rank + 1), len(inputs), 1, insert=True)
+
+
+def _unpack_sbp(inputs, attrs):
+    rank = inputs[0].rank
+    return _axis_sbp(rank, attrs["axis"] % rank, None, 1, attrs["num"], insert=False)
+
+
+def _concat_sbp(inputs, attrs):
+    rank = inputs[0].rank
+    return _axis_sbp(rank, attrs["axis"] % rank, None, len(inputs), 1)
+
+
+def _split_sbp(inputs, attrs):
+    rank = inputs[0].rank
+    return _axis_sbp(rank, attrs["axis"] % rank, None, 1, len(attrs["sizes"]))
+
+
+def _expand_sbp(inputs, attrs):
+    rank = inputs[0].rank
+    return _axis_sbp(rank, None, attrs["axis"] % (rank + 1), 1, 1, insert=True)
+
+
+def _squeeze_sbp(inputs, attrs):
+    x = inputs[0]
+    gone = {a % x.rank for a in attrs["axis"]} if attrs["axis"] else {i for i, d in enumerate(x.shape) if d == 1}
+    kept = [i for i in range(x.rank) if i not in gone]
+
+    def local(op_type, attrs, shard):       # a piece's split axis may have size 1 too: name the axes
+        return (op_type, {**attrs, "axis": tuple(sorted(gone))}) if gone else ("Identity", {})
+    yield from (Signature([S(i)], [S(kept.index(i))], local) for i in kept)
+    yield [P], [P]
+
+
+def _transpose_sbp(inputs, attrs):
+    perm = list(range(inputs[0].rank))[::-1] if attrs["perm"] is None else list(attrs["perm"])
+    yield from (([S(i)], [S(perm.index(i))]) for i in range(inputs[0].rank))
+    yield [P], [P]
+
+
+def _spec_axes(spec, rank):
+    """(input axis, output axis) of the axes a basic-indexing ``spec`` takes whole."""
+    spec = list(spec)
+    if Ellipsis in spec:
+        k = spec.index(Ellipsis)
+        used = sum(1 for e in spec if e is not None and e is not Ellipsis)
+        spec[k:k + 1] = [slice(None)] * (rank - used)
+    spec += [slice(None)] * (rank - sum(1 for e in spec if e is not None))
+    i = j = 0
+    for e in spec:
+        if e is None:
+            j += 1
+            continue
+        if isinstance(e, slice):
+            if e == slice(None) or e == slice(None, None, 1):
+                yield i, j
+            j += 1
+        i += 1
+
+
+def _strided_slice_sbp(inputs, attrs):
+    for i, j in _spec_axes(attrs["spec"], inputs[0].rank):
+        yield [S(i)], [S(j)]
+    yield [P], [P]
+
+
+def _strided_slice_grad_sbp(inputs, attrs):
+    for i, j in _spec_axes(attrs["spec"], inputs[1].rank):
+        yield [S(j), S(i)], [S(i)]
+    yield [P, B], [P]
+
+
+def _masked_gather_hook(op_type, attrs, shard):
+    axis = attrs["axis"] % len(shard.in_shapes[0])
+    return "SbpMaskedGather", {"axis": attrs["axis"], "batch_dims": attrs["batch_dims"],
+                               "offset": shard.in_offsets(0)[axis], "limit": shard.in_shapes[0][axis]}
+
+
+def _gather_sbp(inputs, attrs):
+    """Indices split: the output splits there. A table axis other than the gathered one: the
+    output's matching axis. The gathered axis (an embedding table split by rows): each rank
+    gathers its rows and zeros elsewhere (SbpMaskedGather), the sum is the gather (P)."""
+    p, i = inputs
+    axis, bd = attrs["axis"] % max(p.rank, 1), attrs["batch_dims"]
+    for k in range(i.rank):
+        if k < bd:
+            yield [S(k), S(k)], [S(k)]
+        else:
+            yield [B, S(k)], [S(axis + k - bd)]
+    for a in range(p.rank):
+        if a == axis:
+            if bd == 0:
+                yield Signature([S(a), B], [P], _masked_gather_hook)
+        elif a >= bd:
+            yield [S(a), B], [S(a if a < axis else a + i.rank - bd - 1)]
+    yield [P, B], [P]
+
+
+def _masked_gather_grad_hook(op_type, attrs, shard):
+    axis = attrs["axis"] % len(shard.in_shapes[2])
+    return "SbpMaskedGatherGrad", {"axis": attrs["axis"], "batch_dims": attrs["batch_dims"],
+                                   "offset": shard.in_offsets(2)[axis]}
+
+
+def _gather_grad_sbp(inputs, attrs):
+    """The table's gradient: split by rows like the table (each rank adds its rows), partial
+    when the gradient and indices are split along the indices (each rank adds its part)."""
+    g, i, p = inputs
+    axis, bd = attrs["axis"] % max(p.rank, 1), attrs["batch_dims"]
+    if bd == 0:
+        yield Signature([B, B, S(axis)], [S(axis)], _masked_gather_grad_hook)
+        for k in range(i.rank):
+            yield [S(axis + k), S(k), B], [P]
+    for a in range(bd, p.rank):
+        if a != axis:
+            yield [S(a if a < axis else a + i.rank - bd - 1), B, S(a)], [S(a)]
+    yield [P, B, B], [P]
+
+
+def _useg_sbp(inputs, attrs):
+    """Segments of rows split with their ids: partial sums; a split trailing axis stays split."""
+    data, ids = inputs[0], inputs[1]
+    others = [B] * (len(inputs) - 2)
+    for k in range(ids.rank):
+        yield [S(k), S(k)] + others, [P]
+    for a in range(ids.rank, data.rank):
+        yield [S(a), B] + others, [S(a - ids.rank + 1)]
+    yield [P, B] + others, [P]
+
+
+def _out_shape(attrs):
+    """The logical output shape, which Reshape and BroadcastTo take from an input's value: the
+    planner passes the inferred output shapes to rules as attr ``_out_shapes``."""
+    shapes = attrs.get("_out_shapes")
+    return tuple(shapes[0]) if shapes else None
+
+
+_sig = sbp_rules.signatures
+get_op("Identity").sbp = get_op("StopGradient").sbp = sbp_rules.identity_rule
+get_op("IdentityN").sbp = sbp_rules.identity_rule
+get_op("ZerosLike").sbp = sbp_rules.elementwise_rule("all")
+get_op("OnesLike").sbp = sbp_rules.elementwise_rule()
+get_op("Shape").sbp = get_op("Size").sbp = _sig(_shape_sbp)
+get_op("Rank").sbp = _sig(lambda inputs, attrs: [([s], [B]) for s in [S(i) for i in range(inputs[0].rank)]
+                                                 + [Partial(k) for k in Partial.KINDS]])
+get_op("Reshape").sbp = _sig(_reshape_sbp)
+get_op("BroadcastTo").sbp = _sig(_broadcast_to_sbp)
+get_op("SumToLike").sbp = _sig(_sum_to_like_sbp)
+get_op("Pack").sbp = _sig(_pack_sbp)
+get_op("Unpack").sbp = _sig(_unpack_sbp, n_outputs=lambda a: a["num"])
+get_op("ConcatV2").sbp = _sig(_concat_sbp)
+get_op("Split").sbp = _sig(_split_sbp, n_outputs=lambda a: len(a["sizes"]))
+get_op("ExpandDims").sbp = _sig(_expand_sbp)
+get_op("Squeeze").sbp = _sig(_squeeze_sbp)
+get_op("Transpose").sbp = _sig(_transpose_sbp)
+get_op("StridedSlice").sbp = _sig(_strided_slice_sbp)
+get_op("StridedSliceGrad").sbp = _sig(_strided_slice_grad_sbp)
+get_op("GatherV2").sbp = _sig(_gather_sbp)
+get_op("GatherGrad").sbp = _sig(_gather_grad_sbp)
+get_op("UnsortedSegmentSum").sbp = _sig(_useg_sbp)
+get_op("Fill").sbp = _sig(lambda inputs, attrs: [Signature([B, B], [S(j)], sbp_rules.shape_input_hook(0))
+                                                  for j in range(len((attrs.get("_out_shapes") or [()])[0]))]
+                         + [([B, P], [P])])         # each rank fills its piece only
+for _name in ("Const", "Placeholder", "PlaceholderWithDefault"):    # reasons: tests/test_sbp_coverage.py
+    get_op(_name).sbp = sbp_rules.BOXES_TO_B

@@ -8,6 +8,7 @@ array([-1, -6,  0], dtype=int32)
 array([4, 6], dtype=int32)
 """
 from tensorweave.core.convert import convert_to_tensor
+from tensorweave.core import sbp_rules
 from tensorweave.core.registry import NOT_DIFFERENTIABLE, get_op, register_op
 from tensorweave.core.tensor import Tensor
 from tensorweave.ops import math_ops as M
@@ -16,8 +17,9 @@ from tensorweave.ops import rules
 __all__ = ["bitwise_and", "bitwise_or", "bitwise_xor", "invert", "left_shift", "right_shift"]
 
 for _name in ("BitwiseAnd", "BitwiseOr", "BitwiseXor", "LeftShift", "RightShift"):
-    register_op(_name, infer=rules.binary(allowed=rules.INTEGER), grad=NOT_DIFFERENTIABLE)
-register_op("Invert", infer=rules.unary(rules.INTEGER), grad=NOT_DIFFERENTIABLE)
+    register_op(_name, infer=rules.binary(allowed=rules.INTEGER), grad=NOT_DIFFERENTIABLE,
+                sbp=sbp_rules.elementwise_rule())
+register_op("Invert", infer=rules.unary(rules.INTEGER), grad=NOT_DIFFERENTIABLE, sbp=sbp_rules.elementwise_rule())
 
 bitwise_and = M._binary_op(get_op("BitwiseAnd"), rules.INTEGER)
 bitwise_or = M._binary_op(get_op("BitwiseOr"), rules.INTEGER)

@@ -12,6 +12,7 @@ gradient is ``dL/dRe(z) + i dL/dIm(z)``, so ``real``'s gradient of ``g`` is ``co
 from tensorweave.core import dtypes as _dt
 from tensorweave.core.convert import convert_to_tensor
 from tensorweave.core.dispatch import execute
+from tensorweave.core import sbp_rules
 from tensorweave.core.registry import get_op, register_op
 from tensorweave.ops import rules
 
@@ -41,12 +42,14 @@ def _complex_grad(op, g):
     return [sum_to_like(real(g), x), sum_to_like(imag(g), y)]
 
 
-register_op("Complex", infer=_infer_complex, grad=_complex_grad)
-register_op("Real", infer=_infer_part, grad=lambda op, g: [_like_input(op, g, 0.0)])
-register_op("Imag", infer=_infer_part, grad=lambda op, g: [_like_input(op, g, 1.0)])
-register_op("Conj", infer=rules.unary(), grad=lambda op, g: [conj(g)])
-register_op("ComplexAbs", infer=_infer_part, grad=lambda op, g: [_abs_grad(op, g)])
-register_op("Angle", infer=_infer_part, grad=lambda op, g: [_angle_grad(op, g)])
+# SBP: elementwise; complex, real, imag and conj are real-linear, so partial sums pass through
+_LINEAR, _EW = sbp_rules.elementwise_rule("all"), sbp_rules.elementwise_rule()
+register_op("Complex", infer=_infer_complex, grad=_complex_grad, sbp=_LINEAR)
+register_op("Real", infer=_infer_part, grad=lambda op, g: [_like_input(op, g, 0.0)], sbp=_LINEAR)
+register_op("Imag", infer=_infer_part, grad=lambda op, g: [_like_input(op, g, 1.0)], sbp=_LINEAR)
+register_op("Conj", infer=rules.unary(), grad=lambda op, g: [conj(g)], sbp=_LINEAR)
+register_op("ComplexAbs", infer=_infer_part, grad=lambda op, g: [_abs_grad(op, g)], sbp=_EW)
+register_op("Angle", infer=_infer_part, grad=lambda op, g: [_angle_grad(op, g)], sbp=_EW)
 
 
 def _like_input(op, g, part):

@@ -14,9 +14,11 @@ import collections
 import numpy as np
 
 from tensorweave.core import dtypes as _dt
+from tensorweave.core import sbp_rules
 from tensorweave.core.convert import convert_to_tensor
 from tensorweave.core.dispatch import execute
 from tensorweave.core.registry import get_op, register_op
+from tensorweave.core.sbp import B, S
 from tensorweave.core.shape import TensorShape, fmt
 from tensorweave.ops import array_ops as A
 from tensorweave.ops import math_ops as M
@@ -408,3 +410,21 @@ def matrix_rank(a, tol=None, validate_args=False, name=None):
         tol = M.multiply(float(max(m or 1, n or 1) * np.finfo(x.dtype.np_dtype).eps),
                          reduce_max(s, axis=-1, keepdims=True))
     return reduce_sum(M.cast(M.greater(s, tol), _dt.int32), axis=-1, name=name)
+
+
+# ---- SBP rules (core/sbp.py): batched decompositions split their batch axes; a solve also splits
+# the right-hand sides' columns, and is linear in them.
+def _solve_columns(inputs, attrs):
+    b = inputs[1]
+    yield [B, S(b.rank - 1)], [S(b.rank - 1)]
+
+
+_batched = sbp_rules.batched_rule
+get_op("MatrixBandPart").sbp = _batched((2,), (2,), linear=(0,))
+get_op("MatrixTriangularSolve").sbp = _batched((2, 2), (2,), linear=(1,), extra=_solve_columns)
+get_op("MatrixSolve").sbp = _batched((2, 2), (2,), linear=(1,), extra=_solve_columns)
+get_op("Cholesky").sbp = _batched((2,), (2,))
+get_op("LogMatrixDeterminant").sbp = _batched((2,), (0, 0))
+get_op("SelfAdjointEigV2").sbp = _batched((2,), (1, 2))
+get_op("Svd").sbp = _batched((2,), (1, 2, 2))
+get_op("Qr").sbp = _batched((2,), (2, 2))

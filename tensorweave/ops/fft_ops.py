@@ -19,6 +19,7 @@ for itself and its conjugate).
 import numpy as np
 
 from tensorweave.core import dtypes as _dt
+from tensorweave.core import sbp_rules
 from tensorweave.core.convert import convert_to_tensor
 from tensorweave.core.dispatch import execute
 from tensorweave.core.registry import get_op, register_op
@@ -247,3 +248,9 @@ def fftshift(x, axes=None, name=None):
 def ifftshift(x, axes=None, name=None):
     """The inverse of ``fftshift``."""
     return _shift(x, axes, -1)
+
+
+# ---- SBP rules (core/sbp.py): transforms over the last ``rank`` axes split the others and are
+# linear (P -> P; for RFFT/IRFFT too: real-linear).
+for _name in ("FFT", "RFFT", "IRFFT"):
+    get_op(_name).sbp = sbp_rules.batched_rule(lambda a: (a["rank"],), lambda a: (a["rank"],), linear=(0,))

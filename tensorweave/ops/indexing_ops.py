@@ -20,10 +20,12 @@ import builtins
 import numpy as np
 
 from tensorweave.core import dtypes as _dt
+from tensorweave.core import sbp_rules
 from tensorweave.core.convert import convert_like, convert_to_tensor
 from tensorweave.core.dispatch import execute
 from tensorweave.core.graph import constant_value
 from tensorweave.core.registry import NOT_DIFFERENTIABLE, get_op, register_op
+from tensorweave.core.sbp import B, P, S, Signature
 from tensorweave.core.shape import TensorShape, fmt
 from tensorweave.core.tensor import Tensor
 from tensorweave.ops import array_ops as A
@@ -910,3 +912,117 @@ def unravel_index(indices, dims, name=None):
     if d.dtype is not i.dtype:
         d = M.cast(d, i.dtype)
     return execute(get_op("UnravelIndex"), [i, d], {}, name)
+
+
+# ---- SBP rules (core/sbp.py) ------------------------------------------------------------------------
+# Slice, PadV2, MirrorPad and Tile take begin/size, paddings, multiples as input values: an axis
+# whose output size equals its input size (attr _out_shapes, from shape inference) is untouched
+# (begin 0 and full size, no padding, multiple 1) and splits through; all are linear.
+def _untouched(inputs, attrs):
+    shapes = attrs.get("_out_shapes")
+    x = inputs[0]
+    if not shapes or len(shapes[0]) != x.rank:
+        return []
+    return [i for i in builtins.range(x.rank) if x.shape[i] is not None and x.shape[i] == shapes[0][i]]
+
+
+def _untouched_sbp(partial, local=None):
+    def fn(inputs, attrs):
+        for i in _untouched(inputs, attrs):
+            yield Signature([S(i)] + [B] * (len(inputs) - 1), [S(i)], local)
+        yield partial, [P]
+    return sbp_rules.signatures(fn)
+
+
+def _trailing(q, idx_rank, a):
+    """The updates/output axis of params axis ``a`` (>= q) in gather_nd/scatter_nd."""
+    return idx_rank - 1 + a - q
+
+
+def _gather_nd_sbp(inputs, attrs):
+    params, idx = inputs
+    q = idx.shape[-1] if idx.rank and idx.shape[-1] is not None else None
+    for k in builtins.range(idx.rank - 1):
+        yield [B, S(k)], [S(k)]
+    if q is not None:
+        for a in builtins.range(q, params.rank):
+            yield [S(a), B], [S(_trailing(q, idx.rank, a))]
+    yield [P, B], [P]
+
+
+def _tensor_scatter_sbp(linear):
+    def fn(inputs, attrs):
+        t, idx, upd = inputs
+        q = idx.shape[-1] if idx.rank and idx.shape[-1] is not None else None
+        if q is not None:
+            for a in builtins.range(q, t.rank):
+                yield [S(a), B, S(_trailing(q, idx.rank, a))], [S(a)]
+        if linear:
+            yield [P, B, P], [P]
+        if linear == "add":         # each rank adds its rows of updates to its share of the tensor
+            for k in builtins.range(idx.rank - 1):
+                yield [P, S(k), S(k)], [P]
+    return sbp_rules.signatures(fn)
+
+
+def _scatter_nd_sbp(inputs, attrs):
+    idx, upd, _ = inputs
+    for k in builtins.range(idx.rank - 1):
+        yield [S(k), S(k), B], [P]
+    yield [B, P, B], [P]
+
+
+def _one_hot_sbp(inputs, attrs):
+    """Indices split -> the output splits there; on/off values are combined linearly."""
+    idx = inputs[0]
+    a = attrs["axis"] % (idx.rank + 1)
+    for i in builtins.range(idx.rank):
+        yield [S(i), B, B, B], [S(i if i < a else i + 1)]
+    yield [B, B, P, P], [P]
+
+
+def _axes_not(attr, n_in=1, linear=True):
+    """Every axis not in attr ``attr`` splits through; partial sums pass (the op is linear)."""
+    def fn(inputs, attrs):
+        x = inputs[0]
+        axes = attrs[attr]
+        axes = {a % x.rank for a in ((axes,) if isinstance(axes, int) else axes)} if x.rank else set()
+        for i in builtins.range(x.rank):
+            if i not in axes:
+                yield [S(i)] * n_in + [B] * (len(inputs) - n_in), [S(i)]
+        if linear:
+            yield [P] + [B] * (len(inputs) - 1), [P]
+    return sbp_rules.signatures(fn)
+
+
+def _repeat_grad_sbp(inputs, attrs):
+    g, _, x = inputs
+    axis = attrs["axis"] % x.rank if attrs["axis"] is not None else None
+    if axis is not None:
+        for i in builtins.range(x.rank):
+            if i != axis:
+                yield [S(i), B, S(i)], [S(i)]
+    yield [P, B, B], [P]
+
+
+def _unravel_sbp(inputs, attrs):
+    yield from (([S(i), B], [S(i + 1)]) for i in builtins.range(inputs[0].rank))
+
+
+_sig = sbp_rules.signatures
+get_op("GatherNd").sbp = _sig(_gather_nd_sbp)
+get_op("ScatterNd").sbp = _sig(_scatter_nd_sbp)
+get_op("TensorScatterAdd").sbp = get_op("TensorScatterSub").sbp = _tensor_scatter_sbp("add")
+get_op("TensorScatterUpdate").sbp = _tensor_scatter_sbp("update")
+get_op("TensorScatterMax").sbp = get_op("TensorScatterMin").sbp = _tensor_scatter_sbp(None)
+get_op("OneHot").sbp = _sig(_one_hot_sbp)
+get_op("PadV2").sbp = _untouched_sbp([P, B, P])
+get_op("MirrorPad").sbp = get_op("MirrorPadGrad").sbp = _untouched_sbp([P, B])
+get_op("Tile").sbp = _untouched_sbp([P, B])
+get_op("Slice").sbp = _untouched_sbp([P, B, B], sbp_rules.shape_input_hook(2))   # size: local; begin: 0
+get_op("ReverseV2").sbp = _axes_not("axis")
+get_op("Roll").sbp = _axes_not("axis")
+get_op("Repeat").sbp = _axes_not("axis")
+get_op("RepeatGrad").sbp = _sig(_repeat_grad_sbp)
+get_op("UnravelIndex").sbp = _sig(_unravel_sbp)
+get_op("Range").sbp = sbp_rules.BOXES_TO_B     # made from scalar B inputs

@@ -537,3 +537,15 @@ def norm(tensor, ord="euclidean", axis=None, keepdims=None, name=None):
     if axes is None:
         return A.reshape(out, [], name=name)
     return A.squeeze(out, axis=axes, name=name)
+
+
+# ---- SBP rules (core/sbp.py): batched matrix ops split their batch axes (sbp_rules.batched_rule);
+# diagonal ops are linear.
+_batched = sbp_rules.batched_rule
+get_op("MatrixDiag").sbp = _batched((1,), (2,), linear=(0,))
+get_op("MatrixDiagPart").sbp = _batched((2,), (1,), linear=(0,))
+get_op("MatrixSetDiag").sbp = _batched((2, 1), (2,), linear=(0, 1))
+get_op("MatrixInverse").sbp = _batched((2,), (2,))
+get_op("MatrixDeterminant").sbp = _batched((2,), (0,))
+get_op("MatrixSpectralNorm").sbp = _batched((2,), (0,))
+get_op("MatrixSpectralNormGrad").sbp = _batched((2,), (2,))

@@ -14,6 +14,7 @@ array([3., 8.], dtype=float32)
 import numpy as np
 
 from tensorweave.core import dtypes as _dt
+from tensorweave.core import sbp_rules
 from tensorweave.core.convert import convert_to_tensor
 from tensorweave.core.dispatch import execute
 from tensorweave.core.registry import NOT_DIFFERENTIABLE, get_op, register_op
@@ -83,7 +84,9 @@ def in_top_k(targets, predictions, k, name=None):
     return M.logical_and(M.less(higher, k), M.is_finite(score), name=name)
 
 
-register_op("InvertPermutation", infer=lambda i, a: (i[0].shape, i[0].dtype), grad=NOT_DIFFERENTIABLE)
+# SBP: every output entry depends on the whole permutation: boxes to B
+register_op("InvertPermutation", infer=lambda i, a: (i[0].shape, i[0].dtype), grad=NOT_DIFFERENTIABLE,
+            sbp=sbp_rules.BOXES_TO_B)
 
 
 def invert_permutation(x, name=None):
@@ -135,7 +138,7 @@ def _i1_derivative(x, i0, i1):
 
 
 def _binary(name, grad):
-    register_op(name, infer=rules.binary(allowed=F), grad=grad)
+    register_op(name, infer=rules.binary(allowed=F), grad=grad, sbp=sbp_rules.elementwise_rule())
     return M._binary_op(get_op(name), F)
 
 

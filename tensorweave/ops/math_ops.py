@@ -12,6 +12,7 @@ import numpy as np
 
 from tensorweave.core import dtypes as _dt
 from tensorweave.core import sbp_rules
+from tensorweave.core.sbp import B, BOXES_TO_B, P, Signature
 from tensorweave.core.convert import convert_like, convert_to_tensor
 from tensorweave.core.dispatch import execute, invalid_input
 from tensorweave.core.registry import NOT_DIFFERENTIABLE, get_op, register_op, set_traits
@@ -259,7 +260,7 @@ register_op("AddN", infer=_infer_addn, grad=lambda op, g: [g] * len(op.inputs))
 
 # ---- unary ---------------------------------------------------------------------------------------
 def _u(name, grad, allowed=N):
-    register_op(name, infer=rules.unary(allowed), grad=grad)
+    register_op(name, infer=rules.unary(allowed), grad=grad, sbp=sbp_rules.elementwise_rule())
     return _unary_op(get_op(name), allowed)
 
 
@@ -541,4 +542,36 @@ for _name, _n, _into, _expr in [
     set_traits(_name, elementwise=_n, expr=_expr, **({"inplace": _into} if _into is not None else {}))
 for _name, _linear in (("AddV2", "all"), ("Sub", "all"), ("Neg", "all"), ("Mul", "each"), ("RealDiv", "first")):
     set_traits(_name, linear=_linear)
+    get_op(_name).sbp = sbp_rules.elementwise_rule(_linear)
 get_op("MatMul").sbp = sbp_rules.matmul_rule
+
+
+# ---- SBP rules (core/sbp.py) of the ops not made by _u: elementwise ones split any axis (broadcast
+# inputs get B); MulNoNan/DivNoNan are linear in x for a fixed y (0 where y == 0 on every rank)
+for _name, _linear in [("MulNoNan", "first"), ("DivNoNan", "first"), ("AddN", "all"), ("LeakyRelu", None),
+                       ("Gelu", None)] + [(n, None) for n in (
+                           "FloorDiv", "FloorMod", "Maximum", "Minimum", "SquaredDifference", "Xlogy", "Xdivy",
+                           "Xlog1py", "Atan2", "TruncateDiv", "TruncateMod", "Pow", "Less", "LessEqual", "Greater",
+                           "GreaterEqual", "Equal", "NotEqual", "LogicalAnd", "LogicalOr", "LogicalNot", "IsNan",
+                           "IsFinite", "IsInf")]:
+    get_op(_name).sbp = sbp_rules.elementwise_rule(_linear)
+
+
+def _select_sbp(inputs, attrs):
+    """where(c, x, y): elementwise; partial sums in both branches give a partial sum."""
+    return sbp_rules.elementwise_rule()(inputs, attrs) + [Signature([B, P, P], [P])]
+
+
+def _cast_sbp(inputs, attrs):
+    """Elementwise; partial values stay partial between float dtypes (a sum of rounded shares
+    is the rounded sum within the new dtype's precision), never through ints or bool."""
+    sigs = sbp_rules.elementwise_rule()(inputs, attrs)
+    src, dst = inputs[0].dtype, attrs["DstT"]
+    if src is not None and src.is_floating and dst.is_floating:
+        sigs.append(Signature([P], [P]))
+    return sigs
+
+
+get_op("SelectV2").sbp = _select_sbp
+get_op("Cast").sbp = _cast_sbp
+get_op("Where").sbp = BOXES_TO_B       # coordinates of the true elements: a data-dependent length

@@ -9,9 +9,11 @@ array([0.6, 0.8], dtype=float32)
 [0, 1, 3]
 """
 from tensorweave.core import dtypes as _dt
+from tensorweave.core import sbp_rules
 from tensorweave.core.convert import convert_to_tensor
 from tensorweave.core.dispatch import execute
 from tensorweave.core.registry import NOT_DIFFERENTIABLE, get_op, register_op
+from tensorweave.core.sbp import B, P, S
 from tensorweave.core.shape import TensorShape, as_shape, broadcast_static, fmt
 from tensorweave.core.tensor import Tensor
 from tensorweave.ops import array_ops as A
@@ -120,3 +122,19 @@ def scalar_mul(scalar, x, name=None):
 
 def is_tensor(x):
     return isinstance(x, Tensor) or hasattr(x, "_tw_tensor_")
+
+
+# ---- SBP rules (core/sbp.py): searchsorted looks values up independently (batch axes of the sorted
+# sequences split with them); a histogram of a split tensor is the sum of the ranks' histograms.
+def _searchsorted_sbp(inputs, attrs):
+    seq, values = inputs
+    for i in range(values.rank):
+        yield ([S(i), S(i)] if i < seq.rank - 1 else [B, S(i)]), [S(i)]
+
+
+def _histogram_sbp(inputs, attrs):
+    yield from (([S(i), B], [P]) for i in range(inputs[0].rank))
+
+
+get_op("SearchSorted").sbp = sbp_rules.signatures(_searchsorted_sbp)
+get_op("HistogramFixedWidth").sbp = sbp_rules.signatures(_histogram_sbp)

@@ -19,10 +19,12 @@ import math
 import numpy as np
 
 from tensorweave.core import dtypes as _dt
+from tensorweave.core import sbp_rules
 from tensorweave.core.convert import convert_like, convert_to_tensor
 from tensorweave.core.dispatch import execute
 from tensorweave.core.graph import SymbolicTensor, constant_value
 from tensorweave.core.registry import get_op, register_op
+from tensorweave.core.sbp import B, P, S, Signature
 from tensorweave.core.shape import TensorShape, fmt
 from tensorweave.core.tensor import Tensor
 from tensorweave.ops import math_ops as m
@@ -1188,3 +1190,135 @@ def _sharded_lookup(shards, ids, strategy):
         out = part if out is None else out + part
     return out
 
+
+
+# ---- SBP rules (core/sbp.py) ---------------------------------------------------------------------
+# Softmax-like ops split along every axis but the class axis; a split class axis needs a global
+# max and sum: distribute/decompositions.py writes them with reductions (stable log-sum-exp).
+def _but_axis(n_in, n_out, drop_in_out=()):
+    """S(i) on the inputs -> S(i) on the outputs for every axis but attr ``axis`` (outputs in
+    ``drop_in_out`` lose that axis)."""
+    def fn(inputs, attrs):
+        rank = inputs[0].rank
+        axis = attrs.get("axis", -1) % rank
+        for i in range(rank):
+            if i != axis:
+                yield [S(i)] * n_in, [S(i - (i > axis)) if k in drop_in_out else S(i) for k in range(n_out)]
+    return fn
+
+
+def _xent_sbp(inputs, attrs):
+    """Rows split with the labels'; the loss is linear in the labels (-sum labels * log_softmax)."""
+    yield from _but_axis(2, 1, drop_in_out=(0,))(inputs, attrs)
+    yield [B, P], [P]
+
+
+def _sparse_xent_sbp(inputs, attrs):
+    """Rows (every axis of labels) split with the logits'; the class axis never."""
+    for i in range(inputs[1].rank):
+        yield [S(i), S(i)], [S(i)]
+
+
+def _channel_axis(rank, data_format):
+    return 1 if data_format.startswith("NC") else rank - 1
+
+
+def _bias_add_sbp(inputs, attrs):
+    x = inputs[0]
+    c = _channel_axis(x.rank, attrs["data_format"])
+    for i in range(x.rank):
+        yield ([S(i), S(0)] if i == c else [S(i), B]), [S(i)]
+    yield [P, P], [P]
+
+
+def _bias_add_grad_sbp(inputs, attrs):
+    g = inputs[0]
+    c = _channel_axis(g.rank, attrs["data_format"])
+    for i in range(g.rank):
+        yield [S(i)], [S(0) if i == c else P]
+    yield [P], [P]
+
+
+def _conv_layout(x, f, attrs):
+    """(channel axis of x, filter in-channel axis, out-channel axis, whether channels can split:
+    not for grouped convolutions)."""
+    nd = f.rank - 2
+    c = _channel_axis(x.rank, attrs["data_format"])
+    return c, nd, nd + 1, _groups_of_one(x.shape[c], f.shape[nd], attrs)
+
+
+def _conv_sbp(inputs, attrs):
+    """Batch split; the filter's out channels split -> the output's channels; in channels split
+    in both -> partial sums; convolution is bilinear: P x B and B x P -> P."""
+    x, f = inputs
+    c, fi, fo, single = _conv_layout(x, f, attrs)
+    yield Signature([S(0), B], [S(0)], _empty(0))
+    if single:
+        yield Signature([B, S(fo)], [S(c)], _empty(0))
+        yield Signature([S(c), S(fi)], [P], _empty(0))
+    yield [P, B], [P]
+    yield [B, P], [P]
+
+
+def _groups_of_one(x_channels, filter_in, attrs):
+    """Whether a convolution's channels may split (not grouped); a gradient op knows x's or the
+    filter's shape only from its output shape (attr ``_out_shapes``, given by the planner)."""
+    return x_channels is not None and x_channels == filter_in
+
+
+def _conv_bpi_sbp(inputs, attrs):
+    _, f, dy = inputs
+    c, fi, fo = _channel_axis(dy.rank, attrs["data_format"]), f.rank - 2, f.rank - 1
+    out = (attrs.get("_out_shapes") or [None])[0]
+    single = out is not None and _groups_of_one(out[c], f.shape[fi], attrs)
+    yield Signature([B, B, S(0)], [S(0)], _empty(1, sbp_rules.shape_input_hook(0)))
+    if single:
+        yield Signature([B, S(fo), S(c)], [P], _empty(1))
+        yield Signature([B, S(fi), B], [S(c)], _empty(1, sbp_rules.shape_input_hook(0)))
+    yield [B, P, B], [P]
+    yield [B, B, P], [P]
+
+
+def _conv_bpf_sbp(inputs, attrs):
+    x, _, dy = inputs
+    nd = dy.rank - 2
+    c = _channel_axis(x.rank, attrs["data_format"])
+    out = (attrs.get("_out_shapes") or [None])[0]
+    yield Signature([S(0), B, S(0)], [P], _empty(0))
+    if out is not None and _groups_of_one(x.shape[c], out[nd], attrs):
+        yield Signature([S(c), B, B], [S(nd)], _empty(0, sbp_rules.shape_input_hook(1)))
+        yield Signature([B, B, S(c)], [S(nd + 1)], _empty(0, sbp_rules.shape_input_hook(1)))
+    yield [P, B, B], [P]
+    yield [B, B, P], [P]
+
+
+def _pool_sbp(linear, sizes_input=False):
+    """Pooling works per example and per channel: batch and channel splits pass through."""
+    def fn(inputs, attrs):
+        x = inputs[-1]
+        last = len(inputs) - 1       # a float input (zeros of its dtype for an empty shard)
+        for a in (0, _channel_axis(x.rank, attrs["data_format"])):
+            if sizes_input:
+                yield Signature([B, S(a)], [S(a)], _empty(last, sbp_rules.shape_input_hook(0)))
+            else:
+                yield Signature([S(a)] * len(inputs), [S(a)], _empty(last))
+        if linear:
+            yield [B] * (len(inputs) - 1) + [P], [P]
+    return fn
+
+
+_sig, _empty = sbp_rules.signatures, sbp_rules.zeros_if_empty
+get_op("Softmax").sbp = get_op("LogSoftmax").sbp = _sig(_but_axis(1, 1))
+get_op("SoftmaxCrossEntropyWithLogits").sbp = _sig(_xent_sbp)
+get_op("SparseSoftmaxCrossEntropyWithLogits").sbp = _sig(_sparse_xent_sbp)
+get_op("SparseSoftmaxCrossEntropyGrad").sbp = _sig(lambda inputs, attrs: ([[S(i), S(i)], [S(i)]]
+                                                                          for i in range(inputs[1].rank)))
+get_op("BiasAdd").sbp = _sig(_bias_add_sbp)
+get_op("BiasAddGrad").sbp = _sig(_bias_add_grad_sbp)
+get_op("ReluGrad").sbp = sbp_rules.elementwise_rule("first")
+for _fwd, _bpi, _bpf in _CONV_OPS.values():
+    _fwd.sbp, _bpi.sbp, _bpf.sbp = _sig(_conv_sbp), _sig(_conv_bpi_sbp), _sig(_conv_bpf_sbp)
+get_op("MaxPool").sbp = _sig(_pool_sbp(False))
+get_op("MaxPoolGrad").sbp = get_op("MaxPoolGradGrad").sbp = _sig(_pool_sbp(True))   # linear in the gradient
+get_op("AvgPool").sbp = _sig(_pool_sbp(True))
+get_op("AvgPoolGrad").sbp = _sig(_pool_sbp(True, sizes_input=True))

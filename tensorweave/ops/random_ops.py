@@ -44,6 +44,8 @@ from tensorweave.core.dispatch import execute
 from tensorweave.core.graph import constant_value
 from tensorweave.core.plan_data import Resource
 from tensorweave.core.registry import NOT_DIFFERENTIABLE, get_op, register_op
+from tensorweave.core.sbp import B, S, Signature
+from tensorweave.core.sbp_rules import signatures
 from tensorweave.core.shape import TensorShape, fmt
 from tensorweave.core.tensor import Tensor
 from tensorweave.ops.array_ops import _shape_input, identity
@@ -911,3 +913,31 @@ def dropout(x, rate, noise_shape=None, seed=None, name=None):
     # and the gradient (from Mul) is exactly mask * scale.
     mask = cast(greater_equal(u, rate_v), x.dtype) * scale
     return multiply(x, mask, name=name)
+
+
+# ---- SBP rules (core/sbp.py): a random tensor may come out split along any axis, each rank
+# keeping its slice of the single-device draw (SbpSliceOf), so the logical value is the one a
+# single device draws. Shuffling permutes rows: other axes split through (same stream per rank).
+def _slice_hook(op_type, attrs, shard):
+    if op_type == "SbpSliceOf":
+        op_type, attrs = attrs["sbp_op"], {k: v for k, v in attrs.items() if k not in ("sbp_op", "sbp_slices")}
+    return "SbpSliceOf", {**attrs, "sbp_op": op_type,
+                          "sbp_slices": tuple((s.start, s.stop) for s in shard.out_slices[0])}
+
+
+def _random_sbp(inputs, attrs):
+    shapes = attrs.get("_out_shapes")
+    if shapes:
+        for j in range(len(shapes[0])):
+            yield Signature([B] * len(inputs), [S(j)], _slice_hook)
+
+
+def _shuffle_sbp(inputs, attrs):
+    yield from (([S(i)], [S(i)]) for i in range(1, inputs[0].rank))
+
+
+for _name in ("RandomUniform", "RandomStandardNormal", "TruncatedNormal", "RandomUniformInt", "Multinomial",
+              "StatelessRandomUniform", "StatelessRandomNormal", "StatelessTruncatedNormal",
+              "StatelessRandomUniformInt", "StatelessRandomUniformFullInt", "StatelessMultinomial"):
+    get_op(_name).sbp = signatures(_random_sbp)
+get_op("RandomShuffle").sbp = signatures(_shuffle_sbp)

@@ -10,6 +10,7 @@
 import numpy as np
 
 from tensorweave.core import dtypes as _dt
+from tensorweave.core import sbp_rules
 from tensorweave.core.convert import convert_to_tensor
 from tensorweave.core.dispatch import execute
 from tensorweave.core.registry import NOT_DIFFERENTIABLE, get_op, register_op, set_traits
@@ -259,3 +260,12 @@ def argmin(input, axis=None, output_type=_dt.int64, name=None):
 # The reduction each op computes (core/registry.py TRAITS): the SBP rule generator reads it.
 for _name, _kind in (("Sum", "sum"), ("Max", "max"), ("Min", "min"), ("Prod", "prod")):
     set_traits(_name, reduction=_kind)
+
+
+# SBP rules (core/sbp.py) of the reductions without the trait: Any/All are max/min over bools
+# (P(max) is "or"), Mean is linear (P -> P) but a split reduced axis needs Sum / n
+# (distribute/decompositions.py), ArgMax/ArgMin split only along kept axes.
+get_op("Any").sbp = sbp_rules.reduction_rule("max")
+get_op("All").sbp = sbp_rules.reduction_rule("min")
+get_op("Mean").sbp = sbp_rules.reduction_rule("sum", split_reduced=False)
+get_op("ArgMax").sbp = get_op("ArgMin").sbp = sbp_rules.reduction_rule(None, split_reduced=False)

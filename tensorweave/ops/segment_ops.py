@@ -10,9 +10,11 @@
 import collections
 
 from tensorweave.core import dtypes as _dt
+from tensorweave.core import sbp_rules
 from tensorweave.core.convert import convert_to_tensor
 from tensorweave.core.dispatch import execute
 from tensorweave.core.registry import NOT_DIFFERENTIABLE, get_op, register_op
+from tensorweave.core.sbp import B, Partial, S
 from tensorweave.core.shape import TensorShape
 from tensorweave.ops import array_ops as A
 from tensorweave.ops import math_ops as M
@@ -192,3 +194,22 @@ def unique(x, out_idx=_dt.int32, name=None):
 def unique_with_counts(x, out_idx=_dt.int32, name=None):
     """As :func:`unique`, with how often each distinct value occurs."""
     return UniqueWithCounts(*_unique(x, out_idx, name))
+
+
+# ---- SBP rules (core/sbp.py): rows split with their segment ids give partial max/min/prod (an
+# empty segment is the kind's identity on a rank); a split trailing axis stays split. Bincount and
+# unique have data-dependent output lengths: their inputs are boxed to B.
+def _useg_sbp(kind):
+    def fn(inputs, attrs):
+        data, ids = inputs[0], inputs[1]
+        others = [B] * (len(inputs) - 2)
+        for k in range(ids.rank):
+            yield [S(k), S(k)] + others, [Partial(kind)]
+        for a in range(ids.rank, data.rank):
+            yield [S(a), B] + others, [S(a - ids.rank + 1)]
+    return sbp_rules.signatures(fn)
+
+
+for _name, _kind in (("UnsortedSegmentMax", "max"), ("UnsortedSegmentMin", "min"), ("UnsortedSegmentProd", "prod")):
+    get_op(_name).sbp = _useg_sbp(_kind)
+get_op("Bincount").sbp = get_op("UniqueV2").sbp = sbp_rules.BOXES_TO_B

@@ -13,9 +13,11 @@ Gradients of sorted values flow back to the positions the values came from.
 import collections
 
 from tensorweave.core import dtypes as _dt
+from tensorweave.core import sbp_rules
 from tensorweave.core.convert import convert_to_tensor
 from tensorweave.core.dispatch import execute
 from tensorweave.core.registry import NOT_DIFFERENTIABLE, get_op, register_op
+from tensorweave.core.sbp import B, P, S
 from tensorweave.core.shape import TensorShape, fmt
 from tensorweave.ops import math_ops as M
 from tensorweave.ops import rules
@@ -236,3 +238,25 @@ def cumulative_logsumexp(x, axis=0, exclusive=False, reverse=False, name=None):
     top = stop_gradient(reduce_max(x, axis=axis, keepdims=True))
     top = M.where(M.is_finite(top), top, zeros_like(top))
     return M.add(M.log(cumsum(M.exp(x - top), axis, exclusive=exclusive, reverse=reverse)), top, name=name)
+
+
+# ---- SBP rules (core/sbp.py): sorting, top-k and scans work along one axis; a split of any other
+# axis passes through (top_k's is the last). Cumsum and take_along_axis are linear in the values.
+def _other_axes(n_in, n_out, linear=False, axis_of=lambda inputs, attrs: attrs["axis"]):
+    def fn(inputs, attrs):
+        x = inputs[0]
+        axis = axis_of(inputs, attrs) % max(x.rank, 1)
+        for i in range(x.rank):
+            if i != axis:
+                yield [S(i)] * n_in, [S(i)] * n_out
+        if linear:
+            yield [P] + [B] * (n_in - 1), [P] * n_out
+    return sbp_rules.signatures(fn, n_out)
+
+
+get_op("Cumsum").sbp = _other_axes(1, 1, linear=True)
+get_op("Cumprod").sbp = _other_axes(1, 1)
+get_op("ArgSort").sbp = _other_axes(1, 1)
+get_op("TopKV2").sbp = _other_axes(1, 2, axis_of=lambda inputs, attrs: -1)
+get_op("TakeAlongAxis").sbp = _other_axes(2, 1, linear=True)
+get_op("TakeAlongAxisGrad").sbp = _other_axes(3, 1, linear=True)

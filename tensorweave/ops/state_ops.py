@@ -10,7 +10,9 @@ import numpy as np
 
 from tensorweave.core import dtypes as _dt
 from tensorweave.core import errors
-from tensorweave.core.registry import register_kernel, register_op
+from tensorweave.core.registry import get_op, register_kernel, register_op
+from tensorweave.core.sbp import B, P, Partial, S, Signature
+from tensorweave.core.sbp_rules import signatures, through_wrappers
 from tensorweave.core.shape import TensorShape, fmt
 
 
@@ -134,3 +136,77 @@ def _rscatter_update(var, indices, updates, dtype, shape):
     value = var._storage_for_update()
     value[indices] = updates
     return value
+
+
+# ---- SBP rules (core/sbp.py): a handle's SBP is its variable's (given at creation: it has no rule
+# of its own). Reads and assignments keep the layout; the kernels check values against attr
+# ``shape``, which a hook makes the rank's local shape. A row-split variable (an embedding table):
+# a gather takes the rank's rows (zeros elsewhere: P), a scatter only the rank's rows. A handle's
+# ShardInfo entry describes its variable (logical shape, the rank's slice).
+def _local_shape(which, index):
+    def local(op_type, attrs, shard):
+        dims = shard.out_local_shape(index) if which == "out" else shard.in_local_shape(index)
+        return op_type, {**attrs, "shape": TensorShape(list(dims))}
+    return through_wrappers(local)
+
+
+def _read_sbp(inputs, attrs):
+    hook = _local_shape("out", 0)
+    for i in range(attrs["shape"].rank or 0):
+        yield Signature([S(i)], [S(i)], hook)
+    yield from (Signature([Partial(k)], [Partial(k)], hook) for k in Partial.KINDS)
+
+
+def _assign_sbp(inputs, attrs):
+    hook = _local_shape("in", 1)
+    for i in range(inputs[1].rank):
+        yield Signature([S(i), S(i)], [S(i)], hook)
+    yield Signature([P, P], [P], hook)       # each rank stores (or adds) its share
+
+
+def _rgather_sbp(inputs, attrs):
+    idx, rank = inputs[1], attrs["shape"].rank or 0
+    for k in range(idx.rank):
+        yield [B, S(k)], [S(k)]
+    @through_wrappers
+    def local(op_type, attrs, shard):       # the variable's rows, and the output's trailing dims
+        return op_type, {**attrs, "shape": TensorShape(list(shard.in_local_shape(0)))}
+    for a in range(1, rank):
+        yield Signature([S(a), B], [S(idx.rank + a - 1)], local)
+    if rank:
+        yield Signature([S(0), B], [P], _masked_gather_hook)
+    yield [P, B], [P]
+
+
+def _masked_gather_hook(op_type, attrs, shard):
+    return "SbpMaskedResourceGather", {"offset": shard.in_offsets(0)[0], "limit": attrs["shape"][0],
+                                       "dtype": attrs["dtype"], "shape": TensorShape(list(shard.in_local_shape(0)))}
+
+
+def rows_only_hook(index_input, rows_input):
+    """A ``local`` hook running a row update of a row-split variable (input 0) on the rank's rows
+    only (``SbpRowsOnly``); attr ``shape``, where the op has it, becomes the piece's."""
+    def local(op_type, attrs, shard):
+        if op_type == "SbpRowsOnly":
+            return op_type, attrs
+        inner = {**attrs, "shape": TensorShape(list(shard.in_local_shape(0)))} if "shape" in attrs else attrs
+        return "SbpRowsOnly", {"op_type": op_type, "op_attrs": inner, "index_input": index_input,
+                               "rows_input": rows_input, "offset": shard.in_offsets(0)[0],
+                               "rows": shard.in_local_shape(0)[0]}
+    return local
+
+
+def _rscatter_sbp(inputs, attrs):
+    idx, rank = inputs[1], attrs["shape"].rank or 0
+    for a in range(1, rank):
+        yield Signature([S(a), B, S(idx.rank - 1 + a)], [S(a)], _local_shape("out", 0))
+    if rank:
+        yield Signature([S(0), B, B], [S(0)], rows_only_hook(1, 2))
+    yield Signature([P, B, P], [P])
+
+
+get_op("ReadVariableOp").sbp = signatures(_read_sbp)
+for _name in ("AssignVariableOp", "AssignAddVariableOp", "AssignSubVariableOp"):
+    get_op(_name).sbp = signatures(_assign_sbp)
+get_op("ResourceGather").sbp = signatures(_rgather_sbp)
+get_op("ResourceScatterAdd").sbp = get_op("ResourceScatterUpdate").sbp = signatures(_rscatter_sbp)

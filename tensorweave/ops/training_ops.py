@@ -34,7 +34,10 @@ from tensorweave.core.context import building_graph
 from tensorweave.core.convert import convert_to_tensor
 from tensorweave.core.dispatch import execute
 from tensorweave.core.registry import get_op, register_op
+from tensorweave.core.sbp import B, S, Signature
+from tensorweave.core.sbp_rules import signatures
 from tensorweave.core.shape import fmt
+from tensorweave.ops.state_ops import rows_only_hook
 
 FUSED_DTYPES = (_dt.float32, _dt.float64)
 
@@ -80,12 +83,38 @@ def _group_infer(op_name, num_handles, num_scalars):
     return infer
 
 
+# ---- SBP rules (core/sbp.py): an update is elementwise over the variable, its slots and the
+# gradient, with B scalars: all split along one axis (a variable handle's SBP is its variable's),
+# so a sharded variable keeps sharded slots (ZeRO-style). Sparse updates split the rows' trailing
+# axes, or a row-split variable (an embedding table) whose ranks update only their rows.
+def _update_sbp(num_handles, num_scalars, sparse):
+    def fn(inputs, attrs):
+        n = num_handles(attrs)
+        grad = inputs[n + num_scalars]
+        for i in range(1 if sparse else 0, grad.rank):
+            yield [S(i)] * n + [B] * num_scalars + [S(i)] + [B] * sparse, []
+        if sparse:
+            last = n + num_scalars + 1
+            yield Signature([S(0)] * n + [B] * (num_scalars + 2), [], rows_only_hook(last, last - 1))
+    return signatures(fn, 0)
+
+
+def _group_sbp(num_handles, num_scalars):
+    def fn(inputs, attrs):
+        v, k = attrs["num_variables"], num_handles(attrs)
+        grads = inputs[v * k + num_scalars:]
+        if all(g.rank >= 1 for g in grads):
+            yield [S(0)] * (v * k) + [B] * num_scalars + [S(0)] * v, []
+    return signatures(fn, 0)
+
+
 def _register(name, num_handles, num_scalars):
     for sparse, op_name in ((False, f"ResourceApply{name}"), (True, f"ResourceSparseApply{name}")):
         register_op(op_name, infer=_update_infer(op_name, num_handles, num_scalars, sparse), num_outputs=0,
-                    stateful=True)
+                    stateful=True, sbp=_update_sbp(num_handles, num_scalars, sparse))
     register_op(f"ResourceGroupApply{name}", infer=_group_infer(f"ResourceGroupApply{name}", num_handles,
-                                                                num_scalars), num_outputs=0, stateful=True)
+                                                                num_scalars), num_outputs=0, stateful=True,
+                sbp=_group_sbp(num_handles, num_scalars))
 
 
 # Inputs: var, m, v[, v_hat], lr, step (1-based, int64), grad[, indices].
@@ -201,3 +230,4 @@ def apply_rmsprop(var, velocity, momentum_slot, average_gradient, lr, grad, rho,
     handles = [var, velocity] + ([momentum_slot] if momentum > 0 else []) + ([average_gradient] if centered else [])
     attrs = {"rho": float(rho), "momentum": float(momentum), "epsilon": float(epsilon), "centered": bool(centered)}
     return _update("ResourceApplyKerasRMSprop", handles, [("lr", lr)], grad, indices, attrs, name)
+

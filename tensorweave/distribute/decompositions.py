@@ -1,0 +1,74 @@
+"""Decompositions the global interpreter may run instead of an op: ``DECOMPOSITIONS[op_type]``
+is a function of the op's inputs (tensors) and attrs (keywords) written with public
+tensorweave ops, giving the op's outputs.
+
+An op's SBP rule lists the layouts it can run in without moving data (``core/sbp.py``).
+Some layouts need communication inside the op: a mean over a split axis needs the global
+count, a softmax over a split class axis needs the global max and sum. Rather than boxing
+the input to ``B`` (moving it whole), the interpreter may run the decomposition: its
+primitives have rules of their own (a max over the split axis gives ``P(max)``, the sum
+``P``), and boxing their small partial results (an all-reduce of one value per row) is
+the communication — a stable, partial log-sum-exp over the ranks.
+
+Each decomposition equals its op on one device (``tests/test_sbp_checker.py``), and every
+primitive it uses has an SBP rule.
+
+>>> import numpy as np, tensorweave as tw
+>>> x = tw.constant(np.array([[1.0, 2.0, 3.0], [0.0, 0.0, 9.0]]))
+>>> bool(np.allclose(DECOMPOSITIONS["Softmax"](x, axis=-1).numpy(), tw.nn.softmax(x).numpy()))
+True
+"""
+import numpy as np
+
+from tensorweave.ops import array_ops, indexing_ops, math_ops
+from tensorweave.ops import reduce_ops as R
+
+
+def _reduced_count(x, axis):
+    dims = x.shape.as_list()
+    axes = range(len(dims)) if axis is None else [a % len(dims) for a in np.atleast_1d(axis)]
+    return int(np.prod([dims[a] for a in set(axes)], dtype=np.int64))
+
+
+def _mean(x, *axis_input, axis=None, keepdims=False):
+    """The sum over the axes (a split axis gives a partial sum) over their global element count."""
+    total = R.reduce_sum(x, axis=axis, keepdims=keepdims)
+    n = _reduced_count(x, axis)
+    if x.dtype.is_integer:
+        return math_ops.truncatediv(total, math_ops.cast(n, x.dtype)) if n else total
+    return total / math_ops.cast(n, x.dtype)
+
+
+def _shifted(logits, axis):
+    """logits - max (the max of a split axis is a partial max: one value per row moves)."""
+    top = array_ops.stop_gradient(R.reduce_max(logits, axis=axis, keepdims=True))
+    return logits - top
+
+
+def _log_softmax(logits, axis=-1):
+    z = _shifted(logits, axis)
+    return z - math_ops.log(R.reduce_sum(math_ops.exp(z), axis=axis, keepdims=True))
+
+
+def _softmax(logits, axis=-1):
+    e = math_ops.exp(_shifted(logits, axis))
+    return e / R.reduce_sum(e, axis=axis, keepdims=True)
+
+
+def _xent(logits, labels, axis=-1):
+    return -R.reduce_sum(math_ops.multiply_no_nan(_log_softmax(logits, axis), labels), axis=axis)
+
+
+def _sparse_xent(logits, labels):
+    depth = logits.shape.as_list()[-1]
+    picked = indexing_ops.one_hot(labels, depth, dtype=logits.dtype)
+    return -R.reduce_sum(_log_softmax(logits, -1) * picked, axis=-1)
+
+
+DECOMPOSITIONS = {
+    "Mean": _mean,
+    "Softmax": _softmax,
+    "LogSoftmax": _log_softmax,
+    "SoftmaxCrossEntropyWithLogits": _xent,
+    "SparseSoftmaxCrossEntropyWithLogits": _sparse_xent,
+}
