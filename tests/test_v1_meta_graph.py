@@ -274,3 +274,21 @@ def test_not_a_meta_file(tmp_path):
     with tf.Graph().as_default(), pytest.raises(LoadError, match="not a tensorweave meta graph"):
         tf.train.import_meta_graph(prefix + ".safetensors")
     assert v1_meta_graph.FORMAT == "tensorweave.meta_graph"
+
+
+def test_an_imported_graph_saves_and_imports_again(tmp_path):
+    prefix, _ = _linear_program(str(tmp_path))
+    with tf.Graph().as_default():
+        saver = tf.train.import_meta_graph(prefix + ".meta")
+        with tf.Session() as sess:
+            saver.restore(sess, prefix)
+            sess.run(tf.get_collection("train_op")[0], {"x:0": [[1.0, 1.0]]})
+            again = saver.save(sess, str(tmp_path / "again"))
+            fresh = tf.train.Saver().save(sess, str(tmp_path / "fresh"))
+    for p in (again, fresh):
+        with tf.Graph().as_default():
+            saver = tf.train.import_meta_graph(p + ".meta")
+            with tf.Session() as sess:
+                saver.restore(sess, p)
+                np.testing.assert_allclose(sess.run("w:0"), [[0.8], [1.8]], rtol=1e-6)
+                assert sess.run("global_step:0") == 2
