@@ -292,3 +292,10 @@ def test_an_imported_graph_saves_and_imports_again(tmp_path):
                 saver.restore(sess, p)
                 np.testing.assert_allclose(sess.run("w:0"), [[0.8], [1.8]], rtol=1e-6)
                 assert sess.run("global_step:0") == 2
+
+
+def test_a_tensorflow_meta_file_is_refused_with_a_hint(tmp_path):
+    path = tmp_path / "model.meta"
+    path.write_bytes(b"\n\x8f\x02\n\x0cmeta_info_def" + bytes(range(64)))   # the start of a protobuf
+    with tf.Graph().as_default(), pytest.raises(LoadError, match="written by TensorFlow"):
+        tf.train.import_meta_graph(str(path))

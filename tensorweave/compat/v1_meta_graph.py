@@ -215,7 +215,11 @@ def read_meta_graph_file(filename):
     path = os.fspath(filename)
     if not os.path.exists(path):
         raise OSError(f"File {path} does not exist.")
-    meta = tensor_file.read_metadata(path)
+    try:
+        meta = tensor_file.read_metadata(path)
+    except tensor_file.TensorFileError as e:
+        raise LoadError(f"{e} Hint: is it a .meta file written by TensorFlow (a protocol buffer)? Re-export "
+                        "the graph with tensorweave") from None
     if meta.get("format") != FORMAT:
         raise LoadError(f"{path}: not a tensorweave meta graph (format {meta.get('format')!r:.60}). Hint: .meta "
                         "files written by TensorFlow are protocol buffers; re-export the graph with tensorweave")
