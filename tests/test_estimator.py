@@ -89,7 +89,8 @@ def test_checkpoints_every_n_steps_and_keep_max(tmp_path):
     est.train(_input(x, y), steps=12, saving_listeners=[Listener()])
     assert saved == [5, 10, 12]
     files = sorted(f for f in os.listdir(tmp_path) if f.startswith("model.ckpt-"))
-    assert files == ["model.ckpt-10.safetensors", "model.ckpt-12.safetensors"]
+    assert files == ["model.ckpt-10.meta", "model.ckpt-10.safetensors", "model.ckpt-12.meta",
+                     "model.ckpt-12.safetensors"]     # a Saver's checkpoints, with their meta graphs (as TF)
     assert tw.train.latest_checkpoint(str(tmp_path)).endswith("model.ckpt-12")
 
 

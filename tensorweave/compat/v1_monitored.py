@@ -9,8 +9,8 @@ The training loop of many TF1 programs::
             s.run(train_op)
 
 ends when a hook asks to stop, or when the input raises ``OutOfRangeError`` (which ``__exit__``
-swallows, as TF1 does). Checkpoints are the Estimator's (``model.ckpt-<step>`` in ``checkpoint_dir``,
-restored by the next session in that directory).
+swallows, as TF1 does). Checkpoints are ``tf.train.Saver``'s (``model.ckpt-<step>`` in ``checkpoint_dir``,
+with its ``.meta``; restored by the next session in that directory).
 
 >>> import tempfile
 >>> import tensorweave.compat.v1 as tf
@@ -78,7 +78,7 @@ class ChiefSessionCreator:
         self._scaffold.finalize()
         path = self._path or (latest_checkpoint(self._dir) if self._dir else None)
         if path is not None and self._saver is None:
-            self._saver = VariableSaver(global_variables(), os.path.dirname(path))
+            self._saver = VariableSaver(global_variables(), os.path.dirname(path), saver=self._scaffold.saver)
         sess = Session(graph=graph, config=self._config)
         if path is not None:
             self._saver.restore(sess, path)
@@ -99,13 +99,14 @@ class CheckpointSaverHook(_hooks.SessionRunHook):
             raise ValueError("CheckpointSaverHook: exactly one of save_secs and save_steps must be given")
         self._dir, self._timer = checkpoint_dir, _hooks.SecondOrStepTimer(every_secs=save_secs, every_steps=save_steps)
         self._listeners = list(listeners or ())
+        self._given_saver = saver if saver is not None else getattr(scaffold, "saver", None)
 
     def begin(self):
         from tensorweave.compat.v1_train import get_global_step
         self._step = get_global_step()
         if self._step is None:
             raise RuntimeError("CheckpointSaverHook needs a global step (tf.train.get_or_create_global_step())")
-        self._saver = VariableSaver(global_variables(), self._dir)
+        self._saver = VariableSaver(global_variables(), self._dir, saver=self._given_saver)
         for lst in self._listeners:
             lst.begin()
 

@@ -33,15 +33,16 @@ import collections
 
 import tensorweave as tw
 from tensorweave.compat.v1_layers import _TF1Scoped
-from tensorweave.compat.v1_variable_scope import variable_scope
+from tensorweave.compat.v1_variable_scope import get_variable_scope, variable_scope
 from tensorweave.core import nest
+from tensorweave.core.shape import TensorShape
 from tensorweave.core.tensor import Tensor
 from tensorweave.keras import layers as _kl
 from tensorweave.ops import rnn_ops
 
 __all__ = ["RNNCell", "LSTMStateTuple", "BasicRNNCell", "BasicLSTMCell", "LSTMCell", "GRUCell", "MultiRNNCell",
            "DropoutWrapper", "ResidualWrapper", "DeviceWrapper", "dynamic_rnn", "static_rnn",
-           "bidirectional_dynamic_rnn", "static_bidirectional_rnn", "reverse_sequence"]
+           "bidirectional_dynamic_rnn", "static_bidirectional_rnn", "reverse_sequence", "raw_rnn"]
 
 
 class LSTMStateTuple(collections.namedtuple("LSTMStateTuple", ("c", "h"))):
@@ -83,6 +84,15 @@ class RNNCell(_TF1Scoped, _kl.Layer):
 
     def __init__(self, trainable=True, name=None, dtype=None, reuse=None, **kwargs):
         super().__init__(trainable=trainable, name=name, dtype=dtype, _reuse=reuse, **kwargs)
+        self._dtype_given = dtype is not None
+
+    def _adopt_dtype(self, dtype):
+        """As TF1's layers: without a dtype, a cell makes its variables in its first input's dtype."""
+        if not getattr(self, "built", True) and not getattr(self, "_dtype_given", True) and dtype.is_floating:
+            self._dtype = dtype
+        for inner in list(getattr(self, "_cells", ())) + [getattr(self, "_cell", None)]:
+            if isinstance(inner, RNNCell):
+                inner._adopt_dtype(dtype)
 
     @property
     def state_size(self):
@@ -104,6 +114,8 @@ class RNNCell(_TF1Scoped, _kl.Layer):
     def __call__(self, inputs, state, scope=None, **kwargs):
         if scope is not None and self._tf1_scope is None:
             self._tf1_scope_name = scope.name if hasattr(scope, "name") else scope
+        if isinstance(inputs, Tensor):
+            self._adopt_dtype(inputs.dtype)
         return super().__call__(inputs, state, **kwargs)
 
     def _ensure_built(self, input_depth):
@@ -498,20 +510,67 @@ def _leaf_where(keep, new, old):
     return nest.map_structure(lambda a, b: tw.where(keep, a, b), new, old)
 
 
-def _core(cell, x, state, sequence_length):
-    """(outputs [batch, time, units], final state) of ``cell`` over batch-major ``x``."""
+def _cell_call(cell, inputs, state, scope):
+    """One step of ``cell`` inside a loop body: its variables exist (made by the call before the
+    loop), so the caller's variable scope is re-entered with ``reuse=True`` for cells that call
+    ``get_variable`` themselves."""
+    with variable_scope(scope, reuse=True):
+        return cell(inputs, state)
+
+
+def _while_core(cell, x, state, sequence_length):
+    """TF1's ``_dynamic_rnn_loop``: ``cell`` over batch-major ``x`` in a ``while_loop`` over time
+    (any number of steps, known or not), for cells without a fused kernel. The cell is called
+    once before the loop on the first step, which makes its variables and gives the output's
+    structure (those nodes never run: nothing reads them)."""
+    xt = tw.transpose(x, [1, 0] + list(range(2, x.shape.rank)))
+    steps = tw.shape(xt)[0]
+    scope = get_variable_scope()
+    out0, _ = cell(xt[0], state)
+    outs0, states0 = nest.flatten(out0), nest.flatten(state)
+    accs = []
+    for o in outs0:
+        a = tw.zeros(tw.concat([tw.reshape(steps, [1]), tw.shape(o)], 0), dtype=o.dtype)
+        a.set_shape(TensorShape([x.shape[1]]).concatenate(o.shape))
+        accs.append(a)
+    n_out = len(accs)
+    if sequence_length is not None:
+        sequence_length = tw.cast(sequence_length, tw.int32)
+
+    def body(t, *vals):
+        old = nest.pack_sequence_as(state, list(vals[n_out:]))
+        out, new = _cell_call(cell, tw.gather(xt, t), old, scope)
+        flat_out, flat_new = nest.flatten(out), nest.flatten(new)
+        if sequence_length is not None:
+            valid = (t < sequence_length)[:, None]
+            flat_out = [tw.where(valid, o, tw.zeros_like(o)) for o in flat_out]
+            flat_new = [tw.where(valid, n, s) for n, s in zip(flat_new, vals[n_out:])]
+        idx = tw.reshape(t, [1, 1])
+        written = [tw.tensor_scatter_nd_update(a, idx, o[None]) for a, o in zip(vals[:n_out], flat_out)]
+        for n, s in zip(flat_new, vals[n_out:]):
+            if n.shape.is_compatible_with(s.shape) and hasattr(n, "set_shape"):
+                n.set_shape(s.shape)      # (a cell may lose static dimensions that the loop keeps)
+        return [t + 1] + written + flat_new
+    res = tw.while_loop(lambda t, *_: t < steps, body, [tw.constant(0)] + accs + states0)
+    outputs = [tw.transpose(a, [1, 0] + list(range(2, a.shape.rank))) for a in res[1:1 + n_out]]
+    return (nest.pack_sequence_as(out0, outputs), nest.pack_sequence_as(state, list(res[1 + n_out:])))
+
+
+def _core(cell, x, state, sequence_length, unroll=False):
+    """(outputs [batch, time, units], final state) of ``cell`` over batch-major ``x``: the fused
+    kernels where the cell allows, else a while loop (``unroll``: step by step, as ``static_rnn``)."""
     mask = None
     if sequence_length is not None:
         n = x.shape[1] if x.shape[1] is not None else tw.shape(x)[1]
         mask = tw.sequence_mask(sequence_length, maxlen=n)
-    fused = cell._fused(x, state, mask)
+    if isinstance(cell, RNNCell):
+        cell._adopt_dtype(x.dtype)
+    fused = cell._fused(x, state, mask) if hasattr(cell, "_fused") else None
     if fused is not None:
         return fused
     steps = x.shape[1]
-    if steps is None:
-        raise ValueError(f"dynamic_rnn: {type(cell).__name__} runs step by step, which needs a static number of "
-                         "time steps (inputs of shape [batch, T, ...] with T known). Hint: the basic LSTM, GRU and "
-                         "RNN cells run any length on the fused kernels")
+    if not unroll or steps is None:
+        return _while_core(cell, x, state, sequence_length)
     outputs = []
     for t in range(steps):
         out, new_state = cell(x[:, t], state)
@@ -537,26 +596,93 @@ def _batch_size(x):
 
 
 def dynamic_rnn(cell, inputs, sequence_length=None, initial_state=None, dtype=None, parallel_iterations=None,
-                swap_memory=False, time_major=False, scope=None):
+                swap_memory=False, time_major=False, scope=None, _unroll=False):
     """Runs ``cell`` over ``inputs`` (``[batch, time, depth]``, or time-major); returns ``(outputs, state)``."""
     x = tw.convert_to_tensor(inputs)
     with variable_scope(scope or "rnn"):
         if time_major:
             x = tw.transpose(x, [1, 0] + list(range(2, x.shape.rank)))
         state = _initial(cell, initial_state, _batch_size(x), dtype)
-        outputs, state = _core(cell, x, state, sequence_length)
+        outputs, state = _core(cell, x, state, sequence_length, _unroll)
         if time_major:
-            outputs = tw.transpose(outputs, [1, 0, 2])
+            outputs = nest.map_structure(lambda o: tw.transpose(o, [1, 0] + list(range(2, o.shape.rank))), outputs)
     return outputs, state
 
 
 def static_rnn(cell, inputs, initial_state=None, dtype=None, sequence_length=None, scope=None):
-    """``dynamic_rnn`` over a list of ``[batch, depth]`` inputs; returns ``(list of outputs, state)``."""
+    """``dynamic_rnn`` over a list of ``[batch, depth]`` inputs, unrolled (one cell call per input, as
+    TF1); returns ``(list of outputs, state)``."""
     if not isinstance(inputs, (list, tuple)) or not inputs:
         raise TypeError("inputs must be a non-empty list of tensors")
     x = tw.stack([tw.convert_to_tensor(i) for i in inputs], axis=1)
-    outputs, state = dynamic_rnn(cell, x, sequence_length, initial_state, dtype, scope=scope)
+    outputs, state = dynamic_rnn(cell, x, sequence_length, initial_state, dtype, scope=scope, _unroll=True)
     return tw.unstack(outputs, axis=1), state
+
+
+def raw_rnn(cell, loop_fn, parallel_iterations=None, swap_memory=False, scope=None):
+    """TF1's ``raw_rnn``: ``loop_fn(time, cell_output, cell_state, loop_state)`` returns
+    ``(finished, next_input, next_cell_state, emit_output, next_loop_state)``; the cell runs in a
+    while loop until every batch entry is finished. Finished entries emit zeros and keep their
+    state. Returns ``(emit_ta, final_state, final_loop_state)`` with ``emit_ta`` a TensorArray of
+    the emitted outputs (``emit_ta.stack()``: ``[time, batch, ...]``)."""
+    from tensorweave.compat.v1_tensor_array import TensorArray
+    if not callable(loop_fn):
+        raise TypeError("raw_rnn: loop_fn must be a callable")
+    with variable_scope(scope or "rnn") as vs:
+        time = tw.constant(0, dtype=tw.int32)
+        finished, next_input, state, emit_structure, loop_state = loop_fn(time, None, None, None)
+        finished = tw.convert_to_tensor(finished)
+        out0, _ = cell(next_input, state)           # the cell's variables and output structure
+        emit0 = out0 if emit_structure is None else emit_structure
+        flat_emit0 = [tw.convert_to_tensor(e) for e in nest.flatten(emit0)]
+        accs = []
+        for e in flat_emit0:
+            a = tw.zeros(tw.concat([[0], tw.shape(e)], 0), dtype=e.dtype)
+            a.set_shape(TensorShape([None]).concatenate(e.shape))
+            accs.append(a)
+        has_loop_state = loop_state is not None
+        parts = [nest.flatten(next_input), nest.flatten(state), accs, nest.flatten(loop_state) if has_loop_state else []]
+        sizes = [len(p) for p in parts]
+
+        def split(vals):
+            out, k = [], 0
+            for n in sizes:
+                out.append(list(vals[k:k + n]))
+                k += n
+            return out
+
+        def cond(t, done, *vals):
+            return tw.logical_not(tw.reduce_all(done))
+
+        def body(t, done, *vals):
+            inp, st, acc, ls = split(vals)
+            inp = nest.pack_sequence_as(next_input, inp)
+            st = nest.pack_sequence_as(state, st)
+            ls = nest.pack_sequence_as(loop_state, ls) if has_loop_state else None
+            out, cell_state = _cell_call(cell, inp, st, vs)
+            nxt_done, nxt_in, nxt_state, emit, nxt_ls = loop_fn(t + 1, out, cell_state, ls)
+            emit = out if emit is None else emit
+            keep = done[:, None]
+            flat_state = [tw.where(tw.reshape(done, [-1] + [1] * (a.shape.rank - 1)), a, b)
+                          for a, b in zip(nest.flatten(st), nest.flatten(nxt_state))]
+            flat_emit = [tw.where(tw.reshape(done, [-1] + [1] * (e.shape.rank - 1)), tw.zeros_like(e), e)
+                         if e.shape.rank else e for e in map(tw.convert_to_tensor, nest.flatten(emit))]
+            del keep
+            acc = [tw.concat([a, e[None]], 0) for a, e in zip(acc, flat_emit)]
+            new_done = tw.logical_or(done, tw.convert_to_tensor(nxt_done))
+            return ([t + 1, new_done] + nest.flatten(nxt_in) + flat_state + acc
+                    + (nest.flatten(nxt_ls) if has_loop_state else []))
+
+        loop_vars = [time, finished] + [v for p in parts for v in p]
+        invariants = [v.shape for v in loop_vars]
+        k = 2 + sizes[0] + sizes[1]
+        for i in range(sizes[2]):
+            invariants[k + i] = TensorShape([None]).concatenate(loop_vars[k + i].shape[1:])
+        res = tw.while_loop(cond, body, loop_vars, shape_invariants=invariants)
+        _, final_state, emitted, final_ls = split(res[2:])
+        emit_ta = nest.pack_sequence_as(emit0, [TensorArray(e.dtype, dynamic_size=True, _value=e) for e in emitted])
+        return (emit_ta, nest.pack_sequence_as(state, final_state),
+                nest.pack_sequence_as(loop_state, final_ls) if has_loop_state else None)
 
 
 def _reverse(x, sequence_length):

@@ -103,6 +103,11 @@ class Saver:
                  builder=None, defer_build=False, allow_empty=False, write_version=2, pad_step_number=False,
                  save_relative_paths=False, filename=None, save_debug_info=False):
         self._var_list_arg = var_list
+        if saver_def is not None:
+            # (an imported graph's Saver: its variables and restore nodes already exist)
+            self._var_list_arg = saver_def["variables"]
+            max_to_keep = saver_def["max_to_keep"]
+            keep_checkpoint_every_n_hours = saver_def["keep_checkpoint_every_n_hours"]
         self._max_to_keep = max_to_keep
         self._keep_every = keep_checkpoint_every_n_hours
         self._pad = pad_step_number
@@ -113,6 +118,11 @@ class Saver:
         self._vars = None
         self._graph = None
         self._restore_ops = None
+        self._meta_cache = (None, None)     # (graph version, encoded .meta) of the last meta graph written
+        if saver_def is not None and saver_def.get("restore"):
+            self._vars = _var_dict(self._var_list_arg)
+            self._graph = building_graph()
+            self._restore_ops = dict(saver_def["restore"])
         if not defer_build:
             self.build()
 
@@ -155,7 +165,27 @@ class Saver:
         if write_state:
             _io.write_state(directory, prefix, [p for p, _ in self._last], [t for _, t in self._last],
                             self._last_preserved)
+        if write_meta_graph and self._graph is not None:
+            self._write_meta_graph(f"{prefix}.{meta_graph_suffix}")
         return prefix
+
+    def _write_meta_graph(self, filename):
+        # The graph rarely changes between saves: its encoding is reused while its version is the same.
+        version, chunks = self._meta_cache
+        if version != self._graph.version:
+            chunks = self.export_meta_graph().encode()
+            self._meta_cache = (self._graph.version, chunks)
+        tensor_file.write_bytes_atomic(filename, chunks)
+
+    def export_meta_graph(self, filename=None, collection_list=None, as_text=False, export_scope=None,
+                          clear_devices=False, clear_extraneous_savers=False, strip_default_attrs=False,
+                          save_debug_info=False):
+        """Writes this saver's graph as a meta graph with this saver in it (see ``v1_meta_graph``)."""
+        from tensorweave.compat.v1_meta_graph import export_meta_graph
+        self.build()
+        return export_meta_graph(filename, graph=self._graph or get_default_graph(), saver_def=self.as_saver_def(),
+                                 collection_list=collection_list, export_scope=export_scope,
+                                 clear_devices=clear_devices)
 
     def _delete_old(self):
         if not self._max_to_keep:
@@ -230,8 +260,12 @@ class Saver:
         self._last = [(p, os.path.getmtime(p + SUFFIX)) for p in checkpoint_paths if os.path.exists(p + SUFFIX)]
 
     def as_saver_def(self):
+        """``{"max_to_keep", "keep_checkpoint_every_n_hours", "variables": {checkpoint name: variable},
+        "restore": {checkpoint name: (placeholder, assign op)} or None}``; ``Saver(saver_def=...)``
+        takes it back (``import_meta_graph`` passes the imported graph's)."""
+        self.build()
         return {"max_to_keep": self._max_to_keep, "keep_checkpoint_every_n_hours": self._keep_every,
-                "variables": sorted(self._vars or {})}
+                "variables": dict(self._vars), "restore": dict(self._restore_ops) if self._restore_ops else None}
 
 
 def checkpoint_exists(checkpoint_prefix):

@@ -146,12 +146,22 @@ class Optimizer:
             raise ValueError(f"No gradients provided for any variable: {[v.name for _, v in pairs]}.")
         train = self._keras.apply([g for g, _ in kept], [v for _, v in kept])
         if global_step is None:
-            return train
+            return self._add_train_op(train)
         if building_graph() is None:
             global_step.assign_add(1)
             return None
         with control_dependencies([train]):
-            return global_step.assign_add(1, name=name or self._name, read_value=False)
+            return self._add_train_op(global_step.assign_add(1, name=name or self._name, read_value=False))
+
+    @staticmethod
+    def _add_train_op(op):
+        # TF1 lists every training op in the TRAIN_OP collection (a meta graph carries it).
+        graph = building_graph()
+        if graph is not None and op is not None:
+            ref = graph.get_collection_ref("train_op")
+            if all(o is not op for o in ref):
+                ref.append(op)
+        return op
 
     def minimize(self, loss, global_step=None, var_list=None, gate_gradients=GATE_OP, aggregation_method=None,
                  colocate_gradients_with_ops=False, name=None, grad_loss=None):
@@ -425,9 +435,16 @@ from tensorweave.compat.v1_device import replica_device_setter  # noqa: E402
 from tensorweave.compat.v1_moving_average import ExponentialMovingAverage  # noqa: E402
 from tensorweave.compat.v1_saver import (Saver, checkpoint_exists, list_variables, load_variable,  # noqa: E402
                                          remove_checkpoint)
+from tensorweave.compat.v1_meta_graph import export_meta_graph, import_meta_graph  # noqa: E402
+from tensorweave.compat.v1_checkpoint_utils import (NewCheckpointReader, checkpoints_iterator,  # noqa: E402
+                                                    generate_checkpoint_state_proto, get_checkpoint_mtimes,
+                                                    init_from_checkpoint, load_checkpoint, update_checkpoint_state,
+                                                    warm_start)
 from tensorweave.train.checkpoint import Checkpoint  # noqa: E402
 from tensorweave.train.manager import CheckpointManager, get_checkpoint_state, latest_checkpoint  # noqa: E402
 
 __all__ += ["natural_exp_decay", "piecewise_constant_decay", "Saver", "checkpoint_exists", "remove_checkpoint",
             "Checkpoint", "CheckpointManager", "get_checkpoint_state", "latest_checkpoint", "replica_device_setter",
-            "ExponentialMovingAverage", "list_variables", "load_variable"]
+            "ExponentialMovingAverage", "list_variables", "load_variable", "export_meta_graph", "import_meta_graph",
+            "NewCheckpointReader", "checkpoints_iterator", "generate_checkpoint_state_proto", "get_checkpoint_mtimes",
+            "init_from_checkpoint", "load_checkpoint", "update_checkpoint_state", "warm_start"]

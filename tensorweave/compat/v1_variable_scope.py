@@ -118,6 +118,8 @@ class _Store:
 
 def _store(graph=None):
     graph = graph if graph is not None else get_default_graph()
+    while getattr(graph, "outer_graph", None) is not None:
+        graph = graph.outer_graph    # a cond/while body shares its graph's scopes and variables, as in TF1
     s = graph.__dict__.get("_tf1_variable_store")
     if s is None:
         s = graph.__dict__["_tf1_variable_store"] = _Store()

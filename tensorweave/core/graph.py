@@ -165,6 +165,7 @@ class Graph:
         self.seed = None
         self._last_stateful = None    # for automatic control dependencies (FuncGraph)
         self._variable_handles = {}
+        self._left_out = {}           # node name -> why an imported graph lacks it (import_meta_graph)
 
     # ---- context -------------------------------------------------------------------------
     @contextlib.contextmanager
@@ -266,7 +267,12 @@ class Graph:
         if self._finalized:
             raise RuntimeError("Graph is finalized and cannot be modified.")
         with self._lock:
-            name = self.unique_name(name or opdef.name)
+            if name and name.endswith("/") and name[:-1] not in self._by_name:
+                # As in TF, a name ending in '/' (a name scope's) is taken as it is, not made unique.
+                name = name[:-1]
+                self._names_in_use.setdefault(name.lower(), 1)
+            else:
+                name = self.unique_name(name or opdef.name)
             control = []
             for deps in self._control_deps:
                 for c in deps:
@@ -293,7 +299,9 @@ class Graph:
         try:
             return self._by_name[name]
         except KeyError:
-            raise KeyError(f"The name '{name}' refers to an Operation not in the graph.") from None
+            why = self._left_out.get(name)
+            raise KeyError(f"The name '{name}' refers to an Operation not in the graph."
+                           + (f" It was left out when the graph was imported: {why}." if why else "")) from None
 
     def get_tensor_by_name(self, name):
         if ":" not in name:

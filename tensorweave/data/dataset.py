@@ -234,7 +234,10 @@ class Dataset:
         ...  tw.data.Dataset.from_tensor_slices(([1, 2], [[1.0, 2.0], [3.0, 4.0]]))]
         [(1, [1.0, 2.0]), (2, [3.0, 4.0])]
         """
+        from tensorweave.data.graph_iterators import FedSource, has_graph_tensors
         from tensorweave.data.sources import TensorSliceDataset
+        if has_graph_tensors(tensors):
+            return FedSource(tensors, slices=True)    # TF1: values fed to the iterator's initializer
         return TensorSliceDataset(tensors)
 
     @staticmethod
@@ -246,7 +249,10 @@ class Dataset:
         >>> [t.numpy().tolist() for t in tw.data.Dataset.from_tensors([1, 2])]
         [[1, 2]]
         """
+        from tensorweave.data.graph_iterators import FedSource, has_graph_tensors
         from tensorweave.data.sources import TensorDataset
+        if has_graph_tensors(tensors):
+            return FedSource(tensors, slices=False)
         return TensorDataset(tensors)
 
     @staticmethod

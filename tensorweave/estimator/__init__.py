@@ -15,3 +15,11 @@ from tensorweave.estimator.canned.linear import LinearClassifier, LinearRegresso
 from tensorweave.estimator.canned.baseline import BaselineClassifier, BaselineRegressor  # noqa: F401,E402
 from tensorweave.estimator.exporter import BestExporter, Exporter, FinalExporter, LatestExporter  # noqa: F401,E402
 from tensorweave.estimator.warm_starting import WarmStartSettings  # noqa: F401,E402
+
+
+def __getattr__(name):
+    # TF's tf.estimator also names the monitored session's saving hooks (defined with them, in compat.v1).
+    if name in ("CheckpointSaverHook", "SummarySaverHook"):
+        from tensorweave.compat import v1_monitored
+        return getattr(v1_monitored, name)
+    raise AttributeError(f"module 'tensorweave.estimator' has no attribute '{name}'")

@@ -1,75 +1,50 @@
-"""Saving and restoring a graph's variables by name, for the Estimator's ``model_dir``.
+"""The Estimator's and monitored sessions' checkpoints: ``tf.train.Saver`` files in ``model_dir``.
 
-A checkpoint is ``<model_dir>/model.ckpt-<step>.safetensors``: one tensor per variable, keyed by
-the variable's name without ``:0``, in the validated tensor-file format, written atomically;
-the directory's ``checkpoint`` state file is the one ``tw.train.latest_checkpoint`` reads.
-Restoring feeds the saved arrays into assign ops made beforehand, so it works in a fresh graph
-whose variables have the same names (this is what lets a later ``train``/``evaluate``/``predict``
-call resume from the last checkpoint).
+A checkpoint is what ``Saver.save(sess, "<model_dir>/model.ckpt", global_step=step)`` writes:
+``model.ckpt-<step>.safetensors`` (variables by name, CRC-32s), ``model.ckpt-<step>.meta`` (the
+graph, see ``compat/v1_meta_graph.py``) and the directory's ``checkpoint`` state file. So
+``tf.train.latest_checkpoint``, ``Saver.restore``, ``tf.train.load_variable``/``list_variables``
+and ``import_meta_graph`` all work on an Estimator's ``model_dir``, and a model_dir written by a
+TF1 program's ``Saver`` under ``model.ckpt`` is one an Estimator resumes from.
 """
 import os
-import time
 
-import numpy as np
-
+from tensorweave.compat.v1_saver import Saver, read_saver_file
 from tensorweave.core import errors
-from tensorweave.ops.array_ops import placeholder
-from tensorweave.saving import tensor_file
 from tensorweave.train import _io
-from tensorweave.train.checkpoint import SUFFIX
+from tensorweave.train.checkpoint import _file_of
 
-FORMAT = "tensorweave.graph-variables"
-
-
-def _key(v):
-    return v.name[:-2] if v.name.endswith(":0") else v.name
+BASENAME = "model.ckpt"
 
 
 def read_checkpoint(prefix):
-    """``{variable name: array}`` of the checkpoint at ``prefix`` (validated)."""
-    path = prefix + SUFFIX
+    """``{variable name: array}`` of the Saver checkpoint at ``prefix`` (validated)."""
+    path = _file_of(prefix)
     if not os.path.isfile(path):
-        raise errors.NotFoundError(f"Estimator checkpoint {path} does not exist")
-    meta = tensor_file.read_metadata(path)
-    if meta.get("format") != FORMAT:
-        raise ValueError(f"{path}: not an Estimator checkpoint (format {meta.get('format')!r:.60})")
-    return tensor_file.read_tensors(path)
+        raise errors.NotFoundError(f"Checkpoint {prefix} does not exist")
+    return read_saver_file(path)
 
 
 class VariableSaver:
-    """Writes and reads the values of ``var_list`` (made in the current graph) under ``directory``."""
+    """A ``Saver`` of ``var_list`` (made in the current graph) writing ``<directory>/model.ckpt-<step>``,
+    which continues the directory's list of kept checkpoints (``max_to_keep``)."""
 
-    def __init__(self, var_list, directory, max_to_keep=5):
-        self._vars = {}
-        for v in var_list:
-            self._vars.setdefault(_key(v), v)
+    def __init__(self, var_list, directory, max_to_keep=5, saver=None):
         self._directory = directory
-        self._max_to_keep = max_to_keep
-        self._reads = {k: v.read_value() for k, v in self._vars.items()}
-        self._feeds = {}
-        self._assigns = {}
-        for k, v in self._vars.items():
-            ph = placeholder(v.dtype, v.shape, name=f"save/{k}_value")
-            self._feeds[k] = ph
-            self._assigns[k] = v.assign(ph, read_value=False)
+        self._saver = saver if saver is not None else Saver(var_list, max_to_keep=max_to_keep)
+        self._saver.build()
+        state = _io.read_state(directory) if os.path.isdir(directory) else None
+        if state is not None:
+            self._saver.recover_last_checkpoints(list(state.all_model_checkpoint_paths))
+
+    @property
+    def _vars(self):
+        return self._saver._vars
 
     def save(self, sess, step):
         """Writes the variables' current values as ``model.ckpt-<step>``; returns the prefix."""
         os.makedirs(self._directory, exist_ok=True)
-        values = sess.run(self._reads)
-        prefix = os.path.join(self._directory, f"model.ckpt-{int(step)}")
-        tensor_file.write_tensors(prefix + SUFFIX, {k: np.asarray(a) for k, a in values.items()},
-                                  {"format": FORMAT, "version": "1", "global_step": str(int(step))}, stage_prefix="")
-        state = _io.read_state(self._directory)
-        paths = [p for p in (state.all_model_checkpoint_paths if state else []) if p != prefix] + [prefix]
-        stamps = [time.time()] * len(paths)
-        dropped = paths[:-self._max_to_keep] if self._max_to_keep else []
-        paths = paths[len(dropped):]
-        _io.write_state(self._directory, prefix, paths, stamps[-len(paths):], 0.0)
-        for old in dropped:
-            if os.path.isfile(old + SUFFIX):
-                os.remove(old + SUFFIX)
-        return prefix
+        return self._saver.save(sess, os.path.join(self._directory, BASENAME), global_step=int(step))
 
     def assign(self, sess, values):
         """Sets the variables named in ``values`` (a dict of arrays); the others keep their values."""
@@ -78,24 +53,16 @@ class VariableSaver:
             v = self._vars[k]
             if not v.shape.is_compatible_with(a.shape):
                 raise ValueError(f"variable {k} has shape {v.shape} in the graph and {list(a.shape)} in the checkpoint")
-            feed[self._feeds[k]] = a
-            ops.append(self._assigns[k])
+            ph, op = self._saver._restore_ops[k]
+            feed[ph] = a
+            ops.append(op)
         if ops:
             sess.run(ops, feed)
 
     def restore(self, sess, prefix):
-        arrays = read_checkpoint(prefix)
-        missing = [k for k in self._vars if k not in arrays]
-        if missing:
+        try:
+            self._saver.restore(sess, prefix)
+        except errors.NotFoundError as e:
             raise errors.NotFoundError(
-                f"Restoring from checkpoint {prefix} failed: the graph has variables the checkpoint lacks "
-                f"({', '.join(missing[:5])}). Hint: the model_fn changed since the checkpoint was written; use a "
-                f"new model_dir.")
-        feed = {}
-        for k, v in self._vars.items():
-            a = arrays[k]
-            if not v.shape.is_compatible_with(a.shape):
-                raise ValueError(f"Restoring from checkpoint {prefix}: variable {k} has shape {v.shape} in the graph "
-                                 f"and {list(a.shape)} in the checkpoint")
-            feed[self._feeds[k]] = a
-        sess.run(list(self._assigns.values()), feed)
+                f"{e.message.splitlines()[0]} Hint: the model_fn changed since the checkpoint was written; use a "
+                f"new model_dir.") from None

@@ -391,9 +391,20 @@ def _concat_grad(op, g):
     sizes = [t.shape[axis] if t.shape.rank is not None else None for t in op.inputs]
     if all(s is not None for s in sizes):
         return split(g, sizes, axis=axis)
-    raise NotImplementedError(
-        f"concat gradient needs static sizes along axis {axis}; got shapes "
-        f"{', '.join(fmt(t.shape) for t in op.inputs)}")
+    rank = next((t.shape.rank for t in op.inputs if t.shape.rank is not None), None)
+    if rank is None:
+        raise NotImplementedError(
+            f"concat gradient needs the inputs' rank; got shapes {', '.join(fmt(t.shape) for t in op.inputs)}")
+    # Sizes known only when it runs (a sequence grown in a while loop): slice at running offsets.
+    from tensorweave.ops.indexing_ops import slice as _slice
+    axis = axis % rank
+    unit = constant([1 if i == axis else 0 for i in range(rank)], _dt.int32)
+    offset, grads = constant(0, _dt.int32), []
+    for t in op.inputs:
+        size = shape(t, out_type=_dt.int32)
+        grads.append(_slice(g, unit * offset, size))
+        offset = offset + size[axis]
+    return grads
 
 
 register_op("ConcatV2", infer=_infer_concat, grad=_concat_grad)

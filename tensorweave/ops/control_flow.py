@@ -74,10 +74,14 @@ def _replay(graph, mapping):
     return [mapping[id(t)] for t in graph.outputs]
 
 
-def _capture_map(graph):
-    """Maps a traced graph's capture placeholders to captures of the same outer tensors here."""
+def _capture_map(graph, outer=None):
+    """Maps a traced graph's capture placeholders to captures of the same outer tensors here.
+    ``outer`` (the op's own inputs for each capture) replaces the tensors recorded at tracing:
+    an op replayed into a gradient graph reads replayed tensors, not the ones it was traced with."""
     g = get_default_graph()
-    return {id(ph): g.capture(outer) for outer, ph in graph.captures}
+    if outer is None:
+        outer = [o for o, _ in graph.captures]
+    return {id(ph): g.capture(o) for o, (_, ph) in zip(outer, graph.captures)}
 
 
 def _plan(graph, outputs, inputs):
@@ -110,12 +114,12 @@ def _if_grad(op, *grads):
     pred = op.inputs[0]
     xs = list(op.inputs[1:])
 
-    def grad_branch(branch_graph):
+    def grad_branch(branch_graph, idx):
         def branch():
             from tensorweave.autodiff.backprop import densify
             from tensorweave.autodiff.gradients import gradients
             g = get_default_graph()
-            outs = _replay(branch_graph, _capture_map(branch_graph))
+            outs = _replay(branch_graph, _capture_map(branch_graph, [xs[i] for i in idx]))
             phs = [g.capture(x) for x in xs]
             gys = [g.capture(gr) if gr is not None else None for gr in grads]
             pairs = [(o, gy) for o, gy in zip(outs, gys) if gy is not None and o.dtype.is_floating]
@@ -125,7 +129,8 @@ def _if_grad(op, *grads):
     differentiable = [x.dtype.is_floating or x.dtype is _dt.resource for x in xs]
     if not any(differentiable):
         return [None] * len(op.inputs)
-    res = cond(pred, grad_branch(op.attrs["_then"]), grad_branch(op.attrs["_else"]), name="cond_grad")
+    res = cond(pred, grad_branch(op.attrs["_then"], op.attrs["_then_idx"]),
+               grad_branch(op.attrs["_else"], op.attrs["_else_idx"]), name="cond_grad")
     res = nest.flatten(res)
     return [None] + [r if d else None for r, d in zip(res, differentiable)]
 
@@ -283,7 +288,7 @@ def _while_grad(op, *grads):
 
     def grad_body(*phs):
         vs, gs = list(phs[:n]), list(phs[n:])
-        mapping = _capture_map(body)
+        mapping = _capture_map(body, [outer_caps[i] for i in a["_body_idx"]])
         mapping.update({id(p): v for p, v in zip(body.inputs, vs)})
         outs = _replay(body, mapping)
         g = get_default_graph()

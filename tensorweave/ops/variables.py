@@ -82,6 +82,18 @@ class Variable:
         else:
             self._init_graph(graph, initial_value, dtype, shape, validate_shape, base, collections)
 
+    @classmethod
+    def _for_import(cls, graph, name, dtype, shape, trainable):
+        """An uninitialized variable of ``graph`` whose nodes come from a saved graph
+        (``import_meta_graph``): the loader sets its handle, initializer and read nodes."""
+        self = cls.__new__(cls)
+        self.trainable, self.constraint, self._value = bool(trainable), None, None
+        self._handles = weakref.WeakKeyDictionary()
+        self._uid = _next_uid()
+        self._eager_handle = self._graph_read = self._initializer_op = self._init_value_tensor = None
+        self._dtype, self._shape, self._graph, self._name, self._device = dtype, shape, graph, name + ":0", None
+        return self
+
     # ---- construction ------------------------------------------------------------------
     def _initial_tensor(self, initial_value, dtype):
         if callable(initial_value):

@@ -116,6 +116,8 @@ class Session:
         g = self._graph
         if isinstance(f, str):
             f = g.as_graph_element(f)
+        if isinstance(f, SymbolicTensor) and f.op.type == "VarHandleOp":
+            f = f.op.attrs["variable"]    # (as TF1: a variable's tensor, 'w:0', fetches its value)
         if getattr(f, "_is_variable", False):
             f = f.value()
         if isinstance(f, EagerTensor):

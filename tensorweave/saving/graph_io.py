@@ -241,24 +241,12 @@ def _needed(fetch_ops, feeds):
 _GRAPH_OWN = object()
 
 
-def serialize_graph(graph, sctx, inputs, outputs, chain=(), captures=(), last_stateful=_GRAPH_OWN):
-    """The JSON form of the part of ``graph`` that computes ``outputs`` from ``inputs``.
-
-    ``last_stateful`` is the op the graph's runs end with (its stateful ops are chained);
-    by default the graph's own. Only the ops that run are kept.
-    """
-    if len(chain) >= V.MAX_FUNCTION_DEPTH:
-        raise SaveError(f"function bodies nested deeper than {V.MAX_FUNCTION_DEPTH} levels cannot be saved")
-    last = graph._last_stateful if last_stateful is _GRAPH_OWN else last_stateful
-    feeds = list(inputs) + list(captures)
-    for t in feeds:
-        if t.op.type != "Placeholder":
-            raise SaveError(f"graph input {t.name} must be a placeholder")
-    ops = _needed([t.op for t in outputs] + ([last] if last is not None else []), feeds)
-    ops = [op for op in ops if op.graph is graph]
+def encode_nodes(graph, ops, sctx, chain=(), rename=None):
+    """The JSON nodes of ``ops`` (in creation order, each input made earlier in ``ops``) and
+    ``{id(op): node name}``. ``rename(op name) -> name`` changes the saved names (export scopes)."""
     used, names = set(), {}
     for op in ops:
-        names[id(op)] = _sanitize(op.name, used)
+        names[id(op)] = _sanitize(rename(op.name) if rename else op.name, used)
 
     def ref(t):
         if id(t.op) not in names:
@@ -281,6 +269,31 @@ def serialize_graph(graph, sctx, inputs, outputs, chain=(), captures=(), last_st
                       "control_inputs": [names[id(c)] for c in op.control_inputs
                                          if c is not None and id(c) in names],
                       "device": op.device or "", "attrs": attrs})
+    return nodes, names
+
+
+def serialize_graph(graph, sctx, inputs, outputs, chain=(), captures=(), last_stateful=_GRAPH_OWN):
+    """The JSON form of the part of ``graph`` that computes ``outputs`` from ``inputs``.
+
+    ``last_stateful`` is the op the graph's runs end with (its stateful ops are chained);
+    by default the graph's own. Only the ops that run are kept.
+    """
+    if len(chain) >= V.MAX_FUNCTION_DEPTH:
+        raise SaveError(f"function bodies nested deeper than {V.MAX_FUNCTION_DEPTH} levels cannot be saved")
+    last = graph._last_stateful if last_stateful is _GRAPH_OWN else last_stateful
+    feeds = list(inputs) + list(captures)
+    for t in feeds:
+        if t.op.type != "Placeholder":
+            raise SaveError(f"graph input {t.name} must be a placeholder")
+    ops = _needed([t.op for t in outputs] + ([last] if last is not None else []), feeds)
+    ops = [op for op in ops if op.graph is graph]
+    nodes, names = encode_nodes(graph, ops, sctx, chain)
+
+    def ref(t):
+        if id(t.op) not in names:
+            raise SaveError(f"tensor {t.name} used by the saved graph is not part of it (from another graph?)")
+        return f"{names[id(t.op)]}:{t.value_index}"
+
     return {"name": getattr(graph, "name", "graph"), "nodes": nodes, "inputs": [ref(t) for t in inputs],
             "outputs": [ref(t) for t in outputs], "captures": [ref(t) for t in captures],
             "last_stateful": names[id(last)] if last is not None and id(last) in names else None}
