@@ -79,8 +79,9 @@ class Communicator:
         """Every rank's ``x`` concatenated along ``axis`` in rank order (sizes may differ)."""
         raise NotImplementedError
 
-    def all_to_all(self, chunks):
-        """``chunks[j]`` goes to member ``j``; returns the chunks the members sent here, in order."""
+    def all_to_all(self, chunks, axis=None):
+        """``chunks[j]`` goes to member ``j``; returns the chunks the members sent here, in
+        order, or with ``axis`` given, those chunks concatenated along it."""
         raise NotImplementedError
 
     def broadcast(self, x, root=0):
@@ -249,10 +250,12 @@ class InProcessCommunicator(Communicator):
                     f"rank {self.rank} gave {list(x.shape)} {x.dtype}")
         return np.concatenate(values, axis=axis)
 
-    def all_to_all(self, chunks):
+    def all_to_all(self, chunks, axis=None):
         if len(chunks) != self.size:
             raise ValueError(f"all_to_all: {len(chunks)} chunks for a group of {self.size} ranks")
         values = self._x("all_to_all", [np.asarray(c) for c in chunks])
+        if axis is not None:
+            return np.concatenate([v[self.index] for v in values], axis=axis)
         return [np.array(v[self.index]) for v in values]
 
     def broadcast(self, x, root=0):
