@@ -1,0 +1,5 @@
+"""Global variables: placeholder (filled in below)."""
+
+
+class GlobalVariable:
+    pass
