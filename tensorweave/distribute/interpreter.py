@@ -37,7 +37,7 @@ from tensorweave.core.dispatch import Interpreter, _record_eager
 from tensorweave.core.registry import get_op
 from tensorweave.core.sbp import B, SbpInput, ShardInfo, Signature, Split
 from tensorweave.core.sbp_rules import rule_for
-from tensorweave.core.shape import as_shape, fmt
+from tensorweave.core.shape import TensorShape, as_shape, fmt
 from tensorweave.distribute.boxing import plan_boxing, run_boxing_on_rank
 from tensorweave.distribute.layout import local_shape, shard_slices
 
@@ -145,11 +145,55 @@ def _choose(inputs, combos, placement):
     return best, best_cost
 
 
+# Ops on a split or partial variable that run rank-locally on its shards; any other op on a
+# variable handle needs the variable broadcast (B).
+_SHARDED_VARIABLE_OPS = ("ReadVariableOp", "AssignVariableOp", "AssignAddVariableOp", "AssignSubVariableOp")
+
+
+def _variable_op(opdef, inputs, attrs, out_specs, placement):
+    """(signatures, input SBPs, output SBPs) of an op on global variable handles: it runs where
+    the variables live; values shaped like a variable get its SBP, the rest B."""
+    n_in, name = len(inputs), opdef.name
+    handles = [i for i, t in enumerate(inputs) if t._dtype is _dt.resource]
+    nd_b = (B,) * placement.ndim
+    want = [inputs[i]._sbp if i in handles else nd_b for i in range(n_in)]
+    var_nd = inputs[handles[0]]._sbp
+    sharded = any(inputs[i]._sbp != nd_b for i in handles)
+    if name.startswith("ResourceGroupApply"):
+        n = attrs["num_variables"]
+        k = len(handles) // n
+        for j in range(n):
+            want[n_in - n + j] = inputs[handles[j * k]]._sbp
+    elif name.startswith("ResourceApply"):
+        want[n_in - 1] = var_nd
+    elif name in _SHARDED_VARIABLE_OPS:
+        for i in range(n_in):
+            if i not in handles and inputs[i]._shape == inputs[handles[0]]._shape:
+                want[i] = var_nd
+    elif sharded:
+        raise errors.UnimplementedError(describe(
+            opdef, inputs, f"'{name}' on a variable laid out as {_fmt_nd(var_nd)} is not supported",
+            "give the variable sbp=broadcast, or read it and use the value"))
+    var_shape = inputs[handles[0]]._shape
+    out_nd = [var_nd if name in _SHARDED_VARIABLE_OPS and shape == var_shape else nd_b for shape, _ in out_specs]
+    first = handles[0]
+
+    def local(op_type, a, info):      # a variable op's shape attr is the rank's shard's
+        if "shape" in a:
+            a = dict(a, shape=TensorShape(info.in_local_shape(first)))
+        return op_type, a
+    return (Signature(want, out_nd, local=local),), want, out_nd
+
+
 def _as_global(t, placement):
     from tensorweave.distribute.autodiff import record_local_to_global
     from tensorweave.distribute.global_tensor import GlobalTensor
     if getattr(t, "is_global", False):
         return t
+    if t.dtype is _dt.resource:
+        raise errors.InvalidArgumentError(
+            f"a local variable's handle met global tensors in one op; hint: create the variable with "
+            f"tw.Variable(..., placement={placement!r}, sbp=...)")
     if not hasattr(t, "numpy") or type(t).__name__ == "SymbolicTensor":
         raise errors.UnimplementedError(
             f"a symbolic tensor ({t!r}) met a global tensor: global tensors in tw.function/graphs need the "
@@ -183,8 +227,11 @@ def run_global_op(opdef, inputs, attrs, name=None):
     if opdef.name in _METADATA_OPS:
         return _metadata_op(opdef, inputs, attrs, placement)
     out_specs = _out_specs(opdef, inputs, attrs)
-    combos, has_rule = _candidates(opdef, inputs, attrs, out_specs, placement)
-    (sigs, in_nd, out_nd), cost = _choose(inputs, combos, placement)
+    if any(t._dtype is _dt.resource for t in inputs):
+        (sigs, in_nd, out_nd), cost, has_rule = _variable_op(opdef, inputs, attrs, out_specs, placement), 0, True
+    else:
+        combos, has_rule = _candidates(opdef, inputs, attrs, out_specs, placement)
+        (sigs, in_nd, out_nd), cost = _choose(inputs, combos, placement)
     if cost:
         decomp = _decomposition(opdef.name)
         busy = getattr(_local, "decomposing", ())
