@@ -17,9 +17,8 @@ go to the global interpreter (``interpreter.py``).
 """
 import numpy as np
 
-from tensorweave.core import dtypes as _dt
 from tensorweave.core import errors
-from tensorweave.core.sbp import Broadcast, Partial, Split
+from tensorweave.core.sbp import Split
 from tensorweave.core.shape import TensorShape
 from tensorweave.core.tensor import EagerTensor, Tensor
 from tensorweave.distribute.boxing import box, plan_boxing
@@ -247,4 +246,4 @@ def _local_to_global(self, placement=None, sbp=None):
 # A local eager tensor's to_global (like the ops' Python operators, installed on the class here).
 EagerTensor.to_global = _local_to_global
 
-__all__ = ["GlobalTensor", "to_global", "from_local", "box_tensor", "Broadcast", "Partial", "_dt"]
+__all__ = ["GlobalTensor", "to_global", "from_local", "box_tensor"]

@@ -286,11 +286,10 @@ def run_global_op(opdef, inputs, attrs, name=None):
         from tensorweave.distribute.autodiff import record_boxing
         record_boxing(t, b)
         boxed.append(b)
-    n_out = len(out_specs)
-    if opdef.n_outputs(attrs) == 0 or n_out == 0:
+    n_op = opdef.n_outputs(attrs)
+    if n_op == 0 or not out_specs:
         return None
-    per_rank = [list(res[1]) if isinstance(res[1], (tuple, list)) and n_out > 1 or opdef.n_outputs(attrs) != 1
-                else [res[1]] for res in results]
+    per_rank = [[res[1]] if n_op == 1 else list(res[1]) for res in results]
     outs = []
     for j, (shape, dtype) in enumerate(out_specs):
         pieces = [np.asarray(p[j]) for p in per_rank]
@@ -308,7 +307,7 @@ def run_global_op(opdef, inputs, attrs, name=None):
     outs = tuple(outs)
     if ctx.tapes:
         _record_eager(opdef, boxed, outs, attrs)
-    return outs[0] if opdef.n_outputs(attrs) == 1 else outs
+    return outs[0] if n_op == 1 else outs
 
 
 # Ops whose result depends on the inputs' logical shapes only: computed from the shapes, B.
