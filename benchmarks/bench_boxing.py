@@ -59,7 +59,20 @@ def main():
                           "gb_s": round(moved / t / 1e9, 2), "numpy_copy_gb_s": round(moved / t_copy / 1e9, 2),
                           "numpy_add_gb_s": round(moved / t_sum / 1e9, 2),
                           "vs_copy": round(t_copy / t, 2)}), flush=True)
+    small_op_overhead(args.ranks, args.repeat)
     world.shutdown()
+
+
+def small_op_overhead(n, repeat):
+    """µs per eager op on a 10-element float32 tensor: local vs global (S(0) on ``n`` ranks):
+    the fixed cost of the global interpreter (rule, choice, one hand-off to every rank thread)."""
+    import tensorweave as tw
+    x = tw.constant(np.ones(10, np.float32))
+    g = x.to_global(placement=tw.placement("cpu", ranks=list(range(n))), sbp=tw.sbp.split(0))
+    local = best_s(lambda: [tw.add(x, x) for _ in range(200)], repeat) / 200
+    glob = best_s(lambda: [tw.add(g, g) for _ in range(50)], repeat) / 50
+    print(json.dumps({"row": "small_op", "ranks": n, "local_us": round(local * 1e6, 1),
+                      "global_us": round(glob * 1e6, 1)}), flush=True)
 
 
 if __name__ == "__main__":

@@ -173,3 +173,33 @@ def test_pieces_are_per_rank_buffers():
     a, b = x.to_local()
     assert a.numpy() is not b.numpy()
     np.testing.assert_array_equal(assemble([a.numpy(), b.numpy()], (3, 2), P2, (B,)), x.numpy())
+
+
+def test_a_decomposition_is_used_when_every_signature_needs_boxing(monkeypatch):
+    import sys
+    import types
+    calls = []
+
+    def softmax(inputs, attrs):                       # in public ops: a split class axis needs no gather
+        calls.append(inputs[0].sbp)
+        x = inputs[0]
+        e = tw.exp(x - tw.reduce_max(x, axis=-1, keepdims=True))
+        return e / tw.reduce_sum(e, axis=-1, keepdims=True)
+    module = types.ModuleType("tensorweave.distribute.decompositions")
+    module.DECOMPOSITIONS = {"Softmax": softmax}
+    monkeypatch.setitem(sys.modules, "tensorweave.distribute.decompositions", module)
+    v = _rand(4, 6)
+    x = tw.constant(v).to_global(placement=P2, sbp=tw.sbp.split(1))
+    y = tw.nn.softmax(x)
+    assert calls == [(S(1),)] and y.sbp == (S(1),)
+    np.testing.assert_allclose(y.numpy(), np.exp(v) / np.exp(v).sum(-1, keepdims=True), rtol=1e-5)
+    tw.nn.softmax(tw.constant(v).to_global(placement=P2, sbp=tw.sbp.broadcast))
+    assert len(calls) == 1                            # B inputs fit all-B: no boxing, no decomposition
+
+
+def test_an_op_whose_shape_is_known_only_after_running_runs_on_b():
+    x = tw.constant([3, 1, 3, 2, 1]).to_global(placement=P3, sbp=tw.sbp.split(0))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        y, idx = tw.unique(x)
+    assert y.sbp == (B,) and y.numpy().tolist() == [3, 1, 2] and idx.numpy().tolist() == [0, 1, 0, 2, 1]
