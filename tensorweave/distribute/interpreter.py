@@ -39,7 +39,7 @@ from tensorweave.core.sbp import B, SbpInput, ShardInfo, Signature, Split
 from tensorweave.core.sbp_rules import rule_for
 from tensorweave.core.shape import TensorShape, as_shape, fmt
 from tensorweave.distribute.boxing import plan_boxing, run_boxing_on_rank
-from tensorweave.distribute.layout import local_shape, shard_slices
+from tensorweave.distribute.layout import shard_slices
 
 _warned = set()
 _local = threading.local()
@@ -212,6 +212,44 @@ def _decomposition(op_type):
     return DECOMPOSITIONS.get(op_type)
 
 
+@functools.lru_cache(maxsize=4096)
+def _piece_shapes(shape, placement, nd):
+    return [tuple(s.stop - s.start for s in sl) for sl in shard_slices(shape, placement, nd)]
+
+
+_decisions = {}
+_MAX_DECISIONS = 4096
+
+
+def _decide(opdef, inputs, attrs, kernel_attrs, out_specs, placement):
+    """(signatures, input SBPs, output SBPs, boxing cost, has a rule, boxing plans, per-rank
+    (op type, attrs)) for this call; remembered per op, logical shapes, dtypes, SBPs and attrs
+    (rules and hooks are functions of those), so a training loop decides each op once."""
+    try:
+        key = (opdef.name, placement, tuple((t._shape, t._dtype, t._sbp) for t in inputs),
+               tuple(sorted(attrs.items())), tuple(out_specs))
+        hash(key)
+    except TypeError:       # an attr that is not hashable (a list): decide every time
+        key = None
+    found = _decisions.get(key) if key is not None else None
+    if found is not None:
+        return found
+    if any(t._dtype is _dt.resource for t in inputs):
+        (sigs, in_nd, out_nd), cost, has_rule = _variable_op(opdef, inputs, attrs, out_specs, placement), 0, True
+    else:
+        combos, has_rule = _candidates(opdef, inputs, attrs, out_specs, placement)
+        (sigs, in_nd, out_nd), cost = _choose(inputs, combos, placement)
+    plans = [None if t._sbp == want else _plan(t._shape, t._dtype.np_dtype, placement, t._sbp, want)
+             for t, want in zip(inputs, in_nd)]
+    local_ops = _local_ops(opdef, kernel_attrs, sigs, inputs, in_nd, out_specs, out_nd, placement)
+    found = (sigs, in_nd, out_nd, cost, has_rule, plans, local_ops)
+    if key is not None:
+        if len(_decisions) >= _MAX_DECISIONS:
+            _decisions.clear()
+        _decisions[key] = found
+    return found
+
+
 def run_global_op(opdef, inputs, attrs, name=None):
     """Runs ``opdef`` on inputs of which at least one is global (see the module docstring)."""
     from tensorweave.distribute.global_tensor import GlobalTensor
@@ -227,11 +265,9 @@ def run_global_op(opdef, inputs, attrs, name=None):
     if opdef.name in _METADATA_OPS:
         return _metadata_op(opdef, inputs, attrs, placement)
     out_specs = _out_specs(opdef, inputs, attrs)
-    if any(t._dtype is _dt.resource for t in inputs):
-        (sigs, in_nd, out_nd), cost, has_rule = _variable_op(opdef, inputs, attrs, out_specs, placement), 0, True
-    else:
-        combos, has_rule = _candidates(opdef, inputs, attrs, out_specs, placement)
-        (sigs, in_nd, out_nd), cost = _choose(inputs, combos, placement)
+    kernel_attrs = {k: v for k, v in attrs.items() if k[0] != "_"} if attrs else {}
+    sigs, in_nd, out_nd, cost, has_rule, plans, local_ops = _decide(opdef, inputs, attrs, kernel_attrs, out_specs,
+                                                                   placement)
     if cost:
         decomp = _decomposition(opdef.name)
         busy = getattr(_local, "decomposing", ())
@@ -247,10 +283,6 @@ def run_global_op(opdef, inputs, attrs, name=None):
             warnings.warn(f"'{opdef.name}' has no SBP rule for these inputs: its global inputs are boxed to "
                           "broadcast (B) and every rank computes the whole result"
                           + (f" (first at {site})" if site else ""), stacklevel=2)
-    plans = [None if t._sbp == want else _plan(t._shape, t._dtype.np_dtype, placement, t._sbp, want)
-             for t, want in zip(inputs, in_nd)]
-    kernel_attrs = {k: v for k, v in attrs.items() if k[0] != "_"} if attrs else {}
-    local_ops = _local_ops(opdef, kernel_attrs, sigs, inputs, in_nd, out_specs, out_nd, placement)
     world = default_world()
     ranks = placement.ranks
 
@@ -295,8 +327,9 @@ def run_global_op(opdef, inputs, attrs, name=None):
         pieces = [np.asarray(p[j]) for p in per_rank]
         if shape is None:   # shape known only after running: all-B, every rank the same
             shape = pieces[0].shape
+        wants = _piece_shapes(shape, placement, out_nd[j])
         for i, piece in enumerate(pieces):
-            want = local_shape(shape, placement, out_nd[j], i)
+            want = wants[i]
             if piece.shape != want:
                 raise errors.InvalidArgumentError(describe(
                     opdef, inputs, f"rank {ranks[i]} computed output {j} of shape {list(piece.shape)} but "
