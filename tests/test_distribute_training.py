@@ -63,3 +63,27 @@ def test_mlp_training_matches_one_device(layout, single_device):
     assert len(slots) == 2 * len(params)
     for v in slots:
         assert v.sbp in {p.sbp for p in params.values()}
+
+
+def test_a_keras_layer_with_local_weights_trains_on_a_global_batch():
+    import warnings
+    p = tw.placement("cpu", ranks=[0, 1])
+
+    def run(to_global):
+        layer = tw.keras.layers.Dense(3, kernel_initializer="ones")
+        x, y = tw.constant(X[:, :4]), tw.constant(np.arange(12) % 3)
+        if to_global:
+            x, y = (t.to_global(placement=p, sbp=tw.sbp.split(0)) for t in (x, y))
+        opt = tw.keras.optimizers.SGD(0.1)
+        for _ in range(3):
+            with tw.GradientTape() as tape:
+                loss = tw.reduce_mean(tw.nn.sparse_softmax_cross_entropy_with_logits(labels=y, logits=layer(x)))
+            grads = tape.gradient(loss, layer.trainable_variables)
+            assert not any(g.is_global for g in grads)        # local weights get local (gathered) gradients
+            opt.apply_gradients(zip(grads, layer.trainable_variables))
+        return float(loss), layer.kernel.numpy()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        (want_loss, want), (loss, got) = run(False), run(True)
+    assert loss == pytest.approx(want_loss, rel=2e-5)
+    np.testing.assert_allclose(got, want, rtol=2e-5, atol=1e-7)

@@ -32,7 +32,7 @@ def _fmt(nd):
 class GlobalTensor(Tensor):
     """A tensor with a placement and an SBP layout; see the module docstring."""
 
-    __slots__ = ("_pieces", "_placement", "_sbp", "_shape", "_dtype", "__weakref__")
+    __slots__ = ("_pieces", "_placement", "_sbp", "_shape", "_dtype", "_keras_mask", "__weakref__")
     is_global = True
 
     def __init__(self, pieces, placement, sbp, shape, dtype):
