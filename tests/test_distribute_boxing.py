@@ -116,3 +116,15 @@ def test_nd_plans_change_one_mesh_axis_at_a_time():
     assert [(s.kind, s.mesh_axis) for s in plan.steps] == [("all_reduce", 0)]   # commutes with S(1) inside
     plan = plan_boxing((4, 4), np.float32, mesh, (S(0), S(0)), (B, S(0)))
     assert all(s.mesh_axis in (0, 1) for s in plan.steps) and len(plan.steps) == 3  # via B: gather, gather, slice
+
+
+def test_plans_round_trip_through_their_dict_form():
+    import json
+    from tensorweave.distribute.boxing import BoxingPlan, parse_sbp
+    mesh = Placement("cpu", [[0, 1], [2, 3]])
+    for plan in (plan_boxing((5, 3), np.float32, mesh, (S(0), P), (B, Partial("max"))),
+                 plan_boxing((5, 3), np.int32, Placement("cpu", [0, 1]), (S(0),), (P,), Placement("cpu", [2, 3, 4]))):
+        back = BoxingPlan.from_dict(json.loads(json.dumps(plan.to_dict())))
+        assert back.to_dict() == plan.to_dict() and repr(back) == repr(plan)
+    with pytest.raises(ValueError, match="not an SBP"):
+        parse_sbp("S(x)")

@@ -79,16 +79,45 @@ class BoxingPlan:
     def bytes(self):
         return sum(s.bytes for s in self.steps)
 
+    @classmethod
+    def from_dict(cls, d):
+        """The plan :meth:`to_dict` wrote (what a worker receives)."""
+        steps = [BoxingStep(s["kind"], s["mesh_axis"], map(parse_sbp, s["before"]), map(parse_sbp, s["after"]),
+                            s["bytes"]) for s in d["steps"]]
+        src, dst = d["src"], d["dst"]
+        return cls(d["shape"], d["dtype"], Placement(src["type"], src["ranks"]), map(parse_sbp, src["sbp"]),
+                   Placement(dst["type"], dst["ranks"]), map(parse_sbp, dst["sbp"]), steps)
+
     def to_dict(self):
         return {"shape": list(self.shape), "dtype": self.dtype.name,
-                "src": {"ranks": self.src_placement.mesh.tolist(), "sbp": [repr(s) for s in self.src_sbp]},
-                "dst": {"ranks": self.dst_placement.mesh.tolist(), "sbp": [repr(s) for s in self.dst_sbp]},
+                "src": {"type": self.src_placement.type, "ranks": self.src_placement.mesh.tolist(),
+                        "sbp": [repr(s) for s in self.src_sbp]},
+                "dst": {"type": self.dst_placement.type, "ranks": self.dst_placement.mesh.tolist(),
+                        "sbp": [repr(s) for s in self.dst_sbp]},
                 "steps": [s.to_dict() for s in self.steps], "bytes": self.bytes}
 
     def __repr__(self):
         fmt = lambda nd: "(" + ", ".join(map(repr, nd)) + ",)"  # noqa: E731
         where = "" if self.src_placement == self.dst_placement else f" {list(self.src_placement.ranks)}->{list(self.dst_placement.ranks)}"
         return f"BoxingPlan({fmt(self.src_sbp)} -> {fmt(self.dst_sbp)}{where}: {', '.join(map(repr, self.steps)) or 'nothing'})"
+
+
+def parse_sbp(text):
+    """The SBP a printed form names: ``"S(1)"``, ``"B"``, ``"P"``, ``"P(max)"``.
+
+    >>> parse_sbp("S(1)"), parse_sbp("P(max)")
+    (S(1), P(max))
+    """
+    text = text.strip()
+    if text == "B":
+        return B
+    if text == "P":
+        return Partial("sum")
+    if text.startswith("S(") and text.endswith(")") and text[2:-1].isdigit():
+        return Split(int(text[2:-1]))
+    if text.startswith("P(") and text.endswith(")") and text[2:-1] in Partial.KINDS:
+        return Partial(text[2:-1])
+    raise ValueError(f"not an SBP: {text!r} (expected S(i), B, P or P(kind))")
 
 
 # ---- planning -------------------------------------------------------------------------------

@@ -212,6 +212,17 @@ def _decomposition(op_type):
     return DECOMPOSITIONS.get(op_type)
 
 
+def run_op_on_rank(plans, local_op, rank, pieces, comm_for):
+    """What rank id ``rank`` does for one global op: box each input piece with its plan (None:
+    as it is), then run the CPU kernel of ``local_op`` = (op type, attrs). Returns (boxed
+    pieces, kernel output). Data in, data out: the step a graph plan or a Ray worker runs."""
+    vals = [piece if plan is None else run_boxing_on_rank(plan, rank, piece, comm_for)
+            for plan, piece in zip(plans, pieces)]
+    op_type, attrs = local_op
+    with np.errstate(all="ignore"):
+        return vals, get_op(op_type).kernel("CPU")(*vals, **attrs)
+
+
 @functools.lru_cache(maxsize=4096)
 def _piece_shapes(shape, placement, nd):
     return [tuple(s.stop - s.start for s in sl) for sl in shard_slices(shape, placement, nd)]
@@ -288,17 +299,8 @@ def run_global_op(opdef, inputs, attrs, name=None):
 
     def on_rank(i):
         r = ranks[i]
-        vals = []
-        for t, plan in zip(inputs, plans):
-            piece = t._pieces[i]
-            if plan is not None:
-                piece = run_boxing_on_rank(plan, r, piece,
-                                           lambda g: world.group(g).communicator(g.index(r)))
-            vals.append(piece)
-        op_type, a = local_ops[i]
-        with np.errstate(all="ignore"):
-            out = get_op(op_type).kernel("CPU")(*vals, **a)
-        return vals, out
+        return run_op_on_rank(plans, local_ops[i], r, [t._pieces[i] for t in inputs],
+                              lambda g: world.group(g).communicator(g.index(r)))
 
     try:
         results = world.run(ranks, on_rank)
