@@ -108,6 +108,8 @@ def test_plans_are_data_with_the_collective_kinds_and_bytes():
     assert d["steps"] == [{"kind": "all_reduce", "mesh_axis": 0, "before": ["P"], "after": ["B"], "bytes": 192}]
     cross = plan_boxing((4, 6), f32, p, (S(0),), (B,), Placement("cpu", [2, 3]))
     assert [s.kind for s in cross.steps] == ["transfer"] and cross.bytes == 2 * 96
+    partial = plan_boxing((4, 6), f32, p, (P,), (S(0),), Placement("cpu", [2, 3]))
+    assert [s.kind for s in partial.steps] == ["reduce_scatter", "transfer"] and partial.bytes == 96 + 96
 
 
 def test_nd_plans_change_one_mesh_axis_at_a_time():

@@ -40,7 +40,7 @@ BoxingPlan((P,) -> (S(1),): reduce_scatter@0 96B)
 """
 import numpy as np
 
-from tensorweave.core.sbp import B, Broadcast, Partial, Split
+from tensorweave.core.sbp import B, Broadcast, Partial, S, Split
 from tensorweave.distribute.layout import (Placement, balanced_bounds, local_shape, normalize_sbp,
                                            partial_identity, shard_slices)
 
@@ -260,14 +260,27 @@ def plan_boxing(shape, dtype, placement, src_sbp, dst_sbp, dst_placement=None):
         return BoxingPlan(shape, dtype, placement, src, placement, dst, steps)
     if dst_placement.type != placement.type:
         raise ValueError(f"boxing: cannot move between device types {placement.type} and {dst_placement.type}")
-    mid_src, mid_dst = _no_partial(src), _no_partial(dst)
-    steps = _same_placement_steps(shape, itemsize, placement, src, mid_src)
-    moved = sum(_nbytes([s.stop - s.start for s in region], itemsize)
-                for s_idx, d_idx, region in _transfers(shape, placement, mid_src, dst_placement, mid_dst)
-                if placement.ranks[s_idx] != dst_placement.ranks[d_idx])
-    steps.append(BoxingStep("transfer", None, mid_src, mid_dst, moved))
-    steps += _same_placement_steps(shape, itemsize, dst_placement, mid_dst, dst)
-    return BoxingPlan(shape, dtype, placement, src, dst_placement, dst, steps)
+    mid_dst = _no_partial(dst)
+    best = None
+    for mid_src in _partial_free(src, len(shape)):
+        steps = _same_placement_steps(shape, itemsize, placement, src, mid_src)
+        moved = sum(_nbytes([s.stop - s.start for s in region], itemsize)
+                    for s_idx, d_idx, region in _transfers(shape, placement, mid_src, dst_placement, mid_dst)
+                    if placement.ranks[s_idx] != dst_placement.ranks[d_idx])
+        steps.append(BoxingStep("transfer", None, mid_src, mid_dst, moved))
+        steps += _same_placement_steps(shape, itemsize, dst_placement, mid_dst, dst)
+        if best is None or sum(s.bytes for s in steps) < sum(s.bytes for s in best):
+            best = steps
+    return BoxingPlan(shape, dtype, placement, src, dst_placement, dst, best)
+
+
+def _partial_free(nd, rank):
+    """Layouts without partial values to reduce ``nd`` to before a transfer: partial axes to
+    B (all-reduce), or to S(a) (reduce-scatter: less to reduce and to send)."""
+    yield _no_partial(nd)
+    if any(isinstance(s, Partial) for s in nd):
+        for a in range(rank):
+            yield tuple(S(a) if isinstance(s, Partial) else s for s in nd)
 
 
 def boxing_cost(shape, dtype, placement, src_sbp, dst_sbp, dst_placement=None):
