@@ -203,3 +203,25 @@ def test_an_op_whose_shape_is_known_only_after_running_runs_on_b():
         warnings.simplefilter("ignore")
         y, idx = tw.unique(x)
     assert y.sbp == (B,) and y.numpy().tolist() == [3, 1, 2] and idx.numpy().tolist() == [0, 1, 0, 2, 1]
+
+
+def test_stateful_ops_without_a_rule_run_once_like_on_one_device():
+    x = tw.ones([4, 6]).to_global(placement=P3, sbp=tw.sbp.split(0))
+    tw.random.set_seed(5)
+    want = tw.random.uniform([4, 6]).numpy()
+    tw.random.set_seed(5)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        u = tw.random.uniform(tw.shape(x))
+    pieces = [t.numpy() for t in u.to_local()]
+    assert u.sbp == (B,) and all(np.array_equal(p, pieces[0]) for p in pieces)      # B pieces agree
+    np.testing.assert_array_equal(u.numpy(), want)                                     # the one-device draw
+    calls = []
+
+    def double(a):
+        calls.append(1)
+        return a * 2
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        y = tw.py_function(double, [x], tw.float32)
+    assert len(calls) == 1 and y.numpy().tolist() == [[2.0] * 6] * 4

@@ -212,15 +212,27 @@ def _decomposition(op_type):
     return DECOMPOSITIONS.get(op_type)
 
 
-def run_op_on_rank(plans, local_op, rank, pieces, comm_for):
+def run_op_on_rank(plans, local_op, rank, pieces, comm_for, once=None):
     """What rank id ``rank`` does for one global op: box each input piece with its plan (None:
     as it is), then run the CPU kernel of ``local_op`` = (op type, attrs). Returns (boxed
-    pieces, kernel output). Data in, data out: the step a graph plan or a Ray worker runs."""
+    pieces, kernel output). Data in, data out: the step a graph plan or a Ray worker runs.
+
+    ``once`` (the placement's rank ids): only the first runs the kernel and the others receive
+    its outputs (a stateful op without a rule: a random draw, a Python function, a print runs
+    once, as on one device, and its ``B`` outputs agree)."""
     vals = [piece if plan is None else run_boxing_on_rank(plan, rank, piece, comm_for)
             for plan, piece in zip(plans, pieces)]
     op_type, attrs = local_op
-    with np.errstate(all="ignore"):
-        return vals, get_op(op_type).kernel("CPU")(*vals, **attrs)
+    if once is None or rank == once[0]:
+        with np.errstate(all="ignore"):
+            out = get_op(op_type).kernel("CPU")(*vals, **attrs)
+    if once is not None:
+        comm = comm_for(once)
+        n_out = get_op(op_type).n_outputs(attrs)
+        outs = [out] if n_out == 1 and rank == once[0] else list(out) if rank == once[0] else [None] * n_out
+        outs = [comm.broadcast(o, root=0) for o in outs]
+        out = outs[0] if n_out == 1 else tuple(outs)
+    return vals, out
 
 
 @functools.lru_cache(maxsize=4096)
@@ -279,6 +291,7 @@ def run_global_op(opdef, inputs, attrs, name=None):
     kernel_attrs = {k: v for k, v in attrs.items() if k[0] != "_"} if attrs else {}
     sigs, in_nd, out_nd, cost, has_rule, plans, local_ops = _decide(opdef, inputs, attrs, kernel_attrs, out_specs,
                                                                    placement)
+    once = opdef.stateful and not has_rule
     if cost:
         decomp = _decomposition(opdef.name)
         busy = getattr(_local, "decomposing", ())
@@ -300,7 +313,7 @@ def run_global_op(opdef, inputs, attrs, name=None):
     def on_rank(i):
         r = ranks[i]
         return run_op_on_rank(plans, local_ops[i], r, [t._pieces[i] for t in inputs],
-                              lambda g: world.group(g).communicator(g.index(r)))
+                              lambda g: world.group(g).communicator(g.index(r)), ranks if once else None)
 
     try:
         results = world.run(ranks, on_rank)
