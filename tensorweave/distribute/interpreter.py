@@ -50,15 +50,12 @@ def _fmt_nd(nd):
 
 
 @functools.lru_cache(maxsize=4096)
-def _cost(shape, dtype, placement, src, dst):
-    if src == dst:
-        return 0
-    return plan_boxing(shape, dtype, placement, src, dst).bytes
-
-
-@functools.lru_cache(maxsize=4096)
 def _plan(shape, dtype, placement, src, dst):
     return plan_boxing(shape, dtype, placement, src, dst)
+
+
+def _cost(shape, dtype, placement, src, dst):
+    return 0 if src == dst else _plan(shape, dtype, placement, src, dst).bytes
 
 
 def describe(opdef, inputs, message, hint=None):
