@@ -180,11 +180,10 @@ def test_a_decomposition_is_used_when_every_signature_needs_boxing(monkeypatch):
     import types
     calls = []
 
-    def softmax(inputs, attrs):                       # in public ops: a split class axis needs no gather
-        calls.append(inputs[0].sbp)
-        x = inputs[0]
-        e = tw.exp(x - tw.reduce_max(x, axis=-1, keepdims=True))
-        return e / tw.reduce_sum(e, axis=-1, keepdims=True)
+    def softmax(x, axis=-1):                          # in public ops: a split class axis needs no gather
+        calls.append(x.sbp)
+        e = tw.exp(x - tw.reduce_max(x, axis=axis, keepdims=True))
+        return e / tw.reduce_sum(e, axis=axis, keepdims=True)
     module = types.ModuleType("tensorweave.distribute.decompositions")
     module.DECOMPOSITIONS = {"Softmax": softmax}
     monkeypatch.setitem(sys.modules, "tensorweave.distribute.decompositions", module)

@@ -9,8 +9,10 @@ and attrs the signatures' ``local`` hooks give (chained in mesh-axis order); the
 are wrapped as global tensors. Local inputs (Python scalars, local tensors) are ``B``.
 An op with no rule (or whose outputs' shapes are not known before running it) runs on
 ``B`` inputs, with a one-time warning naming the op when that needs boxing. An op with a
-decomposition (``distribute/decompositions.py``: ``DECOMPOSITIONS[op_type](inputs, attrs)``
-in public ops) uses it when every signature of its rule would need boxing.
+decomposition (``distribute/decompositions.py``: ``DECOMPOSITIONS[op_type](*inputs, **attrs)``
+in public ops) uses it when every signature of its rule would need boxing. An op on variable
+handles keeps each handle's layout (a handle cannot move): the rule's candidates that do, else
+:func:`_variable_op` (values shaped like a variable take its layout).
 
 What a rank does is data: a boxing plan per input, an op type and attrs (the per-rank
 path a graph plan or a Ray worker runs too).
@@ -254,11 +256,14 @@ def _decide(opdef, inputs, attrs, kernel_attrs, out_specs, placement):
     found = _decisions.get(key) if key is not None else None
     if found is not None:
         return found
-    if any(t._dtype is _dt.resource for t in inputs):
-        (sigs, in_nd, out_nd), cost, has_rule = _variable_op(opdef, inputs, attrs, out_specs, placement), 0, True
-    else:
-        combos, has_rule = _candidates(opdef, inputs, attrs, out_specs, placement)
-        (sigs, in_nd, out_nd), cost = _choose(inputs, combos, placement)
+    combos, has_rule = _candidates(opdef, inputs, attrs, out_specs, placement)
+    handles = [i for i, t in enumerate(inputs) if t._dtype is _dt.resource]
+    if handles:
+        # a variable handle cannot move: only candidates that keep every handle's layout
+        combos = [c for c in combos if all(c[1][i] == inputs[i]._sbp for i in handles)]
+        if not combos:
+            combos, has_rule = [_variable_op(opdef, inputs, attrs, out_specs, placement)], True
+    (sigs, in_nd, out_nd), cost = _choose(inputs, combos, placement)
     plans = [None if t._sbp == want else _plan(t._shape, t._dtype.np_dtype, placement, t._sbp, want)
              for t, want in zip(inputs, in_nd)]
     local_ops = _local_ops(opdef, kernel_attrs, sigs, inputs, in_nd, out_specs, out_nd, placement)
@@ -295,7 +300,7 @@ def run_global_op(opdef, inputs, attrs, name=None):
         if decomp is not None and opdef.name not in busy:
             _local.decomposing = busy + (opdef.name,)
             try:
-                return decomp(inputs, attrs)
+                return decomp(*inputs, **kernel_attrs)
             finally:
                 _local.decomposing = busy
         if not has_rule and opdef.name not in _warned:
