@@ -37,9 +37,10 @@ from tensorweave.core import errors
 from tensorweave.core.context import ctx
 from tensorweave.core.dispatch import Interpreter, _record_eager
 from tensorweave.core.registry import get_op
-from tensorweave.core.sbp import B, SbpInput, ShardInfo, Signature, Split
+from tensorweave.core.sbp import B, Broadcast, SbpInput, ShardInfo, Signature, Split
 from tensorweave.core.sbp_rules import rule_for
 from tensorweave.core.shape import TensorShape, as_shape, fmt
+from tensorweave.core.tensor import EagerTensor
 from tensorweave.distribute.boxing import plan_boxing, run_boxing_on_rank
 from tensorweave.distribute.layout import shard_slices
 
@@ -78,8 +79,12 @@ def describe(opdef, inputs, message, hint=None):
 
 
 def _out_specs(opdef, inputs, attrs):
+    # A B input is its value on every rank: shape rules that read a value (a reshape's target
+    # shape, often tw.shape of a global tensor) see it as an eager tensor (rank 0's piece, no copy).
+    seen = [EagerTensor(t._pieces[0], t._dtype) if t._dtype is not _dt.resource and all(
+        isinstance(s, Broadcast) for s in t._sbp) else t for t in inputs]
     try:
-        specs = opdef.infer(inputs, attrs)
+        specs = opdef.infer(seen, attrs)
     except (ValueError, TypeError, IndexError) as e:
         raise errors.InvalidArgumentError(describe(opdef, inputs, str(e))) from None
     if isinstance(specs, tuple) and len(specs) == 2 and isinstance(specs[1], _dt.DType):
