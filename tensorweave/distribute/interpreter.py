@@ -298,7 +298,10 @@ def run_global_op(opdef, inputs, attrs, name=None):
     kernel_attrs = {k: v for k, v in attrs.items() if k[0] != "_"} if attrs else {}
     sigs, in_nd, out_nd, cost, has_rule, plans, local_ops = _decide(opdef, inputs, attrs, kernel_attrs, out_specs,
                                                                    placement)
-    once = opdef.stateful and not has_rule
+    # a stateful op (random draw, Python function, print) whose outputs are all B runs once and
+    # broadcasts: per rank it would draw per rank, or run the Python function once per rank
+    once = opdef.stateful and all(t._dtype is not _dt.resource for t in inputs) and all(
+        isinstance(x, Broadcast) for nd in out_nd for x in nd)
     if cost:
         decomp = _decomposition(opdef.name)
         busy = getattr(_local, "decomposing", ())
