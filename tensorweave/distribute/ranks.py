@@ -16,8 +16,8 @@ waits for a timeout), and the original exception is raised on the caller's threa
 ...     print("rank", e.rank)
 rank 1
 """
+import queue
 import threading
-from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
 
 from tensorweave.distribute.collective import CollectiveAbortedError, InProcessGroup
 from tensorweave.runtime.runtime import Runtime
@@ -31,26 +31,65 @@ def current_rank():
 
 
 class Rank:
-    """One in-process rank: its id, its runtime and the thread that runs its work."""
+    """One in-process rank: its id, its runtime and the thread that runs its work (a queue of
+    jobs; lighter than a thread pool, so an eager global op costs fewer hand-offs)."""
 
     def __init__(self, rank):
         self.rank = int(rank)
         self.runtime = Runtime(f"rank{rank}", rank=rank, cpu_count=1)
-        self._thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"tw-rank{rank}",
-                                          initializer=self._bind)
+        self._inbox = queue.SimpleQueue()
+        self._thread = threading.Thread(target=self._loop, name=f"tw-rank{rank}", daemon=True)
+        self._thread.start()
 
-    def _bind(self):
+    def _loop(self):
         _local.rank = self
+        while True:
+            job = self._inbox.get()
+            if job is None:
+                return
+            fn, index, latch = job
+            try:
+                result = fn(index)
+            except BaseException as e:  # noqa: BLE001 - handed to the caller with its rank
+                latch.finish(index, None, e)
+            else:
+                latch.finish(index, result, None)
 
-    def submit(self, fn, *args):
-        return self._thread.submit(fn, *args)
+    def post(self, fn, index, latch):
+        self._inbox.put((fn, index, latch))
 
     def shutdown(self):
-        self._thread.shutdown(wait=True)
+        self._inbox.put(None)
+        self._thread.join()
         self.runtime.shutdown()
 
     def __repr__(self):
         return f"<Rank {self.rank}>"
+
+
+class _Latch:
+    """Results of one :meth:`World.run`: each rank finishes its slot; the first failure aborts
+    the groups at once (from the failing rank's thread), so no rank waits for a timeout."""
+
+    def __init__(self, n, on_error):
+        self.results, self.errors = [None] * n, [None] * n
+        self.left = n
+        self.cond = threading.Condition()
+        self.on_error = on_error
+
+    def finish(self, index, result, error):
+        if error is not None:
+            self.on_error(index, error)
+        with self.cond:
+            self.results[index], self.errors[index] = result, error
+            self.left -= 1
+            if self.left == 0:
+                self.cond.notify()
+
+    def wait(self):
+        with self.cond:
+            while self.left:
+                self.cond.wait()
 
 
 class World:
@@ -91,26 +130,21 @@ class World:
             raise RuntimeError("World.run called from a rank thread: rank work must not start rank work "
                                "(it would wait for itself)")
         with self._run_lock:        # one controller at a time: calls on a group are matched by order
-            futures = [self.rank(r).submit(fn, i) for i, r in enumerate(ranks)]
-            first = None
-            not_done = set(futures)
-            while not_done:
-                done, not_done = wait(not_done, return_when=FIRST_EXCEPTION)
-                for fut in done:
-                    e = fut.exception()
-                    if e is None:
-                        continue
-                    r = ranks[futures.index(fut)]
-                    if first is None or (isinstance(first[1], CollectiveAbortedError)
-                                         and not isinstance(e, CollectiveAbortedError)):
-                        first = (r, e)
-                    self._abort(f"rank {r} raised {type(e).__name__}: {e}")
+            latch = _Latch(len(ranks), lambda i, e: self._abort(f"rank {ranks[i]} raised {type(e).__name__}: {e}"))
+            for i, r in enumerate(ranks):
+                self.rank(r).post(fn, i, latch)
+            latch.wait()
+        first = None
+        for r, e in zip(ranks, latch.errors):
+            if e is not None and (first is None or (isinstance(first[1], CollectiveAbortedError)
+                                                    and not isinstance(e, CollectiveAbortedError))):
+                first = (r, e)
         if first is not None:
             rank, exc = first
             exc.rank = rank
             exc.add_note(f"(raised on rank {rank})")
             raise exc
-        return [f.result() for f in futures]
+        return latch.results
 
     def _abort(self, reason):
         with self._lock:
