@@ -36,6 +36,7 @@ from tensorweave.core import dtypes as _dt
 from tensorweave.core import errors
 from tensorweave.core.context import ctx
 from tensorweave.core.dispatch import Interpreter, _record_eager
+from tensorweave.core.graph import SymbolicTensor
 from tensorweave.core.registry import get_op
 from tensorweave.core.sbp import B, Broadcast, SbpInput, ShardInfo, Signature, Split
 from tensorweave.core.sbp_rules import rule_for
@@ -198,7 +199,7 @@ def _as_global(t, placement):
         raise errors.InvalidArgumentError(
             f"a local variable's handle met global tensors in one op; hint: create the variable with "
             f"tw.Variable(..., placement={placement!r}, sbp=...)")
-    if not hasattr(t, "numpy") or type(t).__name__ == "SymbolicTensor":
+    if isinstance(t, SymbolicTensor):
         raise errors.UnimplementedError(
             f"a symbolic tensor ({t!r}) met a global tensor: global tensors in tw.function/graphs need the "
             "graph planner (not built yet); run eagerly")
@@ -222,8 +223,8 @@ def run_op_on_rank(plans, local_op, rank, pieces, comm_for, once=None):
     pieces, kernel output). Data in, data out: the step a graph plan or a Ray worker runs.
 
     ``once`` (the placement's rank ids): only the first runs the kernel and the others receive
-    its outputs (a stateful op without a rule: a random draw, a Python function, a print runs
-    once, as on one device, and its ``B`` outputs agree)."""
+    its outputs (a stateful op with all-``B`` outputs: a random draw, a Python function, a print
+    runs once, as on one device, and its ``B`` outputs agree)."""
     vals = [piece if plan is None else run_boxing_on_rank(plan, rank, piece, comm_for)
             for plan, piece in zip(plans, pieces)]
     op_type, attrs = local_op
