@@ -54,10 +54,14 @@ class Communicator:
     """One rank's end of a group of ``size`` ranks (global ids ``ranks``; this one is ``index``).
 
     Every method is a collective call unless noted: all members call it, in the same order.
+    A transport must provide ``send``/``recv``; the collectives here are correct defaults
+    written with them (each call's messages tagged by its sequence number, reductions in rank
+    order so every member gets the same bits), which a transport overrides with faster ones.
     Implementations: :class:`InProcessCommunicator` (threads); the Ray runtime's actors."""
 
     index = 0
     ranks = ()
+    _calls = 0
 
     @property
     def size(self):
@@ -68,27 +72,7 @@ class Communicator:
         """This rank's global id."""
         return self.ranks[self.index]
 
-    def all_reduce(self, x, op="sum"):
-        """The elementwise reduction (``op``: sum, max, min, prod) of every rank's ``x``."""
-        raise NotImplementedError
-
-    def reduce_scatter(self, x, op="sum", axis=0):
-        """This rank's balanced slice along ``axis`` of the reduction of every rank's ``x``."""
-        raise NotImplementedError
-
-    def all_gather(self, x, axis=0):
-        """Every rank's ``x`` concatenated along ``axis`` in rank order (sizes may differ)."""
-        raise NotImplementedError
-
-    def all_to_all(self, chunks, axis=None):
-        """``chunks[j]`` goes to member ``j``; returns the chunks the members sent here, in
-        order, or with ``axis`` given, those chunks concatenated along it."""
-        raise NotImplementedError
-
-    def broadcast(self, x, root=0):
-        """Member ``root``'s ``x`` (the others pass anything, e.g. None)."""
-        raise NotImplementedError
-
+    # ---- point to point: what a transport provides ------------------------------------------
     def send(self, x, dst, tag=0):
         """Point to point, not collective: queues ``x`` for member ``dst`` (does not block)."""
         raise NotImplementedError
@@ -97,8 +81,64 @@ class Communicator:
         """Point to point: the next array member ``src`` sent here with ``tag``."""
         raise NotImplementedError
 
+    # ---- collectives (defaults over send/recv) ---------------------------------------------
+    def _tag(self):
+        self._calls += 1
+        return ("collective", self._calls)
+
+    def _exchange(self, outgoing):
+        """``outgoing[j]`` to member ``j``; returns what each member sent here (own: kept)."""
+        tag = self._tag()
+        for j, x in enumerate(outgoing):
+            if j != self.index:
+                self.send(x, j, tag)
+        return [np.asarray(outgoing[j]) if j == self.index else self.recv(j, tag) for j in range(self.size)]
+
+    def all_reduce(self, x, op="sum"):
+        """The elementwise reduction (``op``: sum, max, min, prod) of every rank's ``x``."""
+        x = np.asarray(x)
+        values = self._exchange([x] * self.size)
+        out = np.array(values[0])
+        for v in values[1:]:
+            _REDUCE[op](out, v, out=out)
+        return out
+
+    def reduce_scatter(self, x, op="sum", axis=0):
+        """This rank's balanced slice along ``axis`` of the reduction of every rank's ``x``."""
+        x = np.asarray(x)
+        chunks = [x[(slice(None),) * axis + (slice(lo, hi),)] for lo, hi in balanced_bounds(x.shape[axis], self.size)]
+        values = self._exchange(chunks)
+        out = np.array(values[0])
+        for v in values[1:]:
+            _REDUCE[op](out, v, out=out)
+        return out
+
+    def all_gather(self, x, axis=0):
+        """Every rank's ``x`` concatenated along ``axis`` in rank order (sizes may differ)."""
+        x = np.asarray(x)
+        return np.concatenate(self._exchange([x] * self.size), axis=axis)
+
+    def all_to_all(self, chunks, axis=None):
+        """``chunks[j]`` goes to member ``j``; returns the chunks the members sent here, in
+        order, or with ``axis`` given, those chunks concatenated along it."""
+        if len(chunks) != self.size:
+            raise ValueError(f"all_to_all: {len(chunks)} chunks for a group of {self.size} ranks")
+        got = self._exchange([np.asarray(c) for c in chunks])
+        return np.concatenate(got, axis=axis) if axis is not None else [np.array(g) for g in got]
+
+    def broadcast(self, x, root=0):
+        """Member ``root``'s ``x`` (the others pass anything, e.g. None)."""
+        tag = self._tag()
+        if self.index == root:
+            x = np.asarray(x)
+            for j in range(self.size):
+                if j != root:
+                    self.send(x, j, tag)
+            return np.array(x)
+        return np.array(self.recv(root, tag))
+
     def barrier(self):
-        raise NotImplementedError
+        self.all_gather(np.zeros(1, np.int8))
 
 
 class _Round:
