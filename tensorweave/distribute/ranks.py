@@ -99,6 +99,7 @@ class World:
         self.timeout = timeout
         self._ranks = {}
         self._groups = {}
+        self._failure = None       # why the current run failed: groups asked for now start aborted
         self._lock = threading.Lock()
         self._run_lock = threading.Lock()
 
@@ -113,6 +114,11 @@ class World:
         """The group of these rank ids (in this order), made once and reused."""
         key = tuple(int(r) for r in ranks)
         with self._lock:
+            if self._failure is not None:
+                # a rank of this run already failed: a group asked for now must not wait for it
+                g = InProcessGroup(key, self.timeout)
+                g.abort(self._failure)
+                return g
             g = self._groups.get(key)
             if g is None:
                 g = self._groups[key] = InProcessGroup(key, self.timeout)
@@ -130,6 +136,8 @@ class World:
             raise RuntimeError("World.run called from a rank thread: rank work must not start rank work "
                                "(it would wait for itself)")
         with self._run_lock:        # one controller at a time: calls on a group are matched by order
+            with self._lock:
+                self._failure = None
             latch = _Latch(len(ranks), lambda i, e: self._abort(f"rank {ranks[i]} raised {type(e).__name__}: {e}"))
             for i, r in enumerate(ranks):
                 self.rank(r).post(fn, i, latch)
@@ -148,6 +156,7 @@ class World:
 
     def _abort(self, reason):
         with self._lock:
+            self._failure = reason
             groups, self._groups = list(self._groups.values()), {}
         for g in groups:
             g.abort(reason)
