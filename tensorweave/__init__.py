@@ -96,6 +96,8 @@ from tensorweave.io.tensor_proto import make_ndarray, make_tensor_proto  # noqa:
 from tensorweave import ragged, strings  # noqa: E402,F401
 from tensorweave.module import Module  # noqa: E402,F401
 from tensorweave.ragged import RaggedTensor  # noqa: E402,F401
+from tensorweave import distribute, sbp  # noqa: E402,F401 - global tensors (x.to_global works at once)
+from tensorweave.distribute import placement  # noqa: E402,F401 - OneFlow's name: tw.placement("cpu", ranks=[0, 1])
 from tensorweave import compat  # noqa: E402,F401 - last: compat.v1 re-exports everything above
 
 

@@ -75,16 +75,37 @@ class GraphInterpreter(Interpreter):
 EAGER = EagerInterpreter()
 GRAPH = GraphInterpreter()
 
-# Interpreter scopes open on any thread: while none is, execute() skips the thread-local read
-# (a global read costs ~10 ns, the thread-local one ~45 ns of a ~1.25 us eager op).
+# Interpreter scopes open on any thread, plus one once global tensors exist: while it is 0,
+# execute() skips the thread-local read and the input scan (a global read costs ~10 ns, the
+# thread-local one ~45 ns of a ~1.25 us eager op).
 _scopes_lock = threading.Lock()
-_scoped = 0              # open interpreter scopes, all threads: a plain global (the cheapest read)
+_scoped = 0              # a plain global (the cheapest read)
+_global_interpreter = None   # the distribute package's, for ops with a global tensor input
 
 
-def current_interpreter():
-    """The interpreter an op call on this thread goes to now."""
+def set_global_interpreter(interpreter):
+    """Sends op calls with a global-tensor input (``t.is_global``) to ``interpreter`` (the
+    distribute package calls this when it makes its first global tensor)."""
+    global _global_interpreter, _scoped
+    with _scopes_lock:
+        if _global_interpreter is None:
+            _scoped += 1
+        _global_interpreter = interpreter
+
+
+def _has_global(inputs):
+    for t in inputs:
+        if getattr(t, "is_global", False):
+            return True
+    return False
+
+
+def current_interpreter(inputs=()):
+    """The interpreter an op call on this thread (with these inputs) goes to now."""
     if ctx.interpreter is not None:
         return ctx.interpreter
+    if _global_interpreter is not None and _has_global(inputs):
+        return _global_interpreter
     return GRAPH if ctx.graph_stack or not (_eager_default[0] or ctx.force_eager) else EAGER
 
 
@@ -120,8 +141,9 @@ def execute(opdef, inputs, attrs=_NO_ATTRS, name=None):
 
     Dispatches to the thread's interpreter (:func:`current_interpreter`). The eager one's
     body is inlined here, the hot path: a call more would cost ~0.1 us of a ~1.3 us op."""
-    if ctx.graph_stack or not (_eager_default[0] or ctx.force_eager) or (_scoped and ctx.interpreter is not None):
-        return current_interpreter().execute(opdef, inputs, attrs, name)
+    if ctx.graph_stack or not (_eager_default[0] or ctx.force_eager) or (
+            _scoped and (ctx.interpreter is not None or _has_global(inputs))):
+        return current_interpreter(inputs).execute(opdef, inputs, attrs, name)
     device = ctx.device
     try:
         if device is None:

@@ -22,6 +22,7 @@ class Tensor:
     __slots__ = ()
     # Make NumPy defer to our operators in `ndarray + Tensor`.
     __array_priority__ = 100
+    is_global = False     # a global tensor (placement + SBP, distribute package) overrides it
 
     @property
     def ndim(self):

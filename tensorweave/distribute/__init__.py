@@ -1,1 +1,21 @@
-"""Global tensors over placements and SBP layouts (issue 13): see ``docs/design/distribute.md``."""
+"""Global tensors over placements and SBP layouts (issue 13): see ``docs/design/distribute.md``.
+
+>>> import numpy as np, tensorweave as tw
+>>> p = tw.placement("cpu", ranks=[0, 1])
+>>> x = tw.distribute.from_local([tw.constant([1.0, 2.0]), tw.constant([3.0, 4.0])], p, tw.sbp.partial_sum)
+>>> x.numpy().tolist(), x.to_global(sbp=tw.sbp.broadcast).to_local()[1].numpy().tolist()
+([4.0, 6.0], [4.0, 6.0])
+"""
+from tensorweave.distribute.layout import Placement
+from tensorweave.distribute.global_tensor import GlobalTensor, from_local, to_global
+from tensorweave.distribute.boxing import BoxingPlan, BoxingStep, box, boxing_cost, plan_boxing
+from tensorweave.distribute.collective import (CollectiveAbortedError, CollectiveTimeoutError, Communicator,
+                                               InProcessGroup)
+from tensorweave.distribute.ranks import World, default_world, set_collective_timeout
+from tensorweave.distribute.variables import GlobalVariable
+
+placement = Placement
+
+__all__ = ["Placement", "placement", "GlobalTensor", "from_local", "to_global", "BoxingPlan", "BoxingStep", "box",
+           "boxing_cost", "plan_boxing", "CollectiveAbortedError", "CollectiveTimeoutError", "Communicator",
+           "InProcessGroup", "World", "default_world", "set_collective_timeout", "GlobalVariable"]

@@ -49,15 +49,32 @@ def _next_uid():
         return _uid[0]
 
 
+_global_variable_factory = None   # the distribute package's: makes a global variable
+
+
+def set_global_variable_factory(fn):
+    """``fn()`` -> an uninitialized global variable, for ``Variable(..., placement=, sbp=)``."""
+    global _global_variable_factory
+    _global_variable_factory = fn
+
+
 class Variable:
     """A tensor-valued state cell; reads and assignments are ops (graph nodes or eager calls).
 
     Args follow ``tf.Variable``: ``initial_value`` (value, tensor or zero-argument callable),
     ``trainable``, ``name``, ``dtype``, ``shape`` (may contain None when
-    ``validate_shape=False``), ``constraint``.
+    ``validate_shape=False``), ``constraint``. With ``placement=`` and ``sbp=`` it is a global
+    variable created per shard (``tensorweave/distribute/variables.py``).
     """
 
     _is_variable = True
+
+    def __new__(cls, *args, placement=None, sbp=None, **kwargs):
+        if placement is None and sbp is None:
+            return object.__new__(cls)
+        if _global_variable_factory is None:
+            raise ValueError("Variable: placement=/sbp= need the distribute package (import tensorweave)")
+        return _global_variable_factory()
 
     def __init__(self, initial_value=None, trainable=True, name=None, dtype=None, shape=None,
                  validate_shape=True, constraint=None, collections=None, caching_device=None,

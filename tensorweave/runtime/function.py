@@ -85,7 +85,7 @@ class ConcreteFunction:
         return self._call_flat(flat)
 
     def _call_flat(self, flat_inputs):
-        flat_inputs = [x if isinstance(x, EagerTensor) else EagerTensor(to_numpy(x, p.dtype), p.dtype)
+        flat_inputs = [x if isinstance(x, EagerTensor) else _as_eager(x, p.dtype)
                        for x, p in zip(flat_inputs, self.inputs)]
         for p, x, dims in zip(self.inputs, flat_inputs, self._input_dims):
             if p.dtype is not x.dtype or (np.shape(x._value) != dims if dims is not None
@@ -325,6 +325,15 @@ class Function:
         flat = nest.flatten((args, kwargs))
         cf = self._concrete_function(args, kwargs, flat)
         return cf._call_flat([x for x in flat if isinstance(x, (Tensor, np.ndarray))])
+
+
+def _as_eager(x, dtype):
+    if getattr(x, "is_global", False):   # its logical value would be gathered silently
+        from tensorweave.core import errors
+        raise errors.UnimplementedError(
+            "tw.function: global tensor arguments are not planned yet (the graph planner for global tensors "
+            "is the next step). Hint: call the Python function eagerly")
+    return EagerTensor(to_numpy(x, dtype), dtype)
 
 
 class _SpecTensor:

@@ -207,14 +207,14 @@ class Optimizer:
         raise ValueError("Argument `learning_rate` should be float, or an instance of LearningRateSchedule, "
                          f"or a callable that returns the learning rate. Received instead: learning_rate={lr!r}")
 
-    def _make_variable(self, initial_value, dtype, name, shape=None):
+    def _make_variable(self, initial_value, dtype, name, shape=None, **layout):
         """Creates an optimizer variable outside any function being traced; in a TF1 graph it
         is a graph variable (initialized by ``global_variables_initializer``) created outside
         any control-dependency scope, so its initializer has no extra inputs."""
         with init_scope():
             g = building_graph()
             with g.control_dependencies(None) if g is not None else contextlib.nullcontext():
-                v = Variable(initial_value, trainable=False, name=name, dtype=dtype, shape=shape)
+                v = Variable(initial_value, trainable=False, name=name, dtype=dtype, shape=shape, **layout)
         self._variables.append(v)
         return v
 
@@ -322,8 +322,13 @@ class Optimizer:
             # Shape known only at run time: follow the variable's value (TF1 does the same).
             init = lambda: _initial(initializer, A.shape(ref.read_value()), ref.dtype)()  # noqa: E731
             shape = None
+        layout = {}
+        if getattr(ref, "is_global", False):
+            # a global variable's slots have its layout, made per shard (ZeRO: sbp=S(0) shards them)
+            init = lambda shape, dtype: _initial(initializer, shape, dtype)()  # noqa: E731
+            layout = {"placement": ref.placement, "sbp": ref.sbp}
         slot = self._make_variable(init, ref.dtype, f"{base}_{name}" if name else base,
-                                   shape=None if shape is None else shape.as_list())
+                                   shape=None if shape is None else shape.as_list(), **layout)
         self._slots[(id(ref), name)] = slot
         return slot
 

@@ -1,0 +1,84 @@
+"""Data-parallel throughput of the benchmark MLP on in-process ranks (eager global tensors):
+prints one JSON object per line.
+
+The MLP of ``bench_models.py`` (784-512-512-10, ReLU, softmax cross-entropy; no dropout) at a
+global batch of ``--batch`` trained with SGD, one BLAS thread per call (``threadpoolctl``): on
+one device, and data-parallel on ``--ranks`` in-process ranks (batch ``S(0)``, weights ``B``,
+the gradient all-reduce from boxing). The row gives steps/s of each and their ratio (the
+issue's target: >= 1.6x on 2 ranks). Eager global ops pay a hand-off to every rank thread per
+op; the graph planner (next) amortises it.
+
+Usage: ``python benchmarks/bench_distribute.py [--batch 256] [--ranks 2] [--steps 20]``.
+"""
+import argparse
+import json
+import time
+import warnings
+
+import numpy as np
+from threadpoolctl import threadpool_limits
+
+import tensorweave as tw
+
+SIZES = (784, 512, 512, 10)
+
+
+def make(placement, batch):
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((batch, SIZES[0])).astype(np.float32)
+    y = rng.integers(0, SIZES[-1], batch).astype(np.int32)
+    weights = []
+    for a, b in zip(SIZES, SIZES[1:]):
+        w = (rng.standard_normal((a, b)) * np.sqrt(2.0 / a)).astype(np.float32)
+        weights += [w, np.zeros(b, np.float32)]
+    if placement is None:
+        params = [tw.Variable(w) for w in weights]
+        x, y = tw.constant(x), tw.constant(y)
+    else:
+        params = [tw.Variable(w, placement=placement, sbp=tw.sbp.broadcast) for w in weights]
+        x = tw.constant(x).to_global(placement=placement, sbp=tw.sbp.split(0))
+        y = tw.constant(y).to_global(placement=placement, sbp=tw.sbp.split(0))
+    opt = tw.keras.optimizers.SGD(0.01)
+
+    def step():
+        with tw.GradientTape() as tape:
+            h = x
+            for i in range(0, len(params), 2):
+                h = tw.matmul(h, params[i]) + params[i + 1]
+                if i + 2 < len(params):
+                    h = tw.nn.relu(h)
+            loss = tw.reduce_mean(tw.nn.sparse_softmax_cross_entropy_with_logits(labels=y, logits=h))
+        opt.apply_gradients(zip(tape.gradient(loss, params), params))
+        return loss
+    return step
+
+
+def steps_per_s(step, steps):
+    step()
+    t0 = time.perf_counter()
+    for _ in range(steps):
+        step()
+    return steps / (time.perf_counter() - t0)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--batch", type=int, default=256)
+    ap.add_argument("--ranks", type=int, default=2)
+    ap.add_argument("--steps", type=int, default=20)
+    args = ap.parse_args()
+    warnings.simplefilter("ignore")
+    with threadpool_limits(1):
+        local = make(None, args.batch)
+        glob = make(tw.placement("cpu", ranks=list(range(args.ranks))), args.batch)
+        one, dp = [], []
+        for _ in range(3):        # alternate, best of 3
+            one.append(steps_per_s(local, args.steps))
+            dp.append(steps_per_s(glob, args.steps))
+    print(json.dumps({"row": "data_parallel_mlp", "batch": args.batch, "ranks": args.ranks,
+                      "one_device_steps_s": round(max(one), 2), "data_parallel_steps_s": round(max(dp), 2),
+                      "speedup": round(max(dp) / max(one), 2), "target": 1.6}), flush=True)
+
+
+if __name__ == "__main__":
+    main()

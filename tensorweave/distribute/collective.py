@@ -1,0 +1,328 @@
+"""The collective interface a rank uses to talk to the other ranks of a group, and its
+in-process implementation (ranks are threads of this process).
+
+A :class:`Communicator` is one rank's end of a group: ``all_reduce`` (sum/max/min/prod),
+``reduce_scatter``, ``all_gather``, ``all_to_all``, ``broadcast``, ``send``/``recv``,
+``barrier``. Pieces may differ in size between ranks (uneven splits follow the balanced
+splitter of ``layout.py``). Every call waits at most ``timeout`` seconds; the error names
+the ranks that did not arrive. The interface takes and returns NumPy arrays only, so a
+Ray-actor implementation (issue 14) provides the same methods over its own transport.
+
+:class:`InProcessGroup` is a rendezvous: each rank deposits its own buffer for a call and
+reads the others' deposited buffers to build a fresh result of its own; nothing is a
+shared global array. Calls are matched by their order on each rank (SPMD: every member
+makes the same calls in the same order); a rank calling a different collective than the
+others is an error naming both.
+
+>>> import numpy as np
+>>> from concurrent.futures import ThreadPoolExecutor
+>>> group = InProcessGroup([0, 1])
+>>> def on_rank(i):
+...     comm = group.communicator(i)
+...     return comm.all_reduce(np.array([1.0, 2.0]) * (i + 1)).tolist()
+>>> with ThreadPoolExecutor(2) as pool:
+...     list(pool.map(on_rank, range(2)))
+[[3.0, 6.0], [3.0, 6.0]]
+"""
+import threading
+import time
+from collections import deque
+
+import numpy as np
+
+from tensorweave.core import errors
+from tensorweave.distribute.layout import balanced_bounds
+
+DEFAULT_TIMEOUT = 120.0
+SMALL_BYTES = 1 << 16        # all-reduces up to this size take one rendezvous instead of two
+_REDUCE = {"sum": np.add, "max": np.maximum, "min": np.minimum, "prod": np.multiply}
+
+
+class CollectiveTimeoutError(errors.OpError, TimeoutError):
+    """A collective waited longer than its timeout; ``missing`` are the ranks that did not arrive."""
+
+    def __init__(self, message, missing=()):
+        super().__init__(message)
+        self.missing = tuple(missing)
+
+
+class CollectiveAbortedError(errors.OpError, RuntimeError):
+    """A collective was abandoned because another rank of its group failed."""
+
+
+class Communicator:
+    """One rank's end of a group of ``size`` ranks (global ids ``ranks``; this one is ``index``).
+
+    Every method is a collective call unless noted: all members call it, in the same order.
+    A transport must provide ``send``/``recv``; the collectives here are correct defaults
+    written with them (each call's messages tagged by its sequence number, reductions in rank
+    order so every member gets the same bits), which a transport overrides with faster ones.
+    Implementations: :class:`InProcessCommunicator` (threads); the Ray runtime's actors."""
+
+    index = 0
+    ranks = ()
+    _calls = 0
+
+    @property
+    def size(self):
+        return len(self.ranks)
+
+    @property
+    def rank(self):
+        """This rank's global id."""
+        return self.ranks[self.index]
+
+    # ---- point to point: what a transport provides ------------------------------------------
+    def send(self, x, dst, tag=0):
+        """Point to point, not collective: queues ``x`` for member ``dst`` (does not block)."""
+        raise NotImplementedError
+
+    def recv(self, src, tag=0):
+        """Point to point: the next array member ``src`` sent here with ``tag``."""
+        raise NotImplementedError
+
+    # ---- collectives (defaults over send/recv) ---------------------------------------------
+    def _tag(self):
+        self._calls += 1
+        return ("collective", self._calls)
+
+    def _exchange(self, outgoing):
+        """``outgoing[j]`` to member ``j``; returns what each member sent here (own: kept)."""
+        tag = self._tag()
+        for j, x in enumerate(outgoing):
+            if j != self.index:
+                self.send(x, j, tag)
+        return [np.asarray(outgoing[j]) if j == self.index else self.recv(j, tag) for j in range(self.size)]
+
+    def all_reduce(self, x, op="sum"):
+        """The elementwise reduction (``op``: sum, max, min, prod) of every rank's ``x``."""
+        x = np.asarray(x)
+        values = self._exchange([x] * self.size)
+        out = np.array(values[0])
+        for v in values[1:]:
+            _REDUCE[op](out, v, out=out)
+        return out
+
+    def reduce_scatter(self, x, op="sum", axis=0):
+        """This rank's balanced slice along ``axis`` of the reduction of every rank's ``x``."""
+        x = np.asarray(x)
+        chunks = [x[(slice(None),) * axis + (slice(lo, hi),)] for lo, hi in balanced_bounds(x.shape[axis], self.size)]
+        values = self._exchange(chunks)
+        out = np.array(values[0])
+        for v in values[1:]:
+            _REDUCE[op](out, v, out=out)
+        return out
+
+    def all_gather(self, x, axis=0):
+        """Every rank's ``x`` concatenated along ``axis`` in rank order (sizes may differ)."""
+        x = np.asarray(x)
+        return np.concatenate(self._exchange([x] * self.size), axis=axis)
+
+    def all_to_all(self, chunks, axis=None):
+        """``chunks[j]`` goes to member ``j``; returns the chunks the members sent here, in
+        order, or with ``axis`` given, those chunks concatenated along it."""
+        if len(chunks) != self.size:
+            raise ValueError(f"all_to_all: {len(chunks)} chunks for a group of {self.size} ranks")
+        got = self._exchange([np.asarray(c) for c in chunks])
+        return np.concatenate(got, axis=axis) if axis is not None else [np.array(g) for g in got]
+
+    def broadcast(self, x, root=0):
+        """Member ``root``'s ``x`` (the others pass anything, e.g. None)."""
+        tag = self._tag()
+        if self.index == root:
+            x = np.asarray(x)
+            for j in range(self.size):
+                if j != root:
+                    self.send(x, j, tag)
+            return np.array(x)
+        return np.array(self.recv(root, tag))
+
+    def barrier(self):
+        self.all_gather(np.zeros(1, np.int8))
+
+
+class _Round:
+    __slots__ = ("kind", "values", "kinds", "left")
+
+    def __init__(self, size, kind):
+        self.kind = kind
+        self.values = [None] * size
+        self.kinds = [None] * size
+        self.left = size
+
+
+class InProcessGroup:
+    """A group of in-process ranks (threads): the rendezvous all members' communicators share."""
+
+    def __init__(self, ranks, timeout=None):
+        self.ranks = tuple(int(r) for r in ranks)
+        self.timeout = DEFAULT_TIMEOUT if timeout is None else float(timeout)
+        self._cond = threading.Condition()
+        self._rounds = {}
+        self._seq = [0] * len(self.ranks)
+        self._mail = {}
+        self._failure = None
+
+    @property
+    def size(self):
+        return len(self.ranks)
+
+    def communicator(self, index):
+        """Member ``index``'s end of the group."""
+        return InProcessCommunicator(self, index)
+
+    def abort(self, reason):
+        """Wakes every waiting member with :class:`CollectiveAbortedError` (``reason``: text);
+        the group stays unusable (its owner replaces it)."""
+        with self._cond:
+            if self._failure is None:
+                self._failure = reason
+            self._cond.notify_all()
+
+    def _check_failed(self):
+        if self._failure is not None:
+            raise CollectiveAbortedError(f"collective on ranks {list(self.ranks)} abandoned: {self._failure}")
+
+    def _wait(self, done, what, missing, timeout):
+        """Waits (lock held) until ``done()``; on timeout aborts the group and raises, naming
+        ``missing()``."""
+        limit = self.timeout if timeout is None else timeout
+        deadline = time.monotonic() + limit
+        while not done():
+            self._check_failed()
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                gone = missing()
+                msg = (f"{what} on ranks {list(self.ranks)}: ranks {gone} did not arrive within {limit:g} s. "
+                       "Hint: every rank of a group must make the same collective calls in the same order")
+                self._failure = f"a timeout ({what}; ranks {gone} did not arrive)"
+                self._cond.notify_all()
+                raise CollectiveTimeoutError(msg, gone)
+            self._cond.wait(remaining)
+
+    def exchange(self, index, kind, value, timeout=None):
+        """Deposits member ``index``'s ``value`` for its next call ``kind``; returns every
+        member's value once all arrived (read-only: build a fresh result from them)."""
+        n = len(self.ranks)
+        with self._cond:
+            self._check_failed()
+            seq = self._seq[index]
+            self._seq[index] = seq + 1
+            rnd = self._rounds.get(seq)
+            if rnd is None:
+                rnd = self._rounds[seq] = _Round(n, kind)
+            if kind != rnd.kind:
+                other = rnd.kinds.index(rnd.kind)
+                msg = (f"collective mismatch on ranks {list(self.ranks)} (call #{seq}): rank {self.ranks[index]} "
+                       f"called {kind} while rank {self.ranks[other]} called {rnd.kind}")
+                self._failure = msg
+                self._cond.notify_all()
+                raise errors.InternalError(msg)
+            rnd.values[index] = value
+            rnd.kinds[index] = kind
+            self._cond.notify_all()
+            self._wait(lambda: all(k is not None for k in rnd.kinds), f"{kind} (call #{seq})",
+                       lambda: [self.ranks[i] for i, k in enumerate(rnd.kinds) if k is None], timeout)
+            values = list(rnd.values)
+            rnd.left -= 1
+            if rnd.left == 0:
+                del self._rounds[seq]
+        return values
+
+    def post(self, src, dst, tag, value):
+        with self._cond:
+            self._check_failed()
+            self._mail.setdefault((src, dst, tag), deque()).append(value)
+            self._cond.notify_all()
+
+    def take(self, src, dst, tag, timeout=None):
+        with self._cond:
+            box = self._mail.setdefault((src, dst, tag), deque())
+            self._wait(lambda: bool(box), f"recv (tag {tag}) on rank {self.ranks[dst]}",
+                       lambda: [self.ranks[src]], timeout)
+            return box.popleft()
+
+
+class InProcessCommunicator(Communicator):
+    """Member ``index`` of an :class:`InProcessGroup`."""
+
+    def __init__(self, group, index, timeout=None):
+        self.group = group
+        self.index = int(index)
+        self.ranks = group.ranks
+        self.timeout = timeout
+
+    def _x(self, kind, value):
+        return self.group.exchange(self.index, kind, value, self.timeout)
+
+    def all_reduce(self, x, op="sum"):
+        x = np.asarray(x)
+        if self.size == 1:
+            return np.array(x)
+        if x.nbytes <= SMALL_BYTES:
+            # one rendezvous: every rank reduces all values, in rank order (so all get the same bits)
+            values = self._x("all_reduce", (x.shape, x.dtype, op, x))
+            for r, (shape, dtype, o, _) in enumerate(values):
+                if (shape, dtype, o) != (x.shape, x.dtype, op):
+                    raise errors.InvalidArgumentError(
+                        f"all_reduce: rank {self.ranks[r]} gave shape {list(shape)} {dtype} ({o}) but rank "
+                        f"{self.rank} gave {list(x.shape)} {x.dtype} ({op})")
+            out = np.array(values[0][3])
+            for v in values[1:]:
+                _REDUCE[op](out, v[3], out=out)
+            return out
+        # reduce-scatter then all-gather of the flat value: each rank reduces one chunk
+        flat = x.reshape(-1)
+        mine = self.reduce_scatter(flat, op, 0)
+        return self.all_gather(mine, 0).reshape(x.shape)
+
+    def reduce_scatter(self, x, op="sum", axis=0):
+        x = np.asarray(x)
+        fn = _REDUCE[op]
+        shapes = self._x("reduce_scatter", (x.shape, x.dtype, op, axis, x))
+        for r, (shape, dtype, o, a, _) in enumerate(shapes):
+            if (shape, dtype, o, a) != (x.shape, x.dtype, op, axis):
+                raise errors.InvalidArgumentError(
+                    f"reduce_scatter: rank {self.ranks[r]} gave shape {list(shape)} {dtype} ({o}, axis {a}) but "
+                    f"rank {self.rank} gave {list(x.shape)} {x.dtype} ({op}, axis {axis})")
+        lo, hi = balanced_bounds(x.shape[axis], self.size)[self.index]
+        index = (slice(None),) * axis + (slice(lo, hi),)
+        out = np.array(shapes[0][4][index])
+        for v in shapes[1:]:
+            fn(out, v[4][index], out=out)
+        return out
+
+    def all_gather(self, x, axis=0):
+        x = np.asarray(x)
+        values = self._x("all_gather", x)
+        for r, v in enumerate(values):
+            if v.ndim != x.ndim or v.dtype != x.dtype or any(
+                    a != b for d, (a, b) in enumerate(zip(v.shape, x.shape)) if d != axis):
+                raise errors.InvalidArgumentError(
+                    f"all_gather along axis {axis}: rank {self.ranks[r]} gave shape {list(v.shape)} {v.dtype}, "
+                    f"rank {self.rank} gave {list(x.shape)} {x.dtype}")
+        return np.concatenate(values, axis=axis)
+
+    def all_to_all(self, chunks, axis=None):
+        if len(chunks) != self.size:
+            raise ValueError(f"all_to_all: {len(chunks)} chunks for a group of {self.size} ranks")
+        values = self._x("all_to_all", [np.asarray(c) for c in chunks])
+        if axis is not None:
+            return np.concatenate([v[self.index] for v in values], axis=axis)
+        return [np.array(v[self.index]) for v in values]
+
+    def broadcast(self, x, root=0):
+        values = self._x("broadcast", np.asarray(x) if self.index == root else None)
+        return np.array(values[root])
+
+    def send(self, x, dst, tag=0):
+        self.group.post(self.index, dst, tag, np.array(x))
+
+    def recv(self, src, tag=0):
+        return self.group.take(src, self.index, tag, self.timeout)
+
+    def barrier(self):
+        self._x("barrier", None)
+
+    def __repr__(self):
+        return f"<InProcessCommunicator rank {self.rank} ({self.index} of {list(self.ranks)})>"

@@ -1,0 +1,182 @@
+"""In-process ranks: one executor thread and one :class:`~tensorweave.runtime.runtime.Runtime`
+per rank, groups of ranks with their communicators, and running a function on all ranks
+of a placement at once.
+
+:meth:`World.run` calls ``fn(index)`` on each rank's own thread concurrently and returns
+the results in order. When a rank raises, the groups it may block are aborted (so no rank
+waits for a timeout), and the original exception is raised on the caller's thread with
+``.rank`` set and a note naming the rank.
+
+>>> world = World()
+>>> world.run([0, 1, 2], lambda i: world.group([0, 1, 2]).communicator(i).all_gather([i]).tolist())
+[[0, 1, 2], [0, 1, 2], [0, 1, 2]]
+>>> try:
+...     world.run([0, 1], lambda i: 1 // (i - 1))
+... except ZeroDivisionError as e:
+...     print("rank", e.rank)
+rank 1
+"""
+import queue
+import threading
+
+from tensorweave.distribute.collective import CollectiveAbortedError, InProcessGroup
+from tensorweave.runtime.runtime import Runtime
+
+_local = threading.local()
+
+
+def current_rank():
+    """The :class:`Rank` whose thread this is, or None on other threads."""
+    return getattr(_local, "rank", None)
+
+
+class Rank:
+    """One in-process rank: its id, its runtime and the thread that runs its work (a queue of
+    jobs; lighter than a thread pool, so an eager global op costs fewer hand-offs)."""
+
+    def __init__(self, rank):
+        self.rank = int(rank)
+        self.runtime = Runtime(f"rank{rank}", rank=rank, cpu_count=1)
+        self._inbox = queue.SimpleQueue()
+        self._thread = threading.Thread(target=self._loop, name=f"tw-rank{rank}", daemon=True)
+        self._thread.start()
+
+    def _loop(self):
+        _local.rank = self
+        while True:
+            job = self._inbox.get()
+            if job is None:
+                return
+            fn, index, latch = job
+            try:
+                result = fn(index)
+            except BaseException as e:  # noqa: BLE001 - handed to the caller with its rank
+                latch.finish(index, None, e)
+            else:
+                latch.finish(index, result, None)
+
+    def post(self, fn, index, latch):
+        self._inbox.put((fn, index, latch))
+
+    def shutdown(self):
+        self._inbox.put(None)
+        self._thread.join()
+        self.runtime.shutdown()
+
+    def __repr__(self):
+        return f"<Rank {self.rank}>"
+
+
+class _Latch:
+    """Results of one :meth:`World.run`: each rank finishes its slot; the first failure aborts
+    the groups at once (from the failing rank's thread), so no rank waits for a timeout."""
+
+    def __init__(self, n, on_error):
+        self.results, self.errors = [None] * n, [None] * n
+        self.left = n
+        self.cond = threading.Condition()
+        self.on_error = on_error
+
+    def finish(self, index, result, error):
+        if error is not None:
+            self.on_error(index, error)
+        with self.cond:
+            self.results[index], self.errors[index] = result, error
+            self.left -= 1
+            if self.left == 0:
+                self.cond.notify()
+
+    def wait(self):
+        with self.cond:
+            while self.left:
+                self.cond.wait()
+
+
+class World:
+    """The in-process ranks of this process (made on first use) and their groups."""
+
+    def __init__(self, timeout=None):
+        self.timeout = timeout
+        self._ranks = {}
+        self._groups = {}
+        self._failure = None       # why the current run failed: groups asked for now start aborted
+        self._lock = threading.Lock()
+        self._run_lock = threading.Lock()
+
+    def rank(self, r):
+        with self._lock:
+            obj = self._ranks.get(r)
+            if obj is None:
+                obj = self._ranks[r] = Rank(r)
+            return obj
+
+    def group(self, ranks):
+        """The group of these rank ids (in this order), made once and reused."""
+        key = tuple(int(r) for r in ranks)
+        with self._lock:
+            if self._failure is not None:
+                # a rank of this run already failed: a group asked for now must not wait for it
+                g = InProcessGroup(key, self.timeout)
+                g.abort(self._failure)
+                return g
+            g = self._groups.get(key)
+            if g is None:
+                g = self._groups[key] = InProcessGroup(key, self.timeout)
+            return g
+
+    def set_timeout(self, seconds):
+        """The timeout of collectives made from now on (None: the default)."""
+        with self._lock:
+            self.timeout = seconds
+            self._groups.clear()
+
+    def run(self, ranks, fn):
+        """``[fn(0), fn(1), ...]`` with ``fn(i)`` run on rank ``ranks[i]``'s thread, all at once."""
+        if current_rank() is not None:
+            raise RuntimeError("World.run called from a rank thread: rank work must not start rank work "
+                               "(it would wait for itself)")
+        with self._run_lock:        # one controller at a time: calls on a group are matched by order
+            with self._lock:
+                self._failure = None
+            latch = _Latch(len(ranks), lambda i, e: self._abort(f"rank {ranks[i]} raised {type(e).__name__}: {e}"))
+            for i, r in enumerate(ranks):
+                self.rank(r).post(fn, i, latch)
+            latch.wait()
+        first = None
+        for r, e in zip(ranks, latch.errors):
+            if e is not None and (first is None or (isinstance(first[1], CollectiveAbortedError)
+                                                    and not isinstance(e, CollectiveAbortedError))):
+                first = (r, e)
+        if first is not None:
+            rank, exc = first
+            exc.rank = rank
+            exc.add_note(f"(raised on rank {rank})")
+            raise exc
+        return latch.results
+
+    def _abort(self, reason):
+        with self._lock:
+            self._failure = reason
+            groups, self._groups = list(self._groups.values()), {}
+        for g in groups:
+            g.abort(reason)
+
+    def shutdown(self):
+        with self._lock:
+            ranks, self._ranks = list(self._ranks.values()), {}
+        for r in ranks:
+            r.shutdown()
+
+
+_WORLD = World()
+
+
+def default_world():
+    """The process's in-process ranks."""
+    return _WORLD
+
+
+def set_collective_timeout(seconds):
+    """Seconds a collective on in-process ranks waits for the others before it fails naming
+    the ranks that did not arrive (None: the default, 120 s)."""
+    _WORLD.set_timeout(seconds)

@@ -1,0 +1,176 @@
+"""Global variables: ``tw.Variable(initial_value, placement=, sbp=)``.
+
+A :class:`GlobalVariable` is one ordinary variable per rank holding that rank's shard, and
+a global *handle* (a global tensor of dtype resource whose per-rank pieces are those
+variables). Reads, assignments and the optimizers' fused updates are ops on the handle,
+so they go through the global interpreter like any op: an op on a variable handle runs
+where the variable lives (the variable keeps its SBP; inputs shaped like the variable are
+boxed to its SBP, e.g. a data-parallel ``P`` gradient is all-reduced to the ``B`` weight;
+other inputs are ``B``).
+
+The variable is created per shard, never whole on one rank: an initializer called with a
+shape (``tw.keras.initializers.*``, ``lambda shape, dtype: ...``) runs on each rank for
+that rank's piece (random initializers draw per shard). A value (array, tensor) is split;
+a global tensor is boxed.
+
+>>> import numpy as np, tensorweave as tw
+>>> p = tw.placement("cpu", ranks=[0, 1])
+>>> v = tw.Variable(tw.keras.initializers.Ones(), shape=(3, 2), placement=p, sbp=tw.sbp.split(0))
+>>> [t.shape.as_list() for t in v.to_local()], v.sbp
+([[2, 2], [1, 2]], (S(0),))
+>>> _ = v.assign_add(tw.constant(np.full((3, 2), 2.0, np.float32)))
+>>> v.numpy().tolist()
+[[3.0, 3.0], [3.0, 3.0], [3.0, 3.0]]
+"""
+import inspect
+
+import numpy as np
+
+from tensorweave.core import dtypes as _dt
+from tensorweave.core import errors
+from tensorweave.core.context import building_graph, ctx, init_scope
+from tensorweave.core.sbp import Partial
+from tensorweave.core.shape import TensorShape, as_shape
+from tensorweave.core.tensor import EagerTensor
+from tensorweave.distribute.global_tensor import GlobalTensor, to_global
+from tensorweave.distribute.layout import Placement, local_shape, normalize_sbp, partial_identity
+from tensorweave.ops import variables as _variables
+from tensorweave.ops.variables import Variable, _next_uid
+
+
+class GlobalHandle(GlobalTensor):
+    """The handle of a global variable: pieces are the per-rank variables; its logical shape
+    and SBP are the variable's."""
+
+    __slots__ = ("_variable",)
+
+    def __init__(self, variable, pieces):
+        super().__init__(pieces, variable._placement, variable._nd, variable._shape.as_list(), _dt.resource)
+        self._variable = variable
+
+    @property
+    def _value(self):
+        return self._variable           # what the tape's watch reads (as for an eager handle)
+
+    def numpy(self):
+        raise TypeError("a variable handle has no value; read the variable")
+
+    def __repr__(self):
+        return f"<global handle of {self._variable.name}>"
+
+
+def _takes_shape(fn):
+    try:
+        params = [p for p in inspect.signature(fn).parameters.values()
+                  if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD, p.VAR_POSITIONAL)]
+    except (TypeError, ValueError):
+        return False
+    return bool(params)
+
+
+class GlobalVariable(Variable):
+    """A variable laid out over ``placement`` as ``sbp`` (see the module docstring)."""
+
+    is_global = True
+
+    def __init__(self, initial_value=None, trainable=True, name=None, dtype=None, shape=None, validate_shape=True,
+                 constraint=None, placement=None, sbp=None, **unused):
+        if initial_value is None:
+            raise ValueError("Variable: initial_value must be given")
+        if not isinstance(placement, Placement):
+            raise TypeError(f"Variable: placement must be tw.placement(type, ranks), got {placement!r}")
+        if building_graph() is not None and not building_graph().is_function_graph:
+            raise errors.UnimplementedError("global variables in TF1 graphs are not supported yet; create them eagerly")
+        self.trainable = bool(trainable)
+        self.constraint = constraint
+        self._value = None
+        self._uid = _next_uid()
+        self._graph = None
+        self._graph_read = None
+        self._initializer_op = None
+        self._init_value_tensor = None
+        self._device = None
+        self._placement = placement
+        base = (name or "Variable").rstrip("/").split(":")[0]
+        self._name = (ctx.name_stack + "/" if ctx.name_stack else "") + base + ":0"
+        with init_scope():
+            pieces, logical_shape, dt, self._nd = self._make_pieces(initial_value, placement, sbp, dtype, shape)
+        self._dtype = dt
+        self._shape = TensorShape(logical_shape)
+        locals_ = [Variable(p, trainable=False, name=f"{base}/rank{r}", dtype=dt)
+                   for p, r in zip(pieces, placement.ranks)]
+        self._locals = locals_
+        self._eager_handle = GlobalHandle(self, locals_)
+        self._handles = {}
+
+    def _make_pieces(self, init, placement, sbp, dtype, shape):
+        dtype = None if dtype is None else _dt.as_dtype(dtype)
+        if isinstance(init, GlobalTensor) or (not callable(init) and not isinstance(init, Variable)):
+            if not isinstance(init, GlobalTensor):
+                from tensorweave.core.convert import convert_to_tensor
+                init = convert_to_tensor(init, dtype=dtype) if not isinstance(init, EagerTensor) else init
+            g = to_global(init, placement, sbp) if isinstance(init, GlobalTensor) else None
+            if g is None:
+                nd = normalize_sbp(sbp, placement, tuple(init.shape.as_list()), f"Variable '{self._name[:-2]}'")
+                g = to_global(init, placement, nd)
+            return [np.array(p) for p in g._pieces], g._shape, g.dtype, g._sbp
+        if isinstance(init, Variable):
+            return self._make_pieces(init.read_value(), placement, sbp, dtype, shape)
+        if not _takes_shape(init):
+            # a zero-argument callable makes the whole value: the caller's choice; then it is split
+            return self._make_pieces(init(), placement, sbp, dtype, shape)
+        if shape is None or not as_shape(shape).is_fully_defined():
+            raise ValueError(f"Variable '{self._name[:-2]}': an initializer called per shard needs shape=")
+        logical = tuple(as_shape(shape).as_list())
+        nd = normalize_sbp(sbp, placement, logical, f"Variable '{self._name[:-2]}'")
+        dtype = dtype or _dt.float32
+        from tensorweave.distribute.ranks import default_world
+
+        def on_rank(i):
+            piece_shape = local_shape(logical, placement, nd, i)
+            coords = placement.coords(i)
+            for axis, s in enumerate(nd):
+                if isinstance(s, Partial) and coords[axis] != 0:
+                    return np.full(piece_shape, partial_identity(s.kind, dtype.np_dtype), dtype.np_dtype)
+            with init_scope():
+                value = init(list(piece_shape), dtype=dtype)
+            return np.array(getattr(value, "numpy", lambda: value)(), dtype=dtype.np_dtype).reshape(piece_shape)
+        return default_world().run(placement.ranks, on_rank), logical, dtype, nd
+
+    # ---- what differs from a local variable ---------------------------------------------------
+    @property
+    def placement(self):
+        return self._placement
+
+    @property
+    def sbp(self):
+        return self._nd
+
+    @property
+    def handle(self):
+        if building_graph() is not None:
+            raise errors.UnimplementedError(
+                f"global variable '{self.name}' used inside tw.function or a graph: the graph planner for "
+                "global tensors is not built yet; use it eagerly")
+        return self._eager_handle
+
+    def handle_in(self, graph):
+        return self.handle
+
+    def _read(self):
+        return self.read_value().numpy()
+
+    def to_local(self):
+        """Each rank's shard (mesh order), as local tensors."""
+        return [EagerTensor(np.asarray(v._read()), self._dtype) for v in self._locals]
+
+    def __repr__(self):
+        return (f"<tw.Variable '{self.name}' shape={tuple(self._shape.as_list())} dtype={self._dtype.name} "
+                f"placement={self._placement!r} sbp={self.sbp}>")
+
+
+def _make_global_variable(*args, **kwargs):
+    return object.__new__(GlobalVariable)
+
+
+_variables.set_global_variable_factory(_make_global_variable)
