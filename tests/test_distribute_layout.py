@@ -113,3 +113,12 @@ def test_assemble_rejects_wrong_piece_count_and_shapes():
         assemble([np.zeros(1)] * 3, (2,), mesh, (S(0),))
     with pytest.raises(ValueError, match=r"make shape \[3\], expected \[2\]"):
         assemble([np.zeros(2), np.zeros(1)], (2,), mesh, (S(0),))
+
+
+def test_placements_and_sbps_pickle_for_ray_transport():
+    import pickle
+    from tensorweave.core.sbp import Partial as Pa
+    mesh = Placement("cpu", [[0, 1], [2, 3]])
+    assert pickle.loads(pickle.dumps(mesh)) == mesh
+    for s in (S(1), B, P, Pa("max")):
+        assert pickle.loads(pickle.dumps(s)) == s

@@ -50,6 +50,9 @@ class Split(SBP):
     def __hash__(self):
         return hash(("S", self.axis))
 
+    def __reduce__(self):     # (pickling sets slots through __setattr__, which refuses)
+        return Split, (self.axis,)
+
     def __repr__(self):
         return f"S({self.axis})"
 
@@ -62,6 +65,9 @@ class Broadcast(SBP):
 
     def __hash__(self):
         return hash("B")
+
+    def __reduce__(self):
+        return Broadcast, ()
 
     def __repr__(self):
         return "B"
@@ -83,6 +89,9 @@ class Partial(SBP):
 
     def __hash__(self):
         return hash(("P", self.kind))
+
+    def __reduce__(self):
+        return Partial, (self.kind,)
 
     def __repr__(self):
         return "P" if self.kind == "sum" else f"P({self.kind})"

@@ -96,6 +96,9 @@ class Placement:
     def __hash__(self):
         return hash((self.type, self._mesh.shape, self._mesh.tobytes()))
 
+    def __reduce__(self):     # (pickling sets slots through __setattr__, which refuses)
+        return Placement, (self.type, self._mesh.tolist())
+
     def __repr__(self):
         return f'placement(type="{self.type}", ranks={self._mesh.tolist()})'
 
