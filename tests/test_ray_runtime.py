@@ -1,6 +1,7 @@
 """Ranks as Ray actors: the same collectives and boxing as the in-process ranks, errors that
 name the rank, timeouts that name the missing ranks, a loopback-only local instance."""
 import os
+import subprocess
 import sys
 
 import numpy as np
@@ -160,3 +161,25 @@ def test_values_stay_on_workers_between_calls(cluster):
     cluster.run(put)
     assert cluster.run(get) == [0.0, 2.0, 4.0]
 
+
+
+_SCRIPT = """
+import sys
+import numpy as np
+import tensorweave as tw
+cluster = tw.distribute.current()
+got = cluster.run(lambda w: w.comm().all_reduce(np.array([float(w.rank)])).tolist())
+print("ranks", cluster.num_workers, "sum", got[0][0], "argv", sys.argv[1:])
+sys.exit(3 if sys.argv[1:] == ["--fail"] else 0)
+"""
+
+
+def test_launch_runs_a_script_against_the_workers(tmp_path):
+    script = tmp_path / "job.py"
+    script.write_text(_SCRIPT)
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in (os.path.dirname(os.path.dirname(
+        os.path.abspath(__file__))), os.environ.get("PYTHONPATH")) if p))
+    cmd = [sys.executable, "-m", "tensorweave", "launch", "--workers", "2", str(script), "--", "--fail"]
+    out = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=600)
+    assert "ranks 2 sum 1.0 argv ['--fail']" in out.stdout, out.stderr[-2000:]
+    assert out.returncode == 3
