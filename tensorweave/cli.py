@@ -8,6 +8,7 @@ Commands:
 * ``graph-demo``: softmax regression on scikit-learn's digits in a TF1 graph + Session.
 * ``inspect PATH``: signatures, op counts, variables and fingerprint of a SavedModel or ``.keras`` file.
 * ``run PATH --input name=file.npy``: runs a SavedModel signature on ``.npy`` inputs.
+* ``launch --workers N script.py``: runs a script against N rank actors on Ray.
 
 More commands are added with :func:`add_command`.
 """
@@ -41,6 +42,8 @@ add_command("inspect", "show a SavedModel's or .keras file's signatures, ops, va
 add_command("run", "run a SavedModel signature (or a .keras model) on .npy inputs and print the outputs",
             _lazy("tensorweave.commands.model_tools", "configure_run"),
             _lazy("tensorweave.commands.model_tools", "run_run"))
+add_command("launch", "run a script against N rank actors on Ray (a local instance, or --address)",
+            _lazy("tensorweave.commands.launch", "configure"), _lazy("tensorweave.commands.launch", "run"))
 
 
 # ---- entry point -------------------------------------------------------------------------------

@@ -13,9 +13,10 @@ from tensorweave.distribute.collective import (CollectiveAbortedError, Collectiv
                                                InProcessGroup)
 from tensorweave.distribute.ranks import World, default_world, set_collective_timeout
 from tensorweave.distribute.variables import GlobalVariable
+from tensorweave.distribute.ray import connect, current, shutdown   # (Ray is imported by connect, not here)
 
 placement = Placement
 
 __all__ = ["Placement", "placement", "GlobalTensor", "from_local", "to_global", "BoxingPlan", "BoxingStep", "box",
            "boxing_cost", "plan_boxing", "CollectiveAbortedError", "CollectiveTimeoutError", "Communicator",
-           "InProcessGroup", "World", "default_world", "set_collective_timeout", "GlobalVariable"]
+           "InProcessGroup", "World", "default_world", "set_collective_timeout", "GlobalVariable", "connect", "current", "shutdown"]
