@@ -13,9 +13,10 @@ from tensorweave.distribute.collective import (CollectiveAbortedError, Collectiv
                                                InProcessGroup)
 from tensorweave.distribute.ranks import World, default_world, set_collective_timeout
 from tensorweave.distribute.variables import GlobalVariable
+from tensorweave.distribute.distribution import MirroredStrategy
 
 placement = Placement
 
 __all__ = ["Placement", "placement", "GlobalTensor", "from_local", "to_global", "BoxingPlan", "BoxingStep", "box",
            "boxing_cost", "plan_boxing", "CollectiveAbortedError", "CollectiveTimeoutError", "Communicator",
-           "InProcessGroup", "World", "default_world", "set_collective_timeout", "GlobalVariable"]
+           "InProcessGroup", "World", "default_world", "set_collective_timeout", "GlobalVariable", "MirroredStrategy"]
