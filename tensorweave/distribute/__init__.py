@@ -13,10 +13,12 @@ from tensorweave.distribute.collective import (CollectiveAbortedError, Collectiv
                                                InProcessGroup)
 from tensorweave.distribute.ranks import World, default_world, set_collective_timeout
 from tensorweave.distribute.variables import GlobalVariable
+from tensorweave.distribute.distribution import MirroredStrategy
 from tensorweave.distribute.ray import connect, current, shutdown   # (Ray is imported by connect, not here)
 
 placement = Placement
 
 __all__ = ["Placement", "placement", "GlobalTensor", "from_local", "to_global", "BoxingPlan", "BoxingStep", "box",
            "boxing_cost", "plan_boxing", "CollectiveAbortedError", "CollectiveTimeoutError", "Communicator",
-           "InProcessGroup", "World", "default_world", "set_collective_timeout", "GlobalVariable", "connect", "current", "shutdown"]
+           "InProcessGroup", "World", "default_world", "set_collective_timeout", "GlobalVariable", "MirroredStrategy",
+           "connect", "current", "shutdown"]

@@ -157,6 +157,14 @@ class GlobalVariable(Variable):
     def handle_in(self, graph):
         return self.handle
 
+    def read_value(self):
+        g = building_graph()
+        if g is not None and getattr(g, "shape_only", False):
+            # a trace for output shapes only (Keras' functional API): the logical value's stand-in
+            from tensorweave.ops.array_ops import placeholder
+            return placeholder(self._dtype, self._shape)
+        return super().read_value()
+
     def _read(self):
         return self.read_value().numpy()
 

@@ -7,7 +7,7 @@
 >>> model.predict(np.zeros((3, 4)), verbose=0).shape
 (3, 2)
 """
-from tensorweave.keras import (activations, applications, backend, callbacks, datasets,  # noqa: F401
+from tensorweave.keras import (activations, applications, backend, callbacks, datasets, distribution,  # noqa: F401,E501
                                initializers, layers, losses, metrics, models, ops, optimizers, regularizers,
                                utils)
 from tensorweave.keras.engine.input_layer import Input  # noqa: F401

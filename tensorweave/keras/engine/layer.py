@@ -258,10 +258,18 @@ class Layer:
         if initializer is None:
             initializer = "glorot_uniform" if dtype.is_floating else "zeros"
         init = initializers.get(initializer)
+        from tensorweave.distribute.distribution import weight_layout
+        layout = weight_layout(f"{self.path}/{name or 'variable'}", shape)
         with init_scope(), _outside_name_scopes():
-            value = init(shape, dtype=dtype)
-            var = tw.Variable(value, trainable=trainable, name=f"{self.path}/{name or 'variable'}", dtype=dtype,
-                              constraint=constraint)
+            if layout is None:
+                value = init(shape, dtype=dtype)
+                var = tw.Variable(value, trainable=trainable, name=f"{self.path}/{name or 'variable'}", dtype=dtype,
+                                  constraint=constraint)
+            else:
+                # under a distribution (strategy.scope(), keras.distribution): a global variable
+                # laid out as the distribution says, made per shard
+                var = tw.Variable(init, trainable=trainable, name=f"{self.path}/{name or 'variable'}", dtype=dtype,
+                                  shape=shape, constraint=constraint, placement=layout[0], sbp=layout[1])
         var.path = f"{self.path}/{name or 'variable'}"
         var._keras_name = name or "variable"
         (self._own_trainable if trainable else self._own_non_trainable).append(var)
@@ -441,6 +449,7 @@ class Layer:
         self._maybe_build(spec_inputs)
         self._check_input_spec(spec_inputs)
         graph = FuncGraph(f"{self.name}_spec")
+        graph.shape_only = True        # never run: global variables stand in as placeholders
         with graph.as_default():
             phs = {}
             for t in kts:

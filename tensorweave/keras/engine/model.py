@@ -13,6 +13,8 @@
 >>> len(history.history["loss"])
 2
 """
+import functools
+
 import numpy as np
 
 import tensorweave as tw
@@ -96,6 +98,8 @@ class Model(Layer):
         from tensorweave.keras import optimizers
         from tensorweave.keras.engine.compile_utils import CompileLoss, CompileMetrics
         self.optimizer = optimizers.get(optimizer)
+        from tensorweave.distribute.distribution import distribution
+        self._distribution = distribution()
         names = list(getattr(self, "output_names", None) or ["output"])
         if isinstance(loss, (list, tuple)) and len(names) == 1 and len(loss) > 1:
             names = [f"output_{i + 1}" for i in range(len(loss))]
@@ -215,9 +219,31 @@ class Model(Layer):
         return self(x, training=False)
 
     def _compiled(self, step):
+        dist = getattr(self, "_distribution", None)
+        if dist is not None:
+            # Under a distribution each batch becomes a global tensor (split over the batch mesh
+            # axis); the step runs op by op on global tensors until the graph planner exists.
+            def distributed(data):
+                with dist.scope():
+                    return step(nest.map_structure(lambda t: None if t is None else dist.distribute_batch(t), data))
+            return distributed
         if self._run_eagerly:
             return step
         return tw.function(step, reduce_retracing=False)
+
+    @property
+    def distribute_strategy(self):
+        """The distribution this model was compiled under (``tf.keras``' name), or None."""
+        return getattr(self, "_distribution", None)
+
+    def _check_distribution(self):
+        if getattr(self, "_distribution", None) is not None:
+            local = [v.name for v in self.weights if not getattr(v, "is_global", False)]
+            if local:
+                raise ValueError(
+                    f"Model '{self.name}' was compiled under a distribution but its weights {local[:3]} are not "
+                    "distributed. Hint: create (and build) the model inside `strategy.scope()` / "
+                    "`distribution.scope()`, or set the distribution before making the model.")
 
     def make_train_function(self, force=False):
         if self._train_fn is None or force:
@@ -453,3 +479,21 @@ def _functional_subclass(cls):
 
 def _to_floats(logs):
     return {k: float(np.asarray(v)) for k, v in logs.items()}
+
+
+def _under_distribution(method):
+    """Runs a loop method inside the model's distribution (so the metrics' weights it builds
+    are distributed too), after checking the model's weights are."""
+    @functools.wraps(method)
+    def run(self, *args, **kwargs):
+        dist = getattr(self, "_distribution", None)
+        if dist is None:
+            return method(self, *args, **kwargs)
+        self._check_distribution()
+        with dist.scope():
+            return method(self, *args, **kwargs)
+    return run
+
+
+for _name in ("fit", "evaluate", "predict", "train_on_batch", "test_on_batch", "predict_on_batch"):
+    setattr(Model, _name, _under_distribution(getattr(Model, _name)))

@@ -27,6 +27,7 @@ import contextlib
 import numpy as np
 
 from tensorweave.core import dtypes as _dt
+from tensorweave.core.sbp import B
 from tensorweave.core.context import building_graph, init_scope
 from tensorweave.keras import backend
 from tensorweave.ops import array_ops as A
@@ -121,7 +122,11 @@ class Metric:
         with init_scope():
             g = building_graph()
             with g.control_dependencies(None) if g is not None else contextlib.nullcontext():
-                v = Variable(init, trainable=False, name=name or "variable", dtype=dtype, shape=shape)
+                from tensorweave.distribute.distribution import weight_layout
+                layout = weight_layout(name or "variable", shape)
+                # under a distribution, a replicated global variable (its updates are all-reduced)
+                kw = {} if layout is None else {"placement": layout[0], "sbp": (B,) * layout[0].ndim}
+                v = Variable(init, trainable=False, name=name or "variable", dtype=dtype, shape=shape, **kw)
         v.aggregation = aggregation
         self._variables.append(v)
         return v
