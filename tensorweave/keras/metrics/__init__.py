@@ -33,6 +33,7 @@ from tensorweave.keras.metrics.accuracy_metrics import (Accuracy, BinaryAccuracy
                                                         sparse_top_k_categorical_accuracy, top_k_categorical_accuracy)
 from tensorweave.keras.metrics.confusion_metrics import (AUC, FalseNegatives, FalsePositives, Precision, Recall,
                                                          TrueNegatives, TruePositives)
+from tensorweave.keras.metrics.iou_metrics import BinaryIoU, IoU, MeanIoU, OneHotIoU, OneHotMeanIoU
 from tensorweave.keras.metrics.metric import Metric
 from tensorweave.keras.metrics.probabilistic_metrics import (BinaryCrossentropy, CategoricalCrossentropy,
                                                              KLDivergence, SparseCategoricalCrossentropy)
@@ -41,6 +42,7 @@ from tensorweave.keras.metrics.regression_metrics import (CategoricalHinge, Cosi
                                                           LogCoshError, MeanAbsoluteError, MeanAbsolutePercentageError,
                                                           MeanSquaredError, MeanSquaredLogarithmicError, Poisson,
                                                           RootMeanSquaredError, SquaredHinge)
+from tensorweave.keras.metrics.score_metrics import F1Score, FBetaScore, R2Score
 from tensorweave.keras.losses import (binary_crossentropy, categorical_crossentropy, kl_divergence,
                                       mean_absolute_error, mean_squared_error, sparse_categorical_crossentropy)
 
@@ -54,7 +56,8 @@ __all__ = ["Metric", "Mean", "Sum", "MeanMetricWrapper", "MeanSquaredError", "Me
            "categorical_crossentropy", "sparse_categorical_crossentropy", "kl_divergence", "get", "serialize",
            "deserialize", "resolve_accuracy", "get_for_compile", "MeanAbsolutePercentageError",
            "MeanSquaredLogarithmicError", "RootMeanSquaredError", "CosineSimilarity", "LogCoshError", "Poisson",
-           "Hinge", "SquaredHinge", "CategoricalHinge"]
+           "Hinge", "SquaredHinge", "CategoricalHinge", "IoU", "MeanIoU", "BinaryIoU", "OneHotIoU", "OneHotMeanIoU",
+           "F1Score", "FBetaScore", "R2Score"]
 
 _MODULE = "keras.metrics"
 _CLASSES = [Mean, Sum, MeanMetricWrapper, MeanSquaredError, MeanAbsoluteError, Accuracy, BinaryAccuracy,
@@ -62,7 +65,8 @@ _CLASSES = [Mean, Sum, MeanMetricWrapper, MeanSquaredError, MeanAbsoluteError, A
             Precision, Recall, AUC, TruePositives, FalsePositives, TrueNegatives, FalseNegatives,
             BinaryCrossentropy, CategoricalCrossentropy, SparseCategoricalCrossentropy, KLDivergence,
             MeanAbsolutePercentageError, MeanSquaredLogarithmicError, RootMeanSquaredError, CosineSimilarity,
-            LogCoshError, Poisson, Hinge, SquaredHinge, CategoricalHinge]
+            LogCoshError, Poisson, Hinge, SquaredHinge, CategoricalHinge, IoU, MeanIoU, BinaryIoU, OneHotIoU,
+            OneHotMeanIoU, F1Score, FBetaScore, R2Score]
 # As Keras: class names, their snake_case forms ("auc", "top_k_categorical_accuracy"), and aliases.
 ALL_OBJECTS_DICT = {c.__name__: c for c in _CLASSES}
 ALL_OBJECTS_DICT.update({backend.snake_case(c.__name__): c for c in _CLASSES})

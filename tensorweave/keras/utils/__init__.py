@@ -13,6 +13,8 @@ from tensorweave.keras.utils.dataset_utils import (image_dataset_from_directory,
 from tensorweave.keras.utils.image_utils import array_to_img, img_to_array, load_img, save_img  # noqa: F401
 from tensorweave.keras.utils.plot import model_to_dot, plot_model  # noqa: F401
 from tensorweave.keras.utils.progbar import Progbar  # noqa: F401
+from tensorweave.keras.utils.py_dataset import PyDataset, Sequence  # noqa: F401
+from tensorweave.keras.utils.file_utils import get_file  # noqa: F401
 
 
 def set_random_seed(seed):

@@ -21,6 +21,8 @@ import math
 import sys
 import time
 
+import numpy as np
+
 BAR = "\u2501"
 
 
@@ -83,7 +85,7 @@ class Progbar:
         for k, v in values or ():
             if k not in self._order:
                 self._order.append(k)
-            v = float(v)
+            v = float(np.mean(v))      # a per-class metric shows its mean, as Keras' bar does
             if k in self.stateful_metrics or finalize:
                 self._values[k] = [v, 1]
             else:
