@@ -4,6 +4,8 @@ from tensorweave.keras.engine.layer import InputSpec, Layer  # noqa: F401
 from tensorweave.keras.layers.activation import ELU, LeakyReLU, PReLU, ReLU, Softmax  # noqa: F401
 from tensorweave.keras.layers.additive_attention import AdditiveAttention  # noqa: F401
 from tensorweave.keras.layers.attention import Attention, MultiHeadAttention  # noqa: F401
+from tensorweave.keras.layers.color_augmentation import (RandomColorDegeneration, RandomInvert,  # noqa: F401
+                                                          RandomPosterization, RandomSaturation, Solarization)
 from tensorweave.keras.layers.conv import (Conv1D, Conv1DTranspose, Conv2D, Conv2DTranspose, Conv3D,  # noqa: F401
                                            Conv3DTranspose, Convolution1D, Convolution2D, Convolution2DTranspose,
                                            Convolution3D, DepthwiseConv2D, SeparableConv2D, SeparableConvolution2D)
@@ -18,6 +20,7 @@ from tensorweave.keras.layers.image_preprocessing import (AutoContrast, CenterCr
                                                           RandomRotation, RandomShear, RandomTranslation, RandomZoom,
                                                           Resizing)
 from tensorweave.keras.layers.masking import Masking  # noqa: F401
+from tensorweave.keras.layers.spectral_normalization import SpectralNormalization  # noqa: F401
 from tensorweave.keras.layers.merge import (Add, Average, Concatenate, Dot, Maximum, Minimum, Multiply,  # noqa: F401
                                             Subtract, add, average, concatenate, dot, maximum, minimum, multiply,
                                             subtract)
