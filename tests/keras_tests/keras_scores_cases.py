@@ -60,6 +60,10 @@ CASES = [
     ("f1", "metric", "F1Score", {}, [(D["onehot"], D["probs"], None)]),
     ("f1_micro", "metric", "F1Score", {"average": "micro", "threshold": 0.5}, [(D["binary"], D["probs"], W)]),
     ("f1_macro", "metric", "F1Score", {"average": "macro", "threshold": 0.3}, [(D["binary"], D["probs"], None)]),
+    ("pearson", "metric", "PearsonCorrelation", {}, [(D["reg_true"], D["reg_pred"], None)]),
+    ("pearson_axis0", "metric", "PearsonCorrelation", {"axis": 0}, [(D["reg_true"], D["reg_pred"], None)]),
+    ("concordance", "metric", "ConcordanceCorrelation", {}, [(D["reg_true"][:4], D["reg_pred"][:4], None),
+                                                             (D["reg_true"][4:], D["reg_pred"][4:], W[:4])]),
     ("fbeta_weighted", "metric", "FBetaScore", {"average": "weighted", "beta": 2.0},
      [(D["binary"][:3], D["probs"][:3], None), (D["binary"][3:], D["probs"][3:], W[3:])]),
 ]

@@ -22,5 +22,8 @@ REFERENCE = {
     'f1': [0.4999999, 0.4999999, 0.0, 0.0],
     'f1_micro': 0.7192872,
     'f1_macro': 0.6428571,
+    'pearson': 0.9025829,
+    'pearson_axis0': 0.6679531,
+    'concordance': 0.7629193,
     'fbeta_weighted': 0.4152873,
 }

@@ -94,3 +94,32 @@ def test_training_with_focal_loss_and_new_metrics():
     f1 = history["f1_score"][-1]          # per class (average=None): an array in the logs, as in Keras
     assert isinstance(f1, np.ndarray) and f1.shape == (1,) and f1[0] > 0.7
     model.evaluate(x, y, verbose=1)       # the progress bar prints the array
+
+
+def test_function_forms_match_the_classes_and_metrics_export_the_loss_functions():
+    L, M = keras.losses, keras.metrics
+    y, p, logits = D["binary"], D["probs"], D["logits"]
+    for fn, cls in ((L.binary_focal_crossentropy, L.BinaryFocalCrossentropy),
+                    (L.categorical_focal_crossentropy, L.CategoricalFocalCrossentropy), (L.dice, L.Dice),
+                    (L.tversky, L.Tversky)):
+        np.testing.assert_allclose(np.mean(fn(y, p).numpy()), cls()(y, p).numpy(), rtol=1e-6)
+    np.testing.assert_allclose(np.mean(L.ctc(D["ctc_true"], D["ctc_pred"]).numpy()), REFERENCE["ctc"], rtol=2e-5)
+    np.testing.assert_allclose(L.categorical_focal_crossentropy(D["onehot"], logits, from_logits=True).numpy(),
+                               L.categorical_focal_crossentropy(D["onehot"], tw.nn.softmax(logits)).numpy(), rtol=1e-5)
+    for name in ("binary_focal_crossentropy", "categorical_focal_crossentropy", "categorical_hinge", "hinge", "huber",
+                 "log_cosh", "mean_absolute_percentage_error", "mean_squared_logarithmic_error", "poisson",
+                 "squared_hinge"):
+        assert getattr(M, name) is getattr(L, name)
+    assert M.hinge is L.hinge and M.poisson is L.poisson and M.squared_hinge is L.squared_hinge
+    assert M.categorical_hinge is L.categorical_hinge and M.log_cosh is L.log_cosh and M.huber is L.huber
+    assert M.mean_squared_logarithmic_error is L.mean_squared_logarithmic_error
+    np.testing.assert_allclose(np.mean(M.pearson_correlation(D["reg_true"], D["reg_pred"]).numpy()),
+                               REFERENCE["pearson"], rtol=1e-5)
+    np.testing.assert_allclose(np.mean(M.concordance_correlation(D["reg_true"], D["reg_pred"]).numpy()),
+                               float(M.ConcordanceCorrelation()(D["reg_true"], D["reg_pred"])), rtol=1e-5)
+    one_hot = M.OneHotIoU(num_classes=4, target_class_ids=[1])
+    one_hot_mean = M.OneHotMeanIoU(num_classes=4, sparse_y_pred=True)
+    one_hot.update_state(D["onehot"], D["probs"])
+    one_hot_mean.update_state(D["onehot"], np.argmax(D["probs"], -1))
+    assert 0.0 <= float(one_hot.result()) <= 1.0
+    np.testing.assert_allclose(float(one_hot_mean.result()), REFERENCE["onehot_meaniou"], rtol=1e-5)

@@ -43,6 +43,12 @@ from tensorweave.keras.metrics.regression_metrics import (CategoricalHinge, Cosi
                                                           MeanSquaredError, MeanSquaredLogarithmicError, Poisson,
                                                           RootMeanSquaredError, SquaredHinge)
 from tensorweave.keras.metrics.score_metrics import F1Score, FBetaScore, R2Score
+from tensorweave.keras.metrics.correlation_metrics import (ConcordanceCorrelation, PearsonCorrelation,
+                                                           concordance_correlation, pearson_correlation)
+# Keras exports these loss functions under keras.metrics too (the same objects).
+from tensorweave.keras.losses import (binary_focal_crossentropy, categorical_focal_crossentropy,  # noqa: F401
+                                      categorical_hinge, hinge, huber, log_cosh, mean_absolute_percentage_error,
+                                      mean_squared_logarithmic_error, poisson, squared_hinge)
 from tensorweave.keras.losses import (binary_crossentropy, categorical_crossentropy, kl_divergence,
                                       mean_absolute_error, mean_squared_error, sparse_categorical_crossentropy)
 
@@ -57,7 +63,10 @@ __all__ = ["Metric", "Mean", "Sum", "MeanMetricWrapper", "MeanSquaredError", "Me
            "deserialize", "resolve_accuracy", "get_for_compile", "MeanAbsolutePercentageError",
            "MeanSquaredLogarithmicError", "RootMeanSquaredError", "CosineSimilarity", "LogCoshError", "Poisson",
            "Hinge", "SquaredHinge", "CategoricalHinge", "IoU", "MeanIoU", "BinaryIoU", "OneHotIoU", "OneHotMeanIoU",
-           "F1Score", "FBetaScore", "R2Score"]
+           "F1Score", "FBetaScore", "R2Score", "PearsonCorrelation", "ConcordanceCorrelation", "pearson_correlation",
+           "concordance_correlation", "binary_focal_crossentropy", "categorical_focal_crossentropy",
+           "categorical_hinge", "hinge", "huber", "log_cosh", "mean_absolute_percentage_error",
+           "mean_squared_logarithmic_error", "poisson", "squared_hinge"]
 
 _MODULE = "keras.metrics"
 _CLASSES = [Mean, Sum, MeanMetricWrapper, MeanSquaredError, MeanAbsoluteError, Accuracy, BinaryAccuracy,
@@ -66,7 +75,7 @@ _CLASSES = [Mean, Sum, MeanMetricWrapper, MeanSquaredError, MeanAbsoluteError, A
             BinaryCrossentropy, CategoricalCrossentropy, SparseCategoricalCrossentropy, KLDivergence,
             MeanAbsolutePercentageError, MeanSquaredLogarithmicError, RootMeanSquaredError, CosineSimilarity,
             LogCoshError, Poisson, Hinge, SquaredHinge, CategoricalHinge, IoU, MeanIoU, BinaryIoU, OneHotIoU,
-            OneHotMeanIoU, F1Score, FBetaScore, R2Score]
+            OneHotMeanIoU, F1Score, FBetaScore, R2Score, PearsonCorrelation, ConcordanceCorrelation]
 # As Keras: class names, their snake_case forms ("auc", "top_k_categorical_accuracy"), and aliases.
 ALL_OBJECTS_DICT = {c.__name__: c for c in _CLASSES}
 ALL_OBJECTS_DICT.update({backend.snake_case(c.__name__): c for c in _CLASSES})
@@ -81,6 +90,7 @@ ALL_OBJECTS_DICT.update({"mse": MeanSquaredError, "MSE": MeanSquaredError, "mae"
 _FUNCTIONS = {f.__name__: f for f in (accuracy, binary_accuracy, categorical_accuracy, sparse_categorical_accuracy,
                                        top_k_categorical_accuracy, sparse_top_k_categorical_accuracy)}
 _FUNCTIONS.update(_losses._FUNCTIONS)
+_FUNCTIONS.update({f.__name__: f for f in (pearson_correlation, concordance_correlation)})
 
 
 def _function_name(fn):
