@@ -25,5 +25,9 @@ REFERENCE = {
     'pearson': 0.9025829,
     'pearson_axis0': 0.6679531,
     'concordance': 0.7629193,
+    'sens_at_spec': 0.75,
+    'spec_at_sens': 0.0885285,
+    'prec_at_recall': 0.25,
+    'recall_at_prec': 0.75,
     'fbeta_weighted': 0.4152873,
 }

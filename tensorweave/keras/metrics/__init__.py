@@ -43,6 +43,8 @@ from tensorweave.keras.metrics.regression_metrics import (CategoricalHinge, Cosi
                                                           MeanSquaredError, MeanSquaredLogarithmicError, Poisson,
                                                           RootMeanSquaredError, SquaredHinge)
 from tensorweave.keras.metrics.score_metrics import F1Score, FBetaScore, R2Score
+from tensorweave.keras.metrics.constrained_metrics import (PrecisionAtRecall, RecallAtPrecision,
+                                                           SensitivityAtSpecificity, SpecificityAtSensitivity)
 from tensorweave.keras.metrics.correlation_metrics import (ConcordanceCorrelation, PearsonCorrelation,
                                                            concordance_correlation, pearson_correlation)
 # Keras exports these loss functions under keras.metrics too (the same objects).
@@ -64,7 +66,8 @@ __all__ = ["Metric", "Mean", "Sum", "MeanMetricWrapper", "MeanSquaredError", "Me
            "MeanSquaredLogarithmicError", "RootMeanSquaredError", "CosineSimilarity", "LogCoshError", "Poisson",
            "Hinge", "SquaredHinge", "CategoricalHinge", "IoU", "MeanIoU", "BinaryIoU", "OneHotIoU", "OneHotMeanIoU",
            "F1Score", "FBetaScore", "R2Score", "PearsonCorrelation", "ConcordanceCorrelation", "pearson_correlation",
-           "concordance_correlation", "binary_focal_crossentropy", "categorical_focal_crossentropy",
+           "concordance_correlation", "PrecisionAtRecall", "RecallAtPrecision", "SensitivityAtSpecificity",
+           "SpecificityAtSensitivity", "binary_focal_crossentropy", "categorical_focal_crossentropy",
            "categorical_hinge", "hinge", "huber", "log_cosh", "mean_absolute_percentage_error",
            "mean_squared_logarithmic_error", "poisson", "squared_hinge"]
 
@@ -75,7 +78,8 @@ _CLASSES = [Mean, Sum, MeanMetricWrapper, MeanSquaredError, MeanAbsoluteError, A
             BinaryCrossentropy, CategoricalCrossentropy, SparseCategoricalCrossentropy, KLDivergence,
             MeanAbsolutePercentageError, MeanSquaredLogarithmicError, RootMeanSquaredError, CosineSimilarity,
             LogCoshError, Poisson, Hinge, SquaredHinge, CategoricalHinge, IoU, MeanIoU, BinaryIoU, OneHotIoU,
-            OneHotMeanIoU, F1Score, FBetaScore, R2Score, PearsonCorrelation, ConcordanceCorrelation]
+            OneHotMeanIoU, F1Score, FBetaScore, R2Score, PearsonCorrelation, ConcordanceCorrelation,
+            PrecisionAtRecall, RecallAtPrecision, SensitivityAtSpecificity, SpecificityAtSensitivity]
 # As Keras: class names, their snake_case forms ("auc", "top_k_categorical_accuracy"), and aliases.
 ALL_OBJECTS_DICT = {c.__name__: c for c in _CLASSES}
 ALL_OBJECTS_DICT.update({backend.snake_case(c.__name__): c for c in _CLASSES})
