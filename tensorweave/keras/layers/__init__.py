@@ -19,6 +19,7 @@ from tensorweave.keras.layers.image_preprocessing import (AutoContrast, CenterCr
                                                           RandomContrast, RandomCrop, RandomFlip, RandomGrayscale,
                                                           RandomRotation, RandomShear, RandomTranslation, RandomZoom,
                                                           Resizing)
+from tensorweave.keras.layers.group_query_attention import GroupedQueryAttention, GroupQueryAttention  # noqa: F401
 from tensorweave.keras.layers.masking import Masking  # noqa: F401
 from tensorweave.keras.layers.spectral_normalization import SpectralNormalization  # noqa: F401
 from tensorweave.keras.layers.merge import (Add, Average, Concatenate, Dot, Maximum, Minimum, Multiply,  # noqa: F401
