@@ -49,6 +49,7 @@ def test_spectral_normalization_trains_a_gan_style_discriminator():
 @pytest.mark.parametrize("cls, kwargs", [("RandomInvert", {"factor": 0.5}), ("RandomColorDegeneration", {"factor": 0.9}),
                                          ("RandomSaturation", {"factor": (0.1, 0.5)}),
                                          ("RandomPosterization", {"factor": (2, 6)}),
+                                         ("RandomSharpness", {"factor": (0.0, 1.0)}),
                                          ("Solarization", {"addition_factor": 0.2, "threshold_factor": 0.5})])
 def test_random_draws_inference_and_config(cls, kwargs):
     layer = getattr(keras.layers, cls)(seed=1, **kwargs)

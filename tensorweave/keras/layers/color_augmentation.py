@@ -1,5 +1,5 @@
 """Keras 3's colour augmentation layers: ``Solarization``, ``RandomInvert``, ``RandomPosterization``,
-``RandomColorDegeneration``, ``RandomSaturation``. Each draws one factor per image from its
+``RandomColorDegeneration``, ``RandomSaturation``, ``RandomSharpness``. Each draws one factor per image from its
 ``factor`` range while training and leaves its input alone (cast to the layer dtype) at
 inference; images are ``[batch, height, width, channels]`` (or one image) in ``value_range``.
 With a fixed factor (``factor=(f, f)``) the output equals Keras' (tests/keras_tests/test_color_augmentation.py).
@@ -133,3 +133,20 @@ class Solarization(_RandomLayer):
         a, t = self._args
         return {**super().get_config(), "addition_factor": list(a) if isinstance(a, tuple) else a,
                 "threshold_factor": list(t) if isinstance(t, tuple) else t, "value_range": list(self.value_range)}
+
+
+class RandomSharpness(_ColorLayer):
+    """Blends each image with a 3x3 smoothed copy: ``x + (1 - 2f)(smooth - x)``, ``f`` from
+    ``factor`` (0.5 keeps the image; below blurs, above sharpens), clipped to ``value_range``."""
+
+    def _augment(self, x):
+        channels_first = self.data_format == "channels_first"
+        if channels_first:
+            x = tw.transpose(x, [0, 2, 3, 1])
+        a, b = 1.0 / 13.0, 5.0 / 13.0
+        kernel = tw.constant([[a, a, a], [a, b, a], [a, a, a]], dtype=x.dtype)
+        kernel = tw.tile(tw.reshape(kernel, [3, 3, 1, 1]), [1, 1, x.shape[-1], 1])
+        smooth = tw.nn.depthwise_conv2d(x, kernel, strides=[1, 1, 1, 1], padding="SAME")
+        f = tw.cast(self._per_image(x) * 2.0, x.dtype)
+        out = tw.clip_by_value(x + (1.0 - f) * (smooth - x), self.value_range[0], self.value_range[1])
+        return tw.transpose(out, [0, 3, 1, 2]) if channels_first else out
