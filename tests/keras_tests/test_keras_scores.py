@@ -97,7 +97,8 @@ def test_training_with_focal_loss_and_new_metrics():
 
 
 def test_function_forms_match_the_classes_and_metrics_export_the_loss_functions():
-    L, M = keras.losses, keras.metrics
+    L = keras.losses
+    M = keras.metrics
     y, p, logits = D["binary"], D["probs"], D["logits"]
     for fn, cls in ((L.binary_focal_crossentropy, L.BinaryFocalCrossentropy),
                     (L.categorical_focal_crossentropy, L.CategoricalFocalCrossentropy), (L.dice, L.Dice),
@@ -123,3 +124,26 @@ def test_function_forms_match_the_classes_and_metrics_export_the_loss_functions(
     one_hot_mean.update_state(D["onehot"], np.argmax(D["probs"], -1))
     assert 0.0 <= float(one_hot.result()) <= 1.0
     np.testing.assert_allclose(float(one_hot_mean.result()), REFERENCE["onehot_meaniou"], rtol=1e-5)
+
+
+def test_string_identifiers_resolve_to_the_new_classes():
+    # compile(metrics=["pearson_correlation"]) and losses by name, as Keras resolves them
+    for name, cls in (("PearsonCorrelation", keras.metrics.PearsonCorrelation),
+                      ("concordance_correlation", keras.metrics.ConcordanceCorrelation),
+                      ("r2_score", keras.metrics.R2Score), ("F1Score", keras.metrics.F1Score)):
+        assert type(keras.metrics.get(name)) is cls
+    for name, cls in (("Dice", keras.losses.Dice), ("Tversky", keras.losses.Tversky), ("CTC", keras.losses.CTC),
+                      ("CategoricalFocalCrossentropy", keras.losses.CategoricalFocalCrossentropy),
+                      ("BinaryFocalCrossentropy", keras.losses.BinaryFocalCrossentropy)):
+        assert type(keras.losses.get(name)) is cls
+    assert keras.losses.get("dice") is keras.losses.dice and keras.losses.get("ctc") is keras.losses.ctc
+    assert keras.losses.get("tversky") is keras.losses.tversky
+    assert keras.losses.get("cosine_similarity") is keras.losses.cosine_similarity
+    for cls in (keras.metrics.SensitivityAtSpecificity, keras.metrics.SpecificityAtSensitivity,
+                keras.metrics.PrecisionAtRecall, keras.metrics.RecallAtPrecision):
+        m = cls(0.5, num_thresholds=3)
+        assert m.get_config()["num_thresholds"] == 3 and type(cls.from_config(m.get_config())) is cls
+    with pytest.raises(ValueError, match="Argument `recall` must be in the range"):
+        keras.metrics.PrecisionAtRecall(1.5)
+    assert keras.metrics.pearson_correlation is not None and keras.metrics.concordance_correlation is not None
+    assert keras.metrics.OneHotIoU(3, [0]).name == "one_hot_io_u" and keras.metrics.OneHotMeanIoU(3).num_classes == 3
