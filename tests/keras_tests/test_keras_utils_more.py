@@ -83,3 +83,21 @@ def test_source_inputs_config_and_session_helpers():
     assert c.epochs == 3 and c.as_dict()["epochs"] == 3
     with pytest.raises(AttributeError, match="Unknown attribute: 'nope'"):
         c.nope
+
+
+def test_interactive_logging_switch_routes_progress_to_logging(capsys, caplog):
+    import logging
+    model = keras.Sequential([keras.Input((2,)), keras.layers.Dense(1)])
+    model.compile("sgd", "mse")
+    x, y = np.ones((4, 2), "float32"), np.zeros((4, 1), "float32")
+    assert U.is_interactive_logging_enabled()
+    U.disable_interactive_logging()
+    try:
+        with caplog.at_level(logging.INFO, logger="tensorweave.keras"):
+            model.fit(x, y, epochs=1, verbose=1, callbacks=[keras.callbacks.EarlyStopping("loss", verbose=1)])
+        assert capsys.readouterr().out == ""
+        assert any("loss:" in r.getMessage() for r in caplog.records)
+    finally:
+        U.enable_interactive_logging()
+    model.fit(x, y, epochs=1, verbose=2)
+    assert "loss:" in capsys.readouterr().out

@@ -11,6 +11,8 @@ from tensorweave.keras.utils.custom_objects import (CustomObjectScope, custom_ob
                                                     get_custom_objects, get_registered_name, get_registered_object,
                                                     register_keras_serializable)
 from tensorweave.keras.utils.dataset_split import split_dataset  # noqa: F401
+from tensorweave.keras.utils.io_utils import (disable_interactive_logging, enable_interactive_logging,  # noqa: F401
+                                              is_interactive_logging_enabled)
 from tensorweave.keras.utils.serialization_utils import (Config, deserialize_keras_object,  # noqa: F401
                                                          get_source_inputs, serialize_keras_object, standardize_dtype)
 from tensorweave.keras.utils.dataset_utils import (image_dataset_from_directory, text_dataset_from_directory,  # noqa: F401
