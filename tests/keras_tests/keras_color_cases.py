@@ -18,6 +18,8 @@ CASES = [
     ("posterize_unit_range", "RandomPosterization", {"factor": (5, 5), "value_range": (0, 1)}, 1 / 255),
     ("sharpen", "RandomSharpness", {"factor": (0.9, 0.9)}, 1.0),
     ("blur_unit_range", "RandomSharpness", {"factor": (0.1, 0.1), "value_range": (0, 1)}, 1 / 255),
+    ("hue_half_turn", "RandomHue", {"factor": (1.0, 1.0)}, 1.0),      # ±0.5 of the circle: the same either way
+    ("hue_unit_range", "RandomHue", {"factor": (1.0, 1.0), "value_range": (0, 1)}, 1 / 255),
     ("solarize", "Solarization", {"addition_factor": (0.0, 0.0), "threshold_factor": (0.0, 0.0)}, 1.0),
     ("solarize_unit_range", "Solarization", {"addition_factor": 0.0, "threshold_factor": 0.0, "value_range": (0, 1)},
      1 / 255),

@@ -50,6 +50,7 @@ def test_spectral_normalization_trains_a_gan_style_discriminator():
                                          ("RandomSaturation", {"factor": (0.1, 0.5)}),
                                          ("RandomPosterization", {"factor": (2, 6)}),
                                          ("RandomSharpness", {"factor": (0.0, 1.0)}),
+                                         ("RandomHue", {"factor": (0.2, 0.8)}),
                                          ("Solarization", {"addition_factor": 0.2, "threshold_factor": 0.5})])
 def test_random_draws_inference_and_config(cls, kwargs):
     layer = getattr(keras.layers, cls)(seed=1, **kwargs)

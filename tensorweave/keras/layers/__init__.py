@@ -4,9 +4,9 @@ from tensorweave.keras.engine.layer import InputSpec, Layer  # noqa: F401
 from tensorweave.keras.layers.activation import ELU, LeakyReLU, PReLU, ReLU, Softmax  # noqa: F401
 from tensorweave.keras.layers.additive_attention import AdditiveAttention  # noqa: F401
 from tensorweave.keras.layers.attention import Attention, MultiHeadAttention  # noqa: F401
-from tensorweave.keras.layers.color_augmentation import (RandomColorDegeneration, RandomInvert,  # noqa: F401
-                                                          RandomPosterization, RandomSaturation, RandomSharpness,
-                                                          Solarization)
+from tensorweave.keras.layers.color_augmentation import (RandomColorDegeneration, RandomHue,  # noqa: F401
+                                                          RandomInvert, RandomPosterization, RandomSaturation,
+                                                          RandomSharpness, Solarization)
 from tensorweave.keras.layers.conv import (Conv1D, Conv1DTranspose, Conv2D, Conv2DTranspose, Conv3D,  # noqa: F401
                                            Conv3DTranspose, Convolution1D, Convolution2D, Convolution2DTranspose,
                                            Convolution3D, DepthwiseConv2D, SeparableConv2D, SeparableConvolution2D)

@@ -1,5 +1,5 @@
 """Keras 3's colour augmentation layers: ``Solarization``, ``RandomInvert``, ``RandomPosterization``,
-``RandomColorDegeneration``, ``RandomSaturation``, ``RandomSharpness``. Each draws one factor per image from its
+``RandomColorDegeneration``, ``RandomSaturation``, ``RandomSharpness``, ``RandomHue``. Each draws one factor per image from its
 ``factor`` range while training and leaves its input alone (cast to the layer dtype) at
 inference; images are ``[batch, height, width, channels]`` (or one image) in ``value_range``.
 With a fixed factor (``factor=(f, f)``) the output equals Keras' (tests/keras_tests/test_color_augmentation.py).
@@ -150,3 +150,21 @@ class RandomSharpness(_ColorLayer):
         f = tw.cast(self._per_image(x) * 2.0, x.dtype)
         out = tw.clip_by_value(x + (1.0 - f) * (smooth - x), self.value_range[0], self.value_range[1])
         return tw.transpose(out, [0, 3, 1, 2]) if channels_first else out
+
+
+class RandomHue(_ColorLayer):
+    """Rotates each image's hue by ``±f / 2`` of the colour circle (``f`` from ``factor``, the
+    sign drawn per image), through HSV, clipped back into ``value_range``."""
+
+    def _augment(self, x):
+        n = tw.shape(x)[0]
+        sign = tw.where(tw.greater(self._uniform(n, 0.0, 1.0), 0.5), -tw.ones([n]), tw.ones([n]))
+        shift = tw.cast(tw.reshape(sign * self._uniform(n, *self.factor) * 0.5, [-1, 1, 1]), x.dtype)
+        hsv = _image.rgb_to_hsv(_rescale(x, self.value_range, (0.0, 1.0)), data_format=self.data_format)
+        axis = 1 if self.data_format == "channels_first" else 3
+        h, s, v = tw.unstack(hsv, axis=axis)
+        h = h + shift
+        h = tw.where(h > 1.0, h - 1.0, h)
+        h = tw.where(h < 0.0, h + 1.0, h)
+        rgb = _image.hsv_to_rgb(tw.stack([h, s, v], axis=axis), data_format=self.data_format)
+        return _rescale(tw.clip_by_value(rgb, 0.0, 1.0), (0.0, 1.0), self.value_range)
