@@ -556,3 +556,13 @@ def test_text_line_dataset(tmp_path):
 def test_repr_and_bool():
     r = repr(D.range(3).batch(2))
     assert "BatchDataset" in r and "int64" in r
+
+
+def test_numpy_str_arrays_are_string_elements():
+    # from_tensor_slices of a NumPy '<U' array used to fail at the first element ("<U5 but element_spec
+    # says string"), so Keras text programs could not batch raw sentences
+    ds = tw.data.Dataset.from_tensor_slices((np.array(["a b", "c d e"]), np.array([0, 1]))).batch(2)
+    (x, y), = list(ds)
+    assert x.dtype == tw.string and [str(s) for s in x.numpy()] == ["a b", "c d e"]
+    (x2, _), = list(ds.map(lambda a, b: (a, b)))
+    assert x2.dtype == tw.string

@@ -195,7 +195,8 @@ class Iterator:
                 "for every element.")
         out = []
         for i, (a, s) in enumerate(zip(flat, specs)):
-            if a.dtype != s.dtype.np_dtype:
+            if a.dtype != s.dtype.np_dtype and not (s.dtype.name == "string" and a.dtype.kind in "USO"):
+                # (a string tensor may hold a NumPy str/bytes array as well as objects)
                 raise errors.InvalidArgumentError(
                     f"{type(self._dataset).__name__}: component {i} of an element is {a.dtype} but "
                     f"element_spec says {s.dtype.name}. Hint: a map function must return the same "

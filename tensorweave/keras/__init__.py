@@ -10,6 +10,7 @@
 from tensorweave.keras import (activations, applications, backend, callbacks, datasets, distribution,  # noqa: F401,E501
                                initializers, layers, losses, metrics, models, ops, optimizers, regularizers,
                                utils)
+from tensorweave.keras import random  # noqa: F401,E402 - keras.random (SeedGenerator and draws)
 from tensorweave.keras.engine.input_layer import Input  # noqa: F401
 from tensorweave.keras.engine.layer import Layer  # noqa: F401
 from tensorweave.keras.engine.model import Model  # noqa: F401

@@ -703,6 +703,16 @@ ALL_OBJECTS_DICT.update({**_CLASSES, **_FUNCTIONS, **_ALIASES})
 __all__ += [c.__name__ for c in _more.CLASSES] + [f.__name__ for f in _more.FUNCTIONS] + [
     "Reduction", "mape", "MAPE", "msle", "MSLE", "logcosh"]
 
+from tensorweave.keras import imbalance_losses as _imb  # noqa: E402 - builds on the helpers above
+from tensorweave.keras.imbalance_losses import (CTC, BinaryFocalCrossentropy,  # noqa: E402,F401
+                                                CategoricalFocalCrossentropy, Dice, Tversky,
+                                                binary_focal_crossentropy, categorical_focal_crossentropy, ctc,
+                                                dice, tversky)
+_CLASSES.update({c.__name__: c for c in _imb.CLASSES})
+_FUNCTIONS.update({f.__name__: f for f in _imb.FUNCTIONS})
+ALL_OBJECTS_DICT.update({**_CLASSES, **_FUNCTIONS})
+__all__ += [c.__name__ for c in _imb.CLASSES] + [f.__name__ for f in _imb.FUNCTIONS]
+
 
 def _function_name(fn):
     for name, f in _FUNCTIONS.items():

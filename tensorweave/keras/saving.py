@@ -240,7 +240,9 @@ def save_model(model, filepath, overwrite=True, include_optimizer=True, **kwargs
     if not overwrite and os.path.exists(filepath):
         raise FileExistsError(f"{filepath} exists and overwrite=False")
     if filepath.endswith((".h5", ".hdf5")):
-        raise ValueError("HDF5 files are not supported; save to a '.keras' file or a directory (SavedModel)")
+        from tensorweave.keras import h5
+        h5.save_model(model, filepath, include_optimizer)
+        return
     if not filepath.endswith(".keras"):
         from tensorweave.saving import saved_model
 
@@ -640,8 +642,9 @@ def _load_saved_model(filepath, custom_objects, compile, safe_mode):
 def _load_keras_file(filepath, custom_objects, compile, safe_mode):
     if not os.path.lexists(filepath):
         raise KerasLoadError(f"{filepath}: no such file or directory")
-    if filepath.endswith((".h5", ".hdf5")):
-        raise KerasLoadError(f"{filepath}: HDF5 files are not supported")
+    from tensorweave.keras import h5
+    if h5.is_hdf5_file(filepath):
+        return h5.load_model(filepath, custom_objects, compile, safe_mode)
     _, doc, tensors = _open_zip(filepath)
     where = f"{filepath}: {_CONFIG}"
     _check_document(doc, where, str)

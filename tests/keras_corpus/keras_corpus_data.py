@@ -67,3 +67,33 @@ def rt_polarity_sequences(num_words=5000, maxlen=40, n=4000, seed=0):
             seqs[i, -len(ids):] = ids
     split = int(len(texts) * 0.8)
     return (seqs[:split], labels[:split]), (seqs[split:], labels[split:])
+
+
+def rt_polarity_texts(n=4000, seed=0):
+    """rt-polarity sentences as raw strings with 0/1 labels, shuffled, split 80/20 (the layout of
+    ``keras.utils.text_dataset_from_directory`` on the IMDB folders, before batching)."""
+    d = os.path.join(datasets_dir(), "rt-polarity")
+    if not os.path.isdir(d):
+        raise unittest.SkipTest("rt-polarity not in the shared datasets")
+    texts, labels = [], []
+    for name, label in (("rt-polarity.neg", 0), ("rt-polarity.pos", 1)):
+        with open(os.path.join(d, name), encoding="latin-1") as f:
+            for line in f:
+                texts.append(line.strip())
+                labels.append(label)
+    order = np.random.default_rng(seed).permutation(len(texts))[:n]
+    texts, labels = np.array([texts[i] for i in order]), np.asarray(labels, np.int64)[order]
+    split = int(len(texts) * 0.8)
+    return (texts[:split], labels[:split]), (texts[split:], labels[split:])
+
+
+def sine_weather(n=3000, features=4, seed=0):
+    """A synthetic multivariate series in the shape of the Jena climate data (hourly rows,
+    ``features`` columns): daily and yearly-like cycles with noise; column 1 is the target
+    (``temperature``), which depends on the others' past."""
+    rng = np.random.default_rng(seed)
+    t = np.arange(n, dtype=np.float64)
+    cols = [np.sin(2 * np.pi * t / 24 + k) + 0.5 * np.sin(2 * np.pi * t / 240 + 2 * k) for k in range(features)]
+    data = np.stack(cols, axis=1) + 0.1 * rng.normal(size=(n, features))
+    data[6:, 1] += 0.5 * data[:-6, 0]
+    return data.astype(np.float32)

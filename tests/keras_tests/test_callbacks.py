@@ -177,17 +177,15 @@ def test_model_checkpoint_paths_and_whole_model(tmp_path):
         C.ModelCheckpoint(str(tmp_path / "w.ckpt"), save_weights_only=True)
     with pytest.raises(ValueError, match="Unrecognized save_freq"):
         C.ModelCheckpoint(str(tmp_path / "w.weights.safetensors"), save_freq="batch")
-    # The Keras suffix works (the file is safetensors, said once).
-    with pytest.warns(UserWarning, match="safetensors data, not HDF5"):
-        ckpt = C.ModelCheckpoint(str(tmp_path / "w.weights.h5"), monitor="loss", save_weights_only=True)
     x, y = _data()
     model = _model()
+    ckpt = C.ModelCheckpoint(str(tmp_path / "w.weights.safetensors"), monitor="loss", save_weights_only=True)
     model.fit(x, y, epochs=1, verbose=0, callbacks=[ckpt])
-    with open(tmp_path / "w.weights.h5", "rb") as f:
+    with open(tmp_path / "w.weights.safetensors", "rb") as f:
         header_len = struct.unpack("<Q", f.read(8))[0]
         assert json.loads(f.read(header_len))["__metadata__"]["format"] == "tensorweave.weights"
     fresh = _model()
-    fresh.load_weights(str(tmp_path / "w.weights.h5"))
+    fresh.load_weights(str(tmp_path / "w.weights.safetensors"))
     assert _same(fresh.get_weights(), model.get_weights())
     # A missing format field names the fields there are.
     with pytest.raises(KeyError, match="Failed to format this callback filepath"):

@@ -1,15 +1,14 @@
 """Helpers shared by the callbacks: messages, and reading/setting the optimizer's learning rate."""
 import numbers
-import sys
 
 import numpy as np
 
 
 def print_msg(message):
     """Prints a callback's message on stdout as Keras does (looked up at call time, so a
-    redirected or captured stdout receives it)."""
-    sys.stdout.write(message + "\n")
-    sys.stdout.flush()
+    redirected or captured stdout receives it), or logs it with interactive logging off."""
+    from tensorweave.keras.utils.io_utils import write
+    write(message + "\n")
 
 
 def _optimizer(model, who):

@@ -1,12 +1,10 @@
 """``ModelCheckpoint``: saves the model's weights (or the whole model) during training.
 
-Weights are written by ``model.save_weights`` in tensorweave's one weights format,
-safetensors. A weights path must therefore end in ``.weights.safetensors``; the Keras
-suffix ``.weights.h5`` is accepted too, so Keras scripts run unchanged, but the file is
-still safetensors (``model.load_weights`` reads it back; h5py does not), and a warning says
-so. Saving the whole model (``save_weights_only=False``) calls ``model.save``, which comes
-with the SavedModel format; until a model has ``save``, training with such a checkpoint
-stops at once with a ``NotImplementedError``.
+Weights are written by ``model.save_weights``: a weights path ends in ``.weights.safetensors``
+(tensorweave's format) or Keras' ``.weights.h5`` (HDF5 in Keras 3's layout, through the
+optional h5py, checked when the callback is made). Saving the whole model
+(``save_weights_only=False``) calls ``model.save`` (``.keras``, ``.h5`` or a SavedModel
+directory); a model without ``save`` stops training at once with a ``NotImplementedError``.
 
 >>> import os, tempfile
 >>> import numpy as np
@@ -64,12 +62,11 @@ class ModelCheckpoint(MonitorCallback):
         if save_weights_only:
             if not self.filepath.endswith(WEIGHTS_SUFFIXES):
                 raise ValueError("When using `save_weights_only=True` in `ModelCheckpoint`, the filepath provided "
-                                 "must end in `.weights.safetensors` (tensorweave's weights format; "
-                                 f"`.weights.h5` is accepted for Keras scripts). Received: filepath={self.filepath}")
-            if self.filepath.endswith(".weights.h5"):
-                warnings.warn(f"ModelCheckpoint: '{self.filepath}' will hold safetensors data, not HDF5: "
-                              "tensorweave writes weights in one format. model.load_weights() reads it; name it "
-                              "'.weights.safetensors' to say so.", stacklevel=2)
+                                 "must end in `.weights.safetensors` (tensorweave's weights format) or "
+                                 f"`.weights.h5` (Keras' HDF5, needs h5py). Received: filepath={self.filepath}")
+        if self.filepath.endswith((".h5", ".hdf5")):
+            from tensorweave.keras.h5.h5_reader import h5py_module
+            h5py_module()       # fail now, not after the first epoch
 
     def on_train_begin(self, logs=None):
         # Fail before the first epoch rather than after it.

@@ -137,6 +137,15 @@ class DataHandler:
             from tensorweave.data import Dataset
         except ImportError:  # the data package is optional for array inputs
             Dataset = ()
+        from tensorweave.keras.utils.py_dataset import PyDataset
+        if isinstance(x, PyDataset):
+            if y is not None or sample_weight is not None:
+                raise ValueError("When `x` is a PyDataset, `y` and `sample_weight` must not be given (its batches are "
+                                 "(x, y) or (x, y, sample_weight) tuples)")
+            self._py_dataset, self._shuffle_batches = x, shuffle
+            self.steps_per_epoch = steps_per_epoch if steps_per_epoch is not None else x.num_batches
+            return
+        self._py_dataset = None
         if isinstance(x, Dataset):
             if y is not None:
                 raise ValueError("`y` must not be given when `x` is a Dataset (it yields (x, y) pairs)")
@@ -160,6 +169,11 @@ class DataHandler:
 
     def epoch(self):
         """The batches of the next epoch, as (x, y, sample_weight) tuples of arrays or tensors."""
+        if self._py_dataset is not None:
+            from tensorweave.keras.utils.py_dataset import iterate_epoch
+            for batch in iterate_epoch(self._py_dataset, self._shuffle_batches, self.steps_per_epoch):
+                yield self._with_class_weight(unpack_x_y_sample_weight(batch))
+            return
         if self._dataset is not None:
             it = iter(self._dataset)
             for i, batch in enumerate(it):

@@ -478,7 +478,12 @@ def _functional_subclass(cls):
 
 
 def _to_floats(logs):
-    return {k: float(np.asarray(v)) for k, v in logs.items()}
+    """Scalars as Python floats; a per-class metric (F1Score(average=None)) stays an array, as in Keras."""
+    out = {}
+    for k, v in logs.items():
+        a = np.asarray(v)
+        out[k] = float(a) if a.ndim == 0 else a
+    return out
 
 
 def _under_distribution(method):

@@ -2,7 +2,9 @@
 written atomically and validated when read.
 
 Keys are positional paths (``layers/2/layers/0/vars/1``), so a model rebuilt from the same code
-finds its weights whatever names its layers got.
+finds its weights whatever names its layers got. Paths ending in ``.h5``/``.hdf5`` are Keras' HDF5
+layouts instead (:mod:`tensorweave.keras.h5`); ``load_weights`` recognises an HDF5 file by its
+signature, whatever its name.
 """
 import os
 
@@ -30,6 +32,10 @@ def save_weights(model, filepath, overwrite=True):
     filepath = os.fspath(filepath)
     if not overwrite and os.path.exists(filepath):
         raise FileExistsError(f"{filepath} exists and overwrite=False")
+    from tensorweave.keras import h5
+    if h5.is_h5_path(filepath):
+        h5.save_weights(model, filepath)
+        return
     tensors = {k: v.numpy() for k, v in _keyed_weights(model).items()}
     write_tensors(filepath, tensors, metadata={"format": "tensorweave.weights", "version": "1"})
 
@@ -60,6 +66,12 @@ class LoadStatus:
 
 
 def load_weights(model, filepath, skip_mismatch=False, data=None):
+    from tensorweave.keras import h5
+    if data is None and h5.is_hdf5_file(filepath):
+        if not _keyed_weights(model):
+            model._deferred_weights = (os.fspath(filepath), None, skip_mismatch)   # read at the first call
+            return LoadStatus(os.fspath(filepath), [], [])
+        return h5.load_weights(model, filepath, skip_mismatch)
     data = read_tensors(os.fspath(filepath)) if data is None else data
     targets = _keyed_weights(model)
     if not targets and data:

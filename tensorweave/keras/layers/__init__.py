@@ -4,6 +4,9 @@ from tensorweave.keras.engine.layer import InputSpec, Layer  # noqa: F401
 from tensorweave.keras.layers.activation import ELU, LeakyReLU, PReLU, ReLU, Softmax  # noqa: F401
 from tensorweave.keras.layers.additive_attention import AdditiveAttention  # noqa: F401
 from tensorweave.keras.layers.attention import Attention, MultiHeadAttention  # noqa: F401
+from tensorweave.keras.layers.color_augmentation import (RandomColorDegeneration, RandomHue,  # noqa: F401
+                                                          RandomInvert, RandomPosterization, RandomSaturation,
+                                                          RandomSharpness, Solarization)
 from tensorweave.keras.layers.conv import (Conv1D, Conv1DTranspose, Conv2D, Conv2DTranspose, Conv3D,  # noqa: F401
                                            Conv3DTranspose, Convolution1D, Convolution2D, Convolution2DTranspose,
                                            Convolution3D, DepthwiseConv2D, SeparableConv2D, SeparableConvolution2D)
@@ -17,7 +20,9 @@ from tensorweave.keras.layers.image_preprocessing import (AutoContrast, CenterCr
                                                           RandomContrast, RandomCrop, RandomFlip, RandomGrayscale,
                                                           RandomRotation, RandomShear, RandomTranslation, RandomZoom,
                                                           Resizing)
+from tensorweave.keras.layers.group_query_attention import GroupedQueryAttention, GroupQueryAttention  # noqa: F401
 from tensorweave.keras.layers.masking import Masking  # noqa: F401
+from tensorweave.keras.layers.spectral_normalization import SpectralNormalization  # noqa: F401
 from tensorweave.keras.layers.merge import (Add, Average, Concatenate, Dot, Maximum, Minimum, Multiply,  # noqa: F401
                                             Subtract, add, average, concatenate, dot, maximum, minimum, multiply,
                                             subtract)

@@ -33,6 +33,7 @@ from tensorweave.keras.metrics.accuracy_metrics import (Accuracy, BinaryAccuracy
                                                         sparse_top_k_categorical_accuracy, top_k_categorical_accuracy)
 from tensorweave.keras.metrics.confusion_metrics import (AUC, FalseNegatives, FalsePositives, Precision, Recall,
                                                          TrueNegatives, TruePositives)
+from tensorweave.keras.metrics.iou_metrics import BinaryIoU, IoU, MeanIoU, OneHotIoU, OneHotMeanIoU
 from tensorweave.keras.metrics.metric import Metric
 from tensorweave.keras.metrics.probabilistic_metrics import (BinaryCrossentropy, CategoricalCrossentropy,
                                                              KLDivergence, SparseCategoricalCrossentropy)
@@ -41,6 +42,15 @@ from tensorweave.keras.metrics.regression_metrics import (CategoricalHinge, Cosi
                                                           LogCoshError, MeanAbsoluteError, MeanAbsolutePercentageError,
                                                           MeanSquaredError, MeanSquaredLogarithmicError, Poisson,
                                                           RootMeanSquaredError, SquaredHinge)
+from tensorweave.keras.metrics.score_metrics import F1Score, FBetaScore, R2Score
+from tensorweave.keras.metrics.constrained_metrics import (PrecisionAtRecall, RecallAtPrecision,
+                                                           SensitivityAtSpecificity, SpecificityAtSensitivity)
+from tensorweave.keras.metrics.correlation_metrics import (ConcordanceCorrelation, PearsonCorrelation,
+                                                           concordance_correlation, pearson_correlation)
+# Keras exports these loss functions under keras.metrics too (the same objects).
+from tensorweave.keras.losses import (binary_focal_crossentropy, categorical_focal_crossentropy,  # noqa: F401
+                                      categorical_hinge, hinge, huber, log_cosh, mean_absolute_percentage_error,
+                                      mean_squared_logarithmic_error, poisson, squared_hinge)
 from tensorweave.keras.losses import (binary_crossentropy, categorical_crossentropy, kl_divergence,
                                       mean_absolute_error, mean_squared_error, sparse_categorical_crossentropy)
 
@@ -54,7 +64,12 @@ __all__ = ["Metric", "Mean", "Sum", "MeanMetricWrapper", "MeanSquaredError", "Me
            "categorical_crossentropy", "sparse_categorical_crossentropy", "kl_divergence", "get", "serialize",
            "deserialize", "resolve_accuracy", "get_for_compile", "MeanAbsolutePercentageError",
            "MeanSquaredLogarithmicError", "RootMeanSquaredError", "CosineSimilarity", "LogCoshError", "Poisson",
-           "Hinge", "SquaredHinge", "CategoricalHinge"]
+           "Hinge", "SquaredHinge", "CategoricalHinge", "IoU", "MeanIoU", "BinaryIoU", "OneHotIoU", "OneHotMeanIoU",
+           "F1Score", "FBetaScore", "R2Score", "PearsonCorrelation", "ConcordanceCorrelation", "pearson_correlation",
+           "concordance_correlation", "PrecisionAtRecall", "RecallAtPrecision", "SensitivityAtSpecificity",
+           "SpecificityAtSensitivity", "binary_focal_crossentropy", "categorical_focal_crossentropy",
+           "categorical_hinge", "hinge", "huber", "log_cosh", "mean_absolute_percentage_error",
+           "mean_squared_logarithmic_error", "poisson", "squared_hinge"]
 
 _MODULE = "keras.metrics"
 _CLASSES = [Mean, Sum, MeanMetricWrapper, MeanSquaredError, MeanAbsoluteError, Accuracy, BinaryAccuracy,
@@ -62,7 +77,9 @@ _CLASSES = [Mean, Sum, MeanMetricWrapper, MeanSquaredError, MeanAbsoluteError, A
             Precision, Recall, AUC, TruePositives, FalsePositives, TrueNegatives, FalseNegatives,
             BinaryCrossentropy, CategoricalCrossentropy, SparseCategoricalCrossentropy, KLDivergence,
             MeanAbsolutePercentageError, MeanSquaredLogarithmicError, RootMeanSquaredError, CosineSimilarity,
-            LogCoshError, Poisson, Hinge, SquaredHinge, CategoricalHinge]
+            LogCoshError, Poisson, Hinge, SquaredHinge, CategoricalHinge, IoU, MeanIoU, BinaryIoU, OneHotIoU,
+            OneHotMeanIoU, F1Score, FBetaScore, R2Score, PearsonCorrelation, ConcordanceCorrelation,
+            PrecisionAtRecall, RecallAtPrecision, SensitivityAtSpecificity, SpecificityAtSensitivity]
 # As Keras: class names, their snake_case forms ("auc", "top_k_categorical_accuracy"), and aliases.
 ALL_OBJECTS_DICT = {c.__name__: c for c in _CLASSES}
 ALL_OBJECTS_DICT.update({backend.snake_case(c.__name__): c for c in _CLASSES})
@@ -77,6 +94,7 @@ ALL_OBJECTS_DICT.update({"mse": MeanSquaredError, "MSE": MeanSquaredError, "mae"
 _FUNCTIONS = {f.__name__: f for f in (accuracy, binary_accuracy, categorical_accuracy, sparse_categorical_accuracy,
                                        top_k_categorical_accuracy, sparse_top_k_categorical_accuracy)}
 _FUNCTIONS.update(_losses._FUNCTIONS)
+_FUNCTIONS.update({f.__name__: f for f in (pearson_correlation, concordance_correlation)})
 
 
 def _function_name(fn):

@@ -6,13 +6,22 @@ import numpy as np
 
 from tensorweave.keras.datasets.text import pad_sequences  # noqa: F401
 from tensorweave.keras.engine.data_adapter import pack_x_y_sample_weight, unpack_x_y_sample_weight  # noqa: F401
+from tensorweave.keras.backend import clear_session, is_keras_tensor  # noqa: F401
 from tensorweave.keras.utils.custom_objects import (CustomObjectScope, custom_object_scope,  # noqa: F401
-                                                    get_custom_objects, register_keras_serializable)
+                                                    get_custom_objects, get_registered_name, get_registered_object,
+                                                    register_keras_serializable)
+from tensorweave.keras.utils.dataset_split import split_dataset  # noqa: F401
+from tensorweave.keras.utils.io_utils import (disable_interactive_logging, enable_interactive_logging,  # noqa: F401
+                                              is_interactive_logging_enabled)
+from tensorweave.keras.utils.serialization_utils import (Config, deserialize_keras_object,  # noqa: F401
+                                                         get_source_inputs, serialize_keras_object, standardize_dtype)
 from tensorweave.keras.utils.dataset_utils import (image_dataset_from_directory, text_dataset_from_directory,  # noqa: F401
                                                    timeseries_dataset_from_array)
 from tensorweave.keras.utils.image_utils import array_to_img, img_to_array, load_img, save_img  # noqa: F401
 from tensorweave.keras.utils.plot import model_to_dot, plot_model  # noqa: F401
 from tensorweave.keras.utils.progbar import Progbar  # noqa: F401
+from tensorweave.keras.utils.py_dataset import PyDataset, Sequence  # noqa: F401
+from tensorweave.keras.utils.file_utils import get_file  # noqa: F401
 
 
 def set_random_seed(seed):

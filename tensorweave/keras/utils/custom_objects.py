@@ -30,14 +30,39 @@ def get_custom_objects():
     return _GLOBAL
 
 
+_NAMES = {}          # id(object) -> its registered "package>name"
+
+
 def register_keras_serializable(package="Custom", name=None):
     """Class decorator registering ``cls`` as ``"package>name"`` (and under its plain name)."""
     def decorate(obj):
         key = name or obj.__name__
         _GLOBAL[f"{package}>{key}"] = obj
         _GLOBAL[key] = obj
+        _NAMES[id(obj)] = f"{package}>{key}"
         return obj
     return decorate
+
+
+def get_registered_name(obj):
+    """The name ``obj`` was registered under (``"package>name"``), else its ``__name__``.
+
+    >>> get_registered_name(CustomObjectScope)
+    'CustomObjectScope'
+    """
+    name = _NAMES.get(id(obj))
+    if name is not None and _GLOBAL.get(name) is obj:
+        return name
+    return obj.__name__
+
+
+def get_registered_object(name, custom_objects=None, module_objects=None):
+    """The object registered (or in scope, or in ``custom_objects``/``module_objects``) as ``name``,
+    or None."""
+    found = merged(custom_objects).get(name)
+    if found is None and module_objects:
+        found = module_objects.get(name)
+    return found
 
 
 class CustomObjectScope:

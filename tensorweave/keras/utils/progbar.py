@@ -21,6 +21,10 @@ import math
 import sys
 import time
 
+import numpy as np
+
+from tensorweave.keras.utils import io_utils
+
 BAR = "\u2501"
 
 
@@ -57,7 +61,8 @@ class Progbar:
         self.unit_name = unit_name
         self.stateful_metrics = set(stateful_metrics or ())
         self.stream = stream if stream is not None else sys.stdout
-        self.dynamic = bool(getattr(self.stream, "isatty", lambda: False)())
+        self.dynamic = bool(getattr(self.stream, "isatty", lambda: False)()) and \
+            io_utils.is_interactive_logging_enabled()
         self._values = {}
         self._order = []
         self._seen = 0
@@ -83,7 +88,7 @@ class Progbar:
         for k, v in values or ():
             if k not in self._order:
                 self._order.append(k)
-            v = float(v)
+            v = float(np.mean(v))      # a per-class metric shows its mean, as Keras' bar does
             if k in self.stateful_metrics or finalize:
                 self._values[k] = [v, 1]
             else:
@@ -102,8 +107,7 @@ class Progbar:
             digits = int(math.log10(self.target)) + 1
             line = f"{current:{digits}d}/{self.target} - {now - self._start:.0f}s - " \
                    f"{format_time_per_unit(per_unit, self.unit_name)}{self._metrics_text()}\n"
-            self.stream.write(line)
-            self.stream.flush()
+            io_utils.write(line, self.stream)
         self._last_update = now
 
     def _metrics_text(self):
@@ -143,8 +147,7 @@ class Progbar:
             msg = plain_bar + info
         if finalize:
             msg += "\n"
-        self.stream.write(msg)
-        self.stream.flush()
+        io_utils.write(msg, self.stream)
         self._prev_width = width
 
     def add(self, n, values=None):
