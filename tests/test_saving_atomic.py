@@ -1,7 +1,9 @@
 """``saving.atomic`` on plain directories: the swap, its fallback and recovery, the crash hook,
 and the clean-up of temporaries that only dead writers held (fast; no model is saved)."""
+import ctypes
 import errno
 import os
+import socket
 import stat
 import subprocess
 import sys
@@ -126,6 +128,52 @@ def test_exchange_reports_a_missing_name_as_oserror(tmp_path):
         atomic.exchange(a, str(tmp_path / "missing"))
     assert e.value.errno == errno.ENOENT and e.value.filename == a
     assert _text(a) == "A"
+
+
+@pytest.mark.skipif(not LINUX, reason="renameat2 is Linux's")
+def test_exchange_of_relative_names(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    _tree(tmp_path / "a", "A"), _tree(tmp_path / "b", "B")
+    assert atomic.exchange("a", "b") is True
+    assert (_text("a"), _text("b")) == ("B", "A")
+
+
+def _failing_renameat2(err):
+    def renameat2(*args):
+        ctypes.set_errno(err)
+        return -1
+    return renameat2
+
+
+@pytest.mark.parametrize("err", [errno.ENOSYS, errno.EINVAL, errno.EOPNOTSUPP])
+def test_exchange_unsupported_by_the_kernel_or_file_system_is_false(tmp_path, monkeypatch, err):
+    """An old kernel (ENOSYS) or a file system without the flag (EINVAL, EOPNOTSUPP): the
+    caller falls back, and replace_dir still replaces."""
+    monkeypatch.setattr(atomic, "_renameat2", _failing_renameat2(err))
+    a, b = _tree(tmp_path / ".m.tmp-1", "new"), _tree(tmp_path / "m", "old")
+    assert atomic.exchange(a, b) is False
+    atomic.replace_dir(a, b)
+    assert _entries(tmp_path) == ["m"] and _text(b) == "new"
+
+
+def test_exchange_other_errors_are_raised(tmp_path, monkeypatch):
+    monkeypatch.setattr(atomic, "_renameat2", _failing_renameat2(errno.EACCES))
+    with pytest.raises(PermissionError):
+        atomic.exchange(str(tmp_path / "a"), str(tmp_path / "b"))
+
+
+@pytest.mark.parametrize("libc", ["without renameat2", "not loadable"])
+def test_exchange_is_false_with_a_c_library_without_renameat2(tmp_path, monkeypatch, libc):
+    def cdll(*args, **kwargs):
+        if libc == "not loadable":
+            raise OSError("no C library")
+        return object()
+    monkeypatch.setattr(atomic, "_renameat2", None)
+    monkeypatch.setattr(ctypes, "CDLL", cdll)
+    a, b = _tree(tmp_path / "a", "A"), _tree(tmp_path / "b", "B")
+    assert atomic.exchange(a, b) is False
+    assert atomic.exchange(a, b) is False           # (the answer is remembered)
+    assert (_text(a), _text(b)) == ("A", "B")
 
 
 def test_exchange_is_false_without_renameat2(tmp_path, monkeypatch):
@@ -263,7 +311,12 @@ def test_lock_temporary_is_exclusive_until_unlocked(tmp_path):
     atomic.unlock(None)
 
 
-def test_remove_stale_removes_only_unlocked_temporaries_with_its_prefixes(tmp_path):
+@pytest.mark.parametrize("order", ["sorted", "reversed"])
+def test_remove_stale_removes_only_unlocked_temporaries_with_its_prefixes(tmp_path, monkeypatch, order):
+    """Whatever order the directory lists its entries in, a live, linked or foreign entry is
+    skipped and the clean-up goes on with the next."""
+    real_listdir = os.listdir
+    monkeypatch.setattr(os, "listdir", lambda d: sorted(real_listdir(d), reverse=order == "reversed"))
     _tree(tmp_path / ".a-dead-dir", "x")
     (tmp_path / ".b-dead-file").write_text("x")
     live = _tree(tmp_path / ".a-live", "x")
@@ -279,6 +332,17 @@ def test_remove_stale_removes_only_unlocked_temporaries_with_its_prefixes(tmp_pa
     assert _entries(tmp_path) == [".a-link", ".a-live", "keep", "outside", "x.a-not-a-prefix"]
     assert _text(outside) == "x"
     atomic.remove_stale(str(tmp_path / "missing"), [".a-"])     # no error
+
+
+def test_remove_stale_skips_what_it_cannot_open(tmp_path):
+    sock = socket.socket(socket.AF_UNIX)
+    try:
+        sock.bind(str(tmp_path / ".a-socket"))        # open() of a socket fails (ENXIO)
+        _tree(tmp_path / ".a-dead", "x")
+        atomic.remove_stale(str(tmp_path), [".a-"])
+    finally:
+        sock.close()
+    assert _entries(tmp_path) == [".a-socket"]
 
 
 @pytest.mark.timeout(60)
