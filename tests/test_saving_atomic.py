@@ -311,12 +311,15 @@ def test_lock_temporary_is_exclusive_until_unlocked(tmp_path):
     atomic.unlock(None)
 
 
-@pytest.mark.parametrize("order", ["sorted", "reversed"])
-def test_remove_stale_removes_only_unlocked_temporaries_with_its_prefixes(tmp_path, monkeypatch, order):
-    """Whatever order the directory lists its entries in, a live, linked or foreign entry is
-    skipped and the clean-up goes on with the next."""
+@pytest.fixture(params=["sorted", "reversed"])
+def listing_order(request, monkeypatch):
+    """Lists directories in a fixed order, either way: an entry that the clean-up skips (live,
+    linked, foreign, unopenable) must not end it, whichever entries come after."""
     real_listdir = os.listdir
-    monkeypatch.setattr(os, "listdir", lambda d: sorted(real_listdir(d), reverse=order == "reversed"))
+    monkeypatch.setattr(os, "listdir", lambda d: sorted(real_listdir(d), reverse=request.param == "reversed"))
+
+
+def test_remove_stale_removes_only_unlocked_temporaries_with_its_prefixes(tmp_path, listing_order):
     _tree(tmp_path / ".a-dead-dir", "x")
     (tmp_path / ".b-dead-file").write_text("x")
     live = _tree(tmp_path / ".a-live", "x")
@@ -334,7 +337,7 @@ def test_remove_stale_removes_only_unlocked_temporaries_with_its_prefixes(tmp_pa
     atomic.remove_stale(str(tmp_path / "missing"), [".a-"])     # no error
 
 
-def test_remove_stale_skips_what_it_cannot_open(tmp_path):
+def test_remove_stale_skips_what_it_cannot_open(tmp_path, listing_order):
     sock = socket.socket(socket.AF_UNIX)
     try:
         sock.bind(str(tmp_path / ".a-socket"))        # open() of a socket fails (ENXIO)
