@@ -298,6 +298,12 @@ def _mutations():
     def dup_node(d):
         _nodes(d).append(copy.deepcopy(_nodes(d)[0]))
 
+    def matmul_inputs(n):
+        def edit(d):
+            mm = _node(d, "MatMul")
+            mm["inputs"] = (mm["inputs"] * 2)[:n]
+        return edit
+
     def structure(value):
         def edit(d):
             d["functions"][0]["structured_outputs"] = value
@@ -311,6 +317,9 @@ def _mutations():
             "version 99 is not supported": version, "not a plain file name": asset_escape,
             "function index = 5": signature_index, "invalid dimension 1125899906842624": variable_shape,
             "at most 4096 elements": inline_tensor_size, "duplicate node name": dup_node,
+            # arity of a Python kernel (MatMul's takes a, b and its attrs)
+            "has 3 inputs, but op MatMul takes 2$": matmul_inputs(3),
+            "has 1 inputs, but op MatMul takes 2$": matmul_inputs(1),
             # structured outputs: keys as JSON allows them in dicts of tensors, indices in range
             "string or int key$": structure({"dict": [[1.5, {"tensor": 0}]]}),
             "with a string or int key": structure({"dict": [[True, {"tensor": 0}]]}),
