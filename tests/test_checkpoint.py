@@ -512,6 +512,67 @@ def test_manager_keep_checkpoint_every_n_hours(tmp_path, monkeypatch):
     assert resumed.checkpoints == manager.checkpoints
 
 
+def test_manager_defaults_and_properties(tmp_path):
+    """As tf.train.CheckpointManager: five kept by default; the constructor's arguments read back."""
+    ckpt = Checkpoint(v=tw.Variable(1.0))
+    manager = CheckpointManager(ckpt, str(tmp_path))
+    for _ in range(7):
+        manager.save()
+    assert [os.path.basename(p) for p in manager.checkpoints] == [f"ckpt-{i}" for i in range(3, 8)]
+    assert manager.directory == str(tmp_path) and manager.checkpoint is ckpt
+    assert manager.checkpoint_interval is None
+    step = tw.Variable(0, dtype=tw.int64)
+    assert CheckpointManager(ckpt, str(tmp_path / "b"), step_counter=step, checkpoint_interval=4).checkpoint_interval == 4
+
+
+def test_manager_interval_when_the_step_jumps_past_it(tmp_path):
+    """A save is due once the step reaches the last saved step + interval, also when it jumps past it."""
+    step = tw.Variable(0, dtype=tw.int64)
+    manager = CheckpointManager(Checkpoint(step=step), str(tmp_path), max_to_keep=None, step_counter=step,
+                                checkpoint_interval=10)
+    saved = []
+    for _ in range(10):
+        step.assign_add(3)
+        if manager.save() is not None:
+            saved.append(int(step.numpy()))
+    assert saved == [3, 15, 27]
+
+
+def test_manager_keep_every_n_hours_off_the_grid(tmp_path, monkeypatch):
+    """Saves 2500 s apart (never exactly an hour after the last one kept): one kept for good
+    whenever an hour has passed since the last kept one."""
+    from tensorweave.train import manager as manager_mod
+    clock = [1000.0]
+    monkeypatch.setattr(manager_mod.time, "time", lambda: clock[0])
+    manager = CheckpointManager(Checkpoint(v=tw.Variable(1.0)), str(tmp_path), max_to_keep=1,
+                                keep_checkpoint_every_n_hours=1)
+    for _ in range(6):
+        clock[0] += 2500.0
+        manager.save()
+    on_disk = sorted(int(n[5:-len(SUFFIX)]) for n in os.listdir(tmp_path) if n.endswith(SUFFIX))
+    assert on_disk == [2, 4, 6] and [os.path.basename(p) for p in manager.checkpoints] == ["ckpt-6"]
+
+
+def test_manager_kill_stage_during_delete_is_after_the_first_deletion(tmp_path, monkeypatch):
+    """The crash hook's ``during_delete`` stage (used by the kill tests) comes once, after the
+    first of several deletions: the state file already lists them all as pending."""
+    from tensorweave.train import _io
+    first = CheckpointManager(Checkpoint(v=tw.Variable(1.0)), str(tmp_path), max_to_keep=3)
+    for _ in range(3):
+        first.save()
+    seen = []
+
+    def stage(name):
+        if name == "during_delete":
+                seen.append((name, sorted(n for n in os.listdir(tmp_path) if n.endswith(SUFFIX)),
+                         [os.path.basename(p) for p in _io.read_state(str(tmp_path)).pending_deletions]))
+    monkeypatch.setattr(_io, "crash_point", stage)
+    CheckpointManager(Checkpoint(v=tw.Variable(1.0)), str(tmp_path), max_to_keep=1).save(checkpoint_number=4)
+    assert seen == [("during_delete", ["ckpt-2" + SUFFIX, "ckpt-3" + SUFFIX, "ckpt-4" + SUFFIX],
+                     ["ckpt-1", "ckpt-2", "ckpt-3"])]
+    assert sorted(os.listdir(tmp_path)) == ["checkpoint", "ckpt-4" + SUFFIX]
+
+
 def test_manager_deletes_only_its_own_files(tmp_path):
     victim = tmp_path / "outside.safetensors"
     victim.write_bytes(b"precious")
