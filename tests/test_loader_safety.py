@@ -304,6 +304,11 @@ def _mutations():
             mm["inputs"] = (mm["inputs"] * 2)[:n]
         return edit
 
+    def inline_shape(shape):
+        def edit(d):
+            _node(d, "Const")["attrs"]["value"] = {"tensor": {"dtype": "float32", "shape": shape, "values": [1.0]}}
+        return edit
+
     def structure(value):
         def edit(d):
             d["functions"][0]["structured_outputs"] = value
@@ -317,6 +322,10 @@ def _mutations():
             "version 99 is not supported": version, "not a plain file name": asset_escape,
             "function index = 5": signature_index, "invalid dimension 1125899906842624": variable_shape,
             "at most 4096 elements": inline_tensor_size, "duplicate node name": dup_node,
+            # an inline constant's shape is fully known
+            "tensor shape must be fully known": inline_shape(None),
+            "tensor shape \\[None\\] has an invalid dimension None \\(dimensions are integers in \\[0, [0-9]+\\]\\)":
+                inline_shape([None]),
             # arity of a Python kernel (MatMul's takes a, b and its attrs)
             "has 3 inputs, but op MatMul takes 2$": matmul_inputs(3),
             "has 1 inputs, but op MatMul takes 2$": matmul_inputs(1),
