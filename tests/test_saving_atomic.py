@@ -354,3 +354,61 @@ def test_remove_stale_removes_a_dead_fifo_without_blocking(tmp_path):
     _tree(tmp_path / ".a-dead", "x")
     atomic.remove_stale(str(tmp_path), [".a-"])
     assert _entries(tmp_path) == []
+
+
+# ---- clean-up that fails (a file that cannot be removed) ------------------------------------------------------
+@pytest.fixture
+def first_unlink_fails(monkeypatch):
+    """The first file removal raises (as for an immutable or busy file); later ones work."""
+    real_unlink, failed = os.unlink, []
+
+    def unlink(path, *args, **kwargs):
+        if not failed:
+            failed.append(path)
+            raise PermissionError(errno.EPERM, "Operation not permitted", path)
+        return real_unlink(path, *args, **kwargs)
+    monkeypatch.setattr(os, "unlink", unlink)
+    monkeypatch.setattr(os, "remove", unlink)
+    return failed
+
+
+def _two_files(path):
+    os.mkdir(path)
+    for name in ("a", "b"):
+        (path / name).write_text(name)
+    return str(path)
+
+
+def test_remove_stale_goes_on_past_what_it_cannot_remove(tmp_path, first_unlink_fails):
+    dead = _two_files(tmp_path / ".a-dead")
+    atomic.remove_stale(str(tmp_path), [".a-"])
+    assert first_unlink_fails and len(os.listdir(dead)) == 1     # only the file that failed is left
+
+
+def test_remove_stale_survives_an_unremovable_file(tmp_path, first_unlink_fails, listing_order):
+    (tmp_path / ".a-1").write_text("x")
+    (tmp_path / ".a-2").write_text("x")
+    atomic.remove_stale(str(tmp_path), [".a-"])
+    assert len(_entries(tmp_path)) == 1
+
+
+@pytest.mark.parametrize("swap", ["renameat2", "fallback"])
+def test_replace_dir_succeeds_when_the_old_copy_cannot_all_be_removed(tmp_path, monkeypatch, swap,
+                                                                      first_unlink_fails):
+    """The new directory is in place: a failure to delete the old one does not fail the save."""
+    if swap == "fallback":
+        monkeypatch.setattr(atomic, "exchange", lambda a, b: False)
+    elif not LINUX:
+        pytest.skip("renameat2 is Linux's")
+    target = _two_files(tmp_path / "m")
+    new = _tree(tmp_path / ".m.tmp-1", "new")
+    atomic.replace_dir(new, target)
+    assert first_unlink_fails and _text(target) == "new"
+
+
+def test_recover_dir_succeeds_when_an_older_copy_cannot_all_be_removed(tmp_path, first_unlink_fails):
+    _aside(tmp_path, "a", "newest", 2_000_000_000)
+    older = _two_files(tmp_path / ".m.old-b")
+    os.utime(older, ns=(1_000_000_000, 1_000_000_000))
+    assert atomic.recover_dir(str(tmp_path / "m"), lambda p: True) is True
+    assert first_unlink_fails and _text(str(tmp_path / "m")) == "newest"
