@@ -76,6 +76,16 @@ def test_write_and_read_do_not_use_the_counter(tmp_path):
     assert float(v.numpy()) == 5.0
     status.assert_consumed()
     assert ckpt._save_counter is None
+    # read() of a file that save() made: the values, not the file's save counter
+    saved = Checkpoint(v=v)
+    for _ in range(3):
+        path = saved.save(str(tmp_path / "s"))
+    other = Checkpoint(v=tw.Variable(1.0))
+    other.read(path).assert_consumed()
+    assert int(other.save_counter.numpy()) == 0
+    restored = Checkpoint(v=tw.Variable(1.0))
+    restored.restore(path).assert_consumed()
+    assert int(restored.save_counter.numpy()) == 3
 
 
 def test_paths_nested_structures_and_root(tmp_path):
