@@ -119,6 +119,14 @@ def test_build_stages_each_alone():
     np.testing.assert_allclose(plan([np.zeros(2, np.float32)])[0], [2.0, 2.0])
 
 
+def _variable(doc):
+    return next(r for r in doc["resources"] if r["kind"] == "variable")
+
+
+def _single_node(doc):
+    return next(n for n in doc["plan"]["nodes"] if n["single"])
+
+
 def test_loader_rejects_tampered_plans():
     g, v, x, fetches = _program()
     plan = executor.build_plan(fetches, [], [x])
@@ -135,6 +143,9 @@ def test_loader_rejects_tampered_plans():
         (lambda d: d["plan"]["nodes"][-1]["attrs"].update(evil={"variable": 0}), "resource table"),
         (lambda d: d["resources"].append({"kind": "module", "name": "os"}), "unknown resource kind"),
         (lambda d: d["plan"]["nodes"][-1]["attrs"].update(surprise=1), "not taken by"),
+        (lambda d: _variable(d).update(shape=[5]), r"variable value has shape \[4\], the resource says \[5\]"),
+        (lambda d: _variable(d).update(shape=[4, 1]), r"variable value has shape \[4\], the resource says \[4, 1\]"),
+        (lambda d: _single_node(d).update(outs=d["plan"]["feed_slots"][0]), "is written twice"),
     ]
     for edit, message in cases:
         with pytest.raises(LoadError, match=message):
