@@ -146,6 +146,9 @@ def test_loader_rejects_tampered_plans():
         (lambda d: _variable(d).update(shape=[5]), r"variable value has shape \[4\], the resource says \[5\]"),
         (lambda d: _variable(d).update(shape=[4, 1]), r"variable value has shape \[4\], the resource says \[4, 1\]"),
         (lambda d: _single_node(d).update(outs=d["plan"]["feed_slots"][0]), "is written twice"),
+        (lambda d: d["plan"]["nodes"][-1].update(ins=[d["plan"]["n_slots"]]), r"input slot = \d+ is outside \[0, "),
+        (lambda d: d["plan"].update(n_slots=-1), r"n_slots = -1 is outside \[0, "),
+        (lambda d: d["plan"]["nodes"][-1].update(traceback=5), "traceback must be"),
     ]
     for edit, message in cases:
         with pytest.raises(LoadError, match=message):
