@@ -123,6 +123,10 @@ def _variable(doc):
     return next(r for r in doc["resources"] if r["kind"] == "variable")
 
 
+def _node_of(doc, op):
+    return next(n for n in doc["plan"]["nodes"] if n["op"] == op)
+
+
 def _single_node(doc):
     return next(n for n in doc["plan"]["nodes"] if n["single"])
 
@@ -149,7 +153,17 @@ def test_loader_rejects_tampered_plans():
         (lambda d: d["plan"]["nodes"][-1].update(ins=[d["plan"]["n_slots"]]), r"input slot = \d+ is outside \[0, "),
         (lambda d: d["plan"].update(n_slots=-1), r"n_slots = -1 is outside \[0, "),
         (lambda d: d["plan"]["nodes"][-1].update(traceback=5), "traceback must be"),
+        (lambda d: d["plan"]["deps"][-1].append(len(d["plan"]["nodes"]) - 1), "dependency"),   # on itself
+        (lambda d: d["plan"]["deps"][-1].append(-1), "dependency = -1 is outside"),
+        (lambda d: d["plan"]["presets"][0].__setitem__(0, d["plan"]["feed_slots"][0]), "is written twice"),
+        (lambda d: d["plan"]["nodes"][0].update(device="/device:NOPE:0"), "NOPE"),
+        (lambda d: _node_of(d, "AddV2").update(inplace=2), r"inplace input = 2 is outside \[0, 1\]"),
+        (lambda d: _node_of(d, "AddV2").update(inplace=-1), r"inplace input = -1 is outside \[0, 1\]"),
+        (lambda d: _node_of(d, "RandomUniform").update(inplace=0), "has no in-place form"),
     ]
+    # the untampered plan, and AddV2 written in place, load
+    plan_io.plan_from_json(broken(lambda d: None), tensors, Runtime("t"))
+    plan_io.plan_from_json(broken(lambda d: _node_of(d, "AddV2").update(inplace=1)), tensors, Runtime("t"))
     for edit, message in cases:
         with pytest.raises(LoadError, match=message):
             plan_io.plan_from_json(broken(edit), tensors, Runtime("t"))
