@@ -74,6 +74,44 @@ def test_results_do_not_depend_on_schedule(two_inter_op_slots):
         np.testing.assert_array_equal(par, seq)
 
 
+def test_a_chain_of_heavy_ops_is_not_worth_threads():
+    g = tw.Graph()
+    with g.as_default():
+        w = tw.ones([256, 256])
+        a = tw.matmul(tw.fill([256, 256], 2.0), w)
+        c = tw.matmul(tw.matmul(a, w), w)        # each waits for the one before
+    assert not executor.build_plan([c], [], []).parallel
+
+
+def test_unknown_dimensions_count_as_large():
+    g = tw.Graph()
+    with g.as_default():
+        x = tw.compat.v1.placeholder(tw.float32, [None, 256])
+        y = tw.compat.v1.placeholder(tw.float32, [None, 256])
+        w = tw.constant(np.ones((256, 256), np.float32))
+        c = tw.matmul(x, w) + tw.matmul(y, w)
+    assert executor.build_plan([c], [], [x, y]).parallel      # two heavy matmuls side by side
+
+
+@pytest.mark.parametrize("parallel", [False, True])
+def test_multi_output_ops_and_values_with_several_readers(two_inter_op_slots, parallel):
+    """Each output of a multi-output op reaches its readers, and a value read by two (or
+    four) ops stays until the last has run, in either schedule."""
+    x = np.arange(12, dtype=np.float32).reshape(4, 3)
+    g = tw.Graph()
+    with g.as_default():
+        feed = tw.compat.v1.placeholder(tw.float32, [4, 3])
+        h = feed * 2.0                                   # two readers
+        a, b = tw.split(h + 1.0, 2, axis=0)              # multi-output; h + 1.0 is read by Split only
+        t = tw.exp(h * 0.0)                             # four readers
+        out = tw.concat([a - b, tw.reduce_sum(t * 1.0 + t * 2.0 + t * 3.0 + t * 4.0, axis=0, keepdims=True)], 0)
+    plan = executor.build_plan([out], [], [feed], parallel=parallel)
+    got = executor.run_plan(plan, [x])[0]
+    h = x * 2.0
+    want = np.concatenate([(h + 1.0)[:2] - (h + 1.0)[2:], np.full((1, 3), 40.0, np.float32)], 0)
+    np.testing.assert_array_equal(got, want)
+
+
 def test_buffers_are_freed_after_their_last_reader():
     g = tw.Graph()
     with g.as_default():
