@@ -132,6 +132,42 @@ def test_buffers_are_freed_after_their_last_reader():
     assert vals[plan.fetch_slots[0]] is not None
 
 
+def test_buffers_of_unfused_ops_are_freed_after_their_last_reader():
+    """As above for ops the fusion pass leaves alone (a matmul chain: four steps)."""
+    g = tw.Graph()
+    with g.as_default():
+        x = tw.compat.v1.placeholder(tw.float32, [4, 4])
+        d = tw.matmul(tw.matmul(tw.matmul(tw.matmul(x, x), x), x), x)
+    plan = executor.build_plan([d], [], [x])
+    assert len(plan.steps) == 4
+    vals = plan.initial.copy()
+    vals[plan.feed_slots[0]] = np.eye(4, dtype=np.float32)
+    live_after = []
+    for i, st in enumerate(plan.steps):
+        vals[st.outs] = st.fn(*[vals[s] for s in st.ins])
+        for s in plan.frees[i]:
+            vals[s] = None
+        live_after.append(sum(v is not None for v in vals))
+    assert live_after == [2, 2, 2, 2]       # the fed value and the newest product only
+    np.testing.assert_array_equal(vals[plan.fetch_slots[0]], np.eye(4))
+
+
+def test_an_op_touching_exactly_the_heavy_threshold_is_heavy():
+    # [128, 256] x [256, 256] -> [128, 256]: 32768 + 65536 + 32768 = 2 ** 17 elements
+    assert executor.HEAVY_ELEMENTS == 1 << 17
+    g = tw.Graph()
+    with g.as_default():
+        w = tw.constant(np.ones((256, 256), np.float32))
+        x = tw.compat.v1.placeholder(tw.float32, [128, 256])
+        y = tw.compat.v1.placeholder(tw.float32, [128, 256])
+        big = tw.matmul(x, w) + tw.matmul(y, w)
+        x2 = tw.compat.v1.placeholder(tw.float32, [127, 256])
+        y2 = tw.compat.v1.placeholder(tw.float32, [127, 256])
+        small = tw.matmul(x2, w) + tw.matmul(y2, w)
+    assert executor.build_plan([big], [], [x, y]).parallel
+    assert not executor.build_plan([small], [], [x2, y2]).parallel
+
+
 def test_device_strings_and_scopes():
     spec = tw.DeviceSpec.from_string("/job:worker/task:1/device:CPU:0")
     assert (spec.job, spec.task, spec.device_type, spec.device_index) == ("worker", 1, "CPU", 0)
