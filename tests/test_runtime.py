@@ -168,6 +168,56 @@ def test_an_op_touching_exactly_the_heavy_threshold_is_heavy():
     assert not executor.build_plan([small], [], [x2, y2]).parallel
 
 
+_TRACKED = []
+
+
+def _tracking_ops():
+    """Two custom ops: ``RtTracked`` returns a fresh array it keeps a weak reference to;
+    ``RtAlive`` (after its input is ready) says how many of those arrays are still alive."""
+    import gc
+    import weakref
+    from tensorweave.core.registry import registered_ops
+    if "RtTracked" in registered_ops():
+        return
+
+    def tracked(x):
+        a = np.array(x, copy=True)
+        _TRACKED.append(weakref.ref(a))
+        return a
+
+    def alive(x):
+        gc.collect()
+        return np.float32(sum(r() is not None for r in _TRACKED))
+    for name, fn in (("RtTracked", tracked), ("RtAlive", alive)):
+        tw.register_op(name, infer=lambda inputs, attrs: (inputs[0].shape, inputs[0].dtype))
+        tw.register_kernel(name, "CPU")(fn)
+
+
+@pytest.mark.parametrize("parallel", [False, True])
+def test_a_value_is_released_once_its_last_reader_has_run(two_inter_op_slots, parallel):
+    _tracking_ops()
+    _TRACKED.clear()
+    g = tw.Graph()
+    with g.as_default():
+        x = tw.compat.v1.placeholder(tw.float32, [4])
+        a = tw.raw_op("RtTracked", [x])               # read by the two reductions only
+        b = tw.reduce_sum(a) + tw.reduce_max(a)
+        alive = tw.raw_op("RtAlive", [b])
+    plan = executor.build_plan([alive], [], [x], parallel=parallel)
+    assert executor.run_plan(plan, [np.ones(4, np.float32)])[0] == 0.0
+    assert len(_TRACKED) == 1
+
+
+@pytest.mark.timeout(60)
+def test_a_parallel_plan_without_steps_returns(two_inter_op_slots):
+    g = tw.Graph()
+    with g.as_default():
+        x = tw.compat.v1.placeholder(tw.float32, [2])
+    plan = executor.build_plan([x], [], [x], parallel=True)
+    assert len(plan.steps) == 0
+    assert executor.run_plan(plan, [np.ones(2, np.float32)])[0].tolist() == [1.0, 1.0]
+
+
 def test_device_strings_and_scopes():
     spec = tw.DeviceSpec.from_string("/job:worker/task:1/device:CPU:0")
     assert (spec.job, spec.task, spec.device_type, spec.device_index) == ("worker", 1, "CPU", 0)
