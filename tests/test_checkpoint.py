@@ -88,6 +88,32 @@ def test_write_and_read_do_not_use_the_counter(tmp_path):
     assert int(restored.save_counter.numpy()) == 3
 
 
+def test_stored_checksums_are_crc32_of_the_little_endian_bytes(tmp_path):
+    import zlib
+    from tensorweave.train.checkpoint import read_file
+    values = {"a": np.arange(7, dtype=np.float32) - 3.5, "b": np.array([[1, -2], [3, 2 ** 40]], np.int64)}
+    prefix = Checkpoint(a=tw.Variable(values["a"]), b=tw.Variable(values["b"])).write(str(tmp_path / "c"))
+    _, tensors, crcs = read_file(prefix + SUFFIX)
+    assert set(crcs) == set(tensors)
+    for key, t in tensors.items():
+        t = np.ascontiguousarray(t)
+        assert crcs[key] == zlib.crc32(t.astype(t.dtype.newbyteorder("<")).tobytes()), key
+
+
+def test_paths_that_name_no_checkpoint(tmp_path):
+    (tmp_path / "notes").write_text("not a checkpoint")
+    ckpt = Checkpoint(v=tw.Variable(1.0))
+    for path in (tmp_path / ("missing" + SUFFIX), tmp_path / "notes"):
+        with pytest.raises(errors.NotFoundError, match=f"Failed to find any matching files for {path} "):
+            ckpt.restore(str(path))
+
+
+def test_save_replaces_an_unreadable_state_file(tmp_path):
+    (tmp_path / "checkpoint").write_text("{not json")
+    path = Checkpoint(v=tw.Variable(1.0)).save(str(tmp_path / "ckpt"))
+    assert latest_checkpoint(str(tmp_path)) == path
+
+
 def test_paths_nested_structures_and_root(tmp_path):
     a, b, c = tw.Variable(1.0), tw.Variable([2, 3]), tw.Variable(np.eye(2, dtype=np.float64))
     inner = Checkpoint(c=c)
