@@ -191,6 +191,10 @@ def _tracking_ops():
     for name, fn in (("RtTracked", tracked), ("RtAlive", alive)):
         tw.register_op(name, infer=lambda inputs, attrs: (inputs[0].shape, inputs[0].dtype))
         tw.register_kernel(name, "CPU")(fn)
+    # two outputs: a tracked array nobody may read, and a plain copy
+    tw.register_op("RtTrackedPair", num_outputs=2,
+                   infer=lambda inputs, attrs: [(inputs[0].shape, inputs[0].dtype)] * 2)
+    tw.register_kernel("RtTrackedPair", "CPU")(lambda x: (tracked(x), np.array(x, copy=True)))
 
 
 @pytest.mark.parametrize("parallel", [False, True])
@@ -203,6 +207,20 @@ def test_a_value_is_released_once_its_last_reader_has_run(two_inter_op_slots, pa
         a = tw.raw_op("RtTracked", [x])               # read by the two reductions only
         b = tw.reduce_sum(a) + tw.reduce_max(a)
         alive = tw.raw_op("RtAlive", [b])
+    plan = executor.build_plan([alive], [], [x], parallel=parallel)
+    assert executor.run_plan(plan, [np.ones(4, np.float32)])[0] == 0.0
+    assert len(_TRACKED) == 1
+
+
+@pytest.mark.parametrize("parallel", [False, True])
+def test_an_output_nobody_reads_is_released_at_once(two_inter_op_slots, parallel):
+    _tracking_ops()
+    _TRACKED.clear()
+    g = tw.Graph()
+    with g.as_default():
+        x = tw.compat.v1.placeholder(tw.float32, [4])
+        _, copy = tw.raw_op("RtTrackedPair", [x])
+        alive = tw.raw_op("RtAlive", [tw.reduce_sum(copy)])
     plan = executor.build_plan([alive], [], [x], parallel=parallel)
     assert executor.run_plan(plan, [np.ones(4, np.float32)])[0] == 0.0
     assert len(_TRACKED) == 1
