@@ -91,10 +91,11 @@ def test_write_and_read_do_not_use_the_counter(tmp_path):
 def test_stored_checksums_are_crc32_of_the_little_endian_bytes(tmp_path):
     import zlib
     from tensorweave.train.checkpoint import read_file
-    values = {"a": np.arange(7, dtype=np.float32) - 3.5, "b": np.array([[1, -2], [3, 2 ** 40]], np.int64)}
+    values = {"a": np.arange(8, dtype=np.float32) - 3.5, "b": np.array([[1, -2], [3, 2 ** 40]], np.int64)}
     prefix = Checkpoint(a=tw.Variable(values["a"]), b=tw.Variable(values["b"])).write(str(tmp_path / "c"))
     _, tensors, crcs = read_file(prefix + SUFFIX)
     assert set(crcs) == set(tensors)
+    assert any(c & 1 for c in crcs.values()) and any(c >> 31 for c in crcs.values())    # all 32 bits matter
     for key, t in tensors.items():
         t = np.ascontiguousarray(t)
         assert crcs[key] == zlib.crc32(t.astype(t.dtype.newbyteorder("<")).tobytes()), key
