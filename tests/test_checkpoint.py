@@ -76,6 +76,43 @@ def test_write_and_read_do_not_use_the_counter(tmp_path):
     assert float(v.numpy()) == 5.0
     status.assert_consumed()
     assert ckpt._save_counter is None
+    # read() of a file that save() made: the values, not the file's save counter
+    saved = Checkpoint(v=v)
+    for _ in range(3):
+        path = saved.save(str(tmp_path / "s"))
+    other = Checkpoint(v=tw.Variable(1.0))
+    other.read(path).assert_consumed()
+    assert int(other.save_counter.numpy()) == 0
+    restored = Checkpoint(v=tw.Variable(1.0))
+    restored.restore(path).assert_consumed()
+    assert int(restored.save_counter.numpy()) == 3
+
+
+def test_stored_checksums_are_crc32_of_the_little_endian_bytes(tmp_path):
+    import zlib
+    from tensorweave.train.checkpoint import read_file
+    values = {"a": np.arange(8, dtype=np.float32) - 3.5, "b": np.array([[1, -2], [3, 2 ** 40]], np.int64)}
+    prefix = Checkpoint(a=tw.Variable(values["a"]), b=tw.Variable(values["b"])).write(str(tmp_path / "c"))
+    _, tensors, crcs = read_file(prefix + SUFFIX)
+    assert set(crcs) == set(tensors)
+    assert any(c & 1 for c in crcs.values()) and any(c >> 31 for c in crcs.values())    # all 32 bits matter
+    for key, t in tensors.items():
+        t = np.ascontiguousarray(t)
+        assert crcs[key] == zlib.crc32(t.astype(t.dtype.newbyteorder("<")).tobytes()), key
+
+
+def test_paths_that_name_no_checkpoint(tmp_path):
+    (tmp_path / "notes").write_text("not a checkpoint")
+    ckpt = Checkpoint(v=tw.Variable(1.0))
+    for path in (tmp_path / ("missing" + SUFFIX), tmp_path / "notes"):
+        with pytest.raises(errors.NotFoundError, match=f"Failed to find any matching files for {path} "):
+            ckpt.restore(str(path))
+
+
+def test_save_replaces_an_unreadable_state_file(tmp_path):
+    (tmp_path / "checkpoint").write_text("{not json")
+    path = Checkpoint(v=tw.Variable(1.0)).save(str(tmp_path / "ckpt"))
+    assert latest_checkpoint(str(tmp_path)) == path
 
 
 def test_paths_nested_structures_and_root(tmp_path):
@@ -510,6 +547,67 @@ def test_manager_keep_checkpoint_every_n_hours(tmp_path, monkeypatch):
     resumed = CheckpointManager(Checkpoint(v=tw.Variable(1.0)), str(tmp_path), max_to_keep=2,
                                 keep_checkpoint_every_n_hours=1)
     assert resumed.checkpoints == manager.checkpoints
+
+
+def test_manager_defaults_and_properties(tmp_path):
+    """As tf.train.CheckpointManager: five kept by default; the constructor's arguments read back."""
+    ckpt = Checkpoint(v=tw.Variable(1.0))
+    manager = CheckpointManager(ckpt, str(tmp_path))
+    for _ in range(7):
+        manager.save()
+    assert [os.path.basename(p) for p in manager.checkpoints] == [f"ckpt-{i}" for i in range(3, 8)]
+    assert manager.directory == str(tmp_path) and manager.checkpoint is ckpt
+    assert manager.checkpoint_interval is None
+    step = tw.Variable(0, dtype=tw.int64)
+    assert CheckpointManager(ckpt, str(tmp_path / "b"), step_counter=step, checkpoint_interval=4).checkpoint_interval == 4
+
+
+def test_manager_interval_when_the_step_jumps_past_it(tmp_path):
+    """A save is due once the step reaches the last saved step + interval, also when it jumps past it."""
+    step = tw.Variable(0, dtype=tw.int64)
+    manager = CheckpointManager(Checkpoint(step=step), str(tmp_path), max_to_keep=None, step_counter=step,
+                                checkpoint_interval=10)
+    saved = []
+    for _ in range(10):
+        step.assign_add(3)
+        if manager.save() is not None:
+            saved.append(int(step.numpy()))
+    assert saved == [3, 15, 27]
+
+
+def test_manager_keep_every_n_hours_off_the_grid(tmp_path, monkeypatch):
+    """Saves 2500 s apart (never exactly an hour after the last one kept): one kept for good
+    whenever an hour has passed since the last kept one."""
+    from tensorweave.train import manager as manager_mod
+    clock = [1000.0]
+    monkeypatch.setattr(manager_mod.time, "time", lambda: clock[0])
+    manager = CheckpointManager(Checkpoint(v=tw.Variable(1.0)), str(tmp_path), max_to_keep=1,
+                                keep_checkpoint_every_n_hours=1)
+    for _ in range(6):
+        clock[0] += 2500.0
+        manager.save()
+    on_disk = sorted(int(n[5:-len(SUFFIX)]) for n in os.listdir(tmp_path) if n.endswith(SUFFIX))
+    assert on_disk == [2, 4, 6] and [os.path.basename(p) for p in manager.checkpoints] == ["ckpt-6"]
+
+
+def test_manager_kill_stage_during_delete_is_after_the_first_deletion(tmp_path, monkeypatch):
+    """The crash hook's ``during_delete`` stage (used by the kill tests) comes once, after the
+    first of several deletions: the state file already lists them all as pending."""
+    from tensorweave.train import _io
+    first = CheckpointManager(Checkpoint(v=tw.Variable(1.0)), str(tmp_path), max_to_keep=3)
+    for _ in range(3):
+        first.save()
+    seen = []
+
+    def stage(name):
+        if name == "during_delete":
+                seen.append((name, sorted(n for n in os.listdir(tmp_path) if n.endswith(SUFFIX)),
+                         [os.path.basename(p) for p in _io.read_state(str(tmp_path)).pending_deletions]))
+    monkeypatch.setattr(_io, "crash_point", stage)
+    CheckpointManager(Checkpoint(v=tw.Variable(1.0)), str(tmp_path), max_to_keep=1).save(checkpoint_number=4)
+    assert seen == [("during_delete", ["ckpt-2" + SUFFIX, "ckpt-3" + SUFFIX, "ckpt-4" + SUFFIX],
+                     ["ckpt-1", "ckpt-2", "ckpt-3"])]
+    assert sorted(os.listdir(tmp_path)) == ["checkpoint", "ckpt-4" + SUFFIX]
 
 
 def test_manager_deletes_only_its_own_files(tmp_path):

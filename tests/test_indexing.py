@@ -26,6 +26,8 @@ def _graph_run(build, feeds=None):
     (lambda: tw.tensor_scatter_nd_update(tw.zeros([2, 2]), [[0, -1]], [1.0]), "indices[0] = [0, -1]"),
     (lambda: tw.tensor_scatter_nd_add(tw.zeros([2]), [[0], [2]], [1.0, 1.0]), "indices[1] = [2]"),
     (lambda: tw.unsorted_segment_sum(tw.ones([3]), [0, 4, 1], 3), "segment_ids[1] = 4 is not in [0, 3)"),
+    (lambda: tw.unsorted_segment_sum(tw.ones([3]), [0, 3, 1], 3), "segment_ids[1] = 3 is not in [0, 3)"),
+    (lambda: tw.gather(tw.constant([1.0, 2.0, 3.0]), [0, 7]), "indices[1] = 7 is not in [0, 3)"),
     (lambda: tw.unravel_index([1, 6], [2, 3]), "indices[1] = 6 is out of range for dims [2, 3]"),
 ])
 def test_out_of_range_indices_name_the_bad_index(fn, text):
@@ -49,6 +51,22 @@ def test_out_of_range_index_in_a_session_names_the_node():
 
 
 # ---- sparse gradients ------------------------------------------------------------------------
+@pytest.mark.parametrize("params_shape, indices_shape, axis, batch_dims", [
+    ((0, 3), (0, 2), 1, 1), ((2, 0, 3), (2, 0, 4), 2, 2), ((0, 2, 3), (0, 5), 2, 1), ((2, 3, 4), (2, 5), 1, 1)])
+@pytest.mark.parametrize("dtype", [np.float32, np.int32])
+def test_batched_gather_shapes_and_dtypes_with_empty_batches(params_shape, indices_shape, axis, batch_dims, dtype):
+    """Matches TF's output shape params[:axis] + indices[batch_dims:] + params[axis+1:], also
+    when a batch dimension is 0 (nothing to gather), and keeps the params' dtype."""
+    params = np.arange(int(np.prod(params_shape)), dtype=dtype).reshape(params_shape)
+    rng = np.random.default_rng(0)
+    indices = rng.integers(0, max(params_shape[axis], 1), size=indices_shape).astype(np.int32)
+    got = tw.gather(params, indices, axis=axis, batch_dims=batch_dims).numpy()
+    want_shape = params_shape[:axis] + indices_shape[batch_dims:] + params_shape[axis + 1:]
+    assert got.shape == want_shape and got.dtype == dtype
+    for b in np.ndindex(*params_shape[:batch_dims]):
+        np.testing.assert_array_equal(got[b], np.take(params[b], indices[b], axis=axis - batch_dims))
+
+
 def test_gather_gradient_is_indexed_slices_and_densifies_with_duplicates():
     v = tw.Variable(np.arange(12.0).reshape(4, 3))
     idx = tw.constant([3, 0, 3])

@@ -298,6 +298,22 @@ def _mutations():
     def dup_node(d):
         _nodes(d).append(copy.deepcopy(_nodes(d)[0]))
 
+    def matmul_inputs(n):
+        def edit(d):
+            mm = _node(d, "MatMul")
+            mm["inputs"] = (mm["inputs"] * 2)[:n]
+        return edit
+
+    def inline_shape(shape):
+        def edit(d):
+            _node(d, "Const")["attrs"]["value"] = {"tensor": {"dtype": "float32", "shape": shape, "values": [1.0]}}
+        return edit
+
+    def structure(value):
+        def edit(d):
+            d["functions"][0]["structured_outputs"] = value
+        return edit
+
     return {"unknown op type 'EvilOp'": unknown_op, "not defined before this node": later_input,
             "has only 1 output": bad_index, "expects \\['shape'\\]": wrong_kind, "unknown dtype 'float128'": unknown_dtype,
             "invalid dimension": absurd_shape, "takes no attr 'evil'": extra_attr, "has no saved attr '_then_fn'": private_attr,
@@ -305,7 +321,21 @@ def _mutations():
             "value of kind 'function'": function_elsewhere, "out of range": bad_capture_index,
             "version 99 is not supported": version, "not a plain file name": asset_escape,
             "function index = 5": signature_index, "invalid dimension 1125899906842624": variable_shape,
-            "at most 4096 elements": inline_tensor_size, "duplicate node name": dup_node}
+            "at most 4096 elements": inline_tensor_size, "duplicate node name": dup_node,
+            # an inline constant's shape is fully known
+            "tensor shape must be fully known": inline_shape(None),
+            "tensor shape \\[None\\] has an invalid dimension None \\(dimensions are integers in \\[0, [0-9]+\\]\\)":
+                inline_shape([None]),
+            # arity of a Python kernel (MatMul's takes a, b and its attrs)
+            "has 3 inputs, but op MatMul takes 2$": matmul_inputs(3),
+            "has 1 inputs, but op MatMul takes 2$": matmul_inputs(1),
+            # structured outputs: keys as JSON allows them in dicts of tensors, indices in range
+            "string or int key$": structure({"dict": [[1.5, {"tensor": 0}]]}),
+            "with a string or int key": structure({"dict": [[True, {"tensor": 0}]]}),
+            "duplicate key 'y'": structure({"dict": [["y", {"tensor": 0}], ["y", {"tensor": 0}]]}),
+            "output index = 1 is outside \\[0, 0\\]": structure({"list": [{"tensor": 1}]}),
+            "'value' must be a JSON scalar": structure({"tuple": [{"value": [1]}]}),
+            "unknown structured_outputs tag 'set'": structure({"set": []})}
 
 
 @pytest.mark.parametrize("message", sorted(_mutations()))

@@ -748,6 +748,22 @@ print("bounds ok")
 """
 
 
+@pytest.mark.parametrize("cls", ["Adam", "SGD", "RMSprop", "Adagrad"])
+def test_update_errors_name_the_variable_and_the_bad_index(cls):
+    from tensorweave.keras import optimizers as O
+    v = tw.Variable(np.zeros((5, 2)), name="table")
+    opt = getattr(O, cls)(0.5)
+    with pytest.raises(tw.errors.InvalidArgumentError,
+                       match=r"update of 'table:0': gradient shape \(3, 2\) does not match the variable's \(5, 2\)"):
+        opt.apply([tw.constant(np.ones((3, 2)))], [v])
+    for indices, bad in (([-1, 3], -1), ([1, 9], 9), ([2, -4, 7], -4)):
+        g = tw.IndexedSlices(tw.constant(np.ones((len(indices), 2))), tw.constant(indices, dtype=tw.int32),
+                             np.array([5, 2]))
+        with pytest.raises(tw.errors.InvalidArgumentError, match=rf"update of 'table:0': index {bad} is not in \[0, 5\)"):
+            opt.apply([g], [v])
+    assert not v.numpy().any()
+
+
 def test_sparse_update_index_exactly_at_the_end_is_rejected():
     """Index == rows is the boundary: a check weakened to ``> rows`` would let the compiled loop
     write one row past the end (the process aborts), so this runs in a subprocess."""

@@ -119,6 +119,18 @@ def test_build_stages_each_alone():
     np.testing.assert_allclose(plan([np.zeros(2, np.float32)])[0], [2.0, 2.0])
 
 
+def _variable(doc):
+    return next(r for r in doc["resources"] if r["kind"] == "variable")
+
+
+def _node_of(doc, op):
+    return next(n for n in doc["plan"]["nodes"] if n["op"] == op)
+
+
+def _single_node(doc):
+    return next(n for n in doc["plan"]["nodes"] if n["single"])
+
+
 def test_loader_rejects_tampered_plans():
     g, v, x, fetches = _program()
     plan = executor.build_plan(fetches, [], [x])
@@ -135,7 +147,30 @@ def test_loader_rejects_tampered_plans():
         (lambda d: d["plan"]["nodes"][-1]["attrs"].update(evil={"variable": 0}), "resource table"),
         (lambda d: d["resources"].append({"kind": "module", "name": "os"}), "unknown resource kind"),
         (lambda d: d["plan"]["nodes"][-1]["attrs"].update(surprise=1), "not taken by"),
+        (lambda d: _variable(d).update(shape=[5]), r"variable value has shape \[4\], the resource says \[5\]"),
+        (lambda d: _variable(d).update(shape=[4, 1]), r"variable value has shape \[4\], the resource says \[4, 1\]"),
+        (lambda d: _single_node(d).update(outs=d["plan"]["feed_slots"][0]), "is written twice"),
+        (lambda d: d["plan"]["nodes"][-1].update(ins=[d["plan"]["n_slots"]]), r"input slot = \d+ is outside \[0, "),
+        (lambda d: d["plan"].update(n_slots=-1), r"n_slots = -1 is outside \[0, "),
+        (lambda d: d["plan"]["nodes"][-1].update(traceback=5), "traceback must be"),
+        (lambda d: d["plan"]["deps"][-1].append(len(d["plan"]["nodes"]) - 1), "dependency"),   # on itself
+        (lambda d: d["plan"]["deps"][-1].append(-1), "dependency = -1 is outside"),
+        (lambda d: d["plan"]["presets"][0].__setitem__(0, d["plan"]["feed_slots"][0]), "is written twice"),
+        (lambda d: d["plan"]["nodes"][0].update(device="/device:NOPE:0"), "has no NOPE kernel here"),
+        (lambda d: d["plan"]["nodes"][0].update(device="/cpu:abc"), "Invalid device string '/cpu:abc'"),
+        (lambda d: _node_of(d, "AddV2").update(inplace=2), r"inplace input = 2 is outside \[0, 1\]"),
+        (lambda d: _node_of(d, "AddV2").update(inplace=-1), r"inplace input = -1 is outside \[0, 1\]"),
+        (lambda d: _node_of(d, "RandomUniform").update(inplace=0), "has no in-place form"),
+        (lambda d: _node_of(d, "RandomUniform").update(inplace=1), r"inplace input = 1 is outside \[0, 0\]"),
     ]
+    # the untampered plan, and AddV2 written in place, load; slots are bounded at 64 per node
+    # of the node limit, not by the node count
+    plan_io.plan_from_json(broken(lambda d: None), tensors, Runtime("t"))
+    plan_io.plan_from_json(broken(lambda d: d["plan"].update(n_slots=3_000_000)), tensors, Runtime("t"))
+    from tensorweave.saving.validation import MAX_NODES
+    with pytest.raises(LoadError, match="n_slots = 128000001 is outside"):
+        plan_io.plan_from_json(broken(lambda d: d["plan"].update(n_slots=MAX_NODES * 64 + 1)), tensors, Runtime("t"))
+    plan_io.plan_from_json(broken(lambda d: _node_of(d, "AddV2").update(inplace=1)), tensors, Runtime("t"))
     for edit, message in cases:
         with pytest.raises(LoadError, match=message):
             plan_io.plan_from_json(broken(edit), tensors, Runtime("t"))

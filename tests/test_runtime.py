@@ -75,6 +75,44 @@ def test_results_do_not_depend_on_schedule(two_inter_op_slots):
         np.testing.assert_array_equal(par, seq)
 
 
+def test_a_chain_of_heavy_ops_is_not_worth_threads():
+    g = tw.Graph()
+    with g.as_default():
+        w = tw.ones([256, 256])
+        a = tw.matmul(tw.fill([256, 256], 2.0), w)
+        c = tw.matmul(tw.matmul(a, w), w)        # each waits for the one before
+    assert not executor.build_plan([c], [], []).parallel
+
+
+def test_unknown_dimensions_count_as_large():
+    g = tw.Graph()
+    with g.as_default():
+        x = tw.compat.v1.placeholder(tw.float32, [None, 256])
+        y = tw.compat.v1.placeholder(tw.float32, [None, 256])
+        w = tw.constant(np.ones((256, 256), np.float32))
+        c = tw.matmul(x, w) + tw.matmul(y, w)
+    assert executor.build_plan([c], [], [x, y]).parallel      # two heavy matmuls side by side
+
+
+@pytest.mark.parametrize("parallel", [False, True])
+def test_multi_output_ops_and_values_with_several_readers(two_inter_op_slots, parallel):
+    """Each output of a multi-output op reaches its readers, and a value read by two (or
+    four) ops stays until the last has run, in either schedule."""
+    x = np.arange(12, dtype=np.float32).reshape(4, 3)
+    g = tw.Graph()
+    with g.as_default():
+        feed = tw.compat.v1.placeholder(tw.float32, [4, 3])
+        h = feed * 2.0                                   # two readers
+        a, b = tw.split(h + 1.0, 2, axis=0)              # multi-output; h + 1.0 is read by Split only
+        t = tw.exp(h * 0.0)                             # four readers
+        out = tw.concat([a - b, tw.reduce_sum(t * 1.0 + t * 2.0 + t * 3.0 + t * 4.0, axis=0, keepdims=True)], 0)
+    plan = executor.build_plan([out], [], [feed], parallel=parallel)
+    got = executor.run_plan(plan, [x])[0]
+    h = x * 2.0
+    want = np.concatenate([(h + 1.0)[:2] - (h + 1.0)[2:], np.full((1, 3), 40.0, np.float32)], 0)
+    np.testing.assert_array_equal(got, want)
+
+
 def test_buffers_are_freed_after_their_last_reader():
     g = tw.Graph()
     with g.as_default():
@@ -93,6 +131,110 @@ def test_buffers_are_freed_after_their_last_reader():
         live_after.append(sum(v is not None for v in vals))
     assert max(live_after) <= 3  # never all intermediates at once
     assert vals[plan.fetch_slots[0]] is not None
+
+
+def test_buffers_of_unfused_ops_are_freed_after_their_last_reader():
+    """As above for ops the fusion pass leaves alone (a matmul chain: four steps)."""
+    g = tw.Graph()
+    with g.as_default():
+        x = tw.compat.v1.placeholder(tw.float32, [4, 4])
+        d = tw.matmul(tw.matmul(tw.matmul(tw.matmul(x, x), x), x), x)
+    plan = executor.build_plan([d], [], [x])
+    assert len(plan.steps) == 4
+    vals = plan.initial.copy()
+    vals[plan.feed_slots[0]] = np.eye(4, dtype=np.float32)
+    live_after = []
+    for i, st in enumerate(plan.steps):
+        vals[st.outs] = st.fn(*[vals[s] for s in st.ins])
+        for s in plan.frees[i]:
+            vals[s] = None
+        live_after.append(sum(v is not None for v in vals))
+    assert live_after == [2, 2, 2, 2]       # the fed value and the newest product only
+    np.testing.assert_array_equal(vals[plan.fetch_slots[0]], np.eye(4))
+
+
+def test_an_op_touching_exactly_the_heavy_threshold_is_heavy():
+    # [128, 256] x [256, 256] -> [128, 256]: 32768 + 65536 + 32768 = 2 ** 17 elements
+    assert executor.HEAVY_ELEMENTS == 1 << 17
+    g = tw.Graph()
+    with g.as_default():
+        w = tw.constant(np.ones((256, 256), np.float32))
+        x = tw.compat.v1.placeholder(tw.float32, [128, 256])
+        y = tw.compat.v1.placeholder(tw.float32, [128, 256])
+        big = tw.matmul(x, w) + tw.matmul(y, w)
+        x2 = tw.compat.v1.placeholder(tw.float32, [127, 256])
+        y2 = tw.compat.v1.placeholder(tw.float32, [127, 256])
+        small = tw.matmul(x2, w) + tw.matmul(y2, w)
+    assert executor.build_plan([big], [], [x, y]).parallel
+    assert not executor.build_plan([small], [], [x2, y2]).parallel
+
+
+_TRACKED = []
+
+
+def _tracking_ops():
+    """Two custom ops: ``RtTracked`` returns a fresh array it keeps a weak reference to;
+    ``RtAlive`` (after its input is ready) says how many of those arrays are still alive."""
+    import gc
+    import weakref
+    from tensorweave.core.registry import registered_ops
+    if "RtTracked" in registered_ops():
+        return
+
+    def tracked(x):
+        a = np.array(x, copy=True)
+        _TRACKED.append(weakref.ref(a))
+        return a
+
+    def alive(x):
+        gc.collect()
+        return np.float32(sum(r() is not None for r in _TRACKED))
+    for name, fn in (("RtTracked", tracked), ("RtAlive", alive)):
+        tw.register_op(name, infer=lambda inputs, attrs: (inputs[0].shape, inputs[0].dtype))
+        tw.register_kernel(name, "CPU")(fn)
+    # two outputs: a tracked array nobody may read, and a plain copy
+    tw.register_op("RtTrackedPair", num_outputs=2,
+                   infer=lambda inputs, attrs: [(inputs[0].shape, inputs[0].dtype)] * 2)
+    tw.register_kernel("RtTrackedPair", "CPU")(lambda x: (tracked(x), np.array(x, copy=True)))
+
+
+@pytest.mark.parametrize("parallel", [False, True])
+def test_a_value_is_released_once_its_last_reader_has_run(two_inter_op_slots, parallel):
+    _tracking_ops()
+    _TRACKED.clear()
+    g = tw.Graph()
+    with g.as_default():
+        x = tw.compat.v1.placeholder(tw.float32, [4])
+        a = tw.raw_op("RtTracked", [x])               # read by the two reductions only
+        b = tw.reduce_sum(a) + tw.reduce_max(a)
+        alive = tw.raw_op("RtAlive", [b])
+    plan = executor.build_plan([alive], [], [x], parallel=parallel)
+    assert executor.run_plan(plan, [np.ones(4, np.float32)])[0] == 0.0
+    assert len(_TRACKED) == 1
+
+
+@pytest.mark.parametrize("parallel", [False, True])
+def test_an_output_nobody_reads_is_released_at_once(two_inter_op_slots, parallel):
+    _tracking_ops()
+    _TRACKED.clear()
+    g = tw.Graph()
+    with g.as_default():
+        x = tw.compat.v1.placeholder(tw.float32, [4])
+        _, copy = tw.raw_op("RtTrackedPair", [x])
+        alive = tw.raw_op("RtAlive", [tw.reduce_sum(copy)])
+    plan = executor.build_plan([alive], [], [x], parallel=parallel)
+    assert executor.run_plan(plan, [np.ones(4, np.float32)])[0] == 0.0
+    assert len(_TRACKED) == 1
+
+
+@pytest.mark.timeout(60)
+def test_a_parallel_plan_without_steps_returns(two_inter_op_slots):
+    g = tw.Graph()
+    with g.as_default():
+        x = tw.compat.v1.placeholder(tw.float32, [2])
+    plan = executor.build_plan([x], [], [x], parallel=True)
+    assert len(plan.steps) == 0
+    assert executor.run_plan(plan, [np.ones(2, np.float32)])[0].tolist() == [1.0, 1.0]
 
 
 def test_device_strings_and_scopes():

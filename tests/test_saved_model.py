@@ -330,7 +330,7 @@ def test_output_structure_keeps_tuples_lists_and_dicts(tmp_path):
     tuple (not a list), a list a list, a dict a dict."""
     @tw.function(input_signature=[tw.TensorSpec([2], tw.float32)])
     def f(x):
-        return (x + 1.0, [x * 2.0, {"n": -x}]), x
+        return (x + 1.0, [x * 2.0, {"n": -x, 7: None}]), x, [None, 3, "s", 1.5, True]
 
     class Holder:
         pass
@@ -341,5 +341,14 @@ def test_output_structure_keeps_tuples_lists_and_dicts(tmp_path):
     tw.saved_model.save(h, path)
     out = tw.saved_model.load(path).f(tw.constant([1.0, 2.0]))
     assert type(out) is tuple and type(out[0]) is tuple and type(out[0][1]) is list
-    assert type(out[0][1][1]) is dict and list(out[0][1][1]) == ["n"]
+    assert type(out[0][1][1]) is dict and list(out[0][1][1]) == ["n", 7] and out[0][1][1][7] is None
     assert out[0][0].numpy().tolist() == [2.0, 3.0] and out[1].numpy().tolist() == [1.0, 2.0]
+    assert out[2] == [None, 3, "s", 1.5, True]
+
+    @tw.function(input_signature=[tw.TensorSpec([2], tw.float32)])
+    def g(x):
+        return x, float("nan")
+    h.f = g
+    g.get_concrete_function()
+    with pytest.raises(ValueError, match="a value of type float cannot be saved"):
+        tw.saved_model.save(h, str(tmp_path / "nan"))

@@ -211,3 +211,51 @@ def test_manager_start_deletes_what_a_killed_save_was_deleting(tmp_path):
     manager.save()                    # lists only what it deleted itself (ckpt-2), which is gone
     assert [os.path.basename(p) for p in _io.read_state(str(tmp_path)).pending_deletions] == ["ckpt-2"]
     assert sorted(os.listdir(tmp_path)) == ["checkpoint", "ckpt-3.safetensors", "other-1.safetensors"]
+
+
+class _Replacing:
+    """A read of a plain directory that a save replaces (a new inode) while the read runs."""
+
+    def __init__(self, tmp_path, replace_on, fail_on=()):
+        self.path, self.calls = str(tmp_path / "m"), 0
+        self.replace_on, self.fail_on = replace_on, fail_on
+        os.mkdir(self.path)
+
+    def __call__(self, directory):
+        self.calls += 1
+        if self.calls in self.replace_on:
+            new = self.path + f".tmp-{self.calls}"
+            os.mkdir(new)
+            atomic.replace_dir(new, self.path)
+        if self.calls in self.fail_on:
+            raise ValueError(f"torn read {self.calls}")
+        return self.calls
+
+
+def test_read_consistently_reads_again_after_a_replacement(tmp_path):
+    read = _Replacing(tmp_path, replace_on={1})
+    assert sm_impl.read_consistently(read.path, read) == 2
+
+
+def test_read_consistently_reads_again_after_a_failure_during_a_replacement(tmp_path):
+    read = _Replacing(tmp_path, replace_on={1}, fail_on={1})
+    assert sm_impl.read_consistently(read.path, read) == 2
+
+
+def test_read_consistently_raises_a_failure_without_a_replacement_at_once(tmp_path):
+    read = _Replacing(tmp_path, replace_on=(), fail_on={1})
+    with pytest.raises(ValueError, match="torn read 1"):
+        sm_impl.read_consistently(read.path, read)
+    assert read.calls == 1
+
+
+def test_read_consistently_gives_up_after_three_attempts(tmp_path):
+    read = _Replacing(tmp_path, replace_on={1, 2, 3, 4})
+    with pytest.raises(ValueError, match=r"replaced by other saves while it was being read \(3 times\)"):
+        sm_impl.read_consistently(read.path, read)
+    assert read.calls == 3
+    (tmp_path / "f").mkdir()
+    failing = _Replacing(tmp_path / "f", replace_on={1, 2, 3, 4}, fail_on={1, 2, 3, 4})
+    with pytest.raises(ValueError, match="torn read 3"):       # the last failure is the one raised
+        sm_impl.read_consistently(failing.path, failing)
+    assert failing.calls == 3

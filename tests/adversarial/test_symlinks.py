@@ -42,6 +42,17 @@ def test_fingerprint_does_not_follow_a_linked_directory(tmp_path):
         sm_impl.fingerprint_of(path)
 
 
+@pytest.mark.parametrize("name, reading", [
+    ("saved_model.json", ""), ("variables/variables.safetensors", ""),
+    ("variables", " \\(reading variables/variables.safetensors\\)")])
+def test_the_link_is_named_with_what_was_being_read(tmp_path, name, reading):
+    path = copy_saved_model(tmp_path)
+    _link_out(path, name, tmp_path)
+    with pytest.raises(LoadError, match=f"^{path}: {name} is a symbolic link{reading}; the files of a SavedModel "
+                                        "must be inside its directory$"):
+        sm_impl.fingerprint_of(path)
+
+
 def test_keras_load_of_a_saved_model_refuses_links(tmp_path):
     from tensorweave import keras
     model = keras.Sequential([keras.Input(shape=(3,)), keras.layers.Dense(2)])

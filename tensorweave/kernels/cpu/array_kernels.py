@@ -117,15 +117,17 @@ def _gather(params, indices, axis, batch_dims):
     _check_indices(indices, params.shape[axis])
     if batch_dims == 0:
         return np.take(params, indices, axis=axis)
-    return _batched(lambda p, i: np.take(p, i, axis=axis - batch_dims), params, indices, batch_dims)
+    out_shape = params.shape[:axis] + indices.shape[batch_dims:] + params.shape[axis + 1:]
+    return _batched(lambda p, i: np.take(p, i, axis=axis - batch_dims), params, indices, batch_dims, out_shape)
 
 
-def _batched(fn, params, indices, batch_dims):
-    bshape = params.shape[:batch_dims]
-    p = params.reshape((-1,) + params.shape[batch_dims:])
-    i = indices.reshape((-1,) + indices.shape[batch_dims:])
-    out = np.stack([fn(p[b], i[b]) for b in range(p.shape[0])]) if p.shape[0] else np.zeros((0,))
-    return out.reshape(bshape + out.shape[1:])
+def _batched(fn, params, indices, batch_dims, out_shape):
+    n = int(np.prod(params.shape[:batch_dims]))
+    if n == 0:      # no batch to stack: an empty result of the full shape and the params' dtype
+        return np.zeros(out_shape, params.dtype)
+    p = params.reshape((n,) + params.shape[batch_dims:])
+    i = indices.reshape((n,) + indices.shape[batch_dims:])
+    return np.stack([fn(p[b], i[b]) for b in range(n)]).reshape(out_shape)
 
 
 @k("GatherGrad")
