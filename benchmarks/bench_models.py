@@ -68,7 +68,12 @@ WORKLOADS = {
     "lstm": (32, (80,), "ids", None),
     "fasttext": (32, (400,), "ids", None),
 }
-FRAMEWORKS = ("tensorweave", "tensorweave-blas1", "torch", "jax", "tensorflow")
+#: tensorweave with its GEMM backend forced (``TW_BLAS``) or tuned per shape class from an empty
+#: tuning cache (``TW_BLAS_TUNE=1``): same-run comparisons of the backend choice (issue 18)
+TW_VARIANTS = {"mkl": {"TW_BLAS": "mkl"}, "numpy": {"TW_BLAS": "numpy"},
+               "tune": {"TW_BLAS": "auto", "TW_BLAS_TUNE": "1"}}
+FRAMEWORKS = ("tensorweave", "tensorweave-blas1", "torch", "jax", "tensorflow") + tuple(
+    f"tensorweave-{v}" for v in TW_VARIANTS)
 PEER_NAMES = ("torch", "jax", "tensorflow")
 
 
@@ -184,7 +189,7 @@ def prepare(framework, workload, quick, threads=None):
     explicit = threads is not None
     threads = threads or os.cpu_count() or 1
     data = synthetic_batch(workload)
-    if framework == "tensorweave":
+    if framework == "tensorweave" or framework[len("tensorweave-"):] in TW_VARIANTS:
         step, version, info = make_tensorweave(workload, data, threads, blas_threads=threads if explicit else None)
     elif framework == "tensorweave-blas1":
         step, version, info = make_tensorweave(workload, data, threads, blas_threads=1)
@@ -281,6 +286,14 @@ class _Worker:
             cmd += ["--threads", str(threads)]
         env = dict(os.environ)
         env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+        for k in ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE"):    # every framework with OpenBLAS's own choice
+            env.pop(k, None)
+        variant = TW_VARIANTS.get(framework[len("tensorweave-"):]) if framework.startswith("tensorweave-") else None
+        if variant:
+            env.update(variant)
+            if "TW_BLAS_TUNE" in variant:               # tuned in this process, from nothing
+                self.tuning = tempfile.TemporaryDirectory()
+                env["TW_TUNING_CACHE"] = os.path.join(self.tuning.name, "gemm-tuning.json")
         self.errors = tempfile.TemporaryFile(mode="w+")   # a file: a chatty stderr cannot fill a pipe
         try:
             self.proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.errors,
@@ -510,6 +523,8 @@ def main(argv=None):
     p.add_argument("--only", default=",".join(WORKLOADS), help="comma-separated workloads")
     p.add_argument("--peers", default=",".join(PEER_NAMES), help="comma-separated peers (torch,jax,tensorflow)")
     p.add_argument("--no-blas1", action="store_true", help="skip the tensorweave-blas1 diagnostic")
+    p.add_argument("--tw-variants", default="", help="comma-separated tensorweave GEMM variants run beside the "
+                   f"default in the same rounds: {', '.join(TW_VARIANTS)} (TW_BLAS=mkl / numpy / per-class tuning)")
     p.add_argument("--threads", type=int, default=None,
                    help="intra-op threads for every framework (default: each framework's default for "
                         "this machine's cores; PyTorch set to the core count)")
@@ -548,7 +563,11 @@ def main(argv=None):
     info["threads"] = args.threads or "default"
     print(json.dumps(info), flush=True)
     blas1 = not args.no_blas1 and args.threads != 1     # with --threads 1 it is plain tensorweave
-    frameworks = ["tensorweave"] + (["tensorweave-blas1"] if blas1 else []) + peers
+    variants = [f"tensorweave-{v}" for v in args.tw_variants.split(",") if v]
+    for v in variants:
+        if v not in FRAMEWORKS:
+            p.error(f"unknown --tw-variants entry {v[len('tensorweave-'):]!r}; choose from {', '.join(TW_VARIANTS)}")
+    frameworks = ["tensorweave"] + variants + (["tensorweave-blas1"] if blas1 else []) + peers
     pythons = {fw: args.tf_python if fw == "tensorflow" else sys.executable for fw in frameworks}
     rows = []
     for w in workloads:
