@@ -24,7 +24,9 @@ gives a compiled function numba's file cache with the locator below.
   process.
 
 >>> from tensorweave.kernels.cpu import kernel_cache
->>> kernel_cache.directory() is None or kernel_cache.directory().endswith("kernels")
+>>> kernel_cache.unsafe("/nonexistent/kernels")
+'cannot stat it: No such file or directory'
+>>> kernel_cache.cacheable(kernel_cache.unsafe)      # a top-level function of tensorweave
 True
 """
 import hashlib
