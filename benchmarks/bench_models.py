@@ -1,6 +1,7 @@
 """Model benchmark (issue 5): ms per training step of the four Keras benchmark models.
 
-For each workload (mlp, cnn, lstm, fasttext; defined in issue 5 and in ``WORKLOADS``) and each
+For each workload (mlp, cnn, lstm, fasttext, defined in issue 5; gru, transformer and the batch-1
+``predict`` latencies mlp_predict and cnn_predict, added for issue 18; all in ``WORKLOADS``) and each
 framework (tensorweave's ``tw.keras`` ``train_on_batch``; PyTorch, JAX and Keras 3 on TensorFlow
 when installed, see ``peers.py``) a subprocess of its own builds the model with Adam(1e-3) on a
 synthetic float32 batch and warms up; then the frameworks' timed repeats alternate, round by
@@ -67,8 +68,21 @@ WORKLOADS = {
     "cnn": (128, (28, 28, 1), "float", 10),
     "lstm": (32, (80,), "ids", None),
     "fasttext": (32, (400,), "ids", None),
+    # issue 18's further workloads (small sizes; not written for JAX)
+    "gru": (32, (80,), "ids", None),
+    "transformer": (32, (64,), "ids", None),
+    "mlp_predict": (1, (784,), "float", 10),
+    "cnn_predict": (1, (28, 28, 1), "float", 10),
 }
-FRAMEWORKS = ("tensorweave", "tensorweave-blas1", "torch", "jax", "tensorflow")
+#: inference-only workloads: ``predict_on_batch`` (PyTorch: the module in eval mode under
+#: ``no_grad``) of the named training workload's model, at batch 1 — a request's latency
+PREDICT = {"mlp_predict": "mlp", "cnn_predict": "cnn"}
+#: tensorweave with its GEMM backend forced (``TW_BLAS``) or tuned per shape class from an empty
+#: tuning cache (``TW_BLAS_TUNE=1``): same-run comparisons of the backend choice (issue 18)
+TW_VARIANTS = {"mkl": {"TW_BLAS": "mkl"}, "numpy": {"TW_BLAS": "numpy"},
+               "tune": {"TW_BLAS": "auto", "TW_BLAS_TUNE": "1"}}
+FRAMEWORKS = ("tensorweave", "tensorweave-blas1", "torch", "jax", "tensorflow") + tuple(
+    f"tensorweave-{v}" for v in TW_VARIANTS)
 PEER_NAMES = ("torch", "jax", "tensorflow")
 
 
@@ -112,7 +126,7 @@ def make_tensorweave(workload, data, threads, blas_threads=None, compile_first=T
 
     def build():
         keras.utils.set_random_seed(0)
-        model, loss = _keras_model(keras, keras.layers, workload)
+        model, loss = _keras_model(keras, keras.layers, PREDICT.get(workload, workload))
         model.compile(optimizer=keras.optimizers.Adam(1e-3), loss=loss)
         return model
 
@@ -120,14 +134,22 @@ def make_tensorweave(workload, data, threads, blas_threads=None, compile_first=T
     info = {"blas_threads": blas_threads, "gemm": gemm.library()}
     if compile_first:
         before = current_rss_mb()
-        build().train_on_batch(x[:2], y[:2])   # a 2-sample batch: the same kernels, little data
+        warm = build()
+        if workload in PREDICT:
+            warm.predict_on_batch(x[:1])
+        else:
+            warm.train_on_batch(x[:2], y[:2])   # a 2-sample batch: the same kernels, little data
         gc.collect()
         _release_free_heap()
         info["jit_code_mb"] = round(current_rss_mb() - before, 1)
     model = build()
 
-    def step():
-        return float(model.train_on_batch(x, y))
+    if workload in PREDICT:
+        def step():
+            return float(np.asarray(model.predict_on_batch(x)).sum())
+    else:
+        def step():
+            return float(model.train_on_batch(x, y))
     step.model = model
     return step, tw.__version__ if hasattr(tw, "__version__") else "dev", info
 
@@ -184,7 +206,7 @@ def prepare(framework, workload, quick, threads=None):
     explicit = threads is not None
     threads = threads or os.cpu_count() or 1
     data = synthetic_batch(workload)
-    if framework == "tensorweave":
+    if framework == "tensorweave" or framework[len("tensorweave-"):] in TW_VARIANTS:
         step, version, info = make_tensorweave(workload, data, threads, blas_threads=threads if explicit else None)
     elif framework == "tensorweave-blas1":
         step, version, info = make_tensorweave(workload, data, threads, blas_threads=1)
@@ -249,7 +271,7 @@ def worker_main(framework, workload, quick, threads):
     ``run`` line on stdin with one timed repeat (``{"ms": ...}``) and ``done`` with its row."""
     try:
         st = prepare(framework, workload, quick, threads)
-    except ImportError as e:
+    except (ImportError, NotImplementedError) as e:     # not installed, or the workload not written for it
         print(json.dumps({"row": "model", "workload": workload, "framework": framework, "absent": True,
                           "why": str(e)[:200]}), flush=True)
         return 0
@@ -281,6 +303,14 @@ class _Worker:
             cmd += ["--threads", str(threads)]
         env = dict(os.environ)
         env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+        for k in ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE"):    # every framework with OpenBLAS's own choice
+            env.pop(k, None)
+        variant = TW_VARIANTS.get(framework[len("tensorweave-"):]) if framework.startswith("tensorweave-") else None
+        if variant:
+            env.update(variant)
+            if "TW_BLAS_TUNE" in variant:               # tuned in this process, from nothing
+                self.tuning = tempfile.TemporaryDirectory()
+                env["TW_TUNING_CACHE"] = os.path.join(self.tuning.name, "gemm-tuning.json")
         self.errors = tempfile.TemporaryFile(mode="w+")   # a file: a chatty stderr cannot fill a pipe
         try:
             self.proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.errors,
@@ -508,8 +538,11 @@ def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--quick", action="store_true", help="fewer, shorter repeats (a smoke run)")
     p.add_argument("--only", default=",".join(WORKLOADS), help="comma-separated workloads")
+    # (a workload a peer is not written for gives an "absent" row)
     p.add_argument("--peers", default=",".join(PEER_NAMES), help="comma-separated peers (torch,jax,tensorflow)")
     p.add_argument("--no-blas1", action="store_true", help="skip the tensorweave-blas1 diagnostic")
+    p.add_argument("--tw-variants", default="", help="comma-separated tensorweave GEMM variants run beside the "
+                   f"default in the same rounds: {', '.join(TW_VARIANTS)} (TW_BLAS=mkl / numpy / per-class tuning)")
     p.add_argument("--threads", type=int, default=None,
                    help="intra-op threads for every framework (default: each framework's default for "
                         "this machine's cores; PyTorch set to the core count)")
@@ -548,7 +581,11 @@ def main(argv=None):
     info["threads"] = args.threads or "default"
     print(json.dumps(info), flush=True)
     blas1 = not args.no_blas1 and args.threads != 1     # with --threads 1 it is plain tensorweave
-    frameworks = ["tensorweave"] + (["tensorweave-blas1"] if blas1 else []) + peers
+    variants = [f"tensorweave-{v}" for v in args.tw_variants.split(",") if v]
+    for v in variants:
+        if v not in FRAMEWORKS:
+            p.error(f"unknown --tw-variants entry {v[len('tensorweave-'):]!r}; choose from {', '.join(TW_VARIANTS)}")
+    frameworks = ["tensorweave"] + variants + (["tensorweave-blas1"] if blas1 else []) + peers
     pythons = {fw: args.tf_python if fw == "tensorflow" else sys.executable for fw in frameworks}
     rows = []
     for w in workloads:

@@ -11,7 +11,16 @@ Models follow the table in issue 5 (and ``bench_models.WORKLOADS``):
 * cnn: Conv2D 32 3x3 relu -> Conv2D 64 3x3 relu (valid padding) -> MaxPool 2 -> Flatten -> Dense 128
   relu -> Dense 10, sparse softmax cross-entropy;
 * lstm: Embedding 20000x128 -> LSTM 128 (last state) -> Dense 1, sigmoid cross-entropy;
-* fasttext: Embedding 20000x50 -> mean over time -> Dense 1, sigmoid cross-entropy.
+* fasttext: Embedding 20000x50 -> mean over time -> Dense 1, sigmoid cross-entropy;
+* gru (issue 18): Embedding 20000x64 -> GRU 64 (last state; Keras' reset_after form, PyTorch's) ->
+  Dense 1, sigmoid cross-entropy, 80 steps;
+* transformer (issue 18): Embedding 20000x64 -> one post-norm encoder block (2-head self-attention
+  of key size 32, residual + LayerNorm, Dense 128 relu -> Dense 64, residual + LayerNorm) -> mean
+  over the 64 positions -> Dense 1, sigmoid cross-entropy; no dropout;
+* mlp_predict, cnn_predict (issue 18): the mlp/cnn model's inference on one sample (Keras
+  ``predict_on_batch``; PyTorch eval mode under ``no_grad``).
+
+JAX is written for the first four only (the others give an "absent" row).
 
 Each peer uses its own idiom: PyTorch an ``nn.Module`` with ``torch.optim.Adam`` (NCHW for the
 CNN, its native layout; dense embedding gradients, its default); JAX a ``jax.jit``-compiled step
@@ -55,7 +64,30 @@ def make_torch(workload, data, threads):
         def forward(self, ids):
             return self.out(self.emb(ids).mean(dim=1))
 
+    class LastGRU(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.emb = nn.Embedding(VOCAB, 64)
+            self.gru = nn.GRU(64, 64, batch_first=True)
+            self.out = nn.Linear(64, 1)
+
+        def forward(self, ids):
+            _, h = self.gru(self.emb(ids))
+            return self.out(h[-1])
+
+    class Encoder(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.emb = nn.Embedding(VOCAB, 64)
+            self.block = nn.TransformerEncoderLayer(64, 2, dim_feedforward=128, dropout=0.0, batch_first=True)
+            self.out = nn.Linear(64, 1)
+
+        def forward(self, ids):
+            return self.out(self.block(self.emb(ids)).mean(dim=1))
+
     x, y = data["x"], data["y"]
+    predict = workload.endswith("_predict")
+    workload = workload[:-len("_predict")] if predict else workload
     if workload == "mlp":
         model = nn.Sequential(nn.Linear(784, 512), nn.ReLU(), nn.Linear(512, 512), nn.ReLU(), nn.Linear(512, 10))
         loss_fn, xt, yt = nn.CrossEntropyLoss(), torch.from_numpy(x), torch.from_numpy(y.astype(np.int64))
@@ -67,11 +99,18 @@ def make_torch(workload, data, threads):
     elif workload == "lstm":
         model, loss_fn = LastLSTM(), nn.BCEWithLogitsLoss()
         xt, yt = torch.from_numpy(x.astype(np.int64)), torch.from_numpy(y)
-    elif workload == "fasttext":
-        model, loss_fn = FastText(), nn.BCEWithLogitsLoss()
-        xt, yt = torch.from_numpy(x.astype(np.int64)), torch.from_numpy(y)
+    elif workload in ("fasttext", "gru", "transformer"):
+        model = {"fasttext": FastText, "gru": LastGRU, "transformer": Encoder}[workload]()
+        loss_fn, xt, yt = nn.BCEWithLogitsLoss(), torch.from_numpy(x.astype(np.int64)), torch.from_numpy(y)
     else:
         raise ValueError(workload)
+    if predict:
+        model.eval()
+
+        def infer():
+            with torch.no_grad():
+                return float(model(xt).sum())
+        return infer, torch.__version__, {"threads": torch.get_num_threads(), "mode": "eval, no_grad"}
     opt = torch.optim.Adam(model.parameters(), lr=1e-3)
     model.train()
 
@@ -87,6 +126,8 @@ def make_torch(workload, data, threads):
 
 # ---- JAX -------------------------------------------------------------------------------------------
 def make_jax(workload, data, threads):
+    if workload not in ("mlp", "cnn", "lstm", "fasttext"):
+        raise NotImplementedError(f"the {workload} workload is not written for JAX")
     os.environ.setdefault("JAX_PLATFORMS", "cpu")
     if threads == 1:
         # XLA:CPU has no thread-count knob short of switching Eigen's pool off; more threads than one
@@ -192,6 +233,7 @@ def make_jax(workload, data, threads):
 
 # ---- Keras 3 on TensorFlow --------------------------------------------------------------------------
 def make_tensorflow(workload, data, threads):
+    import numpy as np
     os.environ.setdefault("KERAS_BACKEND", "tensorflow")
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     import keras
@@ -203,11 +245,14 @@ def make_tensorflow(workload, data, threads):
     tf.config.threading.set_inter_op_parallelism_threads(threads)
     keras.utils.set_random_seed(0)
     L = keras.layers
-    model, loss = _keras_model(keras, L, workload)
+    predict = workload.endswith("_predict")
+    model, loss = _keras_model(keras, L, workload[:-len("_predict")] if predict else workload)
     model.compile(optimizer=keras.optimizers.Adam(1e-3), loss=loss)
     x, y = data["x"], data["y"]
 
     def step():
+        if predict:
+            return float(np.asarray(model.predict_on_batch(x)).sum())
         return float(model.train_on_batch(x, y))
     info = {"keras": keras.__version__, "inter_op_threads": tf.config.threading.get_inter_op_parallelism_threads(),
             "intra_op_threads": tf.config.threading.get_intra_op_parallelism_threads()}
@@ -232,6 +277,18 @@ def _keras_model(keras, L, workload):
     elif workload == "fasttext":
         model = keras.Sequential([keras.Input((400,), dtype="int32"), L.Embedding(VOCAB, 50),
                                   L.GlobalAveragePooling1D(), L.Dense(1)])
+        loss = keras.losses.BinaryCrossentropy(from_logits=True)
+    elif workload == "gru":
+        model = keras.Sequential([keras.Input((80,), dtype="int32"), L.Embedding(VOCAB, 64), L.GRU(64),
+                                  L.Dense(1)])
+        loss = keras.losses.BinaryCrossentropy(from_logits=True)
+    elif workload == "transformer":
+        ids = keras.Input((64,), dtype="int32")
+        h = L.Embedding(VOCAB, 64)(ids)
+        h = L.LayerNormalization(epsilon=1e-5)(L.Add()([h, L.MultiHeadAttention(2, 32)(h, h)]))
+        ff = L.Dense(64)(L.Dense(128, activation="relu")(h))
+        h = L.LayerNormalization(epsilon=1e-5)(L.Add()([h, ff]))
+        model = keras.Model(ids, L.Dense(1)(L.GlobalAveragePooling1D()(h)))
         loss = keras.losses.BinaryCrossentropy(from_logits=True)
     else:
         raise ValueError(workload)

@@ -529,9 +529,24 @@ def _relu_into(x, out=None):
     return np.maximum(x, np.zeros((), x.dtype), out=out)
 
 
+def mul_no_nan_into(x, y, out=None):
+    """``MulNoNan`` (``x * y``, 0 where ``y`` is 0) into ``out``, which may be ``x`` or ``y``
+    itself. The plain product, patched only where ``y`` has zeros (usually nowhere): one compare
+    instead of ``np.where``'s extra array (the sqrt/rsqrt/reciprocal/division gradients run it)."""
+    zero = np.equal(y, 0)              # before the product: out may be y
+    product = np.multiply(x, y, out=out)
+    if not zero.any():
+        return product
+    if out is None:
+        return np.where(zero, np.zeros((), product.dtype), product)
+    np.copyto(out, np.zeros((), out.dtype), where=zero)
+    return out
+
+
 for _name, _n, _into, _expr in [
         ("AddV2", 2, np.add, "({0} + {1})"), ("Sub", 2, np.subtract, "({0} - {1})"),
         ("Mul", 2, np.multiply, "({0} * {1})"), ("RealDiv", 2, np.true_divide, "({0} / {1})"),
+        ("MulNoNan", 2, mul_no_nan_into, "(T(0) if {1} == T(0) else {0} * {1})"),
         ("Maximum", 2, np.maximum, "np.maximum({0}, {1})"), ("Minimum", 2, np.minimum, "np.minimum({0}, {1})"),
         ("SquaredDifference", 2, None, "(({0} - {1}) * ({0} - {1}))"),
         ("Neg", 1, np.negative, "(-{0})"), ("Square", 1, np.square, "({0} * {0})"),
@@ -540,7 +555,9 @@ for _name, _n, _into, _expr in [
         ("Abs", 1, np.abs, "np.abs({0})"), ("Relu", 1, _relu_into, "np.maximum({0}, T(0))"),
         ("Sigmoid", 1, None, "(T(1) / (T(1) + np.exp(-{0})))")]:
     set_traits(_name, elementwise=_n, expr=_expr, **({"inplace": _into} if _into is not None else {}))
-for _name, _linear in (("AddV2", "all"), ("Sub", "all"), ("Neg", "all"), ("Mul", "each"), ("RealDiv", "first")):
+# MulNoNan is linear in x only: with a NaN x, parts of y summing to 0 give NaN, the whole y 0
+for _name, _linear in (("AddV2", "all"), ("Sub", "all"), ("Neg", "all"), ("Mul", "each"), ("RealDiv", "first"),
+                       ("MulNoNan", "first")):
     set_traits(_name, linear=_linear)
     get_op(_name).sbp = sbp_rules.elementwise_rule(_linear)
 get_op("MatMul").sbp = sbp_rules.matmul_rule

@@ -13,6 +13,7 @@ import weakref
 
 import numpy as np
 
+from tensorweave.core import derived
 from tensorweave.core import dtypes as _dt
 from tensorweave.core import errors
 from tensorweave.core.context import building_graph, ctx, init_scope
@@ -128,6 +129,7 @@ class Variable:
         self._shape = self._check_shape(init.shape, shape, validate_shape, base)
         self._name = (ctx.name_stack + "/" if ctx.name_stack else "") + base + ":0"
         self._value = np.array(init.numpy(), copy=True)
+        derived.track(self._value)
         self._graph = None
         self._init_value_tensor = init
         self._device = ctx.device
@@ -182,6 +184,7 @@ class Variable:
 
     def _write(self, value):
         self._value = value
+        derived.track(value)
 
     def _storage_for_update(self):
         """The stored array, for a kernel to update in place (copy-on-write).
@@ -195,6 +198,9 @@ class Variable:
         if (_storage_refs(self) > _UNSHARED_REFS + 1 or v.base is not None or not v.flags.writeable
                 or not v.flags.c_contiguous):
             v = self._value = np.array(v, order="C", copy=True)
+            derived.track(v)
+        else:
+            derived.modified(v)     # e.g. Winograd's transformed filter (kernels/cpu/winograd.py)
         return v
 
     # ---- handles -------------------------------------------------------------------------------
@@ -265,6 +271,8 @@ class Variable:
 
     # ---- assignment --------------------------------------------------------------------------
     def _assign_op(self, op_name, value, read_value, name):
+        if op_name == "AssignVariableOp" and isinstance(value, np.ndarray):
+            value = np.array(value, copy=True)      # as TF: the variable does not alias the caller's array
         value = convert_to_tensor(value, dtype=self._dtype) if not isinstance(value, Tensor) else value
         if value.dtype is not self._dtype:
             raise TypeError(f"Cannot assign a {value.dtype.name} value to variable '{self.name}' of dtype "

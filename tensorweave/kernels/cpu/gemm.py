@@ -20,7 +20,8 @@ training-step figures.
   from tensorweave's own threads — see kernels/threads.py for OpenBLAS's counterpart).
 - The call goes through a compiled (numba) stub that hands MKL the arrays' addresses: ~3 µs
   a call against ~9 through ``ctypes`` (``ndarray.ctypes.data`` alone is ~1.2 µs an array);
-  the LSTM's step loop makes ~160 products a training step.
+  the LSTM's step loop makes ~160 products a training step. MKL's address is an argument of
+  the stub, so its machine code is cached on disk like the other kernels.
 - Which library runs a product can be measured instead of assumed (on AMD EPYC MKL's GEMM runs
   at less than half OpenBLAS's speed): with ``TW_BLAS_TUNE=1`` under ``TW_BLAS=auto`` the first
   product of each shape class times both libraries for a few ms and the class keeps the faster,
@@ -40,11 +41,15 @@ training-step figures.
 [[5.0, 14.0], [14.0, 50.0]]
 """
 import ctypes
+import functools
 import glob
 import os
 import sys
 
 import numpy as np
+from llvmlite import ir
+from numba.core import types
+from numba.extending import intrinsic
 
 from tensorweave.kernels.cpu import gemm_tuning
 from tensorweave.kernels.cpu.jit import njit
@@ -90,26 +95,50 @@ def load():
         return False
     os.environ.setdefault("KMP_BLOCKTIME", str(IDLE_SPIN_MS))
     lib = ctypes.CDLL(path)
-    for dtype, name, scalar in ((np.float32, "cblas_sgemm", ctypes.c_float),
-                                (np.float64, "cblas_dgemm", ctypes.c_double)):
-        _gemm[np.dtype(dtype)] = _compiled_call(getattr(lib, name), scalar)
+    for dtype, name in ((np.float32, "cblas_sgemm"), (np.float64, "cblas_dgemm")):
+        _gemm[np.dtype(dtype)] = _compiled_call(getattr(lib, name))
     _lib = lib
     return True
 
 
-def _compiled_call(fn, scalar):
-    """``call(trans_a, trans_b, m, n, k, a, lda, b, ldb, c, ldc)``: ``c = a @ b`` by
-    ``cblas_?gemm`` (row-major, alpha 1, beta 0) from compiled code. Addresses go as
-    ``size_t`` (the x86-64 ABI passes both in the same registers), read by numba."""
-    addr, i = ctypes.c_size_t, ctypes.c_int
-    proto = ctypes.CFUNCTYPE(None, i, i, i, i, i, i, scalar, addr, i, addr, i, scalar, addr, i)(
-        ctypes.cast(fn, ctypes.c_void_p).value)
+@intrinsic
+def _cblas_gemm(typingctx, fn, trans_a, trans_b, m, n, k, a, lda, b, ldb, c, ldc):
+    """Calls the ``cblas_?gemm`` at address ``fn`` (row-major, alpha 1, beta 0) with the arrays'
+    data pointers. The address is an argument, not a constant, so the compiled code does not
+    depend on where this process loaded MKL and can be cached on disk (kernel_cache.py)."""
+    if not (isinstance(a, types.Array) and a.dtype in (types.float32, types.float64)):
+        return None
+    sig = types.void(fn, trans_a, trans_b, m, n, k, a, lda, b, ldb, c, ldc)
 
-    @njit
-    def call(trans_a, trans_b, m, n, k, a, lda, b, ldb, c, ldc):
-        proto(_ROW_MAJOR, trans_a, trans_b, m, n, k, 1.0, a.ctypes.data, lda, b.ctypes.data, ldb, 0.0,
-              c.ctypes.data, ldc)
-    return call
+    def codegen(context, builder, signature, args):
+        ints = signature.args
+        i32 = ir.IntType(32)
+        real = context.get_value_type(ints[6].dtype)
+        fnty = ir.FunctionType(ir.VoidType(), [i32] * 6 + [real, real.as_pointer(), i32, real.as_pointer(), i32,
+                                                             real, real.as_pointer(), i32])
+
+        def int32(i):
+            return context.cast(builder, args[i], ints[i], types.int32)
+
+        def data(i):
+            return context.make_array(ints[i])(context, builder, args[i]).data
+        target = builder.inttoptr(args[0], fnty.as_pointer())
+        builder.call(target, [ir.Constant(i32, _ROW_MAJOR), int32(1), int32(2), int32(3), int32(4), int32(5),
+                              ir.Constant(real, 1.0), data(6), int32(7), data(8), int32(9),
+                              ir.Constant(real, 0.0), data(10), int32(11)])
+        return context.get_dummy_value()
+    return sig, codegen
+
+
+@njit
+def _call(fn, trans_a, trans_b, m, n, k, a, lda, b, ldb, c, ldc):
+    _cblas_gemm(fn, trans_a, trans_b, m, n, k, a, lda, b, ldb, c, ldc)
+
+
+def _compiled_call(fn):
+    """``call(trans_a, trans_b, m, n, k, a, lda, b, ldb, c, ldc)``: ``c = a @ b`` by the
+    ``cblas_?gemm`` ``fn`` from compiled code (~3 µs a call; ``ctypes`` ~9)."""
+    return functools.partial(_call, ctypes.cast(fn, ctypes.c_void_p).value)
 
 
 def _mkl_version():

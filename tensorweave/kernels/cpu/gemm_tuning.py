@@ -66,8 +66,13 @@ def cache_path():
     explicit = os.environ.get("TW_TUNING_CACHE")
     if explicit:
         return explicit
+    return os.path.join(user_cache_dir(), "gemm-tuning.json")
+
+
+def user_cache_dir():
+    """``<$XDG_CACHE_HOME or ~/.cache>/tensorweave``: where per-machine caches go."""
     base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return os.path.join(base, "tensorweave", "gemm-tuning.json")
+    return os.path.join(base, "tensorweave")
 
 
 def _clock():

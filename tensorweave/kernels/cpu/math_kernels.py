@@ -5,6 +5,7 @@ import scipy.special
 from tensorweave.core.registry import register_kernel as k
 from tensorweave.kernels.cpu import gemm
 from tensorweave.kernels.cpu.util import quiet, via_float32
+from tensorweave.ops.math_ops import mul_no_nan_into
 
 k("AddV2")(np.add)
 k("Sub")(np.subtract)
@@ -55,16 +56,7 @@ def _div_no_nan(x, y):
     return np.where(y == 0, q.dtype.type(0), q)
 
 
-@k("MulNoNan")
-@quiet
-def _mul_no_nan(x, y):
-    # The gradients of sqrt, rsqrt, reciprocal and division run this: the plain product, patched
-    # only where y has zeros (usually nowhere), costs one compare over np.where's extra array.
-    out = np.multiply(x, y)
-    zero = y == 0
-    if zero.any():
-        out = np.where(zero, np.zeros((), out.dtype), out)
-    return out
+k("MulNoNan")(quiet(mul_no_nan_into))
 
 
 def _x_is_zero_gives_zero(fn):
