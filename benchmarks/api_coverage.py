@@ -7,7 +7,8 @@ name is then looked up in the matching tensorweave namespace (``tf.X`` -> ``tens
 
 * **tested**: present, and exercised by our tests, defined mechanically: the object it names is
   reached by a dotted name, an import or a module alias (``T = tw.train``) in a test file (``tests/**/*.py``, which includes the op
-  table ``tests/opinfos``) or in a doctest example of ``tensorweave/`` (doctests run in the
+  table ``tests/opinfos``), in a TensorFlow-differential case (``tests/tfdiff/cases.py``, run with
+  ``tf = tensorweave``) or in a doctest example of ``tensorweave/`` (doctests run in the
   suite). Paths are resolved through the files' own import aliases (``import tensorweave as tw``,
   ``from tensorweave.keras import layers``), and a name counts when its object is the object a
   tested path reaches (``tw.math.add`` is ``tw.add``), or, for non-callables (dtypes,
@@ -137,6 +138,24 @@ def _scan(source, paths, preamble="", strings=False):
         paths |= {f"{u}.{n}" for u in uses for n in names}
 
 
+def _scan_tf_cases(root, paths):
+    """The TensorFlow-differential cases (``tests/tfdiff/cases.py``) are expressions over ``tf``
+    that ``test_tf_differential.py`` runs with ``tf = tensorweave`` and compares with TF's
+    recorded result: each one uses the names it calls."""
+    here = os.path.join(root, "tests", "tfdiff")
+    if not os.path.exists(os.path.join(here, "cases.py")):
+        return
+    sys.path.insert(0, here)
+    try:
+        import cases  # noqa: PLC0415 - the checkout's own case table
+        for _cid, _fam, src in cases.all_cases():
+            _scan(src, paths, preamble="import tensorweave as tf\n")
+    finally:
+        sys.path.remove(here)
+        for name in ("cases", "kops_cases"):
+            sys.modules.pop(name, None)
+
+
 def used_paths(root):
     """Every tensorweave dotted path used by tests and by doctest examples of the package."""
     paths = set()
@@ -145,6 +164,7 @@ def used_paths(root):
             if f.endswith(".py"):
                 with open(os.path.join(base, f), encoding="utf-8") as fh:
                     _scan(fh.read(), paths, strings=True)
+    _scan_tf_cases(root, paths)
     parser = doctest.DocTestParser()
     for base, _, files in os.walk(os.path.join(root, "tensorweave")):
         for f in files:

@@ -24,7 +24,7 @@ def load():
 
 
 def _num(v):
-    if isinstance(v, str):
+    if isinstance(v, str) and v in ("nan", "inf", "-inf"):
         return float(v)
     return v
 
@@ -34,6 +34,8 @@ def _close(a, b, dtype):
         return isinstance(a, list) and isinstance(b, list) and len(a) == len(b) and all(
             _close(x, y, dtype) for x, y in zip(a, b))
     a, b = _num(a), _num(b)
+    if isinstance(a, str) or isinstance(b, str):
+        return a == b
     if isinstance(a, float) or isinstance(b, float):
         if math.isnan(a) or math.isnan(b):
             return math.isnan(a) and math.isnan(b)

@@ -30,6 +30,10 @@ DELIBERATE = {
     "grad/bessel_i1": "bessel_i1's derivative at 0 is its limit 1/2 (I1(x) ~ x/2); TF evaluates I0 - I1/x as 1",
     "name/parallel_stack": "parallel_stack also runs eagerly (TF refuses outside graphs); it is stack there",
     "unary/math.rint/float16": "rint has a float16 kernel (TF has none on CPU)",
+    "tf2/activations/gelu/float64": "float64 gelu is exact in float64 (Keras on TF rounds its 1/sqrt(2) "
+                                    "to float32: 1e-9 off)",
+    "tf2/activations/leaky_relu/float64": "float64 leaky_relu multiplies by the slope in float64 (TF's "
+                                          "LeakyRelu keeps `alpha` as a float32 attribute: 0.2 is 0.2000000030)",
     **{f"promote/uint8/{op}/bigint": _UINT8_WRAP
        for op in ("add", "radd", "mul", "div", "floordiv", "less", "eq", "max")},
     **{f"promote/uint8/{op}/bool": _BOOL_SCALAR
