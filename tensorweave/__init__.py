@@ -54,6 +54,8 @@ from tensorweave.ops.special_ops import acos, acosh, asin, asinh, atanh, cosh, s
 from tensorweave.ops.segment_ops import unique, unique_with_counts  # noqa: F401
 from tensorweave.ops.array_ops import strided_slice  # noqa: F401
 from tensorweave.ops.misc_ops import *  # noqa: F401,F403
+from tensorweave.ops.nn_extra_ops import (approx_top_k, batch_to_space,  # noqa: F401
+                                          required_space_to_batch_paddings, space_to_batch, space_to_batch_nd)
 from tensorweave.ops import nn_ops as _nn_ops, random_ops as _random_ops, training_ops as _training_ops  # noqa: F401
 from tensorweave.ops.complex_ops import complex, conj, real, imag  # noqa: A004
 from tensorweave.ops import fft_ops as _fft_ops  # noqa: F401

@@ -34,6 +34,9 @@ DELIBERATE = {
                                     "to float32: 1e-9 off)",
     "tf2/activations/leaky_relu/float64": "float64 leaky_relu multiplies by the slope in float64 (TF's "
                                           "LeakyRelu keeps `alpha` as a float32 attribute: 0.2 is 0.2000000030)",
+    **{f"tf2/nn/{k}": "approx_max_k/approx_min_k are exact on any axis (TF's CPU has no ApproxTopK kernel "
+       "except for the largest values along the last axis, and raises NotFoundError)"
+       for k in ("approx_max_k_dim0", "approx_min_k", "approx_top_k_min")},
     **{f"promote/uint8/{op}/bigint": _UINT8_WRAP
        for op in ("add", "radd", "mul", "div", "floordiv", "less", "eq", "max")},
     **{f"promote/uint8/{op}/bool": _BOOL_SCALAR

@@ -115,7 +115,137 @@ def _initializers():
         yield f"tf2/initializers/{n}", "keras.initializers", src
 
 
-FAMILIES = (_activations, _initializers)
+def _r(shape, dtype="float32", scale=1.0):
+    """A deterministic, tie-free input: a permutation of 0..n-1 times ``scale``, shaped."""
+    n = 1
+    for d in shape:
+        n *= d
+    return f"tf.reshape(tf.cast((tf.range({n}) * 7919) % {n}, tf.{dtype}) * {scale}, {list(shape)})"
+
+
+def _nn():
+    img = _r((2, 4, 4, 8), scale=0.1)
+    im5 = _r((2, 5, 6, 3), scale=0.25)
+    neg = f"({im5} - 10.0)"
+    sv = "(tf.constant([1, 5, 7], tf.int64), tf.constant([[0.3], [0.2]]), tf.constant([0.3, 0.1, 0.2]))"
+    emb = _r((10, 4), scale=0.05)
+    calls = {
+        "crelu": f"tf.nn.crelu({M})",
+        "crelu_axis0": f"tf.nn.crelu({M}, axis=0)",
+        "depth_to_space": f"tf.nn.depth_to_space({img}, 2)",
+        "depth_to_space_indivisible": f"tf.nn.depth_to_space({im5}, 2)",
+        "depth_to_space_block1": f"tf.nn.depth_to_space({img}, 1)",
+        "space_to_depth": f"tf.nn.space_to_depth({img}, 2)",
+        "space_to_depth_indivisible": f"tf.nn.space_to_depth({im5}, 2)",
+        "space_to_batch": f"tf.space_to_batch({im5}, [2, 3], [[1, 0], [0, 0]])",
+        "space_to_batch_nn": f"tf.nn.space_to_batch({im5}, [2, 3], [[1, 0], [0, 0]])",
+        "space_to_batch_nd_1d": f"tf.space_to_batch_nd({_r((2, 6, 2))}, [3], [[1, 2]])",
+        "space_to_batch_nd_bad": f"tf.space_to_batch_nd({im5}, [2, 2], [[0, 0], [0, 0]])",
+        "batch_to_space": f"tf.batch_to_space({_r((12, 2, 2, 1))}, [2, 3], [[1, 0], [0, 2]])",
+        "batch_to_space_roundtrip": f"tf.batch_to_space(tf.space_to_batch({im5}, [2, 3], [[1, 0], [0, 0]]), "
+                                    "[2, 3], [[1, 0], [0, 0]])",
+        "batch_to_space_bad": f"tf.batch_to_space({_r((5, 2, 2, 1))}, [2, 2], [[0, 0], [0, 0]])",
+        "required_paddings": "tf.required_space_to_batch_paddings([5, 7], [2, 3])",
+        "required_paddings_base": "tf.required_space_to_batch_paddings([5, 7], [2, 3], [[1, 0], [2, 2]])",
+        "lrn": f"tf.nn.lrn({img}, 2, 1.5, 0.3, 0.75)",
+        "local_response_normalization": f"tf.nn.local_response_normalization({img})",
+        "lrn_radius0": f"tf.nn.local_response_normalization({img}, depth_radius=0, bias=2.0)",
+        "sufficient_statistics": f"tf.nn.sufficient_statistics({M}, [1])",
+        "sufficient_statistics_shift": f"tf.nn.sufficient_statistics({M}, [0, 1], shift=0.5, keepdims=True)",
+        "normalize_moments": f"tf.nn.normalize_moments(4.0, tf.constant([2.0, 6.0]), tf.constant([5.0, 17.0]), 1.0)",
+        "normalize_moments_noshift": f"tf.nn.normalize_moments(4.0, tf.constant([2.0, 6.0]), tf.constant([5.0, 17.0]), None)",
+        "weighted_moments": f"tf.nn.weighted_moments({M}, [1], tf.constant([[1.0], [3.0]]))",
+        "weighted_moments_keepdims": f"tf.nn.weighted_moments({M}, [0, 1], tf.constant([1.0, 0.0, 2.0, 1.0]), keepdims=True)",
+        "weighted_moments_zero_weight": f"tf.nn.weighted_moments({M}, [1], tf.zeros([2, 1]))",
+        "compute_average_loss": "tf.nn.compute_average_loss([1.0, 2.0, 4.0])",
+        "compute_average_loss_weights": "tf.nn.compute_average_loss([1.0, 2.0, 4.0], sample_weight=[1.0, 0.0, 0.5])",
+        "compute_average_loss_scalar_weight": "tf.nn.compute_average_loss([[1.0, 2.0], [4.0, 3.0]], sample_weight=2.0)",
+        "compute_average_loss_global": "tf.nn.compute_average_loss([1.0, 2.0, 4.0], global_batch_size=8)",
+        "compute_average_loss_scalar": "tf.nn.compute_average_loss(3.0)",
+        "compute_average_loss_float_batch": "tf.nn.compute_average_loss([1.0, 2.0], global_batch_size=2.0)",
+        "compute_average_loss_float64": "tf.nn.compute_average_loss(tf.constant([1.0, 2.0], tf.float64))",
+        "scale_regularization_loss": "tf.nn.scale_regularization_loss(2.5)",
+        "scale_regularization_loss_list": "tf.nn.scale_regularization_loss([tf.constant(1.0), tf.constant(2.5)])",
+        "max_pool_with_argmax": f"tf.nn.max_pool_with_argmax({im5}, 2, 2, 'VALID')",
+        "max_pool_with_argmax_same": f"tf.nn.max_pool_with_argmax({neg}, [1, 3, 3, 1], [1, 2, 2, 1], 'SAME')",
+        "max_pool_with_argmax_batch": f"tf.nn.max_pool_with_argmax({im5}, 2, [1, 2], 'SAME', "
+                                      "include_batch_in_index=True, output_dtype=tf.int32)",
+        "max_pool_with_argmax_ties": "tf.nn.max_pool_with_argmax(tf.ones([1, 2, 2, 1]), 2, 2, 'VALID')",
+        "dilation2d_same": f"tf.nn.dilation2d({im5}, tf.reshape(tf.range(18.0) * 0.1 - 0.5, [2, 3, 3]), "
+                           "[1, 1, 1, 1], 'SAME', 'NHWC', [1, 1, 1, 1])",
+        "dilation2d_strided_rates": f"tf.nn.dilation2d({neg}, tf.reshape(tf.range(12.0) * 0.1, [2, 2, 3]), "
+                                    "[1, 2, 1, 1], 'VALID', 'NHWC', [1, 2, 2, 1])",
+        "dilation2d_bad_depth": f"tf.nn.dilation2d({im5}, tf.zeros([2, 2, 2]), [1, 1, 1, 1], 'SAME', 'NHWC', [1, 1, 1, 1])",
+        "erosion2d_same": f"tf.nn.erosion2d({im5}, tf.reshape(tf.range(18.0) * 0.1, [2, 3, 3]), "
+                          "[1, 1, 1, 1], 'SAME', 'NHWC', [1, 1, 1, 1])",
+        "erosion2d_strided": f"tf.nn.erosion2d({neg}, tf.reshape(tf.range(12.0) * 0.1, [2, 2, 3]), "
+                             "[1, 2, 2, 1], 'VALID', 'NHWC', [1, 1, 2, 1])",
+        "approx_max_k": f"tf.nn.approx_max_k({M}, 2)",
+        "approx_max_k_dim0": f"tf.nn.approx_max_k({M}, 1, reduction_dimension=0)",
+        "approx_min_k": f"tf.nn.approx_min_k({M}, 3)",
+        "approx_top_k": f"tf.approx_top_k({M}, 2)",
+        "approx_top_k_min": f"tf.approx_top_k({M}, 2, is_max_k=False)",
+        "bn_global": f"tf.nn.batch_norm_with_global_normalization({M}, tf.constant([0.5, 0.0, 1.0, -1.0]), "
+                     "tf.constant([1.0, 2.0, 0.5, 4.0]), tf.constant([0.1, 0.2, 0.3, 0.4]), tf.constant([2.0, 1.0, 3.0, 0.5]), "
+                     "0.001, True)",
+        "bn_global_noscale": f"tf.nn.batch_norm_with_global_normalization({M}, tf.constant([0.5, 0.0, 1.0, -1.0]), "
+                             "tf.constant([1.0, 2.0, 0.5, 4.0]), tf.constant([0.1, 0.2, 0.3, 0.4]), "
+                             "tf.constant([2.0, 1.0, 3.0, 0.5]), 0.001, False)",
+        "depthwise_backprop_input": f"tf.nn.depthwise_conv2d_backprop_input([2, 5, 6, 3], {_r((2, 2, 3, 2), scale=0.1)}, "
+                                    f"{_r((2, 3, 3, 6), scale=0.01)}, [1, 2, 2, 1], 'SAME')",
+        "depthwise_backprop_filter": f"tf.nn.depthwise_conv2d_backprop_filter({im5}, [2, 2, 3, 2], "
+                                     f"{_r((2, 3, 3, 6), scale=0.01)}, [1, 2, 2, 1], 'SAME')",
+        "depthwise_backprop_filter_dilated": f"tf.nn.depthwise_conv2d_backprop_filter({im5}, [2, 2, 3, 1], "
+                                             f"{_r((2, 4, 5, 3), scale=0.01)}, [1, 1, 1, 1], 'VALID', dilations=[1, 1])",
+        "atrous_conv2d_transpose": f"tf.nn.atrous_conv2d_transpose({_r((1, 5, 6, 2), scale=0.1)}, "
+                                   f"{_r((3, 3, 3, 2), scale=0.1)}, [1, 5, 6, 3], 2, 'SAME')",
+        "atrous_conv2d_transpose_valid": f"tf.nn.atrous_conv2d_transpose({_r((1, 1, 2, 2), scale=0.1)}, "
+                                         f"{_r((3, 3, 3, 2), scale=0.1)}, [1, 5, 6, 3], 2, 'VALID')",
+        "atrous_conv2d": f"tf.nn.atrous_conv2d({im5}, {_r((2, 2, 3, 2), scale=0.1)}, 2, 'SAME')",
+        "avg_pool3d": f"tf.nn.avg_pool3d(tf.reshape({im5}, [2, 5, 6, 3, 1]), 2, 2, 'VALID')",
+        "max_pool3d": f"tf.nn.max_pool3d(tf.reshape({im5}, [2, 5, 6, 3, 1]), 2, 1, 'SAME')",
+        "conv1d_transpose": f"tf.nn.conv1d_transpose({_r((2, 3, 2), scale=0.1)}, {_r((3, 4, 2), scale=0.1)}, "
+                            "[2, 6, 4], 2, 'SAME')",
+        "conv3d_transpose": f"tf.nn.conv3d_transpose({_r((1, 2, 2, 2, 2), scale=0.1)}, {_r((2, 2, 2, 3, 2), scale=0.1)}, "
+                            "[1, 4, 4, 4, 3], 2, 'SAME')",
+        "pool_max": f"tf.nn.pool({im5}, [2, 2], 'MAX', strides=[2, 2], padding='SAME')",
+        "pool_avg_1d": f"tf.nn.pool({_r((2, 6, 2))}, [3], 'AVG', strides=[1], padding='VALID')",
+        "silu": f"tf.nn.silu({X})", "silu_beta": f"tf.nn.silu({X}, beta=0.5)", "swish": f"tf.nn.swish({X})",
+        "softsign": f"tf.nn.softsign({X})",
+        "in_top_k": f"tf.nn.in_top_k([1, 0], {M}, 2)",
+        "zero_fraction": f"tf.nn.zero_fraction({M})",
+        "all_candidate_sampler": "tf.nn.all_candidate_sampler(tf.constant([[1], [3]], tf.int64), 1, 5, True)",
+        "compute_accidental_hits": "tf.nn.compute_accidental_hits(tf.constant([[1, 2], [5, 0]], tf.int64), "
+                                   "tf.constant([0, 5, 2, 7], tf.int64), 2)",
+        "compute_accidental_hits_repeats": "tf.nn.compute_accidental_hits(tf.constant([[2, 2], [7, 0]], tf.int64), "
+                                           "tf.constant([2, 5, 2, 7], tf.int64), 2)",
+        "fixed_unigram_sampler_shape": "[t.shape for t in tf.nn.fixed_unigram_candidate_sampler(tf.constant([[1], [3]], "
+                                       "tf.int64), 1, 4, True, 6, unigrams=[1.0, 2.0, 3.0, 1.0, 1.0, 2.0])]",
+        "nce_loss": f"tf.nn.nce_loss({emb}, tf.range(10.0) * 0.01, tf.constant([[2], [9]], tf.int64), {_r((2, 4), scale=0.1)}, 3, 10, "
+                    f"sampled_values={sv})",
+        "nce_loss_sharded": f"tf.nn.nce_loss(tf.split({emb}, [4, 3, 3]), tf.range(10.0) * 0.01, tf.constant([[2], [9]], tf.int64), "
+                            f"{_r((2, 4), scale=0.1)}, 3, 10, sampled_values={sv})",
+        "nce_loss_accidental": f"tf.nn.nce_loss({emb}, tf.range(10.0) * 0.01, tf.constant([[5], [9]], tf.int64), {_r((2, 4), scale=0.1)}, 3, 10, "
+                               f"sampled_values={sv}, remove_accidental_hits=True)",
+        "sampled_softmax_loss": f"tf.nn.sampled_softmax_loss({emb}, tf.range(10.0) * 0.01, tf.constant([[5], [9]], tf.int64), "
+                                f"{_r((2, 4), scale=0.1)}, 3, 10, sampled_values={sv})",
+        "sampled_softmax_loss_sharded": f"tf.nn.sampled_softmax_loss(tf.split({emb}, [4, 3, 3]), tf.range(10.0) * 0.01, "
+                                        f"tf.constant([[2], [9]], tf.int64), {_r((2, 4), scale=0.1)}, 3, 10, sampled_values={sv})",
+        "grad_crelu": "grad(lambda x: tf.nn.crelu(x) * [1.0, 2.0, 3.0, 4.0], [-1.0, 2.0])",
+        "grad_lrn": f"grad(lambda x: tf.nn.lrn(x, 1, 1.0, 0.5, 0.75) * {_r((1, 1, 2, 4))}, "
+                    "[[[[1.0, -2.0, 0.5, 3.0], [0.25, 1.0, -1.0, 2.0]]]])",
+        "grad_dilation2d": "grad(lambda x, f: tf.nn.dilation2d(x, f, [1, 1, 1, 1], 'VALID', 'NHWC', [1, 1, 1, 1]), "
+                           "[[[[1.0], [5.0], [2.0]], [[3.0], [0.0], [4.0]]]], [[[0.5], [0.0]], [[1.0], [0.25]]])",
+        "grad_max_pool_with_argmax": f"grad(lambda x: tf.nn.max_pool_with_argmax(x, 2, 2, 'VALID')[0] * 1.0, "
+                                     "[[[[1.0], [5.0]], [[3.0], [0.0]]]])",
+        "grad_weighted_moments": "grad(lambda x: tf.nn.weighted_moments(x, [0], [1.0, 2.0, 1.0])[1], [1.0, 4.0, 2.0])",
+        "grad_space_to_depth": f"grad(lambda x: tf.nn.space_to_depth(x, 2) * {_r((1, 1, 1, 4))}, [[[[1.0], [2.0]], [[3.0], [4.0]]]])",
+    }
+    for n, src in calls.items():
+        yield f"tf2/nn/{n}", "tf.nn", src
+
+
+FAMILIES = (_activations, _initializers, _nn)
 
 
 def all_cases():
