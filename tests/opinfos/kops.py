@@ -328,3 +328,71 @@ OPS += [
     OpInfo("nn.atrous_conv2d_transpose", tw.nn.atrous_conv2d_transpose, _atrous_t, F, _atrous_t_samples,
            tol={tw.float32: (1e-4, 1e-4)}),
 ]
+
+
+# ---- tf.linalg.LinearOperator* (functions of the operators' parameters) ---------------------------
+LO = tw.linalg
+
+
+def _spd(d, r, n=3):
+    a = arr(r, (n, n), d)
+    return (a @ a.T + n * np.eye(n)).astype(d)
+
+
+def _lo_samples(*shapes, spd=False):
+    def gen(d, r):
+        args = [(_spd(d, r, s[0]) if spd and i == 0 else arr(r, s, d, 0.5, 2.0)) for i, s in enumerate(shapes)]
+        return [Sample(tuple(args), name="x")]
+    return gen
+
+
+def _toeplitz(col, row):
+    n = len(col)
+    return np.array([[col[i - j] if i >= j else row[j - i] for j in range(n)] for i in range(n)], col.dtype)
+
+
+def _householder(v):
+    v64 = _f64(v)
+    return (np.eye(len(v)) - 2 * np.outer(v64, v64) / (v64 @ v64)).astype(v.dtype)
+
+
+def _circulant_real(spectrum):
+    c = np.fft.ifft(_f64(spectrum))
+    n = len(c)
+    return np.real(np.array([[c[(i - j) % n] for j in range(n)] for i in range(n)])).astype(spectrum.dtype)
+
+
+def _tridiag(diags, x):
+    sup, main, sub = _f64(diags)
+    t = np.diag(main) + np.diag(sup[:-1], 1) + np.diag(sub[1:], -1)
+    return (t @ _f64(x)).astype(x.dtype)
+
+
+OPS += [
+    OpInfo("linalg.LinearOperatorDiag.solve", lambda d, x: LO.LinearOperatorDiag(d).solve(x),
+           lambda d, x: (_f64(x) / _f64(d)[:, None]).astype(x.dtype), F, _lo_samples((3,), (3, 2)), grad_order=2),
+    OpInfo("linalg.LinearOperatorLowRankUpdate.solve",
+           lambda a, u, x: LO.LinearOperatorLowRankUpdate(LO.LinearOperatorFullMatrix(a), u).solve(x),
+           lambda a, u, x: np.linalg.solve(_f64(a) + _f64(u) @ _f64(u).T, _f64(x)).astype(x.dtype), F,
+           _lo_samples((3, 3), (3, 1), (3, 2), spd=True), tol={tw.float32: (1e-4, 1e-5)}),
+    OpInfo("linalg.LinearOperatorKronecker.to_dense",
+           lambda a, b: LO.LinearOperatorKronecker([LO.LinearOperatorFullMatrix(a),
+                                                    LO.LinearOperatorFullMatrix(b)]).to_dense(),
+           lambda a, b: np.kron(a, b), F, _lo_samples((2, 3), (3, 2)), grad_order=2),
+    OpInfo("linalg.LinearOperatorToeplitz.to_dense", lambda c, r: LO.LinearOperatorToeplitz(c, r).to_dense(),
+           _toeplitz, F, _lo_samples((4,), (4,))),
+    OpInfo("linalg.LinearOperatorHouseholder.to_dense", lambda v: LO.LinearOperatorHouseholder(v).to_dense(),
+           _householder, F, _lo_samples((3,)), tol={tw.float32: (1e-5, 1e-6)}),
+    OpInfo("linalg.LinearOperatorCirculant.to_dense",
+           lambda s: LO.LinearOperatorCirculant(s, input_output_dtype=tw.as_dtype(s.dtype)).to_dense(),
+           _circulant_real, F, _lo_samples((4,)), grad=False),
+    OpInfo("linalg.LinearOperatorTridiag.matmul", lambda d, x: LO.LinearOperatorTridiag(d).matmul(x), _tridiag, F,
+           _lo_samples((3, 4), (4, 2)), grad_order=2),
+    OpInfo("linalg.LinearOperatorBlockLowerTriangular.log_abs_determinant",
+           lambda a, b, c: LO.LinearOperatorBlockLowerTriangular(
+               [[LO.LinearOperatorFullMatrix(a)], [LO.LinearOperatorFullMatrix(b), LO.LinearOperatorFullMatrix(c)]]
+           ).log_abs_determinant(),
+           lambda a, b, c: np.asarray(np.linalg.slogdet(_f64(a))[1] + np.linalg.slogdet(_f64(c))[1]).astype(a.dtype),
+           F, lambda d, r: [Sample((_spd(d, r, 2), arr(r, (1, 2), d), _spd(d, r, 1)), name="x")],
+           tol={tw.float32: (1e-5, 1e-5)}),
+]

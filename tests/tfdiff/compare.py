@@ -15,7 +15,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 RESULTS = os.path.join(HERE, "tf_results.json")
 
 # Per-dtype (rtol, atol): the frameworks' kernels differ in the last bits (and half types a lot).
-TOL = {"float16": (1e-2, 1e-3), "bfloat16": (2e-2, 1e-2), "float32": (2e-5, 1e-6), "float64": (1e-10, 1e-12)}
+TOL = {"float16": (1e-2, 1e-3), "bfloat16": (2e-2, 1e-2), "float32": (2e-5, 1e-6), "float64": (1e-10, 1e-12),
+       "complex64": (2e-5, 1e-6), "complex128": (1e-10, 1e-12)}
 
 
 def load():

@@ -245,7 +245,114 @@ def _nn():
         yield f"tf2/nn/{n}", "tf.nn", src
 
 
-FAMILIES = (_activations, _initializers, _nn)
+def _linear_operators():
+    L = "tf.linalg"
+    a = "[[4.0, 1.0, 0.5], [1.0, 3.0, 0.25], [0.5, 0.25, 2.0]]"
+    x = "tf.constant([[1.0, -2.0], [0.5, 3.0], [2.0, 1.0]])"
+    v = "tf.constant([1.0, -2.0, 0.5])"
+    ops = {
+        "full": f"{L}.LinearOperatorFullMatrix({a}, is_self_adjoint=True, is_positive_definite=True)",
+        "full_batch": f"{L}.LinearOperatorFullMatrix([{a}, [[2.0, 0.0, 1.0], [0.0, 1.0, 0.0], [1.0, 0.0, 3.0]]])",
+        "diag": f"{L}.LinearOperatorDiag([2.0, -0.5, 4.0])",
+        "identity": f"{L}.LinearOperatorIdentity(3)",
+        "identity_batch": f"{L}.LinearOperatorIdentity(3, batch_shape=[2])",
+        "scaled_identity": f"{L}.LinearOperatorScaledIdentity(3, -2.0)",
+        "lower_triangular": f"{L}.LinearOperatorLowerTriangular({a})",
+        "composition": f"{L}.LinearOperatorComposition([{L}.LinearOperatorFullMatrix({a}), {L}.LinearOperatorDiag([2.0, -0.5, 4.0])])",
+        "adjoint": f"{L}.LinearOperatorAdjoint({L}.LinearOperatorLowerTriangular({a}))",
+        "inversion": f"{L}.LinearOperatorInversion({L}.LinearOperatorFullMatrix({a}))",
+        "block_diag": f"{L}.LinearOperatorBlockDiag([{L}.LinearOperatorFullMatrix([[2.0, 1.0], [0.5, 3.0]]), {L}.LinearOperatorDiag([5.0])])",
+        "block_lower": f"{L}.LinearOperatorBlockLowerTriangular([[{L}.LinearOperatorDiag([1.0, 2.0])], "
+                       f"[{L}.LinearOperatorFullMatrix([[7.0, 8.0]]), {L}.LinearOperatorDiag([5.0])]])",
+        "kronecker": f"{L}.LinearOperatorKronecker([{L}.LinearOperatorFullMatrix([[2.0, 1.0], [0.5, 3.0]]), "
+                     f"{L}.LinearOperatorDiag([1.0, -3.0])])",
+        "low_rank": f"{L}.LinearOperatorLowRankUpdate({L}.LinearOperatorDiag([2.0, 1.0, 4.0]), [[1.0], [2.0], [0.5]])",
+        "low_rank_dv": f"{L}.LinearOperatorLowRankUpdate({L}.LinearOperatorFullMatrix({a}), [[1.0, 0.0], [2.0, 1.0], [0.5, 1.0]], "
+                       "diag_update=[0.5, 2.0], v=[[0.0, 1.0], [1.0, 1.0], [0.5, -1.0]])",
+        "permutation": f"{L}.LinearOperatorPermutation([2, 0, 1])",
+        "toeplitz": f"{L}.LinearOperatorToeplitz([4.0, 1.0, 0.5], [9.0, -1.0, 0.25])",
+        "tridiag": f"{L}.LinearOperatorTridiag([[1.0, 2.0, 0.0], [4.0, 5.0, 6.0], [0.0, 3.0, 9.0]])",
+        "tridiag_sequence": f"{L}.LinearOperatorTridiag([[1.0, 2.0, 0.0], [4.0, 5.0, 6.0], [0.0, 3.0, 9.0]], 'sequence')",
+        "tridiag_matrix": f"{L}.LinearOperatorTridiag({a}, diagonals_format='matrix')",
+        "householder": f"{L}.LinearOperatorHouseholder([1.0, 2.0, 2.0])",
+        "circulant_real": f"{L}.LinearOperatorCirculant([6.0, -1.0, -1.0], input_output_dtype=tf.float32)",
+    }
+    methods = {"to_dense": ".to_dense()", "matmul": f".matmul({x})", "matmul_adjoint": f".matmul({x}, adjoint=True)",
+               "matmul_adjoint_arg": f".matmul(tf.transpose({x}), adjoint_arg=True)", "matvec": f".matvec({v})",
+               "solve": f".solve({x})", "solve_adjoint": f".solve({x}, adjoint=True)", "solvevec": f".solvevec({v})",
+               "determinant": ".determinant()", "log_abs_determinant": ".log_abs_determinant()",
+               "diag_part": ".diag_part()", "trace": ".trace()", "add_to_tensor": ".add_to_tensor(tf.ones([3, 3]))",
+               "shape": ".shape", "batch_shape": ".batch_shape", "adjoint_dense": ".adjoint().to_dense()",
+               "H_dense": ".H.to_dense()", "inverse_dense": ".inverse().to_dense()",
+               "is_self_adjoint": ".is_self_adjoint", "is_square": ".is_square"}
+    for on, ctor in ops.items():
+        for mn, call in methods.items():
+            if on.startswith("identity_batch") and mn in ("matvec", "solvevec"):
+                continue
+            yield f"tf2/linalg_op/{on}/{mn}", "tf.linalg operators", f"{ctor}{call}"
+    extra = {
+        "full/cholesky_dense": f"{ops['full']}.cholesky().to_dense()",
+        "full/eigvals": f"{ops['full']}.eigvals()",
+        "full/cond": f"{ops['full']}.cond()",
+        "full/cholesky_not_pd": f"{L}.LinearOperatorFullMatrix({a}).cholesky()",
+        "full/eigvals_not_sa": f"{L}.LinearOperatorFullMatrix({a}).eigvals()",
+        "full/non_square_solve": f"{L}.LinearOperatorFullMatrix([[1.0, 2.0]]).solve([[1.0]])",
+        "full/non_square_shape": f"{L}.LinearOperatorFullMatrix([[1.0, 2.0]]).shape",
+        "full/non_square_is_square": f"{L}.LinearOperatorFullMatrix([[1.0, 2.0]]).is_square",
+        "full/int_matrix": f"{L}.LinearOperatorFullMatrix([[1, 2], [3, 4]])",
+        "full/bad_matmul": f"{ops['full']}.matmul(tf.ones([2, 2]))",
+        "full/matmul_operator": f"{ops['full']}.matmul({ops['diag']}).to_dense()",
+        "full/solve_operator": f"{ops['full']}.solve({ops['diag']}).to_dense()",
+        "full/matmul_dtype": f"{ops['full']}.matmul(tf.ones([3, 1], tf.float64))",
+        "full/pd_singular_hint": f"{L}.LinearOperatorFullMatrix({a}, is_positive_definite=True, is_non_singular=False)",
+        "diag/is_self_adjoint_hint": f"{ops['diag']}.is_self_adjoint",
+        "diag/not_self_adjoint": f"{L}.LinearOperatorDiag([1.0, 2.0], is_self_adjoint=False)",
+        "diag/inverse_solve": f"{ops['diag']}.inverse().solve({x})",
+        "diag/inverse_det": f"{ops['diag']}.inverse().determinant()",
+        "diag/float64": f"{L}.LinearOperatorDiag(tf.constant([1.0, 2.0], tf.float64)).matvec(tf.constant([1.0, 1.0], tf.float64))",
+        "identity/hints": f"[{ops['identity']}.is_non_singular, {ops['identity']}.is_positive_definite]",
+        "identity/bad_hint": f"{L}.LinearOperatorIdentity(3, is_self_adjoint=False)",
+        "identity/float64": f"{L}.LinearOperatorIdentity(2, dtype=tf.float64).to_dense()",
+        "zeros/non_square_default": f"{L}.LinearOperatorZeros(2, 3).to_dense()",
+        "zeros/non_square_self_adjoint": f"{L}.LinearOperatorZeros(2, 3, is_square=False).to_dense()",
+        "zeros/to_dense": f"{L}.LinearOperatorZeros(2, 3, is_square=False, is_self_adjoint=False).to_dense()",
+        "zeros/matmul": f"{L}.LinearOperatorZeros(2, 3, is_square=False, is_self_adjoint=False).matmul(tf.ones([3, 4]))",
+        "zeros/matmul_adjoint": f"{L}.LinearOperatorZeros(2, 3, is_square=False, is_self_adjoint=False).matmul(tf.ones([2, 4]), adjoint=True)",
+        "zeros/shape": f"{L}.LinearOperatorZeros(2, 3, batch_shape=[4], is_square=False, is_self_adjoint=False).shape",
+        "zeros/square_det": f"{L}.LinearOperatorZeros(2).determinant()",
+        "zeros/diag_part": f"{L}.LinearOperatorZeros(2, 3, is_square=False, is_self_adjoint=False).diag_part()",
+        "zeros/inverse": f"{L}.LinearOperatorZeros(2).inverse()",
+        "zeros/hint": f"{L}.LinearOperatorZeros(2, is_non_singular=True)",
+        "composition/empty": f"{L}.LinearOperatorComposition([])",
+        "composition/name": f"{ops['composition']}.name",
+        "adjoint/name": f"{ops['adjoint']}.name",
+        "inversion/name": f"{ops['inversion']}.name",
+        "inversion/singular": f"{L}.LinearOperatorInversion({L}.LinearOperatorFullMatrix({a}, is_non_singular=False))",
+        "block_lower/bad_rows": f"{L}.LinearOperatorBlockLowerTriangular([[{ops['diag']}, {ops['diag']}]])",
+        "permutation/float64": f"{L}.LinearOperatorPermutation([[1, 0, 2], [2, 1, 0]], dtype=tf.float64).to_dense()",
+        "permutation/batch_det": f"{L}.LinearOperatorPermutation([[1, 0, 2], [2, 0, 1]]).determinant()",
+        "permutation/batch_matmul": f"{L}.LinearOperatorPermutation([[1, 0, 2], [2, 0, 1]]).matmul({x})",
+        "householder/hints": f"[{ops['householder']}.is_self_adjoint, {ops['householder']}.is_positive_definite]",
+        "householder/bad_hint": f"{L}.LinearOperatorHouseholder([1.0, 2.0], is_positive_definite=True)",
+        "tridiag/bad_format": f"{L}.LinearOperatorTridiag({a}, diagonals_format='banded')",
+        "circulant/complex_dense": f"{L}.LinearOperatorCirculant(tf.constant([1.0, 2.0, 3.0], tf.complex64)).to_dense()",
+        "circulant/dtype": f"{L}.LinearOperatorCirculant([1.0, 2.0, 3.0]).dtype",
+        "circulant2d": f"{L}.LinearOperatorCirculant2D([[4.0, 1.0], [1.0, 2.0]], input_output_dtype=tf.float32).to_dense()",
+        "circulant2d_3x2": f"{L}.LinearOperatorCirculant2D([[4.0, 1.0], [1.0, 2.0], [3.0, 0.5]]).to_dense()",
+        "circulant3d": f"{L}.LinearOperatorCirculant3D(tf.reshape(tf.range(1.0, 9.0), [2, 2, 2]), "
+                       "input_output_dtype=tf.float32).to_dense()",
+        "circulant3d_shape": f"{L}.LinearOperatorCirculant3D(tf.ones([2, 2, 3, 2])).shape",
+        "grad_diag_logdet": f"grad(lambda d: {L}.LinearOperatorDiag(d).log_abs_determinant(), [2.0, -0.5])",
+        "grad_low_rank_solve": f"grad(lambda u: {L}.LinearOperatorLowRankUpdate({ops['diag']}, u).solvevec({v}), "
+                               "[[1.0], [2.0], [0.5]])",
+        "grad_kronecker_dense": f"grad(lambda a: {L}.LinearOperatorKronecker([{L}.LinearOperatorFullMatrix(a), "
+                                f"{L}.LinearOperatorDiag([1.0, -3.0])]).to_dense() * tf.range(16.0), [[2.0, 1.0], [0.5, 3.0]])",
+    }
+    for n, src in extra.items():
+        yield f"tf2/linalg_op/{n}", "tf.linalg operators", src
+
+
+FAMILIES = (_activations, _initializers, _nn, _linear_operators)
 
 
 def all_cases():

@@ -48,6 +48,9 @@ def encode(result, tf=None):
         name = result.dtype.name
         if arr.dtype.kind == "f" or name == "bfloat16":
             arr = arr.astype(np.float64)
+        if arr.dtype.kind == "c":   # complex: each value as [real, imag]
+            return {"dtype": name, "shape": list(arr.shape),
+                    "value": _value(np.stack([arr.real, arr.imag], -1).astype(np.float64).tolist())}
         return {"dtype": name, "shape": list(arr.shape), "value": _value(arr.tolist())}
     if hasattr(result, "as_list") and hasattr(result, "rank"):
         return {"tensor_shape": None if result.rank is None else result.as_list()}
