@@ -77,6 +77,32 @@ def _unary_op(opdef, allowed=None):
     return op
 
 
+# ---- complex gradients ---------------------------------------------------------------------------
+class _Conjugated:
+    """An op seen with its (complex) inputs and outputs conjugated."""
+
+    def __init__(self, op):
+        from tensorweave.ops.complex_ops import conj
+        self._op = op
+        self.inputs = [conj(t) if t.dtype.is_complex else t for t in op.inputs]
+        self.outputs = [conj(t) if t.dtype.is_complex else t for t in op.outputs]
+
+    def __getattr__(self, name):
+        return getattr(self._op, name)
+
+
+def _c(grad):
+    """``grad`` extended to complex inputs. With TF's convention for complex gradients of a real loss
+    (``dL/dRe + i dL/dIm``), the gradient of a holomorphic op is ``g * conj(f'(z))``; for the functions
+    here (real Taylor coefficients) that is the real formula evaluated at the conjugated inputs and
+    outputs."""
+    def cgrad(op, *gs):
+        if op.inputs[0].dtype.is_complex:
+            return grad(_Conjugated(op), *gs)
+        return grad(op, *gs)
+    return cgrad
+
+
 # ---- binary arithmetic -------------------------------------------------------------------------
 def _grads(op, gx, gy):
     x, y = op.inputs
@@ -87,16 +113,17 @@ N = rules.NUMERIC
 NC = rules.ARITHMETIC
 register_op("AddV2", infer=rules.binary(allowed=NC), grad=lambda op, g: _grads(op, g, g))
 register_op("Sub", infer=rules.binary(allowed=NC), grad=lambda op, g: _grads(op, g, -g))
+FC = rules.FLOAT + rules.COMPLEX
 register_op("Mul", infer=rules.binary(allowed=NC),
-            grad=lambda op, g: _grads(op, g * op.inputs[1], op.inputs[0] * g))
-register_op("RealDiv", infer=rules.binary(allowed=rules.FLOAT),
-            grad=lambda op, g: _grads(op, multiply_no_nan(1 / op.inputs[1], g),
-                                      multiply_no_nan(-op.inputs[0] / (op.inputs[1] * op.inputs[1]), g)))
-register_op("MulNoNan", infer=rules.binary(allowed=rules.FLOAT),
-            grad=lambda op, g: _grads(op, multiply_no_nan(g, op.inputs[1]), multiply_no_nan(op.inputs[0], g)))
-register_op("DivNoNan", infer=rules.binary(allowed=rules.FLOAT),
-            grad=lambda op, g: _grads(op, div_no_nan(g, op.inputs[1]),
-                                      g * div_no_nan(div_no_nan(-op.inputs[0], op.inputs[1]), op.inputs[1])))
+            grad=_c(lambda op, g: _grads(op, g * op.inputs[1], op.inputs[0] * g)))
+register_op("RealDiv", infer=rules.binary(allowed=FC),
+            grad=_c(lambda op, g: _grads(op, multiply_no_nan(1 / op.inputs[1], g),
+                                         multiply_no_nan(-op.inputs[0] / (op.inputs[1] * op.inputs[1]), g))))
+register_op("MulNoNan", infer=rules.binary(allowed=FC),
+            grad=_c(lambda op, g: _grads(op, multiply_no_nan(g, op.inputs[1]), multiply_no_nan(op.inputs[0], g))))
+register_op("DivNoNan", infer=rules.binary(allowed=FC),
+            grad=_c(lambda op, g: _grads(op, div_no_nan(g, op.inputs[1]),
+                                         g * div_no_nan(div_no_nan(-op.inputs[0], op.inputs[1]), op.inputs[1]))))
 register_op("FloorDiv", infer=rules.binary(allowed=N), grad=NOT_DIFFERENTIABLE)
 register_op("FloorMod", infer=rules.binary(allowed=N),
             grad=lambda op, g: _grads(op, g, -g * floor(op.inputs[0] / op.inputs[1]))
@@ -163,15 +190,15 @@ register_op("Pow", infer=rules.binary(allowed=N), grad=_pow_grad)
 add = _binary_op(get_op("AddV2"), NC)
 subtract = _binary_op(get_op("Sub"), NC)
 multiply = _binary_op(get_op("Mul"), NC)
-_realdiv = _binary_op(get_op("RealDiv"), rules.FLOAT)
-_div_no_nan = _binary_op(get_op("DivNoNan"), rules.FLOAT)
+_realdiv = _binary_op(get_op("RealDiv"), FC)
+_div_no_nan = _binary_op(get_op("DivNoNan"), FC)
 floordiv = _binary_op(get_op("FloorDiv"), N)
 floormod = _binary_op(get_op("FloorMod"), N)
 pow = _binary_op(get_op("Pow"), N)
 maximum = _binary_op(get_op("Maximum"), N)
 minimum = _binary_op(get_op("Minimum"), N)
 squared_difference = _binary_op(get_op("SquaredDifference"), N)
-_mul_no_nan = _binary_op(get_op("MulNoNan"), rules.FLOAT)
+_mul_no_nan = _binary_op(get_op("MulNoNan"), FC)
 mod = floormod
 xlogy = _binary_op(get_op("Xlogy"), rules.FLOAT)
 xdivy = _binary_op(get_op("Xdivy"), rules.FLOAT)
@@ -264,23 +291,39 @@ def _u(name, grad, allowed=N):
 
 
 F = rules.FLOAT
-negative = _u("Neg", lambda op, g: [-g], rules.SIGNED)
-abs = _u("Abs", lambda op, g: [g * sign(op.inputs[0])], rules.SIGNED)
-sign = _u("Sign", lambda op, g: [zeros_like(g)], rules.SIGNED)
-exp = _u("Exp", lambda op, g: [g * op.outputs[0]], F)
-log = _u("Log", lambda op, g: [g / op.inputs[0]], F)
-log1p = _u("Log1p", lambda op, g: [g / (1 + op.inputs[0])], F)
-expm1 = _u("Expm1", lambda op, g: [g * (op.outputs[0] + 1)], F)
+SC = rules.SIGNED + rules.COMPLEX
+negative = _u("Neg", lambda op, g: [-g], SC)
+_abs = _u("Abs", lambda op, g: [g * sign(op.inputs[0])], rules.SIGNED)
+sign = _u("Sign", lambda op, g: [zeros_like(g)], SC)
+# The analytic functions take complex inputs too (TF's kernels do); _c conjugates their gradients.
+exp = _u("Exp", _c(lambda op, g: [g * op.outputs[0]]), FC)
+log = _u("Log", _c(lambda op, g: [g / op.inputs[0]]), FC)
+log1p = _u("Log1p", _c(lambda op, g: [g / (1 + op.inputs[0])]), FC)
+expm1 = _u("Expm1", _c(lambda op, g: [g * (op.outputs[0] + 1)]), FC)
 # Sqrt, Rsqrt, Reciprocal and RealDiv: a zero incoming gradient gives a zero gradient even where
 # the local derivative is inf or NaN, so where(x > 0, sqrt(x), 0) has no NaN gradient (as in TF).
-sqrt = _u("Sqrt", lambda op, g: [multiply_no_nan(0.5 / op.outputs[0], g)], F)
-rsqrt = _u("Rsqrt", lambda op, g: [multiply_no_nan(-0.5 * op.outputs[0] / op.inputs[0], g)], F)
-square = _u("Square", lambda op, g: [g * 2 * op.inputs[0]])
-reciprocal = _u("Reciprocal", lambda op, g: [multiply_no_nan(-op.outputs[0] * op.outputs[0], g)], F)
-sin = _u("Sin", lambda op, g: [g * cos(op.inputs[0])], F)
-cos = _u("Cos", lambda op, g: [-g * sin(op.inputs[0])], F)
-tan = _u("Tan", lambda op, g: [g * (1 + op.outputs[0] * op.outputs[0])], F)
-tanh = _u("Tanh", lambda op, g: [g * (1 - op.outputs[0] * op.outputs[0])], F)
+sqrt = _u("Sqrt", _c(lambda op, g: [multiply_no_nan(0.5 / op.outputs[0], g)]), FC)
+rsqrt = _u("Rsqrt", _c(lambda op, g: [multiply_no_nan(-0.5 * op.outputs[0] / op.inputs[0], g)]), FC)
+square = _u("Square", _c(lambda op, g: [g * 2 * op.inputs[0]]), N + rules.COMPLEX)
+reciprocal = _u("Reciprocal", _c(lambda op, g: [multiply_no_nan(-op.outputs[0] * op.outputs[0], g)]), FC)
+sin = _u("Sin", _c(lambda op, g: [g * cos(op.inputs[0])]), FC)
+cos = _u("Cos", _c(lambda op, g: [-g * sin(op.inputs[0])]), FC)
+tan = _u("Tan", _c(lambda op, g: [g * (1 + op.outputs[0] * op.outputs[0])]), FC)
+tanh = _u("Tanh", _c(lambda op, g: [g * (1 - op.outputs[0] * op.outputs[0])]), FC)
+
+
+def abs(x, name=None):
+    """``|x|``; complex inputs give their (real) modulus, as TF's ``tf.abs``.
+
+    >>> import tensorweave as tw
+    >>> tw.abs(tw.constant([3 + 4j])).numpy()
+    array([5.])
+    """
+    x = x if isinstance(x, Tensor) else _ct(x)
+    if x._dtype in rules.COMPLEX:
+        from tensorweave.ops.complex_ops import complex_abs
+        return complex_abs(x, name=name)
+    return _abs(x, name=name)
 sigmoid = _u("Sigmoid", lambda op, g: [g * op.outputs[0] * (1 - op.outputs[0])], F)
 erf = _u("Erf", lambda op, g: [g * (2 / np.sqrt(np.pi)) * exp(-square(op.inputs[0]))], F)
 # ReluGrad (ops/nn_ops.py, looked up by name when the gradient is built): one pass, where a
@@ -453,8 +496,8 @@ def saturate_cast(value, dtype, name=None):
 def _infer_matmul(inputs, attrs):
     a, b = inputs
     d = rules.same_dtype([a, b])
-    if d not in rules.MATMUL:
-        raise TypeError(rules.unsupported_message(d, rules.MATMUL))
+    if d not in _MATMUL_DTYPES:
+        raise TypeError(rules.unsupported_message(d, _MATMUL_DTYPES))
     ra, rb = a.shape.rank, b.shape.rank
     if ra is None or rb is None:
         return TensorShape(None), d
@@ -488,7 +531,8 @@ def _matmul_grad(op, g):
     return [sum_to_like(ga, a), sum_to_like(gb, b)]
 
 
-register_op("MatMul", infer=_infer_matmul, grad=_matmul_grad, heavy=True)
+_MATMUL_DTYPES = rules.MATMUL + rules.COMPLEX
+register_op("MatMul", infer=_infer_matmul, grad=_c(_matmul_grad), heavy=True)
 _MATMUL = get_op("MatMul")
 
 
@@ -514,7 +558,11 @@ def matmul(a, b, transpose_a=False, transpose_b=False, adjoint_a=False, adjoint_
     if a._dtype is not b._dtype:
         _check_same_dtype(_MATMUL, a, b, name)
     if a._dtype not in rules.MATMUL:
-        _check_allowed(_MATMUL, (a, b), rules.MATMUL, name)
+        _check_allowed(_MATMUL, (a, b), _MATMUL_DTYPES, name)
+        if a._dtype in rules.COMPLEX:   # the adjoint of a complex matrix is its conjugate transpose
+            from tensorweave.ops.complex_ops import conj
+            a = conj(a) if adjoint_a else a
+            b = conj(b) if adjoint_b else b
     if ((a._value.ndim < 2 or b._value.ndim < 2) if type(a) is EagerTensor and type(b) is EagerTensor
             else (_rank_below_2(a) or _rank_below_2(b))):   # inlined for eager calls (hot path)
         raise invalid_input(_MATMUL, (a, b), ValueError(  # eager calls skip the shape rule

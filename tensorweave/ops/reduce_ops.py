@@ -150,8 +150,8 @@ def _reducer(op_name, doc, allowed):
 
 
 _N, _B = rules.NUMERIC, rules.BOOL   # tuples, common dtypes first: a hit is an identity compare
-reduce_sum = _reducer("Sum", "Sum of elements across ``axis``.", _N)
-reduce_mean = _reducer("Mean", "Mean of elements across ``axis`` (integer inputs: integer mean).", _N)
+reduce_sum = _reducer("Sum", "Sum of elements across ``axis``.", _N + rules.COMPLEX)
+reduce_mean = _reducer("Mean", "Mean of elements across ``axis`` (integer inputs: integer mean).", _N + rules.COMPLEX)
 reduce_max = _reducer("Max", "Maximum across ``axis``; the gradient is split evenly among ties.", _N)
 reduce_min = _reducer("Min", "Minimum across ``axis``.", _N)
 reduce_prod = _reducer("Prod", "Product across ``axis``.", _N)

@@ -396,3 +396,141 @@ OPS += [
            F, lambda d, r: [Sample((_spd(d, r, 2), arr(r, (1, 2), d), _spd(d, r, 1)), name="x")],
            tol={tw.float32: (1e-5, 1e-5)}),
 ]
+
+
+# ---- tf.linalg matrix functions and factorizations ---------------------------------------------------
+def _expm_ref(a):
+    a64 = _f64(a)
+    out, term = np.eye(a.shape[-1]), np.eye(a.shape[-1])
+    for k in range(1, 40):          # the Taylor series: the inputs are small
+        term = term @ a64 / k
+        out = out + term
+    return out.astype(a.dtype)
+
+
+def _expm_samples(d, r):
+    return [Sample((arr(r, (3, 3), d, -0.8, 0.8),), name="3x3"), Sample((arr(r, (2, 2), d, -0.5, 0.5),), name="2x2")]
+
+
+def _sqrtm_ref(a):
+    w, v = np.linalg.eigh(_f64(a))
+    return (v @ np.diag(np.sqrt(w)) @ v.T).astype(a.dtype)
+
+
+def _spd_samples(d, r):
+    return [Sample((_spd(d, r, 3),), name="3x3"), Sample((_spd(d, r, 2),), name="2x2")]
+
+
+def _lu_ref(a):
+    """Doolittle elimination with partial pivoting, written out."""
+    u = _f64(a).copy()
+    n = u.shape[0]
+    perm = np.arange(n)
+    low = np.zeros((n, n))
+    for c in range(n):
+        p = c + int(np.argmax(np.abs(u[c:, c])))
+        u[[c, p]], low[[c, p]], perm[[c, p]] = u[[p, c]], low[[p, c]], perm[[p, c]]
+        for rr in range(c + 1, n):
+            low[rr, c] = u[rr, c] / u[c, c]
+            u[rr] -= low[rr, c] * u[c]
+    return (np.triu(u) + low).astype(a.dtype), perm.astype(np.int32)
+
+
+def _general_samples(d, r):
+    return [Sample(((arr(r, (3, 3), d) + 3 * np.eye(3)).astype(d),), name="3x3"),
+            Sample((arr(r, (4, 4), d),), name="4x4")]
+
+
+def _lu_solve_op(a, rhs):
+    return tw.linalg.lu_solve(*tw.linalg.lu(a), rhs)
+
+
+def _tri_dense(diags):
+    sup, main, sub = _f64(diags)
+    return np.diag(main) + np.diag(sup[:-1], 1) + np.diag(sub[1:], -1)
+
+
+def _tri_solve_ref(diags, rhs):
+    return np.linalg.solve(_tri_dense(diags), _f64(rhs)).astype(rhs.dtype)
+
+
+def _tri_samples(d, r):
+    dg = arr(r, (3, 4), d, 0.5, 1.0)
+    dg[1] += 3.0                      # diagonally dominant
+    return [Sample((dg, arr(r, (4, 2), d)), name="x")]
+
+
+def _banded_ref(bands, rhs, lower=True):
+    k, n = bands.shape
+    dense = np.zeros((n, n))
+    for rr in range(k):
+        off = rr if lower else k - 1 - rr
+        for j in range(n):
+            if lower and j >= off:
+                dense[j, j - off] = bands[rr, j]
+            if not lower and j + off < n:
+                dense[j, j + off] = bands[rr, j]
+    return np.linalg.solve(dense, _f64(rhs)).astype(rhs.dtype)
+
+
+def _banded_samples(d, r):
+    lo = arr(r, (2, 4), d, 0.5, 1.0)
+    lo[0] += 2.0
+    up = arr(r, (3, 4), d, 0.5, 1.0)
+    up[2] += 2.0
+    return [Sample((lo, arr(r, (4, 2), d)), name="lower"), Sample((up, arr(r, (4, 1), d)), {"lower": False},
+                                                                   name="upper")]
+
+
+def _eigh_tri_ref(alpha, beta):
+    t = np.diag(_f64(alpha)) + np.diag(_f64(beta), 1) + np.diag(_f64(beta), -1)
+    return np.linalg.eigvalsh(t).astype(alpha.dtype)
+
+
+OPS += [
+    OpInfo("linalg.expm", tw.linalg.expm, _expm_ref, F, _expm_samples, grad_order=2, tol={tw.float32: (1e-5, 1e-5)}),
+    OpInfo("linalg.sqrtm", tw.linalg.sqrtm, _sqrtm_ref, F, _spd_samples, tol={tw.float32: (1e-4, 1e-5)}),
+    OpInfo("linalg.lu", tw.linalg.lu, _lu_ref, F, _general_samples, tol={tw.float32: (1e-4, 1e-5)}),
+    OpInfo("linalg.lu_solve", _lu_solve_op, lambda a, b: np.linalg.solve(_f64(a), _f64(b)).astype(a.dtype), F,
+           lambda d, r: [Sample(((arr(r, (3, 3), d) + 3 * np.eye(3)).astype(d), arr(r, (3, 2), d)), name="x")],
+           tol={tw.float32: (1e-4, 1e-5)}),
+    OpInfo("linalg.lu_reconstruct", lambda a: tw.linalg.lu_reconstruct(*tw.linalg.lu(a)), lambda a: a, F,
+           _general_samples, tol={tw.float32: (1e-5, 1e-5)}),
+    OpInfo("linalg.lu_matrix_inverse", lambda a: tw.linalg.lu_matrix_inverse(*tw.linalg.lu(a)),
+           lambda a: np.linalg.inv(_f64(a)).astype(a.dtype), F,
+           lambda d, r: [Sample(((arr(r, (3, 3), d) + 3 * np.eye(3)).astype(d),), name="3x3")],
+           tol={tw.float32: (1e-4, 1e-5)}),
+    OpInfo("linalg.tridiagonal_matmul", tw.linalg.tridiagonal_matmul,
+           lambda dg, x: (_tri_dense(dg) @ _f64(x)).astype(x.dtype), F, _tri_samples, grad_order=2),
+    OpInfo("linalg.tridiagonal_solve", tw.linalg.tridiagonal_solve, _tri_solve_ref, F, _tri_samples,
+           tol={tw.float32: (1e-5, 1e-5)}),
+    OpInfo("linalg.banded_triangular_solve", tw.linalg.banded_triangular_solve, _banded_ref, F, _banded_samples,
+           tol={tw.float32: (1e-5, 1e-5)}),
+    OpInfo("linalg.eigh_tridiagonal", tw.linalg.eigh_tridiagonal, _eigh_tri_ref, F,
+           lambda d, r: [Sample((arr(r, (4,), d), arr(r, (3,), d, 0.5, 1.5)), name="x")],
+           tol={tw.float32: (1e-5, 1e-5)}),
+]
+
+
+def _logm_ref(a):
+    w, v = np.linalg.eigh(_f64(a))
+    return (v @ np.diag(np.log(w)) @ v.T).astype(a.dtype)
+
+
+def _eig_parts(a):
+    e = tw.linalg.eigvals(a)
+    return tw.math.real(e), tw.math.imag(e)
+
+
+def _eig_parts_ref(a):
+    e = np.linalg.eigvals(_f64(a))     # the same LAPACK routine (geev): the same order
+    return e.real.astype(a.dtype), e.imag.astype(a.dtype)
+
+
+# Complex-valued results are compared through their real and imaginary parts (float references).
+OPS += [
+    OpInfo("linalg.logm", lambda a: tw.math.real(tw.linalg.logm(tw.cast(a, tw.complex64 if a.dtype == tw.float32 else tw.complex128))), _logm_ref, F,
+           _spd_samples, grad=False, tol={tw.float32: (1e-4, 1e-5)}),
+    OpInfo("linalg.eigvals", _eig_parts, _eig_parts_ref, F, _general_samples, grad=False,
+           tol={tw.float32: (1e-4, 1e-5)}),
+]

@@ -352,7 +352,107 @@ def _linear_operators():
         yield f"tf2/linalg_op/{n}", "tf.linalg operators", src
 
 
-FAMILIES = (_activations, _initializers, _nn, _linear_operators)
+def _linalg():
+    a = "tf.constant([[4.0, 1.0, 0.5], [1.0, 3.0, 0.25], [0.5, 0.25, 2.0]])"
+    g = "tf.constant([[1.0, 2.0, 3.0], [4.0, 5.0, 6.0], [7.0, 8.0, 10.0]])"
+    n = "tf.constant([[0.5, -1.0], [2.0, 0.25]])"
+    a64 = "tf.constant([[4.0, 1.0], [1.0, 3.0]], tf.float64)"
+    tri = "tf.constant([[1.0, 2.0, 0.0], [4.0, 5.0, 6.0], [0.0, 3.0, 9.0]])"
+    rhs = "tf.constant([[1.0, -2.0], [0.5, 3.0], [2.0, 1.0]])"
+    calls = {
+        "expm": f"tf.linalg.expm({a} * 0.25)", "expm_nonsym": f"tf.linalg.expm({n})",
+        "expm_batch": f"tf.linalg.expm(tf.stack([{n}, -{n}]))", "expm_float64": f"tf.linalg.expm({a64})",
+        "expm_zeros": "tf.linalg.expm(tf.zeros([2, 2]))", "expm_int": "tf.linalg.expm([[1, 2], [3, 4]])",
+        "expm_nonsquare": "tf.linalg.expm(tf.ones([2, 3]))",
+        "sqrtm": f"tf.linalg.sqrtm({a})", "sqrtm_nonsym": f"tf.linalg.sqrtm({n} + 2.0 * tf.eye(2))",
+        "matrix_square_root": f"tf.matrix_square_root({a64})",
+        "sqrtm_batch": f"tf.linalg.sqrtm(tf.stack([{a}, {a} * 2.0]))",
+        "logm": f"tf.linalg.logm(tf.cast({a}, tf.complex64))",
+        "logm_float": f"tf.linalg.logm({a})",
+        "eigvals_sym": f"tf.linalg.eigvals({a})", "eigvals_rotation": "tf.eigvals(tf.constant([[0.0, 1.0], [-1.0, 0.0]]))",
+        "eigvals_general": f"tf.linalg.eigvals({g})", "eig_values": f"tf.eig({g})[0]",
+        "eig_vector_moduli": f"tf.abs(tf.linalg.eig({a})[1])", "eig_float64": f"tf.linalg.eigvals({a64})",
+        "lu": f"tf.linalg.lu({g})", "lu_int64": f"tf.linalg.lu({g}, output_idx_type=tf.int64)",
+        "lu_batch": f"tf.linalg.lu(tf.stack([{g}, {a}]))",
+        "lu_reconstruct": f"tf.linalg.lu_reconstruct(*tf.linalg.lu({g}))",
+        "lu_reconstruct_batch": f"tf.linalg.lu_reconstruct(*tf.linalg.lu(tf.stack([{g}, {a}])))",
+        "lu_solve": f"tf.linalg.lu_solve(*tf.linalg.lu({g}), {rhs})",
+        "lu_solve_batch": f"tf.linalg.lu_solve(*tf.linalg.lu(tf.stack([{g}, {a}])), tf.stack([{rhs}, {rhs}]))",
+        "lu_matrix_inverse": f"tf.linalg.lu_matrix_inverse(*tf.linalg.lu({g}))",
+        "tridiagonal_matmul": f"tf.linalg.tridiagonal_matmul({tri}, {rhs})",
+        "tridiagonal_matmul_sequence": f"tf.linalg.tridiagonal_matmul(tf.unstack({tri}), {rhs}, 'sequence')",
+        "tridiagonal_matmul_matrix": f"tf.linalg.tridiagonal_matmul({a}, {rhs}, 'matrix')",
+        "tridiagonal_solve": f"tf.linalg.tridiagonal_solve({tri}, {rhs})",
+        "tridiagonal_solve_vector": f"tf.linalg.tridiagonal_solve({tri}, tf.constant([1.0, 2.0, 3.0]))",
+        "tridiagonal_solve_transpose": f"tf.linalg.tridiagonal_solve({tri}, tf.transpose({rhs}), transpose_rhs=True)",
+        "tridiagonal_solve_matrix": f"tf.linalg.tridiagonal_solve({a}, {rhs}, 'matrix')",
+        "tridiagonal_solve_bad_format": f"tf.linalg.tridiagonal_solve({tri}, {rhs}, 'banded')",
+        "banded_lower": f"tf.linalg.banded_triangular_solve([[1.0, 2.0, 3.0], [0.0, 4.0, 5.0]], {rhs})",
+        "banded_upper": f"tf.linalg.banded_triangular_solve([[4.0, 5.0, 0.0], [1.0, 2.0, 3.0]], {rhs}, lower=False)",
+        "banded_lower_adjoint": f"tf.linalg.banded_triangular_solve([[1.0, 2.0, 3.0], [0.0, 4.0, 5.0], [0.0, 0.0, 6.0]], "
+                                f"{rhs}, adjoint=True)",
+        "banded_upper_3": f"tf.linalg.banded_triangular_solve([[7.0, 0.0, 0.0], [4.0, 5.0, 0.0], [1.0, 2.0, 3.0]], "
+                          f"{rhs}, lower=False)",
+        "eigh_tridiagonal": "tf.linalg.eigh_tridiagonal([1.0, 2.0, 3.0], [0.5, -0.25])",
+        "eigh_tridiagonal_select_i": "tf.linalg.eigh_tridiagonal([1.0, 2.0, 3.0, 4.0], [0.5, -0.25, 1.0], select='i', "
+                                     "select_range=[1, 2])",
+        "eigh_tridiagonal_select_v": "tf.linalg.eigh_tridiagonal([1.0, 2.0, 3.0, 4.0], [0.5, -0.25, 1.0], select='v', "
+                                     "select_range=[1.5, 3.5])",
+        "eigh_tridiagonal_vectors_abs": "tf.abs(tf.linalg.eigh_tridiagonal(tf.constant([1.0, 2.0, 3.0], tf.float64), "
+                                        "tf.constant([0.5, -0.25], tf.float64), eigvals_only=False)[1])",
+        "grad_expm": f"grad(lambda x: tf.linalg.expm(x) * [[1.0, 2.0], [3.0, 4.0]], [[0.5, -1.0], [2.0, 0.25]], dtype='float64')",
+        "grad_sqrtm": "grad(lambda x: tf.linalg.sqrtm(x) * [[1.0, 2.0], [3.0, 4.0]], [[4.0, 1.0], [1.0, 3.0]], dtype='float64')",
+        "grad_lu": "grad(lambda x: tf.linalg.lu(x)[0] * [[1.0, 2.0, 0.5], [3.0, 4.0, -1.0], [0.25, 1.0, 2.0]], "
+                   "[[1.0, 2.0, 3.0], [4.0, 5.0, 6.0], [7.0, 8.0, 10.0]], dtype='float64')",
+        "grad_lu_solve": "grad(lambda x: tf.linalg.lu_solve(*tf.linalg.lu(x), tf.constant([[1.0], [2.0], [0.5]], tf.float64)), "
+                         "[[1.0, 2.0, 3.0], [4.0, 5.0, 6.0], [7.0, 8.0, 10.0]], dtype='float64')",
+        "grad_tridiagonal_solve": f"grad(lambda d: tf.linalg.tridiagonal_solve(d, {rhs}), "
+                                  "[[1.0, 2.0, 0.0], [4.0, 5.0, 6.0], [0.0, 3.0, 9.0]])",
+        "grad_tridiagonal_matmul": f"grad(lambda d: tf.linalg.tridiagonal_matmul(d, {rhs}), "
+                                   "[[1.0, 2.0, 0.0], [4.0, 5.0, 6.0], [0.0, 3.0, 9.0]])",
+    }
+    for name, src in calls.items():
+        yield f"tf2/linalg/{name}", "tf.linalg", src
+
+
+def _complex():
+    z = "tf.constant([1.0 + 2.0j, -0.5 + 0.25j, 0.3 - 1.0j, 2.0 + 0.0j])"
+    z128 = "tf.constant([1.0 + 2.0j, -0.5 + 0.25j], tf.complex128)"
+    m = "tf.constant([[1.0 + 1.0j, 2.0], [0.5j, 1.0 - 0.5j]])"
+    for op in ("exp", "math.log", "sqrt", "math.rsqrt", "square", "negative", "math.reciprocal", "sin", "cos",
+               "math.tan", "tanh", "math.expm1", "math.log1p", "abs", "sign", "reduce_sum", "reduce_mean"):
+        yield f"tf2/complex/{op}", "complex", f"tf.{op}({z})"
+        yield f"tf2/complex/{op}/complex128", "complex", f"tf.{op}({z128})"
+    calls = {
+        "reduce_sum_axis": f"tf.reduce_sum({m}, 0)", "reduce_mean_axis": f"tf.reduce_mean({m}, 1)",
+        "matmul": f"tf.matmul({m}, {m})", "matmul_adjoint_a": f"tf.matmul({m}, {m}, adjoint_a=True)",
+        "matmul_adjoint_b": f"tf.matmul({m}, {m}, adjoint_b=True)", "matmul_transpose_a": f"tf.matmul({m}, {m}, transpose_a=True)",
+        "linalg_matmul_adjoint": f"tf.linalg.matmul({m}, {m}, adjoint_a=True, adjoint_b=True)",
+        "divide": f"tf.divide({z}, {z} + 1.0)", "truediv_op": f"{z} / ({z} + 1.0)",
+        "div_no_nan": f"tf.math.divide_no_nan({z}, tf.constant([0j, 1.0 + 1.0j, 2.0j, 0j]))",
+        "multiply_no_nan": f"tf.math.multiply_no_nan({z}, tf.constant([0j, 1.0 + 1.0j, 2.0j, 0j]))",
+        "abs_modulus": f"tf.math.abs({m})",
+        "grad_exp": "grad(lambda z: tf.abs(tf.exp(z)) ** 2, [1.0 + 2.0j, -0.5 + 0.25j], dtype='complex64')",
+        "grad_mul": "grad(lambda a, b: tf.math.real(a * b * tf.constant([1.0 - 1.0j, 2.0 + 0.5j])), [1.0 + 2.0j, -0.5j], "
+                    "[0.5 + 0.5j, 2.0 - 1.0j], dtype='complex64')",
+        "grad_div": "grad(lambda a, b: tf.math.imag(a / b), [1.0 + 2.0j, -0.5j], [0.5 + 0.5j, 2.0 - 1.0j], dtype='complex64')",
+        "grad_log_sqrt": "grad(lambda z: tf.math.real(tf.math.log(z) + tf.sqrt(z)), [1.0 + 2.0j, -0.5 + 0.25j], dtype='complex64')",
+        "grad_tanh_square": "grad(lambda z: tf.math.imag(tf.tanh(tf.square(z))), [0.5 + 0.2j, -0.5 + 0.25j], dtype='complex64')",
+        "grad_reciprocal": "grad(lambda z: tf.abs(tf.math.reciprocal(z)), [0.5 + 0.2j, -0.5 + 0.25j], dtype='complex64')",
+        "grad_matmul": "grad(lambda a: tf.abs(tf.matmul(a, tf.constant([[1.0 - 1.0j], [2.0 + 0.5j]]))) ** 2, "
+                       "[[1.0 + 1.0j, 2.0], [0.5j, 1.0]], dtype='complex64')",
+        "grad_matmul_adjoint": "grad(lambda a: tf.math.real(tf.matmul(a, a, adjoint_a=True)), "
+                               "[[1.0 + 1.0j, 2.0], [0.5j, 1.0]], dtype='complex64')",
+        "grad_reduce_mean": "grad(lambda z: tf.math.real(tf.reduce_mean(z * z)), [1.0 + 2.0j, -0.5 + 0.25j], dtype='complex64')",
+        "grad_sin_cos": "grad(lambda z: tf.math.real(tf.sin(z) * tf.cos(z)), [1.0 + 0.5j, -0.5 + 0.25j], dtype='complex64')",
+        "reduce_max_complex": f"tf.reduce_max({z})",
+        "maximum_complex": f"tf.maximum({z}, {z})",
+    }
+    for name, src in calls.items():
+        yield f"tf2/complex/{name}", "complex", src
+
+
+FAMILIES = (_activations, _initializers, _nn, _linear_operators, _linalg, _complex)
 
 
 def all_cases():
