@@ -36,6 +36,7 @@ import types
 # The checkout measured: this one, or another (``TW_COVERAGE_ROOT=/path/to/checkout``).
 ROOT = os.environ.get("TW_COVERAGE_ROOT") or os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
+NONE_VALUED = "__none_valued__"
 NAMESPACES = ["tf", "tf.nn", "tf.math", "tf.linalg", "tf.random", "tf.image", "tf.signal", "tf.sparse",
               "tf.data", "tf.train", "tf.io", "keras.layers", "keras.losses", "keras.metrics",
               "keras.optimizers", "keras.callbacks", "keras.activations", "keras.initializers",
@@ -56,6 +57,8 @@ def reference_names():
             obj = getattr(obj, part)
         out[ns] = sorted(n for n in dir(obj)
                          if not n.startswith("_") and not isinstance(getattr(obj, n, None), types.ModuleType))
+        # names whose value is None in TF itself (tf.newaxis): present when defined, even as None
+        out.setdefault(NONE_VALUED, {})[ns] = [n for n in out[ns] if getattr(obj, n, 0) is None]
     return out
 
 
@@ -221,6 +224,7 @@ def classify(names, root):
         if callable(obj):
             tested_ids.add(id(obj))
     result = {}
+    none_valued = names.pop(NONE_VALUED, {})
     for ns, ref in names.items():
         modname = tw_module_name(ns)
         try:
@@ -230,7 +234,7 @@ def classify(names, root):
         rows = {"tested": [], "untested": [], "missing": []}
         for n in ref:
             obj = getattr(mod, n, None) if mod is not None else None
-            if obj is None:
+            if obj is None and not (n in none_valued.get(ns, ()) and hasattr(mod, n)):
                 rows["missing"].append(n)
             elif f"{modname}.{n}" in tested_paths or (callable(obj) and id(obj) in tested_ids):
                 rows["tested"].append(n)

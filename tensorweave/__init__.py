@@ -57,6 +57,9 @@ from tensorweave.ops.misc_ops import *  # noqa: F401,F403
 from tensorweave.ops.nn_extra_ops import (approx_top_k, batch_to_space,  # noqa: F401
                                           required_space_to_batch_paddings, space_to_batch, space_to_batch_nd)
 from tensorweave.ops.matrix_function_ops import eig, eigvals, matrix_square_root  # noqa: F401
+from tensorweave.ops.check_ops import *  # noqa: F401,F403
+from tensorweave.ops.functional_ops import *  # noqa: F401,F403
+from tensorweave.ops.partition_ops import *  # noqa: F401,F403
 from tensorweave.ops import nn_ops as _nn_ops, random_ops as _random_ops, training_ops as _training_ops  # noqa: F401
 from tensorweave.ops.complex_ops import complex, conj, real, imag  # noqa: A004
 from tensorweave.ops import fft_ops as _fft_ops  # noqa: F401
@@ -97,6 +100,7 @@ from tensorweave.io.tensor_proto import make_ndarray, make_tensor_proto  # noqa:
 from tensorweave import ragged, strings  # noqa: E402,F401
 from tensorweave.module import Module  # noqa: E402,F401
 from tensorweave.ragged import RaggedTensor  # noqa: E402,F401
+from tensorweave.framework_extras import *  # noqa: E402,F401,F403
 from tensorweave import compat  # noqa: E402,F401 - last: compat.v1 re-exports everything above
 
 

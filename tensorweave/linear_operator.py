@@ -285,7 +285,7 @@ def _assert(cond, message):
     from tensorweave.core.graph import constant_value
     v = constant_value(cond) if not hasattr(cond, "numpy") else cond.numpy()
     if v is not None and not bool(v):
-        raise errors.InvalidArgumentError(None, None, message)
+        raise errors.InvalidArgumentError(message)
     from tensorweave.ops.control_flow_ops import no_op
     return no_op()
 

@@ -534,3 +534,50 @@ OPS += [
     OpInfo("linalg.eigvals", _eig_parts, _eig_parts_ref, F, _general_samples, grad=False,
            tol={tw.float32: (1e-4, 1e-5)}),
 ]
+
+
+# ---- top-level tf names -------------------------------------------------------------------------------
+def _scan_ref(x):
+    return np.cumprod(_f64(x), axis=0).astype(x.dtype)
+
+
+def _stitch_ref(a, b):
+    out = np.zeros((3,) + a.shape[1:], a.dtype)
+    out[[0, 1]] = a
+    out[[1, 2]] = b            # later entries win
+    return out
+
+
+def _partition_ref(x):
+    p = np.array([1, 0, 1, 2])
+    return [x[p == i] for i in range(3)]
+
+
+OPS += [
+    OpInfo("map_fn", lambda x: tw.map_fn(lambda e: tw.sin(e) * e, x),
+           lambda x: (np.sin(_f64(x)) * _f64(x)).astype(x.dtype), F,
+           lambda d, r: [Sample((arr(r, (3, 2), d),), name="rows")], grad_order=2),
+    OpInfo("scan", lambda x: tw.scan(lambda a, e: a * e, x), _scan_ref, F,
+           lambda d, r: [Sample((arr(r, (4, 2), d),), name="rows")], grad_order=2),
+    OpInfo("foldl+foldr", lambda x: (tw.foldl(lambda a, e: a * e + 1.0, x, initializer=tw.constant(0.5, x.dtype)),
+                                     tw.foldr(lambda a, e: a - e, x)),
+           lambda x: (_fold_ref(x), np.asarray(_f64(x)[-1] - _f64(x)[:-1].sum()).astype(x.dtype)), F,
+           lambda d, r: [Sample((arr(r, (4,), d),), name="vector")], grad_order=2),
+    OpInfo("dynamic_partition", lambda x: tw.dynamic_partition(x, [1, 0, 1, 2], 3), _partition_ref, F + (tw.int32,),
+           lambda d, r: [Sample((arr(r, (4, 2), d),), name="rows")]),
+    OpInfo("dynamic_stitch", lambda a, b: tw.dynamic_stitch([[0, 1], [1, 2]], [a, b]), _stitch_ref, F + (tw.int32,),
+           lambda d, r: [Sample((arr(r, (2, 3), d), arr(r, (2, 3), d)), name="rows")]),
+    OpInfo("histogram_fixed_width_bins", lambda v: tw.histogram_fixed_width_bins(v, [-1.0, 1.0], nbins=7),
+           lambda v: np.clip(np.floor((_f64(v) + 1.0) / 2.0 * 7), 0, 6).astype(np.int32), F,
+           lambda d, r: [Sample((arr(r, (10,), d, -1.5, 1.5),), name="x")], grad=False),
+    OpInfo("bitcast", lambda x: tw.bitcast(x, tw.uint8), lambda x: np.ascontiguousarray(x).view(np.uint8).reshape(
+        x.shape + (x.dtype.itemsize,)), F + (tw.int32,), lambda d, r: [Sample((arr(r, (2, 3), d),), name="x")],
+           grad=False),
+]
+
+
+def _fold_ref(x):
+    acc = 0.5
+    for e in _f64(x):
+        acc = acc * e + 1.0
+    return np.asarray(acc).astype(x.dtype)

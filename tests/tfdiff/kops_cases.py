@@ -452,7 +452,67 @@ def _complex():
         yield f"tf2/complex/{name}", "complex", src
 
 
-FAMILIES = (_activations, _initializers, _nn, _linear_operators, _linalg, _complex)
+def _top_level():
+    v = "tf.constant([1.0, 2.0, 3.0, 4.0])"
+    m = "tf.constant([[1.0, 2.0], [3.0, 4.0], [5.0, 6.0]])"
+    calls = {
+        "double": "tf.double", "half": "tf.half", "double_cast": f"tf.cast({v}, tf.double)",
+        "half_zeros": "tf.zeros([2], tf.half)", "newaxis": f"{m}[:, tf.newaxis].shape",
+        "newaxis_value": "tf.newaxis is None",
+        "assert_equal_ok": f"tf.assert_equal({v}, {v})", "assert_equal_bad": f"tf.assert_equal({v}, 2.0)",
+        "assert_equal_broadcast": "tf.assert_equal(tf.constant([2.0, 2.0]), 2.0)",
+        "assert_greater_ok": f"tf.assert_greater({v}, 0.0)", "assert_greater_bad": f"tf.assert_greater({v}, 2.0)",
+        "assert_less_ok": f"tf.assert_less({v}, 5.0)", "assert_less_bad": f"tf.assert_less({v}, [5.0, 5.0, 1.0, 5.0])",
+        "assert_rank_ok": f"tf.assert_rank({m}, 2)", "assert_rank_bad": f"tf.assert_rank({m}, 3)",
+        "Assert_ok": f"tf.Assert(tf.reduce_all({v} > 0), [{v}])", "Assert_bad": f"tf.Assert(tf.reduce_all({v} > 2), ['x', {v}])",
+        "map_fn": f"tf.map_fn(lambda x: x * x + 1.0, {v})",
+        "map_fn_rows": f"tf.map_fn(lambda r: tf.reduce_sum(r), {m})",
+        "map_fn_nested": f"tf.map_fn(lambda t: (t[0] + t[1], t[0] * t[1]), ({v}, {v}))",
+        "map_fn_signature": f"tf.map_fn(lambda x: tf.cast(x, tf.int32), {v}, fn_output_signature=tf.int32)",
+        "vectorized_map": f"tf.vectorized_map(lambda r: tf.tensordot(r, r, 1), {m})",
+        "foldl": f"tf.foldl(lambda a, x: a * x, {v})", "foldl_init": f"tf.foldl(lambda a, x: a - x, {v}, initializer=10.0)",
+        "foldr": f"tf.foldr(lambda a, x: a - x, {v})", "foldr_init": f"tf.foldr(lambda a, x: a * 2.0 + x, {v}, initializer=1.0)",
+        "foldl_nested": f"tf.foldl(lambda a, x: (a[0] + x, a[1] * x), {v}, initializer=(0.0, 1.0))",
+        "scan": f"tf.scan(lambda a, x: a + x, {v})", "scan_init": f"tf.scan(lambda a, x: a * x, {v}, initializer=2.0)",
+        "scan_reverse": f"tf.scan(lambda a, x: a + x, {v}, reverse=True)",
+        "scan_rows": f"tf.scan(lambda a, r: a + r, {m})",
+        "scan_nested": f"tf.scan(lambda a, x: (a[0] + x, a[1] * x), {v}, initializer=(0.0, 1.0))",
+        "dynamic_partition": f"tf.dynamic_partition({m}, [1, 0, 1], 2)",
+        "dynamic_partition_empty": f"tf.dynamic_partition({v}, [0, 0, 2, 2], 3)",
+        "dynamic_partition_bad": f"tf.dynamic_partition({v}, [0, 5, 0, 0], 2)",
+        "dynamic_stitch": "tf.dynamic_stitch([[0, 2], [1, 3]], [[1.0, 3.0], [2.0, 4.0]])",
+        "dynamic_stitch_rows": "tf.dynamic_stitch([[1], [0, 2]], [[[1.0, 2.0]], [[3.0, 4.0], [5.0, 6.0]]])",
+        "dynamic_stitch_duplicates": "tf.dynamic_stitch([[0, 1], [1, 2]], [[1.0, 2.0], [9.0, 3.0]])",
+        "histogram_fixed_width_bins": "tf.histogram_fixed_width_bins([-1.0, 0.0, 1.5, 2.0, 5.0, 12.0], [0.0, 5.0], nbins=5)",
+        "histogram_fixed_width_bins_int64": "tf.histogram_fixed_width_bins([0.5, 4.5], [0.0, 5.0], nbins=3, dtype=tf.int64)",
+        "bitcast_f32_u8": "tf.bitcast(tf.constant([1.0, -2.5]), tf.uint8)",
+        "bitcast_u8_f32": "tf.bitcast(tf.constant([[0, 0, 128, 63], [0, 0, 32, 192]], tf.uint8), tf.float32)",
+        "bitcast_same": "tf.bitcast(tf.constant([1, -1]), tf.uint32)",
+        "bitcast_bad": "tf.bitcast(tf.constant([0, 0, 128], tf.uint8), tf.float32)",
+        "reverse_sequence": f"tf.reverse_sequence(tf.reshape(tf.range(12), [3, 4]), [2, 4, 1], seq_axis=1)",
+        "reverse_sequence_batch1": f"tf.reverse_sequence(tf.reshape(tf.range(12), [4, 3]), [1, 3, 2], seq_axis=0, batch_axis=1)",
+        "timestamp_dtype": "tf.timestamp().dtype", "get_logger": "tf.get_logger().name != ''",
+        "inside_function": "tf.inside_function()", "inside_function_traced": "tf.function(lambda: tf.constant(tf.inside_function()))()",
+        "get_current_name_scope": "tf.get_current_name_scope()",
+        "is_symbolic_tensor": f"tf.is_symbolic_tensor({v})",
+        "guarantee_const": f"tf.guarantee_const({v})",
+        "recompute_grad": f"tf.recompute_grad(lambda x: x * x)({v})",
+        "grad_recompute": "grad(tf.recompute_grad(lambda x: tf.sin(x) * x), [0.5, 1.0])",
+        "grad_pass_through": "grad(tf.grad_pass_through(tf.round), [1.4, -0.6])",
+        "grad_map_fn": "grad(lambda x: tf.map_fn(lambda e: e * e, x), [1.0, -2.0, 3.0])",
+        "grad_scan": "grad(lambda x: tf.scan(lambda a, e: a * e, x), [1.0, -2.0, 3.0])",
+        "grad_foldr": "grad(lambda x: tf.foldr(lambda a, e: a * e + 1.0, x), [1.0, -2.0, 3.0])",
+        "grad_dynamic_partition": "grad(lambda x: tf.dynamic_partition(x, [1, 0, 1], 2)[1] * [2.0, 3.0], [1.0, -2.0, 3.0])",
+        "grad_dynamic_stitch": "grad(lambda x: tf.dynamic_stitch([[0, 1], [1, 2]], [x, x * 2.0]) * [1.0, 2.0, 3.0], [1.0, -2.0])",
+        "unconnected_zero": "tf.UnconnectedGradients.ZERO.value", "aggregation_add_n": "tf.AggregationMethod.ADD_N",
+        "variable_aggregation": "tf.VariableAggregation.MEAN.value",
+        "variable_synchronization": "tf.VariableSynchronization.ON_READ.value",
+    }
+    for name, src in calls.items():
+        yield f"tf2/top/{name}", "tf", src
+
+
+FAMILIES = (_activations, _initializers, _nn, _linear_operators, _linalg, _complex, _top_level)
 
 
 def all_cases():
