@@ -91,7 +91,7 @@ _check_namespace(globals())
 
 # --- namespaces -------------------------------------------------------------------------------
 from tensorweave import bitwise, config, linalg, math, nn, random  # noqa: E402,F401
-from tensorweave import signal, sparse  # noqa: E402,F401
+from tensorweave import dtypes, signal, sparse  # noqa: E402,F401
 from tensorweave.sparse import SparseTensor  # noqa: E402,F401
 from tensorweave.sparse.specs import RaggedTensorSpec, SparseTensorSpec  # noqa: E402,F401
 from tensorweave.ops.fft_ops import fftnd, ifftnd, irfftnd, rfftnd  # noqa: E402,F401

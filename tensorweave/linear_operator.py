@@ -18,6 +18,7 @@ import numpy as np
 from tensorweave.core import dtypes as _dt
 from tensorweave.core.convert import convert_to_tensor
 from tensorweave.core.shape import TensorShape
+from tensorweave.core.tensor import Tensor
 from tensorweave.module import Module
 from tensorweave.ops import array_ops as A
 from tensorweave.ops import complex_ops as C
@@ -254,7 +255,9 @@ class LinearOperator(Module):
     def _arg(self, x):
         if isinstance(x, LinearOperator):
             return x
-        x = convert_to_tensor(x, dtype=self.dtype) if not hasattr(x, "dtype") else x
+        if not isinstance(x, Tensor):
+            x = convert_to_tensor(np.asarray(x, self.dtype.np_dtype) if self.dtype is not None
+                                  and not hasattr(x, "dtype") else x)
         if self.dtype is not None and x.dtype != self.dtype:
             raise TypeError(f"{self.name}: the argument has dtype {x.dtype.name} but the operator is "
                             f"{self.dtype.name}. Hint: tw.cast the argument")

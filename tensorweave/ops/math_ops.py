@@ -487,8 +487,10 @@ def cast(x, dtype, name=None):
 def saturate_cast(value, dtype, name=None):
     dtype = _dt.as_dtype(dtype)
     x = _ct(value)
-    if x.dtype.is_floating and dtype.is_integer or x.dtype.size > dtype.size:
-        x = clip_by_value(x, max(float(dtype.min), float(x.dtype.min)), min(float(dtype.max), float(x.dtype.max)))
+    if x.dtype.min < dtype.min or x.dtype.max > dtype.max:
+        # the target's range, written in the input's type (ints stay exact)
+        conv = float if x.dtype.is_floating else int
+        x = clip_by_value(x, conv(max(dtype.min, x.dtype.min)), conv(min(dtype.max, x.dtype.max)))
     return cast(x, dtype, name=name)
 
 
