@@ -17,7 +17,7 @@ from tensorweave.core.dispatch import execute, invalid_input
 from tensorweave.core.registry import NOT_DIFFERENTIABLE, get_op, register_op, set_traits
 from tensorweave.core.shape import TensorShape, broadcast_static, fmt
 from tensorweave.core.tensor import EagerTensor, Tensor
-from tensorweave.ops import rules
+from tensorweave.ops import composite_dispatch, rules
 from tensorweave.ops.array_ops import ones_like, sum_to_like, zeros_like
 
 _ct = convert_to_tensor
@@ -57,7 +57,13 @@ def _check_allowed(opdef, inputs, allowed, name):
 
 def _binary_op(opdef, allowed=None):
     def op(x, y, name=None):
-        x, y = _operands(x, y, opdef, name)
+        try:
+            x, y = _operands(x, y, opdef, name)
+        except (TypeError, ValueError):   # a RaggedTensor operand: the op on its flat values
+            out = composite_dispatch.binary(x, y, lambda a, b: op(a, b, name=name))
+            if out is NotImplemented:
+                raise
+            return out
         if x._dtype is not y._dtype:
             _check_same_dtype(opdef, x, y, name)
         if allowed is not None and x._dtype not in allowed:   # inline: a call costs ~5% of an eager add
@@ -69,7 +75,14 @@ def _binary_op(opdef, allowed=None):
 
 def _unary_op(opdef, allowed=None):
     def op(x, name=None):
-        x = x if isinstance(x, Tensor) else _ct(x)
+        if not isinstance(x, Tensor):
+            try:
+                x = _ct(x)
+            except (TypeError, ValueError):   # a RaggedTensor or SparseTensor: map over its values
+                out = composite_dispatch.unary(x, lambda v: op(v, name=name), opdef.name)
+                if out is NotImplemented:
+                    raise
+                return out
         if allowed is not None and x._dtype not in allowed:
             _check_allowed(opdef, (x,), allowed, name)
         return execute(opdef, (x,), {}, name)
@@ -230,7 +243,14 @@ def _division_operands(x, y):
 
 def divide(x, y, name=None):
     """``x / y``; integer inputs are converted to float64 first (TensorFlow's ``truediv``)."""
-    return _realdiv(*_division_operands(x, y), name=name)
+    try:
+        x, y = _division_operands(x, y)
+    except (TypeError, ValueError):   # a RaggedTensor operand
+        out = composite_dispatch.binary(x, y, lambda a, b: divide(a, b, name=name))
+        if out is NotImplemented:
+            raise
+        return out
+    return _realdiv(x, y, name=name)
 
 
 truediv = divide
@@ -319,7 +339,14 @@ def abs(x, name=None):
     >>> tw.abs(tw.constant([3 + 4j])).numpy()
     array([5.])
     """
-    x = x if isinstance(x, Tensor) else _ct(x)
+    if not isinstance(x, Tensor):
+        try:
+            x = _ct(x)
+        except (TypeError, ValueError):
+            out = composite_dispatch.unary(x, lambda v: abs(v, name=name), "Abs")
+            if out is NotImplemented:
+                raise
+            return out
     if x._dtype in rules.COMPLEX:
         from tensorweave.ops.complex_ops import complex_abs
         return complex_abs(x, name=name)
@@ -478,6 +505,8 @@ register_op("Cast", infer=lambda i, a: (i[0].shape, a["DstT"]), grad=_cast_grad)
 def cast(x, dtype, name=None):
     """Converts ``x`` to ``dtype`` (float to int truncates toward zero)."""
     dtype = _dt.as_dtype(dtype)
+    if composite_dispatch.kind(x) is not None:
+        return composite_dispatch.unary(x, lambda v: cast(v, dtype, name=name))
     x = _ct(x) if isinstance(x, Tensor) or hasattr(x, "_tw_tensor_") else _ct(x, dtype_hint=dtype)
     if x.dtype is dtype:
         return x

@@ -42,6 +42,8 @@ def _np(t):
 class RaggedTensor:
     """A tensor with one or more ragged dimensions (see the module docstring)."""
 
+    _tw_composite_ = "ragged"   # generic ops map over the flat values (ops/composite_dispatch.py)
+
     def __init__(self, values, row_splits, validate=True):
         self._values = values if isinstance(values, RaggedTensor) else convert_to_tensor(values)
         self._row_splits = _int64(row_splits)

@@ -53,8 +53,9 @@ def same(ours, theirs):
         return "error" in theirs and "error" in ours
     if set(ours) != set(theirs):
         return False
-    if "list" in theirs:
-        return len(ours["list"]) == len(theirs["list"]) and all(same(a, b) for a, b in zip(ours["list"], theirs["list"]))
+    for key in ("list", "ragged", "sparse"):
+        if key in theirs:
+            return len(ours[key]) == len(theirs[key]) and all(same(a, b) for a, b in zip(ours[key], theirs[key]))
     if "dtype" in theirs:
         return (ours["dtype"] == theirs["dtype"] and ours["shape"] == theirs["shape"]
                 and _close(ours["value"], theirs["value"], theirs["dtype"]))

@@ -512,7 +512,44 @@ def _top_level():
         yield f"tf2/top/{name}", "tf", src
 
 
-FAMILIES = (_activations, _initializers, _nn, _linear_operators, _linalg, _complex, _top_level)
+def _composites():
+    rt = "tf.ragged.constant([[1.0, -2.0], [3.0], [], [-0.5, 4.0, 0.25]])"
+    rt2 = "tf.ragged.constant([[[1.0, -2.0], [3.0]], [], [[-0.5]]])"
+    st = "tf.sparse.SparseTensor([[0, 1], [2, 0], [2, 1]], [1.0, -4.0, 0.25], [3, 2])"
+    ops = ["abs", "negative", "square", "sign", "sin", "tanh", "math.tan", "math.atan", "math.expm1", "math.log1p",
+           "math.asin", "math.asinh", "math.atanh", "math.sinh", "math.erf", "math.rint", "round", "math.ceil",
+           "floor", "nn.relu", "exp", "sigmoid", "cos", "math.reciprocal", "nn.softplus", "math.sqrt"]
+    for op in ops:
+        arg = "tf.abs(" + rt + ")" if op in ("math.sqrt", "math.log1p") else rt
+        yield f"tf2/ragged/{op}", "ragged/sparse dispatch", f"tf.{op}({arg})"
+        sarg = f"tf.sparse.map_values(tf.abs, {st})" if op in ("math.sqrt", "math.log1p") else st
+        small = f"tf.sparse.map_values(lambda v: v * 0.2, {st})"
+        yield f"tf2/sparse/{op}", "ragged/sparse dispatch", f"tf.{op}({small if op in ('math.asin', 'math.atanh') else sarg})"
+    calls = {
+        "ragged/nested_exp": f"tf.exp({rt2})", "ragged/add_scalar": f"tf.add({rt}, 1.0)",
+        "ragged/multiply_ragged": f"tf.multiply({rt}, {rt})", "ragged/maximum": f"tf.maximum({rt}, 0.0)",
+        "ragged/subtract_reversed": f"tf.subtract(2.0, {rt})", "ragged/equal": f"tf.equal({rt}, 3.0)",
+        "ragged/pow": f"tf.pow({rt}, 2.0)", "ragged/divide": f"tf.divide({rt}, 2.0)",
+        "ragged/cast": f"tf.cast({rt}, tf.int32)", "ragged/cast_bool": f"tf.cast({rt}, tf.bool)",
+        "sparse_x/cast": f"tf.cast({st}, tf.int32)",
+        "ragged/reduce_sum_1": f"tf.reduce_sum({rt}, 1)", "ragged/reduce_sum_0": f"tf.reduce_sum({rt}, 0)",
+        "ragged/reduce_sum_all": f"tf.reduce_sum({rt})", "ragged/reduce_max_1": f"tf.reduce_max({rt}, axis=1)",
+        "ragged/reduce_min_0": f"tf.reduce_min({rt}, axis=0)", "ragged/reduce_prod_1": f"tf.reduce_prod({rt}, 1)",
+        "ragged/reduce_mean_0": f"tf.reduce_mean({rt}, 0)",
+        "ragged/reduce_mean_1_nonempty": "tf.reduce_mean(tf.ragged.constant([[1.0, -2.0], [3.0]]), 1)",
+        "ragged/reduce_sum_nested": f"tf.reduce_sum({rt2}, 2)",
+        "sparse_x/reduce_sum": f"tf.reduce_sum({st})", "sparse_x/exp": f"tf.exp({st})",
+        "ragged/dense_operand": f"tf.add({rt}, tf.constant([1.0, 2.0, 3.0, 4.0]))",
+        "ragged/grad_exp": "grad(lambda v: tf.reduce_sum(tf.exp(tf.RaggedTensor.from_row_lengths(v, [2, 1])), 1), "
+                           "[1.0, -2.0, 0.5])",
+        "ragged/grad_reduce_max": "grad(lambda v: tf.reduce_max(tf.RaggedTensor.from_row_lengths(v, [2, 1]) * 2.0, 1), "
+                                  "[1.0, -2.0, 0.5])",
+    }
+    for name, src in calls.items():
+        yield f"tf2/{name}", "ragged/sparse dispatch", src
+
+
+FAMILIES = (_activations, _initializers, _nn, _linear_operators, _linalg, _complex, _top_level, _composites)
 
 
 def all_cases():

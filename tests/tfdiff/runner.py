@@ -43,6 +43,10 @@ def encode(result, tf=None):
         return {"none": True}
     if type(result).__name__ == "IndexedSlices" and tf is not None:
         result = tf.convert_to_tensor(result)
+    if type(result).__name__ == "RaggedTensor":    # flat values, then each level's row splits
+        return {"ragged": [encode(result.flat_values, tf)] + [encode(s, tf) for s in result.nested_row_splits]}
+    if type(result).__name__ == "SparseTensor":
+        return {"sparse": [encode(result.indices, tf), encode(result.values, tf), encode(result.dense_shape, tf)]}
     if hasattr(result, "numpy") and hasattr(result, "dtype"):
         arr = np.asarray(result.numpy())
         name = result.dtype.name
