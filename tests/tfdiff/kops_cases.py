@@ -549,7 +549,35 @@ def _composites():
         yield f"tf2/{name}", "ragged/sparse dispatch", src
 
 
-FAMILIES = (_activations, _initializers, _nn, _linear_operators, _linalg, _complex, _top_level, _composites)
+def _function_args():
+    rt = "tf.ragged.constant([[1.0, -2.0], [3.0], []])"
+    rt_b = "tf.ragged.constant([[0.5], [], [2.0, -3.0, 4.0]])"
+    st = "tf.sparse.SparseTensor([[0, 1], [2, 0]], [1.0, -4.0], [3, 2])"
+    rspec = "[tf.RaggedTensorSpec([None, None], tf.float32)]"
+    sspec = "[tf.SparseTensorSpec([None, 2], tf.float32)]"
+    calls = {
+        "ragged_to_tensor": f"tf.function(lambda x: (x * 2.0).to_tensor())({rt})",
+        "ragged_signature": f"tf.function(lambda x: tf.exp(x).to_tensor(default_value=-1.0), input_signature={rspec})({rt_b})",
+        "ragged_signature_flat": f"tf.function(lambda x: tf.reduce_sum(x.flat_values), input_signature={rspec})({rt})",
+        "ragged_signature_splits": f"tf.function(lambda x: x.row_splits, input_signature={rspec})({rt_b})",
+        "ragged_signature_dense_arg": f"tf.function(lambda x: x.to_tensor(), input_signature={rspec})(tf.ones([2, 2]))",
+        "ragged_and_tensor": f"tf.function(lambda x, y: x.to_tensor() + y)({rt}, tf.ones([3, 2]))",
+        "sparse_to_dense": f"tf.function(lambda s: tf.sparse.to_dense(s) * 2.0)({st})",
+        "sparse_signature": f"tf.function(lambda s: tf.sparse.reduce_sum(s), input_signature={sspec})({st})",
+        "sparse_signature_values": f"tf.function(lambda s: s.values + 1.0, input_signature={sspec})({st})",
+        "sparse_signature_shape": f"tf.function(lambda s: s.dense_shape, input_signature={sspec})({st})",
+        "sparse_signature_wrong_dtype": f"tf.function(lambda s: s.values, input_signature={sspec})("
+                                        "tf.sparse.SparseTensor([[0, 1]], [1], [3, 2]))",
+        "sparse_matmul": f"tf.function(lambda s, d: tf.sparse.sparse_dense_matmul(s, d))({st}, tf.ones([2, 2]))",
+        "grad_ragged_function": "grad(lambda v: tf.function(lambda r: r.to_tensor())(tf.RaggedTensor.from_row_lengths(v, [2, 1])) "
+                                "* [[1.0, 2.0], [3.0, 4.0]], [1.0, 2.0, 3.0])",
+    }
+    for name, src in calls.items():
+        yield f"tf2/function_args/{name}", "tf.function composite arguments", src
+
+
+FAMILIES = (_activations, _initializers, _nn, _linear_operators, _linalg, _complex, _top_level, _composites,
+            _function_args)
 
 
 def all_cases():
