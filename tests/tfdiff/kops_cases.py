@@ -576,8 +576,28 @@ def _function_args():
         yield f"tf2/function_args/{name}", "tf.function composite arguments", src
 
 
+def _samplers():
+    tc = "tf.constant([[1], [3]], tf.int64)"
+    calls = {
+        "all_candidate_sampler": f"tf.random.all_candidate_sampler({tc}, 1, 4, True)",
+        "uniform_shapes": f"[t.shape for t in tf.random.uniform_candidate_sampler({tc}, 1, 3, True, 10, seed=1)]",
+        "uniform_expected": f"tf.random.uniform_candidate_sampler({tc}, 1, 3, False, 10, seed=1)[1]",
+        "uniform_unique_distinct": f"tf.size(tf.unique(tf.random.uniform_candidate_sampler({tc}, 1, 5, True, 6, seed=2)[0])[0])",
+        "uniform_in_range": f"tf.reduce_all(tf.random.uniform_candidate_sampler({tc}, 1, 8, False, 5, seed=3)[0] < 5)",
+        "log_uniform_expected_true": f"tf.random.log_uniform_candidate_sampler({tc}, 1, 3, False, 10, seed=1)[1]",
+        "log_uniform_dtypes": f"[t.dtype for t in tf.random.log_uniform_candidate_sampler({tc}, 1, 3, True, 10, seed=1)]",
+        "fixed_unigram_expected_true": f"tf.random.fixed_unigram_candidate_sampler({tc}, 1, 4, False, 5, "
+                                       "unigrams=[1.0, 2.0, 3.0, 1.0, 3.0], seed=1)[1]",
+        "fixed_unigram_distortion": f"tf.random.fixed_unigram_candidate_sampler({tc}, 1, 4, False, 5, distortion=0.5, "
+                                    "unigrams=[1.0, 2.0, 3.0, 1.0, 3.0], seed=1)[1]",
+        "sampler_bad_rank": "tf.random.uniform_candidate_sampler(tf.constant([1, 3], tf.int64), 1, 3, True, 10)",
+    }
+    for name, src in calls.items():
+        yield f"tf2/random/{name}", "tf.random samplers", src
+
+
 FAMILIES = (_activations, _initializers, _nn, _linear_operators, _linalg, _complex, _top_level, _composites,
-            _function_args)
+            _function_args, _samplers)
 
 
 def all_cases():
