@@ -1,6 +1,7 @@
 """OpInfos for the TF2/Keras names of issue 16's second ops pass (keras.activations, tf.nn,
 tf.linalg and top-level tf names); each reference is written from the op's definition in NumPy."""
 import numpy as np
+import scipy.special as scipy_special
 
 import tensorweave as tw
 from tensorweave.keras import activations
@@ -581,3 +582,11 @@ def _fold_ref(x):
     for e in _f64(x):
         acc = acc * e + 1.0
     return np.asarray(acc).astype(x.dtype)
+
+
+OPS += [
+    OpInfo("math.erfcinv", tw.math.erfcinv,
+           lambda x: (-scipy_special.ndtri(_f64(x) / 2.0) / np.sqrt(2.0)).astype(x.dtype), F,
+           lambda d, r: [Sample((arr(r, (3, 4), d, 0.1, 1.9),), name="matrix")], grad_order=2,
+           tol={tw.float32: (1e-5, 1e-5)}),
+]

@@ -37,6 +37,10 @@ DELIBERATE = {
     **{f"tf2/nn/{k}": "approx_max_k/approx_min_k are exact on any axis (TF's CPU has no ApproxTopK kernel "
        "except for the largest values along the last axis, and raises NotFoundError)"
        for k in ("approx_max_k_dim0", "approx_min_k", "approx_top_k_min")},
+    "tf2/keras_ops/math_approx_min_k": "approx_max_k/approx_min_k are exact on any axis (TF's CPU has no ApproxTopK "
+                                       "kernel for the smallest values, and raises NotFoundError)",
+    "tf2/keras_ops/vectorize": "keras.ops.vectorize works (Keras' TensorFlow backend refuses it; its JAX and NumPy "
+                               "backends run it as here)",
     "tf2/linalg/grad_lu": "tf.linalg.lu has a gradient (TF 2.21 registers none: LookupError)",
     "tf2/linalg/grad_lu_solve": "tf.linalg.lu has a gradient (TF 2.21 registers none: LookupError)",
     "tf2/top/grad_dynamic_stitch": "dynamic_stitch's gradient is zero for entries overwritten by a later index "

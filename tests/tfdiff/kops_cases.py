@@ -596,8 +596,51 @@ def _samplers():
         yield f"tf2/random/{name}", "tf.random samplers", src
 
 
+def _keras_ops():
+    k = "tf.keras.ops"
+    a = "tf.constant([[1.0, -2.0, 3.0, 0.5], [4.0, 0.0, -1.0, 2.0]])"
+    b = "tf.constant([[1.0, 2.0, -3.0, 0.5], [0.0, 0.0, 1.0, 2.5]])"
+    nanv = "tf.constant([[1.0, nan, 3.0], [nan, 2.0, -1.0]])"
+    z = "tf.constant([1.0 + 2.0j, -0.5 + 0.0j], tf.complex64)"
+    img = "tf.reshape(tf.range(32.0), [1, 4, 4, 2])"
+    calls = {
+        "adaptive_average_pool": f"{k}.adaptive_average_pool({img}, (2, 2))",
+        "allclose": f"{k}.allclose({a}, {a} + 1e-9)", "allclose_false": f"{k}.allclose({a}, {b})",
+        "angle": f"{k}.angle({z})", "conj": f"{k}.conj({z})", "conjugate": f"{k}.conjugate({z})",
+        "real": f"{k}.real({z})", "imag": f"{k}.imag({z})", "isreal": f"{k}.isreal({z})",
+        "argpartition": f"{k}.sort({k}.argpartition(tf.constant([3.0, 1.0, 2.0, 0.5]), 2)[:2])",
+        "bartlett": f"{k}.bartlett(5)", "blackman": f"{k}.blackman(5)", "hanning": f"{k}.hanning(5)",
+        "conv_transpose": f"{k}.conv_transpose(tf.ones([1, 3, 3, 2]), tf.reshape(tf.range(24.0) * 0.1, [2, 2, 3, 2]), 2)",
+        "copy": f"{k}.copy({a})", "dsplit": f"{k}.dsplit(tf.reshape(tf.range(8.0), [1, 2, 4]), 2)",
+        "hsplit": f"{k}.hsplit({a}, 2)", "vsplit": f"{k}.vsplit({a}, 2)",
+        "fliplr": f"{k}.fliplr({a})", "flipud": f"{k}.flipud({a})",
+        "equal": f"{k}.equal({a}, {b})", "not_equal": f"{k}.not_equal({a}, {b})", "greater": f"{k}.greater({a}, {b})",
+        "greater_equal": f"{k}.greater_equal({a}, {b})", "less": f"{k}.less({a}, {b})",
+        "less_equal": f"{k}.less_equal({a}, {b})", "isinf": f"{k}.isinf(tf.constant([1.0, inf, -inf, nan]))",
+        "isnan": f"{k}.isnan(tf.constant([1.0, inf, nan]))",
+        "logical_and": f"{k}.logical_and({a} > 0, {b} > 0)", "logical_or": f"{k}.logical_or({a} > 0, {b} > 0)",
+        "logical_xor": f"{k}.logical_xor({a} > 0, {b} > 0)", "logical_not": f"{k}.logical_not({a} > 0)",
+        "logdet": f"{k}.logdet(tf.constant([[4.0, 1.0], [1.0, 3.0]]))",
+        "nanargmax": f"{k}.nanargmax({nanv}, axis=1)" , "nancumprod": f"{k}.nancumprod({nanv}, axis=1)",
+        "nancumsum": f"{k}.nancumsum({nanv}, axis=1)", "nanmin": f"{k}.nanmin({nanv}, axis=1)",
+        "nanprod": f"{k}.nanprod({nanv}, axis=0)", "nanstd": f"{k}.nanstd({nanv}, axis=1)",
+        "nextafter": f"{k}.nextafter(tf.constant([1.0, -1.0]), tf.constant([2.0, -2.0]))",
+        "ones_like": f"{k}.ones_like({a}, dtype='int32')", "rsqrt": f"{k}.rsqrt(tf.constant([4.0, 0.25]))",
+        "select": f"{k}.select([{a} > 2, {a} < 0], [{a}, -{a}], 7.0)",
+        "vectorize": f"{k}.vectorize(lambda x, y: x * y + 1.0)({a}, {b})",
+        "view": f"{k}.view(tf.constant([1.0, -2.0]), 'int32')",
+        "math_approx_max_k": f"tf.math.approx_max_k({a}, 2)", "math_approx_min_k": f"tf.math.approx_min_k({a}, 1)",
+        "math_is_inf": "tf.math.is_inf(tf.constant([1.0, inf, -inf, nan]))",
+        "math_erfcinv": "tf.math.erfcinv(tf.constant([0.1, 0.5, 1.0, 1.5, 1.9]))",
+        "math_erfcinv_ends": "tf.math.erfcinv(tf.constant([0.0, 2.0, -0.5, 2.5]))",
+        "grad_erfcinv": "grad(tf.math.erfcinv, [0.3, 1.2])",
+    }
+    for name, src in calls.items():
+        yield f"tf2/keras_ops/{name}", "keras.ops and tf.math", src
+
+
 FAMILIES = (_activations, _initializers, _nn, _linear_operators, _linalg, _complex, _top_level, _composites,
-            _function_args, _samplers)
+            _function_args, _samplers, _keras_ops)
 
 
 def all_cases():
