@@ -392,12 +392,11 @@ def _rebuild_flat(original_flat, expanded):
             out.append(next(it))
             continue
         got = [next(it) for _ in parts]
+        cls = x.value_type if hasattr(x, "value_type") else type(x)   # a spec names its value class
         if _composite_kind(x) == "sparse":
-            from tensorweave.sparse.sparse_tensor import SparseTensor
-            out.append(SparseTensor(*got))
+            out.append(cls(*got))
         else:
-            from tensorweave.ragged.ragged_tensor import RaggedTensor
-            out.append(RaggedTensor.from_nested_row_splits(got[0], got[1:], validate=False))
+            out.append(cls.from_nested_row_splits(got[0], got[1:], validate=False))
     return out
 
 
