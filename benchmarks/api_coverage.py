@@ -7,7 +7,8 @@ name is then looked up in the matching tensorweave namespace (``tf.X`` -> ``tens
 
 * **tested**: present, and exercised by our tests, defined mechanically: the object it names is
   reached by a dotted name, an import or a module alias (``T = tw.train``) in a test file (``tests/**/*.py``, which includes the op
-  table ``tests/opinfos``) or in a doctest example of ``tensorweave/`` (doctests run in the
+  table ``tests/opinfos``), in a TensorFlow-differential case (``tests/tfdiff/cases.py``, run with
+  ``tf = tensorweave``) or in a doctest example of ``tensorweave/`` (doctests run in the
   suite). Paths are resolved through the files' own import aliases (``import tensorweave as tw``,
   ``from tensorweave.keras import layers``), and a name counts when its object is the object a
   tested path reaches (``tw.math.add`` is ``tw.add``), or, for non-callables (dtypes,
@@ -35,6 +36,7 @@ import types
 # The checkout measured: this one, or another (``TW_COVERAGE_ROOT=/path/to/checkout``).
 ROOT = os.environ.get("TW_COVERAGE_ROOT") or os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
+NONE_VALUED = "__none_valued__"
 NAMESPACES = ["tf", "tf.nn", "tf.math", "tf.linalg", "tf.random", "tf.image", "tf.signal", "tf.sparse",
               "tf.data", "tf.train", "tf.io", "keras.layers", "keras.losses", "keras.metrics",
               "keras.optimizers", "keras.callbacks", "keras.activations", "keras.initializers",
@@ -55,6 +57,8 @@ def reference_names():
             obj = getattr(obj, part)
         out[ns] = sorted(n for n in dir(obj)
                          if not n.startswith("_") and not isinstance(getattr(obj, n, None), types.ModuleType))
+        # names whose value is None in TF itself (tf.newaxis): present when defined, even as None
+        out.setdefault(NONE_VALUED, {})[ns] = [n for n in out[ns] if getattr(obj, n, 0) is None]
     return out
 
 
@@ -137,6 +141,24 @@ def _scan(source, paths, preamble="", strings=False):
         paths |= {f"{u}.{n}" for u in uses for n in names}
 
 
+def _scan_tf_cases(root, paths):
+    """The TensorFlow-differential cases (``tests/tfdiff/cases.py``) are expressions over ``tf``
+    that ``test_tf_differential.py`` runs with ``tf = tensorweave`` and compares with TF's
+    recorded result: each one uses the names it calls."""
+    here = os.path.join(root, "tests", "tfdiff")
+    if not os.path.exists(os.path.join(here, "cases.py")):
+        return
+    sys.path.insert(0, here)
+    try:
+        import cases  # noqa: PLC0415 - the checkout's own case table
+        for _cid, _fam, src in cases.all_cases():
+            _scan(src, paths, preamble="import tensorweave as tf\n")
+    finally:
+        sys.path.remove(here)
+        for name in ("cases", "kops_cases"):
+            sys.modules.pop(name, None)
+
+
 def used_paths(root):
     """Every tensorweave dotted path used by tests and by doctest examples of the package."""
     paths = set()
@@ -145,6 +167,7 @@ def used_paths(root):
             if f.endswith(".py"):
                 with open(os.path.join(base, f), encoding="utf-8") as fh:
                     _scan(fh.read(), paths, strings=True)
+    _scan_tf_cases(root, paths)
     parser = doctest.DocTestParser()
     for base, _, files in os.walk(os.path.join(root, "tensorweave")):
         for f in files:
@@ -201,6 +224,7 @@ def classify(names, root):
         if callable(obj):
             tested_ids.add(id(obj))
     result = {}
+    none_valued = names.pop(NONE_VALUED, {})
     for ns, ref in names.items():
         modname = tw_module_name(ns)
         try:
@@ -210,7 +234,7 @@ def classify(names, root):
         rows = {"tested": [], "untested": [], "missing": []}
         for n in ref:
             obj = getattr(mod, n, None) if mod is not None else None
-            if obj is None:
+            if obj is None and not (n in none_valued.get(ns, ()) and hasattr(mod, n)):
                 rows["missing"].append(n)
             elif f"{modname}.{n}" in tested_paths or (callable(obj) and id(obj) in tested_ids):
                 rows["tested"].append(n)

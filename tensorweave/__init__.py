@@ -55,6 +55,12 @@ from tensorweave.ops.special_ops import acos, acosh, asin, asinh, atanh, cosh, s
 from tensorweave.ops.segment_ops import unique, unique_with_counts  # noqa: F401
 from tensorweave.ops.array_ops import strided_slice  # noqa: F401
 from tensorweave.ops.misc_ops import *  # noqa: F401,F403
+from tensorweave.ops.nn_extra_ops import (approx_top_k, batch_to_space,  # noqa: F401
+                                          required_space_to_batch_paddings, space_to_batch, space_to_batch_nd)
+from tensorweave.ops.matrix_function_ops import eig, eigvals, matrix_square_root  # noqa: F401
+from tensorweave.ops.check_ops import *  # noqa: F401,F403
+from tensorweave.ops.functional_ops import *  # noqa: F401,F403
+from tensorweave.ops.partition_ops import *  # noqa: F401,F403
 from tensorweave.ops import nn_ops as _nn_ops, random_ops as _random_ops, training_ops as _training_ops  # noqa: F401
 from tensorweave.ops.complex_ops import complex, conj, real, imag  # noqa: A004
 from tensorweave.ops import fft_ops as _fft_ops  # noqa: F401
@@ -87,7 +93,7 @@ _check_namespace(globals())
 
 # --- namespaces -------------------------------------------------------------------------------
 from tensorweave import bitwise, config, linalg, math, nn, random  # noqa: E402,F401
-from tensorweave import signal, sparse  # noqa: E402,F401
+from tensorweave import dtypes, signal, sparse  # noqa: E402,F401
 from tensorweave.sparse import SparseTensor  # noqa: E402,F401
 from tensorweave.sparse.specs import RaggedTensorSpec, SparseTensorSpec  # noqa: E402,F401
 from tensorweave.ops.fft_ops import fftnd, ifftnd, irfftnd, rfftnd  # noqa: E402,F401
@@ -98,6 +104,7 @@ from tensorweave.module import Module  # noqa: E402,F401
 from tensorweave.ragged import RaggedTensor  # noqa: E402,F401
 from tensorweave import distribute, sbp  # noqa: E402,F401 - global tensors (x.to_global works at once)
 from tensorweave.distribute import placement  # noqa: E402,F401 - OneFlow's name: tw.placement("cpu", ranks=[0, 1])
+from tensorweave.framework_extras import *  # noqa: E402,F401,F403
 from tensorweave import compat  # noqa: E402,F401 - last: compat.v1 re-exports everything above
 
 

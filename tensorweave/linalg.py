@@ -12,6 +12,8 @@ from tensorweave.ops.decomposition_ops import *  # noqa: F401,F403
 from tensorweave.ops.indexing_ops import eye  # noqa: F401
 from tensorweave.ops.math_ops import matmul  # noqa: F401
 from tensorweave.ops.nn_ops import l2_normalize  # noqa: F401
+from tensorweave.linear_operator import *  # noqa: F401,F403
+from tensorweave.ops.matrix_function_ops import *  # noqa: F401,F403
 
 from tensorweave.core.signatures import check_namespace as _check_namespace  # noqa: E402
 _check_namespace(globals())

@@ -18,6 +18,7 @@ from tensorweave.ops.segment_ops import *  # noqa: F401,F403
 from tensorweave.ops.sort_ops import *  # noqa: F401,F403
 from tensorweave.ops.math_extra_ops import *  # noqa: F401,F403
 from tensorweave.ops.misc_ops import scalar_mul  # noqa: F401
+from tensorweave.ops.nn_extra_ops import approx_max_k, approx_min_k  # noqa: F401
 from tensorweave.ops.complex_ops import angle, conj, imag, real  # noqa: E402,F401
 
 from tensorweave.core.signatures import check_namespace as _check_namespace  # noqa: E402

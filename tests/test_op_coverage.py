@@ -23,7 +23,10 @@ _PLAN = "made only by graph passes inside plans: tests/test_remapping.py, tests/
 _STRINGS = ("string op: the op table is numeric (NumPy references, finite differences); outputs equal to "
             "TensorFlow 2.21's in tests/test_strings.py")
 
+_ASSERT = "raises when its condition is false: TF-differential cases tf2/top/assert_* and Assert_* (tests/tfdiff)"
+
 EXCEPTIONS = {
+    "Assert": _ASSERT,
     **dict.fromkeys(["AssignVariableOp", "AssignAddVariableOp", "AssignSubVariableOp", "ReadVariableOp",
                      "VarHandleOp", "ResourceGather", "ResourceScatterAdd", "ResourceScatterUpdate",
                      "ResourceApplyAdam", "ResourceApplyKerasMomentum", "ResourceApplyAdagradV2",

@@ -11,7 +11,7 @@ from tfdiff import cases, compare
 from tfdiff.differences import DELIBERATE
 
 # TF names not implemented yet; each is an xfail so that adding the name makes it pass.
-KNOWN_GAPS = {"edge/saturate_cast": "tf.dtypes namespace (owned by the TF2-namespaces work)"}
+KNOWN_GAPS = {}
 
 _RESULTS = compare.outcomes()
 

@@ -6,6 +6,8 @@
 array([0., 2.], dtype=float32)
 """
 from tensorweave import nn as _nn
+from tensorweave.core.convert import convert_to_tensor
+from tensorweave.keras.ops import nn as _kops
 from tensorweave.ops import math_ops as _m
 
 
@@ -14,10 +16,18 @@ def linear(x):
 
 
 def relu(x, negative_slope=0.0, max_value=None, threshold=0.0):
+    """Keras' rule: ``x`` above ``threshold`` (clipped to ``[0, max_value]`` when given), and
+    ``negative_slope * (x - threshold)`` below it."""
     if negative_slope == 0.0 and max_value is None and threshold == 0.0:
         return _nn.relu(x)
-    y = _m.where(x > threshold, x, (x - threshold) * negative_slope)
-    return _m.minimum(y, max_value) if max_value is not None else y
+    x = convert_to_tensor(x)
+    if negative_slope != 0.0 and max_value is None and threshold == 0.0:
+        return _nn.leaky_relu(x, alpha=negative_slope)
+    below = _nn.relu(threshold - x) if negative_slope != 0.0 else None
+    y = x * _m.cast(x > threshold, x.dtype) if threshold != 0.0 else _nn.relu(x)
+    if max_value is not None:
+        y = _m.clip_by_value(y, _m.cast(0, x.dtype), _m.cast(max_value, x.dtype))
+    return y - negative_slope * below if below is not None else y
 
 
 def softmax(x, axis=-1):
@@ -79,9 +89,32 @@ def exponential(x):
     return _m.exp(x)
 
 
+def mish(x):
+    """``x * tanh(softplus(x))`` (Misra, 2019)."""
+    return x * _m.tanh(_nn.softplus(x))
+
+
+celu = _kops.celu
+glu = _kops.glu
+hard_shrink = _kops.hard_shrink
+hard_silu = _kops.hard_silu
+hard_swish = hard_silu
+hard_tanh = _kops.hard_tanh
+log_sigmoid = _kops.log_sigmoid
+soft_shrink = _kops.soft_shrink
+sparse_plus = _kops.sparse_plus
+sparse_sigmoid = _kops.sparse_sigmoid
+sparsemax = _kops.sparsemax
+squareplus = _kops.squareplus
+tanh_shrink = _kops.tanh_shrink
+threshold = _kops.threshold
+
 _BY_NAME = {f.__name__: f for f in (linear, relu, softmax, log_softmax, sigmoid, hard_sigmoid, tanh, elu, selu,
-                                    gelu, softplus, softsign, swish, relu6, leaky_relu, exponential)}
+                                    gelu, softplus, softsign, swish, relu6, leaky_relu, exponential, mish, celu,
+                                    glu, hard_shrink, hard_silu, hard_tanh, log_sigmoid, soft_shrink, sparse_plus,
+                                    sparse_sigmoid, sparsemax, squareplus, tanh_shrink, threshold)}
 _BY_NAME["silu"] = swish
+_BY_NAME["hard_swish"] = hard_silu
 
 
 def get(identifier):
@@ -107,3 +140,12 @@ def serialize(fn):
     if name == "swish":
         return "swish"
     raise ValueError(f"Cannot serialize the custom activation {fn!r}; register it by name or pass a string")
+
+
+def deserialize(config, custom_objects=None):
+    """The activation named by ``config`` (a name, or Keras' ``{"class_name": "function", "config": name}``)."""
+    if isinstance(config, dict):
+        config = config.get("config", config.get("class_name"))
+    if custom_objects and config in custom_objects:
+        return custom_objects[config]
+    return get(config)

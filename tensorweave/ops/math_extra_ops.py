@@ -25,7 +25,7 @@ from tensorweave.ops.arguments import int_argument
 from tensorweave.ops.reduce_ops import reduce_all, reduce_mean, reduce_sum
 from tensorweave.ops.special_ops import _u, _x, lgamma
 
-__all__ = ["accumulate_n", "reciprocal_no_nan", "scalar_mul", "polyval", "lbeta", "zero_fraction", "in_top_k",
+__all__ = ["erfcinv", "accumulate_n", "reciprocal_no_nan", "scalar_mul", "polyval", "lbeta", "zero_fraction", "in_top_k",
            "invert_permutation", "is_non_decreasing", "is_strictly_increasing", "confusion_matrix",
            "erfinv", "ndtri", "bessel_i0", "bessel_i0e", "bessel_i1", "bessel_i1e", "polygamma", "zeta",
            "igamma", "igammac", "softsign"]
@@ -156,3 +156,14 @@ def _igamma_dx(op):
 
 igamma = _binary("Igamma", lambda op, g: M._grads(op, None, g * _igamma_dx(op)))
 igammac = _binary("Igammac", lambda op, g: M._grads(op, None, -g * _igamma_dx(op)))
+
+
+def erfcinv(x, name=None):
+    """The inverse of ``erfc``: ``-ndtri(x / 2) / sqrt(2)`` (``inf`` at 0, ``-inf`` at 2, NaN outside).
+
+    >>> import tensorweave as tw
+    >>> round(float(tw.math.erfcinv(0.5)), 4)
+    0.4769
+    """
+    x = convert_to_tensor(x)
+    return M.multiply(ndtri(x * 0.5), -1.0 / np.sqrt(2.0), name=name)

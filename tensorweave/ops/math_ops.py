@@ -18,7 +18,7 @@ from tensorweave.core.dispatch import execute, invalid_input
 from tensorweave.core.registry import NOT_DIFFERENTIABLE, get_op, register_op, set_traits
 from tensorweave.core.shape import TensorShape, broadcast_static, fmt
 from tensorweave.core.tensor import EagerTensor, Tensor
-from tensorweave.ops import rules
+from tensorweave.ops import composite_dispatch, rules
 from tensorweave.ops.array_ops import ones_like, sum_to_like, zeros_like
 
 _ct = convert_to_tensor
@@ -58,7 +58,13 @@ def _check_allowed(opdef, inputs, allowed, name):
 
 def _binary_op(opdef, allowed=None):
     def op(x, y, name=None):
-        x, y = _operands(x, y, opdef, name)
+        try:
+            x, y = _operands(x, y, opdef, name)
+        except (TypeError, ValueError):   # a RaggedTensor operand: the op on its flat values
+            out = composite_dispatch.binary(x, y, lambda a, b: op(a, b, name=name))
+            if out is NotImplemented:
+                raise
+            return out
         if x._dtype is not y._dtype:
             _check_same_dtype(opdef, x, y, name)
         if allowed is not None and x._dtype not in allowed:   # inline: a call costs ~5% of an eager add
@@ -70,12 +76,45 @@ def _binary_op(opdef, allowed=None):
 
 def _unary_op(opdef, allowed=None):
     def op(x, name=None):
-        x = x if isinstance(x, Tensor) else _ct(x)
+        if not isinstance(x, Tensor):
+            try:
+                x = _ct(x)
+            except (TypeError, ValueError):   # a RaggedTensor or SparseTensor: map over its values
+                out = composite_dispatch.unary(x, lambda v: op(v, name=name), opdef.name)
+                if out is NotImplemented:
+                    raise
+                return out
         if allowed is not None and x._dtype not in allowed:
             _check_allowed(opdef, (x,), allowed, name)
         return execute(opdef, (x,), {}, name)
     op.__name__ = opdef.name
     return op
+
+
+# ---- complex gradients ---------------------------------------------------------------------------
+class _Conjugated:
+    """An op seen with its (complex) inputs and outputs conjugated."""
+
+    def __init__(self, op):
+        from tensorweave.ops.complex_ops import conj
+        self._op = op
+        self.inputs = [conj(t) if t.dtype.is_complex else t for t in op.inputs]
+        self.outputs = [conj(t) if t.dtype.is_complex else t for t in op.outputs]
+
+    def __getattr__(self, name):
+        return getattr(self._op, name)
+
+
+def _c(grad):
+    """``grad`` extended to complex inputs. With TF's convention for complex gradients of a real loss
+    (``dL/dRe + i dL/dIm``), the gradient of a holomorphic op is ``g * conj(f'(z))``; for the functions
+    here (real Taylor coefficients) that is the real formula evaluated at the conjugated inputs and
+    outputs."""
+    def cgrad(op, *gs):
+        if op.inputs[0].dtype.is_complex:
+            return grad(_Conjugated(op), *gs)
+        return grad(op, *gs)
+    return cgrad
 
 
 # ---- binary arithmetic -------------------------------------------------------------------------
@@ -88,16 +127,17 @@ N = rules.NUMERIC
 NC = rules.ARITHMETIC
 register_op("AddV2", infer=rules.binary(allowed=NC), grad=lambda op, g: _grads(op, g, g))
 register_op("Sub", infer=rules.binary(allowed=NC), grad=lambda op, g: _grads(op, g, -g))
+FC = rules.FLOAT + rules.COMPLEX
 register_op("Mul", infer=rules.binary(allowed=NC),
-            grad=lambda op, g: _grads(op, g * op.inputs[1], op.inputs[0] * g))
-register_op("RealDiv", infer=rules.binary(allowed=rules.FLOAT),
-            grad=lambda op, g: _grads(op, multiply_no_nan(1 / op.inputs[1], g),
-                                      multiply_no_nan(-op.inputs[0] / (op.inputs[1] * op.inputs[1]), g)))
-register_op("MulNoNan", infer=rules.binary(allowed=rules.FLOAT),
-            grad=lambda op, g: _grads(op, multiply_no_nan(g, op.inputs[1]), multiply_no_nan(op.inputs[0], g)))
-register_op("DivNoNan", infer=rules.binary(allowed=rules.FLOAT),
-            grad=lambda op, g: _grads(op, div_no_nan(g, op.inputs[1]),
-                                      g * div_no_nan(div_no_nan(-op.inputs[0], op.inputs[1]), op.inputs[1])))
+            grad=_c(lambda op, g: _grads(op, g * op.inputs[1], op.inputs[0] * g)))
+register_op("RealDiv", infer=rules.binary(allowed=FC),
+            grad=_c(lambda op, g: _grads(op, multiply_no_nan(1 / op.inputs[1], g),
+                                         multiply_no_nan(-op.inputs[0] / (op.inputs[1] * op.inputs[1]), g))))
+register_op("MulNoNan", infer=rules.binary(allowed=FC),
+            grad=_c(lambda op, g: _grads(op, multiply_no_nan(g, op.inputs[1]), multiply_no_nan(op.inputs[0], g))))
+register_op("DivNoNan", infer=rules.binary(allowed=FC),
+            grad=_c(lambda op, g: _grads(op, div_no_nan(g, op.inputs[1]),
+                                         g * div_no_nan(div_no_nan(-op.inputs[0], op.inputs[1]), op.inputs[1]))))
 register_op("FloorDiv", infer=rules.binary(allowed=N), grad=NOT_DIFFERENTIABLE)
 register_op("FloorMod", infer=rules.binary(allowed=N),
             grad=lambda op, g: _grads(op, g, -g * floor(op.inputs[0] / op.inputs[1]))
@@ -164,15 +204,15 @@ register_op("Pow", infer=rules.binary(allowed=N), grad=_pow_grad)
 add = _binary_op(get_op("AddV2"), NC)
 subtract = _binary_op(get_op("Sub"), NC)
 multiply = _binary_op(get_op("Mul"), NC)
-_realdiv = _binary_op(get_op("RealDiv"), rules.FLOAT)
-_div_no_nan = _binary_op(get_op("DivNoNan"), rules.FLOAT)
+_realdiv = _binary_op(get_op("RealDiv"), FC)
+_div_no_nan = _binary_op(get_op("DivNoNan"), FC)
 floordiv = _binary_op(get_op("FloorDiv"), N)
 floormod = _binary_op(get_op("FloorMod"), N)
 pow = _binary_op(get_op("Pow"), N)
 maximum = _binary_op(get_op("Maximum"), N)
 minimum = _binary_op(get_op("Minimum"), N)
 squared_difference = _binary_op(get_op("SquaredDifference"), N)
-_mul_no_nan = _binary_op(get_op("MulNoNan"), rules.FLOAT)
+_mul_no_nan = _binary_op(get_op("MulNoNan"), FC)
 mod = floormod
 xlogy = _binary_op(get_op("Xlogy"), rules.FLOAT)
 xdivy = _binary_op(get_op("Xdivy"), rules.FLOAT)
@@ -204,7 +244,14 @@ def _division_operands(x, y):
 
 def divide(x, y, name=None):
     """``x / y``; integer inputs are converted to float64 first (TensorFlow's ``truediv``)."""
-    return _realdiv(*_division_operands(x, y), name=name)
+    try:
+        x, y = _division_operands(x, y)
+    except (TypeError, ValueError):   # a RaggedTensor operand
+        out = composite_dispatch.binary(x, y, lambda a, b: divide(a, b, name=name))
+        if out is NotImplemented:
+            raise
+        return out
+    return _realdiv(x, y, name=name)
 
 
 truediv = divide
@@ -265,23 +312,46 @@ def _u(name, grad, allowed=N):
 
 
 F = rules.FLOAT
-negative = _u("Neg", lambda op, g: [-g], rules.SIGNED)
-abs = _u("Abs", lambda op, g: [g * sign(op.inputs[0])], rules.SIGNED)
-sign = _u("Sign", lambda op, g: [zeros_like(g)], rules.SIGNED)
-exp = _u("Exp", lambda op, g: [g * op.outputs[0]], F)
-log = _u("Log", lambda op, g: [g / op.inputs[0]], F)
-log1p = _u("Log1p", lambda op, g: [g / (1 + op.inputs[0])], F)
-expm1 = _u("Expm1", lambda op, g: [g * (op.outputs[0] + 1)], F)
+SC = rules.SIGNED + rules.COMPLEX
+negative = _u("Neg", lambda op, g: [-g], SC)
+_abs = _u("Abs", lambda op, g: [g * sign(op.inputs[0])], rules.SIGNED)
+sign = _u("Sign", lambda op, g: [zeros_like(g)], SC)
+# The analytic functions take complex inputs too (TF's kernels do); _c conjugates their gradients.
+exp = _u("Exp", _c(lambda op, g: [g * op.outputs[0]]), FC)
+log = _u("Log", _c(lambda op, g: [g / op.inputs[0]]), FC)
+log1p = _u("Log1p", _c(lambda op, g: [g / (1 + op.inputs[0])]), FC)
+expm1 = _u("Expm1", _c(lambda op, g: [g * (op.outputs[0] + 1)]), FC)
 # Sqrt, Rsqrt, Reciprocal and RealDiv: a zero incoming gradient gives a zero gradient even where
 # the local derivative is inf or NaN, so where(x > 0, sqrt(x), 0) has no NaN gradient (as in TF).
-sqrt = _u("Sqrt", lambda op, g: [multiply_no_nan(0.5 / op.outputs[0], g)], F)
-rsqrt = _u("Rsqrt", lambda op, g: [multiply_no_nan(-0.5 * op.outputs[0] / op.inputs[0], g)], F)
-square = _u("Square", lambda op, g: [g * 2 * op.inputs[0]])
-reciprocal = _u("Reciprocal", lambda op, g: [multiply_no_nan(-op.outputs[0] * op.outputs[0], g)], F)
-sin = _u("Sin", lambda op, g: [g * cos(op.inputs[0])], F)
-cos = _u("Cos", lambda op, g: [-g * sin(op.inputs[0])], F)
-tan = _u("Tan", lambda op, g: [g * (1 + op.outputs[0] * op.outputs[0])], F)
-tanh = _u("Tanh", lambda op, g: [g * (1 - op.outputs[0] * op.outputs[0])], F)
+sqrt = _u("Sqrt", _c(lambda op, g: [multiply_no_nan(0.5 / op.outputs[0], g)]), FC)
+rsqrt = _u("Rsqrt", _c(lambda op, g: [multiply_no_nan(-0.5 * op.outputs[0] / op.inputs[0], g)]), FC)
+square = _u("Square", _c(lambda op, g: [g * 2 * op.inputs[0]]), N + rules.COMPLEX)
+reciprocal = _u("Reciprocal", _c(lambda op, g: [multiply_no_nan(-op.outputs[0] * op.outputs[0], g)]), FC)
+sin = _u("Sin", _c(lambda op, g: [g * cos(op.inputs[0])]), FC)
+cos = _u("Cos", _c(lambda op, g: [-g * sin(op.inputs[0])]), FC)
+tan = _u("Tan", _c(lambda op, g: [g * (1 + op.outputs[0] * op.outputs[0])]), FC)
+tanh = _u("Tanh", _c(lambda op, g: [g * (1 - op.outputs[0] * op.outputs[0])]), FC)
+
+
+def abs(x, name=None):
+    """``|x|``; complex inputs give their (real) modulus, as TF's ``tf.abs``.
+
+    >>> import tensorweave as tw
+    >>> tw.abs(tw.constant([3 + 4j])).numpy()
+    array([5.])
+    """
+    if not isinstance(x, Tensor):
+        try:
+            x = _ct(x)
+        except (TypeError, ValueError):
+            out = composite_dispatch.unary(x, lambda v: abs(v, name=name), "Abs")
+            if out is NotImplemented:
+                raise
+            return out
+    if x._dtype in rules.COMPLEX:
+        from tensorweave.ops.complex_ops import complex_abs
+        return complex_abs(x, name=name)
+    return _abs(x, name=name)
 sigmoid = _u("Sigmoid", lambda op, g: [g * op.outputs[0] * (1 - op.outputs[0])], F)
 erf = _u("Erf", lambda op, g: [g * (2 / np.sqrt(np.pi)) * exp(-square(op.inputs[0]))], F)
 # ReluGrad (ops/nn_ops.py, looked up by name when the gradient is built): one pass, where a
@@ -436,6 +506,8 @@ register_op("Cast", infer=lambda i, a: (i[0].shape, a["DstT"]), grad=_cast_grad)
 def cast(x, dtype, name=None):
     """Converts ``x`` to ``dtype`` (float to int truncates toward zero)."""
     dtype = _dt.as_dtype(dtype)
+    if composite_dispatch.kind(x) is not None:
+        return composite_dispatch.unary(x, lambda v: cast(v, dtype, name=name))
     x = _ct(x) if isinstance(x, Tensor) or hasattr(x, "_tw_tensor_") else _ct(x, dtype_hint=dtype)
     if x.dtype is dtype:
         return x
@@ -445,8 +517,10 @@ def cast(x, dtype, name=None):
 def saturate_cast(value, dtype, name=None):
     dtype = _dt.as_dtype(dtype)
     x = _ct(value)
-    if x.dtype.is_floating and dtype.is_integer or x.dtype.size > dtype.size:
-        x = clip_by_value(x, max(float(dtype.min), float(x.dtype.min)), min(float(dtype.max), float(x.dtype.max)))
+    if x.dtype.min < dtype.min or x.dtype.max > dtype.max:
+        # the target's range, written in the input's type (ints stay exact)
+        conv = float if x.dtype.is_floating else int
+        x = clip_by_value(x, conv(max(dtype.min, x.dtype.min)), conv(min(dtype.max, x.dtype.max)))
     return cast(x, dtype, name=name)
 
 
@@ -454,8 +528,8 @@ def saturate_cast(value, dtype, name=None):
 def _infer_matmul(inputs, attrs):
     a, b = inputs
     d = rules.same_dtype([a, b])
-    if d not in rules.MATMUL:
-        raise TypeError(rules.unsupported_message(d, rules.MATMUL))
+    if d not in _MATMUL_DTYPES:
+        raise TypeError(rules.unsupported_message(d, _MATMUL_DTYPES))
     ra, rb = a.shape.rank, b.shape.rank
     if ra is None or rb is None:
         return TensorShape(None), d
@@ -489,7 +563,8 @@ def _matmul_grad(op, g):
     return [sum_to_like(ga, a), sum_to_like(gb, b)]
 
 
-register_op("MatMul", infer=_infer_matmul, grad=_matmul_grad, heavy=True)
+_MATMUL_DTYPES = rules.MATMUL + rules.COMPLEX
+register_op("MatMul", infer=_infer_matmul, grad=_c(_matmul_grad), heavy=True)
 _MATMUL = get_op("MatMul")
 
 
@@ -515,7 +590,11 @@ def matmul(a, b, transpose_a=False, transpose_b=False, adjoint_a=False, adjoint_
     if a._dtype is not b._dtype:
         _check_same_dtype(_MATMUL, a, b, name)
     if a._dtype not in rules.MATMUL:
-        _check_allowed(_MATMUL, (a, b), rules.MATMUL, name)
+        _check_allowed(_MATMUL, (a, b), _MATMUL_DTYPES, name)
+        if a._dtype in rules.COMPLEX:   # the adjoint of a complex matrix is its conjugate transpose
+            from tensorweave.ops.complex_ops import conj
+            a = conj(a) if adjoint_a else a
+            b = conj(b) if adjoint_b else b
     if ((a._value.ndim < 2 or b._value.ndim < 2) if type(a) is EagerTensor and type(b) is EagerTensor
             else (_rank_below_2(a) or _rank_below_2(b))):   # inlined for eager calls (hot path)
         raise invalid_input(_MATMUL, (a, b), ValueError(  # eager calls skip the shape rule

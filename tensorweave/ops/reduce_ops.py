@@ -138,7 +138,17 @@ def _reducer(op_name, doc, allowed):
     opdef = get_op(op_name)
 
     def reduce(input_tensor, axis=None, keepdims=False, name=None):
-        x = input_tensor if isinstance(input_tensor, Tensor) else _ct(input_tensor)
+        if isinstance(input_tensor, Tensor):
+            x = input_tensor
+        else:
+            try:
+                x = _ct(input_tensor)
+            except (TypeError, ValueError):   # a RaggedTensor: reduced by rows
+                from tensorweave.ops import composite_dispatch
+                out = composite_dispatch.reduce(input_tensor, op_name, axis, keepdims)
+                if out is NotImplemented:
+                    raise
+                return out
         if x._dtype not in allowed:  # checked here too: eager execution skips the shape rule
             raise TypeError(f"reduce_{op_name.lower()} does not support dtype {x.dtype.name}; expected one of: "
                             f"{rules.dtype_names(allowed)}")
@@ -151,8 +161,8 @@ def _reducer(op_name, doc, allowed):
 
 
 _N, _B = rules.NUMERIC, rules.BOOL   # tuples, common dtypes first: a hit is an identity compare
-reduce_sum = _reducer("Sum", "Sum of elements across ``axis``.", _N)
-reduce_mean = _reducer("Mean", "Mean of elements across ``axis`` (integer inputs: integer mean).", _N)
+reduce_sum = _reducer("Sum", "Sum of elements across ``axis``.", _N + rules.COMPLEX)
+reduce_mean = _reducer("Mean", "Mean of elements across ``axis`` (integer inputs: integer mean).", _N + rules.COMPLEX)
 reduce_max = _reducer("Max", "Maximum across ``axis``; the gradient is split evenly among ties.", _N)
 reduce_min = _reducer("Min", "Minimum across ``axis``.", _N)
 reduce_prod = _reducer("Prod", "Product across ``axis``.", _N)

@@ -42,6 +42,8 @@ def _np(t):
 class RaggedTensor:
     """A tensor with one or more ragged dimensions (see the module docstring)."""
 
+    _tw_composite_ = "ragged"   # generic ops map over the flat values (ops/composite_dispatch.py)
+
     def __init__(self, values, row_splits, validate=True):
         self._values = values if isinstance(values, RaggedTensor) else convert_to_tensor(values)
         self._row_splits = _int64(row_splits)
@@ -205,6 +207,8 @@ class RaggedTensor:
     # ---- conversion ---------------------------------------------------------------------
     def to_tensor(self, default_value=None, name=None, shape=None):
         """A dense tensor padded with ``default_value`` (0 / b"") to the bounding shape (or ``shape``)."""
+        if not isinstance(self._row_splits, EagerTensor) and self.ragged_rank == 1 and shape is None:
+            return self._to_tensor_graph(default_value)
         bound = _np(self.bounding_shape())
         if shape is not None:
             want = [None if d is None or d == -1 else int(d) for d in
@@ -222,6 +226,26 @@ class RaggedTensor:
         dv = default_value if default_value is not None else ("" if self.dtype is _dt.string else False)
         base = A.fill(shape_t, convert_to_tensor(dv, dtype=self.dtype))
         return tensor_scatter_nd_update(base, idx, vals)
+
+    def _to_tensor_graph(self, default_value):
+        """``to_tensor`` with symbolic row splits (inside ``tw.function`` or a graph), ragged rank 1: each
+        value's row from a search of the splits, its column from the row start."""
+        from tensorweave.ops.indexing_ops import range as _range
+        from tensorweave.ops.indexing_ops import scatter_nd, tensor_scatter_nd_update
+        from tensorweave.ops.misc_ops import searchsorted
+        splits = self._row_splits
+        n = A.shape(self._values, out_type=_dt.int64)[0]
+        rows = M.cast(searchsorted(splits[1:], _range(n, dtype=_dt.int64), side="right"), _dt.int64)
+        cols = _range(n, dtype=_dt.int64) - A.gather(splits, rows)
+        lengths = splits[1:] - splits[:-1]
+        width = Rd.reduce_max(A.concat([lengths, A.zeros([1], _dt.int64)], 0))
+        inner = A.shape(self._values, out_type=_dt.int64)[1:]
+        shape_t = A.concat([A.stack([A.shape(splits, out_type=_dt.int64)[0] - 1, width]), inner], 0)
+        idx = A.stack([rows, cols], 1)
+        if default_value is None and self.dtype is not _dt.string and not self.dtype.is_bool:
+            return scatter_nd(idx, self._values, shape_t)
+        dv = default_value if default_value is not None else ("" if self.dtype is _dt.string else False)
+        return tensor_scatter_nd_update(A.fill(shape_t, convert_to_tensor(dv, dtype=self.dtype)), idx, self._values)
 
     def _coords(self):
         """[n_flat_rows, ragged_rank + 1] coordinates of the flat values' rows in the dense tensor."""

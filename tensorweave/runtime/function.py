@@ -189,6 +189,8 @@ class Function:
                  jit_compile=None):
         self._python_function = python_function
         self._input_signature = None if input_signature is None else list(input_signature)
+        # composite specs (SparseTensorSpec, RaggedTensorSpec) stand for their component tensors
+        self._flat_signature = None if input_signature is None else _expand_flat(nest.flatten(self._input_signature))
         self._reduce_retracing = reduce_retracing
         self._cache = {}
         self._lock = threading.RLock()
@@ -225,12 +227,12 @@ class Function:
         """``(cache key, per tensor argument its TensorSpec or the value to make one from)``;
         ``flat``: ``nest.flatten((args, kwargs))`` when the caller has it."""
         if self._input_signature is not None:
-            flat = nest.flatten(args)
-            if kwargs or len(flat) != len(self._input_signature):
+            flat = _expand_flat(nest.flatten(args))
+            if kwargs or len(flat) != len(self._flat_signature):
                 raise TypeError(f"{self._name}: expected {len(self._input_signature)} positional tensor "
-                                f"arguments matching input_signature, got {len(flat)}")
+                                f"arguments matching input_signature, got {len(nest.flatten(args))}")
             specs = []
-            for x, spec in zip(flat, self._input_signature):
+            for x, spec in zip(flat, self._flat_signature):
                 if isinstance(x, TensorSpec):
                     x = _SpecTensor(x)
                 t = x if isinstance(x, (Tensor, _SpecTensor)) else convert_to_tensor(x, dtype=spec.dtype)
@@ -241,7 +243,7 @@ class Function:
             return ("sig",), specs
         key = []
         specs = []
-        for x in nest.flatten((args, kwargs)) if flat is None else flat:
+        for x in _expand_flat(nest.flatten((args, kwargs)) if flat is None else flat):
             if type(x) is EagerTensor or type(x) is np.ndarray:
                 # the common call, kept cheap: the key from the value's shape tuple, the
                 # TensorSpec only when the key is new (built lazily by _trace's caller)
@@ -301,7 +303,7 @@ class Function:
         it = iter(specs)
         new_flat = []
         with graph.as_default():
-            for x in flat:
+            for x in _expand_flat(flat):
                 if isinstance(x, (Tensor, np.ndarray, TensorSpec)):
                     spec = next(it)
                     ph = placeholder(spec.dtype, spec.shape, name=spec.name or "input")
@@ -309,6 +311,8 @@ class Function:
                     new_flat.append(ph)
                 else:
                     new_flat.append(x)
+            if len(new_flat) != len(flat):
+                new_flat = _rebuild_flat(flat, new_flat)
             a, k = nest.pack_sequence_as((args, kwargs), new_flat)
             outputs = self._python_function(*a, **k)
             outputs = nest.map_structure(
@@ -324,7 +328,7 @@ class Function:
             return self._python_function(*args, **kwargs)
         flat = nest.flatten((args, kwargs))
         cf = self._concrete_function(args, kwargs, flat)
-        return cf._call_flat([x for x in flat if isinstance(x, (Tensor, np.ndarray))])
+        return cf._call_flat([x for x in _expand_flat(flat) if isinstance(x, (Tensor, np.ndarray))])
 
 
 def _as_eager(x, dtype):
@@ -349,6 +353,60 @@ def _structure_key(x):
     if isinstance(x, (list, tuple)):
         return (type(x).__name__, tuple(_structure_key(v) for v in x))
     return "."
+
+
+# ---- SparseTensor / RaggedTensor arguments: traced as their component tensors ----------------------
+def _composite_kind(x):
+    k = getattr(type(x), "_tw_composite_", None)
+    if k is None:
+        vt = getattr(x, "value_type", None) if type(x).__name__ in ("SparseTensorSpec", "RaggedTensorSpec") else None
+        k = getattr(vt, "_tw_composite_", None)
+    return k
+
+
+def _components(x):
+    """A composite argument (value or spec) as its component tensors (or TensorSpecs)."""
+    kind = _composite_kind(x)
+    if isinstance(x, (Tensor,)) or kind is None:
+        return None
+    if type(x).__name__ == "SparseTensorSpec":
+        r = x.shape.rank
+        return [TensorSpec([None, r], _dt.int64), TensorSpec([None], x.dtype), TensorSpec([r], _dt.int64)]
+    if type(x).__name__ == "RaggedTensorSpec":
+        inner = x.shape[x.ragged_rank + 1:].as_list() if x.shape.rank is not None else []
+        return [TensorSpec([None] + inner, x.dtype)] + [TensorSpec([None], x.row_splits_dtype)] * x.ragged_rank
+    if kind == "sparse":
+        return [x.indices, x.values, x.dense_shape]
+    return [x.flat_values] + list(x.nested_row_splits)
+
+
+def _expand_flat(flat):
+    """``flat`` with each composite replaced by its components (what is traced and passed)."""
+    if not any(_composite_kind(x) is not None and not isinstance(x, Tensor) for x in flat):
+        return flat
+    out = []
+    for x in flat:
+        parts = _components(x)
+        out.extend([x] if parts is None else parts)
+    return out
+
+
+def _rebuild_flat(original_flat, expanded):
+    """The inverse of :func:`_expand_flat` over traced values: composites rebuilt from their parts."""
+    it = iter(expanded)
+    out = []
+    for x in original_flat:
+        parts = _components(x)
+        if parts is None:
+            out.append(next(it))
+            continue
+        got = [next(it) for _ in parts]
+        cls = x.value_type if hasattr(x, "value_type") else type(x)   # a spec names its value class
+        if _composite_kind(x) == "sparse":
+            out.append(cls(*got))
+        else:
+            out.append(cls.from_nested_row_splits(got[0], got[1:], validate=False))
+    return out
 
 
 def function(func=None, input_signature=None, autograph=True, jit_compile=None, reduce_retracing=False,

@@ -24,6 +24,8 @@ from tensorweave.core.tensor import EagerTensor
 class SparseTensor:
     """A sparse tensor: ``indices [N, rank]`` (int64), ``values [N]``, ``dense_shape [rank]`` (int64)."""
 
+    _tw_composite_ = "sparse"   # zero-preserving unary ops map over the values (ops/composite_dispatch.py)
+
     def __init__(self, indices, values, dense_shape):
         ind = convert_to_tensor(indices, dtype_hint=_dt.int64)
         if ind.dtype is not _dt.int64:

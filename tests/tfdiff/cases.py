@@ -423,11 +423,21 @@ def _edges():
         yield f"edge/{name}", "edge cases", src
 
 
+def _more_cases():
+    """Case families kept in their own modules (imported as a package or from this directory)."""
+    try:
+        from . import kops_cases
+    except ImportError:
+        import kops_cases
+    return kops_cases.all_cases()
+
+
 def all_cases():
     """Every case, in a stable order."""
     out = []
     for family in (_promotion, _mixed, _unary, _binary_values, _bitwise, _reductions, _names, _gradients, _edges):
         out.extend(family())
+    out.extend(_more_cases())
     ids = [c[0] for c in out]
     assert len(ids) == len(set(ids)), "case ids must be unique"
     return out

@@ -15,7 +15,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 RESULTS = os.path.join(HERE, "tf_results.json")
 
 # Per-dtype (rtol, atol): the frameworks' kernels differ in the last bits (and half types a lot).
-TOL = {"float16": (1e-2, 1e-3), "bfloat16": (2e-2, 1e-2), "float32": (2e-5, 1e-6), "float64": (1e-10, 1e-12)}
+TOL = {"float16": (1e-2, 1e-3), "bfloat16": (2e-2, 1e-2), "float32": (2e-5, 1e-6), "float64": (1e-10, 1e-12),
+       "complex64": (2e-5, 1e-6), "complex128": (1e-10, 1e-12)}
 
 
 def load():
@@ -24,7 +25,7 @@ def load():
 
 
 def _num(v):
-    if isinstance(v, str):
+    if isinstance(v, str) and v in ("nan", "inf", "-inf"):
         return float(v)
     return v
 
@@ -34,6 +35,8 @@ def _close(a, b, dtype):
         return isinstance(a, list) and isinstance(b, list) and len(a) == len(b) and all(
             _close(x, y, dtype) for x, y in zip(a, b))
     a, b = _num(a), _num(b)
+    if isinstance(a, str) or isinstance(b, str):
+        return a == b
     if isinstance(a, float) or isinstance(b, float):
         if math.isnan(a) or math.isnan(b):
             return math.isnan(a) and math.isnan(b)
@@ -50,8 +53,9 @@ def same(ours, theirs):
         return "error" in theirs and "error" in ours
     if set(ours) != set(theirs):
         return False
-    if "list" in theirs:
-        return len(ours["list"]) == len(theirs["list"]) and all(same(a, b) for a, b in zip(ours["list"], theirs["list"]))
+    for key in ("list", "ragged", "sparse"):
+        if key in theirs:
+            return len(ours[key]) == len(theirs[key]) and all(same(a, b) for a, b in zip(ours[key], theirs[key]))
     if "dtype" in theirs:
         return (ours["dtype"] == theirs["dtype"] and ours["shape"] == theirs["shape"]
                 and _close(ours["value"], theirs["value"], theirs["dtype"]))

@@ -30,6 +30,23 @@ DELIBERATE = {
     "grad/bessel_i1": "bessel_i1's derivative at 0 is its limit 1/2 (I1(x) ~ x/2); TF evaluates I0 - I1/x as 1",
     "name/parallel_stack": "parallel_stack also runs eagerly (TF refuses outside graphs); it is stack there",
     "unary/math.rint/float16": "rint has a float16 kernel (TF has none on CPU)",
+    "tf2/activations/gelu/float64": "float64 gelu is exact in float64 (Keras on TF rounds its 1/sqrt(2) "
+                                    "to float32: 1e-9 off)",
+    "tf2/activations/leaky_relu/float64": "float64 leaky_relu multiplies by the slope in float64 (TF's "
+                                          "LeakyRelu keeps `alpha` as a float32 attribute: 0.2 is 0.2000000030)",
+    **{f"tf2/nn/{k}": "approx_max_k/approx_min_k are exact on any axis (TF's CPU has no ApproxTopK kernel "
+       "except for the largest values along the last axis, and raises NotFoundError)"
+       for k in ("approx_max_k_dim0", "approx_min_k", "approx_top_k_min")},
+    "tf2/keras_ops/math_approx_min_k": "approx_max_k/approx_min_k are exact on any axis (TF's CPU has no ApproxTopK "
+                                       "kernel for the smallest values, and raises NotFoundError)",
+    "tf2/keras_ops/vectorize": "keras.ops.vectorize works (Keras' TensorFlow backend refuses it; its JAX and NumPy "
+                               "backends run it as here)",
+    "tf2/linalg/grad_lu": "tf.linalg.lu has a gradient (TF 2.21 registers none: LookupError)",
+    "tf2/linalg/grad_lu_solve": "tf.linalg.lu has a gradient (TF 2.21 registers none: LookupError)",
+    "tf2/top/grad_dynamic_stitch": "dynamic_stitch's gradient is zero for entries overwritten by a later index "
+                                   "(TF also sends gradient to them, so it is not the derivative)",
+    "tf2/top/histogram_fixed_width_bins_int64": "histogram_fixed_width_bins returns the requested dtype (TF ignores "
+                                                "`dtype` and returns int32)",
     **{f"promote/uint8/{op}/bigint": _UINT8_WRAP
        for op in ("add", "radd", "mul", "div", "floordiv", "less", "eq", "max")},
     **{f"promote/uint8/{op}/bool": _BOOL_SCALAR

@@ -43,11 +43,18 @@ def encode(result, tf=None):
         return {"none": True}
     if type(result).__name__ == "IndexedSlices" and tf is not None:
         result = tf.convert_to_tensor(result)
+    if type(result).__name__ == "RaggedTensor":    # flat values, then each level's row splits
+        return {"ragged": [encode(result.flat_values, tf)] + [encode(s, tf) for s in result.nested_row_splits]}
+    if type(result).__name__ == "SparseTensor":
+        return {"sparse": [encode(result.indices, tf), encode(result.values, tf), encode(result.dense_shape, tf)]}
     if hasattr(result, "numpy") and hasattr(result, "dtype"):
         arr = np.asarray(result.numpy())
         name = result.dtype.name
         if arr.dtype.kind == "f" or name == "bfloat16":
             arr = arr.astype(np.float64)
+        if arr.dtype.kind == "c":   # complex: each value as [real, imag]
+            return {"dtype": name, "shape": list(arr.shape),
+                    "value": _value(np.stack([arr.real, arr.imag], -1).astype(np.float64).tolist())}
         return {"dtype": name, "shape": list(arr.shape), "value": _value(arr.tolist())}
     if hasattr(result, "as_list") and hasattr(result, "rank"):
         return {"tensor_shape": None if result.rank is None else result.as_list()}

@@ -171,17 +171,31 @@ def trunc(x):
 
 
 def conj(x):
+    x = _t(x)
+    return tw.math.conj(x) if x.dtype.is_complex else tw.identity(x)
+
+
+conjugate = conj
+
+
+def copy(x):
     return tw.identity(_t(x))
 
 
-conjugate = real = copy = conj
+def real(x):
+    x = _t(x)
+    return tw.math.real(x) if x.dtype.is_complex else tw.identity(x)
 
 
 def imag(x):
-    return tw.zeros_like(_t(x))
+    x = _t(x)
+    return tw.math.imag(x) if x.dtype.is_complex else tw.zeros_like(x)
 
 
 def angle(x):
+    x = _t(x)
+    if x.dtype.is_complex:
+        return tw.math.angle(x)
     x = _float_t(x)
     return tw.where(x < 0, tw.ones_like(x) * np.pi, tw.zeros_like(x))
 
@@ -220,7 +234,10 @@ def isneginf(x):
 
 
 def isreal(x):
-    return tw.ones_like(_t(x), dtype=tw.bool)
+    x = _t(x)
+    if x.dtype.is_complex:
+        return tw.equal(tw.math.imag(x), 0)
+    return tw.ones_like(x, dtype=tw.bool)
 
 
 def nan_to_num(x, nan=0.0, posinf=None, neginf=None):
