@@ -28,8 +28,10 @@ from tensorweave.compat.v1_variable_scope import (AUTO_REUSE, PartitionedVariabl
                                                   fixed_size_partitioner, get_local_variable, get_variable,
                                                   get_variable_scope, min_max_variable_partitioner,
                                                   variable_op_scope, variable_scope)
-from tensorweave.compat.v1_aliases import (to_bfloat16, to_double, to_float, to_int32, to_int64,  # noqa: F401
-                                           install as _install_tf1_signatures)
+from tensorweave.compat.v1_aliases import (to_bfloat16, to_complex64, to_complex128, to_double,  # noqa: F401
+                                           to_float, to_int32, to_int64, install as _install_tf1_signatures)
+from tensorweave.compat.v1_aliases import IO_NAMES as _v1_aliases_io_names
+from tensorweave.compat import v1_moved as _v1_moved
 from tensorweave import estimator  # noqa: F401
 from tensorweave.estimator import feature_column  # noqa: F401
 from tensorweave.compat import v1_losses as losses  # noqa: F401
@@ -100,6 +102,7 @@ def div(x, y, name=None):
     return floordiv(x, y, name=name) if x.dtype.is_integer else divide(x, y, name=name)
 
 
+_v1_moved.install(globals(), _v1_moved.MOVED)
 _install_tf1_signatures({"": globals()})
 
 
@@ -111,4 +114,11 @@ def __getattr__(name):
     if name in _LAZY:
         import importlib
         return importlib.import_module(_LAZY[name])
+    moved = _v1_moved.lazy(_v1_moved.MOVED, name)
+    if moved is None and name in _v1_aliases_io_names:
+        from tensorweave.compat.v1_aliases import io_table
+        moved = io_table()[name]
+    if moved is not None:
+        globals()[name] = moved
+        return moved
     raise AttributeError(f"module 'tensorweave.compat.v1' has no attribute '{name}'")

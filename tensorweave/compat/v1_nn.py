@@ -76,4 +76,6 @@ from tensorweave.compat import v1_rnn_cell as rnn_cell  # noqa: E402,F401
 from tensorweave.compat.v1_rnn import (bidirectional_dynamic_rnn, dynamic_rnn, static_bidirectional_rnn,  # noqa: E402,F401
                                        static_rnn)
 from tensorweave.compat.v1_aliases import install as _install  # noqa: E402
+from tensorweave.compat import v1_moved as _v1_moved  # noqa: E402
+_v1_moved.install(globals(), _v1_moved.MOVED_NN)
 _install({"nn": globals()})

@@ -48,6 +48,9 @@ def encode(result, tf=None):
         name = result.dtype.name
         if arr.dtype.kind == "f" or name == "bfloat16":
             arr = arr.astype(np.float64)
+        if arr.dtype.kind == "c":    # complex values as their real and imaginary parts
+            value = [_value(arr.real.astype(np.float64).tolist()), _value(arr.imag.astype(np.float64).tolist())]
+            return {"dtype": name, "shape": list(arr.shape), "value": value}
         return {"dtype": name, "shape": list(arr.shape), "value": _value(arr.tolist())}
     if hasattr(result, "as_list") and hasattr(result, "rank"):
         return {"tensor_shape": None if result.rank is None else result.as_list()}
@@ -58,9 +61,27 @@ def encode(result, tf=None):
     return {"py_type": type(result).__name__}
 
 
+def make_graph_run(tf):
+    def graph_run(build):
+        """``build()`` in a fresh graph, run in a session after the variable initializers (TF1 style);
+        the fetched values come back as eager tensors."""
+        g = tf.Graph()
+        with g.as_default():
+            out = build()
+            init = [tf.global_variables_initializer(), tf.local_variables_initializer()]
+            with tf.Session(graph=g) as sess:
+                sess.run(init)
+                values = sess.run(out)
+        if isinstance(values, (list, tuple)):
+            return [tf.convert_to_tensor(v) for v in values]
+        return tf.convert_to_tensor(values)
+    return graph_run
+
+
 def run(tf, src):
     """The encoded result of evaluating case source ``src`` with module ``tf``."""
-    env = {"tf": tf, "np": np, "grad": make_grad(tf), "nan": float("nan"), "inf": float("inf")}
+    env = {"tf": tf, "np": np, "grad": make_grad(tf), "nan": float("nan"), "inf": float("inf"),
+           "graph_run": make_graph_run(tf)}
     try:
         out = eval(src, env)  # noqa: S307 - the case table is ours, checked into the repo
         return encode(out, tf)

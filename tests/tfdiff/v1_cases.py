@@ -1,0 +1,172 @@
+"""Differential cases for ``tf.compat.v1`` (issue 15): each source runs with ``tf`` bound to
+TensorFlow's ``tf.compat.v1`` (recorded in ``tf1_results.json`` by ``generate.py --v1``) and to
+``tensorweave.compat.v1`` (``tests/test_tf1_differential.py``), and the results must agree.
+
+Sources are one expression over ``tf``, ``np``, ``grad`` and ``graph_run`` (``graph_run(build)``
+runs ``build()`` in a fresh graph and session after the variable initializers, as TF1 programs do).
+Random ops are compared by shape and dtype only (the generators differ).
+"""
+import itertools
+
+F = "tf.constant([[0.5, -1.25, 2.0], [3.0, 0.25, -0.75]])"
+P = "tf.constant([[0.5, 0.25, 2.0], [3.0, 1.5, 0.75]])"         # positive
+U = "tf.constant([[0.5, -0.25, 0.0], [0.75, 0.25, -0.5]])"      # inside (-1, 1)
+I = "tf.constant([[7, -3, 2], [-8, 5, 4]])"
+SP = "tf.SparseTensor([[0, 0], [0, 2], [1, 1]], [1.0, 2.0, 3.0], [2, 3])"
+SP2 = "tf.SparseTensor([[0, 1], [1, 1]], [10.0, -2.0], [2, 3])"
+SPD = "tf.SparseTensor([[0, 0], [1, 1], [2, 3]], [1.5, -2.0, 4.0], [3, 4])"
+SPD_DENSE = f"tf.sparse_tensor_to_dense({SPD})"
+SPD_PARTS = f"(lambda s: [s.indices, s.values, s.dense_shape])"
+M = "tf.constant([[4.0, 1.0, 0.5], [1.0, 3.0, 0.25], [0.5, 0.25, 2.0]])"   # symmetric positive definite
+
+
+def _top_level_math():
+    unary = {"acos": U, "acosh": "tf.constant([1.0, 1.5, 3.0])", "asin": U, "asinh": F, "atanh": U, "cosh": F,
+             "sinh": F, "digamma": P, "erfc": F, "lgamma": P, "rint": "tf.constant([0.5, 1.5, 2.5, -0.5, -1.7])",
+             "is_inf": "tf.constant([1.0, np.inf, -np.inf, np.nan])", "invert_permutation": "tf.constant([2, 0, 1])",
+             "is_non_decreasing": "tf.constant([1, 2, 2, 5])", "is_strictly_increasing": "tf.constant([1, 2, 2, 5])",
+             "lbeta": P, "angle": F, "real": F, "imag": F, "conj": F, "to_int32": F, "to_bfloat16": F,
+             "to_complex64": F, "to_complex128": F, "reduce_all": "tf.constant([[True, False], [True, True]])",
+             "reduce_any": "tf.constant([[True, False], [False, False]])"}
+    for op, x in unary.items():
+        yield f"v1/math/{op}", "top-level math", f"tf.{op}({x})"
+    yield "v1/math/reduce_all_axis", "top-level math", \
+        "tf.reduce_all(tf.constant([[True, False], [True, True]]), reduction_indices=1, keep_dims=True)"
+    binary = {"atan2": (F, P), "div": (I, "tf.constant([[2, 2, -3], [3, -2, 3]])"), "mod": (I, "3"),
+              "truediv": (I, "tf.constant([[2, 2, -3], [3, -2, 3]])"), "div_float": (F, P),
+              "igamma": (P, "tf.constant([[1.0, 0.5, 3.0], [2.0, 0.1, 1.0]])"),
+              "igammac": (P, "tf.constant([[1.0, 0.5, 3.0], [2.0, 0.1, 1.0]])"),
+              "zeta": ("tf.constant([2.0, 3.0, 4.5])", "tf.constant([1.0, 2.0, 0.5])"),
+              "polygamma": ("tf.constant([0.0, 1.0, 2.0])", "tf.constant([1.5, 2.0, 0.5])")}
+    for op, (a, b) in binary.items():
+        yield f"v1/math/{op}", "top-level math", f"tf.{op.split('_')[0]}({a}, {b})"
+    yield "v1/math/igamma_kw", "top-level math", "tf.igamma(a=tf.constant([2.0]), x=tf.constant([1.0]))"
+    yield "v1/math/zeta_kw", "top-level math", "tf.zeta(x=tf.constant([2.0]), q=tf.constant([1.0]))"
+    yield "v1/math/cumprod", "top-level math", f"tf.cumprod({F}, axis=1, exclusive=True, reverse=True)"
+    yield "v1/math/accumulate_n", "top-level math", f"tf.accumulate_n([{F}, {P}, {F}])"
+    yield "v1/math/saturate_cast", "top-level math", "tf.saturate_cast(tf.constant([300.0, -5.0, 7.5]), tf.uint8)"
+    yield "v1/math/get_static_value", "top-level math", "tf.constant(tf.get_static_value(tf.constant([1, 2])))"
+    for seg in ("max", "mean", "min", "prod", "sum"):
+        yield f"v1/segment/{seg}", "segments", f"tf.segment_{seg}({F}, tf.constant([0, 0]))"
+        yield f"v1/segment/{seg}_3", "segments", f"tf.segment_{seg}(tf.constant([1.0, 2.0, -3.0, 4.0]), [0, 0, 1, 3])"
+    for seg in ("max", "mean", "min", "prod", "sqrt_n"):
+        yield f"v1/unsorted_segment/{seg}", "segments", \
+            f"tf.unsorted_segment_{seg}(tf.constant([1.0, 2.0, -3.0, 4.0]), [2, 0, 2, 0], 3)"
+    yield "v1/math/bincount", "top-level math", "tf.bincount(tf.constant([1, 1, 3, 0]), minlength=5)"
+    yield "v1/math/bincount_weights", "top-level math", \
+        "tf.bincount(tf.constant([1, 1, 3]), weights=tf.constant([0.5, 1.0, 2.0]), maxlength=3, dtype=tf.float32)"
+    yield "v1/math/confusion_matrix", "top-level math", "tf.confusion_matrix([0, 1, 2, 1], [0, 2, 2, 1], 3, tf.int64)"
+
+
+def _top_level_linalg():
+    cases = {"cholesky": f"tf.cholesky({M})", "cholesky_solve": f"tf.cholesky_solve(tf.cholesky({M}), tf.ones([3, 1]))",
+             "matrix_band_part": f"tf.matrix_band_part({M}, 0, 1)",
+             "matrix_solve": f"tf.matrix_solve({M}, tf.constant([[1.0], [2.0], [3.0]]))",
+             "matrix_solve_adjoint": f"tf.matrix_solve({M} + tf.constant([[0.0, 1.0, 0.0], [0.0, 0.0, 0.0], "
+                                     f"[0.0, 0.0, 0.0]]), tf.ones([3, 2]), adjoint=True)",
+             "matrix_solve_ls": f"tf.matrix_solve_ls({F}[:, :2] + tf.eye(2), tf.ones([2, 1]))",
+             "matrix_triangular_solve": f"tf.matrix_triangular_solve(tf.cholesky({M}), tf.ones([3, 1]))",
+             "qr_r_abs": f"tf.abs(tf.qr({M})[1])",
+             "svd_s": f"tf.svd({M}, compute_uv=False)",
+             "self_adjoint_eigvals": f"tf.self_adjoint_eigvals({M})",
+             "self_adjoint_eig_values": f"tf.self_adjoint_eig({M})[0]"}
+    for k, src in cases.items():
+        yield f"v1/linalg/{k}", "top-level linalg", src
+    for f in ("fft", "ifft"):
+        yield f"v1/fft/{f}", "fft", f"tf.{f}(tf.complex(tf.constant([1.0, 2.0, 0.0, -1.0]), tf.constant([0.5, 0.0, 1.0, 0.0])))"
+        yield f"v1/fft/{f}2d", "fft", f"tf.{f}2d(tf.complex({F}, {P}))"
+        yield f"v1/fft/{f}3d", "fft", f"tf.{f}3d(tf.complex(tf.reshape(tf.range(8.0), [2, 2, 2]), tf.zeros([2, 2, 2])))"
+
+
+def _top_level_scatter():
+    t = "tf.constant([1.0, 2.0, 3.0, 4.0])"
+    for op in ("update", "add", "sub"):
+        yield f"v1/tensor_scatter/{op}", "scatter", f"tf.tensor_scatter_{op}({t}, [[1], [3]], [10.0, 20.0])"
+
+
+def _sparse():
+    cases = {
+        "to_dense": f"tf.sparse_tensor_to_dense({SP})",
+        "reorder": f"tf.sparse_tensor_to_dense(tf.sparse_reorder(tf.SparseTensor([[1, 1], [0, 0]], [3.0, 1.0], [2, 3])))",
+        "reshape": f"tf.sparse_tensor_to_dense(tf.sparse_reshape({SP}, [3, 2]))",
+        "retain": f"tf.sparse_tensor_to_dense(tf.sparse_retain({SP}, [True, False, True]))",
+        "slice": f"tf.sparse_tensor_to_dense(tf.sparse_slice({SPD}, [1, 1], [2, 3]))",
+        "softmax": f"tf.sparse_tensor_to_dense(tf.sparse_softmax({SP}))",
+        "dense_matmul": f"tf.sparse_tensor_dense_matmul({SP}, tf.ones([3, 2]))",
+        "dense_matmul_adj": f"tf.sparse_tensor_dense_matmul({SP}, tf.ones([2, 2]), adjoint_a=True)",
+        "to_indicator": "tf.sparse_to_indicator(tf.SparseTensor([[0, 0], [0, 1], [1, 0]], [0, 3, 1], [2, 2]), 4)",
+        "transpose": f"tf.sparse_tensor_to_dense(tf.sparse_transpose({SP}))",
+        "maximum": f"tf.sparse_tensor_to_dense(tf.sparse_maximum({SP}, {SP2}))",
+        "minimum": f"tf.sparse_tensor_to_dense(tf.sparse_minimum({SP}, {SP2}))",
+        "fill_empty_rows": f"tf.sparse_tensor_to_dense(tf.sparse_fill_empty_rows({SPD}, -1.0)[0])",
+        "fill_empty_rows_ind": "tf.sparse_fill_empty_rows(tf.SparseTensor([[0, 0], [2, 1]], [1.0, 2.0], [4, 2]), 7.0)[1]",
+        "reset_shape": f"tf.sparse_reset_shape({SP}, [4, 5]).dense_shape",
+        "add": f"tf.sparse_tensor_to_dense(tf.sparse_add({SP}, {SP2}))",
+        "add_dense": f"tf.sparse_add({SP}, tf.ones([2, 3]))",
+        "add_thresh": f"tf.sparse_tensor_to_dense(tf.sparse_add({SP}, {SP2}, thresh=2.5))",
+        "concat": f"tf.sparse_tensor_to_dense(tf.sparse_concat(1, [{SP}, {SP2}]))",
+        "concat_expand": f"tf.sparse_tensor_to_dense(tf.sparse_concat(0, [{SP}, {SPD}], expand_nonconcat_dim=True))",
+        "reduce_sum": f"tf.sparse_reduce_sum({SP}, 1)",
+        "reduce_sum_all": f"tf.sparse_reduce_sum({SP})",
+        "reduce_sum_keep": f"tf.sparse_reduce_sum({SP}, reduction_axes=0, keep_dims=True)",
+        "reduce_max": f"tf.sparse_reduce_max({SP}, 1)",
+        "reduce_sum_sparse": f"tf.sparse_tensor_to_dense(tf.sparse_reduce_sum_sparse({SP}, 0))",
+        "reduce_max_sparse": f"tf.sparse_tensor_to_dense(tf.sparse_reduce_max_sparse({SP}, 1))",
+        "split": f"[tf.sparse_tensor_to_dense(s) for s in tf.sparse_split(sp_input={SPD}, num_split=2, axis=1)]",
+        "split_0": f"[tf.sparse_tensor_to_dense(s) for s in tf.sparse_split(sp_input={SPD}, num_split=3, axis=0)]",
+        "mask": "tf.sparse_mask(tf.IndexedSlices(tf.constant([[1.0], [2.0], [3.0]]), tf.constant([0, 4, 7])), "
+                "tf.constant([4])).indices",
+        "value_ctor": "tf.sparse_tensor_to_dense(tf.SparseTensor.from_value(tf.SparseTensorValue([[0, 1]], [2.0], [2, 2])))",
+    }
+    for k, src in cases.items():
+        yield f"v1/sparse/{k}", "sparse v1 spellings", src
+    for f in ("mean", "sum", "sqrt_n"):
+        yield f"v1/sparse_segment/{f}", "sparse v1 spellings", \
+            f"tf.sparse_segment_{f}({F}, tf.constant([0, 1, 0]), tf.constant([0, 0, 1]))"
+        yield f"v1/sparse_segment/{f}_n", "sparse v1 spellings", \
+            f"tf.sparse_segment_{f}({F}, tf.constant([0, 1]), tf.constant([0, 2]), num_segments=4)"
+
+
+def _strings():
+    s = "tf.constant(['  hello World ', 'TensorFlow 1 '])"
+    cases = {"regex_replace": f"tf.regex_replace({s}, 'o+', '0')",
+             "string_join": "tf.string_join([tf.constant(['a', 'b']), tf.constant(['x', 'y'])], separator='-')",
+             "string_strip": f"tf.string_strip({s})",
+             "hash_fast": "tf.string_to_hash_bucket_fast(tf.constant(['a', 'hello', '']), 100)",
+             "hash_strong": "tf.string_to_hash_bucket_strong(tf.constant(['a', 'hello']), 100, [1, 2])",
+             "to_number": "tf.string_to_number(tf.constant(['1.5', '-2e3']))",
+             "to_number_int": "tf.string_to_number(string_tensor=tf.constant(['12', '-3']), out_type=tf.int32)",
+             "reduce_join": "tf.reduce_join(tf.constant([['a', 'b'], ['c', 'd']]), 1, separator='.')",
+             "reduce_join_keep": "tf.reduce_join(tf.constant([['a', 'b'], ['c', 'd']]), reduction_indices=0, "
+                                 "keep_dims=True)",
+             "reduce_join_all": "tf.reduce_join(tf.constant([['a', 'b'], ['c', 'd']]))",
+             "substr": "tf.substr(tf.constant(['hello', 'world']), 1, 3)",
+             "encode_base64": "tf.encode_base64(tf.constant(['hi there', 'tf1']))",
+             "decode_base64": "tf.decode_base64(tf.encode_base64(tf.constant(['hi there', 'tf1']), pad=True))",
+             "decode_raw": "tf.decode_raw(tf.constant(['\\x01\\x02\\x03\\x04']), tf.uint8)",
+             "decode_raw_bytes": "tf.decode_raw(bytes=tf.constant([b'\\x01\\x00\\x02\\x00']), out_type=tf.int16)",
+             "decode_csv": "tf.decode_csv(tf.constant(['1,2.5,x', '3,,y']), [[0], [0.0], ['']])",
+             "decode_csv_na": "tf.decode_csv(tf.constant(['1;NA']), [[0], [7]], field_delim=';', na_value='NA')",
+             "serialize_parse_tensor": "tf.parse_tensor(tf.serialize_tensor(tf.constant([1.5, 2.0])), tf.float32)"}
+    for k, src in cases.items():
+        yield f"v1/strings/{k}", "strings and decoding", src
+
+
+def _random():
+    cases = {"random_normal": "tf.random_normal([3, 4], seed=1)",
+             "random_uniform": "tf.random_uniform([2, 5], minval=1, maxval=9, dtype=tf.int32, seed=1)",
+             "truncated_normal": "tf.truncated_normal([4], stddev=0.5, seed=2)",
+             "multinomial": "tf.multinomial(tf.log([[0.5, 0.5], [0.1, 0.9]]), 5, seed=3)",
+             "multinomial_int32": "tf.multinomial(tf.log([[0.5, 0.5]]), 3, output_dtype=tf.int32)",
+             "random_shuffle": "tf.random_shuffle(tf.range(6), seed=4)"}
+    for k, src in cases.items():
+        yield f"v1/random/{k}", "random (shape and dtype)", f"(lambda t: (t.shape, t.dtype.name))({src})"
+
+
+def all_cases():
+    out = []
+    for family in (_top_level_math, _top_level_linalg, _top_level_scatter, _sparse, _strings, _random):
+        out.extend(family())
+    ids = [c[0] for c in out]
+    assert len(ids) == len(set(ids)), "case ids must be unique"
+    return out
