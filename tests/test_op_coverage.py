@@ -41,6 +41,7 @@ EXCEPTIONS = {
     **dict.fromkeys(["FusedMatMul", "FusedConv1D", "FusedConv2D", "FusedConv3D", "FusedReluGradBiasAddGrad",
                      "FusedElementwise", "FusedReduction",
                      "FusedSparseSoftmaxCrossEntropy"], _PLAN),
+    "Assert": "TF1's run-time check (raises when it runs): tests/tfdiff/v1_cases.py against TensorFlow",
     "NoOp": "no inputs or outputs, nothing to compare: tests/test_graph.py (control dependencies)",
     "IdentityN": "used by tw.custom_gradient and tw.function outputs: tests/test_autodiff.py",
     "PlaceholderWithDefault": "a graph input: tests/test_graph.py",

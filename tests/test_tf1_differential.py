@@ -13,3 +13,5 @@ def test_v1_case_agrees_with_tensorflow(case_id):
     kind, ours, theirs = _RESULTS[case_id]
     assert kind != "stale", f"{case_id}: the case changed since TF's results were recorded; run `make tf-oracle`"
     assert kind in ("agree", "deliberate"), f"{case_id} ({kind}):\n  tensorflow: {theirs}\n  tensorweave: {ours}"
+    if "error" in theirs:      # TF1 programs catch these by class (tf.errors.InvalidArgumentError, ValueError...)
+        assert ours["error"] == theirs["error"], f"{case_id}: raises {ours} where TensorFlow raises {theirs}"

@@ -163,9 +163,64 @@ def _random():
         yield f"v1/random/{k}", "random (shape and dtype)", f"(lambda t: (t.shape, t.dtype.name))({src})"
 
 
+def _asserts():
+    v = "tf.Variable([1.0, 2.0, -3.0])"       # not a constant: the check runs in the session
+    binary = {"equal": ("tf.constant([1, 2])", "tf.constant([1, 2])", "tf.constant([1, 3])"),
+              "none_equal": ("tf.constant([1, 2])", "tf.constant([3, 4])", "tf.constant([1, 4])"),
+              "less": ("tf.constant([1.0])", "tf.constant([2.0])", "tf.constant([2.0])"),
+              "less_equal": ("tf.constant([2.0])", "tf.constant([2.0])", "tf.constant([1.0])"),
+              "greater": ("tf.constant([3])", "tf.constant([2])", "tf.constant([2])"),
+              "greater_equal": ("tf.constant([2])", "tf.constant([2])", "tf.constant([3])"),
+              "near": ("tf.constant([1.0])", "tf.constant([1.0000001])", "tf.constant([1.01])")}
+    for op, (x, ok, bad) in binary.items():
+        yield f"v1/assert/{op}_ok", "asserts", f"tf.assert_{op}({x}, {ok})"
+        yield f"v1/assert/{op}_fails", "asserts", f"tf.assert_{op}({x}, {bad})"
+        yield f"v1/assert/{op}_graph", "asserts", \
+            f"graph_run(lambda: (lambda x: tf.tuple([x], control_inputs=[tf.assert_{op}(x, {ok})]))(tf.Variable({x})))"
+        yield f"v1/assert/{op}_graph_fails", "asserts", \
+            f"graph_run(lambda: (lambda x: tf.tuple([x], control_inputs=[tf.assert_{op}(x, {bad})]))(tf.Variable({x})))"
+    for op, good in (("positive", True), ("negative", False), ("non_negative", True), ("non_positive", False)):
+        yield f"v1/assert/{op}_ok", "asserts", f"tf.assert_{op}(tf.constant([{'2.0' if good else '-2.0'}, 0.5 * {'1' if good else '-1'}]))"
+        yield f"v1/assert/{op}_graph_fails", "asserts", \
+            f"graph_run(lambda: (lambda x: tf.tuple([x], control_inputs=[tf.assert_{op}(x)]))({v}))"
+    cases = {"integer_ok": "tf.assert_integer(tf.constant([1]))", "integer_fails": "tf.assert_integer(tf.constant([1.0]))",
+             "type_ok": "tf.assert_type(tf.constant([1.0]), tf.float32)",
+             "type_fails": "tf.assert_type(tf.constant([1]), tf.float32)",
+             "rank_ok": "tf.assert_rank(tf.ones([2, 3]), 2)", "rank_fails": "tf.assert_rank(tf.ones([2, 3]), 1)",
+             "rank_at_least_ok": "tf.assert_rank_at_least(tf.ones([2, 3]), 1)",
+             "rank_at_least_fails": "tf.assert_rank_at_least(tf.ones([2]), 2)",
+             "rank_in_ok": "tf.assert_rank_in(tf.ones([2, 3]), [1, 2])",
+             "rank_in_fails": "tf.assert_rank_in(tf.ones([2, 3]), [0, 1])",
+             "scalar_ok": "tf.assert_scalar(tf.constant(3.0))", "scalar_fails": "tf.assert_scalar(tf.constant([3.0]))",
+             "same_float_dtype": "tf.assert_same_float_dtype([tf.constant([1.0]), tf.constant(2.0)]).name",
+             "same_float_dtype_fails": "tf.assert_same_float_dtype([tf.constant([1.0]), tf.constant(2.0, tf.float64)])",
+             "same_float_dtype_none": "tf.assert_same_float_dtype().name",
+             "proper_iterable_ok": "tf.assert_proper_iterable([1, 2])",
+             "proper_iterable_fails": "tf.assert_proper_iterable(tf.constant([1, 2]))",
+             "proper_iterable_str": "tf.assert_proper_iterable('ab')",
+             "is_numeric_tensor": "[tf.is_numeric_tensor(tf.constant(x)) for x in (1.0, 1, True, 'a')] + "
+                                  "[tf.is_numeric_tensor(1.0)]",
+             "Assert_ok": "tf.Assert(tf.constant(True), [tf.constant([1, 2])])",
+             "Assert_fails": "tf.Assert(tf.constant(False), ['bad', tf.constant([1, 2])])",
+             "Assert_graph_fails": f"graph_run(lambda: (lambda x: tf.tuple([x], control_inputs=[tf.Assert("
+                                   f"tf.reduce_all(x > 0), [x])]))({v}))",
+             "check_numerics_ok": "tf.check_numerics(tf.constant([1.0, 2.0]), 'msg')",
+             "check_numerics_nan": "tf.check_numerics(tf.constant([1.0, np.nan]), 'msg')",
+             "check_numerics_graph": "graph_run(lambda: tf.check_numerics(tf.Variable([1.0, np.inf]) * 0.0, 'msg'))",
+             "check_numerics_grad": "grad(lambda x: tf.check_numerics(x * x, 'm'), [1.0, 3.0])",
+             "verify_finite": "tf.verify_tensor_all_finite(tf.constant([1.0, 2.0]), 'msg')",
+             "verify_finite_fails": "tf.verify_tensor_all_finite(x=tf.constant([np.inf]), message='msg')",
+             "add_check_numerics_ops": "graph_run(lambda: (lambda y: tf.tuple([y], control_inputs=["
+                                       "tf.add_check_numerics_ops()]))(tf.log(tf.Variable([1.0, 0.0]))))",
+             "add_check_numerics_ok": "graph_run(lambda: (lambda y: tf.tuple([y], control_inputs=["
+                                      "tf.add_check_numerics_ops()]))(tf.exp(tf.Variable([1.0, 0.0]))))"}
+    for k, src in cases.items():
+        yield f"v1/assert/{k}", "asserts", src
+
+
 def all_cases():
     out = []
-    for family in (_top_level_math, _top_level_linalg, _top_level_scatter, _sparse, _strings, _random):
+    for family in (_top_level_math, _top_level_linalg, _top_level_scatter, _sparse, _strings, _random, _asserts):
         out.extend(family())
     ids = [c[0] for c in out]
     assert len(ids) == len(set(ids)), "case ids must be unique"
