@@ -20,6 +20,7 @@ from tensorweave.compat.v1_rnn import reverse_sequence  # noqa: F401
 from tensorweave.compat.v1_device import GPUOptions, GraphOptions, OptimizerOptions  # noqa: F401
 from tensorweave.compat.v1_misc import *  # noqa: F401,F403 - TF1-only spellings and helpers
 from tensorweave.compat.v1_asserts import *  # noqa: F401,F403 - tf.Assert, tf.assert_*, check_numerics
+from tensorweave.compat.v1_state_ops import *  # noqa: F401,F403 - tf.scatter_update & co., count_up_to
 from tensorweave.compat.v1_initializers import (constant_initializer, glorot_normal_initializer,  # noqa: F401
                                                 glorot_uniform_initializer, ones_initializer,
                                                 orthogonal_initializer, random_normal_initializer,

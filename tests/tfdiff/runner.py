@@ -62,13 +62,17 @@ def encode(result, tf=None):
 
 
 def make_graph_run(tf):
-    def graph_run(build):
+    def graph_run(build, initialize=True):
         """``build()`` in a fresh graph, run in a session after the variable initializers (TF1 style);
-        the fetched values come back as eager tensors."""
+        the fetched values come back as eager tensors. With ``initialize=False``, ``build()`` returns
+        ``(ops to run first, fetches)`` instead."""
         g = tf.Graph()
         with g.as_default():
             out = build()
-            init = [tf.global_variables_initializer(), tf.local_variables_initializer()]
+            if initialize:
+                init = [tf.global_variables_initializer(), tf.local_variables_initializer()]
+            else:
+                init, out = out
             with tf.Session(graph=g) as sess:
                 sess.run(init)
                 values = sess.run(out)

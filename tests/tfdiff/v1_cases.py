@@ -218,9 +218,47 @@ def _asserts():
         yield f"v1/assert/{k}", "asserts", src
 
 
+def _state_ops():
+    v = "tf.Variable([[1.0, 2.0], [3.0, 4.0], [5.0, 6.0], [7.0, 8.0]])"
+    upd = "[[10.0, 20.0], [0.5, 4.0], [2.0, 2.0]]"
+    for op in ("update", "add", "sub", "mul", "div", "min", "max"):
+        yield f"v1/state/scatter_{op}", "variable updates", \
+            f"graph_run(lambda: tf.scatter_{op}({v}, [3, 0, 3] if '{op}' != 'update' else [3, 0, 1], {upd}))"
+        yield f"v1/state/scatter_{op}_eager", "variable updates", \
+            f"tf.scatter_{op}({v}, tf.constant([2, 1]), [[1.0, 1.0], [2.0, 0.5]])"
+    yield "v1/state/scatter_div_int", "variable updates", \
+        "graph_run(lambda: tf.scatter_div(tf.Variable([7, -7, 9]), [0, 1, 1], [2, 2, 3]))"
+    yield "v1/state/scatter_add_scalar_rows", "variable updates", \
+        "graph_run(lambda: tf.scatter_add(tf.Variable([1, 2, 3]), [[0, 1], [2, 0]], [[1, 1], [1, 1]]))"
+    yield "v1/state/scatter_bad_index", "variable updates", f"graph_run(lambda: tf.scatter_update({v}, [4], {upd}[:1]))"
+    for op in ("update", "add", "sub"):
+        yield f"v1/state/scatter_nd_{op}", "variable updates", \
+            f"graph_run(lambda: tf.scatter_nd_{op}({v}, [[0, 1], [3, 0], [0, 1]] if '{op}' != 'update' else "\
+            f"[[0, 1], [3, 0]], [1.0, 2.0, 3.0] if '{op}' != 'update' else [1.0, 2.0]))"
+        yield f"v1/state/scatter_nd_{op}_rows", "variable updates", \
+            f"graph_run(lambda: tf.scatter_nd_{op}({v}, [[2], [1]], [[9.0, 9.0], [8.0, 8.0]]))"
+    yield "v1/state/batch_scatter_update", "variable updates", \
+        "graph_run(lambda: tf.batch_scatter_update(tf.Variable([[1, 2, 3], [4, 5, 6]]), [[0, 2], [1, 0]], [[7, 8], [9, 10]]))"
+    yield "v1/state/count_up_to", "variable updates", \
+        "graph_run(lambda: (lambda c: [c, tf.count_up_to(c, 3)])(tf.Variable(1)))"
+    yield "v1/state/count_up_to_limit", "variable updates", "graph_run(lambda: tf.count_up_to(tf.Variable(3), 3))"
+    yield "v1/state/count_up_to_eager", "variable updates", "(lambda c: [tf.count_up_to(c, 5), tf.count_up_to(c, 5)])(tf.Variable(1))"
+    two = "(lambda a, b: ([a.initializer], {q}))(tf.Variable(1.0, name='a'), tf.Variable([2], name='b'))"
+    yield "v1/state/report_uninitialized", "variable updates", \
+        "graph_run(lambda: " + two.format(q="tf.report_uninitialized_variables()") + ", initialize=False)"
+    yield "v1/state/report_uninitialized_list", "variable updates", \
+        "graph_run(lambda: " + two.format(q="tf.report_uninitialized_variables([a])") + ", initialize=False)"
+    yield "v1/state/is_variable_initialized", "variable updates", \
+        "graph_run(lambda: " + two.format(q="[tf.is_variable_initialized(a), tf.is_variable_initialized(b)]") + \
+        ", initialize=False)"
+    yield "v1/state/assert_variables_initialized_ok", "variable updates", \
+        "graph_run(lambda: tf.tuple([tf.constant(1)], control_inputs=[tf.assert_variables_initialized([tf.Variable(2)])]))"
+
+
 def all_cases():
     out = []
-    for family in (_top_level_math, _top_level_linalg, _top_level_scatter, _sparse, _strings, _random, _asserts):
+    for family in (_top_level_math, _top_level_linalg, _top_level_scatter, _sparse, _strings, _random, _asserts,
+                   _state_ops):
         out.extend(family())
     ids = [c[0] for c in out]
     assert len(ids) == len(set(ids)), "case ids must be unique"

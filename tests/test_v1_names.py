@@ -1,0 +1,97 @@
+"""TF1 names of ``tensorweave.compat.v1`` whose behaviour the differential cases
+(``tests/tfdiff/v1_cases.py``, compared with TensorFlow) cannot show: messages, TF1 semantics
+that TensorFlow 2's compat.v1 no longer has, graph-building errors."""
+import numpy as np
+import pytest
+
+import tensorweave.compat.v1 as tf
+
+
+def _graph():
+    return tf.Graph().as_default()
+
+
+def test_assert_message_names_condition_and_values():
+    x = tf.constant([1, 2, 3])
+    with pytest.raises(tf.errors.InvalidArgumentError) as e:
+        tf.assert_equal(x, tf.constant([1, 2, 4]), message="labels differ")
+    text = str(e.value)
+    assert text.startswith("assertion failed: [labels differ] [Condition x == y did not hold element-wise:]")
+    assert "[1 2 3]" in text and "[1 2 4]" in text
+
+
+def test_assert_summarize_limits_printed_values():
+    with pytest.raises(tf.errors.InvalidArgumentError) as e:
+        tf.Assert(tf.constant(False), [tf.range(10)], summarize=3)
+    assert str(e.value) == "assertion failed: [0 1 2 ...]"
+
+
+def test_assert_in_graph_raises_only_when_run():
+    with _graph() as g:
+        x = tf.placeholder(tf.int32, [None])
+        check = tf.assert_rank(x, 1)          # static rank: checked now, nothing to run
+        with tf.control_dependencies([tf.assert_less(x, 10)]):
+            y = tf.identity(x)
+    with tf.Session(graph=g) as sess:
+        sess.run(check)
+        assert sess.run(y, {x: [1, 2]}).tolist() == [1, 2]
+        with pytest.raises(tf.errors.InvalidArgumentError, match="x < y"):
+            sess.run(y, {x: [1, 20]})
+
+
+def test_assert_rank_unknown_rank_checks_at_run_time():
+    with _graph() as g:
+        x = tf.placeholder(tf.float32)
+        with tf.control_dependencies([tf.assert_rank(x, 2)]):
+            y = tf.identity(x)
+    with tf.Session(graph=g) as sess:
+        assert sess.run(y, {x: np.ones([1, 2])}).shape == (1, 2)
+        with pytest.raises(tf.errors.InvalidArgumentError, match="must have rank 2"):
+            sess.run(y, {x: np.ones([3])})
+
+
+def test_static_rank_error_is_a_value_error_at_build_time():
+    with _graph():
+        with pytest.raises(ValueError, match="must have rank 3"):
+            tf.assert_rank(tf.placeholder(tf.float32, [2, 2]), 3)
+
+
+def test_check_numerics_names_the_message():
+    with _graph() as g:
+        x = tf.placeholder(tf.float32, [2])
+        y = tf.check_numerics(tf.log(x), "log of x")
+    with tf.Session(graph=g) as sess:
+        with pytest.raises(tf.errors.InvalidArgumentError, match="log of x"):
+            sess.run(y, {x: [1.0, -1.0]})
+
+
+def test_check_numerics_refuses_ints():
+    with pytest.raises(TypeError, match="floating point"):
+        tf.check_numerics(tf.constant([1]), "m")
+
+
+def test_assert_variables_initialized_fails_before_init():
+    # TF1's documented behaviour (ref variables): the op raises FailedPreconditionError when run
+    # before the initializers. TF 2's compat.v1 (resource variables) no longer checks.
+    with _graph() as g:
+        a = tf.Variable(1.0, name="a")
+        check = tf.assert_variables_initialized()
+    with tf.Session(graph=g) as sess:
+        with pytest.raises(tf.errors.FailedPreconditionError, match="uninitialized value a"):
+            sess.run(check)
+        sess.run(a.initializer)
+        sess.run(check)
+
+
+def test_scatter_refuses_non_variables_and_float_indices():
+    with pytest.raises(TypeError, match="ref must be a Variable"):
+        tf.scatter_update(tf.constant([1.0]), [0], [2.0])
+    with pytest.raises(TypeError, match="indices must be int32 or int64"):
+        tf.scatter_add(tf.Variable([1.0]), [0.0], [2.0])
+
+
+def test_scatter_value_read_earlier_is_kept():
+    v = tf.Variable([1.0, 2.0])
+    before = v.read_value()
+    tf.scatter_update(v, [0], [9.0])
+    assert before.numpy().tolist() == [1.0, 2.0] and v.numpy().tolist() == [9.0, 2.0]
