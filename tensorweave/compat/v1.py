@@ -21,6 +21,8 @@ from tensorweave.compat.v1_device import GPUOptions, GraphOptions, OptimizerOpti
 from tensorweave.compat.v1_misc import *  # noqa: F401,F403 - TF1-only spellings and helpers
 from tensorweave.compat.v1_asserts import *  # noqa: F401,F403 - tf.Assert, tf.assert_*, check_numerics
 from tensorweave.compat.v1_state_ops import *  # noqa: F401,F403 - tf.scatter_update & co., count_up_to
+from tensorweave.compat.v1_functional import foldl, foldr, map_fn, scan  # noqa: F401
+from tensorweave.compat.v1_array_ops import *  # noqa: F401,F403 - space_to_depth, dynamic_partition...
 from tensorweave.compat.v1_initializers import (constant_initializer, glorot_normal_initializer,  # noqa: F401
                                                 glorot_uniform_initializer, ones_initializer,
                                                 orthogonal_initializer, random_normal_initializer,

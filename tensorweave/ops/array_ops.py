@@ -389,9 +389,20 @@ def _concat_grad(op, g):
     sizes = [t.shape[axis] if t.shape.rank is not None else None for t in op.inputs]
     if all(s is not None for s in sizes):
         return split(g, sizes, axis=axis)
-    raise NotImplementedError(
-        f"concat gradient needs static sizes along axis {axis}; got shapes "
-        f"{', '.join(fmt(t.shape) for t in op.inputs)}")
+    if any(t.shape.rank is None for t in op.inputs):
+        raise NotImplementedError(
+            f"concat gradient needs inputs of known rank; got shapes {', '.join(fmt(t.shape) for t in op.inputs)}")
+    # sizes known only when the graph runs: slice the gradient at the running offsets
+    from tensorweave.ops.indexing_ops import slice as slice_
+    rank = op.inputs[0].shape.rank
+    ax = axis % rank
+    onehot = np.eye(rank, dtype=np.int32)[ax]
+    grads, offset = [], 0
+    for t in op.inputs:
+        size = shape(t)
+        grads.append(slice_(g, onehot * offset, size))
+        offset = offset + size[ax]
+    return grads
 
 
 register_op("ConcatV2", infer=_infer_concat, grad=_concat_grad)

@@ -240,7 +240,7 @@ def _state_ops():
     yield "v1/state/batch_scatter_update", "variable updates", \
         "graph_run(lambda: tf.batch_scatter_update(tf.Variable([[1, 2, 3], [4, 5, 6]]), [[0, 2], [1, 0]], [[7, 8], [9, 10]]))"
     yield "v1/state/count_up_to", "variable updates", \
-        "graph_run(lambda: (lambda c: [c, tf.count_up_to(c, 3)])(tf.Variable(1)))"
+        "graph_run(lambda: tf.count_up_to(tf.Variable(1), 3))"
     yield "v1/state/count_up_to_limit", "variable updates", "graph_run(lambda: tf.count_up_to(tf.Variable(3), 3))"
     yield "v1/state/count_up_to_eager", "variable updates", "(lambda c: [tf.count_up_to(c, 5), tf.count_up_to(c, 5)])(tf.Variable(1))"
     two = "(lambda a, b: ([a.initializer], {q}))(tf.Variable(1.0, name='a'), tf.Variable([2], name='b'))"
@@ -255,10 +255,86 @@ def _state_ops():
         "graph_run(lambda: tf.tuple([tf.constant(1)], control_inputs=[tf.assert_variables_initialized([tf.Variable(2)])]))"
 
 
+def _functional():
+    x = "tf.constant([[1.0, 2.0], [3.0, 4.0], [5.0, -6.0]])"
+    cases = {
+        "map_fn": f"tf.map_fn(lambda r: r * 2.0 + 1.0, {x})",
+        "map_fn_nested": f"tf.map_fn(lambda ab: ab[0] * ab[1], ({x}, {x}), dtype=tf.float32)",
+        "map_fn_nested_needs_dtype": f"tf.map_fn(lambda ab: ab[0] * ab[1], ({x}, {x}))",
+        "map_fn_nested_same": f"tf.map_fn(lambda ab: (ab[1], ab[0] + 1.0), ({x}, {x}))",
+        "map_fn_dtype": f"tf.map_fn(lambda r: (tf.reduce_sum(r), tf.cast(r[0] > 2.0, tf.int32)), {x}, "
+                        f"dtype=(tf.float32, tf.int32))",
+        "map_fn_grad": "grad(lambda x: tf.map_fn(lambda r: r * r, x), [[1.0, 2.0], [3.0, 4.0]])",
+        "map_fn_graph_placeholder": "graph_run(lambda: (lambda p: tf.map_fn(lambda r: r * r, p))("
+                                    "tf.placeholder_with_default(tf.constant([[1.0, 2.0], [3.0, 4.0]]), [None, 2])))",
+        "scan": f"tf.scan(lambda a, r: a + r, {x})",
+        "scan_init": f"tf.scan(lambda a, r: a * r, {x}, initializer=tf.ones([2]))",
+        "scan_reverse": f"tf.scan(lambda a, r: a + r, {x}, reverse=True)",
+        "scan_nested": f"tf.scan(lambda a, r: (a[0] + r, a[1] * 2.0), {x}, initializer=(tf.zeros([2]), tf.constant(1.0)))",
+        "scan_grad": "grad(lambda x: tf.scan(lambda a, r: a * r, x), [[1.0, 2.0], [3.0, 4.0], [0.5, 2.0]])",
+        "scan_graph_placeholder": "graph_run(lambda: (lambda p: tf.scan(lambda a, r: a + r, p, reverse=True))("
+                                  "tf.placeholder_with_default(tf.constant([1.0, 2.0, 3.0]), [None])))",
+        "foldl": "tf.foldl(lambda a, x: a * 10 + x, tf.constant([1, 2, 3]))",
+        "foldl_init": "tf.foldl(lambda a, x: a - x, tf.constant([1.0, 2.0, 3.0]), initializer=tf.constant(10.0))",
+        "foldr": "tf.foldr(lambda a, x: a * 10 + x, tf.constant([1, 2, 3]))",
+        "foldr_grad": "grad(lambda x: tf.foldr(lambda a, v: a * v + 1.0, x), [2.0, 3.0, 4.0])",
+    }
+    for k, src in cases.items():
+        yield f"v1/functional/{k}", "map_fn / scan / fold", src
+
+
+def _array_ops():
+    img = "tf.reshape(tf.range(32.0), [2, 4, 4, 1])"
+    cases = {
+        "space_to_depth": f"tf.space_to_depth({img}, 2)",
+        "depth_to_space": f"tf.depth_to_space(tf.reshape(tf.range(32.0), [2, 1, 2, 8]), 2)",
+        "depth_to_space_grad": "grad(lambda x: tf.depth_to_space(x, 2) * tf.range(16.0, dtype=tf.float32)[None, :, None, None]"
+                               "[:, :4, :, :1], np.ones([1, 2, 2, 4]))",
+        "space_to_batch_nd": f"tf.space_to_batch_nd({img}, [2, 2], [[0, 0], [2, 0]])",
+        "space_to_batch_nd_1d": "tf.space_to_batch_nd(tf.reshape(tf.range(12), [2, 6, 1]), [3], [[0, 0]])",
+        "space_to_batch": f"tf.space_to_batch({img}, [[1, 1], [1, 1]], 2)",
+        "batch_to_space_nd": f"tf.batch_to_space_nd(tf.reshape(tf.range(32.0), [8, 2, 2, 1]), [2, 2], [[0, 1], [1, 0]])",
+        "batch_to_space": f"tf.batch_to_space(tf.space_to_batch({img}, [[1, 1], [1, 1]], 2), [[1, 1], [1, 1]], 2)",
+        "space_to_batch_grad": "grad(lambda x: tf.space_to_batch_nd(x, [2], [[1, 1]]) * tf.constant([1.0, 2.0, 3.0, 4.0, "
+                               "5.0, 6.0])[:, None, None], np.ones([2, 2, 1]))",
+        "required_paddings": "tf.required_space_to_batch_paddings([5, 7], [2, 3], [[1, 0], [0, 2]])",
+        "required_paddings_default": "tf.required_space_to_batch_paddings([5, 6], [2, 4])",
+        "dynamic_partition": "tf.dynamic_partition(tf.constant([[1, 2], [3, 4], [5, 6]]), [2, 0, 2], 3)",
+        "dynamic_partition_2d": "tf.dynamic_partition(tf.constant([[1, 2], [3, 4]]), [[0, 1], [1, 1]], 2)",
+        "dynamic_partition_grad": "grad(lambda x: tf.dynamic_partition(x, [1, 0, 1], 2)[1] * 3.0, [1.0, 2.0, 3.0])",
+        "dynamic_stitch": "tf.dynamic_stitch([[0, 4, 1], [2, 3]], [[[1.0, 1.5], [2.0, 2.5], [3.0, 3.5]], [[4.0, 4.5], "
+                          "[5.0, 5.5]]])",
+        "dynamic_stitch_dup": "tf.dynamic_stitch([[0, 1], [1, 2]], [[10, 20], [30, 40]])",
+        "dynamic_stitch_scalar_idx": "tf.dynamic_stitch([1, [0, 2]], [[7.0, 8.0], [[1.0, 2.0], [5.0, 6.0]]])",
+        "setdiff1d": "tf.setdiff1d([1, 2, 3, 4, 5, 6], [1, 3, 5])",
+        "setdiff1d_int64": "tf.setdiff1d(tf.constant([4.0, 1.0, 4.0, 2.0]), [1.0], index_dtype=tf.int64)",
+        "batch_gather": "tf.batch_gather(tf.constant([[1, 2, 3], [4, 5, 6]]), tf.constant([[2, 0], [1, 1]]))",
+        "batch_gather_3d": "tf.batch_gather(tf.reshape(tf.range(12), [2, 3, 2]), tf.constant([[2], [0]]))",
+        "sparse_to_dense": "tf.sparse_to_dense([[0, 1], [2, 3]], [3, 4], [5.0, 6.0])",
+        "sparse_to_dense_vector": "tf.sparse_to_dense([0, 3], [5], 1, default_value=-1)",
+        "sparse_to_dense_scalar": "tf.sparse_to_dense(2, [4], 9)",
+        "sparse_to_dense_unsorted": "tf.sparse_to_dense([[2], [0]], [4], [1, 2])",
+        "sparse_to_dense_unsorted_ok": "tf.sparse_to_dense([[2], [0]], [4], [1, 2], validate_indices=False)",
+        "sparse_matmul": "tf.sparse_matmul(tf.constant([[1.0, 0.0], [0.0, 2.0]]), tf.constant([[3.0], [4.0]]), "
+                         "a_is_sparse=True)",
+        "histogram_bins": "tf.histogram_fixed_width_bins([-1.0, 0.0, 1.5, 2.0, 5.0, 15.0], [0.0, 5.0], nbins=5)",
+        "clip_by_average_norm": "tf.clip_by_average_norm(tf.constant([[3.0, 4.0], [0.0, 12.0]]), 1.0)",
+        "clip_by_average_norm_noop": "tf.clip_by_average_norm(tf.constant([0.1, 0.2]), 5.0)",
+        "convert_indexed_slices": "tf.convert_to_tensor(tf.convert_to_tensor_or_indexed_slices("
+                                  "tf.IndexedSlices(tf.constant([[1.0]]), tf.constant([1]), tf.constant([2, 1]))))",
+        "convert_or_sparse": "tf.sparse_tensor_to_dense(tf.convert_to_tensor_or_sparse_tensor("
+                             "tf.SparseTensorValue([[1]], [3], [2])))",
+        "convert_or_sparse_dense": "tf.convert_to_tensor_or_sparse_tensor([1, 2])",
+        "guarantee_const": "tf.guarantee_const(tf.constant([1.0, 2.0]))",
+    }
+    for k, src in cases.items():
+        yield f"v1/array/{k}", "array functions", src
+
+
 def all_cases():
     out = []
     for family in (_top_level_math, _top_level_linalg, _top_level_scatter, _sparse, _strings, _random, _asserts,
-                   _state_ops):
+                   _state_ops, _functional, _array_ops):
         out.extend(family())
     ids = [c[0] for c in out]
     assert len(ids) == len(set(ids)), "case ids must be unique"
