@@ -95,3 +95,61 @@ def test_scatter_value_read_earlier_is_kept():
     before = v.read_value()
     tf.scatter_update(v, [0], [9.0])
     assert before.numpy().tolist() == [1.0, 2.0] and v.numpy().tolist() == [9.0, 2.0]
+
+
+def test_version_and_logger_are_tensorweaves():
+    import tensorweave as tw
+    assert tf.VERSION == tw.__version__
+    assert tf.get_logger().name == "tensorweave"
+
+
+def test_disable_v2_behavior_builds_graphs():
+    try:
+        tf.disable_v2_behavior()
+        assert not tf.executing_eagerly() and not tf.executing_eagerly_outside_functions()
+        x = tf.constant(2.0)
+        assert not hasattr(x, "numpy") or x.graph is tf.get_default_graph()
+        with tf.Session() as sess:
+            assert sess.run(x * 3.0) == 6.0
+    finally:
+        tf.enable_v2_behavior()
+        tf.reset_default_graph()
+    assert tf.executing_eagerly()
+
+
+def test_op_scope_names_ops():
+    with _graph():
+        with tf.op_scope([], "outer"):
+            c = tf.constant(1.0, name="c")
+        with tf.op_scope([], None, default_name="dflt"):
+            d = tf.constant(1.0, name="d")
+    assert c.name == "outer/c:0" and d.name == "dflt/d:0"
+
+
+def test_colocate_with_takes_the_ops_device():
+    with _graph():
+        with tf.device("/cpu:0"):
+            a = tf.constant(1.0)
+        with tf.colocate_with(a):
+            b = tf.identity(a)
+        with tf.colocate_with(tf.constant(2.0)):     # no device: nothing forced
+            c = tf.identity(a)
+    assert "CPU:0" in b.op.device.upper() and not c.op.device
+
+
+def test_make_template_refuses_an_empty_name_and_exposes_its_variables():
+    with pytest.raises(ValueError, match="name_ cannot be empty"):
+        tf.make_template("", lambda: None)
+    with _graph():
+        t = tf.make_template("net", lambda x: tf.layers.dense(x, 3))
+        t(tf.zeros([1, 2]))
+        t(tf.ones([1, 2]))
+        assert t.variable_scope_name == "net"
+        assert sorted(v.name for v in t.trainable_variables) == ["net/dense/bias:0", "net/dense/kernel:0"]
+
+
+def test_hessians_needs_static_shapes():
+    with _graph():
+        x = tf.placeholder(tf.float32, [None])
+        with pytest.raises(ValueError, match="fully defined shape"):
+            tf.hessians(tf.reduce_sum(x * x), x)

@@ -23,6 +23,7 @@ from tensorweave.compat.v1_asserts import *  # noqa: F401,F403 - tf.Assert, tf.a
 from tensorweave.compat.v1_state_ops import *  # noqa: F401,F403 - tf.scatter_update & co., count_up_to
 from tensorweave.compat.v1_functional import foldl, foldr, map_fn, scan  # noqa: F401
 from tensorweave.compat.v1_array_ops import *  # noqa: F401,F403 - space_to_depth, dynamic_partition...
+from tensorweave.compat.v1_framework import *  # noqa: F401,F403 - disable_v2_behavior, make_template...
 from tensorweave.compat.v1_initializers import (constant_initializer, glorot_normal_initializer,  # noqa: F401
                                                 glorot_uniform_initializer, ones_initializer,
                                                 orthogonal_initializer, random_normal_initializer,
@@ -107,6 +108,7 @@ def div(x, y, name=None):
 
 
 _v1_moved.install(globals(), _v1_moved.MOVED)
+get_seed = random.get_seed
 _install_tf1_signatures({"": globals()})
 
 

@@ -331,10 +331,48 @@ def _array_ops():
         yield f"v1/array/{k}", "array functions", src
 
 
+def _framework():
+    tmpl = ("(lambda t: [t(tf.constant([1.0, 2.0])), t(tf.constant([3.0, 4.0])), "
+            "tf.constant([v.name for v in tf.global_variables()])])(tf.make_template('lin', lambda x, k: x * "
+            "tf.get_variable('w', [2], initializer=tf.constant_initializer([0.5, -1.0])) + k, k=1.0))")
+    cases = {
+        "hessians": "graph_run(lambda: (lambda x: tf.hessians(tf.reduce_sum(x * x * x) + x[0] * x[1], x))"
+                    "(tf.Variable([1.0, 2.0])))",
+        "hessians_matrix": "graph_run(lambda: (lambda x: tf.hessians(tf.reduce_prod(x), [x])[0])"
+                           "(tf.Variable([[1.0, 2.0], [3.0, 0.5]])))",
+        "make_template": f"graph_run(lambda: {tmpl})",
+        "make_template_scope_now": "graph_run(lambda: (lambda t: [t(), t(), tf.constant([v.name for v in "
+                                   "tf.global_variables()])])(tf.make_template('m', lambda: tf.get_variable('v', [], "
+                                   "initializer=tf.zeros_initializer()) + 1.0, create_scope_now_=True)))",
+        "make_template_unique": "graph_run(lambda: (lambda a, b: [a(), b(), a(), tf.constant([v.name for v in "
+                                "tf.global_variables()])])(*[tf.make_template('t', lambda: tf.get_variable('v', [], "
+                                "initializer=tf.ones_initializer()) * 2.0) for _ in range(2)]))",
+        "unconnected_zero": "graph_run(lambda: (lambda x, y: tf.gradients(x * 2.0, [x, y], "
+                            "unconnected_gradients=tf.UnconnectedGradients.ZERO))(tf.Variable(1.0), tf.Variable([3.0, 4.0])))",
+        "aggregation_method": "graph_run(lambda: (lambda x: tf.gradients(x * x + x, x, "
+                              "aggregation_method=tf.AggregationMethod.EXPERIMENTAL_TREE))(tf.Variable(3.0)))",
+        "dimension_value": "[tf.dimension_value(d) for d in tf.TensorShape([3, None])]",
+        "eager_outside_functions": "tf.executing_eagerly_outside_functions()",
+        "resource_variables_enabled": "tf.resource_variables_enabled()",
+        "control_flow_v2_enabled": "tf.control_flow_v2_enabled()",
+        "no_regularizer": "tf.no_regularizer(tf.constant(1.0))",
+        "tables_initializer": "graph_run(lambda: tf.tuple([tf.constant(1)], control_inputs=[tf.tables_initializer()]))",
+        "initialize_all_tables": "graph_run(lambda: tf.tuple([tf.constant(2)], control_inputs=[tf.initialize_all_tables()]))",
+        "timestamp": "(lambda t: (t.dtype.name, t.shape, bool(t.numpy() > 1.7e9)))(tf.timestamp())",
+        "timestamp_graph": "(lambda t: (t.dtype.name, bool(t.numpy() > 1.7e9)))(graph_run(lambda: tf.timestamp()))",
+        "get_seed": "tf.get_seed(5)[1]",
+        "aggregation_constants": "[tf.AggregationMethod.ADD_N, tf.AggregationMethod.DEFAULT, "
+                                 "tf.AggregationMethod.EXPERIMENTAL_TREE, tf.AggregationMethod.EXPERIMENTAL_ACCUMULATE_N]",
+        "unconnected_values": "[tf.UnconnectedGradients.NONE.value, tf.UnconnectedGradients.ZERO.value]",
+    }
+    for k, src in cases.items():
+        yield f"v1/framework/{k}", "framework", src
+
+
 def all_cases():
     out = []
     for family in (_top_level_math, _top_level_linalg, _top_level_scatter, _sparse, _strings, _random, _asserts,
-                   _state_ops, _functional, _array_ops):
+                   _state_ops, _functional, _array_ops, _framework):
         out.extend(family())
     ids = [c[0] for c in out]
     assert len(ids) == len(set(ids)), "case ids must be unique"
