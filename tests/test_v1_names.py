@@ -153,3 +153,30 @@ def test_hessians_needs_static_shapes():
         x = tf.placeholder(tf.float32, [None])
         with pytest.raises(ValueError, match="fully defined shape"):
             tf.hessians(tf.reduce_sum(x * x), x)
+
+
+def test_eager_switches_and_init_scope():
+    try:
+        tf.disable_eager_execution()
+        assert not tf.executing_eagerly()
+        with tf.Graph().as_default():
+            with tf.init_scope():      # TF1 mode: the graph being built stays in effect
+                assert not tf.executing_eagerly()
+    finally:
+        tf.enable_eager_execution()
+    assert tf.executing_eagerly()
+
+
+def test_variable_op_scope_names_variables():
+    with _graph():
+        with tf.variable_op_scope([], "outer"):
+            v = tf.get_variable("v", [1])
+        with tf.variable_op_scope([], None, default_name="dflt"):
+            w = tf.get_variable("w", [1])
+    assert v.name == "outer/v:0" and w.name == "dflt/w:0"
+
+
+def test_uniform_unit_scaling_bound():
+    w = tf.uniform_unit_scaling_initializer(factor=2.0, seed=3)([300, 50]).numpy()
+    limit = 2.0 * (3.0 / 300) ** 0.5
+    assert np.abs(w).max() <= limit and np.abs(w).max() > 0.9 * limit

@@ -28,7 +28,8 @@ from tensorweave.compat.v1_initializers import (constant_initializer, glorot_nor
                                                 glorot_uniform_initializer, ones_initializer,
                                                 orthogonal_initializer, random_normal_initializer,
                                                 random_uniform_initializer, truncated_normal_initializer,
-                                                variance_scaling_initializer, zeros_initializer)
+                                                uniform_unit_scaling_initializer, variance_scaling_initializer,
+                                                zeros_initializer)
 from tensorweave.compat.v1_variable_scope import (AUTO_REUSE, PartitionedVariable, VariableScope,  # noqa: F401
                                                   fixed_size_partitioner, get_local_variable, get_variable,
                                                   get_variable_scope, min_max_variable_partitioner,

@@ -431,3 +431,4 @@ from tensorweave.train.manager import CheckpointManager, get_checkpoint_state, l
 __all__ += ["natural_exp_decay", "piecewise_constant_decay", "Saver", "checkpoint_exists", "remove_checkpoint",
             "Checkpoint", "CheckpointManager", "get_checkpoint_state", "latest_checkpoint", "replica_device_setter",
             "ExponentialMovingAverage", "list_variables", "load_variable"]
+from tensorweave.compat.v1_train_extra import *  # noqa: E402,F401,F403 - Example protos, cosine decays...

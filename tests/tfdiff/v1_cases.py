@@ -295,8 +295,8 @@ def _array_ops():
         "space_to_batch": f"tf.space_to_batch({img}, [[1, 1], [1, 1]], 2)",
         "batch_to_space_nd": f"tf.batch_to_space_nd(tf.reshape(tf.range(32.0), [8, 2, 2, 1]), [2, 2], [[0, 1], [1, 0]])",
         "batch_to_space": f"tf.batch_to_space(tf.space_to_batch({img}, [[1, 1], [1, 1]], 2), [[1, 1], [1, 1]], 2)",
-        "space_to_batch_grad": "grad(lambda x: tf.space_to_batch_nd(x, [2], [[1, 1]]) * tf.constant([1.0, 2.0, 3.0, 4.0, "
-                               "5.0, 6.0])[:, None, None], np.ones([2, 2, 1]))",
+        "space_to_batch_grad": "grad(lambda x: tf.space_to_batch_nd(x, [2], [[1, 1]]) * tf.constant([1.0, 2.0, 3.0, 4.0])"
+                               "[:, None, None], np.ones([2, 2, 1]))",
         "required_paddings": "tf.required_space_to_batch_paddings([5, 7], [2, 3], [[1, 0], [0, 2]])",
         "required_paddings_default": "tf.required_space_to_batch_paddings([5, 6], [2, 4])",
         "dynamic_partition": "tf.dynamic_partition(tf.constant([[1, 2], [3, 4], [5, 6]]), [2, 0, 2], 3)",
@@ -369,10 +369,135 @@ def _framework():
         yield f"v1/framework/{k}", "framework", src
 
 
+def _examples_and_files():
+    ex = ("tf.train.Example(features=tf.train.Features(feature={'a': tf.train.Feature(float_list=tf.train.FloatList("
+          "value=[1.5, 2.0])), 'b': tf.train.Feature(int64_list=tf.train.Int64List(value=[3])), 'c': tf.train.Feature("
+          "bytes_list=tf.train.BytesList(value=[b'x', b'yz']))})).SerializeToString()")
+    seq = ("tf.train.SequenceExample(context=tf.train.Features(feature={'n': tf.train.Feature(int64_list="
+           "tf.train.Int64List(value=[7]))}), feature_lists=tf.train.FeatureLists(feature_list={'t': "
+           "tf.train.FeatureList(feature=[tf.train.Feature(float_list=tf.train.FloatList(value=[1.0, 2.0])), "
+           "tf.train.Feature(float_list=tf.train.FloatList(value=[3.0, 4.0]))])})).SerializeToString()")
+    tmp = "__import__('tempfile').mkdtemp()"
+    cases = {
+        "parse_single_example": f"(lambda f: [f['a'], f['b'], tf.sparse_tensor_to_dense(f['c'], default_value='')])("
+                                f"tf.parse_single_example({ex}, {{'a': tf.FixedLenFeature([2], tf.float32), "
+                                f"'b': tf.FixedLenFeature([], tf.int64), 'c': tf.VarLenFeature(tf.string)}}))",
+        "parse_example": f"tf.parse_example([{ex}, {ex}], {{'a': tf.FixedLenFeature([2], tf.float32)}})['a']",
+        "parse_example_default": f"tf.parse_example([{ex}], {{'z': tf.FixedLenFeature([1], tf.float32, "
+                                 f"default_value=[-1.0])}})['z']",
+        "sparse_feature": f"tf.sparse_tensor_to_dense(tf.parse_single_example({ex}, {{'s': tf.SparseFeature("
+                          f"index_key='i', value_key='a', dtype=tf.float32, size=5)}})['s'])",
+        "parse_single_sequence_example": f"(lambda r: [r[0]['n'], r[1]['t']])(tf.parse_single_sequence_example({seq}, "
+                                         f"context_features={{'n': tf.FixedLenFeature([], tf.int64)}}, "
+                                         f"sequence_features={{'t': tf.FixedLenSequenceFeature([2], tf.float32)}}))",
+        "decode_json_example": "tf.parse_single_example(tf.decode_json_example(tf.constant(["
+                               "'{\"features\": {\"feature\": {\"a\": {\"floatList\": {\"value\": [1.5]}}}}}']))[0], "
+                               "{'a': tf.FixedLenFeature([1], tf.float32)})['a']",
+        "decode_compressed_none": "tf.decode_compressed(tf.constant(['abc', 'de']))",
+        "decode_compressed_zlib": "tf.decode_compressed(tf.constant([__import__('zlib').compress(b'hello world')]), "
+                                  "compression_type='ZLIB')",
+        "serialize_many_sparse": "tf.sparse_tensor_to_dense(tf.deserialize_many_sparse(tf.serialize_many_sparse("
+                                 "tf.SparseTensor([[0, 1], [1, 0], [1, 2]], [1.0, 2.0, 3.0], [2, 3])), tf.float32))",
+        "serialize_sparse_shape": f"tf.serialize_sparse({SP}).shape",
+        "read_write_file": f"(lambda d: (tf.write_file(d + '/f.txt', 'hello'), tf.read_file(d + '/f.txt'))[1])({tmp})",
+        "matching_files": f"(lambda d: (tf.write_file(d + '/a.txt', 'x'), tf.write_file(d + '/b.txt', 'y'), "
+                          f"tf.size(tf.matching_files(d + '/*.txt')))[2])({tmp})",
+    }
+    for k, src in cases.items():
+        yield f"v1/io/{k}", "examples and files", src
+
+
+def _misc_top_level():
+    cases = {
+        "DType": "[isinstance(tf.float32, tf.DType), tf.as_dtype('int64') == tf.int64]",
+        "DeviceSpec": "(lambda d: [d.job, d.device_type, d.device_index])(tf.DeviceSpec.from_string('/job:w/device:CPU:1'))",
+        "GraphOptions": "tf.GraphOptions(optimizer_options=tf.OptimizerOptions(opt_level=tf.OptimizerOptions.L0))"
+                        ".optimizer_options.opt_level",
+        "QueueBase": "isinstance(tf.FIFOQueue(3, tf.float32), tf.QueueBase)",
+        "VariableScope": "isinstance(tf.get_variable_scope(), tf.VariableScope)",
+        "case": "tf.case([(tf.constant(False), lambda: tf.constant(1)), (tf.constant(True), lambda: tf.constant(2))], "
+                "default=lambda: tf.constant(3))",
+        "case_default": "tf.case([(tf.constant(False), lambda: tf.constant(1))], default=lambda: tf.constant(3))",
+        "config": "tf.config.list_physical_devices('CPU')[0].device_type",
+        "double_half": "[tf.constant([1.0], tf.double), tf.constant([1.5], dtype=tf.half)]",
+        "uint32": "tf.constant([1, 4000000000], tf.uint32)",
+        "resource_variant": "[tf.resource.name, tf.variant.name]",
+        "newaxis": "tf.constant([1, 2])[tf.newaxis, :, tf.newaxis]",
+        "nest": "tf.nest.flatten({'a': 1, 'b': [2, 3]})",
+        "print": "tf.print(tf.constant([1, 2]), output_stream=__import__('sys').stdout)",
+        "random_crop": "tf.random_crop(tf.reshape(tf.range(24), [4, 6]), [2, 3], seed=1).shape",
+        "reverse_sequence": "tf.reverse_sequence(tf.reshape(tf.range(12), [3, 4]), [1, 2, 4], seq_axis=1, batch_axis=0)",
+        "reverse_sequence_dims": "tf.reverse_sequence(tf.reshape(tf.range(12), [4, 3]), [2, 3, 1], seq_dim=0, batch_dim=1)",
+        "get_local_variable": "graph_run(lambda: (lambda v: [v, tf.constant([x.name for x in tf.local_variables()]), "
+                              "tf.constant(len(tf.trainable_variables()))])(tf.get_local_variable('lv', [2], "
+                              "initializer=tf.ones_initializer())))",
+        "orthogonal_initializer": "(lambda w: tf.matmul(w, w, transpose_a=True))(tf.orthogonal_initializer(seed=3)([4, 4]))",
+        "orthogonal_initializer_gain": "(lambda w: tf.matmul(w, w, transpose_b=True))(tf.orthogonal_initializer("
+                                       "gain=2.0, seed=3)([2, 5]))",
+        "glorot_normal_initializer": "(lambda w: (w.shape, w.dtype.name))(tf.glorot_normal_initializer(seed=1)([3, 4]))",
+        "min_max_variable_partitioner": "graph_run(lambda: tf.constant([v.name for v in tf.get_variable('p', [4, 2], "
+                                        "partitioner=tf.min_max_variable_partitioner(max_partitions=2, "
+                                        "min_slice_size=8))]))",
+        "variables_initializer": "graph_run(lambda: (lambda v: ([tf.variables_initializer([v])], v.read_value()))"
+                                 "(tf.Variable(3.0)), initialize=False)",
+        "enable_switches": "[tf.enable_control_flow_v2(), tf.enable_resource_variables()]",
+    }
+    for k, src in cases.items():
+        yield f"v1/misc/{k}", "misc top level", src
+    inits = {"zeros": "tf.initializers.zeros()([2])", "ones": "tf.initializers.ones()([2], tf.int32)",
+             "constant": "tf.initializers.constant([1.0, 2.0])([2])",
+             "constant_scalar": "tf.initializers.constant(0.5)([2, 2])",
+             "identity": "tf.initializers.identity()([2, 3])", "identity_gain": "tf.initializers.identity(gain=3.0)([2, 2])",
+             "random_uniform": "tf.initializers.random_uniform(-1.0, 1.0, seed=1)([3]).shape",
+             "random_normal": "tf.initializers.random_normal(0.0, 2.0, seed=1)([3]).shape",
+             "truncated_normal": "tf.initializers.truncated_normal(stddev=0.1, seed=1)([2, 2]).dtype.name",
+             "variance_scaling": "tf.initializers.variance_scaling(2.0, 'fan_in', 'uniform', seed=1)([3, 3]).shape",
+             "glorot_uniform": "tf.initializers.glorot_uniform(seed=1)([2, 5]).shape",
+             "glorot_normal": "tf.initializers.glorot_normal(seed=1)([2, 5]).shape",
+             "he_normal": "tf.initializers.he_normal(seed=1)([2, 5]).shape",
+             "he_uniform": "tf.initializers.he_uniform(seed=1)([2, 5]).shape",
+             "lecun_normal": "tf.initializers.lecun_normal(seed=1)([2, 5]).shape",
+             "lecun_uniform": "tf.initializers.lecun_uniform(seed=1)([2, 5]).shape",
+             "orthogonal": "(lambda w: tf.matmul(w, w, transpose_a=True))(tf.initializers.orthogonal(seed=2)([3, 3]))",
+             "global_variables": "graph_run(lambda: (lambda v: ([tf.initializers.global_variables()], v.read_value()))("
+                                 "tf.Variable(2.0)), initialize=False)",
+             "local_variables": "graph_run(lambda: (lambda v: ([tf.initializers.local_variables()], v.read_value()))("
+                                "tf.get_local_variable('l', [], initializer=tf.ones_initializer())), initialize=False)",
+             "variables": "graph_run(lambda: (lambda v: ([tf.initializers.variables([v])], v.read_value()))"
+                          "(tf.Variable(4)), initialize=False)",
+             "uniform_unit_scaling": "(lambda w: (w.shape, bool(tf.reduce_max(tf.abs(w)) <= 3.0 ** 0.5 * 1.5 / 3.0 ** 0.5)))"
+                                     "(tf.uniform_unit_scaling_initializer(1.5, seed=1)([3, 4]))",
+             "uniform_unit_scaling_ns": "tf.initializers.uniform_unit_scaling(seed=2)([2, 2]).shape"}
+    for k, src in inits.items():
+        yield f"v1/initializers/{k}", "initializers", src
+
+
+def _nn_more():
+    x4 = "tf.reshape(tf.range(32.0) / 8.0, [1, 4, 4, 2])"
+    x5 = "tf.reshape(tf.range(54.0) / 10.0, [1, 3, 3, 3, 2])"
+    cases = {
+        "atrous_conv2d": f"tf.nn.atrous_conv2d({x4}, tf.ones([2, 2, 2, 1]) * 0.5, 2, 'SAME')",
+        "avg_pool3d": f"tf.nn.avg_pool3d({x5}, [1, 2, 2, 2, 1], [1, 1, 1, 1, 1], 'VALID')",
+        "max_pool3d": f"tf.nn.max_pool3d({x5}, [1, 2, 2, 2, 1], [1, 1, 1, 1, 1], 'SAME')",
+        "avg_pool_v2": f"tf.nn.avg_pool_v2({x4}, 2, 2, 'VALID')",
+        "max_pool_v2": f"tf.nn.max_pool_v2({x4}, [2, 2], [1, 1], 'SAME')",
+        "conv1d_transpose": "tf.nn.conv1d_transpose(tf.reshape(tf.range(6.0), [1, 3, 2]), tf.ones([2, 3, 2]), [1, 6, 3], 2)",
+        "conv3d_transpose": f"tf.nn.conv3d_transpose({x5}, tf.ones([2, 2, 2, 1, 2]), [1, 6, 6, 6, 1], [1, 2, 2, 2, 1])",
+        "conv3d_transpose_value": f"tf.nn.conv3d_transpose(value={x5}, filter=tf.ones([1, 1, 1, 1, 2]), "
+                                  f"output_shape=[1, 3, 3, 3, 1], strides=[1, 1, 1, 1, 1], padding='VALID')",
+        "silu": f"tf.nn.silu({F})", "swish": f"tf.nn.swish({F})", "softsign": f"tf.nn.softsign({F})",
+        "tanh": f"tf.nn.tanh({F})",
+        "xw_plus_b": f"tf.nn.xw_plus_b({F}, tf.ones([3, 2]), tf.constant([0.5, -0.5]))",
+        "zero_fraction": "tf.nn.zero_fraction(tf.constant([[0.0, 1.0], [0.0, 0.0]]))",
+    }
+    for k, src in cases.items():
+        yield f"v1/nn/{k}", "tf.nn", src
+
+
 def all_cases():
     out = []
     for family in (_top_level_math, _top_level_linalg, _top_level_scatter, _sparse, _strings, _random, _asserts,
-                   _state_ops, _functional, _array_ops, _framework):
+                   _state_ops, _functional, _array_ops, _framework, _examples_and_files, _misc_top_level, _nn_more):
         out.extend(family())
     ids = [c[0] for c in out]
     assert len(ids) == len(set(ids)), "case ids must be unique"
