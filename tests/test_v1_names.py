@@ -180,3 +180,26 @@ def test_uniform_unit_scaling_bound():
     w = tf.uniform_unit_scaling_initializer(factor=2.0, seed=3)([300, 50]).numpy()
     limit = 2.0 * (3.0 / 300) ** 0.5
     assert np.abs(w).max() <= limit and np.abs(w).max() > 0.9 * limit
+
+
+def test_approx_min_k_is_exact_min_k():
+    # TensorFlow 2.21 has no CPU kernel for approx_min_k; it must be the negated max-k of -x
+    x = tf.constant([[0.5, -1.25, 2.0], [3.0, 0.25, -0.75]])
+    values, idx = tf.nn.approx_min_k(x, 1, reduction_dimension=0)
+    neg_values, neg_idx = tf.nn.approx_max_k(-x, 1, reduction_dimension=0)
+    assert values.numpy().tolist() == (-neg_values).numpy().tolist() == [[0.5, -1.25, -0.75]]
+    assert idx.numpy().tolist() == neg_idx.numpy().tolist() == [[0, 0, 1]]
+
+
+def test_conv2d_backprop_v2_take_tensors_instead_of_sizes():
+    # TensorFlow 2.21 has no CPU kernels for the *_v2 ops; they equal the size-taking forms
+    rng = np.random.default_rng(0)
+    x = tf.constant(rng.standard_normal([1, 5, 5, 2]).astype(np.float32))
+    f = tf.constant(rng.standard_normal([3, 3, 2, 4]).astype(np.float32))
+    dy = tf.constant(rng.standard_normal([1, 3, 3, 4]).astype(np.float32))
+    got_f = tf.conv2d_backprop_filter_v2(x, f, dy, [1, 1, 1, 1], "VALID")
+    want_f = tf.nn.conv2d_backprop_filter(x, [3, 3, 2, 4], dy, [1, 1, 1, 1], "VALID")
+    got_x = tf.conv2d_backprop_input_v2(x, f, dy, [1, 2, 2, 1], "SAME")
+    want_x = tf.nn.conv2d_backprop_input([1, 5, 5, 2], f, dy, [1, 2, 2, 1], "SAME")
+    np.testing.assert_allclose(got_f.numpy(), want_f.numpy(), rtol=1e-6)
+    np.testing.assert_allclose(got_x.numpy(), want_x.numpy(), rtol=1e-6)

@@ -24,6 +24,7 @@ from tensorweave.compat.v1_state_ops import *  # noqa: F401,F403 - tf.scatter_up
 from tensorweave.compat.v1_functional import foldl, foldr, map_fn, scan  # noqa: F401
 from tensorweave.compat.v1_array_ops import *  # noqa: F401,F403 - space_to_depth, dynamic_partition...
 from tensorweave.compat.v1_framework import *  # noqa: F401,F403 - disable_v2_behavior, make_template...
+from tensorweave.compat.v1_nn_extra import conv2d_backprop_filter_v2, conv2d_backprop_input_v2  # noqa: F401
 from tensorweave.compat.v1_initializers import (constant_initializer, glorot_normal_initializer,  # noqa: F401
                                                 glorot_uniform_initializer, ones_initializer,
                                                 orthogonal_initializer, random_normal_initializer,

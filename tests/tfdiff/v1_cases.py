@@ -494,10 +494,74 @@ def _nn_more():
         yield f"v1/nn/{k}", "tf.nn", src
 
 
+def _nn_extra():
+    x4 = "tf.reshape(tf.sin(tf.range(48.0)), [2, 3, 4, 2])"
+    img = "tf.reshape(tf.cos(tf.range(50.0)), [1, 5, 5, 2])"
+    sp_ids = "tf.SparseTensor([[0, 0], [0, 1], [2, 0], [2, 1], [2, 2]], tf.constant([1, 3, 0, 0, 2], tf.int64), [4, 3])"
+    sp_w = "tf.SparseTensor([[0, 0], [0, 1], [2, 0], [2, 1], [2, 2]], [2.0, 0.5, 1.0, 1.0, 3.0], [4, 3])"
+    emb = "tf.reshape(tf.range(12.0), [4, 3])"
+    cases = {
+        "crelu": f"tf.nn.crelu({F})", "crelu_axis0": f"tf.nn.crelu({F}, axis=0)",
+        "relu_layer": f"tf.nn.relu_layer({F}, tf.constant([[1.0, -1.0], [0.5, 2.0], [-1.0, 1.0]]), [0.1, -0.2])",
+        "lrn": f"tf.nn.lrn({x4})", "lrn_args": f"tf.nn.local_response_normalization({x4}, 1, 2.0, 0.5, 0.75)",
+        "lrn_grad": "grad(lambda x: tf.nn.lrn(x, 1, 1.0, 1.0, 0.5), np.linspace(-1.0, 1.0, 8).reshape([1, 1, 2, 4]))",
+        "sufficient_statistics": f"tf.nn.sufficient_statistics({x4}, [0, 1, 2])[:3]",
+        "sufficient_statistics_shift": f"tf.nn.sufficient_statistics({x4}, [1], shift=0.5, keep_dims=True)",
+        "normalize_moments": f"tf.nn.normalize_moments(*tf.nn.sufficient_statistics({x4}, [0, 1, 2]))",
+        "normalize_moments_shift": f"tf.nn.normalize_moments(*tf.nn.sufficient_statistics({x4}, [0], shift=0.25))",
+        "weighted_moments": f"tf.nn.weighted_moments({F}, [1], tf.constant([[1.0, 2.0, 0.0], [0.5, 0.5, 1.0]]))",
+        "weighted_moments_keep": f"tf.nn.weighted_moments({F}, [0], tf.constant([[2.0], [0.0]]), keep_dims=True)",
+        "batch_norm_global": f"tf.nn.batch_norm_with_global_normalization({F}, tf.constant([0.5, 0.0, 1.0]), "
+                             f"tf.constant([1.0, 2.0, 0.5]), tf.constant([0.1, 0.2, 0.3]), tf.constant([2.0, 1.0, 3.0]), "
+                             f"0.001, True)",
+        "batch_norm_global_noscale": f"tf.nn.batch_norm_with_global_normalization(t={F}, m=tf.constant([0.5, 0.0, 1.0]), "
+                                     f"v=tf.constant([1.0, 2.0, 0.5]), beta=tf.constant([0.1, 0.2, 0.3]), "
+                                     f"gamma=tf.constant([2.0, 1.0, 3.0]), variance_epsilon=0.001, "
+                                     f"scale_after_normalization=False)",
+        "scale_regularization_loss": "tf.nn.scale_regularization_loss(tf.constant([1.5, 2.0]))",
+        "compute_average_loss": "tf.nn.compute_average_loss(tf.constant([1.0, 2.0, 3.0, 6.0]))",
+        "compute_average_loss_weighted": "tf.nn.compute_average_loss(tf.constant([1.0, 2.0]), sample_weight=[0.5, 2.0], "
+                                         "global_batch_size=8)",
+        "approx_max_k": f"tf.nn.approx_max_k({F}, 2)",
+        "embedding_lookup_sparse": f"tf.nn.embedding_lookup_sparse({emb}, {sp_ids}, None)",
+        "embedding_lookup_sparse_sum": f"tf.nn.embedding_lookup_sparse({emb}, {sp_ids}, {sp_w}, combiner='sum')",
+        "embedding_lookup_sparse_sqrtn": f"tf.nn.embedding_lookup_sparse({emb}, {sp_ids}, {sp_w}, combiner='sqrtn')",
+        "embedding_lookup_sparse_mean": f"tf.nn.embedding_lookup_sparse({emb}, {sp_ids}, {sp_w}, combiner='mean')",
+        "safe_embedding_lookup_sparse": f"tf.nn.safe_embedding_lookup_sparse({emb}, tf.SparseTensor([[0, 0], [0, 1], "
+                                        f"[2, 0]], tf.constant([1, -1, 2], tf.int64), [4, 2]))",
+        "safe_embedding_lookup_sparse_default": f"tf.nn.safe_embedding_lookup_sparse({emb}, {sp_ids}, {sp_w}, "
+                                                f"combiner='sum', default_id=3)",
+        "safe_embedding_lookup_sparse_3d": f"tf.nn.safe_embedding_lookup_sparse({emb}, tf.SparseTensor([[0, 1, 0], "
+                                           f"[1, 0, 1]], tf.constant([2, 1], tf.int64), [2, 2, 2]))",
+        "depthwise_conv2d_native": f"tf.nn.depthwise_conv2d_native({img}, tf.reshape(tf.range(12.0) / 10.0, [2, 3, 2, 1]), "
+                                   f"[1, 1, 1, 1], 'SAME')",
+        "depthwise_native_backprop_input": f"tf.nn.depthwise_conv2d_native_backprop_input([1, 5, 5, 2], "
+                                           f"tf.reshape(tf.range(16.0) / 10.0, [2, 2, 2, 2]), tf.ones([1, 2, 2, 4]), "
+                                           f"[1, 2, 2, 1], 'VALID')",
+        "depthwise_native_backprop_filter": f"tf.nn.depthwise_conv2d_native_backprop_filter({img}, [3, 3, 2, 1], "
+                                            f"tf.ones([1, 5, 5, 2]), [1, 1, 1, 1], 'SAME')",
+        "depthwise_backprop_input": f"tf.nn.depthwise_conv2d_backprop_input([1, 5, 5, 2], tf.ones([3, 3, 2, 1]), "
+                                    f"tf.ones([1, 3, 3, 2]), [1, 1, 1, 1], 'VALID')",
+        "depthwise_backprop_filter": f"tf.nn.depthwise_conv2d_backprop_filter({img}, [2, 2, 2, 1], tf.ones([1, 4, 4, 2]), "
+                                     f"[1, 1, 1, 1], 'VALID')",
+        "conv3d_backprop_filter": "tf.nn.conv3d_backprop_filter(tf.reshape(tf.range(54.0) / 10.0, [1, 3, 3, 3, 2]), "
+                                  "[2, 2, 2, 2, 1], tf.ones([1, 2, 2, 2, 1]), [1, 1, 1, 1, 1], 'VALID')",
+        "conv3d_backprop_filter_v2": "tf.nn.conv3d_backprop_filter_v2(tf.reshape(tf.range(54.0) / 10.0, [1, 3, 3, 3, 2]), "
+                                     "[1, 1, 1, 2, 3], tf.ones([1, 2, 2, 2, 3]), [1, 2, 2, 2, 1], 'SAME')",
+        "atrous_conv2d_transpose": f"tf.nn.atrous_conv2d_transpose({img}, tf.ones([2, 2, 1, 2]), [1, 5, 5, 1], 2, 'SAME')",
+        "space_to_depth": "tf.nn.space_to_depth(tf.reshape(tf.range(16), [1, 2, 2, 4]), 2)",
+        "depth_to_space": "tf.nn.depth_to_space(tf.reshape(tf.range(16), [1, 2, 2, 4]), 2)",
+        "space_to_batch": "tf.nn.space_to_batch(tf.reshape(tf.range(16), [1, 4, 4, 1]), [[0, 0], [0, 0]], 2)",
+    }
+    for k, src in cases.items():
+        yield f"v1/nn/{k}", "tf.nn", src
+
+
 def all_cases():
     out = []
     for family in (_top_level_math, _top_level_linalg, _top_level_scatter, _sparse, _strings, _random, _asserts,
-                   _state_ops, _functional, _array_ops, _framework, _examples_and_files, _misc_top_level, _nn_more):
+                   _state_ops, _functional, _array_ops, _framework, _examples_and_files, _misc_top_level, _nn_more,
+                   _nn_extra):
         out.extend(family())
     ids = [c[0] for c in out]
     assert len(ids) == len(set(ids)), "case ids must be unique"
