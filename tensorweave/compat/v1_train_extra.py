@@ -1,6 +1,7 @@
-"""More of TF1's ``tf.train``: the ``Example`` protocol-buffer classes and checkpoint readers that
-TF2 kept under the same names (the very objects of ``tw.train``), the cosine learning-rate decays,
-and the proximal optimizers.
+"""More of TF1's ``tf.train``: the ``Example`` protocol-buffer classes TF2 kept (the very objects of
+``tw.train``), checkpoint readers that also read the name-based ``Saver`` files, the cosine
+learning-rate decays, the proximal optimizers, ``init_from_checkpoint``, checkpoint-state helpers,
+``LooperThread``, ``SessionCreator``, ``GlobalStepWaiterHook`` and the ``queue_runner`` namespace.
 
 >>> import tensorweave.compat.v1 as tf
 >>> ex = tf.train.Example(features=tf.train.Features(feature={
@@ -8,9 +9,392 @@ and the proximal optimizers.
 >>> tf.parse_single_example(ex.SerializeToString(), {"x": tf.FixedLenFeature([1], tf.float32)})["x"].numpy().tolist()
 [1.5]
 """
+import abc
+import math
+import os
+import threading
+import time
+import types
+
+import numpy as np
+
+from tensorweave.core import dtypes as _dt
+from tensorweave.core import errors
+from tensorweave.core.context import executing_eagerly
+from tensorweave.core.convert import convert_to_tensor
+from tensorweave.keras import optimizers as _keras
+from tensorweave.ops import math_ops as _M
 from tensorweave.train import (BytesList, CheckpointOptions, ClusterSpec, Example, Feature,  # noqa: F401
                                FeatureList, FeatureLists, Features, FloatList, Int64List, SequenceExample,
-                               checkpoints_iterator, load_checkpoint)
+                               checkpoints_iterator)
 
 __all__ = ["BytesList", "CheckpointOptions", "ClusterSpec", "Example", "Feature", "FeatureList", "FeatureLists",
-           "Features", "FloatList", "Int64List", "SequenceExample", "checkpoints_iterator", "load_checkpoint"]
+           "Features", "FloatList", "Int64List", "SequenceExample", "checkpoints_iterator", "load_checkpoint",
+           "NewCheckpointReader", "cosine_decay_restarts", "linear_cosine_decay", "noisy_linear_cosine_decay",
+           "ProximalGradientDescentOptimizer", "ProximalAdagradOptimizer", "assert_global_step",
+           "init_from_checkpoint", "get_checkpoint_mtimes", "generate_checkpoint_state_proto",
+           "update_checkpoint_state", "LooperThread", "SessionCreator", "GlobalStepWaiterHook", "queue_runner"]
+
+
+# ---- checkpoint readers -------------------------------------------------------------------------------
+class _SaverReader:
+    """``CheckpointReader``'s interface over a ``tf.train.Saver`` file (variables by TF1 name)."""
+
+    def __init__(self, path, arrays):
+        self._path, self._arrays = path, arrays
+
+    def get_tensor(self, tensor_str):
+        if tensor_str not in self._arrays:
+            raise errors.NotFoundError(f"Key {tensor_str} not found in checkpoint {self._path}")
+        return self._arrays[tensor_str]
+
+    def has_tensor(self, tensor_str):
+        return tensor_str in self._arrays
+
+    def get_variable_to_shape_map(self):
+        return {k: list(v.shape) for k, v in sorted(self._arrays.items())}
+
+    def get_variable_to_dtype_map(self):
+        return {k: _dt.as_dtype(v.dtype) for k, v in sorted(self._arrays.items())}
+
+
+def load_checkpoint(ckpt_dir_or_file):
+    """A reader of a checkpoint's variables (a ``Saver`` file by TF1 names, or a ``tw.train.Checkpoint``'s by
+    object path): ``get_tensor``, ``has_tensor``, ``get_variable_to_shape_map``..."""
+    from tensorweave.compat import v1_saver
+    from tensorweave.saving import tensor_file
+    path = v1_saver._saver_file(ckpt_dir_or_file)
+    if tensor_file.read_metadata(path).get("format") == v1_saver.FORMAT:
+        return _SaverReader(path, v1_saver.read_saver_file(path))
+    from tensorweave.train import load_checkpoint as object_based
+    return object_based(ckpt_dir_or_file)
+
+
+def NewCheckpointReader(filepattern):  # noqa: N802 - TF1's name
+    """TF1's name of :func:`load_checkpoint`."""
+    return load_checkpoint(filepattern)
+
+
+def init_from_checkpoint(ckpt_dir_or_file, assignment_map):
+    """Makes variables start from a checkpoint's values: their initializers assign the saved value
+    (eagerly, the value is assigned at once). ``assignment_map`` maps a checkpoint name or scope
+    (``"old/"``, ``"/"`` for all) to a variable, a variable name, a list of partitions, or a scope."""
+    from tensorweave.ops import variables
+    reader = load_checkpoint(ckpt_dir_or_file)
+    saved = reader.get_variable_to_shape_map()
+    current = {v.name[:-2] if v.name.endswith(":0") else v.name: v
+               for v in variables.global_variables() + variables.local_variables()}
+    pairs = []
+    for ckpt_key, target in assignment_map.items():
+        if not isinstance(target, str):
+            pairs.append((ckpt_key, target))
+            continue
+        if ckpt_key.endswith("/") or ckpt_key == "/":
+            old = "" if ckpt_key == "/" else ckpt_key
+            new = "" if target == "/" else (target if target.endswith("/") else target + "/")
+            for name in saved:
+                if name.startswith(old) and new + name[len(old):] in current:
+                    pairs.append((name, current[new + name[len(old):]]))
+            continue
+        if target not in current:
+            raise ValueError(f"init_from_checkpoint: no variable named {target!r} in the graph")
+        pairs.append((ckpt_key, current[target]))
+    for ckpt_key, var in pairs:
+        if ckpt_key not in saved:
+            raise ValueError(f"init_from_checkpoint: tensor {ckpt_key!r} is not in checkpoint {ckpt_dir_or_file}")
+        value = reader.get_tensor(ckpt_key)
+        if list(value.shape) != var.shape.as_list():
+            raise ValueError(f"init_from_checkpoint: shape of variable {var.name} {var.shape.as_list()} does not "
+                             f"match the checkpoint's {ckpt_key} {list(value.shape)}")
+        if executing_eagerly():
+            var.assign(value)
+        else:
+            with var.graph.as_default(), var.graph.control_dependencies(None):
+                var._initializer_op = var.assign(convert_to_tensor(value, dtype=var.dtype), read_value=False)
+
+
+def get_checkpoint_mtimes(checkpoint_prefixes):
+    """The modification times of the checkpoints at ``checkpoint_prefixes`` (missing ones skipped)."""
+    from tensorweave.train.checkpoint import SUFFIX
+    out = []
+    for p in checkpoint_prefixes:
+        for f in (os.fspath(p) + SUFFIX, os.fspath(p)):
+            if os.path.isfile(f):
+                out.append(os.path.getmtime(f))
+                break
+    return out
+
+
+def generate_checkpoint_state_proto(save_dir, model_checkpoint_path, all_model_checkpoint_paths=None,
+                                    all_model_checkpoint_timestamps=None, last_preserved_timestamp=None):
+    """A ``CheckpointState`` (what a directory's ``checkpoint`` file holds); the latest path is
+    appended to ``all_model_checkpoint_paths`` when missing, as TF1 does."""
+    from tensorweave.train._io import CheckpointState
+    paths = list(all_model_checkpoint_paths or [])
+    if not paths or paths[-1] != model_checkpoint_path:
+        paths.append(model_checkpoint_path)
+    if all_model_checkpoint_timestamps is not None and len(all_model_checkpoint_timestamps) != len(paths):
+        raise ValueError(f"Checkpoint timestamps, if provided, must match checkpoint paths ({paths})")
+    return CheckpointState(model_checkpoint_path, paths, all_model_checkpoint_timestamps,
+                           last_preserved_timestamp or 0.0)
+
+
+def update_checkpoint_state(save_dir, model_checkpoint_path, all_model_checkpoint_paths=None, latest_filename=None,
+                            all_model_checkpoint_timestamps=None, last_preserved_timestamp=None):
+    """Writes ``save_dir``'s ``checkpoint`` state file (what ``latest_checkpoint`` reads)."""
+    from tensorweave.train import _io
+    state = generate_checkpoint_state_proto(save_dir, model_checkpoint_path, all_model_checkpoint_paths,
+                                            all_model_checkpoint_timestamps, last_preserved_timestamp)
+    stamps = state.all_model_checkpoint_timestamps or [time.time()] * len(state.all_model_checkpoint_paths)
+    _io.write_state(os.fspath(save_dir), state.model_checkpoint_path, state.all_model_checkpoint_paths, stamps,
+                    state.last_preserved_timestamp)
+
+
+# ---- learning-rate decays -------------------------------------------------------------------------------
+def _decay(fn, global_step, what):
+    if global_step is None:
+        raise ValueError(f"global_step is required for {what}.")
+    return (lambda: fn(global_step)) if executing_eagerly() else fn(global_step)
+
+
+def _f(x, dtype):
+    return _M.cast(convert_to_tensor(x), dtype)
+
+
+def cosine_decay_restarts(learning_rate, global_step, first_decay_steps, t_mul=2.0, m_mul=1.0, alpha=0.0, name=None):
+    """Cosine decay with warm restarts (SGDR): period ``first_decay_steps``, each one ``t_mul``
+    times longer and ``m_mul`` times lower."""
+    def rate(step):
+        lr = convert_to_tensor(learning_rate, dtype=_dt.float32) if not hasattr(learning_rate, "dtype") else \
+            convert_to_tensor(learning_rate)
+        dt = lr.dtype
+        done = _f(step, dt) / _f(first_decay_steps, dt)
+        if t_mul == 1.0:
+            i_restart = _M.floor(done)
+            done = done - i_restart
+        else:
+            i_restart = _M.floor(_M.log(1.0 - done * (1.0 - t_mul)) / math.log(t_mul))
+            sum_r = (1.0 - _M.pow(_f(t_mul, dt), i_restart)) / (1.0 - t_mul)
+            done = (done - sum_r) / _M.pow(_f(t_mul, dt), i_restart)
+        m_fac = _M.pow(_f(m_mul, dt), i_restart)
+        cosine = 0.5 * m_fac * (1.0 + _M.cos(math.pi * done))
+        return _M.multiply(lr, (1.0 - alpha) * cosine + alpha, name=name)
+    return _decay(rate, global_step, "cosine_decay_restarts")
+
+
+def _linear_cosine(learning_rate, global_step, decay_steps, num_periods, alpha, beta, noise):
+    lr = convert_to_tensor(learning_rate, dtype=_dt.float32) if not hasattr(learning_rate, "dtype") else \
+        convert_to_tensor(learning_rate)
+    dt = lr.dtype
+    steps = _f(decay_steps, dt)
+    step = _M.minimum(_f(global_step, dt), steps)
+    linear = (steps - step) / steps
+    if noise is not None:
+        linear = linear + noise(step, linear)
+    fraction = 2.0 * num_periods * (step / steps)
+    cosine = 0.5 * (1.0 + _M.cos(math.pi * fraction))
+    return lr * ((alpha + linear) * cosine + beta)
+
+
+def linear_cosine_decay(learning_rate, global_step, decay_steps, num_periods=0.5, alpha=0.0, beta=0.001, name=None):
+    """``lr * ((alpha + linear) * cosine + beta)``: a linear decay times a cosine of
+    ``num_periods`` periods over ``decay_steps``."""
+    return _decay(lambda s: _linear_cosine(learning_rate, s, decay_steps, num_periods, alpha, beta, None),
+                  global_step, "linear_cosine_decay")
+
+
+def noisy_linear_cosine_decay(learning_rate, global_step, decay_steps, initial_variance=1.0, variance_decay=0.55,
+                              num_periods=0.5, alpha=0.0, beta=0.001, name=None):
+    """:func:`linear_cosine_decay` with Gaussian noise of variance
+    ``initial_variance / (1 + global_step) ** variance_decay`` on the linear part."""
+    from tensorweave.ops import random_ops
+
+    def noise(step, linear):
+        std = _M.sqrt(initial_variance / _M.pow(1.0 + step, variance_decay))
+        return random_ops.random_normal(linear.shape, stddev=std, dtype=linear.dtype)
+    return _decay(lambda s: _linear_cosine(learning_rate, s, decay_steps, num_periods, alpha, beta, noise),
+                  global_step, "noisy_linear_cosine_decay")
+
+
+# ---- proximal optimizers -------------------------------------------------------------------------------
+def _prox(prox_v, lr, l1, l2):
+    """TF's proximal step: soft-threshold by ``lr * l1``, shrink by ``1 + lr * l2``."""
+    if l1 > 0:
+        prox_v = _M.sign(prox_v) * _M.maximum(_M.abs(prox_v) - lr * l1, 0.0)
+    return prox_v / (1.0 + lr * l2)
+
+
+class _ProximalSGD(_keras.SGD):
+    def update_step(self, gradient, variable, learning_rate):
+        from tensorweave.keras.optimizers.optimizer import _cast
+        lr = _cast(learning_rate, variable.dtype)
+        l1, l2 = self._l1, self._l2
+        self._apply_update(lambda g, w: (_prox(w - lr * g, lr, l1, l2),), gradient, variable, [])
+
+
+class _ProximalAdagrad(_keras.Adagrad):
+    def update_step(self, gradient, variable, learning_rate):
+        from tensorweave.keras.optimizers.optimizer import _cast
+        lr = _cast(learning_rate, variable.dtype)
+        l1, l2 = self._l1, self._l2
+
+        def rule(g, w, accum):
+            accum = accum + _M.square(g)
+            step = lr * _M.rsqrt(accum)
+            return _prox(w - step * g, step, l1, l2), accum
+        self._apply_update(rule, gradient, variable, [self._accumulators[self._get_variable_index(variable)]])
+
+
+def _v1_train():
+    from tensorweave.compat import v1_train
+    return v1_train
+
+
+class ProximalGradientDescentOptimizer(_v1_train().Optimizer):
+    """Gradient descent followed by TF's proximal step for L1/L2 regularization (FOBOS)."""
+
+    def __init__(self, learning_rate, l1_regularization_strength=0.0, l2_regularization_strength=0.0,
+                 use_locking=False, name="ProximalGradientDescent"):
+        super().__init__(use_locking, name)
+        self._learning_rate = learning_rate
+        self._l1, self._l2 = float(l1_regularization_strength), float(l2_regularization_strength)
+
+    def _make_keras(self, lr):
+        opt = _ProximalSGD(learning_rate=lr, name=self._name)
+        opt._l1, opt._l2 = self._l1, self._l2
+        return opt
+
+
+class ProximalAdagradOptimizer(_v1_train().Optimizer):
+    """Adagrad's step size (``lr / sqrt(accumulator)``) with TF's proximal L1/L2 step; slot "accumulator"."""
+
+    _slot_names = {"accumulator": "accumulator"}
+
+    def __init__(self, learning_rate, initial_accumulator_value=0.1, l1_regularization_strength=0.0,
+                 l2_regularization_strength=0.0, use_locking=False, name="ProximalAdagrad"):
+        if initial_accumulator_value <= 0.0:
+            raise ValueError(f"initial_accumulator_value must be positive: {initial_accumulator_value}")
+        super().__init__(use_locking, name)
+        self._learning_rate = learning_rate
+        self._init = initial_accumulator_value
+        self._l1, self._l2 = float(l1_regularization_strength), float(l2_regularization_strength)
+
+    def _make_keras(self, lr):
+        opt = _ProximalAdagrad(learning_rate=lr, initial_accumulator_value=self._init, epsilon=0.0, name=self._name)
+        opt._l1, opt._l2 = self._l1, self._l2
+        return opt
+
+
+def assert_global_step(global_step_tensor):
+    """``TypeError`` unless ``global_step_tensor`` is an integer scalar variable or tensor."""
+    t = global_step_tensor
+    if not (getattr(t, "_is_variable", False) or hasattr(t, "op")):
+        raise TypeError(f"Existing \"global_step\" must be a Variable or Tensor: {t}.")
+    if not t.dtype.is_integer:
+        raise TypeError(f"Existing \"global_step\" does not have integer type: {t.dtype.name}")
+    if t.shape.rank is not None and t.shape.rank != 0:
+        raise TypeError(f"Existing \"global_step\" is not scalar: {t.shape}")
+
+
+# ---- threads, sessions, hooks ------------------------------------------------------------------------
+class LooperThread(threading.Thread):
+    """A thread calling ``target(*args, **kwargs)`` (or its ``run_loop``) every ``timer_interval_secs``
+    (as fast as it can with None) until ``coord`` asks to stop; errors go to ``coord``."""
+
+    def __init__(self, coord, timer_interval_secs, target=None, args=None, kwargs=None):
+        if not target and (args or kwargs):
+            raise ValueError("'args' and 'kwargs' argument require that you also pass 'target'")
+        super().__init__(daemon=True)
+        self._coord, self._interval = coord, timer_interval_secs
+        self._target_fn, self._args, self._kwargs = target, args or (), kwargs or {}
+
+    @staticmethod
+    def loop(coord, timer_interval_secs, target, args=None, kwargs=None):
+        looper = LooperThread(coord, timer_interval_secs, target=target, args=args, kwargs=kwargs)
+        looper.start()
+        return looper
+
+    def run(self):
+        with self._coord.stop_on_exception():
+            self.start_loop()
+            if self._interval is None:
+                while not self._coord.should_stop():
+                    self.run_loop()
+            else:
+                next_at = time.time() + self._interval
+                while not self._coord.wait_for_stop(max(next_at - time.time(), 0)):
+                    next_at += self._interval
+                    self.run_loop()
+            self.stop_loop()
+
+    def start_loop(self):
+        """Called once when the thread starts."""
+
+    def stop_loop(self):
+        """Called once when the loop ends."""
+
+    def run_loop(self):
+        if self._target_fn:
+            self._target_fn(*self._args, **self._kwargs)
+
+
+class SessionCreator(abc.ABC):
+    """What ``MonitoredSession`` asks for a session: ``create_session()``."""
+
+    @abc.abstractmethod
+    def create_session(self):
+        raise NotImplementedError
+
+
+def _register_session_creators():
+    from tensorweave.compat.v1_monitored import ChiefSessionCreator
+    SessionCreator.register(ChiefSessionCreator)
+
+
+_register_session_creators()
+
+
+def _hooks():
+    from tensorweave.estimator import hooks
+    return hooks
+
+
+class GlobalStepWaiterHook(_hooks().SessionRunHook):
+    """Delays a worker's steps until the global step reaches ``wait_until_step`` (0: no wait)."""
+
+    def __init__(self, wait_until_step):
+        self._wait_until_step = int(wait_until_step)
+        self._step_tensor = None
+
+    def begin(self):
+        from tensorweave.compat.v1_train import get_global_step
+        self._worker_is_started = False
+        self._step_tensor = get_global_step()
+        if self._step_tensor is None:
+            raise RuntimeError("Global step should be created to use _GlobalStepWaiterHook.")
+
+    def before_run(self, run_context):
+        if self._worker_is_started or self._wait_until_step <= 0:
+            self._worker_is_started = True
+            return None
+        while not run_context.session.run(self._step_tensor) >= self._wait_until_step:
+            if run_context.stop_requested if hasattr(run_context, "stop_requested") else False:
+                return None
+            time.sleep(0.5)
+        self._worker_is_started = True
+        return None
+
+
+def _queue_runner_namespace():
+    from tensorweave.compat import v1_input
+    ns = types.ModuleType("tensorweave.compat.v1.train.queue_runner",
+                          "TF1's ``tf.train.queue_runner``: ``QueueRunner``, ``add_queue_runner``, "
+                          "``start_queue_runners``.")
+    ns.QueueRunner = v1_input.QueueRunner
+    ns.add_queue_runner = v1_input.add_queue_runner
+    ns.start_queue_runners = v1_input.start_queue_runners
+    return ns
+
+
+queue_runner = _queue_runner_namespace()
+del np

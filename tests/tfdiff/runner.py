@@ -82,10 +82,29 @@ def make_graph_run(tf):
     return graph_run
 
 
+def make_minimize_steps(tf):
+    def minimize_steps(make_optimizer, steps=3):
+        """The weights of a small least-squares model after ``steps`` of ``make_optimizer().minimize``
+        in a TF1 graph and session."""
+        g = tf.Graph()
+        with g.as_default():
+            x = tf.constant([[1.0, 2.0], [-1.0, 0.5], [0.3, -2.0]])
+            y = tf.constant([[1.0], [0.0], [-1.0]])
+            w = tf.Variable([[0.5], [-0.3]])
+            train = make_optimizer().minimize(tf.reduce_mean(tf.square(tf.matmul(x, w) - y)))
+            with tf.Session(graph=g) as sess:
+                sess.run(tf.global_variables_initializer())
+                for _ in range(steps):
+                    sess.run(train)
+                value = sess.run(w)
+        return tf.convert_to_tensor(value)
+    return minimize_steps
+
+
 def run(tf, src):
     """The encoded result of evaluating case source ``src`` with module ``tf``."""
     env = {"tf": tf, "np": np, "grad": make_grad(tf), "nan": float("nan"), "inf": float("inf"),
-           "graph_run": make_graph_run(tf)}
+           "graph_run": make_graph_run(tf), "minimize_steps": make_minimize_steps(tf)}
     try:
         out = eval(src, env)  # noqa: S307 - the case table is ours, checked into the repo
         return encode(out, tf)

@@ -557,11 +557,50 @@ def _nn_extra():
         yield f"v1/nn/{k}", "tf.nn", src
 
 
+def _train():
+    def step_graph(expr):
+        return f"graph_run(lambda: (lambda step: {expr})(tf.Variable(STEP, dtype=tf.int64)))"
+    decays = {
+        "cosine_decay_restarts": "tf.train.cosine_decay_restarts(0.1, step, 10)",
+        "cosine_decay_restarts_tmul1": "tf.train.cosine_decay_restarts(0.1, step, 10, t_mul=1.0, m_mul=0.5, alpha=0.1)",
+        "cosine_decay_restarts_mmul": "tf.train.cosine_decay_restarts(0.5, step, 4, t_mul=3.0, m_mul=0.8)",
+        "linear_cosine_decay": "tf.train.linear_cosine_decay(0.1, step, 20)",
+        "linear_cosine_decay_args": "tf.train.linear_cosine_decay(0.1, step, 20, num_periods=2.0, alpha=0.1, beta=0.01)",
+        "noisy_linear_cosine_decay_shape": "tf.shape(tf.train.noisy_linear_cosine_decay(0.1, step, 20))",
+        "natural_exp_decay": "tf.train.natural_exp_decay(0.1, step, 5, 0.5)",
+        "natural_exp_decay_staircase": "tf.train.natural_exp_decay(0.1, step, 5, 0.5, staircase=True)",
+        "piecewise_constant_decay": "tf.train.piecewise_constant_decay(step, [5, 15], [1.0, 0.5, 0.1])",
+        "exponential_decay": "tf.train.exponential_decay(0.1, step, 5, 0.5, staircase=True)",
+    }
+    for k, expr in decays.items():
+        for st in (0, 7, 25):
+            yield f"v1/train/{k}/{st}", "train", step_graph(expr).replace("STEP", str(st))
+    yield "v1/train/decay_eager_callable", "train", \
+        "tf.train.cosine_decay_restarts(0.1, tf.Variable(12, dtype=tf.int64), 10)()"
+    opts = {"proximal_gd": "tf.train.ProximalGradientDescentOptimizer(0.1)",
+            "proximal_gd_l1l2": "tf.train.ProximalGradientDescentOptimizer(0.1, l1_regularization_strength=0.05, "
+                                "l2_regularization_strength=0.1)",
+            "proximal_adagrad": "tf.train.ProximalAdagradOptimizer(0.3)",
+            "proximal_adagrad_l1l2": "tf.train.ProximalAdagradOptimizer(0.3, initial_accumulator_value=0.5, "
+                                     "l1_regularization_strength=0.02, l2_regularization_strength=0.05)"}
+    for k, opt in opts.items():
+        yield f"v1/train/{k}", "train", f"minimize_steps(lambda: {opt}, 4)"
+    cases = {
+        "assert_global_step_ok": "tf.train.assert_global_step(tf.Variable(1, dtype=tf.int64))",
+        "assert_global_step_float": "tf.train.assert_global_step(tf.Variable(1.0))",
+        "assert_global_step_vector": "tf.train.assert_global_step(tf.Variable([1, 2]))",
+        "create_global_step": "graph_run(lambda: (lambda s: [s, tf.constant(s.name)])(tf.train.create_global_step()))",
+        "create_global_step_twice": "graph_run(lambda: [tf.train.create_global_step(), tf.train.create_global_step()])",
+    }
+    for k, src in cases.items():
+        yield f"v1/train/{k}", "train", src
+
+
 def all_cases():
     out = []
     for family in (_top_level_math, _top_level_linalg, _top_level_scatter, _sparse, _strings, _random, _asserts,
                    _state_ops, _functional, _array_ops, _framework, _examples_and_files, _misc_top_level, _nn_more,
-                   _nn_extra):
+                   _nn_extra, _train):
         out.extend(family())
     ids = [c[0] for c in out]
     assert len(ids) == len(set(ids)), "case ids must be unique"
