@@ -203,3 +203,53 @@ def test_conv2d_backprop_v2_take_tensors_instead_of_sizes():
     want_x = tf.nn.conv2d_backprop_input([1, 5, 5, 2], f, dy, [1, 2, 2, 1], "SAME")
     np.testing.assert_allclose(got_f.numpy(), want_f.numpy(), rtol=1e-6)
     np.testing.assert_allclose(got_x.numpy(), want_x.numpy(), rtol=1e-6)
+
+
+def test_logging_every_n_and_first_n(caplog):
+    tf.logging.set_verbosity(tf.logging.INFO)
+    try:
+        with caplog.at_level(tf.logging.INFO, logger="tensorweave"):
+            for i in range(5):
+                tf.logging.log_every_n(tf.logging.INFO, "every %d", 2, i)
+                tf.logging.log_first_n(tf.logging.INFO, "first %d", 2, i)
+            tf.logging.log_if(tf.logging.INFO, "if", True)
+            tf.logging.vlog(tf.logging.INFO, "v")
+            tf.logging.flush()
+    finally:
+        tf.logging.set_verbosity(tf.logging.WARN)
+    msgs = [r.getMessage() for r in caplog.records]
+    assert [m for m in msgs if m.startswith("every")] == ["every 0", "every 2", "every 4"]
+    assert [m for m in msgs if m.startswith("first")] == ["first 0", "first 1"]
+    assert "if" in msgs and "v" in msgs
+
+
+def test_gfile_camel_case_names(tmp_path):
+    d = str(tmp_path / "a" / "b")
+    tf.gfile.MakeDirs(d)
+    with tf.gfile.Open(d + "/x.txt", "w") as f:
+        f.write("hello")
+    with tf.gfile.FastGFile(d + "/x.txt", "r") as f:
+        assert f.read() == "hello"
+    tf.gfile.Copy(d + "/x.txt", d + "/y.txt")
+    tf.gfile.Rename(d + "/y.txt", d + "/z.txt")
+    assert sorted(tf.gfile.ListDirectory(d)) == ["x.txt", "z.txt"]
+    assert tf.gfile.Glob(d + "/*.txt") and tf.gfile.IsDirectory(d) and tf.gfile.Stat(d + "/x.txt").length == 5
+    assert [files for _, _, files in tf.gfile.Walk(str(tmp_path))][-1] == ["x.txt", "z.txt"]
+    tf.gfile.Remove(d + "/z.txt")
+    tf.gfile.MkDir(str(tmp_path / "c"))
+    tf.gfile.DeleteRecursively(str(tmp_path / "a"))
+    assert not tf.gfile.Exists(d) and tf.gfile.Exists(str(tmp_path / "c"))
+
+
+def test_app_run_parses_flags_and_exits_with_main():
+    flags = pytest.importorskip("absl.flags")
+    tf.app.flags.DEFINE_string("tw_app_test_flag", "a", "help")
+    seen = []
+    try:
+        with pytest.raises(SystemExit) as e:
+            tf.app.run(main=lambda argv: seen.append((flags.FLAGS.tw_app_test_flag, argv[1:])) or 3,
+                       argv=["prog", "--tw_app_test_flag=b", "rest"])
+        assert e.value.code == 3 and seen == [("b", ["rest"])]
+    finally:
+        flags.FLAGS.unparse_flags()
+        delattr(flags.FLAGS, "tw_app_test_flag")

@@ -21,10 +21,13 @@ from tensorweave.compat.v1_device import GPUOptions, GraphOptions, OptimizerOpti
 from tensorweave.compat.v1_misc import *  # noqa: F401,F403 - TF1-only spellings and helpers
 from tensorweave.compat.v1_asserts import *  # noqa: F401,F403 - tf.Assert, tf.assert_*, check_numerics
 from tensorweave.compat.v1_state_ops import *  # noqa: F401,F403 - tf.scatter_update & co., count_up_to
-from tensorweave.compat.v1_functional import foldl, foldr, map_fn, scan  # noqa: F401
+from tensorweave.compat.v1_functional import foldl, foldr, map_fn, scan, vectorized_map  # noqa: F401
 from tensorweave.compat.v1_array_ops import *  # noqa: F401,F403 - space_to_depth, dynamic_partition...
 from tensorweave.compat.v1_framework import *  # noqa: F401,F403 - disable_v2_behavior, make_template...
 from tensorweave.compat.v1_nn_extra import conv2d_backprop_filter_v2, conv2d_backprop_input_v2  # noqa: F401
+from tensorweave.compat.v1_dimension import Dimension, dimension_at_index  # noqa: F401
+from tensorweave.compat import v1_logging as logging  # noqa: F401
+from tensorweave.compat import v1_gfile as gfile  # noqa: F401
 from tensorweave.compat.v1_initializers import (constant_initializer, glorot_normal_initializer,  # noqa: F401
                                                 glorot_uniform_initializer, ones_initializer,
                                                 orthogonal_initializer, random_normal_initializer,
@@ -118,10 +121,21 @@ _install_tf1_signatures({"": globals()})
 _LAZY = {"keras": "tensorweave.keras", "data": "tensorweave.compat.v1_data", "layers": "tensorweave.compat.v1_layers"}
 
 
+_SUMMARY_PROTOS = {"Summary": "summary_pb2", "SummaryMetadata": "summary_pb2", "HistogramProto": "summary_pb2",
+                   "Event": "event_pb2", "SessionLog": "event_pb2", "LogMessage": "event_pb2"}
+
+
 def __getattr__(name):
     if name in _LAZY:
         import importlib
         return importlib.import_module(_LAZY[name])
+    if name in _SUMMARY_PROTOS:       # TensorBoard's protocol buffers, for FileWriter (tensorboard loads on use)
+        from tensorweave.compat import v1_summary
+        return getattr(v1_summary._proto(_SUMMARY_PROTOS[name]), name)
+    from tensorweave.compat import v1_namespaces
+    if name in v1_namespaces.NAMES:
+        globals()[name] = v1_namespaces.build(name)
+        return globals()[name]
     moved = _v1_moved.lazy(_v1_moved.MOVED, name)
     if moved is None and name in _v1_aliases_io_names:
         from tensorweave.compat.v1_aliases import io_table

@@ -26,7 +26,8 @@ from tensorweave.ops import segment_ops
 __all__ = ["space_to_depth", "depth_to_space", "space_to_batch_nd", "space_to_batch", "batch_to_space_nd",
            "batch_to_space", "required_space_to_batch_paddings", "dynamic_partition", "dynamic_stitch", "setdiff1d",
            "batch_gather", "sparse_to_dense", "sparse_matmul", "histogram_fixed_width_bins", "clip_by_average_norm",
-           "convert_to_tensor_or_indexed_slices", "convert_to_tensor_or_sparse_tensor", "guarantee_const"]
+           "convert_to_tensor_or_indexed_slices", "convert_to_tensor_or_sparse_tensor", "guarantee_const", "approx_top_k",
+           "sparse_merge", "bitcast", "string_split", "variable_axis_size_partitioner"]
 
 
 def _static_dims(x, what, first):
@@ -267,3 +268,116 @@ def convert_to_tensor_or_sparse_tensor(value, dtype=None, name=None):
 def guarantee_const(input, name=None):  # noqa: A002
     """``input`` (TF's promise to its runtime that the value never changes; an identity here)."""
     return array_ops.identity(input, name=name)
+
+
+# ---- more TF1 top-level functions ------------------------------------------------------------------
+def approx_top_k(input, k, reduction_dimension=-1, recall_target=0.95, is_max_k=True,  # noqa: A002
+                 reduction_input_size_override=-1, aggregate_to_topk=True, name=None):
+    """``(values, indices)`` of the ``k`` largest (``is_max_k``) or smallest values along
+    ``reduction_dimension``, computed exactly (recall 1)."""
+    from tensorweave.compat.v1_nn_extra import approx_max_k, approx_min_k
+    return (approx_max_k if is_max_k else approx_min_k)(input, k, reduction_dimension)
+
+
+def sparse_merge(sp_ids, sp_values, vocab_size, name=None, already_sorted=False):
+    """A SparseTensor whose last index is each entry's id (``sp_ids``' values) and whose values are
+    ``sp_values``' (a float per id, e.g. a bag of weighted words), of last dimension ``vocab_size``."""
+    from tensorweave.sparse import SparseTensor, reorder
+    ids = math_ops.cast(sp_ids.values, _dt.int64)
+    indices = array_ops.concat([math_ops.cast(sp_ids.indices[:, :-1], _dt.int64), array_ops.expand_dims(ids, 1)], 1)
+    shape = array_ops.concat([math_ops.cast(sp_ids.dense_shape[:-1], _dt.int64),
+                              array_ops.reshape(math_ops.cast(vocab_size, _dt.int64), [1])], 0)
+    out = SparseTensor(indices, sp_values.values, shape)
+    return out if already_sorted else reorder(out)
+
+
+def bitcast(input, type, name=None):  # noqa: A002 - TF's names
+    """The same bytes seen as ``type``: a larger element size removes the last dimension (its size
+    must be the ratio), a smaller one adds a last dimension of the ratio."""
+    from tensorweave.ops.script_ops import numpy_function
+    x = convert_to_tensor(input)
+    to = _dt.as_dtype(type)
+    src, dst = np.dtype(x.dtype.np_dtype).itemsize, np.dtype(to.np_dtype).itemsize
+    dims = x.shape.as_list() if x.shape.rank is not None else None
+    if src < dst and dims is not None and (not dims or dims[-1] != dst // src):
+        raise errors.InvalidArgumentError(f"tf.bitcast: cannot bitcast from {x.dtype.name} to {to.name}: the last "
+                                          f"dimension of shape {dims} must be {dst // src}")
+
+    def view(a):
+        a = np.ascontiguousarray(a)
+        if src > dst:
+            return a.view(to.np_dtype).reshape(a.shape + (src // dst,))
+        if src < dst:
+            return a.view(to.np_dtype).reshape(a.shape[:-1])
+        return a.view(to.np_dtype)
+    if x.shape.rank is not None and hasattr(x, "numpy"):
+        return convert_to_tensor(view(x.numpy()), dtype=to)
+    return numpy_function(view, [x], to, stateful=False, name=name or "Bitcast")
+
+
+def string_split(source, sep=None, skip_empty=True, delimiter=None, result_type="SparseTensor", name=None):
+    """Splits each string of the 1-D ``source`` at every character of ``delimiter`` (TF1's rule;
+    default " "; empty: into characters), dropping empty tokens with ``skip_empty``; a SparseTensor
+    (``result_type="RaggedTensor"``: a RaggedTensor)."""
+    import re
+    from tensorweave.ops.script_ops import numpy_function
+    from tensorweave.sparse import SparseTensor
+    if sep is not None and delimiter is not None:
+        raise ValueError("string_split: cannot specify both 'sep' and 'delimiter'")
+    delim = sep if sep is not None else (delimiter if delimiter is not None else " ")
+    delim = delim.decode() if isinstance(delim, bytes) else delim
+    pattern = re.compile(b"[" + re.escape(delim.encode()) + b"]") if delim else None
+
+    def split(values):
+        rows = []
+        for v in np.asarray(values, dtype=object).reshape(-1):
+            b = v if isinstance(v, bytes) else str(v).encode()
+            tokens = pattern.split(b) if pattern is not None else [b[i:i + 1] for i in range(len(b))]
+            rows.append([t for t in tokens if t] if skip_empty else tokens)
+        idx = [[i, j] for i, r in enumerate(rows) for j in range(len(r))]
+        vals = [t for r in rows for t in r]
+        width = max((len(r) for r in rows), default=0)
+        return (np.asarray(idx, np.int64).reshape(-1, 2), np.asarray(vals, dtype=object).reshape(-1),
+                np.asarray([len(rows), width], np.int64))
+    src = convert_to_tensor(source, dtype=_dt.string)
+    if src.shape.rank != 1:
+        raise ValueError(f"string_split: source must be a vector, got shape {src.shape}")
+    indices, values, shape = numpy_function(split, [src], [_dt.int64, _dt.string, _dt.int64], stateful=False,
+                                            name=name or "StringSplit")
+    out = SparseTensor(array_ops.reshape(indices, [-1, 2]), array_ops.reshape(values, [-1]), array_ops.reshape(shape, [2]))
+    if result_type == "RaggedTensor":
+        from tensorweave.ragged import RaggedTensor
+        return RaggedTensor.from_sparse(out)
+    if result_type != "SparseTensor":
+        raise ValueError(f"result_type must be 'RaggedTensor' or 'SparseTensor', got {result_type!r}")
+    return out
+
+
+def variable_axis_size_partitioner(max_shard_bytes, axis=0, bytes_per_string_element=16, max_shards=None):
+    """A partitioner splitting ``axis`` into shards of at most ``max_shard_bytes`` (at least one
+    slice per shard; at most ``max_shards``), for ``get_variable(partitioner=...)``."""
+    import math
+    if max_shard_bytes < 1 or bytes_per_string_element < 1:
+        raise ValueError("Both max_shard_bytes and bytes_per_string_element must be positive. "
+                         f"Currently, max_shard_bytes is {max_shard_bytes} and bytes_per_string_element is "
+                         f"{bytes_per_string_element}")
+    if max_shards and max_shards < 1:
+        raise ValueError(f"max_shards must be positive, got {max_shards}")
+
+    def partitioner(shape, dtype):
+        from tensorweave.core.shape import as_shape
+        s = as_shape(shape)
+        if not s.is_fully_defined():
+            raise ValueError(f"shape {s} is not fully defined")
+        dims = s.as_list()
+        dt = _dt.as_dtype(dtype)
+        size = bytes_per_string_element if dt is _dt.string else np.dtype(dt.np_dtype).itemsize
+        per_slice = float(np.prod(dims)) / dims[axis] * size
+        slices_per_shard = max(1, math.floor(max_shard_bytes / per_slice))
+        shards = int(math.ceil(dims[axis] / slices_per_shard))
+        if max_shards:
+            shards = min(max_shards, shards)
+        parts = [1] * len(dims)
+        parts[axis] = shards
+        return parts
+    return partitioner

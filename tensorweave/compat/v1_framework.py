@@ -30,7 +30,8 @@ __all__ = ["disable_v2_behavior", "enable_v2_behavior", "executing_eagerly_outsi
            "resource_variables_enabled", "enable_resource_variables", "control_flow_v2_enabled",
            "enable_control_flow_v2", "get_logger", "no_regularizer", "op_scope", "make_template", "tables_initializer",
            "initialize_all_tables", "colocate_with", "VERSION", "AggregationMethod", "UnconnectedGradients",
-           "dimension_value", "hessians", "timestamp"]
+           "dimension_value", "hessians", "timestamp", "VariableSynchronization", "VariableAggregation",
+           "is_symbolic_tensor", "grad_pass_through", "recompute_grad"]
 
 VERSION = __import__("tensorweave").__version__
 
@@ -231,3 +232,63 @@ def timestamp(name=None):
     if context.executing_eagerly():
         return convert_to_tensor(np.float64(time.time()))
     return numpy_function(lambda: np.float64(time.time()), [], dtypes.float64, name=name or "Timestamp")
+
+
+# ---- variable enums, gradient helpers --------------------------------------------------------------
+class VariableSynchronization(enum.Enum):
+    """When a distributed variable is aggregated (single-process here: every choice behaves as ``AUTO``)."""
+    AUTO = 0
+    NONE = 1
+    ON_WRITE = 2
+    ON_READ = 3
+
+
+class VariableAggregation(enum.Enum):
+    """How replicas' updates of a variable combine (single-process here: one replica)."""
+    NONE = 0
+    SUM = 1
+    MEAN = 2
+    ONLY_FIRST_REPLICA = 3
+    ONLY_FIRST_TOWER = 3
+
+
+def is_symbolic_tensor(tensor):
+    """Whether ``tensor`` is a graph tensor (not an eager value)."""
+    from tensorweave.core.graph import SymbolicTensor
+    return isinstance(tensor, SymbolicTensor)
+
+
+def grad_pass_through(f):
+    """``f`` whose gradient is the identity: ``y = f(x)`` forward, ``dy/dx = 1`` backward (for a
+    non-differentiable ``f`` such as a rounding or an assignment)."""
+    from tensorweave.autodiff.custom_gradient import custom_gradient
+
+    @custom_gradient
+    def through(x):
+        return f(x), lambda dy: dy
+    return through
+
+
+def recompute_grad(f):
+    """``f`` with the same values and gradients; its intermediate results are recomputed for the
+    gradient instead of being kept (a memory/compute trade, as TF's)."""
+    from tensorweave.autodiff.custom_gradient import custom_gradient
+    from tensorweave.autodiff.tape import GradientTape
+
+    @custom_gradient
+    def recomputed(*args):
+        out = f(*args)
+
+        def grad(*dys, variables=None):
+            xs = [convert_to_tensor(a) for a in args]
+            with GradientTape() as tape:
+                for x in xs:
+                    tape.watch(x)
+                y = f(*xs)
+            watched = list(variables or [])
+            grads = tape.gradient(y, xs + watched, output_gradients=list(dys) if len(dys) > 1 else dys[0])
+            if variables:
+                return grads[:len(xs)], grads[len(xs):]
+            return grads[:len(xs)] if len(xs) > 1 else grads[0]
+        return out, grad
+    return recomputed

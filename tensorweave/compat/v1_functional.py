@@ -19,7 +19,7 @@ from tensorweave.core import nest
 from tensorweave.core.convert import convert_to_tensor
 from tensorweave.ops import array_ops, control_flow, indexing_ops, math_ops
 
-__all__ = ["map_fn", "scan", "foldl", "foldr"]
+__all__ = ["map_fn", "scan", "foldl", "foldr", "vectorized_map"]
 
 
 def _flat_elems(elems, what):
@@ -83,7 +83,7 @@ def _loop(n, step, carry):
 
 
 def map_fn(fn, elems, dtype=None, parallel_iterations=None, back_prop=True, swap_memory=False, infer_shape=True,
-           name=None, fn_output_signature=None):
+           name=None, fn_output_signature=None, _free_structure=False):
     """``fn`` applied to each slice ``elems[i]`` (nested elems are sliced together), the results
     stacked; ``dtype`` (TF1) or ``fn_output_signature`` gives the output structure when it differs
     from ``elems``."""
@@ -93,7 +93,7 @@ def map_fn(fn, elems, dtype=None, parallel_iterations=None, back_prop=True, swap
 
     def step(i, carry):
         out = _cast_like(fn(_item(flat, elems, i)), structure)
-        if structure is None:
+        if structure is None and not _free_structure:
             try:
                 nest.assert_same_structure(elems, out)
             except (TypeError, ValueError) as e:
@@ -157,3 +157,9 @@ def foldl(fn, elems, initializer=None, parallel_iterations=10, back_prop=True, s
 def foldr(fn, elems, initializer=None, parallel_iterations=10, back_prop=True, swap_memory=False, name=None):
     """The final ``acc = fn(acc, x)`` over ``elems`` from the last element back."""
     return _scan_core(fn, elems, initializer, True, "foldr", keep_outputs=False)
+
+
+def vectorized_map(fn, elems, fallback_to_while_loop=True, warn=True):
+    """``fn`` over the slices of ``elems`` with the results stacked, as :func:`map_fn` (the output
+    structure is ``fn``'s own)."""
+    return map_fn(fn, elems, _free_structure=True)

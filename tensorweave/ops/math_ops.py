@@ -444,8 +444,13 @@ def cast(x, dtype, name=None):
 def saturate_cast(value, dtype, name=None):
     dtype = _dt.as_dtype(dtype)
     x = _ct(value)
-    if x.dtype.is_floating and dtype.is_integer or x.dtype.size > dtype.size:
-        x = clip_by_value(x, max(float(dtype.min), float(x.dtype.min)), min(float(dtype.max), float(x.dtype.max)))
+    if not x.dtype.is_bool and not dtype.is_bool:
+        # TF's rule: clamp to the target's range where it is narrower, the bounds in the input's dtype
+        bound = int if x.dtype.is_integer else float
+        if x.dtype.min < dtype.min:
+            x = maximum(x, _ct(bound(dtype.min), dtype=x.dtype))
+        if x.dtype.max > dtype.max:
+            x = minimum(x, _ct(bound(dtype.max), dtype=x.dtype))
     return cast(x, dtype, name=name)
 
 

@@ -596,11 +596,98 @@ def _train():
         yield f"v1/train/{k}", "train", src
 
 
+def _namespaces():
+    sp_split = "(lambda s: [s.indices, s.values, s.dense_shape])"
+    cases = {
+        "compat_as_bytes": "[tf.compat.as_bytes('h\\u00e9'), tf.compat.as_bytes(b'x'), tf.compat.as_text(b'abc'), "
+                           "tf.compat.as_str(b'q'), tf.compat.as_str_any(3), tf.compat.path_to_str('p')]",
+        "compat_as_bytes_bad": "tf.compat.as_bytes(3)",
+        "compat_types": "[isinstance(3, tf.compat.integral_types), isinstance(2.5, tf.compat.real_types), "
+                        "isinstance(b'', tf.compat.bytes_or_text_types), isinstance(1j, tf.compat.complex_types)]",
+        "compat_forward_compatible": "[tf.compat.forward_compatible(2019, 1, 1)]",
+        "compat_dimension": "[tf.compat.dimension_value(tf.TensorShape([4, None])[0]), "
+                            "tf.compat.dimension_at_index(tf.TensorShape([4, None]), 1).value]",
+        "Dimension": "[(tf.Dimension(3) * 2).value, (tf.Dimension(3) + tf.Dimension(None)).value, "
+                     "tf.Dimension(3).is_compatible_with(4), tf.Dimension(None).merge_with(5).value, "
+                     "tf.Dimension(6) // 4 == tf.Dimension(1), str(tf.Dimension(None)), int(tf.Dimension(7))]",
+        "Dimension_negative": "tf.Dimension(-1)",
+        "Dimension_merge_incompatible": "tf.Dimension(2).merge_with(3)",
+        "dimension_at_index": "tf.dimension_at_index(tf.TensorShape([2, 3]), 1).value",
+        "logging_levels": "[tf.logging.DEBUG, tf.logging.INFO, tf.logging.WARN, tf.logging.ERROR, tf.logging.FATAL]",
+        "logging_verbosity": "(tf.logging.set_verbosity(tf.logging.ERROR), tf.logging.get_verbosity(), "
+                             "tf.logging.set_verbosity(tf.logging.WARN), tf.logging.info('x %d', 1), "
+                             "tf.logging.log_first_n(tf.logging.INFO, "
+                             "'z', 1), tf.logging.log_if(tf.logging.INFO, 'w', False))[1]",
+        "python_io_roundtrip": "(lambda p: (lambda w: (w.write(b'abc'), w.write(b'de'), w.close()))"
+                               "(tf.python_io.TFRecordWriter(p)) and None or list(tf.python_io.tf_record_iterator(p)))"
+                               "(__import__('tempfile').mkdtemp() + '/r.tfrecord')",
+        "python_io_gzip": "(lambda p: (lambda w: (w.write(b'abc'), w.close()))(tf.python_io.TFRecordWriter(p, "
+                          "tf.python_io.TFRecordOptions(tf.python_io.TFRecordCompressionType.GZIP))) and None or "
+                          "list(tf.python_io.tf_record_iterator(p, tf.python_io.TFRecordOptions("
+                          "tf.python_io.TFRecordCompressionType.GZIP))))(__import__('tempfile').mkdtemp() + '/g.tfrecord')",
+        "queue_fifo": "graph_run(lambda: (lambda q: (lambda e: tf.tuple([q.dequeue()], control_inputs=[e]))("
+                      "q.enqueue_many([[1.0, 2.0]])))(tf.queue.FIFOQueue(3, tf.float32)))",
+        "queue_classes": "[c.__name__ for c in (tf.queue.PaddingFIFOQueue, tf.queue.RandomShuffleQueue, tf.queue.QueueBase)]",
+        "spectral_rfft": "tf.spectral.rfft(tf.constant([1.0, 2.0, 0.0, -1.0]))",
+        "spectral_dct": "tf.spectral.dct(tf.constant([1.0, 2.0, 0.0, -1.0]))",
+        "spectral_irfft2d": "tf.spectral.irfft2d(tf.spectral.rfft2d(tf.reshape(tf.range(8.0), [2, 4])))",
+        "manip_roll": "tf.manip.roll(tf.constant([1, 2, 3, 4]), 1, 0)",
+        "manip_tile": "tf.manip.tile(tf.constant([[1, 2]]), [2, 1])",
+        "manip_misc": "[tf.manip.reverse(tf.constant([1, 2, 3]), [0]), tf.manip.gather_nd(tf.constant([[1, 2], [3, 4]]), "
+                      "[[1, 0]]), tf.manip.scatter_nd([[1]], [5], [3]), tf.manip.reshape(tf.range(4), [2, 2])]",
+        "debugging_checks": "[tf.debugging.is_finite(tf.constant([1.0, np.inf])), tf.debugging.is_nan(tf.constant([np.nan])),"
+                            " tf.debugging.assert_equal(1, 1), tf.debugging.is_numeric_tensor(tf.constant(1))]",
+        "debugging_fails": "tf.debugging.assert_less(tf.constant(3), 2)",
+        "debugging_all_finite": "tf.debugging.assert_all_finite(tf.constant([1.0, np.nan]), 'bad')",
+        "dtypes": "[tf.dtypes.as_dtype('float64').name, tf.dtypes.cast(tf.constant([1.7]), tf.dtypes.int32), "
+                  "tf.dtypes.double.name, tf.dtypes.saturate_cast(tf.constant([300]), tf.dtypes.uint8)]",
+        "flags_define": "(lambda f: (f.DEFINE_integer('tw_case_flag', 7, 'help'), f.FLAGS(['prog', '--tw_case_flag=9']), "
+                        "f.FLAGS.tw_case_flag, f.FLAGS.unparse_flags(), delattr(f.FLAGS, 'tw_case_flag'))[2])(tf.flags)",
+        "app_flags": "tf.app.flags is tf.flags",
+        "summary_protos": "[tf.Summary(value=[tf.Summary.Value(tag='a', simple_value=1.5)]).value[0].simple_value, "
+                          "tf.Event(step=3).step, tf.SessionLog(status=tf.SessionLog.STOP).status, "
+                          "tf.HistogramProto(min=1.0).min, tf.SummaryMetadata(display_name='d').display_name, "
+                          "tf.LogMessage(message='m').message]",
+        "variable_enums": "[tf.VariableSynchronization.ON_READ.value, tf.VariableAggregation.MEAN.value, "
+                          "tf.VariableAggregation.ONLY_FIRST_TOWER.value]",
+        "variable_with_enums": "tf.Variable(2.0, synchronization=tf.VariableSynchronization.AUTO, "
+                               "aggregation=tf.VariableAggregation.NONE).read_value()",
+        "is_symbolic_tensor": "[tf.is_symbolic_tensor(tf.constant(1.0)), graph_run(lambda: tf.constant("
+                              "tf.is_symbolic_tensor(tf.constant(1.0))))]",
+        "grad_pass_through": "grad(lambda x: tf.grad_pass_through(tf.round)(x) * 3.0, [1.3, 2.7])",
+        "grad_pass_through_value": "tf.grad_pass_through(tf.round)(tf.constant([1.3, 2.7]))",
+        "recompute_grad": "grad(lambda x: tf.recompute_grad(lambda a: tf.sin(a) * a)(x), [1.3, -0.4])",
+        "vectorized_map": "tf.vectorized_map(lambda r: tf.reduce_sum(r * r), tf.constant([[1.0, 2.0], [3.0, 4.0]]))",
+        "vectorized_map_nested": "tf.vectorized_map(lambda r: (r, r * 2.0), tf.constant([1.0, 2.0]))",
+        "approx_top_k": f"tf.approx_top_k({F}, 2)",
+        "sparse_merge": "tf.sparse_tensor_to_dense(tf.sparse_merge(tf.SparseTensor([[0, 0], [0, 1], [1, 0]], "
+                        "tf.constant([3, 1, 2], tf.int64), [2, 2]), tf.SparseTensor([[0, 0], [0, 1], [1, 0]], "
+                        "[0.5, 1.5, -1.0], [2, 2]), 5))",
+        "bitcast_float_to_bytes": "tf.bitcast(tf.constant([1.0, -2.5]), tf.uint8)",
+        "bitcast_bytes_to_int": "tf.bitcast(tf.constant([[1, 0, 0, 0], [0, 1, 0, 0]], tf.uint8), tf.int32)",
+        "bitcast_same_size": "tf.bitcast(tf.constant([1.0]), tf.int32)",
+        "bitcast_bad_shape": "tf.bitcast(tf.constant([1, 2, 3], tf.uint8), tf.int32)",
+        "string_split": f"{sp_split}(tf.string_split(['a b  c', 'de', '']))",
+        "string_split_keep_empty": f"{sp_split}(tf.string_split(['a,b,,c'], delimiter=',', skip_empty=False))",
+        "string_split_chars": f"{sp_split}(tf.string_split(['a-b_c'], sep='-_'))",
+        "string_split_empty_delim": f"{sp_split}(tf.string_split(['abc'], delimiter=''))",
+        "string_split_ragged": "tf.string_split(['a b', 'c'], result_type='RaggedTensor').to_tensor()",
+        "variable_axis_size_partitioner": "[tf.variable_axis_size_partitioner(16)(tf.TensorShape([10, 2]), tf.float32), "
+                                          "tf.variable_axis_size_partitioner(64, axis=1, max_shards=3)(tf.TensorShape([4, 20]), "
+                                          "tf.float64), tf.variable_axis_size_partitioner(40)(tf.TensorShape([3, 2]), tf.string)]",
+        "variable_axis_size_partitioner_bad": "tf.variable_axis_size_partitioner(0)",
+        "partitioned_variable": "graph_run(lambda: tf.constant([v.name for v in tf.get_variable('pv', [6, 2], "
+                                "partitioner=tf.variable_axis_size_partitioner(24))]))",
+    }
+    for k, src in cases.items():
+        yield f"v1/ns/{k}", "namespaces", src
+
+
 def all_cases():
     out = []
     for family in (_top_level_math, _top_level_linalg, _top_level_scatter, _sparse, _strings, _random, _asserts,
                    _state_ops, _functional, _array_ops, _framework, _examples_and_files, _misc_top_level, _nn_more,
-                   _nn_extra, _train):
+                   _nn_extra, _train, _namespaces):
         out.extend(family())
     ids = [c[0] for c in out]
     assert len(ids) == len(set(ids)), "case ids must be unique"
