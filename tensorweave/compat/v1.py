@@ -118,7 +118,11 @@ _install_tf1_signatures({"": globals()})
 
 
 # Namespaces that import Keras or the data pipeline load on first use, as ``tw.keras`` does.
-_LAZY = {"keras": "tensorweave.keras", "data": "tensorweave.compat.v1_data", "layers": "tensorweave.compat.v1_layers"}
+_LAZY = {"keras": "tensorweave.keras", "data": "tensorweave.compat.v1_data", "layers": "tensorweave.compat.v1_layers",
+         "image": "tensorweave.compat.v1_image"}
+# top-level names defined in a lazily loaded module: name -> module
+_LAZY_NAMES = {"extract_image_patches": "tensorweave.compat.v1_image"}
+globals().pop("image", None)   # tw.image, if the star import brought it: TF1's is v1_image
 
 
 _SUMMARY_PROTOS = {"Summary": "summary_pb2", "SummaryMetadata": "summary_pb2", "HistogramProto": "summary_pb2",
@@ -129,6 +133,10 @@ def __getattr__(name):
     if name in _LAZY:
         import importlib
         return importlib.import_module(_LAZY[name])
+    if name in _LAZY_NAMES:
+        import importlib
+        globals()[name] = getattr(importlib.import_module(_LAZY_NAMES[name]), name)
+        return globals()[name]
     if name in _SUMMARY_PROTOS:       # TensorBoard's protocol buffers, for FileWriter (tensorboard loads on use)
         from tensorweave.compat import v1_summary
         return getattr(v1_summary._proto(_SUMMARY_PROTOS[name]), name)

@@ -683,11 +683,58 @@ def _namespaces():
         yield f"v1/ns/{k}", "namespaces", src
 
 
+def _image():
+    img = "tf.reshape(tf.sin(tf.range(60.0)) * 10.0 + 20.0, [1, 5, 6, 2])"   # away from 0: float32 rounding
+    u8 = "tf.cast(tf.reshape(tf.range(48) * 5, [4, 4, 3]), tf.uint8)"
+    cases = {}
+    for fn in ("resize_bilinear", "resize_nearest_neighbor", "resize_bicubic"):
+        for size in ("[3, 4]", "[8, 9]", "[5, 6]", "[1, 1]"):
+            tag = size.strip("[]").replace(", ", "x")
+            cases[f"{fn}/{tag}"] = f"tf.image.{fn}({img}, {size})"
+            cases[f"{fn}/{tag}/align"] = f"tf.image.{fn}({img}, {size}, align_corners=True)"
+            cases[f"{fn}/{tag}/half"] = f"tf.image.{fn}({img}, {size}, half_pixel_centers=True)"
+    for size in ("[3, 4]", "[2, 3]", "[8, 9]"):
+        tag = size.strip("[]").replace(", ", "x")
+        cases[f"resize_area/{tag}"] = f"tf.image.resize_area({img}, {size})"
+    cases.update({
+        "resize_images_default": f"tf.image.resize_images({img}, [3, 4])",
+        "resize_images_methods": f"[tf.image.resize_images({img}, [7, 3], method=m) for m in (0, 1, 2, 3)]",
+        "resize_images_enum": f"tf.image.resize_images({img}, [3, 3], tf.image.ResizeMethod.NEAREST_NEIGHBOR, True)",
+        "resize_images_uint8": f"tf.image.resize_images({u8}, [2, 3])",
+        "resize_images_uint8_nearest": f"tf.image.resize_images({u8}, [2, 3], method=1)",
+        "resize_images_same_size": f"tf.image.resize_images({u8}, [4, 4])",
+        "resize_images_aspect": f"tf.image.resize_images({img}, [4, 4], preserve_aspect_ratio=True)",
+        "resize_images_grad": "grad(lambda x: tf.image.resize_images(x, [3, 5]) * tf.reshape(tf.range(15.0), [1, 3, 5, 1]), "
+                              "np.linspace(0.0, 1.0, 16).reshape([1, 4, 4, 1]))",
+        "resize_bilinear_grad": "grad(lambda x: tf.image.resize_bilinear(x, [6, 7], align_corners=True) * "
+                                "tf.reshape(tf.range(42.0), [1, 6, 7, 1]), np.ones([1, 4, 4, 1]))",
+        "resize_image_with_pad": f"tf.image.resize_image_with_pad({img}, 4, 4)",
+        "resize_image_with_pad_nearest": f"tf.image.resize_image_with_pad({u8}, 6, 3, method=1)",
+        "resize_image_with_crop_or_pad": f"tf.image.resize_image_with_crop_or_pad({u8}, 3, 6)",
+        "crop_and_resize_box_ind": f"tf.image.crop_and_resize({img}, [[0.0, 0.1, 0.8, 0.9]], box_ind=[0], crop_size=[3, 3])",
+        "extract_image_patches": f"tf.extract_image_patches({img}, ksizes=[1, 2, 2, 1], strides=[1, 2, 2, 1], "
+                                 f"rates=[1, 1, 1, 1], padding='VALID')",
+        "image_extract_image_patches": f"tf.image.extract_image_patches({img}, [1, 3, 3, 1], [1, 1, 2, 1], [1, 1, 1, 1], "
+                                       f"'SAME')",
+        "transpose_image": f"tf.image.transpose_image({u8})",
+        "draw_bounding_boxes": "tf.image.draw_bounding_boxes(tf.zeros([1, 6, 6, 3]), [[[0.2, 0.2, 0.8, 0.8], "
+                               "[0.0, 0.0, 0.5, 0.5], [0.5, 0.1, 1.0, 0.6]]])",
+        "draw_bounding_boxes_gray": "tf.image.draw_bounding_boxes(tf.zeros([1, 4, 4, 1]), [[[0.0, 0.0, 1.0, 1.0]]])",
+        "draw_bounding_boxes_colors": "tf.image.draw_bounding_boxes(tf.zeros([1, 4, 4, 3]), [[[0.0, 0.0, 1.0, 1.0]]], "
+                                      "colors=[[0.2, 0.4, 0.6, 1.0]])",
+        "sample_distorted_bounding_box": "(lambda r: [t.shape for t in r])(tf.image.sample_distorted_bounding_box("
+                                         "[10, 10, 3], tf.constant([[[0.1, 0.1, 0.9, 0.9]]]), seed=1, seed2=2))",
+        "tf2_names_still_there": f"[tf.image.flip_left_right({u8}), tf.image.rgb_to_grayscale({u8})]",
+    })
+    for k, src in cases.items():
+        yield f"v1/image/{k}", "tf.image", src
+
+
 def all_cases():
     out = []
     for family in (_top_level_math, _top_level_linalg, _top_level_scatter, _sparse, _strings, _random, _asserts,
                    _state_ops, _functional, _array_ops, _framework, _examples_and_files, _misc_top_level, _nn_more,
-                   _nn_extra, _train, _namespaces):
+                   _nn_extra, _train, _namespaces, _image):
         out.extend(family())
     ids = [c[0] for c in out]
     assert len(ids) == len(set(ids)), "case ids must be unique"
