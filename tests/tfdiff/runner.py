@@ -101,10 +101,57 @@ def make_minimize_steps(tf):
     return minimize_steps
 
 
+def make_reader_run(tf):
+    def reader_run(make_reader, files, reads, records=None, options=None, up_to=None):
+        """Writes ``files`` ({name: bytes}; with ``records``, {name: [records]} as TFRecord files), queues
+        their paths, runs ``make_reader().read`` (or ``read_up_to(up_to)``) ``reads`` times in a TF1
+        session with queue runners; returns ``[key file:suffix, value hex]`` per read, or the error."""
+        import os
+        import tempfile
+        d = tempfile.mkdtemp()
+        paths = []
+        for name, content in sorted(files.items()):
+            path = os.path.join(d, name)
+            if records:
+                with tf.python_io.TFRecordWriter(path, options) as w:
+                    for r in content:
+                        w.write(r)
+            else:
+                with open(path, "wb") as f:
+                    f.write(content)
+            paths.append(path)
+        g = tf.Graph()
+        out = []
+        with g.as_default():
+            queue = tf.train.string_input_producer(paths, num_epochs=1, shuffle=False)
+            reader = make_reader()
+            key, value = reader.read_up_to(queue, up_to) if up_to else reader.read(queue)
+            produced, completed = reader.num_records_produced(), reader.num_work_units_completed()
+            with tf.Session(graph=g) as sess:
+                sess.run(tf.local_variables_initializer())
+                coord = tf.train.Coordinator()
+                threads = tf.train.start_queue_runners(sess, coord)
+                try:
+                    for _ in range(reads):
+                        k, v = sess.run([key, value])
+                        ks, vs = (list(k), list(v)) if up_to else ([k], [v])
+                        out.append([[os.path.basename(x.decode()) for x in ks],     # the temporary dir differs
+                                    [os.path.basename(x.decode()) if x.startswith(d.encode()) else x.hex() for x in vs]])
+                except tf.errors.OutOfRangeError:
+                    out.append("OutOfRange")
+                out.append([int(sess.run(produced)), int(sess.run(completed))])
+                coord.request_stop()
+                coord.join(threads, ignore_live_threads=True) if "ignore_live_threads" in \
+                    coord.join.__code__.co_varnames else coord.join(threads)
+        return out
+    return reader_run
+
+
 def run(tf, src):
     """The encoded result of evaluating case source ``src`` with module ``tf``."""
     env = {"tf": tf, "np": np, "grad": make_grad(tf), "nan": float("nan"), "inf": float("inf"),
-           "graph_run": make_graph_run(tf), "minimize_steps": make_minimize_steps(tf)}
+           "graph_run": make_graph_run(tf), "minimize_steps": make_minimize_steps(tf),
+           "reader_run": make_reader_run(tf)}
     try:
         out = eval(src, env)  # noqa: S307 - the case table is ours, checked into the repo
         return encode(out, tf)

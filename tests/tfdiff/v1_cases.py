@@ -730,11 +730,33 @@ def _image():
         yield f"v1/image/{k}", "tf.image", src
 
 
+def _readers():
+    text = "{'a.txt': b'h1\\nx,1\\ny,2\\n', 'b.txt': b'h2\\r\\nz,3'}"
+    binary = "{'d.bin': bytes(range(20)), 'e.bin': bytes(range(100, 112))}"
+    recs = "{'r1.tfrecord': [b'abc', b'', b'defg'], 'r2.tfrecord': [b'xyz']}"
+    cases = {
+        "text_line": f"reader_run(lambda: tf.TextLineReader(), {text}, 7)",
+        "text_line_skip_header": f"reader_run(lambda: tf.TextLineReader(skip_header_lines=1), {text}, 5)",
+        "text_line_up_to": f"reader_run(lambda: tf.TextLineReader(skip_header_lines=1), {text}, 3, up_to=2)",
+        "whole_file": f"reader_run(lambda: tf.WholeFileReader(), {text}, 3)",
+        "identity": f"reader_run(lambda: tf.IdentityReader(), {text}, 3)",
+        "fixed_length": f"reader_run(lambda: tf.FixedLengthRecordReader(4, header_bytes=2, footer_bytes=1), {binary}, 9)",
+        "fixed_length_hop": f"reader_run(lambda: tf.FixedLengthRecordReader(4, hop_bytes=3), {binary}, 12)",
+        "tfrecord": f"reader_run(lambda: tf.TFRecordReader(), {recs}, 5, records=True)",
+        "tfrecord_gzip": f"reader_run(lambda: tf.TFRecordReader(options=tf.python_io.TFRecordOptions("
+                         f"tf.python_io.TFRecordCompressionType.GZIP)), {recs}, 5, records=True, "
+                         f"options=tf.python_io.TFRecordOptions(tf.python_io.TFRecordCompressionType.GZIP))",
+        "tfrecord_up_to": f"reader_run(lambda: tf.TFRecordReader(), {recs}, 3, records=True, up_to=3)",
+    }
+    for k, src in cases.items():
+        yield f"v1/readers/{k}", "readers", src
+
+
 def all_cases():
     out = []
     for family in (_top_level_math, _top_level_linalg, _top_level_scatter, _sparse, _strings, _random, _asserts,
                    _state_ops, _functional, _array_ops, _framework, _examples_and_files, _misc_top_level, _nn_more,
-                   _nn_extra, _train, _namespaces, _image):
+                   _nn_extra, _train, _namespaces, _image, _readers):
         out.extend(family())
     ids = [c[0] for c in out]
     assert len(ids) == len(set(ids)), "case ids must be unique"
