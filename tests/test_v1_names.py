@@ -253,3 +253,31 @@ def test_app_run_parses_flags_and_exits_with_main():
     finally:
         flags.FLAGS.unparse_flags()
         delattr(flags.FLAGS, "tw_app_test_flag")
+
+
+def test_moving_average_of_a_tensor_starts_at_zero():
+    # TF 2.21 compat.v1 gives [1.0, 2.5, 4.25] for this program (tensor shadows start at zero, no debiasing)
+    with _graph() as g:
+        v = tf.Variable(1.0)
+        t = v * 2.0
+        ema = tf.train.ExponentialMovingAverage(0.5)
+        op = ema.apply([t])
+        with tf.control_dependencies([op]):
+            bump = tf.assign_add(v, 1.0)
+        assert ema.average_name(t) == t.name.split(":")[0] + "/ExponentialMovingAverage"
+    with tf.Session(graph=g) as sess:
+        sess.run(tf.global_variables_initializer())
+        out = []
+        for _ in range(3):
+            sess.run(bump)
+            out.append(float(sess.run(ema.average(t))))
+    assert out == [1.0, 2.5, 4.25]
+
+
+def test_decode_raw_in_a_graph():
+    with _graph() as g:
+        s = tf.placeholder(tf.string, [2])
+        d = tf.decode_raw(s, tf.uint16)
+        assert d.shape.as_list() == [2, None]
+    with tf.Session(graph=g) as sess:
+        assert sess.run(d, {s: [b"\x01\x00\x02\x00", b"\x03\x00\x04\x00"]}).tolist() == [[1, 2], [3, 4]]

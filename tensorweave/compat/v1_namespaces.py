@@ -132,25 +132,67 @@ def _dtypes(v1):
     return _namespace("dtypes", "TF1's ``tf.dtypes``.", **{n: getattr(v1, n) for n in names if hasattr(v1, n)})
 
 
+class _ParsingFlagValues:
+    """absl's ``FLAGS`` that parses ``sys.argv`` on the first read of a flag (unknown flags raise), as
+    TF1's ``tf.flags.FLAGS`` does (absl's own raises until parsed)."""
+
+    def __init__(self, wrapped):
+        self.__dict__["_wrapped"] = wrapped
+
+    def __getattr__(self, name):
+        wrapped = self.__dict__["_wrapped"]
+        if not hasattr(type(wrapped), name) and not wrapped.is_parsed():    # a flag, not a FlagValues method
+            wrapped(sys.argv)
+        return getattr(wrapped, name)
+
+    def __setattr__(self, name, value):
+        setattr(self.__dict__["_wrapped"], name, value)
+
+    def __delattr__(self, name):
+        delattr(self.__dict__["_wrapped"], name)
+
+    def __dir__(self):
+        return dir(self.__dict__["_wrapped"])
+
+    def __getitem__(self, name):
+        return self.__dict__["_wrapped"][name]
+
+    def __contains__(self, name):
+        return name in self.__dict__["_wrapped"]
+
+    def __iter__(self):
+        return iter(self.__dict__["_wrapped"])
+
+    def __len__(self):
+        return len(self.__dict__["_wrapped"])
+
+    def __call__(self, *args, **kwargs):
+        return self.__dict__["_wrapped"](*args, **kwargs)
+
+
 def _flags():
     try:
         from absl import flags
     except ImportError:
         raise ImportError("tf.flags/tf.app.flags are absl's flags; install absl-py (it comes with tensorboard). "
                           "Hint: pip install absl-py") from None
-    return flags
+    members = {n: getattr(flags, n) for n in dir(flags) if not n.startswith("_")}
+    members["FLAGS"] = _ParsingFlagValues(flags.FLAGS)
+    return _namespace("flags", "TF1's ``tf.flags``: absl's flags, with a ``FLAGS`` that parses "
+                      "``sys.argv`` on first use.", **members)
 
 
 def _app():
     def run(main=None, argv=None):
         """Parses the command-line flags (``tf.app.flags``) and calls ``main(argv)``, exiting with its
         result, as TF1's ``tf.app.run``."""
-        flags = _flags()
+        from absl import flags
         args = sys.argv if argv is None else argv
         remaining = flags.FLAGS(args, known_only=True)
         main = main or sys.modules["__main__"].main
         sys.exit(main(remaining))
-    return _namespace("app", "TF1's ``tf.app``: ``run`` and ``flags``.", run=run, flags=_flags())
+    from tensorweave.compat import v1
+    return _namespace("app", "TF1's ``tf.app``: ``run`` and ``flags``.", run=run, flags=v1.flags)
 
 
 def build(name):
