@@ -17,6 +17,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 def main():
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
     os.environ.setdefault("CUDA_VISIBLE_DEVICES", "")
+    os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")    # tf.compat.v1.layers needs tf_keras
     sys.path.insert(0, HERE)
     import tensorflow as tf  # noqa: PLC0415 - only in the oracle's environment
 

@@ -82,6 +82,22 @@ def make_graph_run(tf):
     return graph_run
 
 
+def make_metric_run(tf):
+    def metric_run(build, batches=1):
+        """TF1 streaming metric: ``build()`` gives ``(value, update_op)``; runs the initializers, the
+        update ``batches`` times, then fetches the value."""
+        g = tf.Graph()
+        with g.as_default():
+            value, update = build()
+            with tf.Session(graph=g) as sess:
+                sess.run([tf.global_variables_initializer(), tf.local_variables_initializer()])
+                for _ in range(batches):
+                    sess.run(update)
+                out = sess.run(value)
+        return tf.convert_to_tensor(out)
+    return metric_run
+
+
 def make_minimize_steps(tf):
     def minimize_steps(make_optimizer, steps=3):
         """The weights of a small least-squares model after ``steps`` of ``make_optimizer().minimize``
@@ -151,7 +167,7 @@ def run(tf, src):
     """The encoded result of evaluating case source ``src`` with module ``tf``."""
     env = {"tf": tf, "np": np, "grad": make_grad(tf), "nan": float("nan"), "inf": float("inf"),
            "graph_run": make_graph_run(tf), "minimize_steps": make_minimize_steps(tf),
-           "reader_run": make_reader_run(tf)}
+           "reader_run": make_reader_run(tf), "metric_run": make_metric_run(tf)}
     try:
         out = eval(src, env)  # noqa: S307 - the case table is ours, checked into the repo
         return encode(out, tf)

@@ -752,11 +752,44 @@ def _readers():
         yield f"v1/readers/{k}", "readers", src
 
 
+def _losses_metrics_layers():
+    labels = "tf.constant([[2, 5], [1, 4]], tf.int64)"
+    pred_idx = "tf.constant([[2, 3, 5], [0, 1, 2]], tf.int64)"
+    scores = "tf.constant([[0.1, 0.2, 0.9, 0.3, 0.0, 0.5], [0.7, 0.6, 0.1, 0.0, 0.2, 0.3]])"
+    cases = {
+        "losses/compute_weighted_loss": "tf.losses.compute_weighted_loss(tf.constant([1.0, 2.0, 3.0]), [1.0, 0.0, 2.0])",
+        "losses/compute_weighted_loss_sum": "tf.losses.compute_weighted_loss(tf.constant([[1.0, 2.0], [3.0, 4.0]]), "
+                                            "[[0.5], [2.0]], reduction=tf.losses.Reduction.SUM)",
+        "losses/compute_weighted_loss_none": "tf.losses.compute_weighted_loss(tf.constant([1.0, 2.0]), 3.0, "
+                                             "reduction=tf.losses.Reduction.NONE)",
+        "losses/get_regularization_losses": "graph_run(lambda: (tf.get_variable('w', initializer=tf.constant([1.0, -2.0]), "
+                                            "regularizer=lambda w: tf.reduce_sum(tf.abs(w))), "
+                                            "tf.losses.get_regularization_losses())[1])",
+        "metrics/recall_at_top_k": f"metric_run(lambda: tf.metrics.recall_at_top_k({labels}, {pred_idx}))",
+        "metrics/recall_at_top_k_class": f"metric_run(lambda: tf.metrics.recall_at_top_k({labels}, {pred_idx}, k=2, "
+                                         f"class_id=2), 2)",
+        "metrics/sparse_precision_at_k": f"metric_run(lambda: tf.metrics.sparse_precision_at_k({labels}, {scores}, 2))",
+        "metrics/sparse_precision_at_k_class": f"metric_run(lambda: tf.metrics.sparse_precision_at_k({labels}, {scores}, 3, "
+                                               f"class_id=5))",
+        "metrics/sparse_average_precision_at_k": f"metric_run(lambda: tf.metrics.sparse_average_precision_at_k({labels}, "
+                                                 f"{scores}, 3), 2)",
+        "layers/separable_conv1d": "graph_run(lambda: tf.layers.separable_conv1d(tf.reshape(tf.range(12.0), [1, 6, 2]), 3, 2, "
+                                   "strides=2, depthwise_initializer=tf.constant_initializer(0.5), "
+                                   "pointwise_initializer=tf.constant_initializer(-0.25), "
+                                   "bias_initializer=tf.constant_initializer(0.1)))",
+        "layers/SeparableConv1D": "graph_run(lambda: (lambda l: [l(tf.ones([2, 5, 3])), tf.constant([v.name for v in "
+                                  "l.weights])])(tf.layers.SeparableConv1D(4, 3, padding='same', depth_multiplier=2, "
+                                  "depthwise_initializer=tf.ones_initializer(), pointwise_initializer=tf.ones_initializer())))",
+    }
+    for k, src in cases.items():
+        yield f"v1/{k}", "losses, metrics, layers", src
+
+
 def all_cases():
     out = []
     for family in (_top_level_math, _top_level_linalg, _top_level_scatter, _sparse, _strings, _random, _asserts,
                    _state_ops, _functional, _array_ops, _framework, _examples_and_files, _misc_top_level, _nn_more,
-                   _nn_extra, _train, _namespaces, _image, _readers):
+                   _nn_extra, _train, _namespaces, _image, _readers, _losses_metrics_layers):
         out.extend(family())
     ids = [c[0] for c in out]
     assert len(ids) == len(set(ids)), "case ids must be unique"
