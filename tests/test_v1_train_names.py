@@ -193,3 +193,39 @@ def test_optimizer_base_class_and_slots():
         opt = tf.train.ProximalAdagradOptimizer(0.1)
         opt.minimize(tf.reduce_sum(w * w))
         assert opt.get_slot_names() == ["accumulator"] and opt.get_slot(w, "accumulator") is not None
+
+
+def test_session_manager_initializes_then_restores(tmp_path):
+    def build():
+        v = tf.Variable(3.0, name="v")
+        return v, tf.assign(v, 7.0), tf.train.Saver()
+    g = tf.Graph()
+    with g.as_default():
+        v, set7, saver = build()
+        manager = tf.train.SessionManager(ready_op=tf.report_uninitialized_variables())
+        sess = manager.prepare_session("", init_op=tf.global_variables_initializer(), saver=saver,
+                                       checkpoint_dir=str(tmp_path))
+        assert sess.run(v) == 3.0
+        sess.run(set7)
+        saver.save(sess, str(tmp_path / "model"))
+        with pytest.raises(RuntimeError, match="no init_op"):
+            tf.train.SessionManager().prepare_session("")
+    g2 = tf.Graph()
+    with g2.as_default():
+        v, _, saver = build()
+        manager = tf.train.SessionManager(ready_op=tf.report_uninitialized_variables())
+        sess = manager.prepare_session("", init_op=tf.global_variables_initializer(), saver=saver,
+                                       checkpoint_dir=str(tmp_path))
+        assert sess.run(v) == 7.0                  # restored, not initialized
+        recovered, ready = manager.recover_session("", saver=saver, checkpoint_dir=str(tmp_path))
+        assert ready and recovered.run(v) == 7.0
+        fresh, ready = manager.recover_session("", saver=saver, checkpoint_dir=str(tmp_path / "none"))
+        assert not ready
+
+    with tf.Graph().as_default():
+        tf.Variable(1.0)     # a fresh graph: its variables hold nothing yet
+        with pytest.raises(RuntimeError, match="did not make model ready"):
+            tf.train.SessionManager(ready_op=tf.report_uninitialized_variables()).prepare_session(
+                "", init_op=tf.no_op())
+        with pytest.raises(Exception, match="not ready"):
+            tf.train.SessionManager(ready_op=tf.report_uninitialized_variables()).wait_for_session("")

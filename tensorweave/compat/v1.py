@@ -56,7 +56,8 @@ from tensorweave.ops.variables import (global_variables, global_variables_initia
                                        local_variables, local_variables_initializer, trainable_variables,
                                        variables_initializer)
 from tensorweave.runtime.session import ConfigProto, InteractiveSession, Session, get_default_session  # noqa: F401
-from tensorweave.compat.v1_queues import FIFOQueue, PaddingFIFOQueue, QueueBase, RandomShuffleQueue  # noqa: F401
+from tensorweave.compat.v1_queues import (FIFOQueue, PaddingFIFOQueue, PriorityQueue, QueueBase,  # noqa: F401
+                                          RandomShuffleQueue)
 from tensorweave.compat.v1_readers import (FixedLengthRecordReader, IdentityReader, ReaderBase,  # noqa: F401
                                            TextLineReader, TFRecordReader, WholeFileReader)
 

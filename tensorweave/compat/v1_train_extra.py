@@ -33,7 +33,8 @@ __all__ = ["BytesList", "CheckpointOptions", "ClusterSpec", "Example", "Feature"
            "NewCheckpointReader", "cosine_decay_restarts", "linear_cosine_decay", "noisy_linear_cosine_decay",
            "ProximalGradientDescentOptimizer", "ProximalAdagradOptimizer", "assert_global_step",
            "init_from_checkpoint", "get_checkpoint_mtimes", "generate_checkpoint_state_proto",
-           "update_checkpoint_state", "LooperThread", "SessionCreator", "GlobalStepWaiterHook", "queue_runner"]
+           "update_checkpoint_state", "LooperThread", "SessionCreator", "GlobalStepWaiterHook", "queue_runner",
+           "SessionManager"]
 
 
 # ---- checkpoint readers -------------------------------------------------------------------------------
@@ -397,4 +398,89 @@ def _queue_runner_namespace():
 
 
 queue_runner = _queue_runner_namespace()
-del np
+
+
+class SessionManager:
+    """Creates sessions that are ready to train: restored from the latest checkpoint of
+    ``checkpoint_dir`` when there is one, else initialized by ``init_op``/``init_fn``; then
+    ``local_init_op``, and ``ready_op`` (e.g. ``report_uninitialized_variables()``) must report
+    nothing uninitialized."""
+
+    def __init__(self, local_init_op=None, ready_op=None, ready_for_local_init_op=None, graph=None,
+                 recovery_wait_secs=30, local_init_run_options=None, local_init_feed_dict=None):
+        from tensorweave.core.graph import get_default_graph
+        self._local_init_op, self._ready_op = local_init_op, ready_op
+        self._ready_for_local_init_op = ready_for_local_init_op
+        self._graph = graph if graph is not None else get_default_graph()
+        self._local_init_feed_dict = local_init_feed_dict
+        self._recovery_wait_secs = recovery_wait_secs
+
+    def _session(self, config):
+        from tensorweave.runtime.session import Session
+        return Session(graph=self._graph, config=config)
+
+    def _restore(self, sess, saver, checkpoint_dir, checkpoint_filename_with_path):
+        from tensorweave.train.manager import latest_checkpoint
+        if checkpoint_filename_with_path:
+            path = checkpoint_filename_with_path
+        elif checkpoint_dir:
+            path = latest_checkpoint(checkpoint_dir)
+        else:
+            return False
+        if not path or saver is None:
+            return False
+        saver.restore(sess, path)
+        return True
+
+    def _not_ready(self, sess, op):
+        """The names the ``op`` reports (empty: ready); None when there is no op."""
+        if op is None:
+            return None
+        names = np.asarray(sess.run(op)).reshape(-1)
+        return [n.decode() if isinstance(n, bytes) else str(n) for n in names]
+
+    def _finish(self, sess):
+        if self._local_init_op is not None:
+            pending = self._not_ready(sess, self._ready_for_local_init_op)
+            if pending:
+                raise RuntimeError(f"Variables not initialized before the local init op: {pending}")
+            sess.run(self._local_init_op, feed_dict=self._local_init_feed_dict)
+        pending = self._not_ready(sess, self._ready_op)
+        return not pending, pending
+
+    def prepare_session(self, master, init_op=None, saver=None, checkpoint_dir=None,
+                        checkpoint_filename_with_path=None, wait_for_checkpoint=False, max_wait_secs=7200,
+                        config=None, init_feed_dict=None, init_fn=None):
+        sess = self._session(config)
+        if not self._restore(sess, saver, checkpoint_dir, checkpoint_filename_with_path):
+            if init_op is None and not init_fn and self._local_init_op is None:
+                raise RuntimeError("Model is not initialized and no init_op or init_fn or local_init_op was given")
+            if init_op is not None:
+                sess.run(init_op, feed_dict=init_feed_dict)
+            if init_fn:
+                init_fn(sess)
+        ready, pending = self._finish(sess)
+        if not ready:
+            raise RuntimeError(f"Init operations did not make model ready. Uninitialized: {pending}")
+        return sess
+
+    def recover_session(self, master, saver=None, checkpoint_dir=None, checkpoint_filename_with_path=None,
+                        wait_for_checkpoint=False, max_wait_secs=7200, config=None):
+        """``(session, initialized)``: restored from a checkpoint (``initialized`` when the model is
+        then ready) or, without one, a fresh session and False."""
+        sess = self._session(config)
+        if not self._restore(sess, saver, checkpoint_dir, checkpoint_filename_with_path):
+            return sess, False
+        ready, _ = self._finish(sess)
+        return sess, ready
+
+    def wait_for_session(self, master, config=None, max_wait_secs=float("inf")):
+        """A session once the model is ready (another worker initialized it); in one process the
+        model is checked once, and a model that is not ready is an error."""
+        sess = self._session(config)
+        ready, pending = self._finish(sess)
+        if not ready:
+            sess.close()
+            raise errors.DeadlineExceededError(f"Session was not ready: uninitialized {pending}") \
+                if hasattr(errors, "DeadlineExceededError") else RuntimeError(f"Session was not ready: {pending}")
+        return sess

@@ -627,6 +627,12 @@ def _namespaces():
                           "tf.python_io.TFRecordCompressionType.GZIP))))(__import__('tempfile').mkdtemp() + '/g.tfrecord')",
         "queue_fifo": "graph_run(lambda: (lambda q: (lambda e: tf.tuple([q.dequeue()], control_inputs=[e]))("
                       "q.enqueue_many([[1.0, 2.0]])))(tf.queue.FIFOQueue(3, tf.float32)))",
+        "priority_queue": "graph_run(lambda: (lambda q: (lambda e: tf.tuple(q.dequeue_many(4), control_inputs=[e]))("
+                          "q.enqueue_many([[3, 1, 2, 0], [[3.0], [1.0], [2.0], [0.5]], [b'c', b'a', b'b', b'z']])))("
+                          "tf.queue.PriorityQueue(5, [tf.float32, tf.string], shapes=[[1], []])))",
+        "priority_queue_top": "graph_run(lambda: (lambda q: (lambda e: tf.tuple(q.dequeue(), control_inputs=[e]))("
+                              "q.enqueue_many([tf.constant([7, 2, 5], tf.int64), [1, 2, 3]])))(tf.PriorityQueue(3, tf.int32, "
+                              "shapes=[[]])))",
         "queue_classes": "[c.__name__ for c in (tf.queue.PaddingFIFOQueue, tf.queue.RandomShuffleQueue, tf.queue.QueueBase)]",
         "spectral_rfft": "tf.spectral.rfft(tf.constant([1.0, 2.0, 0.0, -1.0]))",
         "spectral_dct": "tf.spectral.dct(tf.constant([1.0, 2.0, 0.0, -1.0]))",
