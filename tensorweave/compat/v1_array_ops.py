@@ -27,7 +27,7 @@ __all__ = ["space_to_depth", "depth_to_space", "space_to_batch_nd", "space_to_ba
            "batch_to_space", "required_space_to_batch_paddings", "dynamic_partition", "dynamic_stitch", "setdiff1d",
            "batch_gather", "sparse_to_dense", "sparse_matmul", "histogram_fixed_width_bins", "clip_by_average_norm",
            "convert_to_tensor_or_indexed_slices", "convert_to_tensor_or_sparse_tensor", "guarantee_const", "approx_top_k",
-           "sparse_merge", "bitcast", "string_split", "variable_axis_size_partitioner"]
+           "sparse_merge", "bitcast", "string_split", "variable_axis_size_partitioner", "edit_distance"]
 
 
 def _static_dims(x, what, first):
@@ -381,3 +381,44 @@ def variable_axis_size_partitioner(max_shard_bytes, axis=0, bytes_per_string_ele
         parts[axis] = shards
         return parts
     return partitioner
+
+
+def edit_distance(hypothesis, truth, normalize=True, name="edit_distance"):
+    """The Levenshtein distance between the sequences of two SparseTensors (the last dimension
+    holds each sequence; the others index them), divided by the truth's length with ``normalize``;
+    float32 of shape ``max(dense shapes)[:-1]``."""
+    from tensorweave.ops.script_ops import numpy_function
+
+    def sequences(indices, values, shape):
+        seqs = {}
+        order = np.lexsort(indices.T[::-1]) if len(indices) else []
+        for i in order:
+            seqs.setdefault(tuple(indices[i][:-1]), []).append(values[i])
+        return seqs
+
+    def levenshtein(a, b):
+        prev = list(range(len(b) + 1))
+        for i, x in enumerate(a, 1):
+            cur = [i] + [0] * len(b)
+            for j, y in enumerate(b, 1):
+                cur[j] = min(prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + (x != y))
+            prev = cur
+        return prev[-1]
+
+    def distance(hi, hv, hs, ti, tv, ts):
+        out_shape = np.maximum(hs, ts)[:-1]
+        hyp, tru = sequences(hi, hv, hs), sequences(ti, tv, ts)
+        out = np.zeros(tuple(out_shape), np.float32)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            for loc in np.ndindex(*out_shape):
+                h, t = hyp.get(loc, []), tru.get(loc, [])
+                d = np.float32(levenshtein(h, t))
+                if normalize:   # an empty truth: inf, or 0 when the hypothesis is empty too (TF's rule)
+                    d = d / np.float32(len(t)) if t else (np.float32(np.inf) if d else np.float32(0))
+                out[loc] = d
+        return out
+    if hypothesis.values.dtype is not truth.values.dtype:
+        raise TypeError(f"edit_distance: hypothesis and truth must have the same dtype, got "
+                        f"{hypothesis.values.dtype.name} and {truth.values.dtype.name}")
+    return numpy_function(distance, [hypothesis.indices, hypothesis.values, hypothesis.dense_shape, truth.indices,
+                                     truth.values, truth.dense_shape], _dt.float32, stateful=False, name=name)

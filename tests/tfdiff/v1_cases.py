@@ -682,6 +682,12 @@ def _namespaces():
                                           "tf.variable_axis_size_partitioner(64, axis=1, max_shards=3)(tf.TensorShape([4, 20]), "
                                           "tf.float64), tf.variable_axis_size_partitioner(40)(tf.TensorShape([3, 2]), tf.string)]",
         "variable_axis_size_partitioner_bad": "tf.variable_axis_size_partitioner(0)",
+        "edit_distance": "tf.edit_distance(tf.SparseTensor([[0, 0, 0], [1, 0, 0], [1, 0, 1]], ['a', 'b', 'c'], [2, 1, 2]), "
+                         "tf.SparseTensor([[0, 0, 0], [0, 0, 1], [1, 0, 0]], ['a', 'x', 'b'], [2, 1, 2]))",
+        "edit_distance_raw": "tf.edit_distance(tf.SparseTensor([[0, 0], [0, 1], [0, 2], [1, 0]], [1, 2, 3, 4], [3, 3]), "
+                             "tf.SparseTensor([[0, 0], [0, 1], [2, 0]], [2, 3, 9], [3, 2]), normalize=False)",
+        "edit_distance_empty_truth": "tf.edit_distance(tf.SparseTensor([[0, 0], [1, 0]], [1, 2], [3, 1]), "
+                                     "tf.SparseTensor([[1, 0]], [2], [3, 1]))",
         "partitioned_variable": "graph_run(lambda: tf.constant([v.name for v in tf.get_variable('pv', [6, 2], "
                                 "partitioner=tf.variable_axis_size_partitioner(24))]))",
     }
