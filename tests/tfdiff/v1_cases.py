@@ -688,6 +688,17 @@ def _namespaces():
                              "tf.SparseTensor([[0, 0], [0, 1], [2, 0]], [2, 3, 9], [3, 2]), normalize=False)",
         "edit_distance_empty_truth": "tf.edit_distance(tf.SparseTensor([[0, 0], [1, 0]], [1, 2], [3, 1]), "
                                      "tf.SparseTensor([[1, 0]], [2], [3, 1]))",
+        "sets_intersection": "(lambda s: [s.indices, s.values, s.dense_shape])(tf.sets.set_intersection("
+                             "[[1, 2, 3], [4, 5, 6]], [[2, 3, 9], [7, 7, 4]]))",
+        "sets_union_sparse": "(lambda s: [s.indices, s.values, s.dense_shape])(tf.sets.set_union([[3, 1], [2, 2]], "
+                             "tf.SparseTensor([[0, 0], [1, 1]], [5, 1], [2, 3])))",
+        "sets_difference": "(lambda s: [s.indices, s.values, s.dense_shape])(tf.sets.set_difference([[1, 2, 3], "
+                           "[4, 5, 6]], [[2, 2, 2], [4, 0, 0]]))",
+        "sets_difference_bminusa": "(lambda s: [s.indices, s.values, s.dense_shape])(tf.sets.set_difference([[1, 2]], "
+                                   "[[2, 7]], aminusb=False))",
+        "sets_size": "tf.sets.set_size(tf.SparseTensor([[0, 0], [0, 1], [0, 2], [2, 0]], [3, 3, 1, 4], [3, 3]))",
+        "sets_strings": "(lambda s: [s.values, s.dense_shape])(tf.sets.intersection([['a', 'b']], [['b', 'c']]))",
+        "sets_dtype_mismatch": "tf.sets.union([[1]], [[1.0]])",
         "partitioned_variable": "graph_run(lambda: tf.constant([v.name for v in tf.get_variable('pv', [6, 2], "
                                 "partitioner=tf.variable_axis_size_partitioner(24))]))",
     }
