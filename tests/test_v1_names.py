@@ -281,3 +281,23 @@ def test_decode_raw_in_a_graph():
         assert d.shape.as_list() == [2, None]
     with tf.Session(graph=g) as sess:
         assert sess.run(d, {s: [b"\x01\x00\x02\x00", b"\x03\x00\x04\x00"]}).tolist() == [[1, 2], [3, 4]]
+
+
+def test_reader_base_reset_and_state(tmp_path):
+    path = tmp_path / "f.txt"
+    path.write_text("a\nb\n")
+    reader = tf.TextLineReader()
+    assert isinstance(reader, tf.ReaderBase) and not reader.supports_serialize
+    with pytest.raises(tf.errors.UnimplementedError):
+        reader.serialize_state()
+    with _graph() as g:
+        queue = tf.FIFOQueue(4, tf.string)
+        fill = queue.enqueue_many([[str(path)] * 3])
+        key, value = reader.read(queue)
+        produced, reset = reader.num_records_produced(), reader.reset()
+    with tf.Session(graph=g) as sess:
+        sess.run(fill)
+        assert [sess.run(value) for _ in range(3)] == [b"a", b"b", b"a"]
+        assert sess.run(produced) == 3
+        sess.run(reset)                 # forgets the current file and the counts
+        assert sess.run(produced) == 0 and sess.run(value) == b"a"
