@@ -44,3 +44,4 @@ clean:
 tf-oracle:
 	test -x $(TF_VENV)/bin/python || ($(PYTHON) -m venv $(TF_VENV) && $(TF_VENV)/bin/pip install -q tensorflow-cpu)
 	$(TF_VENV)/bin/python tests/tfdiff/generate.py
+	$(TF_VENV)/bin/python tests/tfdiff/generate.py --v1

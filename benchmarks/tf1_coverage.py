@@ -9,7 +9,8 @@ else in a subprocess of ``$TENSORWEAVE_PYTHON`` (default ``/work/main/.venv/bin/
     TF_USE_LEGACY_KERAS=1 ~/.cache/tensorweave/bench-tf-venv/bin/python benchmarks/tf1_coverage.py [--missing]
 
 A name counts as **present** when the namespace has it, and as **working** when it is present
-and a test under ``tests/`` uses it through that namespace (``tf.nn.dropout`` for compat.v1's nn,
+and a test under ``tests/`` (or a case of ``tests/tfdiff/v1_cases.py``, compared with TensorFlow)
+uses it through that namespace (``tf.nn.dropout`` for compat.v1's nn,
 or ``tw.nn.dropout``/``tw.dropout`` where compat.v1 re-exports tensorweave's own function).
 TensorFlow 2.16+ has no ``tf.estimator``: its names are the list below (TF 2.15's).
 ``tf.compat.v1.layers`` and ``.nn.rnn_cell`` need ``tf_keras`` and ``TF_USE_LEGACY_KERAS=1``.
@@ -67,6 +68,13 @@ def _test_sources():
             if f.endswith(".py"):
                 with open(os.path.join(folder, f), encoding="utf-8") as fh:
                     texts.append(fh.read())
+    # the compat.v1 differential cases are generated from templates: count the sources they run
+    sys.path.insert(0, os.path.join(ROOT, "tests", "tfdiff"))
+    try:
+        import v1_cases
+        texts.extend(src for _, _, src in v1_cases.all_cases())
+    finally:
+        sys.path.pop(0)
     return "\n".join(texts)
 
 
@@ -77,6 +85,8 @@ def tensorweave_coverage(names):
     tests = _test_sources()
     path_re = r"\.((?:[A-Za-z_]\w*\.)*[A-Za-z_]\w*)"
     used_v1 = set(re.findall(r"\b(?:tf|tf1)" + path_re, tests))     # tests write compat.v1 as ``tf``
+    # ``tf.gfile.exists`` uses ``tf.gfile`` too, ``tf.UnconnectedGradients.ZERO`` the class
+    used_v1 |= {p.rsplit(".", k)[0] for p in list(used_v1) for k in range(1, p.count(".") + 1)}
     used_tw = set(re.findall(r"\btw" + path_re, tests))
     # compat.v1's sub-modules imported by name (``from tensorweave.compat import v1_train as train``)
     for ns in ("train", "layers", "losses", "metrics", "summary", "estimator"):

@@ -46,6 +46,11 @@ EXCEPTIONS = {
     **dict.fromkeys(["SbpLocalShape", "SbpLocalConst", "SbpReplaceInput", "SbpSliceOf", "SbpMaskedGather",
                      "SbpMaskedResourceGather", "SbpRowsOnly", "SbpMaskedGatherGrad"],
                     "made only by SBP local hooks on ranks' pieces: tests/test_sbp_checker.py"),
+    **dict.fromkeys([f"ResourceScatter{k}V1" for k in ("Add", "Sub", "Mul", "Div", "Min", "Max", "Update")]
+                    + [f"ResourceScatterNd{k}V1" for k in ("Add", "Sub", "Update")]
+                    + ["CountUpToV1", "VarIsInitializedOp"],
+                    "TF1 variable update/query: tests/tfdiff/v1_cases.py against TensorFlow"),
+    "Assert": "TF1's run-time check (raises when it runs): tests/tfdiff/v1_cases.py against TensorFlow",
     "NoOp": "no inputs or outputs, nothing to compare: tests/test_graph.py (control dependencies)",
     "IdentityN": "used by tw.custom_gradient and tw.function outputs: tests/test_autodiff.py",
     "PlaceholderWithDefault": "a graph input: tests/test_graph.py",

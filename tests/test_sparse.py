@@ -33,7 +33,7 @@ def _triple(st):
     (lambda: tw.sparse.reset_shape(_a()), ([[1, 2], [0, 1], [1, 0]], [3.0, 1.0, 2.0], [2, 3])),
     (lambda: tw.sparse.bincount(tw.constant([1, 1, 3]), minlength=5), ([[1], [3]], [2, 1], [5])),
     (lambda: tw.sparse.add(tw.sparse.reorder(_a()), _b()), ([[0, 1], [1, 0], [1, 2], [2, 3]], [11.0, 2.0, 3.0, -4.0], [3, 4])),
-    (lambda: tw.sparse.add(tw.sparse.reorder(_a()), _b(), threshold=2.5), ([[0, 1], [1, 2], [2, 3]], [11.0, 3.0, -4.0], [3, 4])),
+    (lambda: tw.sparse.add(tw.sparse.reorder(_a()), _b(), threshold=2.5), ([[0, 1], [1, 0], [1, 2], [2, 3]], [11.0, 2.0, 3.0, -4.0], [3, 4])),
     (lambda: tw.sparse.maximum(tw.sparse.reorder(_a()), _b()), ([[0, 1], [1, 0], [1, 2], [2, 3]], [10.0, 2.0, 3.0, 0.0], [3, 4])),
 ], ids=["reorder", "slice", "reshape", "transpose", "concat", "expand_dims", "fill_empty_rows", "split", "retain",
         "eye", "reset_shape", "bincount", "add", "add_threshold", "maximum"])

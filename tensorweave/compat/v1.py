@@ -20,17 +20,29 @@ from tensorweave.compat.v1_rnn import reverse_sequence  # noqa: F401
 from tensorweave.compat.v1_tensor_array import TensorArray  # noqa: F401
 from tensorweave.compat.v1_device import GPUOptions, GraphOptions, OptimizerOptions  # noqa: F401
 from tensorweave.compat.v1_misc import *  # noqa: F401,F403 - TF1-only spellings and helpers
+from tensorweave.compat.v1_asserts import *  # noqa: F401,F403 - tf.Assert, tf.assert_*, check_numerics
+from tensorweave.compat.v1_state_ops import *  # noqa: F401,F403 - tf.scatter_update & co., count_up_to
+from tensorweave.compat.v1_functional import foldl, foldr, map_fn, scan, vectorized_map  # noqa: F401
+from tensorweave.compat.v1_array_ops import *  # noqa: F401,F403 - space_to_depth, dynamic_partition...
+from tensorweave.compat.v1_framework import *  # noqa: F401,F403 - disable_v2_behavior, make_template...
+from tensorweave.compat.v1_nn_extra import conv2d_backprop_filter_v2, conv2d_backprop_input_v2  # noqa: F401
+from tensorweave.compat.v1_dimension import Dimension, dimension_at_index  # noqa: F401
+from tensorweave.compat import v1_logging as logging  # noqa: F401
+from tensorweave.compat import v1_gfile as gfile  # noqa: F401
 from tensorweave.compat.v1_initializers import (constant_initializer, glorot_normal_initializer,  # noqa: F401
                                                 glorot_uniform_initializer, ones_initializer,
                                                 orthogonal_initializer, random_normal_initializer,
                                                 random_uniform_initializer, truncated_normal_initializer,
-                                                variance_scaling_initializer, zeros_initializer)
+                                                uniform_unit_scaling_initializer, variance_scaling_initializer,
+                                                zeros_initializer)
 from tensorweave.compat.v1_variable_scope import (AUTO_REUSE, PartitionedVariable, VariableScope,  # noqa: F401
                                                   fixed_size_partitioner, get_local_variable, get_variable,
                                                   get_variable_scope, min_max_variable_partitioner,
                                                   variable_op_scope, variable_scope)
-from tensorweave.compat.v1_aliases import (to_bfloat16, to_double, to_float, to_int32, to_int64,  # noqa: F401
-                                           install as _install_tf1_signatures)
+from tensorweave.compat.v1_aliases import (to_bfloat16, to_complex64, to_complex128, to_double,  # noqa: F401
+                                           to_float, to_int32, to_int64, install as _install_tf1_signatures)
+from tensorweave.compat.v1_aliases import IO_NAMES as _v1_aliases_io_names
+from tensorweave.compat import v1_moved as _v1_moved
 from tensorweave import estimator  # noqa: F401
 from tensorweave.estimator import feature_column  # noqa: F401
 from tensorweave.compat import v1_losses as losses  # noqa: F401
@@ -45,7 +57,10 @@ from tensorweave.ops.variables import (global_variables, global_variables_initia
                                        local_variables, local_variables_initializer, trainable_variables,
                                        variables_initializer)
 from tensorweave.runtime.session import ConfigProto, InteractiveSession, Session, get_default_session  # noqa: F401
-from tensorweave.compat.v1_queues import FIFOQueue, PaddingFIFOQueue, QueueBase, RandomShuffleQueue  # noqa: F401
+from tensorweave.compat.v1_queues import (FIFOQueue, PaddingFIFOQueue, PriorityQueue, QueueBase,  # noqa: F401
+                                          RandomShuffleQueue)
+from tensorweave.compat.v1_readers import (FixedLengthRecordReader, IdentityReader, ReaderBase,  # noqa: F401
+                                           TextLineReader, TFRecordReader, WholeFileReader)
 
 
 class GraphKeys:
@@ -101,15 +116,43 @@ def div(x, y, name=None):
     return floordiv(x, y, name=name) if x.dtype.is_integer else divide(x, y, name=name)
 
 
+_v1_moved.install(globals(), _v1_moved.MOVED)
+get_seed = random.get_seed
 _install_tf1_signatures({"": globals()})
 
 
 # Namespaces that import Keras or the data pipeline load on first use, as ``tw.keras`` does.
-_LAZY = {"keras": "tensorweave.keras", "data": "tensorweave.compat.v1_data", "layers": "tensorweave.compat.v1_layers"}
+_LAZY = {"keras": "tensorweave.keras", "data": "tensorweave.compat.v1_data", "layers": "tensorweave.compat.v1_layers",
+         "image": "tensorweave.compat.v1_image", "sets": "tensorweave.compat.v1_sets"}
+# top-level names defined in a lazily loaded module: name -> module
+_LAZY_NAMES = {"extract_image_patches": "tensorweave.compat.v1_image"}
+globals().pop("image", None)   # tw.image, if the star import brought it: TF1's is v1_image
+
+
+_SUMMARY_PROTOS = {"Summary": "summary_pb2", "SummaryMetadata": "summary_pb2", "HistogramProto": "summary_pb2",
+                   "Event": "event_pb2", "SessionLog": "event_pb2", "LogMessage": "event_pb2"}
 
 
 def __getattr__(name):
     if name in _LAZY:
         import importlib
         return importlib.import_module(_LAZY[name])
+    if name in _LAZY_NAMES:
+        import importlib
+        globals()[name] = getattr(importlib.import_module(_LAZY_NAMES[name]), name)
+        return globals()[name]
+    if name in _SUMMARY_PROTOS:       # TensorBoard's protocol buffers, for FileWriter (tensorboard loads on use)
+        from tensorweave.compat import v1_summary
+        return getattr(v1_summary._proto(_SUMMARY_PROTOS[name]), name)
+    from tensorweave.compat import v1_namespaces
+    if name in v1_namespaces.NAMES:
+        globals()[name] = v1_namespaces.build(name)
+        return globals()[name]
+    moved = _v1_moved.lazy(_v1_moved.MOVED, name)
+    if moved is None and name in _v1_aliases_io_names:
+        from tensorweave.compat.v1_aliases import io_table
+        moved = io_table()[name]
+    if moved is not None:
+        globals()[name] = moved
+        return moved
     raise AttributeError(f"module 'tensorweave.compat.v1' has no attribute '{name}'")

@@ -163,7 +163,70 @@ def _table():
     t[("nn", "weighted_cross_entropy_with_logits")] = tf1_signature(
         nn_ops.weighted_cross_entropy_with_logits, ["labels", "logits", "pos_weight", "name", "targets"],
         {"targets": "labels"})
+    t.update(_moved_table(tw))
     return t
+
+
+def _moved_table(tw):
+    """TF1 top-level spellings of functions TF2 moved into a namespace whose TF1 arguments differ."""
+    t = {}
+    for f in ("igamma", "igammac", "polygamma"):
+        t[("", f)] = tf1_signature(getattr(tw.math, f), ["a", "x", "name"], {"a": "x", "x": "y"}, name=f)
+    t[("", "zeta")] = tf1_signature(tw.math.zeta, ["x", "q", "name"], {"q": "y"}, name="zeta")
+    for f in ("add", "sub"):
+        t[("", f"tensor_scatter_{f}")] = tf1_signature(
+            getattr(tw, f"tensor_scatter_nd_{f}"), ["tensor", "indices", "updates", "bad_indices_policy", "name"],
+            ignored=("bad_indices_policy",), name=f"tensor_scatter_{f}")
+    t[("", "bincount")] = tf1_signature(tw.math.bincount, ["arr", "weights", "minlength", "maxlength", "dtype"],
+                                        name="bincount")
+    t[("", "confusion_matrix")] = tf1_signature(
+        tw.math.confusion_matrix, ["labels", "predictions", "num_classes", "dtype", "name", "weights"],
+        name="confusion_matrix")
+    t[("", "reduce_join")] = tf1_signature(
+        tw.strings.reduce_join, ["inputs", "axis", "keep_dims", "separator", "name", "reduction_indices", "keepdims"],
+        {"keep_dims": "keepdims", "reduction_indices": "axis"}, name="reduce_join")
+    t[("", "substr")] = tf1_signature(tw.strings.substr, ["input", "pos", "len", "name", "unit"], name="substr")
+    t[("", "string_to_number")] = tf1_signature(
+        tw.strings.to_number, ["string_tensor", "out_type", "name", "input"], {"input": "string_tensor"},
+        name="string_to_number")
+    t[("", "sparse_add")] = tf1_signature(tw.sparse.add, ["a", "b", "threshold", "thresh"], {"thresh": "threshold"},
+                                          name="sparse_add")
+    t[("", "sparse_concat")] = tf1_signature(
+        tw.sparse.concat, ["axis", "sp_inputs", "name", "expand_nonconcat_dim", "concat_dim", "expand_nonconcat_dims"],
+        {"concat_dim": "axis", "expand_nonconcat_dim": "expand_nonconcat_dims"}, name="sparse_concat")
+    for f in ("max", "sum"):
+        for sparse_out in (False, True):
+            n = f"sparse_reduce_{f}" + ("_sparse" if sparse_out else "")
+            t[("", n)] = tf1_signature(
+                getattr(tw.sparse, f"reduce_{f}"), ["sp_input", "axis", "keepdims", "reduction_axes", "keep_dims"],
+                {"reduction_axes": "axis", "keep_dims": "keepdims"}, defaults={"output_is_sparse": sparse_out}, name=n)
+    for f in ("mean", "sum", "sqrt_n"):
+        t[("", f"sparse_segment_{f}")] = tf1_signature(
+            getattr(tw.sparse, f"segment_{f}"), ["data", "indices", "segment_ids", "name", "num_segments",
+                                                 "sparse_gradient"], ignored=("sparse_gradient",),
+            name=f"sparse_segment_{f}")
+    t[("", "sparse_split")] = tf1_signature(
+        tw.sparse.split, ["keyword_required", "sp_input", "num_split", "axis", "name", "split_dim"],
+        {"split_dim": "axis"}, name="sparse_split")
+    return t
+
+
+def io_table():
+    """TF1 spellings over ``tw.io`` (a namespace loaded on first use, so compat.v1 builds these then)."""
+    from tensorweave import io
+    t = {"decode_csv": tf1_signature(io.decode_csv, ["records", "record_defaults", "field_delim", "use_quote_delim",
+                                                     "name", "na_value", "select_cols"], name="decode_csv"),
+         "decode_raw": tf1_signature(io.decode_raw, ["input_bytes", "out_type", "little_endian", "name", "bytes"],
+                                     {"bytes": "input_bytes"}, name="decode_raw")}
+    for f in ("parse_example", "parse_single_example"):
+        t[f] = tf1_signature(getattr(io, f), ["serialized", "features", "name", "example_names"], name=f)
+    for f in ("serialize_sparse", "serialize_many_sparse"):
+        t[f] = tf1_signature(getattr(io, f), ["sp_input", "name", "out_type"], name=f)
+    return t
+
+
+IO_NAMES = ("decode_csv", "decode_raw", "parse_example", "parse_single_example", "serialize_sparse",
+            "serialize_many_sparse")
 
 
 def install(namespaces):
@@ -188,3 +251,5 @@ to_double = _cast_to("float64", "ToDouble")
 to_int32 = _cast_to("int32", "ToInt32")
 to_int64 = _cast_to("int64", "ToInt64")
 to_bfloat16 = _cast_to("bfloat16", "ToBFloat16")
+to_complex64 = _cast_to("complex64", "ToComplex64")
+to_complex128 = _cast_to("complex128", "ToComplex128")

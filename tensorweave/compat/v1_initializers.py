@@ -67,3 +67,54 @@ def lecun_normal(seed=None):
 
 def lecun_uniform(seed=None):
     return _k.LecunUniform(seed)
+
+
+identity_initializer = _tf1(_k.Identity, "identity_initializer", ["gain"], {"gain": 1.0})
+identity = identity_initializer
+
+
+class uniform_unit_scaling_initializer(_k.RandomUniform):  # noqa: N801 - TF1's name
+    """Uniform in ``[-m, m]`` with ``m = factor * sqrt(3 / input_size)``, ``input_size`` the
+    product of all dimensions but the last (TF1's deprecated ``uniform_unit_scaling_initializer``;
+    the full variable's shape when partitioned)."""
+
+    def __init__(self, factor=1.0, seed=None, dtype=_dt.float32):
+        self.factor, self.dtype = float(factor), _dt.as_dtype(dtype)
+        _k.RandomUniform.__init__(self, seed=seed)
+
+    def __call__(self, shape, dtype=None, partition_info=None):
+        import math
+        full = list(getattr(partition_info, "full_shape", None) or shape)
+        input_size = 1.0
+        for d in full[:-1]:
+            input_size *= float(d)
+        limit = math.sqrt(3.0 / max(input_size, 1.0)) * self.factor
+        self.minval, self.maxval = -limit, limit
+        return _k.RandomUniform.__call__(self, shape, dtype=dtype if dtype is not None else self.dtype)
+
+    def get_config(self):
+        return {"factor": self.factor, "seed": self.seed, "dtype": self.dtype.name}
+
+
+uniform_unit_scaling = uniform_unit_scaling_initializer
+
+
+# ``tf.initializers.global_variables()`` & co.: the initializer ops under TF1's namespace
+def global_variables():
+    from tensorweave.ops.variables import global_variables_initializer
+    return global_variables_initializer()
+
+
+def local_variables():
+    from tensorweave.ops.variables import local_variables_initializer
+    return local_variables_initializer()
+
+
+def variables(var_list, name="init"):
+    from tensorweave.ops.variables import variables_initializer
+    return variables_initializer(var_list, name=name)
+
+
+def tables_initializer(name="init_all_tables"):
+    from tensorweave.compat.v1_framework import tables_initializer as init
+    return init(name=name)

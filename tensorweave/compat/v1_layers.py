@@ -29,11 +29,11 @@ from tensorweave.keras import layers as _kl
 from tensorweave.keras.engine.layer import InputSpec  # noqa: F401
 
 __all__ = ["Layer", "InputSpec", "Dense", "Dropout", "Flatten", "Conv1D", "Conv2D", "Conv3D", "Conv2DTranspose",
-           "Conv3DTranspose", "SeparableConv2D", "MaxPooling1D", "MaxPooling2D", "MaxPooling3D", "AveragePooling1D",
-           "AveragePooling2D", "AveragePooling3D", "BatchNormalization", "dense", "dropout", "flatten", "conv1d",
-           "conv2d", "conv3d", "conv2d_transpose", "conv3d_transpose", "separable_conv2d", "max_pooling1d",
-           "max_pooling2d", "max_pooling3d", "average_pooling1d", "average_pooling2d", "average_pooling3d",
-           "batch_normalization"]
+           "Conv3DTranspose", "SeparableConv1D", "SeparableConv2D", "MaxPooling1D", "MaxPooling2D", "MaxPooling3D",
+           "AveragePooling1D", "AveragePooling2D", "AveragePooling3D", "BatchNormalization", "dense", "dropout",
+           "flatten", "conv1d", "conv2d", "conv3d", "conv2d_transpose", "conv3d_transpose", "separable_conv1d",
+           "separable_conv2d", "max_pooling1d", "max_pooling2d", "max_pooling3d", "average_pooling1d",
+           "average_pooling2d", "average_pooling3d", "batch_normalization"]
 
 
 class _TF1Scoped:
@@ -146,6 +146,10 @@ Conv3DTranspose = _conv_class(_kl.Conv3DTranspose)
 
 
 class SeparableConv2D(_TF1Scoped, _kl.SeparableConv2D):
+    pass
+
+
+class SeparableConv1D(_TF1Scoped, _kl.SeparableConv1D):
     pass
 
 
@@ -273,21 +277,29 @@ conv2d_transpose = _conv_function(Conv2DTranspose, "conv2d_transpose")
 conv3d_transpose = _conv_function(Conv3DTranspose, "conv3d_transpose")
 
 
-def separable_conv2d(inputs, filters, kernel_size, strides=(1, 1), padding="valid", data_format="channels_last",
-                     dilation_rate=(1, 1), depth_multiplier=1, activation=None, use_bias=True,
-                     depthwise_initializer=None, pointwise_initializer=None, bias_initializer=zeros_initializer(),
-                     depthwise_regularizer=None, pointwise_regularizer=None, bias_regularizer=None,
-                     activity_regularizer=None, depthwise_constraint=None, pointwise_constraint=None,
-                     bias_constraint=None, trainable=True, name=None, reuse=None):
-    return SeparableConv2D(filters, kernel_size, strides=strides, padding=padding, data_format=data_format,
-                           dilation_rate=dilation_rate, depth_multiplier=depth_multiplier, activation=activation,
-                           use_bias=use_bias, depthwise_initializer=depthwise_initializer,
-                           pointwise_initializer=pointwise_initializer, bias_initializer=bias_initializer,
-                           depthwise_regularizer=depthwise_regularizer, pointwise_regularizer=pointwise_regularizer,
-                           bias_regularizer=bias_regularizer, activity_regularizer=activity_regularizer,
-                           depthwise_constraint=depthwise_constraint, pointwise_constraint=pointwise_constraint,
-                           bias_constraint=bias_constraint, trainable=trainable, name=name, _scope=name,
-                           _reuse=reuse)(inputs)
+def _separable_function(cls, doc_name, ones):
+    def separable(inputs, filters, kernel_size, strides=ones, padding="valid", data_format="channels_last",
+                  dilation_rate=ones, depth_multiplier=1, activation=None, use_bias=True,
+                  depthwise_initializer=None, pointwise_initializer=None, bias_initializer=zeros_initializer(),
+                  depthwise_regularizer=None, pointwise_regularizer=None, bias_regularizer=None,
+                  activity_regularizer=None, depthwise_constraint=None, pointwise_constraint=None,
+                  bias_constraint=None, trainable=True, name=None, reuse=None):
+        return cls(filters, kernel_size, strides=strides, padding=padding, data_format=data_format,
+                   dilation_rate=dilation_rate, depth_multiplier=depth_multiplier, activation=activation,
+                   use_bias=use_bias, depthwise_initializer=depthwise_initializer,
+                   pointwise_initializer=pointwise_initializer, bias_initializer=bias_initializer,
+                   depthwise_regularizer=depthwise_regularizer, pointwise_regularizer=pointwise_regularizer,
+                   bias_regularizer=bias_regularizer, activity_regularizer=activity_regularizer,
+                   depthwise_constraint=depthwise_constraint, pointwise_constraint=pointwise_constraint,
+                   bias_constraint=bias_constraint, trainable=trainable, name=name, _scope=name,
+                   _reuse=reuse)(inputs)
+    separable.__name__ = separable.__qualname__ = doc_name
+    separable.__doc__ = f"TF1's ``tf.layers.{doc_name}``."
+    return separable
+
+
+separable_conv2d = _separable_function(SeparableConv2D, "separable_conv2d", (1, 1))
+separable_conv1d = _separable_function(SeparableConv1D, "separable_conv1d", 1)
 
 
 def _pool_function(cls, doc_name):

@@ -492,12 +492,13 @@ def _hits(labels, top, class_id):
 def _at_k(op, default_name, labels, top, class_id, weights, mc, uc, name, which):
     _require_graph(op)
     with name_scope(name or default_name):
-        tp, fp, fn = _hits(_label_sets(labels), top, class_id)
-        w = None if weights is None else _a.reshape(_m.cast(convert_to_tensor(weights), _dt.float32), [-1])
+        # TF1 counts these in float64 (value and update_op are float64)
+        tp, fp, fn = (_m.cast(t, _dt.float64) for t in _hits(_label_sets(labels), top, class_id))
+        w = None if weights is None else _a.reshape(_m.cast(convert_to_tensor(weights), _dt.float64), [-1])
         scale = (lambda t: t) if w is None else (lambda t: _m.multiply(t, w))  # noqa: E731
-        tp_var = _metric_variable([], _dt.float32, "true_positive_at_k")
+        tp_var = _metric_variable([], _dt.float64, "true_positive_at_k")
         other = fp if which == "precision" else fn
-        other_var = _metric_variable([], _dt.float32, ("false_positive" if which == "precision" else
+        other_var = _metric_variable([], _dt.float64, ("false_positive" if which == "precision" else
                                                        "false_negative") + "_at_k")
         tp_up = tp_var.assign_add(_r.reduce_sum(scale(tp)))
         other_up = other_var.assign_add(_r.reduce_sum(scale(other)))
@@ -561,10 +562,10 @@ def average_precision_at_k(labels, predictions, k, weights=None, metrics_collect
     """The mean over examples of the average precision of their ``k`` highest-scoring classes."""
     _require_graph("average_precision_at_k")
     with name_scope(name or f"average_precision_at_{k}"):
-        ap = _average_precision(_label_sets(labels), _top_k_ids(predictions, k), k)
-        w = _a.ones_like(ap) if weights is None else _a.reshape(_m.cast(convert_to_tensor(weights), _dt.float32), [-1])
-        total = _metric_variable([], _dt.float32, "total")
-        count = _metric_variable([], _dt.float32, "max")
+        ap = _m.cast(_average_precision(_label_sets(labels), _top_k_ids(predictions, k), k), _dt.float64)
+        w = _a.ones_like(ap) if weights is None else _a.reshape(_m.cast(convert_to_tensor(weights), _dt.float64), [-1])
+        total = _metric_variable([], _dt.float64, "total")
+        count = _metric_variable([], _dt.float64, "max")
         up_total = total.assign_add(_r.reduce_sum(_m.multiply(ap, w)))
         up_count = count.assign_add(_r.reduce_sum(w))
         value = _m.div_no_nan(total.read_value(), count.read_value(), name="value")

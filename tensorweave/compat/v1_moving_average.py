@@ -33,16 +33,44 @@ class ExponentialMovingAverage(_ExponentialMovingAverage):
     global variable."""
 
     def apply(self, var_list=None):
+        from tensorweave.ops.control_flow_ops import group
         from tensorweave.ops.variables import trainable_variables
-        op = super().apply(trainable_variables() if var_list is None else list(var_list))
+        items = trainable_variables() if var_list is None else list(var_list)
+        variables = [v for v in items if getattr(v, "_is_variable", False)]
+        ops = [super().apply(variables)] if variables else []
+        ops += [self._apply_tensor(t) for t in items if not getattr(t, "_is_variable", False)]
+        op = group(*ops)
         return op if building_graph() is not None else None
 
-    def _make_shadow(self, var):
+    def _apply_tensor(self, tensor):
+        """A tensor's average (TF1: e.g. of the loss): a shadow starting at zero (TF's default
+        ``zero_debias=False``), moved like a variable's, ``shadow -= (1 - decay) * (shadow - value)``."""
+        if not tensor.dtype.is_floating:
+            raise TypeError(f"ExponentialMovingAverage: {tensor.name} is {tensor.dtype.name}; only float tensors "
+                            "can be averaged")
+        averages = self.__dict__.setdefault("_tensor_averages", {})
+        if id(tensor) not in averages:
+            averages[id(tensor)] = (tensor, self._make_shadow(tensor, zeros=True))
+        shadow = averages[id(tensor)][1]
+        decay = self._current_decay(tensor.dtype)
+        return shadow.assign_sub((1.0 - decay) * (shadow.read_value() - tensor))
+
+    def average(self, var):
+        if not getattr(var, "_is_variable", False):
+            entry = getattr(self, "_tensor_averages", {}).get(id(var))
+            return entry[1] if entry is not None else None
+        return super().average(var)
+
+    def _make_shadow(self, var, zeros=False):
         from tensorweave.compat.v1_variable_scope import _absolute_name_scope
         from tensorweave.core.graph import get_default_graph
+        from tensorweave.ops import array_ops
         from tensorweave.ops.variables import Variable
         scope, _, short = self.average_name(var).rpartition("/")
-        init = var.initial_value if getattr(var, "initial_value", None) is not None else var.read_value()
+        if zeros:
+            init = array_ops.zeros(var.shape.as_list(), var.dtype)
+        else:
+            init = var.initial_value if getattr(var, "initial_value", None) is not None else var.read_value()
         with _absolute_name_scope(scope + "/"):
             graph = building_graph()
             if graph is not None:

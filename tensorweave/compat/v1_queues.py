@@ -38,7 +38,7 @@ from tensorweave.core.tensor import Tensor
 from tensorweave.ops import array_ops as _a
 from tensorweave.ops.script_ops import numpy_function
 
-__all__ = ["QueueBase", "FIFOQueue", "RandomShuffleQueue", "PaddingFIFOQueue", "CancelledError"]
+__all__ = ["QueueBase", "FIFOQueue", "RandomShuffleQueue", "PaddingFIFOQueue", "PriorityQueue", "CancelledError"]
 
 
 class CancelledError(errors.OpError):
@@ -296,3 +296,37 @@ class RandomShuffleQueue(QueueBase):
             raise ValueError(f"RandomShuffleQueue: min_after_dequeue ({min_after_dequeue}) must be smaller than "
                              f"capacity ({capacity})")
         super().__init__(capacity, dtypes, shapes, names, shared_name, name, min_after_dequeue, seed)
+
+
+class _PriorityBuffer(_Buffer):
+    """Keeps the elements ordered by their first component (an int64 priority), smallest first."""
+
+    def put(self, elements):
+        with self.cond:
+            for e in elements:
+                while len(self.items) >= self.capacity and not self.closed:
+                    self.cond.wait()
+                if self.closed:
+                    raise CancelledError(f"Queue '{self.name}' is closed.")
+                key = int(np.asarray(e[0]))
+                at = len(self.items)
+                while at > 0 and int(np.asarray(self.items[at - 1][0])) > key:
+                    at -= 1
+                self.items.insert(at, e)
+                self.cond.notify_all()
+
+
+class PriorityQueue(QueueBase):
+    """Hands out elements by priority, smallest first: each element's first component is an int64
+    priority, followed by components of ``types``."""
+
+    def __init__(self, capacity, types, shapes=None, names=None, shared_name=None, name="priority_queue"):
+        types = _as_list(types)
+        if shapes is not None:
+            shapes = [[]] + list(shapes if isinstance(shapes, (list, tuple)) and
+                                 (not shapes or isinstance(shapes[0], (list, tuple, TensorShape)))
+                                 else [shapes])
+        if names is not None:
+            names = ["priority"] + _as_list(names) if "priority" not in _as_list(names) else _as_list(names)
+        super().__init__(capacity, [_dt.int64] + types, shapes, names, shared_name, name)
+        self._buffer = _PriorityBuffer(name, capacity)

@@ -26,6 +26,7 @@ import os
 import struct
 import threading
 import time
+import weakref
 import zlib
 
 import numpy as np
@@ -33,6 +34,7 @@ import numpy as np
 from tensorweave.core import dtypes as _dt
 from tensorweave.core.convert import convert_to_tensor
 from tensorweave.core.graph import get_default_graph, name_scope
+from tensorweave.core.context import executing_eagerly
 from tensorweave.ops.script_ops import numpy_function
 
 __all__ = ["FileWriter", "FileWriterCache", "histogram", "image", "merge", "merge_all", "scalar", "tensor_summary",
@@ -212,9 +214,27 @@ def text(name, tensor, collections=None):
 
 def tensor_summary(name, tensor, summary_description=None, collections=None, summary_metadata=None,
                    family=None, display_name=None):
-    """The whole tensor, serialized as a ``TensorProto`` (no plugin)."""
-    return _summary_op("TensorSummaryV2", name, tensor, lambda tag, v: _tensor_value(tag, np.asarray(v), ""),
-                       collections, family)
+    """The whole tensor, serialized as a ``TensorProto`` (no plugin); ``summary_description`` (a
+    ``SummaryDescription``) is kept with the op for :func:`get_summary_description`."""
+    op = _summary_op("TensorSummaryV2", name, tensor, lambda tag, v: _tensor_value(tag, np.asarray(v), ""),
+                     collections, family)
+    if summary_description is not None and not executing_eagerly():
+        _DESCRIPTIONS.setdefault(op.graph, {})[op.op.name] = summary_description.SerializeToString()
+    return op
+
+
+_DESCRIPTIONS = weakref.WeakKeyDictionary()   # graph -> {tensor_summary op name: SummaryDescription bytes}
+
+
+def get_summary_description(node_def):
+    """The ``SummaryDescription`` a ``tensor_summary`` op was made with (``node_def``: the op, its
+    output, or ``op.node_def``); ``ValueError`` for any other op."""
+    summary_pb2 = _proto("summary_pb2")
+    op = getattr(node_def, "op", node_def)
+    if not getattr(op, "name", "").endswith("TensorSummaryV2"):
+        raise ValueError(f"Can't get_summary_description on {getattr(op, 'name', type(op).__name__)}: "
+                         "it is not a tensor_summary op")
+    return summary_pb2.SummaryDescription.FromString(_DESCRIPTIONS.get(op.graph, {}).get(op.name, b""))
 
 
 def encode_wav(samples, sample_rate):

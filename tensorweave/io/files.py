@@ -64,18 +64,46 @@ def matching_files(pattern, name=None):
     return convert_to_tensor(out, dtype=_dt.string)
 
 
+def _in_graph(value, np_fn, dtype, extra_dims):
+    """``np_fn`` on a graph tensor's value when the op runs (a ``numpy_function`` node), with the
+    static shape ``value.shape + extra_dims``; None for eager values (the caller computes at once)."""
+    from tensorweave.core.graph import SymbolicTensor
+    if not isinstance(value, SymbolicTensor):
+        return None
+    from tensorweave.ops.script_ops import numpy_function
+    out = numpy_function(np_fn, [value], dtype, stateful=False)
+    if value.shape.rank is not None:
+        out.set_shape(value.shape.as_list() + list(extra_dims))
+    return out
+
+
 def _map_strings(value, fn):
-    a = np.asarray(value.numpy() if isinstance(value, Tensor) else value, dtype=object)
-    out = np.empty(a.shape, dtype=object)
-    for i, v in np.ndenumerate(a):
-        out[i] = fn(v.encode("utf-8") if isinstance(v, str) else bytes(v))
-    return convert_to_tensor(out, dtype=_dt.string)
+    def apply(a):
+        a = np.asarray(a, dtype=object)
+        out = np.empty(a.shape, dtype=object)
+        for i, v in np.ndenumerate(a):
+            out[i] = fn(v.encode("utf-8") if isinstance(v, str) else bytes(v))
+        return out
+    lazy = _in_graph(value, apply, _dt.string, [])
+    if lazy is not None:
+        return lazy
+    return convert_to_tensor(apply(value.numpy() if isinstance(value, Tensor) else value), dtype=_dt.string)
 
 
 def decode_raw(input_bytes, out_type, little_endian=True, fixed_length=None, name=None):
     """Reinterprets each string's bytes as a vector of ``out_type`` (one row per string)."""
+    lazy = _in_graph(input_bytes, lambda a: _decode_raw(a, out_type, little_endian, fixed_length),
+                     _dt.as_dtype(out_type), [fixed_length // np.dtype(_dt.as_dtype(out_type).np_dtype).itemsize
+                                              if fixed_length is not None else None])
+    if lazy is not None:
+        return lazy
+    return convert_to_tensor(_decode_raw(input_bytes.numpy() if isinstance(input_bytes, Tensor) else input_bytes,
+                                         out_type, little_endian, fixed_length))
+
+
+def _decode_raw(a, out_type, little_endian, fixed_length):
     dt = np.dtype(_dt.as_dtype(out_type).np_dtype).newbyteorder("<" if little_endian else ">")
-    a = np.asarray(input_bytes.numpy() if isinstance(input_bytes, Tensor) else input_bytes, dtype=object)
+    a = np.asarray(a, dtype=object)
     rows = []
     for v in a.reshape(-1):
         b = v.encode("utf-8") if isinstance(v, str) else bytes(v)
@@ -86,11 +114,12 @@ def decode_raw(input_bytes, out_type, little_endian=True, fixed_length=None, nam
                              f"(the size of {_dt.as_dtype(out_type).name})")
         rows.append(np.frombuffer(b, dt).astype(dt.newbyteorder("=")))
     if a.ndim == 0:
-        return convert_to_tensor(rows[0])
+        return rows[0]
     n = {len(r) for r in rows}
     if len(n) > 1:
         raise ValueError(f"decode_raw: inputs have different lengths {sorted(n)}; pass fixed_length")
-    return convert_to_tensor(np.stack(rows).reshape(a.shape + (n.pop() if n else 0,)))
+    return np.stack(rows).reshape(a.shape + (n.pop() if n else 0,)) if rows else \
+        np.zeros(a.shape + (0,), dt.newbyteorder("="))
 
 
 def encode_base64(input, pad=False, name=None):  # noqa: A002 - TF's name

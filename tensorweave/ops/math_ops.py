@@ -517,10 +517,13 @@ def cast(x, dtype, name=None):
 def saturate_cast(value, dtype, name=None):
     dtype = _dt.as_dtype(dtype)
     x = _ct(value)
-    if x.dtype.min < dtype.min or x.dtype.max > dtype.max:
-        # the target's range, written in the input's type (ints stay exact)
-        conv = float if x.dtype.is_floating else int
-        x = clip_by_value(x, conv(max(dtype.min, x.dtype.min)), conv(min(dtype.max, x.dtype.max)))
+    if not x.dtype.is_bool and not dtype.is_bool:
+        # TF's rule: clamp to the target's range where it is narrower, the bounds in the input's dtype
+        bound = int if x.dtype.is_integer else float
+        if x.dtype.min < dtype.min:
+            x = maximum(x, _ct(bound(dtype.min), dtype=x.dtype))
+        if x.dtype.max > dtype.max:
+            x = minimum(x, _ct(bound(dtype.max), dtype=x.dtype))
     return cast(x, dtype, name=name)
 
 

@@ -208,7 +208,7 @@ def _merge(parts, shape):
 
 def add(a, b, threshold=0, name=None):
     """``a + b``: dense when either is dense; for two SparseTensors, a SparseTensor of the union
-    (entries whose sum has magnitude below ``threshold`` are dropped)."""
+    (sums of entries present in both whose magnitude is below ``threshold`` are dropped)."""
     if isinstance(a, SparseTensor) and isinstance(b, SparseTensor):
         shape = _np(a.dense_shape, "add")
         if not np.array_equal(shape, _np(b.dense_shape, "add")):
@@ -216,7 +216,10 @@ def add(a, b, threshold=0, name=None):
         ind, vals = _merge([a, b], shape)
         out = _make(ind, vals, shape)
         if threshold:
-            out = retain(out, M.abs(vals) >= threshold)
+            # as TF's SparseAdd: only sums of entries present in both operands are thresholded
+            both = np.isin(_linear(ind, shape), np.intersect1d(_linear(_np(a.indices, "add"), shape),
+                                                               _linear(_np(b.indices, "add"), shape)))
+            out = retain(out, M.logical_or(A.constant(~both), M.abs(vals) >= threshold))
         return out
     sp, dense = (a, b) if isinstance(a, SparseTensor) else (b, a)
     if not isinstance(sp, SparseTensor):

@@ -54,6 +54,8 @@ class SparseTensor:
     def from_value(cls, value):
         if isinstance(value, SparseTensor):
             return value
+        if isinstance(value, SparseTensorValue):
+            return cls(*value)
         raise TypeError(f"Expected a SparseTensor, got {type(value).__name__}")
 
     @property

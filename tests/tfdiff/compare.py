@@ -1,6 +1,8 @@
 """Runs every recorded case in tensorweave and compares with TensorFlow's recorded result.
 
-    PYTHONPATH=$PWD python tests/tfdiff/compare.py     # the agreement figure and every disagreement
+    PYTHONPATH=$PWD python tests/tfdiff/compare.py [--v1]   # the agreement figure and every disagreement
+
+``--v1`` compares ``v1_cases.py`` run with ``tensorweave.compat.v1`` against ``tf.compat.v1``.
 
 Outcomes: ``agree``; ``deliberate`` (a documented difference, ``differences.py``); ``missing`` (a
 TF name tensorweave lacks); ``differ``; ``stale`` (the case changed since TF's results were
@@ -13,19 +15,21 @@ import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 RESULTS = os.path.join(HERE, "tf_results.json")
+# suite -> (cases module, TF's recorded results, whether the cases run with compat.v1)
+SUITES = {"v2": ("cases", RESULTS, False), "v1": ("v1_cases", os.path.join(HERE, "tf1_results.json"), True)}
 
 # Per-dtype (rtol, atol): the frameworks' kernels differ in the last bits (and half types a lot).
 TOL = {"float16": (1e-2, 1e-3), "bfloat16": (2e-2, 1e-2), "float32": (2e-5, 1e-6), "float64": (1e-10, 1e-12),
-       "complex64": (2e-5, 1e-6), "complex128": (1e-10, 1e-12)}
+       "complex64": (2e-5, 1e-5), "complex128": (1e-10, 1e-12)}
 
 
-def load():
-    with open(RESULTS) as f:
+def load(suite="v2"):
+    with open(SUITES[suite][1]) as f:
         return json.load(f)
 
 
 def _num(v):
-    if isinstance(v, str) and v in ("nan", "inf", "-inf"):
+    if isinstance(v, str) and v in ("nan", "inf", "-inf"):    # the encoding of non-finite floats
         return float(v)
     return v
 
@@ -68,15 +72,19 @@ def _missing(ours):
     return ours.get("error") == "AttributeError" and "has no attribute" in ours.get("message", "")
 
 
-def outcomes():
-    """``{case_id: (outcome, ours, theirs)}`` for every case, running each in tensorweave."""
+def outcomes(suite="v2"):
+    """``{case_id: (outcome, ours, theirs)}`` for every case of ``suite``, running each in tensorweave."""
     sys.path.insert(0, HERE)
-    import cases
     import runner
     from differences import DELIBERATE
 
-    import tensorweave as tw
-    recorded = load()["cases"]
+    cases_module, _, v1 = SUITES[suite]
+    cases = __import__(cases_module)
+    if v1:
+        import tensorweave.compat.v1 as tw
+    else:
+        import tensorweave as tw
+    recorded = load(suite)["cases"]
     out = {}
     for cid, _fam, src in cases.all_cases():
         rec = recorded.get(cid)
@@ -104,13 +112,14 @@ def summary(results):
 
 
 def main():
-    results = outcomes()
+    suite = "v1" if "--v1" in sys.argv else "v2"
+    results = outcomes(suite)
     for cid, (kind, ours, theirs) in sorted(results.items()):
         if kind not in ("agree", "deliberate"):
             print(f"{kind:8s} {cid}\n         tf: {json.dumps(theirs)[:160]}\n         tw: {json.dumps(ours)[:160]}")
     c = summary(results)
     total = len(results)
-    print(f"\n{c.get('agree', 0)} / {total} agree with TensorFlow {load()['tensorflow']}; "
+    print(f"\n{c.get('agree', 0)} / {total} agree with TensorFlow {load(suite)['tensorflow']}; "
           f"{c.get('deliberate', 0)} deliberate differences; {c.get('missing', 0)} missing names; "
           f"{c.get('differ', 0)} other differences; {c.get('stale', 0)} stale")
 

@@ -65,9 +65,113 @@ def encode(result, tf=None):
     return {"py_type": type(result).__name__}
 
 
+def make_graph_run(tf):
+    def graph_run(build, initialize=True):
+        """``build()`` in a fresh graph, run in a session after the variable initializers (TF1 style);
+        the fetched values come back as eager tensors. With ``initialize=False``, ``build()`` returns
+        ``(ops to run first, fetches)`` instead."""
+        g = tf.Graph()
+        with g.as_default():
+            out = build()
+            if initialize:
+                init = [tf.global_variables_initializer(), tf.local_variables_initializer()]
+            else:
+                init, out = out
+            with tf.Session(graph=g) as sess:
+                sess.run(init)
+                values = sess.run(out)
+        if isinstance(values, (list, tuple)):
+            return [tf.convert_to_tensor(v) for v in values]
+        return tf.convert_to_tensor(values)
+    return graph_run
+
+
+def make_metric_run(tf):
+    def metric_run(build, batches=1):
+        """TF1 streaming metric: ``build()`` gives ``(value, update_op)``; runs the initializers, the
+        update ``batches`` times, then fetches the value."""
+        g = tf.Graph()
+        with g.as_default():
+            value, update = build()
+            with tf.Session(graph=g) as sess:
+                sess.run([tf.global_variables_initializer(), tf.local_variables_initializer()])
+                for _ in range(batches):
+                    sess.run(update)
+                out = sess.run(value)
+        return tf.convert_to_tensor(out)
+    return metric_run
+
+
+def make_minimize_steps(tf):
+    def minimize_steps(make_optimizer, steps=3):
+        """The weights of a small least-squares model after ``steps`` of ``make_optimizer().minimize``
+        in a TF1 graph and session."""
+        g = tf.Graph()
+        with g.as_default():
+            x = tf.constant([[1.0, 2.0], [-1.0, 0.5], [0.3, -2.0]])
+            y = tf.constant([[1.0], [0.0], [-1.0]])
+            w = tf.Variable([[0.5], [-0.3]])
+            train = make_optimizer().minimize(tf.reduce_mean(tf.square(tf.matmul(x, w) - y)))
+            with tf.Session(graph=g) as sess:
+                sess.run(tf.global_variables_initializer())
+                for _ in range(steps):
+                    sess.run(train)
+                value = sess.run(w)
+        return tf.convert_to_tensor(value)
+    return minimize_steps
+
+
+def make_reader_run(tf):
+    def reader_run(make_reader, files, reads, records=None, options=None, up_to=None):
+        """Writes ``files`` ({name: bytes}; with ``records``, {name: [records]} as TFRecord files), queues
+        their paths, runs ``make_reader().read`` (or ``read_up_to(up_to)``) ``reads`` times in a TF1
+        session with queue runners; returns ``[key file:suffix, value hex]`` per read, or the error."""
+        import os
+        import tempfile
+        d = tempfile.mkdtemp()
+        paths = []
+        for name, content in sorted(files.items()):
+            path = os.path.join(d, name)
+            if records:
+                with tf.python_io.TFRecordWriter(path, options) as w:
+                    for r in content:
+                        w.write(r)
+            else:
+                with open(path, "wb") as f:
+                    f.write(content)
+            paths.append(path)
+        g = tf.Graph()
+        out = []
+        with g.as_default():
+            queue = tf.train.string_input_producer(paths, num_epochs=1, shuffle=False)
+            reader = make_reader()
+            key, value = reader.read_up_to(queue, up_to) if up_to else reader.read(queue)
+            produced, completed = reader.num_records_produced(), reader.num_work_units_completed()
+            with tf.Session(graph=g) as sess:
+                sess.run(tf.local_variables_initializer())
+                coord = tf.train.Coordinator()
+                threads = tf.train.start_queue_runners(sess, coord)
+                try:
+                    for _ in range(reads):
+                        k, v = sess.run([key, value])
+                        ks, vs = (list(k), list(v)) if up_to else ([k], [v])
+                        out.append([[os.path.basename(x.decode()) for x in ks],     # the temporary dir differs
+                                    [os.path.basename(x.decode()) if x.startswith(d.encode()) else x.hex() for x in vs]])
+                except tf.errors.OutOfRangeError:
+                    out.append("OutOfRange")
+                out.append([int(sess.run(produced)), int(sess.run(completed))])
+                coord.request_stop()
+                coord.join(threads, ignore_live_threads=True) if "ignore_live_threads" in \
+                    coord.join.__code__.co_varnames else coord.join(threads)
+        return out
+    return reader_run
+
+
 def run(tf, src):
     """The encoded result of evaluating case source ``src`` with module ``tf``."""
-    env = {"tf": tf, "np": np, "grad": make_grad(tf), "nan": float("nan"), "inf": float("inf")}
+    env = {"tf": tf, "np": np, "grad": make_grad(tf), "nan": float("nan"), "inf": float("inf"),
+           "graph_run": make_graph_run(tf), "minimize_steps": make_minimize_steps(tf),
+           "reader_run": make_reader_run(tf), "metric_run": make_metric_run(tf)}
     try:
         out = eval(src, env)  # noqa: S307 - the case table is ours, checked into the repo
         return encode(out, tf)

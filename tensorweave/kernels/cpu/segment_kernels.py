@@ -30,12 +30,13 @@ def _bincount(arr, weights=None, minlength=-1, maxlength=-1, dtype=None):
     if arr.size and arr.min() < 0:
         raise ValueError(f"bincount: arr must be non-negative, got {int(arr.min())}")
     w = None if weights is None else np.asarray(weights).reshape(-1)
+    # TF's length: max(arr) + 1, at least minlength, then at most maxlength (values past it are dropped)
+    length = max(int(arr.max()) + 1 if arr.size else 0, minlength, 0)
     if maxlength >= 0:
-        keep = arr < maxlength
-        arr, w = arr[keep], (None if w is None else w[keep])
-    out = np.bincount(arr, weights=w, minlength=max(minlength, 0))
-    if maxlength >= 0:
-        out = out[:maxlength]
+        length = min(length, maxlength)
+    keep = arr < length
+    arr, w = arr[keep], (None if w is None else w[keep])
+    out = np.bincount(arr, weights=w, minlength=length)
     return out.astype(weights.dtype if weights is not None else dtype.np_dtype, copy=False)
 
 
