@@ -15,7 +15,7 @@ import collections
 
 import numpy as np
 
-from tensorweave.autodiff.indexed_slices import IndexedSlices
+from tensorweave.ops.indexed_slices import IndexedSlices
 from tensorweave.core import dtypes as _dt
 from tensorweave.core import errors
 from tensorweave.core.convert import convert_to_tensor

@@ -188,7 +188,7 @@ def initialize_all_tables(name="init_all_tables"):
 @contextlib.contextmanager
 def colocate_with(op, ignore_existing=False):
     """Places the ops built inside on ``op``'s device (a tensor, operation or variable)."""
-    from tensorweave.runtime.devices import device
+    from tensorweave.core.devices import device
     target = getattr(op, "op", op) if not getattr(op, "_is_variable", False) else op
     dev = getattr(target, "device", None) or None
     if dev is None:
