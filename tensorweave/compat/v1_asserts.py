@@ -41,7 +41,8 @@ __all__ = ["Assert", "assert_equal", "assert_none_equal", "assert_less", "assert
            "assert_rank_in", "assert_scalar", "assert_same_float_dtype", "assert_proper_iterable",
            "is_numeric_tensor", "check_numerics", "verify_tensor_all_finite", "add_check_numerics_ops"]
 
-register_op("Assert", infer=lambda inputs, attrs: [], num_outputs=0, stateful=True)
+# TF1's Assert prints every data entry as TF1 does; tw.Assert (ops/check_ops.py) keeps TF2's format.
+register_op("AssertV1", infer=lambda inputs, attrs: [], num_outputs=0, stateful=True)
 
 
 def _message(data, summarize):
@@ -59,7 +60,7 @@ def _message(data, summarize):
     return "assertion failed: " + " ".join(f"[{p}]" for p in parts)
 
 
-@register_kernel("Assert", "CPU")
+@register_kernel("AssertV1", "CPU")
 def _assert_kernel(condition, *data, summarize):
     if not bool(np.all(condition)):
         raise errors.InvalidArgumentError(_message(data, summarize))
@@ -77,7 +78,7 @@ def Assert(condition, data, summarize=None, name=None):  # noqa: N802 - TF1's na
     static = constant_value(cond)
     if static is not None and not bool(np.all(static)) and all(constant_value(d) is not None for d in data):
         _assert_kernel(static, *[constant_value(d) for d in data], summarize=summarize)
-    return execute(get_op("Assert"), [cond] + data, {"summarize": 3 if summarize is None else summarize},
+    return execute(get_op("AssertV1"), [cond] + data, {"summarize": 3 if summarize is None else summarize},
                    name or "Assert")
 
 
@@ -285,6 +286,6 @@ def add_check_numerics_ops():
     (``tf.add_check_numerics_ops``: run it with the train op to find where NaNs start)."""
     graph = get_default_graph()
     outputs = [t for op in list(graph.get_operations()) for t in op.outputs
-               if t.dtype.is_floating and op.type not in ("Assert", "NoOp")]
+               if t.dtype.is_floating and op.type not in ("Assert", "AssertV1", "NoOp")]
     checks = [check_numerics(t, f"{t.name}").op for t in outputs]
     return control_flow_ops.group(*checks, name="CheckNumerics_all") if checks else control_flow_ops.no_op()
