@@ -113,6 +113,8 @@ def generate_checkpoint_state_proto(save_dir, model_checkpoint_path, all_model_c
     paths = list(all_model_checkpoint_paths or [])
     if not paths or paths[-1] != model_checkpoint_path:
         paths.append(model_checkpoint_path)
+    if all_model_checkpoint_timestamps is not None and len(all_model_checkpoint_timestamps) != len(paths):
+        raise ValueError(f"Checkpoint timestamps, if provided, must match checkpoint paths ({paths})")
     return _io.CheckpointState(model_checkpoint_path, paths, all_model_checkpoint_timestamps,
                                last_preserved_timestamp or 0.0)
 
