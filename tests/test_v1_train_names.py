@@ -53,7 +53,7 @@ def test_init_from_checkpoint_rejects_shape_mismatch_and_unknown_names(tmp_path)
             tf.train.init_from_checkpoint(path, {"scope/a": "a3"})
         with pytest.raises(ValueError, match="nope is not found"):
             tf.train.init_from_checkpoint(path, {"scope/a": "nope"})
-        with pytest.raises(ValueError, match="not in checkpoint"):
+        with pytest.raises(ValueError, match="Tensor zzz is not found in .* checkpoint"):
             tf.train.init_from_checkpoint(path, {"zzz": "a3"})
 
 
