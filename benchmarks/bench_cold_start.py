@@ -4,7 +4,7 @@ For each workload of ``bench_models.WORKLOADS`` three fresh processes run in tur
 importing tensorweave, building the model and timing its first ``train_on_batch``, the median
 of the next steps, and the first ``predict_on_batch`` of one sample:
 
-* ``nocache``: ``TW_KERNEL_CACHE=0`` — every numba kernel compiled in the process (as before);
+* ``nocache``: ``TW_KERNEL_CACHE=0`` — every numba kernel compiled in the process (the default);
 * ``cold``: an empty kernel cache (compiles, then writes the cache);
 * ``warm``: the cache the ``cold`` process wrote (what every later process on the machine sees).
 

@@ -50,6 +50,17 @@ def test_a_second_process_loads_what_the_first_compiled(tmp_path):
     assert oct(os.stat(cache).st_mode & 0o777) == "0o700"
 
 
+def test_off_by_default_no_pickle_is_loaded_unless_asked(fresh, monkeypatch):
+    monkeypatch.delenv("TW_KERNEL_CACHE", raising=False)
+    assert kernel_cache.directory() is None
+
+
+def test_one_means_the_user_cache_directory(tmp_path, fresh, monkeypatch):
+    monkeypatch.setenv("TW_KERNEL_CACHE", "1")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    assert kernel_cache.directory() == str(tmp_path / "tensorweave" / "kernels")
+
+
 def test_switched_off_nothing_is_cached(tmp_path, fresh, monkeypatch):
     monkeypatch.setenv("TW_KERNEL_CACHE", "0")
     assert kernel_cache.directory() is None

@@ -5,9 +5,11 @@ A cold process used to spend most of its first training step compiling (measured
 the cache only the first process on a machine pays that. :func:`enable` (called by ``jit.njit``)
 gives a compiled function numba's file cache with the locator below.
 
-- **Where**: ``$TW_KERNEL_CACHE``, else ``<$XDG_CACHE_HOME or ~/.cache>/tensorweave/kernels``,
-  one subdirectory per source folder; never beside the sources, so an installed or read-only
-  package works the same. ``TW_KERNEL_CACHE=0`` switches the cache off (each process compiles).
+- **Opt-in**: off by default (each process compiles), because numba's cache files are pickles and
+  tensorweave loads no pickle from a file unless the user asks: ``TW_KERNEL_CACHE=1`` uses
+  ``<$XDG_CACHE_HOME or ~/.cache>/tensorweave/kernels``, ``TW_KERNEL_CACHE=<dir>`` that directory
+  (one subdirectory per source folder; never beside the sources, so an installed or read-only
+  package works the same).
 - **Trust**: numba's cache files are pickles, which loading runs as code. tensorweave reads no
   pickle from a file someone else could have written: the directory must be a real directory
   (not a symbolic link) owned by this user with no permissions for group or others (it is
@@ -63,10 +65,12 @@ def directory():
 
 
 def _choose_directory():
+    # Off unless asked for: the project loads no pickle from a file by default (SECURITY.md).
     explicit = os.environ.get("TW_KERNEL_CACHE")
-    if explicit is not None and explicit.strip().lower() in ("0", "", "off", "false", "no"):
+    if explicit is None or explicit.strip().lower() in ("0", "", "off", "false", "no"):
         return None
-    path = os.path.abspath(explicit or os.path.join(user_cache_dir(), "kernels"))
+    on = explicit.strip().lower() in ("1", "on", "true", "yes")
+    path = os.path.abspath(os.path.join(user_cache_dir(), "kernels") if on else explicit)
     try:
         os.makedirs(path, mode=0o700, exist_ok=True)
     except OSError:
