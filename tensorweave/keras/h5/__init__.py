@@ -43,10 +43,12 @@ def is_h5_path(filepath):
 
 def is_hdf5_file(filepath):
     """Whether the file starts with HDF5's signature (what ``load_weights`` goes by)."""
+    from tensorweave.saving.validation import LoadError, open_regular
     try:
-        with open(filepath, "rb") as f:
+        # (a FIFO or device is not sniffed — the open would block — the real loader refuses it)
+        with open_regular(filepath) as f:
             return f.read(len(HDF5_MAGIC)) == HDF5_MAGIC
-    except OSError:
+    except (OSError, LoadError):
         return False
 
 
