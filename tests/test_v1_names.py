@@ -151,7 +151,7 @@ def test_make_template_refuses_an_empty_name_and_exposes_its_variables():
 def test_hessians_needs_static_shapes():
     with _graph():
         x = tf.placeholder(tf.float32, [None])
-        with pytest.raises(ValueError, match="fully defined shape"):
+        with pytest.raises(ValueError, match="must be fully known"):
             tf.hessians(tf.reduce_sum(x * x), x)
 
 

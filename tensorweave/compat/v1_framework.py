@@ -17,14 +17,13 @@ True and their ``enable_*`` switches have nothing to change.
 """
 import contextlib
 import enum
-import logging
-
-import numpy as np
 
 from tensorweave.core import context
-from tensorweave.core.convert import convert_to_tensor
 from tensorweave.core.graph import get_default_graph, name_scope
-from tensorweave.ops import array_ops, control_flow_ops
+from tensorweave.ops import control_flow_ops
+from tensorweave.framework_extras import (AggregationMethod, UnconnectedGradients,  # noqa: F401 - TF2's, the same in TF1
+                                         VariableSynchronization, get_logger, grad_pass_through, hessians,
+                                         is_symbolic_tensor, recompute_grad, timestamp)
 
 __all__ = ["disable_v2_behavior", "enable_v2_behavior", "executing_eagerly_outside_functions",
            "resource_variables_enabled", "enable_resource_variables", "control_flow_v2_enabled",
@@ -34,6 +33,15 @@ __all__ = ["disable_v2_behavior", "enable_v2_behavior", "executing_eagerly_outsi
            "is_symbolic_tensor", "grad_pass_through", "recompute_grad"]
 
 VERSION = __import__("tensorweave").__version__
+
+
+class VariableAggregation(enum.Enum):
+    """TF1's enum: TF2's values plus the old name ``ONLY_FIRST_TOWER`` (single process: one replica)."""
+    NONE = 0
+    SUM = 1
+    MEAN = 2
+    ONLY_FIRST_REPLICA = 3
+    ONLY_FIRST_TOWER = 3
 
 
 def disable_v2_behavior():
@@ -68,11 +76,6 @@ def enable_control_flow_v2():
     """Control flow is functional (``If``/``While`` ops over sub-graphs) already (always)."""
 
 
-def get_logger():
-    """The ``logging`` logger of tensorweave."""
-    return logging.getLogger("tensorweave")
-
-
 def no_regularizer(_):
     """A regularizer that adds nothing (returns None), to exempt a variable from a scope's regularizer."""
     return None
@@ -81,20 +84,6 @@ def no_regularizer(_):
 def op_scope(values, name, default_name=None):
     """TF1's oldest spelling of ``name_scope(name, default_name, values)``."""
     return name_scope(name if name is not None else default_name)
-
-
-class AggregationMethod:
-    """How ``tf.gradients`` sums the gradients reaching one tensor (all give the same sum here)."""
-    ADD_N = 0
-    DEFAULT = ADD_N
-    EXPERIMENTAL_TREE = 1
-    EXPERIMENTAL_ACCUMULATE_N = 2
-
-
-class UnconnectedGradients(str, enum.Enum):
-    """What ``tf.gradients`` returns for an ``x`` that ``ys`` do not depend on."""
-    NONE = "none"
-    ZERO = "zero"
 
 
 def dimension_value(dimension):
@@ -198,97 +187,3 @@ def colocate_with(op, ignore_existing=False):
         yield
 
 
-def hessians(ys, xs, name="hessians", colocate_gradients_with_ops=False, gate_gradients=False,
-             aggregation_method=None):
-    """For each ``x`` of ``xs``, the Hessian of ``sum(ys)``: shape ``x.shape + x.shape`` (each
-    ``x`` needs a static shape)."""
-    from tensorweave.autodiff.gradients import gradients
-    xs = list(xs) if isinstance(xs, (list, tuple)) else [xs]
-    out = []
-    with name_scope(name):
-        for x in xs:
-            shape = x.shape.as_list() if x.shape.rank is not None else None
-            if shape is None or None in shape:
-                raise ValueError(f"tf.hessians: {getattr(x, 'name', x)} needs a fully defined shape, got {x.shape}")
-            (g,) = gradients(ys, [x])
-            if g is None:
-                out.append(None)
-                continue
-            flat = array_ops.reshape(g, [-1])
-            rows = []
-            for j in range(int(np.prod(shape))):
-                (h,) = gradients(flat[j], [x])
-                rows.append(h if h is not None else array_ops.zeros_like(x))
-            out.append(array_ops.reshape(array_ops.stack(rows), shape + shape))
-    return out
-
-
-def timestamp(name=None):
-    """The current time in seconds since the epoch (float64), taken when the op runs."""
-    import time
-
-    from tensorweave.core import dtypes
-    from tensorweave.ops.script_ops import numpy_function
-    if context.executing_eagerly():
-        return convert_to_tensor(np.float64(time.time()))
-    return numpy_function(lambda: np.float64(time.time()), [], dtypes.float64, name=name or "Timestamp")
-
-
-# ---- variable enums, gradient helpers --------------------------------------------------------------
-class VariableSynchronization(enum.Enum):
-    """When a distributed variable is aggregated (single-process here: every choice behaves as ``AUTO``)."""
-    AUTO = 0
-    NONE = 1
-    ON_WRITE = 2
-    ON_READ = 3
-
-
-class VariableAggregation(enum.Enum):
-    """How replicas' updates of a variable combine (single-process here: one replica)."""
-    NONE = 0
-    SUM = 1
-    MEAN = 2
-    ONLY_FIRST_REPLICA = 3
-    ONLY_FIRST_TOWER = 3
-
-
-def is_symbolic_tensor(tensor):
-    """Whether ``tensor`` is a graph tensor (not an eager value)."""
-    from tensorweave.core.graph import SymbolicTensor
-    return isinstance(tensor, SymbolicTensor)
-
-
-def grad_pass_through(f):
-    """``f`` whose gradient is the identity: ``y = f(x)`` forward, ``dy/dx = 1`` backward (for a
-    non-differentiable ``f`` such as a rounding or an assignment)."""
-    from tensorweave.autodiff.custom_gradient import custom_gradient
-
-    @custom_gradient
-    def through(x):
-        return f(x), lambda dy: dy
-    return through
-
-
-def recompute_grad(f):
-    """``f`` with the same values and gradients; its intermediate results are recomputed for the
-    gradient instead of being kept (a memory/compute trade, as TF's)."""
-    from tensorweave.autodiff.custom_gradient import custom_gradient
-    from tensorweave.autodiff.tape import GradientTape
-
-    @custom_gradient
-    def recomputed(*args):
-        out = f(*args)
-
-        def grad(*dys, variables=None):
-            xs = [convert_to_tensor(a) for a in args]
-            with GradientTape() as tape:
-                for x in xs:
-                    tape.watch(x)
-                y = f(*xs)
-            watched = list(variables or [])
-            grads = tape.gradient(y, xs + watched, output_gradients=list(dys) if len(dys) > 1 else dys[0])
-            if variables:
-                return grads[:len(xs)], grads[len(xs):]
-            return grads[:len(xs)] if len(xs) > 1 else grads[0]
-        return out, grad
-    return recomputed

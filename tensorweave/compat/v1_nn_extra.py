@@ -15,7 +15,7 @@ import numpy as np
 from tensorweave.core import dtypes as _dt
 from tensorweave.core.context import executing_eagerly
 from tensorweave.core.convert import convert_to_tensor
-from tensorweave.ops import array_ops, indexing_ops, math_ops, nn_ops, reduce_ops, segment_ops, sort_ops
+from tensorweave.ops import array_ops, indexing_ops, math_ops, nn_ops, reduce_ops, sort_ops
 
 __all__ = ["crelu", "relu_layer", "local_response_normalization", "lrn", "sufficient_statistics", "normalize_moments",
            "weighted_moments", "batch_norm_with_global_normalization", "scale_regularization_loss",
@@ -26,41 +26,10 @@ __all__ = ["crelu", "relu_layer", "local_response_normalization", "lrn", "suffic
            "atrous_conv2d_transpose", "space_to_depth", "depth_to_space", "space_to_batch"]
 
 from tensorweave.compat.v1_array_ops import depth_to_space, space_to_batch, space_to_depth  # noqa: E402,F401
-
-
-def crelu(features, name=None, axis=-1):
-    """``concat([relu(x), relu(-x)], axis)``: both signs, twice the channels."""
-    x = convert_to_tensor(features)
-    return array_ops.concat([math_ops.relu(x), math_ops.relu(math_ops.negative(x))], axis, name=name or "CRelu")
-
-
-def relu_layer(x, weights, biases, name=None):
-    """``relu(x @ weights + biases)``."""
-    return math_ops.relu(nn_ops.xw_plus_b(x, weights, biases), name=name)
-
-
-def local_response_normalization(input, depth_radius=5, bias=1.0, alpha=1.0, beta=0.5, name=None):  # noqa: A002
-    """``input / (bias + alpha * sum of squares over 2 * depth_radius + 1 channels) ** beta``
-    (channels last; the window is clipped at the ends)."""
-    x = convert_to_tensor(input)
-    channels = x.shape.as_list()[-1] if x.shape.rank == 4 else None
-    if channels is None:
-        raise ValueError(f"tf.nn.lrn: input must be 4-D with a known channel count, got shape {x.shape}")
-    r = int(depth_radius)
-    sq = math_ops.square(x)
-    padded = indexing_ops.pad(sq, [[0, 0], [0, 0], [0, 0], [r, r]])
-    window = math_ops.add_n([padded[..., i:i + channels] for i in range(2 * r + 1)])
-    scale = math_ops.add(math_ops.cast(bias, x.dtype), math_ops.multiply(math_ops.cast(alpha, x.dtype), window))
-    return math_ops.multiply(x, math_ops.pow(scale, math_ops.cast(-beta, x.dtype)), name=name)
-
-
-lrn = local_response_normalization
-
-
-def _axes_keep(keep_dims, keepdims):
-    if keep_dims is not None and keepdims is not None:
-        raise ValueError("cannot specify both 'keep_dims' and 'keepdims'")
-    return bool(keepdims if keepdims is not None else keep_dims)
+# TF2's where TF1 has the same signature and meaning; below, those whose TF1 arguments differ
+from tensorweave.ops.nn_extra_ops import (approx_max_k, approx_min_k, atrous_conv2d_transpose,  # noqa: E402,F401
+                                          compute_average_loss, crelu, local_response_normalization, lrn,
+                                          normalize_moments)
 
 
 def sufficient_statistics(x, axes, shift=None, keep_dims=None, name=None, keepdims=None):
@@ -77,15 +46,6 @@ def sufficient_statistics(x, axes, shift=None, keep_dims=None, name=None, keepdi
     m_ss = reduce_ops.reduce_sum(centred, axes, keepdims=keep)
     v_ss = reduce_ops.reduce_sum(math_ops.square(centred), axes, keepdims=keep)
     return count, m_ss, v_ss, (None if shift is None else convert_to_tensor(shift, dtype=x.dtype))
-
-
-def normalize_moments(counts, mean_ss, variance_ss, shift, name=None):
-    """``(mean, variance)`` from :func:`sufficient_statistics`."""
-    divisor = math_ops.reciprocal(counts)
-    shifted_mean = math_ops.multiply(mean_ss, divisor)
-    mean = shifted_mean if shift is None else math_ops.add(shifted_mean, shift)
-    variance = math_ops.subtract(math_ops.multiply(variance_ss, divisor), math_ops.square(shifted_mean))
-    return mean, variance
 
 
 def weighted_moments(x, axes, frequency_weights, name=None, keep_dims=None, keepdims=None):
@@ -120,15 +80,19 @@ def scale_regularization_loss(regularization_loss):
     return reduce_ops.reduce_sum(convert_to_tensor(regularization_loss))
 
 
-def compute_average_loss(per_example_loss, sample_weight=None, global_batch_size=None):
-    """``sum(per_example_loss * sample_weight) / global_batch_size`` (default: the batch size)."""
-    loss = convert_to_tensor(per_example_loss)
-    if sample_weight is not None:
-        loss = math_ops.multiply(loss, math_ops.cast(convert_to_tensor(sample_weight), loss.dtype))
-    if global_batch_size is None:
-        size = array_ops.shape(loss)[0] if loss.shape.rank else convert_to_tensor(1)
-        global_batch_size = math_ops.cast(size, loss.dtype)
-    return math_ops.div_no_nan(reduce_ops.reduce_sum(loss), math_ops.cast(global_batch_size, loss.dtype))
+
+
+def relu_layer(x, weights, biases, name=None):
+    """``relu(x @ weights + biases)``."""
+    return math_ops.relu(nn_ops.xw_plus_b(x, weights, biases), name=name)
+
+
+
+
+def _axes_keep(keep_dims, keepdims):
+    if keep_dims is not None and keepdims is not None:
+        raise ValueError("cannot specify both 'keep_dims' and 'keepdims'")
+    return bool(keepdims if keepdims is not None else keep_dims)
 
 
 def _top_k_along(x, k, axis, largest):
@@ -146,20 +110,6 @@ def _top_k_along(x, k, axis, largest):
     return values, idx
 
 
-def approx_max_k(operand, k, reduction_dimension=-1, recall_target=0.95, reduction_input_size_override=-1,
-                 aggregate_to_topk=True, name=None):
-    """The ``k`` largest values along ``reduction_dimension`` and their indices (computed exactly:
-    recall 1 meets every ``recall_target``)."""
-    return _top_k_along(operand, k, reduction_dimension, True)
-
-
-def approx_min_k(operand, k, reduction_dimension=-1, recall_target=0.95, reduction_input_size_override=-1,
-                 aggregate_to_topk=True, name=None):
-    """The ``k`` smallest values along ``reduction_dimension`` and their indices (exact)."""
-    return _top_k_along(operand, k, reduction_dimension, False)
-
-
-# ---- sparse embedding lookups ---------------------------------------------------------------------
 def _combine(params, ids, weights, segments, num_rows, combiner, partition_strategy, max_norm):
     rows = nn_ops.embedding_lookup(params, ids, max_norm=max_norm, partition_strategy=partition_strategy)
     if weights is not None:
@@ -288,12 +238,6 @@ def conv3d_backprop_filter(input, filter_sizes, out_backprop, strides, padding, 
 
 
 conv3d_backprop_filter_v2 = conv3d_backprop_filter
-
-
-def atrous_conv2d_transpose(value, filters, output_shape, rate, padding, name=None):
-    """The transpose of ``atrous_conv2d`` (a stride-1 transposed convolution dilated by ``rate``)."""
-    return nn_ops.conv2d_transpose(value, filters, output_shape, [1, 1, 1, 1], padding,
-                                   dilations=[int(rate), int(rate)], name=name)
 
 
 def conv2d_backprop_filter_v2(input, filter, out_backprop, strides, padding, use_cudnn_on_gpu=True,  # noqa: A002
