@@ -152,6 +152,17 @@ def test_connect_validates_its_arguments(cluster):
         ray_cluster.connect(num_workers=2)
 
 
+def test_rendezvous_actors_outlive_their_creator_and_go_with_the_cluster(cluster):
+    def names():
+        return {n if isinstance(n, str) else n["name"] for n in ray.util.list_named_actors()}
+    ray.get(ray_cluster._rendezvous("zz-gone", (0, 1)).abort.remote("test"))   # made here, handle dropped
+    assert "tw-rdv-zz-gone-0_1" in names()                  # detached: still there for the other members
+    handle = ray.get_actor("tw-rdv-zz-gone-0_1")
+    ray_cluster._kill_rendezvous("zz-gone")
+    with pytest.raises(ray.exceptions.RayActorError):
+        ray.get(handle.abort.remote("after"), timeout=120)
+
+
 def test_values_stay_on_workers_between_calls(cluster):
     def put(worker):
         worker.store["w"] = np.full(2, float(worker.rank))

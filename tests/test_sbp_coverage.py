@@ -19,7 +19,15 @@ _PYTHON = "runs Python code on whole values: B"
 _RNN = ("the reserve output packs the batch into a byte axis (width = batch x itemsize) that no balanced "
         "split matches: a batch-split rule needs the reserve laid out batch-major first")
 
+_CHECK = "a run-time check (raises when its condition is false): its inputs are boxed to B, every rank checks"
+_V1_STATE = ("TF1 variable updates/queries (compat.v1 graphs): global variables are not in TF1 graphs yet "
+             "(the graph planner); B")
 NO_RULE = {
+    **dict.fromkeys(["Assert", "AssertV1"], _CHECK),
+    "Bitcast": "reinterprets bytes: the last axis changes length when the item sizes differ; B",
+    **dict.fromkeys([f"ResourceScatter{k}V1" for k in ("Add", "Sub", "Mul", "Div", "Min", "Max", "Update")]
+                    + [f"ResourceScatterNd{k}V1" for k in ("Add", "Sub", "Update")]
+                    + ["CountUpToV1", "VarIsInitializedOp"], _V1_STATE),
     "Const": "a constant has no inputs: made whole (B) on each rank",
     "Placeholder": "a graph input: its layout is the feed's (to_global), not inferred",
     "PlaceholderWithDefault": "a graph input: its layout is the feed's",

@@ -331,3 +331,12 @@ def eigh_tridiagonal(alpha, beta, eigvals_only=True, select="a", select_range=No
         e = A.gather(e, keep)
         v = None if v is None else A.gather(v, keep, axis=1)
     return e if eigvals_only else (e, v)
+
+
+# SBP: each matrix of a batch is independent, so a split batch axis splits every output (the
+# brute-force checker in tests/test_sbp_checker.py runs these from the op table)
+from tensorweave.core.sbp_rules import batched_rule as _batched  # noqa: E402
+for _op in ("MatrixExponential", "MatrixSquareRoot", "MatrixLogarithm"):
+    get_op(_op).sbp = _batched((2,), (2,))
+get_op("Eig").sbp = _batched((2,), (1, 2))
+get_op("Lu").sbp = _batched((2,), (2, 1))

@@ -68,7 +68,22 @@ def _rendezvous(cluster_id, ranks):
     from tensorweave.distribute.ray.group import Rendezvous
     name = f"tw-rdv-{cluster_id}-{'_'.join(map(str, ranks))}"
     actor = ray.remote(num_cpus=0, max_concurrency=1000)(Rendezvous)
-    return actor.options(name=name, get_if_exists=True, lifetime=None).remote(ranks)
+    # detached: a group's first member creates it, but the others still need it after that member
+    # has moved on (or failed); Cluster.shutdown kills the cluster's rendezvous actors by name
+    return actor.options(name=name, get_if_exists=True, lifetime="detached").remote(ranks)
+
+
+def _kill_rendezvous(cluster_id):
+    """Stops the (detached) rendezvous actors of a cluster's groups."""
+    ray = _ray()
+    prefix = f"tw-rdv-{cluster_id}"
+    for entry in ray.util.list_named_actors(all_namespaces=False):
+        name = entry if isinstance(entry, str) else entry.get("name", "")
+        if name.startswith(prefix):
+            try:
+                ray.kill(ray.get_actor(name))
+            except ValueError:
+                pass                      # gone meanwhile
 
 
 class Cluster:
@@ -108,6 +123,7 @@ class Cluster:
         ray = _ray()
         for w in self.workers:
             ray.kill(w)
+        _kill_rendezvous(self.cluster_id)
         if self._pg is not None:
             from ray.util.placement_group import remove_placement_group
             remove_placement_group(self._pg)
