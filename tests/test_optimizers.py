@@ -771,3 +771,15 @@ def test_sparse_update_index_exactly_at_the_end_is_rejected():
     import sys
     proc = subprocess.run([sys.executable, "-c", SPARSE_BOUNDS], capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0 and "bounds ok" in proc.stdout, proc.stderr[-2000:]
+
+
+@pytest.mark.parametrize("cls", [O.Adam, O.Adagrad, O.SGD, O.RMSprop])
+def test_sparse_gradient_with_no_rows_changes_nothing(cls):
+    """An embedding none of whose rows the batch used: TF's sparse kernels do nothing (was a reshape error)."""
+    init = np.arange(12.0).reshape(4, 3)
+    v = tw.Variable(init)
+    opt = cls(learning_rate=0.5, **({"momentum": 0.5} if cls is O.SGD else {}))
+    opt.apply([_sparse_grad(np.zeros((0, 3)), np.zeros((0,), np.int64))], [v])
+    np.testing.assert_array_equal(v.numpy(), init)
+    opt.apply([_sparse_grad(np.ones((1, 3)), np.array([2]))], [v])        # the slots were left usable
+    assert not np.array_equal(v.numpy()[2], init[2]) and np.array_equal(v.numpy()[[0, 1, 3]], init[[0, 1, 3]])

@@ -203,8 +203,9 @@ def _sparse(name, handles, values, indices):
     if len(indices) and (indices.min() < 0 or indices.max() >= shape[0]):
         bad = indices.min() if indices.min() < 0 else indices.max()
         raise errors.InvalidArgumentError(f"{name} of '{var.name}': index {bad} is not in [0, {shape[0]})")
-    arrays = [h._storage_for_update().reshape(shape[0], -1) for h in handles]
-    rows = np.ascontiguousarray(values, dtype=arrays[0].dtype).reshape(len(indices), -1)
+    cols = int(np.prod(shape[1:], dtype=np.int64))      # (explicit: reshape(0, -1) is ambiguous)
+    arrays = [h._storage_for_update().reshape(shape[0], cols) for h in handles]
+    rows = np.ascontiguousarray(values, dtype=arrays[0].dtype).reshape(len(indices), cols)
     return arrays, np.ascontiguousarray(indices), rows
 
 
