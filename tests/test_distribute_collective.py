@@ -99,8 +99,10 @@ def test_timeout_names_the_ranks_that_did_not_arrive():
             return w.group([0, 1, 2]).communicator(i).all_reduce(np.ones(2))
         with pytest.raises(CollectiveTimeoutError) as info:
             w.run([0, 1, 2], fn)
-        missing = info.value.missing          # [1], or [1, 2] when rank 2 had not started yet (load)
-        assert 1 in missing and 0 not in missing and info.value.rank in (0, 2)
+        # which other rank had arrived when the timeout struck depends on scheduling: assert only what
+        # does not (the absent rank is named, the reporting rank is not)
+        missing = info.value.missing
+        assert 1 in missing and info.value.rank in (0, 2) and info.value.rank not in missing
         assert f"ranks {list(missing)} did not arrive within 0.2 s" in str(info.value)
         # the world recovers: a fresh group for the next run
         assert w.run([0, 1], lambda i: w.group([0, 1]).communicator(i).all_reduce(np.ones(1)).tolist()) == [[2.0]] * 2

@@ -110,9 +110,10 @@ def test_timeouts_name_the_ranks_that_did_not_arrive():
     c = ray_cluster.current()
     out = c.run(step, c.cluster_id)
     assert out[2] == "skipped"
-    for msg, missing in out[:2]:
-        assert missing == (2,) or missing == [2]
-        assert "ranks [2] did not arrive within 1 s" in msg
+    for rank, (msg, missing) in enumerate(out[:2]):
+        # rank 2 never joins; whether the other rank had arrived yet depends on scheduling
+        assert 2 in missing and rank not in missing
+        assert f"ranks {list(missing)} did not arrive within 1 s" in msg
 
 
 def test_mismatched_collectives_are_an_error_naming_both_calls():
