@@ -1,12 +1,9 @@
 """Cold start (issue 18): a fresh process's first training step, against its steady steps.
 
-For each workload of ``bench_models.WORKLOADS`` three fresh processes run in turn, each
-importing tensorweave, building the model and timing its first ``train_on_batch``, the median
-of the next steps, and the first ``predict_on_batch`` of one sample:
-
-* ``nocache``: ``TW_KERNEL_CACHE=0`` — every numba kernel compiled in the process (the default);
-* ``cold``: an empty kernel cache (compiles, then writes the cache);
-* ``warm``: the cache the ``cold`` process wrote (what every later process on the machine sees).
+For each workload of ``bench_models.WORKLOADS`` a fresh process imports tensorweave, builds the
+model and times its first ``train_on_batch`` (every numba kernel compiled in the process: numba's
+on-disk cache stores pickles, which the project never loads from a file), the median of the next
+steps, and the first ``predict_on_batch`` of one sample.
 
 Each row also has the seconds spent in numba's compile/load (``jit_s``) during the first step
 and the machine's load average. Usage::
@@ -20,12 +17,10 @@ import json
 import os
 import subprocess
 import sys
-import tempfile
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-MODES = ("nocache", "cold", "warm")
 
 
 def worker(workload, steps):
@@ -66,9 +61,8 @@ def worker(workload, steps):
             "steady_ms": round(times[len(times) // 2] * 1e3, 2), "predict_first_s": round(predict_first, 3)}
 
 
-def run(workload, mode, cache_dir, steps):
+def run(workload, steps):
     env = dict(os.environ)
-    env["TW_KERNEL_CACHE"] = "0" if mode == "nocache" else cache_dir
     for k in ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE"):
         env.pop(k, None)
     out = subprocess.run([sys.executable, os.path.abspath(__file__), "--worker", workload, "--steps", str(steps)],
@@ -76,7 +70,7 @@ def run(workload, mode, cache_dir, steps):
     row = json.loads(out.stdout.strip().splitlines()[-1])
     cpu = next((ln.split(":", 1)[1].strip() for ln in open("/proc/cpuinfo") if ln.startswith("model name")), "?") \
         if os.path.exists("/proc/cpuinfo") else "?"
-    row.update({"workload": workload, "mode": mode, "cpu": cpu, "loadavg": round(os.getloadavg()[0], 2)})
+    row.update({"workload": workload, "cpu": cpu, "loadavg": round(os.getloadavg()[0], 2)})
     row["first_over_steady"] = round(row["first_step_s"] * 1e3 / row["steady_ms"], 1)
     return row
 
@@ -93,10 +87,7 @@ def main(argv=None):
         return 0
     for _ in range(a.rounds):
         for workload in a.only.split(","):
-            with tempfile.TemporaryDirectory() as tmp:
-                cache = os.path.join(tmp, "kernels")
-                for mode in MODES:
-                    print(json.dumps(run(workload, mode, cache, a.steps)), flush=True)
+            print(json.dumps(run(workload, a.steps)), flush=True)
     return 0
 
 

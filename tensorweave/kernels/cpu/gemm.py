@@ -104,8 +104,8 @@ def load():
 @intrinsic
 def _cblas_gemm(typingctx, fn, trans_a, trans_b, m, n, k, a, lda, b, ldb, c, ldc):
     """Calls the ``cblas_?gemm`` at address ``fn`` (row-major, alpha 1, beta 0) with the arrays'
-    data pointers. The address is an argument, not a constant, so the compiled code does not
-    depend on where this process loaded MKL and can be cached on disk (kernel_cache.py)."""
+    data pointers (the address is an argument: the compiled code does not depend on where this
+    process loaded MKL)."""
     if not (isinstance(a, types.Array) and a.dtype in (types.float32, types.float64)):
         return None
     sig = types.void(fn, trans_a, trans_b, m, n, k, a, lda, b, ldb, c, ldc)

@@ -2,11 +2,9 @@
 
 - ``nogil=True``: compiled loops release the GIL, so the executor's thread pool can run
   two of them at once.
-- compiled kernels are kept on disk (:mod:`~tensorweave.kernels.cpu.kernel_cache`), in a
-  directory private to the user, so only the first process on a machine pays numba's compile
-  time (0.5-8 s a kernel; a cold cnn step ~40 s on a loaded 2-core machine); compiling stays
-  lazy (per kernel and dtype, on first call), so a program compiles only what it uses.
-  ``TW_KERNEL_CACHE=0`` compiles in every process, as before.
+- ``cache=False``: numba's on-disk cache stores pickles, and nothing read from a file is
+  unpickled here (DESIGN §5); compiling stays lazy (per kernel and dtype, on first call), so a
+  program compiles only what it uses.
 - ``error_model="numpy"``: division by zero gives inf/NaN as in NumPy instead of raising;
   without the zero check loops with a division vectorize (2.6x on the Adam update).
 - no ``fastmath``: results must match the NumPy references bit for bit where the
@@ -37,8 +35,6 @@ import threading
 import numba
 import numpy as np
 
-from tensorweave.kernels.cpu import kernel_cache
-
 #: rounds an idle GNU OpenMP worker spins before sleeping (see the module docstring)
 GOMP_SPIN = 10000
 _parallel = {"pid": None, "ok": False}
@@ -48,9 +44,7 @@ _parallel_lock = threading.Lock()
 def njit(fn=None, **options):
     """``numba.njit`` with the settings above. Usable bare or with numba options."""
     def compile_(f):
-        dispatcher = numba.njit(f, **{"nogil": True, "cache": False, "error_model": "numpy", **options})
-        kernel_cache.enable(dispatcher, f)
-        return dispatcher
+        return numba.njit(f, **{"nogil": True, "cache": False, "error_model": "numpy", **options})
     return compile_ if fn is None else compile_(fn)
 
 
