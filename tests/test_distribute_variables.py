@@ -89,13 +89,3 @@ def test_a_local_variable_in_a_global_op_is_an_error():
     g = tw.constant([1.0, 2.0]).to_global(placement=P2, sbp=tw.sbp.broadcast)
     with pytest.raises(tw.errors.InvalidArgumentError, match="local variable's handle met global tensors"):
         v.assign(g)
-
-
-def test_global_tensors_in_tw_function_say_the_planner_is_next():
-    g = tw.constant([1.0, 2.0]).to_global(placement=P2, sbp=tw.sbp.broadcast)
-
-    @tw.function
-    def f(x):
-        return x * 2.0
-    with pytest.raises(tw.errors.UnimplementedError, match="not planned yet"):
-        f(g)

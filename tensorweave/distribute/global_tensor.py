@@ -20,7 +20,9 @@ import numpy as np
 from tensorweave.core import errors
 from tensorweave.core.sbp import Split
 from tensorweave.core.shape import TensorShape
+from tensorweave.core.graph import SymbolicTensor
 from tensorweave.core.tensor import EagerTensor, Tensor
+from tensorweave.distribute import plan_ops  # noqa: F401 - registers the ops planned graphs hold
 from tensorweave.distribute.boxing import box, plan_boxing
 from tensorweave.distribute.layout import Placement, assemble, local_shape, normalize_sbp, split_to_pieces
 
@@ -243,7 +245,28 @@ def _local_to_global(self, placement=None, sbp=None):
     return to_global(self, placement, sbp)
 
 
-# A local eager tensor's to_global (like the ops' Python operators, installed on the class here).
+def _symbolic_to_global(self, placement=None, sbp=None):
+    """Inside tw.function: pins this value's layout (a ``_ToGlobal`` op the planner honours)."""
+    from tensorweave.core.dispatch import execute
+    from tensorweave.core.registry import get_op
+    from tensorweave.distribute.plan_function import mark_global
+    graph = self.op.graph
+    info = getattr(graph, "_tw_globals", None)
+    placement = placement if placement is not None else info.placement if info is not None else None
+    if placement is None or sbp is None:
+        raise ValueError(f"to_global of '{self.name}' inside tw.function needs sbp= (and placement= when no global "
+                         "value reached the function yet)")
+    placement = _check_placement(placement, "to_global")
+    shape = tuple(self.shape.as_list()) if self.shape.is_fully_defined() else None
+    nd = normalize_sbp(sbp, placement, shape, "to_global")
+    mark_global(graph, placement)
+    return execute(get_op("_ToGlobal"), [self], {"placement_type": placement.type, "ranks": placement.mesh.tolist(),
+                                                 "sbp": [repr(s) for s in nd]})
+
+
+# A local eager tensor's to_global (like the ops' Python operators, installed on the class here); a
+# symbolic one's pins a layout inside tw.function.
 EagerTensor.to_global = _local_to_global
+SymbolicTensor.to_global = _symbolic_to_global
 
 __all__ = ["GlobalTensor", "to_global", "from_local", "box_tensor"]

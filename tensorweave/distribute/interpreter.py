@@ -123,7 +123,7 @@ def _candidates(opdef, inputs, attrs, out_specs, placement):
     for k in range(placement.ndim):
         sigs = [all_b]
         if rule is not None and known:
-            specs = [SbpInput(tuple(t.shape.as_list()), t.dtype, t.sbp[k]) for t in inputs]
+            specs = [SbpInput(t._shape, t._dtype, t._sbp[k]) for t in inputs]
             ranks = [len(s.shape) for s in specs]
             sigs = [s for s in rule(specs, attrs) if _valid(s, n, ranks, out_specs)] or [all_b]
         per_axis.append(sigs)
@@ -135,19 +135,26 @@ def _candidates(opdef, inputs, attrs, out_specs, placement):
     return combos, rule is not None and known
 
 
-def _choose(inputs, combos, placement):
-    best, best_cost = None, None
+def choose(inputs, combos, placement, extra_cost=None):
+    """(the combination with the least cost, its boxing bytes): the boxing bytes over the
+    inputs, plus ``extra_cost(combo)`` when given (the graph planner's look-ahead); ties go
+    to the rule's order."""
+    best, best_cost, best_boxing = None, None, None
     for combo in combos:
         cost = 0
         for t, want in zip(inputs, combo[1]):
             cost += _cost(t._shape, t._dtype.np_dtype, placement, t._sbp, want)
             if best_cost is not None and cost >= best_cost:
                 break
-        if best_cost is None or cost < best_cost:
-            best, best_cost = combo, cost
-            if cost == 0:
-                break
-    return best, best_cost
+        else:
+            boxing = cost
+            if extra_cost is not None and (best_cost is None or cost < best_cost):
+                cost += extra_cost(combo)
+            if best_cost is None or cost < best_cost:
+                best, best_cost, best_boxing = combo, cost, boxing
+                if cost == 0:
+                    break
+    return best, best_boxing
 
 
 # Ops on a split or partial variable that run rank-locally on its shards; any other op on a
@@ -245,14 +252,65 @@ def _piece_shapes(shape, placement, nd):
     return [tuple(s.stop - s.start for s in sl) for sl in shard_slices(shape, placement, nd)]
 
 
+class Layout:
+    """A global tensor's layout without its data: what signature choice reads (logical shape
+    as a tuple, dtype, N-D SBP, placement). A :class:`GlobalTensor` reads the same way, so the
+    eager interpreter and the graph planner share :func:`candidates`, :func:`choose` and
+    :func:`decide`."""
+
+    __slots__ = ("_shape", "_dtype", "_sbp", "placement")
+    is_global = True
+
+    def __init__(self, shape, dtype, sbp, placement):
+        self._shape, self._dtype, self._sbp, self.placement = tuple(shape), dtype, tuple(sbp), placement
+
+    @property
+    def shape(self):
+        return TensorShape(self._shape)
+
+    @property
+    def dtype(self):
+        return self._dtype
+
+    @property
+    def sbp(self):
+        return self._sbp
+
+    def __repr__(self):
+        return f"Layout({list(self._shape)}, {self._dtype.name}, {_fmt_nd(self._sbp)})"
+
+
+def candidates(opdef, inputs, attrs, out_specs, placement):
+    """(the legal combinations of per-mesh-axis signatures, whether the op has a rule) for an op
+    on ``inputs`` (global tensors or :class:`Layout` s); an op on variable handles keeps each
+    handle's layout (a handle cannot move), else :func:`_variable_op`."""
+    combos, has_rule = _candidates(opdef, inputs, attrs, out_specs, placement)
+    handles = [i for i, t in enumerate(inputs) if t._dtype is _dt.resource]
+    if handles:
+        combos = [c for c in combos if all(c[1][i] == inputs[i]._sbp for i in handles)]
+        if not combos:
+            combos, has_rule = [_variable_op(opdef, inputs, attrs, out_specs, placement)], True
+    return combos, has_rule
+
+
+def decision(opdef, inputs, kernel_attrs, out_specs, placement, combo, cost, has_rule):
+    """(signatures, input SBPs, output SBPs, boxing cost, has a rule, boxing plans, per-rank
+    (op type, attrs)) of running ``opdef`` with the chosen ``combo``."""
+    sigs, in_nd, out_nd = combo
+    plans = [None if t._sbp == want else _plan(t._shape, t._dtype.np_dtype, placement, t._sbp, want)
+             for t, want in zip(inputs, in_nd)]
+    local_ops = _local_ops(opdef, kernel_attrs, sigs, inputs, in_nd, out_specs, out_nd, placement)
+    return sigs, in_nd, out_nd, cost, has_rule, plans, local_ops
+
+
 _decisions = {}
 _MAX_DECISIONS = 4096
 
 
-def _decide(opdef, inputs, attrs, kernel_attrs, out_specs, placement):
-    """(signatures, input SBPs, output SBPs, boxing cost, has a rule, boxing plans, per-rank
-    (op type, attrs)) for this call; remembered per op, logical shapes, dtypes, SBPs and attrs
-    (rules and hooks are functions of those), so a training loop decides each op once."""
+def decide(opdef, inputs, attrs, kernel_attrs, out_specs, placement):
+    """:func:`decision` for the cheapest candidate; remembered per op, logical shapes, dtypes,
+    SBPs and attrs (rules and hooks are functions of those), so a training loop (or a graph of
+    repeated layers) decides each op once."""
     try:
         key = (opdef.name, placement, tuple((t._shape, t._dtype, t._sbp) for t in inputs),
                tuple(sorted(attrs.items())), tuple(out_specs))
@@ -262,18 +320,9 @@ def _decide(opdef, inputs, attrs, kernel_attrs, out_specs, placement):
     found = _decisions.get(key) if key is not None else None
     if found is not None:
         return found
-    combos, has_rule = _candidates(opdef, inputs, attrs, out_specs, placement)
-    handles = [i for i, t in enumerate(inputs) if t._dtype is _dt.resource]
-    if handles:
-        # a variable handle cannot move: only candidates that keep every handle's layout
-        combos = [c for c in combos if all(c[1][i] == inputs[i]._sbp for i in handles)]
-        if not combos:
-            combos, has_rule = [_variable_op(opdef, inputs, attrs, out_specs, placement)], True
-    (sigs, in_nd, out_nd), cost = _choose(inputs, combos, placement)
-    plans = [None if t._sbp == want else _plan(t._shape, t._dtype.np_dtype, placement, t._sbp, want)
-             for t, want in zip(inputs, in_nd)]
-    local_ops = _local_ops(opdef, kernel_attrs, sigs, inputs, in_nd, out_specs, out_nd, placement)
-    found = (sigs, in_nd, out_nd, cost, has_rule, plans, local_ops)
+    combos, has_rule = candidates(opdef, inputs, attrs, out_specs, placement)
+    combo, cost = choose(inputs, combos, placement)
+    found = decision(opdef, inputs, kernel_attrs, out_specs, placement, combo, cost, has_rule)
     if key is not None:
         if len(_decisions) >= _MAX_DECISIONS:
             _decisions.clear()
@@ -297,8 +346,8 @@ def run_global_op(opdef, inputs, attrs, name=None):
         return _metadata_op(opdef, inputs, attrs, placement)
     out_specs = _out_specs(opdef, inputs, attrs)
     kernel_attrs = {k: v for k, v in attrs.items() if k[0] != "_"} if attrs else {}
-    sigs, in_nd, out_nd, cost, has_rule, plans, local_ops = _decide(opdef, inputs, attrs, kernel_attrs, out_specs,
-                                                                   placement)
+    sigs, in_nd, out_nd, cost, has_rule, plans, local_ops = decide(opdef, inputs, attrs, kernel_attrs, out_specs,
+                                                                  placement)
     # a stateful op (random draw, Python function, print) whose outputs are all B runs once and
     # broadcasts: per rank it would draw per rank, or run the Python function once per rank
     once = opdef.stateful and all(t._dtype is not _dt.resource for t in inputs) and all(
@@ -373,15 +422,19 @@ def run_global_op(opdef, inputs, attrs, name=None):
 _METADATA_OPS = frozenset({"Shape", "Size", "Rank", "ShapeN"})
 
 
-def _metadata_op(opdef, inputs, attrs, placement):
-    from tensorweave.distribute.global_tensor import GlobalTensor
+def metadata_values(opdef, inputs, attrs):
+    """The outputs (arrays) of a shape-only op on global inputs, from their logical shapes."""
     stand_ins = [np.broadcast_to(np.zeros((), t._dtype.np_dtype), t._shape) for t in inputs]
     kernel_attrs = {k: v for k, v in attrs.items() if k[0] != "_"}
     out = get_op(opdef.name).kernel("CPU")(*stand_ins, **kernel_attrs)
-    outs = list(out) if opdef.n_outputs(attrs) != 1 else [out]
+    return [np.array(o) for o in (list(out) if opdef.n_outputs(attrs) != 1 else [out])]
+
+
+def _metadata_op(opdef, inputs, attrs, placement):
+    from tensorweave.distribute.global_tensor import GlobalTensor
     nd = (B,) * placement.ndim
-    res = tuple(GlobalTensor([np.array(o) for _ in range(placement.size)], placement, nd, np.shape(o),
-                             _dt.from_numpy(np.asarray(o).dtype)) for o in outs)
+    res = tuple(GlobalTensor([np.array(o) for _ in range(placement.size)], placement, nd, o.shape,
+                             _dt.from_numpy(o.dtype)) for o in metadata_values(opdef, inputs, attrs))
     return res[0] if opdef.n_outputs(attrs) == 1 else res
 
 
@@ -413,9 +466,16 @@ class GlobalInterpreter(Interpreter):
 
     def execute(self, opdef, inputs, attrs, name):
         if ctx.graph_stack and not ctx.force_eager:
-            raise errors.UnimplementedError(describe(
-                opdef, inputs, "global tensors inside tw.function or a graph are not planned yet",
-                "run the global computation eagerly (the whole-graph planner is the next step)"))
+            graph = ctx.graph_stack[-1]
+            if not getattr(graph, "is_function_graph", False):
+                raise errors.UnimplementedError(describe(
+                    opdef, inputs, "global tensors in TF1 graphs are not planned yet",
+                    "use tw.function (planned over the ranks) or run eagerly"))
+            # a global tensor the function closes over: captured like an argument, then planned
+            from tensorweave.core.dispatch import GRAPH
+            from tensorweave.distribute.plan_function import capture_global
+            inputs = [capture_global(graph, t) if getattr(t, "is_global", False) else t for t in inputs]
+            return GRAPH.execute(opdef, inputs, attrs, name)
         return run_global_op(opdef, list(inputs), dict(attrs or {}), name)
 
 

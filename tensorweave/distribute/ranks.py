@@ -30,13 +30,30 @@ def current_rank():
     return getattr(_local, "rank", None)
 
 
+class RankComms:
+    """``comm_for(rank_ids)``: rank ``rank``'s communicator in the world's group of those ranks
+    (looked up per call: a failed run replaces the groups). It is the rank runtime's
+    ``("communicator", "world")`` resource, which planned graphs' boxing nodes use."""
+
+    __slots__ = ("world", "rank")
+
+    def __init__(self, world, rank):
+        self.world, self.rank = world, rank
+
+    def __call__(self, ranks):
+        ranks = tuple(ranks)
+        return self.world.group(ranks).communicator(ranks.index(self.rank))
+
+
 class Rank:
     """One in-process rank: its id, its runtime and the thread that runs its work (a queue of
     jobs; lighter than a thread pool, so an eager global op costs fewer hand-offs)."""
 
-    def __init__(self, rank):
+    def __init__(self, rank, world=None):
         self.rank = int(rank)
         self.runtime = Runtime(f"rank{rank}", rank=rank, cpu_count=1)
+        if world is not None:
+            self.runtime.add_resource("communicator", "world", RankComms(world, self.rank))
         self._inbox = queue.SimpleQueue()
         self._thread = threading.Thread(target=self._loop, name=f"tw-rank{rank}", daemon=True)
         self._thread.start()
@@ -107,7 +124,7 @@ class World:
         with self._lock:
             obj = self._ranks.get(r)
             if obj is None:
-                obj = self._ranks[r] = Rank(r)
+                obj = self._ranks[r] = Rank(r, self)
             return obj
 
     def group(self, ranks):

@@ -148,14 +148,21 @@ class GlobalVariable(Variable):
 
     @property
     def handle(self):
-        if building_graph() is not None:
-            raise errors.UnimplementedError(
-                f"global variable '{self.name}' used inside tw.function or a graph: the graph planner for "
-                "global tensors is not built yet; use it eagerly")
-        return self._eager_handle
+        graph = building_graph()
+        if graph is None:
+            return self._eager_handle
+        return self.handle_in(graph)
 
     def handle_in(self, graph):
-        return self.handle
+        """In a tw.function graph: a ``VarHandleOp`` carrying this variable (its logical shape;
+        the graph planner lays it out as the variable's SBP and binds each rank's shard)."""
+        if not getattr(graph, "is_function_graph", False):
+            raise errors.UnimplementedError(
+                f"global variable '{self.name}' used in a TF1 graph: only tw.function graphs are planned "
+                "for global tensors yet; use tw.function or run eagerly")
+        from tensorweave.distribute.plan_function import mark_global
+        mark_global(graph, self._placement)
+        return super().handle_in(graph)
 
     def read_value(self):
         g = building_graph()

@@ -48,8 +48,14 @@ class ConcreteFunction:
         # comparing shape tuples costs ~0.1 µs, building TensorShapes to compare ~3 µs.
         self._input_dims = [p.shape.as_tuple() if p.shape.is_fully_defined() else None for p in input_placeholders]
         targets = [graph._last_stateful] if graph._last_stateful is not None else []
-        self._plan = executor.build_plan(self.outputs, targets, self.inputs + [p for _, p in graph.captures])
         self._grad_fn = None
+        self._global = None
+        if getattr(graph, "_tw_globals", None) is not None:
+            # global tensors inside: planned over the ranks, one plan per rank (distribute/plan_function.py)
+            from tensorweave.distribute.plan_function import PlannedFunction
+            self._global, self._plan = PlannedFunction(self), None
+        else:
+            self._plan = executor.build_plan(self.outputs, targets, self.inputs + [p for _, p in graph.captures])
 
     @property
     def variables(self):
@@ -85,6 +91,10 @@ class ConcreteFunction:
         return self._call_flat(flat)
 
     def _call_flat(self, flat_inputs):
+        if self._global is not None:
+            from tensorweave.distribute.plan_function import watched
+            watched(self, flat_inputs)
+            return self._pack(self._global(flat_inputs))
         flat_inputs = [x if isinstance(x, EagerTensor) else _as_eager(x, p.dtype)
                        for x, p in zip(flat_inputs, self.inputs)]
         for p, x, dims in zip(self.inputs, flat_inputs, self._input_dims):
@@ -101,6 +111,9 @@ class ConcreteFunction:
         else:
             values = self._run(flat_inputs)
             outs = [EagerTensor(v, t.dtype) for v, t in zip(values, self.outputs)]
+        return self._pack(outs)
+
+    def _pack(self, outs):
         flat = list(self._flat_outputs)
         for i, o in zip(self._out_index, outs):
             flat[i] = o
@@ -255,6 +268,9 @@ class Function:
             elif isinstance(x, TensorSpec):
                 specs.append(x)
                 key.append(("T", x.shape.as_tuple(), x.dtype.name))
+            elif getattr(x, "is_global", False):    # planned per layout: its exact shape, placement and SBP
+                specs.append(TensorSpec(x.shape, x.dtype))
+                key.append(("G", x._shape, x.dtype.name, x.placement, x.sbp))
             elif isinstance(x, (Tensor, np.ndarray)):
                 spec = self._spec_of(x)
                 specs.append(spec)
@@ -307,6 +323,9 @@ class Function:
                 if isinstance(x, (Tensor, np.ndarray, TensorSpec)):
                     spec = next(it)
                     ph = placeholder(spec.dtype, spec.shape, name=spec.name or "input")
+                    if getattr(x, "is_global", False):
+                        from tensorweave.distribute.plan_function import mark_global_input
+                        mark_global_input(graph, ph, x.placement, x.sbp)
                     phs.append(ph)
                     new_flat.append(ph)
                 else:
@@ -334,9 +353,9 @@ class Function:
 def _as_eager(x, dtype):
     if getattr(x, "is_global", False):   # its logical value would be gathered silently
         from tensorweave.core import errors
-        raise errors.UnimplementedError(
-            "tw.function: global tensor arguments are not planned yet (the graph planner for global tensors "
-            "is the next step). Hint: call the Python function eagerly")
+        raise errors.InvalidArgumentError(
+            "tw.function: a global tensor passed where the function was traced for a local one. Hint: pass "
+            "the same kinds of arguments (a global argument traces a planned function)")
     return EagerTensor(to_numpy(x, dtype), dtype)
 
 

@@ -1,0 +1,143 @@
+"""``tw.function`` on global tensors: the traced graph planned once per input signature, run as
+one plan per rank.
+
+Tracing sees logical shapes: a global argument becomes a placeholder carrying its placement
+and SBP (:func:`mark_global_input`), a global tensor the function closes over is captured the
+same way, a global variable is captured by handle (``GlobalVariable.handle_in``), and
+``x.to_global(...)`` of a symbolic tensor adds a ``_ToGlobal`` op (the user's pin). A
+:class:`PlannedFunction` plans the graph (``planner.plan_graph``), builds each rank's plan
+spec and binds it on that rank's thread (once), and runs a call as ONE hand-off per rank:
+each rank runs its whole plan with its own communicator. Outputs come back as global tensors
+laid out as planned (local ones as local tensors).
+
+>>> import numpy as np, tensorweave as tw
+>>> p = tw.placement("cpu", ranks=[0, 1])
+>>> v = tw.Variable(np.ones((3, 2), np.float32), placement=p, sbp=tw.sbp.broadcast)
+>>> @tw.function
+... def step(x):
+...     with tw.GradientTape() as tape:
+...         loss = tw.reduce_sum(tw.matmul(x, v))
+...     v.assign_sub(0.5 * tape.gradient(loss, v))
+...     return loss
+>>> x = tw.constant(np.ones((4, 3), np.float32)).to_global(placement=p, sbp=tw.sbp.split(0))
+>>> float(step(x)), v.numpy()[0].tolist()
+(24.0, [-1.0, -1.0])
+"""
+import numpy as np
+
+from tensorweave.core import errors
+from tensorweave.core.context import ctx
+from tensorweave.core.convert import to_numpy
+from tensorweave.core.tensor import EagerTensor
+
+
+class GraphGlobals:
+    """What a traced graph knows about its global values: the placement and, per placeholder
+    of a global argument or capture, its (placement, N-D SBP)."""
+
+    __slots__ = ("placement", "inputs")
+
+    def __init__(self, placement):
+        self.placement, self.inputs = placement, {}
+
+
+def mark_global(graph, placement):
+    """Records that ``graph`` holds global values on ``placement`` (one per graph for now)."""
+    g = getattr(graph, "_tw_globals", None)
+    if g is None:
+        g = graph._tw_globals = GraphGlobals(placement)
+    elif g.placement != placement:
+        raise errors.UnimplementedError(
+            f"tw.function: global values on {g.placement!r} and on {placement!r} in one function; one placement "
+            "per planned function for now (pipeline stages: tw.distribute.pipeline)")
+    return g
+
+
+def mark_global_input(graph, placeholder, placement, sbp):
+    """``placeholder`` stands for a global value laid out as ``sbp`` on ``placement``."""
+    mark_global(graph, placement).inputs[id(placeholder)] = (placement, tuple(sbp))
+
+
+def capture_global(graph, t):
+    """A placeholder of ``graph`` for the global tensor ``t`` the function closes over."""
+    hit = graph._capture_map.get(id(t))
+    if hit is not None:
+        return hit[1]
+    from tensorweave.ops.array_ops import placeholder
+    with graph.as_default(), graph.control_dependencies(None):
+        ph = placeholder(t.dtype, shape=t.shape, name="capture")
+    graph._capture_map[id(t)] = (t, ph)
+    graph.captures.append((t, ph))
+    mark_global_input(graph, ph, t.placement, t.sbp)
+    return ph
+
+
+class PlannedFunction:
+    """A concrete function's graph planned for global tensors (see the module docstring)."""
+
+    def __init__(self, cf):
+        from tensorweave.distribute.planner import plan_graph
+        from tensorweave.distribute.ranks import default_world
+        graph = cf.graph
+        info = graph._tw_globals
+        self.placement = info.placement
+        self.captures = [c for c, _ in graph.captures]
+        feeds = list(cf.inputs) + [p for _, p in graph.captures]
+        layouts = [info.inputs.get(id(p)) for p in feeds]
+        targets = [graph._last_stateful] if graph._last_stateful is not None else []
+        self.outputs = list(cf.outputs)
+        self.plan = plan_graph(self.outputs, targets, feeds, layouts, self.placement, f"function:{graph.name}")
+        self.input_layouts = layouts[:len(cf.inputs)]
+        self.world = default_world()
+        self.bound = None
+
+    def _bind(self):
+        from tensorweave.runtime import executor
+        world, ranks = self.world, self.placement.ranks
+        specs = []
+        for i, r in enumerate(ranks):
+            rt = world.rank(r).runtime
+            specs.append((rt,) + self.plan.rank_spec(i, rt.resource("communicator", "world")))
+        self.bound = world.run(ranks, lambda i: executor.bind(specs[i][1], specs[i][0], specs[i][2]))
+
+    def _feeds(self, flat_inputs, i):
+        out = []
+        for x, lay in zip(flat_inputs, self.input_layouts):
+            out.append(x._pieces[i] if lay is not None else
+                       x._value if isinstance(x, EagerTensor) else to_numpy(x, None))
+        for c in self.captures:
+            out.append(c._pieces[i] if getattr(c, "is_global", False) else c._value)
+        return out
+
+    def __call__(self, flat_inputs):
+        from tensorweave.distribute.global_tensor import GlobalTensor
+        from tensorweave.runtime import executor
+        for x, lay, p in zip(flat_inputs, self.input_layouts, self.plan.feeds):
+            if (lay is None) == bool(getattr(x, "is_global", False)) or (
+                    lay is not None and (x.placement, x.sbp) != lay):
+                raise errors.InvalidArgumentError(
+                    f"planned function input '{p.op.name}' was traced for {lay or 'a local tensor'}, got "
+                    f"{(x.placement, x.sbp) if getattr(x, 'is_global', False) else 'a local tensor'}")
+        if self.bound is None:
+            self._bind()
+        bound = self.bound
+        feeds = [self._feeds(flat_inputs, i) for i in range(self.placement.size)]
+        results = self.world.run(self.placement.ranks, lambda i: executor.run_plan(bound[i], feeds[i]))
+        gp = self.plan
+        outs = []
+        for j, t in enumerate(self.outputs):
+            lay = gp.layouts[id(t)]
+            if id(t) in gp.local:
+                outs.append(EagerTensor(np.asarray(results[0][j]), t.dtype))
+            else:
+                outs.append(GlobalTensor([np.asarray(r[j]) for r in results], self.placement, lay._sbp, lay._shape,
+                                         t.dtype))
+        return outs
+
+
+def watched(cf, flat_inputs):
+    """Refuses a call an outer tape would record (gradients go inside the function for now)."""
+    if ctx.tapes and cf._watched_by_tape(flat_inputs):
+        raise errors.UnimplementedError(
+            "a planned tw.function on global tensors called under an outer GradientTape: take the gradient inside "
+            "the function (tape or tw.gradients there), which is planned with the forward pass")

@@ -1,0 +1,381 @@
+"""The whole-graph planner: a traced graph on logical shapes -> one plan spec per rank.
+
+Input: the needed ops of a graph whose tensors have *logical* shapes, the layouts of its
+global feeds (placement + N-D SBP; other feeds are local values, ``B``), and global variables
+captured by handle (``VarHandleOp`` of a :class:`GlobalVariable`, laid out as the variable).
+Every op gets a layout decision, in topological order:
+
+* ``Const``, ops on local values only: local (every rank computes the same, ``B``); a
+  stateful one (a local variable's update, a print) runs once, on the first rank, and its
+  outputs are broadcast (``_Once``), as the eager interpreter does.
+* ``_ToGlobal`` (``x.to_global(...)`` inside the function): the user's pinned layout wins; the
+  input is boxed to it.
+* shape-only ops (``Shape``, ``Size``, ...) of global tensors: their logical value, a constant.
+* any other op with a global input: the eager interpreter's candidates
+  (``interpreter.candidates``: the op's SBP rule per mesh axis, handles keep their layout) and
+  choice (``interpreter.choose``) by boxing bytes, plus a *look-ahead*: for each output layout a
+  candidate gives, the least boxing its consumers would then need (pinned layouts, variable
+  updates, the consumers' own rules given the inputs decided so far). Ties go to the rule's
+  order.
+
+Each boxing becomes a ``_Boxing`` node (the plan as data; a tensor boxed to one layout once,
+shared by its readers), each op its per-rank (op type, attrs) from the signatures' ``local``
+hooks. :meth:`GraphPlan.rank_spec` emits rank ``i``'s :class:`PlanSpec` (local shapes, its
+variable shards as resources, the communicator as the ``("communicator", "world")``
+resource): data, runnable by ``executor.bind`` on any runtime that has those resources. Nodes
+run in one order on every rank (``parallel=False``), so collectives stay matched.
+
+>>> import numpy as np, tensorweave as tw
+>>> p = tw.placement("cpu", ranks=[0, 1])
+>>> @tw.function
+... def f(x, w):
+...     return tw.reduce_sum(tw.matmul(x, w), axis=0)
+>>> x = tw.constant(np.ones((4, 3), np.float32)).to_global(placement=p, sbp=tw.sbp.split(0))
+>>> w = tw.constant(np.ones((3, 2), np.float32)).to_global(placement=p, sbp=tw.sbp.broadcast)
+>>> y = f(x, w)
+>>> y.sbp, y.numpy().tolist()
+((P,), [12.0, 12.0])
+"""
+import time
+import warnings
+
+import numpy as np
+
+from tensorweave.core import dtypes as _dt
+from tensorweave.core import errors
+from tensorweave.core.registry import get_op
+from tensorweave.core.sbp import B, Broadcast
+from tensorweave.distribute import plan_ops  # noqa: F401 - registers _Boxing, _Once, _ToGlobal
+from tensorweave.distribute.boxing import parse_sbp
+from tensorweave.distribute.interpreter import (_METADATA_OPS, _cost, _known, _plan, _warned, Layout, candidates,
+                                                choose, decide, decision, metadata_values)
+from tensorweave.distribute.layout import Placement, local_shape
+from tensorweave.runtime import executor
+from tensorweave.runtime.plan_spec import NodeSpec, PlanSpec, ResourceTable
+
+DEVICE = "/job:localhost/replica:0/task:0/device:CPU:0"
+
+
+def pinned_layout(op):
+    """(placement, N-D SBP) a ``_ToGlobal`` op pins."""
+    a = op.attrs
+    return Placement(a["placement_type"], a["ranks"]), tuple(parse_sbp(s) for s in a["sbp"])
+
+
+class OpPlan:
+    """The planner's decision for one op: ``kind`` (``"const"``, ``"variable"``, ``"local"``,
+    ``"once"``, ``"pin"``, ``"metadata"``, ``"global"``), the chosen per-axis signatures,
+    input/output N-D SBPs, a boxing plan per input (None: as it is), the per-rank (op type,
+    attrs), and for constants their value."""
+
+    __slots__ = ("op", "kind", "sigs", "in_nd", "out_nd", "plans", "local_ops", "value", "once")
+
+    def __init__(self, op, kind, sigs=(), in_nd=(), out_nd=(), plans=(), local_ops=None, value=None, once=False):
+        self.op, self.kind, self.sigs, self.in_nd, self.out_nd = op, kind, sigs, in_nd, out_nd
+        self.plans, self.local_ops, self.value, self.once = plans, local_ops, value, once
+
+
+class GraphPlan:
+    """The planned graph (see the module docstring): ``layouts`` per tensor (id -> Layout),
+    ``local`` (ids of tensors no global value reaches), ``op_plans`` (id(op) -> OpPlan),
+    ``seconds`` (planning time)."""
+
+    def __init__(self, ops, feeds, fetches, placement, label):
+        self.ops, self.feeds, self.fetches, self.placement, self.label = ops, feeds, fetches, placement, label
+        self.layouts, self.local, self.op_plans = {}, set(), {}
+        self.seconds = 0.0
+        self._plan_dicts = {}
+
+    # ---- emitting a rank's spec ------------------------------------------------------------------
+    def _plan_dict(self, plan):
+        d = self._plan_dicts.get(id(plan))
+        if d is None:
+            d = self._plan_dicts[id(plan)] = (plan, plan.to_dict())
+        return d[1]
+
+    def rank_spec(self, index, comm=None):
+        """``(spec, live resources)`` of rank ``placement.ranks[index]``: a :class:`PlanSpec`
+        whose feeds are the graph's feeds (each rank's piece of a global one) and whose fetches
+        are the rank's pieces of the fetches; ``live`` are the objects its resource table names
+        in this process (the communicator ``comm``, the rank's variable shards)."""
+        placement = self.placement
+        rank = placement.ranks[index]
+        table = ResourceTable()
+        comm_ref = table.ref("communicator", "world", comm if comm is not None else ("communicator", rank))
+        slot_of, producer = {}, {}
+        n = 0
+        feed_slots = []
+        for t in self.feeds:
+            slot_of[id(t)] = n
+            feed_slots.append(n)
+            n += 1
+        nodes, deps, presets = [], [], []
+        boxed = {}
+        node_of_op = {}
+
+        def add(name, op_type, attrs, ins, single, n_out, ctrl=()):
+            nonlocal n
+            outs = tuple(range(n, n + n_out))
+            n += n_out
+            d = {producer[s] for s in ins if s in producer}
+            d.update(node_of_op[id(c)] for c in ctrl if c is not None and id(c) in node_of_op)
+            nodes.append(NodeSpec(name, op_type, DEVICE, attrs, ins, outs[0] if single and outs else outs, single))
+            deps.append(tuple(sorted(d)))
+            for s in outs:
+                producer[s] = len(nodes) - 1
+            return outs
+
+        def box_slot(t, plan):
+            key = (id(t), plan.dst_sbp)
+            s = boxed.get(key)
+            if s is None:
+                s = boxed[key] = add(f"{t.op.name}/boxing", "_Boxing",
+                                     {"plan": self._plan_dict(plan), "rank": rank, "comm": comm_ref},
+                                     (slot_of[id(t)],), True, 1)[0]
+            return s
+
+        for op in self.ops:
+            p = self.op_plans[id(op)]
+            if p.kind in ("const", "metadata", "variable"):
+                values = p.value
+                if p.kind == "variable":
+                    var = op.attrs["variable"]
+                    if getattr(var, "is_global", False):
+                        shard = var._locals[index]
+                        ref = table.ref("variable", op.attrs["shared_name"], shard, dtype=var.dtype,
+                                        shape=shard._shape)
+                    else:
+                        ref = table.ref("variable", op.attrs["shared_name"], var, dtype=var.dtype, shape=var._shape)
+                    values = [ref]
+                for o, v in zip(op.outputs, values):
+                    slot_of[id(o)] = n
+                    presets.append((n, v))
+                    n += 1
+                continue
+            if p.kind == "pin":
+                src = op.inputs[0]
+                slot_of[id(op.outputs[0])] = slot_of[id(src)] if p.plans[0] is None else box_slot(src, p.plans[0])
+                continue
+            ins = tuple(slot_of[id(t)] if plan is None else box_slot(t, plan) for t, plan in zip(op.inputs, p.plans))
+            op_type, attrs = p.local_ops[index]
+            if p.once:
+                attrs = {"op_type": op_type, "op_attrs": attrs, "ranks": list(placement.ranks), "rank": rank,
+                         "comm": comm_ref}
+                op_type = "_Once"
+            outs = add(op.name, op_type, attrs, ins, op.opdef.num_outputs == 1, len(op.outputs), op.control_inputs)
+            node_of_op[id(op)] = len(nodes) - 1
+            for o, s in zip(op.outputs, outs):
+                slot_of[id(o)] = s
+        spec = PlanSpec(nodes, n, feed_slots, [slot_of[id(t)] for t in self.fetches], presets, deps,
+                        f"{self.label}/rank{rank}")
+        executor.schedule(spec, parallel=False)
+        spec.resources = table.descs
+        return spec, table.live
+
+    def local_shape(self, t, index):
+        """Rank ``index``'s shape of tensor ``t`` (its logical shape when local)."""
+        lay = self.layouts[id(t)]
+        return lay._shape if id(t) in self.local else local_shape(lay._shape, self.placement, lay._sbp, index)
+
+
+class _Planner:
+    def __init__(self, gp, lookahead):
+        self.gp = gp
+        self.placement = gp.placement
+        self.nd_b = (B,) * gp.placement.ndim
+        self.lookahead = lookahead
+        self.consumers = {}
+        for op in gp.ops:
+            for k, t in enumerate(op.inputs):
+                self.consumers.setdefault(id(t), []).append((op, k))
+        self._ahead = {}
+
+    def layout(self, t, op):
+        lay = self.gp.layouts.get(id(t))
+        if lay is None or lay._shape is None:
+            raise errors.UnimplementedError(
+                f"the global graph planner needs static logical shapes: input '{t.name}' of '{op.name}' "
+                f"({op.type}) has shape {t.shape}. Hint: give the function inputs of known shape")
+        return lay
+
+    def set_local(self, t):
+        shape = _known(t.shape)
+        self.gp.layouts[id(t)] = Layout(shape if shape is not None else None, t.dtype, self.nd_b, self.placement) \
+            if shape is not None else _Unknown(t.dtype)
+        self.gp.local.add(id(t))
+
+    def run(self):
+        for op in self.gp.ops:
+            self.gp.op_plans[id(op)] = self.plan_op(op)
+
+    def plan_op(self, op):
+        gp, t = self.gp, op.type
+        if t == "VarHandleOp":
+            var = op.attrs["variable"]
+            out = op.outputs[0]
+            if getattr(var, "is_global", False):
+                if var.placement != self.placement:
+                    raise errors.UnimplementedError(
+                        f"variable '{var.name}' lives on {var.placement!r} but the function's global tensors on "
+                        f"{self.placement!r}: one placement per planned function for now")
+                gp.layouts[id(out)] = Layout(tuple(var.shape.as_list()), _dt.resource, var.sbp, self.placement)
+            else:
+                gp.layouts[id(out)] = Layout((), _dt.resource, self.nd_b, self.placement)
+                gp.local.add(id(out))
+            return OpPlan(op, "variable")
+        if t == "Const":
+            self.set_local(op.outputs[0])
+            kernel = op.opdef.kernel("CPU")
+            return OpPlan(op, "const", value=[kernel(**{k: v for k, v in op.attrs.items() if k[0] != "_"})])
+        glob = [id(x) not in gp.local for x in op.inputs]
+        if t == "_ToGlobal":
+            return self.plan_pin(op)
+        if not any(glob):
+            for o in op.outputs:
+                self.set_local(o)
+            if op.opdef.bind is not None:
+                self.refuse(op)
+            attrs = {k: v for k, v in op.attrs.items() if k[0] != "_"}
+            return OpPlan(op, "local", local_ops=[(t, attrs)] * self.placement.size, plans=[None] * len(op.inputs),
+                          once=op.opdef.stateful)
+        ins = [self.layout(x, op) for x in op.inputs]
+        if t in _METADATA_OPS:
+            values = metadata_values(op.opdef, ins, op.attrs)
+            for o in op.outputs:
+                self.set_local(o)
+            return OpPlan(op, "metadata", value=values)
+        if op.opdef.bind is not None:
+            self.refuse(op)
+        for x, lay in zip(op.inputs, ins):
+            if lay._dtype is _dt.resource and id(x) in gp.local:
+                raise errors.InvalidArgumentError(
+                    f"a local variable's handle met global tensors in '{op.name}' ({t}); hint: create the variable "
+                    f"with tw.Variable(..., placement={self.placement!r}, sbp=...)")
+        out_specs = [(_known(o.shape), o.dtype) for o in op.outputs]
+        for (shape, _), o in zip(out_specs, op.outputs):
+            if shape is None:
+                raise errors.UnimplementedError(
+                    f"the global graph planner needs static logical shapes: output '{o.name}' of '{op.name}' ({t}) "
+                    f"has shape {o.shape}")
+        attrs = dict(op.attrs)
+        kernel_attrs = {k: v for k, v in attrs.items() if k[0] != "_"}
+        combos, has_rule = candidates(op.opdef, ins, attrs, out_specs, self.placement)
+        if self.lookahead and len({tuple(c[2]) for c in combos}) > 1:
+            combo, cost = choose(ins, combos, self.placement, lambda c: self.ahead(op, c[2]))
+            d = decision(op.opdef, ins, kernel_attrs, out_specs, self.placement, combo, cost, has_rule)
+        else:
+            d = decide(op.opdef, ins, attrs, kernel_attrs, out_specs, self.placement)
+        sigs, in_nd, out_nd, cost, has_rule, plans, local_ops = d
+        if cost and not has_rule and t not in _warned:
+            _warned.add(t)
+            warnings.warn(f"'{t}' has no SBP rule for these inputs: its global inputs are boxed to broadcast (B) and "
+                          f"every rank computes the whole result (in the planned graph, op '{op.name}')", stacklevel=4)
+        once = op.opdef.stateful and all(lay._dtype is not _dt.resource for lay in ins) and all(
+            isinstance(x, Broadcast) for nd in out_nd for x in nd)
+        for o, (shape, dtype), nd in zip(op.outputs, out_specs, out_nd):
+            gp.layouts[id(o)] = Layout(shape, dtype, nd, self.placement)
+        return OpPlan(op, "global", sigs, in_nd, out_nd, plans, local_ops, once=once)
+
+    def plan_pin(self, op):
+        placement, nd = pinned_layout(op)
+        if placement != self.placement:
+            raise errors.UnimplementedError(
+                f"'{op.name}': to_global onto {placement!r} inside a planned function whose global tensors are on "
+                f"{self.placement!r}: one placement per planned function for now")
+        src = self.layout(op.inputs[0], op)
+        plan = None if src._sbp == nd else _plan(src._shape, src._dtype.np_dtype, self.placement, src._sbp, nd)
+        self.gp.layouts[id(op.outputs[0])] = Layout(src._shape, src._dtype, nd, self.placement)
+        return OpPlan(op, "pin", in_nd=[nd], out_nd=[nd], plans=[plan])
+
+    def refuse(self, op):
+        raise errors.UnimplementedError(
+            f"'{op.name}' ({op.type}) binds process resources (a random stream, control flow, a Python function) "
+            "and is not planned for global tensors yet. Hint: run the global computation eagerly")
+
+    # ---- look-ahead ------------------------------------------------------------------------------------
+    def ahead(self, op, out_nds):
+        """The least boxing bytes the consumers of ``op`` would need if its outputs had ``out_nds``."""
+        total = 0
+        for o, nd in zip(op.outputs, out_nds):
+            for c, k in self.consumers.get(id(o), ()):
+                total += self.consumer_cost(c, k, o, nd)
+        return total
+
+    def consumer_cost(self, c, k, o, nd):
+        key = (id(c), k, nd)
+        hit = self._ahead.get(key)
+        if hit is not None:
+            return hit
+        shape = _known(o.shape)
+        cost = 0
+        if shape is not None:
+            np_dtype = o.dtype.np_dtype
+            if c.type == "_ToGlobal":
+                placement, want = pinned_layout(c)
+                cost = _cost(shape, np_dtype, self.placement, nd, want) if placement == self.placement else 0
+            elif c.type not in _METADATA_OPS and c.opdef.bind is None:
+                cost = self._rule_cost(c, k, Layout(shape, o.dtype, nd, self.placement))
+        self._ahead[key] = cost
+        return cost
+
+    def _rule_cost(self, c, k, hyp):
+        lays, decided = [], [k]
+        for j, x in enumerate(c.inputs):
+            if j == k:
+                lays.append(hyp)
+                continue
+            lay = self.gp.layouts.get(id(x))
+            if lay is not None and lay._shape is not None:
+                decided.append(j)
+            else:
+                shape = _known(x.shape)
+                if shape is None:
+                    return 0
+                lay = Layout(shape, x.dtype, self.nd_b, self.placement)
+            lays.append(lay)
+        out_specs = [(_known(o.shape), o.dtype) for o in c.outputs]
+        if any(s is None for s, _ in out_specs):
+            return 0
+        try:
+            combos, _ = candidates(c.opdef, lays, dict(c.attrs), out_specs, self.placement)
+        except errors.OpError:
+            return 0
+        best = None
+        for combo in combos:
+            cost = sum(_cost(lays[j]._shape, lays[j]._dtype.np_dtype, self.placement, lays[j]._sbp, combo[1][j])
+                       for j in decided)
+            if best is None or cost < best:
+                best = cost
+        return best or 0
+
+
+class _Unknown:
+    """A local tensor of unknown shape (fine until a global op reads it)."""
+
+    __slots__ = ("_dtype",)
+    _shape = None
+
+    def __init__(self, dtype):
+        self._dtype = dtype
+
+
+def plan_graph(fetches, targets, feeds, feed_layouts, placement, label="planned", lookahead=True):
+    """The :class:`GraphPlan` computing ``fetches`` (running ``targets``) from ``feeds``;
+    ``feed_layouts[i]`` is feed ``i``'s ``(placement, N-D SBP)`` or None (a local value)."""
+    t0 = time.perf_counter()
+    feed_ids = {id(t): i for i, t in enumerate(feeds)}
+    ops = executor.prune(fetches, targets, feed_ids)
+    gp = GraphPlan(ops, list(feeds), list(fetches), placement, label)
+    planner = _Planner(gp, lookahead)
+    for t, lay in zip(feeds, feed_layouts):
+        if lay is None:
+            planner.set_local(t)
+        else:
+            shape = _known(t.shape)
+            gp.layouts[id(t)] = Layout(shape, t.dtype, lay[1], placement)
+    planner.run()
+    gp.seconds = time.perf_counter() - t0
+    return gp
+
+
+__all__ = ["plan_graph", "GraphPlan", "OpPlan"]
