@@ -261,7 +261,8 @@ class _Planner:
         kernel_attrs = {k: v for k, v in attrs.items() if k[0] != "_"}
         combos, has_rule = candidates(op.opdef, ins, attrs, out_specs, self.placement)
         if self.lookahead and len({tuple(c[2]) for c in combos}) > 1:
-            combo, cost = choose(ins, combos, self.placement, lambda c: self.ahead(op, c[2]))
+            combo, cost = choose(ins, combos, self.placement,
+                                 lambda c: self.ahead(op, c[2]) + self.redundancy(out_specs, c[2]))
             d = decision(op.opdef, ins, kernel_attrs, out_specs, self.placement, combo, cost, has_rule)
         else:
             d = decide(op.opdef, ins, attrs, kernel_attrs, out_specs, self.placement)
@@ -293,6 +294,15 @@ class _Planner:
             "and is not planned for global tensors yet. Hint: run the global computation eagerly")
 
     # ---- look-ahead ------------------------------------------------------------------------------------
+    def redundancy(self, out_specs, out_nds):
+        """A tie-breaker below one byte: the share of the outputs a rank holds (between equal
+        boxing costs, the signature that leaves each rank less to compute and keep wins)."""
+        held = total = 0
+        for (shape, _), nd in zip(out_specs, out_nds):
+            held += int(np.prod(local_shape(shape, self.placement, nd, 0), dtype=np.int64))
+            total += int(np.prod(shape, dtype=np.int64))
+        return held / (total + 1)
+
     def ahead(self, op, out_nds):
         """The least boxing bytes the consumers of ``op`` would need if its outputs had ``out_nds``."""
         total = 0

@@ -63,10 +63,10 @@ def plan_to_json(plan):
             sctx.tensors[key] = np.asarray(live._read())
             out.update(dtype=desc["dtype"].name, shape=None if desc["shape"].rank is None
                        else list(desc["shape"].as_tuple()), value=key)
-        else:
+        elif desc["kind"] == "random_stream":
             from tensorweave.ops.random_ops import stream_state
             out["state"] = stream_state(live)
-        resources.append(out)
+        resources.append(out)      # a communicator: its name only (the receiving runtime has its own)
     doc["resources"] = resources
     doc["constants"] = sctx.constants
     return doc, sctx.tensors
@@ -166,7 +166,10 @@ def _decode_resource(r, lctx, where):
         from tensorweave.ops.random_ops import stream_from_state
         stream_from_state(r["state"], where)      # validates now, before anything is bound
         return {"kind": kind, "name": V.check_string(r["name"], where, "name", V.MAX_NAME), "state": r["state"]}
-    fail(where, f"unknown resource kind {V._short(kind)}; expected 'variable' or 'random_stream'")
+    if kind == "communicator":     # a rank's own (distribute/plan_ops.py): found on the runtime by name
+        V.check_keys(r, where, ("kind", "name"))
+        return {"kind": kind, "name": V.check_string(r["name"], where, "name", V.MAX_NAME)}
+    fail(where, f"unknown resource kind {V._short(kind)}; expected 'variable', 'random_stream' or 'communicator'")
 
 
 def _slot(v, n, where, what):
