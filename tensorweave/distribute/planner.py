@@ -85,6 +85,7 @@ class GraphPlan:
         self.layouts, self.local, self.op_plans = {}, set(), {}
         self.seconds = 0.0
         self._plan_dicts = {}
+        self.slot_bytes = {}          # rank index -> {slot: bytes} of the last rank_spec (explain's memory)
 
     # ---- emitting a rank's spec ------------------------------------------------------------------
     def _plan_dict(self, plan):
@@ -112,6 +113,9 @@ class GraphPlan:
         nodes, deps, presets = [], [], []
         boxed = {}
         node_of_op = {}
+        sizes = self.slot_bytes[index] = {}
+        for t in self.feeds:
+            sizes[slot_of[id(t)]] = self.nbytes(t, index)
 
         def add(name, op_type, attrs, ins, single, n_out, ctrl=()):
             nonlocal n
@@ -132,6 +136,7 @@ class GraphPlan:
                 s = boxed[key] = add(f"{t.op.name}/boxing", "_Boxing",
                                      {"plan": self._plan_dict(plan), "rank": rank, "comm": comm_ref},
                                      (slot_of[id(t)],), True, 1)[0]
+                sizes[s] = _nbytes(local_shape(plan.shape, placement, plan.dst_sbp, index), t.dtype)
             return s
 
         for op in self.ops:
@@ -150,6 +155,7 @@ class GraphPlan:
                 for o, v in zip(op.outputs, values):
                     slot_of[id(o)] = n
                     presets.append((n, v))
+                    sizes[n] = int(getattr(v, "nbytes", 0))
                     n += 1
                 continue
             if p.kind == "pin":
@@ -166,6 +172,7 @@ class GraphPlan:
             node_of_op[id(op)] = len(nodes) - 1
             for o, s in zip(op.outputs, outs):
                 slot_of[id(o)] = s
+                sizes[s] = self.nbytes(o, index)
         spec = PlanSpec(nodes, n, feed_slots, [slot_of[id(t)] for t in self.fetches], presets, deps,
                         f"{self.label}/rank{rank}")
         executor.schedule(spec, parallel=False)
@@ -173,9 +180,24 @@ class GraphPlan:
         return spec, table.live
 
     def local_shape(self, t, index):
-        """Rank ``index``'s shape of tensor ``t`` (its logical shape when local)."""
+        """Rank ``index``'s shape of tensor ``t`` (its logical shape when local; None: unknown)."""
         lay = self.layouts[id(t)]
+        if lay._shape is None or lay._dtype is _dt.resource:
+            return None
         return lay._shape if id(t) in self.local else local_shape(lay._shape, self.placement, lay._sbp, index)
+
+    def nbytes(self, t, index):
+        """Bytes of rank ``index``'s piece of ``t`` (0 when unknown or not an array)."""
+        shape = self.local_shape(t, index)
+        return 0 if shape is None else _nbytes(shape, t.dtype)
+
+
+def _nbytes(shape, dtype):
+    try:
+        itemsize = np.dtype(dtype.np_dtype).itemsize
+    except (TypeError, AttributeError):
+        return 0
+    return int(np.prod(shape, dtype=np.int64)) * itemsize
 
 
 class _Planner:
@@ -236,8 +258,9 @@ class _Planner:
             if op.opdef.bind is not None:
                 self.refuse(op)
             attrs = {k: v for k, v in op.attrs.items() if k[0] != "_"}
-            return OpPlan(op, "local", local_ops=[(t, attrs)] * self.placement.size, plans=[None] * len(op.inputs),
-                          once=op.opdef.stateful)
+            once = op.opdef.stateful
+            return OpPlan(op, "once" if once else "local", local_ops=[(t, attrs)] * self.placement.size,
+                          plans=[None] * len(op.inputs), once=once)
         ins = [self.layout(x, op) for x in op.inputs]
         if t in _METADATA_OPS:
             values = metadata_values(op.opdef, ins, op.attrs)

@@ -1,0 +1,151 @@
+"""``tw.distribute.explain(fn, *args)``: what the planner will do with a function, before it runs.
+
+For every op: the signature chosen (per mesh axis), its inputs' and outputs' SBPs and the
+user's source line; for every collective inserted: its kind, mesh axis, the layouts before and
+after, the bytes moved (all ranks together, the cost model the planner minimised), the tensor
+and the op that needed it; per rank: the peak memory of the plan (live buffers in run order,
+from the local shapes) and the variable shards it holds. As text (``str``/``.text()``) and as a
+dict (``.to_dict()``). Read it first when a run is slow (the collectives and their bytes) or
+runs out of memory (the peaks).
+
+>>> import numpy as np, tensorweave as tw
+>>> p = tw.placement("cpu", ranks=[0, 1])
+>>> def f(x, w):
+...     return tw.matmul(x, w)
+>>> x = tw.constant(np.ones((8, 4), np.float32)).to_global(placement=p, sbp=tw.sbp.split(1))
+>>> w = tw.constant(np.ones((4, 2), np.float32)).to_global(placement=p, sbp=tw.sbp.split(0))
+>>> e = tw.distribute.explain(f, x, w)
+>>> [(o["type"], o["signature"]) for o in e.to_dict()["ops"]]
+[('MatMul', 'S(1), S(0) -> P')]
+>>> e.to_dict()["collectives"]
+[]
+>>> g = tw.distribute.explain(lambda x, w: f(x, w).to_global(sbp=tw.sbp.broadcast), x, w)
+>>> [(c["kind"], c["before"], c["after"], c["bytes"]) for c in g.to_dict()["collectives"]]
+[('all_reduce', '(P,)', '(B,)', 128)]
+>>> print(g)                                     # doctest: +ELLIPSIS
+Plan of '<lambda>' on cpu ranks [0, 1] ...
+"""
+from tensorweave.core import errors
+from tensorweave.distribute.planner import _nbytes
+
+_LOCAL_STEPS = ("slice", "fill", "pad")
+
+
+def _nd(nd):
+    return "(" + ", ".join(map(repr, nd)) + ("," if len(nd) == 1 else "") + ")"
+
+
+def _size(n):
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if n < 1024 or unit == "GiB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+
+
+class Explanation:
+    """The planner's decisions for one call signature (see the module docstring)."""
+
+    def __init__(self, name, placement, seconds, ops, collectives, memory):
+        self.name, self.placement, self.seconds = name, placement, seconds
+        self.ops, self.collectives, self.memory = ops, collectives, memory
+
+    @property
+    def total_bytes(self):
+        """Bytes moved between ranks per call (all collectives)."""
+        return sum(c["bytes"] for c in self.collectives)
+
+    def to_dict(self):
+        return {"function": self.name, "placement": {"type": self.placement.type,
+                                                     "ranks": self.placement.mesh.tolist()},
+                "planning_seconds": self.seconds, "ops": [dict(o) for o in self.ops],
+                "collectives": [dict(c) for c in self.collectives], "bytes_moved": self.total_bytes,
+                "memory": [dict(m) for m in self.memory]}
+
+    def text(self):
+        lines = [f"Plan of '{self.name}' on {self.placement.type} ranks {self.placement.mesh.tolist()} "
+                 f"(planned in {self.seconds * 1e3:.1f} ms): {len(self.ops)} ops, {len(self.collectives)} "
+                 f"collectives moving {_size(self.total_bytes)} per call", "", "ops:"]
+        w = max([len(o["name"]) for o in self.ops] + [4])
+        for o in self.ops:
+            ins = " ".join(o["inputs"]) or "-"
+            outs = " ".join(o["outputs"]) or "-"
+            sig = o["signature"] if len(o["signature"]) <= 40 else o["signature"][:37] + "..."
+            lines.append(f"  {o['name']:<{w}}  {o['type']:<18} {sig:<28} in {ins} -> out {outs}"
+                         + (f"  [{o['line']}]" if o["line"] else ""))
+        lines += ["", "collectives:" if self.collectives else "collectives: none"]
+        for c in self.collectives:
+            lines.append(f"  {c['kind']:<14} mesh axis {c['mesh_axis']}  {c['before']} -> {c['after']}  "
+                         f"{_size(c['bytes']):>10}  {c['dtype']}{c['shape']} for input {c['input']} of "
+                         f"'{c['op']}'" + (f"  [{c['line']}]" if c["line"] else ""))
+        lines += ["", "peak memory per rank (activations, estimated from local shapes and liveness):"]
+        for m in self.memory:
+            lines.append(f"  rank {m['rank']}: peak {_size(m['peak_bytes'])}, variables {_size(m['variable_bytes'])}")
+        return "\n".join(lines)
+
+    __str__ = text
+
+    def __repr__(self):
+        return (f"<Explanation of '{self.name}': {len(self.ops)} ops, {len(self.collectives)} collectives, "
+                f"{self.total_bytes} bytes moved>")
+
+
+def _signature(p):
+    if p.kind == "global":
+        return " x ".join(f"[{s}]" for s in p.sigs) if len(p.sigs) > 1 else str(p.sigs[0])
+    return {"local": "local (every rank)", "once": "once (first rank, broadcast)", "pin": "pinned (to_global)"}[p.kind]
+
+
+def _memory(gp, index):
+    spec, _ = gp.rank_spec(index)
+    sizes = gp.slot_bytes[index]
+    preset = {s for s, _ in spec.presets}
+    live = sum(sizes.get(s, 0) for s in spec.feed_slots) + sum(sizes.get(s, 0) for s in preset)
+    peak = live
+    for node, frees in zip(spec.nodes, spec.frees):
+        live += sum(sizes.get(s, 0) for s in node.out_slots())
+        peak = max(peak, live)
+        live -= sum(sizes.get(s, 0) for s in frees if s not in preset)
+    variables = sum(_nbytes(d["shape"].as_list(), d["dtype"]) for d in spec.resources
+                    if d["kind"] == "variable" and d["shape"].is_fully_defined())
+    return {"rank": gp.placement.ranks[index], "peak_bytes": int(peak), "variable_bytes": int(variables)}
+
+
+def explain(fn, *args, **kwargs):
+    """An :class:`Explanation` of how ``fn`` (a ``tw.function`` or a Python function) is planned
+    for these arguments (global tensors); nothing runs. See the module docstring."""
+    from tensorweave.runtime.function import Function, function
+    f = fn if isinstance(fn, Function) else function(fn)
+    cf = f.get_concrete_function(*args, **kwargs)
+    planned = getattr(cf, "_global", None)
+    if planned is None:
+        raise errors.InvalidArgumentError(
+            f"explain: no global tensor reaches '{f._name}' with these arguments, so nothing is planned over ranks. "
+            "Hint: pass global tensors (x.to_global(placement=..., sbp=...)) or use global variables")
+    gp = planned.plan
+    ops, collectives, seen = [], [], set()
+    for op in gp.ops:
+        p = gp.op_plans[id(op)]
+        if p.kind in ("const", "variable", "metadata"):
+            continue
+        ins = [_nd(gp.layouts[id(t)]._sbp) if id(t) not in gp.local else "local" for t in op.inputs]
+        outs = [_nd(gp.layouts[id(t)]._sbp) if id(t) not in gp.local else "local" for t in op.outputs]
+        if p.kind == "global":
+            ins = [_nd(nd) for nd in p.in_nd]
+        ops.append({"name": op.name, "type": op.type, "kind": p.kind, "signature": _signature(p), "inputs": ins,
+                    "outputs": outs, "line": op.traceback})
+        for k, (t, plan) in enumerate(zip(op.inputs, p.plans)):
+            if plan is None or (id(t), plan.dst_sbp) in seen:
+                continue        # boxed once, shared by every reader (as in the rank plans)
+            seen.add((id(t), plan.dst_sbp))
+            for step in plan.steps:
+                if step.kind in _LOCAL_STEPS:
+                    continue
+                collectives.append({"kind": step.kind, "mesh_axis": step.mesh_axis, "before": _nd(step.before),
+                                    "after": _nd(step.after), "bytes": step.bytes, "tensor": t.name,
+                                    "shape": list(plan.shape), "dtype": plan.dtype.name, "op": op.name, "input": k,
+                                    "line": op.traceback})
+    memory = [_memory(gp, i) for i in range(gp.placement.size)]
+    return Explanation(f._name, gp.placement, gp.seconds, ops, collectives, memory)
+
+
+__all__ = ["explain", "Explanation"]
