@@ -135,15 +135,17 @@ def _candidates(opdef, inputs, attrs, out_specs, placement):
     return combos, rule is not None and known
 
 
-def choose(inputs, combos, placement, extra_cost=None):
+def choose(inputs, combos, placement, extra_cost=None, cost_fn=None):
     """(the combination with the least cost, its boxing bytes): the boxing bytes over the
-    inputs, plus ``extra_cost(combo)`` when given (the graph planner's look-ahead); ties go
-    to the rule's order."""
+    inputs (``cost_fn(shape, np dtype, placement, src, dst)``, default the boxing plans'),
+    plus ``extra_cost(combo)`` when given (the graph planner's look-ahead); ties go to the
+    rule's order."""
+    cost_fn = cost_fn or _cost
     best, best_cost, best_boxing = None, None, None
     for combo in combos:
         cost = 0
         for t, want in zip(inputs, combo[1]):
-            cost += _cost(t._shape, t._dtype.np_dtype, placement, t._sbp, want)
+            cost += cost_fn(t._shape, t._dtype.np_dtype, placement, t._sbp, want)
             if best_cost is not None and cost >= best_cost:
                 break
         else:
@@ -280,10 +282,37 @@ class Layout:
         return f"Layout({list(self._shape)}, {self._dtype.name}, {_fmt_nd(self._sbp)})"
 
 
+def _key(opdef, inputs, attrs, out_specs, placement):
+    """What a decision depends on (rules and hooks are functions of it), or None when unhashable."""
+    try:
+        key = (opdef.name, placement, tuple((t._shape, t._dtype, t._sbp) for t in inputs),
+               tuple(sorted(attrs.items())), tuple(out_specs))
+        hash(key)
+    except TypeError:       # an attr that is not hashable (a list): decide every time
+        return None
+    return key
+
+
+_candidate_cache = {}
+
+
 def candidates(opdef, inputs, attrs, out_specs, placement):
     """(the legal combinations of per-mesh-axis signatures, whether the op has a rule) for an op
     on ``inputs`` (global tensors or :class:`Layout` s); an op on variable handles keeps each
-    handle's layout (a handle cannot move), else :func:`_variable_op`."""
+    handle's layout (a handle cannot move), else :func:`_variable_op`. Remembered like
+    :func:`decide` (a graph of repeated layers asks the same questions)."""
+    key = _key(opdef, inputs, attrs, out_specs, placement)
+    found = _candidate_cache.get(key) if key is not None else None
+    if found is None:
+        found = _uncached_candidates(opdef, inputs, attrs, out_specs, placement)
+        if key is not None:
+            if len(_candidate_cache) >= _MAX_DECISIONS:
+                _candidate_cache.clear()
+            _candidate_cache[key] = found
+    return found
+
+
+def _uncached_candidates(opdef, inputs, attrs, out_specs, placement):
     combos, has_rule = _candidates(opdef, inputs, attrs, out_specs, placement)
     handles = [i for i, t in enumerate(inputs) if t._dtype is _dt.resource]
     if handles:
@@ -311,12 +340,7 @@ def decide(opdef, inputs, attrs, kernel_attrs, out_specs, placement):
     """:func:`decision` for the cheapest candidate; remembered per op, logical shapes, dtypes,
     SBPs and attrs (rules and hooks are functions of those), so a training loop (or a graph of
     repeated layers) decides each op once."""
-    try:
-        key = (opdef.name, placement, tuple((t._shape, t._dtype, t._sbp) for t in inputs),
-               tuple(sorted(attrs.items())), tuple(out_specs))
-        hash(key)
-    except TypeError:       # an attr that is not hashable (a list): decide every time
-        key = None
+    key = _key(opdef, inputs, attrs, out_specs, placement)
     found = _decisions.get(key) if key is not None else None
     if found is not None:
         return found

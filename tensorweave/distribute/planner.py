@@ -47,8 +47,8 @@ from tensorweave.core.registry import get_op
 from tensorweave.core.sbp import B, Broadcast
 from tensorweave.distribute import plan_ops  # noqa: F401 - registers _Boxing, _Once, _ToGlobal
 from tensorweave.distribute.boxing import parse_sbp
-from tensorweave.distribute.interpreter import (_METADATA_OPS, _cost, _known, _plan, _warned, Layout, candidates,
-                                                choose, decide, decision, metadata_values)
+from tensorweave.distribute.interpreter import (_METADATA_OPS, _cost, _known, _piece_shapes, _plan, _warned, Layout,
+                                                candidates, choose, decide, decision, metadata_values)
 from tensorweave.distribute.layout import Placement, local_shape
 from tensorweave.runtime import executor
 from tensorweave.runtime.plan_spec import NodeSpec, PlanSpec, ResourceTable
@@ -192,6 +192,13 @@ class GraphPlan:
         return 0 if shape is None else _nbytes(shape, t.dtype)
 
 
+def _count(shape):
+    n = 1
+    for d in shape:
+        n *= d
+    return n
+
+
 def _nbytes(shape, dtype):
     try:
         itemsize = np.dtype(dtype.np_dtype).itemsize
@@ -211,6 +218,17 @@ class _Planner:
             for k, t in enumerate(op.inputs):
                 self.consumers.setdefault(id(t), []).append((op, k))
         self._ahead = {}
+        self._costs = {}
+
+    def cost(self, shape, dtype, placement, src, dst):
+        """Boxing bytes on this placement (memoised without hashing the placement)."""
+        if src == dst:
+            return 0
+        key = (shape, dtype, src, dst)
+        c = self._costs.get(key)
+        if c is None:
+            c = self._costs[key] = _cost(shape, dtype, placement, src, dst)
+        return c
 
     def layout(self, t, op):
         lay = self.gp.layouts.get(id(t))
@@ -285,7 +303,7 @@ class _Planner:
         combos, has_rule = candidates(op.opdef, ins, attrs, out_specs, self.placement)
         if self.lookahead and len({tuple(c[2]) for c in combos}) > 1:
             combo, cost = choose(ins, combos, self.placement,
-                                 lambda c: self.ahead(op, c[2]) + self.redundancy(out_specs, c[2]))
+                                 lambda c: self.ahead(op, c[2]) + self.redundancy(out_specs, c[2]), self.cost)
             d = decision(op.opdef, ins, kernel_attrs, out_specs, self.placement, combo, cost, has_rule)
         else:
             d = decide(op.opdef, ins, attrs, kernel_attrs, out_specs, self.placement)
@@ -322,8 +340,8 @@ class _Planner:
         boxing costs, the signature that leaves each rank less to compute and keep wins)."""
         held = total = 0
         for (shape, _), nd in zip(out_specs, out_nds):
-            held += int(np.prod(local_shape(shape, self.placement, nd, 0), dtype=np.int64))
-            total += int(np.prod(shape, dtype=np.int64))
+            held += _count(_piece_shapes(shape, self.placement, nd)[0])
+            total += _count(shape)
         return held / (total + 1)
 
     def ahead(self, op, out_nds):
@@ -345,7 +363,7 @@ class _Planner:
             np_dtype = o.dtype.np_dtype
             if c.type == "_ToGlobal":
                 placement, want = pinned_layout(c)
-                cost = _cost(shape, np_dtype, self.placement, nd, want) if placement == self.placement else 0
+                cost = self.cost(shape, np_dtype, self.placement, nd, want) if placement == self.placement else 0
             elif c.type not in _METADATA_OPS and c.opdef.bind is None:
                 cost = self._rule_cost(c, k, Layout(shape, o.dtype, nd, self.placement))
         self._ahead[key] = cost
@@ -375,8 +393,9 @@ class _Planner:
             return 0
         best = None
         for combo in combos:
-            cost = sum(_cost(lays[j]._shape, lays[j]._dtype.np_dtype, self.placement, lays[j]._sbp, combo[1][j])
-                       for j in decided)
+            cost = 0
+            for j in decided:
+                cost += self.cost(lays[j]._shape, lays[j]._dtype.np_dtype, self.placement, lays[j]._sbp, combo[1][j])
             if best is None or cost < best:
                 best = cost
         return best or 0

@@ -1,0 +1,103 @@
+"""The whole-graph planner: planning time of a ~1,000-op graph, and a planned data-parallel MLP
+step vs one device. Prints one JSON object per line; timings are never asserted in tests.
+
+* ``plan``: a tw.function of ``--layers`` blocks (matmul, bias add, relu, a residual, a
+  layer-norm-like mean/variance, ...) over a batch ``S(0)`` with ``B`` and ``S(1)``/``S(0)``
+  weights (model-parallel pairs), traced once; the row gives the op count, the planner's time
+  (``plan_graph``: signatures, look-ahead, boxing plans) and the time to emit every rank's spec.
+* ``mlp``: ``bench_distribute.py``'s MLP step (784-512-512-10, SGD) inside tw.function on
+  ``--ranks`` in-process ranks (batch ``S(0)``, weights ``B``, one BLAS thread per rank) vs the
+  same tw.function on one device with one thread: steps/s and the ratio (target >= 1.6x).
+
+Usage: ``python benchmarks/bench_planner.py [--layers 60] [--ranks 2] [--batch 256] [--steps 30]``.
+"""
+import argparse
+import json
+import time
+
+import numpy as np
+
+import tensorweave as tw
+from tensorweave.core.sbp import B, S
+
+
+def bench_plan(layers, ranks):
+    from tensorweave.distribute.planner import plan_graph
+    p = tw.placement("cpu", ranks=list(range(ranks)))
+    rng = np.random.default_rng(0)
+    x = tw.constant(rng.standard_normal((64, 32)).astype(np.float32)).to_global(placement=p, sbp=S(0))
+    ws = []
+    for i in range(layers):
+        a = tw.constant(rng.standard_normal((32, 32)).astype(np.float32)).to_global(placement=p, sbp=S(1) if i % 3 == 0 else B)
+        b = tw.constant(rng.standard_normal((32, 32)).astype(np.float32)).to_global(placement=p, sbp=S(0) if i % 3 == 0 else B)
+        ws.append((a, b))
+
+    def f(x, *flat):
+        h = x
+        for i in range(layers):
+            a, b = flat[2 * i], flat[2 * i + 1]
+            y = tw.nn.relu(tw.matmul(h, a) + 0.1)
+            y = tw.matmul(y, b)
+            mean = tw.reduce_mean(y, axis=1, keepdims=True)
+            var = tw.reduce_mean(tw.square(y - mean), axis=1, keepdims=True)
+            h = h + (y - mean) * tw.math.rsqrt(var + 1e-5)
+        return tw.reduce_sum(h)
+    flat = [t for pair in ws for t in pair]
+    fn = tw.function(f)
+    cf = fn.get_concrete_function(x, *flat)
+    gp0 = cf._global.plan
+    feeds = gp0.feeds
+    layouts = [(p, gp0.layouts[id(t)]._sbp) if id(t) not in gp0.local else None for t in feeds]
+    best_plan = best_emit = None
+    for _ in range(3):
+        t0 = time.perf_counter()
+        gp = plan_graph(gp0.fetches, [], feeds, layouts, p)
+        t1 = time.perf_counter()
+        for i in range(p.size):
+            gp.rank_spec(i)
+        t2 = time.perf_counter()
+        best_plan = min(best_plan or 1e9, t1 - t0)
+        best_emit = min(best_emit or 1e9, t2 - t1)
+    print(json.dumps({"bench": "plan", "ops": len(gp.ops), "ranks": ranks, "first_plan_ms": round(gp0.seconds * 1e3, 1),
+                      "plan_ms": round(best_plan * 1e3, 1),
+                      "rank_specs_ms": round(best_emit * 1e3, 1),
+                      "boxings": sum(1 for q in gp.op_plans.values() for b in q.plans if b is not None)}))
+
+
+def bench_mlp(ranks, batch, steps):
+    """bench_distribute.py's MLP step (eager there) inside tw.function: one device vs planned."""
+    import os
+    import sys
+    import warnings
+    from threadpoolctl import threadpool_limits
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    from bench_distribute import make, steps_per_s
+    warnings.simplefilter("ignore")
+    with threadpool_limits(1):
+        local = tw.function(make(None, batch))
+        glob = tw.function(make(tw.placement("cpu", ranks=list(range(ranks))), batch))
+        one, dp = [], []
+        for _ in range(3):        # alternate, best of 3
+            one.append(steps_per_s(local, steps))
+            dp.append(steps_per_s(glob, steps))
+    print(json.dumps({"bench": "planned_data_parallel_mlp", "batch": batch, "ranks": ranks,
+                      "one_device_steps_s": round(max(one), 2), "planned_steps_s": round(max(dp), 2),
+                      "speedup": round(max(dp) / max(one), 2), "target": 1.6}), flush=True)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--layers", type=int, default=60)
+    ap.add_argument("--ranks", type=int, default=2)
+    ap.add_argument("--batch", type=int, default=256)
+    ap.add_argument("--steps", type=int, default=30)
+    ap.add_argument("--only", choices=["plan", "mlp"])
+    a = ap.parse_args()
+    if a.only in (None, "plan"):
+        bench_plan(a.layers, a.ranks)
+    if a.only in (None, "mlp"):
+        bench_mlp(a.ranks, a.batch, a.steps)
+
+
+if __name__ == "__main__":
+    main()
