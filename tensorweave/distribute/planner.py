@@ -15,8 +15,10 @@ Every op gets a layout decision, in topological order:
   (``interpreter.candidates``: the op's SBP rule per mesh axis, handles keep their layout) and
   choice (``interpreter.choose``) by boxing bytes, plus a *look-ahead*: for each output layout a
   candidate gives, the least boxing its consumers would then need (pinned layouts, variable
-  updates, the consumers' own rules given the inputs decided so far). Ties go to the rule's
-  order.
+  updates, the consumers' own rules given the inputs decided so far), and a rank's work under
+  the candidate (a contraction's FLOPs / ``FLOPS_PER_BYTE``, else the bytes it writes): the
+  look-ahead and the work apply where the candidates differ in their outputs' layouts. Ties
+  go to the rule's order.
 
 Each boxing becomes a ``_Boxing`` node (the plan as data; a tensor boxed to one layout once,
 shared by its readers), each op its per-rank (op type, attrs) from the signatures' ``local``
@@ -54,6 +56,11 @@ from tensorweave.runtime import executor
 from tensorweave.runtime.plan_spec import NodeSpec, PlanSpec, ResourceTable
 
 DEVICE = "/job:localhost/replica:0/task:0/device:CPU:0"
+
+# The planner's exchange rate between work and bytes moved (in-process ranks copy ~10 GB/s and
+# multiply ~100 GFLOP/s per core), and the ops whose work is a contraction's FLOPs.
+FLOPS_PER_BYTE = 10
+_CONTRACTIONS = frozenset({"MatMul", "BatchMatMul", "BatchMatMulV2", "BatchMatMulV3"})
 
 
 def pinned_layout(op):
@@ -303,7 +310,7 @@ class _Planner:
         combos, has_rule = candidates(op.opdef, ins, attrs, out_specs, self.placement)
         if self.lookahead and len({tuple(c[2]) for c in combos}) > 1:
             combo, cost = choose(ins, combos, self.placement,
-                                 lambda c: self.ahead(op, c[2]) + self.redundancy(out_specs, c[2]), self.cost)
+                                 lambda c: self.ahead(op, c[2]) + self.work(op, ins, out_specs, c), self.cost)
             d = decision(op.opdef, ins, kernel_attrs, out_specs, self.placement, combo, cost, has_rule)
         else:
             d = decide(op.opdef, ins, attrs, kernel_attrs, out_specs, self.placement)
@@ -335,14 +342,20 @@ class _Planner:
             "and is not planned for global tensors yet. Hint: run the global computation eagerly")
 
     # ---- look-ahead ------------------------------------------------------------------------------------
-    def redundancy(self, out_specs, out_nds):
-        """A tie-breaker below one byte: the share of the outputs a rank holds (between equal
-        boxing costs, the signature that leaves each rank less to compute and keep wins)."""
-        held = total = 0
-        for (shape, _), nd in zip(out_specs, out_nds):
-            held += _count(_piece_shapes(shape, self.placement, nd)[0])
-            total += _count(shape)
-        return held / (total + 1)
+    def work(self, op, ins, out_specs, combo):
+        """A rank's compute under ``combo`` in byte-equivalents (bytes moved and work are one
+        currency): a contraction's FLOPs / :data:`FLOPS_PER_BYTE`, else the bytes it writes.
+        Between signatures that move as much, the one leaving each rank less to do wins, and a
+        data-parallel weight gradient stays ``S x S -> P`` (an all-reduce of the gradient) rather
+        than gathering the activations to compute it whole on every rank."""
+        outs = [_piece_shapes(shape, self.placement, nd)[0] for (shape, _), nd in zip(out_specs, combo[2])]
+        if op.type in _CONTRACTIONS and outs:
+            a = _piece_shapes(ins[0]._shape, self.placement, combo[1][0])[0]
+            if len(a) >= 2:
+                k = a[-2] if op.attrs.get("transpose_a") or op.attrs.get("adj_x") else a[-1]
+                return 2 * _count(outs[0]) * k / FLOPS_PER_BYTE
+        return sum(_count(s) * np.dtype(dt.np_dtype).itemsize for s, (_, dt) in zip(outs, out_specs)
+                   if dt is not _dt.resource and dt is not _dt.string)
 
     def ahead(self, op, out_nds):
         """The least boxing bytes the consumers of ``op`` would need if its outputs had ``out_nds``."""
