@@ -161,12 +161,28 @@ def test_an_outer_tape_on_a_planned_call_says_where_to_take_gradients():
             f(w)
 
 
-def test_global_variables_in_a_tf1_graph_are_refused_clearly():
-    v = tw.Variable(np.ones(2, np.float32), placement=P2, sbp=B)
-    g = tw.Graph()
-    with g.as_default():
-        with pytest.raises(tw.errors.UnimplementedError, match="TF1 graph"):
-            v.read_value()
+@pytest.mark.parametrize("layout", ["dp2", "mp3"])
+def test_tf1_session_graph_with_global_variables_trains_like_one_device(layout):
+    placement, data_sbp, w_sbp = {"dp2": (P2, S(0), B), "mp3": (P3, B, S(1))}[layout]
+    x_val, w_val = _arr(8, 4), _arr(4, 3)
+
+    def run(glob):
+        g = tw.Graph()
+        with g.as_default():
+            x = tw.compat.v1.placeholder(tw.float32, [8, 4])
+            xg = x.to_global(placement=placement, sbp=data_sbp) if glob else x
+            w = tw.Variable(w_val, placement=placement, sbp=w_sbp) if glob else tw.Variable(w_val)
+            loss = tw.reduce_mean(tw.square(tw.matmul(xg, w)))
+            train = tw.compat.v1.train.GradientDescentOptimizer(0.1).minimize(loss, var_list=[w])
+            init = tw.compat.v1.global_variables_initializer()
+        with tw.compat.v1.Session(graph=g) as sess:
+            sess.run(init)
+            losses = [sess.run([loss, train], feed_dict={x: x_val})[0] for _ in range(5)]
+        return losses, w.numpy()
+    want, want_w = run(False)
+    got, got_w = run(True)
+    np.testing.assert_allclose(got, want, rtol=2e-5)
+    np.testing.assert_allclose(got_w, want_w, rtol=2e-5, atol=1e-6)
 
 
 # ---- training 20 steps inside tw.function == one device ---------------------------------------------

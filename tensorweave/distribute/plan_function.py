@@ -72,22 +72,13 @@ def capture_global(graph, t):
     return ph
 
 
-class PlannedFunction:
-    """A concrete function's graph planned for global tensors (see the module docstring)."""
+class RankPlans:
+    """A :class:`~planner.GraphPlan` bound on the in-process ranks: each rank's spec bound on its
+    own thread at the first run, then each run is one hand-off per rank (:meth:`run`)."""
 
-    def __init__(self, cf):
-        from tensorweave.distribute.planner import plan_graph
+    def __init__(self, plan):
         from tensorweave.distribute.ranks import default_world
-        graph = cf.graph
-        info = graph._tw_globals
-        self.placement = info.placement
-        self.captures = [c for c, _ in graph.captures]
-        feeds = list(cf.inputs) + [p for _, p in graph.captures]
-        layouts = [info.inputs.get(id(p)) for p in feeds]
-        targets = [graph._last_stateful] if graph._last_stateful is not None else []
-        self.outputs = list(cf.outputs)
-        self.plan = plan_graph(self.outputs, targets, feeds, layouts, self.placement, f"function:{graph.name}")
-        self.input_layouts = layouts[:len(cf.inputs)]
+        self.plan, self.placement = plan, plan.placement
         self.world = default_world()
         self.bound = None
 
@@ -100,6 +91,33 @@ class PlannedFunction:
             specs.append((rt,) + self.plan.rank_spec(i, rt.resource("communicator", "world")))
         self.bound = world.run(ranks, lambda i: executor.bind(specs[i][1], specs[i][0], specs[i][2]))
 
+    def run(self, feeds):
+        """``feeds[i]``: rank ``i``'s feed values; returns per fetch its layout and the ranks' pieces."""
+        from tensorweave.runtime import executor
+        if self.bound is None:
+            self._bind()
+        bound = self.bound
+        results = self.world.run(self.placement.ranks, lambda i: executor.run_plan(bound[i], feeds[i]))
+        gp = self.plan
+        return [(None if id(t) in gp.local else gp.layouts[id(t)], [np.asarray(r[j]) for r in results])
+                for j, t in enumerate(gp.fetches)]
+
+
+class PlannedFunction(RankPlans):
+    """A concrete function's graph planned for global tensors (see the module docstring)."""
+
+    def __init__(self, cf):
+        from tensorweave.distribute.planner import plan_graph
+        graph = cf.graph
+        info = graph._tw_globals
+        self.captures = [c for c, _ in graph.captures]
+        feeds = list(cf.inputs) + [p for _, p in graph.captures]
+        layouts = [info.inputs.get(id(p)) for p in feeds]
+        targets = [graph._last_stateful] if graph._last_stateful is not None else []
+        self.outputs = list(cf.outputs)
+        super().__init__(plan_graph(self.outputs, targets, feeds, layouts, info.placement, f"function:{graph.name}"))
+        self.input_layouts = layouts[:len(cf.inputs)]
+
     def _feeds(self, flat_inputs, i):
         out = []
         for x, lay in zip(flat_inputs, self.input_layouts):
@@ -111,28 +129,35 @@ class PlannedFunction:
 
     def __call__(self, flat_inputs):
         from tensorweave.distribute.global_tensor import GlobalTensor
-        from tensorweave.runtime import executor
         for x, lay, p in zip(flat_inputs, self.input_layouts, self.plan.feeds):
             if (lay is None) == bool(getattr(x, "is_global", False)) or (
                     lay is not None and (x.placement, x.sbp) != lay):
                 raise errors.InvalidArgumentError(
                     f"planned function input '{p.op.name}' was traced for {lay or 'a local tensor'}, got "
                     f"{(x.placement, x.sbp) if getattr(x, 'is_global', False) else 'a local tensor'}")
-        if self.bound is None:
-            self._bind()
-        bound = self.bound
-        feeds = [self._feeds(flat_inputs, i) for i in range(self.placement.size)]
-        results = self.world.run(self.placement.ranks, lambda i: executor.run_plan(bound[i], feeds[i]))
-        gp = self.plan
-        outs = []
-        for j, t in enumerate(self.outputs):
-            lay = gp.layouts[id(t)]
-            if id(t) in gp.local:
-                outs.append(EagerTensor(np.asarray(results[0][j]), t.dtype))
-            else:
-                outs.append(GlobalTensor([np.asarray(r[j]) for r in results], self.placement, lay._sbp, lay._shape,
-                                         t.dtype))
-        return outs
+        fetched = self.run([self._feeds(flat_inputs, i) for i in range(self.placement.size)])
+        return [EagerTensor(pieces[0], t.dtype) if lay is None else
+                GlobalTensor(pieces, self.placement, lay._sbp, lay._shape, t.dtype)
+                for t, (lay, pieces) in zip(self.outputs, fetched)]
+
+
+class PlannedSessionRun(RankPlans):
+    """A TF1 ``Session.run`` signature (fetches, targets, feeds) of a graph holding global values
+    (global variables, ``to_global`` of its tensors): planned like a function; feeds are local
+    values (every rank gets the whole), fetches come back as logical values (as a session
+    returns NumPy values)."""
+
+    def __init__(self, fetches, targets, feeds, graph):
+        from tensorweave.distribute.planner import plan_graph
+        info = graph._tw_globals
+        super().__init__(plan_graph(list(fetches), list(targets), list(feeds), [None] * len(feeds), info.placement,
+                                    "Session.run"))
+
+    def __call__(self, feed_values):
+        from tensorweave.distribute.layout import assemble
+        fetched = self.run([list(feed_values)] * self.placement.size)
+        return [pieces[0] if lay is None else assemble(pieces, lay._shape, self.placement, lay._sbp)
+                for lay, pieces in fetched]
 
 
 def watched(cf, flat_inputs):

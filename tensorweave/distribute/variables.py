@@ -28,7 +28,7 @@ import numpy as np
 
 from tensorweave.core import dtypes as _dt
 from tensorweave.core import errors
-from tensorweave.core.context import building_graph, ctx, init_scope
+from tensorweave.core.context import building_graph, ctx, eager_mode, init_scope
 from tensorweave.core.sbp import Partial
 from tensorweave.core.shape import TensorShape, as_shape
 from tensorweave.core.tensor import EagerTensor
@@ -79,8 +79,8 @@ class GlobalVariable(Variable):
             raise ValueError("Variable: initial_value must be given")
         if not isinstance(placement, Placement):
             raise TypeError(f"Variable: placement must be tw.placement(type, ranks), got {placement!r}")
-        if building_graph() is not None and not building_graph().is_function_graph:
-            raise errors.UnimplementedError("global variables in TF1 graphs are not supported yet; create them eagerly")
+        # (in a TF1 graph too: its shards are made now, so it needs no initializer run; the graph's
+        # Session plans its reads and updates over the ranks)
         self.trainable = bool(trainable)
         self.constraint = constraint
         self._value = None
@@ -93,12 +93,12 @@ class GlobalVariable(Variable):
         self._placement = placement
         base = (name or "Variable").rstrip("/").split(":")[0]
         self._name = (ctx.name_stack + "/" if ctx.name_stack else "") + base + ":0"
-        with init_scope():
+        with eager_mode():        # shards are made now, also while a TF1 graph is being built
             pieces, logical_shape, dt, self._nd = self._make_pieces(initial_value, placement, sbp, dtype, shape)
-        self._dtype = dt
-        self._shape = TensorShape(logical_shape)
-        locals_ = [Variable(p, trainable=False, name=f"{base}/rank{r}", dtype=dt)
-                   for p, r in zip(pieces, placement.ranks)]
+            self._dtype = dt
+            self._shape = TensorShape(logical_shape)
+            locals_ = [Variable(p, trainable=False, name=f"{base}/rank{r}", dtype=dt)
+                       for p, r in zip(pieces, placement.ranks)]
         self._locals = locals_
         self._eager_handle = GlobalHandle(self, locals_)
         self._handles = {}
@@ -154,12 +154,8 @@ class GlobalVariable(Variable):
         return self.handle_in(graph)
 
     def handle_in(self, graph):
-        """In a tw.function graph: a ``VarHandleOp`` carrying this variable (its logical shape;
-        the graph planner lays it out as the variable's SBP and binds each rank's shard)."""
-        if not getattr(graph, "is_function_graph", False):
-            raise errors.UnimplementedError(
-                f"global variable '{self.name}' used in a TF1 graph: only tw.function graphs are planned "
-                "for global tensors yet; use tw.function or run eagerly")
+        """In a graph (tw.function or TF1): a ``VarHandleOp`` carrying this variable (its logical
+        shape; the graph planner lays it out as the variable's SBP and binds each rank's shard)."""
         from tensorweave.distribute.plan_function import mark_global
         mark_global(graph, self._placement)
         return super().handle_in(graph)

@@ -174,6 +174,10 @@ class Session:
         feed_t = [t for t, _ in feeds]
         key = (self._graph.version, tuple(map(id, fetch_t)), tuple(map(id, targets)), tuple(map(id, feed_t)))
         plan = self._plans.get(key)
+        if plan is None and getattr(self._graph, "_tw_globals", None) is not None:
+            # global values in the graph: planned over their ranks (distribute/plan_function.py)
+            from tensorweave.distribute.plan_function import PlannedSessionRun
+            plan = self._plans[key] = PlannedSessionRun(fetch_t, targets, feed_t, self._graph)
         if plan is None:
             cfg = self._config
             plan = executor.build_plan(fetch_t, targets, feed_t, cfg.allow_soft_placement,
@@ -182,7 +186,7 @@ class Session:
             if len(self._plans) > 64:
                 self._plans.clear()
             self._plans[key] = plan
-        values = executor.run_plan(plan, [a for _, a in feeds])
+        values = plan([a for _, a in feeds])
         out = []
         for kind, x in elems:
             if kind == "tensor":
