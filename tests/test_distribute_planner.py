@@ -272,3 +272,29 @@ def test_rank_specs_round_trip_through_plan_io(tmp_path):
     np.testing.assert_allclose(np.concatenate([loaded[i].resources[1]._read() for i in range(3)], axis=1),
                                want_v + 0.5, rtol=1e-6)
     world.shutdown()
+
+
+# ---- bad input -----------------------------------------------------------------------------------------
+def test_two_placements_in_one_planned_function_is_a_clear_error():
+    a = tw.constant(_arr(4, 3)).to_global(placement=P2, sbp=S(0))
+    b = tw.constant(_arr(4, 3)).to_global(placement=P3, sbp=B)
+    with pytest.raises(tw.errors.UnimplementedError, match=r"one placement per planned function.*ranks=\[0, 1, 2\]|"
+                                                           r"ranks=\[0, 1\].*one placement per planned function"):
+        tw.function(lambda a, b: a + b)(a, b)
+
+
+def test_a_random_op_in_a_planned_function_is_refused_naming_it():
+    x = tw.constant(_arr(4, 3)).to_global(placement=P2, sbp=S(0))
+    with pytest.raises(tw.errors.UnimplementedError, match="RandomStandardNormal.*not planned for global tensors"):
+        tw.function(lambda x: x + tw.random.normal([4, 3]))(x)
+
+
+def test_a_local_variable_meeting_global_values_in_a_planned_function_names_the_fix():
+    v = tw.Variable(np.ones((4, 3), np.float32))
+    x = tw.constant(_arr(4, 3)).to_global(placement=P2, sbp=S(0))
+
+    def f(x):
+        v.assign(x)
+        return x
+    with pytest.raises(tw.errors.InvalidArgumentError, match=r"local variable's handle met global tensors.*AssignVariableOp"):
+        tw.function(f)(x)
