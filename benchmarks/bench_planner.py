@@ -28,8 +28,10 @@ def bench_plan(layers, ranks):
     x = tw.constant(rng.standard_normal((64, 32)).astype(np.float32)).to_global(placement=p, sbp=S(0))
     ws = []
     for i in range(layers):
-        a = tw.constant(rng.standard_normal((32, 32)).astype(np.float32)).to_global(placement=p, sbp=S(1) if i % 3 == 0 else B)
-        b = tw.constant(rng.standard_normal((32, 32)).astype(np.float32)).to_global(placement=p, sbp=S(0) if i % 3 == 0 else B)
+        split = i % 3 == 0       # every third block model-parallel
+        a, b = (tw.constant(rng.standard_normal((32, 32)).astype(np.float32)) for _ in range(2))
+        a = a.to_global(placement=p, sbp=S(1) if split else B)
+        b = b.to_global(placement=p, sbp=S(0) if split else B)
         ws.append((a, b))
 
     def f(x, *flat):

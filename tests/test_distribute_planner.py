@@ -296,5 +296,6 @@ def test_a_local_variable_meeting_global_values_in_a_planned_function_names_the_
     def f(x):
         v.assign(x)
         return x
-    with pytest.raises(tw.errors.InvalidArgumentError, match=r"local variable's handle met global tensors.*AssignVariableOp"):
+    with pytest.raises(tw.errors.InvalidArgumentError,
+                       match=r"local variable's handle met global tensors.*AssignVariableOp"):
         tw.function(f)(x)

@@ -86,6 +86,11 @@ class GlobalTensor(Tensor):
         nd = self._sbp if sbp is None else normalize_sbp(sbp, placement, self._shape, "to_global")
         return box_tensor(self, placement, nd)
 
+    def _traced_as(self, placeholder):
+        """tw.function traced this argument as ``placeholder``: it carries this layout."""
+        from tensorweave.distribute.plan_function import mark_global_input
+        mark_global_input(placeholder.op.graph, placeholder, self._placement, self._sbp)
+
     def __array__(self, dtype=None, copy=None):
         v = np.asarray(self.numpy())
         return v.astype(dtype) if dtype is not None and v.dtype != dtype else v

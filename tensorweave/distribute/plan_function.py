@@ -33,19 +33,28 @@ from tensorweave.core.tensor import EagerTensor
 
 class GraphGlobals:
     """What a traced graph knows about its global values: the placement and, per placeholder
-    of a global argument or capture, its (placement, N-D SBP)."""
+    of a global argument or capture, its (placement, N-D SBP). The runtime reaches the planner
+    through it (``graph._tw_globals``), so the runtime layer imports nothing from here."""
 
-    __slots__ = ("placement", "inputs")
+    __slots__ = ("graph", "placement", "inputs")
 
-    def __init__(self, placement):
-        self.placement, self.inputs = placement, {}
+    def __init__(self, graph, placement):
+        self.graph, self.placement, self.inputs = graph, placement, {}
+
+    def plan_function(self, cf):
+        """The :class:`PlannedFunction` of concrete function ``cf`` (traced into this graph)."""
+        return PlannedFunction(cf)
+
+    def plan_session_run(self, fetches, targets, feeds):
+        """The :class:`PlannedSessionRun` of one ``Session.run`` signature of this graph."""
+        return PlannedSessionRun(fetches, targets, feeds, self.graph)
 
 
 def mark_global(graph, placement):
     """Records that ``graph`` holds global values on ``placement`` (one per graph for now)."""
     g = getattr(graph, "_tw_globals", None)
     if g is None:
-        g = graph._tw_globals = GraphGlobals(placement)
+        g = graph._tw_globals = GraphGlobals(graph, placement)
     elif g.placement != placement:
         raise errors.UnimplementedError(
             f"tw.function: global values on {g.placement!r} and on {placement!r} in one function; one placement "
@@ -108,6 +117,7 @@ class PlannedFunction(RankPlans):
 
     def __init__(self, cf):
         from tensorweave.distribute.planner import plan_graph
+        self.cf = cf
         graph = cf.graph
         info = graph._tw_globals
         self.captures = [c for c, _ in graph.captures]
@@ -129,6 +139,10 @@ class PlannedFunction(RankPlans):
 
     def __call__(self, flat_inputs):
         from tensorweave.distribute.global_tensor import GlobalTensor
+        if ctx.tapes and self.cf._watched_by_tape(flat_inputs):
+            raise errors.UnimplementedError(
+                "a planned tw.function on global tensors called under an outer GradientTape: take the gradient "
+                "inside the function (tape or tw.gradients there), which is planned with the forward pass")
         for x, lay, p in zip(flat_inputs, self.input_layouts, self.plan.feeds):
             if (lay is None) == bool(getattr(x, "is_global", False)) or (
                     lay is not None and (x.placement, x.sbp) != lay):
@@ -158,11 +172,3 @@ class PlannedSessionRun(RankPlans):
         fetched = self.run([list(feed_values)] * self.placement.size)
         return [pieces[0] if lay is None else assemble(pieces, lay._shape, self.placement, lay._sbp)
                 for lay, pieces in fetched]
-
-
-def watched(cf, flat_inputs):
-    """Refuses a call an outer tape would record (gradients go inside the function for now)."""
-    if ctx.tapes and cf._watched_by_tape(flat_inputs):
-        raise errors.UnimplementedError(
-            "a planned tw.function on global tensors called under an outer GradientTape: take the gradient inside "
-            "the function (tape or tw.gradients there), which is planned with the forward pass")

@@ -45,7 +45,6 @@ import numpy as np
 
 from tensorweave.core import dtypes as _dt
 from tensorweave.core import errors
-from tensorweave.core.registry import get_op
 from tensorweave.core.sbp import B, Broadcast
 from tensorweave.distribute import plan_ops  # noqa: F401 - registers _Boxing, _Once, _ToGlobal
 from tensorweave.distribute.boxing import parse_sbp

@@ -50,10 +50,10 @@ class ConcreteFunction:
         targets = [graph._last_stateful] if graph._last_stateful is not None else []
         self._grad_fn = None
         self._global = None
-        if getattr(graph, "_tw_globals", None) is not None:
+        globals_ = getattr(graph, "_tw_globals", None)
+        if globals_ is not None:
             # global tensors inside: planned over the ranks, one plan per rank (distribute/plan_function.py)
-            from tensorweave.distribute.plan_function import PlannedFunction
-            self._global, self._plan = PlannedFunction(self), None
+            self._global, self._plan = globals_.plan_function(self), None
         else:
             self._plan = executor.build_plan(self.outputs, targets, self.inputs + [p for _, p in graph.captures])
 
@@ -92,8 +92,6 @@ class ConcreteFunction:
 
     def _call_flat(self, flat_inputs):
         if self._global is not None:
-            from tensorweave.distribute.plan_function import watched
-            watched(self, flat_inputs)
             return self._pack(self._global(flat_inputs))
         flat_inputs = [x if isinstance(x, EagerTensor) else _as_eager(x, p.dtype)
                        for x, p in zip(flat_inputs, self.inputs)]
@@ -324,8 +322,7 @@ class Function:
                     spec = next(it)
                     ph = placeholder(spec.dtype, spec.shape, name=spec.name or "input")
                     if getattr(x, "is_global", False):
-                        from tensorweave.distribute.plan_function import mark_global_input
-                        mark_global_input(graph, ph, x.placement, x.sbp)
+                        x._traced_as(ph)         # the placeholder carries its placement and SBP
                     phs.append(ph)
                     new_flat.append(ph)
                 else:

@@ -176,8 +176,7 @@ class Session:
         plan = self._plans.get(key)
         if plan is None and getattr(self._graph, "_tw_globals", None) is not None:
             # global values in the graph: planned over their ranks (distribute/plan_function.py)
-            from tensorweave.distribute.plan_function import PlannedSessionRun
-            plan = self._plans[key] = PlannedSessionRun(fetch_t, targets, feed_t, self._graph)
+            plan = self._plans[key] = self._graph._tw_globals.plan_session_run(fetch_t, targets, feed_t)
         if plan is None:
             cfg = self._config
             plan = executor.build_plan(fetch_t, targets, feed_t, cfg.allow_soft_placement,
