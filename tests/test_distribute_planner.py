@@ -289,13 +289,26 @@ def test_a_random_op_in_a_planned_function_is_refused_naming_it():
         tw.function(lambda x: x + tw.random.normal([4, 3]))(x)
 
 
-def test_a_local_variable_meeting_global_values_in_a_planned_function_names_the_fix():
-    v = tw.Variable(np.ones((4, 3), np.float32))
-    x = tw.constant(_arr(4, 3)).to_global(placement=P2, sbp=S(0))
+def test_local_weights_train_on_a_global_batch_in_tw_function():
+    """A Keras layer with local weights on a global batch: the updates of the local variables get
+    the gradients' logical values and run once (as eager, where a local weight's gradient is local)."""
+    x_val, labels = _arr(8, 4), np.arange(8) % 3
 
-    def f(x):
-        v.assign(x)
-        return x
-    with pytest.raises(tw.errors.InvalidArgumentError,
-                       match=r"local variable's handle met global tensors.*AssignVariableOp"):
-        tw.function(f)(x)
+    def run(to_global):
+        layer = tw.keras.layers.Dense(3, kernel_initializer="ones")
+        x, y = tw.constant(x_val), tw.constant(labels)
+        if to_global:
+            x, y = (t.to_global(placement=P2, sbp=S(0)) for t in (x, y))
+        opt = tw.keras.optimizers.SGD(0.1)
+
+        @tw.function
+        def step(x, y):
+            with tw.GradientTape() as tape:
+                loss = tw.reduce_mean(tw.nn.sparse_softmax_cross_entropy_with_logits(labels=y, logits=layer(x)))
+            opt.apply_gradients(zip(tape.gradient(loss, layer.trainable_variables), layer.trainable_variables))
+            return loss
+        losses = [float(step(x, y)) for _ in range(3)]
+        return losses, layer.kernel.numpy()
+    (want_losses, want), (losses, got) = run(False), run(True)
+    np.testing.assert_allclose(losses, want_losses, rtol=2e-5)
+    np.testing.assert_allclose(got, want, rtol=2e-5, atol=1e-7)

@@ -293,11 +293,8 @@ class _Planner:
             return OpPlan(op, "metadata", value=values)
         if op.opdef.bind is not None:
             self.refuse(op)
-        for x, lay in zip(op.inputs, ins):
-            if lay._dtype is _dt.resource and id(x) in gp.local:
-                raise errors.InvalidArgumentError(
-                    f"a local variable's handle met global tensors in '{op.name}' ({t}); hint: create the variable "
-                    f"with tw.Variable(..., placement={self.placement!r}, sbp=...)")
+        if any(lay._dtype is _dt.resource and id(x) in gp.local for x, lay in zip(op.inputs, ins)):
+            return self.plan_local_variable_op(op, ins)
         out_specs = [(_known(o.shape), o.dtype) for o in op.outputs]
         for (shape, _), o in zip(out_specs, op.outputs):
             if shape is None:
@@ -323,6 +320,24 @@ class _Planner:
         for o, (shape, dtype), nd in zip(op.outputs, out_specs, out_nd):
             gp.layouts[id(o)] = Layout(shape, dtype, nd, self.placement)
         return OpPlan(op, "global", sigs, in_nd, out_nd, plans, local_ops, once=once)
+
+    def plan_local_variable_op(self, op, ins):
+        """An op on a *local* variable (a Keras layer's local weights) with global inputs: the
+        global inputs are boxed to ``B`` (their logical value, as an eager tape hands a local
+        weight its gathered gradient) and the op runs once, on the first rank (the variable is
+        one object of this process)."""
+        if any(lay._dtype is _dt.resource and id(x) not in self.gp.local for x, lay in zip(op.inputs, ins)):
+            raise errors.InvalidArgumentError(
+                f"'{op.name}' ({op.type}) takes a local variable's handle and a global variable's: hint: create both "
+                f"with tw.Variable(..., placement={self.placement!r}, sbp=...)")
+        plans = [None if id(x) in self.gp.local or lay._sbp == self.nd_b else
+                 _plan(lay._shape, lay._dtype.np_dtype, self.placement, lay._sbp, self.nd_b)
+                 for x, lay in zip(op.inputs, ins)]
+        for o in op.outputs:
+            self.set_local(o)
+        attrs = {k: v for k, v in op.attrs.items() if k[0] != "_"}
+        return OpPlan(op, "once", in_nd=[self.nd_b] * len(ins), out_nd=[self.nd_b] * len(op.outputs), plans=plans,
+                      local_ops=[(op.type, attrs)] * self.placement.size, once=True)
 
     def plan_pin(self, op):
         placement, nd = pinned_layout(op)
