@@ -67,3 +67,10 @@ def test_variables_and_optimizer_state_are_counted_per_rank():
 def test_explain_without_global_tensors_says_so():
     with pytest.raises(tw.errors.InvalidArgumentError, match="no global tensor reaches"):
         tw.distribute.explain(lambda x: x * 2.0, tw.constant([1.0]))
+
+
+def test_a_sum_of_a_split_tensor_reduces_its_pieces_without_padding_them():
+    # Sum's rule offers P -> P too, and S -> P boxing (a local pad) moves no bytes: between equal
+    # costs the signature re-laying out fewer inputs wins (no padded full-size buffer per rank)
+    (op,) = tw.distribute.explain(lambda x: tw.reduce_sum(x), _g((6, 4), P2, S(0))).to_dict()["ops"]
+    assert (op["signature"], op["inputs"], op["outputs"]) == ("S(0) -> P", ["(S(0),)"], ["(P,)"])

@@ -138,23 +138,26 @@ def _candidates(opdef, inputs, attrs, out_specs, placement):
 def choose(inputs, combos, placement, extra_cost=None, cost_fn=None):
     """(the combination with the least cost, its boxing bytes): the boxing bytes over the
     inputs (``cost_fn(shape, np dtype, placement, src, dst)``, default the boxing plans'),
-    plus ``extra_cost(combo)`` when given (the graph planner's look-ahead); ties go to the
-    rule's order."""
+    plus ``extra_cost(combo)`` when given (the graph planner's look-ahead); between equal
+    costs, the one re-laying out fewer inputs (a local pad or fill costs no bytes but a
+    buffer and a pass), then the rule's order."""
     cost_fn = cost_fn or _cost
-    best, best_cost, best_boxing = None, None, None
+    best, best_key, best_boxing = None, None, None
     for combo in combos:
-        cost = 0
+        cost = boxed = 0
         for t, want in zip(inputs, combo[1]):
-            cost += cost_fn(t._shape, t._dtype.np_dtype, placement, t._sbp, want)
-            if best_cost is not None and cost >= best_cost:
-                break
+            if t._sbp != want:
+                boxed += 1
+                cost += cost_fn(t._shape, t._dtype.np_dtype, placement, t._sbp, want)
+                if best_key is not None and cost > best_key[0]:
+                    break
         else:
             boxing = cost
-            if extra_cost is not None and (best_cost is None or cost < best_cost):
+            if extra_cost is not None and (best_key is None or cost <= best_key[0]):
                 cost += extra_cost(combo)
-            if best_cost is None or cost < best_cost:
-                best, best_cost, best_boxing = combo, cost, boxing
-                if cost == 0:
+            if best_key is None or (cost, boxed) < best_key:
+                best, best_key, best_boxing = combo, (cost, boxed), boxing
+                if cost == 0 and boxed == 0:
                     break
     return best, best_boxing
 

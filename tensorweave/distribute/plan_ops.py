@@ -33,6 +33,7 @@ own, so the same spec runs on either.
 import numpy as np
 
 from tensorweave.core.registry import NOT_DIFFERENTIABLE, get_op, register_kernel, register_op
+from tensorweave.core.sbp import BOXES_TO_B
 from tensorweave.core.shape import TensorShape
 
 
@@ -41,10 +42,11 @@ def _boxing_infer(inputs, attrs):
     return TensorShape(attrs["plan"]["shape"]), _dt.as_dtype(attrs["plan"]["dtype"])
 
 
-register_op("_ToGlobal", infer=lambda i, a: (i[0].shape, i[0].dtype), grad=lambda op, g: [g])
-register_op("_Boxing", infer=_boxing_infer, grad=NOT_DIFFERENTIABLE)
+# No SBP rules: the planner lays out _ToGlobal itself (its pin) and makes _Boxing and _Once on pieces.
+register_op("_ToGlobal", infer=lambda i, a: (i[0].shape, i[0].dtype), grad=lambda op, g: [g], sbp=BOXES_TO_B)
+register_op("_Boxing", infer=_boxing_infer, grad=NOT_DIFFERENTIABLE, sbp=BOXES_TO_B)
 register_op("_Once", infer=lambda i, a: get_op(a["op_type"]).infer(i, a["op_attrs"]), grad=NOT_DIFFERENTIABLE,
-            stateful=True, num_outputs=lambda a: get_op(a["op_type"]).n_outputs(a["op_attrs"]))
+            stateful=True, num_outputs=lambda a: get_op(a["op_type"]).n_outputs(a["op_attrs"]), sbp=BOXES_TO_B)
 
 
 @register_kernel("_ToGlobal")
