@@ -312,3 +312,13 @@ def test_local_weights_train_on_a_global_batch_in_tw_function():
     (want_losses, want), (losses, got) = run(False), run(True)
     np.testing.assert_allclose(losses, want_losses, rtol=2e-5)
     np.testing.assert_allclose(got, want, rtol=2e-5, atol=1e-7)
+
+
+def test_a_failing_rank_names_the_node_and_the_users_line():
+    x = tw.constant(_arr(4, 3)).to_global(placement=P2, sbp=S(0))
+    f = tw.function(lambda x: tw.gather(x, tw.constant([0, 7]), axis=1))
+    line = test_a_failing_rank_names_the_node_and_the_users_line.__code__.co_firstlineno + 2
+    with pytest.raises(tw.errors.InvalidArgumentError,
+                       match=rf"(?s)not in \[0, 3\).*node GatherV2.*{__file__}:{line}") as e:
+        f(x)
+    assert e.value.rank in (0, 1)

@@ -123,13 +123,14 @@ class GraphPlan:
         for t in self.feeds:
             sizes[slot_of[id(t)]] = self.nbytes(t, index)
 
-        def add(name, op_type, attrs, ins, single, n_out, ctrl=()):
+        def add(name, op_type, attrs, ins, single, n_out, ctrl=(), traceback=None):
             nonlocal n
             outs = tuple(range(n, n + n_out))
             n += n_out
             d = {producer[s] for s in ins if s in producer}
             d.update(node_of_op[id(c)] for c in ctrl if c is not None and id(c) in node_of_op)
-            nodes.append(NodeSpec(name, op_type, DEVICE, attrs, ins, outs[0] if single and outs else outs, single))
+            nodes.append(NodeSpec(name, op_type, DEVICE, attrs, ins, outs[0] if single and outs else outs, single,
+                                  traceback=traceback))
             deps.append(tuple(sorted(d)))
             for s in outs:
                 producer[s] = len(nodes) - 1
@@ -141,7 +142,7 @@ class GraphPlan:
             if s is None:
                 s = boxed[key] = add(f"{t.op.name}/boxing", "_Boxing",
                                      {"plan": self._plan_dict(plan), "rank": rank, "comm": comm_ref},
-                                     (slot_of[id(t)],), True, 1)[0]
+                                     (slot_of[id(t)],), True, 1, traceback=t.op.traceback)[0]
                 sizes[s] = _nbytes(local_shape(plan.shape, placement, plan.dst_sbp, index), t.dtype)
             return s
 
@@ -174,7 +175,8 @@ class GraphPlan:
                 attrs = {"op_type": op_type, "op_attrs": attrs, "ranks": list(placement.ranks), "rank": rank,
                          "comm": comm_ref}
                 op_type = "_Once"
-            outs = add(op.name, op_type, attrs, ins, op.opdef.num_outputs == 1, len(op.outputs), op.control_inputs)
+            outs = add(op.name, op_type, attrs, ins, op.opdef.num_outputs == 1, len(op.outputs), op.control_inputs,
+                       op.traceback)
             node_of_op[id(op)] = len(nodes) - 1
             for o, s in zip(op.outputs, outs):
                 slot_of[id(o)] = s
