@@ -5,6 +5,8 @@ step vs one device. Prints one JSON object per line; timings are never asserted 
   layer-norm-like mean/variance, ...) over a batch ``S(0)`` with ``B`` and ``S(1)``/``S(0)``
   weights (model-parallel pairs), traced once; the row gives the op count, the planner's time
   (``plan_graph``: signatures, look-ahead, boxing plans) and the time to emit every rank's spec.
+* ``overhead``: a chain of 75 small ops on a split tensor, eager global (a hand-off to every
+  rank per op) vs planned (one hand-off per call), ms per call.
 * ``mlp``: ``bench_distribute.py``'s MLP step (784-512-512-10, SGD) inside tw.function on
   ``--ranks`` in-process ranks (batch ``S(0)``, weights ``B``, one BLAS thread per rank) vs the
   same tw.function on one device with one thread: steps/s and the ratio (target >= 1.6x).
@@ -66,6 +68,33 @@ def bench_plan(layers, ranks):
                       "boxings": sum(1 for q in gp.op_plans.values() for b in q.plans if b is not None)}))
 
 
+def bench_overhead(ranks, n_ops=50, repeat=20):
+    """A chain of ``n_ops`` small elementwise ops on a split (16, 16) tensor: eager global (a
+    hand-off to every rank per op) vs the same function planned (one hand-off per call)."""
+    p = tw.placement("cpu", ranks=list(range(ranks)))
+    x = tw.constant(np.ones((16, 16), np.float32)).to_global(placement=p, sbp=S(0))
+
+    def f(x):
+        for i in range(n_ops // 2):
+            x = tw.tanh(x * 0.5 + 0.1)
+        return x
+    planned = tw.function(f)
+    planned(x)
+    times = {}
+    for name, fn in (("eager", f), ("planned", planned)):
+        best = None
+        for _ in range(3):
+            t0 = time.perf_counter()
+            for _ in range(repeat):
+                fn(x)
+            dt = (time.perf_counter() - t0) / repeat
+            best = dt if best is None else min(best, dt)
+        times[name] = best
+    print(json.dumps({"bench": "overhead", "ops": 3 * (n_ops // 2), "ranks": ranks,
+                      "eager_ms": round(times["eager"] * 1e3, 2), "planned_ms": round(times["planned"] * 1e3, 2),
+                      "speedup": round(times["eager"] / times["planned"], 1)}))
+
+
 def bench_mlp(ranks, batch, steps):
     """bench_distribute.py's MLP step (eager there) inside tw.function: one device vs planned."""
     import os
@@ -93,10 +122,12 @@ def main():
     ap.add_argument("--ranks", type=int, default=2)
     ap.add_argument("--batch", type=int, default=256)
     ap.add_argument("--steps", type=int, default=30)
-    ap.add_argument("--only", choices=["plan", "mlp"])
+    ap.add_argument("--only", choices=["plan", "overhead", "mlp"])
     a = ap.parse_args()
     if a.only in (None, "plan"):
         bench_plan(a.layers, a.ranks)
+    if a.only in (None, "overhead"):
+        bench_overhead(a.ranks)
     if a.only in (None, "mlp"):
         bench_mlp(a.ranks, a.batch, a.steps)
 
