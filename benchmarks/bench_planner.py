@@ -11,7 +11,7 @@ step vs one device. Prints one JSON object per line; timings are never asserted 
   ``--ranks`` in-process ranks (batch ``S(0)``, weights ``B``, one BLAS thread per rank) vs the
   same tw.function on one device with one thread: steps/s and the ratio (target >= 1.6x).
 
-Usage: ``python benchmarks/bench_planner.py [--layers 60] [--ranks 2] [--batch 256] [--steps 30]``.
+Usage: ``python benchmarks/bench_planner.py [--layers 67] [--ranks 2] [--batch 256] [--steps 30]``.
 """
 import argparse
 import json
@@ -118,7 +118,7 @@ def bench_mlp(ranks, batch, steps):
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--layers", type=int, default=60)
+    ap.add_argument("--layers", type=int, default=67)
     ap.add_argument("--ranks", type=int, default=2)
     ap.add_argument("--batch", type=int, default=256)
     ap.add_argument("--steps", type=int, default=30)
