@@ -171,3 +171,51 @@ def load_variable(directory, name):
     return None
 
 
+
+
+# ---- the TF1 Saver (name-based) on global variables ---------------------------------------------------------
+def save_by_name(directory, variables, fmt, version):
+    """``tf.compat.v1.train.Saver.save`` of ``{TF1 name: variable}`` holding a global variable
+    (eager): the sharded directory, keyed by the variables' names, each rank writing its pieces."""
+    values = {name: global_value(v) if is_global(v) else local_value(np.asarray(v.numpy()))
+              for name, v in variables.items()}
+    for name in values:
+        V.check_name(name, "Saver", "variable name")
+    return sharded.save(directory, values, {"format": fmt, "version": str(version)}, overwrite=True)
+
+
+def restore_by_name(directory, variables, fmt, where):
+    """Restores ``{TF1 name: variable}`` from a sharded Saver directory into each variable's
+    current layout (a global variable's ranks read only their pieces). Raises
+    ``NotFoundError`` / ``InvalidArgumentError`` as the Saver does."""
+    from tensorweave.core import errors
+    index = sharded.read_index(directory)
+    if index["metadata"].get("format") != fmt:
+        raise ValueError(f"{directory}: not a tf.train.Saver checkpoint (format "
+                         f"{index['metadata'].get('format')!r:.60}). Hint: checkpoints of tw.train.Checkpoint "
+                         "restore with Checkpoint.restore")
+    saved = index["variables"]
+    missing = [n for n in variables if n not in saved]
+    if missing:
+        raise errors.NotFoundError(
+            f"Restoring from checkpoint failed: key {missing[0]} not found in checkpoint {where} "
+            f"({len(missing)} missing of {len(variables)}). Hint: variable names must match the ones saved; "
+            f"the checkpoint has {sorted(saved)[:5]}...")
+    commits = []
+    for name, v in variables.items():
+        shape, dtype = saved[name]["shape"], saved[name]["dtype"]
+        if shape != v.shape.as_list() and v.shape.is_fully_defined():
+            raise errors.InvalidArgumentError(f"Restoring from checkpoint failed: {name} has shape {shape} in {where} "
+                                              f"but {v.shape.as_list()} in the graph")
+        if dtype != v.dtype.name:
+            raise errors.InvalidArgumentError(f"Restoring from checkpoint failed: {name} is {dtype} in {where} but "
+                                              f"{v.dtype.name} in the graph")
+        if is_global(v):
+            pieces = sharded.restore(directory, name, v.placement, v.sbp, index=index)
+            commits.append(lambda v=v, pieces=pieces: [lv._write(np.array(p, copy=True))
+                                                       for lv, p in zip(v._locals, pieces)])
+        else:
+            value = sharded.read_region(directory, name, tuple(slice(0, d) for d in shape), index)
+            commits.append(lambda v=v, value=value: v.assign(value))
+    for commit in commits:
+        commit()
