@@ -59,6 +59,18 @@ INDEX = "index.json"
 MARKER = "commit_success"
 MAX_SHARDS = 1 << 16
 STAGING = ".sharded-tmp-"
+_POOL_SIZE = 8
+_pool = [None]
+_pool_lock = threading.Lock()
+
+
+def _io_pool():
+    """The threads that write and read rank files (kept: starting threads per call costs more
+    than a small checkpoint's I/O on a busy machine). Tasks never wait on the pool themselves."""
+    with _pool_lock:
+        if _pool[0] is None:
+            _pool[0] = ThreadPoolExecutor(_POOL_SIZE, thread_name_prefix="tw-sharded-io")
+        return _pool[0]
 
 
 class ShardedValue:
@@ -192,8 +204,7 @@ def save(directory, values, metadata=None, run_ranks=None, overwrite=False):
     try:
         ranks = sorted({r for v in values.values() for r in v.placement.ranks})
         if run_ranks is None:
-            with ThreadPoolExecutor(max(1, min(len(ranks), 8))) as pool:
-                per_rank = list(pool.map(lambda r: write_rank(staging, r, values), ranks))
+            per_rank = list(_io_pool().map(lambda r: write_rank(staging, r, values), ranks))
         else:
             per_rank = run_ranks(lambda r: write_rank(staging, r, values), ranks)
         records = [rec for recs in per_rank for rec in recs]
@@ -333,6 +344,8 @@ def read_region(directory, name, region, index=None):
         if list(part.shape) != [b - a for a, b in zip(lo, hi)] or part.dtype != dtype:
             raise V.LoadError(f"{directory}: variable {name!r}: {shard['file']}[{shard['key']!r}] is {part.dtype} "
                               f"{list(part.shape)}, the index says {dtype} for that region")
+        if part.shape == out.shape:
+            return part           # the region is this one shard (same layout as the save): no second copy
         out[dst] = part
     return out
 
@@ -357,9 +370,8 @@ def restore(directory, name, placement, sbp, ranks=None, index=None):
         coords = placement.coords(i)
         for s, c in zip(nd, coords):
             if isinstance(s, Partial) and c != 0:
-                piece[...] = partial_identity(s.kind, piece.dtype)
+                return np.full(piece.shape, partial_identity(s.kind, piece.dtype), piece.dtype)
         return piece
     if len(wanted) == 1 or V.num_elements(shape) * np.dtype(V.TENSOR_DTYPES[var["dtype"]].np_dtype).itemsize < 1 << 20:
         return [one(i) for i in wanted]
-    with ThreadPoolExecutor(min(len(wanted), 8)) as pool:
-        return list(pool.map(one, wanted))
+    return list(_io_pool().map(one, wanted))

@@ -799,8 +799,10 @@ class _Restoration:
             pieces = self.source.pieces(saved["tensor"], var.placement, var.sbp)
 
             def commit_pieces():
+                # (fresh arrays read for this restore; a view or read-only one is copied by the
+                # variable's copy-on-write at its first in-place update)
                 for local, piece in zip(var._locals, pieces):
-                    local._write(np.array(piece, dtype=dtype.np_dtype, copy=True))
+                    local._write(np.asarray(piece, dtype=dtype.np_dtype))
             return commit_pieces
         value = self._array(saved["tensor"])
 
