@@ -100,6 +100,20 @@ def test_restore_reshards_variables_and_slots_bit_for_bit(saved, target):
     np.testing.assert_array_equal(bias.numpy(), np.arange(3.0, dtype=np.float32))
 
 
+SOURCES = [(TWO, (S1,)), (THREE, (S0,)), (MESH, (S0, S1)), (MESH, (B, S0)), (FOUR, (B,)), (ONE, (B,))]
+
+
+@pytest.mark.parametrize("src", SOURCES, ids=lambda t: f"{t[0].mesh.tolist()}-{t[1]}")
+def test_every_saved_layout_restores_into_every_layout(tmp_path, src):
+    ids = RNG.integers(0, 9, size=(2, 7)).astype(np.int64)       # fewer rows than ranks: empty shards
+    prefix = Checkpoint(w=_var(W, *src), ids=_var(ids, *src)).write(str(tmp_path / "c"))
+    for placement, sbp in TARGETS:
+        w, i = _var(np.zeros_like(W), placement, sbp), _var(np.zeros_like(ids), placement, sbp)
+        Checkpoint(w=w, ids=i).read(prefix).assert_consumed()
+        _assert_layout(w, W, placement, sbp)
+        _assert_layout(i, ids, placement, sbp)
+
+
 def test_a_single_file_checkpoint_loads_into_global_variables(tmp_path):
     w, opt, bias, step = _trained(None, None)
     prefix = Checkpoint(w=w, opt=opt).write(str(tmp_path / "local"))
@@ -126,6 +140,9 @@ def test_list_and_load_variable_read_sharded_checkpoints(saved):
     names = dict(tw.train.list_variables(prefix))
     assert names["w"] == [5, 3] and names["step"] == []
     np.testing.assert_array_equal(tw.train.load_variable(prefix, "w"), w_saved)
+    reader = tw.train.load_checkpoint(prefix)
+    assert reader.get_variable_to_shape_map()["w"] == [5, 3]
+    np.testing.assert_array_equal(reader.get_tensor("w"), w_saved)
 
 
 def test_write_replaces_a_checkpoint_of_the_other_format(tmp_path):
@@ -215,20 +232,21 @@ import tensorweave as tw
 from tensorweave.train import Checkpoint, CheckpointManager
 
 
-def run(directory, stop):
+def run(directory, stop, async_save=False):
     three = tw.placement("cpu", ranks=[0, 1, 2])
     w = tw.Variable(np.zeros((7, 4), np.float32), placement=three, sbp=tw.sbp.split(0))
     step = tw.Variable(0, dtype=tw.int64)
-    manager = CheckpointManager(Checkpoint(w=w, step=step), directory, max_to_keep=2)
+    manager = CheckpointManager(Checkpoint(w=w, step=step), directory, max_to_keep=2, async_save=async_save)
     manager.restore_or_initialize()
     while int(step.numpy()) < stop:
         step.assign_add(1)
         w.assign(np.full((7, 4), float(step.numpy()), np.float32))
         manager.save()
+    manager.wait_until_finished()
 
 
 if __name__ == "__main__":
-    run(sys.argv[1], int(sys.argv[2]))
+    run(sys.argv[1], int(sys.argv[2]), sys.argv[3] == "async")
 """
 
 STAGES = ["before_write", "sharded_rank_written", "sharded_rank_written:3", "sharded_index_written",
@@ -245,8 +263,9 @@ def _restored_step(prefix):
     return s
 
 
-@pytest.mark.parametrize("stage", STAGES)
-def test_a_kill_at_any_stage_never_lists_a_partial_checkpoint(tmp_path, stage):
+@pytest.mark.parametrize("stage,mode", [(s, "sync") for s in STAGES] + [
+    (s, "async") for s in ("sharded_rank_written:2", "sharded_marker_written", "index_written", "during_delete")])
+def test_a_kill_at_any_stage_never_lists_a_partial_checkpoint(tmp_path, stage, mode):
     script = tmp_path / "writer.py"
     script.write_text(_WRITER)
     namespace = {}
@@ -254,7 +273,7 @@ def test_a_kill_at_any_stage_never_lists_a_partial_checkpoint(tmp_path, stage):
     directory = tmp_path / "run"
     namespace["run"](str(directory), 3)
     env = {k: v for k, v in os.environ.items() if k != "TENSORWEAVE_CHECKPOINT_CRASH_AT"}
-    out = subprocess.run([sys.executable, str(script), str(directory), "5"], timeout=300, capture_output=True,
+    out = subprocess.run([sys.executable, str(script), str(directory), "5", mode], timeout=300, capture_output=True,
                          text=True, env=dict(env, TENSORWEAVE_CHECKPOINT_CRASH_AT=stage))
     assert out.returncode == 86, out.stderr
     latest = latest_checkpoint(str(directory))
@@ -267,3 +286,15 @@ def test_a_kill_at_any_stage_never_lists_a_partial_checkpoint(tmp_path, stage):
     namespace["run"](str(directory), 6)
     assert _restored_step(latest_checkpoint(str(directory))) == 6
     assert sorted(os.listdir(directory)) == ["checkpoint", "ckpt-5.sharded", "ckpt-6.sharded"]
+
+
+def test_checkpoint_options_async_saves_in_the_background(tmp_path):
+    w = _var(W, TWO, (S0,))
+    ckpt = Checkpoint(w=w)
+    options = tw.train.CheckpointOptions(experimental_enable_async_checkpoint=True)
+    path = ckpt.save(str(tmp_path / "ckpt"), options=options)
+    w.assign(np.zeros((5, 3), np.float32))
+    ckpt.sync()
+    assert latest_checkpoint(str(tmp_path)) == path
+    ckpt.restore(path)
+    np.testing.assert_array_equal(w.numpy(), W)

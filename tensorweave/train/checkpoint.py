@@ -72,9 +72,11 @@ __all__ = ["Checkpoint", "CheckpointOptions", "CheckpointLoadStatus", "RNGState"
 class CheckpointOptions:
     """Options of ``save``/``write``/``restore`` (``tf.train.CheckpointOptions``).
 
-    Accepted for TensorFlow compatibility; tensorweave writes synchronously on the host, so
-    ``experimental_io_device`` and the asynchronous flags change nothing (a save has finished
-    when the call returns).
+    ``experimental_enable_async_checkpoint`` / ``enable_async``: ``save``/``write`` return once
+    the values are snapshotted and write in the background (as ``CheckpointManager(...,
+    async_save=True)``); the next save, ``restore``/``read`` and :meth:`Checkpoint.sync` wait
+    for it, and ``sync`` raises its error. ``experimental_io_device`` changes nothing (tensorweave
+    writes from the host).
     """
 
     def __init__(self, experimental_io_device=None, experimental_enable_async_checkpoint=False,
@@ -1011,6 +1013,10 @@ class Checkpoint:
         object.__delattr__(self, name)
         self._tracked.pop(name, None)
 
+    def _async(self, options):
+        return options is not None and bool(getattr(options, "experimental_enable_async_checkpoint", False) or
+                                            getattr(options, "enable_async", False))
+
     def _checkpoint_children(self):
         out = list(og.children(self._root)) if self._root is not None else []
         out += list(self._tracked.items())
@@ -1034,6 +1040,10 @@ class Checkpoint:
         """Writes ``<file_prefix>.safetensors`` — or the directory ``<file_prefix>.sharded``
         when the objects reach global variables (each rank writes its own pieces; see
         ``train/_sharded.py``) — atomically; the state file is not touched. Returns ``file_prefix``."""
+        self.sync()
+        if self._async(options):
+            object.__setattr__(self, "_pending", write_checkpoint(file_prefix, self, async_then=lambda p: None))
+            return os.fspath(file_prefix)
         return write_checkpoint(file_prefix, self)
 
     def save(self, file_prefix, options=None):
@@ -1043,10 +1053,16 @@ class Checkpoint:
         prefix = os.fspath(file_prefix)
         # Temporary files of earlier saves to this prefix that were killed before their rename.
         atomic.remove_stale(os.path.dirname(os.path.abspath(prefix)), [f".tmp-{os.path.basename(prefix)}-"])
+        self.sync()
         counter = self.save_counter
         with init_scope():
             counter.assign_add(np.int64(1))
-        path = self.write(f"{prefix}-{int(counter.numpy())}", options)
+        path = f"{prefix}-{int(counter.numpy())}"
+        if self._async(options):
+            # the state file names it once it is complete (never a partial checkpoint)
+            object.__setattr__(self, "_pending", write_checkpoint(path, self, async_then=_record_in_state))
+            return path
+        self.write(path, options)
         _record_in_state(path)
         return path
 
@@ -1066,6 +1082,7 @@ class Checkpoint:
 
     def _load(self, save_path, skip_save_counter):
         _check_eager("restore")
+        self.sync()
         kind, path = _locate(save_path)
         if kind == "sharded":
             source = _sharded.Source(path)
@@ -1084,7 +1101,12 @@ class Checkpoint:
         return CheckpointLoadStatus(restoration)
 
     def sync(self):
-        """Waits for pending writes: there are none (saves are synchronous)."""
+        """Waits for an asynchronous save in flight (``CheckpointOptions(
+        experimental_enable_async_checkpoint=True)``); raises its error if it failed."""
+        pending = self.__dict__.get("_pending")
+        if pending is not None:
+            object.__setattr__(self, "_pending", None)
+            pending.wait()
 
     def __repr__(self):
         return f"<tw.train.Checkpoint tracking {sorted(self._tracked)}>"
