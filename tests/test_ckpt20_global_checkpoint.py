@@ -2,6 +2,7 @@
 pieces (nothing gathered), restore reshards onto the variables' current layout bit for bit
 (optimizer slots with their variables), async saves write the snapshot of save time, mixed
 local/global checkpoints, and a failure at any step of a save never lists a partial one."""
+import json
 import os
 import subprocess
 import sys
@@ -298,3 +299,29 @@ def test_checkpoint_options_async_saves_in_the_background(tmp_path):
     assert latest_checkpoint(str(tmp_path)) == path
     ckpt.restore(path)
     np.testing.assert_array_equal(w.numpy(), W)
+
+
+def test_corrupt_or_mismatched_sharded_checkpoints_are_refused(tmp_path):
+    from tensorweave.saving.validation import LoadError
+    w = _var(W, TWO, (S0,))
+    prefix = Checkpoint(w=w).write(str(tmp_path / "c"))
+    shard = os.path.join(prefix + ".sharded", "shards-rank1.safetensors")
+    data = bytearray(open(shard, "rb").read())
+    data[-1] ^= 0xFF                                      # one bit of rank 1's last value
+    open(shard, "wb").write(bytes(data))
+    back = _var(np.zeros_like(W), TWO, (S0,))
+    with pytest.raises(LoadError, match="shards-rank1.safetensors fails its CRC-32 check"):
+        Checkpoint(w=back).read(prefix)
+    # a Saver's sharded directory is not a Checkpoint's
+    import tensorweave.compat.v1 as tf1
+    saver_dir = tf1.train.Saver([w]).save(None, str(tmp_path / "saver"))
+    with pytest.raises(ValueError, match="not of a tw.train.Checkpoint"):
+        Checkpoint(w=back).read(saver_dir)
+    # an index whose shards do not match the object graph's checksums (files mixed from two saves)
+    prefix = Checkpoint(w=w).write(str(tmp_path / "d"))
+    index_path = os.path.join(prefix + ".sharded", "index.json")
+    index = json.loads(open(index_path).read())
+    index["variables"]["w"]["shards"][0]["crc32"] ^= 1
+    open(index_path, "w").write(json.dumps(index))
+    with pytest.raises(ValueError, match="do not match the object graph's checksum"):
+        Checkpoint(w=back).read(prefix)

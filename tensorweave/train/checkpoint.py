@@ -19,6 +19,11 @@ prefix) replaces it atomically too. The state file is written after the checkpoi
 never names an incomplete one; a crash at any moment leaves the previous checkpoint loadable
 (``tests/test_checkpoint_crash.py`` kills a writer at every stage).
 
+**Global variables.** When the objects reach a variable laid out over ranks (``placement=``,
+``sbp=``; a Keras model built under a distribution), the checkpoint is the directory
+``<prefix>.sharded/`` instead: each rank writes its own pieces, nothing is gathered, and a
+restore gives every variable the pieces of its current layout (``train/_sharded.py``).
+
 **Loading trusts nothing.** The tensor file is validated before any allocation; the object
 graph must match a fixed schema (types, node references, dtypes, shapes, checksums); iterator
 and random states are checked field by field before anything is changed. No pickle, no
