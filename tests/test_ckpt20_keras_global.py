@@ -151,3 +151,15 @@ def test_a_four_rank_run_resumes_on_two_ranks(tmp_path):
     status.assert_consumed()
     assert [w.placement.size for w in second.weights] == [2] * 4
     np.testing.assert_allclose(losses, want, rtol=1e-5)
+
+
+def test_model_checkpoint_callbacks_save_a_global_model_sharded(tmp_path):
+    model = _build(tw.distribute.MirroredStrategy(DEVICES[:2]).scope())
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        model.fit(X, Y, batch_size=8, epochs=1, verbose=0, callbacks=[
+            keras.callbacks.ModelCheckpoint(str(tmp_path / "m{epoch}.keras")),
+            keras.callbacks.ModelCheckpoint(str(tmp_path / "w{epoch}.weights.safetensors"), save_weights_only=True)])
+    assert sharded.is_committed(str(tmp_path / "m1.keras"))
+    assert sharded.is_committed(str(tmp_path / "w1.weights.safetensors"))
+    _same_state(model, keras.models.load_model(str(tmp_path / "m1.keras")))
