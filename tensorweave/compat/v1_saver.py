@@ -33,8 +33,8 @@ from tensorweave.core import errors
 from tensorweave.core.context import building_graph, executing_eagerly
 from tensorweave.core.graph import get_default_graph
 from tensorweave.saving import tensor_file
-from tensorweave.train import _io
-from tensorweave.train.checkpoint import SUFFIX, _crcs, _file_of
+from tensorweave.train import _io, _sharded
+from tensorweave.train.checkpoint import SUFFIX, _crcs, _file_of, _locate
 
 FORMAT = "tensorweave.saver"
 VERSION = 1
@@ -154,11 +154,17 @@ class Saver:
         directory = os.path.dirname(os.path.abspath(prefix))
         if not os.path.isdir(directory):
             raise errors.NotFoundError(f"Parent directory of {save_path} doesn't exist, can't save.")
-        names = sorted(self._vars)
-        values = self._values(sess, [self._vars[n] for n in names])
-        arrays = {n: np.array(a, order="C") for n, a in zip(names, values)}  # (ascontiguousarray makes scalars 1-D)
-        meta = {"format": FORMAT, "version": str(VERSION), "crc32": json.dumps(_crcs(arrays))}
-        tensor_file.write_tensors(prefix + SUFFIX, arrays, meta, stage_prefix="")
+        if self._graph is None and any(_sharded.is_global(v) for v in self._vars.values()):
+            # global variables (eager): each rank writes its own pieces, nothing is gathered
+            _sharded.save_by_name(prefix + _sharded.SHARDED_SUFFIX, self._vars, FORMAT, VERSION)
+            _remove(prefix + SUFFIX)
+        else:
+            names = sorted(self._vars)
+            values = self._values(sess, [self._vars[n] for n in names])
+            arrays = {n: np.array(a, order="C") for n, a in zip(names, values)}  # (ascontiguousarray: scalars 1-D)
+            meta = {"format": FORMAT, "version": str(VERSION), "crc32": json.dumps(_crcs(arrays))}
+            tensor_file.write_tensors(prefix + SUFFIX, arrays, meta, stage_prefix="")
+            _sharded.remove(prefix + _sharded.SHARDED_SUFFIX)
         now = time.time()
         self._last = [(p, t) for p, t in self._last if p != prefix] + [(prefix, now)]
         self._delete_old()
@@ -196,10 +202,8 @@ class Saver:
                 self._last_preserved = t
                 continue
             for suffix in (SUFFIX, ".meta"):
-                try:
-                    os.remove(prefix + suffix)
-                except FileNotFoundError:
-                    pass
+                _remove(prefix + suffix)
+            _sharded.remove(prefix + _sharded.SHARDED_SUFFIX)
 
     @staticmethod
     def _value(sess, t):
@@ -218,7 +222,11 @@ class Saver:
         self.build()
         if save_path is None:
             raise ValueError("Can't load save_path when it is None.")
-        arrays = read_saver_file(_file_of(save_path))
+        kind, path = _locate(save_path)
+        if kind == "sharded":
+            _sharded.restore_by_name(path, self._vars, FORMAT, save_path)
+            return
+        arrays = read_saver_file(path)
         missing = [n for n in self._vars if n not in arrays]
         if missing:
             raise errors.NotFoundError(
@@ -268,16 +276,22 @@ class Saver:
                 "variables": dict(self._vars), "restore": dict(self._restore_ops) if self._restore_ops else None}
 
 
+def _remove(path):
+    try:
+        os.remove(path)
+    except FileNotFoundError:
+        pass
+
+
 def checkpoint_exists(checkpoint_prefix):
-    return os.path.isfile(os.fspath(checkpoint_prefix) + SUFFIX) or os.path.isfile(os.fspath(checkpoint_prefix))
+    return (os.path.isfile(os.fspath(checkpoint_prefix) + SUFFIX) or os.path.isfile(os.fspath(checkpoint_prefix))
+            or _sharded.sharded.is_committed(os.fspath(checkpoint_prefix) + _sharded.SHARDED_SUFFIX))
 
 
 def remove_checkpoint(checkpoint_prefix, checkpoint_format_version=2, meta_graph_suffix="meta"):
     for suffix in (SUFFIX, "." + meta_graph_suffix):
-        try:
-            os.remove(os.fspath(checkpoint_prefix) + suffix)
-        except FileNotFoundError:
-            pass
+        _remove(os.fspath(checkpoint_prefix) + suffix)
+    _sharded.remove(os.fspath(checkpoint_prefix) + _sharded.SHARDED_SUFFIX)
 
 
 def _saver_file(ckpt_dir_or_file):
@@ -290,8 +304,25 @@ def _saver_file(ckpt_dir_or_file):
     return _file_of(path)
 
 
+def _sharded_saver_dir(ckpt_dir_or_file):
+    """The sharded directory of a Saver checkpoint of global variables, or None."""
+    from tensorweave.train.manager import latest_checkpoint
+    path = os.fspath(ckpt_dir_or_file)
+    if os.path.isdir(path) and not path.endswith(_sharded.SHARDED_SUFFIX):
+        path = latest_checkpoint(path)
+        if path is None:
+            return None
+    kind, found = _locate(path) if _sharded.sharded.is_committed(path + _sharded.SHARDED_SUFFIX) else ("", None)
+    if kind != "sharded" or _sharded.sharded.read_index(found)["metadata"].get("format") != FORMAT:
+        return None
+    return found
+
+
 def list_variables(ckpt_dir_or_file):
     """``[(name, shape)]`` of a checkpoint (a Saver file, or a ``tw.train.Checkpoint``'s), sorted."""
+    sharded_dir = _sharded_saver_dir(ckpt_dir_or_file)
+    if sharded_dir is not None:
+        return sorted((n, v["shape"]) for n, v in _sharded.sharded.read_index(sharded_dir)["variables"].items())
     path = _saver_file(ckpt_dir_or_file)
     if tensor_file.read_metadata(path).get("format") != FORMAT:
         from tensorweave.train.checkpoint import list_variables as object_based
@@ -301,6 +332,13 @@ def list_variables(ckpt_dir_or_file):
 
 def load_variable(ckpt_dir_or_file, name):
     """The value (a NumPy array) of variable ``name`` in a checkpoint."""
+    sharded_dir = _sharded_saver_dir(ckpt_dir_or_file)
+    if sharded_dir is not None:
+        index = _sharded.sharded.read_index(sharded_dir)
+        if name not in index["variables"]:
+            raise errors.NotFoundError(f"Key {name} not found in checkpoint {ckpt_dir_or_file}")
+        shape = index["variables"][name]["shape"]
+        return _sharded.sharded.read_region(sharded_dir, name, tuple(slice(0, d) for d in shape), index)
     path = _saver_file(ckpt_dir_or_file)
     if tensor_file.read_metadata(path).get("format") != FORMAT:
         from tensorweave.train.checkpoint import load_variable as object_based

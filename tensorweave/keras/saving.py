@@ -243,8 +243,12 @@ def save_model(model, filepath, overwrite=True, include_optimizer=True, **kwargs
         from tensorweave.keras import h5
         h5.save_model(model, filepath, include_optimizer)
         return
+    from tensorweave.keras import sharded_saving
     if not filepath.endswith(".keras"):
         from tensorweave.saving import saved_model
+        if sharded_saving.is_global_model(model):
+            # A SavedModel is for serving: a local copy, gathered, runs in one process.
+            model = sharded_saving.gathered_copy(model, include_optimizer)
 
         def extra(obj, sctx):
             doc = saved_model_metadata(obj, sctx)
@@ -253,6 +257,14 @@ def save_model(model, filepath, overwrite=True, include_optimizer=True, **kwargs
             return doc
         saved_model._save(model, filepath, kwargs.get("signatures"), kwargs.get("options"), extra)
         return
+    if kwargs.get("sharded", True) and sharded_saving.is_global_model(model):
+        sharded_saving.save_model(model, filepath, overwrite, include_optimizer)
+        return
+    if os.path.isdir(filepath) and not os.path.islink(filepath):
+        if not sharded_saving.is_sharded_save(filepath):
+            raise IsADirectoryError(f"{filepath} is a directory (not a saved model); choose another path")
+        from tensorweave.train._sharded import remove
+        remove(filepath)        # (a sharded save of a global model was here; a zip replaces it)
     doc, keyed = model_document(model, include_optimizer)
     tensors = {f"weights/{k}": v.numpy() for k, v in keyed.items()}
     doc["weights"] = {k: f"weights/{k}" for k in keyed}
@@ -523,8 +535,10 @@ def _deserialize_compile(cc, custom_objects, where):
             "loss_weights": lw}
 
 
-def restore_model(doc, fetch, where, custom_objects=None, compile=True, safe_mode=True, budget=None):
-    """A model from a checked document; ``fetch(ref)`` gives the saved array of a reference."""
+def restore_model(doc, fetch, where, custom_objects=None, compile=True, safe_mode=True, budget=None, assigner=None):
+    """A model from a checked document; ``fetch(ref)`` gives the saved array of a reference
+    (or ``assigner`` — ``keras.sharded_saving.Assigner`` — checks and assigns each reference
+    in the variable's own layout)."""
     from tensorweave.keras.engine.weights_io import _keyed_weights
     from tensorweave.keras.layers import deserialize
     custom_objects = dict(custom_objects or {})
@@ -545,6 +559,10 @@ def restore_model(doc, fetch, where, custom_objects=None, compile=True, safe_mod
         fail(where, f"the rebuilt model does not match the saved weights: saved but not in the model "
                     f"{missing[:5]}, in the model but not saved {unexpected[:5]}")
     for key, var in keyed.items():
+        if assigner is not None:
+            assigner.check(var, doc["weights"][key], f"weight {key}")
+            assigner.prepare(var, doc["weights"][key])()
+            continue
         value = fetch(doc["weights"][key])
         if tuple(var.shape.as_list()) != value.shape or value.dtype != var.dtype.np_dtype:
             fail(where, f"weight {key} ({var.name}) is {var.dtype.name} {tuple(var.shape.as_list())} in the model "
@@ -561,6 +579,12 @@ def restore_model(doc, fetch, where, custom_objects=None, compile=True, safe_mod
             if len(variables) != len(state["variables"]):
                 fail(where, f"optimizer {type(opt).__name__} has {len(variables)} variables, the file "
                             f"{len(state['variables'])}")
+            if assigner is not None:
+                for v, ref in zip(variables, state["variables"]):
+                    assigner.check(v, ref, "optimizer variable")
+                for commit in [assigner.prepare(v, ref) for v, ref in zip(variables, state["variables"])]:
+                    commit()
+                return model
             values = [fetch(r) for r in state["variables"]]
             for v, value in zip(variables, values):
                 if tuple(v.shape.as_list()) != value.shape or value.dtype != v.dtype.np_dtype:
@@ -613,7 +637,10 @@ def load_model(filepath, custom_objects=None, compile=True, safe_mode=True):
 
 def _load(filepath, custom_objects, compile, safe_mode):
     import tensorweave.keras  # noqa: F401 - the layer registry
+    from tensorweave.keras import sharded_saving
     from tensorweave.saving import saved_model
+    if sharded_saving.is_sharded_save(filepath):
+        return sharded_saving.load_model(filepath, custom_objects, compile, safe_mode)
     if os.path.isdir(saved_model.resolve_export_dir(filepath)):
         return saved_model.read_consistently(
             filepath, lambda d: _load_saved_model(d, custom_objects, compile, safe_mode))

@@ -325,8 +325,11 @@ def save(obj, export_dir, signatures=None, options=None):
     extra = None
     Model = _keras_model_class()
     if Model is not None and isinstance(obj, Model):
+        from tensorweave.keras import sharded_saving
         from tensorweave.keras.saving import saved_model_metadata
         extra = saved_model_metadata
+        if sharded_saving.is_global_model(obj):
+            obj = sharded_saving.gathered_copy(obj)     # serving: a local copy, gathered
     _save(obj, export_dir, signatures, options, extra)
 
 

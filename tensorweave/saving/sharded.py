@@ -42,6 +42,7 @@ import os
 import shutil
 import threading
 import uuid
+import zlib
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
@@ -49,7 +50,8 @@ import numpy as np
 from tensorweave.core.sbp import Broadcast, Partial, Split
 from tensorweave.saving import tensor_file
 from tensorweave.saving import validation as V
-from tensorweave.saving.atomic import crash_point, fsync_dir, lock_temporary, remove_stale, unlock
+from tensorweave.saving.atomic import (crash_point, fsync_dir, lock_temporary, remove_stale, replace_dir,
+                                      unlock)
 
 FORMAT = "tensorweave.sharded_checkpoint"
 VERSION = 1
@@ -57,6 +59,18 @@ INDEX = "index.json"
 MARKER = "commit_success"
 MAX_SHARDS = 1 << 16
 STAGING = ".sharded-tmp-"
+_POOL_SIZE = 8
+_pool = [None]
+_pool_lock = threading.Lock()
+
+
+def _io_pool():
+    """The threads that write and read rank files (kept: starting threads per call costs more
+    than a small checkpoint's I/O on a busy machine). Tasks never wait on the pool themselves."""
+    with _pool_lock:
+        if _pool[0] is None:
+            _pool[0] = ThreadPoolExecutor(_POOL_SIZE, thread_name_prefix="tw-sharded-io")
+        return _pool[0]
 
 
 class ShardedValue:
@@ -122,12 +136,20 @@ def write_rank(staging, rank, values):
             raise ValueError(f"sharded save: variable {name!r} on rank {rank}: piece is {list(piece.shape)} "
                              f"{piece.dtype}, its layout {value.sbp} gives {list(want)} {value.dtype}")
         tensors[name] = piece
-        records.append({"name": name, "file": fname, "key": name,
+        records.append({"name": name, "file": fname, "key": name, "crc32": piece_crc(piece),
                         "start": [sl.start for sl in region], "stop": [sl.stop for sl in region]})
     if tensors:
         tensor_file.write_tensors(os.path.join(staging, fname), tensors, {"format": FORMAT + ".shards"})
     crash_point("sharded_rank_written")
     return records
+
+
+def piece_crc(a):
+    """CRC-32 of an array's little-endian C-order bytes (as stored in a tensor file)."""
+    a = np.asarray(a)
+    if a.dtype.byteorder == ">":
+        a = a.astype(a.dtype.newbyteorder("<"))
+    return zlib.crc32(np.ascontiguousarray(a).reshape(-1).view(np.uint8)) & 0xFFFFFFFF
 
 
 def _index(values, records, metadata):
@@ -137,29 +159,38 @@ def _index(values, records, metadata):
                            "placement": {"type": value.placement.type, "ranks": value.placement.mesh.tolist()},
                            "sbp": [_sbp_text(s) for s in value.sbp], "shards": []}
     for rec in records:
-        variables[rec["name"]]["shards"].append({k: rec[k] for k in ("file", "key", "start", "stop")})
+        variables[rec["name"]]["shards"].append({k: rec[k] for k in ("file", "key", "crc32", "start", "stop")})
+    if callable(metadata):
+        metadata = metadata(variables)
     return {"format": FORMAT, "version": VERSION, "variables": variables,
             "metadata": {str(k): str(v) for k, v in (metadata or {}).items()}}
 
 
-def commit(staging, target, index):
-    """The controller's last step: ``index.json``, then the marker, then the rename."""
+def commit(staging, target, index, overwrite=False):
+    """The controller's last step: ``index.json``, then the marker, then the rename (with
+    ``overwrite``, an atomic swap with an existing ``target``: ``atomic.replace_dir``)."""
     tensor_file.write_bytes_atomic(os.path.join(staging, INDEX), json.dumps(index, indent=1).encode())
     crash_point("sharded_index_written")
     tensor_file.write_bytes_atomic(os.path.join(staging, MARKER), b"ok\n")
     fsync_dir(staging)
     crash_point("sharded_marker_written")
-    if os.path.lexists(target):
-        raise FileExistsError(f"sharded save: {target} exists (checkpoints are never overwritten)")
-    os.rename(staging, target)
-    fsync_dir(os.path.dirname(os.path.abspath(target)))
+    if overwrite and os.path.isdir(target) and not os.path.islink(target):
+        replace_dir(staging, target, stage_prefix="sharded_")
+    else:
+        if os.path.lexists(target):
+            raise FileExistsError(f"sharded save: {target} exists (checkpoints are never overwritten; "
+                                  "pass overwrite=True to replace it atomically)")
+        os.rename(staging, target)
+        fsync_dir(os.path.dirname(os.path.abspath(target)))
     crash_point("sharded_renamed")
 
 
-def save(directory, values, metadata=None, run_ranks=None):
+def save(directory, values, metadata=None, run_ranks=None, overwrite=False):
     """Saves ``values`` (``{name: ShardedValue}``) as the checkpoint directory ``directory``
-    (which must not exist); returns its path. ``run_ranks(fn, ranks)`` runs ``fn(rank)`` on
-    every rank and returns the results (default: one thread per rank of this process)."""
+    (which must not exist, unless ``overwrite``: then it is replaced atomically); returns its
+    path. ``metadata``: string pairs for the index, or a function of the index's variables
+    (with each shard's ``crc32``) returning them. ``run_ranks(fn, ranks)`` runs ``fn(rank)``
+    on every rank and returns the results (default: one thread per rank of this process)."""
     directory = os.path.abspath(os.fspath(directory))
     for name, value in values.items():
         V.check_name(name, "sharded save", "variable name")
@@ -173,12 +204,11 @@ def save(directory, values, metadata=None, run_ranks=None):
     try:
         ranks = sorted({r for v in values.values() for r in v.placement.ranks})
         if run_ranks is None:
-            with ThreadPoolExecutor(max(1, min(len(ranks), 8))) as pool:
-                per_rank = list(pool.map(lambda r: write_rank(staging, r, values), ranks))
+            per_rank = list(_io_pool().map(lambda r: write_rank(staging, r, values), ranks))
         else:
             per_rank = run_ranks(lambda r: write_rank(staging, r, values), ranks)
         records = [rec for recs in per_rank for rec in recs]
-        commit(staging, directory, _index(values, records, metadata))
+        commit(staging, directory, _index(values, records, metadata), overwrite)
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise
@@ -204,16 +234,21 @@ class SaveHandle:
         return self._box["path"]
 
 
-def save_async(directory, values, metadata=None, run_ranks=None):
-    """Snapshots the pieces now (a copy each, so training may change the variables at once)
-    and saves them in a background thread; returns a :class:`SaveHandle`."""
-    snap = {n: ShardedValue(v.shape, v.dtype, v.placement, v.sbp, {i: np.array(p) for i, p in v.pieces.items()})
+def save_async(directory, values, metadata=None, run_ranks=None, overwrite=False, copy=True, then=None):
+    """Snapshots the pieces now (a copy each, so training may change the variables at once;
+    ``copy=False`` when the caller's arrays are never written in place, e.g. variable storage,
+    which is copy-on-write while a reference is held) and saves them in a background thread;
+    ``then(path)`` runs on that thread after the commit. Returns a :class:`SaveHandle`."""
+    snap = {n: ShardedValue(v.shape, v.dtype, v.placement, v.sbp,
+                            {i: np.array(p) if copy else p for i, p in v.pieces.items()})
             for n, v in values.items()}
     box = {}
 
     def work():
         try:
-            box["path"] = save(directory, snap, metadata, run_ranks)
+            box["path"] = save(directory, snap, metadata, run_ranks, overwrite)
+            if then is not None:
+                then(box["path"])
         except BaseException as e:  # noqa: BLE001 - handed to wait()
             box["error"] = e
     thread = threading.Thread(target=work, name="tw-sharded-save", daemon=True)
@@ -262,7 +297,9 @@ def _check_variable(where, name, var):
     covered = 0
     boxes = []
     for shard in var["shards"]:
-        V.check_keys(shard, w, ("file", "key", "start", "stop"))
+        V.check_keys(shard, w, ("file", "key", "start", "stop"), ("crc32",))
+        if "crc32" in shard:
+            V.check_int(shard["crc32"], w, "shard crc32", 0, 0xFFFFFFFF)
         V.check_safe_filename(shard["file"], w, "shard file")
         V.check_string(shard["key"], w, "shard key")
         for key in ("start", "stop"):
@@ -299,28 +336,42 @@ def read_region(directory, name, region, index=None):
             continue
         src = tuple(slice(a - s, b - s) for a, b, s in zip(lo, hi, shard["start"]))
         dst = tuple(slice(a - sl.start, b - sl.start) for a, b, sl in zip(lo, hi, region))
-        out[dst] = tensor_file.read_slice(os.path.join(directory, shard["file"]), shard["key"], src)
+        part = tensor_file.read_slice(os.path.join(directory, shard["file"]), shard["key"], src)
+        whole = all(a == s0 and b == s1 for a, b, s0, s1 in zip(lo, hi, shard["start"], shard["stop"]))
+        if whole and "crc32" in shard and piece_crc(part) != shard["crc32"]:
+            raise V.LoadError(f"{directory}: variable {name!r}: the shard in {shard['file']} fails its CRC-32 "
+                              "check (corrupt file)")
+        if list(part.shape) != [b - a for a, b in zip(lo, hi)] or part.dtype != dtype:
+            raise V.LoadError(f"{directory}: variable {name!r}: {shard['file']}[{shard['key']!r}] is {part.dtype} "
+                              f"{list(part.shape)}, the index says {dtype} for that region")
+        if part.shape == out.shape:
+            return part           # the region is this one shard (same layout as the save): no second copy
+        out[dst] = part
     return out
 
 
-def restore(directory, name, placement, sbp, ranks=None):
+def restore(directory, name, placement, sbp, ranks=None, index=None):
     """The pieces (mesh order) of variable ``name`` laid out as ``sbp`` on ``placement``, or
-    only those of rank indices ``ranks``; partial layouts get the value on coordinate 0."""
+    only those of rank indices ``ranks``; partial layouts get the value on coordinate 0.
+    Each piece is read by its own thread (as each rank would), only from the shards it overlaps.
+    ``index``: the checkpoint's :func:`read_index`, when the caller has it already."""
     from tensorweave.distribute.layout import normalize_sbp, partial_identity, shard_slices
-    index = read_index(directory)
+    index = index or read_index(directory)
     var = index["variables"][name] if name in index["variables"] else None
     if var is None:
         raise KeyError(f"{directory}: no variable {name!r} (has {sorted(index['variables'])})")
     shape = tuple(var["shape"])
     nd = normalize_sbp(sbp, placement, shape, what="sharded restore")
     regions = shard_slices(shape, placement, nd)
-    wanted = range(placement.size) if ranks is None else ranks
-    pieces = []
-    for i in wanted:
+    wanted = list(range(placement.size) if ranks is None else ranks)
+
+    def one(i):
         piece = read_region(directory, name, regions[i], index)
         coords = placement.coords(i)
         for s, c in zip(nd, coords):
             if isinstance(s, Partial) and c != 0:
-                piece[...] = partial_identity(s.kind, piece.dtype)
-        pieces.append(piece)
-    return pieces
+                return np.full(piece.shape, partial_identity(s.kind, piece.dtype), piece.dtype)
+        return piece
+    if len(wanted) == 1 or V.num_elements(shape) * np.dtype(V.TENSOR_DTYPES[var["dtype"]].np_dtype).itemsize < 1 << 20:
+        return [one(i) for i in wanted]
+    return list(_io_pool().map(one, wanted))

@@ -19,6 +19,11 @@ prefix) replaces it atomically too. The state file is written after the checkpoi
 never names an incomplete one; a crash at any moment leaves the previous checkpoint loadable
 (``tests/test_checkpoint_crash.py`` kills a writer at every stage).
 
+**Global variables.** When the objects reach a variable laid out over ranks (``placement=``,
+``sbp=``; a Keras model built under a distribution), the checkpoint is the directory
+``<prefix>.sharded/`` instead: each rank writes its own pieces, nothing is gathered, and a
+restore gives every variable the pieces of its current layout (``train/_sharded.py``).
+
 **Loading trusts nothing.** The tensor file is validated before any allocation; the object
 graph must match a fixed schema (types, node references, dtypes, shapes, checksums); iterator
 and random states are checked field by field before anything is changed. No pickle, no
@@ -59,8 +64,9 @@ from tensorweave.core import errors
 from tensorweave.core.context import building_graph, init_scope
 from tensorweave.saving import atomic, tensor_file
 from tensorweave.saving.validation import parse_json
-from tensorweave.train import _io
+from tensorweave.train import _io, _sharded
 from tensorweave.train import object_graph as og
+from tensorweave.train._sharded import SHARDED_SUFFIX
 
 SUFFIX = ".safetensors"
 
@@ -71,9 +77,11 @@ __all__ = ["Checkpoint", "CheckpointOptions", "CheckpointLoadStatus", "RNGState"
 class CheckpointOptions:
     """Options of ``save``/``write``/``restore`` (``tf.train.CheckpointOptions``).
 
-    Accepted for TensorFlow compatibility; tensorweave writes synchronously on the host, so
-    ``experimental_io_device`` and the asynchronous flags change nothing (a save has finished
-    when the call returns).
+    ``experimental_enable_async_checkpoint`` / ``enable_async``: ``save``/``write`` return once
+    the values are snapshotted and write in the background (as ``CheckpointManager(...,
+    async_save=True)``); the next save, ``restore``/``read`` and :meth:`Checkpoint.sync` wait
+    for it, and ``sync`` raises its error. ``experimental_io_device`` changes nothing (tensorweave
+    writes from the host).
     """
 
     def __init__(self, experimental_io_device=None, experimental_enable_async_checkpoint=False,
@@ -278,17 +286,65 @@ def _file_of(save_path):
                                f"{path + SUFFIX})")
 
 
+def _mtime(path):
+    try:
+        return os.stat(os.path.join(path, _sharded.sharded.MARKER) if os.path.isdir(path) else path).st_mtime_ns
+    except OSError:
+        return -1
+
+
+def _locate(save_path):
+    """``("file", path)`` or ``("sharded", directory)`` of the checkpoint ``save_path`` (a
+    prefix, or the file or directory itself). When a kill between writing one format and
+    removing the other left both under one prefix, the newer is the checkpoint."""
+    path = os.fspath(save_path)
+    directory = path if path.endswith(SHARDED_SUFFIX) and os.path.isdir(path) else path + SHARDED_SUFFIX
+    if _sharded.sharded.is_committed(directory):
+        other = path + SUFFIX
+        if not os.path.lexists(other) or _mtime(directory) >= _mtime(other):
+            return "sharded", directory
+    return "file", _file_of(path)
+
+
+def checkpoint_exists(prefix):
+    """Whether a complete checkpoint (either format) is at ``prefix``."""
+    prefix = os.fspath(prefix)
+    return os.path.isfile(prefix + SUFFIX) or _sharded.sharded.is_committed(prefix + SHARDED_SUFFIX)
+
+
+def remove_checkpoint(prefix):
+    """Deletes the checkpoint at ``prefix`` (either format)."""
+    prefix = os.fspath(prefix)
+    try:
+        os.remove(prefix + SUFFIX)
+    except (FileNotFoundError, IsADirectoryError):
+        pass
+    _sharded.remove(prefix + SHARDED_SUFFIX)
+
+
 # ---- writing ---------------------------------------------------------------------------------------------
 def serialize(root):
-    """``(tensors, object graph)`` of everything ``root`` reaches."""
+    """``(tensors, object graph)`` of everything ``root`` reaches (the single-file format)."""
+    tensors, graph, _ = collect(root, allow_sharded=False)
+    graph["crc32"] = _crcs(tensors)
+    return tensors, graph
+
+
+def collect(root, allow_sharded=True, copy_state=False):
+    """``(tensors, graph without crc32, sharded)``: what a checkpoint of ``root`` holds. When
+    ``root`` reaches a global variable (and ``allow_sharded``), the tensors are
+    :class:`~tensorweave.saving.sharded.ShardedValue` s (global variables keep their pieces:
+    nothing is gathered), else arrays. Variable values are the variables' own storage (it is
+    copy-on-write while referenced); state arrays are copied with ``copy_state``."""
     nodes = og.build_graph(root)
+    is_sharded = allow_sharded and any(n.kind == "variable" and _sharded.is_global(n.obj) for n in nodes)
     tensors, used = {}, set()
 
     def key_for(path):
-        key = path or "root"
+        key = base = _sharded.safe_key(path) if is_sharded else (path or "root")
         i = 1
         while key in used:
-            key = f"{path}#{i}"
+            key = f"{base}{'-' if is_sharded else '#'}{i}"
             i += 1
         used.add(key)
         return key
@@ -304,30 +360,97 @@ def serialize(root):
             d["slots"] = [{"variable": vid, "index": idx, "slot": name, "node": sid}
                           for vid, idx, name, sid in node.slots]
         if node.kind == "variable":
-            value = np.asarray(node.obj.numpy())
             key = key_for(node.path)
-            tensors[key] = value
-            d.update(tensor=key, dtype=node.obj.dtype.name, shape=list(value.shape))
+            if is_sharded and _sharded.is_global(node.obj):
+                tensors[key] = value = _sharded.global_value(node.obj)
+                shape = value.shape
+            else:
+                value = np.asarray(node.obj.numpy())
+                tensors[key] = _sharded.local_value(value) if is_sharded else value
+                shape = value.shape
+            d.update(tensor=key, dtype=node.obj.dtype.name, shape=list(shape))
         elif node.kind in og.STATE_KINDS:
             state, arrays = _get_state(node.kind, node.obj)
+            if copy_state:
+                state = json.loads(json.dumps(state))
             keys = []
             for i, a in enumerate(arrays):
                 key = key_for(f"{node.path}/.state/{i}")
-                tensors[key] = np.asarray(a)
+                a = np.array(a) if copy_state else np.asarray(a)
+                tensors[key] = _sharded.local_value(a) if is_sharded else a
                 keys.append(key)
             d.update(state=state, tensors=keys)
         out.append(d)
-    crcs = _crcs(tensors)
-    return tensors, {"format": og.FORMAT, "version": og.VERSION, "nodes": out, "crc32": crcs}
+    return tensors, {"format": og.FORMAT, "version": og.VERSION, "nodes": out, "crc32": {}}, is_sharded
 
 
 def write_file(path, root):
     """Writes ``root``'s checkpoint to the file ``path`` atomically (crash stages in ``_io``)."""
     _check_eager("write")
     tensors, graph = serialize(root)
+    _write_tensors(path, tensors, graph)
+
+
+def _write_tensors(path, tensors, graph):
     metadata = {"format": og.FORMAT, "version": str(og.VERSION), "object_graph": json.dumps(graph, allow_nan=False)}
     _io.crash_point("before_write")
     tensor_file.write_tensors(path, tensors, metadata, stage_prefix="")   # (crash stages in _io)
+
+
+def write_checkpoint(prefix, root, async_then=None):
+    """Writes ``root``'s checkpoint at ``prefix``: ``<prefix>.safetensors``, or the sharded
+    directory ``<prefix>.sharded`` when it holds global variables (see ``_sharded``), replacing
+    either atomically. With ``async_then``, only the snapshot is taken now: the write runs in the
+    background, then ``async_then(prefix)``; returns a ``SaveHandle`` (else ``prefix``)."""
+    _check_eager("write")
+    prefix = os.fspath(prefix)
+    tensors, graph, is_sharded = collect(root, copy_state=async_then is not None)
+    other = prefix + (SUFFIX if is_sharded else SHARDED_SUFFIX)
+
+    def finish(_):
+        _remove_other(other)
+        if async_then is not None:
+            async_then(prefix)
+    if is_sharded:
+        if async_then is None:
+            _io.crash_point("before_write")
+            _sharded.write(prefix + SHARDED_SUFFIX, tensors, graph)
+            finish(None)
+            return prefix
+        return _sharded.write(prefix + SHARDED_SUFFIX, tensors, graph, async_then=finish)
+
+    def write_it():
+        graph["crc32"] = _crcs(tensors)
+        _write_tensors(prefix + SUFFIX, tensors, graph)
+        finish(None)
+        return prefix
+    if async_then is None:
+        return write_it()
+    return _in_background(write_it)
+
+
+def _remove_other(path):
+    if path.endswith(SHARDED_SUFFIX):
+        _sharded.remove(path)
+    else:
+        try:
+            os.remove(path)
+        except (FileNotFoundError, IsADirectoryError):
+            pass
+
+
+def _in_background(fn):
+    import threading
+    box = {}
+
+    def work():
+        try:
+            box["path"] = fn()
+        except BaseException as e:  # noqa: BLE001 - handed to wait()
+            box["error"] = e
+    thread = threading.Thread(target=work, name="tw-checkpoint-save", daemon=True)
+    thread.start()
+    return _sharded.sharded.SaveHandle(thread, box)
 
 
 # ---- reading ---------------------------------------------------------------------------------------------
@@ -376,13 +499,22 @@ def list_variables(ckpt_path):
     >>> list_variables(prefix), load_variable(prefix, "w").tolist()
     ([('w', [1, 2])], [[1.0, 2.0]])
     """
-    nodes, _, _ = read_file(_file_of(_latest_if_dir(ckpt_path)))
+    kind, path = _locate(_latest_if_dir(ckpt_path))
+    if kind == "sharded":
+        return _sharded.list_variables(path)
+    nodes, _, _ = read_file(path)
     return sorted((n["path"], list(n["shape"])) for n in nodes if n["kind"] == "variable")
 
 
 def load_variable(ckpt_path, name):
     """The value (a NumPy array) of the variable at object path ``name`` (``tf.train.load_variable``)."""
-    nodes, tensors, _ = read_file(_file_of(_latest_if_dir(ckpt_path)))
+    kind, path = _locate(_latest_if_dir(ckpt_path))
+    if kind == "sharded":
+        value = _sharded.load_variable(path, name)
+        if value is not None:
+            return value
+        raise errors.NotFoundError(f"Key {name} not found in checkpoint {ckpt_path}")
+    nodes, tensors, _ = read_file(path)
     for n in nodes:
         if n["kind"] == "variable" and n["path"] == name:
             return tensors[n["tensor"]]
@@ -391,7 +523,7 @@ def load_variable(ckpt_path, name):
 
 def _latest_if_dir(path):
     path = os.fspath(path)
-    if os.path.isdir(path):
+    if os.path.isdir(path) and not path.endswith(SHARDED_SUFFIX):
         state = _io.read_state(path)
         if state is None:
             raise errors.NotFoundError(f"{path} has no checkpoint state file")
@@ -437,6 +569,35 @@ def _install_hook(obj, name, restoration):
     return hook
 
 
+class _FileSource:
+    """The values of a single-file checkpoint: read at once; those not assigned yet are
+    dropped when nothing waits for them, and read again (checksummed) if asked later."""
+
+    def __init__(self, where, tensors, crcs):
+        self.where, self.tensors, self.crcs = where, tensors, crcs
+
+    def keep(self, keys):
+        self.tensors = {k: v for k, v in self.tensors.items() if k in keys}
+
+    def array(self, key):
+        a = self.tensors.get(key)
+        if a is not None:
+            return a
+        try:
+            a = tensor_file.read_tensors(self.where, names=[key])[key]
+        except (OSError, KeyError) as e:
+            raise ValueError(f"{self.where}: cannot read {key!r} again for a value restored late ({e}); the "
+                             "checkpoint file was removed or replaced since restore()") from None
+        if _crc(a) != self.crcs[key]:
+            raise ValueError(f"{self.where}: tensor {key!r} changed since restore() (the file was replaced)")
+        return a
+
+    def pieces(self, key, placement, sbp):
+        from tensorweave.distribute.layout import normalize_sbp, split_to_pieces
+        a = self.array(key)
+        return split_to_pieces(a, placement, normalize_sbp(sbp, placement, a.shape, "checkpoint restore"))
+
+
 class _Restoration:
     """One ``restore``/``read`` of a file into a root: what matched, what is applied, what waits.
 
@@ -448,9 +609,8 @@ class _Restoration:
     read again from the file (checksummed) in that case.
     """
 
-    def __init__(self, root, nodes, tensors, where, skip_save_counter, crcs):
-        self.root, self.nodes, self.tensors, self.where = root, nodes, tensors, where
-        self.crcs = crcs
+    def __init__(self, root, nodes, source, where, skip_save_counter):
+        self.root, self.nodes, self.source, self.where = root, nodes, source, where
         self.skip_save_counter = skip_save_counter
         self.applied = {}        # (node id, id(object)) -> object (kept alive so ids stay unique)
         self.applied_nodes = set()
@@ -487,20 +647,10 @@ class _Restoration:
         for i in self.deferred_nodes:
             node = self.nodes[i]
             keep.update([node["tensor"]] if node["kind"] == "variable" else node["tensors"])
-        self.tensors = {k: v for k, v in self.tensors.items() if k in keep}
+        self.source.keep(keep)
 
     def _array(self, key):
-        a = self.tensors.get(key)
-        if a is not None:
-            return a
-        try:
-            a = tensor_file.read_tensors(self.where, names=[key])[key]
-        except (OSError, KeyError) as e:
-            raise ValueError(f"{self.where}: cannot read {key!r} again for a value restored late ({e}); the "
-                             "checkpoint file was removed or replaced since restore()") from None
-        if _crc(a) != self.crcs[key]:
-            raise ValueError(f"{self.where}: tensor {key!r} changed since restore() (the file was replaced)")
-        return a
+        return self.source.array(key)
 
     def retry(self):
         if not self.cancelled and not self._running:
@@ -644,14 +794,24 @@ class _Restoration:
         return None
 
     def _prepare_variable(self, saved, var):
-        value = self._array(saved["tensor"])
         dtype = var.dtype
         if dtype.name != saved["dtype"]:
             raise ValueError(f"{self.where}: '{saved['path']}' was saved as {saved['dtype']}, but the variable "
                              f"{var.name} is {dtype.name}")
-        if not var.shape.is_compatible_with(value.shape):
-            raise ValueError(f"{self.where}: '{saved['path']}' was saved with shape {list(value.shape)}, but the "
+        if not var.shape.is_compatible_with(saved["shape"]):
+            raise ValueError(f"{self.where}: '{saved['path']}' was saved with shape {list(saved['shape'])}, but the "
                              f"variable {var.name} has shape {var.shape}")
+        if _sharded.is_global(var):
+            # Each rank's piece of the variable's own layout, read only from what overlaps it.
+            pieces = self.source.pieces(saved["tensor"], var.placement, var.sbp)
+
+            def commit_pieces():
+                # (fresh arrays read for this restore; a view or read-only one is copied by the
+                # variable's copy-on-write at its first in-place update)
+                for local, piece in zip(var._locals, pieces):
+                    local._write(np.asarray(piece, dtype=dtype.np_dtype))
+            return commit_pieces
+        value = self._array(saved["tensor"])
 
         def commit():
             # The assign kernel's own write, without the variable's constraint (a restored value
@@ -858,6 +1018,10 @@ class Checkpoint:
         object.__delattr__(self, name)
         self._tracked.pop(name, None)
 
+    def _async(self, options):
+        return options is not None and bool(getattr(options, "experimental_enable_async_checkpoint", False) or
+                                            getattr(options, "enable_async", False))
+
     def _checkpoint_children(self):
         out = list(og.children(self._root)) if self._root is not None else []
         out += list(self._tracked.items())
@@ -878,11 +1042,14 @@ class Checkpoint:
 
     # ---- saving ---------------------------------------------------------------------------------
     def write(self, file_prefix, options=None):
-        """Writes ``<file_prefix>.safetensors`` (atomically; the state file is not touched);
-        returns ``file_prefix``."""
-        prefix = os.fspath(file_prefix)
-        write_file(prefix + SUFFIX, self)
-        return prefix
+        """Writes ``<file_prefix>.safetensors`` — or the directory ``<file_prefix>.sharded``
+        when the objects reach global variables (each rank writes its own pieces; see
+        ``train/_sharded.py``) — atomically; the state file is not touched. Returns ``file_prefix``."""
+        self.sync()
+        if self._async(options):
+            object.__setattr__(self, "_pending", write_checkpoint(file_prefix, self, async_then=lambda p: None))
+            return os.fspath(file_prefix)
+        return write_checkpoint(file_prefix, self)
 
     def save(self, file_prefix, options=None):
         """Increments ``save_counter`` and writes ``<file_prefix>-<n>``; records it as the latest
@@ -891,10 +1058,16 @@ class Checkpoint:
         prefix = os.fspath(file_prefix)
         # Temporary files of earlier saves to this prefix that were killed before their rename.
         atomic.remove_stale(os.path.dirname(os.path.abspath(prefix)), [f".tmp-{os.path.basename(prefix)}-"])
+        self.sync()
         counter = self.save_counter
         with init_scope():
             counter.assign_add(np.int64(1))
-        path = self.write(f"{prefix}-{int(counter.numpy())}", options)
+        path = f"{prefix}-{int(counter.numpy())}"
+        if self._async(options):
+            # the state file names it once it is complete (never a partial checkpoint)
+            object.__setattr__(self, "_pending", write_checkpoint(path, self, async_then=_record_in_state))
+            return path
+        self.write(path, options)
         _record_in_state(path)
         return path
 
@@ -914,9 +1087,15 @@ class Checkpoint:
 
     def _load(self, save_path, skip_save_counter):
         _check_eager("restore")
-        path = _file_of(save_path)
-        nodes, tensors, crcs = read_file(path)
-        restoration = _Restoration(self, nodes, tensors, path, skip_save_counter, crcs)
+        self.sync()
+        kind, path = _locate(save_path)
+        if kind == "sharded":
+            source = _sharded.Source(path)
+            nodes = source.nodes
+        else:
+            nodes, tensors, crcs = read_file(path)
+            source = _FileSource(path, tensors, crcs)
+        restoration = _Restoration(self, nodes, source, path, skip_save_counter)
         old = self._restoration
         if old is not None:
             old.cancel()      # a newer restore decides the values of objects made from now on
@@ -927,7 +1106,12 @@ class Checkpoint:
         return CheckpointLoadStatus(restoration)
 
     def sync(self):
-        """Waits for pending writes: there are none (saves are synchronous)."""
+        """Waits for an asynchronous save in flight (``CheckpointOptions(
+        experimental_enable_async_checkpoint=True)``); raises its error if it failed."""
+        pending = self.__dict__.get("_pending")
+        if pending is not None:
+            object.__setattr__(self, "_pending", None)
+            pending.wait()
 
     def __repr__(self):
         return f"<tw.train.Checkpoint tracking {sorted(self._tracked)}>"

@@ -32,14 +32,16 @@ True
 """
 import os
 import re
+import threading
 import time
 
 import numpy as np
 
 from tensorweave.core.context import init_scope
 from tensorweave.saving import atomic
+from tensorweave.saving.sharded import STAGING
 from tensorweave.train import _io
-from tensorweave.train.checkpoint import SUFFIX, Checkpoint
+from tensorweave.train.checkpoint import Checkpoint, checkpoint_exists, remove_checkpoint, write_checkpoint
 
 __all__ = ["CheckpointManager", "latest_checkpoint", "get_checkpoint_state"]
 
@@ -58,7 +60,7 @@ def latest_checkpoint(checkpoint_dir, latest_filename=None):
     if state is None:
         return None
     path = state.model_checkpoint_path
-    return path if os.path.isfile(path + SUFFIX) else None
+    return path if checkpoint_exists(path) else None
 
 
 def _number(x):
@@ -83,13 +85,21 @@ class CheckpointManager:
             counter (a variable or tensor) has advanced by ``checkpoint_interval`` since the last
             save by this manager.
         init_fn: called by :meth:`restore_or_initialize` when there is nothing to restore.
+        async_save: ``save()`` takes a snapshot of the values (no copy: variable storage is
+            copy-on-write while the snapshot holds it) and returns; the write, the commit, the
+            state file and the deletions run in a background thread while training goes on.
+            The next ``save`` (and ``restore_or_initialize``) waits for the previous one;
+            :meth:`wait_until_finished` waits explicitly and raises a failed save's error.
+            ``latest_checkpoint`` and ``checkpoints`` list a checkpoint once it is committed.
 
-    Only files named ``<checkpoint_name>-<n>.safetensors`` inside ``directory`` are ever
-    deleted, whatever the state file lists.
+    Only checkpoints named ``<checkpoint_name>-<n>`` (``.safetensors`` files or ``.sharded``
+    directories, for global variables) inside ``directory`` are ever deleted, whatever the
+    state file lists.
     """
 
     def __init__(self, checkpoint, directory, max_to_keep=5, keep_checkpoint_every_n_hours=None,
-                 checkpoint_name="ckpt", step_counter=None, checkpoint_interval=None, init_fn=None):
+                 checkpoint_name="ckpt", step_counter=None, checkpoint_interval=None, init_fn=None,
+                 async_save=False):
         if not isinstance(checkpoint, Checkpoint):
             raise TypeError(f"CheckpointManager needs a tw.train.Checkpoint, got {type(checkpoint).__name__}")
         if max_to_keep is not None and (not isinstance(max_to_keep, int) or max_to_keep <= 0):
@@ -107,6 +117,9 @@ class CheckpointManager:
         self._step_counter = step_counter
         self._checkpoint_interval = checkpoint_interval
         self._init_fn = init_fn
+        self._async = bool(async_save)
+        self._pending = None            # the SaveHandle of an asynchronous save in flight
+        self._lock = threading.Lock()   # the list, the state file and the deletions
         self._last_checkpoint_step = None
         self._own = re.compile(re.escape(checkpoint_name) + r"-\d+")
         os.makedirs(self._directory, exist_ok=True)
@@ -117,7 +130,7 @@ class CheckpointManager:
         if state is not None:
             # Files that a crash (or a user) removed are dropped from the list; the order is kept.
             for p, t in zip(state.all_model_checkpoint_paths, state.all_model_checkpoint_timestamps):
-                if os.path.isfile(p + SUFFIX):
+                if checkpoint_exists(p):
                     self._paths.append(p)
                     self._stamps.append(t)
             self._last_preserved = state.last_preserved_timestamp
@@ -129,7 +142,8 @@ class CheckpointManager:
     def _remove_stale_temporaries(self):
         # Temporary files of writes that were killed before their rename: nothing reads them
         # (those a live writer still holds locked are left alone).
-        atomic.remove_stale(self._directory, [f".tmp-{self._checkpoint_name}-", f".tmp-{_io.STATE_FILE}-"])
+        atomic.remove_stale(self._directory, [f".tmp-{self._checkpoint_name}-", f".tmp-{_io.STATE_FILE}-",
+                                              f"{STAGING}{self._checkpoint_name}-"])
 
     # ---- properties -----------------------------------------------------------------------------
     @property
@@ -158,7 +172,9 @@ class CheckpointManager:
     def save(self, checkpoint_number=None, check_interval=True, options=None):
         """Writes a new checkpoint (numbered ``checkpoint_number``, else by the save counter,
         which is incremented either way); returns its prefix, or None when the interval since
-        the last save has not passed."""
+        the last save has not passed. With ``async_save``, returns once the values are
+        snapshotted (see the class docstring)."""
+        self.wait_until_finished()
         step = None
         if self._step_counter is not None:
             step = _number(self._step_counter)
@@ -169,21 +185,38 @@ class CheckpointManager:
         with init_scope():
             counter.assign_add(np.int64(1))
         number = _number(checkpoint_number) if checkpoint_number is not None else _number(counter)
-        path = self._checkpoint.write(f"{self._prefix}-{number}", options)
-        now = time.time()
-        if path in self._paths:
-            i = self._paths.index(path)
-            del self._paths[i], self._stamps[i]
-        self._paths.append(path)
-        self._stamps.append(now)
-        doomed = self._sweep()
-        _io.write_state(self._directory, path, self._paths, self._stamps, self._last_preserved, doomed)
-        for i, old in enumerate(doomed):
-            self._delete(old)
-            if i == 0:
-                _io.crash_point("during_delete")
+        prefix = f"{self._prefix}-{number}"
         self._last_checkpoint_step = step
+        if self._async:
+            self._pending = write_checkpoint(prefix, self._checkpoint, async_then=self._record)
+            return prefix
+        path = write_checkpoint(prefix, self._checkpoint)
+        self._record(path)
         return path
+
+    def _record(self, path):
+        """After the checkpoint at ``path`` is complete: list it, write the state file, delete
+        the checkpoints beyond ``max_to_keep`` (all of them committed ones from the list)."""
+        with self._lock:
+            now = time.time()
+            if path in self._paths:
+                i = self._paths.index(path)
+                del self._paths[i], self._stamps[i]
+            self._paths.append(path)
+            self._stamps.append(now)
+            doomed = self._sweep()
+            _io.write_state(self._directory, path, self._paths, self._stamps, self._last_preserved, doomed)
+            for i, old in enumerate(doomed):
+                self._delete(old)
+                if i == 0:
+                    _io.crash_point("during_delete")
+
+    def wait_until_finished(self):
+        """Waits for an asynchronous save in flight; raises its error if it failed (the
+        checkpoint it was writing is then not listed; the previous one stays the latest)."""
+        pending, self._pending = self._pending, None
+        if pending is not None:
+            pending.wait()
 
     def _sweep(self):
         """Drops the oldest checkpoints beyond ``max_to_keep`` from the list; returns those to delete."""
@@ -203,15 +236,13 @@ class CheckpointManager:
         if os.path.abspath(os.path.dirname(path)) != os.path.abspath(self._directory) or \
                 not self._own.fullmatch(os.path.basename(path)):
             return     # not one of ours (a state file can name anything): never delete it
-        try:
-            os.remove(path + SUFFIX)
-        except FileNotFoundError:
-            pass
+        remove_checkpoint(path)
 
     # ---- restoring ------------------------------------------------------------------------------
     def restore_or_initialize(self):
         """Restores the latest checkpoint and returns its prefix; with none, calls ``init_fn``
         (when given) and returns None."""
+        self.wait_until_finished()
         latest = self.latest_checkpoint
         if latest is not None:
             self._checkpoint.restore(latest)
@@ -221,4 +252,5 @@ class CheckpointManager:
         return None
 
     def sync(self):
-        """Waits for pending writes: there are none (saves are synchronous)."""
+        """Waits for an asynchronous save in flight (:meth:`wait_until_finished`)."""
+        self.wait_until_finished()

@@ -9,17 +9,24 @@
 """
 from tensorweave.core import dtypes as _dt
 from tensorweave.core import errors
-from tensorweave.train.checkpoint import _file_of, _latest_if_dir, read_file
+from tensorweave.train._sharded import Source
+from tensorweave.train.checkpoint import _latest_if_dir, _locate, read_file
 
 
 class CheckpointReader:
-    """The variables of one checkpoint by object path (TF's ``CheckpointReader``), read once."""
+    """The variables of one checkpoint by object path (TF's ``CheckpointReader``): a file is
+    read once; a sharded directory (global variables) is read per tensor, when asked."""
 
     def __init__(self, ckpt_dir_or_file):
         self._path = _latest_if_dir(ckpt_dir_or_file)
-        nodes, tensors, _ = read_file(_file_of(self._path))
+        kind, path = _locate(self._path)
+        if kind == "sharded":
+            source = Source(path)
+            nodes, self._tensors, self._source = source.nodes, None, source
+        else:
+            nodes, self._tensors, _ = read_file(path)
+            self._source = None
         self._vars = {n["path"]: n for n in nodes if n["kind"] == "variable"}
-        self._tensors = tensors
 
     def get_tensor(self, tensor_str):
         """The value (NumPy array) of the variable at object path ``tensor_str``."""
@@ -27,6 +34,8 @@ class CheckpointReader:
         if node is None:
             raise errors.NotFoundError(f"Key {tensor_str} not found in checkpoint {self._path}; it has: "
                                        f"{sorted(self._vars)[:10]}")
+        if self._source is not None:
+            return self._source.array(node["tensor"])
         return self._tensors[node["tensor"]]
 
     def has_tensor(self, tensor_str):

@@ -36,6 +36,13 @@ def save_weights(model, filepath, overwrite=True):
     if h5.is_h5_path(filepath):
         h5.save_weights(model, filepath)
         return
+    from tensorweave.keras import sharded_saving
+    if sharded_saving.is_global_model(model):
+        sharded_saving.save_weights(model, filepath, overwrite)
+        return
+    if os.path.isdir(filepath) and sharded_saving.is_sharded_save(filepath):
+        from tensorweave.train._sharded import remove
+        remove(filepath)        # (a sharded save of a global model was here; a file replaces it)
     tensors = {k: v.numpy() for k, v in _keyed_weights(model).items()}
     write_tensors(filepath, tensors, metadata={"format": "tensorweave.weights", "version": "1"})
 
@@ -66,7 +73,9 @@ class LoadStatus:
 
 
 def load_weights(model, filepath, skip_mismatch=False, data=None):
-    from tensorweave.keras import h5
+    from tensorweave.keras import h5, sharded_saving
+    if data is None and sharded_saving.is_sharded_save(os.fspath(filepath)) and _keyed_weights(model):
+        return sharded_saving.load_weights(model, filepath, skip_mismatch)
     if data is None and h5.is_hdf5_file(filepath):
         if not _keyed_weights(model):
             model._deferred_weights = (os.fspath(filepath), None, skip_mismatch)   # read at the first call

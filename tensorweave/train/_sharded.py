@@ -1,0 +1,221 @@
+"""``tw.train.Checkpoint`` of global variables: the sharded checkpoint directory.
+
+When the objects of a checkpoint reach a global variable (one laid out over ranks:
+``tw.Variable(..., placement=, sbp=)``, the weights of a Keras model built under a
+distribution, their optimizer slots), ``save``/``write`` make ``<prefix>.sharded/`` with
+:mod:`tensorweave.saving.sharded` instead of ``<prefix>.safetensors``: every rank writes the
+pieces it owns (nothing is gathered), a local variable or an iterator's state is a one-rank
+value written by rank 0's file, and the object graph goes into the index's metadata. The
+graph's ``crc32`` of a tensor is the CRC-32 of its shards' CRC-32s (big-endian, index order),
+binding the graph to the index; each shard's own CRC-32 is checked whenever a restore reads
+it whole.
+
+Restoring reads, for each variable of the program, the region its own layout needs: a
+global variable gets its pieces for its current placement and SBP (each piece from only the
+shards it overlaps), a local variable the logical value. So a checkpoint written by 4 ranks
+loads into 2 or 3 ranks, a 2x2 mesh, ``B``, or one process, and a single-file checkpoint
+loads into global variables (split per rank).
+
+>>> import os, tempfile
+>>> import tensorweave as tw
+>>> from tensorweave.train import Checkpoint
+>>> four = tw.placement("cpu", ranks=[0, 1, 2, 3])
+>>> w = tw.Variable(tw.reshape(tw.range(8.0), [4, 2]), placement=four, sbp=tw.sbp.split(0))
+>>> prefix = Checkpoint(w=w).write(os.path.join(tempfile.mkdtemp(), "ckpt"))
+>>> sorted(os.listdir(prefix + ".sharded"))[:3]
+['commit_success', 'index.json', 'shards-rank0.safetensors']
+>>> two = tw.Variable(tw.zeros([4, 2]), placement=tw.placement("cpu", ranks=[0, 1]), sbp=tw.sbp.split(1))
+>>> _ = Checkpoint(w=two).read(prefix)
+>>> [t.numpy().tolist() for t in two.to_local()]
+[[[0.0], [2.0], [4.0], [6.0]], [[1.0], [3.0], [5.0], [7.0]]]
+"""
+import json
+import os
+import re
+import shutil
+import struct
+import zlib
+
+import numpy as np
+
+from tensorweave.core.sbp import Broadcast, Partial
+from tensorweave.saving import sharded
+from tensorweave.saving import validation as V
+
+SHARDED_SUFFIX = ".sharded"
+_SAFE = re.compile(r"[^A-Za-z0-9_.\-/>]")
+
+
+def is_global(obj):
+    """Whether ``obj`` is a global variable (its value lives as per-rank pieces)."""
+    return bool(getattr(obj, "is_global", False)) and hasattr(obj, "_locals")
+
+
+def safe_key(path):
+    """A tensor key the sharded index accepts, made from an object path."""
+    return _SAFE.sub("_", path) or "root"
+
+
+def global_value(var):
+    """The :class:`~tensorweave.saving.sharded.ShardedValue` of a global variable: its own
+    per-rank arrays (no copy: variable storage is copy-on-write while a reference is held, so
+    these stay the values of now). A partial (``P``) mesh axis is reduced to ``B`` first."""
+    if any(isinstance(s, Partial) for s in var.sbp):
+        nd = tuple(Broadcast() if isinstance(s, Partial) else s for s in var.sbp)
+        g = var.read_value().to_global(sbp=nd)
+        pieces = {i: np.asarray(p) for i, p in enumerate(g._pieces)}
+        return sharded.ShardedValue(var.shape.as_list(), var.dtype.np_dtype, var.placement, nd, pieces)
+    pieces = {i: np.asarray(lv._read()) for i, lv in enumerate(var._locals)}
+    return sharded.ShardedValue(var.shape.as_list(), var.dtype.np_dtype, var.placement, var.sbp, pieces)
+
+
+def local_value(array):
+    """A local value (a variable of one process, an iterator's state array) as a one-rank
+    value, written by rank 0."""
+    from tensorweave.distribute.layout import Placement
+    a = np.asarray(array)
+    return sharded.ShardedValue(a.shape, a.dtype, Placement("cpu", [0]), (Broadcast(),), {0: a})
+
+
+def shards_digest(shards):
+    """The object graph's checksum of a sharded tensor: CRC-32 of its shards' CRC-32s."""
+    return zlib.crc32(b"".join(struct.pack(">I", s.get("crc32", 0)) for s in shards)) & 0xFFFFFFFF
+
+
+def write(directory, values, graph, overwrite=True, async_then=None):
+    """Saves ``values`` with the object ``graph`` (its ``crc32`` filled in at commit) as the
+    sharded checkpoint ``directory``; with ``async_then``, in the background (returns a
+    :class:`~tensorweave.saving.sharded.SaveHandle`, ``async_then(path)`` runs after the
+    commit)."""
+    from tensorweave.train import object_graph as og
+
+    def metadata(variables):
+        graph["crc32"] = {k: shards_digest(variables[k]["shards"]) for k in values}
+        return {"format": og.FORMAT, "version": str(og.VERSION),
+                "object_graph": json.dumps(graph, allow_nan=False)}
+    if async_then is not None:
+        return sharded.save_async(directory, values, metadata, overwrite=overwrite, copy=False, then=async_then)
+    return sharded.save(directory, values, metadata, overwrite=overwrite)
+
+
+def remove(directory):
+    """Deletes a sharded checkpoint directory: renamed to a staging name first (one atomic
+    step, so no reader ever sees a half-deleted checkpoint; a kill during the removal leaves
+    a staging directory that the next save removes)."""
+    if not os.path.isdir(directory) or os.path.islink(directory):
+        return
+    parent, base = os.path.split(os.path.abspath(directory))
+    doomed = os.path.join(parent, f"{sharded.STAGING}{base}-deleted-{os.getpid()}-{id(directory):x}")
+    try:
+        os.rename(directory, doomed)
+    except FileNotFoundError:
+        return
+    sharded.fsync_dir(parent)
+    shutil.rmtree(doomed, ignore_errors=True)
+
+
+class Source:
+    """The values of a sharded checkpoint, read on demand (the restoration asks per variable)."""
+
+    def __init__(self, directory):
+        from tensorweave.saving.validation import parse_json
+        from tensorweave.train import object_graph as og
+        self.where = directory
+        self.index = sharded.read_index(directory)
+        meta = self.index["metadata"]
+        if meta.get("format") != og.FORMAT or "object_graph" not in meta:
+            raise ValueError(f"{directory}: a sharded checkpoint, but not of a tw.train.Checkpoint (format "
+                             f"{meta.get('format')!r:.60}). Hint: weights saved by model.save_weights load with "
+                             "model.load_weights")
+        graph = parse_json(meta["object_graph"].encode("utf-8", "surrogatepass"), f"{directory}: object graph")
+        self.nodes = og.validate(graph, directory)
+        self.crcs = graph["crc32"]
+        variables = self.index["variables"]
+        if set(variables) != set(self.crcs):
+            extra = sorted(set(variables) ^ set(self.crcs))[:3]
+            raise ValueError(f"{directory}: the index's variables do not match the object graph ({extra})")
+        for key, crc in self.crcs.items():
+            if shards_digest(variables[key]["shards"]) != crc:
+                raise ValueError(f"{directory}: tensor {key!r}: the index's shards do not match the object graph's "
+                                 "checksum (files from different saves?)")
+        for node in self.nodes:
+            if node["kind"] == "variable":
+                var = variables[node["tensor"]]
+                if var["dtype"] != node["dtype"] or var["shape"] != node["shape"]:
+                    raise ValueError(f"{directory}: tensor {node['tensor']!r} is {var['dtype']}{var['shape']} in the "
+                                     f"index, the object graph says {node['dtype']}{node['shape']}")
+
+    def array(self, key):
+        """The logical value of tensor ``key``."""
+        shape = self.index["variables"][key]["shape"]
+        return sharded.read_region(self.where, key, tuple(slice(0, d) for d in shape), self.index)
+
+    def pieces(self, key, placement, sbp):
+        """Tensor ``key`` laid out as ``sbp`` on ``placement`` (mesh order)."""
+        return sharded.restore(self.where, key, placement, sbp, index=self.index)
+
+    def keep(self, keys):
+        """(Nothing is held in memory: a late value is read again from the directory.)"""
+
+
+def list_variables(directory):
+    source = Source(directory)
+    return sorted((n["path"], list(n["shape"])) for n in source.nodes if n["kind"] == "variable")
+
+
+def load_variable(directory, name):
+    source = Source(directory)
+    for n in source.nodes:
+        if n["kind"] == "variable" and n["path"] == name:
+            return source.array(n["tensor"])
+    return None
+
+
+
+
+# ---- the TF1 Saver (name-based) on global variables ---------------------------------------------------------
+def save_by_name(directory, variables, fmt, version):
+    """``tf.compat.v1.train.Saver.save`` of ``{TF1 name: variable}`` holding a global variable
+    (eager): the sharded directory, keyed by the variables' names, each rank writing its pieces."""
+    values = {name: global_value(v) if is_global(v) else local_value(np.asarray(v.numpy()))
+              for name, v in variables.items()}
+    for name in values:
+        V.check_name(name, "Saver", "variable name")
+    return sharded.save(directory, values, {"format": fmt, "version": str(version)}, overwrite=True)
+
+
+def restore_by_name(directory, variables, fmt, where):
+    """Restores ``{TF1 name: variable}`` from a sharded Saver directory into each variable's
+    current layout (a global variable's ranks read only their pieces). Raises
+    ``NotFoundError`` / ``InvalidArgumentError`` as the Saver does."""
+    from tensorweave.core import errors
+    index = sharded.read_index(directory)
+    if index["metadata"].get("format") != fmt:
+        raise ValueError(f"{directory}: not a tf.train.Saver checkpoint (format "
+                         f"{index['metadata'].get('format')!r:.60}). Hint: checkpoints of tw.train.Checkpoint "
+                         "restore with Checkpoint.restore")
+    saved = index["variables"]
+    missing = [n for n in variables if n not in saved]
+    if missing:
+        raise errors.NotFoundError(
+            f"Restoring from checkpoint failed: key {missing[0]} not found in checkpoint {where} "
+            f"({len(missing)} missing of {len(variables)}). Hint: variable names must match the ones saved; "
+            f"the checkpoint has {sorted(saved)[:5]}...")
+    commits = []
+    for name, v in variables.items():
+        shape, dtype = saved[name]["shape"], saved[name]["dtype"]
+        if shape != v.shape.as_list() and v.shape.is_fully_defined():
+            raise errors.InvalidArgumentError(f"Restoring from checkpoint failed: {name} has shape {shape} in {where} "
+                                              f"but {v.shape.as_list()} in the graph")
+        if dtype != v.dtype.name:
+            raise errors.InvalidArgumentError(f"Restoring from checkpoint failed: {name} is {dtype} in {where} but "
+                                              f"{v.dtype.name} in the graph")
+        if is_global(v):
+            pieces = sharded.restore(directory, name, v.placement, v.sbp, index=index)
+            commits.append(lambda v=v, pieces=pieces: [lv._write(np.array(p, copy=True))
+                                                       for lv, p in zip(v._locals, pieces)])
+        else:
+            value = sharded.read_region(directory, name, tuple(slice(0, d) for d in shape), index)
+            commits.append(lambda v=v, value=value: v.assign(value))
+    for commit in commits:
+        commit()
