@@ -76,8 +76,6 @@ KNOWN_UPWARD = {
     ("tensorweave.core.graph", "tensorweave.ops"),          # constant / placeholder made by the graph
     ("tensorweave.core.graph", "tensorweave.runtime"),      # default session (run/eval)
     ("tensorweave.core.tensor", "tensorweave.ops"),         # array_ops for tensor methods
-    ("tensorweave.ops.control_flow", "tensorweave.autodiff"),   # cond/while gradients
-    ("tensorweave.ops.script_ops", "tensorweave.autodiff"),     # GradientTape for py_function gradients
     ("tensorweave.ops.string_ops", "tensorweave.ragged"),       # RaggedTensor results (the type belongs in ops/)
     ("tensorweave.ops.variables", "tensorweave.runtime"),       # executor (initial values)
 }
