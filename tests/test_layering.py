@@ -74,7 +74,6 @@ def upward_edges():
 KNOWN_UPWARD = {
     ("tensorweave.core.convert", "tensorweave.ops"),        # constant / stack to convert values
     ("tensorweave.core.graph", "tensorweave.ops"),          # constant / placeholder made by the graph
-    ("tensorweave.core.graph", "tensorweave.runtime"),      # default session (run/eval)
     ("tensorweave.core.tensor", "tensorweave.ops"),         # array_ops for tensor methods
     ("tensorweave.ops.string_ops", "tensorweave.ragged"),       # RaggedTensor results (the type belongs in ops/)
     ("tensorweave.ops.variables", "tensorweave.runtime"),       # executor (initial values)

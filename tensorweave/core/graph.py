@@ -18,11 +18,23 @@ import threading
 import numpy as np
 
 from tensorweave.core import dtypes as _dt
-from tensorweave.core.context import _eager_default, ctx
+from tensorweave.core.context import _eager_default, ctx, get_default_session
 from tensorweave.core.shape import as_shape, fmt
 from tensorweave.core.tensor import Tensor
 
 _VALID_NAME = re.compile(r"^[A-Za-z0-9.][A-Za-z0-9_.\-/>]*$")
+
+
+def _session_for(graph, session):
+    """The Session that ``eval``/``run`` of a node of ``graph`` uses: ``session`` or the default one."""
+    s = session or get_default_session()
+    if s is None:
+        raise ValueError("Cannot evaluate tensor using `eval()`: No default session is registered. "
+                         "Hint: use `with sess.as_default():` or pass session=sess.")
+    if s.graph is not graph:
+        raise ValueError("Cannot use the given session to evaluate a tensor: the tensor's graph is "
+                         "different from the session's graph.")
+    return s
 
 
 class SymbolicTensor(Tensor):
@@ -68,8 +80,7 @@ class SymbolicTensor(Tensor):
 
     def eval(self, feed_dict=None, session=None):
         """Runs the default (or given) Session to compute this tensor's value."""
-        from tensorweave.runtime.session import _default_session_for
-        return _default_session_for(self.graph, session).run(self, feed_dict)
+        return _session_for(self.graph, session).run(self, feed_dict)
 
     def numpy(self):
         raise NotImplementedError(
@@ -140,8 +151,7 @@ class Operation:
                 "attr": {k: v for k, v in self.attrs.items() if not k.startswith("_")}}
 
     def run(self, feed_dict=None, session=None):
-        from tensorweave.runtime.session import _default_session_for
-        _default_session_for(self.graph, session).run(self, feed_dict)
+        _session_for(self.graph, session).run(self, feed_dict)
 
     def __repr__(self):
         return f"<tw.Operation '{self.name}' type={self.type}>"
