@@ -18,6 +18,7 @@ import threading
 import numpy as np
 
 from tensorweave.core import dtypes as _dt
+from tensorweave.core import upcalls
 from tensorweave.core.context import _eager_default, ctx, get_default_session
 from tensorweave.core.shape import as_shape, fmt
 from tensorweave.core.tensor import Tensor
@@ -103,8 +104,7 @@ class SymbolicTensor(Tensor):
 
     def __iter__(self):
         n = len(self)
-        from tensorweave.ops import array_ops
-        return iter(array_ops.unstack(self, num=n))
+        return iter(upcalls.unstack(self, num=n))
 
     def __index__(self):
         raise TypeError(f"Symbolic tensor '{self.name}' cannot be used as a Python index.")
@@ -340,9 +340,8 @@ class Graph:
         if isinstance(value, EagerTensor):
             if value._dtype is _dt.resource:
                 return self._capture_resource(value)
-            from tensorweave.ops.array_ops import constant
             with self.as_default():
-                return constant(value._value, dtype=value._dtype)
+                return upcalls.constant(value._value, dtype=value._dtype)
         raise TypeError(f"Cannot use {value!r} as a tensor of {self}")
 
     def _capture_outer(self, tensor):
@@ -404,9 +403,8 @@ class FuncGraph(Graph):
         hit = self._capture_map.get(key)
         if hit is not None:
             return hit[1]
-        from tensorweave.ops.array_ops import placeholder
         with self.as_default(), self.control_dependencies(None):
-            ph = placeholder(tensor.dtype, shape=tensor.shape, name="capture")
+            ph = upcalls.placeholder(tensor.dtype, shape=tensor.shape, name="capture")
         self._capture_map[key] = (tensor, ph)
         self.captures.append((tensor, ph))
         return ph
