@@ -99,7 +99,7 @@ def test_upcalls_are_installed_by_their_layers():
     from tensorweave.core import upcalls
     owners = {"constant": "tensorweave.ops.array_ops", "placeholder": "tensorweave.ops.array_ops",
               "stack": "tensorweave.ops.array_ops", "unstack": "tensorweave.ops.array_ops",
-              "run_fragment": "tensorweave.runtime.executor"}
+              "run_fragment": "tensorweave.runtime.executor", "load_ops": "tensorweave"}
     assert set(owners) == set(upcalls._NAMES)
     assert {n: getattr(upcalls, n).__module__ for n in owners} == owners
 

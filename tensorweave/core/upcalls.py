@@ -4,8 +4,10 @@ when it is imported (core <- ops <- kernels <- autodiff <- runtime; ``tests/test
 The core layer makes constants, placeholders and stacks (``convert_to_tensor`` of a list of
 tensors, ``Graph.capture``, iterating a tensor); those are ops, installed by
 ``ops/array_ops.py``. ``Variable`` computes an initial value traced inside a function by running
-it once; running is the runtime's, installed by ``runtime/executor.py``. ``import tensorweave``
-imports both, so every caller finds them installed; a call before that names what is missing.
+it once; running is the runtime's, installed by ``runtime/executor.py``. The op registry asks
+the top-level package to load the modules that register ops but load on first use only
+(``load_ops``, installed by ``tensorweave/__init__.py``). ``import tensorweave`` imports all of
+them, so every caller finds them installed; a call before that names what is missing.
 
 >>> import tensorweave as tw
 >>> from tensorweave.core import upcalls
@@ -30,7 +32,15 @@ unstack = _missing("unstack", "tensorweave.ops.array_ops")            # (value, 
 # runtime/executor.py: values of ``fetches`` (graph tensors) computed with no feeds, as arrays
 run_fragment = _missing("run_fragment", "tensorweave.runtime.executor")
 
-_NAMES = ("constant", "placeholder", "stack", "unstack", "run_fragment")
+# tensorweave/__init__.py: imports the module that registers op ``name`` (None: every such module)
+# when that module is loaded on first use only (compat, keras); see registry.get_op
+
+
+def load_ops(name=None):
+    return None
+
+
+_NAMES = ("constant", "placeholder", "stack", "unstack", "run_fragment", "load_ops")
 
 
 def install(**fns):

@@ -74,7 +74,8 @@ class Variable:
         if placement is None and sbp is None:
             return object.__new__(cls)
         if _global_variable_factory is None:
-            raise ValueError("Variable: placement=/sbp= need the distribute package (import tensorweave)")
+            raise ValueError("Variable: placement=/sbp= need the distribute package, loaded on first use. "
+                             "Hint: import tensorweave.distribute (tw.placement and tw.sbp load it)")
         return _global_variable_factory()
 
     def __init__(self, initial_value=None, trainable=True, name=None, dtype=None, shape=None,
