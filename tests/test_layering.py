@@ -56,6 +56,11 @@ def _imports(path, module):
             yield target
             for a in node.names:       # "from tensorweave.runtime import executor" names a module
                 yield f"{target}.{a.name}"
+        elif (isinstance(node, ast.Call) and node.args and isinstance(node.args[0], ast.Constant)
+              and isinstance(node.args[0].value, str)
+              and (getattr(node.func, "attr", None) == "import_module" or getattr(node.func, "id", None) in (
+                  "import_module", "__import__"))):
+            yield node.args[0].value   # importlib.import_module("tensorweave.keras") is an import too
 
 
 def upward_edges():
@@ -117,9 +122,10 @@ def test_the_check_sees_imports_inside_functions(tmp_path):
     pkg = tmp_path / "tensorweave" / "core"
     pkg.mkdir(parents=True)
     src = pkg / "probe.py"
-    src.write_text("def f():\n    from tensorweave.runtime import executor\n    from ..keras import layers\n")
+    src.write_text("import importlib\ndef f():\n    from tensorweave.runtime import executor\n"
+                   "    from ..keras import layers\n    importlib.import_module('tensorweave.saving')\n")
     found = set(_imports(str(src), "tensorweave.core.probe"))
-    assert {"tensorweave.runtime.executor", "tensorweave.keras.layers"} <= found
+    assert {"tensorweave.runtime.executor", "tensorweave.keras.layers", "tensorweave.saving"} <= found
     assert _layer("tensorweave.runtime.executor") > _layer("tensorweave.core.probe")
 
 
