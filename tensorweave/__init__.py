@@ -95,6 +95,9 @@ _check_namespace(globals())
 # --- namespaces built only on the layers above -----------------------------------------------
 from tensorweave import bitwise, config, math, nn, random  # noqa: E402,F401
 from tensorweave import dtypes  # noqa: E402,F401
+# Op namespaces keras' op dispatch wraps when it loads (tw.strings.length(keras.Input(...)) is a layer
+# call): loaded with the ops, so that holds whichever is touched first (a few ms).
+from tensorweave import signal, strings  # noqa: E402,F401
 from tensorweave.ops.fft_ops import fftnd, ifftnd, irfftnd, rfftnd  # noqa: E402,F401
 from tensorweave.ops.string_ops import as_string  # noqa: E402,F401
 from tensorweave.framework_extras import *  # noqa: E402,F401,F403
@@ -108,7 +111,7 @@ _LAZY = {
     # name: (module, attribute of it, or None for the module itself)
     **{m: (f"tensorweave.{m}", None) for m in (
         "compat", "data", "distribute", "estimator", "experimental", "image", "io", "keras", "linalg", "onnx",
-        "profiler", "ragged", "saved_model", "sbp", "signal", "sparse", "strings", "train")},
+        "profiler", "ragged", "saved_model", "sbp", "sparse", "train")},
     "placement": ("tensorweave.distribute", "placement"),   # OneFlow's tw.placement("cpu", ranks=[0, 1])
     "SparseTensor": ("tensorweave.sparse", "SparseTensor"),
     "RaggedTensor": ("tensorweave.ragged", "RaggedTensor"),
