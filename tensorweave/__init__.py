@@ -64,6 +64,7 @@ from tensorweave.ops.partition_ops import *  # noqa: F401,F403
 from tensorweave.ops import nn_ops as _nn_ops, random_ops as _random_ops, training_ops as _training_ops  # noqa: F401
 from tensorweave.ops.complex_ops import complex, conj, real, imag  # noqa: A004
 from tensorweave.ops import fft_ops as _fft_ops  # noqa: F401
+from tensorweave.ops import text_ops as _text_ops  # noqa: F401 - Keras text preprocessing ops
 from tensorweave.kernels import cpu as _cpu_kernels  # noqa: F401
 
 # --- process settings: idle BLAS workers sleep, freed step memory is reused --------------------
@@ -91,30 +92,77 @@ from tensorweave.runtime.session import Session, InteractiveSession
 from tensorweave.core.signatures import check_namespace as _check_namespace
 _check_namespace(globals())
 
-# --- namespaces -------------------------------------------------------------------------------
-from tensorweave import bitwise, config, linalg, math, nn, random  # noqa: E402,F401
-from tensorweave import dtypes, signal, sparse  # noqa: E402,F401
-from tensorweave.sparse import SparseTensor  # noqa: E402,F401
-from tensorweave.sparse.specs import RaggedTensorSpec, SparseTensorSpec  # noqa: E402,F401
+# --- namespaces built only on the layers above -----------------------------------------------
+from tensorweave import bitwise, config, math, nn, random  # noqa: E402,F401
+from tensorweave import dtypes  # noqa: E402,F401
+# Op namespaces keras' op dispatch wraps when it loads (tw.strings.length(keras.Input(...)) is a layer
+# call): loaded with the ops, so that holds whichever is touched first (a few ms).
+from tensorweave import signal, strings  # noqa: E402,F401
 from tensorweave.ops.fft_ops import fftnd, ifftnd, irfftnd, rfftnd  # noqa: E402,F401
 from tensorweave.ops.string_ops import as_string  # noqa: E402,F401
-from tensorweave.io.tensor_proto import make_ndarray, make_tensor_proto  # noqa: E402,F401
-from tensorweave import ragged, strings  # noqa: E402,F401
-from tensorweave.module import Module  # noqa: E402,F401
-from tensorweave.ragged import RaggedTensor  # noqa: E402,F401
-from tensorweave import distribute, sbp  # noqa: E402,F401 - global tensors (x.to_global works at once)
-from tensorweave.distribute import placement  # noqa: E402,F401 - OneFlow's name: tw.placement("cpu", ranks=[0, 1])
 from tensorweave.framework_extras import *  # noqa: E402,F401,F403
-from tensorweave import compat  # noqa: E402,F401 - last: compat.v1 re-exports everything above
+
+# --- loaded on first use (PEP 562) --------------------------------------------------------------
+# ``import tensorweave`` loads the layers (core, ops, kernels, autodiff, runtime: every op, kernel,
+# gradient and upcall is registered when it returns) and nothing above them: a Ray worker or a
+# script that never touches Keras does not pay for it. ``tw.NAME`` imports the module on first
+# use; ``dir(tw)`` lists these names too. (docs/design/process-state.md)
+_LAZY = {
+    # name: (module, attribute of it, or None for the module itself)
+    **{m: (f"tensorweave.{m}", None) for m in (
+        "compat", "data", "distribute", "estimator", "experimental", "image", "io", "keras", "linalg", "onnx",
+        "profiler", "ragged", "saved_model", "sbp", "sparse", "train")},
+    "placement": ("tensorweave.distribute", "placement"),   # OneFlow's tw.placement("cpu", ranks=[0, 1])
+    "SparseTensor": ("tensorweave.sparse", "SparseTensor"),
+    "RaggedTensor": ("tensorweave.ragged", "RaggedTensor"),
+    "RaggedTensorSpec": ("tensorweave.sparse.specs", "RaggedTensorSpec"),
+    "SparseTensorSpec": ("tensorweave.sparse.specs", "SparseTensorSpec"),
+    "make_ndarray": ("tensorweave.io.tensor_proto", "make_ndarray"),
+    "make_tensor_proto": ("tensorweave.io.tensor_proto", "make_tensor_proto"),
+    "Module": ("tensorweave.module", "Module"),
+}
+# ``from tensorweave import *`` (compat.v1 builds on it): every public name, less the namespaces
+# that were always loaded on first use only (TF1 code reaches them as tf.keras, tf.data ...).
+__all__ = sorted({n for n in globals() if not n.startswith("_")} | set(_LAZY)
+                 - {"data", "estimator", "experimental", "image", "keras", "onnx", "profiler", "saved_model", "train"})
+
+# Ops that modules loaded on first use register: a lookup (a graph or plan file naming one, in a
+# fresh process) or an enumeration of the registry loads them first.
+_OP_MODULES = {
+    **dict.fromkeys(["AssertV1"], "tensorweave.compat.v1_asserts"),
+    **dict.fromkeys([f"ResourceScatter{k}V1" for k in ("Add", "Sub", "Mul", "Div", "Min", "Max", "Update")]
+                    + [f"ResourceScatterNd{k}V1" for k in ("Add", "Sub", "Update")]
+                    + ["CountUpToV1", "VarIsInitializedOp"], "tensorweave.compat.v1_state_ops"),
+    "UniqueSegmentSum": "tensorweave.keras.optimizers.sparse_ops",
+}
+
+
+def _load_ops(name=None):
+    import importlib
+    for module in ([_OP_MODULES[name]] if name in _OP_MODULES else [] if name is not None
+                   else sorted(set(_OP_MODULES.values()))):
+        importlib.import_module(module)
+
+
+from tensorweave.core import upcalls as _upcalls  # noqa: E402
+_upcalls.install(load_ops=_load_ops)
 
 
 def __getattr__(name):
-    # Heavier namespaces load on first use (``tw.keras``, ``tw.data``), keeping ``import tensorweave`` quick.
-    if name in ("keras", "data", "train", "saved_model", "onnx", "profiler", "image", "io", "experimental"):
+    target = _LAZY.get(name)
+    if target is not None:
         import importlib
-        return importlib.import_module(f"tensorweave.{name}")
+        module, attr = target
+        value = importlib.import_module(module)
+        value = value if attr is None else getattr(value, attr)
+        globals()[name] = value
+        return value
     if name.endswith("_initializer"):   # tf.random_normal_initializer & co. (the Keras initializers)
         from tensorweave.keras.initializers import TF_NAMES
         if name in TF_NAMES:
             return TF_NAMES[name]
     raise AttributeError(f"module 'tensorweave' has no attribute '{name}'")
+
+
+def __dir__():
+    return sorted(set(globals()) | set(_LAZY))

@@ -16,6 +16,7 @@ class _State(threading.local):
         self.name_stack = ""       # eager-mode name scope (kept for naming variables)
         self.force_eager = False   # set while a kernel runs Python ops (py_function) in TF1 mode
         self.interpreter = None    # an Interpreter (core/dispatch.py) installed by interpreter_scope
+        self.sessions = []         # default Sessions (``sess.as_default()``, innermost last)
 
 
 ctx = _State()
@@ -25,6 +26,11 @@ _eager_default = [True]
 def executing_eagerly():
     """True when ops run at once (no graph is being built)."""
     return not ctx.graph_stack and (_eager_default[0] or ctx.force_eager)
+
+
+def get_default_session():
+    """The innermost ``Session.as_default()`` of this thread, or None (``Tensor.eval`` uses it)."""
+    return ctx.sessions[-1] if ctx.sessions else None
 
 
 def enable_eager_execution():

@@ -6,6 +6,7 @@ arrays keep their dtype unless one is asked for.
 import numpy as np
 
 from tensorweave.core import dtypes as _dt
+from tensorweave.core import upcalls
 from tensorweave.core.context import _eager_default, ctx
 from tensorweave.core.tensor import EagerTensor, Tensor
 
@@ -83,8 +84,7 @@ def convert_to_tensor(value, dtype=None, name=None, dtype_hint=None):
     if conv is not None:
         return conv(dtype)
     if isinstance(value, (list, tuple)) and any(isinstance(v, Tensor) or hasattr(v, "_tw_tensor_") for v in _flat(value)):
-        from tensorweave.ops.array_ops import stack
-        return stack([convert_to_tensor(v, dtype=dtype, dtype_hint=dtype_hint) for v in value], name=name)
+        return upcalls.stack([convert_to_tensor(v, dtype=dtype, dtype_hint=dtype_hint) for v in value], name=name)
     if dtype is None and dtype_hint is not None and not isinstance(value, (np.ndarray, np.generic)):
         try:
             arr = to_numpy(value, dtype_hint)
@@ -94,8 +94,7 @@ def convert_to_tensor(value, dtype=None, name=None, dtype_hint=None):
         arr = to_numpy(value, dtype)
     if not ctx.graph_stack and (_eager_default[0] or ctx.force_eager):
         return EagerTensor(arr)
-    from tensorweave.ops.array_ops import constant
-    return constant(arr, name=name)
+    return upcalls.constant(arr, name=name)
 
 
 def _flat(x):
@@ -116,5 +115,4 @@ def convert_like(value, like, name=None):
     arr = to_numpy(value, like.dtype)
     if not ctx.graph_stack and (_eager_default[0] or ctx.force_eager):
         return EagerTensor(arr, like.dtype)
-    from tensorweave.ops.array_ops import constant
-    return constant(arr, name=name)
+    return upcalls.constant(arr, name=name)

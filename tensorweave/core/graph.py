@@ -18,11 +18,24 @@ import threading
 import numpy as np
 
 from tensorweave.core import dtypes as _dt
-from tensorweave.core.context import _eager_default, ctx
+from tensorweave.core import upcalls
+from tensorweave.core.context import _eager_default, ctx, get_default_session
 from tensorweave.core.shape import as_shape, fmt
 from tensorweave.core.tensor import Tensor
 
 _VALID_NAME = re.compile(r"^[A-Za-z0-9.][A-Za-z0-9_.\-/>]*$")
+
+
+def _session_for(graph, session):
+    """The Session that ``eval``/``run`` of a node of ``graph`` uses: ``session`` or the default one."""
+    s = session or get_default_session()
+    if s is None:
+        raise ValueError("Cannot evaluate tensor using `eval()`: No default session is registered. "
+                         "Hint: use `with sess.as_default():` or pass session=sess.")
+    if s.graph is not graph:
+        raise ValueError("Cannot use the given session to evaluate a tensor: the tensor's graph is "
+                         "different from the session's graph.")
+    return s
 
 
 class SymbolicTensor(Tensor):
@@ -68,8 +81,7 @@ class SymbolicTensor(Tensor):
 
     def eval(self, feed_dict=None, session=None):
         """Runs the default (or given) Session to compute this tensor's value."""
-        from tensorweave.runtime.session import _default_session_for
-        return _default_session_for(self.graph, session).run(self, feed_dict)
+        return _session_for(self.graph, session).run(self, feed_dict)
 
     def numpy(self):
         raise NotImplementedError(
@@ -92,8 +104,7 @@ class SymbolicTensor(Tensor):
 
     def __iter__(self):
         n = len(self)
-        from tensorweave.ops import array_ops
-        return iter(array_ops.unstack(self, num=n))
+        return iter(upcalls.unstack(self, num=n))
 
     def __index__(self):
         raise TypeError(f"Symbolic tensor '{self.name}' cannot be used as a Python index.")
@@ -140,8 +151,7 @@ class Operation:
                 "attr": {k: v for k, v in self.attrs.items() if not k.startswith("_")}}
 
     def run(self, feed_dict=None, session=None):
-        from tensorweave.runtime.session import _default_session_for
-        _default_session_for(self.graph, session).run(self, feed_dict)
+        _session_for(self.graph, session).run(self, feed_dict)
 
     def __repr__(self):
         return f"<tw.Operation '{self.name}' type={self.type}>"
@@ -330,9 +340,8 @@ class Graph:
         if isinstance(value, EagerTensor):
             if value._dtype is _dt.resource:
                 return self._capture_resource(value)
-            from tensorweave.ops.array_ops import constant
             with self.as_default():
-                return constant(value._value, dtype=value._dtype)
+                return upcalls.constant(value._value, dtype=value._dtype)
         raise TypeError(f"Cannot use {value!r} as a tensor of {self}")
 
     def _capture_outer(self, tensor):
@@ -394,9 +403,8 @@ class FuncGraph(Graph):
         hit = self._capture_map.get(key)
         if hit is not None:
             return hit[1]
-        from tensorweave.ops.array_ops import placeholder
         with self.as_default(), self.control_dependencies(None):
-            ph = placeholder(tensor.dtype, shape=tensor.shape, name="capture")
+            ph = upcalls.placeholder(tensor.dtype, shape=tensor.shape, name="capture")
         self._capture_map[key] = (tensor, ph)
         self.captures.append((tensor, ph))
         return ph

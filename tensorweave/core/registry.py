@@ -16,7 +16,7 @@ A kernel implements an op for one device type; kernels are found by
 >>> tw.raw_op("MyCube", [tw.constant([2.0])]).numpy()
 array([8.], dtype=float32)
 """
-from tensorweave.core import errors
+from tensorweave.core import errors, upcalls
 
 NOT_DIFFERENTIABLE = "not-differentiable"
 
@@ -108,11 +108,16 @@ def set_traits(name, **traits):
 def get_op(name):
     opdef = _OPS.get(name)
     if opdef is None:
-        raise errors.NotFoundError(f"Op type not registered: '{name}'")
+        upcalls.load_ops(name)      # an op of a module loaded on first use (compat, keras)
+        opdef = _OPS.get(name)
+        if opdef is None:
+            raise errors.NotFoundError(f"Op type not registered: '{name}'")
     return opdef
 
 
 def registered_ops():
+    """Every registered op by name (the modules loaded on first use that register ops load first)."""
+    upcalls.load_ops()
     return dict(_OPS)
 
 

@@ -13,6 +13,7 @@ array([[2., 4.]], dtype=float32)
 import numpy as np
 
 from tensorweave.core import dtypes as _dt
+from tensorweave.core import upcalls
 from tensorweave.core.shape import TensorShape
 
 
@@ -123,8 +124,7 @@ class EagerTensor(Tensor):
     def __iter__(self):
         if not np.shape(self._value):
             raise TypeError("Cannot iterate over a scalar tensor.")
-        from tensorweave.ops import array_ops
-        return iter(array_ops.unstack(self))
+        return iter(upcalls.unstack(self))
 
     def __bool__(self):
         return bool(self._value)

@@ -8,7 +8,7 @@
 import numpy as np
 
 from tensorweave.core import dtypes as _dt
-from tensorweave.core import sbp_rules
+from tensorweave.core import sbp_rules, upcalls
 from tensorweave.core.context import executing_eagerly
 from tensorweave.core.convert import convert_to_tensor, to_numpy
 from tensorweave.core.dispatch import execute
@@ -354,6 +354,9 @@ def unstack(value, num=None, axis=0, name="unstack"):
         num = x.shape[axis]
     out = execute(get_op("Unpack"), [x], {"axis": axis, "num": num}, name)
     return list(out) if isinstance(out, tuple) else [out]
+
+
+upcalls.install(constant=constant, placeholder=placeholder, stack=stack, unstack=unstack)   # what core makes
 
 
 def _infer_concat(inputs, attrs):

@@ -110,42 +110,6 @@ def _bind_if(op):
             "then_idx": a["_then_idx"], "else_idx": a["_else_idx"]}
 
 
-def _if_grad(op, *grads):
-    pred = op.inputs[0]
-    xs = list(op.inputs[1:])
-
-    def grad_branch(branch_graph, idx):
-        def branch():
-            from tensorweave.autodiff.backprop import densify
-            from tensorweave.autodiff.gradients import gradients
-            g = get_default_graph()
-            outs = _replay(branch_graph, _capture_map(branch_graph, [xs[i] for i in idx]))
-            phs = [g.capture(x) for x in xs]
-            gys = [g.capture(gr) if gr is not None else None for gr in grads]
-            pairs = [(o, gy) for o, gy in zip(outs, gys) if gy is not None and o.dtype.is_floating]
-            res = gradients([o for o, _ in pairs], phs, grad_ys=[gy for _, gy in pairs]) if pairs else [None] * len(phs)
-            return [_zero_grad(p, x) if r is None else densify(r) for r, p, x in zip(res, phs, xs)]
-        return branch
-    differentiable = [x.dtype.is_floating or x.dtype is _dt.resource for x in xs]
-    if not any(differentiable):
-        return [None] * len(op.inputs)
-    res = cond(pred, grad_branch(op.attrs["_then"], op.attrs["_then_idx"]),
-               grad_branch(op.attrs["_else"], op.attrs["_else_idx"]), name="cond_grad")
-    res = nest.flatten(res)
-    return [None] + [r if d else None for r, d in zip(res, differentiable)]
-
-
-def _zero_grad(p, outer):
-    """A zero gradient for input ``p`` of a branch (``outer`` is the tensor it captures)."""
-    from tensorweave.ops.array_ops import zeros, zeros_like
-    if p.dtype is _dt.resource:
-        var = variable_of_handle(outer)
-        return zeros(var.shape, var.dtype) if var is not None else zeros([], _dt.float32)
-    if not p.dtype.is_floating:
-        return zeros([], _dt.float32)
-    return zeros_like(p)
-
-
 def variable_of_handle(t):
     """The Variable behind a resource tensor (through the captures of nested graphs), or None."""
     while t is not None:
@@ -156,10 +120,10 @@ def variable_of_handle(t):
     return None
 
 
-register_op("If", infer=_if_infer, num_outputs=lambda a: len(a["_out_specs"]), bind=_bind_if, grad=_if_grad,
+register_op("If", infer=_if_infer, num_outputs=lambda a: len(a["_out_specs"]), bind=_bind_if,
             heavy=_ALWAYS)
 register_op("StatefulIf", infer=_if_infer, num_outputs=lambda a: len(a["_out_specs"]), bind=_bind_if,
-            grad=_if_grad, stateful=True, heavy=_ALWAYS)
+            stateful=True, heavy=_ALWAYS)
 
 
 def _if_kernel(pred, *inputs, then_plan, else_plan, then_idx, else_idx):
@@ -268,76 +232,12 @@ def _while_kernel(*inputs, cond_plan, body_plan, n_vars, cond_idx, body_idx, max
     return tuple(vars_) + (history,)
 
 
-def _while_grad(op, *grads):
-    a = op.attrs
-    n = len(a["_var_specs"])
-    var_grads = list(grads[:n])
-    xs = list(op.inputs)
-    float_vars = [x.dtype.is_floating for x in xs[:n]]
-    if not any(g is not None for g in var_grads):
-        return [None] * len(xs)
-    from tensorweave.ops.array_ops import zeros_like
-    var_grads = [g if g is not None else (zeros_like(o) if f else None)
-                 for g, o, f in zip(var_grads, op.outputs[:n], float_vars)]
-    # Trace the body's gradient: (vars_i, upstream grads) -> (grads of vars_i, grads of captures)
-    body = a["_body"]
-    specs = a["_var_specs"]
-    outer_caps = xs[n:]
-    from tensorweave.autodiff.backprop import densify
-    from tensorweave.autodiff.gradients import gradients
-
-    def grad_body(*phs):
-        vs, gs = list(phs[:n]), list(phs[n:])
-        mapping = _capture_map(body, [outer_caps[i] for i in a["_body_idx"]])
-        mapping.update({id(p): v for p, v in zip(body.inputs, vs)})
-        outs = _replay(body, mapping)
-        g = get_default_graph()
-        caps = [g.capture(c) for c in outer_caps]
-        pairs = [(o, gy) for o, gy, f in zip(outs, gs, float_vars) if f]
-        targets = vs + caps
-        res = gradients([o for o, _ in pairs], targets, grad_ys=[gy for _, gy in pairs])
-        out = []
-        for r, t, o in zip(res, targets, vs + outer_caps):
-            out.append(_zero_grad(t, o) if r is None else densify(r))
-        return out
-    g_specs = [(s, d) for s, d in specs] + [(s, d) for (s, d), f in zip(specs, float_vars) if f]
-    # Upstream gradient placeholders exist only for float loop variables.
-    fidx = [i for i, f in enumerate(float_vars) if f]
-
-    def grad_body_wrapped(*phs):
-        vs = list(phs[:n])
-        gs = [None] * n
-        for k, i in enumerate(fidx):
-            gs[i] = phs[n + k]
-        return grad_body(*(vs + gs))
-    gg, _, gflat = _trace("while_body_grad", grad_body_wrapped, arg_specs=g_specs)
-    inputs = [op.outputs[n]] + [var_grads[i] for i in fidx] + [c for c, _ in gg.captures]
-    attrs = {"_graph": gg, "n_vars": n, "fidx": tuple(fidx), "n_caps": len(outer_caps),
-             "_specs": [_grad_spec(x) for x in xs]}
-    res = execute(get_op("WhileGrad"), inputs, attrs, "while_grad")
-    res = list(res) if isinstance(res, tuple) else [res]
-    out = []
-    for r, x in zip(res, xs):
-        out.append(r if (x.dtype.is_floating or x.dtype is _dt.resource) else None)
-    return out
-
-
 register_op("While", infer=_while_infer, num_outputs=lambda a: len(a["_var_specs"]) + 1, bind=_bind_while,
-            grad=_while_grad, heavy=_ALWAYS)
+            heavy=_ALWAYS)
 register_op("StatefulWhile", infer=_while_infer, num_outputs=lambda a: len(a["_var_specs"]) + 1,
-            bind=_bind_while, grad=_while_grad, stateful=True, heavy=_ALWAYS)
+            bind=_bind_while, stateful=True, heavy=_ALWAYS)
 register_kernel("While", "CPU")(_while_kernel)
 register_kernel("StatefulWhile", "CPU")(_while_kernel)
-
-
-def _grad_spec(x):
-    """Shape and dtype of the gradient WhileGrad returns for input ``x``."""
-    if x.dtype.is_floating:
-        return x.shape, x.dtype
-    var = variable_of_handle(x) if x.dtype is _dt.resource else None
-    if var is not None:
-        return var.shape, var.dtype
-    return TensorShape([]), _dt.float32
 
 
 def _whilegrad_infer(inputs, attrs):

@@ -42,6 +42,7 @@ from tensorweave.core.context import building_graph, executing_eagerly
 from tensorweave.core.convert import convert_to_tensor
 from tensorweave.core.dispatch import execute
 from tensorweave.core.graph import constant_value
+from tensorweave.core.philox import philox
 from tensorweave.core.plan_data import Resource
 from tensorweave.core.registry import NOT_DIFFERENTIABLE, get_op, register_op
 from tensorweave.core.sbp import B, S, Signature
@@ -659,7 +660,6 @@ class Generator:
 
     def split(self, count=1):
         """``count`` new generators whose streams are fixed by this one's (the parent advances)."""
-        from tensorweave.kernels.cpu.random_kernels import philox
         words = self._state.stream("CPU", philox).integers(0, 2**63, size=(count, 2))
         out = []
         for w in words:

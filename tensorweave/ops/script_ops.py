@@ -2,7 +2,7 @@
 ``numpy_function`` (arrays in, arrays out).
 
 In a graph the function runs when the node executes, eagerly on the executor's thread;
-its gradient runs the function again under a ``GradientTape``.
+its gradient runs the function again under a ``GradientTape`` (``autodiff/py_function_grad.py``).
 
 >>> import tensorweave as tw
 >>> def cube(x):
@@ -32,36 +32,7 @@ def _infer(inputs, attrs):
     return [(TensorShape(None), d) for d in attrs["Tout"]]
 
 
-def _py_grad(op, *grads):
-    func = op.attrs["_func"]
-    inputs = list(op.inputs)
-    diff = [i for i, t in enumerate(inputs) if t.dtype.is_floating]
-    if not diff:
-        return [None] * len(inputs)
-    n_in = len(inputs)
-
-    def grad_impl(*args):
-        from tensorweave.autodiff.tape import GradientTape
-        xs, gys = list(args[:n_in]), list(args[n_in:])
-        with GradientTape() as tape:
-            for i in diff:
-                tape.watch(xs[i])
-            outs = nest.flatten(func(*xs))
-        pairs = [(convert_to_tensor(o), g) for o, g in zip(outs, gys) if o is not None]
-        res = tape.gradient([o for o, _ in pairs], [xs[i] for i in diff],
-                            output_gradients=[g for _, g in pairs])
-        from tensorweave.ops.array_ops import zeros_like
-        return [zeros_like(xs[i]) if r is None else r for r, i in zip(res, diff)]
-    gys = [g for g in grads if g is not None]
-    out = py_function(grad_impl, inputs + gys, [inputs[i].dtype for i in diff], name="py_function_grad")
-    out = out if isinstance(out, list) else [out]
-    full = [None] * n_in
-    for i, g in zip(diff, out):
-        full[i] = g
-    return full
-
-
-register_op("EagerPyFunc", infer=_infer, num_outputs=lambda a: len(a["Tout"]), stateful=True, grad=_py_grad,
+register_op("EagerPyFunc", infer=_infer, num_outputs=lambda a: len(a["Tout"]), stateful=True,
             heavy=lambda op: True)
 register_op("PyFunc", infer=_infer, num_outputs=lambda a: len(a["Tout"]), stateful=True,
             heavy=lambda op: True)

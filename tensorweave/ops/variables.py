@@ -15,7 +15,7 @@ import numpy as np
 
 from tensorweave.core import derived
 from tensorweave.core import dtypes as _dt
-from tensorweave.core import errors
+from tensorweave.core import errors, upcalls
 from tensorweave.core.context import building_graph, ctx, init_scope
 from tensorweave.core.convert import convert_to_tensor
 from tensorweave.core.dispatch import execute
@@ -74,7 +74,8 @@ class Variable:
         if placement is None and sbp is None:
             return object.__new__(cls)
         if _global_variable_factory is None:
-            raise ValueError("Variable: placement=/sbp= need the distribute package (import tensorweave)")
+            raise ValueError("Variable: placement=/sbp= need the distribute package, loaded on first use. "
+                             "Hint: import tensorweave.distribute (tw.placement and tw.sbp load it)")
         return _global_variable_factory()
 
     def __init__(self, initial_value=None, trainable=True, name=None, dtype=None, shape=None,
@@ -401,9 +402,8 @@ class Variable:
 
 def _evaluate_initial_value(t, base):
     """Computes an initial value built inside a traced function (it may use only constants)."""
-    from tensorweave.runtime import executor
     try:
-        value = executor.run_plan(executor.build_plan([t], [], []), [])[0]
+        value = upcalls.run_fragment([t])[0]
     except errors.OpError as e:
         raise ValueError(f"Variable '{base}': the initial value {t.name} depends on the function's inputs, "
                          "so it cannot be computed once. Hint: pass a callable or a value that does not depend "

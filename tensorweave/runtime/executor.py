@@ -21,7 +21,7 @@ import functools
 import threading
 import time
 
-from tensorweave.core import errors
+from tensorweave.core import errors, upcalls
 from tensorweave.core.plan_data import Resource, SubGraph
 from tensorweave.core.registry import _OPS, get_op
 from tensorweave.kernels import threads
@@ -603,3 +603,12 @@ def node_error(step, exc):
         errors.ResourceExhaustedError if isinstance(exc, MemoryError) else errors.InvalidArgumentError)
     err = cls(f"{msg}\n  {where}", op=step.op)
     return err
+
+
+def run_fragment(fetches):
+    """The values (arrays) of graph tensors ``fetches`` computed with no feeds on the default runtime
+    (what ``Variable`` runs for an initial value traced inside a function)."""
+    return run_plan(build_plan(fetches, [], []), [])
+
+
+upcalls.install(run_fragment=run_fragment)

@@ -9,11 +9,11 @@
 ...     sess.run({"y": y}, feed_dict={x: [[1.0, 2.0]]})
 {'y': array([6.], dtype=float32)}
 """
-import threading
 
 import numpy as np
 
 from tensorweave.core import nest
+from tensorweave.core.context import ctx, get_default_session  # noqa: F401 - tw.compat.v1 name
 from tensorweave.core.graph import Operation, SymbolicTensor, get_default_graph
 from tensorweave.core.shape import fmt
 from tensorweave.core.tensor import EagerTensor
@@ -31,29 +31,6 @@ class ConfigProto:
         self.log_device_placement = log_device_placement
         self.inter_op_parallelism_threads = inter_op_parallelism_threads
         self.intra_op_parallelism_threads = intra_op_parallelism_threads
-
-
-class _SessionStack(threading.local):
-    def __init__(self):
-        self.stack = []
-
-
-_default = _SessionStack()
-
-
-def get_default_session():
-    return _default.stack[-1] if _default.stack else None
-
-
-def _default_session_for(graph, session):
-    s = session or get_default_session()
-    if s is None:
-        raise ValueError("Cannot evaluate tensor using `eval()`: No default session is registered. "
-                         "Hint: use `with sess.as_default():` or pass session=sess.")
-    if s.graph is not graph:
-        raise ValueError("Cannot use the given session to evaluate a tensor: the tensor's graph is "
-                         "different from the session's graph.")
-    return s
 
 
 class Session:
@@ -89,14 +66,14 @@ class Session:
 
         class _Default:
             def __enter__(self):
-                _default.stack.append(sess)
+                ctx.sessions.append(sess)
                 self._g = sess._graph.as_default()
                 self._g.__enter__()
                 return sess
 
             def __exit__(self, *exc):
                 self._g.__exit__(*exc)
-                _default.stack.remove(sess)
+                ctx.sessions.remove(sess)
         return _Default()
 
     def __enter__(self):

@@ -34,7 +34,8 @@ import os
 
 import numpy as np
 
-from tensorweave.core.registry import _OPS
+from tensorweave.core.errors import NotFoundError
+from tensorweave.core.registry import _OPS, get_op
 from tensorweave.core import devices
 from tensorweave.runtime import executor
 from tensorweave.runtime.plan_spec import COPY_OP, LocalValue, NodeSpec, PlanSpec, ResourceRef
@@ -234,7 +235,10 @@ def _decode_node(nd, lctx, where, n, n_resources, depth):
         if set(attrs) != {"src", "dst"} or not all(isinstance(attrs[k], str) for k in attrs):
             fail(where, "a copy node has string attrs 'src' and 'dst' only")
     else:
-        opdef = _OPS.get(op)
+        try:
+            opdef = get_op(op)      # loads the module of an op registered on first use (compat, keras)
+        except NotFoundError:
+            opdef = None
         if opdef is None:
             fail(where, f"op {op!r} is not registered")
         if dev_type not in opdef.kernels:
