@@ -502,3 +502,20 @@ def _under_distribution(method):
 
 for _name in ("fit", "evaluate", "predict", "train_on_batch", "test_on_batch", "predict_on_batch"):
     setattr(Model, _name, _under_distribution(getattr(Model, _name)))
+
+
+def _in_own_layout(method):
+    """Compiles a model made global with ``to_global`` (and outside any distribution scope) under
+    its own layout, so its metrics are global and ``fit`` feeds global batches."""
+    @functools.wraps(method)
+    def run(self, *args, **kwargs):
+        from tensorweave.distribute.distribution import distribution
+        layout = getattr(self, "_global_layout", None)
+        if layout is None or distribution() is not None:
+            return method(self, *args, **kwargs)
+        with layout.scope():
+            return method(self, *args, **kwargs)
+    return run
+
+
+Model.compile = _in_own_layout(Model.compile)
