@@ -14,6 +14,7 @@ from tensorweave.distribute.collective import (CollectiveAbortedError, Collectiv
 from tensorweave.distribute.ranks import World, default_world, set_collective_timeout
 from tensorweave.distribute.variables import GlobalVariable
 from tensorweave.distribute.distribution import MirroredStrategy
+from tensorweave.distribute.pipeline import Pipeline, pipeline
 from tensorweave.distribute.ray import connect, current, shutdown   # (Ray is imported by connect, not here)
 
 placement = Placement
@@ -21,4 +22,5 @@ placement = Placement
 __all__ = ["Placement", "placement", "GlobalTensor", "from_local", "to_global", "BoxingPlan", "BoxingStep", "box",
            "boxing_cost", "plan_boxing", "CollectiveAbortedError", "CollectiveTimeoutError", "Communicator",
            "InProcessGroup", "World", "default_world", "set_collective_timeout", "GlobalVariable", "MirroredStrategy",
+           "Pipeline", "pipeline",
            "connect", "current", "shutdown"]
