@@ -165,6 +165,14 @@ class GlobalVariable(Variable):
             return placeholder(self._dtype, self._shape)
         return super().read_value()
 
+    def sparse_read(self, indices, name=None):
+        g = building_graph()
+        if g is not None and getattr(g, "shape_only", False):
+            # the shape-only trace (an embedding in a Keras functional model): rows of the stand-in
+            from tensorweave.ops.array_ops import gather
+            return gather(self.read_value(), indices)
+        return super().sparse_read(indices, name)
+
     def _read(self):
         return self.read_value().numpy()
 
