@@ -108,11 +108,14 @@ def one_device():
     return losses, [v.numpy() for v in variables]
 
 
-@pytest.mark.parametrize("schedule", ["1f1b", "gpipe"])
-def test_pipelined_training_equals_one_device(schedule, one_device):
+@pytest.mark.parametrize("schedule,tensor_parallel", [("1f1b", False), ("gpipe", False), ("1f1b", True)])
+def test_pipelined_training_equals_one_device(schedule, tensor_parallel, one_device):
     l1, l2 = Dense(W1, B1, tw.nn.relu, name="l1"), Dense(W2, B2, name="l2")
+    if tensor_parallel:          # pipeline x tensor parallelism: split weights inside each stage
+        l1.to_global(STAGE0, {"w": S(1), "b": S(0)})
+        l2.to_global(STAGE1, {"w": S(0)})
     pipe = tw.distribute.pipeline([(l1, STAGE0), (l2, STAGE1)], micro_batches=4, schedule=schedule, loss=_mse)
-    assert l1.w.placement == STAGE0 and l2.w.placement == STAGE1 and l1.w.sbp == (B,)
+    assert l1.w.placement == STAGE0 and l2.w.placement == STAGE1 and l1.w.sbp == ((S(1),) if tensor_parallel else (B,))
     opt = tw.keras.optimizers.Adam(0.05)
     losses = [float(pipe.train_step(X, Y, opt)) for _ in range(STEPS)]
     want_losses, want = one_device
