@@ -118,6 +118,7 @@ def test_pipelined_training_equals_one_device(schedule, tensor_parallel, one_dev
     assert l1.w.placement == STAGE0 and l2.w.placement == STAGE1 and l1.w.sbp == ((S(1),) if tensor_parallel else (B,))
     opt = tw.keras.optimizers.Adam(0.05)
     losses = [float(pipe.train_step(X, Y, opt)) for _ in range(STEPS)]
+    assert pipe.held_activations == pipe.peak_activations == ([2, 1] if schedule == "1f1b" else [4, 4])
     want_losses, want = one_device
     np.testing.assert_allclose(losses, want_losses, rtol=2e-5)
     assert [v.name for v in pipe.trainable_variables] == ["l1/b:0", "l1/w:0", "l2/b:0", "l2/w:0"]

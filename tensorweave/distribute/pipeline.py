@@ -176,6 +176,7 @@ class Pipeline:
         self.schedule_name = schedule
         self.schedule = make_schedule(len(self.stages), self.micro_batches, schedule)
         self.loss = loss
+        self.held_activations = None
         for fn, placement in zip(self.stages, self.placements):
             _place_stage(fn, placement)
 
@@ -187,7 +188,8 @@ class Pipeline:
 
     @property
     def peak_activations(self):
-        """Per stage, the most micro-batches whose activations it holds at once."""
+        """Per stage, the most micro-batches whose activations it holds at once (from the
+        schedule; the last step's measured counts are ``held_activations``)."""
         return peak_activations(self.schedule)
 
     def format_schedule(self):
@@ -246,6 +248,7 @@ class Pipeline:
         grads_in = {}                   # (stage, micro-batch) -> gradient of that stage's output
         acc, order = {}, []
         total = None
+        held = [0] * len(self.stages)       # per stage, the most forward states (tapes) held at once
         for a in self.schedule:
             s, m = a.stage, a.micro_batch
             if a.kind == "F":
@@ -256,6 +259,8 @@ class Pipeline:
                         out = tw.cast(self.loss(ys[m], out), tw.float32) * weights[m]
                         total = out if total is None else total + out
                 saved[(s, m)] = (tape, inp, out)
+                live = sum(1 for k in saved if k[0] == s)
+                held[s] = max(held[s], live)
             else:
                 tape, inp, out = saved.pop((s, m)) if s == 0 else saved[(s, m)]
                 variables = list(tape.watched_variables())
@@ -277,6 +282,7 @@ class Pipeline:
                     else:
                         acc[id(v)] = g
                         order.append(v)
+        self.held_activations = held
         known = {id(v) for v in self.trainable_variables}
         variables = self.trainable_variables + [v for v in order if id(v) not in known]
         return total, [acc.get(id(v)) for v in variables], variables
