@@ -205,3 +205,26 @@ def test_one_optimizer_step_updates_variables_on_several_placements():
     np.testing.assert_allclose(a.numpy(), np.full(3, 0.9), rtol=1e-5)
     np.testing.assert_allclose(b.numpy(), np.full(3, 0.9), rtol=1e-5)
     assert int(opt.iterations.numpy()) == 1
+
+
+def test_a_keras_sequential_split_into_stages_trains_like_train_on_batch():
+    def make():
+        return keras.Sequential([keras.Input((6,)), keras.layers.Dense(10, activation="relu"),
+                                 keras.layers.Dense(8, activation="tanh"), keras.layers.Dense(3)])
+    keras.utils.set_random_seed(4)
+    want_model = make()
+    model = make()
+    model.set_weights(want_model.get_weights())
+    want_model.compile(optimizer=keras.optimizers.Adam(0.02), loss="mse")
+    want = []
+    for _ in range(5):
+        want_model.reset_metrics()           # (Keras 3's train_on_batch reports the running mean)
+        want.append(want_model.train_on_batch(X, Y))
+    pipe = tw.distribute.pipeline([(model.layers[:2], STAGE0), (model.layers[2:], STAGE1)], micro_batches=4,
+                                  loss="mse")
+    opt = keras.optimizers.Adam(0.02)
+    got = [float(pipe.train_step(X, Y, opt)) for _ in range(5)]
+    np.testing.assert_allclose(got, want, rtol=2e-5)
+    assert model.layers[1].kernel.placement == STAGE0 and model.layers[2].kernel.placement == STAGE1
+    for a, b in zip(model.get_weights(), want_model.get_weights()):
+        np.testing.assert_allclose(a, b, rtol=2e-5, atol=1e-6)

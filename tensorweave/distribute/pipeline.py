@@ -1,8 +1,9 @@
 """Pipeline parallelism: stages on disjoint placements, micro-batches, GPipe and 1F1B schedules.
 
 ``tw.distribute.pipeline(stages, micro_batches=k, schedule="1f1b", loss=fn)`` takes the
-stages as ``(callable, placement)`` pairs (a Keras layer or model, a ``tw.Module``, any
-function of one tensor); a stage's variables live on its placement (local ones are made
+stages as ``(callable, placement)`` pairs (a Keras layer or model, a list of layers such as
+``model.layers[:2]``, a ``tw.Module``, any function of one tensor; ``loss`` a function, a Keras
+loss or its name); a stage's variables live on its placement (local ones are made
 global there, replicated, with ``to_global``; Keras layers built by the first call get
 their weights there). A step splits the batch into ``k`` micro-batches (balanced, along
 axis 0) and runs the **schedule**, which is data: a list of :class:`Action`
@@ -159,6 +160,9 @@ class Pipeline:
             raise ValueError("pipeline: no stages")
         self.stages, self.placements = [], []
         for i, st in enumerate(stages):
+            if isinstance(st, (tuple, list)) and len(st) == 2 and isinstance(st[0], (list, tuple)) and st[0] and all(
+                    callable(f) for f in st[0]):
+                st = (_Chain(st[0]), st[1])            # a list of layers: applied in order
             if not (isinstance(st, (tuple, list)) and len(st) == 2 and callable(st[0])):
                 raise TypeError(f"pipeline: stage {i} must be a (callable, placement) pair, got {st!r}")
             fn, placement = st
@@ -175,6 +179,9 @@ class Pipeline:
         self.micro_batches = int(micro_batches)
         self.schedule_name = schedule
         self.schedule = make_schedule(len(self.stages), self.micro_batches, schedule)
+        if isinstance(loss, (str, dict)):
+            from tensorweave.keras import losses
+            loss = losses.get(loss)
         self.loss = loss
         self.held_activations = None
         for fn, placement in zip(self.stages, self.placements):
@@ -256,7 +263,10 @@ class Pipeline:
                 with tw.GradientTape() as tape:
                     out = self._forward(s, inp, tape)
                     if s == last:
-                        out = tw.cast(self.loss(ys[m], out), tw.float32) * weights[m]
+                        out = self.loss(ys[m], out)
+                        if out.shape.rank:      # per-example losses ("mse"): their mean, as Keras reduces
+                            out = tw.reduce_mean(out)
+                        out = tw.cast(out, tw.float32) * weights[m]
                         total = out if total is None else total + out
                 saved[(s, m)] = (tape, inp, out)
                 live = sum(1 for k in saved if k[0] == s)
@@ -309,6 +319,44 @@ class Pipeline:
     def __repr__(self):
         return (f"<Pipeline {len(self.stages)} stages, {self.micro_batches} micro-batches, {self.schedule_name}, "
                 f"bubble {self.bubble_fraction:.3f}>")
+
+
+class _Chain:
+    """A stage given as a list of layers (``model.layers[:2]``): applied in order."""
+
+    def __init__(self, layers):
+        self.layers = list(layers)
+
+    def __call__(self, x):
+        for layer in self.layers:
+            x = layer(x)
+        return x
+
+    def _collect(self, attr):
+        out, seen = [], set()
+        for layer in self.layers:
+            for v in getattr(layer, attr, ()):
+                if id(v) not in seen:
+                    seen.add(id(v))
+                    out.append(v)
+        return out
+
+    @property
+    def variables(self):
+        return self._collect("variables")
+
+    @property
+    def trainable_variables(self):
+        return self._collect("trainable_variables")
+
+    @property
+    def built(self):
+        return all(getattr(layer, "built", True) for layer in self.layers)
+
+    def to_global(self, placement, sbp):
+        for layer in self.layers:
+            if getattr(layer, "built", True) and getattr(layer, "variables", None):
+                layer.to_global(placement, sbp)
 
 
 def _place_stage(fn, placement):
