@@ -379,11 +379,13 @@ class Model(Layer):
         if class_weight is not None and y is not None:
             cw = data_adapter.class_weights_to_sample_weights(np.asarray(y), class_weight)
             sample_weight = cw if sample_weight is None else np.asarray(sample_weight) * cw
+        self.reset_metrics()        # as Keras 3: the logs are this batch's, not a running mean
         logs = _to_floats(self.make_train_function()(_step_data((x, y, sample_weight))))
         return self._logs_out(logs, return_dict)
 
     def test_on_batch(self, x, y=None, sample_weight=None, return_dict=False):
         self._assert_compiled()
+        self.reset_metrics()
         logs = _to_floats(self.make_test_function()(_step_data((x, y, sample_weight))))
         return self._logs_out(logs, return_dict)
 
