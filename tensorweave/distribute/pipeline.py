@@ -243,8 +243,10 @@ class Pipeline:
         return out
 
     def forward_backward(self, x, y):
-        """Runs one step's schedule on batch ``x`` and targets ``y``: returns (loss, gradients),
-        the gradients in the order of :attr:`trainable_variables` (summed over micro-batches)."""
+        """Runs one step's schedule on batch ``x`` and targets ``y`` (arrays or tensors, one
+        each): returns (loss, gradients, variables) — the whole batch's loss on the last stage,
+        and each variable's gradient summed over the micro-batches (None where it got none), in
+        the order of :attr:`trainable_variables` then any other variable a stage's tape watched."""
         import tensorweave as tw
         if self.loss is None:
             raise ValueError("pipeline: training needs loss=fn(y_true, y_pred)")
