@@ -225,3 +225,12 @@ def test_a_keras_sequential_split_into_stages_trains_like_train_on_batch():
     assert model.layers[1].kernel.placement == STAGE0 and model.layers[2].kernel.placement == STAGE1
     for a, b in zip(model.get_weights(), want_model.get_weights()):
         np.testing.assert_allclose(a, b, rtol=2e-5, atol=1e-6)
+
+
+def test_a_stage_that_cuts_the_gradient_sends_zeros_back():
+    l1, l2 = Dense(W1, B1, tw.nn.relu), Dense(W2, B2)
+    pipe = tw.distribute.pipeline([(l1, STAGE0), (lambda h: l2(tw.stop_gradient(h)), STAGE1)], micro_batches=2,
+                                  loss=_mse)
+    _, grads, variables = pipe.forward_backward(X, Y)
+    by_var = {id(v): g for v, g in zip(variables, grads)}
+    assert not np.any(by_var[id(l1.w)].numpy()) and np.any(by_var[id(l2.w)].numpy())

@@ -269,7 +269,8 @@ class Pipeline:
                         if out.shape.rank:      # per-example losses ("mse"): their mean, as Keras reduces
                             out = tw.reduce_mean(out)
                         out = tw.cast(out, tw.float32) * weights[m]
-                        total = out if total is None else total + out
+                if s == last:
+                    total = out if total is None else total + out
                 saved[(s, m)] = (tape, inp, out)
                 live = sum(1 for k in saved if k[0] == s)
                 held[s] = max(held[s], live)
@@ -282,6 +283,8 @@ class Pipeline:
                 if s:
                     g_in = grads[0]
                     prev = saved[(s - 1, m)][2]
+                    if g_in is None:        # the stage ignores its input (or it is not differentiable)
+                        g_in = tw.zeros_like(prev)
                     grads_in[(s - 1, m)] = g_in.to_global(placement=prev.placement, sbp=_grad_layout(prev.sbp))
                     del saved[(s, m)]
                     grads = grads[1:]
