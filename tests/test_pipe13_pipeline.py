@@ -8,8 +8,8 @@ import pytest
 import tensorweave as tw
 from tensorweave import keras
 from tensorweave.core.sbp import B, S
-from tensorweave.distribute.pipeline import (Action, bubble_fraction, make_schedule, peak_activations,
-                                             stage_orders)
+from tensorweave.distribute.pipeline_schedule import (Action, bubble_fraction, make_schedule, peak_activations,
+                                                      stage_orders)
 
 STEPS = 20
 RNG = np.random.default_rng(11)
