@@ -95,7 +95,16 @@ def _keras_fit(model, epochs):
     return model.fit(X, Y, batch_size=4, epochs=epochs, shuffle=False, verbose=0).history["loss"]
 
 
-@pytest.mark.parametrize("layout", ["replicated", "model_parallel"])
+KERAS_LAYOUTS = {
+    "replicated": (P2, B),
+    "model_parallel": (P2, {"d1/kernel": S(1), "d1/bias": S(0), "d2/kernel": S(0)}),
+    # unmatched weights (d2/bias) are B on both mesh axes (regression: a 1-D B on the 2x2 mesh)
+    "hybrid_2x2": (MESH, {"d1/kernel": (B, S(1)), "d1/bias": (B, S(0)), "d2/kernel": (B, S(0))}),
+    "replicated_2x2": (MESH, B),
+}
+
+
+@pytest.mark.parametrize("layout", sorted(KERAS_LAYOUTS))
 def test_a_keras_model_made_global_after_fit_keeps_fitting_like_one_device(layout):
     keras.utils.set_random_seed(5)
     init = _keras_model().get_weights()
@@ -109,10 +118,10 @@ def test_a_keras_model_made_global_after_fit_keeps_fitting_like_one_device(layou
     want = _keras_fit(want_model, 2)
     model = fresh()
     got = _keras_fit(model, 1)
-    sbp = B if layout == "replicated" else {"d1/kernel": S(1), "d1/bias": S(0), "d2/kernel": S(0)}
+    placement, sbp = KERAS_LAYOUTS[layout]
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        model.to_global(P2, sbp)
+        model.to_global(placement, sbp)
         got += _keras_fit(model, 1)
         evals = model.evaluate(X, Y, batch_size=4, verbose=0)
     np.testing.assert_allclose(got, want, rtol=2e-5)
@@ -123,6 +132,8 @@ def test_a_keras_model_made_global_after_fit_keeps_fitting_like_one_device(layou
     assert all(v.is_global for v in model.optimizer.variables if v.shape.rank)
     if layout == "model_parallel":
         assert model.layers[0].kernel.sbp == (S(1),) and model.layers[1].bias.sbp == (B,)
+    if layout == "hybrid_2x2":
+        assert model.layers[0].kernel.sbp == (B, S(1)) and model.layers[1].bias.sbp == (B, B)
 
 
 def test_a_keras_model_made_global_before_compile_fits_on_split_batches():

@@ -6,7 +6,8 @@ with its value kept, so everything that holds it (layers, the tape's sources, th
 optimizer's slot table, a checkpoint's object graph) keeps working. Its SBP comes from
 ``sbp``: one SBP (or one N-D tuple) for all, a dict from variable path to SBP (the key equal
 to the path, else the one key found by ``re.search`` in it, as ``keras.distribution.LayoutMap``;
-unmatched variables are ``B``), or a callable ``sbp(variable) -> SBP``. The optimizer's slots
+unmatched variables are ``B``), or a callable ``sbp(variable) -> SBP``; a lone ``B`` means ``B``
+on every mesh axis. The optimizer's slots
 (``optimizer=``, by default a Keras model's own) follow their variable's layout, so training
 continues with the same numbers (ZeRO-style state when the weights are split).
 
@@ -29,7 +30,7 @@ as ``keras.distribution``'s batch axis); its metric state becomes replicated.
 import re
 
 from tensorweave.core import errors
-from tensorweave.core.sbp import SBP, B
+from tensorweave.core.sbp import SBP, B, Broadcast
 from tensorweave.distribute.distribution import DeviceMesh, Distribution
 from tensorweave.distribute.layout import Placement, normalize_sbp
 
@@ -69,6 +70,8 @@ def variable_to_global(var, placement, sbp):
         raise errors.UnimplementedError(f"to_global: '{var.name}' is a TF1 graph variable; convert eager "
                                         "variables (global variables in graphs are not supported yet)")
     shape = tuple(var.shape.as_list())
+    if isinstance(sbp, Broadcast):
+        sbp = (B,) * placement.ndim                # B is B on every mesh axis
     nd = normalize_sbp(sbp, placement, shape, f"to_global of variable '{_path(var)}'")
     if getattr(var, "is_global", False) and var.placement == placement and var.sbp == nd:
         return var
