@@ -234,3 +234,13 @@ def test_a_stage_that_cuts_the_gradient_sends_zeros_back():
     _, grads, variables = pipe.forward_backward(X, Y)
     by_var = {id(v): g for v, g in zip(variables, grads)}
     assert not np.any(by_var[id(l1.w)].numpy()) and np.any(by_var[id(l2.w)].numpy())
+
+
+def test_3d_parallelism_a_2x2_mesh_stage_data_and_tensor_parallel_then_a_1d_stage(one_device):
+    l1, l2 = Dense(W1, B1, tw.nn.relu), Dense(W2, B2)
+    mesh = tw.placement("cpu", ranks=[[0, 1], [2, 3]])
+    l1.to_global(mesh, {"w": (B, S(1)), "b": (B, S(0))})          # batch S(0) over mesh axis 0, weights over axis 1
+    pipe = tw.distribute.pipeline([(l1, mesh), (l2, tw.placement("cpu", ranks=[4, 5]))], micro_batches=3, loss=_mse)
+    opt = tw.keras.optimizers.Adam(0.05)
+    losses = [float(pipe.train_step(X, Y, opt)) for _ in range(5)]
+    np.testing.assert_allclose(losses, one_device[0][:5], rtol=2e-5)
