@@ -3,7 +3,7 @@
 
 Every variable of the model is turned *in place* into a global variable on ``placement``
 with its value kept, so everything that holds it (layers, the tape's sources, the
-optimizer's slot table, a checkpoint's object graph) keeps working. Its SBP comes from
+optimizer's slot table) keeps working. Its SBP comes from
 ``sbp``: one SBP (or one N-D tuple) for all, a dict from variable path to SBP (the key equal
 to the path, else the one key found by ``re.search`` in it, as ``keras.distribution.LayoutMap``;
 unmatched variables are ``B``), or a callable ``sbp(variable) -> SBP``; a lone ``B`` means ``B``
