@@ -172,3 +172,26 @@ def test_a_global_variable_is_re_laid_out_in_place():
     model.to_global(P3, {"w1": S(1)})
     assert model.w1.placement == P3 and model.w1.sbp == (S(1),) and model.b1.sbp == (B,)
     np.testing.assert_array_equal(model.w1.numpy(), W1)
+
+
+def test_a_function_traced_before_to_global_reads_and_writes_the_global_value():
+    # regression: its old local handle wrote into storage the global variable no longer reads (lost update)
+    model = MLP()
+
+    @tw.function
+    def bump(x):
+        model.b2.assign_add(x)
+        return tw.reduce_sum(model.b2)
+
+    @tw.function
+    def scatter():
+        model.b2.scatter_add(tw.IndexedSlices(tw.constant([1.0]), tw.constant([0])))
+    assert float(bump(tw.ones([3]))) == 3.0
+    scatter()                                       # (both traced while the variable is local)
+    model.to_global(P2, S(0))
+    assert float(bump(tw.ones([3]))) == 7.0
+    np.testing.assert_array_equal(model.b2.numpy(), [3.0, 2.0, 2.0])
+    assert [t.numpy().tolist() for t in model.b2.to_local()] == [[3.0, 2.0], [2.0]]
+    with pytest.raises(tw.errors.FailedPreconditionError, match=r"'mlp/b2:0' updated in place through a local "
+                                                                r"handle.*Hint: trace the function again"):
+        scatter()
