@@ -134,6 +134,13 @@ class Module:
                 return method(self, *args, **kwargs)
         return wrapper
 
+    def to_global(self, placement, sbp=None, optimizer=None):
+        """Makes every variable global on ``placement`` in place, values kept (OneFlow's
+        ``module.to_global``); ``sbp``: one SBP, a dict path -> SBP or a callable(variable);
+        ``optimizer``'s slots follow. See ``tensorweave/distribute/model_global.py``."""
+        from tensorweave.distribute.model_global import module_to_global
+        return module_to_global(self, placement, sbp, optimizer=optimizer)
+
     def _checkpoint_children(self):
         # tw.train.Checkpoint's edges: the public attributes holding trackable values.
         from tensorweave.train.object_graph import kind_of

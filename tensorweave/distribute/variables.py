@@ -32,7 +32,7 @@ from tensorweave.core.sbp import Partial
 from tensorweave.core.shape import TensorShape, as_shape
 from tensorweave.core.tensor import EagerTensor
 from tensorweave.distribute.global_tensor import GlobalTensor, to_global
-from tensorweave.distribute.layout import Placement, local_shape, normalize_sbp, partial_identity
+from tensorweave.distribute.layout import Placement, local_shape, normalize_sbp, partial_identity, split_to_pieces
 from tensorweave.ops import variables as _variables
 from tensorweave.ops.variables import Variable, _next_uid
 
@@ -167,8 +167,28 @@ class GlobalVariable(Variable):
             return placeholder(self._dtype, self._shape)
         return super().read_value()
 
+    def sparse_read(self, indices, name=None):
+        g = building_graph()
+        if g is not None and getattr(g, "shape_only", False):
+            # the shape-only trace (an embedding in a Keras functional model): rows of the stand-in
+            from tensorweave.ops.array_ops import gather
+            return gather(self.read_value(), indices)
+        return super().sparse_read(indices, name)
+
     def _read(self):
         return self.read_value().numpy()
+
+    def _write(self, value):
+        # a kernel writing the logical value through a local handle (a function traced before
+        # model.to_global made this variable global): each rank's shard gets its piece
+        value = np.asarray(value, dtype=self._dtype.np_dtype).reshape(self._shape.as_list())
+        for v, piece in zip(self._locals, split_to_pieces(value, self._placement, self._nd)):
+            v._write(np.array(piece))
+
+    def _storage_for_update(self):
+        raise errors.FailedPreconditionError(
+            f"global variable '{self.name}' updated in place through a local handle (a tw.function traced "
+            "before the variable became global, e.g. before model.to_global). Hint: trace the function again")
 
     def to_local(self):
         """Each rank's shard (mesh order), as local tensors."""

@@ -162,7 +162,9 @@ def grouped():
     for call in calls:
         op_name, handles, scalars, _, attrs = call
         # scalars by identity: the optimizer hands every variable of a step the same lr/step objects
-        key = (op_name, handles[0].dtype, tuple(sorted(attrs.items())), tuple(id(x) for _, x in scalars))
+        # and by placement: one fused op runs on one placement (pipeline stages' variables live on several)
+        key = (op_name, handles[0].dtype, getattr(handles[0], "placement", None), tuple(sorted(attrs.items())),
+               tuple(id(x) for _, x in scalars))
         kinds.setdefault(key, []).append(call)
     for members in kinds.values():
         if len(members) == 1:

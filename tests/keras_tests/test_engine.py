@@ -215,3 +215,14 @@ def test_fit_on_dataset():
     h = model.fit(ds, epochs=2, verbose=0)
     assert len(h.history["loss"]) == 2
     assert len(model.evaluate(ds, verbose=0)) == 2
+
+
+def test_train_and_test_on_batch_report_this_batch_not_a_running_mean():
+    # Keras 3 resets the metrics first (checked against Keras 3.15): the logs are the batch's own
+    model = keras.Sequential([keras.Input((3,)), keras.layers.Dense(1, kernel_initializer="ones")])
+    model.compile(optimizer=keras.optimizers.SGD(0.0), loss="mse", metrics=["mae"])
+    x = np.ones((4, 3), np.float32)
+    assert model.train_on_batch(x, np.zeros((4, 1))) == pytest.approx([9.0, 3.0])
+    assert model.train_on_batch(x, np.full((4, 1), 3.0)) == pytest.approx([0.0, 0.0])
+    assert model.test_on_batch(x, np.full((4, 1), 1.0), return_dict=True) == pytest.approx({"loss": 4.0, "mae": 2.0})
+    assert model.test_on_batch(x, np.full((4, 1), 3.0)) == pytest.approx([0.0, 0.0])

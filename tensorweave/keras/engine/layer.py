@@ -280,6 +280,14 @@ class Layer:
 
     add_variable = add_weight
 
+    def to_global(self, placement, sbp=None, optimizer=None, batch_sbp=None):
+        """Makes every weight global on ``placement`` in place, values kept (OneFlow's
+        ``module.to_global``); ``sbp``: one SBP, a dict path -> SBP or a callable(variable); the
+        optimizer's slots follow; a model's ``fit`` then feeds batches laid out as ``batch_sbp``.
+        See ``tensorweave/distribute/model_global.py``."""
+        from tensorweave.distribute.model_global import module_to_global
+        return module_to_global(self, placement, sbp, optimizer=optimizer, batch_sbp=batch_sbp)
+
     def get_weights(self):
         return [v.numpy() for v in self.weights]
 

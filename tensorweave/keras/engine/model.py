@@ -379,11 +379,13 @@ class Model(Layer):
         if class_weight is not None and y is not None:
             cw = data_adapter.class_weights_to_sample_weights(np.asarray(y), class_weight)
             sample_weight = cw if sample_weight is None else np.asarray(sample_weight) * cw
+        self.reset_metrics()        # as Keras 3: the logs are this batch's, not a running mean
         logs = _to_floats(self.make_train_function()(_step_data((x, y, sample_weight))))
         return self._logs_out(logs, return_dict)
 
     def test_on_batch(self, x, y=None, sample_weight=None, return_dict=False):
         self._assert_compiled()
+        self.reset_metrics()
         logs = _to_floats(self.make_test_function()(_step_data((x, y, sample_weight))))
         return self._logs_out(logs, return_dict)
 
@@ -502,3 +504,20 @@ def _under_distribution(method):
 
 for _name in ("fit", "evaluate", "predict", "train_on_batch", "test_on_batch", "predict_on_batch"):
     setattr(Model, _name, _under_distribution(getattr(Model, _name)))
+
+
+def _in_own_layout(method):
+    """Compiles a model made global with ``to_global`` (and outside any distribution scope) under
+    its own layout, so its metrics are global and ``fit`` feeds global batches."""
+    @functools.wraps(method)
+    def run(self, *args, **kwargs):
+        from tensorweave.distribute.distribution import distribution
+        layout = getattr(self, "_global_layout", None)
+        if layout is None or distribution() is not None:
+            return method(self, *args, **kwargs)
+        with layout.scope():
+            return method(self, *args, **kwargs)
+    return run
+
+
+Model.compile = _in_own_layout(Model.compile)

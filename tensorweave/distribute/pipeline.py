@@ -1,0 +1,300 @@
+"""Pipeline parallelism: stages on disjoint placements, micro-batches, GPipe and 1F1B schedules.
+
+``tw.distribute.pipeline(stages, micro_batches=k, schedule="1f1b", loss=fn)`` takes the
+stages as ``(callable, placement)`` pairs (a Keras layer or model, a list of layers such as
+``model.layers[:2]``, a ``tw.Module``, any function of one tensor; ``loss`` a function, a Keras
+loss or its name); a stage's variables live on its placement (local ones are made
+global there, replicated, with ``to_global``; Keras layers built by the first call get
+their weights there). A step splits the batch into ``k`` micro-batches (balanced, along
+axis 0) and runs the **schedule**, which is data: a list of :class:`Action`
+``(time, stage, micro_batch, kind)`` with kind ``"F"`` (forward) or ``"B"`` (backward),
+one time slot each. Activations go to the next stage and gradients come back by boxing
+between the placements (recorded on the tapes, so the backward boxing is the forward's
+dual); each stage's variable gradients are summed over the micro-batches, each
+micro-batch's loss weighted by its share of the batch, so the step's loss and gradients
+are those of the whole batch (for a loss that averages over its batch, as Keras losses do).
+
+The schedules themselves are in ``pipeline_schedule.py``.
+
+- ``"gpipe"`` (GPipe): every stage runs all forwards, then all backwards; a stage keeps
+  the activations of all ``k`` micro-batches.
+- ``"1f1b"`` (PipeDream-flush, Megatron's default): stage ``s`` runs ``p - s - 1`` warm-up
+  forwards, then alternates one forward and one backward (steady state), then the
+  remaining backwards (cool-down); it keeps at most ``p - s`` micro-batches' activations.
+
+Both take ``2 (k + p - 1)`` slots for ``2 k`` actions per stage, so the idle share,
+``bubble_fraction``, is ``(p - 1) / (k + p - 1)``; it is computed from the schedule itself.
+
+On in-process ranks one controller drives the ranks, so the actions of one time slot run
+one after the other (each action's ops run in parallel on its stage's ranks): the schedule
+fixes the order, the dependencies and the activation memory; a runtime that drives stages
+concurrently (Ray workers) gets the overlap the bubble fraction describes.
+
+>>> import numpy as np, tensorweave as tw
+>>> s0 = tw.placement("cpu", ranks=[0]); s1 = tw.placement("cpu", ranks=[1])
+>>> pipe = tw.distribute.pipeline([(tw.nn.relu, s0), (tw.negative, s1)], micro_batches=4, schedule="1f1b")
+>>> print(pipe.format_schedule())
+stage 0: F0 F1 .. B0 F2 B1 F3 B2 .. B3
+stage 1: .. F0 B0 F1 B1 F2 B2 F3 B3 ..
+>>> pipe.bubble_fraction, pipe.peak_activations
+(0.2, [2, 1])
+>>> pipe(np.array([[-1.0], [2.0], [3.0], [-4.0]], np.float32)).numpy().ravel().tolist()
+[-0.0, -2.0, -3.0, -0.0]
+"""
+import numpy as np
+
+from tensorweave.core import errors
+from tensorweave.core.sbp import B, Partial, S
+from tensorweave.distribute.layout import Placement, balanced_bounds
+from tensorweave.distribute.pipeline_schedule import (SCHEDULES, Action, bubble_fraction, format_schedule,
+                                                      make_schedule, peak_activations, stage_orders)
+
+
+def _batch_sbp(placement, rank):
+    """A micro-batch's layout on a stage: split along axis 0 over the first mesh axis (data
+    parallel inside the stage), B over the others; scalars B."""
+    return tuple(S(0) if axis == 0 and rank > 0 else B for axis in range(placement.ndim))
+
+
+def _grad_layout(nd):
+    """A layout for the gradient of a tensor laid out as ``nd`` (a partial value's gradient is B)."""
+    return tuple(B if isinstance(s, Partial) else s for s in nd)
+
+
+class Pipeline:
+    """Stages on placements run micro-batch by micro-batch in a schedule; see the module docstring."""
+
+    def __init__(self, stages, micro_batches=1, schedule="1f1b", loss=None):
+        stages = list(stages)
+        if not stages:
+            raise ValueError("pipeline: no stages")
+        self.stages, self.placements = [], []
+        for i, st in enumerate(stages):
+            if isinstance(st, (tuple, list)) and len(st) == 2 and isinstance(st[0], (list, tuple)) and st[0] and all(
+                    callable(f) for f in st[0]):
+                st = (_Chain(st[0]), st[1])            # a list of layers: applied in order
+            if not (isinstance(st, (tuple, list)) and len(st) == 2 and callable(st[0])):
+                raise TypeError(f"pipeline: stage {i} must be a (callable, placement) pair, got {st!r}")
+            fn, placement = st
+            if not isinstance(placement, Placement):
+                raise TypeError(f"pipeline: stage {i}'s placement must be tw.placement(type, ranks), got {placement!r}")
+            self.stages.append(fn)
+            self.placements.append(placement)
+        for i in range(len(self.placements)):
+            for j in range(i):
+                shared = sorted(set(self.placements[i].ranks) & set(self.placements[j].ranks))
+                if shared:
+                    raise ValueError(f"pipeline: stages {j} and {i} share ranks {shared} ({self.placements[j]!r} "
+                                     f"and {self.placements[i]!r}); a pipeline's stages need disjoint placements")
+        self.micro_batches = int(micro_batches)
+        self.schedule_name = schedule
+        self.schedule = make_schedule(len(self.stages), self.micro_batches, schedule)
+        if isinstance(loss, (str, dict)):
+            from tensorweave.keras import losses
+            loss = losses.get(loss)
+        self.loss = loss
+        self.held_activations = None
+        for fn, placement in zip(self.stages, self.placements):
+            _place_stage(fn, placement)
+
+    # ---- the schedule's figures --------------------------------------------------------------
+    @property
+    def bubble_fraction(self):
+        """Idle share of the stages' slots in this schedule: (p - 1) / (k + p - 1)."""
+        return bubble_fraction(self.schedule)
+
+    @property
+    def peak_activations(self):
+        """Per stage, the most micro-batches whose activations it holds at once (from the
+        schedule; the last step's measured counts are ``held_activations``)."""
+        return peak_activations(self.schedule)
+
+    def format_schedule(self):
+        return format_schedule(self.schedule)
+
+    @property
+    def trainable_variables(self):
+        out, seen = [], set()
+        for fn in self.stages:
+            for v in getattr(fn, "trainable_variables", ()):
+                if id(v) not in seen:
+                    seen.add(id(v))
+                    out.append(v)
+        return out
+
+    # ---- running --------------------------------------------------------------------------------
+    def _micro_batches(self, value, stage, what):
+        a = np.asarray(value.numpy() if hasattr(value, "numpy") else value)
+        if a.ndim == 0:
+            raise ValueError(f"pipeline: {what} must have a batch axis, got a scalar")
+        if a.shape[0] < self.micro_batches:
+            raise ValueError(f"pipeline: {what} of shape {list(a.shape)} has {a.shape[0]} rows for "
+                             f"{self.micro_batches} micro-batches. Hint: micro_batches <= batch size")
+        from tensorweave.core.convert import convert_to_tensor
+        placement = self.placements[stage]
+        pieces = [a[lo:hi] for lo, hi in balanced_bounds(a.shape[0], self.micro_batches)]
+        return [convert_to_tensor(p).to_global(placement=placement, sbp=_batch_sbp(placement, p.ndim))
+                for p in pieces], [len(p) / a.shape[0] for p in pieces]
+
+    def _forward(self, stage, x, tape):
+        from tensorweave.distribute.model_global import _PlacementDistribution
+        placement = self.placements[stage]
+        if stage:
+            if tape is not None:
+                tape.watch(x)
+            x = x.to_global(placement=placement, sbp=_batch_sbp(placement, x.shape.rank))
+        with _PlacementDistribution(placement, None).scope():
+            out = self.stages[stage](x)
+        if not getattr(out, "is_global", False) or out.placement != placement:
+            got = f"a global tensor on {out.placement!r}" if getattr(out, "is_global", False) else type(out).__name__
+            raise errors.InvalidArgumentError(
+                f"pipeline: stage {stage} returned {got}, not a tensor on its placement {placement!r}. "
+                "Hint: a stage is a function of one tensor returning one tensor")
+        return out
+
+    def forward_backward(self, x, y):
+        """Runs one step's schedule on batch ``x`` and targets ``y`` (arrays or tensors, one
+        each): returns (loss, gradients, variables) — the whole batch's loss on the last stage,
+        and each variable's gradient summed over the micro-batches (None where it got none), in
+        the order of :attr:`trainable_variables` then any other variable a stage's tape watched."""
+        import tensorweave as tw
+        if self.loss is None:
+            raise ValueError("pipeline: training needs loss=fn(y_true, y_pred)")
+        last = len(self.stages) - 1
+        xs, weights = self._micro_batches(x, 0, "x")
+        ys, _ = self._micro_batches(y, last, "y")
+        saved = {}                      # (stage, micro-batch) -> (tape, input, output)
+        grads_in = {}                   # (stage, micro-batch) -> gradient of that stage's output
+        acc, order = {}, []
+        total = None
+        held = [0] * len(self.stages)       # per stage, the most forward states (tapes) held at once
+        for a in self.schedule:
+            s, m = a.stage, a.micro_batch
+            if a.kind == "F":
+                inp = xs[m] if s == 0 else saved[(s - 1, m)][2]
+                with tw.GradientTape() as tape:
+                    out = self._forward(s, inp, tape)
+                    if s == last:
+                        out = self.loss(ys[m], out)
+                        if out.shape.rank:      # per-example losses ("mse"): their mean, as Keras reduces
+                            out = tw.reduce_mean(out)
+                        out = tw.cast(out, tw.float32) * weights[m]
+                if s == last:
+                    total = out if total is None else total + out
+                saved[(s, m)] = (tape, inp, out)
+                live = sum(1 for k in saved if k[0] == s)
+                held[s] = max(held[s], live)
+            else:
+                tape, inp, out = saved.pop((s, m)) if s == 0 else saved[(s, m)]
+                variables = list(tape.watched_variables())
+                sources = ([inp] if s else []) + variables
+                seed = None if s == last else [grads_in.pop((s, m))]
+                grads = tape.gradient(out, sources, output_gradients=seed)
+                if s:
+                    g_in = grads[0]
+                    prev = saved[(s - 1, m)][2]
+                    if g_in is None:        # the stage ignores its input (or it is not differentiable)
+                        g_in = tw.zeros_like(prev)
+                    grads_in[(s - 1, m)] = g_in.to_global(placement=prev.placement, sbp=_grad_layout(prev.sbp))
+                    del saved[(s, m)]
+                    grads = grads[1:]
+                for v, g in zip(variables, grads):
+                    if g is None:
+                        continue
+                    g = tw.convert_to_tensor(g)
+                    if id(v) in acc:
+                        acc[id(v)] = acc[id(v)] + g
+                    else:
+                        acc[id(v)] = g
+                        order.append(v)
+        self.held_activations = held
+        known = {id(v) for v in self.trainable_variables}
+        variables = self.trainable_variables + [v for v in order if id(v) not in known]
+        return total, [acc.get(id(v)) for v in variables], variables
+
+    def train_step(self, x, y, optimizer):
+        """One step: the schedule's gradients applied with ``optimizer``; returns the loss."""
+        loss, grads, variables = self.forward_backward(x, y)
+        optimizer.apply_gradients([(g, v) for g, v in zip(grads, variables) if g is not None])
+        return loss
+
+    def __call__(self, x):
+        """Inference: every micro-batch through every stage (forwards only); the outputs,
+        concatenated on the last stage's placement."""
+        import tensorweave as tw
+        xs, _ = self._micro_batches(x, 0, "x")
+        outs = []
+        for m in range(self.micro_batches):
+            h = xs[m]
+            for s in range(len(self.stages)):
+                h = self._forward(s, h, None)
+            outs.append(h)
+        return tw.concat(outs, axis=0)
+
+    def __repr__(self):
+        return (f"<Pipeline {len(self.stages)} stages, {self.micro_batches} micro-batches, {self.schedule_name}, "
+                f"bubble {self.bubble_fraction:.3f}>")
+
+
+class _Chain:
+    """A stage given as a list of layers (``model.layers[:2]``): applied in order."""
+
+    def __init__(self, layers):
+        self.layers = list(layers)
+
+    def __call__(self, x):
+        for layer in self.layers:
+            x = layer(x)
+        return x
+
+    def _collect(self, attr):
+        out, seen = [], set()
+        for layer in self.layers:
+            for v in getattr(layer, attr, ()):
+                if id(v) not in seen:
+                    seen.add(id(v))
+                    out.append(v)
+        return out
+
+    @property
+    def variables(self):
+        return self._collect("variables")
+
+    @property
+    def trainable_variables(self):
+        return self._collect("trainable_variables")
+
+    @property
+    def built(self):
+        return all(getattr(layer, "built", True) for layer in self.layers)
+
+    def to_global(self, placement, sbp):
+        for layer in self.layers:
+            if getattr(layer, "built", True) and getattr(layer, "variables", None):
+                layer.to_global(placement, sbp)
+
+
+def _place_stage(fn, placement):
+    """A stage's variables on its placement: local ones made global (replicated)."""
+    variables = getattr(fn, "variables", None)
+    if variables is None or callable(variables):
+        return
+    if any(not getattr(v, "is_global", False) for v in variables):
+        if getattr(fn, "built", True) is False:
+            return          # a Keras layer built by its first call, inside the stage's scope
+        fn.to_global(placement, B)
+    wrong = [v.name for v in variables if v.placement != placement]
+    if wrong:
+        raise ValueError(f"pipeline: stage on {placement!r} has variables {wrong[:3]} on another placement. "
+                         "Hint: each stage's variables live on its own placement")
+
+
+def pipeline(stages, micro_batches=1, schedule="1f1b", loss=None):
+    """A :class:`Pipeline` of ``stages`` (``(callable, placement)`` pairs on disjoint placements)
+    run in ``micro_batches`` micro-batches by ``schedule`` (``"1f1b"`` or ``"gpipe"``), trained
+    with ``loss(y_true, y_pred)``."""
+    return Pipeline(stages, micro_batches=micro_batches, schedule=schedule, loss=loss)
+
+
+__all__ = ["Action", "Pipeline", "pipeline", "make_schedule", "stage_orders", "bubble_fraction",
+           "peak_activations", "format_schedule"]
