@@ -211,3 +211,20 @@ def test_saving_listener_and_custom_and_best_exporters(tmp_path):
     # BestExporter wrote after the 1st (0.5) and 3rd (0.3) evaluations, not the 2nd (0.7)
     assert len(os.listdir(tmp_path / "b" / "export" / "best")) == 2
     assert exports[0] is not None and exports[1] == str(tmp_path / "b" / "export" / "recording").encode()
+
+
+# The linear part of wide-and-deep alone is deterministic (zeros, Ftrl 0.2): TF's
+# compat.v1.feature_column.linear_model under variable scope "linear", squared error summed over the
+# batch, 30 steps over tests/test_estimator_canned.py's data in batches of 40, then the training set.
+TF_WIDE_REGRESSOR = {"loss": 10.913200378417969, "average_loss": 0.2728300094604492}
+
+
+def test_dnn_linear_combined_regressor_linear_part_matches_tensorflow(tmp_path):
+    from test_estimator_canned import _columns, _data as canned_data
+    features, _, target = canned_data()
+    est = tf.estimator.DNNLinearCombinedRegressor(model_dir=str(tmp_path), linear_feature_columns=list(_columns()))
+    est.train(tf.estimator.inputs.numpy_input_fn(features, target, batch_size=40, num_epochs=None, shuffle=False),
+              steps=30)
+    metrics = est.evaluate(tf.estimator.inputs.numpy_input_fn(features, target, batch_size=40, shuffle=False))
+    assert metrics["loss"] == pytest.approx(TF_WIDE_REGRESSOR["loss"], rel=1e-4)
+    assert metrics["average_loss"] == pytest.approx(TF_WIDE_REGRESSOR["average_loss"], rel=1e-4)
