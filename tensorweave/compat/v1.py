@@ -22,7 +22,7 @@ from tensorweave.compat.v1_device import GPUOptions, GraphOptions, OptimizerOpti
 from tensorweave.compat.v1_misc import *  # noqa: F401,F403 - TF1-only spellings and helpers
 from tensorweave.compat.v1_asserts import *  # noqa: F401,F403 - tf.Assert, tf.assert_*, check_numerics
 from tensorweave.compat.v1_state_ops import *  # noqa: F401,F403 - tf.scatter_update & co., count_up_to
-from tensorweave.compat.v1_functional import foldl, foldr, map_fn, scan, vectorized_map  # noqa: F401
+from tensorweave.ops.functional_ops import foldl, foldr, map_fn, scan, vectorized_map  # noqa: F401 - TF2 kept them
 from tensorweave.compat.v1_array_ops import *  # noqa: F401,F403 - space_to_depth, dynamic_partition...
 from tensorweave.compat.v1_framework import *  # noqa: F401,F403 - disable_v2_behavior, make_template...
 from tensorweave.compat.v1_nn_extra import conv2d_backprop_filter_v2, conv2d_backprop_input_v2  # noqa: F401
