@@ -27,6 +27,8 @@ from tensorweave.compat.v1_array_ops import *  # noqa: F401,F403 - space_to_dept
 from tensorweave.compat.v1_framework import *  # noqa: F401,F403 - disable_v2_behavior, make_template...
 from tensorweave.compat.v1_nn_extra import conv2d_backprop_filter_v2, conv2d_backprop_input_v2  # noqa: F401
 from tensorweave.compat.v1_dimension import Dimension, dimension_at_index  # noqa: F401
+from tensorweave.compat.v1_graph_def import GraphDef, NodeDef, import_graph_def  # noqa: F401
+from tensorweave.compat import v1_graph_util as graph_util  # noqa: F401
 from tensorweave.compat import v1_logging as logging  # noqa: F401
 from tensorweave.compat import v1_gfile as gfile  # noqa: F401
 from tensorweave.compat.v1_initializers import (constant_initializer, glorot_normal_initializer,  # noqa: F401

@@ -436,6 +436,7 @@ from tensorweave.compat.v1_moving_average import ExponentialMovingAverage  # noq
 from tensorweave.compat.v1_saver import (Saver, checkpoint_exists, list_variables, load_variable,  # noqa: E402
                                          remove_checkpoint)
 from tensorweave.compat.v1_meta_graph import export_meta_graph, import_meta_graph  # noqa: E402
+from tensorweave.compat.v1_graph_def import write_graph  # noqa: E402
 from tensorweave.compat.v1_checkpoint_utils import (NewCheckpointReader, checkpoints_iterator,  # noqa: E402
                                                     generate_checkpoint_state_proto, get_checkpoint_mtimes,
                                                     init_from_checkpoint, load_checkpoint, update_checkpoint_state,
@@ -446,6 +447,6 @@ from tensorweave.train.manager import CheckpointManager, get_checkpoint_state, l
 __all__ += ["natural_exp_decay", "piecewise_constant_decay", "Saver", "checkpoint_exists", "remove_checkpoint",
             "Checkpoint", "CheckpointManager", "get_checkpoint_state", "latest_checkpoint", "replica_device_setter",
             "ExponentialMovingAverage", "list_variables", "load_variable", "export_meta_graph", "import_meta_graph",
-            "NewCheckpointReader", "checkpoints_iterator", "generate_checkpoint_state_proto", "get_checkpoint_mtimes",
+            "write_graph", "NewCheckpointReader", "checkpoints_iterator", "generate_checkpoint_state_proto", "get_checkpoint_mtimes",
             "init_from_checkpoint", "load_checkpoint", "update_checkpoint_state", "warm_start"]
 from tensorweave.compat.v1_train_extra import *  # noqa: E402,F401,F403 - Example protos, cosine decays...

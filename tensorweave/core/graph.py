@@ -147,6 +147,10 @@ class Operation:
         return f"<tw.Operation '{self.name}' type={self.type}>"
 
 
+# Writes TF1's GraphDef of a graph; the format lives above this layer (compat/v1_graph_def.py sets it).
+graph_def_writer = [None]
+
+
 class Graph:
     """A dataflow graph. ``with g.as_default():`` makes op calls add nodes to ``g``."""
 
@@ -313,6 +317,12 @@ class Graph:
         except IndexError:
             raise KeyError(f"The name '{name}' refers to a Tensor which does not exist: "
                            f"operation '{op_name}' has {len(op.outputs)} outputs.") from None
+
+    def as_graph_def(self, from_version=None, add_shapes=False):
+        """This graph as a ``tf.GraphDef`` (tensorweave's safe format; see ``tf.import_graph_def``)."""
+        if graph_def_writer[0] is None:
+            raise RuntimeError("Graph.as_graph_def: import tensorweave.compat.v1 first (it defines the GraphDef)")
+        return graph_def_writer[0](self)
 
     def as_graph_element(self, obj):
         if isinstance(obj, str):
