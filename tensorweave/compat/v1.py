@@ -125,7 +125,8 @@ _install_tf1_signatures({"": globals()})
 
 # Namespaces that import Keras or the data pipeline load on first use, as ``tw.keras`` does.
 _LAZY = {"keras": "tensorweave.keras", "data": "tensorweave.compat.v1_data", "layers": "tensorweave.compat.v1_layers",
-         "image": "tensorweave.compat.v1_image", "sets": "tensorweave.compat.v1_sets"}
+         "image": "tensorweave.compat.v1_image", "sets": "tensorweave.compat.v1_sets",
+         "saved_model": "tensorweave.compat.v1_saved_model"}
 # top-level names defined in a lazily loaded module: name -> module
 _LAZY_NAMES = {"extract_image_patches": "tensorweave.compat.v1_image"}
 globals().pop("image", None)   # tw.image, if the star import brought it: TF1's is v1_image
