@@ -17,7 +17,7 @@ from tensorweave.compat import v1_nn as nn  # noqa: F401
 from tensorweave.compat import v1_math as math  # noqa: F401
 from tensorweave.compat import v1_initializers as initializers  # noqa: F401
 from tensorweave.compat.v1_rnn import reverse_sequence  # noqa: F401
-from tensorweave.compat.v1_tensor_array import TensorArray  # noqa: F401
+from tensorweave.compat.v1_tensor_array import TensorArray, while_loop  # noqa: F401
 from tensorweave.compat.v1_device import GPUOptions, GraphOptions, OptimizerOptions  # noqa: F401
 from tensorweave.compat.v1_misc import *  # noqa: F401,F403 - TF1-only spellings and helpers
 from tensorweave.compat.v1_asserts import *  # noqa: F401,F403 - tf.Assert, tf.assert_*, check_numerics
