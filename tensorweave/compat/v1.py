@@ -29,6 +29,7 @@ from tensorweave.compat.v1_nn_extra import conv2d_backprop_filter_v2, conv2d_bac
 from tensorweave.compat.v1_dimension import Dimension, dimension_at_index  # noqa: F401
 from tensorweave.compat.v1_graph_def import GraphDef, NodeDef, import_graph_def  # noqa: F401
 from tensorweave.compat import v1_graph_util as graph_util  # noqa: F401
+from tensorweave.compat.v1_string_hash import string_to_hash_bucket  # noqa: F401
 from tensorweave.compat import v1_logging as logging  # noqa: F401
 from tensorweave.compat import v1_gfile as gfile  # noqa: F401
 from tensorweave.compat.v1_initializers import (constant_initializer, glorot_normal_initializer,  # noqa: F401
