@@ -18,6 +18,8 @@ from tensorweave.estimator.canned.head import (BinaryClassHead, Head, LogisticRe
                                                MultiClassHead, PoissonRegressionHead, RegressionHead)
 from tensorweave.estimator.exporter import BestExporter, Exporter, FinalExporter, LatestExporter  # noqa: F401,E402
 from tensorweave.estimator.warm_starting import WarmStartSettings  # noqa: F401,E402
+from tensorweave.estimator.parsing_utils import (classifier_parse_example_spec,  # noqa: F401,E402
+                                                 regressor_parse_example_spec)
 
 
 def __getattr__(name):
