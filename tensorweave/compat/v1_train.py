@@ -447,6 +447,8 @@ from tensorweave.train.manager import CheckpointManager, get_checkpoint_state, l
 __all__ += ["natural_exp_decay", "piecewise_constant_decay", "Saver", "checkpoint_exists", "remove_checkpoint",
             "Checkpoint", "CheckpointManager", "get_checkpoint_state", "latest_checkpoint", "replica_device_setter",
             "ExponentialMovingAverage", "list_variables", "load_variable", "export_meta_graph", "import_meta_graph",
-            "write_graph", "NewCheckpointReader", "checkpoints_iterator", "generate_checkpoint_state_proto", "get_checkpoint_mtimes",
-            "init_from_checkpoint", "load_checkpoint", "update_checkpoint_state", "warm_start"]
+            "NewCheckpointReader", "checkpoints_iterator", "generate_checkpoint_state_proto", "get_checkpoint_mtimes",
+            "init_from_checkpoint", "load_checkpoint", "update_checkpoint_state", "warm_start", "write_graph",
+            "Supervisor"]
 from tensorweave.compat.v1_train_extra import *  # noqa: E402,F401,F403 - Example protos, cosine decays...
+from tensorweave.compat.v1_supervisor import Supervisor  # noqa: E402
