@@ -52,3 +52,20 @@ def test_services_loop_and_summaries(tmp_path):
     with pytest.raises(ValueError, match="is_chief=False .* needs several processes"):
         with tf.Graph().as_default():
             tf.train.Supervisor(is_chief=False)
+
+
+def test_basic_train_loop_runs_until_a_stop_and_retries_after_an_abort(tmp_path):
+    with tf.Graph().as_default():
+        step = tf.train.get_or_create_global_step()
+        train = tf.assign_add(step, 1)
+        sv = tf.train.Supervisor(logdir=str(tmp_path), save_model_secs=0, save_summaries_secs=0)
+        seen = []
+
+        def train_step(sess, limit):
+            seen.append(int(sess.run(train)))
+            if len(seen) == 2:
+                raise tf.errors.AbortedError(None, None, "the session was aborted")
+            if seen[-1] >= limit:
+                sv.request_stop()
+        tf.train.basic_train_loop(sv, train_step, args=(3,))
+    assert seen == [1, 2, 1, 2, 3]       # the abort started a fresh session (no checkpoint: from zero)

@@ -39,7 +39,7 @@ from tensorweave.ops.control_flow_ops import group
 from tensorweave.ops.variables import global_variables, global_variables_initializer, local_variables_initializer
 from tensorweave.runtime.session import Session
 
-__all__ = ["Supervisor"]
+__all__ = ["Supervisor", "basic_train_loop"]
 
 _log = logging.getLogger("tensorweave.compat.v1")
 
@@ -147,6 +147,7 @@ class Supervisor:
         if self._logdir:
             v1_train.write_graph(self._graph, self._logdir, "graph.pbtxt")
             if self._summary_writer is not None:
+                self._summary_writer.reopen()       # (closed by the stop of an earlier managed session)
                 self._summary_writer.add_graph(self._graph)
         if start_standard_services:
             self.start_standard_services(sess)
@@ -253,3 +254,19 @@ class Supervisor:
             self._threads = []
             if close_summary_writer and self._summary_writer is not None:
                 self._summary_writer.close()
+
+
+def basic_train_loop(supervisor, train_step_fn, args=None, kwargs=None, master=""):
+    """Calls ``train_step_fn(sess, *args, **kwargs)`` in ``supervisor``'s managed session until it
+    should stop; an ``AbortedError`` starts a new session (TF1's recovery loop)."""
+    from tensorweave.core import errors
+    retry = True
+    while retry:
+        retry = False
+        try:
+            with supervisor.managed_session(master) as sess:
+                while not supervisor.should_stop():
+                    train_step_fn(sess, *(args or ()), **(kwargs or {}))
+        except errors.AbortedError:
+            supervisor.coord.clear_stop()
+            retry = True

@@ -449,6 +449,6 @@ __all__ += ["natural_exp_decay", "piecewise_constant_decay", "Saver", "checkpoin
             "ExponentialMovingAverage", "list_variables", "load_variable", "export_meta_graph", "import_meta_graph",
             "NewCheckpointReader", "checkpoints_iterator", "generate_checkpoint_state_proto", "get_checkpoint_mtimes",
             "init_from_checkpoint", "load_checkpoint", "update_checkpoint_state", "warm_start", "write_graph",
-            "Supervisor"]
+            "Supervisor", "basic_train_loop"]
 from tensorweave.compat.v1_train_extra import *  # noqa: E402,F401,F403 - Example protos, cosine decays...
-from tensorweave.compat.v1_supervisor import Supervisor  # noqa: E402
+from tensorweave.compat.v1_supervisor import Supervisor, basic_train_loop  # noqa: E402
