@@ -6,6 +6,7 @@ compat.v1 graph run in the benchmark venv: one zero-initialized bias broadcast o
 TF1's canned loss (sigmoid cross-entropy or squared error, ``Reduction.SUM``) and
 ``FtrlOptimizer(0.3)`` (the baselines' default), 30 steps on the same batch of 40.
 """
+import json
 import logging
 import os
 
@@ -228,3 +229,18 @@ def test_dnn_linear_combined_regressor_linear_part_matches_tensorflow(tmp_path):
     metrics = est.evaluate(tf.estimator.inputs.numpy_input_fn(features, target, batch_size=40, shuffle=False))
     assert metrics["loss"] == pytest.approx(TF_WIDE_REGRESSOR["loss"], rel=1e-4)
     assert metrics["average_loss"] == pytest.approx(TF_WIDE_REGRESSOR["average_loss"], rel=1e-4)
+
+
+def test_profiler_hook_writes_tensorflows_timeline_files(tmp_path):
+    # TF 2.21: tf.compat.v1.train.ProfilerHook(save_steps=2) over 6 steps writes timeline-2, -4 and -6.json
+    x, y = _data()
+    hook = tf.estimator.ProfilerHook(save_steps=2, output_dir=str(tmp_path / "prof"))
+    tf.estimator.Estimator(_model_fn, model_dir=str(tmp_path / "m")).train(_input(x, y), steps=6, hooks=[hook])
+    assert sorted(os.listdir(tmp_path / "prof")) == ["timeline-2.json", "timeline-4.json", "timeline-6.json"]
+    with open(tmp_path / "prof" / "timeline-4.json") as f:
+        trace = json.load(f)
+    events = trace["traceEvents"] if isinstance(trace, dict) else trace
+    assert any(e.get("name") == "w/Read/ReadVariableOp" or "MatMul" in str(e.get("args", e.get("name")))
+               for e in events)
+    with pytest.raises(ValueError, match="exactly one of every_secs and every_steps"):
+        tf.train.ProfilerHook()

@@ -54,7 +54,7 @@ from tensorweave.compat.v1_input import (Coordinator, QueueRunner, add_queue_run
 from tensorweave.estimator.hooks import (CheckpointSaverListener, FeedFnHook, FinalOpsHook,  # noqa: F401
                                          LoggingTensorHook, NanLossDuringTrainingError, NanTensorHook,
                                          SecondOrStepTimer, SessionRunArgs, SessionRunContext, SessionRunHook,
-                                         SessionRunValues, StepCounterHook, StopAtStepHook)
+                                         SessionRunValues, StepCounterHook, StopAtStepHook, ProfilerHook)
 from tensorweave.compat.v1_monitored import (CheckpointSaverHook, ChiefSessionCreator, MonitoredSession,  # noqa: F401
                                              MonitoredTrainingSession, Scaffold, SingularMonitoredSession,
                                              SummarySaverHook)

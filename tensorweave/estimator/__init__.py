@@ -4,7 +4,7 @@ from tensorweave.estimator.estimator import Estimator, add_metrics  # noqa: F401
 from tensorweave.estimator.hooks import (CheckpointSaverListener, FeedFnHook, FinalOpsHook,  # noqa: F401
                                          LoggingTensorHook, NanLossDuringTrainingError, NanTensorHook,
                                          SecondOrStepTimer, SessionRunArgs, SessionRunContext, SessionRunHook,
-                                         SessionRunValues, StepCounterHook, StopAtStepHook)
+                                         SessionRunValues, StepCounterHook, StopAtStepHook, ProfilerHook)
 from tensorweave.estimator.model_fn import EstimatorSpec, EvalSpec, ModeKeys, TrainSpec  # noqa: F401
 from tensorweave.estimator.run_config import RunConfig  # noqa: F401
 from tensorweave.estimator.training import train_and_evaluate  # noqa: F401
