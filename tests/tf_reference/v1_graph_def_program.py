@@ -42,7 +42,7 @@ def run(tf, workdir):
     graph_def = tf.GraphDef()
     with open(os.path.join(workdir, "frozen.pb"), "rb") as f:
         graph_def.ParseFromString(f.read())
-    with tf.Graph().as_default() as g2:
+    with tf.Graph().as_default():
         served, = tf.import_graph_def(graph_def, return_elements=["output:0"])
         out["prefixed_name"] = served.name
         with tf.Session() as sess:
