@@ -116,7 +116,8 @@ def no_gradient(op_type):
 
 class RegisterGradient:
     """Decorator ``@tw.RegisterGradient("OpType")``: ``fn(op, *grads) -> input grads`` becomes the
-    gradient of ``OpType``."""
+    gradient of ``OpType``; a name that is no op type registers a gradient for TF1's
+    ``graph.gradient_override_map({"OpType": name})``."""
 
     def __init__(self, op_type):
         if not isinstance(op_type, str):
@@ -127,7 +128,11 @@ class RegisterGradient:
         def grad(op, *gs):
             out = fn(op, *gs)
             return list(out) if isinstance(out, (list, tuple)) else [out]
-        get_op(self._op_type).grad = grad
+        from tensorweave.core.registry import register_named_gradient, registered_ops
+        if self._op_type in registered_ops():
+            get_op(self._op_type).grad = grad
+        else:
+            register_named_gradient(self._op_type, grad)
         return fn
 
 

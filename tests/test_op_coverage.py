@@ -50,7 +50,6 @@ EXCEPTIONS = {
                     + [f"ResourceScatterNd{k}V1" for k in ("Add", "Sub", "Update")]
                     + ["CountUpToV1", "VarIsInitializedOp"],
                     "TF1 variable update/query: tests/tfdiff/v1_cases.py against TensorFlow"),
-    "AssertV1": "TF1's run-time check (raises when it runs): tests/tfdiff/v1_cases.py against TensorFlow",
     "NoOp": "no inputs or outputs, nothing to compare: tests/test_graph.py (control dependencies)",
     "IdentityN": "used by tw.custom_gradient and tw.function outputs: tests/test_autodiff.py",
     "PlaceholderWithDefault": "a graph input: tests/test_graph.py",

@@ -23,7 +23,7 @@ _CHECK = "a run-time check (raises when its condition is false): its inputs are 
 _V1_STATE = ("TF1 variable updates/queries (compat.v1 graphs): global variables are not in TF1 graphs yet "
              "(the graph planner); B")
 NO_RULE = {
-    **dict.fromkeys(["Assert", "AssertV1"], _CHECK),
+    **dict.fromkeys(["Assert"], _CHECK),
     "Bitcast": "reinterprets bytes: the last axis changes length when the item sizes differ; B",
     **dict.fromkeys([f"ResourceScatter{k}V1" for k in ("Add", "Sub", "Mul", "Div", "Min", "Max", "Update")]
                     + [f"ResourceScatterNd{k}V1" for k in ("Add", "Sub", "Update")]

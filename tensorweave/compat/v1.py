@@ -17,16 +17,19 @@ from tensorweave.compat import v1_nn as nn  # noqa: F401
 from tensorweave.compat import v1_math as math  # noqa: F401
 from tensorweave.compat import v1_initializers as initializers  # noqa: F401
 from tensorweave.compat.v1_rnn import reverse_sequence  # noqa: F401
-from tensorweave.compat.v1_tensor_array import TensorArray  # noqa: F401
+from tensorweave.compat.v1_tensor_array import TensorArray, while_loop  # noqa: F401
 from tensorweave.compat.v1_device import GPUOptions, GraphOptions, OptimizerOptions  # noqa: F401
 from tensorweave.compat.v1_misc import *  # noqa: F401,F403 - TF1-only spellings and helpers
 from tensorweave.compat.v1_asserts import *  # noqa: F401,F403 - tf.Assert, tf.assert_*, check_numerics
 from tensorweave.compat.v1_state_ops import *  # noqa: F401,F403 - tf.scatter_update & co., count_up_to
-from tensorweave.compat.v1_functional import foldl, foldr, map_fn, scan, vectorized_map  # noqa: F401
+from tensorweave.ops.functional_ops import foldl, foldr, map_fn, scan, vectorized_map  # noqa: F401 - TF2 kept them
 from tensorweave.compat.v1_array_ops import *  # noqa: F401,F403 - space_to_depth, dynamic_partition...
 from tensorweave.compat.v1_framework import *  # noqa: F401,F403 - disable_v2_behavior, make_template...
 from tensorweave.compat.v1_nn_extra import conv2d_backprop_filter_v2, conv2d_backprop_input_v2  # noqa: F401
 from tensorweave.compat.v1_dimension import Dimension, dimension_at_index  # noqa: F401
+from tensorweave.compat.v1_graph_def import GraphDef, NodeDef, import_graph_def  # noqa: F401
+from tensorweave.compat import v1_graph_util as graph_util  # noqa: F401
+from tensorweave.compat.v1_string_hash import string_to_hash_bucket  # noqa: F401
 from tensorweave.compat import v1_logging as logging  # noqa: F401
 from tensorweave.compat import v1_gfile as gfile  # noqa: F401
 from tensorweave.compat.v1_initializers import (constant_initializer, glorot_normal_initializer,  # noqa: F401
@@ -123,7 +126,8 @@ _install_tf1_signatures({"": globals()})
 
 # Namespaces that import Keras or the data pipeline load on first use, as ``tw.keras`` does.
 _LAZY = {"keras": "tensorweave.keras", "data": "tensorweave.compat.v1_data", "layers": "tensorweave.compat.v1_layers",
-         "image": "tensorweave.compat.v1_image", "sets": "tensorweave.compat.v1_sets"}
+         "image": "tensorweave.compat.v1_image", "sets": "tensorweave.compat.v1_sets",
+         "saved_model": "tensorweave.compat.v1_saved_model"}
 # top-level names defined in a lazily loaded module: name -> module
 _LAZY_NAMES = {"extract_image_patches": "tensorweave.compat.v1_image"}
 globals().pop("image", None)   # tw.image, if the star import brought it: TF1's is v1_image

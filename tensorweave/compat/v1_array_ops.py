@@ -21,7 +21,7 @@ from tensorweave.core import errors
 from tensorweave.core.convert import convert_to_tensor
 from tensorweave.core.graph import constant_value
 from tensorweave.ops import array_ops, indexing_ops, math_ops, reduce_ops
-from tensorweave.ops import segment_ops
+from tensorweave.ops import nn_extra_ops, segment_ops
 
 __all__ = ["space_to_depth", "depth_to_space", "space_to_batch_nd", "space_to_batch", "batch_to_space_nd",
            "batch_to_space", "required_space_to_batch_paddings", "dynamic_partition", "dynamic_stitch", "setdiff1d",
@@ -30,92 +30,24 @@ __all__ = ["space_to_depth", "depth_to_space", "space_to_batch_nd", "space_to_ba
            "sparse_merge", "bitcast", "string_split", "variable_axis_size_partitioner", "edit_distance"]
 
 
-def _static_dims(x, what, first):
-    dims = x.shape.as_list() if x.shape.rank is not None else None
-    if dims is None or None in dims[first:]:
-        raise ValueError(f"tf.{what}: needs static dimensions after the batch; got shape {x.shape}")
-    return dims
-
-
-def _nhwc(x, data_format, what):
-    if data_format not in ("NHWC", "NCHW"):
-        raise ValueError(f"tf.{what}: data_format must be 'NHWC' or 'NCHW', got {data_format!r}")
-    return array_ops.transpose(x, [0, 2, 3, 1]) if data_format == "NCHW" else x
-
-
+# The block rearrangements are TF2's (ops/nn_extra_ops.py); TF1 differs only in argument order and
+# names (name before data_format; space_to_batch/batch_to_space with one square block_size).
 def space_to_depth(input, block_size, name=None, data_format="NHWC"):  # noqa: A002 - TF's name
-    """Moves ``block_size x block_size`` spatial blocks into the channels (TF1's order: the
-    block's row, then column, then the input channel)."""
-    x = _nhwc(convert_to_tensor(input), data_format, "space_to_depth")
-    b = int(block_size)
-    _, h, w, c = _static_dims(x, "space_to_depth", 1)
-    if h % b or w % b:
-        raise ValueError(f"tf.space_to_depth: height {h} and width {w} must be multiples of block_size {b}")
-    y = array_ops.reshape(x, [-1, h // b, b, w // b, b, c])
-    y = array_ops.transpose(y, [0, 1, 3, 2, 4, 5])
-    y = array_ops.reshape(y, [-1, h // b, w // b, b * b * c])
-    return array_ops.transpose(y, [0, 3, 1, 2], name=name) if data_format == "NCHW" else array_ops.identity(y, name)
+    """Moves ``block_size x block_size`` spatial blocks into the channels (TF1's argument order)."""
+    return nn_extra_ops.space_to_depth(input, block_size, data_format=data_format, name=name)
 
 
 def depth_to_space(input, block_size, name=None, data_format="NHWC"):  # noqa: A002
-    """The inverse of :func:`space_to_depth`."""
-    x = _nhwc(convert_to_tensor(input), data_format, "depth_to_space")
-    b = int(block_size)
-    _, h, w, c = _static_dims(x, "depth_to_space", 1)
-    if c % (b * b):
-        raise ValueError(f"tf.depth_to_space: depth {c} must be a multiple of block_size**2 = {b * b}")
-    y = array_ops.reshape(x, [-1, h, w, b, b, c // (b * b)])
-    y = array_ops.transpose(y, [0, 1, 3, 2, 4, 5])
-    y = array_ops.reshape(y, [-1, h * b, w * b, c // (b * b)])
-    return array_ops.transpose(y, [0, 3, 1, 2], name=name) if data_format == "NCHW" else array_ops.identity(y, name)
+    """The inverse of :func:`space_to_depth` (TF1's argument order)."""
+    return nn_extra_ops.depth_to_space(input, block_size, data_format=data_format, name=name)
 
 
-def _ints(v, what, arg):
-    value = constant_value(convert_to_tensor(v))
-    if value is None:
-        raise ValueError(f"tf.{what}: {arg} must be known when the graph is built")
-    return np.asarray(value, np.int64)
-
-
-def space_to_batch_nd(input, block_shape, paddings, name=None):  # noqa: A002
-    """Zero-pads the ``M`` spatial dimensions by ``paddings``, then moves ``block_shape`` blocks of
-    them into the batch (batch index ``(b_0 * B_1 + b_1 ...) * N + n``, as TF)."""
-    x = convert_to_tensor(input)
-    block = _ints(block_shape, "space_to_batch_nd", "block_shape").reshape(-1)
-    pads = _ints(paddings, "space_to_batch_nd", "paddings").reshape(-1, 2)
-    m = len(block)
-    dims = _static_dims(x, "space_to_batch_nd", 1)
-    rest = dims[1 + m:]
-    full = [[0, 0]] + pads.tolist() + [[0, 0]] * len(rest)
-    padded = indexing_ops.pad(x, full)
-    sizes = [dims[1 + i] + int(pads[i].sum()) for i in range(m)]
-    for i, (s, b) in enumerate(zip(sizes, block)):
-        if s % b:
-            raise ValueError(f"tf.space_to_batch_nd: padded dimension {i + 1} ({s}) is not a multiple of "
-                             f"block_shape[{i}] = {b}")
-    shape1 = [-1] + [v for s, b in zip(sizes, block) for v in (s // int(b), int(b))] + rest
-    y = array_ops.reshape(padded, shape1)
-    perm = [2 + 2 * i for i in range(m)] + [0] + [1 + 2 * i for i in range(m)] + list(range(1 + 2 * m, 1 + 2 * m + len(rest)))
-    y = array_ops.transpose(y, perm)
-    return array_ops.reshape(y, [-1] + [s // int(b) for s, b in zip(sizes, block)] + rest, name=name)
+space_to_batch_nd = nn_extra_ops.space_to_batch_nd
 
 
 def batch_to_space_nd(input, block_shape, crops, name=None):  # noqa: A002
-    """The inverse of :func:`space_to_batch_nd`: batch blocks back into space, then ``crops``."""
-    x = convert_to_tensor(input)
-    block = _ints(block_shape, "batch_to_space_nd", "block_shape").reshape(-1)
-    crop = _ints(crops, "batch_to_space_nd", "crops").reshape(-1, 2)
-    m = len(block)
-    dims = _static_dims(x, "batch_to_space_nd", 1)
-    spatial, rest = dims[1:1 + m], dims[1 + m:]
-    y = array_ops.reshape(x, [int(b) for b in block] + [-1] + spatial + rest)
-    perm = [m] + [v for i in range(m) for v in (m + 1 + i, i)] + list(range(2 * m + 1, 2 * m + 1 + len(rest)))
-    y = array_ops.transpose(y, perm)
-    full = [s * int(b) for s, b in zip(spatial, block)]
-    y = array_ops.reshape(y, [-1] + full + rest)
-    begin = [0] + [int(c[0]) for c in crop] + [0] * len(rest)
-    size = [-1] + [f - int(c[0]) - int(c[1]) for f, c in zip(full, crop)] + [-1] * len(rest)
-    return indexing_ops.slice(y, begin, size, name=name)
+    """The inverse of :func:`space_to_batch_nd` (TF2's ``tf.batch_to_space``)."""
+    return nn_extra_ops.batch_to_space(input, block_shape, crops, name=name)
 
 
 def space_to_batch(input, paddings, block_size=None, name=None, block_shape=None):  # noqa: A002
@@ -123,13 +55,13 @@ def space_to_batch(input, paddings, block_size=None, name=None, block_shape=None
     if (block_size is None) == (block_shape is None):
         raise ValueError("tf.space_to_batch: give exactly one of block_size and block_shape")
     size = int(block_size if block_size is not None else block_shape)
-    return space_to_batch_nd(input, [size, size], paddings, name=name)
+    return nn_extra_ops.space_to_batch_nd(input, [size, size], paddings, name=name)
 
 
 def batch_to_space(input, crops, block_size, name=None, block_shape=None):  # noqa: A002
     """TF1's 4-D ``batch_to_space``: :func:`batch_to_space_nd` with a square ``block_size``."""
     size = int(block_size if block_shape is None else block_shape)
-    return batch_to_space_nd(input, [size, size], crops, name=name)
+    return nn_extra_ops.batch_to_space(input, [size, size], crops, name=name)
 
 
 def required_space_to_batch_paddings(input_shape, block_shape, base_paddings=None, name=None):

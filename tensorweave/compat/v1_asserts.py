@@ -29,11 +29,10 @@ from tensorweave.core import dtypes as _dt
 from tensorweave.core import errors
 from tensorweave.core.context import executing_eagerly
 from tensorweave.core.convert import convert_to_tensor
-from tensorweave.core.dispatch import execute
-from tensorweave.core.graph import constant_value, get_default_graph
-from tensorweave.core.registry import get_op, register_kernel, register_op
+from tensorweave.core.graph import get_default_graph
 from tensorweave.core.tensor import Tensor
-from tensorweave.ops import array_ops, control_flow_ops, math_ops, reduce_ops
+from tensorweave.ops import array_ops, check_ops, control_flow_ops, math_ops, reduce_ops
+from tensorweave.ops.check_ops import Assert  # noqa: F401 - TF has one Assert (TF1's and TF2's)
 
 __all__ = ["Assert", "assert_equal", "assert_none_equal", "assert_less", "assert_less_equal", "assert_greater",
            "assert_greater_equal", "assert_near", "assert_positive", "assert_negative", "assert_non_negative",
@@ -41,49 +40,7 @@ __all__ = ["Assert", "assert_equal", "assert_none_equal", "assert_less", "assert
            "assert_rank_in", "assert_scalar", "assert_same_float_dtype", "assert_proper_iterable",
            "is_numeric_tensor", "check_numerics", "verify_tensor_all_finite", "add_check_numerics_ops"]
 
-# TF1's Assert prints every data entry as TF1 does; tw.Assert (ops/check_ops.py) keeps TF2's format.
-register_op("AssertV1", infer=lambda inputs, attrs: [], num_outputs=0, stateful=True)
-
-
-def _message(data, summarize):
-    parts = []
-    for d in data:
-        a = np.asarray(d)
-        if a.dtype.kind in "SO" and a.ndim == 0:
-            v = a.item()
-            parts.append(v.decode() if isinstance(v, bytes) else str(v))
-        else:
-            flat = a.reshape(-1)
-            n = summarize if summarize is not None and summarize >= 0 else flat.size
-            shown = " ".join(f"{v:g}" if a.dtype.kind == "f" else str(v) for v in flat[:n].tolist())
-            parts.append(shown + (" ..." if flat.size > n else ""))
-    return "assertion failed: " + " ".join(f"[{p}]" for p in parts)
-
-
-@register_kernel("AssertV1", "CPU")
-def _assert_kernel(condition, *data, summarize):
-    if not bool(np.all(condition)):
-        raise errors.InvalidArgumentError(_message(data, summarize))
-    return ()
-
-
-def Assert(condition, data, summarize=None, name=None):  # noqa: N802 - TF1's name
-    """Raises ``InvalidArgumentError`` with ``data`` printed when ``condition`` (a bool scalar) is
-    False: at once eagerly (returns None), when the op runs in a graph (returns the op)."""
-    data = [convert_to_tensor(d) for d in data]
-    cond = convert_to_tensor(condition)
-    if executing_eagerly():
-        _assert_kernel(cond.numpy(), *[d.numpy() for d in data], summarize=summarize)
-        return None
-    static = constant_value(cond)
-    if static is not None and not bool(np.all(static)) and all(constant_value(d) is not None for d in data):
-        _assert_kernel(static, *[constant_value(d) for d in data], summarize=summarize)
-    return execute(get_op("AssertV1"), [cond] + data, {"summarize": 3 if summarize is None else summarize},
-                   name or "Assert")
-
-
-def _label(t):
-    return getattr(t, "name", None) or "tensor"
+_label = check_ops.label
 
 
 def _check(condition, x, y, data, summarize, message, name, text, default_name):
@@ -177,19 +134,7 @@ def assert_type(tensor, tf_type, message=None, name=None):
     return _static_ok(name or "assert_type")
 
 
-def _rank_check(x, ok, describe, data, summarize, message, name, default_name):
-    x = convert_to_tensor(x)
-    rank = x.shape.rank
-    if rank is not None:
-        if not ok(rank):
-            raise ValueError(f"{message + ' ' if message else ''}Tensor {_label(x)} must have {describe}; "
-                             f"got rank {rank} (shape {x.shape})")
-        return _static_ok(name or default_name)
-    r = array_ops.rank(x)
-    cond = ok(r)
-    data = data if data is not None else ([message] if message else []) + [
-        f"Tensor {_label(x)} must have {describe}. Received shape: ", array_ops.shape(x)]
-    return _check(cond, x, None, data, summarize, None, name, describe, default_name)
+_rank_check = check_ops.rank_check
 
 
 def assert_rank(x, rank, data=None, summarize=None, message=None, name=None):
@@ -286,6 +231,6 @@ def add_check_numerics_ops():
     (``tf.add_check_numerics_ops``: run it with the train op to find where NaNs start)."""
     graph = get_default_graph()
     outputs = [t for op in list(graph.get_operations()) for t in op.outputs
-               if t.dtype.is_floating and op.type not in ("Assert", "AssertV1", "NoOp")]
+               if t.dtype.is_floating and op.type not in ("Assert", "NoOp")]
     checks = [check_numerics(t, f"{t.name}").op for t in outputs]
     return control_flow_ops.group(*checks, name="CheckNumerics_all") if checks else control_flow_ops.no_op()

@@ -21,6 +21,8 @@ import enum
 from tensorweave.core import context
 from tensorweave.core.graph import get_default_graph, name_scope
 from tensorweave.ops import control_flow_ops
+from tensorweave.framework_extras import no_gradient as NoGradient  # noqa: E402,N812 - TF1's names for it
+from tensorweave.framework_extras import no_gradient as NotDifferentiable  # noqa: E402,N812
 from tensorweave.framework_extras import (AggregationMethod, UnconnectedGradients,  # noqa: F401 - TF2's, the same in TF1
                                          VariableSynchronization, get_logger, grad_pass_through, hessians,
                                          is_symbolic_tensor, recompute_grad, timestamp)
@@ -30,7 +32,7 @@ __all__ = ["disable_v2_behavior", "enable_v2_behavior", "executing_eagerly_outsi
            "enable_control_flow_v2", "get_logger", "no_regularizer", "op_scope", "make_template", "tables_initializer",
            "initialize_all_tables", "colocate_with", "VERSION", "AggregationMethod", "UnconnectedGradients",
            "dimension_value", "hessians", "timestamp", "VariableSynchronization", "VariableAggregation",
-           "is_symbolic_tensor", "grad_pass_through", "recompute_grad"]
+           "is_symbolic_tensor", "grad_pass_through", "recompute_grad", "NoGradient", "NotDifferentiable"]
 
 VERSION = __import__("tensorweave").__version__
 

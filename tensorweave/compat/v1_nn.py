@@ -74,6 +74,7 @@ def in_top_k(predictions, targets, k, name=None):
 
 from tensorweave.compat import v1_rnn_cell as rnn_cell  # noqa: E402,F401
 from tensorweave.compat.v1_nn_extra import *  # noqa: E402,F401,F403 - crelu, lrn, moments helpers, conv backprops...
+from tensorweave.compat.v1_ctc import collapse_repeated, ctc_greedy_decoder  # noqa: E402,F401
 from tensorweave.compat.v1_rnn import (bidirectional_dynamic_rnn, dynamic_rnn, raw_rnn,  # noqa: E402,F401
                                        static_bidirectional_rnn, static_rnn)
 from tensorweave.compat.v1_aliases import install as _install  # noqa: E402

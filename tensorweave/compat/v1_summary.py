@@ -359,7 +359,14 @@ class FileWriter:
         self.add_event(self._event(summary=summary, step=int(global_step or 0)))
 
     def add_graph(self, graph, global_step=None, graph_def=None):
+        from tensorweave.compat.v1_graph_def import GraphDef, import_graph_def
+        from tensorweave.core.graph import Graph
         from tensorweave.keras.callbacks.tensorboard import _graph_def
+        ours = graph_def if isinstance(graph_def, GraphDef) else graph if isinstance(graph, GraphDef) else None
+        if ours is not None:    # TF1's FileWriter(logdir, sess.graph_def): TensorBoard reads its own GraphDef
+            graph, graph_def = Graph(), None
+            with graph.as_default():
+                import_graph_def(ours, name="")
         gd = graph_def if graph_def is not None else _graph_def(graph)
         self.add_event(self._event(graph_def=gd.SerializeToString(), step=int(global_step or 0)))
 

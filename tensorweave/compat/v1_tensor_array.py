@@ -5,8 +5,9 @@ method is ordinary differentiable ops: ``unstack`` keeps the tensor, ``read(i)``
 ``i``, ``write(i, v)`` returns a new TensorArray with row ``i`` replaced (a scatter; with
 ``dynamic_size=True`` the tensor first grows to ``i + 1`` rows), ``stack`` returns it. This
 covers the uses of TF1 RNN code — inputs unstacked and read inside a loop body (``raw_rnn``'s
-``loop_fn``), outputs written and stacked — but a TensorArray is not itself a loop variable
-of ``tw.while_loop`` (pass ``ta.stack()`` instead).
+``loop_fn``), outputs written and stacked. compat.v1's ``tf.while_loop`` (:func:`while_loop`)
+takes TensorArrays among its loop variables, as TF1 code passes them: each travels through the
+loop as its stacked tensor (an empty one's element shape comes from one trace of the body).
 
 >>> import tensorweave as tw
 >>> from tensorweave.compat.v1_tensor_array import TensorArray
@@ -17,9 +18,11 @@ of ``tw.while_loop`` (pass ``ta.stack()`` instead).
 """
 import tensorweave as tw
 from tensorweave.core import dtypes as _dt
+from tensorweave.core import nest
+from tensorweave.core.context import building_graph
 from tensorweave.core.shape import TensorShape
 
-__all__ = ["TensorArray"]
+__all__ = ["TensorArray", "while_loop"]
 
 
 class TensorArray:
@@ -57,7 +60,11 @@ class TensorArray:
 
     def _empty(self, element):
         rows = tw.reshape(tw.cast(self._size, tw.int32), [1])
-        return tw.zeros(tw.concat([rows, tw.shape(element)], 0), dtype=self._dtype)
+        value = tw.zeros(tw.concat([rows, tw.shape(element)], 0), dtype=self._dtype)
+        dims = element.shape.as_list() if element.shape.is_fully_defined() else None
+        if dims is not None and all(dims):      # zeros of a computed shape has no static shape: give it back
+            value = tw.reshape(value, [-1] + dims)
+        return value
 
     def unstack(self, value, name=None):
         """The rows of ``value`` (first axis) as the elements."""
@@ -123,3 +130,79 @@ class TensorArray:
 
     def close(self, name=None):
         return tw.no_op()
+
+
+def _probe_element_shapes(body, flat, structure, empty):
+    """The element shapes the body writes into the empty TensorArrays ``empty`` (indices into
+    ``flat``): one trace of ``body`` in a scratch function graph (its nodes never run)."""
+    from tensorweave.core.graph import FuncGraph, get_default_graph
+    from tensorweave.ops.array_ops import placeholder
+    g = FuncGraph("tensor_array_probe", outer_graph=get_default_graph())
+    with g.as_default():
+        args = [v if isinstance(v, TensorArray) else placeholder(v.dtype, v.shape) for v in flat]
+        out = body(*nest.pack_sequence_as(structure, args))
+    out_flat = nest.flatten(out)
+    shapes = {}
+    for i in empty:
+        ta = out_flat[i] if i < len(out_flat) else None
+        if not isinstance(ta, TensorArray) or ta._value is None:
+            raise ValueError(f"tf.while_loop: loop variable {i} is a TensorArray the body neither writes nor returns "
+                             "as a TensorArray. Hint: give it an element_shape, or return ta.write(...)")
+        shapes[i] = ta._value.shape[1:]
+    return shapes
+
+
+def while_loop(cond, body, loop_vars, shape_invariants=None, parallel_iterations=10, back_prop=True,
+               swap_memory=False, name=None, maximum_iterations=None, return_same_structure=False):
+    """TF1's ``tf.while_loop``: ``tw.while_loop`` whose loop variables may also be TensorArrays."""
+    single = not isinstance(loop_vars, (list, tuple))
+    structure = [loop_vars] if single else list(loop_vars) if isinstance(loop_vars, tuple) else loop_vars
+    flat = nest.flatten(structure)
+    arrays = [i for i, v in enumerate(flat) if isinstance(v, TensorArray)]
+    if not arrays:
+        return tw.while_loop(cond, body, loop_vars, shape_invariants, parallel_iterations, back_prop, swap_memory,
+                             maximum_iterations, name)
+    if building_graph() is None:    # eagerly the body runs as Python: TensorArrays pass as they are
+        step = 0
+        while (maximum_iterations is None or step < int(maximum_iterations)) and bool(cond(*structure)):
+            out = body(*structure)
+            structure, step = [out] if single else list(out), step + 1
+        return structure[0] if single else (tuple(structure) if isinstance(loop_vars, tuple) else structure)
+    empty = [i for i in arrays if flat[i]._value is None and not flat[i]._element_shape.is_fully_defined()]
+    shapes = _probe_element_shapes(body, flat, structure, empty) if empty else {}
+    templates = {i: flat[i] for i in arrays}
+    tensors, invariants = [], []
+    given = nest.flatten_up_to(structure, [shape_invariants] if single else shape_invariants) \
+        if shape_invariants is not None else [None] * len(flat)
+    for i, v in enumerate(flat):
+        if i in templates:
+            ta = v
+            if ta._value is None:
+                elem = shapes.get(i, ta._element_shape)
+                if not elem.is_fully_defined():
+                    raise ValueError(f"tf.while_loop: TensorArray loop variable {i} gets elements of shape {elem}; "
+                                     "its element shape must be static. Hint: give element_shape= when creating it")
+                size = tw.reshape(tw.cast(ta._size, tw.int32), [1])
+                value = tw.zeros(tw.concat([size, tw.constant(elem.as_list(), tw.int32)], 0), ta._dtype)
+            else:
+                value = ta._value
+            tensors.append(value)
+            elem = value.shape[1:]
+            invariants.append(TensorShape([None] + (elem.as_list() if elem.rank is not None else [])))
+        else:
+            t = tw.convert_to_tensor(v)
+            tensors.append(t)
+            invariants.append(TensorShape(given[i]) if given[i] is not None else t.shape)
+
+    def rebuild(vals):
+        return nest.pack_sequence_as(structure, [templates[i]._with(t) if i in templates else t
+                                                 for i, t in enumerate(vals)])
+
+    def flat_body(*vals):
+        out = body(*rebuild(list(vals)))
+        out = nest.flatten([out] if single else out)
+        return [o.stack() if isinstance(o, TensorArray) else o for o in out]
+    res = tw.while_loop(lambda *vals: cond(*rebuild(list(vals))), flat_body, tensors, shape_invariants=invariants,
+                        maximum_iterations=maximum_iterations, name=name)
+    out = rebuild(list(res))
+    return out[0] if single else (tuple(out) if isinstance(loop_vars, tuple) else out)

@@ -54,7 +54,7 @@ from tensorweave.compat.v1_input import (Coordinator, QueueRunner, add_queue_run
 from tensorweave.estimator.hooks import (CheckpointSaverListener, FeedFnHook, FinalOpsHook,  # noqa: F401
                                          LoggingTensorHook, NanLossDuringTrainingError, NanTensorHook,
                                          SecondOrStepTimer, SessionRunArgs, SessionRunContext, SessionRunHook,
-                                         SessionRunValues, StepCounterHook, StopAtStepHook)
+                                         SessionRunValues, StepCounterHook, StopAtStepHook, ProfilerHook)
 from tensorweave.compat.v1_monitored import (CheckpointSaverHook, ChiefSessionCreator, MonitoredSession,  # noqa: F401
                                              MonitoredTrainingSession, Scaffold, SingularMonitoredSession,
                                              SummarySaverHook)
@@ -436,6 +436,7 @@ from tensorweave.compat.v1_moving_average import ExponentialMovingAverage  # noq
 from tensorweave.compat.v1_saver import (Saver, checkpoint_exists, list_variables, load_variable,  # noqa: E402
                                          remove_checkpoint)
 from tensorweave.compat.v1_meta_graph import export_meta_graph, import_meta_graph  # noqa: E402
+from tensorweave.compat.v1_graph_def import write_graph  # noqa: E402
 from tensorweave.compat.v1_checkpoint_utils import (NewCheckpointReader, checkpoints_iterator,  # noqa: E402
                                                     generate_checkpoint_state_proto, get_checkpoint_mtimes,
                                                     init_from_checkpoint, load_checkpoint, update_checkpoint_state,
@@ -447,5 +448,7 @@ __all__ += ["natural_exp_decay", "piecewise_constant_decay", "Saver", "checkpoin
             "Checkpoint", "CheckpointManager", "get_checkpoint_state", "latest_checkpoint", "replica_device_setter",
             "ExponentialMovingAverage", "list_variables", "load_variable", "export_meta_graph", "import_meta_graph",
             "NewCheckpointReader", "checkpoints_iterator", "generate_checkpoint_state_proto", "get_checkpoint_mtimes",
-            "init_from_checkpoint", "load_checkpoint", "update_checkpoint_state", "warm_start"]
+            "init_from_checkpoint", "load_checkpoint", "update_checkpoint_state", "warm_start", "write_graph",
+            "Supervisor", "basic_train_loop"]
 from tensorweave.compat.v1_train_extra import *  # noqa: E402,F401,F403 - Example protos, cosine decays...
+from tensorweave.compat.v1_supervisor import Supervisor, basic_train_loop  # noqa: E402

@@ -51,6 +51,10 @@ class UnknownError(OpError, RuntimeError):
     pass
 
 
+class AbortedError(OpError, RuntimeError):
+    """An operation was aborted (TF1's session recovery loops retry on it)."""
+
+
 class DataLossError(OpError, OSError):
     """Unrecoverable data corruption (a TFRecord whose CRC does not match)."""
 

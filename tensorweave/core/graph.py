@@ -145,6 +145,11 @@ class Operation:
         return tuple(self.outputs)
 
     @property
+    def grad_fn(self):
+        """The gradient ``gradient_override_map`` gave this op; None for its op type's own."""
+        return _overridden_gradient if self._extra and "gradient_op_type" in self._extra else None
+
+    @property
     def node_def(self):
         return {"name": self.name, "op": self.type, "input": [t.name for t in self.inputs] +
                 ["^" + c.name for c in self.control_inputs], "device": self.device or "",
@@ -155,6 +160,10 @@ class Operation:
 
     def __repr__(self):
         return f"<tw.Operation '{self.name}' type={self.type}>"
+
+
+# Writes TF1's GraphDef of a graph; the format lives above this layer (compat/v1_graph_def.py sets it).
+graph_def_writer = [None]
 
 
 class Graph:
@@ -176,6 +185,7 @@ class Graph:
         self._last_stateful = None    # for automatic control dependencies (FuncGraph)
         self._variable_handles = {}
         self._left_out = {}           # node name -> why an imported graph lacks it (import_meta_graph)
+        self._gradient_overrides = {}  # op type -> registered gradient name (gradient_override_map)
 
     # ---- context -------------------------------------------------------------------------
     @contextlib.contextmanager
@@ -267,6 +277,22 @@ class Graph:
     def _capture_control(self, op):
         raise ValueError(f"Control input {op.name} is from a different graph")
 
+    @contextlib.contextmanager
+    def gradient_override_map(self, op_type_map):
+        """TF1's ``with g.gradient_override_map({"Identity": "MyGrad"}):``: ops of those types made
+        inside take the gradient registered with ``@tf.RegisterGradient("MyGrad")`` (looked up when
+        gradients are computed)."""
+        if not isinstance(op_type_map, dict) or not all(isinstance(k, str) and isinstance(v, str)
+                                                        for k, v in op_type_map.items()):
+            raise TypeError(f"gradient_override_map: op_type_map must map op type strings to gradient names, "
+                            f"got {op_type_map!r}")
+        saved = self._gradient_overrides
+        self._gradient_overrides = {**saved, **op_type_map}
+        try:
+            yield
+        finally:
+            self._gradient_overrides = saved
+
     def device(self, device_name):
         """``with g.device("/cpu:1"):`` — the same scope as ``tw.device``."""
         from tensorweave.core.devices import device
@@ -295,6 +321,8 @@ class Graph:
             op = Operation(self, opdef, name, inputs, attrs, specs, device, control, traceback)
             if ctx.device_functions:
                 _apply_device_functions(op)
+            if opdef.name in self._gradient_overrides:
+                op._extra = {**(op._extra or {}), "gradient_op_type": self._gradient_overrides[opdef.name]}
             if self.is_function_graph and opdef.stateful:
                 self._last_stateful = op
             self._ops.append(op)
@@ -323,6 +351,12 @@ class Graph:
         except IndexError:
             raise KeyError(f"The name '{name}' refers to a Tensor which does not exist: "
                            f"operation '{op_name}' has {len(op.outputs)} outputs.") from None
+
+    def as_graph_def(self, from_version=None, add_shapes=False):
+        """This graph as a ``tf.GraphDef`` (tensorweave's safe format; see ``tf.import_graph_def``)."""
+        if graph_def_writer[0] is None:
+            raise RuntimeError("Graph.as_graph_def: import tensorweave.compat.v1 first (it defines the GraphDef)")
+        return graph_def_writer[0](self)
 
     def as_graph_element(self, obj):
         if isinstance(obj, str):
@@ -412,6 +446,15 @@ class FuncGraph(Graph):
     def _capture_control(self, op):
         # A control dependency on an outer op is satisfied before the function runs.
         return None
+
+
+def _overridden_gradient(op, *grads):
+    from tensorweave.core.registry import NOT_DIFFERENTIABLE, named_gradient
+    fn = named_gradient(op._extra["gradient_op_type"])
+    if fn is NOT_DIFFERENTIABLE:
+        return [None] * len(op.inputs)
+    out = fn(op, *grads)
+    return list(out) if isinstance(out, (list, tuple)) else [out]
 
 
 def _apply_device_functions(op):

@@ -121,6 +121,26 @@ def registered_ops():
     return dict(_OPS)
 
 
+# Gradient functions registered under a name that is no op type (``tf.RegisterGradient("MyGrad")``),
+# for ops made inside ``Graph.gradient_override_map({"OpType": "MyGrad"})``.
+_NAMED_GRADIENTS = {}
+
+
+def register_named_gradient(name, fn):
+    _NAMED_GRADIENTS[name] = fn
+
+
+def named_gradient(name):
+    fn = _NAMED_GRADIENTS.get(name)
+    if fn is None and name in _OPS and _OPS[name].grad is not None:
+        fn = _OPS[name].grad       # an op type's own gradient ({"Round": "Identity"}: straight through)
+    if fn is None:
+        raise LookupError(f"No gradient registered under the name '{name}' (named by gradient_override_map). "
+                          f"Hint: decorate its function with @tf.RegisterGradient({name!r}) before computing "
+                          "gradients")
+    return fn
+
+
 def register_gradient(name):
     """Decorator: sets the gradient rule of op ``name``: ``fn(op, *grads) -> [input grads]``."""
     def decorate(fn):

@@ -88,6 +88,14 @@ class _Exported:
 
 def export_saved_model(estimator, export_dir_base, serving_input_receiver_fn, checkpoint_path=None,
                        mode="infer"):
+    from tensorweave.core.context import eager_mode
+    # The export traces its own function and variables: whatever graph the caller is building
+    # (train_and_evaluate's exporters run inside the training loop) must not receive them.
+    with eager_mode():
+        return _export(estimator, export_dir_base, serving_input_receiver_fn, checkpoint_path, mode)
+
+
+def _export(estimator, export_dir_base, serving_input_receiver_fn, checkpoint_path, mode):
     import tensorweave as tw
     from tensorweave.estimator._checkpoint import read_checkpoint
     from tensorweave.estimator.model_fn import ModeKeys

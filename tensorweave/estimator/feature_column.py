@@ -475,15 +475,33 @@ def linear_model(features, feature_columns, units=1, sparse_combiner="sum", weig
         return _m.add(_m.add_n(terms) if len(terms) > 1 else terms[0], bias, name="weighted_sum")
 
 
+def _default_of(column):
+    """A numeric column's default as nested tuples of its shape (TF's form: 0.5 for shape 2 is (0.5, 0.5))."""
+    if column.default_value is None:
+        return None
+    values = np.asarray(column.default_value).reshape(-1)
+    full = np.broadcast_to(values if values.size > 1 else values[0], column.shape)
+
+    def nested(a):
+        return tuple(nested(x) for x in a) if a.ndim > 1 else tuple(a.tolist())
+    return nested(full) if full.ndim else full.item()
+
+
 def make_parse_example_spec(feature_columns):
-    """``{key: (shape, dtype)}`` of the raw features the columns read (for building serving inputs)."""
+    """The ``tf.io.parse_example`` spec of the raw features the columns read: a
+    ``FixedLenFeature`` per numeric column, a ``VarLenFeature`` per categorical one (as TF)."""
+    from tensorweave.io.parsing import FixedLenFeature, VarLenFeature
     spec = {}
+
+    def add(key, feature):
+        if spec.setdefault(key, feature) != feature:
+            raise ValueError(f"make_parse_example_spec: feature {key!r} is read as {spec[key]} and as {feature}")
 
     def visit(c):
         if isinstance(c, str):
-            spec.setdefault(c, ((None,), _dt.string))
+            add(c, VarLenFeature(_dt.string))
         elif isinstance(c, _NumericColumn):
-            spec[c.key] = (c.shape, c.dtype)
+            add(c.key, FixedLenFeature(tuple(c.shape), c.dtype, _default_of(c)))
         elif isinstance(c, _BucketizedColumn):
             visit(c.source_column)
         elif isinstance(c, (_IndicatorColumn, _EmbeddingColumn)):
@@ -491,12 +509,12 @@ def make_parse_example_spec(feature_columns):
         elif isinstance(c, _CrossedColumn):
             for k in c.keys:
                 visit(k)
-        elif isinstance(c, _VocabularyListColumn):
-            spec[c.key] = ((None,), c.dtype)
-        elif isinstance(c, _HashBucketColumn):
-            spec[c.key] = ((None,), c.dtype)
+        elif isinstance(c, (_VocabularyListColumn, _HashBucketColumn)):
+            add(c.key, VarLenFeature(c.dtype))
         elif isinstance(c, _IdentityColumn):
-            spec[c.key] = ((None,), _dt.int64)
+            add(c.key, VarLenFeature(_dt.int64))
+        else:
+            raise ValueError(f"make_parse_example_spec: {c!r} is not a feature column")
     for c in feature_columns:
         visit(c)
     return spec

@@ -7,13 +7,14 @@ sees their results, and ``end(session)`` runs last. ``run_context.request_stop()
 """
 import collections
 import logging
+import os
 import time
 
 import numpy as np
 
 __all__ = ["SessionRunHook", "SessionRunArgs", "SessionRunContext", "SessionRunValues", "StopAtStepHook",
            "LoggingTensorHook", "NanLossDuringTrainingError", "NanTensorHook", "FeedFnHook", "FinalOpsHook",
-           "StepCounterHook", "SecondOrStepTimer", "CheckpointSaverListener"]
+           "StepCounterHook", "SecondOrStepTimer", "CheckpointSaverListener", "ProfilerHook"]
 
 _log = logging.getLogger("tensorweave.estimator")
 _now = time.monotonic   # elapsed seconds for the timers (a module attribute: tests replace it)
@@ -231,3 +232,47 @@ class CheckpointSaverListener:
 
     def end(self, session, global_step_value):
         pass
+
+
+class ProfilerHook(SessionRunHook):
+    """Profiles one step every ``save_steps`` steps (or ``save_secs`` seconds) with ``tw.profiler``
+    and writes its Chrome trace to ``output_dir/timeline-<global step>.json`` (TF's file names;
+    open them in chrome://tracing or Perfetto). As TF, the first step is never traced."""
+
+    def __init__(self, save_steps=None, save_secs=None, output_dir="", show_dataflow=True, show_memory=False):
+        self._timer = SecondOrStepTimer(every_secs=save_secs, every_steps=save_steps)
+        self._output_file = os.path.join(output_dir, "timeline-{}.json")
+        self._profile = None
+
+    def begin(self):
+        from tensorweave.compat.v1_train import get_global_step
+        self._next_step = None
+        self._step = get_global_step()
+        if self._step is None:
+            raise RuntimeError("ProfilerHook needs a global step (tf.train.get_or_create_global_step())")
+
+    def before_run(self, run_context):
+        from tensorweave.profiler import Profile
+        if self._next_step is not None and self._timer.should_trigger_for_step(self._next_step):
+            self._profile = Profile(eager=False)
+            self._profile.start()
+        return SessionRunArgs(self._step)
+
+    def after_run(self, run_context, run_values):
+        stale = int(run_values.results)
+        if self._next_step is None:
+            self._timer.update_last_triggered_step(stale)
+        step = stale + 1
+        if self._profile is not None:
+            self._profile.stop()
+            step = int(run_context.session.run(self._step))
+            self._timer.update_last_triggered_step(step)
+            os.makedirs(os.path.dirname(self._output_file) or ".", exist_ok=True)
+            self._profile.export_chrome_trace(self._output_file.format(step))
+            self._profile = None
+        self._next_step = step + 1
+
+    def end(self, session):
+        if self._profile is not None:
+            self._profile.stop()
+            self._profile = None

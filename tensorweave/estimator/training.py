@@ -18,7 +18,7 @@
 """
 import logging
 
-from tensorweave.estimator.estimator import Estimator, _steps_done
+from tensorweave.estimator.estimator import Estimator
 from tensorweave.estimator.model_fn import EvalSpec, TrainSpec
 
 __all__ = ["train_and_evaluate"]
@@ -27,11 +27,14 @@ _log = logging.getLogger("tensorweave.estimator")
 
 
 class _EvalAfterSave:
-    """A saving listener that evaluates after each checkpoint (TF's local ``train_and_evaluate``)."""
+    """A saving listener that evaluates after each checkpoint and hands each evaluation to the
+    exporters (TF's local ``train_and_evaluate``)."""
 
-    def __init__(self, estimator, eval_spec):
-        self._estimator, self._spec = estimator, eval_spec
+    def __init__(self, estimator, eval_spec, max_steps):
+        self._estimator, self._spec, self._max_steps = estimator, eval_spec, max_steps
         self.results = None
+        self.exports = []
+        self.final_exported = False
 
     def begin(self):
         pass
@@ -40,7 +43,14 @@ class _EvalAfterSave:
         pass
 
     def after_save(self, session, global_step):
+        self.evaluate_and_export(self._max_steps is not None and global_step >= self._max_steps)
+
+    def evaluate_and_export(self, final):
         self.results = _evaluate(self._estimator, self._spec)
+        est = self._estimator
+        self.exports = [exporter.export(est, est.model_dir + "/export/" + exporter.name, est.latest_checkpoint(),
+                                        self.results, final) for exporter in self._spec.exporters]
+        self.final_exported = final
 
     def end(self, session, global_step):
         pass
@@ -52,7 +62,8 @@ def _evaluate(estimator, spec):
 
 def train_and_evaluate(estimator, train_spec, eval_spec):
     """Trains ``estimator`` to ``train_spec.max_steps``, evaluating after each saved checkpoint and
-    exporting with ``eval_spec.exporters``; returns ``(last eval metrics, export results)``."""
+    exporting each evaluation with ``eval_spec.exporters`` (``is_the_final_export`` for the last);
+    returns ``(last eval metrics, the last evaluation's export results)``, as TF."""
     if not isinstance(estimator, Estimator):
         raise TypeError(f"train_and_evaluate: estimator must be a tf.estimator.Estimator, got "
                         f"{type(estimator).__name__}")
@@ -60,14 +71,9 @@ def train_and_evaluate(estimator, train_spec, eval_spec):
         raise TypeError(f"train_and_evaluate: train_spec must be a TrainSpec, got {type(train_spec).__name__}")
     if not isinstance(eval_spec, EvalSpec):
         raise TypeError(f"train_and_evaluate: eval_spec must be an EvalSpec, got {type(eval_spec).__name__}")
-    listener = _EvalAfterSave(estimator, eval_spec)
+    listener = _EvalAfterSave(estimator, eval_spec, train_spec.max_steps)
     estimator.train(train_spec.input_fn, hooks=train_spec.hooks, max_steps=train_spec.max_steps,
                     saving_listeners=list(train_spec.saving_listeners) + [listener])
-    results = listener.results
-    if results is None or int(results["global_step"]) != _steps_done(estimator.model_dir):
-        results = _evaluate(estimator, eval_spec)
-    exports = []
-    for exporter in eval_spec.exporters:
-        exports.append(exporter.export(estimator, estimator.model_dir + "/export/" + exporter.name,
-                                       estimator.latest_checkpoint(), results, True))
-    return results, exports
+    if not listener.final_exported:     # the input ended before max_steps, or no checkpoint was due
+        listener.evaluate_and_export(True)
+    return listener.results, listener.exports

@@ -58,7 +58,7 @@ class Session:
 
     @property
     def graph_def(self):
-        return [op.node_def for op in self._graph.get_operations()]
+        return self._graph.as_graph_def()
 
     # ---- context managers ----------------------------------------------------------------------
     def as_default(self):

@@ -271,6 +271,14 @@ def read_slice(path, name, index):
             raise _library_error(path, e) from None
 
 
+def metadata_of_bytes(data, where):
+    """The ``__metadata__`` of a tensor file held in memory (its header validated first)."""
+    header, start = _header(where, io.BytesIO(data), len(data))
+    meta = header.get("__metadata__", {})
+    _validate(where, header, len(data) - start)
+    return meta
+
+
 def load_bytes(data, where):
     """``{name: array}`` of a tensor file held in memory (e.g. a zip member), validated first."""
     header, start = _header(where, io.BytesIO(data), len(data))

@@ -23,7 +23,7 @@ from tensorweave.ops import array_ops as _a
 from tensorweave.ops import math_ops as _m
 from tensorweave.ops.variables import Variable, trainable_variables
 
-__all__ = ["BaselineClassifier", "BaselineRegressor"]
+__all__ = ["BaselineClassifier", "BaselineRegressor", "BaselineEstimator"]
 
 
 def _batch_size(features):
@@ -59,3 +59,10 @@ class BaselineRegressor(_BaselineBase):
                  loss_reduction=v1_losses.Reduction.SUM):
         head = _head.RegressionHead(label_dimension, weight_column, loss_reduction)
         super().__init__(head, optimizer, model_dir, config, "BaselineRegressor")
+
+
+class BaselineEstimator(_BaselineBase):
+    """The baseline with any head (``tf.estimator.BinaryClassHead()``, ``RegressionHead()`` ...)."""
+
+    def __init__(self, head, model_dir=None, optimizer="Ftrl", config=None):
+        super().__init__(head, optimizer, model_dir, config, "BaselineEstimator")

@@ -24,7 +24,7 @@ from tensorweave.ops import nn_ops as _nn
 from tensorweave.ops.math_ops import relu
 from tensorweave.ops.variables import trainable_variables
 
-__all__ = ["DNNClassifier", "DNNRegressor"]
+__all__ = ["DNNClassifier", "DNNRegressor", "DNNEstimator"]
 
 
 def _relu(x):
@@ -88,3 +88,12 @@ class DNNRegressor(_DNNBase):
         head = _head.RegressionHead(label_dimension, weight_column, loss_reduction)
         super().__init__(head, hidden_units, feature_columns, optimizer, activation_fn, dropout, model_dir, config,
                          warm_start_from, "DNNRegressor")
+
+
+class DNNEstimator(_DNNBase):
+    """Hidden layers of ``hidden_units`` with any head (default optimizer Adagrad, 0.05)."""
+
+    def __init__(self, head, hidden_units, feature_columns, model_dir=None, optimizer="Adagrad", activation_fn=None,
+                 dropout=None, input_layer_partitioner=None, config=None, warm_start_from=None, batch_norm=False):
+        super().__init__(head, hidden_units, feature_columns, optimizer, activation_fn, dropout, model_dir, config,
+                         warm_start_from, "DNNEstimator")

@@ -9,7 +9,7 @@ from tensorweave.estimator.model_fn import ModeKeys
 from tensorweave.ops import math_ops as _m
 from tensorweave.ops.variables import trainable_variables
 
-__all__ = ["DNNLinearCombinedClassifier", "DNNLinearCombinedRegressor"]
+__all__ = ["DNNLinearCombinedClassifier", "DNNLinearCombinedRegressor", "DNNLinearCombinedEstimator"]
 
 
 class _CombinedBase(Estimator):
@@ -69,3 +69,15 @@ class DNNLinearCombinedRegressor(_CombinedBase):
         super().__init__(head, linear_feature_columns, linear_optimizer, dnn_feature_columns, dnn_optimizer,
                          dnn_hidden_units, dnn_activation_fn, dnn_dropout, linear_sparse_combiner, model_dir, config,
                          warm_start_from, "DNNLinearCombinedRegressor")
+
+
+class DNNLinearCombinedEstimator(_CombinedBase):
+    """Wide and deep with any head."""
+
+    def __init__(self, head, model_dir=None, linear_feature_columns=None, linear_optimizer="Ftrl",
+                 dnn_feature_columns=None, dnn_optimizer="Adagrad", dnn_hidden_units=None, dnn_activation_fn=None,
+                 dnn_dropout=None, input_layer_partitioner=None, config=None, batch_norm=False,
+                 linear_sparse_combiner="sum", warm_start_from=None):
+        super().__init__(head, linear_feature_columns, linear_optimizer, dnn_feature_columns, dnn_optimizer,
+                         dnn_hidden_units, dnn_activation_fn, dnn_dropout, linear_sparse_combiner, model_dir, config,
+                         warm_start_from, "DNNLinearCombinedEstimator")

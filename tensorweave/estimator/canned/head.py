@@ -39,15 +39,49 @@ def _weights(features, weight_column):
 
 
 class _Head:
-    def __init__(self, weight_column=None, loss_reduction=v1_losses.Reduction.SUM, name=None):
+    def __init__(self, weight_column=None, loss_reduction=v1_losses.Reduction.SUM, name=None, loss_fn=None):
         v1_losses.Reduction.validate(loss_reduction)
         if loss_reduction == v1_losses.Reduction.NONE:
             raise ValueError("a canned estimator's loss_reduction can not be NONE")
+        if loss_fn is not None and not callable(loss_fn):
+            raise ValueError(f"loss_fn must be callable (labels, logits) -> per-example losses, got {loss_fn!r}")
         self._weight_column = weight_column
         self._reduction = loss_reduction
         self._name = name
+        self._loss_fn = loss_fn
 
-    def create_estimator_spec(self, features, mode, logits, labels=None, train_op_fn=None):
+    name = property(lambda self: self._name)
+
+    def _per_example(self, labels, logits):
+        if self._loss_fn is None:
+            return self._unreduced_loss(labels, logits)
+        return _column(self._loss_fn(labels=labels, logits=logits), "loss_fn's result")
+
+    def loss(self, labels, logits, features=None, mode=None, regularization_losses=None):
+        """The training loss of ``logits`` against ``labels`` (TF2 heads' ``Head.loss``)."""
+        w = _weights(features or {}, self._weight_column) if self._weight_column is not None else None
+        loss = v1_losses.compute_weighted_loss(self._per_example(self._labels(labels), logits),
+                                               1.0 if w is None else w, reduction=self._reduction,
+                                               loss_collection=None)
+        if regularization_losses:
+            loss = _m.add(loss, _m.add_n(list(regularization_losses)))
+        return loss
+
+    def predictions(self, logits, keys=None):
+        """The prediction dict of ``logits`` (only ``keys``, when given)."""
+        out = self._predictions(logits)
+        return out if keys is None else {k: out[k] for k in keys}
+
+    def create_estimator_spec(self, features, mode, logits, labels=None, train_op_fn=None, optimizer=None,
+                              trainable_variables=None, update_ops=None, regularization_losses=None):
+        """The ``EstimatorSpec`` of ``mode``; training minimizes the loss with ``train_op_fn(loss)`` or
+        with ``optimizer`` over ``trainable_variables`` (then steps the global step)."""
+        if mode == ModeKeys.TRAIN and train_op_fn is None:
+            if optimizer is None:
+                raise ValueError("create_estimator_spec: TRAIN needs train_op_fn or optimizer")
+            from tensorweave.ops.variables import trainable_variables as _all_trainable
+            train_op_fn = minimize_fn([(optimizer, list(trainable_variables) if trainable_variables is not None
+                                        else _all_trainable())])
         w = _weights(features, self._weight_column) if mode != ModeKeys.PREDICT else None
         with name_scope("head"):
             predictions = self._predictions(logits)
@@ -56,22 +90,27 @@ class _Head:
             if labels is None:
                 raise ValueError("the canned estimator needs labels to train or evaluate; the input_fn gave none")
             labels = self._labels(labels)
-            unreduced = self._unreduced_loss(labels, logits)
+            unreduced = self._per_example(labels, logits)
             loss = v1_losses.compute_weighted_loss(unreduced, 1.0 if w is None else w, reduction=self._reduction,
                                                    loss_collection=None)
+            if regularization_losses:
+                loss = _m.add(loss, _m.add_n(list(regularization_losses)))
             if mode == ModeKeys.EVAL:
                 with name_scope("metrics"):
                     metrics = self._metrics(labels, predictions, unreduced, w)
                 return EstimatorSpec(mode, predictions=predictions, loss=loss, eval_metric_ops=metrics)
-            return EstimatorSpec(mode, predictions=predictions, loss=loss, train_op=train_op_fn(loss))
+            train_op = train_op_fn(loss)
+            if update_ops:
+                train_op = group(train_op, *update_ops)
+            return EstimatorSpec(mode, predictions=predictions, loss=loss, train_op=train_op)
 
 
 class ClassificationHead(_Head):
     """Binary (one logit, sigmoid) when ``n_classes == 2``, else softmax over ``n_classes`` logits."""
 
     def __init__(self, n_classes, weight_column=None, label_vocabulary=None,
-                 loss_reduction=v1_losses.Reduction.SUM, name=None):
-        super().__init__(weight_column, loss_reduction, name)
+                 loss_reduction=v1_losses.Reduction.SUM, name=None, loss_fn=None):
+        super().__init__(weight_column, loss_reduction, name, loss_fn)
         if n_classes is None or n_classes < 2:
             raise ValueError(f"n_classes must be > 1, got {n_classes}")
         if label_vocabulary is not None:
@@ -142,13 +181,18 @@ class ClassificationHead(_Head):
 
 
 class RegressionHead(_Head):
-    """Squared error on ``label_dimension`` outputs."""
+    """Squared error on ``label_dimension`` outputs (``loss_fn`` and ``inverse_link_fn``: a
+    generalized linear model's loss on the logits and the mean it predicts)."""
 
-    def __init__(self, label_dimension=1, weight_column=None, loss_reduction=v1_losses.Reduction.SUM, name=None):
-        super().__init__(weight_column, loss_reduction, name)
+    def __init__(self, label_dimension=1, weight_column=None, loss_reduction=v1_losses.Reduction.SUM,
+                 loss_fn=None, inverse_link_fn=None, name=None):
+        if isinstance(loss_fn, str) and name is None:     # (label_dimension, weight_column, reduction, name)
+            loss_fn, name = None, loss_fn
+        super().__init__(weight_column, loss_reduction, name, loss_fn)
         if label_dimension < 1:
             raise ValueError(f"label_dimension must be at least 1, got {label_dimension}")
         self.logits_dimension = label_dimension
+        self._inverse_link = inverse_link_fn
 
     def _labels(self, labels):
         labels = _column(_m.cast(convert_to_tensor(labels), _dt.float32), "labels")
@@ -157,7 +201,9 @@ class RegressionHead(_Head):
         return labels
 
     def _predictions(self, logits):
-        return {"predictions": logits}
+        if self._inverse_link is None:
+            return {"predictions": logits}
+        return {"predictions": self._inverse_link(logits), "logits": logits}
 
     def _unreduced_loss(self, labels, logits):
         return _m.squared_difference(logits, labels)
@@ -166,6 +212,48 @@ class RegressionHead(_Head):
         return {"average_loss": v1_metrics.mean(unreduced, w, name="average_loss"),
                 "prediction/mean": v1_metrics.mean(predictions["predictions"], w, name="prediction/mean"),
                 "label/mean": v1_metrics.mean(labels, w, name="label/mean")}
+
+
+# ---- TF2's public heads (tf.estimator.*Head): TF1's losses, SUM_OVER_BATCH_SIZE by default ------------
+_MEAN = v1_losses.Reduction.SUM_OVER_BATCH_SIZE
+Head = _Head
+
+
+class BinaryClassHead(ClassificationHead):
+    """Two classes: one logit, sigmoid cross-entropy."""
+
+    def __init__(self, weight_column=None, thresholds=None, label_vocabulary=None, loss_reduction=_MEAN,
+                 loss_fn=None, name=None):
+        super().__init__(2, weight_column, label_vocabulary, loss_reduction, name, loss_fn)
+
+
+class MultiClassHead(ClassificationHead):
+    """``n_classes`` logits, softmax cross-entropy."""
+
+    def __init__(self, n_classes, weight_column=None, label_vocabulary=None, loss_reduction=_MEAN, loss_fn=None,
+                 name=None):
+        if n_classes is None or n_classes < 3:
+            raise ValueError(f"MultiClassHead: n_classes must be > 2 (use BinaryClassHead for 2), got {n_classes}")
+        super().__init__(n_classes, weight_column, label_vocabulary, loss_reduction, name, loss_fn)
+
+
+class LogisticRegressionHead(RegressionHead):
+    """Labels in [0, 1]; sigmoid cross-entropy on the logits, ``sigmoid(logits)`` predicted."""
+
+    def __init__(self, weight_column=None, loss_reduction=_MEAN, name=None):
+        def loss_fn(labels, logits):
+            return _nn.sigmoid_cross_entropy_with_logits(labels=labels, logits=logits)
+        super().__init__(1, weight_column, loss_reduction, loss_fn, _m.sigmoid, name)
+
+
+class PoissonRegressionHead(RegressionHead):
+    """Counts: ``log_poisson_loss`` on the log-rate logits, ``exp(logits)`` predicted."""
+
+    def __init__(self, label_dimension=1, weight_column=None, loss_reduction=_MEAN, compute_full_loss=True,
+                 name=None):
+        def loss_fn(labels, logits):
+            return _nn.log_poisson_loss(targets=labels, log_input=logits, compute_full_loss=compute_full_loss)
+        super().__init__(label_dimension, weight_column, loss_reduction, loss_fn, _m.exp, name)
 
 
 def minimize_fn(parts):

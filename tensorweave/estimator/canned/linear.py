@@ -22,7 +22,7 @@ from tensorweave.estimator.estimator import Estimator
 from tensorweave.estimator.model_fn import ModeKeys
 from tensorweave.ops.variables import trainable_variables
 
-__all__ = ["LinearClassifier", "LinearRegressor"]
+__all__ = ["LinearClassifier", "LinearRegressor", "LinearEstimator"]
 
 
 def linear_logits(features, feature_columns, units, sparse_combiner, scope):
@@ -65,3 +65,12 @@ class LinearRegressor(_LinearBase):
         head = _head.RegressionHead(label_dimension, weight_column, loss_reduction)
         super().__init__(head, feature_columns, optimizer, sparse_combiner, model_dir, config, warm_start_from,
                          "LinearRegressor")
+
+
+class LinearEstimator(_LinearBase):
+    """A linear model over the feature columns with any head (default optimizer Ftrl)."""
+
+    def __init__(self, head, feature_columns, model_dir=None, optimizer="Ftrl", config=None, partitioner=None,
+                 sparse_combiner="sum", warm_start_from=None):
+        super().__init__(head, feature_columns, optimizer, sparse_combiner, model_dir, config, warm_start_from,
+                         "LinearEstimator")

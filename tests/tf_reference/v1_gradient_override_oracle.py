@@ -1,0 +1,23 @@
+"""TensorFlow 2.21's results of ``v1_gradient_override_program.py``, written to
+``v1_gradient_override.json``. Run with the benchmark venv (never tensorweave's)::
+
+    ~/.cache/tensorweave/bench-tf-venv/bin/python tests/tf_reference/v1_gradient_override_oracle.py \
+        tests/tf_reference/v1_gradient_override.json
+"""
+import json
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+
+def main(path):
+    import tensorflow.compat.v1 as tf
+    import v1_gradient_override_program
+    tf.disable_v2_behavior()
+    with open(path, "w") as f:
+        json.dump(v1_gradient_override_program.run(tf), f, indent=1, sort_keys=True)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1])
