@@ -129,7 +129,6 @@ __all__ = sorted({n for n in globals() if not n.startswith("_")} | set(_LAZY)
 # Ops that modules loaded on first use register: a lookup (a graph or plan file naming one, in a
 # fresh process) or an enumeration of the registry loads them first.
 _OP_MODULES = {
-    **dict.fromkeys(["AssertV1"], "tensorweave.compat.v1_asserts"),
     **dict.fromkeys([f"ResourceScatter{k}V1" for k in ("Add", "Sub", "Mul", "Div", "Min", "Max", "Update")]
                     + [f"ResourceScatterNd{k}V1" for k in ("Add", "Sub", "Update")]
                     + ["CountUpToV1", "VarIsInitializedOp"], "tensorweave.compat.v1_state_ops"),
