@@ -15,10 +15,11 @@ from tensorweave.distribute.ranks import World, default_world, set_collective_ti
 from tensorweave.distribute.variables import GlobalVariable
 from tensorweave.distribute.distribution import MirroredStrategy
 from tensorweave.distribute.ray import connect, current, shutdown   # (Ray is imported by connect, not here)
+from tensorweave.distribute.ray.multi_worker import MultiWorkerMirroredStrategy, RayClusterResolver
 
 placement = Placement
 
 __all__ = ["Placement", "placement", "GlobalTensor", "from_local", "to_global", "BoxingPlan", "BoxingStep", "box",
            "boxing_cost", "plan_boxing", "CollectiveAbortedError", "CollectiveTimeoutError", "Communicator",
            "InProcessGroup", "World", "default_world", "set_collective_timeout", "GlobalVariable", "MirroredStrategy",
-           "connect", "current", "shutdown"]
+           "connect", "current", "shutdown", "MultiWorkerMirroredStrategy", "RayClusterResolver"]

@@ -47,6 +47,7 @@ class RankWorker:
         self._timeout = timeout
         self._comms = {}
         self._shm_groups = []
+        self._generation = 0
 
     def comm(self, ranks=None, transport=None):
         """This rank's communicator in the group ``ranks`` (default: all ranks) over
@@ -58,10 +59,11 @@ class RankWorker:
             raise ValueError(f"comm: transport must be one of {TRANSPORTS}, got {transport!r}")
         c = self._comms.get((ranks, transport))
         if c is None:
-            group = RayGroup(ranks, _rendezvous(self._cluster_id, ranks), self._timeout)
+            groups_id = f"{self._cluster_id}-g{self._generation}" if self._generation else self._cluster_id
+            group = RayGroup(ranks, _rendezvous(groups_id, ranks), self._timeout)
             index = ranks.index(self.rank)
             if transport == "shm":
-                shm = group.shm_group(index, shm_prefix(self._cluster_id, ranks))
+                shm = group.shm_group(index, shm_prefix(groups_id, ranks))
                 self._shm_groups.append(shm)
                 c = shm.communicator(index)
             else:
@@ -79,7 +81,11 @@ class RankWorker:
         self._shm_groups.clear()
         self._comms.clear()
 
-    def call(self, fn, args):
+    def call(self, fn, args, generation=0):
+        if generation != self._generation:
+            # a rank raised since the last call: its groups were aborted; make fresh ones
+            self.close()
+            self._generation = generation
         return fn(self, *args)
 
     def ping(self):
@@ -136,6 +142,7 @@ class Cluster:
     def __init__(self, workers, cluster_id, started_ray, placement_group, transport="object_store", spawn=None):
         self.workers = workers
         self._spawn = spawn
+        self._generation = 0
         self.cluster_id = cluster_id
         self.transport = transport
         self._started_ray = started_ray
@@ -150,7 +157,7 @@ class Cluster:
         in rank order. ``fn`` travels by Ray's own serialization (code from this driver)."""
         ray = _ray()
         ranks = range(len(self.workers)) if ranks is None else list(ranks)
-        refs = [self.workers[r].call.remote(fn, args) for r in ranks]
+        refs = [self.workers[r].call.remote(fn, args, self._generation) for r in ranks]
         pending, first_error = list(refs), None
         while pending:
             done, pending = ray.wait(pending, num_returns=1)
@@ -163,6 +170,7 @@ class Cluster:
                 if first_error is None:
                     first_error = (rank, e)
                     _abort_rendezvous(self.cluster_id, f"rank {rank} raised {type(e).__name__}")
+                    self._generation += 1      # the next call's collectives use fresh groups
         if first_error is not None:
             raise _original(*first_error)
         return ray.get(refs)
@@ -175,6 +183,7 @@ class Cluster:
         _sweep_rank(self.cluster_id, rank)
         self.workers[rank] = self._spawn(rank)
         ray.get(self.workers[rank].set_transport.remote(self.transport))
+        self._generation += 1          # groups with the old actor in them are made anew
 
     def shutdown(self):
         ray = _ray()
