@@ -203,7 +203,8 @@ import numpy as np
 import tensorweave as tw
 cluster = tw.distribute.current()
 got = cluster.run(lambda w: w.comm().all_reduce(np.array([float(w.rank)])).tolist())
-print("ranks", cluster.num_workers, "sum", got[0][0], "argv", sys.argv[1:])
+assert cluster.transport == "shm", cluster.transport
+print("ranks", cluster.num_workers, "sum", got[0][0], "argv", sys.argv[1:], "transport", cluster.transport)
 sys.exit(3 if sys.argv[1:] == ["--fail"] else 0)
 """
 
@@ -213,9 +214,10 @@ def test_launch_runs_a_script_against_the_workers(tmp_path):
     script.write_text(_SCRIPT)
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in (os.path.dirname(os.path.dirname(
         os.path.abspath(__file__))), os.environ.get("PYTHONPATH")) if p))
-    cmd = [sys.executable, "-m", "tensorweave", "launch", "--workers", "2", str(script), "--", "--fail"]
+    cmd = [sys.executable, "-m", "tensorweave", "launch", "--workers", "2", "--transport", "shm", str(script), "--",
+           "--fail"]
     out = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=600)
-    assert "ranks 2 sum 1.0 argv ['--fail']" in out.stdout, out.stderr[-2000:]
+    assert "ranks 2 sum 1.0 argv ['--fail'] transport shm" in out.stdout, out.stderr[-2000:]
     assert out.returncode == 3
 
 

@@ -53,7 +53,8 @@ _MAGIC = 0x7477736D           # "twsm"
 _PID, _READY, _CONSUMED, _GEN, _FAILED, _MAGIC_AT, _SENT = 0, 1, 2, 3, 4, 5, 8
 _REASON_BYTES = 2048
 _ALIGN = 64
-_POLL_SLOW = 0.05             # seconds between the slower checks (peer processes alive, external abort)
+_POLL_SLOW = 0.05             # seconds between checks that the pending peers' processes are alive
+_POLL_ABORT = 0.5             # seconds between asks whether the group was aborted from outside (a Ray call)
 
 
 def available():
@@ -298,7 +299,7 @@ class ShmGroup:
                 self._failure = reason
                 raise CollectiveAbortedError(f"collective on ranks {list(self.ranks)} abandoned: {reason}")
 
-    def _slow_checks(self, pending):
+    def _slow_checks(self, pending, ask_abort):
         for j in pending:
             try:
                 os.kill(int(self._peers[j][_PID]), 0)
@@ -308,7 +309,7 @@ class ShmGroup:
                 raise CollectiveAbortedError(f"collective on ranks {list(self.ranks)} abandoned: {reason}") from None
             except PermissionError:
                 pass
-        if self._check_abort is not None:
+        if ask_abort and self._check_abort is not None:
             reason = self._check_abort()
             if reason:
                 self.abort(reason)
@@ -318,7 +319,7 @@ class ShmGroup:
         """Waits until ``ready(j)`` for every peer ``j``; the error names the ones that are not."""
         limit = self.timeout if timeout is None else timeout
         start = time.monotonic()
-        next_slow, spins = start + _POLL_SLOW, 0
+        next_slow, next_abort, spins = start + _POLL_SLOW, start + _POLL_ABORT, 0
         while True:
             pending = [j for j in self._peers if not ready(j)]
             if not pending:
@@ -332,8 +333,10 @@ class ShmGroup:
                     f"{what} on ranks {list(self.ranks)}: ranks {gone} did not arrive within {limit:g} s. "
                     "Hint: every rank of a group must make the same collective calls in the same order", gone)
             if now > next_slow:
-                self._slow_checks(pending)
+                ask = now > next_abort
+                self._slow_checks(pending, ask)
                 next_slow = now + _POLL_SLOW
+                next_abort = now + _POLL_ABORT if ask else next_abort
             # yield at once, then back off to at most 1 ms: cores are shared with the peers
             spins += 1
             time.sleep(0 if spins < 50 else min(1e-3, 1e-6 * spins))
