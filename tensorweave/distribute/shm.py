@@ -44,8 +44,9 @@ import time
 import numpy as np
 
 from tensorweave.core import errors
-from tensorweave.distribute.collective import (DEFAULT_TIMEOUT, CollectiveAbortedError, CollectiveTimeoutError,
-                                               InProcessCommunicator)
+from tensorweave.distribute.collective import (_REDUCE, DEFAULT_TIMEOUT, SMALL_BYTES, CollectiveAbortedError,
+                                               CollectiveTimeoutError, InProcessCommunicator)
+from tensorweave.distribute.layout import balanced_bounds
 
 SHM_DIR = "/dev/shm"
 _MAGIC = 0x7477736D           # "twsm"
@@ -276,7 +277,7 @@ class ShmGroup:
         """This member's communicator (``index`` must be this member's)."""
         if index is not None and int(index) != self.index:
             raise ValueError(f"ShmGroup member {self.index} cannot make the communicator of member {index}")
-        return InProcessCommunicator(self, self.index)
+        return ShmCommunicator(self, self.index)
 
     # ---- failure -------------------------------------------------------------------------------
     def abort(self, reason):
@@ -356,6 +357,7 @@ class ShmGroup:
         if self._data is None or self._data.size < total:
             self._grow(total)
         _write(self._data.mm, meta, arrays, offsets)
+        self._offsets = offsets
         self._ctl[_READY] = seq + 1
         self._wait(lambda j: self._peers[j][_READY] >= seq + 1, what, timeout)
         values = []
@@ -371,6 +373,34 @@ class ShmGroup:
                 raise errors.InternalError(msg)
             values.append(_decode(got["v"], peer_arrays))
         return values
+
+    def all_reduce_large(self, x, op):
+        """An all-reduce that writes ``x`` once: each member reduces its balanced chunk of
+        every member's ``x`` (in rank order: the bits of the in-process ranks) into its own
+        segment, in place of its own chunk (which no peer reads), then copies the others'
+        reduced chunks after one more counter round."""
+        flat = x.reshape(-1)
+        values = self.exchange(self.index, "all_reduce", (x.shape, x.dtype, op, flat))
+        me = self.ranks[self.index]
+        for r, (shape, dtype, o, _) in enumerate(values):
+            if (shape, dtype, o) != (x.shape, x.dtype, op):
+                raise errors.InvalidArgumentError(
+                    f"all_reduce: rank {self.ranks[r]} gave shape {list(shape)} {dtype} ({o}) but rank "
+                    f"{me} gave {list(x.shape)} {x.dtype} ({op})")
+        bounds = balanced_bounds(flat.size, self.size)
+        lo, hi = bounds[self.index]
+        out = np.empty_like(flat)
+        mine = out[lo:hi]
+        np.copyto(mine, values[0][3][lo:hi])
+        for v in values[1:]:
+            _REDUCE[op](mine, v[3][lo:hi], out=mine)
+        np.ndarray(flat.shape, flat.dtype, buffer=self._data.mm, offset=self._offsets[0])[lo:hi] = mine
+        # a round without data: its short header leaves the arrays of the last round in place
+        self.exchange(self.index, "all_reduce_gather", None)
+        for j, (a, b) in enumerate(bounds):
+            if j != self.index:
+                out[a:b] = values[j][3][a:b]
+        return out.reshape(x.shape)
 
     def _grow(self, need):
         old = self._data
@@ -440,3 +470,17 @@ class ShmGroup:
                 seg.close()
         self._data = self._ctl_seg = None
         sweep(self.prefix, f"p{self.ranks[self.index]}-*")
+
+
+class ShmCommunicator(InProcessCommunicator):
+    """A member of a :class:`ShmGroup`: the in-process communicator's collectives, with a
+    large all-reduce that writes each buffer once (:meth:`ShmGroup.all_reduce_large`)."""
+
+    def all_reduce(self, x, op="sum"):
+        x = np.asarray(x)
+        if self.size == 1 or x.nbytes <= SMALL_BYTES:
+            return super().all_reduce(x, op)
+        return self.group.all_reduce_large(x, op)
+
+    def __repr__(self):
+        return f"<ShmCommunicator rank {self.rank} ({self.index} of {list(self.ranks)})>"
