@@ -7,7 +7,13 @@ rank's piece, a small 8-byte all_reduce for latency), ``--ranks`` ranks run the 
 (between two barriers) for Ray over shared memory, over the object store, and for in-process ranks, and a one-thread ``np.add`` of the
 same bytes for scale. The machine's CPU model and load, and the transport ``connect``'s probe chose, are printed first.
 
-Usage: ``python benchmarks/bench_ray_collectives.py [--ranks 2] [--sizes 0.0625 4 64] [--repeat 7]``.
+``--fit`` adds a row for ``MultiWorkerMirroredStrategy``: examples/s of Keras ``fit`` of an MLP
+(784-256-256-10, batch ``--batch`` per worker) on the Ray workers vs single-process ``fit`` with
+one worker's batch on one thread (the issue's data-parallel scaling ratio; each worker has one
+Ray CPU). The Ray time includes what each ``fit`` call pays once: sending the model and data,
+rebuilding the model and tracing its step on every worker.
+
+Usage: ``python benchmarks/bench_ray_collectives.py [--ranks 2] [--sizes 0.0625 4 64] [--repeat 7] [--fit]``.
 """
 import argparse
 import json
@@ -44,11 +50,47 @@ def _timed(comm, kind, n_floats, repeat):
     return statistics.median(times)
 
 
+def _mlp():
+    import tensorweave as tw
+    keras = tw.keras
+    keras.utils.set_random_seed(0)
+    model = keras.Sequential([keras.Input((784,)), keras.layers.Dense(256, activation="relu"),
+                              keras.layers.Dense(256, activation="relu"), keras.layers.Dense(10)])
+    model.compile("sgd", keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    return model
+
+
+def _fit_rate(model, x, y, batch):
+    model.fit(x[:batch * 2], y[:batch * 2], batch_size=batch, epochs=1, shuffle=False, verbose=0)   # compile
+    t0 = time.perf_counter()
+    model.fit(x, y, batch_size=batch, epochs=1, shuffle=False, verbose=0)
+    return len(x) / (time.perf_counter() - t0)
+
+
+def _fit_row(ranks, batch, steps):
+    import tensorweave as tw
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((batch * ranks * steps, 784)).astype(np.float32)
+    y = rng.integers(0, 10, len(x))
+    # one thread here, as each worker has (Ray sets OMP_NUM_THREADS=1 for a one-CPU actor)
+    tw.config.threading.set_intra_op_parallelism_threads(1)
+    single = _fit_rate(_mlp(), x[: batch * steps], y[: batch * steps], batch)
+    with tw.distribute.MultiWorkerMirroredStrategy().scope():
+        model = _mlp()
+    multi = _fit_rate(model, x, y, batch * ranks)
+    print(json.dumps({"row": "fit_mlp", "ranks": ranks, "batch_per_worker": batch, "steps": steps,
+                      "single_process_examples_per_s": round(single), "ray_workers_examples_per_s": round(multi),
+                      "speedup": round(multi / single, 2)}), flush=True)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--ranks", type=int, default=2)
     ap.add_argument("--sizes", type=float, nargs="+", default=[0.0625, 4.0, 64.0])
     ap.add_argument("--repeat", type=int, default=7)
+    ap.add_argument("--fit", action="store_true", help="also time MultiWorkerMirroredStrategy's fit of an MLP")
+    ap.add_argument("--batch", type=int, default=256)
+    ap.add_argument("--steps", type=int, default=20)
     args = ap.parse_args()
     for var in ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE"):
         os.environ.pop(var, None)
@@ -63,6 +105,8 @@ def main():
     world = World()
     ranks = list(range(args.ranks))
     try:
+        if args.fit:
+            _fit_row(args.ranks, args.batch, args.steps)
         cases = [("all_reduce", 8 / (1 << 20))] + [(k, mb) for mb in args.sizes for k in ("all_reduce", "all_gather")]
         for kind, mb in cases:
             n = max(int(round(mb * (1 << 20) / 4)), args.ranks)

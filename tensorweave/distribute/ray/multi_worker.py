@@ -6,7 +6,8 @@ TF2's names: ``MultiWorkerMirroredStrategy(cluster_resolver=None, communication_
 (the connected cluster, or one the resolver starts): ``fit`` sends each worker the model's
 config, weights, compile config and optimizer state once (the ``.keras`` document, no
 pickles of model objects), and the data; each worker rebuilds the model and runs Keras'
-own ``fit`` loop on its shard of every global batch, and after each step's backward pass
+own ``fit`` loop (a compiled step, as Keras') on its shard of every global batch, and after
+each step's backward pass
 all-reduces ``n_i * gradient_i`` and the row counts ``n_i`` over the cluster's
 communicator (shared memory on one node), so every worker applies the gradient of the
 whole global batch — the update single-process ``fit`` makes. Afterwards the driver's model
@@ -223,7 +224,7 @@ def _worker_fit(worker, package, data, args):
     comm = worker.comm()
     index, size = comm.index, comm.size
     model.train_step = _synced_step(model, comm)
-    model.run_eagerly = True
+    model.make_train_function(force=True)
     if "dataset" in data:
         x = _shard_dataset(data["dataset"], index, size)
         fit_args = {"steps_per_epoch": data["steps_per_epoch"], "class_weight": data["class_weight"]}
@@ -247,40 +248,45 @@ def _worker_fit(worker, package, data, args):
 
 
 def _synced_step(model, comm):
-    """A train step that applies the global batch's gradient: ``sum_i n_i g_i / sum_i n_i``."""
+    """A train step that applies the global batch's gradient ``sum_i n_i g_i / sum_i n_i``:
+    written with ops, so Keras compiles it into one ``tw.function`` like its own step, the
+    all-reduce being a ``numpy_function`` node (one per step, on the concatenation of
+    ``n_i * g_i``, ``n_i * loss_i`` and ``n_i`` in the weights' widest float dtype)."""
     import tensorweave as tw
     from tensorweave.keras.engine import data_adapter
+
+    def all_reduce(flat):
+        return comm.all_reduce(flat)
 
     def train_step(data):
         x, y, sample_weight = data_adapter.unpack_x_y_sample_weight(data)
         variables = model.trainable_variables
-        n = int(tw.nest.flatten(x)[0].shape[0])
+        acc = max((v.dtype for v in variables if v.dtype.is_floating), key=lambda d: d.size, default=tw.float32)
+        rows_here = tw.shape(tw.nest.flatten(x)[0])[0]
+        n = tw.cast(rows_here, acc)
+        some = rows_here > 0
         model._clear_losses()
-        y_pred, loss_value = None, 0.0
-        if n:
-            with tw.GradientTape() as tape:
-                y_pred = model(x, training=True)
-                loss = model.compute_loss(x, y, y_pred, sample_weight, training=True)
-            grads = tape.gradient(loss, variables)
-            loss_value = float(loss)
-            parts = [np.zeros(v.shape.as_list(), np.float64) if g is None else
-                     np.asarray(tw.convert_to_tensor(g), np.float64) * n for g, v in zip(grads, variables)]
-        else:
-            parts = [np.zeros(v.shape.as_list(), np.float64) for v in variables]
-        flat = np.concatenate([p.reshape(-1) for p in parts] + [np.array([loss_value * n, n], np.float64)])
-        total = comm.all_reduce(flat)
+        with tw.GradientTape() as tape:
+            y_pred = model(x, training=True)
+            loss = model.compute_loss(x, y, y_pred, sample_weight, training=True)
+        grads = tape.gradient(loss, variables)
+        zero = tw.constant(0.0, acc)
+        parts = [tw.zeros([int(np.prod(v.shape.as_list(), dtype=np.int64))], acc) if g is None else
+                 tw.where(some, tw.reshape(tw.cast(tw.convert_to_tensor(g), acc), [-1]) * n, zero)
+                 for g, v in zip(grads, variables)]
+        parts.append(tw.stack([tw.where(some, tw.cast(loss, acc) * n, zero), n]))
+        flat = tw.concat(parts, 0)
+        total = tw.reshape(tw.numpy_function(all_reduce, [flat], acc), [-1])
         rows = total[-1]
-        if rows:
-            updates, off = [], 0
-            for v in variables:
-                size = int(np.prod(v.shape.as_list(), dtype=np.int64))
-                g = (total[off:off + size] / rows).reshape(v.shape.as_list())
-                updates.append((tw.constant(g.astype(v.dtype.np_dtype)), v))
-                off += size
-            if updates:
-                model.optimizer.apply_gradients(updates)
-            model._loss_tracker.update_state(total[-2] / rows, sample_weight=rows)
-        if n and model._compile_metrics is not None and y is not None:
+        updates, off = [], 0
+        for v in variables:
+            size = int(np.prod(v.shape.as_list(), dtype=np.int64))
+            updates.append((tw.cast(tw.reshape(total[off:off + size] / rows, v.shape.as_list()), v.dtype), v))
+            off += size
+        if updates:
+            model.optimizer.apply_gradients(updates)
+        model._loss_tracker.update_state(total[-2] / rows, sample_weight=rows)
+        if model._compile_metrics is not None and y is not None:
             model._compile_metrics.update_state(y, y_pred, sample_weight)
         return model.get_metrics_result()
     return train_step
