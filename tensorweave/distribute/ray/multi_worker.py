@@ -21,7 +21,10 @@ more; a worker whose slice is empty contributes zero). Arrays are batched as ``f
 with the same shuffling permutation on every worker (seeded from the driver's NumPy
 generator); a ``tw.data`` pipeline is sharded with a ``map`` on each worker.
 
+``validation_data``/``validation_split`` are evaluated by every worker on all of the validation
+data (redundant but needs no extra collective; the numbers are the single-process ones).
 A worker that raises surfaces in the driver as the original exception type with ``.rank``.
+Callbacks are not run yet (a clear error).
 Custom train steps are not used on the workers (the synchronized step replaces
 ``train_step``); custom layers must be importable by the workers (``custom_objects``).
 
@@ -111,15 +114,22 @@ class MultiWorkerMirroredStrategy:
             validation_freq=1):
         """``model.fit`` on the workers (called by ``Model.fit`` for a model compiled in the scope)."""
         from tensorweave.keras.callbacks import History
-        unsupported = {"callbacks": callbacks, "validation_split": validation_split or None,
-                       "validation_data": validation_data}
-        given = [k for k, v in unsupported.items() if v]
-        if given:
-            raise NotImplementedError(f"MultiWorkerMirroredStrategy.fit: {given} are not supported on Ray workers yet")
+        from tensorweave.keras.engine import data_adapter
+        if callbacks:
+            raise NotImplementedError("MultiWorkerMirroredStrategy.fit: callbacks are not supported on Ray workers yet")
+        validation_split = data_adapter.check_validation_split(validation_split)
+        if validation_split and validation_data is None:
+            if not isinstance(x, (np.ndarray, list, tuple, dict)):
+                raise ValueError("validation_split is only supported for array inputs; pass validation_data")
+            arrays = tuple(data_adapter._as_arrays(a) for a in (x, y, sample_weight))
+            (x, y, sample_weight), validation_data = data_adapter.train_validation_split(arrays, validation_split)
         package = _package(model)
         data = _data_spec(x, y, sample_weight, batch_size, shuffle, class_weight, steps_per_epoch)
         args = {"epochs": epochs, "initial_epoch": initial_epoch, "verbose": 0,
-                "seed": int(np.random.randint(2 ** 31 - 1))}
+                "seed": int(np.random.randint(2 ** 31 - 1)),
+                "validation": {"validation_data": validation_data, "validation_steps": validation_steps,
+                               "validation_batch_size": validation_batch_size or batch_size,
+                               "validation_freq": validation_freq} if validation_data is not None else {}}
         results = self.cluster.run(_worker_fit, package, data, args)
         history_dict, weights, opt_values = results[0]
         _unpack_into(model, weights, opt_values)
@@ -239,8 +249,9 @@ def _worker_fit(worker, package, data, args):
                     yield _local(batch, index, size)
         x = batches()
         fit_args = {"steps_per_epoch": handler.steps_per_epoch}
+    # validation: every worker evaluates all of the validation data (the same numbers on each)
     history = model.fit(x, epochs=args["epochs"], initial_epoch=args["initial_epoch"], verbose=0, shuffle=False,
-                        **fit_args)
+                        **fit_args, **args["validation"])
     if index != 0:
         return None
     weights, opt_values = _state_of(model)
