@@ -56,9 +56,14 @@ def test_fit_on_two_workers_equals_single_process_fit(strategy):
     for k in want.history:
         np.testing.assert_allclose(got.history[k], want.history[k], rtol=2e-5, err_msg=k)
     assert got.epoch == [0, 1]
-    # the optimizer's state came back: a second fit continues where the first stopped
+    # the optimizer's state came back: a second fit continues where the first stopped, on the
+    # model the workers kept (not rebuilt, its step not traced again)
+    def kept(worker):
+        return [id(m) for m, _ in worker.store["multi_worker_models"].values()]
+    before = strategy.cluster.run(kept)
     ref.fit(x, y, batch_size=7, epochs=1, shuffle=False, verbose=0)
     model.fit(x, y, batch_size=7, epochs=1, shuffle=False, verbose=0)
+    assert strategy.cluster.run(kept) == before and len(before[0]) == 1
     _assert_same_weights(model, ref)
     assert int(model.optimizer.iterations.numpy()) == int(ref.optimizer.iterations.numpy()) == 4 * 2 + 5
 
@@ -85,11 +90,11 @@ def test_a_worker_error_surfaces_as_its_own_type_with_the_rank(strategy):
     with pytest.raises(type(want.value)) as info:
         model.fit(x, bad, batch_size=7, verbose=0)
     assert info.value.rank in (0, 1)
-    # and the cluster is usable afterwards (fresh groups)
-    model2 = None
-    with strategy.scope():
-        model2 = _model("sgd")
-    model2.fit(x, y, batch_size=10, epochs=1, shuffle=False, verbose=0)
+    # and the cluster and the model are usable afterwards (fresh groups, the same kept model)
+    ref = _model("sgd")
+    ref.fit(x, y, batch_size=10, epochs=1, shuffle=False, verbose=0)
+    model.fit(x, y, batch_size=10, epochs=1, shuffle=False, verbose=0)
+    _assert_same_weights(model, ref)
 
 
 def test_the_strategy_checks_its_arguments(strategy):

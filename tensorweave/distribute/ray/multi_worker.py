@@ -156,7 +156,42 @@ def _package(model):
             tensors[f"optimizer/{i}"] = v.numpy()
             refs.append(f"optimizer/{i}")
         doc["optimizer_state"]["variables"] = refs
+    import hashlib
+    import json
+    import uuid
+    # the workers keep the model they built (and its traced step) for the next fit of the
+    # same driver model with the same architecture and compile config; only the values travel
+    token = model.__dict__.setdefault("_multi_worker_token", uuid.uuid4().hex)
+    shape = {k: doc[k] for k in ("class_name", "config", "build_config", "compile_config")}
+    doc["token"] = token + "-" + hashlib.sha1(json.dumps(shape, sort_keys=True).encode()).hexdigest()[:12]
     return doc, tensors
+
+
+def _model_on_worker(worker, package, comm):
+    """The worker's model for ``package``: the one kept from an earlier fit of the same model
+    (its weights and optimizer state set from the package), else rebuilt from the document."""
+    from tensorweave.keras.engine.weights_io import _keyed_weights
+    doc, tensors = package
+    kept = worker.store.setdefault("multi_worker_models", {})
+    model, comm_box = kept.get(doc["token"], (None, [comm]))
+    comm_box[0] = comm          # after an error the cluster's groups are new ones
+    if model is None:
+        kept.clear()                                   # one model at a time
+        model = _restore(package)
+        model.train_step = _synced_step(model, comm_box)
+        model.make_train_function(force=True)
+        kept[doc["token"]] = (model, comm_box)
+        return model
+    for key, var in _keyed_weights(model).items():
+        var.assign(tensors[doc["weights"][key]])
+    state, opt = doc["optimizer_state"], model.optimizer
+    if state is not None:
+        if not opt.built:
+            keyed = _keyed_weights(model)
+            opt.build([keyed[k] for k in state["built_for"]])
+        for v, ref in zip(opt.variables, state["variables"]):
+            v.assign(tensors[ref])
+    return model
 
 
 def _restore(package):
@@ -230,11 +265,9 @@ def _worker_fit(worker, package, data, args):
     from tensorweave.keras.engine import data_adapter
     np.random.seed(args["seed"])                       # the same shuffling on every worker
     tw.random.set_seed(args["seed"])
-    model = _restore(package)
     comm = worker.comm()
     index, size = comm.index, comm.size
-    model.train_step = _synced_step(model, comm)
-    model.make_train_function(force=True)
+    model = _model_on_worker(worker, package, comm)
     if "dataset" in data:
         x = _shard_dataset(data["dataset"], index, size)
         fit_args = {"steps_per_epoch": data["steps_per_epoch"], "class_weight": data["class_weight"]}
@@ -258,7 +291,7 @@ def _worker_fit(worker, package, data, args):
     return {k: [float(v) for v in vs] for k, vs in history.history.items()}, weights, opt_values
 
 
-def _synced_step(model, comm):
+def _synced_step(model, comm_box):
     """A train step that applies the global batch's gradient ``sum_i n_i g_i / sum_i n_i``:
     written with ops, so Keras compiles it into one ``tw.function`` like its own step, the
     all-reduce being a ``numpy_function`` node (one per step, on the concatenation of
@@ -267,7 +300,7 @@ def _synced_step(model, comm):
     from tensorweave.keras.engine import data_adapter
 
     def all_reduce(flat):
-        return comm.all_reduce(flat)
+        return comm_box[0].all_reduce(flat)
 
     def train_step(data):
         x, y, sample_weight = data_adapter.unpack_x_y_sample_weight(data)
