@@ -4,14 +4,15 @@ in-process rank threads vs NumPy on the same bytes, in one run. One JSON object 
 For each size (``--sizes`` in MB, float32) and collective (all_reduce, all_gather of each
 rank's piece, a small 8-byte all_reduce for latency), ``--ranks`` ranks run the collective
 ``--repeat`` times; the row gives the median ms per call measured on the ranks themselves
-(between two barriers) for Ray over shared memory, over the object store, and for in-process ranks, and a one-thread ``np.add`` of the
-same bytes for scale. The machine's CPU model and load, and the transport ``connect``'s probe chose, are printed first.
+(between two barriers) for Ray over shared memory, over the object store, and for in-process
+ranks, and a one-thread ``np.add`` of the same bytes for scale. The machine's CPU model and
+load, and the transport ``connect``'s probe chose, are printed first.
 
 ``--fit`` adds a row for ``MultiWorkerMirroredStrategy``: examples/s of Keras ``fit`` of an MLP
 (784-256-256-10, batch ``--batch`` per worker) on the Ray workers vs single-process ``fit`` with
 one worker's batch on one thread (the issue's data-parallel scaling ratio; each worker has one
-Ray CPU). The Ray time includes what each ``fit`` call pays once: sending the model and data,
-rebuilding the model and tracing its step on every worker.
+Ray CPU). A first ``fit`` on each side builds and traces (the workers keep the model), so the
+timed ``fit`` pays per call only for sending the weights and data.
 
 Usage: ``python benchmarks/bench_ray_collectives.py [--ranks 2] [--sizes 0.0625 4 64] [--repeat 7] [--fit]``.
 """
