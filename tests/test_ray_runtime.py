@@ -164,6 +164,8 @@ def test_local_instance_is_loopback_only_with_token_auth(cluster):
     assert os.environ.get("RAY_AUTH_MODE") == "token"
     pids = {pid for _, pid, _ in ray.get([w.ping.remote() for w in cluster.workers])}
     assert len(pids) == N and os.getpid() not in pids          # one process per rank
+    # rank actors are the job's compute: not at the niceness Ray gives background workers (15)
+    assert cluster.run(lambda w: os.nice(0)) == [os.nice(0)] * N
 
 
 def test_connect_validates_its_arguments(cluster):

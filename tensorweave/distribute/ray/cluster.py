@@ -306,6 +306,10 @@ def connect(address=None, num_workers=2, resources_per_worker=None, strategy="PA
         if not ray.is_initialized():
             if address is None:
                 _loopback_only(ray)
+                # Ray runs workers at niceness 15 (background tasks); rank actors are the job's
+                # compute, as torchrun's processes are, so they keep the driver's priority
+                # (read by the processes Ray starts; an explicit RAY_worker_niceness wins)
+                os.environ.setdefault("RAY_worker_niceness", "0")
                 # Ray (>= 2.59, the extra's pin) turns token authentication on for a new local
                 # instance unless RAY_AUTH_MODE says otherwise.
                 ray.init(num_cpus=max(num_workers * int(resources.get("CPU", 1)), os.cpu_count() or 1),
