@@ -16,10 +16,15 @@ from tensorweave.distribute.collective import CollectiveAbortedError, Collective
 from tensorweave.distribute.layout import Placement, assemble, split_to_pieces  # noqa: E402
 from tensorweave.distribute.ranks import World  # noqa: E402
 from tensorweave.distribute.ray import cluster as ray_cluster  # noqa: E402
+from tensorweave.distribute.ray.group import RayGroup  # noqa: E402
 
 N = 3
 # The workers cannot import this test module: its functions travel by value, as a script's do.
 ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])
+
+
+def _segments(cluster_id):
+    return [n for n in os.listdir("/dev/shm") if n.startswith(f"tw-{cluster_id}")] if os.path.isdir("/dev/shm") else []
 
 
 @pytest.fixture(scope="module")
@@ -27,11 +32,12 @@ def cluster():
     c = ray_cluster.connect(num_workers=N, timeout=60)
     yield c
     ray_cluster.shutdown()
+    assert _segments(c.cluster_id) == []          # shutdown leaves nothing in /dev/shm
 
 
-def _collectives(worker):
+def _collectives(worker, transport=None):
     """Every collective once, with shard sizes that differ between ranks."""
-    comm, i = worker.comm(), worker.rank
+    comm, i = worker.comm(transport=transport), worker.rank
     x = np.arange(6, dtype=np.float64).reshape(2, 3) * (i + 1)
     uneven = np.full((i + 1, 2), float(i))
     out = {"sum": comm.all_reduce(x), "max": comm.all_reduce(-x, "max"), "big": comm.all_reduce(
@@ -47,8 +53,9 @@ def _collectives(worker):
     return out
 
 
-def test_ray_collectives_equal_the_in_process_ones(cluster):
-    on_ray = cluster.run(_collectives)
+@pytest.mark.parametrize("transport", ["object_store", "shm"])
+def test_ray_collectives_equal_the_in_process_ones(cluster, transport):
+    on_ray = cluster.run(_collectives, transport)
     world = World()
     group = world.group(list(range(N)))
 
@@ -56,7 +63,7 @@ def test_ray_collectives_equal_the_in_process_ones(cluster):
         def __init__(self, i):
             self.rank = i
 
-        def comm(self):
+        def comm(self, transport=None):
             return group.communicator(self.rank)
     in_process = world.run(list(range(N)), lambda i: _collectives(_Fake(i)))
     assert len(on_ray) == N
@@ -84,31 +91,48 @@ def test_boxing_runs_on_ray_workers(cluster, src, dst):
         assert got.shape == want.shape
 
 
-def test_a_rank_that_raises_surfaces_as_its_own_type_and_the_others_do_not_hang(cluster):
-    def step(worker):
+@pytest.mark.parametrize("transport", ["object_store", "shm"])
+def test_a_rank_that_raises_surfaces_as_its_own_type_and_the_others_do_not_hang(cluster, transport):
+    def step(worker, cluster_id):
+        # a group of its own: an abort leaves the group unusable
+        group = RayGroup((0, 1, 2), ray_cluster._rendezvous(cluster_id + "-raise-" + transport, (0, 1, 2)), 60)
+        comm = group.shm_group(worker.rank, ray_cluster.shm_prefix(cluster_id + "-raise", (0, 1, 2))).communicator() \
+            if transport == "shm" else group.communicator(worker.rank)
+        comm.barrier()
         if worker.rank == 1:
             raise KeyError("no such feature column 'age'")
-        return worker.comm().all_reduce(np.ones(3))   # ranks 0 and 2 wait for rank 1
+        return comm.all_reduce(np.ones(3))   # ranks 0 and 2 wait for rank 1
+    c = ray_cluster.current()
     with pytest.raises(KeyError, match="age") as info:
-        cluster.run(step)
+        c.run(step, c.cluster_id)
     assert info.value.rank == 1
     assert any("rank 1" in n for n in getattr(info.value, "__notes__", []))
 
 
-def test_timeouts_name_the_ranks_that_did_not_arrive():
+@pytest.mark.parametrize("transport", ["object_store", "shm"])
+def test_timeouts_name_the_ranks_that_did_not_arrive(cluster, transport):
     # a fresh group: a failed collective leaves its group unusable (the world group is the fixture's)
-    from tensorweave.distribute.ray.group import RayGroup
-
     def step(worker, cluster_id):
-        group = RayGroup((0, 1, 2), ray_cluster._rendezvous(cluster_id + "-timeout", (0, 1, 2)), timeout=1.0)
+        ranks = (0, 1, 2) if transport == "object_store" else (0, 1)
+        group = RayGroup(ranks, ray_cluster._rendezvous(cluster_id + "-timeout-" + transport, ranks), timeout=1.0)
         if worker.rank == 2:
             return "skipped"
+        if transport == "shm":      # rank 1 sets up the group, then never calls the collective
+            comm = group.shm_group(worker.rank, ray_cluster.shm_prefix(cluster_id + "-timeout", ranks)).communicator()
+            if worker.rank == 1:
+                return "idle"
+        else:
+            comm = group.communicator(worker.rank)
         try:
-            group.communicator(worker.rank).all_gather(np.ones(1))
+            comm.all_gather(np.ones(1))
         except CollectiveTimeoutError as e:
             return str(e), e.missing
     c = ray_cluster.current()
     out = c.run(step, c.cluster_id)
+    if transport == "shm":
+        assert out[1:] == ["idle", "skipped"] and out[0][1] == (1,)
+        assert "ranks [1] did not arrive within 1 s" in out[0][0]
+        return
     assert out[2] == "skipped"
     for rank, (msg, missing) in enumerate(out[:2]):
         # rank 2 never joins; whether the other rank had arrived yet depends on scheduling
@@ -116,9 +140,7 @@ def test_timeouts_name_the_ranks_that_did_not_arrive():
         assert f"ranks {list(missing)} did not arrive within 1 s" in msg
 
 
-def test_mismatched_collectives_are_an_error_naming_both_calls():
-    from tensorweave.distribute.ray.group import RayGroup
-
+def test_mismatched_collectives_are_an_error_naming_both_calls(cluster):
     def step(worker, cluster_id):
         group = RayGroup((0, 1), ray_cluster._rendezvous(cluster_id + "-mismatch", (0, 1)), timeout=30)
         comm = group.communicator(worker.rank)
@@ -140,8 +162,10 @@ def test_local_instance_is_loopback_only_with_token_auth(cluster):
     assert ray.get_runtime_context().gcs_address.startswith("127.0.0.1:")
     assert ray.get(cluster.workers[0].call.remote(lambda w: ray.util.get_node_ip_address(), ())) == "127.0.0.1"
     assert os.environ.get("RAY_AUTH_MODE") == "token"
-    pids = {pid for _, pid in ray.get([w.ping.remote() for w in cluster.workers])}
+    pids = {pid for _, pid, _ in ray.get([w.ping.remote() for w in cluster.workers])}
     assert len(pids) == N and os.getpid() not in pids          # one process per rank
+    # rank actors are the job's compute: not at the niceness Ray gives background workers (15)
+    assert cluster.run(lambda w: os.nice(0)) == [os.nice(0)] * N
 
 
 def test_connect_validates_its_arguments(cluster):
@@ -181,7 +205,8 @@ import numpy as np
 import tensorweave as tw
 cluster = tw.distribute.current()
 got = cluster.run(lambda w: w.comm().all_reduce(np.array([float(w.rank)])).tolist())
-print("ranks", cluster.num_workers, "sum", got[0][0], "argv", sys.argv[1:])
+assert cluster.transport == "shm", cluster.transport
+print("ranks", cluster.num_workers, "sum", got[0][0], "argv", sys.argv[1:], "transport", cluster.transport)
 sys.exit(3 if sys.argv[1:] == ["--fail"] else 0)
 """
 
@@ -191,7 +216,45 @@ def test_launch_runs_a_script_against_the_workers(tmp_path):
     script.write_text(_SCRIPT)
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in (os.path.dirname(os.path.dirname(
         os.path.abspath(__file__))), os.environ.get("PYTHONPATH")) if p))
-    cmd = [sys.executable, "-m", "tensorweave", "launch", "--workers", "2", str(script), "--", "--fail"]
+    cmd = [sys.executable, "-m", "tensorweave", "launch", "--workers", "2", "--transport", "shm", str(script), "--",
+           "--fail"]
     out = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=600)
-    assert "ranks 2 sum 1.0 argv ['--fail']" in out.stdout, out.stderr[-2000:]
+    assert "ranks 2 sum 1.0 argv ['--fail'] transport shm" in out.stdout, out.stderr[-2000:]
     assert out.returncode == 3
+
+
+def test_transport_is_measured_or_forced(cluster, monkeypatch):
+    assert cluster.transport in ray_cluster.TRANSPORTS
+    assert len(ray_cluster._probe_cache) == 1 or os.environ.get("TW_RAY_TRANSPORT")   # probed once
+    assert cluster.run(lambda w: w.comm().group.__class__.__name__)[0] == \
+        {"shm": "ShmGroup", "object_store": "RayGroup"}[cluster.transport]
+    monkeypatch.setenv("TW_RAY_TRANSPORT", "object_store")
+    assert ray_cluster._choose_transport(cluster, ["a"] * N) == "object_store"
+    monkeypatch.delenv("TW_RAY_TRANSPORT")
+    assert ray_cluster._choose_transport(cluster, ["a", "b", "a"]) == "object_store"   # two nodes: never shm
+    monkeypatch.setenv("TW_RAY_TRANSPORT", "nccl")
+    with pytest.raises(ValueError, match="TW_RAY_TRANSPORT must be one of"):
+        ray_cluster._choose_transport(cluster, ["a"] * N)
+
+
+@pytest.mark.parametrize("transport", ["shm", "object_store"])
+def test_a_worker_killed_during_a_collective_is_named_and_its_segments_go(cluster, transport):
+    # rank 2 dies (kill -9) between two collectives and is replaced afterwards
+    def step(worker, cluster_id):
+        ranks = (0, 2)
+        group = RayGroup(ranks, ray_cluster._rendezvous(f"{cluster_id}-death-{transport}", ranks), timeout=60)
+        index = ranks.index(worker.rank)
+        comm = group.shm_group(index, ray_cluster.shm_prefix(cluster_id, ranks)).communicator() \
+            if transport == "shm" else group.communicator(index)
+        comm.all_reduce(np.ones(5))
+        if worker.rank == 2:
+            os.kill(os.getpid(), 9)
+        comm.all_reduce(np.ones(5))
+    with pytest.raises((CollectiveAbortedError, ray.exceptions.RayActorError)) as info:
+        cluster.run(step, cluster.cluster_id, ranks=[0, 2])
+    # whichever the driver saw first: rank 2's death, or rank 0's abort that names rank 2
+    assert info.value.rank == 2 or "rank 2" in str(info.value)
+    prefix = ray_cluster.shm_prefix(cluster.cluster_id, (0, 2))
+    assert [n for n in _segments(cluster.cluster_id) if n.startswith(prefix) and "-r2-" in n] == []
+    cluster.restart_worker(2)
+    assert cluster.run(lambda w: float(w.comm().all_reduce(np.ones(1))[0])) == [3.0] * N

@@ -38,29 +38,67 @@ class RankWorker:
     world's ranks, communicators per group (made on first use), and a dict of values the
     driver's steps may keep on the worker between calls."""
 
-    def __init__(self, rank, ranks, cluster_id, timeout):
+    def __init__(self, rank, ranks, cluster_id, timeout, transport="object_store"):
         self.rank = int(rank)
         self.ranks = tuple(ranks)
         self.store = {}
+        self.transport = transport
         self._cluster_id = cluster_id
         self._timeout = timeout
         self._comms = {}
+        self._shm_groups = []
+        self._generation = 0
 
-    def comm(self, ranks=None):
-        """This rank's communicator in the group ``ranks`` (default: all ranks)."""
+    def comm(self, ranks=None, transport=None):
+        """This rank's communicator in the group ``ranks`` (default: all ranks) over
+        ``transport`` (``"shm"`` or ``"object_store"``; default: the cluster's)."""
         from tensorweave.distribute.ray.group import RayGroup
         ranks = self.ranks if ranks is None else tuple(int(r) for r in ranks)
-        c = self._comms.get(ranks)
+        transport = self.transport if transport is None else transport
+        if transport not in TRANSPORTS:
+            raise ValueError(f"comm: transport must be one of {TRANSPORTS}, got {transport!r}")
+        c = self._comms.get((ranks, transport))
         if c is None:
-            group = RayGroup(ranks, _rendezvous(self._cluster_id, ranks), self._timeout)
-            c = self._comms[ranks] = group.communicator(ranks.index(self.rank))
+            groups_id = f"{self._cluster_id}-g{self._generation}" if self._generation else self._cluster_id
+            group = RayGroup(ranks, _rendezvous(groups_id, ranks), self._timeout)
+            index = ranks.index(self.rank)
+            if transport == "shm":
+                shm = group.shm_group(index, shm_prefix(groups_id, ranks))
+                self._shm_groups.append(shm)
+                c = shm.communicator(index)
+            else:
+                c = group.communicator(index)
+            self._comms[(ranks, transport)] = c
         return c
 
-    def call(self, fn, args):
+    def set_transport(self, transport):
+        self.transport = transport
+
+    def close(self):
+        """Unlinks this rank's shared-memory segments (before the actor is killed)."""
+        for g in self._shm_groups:
+            g.close()
+        self._shm_groups.clear()
+        self._comms.clear()
+
+    def call(self, fn, args, generation=0):
+        if generation != self._generation:
+            # a rank raised since the last call: its groups were aborted; make fresh ones
+            self.close()
+            self._generation = generation
         return fn(self, *args)
 
     def ping(self):
-        return self.rank, os.getpid()
+        return self.rank, os.getpid(), _ray().get_runtime_context().get_node_id()
+
+
+TRANSPORTS = ("shm", "object_store")
+
+
+def shm_prefix(cluster_id, ranks):
+    """The shared-memory segment prefix of a group (under the cluster's ``tw-<id>`` prefix)."""
+    import hashlib
+    return f"tw-{cluster_id}-{hashlib.sha1(repr(tuple(ranks)).encode()).hexdigest()[:8]}"
 
 
 def _rendezvous(cluster_id, ranks):
@@ -73,25 +111,40 @@ def _rendezvous(cluster_id, ranks):
     return actor.options(name=name, get_if_exists=True, lifetime="detached").remote(ranks)
 
 
-def _kill_rendezvous(cluster_id):
-    """Stops the (detached) rendezvous actors of a cluster's groups."""
+def _rendezvous_actors(cluster_id):
+    """The (detached) rendezvous actors of a cluster's groups, by name."""
     ray = _ray()
     prefix = f"tw-rdv-{cluster_id}"
     for entry in ray.util.list_named_actors(all_namespaces=False):
         name = entry if isinstance(entry, str) else entry.get("name", "")
         if name.startswith(prefix):
             try:
-                ray.kill(ray.get_actor(name))
+                yield ray.get_actor(name)
             except ValueError:
                 pass                      # gone meanwhile
+
+
+def _kill_rendezvous(cluster_id):
+    """Stops the rendezvous actors of a cluster's groups."""
+    for actor in _rendezvous_actors(cluster_id):
+        _ray().kill(actor)
+
+
+def _abort_rendezvous(cluster_id, reason):
+    """Fails every group of the cluster (a rank raised): their waits end at once."""
+    for actor in _rendezvous_actors(cluster_id):
+        actor.abort.remote(reason)
 
 
 class Cluster:
     """The ranks started by :func:`connect` (``num_workers`` actors)."""
 
-    def __init__(self, workers, cluster_id, started_ray, placement_group):
+    def __init__(self, workers, cluster_id, started_ray, placement_group, transport="object_store", spawn=None):
         self.workers = workers
+        self._spawn = spawn
+        self._generation = 0
         self.cluster_id = cluster_id
+        self.transport = transport
         self._started_ray = started_ray
         self._pg = placement_group
 
@@ -104,31 +157,59 @@ class Cluster:
         in rank order. ``fn`` travels by Ray's own serialization (code from this driver)."""
         ray = _ray()
         ranks = range(len(self.workers)) if ranks is None else list(ranks)
-        refs = [self.workers[r].call.remote(fn, args) for r in ranks]
+        refs = [self.workers[r].call.remote(fn, args, self._generation) for r in ranks]
         pending, first_error = list(refs), None
         while pending:
             done, pending = ray.wait(pending, num_returns=1)
             try:
                 ray.get(done[0])
             except Exception as e:  # noqa: BLE001 - re-raised below as the rank's own exception
+                rank = ranks[refs.index(done[0])]
+                if isinstance(e, _ray().exceptions.RayActorError):
+                    _sweep_rank(self.cluster_id, rank)      # a dead worker cannot unlink its segments
                 if first_error is None:
-                    first_error = (ranks[refs.index(done[0])], e)
-                    _rendezvous(self.cluster_id, tuple(range(len(self.workers)))).abort.remote(
-                        f"rank {first_error[0]} raised {type(e).__name__}")
+                    first_error = (rank, e)
+                    _abort_rendezvous(self.cluster_id, f"rank {rank} raised {type(e).__name__}")
+                    self._generation += 1      # the next call's collectives use fresh groups
         if first_error is not None:
             raise _original(*first_error)
         return ray.get(refs)
 
+    def restart_worker(self, rank):
+        """Replaces rank ``rank``'s actor (dead or not) by a fresh one in the same placement
+        bundle; what it kept in ``store`` is gone, and groups it was in must be made anew."""
+        ray = _ray()
+        ray.kill(self.workers[rank])
+        _sweep_rank(self.cluster_id, rank)
+        self.workers[rank] = self._spawn(rank)
+        ray.get(self.workers[rank].set_transport.remote(self.transport))
+        self._generation += 1          # groups with the old actor in them are made anew
+
     def shutdown(self):
         ray = _ray()
+        try:
+            ray.get([w.close.remote() for w in self.workers], timeout=60)
+        except Exception:  # noqa: BLE001 - a dead or stuck worker; its segments are swept below
+            pass
         for w in self.workers:
             ray.kill(w)
         _kill_rendezvous(self.cluster_id)
+        from tensorweave.distribute import shm
+        shm.sweep(f"tw-{self.cluster_id}")
         if self._pg is not None:
             from ray.util.placement_group import remove_placement_group
             remove_placement_group(self._pg)
         if self._started_ray:
             ray.shutdown()
+
+
+def _sweep_rank(cluster_id, rank):
+    """Unlinks a dead rank's shared-memory segments and the messages posted to it (on this
+    node; a driver elsewhere leaves them to the cluster's shutdown on the workers' node)."""
+    from tensorweave.distribute import shm
+    prefix = f"tw-{cluster_id}"
+    for pattern in (f"*-r{rank}-*", f"*-p{rank}-*", f"*-p*-{rank}-*"):
+        shm.sweep(prefix, pattern)
 
 
 def _original(rank, exc):
@@ -157,17 +238,63 @@ def _loopback_only(ray):
         ray_constants.ENABLE_RAY_CLUSTER = False
 
 
-def connect(address=None, num_workers=2, resources_per_worker=None, strategy="PACK", timeout=None):
+_probe_cache = {}
+
+
+def _probe_step(worker, transport, sizes, repeat):
+    """Median seconds of an all-reduce of each size (bytes) on ``transport``, summed."""
+    import time
+
+    import numpy as np
+    comm = worker.comm(transport=transport)
+    total = 0.0
+    for nbytes in sizes:
+        x = np.ones(max(nbytes // 4, 1), np.float32)
+        comm.all_reduce(x)
+        times = []
+        for _ in range(repeat):
+            t0 = time.perf_counter()
+            comm.all_reduce(x)
+            times.append(time.perf_counter() - t0)
+        total += sorted(times)[len(times) // 2]
+    return total
+
+
+def _choose_transport(cluster, nodes):
+    """``TW_RAY_TRANSPORT`` (shm or object_store) if set; else the faster of the two on a short
+    probe (a small and a 1 MB all-reduce), shared memory only when every rank is on one node
+    with ``/dev/shm``. The probe's answer is kept for this process (per number of ranks)."""
+    from tensorweave.distribute import shm
+    forced = os.environ.get("TW_RAY_TRANSPORT", "").strip()
+    if forced:
+        if forced not in TRANSPORTS:
+            raise ValueError(f"TW_RAY_TRANSPORT must be one of {TRANSPORTS}, got {forced!r}")
+        return forced
+    if len(set(nodes)) > 1 or cluster.num_workers == 1 or not all(cluster.run(lambda w: shm.available())):
+        return "object_store"
+    key = cluster.num_workers
+    if key not in _probe_cache:
+        timing = {t: max(cluster.run(_probe_step, t, (8, 1 << 20), 3)) for t in TRANSPORTS}
+        _probe_cache[key] = min(timing, key=timing.get)
+    return _probe_cache[key]
+
+
+def connect(address=None, num_workers=2, resources_per_worker=None, strategy="PACK", timeout=None,
+            transport=None):
     """Starts (or attaches to) Ray and makes ``num_workers`` rank actors; returns the
     :class:`Cluster` (also kept as the current one: :func:`current`, :func:`shutdown`).
 
     ``address``: None starts a local instance (loopback only, dashboard off, token auth);
     ``"auto"`` or ``"ray://..."`` attaches. ``resources_per_worker``: Ray resources of each
-    rank (default one CPU). ``timeout``: the collectives' (default 120 s)."""
+    rank (default one CPU). ``timeout``: the collectives' (default 120 s). ``transport``:
+    ``"shm"`` (shared memory, every rank on one node) or ``"object_store"``; default
+    ``TW_RAY_TRANSPORT`` or a short measurement (:func:`_choose_transport`)."""
     global _current
     ray = _ray()
     if isinstance(num_workers, bool) or not isinstance(num_workers, int) or num_workers < 1:
         raise ValueError(f"connect: num_workers must be a positive int, got {num_workers!r}")
+    if transport is not None and transport not in TRANSPORTS:
+        raise ValueError(f"connect: transport must be one of {TRANSPORTS}, got {transport!r}")
     if strategy not in ("PACK", "SPREAD", "STRICT_PACK", "STRICT_SPREAD"):
         raise ValueError(f"connect: strategy must be PACK, SPREAD, STRICT_PACK or STRICT_SPREAD, got {strategy!r}")
     resources = dict(resources_per_worker or {"CPU": 1})
@@ -179,6 +306,10 @@ def connect(address=None, num_workers=2, resources_per_worker=None, strategy="PA
         if not ray.is_initialized():
             if address is None:
                 _loopback_only(ray)
+                # Ray runs workers at niceness 15 (background tasks); rank actors are the job's
+                # compute, as torchrun's processes are, so they keep the driver's priority
+                # (read by the processes Ray starts; an explicit RAY_worker_niceness wins)
+                os.environ.setdefault("RAY_worker_niceness", "0")
                 # Ray (>= 2.59, the extra's pin) turns token authentication on for a new local
                 # instance unless RAY_AUTH_MODE says otherwise.
                 ray.init(num_cpus=max(num_workers * int(resources.get("CPU", 1)), os.cpu_count() or 1),
@@ -194,12 +325,21 @@ def connect(address=None, num_workers=2, resources_per_worker=None, strategy="PA
         cluster_id = uuid.uuid4().hex[:12]
         cpus = resources.pop("CPU", 1)
         actor = ray.remote(RankWorker)
-        workers = [actor.options(num_cpus=cpus, resources=resources or None,
-                                 scheduling_strategy=PlacementGroupSchedulingStrategy(pg, i))
-                   .remote(i, tuple(range(num_workers)), cluster_id, timeout)
-                   for i in range(num_workers)]
-        ray.get([w.ping.remote() for w in workers])
-        _current = Cluster(workers, cluster_id, started, pg)
+
+        def spawn(i):
+            return actor.options(num_cpus=cpus, resources=resources or None,
+                                 scheduling_strategy=PlacementGroupSchedulingStrategy(pg, i)).remote(
+                i, tuple(range(num_workers)), cluster_id, timeout)
+        workers = [spawn(i) for i in range(num_workers)]
+        nodes = [node for _, _, node in ray.get([w.ping.remote() for w in workers])]
+        cluster = Cluster(workers, cluster_id, started, pg, spawn=spawn)
+        try:
+            cluster.transport = transport or _choose_transport(cluster, nodes)
+            ray.get([w.set_transport.remote(cluster.transport) for w in workers])
+        except BaseException:
+            cluster.shutdown()
+            raise
+        _current = cluster
         return _current
 
 

@@ -51,6 +51,10 @@ class Rendezvous:
     def abort(self, reason):
         self._fail(reason)
 
+    def failure(self):
+        """Why the group failed, or None (polled by the shared-memory transport's long waits)."""
+        return self._failure
+
     async def exchange(self, seq, index, kind, box, timeout):
         """``box`` (a one-element list, so Ray passes the reference through unresolved) for
         member ``index``'s call number ``seq``; returns ``("ok", boxes)``, or ``("timeout",
@@ -138,6 +142,32 @@ class RayGroup:
         if status == "mismatch":
             raise errors.InternalError(payload)
         raise CollectiveAbortedError(f"collective on ranks {list(self.ranks)} abandoned: {payload}")
+
+    def shm_group(self, index, prefix):
+        """Member ``index``'s :class:`~tensorweave.distribute.shm.ShmGroup` of the same ranks:
+        segment names follow ``prefix``; this rendezvous orders the setup (no one attaches a
+        segment before it exists), checks that every member is on this node, and its failure
+        (an abort from the driver) ends the shared-memory waits too."""
+        import ray
+        from tensorweave.distribute.shm import ShmGroup
+        node = ray.get_runtime_context().get_node_id()
+
+        def share(pid):
+            nodes = [n for n, _ in self.exchange(index, "shm_setup", (node, pid))]
+            if len(set(nodes)) > 1:
+                raise errors.FailedPreconditionError(
+                    f"the shared-memory transport needs every rank of {list(self.ranks)} on one node; they are on "
+                    f"{len(set(nodes))} nodes. Hint: use TW_RAY_TRANSPORT=object_store (or let connect choose)")
+
+        def check_abort():
+            import ray
+            return ray.get(self._rdv.failure.remote())
+        group = ShmGroup(self.ranks, index, prefix, self.timeout, check_abort)
+        try:
+            return group.connect(share)
+        except BaseException:
+            group.close()
+            raise
 
     def exchange(self, index, kind, value, timeout=None):
         import ray

@@ -100,6 +100,8 @@ class Model(Layer):
         self.optimizer = optimizers.get(optimizer)
         from tensorweave.distribute.distribution import distribution
         self._distribution = distribution()
+        from tensorweave.distribute.ray.multi_worker import multi_worker_strategy
+        self._multi_worker = multi_worker_strategy()      # fit runs on Ray workers (MultiWorkerMirroredStrategy)
         names = list(getattr(self, "output_names", None) or ["output"])
         if isinstance(loss, (list, tuple)) and len(names) == 1 and len(loss) > 1:
             names = [f"output_{i + 1}" for i in range(len(loss))]
@@ -234,7 +236,7 @@ class Model(Layer):
     @property
     def distribute_strategy(self):
         """The distribution this model was compiled under (``tf.keras``' name), or None."""
-        return getattr(self, "_distribution", None)
+        return getattr(self, "_distribution", None) or getattr(self, "_multi_worker", None)
 
     def _check_distribution(self):
         if getattr(self, "_distribution", None) is not None:
@@ -267,6 +269,10 @@ class Model(Layer):
         """Trains for ``epochs`` epochs; returns the ``History``."""
         from tensorweave.keras.callbacks import CallbackList
         self._assert_compiled()
+        if getattr(self, "_multi_worker", None) is not None:
+            return self._multi_worker.fit(self, x, y, batch_size, epochs, verbose, callbacks, validation_split,
+                                          validation_data, shuffle, class_weight, sample_weight, initial_epoch,
+                                          steps_per_epoch, validation_steps, validation_batch_size, validation_freq)
         epochs = data_adapter.check_count(epochs, "epochs", minimum=0, allow_none=False)
         initial_epoch = data_adapter.check_count(initial_epoch, "initial_epoch", minimum=0, allow_none=False)
         validation_split = data_adapter.check_validation_split(validation_split)

@@ -1,0 +1,486 @@
+"""A shared-memory transport for ranks that are processes on one node (Linux, ``/dev/shm``).
+
+:class:`ShmGroup` is one member's view of a group and gives the ``exchange``/``post``/``take``
+primitives :class:`~tensorweave.distribute.collective.InProcessCommunicator` is written
+against, so every collective (and every boxing step built on them) runs over it unchanged,
+with the same reduction order and so the same bits as in-process ranks.
+
+Each member owns a small *control* segment (its pid, how many rounds it published and
+consumed, its data segment's generation, a failure flag and reason, how many messages it
+posted to each peer) and one *data* segment (grown by replacing it with a bigger
+generation). An exchange writes the member's buffers once into its data segment and bumps
+its published count; peers read them in place (NumPy views, no copy until the collective
+builds its result). A member writes the next round only after every peer has consumed the
+previous one. Point-to-point messages are one segment each (``send`` never blocks); the
+receiver copies and unlinks it. Waiting polls the peers' counters with a short back-off;
+every wait has a timeout naming the ranks that did not arrive, and notices a peer that
+failed or whose process died (named too), and an external abort (``check_abort``).
+
+Segments are named ``<prefix>-r<rank>-c`` / ``-r<rank>-d<gen>`` / ``-p<src>-<dst>-<n>``
+(global ranks), mode 0600. :meth:`ShmGroup.close` unlinks a member's own; :func:`sweep`
+unlinks what is left under a prefix (a cluster's shutdown, a dead worker's segments).
+
+>>> import numpy as np
+>>> from concurrent.futures import ThreadPoolExecutor
+>>> import uuid
+>>> prefix = "tw-doc-" + uuid.uuid4().hex[:8]
+>>> groups = [ShmGroup((0, 1), i, prefix) for i in range(2)]
+>>> def on_rank(i):
+...     groups[i].connect()
+...     return groups[i].communicator(i).all_reduce(np.array([1.0, 2.0]) * (i + 1)).tolist()
+>>> with ThreadPoolExecutor(2) as pool:
+...     list(pool.map(on_rank, range(2)))
+[[3.0, 6.0], [3.0, 6.0]]
+>>> for g in groups: g.close()
+>>> sweep(prefix)
+0
+"""
+import glob
+import json
+import mmap
+import os
+import time
+
+import numpy as np
+
+from tensorweave.core import errors
+from tensorweave.distribute.collective import (_REDUCE, DEFAULT_TIMEOUT, SMALL_BYTES, CollectiveAbortedError,
+                                               CollectiveTimeoutError, InProcessCommunicator)
+from tensorweave.distribute.layout import balanced_bounds
+
+SHM_DIR = "/dev/shm"
+_MAGIC = 0x7477736D           # "twsm"
+# control segment: int64 words, then the failure reason
+_PID, _READY, _CONSUMED, _GEN, _FAILED, _MAGIC_AT, _SENT = 0, 1, 2, 3, 4, 5, 8
+_REASON_BYTES = 2048
+_ALIGN = 64
+_POLL_SLOW = 0.05             # seconds between checks that the pending peers' processes are alive
+_POLL_ABORT = 0.5             # seconds between asks whether the group was aborted from outside (a Ray call)
+
+
+def available():
+    """Whether this machine has POSIX shared memory as files (Linux ``/dev/shm``)."""
+    return os.path.isdir(SHM_DIR) and os.access(SHM_DIR, os.W_OK)
+
+
+def sweep(prefix, pattern="*"):
+    """Unlinks the segments named ``<prefix>-<pattern>``; returns how many were left."""
+    n = 0
+    for path in glob.glob(os.path.join(SHM_DIR, glob.escape(prefix) + "-" + pattern)):
+        try:
+            os.unlink(path)
+            n += 1
+        except FileNotFoundError:
+            pass                    # its owner unlinked it meanwhile
+    return n
+
+
+class _Segment:
+    """A named shared-memory file mapped into this process."""
+
+    __slots__ = ("name", "mm", "size")
+
+    def __init__(self, name, size=None):
+        path = os.path.join(SHM_DIR, name)
+        if size is None:
+            fd = os.open(path, os.O_RDWR)
+        else:
+            fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o600)
+        try:
+            if size is not None:
+                os.ftruncate(fd, size)
+            self.size = os.fstat(fd).st_size
+            self.mm = mmap.mmap(fd, self.size)
+        except BaseException:
+            os.close(fd)
+            if size is not None:
+                os.unlink(path)
+            raise
+        os.close(fd)
+        self.name = name
+
+    def close(self):
+        try:
+            self.mm.close()
+        except BufferError:
+            pass                    # a view is still alive somewhere; the mapping goes with it
+
+    def unlink(self):
+        try:
+            os.unlink(os.path.join(SHM_DIR, self.name))
+        except FileNotFoundError:
+            pass
+
+
+def _aligned(n):
+    return (n + _ALIGN - 1) // _ALIGN * _ALIGN
+
+
+def _dtype_name(dt):
+    return dt.str if dt.kind != "V" else dt.name      # custom dtypes (bfloat16) by name
+
+
+def _encode(value, arrays):
+    """A JSON-able description of ``value`` with its arrays appended to ``arrays``."""
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    if isinstance(value, (np.ndarray, np.generic)):
+        a = np.asarray(value)
+        if a.dtype.hasobject:
+            raise TypeError(f"shared-memory transport: cannot send an array of dtype {a.dtype}")
+        arrays.append(a)
+        return {"a": len(arrays) - 1, "dt": _dtype_name(a.dtype), "sh": list(a.shape)}
+    if isinstance(value, np.dtype):
+        return {"d": _dtype_name(value)}
+    if isinstance(value, tuple):
+        return {"t": [_encode(v, arrays) for v in value]}
+    if isinstance(value, list):
+        return {"l": [_encode(v, arrays) for v in value]}
+    raise TypeError(f"shared-memory transport: cannot send a {type(value).__name__}")
+
+
+def _decode(desc, arrays):
+    if isinstance(desc, dict):
+        if "a" in desc:
+            return arrays[desc["a"]]
+        if "d" in desc:
+            return np.dtype(desc["d"])
+        if "t" in desc:
+            return tuple(_decode(v, arrays) for v in desc["t"])
+        return [_decode(v, arrays) for v in desc["l"]]
+    return desc
+
+
+def _layout(meta_bytes, arrays):
+    """Offsets of the arrays after an 8-byte length and the metadata; the total size."""
+    off = _aligned(8 + len(meta_bytes))
+    offsets = []
+    for a in arrays:
+        offsets.append(off)
+        off += _aligned(a.nbytes)
+    return offsets, off
+
+
+def _write(mm, meta_bytes, arrays, offsets):
+    np.ndarray((1,), np.int64, buffer=mm, offset=0)[0] = len(meta_bytes)
+    mm[8:8 + len(meta_bytes)] = meta_bytes
+    for a, off in zip(arrays, offsets):
+        if a.nbytes:
+            np.ndarray(a.shape, a.dtype, buffer=mm, offset=off)[...] = a
+
+
+def _read(mm, copy):
+    """``(meta, arrays)`` from a segment written by :func:`_write` (views unless ``copy``)."""
+    n = int(np.ndarray((1,), np.int64, buffer=mm, offset=0)[0])
+    meta = json.loads(bytes(mm[8:8 + n]))
+    descs = []
+    _collect(meta["v"], descs)
+    descs.sort(key=lambda d: d["a"])
+    arrays, off = [], _aligned(8 + n)
+    for d in descs:
+        dt, shape = np.dtype(d["dt"]), tuple(d["sh"])
+        count = int(np.prod(shape, dtype=np.int64))
+        if count:
+            a = np.ndarray(shape, dt, buffer=mm, offset=off)
+        else:
+            a = np.empty(shape, dt)
+        a = a.copy() if copy else a
+        a.flags.writeable = copy
+        arrays.append(a)
+        off += _aligned(count * dt.itemsize)
+    return meta, arrays
+
+
+def _collect(desc, out):
+    if isinstance(desc, dict):
+        if "a" in desc:
+            out.append(desc)
+        for k in ("t", "l"):
+            for v in desc.get(k, ()):
+                _collect(v, out)
+    elif isinstance(desc, list):
+        for v in desc:
+            _collect(v, out)
+
+
+def _tag_key(tag):
+    return json.dumps(_encode(tag, []))
+
+
+class ShmGroup:
+    """Member ``index`` of the group ``ranks`` over shared memory (see the module docstring).
+
+    ``prefix``: the segments' common name prefix (unique per group). Call :meth:`connect`
+    once every member has made its object (it creates this member's control segment and
+    attaches the peers'; ``share``, when given, is a collective ``share(info) -> [info of
+    every member]`` run in between, e.g. over a Ray rendezvous, so no one attaches early).
+    ``check_abort``: an optional ``() -> reason or None`` polled during long waits."""
+
+    def __init__(self, ranks, index, prefix, timeout=None, check_abort=None):
+        self.ranks = tuple(int(r) for r in ranks)
+        self.index = int(index)
+        self.prefix = prefix
+        self.timeout = DEFAULT_TIMEOUT if timeout is None else float(timeout)
+        self._check_abort = check_abort
+        self._seq = 0
+        self._ctl = self._data = None
+        self._peers = {}            # index -> control segment words
+        self._peer_segs = {}
+        self._peer_data = {}        # index -> (generation, _Segment)
+        self._recvd = [0] * len(self.ranks)
+        self._mail = {}
+        self._failure = None
+        n_words = _SENT + len(self.ranks)
+        self._ctl_bytes = n_words * 8 + _REASON_BYTES
+        self._n_words = n_words
+
+    @property
+    def size(self):
+        return len(self.ranks)
+
+    def _name(self, kind, rank=None):
+        return f"{self.prefix}-r{self.ranks[self.index] if rank is None else rank}-{kind}"
+
+    def _words(self, seg):
+        return np.ndarray((self._n_words,), np.int64, buffer=seg.mm, offset=0)
+
+    def connect(self, share=None):
+        """Creates this member's control segment and attaches every peer's."""
+        self._ctl_seg = _Segment(self._name("c"), self._ctl_bytes)
+        self._ctl = self._words(self._ctl_seg)
+        self._ctl[_PID] = os.getpid()
+        self._ctl[_MAGIC_AT] = _MAGIC
+        if share is not None:
+            share(os.getpid())
+        deadline = time.monotonic() + self.timeout
+        for j in range(self.size):
+            if j == self.index:
+                continue
+            while True:                       # without ``share`` (threads, tests) a peer may be late
+                try:
+                    seg = _Segment(self._name("c", self.ranks[j]))
+                    if seg.size >= self._ctl_bytes and self._words(seg)[_MAGIC_AT] == _MAGIC:
+                        break
+                    seg.close()
+                except (FileNotFoundError, ValueError):
+                    pass                              # not made yet, or not sized yet
+                if time.monotonic() > deadline:
+                    raise CollectiveTimeoutError(
+                        f"shared-memory setup on ranks {list(self.ranks)}: rank {self.ranks[j]} did not arrive "
+                        f"within {self.timeout:g} s", [self.ranks[j]])
+                time.sleep(0.001)
+            self._peer_segs[j] = seg
+            self._peers[j] = self._words(seg)
+        return self
+
+    def communicator(self, index=None):
+        """This member's communicator (``index`` must be this member's)."""
+        if index is not None and int(index) != self.index:
+            raise ValueError(f"ShmGroup member {self.index} cannot make the communicator of member {index}")
+        return ShmCommunicator(self, self.index)
+
+    # ---- failure -------------------------------------------------------------------------------
+    def abort(self, reason):
+        """Marks the group failed: every member's waits end with :class:`CollectiveAbortedError`."""
+        if self._failure is None:
+            self._failure = reason
+        if self._ctl is not None and not self._ctl[_FAILED]:
+            data = reason.encode()[:_REASON_BYTES]
+            off = self._n_words * 8
+            self._ctl_seg.mm[off:off + _REASON_BYTES] = data.ljust(_REASON_BYTES, b"\0")
+            self._ctl[_FAILED] = 1
+
+    def _raise_failed(self):
+        if self._failure is not None:
+            raise CollectiveAbortedError(f"collective on ranks {list(self.ranks)} abandoned: {self._failure}")
+        for j, words in self._peers.items():
+            if words[_FAILED]:
+                off = self._n_words * 8
+                reason = bytes(self._peer_segs[j].mm[off:off + _REASON_BYTES]).rstrip(b"\0").decode(errors="replace")
+                self._failure = reason
+                raise CollectiveAbortedError(f"collective on ranks {list(self.ranks)} abandoned: {reason}")
+
+    def _slow_checks(self, pending, ask_abort):
+        for j in pending:
+            try:
+                os.kill(int(self._peers[j][_PID]), 0)
+            except ProcessLookupError:
+                reason = f"rank {self.ranks[j]} died (its process {int(self._peers[j][_PID])} is gone)"
+                self.abort(reason)
+                raise CollectiveAbortedError(f"collective on ranks {list(self.ranks)} abandoned: {reason}") from None
+            except PermissionError:
+                pass
+        if ask_abort and self._check_abort is not None:
+            reason = self._check_abort()
+            if reason:
+                self.abort(reason)
+                self._raise_failed()
+
+    def _wait(self, ready, what, timeout):
+        """Waits until ``ready(j)`` for every peer ``j``; the error names the ones that are not."""
+        limit = self.timeout if timeout is None else timeout
+        start = time.monotonic()
+        next_slow, next_abort, spins = start + _POLL_SLOW, start + _POLL_ABORT, 0
+        while True:
+            pending = [j for j in self._peers if not ready(j)]
+            if not pending:
+                return
+            self._raise_failed()
+            now = time.monotonic()
+            if now - start > limit:
+                gone = [self.ranks[j] for j in pending]
+                self.abort(f"a timeout ({what}; ranks {gone} did not arrive)")
+                raise CollectiveTimeoutError(
+                    f"{what} on ranks {list(self.ranks)}: ranks {gone} did not arrive within {limit:g} s. "
+                    "Hint: every rank of a group must make the same collective calls in the same order", gone)
+            if now > next_slow:
+                ask = now > next_abort
+                self._slow_checks(pending, ask)
+                next_slow = now + _POLL_SLOW
+                next_abort = now + _POLL_ABORT if ask else next_abort
+            # yield at once, then back off to at most 1 ms: cores are shared with the peers
+            spins += 1
+            time.sleep(0 if spins < 50 else min(1e-3, 1e-6 * spins))
+
+    # ---- the primitives InProcessCommunicator uses -------------------------------------------
+    def exchange(self, index, kind, value, timeout=None):
+        """Publishes this member's ``value`` for its next call ``kind``; returns every member's
+        value (peers' arrays are read-only views, valid until this member's next call)."""
+        seq, self._seq = self._seq, self._seq + 1
+        what = f"{kind} (call #{seq})"
+        self._raise_failed()
+        self._ctl[_CONSUMED] = seq                       # done with the views of round seq - 1
+        self._wait(lambda j: self._peers[j][_CONSUMED] >= seq, what, timeout)
+        arrays = []
+        meta = json.dumps({"k": kind, "s": seq, "v": _encode(value, arrays)}).encode()
+        offsets, total = _layout(meta, arrays)
+        if self._data is None or self._data.size < total:
+            self._grow(total)
+        _write(self._data.mm, meta, arrays, offsets)
+        self._offsets = offsets
+        self._ctl[_READY] = seq + 1
+        self._wait(lambda j: self._peers[j][_READY] >= seq + 1, what, timeout)
+        values = []
+        for j in range(self.size):
+            if j == self.index:
+                values.append(value)
+                continue
+            got, peer_arrays = _read(self._peer_segment(j).mm, copy=False)
+            if got["k"] != kind:
+                msg = (f"collective mismatch on ranks {list(self.ranks)} (call #{seq}): rank {self.ranks[index]} "
+                       f"called {kind} while rank {self.ranks[j]} called {got['k']}")
+                self.abort(msg)
+                raise errors.InternalError(msg)
+            values.append(_decode(got["v"], peer_arrays))
+        return values
+
+    def all_reduce_large(self, x, op):
+        """An all-reduce that writes ``x`` once: each member reduces its balanced chunk of
+        every member's ``x`` (in rank order: the bits of the in-process ranks) into its own
+        segment, in place of its own chunk (which no peer reads), then copies the others'
+        reduced chunks after one more counter round."""
+        flat = x.reshape(-1)
+        values = self.exchange(self.index, "all_reduce", (x.shape, x.dtype, op, flat))
+        me = self.ranks[self.index]
+        for r, (shape, dtype, o, _) in enumerate(values):
+            if (shape, dtype, o) != (x.shape, x.dtype, op):
+                raise errors.InvalidArgumentError(
+                    f"all_reduce: rank {self.ranks[r]} gave shape {list(shape)} {dtype} ({o}) but rank "
+                    f"{me} gave {list(x.shape)} {x.dtype} ({op})")
+        bounds = balanced_bounds(flat.size, self.size)
+        lo, hi = bounds[self.index]
+        out = np.empty_like(flat)
+        mine = out[lo:hi]
+        np.copyto(mine, values[0][3][lo:hi])
+        for v in values[1:]:
+            _REDUCE[op](mine, v[3][lo:hi], out=mine)
+        np.ndarray(flat.shape, flat.dtype, buffer=self._data.mm, offset=self._offsets[0])[lo:hi] = mine
+        # a round without data: its short header leaves the arrays of the last round in place
+        self.exchange(self.index, "all_reduce_gather", None)
+        for j, (a, b) in enumerate(bounds):
+            if j != self.index:
+                out[a:b] = values[j][3][a:b]
+        return out.reshape(x.shape)
+
+    def _grow(self, need):
+        old = self._data
+        gen = int(self._ctl[_GEN]) + (old is not None)
+        self._data = _Segment(self._name(f"d{gen}"), max(need, 2 * (old.size if old else 0), 1 << 16))
+        self._ctl[_GEN] = gen
+        if old is not None:                          # every peer consumed the last round written there
+            old.unlink()
+            old.close()
+
+    def _peer_segment(self, j):
+        gen = int(self._peers[j][_GEN])
+        have = self._peer_data.get(j)
+        if have is None or have[0] != gen:
+            if have is not None:
+                have[1].close()
+            have = self._peer_data[j] = (gen, _Segment(self._name(f"d{gen}", self.ranks[j])))
+        return have[1]
+
+    def post(self, src, dst, tag, value):
+        """Point to point: a segment holding ``value`` for member ``dst`` (does not block)."""
+        n = int(self._ctl[_SENT + dst])
+        arrays = []
+        meta = json.dumps({"k": "send", "s": n, "tag": _tag_key(tag), "v": _encode(value, arrays)}).encode()
+        offsets, total = _layout(meta, arrays)
+        seg = _Segment(f"{self.prefix}-p{self.ranks[src]}-{self.ranks[dst]}-{n}", max(total, 1))
+        _write(seg.mm, meta, arrays, offsets)
+        seg.close()
+        self._ctl[_SENT + dst] = n + 1
+
+    def take(self, src, dst, tag, timeout=None):
+        """The next value member ``src`` posted here with ``tag``."""
+        key, box = _tag_key(tag), None
+
+        def arrived(j):
+            nonlocal box
+            self._drain(src)
+            box = self._mail.get((src, key))
+            return bool(box)
+        self._wait(lambda j: j != src or arrived(j), f"recv (tag {tag}) on rank {self.ranks[dst]}", timeout)
+        if box is None:
+            arrived(src)
+        return box.pop(0)
+
+    def _drain(self, src):
+        posted = int(self._peers[src][_SENT + self.index])
+        while self._recvd[src] < posted:
+            n = self._recvd[src]
+            seg = _Segment(f"{self.prefix}-p{self.ranks[src]}-{self.ranks[self.index]}-{n}")
+            meta, arrays = _read(seg.mm, copy=True)
+            seg.close()
+            seg.unlink()
+            self._mail.setdefault((src, meta["tag"]), []).append(_decode(meta["v"], arrays))
+            self._recvd[src] = n + 1
+
+    def close(self):
+        """Unmaps everything and unlinks this member's segments (and its undelivered messages)."""
+        self._peers.clear()                          # views first: a mapping with views cannot close
+        self._ctl = None
+        for seg in [s for _, s in self._peer_data.values()] + list(self._peer_segs.values()):
+            seg.close()
+        self._peer_data.clear()
+        self._peer_segs.clear()
+        for seg in (self._data, getattr(self, "_ctl_seg", None)):
+            if seg is not None:
+                seg.unlink()
+                seg.close()
+        self._data = self._ctl_seg = None
+        sweep(self.prefix, f"p{self.ranks[self.index]}-*")
+
+
+class ShmCommunicator(InProcessCommunicator):
+    """A member of a :class:`ShmGroup`: the in-process communicator's collectives, with a
+    large all-reduce that writes each buffer once (:meth:`ShmGroup.all_reduce_large`)."""
+
+    def all_reduce(self, x, op="sum"):
+        x = np.asarray(x)
+        if self.size == 1 or x.nbytes <= SMALL_BYTES:
+            return super().all_reduce(x, op)
+        return self.group.all_reduce_large(x, op)
+
+    def __repr__(self):
+        return f"<ShmCommunicator rank {self.rank} ({self.index} of {list(self.ranks)})>"
