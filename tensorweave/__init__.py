@@ -133,6 +133,7 @@ _OP_MODULES = {
                     + [f"ResourceScatterNd{k}V1" for k in ("Add", "Sub", "Update")]
                     + ["CountUpToV1", "VarIsInitializedOp"], "tensorweave.compat.v1_state_ops"),
     "UniqueSegmentSum": "tensorweave.keras.optimizers.sparse_ops",
+    "StringToHashBucket": "tensorweave.compat.v1_string_hash",
     **dict.fromkeys(["_Boxing", "_Once", "_ToGlobal"], "tensorweave.distribute.plan_ops"),
 }
 

@@ -27,6 +27,7 @@ import inspect
 import numpy as np
 
 from tensorweave.core import dtypes as _dt
+from tensorweave.core import errors
 from tensorweave.core.context import building_graph, ctx, eager_mode, init_scope
 from tensorweave.core.sbp import Partial
 from tensorweave.core.shape import TensorShape, as_shape
