@@ -31,7 +31,7 @@ from tensorweave.core import dtypes as _dt
 from tensorweave.core.dispatch import EagerInterpreter, interpreter_scope
 from tensorweave.core.registry import get_op
 from tensorweave.core.sbp import B, P, S, Broadcast, SbpInput, ShardInfo, Signature, Split
-from tensorweave.core.sbp_rules import rule_for
+from tensorweave.core.sbp_rules import embed_hook, rule_for
 from tensorweave.distribute import layout
 from tensorweave.distribute.decompositions import DECOMPOSITIONS
 
@@ -258,10 +258,12 @@ def check_call(call, rule=None, rng=None, pairs=PAIRS_PER_CALL):
     rule = rule or rule_for(get_op(call.op_type))
     specs = [SbpInput((), _dt.resource) if i in call.variables else SbpInput(a.shape, _dt.from_numpy(a.dtype))
              for i, a in enumerate(call.inputs)]
-    sigs = rule(specs, {**call.attrs, "_out_shapes": [a.shape for a in call.outputs]})
-    assert sigs and all(s == type(s)(s.inputs, s.outputs) for s in sigs)
     runs = 0
     for placement in MESHES:
+        # what the planner gives rules besides the op's attrs: the inferred output shapes and the mesh
+        sigs = rule(specs, {**call.attrs, "_out_shapes": [a.shape for a in call.outputs],
+                            "_mesh_shape": placement.mesh_shape})
+        assert sigs and all(s == type(s)(s.inputs, s.outputs) for s in sigs)
         if placement.ndim == 1:
             choices = [(s,) for s in sigs]
         else:
@@ -405,6 +407,19 @@ def test_checker_catches_wrong_rules():
     assert _fails(gather, [Signature([S(0), B], [P], offset_zero)])           # every rank thinks it has rows 0..
     reshape = _call("Reshape", rng.normal(size=(6, 2, 2)), np.array([6, 4]))
     assert _fails(reshape, [Signature([S(0), B], [S(0)])])                    # the target shape is not local
+    # a merge of an axis that does not divide: the balanced splitter's extra rows do not scale
+    merge = _call("Reshape", rng.normal(size=(3, 2)), np.array([6]))
+    local_shape = [s for s in rule_for(get_op("Reshape"))([SbpInput((6, 2, 2)), SbpInput((2,))],
+                                                          {"_out_shapes": [(6, 4)]}) if s.inputs[0] == S(0)][0].local
+    assert _fails(merge, [Signature([S(0), B], [S(0)], local_shape)])
+    assert not any(s.inputs[0] == S(0) for s in rule_for(get_op("Reshape"))(
+        [SbpInput((3, 2)), SbpInput((1,))], {"_out_shapes": [(6,)], "_mesh_shape": (2,)}))
+    # a cut axis: each rank's piece embedded in zeros (the hook), the pad constant on the first rank only
+    pad = _call("PadV2", x, np.array([[2, 1], [0, 3]]), np.float64(1.5))
+    assert not _fails(pad, [Signature([S(0), B, B], [P], embed_hook(0, 0, (2,)))])
+    assert _fails(pad, [Signature([S(0), B, B], [P], embed_hook(0))])        # every rank adds the constant
+    assert _fails(pad, [Signature([S(0), B, B], [P])])                        # pieces padded as if whole
+    assert _fails(pad, [Signature([S(0), B, B], [P], embed_hook(1, 0, (2,)))])  # embedded along the wrong axis
 
 
 def _random_call(op_type, inputs, attrs, stateful):
@@ -525,7 +540,13 @@ def _hand_calls():
             _call("IsInf", np.where(x > 1, np.inf, x)),
             _call("Softsign", x),
             _call("MaxPoolGradGrad", img, rng.normal(size=img.shape), **pool),
-            _call("CustomGradient", x, rng.normal(size=(2, 5)), n_out=1)]
+            _call("CustomGradient", x, rng.normal(size=(2, 5)), n_out=1),
+            # a pad constant only the first rank of a cut axis may add (the op table pads with 0)
+            _call("PadV2", x, np.array([[2, 1], [0, 3]]), np.float64(1.5)),
+            # reshapes merging and splitting a split axis (exact when both sizes divide by the mesh)
+            _call("Reshape", rng.normal(size=(12, 2, 3)), np.array([24, 3])),
+            _call("Reshape", rng.normal(size=(24, 3)), np.array([12, 2, 3])),
+            _call("Reshape", rng.normal(size=(12, 4)), np.array([4, 12]))]
 
 
 def test_seed_example_three_layouts():

@@ -29,6 +29,10 @@ run on a rank's piece with rewritten attrs:
   scatter) given only the rows in this rank's ``[offset, offset + rows)`` of a row-split
   variable, renumbered from 0: input ``index_input`` holds the row ids, ``rows_input`` the
   rows.
+* ``SbpEmbedded`` — op ``op_type`` (linear in input ``index``) run on the rank's piece put at
+  its place in zeros of the logical length along each embedded axis (``embeds``: ``(axis,
+  start, logical length)``); inputs ``zeroed`` (a pad's constant) replaced by zeros on all
+  but the first rank: the ranks' outputs sum to the op's (``sbp_rules.embed_hook``).
 
 They are made only by hooks (never by user code) and checked by ``tests/test_sbp_checker.py``.
 
@@ -76,3 +80,28 @@ register_op("SbpRowsOnly", infer=lambda i, a: get_op(a["op_type"]).infer(i, a["o
             stateful=True, num_outputs=lambda a: get_op(a["op_type"]).n_outputs(a["op_attrs"]))
 register_op("SbpMaskedGather", infer=_infer_gather, grad=NOT_DIFFERENTIABLE)
 register_op("SbpMaskedGatherGrad", infer=lambda i, a: (i[2].shape, i[0].dtype), grad=NOT_DIFFERENTIABLE)
+
+
+class _Shaped:
+    """A stand-in input with another static shape (what an embedded piece looks like to the
+    inner op's shape rule); everything else is the real input's."""
+
+    def __init__(self, like, shape):
+        self._like, self.shape = like, shape
+
+    def __getattr__(self, name):
+        return getattr(self._like, name)
+
+
+def _embedded_infer(inputs, attrs):
+    inputs = list(inputs)
+    x = inputs[attrs["index"]]
+    dims = x.shape.as_list() if x.shape.rank is not None else None
+    if dims is not None:
+        for axis, _, full in attrs["embeds"]:
+            dims[axis] = full
+        inputs[attrs["index"]] = _Shaped(x, TensorShape(dims))
+    return get_op(attrs["op_type"]).infer(inputs, attrs["op_attrs"])
+
+
+register_op("SbpEmbedded", infer=_embedded_infer, grad=NOT_DIFFERENTIABLE)

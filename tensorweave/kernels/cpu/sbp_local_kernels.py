@@ -75,3 +75,18 @@ def _rows_only(*inputs, op_type, op_attrs, index_input, rows_input, offset, rows
     inputs[index_input] = local[inside].astype(ids.dtype)
     inputs[rows_input] = np.asarray(inputs[rows_input])[inside]
     return get_op(op_type).kernel("CPU")(*inputs, **op_attrs)
+
+
+@k("SbpEmbedded")
+def _embedded(*inputs, op_type, op_attrs, index, embeds, zeroed):
+    inputs = list(inputs)
+    x = np.asarray(inputs[index])
+    shape, where = list(x.shape), [slice(None)] * x.ndim
+    for axis, start, full in embeds:
+        shape[axis], where[axis] = full, slice(start, start + x.shape[axis])
+    whole = np.zeros(shape, dtype=x.dtype)
+    whole[tuple(where)] = x
+    inputs[index] = whole
+    for i in zeroed:
+        inputs[i] = np.zeros_like(np.asarray(inputs[i]))
+    return get_op(op_type).kernel("CPU")(*inputs, **op_attrs)
