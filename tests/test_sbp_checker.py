@@ -40,7 +40,7 @@ MESHES = (layout.Placement("cpu", [0, 1]), layout.Placement("cpu", [0, 1, 2]),
 CALLS_PER_OP = 2           # recorded calls checked per op type (distinct input shapes)
 SAMPLES_PER_INFO = 1        # op-table samples recorded per OpInfo (kernels compile per shape class)
 PAIRS_PER_CALL = 8         # per-axis signature pairs tried on the 2x2 mesh per call (sampled)
-# OpInfos whose ops all box to B (tests/test_sbp_coverage.py): recording them only compiles kernels
+# OpInfos recorded by hand instead (_rnn_calls: float64 with gradients, batches to split on 3 ranks)
 SKIP_TABLES = ("rnn.",)
 
 
@@ -54,6 +54,9 @@ class Call:
         # {input index: the variable's value after the op}: inputs[i] is the value before; each
         # rank gets a variable holding its piece
         self.variables = variables or {}
+        # {output index: function}: an opaque byte output (an RNN's reserve) compared as what the
+        # function makes of it (the floats it holds: rank-local GEMMs over fewer rows round differently)
+        self.views = {}
 
     def run_attrs(self):
         return {**self.attrs, **(self.fresh() if self.fresh else {})}
@@ -205,7 +208,8 @@ def run_signature(call, placement, sigs, rng):
         outs.append([np.asarray(o) for o in out] + [args[i].numpy() for i in sorted(call.variables)])
     finals = call.outputs + [call.variables[i] for i in sorted(call.variables)]
     for j, (full, nd) in enumerate(zip(finals, nd_out + [nd_in[i] for i in sorted(call.variables)])):
-        per_rank = [o[j] for o in outs]
+        per_rank = [call.views[j](o[j]) if j in call.views else o[j] for o in outs]
+        full = call.views[j](full) if j in call.views else full
         assert all(p.dtype == full.dtype for p in per_rank), f"{where}: output {j} dtype differs"
         tol = _tolerance(full.dtype, *[a.dtype for a in call.inputs])
         _check_broadcasts(per_rank, placement, nd, tol, f"{where}: output {j}")
@@ -348,7 +352,7 @@ def _ops_with_rules():
 def _extra_calls():
     """Hand-written calls of ops the op table does not run (random streams, variables)."""
     out = {}
-    for c in _random_calls() + _state_calls() + _update_calls() + _hand_calls():
+    for c in _random_calls() + _state_calls() + _update_calls() + _hand_calls() + _rnn_calls():
         out.setdefault(c.op_type, []).append(c)
     return out
 
@@ -547,6 +551,57 @@ def _hand_calls():
             _call("Reshape", rng.normal(size=(12, 2, 3)), np.array([24, 3])),
             _call("Reshape", rng.normal(size=(24, 3)), np.array([12, 2, 3])),
             _call("Reshape", rng.normal(size=(12, 4)), np.array([4, 12]))]
+
+
+def _rnn_calls():
+    """The fused RNN ops and their gradients (float64), on a batch of 5 with a mask and of 3
+    without (an empty shard on the 2x2 mesh)."""
+    from tensorweave.ops import rnn_ops
+    rng = np.random.default_rng(12)
+    calls = []
+    for fn, gates, states, biases, kw in [(rnn_ops.lstm_sequence, 4, 2, 1, {}),
+                                         (rnn_ops.gru_sequence, 3, 1, 2, {"go_backwards": True}),
+                                         (rnn_ops.simple_rnn_sequence, 1, 1, 1, {"zero_output_for_mask": True})]:
+        for b, masked in ((5, True), (3, False)):
+            t, f, u = 3, 2, 2
+            args = [rng.uniform(-1, 1, size=(b, t, f))] + [rng.uniform(-.5, .5, size=(b, u)) for _ in range(states)]
+            args += [rng.uniform(-.7, .7, size=(f, gates * u)), rng.uniform(-.7, .7, size=(u, gates * u))]
+            args = [tw.constant(a) for a in args + [rng.uniform(-.3, .3, size=gates * u) for _ in range(biases)]]
+            mask = [tw.constant(rng.random((b, t)) < 0.8)] if masked else []
+            rec = Recorder("hand-written rnn")
+            with interpreter_scope(rec), tw.GradientTape() as tape:
+                tape.watch(args)
+                outs = fn(*args, *mask, **kw)
+                loss = tw.add_n([tw.reduce_sum(o * tw.constant(_cotangent(o.numpy().shape))) for o in outs])
+            with interpreter_scope(rec):
+                tape.gradient(loss, args)
+            for c in rec.calls:
+                if c.op_type.endswith("Sequence"):
+                    c.views = {len(c.outputs) - 1: _reserve_floats(c, u)}
+                if "Sequence" in c.op_type:
+                    calls.append(c)
+    return calls
+
+
+def _reserve_floats(call, u):
+    """The reserve's floats (of a whole reserve or a rank's piece); LSTM's kernel leaves act(c')
+    of masked steps unwritten (np.empty): with a mask those columns are no part of the value."""
+    def view(reserve):
+        floats = np.array(reserve).view(np.float64)
+        if call.op_type == "LSTMSequence" and call.inputs[-1].dtype == np.bool_:
+            floats[..., 4 * u:5 * u] = 0.0      # (its gradient, which reads them, is checked too)
+        return floats
+    return view
+
+
+def test_rnn_rules_split_the_batch_only():
+    """A batch split (uneven ones too: the reserve is batch-first bytes); units and time splits
+    would be wrong (the recurrence needs all of h and every earlier step), and the checker says so."""
+    call = next(c for c in _rnn_calls() if c.op_type == "SimpleRNNSequence" and c.inputs[0].shape[0] == 5)
+    sigs = rule_for(get_op("SimpleRNNSequence"))([SbpInput(a.shape) for a in call.inputs], call.attrs)
+    assert [str(s) for s in sigs] == ["B, B, B, B, B, B -> B, B, B", "S(0), S(0), B, B, B, S(0) -> S(0), S(0), S(0)"]
+    assert _fails(call, [Signature([S(2), S(1), S(0), S(0), S(0), B], [S(2), S(1), B])])     # units
+    assert _fails(call, [Signature([S(1), B, B, B, B, S(1)], [S(1), B, S(1)])])            # time
 
 
 def test_seed_example_three_layouts():

@@ -16,9 +16,6 @@ _LOCAL = "a rank-local lowering that SBP local hooks make (ops/sbp_local_ops.py)
 _CONTROL = ("control flow over traced sub-graphs: B; the ops inside the branches and body have rules of their "
             "own, but planning inside sub-graphs is the interpreter's (not done yet)")
 _PYTHON = "runs Python code on whole values: B"
-_RNN = ("the reserve output packs the batch into a byte axis (width = batch x itemsize) that no balanced "
-        "split matches: a batch-split rule needs the reserve laid out batch-major first")
-
 _CHECK = "a run-time check (raises when its condition is false): its inputs are boxed to B, every rank checks"
 _V1_STATE = ("TF1 variable updates/queries (compat.v1 graphs): global variables are not in TF1 graphs yet "
              "(the graph planner); B")
@@ -43,8 +40,6 @@ NO_RULE = {
                      "SbpMaskedGatherGrad", "SbpReplaceInput", "SbpSliceOf", "SbpEmbedded"], _LOCAL),
     **dict.fromkeys(["If", "StatefulIf", "While", "StatefulWhile", "WhileGrad"], _CONTROL),
     **dict.fromkeys(["PyFunc", "EagerPyFunc"], _PYTHON),
-    **dict.fromkeys(["LSTMSequence", "LSTMSequenceGrad", "GRUSequence", "GRUSequenceGrad", "SimpleRNNSequence",
-                     "SimpleRNNSequenceGrad"], _RNN),
     **dict.fromkeys(["AsString", "BytesSplit", "ReduceJoin", "RegexFullMatch", "RegexReplace", "StringJoin",
                      "StringLength", "StringLower", "StringSplit", "StringStrip", "StringToHashBucketFast",
                      "StringToHashBucketStrong", "StringToNumber", "StringUpper", "Substr", "UnicodeDecode",
