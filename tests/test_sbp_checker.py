@@ -57,6 +57,8 @@ class Call:
         # {output index: function}: an opaque byte output (an RNN's reserve) compared as what the
         # function makes of it (the floats it holds: rank-local GEMMs over fewer rows round differently)
         self.views = {}
+        # {input index: SBP}: a variable handle's layout as the rule sees it (the planner's SbpInput.sbp)
+        self.handle_sbp = {}
 
     def run_attrs(self):
         return {**self.attrs, **(self.fresh() if self.fresh else {})}
@@ -260,8 +262,8 @@ def check_call(call, rule=None, rng=None, pairs=PAIRS_PER_CALL):
     the number of (signature choice, mesh) runs."""
     rng = rng or np.random.default_rng(zlib.crc32(repr(call.key()).encode()))
     rule = rule or rule_for(get_op(call.op_type))
-    specs = [SbpInput((), _dt.resource) if i in call.variables else SbpInput(a.shape, _dt.from_numpy(a.dtype))
-             for i, a in enumerate(call.inputs)]
+    specs = [SbpInput((), _dt.resource, call.handle_sbp.get(i)) if i in call.variables
+             else SbpInput(a.shape, _dt.from_numpy(a.dtype)) for i, a in enumerate(call.inputs)]
     runs = 0
     for placement in MESHES:
         # what the planner gives rules besides the op's attrs: the inferred output shapes and the mesh
@@ -488,6 +490,10 @@ def _update_calls():
             calls.append(_variable_call(f"Resource{kind}Apply{name}", inputs,
                                         dict(attrs, num_variables=2) if kind == "Group" else attrs,
                                         range(len(values))))
+            if kind == "Group":      # the two variables laid out differently: rows, then columns
+                mixed = _variable_call(calls[-1].op_type, inputs, calls[-1].attrs, range(len(values)))
+                mixed.handle_sbp = {i: S(0) if i < n else S(1) for i in range(2 * n)}
+                calls.append(mixed)
     return calls
 
 
@@ -514,6 +520,17 @@ def _state_calls():
         ("ResourceGather", [w, idx], var, [0]),
         ("ResourceScatterAdd", [w, idx, rng.normal(size=(2, 2, 3))], var, [0]),
         ("ResourceScatterUpdate", [w, np.array([3, 0, 4]), rng.normal(size=(3, 3))], var, [0])]]
+
+
+def test_grouped_update_keeps_each_variables_layout():
+    """A grouped optimizer step over a row-split and a column-split variable updates each where
+    it lives (no boxing of either to B); pairing a variable with another's layout is caught."""
+    call = next(c for c in _update_calls() if c.op_type == "ResourceGroupApplyKerasMomentum" and c.handle_sbp)
+    specs = [SbpInput((), _dt.resource, call.handle_sbp.get(i)) if i in call.variables else SbpInput(a.shape)
+             for i, a in enumerate(call.inputs)]
+    sigs = [str(s) for s in rule_for(get_op(call.op_type))(specs, call.attrs)]
+    assert "S(0), S(0), S(1), S(1), B, S(0), S(1) -> " in sigs, sigs
+    assert _fails(call, [Signature([S(0), S(0), S(1), S(1), B, S(0), S(0)], [])])
 
 
 # ---- decompositions -----------------------------------------------------------------------------
