@@ -445,6 +445,9 @@ def _random_calls():
     seeds = {"seed": 5, "seed2": 9}
     return [_random_call(*c) for c in [
         ("RandomUniform", [shape], {**f64, **seeds}, True),
+        ("RandomUniform", [np.array([7, 3])], {"dtype": tw.float32, **seeds}, True),     # half words per value
+        ("StatelessRandomUniformFullInt", [shape, seed], {"dtype": tw.int32}, False),
+        ("StatelessRandomUniformFullInt", [np.array([3, 7]), seed], {"dtype": tw.uint64}, False),
         ("RandomStandardNormal", [shape], {**f64, **seeds}, True),
         ("TruncatedNormal", [shape], {**f64, **seeds}, True),
         ("RandomUniformInt", [shape, np.int64(-4), np.int64(9)], seeds, True),
@@ -464,6 +467,32 @@ def test_random_ops_offer_splits_of_the_single_device_draw():
         sigs = rule_for(get_op(call.op_type))([SbpInput(a.shape) for a in call.inputs],
                                                {**call.attrs, "_out_shapes": [call.outputs[0].shape]})
         assert len(sigs) > 1, call.op_type
+
+
+def test_uniform_draws_compute_only_their_piece_and_continue_the_stream(monkeypatch):
+    """A rank's piece of a uniform draw (S(0) on 3 ranks) costs only its own Philox words, and
+    the stream goes on as after the single-device draw (the next draw is the same)."""
+    from tensorweave.kernels.cpu import sbp_local_kernels as slk
+    from tensorweave.ops.random_ops import _op_key, _SeedState
+    words = []
+    real = slk._words_at
+    monkeypatch.setattr(slk, "_words_at", lambda state, start, count: words.append(count) or real(state, start, count))
+    for dtype, per_word in ((tw.float64, 1), (tw.float32, 2)):
+        attrs, shape = {"dtype": dtype, "seed": 5, "seed2": 9}, np.array([1000, 3])
+        one = _SeedState(_op_key(5, 9))
+        kernel = get_op("RandomUniform").kernel("CPU")
+        whole, second = kernel(shape, **attrs, state=one), kernel(shape, **attrs, state=one)
+        sig = [s for s in rule_for(get_op("RandomUniform"))([SbpInput((2,))], {**attrs, "_out_shapes": [(1000, 3)]})
+               if s.outputs == (S(0),)][0]
+        for r, (lo, hi) in enumerate(layout.balanced_bounds(1000, 3)):
+            words.clear()
+            info = ShardInfo([(2,)], [(slice(0, 2),)], [(1000, 3)], [(slice(lo, hi), slice(0, 3))], (r,), (3,))
+            op_type, local = sig.local("RandomUniform", {**attrs, "state": _SeedState(_op_key(5, 9))}, info)
+            assert op_type == "SbpRandomPiece"
+            piece = get_op(op_type).kernel("CPU")(shape, **local)
+            np.testing.assert_array_equal(piece, whole[lo:hi])
+            assert sum(words) <= (hi - lo) * 3 // per_word + 1, (dtype, words)
+            np.testing.assert_array_equal(kernel(shape, **attrs, state=local["state"]), second)
 
 
 # ---- optimizer updates: variables per rank ----------------------------------------------------

@@ -37,7 +37,7 @@ NO_RULE = {
     **dict.fromkeys(["FusedConv1D", "FusedConv2D", "FusedConv3D", "FusedElementwise", "FusedMatMul",
                      "FusedReduction", "FusedReluGradBiasAddGrad", "FusedSparseSoftmaxCrossEntropy"], _PASS),
     **dict.fromkeys(["SbpLocalConst", "SbpLocalShape", "SbpMaskedGather", "SbpMaskedResourceGather", "SbpRowsOnly",
-                     "SbpMaskedGatherGrad", "SbpReplaceInput", "SbpSliceOf", "SbpEmbedded"], _LOCAL),
+                     "SbpMaskedGatherGrad", "SbpReplaceInput", "SbpSliceOf", "SbpEmbedded", "SbpRandomPiece"], _LOCAL),
     **dict.fromkeys(["If", "StatefulIf", "While", "StatefulWhile", "WhileGrad"], _CONTROL),
     **dict.fromkeys(["PyFunc", "EagerPyFunc"], _PYTHON),
     **dict.fromkeys(["AsString", "BytesSplit", "ReduceJoin", "RegexFullMatch", "RegexReplace", "StringJoin",

@@ -19,6 +19,11 @@ run on a rank's piece with rewritten attrs:
   logical value is the single-device one; it costs a whole draw per rank — a counter offset
   per shard needs a sampler that consumes a fixed number of draws per value). Its ``bind``
   is the inner op's (the random stream).
+* ``SbpRandomPiece`` — ``SbpSliceOf`` of a uniform float or full-range integer draw
+  (``RandomUniform``, ``StatelessRandomUniform``, ``StatelessRandomUniformFullInt``; 32- and
+  64-bit types), whose samplers use a fixed number of Philox words per value: the rank
+  computes only the words from its slice's first value to its last (its own, for a slice of
+  the leading axis) and leaves a stateful stream where the whole draw leaves it.
 * ``SbpMaskedGather`` — a gather from a table split by rows: rows outside this rank's
   ``[offset, offset + rows)`` give zeros, so the ranks' outputs sum to the gather (``P``);
   ``limit`` is the logical row count (indices are checked against it).
@@ -74,6 +79,7 @@ def _slice_of_bind(op):
 
 
 register_op("SbpSliceOf", infer=_slice_of_infer, grad=NOT_DIFFERENTIABLE, stateful=True, bind=_slice_of_bind)
+register_op("SbpRandomPiece", infer=_slice_of_infer, grad=NOT_DIFFERENTIABLE, stateful=True, bind=_slice_of_bind)
 register_op("SbpMaskedResourceGather", infer=lambda i, a: (TensorShape(i[1].shape.as_list() + a["shape"].as_list()[1:]),
                                                            a["dtype"]), grad=NOT_DIFFERENTIABLE, stateful=True)
 register_op("SbpRowsOnly", infer=lambda i, a: get_op(a["op_type"]).infer(i, a["op_attrs"]), grad=NOT_DIFFERENTIABLE,
