@@ -591,6 +591,9 @@ def _hand_calls():
             _call("Softsign", x),
             _call("MaxPoolGradGrad", img, rng.normal(size=img.shape), **pool),
             _call("CustomGradient", x, rng.normal(size=(2, 5)), n_out=1),
+            _call("Bitcast", rng.normal(size=(3, 2)), type=tw.uint16),            # a last axis added
+            _call("Bitcast", rng.integers(0, 255, size=(3, 5, 4)).astype(np.uint8), type=tw.float32),   # consumed
+            _call("Bitcast", rng.normal(size=(3, 2)), type=tw.int64),
             # a pad constant only the first rank of a cut axis may add (the op table pads with 0)
             _call("PadV2", x, np.array([[2, 1], [0, 3]]), np.float64(1.5)),
             # reshapes merging and splitting a split axis (exact when both sizes divide by the mesh)

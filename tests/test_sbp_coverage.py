@@ -21,7 +21,6 @@ _V1_STATE = ("TF1 variable updates/queries (compat.v1 graphs): global variables 
              "(the graph planner); B")
 NO_RULE = {
     **dict.fromkeys(["Assert", "AssertV1"], _CHECK),
-    "Bitcast": "reinterprets bytes: the last axis changes length when the item sizes differ; B",
     **dict.fromkeys([f"ResourceScatter{k}V1" for k in ("Add", "Sub", "Mul", "Div", "Min", "Max", "Update")]
                     + [f"ResourceScatterNd{k}V1" for k in ("Add", "Sub", "Update")]
                     + ["CountUpToV1", "VarIsInitializedOp"], _V1_STATE),
