@@ -446,6 +446,38 @@ def test_checker_catches_wrong_rules():
     assert _fails(pad, [Signature([S(0), B, B], [P], embed_hook(1, 0, (2,)))])  # embedded along the wrong axis
 
 
+def _sig_strings(call):
+    specs = [SbpInput(a.shape, _dt.from_numpy(a.dtype)) for a in call.inputs]
+    return [str(s) for s in rule_for(get_op(call.op_type))(
+        specs, {**call.attrs, "_out_shapes": [a.shape for a in call.outputs], "_mesh_shape": (2,)})]
+
+
+def test_cut_axes_of_linear_ops_give_partial_sums():
+    """A split axis that the op slices, pads, tiles or reverses gives P (each rank's piece embedded
+    in zeros), an untouched one stays split; an empty axis is declined (every piece starts at 0,
+    so no one rank would add a pad's constant). Each call runs through the checker."""
+    rng = np.random.default_rng(21)
+    x = rng.normal(size=(4, 3))
+    cases = [
+        (_call("Slice", x, np.array([1, 0]), np.array([2, 3])),
+         ["B, B, B -> B", "S(1), B, B -> S(1)", "S(0), B, B -> P", "P, B, B -> P"]),
+        (_call("PadV2", x, np.array([[0, 0], [1, 2]]), np.float64(2.0)),
+         ["B, B, B -> B", "S(0), B, B -> S(0)", "S(1), B, B -> P", "P, B, P -> P"]),
+        (_call("PadV2", np.zeros((0, 3)), np.array([[1, 1], [0, 0]]), np.float64(2.0)),
+         ["B, B, B -> B", "S(1), B, B -> S(1)", "P, B, P -> P"]),
+        (_call("Tile", x, np.array([1, 2])), ["B, B -> B", "S(0), B -> S(0)", "S(1), B -> P", "P, B -> P"]),
+        (_call("ReverseV2", x, axis=(1,)), ["B -> B", "S(0) -> S(0)", "P -> P", "S(1) -> P"]),
+        (_call("MirrorPad", x, np.array([[1, 2], [0, 0]]), mode="REFLECT"),
+         ["B, B -> B", "S(1), B -> S(1)", "S(0), B -> P", "P, B -> P"]),
+    ]
+    for call, want in cases:
+        assert _sig_strings(call) == want, call
+        check_call(call)
+    # the constant is an input of PadV2 only: a rule that embeds another input would pass none of these
+    pad = cases[1][0]
+    assert not _fails(pad, [Signature([S(1), B, B], [P], embed_hook(1, 0, (2,)))])
+
+
 def _random_call(op_type, inputs, attrs, stateful):
     """A random op's call whose every run starts its stream afresh (as each rank does)."""
     from tensorweave.ops.random_ops import _op_key, _SeedState
