@@ -478,6 +478,35 @@ def test_cut_axes_of_linear_ops_give_partial_sums():
     assert not _fails(pad, [Signature([S(1), B, B], [P], embed_hook(1, 0, (2,)))])
 
 
+def test_cut_axes_and_rnn_batch_split_on_global_tensors():
+    """Through the eager global interpreter on 3 ranks (uneven): slicing, padding (with a
+    constant), tiling and reversing a split axis keep it on the ranks (P out, no boxing in),
+    and a fused RNN and its kernel gradient run batch-split; all equal one device."""
+    from tensorweave.ops import rnn_ops
+    p, rng = tw.placement("cpu", ranks=[0, 1, 2]), np.random.default_rng(5)
+    x = rng.normal(size=(5, 4))
+    g = tw.constant(x).to_global(placement=p, sbp=tw.sbp.split(0))
+    for f in (lambda t: tw.slice(t, [1, 1], [3, 2]), lambda t: tw.pad(t, [[1, 2], [0, 1]], constant_values=1.5),
+              lambda t: tw.tile(t, [2, 1]), lambda t: tw.reverse(t, [0]), lambda t: t[1:4:2, ::-1]):
+        y = f(g)
+        assert y.sbp == (P,)
+        np.testing.assert_allclose(y.numpy(), f(tw.constant(x)).numpy(), rtol=1e-12)
+    args = [rng.normal(size=s) for s in [(5, 3, 2), (5, 2), (2, 2), (2, 2), (2,)]]
+
+    def run(xs, h0, k, r, b):
+        with tw.GradientTape() as tape:
+            tape.watch(k)
+            out, _ = rnn_ops.simple_rnn_sequence(xs, h0, k, r, b)
+            loss = tw.reduce_sum(out * out)
+        return out, tape.gradient(loss, k)
+    sbps = [tw.sbp.split(0)] * 2 + [tw.sbp.broadcast] * 3
+    out, dk = run(*[tw.constant(a).to_global(placement=p, sbp=s) for a, s in zip(args, sbps)])
+    want_out, want_dk = run(*[tw.constant(a) for a in args])
+    assert out.sbp == (S(0),) and dk.sbp == (P,)
+    np.testing.assert_allclose(out.numpy(), want_out.numpy(), rtol=1e-10)
+    np.testing.assert_allclose(dk.numpy(), want_dk.numpy(), rtol=1e-10)
+
+
 def _random_call(op_type, inputs, attrs, stateful):
     """A random op's call whose every run starts its stream afresh (as each rank does)."""
     from tensorweave.ops.random_ops import _op_key, _SeedState

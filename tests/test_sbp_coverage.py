@@ -16,7 +16,9 @@ _LOCAL = "a rank-local lowering that SBP local hooks make (ops/sbp_local_ops.py)
 _CONTROL = ("control flow over traced sub-graphs: B; the ops inside the branches and body have rules of their "
             "own, but planning inside sub-graphs is the interpreter's (not done yet)")
 _PYTHON = "runs Python code on whole values: B"
-_CHECK = "a run-time check (raises when its condition is false): its inputs are boxed to B, every rank checks"
+_CHECK = ("a run-time check (raises when its condition is false): its inputs are boxed to B. A split (or "
+          "P(min)) condition could be checked piece by piece, but the interpreter runs a stateful op whose "
+          "outputs are all B — none, here — on the first rank only, which would then see only its piece")
 _V1_STATE = ("TF1 variable updates/queries (compat.v1 graphs): global variables are not in TF1 graphs yet "
              "(the graph planner); B")
 NO_RULE = {
