@@ -483,6 +483,13 @@ def test_cut_axes_of_linear_ops_give_partial_sums():
         kept = next(s for s in sigs if isinstance(s.outputs[0], Split))
         for pair in ((cut, kept), (kept, cut), (cut, cut)):
             run_signature(call, MESHES[2], pair, rng)
+    # the hook lowers the op inside an earlier axis's wrapper, and merges a second embedded axis
+    info = ShardInfo([(4, 3)], [(slice(2, 4), slice(1, 3))], [(4, 3)], [(slice(0, 4), slice(0, 3))], (1, 1), (2, 2))
+    op, a = embed_hook(0)("SbpReplaceInput", {"op_type": "Tile", "op_attrs": {}, "index": 1, "value": 0}, info)
+    assert (op, a["op_type"], a["op_attrs"]["op_type"], a["op_attrs"]["embeds"]) == (
+        "SbpReplaceInput", "SbpEmbedded", "Tile", ((0, 2, 4),))
+    op, a = embed_hook(1, 0, (2,))(*embed_hook(0)("Tile", {}, info), info)
+    assert (op, a["op_type"], a["embeds"], a["zeroed"]) == ("SbpEmbedded", "Tile", ((0, 2, 4), (1, 1, 3)), (2,))
     # the constant is an input of PadV2 only: a rule that embeds another input would pass none of these
     pad = cases[1][0]
     assert not _fails(pad, [Signature([S(1), B, B], [P], embed_hook(1, 0, (2,)))])
