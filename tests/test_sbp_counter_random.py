@@ -23,7 +23,7 @@ def test_piece_equals_the_slice_of_the_whole_draw_and_the_stream_goes_on(dtype):
     rng = np.random.default_rng(1)
     for before, before_dtype in [(0, np.float64), (1, np.float32), (3, np.float32), (2, np.float64), (6, np.float64),
                                  (5, np.float32)]:
-        for shape in [(5, 3), (9,), (2, 3, 4), (0, 3)]:
+        for shape in [(5, 3), (9,), (2, 3, 4), (0, 3), (1,)]:
             key = int(rng.integers(1 << 30))
             one, start = np.random.Philox(key), np.random.Philox(key)
             _draw(np.random.Generator(one), before_dtype, before)
