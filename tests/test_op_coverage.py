@@ -44,7 +44,8 @@ EXCEPTIONS = {
                      "FusedElementwise", "FusedReduction",
                      "FusedSparseSoftmaxCrossEntropy"], _PLAN),
     **dict.fromkeys(["SbpLocalShape", "SbpLocalConst", "SbpReplaceInput", "SbpSliceOf", "SbpMaskedGather",
-                     "SbpMaskedResourceGather", "SbpRowsOnly", "SbpMaskedGatherGrad"],
+                     "SbpMaskedResourceGather", "SbpRowsOnly", "SbpMaskedGatherGrad", "SbpEmbedded",
+                     "SbpRandomPiece"],
                     "made only by SBP local hooks on ranks' pieces: tests/test_sbp_checker.py"),
     **dict.fromkeys([f"ResourceScatter{k}V1" for k in ("Add", "Sub", "Mul", "Div", "Min", "Max", "Update")]
                     + [f"ResourceScatterNd{k}V1" for k in ("Add", "Sub", "Update")]

@@ -31,7 +31,7 @@ from tensorweave.core import dtypes as _dt
 from tensorweave.core.dispatch import EagerInterpreter, interpreter_scope
 from tensorweave.core.registry import get_op
 from tensorweave.core.sbp import B, P, S, Broadcast, SbpInput, ShardInfo, Signature, Split
-from tensorweave.core.sbp_rules import rule_for
+from tensorweave.core.sbp_rules import embed_hook, rule_for
 from tensorweave.distribute import layout
 from tensorweave.distribute.decompositions import DECOMPOSITIONS
 
@@ -40,7 +40,7 @@ MESHES = (layout.Placement("cpu", [0, 1]), layout.Placement("cpu", [0, 1, 2]),
 CALLS_PER_OP = 2           # recorded calls checked per op type (distinct input shapes)
 SAMPLES_PER_INFO = 1        # op-table samples recorded per OpInfo (kernels compile per shape class)
 PAIRS_PER_CALL = 8         # per-axis signature pairs tried on the 2x2 mesh per call (sampled)
-# OpInfos whose ops all box to B (tests/test_sbp_coverage.py): recording them only compiles kernels
+# OpInfos recorded by hand instead (_rnn_calls: float64 with gradients, batches to split on 3 ranks)
 SKIP_TABLES = ("rnn.",)
 
 
@@ -54,6 +54,11 @@ class Call:
         # {input index: the variable's value after the op}: inputs[i] is the value before; each
         # rank gets a variable holding its piece
         self.variables = variables or {}
+        # {output index: function}: an opaque byte output (an RNN's reserve) compared as what the
+        # function makes of it (the floats it holds: rank-local GEMMs over fewer rows round differently)
+        self.views = {}
+        # {input index: SBP}: a variable handle's layout as the rule sees it (the planner's SbpInput.sbp)
+        self.handle_sbp = {}
 
     def run_attrs(self):
         return {**self.attrs, **(self.fresh() if self.fresh else {})}
@@ -205,7 +210,8 @@ def run_signature(call, placement, sigs, rng):
         outs.append([np.asarray(o) for o in out] + [args[i].numpy() for i in sorted(call.variables)])
     finals = call.outputs + [call.variables[i] for i in sorted(call.variables)]
     for j, (full, nd) in enumerate(zip(finals, nd_out + [nd_in[i] for i in sorted(call.variables)])):
-        per_rank = [o[j] for o in outs]
+        per_rank = [call.views[j](o[j]) if j in call.views else o[j] for o in outs]
+        full = call.views[j](full) if j in call.views else full
         assert all(p.dtype == full.dtype for p in per_rank), f"{where}: output {j} dtype differs"
         tol = _tolerance(full.dtype, *[a.dtype for a in call.inputs])
         _check_broadcasts(per_rank, placement, nd, tol, f"{where}: output {j}")
@@ -256,12 +262,14 @@ def check_call(call, rule=None, rng=None, pairs=PAIRS_PER_CALL):
     the number of (signature choice, mesh) runs."""
     rng = rng or np.random.default_rng(zlib.crc32(repr(call.key()).encode()))
     rule = rule or rule_for(get_op(call.op_type))
-    specs = [SbpInput((), _dt.resource) if i in call.variables else SbpInput(a.shape, _dt.from_numpy(a.dtype))
-             for i, a in enumerate(call.inputs)]
-    sigs = rule(specs, {**call.attrs, "_out_shapes": [a.shape for a in call.outputs]})
-    assert sigs and all(s == type(s)(s.inputs, s.outputs) for s in sigs)
+    specs = [SbpInput((), _dt.resource, call.handle_sbp.get(i)) if i in call.variables
+             else SbpInput(a.shape, _dt.from_numpy(a.dtype)) for i, a in enumerate(call.inputs)]
     runs = 0
     for placement in MESHES:
+        # what the planner gives rules besides the op's attrs: the inferred output shapes and the mesh
+        sigs = rule(specs, {**call.attrs, "_out_shapes": [a.shape for a in call.outputs],
+                            "_mesh_shape": placement.mesh_shape})
+        assert sigs and all(s == type(s)(s.inputs, s.outputs) for s in sigs)
         if placement.ndim == 1:
             choices = [(s,) for s in sigs]
         else:
@@ -346,18 +354,36 @@ def _ops_with_rules():
 def _extra_calls():
     """Hand-written calls of ops the op table does not run (random streams, variables)."""
     out = {}
-    for c in _random_calls() + _state_calls() + _update_calls() + _hand_calls():
+    for c in _random_calls() + _state_calls() + _update_calls() + _hand_calls() + _rnn_calls():
         out.setdefault(c.op_type, []).append(c)
     return out
 
 
+_EXTRA = None
+
+
+def extra_calls():
+    global _EXTRA
+    if _EXTRA is None:
+        _EXTRA = _extra_calls()
+    return _EXTRA
+
+
 @pytest.mark.parametrize("op_type", _ops_with_rules())
 def test_rule_gives_the_single_device_result(op_type):
-    calls = table_calls().get(op_type, []) + _extra_calls().get(op_type, [])
-    assert calls, (f"{op_type} has an SBP rule but no op-table sample records it: add an OpInfo or a "
-                   "hand-written call here")
+    calls = table_calls().get(op_type, [])
+    assert calls or op_type in extra_calls(), (
+        f"{op_type} has an SBP rule but no op-table sample records it: add an OpInfo or a hand-written call here")
     for call in calls:
         check_call(call)
+
+
+def test_hand_written_calls_give_the_single_device_result():
+    """The calls the op table does not make (random streams, variables and optimizer updates,
+    RNNs on splittable batches, pad constants, reshapes of split axes...), checked alike."""
+    for calls in extra_calls().values():
+        for call in calls:
+            check_call(call)
 
 
 def _call(op_type, *inputs, **attrs):
@@ -405,6 +431,98 @@ def test_checker_catches_wrong_rules():
     assert _fails(gather, [Signature([S(0), B], [P], offset_zero)])           # every rank thinks it has rows 0..
     reshape = _call("Reshape", rng.normal(size=(6, 2, 2)), np.array([6, 4]))
     assert _fails(reshape, [Signature([S(0), B], [S(0)])])                    # the target shape is not local
+    # a merge of an axis that does not divide: the balanced splitter's extra rows do not scale
+    merge = _call("Reshape", rng.normal(size=(3, 2)), np.array([6]))
+    local_shape = [s for s in rule_for(get_op("Reshape"))([SbpInput((6, 2, 2)), SbpInput((2,))],
+                                                          {"_out_shapes": [(6, 4)]}) if s.inputs[0] == S(0)][0].local
+    assert _fails(merge, [Signature([S(0), B], [S(0)], local_shape)])
+    assert not any(s.inputs[0] == S(0) for s in rule_for(get_op("Reshape"))(
+        [SbpInput((3, 2)), SbpInput((1,))], {"_out_shapes": [(6,)], "_mesh_shape": (2,)}))
+    # a cut axis: each rank's piece embedded in zeros (the hook), the pad constant on the first rank only
+    pad = _call("PadV2", x, np.array([[2, 1], [0, 3]]), np.float64(1.5))
+    assert not _fails(pad, [Signature([S(0), B, B], [P], embed_hook(0, 0, (2,)))])
+    assert _fails(pad, [Signature([S(0), B, B], [P], embed_hook(0))])        # every rank adds the constant
+    assert _fails(pad, [Signature([S(0), B, B], [P])])                        # pieces padded as if whole
+    assert _fails(pad, [Signature([S(0), B, B], [P], embed_hook(1, 0, (2,)))])  # embedded along the wrong axis
+
+
+def _sig_strings(call):
+    specs = [SbpInput(a.shape, _dt.from_numpy(a.dtype)) for a in call.inputs]
+    return [str(s) for s in rule_for(get_op(call.op_type))(
+        specs, {**call.attrs, "_out_shapes": [a.shape for a in call.outputs], "_mesh_shape": (2,)})]
+
+
+def test_cut_axes_of_linear_ops_give_partial_sums():
+    """A split axis that the op slices, pads, tiles or reverses gives P (each rank's piece embedded
+    in zeros), an untouched one stays split; an empty axis is declined (every piece starts at 0,
+    so no one rank would add a pad's constant). Each call runs through the checker."""
+    rng = np.random.default_rng(21)
+    x = rng.normal(size=(4, 3))
+    cases = [
+        (_call("Slice", x, np.array([1, 0]), np.array([2, 3])),
+         ["B, B, B -> B", "S(1), B, B -> S(1)", "S(0), B, B -> P", "P, B, B -> P"]),
+        (_call("PadV2", x, np.array([[0, 0], [1, 2]]), np.float64(2.0)),
+         ["B, B, B -> B", "S(0), B, B -> S(0)", "S(1), B, B -> P", "P, B, P -> P"]),
+        (_call("PadV2", np.zeros((0, 3)), np.array([[1, 1], [0, 0]]), np.float64(2.0)),
+         ["B, B, B -> B", "S(1), B, B -> S(1)", "P, B, P -> P"]),
+        (_call("PadV2", np.zeros((0, 3)), np.array([[1, 1], [1, 0]]), np.float64(2.0)),     # the next axis still cut
+         ["B, B, B -> B", "S(1), B, B -> P", "P, B, P -> P"]),
+        (_call("Tile", x, np.array([1, 2])), ["B, B -> B", "S(0), B -> S(0)", "S(1), B -> P", "P, B -> P"]),
+        (_call("Tile", x[:, :1], np.array([1, 3])), ["B, B -> B", "S(0), B -> S(0)", "S(1), B -> P", "P, B -> P"]),
+        (_call("ReverseV2", x, axis=(1,)), ["B -> B", "S(0) -> S(0)", "P -> P", "S(1) -> P"]),
+        (_call("MirrorPad", x, np.array([[1, 2], [0, 0]]), mode="REFLECT"),
+         ["B, B -> B", "S(1), B -> S(1)", "S(0), B -> P", "P, B -> P"]),
+    ]
+    for call, want in cases:
+        assert _sig_strings(call) == want, call
+        check_call(call)
+    pad = cases[1][0]
+    # on the 2x2 mesh an embedded axis beside an untouched split one, in both mesh-axis orders
+    # (the hooks chain through each other's wrappers: SbpEmbedded inside or outside SbpReplaceInput)
+    for call in [c for c, _ in cases if c.op_type in ("Slice", "MirrorPad") or c is pad]:
+        specs = [SbpInput(a.shape) for a in call.inputs]
+        sigs = rule_for(get_op(call.op_type))(specs, {**call.attrs, "_out_shapes": [a.shape for a in call.outputs]})
+        cut = next(s for s in sigs if s.outputs == (P,) and isinstance(s.inputs[0], Split))
+        kept = next(s for s in sigs if isinstance(s.outputs[0], Split))
+        for pair in ((cut, kept), (kept, cut), (cut, cut)):
+            run_signature(call, MESHES[2], pair, rng)
+    # the hook lowers the op inside an earlier axis's wrapper, and merges a second embedded axis
+    info = ShardInfo([(4, 3)], [(slice(2, 4), slice(1, 3))], [(4, 3)], [(slice(0, 4), slice(0, 3))], (1, 1), (2, 2))
+    op, a = embed_hook(0)("SbpReplaceInput", {"op_type": "Tile", "op_attrs": {}, "index": 1, "value": 0}, info)
+    assert (op, a["op_type"], a["op_attrs"]["op_type"], a["op_attrs"]["embeds"]) == (
+        "SbpReplaceInput", "SbpEmbedded", "Tile", ((0, 2, 4),))
+    op, a = embed_hook(1, 0, (2,))(*embed_hook(0)("Tile", {}, info), info)
+    assert (op, a["op_type"], a["embeds"], a["zeroed"]) == ("SbpEmbedded", "Tile", ((0, 2, 4), (1, 1, 3)), (2,))
+    assert not _fails(pad, [Signature([S(1), B, B], [P], embed_hook(1, 0, (2,)))])
+
+
+def test_cut_axes_and_rnn_batch_split_on_global_tensors():
+    """Through the eager global interpreter on 3 ranks (uneven): slicing, padding (with a
+    constant), tiling and reversing a split axis keep it on the ranks (P out, no boxing in),
+    and a fused RNN and its kernel gradient run batch-split; all equal one device."""
+    from tensorweave.ops import rnn_ops
+    p, rng = tw.placement("cpu", ranks=[0, 1, 2]), np.random.default_rng(5)
+    x = rng.normal(size=(5, 4))
+    g = tw.constant(x).to_global(placement=p, sbp=tw.sbp.split(0))
+    for f in (lambda t: tw.slice(t, [1, 1], [3, 2]), lambda t: tw.pad(t, [[1, 2], [0, 1]], constant_values=1.5),
+              lambda t: tw.tile(t, [2, 1]), lambda t: tw.reverse(t, [0]), lambda t: t[1:4:2, ::-1]):
+        y = f(g)
+        assert y.sbp == (P,)
+        np.testing.assert_allclose(y.numpy(), f(tw.constant(x)).numpy(), rtol=1e-12)
+    args = [rng.normal(size=s) for s in [(5, 3, 2), (5, 2), (2, 2), (2, 2), (2,)]]
+
+    def run(xs, h0, k, r, b):
+        with tw.GradientTape() as tape:
+            tape.watch(k)
+            out, _ = rnn_ops.simple_rnn_sequence(xs, h0, k, r, b)
+            loss = tw.reduce_sum(out * out)
+        return out, tape.gradient(loss, k)
+    sbps = [tw.sbp.split(0)] * 2 + [tw.sbp.broadcast] * 3
+    out, dk = run(*[tw.constant(a).to_global(placement=p, sbp=s) for a, s in zip(args, sbps)])
+    want_out, want_dk = run(*[tw.constant(a) for a in args])
+    assert out.sbp == (S(0),) and dk.sbp == (P,)
+    np.testing.assert_allclose(out.numpy(), want_out.numpy(), rtol=1e-10)
+    np.testing.assert_allclose(dk.numpy(), want_dk.numpy(), rtol=1e-10)
 
 
 def _random_call(op_type, inputs, attrs, stateful):
@@ -424,6 +542,9 @@ def _random_calls():
     seeds = {"seed": 5, "seed2": 9}
     return [_random_call(*c) for c in [
         ("RandomUniform", [shape], {**f64, **seeds}, True),
+        ("RandomUniform", [np.array([7, 3])], {"dtype": tw.float32, **seeds}, True),     # half words per value
+        ("StatelessRandomUniformFullInt", [shape, seed], {"dtype": tw.int32}, False),
+        ("StatelessRandomUniformFullInt", [np.array([3, 7]), seed], {"dtype": tw.uint64}, False),
         ("RandomStandardNormal", [shape], {**f64, **seeds}, True),
         ("TruncatedNormal", [shape], {**f64, **seeds}, True),
         ("RandomUniformInt", [shape, np.int64(-4), np.int64(9)], seeds, True),
@@ -443,6 +564,32 @@ def test_random_ops_offer_splits_of_the_single_device_draw():
         sigs = rule_for(get_op(call.op_type))([SbpInput(a.shape) for a in call.inputs],
                                                {**call.attrs, "_out_shapes": [call.outputs[0].shape]})
         assert len(sigs) > 1, call.op_type
+
+
+def test_uniform_draws_compute_only_their_piece_and_continue_the_stream(monkeypatch):
+    """A rank's piece of a uniform draw (S(0) on 3 ranks) costs only its own Philox words, and
+    the stream goes on as after the single-device draw (the next draw is the same)."""
+    from tensorweave.kernels.cpu import sbp_local_kernels as slk
+    from tensorweave.ops.random_ops import _op_key, _SeedState
+    words = []
+    real = slk._words_at
+    monkeypatch.setattr(slk, "_words_at", lambda state, start, count: words.append(count) or real(state, start, count))
+    for dtype, per_word in ((tw.float64, 1), (tw.float32, 2)):
+        attrs, shape = {"dtype": dtype, "seed": 5, "seed2": 9}, np.array([1000, 3])
+        one = _SeedState(_op_key(5, 9))
+        kernel = get_op("RandomUniform").kernel("CPU")
+        whole, second = kernel(shape, **attrs, state=one), kernel(shape, **attrs, state=one)
+        sig = [s for s in rule_for(get_op("RandomUniform"))([SbpInput((2,))], {**attrs, "_out_shapes": [(1000, 3)]})
+               if s.outputs == (S(0),)][0]
+        for r, (lo, hi) in enumerate(layout.balanced_bounds(1000, 3)):
+            words.clear()
+            info = ShardInfo([(2,)], [(slice(0, 2),)], [(1000, 3)], [(slice(lo, hi), slice(0, 3))], (r,), (3,))
+            op_type, local = sig.local("RandomUniform", {**attrs, "state": _SeedState(_op_key(5, 9))}, info)
+            assert op_type == "SbpRandomPiece"
+            piece = get_op(op_type).kernel("CPU")(shape, **local)
+            np.testing.assert_array_equal(piece, whole[lo:hi])
+            assert sum(words) <= (hi - lo) * 3 // per_word + 1, (dtype, words)
+            np.testing.assert_array_equal(kernel(shape, **attrs, state=local["state"]), second)
 
 
 # ---- optimizer updates: variables per rank ----------------------------------------------------
@@ -469,6 +616,10 @@ def _update_calls():
             calls.append(_variable_call(f"Resource{kind}Apply{name}", inputs,
                                         dict(attrs, num_variables=2) if kind == "Group" else attrs,
                                         range(len(values))))
+            if kind == "Group":      # the two variables laid out differently: rows, then columns
+                mixed = _variable_call(calls[-1].op_type, inputs, calls[-1].attrs, range(len(values)))
+                mixed.handle_sbp = {i: S(0) if i < n else S(1) for i in range(2 * n)}
+                calls.append(mixed)
     return calls
 
 
@@ -495,6 +646,17 @@ def _state_calls():
         ("ResourceGather", [w, idx], var, [0]),
         ("ResourceScatterAdd", [w, idx, rng.normal(size=(2, 2, 3))], var, [0]),
         ("ResourceScatterUpdate", [w, np.array([3, 0, 4]), rng.normal(size=(3, 3))], var, [0])]]
+
+
+def test_grouped_update_keeps_each_variables_layout():
+    """A grouped optimizer step over a row-split and a column-split variable updates each where
+    it lives (no boxing of either to B); pairing a variable with another's layout is caught."""
+    call = next(c for c in _update_calls() if c.op_type == "ResourceGroupApplyKerasMomentum" and c.handle_sbp)
+    specs = [SbpInput((), _dt.resource, call.handle_sbp.get(i)) if i in call.variables else SbpInput(a.shape)
+             for i, a in enumerate(call.inputs)]
+    sigs = [str(s) for s in rule_for(get_op(call.op_type))(specs, call.attrs)]
+    assert "S(0), S(0), S(1), S(1), B, S(0), S(1) -> " in sigs, sigs
+    assert _fails(call, [Signature([S(0), S(0), S(1), S(1), B, S(0), S(0)], [])])
 
 
 # ---- decompositions -----------------------------------------------------------------------------
@@ -525,7 +687,67 @@ def _hand_calls():
             _call("IsInf", np.where(x > 1, np.inf, x)),
             _call("Softsign", x),
             _call("MaxPoolGradGrad", img, rng.normal(size=img.shape), **pool),
-            _call("CustomGradient", x, rng.normal(size=(2, 5)), n_out=1)]
+            _call("CustomGradient", x, rng.normal(size=(2, 5)), n_out=1),
+            _call("Bitcast", rng.normal(size=(3, 2)), type=tw.uint16),            # a last axis added
+            _call("Bitcast", rng.integers(0, 255, size=(3, 5, 4)).astype(np.uint8), type=tw.float32),   # consumed
+            _call("Bitcast", rng.normal(size=(3, 2)), type=tw.int64),
+            # a pad constant only the first rank of a cut axis may add (the op table pads with 0)
+            _call("PadV2", x, np.array([[2, 1], [0, 3]]), np.float64(1.5)),
+            # reshapes merging and splitting a split axis (exact when both sizes divide by the mesh)
+            _call("Reshape", rng.normal(size=(12, 2, 3)), np.array([24, 3])),
+            _call("Reshape", rng.normal(size=(24, 3)), np.array([12, 2, 3])),
+            _call("Reshape", rng.normal(size=(12, 4)), np.array([4, 12]))]
+
+
+def _rnn_calls():
+    """The fused RNN ops and their gradients (float64), on a batch of 5 with a mask and of 3
+    without (an empty shard on the 2x2 mesh)."""
+    from tensorweave.ops import rnn_ops
+    rng = np.random.default_rng(12)
+    calls = []
+    for fn, gates, states, biases, kw in [(rnn_ops.lstm_sequence, 4, 2, 1, {}),
+                                         (rnn_ops.gru_sequence, 3, 1, 2, {"go_backwards": True}),
+                                         (rnn_ops.simple_rnn_sequence, 1, 1, 1, {"zero_output_for_mask": True})]:
+        for b, masked in ((5, True), (3, False)):
+            t, f, u = 3, 2, 2
+            args = [rng.uniform(-1, 1, size=(b, t, f))] + [rng.uniform(-.5, .5, size=(b, u)) for _ in range(states)]
+            args += [rng.uniform(-.7, .7, size=(f, gates * u)), rng.uniform(-.7, .7, size=(u, gates * u))]
+            args = [tw.constant(a) for a in args + [rng.uniform(-.3, .3, size=gates * u) for _ in range(biases)]]
+            mask = [tw.constant(rng.random((b, t)) < 0.8)] if masked else []
+            rec = Recorder("hand-written rnn")
+            with interpreter_scope(rec), tw.GradientTape() as tape:
+                tape.watch(args)
+                outs = fn(*args, *mask, **kw)
+                loss = tw.add_n([tw.reduce_sum(o * tw.constant(_cotangent(o.numpy().shape))) for o in outs])
+            with interpreter_scope(rec):
+                tape.gradient(loss, args)
+            for c in rec.calls:
+                if c.op_type.endswith("Sequence"):
+                    c.views = {len(c.outputs) - 1: _reserve_floats(c, u)}
+                if "Sequence" in c.op_type:
+                    calls.append(c)
+    return calls
+
+
+def _reserve_floats(call, u):
+    """The reserve's floats (of a whole reserve or a rank's piece); LSTM's kernel leaves act(c')
+    of masked steps unwritten (np.empty): with a mask those columns are no part of the value."""
+    def view(reserve):
+        floats = np.array(reserve).view(np.float64)
+        if call.op_type == "LSTMSequence" and call.inputs[-1].dtype == np.bool_:
+            floats[..., 4 * u:5 * u] = 0.0      # (its gradient, which reads them, is checked too)
+        return floats
+    return view
+
+
+def test_rnn_rules_split_the_batch_only():
+    """A batch split (uneven ones too: the reserve is batch-first bytes); units and time splits
+    would be wrong (the recurrence needs all of h and every earlier step), and the checker says so."""
+    call = next(c for c in _rnn_calls() if c.op_type == "SimpleRNNSequence" and c.inputs[0].shape[0] == 5)
+    sigs = rule_for(get_op("SimpleRNNSequence"))([SbpInput(a.shape) for a in call.inputs], call.attrs)
+    assert [str(s) for s in sigs] == ["B, B, B, B, B, B -> B, B, B", "S(0), S(0), B, B, B, S(0) -> S(0), S(0), S(0)"]
+    assert _fails(call, [Signature([S(2), S(1), S(0), S(0), S(0), B], [S(2), S(1), B])])     # units
+    assert _fails(call, [Signature([S(1), B, B, B, B, S(1)], [S(1), B, S(1)])])            # time
 
 
 def test_seed_example_three_layouts():

@@ -16,15 +16,13 @@ _LOCAL = "a rank-local lowering that SBP local hooks make (ops/sbp_local_ops.py)
 _CONTROL = ("control flow over traced sub-graphs: B; the ops inside the branches and body have rules of their "
             "own, but planning inside sub-graphs is the interpreter's (not done yet)")
 _PYTHON = "runs Python code on whole values: B"
-_RNN = ("the reserve output packs the batch into a byte axis (width = batch x itemsize) that no balanced "
-        "split matches: a batch-split rule needs the reserve laid out batch-major first")
-
-_CHECK = "a run-time check (raises when its condition is false): its inputs are boxed to B, every rank checks"
+_CHECK = ("a run-time check (raises when its condition is false): its inputs are boxed to B. A split (or "
+          "P(min)) condition could be checked piece by piece, but the interpreter runs a stateful op whose "
+          "outputs are all B — none, here — on the first rank only, which would then see only its piece")
 _V1_STATE = ("TF1 variable updates/queries (compat.v1 graphs): global variables are not in TF1 graphs yet "
              "(the graph planner); B")
 NO_RULE = {
     **dict.fromkeys(["Assert"], _CHECK),
-    "Bitcast": "reinterprets bytes: the last axis changes length when the item sizes differ; B",
     **dict.fromkeys([f"ResourceScatter{k}V1" for k in ("Add", "Sub", "Mul", "Div", "Min", "Max", "Update")]
                     + [f"ResourceScatterNd{k}V1" for k in ("Add", "Sub", "Update")]
                     + ["CountUpToV1", "VarIsInitializedOp"], _V1_STATE),
@@ -40,13 +38,11 @@ NO_RULE = {
     **dict.fromkeys(["FusedConv1D", "FusedConv2D", "FusedConv3D", "FusedElementwise", "FusedMatMul",
                      "FusedReduction", "FusedReluGradBiasAddGrad", "FusedSparseSoftmaxCrossEntropy"], _PASS),
     **dict.fromkeys(["SbpLocalConst", "SbpLocalShape", "SbpMaskedGather", "SbpMaskedResourceGather", "SbpRowsOnly",
-                     "SbpMaskedGatherGrad", "SbpReplaceInput", "SbpSliceOf"], _LOCAL),
+                     "SbpMaskedGatherGrad", "SbpReplaceInput", "SbpSliceOf", "SbpEmbedded", "SbpRandomPiece"], _LOCAL),
     **dict.fromkeys(["If", "StatefulIf", "While", "StatefulWhile", "WhileGrad"], _CONTROL),
     **dict.fromkeys(["_Boxing", "_Once", "_ToGlobal"], "a planned graph's own (distribute/plan_ops.py): the planner "
                     "lays out a to_global pin itself and makes the per-rank steps on pieces"),
     **dict.fromkeys(["PyFunc", "EagerPyFunc"], _PYTHON),
-    **dict.fromkeys(["LSTMSequence", "LSTMSequenceGrad", "GRUSequence", "GRUSequenceGrad", "SimpleRNNSequence",
-                     "SimpleRNNSequenceGrad"], _RNN),
     **dict.fromkeys(["AsString", "BytesSplit", "ReduceJoin", "RegexFullMatch", "RegexReplace", "StringJoin",
                      "StringLength", "StringLower", "StringSplit", "StringStrip", "StringToHashBucketFast",
                      "StringToHashBucketStrong", "StringToNumber", "StringUpper", "Substr", "UnicodeDecode",

@@ -228,7 +228,7 @@ def batched_rule(core_in, core_out, linear=None, extra=None):
     return signatures(fn, lambda attrs: len(core_out(attrs) if callable(core_out) else core_out))
 
 
-WRAPPERS = ("SbpRowsOnly", "SbpReplaceInput")   # local ops holding an inner op_type and op_attrs
+WRAPPERS = ("SbpRowsOnly", "SbpReplaceInput", "SbpEmbedded")   # local ops holding an inner op_type and op_attrs
 
 
 def through_wrappers(hook):
@@ -253,6 +253,53 @@ def shape_input_hook(index):
             return op_type, {**attrs, "value": value}
         return "SbpReplaceInput", {"op_type": op_type, "op_attrs": attrs, "index": index, "value": value}
     return local
+
+
+def embed_hook(axis, index=0, constants=()):
+    """A ``local`` hook for ``S(axis) -> P`` of an op linear in input ``index`` that cuts that
+    axis (a slice, pad, tile, reverse of it): the rank's piece is put at its place in zeros
+    of the logical length along ``axis`` and the op runs on that (``SbpEmbedded``); the ranks'
+    inputs sum to the whole, so their outputs sum to the op's (OneFlow's slice on a split
+    axis gives partial sums the same way). ``constants``: inputs the op adds in whole (a
+    pad's constant value), which only the rank whose piece starts each embedded axis keeps
+    (the others get zeros). Memory per rank is the logical length along ``axis``, as ``B``;
+    what it saves is the input's all-gather. Idempotent over chained mesh axes.
+
+    >>> from tensorweave.core.sbp import ShardInfo
+    >>> info = ShardInfo([(5, 2)], [(slice(3, 5), slice(0, 2))], [(7, 2)], [(slice(0, 7), slice(0, 2))], (1,), (2,))
+    >>> op, a = embed_hook(0)("Tile", {"T": 1}, info)
+    >>> op, a["op_type"], a["embeds"], a["zeroed"]
+    ('SbpEmbedded', 'Tile', ((0, 3, 5),), ())
+    """
+    def local(op_type, attrs, shard):
+        if op_type in WRAPPERS and op_type != "SbpEmbedded":
+            inner_type, inner_attrs = local(attrs["op_type"], attrs["op_attrs"], shard)
+            return op_type, {**attrs, "op_type": inner_type, "op_attrs": inner_attrs}
+        if op_type == "SbpEmbedded":
+            axes = sorted({a for a, _, _ in attrs["embeds"]} | {axis})
+            op_type, attrs = attrs["op_type"], attrs["op_attrs"]
+        else:
+            axes = [axis]
+        offsets = shard.in_offsets(index)
+        embeds = tuple((a, offsets[a], shard.in_shapes[index][a]) for a in axes)
+        first = all(offsets[a] == 0 for a in axes)
+        return "SbpEmbedded", {"op_type": op_type, "op_attrs": attrs, "index": index, "embeds": embeds,
+                               "zeroed": () if first else tuple(constants)}
+    return local
+
+
+def linear_cut_rule(cut_axes, constants=(), index=0):
+    """Candidates ``S(a) -> P`` (an :func:`embed_hook` each) for the axes ``cut_axes(inputs,
+    attrs)`` of input ``index`` that an op linear in it cuts; the other inputs ``B``."""
+    def fn(inputs, attrs):
+        x = inputs[index]
+        for a in cut_axes(inputs, attrs):
+            if x.shape[a] is None or x.shape[a] < 1:
+                continue        # an empty axis: every piece starts at 0 (no first rank to keep constants)
+            ins = [B] * len(inputs)
+            ins[index] = S(a)
+            yield Signature(ins, [P], embed_hook(a, index, constants))
+    return fn
 
 
 def zeros_if_empty(like, inner=None):

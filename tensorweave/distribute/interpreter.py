@@ -125,7 +125,9 @@ def _candidates(opdef, inputs, attrs, out_specs, placement):
         if rule is not None and known:
             specs = [SbpInput(t._shape, t._dtype, t._sbp[k]) for t in inputs]
             ranks = [len(s.shape) for s in specs]
-            sigs = [s for s in rule(specs, attrs) if _valid(s, n, ranks, out_specs)] or [all_b]
+            rule_attrs = {**attrs, "_out_shapes": [shape for shape, _ in out_specs],
+                          "_mesh_shape": placement.mesh_shape}   # what shape-dependent rules read
+            sigs = [s for s in rule(specs, rule_attrs) if _valid(s, n, ranks, out_specs)] or [all_b]
         per_axis.append(sigs)
     combos = []
     for sigs in itertools.product(*per_axis):

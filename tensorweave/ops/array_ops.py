@@ -766,14 +766,27 @@ def _shape_sbp(inputs, attrs):
 
 
 def _reshape_sbp(inputs, attrs, broadcast=False):
-    """A split axis maps to the output axis with the same size and the same element count before
-    it (the rank's piece is then a contiguous block of the output's); partial values stay partial."""
+    """A split axis ``i`` (size ``d``) maps to the output axis ``j`` (size ``e``) with the same
+    element count before it: for each index of the axes before, the rank's rows ``[lo, hi)`` of
+    ``i`` are the elements ``[lo * R, hi * R)`` (``R`` the count after ``i``), and the output
+    rows of its slice of ``j`` must be the same block. With ``d == e`` they are, for any split.
+    A merge (``[a, b] -> [a * b]``: ``S(0)`` stays ``S(0)``, the split axis the leading factor)
+    or a split (``[a * b] -> [a, b]``) of the axis moves the block boundaries unless both ``d``
+    and ``e`` divide by the mesh's size (attr ``_mesh_shape``, given by the planner; the product
+    over all mesh axes, so nested splits of one axis stay exact too): the balanced splitter
+    puts ``dim % n`` extra rows first, which do not scale. Declined then (and without the mesh,
+    or a ``d`` that is not the leading factor: ``[6, 4] -> [4, 6]`` maps rows to no rows unless
+    both divide); partial values stay partial."""
     x, out = inputs[0].shape, _out_shape(attrs)
     if out is None or None in x or None in out:
         return
+    mesh = attrs.get("_mesh_shape")
+    n = int(np.prod(mesh, dtype=np.int64)) if mesh else None
     for i, d in enumerate(x):
         for j, e in enumerate(out):
-            if d == e and d > 1 and np.prod(x[:i], dtype=np.int64) == np.prod(out[:j], dtype=np.int64):
+            if np.prod(x[:i], dtype=np.int64) != np.prod(out[:j], dtype=np.int64) or min(d, e) < 1:
+                continue
+            if (d == e and d > 1) or (d != e and n and d % n == 0 and e % n == 0):
                 yield Signature([S(i)] + [B] * (len(inputs) - 1), [S(j)], _local_shape_hook(broadcast))
     yield Signature([P] + [B] * (len(inputs) - 1), [P], _local_shape_hook(broadcast))
 
@@ -879,14 +892,24 @@ def _spec_axes(spec, rank):
 
 
 def _strided_slice_sbp(inputs, attrs):
-    for i, j in _spec_axes(attrs["spec"], inputs[0].rank):
+    """Axes taken whole split through; a sliced (or indexed) axis gives partial sums: each rank
+    slices its piece embedded in zeros (``sbp_rules.embed_hook``)."""
+    whole = dict(_spec_axes(attrs["spec"], inputs[0].rank))
+    for i, j in whole.items():
         yield [S(i)], [S(j)]
+    yield from sbp_rules.linear_cut_rule(lambda x, a: [i for i in range(inputs[0].rank) if i not in whole])(
+        inputs, attrs)
     yield [P], [P]
 
 
 def _strided_slice_grad_sbp(inputs, attrs):
-    for i, j in _spec_axes(attrs["spec"], inputs[1].rank):
+    """The gradient scatters dy into zeros: linear in dy, so a dy axis of a sliced input axis
+    gives partial sums of embedded pieces."""
+    whole = dict(_spec_axes(attrs["spec"], inputs[1].rank))
+    for i, j in whole.items():
         yield [S(j), S(i)], [S(i)]
+    yield from sbp_rules.linear_cut_rule(lambda x, a: [j for j in range(inputs[0].rank)
+                                                       if j not in whole.values()])(inputs, attrs)
     yield [P, B], [P]
 
 

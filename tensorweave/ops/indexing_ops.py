@@ -926,10 +926,18 @@ def _untouched(inputs, attrs):
     return [i for i in builtins.range(x.rank) if x.shape[i] is not None and x.shape[i] == shapes[0][i]]
 
 
-def _untouched_sbp(partial, local=None):
+def _untouched_sbp(partial, local=None, constants=()):
+    """Untouched axes split through; a cut axis (sliced, padded, tiled) gives partial sums: each
+    rank runs the op on its piece embedded in zeros (``sbp_rules.embed_hook``), ``constants``
+    (a pad's value) kept by the first rank only."""
+    cut = sbp_rules.linear_cut_rule(
+        lambda inputs, attrs: [a for a in builtins.range(inputs[0].rank) if a not in _untouched(inputs, attrs)],
+        constants)
+
     def fn(inputs, attrs):
         for i in _untouched(inputs, attrs):
             yield Signature([S(i)] + [B] * (len(inputs) - 1), [S(i)], local)
+        yield from cut(inputs, attrs)
         yield partial, [P]
     return sbp_rules.signatures(fn)
 
@@ -981,17 +989,27 @@ def _one_hot_sbp(inputs, attrs):
     yield [B, B, P, P], [P]
 
 
+def _attr_axes(x, axes):
+    if axes is None:
+        return set(builtins.range(x.rank))
+    return {a % x.rank for a in ((axes,) if isinstance(axes, int) else axes)} if x.rank else set()
+
+
 def _axes_not(attr, n_in=1, linear=True):
-    """Every axis not in attr ``attr`` splits through; partial sums pass (the op is linear)."""
+    """Every axis not in attr ``attr`` splits through; partial sums pass (the op is linear), and
+    a split axis in ``attr`` (reversed, rolled, repeated) gives partial sums of embedded pieces."""
+    cut = sbp_rules.linear_cut_rule(lambda inputs, attrs: sorted(_attr_axes(inputs[0], attrs[attr])))
+
     def fn(inputs, attrs):
         x = inputs[0]
-        axes = attrs[attr]
-        axes = {a % x.rank for a in ((axes,) if isinstance(axes, int) else axes)} if x.rank else set()
+        axes = _attr_axes(x, attrs[attr])
         for i in builtins.range(x.rank):
             if i not in axes:
                 yield [S(i)] * n_in + [B] * (len(inputs) - n_in), [S(i)]
         if linear:
             yield [P] + [B] * (len(inputs) - 1), [P]
+            if n_in == 1:
+                yield from cut(inputs, attrs)
     return sbp_rules.signatures(fn)
 
 
@@ -1016,8 +1034,9 @@ get_op("TensorScatterAdd").sbp = get_op("TensorScatterSub").sbp = _tensor_scatte
 get_op("TensorScatterUpdate").sbp = _tensor_scatter_sbp("update")
 get_op("TensorScatterMax").sbp = get_op("TensorScatterMin").sbp = _tensor_scatter_sbp(None)
 get_op("OneHot").sbp = _sig(_one_hot_sbp)
-get_op("PadV2").sbp = _untouched_sbp([P, B, P])
-get_op("MirrorPad").sbp = get_op("MirrorPadGrad").sbp = _untouched_sbp([P, B])
+get_op("PadV2").sbp = _untouched_sbp([P, B, P], constants=(2,))
+# (REFLECT/SYMMETRIC reject an empty axis, even unpadded: a rank with an empty piece makes zeros)
+get_op("MirrorPad").sbp = get_op("MirrorPadGrad").sbp = _untouched_sbp([P, B], sbp_rules.zeros_if_empty(0))
 get_op("Tile").sbp = _untouched_sbp([P, B])
 get_op("Slice").sbp = _untouched_sbp([P, B, B], sbp_rules.shape_input_hook(2))   # size: local; begin: 0
 get_op("ReverseV2").sbp = _axes_not("axis")

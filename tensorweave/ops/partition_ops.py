@@ -12,6 +12,8 @@ from tensorweave.core import dtypes as _dt
 from tensorweave.core.convert import convert_to_tensor
 from tensorweave.core.dispatch import execute
 from tensorweave.core.registry import NOT_DIFFERENTIABLE, get_op, register_kernel, register_op
+from tensorweave.core.sbp import Split
+from tensorweave.core.sbp_rules import signatures
 from tensorweave.core.shape import TensorShape, fmt
 from tensorweave.ops import array_ops as A
 from tensorweave.ops import math_ops as M
@@ -87,7 +89,15 @@ def _infer_bitcast(inputs, attrs):
     return TensorShape(dims[:-1]), t
 
 
-register_op("Bitcast", infer=_infer_bitcast, grad=NOT_DIFFERENTIABLE)
+def _bitcast_sbp(inputs, attrs):
+    """Each element's bytes are reinterpreted in place: a split axis stays split, but for the
+    last one when a larger type consumes it (its bytes make one value). Not linear: no P."""
+    x = inputs[0]
+    kept = x.rank - 1 if x.dtype is not None and x.dtype.size < attrs["type"].size else x.rank
+    return [([Split(i)], [Split(i)]) for i in range(kept)]
+
+
+register_op("Bitcast", infer=_infer_bitcast, grad=NOT_DIFFERENTIABLE, sbp=signatures(_bitcast_sbp))
 
 
 @register_kernel("Bitcast", "CPU")

@@ -916,13 +916,22 @@ def dropout(x, rate, noise_shape=None, seed=None, name=None):
 
 
 # ---- SBP rules (core/sbp.py): a random tensor may come out split along any axis, each rank
-# keeping its slice of the single-device draw (SbpSliceOf), so the logical value is the one a
-# single device draws. Shuffling permutes rows: other axes split through (same stream per rank).
+# holding its slice of the single-device draw, so the logical value is the one a single device
+# draws. Uniform floats and full-range integers of 32/64-bit types use a fixed number of Philox
+# words per value: a rank computes only its values by counter offset (SbpRandomPiece; no whole
+# draw, as JAX's partitionable threefry). The other samplers (normal: rejection; bounded
+# integers: Lemire's rejection) draw whole and keep the slice (SbpSliceOf). Shuffling permutes
+# rows: other axes split through (same stream per rank).
+_COUNTER_OPS = ("RandomUniform", "StatelessRandomUniform", "StatelessRandomUniformFullInt")
+_COUNTER_DTYPES = ("float32", "float64", "int32", "int64", "uint32", "uint64")
+
+
 def _slice_hook(op_type, attrs, shard):
-    if op_type == "SbpSliceOf":
+    if op_type in ("SbpSliceOf", "SbpRandomPiece"):
         op_type, attrs = attrs["sbp_op"], {k: v for k, v in attrs.items() if k not in ("sbp_op", "sbp_slices")}
-    return "SbpSliceOf", {**attrs, "sbp_op": op_type,
-                          "sbp_slices": tuple((s.start, s.stop) for s in shard.out_slices[0])}
+    by_counter = op_type in _COUNTER_OPS and attrs["dtype"].name in _COUNTER_DTYPES
+    return "SbpRandomPiece" if by_counter else "SbpSliceOf", {
+        **attrs, "sbp_op": op_type, "sbp_slices": tuple((s.start, s.stop) for s in shard.out_slices[0])}
 
 
 def _random_sbp(inputs, attrs):

@@ -5,8 +5,8 @@ for all steps as one GEMM, then per step only ``h @ recurrent_kernel`` and the g
 and its gradient is a second primitive (``...SequenceGrad``) that runs backpropagation
 through time in one kernel too. The forward op leaves what the backward needs (gate
 activations and the state sequence) in an opaque ``reserve_space`` output of bytes (as
-cuDNN does); being integer-typed it never receives a gradient, so autodiff allocates no
-zeros for it.
+cuDNN does; ``[batch, time, bytes]``, so a batch split splits it too); being integer-typed it
+never receives a gradient, so autodiff allocates no zeros for it.
 
 The equations and conventions are Keras 3's:
 
@@ -35,9 +35,11 @@ step-by-step loop of ordinary ops for anything else.
 (TensorShape([2, 5, 4]), TensorShape([2, 4]), True)
 """
 from tensorweave.core import dtypes as _dt
+from tensorweave.core import sbp_rules
 from tensorweave.core.convert import convert_like, convert_to_tensor
 from tensorweave.core.dispatch import execute
 from tensorweave.core.registry import get_op, register_op
+from tensorweave.core.sbp import B, P, S
 from tensorweave.core.shape import TensorShape, fmt
 from tensorweave.core.tensor import Tensor
 
@@ -149,10 +151,9 @@ def _check_mask(d, op, extra):
 def _outputs(d, x, n_states, reserve):
     b, t, u = d.get("batch"), d.get("time"), d.get("units")
     dt, wd = x.dtype, work_dtype(x.dtype)
-    rows = None if u is None else u * reserve
-    width = None if b is None else b * wd.size
+    width = None if u is None else u * reserve * wd.size
     return ([(TensorShape([b, t, u]), dt)] + [(TensorShape([b, u]), dt)] * n_states
-            + [(TensorShape([t, rows, width]), _dt.uint8)])
+            + [(TensorShape([b, t, width]), _dt.uint8)])
 
 
 def _infer_lstm(inputs, attrs):
@@ -212,18 +213,39 @@ def _no_second_order(op_name):
     return no_second_order
 
 
+# ---- SBP rules (core/sbp.py) ------------------------------------------------------------------
+# Batch elements are independent: a batch split (x, states, mask, the reserve and the output
+# gradients S(0), weights B) runs each rank's rows, uneven ones too (the reserve is
+# [batch, time, columns * itemsize] bytes); the weight gradients are sums over the batch (P).
+# Units are not split (each step's h @ recurrent_kernel needs all of h), nor time (the
+# recurrence is sequential); P does not pass (the gates are not linear).
+def _sequence_sbp(n_states, n_biases):
+    def fn(inputs, attrs):
+        n_mask = len(inputs) - (3 + n_states + n_biases)
+        yield ([S(0)] * (1 + n_states) + [B] * (2 + n_biases) + [S(0)] * n_mask, [S(0)] * (2 + n_states))
+    return sbp_rules.signatures(fn, 2 + n_states)
+
+
+def _sequence_grad_sbp(n_states, n_biases):
+    def fn(inputs, attrs):
+        n_mask = len(inputs) - (5 + 2 * n_states)
+        yield ([S(0)] * (1 + n_states) + [B, B] + [S(0)] * (2 + n_states + n_mask),
+               [S(0)] * (1 + n_states) + [P] * (2 + n_biases))
+    return sbp_rules.signatures(fn, 3 + n_states + n_biases)
+
+
 register_op("LSTMSequence", infer=_infer_lstm, num_outputs=4, heavy=True,
-            grad=_grad_rule("LSTMSequenceGrad", 2, 1))
+            grad=_grad_rule("LSTMSequenceGrad", 2, 1), sbp=_sequence_sbp(2, 1))
 register_op("LSTMSequenceGrad", infer=_infer_grad(2, 1, 4), num_outputs=6, heavy=True,
-            grad=_no_second_order("LSTMSequenceGrad"))
+            grad=_no_second_order("LSTMSequenceGrad"), sbp=_sequence_grad_sbp(2, 1))
 register_op("GRUSequence", infer=_infer_gru, num_outputs=3, heavy=True,
-            grad=_grad_rule("GRUSequenceGrad", 1, 2))
+            grad=_grad_rule("GRUSequenceGrad", 1, 2), sbp=_sequence_sbp(1, 2))
 register_op("GRUSequenceGrad", infer=_infer_grad(1, 2, 3), num_outputs=6, heavy=True,
-            grad=_no_second_order("GRUSequenceGrad"))
+            grad=_no_second_order("GRUSequenceGrad"), sbp=_sequence_grad_sbp(1, 2))
 register_op("SimpleRNNSequence", infer=_infer_simple, num_outputs=3, heavy=True,
-            grad=_grad_rule("SimpleRNNSequenceGrad", 1, 1))
+            grad=_grad_rule("SimpleRNNSequenceGrad", 1, 1), sbp=_sequence_sbp(1, 1))
 register_op("SimpleRNNSequenceGrad", infer=_infer_grad(1, 1, 1), num_outputs=5, heavy=True,
-            grad=_no_second_order("SimpleRNNSequenceGrad"))
+            grad=_no_second_order("SimpleRNNSequenceGrad"), sbp=_sequence_grad_sbp(1, 1))
 
 
 # ---- public functions -------------------------------------------------------------------------

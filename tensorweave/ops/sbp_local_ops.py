@@ -19,6 +19,11 @@ run on a rank's piece with rewritten attrs:
   logical value is the single-device one; it costs a whole draw per rank — a counter offset
   per shard needs a sampler that consumes a fixed number of draws per value). Its ``bind``
   is the inner op's (the random stream).
+* ``SbpRandomPiece`` — ``SbpSliceOf`` of a uniform float or full-range integer draw
+  (``RandomUniform``, ``StatelessRandomUniform``, ``StatelessRandomUniformFullInt``; 32- and
+  64-bit types), whose samplers use a fixed number of Philox words per value: the rank
+  computes only the words from its slice's first value to its last (its own, for a slice of
+  the leading axis) and leaves a stateful stream where the whole draw leaves it.
 * ``SbpMaskedGather`` — a gather from a table split by rows: rows outside this rank's
   ``[offset, offset + rows)`` give zeros, so the ranks' outputs sum to the gather (``P``);
   ``limit`` is the logical row count (indices are checked against it).
@@ -29,6 +34,10 @@ run on a rank's piece with rewritten attrs:
   scatter) given only the rows in this rank's ``[offset, offset + rows)`` of a row-split
   variable, renumbered from 0: input ``index_input`` holds the row ids, ``rows_input`` the
   rows.
+* ``SbpEmbedded`` — op ``op_type`` (linear in input ``index``) run on the rank's piece put at
+  its place in zeros of the logical length along each embedded axis (``embeds``: ``(axis,
+  start, logical length)``); inputs ``zeroed`` (a pad's constant) replaced by zeros on all
+  but the first rank: the ranks' outputs sum to the op's (``sbp_rules.embed_hook``).
 
 They are made only by hooks (never by user code) and checked by ``tests/test_sbp_checker.py``.
 
@@ -70,9 +79,35 @@ def _slice_of_bind(op):
 
 
 register_op("SbpSliceOf", infer=_slice_of_infer, grad=NOT_DIFFERENTIABLE, stateful=True, bind=_slice_of_bind)
+register_op("SbpRandomPiece", infer=_slice_of_infer, grad=NOT_DIFFERENTIABLE, stateful=True, bind=_slice_of_bind)
 register_op("SbpMaskedResourceGather", infer=lambda i, a: (TensorShape(i[1].shape.as_list() + a["shape"].as_list()[1:]),
                                                            a["dtype"]), grad=NOT_DIFFERENTIABLE, stateful=True)
 register_op("SbpRowsOnly", infer=lambda i, a: get_op(a["op_type"]).infer(i, a["op_attrs"]), grad=NOT_DIFFERENTIABLE,
             stateful=True, num_outputs=lambda a: get_op(a["op_type"]).n_outputs(a["op_attrs"]))
 register_op("SbpMaskedGather", infer=_infer_gather, grad=NOT_DIFFERENTIABLE)
 register_op("SbpMaskedGatherGrad", infer=lambda i, a: (i[2].shape, i[0].dtype), grad=NOT_DIFFERENTIABLE)
+
+
+class _Shaped:
+    """A stand-in input with another static shape (what an embedded piece looks like to the
+    inner op's shape rule); everything else is the real input's."""
+
+    def __init__(self, like, shape):
+        self._like, self.shape = like, shape
+
+    def __getattr__(self, name):
+        return getattr(self._like, name)
+
+
+def _embedded_infer(inputs, attrs):
+    inputs = list(inputs)
+    x = inputs[attrs["index"]]
+    dims = x.shape.as_list() if x.shape.rank is not None else None
+    if dims is not None:
+        for axis, _, full in attrs["embeds"]:
+            dims[axis] = full
+        inputs[attrs["index"]] = _Shaped(x, TensorShape(dims))
+    return get_op(attrs["op_type"]).infer(inputs, attrs["op_attrs"])
+
+
+register_op("SbpEmbedded", infer=_embedded_infer, grad=NOT_DIFFERENTIABLE)

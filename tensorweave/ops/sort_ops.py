@@ -241,7 +241,8 @@ def cumulative_logsumexp(x, axis=0, exclusive=False, reverse=False, name=None):
 
 
 # ---- SBP rules (core/sbp.py): sorting, top-k and scans work along one axis; a split of any other
-# axis passes through (top_k's is the last). Cumsum and take_along_axis are linear in the values.
+# axis passes through (top_k's is the last). Cumsum and take_along_axis are linear in the values:
+# P passes, and a split of their own axis gives P (sbp_rules.embed_hook).
 def _other_axes(n_in, n_out, linear=False, axis_of=lambda inputs, attrs: attrs["axis"]):
     def fn(inputs, attrs):
         x = inputs[0]
@@ -251,6 +252,8 @@ def _other_axes(n_in, n_out, linear=False, axis_of=lambda inputs, attrs: attrs["
                 yield [S(i)] * n_in, [S(i)] * n_out
         if linear:
             yield [P] + [B] * (n_in - 1), [P] * n_out
+            if n_out == 1 and x.rank:   # the scanned/gathered axis split: each rank's piece embedded in zeros
+                yield from sbp_rules.linear_cut_rule(lambda inputs, attrs: [axis])(inputs, attrs)
     return sbp_rules.signatures(fn, n_out)
 
 

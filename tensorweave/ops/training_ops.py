@@ -34,7 +34,7 @@ from tensorweave.core.context import building_graph
 from tensorweave.core.convert import convert_to_tensor
 from tensorweave.core.dispatch import execute
 from tensorweave.core.registry import get_op, register_op
-from tensorweave.core.sbp import B, S, Signature
+from tensorweave.core.sbp import B, S, Signature, Split
 from tensorweave.core.sbp_rules import signatures
 from tensorweave.core.shape import fmt
 from tensorweave.ops.state_ops import rows_only_hook
@@ -100,11 +100,20 @@ def _update_sbp(num_handles, num_scalars, sparse):
 
 
 def _group_sbp(num_handles, num_scalars):
+    """A grouped update is the one-variable update per variable: every variable may have its own
+    layout (data parallel with a ZeRO-sharded table beside replicated weights, or one weight
+    split by rows and the next by columns). A handle's ``sbp`` (its variable's, where the
+    planner knows it) is used for that variable's slots and gradient; without it, every
+    variable split along one shared axis."""
     def fn(inputs, attrs):
         v, k = attrs["num_variables"], num_handles(attrs)
         grads = inputs[v * k + num_scalars:]
-        if all(g.rank >= 1 for g in grads):
-            yield [S(0)] * (v * k) + [B] * num_scalars + [S(0)] * v, []
+        own = [inputs[j * k].sbp for j in range(v)]
+        if all(isinstance(s, Split) and s.axis < g.rank or s == B for s, g in zip(own, grads)) \
+                and any(s != B for s in own):
+            yield [s for s in own for _ in range(k)] + [B] * num_scalars + own, []
+        for a in range(min((g.rank for g in grads), default=0)):
+            yield [S(a)] * (v * k) + [B] * num_scalars + [S(a)] * v, []
     return signatures(fn, 0)
 
 

@@ -53,14 +53,14 @@ def project_inputs(x, kernel, wd, res):
 
 
 def reserve_bytes(res):
-    """The ``[batch, time, cols]`` float reserve as the op's ``[time, cols, batch * itemsize]`` bytes."""
-    b, t, cols = res.shape
-    return res.reshape(-1).view(np.uint8).reshape(t, cols, b * res.itemsize)
+    """The ``[batch, time, cols]`` float reserve as the op's ``[batch, time, cols * itemsize]``
+    bytes (batch first, so a batch split of the op splits its reserve along axis 0 too)."""
+    return np.ascontiguousarray(res).view(np.uint8)
 
 
 def reserve_floats(reserve, wd, b, t):
     """The inverse of ``reserve_bytes``."""
-    return np.ascontiguousarray(reserve).reshape(-1).view(wd).reshape(b, t, reserve.shape[1])
+    return np.ascontiguousarray(reserve).view(wd)
 
 
 def input_grads(x, kernel, dz, wd):
