@@ -122,9 +122,10 @@ _LAZY = {
     "Module": ("tensorweave.module", "Module"),
 }
 # ``from tensorweave import *`` (compat.v1 builds on it): every public name, less the namespaces
-# that were always loaded on first use only (TF1 code reaches them as tf.keras, tf.data ...).
+# that were always loaded on first use only (TF1 code reaches them as tf.keras, tf.data ...) and
+# ``compat`` (compat.v1 has its own ``tf.compat``: as_bytes, forward_compatible ...).
 __all__ = sorted({n for n in globals() if not n.startswith("_")} | set(_LAZY)
-                 - {"data", "estimator", "experimental", "image", "keras", "onnx", "profiler", "saved_model", "train"})
+                 - {"compat", "data", "estimator", "experimental", "image", "keras", "onnx", "profiler", "saved_model", "train"})
 
 # Ops that modules loaded on first use register: a lookup (a graph or plan file naming one, in a
 # fresh process) or an enumeration of the registry loads them first.

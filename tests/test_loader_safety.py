@@ -103,6 +103,7 @@ PATCHED = textwrap.dedent("""
     import numpy as np
     import tensorweave, tensorweave.keras, tensorweave.saved_model, tensorweave.keras.saving
     import tensorweave.commands.model_tools, tensorweave.cli
+    import tensorweave.data   # loaded on first use (predict's input pipeline): installed code, imported up front
     from tensorweave.saving import saved_model as _sm
     _sm.register_all_ops()
 
