@@ -96,16 +96,26 @@ def max_windows(x, ksize, strides, pads, g, res, grad, tiled):
     best = np.zeros(shape, x.dtype)
     at = np.full(shape, -1, np.int64)
     take = np.empty(shape, bool)
+    seen_all = False                        # every window has seen a position (at >= 0 everywhere)
     for a in range(ksize[0]):
         for e in range(ksize[1]):
             for f in range(ksize[2]):
                 v, valid, p = _window_values(x, (a, e, f), strides, pads, outs)
+                if valid is None and not seen_all and a == e == f == 0:   # every window's first position
+                    best[...] = v
+                    at[...] = p
+                    seen_all = True
+                    continue
                 # The loop's test: v > best, or v is a NaN and best is not, or nothing seen yet.
                 np.greater(v, best, out=take)
-                take |= (v != v) & (best == best)
-                take |= at < 0
+                if np.isnan(v).any():
+                    take |= (v != v) & (best == best)
+                if not seen_all:
+                    take |= at < 0
                 if valid is not None:
                     take &= valid
+                else:
+                    seen_all = True             # from here on every window has seen a position
                 np.copyto(best, v, where=take)
                 np.copyto(at, np.broadcast_to(p, shape), where=take)
     if not grad:
