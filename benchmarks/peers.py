@@ -18,7 +18,19 @@ Models follow the table in issue 5 (and ``bench_models.WORKLOADS``):
   of key size 32, residual + LayerNorm, Dense 128 relu -> Dense 64, residual + LayerNorm) -> mean
   over the 64 positions -> Dense 1, sigmoid cross-entropy; no dropout;
 * mlp_predict, cnn_predict (issue 18): the mlp/cnn model's inference on one sample (Keras
-  ``predict_on_batch``; PyTorch eval mode under ``no_grad``).
+  ``predict_on_batch``; PyTorch eval mode under ``no_grad``);
+* resnet (issue 18): a small ResNet on 32x32x3 images — Conv 16 3x3 + BatchNorm + ReLU, three
+  basic residual blocks (16, 32 stride 2, 64 stride 2; two 3x3 convolutions with BatchNorm
+  each, a 1x1 convolution + BatchNorm on the shortcut where the shape changes), global average
+  pooling, Dense 10; sparse softmax cross-entropy; BatchNorm in training mode;
+* encoder2 (issue 18): the issue's transformer — Embedding 20000x256 -> two post-norm encoder
+  blocks (4 heads of key size 64, Dense 512 relu -> Dense 256) -> mean over the 128 positions ->
+  Dense 1, sigmoid cross-entropy; no dropout;
+* widedeep (issue 18): wide & deep over 8 categorical fields hashed into 1M rows — deep:
+  Embedding 1Mx16 -> Flatten -> Dense 256 relu -> Dense 128 relu -> Dense 1; wide: Embedding
+  1Mx1 summed over the fields; the two logits added; sigmoid cross-entropy. Each framework's
+  default embedding gradient: PyTorch's dense one (Adam then updates the whole tables), Keras'
+  rows (tw.keras and Keras 3 update the rows the batch used, as their optimizers do).
 
 JAX is written for the first four only (the others give an "absent" row).
 
@@ -32,6 +44,8 @@ that only has TensorFlow and NumPy.
 import os
 
 VOCAB = 20000
+#: rows of the wide & deep model's embedding tables
+WIDE_ROWS = 1_000_000
 
 
 # ---- PyTorch -----------------------------------------------------------------------------------
@@ -85,10 +99,49 @@ def make_torch(workload, data, threads):
         def forward(self, ids):
             return self.out(self.block(self.emb(ids)).mean(dim=1))
 
+    class Block(nn.Module):
+        def __init__(self, cin, cout, stride):
+            super().__init__()
+            self.c1, self.b1 = nn.Conv2d(cin, cout, 3, stride, 1, bias=False), nn.BatchNorm2d(cout)
+            self.c2, self.b2 = nn.Conv2d(cout, cout, 3, 1, 1, bias=False), nn.BatchNorm2d(cout)
+            self.short = None if stride == 1 and cin == cout else nn.Sequential(
+                nn.Conv2d(cin, cout, 1, stride, bias=False), nn.BatchNorm2d(cout))
+
+        def forward(self, x):
+            h = self.b2(self.c2(torch.relu(self.b1(self.c1(x)))))
+            return torch.relu(h + (x if self.short is None else self.short(x)))
+
+    class Encoder2(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.emb = nn.Embedding(VOCAB, 256)
+            layer = nn.TransformerEncoderLayer(256, 4, dim_feedforward=512, dropout=0.0, batch_first=True)
+            self.blocks = nn.TransformerEncoder(layer, 2, enable_nested_tensor=False)
+            self.out = nn.Linear(256, 1)
+
+        def forward(self, ids):
+            return self.out(self.blocks(self.emb(ids)).mean(dim=1))
+
+    class WideDeep(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.deep_emb, self.wide_emb = nn.Embedding(WIDE_ROWS, 16), nn.Embedding(WIDE_ROWS, 1)
+            self.deep = nn.Sequential(nn.Flatten(), nn.Linear(8 * 16, 256), nn.ReLU(), nn.Linear(256, 128), nn.ReLU(),
+                                      nn.Linear(128, 1))
+
+        def forward(self, ids):
+            return self.deep(self.deep_emb(ids)) + self.wide_emb(ids).sum(dim=1)
+
     x, y = data["x"], data["y"]
     predict = workload.endswith("_predict")
     workload = workload[:-len("_predict")] if predict else workload
-    if workload == "mlp":
+    if workload == "resnet":
+        model = nn.Sequential(nn.Conv2d(3, 16, 3, 1, 1, bias=False), nn.BatchNorm2d(16), nn.ReLU(), Block(16, 16, 1),
+                              Block(16, 32, 2), Block(32, 64, 2), nn.AdaptiveAvgPool2d(1), nn.Flatten(),
+                              nn.Linear(64, 10))
+        xt = torch.from_numpy(np.ascontiguousarray(x.transpose(0, 3, 1, 2)))   # NHWC -> NCHW
+        loss_fn, yt = nn.CrossEntropyLoss(), torch.from_numpy(y.astype(np.int64))
+    elif workload == "mlp":
         model = nn.Sequential(nn.Linear(784, 512), nn.ReLU(), nn.Linear(512, 512), nn.ReLU(), nn.Linear(512, 10))
         loss_fn, xt, yt = nn.CrossEntropyLoss(), torch.from_numpy(x), torch.from_numpy(y.astype(np.int64))
     elif workload == "cnn":
@@ -99,8 +152,9 @@ def make_torch(workload, data, threads):
     elif workload == "lstm":
         model, loss_fn = LastLSTM(), nn.BCEWithLogitsLoss()
         xt, yt = torch.from_numpy(x.astype(np.int64)), torch.from_numpy(y)
-    elif workload in ("fasttext", "gru", "transformer"):
-        model = {"fasttext": FastText, "gru": LastGRU, "transformer": Encoder}[workload]()
+    elif workload in ("fasttext", "gru", "transformer", "encoder2", "widedeep"):
+        model = {"fasttext": FastText, "gru": LastGRU, "transformer": Encoder, "encoder2": Encoder2,
+                 "widedeep": WideDeep}[workload]()
         loss_fn, xt, yt = nn.BCEWithLogitsLoss(), torch.from_numpy(x.astype(np.int64)), torch.from_numpy(y)
     else:
         raise ValueError(workload)
@@ -120,7 +174,7 @@ def make_torch(workload, data, threads):
         loss.backward()
         opt.step()
         return loss.item()
-    info = {"threads": torch.get_num_threads(), "layout": "NCHW" if workload == "cnn" else None}
+    info = {"threads": torch.get_num_threads(), "layout": "NCHW" if workload in ("cnn", "resnet") else None}
     return step, torch.__version__, info
 
 
@@ -282,13 +336,38 @@ def _keras_model(keras, L, workload):
         model = keras.Sequential([keras.Input((80,), dtype="int32"), L.Embedding(VOCAB, 64), L.GRU(64),
                                   L.Dense(1)])
         loss = keras.losses.BinaryCrossentropy(from_logits=True)
-    elif workload == "transformer":
-        ids = keras.Input((64,), dtype="int32")
-        h = L.Embedding(VOCAB, 64)(ids)
-        h = L.LayerNormalization(epsilon=1e-5)(L.Add()([h, L.MultiHeadAttention(2, 32)(h, h)]))
-        ff = L.Dense(64)(L.Dense(128, activation="relu")(h))
-        h = L.LayerNormalization(epsilon=1e-5)(L.Add()([h, ff]))
+    elif workload in ("transformer", "encoder2"):
+        seq, width, heads, key, ff_width, blocks = (64, 64, 2, 32, 128, 1) if workload == "transformer" else \
+            (128, 256, 4, 64, 512, 2)
+        ids = keras.Input((seq,), dtype="int32")
+        h = L.Embedding(VOCAB, width)(ids)
+        for _ in range(blocks):
+            h = L.LayerNormalization(epsilon=1e-5)(L.Add()([h, L.MultiHeadAttention(heads, key)(h, h)]))
+            ff = L.Dense(width)(L.Dense(ff_width, activation="relu")(h))
+            h = L.LayerNormalization(epsilon=1e-5)(L.Add()([h, ff]))
         model = keras.Model(ids, L.Dense(1)(L.GlobalAveragePooling1D()(h)))
+        loss = keras.losses.BinaryCrossentropy(from_logits=True)
+    elif workload == "resnet":
+        images = keras.Input((32, 32, 3))
+
+        def conv_bn(h, width, size, stride):
+            return L.BatchNormalization(epsilon=1e-5, momentum=0.9)(
+                L.Conv2D(width, size, strides=stride, padding="same", use_bias=False)(h))
+
+        h = L.ReLU()(conv_bn(images, 16, 3, 1))
+        for width, stride in ((16, 1), (32, 2), (64, 2)):
+            y = conv_bn(L.ReLU()(conv_bn(h, width, 3, stride)), width, 3, 1)
+            short = h if stride == 1 and h.shape[-1] == width else conv_bn(h, width, 1, stride)
+            h = L.ReLU()(L.Add()([y, short]))
+        model = keras.Model(images, L.Dense(10)(L.GlobalAveragePooling2D()(h)))
+        loss = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+    elif workload == "widedeep":
+        ids = keras.Input((8,), dtype="int32")
+        deep = L.Flatten()(L.Embedding(WIDE_ROWS, 16)(ids))
+        deep = L.Dense(1)(L.Dense(128, activation="relu")(L.Dense(256, activation="relu")(deep)))
+        wide = L.Flatten()(L.Embedding(WIDE_ROWS, 1)(ids))          # [batch, 8]: one weight per field's row
+        wide = L.Dense(1, use_bias=False, kernel_initializer="ones", trainable=False)(wide)   # their sum
+        model = keras.Model(ids, L.Add()([deep, wide]))
         loss = keras.losses.BinaryCrossentropy(from_logits=True)
     else:
         raise ValueError(workload)

@@ -4,7 +4,17 @@
   two of them at once.
 - ``cache=False``: numba's on-disk cache stores pickles, and nothing read from a file is
   unpickled here (DESIGN §5); compiling stays lazy (per kernel and dtype, on first call), so a
-  program compiles only what it uses.
+  program compiles only what it uses. Kernels that dominate a cold start (seconds of LLVM each)
+  have a NumPy *twin* giving the same bits (:func:`njit_twin`): their first calls run the twin
+  while numba compiles on a background thread.
+  Not chosen: a cache of compiled machine code (numba's, or one of our own that stores only
+  object code). A file of machine code in a writable directory *is* code: whoever can write
+  that directory runs code in every later tensorweave process, and no validation of such a
+  file as data can rule that out. Python's ``__pycache__`` has the same property, but the
+  project's rule (DESIGN §5, SECURITY.md: nothing read from a file runs) is stricter than
+  Python's. Ahead-of-time compilation into the installed package (numba 0.68 still ships the
+  deprecated ``numba.pycc``) would be installed code, not a cache, but needs a C compiler at
+  install time and a fixed signature per kernel and dtype.
 - ``error_model="numpy"``: division by zero gives inf/NaN as in NumPy instead of raising;
   without the zero check loops with a division vectorize (2.6x on the Adam update).
 - no ``fastmath``: results must match the NumPy references bit for bit where the
@@ -29,7 +39,10 @@
 >>> float(total(np.arange(4.0)))
 6.0
 """
+import atexit
+import functools
 import os
+import queue
 import threading
 
 import numba
@@ -53,13 +66,19 @@ def _probe(out):
         out[i] = i
 
 
-def parallel_loops():
+def parallel_loops(wait=True):
     """Whether kernels may run ``parallel=True`` loops in this process (see the module
     docstring). Decided on first use — a tiny parallel loop starts numba's thread pool; a
     threading layer the user chose (``NUMBA_THREADING_LAYER``) is kept, and used only if
-    thread-safe."""
+    thread-safe. ``wait=False``: until decided, False, and the decision (a compile) is made
+    on the background compiler thread."""
     if _parallel["pid"] == os.getpid():
         return _parallel["ok"]
+    if not wait and BACKGROUND:
+        if _parallel.get("queued") != os.getpid():
+            _parallel["queued"] = os.getpid()
+            _compiler.submit(parallel_loops)
+        return False
     with _parallel_lock:
         if _parallel["pid"] != os.getpid():
             _parallel["ok"] = _parallel["pid"] is None and _start_parallel()
@@ -78,3 +97,131 @@ def _start_parallel():
     except (ValueError, ImportError, RuntimeError):   # no thread-safe layer here
         numba.config.THREADING_LAYER = chose
         return False
+
+
+# ---- compiling in the background -----------------------------------------------------------------
+#: ``TW_JIT_BACKGROUND=0``: kernels with a twin compile on their first call, as the others do
+BACKGROUND = os.environ.get("TW_JIT_BACKGROUND", "1") != "0"
+
+
+class _Compiler:
+    """One daemon thread running queued compile jobs (callables), one at a time.
+
+    At exit it finishes the job under way (LLVM must not be torn down mid-compile) and drops
+    the rest; before a ``fork`` it waits for the job under way, so the child never inherits
+    numba's compiler lock held by a thread it does not have. Between jobs it yields, so a
+    kernel compiling on its caller's thread waits for one job at most."""
+
+    def __init__(self):
+        self.jobs = queue.SimpleQueue()
+        self.busy = threading.Lock()        # held while a job runs
+        self.pid = os.getpid()              # this process (kept up to date across forks)
+        self.thread_pid = None              # the process whose thread runs the jobs
+        self.stopped = False
+        self.seconds = 0.0                  # time spent in jobs (for benchmarks)
+
+    def submit(self, job):
+        """Queues ``job()``; False when no more jobs run (the interpreter is exiting)."""
+        if self.stopped:
+            return False
+        if self.thread_pid != os.getpid():  # first use, or a forked child: a thread of its own
+            self.jobs, self.thread_pid = queue.SimpleQueue(), os.getpid()
+            threading.Thread(target=self._run, args=(self.jobs,), name="tw-jit", daemon=True).start()
+        self.jobs.put(job)
+        return True
+
+    def _run(self, jobs):
+        import time
+        while True:
+            job = jobs.get()
+            with self.busy:
+                if self.stopped:
+                    return
+                t = time.perf_counter()
+                try:
+                    job()
+                except Exception:           # noqa: BLE001 - jobs report through their own state
+                    pass
+                self.seconds += time.perf_counter() - t
+            time.sleep(0.001)               # a compile waiting on numba's lock goes first
+
+    def stop(self):
+        self.stopped = True
+        with self.busy:
+            pass
+
+
+_compiler = _Compiler()
+atexit.register(_compiler.stop)
+if hasattr(os, "register_at_fork"):
+    def _forked():
+        _compiler.busy.release()
+        _compiler.pid = os.getpid()
+    os.register_at_fork(before=_compiler.busy.acquire, after_in_parent=_compiler.busy.release,
+                        after_in_child=_forked)
+
+
+def wait_for_compiles():
+    """Blocks until every compile queued so far has finished (tests, benchmarks)."""
+    if _compiler.stopped or _compiler.thread_pid != os.getpid():
+        return
+    done = threading.Event()
+    _compiler.submit(done.set)
+    done.wait()
+
+
+def background_compile_seconds():
+    """Seconds this process's background thread has spent compiling kernels."""
+    return _compiler.seconds
+
+
+class _Warming:
+    """Stands in for a kernel's ``_compile_for_args``, which numba's dispatcher calls when no
+    compiled version matches the arguments' types: queues the compile on the background
+    thread and hands back the NumPy twin, which the dispatcher then calls. A hit costs
+    nothing (numba's own type dispatch, in C); each new signature gets the twin until it is
+    compiled. A compile that failed is retried on the caller's thread, so its error shows."""
+
+    def __init__(self, dispatcher, twin):
+        self.dispatcher = dispatcher
+        self.twin = twin
+        self.queued = {}                    # signature -> the process that queued it (a fork's child queues again)
+        self.failed = set()
+
+    def __call__(self, *args, **kws):
+        d = self.dispatcher
+        signature = tuple(d.typeof_pyval(a) for a in args)
+        if kws or signature in self.failed or threading.current_thread().name == "tw-jit":
+            return type(d)._compile_for_args(d, *args, **kws)
+        if self.queued.get(signature) != _compiler.pid:
+            self.queued[signature] = _compiler.pid
+            if not _compiler.submit(functools.partial(self._compile, signature)):
+                return type(d)._compile_for_args(d, *args)
+        return self.twin
+
+    def _compile(self, signature):
+        try:
+            self.dispatcher.compile(signature)
+        except Exception:                   # noqa: BLE001 - shown by the retry on the caller's thread
+            self.failed.add(signature)
+
+
+def njit_twin(twin, **options):
+    """Decorator: :func:`njit` of the function, whose calls run ``twin`` (a NumPy function of
+    the same arguments giving the same bits: same operations in the same order, no
+    reassociation — tests compare them) while numba compiles their signature on a background
+    thread, so a result never depends on when a compile finished. ``TW_JIT_BACKGROUND=0``:
+    compiled on first call, as :func:`njit`. The twin stays reachable as ``kernel.twin``."""
+    def wrap(fn):
+        kernel = njit(fn, **options)
+        kernel.twin = twin
+        if BACKGROUND:
+            kernel._compile_for_args = _Warming(kernel, twin)
+        return kernel
+    return wrap
+
+
+def compile_now(kernel, *args):
+    """Compiles ``kernel`` for ``args``'s types on this thread (tests compare it with its twin)."""
+    kernel.compile(tuple(kernel.typeof_pyval(a) for a in args))
+    return kernel

@@ -5,10 +5,14 @@ The window loops work on 3 spatial dimensions, channels last (``[N, D, H, W, C]`
 callers insert unit dimensions (stride, dilation 1, padding 0 there), so one compiled loop
 serves every rank. Window positions that fall in the padding are skipped instead of being
 materialized, so no padded copy of the input is ever made.
+
+The loops a training step meets first have NumPy twins (``nn_loops_twins``, the same bits)
+that run while numba compiles them in the background (``jit.njit_twin``).
 """
 import numpy as np
 
-from tensorweave.kernels.cpu.jit import njit
+from tensorweave.kernels.cpu import nn_loops_twins as twins
+from tensorweave.kernels.cpu.jit import njit, njit_twin
 
 
 def as_3d(a, nd):
@@ -55,7 +59,7 @@ def col2im(dcols, strides, dilations, pads, dx):
                                     dx[b, i, j, k, c] += dcols[b, od, oh, ow, a, e, f, c]
 
 
-@njit
+@njit_twin(twins.max_windows)
 def max_windows(x, ksize, strides, pads, g, res, grad, tiled):
     """Max pooling over ``x`` (``[N, D, H, W, C]``), window by window.
 
@@ -144,7 +148,7 @@ def bias_add(v, b, out):
 
 
 
-@njit
+@njit_twin(twins.bias_act)
 def bias_act(y, b, relu):
     """In place over rows ``y[M, C]``: ``y + b`` then, with ``relu``, ``np.maximum(., 0)`` —
     BiasAdd's and Relu's arithmetic, in one pass over a GEMM's output while it is in cache."""
@@ -158,7 +162,7 @@ def bias_act(y, b, relu):
                 y[i, c] = y[i, c] + b[c]
 
 
-@njit
+@njit_twin(twins.column_sums)
 def column_sums(g, acc):
     """``acc[c] += sum over rows of g[:, c]`` (``acc`` float64): BiasAddGrad's sum. Four rows
     are added in float64 before they meet ``acc``, so each pass over ``acc`` carries four
@@ -175,7 +179,7 @@ def column_sums(g, acc):
             acc[c] += g[r, c]
 
 
-@njit
+@njit_twin(twins.relu_grad_column_sums)
 def relu_grad_column_sums(g, y, out, acc):
     """``out = g where y > 0 else 0`` and ``acc += column sums of out``: ReluGrad followed by
     BiasAddGrad in one call (bit for bit: the same select, then :func:`column_sums` of it
@@ -187,7 +191,7 @@ def relu_grad_column_sums(g, y, out, acc):
     column_sums(out, acc)
 
 
-@njit
+@njit_twin(twins.shift_rows)
 def shift_rows(x, labels, shifted, picked):
     """First pass of the sparse softmax cross-entropy over ``x[N, C]``: ``shifted[i] = x[i] - m``
     with ``m`` the row's maximum (0 where that is not finite, so all -inf rows do not become
@@ -210,7 +214,7 @@ def shift_rows(x, labels, shifted, picked):
     return -1
 
 
-@njit
+@njit_twin(twins.xent_from_exps)
 def xent_from_exps(e, labels, picked, loss, with_grad):
     """Second pass: from ``e = exp(shifted)``, ``loss[i] = log(sum e[i]) - picked[i]`` (sums in
     float64) and, ``with_grad``, ``e`` overwritten by softmax minus one-hot."""

@@ -14,11 +14,21 @@ import numpy as np
 
 from tensorweave.core import errors
 from tensorweave.core.registry import register_kernel
-from tensorweave.kernels.cpu.jit import njit, parallel_loops
+from tensorweave.kernels.cpu.jit import njit, njit_twin, parallel_loops
 from tensorweave.kernels import threads
 
 
-@njit
+def _adam_numpy(w, m, v, g, alpha, c1, c2, eps, chunks=1):
+    """:func:`_adam_flat`'s arithmetic in NumPy (the same bits; elementwise, so chunks do not
+    matter): the update while the loops compile in the background."""
+    mi = m + (g - m) * c1
+    vi = v + (g * g - v) * c2
+    m[:] = mi
+    v[:] = vi
+    w[:] = w - (mi * alpha) / (np.sqrt(vi) + eps)
+
+
+@njit_twin(_adam_numpy)
 def _adam_flat(w, m, v, g, alpha, c1, c2, eps):
     for i in range(w.shape[0]):
         gi = g[i]
@@ -52,7 +62,7 @@ def _adam_flat_amsgrad(w, m, v, vh, g, alpha, c1, c2, eps):
 PARALLEL_MIN = 1 << 16
 
 
-@njit(parallel=True)
+@njit_twin(_adam_numpy, parallel=True)
 def _adam_chunks(w, m, v, g, alpha, c1, c2, eps, chunks):
     n = w.shape[0]
     for c in numba.prange(chunks):   # the vectorised one-thread loop on each chunk
@@ -73,7 +83,7 @@ def _chunks(n):
     if n < PARALLEL_MIN:
         return 1
     k = threads.intra_op_threads()
-    return k if k > 1 and parallel_loops() else 1
+    return k if k > 1 and parallel_loops(wait=False) else 1
 
 
 @njit

@@ -11,7 +11,9 @@ The price is rounding: the transforms add up to ~10 terms with coefficients up t
 float32 result differs from the direct sum by a few 1e-6 of the output's magnitude (direct
 im2col: ~1e-7). ``conv_kernels`` uses this only for float32 3x3, stride-1, undilated,
 ungrouped convolutions with at least :data:`MIN_CHANNELS` input and output channels (cuDNN
-and oneDNN make the same trade); ``TW_CONV_WINOGRAD=0`` switches it off.
+and oneDNN make the same trade); ``TW_CONV_WINOGRAD=0`` switches it off. The transforms'
+first calls in a process run their NumPy twins (``winograd_twins``, the same bits) while
+numba compiles them in the background.
 
 Both gradients run the algorithm transposed on the forward's windows, from the transformed
 output gradient ``W = A dy A^T``: the input gradient as 36 GEMMs ``W U^T`` whose results go
@@ -29,7 +31,8 @@ import os
 import numpy as np
 
 from tensorweave.core import derived
-from tensorweave.kernels.cpu.jit import njit
+from tensorweave.kernels.cpu import winograd_twins as twins
+from tensorweave.kernels.cpu.jit import njit_twin
 from tensorweave.kernels.cpu.tiles import buffer, over_tiles
 
 ENABLED = os.environ.get("TW_CONV_WINOGRAD", "1") != "0"
@@ -58,7 +61,7 @@ def applies(x_dtype, fsizes, strides, dilations, pads):
             and all(0 <= b <= 2 and 0 <= a <= 2 for b, a in pads))
 
 
-@njit
+@njit_twin(twins.input_transform)
 def _input_transform(x, n0, n1, th, tw_, v):
     """``v[36, p, C] = B^T d B`` for the 6x6 windows at stride 4 of images ``n0:n1`` of ``x``
     (``p`` counts the windows of those images in order); rows, then columns. One loop per
@@ -107,7 +110,7 @@ def _input_transform(x, n0, n1, th, tw_, v):
                 p += 1
 
 
-@njit
+@njit_twin(twins.output_transform)
 def _output_transform(m, n0, n1, th, tw_, y, bias, has_bias, relu):
     """``y[n, 4 ti + r, 4 tj + s] = (A^T m A)[r, s]`` (+ bias, ReLU) for the windows of images
     ``n0:n1``, cropped to ``y``'s size; columns, then rows."""
@@ -152,7 +155,7 @@ def _output_transform(m, n0, n1, th, tw_, y, bias, has_bias, relu):
                 p += 1
 
 
-@njit
+@njit_twin(twins.output_grad_transform)
 def _output_grad_transform(dy, n0, n1, th, tw_, w):
     """``w[36, p, O] = A g A^T`` for each 4x4 block ``g`` of ``dy`` (images ``n0:n1``; zeros
     beyond its edge): the gradient of the products from the gradient of the outputs. One loop
@@ -204,7 +207,7 @@ def _output_grad_transform(dy, n0, n1, th, tw_, w):
                 p += 1
 
 
-@njit
+@njit_twin(twins.input_grad_transform)
 def _input_grad_transform(e, n0, n1, th, tw_, pt, pl, dx):
     """``dx[n] += B E B^T`` for each window's ``E = e[36, p, C]``, added at the window's place
     (stride 4, so neighbours overlap by 2) less the padding ``pt, pl``; images ``n0:n1`` of
