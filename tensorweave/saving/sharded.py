@@ -43,7 +43,7 @@ import shutil
 import threading
 import uuid
 import zlib
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor, wait
 
 import numpy as np
 
@@ -204,7 +204,9 @@ def save(directory, values, metadata=None, run_ranks=None, overwrite=False):
     try:
         ranks = sorted({r for v in values.values() for r in v.placement.ranks})
         if run_ranks is None:
-            per_rank = list(_io_pool().map(lambda r: write_rank(staging, r, values), ranks))
+            futures = [_io_pool().submit(write_rank, staging, r, values) for r in ranks]
+            wait(futures)   # every rank done before a failure removes the staging directory under them
+            per_rank = [f.result() for f in futures]
         else:
             per_rank = run_ranks(lambda r: write_rank(staging, r, values), ranks)
         records = [rec for recs in per_rank for rec in recs]
