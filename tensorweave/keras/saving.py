@@ -199,6 +199,21 @@ def _check_plain_json(x, path="config"):
                              "cannot hold. Hint: make get_config() return plain values (names, numbers, lists)")
 
 
+def model_document_and_tensors(model, include_optimizer=True):
+    """The model as plain data: its JSON document whose weights and optimizer variables refer by
+    key to the arrays of the second result (``weights/<path>``, ``optimizer/<i>``)."""
+    doc, keyed = model_document(model, include_optimizer)
+    tensors = {f"weights/{k}": v.numpy() for k, v in keyed.items()}
+    doc["weights"] = {k: f"weights/{k}" for k in keyed}
+    if doc["optimizer_state"] is not None:
+        refs = []
+        for i, v in enumerate(doc["optimizer_state"]["variables"]):
+            tensors[f"optimizer/{i}"] = v.numpy()
+            refs.append(f"optimizer/{i}")
+        doc["optimizer_state"]["variables"] = refs
+    return doc, tensors
+
+
 def model_document(model, include_optimizer=True):
     """The JSON document of a model (without the weight references, which the container adds)."""
     from tensorweave.keras.engine.weights_io import _keyed_weights
@@ -265,15 +280,7 @@ def save_model(model, filepath, overwrite=True, include_optimizer=True, **kwargs
             raise IsADirectoryError(f"{filepath} is a directory (not a saved model); choose another path")
         from tensorweave.train._sharded import remove
         remove(filepath)        # (a sharded save of a global model was here; a zip replaces it)
-    doc, keyed = model_document(model, include_optimizer)
-    tensors = {f"weights/{k}": v.numpy() for k, v in keyed.items()}
-    doc["weights"] = {k: f"weights/{k}" for k in keyed}
-    if doc["optimizer_state"] is not None:
-        refs = []
-        for i, v in enumerate(doc["optimizer_state"]["variables"]):
-            tensors[f"optimizer/{i}"] = v.numpy()
-            refs.append(f"optimizer/{i}")
-        doc["optimizer_state"]["variables"] = refs
+    doc, tensors = model_document_and_tensors(model, include_optimizer)
     import tensorweave
     meta = {"format": FORMAT, "version": VERSION, "tensorweave_version": tensorweave.__version__,
             "date_saved": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")}

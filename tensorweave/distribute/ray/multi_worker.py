@@ -143,19 +143,11 @@ class MultiWorkerMirroredStrategy:
 
 def _package(model):
     """The model as plain data: the ``.keras`` document and its arrays."""
-    from tensorweave.keras.saving import model_document
-    doc, keyed = model_document(model)
+    from tensorweave.keras.saving import model_document_and_tensors
+    doc, tensors = model_document_and_tensors(model)
     if doc["compile_config"] is None:
         raise ValueError(f"MultiWorkerMirroredStrategy: model '{model.name}' must be compiled (with a loss and "
                          "an optimizer the workers can rebuild from their names or configs)")
-    tensors = {f"weights/{k}": v.numpy() for k, v in keyed.items()}
-    doc["weights"] = {k: f"weights/{k}" for k in keyed}
-    if doc["optimizer_state"] is not None:
-        refs = []
-        for i, v in enumerate(doc["optimizer_state"]["variables"]):
-            tensors[f"optimizer/{i}"] = v.numpy()
-            refs.append(f"optimizer/{i}")
-        doc["optimizer_state"]["variables"] = refs
     import hashlib
     import json
     import uuid
