@@ -145,7 +145,7 @@ def test_sbp_axis_out_of_range_and_wrong_sbp_count():
 def test_from_local_pieces_whose_shapes_disagree():
     with pytest.raises(ValueError, match=r"disagree outside split axis 0"):
         tw.distribute.from_local([tw.ones([2, 3]), tw.ones([2, 4])], P2, tw.sbp.split(0))
-    with pytest.raises(ValueError, match=r"disagree but sbp B needs the same shape"):
+    with pytest.raises(ValueError, match=r"the shapes disagree \(rank 0: \[2, 3\], rank 1: \[3, 3\]\) but B needs the same shape"):
         tw.distribute.from_local([tw.ones([2, 3]), tw.ones([3, 3])], P2, tw.sbp.broadcast)
     with pytest.raises(ValueError, match=r"rank 0's piece has shape \[1, 3\] but the balanced split"):
         tw.distribute.from_local([tw.ones([1, 3]), tw.ones([2, 3])], P2, tw.sbp.split(0))

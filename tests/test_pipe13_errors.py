@@ -64,14 +64,17 @@ def test_sbp_axis_out_of_range_names_the_variable_or_api_the_sbp_and_the_shape()
 
 
 def test_from_local_pieces_of_different_rank_or_dtype():
-    with pytest.raises(ValueError, match=r"from_local with sbp \(S\(0\),\) and piece shapes \[\[2, 3\], \[2\]\]"):
+    with pytest.raises(ValueError, match=r"from_local with sbp \(S\(0\),\) and piece shapes \[\[2, 3\], \[2\]\]: pieces "
+                                         r"have different numbers of dimensions \(rank 0: \[2, 3\], rank 1: \[2\]\)"):
         tw.distribute.from_local([tw.ones([2, 3]), tw.ones([2])], P2, S(0))
-    with pytest.raises(TypeError, match=r"from_local: pieces have different dtypes \['float32', 'int32'\]"):
+    with pytest.raises(TypeError, match=r"from_local: pieces for sbp \(S\(0\),\) have different dtypes: rank 0: float32 \[2, 3\], "
+                                        r"rank 1: int32 \[2, 3\]"):
         tw.distribute.from_local([tw.ones([2, 3]), tw.ones([2, 3], dtype=tw.int32)], P2, S(0))
     with pytest.raises(ValueError, match=r"from_local: 3 tensors for a placement of 2 ranks \[0, 1\]"):
         tw.distribute.from_local([tw.ones([2])] * 3, P2, B)
     with pytest.raises(ValueError, match=r"from_local with sbp \(S\(0\), S\(1\)\) and piece shapes "
-                                         r"\[\[2, 3\], \[2, 3\], \[2, 4\], \[2, 3\]\]"):
+                                         r"\[\[2, 3\], \[2, 3\], \[2, 4\], \[2, 3\]\]: along mesh axis 0 \(S\(0\)\) the shapes "
+                                         r"disagree outside split axis 0 \(ranks \[0, 1\]: \[2, 6\], ranks \[2, 3\]: \[2, 7\]\)"):
         tw.distribute.from_local([tw.ones([2, 3]), tw.ones([2, 3]), tw.ones([2, 4]), tw.ones([2, 3])], MESH,
                                  (S(0), S(1)))
 

@@ -185,31 +185,37 @@ def _logical_shape(shapes, placement, nd, what):
     """The logical shape per-rank piece shapes (mesh order) make, combining the last mesh axis first."""
     grid = np.empty(placement.mesh_shape, dtype=object)
     for i, s in enumerate(shapes):
-        grid[placement.coords(i)] = tuple(s)
+        grid[placement.coords(i)] = (tuple(s), [placement.ranks[i]])
     for axis in reversed(range(placement.ndim)):
         s = nd[axis]
         reduced = np.empty(grid.shape[:-1], dtype=object)
         for outer in np.ndindex(*grid.shape[:-1]):
-            row = [grid[outer + (i,)] for i in range(grid.shape[-1])]
-            ranks = [len(r) for r in row]
-            if len(set(ranks)) != 1:
-                raise ValueError(f"{what}: pieces have different ranks {ranks}")
+            row = [grid[outer + (i,)][0] for i in range(grid.shape[-1])]
+            owners = [grid[outer + (i,)][1] for i in range(grid.shape[-1])]
+            # the ranks behind each shape: a shape made of several pieces names all of them
+            named = ", ".join(f"rank{'s' * (len(o) > 1)} {o[0] if len(o) == 1 else o}: {list(r)}"
+                              for r, o in zip(row, owners))
+            ndims = [len(r) for r in row]
+            if len(set(ndims)) != 1:
+                raise ValueError(f"{what}: pieces have different numbers of dimensions ({named})")
             if isinstance(s, Split):
-                if s.axis >= ranks[0]:
-                    raise ValueError(f"{what}: sbp {_fmt(nd)} splits axis {s.axis} of pieces of rank {ranks[0]}")
+                if s.axis >= ndims[0]:
+                    raise ValueError(f"{what}: sbp {_fmt(nd)} splits axis {s.axis} of pieces with {ndims[0]} "
+                                     "dimensions")
                 others = {r[:s.axis] + r[s.axis + 1:] for r in row}
                 if len(others) != 1:
-                    raise ValueError(f"{what}: pieces of shapes {[list(r) for r in row]} disagree outside split "
-                                     f"axis {s.axis}")
+                    raise ValueError(f"{what}: along mesh axis {axis} ({s!r}) the shapes disagree outside split "
+                                     f"axis {s.axis} ({named})")
                 first = row[0]
-                reduced[outer] = first[:s.axis] + (sum(r[s.axis] for r in row),) + first[s.axis + 1:]
+                shape = first[:s.axis] + (sum(r[s.axis] for r in row),) + first[s.axis + 1:]
             else:
                 if len(set(row)) != 1:
-                    raise ValueError(f"{what}: pieces of shapes {[list(r) for r in row]} disagree but sbp {s!r} "
+                    raise ValueError(f"{what}: along mesh axis {axis} the shapes disagree ({named}) but {s!r} "
                                      "needs the same shape on every rank")
-                reduced[outer] = row[0]
+                shape = row[0]
+            reduced[outer] = (shape, [r for o in owners for r in o])
         grid = reduced
-    return grid[()]
+    return grid[()][0]
 
 
 def from_local(tensors, placement, sbp):
@@ -230,7 +236,9 @@ def from_local(tensors, placement, sbp):
                          f"{list(placement.ranks)}")
     dtypes = {t.dtype for t in tensors}
     if len(dtypes) != 1:
-        raise TypeError(f"from_local: pieces have different dtypes {[t.dtype.name for t in tensors]}")
+        raise TypeError(f"from_local: pieces for sbp {_fmt(normalize_sbp(sbp, placement, None, 'from_local'))} "
+                        f"have different dtypes: " + ", ".join(
+                            f"rank {r}: {t.dtype.name} {list(t.shape)}" for r, t in zip(placement.ranks, tensors)))
     pieces = [np.asarray(t._value) for t in tensors]
     shapes = [p.shape for p in pieces]
     nd = normalize_sbp(sbp, placement, None, "from_local")
