@@ -55,6 +55,17 @@ def elementwise_rule(linear=None, n_outputs=1):
     return rule
 
 
+def shape_only_rule(linear=None):
+    """The rule of an op whose output depends on its input's shape only (OnesLike, ZerosLike): the
+    elementwise signatures, and a partial input gives ``B`` with no communication — each rank's
+    piece of a partial value already has the logical shape."""
+    elementwise = elementwise_rule(linear)
+
+    def rule(inputs, attrs):
+        return _dedupe(elementwise(inputs, attrs) + [Signature([P], [B])])
+    return rule
+
+
 def _reduced_axes(axis, rank):
     if axis is None:
         return tuple(range(rank))

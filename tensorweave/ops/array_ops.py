@@ -981,8 +981,8 @@ def _out_shape(attrs):
 _sig = sbp_rules.signatures
 get_op("Identity").sbp = get_op("StopGradient").sbp = sbp_rules.identity_rule
 get_op("IdentityN").sbp = sbp_rules.identity_rule
-get_op("ZerosLike").sbp = sbp_rules.elementwise_rule("all")
-get_op("OnesLike").sbp = sbp_rules.elementwise_rule()
+get_op("ZerosLike").sbp = sbp_rules.shape_only_rule("all")
+get_op("OnesLike").sbp = sbp_rules.shape_only_rule()
 get_op("Shape").sbp = get_op("Size").sbp = _sig(_shape_sbp)
 get_op("Rank").sbp = _sig(lambda inputs, attrs: [([s], [B]) for s in [S(i) for i in range(inputs[0].rank)]
                                                  + [Partial(k) for k in Partial.KINDS]])
