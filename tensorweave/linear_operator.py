@@ -1114,6 +1114,7 @@ class _BaseCirculant(LinearOperator):
 
     def __init__(self, spectrum, input_output_dtype=_dt.complex64, is_non_singular=None, is_self_adjoint=None,
                  is_positive_definite=None, is_square=True, name=None):
+        name = name or type(self).__name__       # LinearOperatorCirculant, ...2D, ...3D as in TF
         spec = convert_to_tensor(spectrum)
         if spec.dtype.is_integer:
             raise TypeError(f"{name}: spectrum must be float or complex, got {spec.dtype.name}")
@@ -1161,25 +1162,10 @@ class _BaseCirculant(LinearOperator):
 class LinearOperatorCirculant(_BaseCirculant):
     _rank = 1
 
-    def __init__(self, spectrum, input_output_dtype=_dt.complex64, is_non_singular=None, is_self_adjoint=None,
-                 is_positive_definite=None, is_square=True, name="LinearOperatorCirculant"):
-        super().__init__(spectrum, input_output_dtype, is_non_singular, is_self_adjoint, is_positive_definite,
-                         is_square, name)
-
 
 class LinearOperatorCirculant2D(_BaseCirculant):
     _rank = 2
 
-    def __init__(self, spectrum, input_output_dtype=_dt.complex64, is_non_singular=None, is_self_adjoint=None,
-                 is_positive_definite=None, is_square=True, name="LinearOperatorCirculant2D"):
-        super().__init__(spectrum, input_output_dtype, is_non_singular, is_self_adjoint, is_positive_definite,
-                         is_square, name)
-
 
 class LinearOperatorCirculant3D(_BaseCirculant):
     _rank = 3
-
-    def __init__(self, spectrum, input_output_dtype=_dt.complex64, is_non_singular=None, is_self_adjoint=None,
-                 is_positive_definite=None, is_square=True, name="LinearOperatorCirculant3D"):
-        super().__init__(spectrum, input_output_dtype, is_non_singular, is_self_adjoint, is_positive_definite,
-                         is_square, name)
