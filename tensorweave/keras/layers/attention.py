@@ -284,8 +284,9 @@ class MultiHeadAttention(Layer):
             probs = tw.nn.dropout(scores, self._dropout, seed=self.seed)
         return tw.einsum(self._combine_equation, probs, value), scores
 
-    def call(self, query, value, key=None, query_mask=None, value_mask=None, key_mask=None, attention_mask=None,
-             return_attention_scores=False, training=None, use_causal_mask=False):
+    def _key_and_mask(self, query, value, key, query_mask, value_mask, key_mask, attention_mask, use_causal_mask):
+        """``key`` (``value`` when None) and the attention mask from the explicit masks or, where
+        not given, the inputs' Keras masks."""
         if key is None:
             key = value
         if query_mask is None:
@@ -294,8 +295,13 @@ class MultiHeadAttention(Layer):
             value_mask = getattr(value, "_keras_mask", None)
         if key_mask is None and key is not value:
             key_mask = getattr(key, "_keras_mask", None)
-        attention_mask = self._compute_attention_mask(query, value, query_mask, value_mask, key_mask,
-                                                      attention_mask, use_causal_mask)
+        return key, self._compute_attention_mask(query, value, query_mask, value_mask, key_mask, attention_mask,
+                                                 use_causal_mask)
+
+    def call(self, query, value, key=None, query_mask=None, value_mask=None, key_mask=None, attention_mask=None,
+             return_attention_scores=False, training=None, use_causal_mask=False):
+        key, attention_mask = self._key_and_mask(query, value, key, query_mask, value_mask, key_mask, attention_mask,
+                                                 use_causal_mask)
         q = self._query_dense(query)
         k = self._key_dense(key)
         v = self._value_dense(value)

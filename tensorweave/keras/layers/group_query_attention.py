@@ -71,16 +71,8 @@ class GroupQueryAttention(MultiHeadAttention):
 
     def call(self, query, value, key=None, query_mask=None, value_mask=None, key_mask=None, attention_mask=None,
              return_attention_scores=False, training=None, use_causal_mask=False):
-        if key is None:
-            key = value
-        if query_mask is None:
-            query_mask = getattr(query, "_keras_mask", None)
-        if value_mask is None:
-            value_mask = getattr(value, "_keras_mask", None)
-        if key_mask is None and key is not value:
-            key_mask = getattr(key, "_keras_mask", None)
-        attention_mask = self._compute_attention_mask(query, value, query_mask, value_mask, key_mask,
-                                                      attention_mask, use_causal_mask)
+        key, attention_mask = self._key_and_mask(query, value, key, query_mask, value_mask, key_mask, attention_mask,
+                                                 use_causal_mask)
         gate = tw.sigmoid(self._gate_dense(query)) if self.use_gate else None
         q = self._query_dense(query)
         k = tw.repeat(self._key_dense(key), self.num_repeats, axis=2)
