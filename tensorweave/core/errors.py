@@ -62,12 +62,26 @@ class DataLossError(OpError, OSError):
 _PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
+# The standard library's own frames (contextlib's ``__enter__``, functools wrappers, threading) sit
+# between tensorweave frames and the user's; a source line there tells the user nothing.
+_STDLIB_DIR = os.path.dirname(os.__file__) + os.sep
+_SITE_DIRS = (_STDLIB_DIR + "site-packages", _STDLIB_DIR + "dist-packages")
+
+
 def user_frame(skip_package=True):
-    """Returns ``"file.py:LINE"`` of the innermost caller outside tensorweave (or ``None``)."""
+    """Returns ``"file.py:LINE"`` of the innermost caller outside tensorweave (or ``None``).
+
+    Standard-library frames are passed over too; one is returned only when no frame outside
+    tensorweave and the standard library exists (code run from a thread's ``run``, say).
+    """
     f = sys._getframe(1)
+    fallback = None
     while f is not None:
         fname = f.f_code.co_filename
         if not (skip_package and fname.startswith(_PACKAGE_DIR)) and not fname.startswith("<frozen"):
-            return f"{fname}:{f.f_lineno}"
+            in_stdlib = fname.startswith(_STDLIB_DIR) and not fname.startswith(_SITE_DIRS)
+            if not in_stdlib:
+                return f"{fname}:{f.f_lineno}"
+            fallback = fallback or f"{fname}:{f.f_lineno}"
         f = f.f_back
-    return None
+    return fallback
