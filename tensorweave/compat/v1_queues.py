@@ -41,9 +41,7 @@ from tensorweave.ops.script_ops import numpy_function
 __all__ = ["QueueBase", "FIFOQueue", "RandomShuffleQueue", "PaddingFIFOQueue", "PriorityQueue", "CancelledError"]
 
 
-class CancelledError(errors.OpError):
-    """An enqueue into a closed queue (TensorFlow's ``tf.errors.CancelledError``; ``core.errors`` has no
-    such class yet)."""
+CancelledError = errors.CancelledError   # an enqueue into a closed queue, as in TensorFlow
 
 
 class _Buffer:
