@@ -50,11 +50,9 @@ class OpError(Exception):
 def _error(name, code, *bases, doc=None):
     cls = type(name, (OpError,) + bases, {"error_code": code, "__doc__": doc or f"TF's ``{name}``.",
                                            "__module__": __name__})
-    _BY_CODE[code] = cls
     return cls
 
 
-_BY_CODE = {UNKNOWN: OpError}
 # Each class is also the Python exception a user of either convention would catch.
 CancelledError = _error("CancelledError", CANCELLED, doc="An operation was cancelled (a closed queue).")
 UnknownError = _error("UnknownError", UNKNOWN, RuntimeError)
@@ -74,7 +72,10 @@ UnavailableError = _error("UnavailableError", UNAVAILABLE, RuntimeError)
 DataLossError = _error("DataLossError", DATA_LOSS, OSError,
                        doc="Unrecoverable data corruption (a TFRecord whose CRC does not match).")
 UnauthenticatedError = _error("UnauthenticatedError", UNAUTHENTICATED, PermissionError)
-_BY_CODE[UNKNOWN] = UnknownError
+_BY_CODE = {cls.error_code: cls for cls in (
+    CancelledError, UnknownError, InvalidArgumentError, DeadlineExceededError, NotFoundError,
+    AlreadyExistsError, PermissionDeniedError, ResourceExhaustedError, FailedPreconditionError, AbortedError,
+    OutOfRangeError, UnimplementedError, InternalError, UnavailableError, DataLossError, UnauthenticatedError)}
 
 
 class OperatorNotAllowedInGraphError(TypeError):
