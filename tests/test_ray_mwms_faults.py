@@ -206,3 +206,41 @@ def test_compressed_gradients_follow_the_uncompressed_loss_curve(cluster, compre
     steps = 2 * 4 * 4                                 # 2 workers x 4 steps x 4 epochs
     assert full == steps * (grads + 8) and sent < full
     assert sent == steps * (grads // ratio + (4 if compression == "int8" else 0) + 8)    # + one int8 block scale
+
+
+class _OwnStep(keras.Sequential):
+    """A model with its own train_step (Keras' "customizing fit" pattern)."""
+
+    def train_step(self, data):
+        x, y = data
+        with tw.GradientTape() as tape:
+            y_pred = self(x, training=True)
+            loss = tw.reduce_mean(tw.square(y_pred - y))
+        grads = tape.gradient(loss, self.trainable_variables)
+        self.optimizer.apply_gradients(zip(grads, self.trainable_variables))
+        self._loss_tracker.update_state(loss)
+        return {"loss": self._loss_tracker.result()}
+
+
+def test_a_model_with_its_own_train_step_keeps_it_on_the_workers(cluster):
+    x, y = _data()
+
+    def model():
+        keras.utils.set_random_seed(1)
+        m = _OwnStep([keras.Input((3,)), keras.layers.Dense(4, activation="tanh"), keras.layers.Dense(2)])
+        m.compile("adam", "mae")      # the step trains on its own loss (mse), not the compiled one
+        return m
+    strategy = _strategy()
+    with strategy.scope():
+        got_model = model()
+    # 24 rows in batches of 7: shards of 4 and 3 rows (the last 2 and 1), so the gradients must be
+    # weighted by the rows to give the global batch's; 16 rows in batches of 8: even shards, so the
+    # combined loss tracker (a mean of the workers' means) is the batch's loss too
+    got_model.fit(x[:24], y[:24], batch_size=7, epochs=2, shuffle=False, verbose=0)
+    ref = model()
+    ref.fit(x[:24], y[:24], batch_size=7, epochs=2, shuffle=False, verbose=0)
+    _same(got_model, ref)
+    got = got_model.fit(x[:16], y[:16], batch_size=8, epochs=1, shuffle=False, verbose=0)
+    want = ref.fit(x[:16], y[:16], batch_size=8, epochs=1, shuffle=False, verbose=0)
+    _same(got_model, ref)
+    np.testing.assert_allclose(got.history["loss"], want.history["loss"], rtol=2e-5)

@@ -24,8 +24,9 @@ whole pipeline and keeps its balanced slice of the rows of each global batch
 more; a worker whose slice is empty contributes zero). Arrays are batched as ``fit`` does,
 with the same shuffling permutation on every worker (seeded per epoch from the driver's
 NumPy generator). A worker that raises surfaces in the driver as the original exception type
-with ``.rank``. Custom train steps are not used on the workers (the synchronized step
-replaces ``train_step``); custom layers must be importable by the workers (``custom_objects``).
+with ``.rank``. A model class with its own ``train_step`` keeps it on the workers (its
+optimizer's ``apply`` all-reduces the gradients, weighted by the rows, first); the classes of the
+model and its layers that are not tensorweave's travel with the model.
 
 >>> import tensorweave as tw                                          # doctest: +SKIP
 >>> strategy = tw.distribute.MultiWorkerMirroredStrategy(
@@ -176,12 +177,28 @@ def package_model(model):
     token = model.__dict__.setdefault("_multi_worker_token", uuid.uuid4().hex)
     shape = {k: doc[k] for k in ("class_name", "config", "build_config", "compile_config")}
     doc["token"] = token + "-" + hashlib.sha1(json.dumps(shape, sort_keys=True).encode()).hexdigest()[:12]
-    return doc, tensors
+    return doc, tensors, _custom_objects(model)
+
+
+def _custom_objects(model):
+    """The classes of the model and its layers that are not tensorweave's (a subclassed model
+    with its own ``train_step``, custom layers): the workers rebuild with them (they travel by
+    Ray's own serialization, as the step functions do)."""
+    out = {}
+
+    def visit(layer):
+        cls = type(layer)
+        if not cls.__module__.startswith("tensorweave."):
+            out[cls.__name__] = cls
+        for sub in getattr(layer, "_layers", ()):
+            visit(sub)
+    visit(model)
+    return out
 
 
 def package_values(package):
     """``({weight key: array}, [optimizer variable arrays] or None)`` of a package."""
-    doc, tensors = package
+    doc, tensors, _ = package
     weights = {k: tensors[ref] for k, ref in doc["weights"].items()}
     state = doc["optimizer_state"]
     return weights, None if state is None else [tensors[ref] for ref in state["variables"]]

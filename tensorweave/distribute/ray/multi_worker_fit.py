@@ -75,7 +75,12 @@ _BATCH_HOOKS = ("on_train_batch_begin", "on_train_batch_end", "on_batch_begin", 
 
 
 def _hooks_batches(callback):
+    """Whether ``callback`` does something per batch (then chunks are one step: it sees each).
+    The checkpointing callbacks hook batches but act only at epoch ends with ``save_freq="epoch"``."""
+    from tensorweave.keras.callbacks import BackupAndRestore, ModelCheckpoint
     from tensorweave.keras.callbacks.callback import Callback
+    if isinstance(callback, (BackupAndRestore, ModelCheckpoint)) and getattr(callback, "save_freq", None) == "epoch":
+        return False
     return any(getattr(type(callback), h, None) is not getattr(Callback, h) for h in _BATCH_HOOKS)
 
 

@@ -50,15 +50,16 @@ def replica_context():
 # ---- the model on the worker -----------------------------------------------------------------
 def _restore(package):
     from tensorweave.keras.saving import restore_model
-    doc, tensors = package
+    doc, tensors, custom = package
     sizes = [a.nbytes for a in tensors.values()] or [0]
-    return restore_model(doc, lambda r: tensors[r], "the driver's model", budget=(max(sizes), sum(sizes)))
+    return restore_model(doc, lambda r: tensors[r], "the driver's model", custom_objects=custom,
+                         budget=(max(sizes), sum(sizes)))
 
 
 def _set_values(model, package):
     """The package's weights and optimizer state into an existing model."""
     from tensorweave.keras.engine.weights_io import _keyed_weights
-    doc, tensors = package
+    doc, tensors, _ = package
     for key, var in _keyed_weights(model).items():
         var.assign(tensors[doc["weights"][key]])
     state, opt = doc["optimizer_state"], model.optimizer
@@ -102,6 +103,8 @@ class Replica:
         self.token = None
         self.comm_box = [None]
         self.codec_box = [None]
+        self.rows_box = [0]
+        self.custom_step = False
         self.bytes = {"sent": 0, "uncompressed": 0}
         self.active = ()
         self.epoch, self.pos, self._taken, self._it = None, 0, 0, None
@@ -119,8 +122,16 @@ class Replica:
         from tensorweave.keras.engine import data_adapter
         doc = package[0]
         if fresh or self.model is None or self.token != doc["token"]:
+            from tensorweave.keras.engine.model import Model
             self.model = _restore(package)
-            self.model.train_step = synced_step(self.model, self.comm_box, self.codec_box, self.bytes)
+            # a model class with its own train_step keeps it: its optimizer's ``apply``
+            # all-reduces the gradients first; else the synchronized step replaces Keras' own
+            self.custom_step = type(self.model).train_step is not Model.train_step
+            if self.custom_step:
+                self.model.optimizer.apply = synced_apply(self.model.optimizer, self.comm_box, self.rows_box,
+                                                          self.codec_box, self.bytes)
+            else:
+                self.model.train_step = synced_step(self.model, self.comm_box, self.codec_box, self.bytes)
             self.model.make_train_function(force=True)
             self.token = doc["token"]
         else:
@@ -175,6 +186,7 @@ class Replica:
                 self._taken += 1
                 local = _local(batch, self.index, self.size)
                 self.model._build_compiled_metrics(local)
+                self.rows_box[0] = _first_dim(local)
                 fn(_step_data(local))
             finally:
                 _CONTEXT.pop("now", None)
@@ -182,7 +194,9 @@ class Replica:
             done += 1
         if total is not None and self.pos >= total:
             end = True
-        return {"pos": self.pos, "end": end, "logs": reduced_logs(self.model, self.comm, train=True)}
+        # a custom step feeds the loss tracker its own rows' loss: combined like the other metrics
+        return {"pos": self.pos, "end": end,
+                "logs": reduced_logs(self.model, self.comm, train=not self.custom_step)}
 
     def evaluate(self, spec):
         from tensorweave.keras.engine import data_adapter
@@ -291,16 +305,7 @@ def synced_step(model, comm_box, codec_box, counts):
     from tensorweave.keras.engine import data_adapter
 
     def all_reduce(flat):
-        codec = codec_box[0]
-        counts["uncompressed"] += flat.nbytes
-        if codec is None:
-            counts["sent"] += flat.nbytes
-            return comm_box[0].all_reduce(flat)
-        from tensorweave.distribute import compression
-        grads, stats = flat[:-2], flat[-2:]
-        counts["sent"] += codec.wire_bytes(grads.size) + stats.nbytes
-        total, exact = compression.all_reduce(comm_box[0], grads, codec, key="gradients", exact=stats)
-        return np.concatenate([total, exact]).astype(flat.dtype)
+        return _all_reduce_gradients(flat, 2, comm_box, codec_box, counts)
 
     def train_step(data):
         x, y, sample_weight = data_adapter.unpack_x_y_sample_weight(data)
@@ -334,6 +339,54 @@ def synced_step(model, comm_box, codec_box, counts):
             model._compile_metrics.update_state(y, y_pred, sample_weight)
         return model.get_metrics_result()
     return train_step
+
+
+def _all_reduce_gradients(flat, tail, comm_box, codec_box, counts):
+    """The sum over the workers of ``flat`` (gradients, then ``tail`` exact values: losses and
+    row counts), the gradients compressed when a compression is set; counts the bytes."""
+    codec = codec_box[0]
+    counts["uncompressed"] += flat.nbytes
+    if codec is None:
+        counts["sent"] += flat.nbytes
+        return comm_box[0].all_reduce(flat)
+    from tensorweave.distribute import compression
+    grads, stats = flat[:-tail], flat[-tail:]
+    counts["sent"] += codec.wire_bytes(grads.size) + stats.nbytes
+    total, exact = compression.all_reduce(comm_box[0], grads, codec, key="gradients", exact=stats)
+    return np.concatenate([total, exact]).astype(flat.dtype)
+
+
+def synced_apply(optimizer, comm_box, rows_box, codec_box, counts):
+    """``optimizer.apply`` for a model with its own ``train_step``: the gradients it is given
+    (of this worker's rows' loss) become the global batch's, ``sum_i n_i g_i / sum_i n_i``
+    (``n_i``: this step's rows here, read from ``rows_box`` when the step runs; a worker
+    without rows contributes zeros), then the optimizer's own ``apply`` runs."""
+    import tensorweave as tw
+    own = optimizer.apply
+
+    def weighted(flat):
+        n = float(rows_box[0])
+        mine = np.concatenate([flat * flat.dtype.type(n) if n else np.zeros_like(flat),
+                               np.asarray([n], flat.dtype)])
+        total = _all_reduce_gradients(mine, 1, comm_box, codec_box, counts)
+        return (total[:-1] / total[-1]).astype(flat.dtype)
+
+    def apply(grads, trainable_variables=None):
+        grads = list(grads)
+        variables = list(optimizer._trainable_variables if trainable_variables is None else trainable_variables)
+        pairs = [(g, v) for g, v in zip(grads, variables) if g is not None]
+        if not pairs:
+            return own(grads, trainable_variables)
+        acc = max((v.dtype for _, v in pairs if v.dtype.is_floating), key=lambda d: d.size, default=tw.float32)
+        flat = tw.concat([tw.reshape(tw.cast(tw.convert_to_tensor(g), acc), [-1]) for g, _ in pairs], 0)
+        total = tw.reshape(tw.numpy_function(weighted, [flat], acc), [-1])
+        out, off = [], 0
+        for g, v in pairs:
+            size = int(np.prod(v.shape.as_list(), dtype=np.int64))
+            out.append(tw.cast(tw.reshape(total[off:off + size], v.shape.as_list()), v.dtype))
+            off += size
+        return own(out, [v for _, v in pairs])
+    return apply
 
 
 # ---- what the driver calls (Cluster.run(fn, ...): fn(worker, *args)) -----------------------------
