@@ -107,8 +107,15 @@ def test_exact_parts_travel_uncompressed_and_mismatches_are_named():
     np.testing.assert_array_equal(exact, [2e8 + 1, 6.0])
     assert s.dtype == np.float32 and np.all(s == np.float32(1.0) * 2)      # 1.001 rounds to 1 in bfloat16
     bad = InProcessGroup([0, 1])
-    with pytest.raises(tw.errors.InvalidArgumentError, match=r"rank 1 gave shape \[3\] float32 \(int8\) but rank 0"):
-        world.run([0, 1], lambda i: cz.all_reduce(bad.communicator(i), np.ones(4 - i, np.float32), cz.get("int8")))
+
+    def mismatched(i):            # every rank notices (none waits for a result that cannot come)
+        try:
+            cz.all_reduce(bad.communicator(i), np.ones(4 - i, np.float32), cz.get("int8"))
+        except tw.errors.InvalidArgumentError as e:
+            return str(e)
+    assert world.run([0, 1], mismatched) == [
+        "compressed all_reduce: rank 1 gave shape [3] float32 (int8) but rank 0 gave [4] float32 (int8)",
+        "compressed all_reduce: rank 0 gave shape [4] float32 (int8) but rank 1 gave [3] float32 (int8)"]
     with pytest.raises(TypeError, match="only float arrays are compressed, got int32"):
         cz.all_reduce(InProcessGroup([0]).communicator(0), np.ones(3, np.int32), cz.get("fp16"))
 
@@ -116,6 +123,8 @@ def test_exact_parts_travel_uncompressed_and_mismatches_are_named():
 def test_codec_objects_and_options_are_checked():
     with pytest.raises(ValueError, match=r"compression must be None, 'none', one of \('fp16', 'bf16', 'int8'\)"):
         cz.get("fp8")
+    with pytest.raises(ValueError, match="compression must be"):
+        cz.get("uint8")
     assert cz.get(None) is None and cz.get("none") is None
     proto = cz.Int8Compression(error_feedback=False)
     proto._residuals["k"] = np.ones(2)
