@@ -82,7 +82,7 @@ def test_too_few_survivors_fall_back_to_a_restart_from_the_fit_start():
     model.layers[0].kernel.assign(np.full((2, 1), 9.0, np.float32))         # trained on since the start
     with pytest.raises(_Restart) as info:
         run._recover(RuntimeError("lost"))
-    assert info.value.epoch == 3 and cluster.restarted == [0, 2] and run.active == [0, 1, 2]
+    assert (info.value.epoch, info.value.step) == (3, 0) and cluster.restarted == [0, 2] and run.active == [0, 1, 2]
     name, args, ranks = cluster.calls[-1]
     assert name == "begin" and ranks == [0, 1, 2] and args[-1] is True       # every worker rebuilds
     assert args[0] is run.start[0]
@@ -95,11 +95,19 @@ def _package(model):
     return package_model(model)
 
 
-def test_a_restart_resumes_from_the_backup_and_history_forgets_later_epochs(tmp_path):
+@pytest.mark.parametrize("mid_epoch", [False, True])
+def test_a_restart_resumes_from_the_backup_and_history_forgets_later_epochs(tmp_path, mid_epoch):
     model = _model()
-    backup = keras.callbacks.BackupAndRestore(tmp_path)
+    backup = keras.callbacks.BackupAndRestore(tmp_path, save_freq=2 if mid_epoch else "epoch")
     backup.set_model(model)
-    backup.on_epoch_end(1)                       # a backup after epochs 0 and 1
+    if mid_epoch:                  # a backup after batch 3 of epoch 1: resume at its step 4
+        backup.on_epoch_begin(1)
+        for batch in range(4):
+            backup.on_train_batch_end(batch)
+        want = (1, 4)
+    else:                          # a backup after epochs 0 and 1
+        backup.on_epoch_end(1)
+        want = (2, 0)
     saved = model.get_weights()
     cluster = _Cluster(2)
     run, _ = _run(cluster, FailureConfig(max_failures=1), dead=[1], callbacks=[backup])
@@ -111,8 +119,8 @@ def test_a_restart_resumes_from_the_backup_and_history_forgets_later_epochs(tmp_
     model.set_weights([w + 1 for w in saved])
     with pytest.raises(_Restart) as info:
         run._recover(RuntimeError("lost"))
-    assert info.value.epoch == 2 and cluster.restarted == [1]
-    assert history.epoch == [0, 1] and history.history == {"loss": [3.0, 2.0]}
+    assert (info.value.epoch, info.value.step) == want and cluster.restarted == [1]
+    assert history.epoch == list(range(want[0])) and history.history == {"loss": [3.0, 2.0][:want[0]]}
     for a, b in zip(model.get_weights(), saved):
         np.testing.assert_array_equal(a, b)
     assert cluster.calls[-1][1][0] is run.package and run.package[0]["weights"]

@@ -18,8 +18,8 @@ a lost node) counts against ``max_failures`` and then either
 - *restart* (default): the dead workers are restarted in their placement bundles, the
   driver's model goes back to the latest checkpoint — a ``BackupAndRestore`` callback's
   backup when the fit has one, else the state the fit started from (as Ray Train without a
-  checkpoint) — every worker gets it and training continues at that epoch (History forgets
-  the epochs after it). With a deterministic input (no shuffling, or arrays: their
+  checkpoint) — every worker gets it and training continues where it was taken (the epoch,
+  or the step after a mid-epoch backup; History forgets the epochs after it). With a deterministic input (no shuffling, or arrays: their
   shuffling is seeded per epoch) the final weights are those of a run without the failure.
 - *elastic*: the survivors carry on without a restart or disk: the one that completed the
   most steps holds the state, which is boxed onto the survivors (``B`` on ``[holder]`` ->
@@ -64,11 +64,11 @@ class FailureConfig:
 
 
 class _Restart(Exception):
-    """Control flow: continue the fit at ``epoch`` (after a restart from a checkpoint)."""
+    """Control flow: continue the fit at step ``step`` of ``epoch`` (after a restart from a checkpoint)."""
 
-    def __init__(self, epoch):
-        super().__init__(epoch)
-        self.epoch = epoch
+    def __init__(self, epoch, step=0):
+        super().__init__(epoch, step)
+        self.epoch, self.step = epoch, step
 
 
 _BATCH_HOOKS = ("on_train_batch_begin", "on_train_batch_end", "on_batch_begin", "on_batch_end")
@@ -136,26 +136,26 @@ class FitRun:
         self.package = package_model(model)
         self.start = (self.package, initial_epoch)
         self._call(rep.begin, self.package, self.data, self.args, self.active)
-        epoch, logs = initial_epoch, {}
+        epoch, start, logs = initial_epoch, 0, {}
         while epoch < epochs:
             try:
-                logs = self._epoch(epoch)
+                logs = self._epoch(epoch, start)
             except _Restart as r:
-                epoch = r.epoch
+                epoch, start = r.epoch, r.step
                 continue
-            epoch += 1
+            epoch, start = epoch + 1, 0
             if model.stop_training:
                 break
         self._sync()
         cbs.on_train_end(logs)
         return model.history
 
-    def _epoch(self, epoch):
+    def _epoch(self, epoch, start=0):
         model, cbs = self.model, self.cbs
         if self.lost and self.config.rejoin:
             self._rejoin()
         cbs.on_epoch_begin(epoch)
-        pos, logs = 0, {}
+        pos, logs = start, {}
         while True:
             cbs.on_train_batch_begin(pos)
             try:
@@ -216,9 +216,9 @@ class FitRun:
             return self._shrink(survivors, dead)
         for r in dead:
             self.cluster.restart_worker(r)
-        epoch = self._resume_point()
+        epoch, step = self._resume_point()
         self._call(rep.begin, self.package, self.data, self.args, self.active, True)
-        raise _Restart(epoch)
+        raise _Restart(epoch, step)
 
     def _shrink(self, survivors, dead):
         where = self._call(rep.progress, ranks=survivors)
@@ -239,16 +239,21 @@ class FitRun:
         self.active = active
 
     def _resume_point(self):
-        """Puts the driver's model back to the latest checkpoint; returns the epoch to continue at."""
+        """Puts the driver's model back to the latest checkpoint; returns ``(epoch, step)`` to
+        continue at. A backup made mid-epoch (``save_freq`` an integer) resumes at the step after
+        it — not at the epoch's start as Keras does, which trains those batches twice — so the
+        weights still follow the failure-free run (that epoch's logged metrics cover the steps
+        after the backup only)."""
         from tensorweave.distribute.ray.multi_worker import package_model, package_values, unpack_into
         from tensorweave.keras.callbacks import BackupAndRestore, History
         backup = next((c for c in self.cbs if isinstance(c, BackupAndRestore)), None)
         if backup is not None and os.path.exists(backup._backup_path):
             backup.on_train_begin()
             epoch, self.model._initial_epoch = self.model._initial_epoch, None
+            step = _backup_step(backup)
             self.package = package_model(self.model)
         else:
-            self.package, epoch = self.start
+            (self.package, epoch), step = self.start, 0
             unpack_into(self.model, *package_values(self.package))
         for h in self.cbs:
             if isinstance(h, History):
@@ -256,4 +261,16 @@ class FitRun:
                 if drop:
                     h.epoch = h.epoch[:-drop]
                     h.history = {k: v[:-drop] for k, v in h.history.items()}
-        return epoch
+        return epoch, step
+
+
+def _backup_step(backup):
+    """The step after the batch a ``BackupAndRestore`` backup was made at (0 for an epoch-end one)."""
+    from tensorweave.keras.callbacks.backup_and_restore import _FORMAT
+    from tensorweave.saving.tensor_file import read_metadata
+    from tensorweave.saving.validation import parse_json
+    meta = read_metadata(backup._backup_path)
+    state = parse_json(meta["state"].encode("utf-8", "surrogatepass"), "backup state") \
+        if meta.get("format") == _FORMAT else {}
+    batch = state.get("batch") if isinstance(state, dict) else None
+    return batch + 1 if isinstance(batch, int) and not isinstance(batch, bool) and batch >= 0 else 0
