@@ -53,11 +53,13 @@ def _run(cluster, config, dead, callbacks=()):
 def test_elastic_shrink_takes_the_state_of_the_survivor_that_went_furthest():
     progress = {0: (1, 3, 7), 2: (1, 4, 8), 3: (1, 3, 7)}
     cluster = _Cluster(4, {"progress": lambda ranks: [progress[r] for r in ranks]})
-    run, _ = _run(cluster, FailureConfig(max_failures=1, elastic=True), dead=[1])
+    # exactly min_workers survivors still shrink; the first of max_failures=2 is survived
+    run, _ = _run(cluster, FailureConfig(max_failures=2, elastic=True, min_workers=3), dead=[1])
     assert run._recover(RuntimeError("lost")) == 4                   # continue after step 4
     assert cluster.calls[-1] == ("rebox", (2, [0, 2, 3]), [0, 2, 3])  # rank 2 completed step 4: it holds
     assert run.active == [0, 2, 3] and run.lost == [1] and cluster.restarted == []
     # the next failure is past max_failures: the error itself, with a note naming the ranks
+    run.config = FailureConfig(max_failures=1, elastic=True)
     run._dead = lambda: [3]
     error = RuntimeError("lost again")
     with pytest.raises(RuntimeError, match="lost again") as info:
@@ -157,5 +159,7 @@ def test_the_learning_rate_that_travels_to_the_workers():
 def test_failure_config_checks_its_arguments():
     with pytest.raises(ValueError, match="min_workers must be a positive int"):
         FailureConfig(min_workers=0)
-    with pytest.raises(ValueError, match="max_failures must be an int >= -1"):
-        FailureConfig(max_failures=True)
+    for bad in (True, -2, 1.0):
+        with pytest.raises(ValueError, match="max_failures must be an int >= -1"):
+            FailureConfig(max_failures=bad)
+    assert FailureConfig(max_failures=-1).max_failures == -1
