@@ -10,6 +10,7 @@ ray = pytest.importorskip("ray")
 
 import tensorweave as tw  # noqa: E402
 from tensorweave.distribute.ray import cluster as ray_cluster  # noqa: E402
+from tensorweave.distribute.ray import multi_worker_replica  # noqa: E402
 
 ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])
 keras = tw.keras
@@ -58,12 +59,10 @@ def test_fit_on_two_workers_equals_single_process_fit(strategy):
     assert got.epoch == [0, 1]
     # the optimizer's state came back: a second fit continues where the first stopped, on the
     # model the workers kept (not rebuilt, its step not traced again)
-    def kept(worker):
-        return [id(m) for m, _ in worker.store["multi_worker_models"].values()]
-    before = strategy.cluster.run(kept)
+    before = strategy.cluster.run(multi_worker_replica.kept_model_id)
     ref.fit(x, y, batch_size=7, epochs=1, shuffle=False, verbose=0)
     model.fit(x, y, batch_size=7, epochs=1, shuffle=False, verbose=0)
-    assert strategy.cluster.run(kept) == before and len(before[0]) == 1
+    assert strategy.cluster.run(multi_worker_replica.kept_model_id) == before and None not in before
     _assert_same_weights(model, ref)
     assert int(model.optimizer.iterations.numpy()) == int(ref.optimizer.iterations.numpy()) == 4 * 2 + 5
 
@@ -102,7 +101,11 @@ def test_the_strategy_checks_its_arguments(strategy):
         tw.distribute.MultiWorkerMirroredStrategy(cluster_resolver="grpc://x")
     with pytest.raises(ValueError, match="3 workers asked for, but the connected cluster has 2"):
         tw.distribute.MultiWorkerMirroredStrategy(tw.distribute.RayClusterResolver(num_workers=3)).cluster
-    with strategy.scope():
-        model = _model("sgd")
-    with pytest.raises(NotImplementedError, match="callbacks"):
-        model.fit(*_data(), callbacks=[keras.callbacks.History()], verbose=0)
+    with pytest.raises(TypeError, match="communication_options must be a tw.distribute.experimental"):
+        tw.distribute.MultiWorkerMirroredStrategy(communication_options="int8")
+    with pytest.raises(TypeError, match="failure_config must be a tw.distribute.FailureConfig"):
+        tw.distribute.MultiWorkerMirroredStrategy(failure_config=3)
+    with pytest.raises(ValueError, match="max_failures must be an int >= -1"):
+        tw.distribute.FailureConfig(max_failures=-2)
+    with pytest.raises(ValueError, match="compression must be None, 'none', one of"):
+        tw.distribute.experimental.CommunicationOptions(compression="int4")

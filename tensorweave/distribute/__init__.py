@@ -17,7 +17,8 @@ from tensorweave.distribute.distribution import MirroredStrategy
 from tensorweave.distribute.explain import Explanation, explain
 from tensorweave.distribute.pipeline import Pipeline, pipeline
 from tensorweave.distribute.ray import connect, current, shutdown   # (Ray is imported by connect, not here)
-from tensorweave.distribute.ray.multi_worker import MultiWorkerMirroredStrategy, RayClusterResolver
+from tensorweave.distribute.ray.multi_worker import FailureConfig, MultiWorkerMirroredStrategy, RayClusterResolver
+from tensorweave.distribute import experimental
 
 placement = Placement
 
@@ -25,4 +26,4 @@ __all__ = ["Placement", "placement", "GlobalTensor", "from_local", "to_global", 
            "boxing_cost", "plan_boxing", "CollectiveAbortedError", "CollectiveTimeoutError", "Communicator",
            "InProcessGroup", "World", "default_world", "set_collective_timeout", "GlobalVariable", "MirroredStrategy",
            "explain", "Explanation", "Pipeline", "pipeline", "connect", "current", "shutdown",
-           "MultiWorkerMirroredStrategy", "RayClusterResolver"]
+           "MultiWorkerMirroredStrategy", "RayClusterResolver", "FailureConfig", "experimental"]

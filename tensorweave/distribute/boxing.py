@@ -302,10 +302,16 @@ def _axis_slice(ndim, axis, lo, hi):
     return (slice(None),) * axis + (slice(lo, hi),)
 
 
-def _run_step(step, piece, plan, placement, index, comm):
+def _run_step(step, piece, plan, placement, index, comm, compression=None, key=None):
     k = step.mesh_axis
     old, new = step.before[k], step.after[k]
     n, pos = comm.size, comm.index
+    if compression is not None and step.kind in ("all_reduce", "reduce_scatter") and old.kind == "sum" \
+            and np.issubdtype(np.asarray(piece).dtype, np.floating):
+        from tensorweave.distribute import compression as cz
+        if step.kind == "all_reduce":
+            return cz.all_reduce(comm, piece, compression, key=key)
+        return cz.reduce_scatter(comm, piece, compression, new.axis, key=key)
     if step.kind == "all_reduce":
         return comm.all_reduce(piece, old.kind)
     if step.kind == "reduce_scatter":
@@ -366,12 +372,17 @@ def _run_transfer(step, plan, rank, piece, comm_for):
     return out
 
 
-def run_boxing_on_rank(plan, rank, piece, comm_for):
+def run_boxing_on_rank(plan, rank, piece, comm_for, compression=None, key=None):
     """What rank id ``rank`` does for ``plan``: its source ``piece`` (None when it is not in
     the source placement) in, its destination piece out (None when not in the destination).
-    ``comm_for(rank_ids)`` gives this rank's communicator in the group of those ranks."""
+    ``comm_for(rank_ids)`` gives this rank's communicator in the group of those ranks.
+
+    ``compression``: this rank's :class:`~tensorweave.distribute.compression.Compression`
+    (its own object: it keeps this rank's error-feedback residuals, under ``key`` and the
+    step's number); the sum-reducing steps (``P -> B``, ``P -> S``) of float pieces then send
+    compressed contributions. None (the default) runs the plan exactly as without the option."""
     placement = plan.src_placement
-    for step in plan.steps:
+    for number, step in enumerate(plan.steps):
         if step.kind == "transfer":
             piece = _run_transfer(step, plan, rank, piece, comm_for)
             placement = plan.dst_placement
@@ -384,7 +395,10 @@ def run_boxing_on_rank(plan, rank, piece, comm_for):
             comm = comm_for(axis_group(placement, index, step.mesh_axis)[0])
         else:
             comm = _Local(*axis_group(placement, index, step.mesh_axis))
-        piece = _run_step(step, piece, plan, placement, index, comm)
+        if compression is None:
+            piece = _run_step(step, piece, plan, placement, index, comm)
+        else:
+            piece = _run_step(step, piece, plan, placement, index, comm, compression, (key, number))
     if rank not in plan.dst_placement.ranks:
         return None
     return piece
@@ -402,19 +416,27 @@ def participants(plan):
     return tuple(dict.fromkeys(plan.src_placement.ranks + plan.dst_placement.ranks))
 
 
-def box(pieces, plan, world=None):
-    """Runs ``plan`` on the in-process ranks: source pieces (mesh order) in, destination pieces out."""
+def box(pieces, plan, world=None, compression=None):
+    """Runs ``plan`` on the in-process ranks: source pieces (mesh order) in, destination pieces out.
+    ``compression``: None, a name (``"fp16"``, ``"bf16"``, ``"int8"``) or a list of one
+    :class:`~tensorweave.distribute.compression.Compression` per participating rank (kept
+    across calls, for error feedback); see :func:`run_boxing_on_rank`."""
     if not plan.steps:
         return list(pieces)
     from tensorweave.distribute.ranks import default_world
     world = world or default_world()
     ranks = participants(plan)
     src = dict(zip(plan.src_placement.ranks, pieces))
+    codecs = [None] * len(ranks)
+    if compression is not None:
+        from tensorweave.distribute import compression as cz
+        codecs = list(compression) if isinstance(compression, (list, tuple)) else [
+            cz.get(compression) for _ in ranks]
 
     def on_rank(i):
         r = ranks[i]
         return run_boxing_on_rank(plan, r, src.get(r),
-                                  lambda group: world.group(group).communicator(group.index(r)))
+                                  lambda group: world.group(group).communicator(group.index(r)), codecs[i])
     out = dict(zip(ranks, world.run(ranks, on_rank)))
     return [out[r] for r in plan.dst_placement.ranks]
 
