@@ -167,5 +167,5 @@ def format_schedule(schedule):
     return "\n".join(f"{'device' if virtual else 'stage'} {s}: " + " ".join(row) for s, row in enumerate(grid))
 
 
-__all__ = ["SCHEDULES", "Action", "stage_orders", "interleaved_orders", "make_schedule", "bubble_fraction", "peak_activations",
-           "format_schedule"]
+__all__ = ["SCHEDULES", "Action", "stage_orders", "interleaved_orders", "make_schedule", "bubble_fraction",
+           "peak_activations", "format_schedule"]
