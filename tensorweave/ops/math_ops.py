@@ -671,6 +671,13 @@ def _cast_sbp(inputs, attrs):
     return sigs
 
 
+# monotone on all the reals (floats): a partial max/min passes through (sbp_rules.monotone_signatures)
+for _name in ("Relu", "Relu6", "Exp", "Expm1", "Tanh", "Sigmoid", "Softplus", "Softsign", "Elu", "Selu", "Floor",
+              "Ceil", "Round", "Sign", "Atan", "Erf"):
+    get_op(_name).sbp = sbp_rules.elementwise_rule(monotone="up")
+get_op("Neg").sbp = sbp_rules.elementwise_rule("all", monotone="down")
+get_op("LeakyRelu").sbp = sbp_rules.elementwise_rule(
+    monotone=lambda attrs: "up" if attrs.get("alpha", 0.2) >= 0 else None)
 get_op("SelectV2").sbp = _select_sbp
 get_op("Cast").sbp = _cast_sbp
 get_op("Where").sbp = BOXES_TO_B       # coordinates of the true elements: a data-dependent length
