@@ -133,3 +133,23 @@ def test_tf1_session_with_a_global_variable_and_dropout():
                 want.append([sess.run(y, {x: X}) for _ in range(2)])
     for a, b in zip(*want):
         np.testing.assert_allclose(b, a, rtol=1e-6)
+
+
+def test_session_runs_of_different_fetches_continue_one_stream_per_rank():
+    import tensorweave.compat.v1 as tf
+    want = []
+    for placement in (None, P2):
+        g = tf.Graph()
+        with g.as_default():
+            kwargs = {} if placement is None else {"placement": placement, "sbp": B}
+            w = tw.Variable(np.ones((8, 3), np.float32), **kwargs)
+            x = tf.placeholder(tf.float32, [7, 8])
+            d = tf.nn.dropout(x, rate=0.5, seed=3)
+            y = tf.matmul(d, w)
+            with tf.Session() as sess:
+                if placement is None:
+                    sess.run(tf.global_variables_initializer())
+                want.append([sess.run(y, {x: X}), sess.run([y, tf.reduce_sum(d)], {x: X})[0], sess.run(y, {x: X})])
+    assert not np.allclose(want[0][0], want[0][1])          # each run draws afresh ...
+    for a, b in zip(*want):                                  # ... whichever fetches it has
+        np.testing.assert_allclose(b, a, rtol=1e-6)

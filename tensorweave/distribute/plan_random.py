@@ -52,15 +52,20 @@ def _stream_data(op):
 
 
 def rank_stream(gp, op, index):
-    """Rank ``index``'s copy of ``op``'s random stream for the plan ``gp`` (made once per plan
-    and rank; all ranks' copies start from one snapshot of the op's stream)."""
+    """Rank ``index``'s copy of ``op``'s random stream on the placement of the plan ``gp``, made
+    once per op, placement and rank (all ranks' copies from one snapshot of the op's stream) and
+    kept on the op, so every plan of one graph on that placement (a TF1 graph's ``Session.run``
+    signatures) continues the same copies, as every run of a single-device graph continues the
+    op's one stream."""
     from tensorweave.ops.random_ops import stream_from_state
-    streams = gp.__dict__.setdefault("_rank_streams", {})
-    key = (id(op), index)
-    st = streams.get(key)
+    if op._extra is None:
+        op._extra = {}
+    streams = op._extra.setdefault("plan_rank_streams", {})
+    ranks = tuple(gp.placement.ranks)
+    st = streams.get((ranks, index))
     if st is None:
-        data = streams.get(id(op))
+        data = streams.get(ranks)
         if data is None:
-            data = streams[id(op)] = _stream_data(op)
-        st = streams[key] = stream_from_state(data, f"random stream of '{op.name}'")
+            data = streams[ranks] = _stream_data(op)
+        st = streams[(ranks, index)] = stream_from_state(data, f"random stream of '{op.name}'")
     return st
