@@ -7,8 +7,9 @@ slice of the **single-device draw** (``SbpRandomPiece``: only its values, by Phi
 offset, for uniform floats and full-range ints; ``SbpSliceOf``: the whole draw, its slice kept,
 for normals, bounded ints and multinomials) or, for ``B``, the whole draw. For that every rank
 gets, as the plan resource ``("random_stream", op name)``, its **own copy** of the op's stream
-taken when the plan is made (seed key and position; an unseeded stream gets one key from OS
-entropy shared by all ranks): every rank's copy advances by the whole draw each call, so the
+taken when the op is first planned (seed key and position; kept on the op, so every plan of
+its graph continues it; an unseeded stream gets one key from OS entropy shared by all ranks):
+every rank's copy advances by the whole draw each call, so the
 copies stay equal and the logical value of call ``n`` is what call ``n`` of the single-device
 function draws. A copy is data (key and position), so a Ray worker gets the same stream.
 
