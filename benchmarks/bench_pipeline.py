@@ -10,7 +10,11 @@ actions one after the other, so only the pipeline's overhead shows); ``pipelined
 ``2 (1 - bubble)`` (1.6x at 4 micro-batches) before micro-batching's smaller GEMMs and the
 per-op hand-offs of eager global tensors. The models and steps are ``bench_distribute.py``'s.
 
-Usage: ``python benchmarks/bench_pipeline.py [--batch 256] [--micro-batches 4] [--steps 10] [--rounds 3]``.
+``--hidden H`` widens the two hidden layers (784-H-H-10) so each stage's GEMMs outweigh the
+per-op hand-offs.
+
+Usage: ``python benchmarks/bench_pipeline.py [--batch 256] [--micro-batches 4] [--steps 10] [--rounds 3]
+[--hidden 512]``.
 """
 import argparse
 import json
@@ -21,6 +25,7 @@ import warnings
 from threadpoolctl import threadpool_limits
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import bench_distribute  # noqa: E402
 from bench_distribute import make, make_pipeline, steps_per_s  # noqa: E402
 
 
@@ -30,7 +35,9 @@ def main():
     ap.add_argument("--micro-batches", type=int, default=4)
     ap.add_argument("--steps", type=int, default=10)
     ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--hidden", type=int, default=512)
     args = ap.parse_args()
+    bench_distribute.SIZES = (784, args.hidden, args.hidden, 10)     # make/make_pipeline read it
     warnings.simplefilter("ignore")
     with threadpool_limits(1):
         local = make(None, args.batch)
@@ -44,7 +51,7 @@ def main():
             best["pipelined_concurrent"] = max(best["pipelined_concurrent"], steps_per_s(piped, args.steps))
     one = best["one_device"]
     for row, value in best.items():
-        print(json.dumps({"row": row, "batch": args.batch, "stages": 2, "micro_batches": args.micro_batches,
+        print(json.dumps({"row": row, "batch": args.batch, "hidden": args.hidden, "stages": 2, "micro_batches": args.micro_batches,
                           "schedule": "1f1b", "bubble_fraction": round(pipe.bubble_fraction, 3),
                           "steps_s": round(value, 2), "vs_one_device": round(value / one, 2),
                           "load": round(os.getloadavg()[0], 1)}), flush=True)

@@ -256,9 +256,8 @@ class Pipeline:
             t.start()
         for t in threads:
             t.join()
-        real = [e for e in step_error if not isinstance(e, _Cancelled)]
-        if real or step_error:
-            raise (real or step_error)[0]
+        if step_error:      # the first real failure (the other devices were only cancelled by it)
+            raise next((e for e in step_error if not isinstance(e, _Cancelled)), step_error[0])
 
     def forward_backward(self, x, y):
         """Runs one step's schedule on batch ``x`` and targets ``y`` (arrays or tensors, one
