@@ -54,3 +54,27 @@ def test_planned_softmax_like_chain_reduces_the_max_once():
     np.testing.assert_allclose(y.numpy(), np.maximum(-X.min(axis=1), 0), rtol=1e-6)
     d = tw.distribute.explain(f, x).to_dict()
     assert [o["outputs"] for o in d["ops"] if o["type"] in ("Neg", "Relu")] == [["(P(max),)"], ["(P(max),)"]]
+
+
+def _binary_partial_sigs(op_type, dtype=dtypes.float32):
+    sigs = get_op(op_type).sbp([SbpInput((4, 3), dtype, B), SbpInput((3,), dtype, B)], {})
+    return sorted(str(s) for s in sigs if any(isinstance(x, Partial) and x.kind != "sum" for x in s.inputs))
+
+
+def test_binary_ops_monotone_in_an_input_pass_partial_max_min():
+    assert _binary_partial_sigs("AddV2") == ["B, P(max) -> P(max)", "B, P(min) -> P(min)",
+                                             "P(max), B -> P(max)", "P(min), B -> P(min)"]
+    assert _binary_partial_sigs("Sub") == ["B, P(max) -> P(min)", "B, P(min) -> P(max)",
+                                           "P(max), B -> P(max)", "P(min), B -> P(min)"]
+    assert "P(max), P(max) -> P(max)" in _binary_partial_sigs("Maximum")
+    assert "P(min), P(min) -> P(min)" in _binary_partial_sigs("Minimum")
+    assert "P(max), P(max) -> P(max)" not in _binary_partial_sigs("Minimum")
+    assert _binary_partial_sigs("Maximum", dtypes.int32) == [] and _binary_partial_sigs("Mul") == []
+
+
+def test_eager_max_minus_a_bias_then_relu_stays_partial():
+    x = tw.constant(X).to_global(placement=P2, sbp=S(1))
+    b = tw.constant(np.float32(0.3)).to_global(placement=P2, sbp=B)
+    y = tw.nn.relu(tw.maximum(tw.reduce_max(x, axis=1) - b, tw.reduce_max(x * 0.5, axis=1)))
+    assert y.sbp == (PMAX,)
+    np.testing.assert_allclose(y.numpy(), np.maximum(np.maximum(X.max(1) - 0.3, (X * 0.5).max(1)), 0), rtol=1e-6)

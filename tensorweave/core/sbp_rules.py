@@ -39,20 +39,31 @@ PMAX, PMIN = Partial("max"), Partial("min")
 
 
 def monotone_signatures(inputs, direction):
-    """Partial max/min through a monotone unary op on floats (``direction`` ``"up"``: non-decreasing,
-    ``"down"``: non-increasing): each rank applies the op to its share and the max (min) of the
-    results is the op of the max (min), exactly, since rounding is monotone too. Not for ints
-    (``-x`` overflows at the minimum) nor ops undefined on part of the reals (``log`` of a
-    negative share is NaN where the combined value is not)."""
-    if direction is None or len(inputs) != 1 or inputs[0].dtype is None or not inputs[0].dtype.is_floating:
+    """Partial max/min through an op monotone in its inputs, on floats. ``direction``: for a
+    unary op ``"up"`` (non-decreasing) or ``"down"`` (non-increasing); for several inputs a tuple
+    with one entry per input (``None``: not monotone in it). ``P(max)`` in one monotone input, the
+    others ``B``: each rank applies the op to its share and the max of the results is the op of
+    the max (``"down"``: the min), exactly, since rounding is monotone too (``x + b``,
+    ``maximum(x, b)``, ``b - x``). Not for ints (``-x`` overflows at the minimum) nor ops undefined
+    on part of the reals (``log`` of a negative share is NaN where the combined value is not)."""
+    n = len(inputs)
+    if direction is None or not n or any(x.dtype is None or not x.dtype.is_floating for x in inputs):
         return []
-    flip = {"up": {PMAX: PMAX, PMIN: PMIN}, "down": {PMAX: PMIN, PMIN: PMAX}}[direction]
-    return [Signature([kind], [out]) for kind, out in flip.items()]
+    directions = (direction,) if isinstance(direction, str) else tuple(direction)
+    if len(directions) != n:
+        return []
+    sigs = []
+    for i, d in enumerate(directions):
+        if d is None:
+            continue
+        flip = {"up": {PMAX: PMAX, PMIN: PMIN}, "down": {PMAX: PMIN, PMIN: PMAX}}[d]
+        sigs += [Signature([kind if j == i else B for j in range(n)], [out]) for kind, out in flip.items()]
+    return sigs
 
 
 def elementwise_rule(linear=None, n_outputs=1, monotone=None):
     """The rule of an elementwise op with broadcasting (see the module docstring); ``monotone``
-    is ``"up"``, ``"down"`` or ``fn(attrs) -> "up" | "down" | None``."""
+    is a direction of :func:`monotone_signatures` or ``fn(attrs) -> direction``."""
     def rule(inputs, attrs):
         rank = max((x.rank for x in inputs), default=0)
         sigs = [Signature([B] * len(inputs), [B] * n_outputs)]
