@@ -51,8 +51,8 @@ def main():
             best["pipelined_concurrent"] = max(best["pipelined_concurrent"], steps_per_s(piped, args.steps))
     one = best["one_device"]
     for row, value in best.items():
-        print(json.dumps({"row": row, "batch": args.batch, "hidden": args.hidden, "stages": 2, "micro_batches": args.micro_batches,
-                          "schedule": "1f1b", "bubble_fraction": round(pipe.bubble_fraction, 3),
+        print(json.dumps({"row": row, "batch": args.batch, "hidden": args.hidden, "stages": 2,
+                          "micro_batches": args.micro_batches, "schedule": "1f1b", "bubble_fraction": round(pipe.bubble_fraction, 3),
                           "steps_s": round(value, 2), "vs_one_device": round(value / one, 2),
                           "load": round(os.getloadavg()[0], 1)}), flush=True)
 

@@ -216,6 +216,10 @@ def test_interleaved_orders_follow_megatron():
 
 
 def test_interleaved_bad_input_errors():
+    for p, m, v in ((0, 4, 2), (2, 0, 2), (2, 4, 0)):
+        with pytest.raises(ValueError, match=rf"at least one device, micro-batch and virtual stage, got {p}, {m} "
+                                             rf"and {v}"):
+            interleaved_orders(p, m, v)
     with pytest.raises(ValueError, match=r"micro_batches must be a multiple of 2, got 3"):
         make_schedule(2, 3, "interleaved_1f1b", virtual_stages=2)
     with pytest.raises(ValueError, match=r"virtual_stages=2 needs schedule='interleaved_1f1b', got '1f1b'"):

@@ -118,3 +118,19 @@ def test_tf1_session_cond_on_a_global_variable():
                     results.append([sess.run(y, {x: X * s}) for s in (1.0, 0.01)])
     for a, b in zip(*results):
         np.testing.assert_allclose(b, a, rtol=1e-6)
+
+
+def test_nested_bodies_are_checked_all_the_way_down():
+    x = tw.constant(X).to_global(placement=P2, sbp=S(0))
+
+    def inner_draws(x):           # a draw inside a cond inside a while body
+        return tw.while_loop(lambda i, y: i < 2, lambda i, y: (i + 1, tw.cond(
+            tw.reduce_sum(y) > 0, lambda: y + tw.random.uniform([7, 3], seed=2), lambda: y)), (0, x))[1]
+
+    def clean_inner_then_draw(x):   # a clean nested cond first, the draw after it in the same body
+        return tw.cond(tw.reduce_sum(x) > 0,
+                       lambda: tw.cond(tw.reduce_max(x) > 0, lambda: x, lambda: -x) * tw.random.normal([7, 3], seed=2),
+                       lambda: x)
+    for fn, name in ((inner_draws, "RandomUniform"), (clean_inner_then_draw, "RandomStandardNormal")):
+        with pytest.raises(tw.errors.UnimplementedError, match=rf"its body holds '[^']*' \({name}\), a random draw"):
+            tw.function(fn)(x)
