@@ -78,3 +78,13 @@ def test_eager_max_minus_a_bias_then_relu_stays_partial():
     y = tw.nn.relu(tw.maximum(tw.reduce_max(x, axis=1) - b, tw.reduce_max(x * 0.5, axis=1)))
     assert y.sbp == (PMAX,)
     np.testing.assert_allclose(y.numpy(), np.maximum(np.maximum(X.max(1) - 0.3, (X * 0.5).max(1)), 0), rtol=1e-6)
+
+
+def test_monotone_signatures_per_input_and_only_for_one_output():
+    from tensorweave.core.sbp_rules import elementwise_rule
+    x = SbpInput((2,), dtypes.float32, B)
+    assert [str(s) for s in monotone_signatures([x, x], (None, "down"))] == ["B, P(max) -> P(min)",
+                                                                           "B, P(min) -> P(max)"]
+    assert monotone_signatures([x, x], ("up",)) == []                        # one direction per input
+    two_outputs = elementwise_rule(monotone="up", n_outputs=2)([x], {})
+    assert not [s for s in two_outputs if any(isinstance(o, Partial) for o in s.outputs)]
