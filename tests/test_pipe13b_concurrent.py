@@ -121,6 +121,30 @@ def test_a_failing_run_aborts_only_its_own_groups():
     world.shutdown()
 
 
+def test_a_group_asked_for_after_a_failure_starts_aborted():
+    from tensorweave.distribute.collective import CollectiveAbortedError
+
+    class Observed(World):        # tells rank 1 when the failure of rank 0 has been handled
+        def _abort(self, ranks, reason):
+            super()._abort(ranks, reason)
+            aborted.set()
+    aborted, outcome = threading.Event(), {}
+    world = Observed(timeout=5.0)
+
+    def fn(i):
+        if i == 0:
+            raise ValueError("rank 0 broke")
+        aborted.wait(30)
+        try:             # a fresh group with the failed rank: must not wait for it (nor time out)
+            world.group([0, 1]).communicator(1).all_gather([1])
+        except CollectiveAbortedError as e:
+            outcome["rank 1"] = str(e)
+    with pytest.raises(ValueError, match="rank 0 broke"):
+        world.run([0, 1], fn)
+    assert "rank 0 raised ValueError: rank 0 broke" in outcome["rank 1"]
+    world.shutdown()
+
+
 # ---- concurrent stages ----------------------------------------------------------------------------
 def test_stages_run_at_the_same_time():
     # stage 0's forward of micro-batch 1 and stage 1's forward of micro-batch 0 share slot 1:
