@@ -101,6 +101,8 @@ def test_a_failing_run_aborts_only_its_own_groups():
     world = World(timeout=30.0)
     started = threading.Barrier(2, timeout=30.0)
     out = {}
+    for ranks in ([0, 1], [2, 3]):       # the groups exist before the failure
+        world.run(ranks, lambda i, r=ranks: world.group(r).communicator(i).all_gather([i]).tolist())
 
     def failing():
         try:
@@ -117,7 +119,9 @@ def test_a_failing_run_aborts_only_its_own_groups():
     for t in threads:
         t.join()
     assert out == {"error": 0, "other": [[0, 1], [0, 1]]}
-    assert world.run([0, 1], lambda i: world.group([0, 1]).communicator(i).all_gather([i]).tolist()) == [[0, 1]] * 2
+    for ranks in ([0, 1], [2, 3]):       # the failed run's group was replaced, the other one kept working
+        assert world.run(ranks, lambda i, r=ranks: world.group(r).communicator(i).all_gather([i]).tolist()) == [
+            [0, 1]] * 2
     world.shutdown()
 
 
