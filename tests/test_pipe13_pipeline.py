@@ -179,7 +179,8 @@ def test_keras_layers_as_stages_built_in_place_or_converted():
 def test_pipeline_bad_input_errors():
     with pytest.raises(ValueError, match=r"stages 0 and 1 share ranks \[1\].*disjoint placements"):
         tw.distribute.pipeline([(tw.nn.relu, STAGE0), (tw.nn.relu, tw.placement("cpu", ranks=[1, 2]))])
-    with pytest.raises(ValueError, match=r"schedule must be one of \('gpipe', '1f1b'\), got 'interleaved'"):
+    with pytest.raises(ValueError, match=r"schedule must be one of \('gpipe', '1f1b', 'interleaved_1f1b'\), "
+                                         r"got 'interleaved'"):
         tw.distribute.pipeline([(tw.nn.relu, STAGE0)], schedule="interleaved")
     with pytest.raises(TypeError, match=r"stage 1 must be a \(callable, placement\) pair"):
         tw.distribute.pipeline([(tw.nn.relu, STAGE0), tw.nn.relu])

@@ -110,9 +110,10 @@ def test_elementwise_rules_from_traits(op_type, fn, shapes):
     args = [rng.uniform(0.5, 2.0, size=s) for s in shapes]
     sigs = _check_all(op_type, fn, args)
     linear = get_op(op_type).traits.get("linear")
-    assert any("P" in s for s in sigs) == (linear is not None)
+    # a partial sum through linear ops only (P(max)/P(min) pass monotone ones: test_plan13b_monotone.py)
+    assert any("P" in s.replace("P(max)", "").replace("P(min)", "") for s in sigs) == (linear is not None)
     if op_type == "AddV2":
-        assert sigs == {"B, B -> B", "S(0), B -> S(0)", "S(1), S(0) -> S(1)", "P, P -> P"}
+        assert {s for s in sigs if "P(" not in s} == {"B, B -> B", "S(0), B -> S(0)", "S(1), S(0) -> S(1)", "P, P -> P"}
     if op_type == "Mul":
         assert {"P, B -> P", "B, P -> P"} <= sigs and "P, P -> P" not in sigs    # P x P is not P
 

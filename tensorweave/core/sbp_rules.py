@@ -3,7 +3,10 @@
 * :func:`elementwise_rule` (the ``elementwise`` trait): ``S(i)`` on every input that has
   output axis ``i`` (inputs broadcast along it get ``B``) -> ``S(i)``; with the ``linear``
   trait also partial values: ``"all"`` (add, sub, neg: ``P, P -> P``), ``"each"``
-  (mul: ``P, B -> P`` and ``B, P -> P``), ``"first"`` (div: ``P, B -> P``).
+  (mul: ``P, B -> P`` and ``B, P -> P``), ``"first"`` (div: ``P, B -> P``); with
+  ``monotone`` (unary ops on floats) partial max/min values: ``"up"`` (exp, relu, tanh:
+  ``f(max a_i) = max f(a_i)``, so ``P(max) -> P(max)``, ``P(min) -> P(min)``), ``"down"``
+  (neg: ``P(max) -> P(min)``, ``P(min) -> P(max)``).
 * :func:`reduction_rule` (the ``reduction`` trait): a split of a kept axis stays a split
   (renumbered), a split of a reduced axis becomes ``P(kind)``; ``P(kind) -> P(kind)``.
 * :func:`einsum_rule`: per index letter, split it in every operand that has it; a letter
@@ -32,8 +35,35 @@ def _dedupe(sigs):
     return out
 
 
-def elementwise_rule(linear=None, n_outputs=1):
-    """The rule of an elementwise op with broadcasting (see the module docstring)."""
+PMAX, PMIN = Partial("max"), Partial("min")
+
+
+def monotone_signatures(inputs, direction):
+    """Partial max/min through an op monotone in its inputs, on floats. ``direction``: for a
+    unary op ``"up"`` (non-decreasing) or ``"down"`` (non-increasing); for several inputs a tuple
+    with one entry per input (``None``: not monotone in it). ``P(max)`` in one monotone input, the
+    others ``B``: each rank applies the op to its share and the max of the results is the op of
+    the max (``"down"``: the min), exactly, since rounding is monotone too (``x + b``,
+    ``maximum(x, b)``, ``b - x``). Not for ints (``-x`` overflows at the minimum) nor ops undefined
+    on part of the reals (``log`` of a negative share is NaN where the combined value is not)."""
+    n = len(inputs)
+    if direction is None or not n or any(x.dtype is None or not x.dtype.is_floating for x in inputs):
+        return []
+    directions = (direction,) if isinstance(direction, str) else tuple(direction)
+    if len(directions) != n:
+        return []
+    sigs = []
+    for i, d in enumerate(directions):
+        if d is None:
+            continue
+        flip = {"up": {PMAX: PMAX, PMIN: PMIN}, "down": {PMAX: PMIN, PMIN: PMAX}}[d]
+        sigs += [Signature([kind if j == i else B for j in range(n)], [out]) for kind, out in flip.items()]
+    return sigs
+
+
+def elementwise_rule(linear=None, n_outputs=1, monotone=None):
+    """The rule of an elementwise op with broadcasting (see the module docstring); ``monotone``
+    is a direction of :func:`monotone_signatures` or ``fn(attrs) -> direction``."""
     def rule(inputs, attrs):
         rank = max((x.rank for x in inputs), default=0)
         sigs = [Signature([B] * len(inputs), [B] * n_outputs)]
@@ -51,6 +81,8 @@ def elementwise_rule(linear=None, n_outputs=1):
             sigs += [Signature([P if j == i else B for j in range(n)], [P] * n_outputs) for i in range(n)]
         elif linear == "first":
             sigs.append(Signature([P] + [B] * (n - 1), [P] * n_outputs))
+        if monotone is not None and n_outputs == 1:
+            sigs += monotone_signatures(inputs, monotone(attrs) if callable(monotone) else monotone)
         return _dedupe(sigs)
     return rule
 

@@ -25,10 +25,16 @@ The schedules themselves are in ``pipeline_schedule.py``.
 Both take ``2 (k + p - 1)`` slots for ``2 k`` actions per stage, so the idle share,
 ``bubble_fraction``, is ``(p - 1) / (k + p - 1)``; it is computed from the schedule itself.
 
-On in-process ranks one controller drives the ranks, so the actions of one time slot run
-one after the other (each action's ops run in parallel on its stage's ranks): the schedule
-fixes the order, the dependencies and the activation memory; a runtime that drives stages
-concurrently (Ray workers) gets the overlap the bubble fraction describes.
+``"interleaved_1f1b"`` (Megatron's virtual stages): the stages are listed in model order,
+cycling through ``p`` placements (stage ``c`` on that of stage ``c % p``), so each device holds
+``v`` model chunks; the bubble is ``(p - 1) / (v k + p - 1)``, ``v`` times smaller.
+
+The stages run at the same time (``concurrent=True``, the default): one controller thread per
+device walks that device's actions in schedule order and waits only for the hand-offs it needs
+(an activation from the previous stage, a gradient from the next), and ``World.run`` locks per
+rank, so stage 0's forward of micro-batch ``k + 1`` overlaps stage 1's work on ``k``. Each
+stage's gradient sums are kept per stage and added in stage order, so the results are the
+same bits as with ``concurrent=False`` (every action on the caller's thread, in time order).
 
 >>> import numpy as np, tensorweave as tw
 >>> s0 = tw.placement("cpu", ranks=[0]); s1 = tw.placement("cpu", ranks=[1])
@@ -41,13 +47,16 @@ stage 1: .. F0 B0 F1 B1 F2 B2 F3 B3 ..
 >>> pipe(np.array([[-1.0], [2.0], [3.0], [-4.0]], np.float32)).numpy().ravel().tolist()
 [-0.0, -2.0, -3.0, -0.0]
 """
+import threading
+
 import numpy as np
 
 from tensorweave.core import errors
 from tensorweave.core.sbp import B, Partial, S
 from tensorweave.distribute.layout import Placement, balanced_bounds
 from tensorweave.distribute.pipeline_schedule import (SCHEDULES, Action, bubble_fraction, format_schedule,
-                                                      make_schedule, peak_activations, stage_orders)
+                                                      interleaved_orders, make_schedule, peak_activations,
+                                                      stage_orders)
 
 
 def _batch_sbp(placement, rank):
@@ -64,7 +73,7 @@ def _grad_layout(nd):
 class Pipeline:
     """Stages on placements run micro-batch by micro-batch in a schedule; see the module docstring."""
 
-    def __init__(self, stages, micro_batches=1, schedule="1f1b", loss=None):
+    def __init__(self, stages, micro_batches=1, schedule="1f1b", loss=None, concurrent=True):
         stages = list(stages)
         if not stages:
             raise ValueError("pipeline: no stages")
@@ -80,7 +89,19 @@ class Pipeline:
                 raise TypeError(f"pipeline: stage {i}'s placement must be tw.placement(type, ranks), got {placement!r}")
             self.stages.append(fn)
             self.placements.append(placement)
-        for i in range(len(self.placements)):
+        devices = len(self.placements)
+        virtual = 1
+        if schedule == "interleaved_1f1b":      # stage c on the device of stage c % p
+            devices = len(dict.fromkeys(self.placements))
+            virtual = len(self.placements) // devices
+            wrong = [c for c, pl in enumerate(self.placements) if pl != self.placements[c % devices]]
+            if len(self.placements) % devices or wrong:
+                raise ValueError(
+                    f"pipeline: interleaved_1f1b puts stage c on the placement of stage c % p (p = {devices} "
+                    f"placements, each holding the same number of stages); got {len(self.placements)} stages on "
+                    f"{[list(pl.ranks) for pl in self.placements]}. Hint: list the stages in model order, "
+                    "cycling through the placements")
+        for i in range(devices):
             for j in range(i):
                 shared = sorted(set(self.placements[i].ranks) & set(self.placements[j].ranks))
                 if shared:
@@ -88,7 +109,9 @@ class Pipeline:
                                      f"and {self.placements[i]!r}); a pipeline's stages need disjoint placements")
         self.micro_batches = int(micro_batches)
         self.schedule_name = schedule
-        self.schedule = make_schedule(len(self.stages), self.micro_batches, schedule)
+        self.virtual_stages = virtual
+        self.concurrent = bool(concurrent)
+        self.schedule = make_schedule(devices, self.micro_batches, schedule, virtual_stages=virtual)
         if isinstance(loss, (str, dict)):
             from tensorweave.keras import losses
             loss = losses.get(loss)
@@ -152,62 +175,116 @@ class Pipeline:
                 "Hint: a stage is a function of one tensor returning one tensor")
         return out
 
+    def _forward_action(self, a, step, xs, ys, weights, tape_on=True):
+        """Action ``a`` = F(stage, micro-batch): the stage's forward under its own tape (its input
+        taken from the previous stage's hand-off), the output handed to the next stage."""
+        import tensorweave as tw
+        s, m, last = a.stage, a.micro_batch, len(self.stages) - 1
+        inp = xs[m] if s == 0 else step.take((s - 1, m, "F"))
+        if not tape_on:
+            out = self._forward(s, inp, None)
+        else:
+            with tw.GradientTape() as tape:
+                out = self._forward(s, inp, tape)
+                if s == last:
+                    out = self.loss(ys[m], out)
+                    if out.shape.rank:      # per-example losses ("mse"): their mean, as Keras reduces
+                        out = tw.reduce_mean(out)
+                    out = tw.cast(out, tw.float32) * weights[m]
+            step.saved[s][m] = (tape, inp, out)
+            step.held[s] = max(step.held[s], len(step.saved[s]))
+        if s == last:
+            step.outputs.append(out)
+        else:
+            step.put((s, m, "F"), out)
+
+    def _backward_action(self, a, step):
+        """Action ``a`` = B(stage, micro-batch): the stage's tape differentiated, seeded with the
+        gradient the next stage handed back (the last stage: its loss); the input's gradient
+        boxed back to the previous stage's placement and handed to it; the variables' added to
+        this stage's sums."""
+        import tensorweave as tw
+        s, m, last = a.stage, a.micro_batch, len(self.stages) - 1
+        tape, inp, out = step.saved[s].pop(m)
+        variables = list(tape.watched_variables())
+        sources = ([inp] if s else []) + variables
+        seed = None if s == last else [step.take((s + 1, m, "B"))]
+        grads = tape.gradient(out, sources, output_gradients=seed)
+        if s:
+            g_in = grads[0]
+            if g_in is None:        # the stage ignores its input (or it is not differentiable)
+                g_in = tw.zeros_like(inp)
+            step.put((s, m, "B"), g_in.to_global(placement=inp.placement, sbp=_grad_layout(inp.sbp)))
+            grads = grads[1:]
+        acc, order = step.acc[s], step.order[s]
+        for v, g in zip(variables, grads):
+            if g is None:
+                continue
+            g = tw.convert_to_tensor(g)
+            if id(v) in acc:
+                acc[id(v)] = acc[id(v)] + g
+            else:
+                acc[id(v)] = g
+                order.append(v)
+
+    def _drive(self, actions, run, step):
+        """Runs ``run(a)`` for every action: with ``concurrent``, one controller thread per
+        device walks that device's actions in time order (a hand-off it needs waits for the
+        stage producing it), so stages on disjoint ranks compute at the same time; otherwise
+        all in the schedule's order on this thread."""
+        devices = sorted({a.on for a in actions})
+        if not self.concurrent or len(devices) == 1:
+            for a in actions:
+                run(a)
+            return
+        step_error = []
+        lock = threading.Lock()
+
+        def device_loop(d):
+            try:
+                for a in actions:
+                    if a.on == d:
+                        run(a)
+            except BaseException as e:  # noqa: BLE001 - re-raised on the caller's thread below
+                with lock:
+                    step_error.append(e)
+                step.fail(e)
+
+        threads = [threading.Thread(target=device_loop, args=(d,), name=f"tw-pipeline-device{d}", daemon=True)
+                   for d in devices]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        if step_error:      # the first real failure (the other devices were only cancelled by it)
+            raise next((e for e in step_error if not isinstance(e, _Cancelled)), step_error[0])
+
     def forward_backward(self, x, y):
         """Runs one step's schedule on batch ``x`` and targets ``y`` (arrays or tensors, one
         each): returns (loss, gradients, variables) — the whole batch's loss on the last stage,
         and each variable's gradient summed over the micro-batches (None where it got none), in
         the order of :attr:`trainable_variables` then any other variable a stage's tape watched."""
-        import tensorweave as tw
         if self.loss is None:
             raise ValueError("pipeline: training needs loss=fn(y_true, y_pred)")
         last = len(self.stages) - 1
         xs, weights = self._micro_batches(x, 0, "x")
         ys, _ = self._micro_batches(y, last, "y")
-        saved = {}                      # (stage, micro-batch) -> (tape, input, output)
-        grads_in = {}                   # (stage, micro-batch) -> gradient of that stage's output
-        acc, order = {}, []
+        step = _Step(len(self.stages))
+        self._drive(self.schedule, lambda a: (self._forward_action(a, step, xs, ys, weights) if a.kind == "F"
+                                               else self._backward_action(a, step)), step)
+        self.held_activations = step.held
         total = None
-        held = [0] * len(self.stages)       # per stage, the most forward states (tapes) held at once
-        for a in self.schedule:
-            s, m = a.stage, a.micro_batch
-            if a.kind == "F":
-                inp = xs[m] if s == 0 else saved[(s - 1, m)][2]
-                with tw.GradientTape() as tape:
-                    out = self._forward(s, inp, tape)
-                    if s == last:
-                        out = self.loss(ys[m], out)
-                        if out.shape.rank:      # per-example losses ("mse"): their mean, as Keras reduces
-                            out = tw.reduce_mean(out)
-                        out = tw.cast(out, tw.float32) * weights[m]
-                if s == last:
-                    total = out if total is None else total + out
-                saved[(s, m)] = (tape, inp, out)
-                live = sum(1 for k in saved if k[0] == s)
-                held[s] = max(held[s], live)
-            else:
-                tape, inp, out = saved.pop((s, m)) if s == 0 else saved[(s, m)]
-                variables = list(tape.watched_variables())
-                sources = ([inp] if s else []) + variables
-                seed = None if s == last else [grads_in.pop((s, m))]
-                grads = tape.gradient(out, sources, output_gradients=seed)
-                if s:
-                    g_in = grads[0]
-                    prev = saved[(s - 1, m)][2]
-                    if g_in is None:        # the stage ignores its input (or it is not differentiable)
-                        g_in = tw.zeros_like(prev)
-                    grads_in[(s - 1, m)] = g_in.to_global(placement=prev.placement, sbp=_grad_layout(prev.sbp))
-                    del saved[(s, m)]
-                    grads = grads[1:]
-                for v, g in zip(variables, grads):
-                    if g is None:
-                        continue
-                    g = tw.convert_to_tensor(g)
-                    if id(v) in acc:
-                        acc[id(v)] = acc[id(v)] + g
-                    else:
-                        acc[id(v)] = g
-                        order.append(v)
-        self.held_activations = held
+        for out in step.outputs:
+            total = out if total is None else total + out
+        acc, order = {}, []
+        for s in range(len(self.stages)):       # stage order: the same sums whichever thread ran first
+            for v in step.order[s]:
+                g = step.acc[s][id(v)]
+                if id(v) in acc:
+                    acc[id(v)] = acc[id(v)] + g
+                else:
+                    acc[id(v)] = g
+                    order.append(v)
         known = {id(v) for v in self.trainable_variables}
         variables = self.trainable_variables + [v for v in order if id(v) not in known]
         return total, [acc.get(id(v)) for v in variables], variables
@@ -219,21 +296,57 @@ class Pipeline:
         return loss
 
     def __call__(self, x):
-        """Inference: every micro-batch through every stage (forwards only); the outputs,
-        concatenated on the last stage's placement."""
+        """Inference: every micro-batch through every stage (the schedule's forwards only); the
+        outputs, concatenated on the last stage's placement."""
         import tensorweave as tw
         xs, _ = self._micro_batches(x, 0, "x")
-        outs = []
-        for m in range(self.micro_batches):
-            h = xs[m]
-            for s in range(len(self.stages)):
-                h = self._forward(s, h, None)
-            outs.append(h)
-        return tw.concat(outs, axis=0)
+        step = _Step(len(self.stages))
+        self._drive([a for a in self.schedule if a.kind == "F"],
+                    lambda a: self._forward_action(a, step, xs, None, None, tape_on=False), step)
+        return tw.concat(step.outputs, axis=0)
 
     def __repr__(self):
         return (f"<Pipeline {len(self.stages)} stages, {self.micro_batches} micro-batches, {self.schedule_name}, "
                 f"bubble {self.bubble_fraction:.3f}>")
+
+
+class _Cancelled(Exception):
+    """A device's controller stopped because another device's failed (never reaches the user)."""
+
+
+class _Step:
+    """One step's state shared by the devices' controller threads: hand-offs between stages
+    (activations forward, gradients back), each stage's saved tapes, gradient sums, and the
+    last stage's outputs; ``take`` waits for a hand-off (or another device's failure)."""
+
+    def __init__(self, stages):
+        self.cond = threading.Condition()
+        self.ready = {}                 # (stage, micro-batch, kind) -> what that action handed on
+        self.error = None
+        self.saved = [{} for _ in range(stages)]     # per stage: micro-batch -> (tape, input, output)
+        self.held = [0] * stages                     # per stage: the most tapes held at once
+        self.acc = [{} for _ in range(stages)]       # per stage: id(variable) -> gradient sum
+        self.order = [[] for _ in range(stages)]
+        self.outputs = []                            # the last stage's, in its order
+
+    def put(self, key, value):
+        with self.cond:
+            self.ready[key] = value
+            self.cond.notify_all()
+
+    def take(self, key):
+        with self.cond:
+            while key not in self.ready:
+                if self.error is not None:
+                    raise _Cancelled(f"pipeline: stopped waiting for {key}: {self.error!r}")
+                self.cond.wait()
+            return self.ready.pop(key)
+
+    def fail(self, error):
+        with self.cond:
+            if self.error is None:
+                self.error = error
+            self.cond.notify_all()
 
 
 class _Chain:
@@ -289,12 +402,15 @@ def _place_stage(fn, placement):
                          "Hint: each stage's variables live on its own placement")
 
 
-def pipeline(stages, micro_batches=1, schedule="1f1b", loss=None):
-    """A :class:`Pipeline` of ``stages`` (``(callable, placement)`` pairs on disjoint placements)
-    run in ``micro_batches`` micro-batches by ``schedule`` (``"1f1b"`` or ``"gpipe"``), trained
-    with ``loss(y_true, y_pred)``."""
-    return Pipeline(stages, micro_batches=micro_batches, schedule=schedule, loss=loss)
+def pipeline(stages, micro_batches=1, schedule="1f1b", loss=None, concurrent=True):
+    """A :class:`Pipeline` of ``stages`` (``(callable, placement)`` pairs on disjoint placements;
+    with ``"interleaved_1f1b"`` the placements repeat: stage ``c`` on that of stage ``c % p``)
+    run in ``micro_batches`` micro-batches by ``schedule`` (``"1f1b"``, ``"gpipe"`` or
+    ``"interleaved_1f1b"``), trained with ``loss(y_true, y_pred)``. ``concurrent``: one
+    controller thread per device, so stages compute at the same time (False: one after the
+    other on the caller's thread, in the schedule's order; the results are the same)."""
+    return Pipeline(stages, micro_batches=micro_batches, schedule=schedule, loss=loss, concurrent=concurrent)
 
 
-__all__ = ["Action", "Pipeline", "pipeline", "make_schedule", "stage_orders", "bubble_fraction",
+__all__ = ["Action", "Pipeline", "pipeline", "make_schedule", "stage_orders", "interleaved_orders", "bubble_fraction",
            "peak_activations", "format_schedule"]

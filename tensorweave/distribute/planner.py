@@ -51,6 +51,9 @@ from tensorweave.distribute.boxing import parse_sbp
 from tensorweave.distribute.interpreter import (_METADATA_OPS, _cost, _known, _piece_shapes, _plan, _warned, Layout,
                                                 candidates, choose, decide, decision, metadata_values)
 from tensorweave.distribute.layout import Placement, local_shape
+from tensorweave.distribute.plan_control import (CONTROL_FLOW, bind_control_flow, check_control_flow,
+                                                  check_local_control_flow)
+from tensorweave.distribute.plan_random import draws_stream, rank_stream
 from tensorweave.runtime import executor
 from tensorweave.runtime.plan_spec import NodeSpec, PlanSpec, ResourceTable
 
@@ -171,6 +174,10 @@ class GraphPlan:
                 continue
             ins = tuple(slot_of[id(t)] if plan is None else box_slot(t, plan) for t, plan in zip(op.inputs, p.plans))
             op_type, attrs = p.local_ops[index]
+            if p.kind == "global" and draws_stream(op):      # the rank's own copy of the op's stream
+                attrs = dict(attrs, state=table.ref("random_stream", op.name, rank_stream(self, op, index)))
+            elif op.type in CONTROL_FLOW:                      # its bodies as nested plan specs
+                attrs = bind_control_flow(op, attrs, table)
             if p.once:
                 attrs = {"op_type": op_type, "op_attrs": attrs, "ranks": list(placement.ranks), "rank": rank,
                          "comm": comm_ref}
@@ -278,10 +285,12 @@ class _Planner:
         glob = [id(x) not in gp.local for x in op.inputs]
         if t == "_ToGlobal":
             return self.plan_pin(op)
-        if not any(glob):
+        if not any(glob) and not draws_stream(op):
             for o in op.outputs:
                 self.set_local(o)
-            if op.opdef.bind is not None:
+            if t in CONTROL_FLOW:
+                check_local_control_flow(op)
+            elif op.opdef.bind is not None:
                 self.refuse(op)
             attrs = {k: v for k, v in op.attrs.items() if k[0] != "_"}
             once = op.opdef.stateful
@@ -293,7 +302,9 @@ class _Planner:
             for o in op.outputs:
                 self.set_local(o)
             return OpPlan(op, "metadata", value=values)
-        if op.opdef.bind is not None:
+        if t in CONTROL_FLOW:
+            check_control_flow(op, ins, gp.local)
+        elif op.opdef.bind is not None and not draws_stream(op):
             self.refuse(op)
         if any(lay._dtype is _dt.resource and id(x) in gp.local for x, lay in zip(op.inputs, ins)):
             return self.plan_local_variable_op(op, ins)
@@ -318,7 +329,7 @@ class _Planner:
             warnings.warn(f"'{t}' has no SBP rule for these inputs: its global inputs are boxed to broadcast (B) and "
                           f"every rank computes the whole result (in the planned graph, op '{op.name}')", stacklevel=4)
         once = op.opdef.stateful and all(lay._dtype is not _dt.resource for lay in ins) and all(
-            isinstance(x, Broadcast) for nd in out_nd for x in nd)
+            isinstance(x, Broadcast) for nd in out_nd for x in nd) and not draws_stream(op) and t not in CONTROL_FLOW
         for o, (shape, dtype), nd in zip(op.outputs, out_specs, out_nd):
             gp.layouts[id(o)] = Layout(shape, dtype, nd, self.placement)
         return OpPlan(op, "global", sigs, in_nd, out_nd, plans, local_ops, once=once)

@@ -7,6 +7,12 @@ the results in order. When a rank raises, the groups it may block are aborted (s
 waits for a timeout), and the original exception is raised on the caller's thread with
 ``.rank`` set and a note naming the rank.
 
+Several controllers may drive the world at once (a pipeline's stages, one controller thread
+each): a run holds a lock per rank it uses (taken in rank order, so two runs never wait for
+each other in a cycle), so runs on disjoint rank sets overlap and runs sharing a rank take
+turns. Every group's members therefore see the same runs in the same order, which keeps calls
+on a group matched; a failure aborts only the groups of the failing run's ranks.
+
 >>> world = World()
 >>> world.run([0, 1, 2], lambda i: world.group([0, 1, 2]).communicator(i).all_gather([i]).tolist())
 [[0, 1, 2], [0, 1, 2], [0, 1, 2]]
@@ -116,9 +122,9 @@ class World:
         self.timeout = timeout
         self._ranks = {}
         self._groups = {}
-        self._failure = None       # why the current run failed: groups asked for now start aborted
+        self._failure = {}         # rank -> why its current run failed: groups with it start aborted
         self._lock = threading.Lock()
-        self._run_lock = threading.Lock()
+        self._rank_locks = {}      # rank -> the lock a run holds while it uses that rank
 
     def rank(self, r):
         with self._lock:
@@ -131,10 +137,11 @@ class World:
         """The group of these rank ids (in this order), made once and reused."""
         key = tuple(int(r) for r in ranks)
         with self._lock:
-            if self._failure is not None:
+            failed = next((self._failure[r] for r in key if r in self._failure), None)
+            if failed is not None:
                 # a rank of this run already failed: a group asked for now must not wait for it
                 g = InProcessGroup(key, self.timeout)
-                g.abort(self._failure)
+                g.abort(failed)
                 return g
             g = self._groups.get(key)
             if g is None:
@@ -152,13 +159,22 @@ class World:
         if current_rank() is not None:
             raise RuntimeError("World.run called from a rank thread: rank work must not start rank work "
                                "(it would wait for itself)")
-        with self._run_lock:        # one controller at a time: calls on a group are matched by order
+        used = sorted(set(int(r) for r in ranks))
+        locks = self._locks_of(used)
+        for lock in locks:          # in rank order: runs sharing ranks never wait in a cycle
+            lock.acquire()
+        try:
             with self._lock:
-                self._failure = None
-            latch = _Latch(len(ranks), lambda i, e: self._abort(f"rank {ranks[i]} raised {type(e).__name__}: {e}"))
+                for r in used:
+                    self._failure.pop(r, None)
+            latch = _Latch(len(ranks), lambda i, e: self._abort(
+                used, f"rank {ranks[i]} raised {type(e).__name__}: {e}"))
             for i, r in enumerate(ranks):
                 self.rank(r).post(fn, i, latch)
             latch.wait()
+        finally:
+            for lock in reversed(locks):
+                lock.release()
         first = None
         for r, e in zip(ranks, latch.errors):
             if e is not None and (first is None or (isinstance(first[1], CollectiveAbortedError)
@@ -171,10 +187,19 @@ class World:
             raise exc
         return latch.results
 
-    def _abort(self, reason):
+    def _locks_of(self, ranks):
         with self._lock:
-            self._failure = reason
-            groups, self._groups = list(self._groups.values()), {}
+            return [self._rank_locks.setdefault(r, threading.Lock()) for r in ranks]
+
+    def _abort(self, ranks, reason):
+        """Aborts the groups that contain any of ``ranks`` (the failing run's; no other run uses
+        them now) and makes groups asked for by those ranks start aborted until their next run."""
+        ranks = set(ranks)
+        with self._lock:
+            for r in ranks:
+                self._failure[r] = reason
+            groups = [g for key, g in self._groups.items() if ranks.intersection(key)]
+            self._groups = {key: g for key, g in self._groups.items() if not ranks.intersection(key)}
         for g in groups:
             g.abort(reason)
 

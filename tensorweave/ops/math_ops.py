@@ -12,7 +12,7 @@ import numpy as np
 
 from tensorweave.core import dtypes as _dt
 from tensorweave.core import sbp_rules
-from tensorweave.core.sbp import B, BOXES_TO_B, P, Signature
+from tensorweave.core.sbp import B, BOXES_TO_B, P, Partial, Signature
 from tensorweave.core.convert import convert_like, convert_to_tensor
 from tensorweave.core.dispatch import execute, invalid_input
 from tensorweave.core.registry import NOT_DIFFERENTIABLE, get_op, register_op, set_traits
@@ -671,6 +671,31 @@ def _cast_sbp(inputs, attrs):
     return sigs
 
 
+# monotone on all the reals (floats): a partial max/min passes through (sbp_rules.monotone_signatures)
+for _name in ("Relu", "Relu6", "Exp", "Expm1", "Tanh", "Sigmoid", "Softplus", "Softsign", "Elu", "Selu", "Floor",
+              "Ceil", "Round", "Sign", "Atan", "Erf"):
+    get_op(_name).sbp = sbp_rules.elementwise_rule(monotone="up")
+get_op("Neg").sbp = sbp_rules.elementwise_rule("all", monotone="down")
+get_op("LeakyRelu").sbp = sbp_rules.elementwise_rule(
+    monotone=lambda attrs: "up" if attrs.get("alpha", 0.2) >= 0 else None)
+get_op("AddV2").sbp = sbp_rules.elementwise_rule("all", monotone=("up", "up"))      # x + b
+get_op("Sub").sbp = sbp_rules.elementwise_rule("all", monotone=("up", "down"))      # x - b, b - x
+
+
+def _max_min_sbp(kind):
+    """maximum/minimum: monotone in each input with the other B, and ``P(max)`` on both sides of
+    ``maximum`` (the max over ranks of ``max(a_r, b_r)`` is ``max(max a, max b)``; min alike)."""
+    rule = sbp_rules.elementwise_rule(monotone=("up", "up"))
+    both = Signature([Partial(kind)] * 2, [Partial(kind)])
+
+    def sbp(inputs, attrs):
+        sigs = rule(inputs, attrs)
+        return sigs + [both] if sbp_rules.monotone_signatures(inputs, ("up", "up")) else sigs
+    return sbp
+
+
+get_op("Maximum").sbp = _max_min_sbp("max")
+get_op("Minimum").sbp = _max_min_sbp("min")
 get_op("SelectV2").sbp = _select_sbp
 get_op("Cast").sbp = _cast_sbp
 get_op("Where").sbp = BOXES_TO_B       # coordinates of the true elements: a data-dependent length

@@ -7,7 +7,8 @@ functions, ``lgamma``, ``digamma``, ``erfc``, ``log_sigmoid``. Float inputs only
 """
 import numpy as np
 
-from tensorweave.core.registry import NOT_DIFFERENTIABLE
+from tensorweave.core import sbp_rules
+from tensorweave.core.registry import NOT_DIFFERENTIABLE, get_op
 from tensorweave.ops import math_ops as M
 from tensorweave.ops import rules
 
@@ -36,6 +37,9 @@ lgamma = _u("Lgamma", lambda op, g: [g * digamma(_x(op))])
 _trigamma = _u("Trigamma", NOT_DIFFERENTIABLE)
 digamma = _u("Digamma", lambda op, g: [g * _trigamma(_x(op))])
 erfc = _u("Erfc", lambda op, g: [g * (-2 / np.sqrt(np.pi)) * M.exp(-M.square(_x(op)))])
+# monotone on all the reals: a partial max/min passes through (sbp_rules.monotone_signatures)
+for _name, _direction in (("Sinh", "up"), ("Asinh", "up"), ("Erfc", "down")):
+    get_op(_name).sbp = sbp_rules.elementwise_rule(monotone=_direction)
 
 
 def log_sigmoid(x, name=None):
