@@ -172,18 +172,28 @@ class Cluster:
             except Exception as e:  # noqa: BLE001 - re-raised below as the rank's own exception
                 self._failed(ranks[0], e)
                 raise _original(ranks[0], e) from None
-        pending, first_error = list(refs), None
+        # the common case in one wait; a rank that failed while the others wait in a collective is
+        # seen within a second, then the loop below aborts the others' collectives
+        done, pending = ray.wait(refs, num_returns=len(refs), timeout=1.0)
+        if not pending:
+            try:
+                return ray.get(refs)
+            except Exception:  # noqa: BLE001 - which rank: the loop below looks at each
+                pending = list(refs)
+        failed = []
         while pending:
             done, pending = ray.wait(pending, num_returns=1)
             try:
                 ray.get(done[0])
             except Exception as e:  # noqa: BLE001 - re-raised below as the rank's own exception
                 rank = ranks[refs.index(done[0])]
-                if first_error is None:
-                    first_error = (rank, e)
-                self._failed(rank, e, first=first_error[0] == rank)
-        if first_error is not None:
-            raise _original(*first_error)
+                self._failed(rank, e, first=not failed)
+                failed.append((rank, e))
+        if failed:
+            # the cause, not a rank whose collective was abandoned because of it
+            from tensorweave.distribute.collective import CollectiveAbortedError
+            causes = [f for f in failed if not isinstance(getattr(f[1], "cause", None), CollectiveAbortedError)]
+            raise _original(*(causes or failed)[0])
         return ray.get(refs)
 
     def _failed(self, rank, e, first=True):
