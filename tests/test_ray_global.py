@@ -123,6 +123,20 @@ def test_data_parallel_adam_in_tw_function_equals_one_device(backend):
     assert iterations == 10          # the optimizer's local step counter is the driver's, updated
 
 
+def test_a_local_variable_is_the_drivers_state_between_planned_steps(backend):
+    counter = tw.Variable(0.0)                        # local: the driver's, updated once per step
+    x = tw.constant(np.arange(4.0, dtype=np.float32)).to_global(placement=P2, sbp=S(0))
+
+    @tw.function
+    def step(x):
+        counter.assign_add(1.0)
+        return tw.reduce_sum(x) + counter.read_value()
+    assert [float(step(x)) for _ in range(2)] == [7.0, 8.0]
+    assert float(counter.numpy()) == 2.0
+    counter.assign(10.0)                              # changed on the driver between steps
+    assert float(step(x)) == 17.0 and float(counter.numpy()) == 11.0
+
+
 # ---- Ray only: where things run and what comes back -----------------------------------------------
 def _count_calls(monkeypatch, cluster):
     calls = []

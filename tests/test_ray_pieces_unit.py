@@ -33,8 +33,10 @@ def test_a_connected_cluster_is_the_placements_ranks_except_inside_in_process(fa
     p = tw.placement("cpu", ranks=[0, 1])
     assert pieces.cluster_for(p) is fake
     assert pieces.cluster_for(tw.placement("cpu", ranks=[1])) is fake
-    with tw.distribute.in_process():
-        with tw.distribute.in_process():
+    assert pieces.cluster_for(tw.placement("cuda", ranks=[0, 1])) is None       # the workers are CPU ranks
+    assert tw.distribute.in_process is pieces.in_process
+    with pieces.in_process():
+        with pieces.in_process():
             assert pieces.cluster_for(p) is None
         assert pieces.cluster_for(p) is None
     assert pieces.cluster_for(p) is fake
@@ -52,6 +54,9 @@ def test_dropped_pieces_are_freed_with_the_next_call_to_their_worker(fake):
     assert (a.nbytes, a.ndim, b.nbytes, b.ndim) == (24, 2, 32, 1)
     del a
     assert heap.take_freed(0) == [keys[0]] and heap.take_freed(0) == [] and heap.take_freed(1) == []
+    heap.release(0, 7)
+    heap.release(0, 5)
+    assert heap.take_freed(0) == [7, 5]          # in the order they were dropped
     heap.alive = False                      # the cluster shut down: nothing to free any more
     del b
     assert heap.take_freed(1) == []
@@ -71,6 +76,10 @@ def test_what_a_call_sends_for_a_piece(fake):
     other = RemotePiece(Heap(), 1, 1, (2,), np.float32)      # a piece of another (gone) cluster
     with pytest.raises(tw.errors.FailedPreconditionError, match="lived on a Ray cluster that is shut down"):
         pieces._ref(other, 1, fake, "op")
+    heap.alive = False                                        # this cluster's, after its shutdown
+    with pytest.raises(tw.errors.FailedPreconditionError, match="lived on a Ray cluster that is shut down"):
+        pieces._ref(piece, 1, fake, "op")
+    heap.alive = True
     with pytest.raises(TypeError, match="send its key"):
         pickle.dumps(piece)
 
