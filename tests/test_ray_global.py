@@ -165,6 +165,28 @@ def test_a_planned_step_is_shipped_once_then_one_call_per_worker(cluster, monkey
     assert calls == [("_w_bind_plan", (0, 1))] + [("_w_run_plan", (0, 1))] * 3
 
 
+def test_one_planned_function_runs_where_its_placement_means_at_each_call(cluster):
+    f = tw.function(mlp_block)
+    x, w, b = _arr(6, 5), _arr(5, 3), _arr(3)
+    want = mlp_block(tw.constant(x), tw.constant(w), tw.constant(b)).numpy()
+    with tw.distribute.in_process():
+        args = [tw.constant(v).to_global(placement=P2, sbp=s) for v, s in zip((x, w, b), (S(0), B, B))]
+        here = f(*args)
+    there = f(*args)                  # the same plan, now shipped to the workers (values travel inline)
+    _on("in_process", here)
+    _on("ray", there)
+    for got in (here, there):
+        np.testing.assert_allclose(got.numpy(), want, rtol=2e-5, atol=1e-5)
+    assert f.experimental_get_tracing_count() == 1
+    with tw.distribute.in_process():
+        with pytest.raises(tw.errors.FailedPreconditionError, match=r"(?s)pieces live on the Ray workers.*'AddV2'"
+                                                                     r".*in_process\(\) block"):
+            there + 1.0
+        moved = there.to_global(sbp=B)                     # boxing brings the pieces over
+    _on("in_process", moved)
+    np.testing.assert_allclose(moved.numpy(), want, rtol=2e-5, atol=1e-5)
+
+
 def test_pieces_dropped_by_the_driver_are_freed_on_the_workers(cluster):
     x = tw.constant(_arr(64, 4)).to_global(placement=P2, sbp=S(0))
     gc.collect()

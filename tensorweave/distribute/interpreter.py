@@ -423,7 +423,10 @@ def run_global_op(opdef, inputs, attrs, name=None):
             results = run_op(cluster, placement, plans, local_ops, inputs, once, n_op, bool(ctx.tapes), opdef)
         else:
             if any(isinstance(t._pieces[0], RemotePiece) for t in inputs):
-                local_pieces([t._pieces[0] for t in inputs])      # raises: the cluster is gone or set aside
+                raise errors.FailedPreconditionError(describe(
+                    opdef, inputs, "an input's pieces live on the Ray workers but this placement means the "
+                                   "in-process ranks here (inside tw.distribute.in_process(), or the cluster is gone)",
+                    "use it outside the in_process() block, or bring it over with x.to_global(...) / x.numpy()"))
             results = world.run(ranks, on_rank)
     except Exception as e:  # noqa: BLE001 - re-raised naming the op, SBPs and shapes
         if isinstance(e, errors.OpError) and "global" in str(e):

@@ -90,13 +90,7 @@ class RankPlans:
         self.plan, self.placement = plan, plan.placement
         self.world = default_world()
         self.bound = None
-        from tensorweave.distribute.ray.pieces import cluster_for
-        cluster = cluster_for(self.placement)
-        if cluster is not None:           # the ranks are Ray workers: specs shipped once, then one call each
-            from tensorweave.distribute.ray.plans import RayRankPlans
-            self.remote = RayRankPlans(plan, cluster)
-        else:
-            self.remote = None
+        self.remote = None
 
     def _bind(self):
         from tensorweave.runtime import executor
@@ -109,8 +103,13 @@ class RankPlans:
 
     def run(self, feeds):
         """``feeds[i]``: rank ``i``'s feed values; returns per fetch its layout and the ranks' pieces."""
+        from tensorweave.distribute.ray.pieces import cluster_for
         from tensorweave.runtime import executor
-        if self.remote is not None:
+        cluster = cluster_for(self.placement)
+        if cluster is not None:       # the ranks are Ray workers: specs shipped once per cluster, then one call each
+            if self.remote is None or self.remote.cluster is not cluster:
+                from tensorweave.distribute.ray.plans import RayRankPlans
+                self.remote = RayRankPlans(self.plan, cluster)
             return self.remote.run(feeds)
         if self.bound is None:
             self._bind()
