@@ -16,7 +16,7 @@ from tensorweave.distribute.variables import GlobalVariable
 from tensorweave.distribute.distribution import MirroredStrategy
 from tensorweave.distribute.explain import Explanation, explain
 from tensorweave.distribute.pipeline import Pipeline, pipeline
-from tensorweave.distribute.ray import connect, current, shutdown   # (Ray is imported by connect, not here)
+from tensorweave.distribute.ray import connect, current, in_process, shutdown   # (Ray is imported by connect, not here)
 from tensorweave.distribute.ray.multi_worker import FailureConfig, MultiWorkerMirroredStrategy, RayClusterResolver
 from tensorweave.distribute import experimental
 
@@ -25,5 +25,5 @@ placement = Placement
 __all__ = ["Placement", "placement", "GlobalTensor", "from_local", "to_global", "BoxingPlan", "BoxingStep", "box",
            "boxing_cost", "plan_boxing", "CollectiveAbortedError", "CollectiveTimeoutError", "Communicator",
            "InProcessGroup", "World", "default_world", "set_collective_timeout", "GlobalVariable", "MirroredStrategy",
-           "explain", "Explanation", "Pipeline", "pipeline", "connect", "current", "shutdown",
+           "explain", "Explanation", "Pipeline", "pipeline", "connect", "current", "shutdown", "in_process",
            "MultiWorkerMirroredStrategy", "RayClusterResolver", "FailureConfig", "experimental"]

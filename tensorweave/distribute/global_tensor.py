@@ -25,6 +25,8 @@ from tensorweave.core.tensor import EagerTensor, Tensor
 from tensorweave.distribute import plan_ops  # noqa: F401 - registers the ops planned graphs hold
 from tensorweave.distribute.boxing import box, plan_boxing
 from tensorweave.distribute.layout import Placement, assemble, local_shape, normalize_sbp, split_to_pieces
+from tensorweave.distribute.ray import pieces as ray_pieces
+from tensorweave.distribute.ray.pieces import RemotePiece, cluster_for, is_remote, local_pieces, place
 
 
 def _fmt(nd):
@@ -73,12 +75,12 @@ class GlobalTensor(Tensor):
 
     def numpy(self):
         """The logical value (gathered from the ranks' pieces)."""
-        v = assemble(self._pieces, self._shape, self._placement, self._sbp)
+        v = assemble(local_pieces(self._pieces), self._shape, self._placement, self._sbp)
         return v if v.ndim else v[()]
 
     def to_local(self):
         """The per-rank local tensors, in rank (mesh) order."""
-        return [EagerTensor(p, self._dtype) for p in self._pieces]
+        return [EagerTensor(p, self._dtype) for p in local_pieces(self._pieces)]
 
     def to_global(self, placement=None, sbp=None):
         """This tensor boxed to ``placement`` (default: its own) and ``sbp`` (default: its own)."""
@@ -129,8 +131,9 @@ class GlobalTensor(Tensor):
         return self
 
     def __deepcopy__(self, memo):
-        return GlobalTensor([np.array(p) for p in self._pieces], self._placement, self._sbp, self._shape,
-                            self._dtype)
+        # (a piece on a Ray worker is never written in place: the copy can share it)
+        return GlobalTensor([p if isinstance(p, RemotePiece) else np.array(p) for p in self._pieces],
+                            self._placement, self._sbp, self._shape, self._dtype)
 
 
 def _activate():
@@ -146,7 +149,12 @@ def box_tensor(x, placement, nd_sbp, record=True):
     if placement == x._placement and nd_sbp == x._sbp:
         return x
     plan = plan_boxing(x._shape, x._dtype.np_dtype, x._placement, x._sbp, nd_sbp, placement)
-    out = GlobalTensor(box(x._pieces, plan), placement, nd_sbp, x._shape, x._dtype)
+    cluster = cluster_for(placement)
+    if cluster is not None:
+        pieces = ray_pieces.box(cluster, x._pieces, plan)     # worker to worker
+    else:
+        pieces = box(local_pieces(x._pieces) if is_remote(x._pieces) else x._pieces, plan)
+    out = GlobalTensor(pieces, placement, nd_sbp, x._shape, x._dtype)
     if record:
         from tensorweave.distribute.autodiff import record_boxing
         record_boxing(x, out)
@@ -175,7 +183,7 @@ def to_global(x, placement=None, sbp=None):
     placement = _check_placement(placement, "to_global")
     value = np.asarray(x._value)
     nd = normalize_sbp(sbp, placement, value.shape, "to_global")
-    out = GlobalTensor(split_to_pieces(value, placement, nd), placement, nd, value.shape, x.dtype)
+    out = GlobalTensor(place(placement, split_to_pieces(value, placement, nd)), placement, nd, value.shape, x.dtype)
     from tensorweave.distribute.autodiff import record_local_to_global
     record_local_to_global(x, out)
     return out
@@ -251,7 +259,7 @@ def from_local(tensors, placement, sbp):
             raise ValueError(f"{what}: rank {placement.ranks[i]}'s piece has shape {list(s)} but the balanced "
                              f"split of logical shape {list(shape)} gives it {list(want)}. Hint: the first "
                              "dim % n ranks hold one more")
-    return GlobalTensor([np.array(p) for p in pieces], placement, nd, shape, dtypes.pop())
+    return GlobalTensor(place(placement, [np.array(p) for p in pieces]), placement, nd, shape, dtypes.pop())
 
 
 def _local_to_global(self, placement=None, sbp=None):

@@ -44,6 +44,7 @@ from tensorweave.core.shape import TensorShape, as_shape, fmt
 from tensorweave.core.tensor import EagerTensor
 from tensorweave.distribute.boxing import plan_boxing, run_boxing_on_rank
 from tensorweave.distribute.layout import shard_slices
+from tensorweave.distribute.ray.pieces import RemotePiece, cluster_for, local_pieces
 
 _warned = set()
 _local = threading.local()
@@ -82,7 +83,7 @@ def describe(opdef, inputs, message, hint=None):
 def _out_specs(opdef, inputs, attrs):
     # A B input is its value on every rank: shape rules that read a value (a reshape's target
     # shape, often tw.shape of a global tensor) see it as an eager tensor (rank 0's piece, no copy).
-    seen = [EagerTensor(t._pieces[0], t._dtype) if t._dtype is not _dt.resource and all(
+    seen = [_b_value(t) if t._dtype is not _dt.resource and all(
         isinstance(s, Broadcast) for s in t._sbp) else t for t in inputs]
     try:
         specs = opdef.infer(seen, attrs)
@@ -91,6 +92,16 @@ def _out_specs(opdef, inputs, attrs):
     if isinstance(specs, tuple) and len(specs) == 2 and isinstance(specs[1], _dt.DType):
         specs = [specs]
     return [(_known(shape), dtype) for shape, dtype in specs]
+
+
+def _b_value(t):
+    piece = t._pieces[0]
+    if isinstance(piece, RemotePiece):
+        # on a Ray worker: fetched only when small and integral (a shape-like value a rule may read)
+        if piece.dtype.kind not in "iub" or piece.nbytes > 512:
+            return t
+        piece = local_pieces([piece])[0]
+    return EagerTensor(piece, t._dtype)
 
 
 def _known(shape):
@@ -398,6 +409,7 @@ def run_global_op(opdef, inputs, attrs, name=None):
                           + (f" (first at {site})" if site else ""), stacklevel=2)
     world = default_world()
     ranks = placement.ranks
+    n_op = opdef.n_outputs(attrs)
 
     def on_rank(i):
         r = ranks[i]
@@ -405,7 +417,17 @@ def run_global_op(opdef, inputs, attrs, name=None):
                               lambda g: world.group(g).communicator(g.index(r)), ranks if once else None)
 
     try:
-        results = world.run(ranks, on_rank)
+        cluster = cluster_for(placement)
+        if cluster is not None:      # the ranks are Ray workers: the pieces stay there
+            from tensorweave.distribute.ray.pieces import run_op
+            results = run_op(cluster, placement, plans, local_ops, inputs, once, n_op, bool(ctx.tapes), opdef)
+        else:
+            if any(isinstance(t._pieces[0], RemotePiece) for t in inputs):
+                raise errors.FailedPreconditionError(describe(
+                    opdef, inputs, "an input's pieces live on the Ray workers but this placement means the "
+                                   "in-process ranks here (inside tw.distribute.in_process(), or the cluster is gone)",
+                    "use it outside the in_process() block, or bring it over with x.to_global(...) / x.numpy()"))
+            results = world.run(ranks, on_rank)
     except Exception as e:  # noqa: BLE001 - re-raised naming the op, SBPs and shapes
         if isinstance(e, errors.OpError) and "global" in str(e):
             raise
@@ -422,13 +444,12 @@ def run_global_op(opdef, inputs, attrs, name=None):
         from tensorweave.distribute.autodiff import record_boxing
         record_boxing(t, b)
         boxed.append(b)
-    n_op = opdef.n_outputs(attrs)
     if n_op == 0 or not out_specs:
         return None
     per_rank = [[res[1]] if n_op == 1 else list(res[1]) for res in results]
     outs = []
     for j, (shape, dtype) in enumerate(out_specs):
-        pieces = [np.asarray(p[j]) for p in per_rank]
+        pieces = [p[j] if isinstance(p[j], RemotePiece) else np.asarray(p[j]) for p in per_rank]
         if shape is None:   # shape known only after running: all-B, every rank the same
             shape = pieces[0].shape
         wants = _piece_shapes(shape, placement, out_nd[j])

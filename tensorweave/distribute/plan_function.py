@@ -90,6 +90,7 @@ class RankPlans:
         self.plan, self.placement = plan, plan.placement
         self.world = default_world()
         self.bound = None
+        self.remote = None
 
     def _bind(self):
         from tensorweave.runtime import executor
@@ -102,7 +103,14 @@ class RankPlans:
 
     def run(self, feeds):
         """``feeds[i]``: rank ``i``'s feed values; returns per fetch its layout and the ranks' pieces."""
+        from tensorweave.distribute.ray.pieces import cluster_for
         from tensorweave.runtime import executor
+        cluster = cluster_for(self.placement)
+        if cluster is not None:       # the ranks are Ray workers: specs shipped once per cluster, then one call each
+            if self.remote is None or self.remote.cluster is not cluster:
+                from tensorweave.distribute.ray.plans import RayRankPlans
+                self.remote = RayRankPlans(self.plan, cluster)
+            return self.remote.run(feeds)
         if self.bound is None:
             self._bind()
         bound = self.bound
@@ -170,5 +178,6 @@ class PlannedSessionRun(RankPlans):
     def __call__(self, feed_values):
         from tensorweave.distribute.layout import assemble
         fetched = self.run([list(feed_values)] * self.placement.size)
-        return [pieces[0] if lay is None else assemble(pieces, lay._shape, self.placement, lay._sbp)
+        from tensorweave.distribute.ray.pieces import local_pieces
+        return [pieces[0] if lay is None else assemble(local_pieces(pieces), lay._shape, self.placement, lay._sbp)
                 for lay, pieces in fetched]

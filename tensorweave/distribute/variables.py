@@ -34,6 +34,7 @@ from tensorweave.core.shape import TensorShape, as_shape
 from tensorweave.core.tensor import EagerTensor
 from tensorweave.distribute.global_tensor import GlobalTensor, to_global
 from tensorweave.distribute.layout import Placement, local_shape, normalize_sbp, partial_identity, split_to_pieces
+from tensorweave.distribute.ray.pieces import RemotePiece, cluster_for, local_pieces, make_variables
 from tensorweave.ops import variables as _variables
 from tensorweave.ops.variables import Variable, _next_uid
 
@@ -97,8 +98,12 @@ class GlobalVariable(Variable):
             pieces, logical_shape, dt, self._nd = self._make_pieces(initial_value, placement, sbp, dtype, shape)
             self._dtype = dt
             self._shape = TensorShape(logical_shape)
-            locals_ = [Variable(p, trainable=False, name=f"{base}/rank{r}", dtype=dt)
-                       for p, r in zip(pieces, placement.ranks)]
+            cluster = cluster_for(placement)
+            if cluster is not None:     # each shard a variable on its Ray worker
+                locals_ = make_variables(cluster, placement, pieces, base, dt)
+            else:
+                locals_ = [Variable(p, trainable=False, name=f"{base}/rank{r}", dtype=dt)
+                           for p, r in zip(local_pieces(pieces), placement.ranks)]
         self._locals = locals_
         self._eager_handle = GlobalHandle(self, locals_)
         self._handles = {}
@@ -113,7 +118,7 @@ class GlobalVariable(Variable):
             if g is None:
                 nd = normalize_sbp(sbp, placement, tuple(init.shape.as_list()), f"Variable '{self._name[:-2]}'")
                 g = to_global(init, placement, nd)
-            return [np.array(p) for p in g._pieces], g._shape, g.dtype, g._sbp
+            return [p if isinstance(p, RemotePiece) else np.array(p) for p in g._pieces], g._shape, g.dtype, g._sbp
         if isinstance(init, Variable):
             return self._make_pieces(init.read_value(), placement, sbp, dtype, shape)
         if not _takes_shape(init):

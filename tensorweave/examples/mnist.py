@@ -83,6 +83,10 @@ def configure(p):
                                                    "safetensors; 'none' to skip)")
     p.add_argument("--verbose", type=int, choices=(0, 1, 2), default=1, help="Keras verbosity (default 1)")
     p.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
+    p.add_argument("--workers", type=int, default=None, help="train the MLP data-parallel on N Ray workers (a local "
+                                                             "Ray instance; --batch-size is per worker)")
+    p.add_argument("--address", default=None, help="with --workers: attach to a Ray cluster ('auto' for the one "
+                                                   "`ray start` made on this machine, or ray://host:port)")
 
 
 def run(args):
@@ -90,6 +94,14 @@ def run(args):
         value = getattr(args, name)
         if value is not None and value < 1:
             raise SystemExit(f"tensorweave train: --{name.replace('_', '-')} must be at least 1")
+    if args.workers is not None:
+        if args.workers < 1:
+            raise SystemExit("tensorweave train: --workers must be at least 1")
+        from tensorweave.examples.mnist_workers import train_on_workers
+        train_on_workers(args.workers, args.epochs, args.batch_size, args.address, args.verbose, args.seed)
+        return 0
+    if args.address is not None:
+        raise SystemExit("tensorweave train: --address needs --workers N")
     train(args.model, args.epochs, args.batch_size, None if args.save == "none" else args.save, args.verbose,
           args.seed)
     return 0

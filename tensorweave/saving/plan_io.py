@@ -51,8 +51,10 @@ JSON_FILE, TENSOR_FILE = "plan.json", "plan.safetensors"
 
 
 # ---- writing ------------------------------------------------------------------------------------
-def plan_to_json(plan):
-    """``(document, tensors)`` for a bound plan: its spec, resources with their current state."""
+def plan_to_json(plan, variable_values=True):
+    """``(document, tensors)`` for a bound plan: its spec, resources with their current state
+    (``variable_values=False``: variables by name, dtype and shape only, for a receiver that
+    holds them already, e.g. a Ray worker holding its shards)."""
     spec = plan.spec
     sctx = SaveContext()
     doc = {"format": PLAN_FORMAT, "version": PLAN_FORMAT_VERSION, "plan": _encode_spec(spec, sctx, 0)}
@@ -60,8 +62,10 @@ def plan_to_json(plan):
     for i, (desc, live) in enumerate(zip(spec.resources or [], plan.resources or [])):
         out = {"kind": desc["kind"], "name": desc["name"]}
         if desc["kind"] == "variable":
-            key = f"variables/{i}"
-            sctx.tensors[key] = np.asarray(live._read())
+            key = None
+            if variable_values:
+                key = f"variables/{i}"
+                sctx.tensors[key] = np.asarray(live._read())
             out.update(dtype=desc["dtype"].name, shape=None if desc["shape"].rank is None
                        else list(desc["shape"].as_tuple()), value=key)
         elif desc["kind"] == "random_stream":
@@ -115,9 +119,11 @@ def _encode_value(v, sctx, where, depth):
 
 
 # ---- reading ------------------------------------------------------------------------------------
-def plan_from_json(doc, tensors, runtime=None, where=JSON_FILE):
+def plan_from_json(doc, tensors, runtime=None, where=JSON_FILE, live=None):
     """A bound plan from :func:`plan_to_json`'s output, on ``runtime``: variables the runtime
-    lacks are created from the tensors, random streams from their saved positions."""
+    lacks are created from the tensors, random streams from their saved positions.
+    ``live``: the objects of the resource table by index, when the receiver binds
+    them itself (names are unique within one plan only)."""
     V.check_depth(doc, where)
     V.check_keys(doc, where, ("format", "version", "plan", "resources", "constants"))
     if doc["format"] != PLAN_FORMAT:
@@ -130,8 +136,15 @@ def plan_from_json(doc, tensors, runtime=None, where=JSON_FILE):
     spec = _decode_spec(doc["plan"], lctx, f"{where} plan", len(descs), 0)
     spec.resources = [{k: v for k, v in d.items() if k != "value"} for d in descs]
     rt = runtime or executor.default_runtime()
+    if live is not None:
+        if len(live) != len(descs):
+            fail(where, f"{len(descs)} resources in the plan but {len(live)} given to bind it")
+        return executor.bind(spec, rt, list(live))
     for d in descs:
         if d["kind"] == "variable" and ("variable", d["name"]) not in rt.resources:
+            if d["value"] is None:
+                raise NotFoundError(f"{where}: the plan's variable {d['name']!r} was written without its value and "
+                                    f"runtime '{rt.name}' has none of that name")
             rt.add_variable(d["name"], d["value"])
     return executor.bind(spec, rt)
 
@@ -150,6 +163,10 @@ def _decode_resource(r, lctx, where):
         V.check_keys(r, where, ("kind", "name", "dtype", "shape", "value"))
         dt = V.check_dtype(r["dtype"], where, "dtype", V.TENSOR_DTYPES)
         shape = V.check_shape(r["shape"], where)
+        if r["value"] is None:      # written without its value (plan_to_json(variable_values=False))
+            from tensorweave.core.shape import TensorShape
+            return {"kind": kind, "name": V.check_string(r["name"], where, "name", V.MAX_NAME), "dtype": dt,
+                    "shape": TensorShape(shape), "value": None}
         V.check_string(r["value"], where, "value", V.MAX_NAME)
         value = lctx.tensors.get(r["value"]) if r["value"].startswith("variables/") else None
         if value is None:

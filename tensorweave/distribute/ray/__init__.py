@@ -2,5 +2,6 @@
 
 Importing this package does not import Ray; :func:`connect` does."""
 from tensorweave.distribute.ray.cluster import Cluster, RankWorker, connect, current, shutdown
+from tensorweave.distribute.ray.pieces import in_process
 
-__all__ = ["Cluster", "RankWorker", "connect", "current", "shutdown"]
+__all__ = ["Cluster", "RankWorker", "connect", "current", "shutdown", "in_process"]

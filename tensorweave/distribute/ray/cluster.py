@@ -42,6 +42,7 @@ class RankWorker:
         self.rank = int(rank)
         self.ranks = tuple(ranks)
         self.store = {}
+        self.runtime = None               # the rank's Runtime, made by the first plan or op it runs
         self.transport = transport
         self._cluster_id = cluster_id
         self._timeout = timeout
@@ -147,6 +148,7 @@ class Cluster:
         self.transport = transport
         self._started_ray = started_ray
         self._pg = placement_group
+        self.heap = None        # the keys of the values global tensors keep on the workers (ray/pieces.py)
 
     @property
     def num_workers(self):
@@ -155,25 +157,51 @@ class Cluster:
     def run(self, fn, *args, ranks=None):
         """``[fn(worker, *args) for each rank]`` run concurrently, one call per worker, results
         in rank order. ``fn`` travels by Ray's own serialization (code from this driver)."""
+        ranks = range(len(self.workers)) if ranks is None else list(ranks)
+        return self.run_each(fn, [args] * len(ranks), ranks)
+
+    def run_each(self, fn, per_rank_args, ranks=None):
+        """``[fn(worker, *per_rank_args[i]) for the i-th of ranks]``: as :meth:`run`, with each
+        rank's own arguments (its pieces, its plan): still one call per worker."""
         ray = _ray()
         ranks = range(len(self.workers)) if ranks is None else list(ranks)
-        refs = [self.workers[r].call.remote(fn, args, self._generation) for r in ranks]
-        pending, first_error = list(refs), None
+        refs = [self.workers[r].call.remote(fn, args, self._generation) for r, args in zip(ranks, per_rank_args)]
+        if len(refs) == 1:
+            try:
+                return [ray.get(refs[0])]
+            except Exception as e:  # noqa: BLE001 - re-raised below as the rank's own exception
+                self._failed(ranks[0], e)
+                raise _original(ranks[0], e) from None
+        # the common case in one wait; a rank that failed while the others wait in a collective is
+        # seen within a second, then the loop below aborts the others' collectives
+        done, pending = ray.wait(refs, num_returns=len(refs), timeout=1.0)
+        if not pending:
+            try:
+                return ray.get(refs)
+            except Exception:  # noqa: BLE001 - which rank: the loop below looks at each
+                pending = list(refs)
+        failed = []
         while pending:
             done, pending = ray.wait(pending, num_returns=1)
             try:
                 ray.get(done[0])
             except Exception as e:  # noqa: BLE001 - re-raised below as the rank's own exception
                 rank = ranks[refs.index(done[0])]
-                if isinstance(e, _ray().exceptions.RayActorError):
-                    _sweep_rank(self.cluster_id, rank)      # a dead worker cannot unlink its segments
-                if first_error is None:
-                    first_error = (rank, e)
-                    _abort_rendezvous(self.cluster_id, f"rank {rank} raised {type(e).__name__}")
-                    self._generation += 1      # the next call's collectives use fresh groups
-        if first_error is not None:
-            raise _original(*first_error)
+                self._failed(rank, e, first=not failed)
+                failed.append((rank, e))
+        if failed:
+            # the cause, not a rank whose collective was abandoned because of it
+            from tensorweave.distribute.collective import CollectiveAbortedError
+            causes = [f for f in failed if not isinstance(getattr(f[1], "cause", None), CollectiveAbortedError)]
+            raise _original(*(causes or failed)[0])
         return ray.get(refs)
+
+    def _failed(self, rank, e, first=True):
+        if isinstance(e, _ray().exceptions.RayActorError):
+            _sweep_rank(self.cluster_id, rank)      # a dead worker cannot unlink its segments
+        if first:
+            _abort_rendezvous(self.cluster_id, f"rank {rank} raised {type(e).__name__}")
+            self._generation += 1      # the next call's collectives use fresh groups
 
     def restart_worker(self, rank):
         """Replaces rank ``rank``'s actor (dead or not) by a fresh one in the same placement
@@ -187,6 +215,8 @@ class Cluster:
 
     def shutdown(self):
         ray = _ray()
+        if self.heap is not None:
+            self.heap.alive = False      # the values global tensors kept on the workers go with them
         try:
             ray.get([w.close.remote() for w in self.workers], timeout=60)
         except Exception:  # noqa: BLE001 - a dead or stuck worker; its segments are swept below

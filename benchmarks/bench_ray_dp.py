@@ -1,0 +1,124 @@
+"""Planned steps on Ray workers: the driver's per-step overhead and the data-parallel throughput
+of the benchmark MLP. One JSON object per line (the machine's CPU model and load first).
+
+* ``overhead``: a planned ``tw.function`` of one tiny op (``x * 2`` on 8 floats, ``S(0)`` over 2
+  workers): each call is one message per worker and one answer, so its time is the per-step
+  cost of driving the workers. The row gives the median wall µs per call on Ray and on the
+  in-process ranks, and the driver's own CPU µs per call on Ray (``time.process_time``: what
+  the single controller spends per step, the rest is waiting for the workers).
+* ``dp_mlp``: the MLP of ``bench_distribute.py`` (784-512-512-10, ReLU, softmax cross-entropy,
+  SGD) trained by a planned ``tw.function`` step (batch ``S(0)``, weights ``B``, the gradient
+  all-reduce planned) with ``--batch`` examples per worker: on 1 worker (placement ``[0]``)
+  and on 2 workers (``[0, 1]``, twice the global batch), each worker one Ray CPU and one BLAS
+  thread. Examples/s of each and their ratio (the issue's target: >= 1.8x).
+
+Usage: ``python benchmarks/bench_ray_dp.py [--batch 256] [--steps 20] [--calls 300]``.
+"""
+import argparse
+import json
+import os
+import statistics
+import time
+import warnings
+
+import numpy as np
+
+import tensorweave as tw
+from bench_distribute import SIZES
+from bench_ray_collectives import _cpu_model
+
+
+def _tiny_step(placement):
+    x = tw.constant(np.arange(8, dtype=np.float32)).to_global(placement=placement, sbp=tw.sbp.split(0))
+    f = tw.function(lambda x: x * 2.0)
+    f(x)                              # trace, plan, ship
+    return lambda: f(x)
+
+
+def _timed_calls(call, n):
+    times, cpu0 = [], time.process_time()
+    for _ in range(n):
+        t0 = time.perf_counter()
+        call()
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times) * 1e6, (time.process_time() - cpu0) / n * 1e6
+
+
+def _dp_step(placement, batch_per_worker):
+    n = placement.size
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((batch_per_worker * n, SIZES[0])).astype(np.float32)
+    y = rng.integers(0, SIZES[-1], batch_per_worker * n).astype(np.int32)
+    params = []
+    for a, b in zip(SIZES, SIZES[1:]):
+        w = (rng.standard_normal((a, b)) * np.sqrt(2.0 / a)).astype(np.float32)
+        params += [tw.Variable(w, placement=placement, sbp=tw.sbp.broadcast),
+                   tw.Variable(np.zeros(b, np.float32), placement=placement, sbp=tw.sbp.broadcast)]
+    x = tw.constant(x).to_global(placement=placement, sbp=tw.sbp.split(0))
+    y = tw.constant(y).to_global(placement=placement, sbp=tw.sbp.split(0))
+
+    @tw.function
+    def step(x, y):
+        with tw.GradientTape() as tape:
+            h = x
+            for i in range(0, len(params), 2):
+                h = tw.matmul(h, params[i]) + params[i + 1]
+                if i + 2 < len(params):
+                    h = tw.nn.relu(h)
+            loss = tw.reduce_mean(tw.nn.sparse_softmax_cross_entropy_with_logits(labels=y, logits=h))
+        for p, g in zip(params, tape.gradient(loss, params)):
+            p.assign_sub(0.01 * g)
+        return loss
+    step(x, y)
+    return lambda: step(x, y), tw.distribute.explain(step, x, y)
+
+
+def _rate(step, steps, examples):
+    t0 = time.perf_counter()
+    for _ in range(steps):
+        step()
+    return examples * steps / (time.perf_counter() - t0)
+
+
+def _one_blas_thread(worker):
+    from threadpoolctl import threadpool_limits
+    threadpool_limits(1)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--batch", type=int, default=256)
+    ap.add_argument("--steps", type=int, default=20)
+    ap.add_argument("--calls", type=int, default=300)
+    args = ap.parse_args()
+    warnings.simplefilter("ignore")
+    print(json.dumps({"cpu": _cpu_model(), "cores": os.cpu_count(), "load_1m": round(os.getloadavg()[0], 2)}),
+          flush=True)
+    cluster = tw.distribute.connect(num_workers=2)
+    try:
+        cluster.run(_one_blas_thread)
+        p2 = tw.placement("cpu", ranks=[0, 1])
+        on_ray = _timed_calls(_tiny_step(p2), args.calls)
+        with tw.distribute.in_process():
+            in_process = _timed_calls(_tiny_step(p2), args.calls)
+        print(json.dumps({"row": "overhead", "workers": 2, "transport": cluster.transport,
+                          "ray_us_per_step": round(on_ray[0], 1), "ray_driver_cpu_us_per_step": round(on_ray[1], 1),
+                          "in_process_us_per_step": round(in_process[0], 1),
+                          "load_1m": round(os.getloadavg()[0], 2)}), flush=True)
+        one, _ = _dp_step(tw.placement("cpu", ranks=[0]), args.batch)
+        two, explained = _dp_step(p2, args.batch)
+        r1, r2 = [], []
+        for _ in range(3):            # alternate, best of 3
+            r1.append(_rate(one, args.steps, args.batch))
+            r2.append(_rate(two, args.steps, 2 * args.batch))
+        collectives = [c["kind"] for c in explained.to_dict()["collectives"]]
+        print(json.dumps({"row": "dp_mlp", "batch_per_worker": args.batch, "one_worker_examples_s": round(max(r1)),
+                          "two_workers_examples_s": round(max(r2)), "speedup": round(max(r2) / max(r1), 2),
+                          "target": 1.8, "collectives_per_step": collectives,
+                          "load_1m": round(os.getloadavg()[0], 2)}), flush=True)
+    finally:
+        tw.distribute.shutdown()
+
+
+if __name__ == "__main__":
+    main()

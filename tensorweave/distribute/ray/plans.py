@@ -1,0 +1,149 @@
+"""Planned ``tw.function`` s on Ray workers: each rank's plan spec shipped once, then one call
+per worker per step.
+
+The planner's per-rank :class:`~tensorweave.runtime.plan_spec.PlanSpec` (``GraphPlan.rank_spec``)
+leaves the driver as data: ``saving.plan_io.plan_to_json`` (JSON text plus a dict of arrays for
+large constants; variables by name, dtype and shape only). The worker checks and binds it with
+``plan_io.plan_from_json`` on its own runtime, handing it the live objects of the plan's
+resource table by index: its communicator (``worker.comm``), its shards of the global
+variables (already in its store: :mod:`~tensorweave.distribute.ray.pieces`), and its own copies
+of the driver's *local* variables the plan uses (an optimizer's ``iterations``).
+
+A step is one call per worker: the keys (or, for local arguments, the values) of its feeds;
+it runs its bound plan and keeps its pieces of the global outputs in its store (the driver
+gets shapes back; local outputs come from the first rank). Local variables are the driver's
+state: the first rank runs their updates (``_Once``), sends their values back with the step's
+answer and the driver writes them into its variables; a value the driver changed between steps
+travels with the next step.
+"""
+import json
+
+import numpy as np
+
+from tensorweave.core import errors
+from tensorweave.distribute.ray.pieces import RemotePiece, _call, _meta, _ref, heap_of, resolve, worker_runtime
+
+
+class _Bound:
+    """What ``plan_io.plan_to_json`` reads of a bound plan: the spec and its live resources."""
+
+    __slots__ = ("spec", "resources")
+
+    def __init__(self, spec, resources):
+        self.spec, self.resources = spec, resources
+
+
+class RayRankPlans:
+    """A :class:`~tensorweave.distribute.planner.GraphPlan` run on the Ray workers of its
+    placement (what ``plan_function.RankPlans`` delegates to when the placement is on Ray)."""
+
+    def __init__(self, plan, cluster):
+        self.plan, self.cluster, self.placement = plan, cluster, plan.placement
+        self.heap = heap_of(cluster)
+        self.key = None
+        self.local_vars = []
+        self._synced = []
+
+    def __del__(self):
+        if self.key is not None:
+            for r in self.placement.ranks:
+                self.heap.release(r, self.key)
+
+    def _ship(self):
+        """Sends each rank its spec (once) and binds it there."""
+        ranks = self.placement.ranks
+        key = self.heap.key()
+        per_rank, local_index = [], {}
+        for i, r in enumerate(ranks):
+            spec, live = self.plan.rank_spec(i)
+            doc, tensors = _plan_io().plan_to_json(_Bound(spec, live), variable_values=False)
+            res = []
+            for desc, obj in zip(spec.resources or [], live):
+                if desc["kind"] == "communicator":
+                    res.append(("comm", None))
+                elif isinstance(obj, RemotePiece):
+                    res.append(("key", _ref(obj, r, self.cluster, f"plan {spec.label}")[0]))
+                elif desc["kind"] == "variable":
+                    j = local_index.get(id(obj))
+                    if j is None:
+                        j = local_index[id(obj)] = len(self.local_vars)
+                        self.local_vars.append(obj)
+                    res.append(("local", j))
+                else:
+                    raise errors.UnimplementedError(
+                        f"plan {spec.label}: a {desc['kind']} resource ({desc['name']!r}) cannot run on Ray workers yet")
+            per_rank.append([key, json.dumps(doc), tensors, res])
+        values = [np.array(v._read()) for v in self.local_vars]
+        for args in per_rank:
+            args.append(values)
+        _call(self.cluster, _w_bind_plan, per_rank, ranks)
+        self._synced = values
+        self.key = key
+
+    def run(self, feeds):
+        """``feeds[i]``: rank ``i``'s feed values (pieces or local values); returns per fetch its
+        layout (None: local) and the ranks' pieces (:class:`RemotePiece` s; a local fetch: its
+        value first)."""
+        if self.key is None:
+            self._ship()
+        gp, ranks, heap = self.plan, self.placement.ranks, self.heap
+        global_out = [id(t) not in gp.local for t in gp.fetches]
+        pushes = []
+        for j, v in enumerate(self.local_vars):
+            cur = np.asarray(v._read())
+            if not np.array_equal(cur, self._synced[j]):
+                pushes.append((j, np.array(cur)))
+        per_rank, keys = [], []
+        for i, r in enumerate(ranks):
+            out_keys = [heap.key() if g else None for g in global_out]
+            keys.append(out_keys)
+            per_rank.append((self.key, [_ref(f, r, self.cluster, f"planned {gp.label}") for f in feeds[i]], out_keys,
+                             pushes, i == 0))
+        answers = _call(self.cluster, _w_run_plan, per_rank, ranks)
+        back = answers[0][1]
+        for j, v in enumerate(back):
+            self.local_vars[j]._write(v)
+            self._synced[j] = v
+        out = []
+        for j, t in enumerate(gp.fetches):
+            if global_out[j]:
+                pieces = [RemotePiece(heap, r, keys[i][j], *answers[i][0][j]) for i, r in enumerate(ranks)]
+                out.append((gp.layouts[id(t)], pieces))
+            else:
+                out.append((None, [answers[0][0][j]] + [None] * (len(ranks) - 1)))
+        return out
+
+
+def _plan_io():
+    from tensorweave.saving import plan_io
+    return plan_io
+
+
+def _w_bind_plan(worker, key, doc_text, tensors, res, local_values):
+    from tensorweave.core.context import init_scope
+    from tensorweave.ops.variables import Variable
+    rt = worker_runtime(worker)
+    with init_scope():
+        local_vars = [Variable(np.array(v), trainable=False, name=f"driver_local_{j}")
+                      for j, v in enumerate(local_values)]
+    live = [rt.resource("communicator", "world") if kind == "comm" else
+            worker.store[ref] if kind == "key" else local_vars[ref] for kind, ref in res]
+    plan = _plan_io().plan_from_json(json.loads(doc_text), tensors, rt, where=f"plan for rank {worker.rank}",
+                                     live=live)
+    worker.store[key] = (plan, local_vars)
+
+
+def _w_run_plan(worker, key, refs, out_keys, pushes, first):
+    from tensorweave.runtime import executor
+    plan, local_vars = worker.store[key]
+    for j, v in pushes:
+        local_vars[j]._write(v)
+    outs = executor.run_plan(plan, [resolve(worker, r) for r in refs])
+    store, metas = worker.store, []
+    for o, k in zip(outs, out_keys):
+        if k is None:
+            metas.append(np.asarray(o) if first else None)
+        else:
+            store[k] = o = np.asarray(o)
+            metas.append(_meta(o))
+    return metas, [np.array(v._read()) for v in local_vars] if first else ()
