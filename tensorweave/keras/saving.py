@@ -275,6 +275,10 @@ def save_model(model, filepath, overwrite=True, include_optimizer=True, **kwargs
     if kwargs.get("sharded", True) and sharded_saving.is_global_model(model):
         sharded_saving.save_model(model, filepath, overwrite, include_optimizer)
         return
+    workers = sharded_saving.workers_holding(model) if kwargs.get("sharded", True) else None
+    if workers is not None:      # trained on Ray workers: each writes its rows of one copy
+        sharded_saving.save_model_on_workers(model, workers, filepath, overwrite, include_optimizer)
+        return
     if os.path.isdir(filepath) and not os.path.islink(filepath):
         if not sharded_saving.is_sharded_save(filepath):
             raise IsADirectoryError(f"{filepath} is a directory (not a saved model); choose another path")
