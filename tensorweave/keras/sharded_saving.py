@@ -268,6 +268,26 @@ def no_distribution():
         stack.pop()
 
 
+def structure_copy(model, include_optimizer=True):
+    """``(copy, sources)``: a local copy of a global model with the same architecture, compile
+    config and optimizer slots but zero values (nothing gathered), and ``{id(copy's
+    variable): model's variable}`` — for a sharded SavedModel, whose functions are traced on
+    the copy while each variable's value is written from the model's per-rank pieces."""
+    from tensorweave.keras.saving import restore_model
+    doc, variables = _document(model, include_optimizer)
+    arrays = {n: np.zeros(v.shape.as_list(), v.dtype.np_dtype) for n, v in variables.items()}
+    doc = json.loads(json.dumps(doc))
+    sizes = [a.nbytes for a in arrays.values()] or [0]
+    with no_distribution():
+        copy = restore_model(doc, arrays.__getitem__, f"model '{model.name}'", None, True, False,
+                             (max(sizes), sum(sizes)))
+    _, copied = _document(copy, include_optimizer)
+    if set(copied) != set(variables):
+        raise ValueError(f"model '{model.name}': its local copy has other variables "
+                         f"({sorted(set(copied) ^ set(variables))[:4]})")
+    return copy, {id(copied[n]): variables[n] for n in variables}
+
+
 def gathered_copy(model, include_optimizer=True):
     """A local (one-process) copy of a global model: same architecture, compile config,
     weights and optimizer state, each value gathered (for a SavedModel meant for serving)."""
