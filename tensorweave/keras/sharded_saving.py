@@ -15,7 +15,10 @@
   model is local (one process).
 * ``model.save("dir")`` / ``tw.saved_model.save`` (a SavedModel, for serving) of a global
   model export a **gathered** local copy (same config, weights and optimizer state), so
-  the SavedModel runs in one process without any distribution.
+  the SavedModel runs in one process without any distribution; ``model.save("dir",
+  sharded=True)`` exports its variables as per-rank shards instead (:func:`structure_copy`).
+* ``model.save("m.keras")`` of a model trained on Ray workers (``MultiWorkerMirroredStrategy``)
+  has each worker write its 1/N of the rows of one copy (:func:`save_model_on_workers`).
 
 >>> import os, tempfile, numpy as np, tensorweave as tw
 >>> from tensorweave import keras
