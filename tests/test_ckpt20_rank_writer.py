@@ -47,6 +47,28 @@ def test_ranks_write_locally_upload_and_the_controller_commits(tmp_path):
     assert sharded.restore(path, "n", Placement("cpu", [0, 1]), (B,))[1] == 4
 
 
+def test_a_rank_removes_the_local_copies_of_its_killed_saves(tmp_path):
+    _, parts = _replicas(2)
+    local = tmp_path / "local"
+    left = local / f"{sharded.STAGING}ckpt-0-deadbeef"       # what a worker killed mid-save leaves
+    left.mkdir(parents=True)
+    (left / "shards-rank0.safetensors").write_bytes(b"torn")
+    staging = sharded.Staging(tmp_path / "ckpt-1")
+    sharded.write_rank(staging.path, 0, parts[0], local)
+    assert os.listdir(local) == []
+    staging.abort()
+
+
+def test_read_region_assembles_a_box_across_shards(tmp_path):
+    a = np.arange(60, dtype=np.float32).reshape(10, 6)
+    four = Placement("cpu", [0, 1, 2, 3])
+    from tensorweave.distribute.layout import split_to_pieces
+    path = sharded.save(tmp_path / "c", {"a": sharded.ShardedValue(a.shape, a.dtype, four, (S(0),),
+                                                                    split_to_pieces(a, four, (S(0),)))})
+    box = (slice(2, 9), slice(1, 5))                  # rows 2..8 over the shards [0,3) [3,6) [6,8) [8,10)
+    assert np.array_equal(sharded.read_region(path, "a", box), a[box])
+
+
 def test_a_file_lost_by_the_upload_or_torn_fails_the_commit(tmp_path):
     _, parts = _replicas(2)
     staging = sharded.Staging(tmp_path / "ckpt-1")

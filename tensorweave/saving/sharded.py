@@ -164,14 +164,19 @@ def write_rank(staging, rank, values, local_dir=None, upload=None):
         if local_dir is None:
             tensor_file.write_tensors(target, tensors, meta, stage_prefix="sharded_file_")
         else:
+            # (local copies of saves killed on this rank are removed; a live save holds its lock)
+            os.makedirs(local_dir, exist_ok=True)
+            remove_stale(local_dir, [STAGING])
             local = os.path.join(os.fspath(local_dir), os.path.basename(staging))
-            os.makedirs(local, exist_ok=True)
+            os.mkdir(local)
+            lock = lock_temporary(local)
             try:
                 tensor_file.write_tensors(os.path.join(local, fname), tensors, meta, stage_prefix="sharded_file_")
                 (upload or tensor_file.copy_atomic)(os.path.join(local, fname), target)
                 crash_point("sharded_uploaded")
             finally:
                 shutil.rmtree(local, ignore_errors=True)
+                unlock(lock)
     crash_point("sharded_rank_written")
     return records
 
