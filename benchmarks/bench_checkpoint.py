@@ -29,8 +29,7 @@ same bytes in the same run:
 * ``single_file``: our single-file path (one process, gathered) for reference;
 * ``async_step``: an in-place SGD step over local variables, ms, without a save and while a
   ``CheckpointManager(async_save=True)`` save is in flight (the snapshot holds the variables'
-  storage, so the first update of each copies it: copy-on-write), with the background writer
-  at niceness 0 and at ``sharded.BACKGROUND_NICENESS`` (the default), in the same run.
+  storage, so the first update of each copies it: copy-on-write).
 
 ``python benchmarks/bench_checkpoint.py --sharded [--mb 256] [--ranks 1 2 4] [--repeat 3]``.
 Timings are never asserted in tests.
@@ -180,10 +179,7 @@ def sharded_main(args):
         t_load, best_load = median_time(lambda: Checkpoint(w=single).read(prefix), args.repeat)
         emit({"row": "single_file", "save_GB_per_s": round(gb / t_save, 3), "restore_GB_per_s": round(gb / t_load, 3)})
         os.remove(prefix + ".safetensors")
-        from tensorweave.saving import sharded
-        for niceness in (0, sharded.BACKGROUND_NICENESS):       # the writer thread's priority, A/B in one run
-            sharded.BACKGROUND_NICENESS = niceness
-            async_step_row(base, arrays[:4], args.repeat, niceness)
+        async_step_row(base, arrays[:4], args.repeat)
     finally:
         shutil.rmtree(base, ignore_errors=True)
     return 0
@@ -217,7 +213,7 @@ def dcp_row(base, arrays, n, gb, repeat):
     shutil.rmtree(path, ignore_errors=True)
 
 
-def async_step_row(base, arrays, repeat, niceness=None):
+def async_step_row(base, arrays, repeat):
     import tensorweave as tw
     from tensorweave import keras
     from tensorweave.train import Checkpoint, CheckpointManager
@@ -244,7 +240,7 @@ def async_step_row(base, arrays, repeat, niceness=None):
         manager.wait_until_finished()
         saves.append((snap, time.perf_counter() - t0))
     mb = sum(a.nbytes for a in arrays) / 1e6
-    emit({"row": "async_step", "writer_niceness": niceness, "model_mb": round(mb, 1), "step_ms": round(1e3 * statistics.median(plain), 2),
+    emit({"row": "async_step", "model_mb": round(mb, 1), "step_ms": round(1e3 * statistics.median(plain), 2),
           "step_ms_during_save": round(1e3 * statistics.median(during), 2) if during else None,
           "steps_during_saves": len(during), "save_call_ms": round(1e3 * statistics.median(s for s, _ in saves), 2),
           "save_total_ms": round(1e3 * statistics.median(t for _, t in saves), 1)})

@@ -59,31 +59,17 @@ MARKER = "commit_success"
 MAX_SHARDS = 1 << 16
 STAGING = ".sharded-tmp-"
 _POOL_SIZE = 8
-BACKGROUND_NICENESS = 10
-_pools = {}
+_pool = [None]
 _pool_lock = threading.Lock()
 
 
-def _lower_priority():
-    """(In a background writer thread: Linux schedules threads one by one, so this thread
-    yields the CPU to the training step; elsewhere nothing changes.)"""
-    try:
-        os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), BACKGROUND_NICENESS)
-    except (AttributeError, OSError):
-        pass
-
-
-def _io_pool(background=False):
+def _io_pool():
     """The threads that write and read rank files (kept: starting threads per call costs more
-    than a small checkpoint's I/O on a busy machine). Tasks never wait on the pool themselves.
-    ``background``: the pool of asynchronous saves, whose threads run at a lower priority
-    (niceness +10), so the training step that goes on meanwhile gets the CPU first."""
+    than a small checkpoint's I/O on a busy machine). Tasks never wait on the pool themselves."""
     with _pool_lock:
-        if background not in _pools:
-            _pools[background] = ThreadPoolExecutor(
-                _POOL_SIZE, thread_name_prefix="tw-sharded-bg" if background else "tw-sharded-io",
-                initializer=_lower_priority if background else None)
-        return _pools[background]
+        if _pool[0] is None:
+            _pool[0] = ThreadPoolExecutor(_POOL_SIZE, thread_name_prefix="tw-sharded-io")
+        return _pool[0]
 
 
 class ShardedValue:
@@ -277,7 +263,7 @@ class Staging:
         unlock(self._lock)
 
 
-def save(directory, values, metadata=None, run_ranks=None, overwrite=False, background=False):
+def save(directory, values, metadata=None, run_ranks=None, overwrite=False):
     """Saves ``values`` (``{name: ShardedValue}``) as the checkpoint directory ``directory``
     (which must not exist, unless ``overwrite``: then it is replaced atomically); returns its
     path. ``metadata``: string pairs for the index, or a function of the index's variables
@@ -290,7 +276,7 @@ def save(directory, values, metadata=None, run_ranks=None, overwrite=False, back
     try:
         ranks = sorted({r for v in values.values() for r in v.placement.ranks})
         if run_ranks is None:
-            futures = [_io_pool(background).submit(write_rank, staging.path, r, values) for r in ranks]
+            futures = [_io_pool().submit(write_rank, staging.path, r, values) for r in ranks]
             wait(futures)   # every rank done before a failure removes the staging directory under them
             per_rank = [f.result() for f in futures]
         else:
@@ -322,17 +308,15 @@ def save_async(directory, values, metadata=None, run_ranks=None, overwrite=False
     """Snapshots the pieces now (a copy each, so training may change the variables at once;
     ``copy=False`` when the caller's arrays are never written in place, e.g. variable storage,
     which is copy-on-write while a reference is held) and saves them in a background thread;
-    ``then(path)`` runs on that thread after the commit. The rank files are written by
-    threads of lower priority (``_io_pool(background=True)``). Returns a :class:`SaveHandle`."""
+    ``then(path)`` runs on that thread after the commit. Returns a :class:`SaveHandle`."""
     snap = {n: ShardedValue(v.shape, v.dtype, v.placement, v.sbp,
                             {i: np.array(p) if copy else p for i, p in v.pieces.items()})
             for n, v in values.items()}
     box = {}
 
     def work():
-        _lower_priority()
         try:
-            box["path"] = save(directory, snap, metadata, run_ranks, overwrite, background=True)
+            box["path"] = save(directory, snap, metadata, run_ranks, overwrite)
             if then is not None:
                 then(box["path"])
         except BaseException as e:  # noqa: BLE001 - handed to wait()

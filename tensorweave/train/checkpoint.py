@@ -435,7 +435,6 @@ def _in_background(fn):
     box = {}
 
     def work():
-        _sharded.sharded._lower_priority()      # the training step goes first (threads made here inherit it)
         try:
             box["path"] = fn()
         except BaseException as e:  # noqa: BLE001 - handed to wait()
