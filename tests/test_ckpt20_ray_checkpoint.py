@@ -133,8 +133,8 @@ def test_workers_that_describe_a_value_differently_fail_the_save(cluster, tmp_pa
     assert sharded.list_checkpoints(tmp_path) == [] and os.listdir(tmp_path) == []
 
 
-@pytest.mark.parametrize("stage", ["sharded_file_partial_write", "sharded_file_written", "sharded_rank_written",
-                                   "sharded_uploaded"])
+@pytest.mark.parametrize("stage", ["sharded_file_partial_write", "sharded_file_written", "sharded_file_renamed",
+                                   "sharded_rank_written", "sharded_uploaded"])
 def test_a_worker_killed_during_the_save_leaves_the_previous_checkpoint_current(cluster, tmp_path, stage):
     first = sw.save_on_workers(cluster, tmp_path / "ckpt-1", _my_pieces)
     local = str(tmp_path / "local") if stage == "sharded_uploaded" else None

@@ -82,3 +82,10 @@ def test_saver_in_a_tf1_graph_writes_shards_and_restores_across_layouts(tmp_path
 
 
 ASSEMBLE = __import__("tensorweave.distribute.layout", fromlist=["assemble"]).assemble
+
+
+def test_a_checkpoint_of_tw_train_checkpoint_is_not_taken_for_a_saver_one(tmp_path):
+    w, _ = _vars(W, FOUR, tw.sbp.split(0), np.ones(3, np.float32))
+    prefix = tw.train.Checkpoint(w=w).write(str(tmp_path / "ckpt"))
+    with pytest.raises(ValueError, match="not a tf.train.Saver checkpoint .*restore with Checkpoint.restore"):
+        tf.train.Saver({"w": w}).restore(None, prefix)
