@@ -89,3 +89,15 @@ def test_a_checkpoint_of_tw_train_checkpoint_is_not_taken_for_a_saver_one(tmp_pa
     prefix = tw.train.Checkpoint(w=w).write(str(tmp_path / "ckpt"))
     with pytest.raises(ValueError, match="not a tf.train.Saver checkpoint .*restore with Checkpoint.restore"):
         tf.train.Saver({"w": w}).restore(None, prefix)
+
+
+def test_a_saved_shape_or_dtype_that_differs_is_refused(tmp_path):
+    w, b = _vars(W, FOUR, tw.sbp.split(0), np.ones(3, np.float32))
+    path = tf.train.Saver([w, b]).save(None, str(tmp_path / "model"))
+    small = tw.Variable(np.zeros((4, 3), np.float32), placement=THREE, sbp=tw.sbp.split(0), name="dense/kernel")
+    with pytest.raises(errors.InvalidArgumentError, match=r"dense/kernel has shape \[5, 3\] in .* but \[4, 3\]"):
+        tf.train.Saver({"dense/kernel": small}).restore(None, path)
+    wide = tw.Variable(np.zeros((5, 3)), placement=THREE, sbp=tw.sbp.split(0), name="dense/kernel")
+    with pytest.raises(errors.InvalidArgumentError, match="dense/kernel is float32 in .* but float64"):
+        tf.train.Saver({"dense/kernel": wide}).restore(None, path)
+    np.testing.assert_array_equal(small.numpy(), np.zeros((4, 3)))          # nothing was assigned
