@@ -334,3 +334,9 @@ def test_corrupt_or_mismatched_sharded_checkpoints_are_refused(tmp_path):
     open(index_path, "w").write(json.dumps(index))
     with pytest.raises(ValueError, match=r"the index's variables do not match the object graph \(\['stray'\]\)"):
         Checkpoint(w=back).read(prefix)
+    # an index whose dtype for a tensor is not the object graph's
+    del index["variables"]["stray"]
+    index["variables"]["w"]["dtype"] = "float64"
+    open(index_path, "w").write(json.dumps(index))
+    with pytest.raises(ValueError, match=r"tensor 'w' is float64\[5, 3\] in the index, the object graph says float32"):
+        Checkpoint(w=back).read(prefix)
