@@ -141,7 +141,8 @@ def _machine_row(base, mb):
         cpu = next(line.split(":", 1)[1].strip() for line in open("/proc/cpuinfo") if line.startswith("model name"))
     except (OSError, StopIteration):
         cpu = platform.processor() or platform.machine()
-    emit({"row": "machine", "cpu": cpu, "cores": os.cpu_count(), "load": os.getloadavg()[0],
+    from tensorweave.saving import checksum
+    emit({"row": "machine", "cpu": cpu, "cores": os.cpu_count(), "load": os.getloadavg()[0], "crc32": checksum.BACKEND,
           "python": platform.python_version(), "numpy": np.__version__, "dir": base, "model_mb": round(mb, 1)})
 
 

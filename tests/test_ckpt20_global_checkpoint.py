@@ -141,6 +141,8 @@ def test_list_and_load_variable_read_sharded_checkpoints(saved):
     names = dict(tw.train.list_variables(prefix))
     assert names["w"] == [5, 3] and names["step"] == []
     np.testing.assert_array_equal(tw.train.load_variable(prefix, "w"), w_saved)
+    np.testing.assert_array_equal(tw.train.load_variable(prefix, "bias"), np.arange(3.0, dtype=np.float32))
+    assert int(tw.train.load_variable(prefix, "step")) == 7
     reader = tw.train.load_checkpoint(prefix)
     assert reader.get_variable_to_shape_map()["w"] == [5, 3]
     np.testing.assert_array_equal(reader.get_tensor("w"), w_saved)
@@ -325,4 +327,16 @@ def test_corrupt_or_mismatched_sharded_checkpoints_are_refused(tmp_path):
     index["variables"]["w"]["shards"][0]["crc32"] ^= 1
     open(index_path, "w").write(json.dumps(index))
     with pytest.raises(ValueError, match="do not match the object graph's checksum"):
+        Checkpoint(w=back).read(prefix)
+    # an index holding a variable the object graph does not name
+    index["variables"]["w"]["shards"][0]["crc32"] ^= 1
+    index["variables"]["stray"] = index["variables"]["w"]
+    open(index_path, "w").write(json.dumps(index))
+    with pytest.raises(ValueError, match=r"the index's variables do not match the object graph \(\['stray'\]\)"):
+        Checkpoint(w=back).read(prefix)
+    # an index whose dtype for a tensor is not the object graph's
+    del index["variables"]["stray"]
+    index["variables"]["w"]["dtype"] = "float64"
+    open(index_path, "w").write(json.dumps(index))
+    with pytest.raises(ValueError, match=r"tensor 'w' is float64\[5, 3\] in the index, the object graph says float32"):
         Checkpoint(w=back).read(prefix)

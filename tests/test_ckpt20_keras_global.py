@@ -137,6 +137,34 @@ def test_a_saved_model_of_a_global_model_is_gathered_for_serving(trained, tmp_pa
     _same_state(trained, restored)
 
 
+@pytest.mark.parametrize("how", ["model.save", "tw.saved_model.save"])
+def test_a_sharded_saved_model_of_a_global_model_serves_in_a_plain_process(trained, tmp_path, monkeypatch, how):
+    from tensorweave.distribute import layout
+    export, gathered, assemble = str(tmp_path / "serving"), [], layout.assemble
+    monkeypatch.setattr(layout, "assemble", lambda *a: gathered.append(a) or assemble(*a))
+    if how == "model.save":
+        trained.save(export, sharded=True)
+    else:
+        tw.saved_model.save(trained, export, options=tw.saved_model.SaveOptions(experimental_sharded=True))
+    monkeypatch.undo()
+    assert gathered == []                                   # each rank's pieces written as they are
+    shards = os.path.join(export, "variables", "sharded")
+    index = sharded.read_index(shards)
+    assert sorted(os.listdir(shards)) == ["commit_success", "index.json", "shards-rank0.safetensors",
+                                          "shards-rank1.safetensors"]            # (B, S(1)): ranks 0 and 1 write
+    assert ["B", "S(1)"] in [v["sbp"] for v in index["variables"].values()]
+    np.save(tmp_path / "x.npy", X[:5])
+    subprocess.run([sys.executable, "-c", _SERVE, export, str(tmp_path / "x.npy"), str(tmp_path / "y.npy")],
+                   check=True, timeout=300)
+    np.testing.assert_allclose(np.load(tmp_path / "y.npy"), trained(X[:5]).numpy(), rtol=1e-5, atol=1e-6)
+    assert tw.saved_model.load(export, verify_fingerprint=True) is not None
+    if how == "model.save":
+        _same_state(trained, keras.models.load_model(export))
+    os.remove(os.path.join(shards, sorted(f for f in os.listdir(shards) if f.startswith("shards-"))[0]))
+    with pytest.raises(ValueError, match="variables/sharded/shards-rank0.safetensors is missing"):
+        tw.saved_model.load(export)
+
+
 def test_a_four_rank_run_resumes_on_two_ranks(tmp_path):
     straight = _build(tw.distribute.MirroredStrategy(DEVICES).scope())
     want = _fit(straight, epochs=3)

@@ -1,6 +1,7 @@
-"""TF1's tf.train.Saver on global variables (eager, and in TF1 graphs, where
-the graph-mode Saver writes them gathered): each rank writes its pieces under the variables' names, restore reshards onto the
-variables' current layouts, max_to_keep removes whole sharded checkpoints."""
+"""TF1's tf.train.Saver on global variables (eager, and in TF1 graphs, where the pieces are
+read from the per-rank variables, which live in this process whatever the session): each rank writes its pieces under the
+variables' names, restore reshards onto the variables' current layouts (in a graph, each
+rank's variable receives its piece; local variables are fed through the session), max_to_keep removes whole sharded checkpoints."""
 import os
 
 import numpy as np
@@ -41,22 +42,62 @@ def test_saver_round_trip_reshards(tmp_path):
         tf.train.Saver([w3, other]).restore(None, path)
 
 
-def test_saver_in_a_tf1_graph_saves_and_restores_global_variables_across_layouts(tmp_path):
-    # global variables in TF1 graphs are planned per rank; the graph-mode Saver writes them gathered
+def test_saver_in_a_tf1_graph_writes_shards_and_restores_across_layouts(tmp_path, monkeypatch):
+    # in a TF1 graph the Saver reads each rank's piece (its per-rank variable), gathers nothing
+    from tensorweave.distribute import layout
+    gathered = []
     with tf.Graph().as_default():
         w = tw.Variable(W, placement=FOUR, sbp=tw.sbp.split(0), name="dense/kernel")
-        step = w.assign_add(tf.ones((5, 3)))
-        saver = tf.train.Saver([w])
+        bias = tw.Variable(np.arange(3, dtype=np.float32), placement=FOUR, sbp=tw.sbp.broadcast, name="dense/bias")
+        step = tf.train.get_or_create_global_step()
+        train = [w.assign_add(tf.ones((5, 3))), step.assign_add(1)]
+        saver = tf.train.Saver([w, bias, step])
         with tf.Session() as sess:
             sess.run(tf.global_variables_initializer())
-            sess.run(step)
-            path = saver.save(sess, str(tmp_path / "model"), global_step=1)
+            sess.run(train)
+            monkeypatch.setattr(layout, "assemble", lambda *a: gathered.append(a) or ASSEMBLE(*a))
+            path = saver.save(sess, str(tmp_path / "model"), global_step=step)
+    assert gathered == []
+    assert sorted(os.listdir(path + ".sharded")) == ["commit_success", "index.json"] + [
+        f"shards-rank{r}.safetensors" for r in range(4)]
+    from tensorweave.saving import sharded
+    index = sharded.read_index(path + ".sharded")
+    assert [s["file"] for s in index["variables"]["dense/bias"]["shards"]] == ["shards-rank0.safetensors"]  # one copy
     assert tf.train.latest_checkpoint(str(tmp_path)) == path
+    monkeypatch.undo()
     with tf.Graph().as_default():
         w2 = tw.Variable(np.zeros((5, 3), np.float32), placement=THREE, sbp=tw.sbp.split(1), name="dense/kernel")
-        saver = tf.train.Saver([w2])
+        b2 = tw.Variable(np.zeros(3, np.float32), placement=THREE, sbp=tw.sbp.split(0), name="dense/bias")
+        step2 = tf.train.get_or_create_global_step()
+        saver = tf.train.Saver([w2, b2, step2])
         with tf.Session() as sess:
             saver.restore(sess, path)
             np.testing.assert_array_equal(sess.run(w2.read_value()), W + 1)
+            np.testing.assert_array_equal(sess.run(b2.read_value()), np.arange(3, dtype=np.float32))
+            assert sess.run(step2) == 1
+            assert [p.tolist() for p in sess.run(list(w2._locals))] == [(W + 1)[:, i:i + 1].tolist() for i in range(3)]
+    w3, _ = _vars(np.zeros((5, 3), np.float32), None, None, np.zeros(3, np.float32))     # eager, one process
+    tf.train.Saver({"dense/kernel": w3}).restore(None, path)
+    np.testing.assert_array_equal(w3.numpy(), W + 1)
 
 
+ASSEMBLE = __import__("tensorweave.distribute.layout", fromlist=["assemble"]).assemble
+
+
+def test_a_checkpoint_of_tw_train_checkpoint_is_not_taken_for_a_saver_one(tmp_path):
+    w, _ = _vars(W, FOUR, tw.sbp.split(0), np.ones(3, np.float32))
+    prefix = tw.train.Checkpoint(w=w).write(str(tmp_path / "ckpt"))
+    with pytest.raises(ValueError, match="not a tf.train.Saver checkpoint .*restore with Checkpoint.restore"):
+        tf.train.Saver({"w": w}).restore(None, prefix)
+
+
+def test_a_saved_shape_or_dtype_that_differs_is_refused(tmp_path):
+    w, b = _vars(W, FOUR, tw.sbp.split(0), np.ones(3, np.float32))
+    path = tf.train.Saver([w, b]).save(None, str(tmp_path / "model"))
+    small = tw.Variable(np.zeros((4, 3), np.float32), placement=THREE, sbp=tw.sbp.split(0), name="dense/kernel")
+    with pytest.raises(errors.InvalidArgumentError, match=r"dense/kernel has shape \[5, 3\] in .* but \[4, 3\]"):
+        tf.train.Saver({"dense/kernel": small}).restore(None, path)
+    wide = tw.Variable(np.zeros((5, 3)), placement=THREE, sbp=tw.sbp.split(0), name="dense/kernel")
+    with pytest.raises(errors.InvalidArgumentError, match="dense/kernel is float32 in .* but float64"):
+        tf.train.Saver({"dense/kernel": wide}).restore(None, path)
+    np.testing.assert_array_equal(small.numpy(), np.zeros((4, 3)))          # nothing was assigned

@@ -154,9 +154,11 @@ class Saver:
         directory = os.path.dirname(os.path.abspath(prefix))
         if not os.path.isdir(directory):
             raise errors.NotFoundError(f"Parent directory of {save_path} doesn't exist, can't save.")
-        if self._graph is None and any(_sharded.is_global(v) for v in self._vars.values()):
-            # global variables (eager): each rank writes its own pieces, nothing is gathered
-            _sharded.save_by_name(prefix + _sharded.SHARDED_SUFFIX, self._vars, FORMAT, VERSION)
+        if any(_sharded.is_global(v) for v in self._vars.values()):
+            # global variables: each rank writes its own pieces, nothing is gathered (in a TF1
+            # graph too: the pieces are the per-rank variables'; local ones come from the session)
+            fetch = None if self._graph is None else (lambda vs: self._values(sess, vs))
+            _sharded.save_by_name(prefix + _sharded.SHARDED_SUFFIX, self._vars, FORMAT, VERSION, fetch)
             _remove(prefix + SUFFIX)
         else:
             names = sorted(self._vars)
@@ -224,7 +226,10 @@ class Saver:
             raise ValueError("Can't load save_path when it is None.")
         kind, path = _locate(save_path)
         if kind == "sharded":
-            _sharded.restore_by_name(path, self._vars, FORMAT, save_path)
+            if self._restore_ops is None:
+                _sharded.restore_by_name(path, self._vars, FORMAT, save_path)
+            else:
+                self._restore_sharded_in_graph(sess, path, save_path)
             return
         arrays = read_saver_file(path)
         missing = [n for n in self._vars if n not in arrays]
@@ -252,6 +257,12 @@ class Saver:
                 ops.append(op)
         if ops:
             sess.run(ops, feeds)
+
+    def _restore_sharded_in_graph(self, sess, path, save_path):
+        def assign_local(values):
+            ops = [self._restore_ops[n][1] for n in values]
+            sess.run(ops, {self._restore_ops[n][0]: a for n, a in values.items()})
+        _sharded.restore_by_name(path, self._vars, FORMAT, save_path, assign_local)
 
     # ---- bookkeeping -------------------------------------------------------------------------------
     @property

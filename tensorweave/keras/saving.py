@@ -261,19 +261,27 @@ def save_model(model, filepath, overwrite=True, include_optimizer=True, **kwargs
     from tensorweave.keras import sharded_saving
     if not filepath.endswith(".keras"):
         from tensorweave.saving import saved_model
+        sources = None
         if sharded_saving.is_global_model(model):
-            # A SavedModel is for serving: a local copy, gathered, runs in one process.
-            model = sharded_saving.gathered_copy(model, include_optimizer)
+            if kwargs.get("sharded", False) or getattr(kwargs.get("options"), "experimental_sharded", False):
+                # variables as per-rank shards, nothing gathered
+                model, sources = sharded_saving.structure_copy(model, include_optimizer)
+            else:   # A SavedModel is for serving: a local copy, gathered, runs in one process.
+                model = sharded_saving.gathered_copy(model, include_optimizer)
 
         def extra(obj, sctx):
             doc = saved_model_metadata(obj, sctx)
             if not include_optimizer:
                 doc["optimizer_state"] = None
             return doc
-        saved_model._save(model, filepath, kwargs.get("signatures"), kwargs.get("options"), extra)
+        saved_model._save(model, filepath, kwargs.get("signatures"), kwargs.get("options"), extra, sources)
         return
     if kwargs.get("sharded", True) and sharded_saving.is_global_model(model):
         sharded_saving.save_model(model, filepath, overwrite, include_optimizer)
+        return
+    workers = sharded_saving.workers_holding(model) if kwargs.get("sharded", True) else None
+    if workers is not None:      # trained on Ray workers: each writes its rows of one copy
+        sharded_saving.save_model_on_workers(model, workers, filepath, overwrite, include_optimizer)
         return
     if os.path.isdir(filepath) and not os.path.islink(filepath):
         if not sharded_saving.is_sharded_save(filepath):

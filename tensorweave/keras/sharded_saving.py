@@ -15,7 +15,10 @@
   model is local (one process).
 * ``model.save("dir")`` / ``tw.saved_model.save`` (a SavedModel, for serving) of a global
   model export a **gathered** local copy (same config, weights and optimizer state), so
-  the SavedModel runs in one process without any distribution.
+  the SavedModel runs in one process without any distribution; ``model.save("dir",
+  sharded=True)`` exports its variables as per-rank shards instead (:func:`structure_copy`).
+* ``model.save("m.keras")`` of a model trained on Ray workers (``MultiWorkerMirroredStrategy``)
+  has each worker write its 1/N of the rows of one copy (:func:`save_model_on_workers`).
 
 >>> import os, tempfile, numpy as np, tensorweave as tw
 >>> from tensorweave import keras
@@ -64,12 +67,16 @@ def _value(v):
     return global_value(v) if _is_global(v) else local_value(np.asarray(v.numpy()))
 
 
-def _save(path, values, metadata, overwrite):
-    path = os.fspath(path)
+def _prepare_path(path, overwrite):
     if os.path.lexists(path) and not os.path.isdir(path):
         if not overwrite:
             raise FileExistsError(f"{path} exists and overwrite=False")
         os.remove(path)          # (a single-file save of a local model was here; a directory replaces it)
+
+
+def _save(path, values, metadata, overwrite):
+    path = os.fspath(path)
+    _prepare_path(path, overwrite)
     sharded.save(path, values, metadata, overwrite=overwrite)
 
 
@@ -80,23 +87,84 @@ def save_weights(model, filepath, overwrite=True):
     _save(filepath, values, {"format": WEIGHTS_FORMAT, "version": str(VERSION)}, overwrite)
 
 
-def save_model(model, filepath, overwrite=True, include_optimizer=True):
-    """``model.save("m.keras")`` of a global model: a sharded directory with the Keras document."""
-    import tensorweave
+def _document(model, include_optimizer):
+    """``(doc, {tensor name: variable})``: the Keras document of ``model`` with its weights and
+    optimizer variables referred to by tensor names (``weights/<key>``, ``optimizer/<i>``)."""
     from tensorweave.keras.saving import model_document
     doc, keyed = model_document(model, include_optimizer)
-    values = {f"weights/{k}": _value(v) for k, v in keyed.items()}
+    variables = {f"weights/{k}": v for k, v in keyed.items()}
     doc["weights"] = {k: f"weights/{k}" for k in keyed}
     if doc["optimizer_state"] is not None:
         refs = []
         for i, v in enumerate(doc["optimizer_state"]["variables"]):
-            values[f"optimizer/{i}"] = _value(v)
+            variables[f"optimizer/{i}"] = v
             refs.append(f"optimizer/{i}")
         doc["optimizer_state"]["variables"] = refs
-    meta = {"format": FORMAT, "version": str(VERSION), "tensorweave_version": tensorweave.__version__,
+    return doc, variables
+
+
+def _metadata(doc):
+    import tensorweave
+    return {"format": FORMAT, "version": str(VERSION), "tensorweave_version": tensorweave.__version__,
             "date_saved": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
             "keras": json.dumps(doc, allow_nan=False)}
-    _save(filepath, values, meta, overwrite)
+
+
+def save_model(model, filepath, overwrite=True, include_optimizer=True):
+    """``model.save("m.keras")`` of a global model: a sharded directory with the Keras document."""
+    doc, variables = _document(model, include_optimizer)
+    _save(filepath, {n: _value(v) for n, v in variables.items()}, _metadata(doc), overwrite)
+
+
+# ---- models trained on Ray workers (MultiWorkerMirroredStrategy) -----------------------------------------------
+def workers_holding(model):
+    """The Ray cluster whose workers keep a replica of ``model`` (it was trained there under
+    ``MultiWorkerMirroredStrategy``), or None."""
+    if getattr(model, "_multi_worker", None) is None or "_multi_worker_token" not in model.__dict__:
+        return None
+    from tensorweave.distribute.ray import cluster as rc
+    return rc.current()
+
+
+def _worker_values(worker, token, include_optimizer):
+    """On a worker: its share of one copy of the kept model's values (``split_replica``)."""
+    from tensorweave.keras.engine.weights_io import _keyed_weights
+    from tensorweave.saving.sharded_workers import WorkerStateMismatch, split_replica
+    kept = worker.store.get("multi_worker_models", {})
+    model = next((m for t, (m, _) in kept.items() if t.startswith(token + "-")), None)
+    if model is None:
+        raise WorkerStateMismatch(f"worker {worker.rank} does not hold this model (trained elsewhere since?)")
+    index, size = worker.ranks.index(worker.rank), len(worker.ranks)
+    values = {f"weights/{k}": split_replica(v.numpy(), index, size) for k, v in _keyed_weights(model).items()}
+    opt = model.optimizer
+    if include_optimizer and opt is not None and opt.built:
+        for i, v in enumerate(opt.variables):
+            values[f"optimizer/{i}"] = split_replica(v.numpy(), index, size)
+    return values
+
+
+def save_model_on_workers(model, cluster, filepath, overwrite=True, include_optimizer=True):
+    """``model.save("m.keras")`` of a model trained on Ray workers: each worker writes its
+    1/N of the rows of every weight and optimizer variable (``sharded_workers.split_replica``)
+    into the sharded directory, in parallel; the driver writes the Keras document and commits.
+    The workers' shards are checked against the driver's values (CRC-32 of the same rows):
+    if the driver's model changed since the last ``fit``, the driver writes them itself."""
+    from tensorweave.saving import sharded_workers as sw
+    doc, variables = _document(model, include_optimizer)
+    arrays = {n: np.asarray(v.numpy()) for n, v in variables.items()}
+    path = os.fspath(filepath)
+    _prepare_path(path, overwrite)
+    try:
+        sw.save_on_workers(cluster, path, _worker_values, model._multi_worker_token, include_optimizer,
+                           metadata=_metadata(doc), overwrite=overwrite, verify=sw.replica_verifier(arrays))
+    except sw.WorkerStateMismatch:
+        size = cluster.num_workers
+        values = {}
+        for n, a in arrays.items():
+            parts = [sw.split_replica(a, i, size) for i in range(size)]
+            values[n] = sharded.ShardedValue(a.shape, a.dtype, parts[0].placement, parts[0].sbp,
+                                             {i: p.pieces[i] for i, p in enumerate(parts)})
+        _save(path, values, _metadata(doc), overwrite)
 
 
 # ---- loading ---------------------------------------------------------------------------------------------
@@ -203,19 +271,32 @@ def no_distribution():
         stack.pop()
 
 
+def structure_copy(model, include_optimizer=True):
+    """``(copy, sources)``: a local copy of a global model with the same architecture, compile
+    config and optimizer slots but zero values (nothing gathered), and ``{id(copy's
+    variable): model's variable}`` — for a sharded SavedModel, whose functions are traced on
+    the copy while each variable's value is written from the model's per-rank pieces."""
+    from tensorweave.keras.saving import restore_model
+    doc, variables = _document(model, include_optimizer)
+    arrays = {n: np.zeros(v.shape.as_list(), v.dtype.np_dtype) for n, v in variables.items()}
+    doc = json.loads(json.dumps(doc))
+    sizes = [a.nbytes for a in arrays.values()] or [0]
+    with no_distribution():
+        copy = restore_model(doc, arrays.__getitem__, f"model '{model.name}'", None, True, False,
+                             (max(sizes), sum(sizes)))
+    _, copied = _document(copy, include_optimizer)
+    if set(copied) != set(variables):
+        raise ValueError(f"model '{model.name}': its local copy has other variables "
+                         f"({sorted(set(copied) ^ set(variables))[:4]})")
+    return copy, {id(copied[n]): variables[n] for n in variables}
+
+
 def gathered_copy(model, include_optimizer=True):
     """A local (one-process) copy of a global model: same architecture, compile config,
     weights and optimizer state, each value gathered (for a SavedModel meant for serving)."""
-    from tensorweave.keras.saving import model_document, restore_model
-    doc, keyed = model_document(model, include_optimizer)
-    arrays = {f"weights/{k}": np.asarray(v.numpy()) for k, v in keyed.items()}
-    doc["weights"] = {k: f"weights/{k}" for k in keyed}
-    if doc["optimizer_state"] is not None:
-        refs = []
-        for i, v in enumerate(doc["optimizer_state"]["variables"]):
-            arrays[f"optimizer/{i}"] = np.asarray(v.numpy())
-            refs.append(f"optimizer/{i}")
-        doc["optimizer_state"]["variables"] = refs
+    from tensorweave.keras.saving import restore_model
+    doc, variables = _document(model, include_optimizer)
+    arrays = {n: np.asarray(v.numpy()) for n, v in variables.items()}
     doc = json.loads(json.dumps(doc))
     sizes = [a.nbytes for a in arrays.values()] or [0]
     with no_distribution():

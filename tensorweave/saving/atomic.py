@@ -13,7 +13,8 @@
 
 **Crash hook (tests only).** ``TENSORWEAVE_CHECKPOINT_CRASH_AT=<stage>[:<n>]`` makes the
 process exit at once (``os._exit(86)``, no cleanup, like a kill) the ``n``-th time (default
-1) it reaches ``<stage>`` (:func:`crash_point`).
+1) it reaches ``<stage>`` (:func:`crash_point`); with ``TENSORWEAVE_CHECKPOINT_CRASH_KILL=1``
+it sends itself ``SIGKILL`` instead (``kill -9``: how a Ray worker's death is tested).
 
 >>> import os, tempfile
 >>> parent = tempfile.mkdtemp()
@@ -32,6 +33,7 @@ import os
 import shutil
 
 CRASH_ENV = "TENSORWEAVE_CHECKPOINT_CRASH_AT"
+CRASH_KILL_ENV = "TENSORWEAVE_CHECKPOINT_CRASH_KILL"
 CRASH_EXIT_CODE = 86
 _crash_counts = {}
 
@@ -46,6 +48,9 @@ def crash_point(stage):
         return
     _crash_counts[stage] = _crash_counts.get(stage, 0) + 1
     if _crash_counts[stage] == (int(nth) if nth else 1):
+        if os.environ.get(CRASH_KILL_ENV):
+            import signal
+            os.kill(os.getpid(), signal.SIGKILL)
         os._exit(CRASH_EXIT_CODE)
 
 

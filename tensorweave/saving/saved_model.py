@@ -65,6 +65,7 @@ FORMAT = "tensorweave.saved_model"
 VERSION = 1
 JSON_NAME = "saved_model.json"
 VARIABLES_FILE = os.path.join("variables", "variables.safetensors")
+SHARDED_DIR = os.path.join("variables", "sharded")    # a global model's variables, per rank (optional)
 ASSETS_DIR = "assets"
 FINGERPRINT_NAME = "fingerprint.json"
 DEFAULT_SIGNATURE = "serving_default"
@@ -91,10 +92,13 @@ class Asset:
 
 class SaveOptions:
     """Options of :func:`save` (TensorFlow's name). ``inline_constants``: constants up to this
-    many elements are written into the JSON, larger ones into the tensor file."""
+    many elements are written into the JSON, larger ones into the tensor file.
+    ``experimental_sharded``: a Keras model with global weights is exported with its variables
+    as per-rank shards (``variables/sharded/``, nothing gathered) instead of a gathered copy."""
 
-    def __init__(self, inline_constants=graph_io.INLINE_ELEMENTS):
+    def __init__(self, inline_constants=graph_io.INLINE_ELEMENTS, experimental_sharded=False):
         self.inline_constants = int(inline_constants)
+        self.experimental_sharded = bool(experimental_sharded)
 
 
 # ---- saving ------------------------------------------------------------------------------------------
@@ -329,11 +333,16 @@ def save(obj, export_dir, signatures=None, options=None):
         from tensorweave.keras.saving import saved_model_metadata
         extra = saved_model_metadata
         if sharded_saving.is_global_model(obj):
+            if options is not None and options.experimental_sharded:
+                obj, sources = sharded_saving.structure_copy(obj)    # variables written per rank
+                return _save(obj, export_dir, signatures, options, extra, sources)
             obj = sharded_saving.gathered_copy(obj)     # serving: a local copy, gathered
     _save(obj, export_dir, signatures, options, extra)
 
 
-def _save(obj, export_dir, signatures=None, options=None, extra=None):
+def _save(obj, export_dir, signatures=None, options=None, extra=None, sources=None):
+    """(``sources``: ``{id(variable of obj): variable}`` whose values to write instead — a
+    global one as its per-rank shards in ``variables/sharded/``.)"""
     export_dir = os.path.abspath(os.fspath(export_dir))
     options = options or SaveOptions()
     _prepare_target(export_dir)
@@ -351,11 +360,15 @@ def _save(obj, export_dir, signatures=None, options=None, extra=None):
     var_attr_json = {name: sctx.variable_index(v) for name, v in var_attrs.items()}
     extra_json = extra(obj, sctx) if extra is not None else None
     tensors = dict(sctx.tensors)
-    var_json = []
+    var_json, shards = [], {}
     for i, v in enumerate(sctx.variables):
-        value = v.numpy()
         key = f"variables/{i}"
-        tensors[key] = value
+        source = (sources or {}).get(id(v), v)
+        if getattr(source, "is_global", False):
+            from tensorweave.train._sharded import global_value
+            shards[key] = global_value(source)
+        else:
+            tensors[key] = source.numpy()
         var_json.append({"name": v.name, "key": key, "dtype": v.dtype.name,
                          "shape": None if v.shape.rank is None else v.shape.as_list(),
                          "trainable": bool(v.trainable)})
@@ -377,6 +390,8 @@ def _save(obj, export_dir, signatures=None, options=None, extra=None):
            "assets": asset_json}
     if extra_json is not None:
         doc["keras"] = extra_json
+    if shards:
+        doc["sharded_variables"] = sorted(shards)
     payload = json.dumps(doc, separators=(",", ":"), allow_nan=False).encode()
     weights = tensor_file.encode(tensors, {"format": FORMAT + ".variables", "version": str(VERSION)})
 
@@ -392,6 +407,11 @@ def _save(obj, export_dir, signatures=None, options=None, extra=None):
         tensor_file.write_bytes_atomic(os.path.join(tmp, VARIABLES_FILE), weights)
         files[VARIABLES_FILE.replace(os.sep, "/")] = hashlib.sha256(weights).hexdigest()
         del weights
+        if shards:
+            from tensorweave.saving import sharded
+            sharded.save(os.path.join(tmp, SHARDED_DIR), shards, {"format": FORMAT + ".variables"})
+            for fname in sorted(os.listdir(os.path.join(tmp, SHARDED_DIR))):
+                files[f"{SHARDED_DIR.replace(os.sep, '/')}/{fname}"] = _hash_file(os.path.join(tmp, SHARDED_DIR, fname))
         for name, a in assets.items():
             dst = os.path.join(tmp, ASSETS_DIR, asset_json[name])
             shutil.copyfile(a.asset_path, dst)
@@ -617,7 +637,7 @@ def read_document(export_dir):
     doc = V.read_json_file(path, where)
     V.check_keys(doc, where, ("format", "version", "variables", "functions", "signatures"),
                  ("producer", "graph_format_version", "constants", "attributes", "variable_attributes", "assets",
-                  "keras"))
+                  "keras", "sharded_variables"))
     if doc["format"] != FORMAT:
         fail(where, f"format is {V._short(doc['format'])}, expected {FORMAT!r}")
     if doc["version"] != VERSION:
@@ -637,6 +657,10 @@ def read_document(export_dir):
         if entry["key"] != f"variables/{i}":
             fail(w, f"key must be 'variables/{i}'")
         V.expect(entry["trainable"], bool, w, "trainable")
+    keys = {e["key"] for e in doc["variables"]}
+    for key in V.check_list(doc.get("sharded_variables", []), where, "sharded_variables"):
+        if key not in keys:
+            fail(where, f"sharded variable {V._short(key)} is not a declared variable key")
     constants = V.expect(doc.get("constants", {}), dict, where, "constants")
     for key, entry in constants.items():
         if not re.fullmatch(r"constants/\d{1,9}", key):
@@ -684,13 +708,21 @@ def read_document(export_dir):
 def _read_tensors(export_dir, doc):
     """Reads the tensor file and checks it holds exactly the declared variables and constants."""
     path = _entry(export_dir, *VARIABLES_FILE.split(os.sep))
-    declared = {e["key"]: (e["dtype"], e["shape"], True) for e in doc["variables"]}
+    sharded_keys = set(doc.get("sharded_variables", []))
+    declared = {e["key"]: (e["dtype"], e["shape"], True) for e in doc["variables"] if e["key"] not in sharded_keys}
     declared.update({k: (e["dtype"], e["shape"], False) for k, e in doc.get("constants", {}).items()})
-    if not declared and not os.path.lexists(path):
+    if not declared and not sharded_keys and not os.path.lexists(path):
         return {}
     if not os.path.lexists(path):
         raise LoadError(f"{export_dir}: {VARIABLES_FILE} is missing")
     tensors = tensor_file.read_tensors(path)
+    if sharded_keys:
+        shards = _read_sharded(export_dir, doc, sharded_keys)
+        clash = sorted(set(shards) & set(tensors))
+        if clash:
+            raise LoadError(f"{VARIABLES_FILE}: tensors {clash[:5]} are also in {SHARDED_DIR}")
+        tensors.update(shards)
+        declared.update({e["key"]: (e["dtype"], e["shape"], True) for e in doc["variables"] if e["key"] in sharded_keys})
     extra = sorted(set(tensors) - set(declared))
     if extra:
         raise LoadError(f"{VARIABLES_FILE}: tensors {extra[:5]} are not declared in {JSON_NAME}")
@@ -703,6 +735,21 @@ def _read_tensors(export_dir, doc):
         if not TensorShape(shape).is_compatible_with(a.shape) or (not is_var and list(a.shape) != shape):
             raise LoadError(f"{VARIABLES_FILE}: tensor {key!r} has shape {list(a.shape)}, {JSON_NAME} says {shape}")
     return tensors
+
+
+def _read_sharded(export_dir, doc, keys):
+    """The logical values of the variables stored per rank (a one-process load: whole values)."""
+    from tensorweave.saving import sharded
+    directory = _entry(export_dir, *SHARDED_DIR.split(os.sep))
+    index = sharded.read_index(directory)
+    if set(index["variables"]) != keys:
+        raise LoadError(f"{SHARDED_DIR}: holds {sorted(set(index['variables']) ^ keys)[:5]} differently from "
+                        f"{JSON_NAME}'s sharded_variables")
+    try:
+        return {k: sharded.read_region(directory, k, tuple(slice(0, d) for d in index["variables"][k]["shape"]),
+                                       index) for k in sorted(keys)}
+    except FileNotFoundError as e:
+        raise LoadError(f"{export_dir}: {SHARDED_DIR}/{os.path.basename(e.filename or '?')} is missing") from None
 
 
 def _restore_variables(doc, tensors):

@@ -42,13 +42,12 @@ import os
 import shutil
 import threading
 import uuid
-import zlib
 from concurrent.futures import ThreadPoolExecutor, wait
 
 import numpy as np
 
 from tensorweave.core.sbp import Broadcast, Partial, Split
-from tensorweave.saving import tensor_file
+from tensorweave.saving import checksum, tensor_file
 from tensorweave.saving import validation as V
 from tensorweave.saving.atomic import (crash_point, fsync_dir, lock_temporary, remove_stale, replace_dir,
                                       unlock)
@@ -118,9 +117,16 @@ def _check_plain(name, value):
                              "reduce it first (e.g. to_global(sbp=S(0)))")
 
 
-def write_rank(staging, rank, values):
-    """What one rank does: writes the pieces it owns of ``values`` (``{name: ShardedValue}``)
-    into ``staging/shards-rank<rank>.safetensors`` (fsynced); returns its shard records."""
+def write_rank(staging, rank, values, local_dir=None, upload=None):
+    """What one rank does — in this process, or on a worker of its own (a Ray actor, with its
+    own pieces only): writes the pieces it owns of ``values`` (``{name: ShardedValue}``) as
+    ``shards-rank<rank>.safetensors`` in the ``staging`` directory (fsynced there before this
+    returns) and returns its shard records, which the controller passes to :func:`finish`.
+
+    ``local_dir``: write the file on this rank's own disk first (under ``local_dir``), then
+    ``upload(local_path, staging_path)`` puts it into the staging directory — default
+    :func:`~tensorweave.saving.tensor_file.copy_atomic` (copied, fsynced, renamed); a hook
+    for another store must be as durable before it returns. The local copy is removed after."""
     tensors, records = {}, []
     fname = f"shards-rank{int(rank)}.safetensors"
     for name, value in values.items():
@@ -139,31 +145,71 @@ def write_rank(staging, rank, values):
         records.append({"name": name, "file": fname, "key": name, "crc32": piece_crc(piece),
                         "start": [sl.start for sl in region], "stop": [sl.stop for sl in region]})
     if tensors:
-        tensor_file.write_tensors(os.path.join(staging, fname), tensors, {"format": FORMAT + ".shards"})
+        meta = {"format": FORMAT + ".shards"}
+        target = os.path.join(staging, fname)
+        if local_dir is None:
+            tensor_file.write_tensors(target, tensors, meta, stage_prefix="sharded_file_")
+        else:
+            # (local copies of saves killed on this rank are removed; a live save holds its lock)
+            os.makedirs(local_dir, exist_ok=True)
+            remove_stale(local_dir, [STAGING])
+            local = os.path.join(os.fspath(local_dir), os.path.basename(staging))
+            os.mkdir(local)
+            lock = lock_temporary(local)
+            try:
+                tensor_file.write_tensors(os.path.join(local, fname), tensors, meta, stage_prefix="sharded_file_")
+                (upload or tensor_file.copy_atomic)(os.path.join(local, fname), target)
+                crash_point("sharded_uploaded")
+            finally:
+                shutil.rmtree(local, ignore_errors=True)
+                unlock(lock)
     crash_point("sharded_rank_written")
     return records
 
 
 def piece_crc(a):
     """CRC-32 of an array's little-endian C-order bytes (as stored in a tensor file)."""
-    a = np.asarray(a)
-    if a.dtype.byteorder == ">":
-        a = a.astype(a.dtype.newbyteorder("<"))
-    return zlib.crc32(np.ascontiguousarray(a).reshape(-1).view(np.uint8)) & 0xFFFFFFFF
+    return checksum.crc32(a)
 
 
-def _index(values, records, metadata):
-    variables = {}
-    for name, value in values.items():
-        variables[name] = {"shape": list(value.shape), "dtype": value.dtype.name,
-                           "placement": {"type": value.placement.type, "ranks": value.placement.mesh.tolist()},
-                           "sbp": [_sbp_text(s) for s in value.sbp], "shards": []}
+def describe(values):
+    """The index entries of ``values`` without their shards: ``{name: {"shape", "dtype",
+    "placement", "sbp"}}`` (plain data: a worker sends it to the controller)."""
+    return {name: {"shape": list(v.shape), "dtype": v.dtype.name,
+                   "placement": {"type": v.placement.type, "ranks": v.placement.mesh.tolist()},
+                   "sbp": [_sbp_text(s) for s in v.sbp]} for name, v in values.items()}
+
+
+def _index(described, records, metadata):
+    variables = {name: dict(entry, shards=[]) for name, entry in described.items()}
     for rec in records:
+        if rec["name"] not in variables:
+            raise ValueError(f"sharded save: a rank wrote {rec['name']!r}, which no rank described")
         variables[rec["name"]]["shards"].append({k: rec[k] for k in ("file", "key", "crc32", "start", "stop")})
     if callable(metadata):
         metadata = metadata(variables)
     return {"format": FORMAT, "version": VERSION, "variables": variables,
             "metadata": {str(k): str(v) for k, v in (metadata or {}).items()}}
+
+
+def _check_files(staging, records):
+    """Every file the ranks reported is in ``staging`` with the tensors they reported (header
+    only): an upload hook that lost a file fails the save instead of committing it."""
+    by_file = {}
+    for rec in records:
+        by_file.setdefault(rec["file"], []).append(rec)
+    for fname, recs in by_file.items():
+        path = os.path.join(staging, fname)
+        if not os.path.isfile(path):
+            raise FileNotFoundError(f"sharded save: {fname} was reported written but is not in {staging} "
+                                    "(did the upload hook put it there?)")
+        header, _ = tensor_file.read_header(path)
+        for rec in recs:
+            entry = header.get(rec["key"])
+            want = [b - a for a, b in zip(rec["start"], rec["stop"])]
+            if entry is None or list(entry["shape"]) != want:
+                raise ValueError(f"sharded save: {fname} lacks {rec['key']!r} with shape {want} "
+                                 f"(has {None if entry is None else entry['shape']})")
 
 
 def commit(staging, target, index, overwrite=False):
@@ -185,38 +231,60 @@ def commit(staging, target, index, overwrite=False):
     crash_point("sharded_renamed")
 
 
+class Staging:
+    """A save in progress: the directory ``.sharded-tmp-<name>-<id>/`` beside ``directory``,
+    locked (so no other save's clean-up removes it) until :meth:`finish` or :meth:`abort`.
+    The controller makes it, hands ``path`` to the ranks (:func:`write_rank`, wherever they
+    run), then calls :meth:`finish` with what they described and recorded."""
+
+    def __init__(self, directory):
+        self.target = os.path.abspath(os.fspath(directory))
+        parent, base = os.path.dirname(self.target), os.path.basename(self.target)
+        os.makedirs(parent, exist_ok=True)
+        remove_stale(parent, [STAGING])
+        self.path = os.path.join(parent, f"{STAGING}{base}-{uuid.uuid4().hex[:12]}")
+        os.mkdir(self.path)
+        self._lock = lock_temporary(self.path)
+
+    def finish(self, described, records, metadata=None, overwrite=False):
+        """Checks the ranks' files, writes the index and the marker, renames into place."""
+        try:
+            _check_files(self.path, records)
+            commit(self.path, self.target, _index(described, records, metadata), overwrite)
+        except BaseException:
+            self.abort()
+            raise
+        unlock(self._lock)
+        return self.target
+
+    def abort(self):
+        """Removes the staging directory (every rank must have stopped writing into it)."""
+        shutil.rmtree(self.path, ignore_errors=True)
+        unlock(self._lock)
+
+
 def save(directory, values, metadata=None, run_ranks=None, overwrite=False):
     """Saves ``values`` (``{name: ShardedValue}``) as the checkpoint directory ``directory``
     (which must not exist, unless ``overwrite``: then it is replaced atomically); returns its
     path. ``metadata``: string pairs for the index, or a function of the index's variables
     (with each shard's ``crc32``) returning them. ``run_ranks(fn, ranks)`` runs ``fn(rank)``
     on every rank and returns the results (default: one thread per rank of this process)."""
-    directory = os.path.abspath(os.fspath(directory))
     for name, value in values.items():
         V.check_name(name, "sharded save", "variable name")
         _check_plain(name, value)
-    parent, base = os.path.dirname(directory), os.path.basename(directory)
-    os.makedirs(parent, exist_ok=True)
-    remove_stale(parent, [STAGING])
-    staging = os.path.join(parent, f"{STAGING}{base}-{uuid.uuid4().hex[:12]}")
-    os.mkdir(staging)
-    lock = lock_temporary(staging)
+    staging = Staging(directory)
     try:
         ranks = sorted({r for v in values.values() for r in v.placement.ranks})
         if run_ranks is None:
-            futures = [_io_pool().submit(write_rank, staging, r, values) for r in ranks]
+            futures = [_io_pool().submit(write_rank, staging.path, r, values) for r in ranks]
             wait(futures)   # every rank done before a failure removes the staging directory under them
             per_rank = [f.result() for f in futures]
         else:
-            per_rank = run_ranks(lambda r: write_rank(staging, r, values), ranks)
-        records = [rec for recs in per_rank for rec in recs]
-        commit(staging, directory, _index(values, records, metadata), overwrite)
+            per_rank = run_ranks(lambda r: write_rank(staging.path, r, values), ranks)
     except BaseException:
-        shutil.rmtree(staging, ignore_errors=True)
+        staging.abort()
         raise
-    finally:
-        unlock(lock)
-    return directory
+    return staging.finish(describe(values), [rec for recs in per_rank for rec in recs], metadata, overwrite)
 
 
 class SaveHandle:

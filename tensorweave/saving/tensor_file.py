@@ -25,6 +25,7 @@ target, are fsynced, renamed over it, and the directory fsynced.
 """
 import io
 import os
+import shutil
 import struct
 import tempfile
 
@@ -141,6 +142,15 @@ def write_tensors(path, tensors, metadata=None, stage_prefix=None):
         safetensors.serialize_file(specs, tmp, metadata=meta)
     _write_atomic(path, fill, stage_prefix)
     del keep
+
+
+def copy_atomic(source, path):
+    """Copies the file ``source`` to ``path`` atomically (temporary name, fsync, rename, directory
+    fsync): how a file written on one disk is put durably on another."""
+    def fill(f, tmp):
+        with open_regular(source) as src:
+            shutil.copyfileobj(src, f, 16 << 20)
+    _write_atomic(path, fill)
 
 
 def _header(path, f, size):

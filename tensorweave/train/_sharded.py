@@ -174,20 +174,45 @@ def load_variable(directory, name):
 
 
 # ---- the TF1 Saver (name-based) on global variables ---------------------------------------------------------
-def save_by_name(directory, variables, fmt, version):
-    """``tf.compat.v1.train.Saver.save`` of ``{TF1 name: variable}`` holding a global variable
-    (eager): the sharded directory, keyed by the variables' names, each rank writing its pieces."""
-    values = {name: global_value(v) if is_global(v) else local_value(np.asarray(v.numpy()))
-              for name, v in variables.items()}
-    for name in values:
+def save_by_name(directory, variables, fmt, version, fetch=None):
+    """``tf.compat.v1.train.Saver.save`` of ``{TF1 name: variable}`` holding a global variable:
+    the sharded directory, keyed by the variables' names, each rank writing its pieces.
+    ``fetch(variables) -> arrays`` reads values in a TF1 graph (one session run): a global
+    variable's pieces are then read from its per-rank variables (only the owners' — a ``B``
+    copy is read once), nothing is gathered."""
+    for name in variables:
         V.check_name(name, "Saver", "variable name")
+    if fetch is None:
+        values = {name: global_value(v) if is_global(v) else local_value(np.asarray(v.numpy()))
+                  for name, v in variables.items()}
+    else:
+        values = _fetched_values(variables, fetch)
     return sharded.save(directory, values, {"format": fmt, "version": str(version)}, overwrite=True)
 
 
-def restore_by_name(directory, variables, fmt, where):
-    """Restores ``{TF1 name: variable}`` from a sharded Saver directory into each variable's
-    current layout (a global variable's ranks read only their pieces). Raises
-    ``NotFoundError`` / ``InvalidArgumentError`` as the Saver does."""
+def _fetched_values(variables, fetch):
+    # A global variable's pieces live in its per-rank variables, in this process, whichever
+    # session runs the graph: read there (as eagerly). A partial one is read gathered.
+    from tensorweave.distribute.layout import split_to_pieces
+    fetched = [n for n, v in variables.items() if not is_global(v) or any(isinstance(s, Partial) for s in v.sbp)]
+    arrays = dict(zip(fetched, fetch([variables[n] for n in fetched]))) if fetched else {}
+    values = {}
+    for name, v in variables.items():
+        if name not in arrays:
+            values[name] = global_value(v)
+        elif is_global(v):          # partial: its logical value, laid out with B for each P
+            nd = tuple(Broadcast() if isinstance(s, Partial) else s for s in v.sbp)
+            a = np.asarray(arrays[name])
+            values[name] = sharded.ShardedValue(a.shape, a.dtype, v.placement, nd, split_to_pieces(a, v.placement, nd))
+        else:
+            values[name] = local_value(arrays[name])
+    return values
+
+
+def read_by_name(directory, variables, fmt, where):
+    """``{TF1 name: pieces (a global variable's, in its current layout) or value}`` read from a
+    sharded Saver directory, every check done first. Raises ``NotFoundError`` /
+    ``InvalidArgumentError`` as the Saver does."""
     from tensorweave.core import errors
     index = sharded.read_index(directory)
     if index["metadata"].get("format") != fmt:
@@ -201,7 +226,6 @@ def restore_by_name(directory, variables, fmt, where):
             f"Restoring from checkpoint failed: key {missing[0]} not found in checkpoint {where} "
             f"({len(missing)} missing of {len(variables)}). Hint: variable names must match the ones saved; "
             f"the checkpoint has {sorted(saved)[:5]}...")
-    commits = []
     for name, v in variables.items():
         shape, dtype = saved[name]["shape"], saved[name]["dtype"]
         if shape != v.shape.as_list() and v.shape.is_fully_defined():
@@ -210,12 +234,31 @@ def restore_by_name(directory, variables, fmt, where):
         if dtype != v.dtype.name:
             raise errors.InvalidArgumentError(f"Restoring from checkpoint failed: {name} is {dtype} in {where} but "
                                               f"{v.dtype.name} in the graph")
+    out = {}
+    for name, v in variables.items():
         if is_global(v):
-            pieces = sharded.restore(directory, name, v.placement, v.sbp, index=index)
-            commits.append(lambda v=v, pieces=pieces: [lv._write(np.array(p, copy=True))
-                                                       for lv, p in zip(v._locals, pieces)])
+            out[name] = sharded.restore(directory, name, v.placement, v.sbp, index=index)
         else:
-            value = sharded.read_region(directory, name, tuple(slice(0, d) for d in shape), index)
-            commits.append(lambda v=v, value=value: v.assign(value))
-    for commit in commits:
-        commit()
+            out[name] = sharded.read_region(directory, name, tuple(slice(0, d) for d in saved[name]["shape"]), index)
+    return out
+
+
+def restore_by_name(directory, variables, fmt, where, assign_local=None):
+    """Restores ``{TF1 name: variable}`` from a sharded Saver directory into each variable's
+    current layout (a global variable's ranks read only their pieces, written into its
+    per-rank variables — in a TF1 graph too: they live in this process, not in a session).
+    ``assign_local({name: value})`` sets the local variables (a session run in a TF1 graph)."""
+    data = read_by_name(directory, variables, fmt, where)
+    local = {}
+    for name, value in data.items():
+        v = variables[name]
+        if is_global(v):
+            for lv, p in zip(v._locals, value):
+                lv._write(np.array(p, copy=True))
+        else:
+            local[name] = value
+    if assign_local is None:
+        for name, value in local.items():
+            variables[name].assign(value)
+    elif local:
+        assign_local(local)

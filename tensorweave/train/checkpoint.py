@@ -56,13 +56,12 @@ import os
 import random as _pyrandom
 import time
 import warnings
-import zlib
 
 import numpy as np
 
 from tensorweave.core import errors
 from tensorweave.core.context import building_graph, init_scope
-from tensorweave.saving import atomic, tensor_file
+from tensorweave.saving import atomic, checksum, tensor_file
 from tensorweave.saving.validation import parse_json
 from tensorweave.train import _io, _sharded
 from tensorweave.train import object_graph as og
@@ -239,23 +238,15 @@ def _prepare_state(kind, obj, state, arrays):
     raise ValueError(f"unknown state kind {kind!r}")
 
 
-def _le_bytes(a):
-    """The little-endian bytes of ``a`` as stored in a tensor file (for the checksum)."""
-    a = np.ascontiguousarray(a)
-    if a.dtype.byteorder == ">" or (a.dtype.byteorder == "=" and np.little_endian is False):
-        a = a.astype(a.dtype.newbyteorder("<"))
-    return a.reshape(-1).view(np.uint8)
-
-
 def _crc(a):
-    return zlib.crc32(_le_bytes(a)) & 0xFFFFFFFF
+    return checksum.crc32(a)
 
 
 _PARALLEL_CRC_BYTES = 8 << 20
 
 
 def _crcs(arrays):
-    """``{key: CRC-32}`` of ``{key: array}``; zlib releases the GIL, so large ones run in threads."""
+    """``{key: CRC-32}`` of ``{key: array}``; the checksum releases the GIL, so large ones run in threads."""
     big = sum(a.nbytes for a in arrays.values()) >= _PARALLEL_CRC_BYTES and len(arrays) > 1
     if not big:
         return {k: _crc(a) for k, a in arrays.items()}

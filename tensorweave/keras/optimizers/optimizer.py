@@ -103,6 +103,21 @@ def _symbolic(items):
     return out
 
 
+def _local_gradient(gradient, variable):
+    """The gradient of a local variable as a local tensor. An optimizer over local and global
+    variables together can make a local variable's gradient global (``global_clipnorm``'s
+    scale is the norm of every gradient, global ones included); that value is the same on
+    every rank (replicated, ``B``), so the local variable takes it."""
+    if gradient is None or getattr(variable, "is_global", False) or \
+            not getattr(_values(gradient), "is_global", False):
+        return gradient
+
+    def replicated(t):
+        from tensorweave.core.sbp import B
+        return t.to_global(sbp=(B,) * t.placement.ndim).to_local()[0]
+    return _map_values(gradient, replicated)
+
+
 def _snake(name):
     return re.sub(r"(?<!^)(?=[A-Z])", "_", name).lower()
 
@@ -427,7 +442,7 @@ class Optimizer:
         self._per_apply = {}
         lr = self._get_current_learning_rate()
         grads = [self._prepare(g, v) for g, v in zip(grads, variables)]
-        grads = self._clip_gradients(grads)
+        grads = [_local_gradient(g, v) for g, v in zip(self._clip_gradients(grads), variables)]
         # Phases: weight decay after the gradients exist, updates after weight decay, then
         # moving averages and constraints, and the step counter last (its old value is read
         # by the updates). Eagerly and in tw.function these follow program order by themselves.
