@@ -3,7 +3,9 @@ in-process implementation (ranks are threads of this process).
 
 A :class:`Communicator` is one rank's end of a group: ``all_reduce`` (sum/max/min/prod),
 ``reduce_scatter``, ``all_gather``, ``all_to_all``, ``broadcast``, ``send``/``recv``,
-``barrier``. Pieces may differ in size between ranks (uneven splits follow the balanced
+``barrier``, and ``all_reduce_start`` (a bucket of arrays reduced without waiting at the call;
+``.wait()`` on its handle gives the sums — how a planned data-parallel step issues its gradient
+all-reduce as soon as the gradients are ready and waits only before the optimizer). Pieces may differ in size between ranks (uneven splits follow the balanced
 splitter of ``layout.py``). Every call waits at most ``timeout`` seconds; the error names
 the ranks that did not arrive. The interface takes and returns NumPy arrays only, so a
 Ray-actor implementation (issue 14) provides the same methods over its own transport.
@@ -140,15 +142,73 @@ class Communicator:
     def barrier(self):
         self.all_gather(np.zeros(1, np.int8))
 
+    def all_reduce_start(self, arrays, op="sum"):
+        """Starts the reduction (``op``) of each array of ``arrays`` over the group; returns a
+        handle whose ``wait()`` gives the reduced arrays (read-only: they may be shared between
+        ranks), in order. Collective: every member starts the same bucket at the same point of
+        its call order. This default reduces at once (the call blocks, nothing overlaps); a
+        transport overrides it to return before the others arrive."""
+        return _Ready([_read_only(self.all_reduce(a, op)) for a in arrays])
+
+
+def _read_only(a):
+    a = np.asarray(a)
+    a.flags.writeable = False
+    return a
+
+
+class _Ready:
+    """A started reduction whose values are known already."""
+
+    __slots__ = ("values",)
+
+    def __init__(self, values):
+        self.values = values
+
+    def wait(self):
+        return self.values
+
 
 class _Round:
-    __slots__ = ("kind", "values", "kinds", "left")
+    __slots__ = ("kind", "values", "kinds", "left", "result")
 
     def __init__(self, size, kind):
         self.kind = kind
         self.values = [None] * size
         self.kinds = [None] * size
         self.left = size
+        self.result = None
+
+
+def _reduce_bucket(ranks, values, op):
+    """Each array of the bucket reduced over the members' ``values`` (lists of arrays) in rank
+    order — the bits ``all_reduce`` gives — as read-only arrays."""
+    fn = _REDUCE[op]
+    first = values[0]
+    for r, v in enumerate(values):
+        if len(v) != len(first) or any(a.shape != b.shape or a.dtype != b.dtype for a, b in zip(v, first)):
+            raise errors.InvalidArgumentError(
+                f"all_reduce_start: rank {ranks[r]} gave {[(list(a.shape), str(a.dtype)) for a in v]} but rank "
+                f"{ranks[0]} gave {[(list(a.shape), str(a.dtype)) for a in first]}")
+    out = []
+    for k in range(len(first)):
+        acc = np.array(first[k])
+        for v in values[1:]:
+            fn(acc, v[k], out=acc)
+        out.append(_read_only(acc))
+    return out
+
+
+class _Pending:
+    """One member's handle on a reduction started with :meth:`InProcessGroup.reduce_start`."""
+
+    __slots__ = ("group", "index", "seq", "rnd", "timeout")
+
+    def __init__(self, group, index, seq, rnd, timeout):
+        self.group, self.index, self.seq, self.rnd, self.timeout = group, index, seq, rnd, timeout
+
+    def wait(self):
+        return self.group.reduce_wait(self)
 
 
 class InProcessGroup:
@@ -211,13 +271,7 @@ class InProcessGroup:
             rnd = self._rounds.get(seq)
             if rnd is None:
                 rnd = self._rounds[seq] = _Round(n, kind)
-            if kind != rnd.kind:
-                other = rnd.kinds.index(rnd.kind)
-                msg = (f"collective mismatch on ranks {list(self.ranks)} (call #{seq}): rank {self.ranks[index]} "
-                       f"called {kind} while rank {self.ranks[other]} called {rnd.kind}")
-                self._failure = msg
-                self._cond.notify_all()
-                raise errors.InternalError(msg)
+            self._check_kind(rnd, index, seq, kind)
             rnd.values[index] = value
             rnd.kinds[index] = kind
             self._cond.notify_all()
@@ -228,6 +282,55 @@ class InProcessGroup:
             if rnd.left == 0:
                 del self._rounds[seq]
         return values
+
+    def reduce_start(self, index, arrays, op="sum", timeout=None):
+        """Deposits member ``index``'s bucket (a list of arrays) for its next call and returns
+        at once with a handle; the last member to deposit reduces the bucket for everyone (in
+        rank order, so all get the same bits), so members that arrive early go on working.
+        Matched by call order with the other collectives, like :meth:`exchange`."""
+        n = len(self.ranks)
+        kind = f"all_reduce_start({op})"
+        with self._cond:
+            self._check_failed()
+            seq = self._seq[index]
+            self._seq[index] = seq + 1
+            rnd = self._rounds.get(seq)
+            if rnd is None:
+                rnd = self._rounds[seq] = _Round(n, kind)
+            self._check_kind(rnd, index, seq, kind)
+            rnd.values[index] = arrays
+            rnd.kinds[index] = kind
+            last = all(k is not None for k in rnd.kinds)
+        if last:
+            try:
+                result = _reduce_bucket(self.ranks, rnd.values, op)
+            except errors.OpError as e:
+                self.abort(f"a failed all_reduce_start (call #{seq}): {e.message}")
+                raise
+            with self._cond:
+                rnd.result, rnd.values = result, None
+                self._cond.notify_all()
+        return _Pending(self, index, seq, rnd, timeout)
+
+    def reduce_wait(self, pending):
+        """The reduced bucket of ``pending`` (waits for the other members' deposits and the sum)."""
+        rnd, seq = pending.rnd, pending.seq
+        with self._cond:
+            self._wait(lambda: rnd.result is not None, f"{rnd.kind} (call #{seq})",
+                       lambda: [self.ranks[i] for i, k in enumerate(rnd.kinds) if k is None], pending.timeout)
+            rnd.left -= 1
+            if rnd.left == 0:
+                del self._rounds[seq]
+            return rnd.result
+
+    def _check_kind(self, rnd, index, seq, kind):
+        if kind != rnd.kind:
+            other = rnd.kinds.index(rnd.kind)
+            msg = (f"collective mismatch on ranks {list(self.ranks)} (call #{seq}): rank {self.ranks[index]} "
+                   f"called {kind} while rank {self.ranks[other]} called {rnd.kind}")
+            self._failure = msg
+            self._cond.notify_all()
+            raise errors.InternalError(msg)
 
     def post(self, src, dst, tag, value):
         with self._cond:
@@ -323,6 +426,12 @@ class InProcessCommunicator(Communicator):
 
     def barrier(self):
         self._x("barrier", None)
+
+    def all_reduce_start(self, arrays, op="sum"):
+        arrays = [np.asarray(a) for a in arrays]
+        if self.size == 1:
+            return _Ready([_read_only(np.array(a)) for a in arrays])
+        return self.group.reduce_start(self.index, arrays, op, self.timeout)
 
     def __repr__(self):
         return f"<InProcessCommunicator rank {self.rank} ({self.index} of {list(self.ranks)})>"
