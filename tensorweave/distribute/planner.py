@@ -56,9 +56,12 @@ from tensorweave.runtime.plan_spec import ResourceTable
 
 DEVICE = "/job:localhost/replica:0/task:0/device:CPU:0"
 
-# The planner's exchange rate between work and bytes moved (in-process ranks copy ~10 GB/s and
-# multiply ~100 GFLOP/s per core), and the ops whose work is a contraction's FLOPs.
-FLOPS_PER_BYTE = 10
+# The planner's exchange rate between work and bytes moved, and the ops whose work is a
+# contraction's FLOPs. Measured (calibrate.py) on the 2-core AMD EPYC of BENCHMARKS.md: one
+# thread multiplies 57-84 GFLOP/s (256^3 float32) and copies a 4 MB buffer at 13-47 GB/s (in
+# cache; 16 GB/s for 16 MB): 1.2-4.7 FLOPs per byte moved at load 24, so 4 (was 10, a guess).
+# TW_PLANNER_CALIBRATE=1 measures it in each process instead.
+FLOPS_PER_BYTE = 4
 _CONTRACTIONS = frozenset({"MatMul", "BatchMatMul", "BatchMatMulV2", "BatchMatMulV3"})
 # A rank's all-reduces of partial sums (the gradient all-reduce of data parallelism) go in buckets
 # of about this many bytes, each started as soon as its tensors are computed (rank_graph.py); 0: one
@@ -395,6 +398,8 @@ class _Unknown:
 def plan_graph(fetches, targets, feeds, feed_layouts, placement, label="planned", lookahead=True):
     """The :class:`GraphPlan` computing ``fetches`` (running ``targets``) from ``feeds``;
     ``feed_layouts[i]`` is feed ``i``'s ``(placement, N-D SBP)`` or None (a local value)."""
+    from tensorweave.distribute.calibrate import calibrate_once_if_asked
+    calibrate_once_if_asked()
     t0 = time.perf_counter()
     feed_ids = {id(t): i for i, t in enumerate(feeds)}
     ops = executor.prune(fetches, targets, feed_ids)
