@@ -210,10 +210,16 @@ def main():
             _one_thread_per_rank(world, ranks)
             local, glob = make(None, args.batch), make(placement, args.batch)
             rows.append(compare("data_parallel_mlp", local, glob, args, world, ranks))
+        from tensorweave.distribute import calibrate, planner
+        cal = calibrate.measure()
     load1 = os.getloadavg()[0]
     for row in rows:
         row["load"] = [round(load0, 2), round(load1, 2)]
         print(json.dumps(row), flush=True)
+    print(json.dumps({"calibration": {"gflops_per_s": round(cal["flops_per_s"] / 1e9, 1),
+                                      "copy_gb_per_s": round(cal["bytes_per_s"] / 1e9, 1),
+                                      "flops_per_byte": round(cal["flops_per_byte"], 2),
+                                      "planner_flops_per_byte": planner.FLOPS_PER_BYTE}}), flush=True)
     if args.profile:
         with threadpool_limits(1):
             half = tw.function(make(None, args.batch // args.ranks))

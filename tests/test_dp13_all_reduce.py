@@ -226,3 +226,44 @@ def test_a_single_rank_group_copies():
     (got,) = group.communicator(0).all_reduce_start([a]).wait()
     np.testing.assert_array_equal(got, a)
     assert got is not a and not got.flags.writeable
+
+
+def test_buckets_in_flight_together_and_later_collectives_stay_matched():
+    group = InProcessGroup([0, 1], timeout=20)
+
+    def body(c, i):
+        a = c.all_reduce_start([np.full(3, i + 1.0)])           # two buckets in flight at once
+        b = c.all_reduce_start([np.full(2, 10.0 * (i + 1)), np.arange(2.0)])
+        g = c.all_gather(np.array([i]))
+        return b.wait(), a.wait(), g
+    res, errs = _run(group, body, 2)
+    assert errs == [None, None]
+    for b, a, g in res:
+        np.testing.assert_array_equal(a[0], np.full(3, 3.0))
+        np.testing.assert_array_equal(b[0], np.full(2, 30.0))
+        np.testing.assert_array_equal(b[1], np.arange(2.0) * 2)
+        np.testing.assert_array_equal(g, [0, 1])
+
+
+def test_a_wait_whose_peers_never_start_names_them():
+    from tensorweave.distribute.collective import CollectiveTimeoutError
+    group = InProcessGroup([0, 1, 2], timeout=0.2)
+    with pytest.raises(CollectiveTimeoutError, match=r"ranks \[1, 2\] did not arrive") as e:
+        group.communicator(0).all_reduce_start([np.ones(2)]).wait()
+    assert e.value.missing == (1, 2)
+
+
+def test_a_collective_called_after_a_started_bucket_is_a_mismatch_whatever_its_name():
+    group = InProcessGroup([0, 1], timeout=10)
+    started = threading.Event()
+
+    def body(c, i):
+        if i == 0:
+            h = c.all_reduce_start([np.ones(2)])
+            started.set()
+            return h.wait()
+        started.wait(10)
+        return c.all_to_all([np.ones(1), np.ones(1)])
+    _, errs = _run(group, body, 2)
+    assert "collective mismatch" in str(errs[1]) and "called all_to_all while rank 0 called all_reduce_start(sum)" \
+        in str(errs[1])
