@@ -18,6 +18,8 @@ side-by-side ops on every core) as a second baseline. Each row also gives CPU ti
 the process's and, per rank, the rank thread's (``time.thread_time``), so a loaded machine's
 figures can still be judged. ``load`` is ``os.getloadavg()`` before and after.
 
+``--ablation`` adds a row of the planned step built without the bucketed all-reduce and without
+the rank plans' graph passes (as before issue 13's dp13 work), alternating with one device.
 ``--profile`` prints, per plan (one device at the global batch and at the per-rank batch, and
 each rank), the wall and thread-CPU ms per step of each op type.
 ``--pipeline`` adds a row for the same MLP as a 2-stage pipeline (layer 1 on rank 0, layers
@@ -25,7 +27,7 @@ each rank), the wall and thread-CPU ms per step of each op type.
 bubble fraction (one controller runs a time slot's actions one after the other: overhead, not overlap).
 
 Usage: ``python benchmarks/bench_distribute.py [--batch 256] [--ranks 2] [--steps 20] [--rounds 3]
-[--all-cores] [--profile] [--pipeline] [--eager]``.
+[--all-cores] [--ablation] [--profile] [--pipeline] [--eager]``.
 """
 import argparse
 import json
@@ -150,6 +152,41 @@ def compare(name, local_step, dp_step, args, world, ranks, extra=None):
     return row
 
 
+def ablation(placement, args, world, ranks):
+    """The planned step built with parts of the data-parallel work switched off, measured in one
+    alternation with one device (same load): ``no_bucket`` (one blocking all-reduce per gradient
+    where it is read, and the planner's plain byte costs), ``before_dp13`` (also no graph passes on
+    the rank plans and FLOPS_PER_BYTE 10, as before this work; rank threads still at one thread)."""
+    from tensorweave.distribute import planner
+    variants = {"dp13": {}, "no_bucket": {"ALL_REDUCE_BUCKET_BYTES": 0},
+                "before_dp13": {"ALL_REDUCE_BUCKET_BYTES": 0, "FLOPS_PER_BYTE": 10, "passes": False}}
+    fns = {"one_device": tw.function(make(None, args.batch))}
+    fns["one_device"]()
+    for name, patch in variants.items():
+        saved = {k: getattr(planner, k) for k in patch if k != "passes"}
+        for k, v in patch.items():
+            if k != "passes":
+                setattr(planner, k, v)
+        tw.config.optimizer.set_experimental_options({"disable_meta_optimizer": not patch.get("passes", True)})
+        try:
+            fns[name] = tw.function(make(placement, args.batch))
+            fns[name]()                                 # plans and binds with the patch
+        finally:
+            tw.config.optimizer.set_experimental_options({"disable_meta_optimizer": False})
+            for k, v in saved.items():
+                setattr(planner, k, v)
+    best = {}
+    for _ in range(args.rounds):
+        for name, fn in fns.items():
+            m = measure(fn, args.steps, *((None, None) if name == "one_device" else (world, ranks)))
+            if name not in best or m[0] > best[name][0]:
+                best[name] = m
+    one = best["one_device"][0]
+    return {"row": "ablation", "batch": args.batch, "ranks": args.ranks, **{
+        name: {"steps_s": round(m[0], 2), "vs_one_device": round(m[0] / one, 2), "cpu_ms": round(m[1], 2),
+               "thread_cpu_ms": [round(c, 2) for c in m[2]]} for name, m in best.items()}}
+
+
 def profile(fn, steps):
     """Per bound plan of ``fn`` (a traced tw.function): {op type: [wall ns, thread CPU ns, count]} over
     ``steps`` calls (the steps of the bound plans wrap themselves; the plans are used as they are)."""
@@ -184,6 +221,7 @@ def main():
     ap.add_argument("--all-cores", action="store_true")
     ap.add_argument("--profile", action="store_true")
     ap.add_argument("--eager", action="store_true", help="also the eager global row")
+    ap.add_argument("--ablation", action="store_true", help="the planned step without bucketing / passes")
     ap.add_argument("--pipeline", action="store_true")
     ap.add_argument("--micro-batches", type=int, default=4)
     args = ap.parse_args()
@@ -206,6 +244,8 @@ def main():
         local_fn(), dp_fn()
         jit.wait_for_compiles()
         rows.insert(0, compare("planned_data_parallel_mlp", local_fn, dp_fn, args, world, ranks))
+        if args.ablation:
+            rows.append(ablation(placement, args, world, ranks))
         if args.eager:
             _one_thread_per_rank(world, ranks)
             local, glob = make(None, args.batch), make(placement, args.batch)

@@ -267,3 +267,20 @@ def test_a_collective_called_after_a_started_bucket_is_a_mismatch_whatever_its_n
     _, errs = _run(group, body, 2)
     assert "collective mismatch" in str(errs[1]) and "called all_to_all while rank 0 called all_reduce_start(sum)" \
         in str(errs[1])
+
+
+def test_a_bucket_is_reduced_in_chunks_shared_by_the_waiting_ranks(monkeypatch):
+    from tensorweave.distribute import collective
+    monkeypatch.setattr(collective, "REDUCE_CHUNK", 3)          # many chunks: both ranks take some
+    group = InProcessGroup([0, 1, 2], timeout=20)
+    rng = np.random.default_rng(0)
+    values = [[rng.standard_normal((4, 5)).astype(np.float32).T,     # not C-contiguous
+               np.float64(r + 0.5), np.zeros((0, 3), np.float32), np.arange(7, dtype=np.int64) * r]
+              for r in range(3)]
+    res, errs = _run(group, lambda c, i: c.all_reduce_start(values[i]).wait(), 3)
+    assert errs == [None] * 3
+    for got in res:
+        assert [g.shape for g in got] == [(5, 4), (), (0, 3), (7,)]
+        np.testing.assert_array_equal(got[0], (values[0][0] + values[1][0]) + values[2][0])
+        assert float(got[1]) == 4.5 and got[3].tolist() == (np.arange(7) * 3).tolist()
+        assert all(not g.flags.writeable for g in got)

@@ -37,6 +37,7 @@ from tensorweave.distribute.layout import balanced_bounds
 
 DEFAULT_TIMEOUT = 120.0
 SMALL_BYTES = 1 << 16        # all-reduces up to this size take one rendezvous instead of two
+REDUCE_CHUNK = 1 << 16       # elements of a bucket one member reduces at a time (all_reduce_start)
 _REDUCE = {"sum": np.add, "max": np.maximum, "min": np.minimum, "prod": np.multiply}
 
 
@@ -170,42 +171,49 @@ class _Ready:
 
 
 class _Round:
-    __slots__ = ("kind", "values", "kinds", "left", "result")
+    __slots__ = ("kind", "values", "kinds", "left", "result", "chunks", "next", "done")
 
     def __init__(self, size, kind):
         self.kind = kind
         self.values = [None] * size
         self.kinds = [None] * size
         self.left = size
-        self.result = None
+        self.result = None      # all_reduce_start: the sums being filled in, chunk by chunk
+        self.chunks = None
+        self.next = self.done = 0
 
 
-def _reduce_bucket(ranks, values, op):
-    """Each array of the bucket reduced over the members' ``values`` (lists of arrays) in rank
-    order — the bits ``all_reduce`` gives — as read-only arrays."""
-    fn = _REDUCE[op]
+def _check_bucket(ranks, values):
     first = values[0]
     for r, v in enumerate(values):
         if len(v) != len(first) or any(a.shape != b.shape or a.dtype != b.dtype for a, b in zip(v, first)):
             raise errors.InvalidArgumentError(
                 f"all_reduce_start: rank {ranks[r]} gave {[(list(a.shape), str(a.dtype)) for a in v]} but rank "
                 f"{ranks[0]} gave {[(list(a.shape), str(a.dtype)) for a in first]}")
-    out = []
-    for k in range(len(first)):
-        acc = np.array(first[k])
-        for v in values[1:]:
-            fn(acc, v[k], out=acc)
-        out.append(_read_only(acc))
-    return out
+
+
+def _chunks(arrays):
+    """(array index, lo, hi) over the flattened arrays, :data:`REDUCE_CHUNK` elements at most each."""
+    return [(k, lo, min(lo + REDUCE_CHUNK, a.size)) for k, a in enumerate(arrays)
+            for lo in range(0, a.size, REDUCE_CHUNK)]
+
+
+def _reduce_chunk(values, out, chunk, op):
+    """``out[k].flat[lo:hi]`` = the members' values there, reduced in rank order (``all_reduce``'s bits)."""
+    k, lo, hi = chunk
+    dst = out[k].reshape(-1)[lo:hi]
+    np.copyto(dst, values[0][k].reshape(-1)[lo:hi])
+    for v in values[1:]:
+        _REDUCE[op](dst, v[k].reshape(-1)[lo:hi], out=dst)
 
 
 class _Pending:
     """One member's handle on a reduction started with :meth:`InProcessGroup.reduce_start`."""
 
-    __slots__ = ("group", "index", "seq", "rnd", "timeout")
+    __slots__ = ("group", "index", "seq", "rnd", "timeout", "op")
 
-    def __init__(self, group, index, seq, rnd, timeout):
-        self.group, self.index, self.seq, self.rnd, self.timeout = group, index, seq, rnd, timeout
+    def __init__(self, group, index, seq, rnd, timeout, op):
+        self.group, self.index, self.seq, self.rnd, self.timeout, self.op = group, index, seq, rnd, timeout, op
 
     def wait(self):
         return self.group.reduce_wait(self)
@@ -284,10 +292,12 @@ class InProcessGroup:
         return values
 
     def reduce_start(self, index, arrays, op="sum", timeout=None):
-        """Deposits member ``index``'s bucket (a list of arrays) for its next call and returns
-        at once with a handle; the last member to deposit reduces the bucket for everyone (in
-        rank order, so all get the same bits), so members that arrive early go on working.
-        Matched by call order with the other collectives, like :meth:`exchange`."""
+        """Deposits member ``index``'s bucket (a list of contiguous arrays) for its next call and
+        returns at once with a handle (matched by call order with the other collectives, like
+        :meth:`exchange`). The sums are computed at the members' waits: each member waiting
+        takes the next chunk of :data:`REDUCE_CHUNK` elements and reduces it over every
+        member's arrays in rank order (so all get ``all_reduce``'s bits), so the work is shared
+        by whoever is there and a member ahead of the others keeps working until its wait."""
         n = len(self.ranks)
         kind = f"all_reduce_start({op})"
         with self._cond:
@@ -300,27 +310,49 @@ class InProcessGroup:
             self._check_kind(rnd, index, seq, kind)
             rnd.values[index] = arrays
             rnd.kinds[index] = kind
-            last = all(k is not None for k in rnd.kinds)
-        if last:
-            try:
-                result = _reduce_bucket(self.ranks, rnd.values, op)
-            except errors.OpError as e:
-                self.abort(f"a failed all_reduce_start (call #{seq}): {e.message}")
-                raise
-            with self._cond:
-                rnd.result, rnd.values = result, None
+            if all(k is not None for k in rnd.kinds):
+                try:
+                    _check_bucket(self.ranks, rnd.values)
+                except errors.OpError as e:
+                    self._failure = f"a failed all_reduce_start (call #{seq}): {e.message}"
+                    self._cond.notify_all()
+                    raise
+                rnd.result = [np.empty(a.shape, a.dtype) for a in rnd.values[0]]
+                rnd.chunks = _chunks(rnd.result)
                 self._cond.notify_all()
-        return _Pending(self, index, seq, rnd, timeout)
+        return _Pending(self, index, seq, rnd, timeout, op)
 
     def reduce_wait(self, pending):
-        """The reduced bucket of ``pending`` (waits for the other members' deposits and the sum)."""
-        rnd, seq = pending.rnd, pending.seq
+        """The reduced bucket of ``pending``: waits for every member's deposit, reduces chunks
+        until none is left, waits for the chunks others took; read-only arrays shared by all."""
+        rnd, seq, op = pending.rnd, pending.seq, pending.op
+        missing = lambda: [self.ranks[i] for i, k in enumerate(rnd.kinds) if k is None]  # noqa: E731
+        what = f"{rnd.kind} (call #{seq})"
         with self._cond:
-            self._wait(lambda: rnd.result is not None, f"{rnd.kind} (call #{seq})",
-                       lambda: [self.ranks[i] for i, k in enumerate(rnd.kinds) if k is None], pending.timeout)
+            self._wait(lambda: rnd.chunks is not None, what, missing, pending.timeout)
+        while True:
+            with self._cond:
+                self._check_failed()
+                if rnd.next == len(rnd.chunks):
+                    break
+                chunk = rnd.chunks[rnd.next]
+                rnd.next += 1
+            _reduce_chunk(rnd.values, rnd.result, chunk, op)
+            with self._cond:
+                rnd.done += 1
+                if rnd.done == len(rnd.chunks):
+                    for a in rnd.result:
+                        a.flags.writeable = False
+                    rnd.values = None
+                    self._cond.notify_all()
+        with self._cond:
+            self._wait(lambda: rnd.done == len(rnd.chunks), what, lambda: [], pending.timeout)
             rnd.left -= 1
             if rnd.left == 0:
                 del self._rounds[seq]
+            if not rnd.chunks:       # nothing to reduce (empty arrays)
+                for a in rnd.result:
+                    a.flags.writeable = False
             return rnd.result
 
     def _check_kind(self, rnd, index, seq, kind):
@@ -428,7 +460,7 @@ class InProcessCommunicator(Communicator):
         self._x("barrier", None)
 
     def all_reduce_start(self, arrays, op="sum"):
-        arrays = [np.asarray(a) for a in arrays]
+        arrays = [a if a.flags.c_contiguous else np.ascontiguousarray(a) for a in map(np.asarray, arrays)]
         if self.size == 1:
             return _Ready([_read_only(np.array(a)) for a in arrays])
         return self.group.reduce_start(self.index, arrays, op, self.timeout)

@@ -189,7 +189,7 @@ class _Planner:
         if c is None:
             c = _cost(shape, dtype, placement, src, dst)
             if ALL_REDUCE_BUCKET_BYTES and src == _P_SUM and dst == _B1 and placement.ndim == 1:
-                c //= 2     # bucketed: the last rank to start adds the pieces once (an all-gather's bytes)
+                c //= 2     # bucketed: the ranks add the pieces once, chunks shared (an all-gather's bytes)
             self._costs[key] = c
         return c
 
