@@ -284,3 +284,59 @@ def test_a_bucket_is_reduced_in_chunks_shared_by_the_waiting_ranks(monkeypatch):
         np.testing.assert_array_equal(got[0], (values[0][0] + values[1][0]) + values[2][0])
         assert float(got[1]) == 4.5 and got[3].tolist() == (np.arange(7) * 3).tolist()
         assert all(not g.flags.writeable for g in got)
+
+
+class _PrimitivesOnly:
+    """A group giving only the rendezvous primitives InProcessCommunicator is written against (as the
+    shared-memory and Ray groups do): no reduce_start."""
+
+    def __init__(self, ranks):
+        self._g = InProcessGroup(ranks, timeout=10)
+        self.ranks = self._g.ranks
+
+    def communicator(self, index):
+        from tensorweave.distribute.collective import InProcessCommunicator
+        return InProcessCommunicator(self, index)
+
+    def exchange(self, *args, **kwargs):
+        return self._g.exchange(*args, **kwargs)
+
+    def post(self, *args):
+        return self._g.post(*args)
+
+    def take(self, *args, **kwargs):
+        return self._g.take(*args, **kwargs)
+
+
+def test_a_group_without_reduce_start_reduces_at_the_start():
+    group = _PrimitivesOnly([0, 1])
+    res, errs = _run(group, lambda c, i: c.all_reduce_start([np.full(70000, i + 1.0, np.float32), np.ones(2) * i])
+                     .wait(), 2)
+    assert errs == [None, None]
+    for big, small in res:
+        np.testing.assert_array_equal(big, np.full(70000, 3.0, np.float32))
+        np.testing.assert_array_equal(small, [1.0, 1.0])
+        assert not big.flags.writeable
+
+
+@pytest.mark.parametrize("cap, buckets", [(1616, 1), (1615, 2)])
+def test_a_bucket_holds_exactly_its_cap(monkeypatch, cap, buckets):
+    # the four gradients are (20*16 + 16 + 16*4 + 4) * 4 = 1616 bytes
+    monkeypatch.setattr(planner, "ALL_REDUCE_BUCKET_BYTES", cap)
+    _, _, specs, _ = _train(P2, steps=1)
+    for spec in specs:
+        assert _ops(spec).count("_AllReduceStart") == buckets
+
+
+def test_a_partial_argument_boxed_to_broadcast_starts_before_anything_else():
+    x = tw.distribute.from_local([tw.constant(np.full((3, 4), r + 1.0, np.float32)) for r in range(2)],
+                                 placement=P2, sbp=tw.sbp.partial_sum)
+    f = tw.function(lambda x: tw.nn.relu(x.to_global(sbp=tw.sbp.broadcast)) * 2.0)
+    got = f(x)
+    np.testing.assert_array_equal(got.numpy(), np.full((3, 4), 6.0, np.float32))
+    for b in f.get_concrete_function(x)._global.bound:
+        assert _ops(b.spec)[:2] == ["_AllReduceStart", "_AllReduceWait"]
+    g = tw.function(lambda x: x.to_global(sbp=S(0)) * 2.0)           # P -> S(0): a reduce-scatter, not bucketed
+    np.testing.assert_array_equal(g(x).numpy(), np.full((3, 4), 6.0, np.float32))
+    for b in g.get_concrete_function(x)._global.bound:
+        assert "_AllReduceStart" not in _ops(b.spec) and "_Boxing" in _ops(b.spec)

@@ -463,7 +463,10 @@ class InProcessCommunicator(Communicator):
         arrays = [a if a.flags.c_contiguous else np.ascontiguousarray(a) for a in map(np.asarray, arrays)]
         if self.size == 1:
             return _Ready([_read_only(np.array(a)) for a in arrays])
-        return self.group.reduce_start(self.index, arrays, op, self.timeout)
+        start = getattr(self.group, "reduce_start", None)
+        if start is None:       # a group giving only the rendezvous primitives (shm, Ray): reduce now
+            return Communicator.all_reduce_start(self, arrays, op)
+        return start(self.index, arrays, op, self.timeout)
 
     def __repr__(self):
         return f"<InProcessCommunicator rank {self.rank} ({self.index} of {list(self.ranks)})>"

@@ -202,10 +202,9 @@ class RankOps:
 
 
 def _all_reduce_of_sums(plan, placement):
-    """True for a boxing that is one all-reduce of partial sums over the whole (1-D) placement."""
+    """True for a boxing of partial sums to ``B`` (an all-reduce) over the whole (1-D) placement."""
     return (placement.ndim == 1 and plan.src_placement == placement and plan.dst_placement == placement
-            and plan.src_sbp == (Partial("sum"),) and plan.dst_sbp == (B,) and len(plan.steps) == 1
-            and plan.steps[0].kind == "all_reduce" and plan.dtype.kind in "fiuc")
+            and plan.src_sbp == (Partial("sum"),) and plan.dst_sbp == (B,) and plan.dtype.kind in "fiuc")
 
 
 def _nbytes(plan):
