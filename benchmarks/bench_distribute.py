@@ -1,22 +1,37 @@
-"""Data-parallel throughput of the benchmark MLP on in-process ranks (eager global tensors):
-prints one JSON object per line.
+"""Data-parallel throughput of the benchmark MLP on in-process ranks: prints one JSON object per line.
 
 The MLP of ``bench_models.py`` (784-512-512-10, ReLU, softmax cross-entropy; no dropout) at a
-global batch of ``--batch`` trained with SGD, one BLAS thread per call (``threadpoolctl``): on
-one device, and data-parallel on ``--ranks`` in-process ranks (batch ``S(0)``, weights ``B``,
-the gradient all-reduce from boxing). The row gives steps/s of each and their ratio (the
-issue's target: >= 1.6x on 2 ranks). Eager global ops pay a hand-off to every rank thread per
-op; the graph planner (next) amortises it.
+global batch of ``--batch`` trained with SGD: on one device, and data-parallel on ``--ranks``
+in-process ranks (batch ``S(0)``, weights ``B``, the gradient all-reduce from boxing), each
+row in the same process, alternating, best of ``--rounds``:
 
+* ``planned_data_parallel_mlp`` (the issue's target: >= 1.6x on 2 ranks): the step in
+  ``tw.function``, one plan per rank (``distribute/planner.py``), vs the same ``tw.function``
+  on one device.
+* ``data_parallel_mlp``: the step run eagerly on global tensors (a hand-off to every rank per op).
+
+Threads: the baseline is one thread — the one-device plan runs on the calling thread
+(``inter_op`` 1) with one BLAS thread — and each rank gets one BLAS thread (the ranks share
+the controller's BLAS threads, ``distribute/rank_threads.py``; eager rows set it per rank
+thread here). ``--all-cores`` adds the one-device step with the default threading (BLAS and
+side-by-side ops on every core) as a second baseline. Each row also gives CPU time per step:
+the process's and, per rank, the rank thread's (``time.thread_time``), so a loaded machine's
+figures can still be judged. ``load`` is ``os.getloadavg()`` before and after.
+
+``--ablation`` adds a row of the planned step built without the bucketed all-reduce and without
+the rank plans' graph passes (as before issue 13's dp13 work), alternating with one device.
+``--profile`` prints, per plan (one device at the global batch and at the per-rank batch, and
+each rank), the wall and thread-CPU ms per step of each op type.
 ``--pipeline`` adds a row for the same MLP as a 2-stage pipeline (layer 1 on rank 0, layers
 2-3 on rank 1; ``--micro-batches`` 4, 1F1B): steps/s against one device and the schedule's
-bubble fraction. On in-process ranks one controller runs a time slot's actions one after the
-other, so this row measures the pipeline's overhead, not stage overlap.
+bubble fraction (one controller runs a time slot's actions one after the other: overhead, not overlap).
 
-Usage: ``python benchmarks/bench_distribute.py [--batch 256] [--ranks 2] [--steps 20] [--pipeline]``.
+Usage: ``python benchmarks/bench_distribute.py [--batch 256] [--ranks 2] [--steps 20] [--rounds 3]
+[--all-cores] [--ablation] [--profile] [--pipeline] [--eager]``.
 """
 import argparse
 import json
+import os
 import time
 import warnings
 
@@ -97,34 +112,176 @@ def steps_per_s(step, steps):
     return steps / (time.perf_counter() - t0)
 
 
+def _rank_cpu(world, ranks):
+    return world.run(ranks, lambda i: time.thread_time())
+
+
+def measure(step, steps, world=None, ranks=None):
+    """(steps/s, process CPU ms per step, [per-rank thread CPU ms per step] or the calling thread's)."""
+    step()
+    c0 = time.process_time()
+    r0 = _rank_cpu(world, ranks) if ranks else [time.thread_time()]
+    t0 = time.perf_counter()
+    for _ in range(steps):
+        step()
+    wall = time.perf_counter() - t0
+    r1 = _rank_cpu(world, ranks) if ranks else [time.thread_time()]
+    cpu = (time.process_time() - c0) / steps * 1e3
+    return steps / wall, cpu, [(b - a) / steps * 1e3 for a, b in zip(r0, r1)]
+
+
+def _one_thread_per_rank(world, ranks):
+    """Eager global ops run on the rank threads: one BLAS/numba thread on each (the planned path does
+    this itself, distribute/rank_threads.py)."""
+    from tensorweave.distribute import rank_threads
+    world.run(ranks, lambda i: rank_threads.use(1))
+
+
+def compare(name, local_step, dp_step, args, world, ranks, extra=None):
+    one, dp = [], []
+    for _ in range(args.rounds):        # alternate: both see the same load
+        one.append(measure(local_step, args.steps))
+        dp.append(measure(dp_step, args.steps, world, ranks))
+    b1, bd = max(one), max(dp)
+    row = {"row": name, "batch": args.batch, "ranks": args.ranks, "one_device_steps_s": round(b1[0], 2),
+           "data_parallel_steps_s": round(bd[0], 2), "speedup": round(bd[0] / b1[0], 2), "target": 1.6,
+           "one_device_cpu_ms": round(b1[1], 2), "data_parallel_cpu_ms": round(bd[1], 2),
+           "rank_thread_cpu_ms": [round(c, 2) for c in bd[2]],
+           "cpu_ratio": round(b1[1] / max(bd[2]), 2)}
+    row.update(extra or {})
+    return row
+
+
+def ablation(placement, args, world, ranks):
+    """The planned step built with parts of the data-parallel work switched off, measured in one
+    alternation with one device (same load): ``no_bucket`` (one blocking all-reduce per gradient
+    where it is read, and the planner's plain byte costs), ``before_dp13`` (also no graph passes on
+    the rank plans and FLOPS_PER_BYTE 10, as before this work; rank threads still at one thread)."""
+    from tensorweave.distribute import planner
+    variants = {"dp13": {}, "no_bucket": {"ALL_REDUCE_BUCKET_BYTES": 0},
+                "before_dp13": {"ALL_REDUCE_BUCKET_BYTES": 0, "FLOPS_PER_BYTE": 10, "passes": False}}
+    fns = {"one_device": tw.function(make(None, args.batch))}
+    fns["one_device"]()
+    for name, patch in variants.items():
+        saved = {k: getattr(planner, k) for k in patch if k != "passes"}
+        for k, v in patch.items():
+            if k != "passes":
+                setattr(planner, k, v)
+        tw.config.optimizer.set_experimental_options({"disable_meta_optimizer": not patch.get("passes", True)})
+        try:
+            fns[name] = tw.function(make(placement, args.batch))
+            fns[name]()                                 # plans and binds with the patch
+        finally:
+            tw.config.optimizer.set_experimental_options({"disable_meta_optimizer": False})
+            for k, v in saved.items():
+                setattr(planner, k, v)
+    best = {}
+    for _ in range(args.rounds):
+        for name, fn in fns.items():
+            m = measure(fn, args.steps, *((None, None) if name == "one_device" else (world, ranks)))
+            if name not in best or m[0] > best[name][0]:
+                best[name] = m
+    one = best["one_device"][0]
+    return {"row": "ablation", "batch": args.batch, "ranks": args.ranks, **{
+        name: {"steps_s": round(m[0], 2), "vs_one_device": round(m[0] / one, 2), "cpu_ms": round(m[1], 2),
+               "thread_cpu_ms": [round(c, 2) for c in m[2]]} for name, m in best.items()}}
+
+
+def profile(fn, steps):
+    """Per bound plan of ``fn`` (a traced tw.function): {op type: [wall ns, thread CPU ns, count]} over
+    ``steps`` calls (the steps of the bound plans wrap themselves; the plans are used as they are)."""
+    import collections
+    cf = list(fn._cache.values())[-1]
+    plans = [cf._plan] if cf._global is None else list(cf._global.bound)
+    accs = []
+    for plan in plans:
+        acc = collections.defaultdict(lambda: [0, 0, 0])
+        accs.append(acc)
+        for st in plan.steps:
+            def timed(*a, _fn=st.fn, _e=acc[st.node.op]):
+                c0, t0 = time.thread_time_ns(), time.perf_counter_ns()
+                r = _fn(*a)
+                _e[0] += time.perf_counter_ns() - t0
+                _e[1] += time.thread_time_ns() - c0
+                _e[2] += 1
+                return r
+            st.fn = timed
+    for _ in range(steps):
+        fn()
+    return [{op: [round(w / steps / 1e6, 3), round(c / steps / 1e6, 3), n // steps] for op, (w, c, n) in
+             sorted(a.items(), key=lambda kv: -kv[1][1])} for a in accs]
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--batch", type=int, default=256)
     ap.add_argument("--ranks", type=int, default=2)
     ap.add_argument("--steps", type=int, default=20)
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--all-cores", action="store_true")
+    ap.add_argument("--profile", action="store_true")
+    ap.add_argument("--eager", action="store_true", help="also the eager global row")
+    ap.add_argument("--ablation", action="store_true", help="the planned step without bucketing / passes")
     ap.add_argument("--pipeline", action="store_true")
     ap.add_argument("--micro-batches", type=int, default=4)
     args = ap.parse_args()
     warnings.simplefilter("ignore")
+    from tensorweave.distribute.ranks import default_world
+    from tensorweave.kernels import threads
+    from tensorweave.kernels.cpu import jit
+    world, ranks = default_world(), list(range(args.ranks))
+    placement = tw.placement("cpu", ranks=ranks)
+    load0 = os.getloadavg()[0]
+    local_fn, dp_fn = tw.function(make(None, args.batch)), tw.function(make(placement, args.batch))
+    rows = []
+    if args.all_cores:
+        local_fn(), dp_fn()
+        jit.wait_for_compiles()
+        rows.append(compare("planned_data_parallel_mlp_vs_all_cores", local_fn, dp_fn, args, world, ranks,
+                            {"one_device_threads": "default (all cores)"}))
+    threads.set_inter_op_slots(1)
     with threadpool_limits(1):
-        local = make(None, args.batch)
-        glob = make(tw.placement("cpu", ranks=list(range(args.ranks))), args.batch)
-        one, dp = [], []
-        for _ in range(3):        # alternate, best of 3
-            one.append(steps_per_s(local, args.steps))
-            dp.append(steps_per_s(glob, args.steps))
-    print(json.dumps({"row": "data_parallel_mlp", "batch": args.batch, "ranks": args.ranks,
-                      "one_device_steps_s": round(max(one), 2), "data_parallel_steps_s": round(max(dp), 2),
-                      "speedup": round(max(dp) / max(one), 2), "target": 1.6}), flush=True)
+        local_fn(), dp_fn()
+        jit.wait_for_compiles()
+        rows.insert(0, compare("planned_data_parallel_mlp", local_fn, dp_fn, args, world, ranks))
+        if args.ablation:
+            rows.append(ablation(placement, args, world, ranks))
+        if args.eager:
+            _one_thread_per_rank(world, ranks)
+            local, glob = make(None, args.batch), make(placement, args.batch)
+            rows.append(compare("data_parallel_mlp", local, glob, args, world, ranks))
+        from tensorweave.distribute import calibrate, planner
+        cal = calibrate.measure()
+    load1 = os.getloadavg()[0]
+    for row in rows:
+        row["load"] = [round(load0, 2), round(load1, 2)]
+        print(json.dumps(row), flush=True)
+    print(json.dumps({"calibration": {"gflops_per_s": round(cal["flops_per_s"] / 1e9, 1),
+                                      "copy_gb_per_s": round(cal["bytes_per_s"] / 1e9, 1),
+                                      "flops_per_byte": round(cal["flops_per_byte"], 2),
+                                      "planner_flops_per_byte": planner.FLOPS_PER_BYTE}}), flush=True)
+    if args.profile:
+        with threadpool_limits(1):
+            half = tw.function(make(None, args.batch // args.ranks))
+            half()
+            jit.wait_for_compiles()
+            for name, fn in ((f"one_device_b{args.batch}", local_fn), (f"one_device_b{args.batch // args.ranks}", half),
+                             (f"data_parallel_b{args.batch}", dp_fn)):
+                for i, table in enumerate(profile(fn, args.steps)):
+                    print(json.dumps({"profile": name, "plan": i, "ms_per_step": {
+                        "wall": round(sum(v[0] for v in table.values()), 3),
+                        "cpu": round(sum(v[1] for v in table.values()), 3)},
+                        "ops": {op: {"wall": v[0], "cpu": v[1], "n": v[2]} for op, v in table.items()}}), flush=True)
     if args.pipeline:
         with threadpool_limits(1):
+            one = max(measure(make(None, args.batch), args.steps)[0] for _ in range(args.rounds))
             pipe, step = make_pipeline(args.batch, args.micro_batches)
-            piped = [steps_per_s(step, args.steps) for _ in range(3)]
+            piped = [steps_per_s(step, args.steps) for _ in range(args.rounds)]
         print(json.dumps({"row": "pipelined_mlp", "batch": args.batch, "stages": 2,
                           "micro_batches": args.micro_batches, "schedule": "1f1b",
                           "bubble_fraction": round(pipe.bubble_fraction, 3),
-                          "one_device_steps_s": round(max(one), 2), "pipelined_steps_s": round(max(piped), 2),
-                          "ratio": round(max(piped) / max(one), 2)}), flush=True)
+                          "one_device_steps_s": round(one, 2), "pipelined_steps_s": round(max(piped), 2),
+                          "ratio": round(max(piped) / one, 2)}), flush=True)
 
 
 if __name__ == "__main__":

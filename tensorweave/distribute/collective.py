@@ -3,7 +3,9 @@ in-process implementation (ranks are threads of this process).
 
 A :class:`Communicator` is one rank's end of a group: ``all_reduce`` (sum/max/min/prod),
 ``reduce_scatter``, ``all_gather``, ``all_to_all``, ``broadcast``, ``send``/``recv``,
-``barrier``. Pieces may differ in size between ranks (uneven splits follow the balanced
+``barrier``, and ``all_reduce_start`` (a bucket of arrays reduced without waiting at the call;
+``.wait()`` on its handle gives the sums — how a planned data-parallel step issues its gradient
+all-reduce as soon as the gradients are ready and waits only before the optimizer). Pieces may differ in size between ranks (uneven splits follow the balanced
 splitter of ``layout.py``). Every call waits at most ``timeout`` seconds; the error names
 the ranks that did not arrive. The interface takes and returns NumPy arrays only, so a
 Ray-actor implementation (issue 14) provides the same methods over its own transport.
@@ -35,6 +37,7 @@ from tensorweave.distribute.layout import balanced_bounds
 
 DEFAULT_TIMEOUT = 120.0
 SMALL_BYTES = 1 << 16        # all-reduces up to this size take one rendezvous instead of two
+REDUCE_CHUNK = 1 << 16       # elements of a bucket one member reduces at a time (all_reduce_start)
 _REDUCE = {"sum": np.add, "max": np.maximum, "min": np.minimum, "prod": np.multiply}
 
 
@@ -140,15 +143,80 @@ class Communicator:
     def barrier(self):
         self.all_gather(np.zeros(1, np.int8))
 
+    def all_reduce_start(self, arrays, op="sum"):
+        """Starts the reduction (``op``) of each array of ``arrays`` over the group; returns a
+        handle whose ``wait()`` gives the reduced arrays (read-only: they may be shared between
+        ranks), in order. Collective: every member starts the same bucket at the same point of
+        its call order. This default reduces at once (the call blocks, nothing overlaps); a
+        transport overrides it to return before the others arrive."""
+        return _Ready([_read_only(self.all_reduce(a, op)) for a in arrays])
+
+
+def _read_only(a):
+    a = np.asarray(a)
+    a.flags.writeable = False
+    return a
+
+
+class _Ready:
+    """A started reduction whose values are known already."""
+
+    __slots__ = ("values",)
+
+    def __init__(self, values):
+        self.values = values
+
+    def wait(self):
+        return self.values
+
 
 class _Round:
-    __slots__ = ("kind", "values", "kinds", "left")
+    __slots__ = ("kind", "values", "kinds", "left", "result", "chunks", "next", "done")
 
     def __init__(self, size, kind):
         self.kind = kind
         self.values = [None] * size
         self.kinds = [None] * size
         self.left = size
+        self.result = None      # all_reduce_start: the sums being filled in, chunk by chunk
+        self.chunks = None
+        self.next = self.done = 0
+
+
+def _check_bucket(ranks, values):
+    first = values[0]
+    for r, v in enumerate(values):
+        if len(v) != len(first) or any(a.shape != b.shape or a.dtype != b.dtype for a, b in zip(v, first)):
+            raise errors.InvalidArgumentError(
+                f"all_reduce_start: rank {ranks[r]} gave {[(list(a.shape), str(a.dtype)) for a in v]} but rank "
+                f"{ranks[0]} gave {[(list(a.shape), str(a.dtype)) for a in first]}")
+
+
+def _chunks(arrays):
+    """(array index, lo, hi) over the flattened arrays, :data:`REDUCE_CHUNK` elements at most each."""
+    return [(k, lo, min(lo + REDUCE_CHUNK, a.size)) for k, a in enumerate(arrays)
+            for lo in range(0, a.size, REDUCE_CHUNK)]
+
+
+def _reduce_chunk(values, out, chunk, op):
+    """``out[k].flat[lo:hi]`` = the members' values there, reduced in rank order (``all_reduce``'s bits)."""
+    k, lo, hi = chunk
+    dst = out[k].reshape(-1)[lo:hi]
+    np.copyto(dst, values[0][k].reshape(-1)[lo:hi])
+    for v in values[1:]:
+        _REDUCE[op](dst, v[k].reshape(-1)[lo:hi], out=dst)
+
+
+class _Pending:
+    """One member's handle on a reduction started with :meth:`InProcessGroup.reduce_start`."""
+
+    __slots__ = ("group", "index", "seq", "rnd", "timeout", "op")
+
+    def __init__(self, group, index, seq, rnd, timeout, op):
+        self.group, self.index, self.seq, self.rnd, self.timeout, self.op = group, index, seq, rnd, timeout, op
+
+    def wait(self):
+        return self.group.reduce_wait(self)
 
 
 class InProcessGroup:
@@ -211,13 +279,7 @@ class InProcessGroup:
             rnd = self._rounds.get(seq)
             if rnd is None:
                 rnd = self._rounds[seq] = _Round(n, kind)
-            if kind != rnd.kind:
-                other = rnd.kinds.index(rnd.kind)
-                msg = (f"collective mismatch on ranks {list(self.ranks)} (call #{seq}): rank {self.ranks[index]} "
-                       f"called {kind} while rank {self.ranks[other]} called {rnd.kind}")
-                self._failure = msg
-                self._cond.notify_all()
-                raise errors.InternalError(msg)
+            self._check_kind(rnd, index, seq, kind)
             rnd.values[index] = value
             rnd.kinds[index] = kind
             self._cond.notify_all()
@@ -228,6 +290,79 @@ class InProcessGroup:
             if rnd.left == 0:
                 del self._rounds[seq]
         return values
+
+    def reduce_start(self, index, arrays, op="sum", timeout=None):
+        """Deposits member ``index``'s bucket (a list of contiguous arrays) for its next call and
+        returns at once with a handle (matched by call order with the other collectives, like
+        :meth:`exchange`). The sums are computed at the members' waits: each member waiting
+        takes the next chunk of :data:`REDUCE_CHUNK` elements and reduces it over every
+        member's arrays in rank order (so all get ``all_reduce``'s bits), so the work is shared
+        by whoever is there and a member ahead of the others keeps working until its wait."""
+        n = len(self.ranks)
+        kind = f"all_reduce_start({op})"
+        with self._cond:
+            self._check_failed()
+            seq = self._seq[index]
+            self._seq[index] = seq + 1
+            rnd = self._rounds.get(seq)
+            if rnd is None:
+                rnd = self._rounds[seq] = _Round(n, kind)
+            self._check_kind(rnd, index, seq, kind)
+            rnd.values[index] = arrays
+            rnd.kinds[index] = kind
+            if all(k is not None for k in rnd.kinds):
+                try:
+                    _check_bucket(self.ranks, rnd.values)
+                except errors.OpError as e:
+                    self._failure = f"a failed all_reduce_start (call #{seq}): {e.message}"
+                    self._cond.notify_all()
+                    raise
+                rnd.result = [np.empty(a.shape, a.dtype) for a in rnd.values[0]]
+                rnd.chunks = _chunks(rnd.result)
+                self._cond.notify_all()
+        return _Pending(self, index, seq, rnd, timeout, op)
+
+    def reduce_wait(self, pending):
+        """The reduced bucket of ``pending``: waits for every member's deposit, reduces chunks
+        until none is left, waits for the chunks others took; read-only arrays shared by all."""
+        rnd, seq, op = pending.rnd, pending.seq, pending.op
+        missing = lambda: [self.ranks[i] for i, k in enumerate(rnd.kinds) if k is None]  # noqa: E731
+        what = f"{rnd.kind} (call #{seq})"
+        with self._cond:
+            self._wait(lambda: rnd.chunks is not None, what, missing, pending.timeout)
+        while True:
+            with self._cond:
+                self._check_failed()
+                if rnd.next == len(rnd.chunks):
+                    break
+                chunk = rnd.chunks[rnd.next]
+                rnd.next += 1
+            _reduce_chunk(rnd.values, rnd.result, chunk, op)
+            with self._cond:
+                rnd.done += 1
+                if rnd.done == len(rnd.chunks):
+                    for a in rnd.result:
+                        a.flags.writeable = False
+                    rnd.values = None
+                    self._cond.notify_all()
+        with self._cond:
+            self._wait(lambda: rnd.done == len(rnd.chunks), what, lambda: [], pending.timeout)
+            rnd.left -= 1
+            if rnd.left == 0:
+                del self._rounds[seq]
+            if not rnd.chunks:       # nothing to reduce (empty arrays)
+                for a in rnd.result:
+                    a.flags.writeable = False
+            return rnd.result
+
+    def _check_kind(self, rnd, index, seq, kind):
+        if kind != rnd.kind:
+            other = rnd.kinds.index(rnd.kind)
+            msg = (f"collective mismatch on ranks {list(self.ranks)} (call #{seq}): rank {self.ranks[index]} "
+                   f"called {kind} while rank {self.ranks[other]} called {rnd.kind}")
+            self._failure = msg
+            self._cond.notify_all()
+            raise errors.InternalError(msg)
 
     def post(self, src, dst, tag, value):
         with self._cond:
@@ -323,6 +458,15 @@ class InProcessCommunicator(Communicator):
 
     def barrier(self):
         self._x("barrier", None)
+
+    def all_reduce_start(self, arrays, op="sum"):
+        arrays = [a if a.flags.c_contiguous else np.ascontiguousarray(a) for a in map(np.asarray, arrays)]
+        if self.size == 1:
+            return _Ready([_read_only(np.array(a)) for a in arrays])
+        start = getattr(self.group, "reduce_start", None)
+        if start is None:       # a group giving only the rendezvous primitives (shm, Ray): reduce now
+            return Communicator.all_reduce_start(self, arrays, op)
+        return start(self.index, arrays, op, self.timeout)
 
     def __repr__(self):
         return f"<InProcessCommunicator rank {self.rank} ({self.index} of {list(self.ranks)})>"

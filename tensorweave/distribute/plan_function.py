@@ -103,6 +103,7 @@ class RankPlans:
 
     def run(self, feeds):
         """``feeds[i]``: rank ``i``'s feed values; returns per fetch its layout and the ranks' pieces."""
+        from tensorweave.distribute import rank_threads
         from tensorweave.distribute.ray.pieces import cluster_for
         from tensorweave.runtime import executor
         cluster = cluster_for(self.placement)
@@ -114,7 +115,12 @@ class RankPlans:
         if self.bound is None:
             self._bind()
         bound = self.bound
-        results = self.world.run(self.placement.ranks, lambda i: executor.run_plan(bound[i], feeds[i]))
+        n = rank_threads.for_ranks(self.placement.size)   # the ranks share the controller's cores
+
+        def on_rank(i):
+            rank_threads.use(n)
+            return executor.run_plan(bound[i], feeds[i])
+        results = self.world.run(self.placement.ranks, on_rank)
         gp = self.plan
         return [(None if id(t) in gp.local else gp.layouts[id(t)], [np.asarray(r[j]) for r in results])
                 for j, t in enumerate(gp.fetches)]

@@ -8,8 +8,16 @@
   ``rank`` (this rank's id) and ``comm`` (a reference to the rank's communicator resource).
   Its kernel is made once per bound plan (the plan parsed once), then each run boxes a piece.
 * ``_Once`` — op ``op_type`` with ``op_attrs`` run on the group's first rank only, its outputs
-  broadcast to the others (attrs ``ranks``, ``rank``, ``comm``): a stateful op whose outputs are
-  ``B`` (a local variable's update, a print) runs once, as on one device.
+  broadcast to the others (attrs ``ranks``, ``rank``, ``comm``; ``broadcast`` False when no
+  node reads them: no collective then): a stateful op whose outputs are ``B`` (a local
+  variable's update, a print) runs once, as on one device.
+
+* ``_AllReduceStart`` / ``_AllReduceWait`` — a bucket of partial-sum tensors all-reduced
+  (``P -> B``) in two halves: the start (attrs ``ranks``, ``comm``, ``op``) hands the bucket to
+  ``Communicator.all_reduce_start`` as soon as its inputs are computed and outputs a handle;
+  the wait (attr ``n``) sits where the boxings were, before the first reader, and outputs the
+  ``n`` sums (read-only arrays). ``rank_graph.bucket_all_reduces`` makes them from ``_Boxing``
+  nodes.
 
 A rank's communicator is a resource of kind ``"communicator"`` named ``"world"`` on its
 runtime: an object ``comm_for(rank_ids) -> Communicator`` (the rank's end of the group of those
@@ -49,6 +57,40 @@ register_op("_Once", infer=lambda i, a: get_op(a["op_type"]).infer(i, a["op_attr
             stateful=True, num_outputs=lambda a: get_op(a["op_type"]).n_outputs(a["op_attrs"]), sbp=BOXES_TO_B)
 
 
+register_op("_AllReduceStart", infer=lambda i, a: (TensorShape([]), _variant()), grad=NOT_DIFFERENTIABLE,
+            stateful=True, sbp=BOXES_TO_B)
+register_op("_AllReduceWait", infer=lambda i, a: [(TensorShape(s), _dtype(d)) for s, d in a["outputs"]],
+            grad=NOT_DIFFERENTIABLE, stateful=True, num_outputs=lambda a: a["n"], sbp=BOXES_TO_B)
+
+
+def _variant():
+    from tensorweave.core import dtypes as _dt
+    return _dt.variant
+
+
+def _dtype(d):
+    from tensorweave.core import dtypes as _dt
+    return _dt.as_dtype(d)
+
+
+@register_kernel("_AllReduceStart")
+def _all_reduce_start_kernel(ranks, comm, op="sum"):
+    group = tuple(ranks)
+
+    def step(*pieces):
+        return comm(group).all_reduce_start(pieces, op)
+    return step
+
+
+_all_reduce_start_kernel._tw_factory = True
+
+
+@register_kernel("_AllReduceWait")
+def _all_reduce_wait_kernel(handle, n=1, outputs=()):
+    values = handle.wait()
+    return values[0] if n == 1 else tuple(values)     # one output: a single-output node
+
+
 @register_kernel("_ToGlobal")
 def _to_global_kernel(x, placement_type=None, ranks=None, sbp=None):
     return x
@@ -68,7 +110,7 @@ _boxing_kernel._tw_factory = True
 
 
 @register_kernel("_Once")
-def _once_kernel(op_type, op_attrs, ranks, rank, comm):
+def _once_kernel(op_type, op_attrs, ranks, rank, comm, broadcast=True):
     opdef = get_op(op_type)
     kernel = opdef.kernel("CPU")
     n_out = opdef.n_outputs(op_attrs)
@@ -79,6 +121,8 @@ def _once_kernel(op_type, op_attrs, ranks, rank, comm):
         out = kernel(*args, **op_attrs) if root else None
         if n_out == 0:
             return ()
+        if not broadcast:       # nobody reads the outputs: the other ranks need not wait for them
+            return out if root else (None if n_out == 1 else (None,) * n_out)
         c = comm(group)
         if n_out == 1:
             return c.broadcast(np.asarray(out) if root else None, root=0)

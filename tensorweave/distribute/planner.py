@@ -45,24 +45,31 @@ import numpy as np
 
 from tensorweave.core import dtypes as _dt
 from tensorweave.core import errors
-from tensorweave.core.sbp import B, Broadcast
+from tensorweave.core.sbp import B, Broadcast, Partial
 from tensorweave.distribute import plan_ops  # noqa: F401 - registers _Boxing, _Once, _ToGlobal
 from tensorweave.distribute.boxing import parse_sbp
 from tensorweave.distribute.interpreter import (_METADATA_OPS, _cost, _known, _piece_shapes, _plan, _warned, Layout,
                                                 candidates, choose, decide, decision, metadata_values)
 from tensorweave.distribute.layout import Placement, local_shape
-from tensorweave.distribute.plan_control import (CONTROL_FLOW, bind_control_flow, check_control_flow,
-                                                  check_local_control_flow)
-from tensorweave.distribute.plan_random import draws_stream, rank_stream
+from tensorweave.distribute.plan_control import CONTROL_FLOW, check_control_flow, check_local_control_flow
+from tensorweave.distribute.plan_random import draws_stream
 from tensorweave.runtime import executor
-from tensorweave.runtime.plan_spec import NodeSpec, PlanSpec, ResourceTable
+from tensorweave.runtime.plan_spec import ResourceTable
 
 DEVICE = "/job:localhost/replica:0/task:0/device:CPU:0"
 
-# The planner's exchange rate between work and bytes moved (in-process ranks copy ~10 GB/s and
-# multiply ~100 GFLOP/s per core), and the ops whose work is a contraction's FLOPs.
-FLOPS_PER_BYTE = 10
+# The planner's exchange rate between work and bytes moved, and the ops whose work is a
+# contraction's FLOPs. Measured (calibrate.py) on the 2-core AMD EPYC of BENCHMARKS.md: one
+# thread multiplies 57-84 GFLOP/s (256^3 float32) and copies a 4 MB buffer at 13-47 GB/s (in
+# cache; 16 GB/s for 16 MB): 1.2-4.7 FLOPs per byte moved at load 24, so 4 (was 10, a guess).
+# TW_PLANNER_CALIBRATE=1 measures it in each process instead.
+FLOPS_PER_BYTE = 4
 _CONTRACTIONS = frozenset({"MatMul", "BatchMatMul", "BatchMatMulV2", "BatchMatMulV3"})
+# A rank's all-reduces of partial sums (the gradient all-reduce of data parallelism) go in buckets
+# of about this many bytes, each started as soon as its tensors are computed (rank_graph.py); 0: one
+# blocking all-reduce per tensor where it is needed.
+ALL_REDUCE_BUCKET_BYTES = 4 << 20
+_P_SUM, _B1 = (Partial("sum"),), (B,)
 
 
 def pinned_layout(op):
@@ -107,91 +114,31 @@ class GraphPlan:
         """``(spec, live resources)`` of rank ``placement.ranks[index]``: a :class:`PlanSpec`
         whose feeds are the graph's feeds (each rank's piece of a global one) and whose fetches
         are the rank's pieces of the fetches; ``live`` are the objects its resource table names
-        in this process (the communicator ``comm``, the rank's variable shards)."""
-        placement = self.placement
-        rank = placement.ranks[index]
+        in this process (the communicator ``comm``, the rank's variable shards). The rank's op
+        list (``rank_graph.py``) goes through the graph passes as a single-device plan does."""
+        from tensorweave.distribute.rank_graph import rank_ops
+        from tensorweave.runtime.passes.ir import nbytes
+        from tensorweave.runtime.runtime import default_runtime
+        rank = self.placement.ranks[index]
         table = ResourceTable()
         comm_ref = table.ref("communicator", "world", comm if comm is not None else ("communicator", rank))
-        slot_of, producer = {}, {}
-        n = 0
-        feed_slots = []
-        for t in self.feeds:
-            slot_of[id(t)] = n
-            feed_slots.append(n)
-            n += 1
-        nodes, deps, presets = [], [], []
-        boxed = {}
-        node_of_op = {}
-        sizes = self.slot_bytes[index] = {}
-        for t in self.feeds:
-            sizes[slot_of[id(t)]] = self.nbytes(t, index)
-
-        def add(name, op_type, attrs, ins, single, n_out, ctrl=(), traceback=None):
-            nonlocal n
-            outs = tuple(range(n, n + n_out))
-            n += n_out
-            d = {producer[s] for s in ins if s in producer}
-            d.update(node_of_op[id(c)] for c in ctrl if c is not None and id(c) in node_of_op)
-            nodes.append(NodeSpec(name, op_type, DEVICE, attrs, ins, outs[0] if single and outs else outs, single,
-                                  traceback=traceback))
-            deps.append(tuple(sorted(d)))
-            for s in outs:
-                producer[s] = len(nodes) - 1
-            return outs
-
-        def box_slot(t, plan):
-            key = (id(t), plan.dst_sbp)
-            s = boxed.get(key)
-            if s is None:
-                s = boxed[key] = add(f"{t.op.name}/boxing", "_Boxing",
-                                     {"plan": self._plan_dict(plan), "rank": rank, "comm": comm_ref},
-                                     (slot_of[id(t)],), True, 1, traceback=t.op.traceback)[0]
-                sizes[s] = _nbytes(local_shape(plan.shape, placement, plan.dst_sbp, index), t.dtype)
-            return s
-
-        for op in self.ops:
-            p = self.op_plans[id(op)]
-            if p.kind in ("const", "metadata", "variable"):
-                values = p.value
-                if p.kind == "variable":
-                    var = op.attrs["variable"]
-                    if getattr(var, "is_global", False):
-                        shard = var._locals[index]
-                        ref = table.ref("variable", op.attrs["shared_name"], shard, dtype=var.dtype,
-                                        shape=shard._shape)
-                    else:
-                        ref = table.ref("variable", op.attrs["shared_name"], var, dtype=var.dtype, shape=var._shape)
-                    values = [ref]
-                for o, v in zip(op.outputs, values):
-                    slot_of[id(o)] = n
-                    presets.append((n, v))
-                    sizes[n] = int(getattr(v, "nbytes", 0))
-                    n += 1
-                continue
-            if p.kind == "pin":
-                src = op.inputs[0]
-                slot_of[id(op.outputs[0])] = slot_of[id(src)] if p.plans[0] is None else box_slot(src, p.plans[0])
-                continue
-            ins = tuple(slot_of[id(t)] if plan is None else box_slot(t, plan) for t, plan in zip(op.inputs, p.plans))
-            op_type, attrs = p.local_ops[index]
-            if p.kind == "global" and draws_stream(op):      # the rank's own copy of the op's stream
-                attrs = dict(attrs, state=table.ref("random_stream", op.name, rank_stream(self, op, index)))
-            elif op.type in CONTROL_FLOW:                      # its bodies as nested plan specs
-                attrs = bind_control_flow(op, attrs, table)
-            if p.once:
-                attrs = {"op_type": op_type, "op_attrs": attrs, "ranks": list(placement.ranks), "rank": rank,
-                         "comm": comm_ref}
-                op_type = "_Once"
-            outs = add(op.name, op_type, attrs, ins, op.opdef.num_outputs == 1, len(op.outputs), op.control_inputs,
-                       op.traceback)
-            node_of_op[id(op)] = len(nodes) - 1
-            for o, s in zip(op.outputs, outs):
-                slot_of[id(o)] = s
-                sizes[s] = self.nbytes(o, index)
-        spec = PlanSpec(nodes, n, feed_slots, [slot_of[id(t)] for t in self.fetches], presets, deps,
-                        f"{self.label}/rank{rank}")
+        r = rank_ops(self, index, table, comm_ref, DEVICE, ALL_REDUCE_BUCKET_BYTES)
+        placed = {id(n.orig): DEVICE for n in r.ops}
+        placed.update((id(n), DEVICE) for n in r.ops)
+        ops, fetches, stats = executor.optimize(r.ops, r.fetches, r.targets, r.feeds, placed)
+        placed.update((id(n), DEVICE) for n in ops)
+        spec, node_ops = executor.lower(ops, placed, fetches, r.feeds, default_runtime(), table)
+        spec.label, spec.pass_stats = f"{self.label}/rank{rank}", stats
         executor.schedule(spec, parallel=False)
         spec.resources = table.descs
+        sizes = self.slot_bytes[index] = {}
+        for s, v in zip(spec.feed_slots, r.feeds):
+            sizes[s] = nbytes(v) or 0
+        for s, v in spec.presets:
+            sizes[s] = int(getattr(v, "nbytes", 0))
+        for node, op in zip(spec.nodes, node_ops):
+            for s, v in zip(node.out_slots(), op.outputs):
+                sizes[s] = nbytes(v) or 0
         return spec, table.live
 
     def local_shape(self, t, index):
@@ -242,7 +189,10 @@ class _Planner:
         key = (shape, dtype, src, dst)
         c = self._costs.get(key)
         if c is None:
-            c = self._costs[key] = _cost(shape, dtype, placement, src, dst)
+            c = _cost(shape, dtype, placement, src, dst)
+            if ALL_REDUCE_BUCKET_BYTES and src == _P_SUM and dst == _B1 and placement.ndim == 1:
+                c //= 2     # bucketed: the ranks add the pieces once, chunks shared (an all-gather's bytes)
+            self._costs[key] = c
         return c
 
     def layout(self, t, op):
@@ -454,6 +404,8 @@ class _Unknown:
 def plan_graph(fetches, targets, feeds, feed_layouts, placement, label="planned", lookahead=True):
     """The :class:`GraphPlan` computing ``fetches`` (running ``targets``) from ``feeds``;
     ``feed_layouts[i]`` is feed ``i``'s ``(placement, N-D SBP)`` or None (a local value)."""
+    from tensorweave.distribute.calibrate import calibrate_once_if_asked
+    calibrate_once_if_asked()
     t0 = time.perf_counter()
     feed_ids = {id(t): i for i, t in enumerate(feeds)}
     ops = executor.prune(fetches, targets, feed_ids)
