@@ -231,3 +231,24 @@ def test_the_main_job_trains_data_parallel_on_the_workers(cluster, capsys):
     accuracy = float(out.split("test accuracy ")[1].split()[0])
     assert 0.5 < accuracy <= 1.0
     assert tw.distribute.current() is cluster                               # the test's cluster stays up
+
+
+def test_random_draws_in_a_planned_function_equal_one_device(backend):
+    # Each worker gets its rank's copy of the op's stream with the spec and continues it per call.
+    x = np.arange(56, dtype=np.float32).reshape(7, 8) / 10.0
+
+    def body(x):
+        return x + tw.random.uniform([7, 8], seed=3), tw.nn.dropout(x, 0.5, seed=5)
+
+    tw.random.set_seed(11)
+    local = tw.function(body)
+    want = [[t.numpy() for t in local(tw.constant(x))] for _ in range(2)]
+    tw.random.set_seed(11)
+    planned = tw.function(body)
+    xg = tw.constant(x).to_global(placement=P2, sbp=tw.sbp.split(0))
+    for w_call in want:
+        got = planned(xg)
+        for w, g in zip(w_call, got):
+            _on(backend, g)
+            np.testing.assert_array_equal(g.numpy(), w)
+    tw.random.set_seed(None)

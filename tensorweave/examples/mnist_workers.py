@@ -1,7 +1,7 @@
 """The main job on Ray workers (``python -m tensorweave --workers N``): data-parallel training of
 the MNIST MLP on N rank actors of a local Ray instance (or a ``ray start`` cluster: ``--address``; a program that connected already keeps its cluster).
 
-The Keras MLP (784 → 512 → 512 → 10; no dropout: random ops are not planned over ranks yet) is made
+The main job's Keras MLP (784 → 512 → 512 → 10 with dropout; each worker draws its rows' masks) is made
 global with ``model.to_global(placement, broadcast)`` — each worker holds a replica of every
 weight — and one ``tw.function`` step (forward, ``GradientTape``, Adam) is planned for a batch
 split over the workers (``S(0)``): the planner inserts the gradient all-reduce, each worker gets
@@ -21,8 +21,8 @@ import numpy as np
 
 def build_mlp(keras):
     L = keras.layers
-    return keras.Sequential([keras.Input(shape=(28, 28)), L.Flatten(), L.Dense(512, activation="relu"),
-                             L.Dense(512, activation="relu"), L.Dense(10)], name="mnist_mlp_dp")
+    return keras.Sequential([keras.Input(shape=(28, 28)), L.Flatten(), L.Dense(512, activation="relu"), L.Dropout(0.2),
+                             L.Dense(512, activation="relu"), L.Dropout(0.2), L.Dense(10)], name="mnist_mlp_dp")
 
 
 def train_on_workers(workers, epochs=None, batch_size=128, address=None, verbose=1, seed=0):

@@ -69,6 +69,8 @@ class RayRankPlans:
                         j = local_index[id(obj)] = len(self.local_vars)
                         self.local_vars.append(obj)
                     res.append(("local", j))
+                elif desc["kind"] == "random_stream":     # the worker continues it from the position in the doc
+                    res.append(("stream", len(res)))
                 else:
                     raise errors.UnimplementedError(
                         f"plan {spec.label}: a {desc['kind']} resource ({desc['name']!r}) cannot run on Ray workers yet")
@@ -126,10 +128,16 @@ def _w_bind_plan(worker, key, doc_text, tensors, res, local_values):
     with init_scope():
         local_vars = [Variable(np.array(v), trainable=False, name=f"driver_local_{j}")
                       for j, v in enumerate(local_values)]
-    live = [rt.resource("communicator", "world") if kind == "comm" else
-            worker.store[ref] if kind == "key" else local_vars[ref] for kind, ref in res]
-    plan = _plan_io().plan_from_json(json.loads(doc_text), tensors, rt, where=f"plan for rank {worker.rank}",
-                                     live=live)
+    doc = json.loads(doc_text)
+
+    def live_of(kind, ref):
+        if kind == "stream":
+            from tensorweave.ops.random_ops import stream_from_state
+            return stream_from_state(doc["resources"][ref]["state"], f"plan for rank {worker.rank}")
+        return rt.resource("communicator", "world") if kind == "comm" else \
+            worker.store[ref] if kind == "key" else local_vars[ref]
+    live = [live_of(kind, ref) for kind, ref in res]
+    plan = _plan_io().plan_from_json(doc, tensors, rt, where=f"plan for rank {worker.rank}", live=live)
     worker.store[key] = (plan, local_vars)
 
 
