@@ -18,6 +18,8 @@ from tensorweave.distribute.explain import Explanation, explain
 from tensorweave.distribute.pipeline import Pipeline, pipeline
 from tensorweave.distribute.ray import connect, current, shutdown   # (Ray is imported by connect, not here)
 from tensorweave.distribute.ray.multi_worker import MultiWorkerMirroredStrategy, RayClusterResolver
+from tensorweave.distribute.ps import InputContext, ParameterServerStrategy, ShardedVariable   # (issue 14: ps14)
+from tensorweave.distribute.ps.namespaces import cluster_resolver, coordinator, experimental
 
 placement = Placement
 
@@ -25,4 +27,5 @@ __all__ = ["Placement", "placement", "GlobalTensor", "from_local", "to_global", 
            "boxing_cost", "plan_boxing", "CollectiveAbortedError", "CollectiveTimeoutError", "Communicator",
            "InProcessGroup", "World", "default_world", "set_collective_timeout", "GlobalVariable", "MirroredStrategy",
            "explain", "Explanation", "Pipeline", "pipeline", "connect", "current", "shutdown",
-           "MultiWorkerMirroredStrategy", "RayClusterResolver"]
+           "MultiWorkerMirroredStrategy", "RayClusterResolver", "ParameterServerStrategy", "ShardedVariable",
+           "InputContext", "experimental", "coordinator", "cluster_resolver"]
