@@ -90,9 +90,10 @@ def train(workers=2, ps=2, rows=1_000_000, steps=60, batch=256, sync=False, lear
     """Trains DeepFM on the cluster; returns ``(losses, examples per second, server shapes)``."""
     resolver = tw.distribute.cluster_resolver.SimpleClusterResolver(
         tw.train.ClusterSpec({"worker": [f"w{i}" for i in range(workers)], "ps": [f"ps{i}" for i in range(ps)]}))
-    strategy = tw.distribute.experimental.ParameterServerStrategy(
-        resolver, variable_partitioner=tw.distribute.experimental.partitioners.FixedShardsPartitioner(ps),
-        synchronous=sync)
+    # tables (128 MB at 1M rows) are cut into one shard per server; the small dense layers stay whole
+    partitioner = tw.distribute.experimental.partitioners.MinSizePartitioner(min_shard_bytes=256 << 10, max_shards=ps)
+    strategy = tw.distribute.experimental.ParameterServerStrategy(resolver, variable_partitioner=partitioner,
+                                                                  synchronous=sync)
     try:
         with strategy.scope():
             model = DeepFM(rows)

@@ -310,11 +310,14 @@ def _worker_step(worker, fn_box, token, args, kwargs, info):
     from tensorweave.keras.engine.layer import weight_creator
     step = _variable.Step(info["round"], info["slot"], info["num_workers"], info["worker"], info["number"])
     iterators = worker.store.setdefault("ps_iterators", {})
-    token = weight_creator.set(_no_new_weights)
+    guard = weight_creator.set(_no_new_weights)
     try:
-        return _run_step(fn, args, kwargs, info, step, iterators)
+        dense = worker.store.setdefault("ps_dense_reads", {})
+        out = _run_step(fn, args, kwargs, info, step, iterators, dense.get(token, []))
+        dense[token] = step.dense_reads
+        return out
     finally:
-        weight_creator.reset(token)
+        weight_creator.reset(guard)
 
 
 def _no_new_weights(layer, name, shape, **_):
@@ -323,9 +326,10 @@ def _no_new_weights(layer, name, shape, **_):
                        "scheduling steps, so its weights live on the parameter servers")
 
 
-def _run_step(fn, args, kwargs, info, step, iterators):
+def _run_step(fn, args, kwargs, info, step, iterators, dense_reads):
     import ray
     with _variable.step_scope(step):
+        _variable.prefetch(step, dense_reads)
         for it_id, ref_box in info["datasets"].items():
             if it_id not in iterators:
                 dataset_fn = ray.get(ref_box[0])

@@ -6,7 +6,7 @@ done; a pull that waits for a synchronous round yields to the pushes that comple
 
 - ``create(key, shard, value, name)``: a shard becomes a ``tw.Variable`` here.
 - ``pull(key, shard, rows, min_version)``: the shard, or rows of it (NumPy, through Ray's
-  object store), once ``version >= min_version``.
+  object store), once ``version >= min_version``; ``pull_many`` several in one call.
 - ``push(optimizer, round, slot, num_slots, trained, parts)``: gradients of shards, each
   ``(key, shard, rows or None, values)``. Asynchronous (``round`` None): applied at once
   with the optimizer (a Keras optimizer rebuilt here from its config, built for every shard
@@ -60,6 +60,18 @@ class ParameterServer:
                 await cond.wait_for(lambda: self.version >= min_version)
         value = self._vars[(key, int(shard))].numpy()
         return value.copy() if rows is None else value[np.asarray(rows)]
+
+    async def pull_many(self, requests, min_version=0):
+        """``[pull(key, shard, rows) for each request]`` in one call."""
+        if min_version > self.version:
+            cond = self._condition()
+            async with cond:
+                await cond.wait_for(lambda: self.version >= min_version)
+        out = []
+        for key, shard, rows in requests:
+            value = self._vars[(key, int(shard))].numpy()
+            out.append(value.copy() if rows is None else value[np.asarray(rows)])
+        return out
 
     async def shapes(self):
         """``{shard name: shape}`` of what this server holds."""

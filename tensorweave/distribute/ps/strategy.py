@@ -20,16 +20,17 @@ every worker of a round reads the same parameters, and the servers apply the ave
 round's gradients once — with equal per-worker batches this is the single-process step on
 the concatenated batch (tested to rtol 2e-5).
 
->>> import tensorweave as tw                                               # doctest: +SKIP
+>>> import tensorweave as tw
 >>> resolver = tw.distribute.cluster_resolver.SimpleClusterResolver(
 ...     tw.train.ClusterSpec({"worker": ["w0", "w1"], "ps": ["ps0", "ps1"]}))
 >>> strategy = tw.distribute.experimental.ParameterServerStrategy(
 ...     resolver, variable_partitioner=tw.distribute.experimental.partitioners.FixedShardsPartitioner(2))
->>> with strategy.scope():
+>>> with strategy.scope():                                  # doctest: +SKIP
 ...     table = tw.keras.layers.Embedding(1_000_000, 32)
 ...     table.build(None)
->>> table.embeddings.shard_shapes
+>>> table.embeddings.shard_shapes                           # doctest: +SKIP
 [(500000, 32), (500000, 32)]
+>>> strategy.shutdown()
 """
 import contextlib
 import inspect

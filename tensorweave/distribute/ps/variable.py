@@ -49,6 +49,7 @@ class Step:
     def __init__(self, round=None, slot=0, num_slots=1, worker=0, number=0):
         self.round, self.slot, self.num_slots, self.worker, self.number = round, slot, num_slots, worker, number
         self.locals = {}          # variable key -> (local tw.Variable, unique global rows or None)
+        self.dense_reads = []     # the variables read whole (prefetched by the next step)
         self.pushed = False
 
     @property
@@ -161,6 +162,7 @@ class ShardedVariable:
             entry = (Variable(self._pull_dense(step.min_version), trainable=self.trainable,
                               name=self._name.split("/")[-1]), None)
             step.locals[self._key] = entry
+            step.dense_reads.append(self)
         elif entry[1] is not None:
             raise errors.FailedPreconditionError(
                 f"ShardedVariable '{self._name}': read whole after a sparse lookup in the same step. Hint: use "
@@ -250,6 +252,28 @@ class ShardedVariable:
 
     def _apply_remotely(self, optimizer, grads, variables):
         push_gradients(optimizer, grads, variables)
+
+
+def prefetch(step, variables):
+    """Pulls ``variables`` whole into ``step`` with one call per server (a step reads the
+    variables its previous run read whole: the dense layers)."""
+    from tensorweave.ops.variables import Variable
+    if not variables:
+        return
+    ray = _ray()
+    servers = variables[0]._servers
+    requests = {}
+    for v in variables:
+        for i, (ps, _, _) in enumerate(v._shards):
+            requests.setdefault(ps, []).append((v._key, i, None))
+    order = sorted(requests)
+    results = ray.get([servers[ps].pull_many.remote(requests[ps], step.min_version) for ps in order])
+    got = {(key, i): value for ps, values in zip(order, results) for (key, i, _), value in zip(requests[ps], values)}
+    for v in variables:
+        parts = [got[(v._key, i)] for i in range(len(v._shards))]
+        value = parts[0] if len(parts) == 1 else np.concatenate(parts, axis=0)
+        step.locals[v._key] = (Variable(value, trainable=v.trainable, name=v._name.split("/")[-1]), None)
+        step.dense_reads.append(v)
 
 
 def _install_operators():
