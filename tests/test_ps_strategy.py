@@ -207,3 +207,33 @@ def test_a_million_row_table_is_never_whole_in_one_process(async_strategy):
     assert grad_rows[0] == 16 * FIELDS
     after = table.sparse_read(ids[:32]).numpy()
     assert not np.allclose(before, after)
+
+
+def test_errors_of_a_step_surface_with_their_type_and_the_workers_rank(async_strategy):
+    with async_strategy.scope():
+        table = tw.keras.layers.Embedding(10, 2)
+        table.build(None)
+    coordinator = tw.distribute.experimental.coordinator.ClusterCoordinator(async_strategy)
+
+    def lookup(ids):
+        return table(np.asarray(ids))
+
+    value = coordinator.schedule(lookup, args=([3, 12],))
+    with pytest.raises(tw.errors.InvalidArgumentError, match=r"id 12 is out of range for the sharded table "
+                       r"'embedding(_\d+)?/embeddings' of shape \[10, 2\]") as info:
+        value.fetch()
+    assert info.value.rank in (0, 1)
+    with pytest.raises(tw.errors.InvalidArgumentError):      # join raises the first error once
+        coordinator.join()
+    coordinator.join()
+
+    def build_on_the_worker():
+        tw.keras.layers.Dense(3)(np.zeros((1, 2), np.float32))
+
+    with pytest.raises(RuntimeError, match=r"created the weight .*kernel' \[2, 3\] on a worker. Hint: build the "
+                       r"model inside strategy.scope\(\)"):
+        coordinator.fetch(coordinator.schedule(build_on_the_worker))
+    # the coordinator reads the table itself (no gradient there)
+    np.testing.assert_array_equal(coordinator.fetch(coordinator.schedule(lookup, args=([1, 2],))),
+                                  table(np.array([1, 2])).numpy())
+    coordinator.shutdown()

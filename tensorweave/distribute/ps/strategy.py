@@ -34,14 +34,12 @@ the concatenated batch (tested to rtol 2e-5).
 """
 import contextlib
 import inspect
-import threading
 import uuid
 
 import numpy as np
 
 from tensorweave.distribute.ps.variable import ShardedVariable
 
-_scope = threading.local()
 
 
 class SimpleClusterResolver:
