@@ -101,13 +101,15 @@ def train(workers=2, ps=2, rows=1_000_000, steps=60, batch=256, sync=False, lear
             optimizer = tw.keras.optimizers.Adagrad(learning_rate)
         shapes = strategy.server_shapes()
         coordinator = tw.distribute.experimental.coordinator.ClusterCoordinator(strategy)
-        ids, clicks = click_data(rows, steps * batch * workers + batch * workers, seed=1)
+        ids, clicks = click_data(rows, (steps + 2 * workers) * batch * workers, seed=1)
 
         def dataset_fn(context):
             return worker_batches(ids, clicks, batch, context)
         iterator = iter(coordinator.create_per_worker_dataset(dataset_fn))
         step = make_step(model, optimizer)
-        coordinator.fetch(coordinator.schedule(step, args=(iterator,)))     # warm-up: functions travel once
+        # warm-up: every worker imports, unpickles the step once and pulls (a worker that is busy
+        # warming up leaves the next steps to the others, so 2 per worker reach all of them)
+        coordinator.fetch([coordinator.schedule(step, args=(iterator,)) for _ in range(2 * workers)])
         t0 = time.perf_counter()
         losses = [coordinator.schedule(step, args=(iterator,)) for _ in range(steps)]
         coordinator.join()

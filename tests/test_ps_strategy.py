@@ -233,6 +233,8 @@ def test_errors_of_a_step_surface_with_their_type_and_the_workers_rank(async_str
     with pytest.raises(RuntimeError, match=r"created the weight .*kernel' \[2, 3\] on a worker. Hint: build the "
                        r"model inside strategy.scope\(\)"):
         coordinator.fetch(coordinator.schedule(build_on_the_worker))
+    with pytest.raises(RuntimeError):
+        coordinator.join()
     # the coordinator reads the table itself (no gradient there)
     np.testing.assert_array_equal(coordinator.fetch(coordinator.schedule(lookup, args=([1, 2],))),
                                   table(np.array([1, 2])).numpy())

@@ -154,11 +154,11 @@ class ParameterServer:
         path = path or self._checkpoint_path
         tensors, meta = {}, {"version": str(self.version), "optimizers": json.dumps(list(self._optimizers))}
         for (vkey, shard), v in self._vars.items():
-            tensors[f"var/{vkey}/{shard}"] = np.ascontiguousarray(v.numpy())
+            tensors[f"var/{vkey}/{shard}"] = np.array(v.numpy(), order="C")     # (ascontiguousarray makes 0-d 1-d)
             meta[f"name/{vkey}/{shard}"] = self._names[(vkey, shard)]
         for i, opt in enumerate(self._optimizers.values()):
             for j, v in enumerate(opt.variables):
-                tensors[f"opt/{i}/{j}"] = np.ascontiguousarray(v.numpy())
+                tensors[f"opt/{i}/{j}"] = np.array(v.numpy(), order="C")
         tmp = path + ".tmp"
         save_file(tensors, tmp, metadata=meta)
         os.replace(tmp, path)
