@@ -103,8 +103,8 @@ def train(workers=2, ps=2, rows=1_000_000, steps=60, batch=256, sync=False, lear
         coordinator = tw.distribute.experimental.coordinator.ClusterCoordinator(strategy)
         ids, clicks = click_data(rows, (steps + 2 * workers) * batch * workers, seed=1)
 
-        def dataset_fn(context):
-            return worker_batches(ids, clicks, batch, context)
+        def dataset_fn(context):      # repeated: asynchronous workers need not take equal numbers of steps
+            return worker_batches(ids, clicks, batch, context).repeat()
         iterator = iter(coordinator.create_per_worker_dataset(dataset_fn))
         step = make_step(model, optimizer)
         # warm-up: every worker imports, unpickles the step once and pulls (a worker that is busy
