@@ -96,3 +96,19 @@ def test_input_context_splits_the_global_batch():
     assert ctx.get_per_replica_batch_size(64) == 32
     with pytest.raises(ValueError, match="not divisible"):
         ctx.get_per_replica_batch_size(5)
+
+
+def test_negative_axes_count_from_the_end():
+    assert P.FixedShardsPartitioner(2)([6, 4], tw.float32, axis=-2) == [2, 1]
+    with pytest.raises(ValueError, match=r"axis -3 is out of range"):
+        P.FixedShardsPartitioner(2)([6, 4], tw.float32, axis=-3)
+
+
+@pytest.mark.parametrize("bad", [2.0, "2", True, None])
+def test_counts_must_be_integers(bad):
+    with pytest.raises(ValueError, match="must be positive"):
+        P.FixedShardsPartitioner(bad)
+    with pytest.raises(ValueError, match="must be positive"):
+        P.MinSizePartitioner(min_shard_bytes=bad)
+    with pytest.raises(ValueError, match="must be positive"):
+        P.MaxSizePartitioner(bad)

@@ -47,8 +47,8 @@ def sync_strategy(cluster):
 
 
 @pytest.fixture(scope="module")
-def async_strategy(cluster):
-    strategy = _strategy(False)
+def async_strategy(cluster, tmp_path_factory):
+    strategy = _strategy(False, checkpoint_dir=str(tmp_path_factory.mktemp("ps")))
     yield strategy
     strategy.shutdown()
 
@@ -239,3 +239,36 @@ def test_errors_of_a_step_surface_with_their_type_and_the_workers_rank(async_str
     np.testing.assert_array_equal(coordinator.fetch(coordinator.schedule(lookup, args=([1, 2],))),
                                   table(np.array([1, 2])).numpy())
     coordinator.shutdown()
+
+
+def test_a_killed_server_is_restarted_from_its_last_checkpoint(async_strategy):
+    with async_strategy.scope():
+        model = ex.DeepFM(ROWS, dim=DIM, hidden=(8,))
+        model(np.zeros((1, FIELDS), np.int64))
+        optimizer = tw.keras.optimizers.Adagrad(0.2)
+    async_strategy.save()
+    saved = [v.numpy() for v in model.weights]
+    coordinator = tw.distribute.experimental.coordinator.ClusterCoordinator(async_strategy)
+    ids, clicks = ex.click_data(ROWS, 1024, fields=FIELDS, seed=9)
+    iterator = iter(coordinator.create_per_worker_dataset(
+        lambda ctx: ex.worker_batches(ids, clicks, 32, ctx).repeat()))
+    step = ex.make_step(model, optimizer)
+    coordinator.fetch([coordinator.schedule(step, args=(iterator,)) for _ in range(4)])
+    trained = [v.numpy() for v in model.weights]
+    server = async_strategy.parameter_servers[0]
+    _, pid, restored = ray.get(server.ping.remote())
+    assert not restored
+    os.kill(pid, signal.SIGKILL)
+    # Ray restarts the server, which loads its last save; calls to it wait and are sent again
+    now = [v.numpy() for v in model.weights]
+    _, new_pid, restored = ray.get(server.ping.remote())
+    assert new_pid != pid and restored
+    table = model.embedding.embeddings
+    for (ps, off, rows) in table._shards:
+        want = saved[0] if ps == 0 else trained[0]           # server 0 went back to the checkpoint
+        if ps == 0:
+            assert not np.array_equal(trained[0][off:off + rows], want[off:off + rows])
+        np.testing.assert_array_equal(now[0][off:off + rows], want[off:off + rows])
+    losses = coordinator.fetch([coordinator.schedule(step, args=(iterator,)) for _ in range(4)])
+    coordinator.shutdown()
+    assert np.all(np.isfinite(losses))

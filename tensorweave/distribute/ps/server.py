@@ -23,6 +23,8 @@ import os
 
 import numpy as np
 
+from tensorweave.ops.variables import Variable
+
 
 class ParameterServer:
     def __init__(self, index, checkpoint_path=None):
@@ -51,14 +53,22 @@ class ParameterServer:
         self._names[(key, int(shard))] = f"{name}/part_{shard}"
 
     async def assign(self, key, shard, value):
-        self._vars[(key, int(shard))].assign(np.asarray(value))
+        self._var(key, shard).assign(np.asarray(value))
+
+    def _var(self, key, shard):
+        v = self._vars.get((key, int(shard)))
+        if v is None:
+            hint = (" It was restarted from a checkpoint saved before this variable existed: call strategy.save() "
+                    "after creating the model" if self.restored else "")
+            raise KeyError(f"parameter server {self.index} holds no shard {shard} of variable {key}.{hint}")
+        return v
 
     async def pull(self, key, shard, rows, min_version=0):
         if min_version > self.version:
             cond = self._condition()
             async with cond:
                 await cond.wait_for(lambda: self.version >= min_version)
-        value = self._vars[(key, int(shard))].numpy()
+        value = self._var(key, shard).numpy()
         return value.copy() if rows is None else value[np.asarray(rows)]
 
     async def pull_many(self, requests, min_version=0):
@@ -69,7 +79,7 @@ class ParameterServer:
                 await cond.wait_for(lambda: self.version >= min_version)
         out = []
         for key, shard, rows in requests:
-            value = self._vars[(key, int(shard))].numpy()
+            value = self._var(key, shard).numpy()
             out.append(value.copy() if rows is None else value[np.asarray(rows)])
         return out
 
@@ -81,10 +91,12 @@ class ParameterServer:
         return self.version
 
     async def ping(self):
-        return self.index, os.getpid()
+        """``(index, pid, restored from a checkpoint)``."""
+        return self.index, os.getpid(), self.restored
 
     # ---- updates ------------------------------------------------------------------------------
     def _optimizer(self, key):
+        """The optimizer of config ``key``, built for every shard here."""
         opt = self._optimizers.get(key)
         if opt is None:
             from tensorweave.keras import optimizers
@@ -107,7 +119,7 @@ class ParameterServer:
         opt = self._optimizer(key)
         pairs = []
         for k, g in dense.items():
-            pairs.append((tw.constant(g * scale if scale != 1 else g), self._vars[k]))
+            pairs.append((tw.constant(g * scale if scale != 1 else g), self._var(*k)))
         for k, chunks in sparse.items():
             if k in dense:
                 raise ValueError(f"parameter server {self.index}: dense and sparse gradients for {self._names[k]}")
@@ -115,7 +127,7 @@ class ParameterServer:
             values = np.concatenate([v for _, v in chunks])
             if scale != 1:
                 values = values * values.dtype.type(scale)
-            var = self._vars[k]
+            var = self._var(*k)
             pairs.append((tw.IndexedSlices(tw.constant(values), tw.constant(rows), var.shape.as_list()), var))
         if pairs:
             opt.apply_gradients(pairs)
@@ -156,9 +168,16 @@ class ParameterServer:
         for (vkey, shard), v in self._vars.items():
             tensors[f"var/{vkey}/{shard}"] = np.array(v.numpy(), order="C")     # (ascontiguousarray makes 0-d 1-d)
             meta[f"name/{vkey}/{shard}"] = self._names[(vkey, shard)]
+        keys = {id(v): k for k, v in self._vars.items()}
         for i, opt in enumerate(self._optimizers.values()):
-            for j, v in enumerate(opt.variables):
-                tensors[f"opt/{i}/{j}"] = np.array(v.numpy(), order="C")
+            # slots by (shard, slot name), not by position: an optimizer built in several goes
+            # (shards made after its first build) orders them differently from a fresh build
+            tensors[f"opt/{i}/iterations"] = np.array(opt.iterations.numpy())
+            if isinstance(opt._learning_rate, Variable):
+                tensors[f"opt/{i}/learning_rate"] = np.array(opt._learning_rate.numpy())
+            for (vid, slot_name), slot in opt._slots.items():
+                vkey, shard = keys[vid]
+                tensors[f"opt/{i}/slot/{vkey}/{shard}/{slot_name}"] = np.array(slot.numpy(), order="C")
         tmp = path + ".tmp"
         save_file(tensors, tmp, metadata=meta)
         os.replace(tmp, path)
@@ -179,5 +198,10 @@ class ParameterServer:
                     self._vars[k] = tw.Variable(f.get_tensor(n), name=self._names[k])
             for i, key in enumerate(json.loads(meta["optimizers"])):
                 opt = self._optimizer(key)
-                for j, v in enumerate(opt.variables):
-                    v.assign(f.get_tensor(f"opt/{i}/{j}"))
+                opt.iterations.assign(f.get_tensor(f"opt/{i}/iterations"))
+                if f"opt/{i}/learning_rate" in names:
+                    opt._learning_rate.assign(f.get_tensor(f"opt/{i}/learning_rate"))
+                for n in names:
+                    if n.startswith(f"opt/{i}/slot/"):
+                        _, _, _, vkey, shard, slot_name = n.split("/", 5)
+                        opt._slots[(id(self._vars[(vkey, int(shard))]), slot_name)].assign(f.get_tensor(n))

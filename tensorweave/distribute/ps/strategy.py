@@ -136,6 +136,9 @@ class ParameterServerStrategy:
         self._partitioner = variable_partitioner
         self.synchronous = bool(synchronous)
         self._id = uuid.uuid4().hex[:8]
+        if checkpoint_dir and self.synchronous:
+            raise ValueError("ParameterServerStrategy: checkpoint_dir (servers restarted from their last save) is "
+                             "supported for asynchronous training only: a restored server's rounds would go back")
         self._checkpoint_dir = checkpoint_dir
         self._cluster = None
         self._own_cluster = False
@@ -159,8 +162,10 @@ class ParameterServerStrategy:
                              f"cluster has {c.num_workers}. Hint: tw.distribute.shutdown() first")
         self._cluster = c
         from tensorweave.distribute.ps.server import ParameterServer
-        actor = ray.remote(num_cpus=0, max_concurrency=64, max_restarts=-1 if self._checkpoint_dir else 0)(
-            ParameterServer)
+        # with a checkpoint directory a server killed is restarted by Ray (restoring its last
+        # save in __init__) and the calls in flight to it are sent again to the new one
+        restart = {"max_restarts": -1, "max_task_retries": -1} if self._checkpoint_dir else {"max_restarts": 0}
+        actor = ray.remote(num_cpus=0, max_concurrency=64, **restart)(ParameterServer)
         paths = [None] * self._num_ps
         if self._checkpoint_dir:
             import os
