@@ -112,3 +112,16 @@ def test_counts_must_be_integers(bad):
         P.MinSizePartitioner(min_shard_bytes=bad)
     with pytest.raises(ValueError, match="must be positive"):
         P.MaxSizePartitioner(bad)
+
+
+def test_the_default_minimum_shard_is_256_kib():
+    # TF 2.21: 262144 bytes make one shard, one more element two
+    assert P.MinSizePartitioner(max_shards=8)([65536, 1], tw.float32) == [1, 1]
+    assert P.MinSizePartitioner(max_shards=8)([65537, 1], tw.float32) == [2, 1]
+
+
+def test_an_empty_axis():
+    assert P.FixedShardsPartitioner(2)([0, 4], tw.float32) == [0, 1]          # as TF
+    assert P.MinSizePartitioner(max_shards=8)([0, 4], tw.float32) == [1, 1]   # as TF
+    # TF divides by zero here; one (empty) shard is what the others give
+    assert P.MaxSizePartitioner(16)([0, 4], tw.float32) == [1, 1]
