@@ -272,3 +272,47 @@ def test_a_killed_server_is_restarted_from_its_last_checkpoint(async_strategy):
     losses = coordinator.fetch([coordinator.schedule(step, args=(iterator,)) for _ in range(4)])
     coordinator.shutdown()
     assert np.all(np.isfinite(losses))
+
+
+def test_a_synchronous_step_that_raises_still_completes_its_round(sync_strategy):
+    with sync_strategy.scope():
+        model = _model()
+        optimizer = tw.keras.optimizers.SGD(0.1)
+    ids, clicks = _data()
+    inner = ex.make_step(model, optimizer)
+
+    def step(iterator):
+        if ps_variable.current_step().number == 1:
+            raise ValueError("bad batch")
+        return inner(iterator)
+
+    def twice(iterator):
+        x, y = next(iterator)
+        with tw.GradientTape() as tape:
+            loss = ex.loss_fn(model, x, y)
+        grads = tape.gradient(loss, model.trainable_variables)
+        optimizer.apply_gradients(zip(grads, model.trainable_variables))
+        optimizer.apply_gradients(zip(grads, model.trainable_variables))
+
+    def two_batches(iterator):
+        inner(iterator)
+        return inner(iterator)
+
+    coordinator = tw.distribute.experimental.coordinator.ClusterCoordinator(sync_strategy)
+    iterator = iter(coordinator.create_per_worker_dataset(
+        lambda ctx: ex.worker_batches(ids, clicks, BATCH, ctx).repeat()))
+    values = [coordinator.schedule(step, args=(iterator,)) for _ in range(4)]    # rounds 0 and 1
+    with pytest.raises(ValueError, match="bad batch") as info:
+        coordinator.join()                        # no hang: worker 1 still reported to round 0
+    assert info.value.rank == 1
+    assert np.isfinite(values[0].fetch()) and np.isfinite(values[3].fetch())
+    with pytest.raises(tw.errors.FailedPreconditionError, match="apply_gradients was called twice in one step"):
+        coordinator.fetch([coordinator.schedule(twice, args=(iterator,)) for _ in range(2)])
+    with pytest.raises(tw.errors.FailedPreconditionError):
+        coordinator.join()
+    with pytest.raises(tw.errors.FailedPreconditionError, match=r"embeddings': looked up again in the same step with "
+                       r"ids not pulled by its first lookup. Hint: look a table up once per step"):
+        coordinator.fetch([coordinator.schedule(two_batches, args=(iterator,)) for _ in range(2)])
+    with pytest.raises(tw.errors.FailedPreconditionError):
+        coordinator.join()
+    coordinator.shutdown()
