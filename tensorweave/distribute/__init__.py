@@ -18,6 +18,8 @@ from tensorweave.distribute.explain import Explanation, explain
 from tensorweave.distribute.pipeline import Pipeline, pipeline
 from tensorweave.distribute.ray import connect, current, in_process, shutdown   # (Ray is imported by connect, not here)
 from tensorweave.distribute.ray.multi_worker import FailureConfig, MultiWorkerMirroredStrategy, RayClusterResolver
+from tensorweave.distribute.ps import InputContext, ParameterServerStrategy, ShardedVariable
+from tensorweave.distribute.ps.namespaces import cluster_resolver, coordinator
 from tensorweave.distribute import experimental
 
 placement = Placement
@@ -26,4 +28,5 @@ __all__ = ["Placement", "placement", "GlobalTensor", "from_local", "to_global", 
            "boxing_cost", "plan_boxing", "CollectiveAbortedError", "CollectiveTimeoutError", "Communicator",
            "InProcessGroup", "World", "default_world", "set_collective_timeout", "GlobalVariable", "MirroredStrategy",
            "explain", "Explanation", "Pipeline", "pipeline", "connect", "current", "shutdown", "in_process",
-           "MultiWorkerMirroredStrategy", "RayClusterResolver", "FailureConfig", "experimental"]
+           "MultiWorkerMirroredStrategy", "RayClusterResolver", "FailureConfig", "ParameterServerStrategy",
+           "ShardedVariable", "InputContext", "experimental", "coordinator", "cluster_resolver"]

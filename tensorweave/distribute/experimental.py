@@ -5,6 +5,9 @@
 'bf16'
 """
 from tensorweave.distribute.compression import CastCompression, CommunicationOptions, Compression, Int8Compression
+from tensorweave.distribute.ps import partitioners
+from tensorweave.distribute.ps.namespaces import coordinator
+from tensorweave.distribute.ps.strategy import ParameterServerStrategy
 
 
 class CommunicationImplementation:
@@ -16,4 +19,4 @@ class CommunicationImplementation:
 
 
 __all__ = ["CommunicationOptions", "CommunicationImplementation", "Compression", "CastCompression",
-           "Int8Compression"]
+           "Int8Compression", "ParameterServerStrategy", "partitioners", "coordinator"]

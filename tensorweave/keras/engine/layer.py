@@ -44,6 +44,11 @@ _call_ctx = _CallContext()
 # layers see it, so other threads building layers meanwhile are unaffected.
 weight_guard = contextvars.ContextVar("tensorweave_keras_weight_guard", default=None)
 
+# Set by ``ParameterServerStrategy.scope()``: a callable ``creator(layer, name=, shape=, dtype=,
+# initializer=, trainable=, constraint=)`` returning the weight (a variable held elsewhere), so
+# that a weight is never allocated whole in this process (TF's variable creator scope).
+weight_creator = contextvars.ContextVar("tensorweave_keras_weight_creator", default=None)
+
 
 def positive_int(value, name):
     """``value`` if it is a positive integer (not a float, string or bool), else Keras' error."""
@@ -259,9 +264,13 @@ class Layer:
             initializer = "glorot_uniform" if dtype.is_floating else "zeros"
         init = initializers.get(initializer)
         from tensorweave.distribute.distribution import weight_layout
-        layout = weight_layout(f"{self.path}/{name or 'variable'}", shape)
+        creator = weight_creator.get()
+        layout = None if creator is not None else weight_layout(f"{self.path}/{name or 'variable'}", shape)
         with init_scope(), _outside_name_scopes():
-            if layout is None:
+            if creator is not None:
+                var = creator(self, name=f"{self.path}/{name or 'variable'}", shape=shape, dtype=dtype,
+                              initializer=init, trainable=trainable, constraint=constraint)
+            elif layout is None:
                 value = init(shape, dtype=dtype)
                 var = tw.Variable(value, trainable=trainable, name=f"{self.path}/{name or 'variable'}", dtype=dtype,
                                   constraint=constraint)

@@ -381,6 +381,10 @@ class Optimizer:
         trainable_variables = list(trainable_variables)
         if len(grads) != len(trainable_variables):
             raise ValueError(f"apply: got {len(grads)} gradients for {len(trainable_variables)} variables")
+        remote = getattr(trainable_variables[0], "_apply_remotely", None) if trainable_variables else None
+        if remote is not None:
+            # variables held by parameter servers are updated there, with this optimizer's rule
+            return remote(self, grads, trainable_variables)
         for v in trainable_variables:
             if not getattr(v, "_is_variable", False):
                 raise TypeError(f"Optimizer '{self.name}' can only update tw.Variable objects; got {v!r}")

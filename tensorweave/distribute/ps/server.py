@@ -1,0 +1,207 @@
+"""The parameter-server actor: shards of variables, their optimizer state, pull and push.
+
+One :class:`ParameterServer` per ``ps`` task of a ``ParameterServerStrategy``: an asyncio
+Ray actor (its methods run one at a time on one thread, so an update is never seen half
+done; a pull that waits for a synchronous round yields to the pushes that complete it).
+
+- ``create(key, shard, value, name)``: a shard becomes a ``tw.Variable`` here.
+- ``pull(key, shard, rows, min_version)``: the shard, or rows of it (NumPy, through Ray's
+  object store), once ``version >= min_version``; ``pull_many`` several in one call.
+- ``push(optimizer, round, slot, num_slots, trained, parts)``: gradients of shards, each
+  ``(key, shard, rows or None, values)``. Asynchronous (``round`` None): applied at once
+  with the optimizer (a Keras optimizer rebuilt here from its config, built for every shard
+  of this server, one per optimizer config). Synchronous: kept until every slot of the round
+  has pushed, then the average of the slots' gradients (summed in slot order, so the result
+  does not depend on arrival order) is applied once and ``version`` goes up by one; a push for
+  a round already applied (a step re-run after its worker died) is ignored.
+- ``save(path)``/``restore(path)``: the shards, optimizer variables and version as
+  safetensors (plain arrays, no pickle); an actor restarted by Ray restores the last save.
+"""
+import asyncio
+import json
+import os
+
+import numpy as np
+
+from tensorweave.ops.variables import Variable
+
+
+class ParameterServer:
+    def __init__(self, index, checkpoint_path=None):
+        self.index = int(index)
+        self.version = 0
+        self._vars = {}            # (key, shard) -> tw.Variable
+        self._names = {}           # (key, shard) -> name
+        self._optimizers = {}      # optimizer config (JSON) -> optimizer
+        self._pending = {}         # round -> {slot: (trained, parts)}
+        self._cond = None
+        self._checkpoint_path = checkpoint_path
+        self.restored = False
+        if checkpoint_path and os.path.exists(checkpoint_path):
+            self._restore(checkpoint_path)
+            self.restored = True
+
+    def _condition(self):
+        if self._cond is None:
+            self._cond = asyncio.Condition()
+        return self._cond
+
+    # ---- variables ----------------------------------------------------------------------------
+    async def create(self, key, shard, value, name):
+        import tensorweave as tw
+        self._vars[(key, int(shard))] = tw.Variable(np.asarray(value), name=f"{name}/part_{shard}")
+        self._names[(key, int(shard))] = f"{name}/part_{shard}"
+
+    async def assign(self, key, shard, value):
+        self._var(key, shard).assign(np.asarray(value))
+
+    def _var(self, key, shard):
+        v = self._vars.get((key, int(shard)))
+        if v is None:
+            hint = (" It was restarted from a checkpoint saved before this variable existed: call strategy.save() "
+                    "after creating the model" if self.restored else "")
+            raise KeyError(f"parameter server {self.index} holds no shard {shard} of variable {key}.{hint}")
+        return v
+
+    async def pull(self, key, shard, rows, min_version=0):
+        if min_version > self.version:
+            cond = self._condition()
+            async with cond:
+                await cond.wait_for(lambda: self.version >= min_version)
+        value = self._var(key, shard).numpy()
+        return value.copy() if rows is None else value[np.asarray(rows)]
+
+    async def pull_many(self, requests, min_version=0):
+        """``[pull(key, shard, rows) for each request]`` in one call."""
+        if min_version > self.version:
+            cond = self._condition()
+            async with cond:
+                await cond.wait_for(lambda: self.version >= min_version)
+        out = []
+        for key, shard, rows in requests:
+            value = self._var(key, shard).numpy()
+            out.append(value.copy() if rows is None else value[np.asarray(rows)])
+        return out
+
+    async def shapes(self):
+        """``{shard name: shape}`` of what this server holds."""
+        return {self._names[k]: tuple(v.shape.as_list()) for k, v in self._vars.items()}
+
+    async def get_version(self):
+        return self.version
+
+    async def ping(self):
+        """``(index, pid, restored from a checkpoint)``."""
+        return self.index, os.getpid(), self.restored
+
+    # ---- updates ------------------------------------------------------------------------------
+    def _optimizer(self, key):
+        """The optimizer of config ``key``, built for every shard here."""
+        opt = self._optimizers.get(key)
+        if opt is None:
+            from tensorweave.keras import optimizers
+            opt = self._optimizers[key] = optimizers.deserialize(json.loads(key))
+            opt.build([self._vars[k] for k in sorted(self._vars)])
+        return opt
+
+    def _apply(self, key, contributions, scale):
+        """Applies the gradients of ``contributions`` (lists of parts), summed in order and
+        multiplied by ``scale``; a step counts even when this server got no gradient."""
+        import tensorweave as tw
+        dense, sparse = {}, {}
+        for parts in contributions:
+            for vkey, shard, rows, values in parts:
+                k = (vkey, int(shard))
+                if rows is None:
+                    dense[k] = values if k not in dense else dense[k] + values
+                else:
+                    sparse.setdefault(k, []).append((np.asarray(rows, np.int64), values))
+        opt = self._optimizer(key)
+        pairs = []
+        for k, g in dense.items():
+            pairs.append((tw.constant(g * scale if scale != 1 else g), self._var(*k)))
+        for k, chunks in sparse.items():
+            if k in dense:
+                raise ValueError(f"parameter server {self.index}: dense and sparse gradients for {self._names[k]}")
+            rows = np.concatenate([r for r, _ in chunks])
+            values = np.concatenate([v for _, v in chunks])
+            if scale != 1:
+                values = values * values.dtype.type(scale)
+            var = self._var(*k)
+            pairs.append((tw.IndexedSlices(tw.constant(values), tw.constant(rows), var.shape.as_list()), var))
+        if pairs:
+            opt.apply_gradients(pairs)
+        else:
+            opt.iterations.assign_add(np.int64(1))
+
+    async def push(self, key, round, slot, num_slots, trained, parts):
+        if round is None:
+            self._apply(key, [parts], 1)
+            self.version += 1
+            return self.version
+        if round < self.version:
+            return self.version                      # a re-run of a step whose round was applied
+        self._pending.setdefault(int(round), {})[int(slot)] = (key, trained, parts)
+        applied = False
+        while len(self._pending.get(self.version, ())) == num_slots:
+            got = self._pending.pop(self.version)
+            entries = [got[s] for s in range(num_slots)]
+            keys = {k for k, t, _ in entries if t}
+            if len(keys) > 1:
+                raise ValueError(f"parameter server {self.index}: workers used different optimizers in one round")
+            if keys:
+                self._apply(keys.pop(), [p for _, t, p in entries if t], 1.0 / num_slots)
+            self.version += 1
+            applied = True
+        if applied:
+            cond = self._condition()
+            async with cond:
+                cond.notify_all()
+        return self.version
+
+    # ---- checkpoints --------------------------------------------------------------------------
+    async def save(self, path=None):
+        """Writes shards, optimizer variables and the version to ``path`` (safetensors)."""
+        from safetensors.numpy import save_file
+        path = path or self._checkpoint_path
+        tensors, meta = {}, {"version": str(self.version), "optimizers": json.dumps(list(self._optimizers))}
+        for (vkey, shard), v in self._vars.items():
+            tensors[f"var/{vkey}/{shard}"] = np.array(v.numpy(), order="C")     # (ascontiguousarray makes 0-d 1-d)
+            meta[f"name/{vkey}/{shard}"] = self._names[(vkey, shard)]
+        keys = {id(v): k for k, v in self._vars.items()}
+        for i, opt in enumerate(self._optimizers.values()):
+            # slots by (shard, slot name), not by position: an optimizer built in several goes
+            # (shards made after its first build) orders them differently from a fresh build
+            tensors[f"opt/{i}/iterations"] = np.array(opt.iterations.numpy())
+            if isinstance(opt._learning_rate, Variable):
+                tensors[f"opt/{i}/learning_rate"] = np.array(opt._learning_rate.numpy())
+            for (vid, slot_name), slot in opt._slots.items():
+                vkey, shard = keys[vid]
+                tensors[f"opt/{i}/slot/{vkey}/{shard}/{slot_name}"] = np.array(slot.numpy(), order="C")
+        tmp = path + ".tmp"
+        save_file(tensors, tmp, metadata=meta)
+        os.replace(tmp, path)
+        return self.version
+
+    def _restore(self, path):
+        import tensorweave as tw
+        from safetensors import safe_open
+        with safe_open(path, "numpy") as f:
+            meta = f.metadata()
+            names = list(f.keys())
+            self.version = int(meta["version"])
+            for n in names:
+                if n.startswith("var/"):
+                    _, vkey, shard = n.split("/")
+                    k = (vkey, int(shard))
+                    self._names[k] = meta[f"name/{vkey}/{shard}"]
+                    self._vars[k] = tw.Variable(f.get_tensor(n), name=self._names[k])
+            for i, key in enumerate(json.loads(meta["optimizers"])):
+                opt = self._optimizer(key)
+                opt.iterations.assign(f.get_tensor(f"opt/{i}/iterations"))
+                if f"opt/{i}/learning_rate" in names:
+                    opt._learning_rate.assign(f.get_tensor(f"opt/{i}/learning_rate"))
+                for n in names:
+                    if n.startswith(f"opt/{i}/slot/"):
+                        _, _, _, vkey, shard, slot_name = n.split("/", 5)
+                        opt._slots[(id(self._vars[(vkey, int(shard))]), slot_name)].assign(f.get_tensor(n))
