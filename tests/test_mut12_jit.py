@@ -30,3 +30,21 @@ def test_background_compile_seconds_counts_the_time_jobs_ran():
     assert 0 <= jit.background_compile_seconds() - compiled <= time.perf_counter() - t0
     kernel(out, 2.0)
     assert out[0] == 3.0 and len(kernel.signatures) == 1
+
+
+def _marks(out, x):
+    out[0] = -1.0          # a twin that differs, so the test sees which ran
+
+
+@pytest.mark.skipif(not jit.BACKGROUND, reason="TW_JIT_BACKGROUND=0")
+def test_once_the_compiler_stopped_a_cold_kernel_compiles_on_its_callers_thread(monkeypatch):
+    stopped = jit._Compiler()                # what the process's compiler is at interpreter exit
+    stopped.stop()
+    monkeypatch.setattr(jit, "_compiler", stopped)
+
+    @jit.njit_twin(_marks)
+    def kernel(out, x):
+        out[0] = x * 2.0
+    out = np.zeros(1)
+    kernel(out, 3.0)
+    assert out[0] == 6.0 and len(kernel.signatures) == 1     # compiled here, not handed to the twin
