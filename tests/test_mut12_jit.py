@@ -49,3 +49,22 @@ def test_once_the_compiler_stopped_a_cold_kernel_compiles_on_its_callers_thread(
     out = np.zeros(1)
     kernel(out, 3.0)
     assert out[0] == 6.0 and len(kernel.signatures) == 1     # compiled here, not handed to the twin
+
+
+def test_the_background_compiler_never_keeps_the_interpreter_alive():
+    """A program that exits while its compile thread waits for work exits (the thread is a daemon;
+    ``atexit`` lets a compile under way finish)."""
+    import os
+    import subprocess
+    import sys
+
+    import tensorweave
+    code = ("import numpy as np\nfrom tensorweave.kernels.cpu import jit\n"
+            "def twin(out, x):\n    out[0] = -1.0\n"
+            "@jit.njit_twin(twin)\ndef k(out, x):\n    out[0] = x\n"
+            "out = np.zeros(1)\nk(out, 1.0)\njit.wait_for_compiles()\nk(out, 2.0)\nprint(out[0])\n")
+    root = os.path.dirname(os.path.dirname(tensorweave.__file__))
+    env = dict(os.environ, PYTHONPATH=root + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=600)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.split()[-1] == "2.0"
