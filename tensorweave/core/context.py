@@ -1,7 +1,11 @@
 """Execution context: eager vs graph building, device scope, active gradient tapes.
 
 State is per thread (like TensorFlow's): each thread has its own graph stack, device
-scope and tapes; the eager/graph default and the global seed are process-wide.
+scope and tapes; the eager/graph default is process-wide. A thread also runs under a
+``Runtime`` (one per rank, ``runtime/runtime.py``): the one it entered with
+``Runtime.as_default()`` (a rank's thread and the runtime's pool threads enter theirs), else
+the process's default; :func:`current_runtime` gives it to the lower layers (eager random
+state, the intra-op pool), which know it only by those attributes.
 """
 import contextlib
 import threading
@@ -10,6 +14,7 @@ import threading
 class _State(threading.local):
     def __init__(self):
         self.graph_stack = []      # graphs being built (innermost last)
+        self.default_graph = None  # this thread's default graph (core/graph.py, made on first use)
         self.device = None         # device string of the innermost `tw.device` scope
         self.device_functions = []  # TF1 device functions [(fn, ctx.device when entered)], outermost first
         self.tapes = []            # active GradientTapes that record
@@ -17,10 +22,24 @@ class _State(threading.local):
         self.force_eager = False   # set while a kernel runs Python ops (py_function) in TF1 mode
         self.interpreter = None    # an Interpreter (core/dispatch.py) installed by interpreter_scope
         self.sessions = []         # default Sessions (``sess.as_default()``, innermost last)
+        self.runtime = None        # the Runtime this thread runs under (None: the process default)
 
 
 ctx = _State()
 _eager_default = [True]
+_default_runtime = [None]      # the process's default Runtime, set by runtime/runtime.py at import
+
+
+def current_runtime():
+    """The calling thread's ``Runtime``: the innermost ``Runtime.as_default()``, else the process's
+    default (``runtime.default_runtime()``)."""
+    rt = ctx.runtime
+    return _default_runtime[0] if rt is None else rt
+
+
+def set_default_runtime(runtime):
+    """Installs the process's default Runtime (``runtime/runtime.py`` does, once, at import)."""
+    _default_runtime[0] = runtime
 
 
 def executing_eagerly():

@@ -471,20 +471,36 @@ def _apply_device_functions(op):
         op.device = ctx.device
 
 
-_default_graph = [Graph()]
-
-
 def get_default_graph():
-    """The graph new ops go to: the innermost ``as_default`` graph or the global default."""
+    """The graph new ops go to: the innermost ``as_default`` graph, else this thread's default
+    graph (made on first use).
+
+    As in TensorFlow, the default graph is a property of the thread: another thread (a rank,
+    a worker thread) starts with a default graph of its own, and uses another thread's graph only
+    inside ``with g.as_default():``. So two threads building TF1 graphs never add nodes to one
+    graph.
+
+    >>> import threading
+    >>> g = get_default_graph()
+    >>> seen = []
+    >>> t = threading.Thread(target=lambda: seen.append(get_default_graph())); t.start(); t.join()
+    >>> seen[0] is g, get_default_graph() is g
+    (False, True)
+    """
     if ctx.graph_stack:
         return ctx.graph_stack[-1]
-    return _default_graph[0]
+    g = ctx.default_graph
+    if g is None:
+        g = ctx.default_graph = Graph()
+    return g
 
 
 def reset_default_graph():
+    """Clears this thread's default graph (``tf.compat.v1.reset_default_graph``): the next op goes
+    to a new, empty one. Other threads keep theirs."""
     if ctx.graph_stack:
         raise AssertionError("Do not use reset_default_graph() inside a `with graph.as_default()` block.")
-    _default_graph[0] = Graph()
+    ctx.default_graph = Graph()
 
 
 @contextlib.contextmanager

@@ -66,6 +66,7 @@ class Rank:
 
     def _loop(self):
         _local.rank = self
+        self.runtime.bind_thread()     # eager work here draws from this rank's seeds, tiles use its pool
         while True:
             job = self._inbox.get()
             if job is None:

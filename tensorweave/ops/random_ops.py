@@ -20,6 +20,11 @@ stream is kept per (op type, dtype, seed pair), as TensorFlow's kernel cache doe
 ``uniform([2], seed=1)`` called twice gives two different values and ``set_seed`` starts
 the streams again.
 
+The eager state (global seed, op-seed counter, eager streams, global ``Generator``) is a
+:class:`RandomState` held by the thread's ``Runtime`` (``core.context.current_runtime()``):
+in one process with one runtime it is TensorFlow's process-wide state; each in-process rank
+has its own, so what one rank draws does not depend on when another rank's thread runs.
+
 >>> import tensorweave as tw
 >>> tw.random.set_seed(7)
 >>> a = tw.random.uniform([3], seed=1).numpy()
@@ -38,7 +43,7 @@ import weakref
 import numpy as np
 
 from tensorweave.core import dtypes as _dt
-from tensorweave.core.context import building_graph, executing_eagerly
+from tensorweave.core.context import building_graph, current_runtime, executing_eagerly
 from tensorweave.core.convert import convert_to_tensor
 from tensorweave.core.dispatch import execute
 from tensorweave.core.graph import constant_value
@@ -114,16 +119,40 @@ class _SeedState:
         return f"<random stream key={self.key}>"
 
 
-class _Global:
-    """Process-wide eager seed state (the graph-level seed lives on each Graph)."""
-    seed = None
-    counter = 0              # eager op seeds under rule 2; set_seed resets it
-    cache = {}               # (op type, dtype, seed, seed2) -> _SeedState, TF's eager kernel cache
-    entropy = _SeedState(None)   # rule 1 in eager mode
-    generator = None         # the global Generator
-    lock = threading.Lock()
-    graph_states = []        # weak references to graph ops' streams, in the order they were made
-    pending_graph = {}       # stream key -> positions (restored, for graph ops not made yet), FIFO
+class RandomState:
+    """One runtime's random state (``Runtime.random``; the graph-level seed lives on each Graph).
+
+    What TensorFlow keeps per process, kept per rank: ``set_seed``, the eager streams, the
+    global :class:`Generator` and :func:`get_rng_state` act on the state of the calling
+    thread's runtime (``core.context.current_runtime()``).
+
+    >>> from tensorweave.runtime.runtime import Runtime
+    >>> rt = Runtime("r1", rank=1)
+    >>> with rt.as_default():
+    ...     set_seed(5)
+    >>> rt.random.seed, current_state().seed is rt.random
+    (5, False)
+    """
+
+    __slots__ = ("seed", "counter", "cache", "entropy", "generator", "lock", "graph_states", "pending_graph")
+
+    def __init__(self):
+        self.seed = None
+        self.counter = 0              # eager op seeds under rule 2; set_seed resets it
+        self.cache = {}               # (op type, dtype, seed, seed2) -> _SeedState, TF's eager kernel cache
+        self.entropy = _SeedState(None)   # rule 1 in eager mode
+        self.generator = None         # the global Generator
+        self.lock = threading.Lock()
+        self.graph_states = []        # weak references to graph ops' streams, in the order they were made
+        self.pending_graph = {}       # stream key -> positions (restored, for graph ops not made yet), FIFO
+
+    def __repr__(self):
+        return f"<RandomState seed={self.seed} counter={self.counter}>"
+
+
+def current_state():
+    """The :class:`RandomState` of the calling thread's runtime."""
+    return current_runtime().random
 
 
 def _int_seed(seed, what):
@@ -142,7 +171,8 @@ def set_seed(seed):
 
     While a graph is being built (TF1 mode, or inside a ``tw.function`` trace) it sets that
     graph's seed; eagerly it sets the process-wide seed and restarts every eager stream, the
-    rule-2 op counter and the global :class:`Generator`.
+    rule-2 op counter and the global :class:`Generator` (of the calling thread's runtime: a rank
+    has its own, see :class:`RandomState`).
 
     >>> import tensorweave as tw
     >>> tw.random.set_seed(3); x = tw.random.normal([2]).numpy()
@@ -155,12 +185,13 @@ def set_seed(seed):
     if g is not None:
         g.seed = seed
         return
-    with _Global.lock:
-        _Global.seed = seed
-        _Global.counter = 0
-        _Global.cache = {}
-        _Global.generator = None
-        _Global.pending_graph = {}   # positions restored for graph ops not yet made: a new seed supersedes them
+    st = current_state()
+    with st.lock:
+        st.seed = seed
+        st.counter = 0
+        st.cache = {}
+        st.generator = None
+        st.pending_graph = {}   # positions restored for graph ops not yet made: a new seed supersedes them
 
 
 set_random_seed = set_seed
@@ -179,15 +210,16 @@ def get_seed(op_seed):
     """
     op_seed = None if op_seed is None else _int_seed(op_seed, "op seed")
     g = building_graph()
-    global_seed = _Global.seed if g is None else g.seed
+    st = current_state()
+    global_seed = st.seed if g is None else g.seed
     if global_seed is None and g is not None and g.is_function_graph:
-        global_seed = _Global.seed
+        global_seed = st.seed
     if global_seed is not None:
         if op_seed is None:
             if g is None:
-                with _Global.lock:
-                    op_seed = _Global.counter
-                    _Global.counter += 1
+                with st.lock:
+                    op_seed = st.counter
+                    st.counter += 1
             else:
                 op_seed = len(g._ops)
         return global_seed, op_seed
@@ -202,15 +234,16 @@ def _op_key(seed, seed2):
 
 def _eager_state(op_type, dtype, seed, seed2, derived):
     if seed is None:
-        return _Global.entropy
+        return current_state().entropy
     if derived:
         # A counter-derived seed is never asked for again: caching it would only grow the cache.
         return _SeedState(_op_key(seed, seed2))
     key = (op_type, dtype.name if dtype is not None else None, seed, seed2)
-    with _Global.lock:
-        st = _Global.cache.get(key)
+    rs = current_state()
+    with rs.lock:
+        st = rs.cache.get(key)
         if st is None:
-            st = _Global.cache[key] = _SeedState(_op_key(seed, seed2))
+            st = rs.cache[key] = _SeedState(_op_key(seed, seed2))
     return st
 
 
@@ -671,17 +704,20 @@ class Generator:
 
 
 def get_global_generator():
-    """The process-wide :class:`Generator`; seeded from the global seed when one is set
-    (``set_seed`` makes a new one), else from OS entropy."""
-    with _Global.lock:
-        if _Global.generator is None:
-            _Global.generator = Generator(_Global.seed)
-        return _Global.generator
+    """The global :class:`Generator` (of the calling thread's runtime: one per process unless
+    ranks make runtimes of their own); seeded from the global seed when one is set (``set_seed``
+    makes a new one), else from OS entropy."""
+    st = current_state()
+    with st.lock:
+        if st.generator is None:
+            st.generator = Generator(st.seed)
+        return st.generator
 
 
 def set_global_generator(generator):
-    with _Global.lock:
-        _Global.generator = generator
+    st = current_state()
+    with st.lock:
+        st.generator = generator
 
 
 # ---- saving and restoring the random state (tw.train.Checkpoint) -------------------------------
@@ -768,20 +804,22 @@ def _seed_state_set(st, key, streams):
 def _register_graph_state(st):
     # Called under _BIND_LOCK when a graph op gets its stream: a restored position waiting
     # for this key (ops of a function traced after the restore) is handed to it, in order.
-    with _Global.lock:
-        queue = _Global.pending_graph.get(st.key)
+    rs = current_state()
+    with rs.lock:
+        queue = rs.pending_graph.get(st.key)
         if queue:
             st._saved = dict(queue.pop(0)) or None
             if not queue:
-                del _Global.pending_graph[st.key]
-        refs = _Global.graph_states
+                del rs.pending_graph[st.key]
+        refs = rs.graph_states
         if len(refs) > 64 and len(refs) % 64 == 0:
             refs[:] = [r for r in refs if r() is not None]
         refs.append(weakref.ref(st))
 
 
 def get_rng_state():
-    """The process's random state as JSON-compatible data: the global seed, the eager op
+    """The random state (of the calling thread's runtime: the process's unless ranks made
+    their own) as JSON-compatible data: the global seed, the eager op
     counter and streams, the streams of graph ops (``tw.function`` and TF1 graphs, in the
     order they were first run), and the global :class:`Generator`.
 
@@ -800,11 +838,12 @@ def get_rng_state():
     True
     >>> tw.random.set_seed(None)
     """
-    with _Global.lock:
-        cache = list(_Global.cache.items())
-        graph = [r() for r in _Global.graph_states]
-        pending = {k: list(v) for k, v in _Global.pending_graph.items()}
-        seed, counter, gen = _Global.seed, _Global.counter, _Global.generator
+    rs = current_state()
+    with rs.lock:
+        cache = list(rs.cache.items())
+        graph = [r() for r in rs.graph_states]
+        pending = {k: list(v) for k, v in rs.pending_graph.items()}
+        seed, counter, gen = rs.seed, rs.counter, rs.generator
     eager = [{"op": op, "dtype": dt, "seed": s1, "seed2": s2, "state": _seed_state_get(st)}
              for (op, dt, s1, s2), st in cache]
     graph_out = [_seed_state_get(st) for st in graph if st is not None]
@@ -843,26 +882,27 @@ def set_rng_state(state):
     by_key = {}
     for key, streams in graph:
         by_key.setdefault(key, []).append(streams)
-    with _Global.lock:
-        live = [st for st in (r() for r in _Global.graph_states) if st is not None]
-        _Global.seed, _Global.counter, _Global.cache = seed, counter, cache
-        gen = _Global.generator
+    rs = current_state()
+    with rs.lock:
+        live = [st for st in (r() for r in rs.graph_states) if st is not None]
+        rs.seed, rs.counter, rs.cache = seed, counter, cache
+        gen = rs.generator
     for st in live:                      # ops that exist now take their positions at once ...
         queue = by_key.get(st.key)
         if queue:
             _seed_state_set(st, st.key, queue.pop(0))
-    with _Global.lock:                   # ... the others when a graph op with that key first runs
-        _Global.pending_graph = {k: v for k, v in by_key.items() if v}
+    with rs.lock:                        # ... the others when a graph op with that key first runs
+        rs.pending_graph = {k: v for k, v in by_key.items() if v}
     if gen_checked is None:
-        with _Global.lock:
-            _Global.generator = None
+        with rs.lock:
+            rs.generator = None
     else:
         if gen is None:
             gen = Generator.__new__(Generator)
             gen._state = _SeedState(None)
         gen._restore_checked(gen_checked)
-        with _Global.lock:
-            _Global.generator = gen
+        with rs.lock:
+            rs.generator = gen
 
 
 # ---- dropout ---------------------------------------------------------------------------------

@@ -2,12 +2,17 @@
 
 Everything a plan needs besides its own data lives here, per rank, never in a module
 global: the logical devices and the placement settings, the inter-op thread pool, the
-profiler hook, the copy hooks between device types, and the resources (variables,
-random streams) that plans which arrived as data refer to by name. Several runtimes in
-one process (the in-process ranks of the distribute package) do not see each other.
+intra-op pool of tiled kernels, the eager random state (global seed, op-seed counter,
+eager streams, global ``Generator``), the profiler hook, the copy hooks between device
+types, and the resources (variables, random streams) that plans which arrived as data
+refer to by name. Several runtimes in one process (the in-process ranks of the distribute
+package) do not see each other.
 
-The process has one :func:`default_runtime`, which reads the process-wide device
-settings (``tw.config``) so existing programs keep their behaviour; a rank makes its own.
+A thread runs under one runtime: the innermost :meth:`Runtime.as_default`, else the
+process's :func:`default_runtime`, which reads the process-wide device settings
+(``tw.config``) so existing programs keep their behaviour; a rank makes its own, and its
+thread and its pools' threads run under it. Lower layers reach it through
+``core.context.current_runtime()``.
 
 >>> import numpy as np
 >>> from tensorweave.runtime.runtime import Runtime
@@ -16,12 +21,21 @@ settings (``tw.config``) so existing programs keep their behaviour; a rank makes
 (2, '/job:localhost/replica:0/task:0/device:CPU:1', '/job:localhost/replica:0/task:0/device:CPU:0')
 >>> rt.copy(np.ones(2), "/device:CPU:0", "/device:CPU:1").tolist()   # shared host memory
 [1.0, 1.0]
+>>> import tensorweave as tw
+>>> with rt.as_default():                 # this rank's seed, not the process's
+...     tw.random.set_seed(1)
+...     x = tw.random.uniform([2]).numpy()
+>>> rt.random.seed, default_runtime().random.seed
+(1, None)
 """
+import contextlib
 import os
 import threading
 from concurrent.futures import ThreadPoolExecutor
 
-from tensorweave.core import devices
+from tensorweave.core import context, devices
+from tensorweave.kernels import threads
+from tensorweave.ops.random_ops import RandomState
 
 
 class _OpDefLike:
@@ -38,7 +52,7 @@ def _same_buffer(value, src, dst):
 
 
 class Runtime:
-    """Devices, thread pool, profiler hook, copy hooks and resources of one rank.
+    """Devices, thread pools, random state, profiler hook, copy hooks and resources of one rank.
 
     ``cpu_count``/``soft_placement``/``log_placement`` of None follow the process-wide
     settings (``tw.config``) as they are when a plan is built.
@@ -58,8 +72,26 @@ class Runtime:
         self.profiler = None          # a recorder with record_node/record_run (tw.profiler)
         self.copy_hooks = {}          # (source device type, destination device type) -> fn(value, src, dst)
         self.resources = {}           # (kind, name) -> live object, for plans bound from data
+        self.random = RandomState()   # eager seeds and streams (ops/random_ops.py)
         self._pool = None
+        self._intra_pool = None
         self._lock = threading.Lock()
+
+    # ---- the thread's runtime ----------------------------------------------------------------
+    @contextlib.contextmanager
+    def as_default(self):
+        """Runs the body under this runtime on the calling thread (its random state, its
+        intra-op pool); nests, and restores the previous one on exit."""
+        saved, context.ctx.runtime = context.ctx.runtime, self
+        try:
+            yield self
+        finally:
+            context.ctx.runtime = saved
+
+    def bind_thread(self):
+        """Makes this the calling thread's runtime for the thread's life (a rank's own thread,
+        this runtime's pool threads)."""
+        context.ctx.runtime = self
 
     # ---- devices ---------------------------------------------------------------------------
     def device_count(self, device_type="CPU"):
@@ -107,15 +139,31 @@ class Runtime:
             with self._lock:
                 if self._pool is None:
                     n = self.max_workers or max(4, os.cpu_count() or 2)
-                    self._pool = ThreadPoolExecutor(max_workers=n, thread_name_prefix=f"tw-{self.name}")
+                    self._pool = ThreadPoolExecutor(max_workers=n, thread_name_prefix=f"tw-{self.name}",
+                                                    initializer=self.bind_thread)
                 pool = self._pool
+        return pool
+
+    def intra_op_pool(self):
+        """This rank's helper threads for tiled kernels (``kernels/cpu/tiles.py``; made on first
+        use): ``cores - 1`` of them, the calling thread being the last. Each runtime has its own,
+        so two ranks' tiles never queue behind each other."""
+        pool = self._intra_pool
+        if pool is None:
+            with self._lock:
+                if self._intra_pool is None:
+                    self._intra_pool = ThreadPoolExecutor(
+                        max_workers=max(1, threads.cores() - 1), thread_name_prefix=f"tw-{self.name}-intra",
+                        initializer=self.bind_thread)
+                pool = self._intra_pool
         return pool
 
     def shutdown(self):
         with self._lock:
-            pool, self._pool = self._pool, None
-        if pool is not None:
-            pool.shutdown(wait=True)
+            pools, self._pool, self._intra_pool = (self._pool, self._intra_pool), None, None
+        for pool in pools:
+            if pool is not None:
+                pool.shutdown(wait=True)
 
     # ---- resources -------------------------------------------------------------------------------
     def add_resource(self, kind, name, obj):
@@ -144,6 +192,7 @@ class Runtime:
 
 
 _DEFAULT = Runtime("default")
+context.set_default_runtime(_DEFAULT)
 
 
 def default_runtime():

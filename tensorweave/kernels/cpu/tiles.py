@@ -6,6 +6,8 @@ and maybe a col2im. With ``kernels.threads.intra_op_threads()`` > 1 (BLAS's thre
 instead of one thread calling a threaded BLAS per tile: the copies run in parallel too, and
 no tile waits on another thread inside BLAS. Under the executor's thread policy (heavy ops
 side by side only when BLAS leaves cores free) the count never oversubscribes the cores.
+The helper threads are the calling thread's runtime's (``Runtime.intra_op_pool``): each
+in-process rank has its own, so one rank's tiles never wait in another rank's queue.
 
 >>> import numpy as np
 >>> out = np.zeros(10)
@@ -16,20 +18,11 @@ side by side only when BLAS leaves cores free) the count never oversubscribes th
 [0.0, 1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0, 9.0]
 """
 import itertools
-from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
+from tensorweave.core.context import current_runtime
 from tensorweave.kernels import threads
-
-_POOL = None
-
-
-def _pool():
-    global _POOL
-    if _POOL is None:
-        _POOL = ThreadPoolExecutor(max_workers=max(1, threads.cores() - 1), thread_name_prefix="tw-tiles")
-    return _POOL
 
 
 def over_tiles(n, per_image_bytes, tile_bytes, run):
@@ -63,7 +56,8 @@ def over_tiles(n, per_image_bytes, tile_bytes, run):
             run(starts[i], min(n, starts[i] + nb), scratch)
             i = next(claims)
     with threads.single_threaded_blas():
-        helpers = [_pool().submit(worker) for _ in range(nt - 1)]
+        pool = current_runtime().intra_op_pool()
+        helpers = [pool.submit(worker) for _ in range(nt - 1)]
         worker()
         for h in helpers:
             h.result()
