@@ -130,3 +130,49 @@ def test_op_table_through_the_batched_call(monkeypatch, name):
         table.test_forward(info, dtype)
     table.test_gradients(info)
     assert calls or name == "tensordot"
+
+
+def _counting(monkeypatch):
+    calls = []
+    for dtype, real in list(gemm._gemm_batch.items()):
+        monkeypatch.setitem(gemm._gemm_batch, dtype, lambda *args, real=real: (calls.append(1), real(*args)))
+    return calls
+
+
+@needs_batch
+def test_broadcasts_go_to_the_batched_call(monkeypatch, rng):
+    calls = _counting(monkeypatch)
+    a = rng.standard_normal((5, 30, 40)).astype(np.float32)
+    b = rng.standard_normal((40, 50)).astype(np.float32)
+    _check(gemm.matmul(a, b), a, b, 2e-6)                            # k (40) > count (5)
+    one = rng.standard_normal((1, 50, 60)).astype(np.float32)
+    _check(gemm.matmul(b, one), b, one, 2e-6)                        # a matrix against a stack of one: (1, 40, 60)
+    assert len(calls) == 2
+    wide = a.astype(np.float64)                                      # float64 against float32: NumPy promotes
+    _check(gemm.matmul(wide, b), wide, b.astype(np.float64), 1e-12)
+    out = np.empty((5, 30, 50), np.float64)                          # float32 products into a float64 out
+    assert gemm.matmul(a, b, out=out) is out
+    _check(out.astype(np.float32), a, b, 2e-6)
+    assert len(calls) == 2
+
+
+@needs_batch
+def test_sizes_beyond_mkls_32_bit_integers_go_to_numpy(monkeypatch, rng):
+    """The LP64 interface takes 32-bit sizes and strides: a stack over the limit (shrunk here to small
+    numbers) stays in NumPy, one at the limit goes to MKL."""
+    calls = _counting(monkeypatch)
+    monkeypatch.setattr(gemm, "MIN_WORK", 0)
+    a = rng.standard_normal((4, 8, 16)).astype(np.float32)
+    b = rng.standard_normal((4, 16, 8)).astype(np.float32)
+    for limit, to_mkl in ((256, True), (255, False)):                  # 4 * 8 * 8 outputs
+        monkeypatch.setattr(gemm, "_MAX_INT", limit)
+        before = len(calls)
+        _check(gemm.matmul(a, b), a, b, 2e-6)
+        assert (len(calls) > before) == to_mkl, limit
+    spaced = np.zeros((4, 64, 16), np.float32)[:, :8]                   # 1024 elements (4096 bytes) apart
+    spaced[:] = a
+    for limit, to_mkl in ((1024, True), (1023, False), (2000, True)):
+        monkeypatch.setattr(gemm, "_MAX_INT", limit)
+        before = len(calls)
+        _check(gemm.matmul(spaced, b), a, b, 2e-6)
+        assert (len(calls) > before) == to_mkl, limit
