@@ -32,7 +32,9 @@ Models follow the table in issue 5 (and ``bench_models.WORKLOADS``):
   default embedding gradient: PyTorch's dense one (Adam then updates the whole tables), Keras'
   rows (tw.keras and Keras 3 update the rows the batch used, as their optimizers do).
 
-JAX is written for the first four only (the others give an "absent" row).
+JAX has every workload (added for the issue-18 ones in session 9): the same layers written out, Glorot
+weights with Keras' fans (the attention projections' too), BatchNorm's moving statistics carried in
+the jitted step's state, the widedeep embeddings' gradients dense (JAX's idiom).
 
 Each peer uses its own idiom: PyTorch an ``nn.Module`` with ``torch.optim.Adam`` (NCHW for the
 CNN, its native layout; dense embedding gradients, its default); JAX a ``jax.jit``-compiled step
@@ -180,8 +182,6 @@ def make_torch(workload, data, threads):
 
 # ---- JAX -------------------------------------------------------------------------------------------
 def make_jax(workload, data, threads):
-    if workload not in ("mlp", "cnn", "lstm", "fasttext"):
-        raise NotImplementedError(f"the {workload} workload is not written for JAX")
     os.environ.setdefault("JAX_PLATFORMS", "cpu")
     if threads == 1:
         # XLA:CPU has no thread-count knob short of switching Eigen's pool off; more threads than one
@@ -193,6 +193,9 @@ def make_jax(workload, data, threads):
     import numpy as np
 
     rng = np.random.default_rng(0)
+    predict = workload.endswith("_predict")
+    workload = workload[:-len("_predict")] if predict else workload
+    bn_state = None                  # resnet: BatchNorm's moving statistics, updated by each step
 
     def glorot(shape, fan_in, fan_out):
         lim = np.sqrt(6.0 / (fan_in + fan_out))
@@ -257,25 +260,141 @@ def make_jax(workload, data, threads):
         def loss_fn(p, ids, y):
             h = jnp.mean(jnp.take(p["emb"], ids, axis=0), axis=1)
             return sigmoid_ce(h @ p["out"]["w"] + p["out"]["b"], y)
+    elif workload == "gru":
+        units = 64
+        params = {"emb": jnp.asarray(rng.uniform(-0.05, 0.05, (VOCAB, 64)).astype(np.float32)),
+                  "wx": glorot((64, 3 * units), 64, 3 * units), "wh": glorot((units, 3 * units), units, 3 * units),
+                  "b": jnp.zeros((2, 3 * units), jnp.float32), "out": dense(units, 1)}
+
+        def loss_fn(p, ids, y):
+            xs = jnp.take(p["emb"], ids, axis=0)
+            xw = jnp.einsum("btd,dg->tbg", xs, p["wx"]) + p["b"][0]
+
+            def cell(h, xt):                                        # Keras' reset_after GRU, gates z, r, h
+                rec = h @ p["wh"] + p["b"][1]
+                z = jax.nn.sigmoid(xt[:, :units] + rec[:, :units])
+                r = jax.nn.sigmoid(xt[:, units:2 * units] + rec[:, units:2 * units])
+                hh = jnp.tanh(xt[:, 2 * units:] + r * rec[:, 2 * units:])
+                return z * h + (1 - z) * hh, None
+            h, _ = jax.lax.scan(cell, jnp.zeros((ids.shape[0], units), jnp.float32), xw)
+            return sigmoid_ce(h @ p["out"]["w"] + p["out"]["b"], y)
+    elif workload in ("transformer", "encoder2"):
+        width, heads, key, ff_width, blocks = (64, 2, 32, 128, 1) if workload == "transformer" else (256, 4, 64, 512, 2)
+
+        def block():
+            inner = heads * key                                     # Keras' einsum fans: width in, heads*key out
+            return {"q": dense(width, inner), "k": dense(width, inner), "v": dense(width, inner),
+                    "o": dense(inner, width), "ln1": {"g": jnp.ones(width), "b": jnp.zeros(width)},
+                    "f1": dense(width, ff_width), "f2": dense(ff_width, width),
+                    "ln2": {"g": jnp.ones(width), "b": jnp.zeros(width)}}
+        params = {"emb": jnp.asarray(rng.uniform(-0.05, 0.05, (VOCAB, width)).astype(np.float32)),
+                  "blocks": [block() for _ in range(blocks)], "out": dense(width, 1)}
+
+        def layer_norm(h, ln):
+            mean = h.mean(-1, keepdims=True)
+            var = ((h - mean) ** 2).mean(-1, keepdims=True)
+            return (h - mean) * jax.lax.rsqrt(var + 1e-5) * ln["g"] + ln["b"]
+
+        def attention(h, b):
+            n, t, _ = h.shape
+
+            def heads_of(d):
+                return (h @ d["w"] + d["b"]).reshape(n, t, heads, key)
+            q, k, v = heads_of(b["q"]) / np.sqrt(key).astype(np.float32), heads_of(b["k"]), heads_of(b["v"])
+            weights = jax.nn.softmax(jnp.einsum("nqhd,nkhd->nhqk", q, k), axis=-1)
+            return jnp.einsum("nhqk,nkhd->nqhd", weights, v).reshape(n, t, heads * key) @ b["o"]["w"] + b["o"]["b"]
+
+        def loss_fn(p, ids, y):
+            h = jnp.take(p["emb"], ids, axis=0)
+            for b in p["blocks"]:                                   # post-norm, as the Keras model
+                h = layer_norm(h + attention(h, b), b["ln1"])
+                ff = jax.nn.relu(h @ b["f1"]["w"] + b["f1"]["b"]) @ b["f2"]["w"] + b["f2"]["b"]
+                h = layer_norm(h + ff, b["ln2"])
+            return sigmoid_ce(h.mean(axis=1) @ p["out"]["w"] + p["out"]["b"], y)
+    elif workload == "resnet":
+        def conv_bn(cin, cout, size):
+            return {"w": glorot((size, size, cin, cout), size * size * cin, size * size * cout),
+                    "g": jnp.ones(cout), "b": jnp.zeros(cout)}
+        layout = [("stem", 3, 16, 3)]
+        for name, cin, cout in (("b1", 16, 16), ("b2", 16, 32), ("b3", 32, 64)):
+            layout += [(name + "c1", cin, cout, 3), (name + "c2", cout, cout, 3)]
+            if cin != cout:
+                layout.append((name + "sc", cin, cout, 1))
+        params = {name: conv_bn(cin, cout, size) for name, cin, cout, size in layout}
+        params["out"] = dense(64, 10)
+        bn_state = {name: {"mean": jnp.zeros(cout), "var": jnp.ones(cout)} for name, _, cout, _ in layout}
+
+        def apply_conv_bn(p, s, name, h, stride, new_s):
+            h = jax.lax.conv_general_dilated(h, p[name]["w"], (stride, stride), "SAME",
+                                             dimension_numbers=("NHWC", "HWIO", "NHWC"))
+            mean, var = h.mean((0, 1, 2)), h.var((0, 1, 2))         # training mode: the batch's statistics
+            count = h.shape[0] * h.shape[1] * h.shape[2]
+            new_s[name] = {"mean": 0.9 * s[name]["mean"] + 0.1 * jax.lax.stop_gradient(mean),
+                           "var": 0.9 * s[name]["var"] + 0.1 * jax.lax.stop_gradient(var) * count / (count - 1)}
+            return (h - mean) * jax.lax.rsqrt(var + 1e-5) * p[name]["g"] + p[name]["b"]
+
+        def loss_fn(p, s, x, y):
+            new_s = {}
+            h = jax.nn.relu(apply_conv_bn(p, s, "stem", x, 1, new_s))
+            for name, stride in (("b1", 1), ("b2", 2), ("b3", 2)):
+                r = jax.nn.relu(apply_conv_bn(p, s, name + "c1", h, stride, new_s))
+                r = apply_conv_bn(p, s, name + "c2", r, 1, new_s)
+                short = apply_conv_bn(p, s, name + "sc", h, stride, new_s) if name + "sc" in p else h
+                h = jax.nn.relu(r + short)
+            return sparse_ce(h.mean((1, 2)) @ p["out"]["w"] + p["out"]["b"], y), new_s
+    elif workload == "widedeep":
+        # JAX's idiom: the embedding gradients are dense (a scatter-add into a zero table), Adam updates
+        # the whole tables, as PyTorch's default does
+        params = {"deep": jnp.asarray(rng.uniform(-0.05, 0.05, (WIDE_ROWS, 16)).astype(np.float32)),
+                  "wide": jnp.asarray(rng.uniform(-0.05, 0.05, (WIDE_ROWS, 1)).astype(np.float32)),
+                  "d1": dense(8 * 16, 256), "d2": dense(256, 128), "d3": dense(128, 1)}
+
+        def loss_fn(p, ids, y):
+            h = jnp.take(p["deep"], ids, axis=0).reshape(ids.shape[0], -1)
+            h = jax.nn.relu(h @ p["d1"]["w"] + p["d1"]["b"])
+            h = jax.nn.relu(h @ p["d2"]["w"] + p["d2"]["b"])
+            wide = jnp.take(p["wide"], ids, axis=0).sum(axis=1)
+            return sigmoid_ce(h @ p["d3"]["w"] + p["d3"]["b"] + wide, y)
     else:
         raise ValueError(workload)
+
+    x = jnp.asarray(data["x"])
+    y = jnp.asarray(data["y"])
+    if predict:
+        def forward(p, x):                                          # the mlp/cnn model up to the logits
+            if workload == "mlp":
+                h = jax.nn.relu(jax.nn.relu(x @ p["d1"]["w"] + p["d1"]["b"]) @ p["d2"]["w"] + p["d2"]["b"])
+                return h @ p["d3"]["w"] + p["d3"]["b"]
+            h = conv(conv(x, p["c1"]), p["c2"])
+            h = jax.lax.reduce_window(h, -jnp.inf, jax.lax.max, (1, 2, 2, 1), (1, 2, 2, 1), "VALID")
+            h = jax.nn.relu(h.reshape(h.shape[0], -1) @ p["d1"]["w"] + p["d1"]["b"])
+            return h @ p["d2"]["w"] + p["d2"]["b"]
+        infer = jax.jit(forward)
+
+        def step_predict():
+            return float(jnp.sum(infer(params, x)))
+        return step_predict, jax.__version__, {"mode": "jit forward"}
 
     lr, b1, b2, eps = 1e-3, 0.9, 0.999, 1e-7
     state = {"m": jax.tree_util.tree_map(jnp.zeros_like, params),
              "v": jax.tree_util.tree_map(jnp.zeros_like, params), "t": jnp.zeros((), jnp.float32)}
 
+    if bn_state is not None:
+        state["bn"] = bn_state
+
     def train_step(params, state, x, y):
-        loss, grads = jax.value_and_grad(loss_fn)(params, x, y)
+        if bn_state is not None:
+            (loss, bn), grads = jax.value_and_grad(loss_fn, has_aux=True)(params, state["bn"], x, y)
+        else:
+            loss, grads = jax.value_and_grad(loss_fn)(params, x, y)
         t = state["t"] + 1
         m = jax.tree_util.tree_map(lambda m, g: b1 * m + (1 - b1) * g, state["m"], grads)
         v = jax.tree_util.tree_map(lambda v, g: b2 * v + (1 - b2) * g * g, state["v"], grads)
         alpha = lr * jnp.sqrt(1 - b2 ** t) / (1 - b1 ** t)
         params = jax.tree_util.tree_map(lambda p, m, v: p - alpha * m / (jnp.sqrt(v) + eps), params, m, v)
-        return params, {"m": m, "v": v, "t": t}, loss
+        return params, {"m": m, "v": v, "t": t, **({"bn": bn} if bn_state is not None else {})}, loss
 
     jitted = jax.jit(train_step, donate_argnums=(0, 1))
-    x = jnp.asarray(data["x"])
-    y = jnp.asarray(data["y"])
     box = {"params": params, "state": state}
 
     def step():

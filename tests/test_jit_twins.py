@@ -85,7 +85,8 @@ def test_softmax_cross_entropy_loops_match_their_twins_with_nan_inf_and_bad_labe
 @pytest.mark.parametrize("shape,ksize,strides,pads,tiled", [
     ((4, 1, 24, 24, 8), (1, 2, 2), (1, 2, 2), (0, 0, 0), True),
     ((3, 1, 9, 7, 5), (1, 3, 3), (1, 2, 2), (0, 1, 1), False),
-    ((2, 2, 8, 8, 3), (2, 3, 3), (1, 1, 1), (0, 1, 1), False)])
+    ((2, 2, 8, 8, 3), (2, 3, 3), (1, 1, 1), (0, 1, 1), False),
+    ((2, 4, 6, 6, 3), (2, 3, 3), (2, 3, 3), (0, 0, 0), True)])   # depth stride != height stride (a mutant)
 def test_max_pool_loop_matches_its_twin_with_ties_and_nan(shape, ksize, strides, pads, tiled):
     x = (np.round(RNG.standard_normal(shape) * 2) / 2).astype(np.float32)   # ties
     x.reshape(-1)[5] = np.nan

@@ -22,6 +22,7 @@ import string
 import tensorweave as tw
 from tensorweave.keras import initializers, regularizers
 from tensorweave.keras.engine.layer import Layer, positive_int
+from tensorweave.keras.layers.einsum_dense import kernel_initializer_for
 
 __all__ = ["MultiHeadAttention", "Attention"]
 
@@ -88,7 +89,8 @@ class _ProjectionDense(Layer):
         self.bias_constraint = bias_constraint
 
     def build(self, input_shape=None):
-        self.kernel = self.add_weight(shape=self.kernel_shape, name="kernel", initializer=self.kernel_initializer,
+        self.kernel = self.add_weight(shape=self.kernel_shape, name="kernel",
+                                      initializer=kernel_initializer_for(self.kernel_initializer, self.equation),
                                       regularizer=self.kernel_regularizer, constraint=self.kernel_constraint)
         self.bias = None if self.bias_shape is None else self.add_weight(
             shape=self.bias_shape, name="bias", initializer=self.bias_initializer, regularizer=self.bias_regularizer,

@@ -13,6 +13,28 @@ from tensorweave.keras import activations, initializers, regularizers
 from tensorweave.keras.engine.layer import Layer
 
 
+def kernel_initializer_for(init, equation):
+    """``init`` with the fans of an einsum kernel: Keras 3's rule (``EinsumDense.build``).
+
+    A ``VarianceScaling`` initializer (Glorot, He, LeCun) without ``input_axes``/``output_axes`` gets
+    them from ``equation`` (``"in,kernel->out"``): the kernel's axes that appear in the output are
+    output units, the others input units. Without this the fans of a ``(256, 4, 64)`` attention kernel
+    would follow the convolution rule (fan_in 1024, fan_out 16384) and its weights come out 5.8x
+    smaller than Keras'. Other initializers come back unchanged; the layer's config keeps ``init``.
+
+    >>> init = kernel_initializer_for(initializers.GlorotUniform(), "abc,cde->abde")
+    >>> init.input_axes, init.output_axes
+    ([0], [1, 2])
+    """
+    if not isinstance(init, initializers.VarianceScaling) or (init.input_axes is not None
+                                                              and init.output_axes is not None):
+        return init
+    _, kernel, out = equation.replace(" ", "").replace("->", ",").split(",")
+    config = dict(init.get_config(), input_axes=[i for i, c in enumerate(kernel) if c not in out],
+                  output_axes=[i for i, c in enumerate(kernel) if c in out])
+    return type(init).from_config(config)
+
+
 class EinsumDense(Layer):
     def __init__(self, equation, output_shape, activation=None, bias_axes=None, kernel_initializer="glorot_uniform",
                  bias_initializer="zeros", kernel_regularizer=None, bias_regularizer=None, kernel_constraint=None,
@@ -60,7 +82,8 @@ class EinsumDense(Layer):
                 raise ValueError(f"EinsumDense layer '{self.name}': the size of kernel dimension '{c}' is unknown "
                                  f"for input shape {tuple(input_shape)}")
             kshape.append(sizes[c])
-        self.kernel = self.add_weight(shape=tuple(kshape), name="kernel", initializer=self.kernel_initializer,
+        self.kernel = self.add_weight(shape=tuple(kshape), name="kernel",
+                                      initializer=kernel_initializer_for(self.kernel_initializer, self.equation),
                                       regularizer=self.kernel_regularizer, constraint=self.kernel_constraint)
         if self.bias_axes:
             first = min(self._out.index(c) for c in self.bias_axes)

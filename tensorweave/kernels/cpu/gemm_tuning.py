@@ -38,10 +38,12 @@ FORMAT = 1
 INCUMBENT = "mkl"
 
 
-def shape_class(m, n, k, dtype, trans_a, trans_b):
-    """The bucket a product's timing stands for: ``dtype:flags:log2 buckets of M,N,K``."""
+def shape_class(m, n, k, dtype, trans_a, trans_b, count=1):
+    """The bucket a product's timing stands for: ``dtype:flags:log2 buckets of M,N,K``, and of the
+    number of products for a stack of them (``count`` > 1: ``...,b<bucket>``)."""
     flags = ("T" if trans_a else "N") + ("T" if trans_b else "N")
-    return f"{dtype}:{flags}:{m.bit_length()},{n.bit_length()},{k.bit_length()}"
+    stack = f",b{count.bit_length()}" if count > 1 else ""
+    return f"{dtype}:{flags}:{m.bit_length()},{n.bit_length()},{k.bit_length()}{stack}"
 
 
 def cpu_model():

@@ -70,7 +70,7 @@ def _einsum_as_matmul(a, b, sa, sb, so):
     nb, nl, nr, nk = prod(batch), prod(left), prod(right), prod(inner)
     am = a.transpose([sa.index(c) for c in batch + left + inner]).reshape(nb, nl, nk)
     bm = b.transpose([sb.index(c) for c in batch + inner + right]).reshape(nb, nk, nr)
-    out = gemm.matmul(am[0], bm[0])[None] if nb == 1 else np.matmul(am, bm)
+    out = gemm.matmul(am[0], bm[0])[None] if nb == 1 else gemm.matmul(am, bm)   # a stack: one batched call
     out = out.reshape([size[c] for c in batch + left + right])
     order = batch + left + right
     out = out.transpose([order.index(c) for c in so])
