@@ -40,8 +40,9 @@ NO_RULE = {
     **dict.fromkeys(["SbpLocalConst", "SbpLocalShape", "SbpMaskedGather", "SbpMaskedResourceGather", "SbpRowsOnly",
                      "SbpMaskedGatherGrad", "SbpReplaceInput", "SbpSliceOf", "SbpEmbedded", "SbpRandomPiece"], _LOCAL),
     **dict.fromkeys(["If", "StatefulIf", "While", "StatefulWhile", "WhileGrad"], _CONTROL),
-    **dict.fromkeys(["_Boxing", "_Once", "_ToGlobal"], "a planned graph's own (distribute/plan_ops.py): the planner "
-                    "lays out a to_global pin itself and makes the per-rank steps on pieces"),
+    **dict.fromkeys(["_Boxing", "_Once", "_ToGlobal", "_AllReduceStart", "_AllReduceWait"],
+                    "a planned graph's own (distribute/plan_ops.py): the planner lays out a to_global pin itself "
+                    "and makes the per-rank steps on pieces"),
     **dict.fromkeys(["PyFunc", "EagerPyFunc"], _PYTHON),
     **dict.fromkeys(["AsString", "BytesSplit", "ReduceJoin", "RegexFullMatch", "RegexReplace", "StringJoin",
                      "StringLength", "StringLower", "StringSplit", "StringStrip", "StringToHashBucketFast",
