@@ -62,3 +62,26 @@ def test_not_found_prints_without_key_error_quotes():
 
 def test_operator_not_allowed_in_graph_is_a_type_error():
     assert issubclass(tw.errors.OperatorNotAllowedInGraphError, TypeError)
+
+
+def test_an_error_crossing_processes_keeps_message_code_and_plain_attributes():
+    # Ray moves a worker's exception to the driver as bytes in memory; the op it names is a live
+    # object of the worker (here: one holding a weak reference, which cannot be serialized).
+    import pickle
+    import weakref
+
+    from tensorweave.distribute.collective import CollectiveAbortedError
+
+    class LiveOp:
+        pass
+
+    live = LiveOp()
+    live.ref = weakref.ref(live)
+    for cls in (tw.errors.InvalidArgumentError, tw.errors.NotFoundError, CollectiveAbortedError):
+        err = cls("collective abandoned", op=live, error_code=13)
+        err.rank = 1
+        err.add_note("raised on rank 1")
+        back = pickle.loads(pickle.dumps(err))
+        assert type(back) is cls and str(back) == "collective abandoned" and back.args == ("collective abandoned",)
+        assert back.error_code == 13 and back.rank == 1 and back.__notes__ == ["raised on rank 1"]
+        assert back.op is None and back.node_def is None

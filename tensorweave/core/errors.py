@@ -46,6 +46,19 @@ class OpError(Exception):
     def __str__(self):
         return str(self.message)
 
+    def __reduce__(self):
+        # How an error crosses processes (Ray sends a worker's exception to the driver): its
+        # message, code and plain attributes (``rank``, notes); ``op`` is a live graph object of
+        # the process it was raised in, and ``node_def`` may be one too.
+        state = {k: v for k, v in self.__dict__.items() if k not in ("op", "node_def")}
+        return _rebuild, (type(self), self.message, self.error_code), state
+
+
+def _rebuild(cls, message, error_code):
+    err = cls.__new__(cls)
+    OpError.__init__(err, message, error_code=error_code)
+    return err
+
 
 def _error(name, code, *bases, doc=None):
     cls = type(name, (OpError,) + bases, {"error_code": code, "__doc__": doc or f"TF's ``{name}``.",
