@@ -130,8 +130,8 @@ def _worker_values(worker, token, include_optimizer):
     """On a worker: its share of one copy of the kept model's values (``split_replica``)."""
     from tensorweave.keras.engine.weights_io import _keyed_weights
     from tensorweave.saving.sharded_workers import WorkerStateMismatch, split_replica
-    kept = worker.store.get("multi_worker_models", {})
-    model = next((m for t, (m, _) in kept.items() if t.startswith(token + "-")), None)
+    rep = worker.store.get("multi_worker_replica")      # the model MultiWorkerMirroredStrategy trained here
+    model = rep.model if rep is not None and (rep.token or "").startswith(token + "-") else None
     if model is None:
         raise WorkerStateMismatch(f"worker {worker.rank} does not hold this model (trained elsewhere since?)")
     index, size = worker.ranks.index(worker.rank), len(worker.ranks)
