@@ -268,20 +268,24 @@ class InProcessGroup:
                 raise CollectiveTimeoutError(msg, gone)
             self._cond.wait(remaining)
 
+    def _deposit(self, index, kind, value):
+        """(Lock held.) Member ``index``'s ``value`` for its next call ``kind``: ``(seq, round)``."""
+        self._check_failed()
+        seq = self._seq[index]
+        self._seq[index] = seq + 1
+        rnd = self._rounds.get(seq)
+        if rnd is None:
+            rnd = self._rounds[seq] = _Round(len(self.ranks), kind)
+        self._check_kind(rnd, index, seq, kind)
+        rnd.values[index] = value
+        rnd.kinds[index] = kind
+        return seq, rnd
+
     def exchange(self, index, kind, value, timeout=None):
         """Deposits member ``index``'s ``value`` for its next call ``kind``; returns every
         member's value once all arrived (read-only: build a fresh result from them)."""
-        n = len(self.ranks)
         with self._cond:
-            self._check_failed()
-            seq = self._seq[index]
-            self._seq[index] = seq + 1
-            rnd = self._rounds.get(seq)
-            if rnd is None:
-                rnd = self._rounds[seq] = _Round(n, kind)
-            self._check_kind(rnd, index, seq, kind)
-            rnd.values[index] = value
-            rnd.kinds[index] = kind
+            seq, rnd = self._deposit(index, kind, value)
             self._cond.notify_all()
             self._wait(lambda: all(k is not None for k in rnd.kinds), f"{kind} (call #{seq})",
                        lambda: [self.ranks[i] for i, k in enumerate(rnd.kinds) if k is None], timeout)
@@ -298,18 +302,9 @@ class InProcessGroup:
         takes the next chunk of :data:`REDUCE_CHUNK` elements and reduces it over every
         member's arrays in rank order (so all get ``all_reduce``'s bits), so the work is shared
         by whoever is there and a member ahead of the others keeps working until its wait."""
-        n = len(self.ranks)
         kind = f"all_reduce_start({op})"
         with self._cond:
-            self._check_failed()
-            seq = self._seq[index]
-            self._seq[index] = seq + 1
-            rnd = self._rounds.get(seq)
-            if rnd is None:
-                rnd = self._rounds[seq] = _Round(n, kind)
-            self._check_kind(rnd, index, seq, kind)
-            rnd.values[index] = arrays
-            rnd.kinds[index] = kind
+            seq, rnd = self._deposit(index, kind, arrays)
             if all(k is not None for k in rnd.kinds):
                 try:
                     _check_bucket(self.ranks, rnd.values)
