@@ -65,9 +65,10 @@ def test_operator_not_allowed_in_graph_is_a_type_error():
 
 
 def test_an_error_crossing_processes_keeps_message_code_and_plain_attributes():
-    # Ray moves a worker's exception to the driver as bytes in memory; the op it names is a live
-    # object of the worker (here: one holding a weak reference, which cannot be serialized).
-    import pickle
+    # Ray moves a worker's exception to the driver through ``__reduce_ex__``: what it hands over
+    # must be plain data (checked here as JSON), never the live op the error names (here an
+    # object holding a weak reference), and must rebuild the same error.
+    import json
     import weakref
 
     from tensorweave.distribute.collective import CollectiveAbortedError
@@ -81,7 +82,11 @@ def test_an_error_crossing_processes_keeps_message_code_and_plain_attributes():
         err = cls("collective abandoned", op=live, error_code=13)
         err.rank = 1
         err.add_note("raised on rank 1")
-        back = pickle.loads(pickle.dumps(err))
+        rebuild, args, state = err.__reduce_ex__(2)
+        assert args[0] is cls
+        json.dumps([args[1:], state])                # nothing live travels
+        back = rebuild(*args)
+        back.__dict__.update(state)
         assert type(back) is cls and str(back) == "collective abandoned" and back.args == ("collective abandoned",)
         assert back.error_code == 13 and back.rank == 1 and back.__notes__ == ["raised on rank 1"]
         assert back.op is None and back.node_def is None
