@@ -11,18 +11,9 @@ import argparse
 import json
 import os
 import pathlib
-import platform
 import sys
 
-
-def _cpu_model():
-    try:
-        for line in open("/proc/cpuinfo"):
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor()
+from bench_ray_collectives import _cpu_model   # this directory's sibling benchmark
 
 
 def _machine():
