@@ -192,7 +192,7 @@ class Cluster:
         if failed:
             # the cause, not a rank whose collective was abandoned because of it
             from tensorweave.distribute.collective import CollectiveAbortedError
-            causes = [f for f in failed if not isinstance(getattr(f[1], "cause", None), CollectiveAbortedError)]
+            causes = [f for f in failed if not isinstance(_cause(f[1]), CollectiveAbortedError)]
             raise _original(*(causes or failed)[0])
         return ray.get(refs)
 
@@ -242,12 +242,17 @@ def _sweep_rank(cluster_id, rank):
         shm.sweep(prefix, pattern)
 
 
-def _original(rank, exc):
-    """The exception a rank raised, as its own type, with ``.rank`` and a note."""
+def _cause(exc):
+    """The exception a rank raised inside Ray's wrapper (the wrapper when there is none)."""
     cause = getattr(exc, "cause", None)
     if cause is None and hasattr(exc, "as_instanceof_cause"):
         cause = exc.as_instanceof_cause()
-    out = cause if isinstance(cause, BaseException) else exc
+    return cause if isinstance(cause, BaseException) else exc
+
+
+def _original(rank, exc):
+    """The exception a rank raised, as its own type, with ``.rank`` and a note."""
+    out = _cause(exc)
     try:
         out.rank = rank
     except AttributeError:
