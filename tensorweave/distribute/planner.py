@@ -200,7 +200,7 @@ class _Planner:
         if lay is None or lay._shape is None:
             raise errors.UnimplementedError(
                 f"the global graph planner needs static logical shapes: input '{t.name}' of '{op.name}' "
-                f"({op.type}) has shape {t.shape}. Hint: give the function inputs of known shape")
+                f"({op.type}) has shape {t.shape}. Hint: give the function inputs (or the TF1 placeholders) a fully known shape")
         return lay
 
     def set_local(self, t):

@@ -75,7 +75,7 @@ class GlobalVariable(Variable):
     is_global = True
 
     def __init__(self, initial_value=None, trainable=True, name=None, dtype=None, shape=None, validate_shape=True,
-                 constraint=None, placement=None, sbp=None, **unused):
+                 constraint=None, placement=None, sbp=None, collections=None, **unused):
         if initial_value is None:
             raise ValueError("Variable: initial_value must be given")
         if not isinstance(placement, Placement):
@@ -107,6 +107,20 @@ class GlobalVariable(Variable):
         self._locals = locals_
         self._eager_handle = GlobalHandle(self, locals_)
         self._handles = {}
+        graph = building_graph()
+        if graph is not None and not graph.is_function_graph:
+            self._join_tf1_graph(graph, base, collections)
+
+    def _join_tf1_graph(self, graph, base, collections):
+        # a TF1 program finds its variables through the graph's collections (Saver(), minimize(),
+        # global_variables_initializer()); the shards already hold the initial value, so the
+        # initializer has nothing left to do
+        from tensorweave.ops.control_flow_ops import no_op
+        with graph.name_scope(base + "/"), graph.control_dependencies(None):
+            self._initializer_op = no_op(name="Initializer")
+        if collections is None:
+            collections = [_variables.GLOBAL_VARIABLES] + ([_variables.TRAINABLE_VARIABLES] if self.trainable else [])
+        graph.add_to_collections(collections, self)
 
     def _make_pieces(self, init, placement, sbp, dtype, shape):
         dtype = None if dtype is None else _dt.as_dtype(dtype)
