@@ -24,6 +24,17 @@ from tensorweave.core.shape import as_shape, fmt
 from tensorweave.core.tensor import Tensor
 
 _VALID_NAME = re.compile(r"^[A-Za-z0-9.][A-Za-z0-9_.\-/>]*$")
+# {id(tensor): TensorShape} while this thread plans a graph for concrete feed shapes
+# (``refined_shapes``): the graph itself is never changed, other threads see its own shapes.
+# ``_refining`` counts the refinements under way in all threads, so that ``shape`` costs one
+# global read when there are none (a thread-local read costs ~10x that).
+class _Refinement(threading.local):
+    shapes = None
+
+
+_refinement = _Refinement()
+_refining = 0
+_refining_lock = threading.Lock()
 
 
 def _session_for(graph, session):
@@ -55,6 +66,10 @@ class SymbolicTensor(Tensor):
 
     @property
     def shape(self):
+        if _refining:
+            refined = _refinement.shapes
+            if refined is not None:
+                return refined.get(id(self), self._shape)
         return self._shape
 
     def set_shape(self, shape):
@@ -550,3 +565,55 @@ def constant_value(t):
         v = constant_value(op.inputs[0])
         return None if v is None else v.astype(op.attrs["DstT"].np_dtype)
     return None
+
+
+@contextlib.contextmanager
+def refined_shapes(ops, feed_shapes):
+    """In this thread, the graph tensors of ``ops`` (topologically ordered) show the shapes they
+    take when the tensors in ``feed_shapes`` (``{tensor: shape}``) have those shapes: each op's
+    shape rule runs again on the refined inputs (as TF's shape inference does with feeds), so
+    a placeholder's ``None`` batch dimension becomes the fed one downstream. Ops whose rule
+    cannot say more keep their graph shapes. Nothing of the graph is modified.
+
+    >>> import numpy as np, tensorweave as tw
+    >>> with tw.Graph().as_default():
+    ...     x = tw.compat.v1.placeholder(tw.float32, [None, 4])
+    ...     y = tw.reshape(tw.matmul(x, tw.ones((4, 3))), [-1])
+    ...     with refined_shapes([y.op.inputs[0].op, y.op], {x: (5, 4)}):
+    ...         print(y.shape)
+    ...     print(y.shape)
+    (15,)
+    (None,)
+    """
+    shapes = {id(t): t._shape.merge_with(as_shape(s)) for t, s in feed_shapes.items()}
+    global _refining
+    previous = _refinement.shapes
+    _refinement.shapes = shapes
+    with _refining_lock:
+        _refining += 1
+    try:
+        for op in ops:
+            # an op may depend on a fed shape through a value (a Shape op's), not its inputs' shapes
+            if not all(t._shape.is_fully_defined() for t in op.outputs):
+                _refine_op(op, shapes)
+        yield
+    finally:
+        _refinement.shapes = previous
+        with _refining_lock:
+            _refining -= 1
+
+
+def _refine_op(op, shapes):
+    try:
+        specs = op.opdef.infer(list(op.inputs), op.attrs)
+    except (ValueError, TypeError, IndexError, KeyError, AttributeError, NotImplementedError):
+        return          # the rule cannot say more: the graph's shapes stand
+    if isinstance(specs, tuple) and len(specs) == 2 and isinstance(specs[1], _dt.DType):
+        specs = [specs]
+    for out, spec in zip(op.outputs, specs):
+        try:
+            refined = out._shape.merge_with(as_shape(spec[0]))
+        except ValueError:
+            continue
+        if refined != out._shape:
+            shapes[id(out)] = refined

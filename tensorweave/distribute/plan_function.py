@@ -45,9 +45,10 @@ class GraphGlobals:
         """The :class:`PlannedFunction` of concrete function ``cf`` (traced into this graph)."""
         return PlannedFunction(cf)
 
-    def plan_session_run(self, fetches, targets, feeds):
-        """The :class:`PlannedSessionRun` of one ``Session.run`` signature of this graph."""
-        return PlannedSessionRun(fetches, targets, feeds, self.graph)
+    def plan_session_run(self, fetches, targets, feeds, feed_shapes=None):
+        """The :class:`PlannedSessionRun` of one ``Session.run`` signature of this graph
+        (``feed_shapes``: ``{placeholder: fed shape}`` for placeholders of open shape)."""
+        return PlannedSessionRun(fetches, targets, feeds, self.graph, feed_shapes)
 
 
 def mark_global(graph, placement):
@@ -175,11 +176,16 @@ class PlannedSessionRun(RankPlans):
     values (every rank gets the whole), fetches come back as logical values (as a session
     returns NumPy values)."""
 
-    def __init__(self, fetches, targets, feeds, graph):
+    def __init__(self, fetches, targets, feeds, graph, feed_shapes=None):
+        from tensorweave.core.graph import refined_shapes
         from tensorweave.distribute.planner import plan_graph
+        from tensorweave.runtime.executor import prune
         info = graph._tw_globals
-        super().__init__(plan_graph(list(fetches), list(targets), list(feeds), [None] * len(feeds), info.placement,
-                                    "Session.run"))
+        # the planner lays out static shapes: a placeholder's open batch dimension is planned as fed
+        ops = prune(list(fetches), list(targets), {id(t): i for i, t in enumerate(feeds)}) if feed_shapes else []
+        with refined_shapes(ops, feed_shapes or {}):
+            super().__init__(plan_graph(list(fetches), list(targets), list(feeds), [None] * len(feeds),
+                                        info.placement, "Session.run"))
 
     def __call__(self, feed_values):
         from tensorweave.distribute.layout import assemble

@@ -150,15 +150,21 @@ class Session:
         targets = [x for kind, x in elems if kind == "op"]
         feed_t = [t for t, _ in feeds]
         key = (self._graph.version, tuple(map(id, fetch_t)), tuple(map(id, targets)), tuple(map(id, feed_t)))
+        planned = getattr(self._graph, "_tw_globals", None)
+        if planned is not None:
+            # global values in the graph: planned over their ranks (distribute/plan_function.py), for
+            # the fed shapes where a placeholder leaves dimensions open (a plan per batch size)
+            open_feeds = {t: np.shape(a) for t, a in feeds if not t.shape.is_fully_defined()}
+            key += tuple(open_feeds.values())
         plan = self._plans.get(key)
-        if plan is None and getattr(self._graph, "_tw_globals", None) is not None:
-            # global values in the graph: planned over their ranks (distribute/plan_function.py)
-            plan = self._plans[key] = self._graph._tw_globals.plan_session_run(fetch_t, targets, feed_t)
         if plan is None:
-            cfg = self._config
-            plan = executor.build_plan(fetch_t, targets, feed_t, cfg.allow_soft_placement,
-                                       parallel=False if cfg.inter_op_parallelism_threads == 1 else None,
-                                       log_placement=bool(cfg.log_device_placement))
+            if planned is not None:
+                plan = planned.plan_session_run(fetch_t, targets, feed_t, open_feeds)
+            else:
+                cfg = self._config
+                plan = executor.build_plan(fetch_t, targets, feed_t, cfg.allow_soft_placement,
+                                           parallel=False if cfg.inter_op_parallelism_threads == 1 else None,
+                                           log_placement=bool(cfg.log_device_placement))
             if len(self._plans) > 64:
                 self._plans.clear()
             self._plans[key] = plan
