@@ -53,6 +53,7 @@ from tensorweave.distribute.interpreter import (_METADATA_OPS, _cost, _known, _p
 from tensorweave.distribute.layout import Placement, local_shape
 from tensorweave.distribute.plan_control import CONTROL_FLOW, check_control_flow, check_local_control_flow
 from tensorweave.distribute.plan_random import draws_stream
+from tensorweave.distribute.zero_update import choose_zero, is_dense_update
 from tensorweave.runtime import executor
 from tensorweave.runtime.plan_spec import ResourceTable
 
@@ -69,6 +70,13 @@ _CONTRACTIONS = frozenset({"MatMul", "BatchMatMul", "BatchMatMulV2", "BatchMatMu
 # of about this many bytes, each started as soon as its tensors are computed (rank_graph.py); 0: one
 # blocking all-reduce per tensor where it is needed.
 ALL_REDUCE_BUCKET_BYTES = 4 << 20
+# The ZeRO-1 choice (zero_update.py): a replicated weight whose gradient is a partial sum may be
+# updated in shards (gradient reduce-scattered, each rank updating its rows of the weight and of
+# its slots, which then live S(0), the weight all-gathered) when the planner's costs say so.
+# ZERO_FIXED_BYTES is that path's per-variable overhead in byte-equivalents (two more kernel calls,
+# the gather's copy loop: ~20 us, the time to move ~16 KiB), so tiny biases stay all-reduced.
+ZERO_UPDATES = True
+ZERO_FIXED_BYTES = 16 << 10
 _P_SUM, _B1 = (Partial("sum"),), (B,)
 
 
@@ -84,11 +92,12 @@ class OpPlan:
     input/output N-D SBPs, a boxing plan per input (None: as it is), the per-rank (op type,
     attrs), and for constants their value."""
 
-    __slots__ = ("op", "kind", "sigs", "in_nd", "out_nd", "plans", "local_ops", "value", "once")
+    __slots__ = ("op", "kind", "sigs", "in_nd", "out_nd", "plans", "local_ops", "value", "once", "zero")
 
     def __init__(self, op, kind, sigs=(), in_nd=(), out_nd=(), plans=(), local_ops=None, value=None, once=False):
         self.op, self.kind, self.sigs, self.in_nd, self.out_nd = op, kind, sigs, in_nd, out_nd
         self.plans, self.local_ops, self.value, self.once = plans, local_ops, value, once
+        self.zero = ()          # ZeRO-1 updates: (weight handle input, gradient input) pairs (zero_update.py)
 
 
 class GraphPlan:
@@ -282,7 +291,10 @@ class _Planner:
             isinstance(x, Broadcast) for nd in out_nd for x in nd) and not draws_stream(op) and t not in CONTROL_FLOW
         for o, (shape, dtype), nd in zip(op.outputs, out_specs, out_nd):
             gp.layouts[id(o)] = Layout(shape, dtype, nd, self.placement)
-        return OpPlan(op, "global", sigs, in_nd, out_nd, plans, local_ops, once=once)
+        p = OpPlan(op, "global", sigs, in_nd, out_nd, plans, local_ops, once=once)
+        if ZERO_UPDATES and is_dense_update(t):
+            choose_zero(self, p)
+        return p
 
     def plan_local_variable_op(self, op, ins):
         """An op on a *local* variable (a Keras layer's local weights) with global inputs: the
