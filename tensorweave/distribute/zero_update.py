@@ -37,7 +37,7 @@ such op's ``zero`` variables.
 >>> p = tw.placement("cpu", ranks=[0, 1])
 >>> w = tw.Variable(np.ones((128, 32), np.float32), placement=p, sbp=tw.sbp.broadcast)
 >>> opt = tw.keras.optimizers.Adam(0.1)
->>> x = tw.constant(np.ones((4, 128), np.float32)).to_global(placement=p, sbp=tw.sbp.split(0))
+>>> x = tw.constant(np.ones((64, 128), np.float32)).to_global(placement=p, sbp=tw.sbp.split(0))
 >>> @tw.function
 ... def step(x):
 ...     with tw.GradientTape() as tape:
