@@ -134,7 +134,7 @@ def _once_into_kernel(op_type, op_attrs, ranks, rank, comm, broadcast=True):
                 attach(outs)
         else:                         # a transport's bucket reduced at its start: a broadcast of its own
             c = comm(group)
-            handle.extra = (handle.extra or []) + [c.broadcast(o, root=0) for o in outs]
+            handle.extra = (handle.extra or []) + [_read_only_copy(c.broadcast(o, root=0)) for o in outs]
         return ()
     return step
 

@@ -108,9 +108,12 @@ def choose_zero(planner, p):
     if placement.ndim != 1 or placement.size < 2 or cluster_for(placement) is not None:
         return
     k, variables = update_layout(op)
-    chosen = []
+    picks, forced_vars = [], []
     for w, slots, g in variables:
         wt, gt = op.inputs[w], op.inputs[g]
+        sharded = any(gp.layouts[id(op.inputs[s])]._sbp == _S0 for s in slots)
+        if sharded:
+            forced_vars.append(w)
         var, wlay, glay = _handle_variable(wt), gp.layouts.get(id(wt)), gp.layouts.get(id(gt))
         if var is None or wlay is None or glay is None or wlay._sbp != _B1 or glay._sbp != _P_SUM:
             continue
@@ -126,21 +129,24 @@ def choose_zero(planner, p):
             continue
         forced = any(nd == _S0 for nd in slot_nd)
         plain, zero = zero_costs(planner, shape, glay._dtype.np_dtype, k)
-        if not forced and zero >= plain:
-            continue
+        if forced or zero < plain:
+            picks.append((w, slots, g, shape, glay._dtype.np_dtype, slot_vars, slot_nd))
+    wrapped = bool(p.local_ops) and p.local_ops[0][0] == "_ZeroApply"
+    if wrapped and set(forced_vars) - {pick[0] for pick in picks}:
+        return      # the variable-op rule's in-kernel update + gather (eager_zero) covers them
+    p.plans, p.in_nd = list(p.plans), list(p.in_nd)
+    for w, slots, g, shape, np_dtype, slot_vars, slot_nd in picks:
         for v, s, nd in zip(slot_vars, slots, slot_nd):
             if nd != _S0:
                 with eager_mode():
                     variable_to_global(v, placement, _S0)
             gp.layouts[id(op.inputs[s])] = Layout(shape, _dt.resource, _S0, placement)
-        p.plans = list(p.plans)
-        p.plans[g] = _plan(shape, glay._dtype.np_dtype, placement, _P_SUM, _S0)
-        p.in_nd = list(p.in_nd)
-        for s in slots:
             p.in_nd[s] = _S0
+        p.plans[g] = _plan(shape, np_dtype, placement, _P_SUM, _S0)
         p.in_nd[g] = _S0
-        chosen.append((w, g))
-    p.zero = tuple(chosen)
+    if wrapped:       # the rank plans make the ZeRO-1 nodes instead
+        p.local_ops = [(a["op_type"], a["op_attrs"]) for _, a in p.local_ops]
+    p.zero = tuple((w, g) for w, _, g, *_ in picks)
 
 
 def eager_zero(inputs, handles, n_in, num_variables, placement, want):
