@@ -13,6 +13,7 @@ from zero13_model import model, slots_of
 @pytest.fixture(autouse=True)
 def zero_everywhere(monkeypatch):
     monkeypatch.setattr(planner, "ZERO_FIXED_BYTES", 0)
+    monkeypatch.setattr(planner, "ZERO_GATHER_WEIGHT", 0)
 
 
 @pytest.mark.parametrize("target", ["global", "one_device"])

@@ -18,14 +18,16 @@ def _layouts(optimizer, ranks, shapes=WIDE):
     return {tuple(v.shape.as_list()): sorted({s.sbp for s in slots_of(opt, v).values()}) for v in vs}
 
 
-def test_the_choice_flips_with_the_update_s_cost():
-    # plain SGD writes one array: the gather copies what the sharded update saves -> all-reduce
+def test_the_choice_flips_with_the_update_s_cost(monkeypatch):
+    # plain SGD, SGD with momentum: the gather costs more than the smaller update saves -> all-reduce
     assert _layouts("sgd", 2) == {(64, 96): [], (96,): [], (96, 24): []}
-    # momentum writes two (weight, momentum): ZeRO-1 for the large weights, the bias stays replicated
-    assert _layouts("sgd_momentum", 2) == {(64, 96): [(S(0),)], (96,): [(B,)], (96, 24): [(B,)]}
-    # Adam writes three: the 9 KiB weight pays the fixed cost too, on 2 and 3 ranks
+    assert _layouts("sgd_momentum", 2) == {(64, 96): [(B,)], (96,): [(B,)], (96, 24): [(B,)]}
+    # Adam reads and writes three arrays: ZeRO-1 for both weights, the bias stays replicated
     assert _layouts("adam", 2) == {(64, 96): [(S(0),)], (96,): [(B,)], (96, 24): [(S(0),)]}
     assert _layouts("adam", 3) == {(64, 96): [(S(0),)], (96,): [(B,)], (96, 24): [(S(0),)]}
+    # a gather priced at its bytes only flips momentum too (the bias still pays the fixed cost)
+    monkeypatch.setattr(planner, "ZERO_GATHER_WEIGHT", 1)
+    assert _layouts("sgd_momentum", 2) == {(64, 96): [(S(0),)], (96,): [(B,)], (96, 24): [(S(0),)]}
 
 
 def test_costs_are_the_planner_s_bytes(monkeypatch):
@@ -35,9 +37,10 @@ def test_costs_are_the_planner_s_bytes(monkeypatch):
     pl = planner._Planner(gp, True)
     n_bytes = 64 * 96 * 4
     plain, zero = zero_costs(pl, (64, 96), np.float32, 3)
-    # bucketed all-reduce: (n - 1) x bytes (an all-gather's); reduce-scatter and all-gather the same each
-    assert plain == 2 * n_bytes + 3 * 3 * n_bytes
-    assert zero == 2 * n_bytes + 2 * n_bytes + 3 * n_bytes + planner.ZERO_FIXED_BYTES
+    # bucketed all-reduce: (n - 1) x bytes (an all-gather's); reduce-scatter and all-gather the same each;
+    # Adam's update touches 7 x bytes (reads weight, m, v, gradient; writes weight, m, v) on every rank
+    assert plain == 2 * n_bytes + 3 * 7 * n_bytes
+    assert zero == 2 * n_bytes + planner.ZERO_GATHER_WEIGHT * 2 * n_bytes + 7 * n_bytes + planner.ZERO_FIXED_BYTES
     monkeypatch.setattr(planner, "ZERO_FIXED_BYTES", 10 ** 9)        # too dear: nothing chosen
     assert _layouts("adam", 2) == {(64, 96): [(B,)], (96,): [(B,)], (96, 24): [(B,)]}
     monkeypatch.setattr(planner, "ZERO_FIXED_BYTES", 16 << 10)

@@ -11,8 +11,9 @@ from zero13_model import SHAPES, slots_of, train
 
 @pytest.fixture
 def zero_everywhere(monkeypatch):
-    """No fixed cost: every weight and bias of the small model is updated in shards."""
+    """No fixed or gather cost: every weight and bias of the small model is updated in shards."""
     monkeypatch.setattr(planner, "ZERO_FIXED_BYTES", 0)
+    monkeypatch.setattr(planner, "ZERO_GATHER_WEIGHT", 0)
 
 
 def _ops(step, x):

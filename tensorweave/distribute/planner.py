@@ -75,8 +75,16 @@ ALL_REDUCE_BUCKET_BYTES = 4 << 20
 # its slots, which then live S(0), the weight all-gathered) when the planner's costs say so.
 # ZERO_FIXED_BYTES is that path's per-variable overhead in byte-equivalents (two more kernel calls,
 # the gather's copy loop: ~20 us, the time to move ~16 KiB), so tiny biases stay all-reduced.
+# ZERO_GATHER_WEIGHT prices the gather's bytes against the update's bytes touched: it reads and
+# writes each row (2x) from another rank's just-written cache lines, measured 2.6x slower per byte
+# than the fused update (MLP 784-512-512-10, Adam, 2 ranks, AMD EPYC: the half update saved
+# 0.25-0.35 ms, the gather of 334k floats cost 0.18-0.26 ms), so 5.
 ZERO_UPDATES = True
 ZERO_FIXED_BYTES = 16 << 10
+ZERO_GATHER_WEIGHT = 5
+# A _Once read (the optimizer's step counter) between a bucket's start and wait rides on the
+# bucket's rendezvous instead of a broadcast of its own (rank_graph.fold_once).
+FOLD_ONCE_READS = True
 _P_SUM, _B1 = (Partial("sum"),), (B,)
 
 
@@ -131,7 +139,7 @@ class GraphPlan:
         rank = self.placement.ranks[index]
         table = ResourceTable()
         comm_ref = table.ref("communicator", "world", comm if comm is not None else ("communicator", rank))
-        r = rank_ops(self, index, table, comm_ref, DEVICE, ALL_REDUCE_BUCKET_BYTES)
+        r = rank_ops(self, index, table, comm_ref, DEVICE, ALL_REDUCE_BUCKET_BYTES, FOLD_ONCE_READS)
         placed = {id(n.orig): DEVICE for n in r.ops}
         placed.update((id(n), DEVICE) for n in r.ops)
         ops, fetches, stats = executor.optimize(r.ops, r.fetches, r.targets, r.feeds, placed)

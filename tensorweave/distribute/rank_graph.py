@@ -55,7 +55,7 @@ class RankOps:
     """Rank ``index``'s op list (see the module docstring): ``ops``, ``feeds``/``fetches`` (its
     values of the graph's feeds and fetches) and ``targets`` (the stateful ops that must run)."""
 
-    def __init__(self, gp, index, table, comm_ref, device, bucket_bytes=0):
+    def __init__(self, gp, index, table, comm_ref, device, bucket_bytes=0, fold=True):
         self.gp, self.index, self.device = gp, index, device
         self.table, self.comm_ref = table, comm_ref
         self.rank = gp.placement.ranks[index]
@@ -71,7 +71,7 @@ class RankOps:
             self.bucket_all_reduces(bucket_bytes)
         self.fetches = [self.val[id(t)] for t in gp.fetches]
         self.unread_once()
-        if bucket_bytes:
+        if bucket_bytes and fold:
             self.fold_once()
         self.targets = [n for n in self.ops if n.opdef.stateful]
 
@@ -307,10 +307,11 @@ def _nbytes(plan):
     return int(np.prod(plan.shape, dtype=np.int64)) * plan.dtype.itemsize
 
 
-def rank_ops(gp, index, table, comm_ref, device, bucket_bytes=0):
+def rank_ops(gp, index, table, comm_ref, device, bucket_bytes=0, fold=True):
     """:class:`RankOps` of rank ``index`` (resources go into ``table``; ``comm_ref`` names its
-    communicator; ``bucket_bytes`` > 0 buckets the all-reduces of partial sums)."""
-    return RankOps(gp, index, table, comm_ref, device, bucket_bytes)
+    communicator; ``bucket_bytes`` > 0 buckets the all-reduces of partial sums; ``fold`` then
+    folds ``_Once`` reads into the buckets)."""
+    return RankOps(gp, index, table, comm_ref, device, bucket_bytes, fold)
 
 
 __all__ = ["rank_ops", "RankOps"]

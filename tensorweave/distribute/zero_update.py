@@ -14,14 +14,16 @@ Reduce-scatter + all-gather move as many bytes as one all-reduce; the update's w
 ``1/n``. The planner (``planner.py``) asks :func:`choose_zero` for every dense optimizer update
 (``ResourceApply*``, ``ResourceGroupApply*``) and takes ZeRO-1 for a variable where its cost is
 lower, in the planner's currency (bytes moved by all ranks plus the bytes the ranks' updates
-write, ``k`` times the weight's for ``k`` arrays written, as ``planner.work`` counts an op), plus
-:data:`planner.ZERO_FIXED_BYTES` for the ZeRO path: an in-process bucketed all-reduce costs what a
-reduce-scatter does, so ZeRO-1 trades the all-gather's ``(n - 1)`` weight bytes for ``(n - 1) k``
-bytes of update — chosen when ``k > 1`` (Adam ``k = 3``, SGD with momentum, RMSprop, Adagrad
-``k = 2``) for weights large enough to pay the fixed cost; plain SGD (``k = 1``: the gather
-copies as much as the half update saves, measured) and tiny biases stay all-reduced. It is
-forced when the slots are already ``S(0)`` (an earlier plan chose it). Conditions: a 1-D placement of
-in-process ranks, a float weight with at least ``n`` rows, read only by ``ReadVariableOp`` and
+touch: ``2k + 1`` times the weight's bytes for ``k`` arrays read and written and the gradient
+read). On in-process ranks a bucketed all-reduce costs what a reduce-scatter does (the sums are
+shared, nothing is gathered), so ZeRO-1 trades an all-gather of ``(n - 1)`` weight bytes, priced
+at :data:`planner.ZERO_GATHER_WEIGHT` (5: a cross-rank copy reads and writes each byte and was
+measured 2.6x slower per byte than the fused update) plus :data:`planner.ZERO_FIXED_BYTES` per
+variable, for ``(n - 1)(2k + 1)`` bytes of update: chosen when ``2k + 1 > 5``, i.e. for Adam
+(``k = 3``) and RMSprop with momentum, for weights large enough to pay the fixed cost; plain SGD,
+SGD with momentum, Adagrad and tiny biases stay all-reduced (measured: the gather costs what the
+smaller update saves). It is forced when the slots are already ``S(0)`` (an earlier plan chose
+it). Conditions: a 1-D placement of in-process ranks, a float weight with at least ``n`` rows, read only by ``ReadVariableOp`` and
 this one update (nothing else may write it within the step), slots used by this update only.
 
 The result is the plain plan's bits: the reduce-scatter adds the ranks' rows in rank order as the
@@ -89,9 +91,10 @@ def zero_costs(planner, shape, np_dtype, k):
     writes ``k`` arrays (see the module docstring)."""
     from tensorweave.distribute import planner as _planner
     placement, n = planner.placement, planner.placement.size
-    work = k * int(np.prod(shape, dtype=np.int64)) * np.dtype(np_dtype).itemsize    # bytes the update writes
+    work = (2 * k + 1) * int(np.prod(shape, dtype=np.int64)) * np.dtype(np_dtype).itemsize   # bytes touched
     plain = planner.cost(shape, np_dtype, placement, _P_SUM, _B1) + n * work
-    zero = (planner.cost(shape, np_dtype, placement, _P_SUM, _S0) + planner.cost(shape, np_dtype, placement, _S0, _B1)
+    zero = (planner.cost(shape, np_dtype, placement, _P_SUM, _S0)
+            + _planner.ZERO_GATHER_WEIGHT * planner.cost(shape, np_dtype, placement, _S0, _B1)
             + work + _planner.ZERO_FIXED_BYTES)
     return plain, zero
 
