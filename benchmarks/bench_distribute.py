@@ -18,8 +18,11 @@ side-by-side ops on every core) as a second baseline. Each row also gives CPU ti
 the process's and, per rank, the rank thread's (``time.thread_time``), so a loaded machine's
 figures can still be judged. ``load`` is ``os.getloadavg()`` before and after.
 
-``--ablation`` adds a row of the planned step built without the bucketed all-reduce and without
-the rank plans' graph passes (as before issue 13's dp13 work), alternating with one device.
+``--ablation`` adds a row of the planned step built without ZeRO-1 updates, without the step
+counter folded into the bucket, without the bucketed all-reduce and without the rank plans' graph
+passes (as before issue 13's dp13 work), alternating with one device. ``--optimizer adam`` (or
+``momentum``) trains with an optimizer whose update the planner shards (ZeRO-1); the issue's
+benchmark is plain SGD, whose update the planner keeps replicated.
 ``--profile`` prints, per plan (one device at the global batch and at the per-rank batch, and
 each rank), the wall and thread-CPU ms per step of each op type.
 ``--pipeline`` adds a row for the same MLP as a 2-stage pipeline (layer 1 on rank 0, layers
@@ -27,7 +30,7 @@ each rank), the wall and thread-CPU ms per step of each op type.
 bubble fraction (one controller runs a time slot's actions one after the other: overhead, not overlap).
 
 Usage: ``python benchmarks/bench_distribute.py [--batch 256] [--ranks 2] [--steps 20] [--rounds 3]
-[--all-cores] [--ablation] [--profile] [--pipeline] [--eager]``.
+[--all-cores] [--ablation] [--profile] [--pipeline] [--eager] [--optimizer sgd|momentum|adam]``.
 """
 import argparse
 import json
@@ -39,8 +42,15 @@ import numpy as np
 from threadpoolctl import threadpool_limits
 
 import tensorweave as tw
+from bench_ray_collectives import _cpu_model   # this directory's sibling benchmark
 
 SIZES = (784, 512, 512, 10)
+
+
+OPTIMIZERS = {"sgd": lambda: tw.keras.optimizers.SGD(0.01),
+              "momentum": lambda: tw.keras.optimizers.SGD(0.01, momentum=0.9),
+              "adam": lambda: tw.keras.optimizers.Adam(0.001)}
+OPTIMIZER = "sgd"
 
 
 def make(placement, batch):
@@ -58,7 +68,7 @@ def make(placement, batch):
         params = [tw.Variable(w, placement=placement, sbp=tw.sbp.broadcast) for w in weights]
         x = tw.constant(x).to_global(placement=placement, sbp=tw.sbp.split(0))
         y = tw.constant(y).to_global(placement=placement, sbp=tw.sbp.split(0))
-    opt = tw.keras.optimizers.SGD(0.01)
+    opt = OPTIMIZERS[OPTIMIZER]()
 
     def step():
         with tw.GradientTape() as tape:
@@ -154,12 +164,17 @@ def compare(name, local_step, dp_step, args, world, ranks, extra=None):
 
 def ablation(placement, args, world, ranks):
     """The planned step built with parts of the data-parallel work switched off, measured in one
-    alternation with one device (same load): ``no_bucket`` (one blocking all-reduce per gradient
-    where it is read, and the planner's plain byte costs), ``before_dp13`` (also no graph passes on
-    the rank plans and FLOPS_PER_BYTE 10, as before this work; rank threads still at one thread)."""
+    alternation with one device (same load): ``no_zero`` (no ZeRO-1 updates), ``dp13`` (also the
+    step counter's broadcast of its own, as before zero13), ``no_bucket`` (one blocking all-reduce
+    per gradient where it is read, and the planner's plain byte costs), ``before_dp13`` (also no
+    graph passes on the rank plans and FLOPS_PER_BYTE 10, as before dp13; rank threads still at one
+    thread)."""
     from tensorweave.distribute import planner
-    variants = {"dp13": {}, "no_bucket": {"ALL_REDUCE_BUCKET_BYTES": 0},
-                "before_dp13": {"ALL_REDUCE_BUCKET_BYTES": 0, "FLOPS_PER_BYTE": 10, "passes": False}}
+    variants = {"zero13": {}, "no_zero": {"ZERO_UPDATES": False},
+                "dp13": {"ZERO_UPDATES": False, "FOLD_ONCE_READS": False}, "no_bucket": {
+                    "ALL_REDUCE_BUCKET_BYTES": 0, "ZERO_UPDATES": False},
+                "before_dp13": {"ALL_REDUCE_BUCKET_BYTES": 0, "FLOPS_PER_BYTE": 10, "passes": False,
+                                "ZERO_UPDATES": False}}
     fns = {"one_device": tw.function(make(None, args.batch))}
     fns["one_device"]()
     for name, patch in variants.items():
@@ -224,7 +239,11 @@ def main():
     ap.add_argument("--ablation", action="store_true", help="the planned step without bucketing / passes")
     ap.add_argument("--pipeline", action="store_true")
     ap.add_argument("--micro-batches", type=int, default=4)
+    ap.add_argument("--optimizer", choices=sorted(OPTIMIZERS), default="sgd",
+                    help="the MLP's optimizer (sgd: the issue's benchmark; adam/momentum: ZeRO-1 updates)")
     args = ap.parse_args()
+    global OPTIMIZER
+    OPTIMIZER = args.optimizer
     warnings.simplefilter("ignore")
     from tensorweave.distribute.ranks import default_world
     from tensorweave.kernels import threads
@@ -253,8 +272,10 @@ def main():
         from tensorweave.distribute import calibrate, planner
         cal = calibrate.measure()
     load1 = os.getloadavg()[0]
+    cpu_model = _cpu_model()
     for row in rows:
         row["load"] = [round(load0, 2), round(load1, 2)]
+        row["optimizer"], row["cpu"] = args.optimizer, cpu_model
         print(json.dumps(row), flush=True)
     print(json.dumps({"calibration": {"gflops_per_s": round(cal["flops_per_s"] / 1e9, 1),
                                       "copy_gb_per_s": round(cal["bytes_per_s"] / 1e9, 1),

@@ -143,6 +143,14 @@ class Communicator:
     def barrier(self):
         self.all_gather(np.zeros(1, np.int8))
 
+    def all_gather_rows(self, arrays):
+        """Each array of ``arrays`` is this rank's full-size buffer whose own balanced rows (axis
+        0) are current; fills every other member's rows into it, in place (ZeRO-1's gather of
+        the updated weights). Collective; the arrays' shapes agree across members."""
+        for a in arrays:
+            lo, hi = balanced_bounds(a.shape[0], self.size)[self.index]
+            a[...] = self.all_gather(a[lo:hi], 0)
+
     def all_reduce_start(self, arrays, op="sum"):
         """Starts the reduction (``op``) of each array of ``arrays`` over the group; returns a
         handle whose ``wait()`` gives the reduced arrays (read-only: they may be shared between
@@ -159,19 +167,24 @@ def _read_only(a):
 
 
 class _Ready:
-    """A started reduction whose values are known already."""
+    """A started reduction whose values are known already (``extra``: values a folded ``_Once``
+    broadcast beside it, see ``plan_ops._OnceInto``)."""
 
-    __slots__ = ("values",)
+    __slots__ = ("values", "extra")
 
     def __init__(self, values):
         self.values = values
+        self.extra = None
 
     def wait(self):
         return self.values
 
+    def extras(self, count):
+        return self.extra[:count]
+
 
 class _Round:
-    __slots__ = ("kind", "values", "kinds", "left", "result", "chunks", "next", "done")
+    __slots__ = ("kind", "values", "kinds", "left", "result", "chunks", "next", "done", "extra")
 
     def __init__(self, size, kind):
         self.kind = kind
@@ -181,6 +194,7 @@ class _Round:
         self.result = None      # all_reduce_start: the sums being filled in, chunk by chunk
         self.chunks = None
         self.next = self.done = 0
+        self.extra = None       # values the first member attached (a folded _Once read)
 
 
 def _check_bucket(ranks, values):
@@ -217,6 +231,14 @@ class _Pending:
 
     def wait(self):
         return self.group.reduce_wait(self)
+
+    def attach(self, values):
+        """The first member's extra values (a folded ``_Once`` read) for every member's wait."""
+        self.group.attach(self, values)
+
+    def extras(self, count):
+        """The ``count`` values the first member attached, in order (waits for them)."""
+        return self.group.extras(self, count)
 
 
 class InProcessGroup:
@@ -350,6 +372,20 @@ class InProcessGroup:
                     a.flags.writeable = False
             return rnd.result
 
+    def attach(self, pending, values):
+        """Member ``pending.index``'s ``values`` ride on the round of ``pending`` (no rendezvous of
+        their own): every member's :meth:`extras` returns them."""
+        with self._cond:
+            pending.rnd.extra = (pending.rnd.extra or []) + list(values)
+            self._cond.notify_all()
+
+    def extras(self, pending, count):
+        rnd = pending.rnd
+        with self._cond:
+            self._wait(lambda: len(rnd.extra or ()) >= count, f"{rnd.kind} (call #{pending.seq}), its attached values",
+                       lambda: [self.ranks[0]], pending.timeout)
+            return rnd.extra[:count]
+
     def _check_kind(self, rnd, index, seq, kind):
         if kind != rnd.kind:
             other = rnd.kinds.index(rnd.kind)
@@ -453,6 +489,20 @@ class InProcessCommunicator(Communicator):
 
     def barrier(self):
         self._x("barrier", None)
+
+    def all_gather_rows(self, arrays):
+        # one rendezvous; each member copies the others' rows straight from their buffers (no
+        # member writes its own rows again before every member passed a later collective)
+        values = self._x("all_gather_rows", [(a.shape, a.dtype, a) for a in arrays])
+        for r, v in enumerate(values):
+            if [(s, d) for s, d, _ in v] != [(a.shape, a.dtype) for a in arrays]:
+                raise errors.InvalidArgumentError(
+                    f"all_gather_rows: rank {self.ranks[r]} gave {[(list(s), str(d)) for s, d, _ in v]} but rank "
+                    f"{self.rank} gave {[(list(a.shape), str(a.dtype)) for a in arrays]}")
+        for k, a in enumerate(arrays):
+            for j, (lo, hi) in enumerate(balanced_bounds(a.shape[0], self.size)):
+                if j != self.index and hi > lo:
+                    a[lo:hi] = values[j][k][2][lo:hi]
 
     def all_reduce_start(self, arrays, op="sum"):
         arrays = [a if a.flags.c_contiguous else np.ascontiguousarray(a) for a in map(np.asarray, arrays)]

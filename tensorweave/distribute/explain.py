@@ -26,7 +26,11 @@ runs out of memory (the peaks).
 Plan of '<lambda>' on cpu ranks [0, 1] ...
 """
 from tensorweave.core import errors
+from tensorweave.core.sbp import B, S
+from tensorweave.distribute.interpreter import _cost
 from tensorweave.distribute.planner import _nbytes
+
+_S0, _B1 = (S(0),), (B,)
 
 _LOCAL_STEPS = ("slice", "fill", "pad")
 
@@ -74,9 +78,10 @@ class Explanation:
                          + (f"  [{o['line']}]" if o["line"] else ""))
         lines += ["", "collectives:" if self.collectives else "collectives: none"]
         for c in self.collectives:
+            what = f"weight {c['tensor']} after" if c.get("zero") else f"for input {c['input']} of"
             lines.append(f"  {c['kind']:<14} mesh axis {c['mesh_axis']}  {c['before']} -> {c['after']}  "
-                         f"{_size(c['bytes']):>10}  {c['dtype']}{c['shape']} for input {c['input']} of "
-                         f"'{c['op']}'" + (f"  [{c['line']}]" if c["line"] else ""))
+                         f"{_size(c['bytes']):>10}  {c['dtype']}{c['shape']} {what} "
+                         f"'{c['op']}'" + (" (ZeRO-1)" if c.get("zero") else "") + (f"  [{c['line']}]" if c["line"] else ""))
         lines += ["", "peak memory per rank (activations, estimated from local shapes and liveness):"]
         for m in self.memory:
             lines.append(f"  rank {m['rank']}: peak {_size(m['peak_bytes'])}, variables {_size(m['variable_bytes'])}")
@@ -93,6 +98,19 @@ def _signature(p):
     if p.kind == "global":
         return " x ".join(f"[{s}]" for s in p.sigs) if len(p.sigs) > 1 else str(p.sigs[0])
     return {"local": "local (every rank)", "once": "once (first rank, broadcast)", "pin": "pinned (to_global)"}[p.kind]
+
+
+def _zero_gathers(gp, op, p):
+    """The all-gather of each weight a ZeRO-1 update wrote in shards (``_GatherRows``)."""
+    out = []
+    for w, _ in p.zero:
+        t = op.inputs[w]
+        var = t.op.attrs["variable"]
+        shape, dtype = tuple(var.shape.as_list()), var.dtype.np_dtype
+        out.append({"kind": "all_gather", "mesh_axis": 0, "before": _nd(_S0), "after": _nd(_B1),
+                    "bytes": _cost(shape, dtype, gp.placement, _S0, _B1), "tensor": var.name, "shape": list(shape),
+                    "dtype": var.dtype.name, "op": op.name, "input": w, "line": op.traceback, "zero": True})
+    return out
 
 
 def _memory(gp, index):
@@ -131,8 +149,12 @@ def explain(fn, *args, **kwargs):
         outs = [_nd(gp.layouts[id(t)]._sbp) if id(t) not in gp.local else "local" for t in op.outputs]
         if p.kind == "global":
             ins = [_nd(nd) for nd in p.in_nd]
-        ops.append({"name": op.name, "type": op.type, "kind": p.kind, "signature": _signature(p), "inputs": ins,
-                    "outputs": outs, "line": op.traceback})
+        entry = {"name": op.name, "type": op.type, "kind": p.kind, "signature": _signature(p), "inputs": ins,
+                 "outputs": outs, "line": op.traceback}
+        if p.zero:                # ZeRO-1 (zero_update.py): these weights are updated in shards
+            entry["zero"] = [op.inputs[w].op.attrs["variable"].name for w, _ in p.zero]
+            entry["signature"] = "ZeRO-1 " + entry["signature"]
+        ops.append(entry)
         for k, (t, plan) in enumerate(zip(op.inputs, p.plans)):
             if plan is None or (id(t), plan.dst_sbp) in seen:
                 continue        # boxed once, shared by every reader (as in the rank plans)
@@ -144,6 +166,7 @@ def explain(fn, *args, **kwargs):
                                     "after": _nd(step.after), "bytes": step.bytes, "tensor": t.name,
                                     "shape": list(plan.shape), "dtype": plan.dtype.name, "op": op.name, "input": k,
                                     "line": op.traceback})
+        collectives += _zero_gathers(gp, op, p)
     memory = [_memory(gp, i) for i in range(gp.placement.size)]
     return Explanation(f._name, gp.placement, gp.seconds, ops, collectives, memory)
 

@@ -189,6 +189,7 @@ def _variable_op(opdef, inputs, attrs, out_specs, placement):
     want = [inputs[i]._sbp if i in handles else nd_b for i in range(n_in)]
     var_nd = inputs[handles[0]]._sbp
     sharded = any(inputs[i]._sbp != nd_b for i in handles)
+    zero = []
     if name.startswith("ResourceGroupApply"):
         n = attrs["num_variables"]
         k = len(handles) // n
@@ -196,6 +197,9 @@ def _variable_op(opdef, inputs, attrs, out_specs, placement):
             want[n_in - n + j] = inputs[handles[j * k]]._sbp
     elif name.startswith("ResourceApply"):
         want[n_in - 1] = var_nd
+    if name.startswith("ResourceGroupApply") or name.startswith("ResourceApply"):
+        from tensorweave.distribute.zero_update import eager_zero
+        zero = eager_zero(inputs, handles, n_in, attrs.get("num_variables", 1), placement, want)
     elif name in _SHARDED_VARIABLE_OPS:
         for i in range(n_in):
             if i not in handles and inputs[i]._shape == inputs[handles[0]]._shape:
@@ -211,6 +215,9 @@ def _variable_op(opdef, inputs, attrs, out_specs, placement):
     def local(op_type, a, info):      # a variable op's shape attr is the rank's shard's
         if "shape" in a:
             a = dict(a, shape=TensorShape(info.in_local_shape(first)))
+        if zero:                      # ZeRO-1 slots (zero_update.py): the rank's rows of the weights
+            from tensorweave.distribute.zero_update import eager_zero_op
+            return eager_zero_op(op_type, a, info, zero, placement)
         return op_type, a
     return (Signature(want, out_nd, local=local),), want, out_nd
 

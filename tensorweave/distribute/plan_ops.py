@@ -12,12 +12,22 @@
   node reads them: no collective then): a stateful op whose outputs are ``B`` (a local
   variable's update, a print) runs once, as on one device.
 
+* ``_VariableRows`` / ``_GatherRows`` — ZeRO-1 (``zero_update.py``): the rank's rows ``[lo, hi)``
+  (attr ``rows``) of a replicated variable, which a fused update then writes in place; after the
+  update, the other ranks' rows gathered into each variable's storage in place (attrs ``ranks``,
+  ``comm``; ``Communicator.all_gather_rows``). ``_ZeroApply`` is both in one kernel, for the
+  eager global interpreter (an eager update of a weight whose slots a plan made ``S(0)``).
 * ``_AllReduceStart`` / ``_AllReduceWait`` — a bucket of partial-sum tensors all-reduced
   (``P -> B``) in two halves: the start (attrs ``ranks``, ``comm``, ``op``) hands the bucket to
   ``Communicator.all_reduce_start`` as soon as its inputs are computed and outputs a handle;
   the wait (attr ``n``) sits where the boxings were, before the first reader, and outputs the
-  ``n`` sums (read-only arrays). ``rank_graph.bucket_all_reduces`` makes them from ``_Boxing``
-  nodes.
+  ``n`` sums (read-only arrays; attr ``rows``: per output None, or ``[lo, hi)`` for a
+  reduce-scatter member, whose output is the rank's rows of the sum).
+  ``rank_graph.bucket_all_reduces`` makes them from ``_Boxing`` nodes.
+* ``_OnceInto`` — a ``_Once`` read folded into a bucket (``rank_graph.fold_once``): input 0 is
+  the bucket's start handle; the first rank runs the op and attaches its outputs to the
+  bucket's rendezvous (``handle.attach``), and the wait (attr ``extra``: their number) outputs
+  them after the sums; a transport without that broadcasts them here (``handle.extra``).
 
 A rank's communicator is a resource of kind ``"communicator"`` named ``"world"`` on its
 runtime: an object ``comm_for(rank_ids) -> Communicator`` (the rank's end of the group of those
@@ -63,6 +73,16 @@ register_op("_AllReduceWait", infer=lambda i, a: [(TensorShape(s), _dtype(d)) fo
             grad=NOT_DIFFERENTIABLE, stateful=True, num_outputs=lambda a: a["n"], sbp=BOXES_TO_B)
 
 
+register_op("_OnceInto", infer=lambda i, a: [], grad=NOT_DIFFERENTIABLE, stateful=True, num_outputs=0,
+            sbp=BOXES_TO_B)
+register_op("_ZeroApply", infer=lambda i, a: [], grad=NOT_DIFFERENTIABLE, stateful=True, num_outputs=0,
+            sbp=BOXES_TO_B)
+register_op("_VariableRows", infer=lambda i, a: (TensorShape([]), i[0].dtype), grad=NOT_DIFFERENTIABLE,
+            stateful=True, sbp=BOXES_TO_B)
+register_op("_GatherRows", infer=lambda i, a: [], grad=NOT_DIFFERENTIABLE, stateful=True, num_outputs=0,
+            sbp=BOXES_TO_B)
+
+
 def _variant():
     from tensorweave.core import dtypes as _dt
     return _dt.variant
@@ -86,9 +106,96 @@ _all_reduce_start_kernel._tw_factory = True
 
 
 @register_kernel("_AllReduceWait")
-def _all_reduce_wait_kernel(handle, n=1, outputs=()):
+def _all_reduce_wait_kernel(handle, n=1, outputs=(), rows=None, extra=0):
     values = handle.wait()
-    return values[0] if n == 1 else tuple(values)     # one output: a single-output node
+    if rows:                  # a reduce-scatter's member (ZeRO-1): this rank's rows of the sum
+        values = [v if r is None else v[r[0]:r[1]] for v, r in zip(values, rows)]
+    if extra:                 # the values of the _OnceInto nodes folded into this bucket
+        values = list(values) + list(handle.extras(extra))
+    return values[0] if n + extra == 1 else tuple(values)     # one output: a single-output node
+
+
+@register_kernel("_OnceInto")
+def _once_into_kernel(op_type, op_attrs, ranks, rank, comm, broadcast=True):
+    opdef = get_op(op_type)
+    kernel = opdef.kernel("CPU")
+    n_out = opdef.n_outputs(op_attrs)
+    root = rank == ranks[0]
+    group = tuple(ranks)
+
+    def step(handle, *args):
+        out = kernel(*args, **op_attrs) if root else None
+        outs = [out] if n_out == 1 else list(out) if root else [None] * n_out
+        if root:
+            outs = [_read_only_copy(o) for o in outs]
+        attach = getattr(handle, "attach", None)
+        if attach is not None:        # in-process: the first rank's values ride on the bucket's round
+            if root:
+                attach(outs)
+        else:                         # a transport's bucket reduced at its start: a broadcast of its own
+            c = comm(group)
+            handle.extra = (handle.extra or []) + [_read_only_copy(c.broadcast(o, root=0)) for o in outs]
+        return ()
+    return step
+
+
+_once_into_kernel._tw_factory = True
+
+
+def _read_only_copy(x):
+    a = np.array(x)
+    a.flags.writeable = False
+    return a
+
+
+class _Rows:
+    """Rows ``[lo, hi)`` of a variable, as the fused update kernels see a variable: they update
+    the rank's rows of its storage in place (copy-on-write taken on the whole storage)."""
+
+    __slots__ = ("variable", "lo", "hi")
+
+    def __init__(self, variable, lo, hi):
+        self.variable, self.lo, self.hi = variable, lo, hi
+
+    @property
+    def name(self):
+        return f"{self.variable.name}[{self.lo}:{self.hi}]"
+
+    def _read(self):
+        return self.variable._read()[self.lo:self.hi]
+
+    def _storage_for_update(self):
+        return self.variable._storage_for_update()[self.lo:self.hi]
+
+
+@register_kernel("_VariableRows")
+def _variable_rows_kernel(variable, rows):
+    return _Rows(variable, rows[0], rows[1])
+
+
+@register_kernel("_ZeroApply")
+def _zero_apply_kernel(*inputs, op_type, op_attrs, rows, ranks, rank):
+    from tensorweave.distribute.ranks import default_world
+    ins = list(inputs)
+    for w, lo, hi in rows:
+        ins[w] = _Rows(inputs[w], lo, hi)
+    get_op(op_type).kernel("CPU")(*ins, **op_attrs)
+    comm = default_world().rank(rank).runtime.resource("communicator", "world")
+    comm(tuple(ranks)).all_gather_rows([inputs[w]._storage_for_update() for w, _, _ in rows])
+    return ()
+
+
+@register_kernel("_GatherRows")
+def _gather_rows_kernel(ranks, comm):
+    group = tuple(ranks)
+
+    def step(*variables):
+        comm(group).all_gather_rows([v._storage_for_update() for v in variables])
+        return ()
+    return step
+
+
+_gather_rows_kernel._tw_factory = True
 
 
 @register_kernel("_ToGlobal")

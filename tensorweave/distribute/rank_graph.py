@@ -26,9 +26,9 @@ import numpy as np
 
 from tensorweave.core import dtypes as _dt
 from tensorweave.core.registry import get_op
-from tensorweave.core.sbp import B, Partial
+from tensorweave.core.sbp import B, Partial, S
 from tensorweave.core.shape import TensorShape
-from tensorweave.distribute.layout import local_shape
+from tensorweave.distribute.layout import balanced_bounds, local_shape
 from tensorweave.distribute.plan_control import CONTROL_FLOW, bind_control_flow
 from tensorweave.distribute.plan_random import draws_stream, rank_stream
 from tensorweave.runtime.passes.ir import Node, NodeDef, Value
@@ -55,7 +55,7 @@ class RankOps:
     """Rank ``index``'s op list (see the module docstring): ``ops``, ``feeds``/``fetches`` (its
     values of the graph's feeds and fetches) and ``targets`` (the stateful ops that must run)."""
 
-    def __init__(self, gp, index, table, comm_ref, device, bucket_bytes=0):
+    def __init__(self, gp, index, table, comm_ref, device, bucket_bytes=0, fold=True):
         self.gp, self.index, self.device = gp, index, device
         self.table, self.comm_ref = table, comm_ref
         self.rank = gp.placement.ranks[index]
@@ -71,6 +71,8 @@ class RankOps:
             self.bucket_all_reduces(bucket_bytes)
         self.fetches = [self.val[id(t)] for t in gp.fetches]
         self.unread_once()
+        if bucket_bytes and fold:
+            self.fold_once()
         self.targets = [n for n in self.ops if n.opdef.stateful]
 
     # ---- values -------------------------------------------------------------------------------------
@@ -103,7 +105,7 @@ class RankOps:
                            [(shape, t.dtype)], "_Boxing", name=f"{t.op.name}/boxing")
             v = self.boxed[key] = n.outputs[0]
             if _all_reduce_of_sums(plan, self.gp.placement):
-                self.reducible[id(n)] = _nbytes(plan)
+                self.reducible[id(n)] = (_nbytes(plan), _rows(plan, self.gp.placement, self.index))
         return v
 
     # ---- the gradient all-reduce, bucketed and started early ------------------------------------------
@@ -122,7 +124,7 @@ class RankOps:
             return pos.get(id(n.inputs[0].op), -1)
         buckets, cur, size = [], [], 0
         for n in sorted(members, key=lambda n: (made_at(n), pos[id(n)])):
-            nbytes = self.reducible[id(n)]
+            nbytes = self.reducible[id(n)][0]
             if cur and (made_at(n) >= min(pos[id(m)] for m in cur) or size + nbytes > bucket_bytes):
                 buckets.append(cur)
                 cur, size = [], 0
@@ -138,7 +140,8 @@ class RankOps:
                          control_inputs=())
             outs = [(n.outputs[0].shape, n.outputs[0].dtype) for n in bucket]
             wait = Node(first, _collective_def("_AllReduceWait", len(bucket)), [start.outputs[0]],
-                        {"n": len(bucket), "outputs": [(s.as_list(), d.name) for s, d in outs]}, outs,
+                        {"n": len(bucket), "outputs": [(s.as_list(), d.name) for s, d in outs],
+                         "rows": [self.reducible[id(n)][1] for n in bucket]}, outs,
                         type_="_AllReduceWait", name=f"all_reduce_bucket{k}/wait", control_inputs=())
             starts.setdefault(max(made_at(n) for n in bucket), []).append(start)
             waits[id(first)] = wait
@@ -162,6 +165,66 @@ class RankOps:
         for n in self.ops:
             if n.type == "_Once" and not any(id(v) in read for v in n.outputs):
                 n.attrs["broadcast"] = False
+
+    def fold_once(self):
+        """A ``_Once`` read (``ReadVariableOp``: the optimizer's step counter, a learning rate) that
+        runs between a bucket's start and wait rides on the bucket's rendezvous instead of a
+        broadcast of its own: it becomes ``_OnceInto`` (the first rank hands its values to the
+        bucket's handle) and the wait outputs them too; its readers up to the wait move after it
+        (only when none of them is stateful, so no collective moves)."""
+        for k, start in enumerate([n for n in self.ops if n.type == "_AllReduceStart"]):
+            pos = {id(n): i for i, n in enumerate(self.ops)}
+            wait = next((n for n in self.ops[pos[id(start)]:] if n.type == "_AllReduceWait"
+                         and n.inputs[0] is start.outputs[0]), None)
+            if wait is None:
+                continue
+            folded = []
+            for once in self.ops[pos[id(start)] + 1:pos[id(wait)]]:
+                if once.type != "_Once" or once.attrs["op_type"] != "ReadVariableOp" or not once.attrs.get(
+                        "broadcast", True):
+                    continue
+                made, later = {id(v) for v in once.outputs}, []
+                for n in self.ops[pos[id(once)] + 1:pos[id(wait)]]:
+                    if any(id(v) in made for v in n.inputs):
+                        later.append(n)
+                        made.update(id(v) for v in n.outputs)
+                if any(n.opdef.stateful for n in later):
+                    continue
+                folded.append((once, later))
+            if folded:
+                self._fold(start, wait, folded)
+
+    def _fold(self, start, wait, folded):
+        outs = [(v.shape, v.dtype) for once, _ in folded for v in once.outputs]
+        n = wait.attrs["n"]
+        attrs = dict(wait.attrs, extra=len(outs), outputs=wait.attrs["outputs"] + [
+            (s.as_list() if s.rank is not None else None, d.name) for s, d in outs])
+        new_wait = Node(wait, _collective_def("_AllReduceWait", n + len(outs)), wait.inputs, attrs,
+                        [(v.shape, v.dtype) for v in wait.outputs] + outs, type_="_AllReduceWait", name=wait.name,
+                        control_inputs=())
+        rep = {id(a): b for a, b in zip(wait.outputs, new_wait.outputs)}
+        extra = iter(new_wait.outputs[n:])
+        gone, moved = {id(wait)}, []
+        for once, later in folded:
+            rep.update((id(v), next(extra)) for v in once.outputs)
+            into = Node(once, _collective_def("_OnceInto", 0), (start.outputs[0],) + tuple(once.inputs),
+                        dict(once.attrs), [], type_="_OnceInto", name=once.name, control_inputs=once.control_inputs)
+            self.ops[self.ops.index(once)] = into
+            gone.update(id(m) for m in later)
+            moved += later
+        ops = []
+        for node in self.ops:
+            if id(node) == id(wait):
+                ops.append(new_wait)
+                ops.extend(sorted(moved, key=self.ops.index))
+            elif id(node) not in gone:
+                ops.append(node)
+        for node in ops:
+            node.inputs = tuple(rep.get(id(v), v) for v in node.inputs)
+        self.ops = ops
+        self.fetches = [rep.get(id(v), v) for v in self.fetches]
+        for key, v in list(self.val.items()):
+            self.val[key] = rep.get(id(v), v)
 
     # ---- ops ----------------------------------------------------------------------------------------
     def _add(self, op):
@@ -206,26 +269,49 @@ class RankOps:
             if bound:                 # ``lower`` must not bind the op's single-device resources over these
                 opdef = NodeDef(op_type, opdef.kernels, opdef.num_outputs, None, opdef.heavy, opdef.stateful,
                                 opdef.traits)
+        weights = [ins[w] for w, _ in p.zero]
+        for w, g in p.zero:       # ZeRO-1 (zero_update.py): the gradient's reduce-scatter joins the buckets,
+            plan, node = p.plans[g], ins[g].op      # the update writes the rank's rows of the weight
+            if plan is not None and node.type == "_Boxing" and _all_reduce_of_sums(plan, self.gp.placement, (S(0),)):
+                self.reducible[id(node)] = (_nbytes(plan), _rows(plan, self.gp.placement, self.index))
+            lo, hi = balanced_bounds(self.gp.layouts[id(op.inputs[w])]._shape[0], self.gp.placement.size)[self.index]
+            ins[w] = self._node(op, _collective_def("_VariableRows"), [ins[w]], {"rows": [lo, hi]},
+                                [(TensorShape([]), _dt.resource)], "_VariableRows",
+                                name=f"{op.name}/rows{w}").outputs[0]
         n = self._node(op, opdef, ins, dict(attrs), outs, op_type, ctrl=op.control_inputs)
         self.node[id(op)] = n
         for o, v in zip(op.outputs, n.outputs):
             self.val[id(o)] = v
+        if p.zero:                # ... then every rank's rows are gathered into each weight, in place
+            self._node(op, _collective_def("_GatherRows", 0), weights,
+                       {"ranks": list(self.gp.placement.ranks), "comm": self.comm_ref}, [], "_GatherRows",
+                       name=f"{op.name}/gather_rows")
 
 
-def _all_reduce_of_sums(plan, placement):
-    """True for a boxing of partial sums to ``B`` (an all-reduce) over the whole (1-D) placement."""
+def _all_reduce_of_sums(plan, placement, dst=(B,)):
+    """True for a boxing of partial sums to ``dst`` (``B``: an all-reduce; ``S(0)``: ZeRO-1's
+    reduce-scatter of a gradient, its rows of the bucket's sums) over the whole (1-D) placement."""
     return (placement.ndim == 1 and plan.src_placement == placement and plan.dst_placement == placement
-            and plan.src_sbp == (Partial("sum"),) and plan.dst_sbp == (B,) and plan.dtype.kind in "fiuc")
+            and plan.src_sbp == (Partial("sum"),) and plan.dst_sbp == dst and plan.dtype.kind in "fiuc")
+
+
+def _rows(plan, placement, index):
+    """``[lo, hi)`` of rank ``index``'s rows for a reduce-scatter to ``S(0)``; None for an all-reduce."""
+    if plan.dst_sbp == (B,):
+        return None
+    lo, hi = balanced_bounds(plan.shape[0], placement.size)[index]
+    return [lo, hi]
 
 
 def _nbytes(plan):
     return int(np.prod(plan.shape, dtype=np.int64)) * plan.dtype.itemsize
 
 
-def rank_ops(gp, index, table, comm_ref, device, bucket_bytes=0):
+def rank_ops(gp, index, table, comm_ref, device, bucket_bytes=0, fold=True):
     """:class:`RankOps` of rank ``index`` (resources go into ``table``; ``comm_ref`` names its
-    communicator; ``bucket_bytes`` > 0 buckets the all-reduces of partial sums)."""
-    return RankOps(gp, index, table, comm_ref, device, bucket_bytes)
+    communicator; ``bucket_bytes`` > 0 buckets the all-reduces of partial sums; ``fold`` then
+    folds ``_Once`` reads into the buckets)."""
+    return RankOps(gp, index, table, comm_ref, device, bucket_bytes, fold)
 
 
 __all__ = ["rank_ops", "RankOps"]
