@@ -14,7 +14,17 @@ one worker's batch on one thread (the issue's data-parallel scaling ratio; each 
 Ray CPU). A first ``fit`` on each side builds and traces (the workers keep the model), so the
 timed ``fit`` pays per call only for sending the weights and data.
 
-Usage: ``python benchmarks/bench_ray_collectives.py [--ranks 2] [--sizes 0.0625 4 64] [--repeat 7] [--fit]``.
+``--gloo`` runs the issue's comparison instead: each collective (all_reduce, reduce_scatter,
+all_gather, all_to_all) of ``--gloo-sizes`` MB float32 (the full buffer: each rank's all-reduce
+input, reduce-scatter input, all-to-all input, all-gather output) on ``--gloo-ranks`` local Ray
+workers over shared memory vs ``torch.distributed`` with gloo between as many processes started
+by this run on loopback, both kept running and alternated ``--rounds`` times per case (a change of
+the load hits both); ms per call (median of the rounds of the max over ranks of the median of
+``--repeat`` calls, each call between two barriers),
+algorithm bandwidth (size / time) and ``vs_gloo`` = gloo's time / ours (> 1: we are faster).
+
+Usage: ``python benchmarks/bench_ray_collectives.py [--ranks 2] [--sizes 0.0625 4 64] [--repeat 7] [--fit]``
+or ``python benchmarks/bench_ray_collectives.py --gloo [--gloo-ranks 2 4] [--gloo-sizes 1 10 100] [--repeat 5] [--rounds 3]``.
 """
 import argparse
 import json
@@ -49,6 +59,128 @@ def _timed(comm, kind, n_floats, repeat):
         call()
         times.append(time.perf_counter() - t0)
     return statistics.median(times)
+
+
+GLOO_KINDS = ("all_reduce", "reduce_scatter", "all_gather", "all_to_all")
+
+
+def _tw_calls(comm, kind, n_floats):
+    """The call of ``kind`` on a buffer of ``n_floats`` (see the module docstring for what the size is)."""
+    n, i = comm.size, comm.index
+    x = np.full(n_floats, float(i + 1), np.float32)
+    if kind == "all_reduce":
+        return lambda: comm.all_reduce(x)
+    if kind == "reduce_scatter":
+        return lambda: comm.reduce_scatter(x)
+    if kind == "all_gather":
+        piece = x[: n_floats // n].copy()
+        return lambda: comm.all_gather(piece)
+    chunks = np.array_split(x, n)
+    return lambda: comm.all_to_all(chunks, axis=0)
+
+
+def _torch_calls(dist, torch, kind, n_floats, n):
+    x = torch.full((n_floats,), 1.0)
+    if kind == "all_reduce":
+        return lambda: dist.all_reduce(x)
+    if kind == "reduce_scatter":
+        out = torch.empty(n_floats // n)
+        return lambda: dist.reduce_scatter_tensor(out, x)
+    if kind == "all_gather":
+        gather = getattr(dist, "all_gather_single", None) or dist.all_gather_into_tensor
+        piece, out = x[: n_floats // n].clone(), torch.empty(n_floats)
+        return lambda: gather(out, piece)
+    out = torch.empty(n_floats)
+    return lambda: dist.all_to_all_single(out, x)
+
+
+def _median_ms(call, barrier, repeat):
+    call()                                  # first call: buffers, connections
+    times = []
+    for _ in range(repeat):
+        barrier()
+        t0 = time.perf_counter()
+        call()
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times) * 1e3
+
+
+def _n_floats(mb, ranks):
+    n = max(int(round(mb * (1 << 20) / 4)), ranks)
+    return n - n % ranks                     # every rank's piece the same size (gloo needs it)
+
+
+def _tw_case(worker, case, repeat):
+    comm = worker.comm(transport="shm")
+    kind, mb = case
+    return _median_ms(_tw_calls(comm, kind, _n_floats(mb, comm.size)), comm.barrier, repeat)
+
+
+def _gloo_rank(rank, ranks, port, inbox, results):
+    """A gloo rank: runs each case it is sent (``(kind, MB, repeat)``; None ends) and answers its time."""
+    import torch
+    import torch.distributed as dist
+    torch.set_num_threads(1)
+    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=ranks)
+    try:
+        for kind, mb, repeat in iter(inbox.get, None):
+            results.put((rank, _median_ms(_torch_calls(dist, torch, kind, _n_floats(mb, ranks), ranks),
+                                          dist.barrier, repeat)))
+    finally:
+        dist.destroy_process_group()
+
+
+class _Gloo:
+    """``ranks`` gloo processes started here (loopback TCP), kept for the whole comparison."""
+
+    def __init__(self, ranks):
+        import multiprocessing as mp
+        import socket
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        ctx = mp.get_context("spawn")
+        self.results, self.inboxes = ctx.Queue(), [ctx.Queue() for _ in range(ranks)]
+        self.procs = [ctx.Process(target=_gloo_rank, args=(r, ranks, port, self.inboxes[r], self.results))
+                      for r in range(ranks)]
+        for p in self.procs:
+            p.start()
+
+    def time(self, case, repeat):
+        for q in self.inboxes:
+            q.put((*case, repeat))
+        return max(self.results.get(timeout=1800)[1] for _ in self.inboxes)
+
+    def close(self):
+        for q in self.inboxes:
+            q.put(None)
+        for p in self.procs:
+            p.join()
+
+
+def _vs_gloo(args):
+    """Each case alternates ``--rounds`` times between gloo and our workers (both kept running, so a
+    change of the machine's load hits both); the medians of the rounds are compared."""
+    from tensorweave.distribute.ray import cluster as rc
+    cases = [(kind, mb) for mb in args.gloo_sizes for kind in GLOO_KINDS]
+    for ranks in args.gloo_ranks:
+        gloo = _Gloo(ranks)
+        c = rc.connect(num_workers=ranks, transport="shm")
+        try:
+            for kind, mb in cases:
+                g, t = [], []
+                for _ in range(args.rounds):
+                    g.append(gloo.time((kind, mb), args.repeat))
+                    t.append(max(c.run(_tw_case, (kind, mb), args.repeat)))
+                g, t = statistics.median(g), statistics.median(t)
+                size = _n_floats(mb, ranks) * 4
+                print(json.dumps({"row": kind, "ranks": ranks, "MB": round(size / (1 << 20), 2),
+                                  "shm_ms": round(t, 2), "gloo_ms": round(g, 2),
+                                  "shm_GB_s": round(size / t / 1e6, 2), "gloo_GB_s": round(size / g / 1e6, 2),
+                                  "vs_gloo": round(g / t, 2), "load": round(os.getloadavg()[0], 2)}), flush=True)
+        finally:
+            rc.shutdown()
+            gloo.close()
 
 
 def _mlp():
@@ -92,15 +224,21 @@ def main():
     ap.add_argument("--fit", action="store_true", help="also time MultiWorkerMirroredStrategy's fit of an MLP")
     ap.add_argument("--batch", type=int, default=256)
     ap.add_argument("--steps", type=int, default=20)
+    ap.add_argument("--gloo", action="store_true", help="compare with torch.distributed gloo (see the docstring)")
+    ap.add_argument("--gloo-ranks", type=int, nargs="+", default=[2, 4])
+    ap.add_argument("--gloo-sizes", type=float, nargs="+", default=[1.0, 10.0, 100.0])
+    ap.add_argument("--rounds", type=int, default=3, help="--gloo: alternations of gloo and ours per case")
     args = ap.parse_args()
     for var in ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE"):
         os.environ.pop(var, None)
     print(json.dumps({"row": "machine", "cpu": _cpu_model(), "cores": os.cpu_count(),
                       "load": os.getloadavg()[0], "python": sys.version.split()[0]}), flush=True)
     import ray
+    ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])
+    if args.gloo:
+        return _vs_gloo(args)
     from tensorweave.distribute.ranks import World
     from tensorweave.distribute.ray import cluster as rc
-    ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])
     c = rc.connect(num_workers=args.ranks)
     print(json.dumps({"row": "probe", "chosen_transport": c.transport}), flush=True)
     world = World()

@@ -120,8 +120,21 @@ def _dtype_name(dt):
     return dt.str if dt.kind != "V" else dt.name      # custom dtypes (bfloat16) by name
 
 
+class _Reserved:
+    """Room for an array in a segment, left unwritten (the sender fills it later)."""
+
+    __slots__ = ("shape", "dtype", "nbytes")
+
+    def __init__(self, shape, dtype):
+        self.shape, self.dtype = tuple(shape), np.dtype(dtype)
+        self.nbytes = int(np.prod(self.shape, dtype=np.int64)) * self.dtype.itemsize
+
+
 def _encode(value, arrays):
     """A JSON-able description of ``value`` with its arrays appended to ``arrays``."""
+    if isinstance(value, _Reserved):
+        arrays.append(value)
+        return {"a": len(arrays) - 1, "dt": _dtype_name(value.dtype), "sh": list(value.shape)}
     if value is None or isinstance(value, (bool, int, float, str)):
         return value
     if isinstance(value, (np.ndarray, np.generic)):
@@ -165,7 +178,7 @@ def _write(mm, meta_bytes, arrays, offsets):
     np.ndarray((1,), np.int64, buffer=mm, offset=0)[0] = len(meta_bytes)
     mm[8:8 + len(meta_bytes)] = meta_bytes
     for a, off in zip(arrays, offsets):
-        if a.nbytes:
+        if a.nbytes and not isinstance(a, _Reserved):
             np.ndarray(a.shape, a.dtype, buffer=mm, offset=off)[...] = a
 
 
@@ -375,31 +388,32 @@ class ShmGroup:
         return values
 
     def all_reduce_large(self, x, op):
-        """An all-reduce that writes ``x`` once: each member reduces its balanced chunk of
-        every member's ``x`` (in rank order: the bits of the in-process ranks) into its own
-        segment, in place of its own chunk (which no peer reads), then copies the others'
-        reduced chunks after one more counter round."""
+        """An all-reduce that copies each member's buffer once: a member writes only the
+        balanced chunks its peers reduce (its own chunk stays in its private ``x``), reduces its
+        chunk of every member's ``x`` in rank order (the bits of the in-process ranks) straight
+        into the slot of its segment kept for it, and after one more counter round copies
+        every member's reduced chunk into the result."""
         flat = x.reshape(-1)
-        values = self.exchange(self.index, "all_reduce", (x.shape, x.dtype, op, flat))
+        bounds = balanced_bounds(flat.size, self.size)
+        lo, hi = bounds[self.index]
+        chunks = [_Reserved((b - a,), flat.dtype) if j == self.index else flat[a:b] for j, (a, b) in enumerate(bounds)]
+        values = self.exchange(self.index, "all_reduce", (x.shape, x.dtype, op, chunks))
         me = self.ranks[self.index]
         for r, (shape, dtype, o, _) in enumerate(values):
             if (shape, dtype, o) != (x.shape, x.dtype, op):
                 raise errors.InvalidArgumentError(
                     f"all_reduce: rank {self.ranks[r]} gave shape {list(shape)} {dtype} ({o}) but rank "
                     f"{me} gave {list(x.shape)} {x.dtype} ({op})")
-        bounds = balanced_bounds(flat.size, self.size)
-        lo, hi = bounds[self.index]
-        out = np.empty_like(flat)
-        mine = out[lo:hi]
-        np.copyto(mine, values[0][3][lo:hi])
-        for v in values[1:]:
-            _REDUCE[op](mine, v[3][lo:hi], out=mine)
-        np.ndarray(flat.shape, flat.dtype, buffer=self._data.mm, offset=self._offsets[0])[lo:hi] = mine
+        mine = np.ndarray((hi - lo,), flat.dtype, buffer=self._data.mm, offset=self._offsets[self.index])
+        parts = [flat[lo:hi] if j == self.index else v[3][self.index] for j, v in enumerate(values)]
+        np.copyto(mine, parts[0])
+        for part in parts[1:]:
+            _REDUCE[op](mine, part, out=mine)
         # a round without data: its short header leaves the arrays of the last round in place
         self.exchange(self.index, "all_reduce_gather", None)
+        out = np.empty_like(flat)
         for j, (a, b) in enumerate(bounds):
-            if j != self.index:
-                out[a:b] = values[j][3][a:b]
+            out[a:b] = mine if j == self.index else values[j][3][j]
         return out.reshape(x.shape)
 
     def _grow(self, need):
@@ -474,13 +488,24 @@ class ShmGroup:
 
 class ShmCommunicator(InProcessCommunicator):
     """A member of a :class:`ShmGroup`: the in-process communicator's collectives, with a
-    large all-reduce that writes each buffer once (:meth:`ShmGroup.all_reduce_large`)."""
+    large all-reduce that copies each buffer once (:meth:`ShmGroup.all_reduce_large`) and an
+    all-to-all that sends only the peers' chunks."""
 
     def all_reduce(self, x, op="sum"):
         x = np.asarray(x)
         if self.size == 1 or x.nbytes <= SMALL_BYTES:
             return super().all_reduce(x, op)
         return self.group.all_reduce_large(x, op)
+
+    def all_to_all(self, chunks, axis=None):
+        # a member's own chunk stays in its memory: only the peers' chunks go through the segment
+        if len(chunks) != self.size:
+            return super().all_to_all(chunks, axis)          # the error
+        chunks = [np.asarray(c) for c in chunks]
+        sent = [_Reserved((0,), c.dtype) if j == self.index else c for j, c in enumerate(chunks)]
+        values = self._x("all_to_all", sent)
+        got = [chunks[j] if j == self.index else v[self.index] for j, v in enumerate(values)]
+        return np.concatenate(got, axis=axis) if axis is not None else [np.array(g) for g in got]
 
     def __repr__(self):
         return f"<ShmCommunicator rank {self.rank} ({self.index} of {list(self.ranks)})>"
