@@ -117,6 +117,7 @@ class Pipeline:
             loss = losses.get(loss)
         self.loss = loss
         self.held_activations = None
+        self._ray = None        # the Ray side (distribute/ray/pipeline.py), made by the first step on workers
         for fn, placement in zip(self.stages, self.placements):
             _place_stage(fn, placement)
 
@@ -266,6 +267,9 @@ class Pipeline:
         the order of :attr:`trainable_variables` then any other variable a stage's tape watched."""
         if self.loss is None:
             raise ValueError("pipeline: training needs loss=fn(y_true, y_pred)")
+        on_ray = _on_ray(self)
+        if on_ray is not None:
+            return on_ray.step(x, y)
         last = len(self.stages) - 1
         xs, weights = self._micro_batches(x, 0, "x")
         ys, _ = self._micro_batches(y, last, "y")
@@ -299,6 +303,9 @@ class Pipeline:
         """Inference: every micro-batch through every stage (the schedule's forwards only); the
         outputs, concatenated on the last stage's placement."""
         import tensorweave as tw
+        on_ray = _on_ray(self)
+        if on_ray is not None:
+            return on_ray.step(x, train=False)
         xs, _ = self._micro_batches(x, 0, "x")
         step = _Step(len(self.stages))
         self._drive([a for a in self.schedule if a.kind == "F"],
@@ -308,6 +315,15 @@ class Pipeline:
     def __repr__(self):
         return (f"<Pipeline {len(self.stages)} stages, {self.micro_batches} micro-batches, {self.schedule_name}, "
                 f"bubble {self.bubble_fraction:.3f}>")
+
+
+def _on_ray(pipe):
+    """The pipeline's Ray runner when its placements are a connected cluster's workers, else None."""
+    from tensorweave.distribute.ray import cluster
+    if cluster.current() is None:
+        return None
+    from tensorweave.distribute.ray.pipeline import ray_pipeline
+    return ray_pipeline(pipe)
 
 
 class _Cancelled(Exception):
