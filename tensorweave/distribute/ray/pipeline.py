@@ -40,7 +40,22 @@ from tensorweave.distribute.ray.pieces import RemotePiece, RemoteVariable, _call
 from tensorweave.distribute.ray.pipeline_worker import w_bind, w_step
 
 
+def _user_module(name):
+    """Whether module ``name`` is the user's own code (a script's or a test's module the workers
+    may not be able to import): not tensorweave's, not installed, not the standard library."""
+    import sys
+    import sysconfig
+    module = sys.modules.get(name or "")
+    path = getattr(module, "__file__", None)
+    if path is None or name == "__main__" or name.split(".")[0] == "tensorweave":
+        return False
+    installed = {sysconfig.get_paths()[k] for k in ("purelib", "platlib", "stdlib", "platstdlib")}
+    return not any(path.startswith(root + "/") for root in installed if root)
+
+
 def _pickler_class():
+    import types
+
     from ray import cloudpickle
     from tensorweave.distribute.variables import GlobalVariable
     from tensorweave.ops.variables import Variable
@@ -54,18 +69,36 @@ def _pickler_class():
                     raise errors.FailedPreconditionError(
                         f"pipeline: variable '{obj.name}' lives on in-process ranks, not on the Ray workers (made "
                         "before tw.distribute.connect?). Hint: make the pipeline after connect")
-                return "tw_variable", {v.rank: v.key for v in obj._locals}
+                return "tw_variable", {v.rank: v.key for v in obj._locals}, obj.name
             if isinstance(obj, Variable):
                 raise errors.FailedPreconditionError(
                     f"pipeline: a stage holds the local variable '{obj.name}'; on Ray a stage's variables must be "
                     "global on its placement. Hint: build Keras layers before making the pipeline")
             return None
+
+        def reducer_override(self, obj):
+            # the user's classes and functions travel by value (the workers may not have their module)
+            if isinstance(obj, (type, types.FunctionType)):
+                name = getattr(obj, "__module__", None)
+                if name not in self.by_value and _user_module(name):
+                    cloudpickle.register_pickle_by_value(__import__("sys").modules[name])
+                    self.by_value.add(name)
+            return super().reducer_override(obj)
     return _Pickler
 
 
 def _dumps(obj):
+    import sys
+
+    from ray import cloudpickle
     buf = io.BytesIO()
-    _pickler_class()(buf).dump(obj)
+    pickler = _pickler_class()(buf)
+    pickler.by_value = set()
+    try:
+        pickler.dump(obj)
+    finally:
+        for name in pickler.by_value:
+            cloudpickle.unregister_pickle_by_value(sys.modules[name])
     return buf.getvalue()
 
 

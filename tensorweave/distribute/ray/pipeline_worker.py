@@ -42,11 +42,27 @@ class _Unpickler(pickle.Unpickler):
         self.worker = worker
 
     def persistent_load(self, pid):
-        kind, keys = pid
-        if kind != "tw_variable" or self.worker.rank not in keys:
-            raise pickle.UnpicklingError(f"pipeline: worker {self.worker.rank} got a variable reference {pid!r} "
-                                         "that is not its own")
+        kind, keys, name = pid
+        if kind != "tw_variable":
+            raise pickle.UnpicklingError(f"pipeline: unknown reference {pid!r}")
+        if self.worker.rank not in keys:
+            # another stage's variable reached through this stage's objects (a Keras layer's model)
+            return _Elsewhere(name, sorted(keys), self.worker.rank)
         return self.worker.store[keys[self.worker.rank]]
+
+
+class _Elsewhere:
+    """Stands for a variable of another stage on this worker: using it is an error naming it."""
+
+    def __init__(self, name, ranks, rank):
+        self._what = (name, ranks, rank)
+
+    def __getattr__(self, attr):
+        if attr.startswith("__") or attr == "_what":
+            raise AttributeError(attr)
+        name, ranks, rank = self._what
+        raise RuntimeError(f"pipeline: variable '{name}' lives on workers {ranks}, not on worker {rank}: a stage "
+                           "may only use its own variables")
 
 
 class WorkerStages:
