@@ -108,7 +108,7 @@ def test_two_stages_four_micro_batches_on_two_workers_equal_one_device(cluster, 
     _same(got, want)
     assert pipe.bubble_fraction == pytest.approx(0.2)
     assert pipe.held_activations == pipe.peak_activations == ([2, 1] if schedule == "1f1b" else [4, 4])
-    step = pipe._ray.last_step
+    step = pipe.last_step
     assert set(step["workers"]) == {0, 1} and step["seconds"] > 0
 
 
@@ -130,7 +130,7 @@ def test_data_parallel_stage_piped_into_one_worker_equals_one_device(cluster):
     pipe = _pipeline("1f1b", ranks=([0, 1], [2]), micro_batches=2)
     got = _train(pipe, 3)
     _same(got, want)
-    assert set(pipe._ray.last_step["workers"]) == {0, 1, 2}      # each worker ran its part of the schedule
+    assert set(pipe.last_step["workers"]) == {0, 1, 2}      # each worker ran its part of the schedule
     loss, grads, _ = pipe.forward_backward(X, Y)
     assert [str(g.sbp[0]) for g in grads] == ["P", "P", "B", "B", "B", "B"]
 
@@ -147,7 +147,7 @@ def test_inference_and_keras_layers_as_stages_equal_one_device(cluster):
                                        (model.layers[1:], tw.placement("cpu", ranks=[2]))],
                                       micro_batches=3, schedule="gpipe", loss="sparse_categorical_crossentropy")
     out = pipe(X)
-    assert out.placement.ranks == (2,) and set(pipe._ray.last_step["workers"]) == {1, 2}
+    assert out.placement.ranks == (2,) and set(pipe.last_step["workers"]) == {1, 2}
     np.testing.assert_allclose(out.numpy(), want, rtol=2e-5, atol=1e-6)
     loss = pipe.train_step(X, Y, tw.keras.optimizers.SGD(0.1))
     ref = tw.keras.Sequential([tw.keras.Input((SIZES[0],)), tw.keras.layers.Dense(8, activation="relu"),
@@ -186,3 +186,16 @@ def test_unsupported_stage_layouts_say_what_to_do(cluster):
         pipe.forward_backward(X, Y)
     with pytest.raises(ValueError, match="11 rows for 6 micro-batches over stage 0's 2 workers"):
         _pipeline("1f1b", ranks=([0, 1], [2]), micro_batches=6).forward_backward(X, Y)
+
+
+def scale(h):
+    return h * 2.0 - h          # a stage without variables (the identity, through two ops)
+
+
+def test_interleaved_virtual_stages_on_two_workers_equal_one_device(cluster):
+    p0, p1 = tw.placement("cpu", ranks=[0]), tw.placement("cpu", ranks=[1])
+    stages = [(Stage(PARAMS[:1], False), p0), (Stage(PARAMS[1:2], False), p1), (Stage(PARAMS[2:], True), p0),
+              (scale, p1)]
+    pipe = tw.distribute.pipeline(stages, micro_batches=4, schedule="interleaved_1f1b", loss=loss_fn)
+    _same(_train(pipe, 2), _one_device(2))
+    assert pipe.bubble_fraction == pytest.approx(1 / 9) and set(pipe.last_step["workers"]) == {0, 1}

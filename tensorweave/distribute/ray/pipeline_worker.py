@@ -96,6 +96,8 @@ def w_step(worker, key, actions, rows, xs, ys, weights, grad_keys, train):
     """Runs this worker's ``actions`` (``(stage, micro-batch, kind)`` in schedule order) of one
     step; returns ``(losses, gradient metas, outputs, peak tapes held, seconds, seconds waiting)``."""
     import tensorweave as tw
+    from tensorweave.distribute.ray.pieces import worker_runtime
+    worker_runtime(worker).bind_thread()      # the rank's runtime (one CPU), as the worker's eager ops use
     wp = worker.store[key]
     comm = worker.comm(wp.ranks)
     t0 = time.perf_counter()
