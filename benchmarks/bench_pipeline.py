@@ -13,8 +13,14 @@ per-op hand-offs of eager global tensors. The models and steps are ``bench_distr
 ``--hidden H`` widens the two hidden layers (784-H-H-10) so each stage's GEMMs outweigh the
 per-op hand-offs.
 
+``--ray``: the same pipeline across 2 Ray worker processes (``tw.distribute.connect(num_workers=2)``,
+stage 0 on worker 0, stage 1 on worker 1, each worker 1 Ray CPU and 1 BLAS thread) for each of
+``--schedules`` against one device in this process (one thread); rows also give the mean step
+time, the schedule's bubble fraction and the share of the last step each worker spent waiting
+for hand-offs (``pipe._ray.last_step``), with the CPU model and load.
+
 Usage: ``python benchmarks/bench_pipeline.py [--batch 256] [--micro-batches 4] [--steps 10] [--rounds 3]
-[--hidden 512]``.
+[--hidden 512] [--ray [--schedules 1f1b,gpipe]]``.
 """
 import argparse
 import json
@@ -36,9 +42,13 @@ def main():
     ap.add_argument("--steps", type=int, default=10)
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--hidden", type=int, default=512)
+    ap.add_argument("--ray", action="store_true", help="stages on 2 Ray worker processes")
+    ap.add_argument("--schedules", default="1f1b,gpipe")
     args = ap.parse_args()
     bench_distribute.SIZES = (784, args.hidden, args.hidden, 10)     # make/make_pipeline read it
     warnings.simplefilter("ignore")
+    if args.ray:
+        return main_ray(args)
     with threadpool_limits(1):
         local = make(None, args.batch)
         pipe, piped = make_pipeline(args.batch, args.micro_batches)
@@ -55,6 +65,56 @@ def main():
                           "micro_batches": args.micro_batches, "schedule": "1f1b", "bubble_fraction": round(pipe.bubble_fraction, 3),
                           "steps_s": round(value, 2), "vs_one_device": round(value / one, 2),
                           "load": round(os.getloadavg()[0], 1)}), flush=True)
+
+
+def _pipeline_with(batch, micro_batches, schedule):
+    """``make_pipeline``'s stages, data and SGD under ``schedule``: ``(pipe, step)``."""
+    import numpy as np
+
+    import tensorweave as tw
+    made, _ = make_pipeline(batch, micro_batches)
+    pipe = tw.distribute.pipeline(list(zip(made.stages, made.placements)), micro_batches=micro_batches,
+                                  schedule=schedule, loss=made.loss)
+    rng = np.random.default_rng(0)                 # make_pipeline's batch
+    x = rng.standard_normal((batch, bench_distribute.SIZES[0])).astype(np.float32)
+    y = rng.integers(0, bench_distribute.SIZES[-1], batch).astype(np.int32)
+    opt = tw.keras.optimizers.SGD(0.01)
+    return pipe, lambda: pipe.train_step(x, y, opt)
+
+
+def main_ray(args):
+    """One device in this process vs the pipeline's stages on 2 Ray workers, per schedule."""
+    import time
+
+    from bench_ray_collectives import _cpu_model   # this directory's sibling benchmark
+    import tensorweave as tw
+    machine = {"cpu": _cpu_model(), "cores": os.cpu_count()}
+    with threadpool_limits(1):
+        local = make(None, args.batch)
+        cluster = tw.distribute.connect(num_workers=2)
+        try:
+            pipes = {name: _pipeline_with(args.batch, args.micro_batches, name) for name in args.schedules.split(",")}
+            best = {"one_device": 0.0, **{f"ray_{name}": 0.0 for name in pipes}}
+            waits = {}
+            for _ in range(args.rounds):      # alternate, best of rounds
+                best["one_device"] = max(best["one_device"], steps_per_s(local, args.steps))
+                for name, (pipe, step) in pipes.items():
+                    best[f"ray_{name}"] = max(best[f"ray_{name}"], steps_per_s(step, args.steps))
+                    last = pipe._ray.last_step
+                    waits[name] = {r: round(w["wait_s"] / last["seconds"], 2) for r, w in last["workers"].items()}
+        finally:
+            transport = cluster.transport
+            tw.distribute.shutdown()
+    one = best["one_device"]
+    for row, value in best.items():
+        name = row[4:] if row.startswith("ray_") else None
+        print(json.dumps({"row": row, "batch": args.batch, "hidden": args.hidden, "workers": 2 if name else 1,
+                          "micro_batches": args.micro_batches, "schedule": name,
+                          "bubble_fraction": round(pipes[name][0].bubble_fraction, 3) if name else None,
+                          "transport": transport if name else None, "steps_s": round(value, 2),
+                          "step_ms": round(1000 / value, 1), "vs_one_device": round(value / one, 2),
+                          "last_step_wait_share": waits.get(name), **machine,
+                          "load": round(os.getloadavg()[0], 1), "utc": time.strftime("%H:%M")}), flush=True)
 
 
 if __name__ == "__main__":

@@ -36,6 +36,12 @@ rank, so stage 0's forward of micro-batch ``k + 1`` overlaps stage 1's work on `
 stage's gradient sums are kept per stage and added in stage order, so the results are the
 same bits as with ``concurrent=False`` (every action on the caller's thread, in time order).
 
+After ``tw.distribute.connect(num_workers=N)`` the placements are Ray worker processes and a
+step runs there (``distribute/ray/pipeline.py``): each worker gets its stages once (their
+variables are its own shards), then one call per worker and step carries its actions of the
+schedule; activations and gradients go worker to worker. ``last_step`` gives the step's wall
+time (and on Ray each worker's busy and waiting seconds).
+
 >>> import numpy as np, tensorweave as tw
 >>> s0 = tw.placement("cpu", ranks=[0]); s1 = tw.placement("cpu", ranks=[1])
 >>> pipe = tw.distribute.pipeline([(tw.nn.relu, s0), (tw.negative, s1)], micro_batches=4, schedule="1f1b")
@@ -48,6 +54,7 @@ stage 1: .. F0 B0 F1 B1 F2 B2 F3 B3 ..
 [-0.0, -2.0, -3.0, -0.0]
 """
 import threading
+import time
 
 import numpy as np
 
@@ -117,6 +124,8 @@ class Pipeline:
             loss = losses.get(loss)
         self.loss = loss
         self.held_activations = None
+        self._ray = None        # the Ray side (distribute/ray/pipeline.py), made by the first step on workers
+        self._last_seconds = None
         for fn, placement in zip(self.stages, self.placements):
             _place_stage(fn, placement)
 
@@ -134,6 +143,15 @@ class Pipeline:
 
     def format_schedule(self):
         return format_schedule(self.schedule)
+
+    @property
+    def last_step(self):
+        """The last step's measurements: ``{"seconds": wall time}``; on Ray workers also, per
+        worker rank, ``{"busy_s", "wait_s" (waiting for hand-offs), "held" (most tapes held)}``.
+        None before the first step."""
+        if self._ray is not None and self._ray.last_step is not None:
+            return self._ray.last_step
+        return None if self._last_seconds is None else {"seconds": self._last_seconds}
 
     @property
     def trainable_variables(self):
@@ -266,12 +284,17 @@ class Pipeline:
         the order of :attr:`trainable_variables` then any other variable a stage's tape watched."""
         if self.loss is None:
             raise ValueError("pipeline: training needs loss=fn(y_true, y_pred)")
+        on_ray = _on_ray(self)
+        if on_ray is not None:
+            return on_ray.step(x, y)
         last = len(self.stages) - 1
+        t0 = time.perf_counter()
         xs, weights = self._micro_batches(x, 0, "x")
         ys, _ = self._micro_batches(y, last, "y")
         step = _Step(len(self.stages))
         self._drive(self.schedule, lambda a: (self._forward_action(a, step, xs, ys, weights) if a.kind == "F"
                                                else self._backward_action(a, step)), step)
+        self._last_seconds = time.perf_counter() - t0
         self.held_activations = step.held
         total = None
         for out in step.outputs:
@@ -299,6 +322,9 @@ class Pipeline:
         """Inference: every micro-batch through every stage (the schedule's forwards only); the
         outputs, concatenated on the last stage's placement."""
         import tensorweave as tw
+        on_ray = _on_ray(self)
+        if on_ray is not None:
+            return on_ray.step(x, train=False)
         xs, _ = self._micro_batches(x, 0, "x")
         step = _Step(len(self.stages))
         self._drive([a for a in self.schedule if a.kind == "F"],
@@ -308,6 +334,15 @@ class Pipeline:
     def __repr__(self):
         return (f"<Pipeline {len(self.stages)} stages, {self.micro_batches} micro-batches, {self.schedule_name}, "
                 f"bubble {self.bubble_fraction:.3f}>")
+
+
+def _on_ray(pipe):
+    """The pipeline's Ray runner when its placements are a connected cluster's workers, else None."""
+    from tensorweave.distribute.ray import cluster
+    if cluster.current() is None:
+        return None
+    from tensorweave.distribute.ray.pipeline import ray_pipeline
+    return ray_pipeline(pipe)
 
 
 class _Cancelled(Exception):

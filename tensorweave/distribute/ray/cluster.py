@@ -203,16 +203,21 @@ class Cluster:
             try:
                 return ray.get(refs)
             except Exception:  # noqa: BLE001 - which rank: the loop below looks at each
-                pending = list(refs)
+                done, pending = [], list(refs)
         failed = []
-        while pending:
-            done, pending = ray.wait(pending, num_returns=1)
+
+        def check(ref):
             try:
-                ray.get(done[0])
+                ray.get(ref)
             except Exception as e:  # noqa: BLE001 - re-raised below as the rank's own exception
-                rank = ranks[refs.index(done[0])]
+                rank = ranks[refs.index(ref)]
                 self._failed(rank, e, first=not failed)
                 failed.append((rank, e))
+        for ref in done:            # a rank that failed within the first second: the others may wait for it
+            check(ref)
+        while pending:
+            done, pending = ray.wait(pending, num_returns=1)
+            check(done[0])
         if failed:
             # the cause, not a rank whose collective was abandoned because of it
             from tensorweave.distribute.collective import CollectiveAbortedError

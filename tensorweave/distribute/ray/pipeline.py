@@ -1,0 +1,250 @@
+"""Pipelines on Ray workers: each stage's layers and variables live on its workers, which run
+their part of the schedule themselves (``pipeline_worker.py``); the driver only sends inputs in
+and gets losses and gradient *shapes* back.
+
+What :class:`~tensorweave.distribute.pipeline.Pipeline` delegates to when its placements are a
+connected cluster's workers:
+
+- **Binding (once per pipeline and cluster)**: each worker gets the stages it holds — the
+  stage's callable (a Keras layer or model, a list of layers, a ``tw.Module``, a function) and
+  the loss, written by Ray's cloudpickle as ``Cluster.run`` sends functions, except that every
+  global variable is written as a *reference* to its shards' keys: the worker reads it back as
+  its own shard (the ``Variable`` already in its store), so weights never travel and the
+  stage's updates on the worker are the driver's variable's. Stages whose variables are all
+  ``B`` on a 1-D placement are supported (data parallel inside a stage: the micro-batch is
+  split over the stage's workers and their gradients are partial sums, ``P``).
+- **A step**: one call per worker with its actions of the schedule (``(stage, micro-batch,
+  kind)`` in the schedule's order), the micro-batches of ``x`` (stage 0's workers) and ``y``
+  (the last stage's), and the store keys its gradient sums get. Activations and their gradients
+  go worker to worker (``send``/``recv`` of the cluster's transport: shared memory on one node,
+  the object store otherwise). The answer: the weighted losses per micro-batch, each gradient's
+  shape (the sums stay on the workers as the pieces of global tensors, ``B`` on a one-worker
+  stage, ``P`` on a wider one), the tapes held at most, and seconds busy and waiting for
+  hand-offs (:attr:`RayPipeline.last_step`).
+- **Errors**: a stage's exception comes back as its own type through ``Cluster.run_each`` with
+  ``.rank``, a note naming the stage, the action and the micro-batch, and the op error's own
+  text (op, shapes, the user's line); the other workers' waits are aborted (no hang).
+
+The optimizer (``Pipeline.train_step``) is the driver's: its update of the global variables
+runs on the workers op by op as any eager global op.
+"""
+import io
+import time
+
+import numpy as np
+
+from tensorweave.core import errors
+from tensorweave.core.sbp import B, P, Broadcast
+from tensorweave.distribute.layout import balanced_bounds
+from tensorweave.distribute.ray.pieces import RemotePiece, RemoteVariable, _call, heap_of
+from tensorweave.distribute.ray.pipeline_worker import w_bind, w_step
+
+
+def _user_module(name):
+    """Whether module ``name`` is the user's own code (a script's or a test's module the workers
+    may not be able to import): not tensorweave's, not installed, not the standard library."""
+    import sys
+    import sysconfig
+    module = sys.modules.get(name or "")
+    path = getattr(module, "__file__", None)
+    if path is None or name == "__main__" or name.split(".")[0] == "tensorweave":
+        return False
+    installed = {sysconfig.get_paths()[k] for k in ("purelib", "platlib", "stdlib", "platstdlib")}
+    return not any(path.startswith(root + "/") for root in installed if root)
+
+
+def _pickler_class():
+    import types
+
+    from ray import cloudpickle
+    from tensorweave.distribute.variables import GlobalVariable
+    from tensorweave.ops.variables import Variable
+
+    class _Pickler(cloudpickle.CloudPickler):
+        """Ray's cloudpickle, with global variables written as their shards' keys per rank."""
+
+        def persistent_id(self, obj):
+            if isinstance(obj, GlobalVariable):
+                if not all(isinstance(v, RemoteVariable) for v in obj._locals):
+                    raise errors.FailedPreconditionError(
+                        f"pipeline: variable '{obj.name}' lives on in-process ranks, not on the Ray workers (made "
+                        "before tw.distribute.connect?). Hint: make the pipeline after connect")
+                return "tw_variable", {v.rank: v.key for v in obj._locals}, obj.name
+            if isinstance(obj, Variable):
+                raise errors.FailedPreconditionError(
+                    f"pipeline: a stage holds the local variable '{obj.name}'; on Ray a stage's variables must be "
+                    "global on its placement. Hint: build Keras layers before making the pipeline")
+            return None
+
+        def reducer_override(self, obj):
+            # the user's classes and functions travel by value (the workers may not have their module)
+            if isinstance(obj, (type, types.FunctionType)):
+                name = getattr(obj, "__module__", None)
+                if name not in self.by_value and _user_module(name):
+                    cloudpickle.register_pickle_by_value(__import__("sys").modules[name])
+                    self.by_value.add(name)
+            return super().reducer_override(obj)
+    return _Pickler
+
+
+def _dumps(obj):
+    import sys
+
+    from ray import cloudpickle
+    buf = io.BytesIO()
+    pickler = _pickler_class()(buf)
+    pickler.by_value = set()
+    try:
+        pickler.dump(obj)
+    finally:
+        for name in pickler.by_value:
+            cloudpickle.unregister_pickle_by_value(sys.modules[name])
+    return buf.getvalue()
+
+
+def _check_stage(pipe, s, placement):
+    if placement.ndim != 1:
+        raise errors.UnimplementedError(
+            f"pipeline: stage {s} is on a {placement.ndim}-D mesh {placement!r}; on Ray workers a stage's "
+            "placement is 1-D for now. Hint: run it on in-process ranks (tw.distribute.in_process())")
+    fn = pipe.stages[s]
+    if getattr(fn, "built", True) is False:
+        raise errors.FailedPreconditionError(
+            f"pipeline: stage {s} is not built (its weights do not exist yet); on Ray its weights are made on the "
+            "driver first. Hint: build it (layer.build(input_shape), or call the model once) before tw.distribute.pipeline")
+    for v in getattr(fn, "variables", None) or ():
+        if not all(isinstance(sb, Broadcast) for sb in v.sbp):
+            raise errors.UnimplementedError(
+                f"pipeline: variable '{v.name}' of stage {s} is laid out {v.sbp}; on Ray workers a stage's variables "
+                "are replicated (B) for now. Hint: run tensor-parallel stages on in-process ranks")
+
+
+class RayPipeline:
+    """The Ray side of one :class:`~tensorweave.distribute.pipeline.Pipeline` on one cluster."""
+
+    def __init__(self, pipe, cluster):
+        self.pipe, self.cluster = pipe, cluster
+        self.heap = heap_of(cluster)
+        self.placements = pipe.placements
+        self.ranks = sorted({r for p in self.placements for r in p.ranks})
+        self.key = None
+        self.last_step = None
+
+    def __del__(self):
+        if self.key is not None:
+            for r in self.ranks:
+                self.heap.release(r, self.key)
+
+    def _bind(self):
+        pipe = self.pipe
+        index = {id(v): j for j, v in enumerate(pipe.trainable_variables)}
+        for s, placement in enumerate(self.placements):
+            _check_stage(pipe, s, placement)
+        key = self.heap.key()
+        per_rank = []
+        for r in self.ranks:
+            held = [s for s, p in enumerate(self.placements) if r in p.ranks]
+            stages = {s: (pipe.stages[s], [(index[id(v)], v) for v in getattr(pipe.stages[s], "trainable_variables", ())
+                                           if id(v) in index]) for s in held}
+            loss = pipe.loss if len(self.placements) - 1 in held else None
+            per_rank.append((key, _dumps({"stages": stages, "loss": loss}), [p.ranks for p in self.placements]))
+        _call(self.cluster, w_bind, per_rank, self.ranks)
+        self.key = key
+
+    def _rows(self, value, stage, what):
+        """The micro-batches of ``value`` cut into each of ``stage``'s workers' slices."""
+        a = np.asarray(value.numpy() if hasattr(value, "numpy") else value)
+        if a.ndim == 0:
+            raise ValueError(f"pipeline: {what} must have a batch axis, got a scalar")
+        k, n = self.pipe.micro_batches, len(self.placements[stage].ranks)
+        if a.shape[0] < k * n:
+            raise ValueError(f"pipeline: {what} of shape {list(a.shape)} has {a.shape[0]} rows for {k} micro-batches "
+                             f"over stage {stage}'s {n} workers. Hint: micro_batches x workers per stage <= batch size")
+        bounds = balanced_bounds(a.shape[0], k)
+        per_worker = [{} for _ in range(n)]
+        for m, (lo, hi) in enumerate(bounds):
+            for i, (a_lo, a_hi) in enumerate(balanced_bounds(hi - lo, n)):
+                per_worker[i][m] = np.ascontiguousarray(a[lo + a_lo:lo + a_hi])
+        return per_worker, [hi - lo for lo, hi in bounds], a.shape[0]
+
+    def step(self, x, y=None, train=True):
+        """One step's schedule on the workers: ``(loss, gradients, variables)`` when training,
+        the outputs (a global tensor on the last stage's placement) for inference."""
+        from tensorweave.distribute.global_tensor import GlobalTensor
+        t0 = time.perf_counter()
+        if self.key is None:
+            self._bind()
+        pipe, last = self.pipe, len(self.placements) - 1
+        xs, rows, total = self._rows(x, 0, "x")
+        ys = self._rows(y, last, "y")[0] if train else None
+        variables = pipe.trainable_variables
+        owner = {}
+        for s, fn in enumerate(pipe.stages):
+            for v in getattr(fn, "trainable_variables", ()):
+                owner.setdefault(id(v), s)
+        grad_keys = {r: {} for r in self.ranks}
+        if train:
+            for j, v in enumerate(variables):
+                for r in self.placements[owner[id(v)]].ranks:
+                    grad_keys[r][j] = self.heap.key()
+        per_rank = []
+        for r in self.ranks:
+            actions = [(a.stage, a.micro_batch, a.kind) for a in pipe.schedule
+                       if r in self.placements[a.stage].ranks and (train or a.kind == "F")]
+            x_r = xs[self.placements[0].ranks.index(r)] if r in self.placements[0].ranks else None
+            y_r = weights = None
+            if train and r in self.placements[last].ranks:
+                i = self.placements[last].ranks.index(r)
+                y_r = ys[i]
+                weights = {m: len(y_r[m]) / total for m in y_r}
+            per_rank.append((self.key, actions, rows, x_r, y_r, weights, grad_keys[r], train))
+        answers = dict(zip(self.ranks, _call(self.cluster, w_step, per_rank, self.ranks)))
+        self.last_step = {"seconds": time.perf_counter() - t0,
+                          "workers": {r: {"busy_s": a[4] - a[5], "wait_s": a[5], "held": a[3]}
+                                      for r, a in answers.items()}}
+        pipe.held_activations = [max(answers[r][3] for r in p.ranks) for p in self.placements]
+        if not train:
+            return self._outputs(answers)
+        loss = np.float32(0)
+        for r in self.placements[last].ranks:       # micro-batch order per worker, then worker order
+            part = None
+            for m in sorted(answers[r][0]):
+                part = answers[r][0][m] if part is None else part + answers[r][0][m]
+            loss = part if r == self.placements[last].ranks[0] else loss + part
+        grads = []
+        for j, v in enumerate(variables):
+            placement = self.placements[owner[id(v)]]
+            metas = [answers[r][1][j] for r in placement.ranks]
+            if any(mt is None for mt in metas):
+                grads.append(None)
+                continue
+            pieces = [RemotePiece(self.heap, r, grad_keys[r][j], *mt) for r, mt in zip(placement.ranks, metas)]
+            sbp = (B,) if len(placement.ranks) == 1 else (P,)
+            grads.append(GlobalTensor(pieces, placement, sbp, v.shape.as_list(), v.dtype))
+        import tensorweave as tw
+        return tw.constant(np.asarray(loss, np.float32)), grads, variables
+
+    def _outputs(self, answers):
+        import tensorweave as tw
+        placement = self.placements[-1]
+        parts = [answers[r][2] for r in placement.ranks]     # per worker, its rows of each micro-batch
+        rows = [np.concatenate([parts[i][m] for i in range(len(parts))], axis=0) for m in range(len(parts[0]))]
+        return tw.constant(np.concatenate(rows, axis=0)).to_global(placement=placement, sbp=tw.sbp.split(0))
+
+
+def ray_pipeline(pipe):
+    """The :class:`RayPipeline` of ``pipe`` when its placements are on a connected cluster, else None."""
+    from tensorweave.distribute.ray.pieces import cluster_for
+    clusters = {id(c): c for c in (cluster_for(p) for p in pipe.placements)}
+    if len(clusters) != 1 or None in clusters.values():
+        if any(c is not None for c in clusters.values()):
+            raise errors.InvalidArgumentError("pipeline: some stages are on Ray workers and some on in-process ranks")
+        return None
+    cluster = next(iter(clusters.values()))
+    rp = getattr(pipe, "_ray", None)
+    if rp is None or rp.cluster is not cluster:
+        rp = pipe._ray = RayPipeline(pipe, cluster)
+    return rp
+
+
+__all__ = ["RayPipeline", "ray_pipeline"]

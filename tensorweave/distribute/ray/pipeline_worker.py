@@ -1,0 +1,201 @@
+"""The worker's side of a pipeline on Ray: its stages (bound once) and one step's actions.
+
+A worker keeps a :class:`WorkerStages` in its store: the stage objects it holds (each stage's
+callable with its variables resolved to the worker's own shards, the loss on the last stage's
+workers). A step is one call: the worker walks its actions of the schedule in order — a
+forward under its own tape (its input received from the previous stage's workers, its output
+sent to the next stage's), a backward seeded with the gradient received from the next stage
+(the last stage: its weighted loss), the input's gradient sent back — and sums each variable's
+gradient over its micro-batches in its store. Hand-offs are point to point (``send`` never
+blocks, ``recv`` waits for the one it needs) over the cluster's transport between workers,
+so a stage starts a micro-batch as soon as its input has arrived.
+
+Rows: micro-batch ``m`` has ``rows[m]`` rows; on a stage of ``n`` workers worker ``i`` holds the
+balanced slice ``i`` of them (``S(0)``). A hand-off sends each receiver the rows it holds of the
+sender's slice, so stages of different widths meet (data parallel inside a stage).
+
+>>> _overlaps(5, 2, 1)          # 5 rows from 2 workers to 1: both send all they hold
+[(0, 0, 0, 3), (1, 0, 3, 5)]
+"""
+import io
+import pickle
+import time
+
+import numpy as np
+
+from tensorweave.distribute.layout import balanced_bounds
+
+
+def _overlaps(rows, n_src, n_dst):
+    """``(src index, dst index, lo, hi)`` for every pair whose balanced slices of ``rows`` rows share rows."""
+    src, dst = balanced_bounds(rows, n_src), balanced_bounds(rows, n_dst)
+    return [(i, j, max(a, c), min(b, d)) for i, (a, b) in enumerate(src) for j, (c, d) in enumerate(dst)
+            if max(a, c) < min(b, d)]
+
+
+class _Unpickler(pickle.Unpickler):
+    """Reads the driver's stage objects; a global variable (a persistent id naming its shards'
+    keys per rank) becomes this worker's shard, the variable in its store."""
+
+    def __init__(self, data, worker):
+        super().__init__(io.BytesIO(data))
+        self.worker = worker
+
+    def persistent_load(self, pid):
+        kind, keys, name = pid
+        if kind != "tw_variable":
+            raise pickle.UnpicklingError(f"pipeline: unknown reference {pid!r}")
+        if self.worker.rank not in keys:
+            # another stage's variable reached through this stage's objects (a Keras layer's model)
+            return _Elsewhere(name, sorted(keys), self.worker.rank)
+        return self.worker.store[keys[self.worker.rank]]
+
+
+class _Elsewhere:
+    """Stands for a variable of another stage on this worker: using it is an error naming it."""
+
+    def __init__(self, name, ranks, rank):
+        self._what = (name, ranks, rank)
+
+    def __getattr__(self, attr):
+        if attr.startswith("__") or attr == "_what":
+            raise AttributeError(attr)
+        name, ranks, rank = self._what
+        raise RuntimeError(f"pipeline: variable '{name}' lives on workers {ranks}, not on worker {rank}: a stage "
+                           "may only use its own variables")
+
+
+class WorkerStages:
+    """A worker's stages of one pipeline: ``stages[s] = (callable, variables)`` (variables by
+    their index in the pipeline's ``trainable_variables``), the loss, and where each stage's
+    workers are (``placements[s]``: its ranks)."""
+
+    def __init__(self, worker, data, placements):
+        payload = _Unpickler(data, worker).load()
+        self.stages = payload["stages"]
+        self.loss = payload["loss"]
+        self.placements = [tuple(p) for p in placements]
+        self.ranks = tuple(sorted({r for p in self.placements for r in p}))
+
+
+def w_bind(worker, key, data, placements):
+    worker.store[key] = WorkerStages(worker, data, placements)
+
+
+class _Run:
+    """One step's state on a worker: saved tapes, gradient sums, losses, outputs and the time
+    spent waiting for hand-offs."""
+
+    def __init__(self):
+        self.saved, self.acc, self.losses, self.outputs = {}, {}, {}, {}
+        self.held = self.peak = 0
+        self.wait = 0.0
+
+
+def w_step(worker, key, actions, rows, xs, ys, weights, grad_keys, train):
+    """Runs this worker's ``actions`` (``(stage, micro-batch, kind)`` in schedule order) of one
+    step; returns ``(losses, gradient metas, outputs, peak tapes held, seconds, seconds waiting)``."""
+    import tensorweave as tw
+    from tensorweave.distribute.ray.pieces import worker_runtime
+    worker_runtime(worker).bind_thread()      # the rank's runtime (one CPU), as the worker's eager ops use
+    wp = worker.store[key]
+    comm = worker.comm(wp.ranks)
+    t0 = time.perf_counter()
+    run = _Run()
+    for s, m, kind in actions:
+        try:
+            if kind == "F":
+                _forward(worker, wp, comm, run, s, m, rows[m], xs, ys, weights, train)
+            else:
+                _backward(worker, wp, comm, run, s, m, rows[m])
+        except BaseException as e:
+            if hasattr(e, "add_note"):
+                e.add_note(f"(pipeline stage {s}, {'forward' if kind == 'F' else 'backward'} of micro-batch {m}, "
+                           f"on Ray worker {worker.rank})")
+            raise
+    metas = {}
+    for j, k in grad_keys.items():
+        g = run.acc.get(j)
+        if g is None:
+            metas[j] = None
+            continue
+        worker.store[k] = g = np.asarray(g.numpy() if hasattr(g, "numpy") else tw.convert_to_tensor(g).numpy())
+        metas[j] = (g.shape, g.dtype.str)
+    outputs = [run.outputs[m] for m in sorted(run.outputs)]
+    return run.losses, metas, outputs, run.peak, time.perf_counter() - t0, run.wait
+
+
+def _index(wp, stage):
+    return wp.placements[stage].index
+
+
+def _receive(wp, comm, run, rows, src_stage, dst_stage, me, tag):
+    """This worker's rows of a micro-batch hand-off from ``src_stage``'s workers."""
+    src, dst = wp.placements[src_stage], wp.placements[dst_stage]
+    i_me = dst.index(me)
+    t = time.perf_counter()
+    parts = [comm.recv(wp.ranks.index(src[i]), tag) for i, j, _, _ in _overlaps(rows, len(src), len(dst)) if j == i_me]
+    run.wait += time.perf_counter() - t
+    return parts[0] if len(parts) == 1 else np.concatenate(parts, axis=0)
+
+
+def _send(wp, comm, rows, value, src_stage, dst_stage, me, tag):
+    """Sends each of ``dst_stage``'s workers the rows it holds of this worker's slice ``value``."""
+    src, dst = wp.placements[src_stage], wp.placements[dst_stage]
+    i_me = src.index(me)
+    lo_me = balanced_bounds(rows, len(src))[i_me][0]
+    value = np.asarray(value)
+    for i, j, lo, hi in _overlaps(rows, len(src), len(dst)):
+        if i == i_me:
+            comm.send(value[lo - lo_me:hi - lo_me], wp.ranks.index(dst[j]), tag)
+
+
+def _forward(worker, wp, comm, run, s, m, rows, xs, ys, weights, train):
+    import tensorweave as tw
+    fn, variables = wp.stages[s]
+    last = len(wp.placements) - 1
+    x = tw.constant(xs[m] if s == 0 else _receive(wp, comm, run, rows, s - 1, s, worker.rank, ("F", s - 1, m)))
+    if not train:
+        out = fn(x)
+    else:
+        with tw.GradientTape() as tape:
+            if s:
+                tape.watch(x)
+            tape.watch([v for _, v in variables])     # the worker's shards are not trainable variables
+            out = fn(x)
+            if s == last:
+                out = wp.loss(tw.constant(ys[m]), out)
+                if out.shape.rank:          # per-example losses ("mse"): their mean, as Keras reduces
+                    out = tw.reduce_mean(out)
+                out = tw.cast(out, tw.float32) * weights[m]
+        run.saved[(s, m)] = (tape, x, out)
+        run.peak = max(run.peak, len(run.saved))
+    if s == last:
+        if train:
+            run.losses[m] = np.asarray(out.numpy())
+        else:
+            run.outputs[m] = np.asarray(out.numpy())
+    else:
+        _send(wp, comm, rows, out.numpy(), s, s + 1, worker.rank, ("F", s, m))
+
+
+def _backward(worker, wp, comm, run, s, m, rows):
+    import tensorweave as tw
+    fn, variables = wp.stages[s]
+    last = len(wp.placements) - 1
+    tape, x, out = run.saved.pop((s, m))
+    seed = None
+    if s != last:
+        seed = [tw.constant(_receive(wp, comm, run, rows, s + 1, s, worker.rank, ("B", s + 1, m)))]
+    sources = ([x] if s else []) + [v for _, v in variables]
+    grads = tape.gradient(out, sources, output_gradients=seed)
+    if s:
+        g_in = grads[0]
+        g_in = tw.zeros_like(x) if g_in is None else tw.convert_to_tensor(g_in)  # a stage ignoring its input
+        _send(wp, comm, rows, g_in.numpy(), s, s - 1, worker.rank, ("B", s, m))
+        grads = grads[1:]
+    for (j, _), g in zip(variables, grads):
+        if g is None:
+            continue
+        g = tw.convert_to_tensor(g)
+        run.acc[j] = g if j not in run.acc else run.acc[j] + g

@@ -1,0 +1,201 @@
+"""Pipelines across Ray worker processes: each worker runs its stages' part of the schedule
+(bound once, then one call per worker per step), activations and gradients go worker to worker,
+and training equals unpipelined one-device training (float32, rtol 2e-5)."""
+import warnings
+
+import numpy as np
+import pytest
+
+ray = pytest.importorskip("ray")
+
+import tensorweave as tw  # noqa: E402
+from tensorweave.core import errors  # noqa: E402
+from tensorweave.distribute.ray import cluster as ray_cluster  # noqa: E402
+from tensorweave.distribute.ray.pieces import RemotePiece, RemoteVariable  # noqa: E402
+
+SIZES = (6, 8, 5, 3)
+RNG = np.random.default_rng(14)
+X = RNG.standard_normal((11, SIZES[0])).astype(np.float32)       # 11 rows: uneven micro-batches
+Y = RNG.integers(0, SIZES[-1], 11).astype(np.int32)
+PARAMS = [(RNG.standard_normal((a, b)).astype(np.float32) * 0.5, RNG.standard_normal(b).astype(np.float32) * 0.1)
+          for a, b in zip(SIZES, SIZES[1:])]
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    c = ray_cluster.connect(num_workers=3, timeout=60)
+    yield c
+    ray_cluster.shutdown()
+
+
+class Stage(tw.Module):
+    def __init__(self, params, last):
+        super().__init__()
+        self.params = [(tw.Variable(w), tw.Variable(b)) for w, b in params]
+        self.last = last
+
+    def __call__(self, h):
+        for i, (w, b) in enumerate(self.params):
+            h = tw.matmul(h, w) + b
+            if not (self.last and i == len(self.params) - 1):
+                h = tw.nn.relu(h)
+        return h
+
+
+def loss_fn(labels, logits):
+    return tw.reduce_mean(tw.nn.sparse_softmax_cross_entropy_with_logits(labels=labels, logits=logits))
+
+
+def _one_device(steps):
+    """The same MLP unpipelined on the driver: per step the loss and gradients, then the weights."""
+    stage = Stage(PARAMS, True)
+    variables = [v for pair in stage.params for v in pair]
+    opt = tw.keras.optimizers.Adam(0.05)
+    losses, grads = [], []
+    for _ in range(steps):
+        with tw.GradientTape() as tape:
+            loss = loss_fn(tw.constant(Y), stage(tw.constant(X)))
+        g = tape.gradient(loss, variables)
+        opt.apply_gradients(zip(g, variables))
+        losses.append(float(loss))
+        grads.append([t.numpy() for t in g])
+    return losses, grads, [v.numpy() for v in variables]
+
+
+def _pipeline(schedule, ranks=([0], [1]), micro_batches=4):
+    stages = [(Stage(PARAMS[:1], False), tw.placement("cpu", ranks=list(ranks[0]))),
+              (Stage(PARAMS[1:], True), tw.placement("cpu", ranks=list(ranks[1])))]
+    return tw.distribute.pipeline(stages, micro_batches=micro_batches, schedule=schedule, loss=loss_fn)
+
+
+def _train(pipe, steps):
+    opt = tw.keras.optimizers.Adam(0.05)
+    losses, grads = [], []
+    for _ in range(steps):
+        loss, g, variables = pipe.forward_backward(X, Y)
+        opt.apply_gradients(zip(g, variables))
+        losses.append(float(loss))
+        grads.append([t.numpy() for t in g])
+    return losses, grads, [v.numpy() for v in pipe.trainable_variables]
+
+
+def _same(got, want):
+    np.testing.assert_allclose(got[0], want[0], rtol=2e-5)
+    for step_got, step_want in zip(got[1], want[1]):
+        for a, b in zip(step_got, step_want):
+            np.testing.assert_allclose(a, b, rtol=2e-5, atol=1e-6)
+    for a, b in zip(got[2], want[2]):
+        np.testing.assert_allclose(a, b, rtol=2e-5, atol=1e-6)
+
+
+def _count_calls(monkeypatch, cluster):
+    calls = []
+    real = cluster.run_each
+
+    def counting(fn, per_rank_args, ranks=None):
+        calls.append(getattr(per_rank_args[0][1], "__name__", "?"))
+        return real(fn, per_rank_args, ranks)
+    monkeypatch.setattr(cluster, "run_each", counting)
+    return calls
+
+
+@pytest.mark.parametrize("schedule", ["1f1b", "gpipe"])
+def test_two_stages_four_micro_batches_on_two_workers_equal_one_device(cluster, schedule):
+    want = _one_device(4)
+    pipe = _pipeline(schedule)
+    assert all(isinstance(p, RemoteVariable) for v in pipe.trainable_variables for p in v._locals)
+    got = _train(pipe, 4)
+    _same(got, want)
+    assert pipe.bubble_fraction == pytest.approx(0.2)
+    assert pipe.held_activations == pipe.peak_activations == ([2, 1] if schedule == "1f1b" else [4, 4])
+    step = pipe.last_step
+    assert set(step["workers"]) == {0, 1} and step["seconds"] > 0
+
+
+def test_a_step_is_one_call_per_worker_after_one_bind_and_gradients_stay_on_the_workers(cluster, monkeypatch):
+    pipe = _pipeline("1f1b")
+    calls = _count_calls(monkeypatch, cluster)
+    loss, grads, _ = pipe.forward_backward(X, Y)
+    assert calls == ["w_bind", "w_step"]          # without the worker-side schedule: calls per op
+    assert all(isinstance(p, RemotePiece) for g in grads for p in g._pieces)
+    assert [g.placement.ranks for g in grads] == [(0,), (0,), (1,), (1,), (1,), (1,)]
+    pipe.forward_backward(X, Y)
+    assert calls == ["w_bind", "w_step", "w_step"]
+
+
+def test_data_parallel_stage_piped_into_one_worker_equals_one_device(cluster):
+    # stage 0 data parallel on workers 0 and 1 (each micro-batch split between them, gradients P),
+    # stage 1 on worker 2: hand-offs gather 2 slices into 1 and split the gradient back
+    want = _one_device(3)
+    pipe = _pipeline("1f1b", ranks=([0, 1], [2]), micro_batches=2)
+    got = _train(pipe, 3)
+    _same(got, want)
+    assert set(pipe.last_step["workers"]) == {0, 1, 2}      # each worker ran its part of the schedule
+    loss, grads, _ = pipe.forward_backward(X, Y)
+    assert [str(g.sbp[0]) for g in grads] == ["P", "P", "B", "B", "B", "B"]
+
+
+def test_inference_and_keras_layers_as_stages_equal_one_device(cluster):
+    tw.keras.utils.set_random_seed(3)
+    model = tw.keras.Sequential([tw.keras.Input((SIZES[0],)), tw.keras.layers.Dense(8, activation="relu"),
+                                 tw.keras.layers.Dense(3)])
+    want = model(tw.constant(X)).numpy()
+    weights = model.get_weights()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        pipe = tw.distribute.pipeline([(model.layers[:1], tw.placement("cpu", ranks=[1])),
+                                       (model.layers[1:], tw.placement("cpu", ranks=[2]))],
+                                      micro_batches=3, schedule="gpipe", loss="sparse_categorical_crossentropy")
+    out = pipe(X)
+    assert out.placement.ranks == (2,) and set(pipe.last_step["workers"]) == {1, 2}
+    np.testing.assert_allclose(out.numpy(), want, rtol=2e-5, atol=1e-6)
+    loss = pipe.train_step(X, Y, tw.keras.optimizers.SGD(0.1))
+    ref = tw.keras.Sequential([tw.keras.Input((SIZES[0],)), tw.keras.layers.Dense(8, activation="relu"),
+                               tw.keras.layers.Dense(3)])
+    ref.set_weights(weights)
+    ref.compile(optimizer=tw.keras.optimizers.SGD(0.1), loss="sparse_categorical_crossentropy")
+    want_loss = ref.train_on_batch(X, Y)
+    np.testing.assert_allclose(float(loss), float(want_loss), rtol=2e-5)
+    for a, b in zip(model.get_weights(), ref.get_weights()):
+        np.testing.assert_allclose(a, b, rtol=2e-5, atol=1e-6)
+
+
+def bad_stage(h):
+    return tw.matmul(h, tw.ones((4, 2)))          # h has 5 columns: a shape error on worker 1
+
+
+def test_a_failing_stage_raises_its_error_with_the_rank_action_and_line_and_the_cluster_goes_on(cluster):
+    first = Stage(PARAMS[:2], False)
+    pipe = tw.distribute.pipeline([(first, tw.placement("cpu", ranks=[0])), (bad_stage, tw.placement("cpu", ranks=[1]))],
+                                  micro_batches=2, loss=loss_fn)
+    with pytest.raises(errors.InvalidArgumentError) as info:
+        pipe.forward_backward(X, Y)
+    text = str(info.value) + "\n".join(getattr(info.value, "__notes__", []))
+    assert info.value.rank == 1
+    assert "MatMul" in text and "test_pipe14_ray_pipeline.py" in text
+    assert "pipeline stage 1, forward of micro-batch 0" in text
+    _same(_train(_pipeline("1f1b"), 1), _one_device(1))       # the cluster keeps working
+
+
+def test_unsupported_stage_layouts_say_what_to_do(cluster):
+    p0, p1 = tw.placement("cpu", ranks=[0, 1]), tw.placement("cpu", ranks=[2])
+    split = Stage(PARAMS[:1], False)
+    split.to_global(p0, tw.sbp.split(0))          # tensor parallel inside the stage: in-process only for now
+    pipe = tw.distribute.pipeline([(split, p0), (Stage(PARAMS[1:], True), p1)], micro_batches=2, loss=loss_fn)
+    with pytest.raises(errors.UnimplementedError, match=r"laid out \(S\(0\),\).*replicated \(B\)"):
+        pipe.forward_backward(X, Y)
+    with pytest.raises(ValueError, match="11 rows for 6 micro-batches over stage 0's 2 workers"):
+        _pipeline("1f1b", ranks=([0, 1], [2]), micro_batches=6).forward_backward(X, Y)
+
+
+def scale(h):
+    return h * 2.0 - h          # a stage without variables (the identity, through two ops)
+
+
+def test_interleaved_virtual_stages_on_two_workers_equal_one_device(cluster):
+    p0, p1 = tw.placement("cpu", ranks=[0]), tw.placement("cpu", ranks=[1])
+    stages = [(Stage(PARAMS[:1], False), p0), (Stage(PARAMS[1:2], False), p1), (Stage(PARAMS[2:], True), p0),
+              (scale, p1)]
+    pipe = tw.distribute.pipeline(stages, micro_batches=4, schedule="interleaved_1f1b", loss=loss_fn)
+    _same(_train(pipe, 2), _one_device(2))
+    assert pipe.bubble_fraction == pytest.approx(1 / 9) and set(pipe.last_step["workers"]) == {0, 1}
