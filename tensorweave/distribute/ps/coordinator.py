@@ -93,8 +93,12 @@ class PerWorkerDataset:
 
 
 class _Closure:
-    def __init__(self, fn_token, fn_ref, args, kwargs, seq):
+    """A scheduled call: ``seq`` its place among the training functions (None for a read-only
+    one: it takes no part in synchronous rounds)."""
+
+    def __init__(self, fn_token, fn_ref, args, kwargs, seq, number):
         self.fn_token, self.fn_ref, self.args, self.kwargs, self.seq = fn_token, fn_ref, args, kwargs, seq
+        self.number = number
         self.value = RemoteValue()
 
 
@@ -108,6 +112,7 @@ class ClusterCoordinator:
         import ray
         strategy._ensure_cluster()
         self.strategy = strategy
+        strategy._coordinator = self          # Keras fit uses this one (coordinator_of)
         self._cluster = strategy._cluster
         self._n = strategy._num_workers
         self._sync = strategy.synchronous
@@ -117,7 +122,8 @@ class ClusterCoordinator:
         self._queues = [collections.deque() for _ in range(self._n if self._sync else 1)]
         self._unfinished = 0
         self._errors = []
-        self._seq = 0
+        self._seq = 0                # training functions scheduled (synchronous rounds count these)
+        self._number = 0             # every function scheduled
         self._fns = {}               # id(fn) -> (token, ref, fn)
         self._closed = False
         self.restarts = [0] * self._n
@@ -129,6 +135,11 @@ class ClusterCoordinator:
     # ---- API ----------------------------------------------------------------------------------
     def schedule(self, fn, args=None, kwargs=None):
         """Queues ``fn(*args, **kwargs)`` for a worker; returns its :class:`RemoteValue`."""
+        return self._schedule(fn, args, kwargs)
+
+    def _schedule(self, fn, args=None, kwargs=None, read_only=False):
+        """``schedule``; a ``read_only`` function (an evaluation step: it pushes nothing) is
+        outside the synchronous rounds: it reads the parameters as they are."""
         import ray
         fn = getattr(fn, "python_function", fn)      # a tw.function runs eagerly on the worker
         with self._lock:
@@ -141,9 +152,11 @@ class ClusterCoordinator:
         with self._cond:
             if self._closed:
                 raise RuntimeError("ClusterCoordinator: schedule after the coordinator was shut down")
-            closure = _Closure(entry[0], entry[1], tuple(args or ()), dict(kwargs or {}), self._seq)
-            self._queues[self._seq % self._n if self._sync else 0].append(closure)
-            self._seq += 1
+            seq = None if read_only else self._seq
+            closure = _Closure(entry[0], entry[1], tuple(args or ()), dict(kwargs or {}), seq, self._number)
+            self._queues[(self._number if read_only else self._seq) % self._n if self._sync else 0].append(closure)
+            self._number += 1
+            self._seq += 0 if read_only else 1
             self._unfinished += 1
             self._cond.notify_all()
         return closure.value
@@ -213,8 +226,9 @@ class ClusterCoordinator:
         from tensorweave.distribute.ray.cluster import _original
         iterators = _iterators_in((closure.args, closure.kwargs))
         info = {"worker": index, "num_workers": self._n, "servers": self.strategy._servers,
-                "round": self._round0 + closure.seq // self._n if self._sync else None,
-                "slot": closure.seq % self._n, "number": closure.seq, "consumed": {it._id: it._consumed[index] for it in iterators},
+                "round": self._round0 + closure.seq // self._n if self._sync and closure.seq is not None else None,
+                "slot": (closure.seq or 0) % self._n, "number": closure.number,
+                "consumed": {it._id: it._consumed[index] for it in iterators},
                 "datasets": {it._id: it._dataset_ref for it in iterators}}
         for attempt in range(MAX_RESTARTS + 1):
             actor, generation = self._cluster.workers[index], self._cluster._generation

@@ -33,6 +33,7 @@ the concatenated batch (tested to rtol 2e-5).
 >>> strategy.shutdown()
 """
 import contextlib
+import contextvars
 import inspect
 import uuid
 
@@ -40,6 +41,13 @@ import numpy as np
 
 from tensorweave.distribute.ps.variable import ShardedVariable
 
+_current = contextvars.ContextVar("tensorweave_ps_strategy", default=None)
+
+
+def ps_strategy():
+    """The ``ParameterServerStrategy`` whose ``scope()`` is active here, or None (a model compiled
+    inside trains with it: ``keras_fit.py``)."""
+    return _current.get()
 
 
 class SimpleClusterResolver:
@@ -206,9 +214,11 @@ class ParameterServerStrategy:
         from tensorweave.keras.engine.layer import weight_creator
         self._ensure_cluster()
         token = weight_creator.set(self._create_weight)
+        current = _current.set(self)
         try:
             yield self
         finally:
+            _current.reset(current)
             weight_creator.reset(token)
 
     def _create_weight(self, layer, name, shape, dtype, initializer, trainable, constraint):

@@ -171,6 +171,10 @@ class ShardedVariable:
 
     # ---- reading ----------------------------------------------------------------------------------
     def read_value(self):
+        if _shape_only():
+            # a trace for output shapes only (Keras' functional API): a stand-in, nothing pulled
+            from tensorweave.ops.array_ops import placeholder
+            return placeholder(self._dtype, self._shape)
         step = current_step()
         if step is None:
             from tensorweave.ops.array_ops import constant
@@ -198,6 +202,8 @@ class ShardedVariable:
         """Rows ``indices`` (any shape of int ids); only the unique rows travel."""
         from tensorweave.ops.array_ops import constant, gather, reshape
         from tensorweave.ops.variables import Variable
+        if _shape_only():
+            return gather(self.read_value(), indices)
         ids = np.asarray(indices.numpy() if hasattr(indices, "numpy") else indices)
         if not np.issubdtype(ids.dtype, np.integer):
             raise TypeError(f"embedding_lookup: ids for '{self._name}' must be integers, got {ids.dtype}")
@@ -252,6 +258,11 @@ class ShardedVariable:
 
     def _apply_remotely(self, optimizer, grads, variables):
         push_gradients(optimizer, grads, variables)
+
+
+def _shape_only():
+    from tensorweave.core.context import building_graph
+    return getattr(building_graph(), "shape_only", False)
 
 
 def prefetch(step, variables):
