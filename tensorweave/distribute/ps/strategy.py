@@ -20,6 +20,12 @@ every worker of a round reads the same parameters, and the servers apply the ave
 round's gradients once — with equal per-worker batches this is the single-process step on
 the concatenated batch (tested to rtol 2e-5).
 
+``checkpoint_dir`` (a tensorweave addition; shared storage on a multi-node cluster): each
+server journals every change and ``save()`` writes its state and empties the journal; a
+server process that dies is restarted by Ray, loads its last save, replays its journal and
+answers the calls that were in flight, so training (synchronous too) continues where it was:
+the final weights equal a failure-free run's.
+
 >>> import tensorweave as tw
 >>> resolver = tw.distribute.cluster_resolver.SimpleClusterResolver(
 ...     tw.train.ClusterSpec({"worker": ["w0", "w1"], "ps": ["ps0", "ps1"]}))
@@ -144,9 +150,6 @@ class ParameterServerStrategy:
         self._partitioner = variable_partitioner
         self.synchronous = bool(synchronous)
         self._id = uuid.uuid4().hex[:8]
-        if checkpoint_dir and self.synchronous:
-            raise ValueError("ParameterServerStrategy: checkpoint_dir (servers restarted from their last save) is "
-                             "supported for asynchronous training only: a restored server's rounds would go back")
         self._checkpoint_dir = checkpoint_dir
         self._cluster = None
         self._own_cluster = False
@@ -170,8 +173,8 @@ class ParameterServerStrategy:
                              f"cluster has {c.num_workers}. Hint: tw.distribute.shutdown() first")
         self._cluster = c
         from tensorweave.distribute.ps.server import ParameterServer
-        # with a checkpoint directory a server killed is restarted by Ray (restoring its last
-        # save in __init__) and the calls in flight to it are sent again to the new one
+        # with a checkpoint directory a server killed is restarted by Ray (its last save and
+        # journal replayed in __init__) and the calls in flight to it are sent again to the new one
         restart = {"max_restarts": -1, "max_task_retries": -1} if self._checkpoint_dir else {"max_restarts": 0}
         actor = ray.remote(num_cpus=0, max_concurrency=64, **restart)(ParameterServer)
         paths = [None] * self._num_ps
