@@ -128,3 +128,41 @@ def test_fit_errors_under_the_strategy(strategy):
     with pytest.raises(TypeError, match=r"takes a tw.keras.utils.experimental.DatasetCreator \(or a "
                        r"tw.data.Dataset\), got ndarray"):
         model.fit(np.zeros((4, FIELDS), np.int64), np.zeros((4, 1), np.float32), steps_per_epoch=2, verbose=0)
+
+
+def test_raw_trainable_variables_made_in_the_scope_live_on_the_servers(strategy):
+    rng = np.random.default_rng(1)
+    x = rng.random((32, 3)).astype(np.float32)
+    y = x @ np.array([[1.0], [-2.0], [0.5]], np.float32) + 0.3
+    with strategy.scope():
+        w = tw.Variable(np.zeros((3, 1), np.float32), name="w")
+        b = tw.Variable(0.0, name="b")
+        counter = tw.Variable(0, trainable=False)
+        optimizer = tw.keras.optimizers.SGD(0.2)
+    assert isinstance(w, tw.distribute.ShardedVariable) and w.shard_shapes == [(2, 1), (1, 1)]
+    assert isinstance(b, tw.distribute.ShardedVariable) and type(counter) is tw.Variable
+    held = {k: v for shapes in strategy.server_shapes() for k, v in shapes.items()}
+    assert held["w/part_0"] == (2, 1) and held["w/part_1"] == (1, 1) and held["b/part_0"] == ()
+
+    def step(iterator):
+        xb, yb = next(iterator)
+        with tw.GradientTape() as tape:
+            loss = tw.reduce_mean((tw.matmul(xb, w) + b - yb) ** 2)
+        grads = tape.gradient(loss, [w, b])
+        optimizer.apply_gradients(zip(grads, [w, b]))
+        return loss
+
+    coordinator = tw.distribute.experimental.coordinator.ClusterCoordinator(strategy)
+    iterator = iter(coordinator.create_per_worker_dataset(
+        lambda ctx: tw.data.Dataset.from_tensor_slices((x, y)).shard(2, ctx.input_pipeline_id).batch(4)))
+    coordinator.fetch([coordinator.schedule(step, args=(iterator,)) for _ in range(8)])      # 4 rounds
+    coordinator.shutdown()
+    rw, rb = tw.Variable(np.zeros((3, 1), np.float32)), tw.Variable(0.0)
+    reference = tw.keras.optimizers.SGD(0.2)
+    for r in range(4):
+        with tw.GradientTape() as tape:
+            loss = tw.reduce_mean((tw.matmul(x[8 * r:8 * r + 8], rw) + rb - y[8 * r:8 * r + 8]) ** 2)
+        reference.apply_gradients(zip(tape.gradient(loss, [rw, rb]), [rw, rb]))
+    np.testing.assert_allclose(w.numpy(), rw.numpy(), rtol=2e-5)
+    np.testing.assert_allclose(b.numpy(), rb.numpy(), rtol=2e-5)
+    assert abs(float(rb.numpy())) > 0

@@ -380,7 +380,8 @@ def push_gradients(optimizer, grads, variables):
         rows, values = _rows_of(v, step, g)
         for i, (ps, off, n) in enumerate(v._shards):
             if rows is None:
-                per_server.setdefault(ps, []).append((v._key, i, None, values[off:off + n]))
+                part = values if values.ndim == 0 else values[off:off + n]       # a scalar is one shard
+                per_server.setdefault(ps, []).append((v._key, i, None, part))
                 continue
             lo, hi = np.searchsorted(rows, [off, off + n])
             if hi > lo:
