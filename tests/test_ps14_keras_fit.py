@@ -77,9 +77,13 @@ def strategy():
     s = tw.distribute.experimental.ParameterServerStrategy(
         resolver, variable_partitioner=tw.distribute.experimental.partitioners.FixedShardsPartitioner(2),
         synchronous=True)
-    yield s
-    s.shutdown()
-    ray_cluster.shutdown()
+    try:
+        yield s
+    finally:
+        try:
+            s.shutdown()
+        finally:
+            ray_cluster.shutdown()
 
 
 def test_synchronous_fit_with_a_dataset_creator_equals_single_process_fit(strategy):
@@ -130,7 +134,9 @@ def test_fit_errors_under_the_strategy(strategy):
         model.fit(np.zeros((4, FIELDS), np.int64), np.zeros((4, 1), np.float32), steps_per_epoch=2, verbose=0)
 
 
-def test_raw_trainable_variables_made_in_the_scope_live_on_the_servers(strategy):
+@pytest.mark.parametrize("traced", [False, True], ids=["python", "tw_function"])
+def test_raw_trainable_variables_made_in_the_scope_live_on_the_servers(strategy, traced):
+    """... trained by a scheduled Python function, or a tw.function traced once per worker."""
     rng = np.random.default_rng(1)
     x = rng.random((32, 3)).astype(np.float32)
     y = x @ np.array([[1.0], [-2.0], [0.5]], np.float32) + 0.3
@@ -144,19 +150,25 @@ def test_raw_trainable_variables_made_in_the_scope_live_on_the_servers(strategy)
     held = {k: v for shapes in strategy.server_shapes() for k, v in shapes.items()}
     assert held["w/part_0"] == (2, 1) and held["w/part_1"] == (1, 1) and held["b/part_0"] == ()
 
+    traces = []
+
     def step(iterator):
+        traces.append(1)              # Python: runs when traced (once), or every call when eager
         xb, yb = next(iterator)
         with tw.GradientTape() as tape:
             loss = tw.reduce_mean((tw.matmul(xb, w) + b - yb) ** 2)
         grads = tape.gradient(loss, [w, b])
         optimizer.apply_gradients(zip(grads, [w, b]))
-        return loss
+        return loss, tw.constant(len(traces))
 
     coordinator = tw.distribute.experimental.coordinator.ClusterCoordinator(strategy)
     iterator = iter(coordinator.create_per_worker_dataset(
         lambda ctx: tw.data.Dataset.from_tensor_slices((x, y)).shard(2, ctx.input_pipeline_id).batch(4)))
-    coordinator.fetch([coordinator.schedule(step, args=(iterator,)) for _ in range(8)])      # 4 rounds
+    fn = tw.function(step) if traced else step
+    results = coordinator.fetch([coordinator.schedule(fn, args=(iterator,)) for _ in range(8)])      # 4 rounds
     coordinator.shutdown()
+    calls = sorted(int(n) for _, n in results)
+    assert calls == ([1] * 8 if traced else [1, 1, 2, 2, 3, 3, 4, 4])    # traced once on each worker
     rw, rb = tw.Variable(np.zeros((3, 1), np.float32)), tw.Variable(0.0)
     reference = tw.keras.optimizers.SGD(0.2)
     for r in range(4):
