@@ -6,6 +6,7 @@
 >>> v.numpy()
 array([2., 3.], dtype=float32)
 """
+import contextvars
 import sys
 import threading
 import types
@@ -51,6 +52,9 @@ def _next_uid():
 
 
 _global_variable_factory = None   # the distribute package's: makes a global variable
+# ParameterServerStrategy.scope() sets a hook: ``hook(*args, **kwargs)`` of ``tw.Variable(...)``
+# returns the variable it placed elsewhere (not a Variable), or None for an ordinary one
+variable_hook = contextvars.ContextVar("tensorweave_variable_hook", default=None)
 
 
 def set_global_variable_factory(fn):
@@ -72,7 +76,9 @@ class Variable:
 
     def __new__(cls, *args, placement=None, sbp=None, **kwargs):
         if placement is None and sbp is None:
-            return object.__new__(cls)
+            hook = variable_hook.get() if cls is Variable else None
+            made = None if hook is None else hook(*args, **kwargs)
+            return object.__new__(cls) if made is None else made     # (not a Variable: no __init__ runs)
         if _global_variable_factory is None:
             raise ValueError("Variable: placement=/sbp= need the distribute package, loaded on first use. "
                              "Hint: import tensorweave.distribute (tw.placement and tw.sbp load it)")

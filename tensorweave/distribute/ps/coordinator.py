@@ -93,8 +93,12 @@ class PerWorkerDataset:
 
 
 class _Closure:
-    def __init__(self, fn_token, fn_ref, args, kwargs, seq):
+    """A scheduled call: ``seq`` its place among the training functions (None for a read-only
+    one: it takes no part in synchronous rounds)."""
+
+    def __init__(self, fn_token, fn_ref, args, kwargs, seq, number):
         self.fn_token, self.fn_ref, self.args, self.kwargs, self.seq = fn_token, fn_ref, args, kwargs, seq
+        self.number = number
         self.value = RemoteValue()
 
 
@@ -108,6 +112,7 @@ class ClusterCoordinator:
         import ray
         strategy._ensure_cluster()
         self.strategy = strategy
+        strategy._coordinator = self          # Keras fit uses this one (coordinator_of)
         self._cluster = strategy._cluster
         self._n = strategy._num_workers
         self._sync = strategy.synchronous
@@ -117,10 +122,13 @@ class ClusterCoordinator:
         self._queues = [collections.deque() for _ in range(self._n if self._sync else 1)]
         self._unfinished = 0
         self._errors = []
-        self._seq = 0
+        self._seq = 0                # training functions scheduled (synchronous rounds count these)
+        self._number = 0             # every function scheduled
         self._fns = {}               # id(fn) -> (token, ref, fn)
         self._closed = False
         self.restarts = [0] * self._n
+        # asynchronous steps start pulling what the next step reads whole when they end (pull_ahead)
+        self.pull_ahead = True
         self._threads = [threading.Thread(target=self._serve, args=(i,), daemon=True, name=f"tw-ps-worker-{i}")
                          for i in range(self._n)]
         for t in self._threads:
@@ -129,21 +137,30 @@ class ClusterCoordinator:
     # ---- API ----------------------------------------------------------------------------------
     def schedule(self, fn, args=None, kwargs=None):
         """Queues ``fn(*args, **kwargs)`` for a worker; returns its :class:`RemoteValue`."""
+        return self._schedule(fn, args, kwargs)
+
+    def _schedule(self, fn, args=None, kwargs=None, read_only=False):
+        """``schedule``; a ``read_only`` function (an evaluation step: it pushes nothing) is
+        outside the synchronous rounds: it reads the parameters as they are."""
         import ray
-        fn = getattr(fn, "python_function", fn)      # a tw.function runs eagerly on the worker
+        from tensorweave.distribute.ps.traced import TracedFunction
         with self._lock:
             entry = self._fns.get(id(fn))
         if entry is None:
-            _variable.stamp_optimizers(fn)
-            entry = (uuid.uuid4().hex, ray.put(fn), fn)       # the workers keep it under this token
+            python_function = getattr(fn, "python_function", None)    # a tw.function: traced on each worker
+            _variable.stamp_optimizers(python_function or fn)
+            shipped = fn if python_function is None else TracedFunction(python_function)
+            entry = (uuid.uuid4().hex, ray.put(shipped), fn)       # the workers keep it under this token
             with self._lock:
                 self._fns[id(fn)] = entry
         with self._cond:
             if self._closed:
                 raise RuntimeError("ClusterCoordinator: schedule after the coordinator was shut down")
-            closure = _Closure(entry[0], entry[1], tuple(args or ()), dict(kwargs or {}), self._seq)
-            self._queues[self._seq % self._n if self._sync else 0].append(closure)
-            self._seq += 1
+            seq = None if read_only else self._seq
+            closure = _Closure(entry[0], entry[1], tuple(args or ()), dict(kwargs or {}), seq, self._number)
+            self._queues[(self._number if read_only else self._seq) % self._n if self._sync else 0].append(closure)
+            self._number += 1
+            self._seq += 0 if read_only else 1
             self._unfinished += 1
             self._cond.notify_all()
         return closure.value
@@ -213,8 +230,9 @@ class ClusterCoordinator:
         from tensorweave.distribute.ray.cluster import _original
         iterators = _iterators_in((closure.args, closure.kwargs))
         info = {"worker": index, "num_workers": self._n, "servers": self.strategy._servers,
-                "round": self._round0 + closure.seq // self._n if self._sync else None,
-                "slot": closure.seq % self._n, "number": closure.seq, "consumed": {it._id: it._consumed[index] for it in iterators},
+                "round": self._round0 + closure.seq // self._n if self._sync and closure.seq is not None else None,
+                "slot": (closure.seq or 0) % self._n, "number": closure.number, "pull_ahead": self.pull_ahead,
+                "consumed": {it._id: it._consumed[index] for it in iterators},
                 "datasets": {it._id: it._dataset_ref for it in iterators}}
         for attempt in range(MAX_RESTARTS + 1):
             actor, generation = self._cluster.workers[index], self._cluster._generation
@@ -260,6 +278,7 @@ class _CountingIterator:
     def __init__(self, iterator, start):
         self._it = iterator
         self.count = 0
+        self._back = []
         for _ in range(start):                 # a rebuilt dataset skips what completed steps read
             next(self._it)
             self.count += 1
@@ -268,9 +287,14 @@ class _CountingIterator:
         return self
 
     def __next__(self):
-        value = next(self._it)
+        value = self._back.pop() if self._back else next(self._it)
         self.count += 1
         return value
+
+    def unread(self, value):
+        """Puts ``value`` back: the next ``next`` gives it again."""
+        self._back.append(value)
+        self.count -= 1
 
     def get_next(self):
         return next(self)
@@ -313,8 +337,14 @@ def _worker_step(worker, fn_box, token, args, kwargs, info):
     guard = weight_creator.set(_no_new_weights)
     try:
         dense = worker.store.setdefault("ps_dense_reads", {})
-        out = _run_step(fn, args, kwargs, info, step, iterators, dense.get(token, []))
+        ahead = worker.store.setdefault("ps_pull_ahead", {})
+        out = _run_step(fn, args, kwargs, info, step, iterators, dense.get(token, []), ahead.pop(token, None))
         dense[token] = step.dense_reads
+        from tensorweave.distribute.ps.traced import TracedFunction
+        if info["pull_ahead"] and step.round is None and not isinstance(fn, TracedFunction):
+            # asynchronous only: a synchronous pull ahead would wait on the server for a round
+            # that may never come (holding one of its concurrent calls)
+            ahead[token] = _variable.pull_ahead(step)
         return out
     finally:
         weight_creator.reset(guard)
@@ -326,10 +356,13 @@ def _no_new_weights(layer, name, shape, **_):
                        "scheduling steps, so its weights live on the parameter servers")
 
 
-def _run_step(fn, args, kwargs, info, step, iterators, dense_reads):
+def _run_step(fn, args, kwargs, info, step, iterators, dense_reads, ahead=None):
     import ray
+    from tensorweave.distribute.ps.traced import TracedFunction
+    traced = isinstance(fn, TracedFunction)
     with _variable.step_scope(step):
-        _variable.prefetch(step, dense_reads)
+        if not traced:
+            _variable.prefetch(step, dense_reads, ahead)
         for it_id, ref_box in info["datasets"].items():
             if it_id not in iterators:
                 dataset_fn = ray.get(ref_box[0])
@@ -337,7 +370,8 @@ def _run_step(fn, args, kwargs, info, step, iterators, dense_reads):
                 dataset = _strategy.call_dataset_fn(dataset_fn, ctx)
                 iterators[it_id] = _CountingIterator(iter(dataset), info["consumed"][it_id])
         try:
-            result = fn(*_substitute(args, iterators), **_substitute(kwargs, iterators))
+            result = (fn.run(args, kwargs, step, iterators) if traced
+                      else fn(*_substitute(args, iterators), **_substitute(kwargs, iterators)))
         finally:
             # a synchronous round completes even when this step raised (the error surfaces)
             _variable.finish_round(step, info["servers"])

@@ -15,7 +15,13 @@ done; a pull that waits for a synchronous round yields to the pushes that comple
   does not depend on arrival order) is applied once and ``version`` goes up by one; a push for
   a round already applied (a step re-run after its worker died) is ignored.
 - ``save(path)``/``restore(path)``: the shards, optimizer variables and version as
-  safetensors (plain arrays, no pickle); an actor restarted by Ray restores the last save.
+  safetensors (plain arrays, no pickle). With a checkpoint path every change (``create``,
+  ``assign``, ``push``) is also written to a journal before it is applied (``journal.py``), and
+  a save empties the journal: an actor restarted by Ray (after ``kill -9``) loads the last save
+  and replays the journal, so it has exactly the state it had when it died, half-complete
+  synchronous rounds included; the calls that were in flight are sent again by Ray (a
+  synchronous push seen twice is ignored, so synchronous training continues as if nothing had
+  happened: final weights equal a failure-free run; asynchronous pushes are at-least-once).
 """
 import asyncio
 import json
@@ -33,13 +39,19 @@ class ParameterServer:
         self._vars = {}            # (key, shard) -> tw.Variable
         self._names = {}           # (key, shard) -> name
         self._optimizers = {}      # optimizer config (JSON) -> optimizer
-        self._pending = {}         # round -> {slot: (trained, parts)}
+        self._pending = {}         # round -> {slot: (optimizer key, trained, parts)}
+        self._round_slots = {}     # round -> its number of slots
         self._cond = None
         self._checkpoint_path = checkpoint_path
         self.restored = False
+        self._journal = None
         if checkpoint_path and os.path.exists(checkpoint_path):
             self._restore(checkpoint_path)
             self.restored = True
+        if checkpoint_path:
+            self.restored |= self._replay(checkpoint_path + ".journal")
+            from tensorweave.distribute.ps.journal import Journal
+            self._journal = Journal(checkpoint_path + ".journal")
 
     def _condition(self):
         if self._cond is None:
@@ -48,11 +60,16 @@ class ParameterServer:
 
     # ---- variables ----------------------------------------------------------------------------
     async def create(self, key, shard, value, name):
+        self._log({"op": "create", "key": key, "shard": int(shard), "name": name}, [np.asarray(value)])
+        self._create(key, shard, value, name)
+
+    def _create(self, key, shard, value, name):
         import tensorweave as tw
         self._vars[(key, int(shard))] = tw.Variable(np.asarray(value), name=f"{name}/part_{shard}")
         self._names[(key, int(shard))] = f"{name}/part_{shard}"
 
     async def assign(self, key, shard, value):
+        self._log({"op": "assign", "key": key, "shard": int(shard)}, [np.asarray(value)])
         self._var(key, shard).assign(np.asarray(value))
 
     def _var(self, key, shard):
@@ -135,16 +152,29 @@ class ParameterServer:
             opt.iterations.assign_add(np.int64(1))
 
     async def push(self, key, round, slot, num_slots, trained, parts):
+        if round is not None and round < self.version:
+            return self.version                      # a re-run of a step whose round was applied
+        self._log_push(key, round, slot, num_slots, trained, parts)
+        if self._push(key, round, slot, num_slots, trained, parts):
+            cond = self._condition()
+            async with cond:
+                cond.notify_all()
+        return self.version
+
+    def _push(self, key, round, slot, num_slots, trained, parts):
+        """Applies or keeps a push; True when a round (or an asynchronous update) was applied."""
         if round is None:
             self._apply(key, [parts], 1)
             self.version += 1
-            return self.version
+            return True
         if round < self.version:
-            return self.version                      # a re-run of a step whose round was applied
+            return False
         self._pending.setdefault(int(round), {})[int(slot)] = (key, trained, parts)
+        self._round_slots[int(round)] = int(num_slots)
         applied = False
         while len(self._pending.get(self.version, ())) == num_slots:
             got = self._pending.pop(self.version)
+            self._round_slots.pop(self.version, None)
             entries = [got[s] for s in range(num_slots)]
             keys = {k for k, t, _ in entries if t}
             if len(keys) > 1:
@@ -153,11 +183,37 @@ class ParameterServer:
                 self._apply(keys.pop(), [p for _, t, p in entries if t], 1.0 / num_slots)
             self.version += 1
             applied = True
-        if applied:
-            cond = self._condition()
-            async with cond:
-                cond.notify_all()
-        return self.version
+        return applied
+
+    # ---- the journal ------------------------------------------------------------------------
+    def _log(self, header, arrays):
+        if self._journal is not None:
+            self._journal.append(header, arrays)
+
+    def _log_push(self, key, round, slot, num_slots, trained, parts):
+        self._log({"op": "push", "key": key, "round": round, "slot": int(slot), "num_slots": int(num_slots),
+                   "trained": bool(trained), "parts": [[k, int(i), rows is not None] for k, i, rows, _ in parts]},
+                  [np.asarray(a) for _, _, rows, values in parts for a in ([] if rows is None else [rows]) + [values]])
+
+    def _replay(self, path):
+        """Re-applies the journal's records (the changes since the last save); True if any."""
+        from tensorweave.distribute.ps.journal import read
+        any_record = False
+        for header, arrays in read(path):
+            any_record = True
+            op = header["op"]
+            if op == "create":
+                self._create(header["key"], header["shard"], arrays[0], header["name"])
+            elif op == "assign":
+                self._var(header["key"], header["shard"]).assign(arrays[0])
+            else:
+                parts, it = [], iter(arrays)
+                for vkey, shard, has_rows in header["parts"]:
+                    rows = next(it) if has_rows else None
+                    parts.append((vkey, shard, rows, next(it)))
+                self._push(header["key"], header["round"], header["slot"], header["num_slots"], header["trained"],
+                           parts)
+        return any_record
 
     # ---- checkpoints --------------------------------------------------------------------------
     async def save(self, path=None):
@@ -181,6 +237,13 @@ class ParameterServer:
         tmp = path + ".tmp"
         save_file(tensors, tmp, metadata=meta)
         os.replace(tmp, path)
+        if self._journal is not None and path == self._checkpoint_path:
+            # the save holds every applied change; the pushes of rounds not complete yet are
+            # not in it (their workers will not push them again): they start the new journal
+            self._journal.truncate()
+            for r, slots in sorted(self._pending.items()):
+                for slot, (key, trained, parts) in sorted(slots.items()):
+                    self._log_push(key, r, slot, self._round_slots[r], trained, parts)
         return self.version
 
     def _restore(self, path):

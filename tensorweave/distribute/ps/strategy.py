@@ -20,6 +20,12 @@ every worker of a round reads the same parameters, and the servers apply the ave
 round's gradients once — with equal per-worker batches this is the single-process step on
 the concatenated batch (tested to rtol 2e-5).
 
+``checkpoint_dir`` (a tensorweave addition; shared storage on a multi-node cluster): each
+server journals every change and ``save()`` writes its state and empties the journal; a
+server process that dies is restarted by Ray, loads its last save, replays its journal and
+answers the calls that were in flight, so training (synchronous too) continues where it was:
+the final weights equal a failure-free run's.
+
 >>> import tensorweave as tw
 >>> resolver = tw.distribute.cluster_resolver.SimpleClusterResolver(
 ...     tw.train.ClusterSpec({"worker": ["w0", "w1"], "ps": ["ps0", "ps1"]}))
@@ -33,6 +39,7 @@ the concatenated batch (tested to rtol 2e-5).
 >>> strategy.shutdown()
 """
 import contextlib
+import contextvars
 import inspect
 import uuid
 
@@ -40,6 +47,13 @@ import numpy as np
 
 from tensorweave.distribute.ps.variable import ShardedVariable
 
+_current = contextvars.ContextVar("tensorweave_ps_strategy", default=None)
+
+
+def ps_strategy():
+    """The ``ParameterServerStrategy`` whose ``scope()`` is active here, or None (a model compiled
+    inside trains with it: ``keras_fit.py``)."""
+    return _current.get()
 
 
 class SimpleClusterResolver:
@@ -136,9 +150,6 @@ class ParameterServerStrategy:
         self._partitioner = variable_partitioner
         self.synchronous = bool(synchronous)
         self._id = uuid.uuid4().hex[:8]
-        if checkpoint_dir and self.synchronous:
-            raise ValueError("ParameterServerStrategy: checkpoint_dir (servers restarted from their last save) is "
-                             "supported for asynchronous training only: a restored server's rounds would go back")
         self._checkpoint_dir = checkpoint_dir
         self._cluster = None
         self._own_cluster = False
@@ -162,8 +173,8 @@ class ParameterServerStrategy:
                              f"cluster has {c.num_workers}. Hint: tw.distribute.shutdown() first")
         self._cluster = c
         from tensorweave.distribute.ps.server import ParameterServer
-        # with a checkpoint directory a server killed is restarted by Ray (restoring its last
-        # save in __init__) and the calls in flight to it are sent again to the new one
+        # with a checkpoint directory a server killed is restarted by Ray (its last save and
+        # journal replayed in __init__) and the calls in flight to it are sent again to the new one
         restart = {"max_restarts": -1, "max_task_retries": -1} if self._checkpoint_dir else {"max_restarts": 0}
         actor = ray.remote(num_cpus=0, max_concurrency=64, **restart)(ParameterServer)
         paths = [None] * self._num_ps
@@ -204,18 +215,54 @@ class ParameterServerStrategy:
     def scope(self):
         """Keras weights created inside live on the parameter servers."""
         from tensorweave.keras.engine.layer import weight_creator
+        from tensorweave.ops.variables import variable_hook
         self._ensure_cluster()
         token = weight_creator.set(self._create_weight)
+        current = _current.set(self)
+        raw = variable_hook.set(self._create_raw)
         try:
             yield self
         finally:
+            variable_hook.reset(raw)
+            _current.reset(current)
             weight_creator.reset(token)
 
     def _create_weight(self, layer, name, shape, dtype, initializer, trainable, constraint):
-        import ray
         if constraint is not None:
             raise NotImplementedError(f"ParameterServerStrategy: weight '{name}' has a constraint; constraints are "
                                       "not applied on parameter servers yet")
+
+        def shard_value(i, lo, hi, shape=[int(d) for d in shape]):
+            init = _shard_initializer(initializer, shape, hi - lo, i) if shape else initializer
+            return init([hi - lo] + shape[1:] if shape else [], dtype=dtype).numpy()
+        return self._place(name, shape, dtype, trainable, shard_value)
+
+    def _create_raw(self, initial_value=None, trainable=True, name=None, dtype=None, shape=None, *args, **kwargs):
+        """``tw.Variable(...)`` in the scope: a trainable variable goes to the servers (cut by the
+        partitioner like a Keras weight); a non-trainable one (a metric's state, a counter) stays
+        an ordinary variable where it is made (TF puts those on the servers too)."""
+        from tensorweave.distribute.ps.variable import current_step
+        if not trainable or kwargs.get("synchronization") is not None or current_step() is not None:
+            return None
+        if initial_value is None:
+            raise ValueError("Variable: initial_value must be given")
+        if kwargs.get("constraint") is not None or (len(args) > 1 and args[1] is not None):
+            raise NotImplementedError(f"ParameterServerStrategy: variable '{name or 'Variable'}' has a constraint; "
+                                      "constraints are not applied on parameter servers yet")
+        from tensorweave.core.convert import convert_to_tensor
+        value = initial_value() if callable(initial_value) else initial_value
+        value = np.asarray(convert_to_tensor(value, dtype=dtype).numpy())
+        if shape is not None and list(value.shape) != [int(d) for d in shape]:
+            raise ValueError(f"Variable '{name or 'Variable'}' under ParameterServerStrategy: the initial value's "
+                             f"shape {list(value.shape)} is not shape={list(shape)}")
+        base = (name or "Variable").rstrip("/").split(":")[0]
+        return self._place(base, list(value.shape), value.dtype, True,
+                           lambda i, lo, hi: value[lo:hi] if value.ndim else value)
+
+    def _place(self, name, shape, dtype, trainable, shard_value):
+        """A :class:`ShardedVariable` whose shard ``i`` (rows ``lo:hi``) starts as
+        ``shard_value(i, lo, hi)``, each shard made and sent to its server one at a time."""
+        import ray
         shape = [int(d) for d in shape]
         parts = [1] * max(len(shape), 1)
         if self._partitioner is not None and shape:
@@ -231,8 +278,7 @@ class ParameterServerStrategy:
         for i, (lo, hi) in enumerate(bounds):
             ps = self._next_server % self._num_ps
             self._next_server += 1
-            init = _shard_initializer(initializer, shape, hi - lo, i) if shape else initializer
-            value = np.asarray(init([hi - lo] + shape[1:] if shape else [], dtype=dtype).numpy())
+            value = np.asarray(shard_value(i, lo, hi))
             ray.get(self._servers[ps].create.remote(key, i, value, name))     # one shard in memory at a time
             del value
             shards.append((ps, lo, hi - lo))

@@ -51,6 +51,10 @@ class Step:
         self.locals = {}          # variable key -> (local tw.Variable, unique global rows or None)
         self.dense_reads = []     # the variables read whole (prefetched by the next step)
         self.pushed = False
+        # while a traced function (``traced.py``) is traced: the worker's lasting local copies
+        # (the graph captures them; each run refills them first) and the pushes, kept for after the run
+        self.mirrors = None
+        self.collected = None
 
     @property
     def min_version(self):
@@ -154,9 +158,26 @@ class ShardedVariable:
             out[a:b] = rows
         return out
 
+    def _mirror(self, step):
+        """The worker's lasting copy of this variable (a traced function's graph captures it)."""
+        from tensorweave.core.context import init_scope
+        from tensorweave.ops.variables import Variable
+        m = step.mirrors.get(self._key)
+        with init_scope():                       # (while tracing: now, not in the graph)
+            if m is None:
+                m = step.mirrors[self._key] = Variable(self._pull_dense(step.min_version), trainable=self.trainable,
+                                                       name=self._name.split("/")[-1])
+            elif self not in step.dense_reads:   # a new trace of the function: fresh values
+                m.assign(self._pull_dense(step.min_version))
+        if self not in step.dense_reads:
+            step.dense_reads.append(self)
+        return m
+
     def _local(self, step):
         """This step's dense local copy (pulled on first use)."""
         from tensorweave.ops.variables import Variable
+        if step.mirrors is not None:
+            return self._mirror(step)
         entry = step.locals.get(self._key)
         if entry is None:
             entry = (Variable(self._pull_dense(step.min_version), trainable=self.trainable,
@@ -171,6 +192,10 @@ class ShardedVariable:
 
     # ---- reading ----------------------------------------------------------------------------------
     def read_value(self):
+        if _shape_only():
+            # a trace for output shapes only (Keras' functional API): a stand-in, nothing pulled
+            from tensorweave.ops.array_ops import placeholder
+            return placeholder(self._dtype, self._shape)
         step = current_step()
         if step is None:
             from tensorweave.ops.array_ops import constant
@@ -198,6 +223,12 @@ class ShardedVariable:
         """Rows ``indices`` (any shape of int ids); only the unique rows travel."""
         from tensorweave.ops.array_ops import constant, gather, reshape
         from tensorweave.ops.variables import Variable
+        if _shape_only():
+            return gather(self.read_value(), indices)
+        step = current_step()
+        if step is not None and step.mirrors is not None:
+            from tensorweave.distribute.ps.traced import NeedsEager
+            raise NeedsEager(f"a lookup of the sharded table '{self._name}'")
         ids = np.asarray(indices.numpy() if hasattr(indices, "numpy") else indices)
         if not np.issubdtype(ids.dtype, np.integer):
             raise TypeError(f"embedding_lookup: ids for '{self._name}' must be integers, got {ids.dtype}")
@@ -232,6 +263,8 @@ class ShardedVariable:
             raise errors.FailedPreconditionError(
                 f"ShardedVariable '{self._name}' is differentiated inside a step scheduled with "
                 "ClusterCoordinator.schedule (on a worker), not on the coordinator")
+        if step.mirrors is not None:
+            return self._mirror(step).handle
         entry = step.locals.get(self._key)
         if entry is None:      # not read in this step: a handle no op uses (its gradient is None)
             from tensorweave.ops.variables import Variable
@@ -254,26 +287,63 @@ class ShardedVariable:
         push_gradients(optimizer, grads, variables)
 
 
-def prefetch(step, variables):
+def _shape_only():
+    from tensorweave.core.context import building_graph
+    return getattr(building_graph(), "shape_only", False)
+
+
+def prefetch(step, variables, ahead=None):
     """Pulls ``variables`` whole into ``step`` with one call per server (a step reads the
-    variables its previous run read whole: the dense layers)."""
+    variables its previous run read whole: the dense layers). ``ahead``: the pull the previous
+    step issued for this one when it ended (:func:`pull_ahead`), used when it is for this round."""
     from tensorweave.ops.variables import Variable
     if not variables:
         return
-    ray = _ray()
+    if ahead is not None and ahead[0] == step.round and ahead[1] == [v._key for v in variables]:
+        values = _resolve(variables, ahead[2])
+    else:
+        values = pull_whole(variables, step.min_version)
+    for v, value in zip(variables, values):
+        if step.mirrors is not None:
+            step.mirrors[v._key].assign(value)
+        else:
+            step.locals[v._key] = (Variable(value, trainable=v.trainable, name=v._name.split("/")[-1]), None)
+        step.dense_reads.append(v)
+
+
+def pull_whole(variables, min_version=0):
+    """The values of ``variables`` (whole), one call per server."""
+    return _resolve(variables, _pull_refs(variables, min_version))
+
+
+def pull_ahead(step):
+    """At the end of an asynchronous ``step``: starts pulling what the next step of the same
+    function on this worker will read whole, so the transfer overlaps the hand-over to the next
+    step (its values are those right after this step's push). ``(round, keys, refs)``."""
+    if not step.dense_reads or step.round is not None:
+        return None
+    return None, [v._key for v in step.dense_reads], _pull_refs(step.dense_reads, 0)
+
+
+def _pull_refs(variables, min_version):
     servers = variables[0]._servers
     requests = {}
     for v in variables:
         for i, (ps, _, _) in enumerate(v._shards):
             requests.setdefault(ps, []).append((v._key, i, None))
     order = sorted(requests)
-    results = ray.get([servers[ps].pull_many.remote(requests[ps], step.min_version) for ps in order])
+    return order, requests, [servers[ps].pull_many.remote(requests[ps], min_version) for ps in order]
+
+
+def _resolve(variables, pending):
+    order, requests, refs = pending
+    results = _ray().get(refs)
     got = {(key, i): value for ps, values in zip(order, results) for (key, i, _), value in zip(requests[ps], values)}
+    out = []
     for v in variables:
         parts = [got[(v._key, i)] for i in range(len(v._shards))]
-        value = parts[0] if len(parts) == 1 else np.concatenate(parts, axis=0)
-        step.locals[v._key] = (Variable(value, trainable=v.trainable, name=v._name.split("/")[-1]), None)
-        step.dense_reads.append(v)
+        out.append(parts[0] if len(parts) == 1 else np.concatenate(parts, axis=0))
+    return out
 
 
 def _install_operators():
@@ -354,6 +424,10 @@ def push_gradients(optimizer, grads, variables):
     it knows when the round is complete."""
     ray = _ray()
     step = current_step()
+    if step is not None and step.collected is not None:
+        # being traced: the gradients become outputs of the function, pushed after each run
+        step.collected.append((optimizer, list(grads), list(variables)))
+        return None
     if any(not isinstance(v, ShardedVariable) for v in variables):
         local = [v.name for v in variables if not isinstance(v, ShardedVariable)]
         raise TypeError(f"apply_gradients under ParameterServerStrategy: {local} are not parameter-server variables. "
@@ -369,7 +443,8 @@ def push_gradients(optimizer, grads, variables):
         rows, values = _rows_of(v, step, g)
         for i, (ps, off, n) in enumerate(v._shards):
             if rows is None:
-                per_server.setdefault(ps, []).append((v._key, i, None, values[off:off + n]))
+                part = values if values.ndim == 0 else values[off:off + n]       # a scalar is one shard
+                per_server.setdefault(ps, []).append((v._key, i, None, part))
                 continue
             lo, hi = np.searchsorted(rows, [off, off + n])
             if hi > lo:

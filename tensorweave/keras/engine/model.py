@@ -102,6 +102,8 @@ class Model(Layer):
         self._distribution = distribution()
         from tensorweave.distribute.ray.multi_worker import multi_worker_strategy
         self._multi_worker = multi_worker_strategy()      # fit runs on Ray workers (MultiWorkerMirroredStrategy)
+        from tensorweave.distribute.ps.strategy import ps_strategy
+        self._ps_strategy = ps_strategy()      # fit/evaluate scheduled on its workers (ParameterServerStrategy)
         names = list(getattr(self, "output_names", None) or ["output"])
         if isinstance(loss, (list, tuple)) and len(names) == 1 and len(loss) > 1:
             names = [f"output_{i + 1}" for i in range(len(loss))]
@@ -236,7 +238,8 @@ class Model(Layer):
     @property
     def distribute_strategy(self):
         """The distribution this model was compiled under (``tf.keras``' name), or None."""
-        return getattr(self, "_distribution", None) or getattr(self, "_multi_worker", None)
+        return (getattr(self, "_distribution", None) or getattr(self, "_multi_worker", None)
+                or getattr(self, "_ps_strategy", None))
 
     def _check_distribution(self):
         if getattr(self, "_distribution", None) is not None:
@@ -273,6 +276,11 @@ class Model(Layer):
             return self._multi_worker.fit(self, x, y, batch_size, epochs, verbose, callbacks, validation_split,
                                           validation_data, shuffle, class_weight, sample_weight, initial_epoch,
                                           steps_per_epoch, validation_steps, validation_batch_size, validation_freq)
+        if getattr(self, "_ps_strategy", None) is not None:
+            from tensorweave.distribute.ps.keras_fit import fit
+            return fit(self._ps_strategy, self, x, y, epochs, verbose, callbacks, validation_data, initial_epoch,
+                       steps_per_epoch, validation_steps, validation_freq)
+        x, validation_data = _local_creators(x, steps_per_epoch, validation_data, validation_steps)
         epochs = data_adapter.check_count(epochs, "epochs", minimum=0, allow_none=False)
         initial_epoch = data_adapter.check_count(initial_epoch, "initial_epoch", minimum=0, allow_none=False)
         validation_split = data_adapter.check_validation_split(validation_split)
@@ -347,6 +355,10 @@ class Model(Layer):
         """Loss and metrics on the given data (a list in ``metrics_names`` order, or a dict)."""
         from tensorweave.keras.callbacks import CallbackList
         self._assert_compiled()
+        if getattr(self, "_ps_strategy", None) is not None:
+            from tensorweave.distribute.ps.keras_fit import evaluate
+            return evaluate(self._ps_strategy, self, x, y, verbose, steps, callbacks, return_dict)
+        x, _ = _local_creators(x, steps, None, None, "evaluate")
         steps = data_adapter.check_count(steps, "steps")
         handler = data_adapter.DataHandler(x, y, sample_weight, batch_size, False, None, steps)
         verbose = 1 if verbose == "auto" else int(verbose)
@@ -465,6 +477,18 @@ class Model(Layer):
         from tensorweave.keras.engine.compile_utils import CompiledMetricsAPI
         self._assert_compiled()
         return CompiledMetricsAPI(self)
+
+
+def _local_creators(x, steps, validation_data, validation_steps, method="fit"):
+    """A ``DatasetCreator`` (``x``, or ``validation_data``) read in this process: one iterator of
+    its dataset for the whole call (epochs continue it, as TF); validation reads its dataset afresh
+    each time."""
+    from tensorweave.keras.utils.dataset_creator import DatasetCreator, local_dataset
+    if isinstance(x, DatasetCreator):
+        x = iter(local_dataset(x, steps, "steps_per_epoch" if method == "fit" else "steps", method))
+    if isinstance(validation_data, DatasetCreator):
+        validation_data = local_dataset(validation_data, validation_steps, "validation_steps", method)
+    return x, validation_data
 
 
 def _functional_arguments(args, kwargs):

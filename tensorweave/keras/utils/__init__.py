@@ -22,6 +22,7 @@ from tensorweave.keras.utils.plot import model_to_dot, plot_model  # noqa: F401
 from tensorweave.keras.utils.progbar import Progbar  # noqa: F401
 from tensorweave.keras.utils.py_dataset import PyDataset, Sequence  # noqa: F401
 from tensorweave.keras.utils.file_utils import get_file  # noqa: F401
+from tensorweave.keras.utils.dataset_creator import experimental  # noqa: F401
 
 
 def set_random_seed(seed):

@@ -1,0 +1,180 @@
+"""Keras ``model.fit`` under ParameterServerStrategy with a ``DatasetCreator`` (TF's "Parameter
+server training with Model.fit"): synchronous fit equals single-process fit on the global
+batches (rtol 2e-5), callbacks get the logs, evaluate works; without a strategy a DatasetCreator
+feeds fit in this process; the errors TF gives are given."""
+import sys
+
+import numpy as np
+import pytest
+
+import tensorweave as tw
+
+ROWS, FIELDS, BATCH, STEPS = 40, 3, 8, 4        # per-worker batch; steps per epoch (2 rounds of 2 workers)
+
+
+def _data():
+    rng = np.random.default_rng(4)
+    ids = rng.integers(0, ROWS, size=(4 * BATCH * STEPS, FIELDS)).astype(np.int64)
+    labels = (ids.sum(axis=1) % 3 == 0).astype(np.float32).reshape(-1, 1)
+    return ids, labels
+
+
+def _dataset_fn(input_context):
+    """Worker i reads rows i::n of the data, so round r's batches are global batch r's rows."""
+    ids, labels = _data()
+    return tw.data.Dataset.from_tensor_slices((ids, labels)).shard(
+        input_context.num_input_pipelines, input_context.input_pipeline_id).batch(BATCH).repeat()
+
+
+def _model():
+    tw.keras.utils.set_random_seed(11)
+    model = tw.keras.Sequential([tw.keras.Input(shape=(FIELDS,), dtype="int64"),
+                                 tw.keras.layers.Embedding(ROWS, 4, name="table"),
+                                 tw.keras.layers.Flatten(name="flat"),
+                                 tw.keras.layers.Dense(6, activation="relu", name="hidden"),
+                                 tw.keras.layers.Dense(1, name="logit")], name="ctr")
+    model.compile(tw.keras.optimizers.Adam(0.05), tw.keras.losses.BinaryCrossentropy(from_logits=True),
+                  metrics=[tw.keras.metrics.BinaryAccuracy(threshold=0.0)])
+    return model
+
+
+class _Logs(tw.keras.callbacks.Callback):
+    def __init__(self):
+        super().__init__()
+        self.batches, self.epochs = [], []
+
+    def on_train_batch_end(self, batch, logs=None):
+        self.batches.append((batch, dict(logs)))
+
+    def on_epoch_end(self, epoch, logs=None):
+        self.epochs.append((epoch, dict(logs)))
+
+
+def test_a_dataset_creator_feeds_single_process_fit_and_needs_steps():
+    model = _model()
+    creator = tw.keras.utils.experimental.DatasetCreator(
+        lambda ctx: tw.data.Dataset.from_tensor_slices(_data()).batch(2 * BATCH).repeat())
+    history = model.fit(creator, epochs=2, steps_per_epoch=STEPS // 2, verbose=0)
+    assert len(history.history["loss"]) == 2
+    with pytest.raises(ValueError, match=r"Model.fit: when `x` is a tw.keras.utils.experimental.DatasetCreator, the "
+                       r"`steps_per_epoch` argument must be given"):
+        model.fit(creator, epochs=1, verbose=0)
+    with pytest.raises(TypeError, match="DatasetCreator: `dataset_fn` must be a callable"):
+        tw.keras.utils.experimental.DatasetCreator(3)
+
+
+ray = pytest.importorskip("ray")
+from tensorweave.distribute.ray import cluster as ray_cluster  # noqa: E402
+
+ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])
+
+
+@pytest.fixture(scope="module")
+def strategy():
+    ray_cluster.connect(num_workers=2, timeout=120)
+    resolver = tw.distribute.cluster_resolver.SimpleClusterResolver(
+        tw.train.ClusterSpec({"worker": ["w0", "w1"], "ps": ["ps0", "ps1"]}))
+    s = tw.distribute.experimental.ParameterServerStrategy(
+        resolver, variable_partitioner=tw.distribute.experimental.partitioners.FixedShardsPartitioner(2),
+        synchronous=True)
+    try:
+        yield s
+    finally:
+        try:
+            s.shutdown()
+        finally:
+            ray_cluster.shutdown()
+
+
+def test_synchronous_fit_with_a_dataset_creator_equals_single_process_fit(strategy):
+    with strategy.scope():
+        model = _model()
+    assert isinstance(model.layers[0].embeddings, tw.distribute.ShardedVariable)
+    assert model.distribute_strategy is strategy
+    initial = [v.numpy() for v in model.weights]
+    logs = _Logs()
+    history = model.fit(tw.keras.utils.experimental.DatasetCreator(_dataset_fn), epochs=2, steps_per_epoch=STEPS,
+                        callbacks=[logs], verbose=0)
+    final = [v.numpy() for v in model.weights]
+
+    reference = _model()
+    reference.set_weights(initial)
+    ids, labels = _data()
+    want_logs = _Logs()
+    creator = tw.keras.utils.experimental.DatasetCreator(
+        lambda ctx: tw.data.Dataset.from_tensor_slices((ids, labels)).batch(2 * BATCH).repeat())
+    want = reference.fit(creator, epochs=2, steps_per_epoch=STEPS // 2, callbacks=[want_logs], verbose=0)
+    for a, b in zip(final, reference.get_weights()):
+        np.testing.assert_allclose(a, b, rtol=2e-5, atol=1e-7)
+    assert not np.allclose(final[0], initial[0])
+    for key in ("loss", "binary_accuracy"):
+        np.testing.assert_allclose(history.history[key], want.history[key], rtol=2e-5)
+    # every worker step's logs reach the callbacks in order; a round's end equals the global step's
+    assert [b for b, _ in logs.batches] == list(range(STEPS)) * 2
+    for (_, got), (_, wanted) in zip(logs.batches[1::2], want_logs.batches):
+        np.testing.assert_allclose(got["loss"], wanted["loss"], rtol=2e-5)
+    assert [e for e, _ in logs.epochs] == [0, 1]
+
+    # evaluate: read-only steps on the workers == single-process evaluate of the same batches
+    got = model.evaluate(tw.keras.utils.experimental.DatasetCreator(_dataset_fn), steps=STEPS, return_dict=True,
+                         verbose=0)
+    wanted = reference.evaluate(creator, steps=STEPS // 2, return_dict=True, verbose=0)
+    for key in ("loss", "binary_accuracy"):
+        np.testing.assert_allclose(got[key], wanted[key], rtol=2e-5)
+    np.testing.assert_array_equal(model.layers[0].embeddings.numpy(), final[0])     # evaluate trained nothing
+
+
+def test_fit_errors_under_the_strategy(strategy):
+    with strategy.scope():
+        model = _model()
+    with pytest.raises(ValueError, match=r"steps_per_epoch \(3\) must be a multiple of the 2 workers"):
+        model.fit(tw.keras.utils.experimental.DatasetCreator(_dataset_fn), steps_per_epoch=3, verbose=0)
+    with pytest.raises(TypeError, match=r"takes a tw.keras.utils.experimental.DatasetCreator \(or a "
+                       r"tw.data.Dataset\), got ndarray"):
+        model.fit(np.zeros((4, FIELDS), np.int64), np.zeros((4, 1), np.float32), steps_per_epoch=2, verbose=0)
+
+
+@pytest.mark.parametrize("traced", [False, True], ids=["python", "tw_function"])
+def test_raw_trainable_variables_made_in_the_scope_live_on_the_servers(strategy, traced):
+    """... trained by a scheduled Python function, or a tw.function traced once per worker."""
+    rng = np.random.default_rng(1)
+    x = rng.random((32, 3)).astype(np.float32)
+    y = x @ np.array([[1.0], [-2.0], [0.5]], np.float32) + 0.3
+    with strategy.scope():
+        w = tw.Variable(np.zeros((3, 1), np.float32), name="w")
+        b = tw.Variable(0.0, name="b")
+        counter = tw.Variable(0, trainable=False)
+        optimizer = tw.keras.optimizers.SGD(0.2)
+    assert isinstance(w, tw.distribute.ShardedVariable) and w.shard_shapes == [(2, 1), (1, 1)]
+    assert isinstance(b, tw.distribute.ShardedVariable) and type(counter) is tw.Variable
+    held = {k: v for shapes in strategy.server_shapes() for k, v in shapes.items()}
+    assert held["w/part_0"] == (2, 1) and held["w/part_1"] == (1, 1) and held["b/part_0"] == ()
+
+    traces = []
+
+    def step(iterator):
+        traces.append(1)              # Python: runs when traced (once), or every call when eager
+        xb, yb = next(iterator)
+        with tw.GradientTape() as tape:
+            loss = tw.reduce_mean((tw.matmul(xb, w) + b - yb) ** 2)
+        grads = tape.gradient(loss, [w, b])
+        optimizer.apply_gradients(zip(grads, [w, b]))
+        return loss, tw.constant(len(traces))
+
+    coordinator = tw.distribute.experimental.coordinator.ClusterCoordinator(strategy)
+    iterator = iter(coordinator.create_per_worker_dataset(
+        lambda ctx: tw.data.Dataset.from_tensor_slices((x, y)).shard(2, ctx.input_pipeline_id).batch(4)))
+    fn = tw.function(step) if traced else step
+    results = coordinator.fetch([coordinator.schedule(fn, args=(iterator,)) for _ in range(8)])      # 4 rounds
+    coordinator.shutdown()
+    calls = sorted(int(n) for _, n in results)
+    assert calls == ([1] * 8 if traced else [1, 1, 2, 2, 3, 3, 4, 4])    # traced once on each worker
+    rw, rb = tw.Variable(np.zeros((3, 1), np.float32)), tw.Variable(0.0)
+    reference = tw.keras.optimizers.SGD(0.2)
+    for r in range(4):
+        with tw.GradientTape() as tape:
+            loss = tw.reduce_mean((tw.matmul(x[8 * r:8 * r + 8], rw) + rb - y[8 * r:8 * r + 8]) ** 2)
+        reference.apply_gradients(zip(tape.gradient(loss, [rw, rb]), [rw, rb]))
+    np.testing.assert_allclose(w.numpy(), rw.numpy(), rtol=2e-5)
+    np.testing.assert_allclose(b.numpy(), rb.numpy(), rtol=2e-5)
+    assert abs(float(rb.numpy())) > 0
