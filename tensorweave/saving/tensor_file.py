@@ -281,6 +281,24 @@ def read_slice(path, name, index):
             raise _library_error(path, e) from None
 
 
+def map_tensor(path, name):
+    """``(data, dtype, shape)`` of one tensor: ``data`` a read-only ``uint8`` memory map of its
+    stored bytes (validated header first; nothing is read until used) — for a reader that
+    checks a byte range before copying part of it out."""
+    with _open(path) as f:
+        header, _ = _checked_header(path, f)
+        if name not in header:
+            raise TensorFileError(f"{os.fspath(path)}: no tensor named {name!r}")
+        entry = header[name]
+        dtype = _DTYPES[entry["dtype"]].newbyteorder("<")
+        begin, end = entry["data_offsets"]
+        f.seek(0)
+        start = 8 + struct.unpack("<Q", f.read(8))[0] + begin
+        if end == begin:
+            return np.empty(0, np.uint8), dtype, tuple(entry["shape"])
+        return np.memmap(f, np.uint8, "r", offset=start, shape=(end - begin,)), dtype, tuple(entry["shape"])
+
+
 def metadata_of_bytes(data, where):
     """The ``__metadata__`` of a tensor file held in memory (its header validated first)."""
     header, start = _header(where, io.BytesIO(data), len(data))
