@@ -42,7 +42,7 @@ import os
 import shutil
 import threading
 import uuid
-from concurrent.futures import ThreadPoolExecutor, wait
+from concurrent.futures import ThreadPoolExecutor, wait  # noqa: F401 - wait used by sharded_workers
 
 import numpy as np
 
@@ -119,7 +119,7 @@ def _check_plain(name, value):
                              "reduce it first (e.g. to_global(sbp=S(0)))")
 
 
-def write_rank(staging, rank, values, local_dir=None, upload=None):
+def write_rank(staging, rank, values, local_dir=None, upload=None, prefix="shards-rank"):
     """What one rank does — in this process, or on a worker of its own (a Ray actor, with its
     own pieces only): writes the pieces it owns of ``values`` (``{name: ShardedValue}``) as
     ``shards-rank<rank>.safetensors`` in the ``staging`` directory (fsynced there before this
@@ -128,9 +128,11 @@ def write_rank(staging, rank, values, local_dir=None, upload=None):
     ``local_dir``: write the file on this rank's own disk first (under ``local_dir``), then
     ``upload(local_path, staging_path)`` puts it into the staging directory — default
     :func:`~tensorweave.saving.tensor_file.copy_atomic` (copied, fsynced, renamed); a hook
-    for another store must be as durable before it returns. The local copy is removed after."""
+    for another store must be as durable before it returns. The local copy is removed after.
+    ``prefix``: of the file name (the driver writing its own values beside Ray workers' files
+    uses ``shards-host-rank``)."""
     tensors, records = {}, []
-    fname = f"shards-rank{int(rank)}.safetensors"
+    fname = f"{prefix}{int(rank)}.safetensors"
     for name, value in values.items():
         if rank not in value.placement.ranks:
             continue
@@ -337,11 +339,17 @@ def save_async(directory, values, metadata=None, run_ranks=None, overwrite=False
     snap = {n: ShardedValue(v.shape, v.dtype, v.placement, v.sbp,
                             {i: np.array(p) if copy else p for i, p in v.pieces.items()})
             for n, v in values.items()}
+    return in_background(lambda: save(directory, snap, metadata, run_ranks, overwrite), then)
+
+
+def in_background(save_fn, then=None):
+    """Runs ``save_fn()`` (returning a path), then ``then(path)``, on a thread of its own;
+    returns the :class:`SaveHandle`."""
     box = {}
 
     def work():
         try:
-            box["path"] = save(directory, snap, metadata, run_ranks, overwrite)
+            box["path"] = save_fn()
             if then is not None:
                 then(box["path"])
         except BaseException as e:  # noqa: BLE001 - handed to wait()
