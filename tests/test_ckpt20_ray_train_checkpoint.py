@@ -46,7 +46,7 @@ class Counter:
         monkeypatch.setattr(cluster, "run_each", run_each)
 
 
-def _array_bytes(x, seen=None):
+def _array_bytes(x):
     if isinstance(x, (np.ndarray, np.generic)):
         return x.nbytes
     if isinstance(x, dict):
@@ -185,3 +185,29 @@ def test_a_download_that_alters_a_file_fails_the_restore_with_its_name(cluster, 
     w3 = tw.Variable(np.zeros_like(W), placement=THREE, sbp=tw.sbp.split(0))
     with pytest.raises(Exception, match=r"variable 'w'.*shards-rank1.safetensors"):
         Checkpoint(w=w3).read(prefix, options=io)
+
+
+def _arm(worker, victim, stage):
+    from tensorweave.saving import atomic
+    if worker.rank == victim:
+        os.environ[atomic.CRASH_ENV] = stage
+        os.environ[atomic.CRASH_KILL_ENV] = "1"
+
+
+def test_a_worker_killed_during_a_manager_save_leaves_the_previous_checkpoint_latest(cluster, tmp_path):
+    # (last in the module: the killed worker is restarted, so variables made before are gone; every
+    # stage of a worker's write is killed in test_ckpt20_ray_checkpoint.py, through the same call)
+    stage = "sharded_file_partial_write"
+    w, v = _variables(TWO, THREE)
+    manager = CheckpointManager(Checkpoint(w=w, v=v), str(tmp_path), max_to_keep=3)
+    first = manager.save()
+    cluster.run(_arm, 1, stage)
+    with pytest.raises(ray.exceptions.RayActorError):
+        manager.save()
+    cluster.restart_worker(1)
+    assert manager.latest_checkpoint == first and manager.checkpoints == [first]
+    assert sharded.list_checkpoints(tmp_path) == [first + ".sharded"]
+    assert sorted(os.listdir(tmp_path)) == ["checkpoint", "ckpt-1.sharded"]     # no staging directory left
+    w2, v2 = (tw.Variable(np.zeros_like(a), placement=TWO, sbp=tw.sbp.split(0)) for a in (W, V))
+    Checkpoint(w=w2, v=v2).restore(manager.latest_checkpoint)
+    assert np.array_equal(w2.numpy(), W) and np.array_equal(v2.numpy(), V)

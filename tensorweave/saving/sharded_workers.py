@@ -216,7 +216,7 @@ def restore_on_worker(worker, directory, index, requests, local_dir=None, downlo
         files = set()
         for name, (i, (shape, _, placement, sbp, _keys)) in mine.items():
             region = shard_slices(tuple(shape), placement, normalize_sbp(sbp, placement, tuple(shape)))[i]
-            files.update(s["file"] for s in index["variables"][name]["shards"] if _overlaps(region, s) or not shape)
+            files.update(s["file"] for s in index["variables"][name]["shards"] if _overlaps(region, s))
         local = os.path.join(os.fspath(local_dir), f"rank{int(worker.rank)}",
                              f"{sharded.STAGING}download-{os.path.basename(source)}-{uuid.uuid4().hex[:8]}")
         os.makedirs(local)
