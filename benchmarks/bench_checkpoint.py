@@ -27,6 +27,8 @@ same bytes in the same run:
   process, ``FileSystemWriter(thread_count=ranks, sync_files=True)``) of the same pieces as a
   state dict of tensors, loaded in place;
 * ``single_file``: our single-file path (one process, gathered) for reference;
+* ``tensor_file_write``: one file of the model written and fsynced by ``tensor_file.write_tensors``
+  vs the safetensors library's ``serialize_file`` (+ fsync), alternated;
 * ``async_step``: an in-place SGD step over local variables, ms, without a save and while a
   ``CheckpointManager(async_save=True)`` save is in flight (the snapshot holds the variables'
   storage, so the first update of each copies it: copy-on-write).
@@ -180,9 +182,42 @@ def sharded_main(args):
         emit({"row": "single_file", "save_GB_per_s": round(gb / t_save, 3), "restore_GB_per_s": round(gb / t_load, 3)})
         os.remove(prefix + ".safetensors")
         async_step_row(base, arrays[:4], args.repeat)
+        writer_row(base, arrays, gb, args.repeat)
     finally:
         shutil.rmtree(base, ignore_errors=True)
     return 0
+
+
+def writer_row(base, arrays, gb, repeat):
+    """One tensor file of the model, fsynced: ``tensor_file.write_tensors`` (one ``write`` per
+    tensor into the descriptor it fsyncs) against the safetensors library's ``serialize_file``
+    (followed by an fsync of the file it made), alternated, GB/s."""
+    import safetensors
+    from tensorweave.saving import tensor_file
+    tensors = {f"w{i}": a for i, a in enumerate(arrays)}
+    path = os.path.join(base, "writer.safetensors")
+
+    def ours():
+        tensor_file.write_tensors(path, tensors)
+
+    def library():
+        specs, keep = tensor_file._specs(tensors)
+        safetensors.serialize_file(specs, path)
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+    times = {"ours": [], "library": []}
+    for _ in range(repeat):
+        for name, fn in (("ours", ours), ("library", library)):
+            t0 = time.perf_counter()
+            fn()
+            times[name].append(time.perf_counter() - t0)
+            os.remove(path)
+    emit({"row": "tensor_file_write", "ours_GB_per_s": round(gb / statistics.median(times["ours"]), 3),
+          "library_serialize_file_GB_per_s": round(gb / statistics.median(times["library"]), 3),
+          "load": os.getloadavg()[0]})
 
 
 def dcp_row(base, arrays, n, gb, repeat):

@@ -78,6 +78,8 @@ def test_read_region_reads_only_overlapping_shards(tmp_path, monkeypatch):
     seen = []
     real = sharded.tensor_file.read_slice
     monkeypatch.setattr(sharded.tensor_file, "read_slice", lambda f, k, i: seen.append(os.path.basename(f)) or real(f, k, i))
+    mapped = sharded.tensor_file.map_tensor     # (a part of a shard: read through a checked memory map)
+    monkeypatch.setattr(sharded.tensor_file, "map_tensor", lambda f, k: seen.append(os.path.basename(f)) or mapped(f, k))
     got = sharded.read_region(path, "x", (slice(2, 4), slice(1, 3)))
     np.testing.assert_array_equal(got, x[2:4, 1:3])
     assert seen == ["shards-rank1.safetensors"]

@@ -77,7 +77,8 @@ def _prepare_path(path, overwrite):
 def _save(path, values, metadata, overwrite):
     path = os.fspath(path)
     _prepare_path(path, overwrite)
-    sharded.save(path, values, metadata, overwrite=overwrite)
+    from tensorweave.train._sharded import save_values
+    save_values(path, values, metadata, overwrite=overwrite)     # (pieces on Ray workers: they write them)
 
 
 def save_weights(model, filepath, overwrite=True):

@@ -408,8 +408,8 @@ def _save(obj, export_dir, signatures=None, options=None, extra=None, sources=No
         files[VARIABLES_FILE.replace(os.sep, "/")] = hashlib.sha256(weights).hexdigest()
         del weights
         if shards:
-            from tensorweave.saving import sharded
-            sharded.save(os.path.join(tmp, SHARDED_DIR), shards, {"format": FORMAT + ".variables"})
+            from tensorweave.train._sharded import save_values
+            save_values(os.path.join(tmp, SHARDED_DIR), shards, {"format": FORMAT + ".variables"})
             for fname in sorted(os.listdir(os.path.join(tmp, SHARDED_DIR))):
                 files[f"{SHARDED_DIR.replace(os.sep, '/')}/{fname}"] = _hash_file(os.path.join(tmp, SHARDED_DIR, fname))
         for name, a in assets.items():

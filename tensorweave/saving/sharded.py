@@ -42,7 +42,7 @@ import os
 import shutil
 import threading
 import uuid
-from concurrent.futures import ThreadPoolExecutor, wait
+from concurrent.futures import ThreadPoolExecutor, wait  # noqa: F401 - wait used by sharded_workers
 
 import numpy as np
 
@@ -57,6 +57,8 @@ VERSION = 1
 INDEX = "index.json"
 MARKER = "commit_success"
 MAX_SHARDS = 1 << 16
+CHUNK_BYTES = 1 << 20      # a shard's CRC-32 block (partial reads check only the blocks they read)
+MAX_CHUNKS = 4096
 STAGING = ".sharded-tmp-"
 _POOL_SIZE = 8
 _pool = [None]
@@ -117,7 +119,7 @@ def _check_plain(name, value):
                              "reduce it first (e.g. to_global(sbp=S(0)))")
 
 
-def write_rank(staging, rank, values, local_dir=None, upload=None):
+def write_rank(staging, rank, values, local_dir=None, upload=None, prefix="shards-rank"):
     """What one rank does — in this process, or on a worker of its own (a Ray actor, with its
     own pieces only): writes the pieces it owns of ``values`` (``{name: ShardedValue}``) as
     ``shards-rank<rank>.safetensors`` in the ``staging`` directory (fsynced there before this
@@ -126,9 +128,11 @@ def write_rank(staging, rank, values, local_dir=None, upload=None):
     ``local_dir``: write the file on this rank's own disk first (under ``local_dir``), then
     ``upload(local_path, staging_path)`` puts it into the staging directory — default
     :func:`~tensorweave.saving.tensor_file.copy_atomic` (copied, fsynced, renamed); a hook
-    for another store must be as durable before it returns. The local copy is removed after."""
+    for another store must be as durable before it returns. The local copy is removed after.
+    ``prefix``: of the file name (the driver writing its own values beside Ray workers' files
+    uses ``shards-host-rank``)."""
     tensors, records = {}, []
-    fname = f"shards-rank{int(rank)}.safetensors"
+    fname = f"{prefix}{int(rank)}.safetensors"
     for name, value in values.items():
         if rank not in value.placement.ranks:
             continue
@@ -142,8 +146,8 @@ def write_rank(staging, rank, values, local_dir=None, upload=None):
             raise ValueError(f"sharded save: variable {name!r} on rank {rank}: piece is {list(piece.shape)} "
                              f"{piece.dtype}, its layout {value.sbp} gives {list(want)} {value.dtype}")
         tensors[name] = piece
-        records.append({"name": name, "file": fname, "key": name, "crc32": piece_crc(piece),
-                        "start": [sl.start for sl in region], "stop": [sl.stop for sl in region]})
+        records.append(dict(_crc_fields(piece), name=name, file=fname, key=name,
+                            start=[sl.start for sl in region], stop=[sl.stop for sl in region]))
     if tensors:
         meta = {"format": FORMAT + ".shards"}
         target = os.path.join(staging, fname)
@@ -172,6 +176,26 @@ def piece_crc(a):
     return checksum.crc32(a)
 
 
+def chunk_size(nbytes):
+    """The CRC block of a shard of ``nbytes``: :data:`CHUNK_BYTES`, doubled until the shard has
+    at most :data:`MAX_CHUNKS` blocks (the index stays small)."""
+    size = CHUNK_BYTES
+    while nbytes > size * MAX_CHUNKS:
+        size *= 2
+    return size
+
+
+def _crc_fields(piece):
+    """A shard record's checksums: ``crc32`` of the whole piece and, when it spans more than one
+    block, ``chunk_bytes`` + ``chunk_crc32`` (one per block, the same pass), so a rank reading
+    only some rows checks only the blocks it reads."""
+    if piece.nbytes <= CHUNK_BYTES:
+        return {"crc32": piece_crc(piece)}
+    size = chunk_size(piece.nbytes)
+    whole, chunks = checksum.chunked_crc32(piece, size)
+    return {"crc32": whole, "chunk_bytes": size, "chunk_crc32": chunks}
+
+
 def describe(values):
     """The index entries of ``values`` without their shards: ``{name: {"shape", "dtype",
     "placement", "sbp"}}`` (plain data: a worker sends it to the controller)."""
@@ -180,12 +204,15 @@ def describe(values):
                    "sbp": [_sbp_text(s) for s in v.sbp]} for name, v in values.items()}
 
 
+_RECORD_KEYS = ("file", "key", "crc32", "chunk_bytes", "chunk_crc32", "start", "stop")
+
+
 def _index(described, records, metadata):
     variables = {name: dict(entry, shards=[]) for name, entry in described.items()}
     for rec in records:
         if rec["name"] not in variables:
             raise ValueError(f"sharded save: a rank wrote {rec['name']!r}, which no rank described")
-        variables[rec["name"]]["shards"].append({k: rec[k] for k in ("file", "key", "crc32", "start", "stop")})
+        variables[rec["name"]]["shards"].append({k: rec[k] for k in _RECORD_KEYS if k in rec})
     if callable(metadata):
         metadata = metadata(variables)
     return {"format": FORMAT, "version": VERSION, "variables": variables,
@@ -312,11 +339,17 @@ def save_async(directory, values, metadata=None, run_ranks=None, overwrite=False
     snap = {n: ShardedValue(v.shape, v.dtype, v.placement, v.sbp,
                             {i: np.array(p) if copy else p for i, p in v.pieces.items()})
             for n, v in values.items()}
+    return in_background(lambda: save(directory, snap, metadata, run_ranks, overwrite), then)
+
+
+def in_background(save_fn, then=None):
+    """Runs ``save_fn()`` (returning a path), then ``then(path)``, on a thread of its own;
+    returns the :class:`SaveHandle`."""
     box = {}
 
     def work():
         try:
-            box["path"] = save(directory, snap, metadata, run_ranks, overwrite)
+            box["path"] = save_fn()
             if then is not None:
                 then(box["path"])
         except BaseException as e:  # noqa: BLE001 - handed to wait()
@@ -367,7 +400,7 @@ def _check_variable(where, name, var):
     covered = 0
     boxes = []
     for shard in var["shards"]:
-        V.check_keys(shard, w, ("file", "key", "start", "stop"), ("crc32",))
+        V.check_keys(shard, w, ("file", "key", "start", "stop"), ("crc32", "chunk_bytes", "chunk_crc32"))
         if "crc32" in shard:
             V.check_int(shard["crc32"], w, "shard crc32", 0, 0xFFFFFFFF)
         V.check_safe_filename(shard["file"], w, "shard file")
@@ -379,6 +412,18 @@ def _check_variable(where, name, var):
         for d, (a, b) in enumerate(zip(shard["start"], shard["stop"])):
             V.check_int(a, w, "shard start", 0, shape[d])
             V.check_int(b, w, "shard stop", a, shape[d])
+        if ("chunk_bytes" in shard) != ("chunk_crc32" in shard):
+            V.fail(w, "a shard has chunk_bytes without chunk_crc32 or the reverse")
+        if "chunk_bytes" in shard:
+            nbytes = V.num_elements([b - a for a, b in zip(shard["start"], shard["stop"])]) * \
+                V.TENSOR_DTYPES[var["dtype"]].np_dtype.itemsize
+            V.check_int(shard["chunk_bytes"], w, "shard chunk_bytes", 1, 1 << 62)
+            V.check_list(shard["chunk_crc32"], w, "shard chunk_crc32", MAX_CHUNKS)
+            if len(shard["chunk_crc32"]) != -(-nbytes // shard["chunk_bytes"]):
+                V.fail(w, f"a shard of {nbytes} bytes has {len(shard['chunk_crc32'])} CRC-32 blocks of "
+                          f"{shard['chunk_bytes']} bytes")
+            for c in shard["chunk_crc32"]:
+                V.check_int(c, w, "shard chunk crc32", 0, 0xFFFFFFFF)
         box = list(zip(shard["start"], shard["stop"]))
         for other in boxes:
             if all(max(a0, b0) < min(a1, b1) for (a0, a1), (b0, b1) in zip(box, other)) and box:
@@ -406,11 +451,14 @@ def read_region(directory, name, region, index=None):
             continue
         src = tuple(slice(a - s, b - s) for a, b, s in zip(lo, hi, shard["start"]))
         dst = tuple(slice(a - sl.start, b - sl.start) for a, b, sl in zip(lo, hi, region))
-        part = tensor_file.read_slice(os.path.join(directory, shard["file"]), shard["key"], src)
         whole = all(a == s0 and b == s1 for a, b, s0, s1 in zip(lo, hi, shard["start"], shard["stop"]))
-        if whole and "crc32" in shard and piece_crc(part) != shard["crc32"]:
-            raise V.LoadError(f"{directory}: variable {name!r}: the shard in {shard['file']} fails its CRC-32 "
-                              "check (corrupt file)")
+        if whole:
+            part = tensor_file.read_slice(os.path.join(directory, shard["file"]), shard["key"], src)
+            if "crc32" in shard and piece_crc(part) != shard["crc32"]:
+                raise V.LoadError(f"{directory}: variable {name!r}: the shard in {shard['file']} fails its CRC-32 "
+                                  "check (corrupt file)")
+        else:
+            part = _read_part(directory, name, shard, src, dtype, (lo, hi))
         if list(part.shape) != [b - a for a, b in zip(lo, hi)] or part.dtype != dtype:
             raise V.LoadError(f"{directory}: variable {name!r}: {shard['file']}[{shard['key']!r}] is {part.dtype} "
                               f"{list(part.shape)}, the index says {dtype} for that region")
@@ -418,6 +466,40 @@ def read_region(directory, name, region, index=None):
             return part           # the region is this one shard (same layout as the save): no second copy
         out[dst] = part
     return out
+
+
+def _read_part(directory, name, shard, src, dtype, box):
+    """Part ``src`` (slices relative to the shard) of one shard, after checking the CRC-32 of
+    every block of the shard's bytes that the part touches: the shard's blocks when the index
+    has them, else the whole shard (one block). Raises ``LoadError`` naming the file, the
+    variable, the region read and the bytes that fail."""
+    path = os.path.join(directory, shard["file"])
+    data, stored, shape = tensor_file.map_tensor(path, shard["key"])
+    want = tuple(b - a for a, b in zip(shard["start"], shard["stop"]))
+    if shape != want or stored.newbyteorder("=") != np.dtype(dtype):
+        raise V.LoadError(f"{directory}: variable {name!r}: {shard['file']}[{shard['key']!r}] is {stored} "
+                          f"{list(shape)}, the index says {np.dtype(dtype)} {list(want)}")
+    item = stored.itemsize
+    strides = [item * int(np.prod(shape[d + 1:], dtype=np.int64)) for d in range(len(shape))]
+    first = sum(sl.start * st for sl, st in zip(src, strides))
+    end = sum((sl.stop - 1) * st for sl, st in zip(src, strides)) + item
+    if "chunk_crc32" in shard:
+        size, crcs = shard["chunk_bytes"], shard["chunk_crc32"]
+    elif "crc32" in shard:
+        size, crcs = max(data.size, 1), [shard["crc32"]]
+    else:
+        size, crcs = None, ()          # (an index written before shards had checksums)
+    if size is not None:
+        for k in range(first // size, (end - 1) // size + 1):
+            a, b = k * size, min((k + 1) * size, data.size)
+            if checksum.bytes_crc32(data[a:b]) != crcs[k]:
+                lo, hi = box
+                raise V.LoadError(
+                    f"{directory}: variable {name!r}: reading region start={lo} stop={hi} from {shard['file']} "
+                    f"[{shard['key']!r}]: its bytes {a}..{b} (CRC-32 block {k} of {len(crcs)}) fail their check "
+                    "(corrupt or altered file)")
+    array = data.view(stored).reshape(shape)
+    return np.array(array[src], dtype=np.dtype(dtype))
 
 
 def restore(directory, name, placement, sbp, ranks=None, index=None):

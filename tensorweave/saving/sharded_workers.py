@@ -89,23 +89,164 @@ def _merge(results):
 
 
 def save_on_workers(cluster, directory, values_fn, *args, metadata=None, local_dir=None, upload=None,
-                    overwrite=False, verify=None):
+                    overwrite=False, verify=None, host_values=None):
     """Saves the values the workers of ``cluster`` build (``values_fn(worker, *args)``, run on
     each) as the sharded checkpoint ``directory``, each worker writing its own file in
     parallel; returns the path. ``metadata``: as :func:`~tensorweave.saving.sharded.save`.
     ``local_dir``/``upload``: each worker writes on its own disk, then uploads (see
     :func:`~tensorweave.saving.sharded.write_rank`). ``verify(described, records)``: a last
-    check before the commit; raising aborts the save (nothing committed)."""
+    check before the commit; raising aborts the save (nothing committed). ``host_values``
+    (``{name: ShardedValue}``): values the driver holds (a ``tw.train.Checkpoint``'s local
+    variables and iterator states), written by the driver meanwhile as ``shards-host-rank<k>``
+    files of the same checkpoint."""
     staging = sharded.Staging(directory)
+    host_values = host_values or {}
+    host_ranks = sorted({r for v in host_values.values() for r in v.placement.ranks})
+    host = [sharded._io_pool().submit(sharded.write_rank, staging.path, r, host_values, prefix="shards-host-rank")
+            for r in host_ranks]
     try:
-        results = cluster.run(write_on_worker, staging.path, values_fn, tuple(args), local_dir, upload)
-        described, records = _merge(results)
+        try:
+            results = cluster.run(write_on_worker, staging.path, values_fn, tuple(args), local_dir, upload)
+        finally:
+            sharded.wait(host)     # (every writer stopped before a failure removes the staging directory)
+        described, records = _merge(results + [(sharded.describe(host_values), [r for f in host for r in f.result()])])
         if verify is not None:
             verify(described, records)
     except BaseException:
         staging.abort()        # (Cluster.run returns or raises only after every worker stopped)
         raise
     return staging.finish(described, records, metadata, overwrite)
+
+
+# ---- global tensors whose pieces live on the workers (``tw.train.Checkpoint``) --------------------------
+def _store_array(obj):
+    """A worker-store entry's value: a variable's storage (no copy: it is copy-on-write while
+    referenced), or the array itself."""
+    return np.asarray(obj._read()) if hasattr(obj, "_read") else np.asarray(obj)
+
+
+def _mine(worker, specs):
+    """``{name: (index, spec)}`` of the entries of ``specs`` (``{name: (shape, dtype, placement,
+    sbp, {index: store key})}``) this worker holds a piece of."""
+    out = {}
+    for name, spec in specs.items():
+        placement = spec[2]
+        if worker.rank in placement.ranks:
+            i = placement.ranks.index(worker.rank)
+            if i in spec[4]:
+                out[name] = (i, spec)
+    return out
+
+
+def store_values(worker, specs):
+    """A ``values_fn`` for :func:`save_on_workers`: this worker's pieces of the global values
+    ``specs`` describes, read from its store where they live."""
+    return {name: sharded.ShardedValue(shape, dtype, placement, sbp, {i: _store_array(worker.store[keys[i]])})
+            for name, (i, (shape, dtype, placement, sbp, keys)) in _mine(worker, specs).items()}
+
+
+def _w_snapshot(worker, token, specs):
+    worker.store[token] = store_values(worker, specs)
+
+
+def snapshot_values(worker, token):
+    """A ``values_fn``: the values :func:`snapshot` kept under ``token`` (then let go)."""
+    return worker.store.pop(token)
+
+
+def snapshot(cluster, specs):
+    """Keeps, on each worker, its pieces of ``specs`` as they are now (no copy: variable storage
+    is copy-on-write while referenced, so a training step after this copies what it updates);
+    returns the token that :func:`snapshot_values` and :func:`drop_snapshot` take. (An
+    asynchronous save: the snapshot is taken before the next step's calls reach the workers.)"""
+    from tensorweave.distribute.ray.pieces import heap_of
+    token = ("tw-checkpoint-snapshot", heap_of(cluster).key())
+    cluster.run(_w_snapshot, token, specs)
+    return token
+
+
+def _w_drop(worker, token):
+    worker.store.pop(token, None)
+
+
+def drop_snapshot(cluster, token):
+    """Lets go of a snapshot a failed save did not consume (workers that died hold nothing)."""
+    try:
+        cluster.run(_w_drop, token)
+    except Exception:  # noqa: BLE001 - a dead worker's snapshot died with it
+        pass
+
+
+class WorkerIO:
+    """Where Ray workers put and get the files of a checkpoint when the checkpoint's path is
+    not their shared file system: ``local_dir`` (on each worker's own disk), ``upload(local_path,
+    remote_path)`` after a worker wrote its file there, ``download(remote_path, local_path)``
+    before a worker reads (only the files holding bytes it needs; removed after). The defaults
+    copy durably (``tensor_file.copy_atomic``). Pass as ``tw.train.CheckpointOptions(
+    experimental_worker_io=WorkerIO(...))``."""
+
+    __slots__ = ("local_dir", "upload", "download")
+
+    def __init__(self, local_dir, upload=None, download=None):
+        import os
+        self.local_dir = os.fspath(local_dir)
+        self.upload, self.download = upload, download
+
+
+def _overlaps(region, shard):
+    return all(max(sl.start, a) < min(sl.stop, b) for sl, a, b in zip(region, shard["start"], shard["stop"]))
+
+
+def restore_on_worker(worker, directory, index, requests, local_dir=None, download=None):
+    """Runs on each worker (via ``Cluster.run``): for each ``name: (placement, sbp, {index:
+    store key})`` of ``requests`` it holds a piece of, reads that piece — only the byte ranges
+    of the shards it overlaps, checksummed — and writes it into the variable under its store key.
+    With ``local_dir``, first ``download(remote, local)`` s the shard files it needs into its own
+    ``<local_dir>/rank<k>/`` (removed after). Returns the number of bytes it restored."""
+    import os
+    import shutil
+    import uuid
+    from tensorweave.distribute.layout import normalize_sbp, shard_slices
+    mine = _mine(worker, {n: (index["variables"][n]["shape"], None, *req) for n, req in requests.items()})
+    if not mine:
+        return 0
+    source, local = os.fspath(directory), None
+    if local_dir is not None:
+        from tensorweave.saving import tensor_file
+        files = set()
+        for name, (i, (shape, _, placement, sbp, _keys)) in mine.items():
+            region = shard_slices(tuple(shape), placement, normalize_sbp(sbp, placement, tuple(shape)))[i]
+            files.update(s["file"] for s in index["variables"][name]["shards"] if _overlaps(region, s))
+        local = os.path.join(os.fspath(local_dir), f"rank{int(worker.rank)}",
+                             f"{sharded.STAGING}download-{os.path.basename(source)}-{uuid.uuid4().hex[:8]}")
+        os.makedirs(local)
+        for fname in sorted(files):
+            (download or tensor_file.copy_atomic)(os.path.join(source, fname), os.path.join(local, fname))
+        source = local
+    try:
+        total = 0
+        for name, (i, (_, _, placement, sbp, keys)) in mine.items():
+            piece = sharded.restore(source, name, placement, sbp, ranks=[i], index=index)[0]
+            var = worker.store[keys[i]]
+            var._write(np.array(piece, dtype=var.dtype.np_dtype, copy=True))
+            total += piece.nbytes
+        return total
+    finally:
+        if local is not None:
+            shutil.rmtree(local, ignore_errors=True)
+
+
+def restore_on_workers(cluster, directory, requests, index=None, worker_io=None):
+    """Restores global variables whose pieces live on ``cluster``'s workers from the sharded
+    checkpoint ``directory``, into their current layouts, each worker reading its own pieces
+    (nothing passes the driver but the index). ``requests``: ``{name: (placement, sbp, {index:
+    store key of that rank's variable})}``. ``worker_io``: a :class:`WorkerIO` whose ``download``
+    hook brings the files a worker needs to its local disk first. Returns the bytes restored."""
+    index = index or sharded.read_index(directory)
+    sub = dict(index, variables={n: index["variables"][n] for n in requests})
+    io = worker_io
+    return sum(cluster.run(restore_on_worker, directory, sub, requests,
+                           None if io is None else io.local_dir, None if io is None else io.download))
 
 
 def replica_verifier(arrays):

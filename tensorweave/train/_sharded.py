@@ -56,15 +56,47 @@ def safe_key(path):
     return _SAFE.sub("_", path) or "root"
 
 
+def on_workers(var):
+    """Whether global variable ``var``'s pieces live on Ray workers (not in this process)."""
+    from tensorweave.distribute.ray.pieces import RemotePiece
+    return is_global(var) and any(isinstance(lv, RemotePiece) for lv in var._locals)
+
+
+class WorkerValue:
+    """A global value to save whose pieces live on Ray workers: its layout and, per rank index,
+    the key of the piece in that worker's store (``keep`` holds what keeps those keys alive).
+    The workers write it (``sharded_workers.save_on_workers``); its bytes never reach here."""
+
+    __slots__ = ("shape", "dtype", "placement", "sbp", "keys", "keep")
+
+    def __init__(self, shape, dtype, placement, sbp, pieces, keep):
+        self.shape, self.dtype = tuple(int(d) for d in shape), np.dtype(dtype)
+        self.placement, self.sbp, self.keep = placement, tuple(sbp), keep
+        self.keys = {i: p.key for i, p in enumerate(pieces)}
+
+    def spec(self):
+        return self.shape, self.dtype.name, self.placement, self.sbp, self.keys
+
+    def cluster(self):
+        from tensorweave.distribute.ray.pieces import _cluster_of
+        return _cluster_of(self.keep._locals[0] if hasattr(self.keep, "_locals") else self.keep._pieces[0])
+
+
 def global_value(var):
     """The :class:`~tensorweave.saving.sharded.ShardedValue` of a global variable: its own
     per-rank arrays (no copy: variable storage is copy-on-write while a reference is held, so
-    these stay the values of now). A partial (``P``) mesh axis is reduced to ``B`` first."""
+    these stay the values of now), or a :class:`WorkerValue` when they live on Ray workers. A
+    partial (``P``) mesh axis is reduced to ``B`` first (on the workers, for theirs)."""
+    remote = on_workers(var)
     if any(isinstance(s, Partial) for s in var.sbp):
         nd = tuple(Broadcast() if isinstance(s, Partial) else s for s in var.sbp)
         g = var.read_value().to_global(sbp=nd)
+        if remote:
+            return WorkerValue(var.shape.as_list(), var.dtype.np_dtype, var.placement, nd, g._pieces, g)
         pieces = {i: np.asarray(p) for i, p in enumerate(g._pieces)}
         return sharded.ShardedValue(var.shape.as_list(), var.dtype.np_dtype, var.placement, nd, pieces)
+    if remote:
+        return WorkerValue(var.shape.as_list(), var.dtype.np_dtype, var.placement, var.sbp, var._locals, var)
     pieces = {i: np.asarray(lv._read()) for i, lv in enumerate(var._locals)}
     return sharded.ShardedValue(var.shape.as_list(), var.dtype.np_dtype, var.placement, var.sbp, pieces)
 
@@ -82,20 +114,56 @@ def shards_digest(shards):
     return zlib.crc32(b"".join(struct.pack(">I", s.get("crc32", 0)) for s in shards)) & 0xFFFFFFFF
 
 
-def write(directory, values, graph, overwrite=True, async_then=None):
+def write(directory, values, graph, overwrite=True, async_then=None, worker_io=None):
     """Saves ``values`` with the object ``graph`` (its ``crc32`` filled in at commit) as the
     sharded checkpoint ``directory``; with ``async_then``, in the background (returns a
     :class:`~tensorweave.saving.sharded.SaveHandle`, ``async_then(path)`` runs after the
-    commit)."""
+    commit). :class:`WorkerValue` s are written by the Ray workers that hold them, each its own
+    file (``worker_io``: a ``sharded_workers.WorkerIO`` for workers writing on their own disks),
+    while this process writes the rest."""
     from tensorweave.train import object_graph as og
 
     def metadata(variables):
         graph["crc32"] = {k: shards_digest(variables[k]["shards"]) for k in values}
         return {"format": og.FORMAT, "version": str(og.VERSION),
                 "object_graph": json.dumps(graph, allow_nan=False)}
+    remote = {k: v for k, v in values.items() if isinstance(v, WorkerValue)}
+    if remote:
+        return _write_with_workers(directory, values, remote, metadata, overwrite, async_then, worker_io)
     if async_then is not None:
         return sharded.save_async(directory, values, metadata, overwrite=overwrite, copy=False, then=async_then)
     return sharded.save(directory, values, metadata, overwrite=overwrite)
+
+
+def save_values(directory, values, metadata=None, overwrite=False):
+    """:func:`~tensorweave.saving.sharded.save` of values among which :class:`WorkerValue` s may
+    be (Keras ``model.save``, the sharded SavedModel): those are written by their workers."""
+    remote = {k: v for k, v in values.items() if isinstance(v, WorkerValue)}
+    if remote:
+        return _write_with_workers(directory, values, remote, metadata, overwrite, None, None)
+    return sharded.save(directory, values, metadata, overwrite=overwrite)
+
+
+def _write_with_workers(directory, values, remote, metadata, overwrite, async_then, worker_io):
+    from tensorweave.saving import sharded_workers as sw
+    clusters = {id(c): c for c in (v.cluster() for v in remote.values())}
+    (cluster,) = clusters.values()       # (one connected cluster at a time)
+    host = {k: v for k, v in values.items() if k not in remote}
+    specs = {k: v.spec() for k, v in remote.items()}
+    io = dict(local_dir=worker_io.local_dir, upload=worker_io.upload) if worker_io is not None else {}
+    if async_then is None:
+        return sw.save_on_workers(cluster, directory, sw.store_values, specs, metadata=metadata,
+                                  overwrite=overwrite, host_values=host, **io)
+    token = sw.snapshot(cluster, specs)  # now, before the caller's next step reaches the workers
+
+    def save():
+        try:
+            return sw.save_on_workers(cluster, directory, sw.snapshot_values, token, metadata=metadata,
+                                      overwrite=overwrite, host_values=host, **io)
+        except BaseException:
+            sw.drop_snapshot(cluster, token)
+            raise
+    return sharded.in_background(save, async_then)
 
 
 def remove(directory):
@@ -117,10 +185,10 @@ def remove(directory):
 class Source:
     """The values of a sharded checkpoint, read on demand (the restoration asks per variable)."""
 
-    def __init__(self, directory):
+    def __init__(self, directory, worker_io=None):
         from tensorweave.saving.validation import parse_json
         from tensorweave.train import object_graph as og
-        self.where = directory
+        self.where, self.worker_io, self._requests = directory, worker_io, []
         self.index = sharded.read_index(directory)
         meta = self.index["metadata"]
         if meta.get("format") != og.FORMAT or "object_graph" not in meta:
@@ -153,6 +221,33 @@ class Source:
     def pieces(self, key, placement, sbp):
         """Tensor ``key`` laid out as ``sbp`` on ``placement`` (mesh order)."""
         return sharded.restore(self.where, key, placement, sbp, index=self.index)
+
+    def restore_on_workers(self, key, var):
+        """Has global variable ``var`` (its pieces on Ray workers) restored from tensor ``key``
+        by the workers themselves; returns the commit. The first commit of a restoration pass
+        sends every pending request at once (one call per worker; a worker downloads a file it
+        needs once, with ``worker_io``)."""
+        self._requests.append((key, var))
+
+        def commit():
+            self.flush()
+        return commit
+
+    def flush(self):
+        from tensorweave.saving import sharded_workers as sw
+        requests, self._requests = self._requests, []
+        if not requests:
+            return
+        from tensorweave.distribute.ray.pieces import _cluster_of
+        cluster = _cluster_of(requests[0][1]._locals[0])
+        by_key = {}
+        for key, var in requests:           # (one key restored into several variables: one worker key each)
+            by_key.setdefault(key, []).append(var)
+        rounds = max(len(v) for v in by_key.values())
+        for r in range(rounds):
+            batch = {k: vs[r] for k, vs in by_key.items() if r < len(vs)}
+            sw.restore_on_workers(cluster, self.where, {k: (v.placement, v.sbp, {i: lv.key for i, lv in enumerate(v._locals)})
+                                                        for k, v in batch.items()}, self.index, self.worker_io)
 
     def keep(self, keys):
         """(Nothing is held in memory: a late value is read again from the directory.)"""
@@ -187,7 +282,7 @@ def save_by_name(directory, variables, fmt, version, fetch=None):
                   for name, v in variables.items()}
     else:
         values = _fetched_values(variables, fetch)
-    return sharded.save(directory, values, {"format": fmt, "version": str(version)}, overwrite=True)
+    return save_values(directory, values, {"format": fmt, "version": str(version)}, overwrite=True)
 
 
 def _fetched_values(variables, fetch):

@@ -80,12 +80,16 @@ class CheckpointOptions:
     the values are snapshotted and write in the background (as ``CheckpointManager(...,
     async_save=True)``); the next save, ``restore``/``read`` and :meth:`Checkpoint.sync` wait
     for it, and ``sync`` raises its error. ``experimental_io_device`` changes nothing (tensorweave
-    writes from the host).
+    writes from the host). ``experimental_worker_io`` (tensorweave's): a
+    ``tensorweave.saving.sharded_workers.WorkerIO`` — Ray workers holding global variables
+    write their files on their own disks and ``upload`` them, and ``download`` the files they
+    need before a restore, instead of using the checkpoint's path directly.
     """
 
     def __init__(self, experimental_io_device=None, experimental_enable_async_checkpoint=False,
                  experimental_write_callbacks=None, enable_async=False, experimental_skip_slot_variables=False,
-                 experimental_sharding_callback=None):
+                 experimental_sharding_callback=None, experimental_worker_io=None):
+        self.experimental_worker_io = experimental_worker_io
         self.experimental_io_device = experimental_io_device
         self.experimental_enable_async_checkpoint = experimental_enable_async_checkpoint
         self.experimental_write_callbacks = experimental_write_callbacks
@@ -388,7 +392,11 @@ def _write_tensors(path, tensors, graph):
     tensor_file.write_tensors(path, tensors, metadata, stage_prefix="")   # (crash stages in _io)
 
 
-def write_checkpoint(prefix, root, async_then=None):
+def _worker_io(options):
+    return getattr(options, "experimental_worker_io", None)
+
+
+def write_checkpoint(prefix, root, async_then=None, options=None):
     """Writes ``root``'s checkpoint at ``prefix``: ``<prefix>.safetensors``, or the sharded
     directory ``<prefix>.sharded`` when it holds global variables (see ``_sharded``), replacing
     either atomically. With ``async_then``, only the snapshot is taken now: the write runs in the
@@ -405,10 +413,10 @@ def write_checkpoint(prefix, root, async_then=None):
     if is_sharded:
         if async_then is None:
             _io.crash_point("before_write")
-            _sharded.write(prefix + SHARDED_SUFFIX, tensors, graph)
+            _sharded.write(prefix + SHARDED_SUFFIX, tensors, graph, worker_io=_worker_io(options))
             finish(None)
             return prefix
-        return _sharded.write(prefix + SHARDED_SUFFIX, tensors, graph, async_then=finish)
+        return _sharded.write(prefix + SHARDED_SUFFIX, tensors, graph, async_then=finish, worker_io=_worker_io(options))
 
     def write_it():
         graph["crc32"] = _crcs(tensors)
@@ -792,6 +800,9 @@ class _Restoration:
         if not var.shape.is_compatible_with(saved["shape"]):
             raise ValueError(f"{self.where}: '{saved['path']}' was saved with shape {list(saved['shape'])}, but the "
                              f"variable {var.name} has shape {var.shape}")
+        if _sharded.on_workers(var) and hasattr(self.source, "restore_on_workers"):
+            # Ray workers hold the pieces: each reads its own from the directory (nothing here).
+            return self.source.restore_on_workers(saved["tensor"], var)
         if _sharded.is_global(var):
             # Each rank's piece of the variable's own layout, read only from what overlaps it.
             pieces = self.source.pieces(saved["tensor"], var.placement, var.sbp)
@@ -1038,9 +1049,10 @@ class Checkpoint:
         ``train/_sharded.py``) — atomically; the state file is not touched. Returns ``file_prefix``."""
         self.sync()
         if self._async(options):
-            object.__setattr__(self, "_pending", write_checkpoint(file_prefix, self, async_then=lambda p: None))
+            object.__setattr__(self, "_pending", write_checkpoint(file_prefix, self, async_then=lambda p: None,
+                                                                  options=options))
             return os.fspath(file_prefix)
-        return write_checkpoint(file_prefix, self)
+        return write_checkpoint(file_prefix, self, options=options)
 
     def save(self, file_prefix, options=None):
         """Increments ``save_counter`` and writes ``<file_prefix>-<n>``; records it as the latest
@@ -1056,7 +1068,8 @@ class Checkpoint:
         path = f"{prefix}-{int(counter.numpy())}"
         if self._async(options):
             # the state file names it once it is complete (never a partial checkpoint)
-            object.__setattr__(self, "_pending", write_checkpoint(path, self, async_then=_record_in_state))
+            object.__setattr__(self, "_pending", write_checkpoint(path, self, async_then=_record_in_state,
+                                                                  options=options))
             return path
         self.write(path, options)
         _record_in_state(path)
@@ -1069,19 +1082,19 @@ class Checkpoint:
         :class:`CheckpointLoadStatus`. ``None`` restores nothing (TensorFlow's behaviour)."""
         if save_path is None:
             return InitializationOnlyStatus()
-        return self._load(save_path, skip_save_counter=False)
+        return self._load(save_path, skip_save_counter=False, options=options)
 
     def read(self, save_path, options=None):
         """Like :meth:`restore` for a checkpoint made by :meth:`write`: the file's save counter
         (if any) is neither restored nor reported."""
-        return self._load(save_path, skip_save_counter=True)
+        return self._load(save_path, skip_save_counter=True, options=options)
 
-    def _load(self, save_path, skip_save_counter):
+    def _load(self, save_path, skip_save_counter, options=None):
         _check_eager("restore")
         self.sync()
         kind, path = _locate(save_path)
         if kind == "sharded":
-            source = _sharded.Source(path)
+            source = _sharded.Source(path, _worker_io(options))
             nodes = source.nodes
         else:
             nodes, tensors, crcs = read_file(path)

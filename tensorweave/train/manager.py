@@ -188,9 +188,9 @@ class CheckpointManager:
         prefix = f"{self._prefix}-{number}"
         self._last_checkpoint_step = step
         if self._async:
-            self._pending = write_checkpoint(prefix, self._checkpoint, async_then=self._record)
+            self._pending = write_checkpoint(prefix, self._checkpoint, async_then=self._record, options=options)
             return prefix
-        path = write_checkpoint(prefix, self._checkpoint)
+        path = write_checkpoint(prefix, self._checkpoint, options=options)
         self._record(path)
         return path
 
