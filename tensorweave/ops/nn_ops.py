@@ -30,6 +30,7 @@ from tensorweave.core.tensor import Tensor
 from tensorweave.ops import math_ops as m
 from tensorweave.ops import rules
 from tensorweave.ops.arguments import int_argument
+from tensorweave.ops.batch_norm_ops import batch_norm_training
 from tensorweave.ops.array_ops import (expand_dims, gather, identity, reshape, shape, size, stack,
                                        zeros_like)
 from tensorweave.ops.reduce_ops import reduce_mean, reduce_sum
@@ -1075,10 +1076,8 @@ def fused_batch_norm(x, scale, offset, mean=None, variance=None, epsilon=0.001, 
         return reshape(v, [-1] + [1] * (r - 2)) if cf else v
 
     if is_training:
-        batch_mean = reduce_mean(xw, axis=axes)
-        batch_var = reduce_mean(m.squared_difference(xw, per_channel(batch_mean)), axis=axes)
-        y = batch_normalization(xw, per_channel(batch_mean), per_channel(batch_var), per_channel(offset),
-                                per_channel(scale), epsilon)
+        # one fused op: two passes over x (statistics, normalise), two over dy and x backward
+        y, batch_mean, batch_var = batch_norm_training(x, scale, offset, epsilon, "NCHW" if cf else "NHWC")
         count = None
         if all(xw.shape[i] is not None for i in axes):
             count = math.prod(xw.shape[i] for i in axes)
@@ -1100,7 +1099,7 @@ def fused_batch_norm(x, scale, offset, mean=None, variance=None, epsilon=0.001, 
         out_mean, out_var = _like(mean, xw), _like(variance, xw)
         y = batch_normalization(xw, per_channel(out_mean), per_channel(out_var), per_channel(offset),
                                 per_channel(scale), epsilon)
-    if low:
+    if low and not is_training:
         y = m.cast(y, x.dtype)
     return y, out_mean, out_var
 

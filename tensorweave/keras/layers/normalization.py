@@ -19,6 +19,7 @@ import tensorweave as tw
 from tensorweave.keras import initializers, regularizers
 from tensorweave.keras.engine.layer import InputSpec, Layer
 from tensorweave.keras.layers.conv import _serialize_constraint
+from tensorweave.ops.batch_norm_ops import batch_norm_training
 
 __all__ = ["BatchNormalization", "LayerNormalization"]
 
@@ -129,8 +130,17 @@ class BatchNormalization(Layer):
         ndim = inputs.shape.rank
         low = inputs.dtype in (tw.float16, tw.bfloat16)
         x = tw.cast(inputs, tw.float32) if low else inputs  # statistics in float32
+        fused = training and self.trainable and mask is None and self._axes in ([ndim - 1], [1])
+        if fused:
+            # one op with a two-pass kernel each way (the composite graph made ~9 passes)
+            c = x.shape[self._axes[0]]
+            gamma = tw.ones([c], x.dtype) if self.gamma is None else tw.cast(self.gamma, x.dtype)
+            beta = tw.zeros([c], x.dtype) if self.beta is None else tw.cast(self.beta, x.dtype)
+            y, mean, variance = batch_norm_training(x, gamma, beta, self.epsilon,
+                                                    "NHWC" if self._axes == [ndim - 1] else "NCHW")
         if training and self.trainable:
-            mean, variance = self._moments(x, mask)
+            if not fused:
+                mean, variance = self._moments(x, mask)
             m = self.momentum
             vdt = self.moving_mean.dtype
             self.moving_mean.assign(self.moving_mean * m + tw.cast(mean, vdt) * (1.0 - m))
@@ -140,7 +150,8 @@ class BatchNormalization(Layer):
 
         def b(v):
             return None if v is None else _broadcast(tw.cast(v, x.dtype), ndim, self._axes)
-        y = tw.nn.batch_normalization(x, b(mean), b(variance), b(self.beta), b(self.gamma), self.epsilon)
+        if not fused:
+            y = tw.nn.batch_normalization(x, b(mean), b(variance), b(self.beta), b(self.gamma), self.epsilon)
         return tw.cast(y, inputs.dtype) if low else y
 
     def compute_output_shape(self, input_shape):

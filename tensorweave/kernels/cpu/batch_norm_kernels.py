@@ -1,0 +1,126 @@
+"""CPU kernels of the fused batch-norm training ops (``ops/batch_norm_ops.py``).
+
+Forward: one pass for the batch's mean and variance (float64 sums of ``x - shift`` per chunk
+of rows, the chunks on the intra-op threads), one pass for ``y = x * a + b`` (``a = scale /
+sqrt(var + eps)``, ``b = offset - mean * a``). Backward: one pass for the two sums
+(``sum dy``, ``sum dy * (x - mean)``), one for ``dx``. The unfused graph made ~9 passes over
+the activations each way.
+
+Channels-first inputs are moved to channels last (a copy) and back; float16/bfloat16 are
+computed in float32 and rounded once. Partial sums are added in chunk order, so the bits do
+not depend on the thread count.
+"""
+import numpy as np
+
+from tensorweave.core.registry import register_kernel as k
+from tensorweave.kernels.cpu import batch_norm_loops as loops
+from tensorweave.kernels.cpu.nn_kernels import SUM_ROWS
+from tensorweave.kernels.cpu.nn_util import channels_first, floats, work
+from tensorweave.kernels.cpu.tiles import over_tiles
+from tensorweave.kernels.cpu.util import quiet
+
+#: rows per tile of the two elementwise passes (their bits do not depend on the tiling)
+PASS_ROWS = 16384
+
+
+def _rows(x, cf):
+    """``x`` in its work dtype as C-contiguous ``[M, C]`` rows (channels last)."""
+    xw = work(x)
+    if cf:
+        xw = np.moveaxis(xw, 1, -1)
+    c = xw.shape[-1]
+    return np.ascontiguousarray(xw).reshape(xw.size // c if c else 0, c)
+
+
+def _unrows(y2, x, cf):
+    """``[M, C]`` rows back to ``x``'s layout and dtype."""
+    if cf:
+        moved = x.shape[:1] + x.shape[2:] + x.shape[1:2]
+        return np.ascontiguousarray(np.moveaxis(y2.reshape(moved), -1, 1)).astype(x.dtype, copy=False)
+    return y2.reshape(x.shape).astype(x.dtype, copy=False)
+
+
+def _sums(loop, first, *args):
+    """Per-channel float64 ``(s1, s2)`` of ``loop`` over chunks of :data:`SUM_ROWS` rows of the
+    ``[M, C]`` arrays ``first, *rows`` (``args``: the row arrays, then per-channel extras)."""
+    m, c = first.shape
+    parts = {}
+
+    def run(r0, r1, _scratch):
+        s1, s2 = np.zeros(c), np.zeros(c)
+        loop(*(a[r0:r1] if a.ndim == 2 else a for a in (first,) + args), s1, s2)
+        parts[r0] = (s1, s2)
+    over_tiles(m, 1, SUM_ROWS, run)
+    s1, s2 = np.zeros(c), np.zeros(c)
+    for r0 in sorted(parts):
+        s1 += parts[r0][0]
+        s2 += parts[r0][1]
+    return s1, s2
+
+
+def _elementwise(loop, out, *args):
+    over_tiles(out.shape[0], 1, PASS_ROWS,
+               lambda r0, r1, _s: loop(*(a[r0:r1] if a.ndim == 2 else a for a in args), out[r0:r1]))
+
+
+def _check(x, scale, what):
+    floats(x)
+    if x.ndim < 2:
+        raise ValueError("x must have rank >= 2")
+    for v in scale:
+        if v.ndim != 1:
+            raise ValueError(f"{what} must be 1-D")
+
+
+def _inverse_std(variance, epsilon):
+    return 1.0 / np.sqrt(variance + np.float64(epsilon))
+
+
+@k("BatchNormTraining")
+@quiet
+def _batch_norm_training(x, scale, offset, epsilon, data_format):
+    _check(x, (scale, offset), "scale and offset")
+    cf = channels_first(data_format)
+    x2 = _rows(x, cf)
+    m, c = x2.shape
+    wd = x2.dtype
+    if scale.shape[0] != c or offset.shape[0] != c:
+        raise ValueError("scale and offset must have one value per channel")
+    shift = x2[0].astype(np.float64) if m else np.zeros(c)
+    s1, s2 = _sums(loops.moments, x2, shift) if m else (np.zeros(c), np.zeros(c))
+    n = np.float64(m)
+    d1 = s1 / n
+    mean = shift + d1
+    var = np.maximum(s2 / n - d1 * d1, 0.0)   # sums of x - shift: no cancellation near the mean
+    a = scale.astype(np.float64) * _inverse_std(var, epsilon)
+    b = offset.astype(np.float64) - mean * a
+    y2 = np.empty_like(x2)
+    if m:
+        _elementwise(loops.scale_shift, y2, x2, a.astype(wd), b.astype(wd))
+    return _unrows(y2, x, cf), mean.astype(wd), var.astype(wd)
+
+
+@k("BatchNormTrainingGrad")
+@quiet
+def _batch_norm_training_grad(dy, x, scale, mean, variance, mean_grad, variance_grad, epsilon, data_format):
+    """``(dx, dscale, doffset)``; ``mean_grad``/``variance_grad`` (the gradients of the forward's
+    statistics outputs) add ``mean_grad / M + 2 * variance_grad * (x - mean) / M`` to ``dx``."""
+    _check(x, (scale, mean, variance, mean_grad, variance_grad), "scale, mean and variance")
+    if dy.shape != x.shape or dy.dtype != x.dtype:
+        raise ValueError("dy must have x's shape and dtype")
+    cf = channels_first(data_format)
+    x2, dy2 = _rows(x, cf), _rows(dy, cf)
+    m, c = x2.shape
+    wd = x2.dtype
+    mean64 = mean.astype(np.float64)
+    s1, s2 = _sums(loops.grad_sums, dy2, x2, mean64) if m else (np.zeros(c), np.zeros(c))
+    inv = _inverse_std(variance.astype(np.float64), epsilon)
+    g = scale.astype(np.float64)
+    n = np.float64(max(m, 1))
+    a = g * inv
+    b = (2.0 * variance_grad.astype(np.float64) - a * inv * inv * s2) / n
+    kk = (mean_grad.astype(np.float64) - a * s1) / n
+    dx2 = np.empty_like(x2)
+    if m:
+        _elementwise(loops.input_grad, dx2, dy2, x2, mean.astype(wd), a.astype(wd), b.astype(wd), kk.astype(wd))
+    return _unrows(dx2, x, cf), (s2 * inv).astype(wd), s1.astype(wd)

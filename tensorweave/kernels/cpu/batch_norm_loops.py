@@ -1,0 +1,114 @@
+"""Compiled loops (numba) of the fused batch-norm training kernels, channels last (``[M, C]``
+rows), and their NumPy twins (same operations in the same order: the same bits) that run while
+numba compiles them in the background (``jit.njit_twin``).
+
+Sums are taken in float64 over rows added four at a time (pairwise inside the group, then into
+the accumulator), as ``nn_loops.column_sums``: the order is fixed, so the bits are too. The
+statistics are sums of ``x - shift`` (``shift`` a sample of each channel), so a large mean does
+not cancel the variance away (``E[(x-k)^2] - E[x-k]^2`` with ``k`` near the mean).
+
+>>> import numpy as np
+>>> from tensorweave.kernels.cpu.batch_norm_loops import moments_twin
+>>> s1, s2 = np.zeros(1), np.zeros(1)
+>>> moments_twin(np.array([[1.0], [3.0]], np.float32), np.zeros(1), s1, s2)
+>>> s1.tolist(), s2.tolist()
+([4.0], [10.0])
+"""
+import numpy as np
+
+from tensorweave.kernels.cpu.jit import njit_twin
+
+
+def _add_rows(acc, d):
+    """``acc += d``'s rows as the compiled loops add them: four-row groups ``(r0 + r1) + (r2 + r3)``
+    one after another, then the remaining rows one by one."""
+    m4 = d.shape[0] // 4 * 4
+    g = d[:m4].reshape(-1, 4, d.shape[1])
+    parts = np.concatenate([acc[None], (g[:, 0] + g[:, 1]) + (g[:, 2] + g[:, 3]), d[m4:]])
+    acc[:] = np.cumsum(parts, axis=0)[-1]   # cumsum adds row after row: the loop's order
+
+
+def moments_twin(x, shift, s1, s2):
+    d = x.astype(np.float64) - shift
+    _add_rows(s1, d)
+    _add_rows(s2, d * d)
+
+
+@njit_twin(moments_twin)
+def moments(x, shift, s1, s2):
+    """``s1[c] += sum(x[:, c] - shift[c])``, ``s2[c] += sum((x[:, c] - shift[c]) ** 2)`` in float64."""
+    m, n = x.shape
+    i = 0
+    while i + 4 <= m:
+        for c in range(n):
+            d0 = np.float64(x[i, c]) - shift[c]
+            d1 = np.float64(x[i + 1, c]) - shift[c]
+            d2 = np.float64(x[i + 2, c]) - shift[c]
+            d3 = np.float64(x[i + 3, c]) - shift[c]
+            s1[c] += (d0 + d1) + (d2 + d3)
+            s2[c] += (d0 * d0 + d1 * d1) + (d2 * d2 + d3 * d3)
+        i += 4
+    for r in range(i, m):
+        for c in range(n):
+            d = np.float64(x[r, c]) - shift[c]
+            s1[c] += d
+            s2[c] += d * d
+
+
+def grad_sums_twin(dy, x, mean, s1, s2):
+    g = dy.astype(np.float64)
+    _add_rows(s1, g)
+    _add_rows(s2, g * (x.astype(np.float64) - mean))
+
+
+@njit_twin(grad_sums_twin)
+def grad_sums(dy, x, mean, s1, s2):
+    """``s1[c] += sum(dy[:, c])``, ``s2[c] += sum(dy[:, c] * (x[:, c] - mean[c]))`` in float64:
+    the two reductions of the gradient in one pass over ``dy`` and ``x``."""
+    m, n = x.shape
+    i = 0
+    while i + 4 <= m:
+        for c in range(n):
+            g0, g1 = np.float64(dy[i, c]), np.float64(dy[i + 1, c])
+            g2, g3 = np.float64(dy[i + 2, c]), np.float64(dy[i + 3, c])
+            s1[c] += (g0 + g1) + (g2 + g3)
+            s2[c] += ((g0 * (np.float64(x[i, c]) - mean[c]) + g1 * (np.float64(x[i + 1, c]) - mean[c]))
+                      + (g2 * (np.float64(x[i + 2, c]) - mean[c]) + g3 * (np.float64(x[i + 3, c]) - mean[c])))
+        i += 4
+    for r in range(i, m):
+        for c in range(n):
+            g = np.float64(dy[r, c])
+            s1[c] += g
+            s2[c] += g * (np.float64(x[r, c]) - mean[c])
+
+
+def scale_shift_twin(x, a, b, y):
+    np.multiply(x, a, out=y)
+    np.add(y, b, out=y)
+
+
+@njit_twin(scale_shift_twin)
+def scale_shift(x, a, b, y):
+    """``y = x * a + b`` per channel (``a``, ``b`` in ``y``'s dtype): the normalisation, its
+    scale and its offset in one pass."""
+    m, n = x.shape
+    for r in range(m):
+        for c in range(n):
+            y[r, c] = x[r, c] * a[c] + b[c]
+
+
+def input_grad_twin(dy, x, mean, a, b, k, dx):
+    t = np.subtract(x, mean, out=dx)
+    t *= b
+    t += dy * a
+    t += k
+
+
+@njit_twin(input_grad_twin)
+def input_grad(dy, x, mean, a, b, k, dx):
+    """``dx = (x - mean) * b + dy * a + k`` per channel (all in ``dx``'s dtype): the input
+    gradient of the normalisation in one pass."""
+    m, n = x.shape
+    for r in range(m):
+        for c in range(n):
+            dx[r, c] = ((x[r, c] - mean[c]) * b[c] + dy[r, c] * a[c]) + k[c]
