@@ -192,6 +192,40 @@ def _call_threads(set_local, threads, fn, trans_a, trans_b, m, n, k, a, lda, b, 
     _set_threads_local(set_local, before)
 
 
+#: ``set_threads_local(address of MKL_Set_Num_Threads_Local, n)`` from compiled code
+set_threads_local = _set_threads_local
+
+
+@jit.njit
+def gemm_rows(fn, a, b, c):
+    """``c = a @ b`` by the ``cblas_?gemm`` at ``fn``, from compiled code (the step loops of
+    the recurrent kernels): 2-D operands with unit inner strides (row views of a larger array
+    are fine), alpha 1, beta 0."""
+    item = a.itemsize
+    _cblas_gemm(fn, _NO_TRANS, _NO_TRANS, a.shape[0], b.shape[1], a.shape[1], a, a.strides[0] // item,
+                b, b.strides[0] // item, c, c.strides[0] // item)
+
+
+def call_rows(fn, set_local, threads, a, b, c):
+    """:func:`gemm_rows` on ``threads`` MKL threads, from Python (the same MKL call)."""
+    item = a.itemsize
+    _call_threads(set_local, threads, fn, _NO_TRANS, _NO_TRANS, a.shape[0], b.shape[1], a.shape[1], a,
+                  a.strides[0] // item, b, b.strides[0] // item, c, c.strides[0] // item)
+
+
+def compiled_gemm(dtype, m, n, k):
+    """``(cblas_?gemm address, MKL_Set_Num_Threads_Local address, threads)`` for a loop of
+    compiled code making ``m x k @ k x n`` products (:func:`gemm_rows`), ``threads`` 1 under
+    :func:`serial_work` and 0 (MKL's own count) above; None where such products must not go
+    to MKL from compiled code: no MKL (or one without a per-thread setting), or per-class
+    tuning on (its choice is made in :func:`matmul`)."""
+    dtype = np.dtype(dtype)
+    serial = _gemm_serial.get(dtype)
+    if serial is None or _tuning["on"]:
+        return None
+    return serial.args[2], serial.args[0], 1 if m * n * k < serial_work(dtype) else 0
+
+
 def _address(fn):
     return ctypes.cast(fn, ctypes.c_void_p).value
 
