@@ -52,6 +52,7 @@ from numba.core import types
 from numba.extending import intrinsic
 
 from tensorweave.kernels.cpu import gemm_tuning
+from tensorweave.kernels.cpu import jit
 from tensorweave.kernels.cpu.jit import njit_twin
 
 #: smallest M*N*K sent to MKL (OpenBLAS's own threshold for using its threads)
@@ -67,6 +68,8 @@ _gemm_batch = {}                 # dtype -> cblas_?gemm_batch_strided (stacks of
 _decided = [False]               # load() has run
 _tuning = {"on": False, "tuner": None}   # auto mode with timing; the Tuner, made on first use
 _chosen = {}                     # this process's shape classes (as tuples: cheap keys) -> backend
+_gemm_serial = {}                # dtype -> cblas_?gemm on one MKL thread (MKL_Set_Num_Threads_Local)
+_serial_work = {}                # dtype -> products under this many multiply-adds run on one thread
 
 
 def _library_path():
@@ -96,8 +99,11 @@ def load():
         return False
     os.environ.setdefault("KMP_BLOCKTIME", str(IDLE_SPIN_MS))
     lib = ctypes.CDLL(path)
+    set_local = getattr(lib, "MKL_Set_Num_Threads_Local", None)
     for dtype, name in ((np.float32, "cblas_sgemm"), (np.float64, "cblas_dgemm")):
         _gemm[np.dtype(dtype)] = _compiled_call(getattr(lib, name))
+        if set_local is not None:
+            _gemm_serial[np.dtype(dtype)] = _compiled_call(getattr(lib, name), set_local, 1)
         if hasattr(lib, name + "_batch_strided"):       # MKL 2020 and later
             _gemm_batch[np.dtype(dtype)] = _batch_call(getattr(lib, name + "_batch_strided"), dtype)
     _lib = lib
@@ -133,7 +139,20 @@ def _cblas_gemm(typingctx, fn, trans_a, trans_b, m, n, k, a, lda, b, ldb, c, ldc
     return sig, codegen
 
 
+@intrinsic
+def _set_threads_local(typingctx, fn, n):
+    """Calls ``MKL_Set_Num_Threads_Local(n)`` at address ``fn``; returns the previous setting."""
+    sig = types.int32(fn, n)
+
+    def codegen(context, builder, signature, args):
+        i32 = ir.IntType(32)
+        target = builder.inttoptr(args[0], ir.FunctionType(i32, [i32]).as_pointer())
+        return builder.call(target, [context.cast(builder, args[1], signature.args[1], types.int32)])
+    return sig, codegen
+
+
 _ctypes_gemm = {}                # (address, dtype) -> the cblas_?gemm as a ctypes function
+_ctypes_set = {}                 # address -> MKL_Set_Num_Threads_Local as a ctypes function
 
 
 def _ctypes_call(fn, trans_a, trans_b, m, n, k, a, lda, b, ldb, c, ldc):
@@ -153,10 +172,71 @@ def _call(fn, trans_a, trans_b, m, n, k, a, lda, b, ldb, c, ldc):
     _cblas_gemm(fn, trans_a, trans_b, m, n, k, a, lda, b, ldb, c, ldc)
 
 
-def _compiled_call(fn):
+def _ctypes_call_threads(set_local, threads, fn, trans_a, trans_b, m, n, k, a, lda, b, ldb, c, ldc):
+    """:func:`_call_threads` through ``ctypes``, while it compiles."""
+    if set_local not in _ctypes_set:
+        _ctypes_set[set_local] = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_int)(set_local)
+    before = _ctypes_set[set_local](threads)
+    try:
+        _ctypes_call(fn, trans_a, trans_b, m, n, k, a, lda, b, ldb, c, ldc)
+    finally:
+        _ctypes_set[set_local](before)
+
+
+@njit_twin(_ctypes_call_threads)
+def _call_threads(set_local, threads, fn, trans_a, trans_b, m, n, k, a, lda, b, ldb, c, ldc):
+    """:func:`_call` on ``threads`` MKL threads (the calling thread's setting, restored after;
+    ~0.1 µs here against ~2.7 through ``ctypes``)."""
+    before = _set_threads_local(set_local, threads)
+    _cblas_gemm(fn, trans_a, trans_b, m, n, k, a, lda, b, ldb, c, ldc)
+    _set_threads_local(set_local, before)
+
+
+#: ``set_threads_local(address of MKL_Set_Num_Threads_Local, n)`` from compiled code
+set_threads_local = _set_threads_local
+
+
+@jit.njit
+def gemm_rows(fn, a, b, c):
+    """``c = a @ b`` by the ``cblas_?gemm`` at ``fn``, from compiled code (the step loops of
+    the recurrent kernels): 2-D operands with unit inner strides (row views of a larger array
+    are fine), alpha 1, beta 0."""
+    item = a.itemsize
+    _cblas_gemm(fn, _NO_TRANS, _NO_TRANS, a.shape[0], b.shape[1], a.shape[1], a, a.strides[0] // item,
+                b, b.strides[0] // item, c, c.strides[0] // item)
+
+
+def call_rows(fn, set_local, threads, a, b, c):
+    """:func:`gemm_rows` on ``threads`` MKL threads, from Python (the same MKL call)."""
+    item = a.itemsize
+    _call_threads(set_local, threads, fn, _NO_TRANS, _NO_TRANS, a.shape[0], b.shape[1], a.shape[1], a,
+                  a.strides[0] // item, b, b.strides[0] // item, c, c.strides[0] // item)
+
+
+def compiled_gemm(dtype, m, n, k):
+    """``(cblas_?gemm address, MKL_Set_Num_Threads_Local address, threads)`` for a loop of
+    compiled code making ``m x k @ k x n`` products (:func:`gemm_rows`), ``threads`` 1 under
+    :func:`serial_work` and 0 (MKL's own count) above; None where such products must not go
+    to MKL from compiled code: no MKL (or one without a per-thread setting), or per-class
+    tuning on (its choice is made in :func:`matmul`)."""
+    dtype = np.dtype(dtype)
+    serial = _gemm_serial.get(dtype)
+    if serial is None or _tuning["on"]:
+        return None
+    return serial.args[2], serial.args[0], 1 if m * n * k < serial_work(dtype) else 0
+
+
+def _address(fn):
+    return ctypes.cast(fn, ctypes.c_void_p).value
+
+
+def _compiled_call(fn, set_local=None, threads=0):
     """``call(trans_a, trans_b, m, n, k, a, lda, b, ldb, c, ldc)``: ``c = a @ b`` by the
-    ``cblas_?gemm`` ``fn`` from compiled code (~3 µs a call; ``ctypes`` ~9)."""
-    return functools.partial(_call, ctypes.cast(fn, ctypes.c_void_p).value)
+    ``cblas_?gemm`` ``fn`` from compiled code (~3 µs a call; ``ctypes`` ~9); given MKL's
+    ``MKL_Set_Num_Threads_Local`` (``set_local``), on ``threads`` threads."""
+    if set_local is None:
+        return functools.partial(_call, _address(fn))
+    return functools.partial(_call_threads, _address(set_local), threads, _address(fn))
 
 
 def _batch_call(fn, dtype):
@@ -204,6 +284,45 @@ def library():
     """``"mkl"`` or ``"numpy"``: where large 2-D float products may go (with tuning on, each
     shape class still picks between the two, see :func:`choice`)."""
     return "mkl" if _lib is not None else "numpy"
+
+
+def serial_work(dtype=np.float32):
+    """Products of fewer multiply-adds than this run on one MKL thread (0: none do), measured
+    once per machine (``gemm_tuning.serial_threshold``, a few ms on the first product that could
+    go either way) and cached with the shape classes' choices. Single-core machines, and MKLs
+    without a per-thread setting, measure nothing."""
+    dtype = np.dtype(dtype)
+    got = _serial_work.get(dtype)
+    if got is None:
+        if dtype not in _gemm_serial or _cores() < 2:
+            got = 0
+        else:
+            got = tuner().threshold(f"serial:{dtype.name}", lambda: gemm_tuning.serial_threshold(
+                functools.partial(_thread_runners, dtype)))
+        _serial_work[dtype] = got
+    return got
+
+
+def _cores():
+    from tensorweave.kernels import threads
+    return threads.cores()
+
+
+def _thread_runners(dtype, side):
+    """``{"serial": run, "threaded": run}`` of a ``side``-cubed product on MKL (one thread, one
+    per core)."""
+    rng = np.random.default_rng(side)
+    dtype = np.dtype(dtype)
+    a, b = rng.standard_normal((2, side, side)).astype(dtype)
+    out = np.empty((side, side), dtype)
+    fn = _gemm[dtype].args[-1]
+    set_local = _gemm_serial[dtype].args[0]
+
+    def on(threads):
+        args = (set_local, threads, fn, _NO_TRANS, _NO_TRANS, side, side, side, a, side, b, side, out, side)
+        jit.compile_now(_call_threads, *args)     # time MKL, not the ctypes twin
+        return lambda: _call_threads(*args)
+    return {"serial": on(1), "threaded": on(_cores())}
 
 
 def _operand(x):
@@ -301,6 +420,10 @@ def matmul(a, b, out=None):
     op_c = _operand(out) if out.shape == (m, n) and out.dtype == a.dtype and out.flags.writeable else None
     if op_a is None or op_b is None or op_c is None or op_c[0] != _NO_TRANS:
         return np.matmul(a, b, out=out)
+
+    limit = _serial_work.get(a.dtype)
+    if m * n * k < (serial_work(a.dtype) if limit is None else limit):
+        fn = _gemm_serial[a.dtype]
 
     def run_mkl():
         fn(op_a[0], op_b[0], m, n, k, a, op_a[1], b, op_b[1], out, op_c[1])

@@ -9,9 +9,13 @@ two, the dtype, the operands' transpose flags) runs a few times on each library,
 median. The incumbent (MKL, the old default) is kept unless the other is at least
 :data:`MARGIN` faster by the median *and* by the fastest call: on a noisy machine a coin flip
 between equals would only add churn. A timing whose median and fastest call disagree about the
-winner (other processes' load came and went while it ran) is not *settled*: the incumbent is
-used, for this process only, and the next process measures again rather than keep a choice
-made in a burst of noise on disk for good.
+winner (other processes' load came and went while it ran), or one made while the machine was
+busy (:func:`quiet`), is not *settled*: it is used for this process only (the incumbent where
+median and fastest call disagree), and the next process measures again rather than keep a
+choice made in a burst of noise on disk for good.
+
+The same file keeps *thresholds* measured once per machine: ``serial:<dtype>``, the product
+size under which one GEMM thread beats all of them (:func:`serial_threshold`).
 
 Choices live in one JSON file (``$TW_TUNING_CACHE``, else ``$XDG_CACHE_HOME/tensorweave/`` or
 ``~/.cache/tensorweave/gemm-tuning.json``), keyed by the CPU model, the core count and both
@@ -36,6 +40,8 @@ MARGIN = 0.10
 MIN_CALLS, MAX_CALLS, BUDGET_S = 3, 7, 0.02
 FORMAT = 1
 INCUMBENT = "mkl"
+#: sides of the square products timed for a serial threshold (32 K .. 16.8 M multiply-adds)
+SERIAL_LADDER = (32, 48, 64, 96, 128, 192, 256)
 
 
 def shape_class(m, n, k, dtype, trans_a, trans_b, count=1):
@@ -75,6 +81,18 @@ def user_cache_dir():
     """``<$XDG_CACHE_HOME or ~/.cache>/tensorweave``: where per-machine caches go."""
     base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
     return os.path.join(base, "tensorweave")
+
+
+def quiet():
+    """Whether the machine is quiet enough for a timing to be kept on disk: its load average
+    (last minute) under its core count. A timing under a heavier load holds for the process
+    that made it only: other processes' threads decide it (two MKL threads lost to one on every
+    product up to 256x256x256 at load 14 on two cores, where a quiet machine's crossover is far
+    lower), and it would otherwise stand for the machine for good."""
+    try:
+        return os.getloadavg()[0] < (os.cpu_count() or 1)
+    except (OSError, AttributeError):   # no load average (not Unix)
+        return True
 
 
 def _clock():
@@ -127,6 +145,28 @@ def pick(times, incumbent=INCUMBENT):
     return (incumbent if incumbent in times else by_median), False
 
 
+def serial_threshold(runners_for, ladder=SERIAL_LADDER):
+    """``(work, settled)``: products of fewer than ``work`` multiply-adds should run on one thread.
+
+    Why: a threaded GEMM hands work to its other threads and waits for them; for a small
+    product that costs more than it saves (32x64 @ 64x192, a GRU step: 70 µs on two MKL
+    threads against 54 on one, and the second thread's spinning doubles the CPU time), and on
+    a busy machine each hand-off can wait for a descheduled thread. ``runners_for(side)`` gives
+    ``{"serial": run, "threaded": run}`` for a ``side``-cubed product; from the largest side
+    down, the threshold falls to each side where the threads win by :data:`MARGIN` (one thread
+    is the incumbent: it also leaves the other core to the rest of the process). Where threads
+    never win, every product up to twice the largest timed one runs on one thread. Settled when
+    every rung's median and fastest call agreed."""
+    work, settled = 2 * ladder[-1] ** 3, True
+    for side in sorted(ladder, reverse=True):
+        choice, ok = pick(measure(runners_for(side)), incumbent="serial")
+        settled = settled and ok
+        if choice != "threaded":
+            break
+        work = side ** 3
+    return work, settled
+
+
 class Tuner:
     """Per-shape-class choices for one machine, loaded from and saved to ``path``.
 
@@ -142,28 +182,43 @@ class Tuner:
     def __init__(self, path, key, backends):
         self.path, self.key, self.backends = path, key, frozenset(backends)
         self.choices = self._read()
+        self.thresholds = self._read("thresholds")
 
-    def _read(self):
-        """The valid entries of the file at ``path``; ``{}`` for anything else."""
+    def _file(self):
+        """The file's contents when it is a valid cache of this machine, else None."""
         try:
             with open(self.path, encoding="utf-8") as f:
                 data = json.load(f)
         except (OSError, ValueError, UnicodeDecodeError):
-            return {}
+            return None
         if not isinstance(data, dict) or data.get("format") != FORMAT or data.get("machine") != self.key:
+            return None
+        return data
+
+    def _read(self, part="choices"):
+        """The valid entries of the file's ``part`` (``choices``: shape class -> backend;
+        ``thresholds``: name -> a non-negative int ``value``); ``{}`` for anything else."""
+        entries = (self._file() or {}).get(part)
+        if not isinstance(entries, dict):
             return {}
-        choices = data.get("choices")
-        if not isinstance(choices, dict):
-            return {}
-        return {cls: entry for cls, entry in choices.items()
-                if isinstance(cls, str) and isinstance(entry, dict) and entry.get("backend") in self.backends
+        if part == "thresholds":
+            def valid(entry):
+                value = entry.get("value")
+                return type(value) is int and value >= 0
+        else:
+            def valid(entry):
+                return entry.get("backend") in self.backends
+        return {name: entry for name, entry in entries.items()
+                if isinstance(name, str) and isinstance(entry, dict) and valid(entry)
                 and entry.get("settled", True) is True}
 
     def _write(self):
-        """Saves the choices atomically; a cache that cannot be written is skipped silently
-        (read-only home): the choice still holds for this process."""
-        settled = {cls: entry for cls, entry in self.choices.items() if entry.get("settled", True)}
-        data = {"format": FORMAT, "machine": self.key, "choices": {**self._read(), **settled}}
+        """Saves the choices and thresholds atomically; a cache that cannot be written is skipped
+        silently (read-only home): the choice still holds for this process."""
+        def settled(entries):
+            return {name: entry for name, entry in entries.items() if entry.get("settled", True)}
+        data = {"format": FORMAT, "machine": self.key, "choices": {**self._read(), **settled(self.choices)},
+                "thresholds": {**self._read("thresholds"), **settled(self.thresholds)}}
         folder = os.path.dirname(os.path.abspath(self.path))
         try:
             os.makedirs(folder, exist_ok=True)
@@ -191,8 +246,21 @@ class Tuner:
             return found
         times = measure(runners)
         choice, settled = pick(times)
+        settled = settled and quiet()
         self.choices[cls] = {"backend": choice, "settled": settled,
                              **{f"{name}_us": round(_median(ts) * 1e6, 1) for name, ts in times.items()}}
         if settled:
             self._write()
         return choice
+
+    def threshold(self, name, measure_it):
+        """The cached threshold ``name``, or ``measure_it()``'s ``(value, settled)``, saved when
+        settled (an unsettled one holds for this process only)."""
+        entry = self.thresholds.get(name)
+        if entry is None:
+            value, settled = measure_it()
+            settled = settled and quiet()
+            entry = self.thresholds[name] = {"value": int(value), "settled": bool(settled)}
+            if settled:
+                self._write()
+        return entry["value"]

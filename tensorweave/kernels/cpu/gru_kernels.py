@@ -20,7 +20,7 @@ import numpy as np
 from tensorweave.core.registry import register_kernel as k
 from tensorweave.kernels.cpu import gemm
 from tensorweave.kernels.cpu import rnn_common as rc
-from tensorweave.kernels.cpu.jit import njit
+from tensorweave.kernels.cpu.jit import njit, njit_twin
 from tensorweave.kernels.cpu.rnn_activations import (CODES, activate, copy_into, derivative, fill,
                                                       output_gradient, repeat_output)
 from tensorweave.ops.rnn_ops import GRU_RESERVE
@@ -138,7 +138,101 @@ def _backward_reset(res, dz, dh, d_rh, scratch, mask, ti, ract):
             dhb[j] += drh[j] * r[j]
 
 
-# ---- kernels ------------------------------------------------------------------------------------
+# ---- the step loops: compiled with the GEMM called from inside, or in Python -------------------
+def _forward_steps(mm, h, h_next, rk_zr, rk_h, rec, rec_h, res, ib, rb, out, m, act, ract, reset_after,
+                   zero_output, go_backwards):
+    """The forward step loop with ``mm(a, b, out)`` for the products; returns the last state."""
+    b, t, _ = res.shape
+    u = h.shape[1]
+    for s in range(t):
+        ti = rc.time_index(s, t, go_backwards)
+        mm(h, rk_zr, rec)
+        _forward_gates(rec, res, ib, rb, h, ti, ract, reset_after)
+        if not reset_after:
+            mm(res[:, ti, 3 * u:4 * u], rk_h, rec_h)
+        _forward_state(rec_h, res, ib, rb, h, h_next, out, m, ti, s, act, reset_after, zero_output)
+        h, h_next = h_next, h
+    return h
+
+
+def _backward_steps(mm, res, d_out, dz, drec, dh, dh_mm, d_rh, carry, scratch, rk_t, rk_zr_t, rk_h_t, m, act,
+                    ract, reset_after, zero_output, go_backwards):
+    """The backward step loop with ``mm(a, b, out)`` for the products (``dh_mm`` ends with the
+    first step's recurrent part, not yet added to ``dh``)."""
+    b, t, _ = res.shape
+    u = dh.shape[1]
+    for s in range(t - 1, -1, -1):
+        ti = rc.time_index(s, t, go_backwards)
+        _backward_gates(res, d_out, dz, drec, dh, dh_mm, carry, scratch, m, ti, s, s < t - 1, act, ract,
+                        reset_after, zero_output)
+        if reset_after:
+            mm(drec[:, ti], rk_t, dh_mm)
+        else:
+            mm(dz[:, ti, 2 * u:], rk_h_t, d_rh)
+            _backward_reset(res, dz, dh, d_rh, scratch, m, ti, ract)
+            mm(dz[:, ti, :2 * u], rk_zr_t, dh_mm)
+
+
+def _python_mm(gemm_fn, set_local, threads):
+    """``mm`` through :func:`gemm.call_threads`: the compiled loops' very calls, from Python."""
+    def mm(a, b, c):
+        gemm.call_rows(gemm_fn, set_local, threads, a, b, c)
+    return mm
+
+
+def _forward_loop_twin(gemm_fn, set_local, threads, *args):
+    return _forward_steps(_python_mm(gemm_fn, set_local, threads), *args)
+
+
+def _backward_loop_twin(gemm_fn, set_local, threads, *args):
+    _backward_steps(_python_mm(gemm_fn, set_local, threads), *args)
+
+
+@njit_twin(_forward_loop_twin)
+def _forward_loop(gemm_fn, set_local, threads, h, h_next, rk_zr, rk_h, rec, rec_h, res, ib, rb, out, m, act, ract,
+                  reset_after, zero_output, go_backwards):
+    """:func:`_forward_steps` compiled, MKL called from inside (no Python between steps: a GRU
+    step is ~20 µs of work, and each trip through Python cost ~15 µs); MKL on ``threads``."""
+    before = gemm.set_threads_local(set_local, threads)
+    b, t, _ = res.shape
+    u = h.shape[1]
+    for s in range(t):
+        ti = t - 1 - s if go_backwards else s
+        gemm.gemm_rows(gemm_fn, h, rk_zr, rec)
+        _forward_gates(rec, res, ib, rb, h, ti, ract, reset_after)
+        if not reset_after:
+            gemm.gemm_rows(gemm_fn, res[:, ti, 3 * u:4 * u], rk_h, rec_h)
+        _forward_state(rec_h, res, ib, rb, h, h_next, out, m, ti, s, act, reset_after, zero_output)
+        h, h_next = h_next, h
+    gemm.set_threads_local(set_local, before)
+    return h
+
+
+@njit_twin(_backward_loop_twin)
+def _backward_loop(gemm_fn, set_local, threads, res, d_out, dz, drec, dh, dh_mm, d_rh, carry, scratch, rk_t, rk_zr_t,
+                   rk_h_t, m, act, ract, reset_after, zero_output, go_backwards):
+    """:func:`_backward_steps` compiled, MKL called from inside, on ``threads``."""
+    before = gemm.set_threads_local(set_local, threads)
+    b, t, _ = res.shape
+    u = dh.shape[1]
+    for s in range(t - 1, -1, -1):
+        ti = t - 1 - s if go_backwards else s
+        _backward_gates(res, d_out, dz, drec, dh, dh_mm, carry, scratch, m, ti, s, s < t - 1, act, ract,
+                        reset_after, zero_output)
+        if reset_after:
+            gemm.gemm_rows(gemm_fn, drec[:, ti], rk_t, dh_mm)
+        else:
+            gemm.gemm_rows(gemm_fn, dz[:, ti, 2 * u:], rk_h_t, d_rh)
+            _backward_reset(res, dz, dh, d_rh, scratch, m, ti, ract)
+            gemm.gemm_rows(gemm_fn, dz[:, ti, :2 * u], rk_zr_t, dh_mm)
+    gemm.set_threads_local(set_local, before)
+
+
+def _matmul_into(a, b, c):
+    gemm.matmul(a, b, out=c)
+
+
+# ---- kernels -------------------------------------------------------------------------------------
 @k("GRUSequence")
 def gru_sequence(x, h0, kernel, recurrent_kernel, input_bias, recurrent_bias, mask=None, *, activation,
                  recurrent_activation, reset_after, go_backwards, zero_output_for_mask):
@@ -159,15 +253,13 @@ def gru_sequence(x, h0, kernel, recurrent_kernel, input_bias, recurrent_bias, ma
     out = np.empty((b, t, u), wd)
     rec = np.empty((b, (3 if reset_after else 2) * u), wd)
     rec_h = np.empty((b, u), wd)
-    act, ract = CODES[activation], CODES[recurrent_activation]
-    for s in range(t):
-        ti = rc.time_index(s, t, go_backwards)
-        gemm.matmul(h, rk_zr, out=rec)
-        _forward_gates(rec, res, ib, rb, h, ti, ract, reset_after)
-        if not reset_after:
-            gemm.matmul(res[:, ti, 3 * u:4 * u], rk_h, out=rec_h)
-        _forward_state(rec_h, res, ib, rb, h, h_next, out, m, ti, s, act, reset_after, zero_output_for_mask)
-        h, h_next = h_next, h
+    args = (h, h_next, rk_zr, rk_h, rec, rec_h, res, ib, rb, out, m, CODES[activation], CODES[recurrent_activation],
+            reset_after, zero_output_for_mask, go_backwards)
+    compiled = gemm.compiled_gemm(wd, b, rk_zr.shape[1], u)
+    if compiled is None:
+        h = _forward_steps(_matmul_into, *args)
+    else:
+        h = _forward_loop(*compiled, *args)
     return rc.cast_all(dt, out, h) + (rc.reserve_bytes(res),)
 
 
@@ -189,17 +281,13 @@ def gru_sequence_grad(x, h0, kernel, recurrent_kernel, reserve, d_out, d_h, mask
     rk_t = np.ascontiguousarray(rk.T)                         # [3U, U]
     rk_zr_t, rk_h_t = np.ascontiguousarray(rk_t[:2 * u]), np.ascontiguousarray(rk_t[2 * u:])
     m = rc.step_mask(mask, b, t)
-    act, ract = CODES[activation], CODES[recurrent_activation]
-    for s in range(t - 1, -1, -1):
-        ti = rc.time_index(s, t, go_backwards)
-        _backward_gates(res, d_out, dz, drec, dh, dh_mm, carry, scratch, m, ti, s, s < t - 1, act, ract,
-                        reset_after, zero_output_for_mask)
-        if reset_after:
-            gemm.matmul(drec[:, ti], rk_t, out=dh_mm)
-        else:
-            gemm.matmul(dz[:, ti, 2 * u:], rk_h_t, out=d_rh)
-            _backward_reset(res, dz, dh, d_rh, scratch, m, ti, ract)
-            gemm.matmul(dz[:, ti, :2 * u], rk_zr_t, out=dh_mm)
+    args = (res, d_out, dz, drec, dh, dh_mm, d_rh, carry, scratch, rk_t, rk_zr_t, rk_h_t, m, CODES[activation],
+            CODES[recurrent_activation], reset_after, zero_output_for_mask, go_backwards)
+    compiled = gemm.compiled_gemm(wd, b, u, 3 * u)
+    if compiled is None:
+        _backward_steps(_matmul_into, *args)
+    else:
+        _backward_loop(*compiled, *args)
     if t:
         dh += dh_mm
     dx, dk = rc.input_grads(x, kernel, dz, wd)
