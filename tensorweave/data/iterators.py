@@ -164,10 +164,12 @@ class Iterator:
     """
 
     def __init__(self, dataset):
+        from tensorweave.core.context import building_graph
         self._dataset = dataset
         self._impl = dataset._make_iter()
         self._spec = None
         self._flat = None
+        self._made_in = building_graph()    # None: made eagerly (see __next__)
 
     @property
     def element_spec(self):
@@ -186,6 +188,32 @@ class Iterator:
         return EagerTensor(a, s.dtype)
 
     def __next__(self):
+        from tensorweave.core.context import building_graph
+        graph = building_graph()
+        if graph is not None and graph is not self._made_in:
+            return self._next_op()
+        flat = self._take()
+        return structure.pack(self._spec, flat)
+
+    def _next_op(self):
+        # ``next(it)`` while a tw.function is traced, on an iterator made outside it (TF's
+        # ``train_step(iterator)``): an op that takes an element each time the graph runs (an
+        # element taken now would be baked into the graph). An iterator made inside the trace
+        # (``for x in dataset`` there) is read now: the loop is unrolled.
+        from tensorweave.ops.script_ops import numpy_function
+
+        def take():
+            try:
+                return tuple(t._value for t in self._take())
+            except StopIteration:
+                raise errors.OutOfRangeError("End of sequence") from None
+        specs = self._specs()
+        outs = numpy_function(take, [], [s.dtype for s in specs], name="IteratorGetNext")
+        for t, s in zip(outs, specs):
+            t.set_shape(s.shape)
+        return structure.pack(self._spec, list(outs))
+
+    def _take(self):
         flat = self._impl.next()
         specs = self._flat if self._flat is not None else self._specs()
         if len(flat) != len(specs):
@@ -202,7 +230,7 @@ class Iterator:
                     f"element_spec says {s.dtype.name}. Hint: a map function must return the same "
                     "dtypes for every element.")
             out.append(self._convert(a, s))
-        return structure.pack(self._spec, out)
+        return out
 
     def next(self):
         return self.__next__()
