@@ -203,6 +203,7 @@ class RayPipeline:
         self.last_step = {"seconds": time.perf_counter() - t0,
                           "workers": {r: {"busy_s": a[4] - a[5], "wait_s": a[5], "held": a[3]}
                                       for r, a in answers.items()}}
+        # per stage, the most tapes one of its workers held at once (with virtual stages: all the worker's stages)
         pipe.held_activations = [max(answers[r][3] for r in p.ranks) for p in self.placements]
         if not train:
             return self._outputs(answers)
