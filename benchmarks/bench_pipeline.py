@@ -15,7 +15,8 @@ per-op hand-offs.
 
 ``--ray``: the same pipeline across 2 Ray worker processes (``tw.distribute.connect(num_workers=2)``,
 stage 0 on worker 0, stage 1 on worker 1, each worker 1 Ray CPU and 1 BLAS thread) for each of
-``--schedules`` against one device in this process (one thread); rows also give the mean step
+``--schedules`` against one device in this process (one thread) and the in-process 1F1B pipeline
+(rank threads, ``workers: 0``); rows also give the mean step
 time, the schedule's bubble fraction and the share of the last step each worker spent waiting
 for hand-offs (``pipe._ray.last_step``), with the CPU model and load.
 
@@ -94,10 +95,14 @@ def main_ray(args):
         cluster = tw.distribute.connect(num_workers=2)
         try:
             pipes = {name: _pipeline_with(args.batch, args.micro_batches, name) for name in args.schedules.split(",")}
-            best = {"one_device": 0.0, **{f"ray_{name}": 0.0 for name in pipes}}
+            with tw.distribute.in_process():      # the same pipeline on in-process ranks (threads)
+                in_process = _pipeline_with(args.batch, args.micro_batches, "1f1b")[1]
+            best = {"one_device": 0.0, "in_process_1f1b": 0.0, **{f"ray_{name}": 0.0 for name in pipes}}
             waits = {}
             for _ in range(args.rounds):      # alternate, best of rounds
                 best["one_device"] = max(best["one_device"], steps_per_s(local, args.steps))
+                with tw.distribute.in_process():
+                    best["in_process_1f1b"] = max(best["in_process_1f1b"], steps_per_s(in_process, args.steps))
                 for name, (pipe, step) in pipes.items():
                     best[f"ray_{name}"] = max(best[f"ray_{name}"], steps_per_s(step, args.steps))
                     last = pipe._ray.last_step
@@ -108,7 +113,7 @@ def main_ray(args):
     one = best["one_device"]
     for row, value in best.items():
         name = row[4:] if row.startswith("ray_") else None
-        print(json.dumps({"row": row, "batch": args.batch, "hidden": args.hidden, "workers": 2 if name else 1,
+        print(json.dumps({"row": row, "batch": args.batch, "hidden": args.hidden, "workers": 2 if name else 0,
                           "micro_batches": args.micro_batches, "schedule": name,
                           "bubble_fraction": round(pipes[name][0].bubble_fraction, 3) if name else None,
                           "transport": transport if name else None, "steps_s": round(value, 2),

@@ -166,8 +166,8 @@ def bad_stage(h):
 
 def test_a_failing_stage_raises_its_error_with_the_rank_action_and_line_and_the_cluster_goes_on(cluster):
     first = Stage(PARAMS[:2], False)
-    pipe = tw.distribute.pipeline([(first, tw.placement("cpu", ranks=[0])), (bad_stage, tw.placement("cpu", ranks=[1]))],
-                                  micro_batches=2, loss=loss_fn)
+    pipe = tw.distribute.pipeline([(first, tw.placement("cpu", ranks=[0])),
+                                   (bad_stage, tw.placement("cpu", ranks=[1]))], micro_batches=2, loss=loss_fn)
     with pytest.raises(errors.InvalidArgumentError) as info:
         pipe.forward_backward(X, Y)
     text = str(info.value) + "\n".join(getattr(info.value, "__notes__", []))
@@ -184,6 +184,9 @@ def test_unsupported_stage_layouts_say_what_to_do(cluster):
     pipe = tw.distribute.pipeline([(split, p0), (Stage(PARAMS[1:], True), p1)], micro_batches=2, loss=loss_fn)
     with pytest.raises(errors.UnimplementedError, match=r"laid out \(S\(0\),\).*replicated \(B\)"):
         pipe.forward_backward(X, Y)
+    unbuilt = tw.distribute.pipeline([(Stage(PARAMS[:1], False), p1), (tw.keras.layers.Dense(3), p0)], loss=loss_fn)
+    with pytest.raises(errors.FailedPreconditionError, match=r"stage 1 is not built.*Hint: build it"):
+        unbuilt.forward_backward(X, Y)
     with pytest.raises(ValueError, match="11 rows for 6 micro-batches over stage 0's 2 workers"):
         _pipeline("1f1b", ranks=([0, 1], [2]), micro_batches=6).forward_backward(X, Y)
 

@@ -111,9 +111,10 @@ def _check_stage(pipe, s, placement):
     if getattr(fn, "built", True) is False:
         raise errors.FailedPreconditionError(
             f"pipeline: stage {s} is not built (its weights do not exist yet); on Ray its weights are made on the "
-            "driver first. Hint: build it (layer.build(input_shape), or call the model once) before tw.distribute.pipeline")
+            "driver first. Hint: build it (layer.build(input_shape), or call the model once) before "
+            "tw.distribute.pipeline")
     for v in getattr(fn, "variables", None) or ():
-        if not all(isinstance(sb, Broadcast) for sb in v.sbp):
+        if not all(isinstance(sb, Broadcast) for sb in getattr(v, "sbp", ())):   # (a local one: the pickler says)
             raise errors.UnimplementedError(
                 f"pipeline: variable '{v.name}' of stage {s} is laid out {v.sbp}; on Ray workers a stage's variables "
                 "are replicated (B) for now. Hint: run tensor-parallel stages on in-process ranks")
@@ -202,6 +203,7 @@ class RayPipeline:
         self.last_step = {"seconds": time.perf_counter() - t0,
                           "workers": {r: {"busy_s": a[4] - a[5], "wait_s": a[5], "held": a[3]}
                                       for r, a in answers.items()}}
+        # per stage, the most tapes one of its workers held at once (with virtual stages: all the worker's stages)
         pipe.held_activations = [max(answers[r][3] for r in p.ranks) for p in self.placements]
         if not train:
             return self._outputs(answers)
