@@ -226,7 +226,12 @@ def test_kill_9_of_a_server_mid_round_leaves_synchronous_training_equal_to_a_fai
         x, y = next(iterator)
         return _train_step(model, optimizer, x, y)
 
-    coordinator.fetch([coordinator.schedule(step, args=(iterator,)) for _ in range(6)])     # 3 rounds
+    traced_step = tw.function(step)
+
+    # a tw.function whose table lookup cannot be traced yet: each worker's first call finds it while
+    # tracing, puts its batch back and runs the function eagerly from then on
+    coordinator.fetch([coordinator.schedule(traced_step, args=(iterator,))
+                       for _ in range(6)])     # 3 rounds
     coordinator.shutdown()
     _, new_pid, restored = ray.get(server.ping.remote())
     assert new_pid != pid and restored
