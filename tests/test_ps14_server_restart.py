@@ -4,7 +4,6 @@ rounds included (the Ray test, ``kill -9`` mid-round, is in ``test_ps14_ray.py``
 import asyncio
 
 import numpy as np
-import pytest
 
 import tensorweave as tw
 from tensorweave.distribute.ps import variable as ps_variable
