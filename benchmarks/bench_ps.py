@@ -5,8 +5,7 @@ examples/s (after a warm-up step per worker), the loss of the first and last ste
 each server holds. The CPU model, core count and load average are printed first and last:
 on a shared machine the figures mean little without them.
 
-Usage: ``python benchmarks/bench_ps.py [--workers 1 2 4] [--rows 1000000] [--steps 40] [--batch 512]
-[--no-pull-ahead]`` (without the overlap of a step's dense pulls with the hand-over to the next).
+Usage: ``python benchmarks/bench_ps.py [--workers 1 2 4] [--rows 1000000] [--steps 40] [--batch 512]``.
 """
 import argparse
 import json
@@ -29,7 +28,6 @@ def main():
     p.add_argument("--steps", type=int, default=40)
     p.add_argument("--batch", type=int, default=512)
     p.add_argument("--sync", action="store_true")
-    p.add_argument("--no-pull-ahead", action="store_true", help="steps do not start the next step's dense pulls")
     a = p.parse_args()
     sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "examples"))
     import ray
@@ -38,11 +36,10 @@ def main():
     print(json.dumps({"machine": _machine()}), flush=True)
     for n in a.workers:
         losses, rate, shapes = ex.train(workers=n, ps=a.ps, rows=a.rows, steps=a.steps, batch=a.batch, sync=a.sync,
-                                        verbose=False, pull_ahead=not a.no_pull_ahead)
+                                        verbose=False)
         k = max(1, len(losses) // 5)
         print(json.dumps({"workers": n, "ps": a.ps, "rows": a.rows, "batch_per_worker": a.batch,
                           "mode": "sync" if a.sync else "async", "steps": a.steps,
-                          "pull_ahead": not a.no_pull_ahead,
                           "examples_per_s": round(rate, 1), "loss_first": round(sum(losses[:k]) / k, 4),
                           "loss_last": round(sum(losses[-k:]) / k, 4),
                           "table_shards": [sorted(v for key, v in s.items() if "/embedding/" in key) for s in shapes],

@@ -86,8 +86,7 @@ def worker_batches(ids, clicks, batch, context):
     return tw.data.Dataset.from_tensor_slices((ids[sel], clicks[sel])).batch(batch)
 
 
-def train(workers=2, ps=2, rows=1_000_000, steps=60, batch=256, sync=False, learning_rate=0.05, verbose=True,
-          pull_ahead=True):
+def train(workers=2, ps=2, rows=1_000_000, steps=60, batch=256, sync=False, learning_rate=0.05, verbose=True):
     """Trains DeepFM on the cluster; returns ``(losses, examples per second, server shapes)``."""
     resolver = tw.distribute.cluster_resolver.SimpleClusterResolver(
         tw.train.ClusterSpec({"worker": [f"w{i}" for i in range(workers)], "ps": [f"ps{i}" for i in range(ps)]}))
@@ -102,7 +101,6 @@ def train(workers=2, ps=2, rows=1_000_000, steps=60, batch=256, sync=False, lear
             optimizer = tw.keras.optimizers.Adagrad(learning_rate)
         shapes = strategy.server_shapes()
         coordinator = tw.distribute.experimental.coordinator.ClusterCoordinator(strategy)
-        coordinator.pull_ahead = pull_ahead      # a step starts the next one's dense pulls (asynchronous)
         ids, clicks = click_data(rows, (steps + 2 * workers) * batch * workers, seed=1)
 
         def dataset_fn(context):      # repeated: asynchronous workers need not take equal numbers of steps

@@ -11,7 +11,9 @@ One coordinator thread per worker takes the functions off a queue: any worker's 
 queue) when the strategy is asynchronous; when it is synchronous the ``i``-th scheduled
 function is step ``i % num_workers`` of round ``i // num_workers`` and runs on that worker.
 A function travels once (``ray.put``), kept by the worker; each call sends only its
-arguments. Results come back as NumPy values.
+arguments. Results come back as NumPy values. A ``tw.function`` is traced once on each worker
+and run as a graph (``traced.py``); Keras ``fit``/``evaluate`` schedule through here too
+(``keras_fit.py``: their evaluation steps are read-only, outside the synchronous rounds).
 
 **Failures.** When a worker process dies (``kill -9``) the call fails with Ray's actor
 error: its thread restarts the worker in its placement bundle (``Cluster.restart_worker``)
@@ -127,8 +129,6 @@ class ClusterCoordinator:
         self._fns = {}               # id(fn) -> (token, ref, fn)
         self._closed = False
         self.restarts = [0] * self._n
-        # asynchronous steps start pulling what the next step reads whole when they end (pull_ahead)
-        self.pull_ahead = True
         self._threads = [threading.Thread(target=self._serve, args=(i,), daemon=True, name=f"tw-ps-worker-{i}")
                          for i in range(self._n)]
         for t in self._threads:
@@ -231,7 +231,7 @@ class ClusterCoordinator:
         iterators = _iterators_in((closure.args, closure.kwargs))
         info = {"worker": index, "num_workers": self._n, "servers": self.strategy._servers,
                 "round": self._round0 + closure.seq // self._n if self._sync and closure.seq is not None else None,
-                "slot": (closure.seq or 0) % self._n, "number": closure.number, "pull_ahead": self.pull_ahead,
+                "slot": (closure.seq or 0) % self._n, "number": closure.number,
                 "consumed": {it._id: it._consumed[index] for it in iterators},
                 "datasets": {it._id: it._dataset_ref for it in iterators}}
         for attempt in range(MAX_RESTARTS + 1):
@@ -337,14 +337,8 @@ def _worker_step(worker, fn_box, token, args, kwargs, info):
     guard = weight_creator.set(_no_new_weights)
     try:
         dense = worker.store.setdefault("ps_dense_reads", {})
-        ahead = worker.store.setdefault("ps_pull_ahead", {})
-        out = _run_step(fn, args, kwargs, info, step, iterators, dense.get(token, []), ahead.pop(token, None))
+        out = _run_step(fn, args, kwargs, info, step, iterators, dense.get(token, []))
         dense[token] = step.dense_reads
-        from tensorweave.distribute.ps.traced import TracedFunction
-        if info["pull_ahead"] and step.round is None and not isinstance(fn, TracedFunction):
-            # asynchronous only: a synchronous pull ahead would wait on the server for a round
-            # that may never come (holding one of its concurrent calls)
-            ahead[token] = _variable.pull_ahead(step)
         return out
     finally:
         weight_creator.reset(guard)
@@ -356,13 +350,13 @@ def _no_new_weights(layer, name, shape, **_):
                        "scheduling steps, so its weights live on the parameter servers")
 
 
-def _run_step(fn, args, kwargs, info, step, iterators, dense_reads, ahead=None):
+def _run_step(fn, args, kwargs, info, step, iterators, dense_reads):
     import ray
     from tensorweave.distribute.ps.traced import TracedFunction
     traced = isinstance(fn, TracedFunction)
     with _variable.step_scope(step):
         if not traced:
-            _variable.prefetch(step, dense_reads, ahead)
+            _variable.prefetch(step, dense_reads)
         for it_id, ref_box in info["datasets"].items():
             if it_id not in iterators:
                 dataset_fn = ray.get(ref_box[0])

@@ -292,17 +292,13 @@ def _shape_only():
     return getattr(building_graph(), "shape_only", False)
 
 
-def prefetch(step, variables, ahead=None):
+def prefetch(step, variables):
     """Pulls ``variables`` whole into ``step`` with one call per server (a step reads the
-    variables its previous run read whole: the dense layers). ``ahead``: the pull the previous
-    step issued for this one when it ended (:func:`pull_ahead`), used when it is for this round."""
+    variables its previous run read whole: the dense layers)."""
     from tensorweave.ops.variables import Variable
     if not variables:
         return
-    if ahead is not None and ahead[0] == step.round and ahead[1] == [v._key for v in variables]:
-        values = _resolve(variables, ahead[2])
-    else:
-        values = pull_whole(variables, step.min_version)
+    values = pull_whole(variables, step.min_version)
     for v, value in zip(variables, values):
         if step.mirrors is not None:
             step.mirrors[v._key].assign(value)
@@ -314,15 +310,6 @@ def prefetch(step, variables, ahead=None):
 def pull_whole(variables, min_version=0):
     """The values of ``variables`` (whole), one call per server."""
     return _resolve(variables, _pull_refs(variables, min_version))
-
-
-def pull_ahead(step):
-    """At the end of an asynchronous ``step``: starts pulling what the next step of the same
-    function on this worker will read whole, so the transfer overlaps the hand-over to the next
-    step (its values are those right after this step's push). ``(round, keys, refs)``."""
-    if not step.dense_reads or step.round is not None:
-        return None
-    return None, [v._key for v in step.dense_reads], _pull_refs(step.dense_reads, 0)
 
 
 def _pull_refs(variables, min_version):
