@@ -40,7 +40,7 @@ from tensorweave.ops.math_ops import (
 from tensorweave.ops.reduce_ops import (
     reduce_sum, reduce_mean, reduce_max, reduce_min, reduce_prod, reduce_any, reduce_all,
     reduce_logsumexp, reduce_variance, reduce_std, argmax, argmin, count_nonzero)
-from tensorweave.ops.variables import Variable
+from tensorweave.ops.variables import Variable, variable_creator_scope
 from tensorweave.ops import state_ops as _state_ops  # noqa: F401
 from tensorweave.ops import fused_ops as _fused_ops  # noqa: F401 - plan-only ops the passes make
 from tensorweave.ops import sbp_local_ops as _sbp_local_ops  # noqa: F401 - ops SBP local hooks lower to

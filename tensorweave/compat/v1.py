@@ -58,7 +58,7 @@ from tensorweave.core.context import disable_eager_execution, enable_eager_execu
 from tensorweave.core.graph import get_default_graph, reset_default_graph  # noqa: F401
 from tensorweave.ops.variables import (global_variables, global_variables_initializer,  # noqa: F401
                                        local_variables, local_variables_initializer, trainable_variables,
-                                       variables_initializer)
+                                       variable_creator_scope, variables_initializer)
 from tensorweave.runtime.session import ConfigProto, InteractiveSession, Session, get_default_session  # noqa: F401
 from tensorweave.compat.v1_queues import (FIFOQueue, PaddingFIFOQueue, PriorityQueue, QueueBase,  # noqa: F401
                                           RandomShuffleQueue)

@@ -6,7 +6,10 @@
 >>> v.numpy()
 array([2., 3.], dtype=float32)
 """
+import contextlib
 import contextvars
+import functools
+import inspect
 import sys
 import threading
 import types
@@ -52,9 +55,68 @@ def _next_uid():
 
 
 _global_variable_factory = None   # the distribute package's: makes a global variable
-# ParameterServerStrategy.scope() sets a hook: ``hook(*args, **kwargs)`` of ``tw.Variable(...)``
-# returns the variable it placed elsewhere (not a Variable), or None for an ordinary one
-variable_hook = contextvars.ContextVar("tensorweave_variable_hook", default=None)
+# the creators of the open ``variable_creator_scope``s, outermost first (per thread and task)
+_creators = contextvars.ContextVar("tensorweave_variable_creators", default=())
+
+
+@contextlib.contextmanager
+def variable_creator_scope(variable_creator):
+    """TF's ``tf.variable_creator_scope``: inside, ``tw.Variable(...)`` calls
+    ``variable_creator(next_creator, **kwargs)`` with the constructor's arguments by name; it may
+    change them, call ``next_creator(**kwargs)`` (the enclosing scope's creator, at the bottom
+    the ordinary constructor), or return a variable of its own (a distribution strategy placing
+    it elsewhere). The innermost scope's creator is called first.
+
+    >>> import tensorweave as tw
+    >>> def frozen(next_creator, **kwargs):
+    ...     kwargs["trainable"] = False
+    ...     return next_creator(**kwargs)
+    >>> with tw.variable_creator_scope(frozen):
+    ...     v = tw.Variable(1.0, name="step")
+    >>> v.trainable, v.name
+    (False, 'step:0')
+    """
+    token = _creators.set(_creators.get() + (variable_creator,))
+    try:
+        yield
+    finally:
+        _creators.reset(token)
+
+
+@functools.lru_cache(maxsize=None)
+def _creator_signature():
+    # what a creator receives: the constructor's arguments, and a global variable's placement/sbp
+    sig = inspect.signature(Variable.__init__)
+    extra = [inspect.Parameter(n, inspect.Parameter.KEYWORD_ONLY, default=None) for n in ("placement", "sbp")]
+    return sig.replace(parameters=[*sig.parameters.values(), *extra])
+
+
+class _VariableType(type):
+    """Routes ``tw.Variable(...)`` through the open creator scopes (TF's variable creators)."""
+
+    def __call__(cls, *args, **kwargs):
+        creators = _creators.get()
+        if not creators or cls is not Variable:
+            return super().__call__(*args, **kwargs)
+        bound = _creator_signature().bind(None, *args, **kwargs)
+        bound.apply_defaults()
+        named = dict(bound.arguments)
+        del named["self"]
+        for key in ("placement", "sbp"):       # a global variable's, passed on only when given
+            if named[key] is None:
+                del named[key]
+
+        def make(**kw):
+            # the constructor itself: variables it makes inside (a global variable's per-rank
+            # shards) are its parts, not the user's variables, so the creators do not see them
+            token = _creators.set(())
+            try:
+                return type.__call__(Variable, **kw)
+            finally:
+                _creators.reset(token)
+        for creator in creators:
+            make = functools.partial(creator, make)
+        return make(**named)
 
 
 def set_global_variable_factory(fn):
@@ -63,7 +125,7 @@ def set_global_variable_factory(fn):
     _global_variable_factory = fn
 
 
-class Variable:
+class Variable(metaclass=_VariableType):
     """A tensor-valued state cell; reads and assignments are ops (graph nodes or eager calls).
 
     Args follow ``tf.Variable``: ``initial_value`` (value, tensor or zero-argument callable),
@@ -76,9 +138,7 @@ class Variable:
 
     def __new__(cls, *args, placement=None, sbp=None, **kwargs):
         if placement is None and sbp is None:
-            hook = variable_hook.get() if cls is Variable else None
-            made = None if hook is None else hook(*args, **kwargs)
-            return object.__new__(cls) if made is None else made     # (not a Variable: no __init__ runs)
+            return object.__new__(cls)
         if _global_variable_factory is None:
             raise ValueError("Variable: placement=/sbp= need the distribute package, loaded on first use. "
                              "Hint: import tensorweave.distribute (tw.placement and tw.sbp load it)")

@@ -215,15 +215,14 @@ class ParameterServerStrategy:
     def scope(self):
         """Keras weights created inside live on the parameter servers."""
         from tensorweave.keras.engine.layer import weight_creator
-        from tensorweave.ops.variables import variable_hook
+        from tensorweave.ops.variables import variable_creator_scope
         self._ensure_cluster()
         token = weight_creator.set(self._create_weight)
         current = _current.set(self)
-        raw = variable_hook.set(self._create_raw)
         try:
-            yield self
+            with variable_creator_scope(self._create_raw):
+                yield self
         finally:
-            variable_hook.reset(raw)
             _current.reset(current)
             weight_creator.reset(token)
 
@@ -237,16 +236,19 @@ class ParameterServerStrategy:
             return init([hi - lo] + shape[1:] if shape else [], dtype=dtype).numpy()
         return self._place(name, shape, dtype, trainable, shard_value)
 
-    def _create_raw(self, initial_value=None, trainable=True, name=None, dtype=None, shape=None, *args, **kwargs):
+    def _create_raw(self, next_creator, initial_value=None, trainable=True, name=None, dtype=None, shape=None,
+                    **kwargs):
         """``tw.Variable(...)`` in the scope: a trainable variable goes to the servers (cut by the
         partitioner like a Keras weight); a non-trainable one (a metric's state, a counter) stays
         an ordinary variable where it is made (TF puts those on the servers too)."""
         from tensorweave.distribute.ps.variable import current_step
-        if not trainable or kwargs.get("synchronization") is not None or current_step() is not None:
-            return None
+        if (not trainable or kwargs.get("synchronization") is not None or current_step() is not None
+                or "placement" in kwargs):
+            return next_creator(initial_value=initial_value, trainable=trainable, name=name, dtype=dtype,
+                                shape=shape, **kwargs)
         if initial_value is None:
             raise ValueError("Variable: initial_value must be given")
-        if kwargs.get("constraint") is not None or (len(args) > 1 and args[1] is not None):
+        if kwargs.get("constraint") is not None:
             raise NotImplementedError(f"ParameterServerStrategy: variable '{name or 'Variable'}' has a constraint; "
                                       "constraints are not applied on parameter servers yet")
         from tensorweave.core.convert import convert_to_tensor
