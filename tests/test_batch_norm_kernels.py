@@ -112,3 +112,14 @@ def test_keras_layer_fused_equals_composite(axis, shape):
     if y_ref is not None:
         np.testing.assert_allclose(y.numpy(), y_ref.numpy(), rtol=1e-5, atol=1e-5)
     assert np.isfinite(tape.gradient(loss, xt).numpy()).all()
+
+
+@pytest.mark.parametrize("shape,data_format", [((2, 3, 0), "NHWC"), ((2, 0, 3), "NCHW"), ((0, 4), "NHWC")])
+def test_empty_channels_or_batch(shape, data_format):
+    x = np.ones(shape, np.float32)
+    c = shape[1] if data_format == "NCHW" else shape[-1]
+    vec = np.ones(c, np.float32)
+    y, mean, var = bnk._batch_norm_training(x, vec, vec, 1e-3, data_format)
+    assert y.shape == x.shape and mean.shape == var.shape == (c,)
+    dx, ds, do = bnk._batch_norm_training_grad(x, x, vec, mean, var, vec * 0, vec * 0, 1e-3, data_format)
+    assert dx.shape == x.shape and ds.shape == do.shape == (c,)
