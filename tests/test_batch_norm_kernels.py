@@ -123,3 +123,27 @@ def test_empty_channels_or_batch(shape, data_format):
     assert y.shape == x.shape and mean.shape == var.shape == (c,)
     dx, ds, do = bnk._batch_norm_training_grad(x, x, vec, mean, var, vec * 0, vec * 0, 1e-3, data_format)
     assert dx.shape == x.shape and ds.shape == do.shape == (c,)
+
+
+@pytest.mark.parametrize("dy_shape,dtype", [((4, 3), np.float32), ((6, 3), np.float32), ((5, 3), np.float64)])
+def test_gradient_kernel_rejects_a_dy_unlike_x(dy_shape, dtype):
+    x, vec = np.ones((5, 3), np.float32), np.ones(3, np.float32)
+    with pytest.raises(ValueError, match="dy must have x's shape and dtype"):
+        bnk._batch_norm_training_grad(np.ones(dy_shape, dtype), x, vec, vec, vec, vec, vec, 1e-3, "NHWC")
+
+
+def test_op_rejects_a_dy_unlike_x_with_the_op_name():
+    from tensorweave.ops.batch_norm_ops import _infer_grad
+    vec = tw.TensorSpec([3], tw.float32)
+    with pytest.raises(ValueError, match="BatchNormTrainingGrad: dy must have x's shape and dtype"):
+        _infer_grad([tw.TensorSpec([4, 3], tw.float32), tw.TensorSpec([5, 3], tw.float32)] + [vec] * 5, {})
+
+
+def test_bad_inputs_get_clear_errors():
+    from tensorweave.ops.batch_norm_ops import batch_norm_training
+    with pytest.raises(TypeError, match="BatchNormTraining does not support dtype int32"):
+        batch_norm_training(tw.constant([[1, 2]]), [1.0, 1.0], [0.0, 0.0])
+    with pytest.raises(ValueError, match=r"scale must be 1-D with one value per channel \(2\), got shape \[3\]"):
+        batch_norm_training(tw.ones([4, 2]), [1.0, 1.0, 1.0], [0.0, 0.0])
+    with pytest.raises(ValueError, match="x must have rank >= 2"):
+        batch_norm_training(tw.ones([4]), [1.0], [0.0])
