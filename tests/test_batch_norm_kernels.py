@@ -61,13 +61,26 @@ def test_sums_do_not_depend_on_threads_or_tiles(monkeypatch):
         assert _same(a, b)
 
 
-def test_statistics_are_accurate_when_the_mean_dwarfs_the_spread():
-    # float32 data with mean 1e4 and std 1: a one-pass E[x^2] - E[x]^2 in float32 returns noise
-    x = (1e4 + RNG.standard_normal((4096, 3))).astype(np.float32)
-    _, mean, var = bnk._batch_norm_training(x, np.ones(3, np.float32), np.zeros(3, np.float32), 0.0, "NHWC")
+@pytest.mark.parametrize("dtype,offset", [(np.float32, 1e4), (np.float64, 1e8)])
+def test_statistics_are_accurate_when_the_mean_dwarfs_the_spread(dtype, offset):
+    # std 1 under a mean of 1e4 (float32) or 1e8 (float64): E[x^2] - E[x]^2 without a shift loses
+    # the variance to rounding (1e16 * 2^-53 ~ 1 in float64)
+    x = (offset + RNG.standard_normal((4096, 3))).astype(dtype)
+    _, mean, var = bnk._batch_norm_training(x, np.ones(3, dtype), np.zeros(3, dtype), 0.0, "NHWC")
     x64 = x.astype(np.float64)
     np.testing.assert_allclose(var, x64.var(0), rtol=1e-6)
     np.testing.assert_allclose(mean, x64.mean(0), rtol=1e-7)
+
+
+def test_constant_channels_with_zero_epsilon_are_quiet():
+    """A constant channel with ``epsilon`` 0 divides by zero: inf/NaN as TensorFlow, no warnings."""
+    import warnings
+    x, vec = np.ones((8, 2), np.float32), np.ones(2, np.float32)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        y, mean, var = bnk._batch_norm_training(x, vec, vec, 0.0, "NHWC")
+        dx = bnk._batch_norm_training_grad(x, x, vec, mean, var, vec * 0, vec * 0, 0.0, "NHWC")[0]
+    assert np.isnan(y).all() and not np.isfinite(dx).any()
 
 
 def test_statistics_gradients_reach_x():
