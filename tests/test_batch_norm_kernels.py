@@ -160,3 +160,13 @@ def test_bad_inputs_get_clear_errors():
         batch_norm_training(tw.ones([4, 2]), [1.0, 1.0, 1.0], [0.0, 0.0])
     with pytest.raises(ValueError, match="x must have rank >= 2"):
         batch_norm_training(tw.ones([4]), [1.0], [0.0])
+
+
+def test_kernels_reject_per_channel_arguments_that_are_not_vectors():
+    x, vec, mat = np.ones((5, 3), np.float32), np.ones(3, np.float32), np.ones((1, 3), np.float32)
+    with pytest.raises(ValueError, match="scale and offset must be 1-D"):
+        bnk._batch_norm_training(x, mat, vec, 1e-3, "NHWC")
+    with pytest.raises(ValueError, match="must be 1-D"):
+        bnk._batch_norm_training_grad(x, x, vec, vec, mat, vec, vec, 1e-3, "NHWC")
+    with pytest.raises(ValueError, match="rank >= 2"):
+        bnk._batch_norm_training(np.ones(3, np.float32), vec, vec, 1e-3, "NHWC")

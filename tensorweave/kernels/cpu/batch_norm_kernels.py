@@ -106,7 +106,7 @@ def _batch_norm_training(x, scale, offset, epsilon, data_format):
 def _batch_norm_training_grad(dy, x, scale, mean, variance, mean_grad, variance_grad, epsilon, data_format):
     """``(dx, dscale, doffset)``; ``mean_grad``/``variance_grad`` (the gradients of the forward's
     statistics outputs) add ``mean_grad / M + 2 * variance_grad * (x - mean) / M`` to ``dx``."""
-    _check(x, (scale, mean, variance, mean_grad, variance_grad), "scale, mean and variance")
+    _check(x, (scale, mean, variance, mean_grad, variance_grad), "scale, mean, variance and their gradients")
     if dy.shape != x.shape or dy.dtype != x.dtype:
         raise ValueError("dy must have x's shape and dtype")
     cf = channels_first(data_format)
