@@ -170,3 +170,37 @@ def test_kernels_reject_per_channel_arguments_that_are_not_vectors():
         bnk._batch_norm_training_grad(x, x, vec, vec, mat, vec, vec, 1e-3, "NHWC")
     with pytest.raises(ValueError, match="rank >= 2"):
         bnk._batch_norm_training(np.ones(3, np.float32), vec, vec, 1e-3, "NHWC")
+
+
+@pytest.mark.parametrize("data_format,shape", [("NHWC", (3, 2, 2, 3)), ("NCHW", (3, 3, 2, 2))])
+def test_second_order_equals_the_composite_graphs(data_format, shape):
+    """Hessian-vector products through the fused op == through moments + batch_normalization
+    (ordinary differentiable ops), with a loss that is not linear in the statistics outputs, so
+    their gradients depend on x too."""
+    from tensorweave.ops.batch_norm_ops import batch_norm_training
+    x0 = RNG.standard_normal(shape)
+    c = shape[1] if data_format == "NCHW" else shape[-1]
+    scale0, offset0 = RNG.uniform(0.5, 2, c), RNG.uniform(-1, 1, c)
+    w, u = RNG.standard_normal(shape), RNG.standard_normal(shape)
+    axes = [0, 2, 3] if data_format == "NCHW" else [0, 1, 2]
+
+    def pc(v):
+        return tw.reshape(v, [-1, 1, 1]) if data_format == "NCHW" else v
+
+    def hvp(fused):
+        x, scale, offset = tw.constant(x0), tw.constant(scale0), tw.constant(offset0)
+        with tw.GradientTape() as outer:
+            outer.watch([x, scale, offset])
+            with tw.GradientTape() as inner:
+                inner.watch([x, scale, offset])
+                if fused:
+                    y, mean, var = batch_norm_training(x, scale, offset, 1e-3, data_format)
+                else:
+                    mean, var = tw.nn.moments(x, axes=axes)
+                    y = tw.nn.batch_normalization(x, pc(mean), pc(var), pc(offset), pc(scale), 1e-3)
+                loss = tw.reduce_sum(y * w) + tw.reduce_sum(mean * mean) + 0.5 * tw.reduce_sum(var * var)
+            gx, gs = inner.gradient(loss, [x, scale])
+            dot = tw.reduce_sum(gx * u) + tw.reduce_sum(gs * scale0)
+        return [g.numpy() for g in outer.gradient(dot, [x, scale])]   # offset: no second order
+    for a, b in zip(hvp(True), hvp(False)):
+        np.testing.assert_allclose(a, b, rtol=1e-9, atol=1e-10)
