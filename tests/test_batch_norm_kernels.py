@@ -61,13 +61,26 @@ def test_sums_do_not_depend_on_threads_or_tiles(monkeypatch):
         assert _same(a, b)
 
 
-def test_statistics_are_accurate_when_the_mean_dwarfs_the_spread():
-    # float32 data with mean 1e4 and std 1: a one-pass E[x^2] - E[x]^2 in float32 returns noise
-    x = (1e4 + RNG.standard_normal((4096, 3))).astype(np.float32)
-    _, mean, var = bnk._batch_norm_training(x, np.ones(3, np.float32), np.zeros(3, np.float32), 0.0, "NHWC")
+@pytest.mark.parametrize("dtype,offset", [(np.float32, 1e4), (np.float64, 1e8)])
+def test_statistics_are_accurate_when_the_mean_dwarfs_the_spread(dtype, offset):
+    # std 1 under a mean of 1e4 (float32) or 1e8 (float64): E[x^2] - E[x]^2 without a shift loses
+    # the variance to rounding (1e16 * 2^-53 ~ 1 in float64)
+    x = (offset + RNG.standard_normal((4096, 3))).astype(dtype)
+    _, mean, var = bnk._batch_norm_training(x, np.ones(3, dtype), np.zeros(3, dtype), 0.0, "NHWC")
     x64 = x.astype(np.float64)
     np.testing.assert_allclose(var, x64.var(0), rtol=1e-6)
     np.testing.assert_allclose(mean, x64.mean(0), rtol=1e-7)
+
+
+def test_constant_channels_with_zero_epsilon_are_quiet():
+    """A constant channel with ``epsilon`` 0 divides by zero: inf/NaN as TensorFlow, no warnings."""
+    import warnings
+    x, vec = np.ones((8, 2), np.float32), np.ones(2, np.float32)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        y, mean, var = bnk._batch_norm_training(x, vec, vec, 0.0, "NHWC")
+        dx = bnk._batch_norm_training_grad(x, x, vec, mean, var, vec * 0, vec * 0, 0.0, "NHWC")[0]
+    assert np.isnan(y).all() and not np.isfinite(dx).any()
 
 
 def test_statistics_gradients_reach_x():
@@ -112,3 +125,82 @@ def test_keras_layer_fused_equals_composite(axis, shape):
     if y_ref is not None:
         np.testing.assert_allclose(y.numpy(), y_ref.numpy(), rtol=1e-5, atol=1e-5)
     assert np.isfinite(tape.gradient(loss, xt).numpy()).all()
+
+
+@pytest.mark.parametrize("shape,data_format", [((2, 3, 0), "NHWC"), ((2, 0, 3), "NCHW"), ((0, 4), "NHWC")])
+def test_empty_channels_or_batch(shape, data_format):
+    x = np.ones(shape, np.float32)
+    c = shape[1] if data_format == "NCHW" else shape[-1]
+    vec = np.ones(c, np.float32)
+    y, mean, var = bnk._batch_norm_training(x, vec, vec, 1e-3, data_format)
+    assert y.shape == x.shape and mean.shape == var.shape == (c,)
+    dx, ds, do = bnk._batch_norm_training_grad(x, x, vec, mean, var, vec * 0, vec * 0, 1e-3, data_format)
+    assert dx.shape == x.shape and ds.shape == do.shape == (c,)
+
+
+@pytest.mark.parametrize("dy_shape,dtype", [((4, 3), np.float32), ((6, 3), np.float32), ((5, 3), np.float64)])
+def test_gradient_kernel_rejects_a_dy_unlike_x(dy_shape, dtype):
+    x, vec = np.ones((5, 3), np.float32), np.ones(3, np.float32)
+    with pytest.raises(ValueError, match="dy must have x's shape and dtype"):
+        bnk._batch_norm_training_grad(np.ones(dy_shape, dtype), x, vec, vec, vec, vec, vec, 1e-3, "NHWC")
+
+
+def test_op_rejects_a_dy_unlike_x_with_the_op_name():
+    from tensorweave.ops.batch_norm_ops import _infer_grad
+    vec = tw.TensorSpec([3], tw.float32)
+    with pytest.raises(ValueError, match="BatchNormTrainingGrad: dy must have x's shape and dtype"):
+        _infer_grad([tw.TensorSpec([4, 3], tw.float32), tw.TensorSpec([5, 3], tw.float32)] + [vec] * 5, {})
+
+
+def test_bad_inputs_get_clear_errors():
+    from tensorweave.ops.batch_norm_ops import batch_norm_training
+    with pytest.raises(TypeError, match="BatchNormTraining does not support dtype int32"):
+        batch_norm_training(tw.constant([[1, 2]]), [1.0, 1.0], [0.0, 0.0])
+    with pytest.raises(ValueError, match=r"scale must be 1-D with one value per channel \(2\), got shape \[3\]"):
+        batch_norm_training(tw.ones([4, 2]), [1.0, 1.0, 1.0], [0.0, 0.0])
+    with pytest.raises(ValueError, match="x must have rank >= 2"):
+        batch_norm_training(tw.ones([4]), [1.0], [0.0])
+
+
+def test_kernels_reject_per_channel_arguments_that_are_not_vectors():
+    x, vec, mat = np.ones((5, 3), np.float32), np.ones(3, np.float32), np.ones((1, 3), np.float32)
+    with pytest.raises(ValueError, match="scale and offset must be 1-D"):
+        bnk._batch_norm_training(x, mat, vec, 1e-3, "NHWC")
+    with pytest.raises(ValueError, match="must be 1-D"):
+        bnk._batch_norm_training_grad(x, x, vec, vec, mat, vec, vec, 1e-3, "NHWC")
+    with pytest.raises(ValueError, match="rank >= 2"):
+        bnk._batch_norm_training(np.ones(3, np.float32), vec, vec, 1e-3, "NHWC")
+
+
+@pytest.mark.parametrize("data_format,shape", [("NHWC", (3, 2, 2, 3)), ("NCHW", (3, 3, 2, 2))])
+def test_second_order_equals_the_composite_graphs(data_format, shape):
+    """Hessian-vector products through the fused op == through moments + batch_normalization
+    (ordinary differentiable ops), with a loss that is not linear in the statistics outputs, so
+    their gradients depend on x too."""
+    from tensorweave.ops.batch_norm_ops import batch_norm_training
+    x0 = RNG.standard_normal(shape)
+    c = shape[1] if data_format == "NCHW" else shape[-1]
+    scale0, offset0 = RNG.uniform(0.5, 2, c), RNG.uniform(-1, 1, c)
+    w, u = RNG.standard_normal(shape), RNG.standard_normal(shape)
+    axes = [0, 2, 3] if data_format == "NCHW" else [0, 1, 2]
+
+    def pc(v):
+        return tw.reshape(v, [-1, 1, 1]) if data_format == "NCHW" else v
+
+    def hvp(fused):
+        x, scale, offset = tw.constant(x0), tw.constant(scale0), tw.constant(offset0)
+        with tw.GradientTape() as outer:
+            outer.watch([x, scale, offset])
+            with tw.GradientTape() as inner:
+                inner.watch([x, scale, offset])
+                if fused:
+                    y, mean, var = batch_norm_training(x, scale, offset, 1e-3, data_format)
+                else:
+                    mean, var = tw.nn.moments(x, axes=axes)
+                    y = tw.nn.batch_normalization(x, pc(mean), pc(var), pc(offset), pc(scale), 1e-3)
+                loss = tw.reduce_sum(y * w) + tw.reduce_sum(mean * mean) + 0.5 * tw.reduce_sum(var * var)
+            gx, gs = inner.gradient(loss, [x, scale])
+            dot = tw.reduce_sum(gx * u) + tw.reduce_sum(gs * scale0)
+        return [g.numpy() for g in outer.gradient(dot, [x, scale])]   # offset: no second order
+    for a, b in zip(hvp(True), hvp(False)):
+        np.testing.assert_allclose(a, b, rtol=1e-9, atol=1e-10)

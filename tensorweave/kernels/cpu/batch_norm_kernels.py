@@ -40,15 +40,15 @@ def _unrows(y2, x, cf):
     return y2.reshape(x.shape).astype(x.dtype, copy=False)
 
 
-def _sums(loop, first, *args):
-    """Per-channel float64 ``(s1, s2)`` of ``loop`` over chunks of :data:`SUM_ROWS` rows of the
-    ``[M, C]`` arrays ``first, *rows`` (``args``: the row arrays, then per-channel extras)."""
-    m, c = first.shape
+def _sums(loop, rows, vectors):
+    """Per-channel float64 ``(s1, s2)`` of ``loop(*rows, *vectors, s1, s2)`` over chunks of
+    :data:`SUM_ROWS` rows of the ``[M, C]`` arrays ``rows``, added in chunk order."""
+    m, c = rows[0].shape
     parts = {}
 
     def run(r0, r1, _scratch):
         s1, s2 = np.zeros(c), np.zeros(c)
-        loop(*(a[r0:r1] if a.ndim == 2 else a for a in (first,) + args), s1, s2)
+        loop(*(a[r0:r1] for a in rows), *vectors, s1, s2)
         parts[r0] = (s1, s2)
     over_tiles(m, 1, SUM_ROWS, run)
     s1, s2 = np.zeros(c), np.zeros(c)
@@ -58,9 +58,10 @@ def _sums(loop, first, *args):
     return s1, s2
 
 
-def _elementwise(loop, out, *args):
+def _elementwise(loop, out, rows, vectors):
+    """``loop(*rows, *vectors, out)`` over tiles of :data:`PASS_ROWS` rows."""
     over_tiles(out.shape[0], 1, PASS_ROWS,
-               lambda r0, r1, _s: loop(*(a[r0:r1] if a.ndim == 2 else a for a in args), out[r0:r1]))
+               lambda r0, r1, _s: loop(*(a[r0:r1] for a in rows), *vectors, out[r0:r1]))
 
 
 def _check(x, scale, what):
@@ -87,7 +88,7 @@ def _batch_norm_training(x, scale, offset, epsilon, data_format):
     if scale.shape[0] != c or offset.shape[0] != c:
         raise ValueError("scale and offset must have one value per channel")
     shift = x2[0].astype(np.float64) if m else np.zeros(c)
-    s1, s2 = _sums(loops.moments, x2, shift) if m else (np.zeros(c), np.zeros(c))
+    s1, s2 = _sums(loops.moments, [x2], [shift]) if m else (np.zeros(c), np.zeros(c))
     n = np.float64(m)
     d1 = s1 / n
     mean = shift + d1
@@ -96,7 +97,7 @@ def _batch_norm_training(x, scale, offset, epsilon, data_format):
     b = offset.astype(np.float64) - mean * a
     y2 = np.empty_like(x2)
     if m:
-        _elementwise(loops.scale_shift, y2, x2, a.astype(wd), b.astype(wd))
+        _elementwise(loops.scale_shift, y2, [x2], [a.astype(wd), b.astype(wd)])
     return _unrows(y2, x, cf), mean.astype(wd), var.astype(wd)
 
 
@@ -105,7 +106,7 @@ def _batch_norm_training(x, scale, offset, epsilon, data_format):
 def _batch_norm_training_grad(dy, x, scale, mean, variance, mean_grad, variance_grad, epsilon, data_format):
     """``(dx, dscale, doffset)``; ``mean_grad``/``variance_grad`` (the gradients of the forward's
     statistics outputs) add ``mean_grad / M + 2 * variance_grad * (x - mean) / M`` to ``dx``."""
-    _check(x, (scale, mean, variance, mean_grad, variance_grad), "scale, mean and variance")
+    _check(x, (scale, mean, variance, mean_grad, variance_grad), "scale, mean, variance and their gradients")
     if dy.shape != x.shape or dy.dtype != x.dtype:
         raise ValueError("dy must have x's shape and dtype")
     cf = channels_first(data_format)
@@ -113,7 +114,7 @@ def _batch_norm_training_grad(dy, x, scale, mean, variance, mean_grad, variance_
     m, c = x2.shape
     wd = x2.dtype
     mean64 = mean.astype(np.float64)
-    s1, s2 = _sums(loops.grad_sums, dy2, x2, mean64) if m else (np.zeros(c), np.zeros(c))
+    s1, s2 = _sums(loops.grad_sums, [dy2, x2], [mean64]) if m else (np.zeros(c), np.zeros(c))
     inv = _inverse_std(variance.astype(np.float64), epsilon)
     g = scale.astype(np.float64)
     n = np.float64(max(m, 1))
@@ -122,5 +123,5 @@ def _batch_norm_training_grad(dy, x, scale, mean, variance, mean_grad, variance_
     kk = (mean_grad.astype(np.float64) - a * s1) / n
     dx2 = np.empty_like(x2)
     if m:
-        _elementwise(loops.input_grad, dx2, dy2, x2, mean.astype(wd), a.astype(wd), b.astype(wd), kk.astype(wd))
+        _elementwise(loops.input_grad, dx2, [dy2, x2], [v.astype(wd) for v in (mean, a, b, kk)])
     return _unrows(dx2, x, cf), (s2 * inv).astype(wd), s1.astype(wd)
