@@ -187,16 +187,16 @@ def test_a_download_that_alters_a_file_fails_the_restore_with_its_name(cluster, 
         Checkpoint(w=w3).read(prefix, options=io).expect_partial()
 
 
-def test_a_tf1_saver_of_ray_globals_is_written_by_the_workers(cluster, tmp_path, monkeypatch):
+def test_a_tf1_saver_of_ray_globals_is_written_and_restored_by_the_workers(cluster, tmp_path, monkeypatch):
     tf = tw.compat.v1
     w = tw.Variable(W, placement=TWO, sbp=tw.sbp.split(0), name="dense/kernel")
+    w3 = tw.Variable(np.zeros_like(W), placement=THREE, sbp=tw.sbp.split(1), name="dense/kernel")
     counter = Counter(cluster, monkeypatch)
     path = tf.train.Saver([w]).save(None, str(tmp_path / "model"))
+    assert sorted(os.listdir(path + ".sharded"))[-2:] == ["shards-rank0.safetensors", "shards-rank1.safetensors"]
+    tf.train.Saver([w3]).restore(None, path)        # resharded 2 -> 3 workers, read on the workers
     assert counter.sent == 0 and counter.received == 0
     monkeypatch.undo()
-    assert sorted(os.listdir(path + ".sharded"))[-2:] == ["shards-rank0.safetensors", "shards-rank1.safetensors"]
-    w3 = tw.Variable(np.zeros_like(W), placement=THREE, sbp=tw.sbp.split(1), name="dense/kernel")
-    tf.train.Saver([w3]).restore(None, path)        # (restored through the driver: see the design page)
     assert np.array_equal(w3.numpy(), W)
 
 
