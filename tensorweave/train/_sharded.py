@@ -304,7 +304,7 @@ def _fetched_values(variables, fetch):
     return values
 
 
-def read_by_name(directory, variables, fmt, where):
+def read_by_name(directory, variables, fmt, where, skip=()):
     """``{TF1 name: pieces (a global variable's, in its current layout) or value}`` read from a
     sharded Saver directory, every check done first. Raises ``NotFoundError`` /
     ``InvalidArgumentError`` as the Saver does."""
@@ -331,6 +331,8 @@ def read_by_name(directory, variables, fmt, where):
                                               f"{v.dtype.name} in the graph")
     out = {}
     for name, v in variables.items():
+        if name in skip:
+            continue
         if is_global(v):
             out[name] = sharded.restore(directory, name, v.placement, v.sbp, index=index)
         else:
@@ -343,7 +345,14 @@ def restore_by_name(directory, variables, fmt, where, assign_local=None):
     current layout (a global variable's ranks read only their pieces, written into its
     per-rank variables — in a TF1 graph too: they live in this process, not in a session).
     ``assign_local({name: value})`` sets the local variables (a session run in a TF1 graph)."""
-    data = read_by_name(directory, variables, fmt, where)
+    remote = {name: v for name, v in variables.items() if on_workers(v)}
+    data = read_by_name(directory, variables, fmt, where, skip=remote)
+    if remote:          # pieces on Ray workers: each worker reads and writes its own
+        from tensorweave.distribute.ray.pieces import _cluster_of
+        from tensorweave.saving import sharded_workers as sw
+        sw.restore_on_workers(_cluster_of(next(iter(remote.values()))._locals[0]), directory,
+                              {n: (v.placement, v.sbp, {i: lv.key for i, lv in enumerate(v._locals)})
+                               for n, v in remote.items()})
     local = {}
     for name, value in data.items():
         v = variables[name]
