@@ -41,6 +41,14 @@ def test_costs_are_the_planner_s_bytes(monkeypatch):
     # Adam's update touches 7 x bytes (reads weight, m, v, gradient; writes weight, m, v) on every rank
     assert plain == 2 * n_bytes + 3 * 7 * n_bytes
     assert zero == 2 * n_bytes + planner.ZERO_GATHER_WEIGHT * 2 * n_bytes + 7 * n_bytes + planner.ZERO_FIXED_BYTES
+    step2, _, _, x2 = model(tw.placement("cpu", ranks=[0, 1]), "adam", shapes=WIDE, batch=24)
+    pl2 = planner._Planner(step2.get_concrete_function(x2)._global.plan, True)
+    plain, zero = zero_costs(pl2, (64, 96), np.float32, 3)
+    tie = planner.ZERO_FIXED_BYTES + plain - zero
+    monkeypatch.setattr(planner, "ZERO_FIXED_BYTES", tie)           # as dear as the all-reduce: not chosen
+    assert _layouts("adam", 2)[(64, 96)] == [(B,)]
+    monkeypatch.setattr(planner, "ZERO_FIXED_BYTES", tie - 1)       # a byte cheaper: chosen
+    assert _layouts("adam", 2)[(64, 96)] == [(S(0),)]
     monkeypatch.setattr(planner, "ZERO_FIXED_BYTES", 10 ** 9)        # too dear: nothing chosen
     assert _layouts("adam", 2) == {(64, 96): [(B,)], (96,): [(B,)], (96, 24): [(B,)]}
     monkeypatch.setattr(planner, "ZERO_FIXED_BYTES", 16 << 10)
@@ -51,6 +59,7 @@ def test_costs_are_the_planner_s_bytes(monkeypatch):
 def test_a_weight_with_fewer_rows_than_ranks_or_read_elsewhere_stays_all_reduced(monkeypatch):
     monkeypatch.setattr(planner, "ZERO_FIXED_BYTES", 0)
     assert _layouts("adam", 3, shapes=((2, 64), (64,), (64, 2)))[(2, 64)] == [(B,)]
+    assert _layouts("adam", 3, shapes=((3, 64), (64,), (64, 3)))[(3, 64)] == [(S(0),)]   # a row each
     p = tw.placement("cpu", ranks=[0, 1])
     rng = np.random.default_rng(1)
     w = tw.Variable(rng.standard_normal((8, 4)).astype(np.float32), placement=p, sbp=tw.sbp.broadcast)
