@@ -99,3 +99,20 @@ def test_explain_shows_the_zero_update_its_collectives_and_the_smaller_state(mon
     # the slots of the two weights: half their rows on each rank
     saved = 2 * (64 * 96 + 96 * 24) * 4 // 2
     assert [m["variable_bytes"] for m in plain["memory"]] == [b + saved for b in zero_bytes]
+
+
+def test_only_reader_needs_one_use_by_the_update_and_allowed_readers_elsewhere():
+    from tensorweave.distribute.zero_update import _only_reader
+
+    class Op:
+        def __init__(self, type_):
+            self.type = type_
+    update, read, assign, t = Op("ResourceApplyAdam"), Op("ReadVariableOp"), Op("AssignAddVariableOp"), object()
+
+    class Planner:
+        consumers = {}
+    for uses, allowed, want in (([read, update], ("ReadVariableOp",), True), ([read, update], (), False),
+                                ([update, update], ("ReadVariableOp",), False),     # read twice by the update
+                                ([update, assign], ("ReadVariableOp",), False), ([read], ("ReadVariableOp",), False)):
+        Planner.consumers = {id(t): [(c, 0) for c in uses]}
+        assert _only_reader(Planner, t, update, allowed) == want, (uses, allowed)
