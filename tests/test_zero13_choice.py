@@ -116,3 +116,24 @@ def test_only_reader_needs_one_use_by_the_update_and_allowed_readers_elsewhere()
                                 ([update, assign], ("ReadVariableOp",), False), ([read], ("ReadVariableOp",), False)):
         Planner.consumers = {id(t): [(c, 0) for c in uses]}
         assert _only_reader(Planner, t, update, allowed) == want, (uses, allowed)
+
+
+def test_eager_zero_only_for_a_replicated_weight_with_sharded_slots():
+    from tensorweave.distribute.interpreter import Layout
+    from tensorweave.distribute.zero_update import eager_zero
+    p = tw.placement("cpu", ranks=[0, 1])
+    f32, res = tw.float32, tw.resource
+
+    def lay(sbp, dtype=res):
+        return Layout((6, 4), dtype, sbp, p)
+    # ResourceApplyAdam(var, m, v, lr, step, grad) / ResourceApplyKerasMomentum(var, lr, grad) (plain SGD)
+    cases = [([lay((B,)), lay((S(0),)), lay((S(0),)), lay((B,), f32), lay((B,), f32), lay((B,), f32)], [0, 1, 2], True),
+             ([lay((B,)), lay((B,)), lay((B,)), lay((B,), f32), lay((B,), f32), lay((B,), f32)], [0, 1, 2], False),
+             ([lay((S(0),)), lay((S(0),)), lay((S(0),)), lay((B,), f32), lay((B,), f32), lay((B,), f32)], [0, 1, 2],
+              False),
+             ([lay((B,)), lay((B,), f32), lay((B,), f32)], [0], False)]       # no slots: nothing to shard
+    for inputs, handles, zero in cases:
+        want = [x._sbp for x in inputs]
+        got = eager_zero(inputs, handles, len(inputs), 1, p, want)
+        assert got == ([(0, len(inputs) - 1)] if zero else [])
+        assert want[-1] == ((S(0),) if zero else inputs[-1]._sbp)
