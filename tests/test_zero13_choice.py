@@ -1,6 +1,5 @@
 """The planner's ZeRO-1 choice (distribute/zero_update.py) by cost, and what explain shows of it."""
 import numpy as np
-import pytest
 
 import tensorweave as tw
 from tensorweave.core.sbp import B, S

@@ -89,10 +89,9 @@ def test_once_into_hands_the_first_rank_s_values_to_every_wait(transport):
 
     def on_rank(i):
         start = _all_reduce_start_kernel(ranks=[0, 1, 2], comm=lambda g: comms[i])
-        read = _once_into_kernel("ReadVariableOp", {"dtype": tw.int64, "shape": TensorShape([])}, ranks=[0, 1, 2], rank=i,
-                                 comm=lambda g: comms[i])
-        read2 = _once_into_kernel("ReadVariableOp", {"dtype": tw.int64, "shape": TensorShape([])}, ranks=[0, 1, 2], rank=i,
-                                  comm=lambda g: comms[i])
+        attrs = {"dtype": tw.int64, "shape": TensorShape([])}
+        read = _once_into_kernel("ReadVariableOp", attrs, ranks=[0, 1, 2], rank=i, comm=lambda g: comms[i])
+        read2 = _once_into_kernel("ReadVariableOp", attrs, ranks=[0, 1, 2], rank=i, comm=lambda g: comms[i])
         h = start(np.full(5, i + 1.0, np.float32))
         read(h, Counter())
         read2(h, Counter())
