@@ -1,6 +1,5 @@
 """The planner's ZeRO-1 choice (distribute/zero_update.py) by cost, and what explain shows of it."""
 import numpy as np
-import pytest
 
 import tensorweave as tw
 from tensorweave.core.sbp import B, S
@@ -41,6 +40,14 @@ def test_costs_are_the_planner_s_bytes(monkeypatch):
     # Adam's update touches 7 x bytes (reads weight, m, v, gradient; writes weight, m, v) on every rank
     assert plain == 2 * n_bytes + 3 * 7 * n_bytes
     assert zero == 2 * n_bytes + planner.ZERO_GATHER_WEIGHT * 2 * n_bytes + 7 * n_bytes + planner.ZERO_FIXED_BYTES
+    step2, _, _, x2 = model(tw.placement("cpu", ranks=[0, 1]), "adam", shapes=WIDE, batch=24)
+    pl2 = planner._Planner(step2.get_concrete_function(x2)._global.plan, True)
+    plain, zero = zero_costs(pl2, (64, 96), np.float32, 3)
+    tie = planner.ZERO_FIXED_BYTES + plain - zero
+    monkeypatch.setattr(planner, "ZERO_FIXED_BYTES", tie)           # as dear as the all-reduce: not chosen
+    assert _layouts("adam", 2)[(64, 96)] == [(B,)]
+    monkeypatch.setattr(planner, "ZERO_FIXED_BYTES", tie - 1)       # a byte cheaper: chosen
+    assert _layouts("adam", 2)[(64, 96)] == [(S(0),)]
     monkeypatch.setattr(planner, "ZERO_FIXED_BYTES", 10 ** 9)        # too dear: nothing chosen
     assert _layouts("adam", 2) == {(64, 96): [(B,)], (96,): [(B,)], (96, 24): [(B,)]}
     monkeypatch.setattr(planner, "ZERO_FIXED_BYTES", 16 << 10)
@@ -51,6 +58,7 @@ def test_costs_are_the_planner_s_bytes(monkeypatch):
 def test_a_weight_with_fewer_rows_than_ranks_or_read_elsewhere_stays_all_reduced(monkeypatch):
     monkeypatch.setattr(planner, "ZERO_FIXED_BYTES", 0)
     assert _layouts("adam", 3, shapes=((2, 64), (64,), (64, 2)))[(2, 64)] == [(B,)]
+    assert _layouts("adam", 3, shapes=((3, 64), (64,), (64, 3)))[(3, 64)] == [(S(0),)]   # a row each
     p = tw.placement("cpu", ranks=[0, 1])
     rng = np.random.default_rng(1)
     w = tw.Variable(rng.standard_normal((8, 4)).astype(np.float32), placement=p, sbp=tw.sbp.broadcast)
@@ -90,3 +98,41 @@ def test_explain_shows_the_zero_update_its_collectives_and_the_smaller_state(mon
     # the slots of the two weights: half their rows on each rank
     saved = 2 * (64 * 96 + 96 * 24) * 4 // 2
     assert [m["variable_bytes"] for m in plain["memory"]] == [b + saved for b in zero_bytes]
+
+
+def test_only_reader_needs_one_use_by_the_update_and_allowed_readers_elsewhere():
+    from tensorweave.distribute.zero_update import _only_reader
+
+    class Op:
+        def __init__(self, type_):
+            self.type = type_
+    update, read, assign, t = Op("ResourceApplyAdam"), Op("ReadVariableOp"), Op("AssignAddVariableOp"), object()
+
+    class Planner:
+        consumers = {}
+    for uses, allowed, want in (([read, update], ("ReadVariableOp",), True), ([read, update], (), False),
+                                ([update, update], ("ReadVariableOp",), False),     # read twice by the update
+                                ([update, assign], ("ReadVariableOp",), False), ([read], ("ReadVariableOp",), False)):
+        Planner.consumers = {id(t): [(c, 0) for c in uses]}
+        assert _only_reader(Planner, t, update, allowed) == want, (uses, allowed)
+
+
+def test_eager_zero_only_for_a_replicated_weight_with_sharded_slots():
+    from tensorweave.distribute.interpreter import Layout
+    from tensorweave.distribute.zero_update import eager_zero
+    p = tw.placement("cpu", ranks=[0, 1])
+    f32, res = tw.float32, tw.resource
+
+    def lay(sbp, dtype=res):
+        return Layout((6, 4), dtype, sbp, p)
+    # ResourceApplyAdam(var, m, v, lr, step, grad) / ResourceApplyKerasMomentum(var, lr, grad) (plain SGD)
+    cases = [([lay((B,)), lay((S(0),)), lay((S(0),)), lay((B,), f32), lay((B,), f32), lay((B,), f32)], [0, 1, 2], True),
+             ([lay((B,)), lay((B,)), lay((B,)), lay((B,), f32), lay((B,), f32), lay((B,), f32)], [0, 1, 2], False),
+             ([lay((S(0),)), lay((S(0),)), lay((S(0),)), lay((B,), f32), lay((B,), f32), lay((B,), f32)], [0, 1, 2],
+              False),
+             ([lay((B,)), lay((B,), f32), lay((B,), f32)], [0], False)]       # no slots: nothing to shard
+    for inputs, handles, zero in cases:
+        want = [x._sbp for x in inputs]
+        got = eager_zero(inputs, handles, len(inputs), 1, p, want)
+        assert got == ([(0, len(inputs) - 1)] if zero else [])
+        assert want[-1] == ((S(0),) if zero else inputs[-1]._sbp)

@@ -89,10 +89,9 @@ def test_once_into_hands_the_first_rank_s_values_to_every_wait(transport):
 
     def on_rank(i):
         start = _all_reduce_start_kernel(ranks=[0, 1, 2], comm=lambda g: comms[i])
-        read = _once_into_kernel("ReadVariableOp", {"dtype": tw.int64, "shape": TensorShape([])}, ranks=[0, 1, 2], rank=i,
-                                 comm=lambda g: comms[i])
-        read2 = _once_into_kernel("ReadVariableOp", {"dtype": tw.int64, "shape": TensorShape([])}, ranks=[0, 1, 2], rank=i,
-                                  comm=lambda g: comms[i])
+        attrs = {"dtype": tw.int64, "shape": TensorShape([])}
+        read = _once_into_kernel("ReadVariableOp", attrs, ranks=[0, 1, 2], rank=i, comm=lambda g: comms[i])
+        read2 = _once_into_kernel("ReadVariableOp", attrs, ranks=[0, 1, 2], rank=i, comm=lambda g: comms[i])
         h = start(np.full(5, i + 1.0, np.float32))
         read(h, Counter())
         read2(h, Counter())
@@ -143,3 +142,34 @@ def test_all_gather_rows_with_different_shapes_names_the_ranks():
     assert any("all_gather_rows: rank 1 gave [([4, 2], 'float32')] but rank 0 gave [([3, 2], 'float32')]" in str(e)
                or "all_gather_rows: rank 0 gave [([3, 2], 'float32')] but rank 1 gave [([4, 2], 'float32')]" in str(e)
                for e in errs)
+
+
+def test_a_read_with_a_stateful_reader_before_the_wait_keeps_its_broadcast():
+    """Folding moves a read's readers after the wait; a stateful one (a print, a collective) must
+    not move, so that read keeps its own broadcast."""
+    p = tw.placement("cpu", ranks=[0, 1])
+    rng = np.random.default_rng(2)
+    w = tw.Variable(rng.standard_normal((6, 4)).astype(np.float32), placement=p, sbp=tw.sbp.broadcast)
+    x = tw.constant(rng.standard_normal((8, 6)).astype(np.float32)).to_global(placement=p, sbp=tw.sbp.split(0))
+    opt = tw.keras.optimizers.SGD(0.1)
+    opt.build([w])
+
+    @tw.function
+    def step(x):
+        with tw.GradientTape() as tape:
+            loss = tw.reduce_sum(tw.matmul(x, w) ** 2)
+        g = tape.gradient(loss, w)
+        tw.print("step", opt.iterations)           # reads the counter between the bucket's start and wait
+        opt.apply_gradients([(g, w)])
+        return loss
+    step(x)
+    step(x)
+    for b in step.get_concrete_function(x)._global.bound:
+        nodes = b.spec.nodes
+        ops = [n.op for n in nodes]
+        wait = ops.index("_AllReduceWait")
+        reads = [i for i, n in enumerate(nodes) if n.op == "_Once" and n.attrs["op_type"] == "ReadVariableOp"]
+        assert reads and all(i < wait and nodes[i].attrs.get("broadcast", True) for i in reads)
+        prints = [i for i, n in enumerate(nodes) if n.op == "_Once" and n.attrs["op_type"] == "PrintV2"]
+        assert prints and all(i < wait for i in prints)
+    assert int(opt.iterations.numpy()) == 2

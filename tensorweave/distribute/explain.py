@@ -81,7 +81,8 @@ class Explanation:
             what = f"weight {c['tensor']} after" if c.get("zero") else f"for input {c['input']} of"
             lines.append(f"  {c['kind']:<14} mesh axis {c['mesh_axis']}  {c['before']} -> {c['after']}  "
                          f"{_size(c['bytes']):>10}  {c['dtype']}{c['shape']} {what} "
-                         f"'{c['op']}'" + (" (ZeRO-1)" if c.get("zero") else "") + (f"  [{c['line']}]" if c["line"] else ""))
+                         f"'{c['op']}'" + (" (ZeRO-1)" if c.get("zero") else "")
+                         + (f"  [{c['line']}]" if c["line"] else ""))
         lines += ["", "peak memory per rank (activations, estimated from local shapes and liveness):"]
         for m in self.memory:
             lines.append(f"  rank {m['rank']}: peak {_size(m['peak_bytes'])}, variables {_size(m['variable_bytes'])}")

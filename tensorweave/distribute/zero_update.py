@@ -23,8 +23,9 @@ variable, for ``(n - 1)(2k + 1)`` bytes of update: chosen when ``2k + 1 > 5``, i
 (``k = 3``) and RMSprop with momentum, for weights large enough to pay the fixed cost; plain SGD,
 SGD with momentum, Adagrad and tiny biases stay all-reduced (measured: the gather costs what the
 smaller update saves). It is forced when the slots are already ``S(0)`` (an earlier plan chose
-it). Conditions: a 1-D placement of in-process ranks, a float weight with at least ``n`` rows, read only by ``ReadVariableOp`` and
-this one update (nothing else may write it within the step), slots used by this update only.
+it). Conditions: a 1-D placement of in-process ranks, a float weight with at least ``n`` rows,
+read only by ``ReadVariableOp`` and this one update (nothing else may write it within the step),
+slots used by this update only.
 
 The result is the plain plan's bits: the reduce-scatter adds the ranks' rows in rank order as the
 all-reduce does, and the updates are elementwise. In the rank plans (``rank_graph.py``) the
