@@ -153,16 +153,15 @@ class PlannedFunction(RankPlans):
 
     def __call__(self, flat_inputs):
         from tensorweave.distribute.global_tensor import GlobalTensor
-        if ctx.tapes and self.cf._watched_by_tape(flat_inputs):
-            raise errors.UnimplementedError(
-                "a planned tw.function on global tensors called under an outer GradientTape: take the gradient "
-                "inside the function (tape or tw.gradients there), which is planned with the forward pass")
         for x, lay, p in zip(flat_inputs, self.input_layouts, self.plan.feeds):
             if (lay is None) == bool(getattr(x, "is_global", False)) or (
                     lay is not None and (x.placement, x.sbp) != lay):
                 raise errors.InvalidArgumentError(
                     f"planned function input '{p.op.name}' was traced for {lay or 'a local tensor'}, got "
                     f"{(x.placement, x.sbp) if getattr(x, 'is_global', False) else 'a local tensor'}")
+        if ctx.tapes and self.cf._watched_by_tape(flat_inputs):   # an outer tape: both halves planned
+            from tensorweave.distribute.plan_tape import call_recorded
+            return call_recorded(self, flat_inputs)
         fetched = self.run([self._feeds(flat_inputs, i) for i in range(self.placement.size)])
         return [EagerTensor(pieces[0], t.dtype) if lay is None else
                 GlobalTensor(pieces, self.placement, lay._sbp, lay._shape, t.dtype)
