@@ -26,6 +26,7 @@ laid out as planned (local ones as local tensors).
 import numpy as np
 
 from tensorweave.core import errors
+from tensorweave.core.dtypes import variant as _variant
 from tensorweave.core.context import ctx
 from tensorweave.core.convert import to_numpy
 from tensorweave.core.tensor import EagerTensor
@@ -122,7 +123,9 @@ class RankPlans:
             return executor.run_plan(bound[i], feeds[i])
         results = self.world.run(self.placement.ranks, on_rank)
         gp = self.plan
-        return [(None if id(t) in gp.local else gp.layouts[id(t)], [np.asarray(r[j]) for r in results])
+        return [(None if id(t) in gp.local else gp.layouts[id(t)],
+                 [r[j] if t.dtype is _variant else np.asarray(r[j]) for r in results])   # a loop's history: a list
+
                 for j, t in enumerate(gp.fetches)]
 
 

@@ -51,7 +51,7 @@ from tensorweave.distribute.boxing import parse_sbp
 from tensorweave.distribute.interpreter import (_METADATA_OPS, _cost, _known, _piece_shapes, _plan, _warned, Layout,
                                                 candidates, choose, decide, decision, metadata_values)
 from tensorweave.distribute.layout import Placement, local_shape
-from tensorweave.distribute.plan_control import CONTROL_FLOW, check_control_flow, check_local_control_flow
+from tensorweave.distribute.plan_control import CONTROL_FLOW, check_local_control_flow, holds_draw, plan_nested
 from tensorweave.distribute.plan_random import draws_stream
 from tensorweave.runtime import executor
 from tensorweave.runtime.plan_spec import ResourceTable
@@ -118,18 +118,11 @@ class GraphPlan:
         list (``rank_graph.py``) goes through the graph passes as a single-device plan does."""
         from tensorweave.distribute.rank_graph import rank_ops
         from tensorweave.runtime.passes.ir import nbytes
-        from tensorweave.runtime.runtime import default_runtime
         rank = self.placement.ranks[index]
         table = ResourceTable()
         comm_ref = table.ref("communicator", "world", comm if comm is not None else ("communicator", rank))
         r = rank_ops(self, index, table, comm_ref, DEVICE, ALL_REDUCE_BUCKET_BYTES)
-        placed = {id(n.orig): DEVICE for n in r.ops}
-        placed.update((id(n), DEVICE) for n in r.ops)
-        ops, fetches, stats = executor.optimize(r.ops, r.fetches, r.targets, r.feeds, placed)
-        placed.update((id(n), DEVICE) for n in ops)
-        spec, node_ops = executor.lower(ops, placed, fetches, r.feeds, default_runtime(), table)
-        spec.label, spec.pass_stats = f"{self.label}/rank{rank}", stats
-        executor.schedule(spec, parallel=False)
+        spec, node_ops = lower_rank_ops(r, table, f"{self.label}/rank{rank}")
         spec.resources = table.descs
         sizes = self.slot_bytes[index] = {}
         for s, v in zip(spec.feed_slots, r.feeds):
@@ -152,6 +145,21 @@ class GraphPlan:
         """Bytes of rank ``index``'s piece of ``t`` (0 when unknown or not an array)."""
         shape = self.local_shape(t, index)
         return 0 if shape is None else _nbytes(shape, t.dtype)
+
+
+def lower_rank_ops(r, table, label):
+    """``(spec, node ops)``: a rank's op list (``rank_graph.RankOps``) through the graph passes and
+    lowered, its resources into ``table``, its nodes run in list order (collectives matched). Also
+    used for the nested plans of control-flow bodies (``plan_control.py``)."""
+    from tensorweave.runtime.runtime import default_runtime
+    placed = {id(n.orig): DEVICE for n in r.ops}
+    placed.update((id(n), DEVICE) for n in r.ops)
+    ops, fetches, stats = executor.optimize(r.ops, r.fetches, r.targets, r.feeds, placed)
+    placed.update((id(n), DEVICE) for n in ops)
+    spec, node_ops = executor.lower(ops, placed, fetches, r.feeds, default_runtime(), table)
+    spec.label, spec.pass_stats = label, stats
+    executor.schedule(spec, parallel=False)
+    return spec, node_ops
 
 
 def _count(shape):
@@ -235,7 +243,7 @@ class _Planner:
         glob = [id(x) not in gp.local for x in op.inputs]
         if t == "_ToGlobal":
             return self.plan_pin(op)
-        if not any(glob) and not draws_stream(op):
+        if not any(glob) and not draws_stream(op) and not (t in CONTROL_FLOW and holds_draw(op)):
             for o in op.outputs:
                 self.set_local(o)
             if t in CONTROL_FLOW:
@@ -252,9 +260,9 @@ class _Planner:
             for o in op.outputs:
                 self.set_local(o)
             return OpPlan(op, "metadata", value=values)
-        if t in CONTROL_FLOW:
-            check_control_flow(op, ins, gp.local)
-        elif op.opdef.bind is not None and not draws_stream(op):
+        if t in CONTROL_FLOW:          # bodies planned on these layouts (plan_control.py)
+            return plan_nested(self, op, ins)
+        if op.opdef.bind is not None and not draws_stream(op):
             self.refuse(op)
         if any(lay._dtype is _dt.resource and id(x) in gp.local for x, lay in zip(op.inputs, ins)):
             return self.plan_local_variable_op(op, ins)
