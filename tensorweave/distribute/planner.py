@@ -52,7 +52,7 @@ from tensorweave.distribute.interpreter import (_METADATA_OPS, _cost, _known, _p
                                                 candidates, choose, decide, decision, metadata_values)
 from tensorweave.distribute.layout import Placement, local_shape
 from tensorweave.distribute.plan_control import CONTROL_FLOW, check_local_control_flow, holds_draw, plan_nested
-from tensorweave.distribute.plan_random import draws_stream
+from tensorweave.distribute.plan_random import draw_lookahead, draws_stream, planning_order
 from tensorweave.runtime import executor
 from tensorweave.runtime.plan_spec import ResourceTable
 
@@ -218,7 +218,8 @@ class _Planner:
         self.gp.local.add(id(t))
 
     def run(self):
-        for op in self.gp.ops:
+        self.free = set()         # draws (and pure ops on them only): planned before their first consumer
+        for op in planning_order(self.gp.ops, self.gp.local, self.free):
             self.gp.op_plans[id(op)] = self.plan_op(op)
 
     def plan_op(self, op):
@@ -344,6 +345,8 @@ class _Planner:
 
     def ahead(self, op, out_nds):
         """The least boxing bytes the consumers of ``op`` would need if its outputs had ``out_nds``."""
+        if id(op) in self.free:        # a draw's layout follows its consumers' other inputs (plan_random.py)
+            return draw_lookahead(self, op, out_nds)
         total = 0
         for o, nd in zip(op.outputs, out_nds):
             for c, k in self.consumers.get(id(o), ()):
