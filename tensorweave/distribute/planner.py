@@ -46,6 +46,7 @@ import numpy as np
 from tensorweave.core import dtypes as _dt
 from tensorweave.core import errors
 from tensorweave.core.sbp import B, Broadcast, Partial
+from tensorweave.core.sbp_rules import with_signs
 from tensorweave.distribute import plan_ops  # noqa: F401 - registers _Boxing, _Once, _ToGlobal
 from tensorweave.distribute.boxing import parse_sbp
 from tensorweave.distribute.interpreter import (_METADATA_OPS, _cost, _known, _piece_shapes, _plan, _warned, Layout,
@@ -273,8 +274,8 @@ class _Planner:
                 raise errors.UnimplementedError(
                     f"the global graph planner needs static logical shapes: output '{o.name}' of '{op.name}' ({t}) "
                     f"has shape {o.shape}")
-        attrs = dict(op.attrs)
-        kernel_attrs = {k: v for k, v in attrs.items() if k[0] != "_"}
+        kernel_attrs = {k: v for k, v in op.attrs.items() if k[0] != "_"}
+        attrs = with_signs(t, [lay._sbp for lay in ins], lambda i: self.const_value(op.inputs[i]), dict(op.attrs))
         combos, has_rule = candidates(op.opdef, ins, attrs, out_specs, self.placement)
         if self.lookahead and len({tuple(c[2]) for c in combos}) > 1:
             combo, cost = choose(ins, combos, self.placement,
@@ -292,6 +293,11 @@ class _Planner:
         for o, (shape, dtype), nd in zip(op.outputs, out_specs, out_nd):
             gp.layouts[id(o)] = Layout(shape, dtype, nd, self.placement)
         return OpPlan(op, "global", sigs, in_nd, out_nd, plans, local_ops, once=once)
+
+    def const_value(self, t):
+        """The value of ``t`` when it is a constant of the graph (a sign decides some rules), else None."""
+        p = self.gp.op_plans.get(id(t.op))
+        return p.value[t.op.outputs.index(t)] if p is not None and p.kind == "const" else None
 
     def plan_local_variable_op(self, op, ins):
         """An op on a *local* variable (a Keras layer's local weights) with global inputs: the
