@@ -137,3 +137,17 @@ def test_what_bodies_still_may_not_hold_is_a_clear_error():
         tw.function(lambda x: tw.while_loop(lambda i, z: i < 2, lambda i, z: (i + 1, tw.concat([z, z], 0)[:7]),
                                             (0, x), shape_invariants=(tw.TensorShape([]),
                                                                       tw.TensorShape([None, 3])))[1])(x)
+
+
+def test_nested_cond_in_a_loop_on_a_2x2_mesh():
+    mesh = tw.placement("cpu", ranks=[[0, 1], [2, 3]])
+
+    def f(x, w):
+        def body(i, z):
+            z = tw.cond(tw.reduce_max(z) > 2.0, lambda: z * 0.5, lambda: tw.matmul(z, w) + z)
+            return i + 1, z
+        return tw.while_loop(lambda i, z: i < 4, body, (0, x))[1]
+    want = tw.function(f)(tw.constant(X), tw.constant(W)).numpy()
+    got = tw.function(f)(_glob(X, mesh, (S(0), S(1))), _glob(W, mesh, (B, B)))
+    np.testing.assert_allclose(got.numpy(), want, rtol=2e-5, atol=1e-6)
+    assert got.sbp[0] == S(0)

@@ -166,3 +166,23 @@ def test_persistent_tape_and_a_call_not_watched():
     with tw.GradientTape(watch_accessed_variables=False) as tape:
         loss = f(x)                      # nothing watched: not recorded
     assert tape.gradient(loss, w) is None
+
+
+def test_outer_tape_on_a_2x2_mesh_hybrid():
+    """Data parallel along mesh axis 0, the weights split along mesh axis 1."""
+    mesh = tw.placement("cpu", ranks=[[0, 1], [2, 3]])
+    results = []
+    for pl in (None, mesh):
+        if pl is None:
+            variables = [tw.Variable(v) for v in (W1, B1, W2)]
+        else:
+            variables = [tw.Variable(v, placement=pl, sbp=s) for v, s in
+                         zip((W1, B1, W2), ((B, S(1)), (B, S(0)), (B, S(0))))]
+        step = _loss_fn(*variables)
+        x = tw.constant(X) if pl is None else tw.constant(X).to_global(placement=pl, sbp=(S(0), B))
+        y = tw.constant(Y) if pl is None else tw.constant(Y).to_global(placement=pl, sbp=(S(0), B))
+        with tw.GradientTape() as tape:
+            loss = step(x, y)
+        results.append([float(loss.numpy())] + [g.numpy() for g in tape.gradient(loss, variables)])
+    for got, want in zip(results[1], results[0]):
+        np.testing.assert_allclose(got, want, rtol=2e-5, atol=1e-6)
