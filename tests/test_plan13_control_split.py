@@ -151,3 +151,23 @@ def test_nested_cond_in_a_loop_on_a_2x2_mesh():
     got = tw.function(f)(_glob(X, mesh, (S(0), S(1))), _glob(W, mesh, (B, B)))
     np.testing.assert_allclose(got.numpy(), want, rtol=2e-5, atol=1e-6)
     assert got.sbp[0] == S(0)
+
+
+def test_a_split_variable_updated_inside_bodies():
+    """Was refused (a body's variable had to be B); now the variable's ops are planned on its layout."""
+    def run(placement):
+        kw = {} if placement is None else {"placement": placement, "sbp": S(0)}
+        v = tw.Variable(np.zeros((7, 3), np.float32), **kw)
+
+        @tw.function
+        def f(x):
+            def body(i, z):
+                v.assign_add(z * 0.5)
+                return i + 1, z + v.read_value()
+            _, z = tw.while_loop(lambda i, z: i < 3, body, (0, x))
+            tw.cond(tw.reduce_sum(z) > 0, lambda: v.assign_sub(x), lambda: v.assign_add(x))
+            return z
+        x = tw.constant(X) if placement is None else _glob(X, placement, S(0))
+        return [f(x).numpy() for _ in range(2)] + [v.numpy()]
+    for got, want in zip(run(P3), run(None)):
+        np.testing.assert_allclose(got, want, rtol=1e-6)
