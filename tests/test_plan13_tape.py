@@ -186,3 +186,29 @@ def test_outer_tape_on_a_2x2_mesh_hybrid():
         results.append([float(loss.numpy())] + [g.numpy() for g in tape.gradient(loss, variables)])
     for got, want in zip(results[1], results[0]):
         np.testing.assert_allclose(got, want, rtol=2e-5, atol=1e-6)
+
+
+def test_an_output_without_gradient_and_upstreams_local_or_on_another_placement():
+    """An output the target does not use gets zeros; a local upstream gives a global input a
+    B gradient; an upstream on another placement is moved to the function's."""
+    w = tw.Variable(W1, placement=P2, sbp=B)
+    f = tw.function(lambda x: (tw.reduce_sum(tw.matmul(x, w)), x * 3.0))
+    x = _feed(X, P2, S(0))
+    with tw.GradientTape(persistent=True) as tape:
+        tape.watch(x)
+        loss, aux = f(x)
+    gw = tape.gradient(loss, w)                                    # aux's upstream: none (zeros)
+    np.testing.assert_allclose(gw.numpy(), np.tile(X.sum(0)[:, None], (1, 5)), rtol=1e-5)
+    up = RNG.standard_normal(X.shape).astype(np.float32)
+    gx = tape.gradient(aux, x, output_gradients=tw.constant(up))    # a local upstream
+    np.testing.assert_allclose(gx.numpy(), 3.0 * up, rtol=1e-6)
+    triple = tw.function(lambda x: x * 3.0)
+    with tw.GradientTape() as tape2:
+        tape2.watch(x)
+        y = triple(x)
+    gx = tape2.gradient(y, x, output_gradients=tw.constant(up))   # no global value reaches it: made B
+    assert gx.sbp == (B,) and gx.placement == P2
+    np.testing.assert_allclose(gx.numpy(), 3.0 * up, rtol=1e-6)
+    gx = tape.gradient(aux, x, output_gradients=tw.constant(up).to_global(placement=P3, sbp=S(1)))
+    assert gx.placement == P2
+    np.testing.assert_allclose(gx.numpy(), 3.0 * up, rtol=1e-6)
