@@ -124,7 +124,8 @@ def test_output_gradients_in_another_layout_and_a_local_input():
         with tw.GradientTape() as tape:
             tape.watch(scale)
             y = f(x, scale)
-        gw, gs = tape.gradient(y, [w, scale], output_gradients=tw.constant(up).to_global(placement=P2, sbp=up_sbp))
+        same = tw.placement("cpu", ranks=[0, 1])        # equal to P2, another object: no boxing
+        gw, gs = tape.gradient(y, [w, scale], output_gradients=tw.constant(up).to_global(placement=same, sbp=up_sbp))
         np.testing.assert_allclose(gw.numpy(), 1.5 * X.T @ up, rtol=2e-5, atol=1e-5)
         assert not getattr(gs, "is_global", False)
         np.testing.assert_allclose(gs.numpy(), np.sum((X @ W1) * up), rtol=2e-5)
@@ -212,3 +213,21 @@ def test_an_output_without_gradient_and_upstreams_local_or_on_another_placement(
     gx = tape.gradient(aux, x, output_gradients=tw.constant(up).to_global(placement=P3, sbp=S(1)))
     assert gx.placement == P2
     np.testing.assert_allclose(gx.numpy(), 3.0 * up, rtol=1e-6)
+
+
+def test_state_updated_by_a_planned_call_under_a_tape():
+    """The forward under a tape still runs the function's effects (a counter nobody reads)."""
+    w = tw.Variable(W1, placement=P2, sbp=B)
+    calls = tw.Variable(0.0, placement=P2, sbp=B)
+
+    @tw.function
+    def f(x):
+        loss = tw.reduce_sum(tw.matmul(x, w))
+        calls.assign_add(1.0)                  # after the read: only the plan's targets run it
+        return loss
+    x = _feed(X, P2, S(0))
+    for _ in range(2):
+        with tw.GradientTape() as tape:
+            loss = f(x)
+        tape.gradient(loss, w)
+    assert float(calls.numpy()) == 2.0
