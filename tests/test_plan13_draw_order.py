@@ -51,3 +51,22 @@ def test_a_draw_nobody_reads_and_a_draw_read_twice():
     assert got[0].sbp == (S(1),)
     for g, w in zip(got, want):
         np.testing.assert_array_equal(g.numpy(), w)
+
+
+def test_planning_order_defers_draws_and_pure_ops_on_them_only():
+    from tensorweave.distribute.plan_random import planning_order
+    g = tw.Graph()
+    with g.as_default():
+        u = tw.random.uniform([4], seed=1)
+        n = tw.random.normal([4], seed=2)
+        pure = u * n                                 # pure, on draws only: deferred too
+        shuffled = tw.random.shuffle(pure, seed=3)   # stateful: never deferred
+        x = tw.compat.v1.placeholder(tw.float32, [4])
+        y = x + shuffled + pure
+    ops = g.get_operations()
+    local = {id(t) for op in ops if op.type == "Const" for t in op.outputs}
+    free = set()
+    order = [op.type for op in planning_order(ops, local, free)]
+    assert {op.type for op in ops if id(op) in free} == {"RandomUniform", "RandomStandardNormal", "Mul"}
+    assert order.index("RandomShuffle") > order.index("Mul")         # its input planned first
+    assert sorted(order) == sorted(op.type for op in ops) and y.op.type == order[-1]
