@@ -231,3 +231,14 @@ def test_state_updated_by_a_planned_call_under_a_tape():
             loss = f(x)
         tape.gradient(loss, w)
     assert float(calls.numpy()) == 2.0
+
+
+def test_a_planned_call_with_an_integer_output():
+    """An integer output carries no gradient (the tape hands none): the backward is fed zeros."""
+    w = tw.Variable(W1, placement=P2, sbp=B)
+    f = tw.function(lambda x: (tw.reduce_sum(tw.matmul(x, w)), tw.argmax(x, axis=1)))
+    x = _feed(X, P2, S(0))
+    with tw.GradientTape() as tape:
+        loss, idx = f(x)
+    np.testing.assert_array_equal(idx.numpy(), X.argmax(1))
+    np.testing.assert_allclose(tape.gradient(loss, w).numpy(), np.tile(X.sum(0)[:, None], (1, 5)), rtol=1e-5)

@@ -184,7 +184,7 @@ def plan_nested(planner, op, ins):
     bodies = {}
     if op.type in ("If", "StatefulIf"):
         pred, outer = ins[0], list(zip(op.inputs[1:], ins[1:]))
-        if id(op.inputs[0]) not in local and pred._sbp != nd_b:
+        if pred._sbp != nd_b:                  # (a local predicate is B: every rank holds it)
             plans[0] = _plan(pred._shape, pred._dtype.np_dtype, placement, pred._sbp, nd_b)
         for key, g, idx in (("then_plan", a["_then"], a["_then_idx"]), ("else_plan", a["_else"], a["_else_idx"])):
             bodies[key] = _plan_body(planner, op, g, [], [cap(*outer[i]) for i in idx], None, key[:4] + " branch")
