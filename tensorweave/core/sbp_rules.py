@@ -6,7 +6,8 @@
   (mul: ``P, B -> P`` and ``B, P -> P``), ``"first"`` (div: ``P, B -> P``); with
   ``monotone`` (unary ops on floats) partial max/min values: ``"up"`` (exp, relu, tanh:
   ``f(max a_i) = max f(a_i)``, so ``P(max) -> P(max)``, ``P(min) -> P(min)``), ``"down"``
-  (neg: ``P(max) -> P(min)``, ``P(min) -> P(max)``).
+  (neg: ``P(max) -> P(min)``, ``P(min) -> P(max)``); ``x * b`` and ``x / b`` by a ``b`` of known
+  sign (:data:`SIGNED`, attr ``_signs``; 1-D meshes) keep the kind (``b > 0``) or swap it (``b < 0``).
 * :func:`reduction_rule` (the ``reduction`` trait): a split of a kept axis stays a split
   (renumbered), a split of a reduced axis becomes ``P(kind)``; ``P(kind) -> P(kind)``.
 * :func:`einsum_rule`: per index letter, split it in every operand that has it; a letter
@@ -59,6 +60,62 @@ def monotone_signatures(inputs, direction):
         flip = {"up": {PMAX: PMAX, PMIN: PMIN}, "down": {PMAX: PMIN, PMIN: PMAX}}[d]
         sigs += [Signature([kind if j == i else B for j in range(n)], [out]) for kind, out in flip.items()]
     return sigs
+
+
+# Ops monotone in an input where another input's sign is known: x * b, b * x, x / b. The sign is
+# data, not a shape: the planner (a constant operand) and the eager interpreter (a B operand's
+# value) add it as attr ``_signs`` (:func:`with_signs`) where a partial max/min could pass.
+SIGNED = frozenset({"Mul", "RealDiv"})
+
+
+def value_sign(value):
+    """1 if every element of ``value`` is positive and finite, -1 if every one is negative and
+    finite, else 0 (a zero or an infinite factor turns the ``-inf`` identity of a share into NaN).
+
+    >>> import numpy as np
+    >>> value_sign(np.array([0.5, 2.0])), value_sign(np.float32(-3)), value_sign(np.array([1.0, 0.0]))
+    (1, -1, 0)
+    """
+    import numpy as np
+    v = np.asarray(value)
+    if v.size == 0 or v.dtype.kind not in "fiu" or not np.all(np.isfinite(v)):
+        return 0
+    return 1 if np.all(v > 0) else -1 if np.all(v < 0) else 0
+
+
+def with_signs(op_type, in_sbps, value_of, attrs):
+    """``attrs`` with ``_signs`` (per input :func:`value_sign` of ``value_of(i)``, 0 where it is
+    None: unknown) when op ``op_type`` is in :data:`SIGNED` and an input is ``P(max)``/``P(min)``
+    (``in_sbps``: each input's N-D SBP); else ``attrs`` itself."""
+    if op_type not in SIGNED or not any(s in (PMAX, PMIN) for nd in in_sbps for s in nd):
+        return attrs
+    signs = []
+    for i in range(len(in_sbps)):
+        v = value_of(i)
+        signs.append(0 if v is None else value_sign(v))
+    return {**attrs, "_signs": tuple(signs)}
+
+
+_DIRECTION = {1: "up", -1: "down"}
+
+
+def _signs_1d(attrs):
+    """The ``_signs`` attr on a 1-D mesh, else None: on an N-D mesh another mesh axis may make the
+    signed operand a partial *sum* (its shares have any sign), and a rule sees one mesh axis."""
+    mesh = attrs.get("_mesh_shape")
+    return attrs.get("_signs") if mesh is not None and len(mesh) == 1 else None
+
+
+def mul_direction(attrs):
+    """Per input of ``x * y``: monotone ``"up"``/``"down"`` when the other's sign is known."""
+    signs = _signs_1d(attrs)
+    return None if signs is None else (_DIRECTION.get(signs[1]), _DIRECTION.get(signs[0]))
+
+
+def div_direction(attrs):
+    """``x / b``: monotone in ``x`` when ``b``'s sign is known (``b / x`` is not monotone on the reals)."""
+    signs = _signs_1d(attrs)
+    return None if signs is None else (_DIRECTION.get(signs[1]), None)
 
 
 def elementwise_rule(linear=None, n_outputs=1, monotone=None):

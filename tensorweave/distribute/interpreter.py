@@ -39,7 +39,7 @@ from tensorweave.core.dispatch import Interpreter, _record_eager
 from tensorweave.core.graph import SymbolicTensor
 from tensorweave.core.registry import get_op
 from tensorweave.core.sbp import B, Broadcast, SbpInput, ShardInfo, Signature, Split
-from tensorweave.core.sbp_rules import rule_for
+from tensorweave.core.sbp_rules import rule_for, with_signs
 from tensorweave.core.shape import TensorShape, as_shape, fmt
 from tensorweave.core.tensor import EagerTensor
 from tensorweave.distribute.boxing import plan_boxing, run_boxing_on_rank
@@ -377,6 +377,12 @@ def decide(opdef, inputs, attrs, kernel_attrs, out_specs, placement):
     return found
 
 
+def _whole(t):
+    """The whole value of a broadcast tensor held here (its first piece), else None."""
+    piece = t._pieces[0]
+    return piece if isinstance(piece, np.ndarray) and all(isinstance(s, Broadcast) for s in t._sbp) else None
+
+
 def run_global_op(opdef, inputs, attrs, name=None):
     """Runs ``opdef`` on inputs of which at least one is global (see the module docstring)."""
     from tensorweave.distribute.global_tensor import GlobalTensor
@@ -393,7 +399,8 @@ def run_global_op(opdef, inputs, attrs, name=None):
         return _metadata_op(opdef, inputs, attrs, placement)
     out_specs = _out_specs(opdef, inputs, attrs)
     kernel_attrs = {k: v for k, v in attrs.items() if k[0] != "_"} if attrs else {}
-    sigs, in_nd, out_nd, cost, has_rule, plans, local_ops = decide(opdef, inputs, attrs, kernel_attrs, out_specs,
+    rule_attrs = with_signs(opdef.name, [t._sbp for t in inputs], lambda i: _whole(inputs[i]), attrs or {})
+    sigs, in_nd, out_nd, cost, has_rule, plans, local_ops = decide(opdef, inputs, rule_attrs, kernel_attrs, out_specs,
                                                                   placement)
     # a stateful op (random draw, Python function, print) whose outputs are all B runs once and
     # broadcasts: per rank it would draw per rank, or run the Python function once per rank

@@ -26,6 +26,7 @@ laid out as planned (local ones as local tensors).
 import numpy as np
 
 from tensorweave.core import errors
+from tensorweave.core.dtypes import variant as _variant
 from tensorweave.core.context import ctx
 from tensorweave.core.convert import to_numpy
 from tensorweave.core.tensor import EagerTensor
@@ -123,7 +124,9 @@ class RankPlans:
             return executor.run_plan(bound[i], feeds[i])
         results = self.world.run(self.placement.ranks, on_rank)
         gp = self.plan
-        return [(None if id(t) in gp.local else gp.layouts[id(t)], [np.asarray(r[j]) for r in results])
+        return [(None if id(t) in gp.local else gp.layouts[id(t)],
+                 [r[j] if t.dtype is _variant else np.asarray(r[j]) for r in results])   # a loop's history: a list
+
                 for j, t in enumerate(gp.fetches)]
 
 
@@ -154,16 +157,15 @@ class PlannedFunction(RankPlans):
 
     def __call__(self, flat_inputs):
         from tensorweave.distribute.global_tensor import GlobalTensor
-        if ctx.tapes and self.cf._watched_by_tape(flat_inputs):
-            raise errors.UnimplementedError(
-                "a planned tw.function on global tensors called under an outer GradientTape: take the gradient "
-                "inside the function (tape or tw.gradients there), which is planned with the forward pass")
         for x, lay, p in zip(flat_inputs, self.input_layouts, self.plan.feeds):
             if (lay is None) == bool(getattr(x, "is_global", False)) or (
                     lay is not None and (x.placement, x.sbp) != lay):
                 raise errors.InvalidArgumentError(
                     f"planned function input '{p.op.name}' was traced for {lay or 'a local tensor'}, got "
                     f"{(x.placement, x.sbp) if getattr(x, 'is_global', False) else 'a local tensor'}")
+        if ctx.tapes and self.cf._watched_by_tape(flat_inputs):   # an outer tape: both halves planned
+            from tensorweave.distribute.plan_tape import call_recorded
+            return call_recorded(self, flat_inputs)
         fetched = self.run([self._feeds(flat_inputs, i) for i in range(self.placement.size)])
         return [EagerTensor(pieces[0], t.dtype) if lay is None else
                 GlobalTensor(pieces, self.placement, lay._sbp, lay._shape, t.dtype)

@@ -46,13 +46,14 @@ import numpy as np
 from tensorweave.core import dtypes as _dt
 from tensorweave.core import errors
 from tensorweave.core.sbp import B, Broadcast, Partial
+from tensorweave.core.sbp_rules import with_signs
 from tensorweave.distribute import plan_ops  # noqa: F401 - registers _Boxing, _Once, _ToGlobal
 from tensorweave.distribute.boxing import parse_sbp
 from tensorweave.distribute.interpreter import (_METADATA_OPS, _cost, _known, _piece_shapes, _plan, _warned, Layout,
                                                 candidates, choose, decide, decision, metadata_values)
 from tensorweave.distribute.layout import Placement, local_shape
-from tensorweave.distribute.plan_control import CONTROL_FLOW, check_control_flow, check_local_control_flow
-from tensorweave.distribute.plan_random import draws_stream
+from tensorweave.distribute.plan_control import CONTROL_FLOW, check_local_control_flow, holds_draw, plan_nested
+from tensorweave.distribute.plan_random import draw_lookahead, draws_stream, planning_order
 from tensorweave.distribute.zero_update import choose_zero, is_dense_update
 from tensorweave.runtime import executor
 from tensorweave.runtime.plan_spec import ResourceTable
@@ -135,18 +136,11 @@ class GraphPlan:
         list (``rank_graph.py``) goes through the graph passes as a single-device plan does."""
         from tensorweave.distribute.rank_graph import rank_ops
         from tensorweave.runtime.passes.ir import nbytes
-        from tensorweave.runtime.runtime import default_runtime
         rank = self.placement.ranks[index]
         table = ResourceTable()
         comm_ref = table.ref("communicator", "world", comm if comm is not None else ("communicator", rank))
         r = rank_ops(self, index, table, comm_ref, DEVICE, ALL_REDUCE_BUCKET_BYTES, FOLD_ONCE_READS)
-        placed = {id(n.orig): DEVICE for n in r.ops}
-        placed.update((id(n), DEVICE) for n in r.ops)
-        ops, fetches, stats = executor.optimize(r.ops, r.fetches, r.targets, r.feeds, placed)
-        placed.update((id(n), DEVICE) for n in ops)
-        spec, node_ops = executor.lower(ops, placed, fetches, r.feeds, default_runtime(), table)
-        spec.label, spec.pass_stats = f"{self.label}/rank{rank}", stats
-        executor.schedule(spec, parallel=False)
+        spec, node_ops = lower_rank_ops(r, table, f"{self.label}/rank{rank}")
         spec.resources = table.descs
         sizes = self.slot_bytes[index] = {}
         for s, v in zip(spec.feed_slots, r.feeds):
@@ -169,6 +163,21 @@ class GraphPlan:
         """Bytes of rank ``index``'s piece of ``t`` (0 when unknown or not an array)."""
         shape = self.local_shape(t, index)
         return 0 if shape is None else _nbytes(shape, t.dtype)
+
+
+def lower_rank_ops(r, table, label):
+    """``(spec, node ops)``: a rank's op list (``rank_graph.RankOps``) through the graph passes and
+    lowered, its resources into ``table``, its nodes run in list order (collectives matched). Also
+    used for the nested plans of control-flow bodies (``plan_control.py``)."""
+    from tensorweave.runtime.runtime import default_runtime
+    placed = {id(n.orig): DEVICE for n in r.ops}
+    placed.update((id(n), DEVICE) for n in r.ops)
+    ops, fetches, stats = executor.optimize(r.ops, r.fetches, r.targets, r.feeds, placed)
+    placed.update((id(n), DEVICE) for n in ops)
+    spec, node_ops = executor.lower(ops, placed, fetches, r.feeds, default_runtime(), table)
+    spec.label, spec.pass_stats = label, stats
+    executor.schedule(spec, parallel=False)
+    return spec, node_ops
 
 
 def _count(shape):
@@ -227,7 +236,8 @@ class _Planner:
         self.gp.local.add(id(t))
 
     def run(self):
-        for op in self.gp.ops:
+        self.free = set()         # draws (and pure ops on them only): planned before their first consumer
+        for op in planning_order(self.gp.ops, self.gp.local, self.free):
             self.gp.op_plans[id(op)] = self.plan_op(op)
 
     def plan_op(self, op):
@@ -252,7 +262,7 @@ class _Planner:
         glob = [id(x) not in gp.local for x in op.inputs]
         if t == "_ToGlobal":
             return self.plan_pin(op)
-        if not any(glob) and not draws_stream(op):
+        if not any(glob) and not draws_stream(op) and not (t in CONTROL_FLOW and holds_draw(op)):
             for o in op.outputs:
                 self.set_local(o)
             if t in CONTROL_FLOW:
@@ -269,9 +279,9 @@ class _Planner:
             for o in op.outputs:
                 self.set_local(o)
             return OpPlan(op, "metadata", value=values)
-        if t in CONTROL_FLOW:
-            check_control_flow(op, ins, gp.local)
-        elif op.opdef.bind is not None and not draws_stream(op):
+        if t in CONTROL_FLOW:          # bodies planned on these layouts (plan_control.py)
+            return plan_nested(self, op, ins)
+        if op.opdef.bind is not None and not draws_stream(op):
             self.refuse(op)
         if any(lay._dtype is _dt.resource and id(x) in gp.local for x, lay in zip(op.inputs, ins)):
             return self.plan_local_variable_op(op, ins)
@@ -281,8 +291,8 @@ class _Planner:
                 raise errors.UnimplementedError(
                     f"the global graph planner needs static logical shapes: output '{o.name}' of '{op.name}' ({t}) "
                     f"has shape {o.shape}")
-        attrs = dict(op.attrs)
-        kernel_attrs = {k: v for k, v in attrs.items() if k[0] != "_"}
+        kernel_attrs = {k: v for k, v in op.attrs.items() if k[0] != "_"}
+        attrs = with_signs(t, [lay._sbp for lay in ins], lambda i: self.const_value(op.inputs[i]), dict(op.attrs))
         combos, has_rule = candidates(op.opdef, ins, attrs, out_specs, self.placement)
         if self.lookahead and len({tuple(c[2]) for c in combos}) > 1:
             combo, cost = choose(ins, combos, self.placement,
@@ -303,6 +313,11 @@ class _Planner:
         if ZERO_UPDATES and is_dense_update(t):
             choose_zero(self, p)
         return p
+
+    def const_value(self, t):
+        """The value of ``t`` when it is a constant of the graph (a sign decides some rules), else None."""
+        p = self.gp.op_plans.get(id(t.op))
+        return p.value[t.op.outputs.index(t)] if p is not None and p.kind == "const" else None
 
     def plan_local_variable_op(self, op, ins):
         """An op on a *local* variable (a Keras layer's local weights) with global inputs: the
@@ -356,6 +371,8 @@ class _Planner:
 
     def ahead(self, op, out_nds):
         """The least boxing bytes the consumers of ``op`` would need if its outputs had ``out_nds``."""
+        if id(op) in self.free:        # a draw's layout follows its consumers' other inputs (plan_random.py)
+            return draw_lookahead(self, op, out_nds)
         total = 0
         for o, nd in zip(op.outputs, out_nds):
             for c, k in self.consumers.get(id(o), ()):

@@ -259,7 +259,7 @@ class RankOps:
             attrs = dict(attrs, state=self.table.ref("random_stream", op.name, rank_stream(self.gp, op, self.index)))
             bound = True
         elif op.type in CONTROL_FLOW:  # its bodies as nested plan specs
-            attrs, bound = bind_control_flow(op, attrs, self.table), True
+            attrs, bound = bind_control_flow(op, attrs, self.table, self), True
         if p.once:
             attrs = {"op_type": op_type, "op_attrs": attrs, "ranks": list(self.gp.placement.ranks),
                      "rank": self.rank, "comm": self.comm_ref}

@@ -657,8 +657,13 @@ for _name, _linear in [("MulNoNan", "first"), ("DivNoNan", "first"), ("AddN", "a
 
 
 def _select_sbp(inputs, attrs):
-    """where(c, x, y): elementwise; partial sums in both branches give a partial sum."""
-    return sbp_rules.elementwise_rule()(inputs, attrs) + [Signature([B, P, P], [P])]
+    """where(c, x, y): elementwise; partial sums in both branches give a partial sum; a partial
+    max (min) in one branch, the other the same kind or ``B``, gives it (the condition is the same
+    on every rank, so the max over ranks of the chosen shares is the chosen max)."""
+    sigs = sbp_rules.elementwise_rule()(inputs, attrs) + [Signature([B, P, P], [P])]
+    for kind in (sbp_rules.PMAX, sbp_rules.PMIN):
+        sigs += [Signature([B, kind, kind], [kind]), Signature([B, kind, B], [kind]), Signature([B, B, kind], [kind])]
+    return sigs
 
 
 def _cast_sbp(inputs, attrs):
@@ -668,6 +673,10 @@ def _cast_sbp(inputs, attrs):
     src, dst = inputs[0].dtype, attrs["DstT"]
     if src is not None and src.is_floating and dst.is_floating:
         sigs.append(Signature([P], [P]))
+    # monotone (rounding to nearest is): a partial max/min passes from floats or ints to floats
+    # (not to ints: they wrap, and -inf has no int value)
+    if src is not None and (src.is_floating or src.is_integer) and dst.is_floating:
+        sigs += [Signature([k], [k]) for k in (sbp_rules.PMAX, sbp_rules.PMIN)]
     return sigs
 
 
@@ -679,6 +688,8 @@ get_op("Neg").sbp = sbp_rules.elementwise_rule("all", monotone="down")
 get_op("LeakyRelu").sbp = sbp_rules.elementwise_rule(
     monotone=lambda attrs: "up" if attrs.get("alpha", 0.2) >= 0 else None)
 get_op("AddV2").sbp = sbp_rules.elementwise_rule("all", monotone=("up", "up"))      # x + b
+get_op("Mul").sbp = sbp_rules.elementwise_rule("each", monotone=sbp_rules.mul_direction)      # x * b, sign known
+get_op("RealDiv").sbp = sbp_rules.elementwise_rule("first", monotone=sbp_rules.div_direction)  # x / b, sign known
 get_op("Sub").sbp = sbp_rules.elementwise_rule("all", monotone=("up", "down"))      # x - b, b - x
 
 

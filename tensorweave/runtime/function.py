@@ -49,6 +49,7 @@ class ConcreteFunction:
         self._input_dims = [p.shape.as_tuple() if p.shape.is_fully_defined() else None for p in input_placeholders]
         targets = [graph._last_stateful] if graph._last_stateful is not None else []
         self._grad_fn = None
+        self._grad_graph = None
         self._global = None
         globals_ = getattr(graph, "_tw_globals", None)
         if globals_ is not None:
@@ -128,14 +129,15 @@ class ConcreteFunction:
             handles.append(h)
         record_custom(_CallRecord(self, list(inputs) + handles, outputs, saved))
 
-    def _backward(self):
-        """Gradient ops added to this function's graph, and the plans that use them.
+    def _backward_graph(self):
+        """``(upstream placeholders, gradient per input and trainable variable, saved)``: gradient
+        ops added once to this function's graph; ``saved`` are the forward tensors they read.
 
-        The forward pass run under a tape also fetches the values the gradient ops read
-        ("saved" tensors), and the backward plan is fed those values instead of recomputing
-        them, so it sees exactly the forward pass that happened (same dropout masks).
+        The forward pass run under a tape also fetches the saved values, and the backward is fed
+        those instead of recomputing them, so it sees exactly the forward pass that happened (same
+        dropout masks). A planned function (global tensors) plans both halves from these too.
         """
-        if self._grad_fn is None:
+        if self._grad_graph is None:
             from tensorweave.autodiff.backprop import densify
             from tensorweave.autodiff.gradients import gradients
             from tensorweave.ops.array_ops import placeholder
@@ -162,6 +164,15 @@ class ConcreteFunction:
                     if t.op._id < boundary and id(t) not in seen:
                         seen.add(id(t))
                         saved.append(t)
+            self._grad_graph = (gphs, grads, saved)
+        return self._grad_graph
+
+    def _backward(self):
+        """The forward plan (outputs and saved values) and the backward plan of a call under a tape."""
+        if self._grad_fn is None:
+            gphs, grads, saved = self._backward_graph()
+            g = self.graph
+            fetched = [gr for gr in grads if gr is not None]
             caps = [p for _, p in g.captures]
             fwd_plan = executor.build_plan(self.outputs + saved, [g._last_stateful] if g._last_stateful else [],
                                            self.inputs + caps)
