@@ -24,7 +24,8 @@ the load hits both); ms per call (median of the rounds of the max over ranks of 
 algorithm bandwidth (size / time) and ``vs_gloo`` = gloo's time / ours (> 1: we are faster).
 
 Usage: ``python benchmarks/bench_ray_collectives.py [--ranks 2] [--sizes 0.0625 4 64] [--repeat 7] [--fit]``
-or ``python benchmarks/bench_ray_collectives.py --gloo [--gloo-ranks 2 4] [--gloo-sizes 1 10 100] [--repeat 5] [--rounds 3]``.
+or ``python benchmarks/bench_ray_collectives.py --gloo [--gloo-ranks 2 4] [--gloo-sizes 1 10 100] [--repeat 5]
+[--rounds 3]``.
 """
 import argparse
 import json

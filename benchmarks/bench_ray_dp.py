@@ -3,9 +3,11 @@ of the benchmark MLP. One JSON object per line (the machine's CPU model and load
 
 * ``overhead``: a planned ``tw.function`` of one tiny op (``x * 2`` on 8 floats, ``S(0)`` over 2
   workers): each call is one message per worker and one answer, so its time is the per-step
-  cost of driving the workers. The row gives the median wall µs per call on Ray and on the
-  in-process ranks, and the driver's own CPU µs per call on Ray (``time.process_time``: what
-  the single controller spends per step, the rest is waiting for the workers).
+  cost of driving the workers. The row gives the median wall µs per call on Ray — with an actor
+  call per worker (``compiled_steps`` off) and through the compiled Ray graph (on; alternated 3
+  times, best of each) — and on the in-process ranks, and the driver's own CPU µs per call on
+  Ray (``time.process_time``: what the single controller spends per step, the rest is waiting
+  for the workers).
 * ``dp_mlp``: the MLP of ``bench_distribute.py`` (784-512-512-10, ReLU, softmax cross-entropy,
   SGD) trained by a planned ``tw.function`` step (batch ``S(0)``, weights ``B``, the gradient
   all-reduce planned) with ``--batch`` examples per worker: on 1 worker (placement ``[0]``)
@@ -98,11 +100,21 @@ def main():
     try:
         cluster.run(_one_blas_thread)
         p2 = tw.placement("cpu", ranks=[0, 1])
-        on_ray = _timed_calls(_tiny_step(p2), args.calls)
+        tiny = _tiny_step(p2)
+        calls, compiled = [], []
+        for _ in range(3):           # alternate actor calls and the compiled graph, best of 3 each
+            cluster.compiled_steps = False
+            calls.append(_timed_calls(tiny, args.calls))
+            cluster.compiled_steps = True
+            compiled.append(_timed_calls(tiny, args.calls))
+        on_ray, on_graph = min(calls), min(compiled)
         with tw.distribute.in_process():
             in_process = _timed_calls(_tiny_step(p2), args.calls)
         print(json.dumps({"row": "overhead", "workers": 2, "transport": cluster.transport,
                           "ray_us_per_step": round(on_ray[0], 1), "ray_driver_cpu_us_per_step": round(on_ray[1], 1),
+                          "compiled_us_per_step": round(on_graph[0], 1),
+                          "compiled_driver_cpu_us_per_step": round(on_graph[1], 1),
+                          "compiled_used": cluster._graphs.get((0, 1)) is not None,
                           "in_process_us_per_step": round(in_process[0], 1),
                           "load_1m": round(os.getloadavg()[0], 2)}), flush=True)
         one, _ = _dp_step(tw.placement("cpu", ranks=[0]), args.batch)

@@ -2,9 +2,9 @@
 the bits of the in-process ranks; a large all-reduce and an all-to-all copy only what the peers
 read into the segments; rank workers keep freed memory for the next step (no fresh pages).
 Members are threads here (cheap); tests/test_ray14_steps.py runs them as Ray workers."""
+import os
 import subprocess
 import sys
-import textwrap
 import uuid
 from concurrent.futures import ThreadPoolExecutor
 
@@ -12,7 +12,9 @@ import numpy as np
 import pytest
 
 from tensorweave.distribute import shm
-from tensorweave.distribute.collective import SMALL_BYTES, InProcessGroup
+from tensorweave.distribute.collective import InProcessGroup
+
+from ray14_cases import assert_same, large_collectives
 
 pytestmark = pytest.mark.skipif(not shm.available(), reason="no /dev/shm")
 
@@ -39,31 +41,9 @@ def _in_process(n, fn):
         return list(pool.map(lambda i: fn(group.communicator(i), i), range(n)))
 
 
-def _large(comm, i):
-    rng = np.random.default_rng(i)
-    # sizes no member count divides: uneven chunks; every value above SMALL_BYTES (the large path)
-    x = rng.standard_normal(SMALL_BYTES // 8 + 7)
-    return {"sum": comm.all_reduce(x), "max": comm.all_reduce(x.reshape(-1, 1), "max"),
-            "prod": comm.all_reduce(1.0 + x.astype(np.float32) / 8, "prod"),
-            "int": comm.all_reduce(rng.integers(-9, 9, (3, SMALL_BYTES // 8 + 1)), "min"),
-            "a2a": comm.all_to_all([np.full((j + i, 2), 10.0 * i + j) for j in range(comm.size)], axis=0),
-            "a2a_list": comm.all_to_all([np.full(j, i, np.int8) for j in range(comm.size)]),
-            "rs": comm.reduce_scatter(x * 3), "ag": comm.all_gather(x[: i * 1000])}
-
-
 @pytest.mark.parametrize("n", [3, 4])
 def test_large_collectives_on_3_and_4_members_give_the_in_process_bits(n):
-    got, want = _on_groups(n, _large), _in_process(n, _large)
-    for a, b in zip(got, want):
-        for k in b:
-            if isinstance(b[k], list):
-                assert [v.dtype for v in a[k]] == [v.dtype for v in b[k]], k
-                for u, v in zip(a[k], b[k]):
-                    np.testing.assert_array_equal(u, v, err_msg=k)
-            else:
-                assert a[k].dtype == b[k].dtype and a[k].shape == b[k].shape, k
-                np.testing.assert_array_equal(a[k], b[k], err_msg=k)
-                assert a[k].flags.writeable, k
+    assert_same(_on_groups(n, large_collectives), _in_process(n, large_collectives))
 
 
 def test_a_large_all_reduce_and_an_all_to_all_write_only_what_the_peers_read(monkeypatch):
@@ -87,24 +67,11 @@ def test_a_large_all_reduce_and_an_all_to_all_write_only_what_the_peers_read(mon
 
 def test_rank_workers_keep_freed_memory_for_the_next_step():
     # in a fresh process: a 64 MB array is then carved from the heap, not a fresh mapping
-    code = textwrap.dedent("""
-        import ctypes, numpy as np
-        from tensorweave.distribute.ray.cluster import keep_freed_memory
-        class Info(ctypes.Structure):
-            _fields_ = [(f, ctypes.c_size_t) for f in
-                        "arena ordblks smblks hblks hblkhd usmblks fsmblks uordblks fordblks keepcost".split()]
-        libc = ctypes.CDLL("libc.so.6")
-        libc.mallinfo2.restype = Info
-        before = libc.mallinfo2().hblkhd
-        print(keep_freed_memory())
-        a = np.ones(16 << 20, np.float32)
-        print(libc.mallinfo2().hblkhd - before)
-    """)
-    try:
-        out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True)
-    except subprocess.CalledProcessError as e:
-        if "mallinfo2" in e.stderr:
-            pytest.skip("not glibc >= 2.33")
-        raise
-    ok, mapped = out.stdout.split()
-    assert ok == "True" and int(mapped) < 16 << 20
+    code = ("import sys; sys.path.insert(0, sys.argv[1]); import ray14_cases as c; "
+            "from tensorweave.distribute.ray.cluster import keep_freed_memory as k; "
+            "print(c.mapped_bytes_of_a_new_array(64 << 20), k(), c.mapped_bytes_of_a_new_array(64 << 20))")
+    out = subprocess.run([sys.executable, "-c", code, os.path.dirname(__file__)], capture_output=True, text=True,
+                         timeout=120, check=True).stdout.split()
+    if out[0] == "None":
+        pytest.skip("not glibc >= 2.33")
+    assert int(out[0]) >= 64 << 20 and out[1] == "True" and int(out[2]) < 64 << 20

@@ -8,10 +8,13 @@ where the variable lives (the variable keeps its SBP; inputs shaped like the var
 boxed to its SBP, e.g. a data-parallel ``P`` gradient is all-reduced to the ``B`` weight;
 other inputs are ``B``).
 
-The variable is created per shard, never whole on one rank: an initializer called with a
-shape (``tw.keras.initializers.*``, ``lambda shape, dtype: ...``) runs on each rank for
-that rank's piece (random initializers draw per shard). A value (array, tensor) is split;
-a global tensor is boxed.
+The variable is created per shard, on its rank (on the Ray workers after ``connect``): a tw
+initializer (``tw.keras.initializers.*``) runs on each rank, which keeps its slice of the
+one-device value (a random initializer without a seed gets one drawn from the driver's random
+state first, so every rank draws the same logical value; the whole value exists on each rank
+while it is made); another callable taking a shape (``lambda shape, dtype: ...``) is called
+per shard with the piece's shape on the driver's rank threads. A value (array, tensor) is
+split; a global tensor is boxed.
 
 >>> import numpy as np, tensorweave as tw
 >>> p = tw.placement("cpu", ranks=[0, 1])
@@ -33,10 +36,44 @@ from tensorweave.core.sbp import Partial
 from tensorweave.core.shape import TensorShape, as_shape
 from tensorweave.core.tensor import EagerTensor
 from tensorweave.distribute.global_tensor import GlobalTensor, to_global
-from tensorweave.distribute.layout import Placement, local_shape, normalize_sbp, partial_identity, split_to_pieces
+from tensorweave.distribute.layout import (Placement, local_shape, normalize_sbp, partial_identity, shard_slices,
+                                          split_to_pieces)
 from tensorweave.distribute.ray.pieces import RemotePiece, cluster_for, local_pieces, make_variables
 from tensorweave.ops import variables as _variables
 from tensorweave.ops.variables import Variable, _next_uid
+
+
+class InitialPieces:
+    """The pieces of a global variable made by a tw initializer (``keras.initializers``): rank
+    ``i``'s piece (:meth:`piece`) is its slice of ``init(logical shape)`` (the identity on the
+    ranks without a share of a ``P``), so the logical value is the one-device value. Plain data
+    (the initializer by its class and config), sent to the Ray workers that make the pieces."""
+
+    def __init__(self, init, logical, placement, nd, dtype):
+        self.init, self.logical, self.placement, self.nd, self.dtype = init, tuple(logical), placement, nd, dtype
+
+    def piece(self, i):
+        dtype, coords = self.dtype.np_dtype, self.placement.coords(i)
+        for axis, s in enumerate(self.nd):
+            if isinstance(s, Partial) and coords[axis] != 0:
+                return np.full(local_shape(self.logical, self.placement, self.nd, i), partial_identity(s.kind, dtype),
+                               dtype)
+        with init_scope(), eager_mode():
+            value = self.init(list(self.logical), dtype=self.dtype)
+        value = np.asarray(getattr(value, "numpy", lambda: value)(), dtype=dtype).reshape(self.logical)
+        return np.array(value[shard_slices(self.logical, self.placement, self.nd)[i]])
+
+
+def _with_seed(init):
+    """``init`` with a seed when it is a random initializer without one: drawn here, from the
+    driver's random state (``keras.utils.set_random_seed`` makes it reproducible), so every rank
+    draws the same logical value (a ``B`` variable's replicas agree)."""
+    config = init.get_config()
+    if "seed" not in config or config["seed"] is not None:
+        return init
+    from tensorweave.ops.random_ops import uniform
+    seed = int(uniform([], 0, 2 ** 31 - 1, dtype=_dt.int32).numpy())
+    return type(init).from_config({**config, "seed": seed})
 
 
 class GlobalHandle(GlobalTensor):
@@ -144,6 +181,14 @@ class GlobalVariable(Variable):
         nd = normalize_sbp(sbp, placement, logical, f"Variable '{self._name[:-2]}'")
         dtype = dtype or _dt.float32
         from tensorweave.distribute.ranks import default_world
+        from tensorweave.keras.initializers import Initializer
+        if isinstance(init, Initializer):
+            # a tw initializer makes the one-device value, each rank keeps its piece: on the Ray
+            # workers themselves (nothing passes through the driver), else on the rank threads
+            spec = InitialPieces(_with_seed(init), logical, placement, nd, dtype)
+            if cluster_for(placement) is not None:
+                return [spec] * placement.size, logical, dtype, nd
+            return default_world().run(placement.ranks, spec.piece), logical, dtype, nd
 
         def on_rank(i):
             piece_shape = local_shape(logical, placement, nd, i)

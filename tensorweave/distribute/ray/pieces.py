@@ -158,11 +158,12 @@ def is_remote(pieces):
 
 
 # ---- the driver's side ------------------------------------------------------------------------------
-def _call(cluster, fn, per_rank, ranks):
+def _call(cluster, fn, per_rank, ranks, steady=False):
     """``fn(worker, *per_rank[i])`` on each of ``ranks`` (one call per worker), after freeing the
-    keys whose handles the driver dropped."""
+    keys whose handles the driver dropped (``steady``: see ``Cluster.run_each``)."""
     heap = heap_of(cluster)
-    return cluster.run_each(_w_apply, [(heap.take_freed(r), fn, args) for r, args in zip(ranks, per_rank)], ranks)
+    return cluster.run_each(_w_apply, [(heap.take_freed(r), fn, args) for r, args in zip(ranks, per_rank)], ranks,
+                            steady=steady)
 
 
 def _ref(piece, rank, cluster, what):
@@ -249,12 +250,15 @@ def box(cluster, pieces, plan):
 
 
 def make_variables(cluster, placement, pieces, base, dtype):
-    """A global variable's shards as variables on the workers (from the driver's arrays or from
-    pieces already there), as :class:`RemoteVariable` s."""
+    """A global variable's shards as variables on the workers (from the driver's arrays, from
+    pieces already there, or made there by an initializer: ``distribute.variables.InitialPieces``),
+    as :class:`RemoteVariable` s."""
+    from tensorweave.distribute.variables import InitialPieces
     heap, ranks = heap_of(cluster), placement.ranks
     keys = [heap.key() for _ in ranks]
-    per_rank = [(k, _ref(p, r, cluster, f"Variable '{base}'"), f"{base}/rank{r}", dtype.name)
-                for k, p, r in zip(keys, pieces, ranks)]
+    # an initializer's pieces are made by the workers themselves (``(spec, index)`` travels)
+    per_rank = [(k, (p, i) if isinstance(p, InitialPieces) else _ref(p, r, cluster, f"Variable '{base}'"),
+                 f"{base}/rank{r}", dtype.name) for i, (k, p, r) in enumerate(zip(keys, pieces, ranks))]
     metas = _call(cluster, _w_make_variable, per_rank, ranks)
     return [RemoteVariable(heap, r, k, shape, dt, f"{base}/rank{r}") for r, k, (shape, dt) in zip(ranks, keys, metas)]
 
@@ -343,8 +347,9 @@ def _w_box(worker, plan, ref, out_key):
 def _w_make_variable(worker, key, ref, name, dtype):
     from tensorweave.core import dtypes as _dt
     from tensorweave.core.context import init_scope
+    from tensorweave.distribute.variables import InitialPieces
     from tensorweave.ops.variables import Variable
-    value = np.array(resolve(worker, ref))
+    value = ref[0].piece(ref[1]) if isinstance(ref[0], InitialPieces) else np.array(resolve(worker, ref))
     with init_scope():
         worker.store[key] = Variable(value, trainable=False, name=name, dtype=_dt.as_dtype(dtype))
     return value.shape, value.dtype.str

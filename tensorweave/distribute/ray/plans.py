@@ -101,7 +101,7 @@ class RayRankPlans:
             keys.append(out_keys)
             per_rank.append((self.key, [_ref(f, r, self.cluster, f"planned {gp.label}") for f in feeds[i]], out_keys,
                              pushes, i == 0))
-        answers = _call(self.cluster, _w_run_plan, per_rank, ranks)
+        answers = _call(self.cluster, _w_run_plan, per_rank, ranks, steady=True)
         back = answers[0][1]
         for j, v in enumerate(back):
             self.local_vars[j]._write(v)

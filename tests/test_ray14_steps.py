@@ -1,0 +1,140 @@
+"""Issue 14 (ray14) on 4 Ray workers: planned steps through a compiled Ray graph give the bits of
+actor calls, a rank that raises inside one ends its peers' collectives and the cluster goes on,
+steps on more ranks than the graph's fall back to actor calls; the shared-memory collectives
+with uneven pieces on 4 workers give the in-process bits; workers keep freed memory; a tw
+initializer makes a global variable's pieces on the workers, with the one-device value."""
+import sys
+from concurrent.futures import ThreadPoolExecutor
+
+import numpy as np
+import pytest
+
+ray = pytest.importorskip("ray")
+
+import tensorweave as tw  # noqa: E402
+from tensorweave.core.sbp import B, S  # noqa: E402
+from tensorweave.distribute.collective import CollectiveAbortedError, InProcessGroup  # noqa: E402
+from tensorweave.distribute.ray import cluster as ray_cluster  # noqa: E402
+
+import ray14_cases  # noqa: E402
+from ray14_cases import assert_same, large_collectives  # noqa: E402
+
+N = 4
+P2, P4 = tw.placement("cpu", ranks=[0, 1]), tw.placement("cpu", ranks=list(range(N)))
+RNG = np.random.default_rng(1414)
+ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])
+ray.cloudpickle.register_pickle_by_value(ray14_cases)
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    c = ray_cluster.connect(num_workers=N, timeout=60, transport="shm")
+    yield c
+    ray_cluster.shutdown()
+
+
+def _arr(*shape):
+    return RNG.standard_normal(shape).astype(np.float32)
+
+
+X, Y = _arr(10, 6), _arr(10, 3)        # 10 rows: uneven over 4 ranks
+INIT = {"w1": _arr(6, 8) * 0.4, "b1": np.full(8, 0.1, np.float32), "w2": _arr(8, 3) * 0.4}
+
+
+def _train(placement, steps=4):
+    x, y = (tw.constant(v).to_global(placement=placement, sbp=S(0)) for v in (X, Y))
+    params = {n: tw.Variable(v, placement=placement, sbp=B) for n, v in INIT.items()}
+    names, opt = sorted(params), tw.keras.optimizers.Adam(0.05)
+
+    @tw.function
+    def step(x, y):
+        with tw.GradientTape() as tape:
+            h = tw.nn.relu(tw.matmul(x, params["w1"]) + params["b1"])
+            loss = tw.reduce_mean(tw.square(tw.matmul(h, params["w2"]) - y))
+        opt.apply_gradients(zip(tape.gradient(loss, [params[n] for n in names]), [params[n] for n in names]))
+        return loss
+    losses = [float(step(x, y)) for _ in range(steps)]
+    return losses, {n: params[n].numpy() for n in names}, int(opt.iterations.numpy())
+
+
+def test_compiled_steps_give_the_bits_of_actor_calls(cluster):
+    cluster.compiled_steps = False
+    want = _train(P2)
+    assert (0, 1) not in cluster._graphs
+    cluster.compiled_steps = True
+    got = _train(P2)
+    assert cluster._graphs[(0, 1)] is not None          # the steps went through the compiled graph
+    assert got[0] == want[0] and got[2] == want[2] == 4
+    for n in want[1]:
+        np.testing.assert_array_equal(got[1][n], want[1][n], err_msg=n)
+
+
+def test_a_step_on_ranks_sharing_a_worker_with_the_graph_uses_actor_calls_and_is_right(cluster):
+    cluster.compiled_steps = True
+    _train(P2, steps=1)
+    losses, params, _ = _train(P4)                    # 10 rows over 4 workers: 3, 3, 2, 2
+    assert cluster._graphs[(0, 1, 2, 3)] is None        # a worker runs one compiled graph at a time
+    with tw.distribute.in_process():
+        in_process = _train(P4)
+    np.testing.assert_allclose(losses, in_process[0], rtol=2e-5)
+    for n in params:
+        np.testing.assert_allclose(params[n], in_process[1][n], rtol=2e-5, atol=1e-6, err_msg=n)
+
+
+def _raise_on_rank_1(worker):
+    comm = worker.comm()
+    if worker.rank == 1:
+        raise KeyError("rank 1's own error")
+    try:
+        comm.all_reduce(np.ones(3))                     # waits for rank 1, which never comes
+    except CollectiveAbortedError as e:
+        worker.store["abort"] = str(e)
+        raise
+
+
+@pytest.mark.parametrize("compiled", [True, False])
+def test_a_rank_raising_in_a_step_ends_its_peers_collectives(cluster, compiled):
+    cluster._drop_graphs()
+    cluster.compiled_steps = compiled
+    with pytest.raises(KeyError, match="rank 1's own error") as e:
+        cluster.run_each(_raise_on_rank_1, [()] * N, list(range(N)), steady=True)
+    assert e.value.rank == 1
+    assert (cluster._graphs.get(tuple(range(N))) is not None) == compiled
+    # the others were woken by the abort (rank 1's own in a compiled graph, else the driver's once it
+    # saw rank 1 fail); the cluster's timeout is 60 s: none timed out
+    notes = cluster.run(lambda w: w.store.pop("abort", None))
+    assert [n is not None and "rank 1 raised KeyError" in n for n in notes] == [True, False, True, True]
+    # and the next steps work, on fresh groups
+    got = cluster.run_each(lambda w: w.comm().all_reduce(np.ones(2) * w.rank).tolist(), [()] * N, list(range(N)),
+                           steady=True)
+    assert got == [[6.0, 6.0]] * N
+
+
+def test_large_shm_collectives_on_4_workers_give_the_in_process_bits(cluster):
+    got = cluster.run(lambda w: large_collectives(w.comm(transport="shm"), w.rank))
+    group = InProcessGroup(range(N))
+    with ThreadPoolExecutor(N) as pool:
+        want = list(pool.map(lambda i: large_collectives(group.communicator(i), i), range(N)))
+    assert_same(got, want, writeable=False)
+
+
+def test_workers_keep_freed_memory(cluster):
+    mapped = cluster.run(lambda w: ray14_cases.mapped_bytes_of_a_new_array(64 << 20))
+    if mapped[0] is None:
+        pytest.skip("not glibc >= 2.33")
+    assert all(m < 64 << 20 for m in mapped)
+
+
+def test_an_initializer_runs_on_the_workers_with_the_one_device_value(cluster, monkeypatch):
+    from tensorweave.distribute.variables import InitialPieces
+
+    def not_here(self, i):
+        raise AssertionError("a piece was made on the driver")
+    monkeypatch.setattr(InitialPieces, "piece", not_here)     # the driver's class only: workers import their own
+    glorot = tw.keras.initializers.GlorotUniform(seed=3)
+    v = tw.Variable(glorot, shape=(10, 6), placement=P4, sbp=S(0))
+    np.testing.assert_array_equal(v.numpy(), glorot((10, 6)).numpy())
+    assert [t.shape.as_list() for t in v.to_local()] == [[3, 6], [3, 6], [2, 6], [2, 6]]
+    w = tw.Variable(tw.keras.initializers.RandomNormal(), shape=(3, 4), placement=P2, sbp=B)
+    replicas = [t.numpy() for t in w.to_local()]
+    np.testing.assert_array_equal(replicas[0], replicas[1])
