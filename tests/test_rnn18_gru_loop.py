@@ -144,3 +144,15 @@ def test_without_mkl_the_python_loop_gives_the_same_results(monkeypatch):
     got = g.gru_sequence(*args, mask, **attrs)
     for a, b in zip(want[:2] + (want[2].view(np.float64),), got[:2] + (got[2].view(np.float64),)):
         np.testing.assert_allclose(a, b, rtol=1e-13, atol=1e-13)
+
+
+@pytest.mark.parametrize("reset_after", [True, False])
+def test_gru_layer_eager_equals_graph(reset_after):
+    import tensorweave as tw
+    tw.keras.utils.set_random_seed(6)
+    layer = tw.keras.layers.GRU(4, return_sequences=True, return_state=True, reset_after=reset_after)
+    x = tw.constant(np.random.default_rng(6).standard_normal((3, 5, 2)).astype(np.float32))
+    eager = layer(x)
+    graph = tw.function(lambda v: layer(v))(x)
+    for a, b in zip(eager, graph):
+        np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
