@@ -131,6 +131,8 @@ def test_step_loop_threads_follow_the_serial_threshold(monkeypatch):
     assert gemm.compiled_gemm(np.float32, 32, 192, 64)[2] == 1
     monkeypatch.setitem(gemm._serial_work, np.dtype(np.float32), 32 * 192 * 64)
     assert gemm.compiled_gemm(np.float32, 32, 192, 64)[2] == 0
+    monkeypatch.setitem(gemm._serial_work, np.dtype(np.float32), 1)
+    assert gemm.compiled_gemm(np.float32, 32, 192, 64)[2] == 0
     monkeypatch.setitem(gemm._tuning, "on", True)        # per-class choices are made in gemm.matmul
     assert gemm.compiled_gemm(np.float32, 32, 192, 64) is None
 

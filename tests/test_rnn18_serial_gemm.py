@@ -226,6 +226,19 @@ def test_the_faster_library_on_one_thread_runs_the_class(monkeypatch, rng, seria
 
 @needs_serial
 @needs_openblas
+def test_one_thread_classes_carry_the_transpose_flags(monkeypatch, rng, serial_tuning):
+    monkeypatch.setattr(gemm_tuning, "_time_call", lambda backend, run: (run(), 1.0)[1])
+    a = rng.standard_normal((64, 48)).astype(np.float32)
+    b = rng.standard_normal((40, 48)).astype(np.float32)
+    np.testing.assert_allclose(gemm.matmul(a, b.T), a.astype(np.float64) @ b.T, rtol=1e-5, atol=1e-4)
+    assert set(gemm.tuner().choices) == {"serial:float32:NT:7,6,6"}
+    c = np.asfortranarray(a)
+    np.testing.assert_allclose(gemm.matmul(c, b.T), a.astype(np.float64) @ b.T, rtol=1e-5, atol=1e-4)
+    assert set(gemm.tuner().choices) == {"serial:float32:NT:7,6,6", "serial:float32:TT:7,6,6"}
+
+
+@needs_serial
+@needs_openblas
 def test_a_cached_one_thread_choice_is_not_timed_again(monkeypatch, rng, serial_tuning):
     gemm.tuner().choices["serial:float32:NN:7,6,6"] = {"backend": "numpy1"}
     monkeypatch.setattr(gemm_tuning, "_time_call", lambda backend, run: pytest.fail("timed"))
