@@ -30,6 +30,13 @@ training-step figures.
   once made the mlp step 5.3 ms instead of 3.2. Without it ``auto`` means MKL where installed.
   ``TW_BLAS=numpy`` keeps every product in NumPy, ``mkl`` sends every eligible one to MKL
   (failing if MKL is missing).
+- Small products run on one thread (:func:`serial_work`: a size measured once per machine, under
+  which one thread beats all of them), on whichever library is faster on one thread for the shape
+  class (MKL, or NumPy's OpenBLAS with its count set to 1 around the call), timed by default on the
+  class's first product: waking a second thread for a GRU step's 32x64 @ 64x192 cost more than the
+  product, and on AMD EPYC OpenBLAS beat MKL on one thread on every small product timed
+  (BENCHMARKS.md, issue 18 session 10). The recurrent kernels' compiled step loops call MKL from
+  inside (:func:`gemm_rows`, :func:`compiled_gemm`).
 - Sharing a process with PyTorch: ``torch.set_num_threads(n)`` sets the calling thread's MKL
   thread count for this MKL too (2048x2048 products at one core's speed after
   ``torch.set_num_threads(1)``); results are unaffected.
