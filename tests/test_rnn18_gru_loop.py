@@ -131,6 +131,8 @@ def test_step_loop_threads_follow_the_serial_threshold(monkeypatch):
     assert gemm.compiled_gemm(np.float32, 32, 192, 64)[2] == 1
     monkeypatch.setitem(gemm._serial_work, np.dtype(np.float32), 32 * 192 * 64)
     assert gemm.compiled_gemm(np.float32, 32, 192, 64)[2] == 0
+    monkeypatch.setitem(gemm._serial_work, np.dtype(np.float32), 1)
+    assert gemm.compiled_gemm(np.float32, 32, 192, 64)[2] == 0
     monkeypatch.setitem(gemm._tuning, "on", True)        # per-class choices are made in gemm.matmul
     assert gemm.compiled_gemm(np.float32, 32, 192, 64) is None
 
@@ -144,3 +146,15 @@ def test_without_mkl_the_python_loop_gives_the_same_results(monkeypatch):
     got = g.gru_sequence(*args, mask, **attrs)
     for a, b in zip(want[:2] + (want[2].view(np.float64),), got[:2] + (got[2].view(np.float64),)):
         np.testing.assert_allclose(a, b, rtol=1e-13, atol=1e-13)
+
+
+@pytest.mark.parametrize("reset_after", [True, False])
+def test_gru_layer_eager_equals_graph(reset_after):
+    import tensorweave as tw
+    tw.keras.utils.set_random_seed(6)
+    layer = tw.keras.layers.GRU(4, return_sequences=True, return_state=True, reset_after=reset_after)
+    x = tw.constant(np.random.default_rng(6).standard_normal((3, 5, 2)).astype(np.float32))
+    eager = layer(x)
+    graph = tw.function(lambda v: layer(v))(x)
+    for a, b in zip(eager, graph):
+        np.testing.assert_array_equal(np.asarray(a), np.asarray(b))

@@ -119,6 +119,8 @@ def counted(monkeypatch):
         real = table[dt]
         monkeypatch.setitem(table, dt, lambda *args, real=real, name=name: (log.append(name), real(*args))[1])
     monkeypatch.setitem(gemm._tuning, "on", False)
+    monkeypatch.setattr(gemm, "_openblas", {"found": None})     # one thread means MKL's here
+    monkeypatch.setattr(gemm, "_serial_chosen", {})
     return log
 
 
@@ -180,3 +182,104 @@ def test_ctypes_twin_restores_the_setting_too(rng):
     np.testing.assert_allclose(out, a.astype(np.float64) @ a.T, rtol=1e-5, atol=1e-5)
     set_local = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_int)(part.args[0])
     assert set_local(0) == 0
+
+
+# ---- which library runs a product on one thread ------------------------------------------------
+needs_openblas = pytest.mark.skipif(gemm._openblas_threads() is None, reason="NumPy's BLAS is not an OpenBLAS")
+
+
+@pytest.fixture
+def serial_tuning(monkeypatch, tmp_path, counted):
+    """Everything under the threshold, a fresh tuner, OpenBLAS's one-thread calls counted."""
+    monkeypatch.setattr(gemm, "_openblas", {})
+    monkeypatch.setitem(gemm._serial_work, np.dtype(np.float32), 10 ** 9)
+    monkeypatch.setitem(gemm._tuning, "tuner", gemm_tuning.Tuner(str(tmp_path / "t.json"), KEY,
+                                                                 ("mkl", "numpy", "mkl1", "numpy1")))
+    monkeypatch.setattr(gemm_tuning, "quiet", lambda: True)
+    real = gemm._numpy_serial
+
+    def numpy_serial(a, b, out):
+        counted.append("numpy1")
+        get = gemm._openblas["found"][0]
+        before = get()
+        real(a, b, out)
+        assert get() == before            # OpenBLAS's thread count restored
+    monkeypatch.setattr(gemm, "_numpy_serial", numpy_serial)
+    return counted
+
+
+@needs_serial
+@needs_openblas
+@pytest.mark.parametrize("faster,entry", [("numpy1", "numpy1"), ("mkl1", "serial")])
+def test_the_faster_library_on_one_thread_runs_the_class(monkeypatch, rng, serial_tuning, faster, entry):
+    monkeypatch.setattr(gemm_tuning, "_time_call", lambda backend, run: (run(), 1.0 if backend == faster else 3.0)[1])
+    a = rng.standard_normal((64, 48)).astype(np.float32)
+    b = rng.standard_normal((48, 40)).astype(np.float32)
+    want = a.astype(np.float64) @ b
+    np.testing.assert_allclose(gemm.matmul(a, b), want, rtol=1e-5, atol=1e-4)     # the timing call
+    assert gemm.tuner().backend("serial:float32:NN:7,6,6") == faster
+    serial_tuning.clear()
+    for _ in range(2):
+        np.testing.assert_allclose(gemm.matmul(a, b), want, rtol=1e-5, atol=1e-4)
+    assert serial_tuning == [entry, entry]
+
+
+@needs_serial
+@needs_openblas
+def test_one_thread_classes_carry_the_transpose_flags(monkeypatch, rng, serial_tuning):
+    monkeypatch.setattr(gemm_tuning, "_time_call", lambda backend, run: (run(), 1.0)[1])
+    a = rng.standard_normal((64, 48)).astype(np.float32)
+    b = rng.standard_normal((40, 48)).astype(np.float32)
+    np.testing.assert_allclose(gemm.matmul(a, b.T), a.astype(np.float64) @ b.T, rtol=1e-5, atol=1e-4)
+    assert set(gemm.tuner().choices) == {"serial:float32:NT:7,6,6"}
+    c = np.asfortranarray(a)
+    np.testing.assert_allclose(gemm.matmul(c, b.T), a.astype(np.float64) @ b.T, rtol=1e-5, atol=1e-4)
+    assert set(gemm.tuner().choices) == {"serial:float32:NT:7,6,6", "serial:float32:TT:7,6,6"}
+
+
+@needs_serial
+@needs_openblas
+def test_a_cached_one_thread_choice_is_not_timed_again(monkeypatch, rng, serial_tuning):
+    gemm.tuner().choices["serial:float32:NN:7,6,6"] = {"backend": "numpy1"}
+    monkeypatch.setattr(gemm_tuning, "_time_call", lambda backend, run: pytest.fail("timed"))
+    a = rng.standard_normal((64, 48)).astype(np.float32)
+    b = rng.standard_normal((48, 40)).astype(np.float32)
+    np.testing.assert_allclose(gemm.matmul(a, b), a.astype(np.float64) @ b, rtol=1e-5, atol=1e-4)
+    assert serial_tuning == ["numpy1"]
+
+
+@needs_serial
+def test_without_openblas_threads_one_thread_means_mkl(monkeypatch, rng, counted):
+    monkeypatch.setitem(gemm._serial_work, np.dtype(np.float32), 10 ** 9)
+    monkeypatch.setattr(gemm_tuning, "_time_call", lambda backend, run: pytest.fail("timed"))
+    a = rng.standard_normal((64, 48)).astype(np.float32)
+    np.testing.assert_allclose(gemm.matmul(a, a.T), a.astype(np.float64) @ a.T, rtol=1e-5, atol=1e-4)
+    assert counted == ["serial"]
+
+
+@needs_openblas
+def test_numpy_serial_restores_the_thread_count_after_an_error():
+    get = gemm._openblas_threads()[0]
+    before = get()
+    with pytest.raises(ValueError):
+        gemm._numpy_serial(np.ones((2, 3)), np.ones((4, 2)), np.empty((2, 2)))
+    assert get() == before
+
+
+def test_numpys_own_openblas_is_the_one_set(monkeypatch):
+    """SciPy loads another OpenBLAS (LP64, other symbol names); the one set is NumPy's."""
+    pytest.importorskip("scipy.linalg")
+    from threadpoolctl import threadpool_info
+    home = os.path.realpath(os.path.dirname(np.__file__))
+    mine = [i for i in threadpool_info() if i["internal_api"] == "openblas"
+            and os.path.realpath(i["filepath"]).startswith(home)]
+    if not mine:
+        pytest.skip("NumPy's BLAS is not a bundled OpenBLAS")
+    monkeypatch.setattr(gemm, "_openblas", {})
+    get, put = gemm._openblas_threads()
+    before = get()
+    try:
+        put(1)
+        assert [i["num_threads"] for i in threadpool_info() if i["filepath"] == mine[0]["filepath"]] == [1]
+    finally:
+        put(before)

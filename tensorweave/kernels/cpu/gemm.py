@@ -30,6 +30,13 @@ training-step figures.
   once made the mlp step 5.3 ms instead of 3.2. Without it ``auto`` means MKL where installed.
   ``TW_BLAS=numpy`` keeps every product in NumPy, ``mkl`` sends every eligible one to MKL
   (failing if MKL is missing).
+- Small products run on one thread (:func:`serial_work`: a size measured once per machine, under
+  which one thread beats all of them), on whichever library is faster on one thread for the shape
+  class (MKL, or NumPy's OpenBLAS with its count set to 1 around the call), timed by default on the
+  class's first product: waking a second thread for a GRU step's 32x64 @ 64x192 cost more than the
+  product, and on AMD EPYC OpenBLAS beat MKL on one thread on every small product timed
+  (BENCHMARKS.md, issue 18 session 10). The recurrent kernels' compiled step loops call MKL from
+  inside (:func:`gemm_rows`, :func:`compiled_gemm`).
 - Sharing a process with PyTorch: ``torch.set_num_threads(n)`` sets the calling thread's MKL
   thread count for this MKL too (2048x2048 products at one core's speed after
   ``torch.set_num_threads(1)``); results are unaffected.
@@ -70,6 +77,8 @@ _tuning = {"on": False, "tuner": None}   # auto mode with timing; the Tuner, mad
 _chosen = {}                     # this process's shape classes (as tuples: cheap keys) -> backend
 _gemm_serial = {}                # dtype -> cblas_?gemm on one MKL thread (MKL_Set_Num_Threads_Local)
 _serial_work = {}                # dtype -> products under this many multiply-adds run on one thread
+_serial_chosen = {}              # shape class (tuple) -> "mkl1" or "numpy1": the library for one thread
+_openblas = {}                   # "get"/"set": NumPy's OpenBLAS thread count (ctypes), when found
 
 
 def _library_path():
@@ -264,7 +273,8 @@ def _mkl_version():
 def tuner():
     """The :class:`gemm_tuning.Tuner` of this process (made, and its cache file read, on first use)."""
     if _tuning["tuner"] is None:
-        _tuning["tuner"] = gemm_tuning.Tuner(gemm_tuning.cache_path(), machine_key(), ("mkl", "numpy"))
+        _tuning["tuner"] = gemm_tuning.Tuner(gemm_tuning.cache_path(), machine_key(),
+                                              ("mkl", "numpy", "mkl1", "numpy1"))
     return _tuning["tuner"]
 
 
@@ -300,6 +310,66 @@ def serial_work(dtype=np.float32):
             got = tuner().threshold(f"serial:{dtype.name}", lambda: gemm_tuning.serial_threshold(
                 functools.partial(_thread_runners, dtype)))
         _serial_work[dtype] = got
+    return got
+
+
+def _openblas_threads():
+    """``(get, set)`` of NumPy's OpenBLAS thread count through ``ctypes`` (~1 µs a call; through
+    threadpoolctl ~10), or None where NumPy's BLAS is not an OpenBLAS exporting them."""
+    if "found" not in _openblas:
+        from tensorweave.kernels import threads
+        _openblas["found"] = None
+        # NumPy's own first (its wheel's numpy.libs/): SciPy may have loaded another OpenBLAS
+        home = os.path.realpath(os.path.dirname(np.__file__))
+        libs = sorted((lib for lib in threads._blas() if lib.internal_api == "openblas"),
+                      key=lambda lib: not os.path.realpath(lib.filepath).startswith(home))
+        for lib in libs[:1]:
+            try:
+                so = ctypes.CDLL(lib.filepath)
+            except OSError:
+                continue
+            for get, put in (("scipy_openblas_get_num_threads64_", "scipy_openblas_set_num_threads64_"),
+                             ("openblas_get_num_threads64_", "openblas_set_num_threads64_"),
+                             ("openblas_get_num_threads", "openblas_set_num_threads")):
+                if hasattr(so, get) and hasattr(so, put):
+                    getter, setter = getattr(so, get), getattr(so, put)
+                    getter.restype, setter.argtypes = ctypes.c_int, (ctypes.c_int,)
+                    _openblas["found"] = (getter, setter)
+                    break
+    return _openblas["found"]
+
+
+def _numpy_serial(a, b, out):
+    """``np.matmul(a, b, out=out)`` with NumPy's OpenBLAS on one thread. OpenBLAS's count is
+    process-wide (as for ``threads.single_threaded_blas``): a product another thread runs at the
+    same moment may run on one thread too; results do not depend on it."""
+    get, put = _openblas["found"]
+    before = get()
+    put(1)
+    try:
+        np.matmul(a, b, out=out)
+    finally:
+        put(before)
+
+
+def _serial_library(a, b, out, op_a, op_b, m, n, k, run_mkl):
+    """``"mkl1"`` or ``"numpy1"`` for a product under :func:`serial_work`: the faster library on one
+    thread for its shape class, timed by default (both candidates single-threaded, so no thread
+    pools mix: on AMD EPYC OpenBLAS was 1.3-3x faster on every small product timed, 1x784 @ 784x512
+    30 against 40 µs) and cached per machine like the tuned classes; a product timed now is left
+    in ``out`` (``"done"``)."""
+    seen = (a.dtype.char, op_a[0], op_b[0], m.bit_length(), n.bit_length(), k.bit_length())
+    got = _serial_chosen.get(seen)
+    if got is None:
+        if _openblas_threads() is None:
+            got = _serial_chosen[seen] = "mkl1"
+            return got
+        cls = "serial:" + gemm_tuning.shape_class(m, n, k, a.dtype.name, op_a[0] == _TRANS, op_b[0] == _TRANS)
+        got = _serial_chosen[seen] = tuner().backend(cls)
+        if got is None:
+            _serial_chosen[seen] = tuner().choose(cls, {"mkl1": run_mkl, "numpy1": lambda: _numpy_serial(a, b, out)},
+                                                  incumbent="mkl1")
+            return "done"
     return got
 
 
@@ -422,11 +492,18 @@ def matmul(a, b, out=None):
         return np.matmul(a, b, out=out)
 
     limit = _serial_work.get(a.dtype)
-    if m * n * k < (serial_work(a.dtype) if limit is None else limit):
+    serial = m * n * k < (serial_work(a.dtype) if limit is None else limit)
+    if serial:
         fn = _gemm_serial[a.dtype]
 
     def run_mkl():
         fn(op_a[0], op_b[0], m, n, k, a, op_a[1], b, op_b[1], out, op_c[1])
+    if serial and not _tuning["on"]:
+        backend = _serial_library(a, b, out, op_a, op_b, m, n, k, run_mkl)
+        if backend == "numpy1":
+            _numpy_serial(a, b, out)
+        if backend != "mkl1":
+            return out
     if _tuning["on"]:
         backend = _choose(a, b, out, op_a, op_b, m, n, k, 1, run_mkl)
         if backend == "numpy":

@@ -238,14 +238,14 @@ class Tuner:
         entry = self.choices.get(cls)
         return entry["backend"] if entry is not None else None
 
-    def choose(self, cls, runners):
+    def choose(self, cls, runners, incumbent=INCUMBENT):
         """The backend for ``cls``: cached, or measured now with ``runners`` (each computes the
         product; the last one run leaves its result in place) and saved."""
         found = self.backend(cls)
         if found is not None:
             return found
         times = measure(runners)
-        choice, settled = pick(times)
+        choice, settled = pick(times, incumbent)
         settled = settled and quiet()
         self.choices[cls] = {"backend": choice, "settled": settled,
                              **{f"{name}_us": round(_median(ts) * 1e6, 1) for name, ts in times.items()}}
