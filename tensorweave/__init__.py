@@ -135,8 +135,8 @@ _OP_MODULES = {
                     + ["CountUpToV1", "VarIsInitializedOp"], "tensorweave.compat.v1_state_ops"),
     "UniqueSegmentSum": "tensorweave.keras.optimizers.sparse_ops",
     "StringToHashBucket": "tensorweave.compat.v1_string_hash",
-    **dict.fromkeys(["_AllReduceStart", "_AllReduceWait", "_Boxing", "_Once", "_ToGlobal"],
-                    "tensorweave.distribute.plan_ops"),
+    **dict.fromkeys(["_AllReduceStart", "_AllReduceWait", "_Boxing", "_GatherRows", "_Once", "_OnceInto", "_ToGlobal",
+                     "_VariableRows", "_ZeroApply"], "tensorweave.distribute.plan_ops"),
 }
 
 

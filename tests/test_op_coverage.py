@@ -29,7 +29,8 @@ EXCEPTIONS = {
     "Assert": _ASSERT,
     # a planned graph's per-rank steps: they run on pieces with a communicator, never alone;
     # tests/test_distribute_planner.py checks every planned function against one device
-    **dict.fromkeys(["_Boxing", "_Once", "_ToGlobal", "_AllReduceStart", "_AllReduceWait"], "planner-made per-rank steps (distribute/plan_ops.py)"),
+    **dict.fromkeys(["_Boxing", "_Once", "_ToGlobal", "_AllReduceStart", "_AllReduceWait", "_OnceInto", "_ZeroApply",
+                     "_VariableRows", "_GatherRows"], "planner-made per-rank steps (distribute/plan_ops.py)"),
     **dict.fromkeys(["AssignVariableOp", "AssignAddVariableOp", "AssignSubVariableOp", "ReadVariableOp",
                      "VarHandleOp", "ResourceGather", "ResourceScatterAdd", "ResourceScatterUpdate",
                      "ResourceApplyAdam", "ResourceApplyKerasMomentum", "ResourceApplyAdagradV2",

@@ -92,9 +92,9 @@ def _count_calls(monkeypatch, cluster):
     calls = []
     real = cluster.run_each
 
-    def counting(fn, per_rank_args, ranks=None):
+    def counting(fn, per_rank_args, ranks=None, **kw):
         calls.append(getattr(per_rank_args[0][1], "__name__", "?"))
-        return real(fn, per_rank_args, ranks)
+        return real(fn, per_rank_args, ranks, **kw)
     monkeypatch.setattr(cluster, "run_each", counting)
     return calls
 

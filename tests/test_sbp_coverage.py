@@ -40,7 +40,8 @@ NO_RULE = {
     **dict.fromkeys(["SbpLocalConst", "SbpLocalShape", "SbpMaskedGather", "SbpMaskedResourceGather", "SbpRowsOnly",
                      "SbpMaskedGatherGrad", "SbpReplaceInput", "SbpSliceOf", "SbpEmbedded", "SbpRandomPiece"], _LOCAL),
     **dict.fromkeys(["If", "StatefulIf", "While", "StatefulWhile", "WhileGrad"], _CONTROL),
-    **dict.fromkeys(["_Boxing", "_Once", "_ToGlobal", "_AllReduceStart", "_AllReduceWait"],
+    **dict.fromkeys(["_Boxing", "_Once", "_ToGlobal", "_AllReduceStart", "_AllReduceWait", "_OnceInto", "_ZeroApply",
+                     "_VariableRows", "_GatherRows"],
                     "a planned graph's own (distribute/plan_ops.py): the planner lays out a to_global pin itself "
                     "and makes the per-rank steps on pieces"),
     **dict.fromkeys(["PyFunc", "EagerPyFunc"], _PYTHON),

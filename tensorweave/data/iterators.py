@@ -190,7 +190,7 @@ class Iterator:
     def __next__(self):
         from tensorweave.core.context import building_graph
         graph = building_graph()
-        if graph is not None and graph is not self._made_in:
+        if graph is not None and graph.is_function_graph and graph is not self._made_in:
             return self._next_op()
         flat = self._take()
         return structure.pack(self._spec, flat)
