@@ -3,6 +3,7 @@ actor calls, a rank that raises inside one ends its peers' collectives and the c
 steps on more ranks than the graph's fall back to actor calls; the shared-memory collectives
 with uneven pieces on 4 workers give the in-process bits; workers keep freed memory; a tw
 initializer makes a global variable's pieces on the workers, with the one-device value."""
+import os
 import sys
 from concurrent.futures import ThreadPoolExecutor
 
@@ -24,6 +25,13 @@ P2, P4 = tw.placement("cpu", ranks=[0, 1]), tw.placement("cpu", ranks=list(range
 RNG = np.random.default_rng(1414)
 ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])
 ray.cloudpickle.register_pickle_by_value(ray14_cases)
+
+
+# Compiled Ray graphs are opt-in (``TW_RAY_COMPILED_STEPS=1``): a process that made one can crash
+# (SIGSEGV) later, when a cluster shuts down (docs/design/ray.md); in the default suite that would
+# take a pytest worker with it, so these tests run only when asked for.
+compiled_only = pytest.mark.skipif(os.environ.get("TW_TEST_RAY_COMPILED") != "1",
+                                   reason="compiled Ray graphs are opt-in; TW_TEST_RAY_COMPILED=1 runs these")
 
 
 @pytest.fixture(scope="module")
@@ -57,6 +65,7 @@ def _train(placement, steps=4):
     return losses, {n: params[n].numpy() for n in names}, int(opt.iterations.numpy())
 
 
+@compiled_only
 def test_compiled_steps_give_the_bits_of_actor_calls(cluster):
     cluster.compiled_steps = False
     want = _train(P2)
@@ -69,6 +78,7 @@ def test_compiled_steps_give_the_bits_of_actor_calls(cluster):
         np.testing.assert_array_equal(got[1][n], want[1][n], err_msg=n)
 
 
+@compiled_only
 def test_a_step_on_ranks_sharing_a_worker_with_the_graph_uses_actor_calls_and_is_right(cluster):
     cluster.compiled_steps = True
     _train(P2, steps=1)
@@ -92,7 +102,7 @@ def _raise_on_rank_1(worker):
         raise
 
 
-@pytest.mark.parametrize("compiled", [True, False])
+@pytest.mark.parametrize("compiled", [pytest.param(True, marks=compiled_only), False])
 def test_a_rank_raising_in_a_step_ends_its_peers_collectives(cluster, compiled):
     cluster._drop_graphs()
     cluster.compiled_steps = compiled

@@ -159,29 +159,31 @@ def test_single_core_measures_nothing(monkeypatch):
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 def test_thread_runners_compute_the_product_and_restore_the_setting(dtype):
     """Both variants give the product; the calling thread's MKL setting is back to 'none' after."""
+    set_local = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_int)(gemm._gemm_serial[np.dtype(dtype)].args[0])
+    before = set_local(0)                    # start from 'none' (an earlier test may have left a setting)
     runners = gemm._thread_runners(dtype, 32)
     rng = np.random.default_rng(32)
     a, b = rng.standard_normal((2, 32, 32)).astype(dtype)
     for run in runners.values():
         run()
-    set_local = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_int)(gemm._gemm_serial[np.dtype(dtype)].args[0])
     assert set_local(0) == 0                 # nothing left set on this thread
     out = np.empty((32, 32), dtype)
     gemm._gemm_serial[np.dtype(dtype)](gemm._NO_TRANS, gemm._NO_TRANS, 32, 32, 32, a, 32, b, 32, out, 32)
     np.testing.assert_allclose(out, a.astype(np.float64) @ b, rtol=1e-4, atol=1e-4)
-    assert set_local(0) == 0
+    assert set_local(before) == 0
 
 
 @needs_serial
 def test_ctypes_twin_restores_the_setting_too(rng):
     dt = np.dtype(np.float32)
     part = gemm._gemm_serial[dt]
+    set_local = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_int)(part.args[0])
+    before = set_local(0)                    # start from 'none' (an earlier test may have left a setting)
     a = rng.standard_normal((8, 8)).astype(np.float32)
     out = np.empty((8, 8), np.float32)
     gemm._ctypes_call_threads(part.args[0], 1, part.args[2], gemm._NO_TRANS, gemm._TRANS, 8, 8, 8, a, 8, a, 8, out, 8)
     np.testing.assert_allclose(out, a.astype(np.float64) @ a.T, rtol=1e-5, atol=1e-5)
-    set_local = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_int)(part.args[0])
-    assert set_local(0) == 0
+    assert set_local(before) == 0
 
 
 # ---- which library runs a product on one thread ------------------------------------------------
