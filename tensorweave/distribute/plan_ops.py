@@ -115,13 +115,16 @@ def _all_reduce_wait_kernel(handle, n=1, outputs=(), rows=None, extra=0):
     return values[0] if n + extra == 1 else tuple(values)     # one output: a single-output node
 
 
+def _once_parts(op_type, op_attrs, ranks, rank):
+    """What a ``_Once``-style node needs: the wrapped op's CPU kernel, its output count, whether
+    this rank is the one that runs it (the first), and the rank group."""
+    opdef = get_op(op_type)
+    return opdef.kernel("CPU"), opdef.n_outputs(op_attrs), rank == ranks[0], tuple(ranks)
+
+
 @register_kernel("_OnceInto")
 def _once_into_kernel(op_type, op_attrs, ranks, rank, comm, broadcast=True):
-    opdef = get_op(op_type)
-    kernel = opdef.kernel("CPU")
-    n_out = opdef.n_outputs(op_attrs)
-    root = rank == ranks[0]
-    group = tuple(ranks)
+    kernel, n_out, root, group = _once_parts(op_type, op_attrs, ranks, rank)
 
     def step(handle, *args):
         out = kernel(*args, **op_attrs) if root else None
@@ -218,11 +221,7 @@ _boxing_kernel._tw_factory = True
 
 @register_kernel("_Once")
 def _once_kernel(op_type, op_attrs, ranks, rank, comm, broadcast=True):
-    opdef = get_op(op_type)
-    kernel = opdef.kernel("CPU")
-    n_out = opdef.n_outputs(op_attrs)
-    root = rank == ranks[0]
-    group = tuple(ranks)
+    kernel, n_out, root, group = _once_parts(op_type, op_attrs, ranks, rank)
 
     def step(*args):
         out = kernel(*args, **op_attrs) if root else None
