@@ -1,5 +1,6 @@
 """The background compiler of ``jit.njit_twin`` kernels (kernels/cpu/jit.py): the compile time it
 reports (mutation testing, issue 12: ``background_compile_seconds`` was read by benchmarks only)."""
+import itertools
 import threading
 
 import numpy as np
@@ -29,16 +30,19 @@ def test_background_compile_seconds_adds_up_the_time_each_job_ran():
 
 
 @pytest.mark.skipif(not jit.BACKGROUND, reason="TW_JIT_BACKGROUND=0")
-def test_a_background_compile_is_counted_and_its_kernel_then_runs_compiled():
+def test_a_background_compile_is_counted_and_its_kernel_then_runs_compiled(monkeypatch):
     @jit.njit_twin(_twin)
     def kernel(out, x):
         out[0] = x + 1.0
     out = np.zeros(1)
+    ticks = itertools.count()              # a scripted clock: each job spans exactly 1.0, whatever the machine
+    monkeypatch.setattr(jit._compiler, "clock", lambda: float(next(ticks)))
     before = jit.background_compile_seconds()
     assert before >= 0
     kernel(out, 1.0)                       # queues the compile, the twin answers
     jit.wait_for_compiles()
-    assert jit.background_compile_seconds() > before
+    counted = jit.background_compile_seconds() - before
+    assert counted >= 1.0 and counted == int(counted)     # this compile's span (and any other queued job's)
     kernel(out, 2.0)
     assert out[0] == 3.0 and len(kernel.signatures) == 1
 
