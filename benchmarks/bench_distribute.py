@@ -53,6 +53,16 @@ OPTIMIZERS = {"sgd": lambda: tw.keras.optimizers.SGD(0.01),
 OPTIMIZER = "sgd"
 
 
+def mlp_loss(params, x, y):
+    """The benchmark MLP's mean softmax cross-entropy: ReLU between the layers ``params`` (w, b, w, b, ...)."""
+    h = x
+    for i in range(0, len(params), 2):
+        h = tw.matmul(h, params[i]) + params[i + 1]
+        if i + 2 < len(params):
+            h = tw.nn.relu(h)
+    return tw.reduce_mean(tw.nn.sparse_softmax_cross_entropy_with_logits(labels=y, logits=h))
+
+
 def make(placement, batch):
     rng = np.random.default_rng(0)
     x = rng.standard_normal((batch, SIZES[0])).astype(np.float32)
@@ -72,12 +82,7 @@ def make(placement, batch):
 
     def step():
         with tw.GradientTape() as tape:
-            h = x
-            for i in range(0, len(params), 2):
-                h = tw.matmul(h, params[i]) + params[i + 1]
-                if i + 2 < len(params):
-                    h = tw.nn.relu(h)
-            loss = tw.reduce_mean(tw.nn.sparse_softmax_cross_entropy_with_logits(labels=y, logits=h))
+            loss = mlp_loss(params, x, y)
         opt.apply_gradients(zip(tape.gradient(loss, params), params))
         return loss
     return step

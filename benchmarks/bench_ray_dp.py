@@ -26,7 +26,7 @@ import warnings
 import numpy as np
 
 import tensorweave as tw
-from bench_distribute import SIZES
+from bench_distribute import SIZES, mlp_loss
 from bench_ray_collectives import _cpu_model
 
 
@@ -62,12 +62,7 @@ def _dp_step(placement, batch_per_worker):
     @tw.function
     def step(x, y):
         with tw.GradientTape() as tape:
-            h = x
-            for i in range(0, len(params), 2):
-                h = tw.matmul(h, params[i]) + params[i + 1]
-                if i + 2 < len(params):
-                    h = tw.nn.relu(h)
-            loss = tw.reduce_mean(tw.nn.sparse_softmax_cross_entropy_with_logits(labels=y, logits=h))
+            loss = mlp_loss(params, x, y)
         for p, g in zip(params, tape.gradient(loss, params)):
             p.assign_sub(0.01 * g)
         return loss
