@@ -137,6 +137,7 @@ _OP_MODULES = {
     "StringToHashBucket": "tensorweave.compat.v1_string_hash",
     **dict.fromkeys(["_AllReduceStart", "_AllReduceWait", "_Boxing", "_GatherRows", "_Once", "_OnceInto", "_ToGlobal",
                      "_VariableRows", "_ZeroApply"], "tensorweave.distribute.plan_ops"),
+    "_ToPlacement": "tensorweave.distribute.plan_placements",
 }
 
 

@@ -276,11 +276,12 @@ def test_rank_specs_round_trip_through_plan_io(tmp_path):
 
 
 # ---- bad input -----------------------------------------------------------------------------------------
-def test_two_placements_in_one_planned_function_is_a_clear_error():
+def test_an_op_reading_two_placements_in_one_planned_function_is_a_clear_error():
+    # several placements plan as segments (tests/test_plan13_placements.py); a move is the user's to_global, as eager
     a = tw.constant(_arr(4, 3)).to_global(placement=P2, sbp=S(0))
     b = tw.constant(_arr(4, 3)).to_global(placement=P3, sbp=B)
-    with pytest.raises(tw.errors.UnimplementedError, match=r"one placement per planned function.*ranks=\[0, 1, 2\]|"
-                                                           r"ranks=\[0, 1\].*one placement per planned function"):
+    with pytest.raises(tw.errors.InvalidArgumentError, match=r"different placements for 'AddV2' \(AddV2\).*ranks "
+                                                             r"\[0, 1\].*ranks \[0, 1, 2\]"):
         tw.function(lambda a, b: a + b)(a, b)
 
 

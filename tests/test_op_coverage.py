@@ -31,6 +31,8 @@ EXCEPTIONS = {
     # tests/test_distribute_planner.py checks every planned function against one device
     **dict.fromkeys(["_Boxing", "_Once", "_ToGlobal", "_AllReduceStart", "_AllReduceWait", "_OnceInto", "_ZeroApply",
                      "_VariableRows", "_GatherRows"], "planner-made per-rank steps (distribute/plan_ops.py)"),
+    "_ToPlacement": "a move between placements in a planned graph (distribute/plan_placements.py); "
+                    "tests/test_plan13_placements.py checks it against one device",
     **dict.fromkeys(["AssignVariableOp", "AssignAddVariableOp", "AssignSubVariableOp", "ReadVariableOp",
                      "VarHandleOp", "ResourceGather", "ResourceScatterAdd", "ResourceScatterUpdate",
                      "ResourceApplyAdam", "ResourceApplyKerasMomentum", "ResourceApplyAdagradV2",

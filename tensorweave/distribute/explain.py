@@ -49,43 +49,57 @@ def _size(n):
 class Explanation:
     """The planner's decisions for one call signature (see the module docstring)."""
 
-    def __init__(self, name, placement, seconds, ops, collectives, memory):
+    def __init__(self, name, placement, seconds, ops, collectives, memory, stages=(), transfers=()):
         self.name, self.placement, self.seconds = name, placement, seconds
         self.ops, self.collectives, self.memory = ops, collectives, memory
+        # several placements (pipeline stages in one function): the segments and the transfers between them
+        self.stages, self.transfers = list(stages), list(transfers)
 
     @property
     def total_bytes(self):
-        """Bytes moved between ranks per call (all collectives)."""
-        return sum(c["bytes"] for c in self.collectives)
+        """Bytes moved between ranks per call (all collectives and transfers)."""
+        return sum(c["bytes"] for c in self.collectives) + sum(t["bytes"] for t in self.transfers)
 
     def to_dict(self):
-        return {"function": self.name, "placement": {"type": self.placement.type,
-                                                     "ranks": self.placement.mesh.tolist()},
-                "planning_seconds": self.seconds, "ops": [dict(o) for o in self.ops],
-                "collectives": [dict(c) for c in self.collectives], "bytes_moved": self.total_bytes,
-                "memory": [dict(m) for m in self.memory]}
+        d = {"function": self.name, "placement": {"type": self.placement.type,
+                                                  "ranks": self.placement.mesh.tolist()},
+             "planning_seconds": self.seconds, "ops": [dict(o) for o in self.ops],
+             "collectives": [dict(c) for c in self.collectives], "bytes_moved": self.total_bytes,
+             "memory": [dict(m) for m in self.memory]}
+        if self.stages:
+            d["segments"] = [dict(s) for s in self.stages]
+            d["transfers"] = [dict(t) for t in self.transfers]
+        return d
 
     def text(self):
-        lines = [f"Plan of '{self.name}' on {self.placement.type} ranks {self.placement.mesh.tolist()} "
+        where = (f"{len(self.stages)} segments on " + ", ".join(
+            f"ranks {st['placement']['ranks']}" for st in self.stages) if self.stages else
+                 f"{self.placement.type} ranks {self.placement.mesh.tolist()}")
+        lines = [f"Plan of '{self.name}' on {where} "
                  f"(planned in {self.seconds * 1e3:.1f} ms): {len(self.ops)} ops, {len(self.collectives)} "
-                 f"collectives moving {_size(self.total_bytes)} per call", "", "ops:"]
+                 f"collectives" + (f", {len(self.transfers)} transfers" if self.stages else "")
+                 + f" moving {_size(self.total_bytes)} per call", "", "ops:"]
         w = max([len(o["name"]) for o in self.ops] + [4])
+        segment = None
         for o in self.ops:
-            ins = " ".join(o["inputs"]) or "-"
-            outs = " ".join(o["outputs"]) or "-"
-            sig = o["signature"] if len(o["signature"]) <= 40 else o["signature"][:37] + "..."
-            lines.append(f"  {o['name']:<{w}}  {o['type']:<18} {sig:<28} in {ins} -> out {outs}"
-                         + (f"  [{o['line']}]" if o["line"] else ""))
+            if o.get("segment") is not None and o["segment"] != segment:
+                segment = o["segment"]
+                lines.append(f" segment {segment} on ranks {o['placement']}:")
+            lines += _op_lines(o, w, "  ")
         lines += ["", "collectives:" if self.collectives else "collectives: none"]
         for c in self.collectives:
-            what = f"weight {c['tensor']} after" if c.get("zero") else f"for input {c['input']} of"
-            lines.append(f"  {c['kind']:<14} mesh axis {c['mesh_axis']}  {c['before']} -> {c['after']}  "
-                         f"{_size(c['bytes']):>10}  {c['dtype']}{c['shape']} {what} "
-                         f"'{c['op']}'" + (" (ZeRO-1)" if c.get("zero") else "")
-                         + (f"  [{c['line']}]" if c["line"] else ""))
+            lines.append(_collective_line(c, "  "))
+        if self.stages:
+            lines += ["", "transfers between placements:" if self.transfers else "transfers between placements: none"]
+            for t in self.transfers:
+                lines.append(f"  {t['kind']:<14} ranks {t['from']['ranks']} {t['from']['sbp']} -> ranks "
+                             f"{t['to']['ranks']} {t['to']['sbp']}  {_size(t['bytes']):>10}  {t['dtype']}{t['shape']} "
+                             f"{t['tensor']} for '{t['op']}' (segment {t['segment']})"
+                             + (f"  [{t['line']}]" if t["line"] else ""))
         lines += ["", "peak memory per rank (activations, estimated from local shapes and liveness):"]
         for m in self.memory:
-            lines.append(f"  rank {m['rank']}: peak {_size(m['peak_bytes'])}, variables {_size(m['variable_bytes'])}")
+            lines.append(f"  rank {m['rank']}: peak {_size(m['peak_bytes'])}, variables {_size(m['variable_bytes'])}"
+                         + (f" (segment {m['segment']})" if "segment" in m else ""))
         return "\n".join(lines)
 
     __str__ = text
@@ -93,6 +107,23 @@ class Explanation:
     def __repr__(self):
         return (f"<Explanation of '{self.name}': {len(self.ops)} ops, {len(self.collectives)} collectives, "
                 f"{self.total_bytes} bytes moved>")
+
+
+def _op_lines(o, w, indent):
+    ins = " ".join(o["inputs"]) or "-"
+    outs = " ".join(o["outputs"]) or "-"
+    sig = o["signature"] if len(o["signature"]) <= 40 else o["signature"][:37] + "..."
+    return [f"{indent}{o['name']:<{w}}  {o['type']:<18} {sig:<28} in {ins} -> out {outs}"
+            + (f"  [{o['line']}]" if o["line"] else "")]
+
+
+def _collective_line(c, indent):
+    what = f"weight {c['tensor']} after" if c.get("zero") else f"for input {c['input']} of"
+    return (f"{indent}{c['kind']:<14} mesh axis {c['mesh_axis']}  {c['before']} -> {c['after']}  "
+            f"{_size(c['bytes']):>10}  {c['dtype']}{c['shape']} {what} "
+            f"'{c['op']}'" + (" (ZeRO-1)" if c.get("zero") else "")
+            + (f" (segment {c['segment']})" if "segment" in c else "")
+            + (f"  [{c['line']}]" if c["line"] else ""))
 
 
 def _signature(p):
@@ -140,7 +171,16 @@ def explain(fn, *args, **kwargs):
         raise errors.InvalidArgumentError(
             f"explain: no global tensor reaches '{f._name}' with these arguments, so nothing is planned over ranks. "
             "Hint: pass global tensors (x.to_global(placement=..., sbp=...)) or use global variables")
+    if hasattr(planned, "segments"):      # several placements (plan_placements.py)
+        return _explain_segments(f._name, planned)
     gp = planned.plan
+    ops, collectives = _ops_and_collectives(gp)
+    memory = [_memory(gp, i) for i in range(gp.placement.size)]
+    return Explanation(f._name, gp.placement, gp.seconds, ops, collectives, memory)
+
+
+def _ops_and_collectives(gp):
+    """One planned graph's op entries and the collectives its boxings run."""
     ops, collectives, seen = [], [], set()
     for op in gp.ops:
         p = gp.op_plans[id(op)]
@@ -168,8 +208,41 @@ def explain(fn, *args, **kwargs):
                                     "shape": list(plan.shape), "dtype": plan.dtype.name, "op": op.name, "input": k,
                                     "line": op.traceback})
         collectives += _zero_gathers(gp, op, p)
-    memory = [_memory(gp, i) for i in range(gp.placement.size)]
-    return Explanation(f._name, gp.placement, gp.seconds, ops, collectives, memory)
+    return ops, collectives
+
+
+def _where(placement):
+    return {"type": placement.type, "ranks": placement.mesh.tolist()}
+
+
+def _explain_segments(name, planned):
+    """A function on several placements: each segment's ops and collectives tagged with its
+    placement and segment number, and the transfers between placements (each step of the
+    boxing plan that brings a value over, with its bytes)."""
+    ops, collectives, memory, transfers, stages = [], [], [], [], []
+    for k, seg in enumerate(planned.segments):
+        gp = seg.plan
+        s_ops, s_coll = _ops_and_collectives(gp)
+        for e in s_ops + s_coll:
+            e["segment"], e["placement"] = k, seg.placement.mesh.tolist()
+        for t in seg.feeds:
+            if id(t) not in seg.transfers:
+                continue
+            plan, src, reader = seg.transfers[id(t)]
+            for step in plan.steps:
+                if step.kind in _LOCAL_STEPS:
+                    continue
+                transfers.append({"kind": step.kind, "segment": k, "tensor": t.name, "shape": list(plan.shape),
+                                  "dtype": plan.dtype.name, "from": dict(_where(plan.src_placement), sbp=_nd(src[1])),
+                                  "to": dict(_where(plan.dst_placement), sbp=_nd(plan.dst_sbp)),
+                                  "before": _nd(step.before), "after": _nd(step.after), "mesh_axis": step.mesh_axis,
+                                  "bytes": step.bytes, "op": reader.name, "line": reader.traceback})
+        ops += s_ops
+        collectives += s_coll
+        for i in range(seg.placement.size):
+            memory.append(dict(_memory(gp, i), segment=k))
+        stages.append({"segment": k, "placement": _where(seg.placement), "ops": len(s_ops)})
+    return Explanation(name, planned.placement, planned.seconds, ops, collectives, memory, stages, transfers)
 
 
 __all__ = ["explain", "Explanation"]

@@ -37,30 +37,39 @@ class GraphGlobals:
     of a global argument or capture, its (placement, N-D SBP). The runtime reaches the planner
     through it (``graph._tw_globals``), so the runtime layer imports nothing from here."""
 
-    __slots__ = ("graph", "placement", "inputs")
+    __slots__ = ("graph", "placement", "inputs", "placements", "placed")
 
     def __init__(self, graph, placement):
         self.graph, self.placement, self.inputs = graph, placement, {}
+        self.placements = [placement]   # several: pipeline stages in one function (plan_placements.py)
+        self.placed = {}                # id(tensor) -> its placement, as the gradients of moves ask
 
     def plan_function(self, cf):
         """The :class:`PlannedFunction` of concrete function ``cf`` (traced into this graph)."""
+        if len(self.placements) > 1:
+            from tensorweave.distribute.plan_placements import MultiPlacementFunction
+            return MultiPlacementFunction(cf)
         return PlannedFunction(cf)
 
     def plan_session_run(self, fetches, targets, feeds, feed_shapes=None):
         """The :class:`PlannedSessionRun` of one ``Session.run`` signature of this graph
         (``feed_shapes``: ``{placeholder: fed shape}`` for placeholders of open shape)."""
+        if len(self.placements) > 1:
+            raise errors.UnimplementedError(
+                f"Session.run: the graph holds global values on {len(self.placements)} placements "
+                f"({', '.join(map(repr, self.placements))}); a TF1 graph is planned on one placement for now. "
+                "Hint: use a tw.function, which plans several placements (pipeline stages)")
         return PlannedSessionRun(fetches, targets, feeds, self.graph, feed_shapes)
 
 
 def mark_global(graph, placement):
-    """Records that ``graph`` holds global values on ``placement`` (one per graph for now)."""
+    """Records that ``graph`` holds global values on ``placement`` (several: each one's part of
+    the graph is planned on it, values moved between them; ``plan_placements.py``)."""
     g = getattr(graph, "_tw_globals", None)
     if g is None:
         g = graph._tw_globals = GraphGlobals(graph, placement)
-    elif g.placement != placement:
-        raise errors.UnimplementedError(
-            f"tw.function: global values on {g.placement!r} and on {placement!r} in one function; one placement "
-            "per planned function for now (pipeline stages: tw.distribute.pipeline)")
+    elif placement not in g.placements:
+        g.placements.append(placement)
     return g
 
 

@@ -61,7 +61,12 @@ def _boxing_infer(inputs, attrs):
 
 
 # No SBP rules: the planner lays out _ToGlobal itself (its pin) and makes _Boxing and _Once on pieces.
-register_op("_ToGlobal", infer=lambda i, a: (i[0].shape, i[0].dtype), grad=lambda op, g: [g], sbp=BOXES_TO_B)
+def _to_global_grad(op, g):
+    from tensorweave.distribute.plan_placements import to_global_grad   # a move between placements: moved back
+    return [to_global_grad(op, g)]
+
+
+register_op("_ToGlobal", infer=lambda i, a: (i[0].shape, i[0].dtype), grad=_to_global_grad, sbp=BOXES_TO_B)
 register_op("_Boxing", infer=_boxing_infer, grad=NOT_DIFFERENTIABLE, sbp=BOXES_TO_B)
 register_op("_Once", infer=lambda i, a: get_op(a["op_type"]).infer(i, a["op_attrs"]), grad=NOT_DIFFERENTIABLE,
             stateful=True, num_outputs=lambda a: get_op(a["op_type"]).n_outputs(a["op_attrs"]), sbp=BOXES_TO_B)

@@ -445,7 +445,15 @@ def plan_graph(fetches, targets, feeds, feed_layouts, placement, label="planned"
     calibrate_once_if_asked()
     t0 = time.perf_counter()
     feed_ids = {id(t): i for i, t in enumerate(feeds)}
-    ops = executor.prune(fetches, targets, feed_ids)
+    gp = plan_op_list(executor.prune(fetches, targets, feed_ids), fetches, feeds, feed_layouts, placement, label,
+                      lookahead)
+    gp.seconds = time.perf_counter() - t0
+    return gp
+
+
+def plan_op_list(ops, fetches, feeds, feed_layouts, placement, label="planned", lookahead=True):
+    """:func:`plan_graph` of a given op list (topological order; what the fetches need from the
+    feeds): one placement's segment of a graph on several placements (``plan_placements.py``)."""
     gp = GraphPlan(ops, list(feeds), list(fetches), placement, label)
     planner = _Planner(gp, lookahead)
     for t, lay in zip(feeds, feed_layouts):
@@ -455,8 +463,7 @@ def plan_graph(fetches, targets, feeds, feed_layouts, placement, label="planned"
             shape = _known(t.shape)
             gp.layouts[id(t)] = Layout(shape, t.dtype, lay[1], placement)
     planner.run()
-    gp.seconds = time.perf_counter() - t0
     return gp
 
 
-__all__ = ["plan_graph", "GraphPlan", "OpPlan"]
+__all__ = ["plan_graph", "plan_op_list", "GraphPlan", "OpPlan"]

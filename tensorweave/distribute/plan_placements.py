@@ -1,0 +1,336 @@
+"""A ``tw.function`` whose global values live on several placements: pipeline stages in one
+planned function (layers on disjoint rank sets, values moved between them by ``to_global``).
+
+Each op of the traced graph gets a placement (:func:`op_placement`): a global argument's or
+variable's, a ``to_global``'s target, else its inputs' (the local ops, none); an op reading
+values of two placements is refused as in eager mode (a move is the user's ``to_global``). The graph is cut into *segments*: runs of
+ops of one placement, in a topological order that stays on a placement as long as it can
+(forward of stage 1 | forward and backward of stage 2 | backward of stage 1: three
+segments). Each segment is planned on its placement by the one-placement planner
+(``planner.plan_op_list``), fed the values of the segments before it; a value read on another
+placement than its own crosses by a *transfer*, a boxing plan between the two placements
+(``boxing.plan_boxing``: partial values reduced first, each destination rank sent only its
+region) laid out as the ``to_global`` pins, else with the same SBP (``B`` on a mesh of
+another rank). Constants and variable handles are recomputed in every segment that reads
+them. The gradient of a move (:func:`to_global_grad`) is the move back (``_ToPlacement``), so a
+backward pass crosses the stages in reverse.
+
+A call runs the segments in order (one hand-off per rank each) and the transfers between them;
+``tw.distribute.explain`` lists each segment's ops under its placement and the transfers with
+their bytes.
+
+>>> import numpy as np, tensorweave as tw
+>>> p1, p2 = tw.placement("cpu", ranks=[0, 1]), tw.placement("cpu", ranks=[2, 3])
+>>> w1 = tw.Variable(np.ones((3, 4), np.float32), placement=p1, sbp=tw.sbp.broadcast)
+>>> w2 = tw.Variable(np.ones((4, 2), np.float32), placement=p2, sbp=tw.sbp.split(1))
+>>> @tw.function
+... def f(x):
+...     h = tw.matmul(x, w1).to_global(placement=p2, sbp=tw.sbp.split(0))
+...     return tw.reduce_sum(tw.matmul(h, w2))
+>>> x = tw.constant(np.ones((4, 3), np.float32)).to_global(placement=p1, sbp=tw.sbp.split(0))
+>>> y = f(x)
+>>> float(y), y.placement.ranks
+(96.0, (2, 3))
+>>> [(t["kind"], t["from"]["ranks"], t["to"]["ranks"], t["bytes"]) for t in tw.distribute.explain(f, x).to_dict()["transfers"]]
+[('transfer', [0, 1], [2, 3], 64)]
+"""
+import time
+
+from tensorweave.core import errors
+from tensorweave.core.context import ctx
+from tensorweave.core.convert import to_numpy
+from tensorweave.core.registry import get_op, register_kernel, register_op
+from tensorweave.core.sbp import B
+from tensorweave.core.sbp_rules import identity_rule
+from tensorweave.core.tensor import EagerTensor
+
+_FREE = frozenset({"Const", "VarHandleOp"})       # recomputed in every segment that reads them
+_MOVES = frozenset({"_ToGlobal", "_ToPlacement"})
+
+
+def _to_placement_grad(op, g):
+    return [to_global_grad(op, g)]
+
+
+# ``_ToPlacement``: a value moved to another placement (attrs ``placement_type``, ``ranks``), its
+# layout chosen by the planner: the gradient of a move between placements.
+register_op("_ToPlacement", infer=lambda i, a: (i[0].shape, i[0].dtype), grad=_to_placement_grad, sbp=identity_rule)
+
+
+@register_kernel("_ToPlacement")
+def _to_placement_kernel(x, placement_type=None, ranks=None):
+    return x
+
+
+def _attr_placement(op):
+    from tensorweave.distribute.layout import Placement
+    return Placement(op.attrs["placement_type"], op.attrs["ranks"])
+
+
+def op_placement(op, info, placed):
+    """The placement ``op`` runs on (None: a local op), given ``placed`` (id(tensor) -> its
+    placement or None) for its inputs; see the module docstring."""
+    t = op.type
+    if t == "VarHandleOp":
+        var = op.attrs["variable"]
+        return var.placement if getattr(var, "is_global", False) else None
+    if t in _MOVES:
+        return _attr_placement(op)
+    if t == "Placeholder":
+        lay = info.inputs.get(id(op.outputs[0]))
+        return lay[0] if lay is not None else None
+    found = []
+    for x in op.inputs:
+        p = placed.get(id(x))
+        if p is not None and p not in found:
+            found.append(p)
+    if len(found) > 1:              # as eager global ops: a move between placements is the user's to_global
+        ins = "; ".join(f"'{x.name}' {x.shape} {x.dtype.name} on ranks {list(placed[id(x)].ranks)}"
+                        for x in op.inputs if placed.get(id(x)) is not None)
+        raise errors.InvalidArgumentError(
+            f"inputs are on different placements for '{op.name}' ({t}) in a planned function: {ins}"
+            + (f"\n  Created at: {op.traceback}" if op.traceback else "")
+            + "\n  Hint: move one with x.to_global(placement=..., sbp=...) first")
+    return found[0] if found else None
+
+
+def placement_of(t):
+    """The placement of symbolic tensor ``t`` in a graph holding global values (None: local);
+    memoised on the graph (the gradient of a move asks it of the moved value)."""
+    info = getattr(t.op.graph, "_tw_globals", None)
+    if info is None:
+        return None
+    placed = info.placed
+    if id(t) in placed:
+        return placed[id(t)]
+    stack = [t.op]
+    while stack:
+        op = stack[-1]
+        todo = [x.op for x in op.inputs if id(x) not in placed]
+        if todo:
+            stack.extend(todo)
+            continue
+        stack.pop()
+        p = op_placement(op, info, placed)
+        for o in op.outputs:
+            placed[id(o)] = p
+    return placed[id(t)]
+
+
+def to_global_grad(op, g):
+    """The gradient of a move (``_ToGlobal``, ``_ToPlacement``): ``g`` itself on one placement,
+    else ``g`` moved back to the placement of the moved value (``_ToPlacement``)."""
+    from tensorweave.core.dispatch import execute
+    info = getattr(op.graph, "_tw_globals", None)
+    if info is None or len(info.placements) < 2 or not hasattr(g, "op"):
+        return g
+    src = placement_of(op.inputs[0])
+    if src is None or src == placement_of(g):
+        return g
+    return execute(get_op("_ToPlacement"), [g], {"placement_type": src.type, "ranks": src.mesh.tolist()})
+
+
+# ---- segments ------------------------------------------------------------------------------------
+def _segment_order(ops, placed_op):
+    """``[(placement, [op, ...])]``: the non-free ops in a topological order (data and control
+    edges) that stays on one placement while it can, cut where the placement changes."""
+    rest = [op for op in ops if op.type not in _FREE]
+    index = {id(op): i for i, op in enumerate(rest)}
+    preds, succs = {}, {id(op): [] for op in rest}
+    for op in rest:
+        ps = {index[id(x.op)] for x in op.inputs if id(x.op) in index}
+        ps |= {index[id(c)] for c in op.control_inputs if id(c) in index}
+        preds[id(op)] = len(ps)
+        for p in ps:
+            succs[id(rest[p])].append(op)
+    ready = [op for op in rest if preds[id(op)] == 0]
+    segments, cur = [], None
+    while ready:
+        here = [op for op in ready if placed_op[id(op)] is None or cur is not None and placed_op[id(op)] == cur]
+        if here:
+            op = min(here, key=lambda o: index[id(o)])
+        else:
+            op = min(ready, key=lambda o: index[id(o)])
+        p = placed_op[id(op)]
+        if not segments or (p is not None and cur is not None and p != cur):
+            segments.append([p, []])
+        if p is not None and cur is None:
+            segments[-1][0] = p
+        cur = segments[-1][0]
+        segments[-1][1].append(op)
+        ready.remove(op)
+        for s in succs[id(op)]:
+            preds[id(s)] -= 1
+            if preds[id(s)] == 0:
+                ready.append(s)
+    return segments
+
+
+def _moved_sbp(shape, dtype, src, dst_placement, pins):
+    """The SBP a value laid out ``src = (placement, sbp)`` gets on ``dst_placement``: a
+    ``to_global`` pin, else the same SBP with partial axes reduced (to ``B`` or a split, the
+    fewer bytes moved; ``B`` on a mesh of another rank)."""
+    from tensorweave.core.sbp import Partial, S
+    from tensorweave.distribute.boxing import boxing_cost
+    if pins:
+        return pins[0]
+    nd = tuple(src[1])
+    if len(nd) != dst_placement.ndim:
+        return (B,) * dst_placement.ndim
+    options = [tuple(B if isinstance(s, Partial) else s for s in nd)]
+    if any(isinstance(s, Partial) for s in nd):
+        options += [tuple(S(a) if isinstance(s, Partial) else s for s in nd) for a in range(len(shape))]
+    return min(options, key=lambda o: boxing_cost(shape, dtype, src[0], nd, o, dst_placement))
+
+
+class Segment:
+    """One placement's run of ops: its :class:`~planner.GraphPlan` (``plan``), bound on the
+    ranks (``runner``), its feeds with their layouts there and the transfers that bring them."""
+
+    def __init__(self, placement, ops, feeds, layouts, transfers, plan):
+        from tensorweave.distribute.plan_function import RankPlans
+        self.placement, self.ops, self.feeds, self.layouts = placement, ops, feeds, layouts
+        self.transfers = transfers       # id(feed) -> (BoxingPlan, source layout, reader op)
+        self.plan, self.runner = plan, RankPlans(plan)
+
+
+def plan_placements(ops, fetches, feeds, feed_layouts, info, label):
+    """The :class:`Segment` list computing ``fetches`` from ``feeds`` (see the module docstring)."""
+    from tensorweave.distribute.boxing import plan_boxing
+    from tensorweave.distribute.planner import pinned_layout, plan_op_list
+    placed = {}
+    for t, lay in zip(feeds, feed_layouts):
+        placed[id(t)] = None if lay is None else lay[0]
+    placed_op = {}
+    for op in ops:
+        p = placed_op[id(op)] = op_placement(op, info, placed)
+        for o in op.outputs:
+            placed.setdefault(id(o), p)
+    order = _segment_order(ops, placed_op)
+    if not order:
+        raise errors.InvalidArgumentError(f"{label}: nothing to plan on several placements")
+    seg_of = {}
+    for k, (_, seg_ops) in enumerate(order):
+        for op in seg_ops:
+            seg_of[id(op)] = k
+    wanted = {id(t) for t in fetches}
+    readers_of = {}
+    for op in ops:
+        for x in op.inputs:
+            readers_of.setdefault(id(x), []).append(op)
+    layouts = {id(t): lay for t, lay in zip(feeds, feed_layouts)}      # id(tensor) -> (placement, sbp) | None
+    segments = []
+    for k, (placement, seg_ops) in enumerate(order):
+        placement = placement if placement is not None else info.placement
+        mine = {id(op) for op in seg_ops}
+        seg_feeds, seen, free = [], set(), []
+        for op in seg_ops:
+            for x in op.inputs:
+                if x.op.type in _FREE and id(x.op) not in mine:
+                    mine.add(id(x.op))
+                    free.append(x.op)
+                elif id(x.op) not in mine and id(x) not in seen:
+                    seen.add(id(x))
+                    seg_feeds.append(x)
+        seg_fetches = [o for op in seg_ops for o in op.outputs
+                       if id(o) in wanted or any(seg_of.get(id(c), k) != k for c in readers_of.get(id(o), ()))]
+        for t in fetches:        # a fetched constant: computed by the last segment
+            if k == len(order) - 1 and t.op.type in _FREE and t not in seg_fetches:
+                if id(t.op) not in mine:
+                    mine.add(id(t.op))
+                    free.append(t.op)
+                seg_fetches.append(t)
+        seg_layouts, transfers = [], {}
+        for x in seg_feeds:
+            src = layouts[id(x)]
+            if src is None or src[0] == placement:
+                seg_layouts.append(src)
+                continue
+            readers = [op for op in seg_ops if any(i is x for i in op.inputs)]
+            pins = [pinned_layout(op)[1] for op in readers
+                    if op.type == "_ToGlobal" and pinned_layout(op)[0] == placement]
+            shape = tuple(x.shape.as_list())
+            nd = _moved_sbp(shape, x.dtype.np_dtype, src, placement, pins)
+            plan = plan_boxing(shape, x.dtype.np_dtype, src[0], src[1], nd, placement)
+            transfers[id(x)] = (plan, src, readers[0])
+            seg_layouts.append((placement, nd))
+        seg_list = [op for op in ops if id(op) in mine]
+        gp = plan_op_list(seg_list, seg_fetches, seg_feeds, seg_layouts, placement, f"{label}/segment{k}")
+        for t in seg_fetches:
+            layouts[id(t)] = None if id(t) in gp.local else (placement, gp.layouts[id(t)]._sbp)
+        segments.append(Segment(placement, seg_list, seg_feeds, seg_layouts, transfers, gp))
+    return segments
+
+
+class MultiPlacementFunction:
+    """A concrete function's graph on several placements, planned and run as segments (see the
+    module docstring); ``tw.function`` calls it as it calls a one-placement ``PlannedFunction``."""
+
+    def __init__(self, cf):
+        from tensorweave.runtime import executor
+        t0 = time.perf_counter()
+        self.cf = cf
+        graph = cf.graph
+        info = graph._tw_globals
+        self.placement = info.placement
+        self.captures = [c for c, _ in graph.captures]
+        feeds = list(cf.inputs) + [p for _, p in graph.captures]
+        layouts = [info.inputs.get(id(p)) for p in feeds]
+        targets = [graph._last_stateful] if graph._last_stateful is not None else []
+        self.outputs, self.feeds = list(cf.outputs), feeds
+        self.input_layouts = layouts[:len(cf.inputs)]
+        ops = executor.prune(self.outputs, targets, {id(t): i for i, t in enumerate(feeds)})
+        self.segments = plan_placements(ops, self.outputs, feeds, layouts, info, f"function:{graph.name}")
+        self.seconds = time.perf_counter() - t0
+
+    def __call__(self, flat_inputs):
+        from tensorweave.distribute.global_tensor import GlobalTensor
+        for x, lay, p in zip(flat_inputs, self.input_layouts, self.feeds):
+            if (lay is None) == bool(getattr(x, "is_global", False)) or (
+                    lay is not None and (x.placement, x.sbp) != lay):
+                raise errors.InvalidArgumentError(
+                    f"planned function input '{p.op.name}' was traced for {lay or 'a local tensor'}, got "
+                    f"{(x.placement, x.sbp) if getattr(x, 'is_global', False) else 'a local tensor'}")
+        if ctx.tapes and self.cf._watched_by_tape(flat_inputs):
+            raise errors.UnimplementedError(
+                f"an outer GradientTape over '{self.cf.graph.name}', whose global values live on several placements "
+                f"({len(self.segments)} segments), is not planned yet. Hint: take the gradients inside the function "
+                "(tw.GradientTape in its body), or use tw.distribute.pipeline for stages called under a tape")
+        values = {}          # id(tensor) -> (layout, per-rank pieces) or (None, a local value)
+        inputs = list(flat_inputs) + self.captures
+        for t, x, lay in zip(self.feeds, inputs, self.input_layouts + [None] * len(self.captures)):
+            if getattr(x, "is_global", False):
+                values[id(t)] = ((x.placement, x.sbp), list(x._pieces))
+            else:
+                values[id(t)] = (None, x._value if isinstance(x, EagerTensor) else to_numpy(x, None))
+        for seg in self.segments:
+            per_rank = [[] for _ in range(seg.placement.size)]
+            for t, lay in zip(seg.feeds, seg.layouts):
+                src, v = values[id(t)]
+                if lay is None:
+                    pieces = [v] * seg.placement.size
+                elif id(t) in seg.transfers:
+                    pieces = _move(seg.transfers[id(t)][0], v)
+                else:
+                    pieces = v
+                for i, piece in enumerate(pieces):
+                    per_rank[i].append(piece)
+            for t, (lay, pieces) in zip(seg.plan.fetches, seg.runner.run(per_rank)):
+                values[id(t)] = (None, pieces[0]) if lay is None else ((seg.placement, lay._sbp), pieces)
+        out = []
+        for t in self.outputs:
+            lay, v = values[id(t)]
+            out.append(EagerTensor(v, t.dtype) if lay is None else
+                       GlobalTensor(v, lay[0], lay[1], tuple(t.shape.as_list()), t.dtype))
+        return out
+
+
+def _move(plan, pieces):
+    """The destination pieces of a transfer between placements (the in-process ranks, or the
+    Ray workers holding them)."""
+    from tensorweave.distribute.boxing import box
+    from tensorweave.distribute.ray.pieces import local_pieces
+    return box(local_pieces(pieces), plan)
+
+
+__all__ = ["MultiPlacementFunction", "plan_placements", "placement_of", "to_global_grad", "op_placement"]

@@ -1,0 +1,164 @@
+"""A pipeline inside one planned tw.function: layers on disjoint rank sets, values moved by
+``to_global`` (plan_placements.py): planned as segments per placement with transfers between
+them; forward, gradients and Adam training == one device and == the same code run eagerly."""
+import re
+
+import numpy as np
+import pytest
+
+import tensorweave as tw
+from tensorweave.core import errors
+from tensorweave.core.sbp import B, P, S
+
+RNG = np.random.default_rng(130)
+X = RNG.standard_normal((7, 4)).astype(np.float32)         # 7 rows: uneven on 2 and 3 ranks
+W1 = RNG.standard_normal((4, 5)).astype(np.float32)
+B1 = (RNG.standard_normal(5) * 0.1).astype(np.float32)
+W2 = RNG.standard_normal((5, 3)).astype(np.float32)
+P1 = tw.placement("cpu", ranks=[0, 1])
+P2 = tw.placement("cpu", ranks=[2, 3, 4])
+MESH = tw.placement("cpu", ranks=[[2, 3], [4, 5]])
+
+
+def _model(glob, stage2=P2, w2_sbp=(B,), h_sbp=(S(0),)):
+    if glob:
+        w1 = tw.Variable(W1, placement=P1, sbp=S(1))
+        b1 = tw.Variable(B1, placement=P1, sbp=S(0))
+        w2 = tw.Variable(W2, placement=stage2, sbp=w2_sbp)
+    else:
+        w1, b1, w2 = tw.Variable(W1), tw.Variable(B1), tw.Variable(W2)
+
+    def loss_fn(x):
+        h = tw.nn.relu(tw.matmul(x, w1) + b1)
+        if glob:
+            h = h.to_global(placement=stage2, sbp=h_sbp)
+        return tw.reduce_mean(tw.square(tw.tanh(tw.matmul(h, w2))))
+    return [w1, b1, w2], loss_fn
+
+
+def _x(glob):
+    return tw.constant(X).to_global(placement=P1, sbp=S(0)) if glob else tw.constant(X)
+
+
+def _grads(glob, planned, **kw):
+    variables, loss_fn = _model(glob, **kw)
+
+    def step(x):
+        with tw.GradientTape() as tape:
+            loss = loss_fn(x)
+        return loss, tape.gradient(loss, variables)
+    f = tw.function(step) if planned else step
+    loss, grads = f(_x(glob))
+    return loss, grads
+
+
+@pytest.mark.parametrize("stage2,w2_sbp,h_sbp", [(P2, (B,), (S(0),)), (P2, (S(1),), (B,)),
+                                                 (MESH, (B, S(1)), (S(0), B))])
+def test_forward_and_gradients_equal_one_device_and_eager(stage2, w2_sbp, h_sbp):
+    want_loss, want = _grads(False, False)
+    for planned in (False, True):
+        loss, grads = _grads(True, planned, stage2=stage2, w2_sbp=w2_sbp, h_sbp=h_sbp)
+        np.testing.assert_allclose(loss.numpy(), want_loss.numpy(), rtol=2e-5)
+        for g, w, v in zip(grads, want, (P1, P1, stage2)):
+            assert g.placement == v          # each gradient on its variable's placement
+            np.testing.assert_allclose(g.numpy(), w.numpy(), rtol=2e-5, atol=1e-7)
+    assert grads[0].placement == P1 and loss.placement == stage2
+
+
+def _train(glob, planned, steps=3):
+    variables, loss_fn = _model(glob)
+    opt = tw.keras.optimizers.Adam(0.1)
+
+    def step(x):
+        with tw.GradientTape() as tape:
+            loss = loss_fn(x)
+        opt.apply_gradients(zip(tape.gradient(loss, variables), variables))
+        return loss
+    f = tw.function(step) if planned else step
+    x = _x(glob)
+    return [float(f(x)) for _ in range(steps)], [v.numpy() for v in variables]
+
+
+def test_adam_training_across_two_placements_equals_one_device():
+    want_losses, want = _train(False, False)
+    for planned in (False, True):
+        losses, got = _train(True, planned)
+        np.testing.assert_allclose(losses, want_losses, rtol=2e-5)
+        for g, w in zip(got, want):
+            np.testing.assert_allclose(g, w, rtol=2e-5, atol=1e-7)
+
+
+def test_planned_as_segments_with_the_moves_between_them():
+    variables, loss_fn = _model(True)
+
+    @tw.function
+    def step(x):
+        with tw.GradientTape() as tape:
+            loss = loss_fn(x)
+        return loss, tape.gradient(loss, variables)
+    x = _x(True)
+    planned = step.get_concrete_function(x)._global
+    assert [s.placement for s in planned.segments] == [P1, P2, P1]    # forward 1 | forward+backward 2 | backward 1
+    ranks = [list(s.plan.placement.ranks) for s in planned.segments]
+    assert ranks == [[0, 1], [2, 3, 4], [0, 1]]
+    back = planned.segments[2]
+    (plan, src, reader), = back.transfers.values()
+    assert reader.type == "_ToPlacement" and plan.src_placement == P2 and plan.dst_placement == P1
+    assert src[1] == (P,) and plan.dst_sbp == (S(0),)   # the partial gradient reduce-scattered, then sent
+
+
+def test_explain_lists_ops_per_placement_and_the_transfers_with_bytes():
+    variables, loss_fn = _model(True)
+
+    def step(x):
+        with tw.GradientTape() as tape:
+            loss = loss_fn(x)
+        return loss, tape.gradient(loss, variables)
+    e = tw.distribute.explain(step, _x(True))
+    d = e.to_dict()
+    assert [s["placement"]["ranks"] for s in d["segments"]] == [[0, 1], [2, 3, 4], [0, 1]]
+    by_segment = {}
+    for o in d["ops"]:
+        by_segment.setdefault(o["segment"], []).append(o["type"])
+    assert "_ToGlobal" in by_segment[1] and "ReluGrad" in by_segment[2] and "Relu" in by_segment[0]
+    forward = [t for t in d["transfers"] if t["op"].startswith("_ToGlobal")]
+    # h: 7 x 5 float32, S(0) on ranks [0, 1] (rows 4, 3) -> S(0) on [2, 3, 4] (rows 3, 2, 2): all of it moves
+    assert [(t["kind"], t["from"]["sbp"], t["to"]["sbp"], t["bytes"]) for t in forward] == [
+        ("transfer", "(S(0),)", "(S(0),)", 7 * 5 * 4)]
+    back = [t for t in d["transfers"] if t["op"].startswith("_ToPlacement")]
+    assert [t["kind"] for t in back] == ["reduce_scatter", "transfer"] and back[1]["to"]["ranks"] == [0, 1]
+    assert d["bytes_moved"] == sum(c["bytes"] for c in d["collectives"]) + sum(t["bytes"] for t in d["transfers"])
+    text = str(e)
+    assert "3 segments on ranks [0, 1], ranks [2, 3, 4], ranks [0, 1]" in text
+    assert " segment 1 on ranks [2, 3, 4]:" in text and "transfers between placements:" in text
+    assert re.search(r"transfer +ranks \[0, 1\] \(S\(0\),\) -> ranks \[2, 3, 4\] \(S\(0\),\) +140 B +float32\[7, 5\]", text)
+
+
+def test_reading_two_placements_without_a_move_is_refused_with_the_op_named():
+    w1 = tw.Variable(W1, placement=P1, sbp=B)
+    w2 = tw.Variable(W2, placement=P2, sbp=B)
+    f = tw.function(lambda x: tw.matmul(tw.matmul(x, w1), w2))
+    with pytest.raises(errors.InvalidArgumentError, match=r"inputs are on different placements for 'MatMul_1' "
+                       r"\(MatMul\).*on ranks \[0, 1\].*on ranks \[2, 3, 4\](.|\n)*Hint: move one with x.to_global"):
+        f(_x(True))
+
+
+def test_outer_tape_over_a_several_placement_function_is_refused_with_a_hint():
+    variables, loss_fn = _model(True)
+    f = tw.function(loss_fn)
+    x = _x(True)
+    with tw.GradientTape() as tape:
+        with pytest.raises(errors.UnimplementedError, match="outer GradientTape.*several placements.*Hint"):
+            f(x)
+    del tape, variables
+
+
+def test_session_run_of_a_graph_on_two_placements_is_refused_with_a_hint():
+    g = tw.Graph()
+    with g.as_default():
+        w1 = tw.Variable(W1, placement=P1, sbp=B)
+        w2 = tw.Variable(W2, placement=P2, sbp=B)
+        y = tw.matmul(tw.matmul(tw.constant(X), w1).to_global(placement=P2, sbp=B), w2)
+        with tw.compat.v1.Session(graph=g) as sess:
+            with pytest.raises(errors.UnimplementedError, match="2 placements.*Hint: use a tw.function"):
+                sess.run(y)
