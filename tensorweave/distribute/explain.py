@@ -4,7 +4,10 @@ For every op: the signature chosen (per mesh axis), its inputs' and outputs' SBP
 user's source line; for every collective inserted: its kind, mesh axis, the layouts before and
 after, the bytes moved (all ranks together, the cost model the planner minimised), the tensor
 and the op that needed it; per rank: the peak memory of the plan (live buffers in run order,
-from the local shapes) and the variable shards it holds. As text (``str``/``.text()``) and as a
+from the local shapes) and the variable shards it holds. A control-flow op (``tw.cond``,
+``tw.while_loop``, a loop's gradient) planned on split layouts lists, per body, the body's ops
+with their signatures and the collectives its nested plan runs each time it runs (``bodies``
+of the op's entry; indented under the op in the text). As text (``str``/``.text()``) and as a
 dict (``.to_dict()``). Read it first when a run is slow (the collectives and their bytes) or
 runs out of memory (the peaks).
 
@@ -60,12 +63,19 @@ class Explanation:
         """Bytes moved between ranks per call (all collectives and transfers)."""
         return sum(c["bytes"] for c in self.collectives) + sum(t["bytes"] for t in self.transfers)
 
+    @property
+    def nested_collectives(self):
+        """How many collectives the control-flow bodies hold (each runs every time its body runs)."""
+        def count(ops):
+            return sum(len(b["collectives"]) + count(b["ops"]) for o in ops for b in o.get("bodies", ()))
+        return count(self.ops)
+
     def to_dict(self):
         d = {"function": self.name, "placement": {"type": self.placement.type,
                                                   "ranks": self.placement.mesh.tolist()},
              "planning_seconds": self.seconds, "ops": [dict(o) for o in self.ops],
              "collectives": [dict(c) for c in self.collectives], "bytes_moved": self.total_bytes,
-             "memory": [dict(m) for m in self.memory]}
+             "memory": [dict(m) for m in self.memory], "nested_collectives": self.nested_collectives}
         if self.stages:
             d["segments"] = [dict(s) for s in self.stages]
             d["transfers"] = [dict(t) for t in self.transfers]
@@ -75,10 +85,13 @@ class Explanation:
         where = (f"{len(self.stages)} segments on " + ", ".join(
             f"ranks {st['placement']['ranks']}" for st in self.stages) if self.stages else
                  f"{self.placement.type} ranks {self.placement.mesh.tolist()}")
+        nested = self.nested_collectives
         lines = [f"Plan of '{self.name}' on {where} "
                  f"(planned in {self.seconds * 1e3:.1f} ms): {len(self.ops)} ops, {len(self.collectives)} "
                  f"collectives" + (f", {len(self.transfers)} transfers" if self.stages else "")
-                 + f" moving {_size(self.total_bytes)} per call", "", "ops:"]
+                 + f" moving {_size(self.total_bytes)} per call"
+                 + (f" (and {nested} inside control-flow bodies, listed under their op)" if nested else ""),
+                 "", "ops:"]
         w = max([len(o["name"]) for o in self.ops] + [4])
         segment = None
         for o in self.ops:
@@ -113,12 +126,22 @@ def _op_lines(o, w, indent):
     ins = " ".join(o["inputs"]) or "-"
     outs = " ".join(o["outputs"]) or "-"
     sig = o["signature"] if len(o["signature"]) <= 40 else o["signature"][:37] + "..."
-    return [f"{indent}{o['name']:<{w}}  {o['type']:<18} {sig:<28} in {ins} -> out {outs}"
-            + (f"  [{o['line']}]" if o["line"] else "")]
+    lines = [f"{indent}{o['name']:<{w}}  {o['type']:<18} {sig:<28} in {ins} -> out {outs}"
+             + (f"  [{o['line']}]" if o["line"] else "")]
+    for body in o.get("bodies", ()):      # a control-flow op's bodies, indented under it
+        lines.append(f"{indent}    {body['body']}: {len(body['ops'])} ops, {len(body['collectives'])} collectives "
+                     f"moving {_size(body['bytes_moved'])} per {body['per']}")
+        bw = max([len(b["name"]) for b in body["ops"]] + [4])
+        for b in body["ops"]:
+            lines += _op_lines(b, bw, indent + "      ")
+        for c in body["collectives"]:
+            lines.append(_collective_line(c, indent + "      "))
+    return lines
 
 
 def _collective_line(c, indent):
-    what = f"weight {c['tensor']} after" if c.get("zero") else f"for input {c['input']} of"
+    what = (f"weight {c['tensor']} after" if c.get("zero") else f"for input {c['input']} of" if "input" in c
+            else "for")
     return (f"{indent}{c['kind']:<14} mesh axis {c['mesh_axis']}  {c['before']} -> {c['after']}  "
             f"{_size(c['bytes']):>10}  {c['dtype']}{c['shape']} {what} "
             f"'{c['op']}'" + (" (ZeRO-1)" if c.get("zero") else "")
@@ -195,20 +218,50 @@ def _ops_and_collectives(gp):
         if p.zero:                # ZeRO-1 (zero_update.py): these weights are updated in shards
             entry["zero"] = [op.inputs[w].op.attrs["variable"].name for w, _ in p.zero]
             entry["signature"] = "ZeRO-1 " + entry["signature"]
+        bodies = _bodies(gp, op)
+        if bodies:                # control flow: its bodies' own plans (ops, collectives) nested under it
+            entry["bodies"] = bodies
         ops.append(entry)
         for k, (t, plan) in enumerate(zip(op.inputs, p.plans)):
             if plan is None or (id(t), plan.dst_sbp) in seen:
                 continue        # boxed once, shared by every reader (as in the rank plans)
             seen.add((id(t), plan.dst_sbp))
-            for step in plan.steps:
-                if step.kind in _LOCAL_STEPS:
-                    continue
-                collectives.append({"kind": step.kind, "mesh_axis": step.mesh_axis, "before": _nd(step.before),
-                                    "after": _nd(step.after), "bytes": step.bytes, "tensor": t.name,
-                                    "shape": list(plan.shape), "dtype": plan.dtype.name, "op": op.name, "input": k,
-                                    "line": op.traceback})
+            collectives += _steps(plan, t, op.name, op.traceback, input=k)
         collectives += _zero_gathers(gp, op, p)
     return ops, collectives
+
+
+def _steps(plan, t, op_name, line, **where):
+    """The collective steps of boxing ``plan`` of tensor ``t`` for ``op_name`` (local re-layouts left out)."""
+    return [dict({"kind": step.kind, "mesh_axis": step.mesh_axis, "before": _nd(step.before), "after": _nd(step.after),
+                  "bytes": step.bytes, "tensor": t.name, "shape": list(plan.shape), "dtype": plan.dtype.name,
+                  "op": op_name, "line": line}, **where)
+            for step in plan.steps if step.kind not in _LOCAL_STEPS]
+
+
+# plan_control.py's names of a control-flow op's bodies
+_BODY_NAMES = {"then_plan": "then branch", "else_plan": "else branch", "cond_plan": "loop condition",
+               "body_plan": "loop body", "plan": "loop gradient body"}
+
+
+def _bodies(gp, op):
+    """Per body of control-flow op ``op`` planned on split layouts (``plan_control.py``): its ops and
+    the collectives its nested rank plans run (each time the body runs: per iteration of a loop),
+    the boxing of its outputs to the layouts the op returns included."""
+    planned = getattr(gp, "nested", {}).get(id(op))
+    if not planned:
+        return None
+    out = []
+    for key, body in planned.items():
+        name = _BODY_NAMES.get(key, key)
+        b_ops, b_coll = _ops_and_collectives(body.gp)
+        for k, (t, plan) in enumerate(zip(body.gp.fetches, body.out_plans)):
+            if plan is not None:
+                b_coll += _steps(plan, t, f"{op.name} ({name} output {k})", op.traceback, output=k)
+        out.append({"body": name, "per": "iteration" if "loop" in name else "call", "ops": b_ops,
+                    "collectives": b_coll, "bytes_moved": sum(c["bytes"] for c in b_coll)
+                    + sum(b["bytes_moved"] for o in b_ops for b in o.get("bodies", ()))})
+    return out
 
 
 def _where(placement):
