@@ -696,7 +696,9 @@ def _hand_calls():
             # reshapes merging and splitting a split axis (exact when both sizes divide by the mesh)
             _call("Reshape", rng.normal(size=(12, 2, 3)), np.array([24, 3])),
             _call("Reshape", rng.normal(size=(24, 3)), np.array([12, 2, 3])),
-            _call("Reshape", rng.normal(size=(12, 4)), np.array([4, 12]))]
+            _call("Reshape", rng.normal(size=(12, 4)), np.array([4, 12])),
+            # a move between placements (plan_placements.py): on one placement, the identity's rule
+            _call("_ToPlacement", x, placement_type="cpu", ranks=[0, 1])]
 
 
 def _rnn_calls():
