@@ -41,8 +41,14 @@ def test_signs_decide_the_partial_kind_of_mul_and_div():
     assert _partial(div(f32, {"_signs": (1, 0), **M1})) == []                            # b / x: not monotone
     i32 = [SbpInput((5, 7), dtypes.int32, B)] * 2
     assert _partial(mul(i32, {"_signs": (0, 1), **M1})) == []                            # ints wrap
-    # on a 2-D mesh the other mesh axis may make b a partial sum, whose shares have any sign
-    assert _partial(mul(f32, {"_signs": (0, 1), "_mesh_shape": (2, 2)})) == []
+    # on a 2-D mesh b (the signed operand) may be partial on no mesh axis: B, P -> P is not offered then
+    m2 = {"_signs": (0, 1), "_mesh_shape": (2, 2)}
+    assert _partial(mul(f32, m2)) == ["P(max), B -> P(max)", "P(min), B -> P(min)"]
+    assert "B, P -> P" not in map(str, mul(f32, m2)) and "P, B -> P" in map(str, mul(f32, m2))
+    assert "B, P -> P" in map(str, mul(f32, {**m2, "_signs": (0, 0)}))              # no sign relied on: offered
+    assert _partial(mul(f32, {"_signs": (1, -1), "_mesh_shape": (2, 2)})) == []     # both signed: neither partial
+    assert _partial(mul(f32, {"_signs": (1, -1), **M1})) == ["B, P(max) -> P(max)", "B, P(min) -> P(min)",
+                                                             "P(max), B -> P(min)", "P(min), B -> P(max)"]
     assert _partial(mul(f32, {"_signs": (0, 1)})) == []
 
 
@@ -116,9 +122,50 @@ def test_a_factor_of_unknown_or_mixed_sign_reduces_first():
 
 
 def test_the_two_d_guard_is_needed():
-    """Offered on the 2x2 mesh too, x * b by a positive b fails the checker: the other mesh axis
-    makes b a partial sum there, whose shares have any sign."""
+    """Offered on the 2x2 mesh as on a 1-D one (b may be partial on the other mesh axis), x * b by
+    a positive b fails the checker: a partial sum's shares of b have any sign."""
     rule = get_op("Mul").sbp
     unguarded = lambda inputs, attrs: rule(inputs, {**attrs, "_signs": (0, 1), "_mesh_shape": (2,)})  # noqa: E731
     with pytest.raises(AssertionError, match=r"mesh \[2, 2\]"):
         check_call(_call("Mul", X, POS), rule=unguarded, pairs=64)
+
+
+@pytest.mark.parametrize("b,signs", [(POS, (0, 1)), (NEG, (0, -1))])
+def test_checker_every_pair_of_signatures_on_the_2x2_mesh(b, signs):
+    """The N-D rule (the signed operand partial on no mesh axis): every pair of per-axis
+    signatures on the 2x2 mesh, with the partial max/min kinds on either axis, equals one device."""
+    for op_type, call in (("Mul", _call("Mul", X, b)), ("RealDiv", _call("RealDiv", X, b)),
+                          ("Mul", _call("Mul", b, X))):
+        s = signs if call.inputs[1] is b else signs[::-1]
+        sigs = _signed(op_type, s)([SbpInput(a.shape, dtypes.float64, B) for a in call.inputs],
+                                   {"_mesh_shape": (2, 2)})
+        assert _partial(sigs)                             # the partial max/min signatures are offered ...
+        assert check_call(call, rule=_signed(op_type, s), pairs=len(sigs) ** 2) >= len(sigs) ** 2   # ... all pairs
+
+
+M22 = tw.placement("cpu", ranks=[[0, 1], [2, 3]])
+
+
+@pytest.mark.parametrize("sbp,kind_axis", [((S(1), S(0)), 0), ((S(0), S(1)), 1), ((S(1), S(1)), None)])
+@pytest.mark.parametrize("scale,kind", [(2.0, PMAX), (-0.5, PMIN)])
+def test_eager_and_planned_on_a_2x2_mesh(sbp, kind_axis, scale, kind):
+    x = tw.constant(X.astype(np.float32)).to_global(placement=M22, sbp=sbp)
+    want = X.astype(np.float32).max(axis=1) * np.float32(scale)
+
+    def fn(x):
+        return tw.reduce_max(x, axis=1) * scale
+    f = tw.function(fn)
+    for y in (fn(x), f(x)):
+        np.testing.assert_allclose(y.numpy(), want, rtol=1e-6)
+        if kind_axis is not None:
+            assert y.sbp[kind_axis] == kind                # the max passes through on its mesh axis ...
+        else:
+            assert y.sbp == (kind, kind)
+    assert tw.distribute.explain(f, x).to_dict()["collectives"] == []   # ... no reduction before it is needed
+
+
+def test_a_signed_factor_partial_on_the_other_mesh_axis():
+    x = tw.constant(X.astype(np.float32)).to_global(placement=M22, sbp=(S(1), B))
+    b = tw.constant(POS[:5].astype(np.float32)).to_global(placement=M22, sbp=(B, tw.sbp.partial_sum))
+    y = tw.reduce_max(x, axis=1) * b                     # eager: b's sign from its value; b is not used partial
+    np.testing.assert_allclose(y.numpy(), X.astype(np.float32).max(1) * POS[:5].astype(np.float32), rtol=1e-6)

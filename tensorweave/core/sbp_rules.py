@@ -7,7 +7,8 @@
   ``monotone`` (unary ops on floats) partial max/min values: ``"up"`` (exp, relu, tanh:
   ``f(max a_i) = max f(a_i)``, so ``P(max) -> P(max)``, ``P(min) -> P(min)``), ``"down"``
   (neg: ``P(max) -> P(min)``, ``P(min) -> P(max)``); ``x * b`` and ``x / b`` by a ``b`` of known
-  sign (:data:`SIGNED`, attr ``_signs``; 1-D meshes) keep the kind (``b > 0``) or swap it (``b < 0``).
+  sign (:data:`SIGNED`, attr ``_signs``) keep the kind (``b > 0``) or swap it (``b < 0``); on an
+  N-D mesh ``b`` is then partial on no mesh axis (:func:`signed_inputs`).
 * :func:`reduction_rule` (the ``reduction`` trait): a split of a kept axis stays a split
   (renumbered), a split of a reduced axis becomes ``P(kind)``; ``P(kind) -> P(kind)``.
 * :func:`einsum_rule`: per index letter, split it in every operand that has it; a letter
@@ -99,23 +100,40 @@ def with_signs(op_type, in_sbps, value_of, attrs):
 _DIRECTION = {1: "up", -1: "down"}
 
 
-def _signs_1d(attrs):
-    """The ``_signs`` attr on a 1-D mesh, else None: on an N-D mesh another mesh axis may make the
-    signed operand a partial *sum* (its shares have any sign), and a rule sees one mesh axis."""
+def _mesh_signs(attrs):
+    """``(signs, n_d)``: the ``_signs`` attr and whether the mesh has several axes; ``(None, _)``
+    when no sign is known or the mesh is not given."""
     mesh = attrs.get("_mesh_shape")
-    return attrs.get("_signs") if mesh is not None and len(mesh) == 1 else None
+    return (attrs.get("_signs"), len(mesh) > 1) if mesh is not None else (None, False)
+
+
+def signed_inputs(attrs):
+    """The inputs whose known sign a signature relies on, on an N-D mesh (else empty): they may be
+    partial on *no* mesh axis. A rule sees one mesh axis; on another axis a partial sum (or max)
+    of ``b`` has shares of any sign, and ``max_i(x_i * b_j)`` summed over ``j`` is not
+    ``b * max_i x_i``. Split or broadcast, each rank's piece of ``b`` is part of ``b`` and keeps
+    its sign, so forbidding partial signed inputs makes the signatures correct per mesh axis."""
+    signs, n_d = _mesh_signs(attrs)
+    return frozenset(i for i, s in enumerate(signs) if s) if signs is not None and n_d else frozenset()
+
+
+def _directions(signs, n_d, pairs):
+    """Per input: the direction its partner's sign gives (``pairs``: input -> its partner), None
+    where unknown or, on an N-D mesh, where the input's own sign is relied on."""
+    return tuple(None if partner is None or (n_d and signs[i]) else _DIRECTION.get(signs[partner])
+                 for i, partner in enumerate(pairs))
 
 
 def mul_direction(attrs):
     """Per input of ``x * y``: monotone ``"up"``/``"down"`` when the other's sign is known."""
-    signs = _signs_1d(attrs)
-    return None if signs is None else (_DIRECTION.get(signs[1]), _DIRECTION.get(signs[0]))
+    signs, n_d = _mesh_signs(attrs)
+    return None if signs is None else _directions(signs, n_d, (1, 0))
 
 
 def div_direction(attrs):
     """``x / b``: monotone in ``x`` when ``b``'s sign is known (``b / x`` is not monotone on the reals)."""
-    signs = _signs_1d(attrs)
-    return None if signs is None else (_DIRECTION.get(signs[1]), None)
+    signs, n_d = _mesh_signs(attrs)
+    return None if signs is None else _directions(signs, n_d, (1, None))
 
 
 def elementwise_rule(linear=None, n_outputs=1, monotone=None):
@@ -140,6 +158,9 @@ def elementwise_rule(linear=None, n_outputs=1, monotone=None):
             sigs.append(Signature([P] + [B] * (n - 1), [P] * n_outputs))
         if monotone is not None and n_outputs == 1:
             sigs += monotone_signatures(inputs, monotone(attrs) if callable(monotone) else monotone)
+            fixed = signed_inputs(attrs)
+            if fixed:             # N-D: a signed operand stays whole-signed on every mesh axis
+                sigs = [s for s in sigs if not any(isinstance(s.inputs[i], Partial) for i in fixed)]
         return _dedupe(sigs)
     return rule
 
