@@ -45,7 +45,7 @@ import numpy as np
 
 from tensorweave.core import dtypes as _dt
 from tensorweave.core import errors
-from tensorweave.core.sbp import B, Broadcast, Partial
+from tensorweave.core.sbp import B, Broadcast, Partial, S
 from tensorweave.core.sbp_rules import with_signs
 from tensorweave.distribute import plan_ops  # noqa: F401 - registers _Boxing, _Once, _ToGlobal
 from tensorweave.distribute.boxing import parse_sbp
@@ -423,9 +423,28 @@ class _Planner:
             cost = 0
             for j in decided:
                 cost += self.cost(lays[j]._shape, lays[j]._dtype.np_dtype, self.placement, lays[j]._sbp, combo[1][j])
+            cost += self.made_partial_cost(lays, decided, combo, out_specs)
             if best is None or cost < best:
                 best = cost
         return best or 0
+
+    def made_partial_cost(self, lays, decided, combo, out_specs):
+        """What a consumer's signature that pads or fills a decided input to ``P`` (a local step,
+        no bytes) costs later: its partial outputs reduced, at the cheapest reduction (to ``B`` or
+        a split) — otherwise ``S(1)`` beside an ``S(0)`` input looks free (both padded to ``P``,
+        ``P + P -> P``) and the reduction that follows is never counted. 0 where no input is made
+        partial (a contraction's own ``S(k) x S(k) -> P`` is priced by its consumers)."""
+        if not any(isinstance(d, Partial) and not isinstance(s, Partial)
+                   for j in decided for s, d in zip(lays[j]._sbp, combo[1][j])):
+            return 0
+        total = 0
+        for (shape, dtype), nd in zip(out_specs, combo[2]):
+            if shape is None or dtype in (_dt.resource, _dt.string) or not any(isinstance(s, Partial) for s in nd):
+                continue
+            options = [tuple(B if isinstance(s, Partial) else s for s in nd)]
+            options += [tuple(S(a) if isinstance(s, Partial) else s for s in nd) for a in range(len(shape))]
+            total += min(self.cost(shape, dtype.np_dtype, self.placement, nd, o) for o in options)
+        return total
 
 
 class _Unknown:
