@@ -162,3 +162,26 @@ def test_session_run_of_a_graph_on_two_placements_is_refused_with_a_hint():
         with tw.compat.v1.Session(graph=g) as sess:
             with pytest.raises(errors.UnimplementedError, match="2 placements.*Hint: use a tw.function"):
                 sess.run(y)
+
+
+def test_random_draws_in_the_second_stage_are_one_devices_and_drawn_there():
+    def make(glob):
+        w1 = tw.Variable(W1, placement=P1, sbp=B) if glob else tw.Variable(W1)
+        w2 = tw.Variable(W2, placement=P2, sbp=B) if glob else tw.Variable(W2)
+
+        @tw.function
+        def f(x):
+            h = tw.nn.relu(tw.matmul(x, w1))
+            if glob:
+                h = h.to_global(placement=P2, sbp=S(0))
+            h = tw.nn.dropout(h, 0.5, seed=7) + tw.random.uniform((7, 5), seed=3)
+            return tw.matmul(h, w2)
+        return f
+    planned, one = make(True), make(False)
+    x = _x(True)
+    for _ in range(2):                       # the streams continue across calls as on one device
+        y = planned(x)
+        assert y.placement == P2
+        np.testing.assert_array_equal(y.numpy(), one(_x(False)).numpy())
+    transfers = tw.distribute.explain(planned, x).to_dict()["transfers"]
+    assert [t["op"] for t in transfers] == ["_ToGlobal"]       # the draws are planned on stage 2, not moved

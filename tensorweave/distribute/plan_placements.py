@@ -166,6 +166,21 @@ def _segment_order(ops, placed_op):
     return segments
 
 
+def _homes(ops, placed_op):
+    """Per op the placement whose segment runs it: its own, or for a local op (a constant's
+    arithmetic, a draw, whose layout its readers decide) the first of its readers' homes, so it
+    is computed beside them (a draw planned on the stage that reads it, not moved there)."""
+    home = dict(placed_op)
+    readers = {}
+    for op in ops:
+        for x in op.inputs:
+            readers.setdefault(id(x.op), []).append(op)
+    for op in reversed(ops):
+        if home[id(op)] is None:
+            home[id(op)] = next((home[id(r)] for r in readers.get(id(op), ()) if home[id(r)] is not None), None)
+    return home
+
+
 def _moved_sbp(shape, dtype, src, dst_placement, pins):
     """The SBP a value laid out ``src = (placement, sbp)`` gets on ``dst_placement``: a
     ``to_global`` pin, else the same SBP with partial axes reduced (to ``B`` or a split, the
@@ -206,7 +221,7 @@ def plan_placements(ops, fetches, feeds, feed_layouts, info, label):
         p = placed_op[id(op)] = op_placement(op, info, placed)
         for o in op.outputs:
             placed.setdefault(id(o), p)
-    order = _segment_order(ops, placed_op)
+    order = _segment_order(ops, _homes(ops, placed_op))
     if not order:
         raise errors.InvalidArgumentError(f"{label}: nothing to plan on several placements")
     seg_of = {}
