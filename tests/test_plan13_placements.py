@@ -153,15 +153,30 @@ def test_outer_tape_over_a_several_placement_function_is_refused_with_a_hint():
     del tape, variables
 
 
-def test_session_run_of_a_graph_on_two_placements_is_refused_with_a_hint():
-    g = tw.Graph()
-    with g.as_default():
-        w1 = tw.Variable(W1, placement=P1, sbp=B)
-        w2 = tw.Variable(W2, placement=P2, sbp=B)
-        y = tw.matmul(tw.matmul(tw.constant(X), w1).to_global(placement=P2, sbp=B), w2)
-        with tw.compat.v1.Session(graph=g) as sess:
-            with pytest.raises(errors.UnimplementedError, match="2 placements.*Hint: use a tw.function"):
-                sess.run(y)
+def _tf1_train(glob, steps=3):
+    tf = tw.compat.v1
+    with tf.Graph().as_default():
+        w1 = tw.Variable(W1, name="w1", **(dict(placement=P1, sbp=S(1)) if glob else {}))
+        w2 = tw.Variable(W2, name="w2", **(dict(placement=P2, sbp=B) if glob else {}))
+        x = tf.placeholder(tw.float32, [None, 4])            # an open batch: planned per fed shape
+        h = tw.nn.relu(tw.matmul(x, w1))
+        if glob:
+            h = h.to_global(placement=P2, sbp=S(0))
+        loss = tw.reduce_mean(tw.square(tw.tanh(tw.matmul(h, w2))))
+        train = tf.train.GradientDescentOptimizer(0.5).minimize(loss)
+        with tf.Session() as sess:
+            sess.run(tf.global_variables_initializer())
+            losses = [sess.run([train, loss], {x: X[:n]})[1] for n in (7, 5, 7)[:steps]]
+            return losses, sess.run([w1, w2])
+
+
+def test_session_run_of_a_tf1_graph_on_two_placements_trains_as_one_device():
+    losses, weights = _tf1_train(True)
+    want_losses, want = _tf1_train(False)
+    np.testing.assert_allclose(losses, want_losses, rtol=2e-5)
+    for got, w in zip(weights, want):
+        np.testing.assert_allclose(got, w, rtol=2e-5, atol=1e-7)
+    assert not np.allclose(weights[0], W1)
 
 
 def test_random_draws_in_the_second_stage_are_one_devices_and_drawn_there():

@@ -55,10 +55,8 @@ class GraphGlobals:
         """The :class:`PlannedSessionRun` of one ``Session.run`` signature of this graph
         (``feed_shapes``: ``{placeholder: fed shape}`` for placeholders of open shape)."""
         if len(self.placements) > 1:
-            raise errors.UnimplementedError(
-                f"Session.run: the graph holds global values on {len(self.placements)} placements "
-                f"({', '.join(map(repr, self.placements))}); a TF1 graph is planned on one placement for now. "
-                "Hint: use a tw.function, which plans several placements (pipeline stages)")
+            from tensorweave.distribute.plan_placements import MultiPlacementSessionRun
+            return MultiPlacementSessionRun(fetches, targets, feeds, self.graph, feed_shapes)
         return PlannedSessionRun(fetches, targets, feeds, self.graph, feed_shapes)
 
 

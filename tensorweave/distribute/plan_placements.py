@@ -15,7 +15,9 @@ another rank). Constants and variable handles are recomputed in every segment th
 them. The gradient of a move (:func:`to_global_grad`) is the move back (``_ToPlacement``), so a
 backward pass crosses the stages in reverse.
 
-A call runs the segments in order (one hand-off per rank each) and the transfers between them;
+A call runs the segments in order (one hand-off per rank each) and the transfers between them
+(:func:`run_segments`; a TF1 ``Session.run`` of a graph on several placements is planned the same
+way, :class:`MultiPlacementSessionRun`);
 ``tw.distribute.explain`` lists each segment's ops under its placement and the transfers with
 their bytes.
 
@@ -313,31 +315,70 @@ class MultiPlacementFunction:
                 "(tw.GradientTape in its body), or use tw.distribute.pipeline for stages called under a tape")
         values = {}          # id(tensor) -> (layout, per-rank pieces) or (None, a local value)
         inputs = list(flat_inputs) + self.captures
-        for t, x, lay in zip(self.feeds, inputs, self.input_layouts + [None] * len(self.captures)):
+        for t, x in zip(self.feeds, inputs):
             if getattr(x, "is_global", False):
                 values[id(t)] = ((x.placement, x.sbp), list(x._pieces))
             else:
                 values[id(t)] = (None, x._value if isinstance(x, EagerTensor) else to_numpy(x, None))
-        for seg in self.segments:
-            per_rank = [[] for _ in range(seg.placement.size)]
-            for t, lay in zip(seg.feeds, seg.layouts):
-                src, v = values[id(t)]
-                if lay is None:
-                    pieces = [v] * seg.placement.size
-                elif id(t) in seg.transfers:
-                    pieces = _move(seg.transfers[id(t)][0], v)
-                else:
-                    pieces = v
-                for i, piece in enumerate(pieces):
-                    per_rank[i].append(piece)
-            for t, (lay, pieces) in zip(seg.plan.fetches, seg.runner.run(per_rank)):
-                values[id(t)] = (None, pieces[0]) if lay is None else ((seg.placement, lay._sbp), pieces)
+        run_segments(self.segments, values)
         out = []
         for t in self.outputs:
             lay, v = values[id(t)]
             out.append(EagerTensor(v, t.dtype) if lay is None else
                        GlobalTensor(v, lay[0], lay[1], tuple(t.shape.as_list()), t.dtype))
         return out
+
+
+class MultiPlacementSessionRun:
+    """A TF1 ``Session.run`` signature of a graph holding global values on several placements:
+    planned as segments like a function (feeds are local values; fetches come back as logical
+    NumPy values, as a session returns them)."""
+
+    def __init__(self, fetches, targets, feeds, graph, feed_shapes=None):
+        from tensorweave.core.graph import refined_shapes
+        from tensorweave.runtime import executor
+        t0 = time.perf_counter()
+        self.feeds, self.fetches = list(feeds), list(fetches)
+        ops = executor.prune(self.fetches, list(targets), {id(t): i for i, t in enumerate(self.feeds)})
+        with refined_shapes(ops if feed_shapes else [], feed_shapes or {}):
+            self.segments = plan_placements(ops, self.fetches, self.feeds, [None] * len(self.feeds),
+                                            graph._tw_globals, "Session.run")
+            self.shapes = {id(t): seg.plan.layouts[id(t)]._shape for seg in self.segments for t in seg.plan.fetches
+                           if id(t) not in seg.plan.local}
+        self.seconds = time.perf_counter() - t0
+
+    def __call__(self, feed_values):
+        from tensorweave.distribute.layout import assemble
+        from tensorweave.distribute.ray.pieces import local_pieces
+        values = {id(t): (None, v) for t, v in zip(self.feeds, feed_values)}
+        run_segments(self.segments, values)
+        out = []
+        for t in self.fetches:
+            lay, v = values[id(t)]
+            out.append(v if lay is None else assemble(local_pieces(v), self.shapes[id(t)], lay[0], lay[1]))
+        return out
+
+
+def run_segments(segments, values):
+    """Runs ``segments`` in order on ``values`` (id(tensor) -> ``(layout, per-rank pieces)`` or
+    ``(None, a local value)``; the feeds in, every segment's fetches added): each segment is one
+    hand-off per rank, fed its values moved to its placement where they live on another."""
+    from tensorweave.distribute.ray.pieces import local_pieces
+    for seg in segments:
+        per_rank = [[] for _ in range(seg.placement.size)]
+        for t, lay in zip(seg.feeds, seg.layouts):
+            src, v = values[id(t)]
+            if lay is None:
+                pieces = [v] * seg.placement.size
+            elif id(t) in seg.transfers:
+                pieces = _move(seg.transfers[id(t)][0], v)
+            else:
+                pieces = v
+            for i, piece in enumerate(pieces):
+                per_rank[i].append(piece)
+        for t, (lay, pieces) in zip(seg.plan.fetches, seg.runner.run(per_rank)):
+            values[id(t)] = (None, local_pieces(pieces)[0]) if lay is None else ((seg.placement, lay._sbp), pieces)
+    return values
 
 
 def _move(plan, pieces):
@@ -348,4 +389,4 @@ def _move(plan, pieces):
     return box(local_pieces(pieces), plan)
 
 
-__all__ = ["MultiPlacementFunction", "plan_placements", "placement_of", "to_global_grad", "op_placement"]
+__all__ = ["MultiPlacementFunction", "MultiPlacementSessionRun", "run_segments", "plan_placements", "placement_of", "to_global_grad", "op_placement"]
