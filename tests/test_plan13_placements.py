@@ -143,14 +143,41 @@ def test_reading_two_placements_without_a_move_is_refused_with_the_op_named():
         f(_x(True))
 
 
-def test_outer_tape_over_a_several_placement_function_is_refused_with_a_hint():
+def _outer(glob, planned):
+    variables, loss_fn = _model(glob)
+    f = tw.function(loss_fn) if planned else loss_fn
+    x = _x(glob)
+    with tw.GradientTape(persistent=True) as tape:
+        tape.watch(x)
+        loss = f(x)
+        scaled = loss * 3.0                                 # an op after the call: the upstream is not ones
+    return loss, tape.gradient(scaled, variables + [x])
+
+
+def test_an_outer_tape_over_a_call_gives_one_devices_gradients():
+    want_loss, want = _outer(False, False)
+    for planned in (True, False):
+        loss, grads = _outer(True, planned)
+        np.testing.assert_allclose(loss.numpy(), want_loss.numpy(), rtol=2e-5)
+        for g, w, where in zip(grads, want, (P1, P1, P2, P1)):
+            assert g.placement == where                   # each gradient on its variable's (input's) placement
+            np.testing.assert_allclose(g.numpy(), w.numpy(), rtol=2e-5, atol=1e-7)
+
+
+def test_an_outer_tape_trains_with_adam_across_calls():
     variables, loss_fn = _model(True)
-    f = tw.function(loss_fn)
-    x = _x(True)
-    with tw.GradientTape() as tape:
-        with pytest.raises(errors.UnimplementedError, match="outer GradientTape.*several placements.*Hint"):
-            f(x)
-    del tape, variables
+    ref_vars, ref_fn = _model(False)
+    f, opt, ref_opt = tw.function(loss_fn), tw.keras.optimizers.Adam(0.1), tw.keras.optimizers.Adam(0.1)
+    for _ in range(3):
+        with tw.GradientTape() as tape:
+            loss = f(_x(True))
+        opt.apply_gradients(zip(tape.gradient(loss, variables), variables))
+        with tw.GradientTape() as tape:
+            ref = ref_fn(_x(False))
+        ref_opt.apply_gradients(zip(tape.gradient(ref, ref_vars), ref_vars))
+        np.testing.assert_allclose(loss.numpy(), ref.numpy(), rtol=2e-5)
+    for v, r in zip(variables, ref_vars):
+        np.testing.assert_allclose(v.numpy(), r.numpy(), rtol=2e-5, atol=1e-7)
 
 
 def _tf1_train(glob, steps=3):

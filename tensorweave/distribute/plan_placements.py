@@ -300,6 +300,17 @@ class MultiPlacementFunction:
         self.segments = plan_placements(ops, self.outputs, feeds, layouts, info, f"function:{graph.name}")
         self.seconds = time.perf_counter() - t0
 
+    def feed_values(self, flat_inputs):
+        """id(feed) -> ``(layout, per-rank pieces)`` or ``(None, a local value)`` of a call's inputs
+        and the captures (the values :func:`run_segments` starts from)."""
+        values = {}
+        for t, x in zip(self.feeds, list(flat_inputs) + self.captures):
+            if getattr(x, "is_global", False):
+                values[id(t)] = ((x.placement, x.sbp), list(x._pieces))
+            else:
+                values[id(t)] = (None, x._value if isinstance(x, EagerTensor) else to_numpy(x, None))
+        return values
+
     def __call__(self, flat_inputs):
         from tensorweave.distribute.global_tensor import GlobalTensor
         for x, lay, p in zip(flat_inputs, self.input_layouts, self.feeds):
@@ -308,19 +319,10 @@ class MultiPlacementFunction:
                 raise errors.InvalidArgumentError(
                     f"planned function input '{p.op.name}' was traced for {lay or 'a local tensor'}, got "
                     f"{(x.placement, x.sbp) if getattr(x, 'is_global', False) else 'a local tensor'}")
-        if ctx.tapes and self.cf._watched_by_tape(flat_inputs):
-            raise errors.UnimplementedError(
-                f"an outer GradientTape over '{self.cf.graph.name}', whose global values live on several placements "
-                f"({len(self.segments)} segments), is not planned yet. Hint: take the gradients inside the function "
-                "(tw.GradientTape in its body), or use tw.distribute.pipeline for stages called under a tape")
-        values = {}          # id(tensor) -> (layout, per-rank pieces) or (None, a local value)
-        inputs = list(flat_inputs) + self.captures
-        for t, x in zip(self.feeds, inputs):
-            if getattr(x, "is_global", False):
-                values[id(t)] = ((x.placement, x.sbp), list(x._pieces))
-            else:
-                values[id(t)] = (None, x._value if isinstance(x, EagerTensor) else to_numpy(x, None))
-        run_segments(self.segments, values)
+        if ctx.tapes and self.cf._watched_by_tape(flat_inputs):   # an outer tape: both halves planned
+            from tensorweave.distribute.plan_tape import call_recorded_multi
+            return call_recorded_multi(self, flat_inputs)
+        values = run_segments(self.segments, self.feed_values(flat_inputs))
         out = []
         for t in self.outputs:
             lay, v = values[id(t)]

@@ -173,3 +173,102 @@ def _as_layout_of(x, g, placement):
     if not isinstance(g, Tensor):
         raise errors.InternalError(f"planned call gradient: unexpected {type(g).__name__}")
     return g
+
+
+# ---- a function on several placements (plan_placements.py) -------------------------------------------
+class _MultiHalves:
+    """The forward and backward of a function on several placements, each planned as segments
+    (``plan_placements.plan_placements``); the backward once per upstream layout."""
+
+    def __init__(self, mpf):
+        from tensorweave.distribute.plan_placements import plan_placements
+        from tensorweave.runtime import executor
+        cf = mpf.cf
+        self.gphs, self.grads, saved = cf._backward_graph()
+        self.saved = [t for t in saved if t.op.type not in _RECOMPUTED]
+        graph = cf.graph
+        self.info, self.name = graph._tw_globals, graph.name
+        layouts = [self.info.inputs.get(id(p)) for p in mpf.feeds]
+        targets = [graph._last_stateful] if graph._last_stateful is not None else []
+        fetches = list(cf.outputs) + self.saved
+        ops = executor.prune(fetches, targets, {id(t): i for i, t in enumerate(mpf.feeds)})
+        self.forward = plan_placements(ops, fetches, mpf.feeds, layouts, self.info, f"function:{graph.name}/forward")
+        self.fetched = [g for g in self.grads if g is not None]
+        self.backward = {}
+
+    def backward_segments(self, key, saved_layouts):
+        segs = self.backward.get(key)
+        if segs is None:
+            from tensorweave.distribute.plan_placements import plan_placements
+            from tensorweave.runtime import executor
+            feeds = self.gphs + self.saved
+            ops = executor.prune(self.fetched, [], {id(t): i for i, t in enumerate(feeds)})
+            segs = self.backward[key] = plan_placements(ops, self.fetched, feeds, list(key) + saved_layouts, self.info,
+                                                        f"function:{self.name}/backward")
+        return segs
+
+
+def _global_or_local(t, lay, v):
+    from tensorweave.distribute.global_tensor import GlobalTensor
+    return EagerTensor(v, t.dtype) if lay is None else GlobalTensor(v, lay[0], lay[1], tuple(t.shape.as_list()), t.dtype)
+
+
+def call_recorded_multi(mpf, flat_inputs):
+    """:func:`call_recorded` for a ``plan_placements.MultiPlacementFunction``: the forward's
+    segments run (outputs and saved values kept as laid out, on their placements) and the call is
+    recorded with a gradient that runs the backward's segments."""
+    from tensorweave.distribute.plan_placements import run_segments
+    h = getattr(mpf, "_tape_halves", None)
+    if h is None:
+        h = mpf._tape_halves = _MultiHalves(mpf)
+    values = run_segments(h.forward, mpf.feed_values(flat_inputs))
+    outs = [_global_or_local(t, *values[id(t)]) for t in mpf.outputs]
+    saved = [values[id(t)] for t in h.saved]
+    handles = []
+    for v in mpf.cf.trainable_variables:
+        hd = v.handle
+        for tape in ctx.tapes:
+            if tape._watch_accessed:
+                tape._watch_handle(hd)
+        handles.append(hd)
+    record_custom(_MultiCallRecord(mpf, h, list(flat_inputs) + handles, outs, saved))
+    return outs
+
+
+class _MultiCallRecord:
+    """The tape's record of one call of a function on several placements."""
+
+    __slots__ = ("mpf", "halves", "inputs", "outputs", "saved", "type", "name", "attrs", "opdef")
+
+    def __init__(self, mpf, halves, inputs, outputs, saved):
+        self.mpf, self.halves, self.inputs, self.outputs, self.saved = mpf, halves, inputs, outputs, saved
+        self.type = self.name = "PartitionedCall"
+        self.attrs = {}
+        self.opdef = None
+
+    def grad_fn(self, op, *grads):
+        from tensorweave.distribute.plan_placements import run_segments
+        h, values, key = self.halves, {}, []
+        for g, o, p in zip(grads, self.mpf.outputs, h.gphs):
+            if isinstance(g, Tensor) and not isinstance(g, EagerTensor) and not getattr(g, "is_global", False):
+                raise NotImplementedError("Differentiating a planned tw.function call twice (higher order through "
+                                          "a function call) is not supported; take the gradients inside the function")
+            if getattr(g, "is_global", False):         # fed on its own placement: moved where it is read
+                key.append((g.placement, g.sbp))
+                values[id(p)] = ((g.placement, g.sbp), list(g._pieces))
+            else:
+                key.append(None)
+                values[id(p)] = (None, np.zeros(o.shape.as_list(), o.dtype.np_dtype) if g is None
+                                 else np.asarray(g._value))
+        saved_layouts = [lay for lay, _ in self.saved]
+        for t, v in zip(h.saved, self.saved):
+            values[id(t)] = v
+        run_segments(h.backward_segments(tuple(key), saved_layouts), values)
+        out = []
+        for x, gt in zip(self.inputs, h.grads):
+            if gt is None:
+                out.append(None)
+                continue
+            g = _global_or_local(gt, *values[id(gt)])
+            out.append(_as_layout_of(x, g, getattr(x, "placement", None)))
+        return out
