@@ -42,7 +42,7 @@ from tensorweave.core import errors
 from tensorweave.core.context import ctx
 from tensorweave.core.convert import to_numpy
 from tensorweave.core.registry import get_op, register_kernel, register_op
-from tensorweave.core.sbp import B
+from tensorweave.core.sbp import B, Partial, S
 from tensorweave.core.sbp_rules import identity_rule
 from tensorweave.core.tensor import EagerTensor
 
@@ -187,7 +187,6 @@ def _moved_sbp(shape, dtype, src, dst_placement, pins):
     """The SBP a value laid out ``src = (placement, sbp)`` gets on ``dst_placement``: a
     ``to_global`` pin, else the same SBP with partial axes reduced (to ``B`` or a split, the
     fewer bytes moved; ``B`` on a mesh of another rank)."""
-    from tensorweave.core.sbp import Partial, S
     from tensorweave.distribute.boxing import boxing_cost
     if pins:
         return pins[0]
