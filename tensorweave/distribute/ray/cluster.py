@@ -92,17 +92,21 @@ class RankWorker:
 
     def graph_call(self, packed):
         """A step of a compiled graph (:class:`_StepGraph`; Ray runs it on a thread of its own):
-        ``call(*packed)``. An exception comes back as a value, after this rank's groups are
-        aborted (the other ranks' collectives end at once and come back too), so every step of
-        the graph completes and the graph stays usable."""
+        ``call(*packed)``, ``packed`` and the answer as :func:`_to_channel` bytes. An exception
+        comes back as a value, after this rank's groups are aborted (the other ranks' collectives
+        end at once and come back too), so every step of the graph completes and the graph stays
+        usable."""
         from tensorweave.distribute.collective import CollectiveAbortedError
         try:
-            return self.call(*packed)
+            return _to_channel(self.call(*_from_channel(packed)))
         except BaseException as e:  # noqa: BLE001 - handed to the driver, which raises it
             if not isinstance(e, CollectiveAbortedError):      # (an abandoned collective: failed already)
                 for c in list(self._comms.values()):
                     c.group.abort(f"rank {self.rank} raised {type(e).__name__}")
-            return _Raised(e)
+            try:
+                return _to_channel(_Raised(e))
+            except Exception:  # noqa: BLE001 - an exception that does not pickle: its text
+                return _to_channel(_Raised(RuntimeError(f"{type(e).__name__}: {e}")))
 
     def ping(self):
         return self.rank, os.getpid(), _ray().get_runtime_context().get_node_id()
@@ -115,6 +119,23 @@ class _Raised:
 
     def __init__(self, error):
         self.error = error
+
+
+def _to_channel(value):
+    """``value`` as one bytes object for a compiled graph's channel: pickled with its arrays inside
+    the bytes (protocol 5 without out-of-band buffers). Ray would send a NumPy array out of band,
+    and the reader's array would be a zero-copy view of the channel's shared memory that holds
+    the channel's read lock while it lives: a driver keeping such a value (a local variable's
+    new value, a step's loss) held a buffer Ray frees at ``teardown``/``ray.shutdown``, and
+    Python freeing the array later (the garbage collector, at exit) called Ray's
+    ``ReadRelease`` on freed memory: SIGSEGV. Ray copies a bytes object out of the channel, so
+    nothing read from one refers to it. The bytes are Ray's own serialization of the same
+    objects (cloudpickle), between this driver and its workers."""
+    return _ray().cloudpickle.dumps(value, protocol=5)
+
+
+def _from_channel(data):
+    return _ray().cloudpickle.loads(data)
 
 
 class _StepGraph:
@@ -131,7 +152,8 @@ class _StepGraph:
         self.graph = dag.experimental_compile(_submit_timeout=-1)
 
     def run(self, packed):
-        return _ray().get(self.graph.execute(*packed), timeout=-1)
+        answers = _ray().get(self.graph.execute(*[_to_channel(p) for p in packed]), timeout=-1)
+        return [_from_channel(a) for a in answers]
 
     def teardown(self):
         try:
@@ -219,9 +241,9 @@ class Cluster:
         self._started_ray = started_ray
         self._pg = placement_group
         self.heap = None        # the keys of the values global tensors keep on the workers (ray/pieces.py)
-        # steps (run_each(..., steady=True)) through compiled Ray graphs, one per set of ranks; opt-in
-        # (TW_RAY_COMPILED_STEPS=1 or this attribute) while a process that used them can crash at exit
-        self.compiled_steps = os.environ.get("TW_RAY_COMPILED_STEPS", "0") == "1"
+        # steps (run_each(..., steady=True)) through compiled Ray graphs, one per set of ranks
+        # (TW_RAY_COMPILED_STEPS=0 or this attribute turns them off: an actor call per worker)
+        self.compiled_steps = os.environ.get("TW_RAY_COMPILED_STEPS", "1") != "0"
         self._graphs = {}
 
     @property
