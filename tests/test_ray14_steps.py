@@ -1,10 +1,11 @@
 """Issue 14 (ray14) on 4 Ray workers: planned steps through a compiled Ray graph give the bits of
 actor calls and hand the driver no view of Ray's channel memory, a rank that raises inside one
-ends its peers' collectives and the cluster goes on,
+ends its peers' collectives and the cluster goes on, a worker killed inside one is named and replaced,
 steps on more ranks than the graph's fall back to actor calls; the shared-memory collectives
 with uneven pieces on 4 workers give the in-process bits; workers keep freed memory; a tw
 initializer makes a global variable's pieces on the workers, with the one-device value."""
 import gc
+import os
 import sys
 from concurrent.futures import ThreadPoolExecutor
 
@@ -102,6 +103,28 @@ def test_values_from_compiled_steps_are_no_views_of_ray_channels(cluster):
 def _keep(worker, x):
     worker.store["ray14-kept"] = x
     return [type(o).__module__ + "." + type(o).__name__ for o in _owners(x) if type(o).__module__.startswith("ray")]
+
+
+def _die_on_rank_1(worker):
+    if worker.rank == 1:
+        os.kill(os.getpid(), 9)
+    return worker.rank
+
+
+def test_a_worker_killed_in_a_compiled_step_is_named_and_the_cluster_goes_on(cluster):
+    # the driver sleeps on the step gate (local workers), and a rank whose process died ends that
+    # wait (it never writes its byte): Ray's read then raises, as without the gate
+    cluster.compiled_steps = True
+    cluster._drop_graphs()
+    assert cluster.run_each(lambda w: w.rank, [()] * 2, [0, 1], steady=True) == [0, 1]
+    assert cluster._graphs[(0, 1)].gate is not None
+    with pytest.raises(Exception) as e:
+        cluster.run_each(_die_on_rank_1, [()] * 2, [0, 1], steady=True)
+    assert e.value.rank == 1
+    assert (0, 1) not in cluster._graphs                      # torn down; the next step compiles anew
+    cluster.restart_worker(1)
+    assert cluster.run_each(lambda w: w.rank, [()] * 2, [0, 1], steady=True) == [0, 1]
+    assert cluster._graphs[(0, 1)] is not None
 
 
 def test_a_step_on_ranks_sharing_a_worker_with_the_graph_uses_actor_calls_and_is_right(cluster):
