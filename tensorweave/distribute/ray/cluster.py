@@ -324,6 +324,9 @@ class Cluster:
         # steps (run_each(..., steady=True)) through compiled Ray graphs, one per set of ranks
         # (TW_RAY_COMPILED_STEPS=0 or this attribute turns them off: an actor call per worker)
         self.compiled_steps = os.environ.get("TW_RAY_COMPILED_STEPS", "1") != "0"
+        # the driver waits for a compiled step's ranks on a FIFO (_StepGate) instead of in Ray's
+        # spinning read; TW_RAY_STEP_GATE=0 or this attribute (before a graph is made) turns it off
+        self.step_gate = os.environ.get("TW_RAY_STEP_GATE", "1") != "0"
         self._graphs = {}
 
     @property
@@ -401,7 +404,7 @@ class Cluster:
 
     def _gate_path(self, ranks):
         from tensorweave.distribute import shm
-        if not shm.available():
+        if not self.step_gate or not shm.available():
             return None
         return os.path.join(shm.SHM_DIR, f"{shm_prefix(self.cluster_id, ranks)}-gate-{uuid.uuid4().hex[:8]}")
 
