@@ -10,9 +10,12 @@ of the benchmark MLP. One JSON object per line (the machine's CPU model and load
   for the workers).
 * ``dp_mlp``: the MLP of ``bench_distribute.py`` (784-512-512-10, ReLU, softmax cross-entropy,
   SGD) trained by a planned ``tw.function`` step (batch ``S(0)``, weights ``B``, the gradient
-  all-reduce planned) with ``--batch`` examples per worker: on 1 worker (placement ``[0]``)
+  all-reduce planned) with ``--batch`` examples per worker: on 1 worker (placement ``[2]``)
   and on 2 workers (``[0, 1]``, twice the global batch), each worker one Ray CPU and one BLAS
-  thread. Examples/s of each and their ratio (the issue's target: >= 1.8x).
+  thread, both through compiled Ray graphs (the default; a worker runs one graph at a time,
+  hence a third, otherwise idle worker for the one-worker steps). Examples/s of each and their
+  ratio (the issue's target: >= 1.8x). The 2-worker steps also without the step gate (the driver
+  in Ray's spinning channel read: ``Cluster.step_gate``), alternated, with the driver's CPU per step.
 
 Usage: ``python benchmarks/bench_ray_dp.py [--batch 256] [--steps 20] [--calls 300]``.
 """
@@ -71,10 +74,11 @@ def _dp_step(placement, batch_per_worker):
 
 
 def _rate(step, steps, examples):
-    t0 = time.perf_counter()
+    """Examples/s, and the driver's CPU ms per step (what it takes from the workers' cores)."""
+    t0, cpu0 = time.perf_counter(), time.process_time()
     for _ in range(steps):
         step()
-    return examples * steps / (time.perf_counter() - t0)
+    return examples * steps / (time.perf_counter() - t0), (time.process_time() - cpu0) / steps * 1e3
 
 
 def _one_blas_thread(worker):
@@ -91,7 +95,7 @@ def main():
     warnings.simplefilter("ignore")
     print(json.dumps({"cpu": _cpu_model(), "cores": os.cpu_count(), "load_1m": round(os.getloadavg()[0], 2)}),
           flush=True)
-    cluster = tw.distribute.connect(num_workers=2)
+    cluster = tw.distribute.connect(num_workers=3)
     try:
         cluster.run(_one_blas_thread)
         p2 = tw.placement("cpu", ranks=[0, 1])
@@ -112,16 +116,28 @@ def main():
                           "compiled_used": cluster._graphs.get((0, 1)) is not None,
                           "in_process_us_per_step": round(in_process[0], 1),
                           "load_1m": round(os.getloadavg()[0], 2)}), flush=True)
-        one, _ = _dp_step(tw.placement("cpu", ranks=[0]), args.batch)
+        one, _ = _dp_step(tw.placement("cpu", ranks=[2]), args.batch)
         two, explained = _dp_step(p2, args.batch)
-        r1, r2 = [], []
+        r1, r2, r2_spin = [], [], []
         for _ in range(3):            # alternate, best of 3
             r1.append(_rate(one, args.steps, args.batch))
             r2.append(_rate(two, args.steps, 2 * args.batch))
+            cluster.step_gate = False  # the driver in Ray's spinning channel read (recompiled)
+            cluster._drop_graphs()
+            two()
+            r2_spin.append(_rate(two, args.steps, 2 * args.batch))
+            cluster.step_gate = True
+            cluster._drop_graphs()
+            one(), two()
         collectives = [c["kind"] for c in explained.to_dict()["collectives"]]
-        print(json.dumps({"row": "dp_mlp", "batch_per_worker": args.batch, "one_worker_examples_s": round(max(r1)),
-                          "two_workers_examples_s": round(max(r2)), "speedup": round(max(r2) / max(r1), 2),
+        (e1, c1), (e2, c2), (e3, c3) = max(r1), max(r2), max(r2_spin)
+        print(json.dumps({"row": "dp_mlp", "batch_per_worker": args.batch, "one_worker_examples_s": round(e1),
+                          "two_workers_examples_s": round(e2), "speedup": round(e2 / e1, 2),
+                          "driver_cpu_ms_per_step": [round(c1, 2), round(c2, 2)],
+                          "two_workers_no_gate_examples_s": round(e3), "no_gate_speedup": round(e3 / e1, 2),
+                          "no_gate_driver_cpu_ms_per_step": round(c3, 2),
                           "target": 1.8, "collectives_per_step": collectives,
+                          "compiled_used": [cluster._graphs.get(k) is not None for k in ((2,), (0, 1))],
                           "load_1m": round(os.getloadavg()[0], 2)}), flush=True)
     finally:
         tw.distribute.shutdown()

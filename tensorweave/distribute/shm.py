@@ -7,16 +7,17 @@ with the same reduction order and so the same bits as in-process ranks.
 
 Each member owns a small *control* segment (its pid, how many rounds it published and
 consumed, its data segment's generation, a failure flag and reason, how many messages it
-posted to each peer) and one *data* segment (grown by replacing it with a bigger
-generation). An exchange writes the member's buffers once into its data segment and bumps
-its published count; peers read them in place (NumPy views, no copy until the collective
-builds its result). A member writes the next round only after every peer has consumed the
-previous one. Point-to-point messages are one segment each (``send`` never blocks); the
+posted to each peer) and two *data* segments, used by alternate rounds (each grown by replacing
+it with a bigger generation). An exchange writes the member's buffers once into the data
+segment of its round and bumps its published count; peers read them in place (NumPy views, no
+copy until the collective builds its result). A member writes round ``s`` only after every peer
+is done with round ``s - 2`` (the last one in that segment) — which its own wait in round
+``s - 1`` already saw — so an exchange is one wait: for the peers' round. Point-to-point messages are one segment each (``send`` never blocks); the
 receiver copies and unlinks it. Waiting polls the peers' counters with a short back-off;
 every wait has a timeout naming the ranks that did not arrive, and notices a peer that
 failed or whose process died (named too), and an external abort (``check_abort``).
 
-Segments are named ``<prefix>-r<rank>-c`` / ``-r<rank>-d<gen>`` / ``-p<src>-<dst>-<n>``
+Segments are named ``<prefix>-r<rank>-c`` / ``-r<rank>-d<slot>g<gen>`` / ``-p<src>-<dst>-<n>``
 (global ranks), mode 0600. :meth:`ShmGroup.close` unlinks a member's own; :func:`sweep`
 unlinks what is left under a prefix (a cluster's shutdown, a dead worker's segments).
 
@@ -44,17 +45,21 @@ import time
 import numpy as np
 
 from tensorweave.core import errors
-from tensorweave.distribute.collective import (_REDUCE, DEFAULT_TIMEOUT, SMALL_BYTES, CollectiveAbortedError,
-                                               CollectiveTimeoutError, InProcessCommunicator)
+from tensorweave.distribute.collective import (_REDUCE, DEFAULT_TIMEOUT, CollectiveAbortedError,
+                                               CollectiveTimeoutError, InProcessCommunicator, _read_only, _Ready)
 from tensorweave.distribute.layout import balanced_bounds
 
 SHM_DIR = "/dev/shm"
 _MAGIC = 0x7477736D           # "twsm"
 # control segment: int64 words, then the failure reason
-_PID, _READY, _CONSUMED, _GEN, _FAILED, _MAGIC_AT, _SENT = 0, 1, 2, 3, 4, 5, 8
+_PID, _READY, _CONSUMED, _FAILED, _MAGIC_AT, _SENT = 0, 1, 2, 4, 5, 8
+_GEN = (3, 6)                 # the generation of each of the two data segments (rounds alternate)
 _REASON_BYTES = 2048
 _ALIGN = 64
 _POLL_SLOW = 0.05             # seconds between checks that the pending peers' processes are alive
+# all-reduces up to this size go in one round (every member reduces everything, one wait) rather
+# than two (each reduces a chunk); measured in BENCHMARKS.md (ray14, session 11)
+ONE_ROUND_BYTES = 1 << 20
 _POLL_ABORT = 0.5             # seconds between asks whether the group was aborted from outside (a Ray call)
 
 
@@ -236,10 +241,12 @@ class ShmGroup:
         self.timeout = DEFAULT_TIMEOUT if timeout is None else float(timeout)
         self._check_abort = check_abort
         self._seq = 0
-        self._ctl = self._data = None
+        self._ctl = None
+        self._data = [None, None]       # this member's data segment of even and odd rounds
+        self._offsets = [None, None]
         self._peers = {}            # index -> control segment words
         self._peer_segs = {}
-        self._peer_data = {}        # index -> (generation, _Segment)
+        self._peer_data = {}        # (index, slot) -> (generation, _Segment)
         self._recvd = [0] * len(self.ranks)
         self._mail = {}
         self._failure = None
@@ -356,21 +363,26 @@ class ShmGroup:
             time.sleep(0 if spins < 50 else min(1e-3, 1e-6 * spins))
 
     # ---- the primitives InProcessCommunicator uses -------------------------------------------
-    def exchange(self, index, kind, value, timeout=None):
+    def exchange(self, index, kind, value, timeout=None, keep_last=False):
         """Publishes this member's ``value`` for its next call ``kind``; returns every member's
-        value (peers' arrays are read-only views, valid until this member's next call)."""
+        value (peers' arrays are read-only views, valid until this member's next call;
+        ``keep_last``: this call still reads the last call's views, valid until the next)."""
         seq, self._seq = self._seq, self._seq + 1
+        slot = seq % 2
         what = f"{kind} (call #{seq})"
         self._raise_failed()
-        self._ctl[_CONSUMED] = seq                       # done with the views of round seq - 1
-        self._wait(lambda j: self._peers[j][_CONSUMED] >= seq, what, timeout)
+        self._ctl[_CONSUMED] = seq - 1 if keep_last else seq      # done with the views of rounds before
+        # round seq - 2 was the last in this slot: every peer is done with it once it entered call
+        # seq - 1, which this member's wait in its call seq - 1 saw (published), unless that peer
+        # kept the round's views (keep_last): then this waits for it
+        self._wait(lambda j: self._peers[j][_CONSUMED] >= seq - 1, what, timeout)
         arrays = []
         meta = json.dumps({"k": kind, "s": seq, "v": _encode(value, arrays)}).encode()
         offsets, total = _layout(meta, arrays)
-        if self._data is None or self._data.size < total:
-            self._grow(total)
-        _write(self._data.mm, meta, arrays, offsets)
-        self._offsets = offsets
+        if self._data[slot] is None or self._data[slot].size < total:
+            self._grow(slot, total)
+        _write(self._data[slot].mm, meta, arrays, offsets)
+        self._offsets[slot] = offsets
         self._ctl[_READY] = seq + 1
         self._wait(lambda j: self._peers[j][_READY] >= seq + 1, what, timeout)
         values = []
@@ -378,7 +390,7 @@ class ShmGroup:
             if j == self.index:
                 values.append(value)
                 continue
-            got, peer_arrays = _read(self._peer_segment(j).mm, copy=False)
+            got, peer_arrays = _read(self._peer_segment(j, slot).mm, copy=False)
             if got["k"] != kind:
                 msg = (f"collective mismatch on ranks {list(self.ranks)} (call #{seq}): rank {self.ranks[index]} "
                        f"called {kind} while rank {self.ranks[j]} called {got['k']}")
@@ -397,41 +409,57 @@ class ShmGroup:
         bounds = balanced_bounds(flat.size, self.size)
         lo, hi = bounds[self.index]
         chunks = [_Reserved((b - a,), flat.dtype) if j == self.index else flat[a:b] for j, (a, b) in enumerate(bounds)]
-        values = self.exchange(self.index, "all_reduce", (x.shape, x.dtype, op, chunks))
+        slot = self._seq % 2
+        values = self._all_reduce_values(x, op, chunks)
+        mine = np.ndarray((hi - lo,), flat.dtype, buffer=self._data[slot].mm, offset=self._offsets[slot][self.index])
+        parts = [flat[lo:hi] if j == self.index else v[3][self.index] for j, v in enumerate(values)]
+        np.copyto(mine, parts[0])
+        for part in parts[1:]:
+            _REDUCE[op](mine, part, out=mine)
+        # a round without data (in the other segment) that keeps the last round's views
+        self.exchange(self.index, "all_reduce_gather", None, keep_last=True)
+        out = np.empty_like(flat)
+        for j, (a, b) in enumerate(bounds):
+            out[a:b] = mine if j == self.index else values[j][3][j]
+        return out.reshape(x.shape)
+
+    def all_reduce_one_round(self, x, op):
+        """An all-reduce in one exchange (one wait): every member reduces all members' ``x`` in
+        rank order (the in-process ranks' bits). More reading than :meth:`all_reduce_large`
+        (``size`` buffers per member instead of about two), but one counter round instead of
+        two: on shared cores each round waits for the slowest member's time slice."""
+        values = self._all_reduce_values(x, op, x)
+        out = np.array(values[0][3])
+        for v in values[1:]:
+            _REDUCE[op](out, v[3], out=out)
+        return out
+
+    def _all_reduce_values(self, x, op, payload):
+        values = self.exchange(self.index, "all_reduce", (x.shape, x.dtype, op, payload))
         me = self.ranks[self.index]
         for r, (shape, dtype, o, _) in enumerate(values):
             if (shape, dtype, o) != (x.shape, x.dtype, op):
                 raise errors.InvalidArgumentError(
                     f"all_reduce: rank {self.ranks[r]} gave shape {list(shape)} {dtype} ({o}) but rank "
                     f"{me} gave {list(x.shape)} {x.dtype} ({op})")
-        mine = np.ndarray((hi - lo,), flat.dtype, buffer=self._data.mm, offset=self._offsets[self.index])
-        parts = [flat[lo:hi] if j == self.index else v[3][self.index] for j, v in enumerate(values)]
-        np.copyto(mine, parts[0])
-        for part in parts[1:]:
-            _REDUCE[op](mine, part, out=mine)
-        # a round without data: its short header leaves the arrays of the last round in place
-        self.exchange(self.index, "all_reduce_gather", None)
-        out = np.empty_like(flat)
-        for j, (a, b) in enumerate(bounds):
-            out[a:b] = mine if j == self.index else values[j][3][j]
-        return out.reshape(x.shape)
+        return values
 
-    def _grow(self, need):
-        old = self._data
-        gen = int(self._ctl[_GEN]) + (old is not None)
-        self._data = _Segment(self._name(f"d{gen}"), max(need, 2 * (old.size if old else 0), 1 << 16))
-        self._ctl[_GEN] = gen
-        if old is not None:                          # every peer consumed the last round written there
+    def _grow(self, slot, need):
+        old = self._data[slot]
+        gen = int(self._ctl[_GEN[slot]]) + (old is not None)
+        self._data[slot] = _Segment(self._name(f"d{slot}g{gen}"), max(need, 2 * (old.size if old else 0), 1 << 16))
+        self._ctl[_GEN[slot]] = gen
+        if old is not None:                          # every peer is done with the last round written there
             old.unlink()
             old.close()
 
-    def _peer_segment(self, j):
-        gen = int(self._peers[j][_GEN])
-        have = self._peer_data.get(j)
+    def _peer_segment(self, j, slot):
+        gen = int(self._peers[j][_GEN[slot]])
+        have = self._peer_data.get((j, slot))
         if have is None or have[0] != gen:
             if have is not None:
                 have[1].close()
-            have = self._peer_data[j] = (gen, _Segment(self._name(f"d{gen}", self.ranks[j])))
+            have = self._peer_data[(j, slot)] = (gen, _Segment(self._name(f"d{slot}g{gen}", self.ranks[j])))
         return have[1]
 
     def post(self, src, dst, tag, value):
@@ -478,24 +506,45 @@ class ShmGroup:
             seg.close()
         self._peer_data.clear()
         self._peer_segs.clear()
-        for seg in (self._data, getattr(self, "_ctl_seg", None)):
+        for seg in self._data + [getattr(self, "_ctl_seg", None)]:
             if seg is not None:
                 seg.unlink()
                 seg.close()
-        self._data = self._ctl_seg = None
+        self._data, self._ctl_seg = [None, None], None
         sweep(self.prefix, f"p{self.ranks[self.index]}-*")
 
 
 class ShmCommunicator(InProcessCommunicator):
-    """A member of a :class:`ShmGroup`: the in-process communicator's collectives, with a
-    large all-reduce that copies each buffer once (:meth:`ShmGroup.all_reduce_large`) and an
-    all-to-all that sends only the peers' chunks."""
+    """A member of a :class:`ShmGroup`: the in-process communicator's collectives, with an
+    all-reduce in one round up to ``ONE_ROUND_BYTES`` and above that one that copies each buffer
+    once (:meth:`ShmGroup.all_reduce_large`), a bucket of all-reduces as one, and an all-to-all
+    that sends only the peers' chunks."""
 
     def all_reduce(self, x, op="sum"):
         x = np.asarray(x)
-        if self.size == 1 or x.nbytes <= SMALL_BYTES:
+        if self.size == 1:
             return super().all_reduce(x, op)
+        if x.nbytes <= ONE_ROUND_BYTES:
+            return self.group.all_reduce_one_round(x, op)
         return self.group.all_reduce_large(x, op)
+
+    def all_reduce_start(self, arrays, op="sum"):
+        """A bucket (a planned step's gradients) as one all-reduce per dtype of the flat
+        concatenation: one or two counter rounds for the bucket instead of per array (each round
+        waits for the slowest member; on shared cores, for its next time slice). Each element is
+        reduced in rank order as before: the same bits. Blocks (nothing overlaps: the members'
+        cores are the ones computing); returns the reduced arrays, read-only."""
+        arrays = [np.asarray(a) for a in arrays]
+        out = [None] * len(arrays)
+        for dtype in dict.fromkeys(a.dtype for a in arrays):
+            idx = [i for i, a in enumerate(arrays) if a.dtype == dtype]
+            flat = self.all_reduce(np.concatenate([arrays[i].reshape(-1) for i in idx]) if len(idx) > 1 else
+                                   arrays[idx[0]].reshape(-1), op)
+            at = 0
+            for i in idx:
+                out[i] = _read_only(flat[at:at + arrays[i].size].reshape(arrays[i].shape))
+                at += arrays[i].size
+        return _Ready(out)
 
     def all_to_all(self, chunks, axis=None):
         # a member's own chunk stays in its memory: only the peers' chunks go through the segment
