@@ -10,6 +10,12 @@ gradient over its micro-batches in its store. Hand-offs are point to point (``se
 blocks, ``recv`` waits for the one it needs) over the cluster's transport between workers,
 so a stage starts a micro-batch as soon as its input has arrived.
 
+With an optimizer (``Pipeline.train_step``) the same call ends with the update: the worker's
+copy of the optimizer (bound once: built from the driver's class and config, its slots the
+worker's shards of the driver's slot variables) applies the step's gradient sums to the
+worker's shards, with the driver's step count and learning rate of this step; a stage of
+several workers first all-reduces its gradients (one buffer per stage).
+
 Rows: micro-batch ``m`` has ``rows[m]`` rows; on a stage of ``n`` workers worker ``i`` holds the
 balanced slice ``i`` of them (``S(0)``). A hand-off sends each receiver the rows it holds of the
 sender's slice, so stages of different widths meet (data parallel inside a stage).
@@ -76,10 +82,40 @@ class WorkerStages:
         self.loss = payload["loss"]
         self.placements = [tuple(p) for p in placements]
         self.ranks = tuple(sorted({r for p in self.placements for r in p}))
+        self.optimizers = {}      # token -> (optimizer, [(variable index, shard, its stage's ranks)])
 
 
 def w_bind(worker, key, data, placements):
     worker.store[key] = WorkerStages(worker, data, placements)
+
+
+def w_bind_optimizer(worker, key, token, data, slots, stage_ranks):
+    """Makes this worker's copy of an optimizer of the pipeline ``key``: ``data`` is its class
+    and config (the learning rate a number, set every step), ``slots[j][name]`` the store key of
+    this worker's shard of variable ``j``'s slot ``name``, ``stage_ranks[j]`` the workers of
+    ``j``'s stage (its gradients are all-reduced over them), for every variable ``j`` it holds."""
+    wp = worker.store[key]
+    cls, config = pickle.loads(data)
+    opt = cls.from_config(config)
+    held = {j: v for _, variables in wp.stages.values() for j, v in variables}
+    index = {id(v): j for j, v in held.items()}
+
+    def from_store(reference, name=None, initializer="zeros"):
+        j = index[id(reference)]
+        try:
+            slot = worker.store[slots.get(j, {})[name]]
+        except KeyError:
+            raise RuntimeError(f"pipeline: the optimizer {cls.__name__} on worker {worker.rank} asks for a slot "
+                               f"'{name}' of variable {j} that the driver's optimizer does not have") from None
+        opt._slots[(id(reference), name)] = slot
+        return slot
+
+    opt.add_variable_from_reference = from_store      # build() takes the driver's slots, not new zeros
+    try:
+        opt.build([held[j] for j in sorted(held)])
+    finally:
+        del opt.add_variable_from_reference
+    wp.optimizers[token] = (opt, [(j, held[j], tuple(stage_ranks[j])) for j in sorted(held)])
 
 
 class _Run:
@@ -92,9 +128,11 @@ class _Run:
         self.wait = 0.0
 
 
-def w_step(worker, key, actions, rows, xs, ys, weights, grad_keys, train):
+def w_step(worker, key, actions, rows, xs, ys, weights, grad_keys, train, update=None):
     """Runs this worker's ``actions`` (``(stage, micro-batch, kind)`` in schedule order) of one
-    step; returns ``(losses, gradient metas, outputs, peak tapes held, seconds, seconds waiting)``."""
+    step, then with ``update = (optimizer token, step count, learning rate)`` applies the
+    gradient sums to its shards; returns ``(losses, gradient metas, outputs, peak tapes held,
+    seconds, seconds waiting)``."""
     import tensorweave as tw
     from tensorweave.distribute.ray.pieces import worker_runtime
     worker_runtime(worker).bind_thread()      # the rank's runtime (one CPU), as the worker's eager ops use
@@ -113,6 +151,8 @@ def w_step(worker, key, actions, rows, xs, ys, weights, grad_keys, train):
                 e.add_note(f"(pipeline stage {s}, {'forward' if kind == 'F' else 'backward'} of micro-batch {m}, "
                            f"on Ray worker {worker.rank})")
             raise
+    if update is not None:
+        _update(worker, wp, run, *update)
     metas = {}
     for j, k in grad_keys.items():
         g = run.acc.get(j)
@@ -123,6 +163,32 @@ def w_step(worker, key, actions, rows, xs, ys, weights, grad_keys, train):
         metas[j] = (g.shape, g.dtype.str)
     outputs = [run.outputs[m] for m in sorted(run.outputs)]
     return run.losses, metas, outputs, run.peak, time.perf_counter() - t0, run.wait
+
+
+def _update(worker, wp, run, token, iterations, learning_rate):
+    """The optimizer's step on this worker's shards: gradients of a stage of several workers
+    summed over them first (one all-reduce of one buffer per stage), then applied with the
+    driver's step count and learning rate."""
+    import tensorweave as tw
+    opt, held = wp.optimizers[token]
+    grads = {j: run.acc[j] for j, _, _ in held if j in run.acc}
+    by_stage = {}
+    for j, _, ranks in held:
+        if len(ranks) > 1 and j in grads:
+            by_stage.setdefault(ranks, []).append(j)
+    for ranks, js in by_stage.items():
+        parts = [np.asarray(tw.convert_to_tensor(grads[j]).numpy()) for j in js]
+        flat = worker.comm(ranks).all_reduce(np.concatenate([p.reshape(-1) for p in parts]))
+        at = 0
+        for j, p in zip(js, parts):
+            grads[j] = tw.constant(np.asarray(flat[at:at + p.size]).reshape(p.shape))
+            at += p.size
+    pairs = [(grads[j], v) for j, v, _ in held if j in grads]
+    if not pairs:
+        return
+    opt.iterations.assign(np.int64(iterations))
+    opt._learning_rate.assign(np.asarray(learning_rate, opt._learning_rate.dtype.np_dtype))
+    opt.apply_gradients(pairs)
 
 
 def _index(wp, stage):
