@@ -244,3 +244,59 @@ def test_kill_9_of_a_server_mid_round_leaves_synchronous_training_equal_to_a_fai
     for a, b in zip(final, reference.get_weights()):
         np.testing.assert_allclose(a, b, rtol=2e-5, atol=1e-7)
     assert not np.allclose(final[0], initial[0])
+
+
+# ---- learning-rate changes on the coordinator reach the servers (pps14) -----------------------------------
+@pytest.mark.parametrize("traced", [False, True], ids=["python", "tw_function"])
+def test_a_learning_rate_set_on_the_coordinator_reaches_the_servers(strategy, traced):
+    rng = np.random.default_rng(2)
+    x = rng.random((32, 3)).astype(np.float32)
+    y = x @ np.array([[1.0], [-2.0], [0.5]], np.float32) + 0.3
+    with strategy.scope():
+        w = tw.Variable(np.zeros((3, 1), np.float32), name="w_rate")
+        optimizer = tw.keras.optimizers.SGD(0.2, momentum=0.5)
+
+    def step(iterator):
+        xb, yb = next(iterator)
+        with tw.GradientTape() as tape:
+            loss = tw.reduce_mean((tw.matmul(xb, w) - yb) ** 2)
+        optimizer.apply_gradients(zip(tape.gradient(loss, [w]), [w]))
+        return loss
+
+    coordinator = tw.distribute.experimental.coordinator.ClusterCoordinator(strategy)
+    iterator = iter(coordinator.create_per_worker_dataset(
+        lambda ctx: tw.data.Dataset.from_tensor_slices((x, y)).shard(2, ctx.input_pipeline_id).batch(4)))
+    fn = tw.function(step) if traced else step
+    for rate in (0.2, 0.05):                      # 2 rounds at each rate: steps take the rate they were scheduled at
+        optimizer.learning_rate = rate
+        for _ in range(4):
+            coordinator.schedule(fn, args=(iterator,))
+    coordinator.shutdown()
+    rw, reference = tw.Variable(np.zeros((3, 1), np.float32)), tw.keras.optimizers.SGD(0.2, momentum=0.5)
+    for r in range(4):
+        reference.learning_rate = 0.2 if r < 2 else 0.05
+        with tw.GradientTape() as tape:
+            loss = tw.reduce_mean((tw.matmul(x[8 * r:8 * r + 8], rw) - y[8 * r:8 * r + 8]) ** 2)
+        reference.apply_gradients(zip(tape.gradient(loss, [rw]), [rw]))
+    np.testing.assert_allclose(w.numpy(), rw.numpy(), rtol=2e-5)
+
+
+def test_a_learning_rate_scheduler_callback_in_synchronous_fit_equals_single_process_fit(strategy):
+    def halve(epoch, lr):
+        return 0.05 * 0.5 ** epoch
+
+    with strategy.scope():
+        model = _model()
+    initial = [v.numpy() for v in model.weights]
+    history = model.fit(tw.keras.utils.experimental.DatasetCreator(_dataset_fn), epochs=2, steps_per_epoch=STEPS,
+                        callbacks=[tw.keras.callbacks.LearningRateScheduler(halve)], verbose=0)
+    reference = _model()
+    reference.set_weights(initial)
+    ids, labels = _data()
+    creator = tw.keras.utils.experimental.DatasetCreator(
+        lambda ctx: tw.data.Dataset.from_tensor_slices((ids, labels)).batch(2 * BATCH).repeat())
+    want = reference.fit(creator, epochs=2, steps_per_epoch=STEPS // 2,
+                         callbacks=[tw.keras.callbacks.LearningRateScheduler(halve)], verbose=0)
+    for a, b in zip([v.numpy() for v in model.weights], reference.get_weights()):
+        np.testing.assert_allclose(a, b, rtol=2e-5, atol=1e-7)
+    np.testing.assert_allclose(history.history["loss"], want.history["loss"], rtol=2e-5)
