@@ -281,3 +281,40 @@ def test_train_step_refuses_what_the_workers_cannot_do_alone(cluster):
     pipe = _pipeline("1f1b")
     with pytest.raises(errors.UnimplementedError, match=r"global_clipnorm.*Hint: loss, grads, variables = pipe"):
         pipe.train_step(X, Y, tw.keras.optimizers.Adam(0.05, global_clipnorm=1.0))
+
+
+# ---- seeded random ops in stages (pps14) ------------------------------------------------------------------
+class NoisyStage(Stage):
+    """Dropout and Gaussian noise on the stage's input (seeded: the one-device run draws the same)."""
+
+    def __call__(self, h):
+        h = tw.nn.dropout(h, 0.25, seed=7 + 10 * self.last)
+        h = h + tw.random.normal(tw.shape(h), stddev=0.1, seed=9 + 10 * self.last)
+        return super().__call__(h)
+
+
+def _noisy_one_device(steps):
+    s0, s1 = NoisyStage(PARAMS[:1], False), NoisyStage(PARAMS[1:], True)
+    variables = [v for st in (s0, s1) for pair in st.params for v in pair]
+    opt = tw.keras.optimizers.Adam(0.05)
+    losses = []
+    for _ in range(steps):
+        with tw.GradientTape() as tape:
+            loss = loss_fn(tw.constant(Y), s1(s0(tw.constant(X))))
+        opt.apply_gradients(zip(tape.gradient(loss, variables), variables))
+        losses.append(float(loss))
+    return losses, [v.numpy() for v in variables]
+
+
+@pytest.mark.parametrize("ranks, micro_batches", [(([0], [1]), 4), (([0, 1], [2]), 2)], ids=["two-workers", "dp-stage"])
+def test_seeded_dropout_and_noise_in_stages_equal_the_unpipelined_one_device_run(cluster, ranks, micro_batches):
+    tw.random.set_seed(5)
+    want = _noisy_one_device(3)
+    tw.random.set_seed(5)
+    stages = [(NoisyStage(PARAMS[:1], False), tw.placement("cpu", ranks=list(ranks[0]))),
+              (NoisyStage(PARAMS[1:], True), tw.placement("cpu", ranks=list(ranks[1])))]
+    pipe = tw.distribute.pipeline(stages, micro_batches=micro_batches, schedule="1f1b", loss=loss_fn)
+    opt = tw.keras.optimizers.Adam(0.05)
+    losses = [float(pipe.train_step(X, Y, opt)) for _ in range(3)]     # the streams continue from step to step
+    _same_training((losses, [v.numpy() for v in pipe.trainable_variables]), want)
+    tw.random.set_seed(None)

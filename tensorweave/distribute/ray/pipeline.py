@@ -154,6 +154,7 @@ class RayPipeline:
         self.key = None
         self.last_step = None
         self._optimizers = {}     # id(optimizer) -> (optimizer, token, slot variables bound)
+        self._seeded = None       # the driver's random-state cache when the workers' streams last restarted
 
     def __del__(self):
         if self.key is not None:
@@ -264,6 +265,12 @@ class RayPipeline:
             for j, v in enumerate(variables):
                 for r in self.placements[owner[id(v)]].ranks:
                     grad_keys[r][j] = self.heap.key()
+        from tensorweave.ops.random_ops import current_state
+        # seeded draws in the stages as this process's would be: its global seed, and a restart of
+        # the workers' streams after each set_seed here (which gives the state a new cache)
+        state = current_state()
+        seed = (state.seed, state.cache is not self._seeded)
+        self._seeded = state.cache
         per_rank = []
         for r in self.ranks:
             actions = [(a.stage, a.micro_batch, a.kind) for a in pipe.schedule
@@ -274,7 +281,7 @@ class RayPipeline:
                 i = self.placements[last].ranks.index(r)
                 y_r = ys[i]
                 weights = {m: len(y_r[m]) / total for m in y_r}
-            per_rank.append((self.key, actions, rows, x_r, y_r, weights, grad_keys[r], train, update))
+            per_rank.append((self.key, actions, rows, x_r, y_r, weights, grad_keys[r], train, update, seed))
         answers = dict(zip(self.ranks, _call(self.cluster, w_step, per_rank, self.ranks)))
         self.last_step = {"seconds": time.perf_counter() - t0,
                           "workers": {r: {"busy_s": a[4] - a[5], "wait_s": a[5], "held": a[3]}

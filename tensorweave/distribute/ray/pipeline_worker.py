@@ -16,6 +16,10 @@ worker's shards of the driver's slot variables) applies the step's gradient sums
 worker's shards, with the driver's step count and learning rate of this step; a stage of
 several workers first all-reduces its gradients (one buffer per stage).
 
+Seeded random ops in a stage (dropout) give each micro-batch its rows of the draw the
+unpipelined step makes for the whole batch (``pipeline_random.py``; the driver's global seed
+travels with the call).
+
 Rows: micro-batch ``m`` has ``rows[m]`` rows; on a stage of ``n`` workers worker ``i`` holds the
 balanced slice ``i`` of them (``S(0)``). A hand-off sends each receiver the rows it holds of the
 sender's slice, so stages of different widths meet (data parallel inside a stage).
@@ -128,22 +132,28 @@ class _Run:
         self.wait = 0.0
 
 
-def w_step(worker, key, actions, rows, xs, ys, weights, grad_keys, train, update=None):
+def w_step(worker, key, actions, rows, xs, ys, weights, grad_keys, train, update=None, seed=None):
     """Runs this worker's ``actions`` (``(stage, micro-batch, kind)`` in schedule order) of one
     step, then with ``update = (optimizer token, step count, learning rate)`` applies the
-    gradient sums to its shards; returns ``(losses, gradient metas, outputs, peak tapes held,
-    seconds, seconds waiting)``."""
+    gradient sums to its shards; ``seed`` is ``(the driver's global random seed, whether it was
+    set since the last step)``: the worker's streams restart as the driver's did. Returns ``(losses,
+    gradient metas, outputs, peak tapes held, seconds, seconds waiting)``."""
     import tensorweave as tw
     from tensorweave.distribute.ray.pieces import worker_runtime
+    from tensorweave.distribute.pipeline_random import MicroBatchDraws
+    from tensorweave.ops import random_ops
     worker_runtime(worker).bind_thread()      # the rank's runtime (one CPU), as the worker's eager ops use
+    if seed is not None and (seed[1] or random_ops.current_state().seed != seed[0]):
+        random_ops.set_seed(seed[0])          # seeded draws as the driver's (one device's) would be
     wp = worker.store[key]
     comm = worker.comm(wp.ranks)
     t0 = time.perf_counter()
     run = _Run()
+    run.draws = MicroBatchDraws(sum(rows))
     for s, m, kind in actions:
         try:
             if kind == "F":
-                _forward(worker, wp, comm, run, s, m, rows[m], xs, ys, weights, train)
+                _forward(worker, wp, comm, run, s, m, rows, xs, ys, weights, train)
             else:
                 _backward(worker, wp, comm, run, s, m, rows[m])
         except BaseException as e:
@@ -151,6 +161,7 @@ def w_step(worker, key, actions, rows, xs, ys, weights, grad_keys, train, update
                 e.add_note(f"(pipeline stage {s}, {'forward' if kind == 'F' else 'backward'} of micro-batch {m}, "
                            f"on Ray worker {worker.rank})")
             raise
+    run.draws.finish()
     if update is not None:
         _update(worker, wp, run, *update)
     metas = {}
@@ -216,19 +227,23 @@ def _send(wp, comm, rows, value, src_stage, dst_stage, me, tag):
             comm.send(value[lo - lo_me:hi - lo_me], wp.ranks.index(dst[j]), tag)
 
 
-def _forward(worker, wp, comm, run, s, m, rows, xs, ys, weights, train):
+def _forward(worker, wp, comm, run, s, m, all_rows, xs, ys, weights, train):
     import tensorweave as tw
     fn, variables = wp.stages[s]
-    last = len(wp.placements) - 1
+    last, rows = len(wp.placements) - 1, all_rows[m]
     x = tw.constant(xs[m] if s == 0 else _receive(wp, comm, run, rows, s - 1, s, worker.rank, ("F", s - 1, m)))
+    lo, hi = balanced_bounds(rows, len(wp.placements[s]))[wp.placements[s].index(worker.rank)]
+    draws = run.draws.micro_batch(s, sum(all_rows[:m]) + lo, hi - lo)     # its rows of the batch's draws
     if not train:
-        out = fn(x)
+        with draws:
+            out = fn(x)
     else:
         with tw.GradientTape() as tape:
             if s:
                 tape.watch(x)
             tape.watch([v for _, v in variables])     # the worker's shards are not trainable variables
-            out = fn(x)
+            with draws:
+                out = fn(x)
             if s == last:
                 out = wp.loss(tw.constant(ys[m]), out)
                 if out.shape.rank:          # per-example losses ("mse"): their mean, as Keras reduces
