@@ -56,6 +56,7 @@ class Step:
         # (the graph captures them; each run refills them first) and the pushes, kept for after the run
         self.mirrors = None
         self.collected = None
+        self.traced = None        # the TracedFunction being traced or run (its lookups' pulls report there)
 
     @property
     def min_version(self):
@@ -228,8 +229,8 @@ class ShardedVariable:
             return gather(self.read_value(), indices)
         step = current_step()
         if step is not None and step.mirrors is not None:
-            from tensorweave.distribute.ps.traced import NeedsEager
-            raise NeedsEager(f"a lookup of the sharded table '{self._name}'")
+            from tensorweave.distribute.ps.traced import sparse_lookup
+            return sparse_lookup(self, step, indices)
         ids = np.asarray(indices.numpy() if hasattr(indices, "numpy") else indices)
         if not np.issubdtype(ids.dtype, np.integer):
             raise TypeError(f"embedding_lookup: ids for '{self._name}' must be integers, got {ids.dtype}")
@@ -265,6 +266,9 @@ class ShardedVariable:
                 f"ShardedVariable '{self._name}' is differentiated inside a step scheduled with "
                 "ClusterCoordinator.schedule (on a worker), not on the coordinator")
         if step.mirrors is not None:
+            rows = step.mirrors.get(("rows", self._key))
+            if rows is not None and self._key in step.locals:     # looked up in this trace: the pulled rows
+                return rows.handle
             return self._mirror(step).handle
         entry = step.locals.get(self._key)
         if entry is None:      # not read in this step: a handle no op uses (its gradient is None)
