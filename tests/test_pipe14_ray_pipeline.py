@@ -204,3 +204,117 @@ def test_interleaved_virtual_stages_on_two_workers_equal_one_device(cluster):
     pipe = tw.distribute.pipeline(stages, micro_batches=4, schedule="interleaved_1f1b", loss=loss_fn)
     _same(_train(pipe, 2), _one_device(2))
     assert pipe.bubble_fraction == pytest.approx(1 / 9) and set(pipe.last_step["workers"]) == {0, 1}
+
+
+# ---- the optimizer's update inside the step call (pps14) ----------------------------------------------
+def _one_device_steps(steps, make_opt, before_step=None):
+    """Losses and final weights of ``steps`` unpipelined steps; ``before_step(opt, i)`` may change the rate."""
+    stage = Stage(PARAMS, True)
+    variables = [v for pair in stage.params for v in pair]
+    opt = make_opt()
+    losses = []
+    for i in range(steps):
+        if before_step:
+            before_step(opt, i)
+        with tw.GradientTape() as tape:
+            loss = loss_fn(tw.constant(Y), stage(tw.constant(X)))
+        opt.apply_gradients(zip(tape.gradient(loss, variables), variables))
+        losses.append(float(loss))
+    return losses, [v.numpy() for v in variables]
+
+
+def _pipeline_steps(pipe, steps, make_opt, before_step=None):
+    opt = make_opt()
+    losses = []
+    for i in range(steps):
+        if before_step:
+            before_step(opt, i)
+        losses.append(float(pipe.train_step(X, Y, opt)))
+    return losses, [v.numpy() for v in pipe.trainable_variables], opt
+
+
+def _same_training(got, want):
+    np.testing.assert_allclose(got[0], want[0], rtol=2e-5)
+    for a, b in zip(got[1], want[1]):
+        np.testing.assert_allclose(a, b, rtol=2e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("ranks", [([0], [1]), ([0, 1], [2])], ids=["two-workers", "dp-stage"])
+def test_train_step_updates_on_the_workers_in_its_one_call_per_worker_and_equals_one_device(cluster, monkeypatch,
+                                                                                           ranks):
+    def adam():
+        return tw.keras.optimizers.Adam(0.05)
+    want = _one_device_steps(4, adam)
+    pipe = _pipeline("1f1b", ranks=ranks, micro_batches=2)
+    calls = _count_calls(monkeypatch, cluster)
+    opt = adam()
+    losses = [float(pipe.train_step(X, Y, opt))]
+    assert calls[0] == "w_bind" and calls[-2:] == ["w_bind_optimizer", "w_step"]
+    del calls[:]
+    losses += [float(pipe.train_step(X, Y, opt)) for _ in range(3)]
+    assert calls == ["w_step"] * 3                 # the update travels in the step's call: nothing else
+    _same_training((losses, [v.numpy() for v in pipe.trainable_variables]), want)
+    assert int(opt.iterations.numpy()) == 4
+    # the slots the workers updated are the driver's optimizer's: one more step from the driver matches
+    loss, grads, variables = pipe.forward_backward(X, Y)
+    opt.apply_gradients(zip(grads, variables))
+    more = _one_device_steps(5, adam)
+    _same_training(([], [v.numpy() for v in pipe.trainable_variables]), ([], more[1]))
+
+
+def _lower_rate(opt, i):
+    if i == 2:
+        opt.learning_rate = 0.01
+
+
+@pytest.mark.parametrize("make_opt, before_step", [
+    (lambda: tw.keras.optimizers.Adam(0.05), _lower_rate),
+    (lambda: tw.keras.optimizers.SGD(tw.keras.optimizers.schedules.ExponentialDecay(0.2, 1, 0.5), momentum=0.9),
+     None)], ids=["set-rate", "schedule"])
+def test_train_step_on_the_workers_follows_rate_changes_and_schedules(cluster, make_opt, before_step):
+    want = _one_device_steps(4, make_opt, before_step)
+    got = _pipeline_steps(_pipeline("gpipe"), 4, make_opt, before_step)
+    _same_training(got[:2], want)
+
+
+def test_train_step_refuses_what_the_workers_cannot_do_alone(cluster):
+    pipe = _pipeline("1f1b")
+    with pytest.raises(errors.UnimplementedError, match=r"global_clipnorm.*Hint: loss, grads, variables = pipe"):
+        pipe.train_step(X, Y, tw.keras.optimizers.Adam(0.05, global_clipnorm=1.0))
+
+
+# ---- seeded random ops in stages (pps14) ------------------------------------------------------------------
+class NoisyStage(Stage):
+    """Dropout and Gaussian noise on the stage's input (seeded: the one-device run draws the same)."""
+
+    def __call__(self, h):
+        h = tw.nn.dropout(h, 0.25, seed=7 + 10 * self.last)
+        h = h + tw.random.normal(tw.shape(h), stddev=0.1, seed=9 + 10 * self.last)
+        return super().__call__(h)
+
+
+def _noisy_one_device(steps):
+    s0, s1 = NoisyStage(PARAMS[:1], False), NoisyStage(PARAMS[1:], True)
+    variables = [v for st in (s0, s1) for pair in st.params for v in pair]
+    opt = tw.keras.optimizers.Adam(0.05)
+    losses = []
+    for _ in range(steps):
+        with tw.GradientTape() as tape:
+            loss = loss_fn(tw.constant(Y), s1(s0(tw.constant(X))))
+        opt.apply_gradients(zip(tape.gradient(loss, variables), variables))
+        losses.append(float(loss))
+    return losses, [v.numpy() for v in variables]
+
+
+@pytest.mark.parametrize("ranks, micro_batches", [(([0], [1]), 4), (([0, 1], [2]), 2)], ids=["two-workers", "dp-stage"])
+def test_seeded_dropout_and_noise_in_stages_equal_the_unpipelined_one_device_run(cluster, ranks, micro_batches):
+    tw.random.set_seed(5)
+    want = _noisy_one_device(3)
+    tw.random.set_seed(5)
+    stages = [(NoisyStage(PARAMS[:1], False), tw.placement("cpu", ranks=list(ranks[0]))),
+              (NoisyStage(PARAMS[1:], True), tw.placement("cpu", ranks=list(ranks[1])))]
+    pipe = tw.distribute.pipeline(stages, micro_batches=micro_batches, schedule="1f1b", loss=loss_fn)
+    opt = tw.keras.optimizers.Adam(0.05)
+    losses = [float(pipe.train_step(X, Y, opt)) for _ in range(3)]     # the streams continue from step to step
+    _same_training((losses, [v.numpy() for v in pipe.trainable_variables]), want)
+    tw.random.set_seed(None)

@@ -31,13 +31,15 @@ def _dataset_fn(input_context):
         input_context.num_input_pipelines, input_context.input_pipeline_id).batch(BATCH).repeat()
 
 
-def _model():
+def _model(compile=True):
     tw.keras.utils.set_random_seed(11)
     model = tw.keras.Sequential([tw.keras.Input(shape=(FIELDS,), dtype="int64"),
                                  tw.keras.layers.Embedding(ROWS, 4, name="table"),
                                  tw.keras.layers.Flatten(name="flat"),
                                  tw.keras.layers.Dense(6, activation="relu", name="hidden"),
                                  tw.keras.layers.Dense(1, name="logit")], name="ctr")
+    if not compile:           # (a compiled model does not pickle: a scheduled function's closure holds it)
+        return model
     model.compile(tw.keras.optimizers.Adam(0.05), tw.keras.losses.BinaryCrossentropy(from_logits=True),
                   metrics=[tw.keras.metrics.BinaryAccuracy(threshold=0.0)])
     return model
@@ -226,12 +228,8 @@ def test_kill_9_of_a_server_mid_round_leaves_synchronous_training_equal_to_a_fai
         x, y = next(iterator)
         return _train_step(model, optimizer, x, y)
 
-    traced_step = tw.function(step)
-
-    # a tw.function whose table lookup cannot be traced yet: each worker's first call finds it while
-    # tracing, puts its batch back and runs the function eagerly from then on
-    coordinator.fetch([coordinator.schedule(traced_step, args=(iterator,))
-                       for _ in range(6)])     # 3 rounds
+    # a Python function (its kill decided per call; a traced one would decide once, while tracing)
+    coordinator.fetch([coordinator.schedule(step, args=(iterator,)) for _ in range(6)])     # 3 rounds
     coordinator.shutdown()
     _, new_pid, restored = ray.get(server.ping.remote())
     assert new_pid != pid and restored
@@ -244,3 +242,104 @@ def test_kill_9_of_a_server_mid_round_leaves_synchronous_training_equal_to_a_fai
     for a, b in zip(final, reference.get_weights()):
         np.testing.assert_allclose(a, b, rtol=2e-5, atol=1e-7)
     assert not np.allclose(final[0], initial[0])
+
+
+# ---- learning-rate changes on the coordinator reach the servers (pps14) -----------------------------------
+@pytest.mark.parametrize("traced", [False, True], ids=["python", "tw_function"])
+def test_a_learning_rate_set_on_the_coordinator_reaches_the_servers(strategy, traced):
+    rng = np.random.default_rng(2)
+    x = rng.random((32, 3)).astype(np.float32)
+    y = x @ np.array([[1.0], [-2.0], [0.5]], np.float32) + 0.3
+    with strategy.scope():
+        w = tw.Variable(np.zeros((3, 1), np.float32), name="w_rate")
+        optimizer = tw.keras.optimizers.SGD(0.2, momentum=0.5)
+
+    def step(iterator):
+        xb, yb = next(iterator)
+        with tw.GradientTape() as tape:
+            loss = tw.reduce_mean((tw.matmul(xb, w) - yb) ** 2)
+        optimizer.apply_gradients(zip(tape.gradient(loss, [w]), [w]))
+        return loss
+
+    coordinator = tw.distribute.experimental.coordinator.ClusterCoordinator(strategy)
+    iterator = iter(coordinator.create_per_worker_dataset(
+        lambda ctx: tw.data.Dataset.from_tensor_slices((x, y)).shard(2, ctx.input_pipeline_id).batch(4)))
+    fn = tw.function(step) if traced else step
+    for rate in (0.2, 0.05):                      # 2 rounds at each rate: steps take the rate they were scheduled at
+        optimizer.learning_rate = rate
+        for _ in range(4):
+            coordinator.schedule(fn, args=(iterator,))
+    coordinator.shutdown()
+    rw, reference = tw.Variable(np.zeros((3, 1), np.float32)), tw.keras.optimizers.SGD(0.2, momentum=0.5)
+    for r in range(4):
+        reference.learning_rate = 0.2 if r < 2 else 0.05
+        with tw.GradientTape() as tape:
+            loss = tw.reduce_mean((tw.matmul(x[8 * r:8 * r + 8], rw) - y[8 * r:8 * r + 8]) ** 2)
+        reference.apply_gradients(zip(tape.gradient(loss, [rw]), [rw]))
+    np.testing.assert_allclose(w.numpy(), rw.numpy(), rtol=2e-5)
+
+
+def test_a_learning_rate_scheduler_callback_in_synchronous_fit_equals_single_process_fit(strategy):
+    def halve(epoch, lr):
+        return 0.05 * 0.5 ** epoch
+
+    with strategy.scope():
+        model = _model()
+    initial = [v.numpy() for v in model.weights]
+    history = model.fit(tw.keras.utils.experimental.DatasetCreator(_dataset_fn), epochs=2, steps_per_epoch=STEPS,
+                        callbacks=[tw.keras.callbacks.LearningRateScheduler(halve)], verbose=0)
+    reference = _model()
+    reference.set_weights(initial)
+    ids, labels = _data()
+    creator = tw.keras.utils.experimental.DatasetCreator(
+        lambda ctx: tw.data.Dataset.from_tensor_slices((ids, labels)).batch(2 * BATCH).repeat())
+    want = reference.fit(creator, epochs=2, steps_per_epoch=STEPS // 2,
+                         callbacks=[tw.keras.callbacks.LearningRateScheduler(halve)], verbose=0)
+    for a, b in zip([v.numpy() for v in model.weights], reference.get_weights()):
+        np.testing.assert_allclose(a, b, rtol=2e-5, atol=1e-7)
+    np.testing.assert_allclose(history.history["loss"], want.history["loss"], rtol=2e-5)
+
+
+# ---- table lookups inside traced scheduled functions (pps14) ---------------------------------------------
+def test_a_traced_function_looking_up_a_sharded_table_pulls_and_pushes_rows_and_equals_single_process(strategy):
+    with strategy.scope():
+        model = _model(compile=False)
+        optimizer = tw.keras.optimizers.Adam(0.05)
+    initial = [v.numpy() for v in model.weights]
+    loss_obj = tw.keras.losses.BinaryCrossentropy(from_logits=True)
+    traces = []
+
+    @tw.function
+    def step(iterator):
+        traces.append(1)              # Python: runs when traced (once per worker), never again
+        x, y = next(iterator)
+        with tw.GradientTape() as tape:
+            loss = loss_obj(y, model(x, training=True))
+        grads = tape.gradient(loss, model.trainable_variables)
+        optimizer.apply_gradients(zip(grads, model.trainable_variables))
+        return loss, tw.constant(len(traces))
+
+    coordinator = tw.distribute.experimental.coordinator.ClusterCoordinator(strategy)
+    iterator = iter(coordinator.create_per_worker_dataset(_dataset_fn))
+    results = coordinator.fetch([coordinator.schedule(step, args=(iterator,)) for _ in range(STEPS)])   # 2 rounds
+    coordinator.shutdown()
+    assert [int(n) for _, n in results] == [1] * STEPS          # traced once per worker: the lookup is a graph node
+
+    reference = _model(compile=False)
+    reference.set_weights(initial)
+    ids, labels = _data()
+    ref_opt = tw.keras.optimizers.Adam(0.05)
+    want_losses = []
+    for r in range(STEPS // 2):
+        x, y = ids[2 * BATCH * r:2 * BATCH * (r + 1)], labels[2 * BATCH * r:2 * BATCH * (r + 1)]
+        with tw.GradientTape() as tape:
+            loss = loss_obj(y, reference(x, training=True))
+        ref_opt.apply_gradients(zip(tape.gradient(loss, reference.trainable_variables), reference.trainable_variables))
+        want_losses.append(float(loss))
+    for a, b in zip([v.numpy() for v in model.weights], reference.get_weights()):
+        np.testing.assert_allclose(a, b, rtol=2e-5, atol=1e-7)
+    np.testing.assert_allclose(np.mean(np.reshape([float(l) for l, _ in results], (-1, 2)), axis=1), want_losses,
+                               rtol=2e-5)
+    touched = np.unique(ids[:2 * BATCH * (STEPS // 2)])
+    untouched = np.setdiff1d(np.arange(ROWS), touched)
+    np.testing.assert_array_equal(model.layers[0].embeddings.numpy()[untouched], initial[0][untouched])

@@ -86,7 +86,7 @@ def test_a_pull_waits_for_its_round():
 
 def test_different_optimizers_in_one_round_are_an_error():
     s = _server()
-    other = ps_variable.optimizer_key(tw.keras.optimizers.SGD(0.1))
+    other = ps_variable.optimizer_key(tw.keras.optimizers.SGD(0.5, momentum=0.9))
     _run(s.push(SGD, 0, 0, 2, True, []))
     with pytest.raises(ValueError, match="different optimizers in one round"):
         _run(s.push(other, 0, 1, 2, True, []))
@@ -123,3 +123,22 @@ def test_gradient_rows_are_summed_per_unique_row_and_mapped_to_global_rows():
     np.testing.assert_array_equal(values, [[2, 3], [6, 7], [0 + 4, 1 + 5]])
     rows, values = ps_variable._rows_of(var, None, tw.constant(np.ones((10, 2), np.float32)))
     assert rows is None and values.shape == (10, 2)
+
+
+def test_a_pushed_rate_is_applied_and_a_new_rate_keeps_the_optimizers_state():
+    # the coordinator's optimizer.learning_rate = x reaches the server with each push; the
+    # optimizer (its slots, its step count) stays the same one, as on one process
+    s = _server()
+    momentum = [ps_variable.optimizer_key(tw.keras.optimizers.SGD(rate, momentum=0.5)) for rate in (0.5, 0.1)]
+    g = [("d", 0, None, np.ones(3, np.float32))]
+    _run(s.push(momentum[0], 0, 0, 1, True, g, 0.5))
+    _run(s.push(momentum[1], 1, 0, 1, True, g, 0.1))              # the copy's config says 0.1; the push too
+    _run(s.push(momentum[0], 2, 0, 1, True, g, 0.25))             # a stale copy's config: the pushed rate wins
+    w = tw.Variable(np.ones(3, np.float32))
+    ref = tw.keras.optimizers.SGD(0.5, momentum=0.5)
+    for rate in (0.5, 0.1, 0.25):
+        ref.learning_rate = rate
+        ref.apply_gradients([(tw.constant(np.ones(3, np.float32)), w)])
+    np.testing.assert_allclose(_run(s.pull("d", 0, None)), w.numpy(), rtol=1e-6)
+    assert len(s._optimizers) == 1 and int(s._optimizer(momentum[1]).iterations.numpy()) == 3
+

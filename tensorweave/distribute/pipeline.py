@@ -39,7 +39,8 @@ same bits as with ``concurrent=False`` (every action on the caller's thread, in 
 After ``tw.distribute.connect(num_workers=N)`` the placements are Ray worker processes and a
 step runs there (``distribute/ray/pipeline.py``): each worker gets its stages once (their
 variables are its own shards), then one call per worker and step carries its actions of the
-schedule; activations and gradients go worker to worker. ``last_step`` gives the step's wall
+schedule (and, with ``train_step``, the optimizer's update of its shards); activations and
+gradients go worker to worker. ``last_step`` gives the step's wall
 time (and on Ray each worker's busy and waiting seconds).
 
 >>> import numpy as np, tensorweave as tw
@@ -313,7 +314,13 @@ class Pipeline:
         return total, [acc.get(id(v)) for v in variables], variables
 
     def train_step(self, x, y, optimizer):
-        """One step: the schedule's gradients applied with ``optimizer``; returns the loss."""
+        """One step: the schedule's gradients applied with ``optimizer``; returns the loss. On Ray
+        workers the update runs there, in the step's one call per worker."""
+        on_ray = _on_ray(self)
+        if on_ray is not None:
+            if self.loss is None:
+                raise ValueError("pipeline: training needs loss=fn(y_true, y_pred)")
+            return on_ray.train_step(x, y, optimizer)
         loss, grads, variables = self.forward_backward(x, y)
         optimizer.apply_gradients([(g, v) for g, v in zip(grads, variables) if g is not None])
         return loss

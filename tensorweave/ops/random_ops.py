@@ -282,6 +282,12 @@ def stream_from_state(data, what="random stream"):
     return st
 
 
+# While set (a pipeline stage's forward of one micro-batch on a Ray worker: distribute/
+# pipeline_random.py), eager seeded draws go through ``hook(opdef, inputs, attrs, name)``,
+# which gives the micro-batch its rows of the whole batch's draw (None: draw as usual).
+eager_draw_hook = threading.local()
+
+
 def _run_random(opdef, inputs, attrs, op_seed, name, dtype=None, state=None):
     """Runs (eager) or adds (graph) a stateful random op with its seeds or explicit stream."""
     if state is not None:              # a Generator's op: its stream decides, not the seeds
@@ -292,6 +298,11 @@ def _run_random(opdef, inputs, attrs, op_seed, name, dtype=None, state=None):
     if executing_eagerly():
         attrs["state"] = state if state is not None else _eager_state(
             opdef.name, dtype, seed, seed2, op_seed is None)
+        hook = getattr(eager_draw_hook, "hook", None)
+        if hook is not None and state is None and op_seed is not None:
+            out = hook(opdef, inputs, attrs, name)
+            if out is not None:
+                return out
     elif state is not None:
         attrs["_state"] = state
     return execute(opdef, inputs, attrs, name)

@@ -11,7 +11,9 @@ One coordinator thread per worker takes the functions off a queue: any worker's 
 queue) when the strategy is asynchronous; when it is synchronous the ``i``-th scheduled
 function is step ``i % num_workers`` of round ``i // num_workers`` and runs on that worker.
 A function travels once (``ray.put``), kept by the worker; each call sends only its
-arguments. Results come back as NumPy values. A ``tw.function`` is traced once on each worker
+arguments and the learning rates its optimizers have on the coordinator when it is scheduled
+(``optimizer.learning_rate = x``, a Keras callback's change: the servers apply the step's
+gradients with that rate; a schedule is evaluated by the servers at their step count). Results come back as NumPy values. A ``tw.function`` is traced once on each worker
 and run as a graph (``traced.py``); Keras ``fit``/``evaluate`` schedule through here too
 (``keras_fit.py``: their evaluation steps are read-only, outside the synchronous rounds).
 
@@ -98,9 +100,10 @@ class _Closure:
     """A scheduled call: ``seq`` its place among the training functions (None for a read-only
     one: it takes no part in synchronous rounds)."""
 
-    def __init__(self, fn_token, fn_ref, args, kwargs, seq, number):
+    def __init__(self, fn_token, fn_ref, args, kwargs, seq, number, rates):
         self.fn_token, self.fn_ref, self.args, self.kwargs, self.seq = fn_token, fn_ref, args, kwargs, seq
         self.number = number
+        self.rates = rates            # the optimizers' learning rates when it was scheduled
         self.value = RemoteValue()
 
 
@@ -148,16 +151,17 @@ class ClusterCoordinator:
             entry = self._fns.get(id(fn))
         if entry is None:
             python_function = getattr(fn, "python_function", None)    # a tw.function: traced on each worker
-            _variable.stamp_optimizers(python_function or fn)
+            optimizers = _variable.stamp_optimizers(python_function or fn)
             shipped = fn if python_function is None else TracedFunction(python_function)
-            entry = (uuid.uuid4().hex, ray.put(shipped), fn)       # the workers keep it under this token
+            entry = (uuid.uuid4().hex, ray.put(shipped), fn, optimizers)    # the workers keep it under this token
             with self._lock:
                 self._fns[id(fn)] = entry
         with self._cond:
             if self._closed:
                 raise RuntimeError("ClusterCoordinator: schedule after the coordinator was shut down")
             seq = None if read_only else self._seq
-            closure = _Closure(entry[0], entry[1], tuple(args or ()), dict(kwargs or {}), seq, self._number)
+            closure = _Closure(entry[0], entry[1], tuple(args or ()), dict(kwargs or {}), seq, self._number,
+                               _variable.learning_rates(entry[3]))
             self._queues[(self._number if read_only else self._seq) % self._n if self._sync else 0].append(closure)
             self._number += 1
             self._seq += 0 if read_only else 1
@@ -231,7 +235,7 @@ class ClusterCoordinator:
         iterators = _iterators_in((closure.args, closure.kwargs))
         info = {"worker": index, "num_workers": self._n, "servers": self.strategy._servers,
                 "round": self._round0 + closure.seq // self._n if self._sync and closure.seq is not None else None,
-                "slot": (closure.seq or 0) % self._n, "number": closure.number,
+                "slot": (closure.seq or 0) % self._n, "number": closure.number, "rates": closure.rates,
                 "consumed": {it._id: it._consumed[index] for it in iterators},
                 "datasets": {it._id: it._dataset_ref for it in iterators}}
         for attempt in range(MAX_RESTARTS + 1):
@@ -333,6 +337,7 @@ def _worker_step(worker, fn_box, token, args, kwargs, info):
         fn = fns[token] = ray.get(fn_box[0])
     from tensorweave.keras.engine.layer import weight_creator
     step = _variable.Step(info["round"], info["slot"], info["num_workers"], info["worker"], info["number"])
+    step.rates = info["rates"]
     iterators = worker.store.setdefault("ps_iterators", {})
     guard = weight_creator.set(_no_new_weights)
     try:

@@ -107,9 +107,15 @@ class _KerasStep:
             if model.optimizer is not None else None
         self.train = train
         self._model = None
+        self._optimizer = model.optimizer       # the coordinator's: its rate goes with each step
+
+    @property
+    def tw_ps_optimizers(self):
+        """The coordinator's optimizer (``stamp_optimizers``; the coordinator reads its rate)."""
+        return [] if self._optimizer is None else [self._optimizer]
 
     def __getstate__(self):
-        return {**self.__dict__, "_model": None}
+        return {**self.__dict__, "_model": None, "_optimizer": None}
 
     def _build(self):
         from tensorweave.keras.engine.layer import weight_creator

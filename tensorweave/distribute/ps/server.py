@@ -7,8 +7,9 @@ done; a pull that waits for a synchronous round yields to the pushes that comple
 - ``create(key, shard, value, name)``: a shard becomes a ``tw.Variable`` here.
 - ``pull(key, shard, rows, min_version)``: the shard, or rows of it (NumPy, through Ray's
   object store), once ``version >= min_version``; ``pull_many`` several in one call.
-- ``push(optimizer, round, slot, num_slots, trained, parts)``: gradients of shards, each
-  ``(key, shard, rows or None, values)``. Asynchronous (``round`` None): applied at once
+- ``push(optimizer, round, slot, num_slots, trained, parts, rate)``: gradients of shards, each
+  ``(key, shard, rows or None, values)``, and the learning rate to apply them with (None: the
+  optimizer's schedule; in a synchronous round the rate of its first slot). Asynchronous (``round`` None): applied at once
   with the optimizer (a Keras optimizer rebuilt here from its config, built for every shard
   of this server, one per optimizer config). Synchronous: kept until every slot of the round
   has pushed, then the average of the slots' gradients (summed in slot order, so the result
@@ -38,7 +39,7 @@ class ParameterServer:
         self.version = 0
         self._vars = {}            # (key, shard) -> tw.Variable
         self._names = {}           # (key, shard) -> name
-        self._optimizers = {}      # optimizer config (JSON) -> optimizer
+        self._optimizers = {}      # optimizer config (JSON, a numeric rate left out: _identity) -> optimizer
         self._pending = {}         # round -> {slot: (optimizer key, trained, parts)}
         self._round_slots = {}     # round -> its number of slots
         self._cond = None
@@ -113,17 +114,21 @@ class ParameterServer:
 
     # ---- updates ------------------------------------------------------------------------------
     def _optimizer(self, key):
-        """The optimizer of config ``key``, built for every shard here."""
-        opt = self._optimizers.get(key)
+        """The optimizer of config ``key``, built for every shard here. Its identity leaves out a
+        learning rate that is a number (pushes carry the rate: ``optimizer.learning_rate = x`` on
+        the coordinator keeps the optimizer's slots here)."""
+        ident = _identity(key)
+        opt = self._optimizers.get(ident)
         if opt is None:
             from tensorweave.keras import optimizers
-            opt = self._optimizers[key] = optimizers.deserialize(json.loads(key))
+            opt = self._optimizers[ident] = optimizers.deserialize(json.loads(key))
             opt.build([self._vars[k] for k in sorted(self._vars)])
         return opt
 
-    def _apply(self, key, contributions, scale):
+    def _apply(self, key, contributions, scale, rate=None):
         """Applies the gradients of ``contributions`` (lists of parts), summed in order and
-        multiplied by ``scale``; a step counts even when this server got no gradient."""
+        multiplied by ``scale``, with learning rate ``rate`` (None: the optimizer's schedule); a
+        step counts even when this server got no gradient."""
         import tensorweave as tw
         dense, sparse = {}, {}
         for parts in contributions:
@@ -134,6 +139,8 @@ class ParameterServer:
                 else:
                     sparse.setdefault(k, []).append((np.asarray(rows, np.int64), values))
         opt = self._optimizer(key)
+        if rate is not None:
+            opt.learning_rate = float(rate)
         pairs = []
         for k, g in dense.items():
             pairs.append((tw.constant(g * scale if scale != 1 else g), self._var(*k)))
@@ -151,36 +158,37 @@ class ParameterServer:
         else:
             opt.iterations.assign_add(np.int64(1))
 
-    async def push(self, key, round, slot, num_slots, trained, parts):
+    async def push(self, key, round, slot, num_slots, trained, parts, rate=None):
         if round is not None and round < self.version:
             return self.version                      # a re-run of a step whose round was applied
-        self._log_push(key, round, slot, num_slots, trained, parts)
-        if self._push(key, round, slot, num_slots, trained, parts):
+        self._log_push(key, round, slot, num_slots, trained, parts, rate)
+        if self._push(key, round, slot, num_slots, trained, parts, rate):
             cond = self._condition()
             async with cond:
                 cond.notify_all()
         return self.version
 
-    def _push(self, key, round, slot, num_slots, trained, parts):
+    def _push(self, key, round, slot, num_slots, trained, parts, rate=None):
         """Applies or keeps a push; True when a round (or an asynchronous update) was applied."""
         if round is None:
-            self._apply(key, [parts], 1)
+            self._apply(key, [parts], 1, rate)
             self.version += 1
             return True
         if round < self.version:
             return False
-        self._pending.setdefault(int(round), {})[int(slot)] = (key, trained, parts)
+        self._pending.setdefault(int(round), {})[int(slot)] = (key, trained, parts, rate)
         self._round_slots[int(round)] = int(num_slots)
         applied = False
         while len(self._pending.get(self.version, ())) == num_slots:
             got = self._pending.pop(self.version)
             self._round_slots.pop(self.version, None)
             entries = [got[s] for s in range(num_slots)]
-            keys = {k for k, t, _ in entries if t}
+            keys = {_identity(k): k for k, t, _, _ in entries if t}
             if len(keys) > 1:
                 raise ValueError(f"parameter server {self.index}: workers used different optimizers in one round")
             if keys:
-                self._apply(keys.pop(), [p for _, t, p in entries if t], 1.0 / num_slots)
+                rate = next(r for _, t, _, r in entries if t)        # the round's first trained slot's
+                self._apply(keys.popitem()[1], [p for _, t, p, _ in entries if t], 1.0 / num_slots, rate)
             self.version += 1
             applied = True
         return applied
@@ -190,9 +198,9 @@ class ParameterServer:
         if self._journal is not None:
             self._journal.append(header, arrays)
 
-    def _log_push(self, key, round, slot, num_slots, trained, parts):
+    def _log_push(self, key, round, slot, num_slots, trained, parts, rate=None):
         self._log({"op": "push", "key": key, "round": round, "slot": int(slot), "num_slots": int(num_slots),
-                   "trained": bool(trained), "parts": [[k, int(i), rows is not None] for k, i, rows, _ in parts]},
+                   "trained": bool(trained), "rate": rate, "parts": [[k, int(i), rows is not None] for k, i, rows, _ in parts]},
                   [np.asarray(a) for _, _, rows, values in parts for a in ([] if rows is None else [rows]) + [values]])
 
     def _replay(self, path):
@@ -212,7 +220,7 @@ class ParameterServer:
                     rows = next(it) if has_rows else None
                     parts.append((vkey, shard, rows, next(it)))
                 self._push(header["key"], header["round"], header["slot"], header["num_slots"], header["trained"],
-                           parts)
+                           parts, header.get("rate"))
         return any_record
 
     # ---- checkpoints --------------------------------------------------------------------------
@@ -242,8 +250,8 @@ class ParameterServer:
             # not in it (their workers will not push them again): they start the new journal
             self._journal.truncate()
             for r, slots in sorted(self._pending.items()):
-                for slot, (key, trained, parts) in sorted(slots.items()):
-                    self._log_push(key, r, slot, self._round_slots[r], trained, parts)
+                for slot, (key, trained, parts, rate) in sorted(slots.items()):
+                    self._log_push(key, r, slot, self._round_slots[r], trained, parts, rate)
         return self.version
 
     def _restore(self, path):
@@ -268,3 +276,15 @@ class ParameterServer:
                     if n.startswith(f"opt/{i}/slot/"):
                         _, _, _, vkey, shard, slot_name = n.split("/", 5)
                         opt._slots[(id(self._vars[(vkey, int(shard))]), slot_name)].assign(f.get_tensor(n))
+
+
+def _identity(key):
+    """An optimizer key (its JSON config) with a learning rate that is a number set to 0."""
+    if key is None:
+        return None
+    config = json.loads(key)
+    inner = config.get("config", {})
+    if isinstance(inner.get("learning_rate"), (int, float)):
+        inner["learning_rate"] = 0.0
+    return json.dumps(config, sort_keys=True)
+

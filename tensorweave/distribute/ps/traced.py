@@ -11,9 +11,16 @@ traces it once (per input signature, as ``tw.function`` does) and then only runs
   them); before each run they are refilled from the servers with one call per server.
 - ``optimizer.apply_gradients`` on sharded variables inside the function makes the gradients
   outputs of the graph; they are pushed after the run (a synchronous round as usual).
-- A lookup of rows of a sharded table (an embedding) decides by its ids what to pull, so a
-  function that does one runs eagerly (its Python function, every step), as before.
+- A lookup of rows of a sharded table (an embedding, ``tw.nn.embedding_lookup``) is a node of
+  the graph (:func:`sparse_lookup`): when it runs, it pulls only the unique rows its ids touch
+  into the worker's lasting row buffer (one row per id of the traced shape: the most a batch can
+  touch) and gives each id its row's position; the lookup gathers from the buffer, so the
+  table's gradient is an ``IndexedSlices`` over those positions, an output of the graph, pushed
+  after the run as the global rows (a sparse push). A function that looks a table up twice, reads
+  it whole too, or has ids of unknown size runs eagerly (its Python function, every step).
 """
+import numpy as np
+
 from tensorweave.distribute.ps import variable as _variable
 
 
@@ -31,6 +38,9 @@ class TracedFunction:
         self._reads = []          # the sharded variables the graph reads: refilled before each run
         self._pushes = []         # [(optimizer, variables, positions of their gradients in the outputs)]
         self._mirrors = {}
+        self._sparse = []         # the tables the graph looks up (their row buffers are in _mirrors)
+        self._pulled = {}         # table key -> the global rows its lookup pulled in this run
+        self._run_step = None     # the Step running the graph (its lookups pull for its round)
         self.traces = 0
 
     def __getstate__(self):
@@ -49,7 +59,8 @@ class TracedFunction:
         if self._graph is None:
             import tensorweave as tw
             self._graph = tw.function(self._body)
-        step.mirrors = self._mirrors
+        step.mirrors, step.traced, self._run_step = self._mirrors, self, step
+        self._pulled = {}
         try:
             for v, value in zip(self._reads, _variable.pull_whole(self._reads, step.min_version)
                                 if self._reads else []):
@@ -60,18 +71,21 @@ class TracedFunction:
                 iterators[p._id].unread(batches[p._id])
             self._eager, self._graph = True, None
             step.mirrors, step.collected, step.dense_reads = None, None, []
+            step.locals.clear()                   # (the trace's lookups: the eager run pulls its own)
             return self.python_function(*_substitute(args, iterators), **_substitute(kwargs, iterators))
         finally:
-            step.mirrors, step.collected = None, None
+            step.mirrors, step.collected, step.traced, self._run_step = None, None, None, None
+        for table in self._sparse:             # the gradients' positions -> the rows pulled (_rows_of)
+            step.locals[table._key] = (self._mirrors[("rows", table._key)], self._pulled.get(table._key))
         for optimizer, variables, positions in self._pushes:
-            _variable.push_gradients(optimizer, [None if i is None else grads[i] for i in positions], variables)
+            _variable.push_gradients(optimizer, [_output(grads, i) for i in positions], variables)
         return result
 
     def _body(self, batches, args, kwargs):
         step = _variable.current_step()
         self.traces += 1
         ones = {k: _OneBatch(v) for k, v in batches.items()}
-        step.collected, step.dense_reads = [], []
+        step.collected, step.dense_reads, self._sparse = [], [], []
         result = self.python_function(*_fill(args, ones), **_fill(kwargs, ones))
         for k, one in ones.items():
             if one.count != 1:
@@ -80,15 +94,70 @@ class TracedFunction:
                     "function reads it once per call. Hint: schedule its python_function to run it eagerly")
         self._reads = list(step.dense_reads)
         flat, self._pushes = [], []
+        from tensorweave.ops.indexed_slices import IndexedSlices
         for optimizer, grads, variables in step.collected:
             positions = []
             for g in grads:
+                if isinstance(g, IndexedSlices):      # a lookup's gradient: its values and positions
+                    positions.append((len(flat), len(flat) + 1, g.dense_shape))
+                    flat += [g.values, g.indices]
+                    continue
                 positions.append(None if g is None else len(flat))
                 if g is not None:
                     flat.append(g)
             self._pushes.append((optimizer, variables, positions))
         step.collected = None
         return result, flat
+
+
+def _output(grads, position):
+    """A gradient from the graph's outputs (an ``IndexedSlices`` travels as values and indices)."""
+    if position is None or isinstance(position, int):
+        return None if position is None else grads[position]
+    from tensorweave.ops.indexed_slices import IndexedSlices
+    values, indices, dense_shape = position
+    return IndexedSlices(grads[values], grads[indices], dense_shape)
+
+
+def sparse_lookup(table, step, ids):
+    """Rows ``ids`` of the sharded ``table`` inside a traced function (see the module): a
+    ``numpy_function`` node pulls the unique rows into the row buffer and gives each id its
+    row's position; the buffer's ``sparse_read`` of the positions is the lookup."""
+    from tensorweave.core.context import init_scope
+    from tensorweave.core.convert import convert_to_tensor
+    from tensorweave.ops.array_ops import reshape
+    from tensorweave.ops.script_ops import numpy_function
+    from tensorweave.ops.variables import Variable
+    fn = step.traced
+    ids = convert_to_tensor(ids)
+    n = ids.shape.num_elements() if ids.shape.is_fully_defined() else None
+    if n is None or table._key in step.locals or table in step.dense_reads:
+        why = ("ids of unknown size" if n is None else "a second lookup in one function" if table._key in step.locals
+               else "a lookup after a whole read")
+        raise NeedsEager(f"{why} of the sharded table '{table._name}'")
+    if not ids.dtype.is_integer:
+        raise TypeError(f"embedding_lookup: ids for '{table._name}' must be integers, got {ids.dtype.name}")
+    rest = table.shape.as_list()[1:]
+    key = ("rows", table._key)
+    with init_scope():                       # (now, not in the graph)
+        rows = fn._mirrors.get(key)
+        if rows is None or rows.shape.as_list()[0] != max(n, 1):
+            rows = fn._mirrors[key] = Variable(np.zeros([max(n, 1)] + rest, table.dtype.np_dtype),
+                                               trainable=table.trainable, name=table._name.split("/")[-1] + "_rows")
+    step.locals[table._key] = (rows, None)       # this trace looks it up (ShardedVariable.handle: the buffer)
+    fn._sparse.append(table)
+
+    def pull(values):
+        flat = np.asarray(values).reshape(-1).astype(np.int64)
+        table._check_ids(flat)
+        uids, inverse = np.unique(flat, return_inverse=True)
+        buffer = np.zeros([max(n, 1)] + rest, table.dtype.np_dtype)
+        buffer[:len(uids)] = table._pull_rows(uids, fn._run_step.min_version)
+        rows.assign(buffer)
+        fn._pulled[table._key] = uids
+        return inverse.astype(np.int64)
+    positions = reshape(numpy_function(pull, [ids], "int64", name="pull_rows"), ids.shape.as_list())
+    return rows.sparse_read(positions)
 
 
 class _Slot:

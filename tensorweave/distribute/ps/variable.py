@@ -51,10 +51,12 @@ class Step:
         self.locals = {}          # variable key -> (local tw.Variable, unique global rows or None)
         self.dense_reads = []     # the variables read whole (prefetched by the next step)
         self.pushed = False
+        self.rates = {}           # optimizer token -> its learning rate when the coordinator scheduled this step
         # while a traced function (``traced.py``) is traced: the worker's lasting local copies
         # (the graph captures them; each run refills them first) and the pushes, kept for after the run
         self.mirrors = None
         self.collected = None
+        self.traced = None        # the TracedFunction being traced or run (its lookups' pulls report there)
 
     @property
     def min_version(self):
@@ -227,8 +229,8 @@ class ShardedVariable:
             return gather(self.read_value(), indices)
         step = current_step()
         if step is not None and step.mirrors is not None:
-            from tensorweave.distribute.ps.traced import NeedsEager
-            raise NeedsEager(f"a lookup of the sharded table '{self._name}'")
+            from tensorweave.distribute.ps.traced import sparse_lookup
+            return sparse_lookup(self, step, indices)
         ids = np.asarray(indices.numpy() if hasattr(indices, "numpy") else indices)
         if not np.issubdtype(ids.dtype, np.integer):
             raise TypeError(f"embedding_lookup: ids for '{self._name}' must be integers, got {ids.dtype}")
@@ -264,6 +266,9 @@ class ShardedVariable:
                 f"ShardedVariable '{self._name}' is differentiated inside a step scheduled with "
                 "ClusterCoordinator.schedule (on a worker), not on the coordinator")
         if step.mirrors is not None:
+            rows = step.mirrors.get(("rows", self._key))
+            if rows is not None and self._key in step.locals:     # looked up in this trace: the pulled rows
+                return rows.handle
             return self._mirror(step).handle
         entry = step.locals.get(self._key)
         if entry is None:      # not read in this step: a handle no op uses (its gradient is None)
@@ -363,46 +368,81 @@ def _rows_of(variable, step, gradient):
 def optimizer_key(optimizer):
     """The optimizer's identity on the servers: its class and config (JSON) and the token the
     coordinator stamped on it (:func:`stamp_optimizers`), so two optimizers with one config
-    keep separate state."""
+    keep separate state (a server tells optimizers apart without their rate if it is a number:
+    a push carries the rate, :func:`push_rate`)."""
     from tensorweave.keras import optimizers
     config = optimizers.serialize(optimizer)
     config["tw_ps_token"] = optimizer.__dict__.get("_tw_ps_token")
     return json.dumps(config, sort_keys=True, default=str)
 
 
-def stamp_optimizers(fn, _seen=None):
+def learning_rates(optimizers):
+    """``{token: rate}`` of the stamped ``optimizers`` whose rate is a number (a variable, a
+    value set with ``optimizer.learning_rate = x``, a callable's value): what a step scheduled
+    now pushes with, so a change on the coordinator reaches the servers from the next step."""
+    from tensorweave.keras.optimizers.schedules import LearningRateSchedule
+    return {opt.__dict__["_tw_ps_token"]: _rate_of(opt) for opt in optimizers
+            if not isinstance(opt._learning_rate, LearningRateSchedule)}
+
+
+def _rate_of(optimizer):
+    """The optimizer's rate as a number, without making its state (an optimizer that has made
+    its step counter and rate variables no longer pickles: it travels to the workers)."""
+    lr = optimizer._learning_rate
+    if callable(lr) and not hasattr(lr, "numpy"):
+        lr = lr()
+    return np.float32(lr.numpy() if hasattr(lr, "numpy") else lr)
+
+
+def push_rate(optimizer, step):
+    """The learning rate a push of ``optimizer`` applies with: None for a schedule; the rate the
+    coordinator had when it scheduled ``step``; else the optimizer's own."""
+    from tensorweave.keras.optimizers.schedules import LearningRateSchedule
+    if isinstance(optimizer._learning_rate, LearningRateSchedule):
+        return None
+    rate = (step.rates if step is not None else {}).get(optimizer.__dict__.get("_tw_ps_token"))
+    return float(_rate_of(optimizer) if rate is None else rate)
+
+
+def stamp_optimizers(fn, _seen=None, _found=None):
     """Gives every Keras optimizer reachable from ``fn``'s closure (through nested functions,
-    bound methods, lists, tuples and dicts) a token, before ``fn`` travels to the workers:
-    the copies the workers unpickle then name the same optimizer state on the servers."""
+    bound methods, lists, tuples and dicts; an object's ``tw_ps_optimizers``) a token, before
+    ``fn`` travels to the workers: the copies the workers unpickle then name the same optimizer
+    state on the servers. Returns the optimizers found (the coordinator's objects)."""
     import types
     import uuid
     from tensorweave.keras.optimizers.optimizer import Optimizer
     seen = set() if _seen is None else _seen
+    found = [] if _found is None else _found
     if id(fn) in seen:
-        return
+        return found
     seen.add(id(fn))
     if isinstance(fn, Optimizer):
         fn.__dict__.setdefault("_tw_ps_token", uuid.uuid4().hex)
+        found.append(fn)
+    elif getattr(type(fn), "tw_ps_optimizers", None) is not None:
+        stamp_optimizers(list(fn.tw_ps_optimizers), seen, found)
     elif isinstance(fn, types.MethodType):
-        stamp_optimizers(fn.__self__, seen)
-        stamp_optimizers(fn.__func__, seen)
+        stamp_optimizers(fn.__self__, seen, found)
+        stamp_optimizers(fn.__func__, seen, found)
     elif isinstance(fn, types.FunctionType):
         for cell in fn.__closure__ or ():
             try:
-                stamp_optimizers(cell.cell_contents, seen)
+                stamp_optimizers(cell.cell_contents, seen, found)
             except ValueError:          # an empty cell
                 pass
         for name in fn.__code__.co_names:
             if name in fn.__globals__:
                 value = fn.__globals__[name]
                 if isinstance(value, (Optimizer, types.FunctionType)) and not isinstance(value, type):
-                    stamp_optimizers(value, seen)
+                    stamp_optimizers(value, seen, found)
     elif isinstance(fn, (list, tuple)):
         for x in fn:
-            stamp_optimizers(x, seen)
+            stamp_optimizers(x, seen, found)
     elif isinstance(fn, dict):
         for x in fn.values():
-            stamp_optimizers(x, seen)
+            stamp_optimizers(x, seen, found)
+    return found
 
 
 def push_gradients(optimizer, grads, variables):
@@ -436,11 +476,11 @@ def push_gradients(optimizer, grads, variables):
             lo, hi = np.searchsorted(rows, [off, off + n])
             if hi > lo:
                 per_server.setdefault(ps, []).append((v._key, i, rows[lo:hi] - off, values[lo:hi]))
-    key = optimizer_key(optimizer)
+    key, rate = optimizer_key(optimizer), push_rate(optimizer, step)
     if step is None or step.round is None:
-        ray.get([servers[ps].push.remote(key, None, 0, 1, True, parts) for ps, parts in per_server.items()])
+        ray.get([servers[ps].push.remote(key, None, 0, 1, True, parts, rate) for ps, parts in per_server.items()])
     else:
-        ray.get([s.push.remote(key, step.round, step.slot, step.num_slots, True, per_server.get(ps, []))
+        ray.get([s.push.remote(key, step.round, step.slot, step.num_slots, True, per_server.get(ps, []), rate)
                  for ps, s in enumerate(servers)])
     if step is not None:
         step.pushed = True

@@ -25,8 +25,15 @@ connected cluster's workers:
   ``.rank``, a note naming the stage, the action and the micro-batch, and the op error's own
   text (op, shapes, the user's line); the other workers' waits are aborted (no hang).
 
-The optimizer (``Pipeline.train_step``) is the driver's: its update of the global variables
-runs on the workers op by op as any eager global op.
+- **The update in the step call** (``Pipeline.train_step(x, y, optimizer)``): the driver's
+  optimizer is built for the pipeline's variables (its slots are global variables beside
+  them, on the stage's workers) and bound once per worker (its class and config; the slots as
+  the worker's shards); each step's call then carries the step count and the learning rate
+  (a schedule's value, or what ``optimizer.learning_rate = x`` set), and the worker applies
+  its gradient sums to its shards itself — one call per worker per step in all, no gradient
+  leaves its worker (a stage of several workers all-reduces among them). The driver's
+  ``iterations`` goes up by one. ``forward_backward`` + ``optimizer.apply_gradients`` on the
+  driver keeps working and gives the same weights (the same slot variables), op by op.
 """
 import io
 import time
@@ -37,7 +44,7 @@ from tensorweave.core import errors
 from tensorweave.core.sbp import B, P, Broadcast
 from tensorweave.distribute.layout import balanced_bounds
 from tensorweave.distribute.ray.pieces import RemotePiece, RemoteVariable, _call, heap_of
-from tensorweave.distribute.ray.pipeline_worker import w_bind, w_step
+from tensorweave.distribute.ray.pipeline_worker import w_bind, w_bind_optimizer, w_step
 
 
 def _user_module(name):
@@ -120,6 +127,22 @@ def _check_stage(pipe, s, placement):
                 "are replicated (B) for now. Hint: run tensor-parallel stages on in-process ranks")
 
 
+def _check_optimizer(optimizer):
+    """What the workers' copies cannot do alone: say so, and what to use instead."""
+    why = None
+    if optimizer.global_clipnorm:
+        why = "global_clipnorm needs the norm of every stage's gradients"
+    elif optimizer.use_ema:
+        why = "use_ema keeps moving averages the workers do not hold"
+    elif optimizer._exclude_ids or optimizer._exclude_pattern is not None:
+        why = "exclude_from_weight_decay names the driver's variables"
+    if why:
+        raise errors.UnimplementedError(
+            f"pipeline.train_step on Ray workers: {type(optimizer).__name__}'s update runs on the workers, and {why}. "
+            "Hint: loss, grads, variables = pipe.forward_backward(x, y); optimizer.apply_gradients(zip(grads, "
+            "variables)) updates from the driver")
+
+
 class RayPipeline:
     """The Ray side of one :class:`~tensorweave.distribute.pipeline.Pipeline` on one cluster."""
 
@@ -130,6 +153,8 @@ class RayPipeline:
         self.ranks = sorted({r for p in self.placements for r in p.ranks})
         self.key = None
         self.last_step = None
+        self._optimizers = {}     # id(optimizer) -> (optimizer, token, slot variables bound)
+        self._seeded = None       # the driver's random-state cache when the workers' streams last restarted
 
     def __del__(self):
         if self.key is not None:
@@ -168,9 +193,64 @@ class RayPipeline:
                 per_worker[i][m] = np.ascontiguousarray(a[lo + a_lo:lo + a_hi])
         return per_worker, [hi - lo for lo, hi in bounds], a.shape[0]
 
-    def step(self, x, y=None, train=True):
+    def _owners(self):
+        owner = {}
+        for s, fn in enumerate(self.pipe.stages):
+            for v in getattr(fn, "trainable_variables", ()):
+                owner.setdefault(id(v), s)
+        return owner
+
+    def _bind_optimizer(self, optimizer):
+        """Builds ``optimizer`` for the pipeline's variables on the driver (slot variables beside
+        each variable) and gives every worker its copy (once, and again when it got new slots);
+        returns the token the step calls name it by."""
+        variables = self.pipe.trainable_variables
+        if not optimizer.built:
+            optimizer.build(variables)
+        else:
+            new = [v for v in variables if id(v) not in optimizer._index]
+            if new:
+                optimizer._extend(new)
+        bound = self._optimizers.get(id(optimizer))
+        if bound is not None and bound[0] is optimizer and bound[2] == len(optimizer._slots):
+            return bound[1]
+        index = {id(v): j for j, v in enumerate(variables)}
+        owner = self._owners()
+        config = dict(optimizer.get_config(), learning_rate=0.0)      # the rate travels with each step
+        data = _dumps((type(optimizer), config))
+        token = self.heap.key()
+        slots = {r: {} for r in self.ranks}
+        for (vid, name), slot in optimizer._slots.items():
+            j = index.get(vid)
+            if j is None:
+                continue
+            for piece in slot._locals:
+                slots[piece.rank].setdefault(j, {})[name] = piece.key
+        stage_ranks = {r: {} for r in self.ranks}
+        for j, v in enumerate(variables):
+            for r in self.placements[owner[id(v)]].ranks:
+                stage_ranks[r][j] = self.placements[owner[id(v)]].ranks
+        _call(self.cluster, w_bind_optimizer, [(self.key, token, data, slots[r], stage_ranks[r]) for r in self.ranks],
+              self.ranks)
+        self._optimizers[id(optimizer)] = (optimizer, token, len(optimizer._slots))
+        return token
+
+    def train_step(self, x, y, optimizer):
+        """One training step with the update on the workers (one call per worker); the loss."""
+        _check_optimizer(optimizer)
+        if self.key is None:
+            self._bind()
+        token = self._bind_optimizer(optimizer)
+        lr = optimizer.learning_rate
+        lr = np.asarray(lr.numpy() if hasattr(lr, "numpy") else lr, np.float32)
+        loss = self.step(x, y, update=(token, int(optimizer.iterations.numpy()), lr))
+        optimizer.iterations.assign_add(np.int64(1))
+        return loss
+
+    def step(self, x, y=None, train=True, update=None):
         """One step's schedule on the workers: ``(loss, gradients, variables)`` when training,
-        the outputs (a global tensor on the last stage's placement) for inference."""
+        the outputs (a global tensor on the last stage's placement) for inference; with
+        ``update`` (``train_step``) the loss, the update applied on the workers."""
         from tensorweave.distribute.global_tensor import GlobalTensor
         t0 = time.perf_counter()
         if self.key is None:
@@ -179,15 +259,18 @@ class RayPipeline:
         xs, rows, total = self._rows(x, 0, "x")
         ys = self._rows(y, last, "y")[0] if train else None
         variables = pipe.trainable_variables
-        owner = {}
-        for s, fn in enumerate(pipe.stages):
-            for v in getattr(fn, "trainable_variables", ()):
-                owner.setdefault(id(v), s)
+        owner = self._owners()
         grad_keys = {r: {} for r in self.ranks}
-        if train:
+        if train and update is None:
             for j, v in enumerate(variables):
                 for r in self.placements[owner[id(v)]].ranks:
                     grad_keys[r][j] = self.heap.key()
+        from tensorweave.ops.random_ops import current_state
+        # seeded draws in the stages as this process's would be: its global seed, and a restart of
+        # the workers' streams after each set_seed here (which gives the state a new cache)
+        state = current_state()
+        seed = (state.seed, state.cache is not self._seeded)
+        self._seeded = state.cache
         per_rank = []
         for r in self.ranks:
             actions = [(a.stage, a.micro_batch, a.kind) for a in pipe.schedule
@@ -198,7 +281,7 @@ class RayPipeline:
                 i = self.placements[last].ranks.index(r)
                 y_r = ys[i]
                 weights = {m: len(y_r[m]) / total for m in y_r}
-            per_rank.append((self.key, actions, rows, x_r, y_r, weights, grad_keys[r], train))
+            per_rank.append((self.key, actions, rows, x_r, y_r, weights, grad_keys[r], train, update, seed))
         answers = dict(zip(self.ranks, _call(self.cluster, w_step, per_rank, self.ranks)))
         self.last_step = {"seconds": time.perf_counter() - t0,
                           "workers": {r: {"busy_s": a[4] - a[5], "wait_s": a[5], "held": a[3]}
@@ -213,6 +296,9 @@ class RayPipeline:
             for m in sorted(answers[r][0]):
                 part = answers[r][0][m] if part is None else part + answers[r][0][m]
             loss = part if r == self.placements[last].ranks[0] else loss + part
+        import tensorweave as tw
+        if update is not None:
+            return tw.constant(np.asarray(loss, np.float32))
         grads = []
         for j, v in enumerate(variables):
             placement = self.placements[owner[id(v)]]
@@ -223,7 +309,6 @@ class RayPipeline:
             pieces = [RemotePiece(self.heap, r, grad_keys[r][j], *mt) for r, mt in zip(placement.ranks, metas)]
             sbp = (B,) if len(placement.ranks) == 1 else (P,)
             grads.append(GlobalTensor(pieces, placement, sbp, v.shape.as_list(), v.dtype))
-        import tensorweave as tw
         return tw.constant(np.asarray(loss, np.float32)), grads, variables
 
     def _outputs(self, answers):

@@ -10,6 +10,16 @@ gradient over its micro-batches in its store. Hand-offs are point to point (``se
 blocks, ``recv`` waits for the one it needs) over the cluster's transport between workers,
 so a stage starts a micro-batch as soon as its input has arrived.
 
+With an optimizer (``Pipeline.train_step``) the same call ends with the update: the worker's
+copy of the optimizer (bound once: built from the driver's class and config, its slots the
+worker's shards of the driver's slot variables) applies the step's gradient sums to the
+worker's shards, with the driver's step count and learning rate of this step; a stage of
+several workers first all-reduces its gradients (one buffer per stage).
+
+Seeded random ops in a stage (dropout) give each micro-batch its rows of the draw the
+unpipelined step makes for the whole batch (``pipeline_random.py``; the driver's global seed
+travels with the call).
+
 Rows: micro-batch ``m`` has ``rows[m]`` rows; on a stage of ``n`` workers worker ``i`` holds the
 balanced slice ``i`` of them (``S(0)``). A hand-off sends each receiver the rows it holds of the
 sender's slice, so stages of different widths meet (data parallel inside a stage).
@@ -76,10 +86,40 @@ class WorkerStages:
         self.loss = payload["loss"]
         self.placements = [tuple(p) for p in placements]
         self.ranks = tuple(sorted({r for p in self.placements for r in p}))
+        self.optimizers = {}      # token -> (optimizer, [(variable index, shard, its stage's ranks)])
 
 
 def w_bind(worker, key, data, placements):
     worker.store[key] = WorkerStages(worker, data, placements)
+
+
+def w_bind_optimizer(worker, key, token, data, slots, stage_ranks):
+    """Makes this worker's copy of an optimizer of the pipeline ``key``: ``data`` is its class
+    and config (the learning rate a number, set every step), ``slots[j][name]`` the store key of
+    this worker's shard of variable ``j``'s slot ``name``, ``stage_ranks[j]`` the workers of
+    ``j``'s stage (its gradients are all-reduced over them), for every variable ``j`` it holds."""
+    wp = worker.store[key]
+    cls, config = pickle.loads(data)
+    opt = cls.from_config(config)
+    held = {j: v for _, variables in wp.stages.values() for j, v in variables}
+    index = {id(v): j for j, v in held.items()}
+
+    def from_store(reference, name=None, initializer="zeros"):
+        j = index[id(reference)]
+        try:
+            slot = worker.store[slots.get(j, {})[name]]
+        except KeyError:
+            raise RuntimeError(f"pipeline: the optimizer {cls.__name__} on worker {worker.rank} asks for a slot "
+                               f"'{name}' of variable {j} that the driver's optimizer does not have") from None
+        opt._slots[(id(reference), name)] = slot
+        return slot
+
+    opt.add_variable_from_reference = from_store      # build() takes the driver's slots, not new zeros
+    try:
+        opt.build([held[j] for j in sorted(held)])
+    finally:
+        del opt.add_variable_from_reference
+    wp.optimizers[token] = (opt, [(j, held[j], tuple(stage_ranks[j])) for j in sorted(held)])
 
 
 class _Run:
@@ -92,20 +132,28 @@ class _Run:
         self.wait = 0.0
 
 
-def w_step(worker, key, actions, rows, xs, ys, weights, grad_keys, train):
+def w_step(worker, key, actions, rows, xs, ys, weights, grad_keys, train, update=None, seed=None):
     """Runs this worker's ``actions`` (``(stage, micro-batch, kind)`` in schedule order) of one
-    step; returns ``(losses, gradient metas, outputs, peak tapes held, seconds, seconds waiting)``."""
+    step, then with ``update = (optimizer token, step count, learning rate)`` applies the
+    gradient sums to its shards; ``seed`` is ``(the driver's global random seed, whether it was
+    set since the last step)``: the worker's streams restart as the driver's did. Returns ``(losses,
+    gradient metas, outputs, peak tapes held, seconds, seconds waiting)``."""
     import tensorweave as tw
     from tensorweave.distribute.ray.pieces import worker_runtime
+    from tensorweave.distribute.pipeline_random import MicroBatchDraws
+    from tensorweave.ops import random_ops
     worker_runtime(worker).bind_thread()      # the rank's runtime (one CPU), as the worker's eager ops use
+    if seed is not None and (seed[1] or random_ops.current_state().seed != seed[0]):
+        random_ops.set_seed(seed[0])          # seeded draws as the driver's (one device's) would be
     wp = worker.store[key]
     comm = worker.comm(wp.ranks)
     t0 = time.perf_counter()
     run = _Run()
+    run.draws = MicroBatchDraws(sum(rows))
     for s, m, kind in actions:
         try:
             if kind == "F":
-                _forward(worker, wp, comm, run, s, m, rows[m], xs, ys, weights, train)
+                _forward(worker, wp, comm, run, s, m, rows, xs, ys, weights, train)
             else:
                 _backward(worker, wp, comm, run, s, m, rows[m])
         except BaseException as e:
@@ -113,6 +161,9 @@ def w_step(worker, key, actions, rows, xs, ys, weights, grad_keys, train):
                 e.add_note(f"(pipeline stage {s}, {'forward' if kind == 'F' else 'backward'} of micro-batch {m}, "
                            f"on Ray worker {worker.rank})")
             raise
+    run.draws.finish()
+    if update is not None:
+        _update(worker, wp, run, *update)
     metas = {}
     for j, k in grad_keys.items():
         g = run.acc.get(j)
@@ -123,6 +174,32 @@ def w_step(worker, key, actions, rows, xs, ys, weights, grad_keys, train):
         metas[j] = (g.shape, g.dtype.str)
     outputs = [run.outputs[m] for m in sorted(run.outputs)]
     return run.losses, metas, outputs, run.peak, time.perf_counter() - t0, run.wait
+
+
+def _update(worker, wp, run, token, iterations, learning_rate):
+    """The optimizer's step on this worker's shards: gradients of a stage of several workers
+    summed over them first (one all-reduce of one buffer per stage), then applied with the
+    driver's step count and learning rate."""
+    import tensorweave as tw
+    opt, held = wp.optimizers[token]
+    grads = {j: run.acc[j] for j, _, _ in held if j in run.acc}
+    by_stage = {}
+    for j, _, ranks in held:
+        if len(ranks) > 1 and j in grads:
+            by_stage.setdefault(ranks, []).append(j)
+    for ranks, js in by_stage.items():
+        parts = [np.asarray(tw.convert_to_tensor(grads[j]).numpy()) for j in js]
+        flat = worker.comm(ranks).all_reduce(np.concatenate([p.reshape(-1) for p in parts]))
+        at = 0
+        for j, p in zip(js, parts):
+            grads[j] = tw.constant(np.asarray(flat[at:at + p.size]).reshape(p.shape))
+            at += p.size
+    pairs = [(grads[j], v) for j, v, _ in held if j in grads]
+    if not pairs:
+        return
+    opt.iterations.assign(np.int64(iterations))
+    opt._learning_rate.assign(np.asarray(learning_rate, opt._learning_rate.dtype.np_dtype))
+    opt.apply_gradients(pairs)
 
 
 def _index(wp, stage):
@@ -150,19 +227,23 @@ def _send(wp, comm, rows, value, src_stage, dst_stage, me, tag):
             comm.send(value[lo - lo_me:hi - lo_me], wp.ranks.index(dst[j]), tag)
 
 
-def _forward(worker, wp, comm, run, s, m, rows, xs, ys, weights, train):
+def _forward(worker, wp, comm, run, s, m, all_rows, xs, ys, weights, train):
     import tensorweave as tw
     fn, variables = wp.stages[s]
-    last = len(wp.placements) - 1
+    last, rows = len(wp.placements) - 1, all_rows[m]
     x = tw.constant(xs[m] if s == 0 else _receive(wp, comm, run, rows, s - 1, s, worker.rank, ("F", s - 1, m)))
+    lo, hi = balanced_bounds(rows, len(wp.placements[s]))[wp.placements[s].index(worker.rank)]
+    draws = run.draws.micro_batch(s, sum(all_rows[:m]) + lo, hi - lo)     # its rows of the batch's draws
     if not train:
-        out = fn(x)
+        with draws:
+            out = fn(x)
     else:
         with tw.GradientTape() as tape:
             if s:
                 tape.watch(x)
             tape.watch([v for _, v in variables])     # the worker's shards are not trainable variables
-            out = fn(x)
+            with draws:
+                out = fn(x)
             if s == last:
                 out = wp.loss(tw.constant(ys[m]), out)
                 if out.shape.rank:          # per-example losses ("mse"): their mean, as Keras reduces
