@@ -231,3 +231,9 @@ def test_winograd_stacks_on_one_thread_match_the_float64_reference(forced, monke
     log.clear()
     ck.conv_forward(x[:1], f, [1, 1], [1, 1], "SAME", "NHWC")
     assert log == []
+
+
+def test_the_old_tiling_is_kept_behind_its_switch(monkeypatch):
+    """``TW_CONV_ONE_THREAD=0``: tiles as the byte budget gives them, no one-thread flag."""
+    monkeypatch.setattr(conv_tiles, "ENABLED", False)
+    assert conv_tiles.split(64, 16384, 1 << 20, cores=2) == (1 << 20, False)

@@ -11,7 +11,8 @@ A batch of one image stays one tile: its GEMM keeps the size-measured threads of
 ``gemm.serial_work`` (batch-1 inference).
 
 The cut depends on the cores the process may use, not on the thread setting, so results do not
-change with ``tw.config.threading``.
+change with ``tw.config.threading``. ``TW_CONV_ONE_THREAD=0`` restores the earlier behaviour
+(tiles as the byte budget gives them, each GEMM's threads by its size), for comparisons.
 
 >>> from tensorweave.kernels.cpu import conv_tiles
 >>> conv_tiles.split(64, 16384, 1 << 20, cores=2)   # 64 images of 16 KB: two tiles of 32
@@ -19,13 +20,19 @@ change with ``tw.config.threading``.
 >>> conv_tiles.split(1, 16384, 1 << 20, cores=2)
 (1048576, False)
 """
+import os
+
 from tensorweave.kernels import threads
+
+ENABLED = os.environ.get("TW_CONV_ONE_THREAD", "1") != "0"
 
 
 def split(n, per_image_bytes, tile_bytes, cores=None):
     """``(tile_bytes, one_thread)`` for ``over_tiles(n, per_image_bytes, tile_bytes, run)``: the
     tile size lowered so that a batch of ``n`` makes at least ``cores`` tiles (no lower than one
     image), and whether there is more than one tile (then each tile's GEMM is one-threaded)."""
+    if not ENABLED:
+        return tile_bytes, False
     cores = threads.cores() if cores is None else cores
     per_image_bytes = max(1, per_image_bytes)
     images = max(1, min(n, tile_bytes // per_image_bytes))
