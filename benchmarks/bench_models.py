@@ -84,7 +84,9 @@ PREDICT = {"mlp_predict": "mlp", "cnn_predict": "cnn"}
 #: tensorweave with its GEMM backend forced (``TW_BLAS``) or tuned per shape class from an empty
 #: tuning cache (``TW_BLAS_TUNE=1``): same-run comparisons of the backend choice (issue 18)
 TW_VARIANTS = {"mkl": {"TW_BLAS": "mkl"}, "numpy": {"TW_BLAS": "numpy"},
-               "tune": {"TW_BLAS": "auto", "TW_BLAS_TUNE": "1"}}
+               "tune": {"TW_BLAS": "auto", "TW_BLAS_TUNE": "1"},
+               # convolutions' tile GEMMs as before issue 18 session 11 (conv_tiles.py)
+               "convold": {"TW_CONV_ONE_THREAD": "0"}}
 FRAMEWORKS = ("tensorweave", "tensorweave-blas1", "torch", "jax", "tensorflow") + tuple(
     f"tensorweave-{v}" for v in TW_VARIANTS)
 PEER_NAMES = ("torch", "jax", "tensorflow")

@@ -8,7 +8,9 @@ strided copy of the window view, into padding kept in a small per-tile buffer) a
 by the filter matrix with BLAS. The buffer is bounded by :data:`TILE_BYTES`; a whole-batch
 column matrix would be ``prod(ksize)`` times the input (85 MB for the second convolution of
 a 128-image MNIST CNN). With several intra-op threads the tiles run side by side, each
-thread with single-threaded BLAS (``tiles.over_tiles``).
+thread with single-threaded BLAS (``tiles.over_tiles``); a batch makes at least one tile per
+core, and each tile's GEMM runs on the library measured faster on one thread for its shape
+class (``conv_tiles``, ``gemm.matmul(..., one_thread=True)``).
 
 - forward: ``y[tile] = cols @ F``, written straight into the output;
 - filter gradient: ``dF = sum over tiles of cols.T @ dy[tile]``, in tile order;
@@ -27,7 +29,7 @@ import math
 import numpy as np
 
 from tensorweave.core.registry import register_kernel as k
-from tensorweave.kernels.cpu import gemm, nn_loops, winograd
+from tensorweave.kernels.cpu import conv_tiles, gemm, nn_loops, winograd
 from tensorweave.kernels.cpu.nn_util import (channels_first, crop, floats, from_last, geometry,
                                              group_windows, offset_slices, pad, to_last, windows, work)
 from tensorweave.kernels.cpu.tiles import buffer as _buffer
@@ -84,23 +86,26 @@ def _dense_forward(x, f, out, pads, strides, dilations, bias=None, relu=False):
     y = np.empty((n,) + tuple(out) + (o,), x.dtype)
     y2 = y.reshape(n * mi, o)
 
+    tile, one = conv_tiles.split(n, mi * fm.shape[0] * x.itemsize, TILE_BYTES)
+
     def run(b0, b1, scratch):
         rows = y2[b0 * mi:b1 * mi]
-        gemm.matmul(_im2col(x[b0:b1], out, ksize, pads, strides, dilations, scratch), fm, out=rows)
+        gemm.matmul(_im2col(x[b0:b1], out, ksize, pads, strides, dilations, scratch), fm, out=rows, one_thread=one)
         if bias is not None:
             nn_loops.bias_act(rows, bias, relu)
-    over_tiles(n, mi * fm.shape[0] * x.itemsize, TILE_BYTES, run)
+    over_tiles(n, mi * fm.shape[0] * x.itemsize, tile, run)
     return y
 
 
-def _filter_tile(cols, part, images, mi, kc):
+def _filter_tile(cols, part, images, mi, kc, one_thread):
     """One tile's share of the transposed filter gradient: ``part.T @ cols`` (``[O, kc]``; this
     orientation measured ~1.6x faster than ``cols.T @ part``)."""
     o = part.shape[-1]
     if kc * o <= _SKINNY:
         # A tiny output: one small GEMM per image (see _SKINNY).
-        return gemm.matmul(part.reshape(images, mi, o).transpose(0, 2, 1), cols.reshape(images, mi, kc)).sum(axis=0)
-    return gemm.matmul(part.T, cols)
+        return gemm.matmul(part.reshape(images, mi, o).transpose(0, 2, 1), cols.reshape(images, mi, kc),
+                           one_thread=one_thread).sum(axis=0)
+    return gemm.matmul(part.T, cols, one_thread=one_thread)
 
 
 def _dense_backprop_filter(x, fsizes, dy, out, pads, strides, dilations):
@@ -109,11 +114,12 @@ def _dense_backprop_filter(x, fsizes, dy, out, pads, strides, dilations):
     nd, n, o, mi = len(out), x.shape[0], dy.shape[-1], math.prod(out)
     kc = math.prod(fsizes[:-1])
     parts = {}
+    tile, one = conv_tiles.split(n, mi * kc * x.itemsize, TILE_BYTES)
 
     def run(b0, b1, scratch):
         cols = _im2col(x[b0:b1], out, fsizes[:nd], pads, strides, dilations, scratch)
-        parts[b0] = _filter_tile(cols, dy[b0:b1].reshape(-1, o), b1 - b0, mi, kc)
-    over_tiles(n, mi * kc * x.itemsize, TILE_BYTES, run)
+        parts[b0] = _filter_tile(cols, dy[b0:b1].reshape(-1, o), b1 - b0, mi, kc, one)
+    over_tiles(n, mi * kc * x.itemsize, tile, run)
     if not parts:  # empty batch
         return np.zeros((kc, o), dy.dtype)
     order = sorted(parts)
@@ -132,13 +138,14 @@ def _dense_backprop_input(shape, f, dy, out, pads, strides, dilations):
     dx = np.zeros(shape, dy.dtype)
     st, dl = nn_loops.params_3d(strides, nd, 1), nn_loops.params_3d(dilations, nd, 1)
     pb = nn_loops.params_3d([b for b, _ in pads], nd, 0)
+    tile, one = conv_tiles.split(n, mi * kk * c * dy.itemsize, TILE_BYTES)
 
     def run(b0, b1, scratch):
         buf = _buffer(scratch, "dcols", ((b1 - b0) * mi, kk * c), dy.dtype)
-        gemm.matmul(dy[b0:b1].reshape(-1, o), ft, out=buf)
+        gemm.matmul(dy[b0:b1].reshape(-1, o), ft, out=buf, one_thread=one)
         cols = buf.reshape((b1 - b0,) + tuple(out) + tuple(ksize) + (c,))
         nn_loops.col2im(nn_loops.as_3d_windows(cols, nd), st, dl, pb, nn_loops.as_3d(dx[b0:b1], nd))
-    over_tiles(n, mi * kk * c * dy.itemsize, TILE_BYTES, run)
+    over_tiles(n, mi * kk * c * dy.itemsize, tile, run)
     return dx
 
 

@@ -47,6 +47,7 @@ training-step figures.
 >>> gemm.matmul(a, a.T).tolist()
 [[5.0, 14.0], [14.0, 50.0]]
 """
+import contextlib
 import ctypes
 import functools
 import glob
@@ -183,11 +184,19 @@ def _call(fn, trans_a, trans_b, m, n, k, a, lda, b, ldb, c, ldc):
 
 def _ctypes_call_threads(set_local, threads, fn, trans_a, trans_b, m, n, k, a, lda, b, ldb, c, ldc):
     """:func:`_call_threads` through ``ctypes``, while it compiles."""
+    with _mkl_local_threads(set_local, threads):
+        _ctypes_call(fn, trans_a, trans_b, m, n, k, a, lda, b, ldb, c, ldc)
+
+
+@contextlib.contextmanager
+def _mkl_local_threads(set_local, threads):
+    """The calling thread's MKL thread count set to ``threads`` inside, through ``ctypes``
+    (``set_local``: the address of ``MKL_Set_Num_Threads_Local``)."""
     if set_local not in _ctypes_set:
         _ctypes_set[set_local] = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_int)(set_local)
     before = _ctypes_set[set_local](threads)
     try:
-        _ctypes_call(fn, trans_a, trans_b, m, n, k, a, lda, b, ldb, c, ldc)
+        yield
     finally:
         _ctypes_set[set_local](before)
 
@@ -352,19 +361,19 @@ def _numpy_serial(a, b, out):
         put(before)
 
 
-def _serial_library(a, b, out, op_a, op_b, m, n, k, run_mkl):
-    """``"mkl1"`` or ``"numpy1"`` for a product under :func:`serial_work`: the faster library on one
-    thread for its shape class, timed by default (both candidates single-threaded, so no thread
-    pools mix: on AMD EPYC OpenBLAS was 1.3-3x faster on every small product timed, 1x784 @ 784x512
-    30 against 40 µs) and cached per machine like the tuned classes; a product timed now is left
-    in ``out`` (``"done"``)."""
-    seen = (a.dtype.char, op_a[0], op_b[0], m.bit_length(), n.bit_length(), k.bit_length())
+def _serial_library(a, b, out, op_a, op_b, m, n, k, run_mkl, count=1):
+    """``"mkl1"`` or ``"numpy1"`` for a product under :func:`serial_work` (or a stack of ``count``):
+    the faster library on one thread for its shape class, timed by default (both candidates
+    single-threaded, so no thread pools mix: on AMD EPYC OpenBLAS was 1.3-3x faster on every small
+    product timed, 1x784 @ 784x512 30 against 40 µs) and cached per machine like the tuned classes;
+    a product timed now is left in ``out`` (``"done"``)."""
+    seen = (a.dtype.char, op_a[0], op_b[0], m.bit_length(), n.bit_length(), k.bit_length(), count.bit_length())
     got = _serial_chosen.get(seen)
     if got is None:
         if _openblas_threads() is None:
             got = _serial_chosen[seen] = "mkl1"
             return got
-        cls = "serial:" + gemm_tuning.shape_class(m, n, k, a.dtype.name, op_a[0] == _TRANS, op_b[0] == _TRANS)
+        cls = "serial:" + gemm_tuning.shape_class(m, n, k, a.dtype.name, op_a[0] == _TRANS, op_b[0] == _TRANS, count)
         got = _serial_chosen[seen] = tuner().backend(cls)
         if got is None:
             _serial_chosen[seen] = tuner().choose(cls, {"mkl1": run_mkl, "numpy1": lambda: _numpy_serial(a, b, out)},
@@ -436,13 +445,14 @@ def _choose(a, b, out, op_a, op_b, m, n, k, count, run_mkl):
     return backend
 
 
-def _batched(a, b, out):
+def _batched(a, b, out, one_thread=False):
     """A stack of products (``np.matmul``'s broadcasting of one 3-D operand against a 2-D one or a
     stack of one) through one MKL call, or None where it cannot go there. Why not NumPy: its
     stacked ``matmul`` calls OpenBLAS once per matrix, each call waking and joining OpenBLAS's
     threads; on a shared machine every one of those joins can wait for a descheduled thread
     (multi-head attention's 64 products of 128x64 @ 64x128: 1.8 ms quiet, 0.1-1.5 s at load 30-40;
-    MKL's batched call 9-15 ms at that load)."""
+    MKL's batched call 9-15 ms at that load). With ``one_thread`` (see :func:`matmul`) no thread
+    joins at all, and the library is the one measured faster on one thread for the stack's class."""
     fn = _gemm_batch.get(a.dtype) if a.dtype == b.dtype and max(a.ndim, b.ndim) == 3 else None
     if fn is None or min(a.ndim, b.ndim) < 2:
         return None
@@ -459,6 +469,18 @@ def _batched(a, b, out):
 
     def run_mkl():
         fn(op_a[0], op_b[0], m, n, k, a, op_a[1], op_a[2], b, op_b[1], op_b[2], out, n, m * n, count)
+    if one_thread and not _tuning["on"]:
+        threaded = run_mkl
+
+        def run_mkl():
+            with _mkl_local_threads(_gemm_serial[a.dtype].args[0], 1):
+                threaded()
+        backend = _serial_library(a, b, out, op_a, op_b, m, n, k, run_mkl, count)
+        if backend == "numpy1":
+            _numpy_serial(a, b, out)
+        elif backend == "mkl1":
+            run_mkl()
+        return out
     if _tuning["on"]:
         backend = _choose(a, b, out, op_a, op_b, m, n, k, count, run_mkl)
         if backend == "numpy":
@@ -469,12 +491,18 @@ def _batched(a, b, out):
     return out
 
 
-def matmul(a, b, out=None):
+def matmul(a, b, out=None, one_thread=False):
     """``a @ b`` (into ``out`` when given, as ``np.matmul``), through MKL for large enough 2-D
     float32/float64 operands of one dtype, and for stacks of them (a 3-D operand against a 2-D one
-    or a stack of the same count, see :func:`_batched`)."""
+    or a stack of the same count, see :func:`_batched`).
+
+    ``one_thread``: the caller runs products side by side on its own threads (a convolution's
+    tiles, ``tiles.over_tiles``), so this one runs on one thread whatever its size, on whichever
+    library measured faster on one thread for its shape class (as products under
+    :func:`serial_work` do): at a stride-2 input gradient's tile, 2048x32 @ 32x144, MKL took 0.78 ms
+    against OpenBLAS's 0.23 on one thread of an AMD EPYC."""
     if a.ndim == 3 or b.ndim == 3:
-        got = _batched(a, b, out)
+        got = _batched(a, b, out, one_thread and a.dtype in _gemm_serial)
         return np.matmul(a, b, out=out) if got is None else got
     fn = _gemm.get(a.dtype) if a.ndim == 2 and b.ndim == 2 and a.dtype == b.dtype else None
     if fn is None:
@@ -492,7 +520,7 @@ def matmul(a, b, out=None):
         return np.matmul(a, b, out=out)
 
     limit = _serial_work.get(a.dtype)
-    serial = m * n * k < (serial_work(a.dtype) if limit is None else limit)
+    serial = one_thread and a.dtype in _gemm_serial or m * n * k < (serial_work(a.dtype) if limit is None else limit)
     if serial:
         fn = _gemm_serial[a.dtype]
 

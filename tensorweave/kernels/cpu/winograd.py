@@ -31,6 +31,7 @@ import os
 import numpy as np
 
 from tensorweave.core import derived
+from tensorweave.kernels.cpu import conv_tiles, gemm
 from tensorweave.kernels.cpu import winograd_twins as twins
 from tensorweave.kernels.cpu.jit import njit_twin
 from tensorweave.kernels.cpu.tiles import buffer, over_tiles
@@ -293,6 +294,15 @@ def _read_only_transform(f):
     return u
 
 
+def _products(a, b, out, one_thread):
+    """The 36 stacked GEMMs ``a[i] @ b[i]``. With tiles side by side (``one_thread``) on one
+    thread, on the library measured faster on one thread for the stack's shape class
+    (``gemm.matmul``); a single tile (batch 1) keeps NumPy's stacked product on its threads."""
+    if one_thread:
+        return gemm.matmul(a, b, out=out, one_thread=True)
+    return np.matmul(a, b, out=out)
+
+
 class _Blocks:
     """The 4x4 output blocks of a padded 3x3 convolution and the 6x6 input windows they read."""
 
@@ -333,12 +343,15 @@ def conv3x3(x, f, pads, bias=None, relu=False):
     u = transformed_filter(f)
     b = np.zeros(o, x.dtype) if bias is None else np.ascontiguousarray(bias, x.dtype)
 
+    per_image = 36 * blk.per_image() * (blk.c + o) * x.itemsize
+    tile, one = conv_tiles.split(x.shape[0], per_image, TILE_BYTES)
+
     def run(b0, b1, scratch):
         v = blk.transformed_input(x, b0, b1, scratch)
         m = buffer(scratch, "m", (36, v.shape[1], o), x.dtype, axis=1)
-        np.matmul(v, u, out=m)
+        _products(v, u, m, one)
         _output_transform(m, 0, b1 - b0, blk.th, blk.tw, y[b0:b1], b, bias is not None, relu)
-    over_tiles(x.shape[0], 36 * blk.per_image() * (blk.c + o) * x.itemsize, TILE_BYTES, run)
+    over_tiles(x.shape[0], per_image, tile, run)
     return y
 
 
@@ -354,14 +367,17 @@ def conv3x3_backprop_input(x_shape, f, dy, pads):
     if dx.size == 0:
         return dx
 
+    per_image = 36 * blk.per_image() * (c + o) * dy.itemsize
+    tile, one = conv_tiles.split(n, per_image, TILE_BYTES)
+
     def run(b0, b1, scratch):
         wt = buffer(scratch, "w", (36, (b1 - b0) * blk.per_image(), o), dy.dtype, axis=1)
         _output_grad_transform(dy, b0, b1, blk.th, blk.tw, wt)
         e = buffer(scratch, "e", (36, wt.shape[1], c), dy.dtype, axis=1)
-        np.matmul(wt, ut, out=e)
+        _products(wt, ut, e, one)
         dx[b0:b1] = 0
         _input_grad_transform(e, 0, b1 - b0, blk.th, blk.tw, blk.pt, blk.pl, dx[b0:b1])
-    over_tiles(n, 36 * blk.per_image() * (c + o) * dy.itemsize, TILE_BYTES, run)
+    over_tiles(n, per_image, tile, run)
     return dx
 
 
@@ -375,6 +391,7 @@ def conv3x3_backprop_filter(x, dy, pads):
     parts = {}
     per_image = 36 * blk.per_image() * (blk.c + o) * x.itemsize
     sub = max(1, TILE_BYTES // per_image)
+    one = x.shape[0] > GROUP_IMAGES
 
     def run(g0, g1, scratch):
         acc = None
@@ -383,7 +400,7 @@ def conv3x3_backprop_filter(x, dy, pads):
             v = blk.transformed_input(x, b0, b1, scratch)
             w = buffer(scratch, "w", (36, v.shape[1], o), x.dtype, axis=1)
             _output_grad_transform(dy, b0, b1, blk.th, blk.tw, w)
-            part = np.matmul(v.transpose(0, 2, 1), w)
+            part = _products(v.transpose(0, 2, 1), w, None, one)
             if acc is None:
                 acc = part
             else:

@@ -1,0 +1,41 @@
+"""How a convolution's batch is cut into tiles (``tiles.over_tiles``), and whether each tile's
+GEMM then runs on one thread.
+
+At least one tile per core whenever the batch allows: the tiles then run side by side, each with
+its GEMM on one thread (``gemm.matmul(..., one_thread=True)``: MKL or OpenBLAS, whichever measured
+faster on one thread for the product's shape class, cached per machine). Before, a batch whose
+column buffers fit one tile (the ResNet's 1x1 stride-2 shortcuts: 64 images of 16x16x16 in
+1 MB) ran as one GEMM on MKL's threads, whose thread hand-offs at an inner dimension of 16 took
+2.5 ms where OpenBLAS on one thread took 0.18 (AMD EPYC, BENCHMARKS.md issue 18 session 11).
+A batch of one image stays one tile: its GEMM keeps the size-measured threads of
+``gemm.serial_work`` (batch-1 inference).
+
+The cut depends on the cores the process may use, not on the thread setting, so results do not
+change with ``tw.config.threading``. ``TW_CONV_ONE_THREAD=0`` restores the earlier behaviour
+(tiles as the byte budget gives them, each GEMM's threads by its size), for comparisons.
+
+>>> from tensorweave.kernels.cpu import conv_tiles
+>>> conv_tiles.split(64, 16384, 1 << 20, cores=2)   # 64 images of 16 KB: two tiles of 32
+(524288, True)
+>>> conv_tiles.split(1, 16384, 1 << 20, cores=2)
+(1048576, False)
+"""
+import os
+
+from tensorweave.kernels import threads
+
+ENABLED = os.environ.get("TW_CONV_ONE_THREAD", "1") != "0"
+
+
+def split(n, per_image_bytes, tile_bytes, cores=None):
+    """``(tile_bytes, one_thread)`` for ``over_tiles(n, per_image_bytes, tile_bytes, run)``: the
+    tile size lowered so that a batch of ``n`` makes at least ``cores`` tiles (no lower than one
+    image), and whether there is more than one tile (then each tile's GEMM is one-threaded)."""
+    if not ENABLED:
+        return tile_bytes, False
+    cores = threads.cores() if cores is None else cores
+    per_image_bytes = max(1, per_image_bytes)
+    images = max(1, min(n, tile_bytes // per_image_bytes))
+    if n >= 2 and cores >= 2:
+        images = min(images, -(-n // cores))
+    return (images * per_image_bytes if n >= 2 else tile_bytes), images < n
