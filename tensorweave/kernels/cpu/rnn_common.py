@@ -40,11 +40,6 @@ def step_mask(mask, b, t):
     return np.ones((b, t), np.bool_) if mask is None else np.ascontiguousarray(mask, dtype=np.bool_)
 
 
-def time_index(s, t, go_backwards):
-    """The original time index of processed step ``s``."""
-    return t - 1 - s if go_backwards else s
-
-
 def project_inputs(x, kernel, wd, res):
     """``x @ kernel`` for all steps, written into the reserve's first ``kernel.shape[1]`` columns."""
     b, t, f = x.shape
