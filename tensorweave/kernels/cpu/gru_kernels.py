@@ -10,6 +10,9 @@ The reserve holds per batch row and original time step ``[z, r, hh, rh, h_{t-1}]
 ``rh`` is ``h U_h + rb_h`` (``reset_after``; the gradient of ``r`` needs it) or ``r * h``
 (the operand of ``d U_h``).
 
+The step loops (``_forward_steps`` / ``_backward_steps``) are compiled whole with the products
+called from inside (``rnn_gemm``); run as Python they are the twin.
+
 Backward: a step's gradient into ``h_{t-1}`` has a direct part (``dh' z``, and ``r * d(r h)``
 without ``reset_after``), which the compiled pass writes into ``dh``, and the recurrent GEMM's
 part, added at the start of the next pass. Masked rows get zero gate gradients, so the GEMM
