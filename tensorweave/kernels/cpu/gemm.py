@@ -244,6 +244,19 @@ def compiled_gemm(dtype, m, n, k):
     return serial.args[2], serial.args[0], 1 if m * n * k < serial_work(dtype) else 0
 
 
+def serial_library(dtype, m, n, k):
+    """``"mkl1"`` or ``"numpy1"``: the one-thread library :func:`matmul` runs an ``m x k @ k x n``
+    product (no transposes) of this shape class on, timed now on scratch operands when the class is
+    new, as :func:`matmul` times its first product. For compiled loops that call the library
+    themselves (``rnn_gemm.py``); MKL with a per-thread setting must be loaded."""
+    dtype = np.dtype(dtype)
+    a, b, out = np.zeros((m, k), dtype), np.zeros((k, n), dtype), np.empty((m, n), dtype)
+    args = (a, b, out, (_NO_TRANS, k), (_NO_TRANS, n), m, n, k,
+            functools.partial(_gemm_serial[dtype], _NO_TRANS, _NO_TRANS, m, n, k, a, k, b, n, out, n))
+    got = _serial_library(*args)
+    return _serial_library(*args) if got == "done" else got
+
+
 def _address(fn):
     return ctypes.cast(fn, ctypes.c_void_p).value
 
@@ -344,6 +357,7 @@ def _openblas_threads():
                     getter, setter = getattr(so, get), getattr(so, put)
                     getter.restype, setter.argtypes = ctypes.c_int, (ctypes.c_int,)
                     _openblas["found"] = (getter, setter)
+                    _openblas["library"] = so       # its cblas_?gemm, for compiled loops (rnn_gemm.py)
                     break
     return _openblas["found"]
 

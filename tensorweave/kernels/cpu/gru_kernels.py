@@ -10,6 +10,9 @@ The reserve holds per batch row and original time step ``[z, r, hh, rh, h_{t-1}]
 ``rh`` is ``h U_h + rb_h`` (``reset_after``; the gradient of ``r`` needs it) or ``r * h``
 (the operand of ``d U_h``).
 
+The step loops (``_forward_steps`` / ``_backward_steps``) are compiled whole with the products
+called from inside (``rnn_gemm``); run as Python they are the twin.
+
 Backward: a step's gradient into ``h_{t-1}`` has a direct part (``dh' z``, and ``r * d(r h)``
 without ``reset_after``), which the compiled pass writes into ``dh``, and the recurrent GEMM's
 part, added at the start of the next pass. Masked rows get zero gate gradients, so the GEMM
@@ -20,6 +23,7 @@ import numpy as np
 from tensorweave.core.registry import register_kernel as k
 from tensorweave.kernels.cpu import gemm
 from tensorweave.kernels.cpu import rnn_common as rc
+from tensorweave.kernels.cpu import rnn_gemm
 from tensorweave.kernels.cpu.jit import njit, njit_twin
 from tensorweave.kernels.cpu.rnn_activations import (CODES, activate, copy_into, derivative, fill,
                                                       output_gradient, repeat_output)
@@ -138,98 +142,45 @@ def _backward_reset(res, dz, dh, d_rh, scratch, mask, ti, ract):
             dhb[j] += drh[j] * r[j]
 
 
-# ---- the step loops: compiled with the GEMM called from inside, or in Python -------------------
-def _forward_steps(mm, h, h_next, rk_zr, rk_h, rec, rec_h, res, ib, rb, out, m, act, ract, reset_after,
-                   zero_output, go_backwards):
-    """The forward step loop with ``mm(a, b, out)`` for the products; returns the last state."""
-    b, t, _ = res.shape
-    u = h.shape[1]
-    for s in range(t):
-        ti = rc.time_index(s, t, go_backwards)
-        mm(h, rk_zr, rec)
-        _forward_gates(rec, res, ib, rb, h, ti, ract, reset_after)
-        if not reset_after:
-            mm(res[:, ti, 3 * u:4 * u], rk_h, rec_h)
-        _forward_state(rec_h, res, ib, rb, h, h_next, out, m, ti, s, act, reset_after, zero_output)
-        h, h_next = h_next, h
-    return h
-
-
-def _backward_steps(mm, res, d_out, dz, drec, dh, dh_mm, d_rh, carry, scratch, rk_t, rk_zr_t, rk_h_t, m, act,
-                    ract, reset_after, zero_output, go_backwards):
-    """The backward step loop with ``mm(a, b, out)`` for the products (``dh_mm`` ends with the
-    first step's recurrent part, not yet added to ``dh``)."""
-    b, t, _ = res.shape
-    u = dh.shape[1]
-    for s in range(t - 1, -1, -1):
-        ti = rc.time_index(s, t, go_backwards)
-        _backward_gates(res, d_out, dz, drec, dh, dh_mm, carry, scratch, m, ti, s, s < t - 1, act, ract,
-                        reset_after, zero_output)
-        if reset_after:
-            mm(drec[:, ti], rk_t, dh_mm)
-        else:
-            mm(dz[:, ti, 2 * u:], rk_h_t, d_rh)
-            _backward_reset(res, dz, dh, d_rh, scratch, m, ti, ract)
-            mm(dz[:, ti, :2 * u], rk_zr_t, dh_mm)
-
-
-def _python_mm(gemm_fn, set_local, threads):
-    """``mm`` through :func:`gemm.call_threads`: the compiled loops' very calls, from Python."""
-    def mm(a, b, c):
-        gemm.call_rows(gemm_fn, set_local, threads, a, b, c)
-    return mm
-
-
-def _forward_loop_twin(gemm_fn, set_local, threads, *args):
-    return _forward_steps(_python_mm(gemm_fn, set_local, threads), *args)
-
-
-def _backward_loop_twin(gemm_fn, set_local, threads, *args):
-    _backward_steps(_python_mm(gemm_fn, set_local, threads), *args)
-
-
-@njit_twin(_forward_loop_twin)
-def _forward_loop(gemm_fn, set_local, threads, h, h_next, rk_zr, rk_h, rec, rec_h, res, ib, rb, out, m, act, ract,
-                  reset_after, zero_output, go_backwards):
-    """:func:`_forward_steps` compiled, MKL called from inside (no Python between steps: a GRU
-    step is ~20 µs of work, and each trip through Python cost ~15 µs); MKL on ``threads``."""
-    before = gemm.set_threads_local(set_local, threads)
-    b, t, _ = res.shape
+# ---- the step loops: one source, compiled (the product called from inside) or run as its twin -----
+def _forward_steps(mm, interface, fn, h, h_next, rk_zr, rk_h, rec, rec_h, res, ib, rb, out, m, act, ract,
+                   reset_after, zero_output, go_backwards):
+    """The forward step loop, products by ``mm(interface, fn, a, b, out)`` (``rnn_gemm``); returns
+    the last state. Compiled, there is no Python between steps: a GRU step is ~20 µs of work, and
+    each trip through Python cost ~15 µs."""
+    t = res.shape[1]
     u = h.shape[1]
     for s in range(t):
         ti = t - 1 - s if go_backwards else s
-        gemm.gemm_rows(gemm_fn, h, rk_zr, rec)
+        mm(interface, fn, h, rk_zr, rec)
         _forward_gates(rec, res, ib, rb, h, ti, ract, reset_after)
         if not reset_after:
-            gemm.gemm_rows(gemm_fn, res[:, ti, 3 * u:4 * u], rk_h, rec_h)
+            mm(interface, fn, res[:, ti, 3 * u:4 * u], rk_h, rec_h)
         _forward_state(rec_h, res, ib, rb, h, h_next, out, m, ti, s, act, reset_after, zero_output)
         h, h_next = h_next, h
-    gemm.set_threads_local(set_local, before)
     return h
 
 
-@njit_twin(_backward_loop_twin)
-def _backward_loop(gemm_fn, set_local, threads, res, d_out, dz, drec, dh, dh_mm, d_rh, carry, scratch, rk_t, rk_zr_t,
-                   rk_h_t, m, act, ract, reset_after, zero_output, go_backwards):
-    """:func:`_backward_steps` compiled, MKL called from inside, on ``threads``."""
-    before = gemm.set_threads_local(set_local, threads)
-    b, t, _ = res.shape
+def _backward_steps(mm, interface, fn, res, d_out, dz, drec, dh, dh_mm, d_rh, carry, scratch, rk_t, rk_zr_t,
+                    rk_h_t, m, act, ract, reset_after, zero_output, go_backwards):
+    """The backward step loop, products by ``mm`` (``dh_mm`` ends with the first step's recurrent
+    part, not yet added to ``dh``)."""
+    t = res.shape[1]
     u = dh.shape[1]
     for s in range(t - 1, -1, -1):
         ti = t - 1 - s if go_backwards else s
         _backward_gates(res, d_out, dz, drec, dh, dh_mm, carry, scratch, m, ti, s, s < t - 1, act, ract,
                         reset_after, zero_output)
         if reset_after:
-            gemm.gemm_rows(gemm_fn, drec[:, ti], rk_t, dh_mm)
+            mm(interface, fn, drec[:, ti], rk_t, dh_mm)
         else:
-            gemm.gemm_rows(gemm_fn, dz[:, ti, 2 * u:], rk_h_t, d_rh)
+            mm(interface, fn, dz[:, ti, 2 * u:], rk_h_t, d_rh)
             _backward_reset(res, dz, dh, d_rh, scratch, m, ti, ract)
-            gemm.gemm_rows(gemm_fn, dz[:, ti, :2 * u], rk_zr_t, dh_mm)
-    gemm.set_threads_local(set_local, before)
+            mm(interface, fn, dz[:, ti, :2 * u], rk_zr_t, dh_mm)
 
 
-def _matmul_into(a, b, c):
-    gemm.matmul(a, b, out=c)
+_forward_loop = njit_twin(_forward_steps)(_forward_steps)
+_backward_loop = njit_twin(_backward_steps)(_backward_steps)
 
 
 # ---- kernels -------------------------------------------------------------------------------------
@@ -255,11 +206,7 @@ def gru_sequence(x, h0, kernel, recurrent_kernel, input_bias, recurrent_bias, ma
     rec_h = np.empty((b, u), wd)
     args = (h, h_next, rk_zr, rk_h, rec, rec_h, res, ib, rb, out, m, CODES[activation], CODES[recurrent_activation],
             reset_after, zero_output_for_mask, go_backwards)
-    compiled = gemm.compiled_gemm(wd, b, rk_zr.shape[1], u)
-    if compiled is None:
-        h = _forward_steps(_matmul_into, *args)
-    else:
-        h = _forward_loop(*compiled, *args)
+    h = rnn_gemm.run(_forward_loop, rnn_gemm.plan(wd, b, rk_zr.shape[1], u), *args)
     return rc.cast_all(dt, out, h) + (rc.reserve_bytes(res),)
 
 
@@ -283,11 +230,7 @@ def gru_sequence_grad(x, h0, kernel, recurrent_kernel, reserve, d_out, d_h, mask
     m = rc.step_mask(mask, b, t)
     args = (res, d_out, dz, drec, dh, dh_mm, d_rh, carry, scratch, rk_t, rk_zr_t, rk_h_t, m, CODES[activation],
             CODES[recurrent_activation], reset_after, zero_output_for_mask, go_backwards)
-    compiled = gemm.compiled_gemm(wd, b, u, 3 * u)
-    if compiled is None:
-        _backward_steps(_matmul_into, *args)
-    else:
-        _backward_loop(*compiled, *args)
+    rnn_gemm.run(_backward_loop, rnn_gemm.plan(wd, b, u, 3 * u), *args)
     if t:
         dh += dh_mm
     dx, dk = rc.input_grads(x, kernel, dz, wd)

@@ -2,9 +2,10 @@
 sequence forward, and backpropagation through time, with the per-step elementwise work compiled.
 
 The frame (input projection and weight gradients as single GEMMs over all steps, one small
-GEMM per step on NumPy's BLAS, batch-major layout, masks) is ``rnn_common``'s. Per step the
-compiled pass (``_forward_step`` / ``_backward_step``) does the gate activations, the cell
-update and the mask logic for every batch row, without allocating.
+GEMM per step, batch-major layout, masks) is ``rnn_common``'s. Per step the compiled pass
+(``_forward_step`` / ``_backward_step``) does the gate activations, the cell update and the
+mask logic for every batch row, without allocating; the step loops (``_forward_steps`` /
+``_backward_steps``) are compiled whole with the product called from inside (``rnn_gemm``).
 
 The reserve holds per batch row and original time step ``[i, f, g, o, act(c_t), c_{t-1},
 h_{t-1}]`` (activated gates, then the states entering the step). Backward recomputes the
@@ -12,14 +13,17 @@ activation derivatives from the saved outputs.
 
 Measured (B=32, T=80, F=128, U=128, float32, one core, CPU time): forward ~9 ms (was ~18 with
 NumPy per-step ufuncs), backward ~15 ms (was ~19-20), of which ~6 and ~12 ms are GEMMs; in the
-``lstm`` benchmark's step on 2 cores 8.1 and 12.8 ms.
+``lstm`` benchmark's step on 2 cores 8.1 and 12.8 ms. Compiled step loops on one thread (issue 18):
+forward + backward 59 -> 40 ms CPU at load 14 (the per-step Python and ``gemm.matmul``'s checks
+gone, MKL's second thread no longer spinning between steps).
 """
 import numpy as np
 
 from tensorweave.core.registry import register_kernel as k
 from tensorweave.kernels.cpu import gemm
 from tensorweave.kernels.cpu import rnn_common as rc
-from tensorweave.kernels.cpu.jit import njit
+from tensorweave.kernels.cpu import rnn_gemm
+from tensorweave.kernels.cpu.jit import njit, njit_twin
 from tensorweave.kernels.cpu.rnn_activations import (CODES, activate, copy_into, derivative, fill,
                                                       output_gradient, repeat_output)
 from tensorweave.ops.rnn_ops import LSTM_RESERVE
@@ -55,6 +59,7 @@ def _forward_step(z, res, bias, h, c, h_next, c_next, out, mask, ti, s, act, rac
                 hn[j] = o[j] * tc[j]
             copy_into(ob, hn)
         else:                                       # states carry over; the output repeats or is 0
+            fill(r[4 * u:5 * u], 0)                 # unread, but the reserve is an output: no stale bytes
             copy_into(cn, cb)
             copy_into(hn, hb)
             repeat_output(ob, out, b, s, zero_output)
@@ -102,6 +107,39 @@ def _backward_step(res, d_out, dz, dh, dh_mm, dc, carry, scratch, mask, ti, s, t
             dcb[j] = dct[j] * f[j]
 
 
+# ---- the step loops: one source, compiled (the product called from inside) or run as its twin -----
+def _forward_steps(mm, interface, fn, h, c, h_next, c_next, rk, z, res, bias, out, m, act, ract, zero_output,
+                   go_backwards):
+    """The forward step loop, products by ``mm(interface, fn, a, b, out)`` (``rnn_gemm``); returns
+    the last states."""
+    t = res.shape[1]
+    for s in range(t):
+        ti = t - 1 - s if go_backwards else s
+        mm(interface, fn, h, rk, z)
+        _forward_step(z, res, bias, h, c, h_next, c_next, out, m, ti, s, act, ract, zero_output)
+        h, h_next = h_next, h
+        c, c_next = c_next, c
+    return h, c
+
+
+def _backward_steps(mm, interface, fn, res, d_out, dz, dh, dh_mm, dc, carry, scratch, rk_t, m, act, ract,
+                    zero_output, go_backwards):
+    """The backward step loop, products by ``mm``; returns the original index of the last step
+    processed (-1 for none): ``dh_mm`` holds its recurrent gradient, not yet in ``dh``."""
+    t = res.shape[1]
+    tn = -1
+    for s in range(t - 1, -1, -1):
+        ti = t - 1 - s if go_backwards else s
+        _backward_step(res, d_out, dz, dh, dh_mm, dc, carry, scratch, m, ti, s, tn, act, ract, zero_output)
+        mm(interface, fn, dz[:, ti], rk_t, dh_mm)
+        tn = ti
+    return tn
+
+
+_forward_loop = njit_twin(_forward_steps)(_forward_steps)
+_backward_loop = njit_twin(_backward_steps)(_backward_steps)
+
+
 # ---- kernels ------------------------------------------------------------------------------------
 @k("LSTMSequence")
 def lstm_sequence(x, h0, c0, kernel, recurrent_kernel, bias, mask=None, *, activation, recurrent_activation,
@@ -117,13 +155,8 @@ def lstm_sequence(x, h0, c0, kernel, recurrent_kernel, bias, mask=None, *, activ
     h_next, c_next = np.empty_like(h), np.empty_like(c)
     out = np.empty((b, t, u), wd)
     z = np.empty((b, 4 * u), wd)
-    act, ract = CODES[activation], CODES[recurrent_activation]
-    for s in range(t):
-        ti = rc.time_index(s, t, go_backwards)
-        gemm.matmul(h, rk, out=z)
-        _forward_step(z, res, bias_w, h, c, h_next, c_next, out, m, ti, s, act, ract, zero_output_for_mask)
-        h, h_next = h_next, h
-        c, c_next = c_next, c
+    h, c = rnn_gemm.run(_forward_loop, rnn_gemm.plan(wd, b, 4 * u, u), h, c, h_next, c_next, rk, z, res, bias_w,
+                        out, m, CODES[activation], CODES[recurrent_activation], zero_output_for_mask, go_backwards)
     return rc.cast_all(dt, out, h, c) + (rc.reserve_bytes(res),)
 
 
@@ -142,14 +175,8 @@ def lstm_sequence_grad(x, h0, c0, kernel, recurrent_kernel, reserve, d_out, d_h,
     dz = np.empty((b, t, 4 * u), wd)
     rk_t = rc.contiguous(recurrent_kernel.T, wd)     # contiguous: ~1.4x faster per-step GEMM than the view
     m = rc.step_mask(mask, b, t)
-    act, ract = CODES[activation], CODES[recurrent_activation]
-    tn = -1
-    for s in range(t - 1, -1, -1):
-        ti = rc.time_index(s, t, go_backwards)
-        _backward_step(res, d_out, dz, dh, dh_mm, dc, carry, scratch, m, ti, s, tn, act, ract,
-                       zero_output_for_mask)
-        gemm.matmul(dz[:, ti], rk_t, out=dh_mm)
-        tn = ti
+    tn = rnn_gemm.run(_backward_loop, rnn_gemm.plan(wd, b, u, 4 * u), res, d_out, dz, dh, dh_mm, dc, carry, scratch,
+                      rk_t, m, CODES[activation], CODES[recurrent_activation], zero_output_for_mask, go_backwards)
     if tn >= 0:                                       # the first step's recurrent gradient
         np.copyto(dh, dh_mm, where=m[:, tn, None])
     dx, dk = rc.input_grads(x, kernel, dz, wd)

@@ -2,12 +2,12 @@
 ``simple_rnn_kernels.py``).
 
 Every fused recurrent kernel has the same frame: one GEMM projects the input of all steps
-(``x @ kernel``, written straight into the reserve space), a Python loop runs per step one
+(``x @ kernel``, written straight into the reserve space), a step loop runs per step one
 small GEMM plus one compiled pass over the batch rows, and backpropagation through time ends
 with three GEMMs over all ``[batch * time]`` rows (``dx``, ``d kernel``, ``d recurrent_kernel``).
-The GEMMs go through ``gemm.py`` (MKL where installed: per step 44 -> 37 µs, the input
-projection of the lstm benchmark 1.9 -> 1.3 ms); numba's ``np.dot`` would load scipy's
-OpenBLAS, whose spinning threads fight the other library's.
+The sequence-wide GEMMs go through ``gemm.py``; the step loops are compiled whole and call the
+BLAS library from inside (``rnn_gemm.py``); numba's ``np.dot`` would load scipy's OpenBLAS,
+whose spinning threads fight the other libraries'.
 
 Layout: batch-major like the user's ``[batch, time, ...]`` arrays, so no transposing copies.
 The reserve space (an output of raw bytes whose size ``ops/rnn_ops.py`` declares) is
@@ -38,11 +38,6 @@ def contiguous(a, wd):
 
 def step_mask(mask, b, t):
     return np.ones((b, t), np.bool_) if mask is None else np.ascontiguousarray(mask, dtype=np.bool_)
-
-
-def time_index(s, t, go_backwards):
-    """The original time index of processed step ``s``."""
-    return t - 1 - s if go_backwards else s
 
 
 def project_inputs(x, kernel, wd, res):

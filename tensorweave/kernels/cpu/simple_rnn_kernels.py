@@ -1,14 +1,15 @@
 """CPU kernels for ``SimpleRNNSequence`` and ``SimpleRNNSequenceGrad`` (``ops/rnn_ops.py``):
 ``h' = act(x_t @ kernel + bias + h @ recurrent_kernel)`` over a whole sequence and its
 backpropagation through time, in ``rnn_common``'s frame (one small GEMM and one compiled pass
-per step). The reserve holds per batch row and original time step ``[act output, h_{t-1}]``.
+per step, the step loops compiled whole with the product called from inside: ``rnn_gemm``). The reserve holds per batch row and original time step ``[act output, h_{t-1}]``.
 """
 import numpy as np
 
 from tensorweave.core.registry import register_kernel as k
 from tensorweave.kernels.cpu import gemm
 from tensorweave.kernels.cpu import rnn_common as rc
-from tensorweave.kernels.cpu.jit import njit
+from tensorweave.kernels.cpu import rnn_gemm
+from tensorweave.kernels.cpu.jit import njit, njit_twin
 from tensorweave.kernels.cpu.rnn_activations import (CODES, activate, copy_into, derivative, fill,
                                                       output_gradient, repeat_output)
 from tensorweave.ops.rnn_ops import SIMPLE_RESERVE
@@ -51,6 +52,37 @@ def _backward_step(res, d_out, dz, dh, dh_mm, carry, dht, mask, ti, s, tn, act, 
             g_[j] *= dht[j]
 
 
+# ---- the step loops: one source, compiled (the product called from inside) or run as its twin -----
+def _forward_steps(mm, interface, fn, h, h_next, rk, z, res, bias, out, m, act, zero_output, go_backwards):
+    """The forward step loop, products by ``mm(interface, fn, a, b, out)`` (``rnn_gemm``); returns
+    the last state."""
+    t = res.shape[1]
+    for s in range(t):
+        ti = t - 1 - s if go_backwards else s
+        mm(interface, fn, h, rk, z)
+        _forward_step(z, res, bias, h, h_next, out, m, ti, s, act, zero_output)
+        h, h_next = h_next, h
+    return h
+
+
+def _backward_steps(mm, interface, fn, res, d_out, dz, dh, dh_mm, carry, dht, rk_t, m, act, zero_output,
+                    go_backwards):
+    """The backward step loop, products by ``mm``; returns the original index of the last step
+    processed (-1 for none), whose recurrent gradient ``dh_mm`` holds."""
+    t = res.shape[1]
+    tn = -1
+    for s in range(t - 1, -1, -1):
+        ti = t - 1 - s if go_backwards else s
+        _backward_step(res, d_out, dz, dh, dh_mm, carry, dht, m, ti, s, tn, act, zero_output)
+        mm(interface, fn, dz[:, ti], rk_t, dh_mm)
+        tn = ti
+    return tn
+
+
+_forward_loop = njit_twin(_forward_steps)(_forward_steps)
+_backward_loop = njit_twin(_backward_steps)(_backward_steps)
+
+
 @k("SimpleRNNSequence")
 def simple_rnn_sequence(x, h0, kernel, recurrent_kernel, bias, mask=None, *, activation, go_backwards,
                         zero_output_for_mask):
@@ -65,12 +97,8 @@ def simple_rnn_sequence(x, h0, kernel, recurrent_kernel, bias, mask=None, *, act
     h_next = np.empty_like(h)
     out = np.empty((b, t, u), wd)
     z = np.empty((b, u), wd)
-    act = CODES[activation]
-    for s in range(t):
-        ti = rc.time_index(s, t, go_backwards)
-        gemm.matmul(h, rk, out=z)
-        _forward_step(z, res, bias_w, h, h_next, out, m, ti, s, act, zero_output_for_mask)
-        h, h_next = h_next, h
+    h = rnn_gemm.run(_forward_loop, rnn_gemm.plan(wd, b, u, u), h, h_next, rk, z, res, bias_w, out, m,
+                     CODES[activation], zero_output_for_mask, go_backwards)
     return rc.cast_all(dt, out, h) + (rc.reserve_bytes(res),)
 
 
@@ -89,13 +117,8 @@ def simple_rnn_sequence_grad(x, h0, kernel, recurrent_kernel, reserve, d_out, d_
     dz = np.empty((b, t, u), wd)
     rk_t = rc.contiguous(recurrent_kernel.T, wd)
     m = rc.step_mask(mask, b, t)
-    act = CODES[activation]
-    tn = -1
-    for s in range(t - 1, -1, -1):
-        ti = rc.time_index(s, t, go_backwards)
-        _backward_step(res, d_out, dz, dh, dh_mm, carry, dht, m, ti, s, tn, act, zero_output_for_mask)
-        gemm.matmul(dz[:, ti], rk_t, out=dh_mm)
-        tn = ti
+    tn = rnn_gemm.run(_backward_loop, rnn_gemm.plan(wd, b, u, u), res, d_out, dz, dh, dh_mm, carry, dht, rk_t, m,
+                      CODES[activation], zero_output_for_mask, go_backwards)
     if tn >= 0:
         np.copyto(dh, dh_mm, where=m[:, tn, None])
     dx, dk = rc.input_grads(x, kernel, dz, wd)
