@@ -23,6 +23,8 @@ counter folded into the bucket, without the bucketed all-reduce and without the 
 passes (as before issue 13's dp13 work), alternating with one device. ``--optimizer adam`` (or
 ``momentum``) trains with an optimizer whose update the planner shards (ZeRO-1); the issue's
 benchmark is plain SGD, whose update the planner keeps replicated.
+``--decompose`` adds a row splitting the planned step's time (see :func:`decompose`): the
+smaller products, two rank threads side by side, the collectives and hand-off.
 ``--profile`` prints, per plan (one device at the global batch and at the per-rank batch, and
 each rank), the wall and thread-CPU ms per step of each op type.
 ``--pipeline`` adds a row for the same MLP as a 2-stage pipeline (layer 1 on rank 0, layers
@@ -30,7 +32,7 @@ each rank), the wall and thread-CPU ms per step of each op type.
 bubble fraction (one controller runs a time slot's actions one after the other: overhead, not overlap).
 
 Usage: ``python benchmarks/bench_distribute.py [--batch 256] [--ranks 2] [--steps 20] [--rounds 3]
-[--all-cores] [--ablation] [--profile] [--pipeline] [--eager] [--optimizer sgd|momentum|adam]``.
+[--all-cores] [--ablation] [--decompose] [--profile] [--pipeline] [--eager] [--optimizer sgd|momentum|adam]``.
 """
 import argparse
 import json
@@ -224,6 +226,41 @@ def ablation(placement, args, world, ranks):
                "thread_cpu_ms": [round(c, 2) for c in m[2]]} for name, m in best.items()}}
 
 
+def decompose(placement, args, world, ranks):
+    """Where the planned step's time goes, alternating in one run (same load): ``one_device`` (the
+    global batch), ``half_batch`` (one device at the per-rank batch: a rank's work alone),
+    ``independent`` (each rank thread runs its own one-device step at the per-rank batch at once:
+    the ranks' work with no collective, so what two threads side by side cost) and ``planned``
+    (the data-parallel step). ``2 * half_batch / one_device`` is the price of the smaller
+    products, ``independent / half_batch`` that of running side by side, ``planned / independent``
+    that of the collectives and the hand-off."""
+    per_rank = args.batch // args.ranks
+    halves = [tw.function(make(None, per_rank)) for _ in ranks]
+    _one_thread_per_rank(world, ranks)
+    world.run(ranks, lambda i: halves[i]())
+
+    def independent():
+        world.run(ranks, lambda i: halves[i]())
+    fns = {"one_device": (tw.function(make(None, args.batch)), None),
+           "half_batch": (tw.function(make(None, per_rank)), None),
+           "independent": (independent, False), "planned": (tw.function(make(placement, args.batch)), None)}
+    for name, (fn, _) in fns.items():
+        if name != "independent":
+            fn()
+    best = {}
+    names = list(fns)
+    for r in range(args.rounds):
+        for name in names[r % len(names):] + names[:r % len(names)]:
+            fn, inline = fns[name]
+            on_ranks = name in ("independent", "planned")
+            m = measure(fn, args.steps, *((world, ranks, inline) if on_ranks else (None, None)))
+            if name not in best or m[0] > best[name][0]:
+                best[name] = m
+    return {"row": "decomposition", "batch": args.batch, "ranks": args.ranks, **{
+        name: {"steps_s": round(m[0], 2), "cpu_ms": round(m[1], 2), "thread_cpu_ms": [round(c, 2) for c in m[2]]}
+        for name, m in best.items()}}
+
+
 def profile(fn, steps):
     """Per bound plan of ``fn`` (a traced tw.function): {op type: [wall ns, thread CPU ns, count]} over
     ``steps`` calls (the steps of the bound plans wrap themselves; the plans are used as they are)."""
@@ -259,6 +296,8 @@ def main():
     ap.add_argument("--profile", action="store_true")
     ap.add_argument("--eager", action="store_true", help="also the eager global row")
     ap.add_argument("--ablation", action="store_true", help="the planned step without bucketing / passes")
+    ap.add_argument("--decompose", action="store_true",
+                    help="one device at the global and the per-rank batch, independent ranks, the planned step")
     ap.add_argument("--pipeline", action="store_true")
     ap.add_argument("--micro-batches", type=int, default=4)
     ap.add_argument("--optimizer", choices=sorted(OPTIMIZERS), default="sgd",
@@ -287,6 +326,8 @@ def main():
         rows.insert(0, compare("planned_data_parallel_mlp", local_fn, dp_fn, args, world, ranks))
         if args.ablation:
             rows.append(ablation(placement, args, world, ranks))
+        if args.decompose:
+            rows.append(decompose(placement, args, world, ranks))
         if args.eager:
             _one_thread_per_rank(world, ranks)
             local, glob = make(None, args.batch), make(placement, args.batch)
