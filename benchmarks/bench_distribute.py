@@ -23,6 +23,8 @@ counter folded into the bucket, without the bucketed all-reduce and without the 
 passes (as before issue 13's dp13 work), alternating with one device. ``--optimizer adam`` (or
 ``momentum``) trains with an optimizer whose update the planner shards (ZeRO-1); the issue's
 benchmark is plain SGD, whose update the planner keeps replicated.
+``--decompose`` adds a row splitting the planned step's time (see :func:`decompose`): the
+smaller products, two rank threads side by side, the collectives and hand-off.
 ``--profile`` prints, per plan (one device at the global batch and at the per-rank batch, and
 each rank), the wall and thread-CPU ms per step of each op type.
 ``--pipeline`` adds a row for the same MLP as a 2-stage pipeline (layer 1 on rank 0, layers
@@ -30,7 +32,7 @@ each rank), the wall and thread-CPU ms per step of each op type.
 bubble fraction (one controller runs a time slot's actions one after the other: overhead, not overlap).
 
 Usage: ``python benchmarks/bench_distribute.py [--batch 256] [--ranks 2] [--steps 20] [--rounds 3]
-[--all-cores] [--ablation] [--profile] [--pipeline] [--eager] [--optimizer sgd|momentum|adam]``.
+[--all-cores] [--ablation] [--decompose] [--profile] [--pipeline] [--eager] [--optimizer sgd|momentum|adam]``.
 """
 import argparse
 import json
@@ -127,20 +129,28 @@ def steps_per_s(step, steps):
     return steps / (time.perf_counter() - t0)
 
 
-def _rank_cpu(world, ranks):
-    return world.run(ranks, lambda i: time.thread_time())
+def _rank_cpu(world, ranks, inline=None):
+    """Per rank, the CPU seconds of the thread that runs its plan: the calling (controller) thread's
+    for the first rank when planned functions run it there (``plan_function.INLINE_FIRST_RANK``:
+    its figure then includes the controller's own work), else each rank thread's."""
+    from tensorweave.distribute import plan_function
+    got = world.run(ranks, lambda i: time.thread_time())
+    if plan_function.INLINE_FIRST_RANK if inline is None else inline:
+        got[0] = time.thread_time()
+    return got
 
 
-def measure(step, steps, world=None, ranks=None):
-    """(steps/s, process CPU ms per step, [per-rank thread CPU ms per step] or the calling thread's)."""
+def measure(step, steps, world=None, ranks=None, inline=None):
+    """(steps/s, process CPU ms per step, [per-rank thread CPU ms per step] or the calling thread's);
+    ``inline`` False: the first rank's work runs on its own thread (eager global ops)."""
     step()
     c0 = time.process_time()
-    r0 = _rank_cpu(world, ranks) if ranks else [time.thread_time()]
+    r0 = _rank_cpu(world, ranks, inline) if ranks else [time.thread_time()]
     t0 = time.perf_counter()
     for _ in range(steps):
         step()
     wall = time.perf_counter() - t0
-    r1 = _rank_cpu(world, ranks) if ranks else [time.thread_time()]
+    r1 = _rank_cpu(world, ranks, inline) if ranks else [time.thread_time()]
     cpu = (time.process_time() - c0) / steps * 1e3
     return steps / wall, cpu, [(b - a) / steps * 1e3 for a, b in zip(r0, r1)]
 
@@ -152,11 +162,11 @@ def _one_thread_per_rank(world, ranks):
     world.run(ranks, lambda i: rank_threads.use(1))
 
 
-def compare(name, local_step, dp_step, args, world, ranks, extra=None):
+def compare(name, local_step, dp_step, args, world, ranks, extra=None, inline=None):
     one, dp = [], []
     for _ in range(args.rounds):        # alternate: both see the same load
         one.append(measure(local_step, args.steps))
-        dp.append(measure(dp_step, args.steps, world, ranks))
+        dp.append(measure(dp_step, args.steps, world, ranks, inline))
     b1, bd = max(one), max(dp)
     row = {"row": name, "batch": args.batch, "ranks": args.ranks, "one_device_steps_s": round(b1[0], 2),
            "data_parallel_steps_s": round(bd[0], 2), "speedup": round(bd[0] / b1[0], 2), "target": 1.6,
@@ -169,13 +179,14 @@ def compare(name, local_step, dp_step, args, world, ranks, extra=None):
 
 def ablation(placement, args, world, ranks):
     """The planned step built with parts of the data-parallel work switched off, measured in one
-    alternation with one device (same load): ``no_zero`` (no ZeRO-1 updates), ``dp13`` (also the
+    alternation with one device (same load): ``posted`` (every rank's plan handed to its rank
+    thread, the controller waiting, as before dp13's second session), ``no_zero`` (no ZeRO-1 updates), ``dp13`` (also the
     step counter's broadcast of its own, as before zero13), ``no_bucket`` (one blocking all-reduce
     per gradient where it is read, and the planner's plain byte costs), ``before_dp13`` (also no
     graph passes on the rank plans and FLOPS_PER_BYTE 10, as before dp13; rank threads still at one
     thread)."""
-    from tensorweave.distribute import planner
-    variants = {"zero13": {}, "no_zero": {"ZERO_UPDATES": False},
+    from tensorweave.distribute import plan_function, planner
+    variants = {"zero13": {}, "posted": {"inline": False}, "no_zero": {"ZERO_UPDATES": False},
                 "dp13": {"ZERO_UPDATES": False, "FOLD_ONCE_READS": False}, "no_bucket": {
                     "ALL_REDUCE_BUCKET_BYTES": 0, "ZERO_UPDATES": False},
                 "before_dp13": {"ALL_REDUCE_BUCKET_BYTES": 0, "FLOPS_PER_BYTE": 10, "passes": False,
@@ -183,9 +194,9 @@ def ablation(placement, args, world, ranks):
     fns = {"one_device": tw.function(make(None, args.batch))}
     fns["one_device"]()
     for name, patch in variants.items():
-        saved = {k: getattr(planner, k) for k in patch if k != "passes"}
+        saved = {k: getattr(planner, k) for k in patch if k not in ("passes", "inline")}
         for k, v in patch.items():
-            if k != "passes":
+            if k not in ("passes", "inline"):
                 setattr(planner, k, v)
         tw.config.optimizer.set_experimental_options({"disable_meta_optimizer": not patch.get("passes", True)})
         try:
@@ -202,13 +213,52 @@ def ablation(placement, args, world, ranks):
         # by up to 2x at load 20-50 (a position effect; alternated in both orders they were even)
         for name in names[r % len(names):] + names[:r % len(names)]:
             fn = fns[name]
-            m = measure(fn, args.steps, *((None, None) if name == "one_device" else (world, ranks)))
+            plan_function.INLINE_FIRST_RANK = variants.get(name, {}).get("inline", True)
+            try:
+                m = measure(fn, args.steps, *((None, None) if name == "one_device" else (world, ranks)))
+            finally:
+                plan_function.INLINE_FIRST_RANK = True
             if name not in best or m[0] > best[name][0]:
                 best[name] = m
     one = best["one_device"][0]
     return {"row": "ablation", "batch": args.batch, "ranks": args.ranks, **{
         name: {"steps_s": round(m[0], 2), "vs_one_device": round(m[0] / one, 2), "cpu_ms": round(m[1], 2),
                "thread_cpu_ms": [round(c, 2) for c in m[2]]} for name, m in best.items()}}
+
+
+def decompose(placement, args, world, ranks):
+    """Where the planned step's time goes, alternating in one run (same load): ``one_device`` (the
+    global batch), ``half_batch`` (one device at the per-rank batch: a rank's work alone),
+    ``independent`` (each rank thread runs its own one-device step at the per-rank batch at once:
+    the ranks' work with no collective, so what two threads side by side cost) and ``planned``
+    (the data-parallel step). ``2 * half_batch / one_device`` is the price of the smaller
+    products, ``independent / half_batch`` that of running side by side, ``planned / independent``
+    that of the collectives and the hand-off."""
+    per_rank = args.batch // args.ranks
+    halves = [tw.function(make(None, per_rank)) for _ in ranks]
+    _one_thread_per_rank(world, ranks)
+    world.run(ranks, lambda i: halves[i]())
+
+    def independent():
+        world.run(ranks, lambda i: halves[i]())
+    fns = {"one_device": (tw.function(make(None, args.batch)), None),
+           "half_batch": (tw.function(make(None, per_rank)), None),
+           "independent": (independent, False), "planned": (tw.function(make(placement, args.batch)), None)}
+    for name, (fn, _) in fns.items():
+        if name != "independent":
+            fn()
+    best = {}
+    names = list(fns)
+    for r in range(args.rounds):
+        for name in names[r % len(names):] + names[:r % len(names)]:
+            fn, inline = fns[name]
+            on_ranks = name in ("independent", "planned")
+            m = measure(fn, args.steps, *((world, ranks, inline) if on_ranks else (None, None)))
+            if name not in best or m[0] > best[name][0]:
+                best[name] = m
+    return {"row": "decomposition", "batch": args.batch, "ranks": args.ranks, **{
+        name: {"steps_s": round(m[0], 2), "cpu_ms": round(m[1], 2), "thread_cpu_ms": [round(c, 2) for c in m[2]]}
+        for name, m in best.items()}}
 
 
 def profile(fn, steps):
@@ -246,6 +296,8 @@ def main():
     ap.add_argument("--profile", action="store_true")
     ap.add_argument("--eager", action="store_true", help="also the eager global row")
     ap.add_argument("--ablation", action="store_true", help="the planned step without bucketing / passes")
+    ap.add_argument("--decompose", action="store_true",
+                    help="one device at the global and the per-rank batch, independent ranks, the planned step")
     ap.add_argument("--pipeline", action="store_true")
     ap.add_argument("--micro-batches", type=int, default=4)
     ap.add_argument("--optimizer", choices=sorted(OPTIMIZERS), default="sgd",
@@ -274,10 +326,12 @@ def main():
         rows.insert(0, compare("planned_data_parallel_mlp", local_fn, dp_fn, args, world, ranks))
         if args.ablation:
             rows.append(ablation(placement, args, world, ranks))
+        if args.decompose:
+            rows.append(decompose(placement, args, world, ranks))
         if args.eager:
             _one_thread_per_rank(world, ranks)
             local, glob = make(None, args.batch), make(placement, args.batch)
-            rows.append(compare("data_parallel_mlp", local, glob, args, world, ranks))
+            rows.append(compare("data_parallel_mlp", local, glob, args, world, ranks, inline=False))
         from tensorweave.distribute import calibrate, planner
         cal = calibrate.measure()
     load1 = os.getloadavg()[0]

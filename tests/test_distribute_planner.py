@@ -97,7 +97,7 @@ def test_a_call_is_one_hand_off_per_rank(monkeypatch):
     f(x, w, b)                          # traces, plans and binds
     calls = []
     real = world.run
-    monkeypatch.setattr(world, "run", lambda ranks, fn: calls.append(tuple(ranks)) or real(ranks, fn))
+    monkeypatch.setattr(world, "run", lambda ranks, fn, **kw: calls.append(tuple(ranks)) or real(ranks, fn, **kw))
     f(x, w, b)
     assert calls == [(0, 1)]
 

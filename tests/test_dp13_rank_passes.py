@@ -140,12 +140,28 @@ def test_rank_threads_use_their_share_of_the_controllers_blas_threads():
     mkl = [lib for lib in threads._blas() if lib.internal_api == "mkl"]
     if not mkl:
         pytest.skip("MKL is not loaded (its thread count is per thread; OpenBLAS's is the process's)")
+    import numba
+
+    from tensorweave.distribute import plan_function
+    from tensorweave.runtime import executor
     f = tw.function(lambda x: x * 2.0)
     x = tw.constant(_arr(4, 3)).to_global(placement=P2, sbp=S(0))
-    with threadpool_limits(1):
-        f(x)
-        seen = default_world().run([0, 1], lambda i: (mkl[0].num_threads, __import__("numba").get_num_threads()))
-    assert seen == [(1, 1), (1, 1)]
+    f(x)
+    seen, run_plan = [], executor.run_plan
+
+    def recording(plan, feeds):          # the settings each rank's plan runs under, on whichever thread
+        seen.append((plan.spec.label, mkl[0].num_threads, numba.get_num_threads()))
+        return run_plan(plan, feeds)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(executor, "run_plan", recording)
+        for inline in (True, False):
+            mp.setattr(plan_function, "INLINE_FIRST_RANK", inline)
+            with threadpool_limits(2):
+                before = (mkl[0].num_threads, numba.get_num_threads())
+                f(x)
+                # the controller ran rank 0's plan itself (inline) at the ranks' share and has its own count back
+                assert (mkl[0].num_threads, numba.get_num_threads()) == before
+    assert [s[1:] for s in seen] == [(1, 1)] * 4 and len({s[0] for s in seen}) == 2   # both ranks, both ways
 
 
 def test_share_splits_the_controllers_threads_over_the_ranks():

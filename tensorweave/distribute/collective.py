@@ -26,6 +26,7 @@ others is an error naming both.
 ...     list(pool.map(on_rank, range(2)))
 [[3.0, 6.0], [3.0, 6.0]]
 """
+import itertools
 import threading
 import time
 from collections import deque
@@ -184,7 +185,7 @@ class _Ready:
 
 
 class _Round:
-    __slots__ = ("kind", "values", "kinds", "left", "result", "chunks", "next", "done", "extra")
+    __slots__ = ("kind", "values", "kinds", "left", "result", "chunks", "claim", "finished", "done", "extra")
 
     def __init__(self, size, kind):
         self.kind = kind
@@ -193,7 +194,10 @@ class _Round:
         self.left = size
         self.result = None      # all_reduce_start: the sums being filled in, chunk by chunk
         self.chunks = None
-        self.next = self.done = 0
+        # chunk numbers handed out / chunks reduced, as counters: ``next()`` of an itertools.count is
+        # one C call (atomic under the GIL), so members take chunks without the group's lock
+        self.claim = self.finished = None
+        self.done = False       # every chunk reduced (set under the lock)
         self.extra = None       # values the first member attached (a folded _Once read)
 
 
@@ -213,12 +217,27 @@ def _chunks(arrays):
 
 
 def _reduce_chunk(values, out, chunk, op):
-    """``out[k].flat[lo:hi]`` = the members' values there, reduced in rank order (``all_reduce``'s bits)."""
+    """``out[k].flat[lo:hi]`` = the members' values there, reduced in rank order (``all_reduce``'s bits).
+    The first two members' values go straight into ``out`` (one pass over the chunk where a copy
+    of the first and then the sum took two: the same additions in the same order, the same bits)."""
     k, lo, hi = chunk
     dst = out[k].reshape(-1)[lo:hi]
-    np.copyto(dst, values[0][k].reshape(-1)[lo:hi])
-    for v in values[1:]:
-        _REDUCE[op](dst, v[k].reshape(-1)[lo:hi], out=dst)
+    fn = _REDUCE[op]
+    first = values[0][k].reshape(-1)[lo:hi]
+    if len(values) == 1:
+        np.copyto(dst, first)
+        return
+    fn(first, values[1][k].reshape(-1)[lo:hi], out=dst)
+    for v in values[2:]:
+        fn(dst, v[k].reshape(-1)[lo:hi], out=dst)
+
+
+def _finish(rnd):
+    """(Lock held.) Every chunk of ``rnd`` is reduced: its sums become read-only and final."""
+    for a in rnd.result:
+        a.flags.writeable = False
+    rnd.values = None
+    rnd.done = True
 
 
 class _Pending:
@@ -335,41 +354,43 @@ class InProcessGroup:
                     self._cond.notify_all()
                     raise
                 rnd.result = [np.empty(a.shape, a.dtype) for a in rnd.values[0]]
+                rnd.claim, rnd.finished = itertools.count(), itertools.count(1)
                 rnd.chunks = _chunks(rnd.result)
+                if not rnd.chunks:       # nothing to reduce (empty arrays)
+                    _finish(rnd)
                 self._cond.notify_all()
         return _Pending(self, index, seq, rnd, timeout, op)
 
     def reduce_wait(self, pending):
         """The reduced bucket of ``pending``: waits for every member's deposit, reduces chunks
-        until none is left, waits for the chunks others took; read-only arrays shared by all."""
+        until none is left, waits for the chunks others took; read-only arrays shared by all.
+        Taking a chunk and counting it done take no lock (``_Round.claim``/``finished``): two
+        ranks reducing side by side met on the group's lock twice a chunk (a futex wait and
+        wake each time they collided); the lock is taken to wait and, by the member finishing
+        the last chunk, to wake the others."""
         rnd, seq, op = pending.rnd, pending.seq, pending.op
         missing = lambda: [self.ranks[i] for i, k in enumerate(rnd.kinds) if k is None]  # noqa: E731
         what = f"{rnd.kind} (call #{seq})"
-        with self._cond:
-            self._wait(lambda: rnd.chunks is not None, what, missing, pending.timeout)
+        if rnd.chunks is None:
+            with self._cond:
+                self._wait(lambda: rnd.chunks is not None, what, missing, pending.timeout)
+        chunks, values, result, n = rnd.chunks, rnd.values, rnd.result, len(rnd.chunks)
+        claim, finished = rnd.claim, rnd.finished
         while True:
-            with self._cond:
-                self._check_failed()
-                if rnd.next == len(rnd.chunks):
-                    break
-                chunk = rnd.chunks[rnd.next]
-                rnd.next += 1
-            _reduce_chunk(rnd.values, rnd.result, chunk, op)
-            with self._cond:
-                rnd.done += 1
-                if rnd.done == len(rnd.chunks):
-                    for a in rnd.result:
-                        a.flags.writeable = False
-                    rnd.values = None
+            self._check_failed()
+            i = next(claim)
+            if i >= n:
+                break
+            _reduce_chunk(values, result, chunks[i], op)
+            if next(finished) == n:
+                with self._cond:
+                    _finish(rnd)
                     self._cond.notify_all()
         with self._cond:
-            self._wait(lambda: rnd.done == len(rnd.chunks), what, lambda: [], pending.timeout)
+            self._wait(lambda: rnd.done, what, lambda: [], pending.timeout)
             rnd.left -= 1
             if rnd.left == 0:
                 del self._rounds[seq]
-            if not rnd.chunks:       # nothing to reduce (empty arrays)
-                for a in rnd.result:
-                    a.flags.writeable = False
             return rnd.result
 
     def attach(self, pending, values):

@@ -13,6 +13,8 @@ least one); process-wide settings (OpenBLAS's count) are the controller's and ar
 >>> use(1)               # on a rank thread: MKL and numba at one thread here
 1
 """
+import contextlib
+
 from tensorweave.kernels import threads
 
 
@@ -43,4 +45,22 @@ def use(n):
     return n
 
 
-__all__ = ["share", "for_ranks", "use"]
+@contextlib.contextmanager
+def held(n):
+    """:func:`use` ``n`` for the body, then the calling thread's previous per-thread counts again
+    (a controller thread running one rank's plan itself, ``World.run(..., inline=True)``)."""
+    import numba
+    libs = _per_thread_libs()
+    before = [lib.num_threads for lib in libs], numba.get_num_threads()
+    use(n)
+    try:
+        yield n
+    finally:
+        for lib, k in zip(libs, before[0]):
+            if lib.num_threads != k:
+                lib.set_num_threads(k)
+        if numba.get_num_threads() != before[1]:
+            numba.set_num_threads(before[1])
+
+
+__all__ = ["share", "for_ranks", "use", "held"]
