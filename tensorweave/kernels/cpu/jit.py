@@ -12,9 +12,11 @@
   that directory runs code in every later tensorweave process, and no validation of such a
   file as data can rule that out. Python's ``__pycache__`` has the same property, but the
   project's rule (DESIGN §5, SECURITY.md: nothing read from a file runs) is stricter than
-  Python's. Ahead-of-time compilation into the installed package (numba 0.68 still ships the
-  deprecated ``numba.pycc``) would be installed code, not a cache, but needs a C compiler at
-  install time and a fixed signature per kernel and dtype.
+  Python's. Ahead-of-time compilation into the installed package is installed code, not a
+  cache: the loops a cold training step meets are built at install time with the deprecated
+  ``numba.pycc`` (numba 0.68) for fixed signatures (``aot_kernels.py``), checked against the hash
+  the build recorded and put into their dispatchers when defined (``aot.py``); where no build
+  is there (no C compiler, ``TW_AOT=0``) or it does not check out, this module's path runs.
 - ``error_model="numpy"``: division by zero gives inf/NaN as in NumPy instead of raising;
   without the zero check loops with a division vectorize (2.6x on the Adam update).
 - no ``fastmath``: results must match the NumPy references bit for bit where the
@@ -49,6 +51,8 @@ import time
 import numba
 import numpy as np
 
+from tensorweave.kernels.cpu import aot
+
 #: rounds an idle GNU OpenMP worker spins before sleeping (see the module docstring)
 GOMP_SPIN = 10000
 _parallel = {"pid": None, "ok": False}
@@ -58,7 +62,9 @@ _parallel_lock = threading.Lock()
 def njit(fn=None, **options):
     """``numba.njit`` with the settings above. Usable bare or with numba options."""
     def compile_(f):
-        return numba.njit(f, **{"nogil": True, "cache": False, "error_model": "numpy", **options})
+        kernel = numba.njit(f, **{"nogil": True, "cache": False, "error_model": "numpy", **options})
+        aot.attach(kernel)
+        return kernel
     return compile_ if fn is None else compile_(fn)
 
 
@@ -223,6 +229,11 @@ def njit_twin(twin, **options):
 
 
 def compile_now(kernel, *args):
-    """Compiles ``kernel`` for ``args``'s types on this thread (tests compare it with its twin)."""
-    kernel.compile(tuple(kernel.typeof_pyval(a) for a in args))
+    """Compiles ``kernel`` for ``args``'s types on this thread; returns what runs the JIT's loop
+    for them (tests compare it with its twin): ``kernel``, or where an ahead-of-time loop serves
+    these types (``aot.py``), the JIT's compiled entry point."""
+    signature = tuple(kernel.typeof_pyval(a) for a in args)
+    kernel.compile(signature)
+    if signature in getattr(kernel, "aot_signatures", ()):
+        return kernel.overloads[signature].entry_point
     return kernel
