@@ -43,7 +43,7 @@ MANIFEST = "manifest.json"
 FORMAT = 1
 BUILDER = "tensorweave.kernels.cpu.aot_build"
 ENABLED = os.environ.get("TW_AOT", "1") != "0"
-REBUILD = "rebuild with `make aot` (or `python -m tensorweave.kernels.cpu.aot_build`), or set TW_AOT=0"
+REBUILD = "rebuild: `make aot`, or `python -m tensorweave.kernels.cpu.aot_build`; `TW_AOT=0` silences this"
 
 
 class AOTWarning(RuntimeWarning):
