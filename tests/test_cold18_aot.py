@@ -259,3 +259,22 @@ def test_nothing_built_means_no_warning(tmp_path):
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         assert aot.load(str(tmp_path)) is None
+
+
+def test_the_parallel_loops_decision_waits_for_its_hundredth_ask_or_a_wait_for_compiles(monkeypatch):
+    queued = []
+    monkeypatch.setattr(jit, "_parallel", {"pid": None, "ok": False})
+    monkeypatch.setattr(jit, "BACKGROUND", True)
+    monkeypatch.setattr(jit._compiler, "submit", lambda job: queued.append(job) or True)
+    for _ in range(jit.PARALLEL_AFTER):
+        assert jit.parallel_loops(wait=False) is False
+    assert not queued                                  # the one-thread loops answer meanwhile
+    assert jit.parallel_loops(wait=False) is False
+    assert queued == [jit.parallel_loops]
+    jit.parallel_loops(wait=False)
+    assert len(queued) == 1                            # queued once
+    monkeypatch.setattr(jit, "_parallel", {"pid": None, "ok": False})
+    jit.parallel_loops(wait=False)
+    monkeypatch.setattr(jit._compiler, "thread_pid", None)
+    jit.wait_for_compiles()                            # a benchmark reaching its steady state
+    assert queued == [jit.parallel_loops] * 2

@@ -73,18 +73,34 @@ def _probe(out):
         out[i] = i
 
 
+#: ``parallel_loops(wait=False)`` answers False this many times before it queues the decision:
+#: starting numba's thread pool and compiling a parallel loop costs ~2 s of CPU on the background
+#: thread, which holds the GIL for much of it (on a loaded machine the training thread then waits
+#: for the GIL while that thread waits for a core). The callers' one-thread loops (built ahead
+#: of time, ``aot.py``) give the same bits meanwhile; :func:`wait_for_compiles` queues it at once.
+PARALLEL_AFTER = 100
+
+
+def _queue_parallel():
+    _parallel["queued"] = os.getpid()
+    _compiler.submit(parallel_loops)
+
+
 def parallel_loops(wait=True):
     """Whether kernels may run ``parallel=True`` loops in this process (see the module
     docstring). Decided on first use — a tiny parallel loop starts numba's thread pool; a
     threading layer the user chose (``NUMBA_THREADING_LAYER``) is kept, and used only if
-    thread-safe. ``wait=False``: until decided, False, and the decision (a compile) is made
-    on the background compiler thread."""
-    if _parallel["pid"] == os.getpid():
+    thread-safe. ``wait=False``: until decided, False; after ``PARALLEL_AFTER`` such calls
+    the decision (a compile) is made on the background compiler thread."""
+    pid = os.getpid()
+    if _parallel["pid"] == pid:
         return _parallel["ok"]
     if not wait and BACKGROUND:
-        if _parallel.get("queued") != os.getpid():
-            _parallel["queued"] = os.getpid()
-            _compiler.submit(parallel_loops)
+        if _parallel.get("queued") != pid:
+            asked = _parallel.get("asked")
+            asked = _parallel["asked"] = (pid, asked[1] + 1 if asked and asked[0] == pid else 1)
+            if asked[1] > PARALLEL_AFTER:
+                _queue_parallel()
         return False
     with _parallel_lock:
         if _parallel["pid"] != os.getpid():
@@ -169,8 +185,13 @@ if hasattr(os, "register_at_fork"):
 
 
 def wait_for_compiles():
-    """Blocks until every compile queued so far has finished (tests, benchmarks)."""
-    if _compiler.stopped or _compiler.thread_pid != os.getpid():
+    """Blocks until every compile queued so far has finished (tests, benchmarks), the parallel
+    loops' decision included once they were asked for (see ``PARALLEL_AFTER``)."""
+    pid = os.getpid()
+    asked = _parallel.get("asked")
+    if asked and asked[0] == pid and _parallel.get("queued") != pid and _parallel["pid"] != pid:
+        _queue_parallel()
+    if _compiler.stopped or _compiler.thread_pid != pid:
         return
     done = threading.Event()
     _compiler.submit(done.set)
