@@ -1,7 +1,7 @@
 # Set-up is the same for every target: a virtual environment in .venv with tensorweave
 # installed (editable) together with its test extra and MKL (the mkl extra: faster matrix
-# products on x86-64 Linux, nothing elsewhere). Works on a fresh machine with Python >= 3.11
-# and pip.
+# products on x86-64 Linux, nothing elsewhere), and the loops a cold training step meets built
+# ahead of time into the package (`aot`). Works on a fresh machine with Python >= 3.11 and pip.
 PYTHON ?= python3
 VENV   := .venv
 PY     := $(VENV)/bin/python
@@ -9,7 +9,7 @@ STAMP  := $(VENV)/.installed
 # Parallel test workers (pytest-xdist); CI machines have 2 cores.
 WORKERS ?= 2
 
-.PHONY: demo test bench setup clean tf-oracle
+.PHONY: demo test bench setup clean tf-oracle aot
 
 demo: $(STAMP)
 	$(PY) -m tensorweave
@@ -33,11 +33,17 @@ setup: $(STAMP)
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install -q -e '.[test,mkl]'
+	$(PY) -m pip install -q -e '.[test,mkl,aot]'
+	-TW_AOT=0 $(PY) -m tensorweave.kernels.cpu.aot_build
 	touch $(STAMP)
 
+# The loops a cold training step meets, compiled ahead of time into the package (needs a C
+# compiler; without one, or when this fails, kernels compile on first use as before).
+aot: $(STAMP)
+	TW_AOT=0 $(PY) -m tensorweave.kernels.cpu.aot_build
+
 clean:
-	rm -rf $(VENV) build dist *.egg-info
+	rm -rf $(VENV) build dist *.egg-info tensorweave/kernels/cpu/_aot
 
 # Differential testing against TensorFlow (tests/tfdiff): records TF's results for every case
 # into tests/tfdiff/tf_results.json, which tests/test_tf_differential.py compares against.

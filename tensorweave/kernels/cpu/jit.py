@@ -12,9 +12,11 @@
   that directory runs code in every later tensorweave process, and no validation of such a
   file as data can rule that out. Python's ``__pycache__`` has the same property, but the
   project's rule (DESIGN §5, SECURITY.md: nothing read from a file runs) is stricter than
-  Python's. Ahead-of-time compilation into the installed package (numba 0.68 still ships the
-  deprecated ``numba.pycc``) would be installed code, not a cache, but needs a C compiler at
-  install time and a fixed signature per kernel and dtype.
+  Python's. Ahead-of-time compilation into the installed package is installed code, not a
+  cache: the loops a cold training step meets are built at install time with the deprecated
+  ``numba.pycc`` (numba 0.68) for fixed signatures (``aot_kernels.py``), checked against the hash
+  the build recorded and put into their dispatchers when defined (``aot.py``); where no build
+  is there (no C compiler, ``TW_AOT=0``) or it does not check out, this module's path runs.
 - ``error_model="numpy"``: division by zero gives inf/NaN as in NumPy instead of raising;
   without the zero check loops with a division vectorize (2.6x on the Adam update).
 - no ``fastmath``: results must match the NumPy references bit for bit where the
@@ -49,6 +51,8 @@ import time
 import numba
 import numpy as np
 
+from tensorweave.kernels.cpu import aot
+
 #: rounds an idle GNU OpenMP worker spins before sleeping (see the module docstring)
 GOMP_SPIN = 10000
 _parallel = {"pid": None, "ok": False}
@@ -58,7 +62,9 @@ _parallel_lock = threading.Lock()
 def njit(fn=None, **options):
     """``numba.njit`` with the settings above. Usable bare or with numba options."""
     def compile_(f):
-        return numba.njit(f, **{"nogil": True, "cache": False, "error_model": "numpy", **options})
+        kernel = numba.njit(f, **{"nogil": True, "cache": False, "error_model": "numpy", **options})
+        aot.attach(kernel)
+        return kernel
     return compile_ if fn is None else compile_(fn)
 
 
@@ -67,18 +73,34 @@ def _probe(out):
         out[i] = i
 
 
+#: ``parallel_loops(wait=False)`` answers False this many times before it queues the decision:
+#: starting numba's thread pool and compiling a parallel loop costs ~2 s of CPU on the background
+#: thread, which holds the GIL for much of it (on a loaded machine the training thread then waits
+#: for the GIL while that thread waits for a core). The callers' one-thread loops (built ahead
+#: of time, ``aot.py``) give the same bits meanwhile; :func:`wait_for_compiles` queues it at once.
+PARALLEL_AFTER = 100
+
+
+def _queue_parallel():
+    _parallel["queued"] = os.getpid()
+    _compiler.submit(parallel_loops)
+
+
 def parallel_loops(wait=True):
     """Whether kernels may run ``parallel=True`` loops in this process (see the module
     docstring). Decided on first use — a tiny parallel loop starts numba's thread pool; a
     threading layer the user chose (``NUMBA_THREADING_LAYER``) is kept, and used only if
-    thread-safe. ``wait=False``: until decided, False, and the decision (a compile) is made
-    on the background compiler thread."""
-    if _parallel["pid"] == os.getpid():
+    thread-safe. ``wait=False``: until decided, False; after ``PARALLEL_AFTER`` such calls
+    the decision (a compile) is made on the background compiler thread."""
+    pid = os.getpid()
+    if _parallel["pid"] == pid:
         return _parallel["ok"]
     if not wait and BACKGROUND:
-        if _parallel.get("queued") != os.getpid():
-            _parallel["queued"] = os.getpid()
-            _compiler.submit(parallel_loops)
+        if _parallel.get("queued") != pid:
+            asked = _parallel.get("asked")
+            asked = _parallel["asked"] = (pid, asked[1] + 1 if asked and asked[0] == pid else 1)
+            if asked[1] > PARALLEL_AFTER:
+                _queue_parallel()
         return False
     with _parallel_lock:
         if _parallel["pid"] != os.getpid():
@@ -163,8 +185,13 @@ if hasattr(os, "register_at_fork"):
 
 
 def wait_for_compiles():
-    """Blocks until every compile queued so far has finished (tests, benchmarks)."""
-    if _compiler.stopped or _compiler.thread_pid != os.getpid():
+    """Blocks until every compile queued so far has finished (tests, benchmarks), the parallel
+    loops' decision included once they were asked for (see ``PARALLEL_AFTER``)."""
+    pid = os.getpid()
+    asked = _parallel.get("asked")
+    if asked and asked[0] == pid and _parallel.get("queued") != pid and _parallel["pid"] != pid:
+        _queue_parallel()
+    if _compiler.stopped or _compiler.thread_pid != pid:
         return
     done = threading.Event()
     _compiler.submit(done.set)
@@ -223,6 +250,11 @@ def njit_twin(twin, **options):
 
 
 def compile_now(kernel, *args):
-    """Compiles ``kernel`` for ``args``'s types on this thread (tests compare it with its twin)."""
-    kernel.compile(tuple(kernel.typeof_pyval(a) for a in args))
+    """Compiles ``kernel`` for ``args``'s types on this thread; returns what runs the JIT's loop
+    for them (tests compare it with its twin): ``kernel``, or where an ahead-of-time loop serves
+    these types (``aot.py``), the JIT's compiled entry point."""
+    signature = tuple(kernel.typeof_pyval(a) for a in args)
+    kernel.compile(signature)
+    if signature in getattr(kernel, "aot_signatures", ()):
+        return kernel.overloads[signature].entry_point
     return kernel

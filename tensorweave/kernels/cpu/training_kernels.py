@@ -62,7 +62,13 @@ def _adam_flat_amsgrad(w, m, v, vh, g, alpha, c1, c2, eps):
 PARALLEL_MIN = 1 << 16
 
 
-@njit_twin(_adam_numpy, parallel=True)
+def _adam_chunks_twin(w, m, v, g, alpha, c1, c2, eps, chunks):
+    """While the parallel loop compiles: the one-thread loop (built ahead of time where it was,
+    ``aot.py``; else its own twin). Elementwise, so the same bits."""
+    _adam_flat(w, m, v, g, alpha, c1, c2, eps)
+
+
+@njit_twin(_adam_chunks_twin, parallel=True)
 def _adam_chunks(w, m, v, g, alpha, c1, c2, eps, chunks):
     n = w.shape[0]
     for c in numba.prange(chunks):   # the vectorised one-thread loop on each chunk

@@ -1,0 +1,61 @@
+"""The kernels built ahead of time into the installed package (``aot_build``), and the
+argument types each is built for.
+
+Only the loops a cold process meets in its first training steps are here (the main job's CNN,
+and the dense layers and Adam it shares with the MLP), each for exactly the argument types its
+callers pass (numba's dispatcher calls an ahead-of-time loop only on an exact match of the
+arguments' types, so a signature missing here just means the JIT path of ``jit.py``).
+``parallel=True`` loops cannot be built ahead of time (numba's thread pool is set up by the
+JIT); they keep compiling in the background, and their twins call the one-thread loops here.
+
+Keys are modules, values map a kernel's name in its module to its numba signatures (strings,
+parsed by ``numba.core.sigutils``).
+
+>>> sorted(KERNELS)[0]
+'tensorweave.kernels.cpu.gemm'
+>>> all(s.startswith("void(") or s.startswith("int64(") for k in KERNELS.values() for ss in k.values() for s in ss)
+True
+"""
+
+
+def _array(ndim, dtype="float32", layout="C"):
+    """numba's spelling of a contiguous array type."""
+    if layout == "F":
+        return f"{dtype}[::1{', :' * (ndim - 1)}]"
+    return f"{dtype}[{':, ' * (ndim - 1)}::1]"
+
+
+_F1, _F2, _F3, _F4, _F5 = (_array(n) for n in range(1, 6))
+_F2F = _array(2, layout="F")
+_I32 = _array(1, "int32")
+_D1 = _array(1, "float64")
+_I, _T3 = "int64", "UniTuple(int64, 3)"
+
+
+def _gemm(a, b):
+    return f"void({', '.join([_I] * 6)}, {a}, {_I}, {b}, {_I}, {_F2}, {_I})"
+
+
+KERNELS = {
+    "tensorweave.kernels.cpu.gemm": {
+        # MKL's cblas_sgemm called from compiled code; the address is an argument, not built in
+        "_call": [_gemm(_F2, _F2), _gemm(_F2, _F2F), _gemm(_F2F, _F2)],
+    },
+    "tensorweave.kernels.cpu.nn_loops": {
+        "bias_act": [f"void({_F2}, {_F1}, boolean)"],
+        "column_sums": [f"void({_F2}, {_D1})"],
+        "relu_grad_column_sums": [f"void({_F2}, {_F2}, {_F2}, {_D1})"],
+        "shift_rows": [f"int64({_F2}, {_I32}, {_F2}, {_F1})"],
+        "xent_from_exps": [f"void({_F2}, {_I32}, {_F1}, {_F1}, boolean)"],
+        "max_windows": [f"void({_F5}, {_T3}, {_T3}, {_T3}, {_F5}, {_F5}, boolean, boolean)"],
+    },
+    "tensorweave.kernels.cpu.winograd": {
+        "_input_transform": [f"void({_F4}, {_I}, {_I}, {_I}, {_I}, {_F3})"],
+        "_output_transform": [f"void({_F3}, {_I}, {_I}, {_I}, {_I}, {_F4}, {_F1}, boolean, boolean)"],
+        "_output_grad_transform": [f"void({_F4}, {_I}, {_I}, {_I}, {_I}, {_F3})"],
+        "_input_grad_transform": [f"void({_F3}, {_I}, {_I}, {_I}, {_I}, {_I}, {_I}, {_F4})"],
+    },
+    "tensorweave.kernels.cpu.training_kernels": {
+        "_adam_flat": [f"void({_F1}, {_F1}, {_F1}, {_F1}, float32, float32, float32, float32)"],
+    },
+}

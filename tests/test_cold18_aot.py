@@ -1,0 +1,280 @@
+"""Kernels built ahead of time (``kernels/cpu/aot*.py``): they give the JIT's bits on every
+signature they serve, a call with those types compiles nothing, and a build that does not check
+out (module file changed or missing, manifest unreadable, another machine, a kernel source changed
+since) is never loaded: the JIT path runs, with a warning that says why."""
+import json
+import os
+import shutil
+import warnings
+
+import numba
+import numpy as np
+import pytest
+from numba.core import sigutils
+
+from tensorweave.kernels.cpu import aot, aot_build, aot_kernels, gemm, jit, nn_loops, training_kernels, winograd
+
+RNG = np.random.default_rng(18)
+NN = "tensorweave.kernels.cpu.nn_loops"
+TINY = {NN: {"column_sums": aot_kernels.KERNELS[NN]["column_sums"]}}
+
+
+def _floats(*shape, scale=1.0):
+    return (RNG.standard_normal(shape) * scale).astype(np.float32)
+
+
+def _cases():
+    """``(kernel, args, output positions)`` covering every signature of ``aot_kernels``."""
+    blk = winograd._Blocks((3, 26, 26, 8), ((1, 1), (0, 2)))
+    n, p, c, o = 3, 3 * blk.per_image(), 8, 9
+    xp = np.zeros((n, blk.hp, blk.wp, c), np.float32)
+    xp[:, blk.pt:blk.pt + blk.hh, blk.pl:blk.pl + blk.ww] = _floats(n, blk.hh, blk.ww, c)
+    yield winograd._input_transform, (xp, 0, n, blk.th, blk.tw, np.empty((36, p, c), np.float32)), (5,)
+    for has_bias, relu in ((False, False), (True, True)):
+        yield (winograd._output_transform, (_floats(36, p, o), 0, n, blk.th, blk.tw,
+               np.full((n, blk.ho, blk.wo, o), 7, np.float32), _floats(o), has_bias, relu), (5,))
+    yield (winograd._output_grad_transform, (_floats(n, blk.ho, blk.wo, o), 0, n, blk.th, blk.tw,
+           np.empty((36, p, o), np.float32)), (5,))
+    yield (winograd._input_grad_transform, (_floats(36, p, c), 0, n, blk.th, blk.tw, blk.pt, blk.pl,
+           np.zeros((n, 26, 26, c), np.float32)), (7,))
+    g, y = _floats(37, 19, scale=100), _floats(37, 19)
+    for relu in (False, True):
+        yield nn_loops.bias_act, (y, _floats(19), relu), (0,)
+    yield nn_loops.column_sums, (g, RNG.standard_normal(19)), (1,)
+    yield nn_loops.relu_grad_column_sums, (g, y, np.empty_like(g), np.zeros(19)), (2, 3)
+    x = _floats(50, 10, scale=5)
+    x[3, 0], x[5], x[6, 2] = np.nan, -np.inf, np.inf
+    labels = RNG.integers(0, 10, 50).astype(np.int32)
+    yield nn_loops.shift_rows, (x, labels, np.zeros_like(x), np.zeros(50, np.float32)), (2, 3)
+    bad = labels.copy()
+    bad[20] = 10
+    yield nn_loops.shift_rows, (x, bad, np.zeros_like(x), np.zeros(50, np.float32)), (2, 3)
+    with np.errstate(all="ignore"):
+        e = np.exp(x)
+    for with_grad in (False, True):
+        yield nn_loops.xent_from_exps, (e, labels, _floats(50), np.zeros(50, np.float32), with_grad), (0, 3)
+    xs = (np.round(RNG.standard_normal((3, 1, 9, 7, 5)) * 2) / 2).astype(np.float32)
+    xs.reshape(-1)[5] = np.nan
+    res = np.zeros((3, 1, 5, 4, 5), np.float32)
+    args = (xs, (1, 3, 3), (1, 2, 2), (0, 1, 1))
+    yield nn_loops.max_windows, args + (res, res.copy(), False, False), (5,)
+    yield nn_loops.max_windows, args + (_floats(*res.shape), np.zeros_like(xs), True, False), (5,)
+    w, m, g1, v = _floats(1000), _floats(1000, scale=0.1), _floats(1000), np.abs(_floats(1000, scale=0.01))
+    coeffs = training_kernels._compute_coefficients(np.dtype(np.float32), 1e-3, 3, 0.9, 0.999) + (np.float32(1e-7),)
+    yield training_kernels._adam_flat, (w, m, v, g1) + coeffs, (0, 1, 2)
+    if gemm.load():
+        import ctypes
+        fn = ctypes.cast(gemm._lib.cblas_sgemm, ctypes.c_void_p).value
+        a, b = _floats(64, 33), _floats(20, 33)
+        yield gemm._call, (fn, gemm._NO_TRANS, gemm._TRANS, 64, 20, 33, a, 33, b, 33, np.zeros((64, 20), np.float32),
+                           20), (10,)
+        yield gemm._call, (fn, gemm._NO_TRANS, gemm._TRANS, 64, 20, 33, a, 33, np.asfortranarray(b.T), 33,
+                           np.zeros((64, 20), np.float32), 20), (10,)
+        yield gemm._call, (fn, gemm._TRANS, gemm._NO_TRANS, 64, 20, 33, np.asfortranarray(a), 64, b.T.copy(), 20,
+                           np.zeros((64, 20), np.float32), 20), (10,)
+
+
+def _same(a, b):
+    a, b = np.asarray(a), np.asarray(b)
+    return a.shape == b.shape and a.dtype == b.dtype and a.tobytes() == b.tobytes()
+
+
+def _types(kernel, args):
+    return tuple(kernel.typeof_pyval(a) for a in args)
+
+
+def _built_loop(lib, kernel, args):
+    fn = kernel.py_func
+    for signature, loop in lib.loops.get((fn.__module__, fn.__qualname__), ()):
+        if tuple(sigutils.normalize_signature(signature)[0]) == _types(kernel, args):
+            return loop
+    return None
+
+
+def _run(fn, args, outs):
+    copied = [a.copy() if i in outs else a for i, a in enumerate(args)]
+    return fn(*copied), [copied[i] for i in outs]
+
+
+def test_the_package_build_gives_the_jit_bits_on_every_signature_it_serves():
+    lib = aot.library()
+    if lib is None:
+        pytest.skip("no ahead-of-time build in this checkout (`make aot`)")
+    covered = set()
+    for kernel, args, outs in _cases():
+        loop = _built_loop(lib, kernel, args)
+        assert loop is not None, (kernel.py_func.__qualname__, _types(kernel, args))
+        assert _types(kernel, args) in kernel.aot_signatures      # attached to the dispatcher
+        r_aot, o_aot = _run(loop, args, outs)
+        r_disp, o_disp = _run(kernel, args, outs)                 # the dispatcher's choice
+        r_jit, o_jit = _run(jit.compile_now(kernel, *args), args, outs)
+        assert r_aot == r_jit == r_disp, kernel.py_func.__qualname__
+        for a, b, c in zip(o_aot, o_jit, o_disp):
+            assert _same(a, b) and _same(a, c), kernel.py_func.__qualname__
+        fn = kernel.py_func
+        covered.add((fn.__module__, fn.__qualname__, _types(kernel, args)))
+    served = {(m, k, tuple(sigutils.normalize_signature(s)[0]))
+              for m, table in aot_kernels.KERNELS.items() for k, sigs in table.items() for s in sigs}
+    missing = served - covered
+    if not gemm.load():
+        missing = {s for s in missing if s[1] != "_call"}
+    assert not missing, f"signatures without a test case: {missing}"
+
+
+def _numba_callees(fn, seen):
+    """Modules defining the numba functions ``fn`` calls, recursively (their code is built in)."""
+    for name in fn.__code__.co_names:
+        obj = fn.__globals__.get(name)
+        if isinstance(obj, numba.core.dispatcher.Dispatcher) and obj.py_func not in seen:
+            seen.add(obj.py_func)
+            yield obj.py_func.__module__
+            yield from _numba_callees(obj.py_func, seen)
+        elif isinstance(obj, numba.core.extending._Intrinsic):
+            yield obj._defn.__module__
+
+
+@pytest.mark.parametrize("module", sorted(aot_kernels.KERNELS))
+def test_every_listed_kernel_can_be_built_and_its_source_hash_covers_its_callees(module):
+    for name, signatures in aot_kernels.KERNELS[module].items():
+        kernel = aot_build._kernel(module, name)
+        for s in signatures:
+            sigutils.normalize_signature(s)
+        assert set(_numba_callees(kernel.py_func, set())) <= {module}, name
+
+
+def test_a_parallel_loop_is_refused_by_the_build():
+    with pytest.raises(ValueError, match=r"_adam_chunks: cannot be built ahead of time with numba options .*parallel"):
+        aot_build._kernel("tensorweave.kernels.cpu.training_kernels", "_adam_chunks")
+
+
+@pytest.fixture(scope="module")
+def tiny_build(tmp_path_factory):
+    """A build of one small loop (column_sums), made here: ~6 s of CPU, mostly the C compiler."""
+    pytest.importorskip("setuptools")
+    directory = str(tmp_path_factory.mktemp("aot"))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", aot.AOTWarning)
+        try:
+            manifest = aot_build.build(directory, TINY)
+        except Exception as e:  # noqa: BLE001 - no C compiler or pycc here
+            pytest.skip(f"cannot build ahead of time here: {e}")
+    return directory, manifest
+
+
+def _fresh_kernel():
+    return numba.njit(nn_loops.column_sums.py_func, nogil=True, error_model="numpy")
+
+
+def test_a_build_serves_its_signature_without_compiling_and_keeps_jit_bits(tiny_build):
+    directory, manifest = tiny_build
+    assert [e["kernel"] for e in manifest["exports"]] == ["column_sums"]
+    assert sorted(os.listdir(directory))[0].startswith(manifest["module"]) and len(os.listdir(directory)) == 2
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", aot.AOTWarning)
+        lib = aot.load(directory)
+    kernel = _fresh_kernel()
+    served = aot.attach(kernel, lib)
+    g = _floats(37, 19, scale=100)
+    acc = np.zeros(19)
+    kernel(g, acc)
+    assert served == (_types(kernel, (g, acc)),) and not kernel.overloads      # nothing compiled
+    expected = np.zeros(19)
+    jit.compile_now(kernel, g, expected)(g, expected)
+    assert len(kernel.overloads) == 1 and _same(acc, expected)
+    again = np.zeros(19)
+    kernel(g, again)                               # a JIT compile of the same types keeps the built loop
+    assert _same(again, expected)
+    kernel(_floats(5, 3).astype(np.float64), np.zeros(3))     # other types: the JIT path
+    assert len(kernel.overloads) == 2
+
+
+def _copy(tiny_build, tmp_path, edit=None):
+    directory, manifest = tiny_build
+    for entry in os.listdir(directory):
+        shutil.copy(os.path.join(directory, entry), tmp_path)
+    if edit is not None:
+        manifest = json.loads(json.dumps(manifest))
+        edit(manifest)
+        (tmp_path / aot.MANIFEST).write_text(json.dumps(manifest))
+    return str(tmp_path), manifest
+
+
+def _rejected(directory, monkeypatch, match):
+    imported = []
+    monkeypatch.setattr(aot.importlib.util, "module_from_spec", lambda spec: imported.append(spec) or 1 / 0)
+    with pytest.warns(aot.AOTWarning, match=match):
+        assert aot.load(directory) is None
+    assert not imported                          # never loaded
+
+
+def test_a_changed_module_file_is_never_loaded(tiny_build, tmp_path, monkeypatch):
+    directory, manifest = _copy(tiny_build, tmp_path)
+    file = next(p for p in tmp_path.iterdir() if p.name.startswith("_tw_aot_"))
+    data = bytearray(file.read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    file.write_bytes(bytes(data))
+    _rejected(directory, monkeypatch, r"ahead-of-time kernels not used: .*_tw_aot_.* does not match the SHA-256 "
+                                      r"its build recorded; kernels compile on first use instead \(rebuild: `make aot`")
+
+
+def test_a_missing_module_file_falls_back(tiny_build, tmp_path, monkeypatch):
+    directory, _ = _copy(tiny_build, tmp_path)
+    next(p for p in tmp_path.iterdir() if p.name.startswith("_tw_aot_")).unlink()
+    _rejected(directory, monkeypatch, r"_tw_aot_\w+\.\S+ could not be read \(No such file or directory\)")
+
+
+def test_an_unreadable_manifest_falls_back(tiny_build, tmp_path, monkeypatch):
+    directory, _ = _copy(tiny_build, tmp_path)
+    (tmp_path / aot.MANIFEST).write_text("{not json")
+    _rejected(directory, monkeypatch, r"manifest.json could not be read")
+    (tmp_path / aot.MANIFEST).write_text(json.dumps({"format": 99}))
+    _rejected(directory, monkeypatch, r"manifest.json is not a format-1 manifest")
+
+
+def test_a_build_for_another_cpu_or_numba_falls_back(tiny_build, tmp_path, monkeypatch):
+    def edit(m):
+        m["machine"]["cpu"] = "some-other-cpu"
+        m["machine"]["numba"] = "0.1"
+    directory, _ = _copy(tiny_build, tmp_path, edit)
+    _rejected(directory, monkeypatch, r"built for another cpu, numba than this process's")
+
+
+def test_a_build_by_another_builder_falls_back(tiny_build, tmp_path, monkeypatch):
+    directory, _ = _copy(tiny_build, tmp_path, lambda m: m["sources"].__setitem__(aot.BUILDER, "0" * 64))
+    _rejected(directory, monkeypatch, r"was made by another version of tensorweave.kernels.cpu.aot_build")
+
+
+def test_a_kernel_whose_source_changed_since_the_build_compiles_instead(tiny_build, tmp_path):
+    directory, _ = _copy(tiny_build, tmp_path, lambda m: m["sources"].__setitem__(NN, "0" * 64))
+    lib = aot.load(directory)
+    assert lib is not None
+    kernel = _fresh_kernel()
+    with pytest.warns(aot.AOTWarning, match=r"kernels of tensorweave.kernels.cpu.nn_loops were built from another "
+                                            r"version of its source; its kernels compile on first use instead"):
+        assert aot.attach(kernel, lib) == ()
+    assert not hasattr(kernel, "aot_signatures")
+
+
+def test_nothing_built_means_no_warning(tmp_path):
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert aot.load(str(tmp_path)) is None
+
+
+def test_the_parallel_loops_decision_waits_for_its_hundredth_ask_or_a_wait_for_compiles(monkeypatch):
+    queued = []
+    monkeypatch.setattr(jit, "_parallel", {"pid": None, "ok": False})
+    monkeypatch.setattr(jit, "BACKGROUND", True)
+    monkeypatch.setattr(jit._compiler, "submit", lambda job: queued.append(job) or True)
+    for _ in range(jit.PARALLEL_AFTER):
+        assert jit.parallel_loops(wait=False) is False
+    assert not queued                                  # the one-thread loops answer meanwhile
+    assert jit.parallel_loops(wait=False) is False
+    assert queued == [jit.parallel_loops]
+    jit.parallel_loops(wait=False)
+    assert len(queued) == 1                            # queued once
+    monkeypatch.setattr(jit, "_parallel", {"pid": None, "ok": False})
+    jit.parallel_loops(wait=False)
+    monkeypatch.setattr(jit._compiler, "thread_pid", None)
+    jit.wait_for_compiles()                            # a benchmark reaching its steady state
+    assert queued == [jit.parallel_loops] * 2
