@@ -53,6 +53,7 @@ import numpy as np
 from tensorweave.core.registry import NOT_DIFFERENTIABLE, get_op, register_kernel, register_op
 from tensorweave.core.sbp import BOXES_TO_B
 from tensorweave.core.shape import TensorShape
+from tensorweave.distribute.plan_placements import to_global_grad   # also registers _ToPlacement
 
 
 def _boxing_infer(inputs, attrs):
@@ -62,8 +63,7 @@ def _boxing_infer(inputs, attrs):
 
 # No SBP rules: the planner lays out _ToGlobal itself (its pin) and makes _Boxing and _Once on pieces.
 def _to_global_grad(op, g):
-    from tensorweave.distribute.plan_placements import to_global_grad   # a move between placements: moved back
-    return [to_global_grad(op, g)]
+    return [to_global_grad(op, g)]          # a move between placements: moved back (plan_placements.py)
 
 
 register_op("_ToGlobal", infer=lambda i, a: (i[0].shape, i[0].dtype), grad=_to_global_grad, sbp=BOXES_TO_B)
