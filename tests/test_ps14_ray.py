@@ -343,3 +343,33 @@ def test_a_traced_function_looking_up_a_sharded_table_pulls_and_pushes_rows_and_
     touched = np.unique(ids[:2 * BATCH * (STEPS // 2)])
     untouched = np.setdiff1d(np.arange(ROWS), touched)
     np.testing.assert_array_equal(model.layers[0].embeddings.numpy()[untouched], initial[0][untouched])
+
+
+# ---- Keras fit(steps_per_execution=k) under the strategy (pps14) -----------------------------------------
+def test_synchronous_fit_with_steps_per_execution_equals_single_process_fit(strategy):
+    with strategy.scope():
+        model = _model()
+        model.compile(tw.keras.optimizers.Adam(0.05), tw.keras.losses.BinaryCrossentropy(from_logits=True),
+                      metrics=[tw.keras.metrics.BinaryAccuracy(threshold=0.0)], steps_per_execution=2)
+    initial = [v.numpy() for v in model.weights]
+    logs = _Logs()
+    coordinator = tw.distribute.experimental.coordinator.ClusterCoordinator(strategy)
+    calls = []
+    real = coordinator._schedule
+    coordinator._schedule = lambda *a, **kw: calls.append(1) or real(*a, **kw)
+    history = model.fit(tw.keras.utils.experimental.DatasetCreator(_dataset_fn), epochs=2, steps_per_epoch=STEPS,
+                        callbacks=[logs], verbose=0)
+    assert len(calls) == 2 * STEPS // 2                  # one scheduled call per 2 steps
+    assert [b for b, _ in logs.batches] == [1, 3] * 2     # the last step index of each call, as TF's
+    reference = _model()
+    reference.set_weights(initial)
+    ids, labels = _data()
+    want = reference.fit(tw.keras.utils.experimental.DatasetCreator(
+        lambda ctx: tw.data.Dataset.from_tensor_slices((ids, labels)).batch(2 * BATCH).repeat()),
+        epochs=2, steps_per_epoch=STEPS // 2, verbose=0)
+    for a, b in zip([v.numpy() for v in model.weights], reference.get_weights()):
+        np.testing.assert_allclose(a, b, rtol=2e-5, atol=1e-7)
+    for key in ("loss", "binary_accuracy"):
+        np.testing.assert_allclose(history.history[key], want.history[key], rtol=2e-5)
+    with pytest.raises(ValueError, match=r"steps_per_epoch \(3\) must be a multiple of steps_per_execution \(2\)"):
+        model.fit(tw.keras.utils.experimental.DatasetCreator(_dataset_fn), epochs=1, steps_per_epoch=3, verbose=0)
