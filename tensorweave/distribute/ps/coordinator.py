@@ -9,11 +9,14 @@ per-worker iterator to pass to scheduled functions: each worker gets its own).
 
 One coordinator thread per worker takes the functions off a queue: any worker's (the shared
 queue) when the strategy is asynchronous; when it is synchronous the ``i``-th scheduled
-function is step ``i % num_workers`` of round ``i // num_workers`` and runs on that worker.
+function is step ``i % num_workers`` of round ``i // num_workers`` and runs on that worker (a
+function running ``k`` steps per call, Keras ``steps_per_execution``: rounds ``k (i // num_workers)``
+to ``k (i // num_workers) + k - 1``, one per step).
 A function travels once (``ray.put``), kept by the worker; each call sends only its
 arguments and the learning rates its optimizers have on the coordinator when it is scheduled
 (``optimizer.learning_rate = x``, a Keras callback's change: the servers apply the step's
-gradients with that rate; a schedule is evaluated by the servers at their step count). Results come back as NumPy values. A ``tw.function`` is traced once on each worker
+gradients with that rate; a schedule is evaluated by the servers at their step count).
+Results come back as NumPy values. A ``tw.function`` is traced once on each worker
 and run as a graph (``traced.py``); Keras ``fit``/``evaluate`` schedule through here too
 (``keras_fit.py``: their evaluation steps are read-only, outside the synchronous rounds).
 
