@@ -76,11 +76,21 @@ def _pipeline_with(batch, micro_batches, schedule):
     made, _ = make_pipeline(batch, micro_batches)
     pipe = tw.distribute.pipeline(list(zip(made.stages, made.placements)), micro_batches=micro_batches,
                                   schedule=schedule, loss=made.loss)
-    rng = np.random.default_rng(0)                 # make_pipeline's batch
-    x = rng.standard_normal((batch, bench_distribute.SIZES[0])).astype(np.float32)
-    y = rng.integers(0, bench_distribute.SIZES[-1], batch).astype(np.int32)
+    x, y = _batch(batch), _labels(batch)
     opt = tw.keras.optimizers.SGD(0.01)
     return pipe, lambda: pipe.train_step(x, y, opt)
+
+
+def _batch(batch):
+    import numpy as np
+    return np.random.default_rng(0).standard_normal((batch, bench_distribute.SIZES[0])).astype(np.float32)
+
+
+def _labels(batch):
+    import numpy as np       # make_pipeline's batch: the same generator, drawn after the inputs
+    rng = np.random.default_rng(0)
+    rng.standard_normal((batch, bench_distribute.SIZES[0]))
+    return rng.integers(0, bench_distribute.SIZES[-1], batch).astype(np.int32)
 
 
 def main_ray(args):
@@ -95,6 +105,12 @@ def main_ray(args):
         cluster = tw.distribute.connect(num_workers=2)
         try:
             pipes = {name: _pipeline_with(args.batch, args.micro_batches, name) for name in args.schedules.split(",")}
+            # the same 1F1B pipeline with the update sent from the driver (forward_backward, then the
+            # optimizer's eager ops on the global variables), as before the update ran in the step call
+            pipe_d, _ = _pipeline_with(args.batch, args.micro_batches, "1f1b")
+            x, y, opt_d = _batch(args.batch), _labels(args.batch), tw.keras.optimizers.SGD(0.01)
+            pipes["1f1b_driver_update"] = (pipe_d, lambda: opt_d.apply_gradients(
+                [(g, v) for g, v in zip(*pipe_d.forward_backward(x, y)[1:]) if g is not None]))
             with tw.distribute.in_process():      # the same pipeline on in-process ranks (threads)
                 in_process = _pipeline_with(args.batch, args.micro_batches, "1f1b")[1]
             best = {"one_device": 0.0, "in_process_1f1b": 0.0, **{f"ray_{name}": 0.0 for name in pipes}}

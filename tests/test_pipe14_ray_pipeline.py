@@ -318,3 +318,26 @@ def test_seeded_dropout_and_noise_in_stages_equal_the_unpipelined_one_device_run
     losses = [float(pipe.train_step(X, Y, opt)) for _ in range(3)]     # the streams continue from step to step
     _same_training((losses, [v.numpy() for v in pipe.trainable_variables]), want)
     tw.random.set_seed(None)
+
+
+def _dropout_model():
+    tw.keras.utils.set_random_seed(3)
+    return tw.keras.Sequential([tw.keras.Input((SIZES[0],)), tw.keras.layers.Dense(8, activation="relu"),
+                                tw.keras.layers.Dropout(0.4, seed=2), tw.keras.layers.Dense(3)])
+
+
+def test_keras_dropout_in_a_stage_is_on_while_training_and_equals_train_on_batch(cluster):
+    ref = _dropout_model()
+    ref.compile(optimizer=tw.keras.optimizers.SGD(0.1), loss="sparse_categorical_crossentropy")
+    want = [float(ref.train_on_batch(X, Y)) for _ in range(2)]
+    model = _dropout_model()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        pipe = tw.distribute.pipeline([(model.layers[:2], tw.placement("cpu", ranks=[0])),
+                                       (model.layers[2:], tw.placement("cpu", ranks=[1]))],
+                                      micro_batches=3, schedule="gpipe", loss="sparse_categorical_crossentropy")
+    opt = tw.keras.optimizers.SGD(0.1)
+    np.testing.assert_allclose([float(pipe.train_step(X, Y, opt)) for _ in range(2)], want, rtol=2e-5)
+    for a, b in zip(model.get_weights(), ref.get_weights()):
+        np.testing.assert_allclose(a, b, rtol=2e-5, atol=1e-6)
+    np.testing.assert_allclose(pipe(X).numpy(), ref.predict_on_batch(X), rtol=2e-5, atol=1e-6)   # off in inference

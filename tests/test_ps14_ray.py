@@ -343,3 +343,73 @@ def test_a_traced_function_looking_up_a_sharded_table_pulls_and_pushes_rows_and_
     touched = np.unique(ids[:2 * BATCH * (STEPS // 2)])
     untouched = np.setdiff1d(np.arange(ROWS), touched)
     np.testing.assert_array_equal(model.layers[0].embeddings.numpy()[untouched], initial[0][untouched])
+
+
+# ---- Keras fit(steps_per_execution=k) under the strategy (pps14) -----------------------------------------
+def test_synchronous_fit_with_steps_per_execution_equals_single_process_fit(strategy):
+    with strategy.scope():
+        model = _model()
+        model.compile(tw.keras.optimizers.Adam(0.05), tw.keras.losses.BinaryCrossentropy(from_logits=True),
+                      metrics=[tw.keras.metrics.BinaryAccuracy(threshold=0.0)], steps_per_execution=2)
+    initial = [v.numpy() for v in model.weights]
+    logs = _Logs()
+    coordinator = tw.distribute.experimental.coordinator.ClusterCoordinator(strategy)
+    calls = []
+    real = coordinator._schedule
+    coordinator._schedule = lambda *a, **kw: calls.append(1) or real(*a, **kw)
+    history = model.fit(tw.keras.utils.experimental.DatasetCreator(_dataset_fn), epochs=2, steps_per_epoch=STEPS,
+                        callbacks=[logs], verbose=0)
+    assert len(calls) == 2 * STEPS // 2                  # one scheduled call per 2 steps
+    assert [b for b, _ in logs.batches] == [1, 3] * 2     # the last step index of each call, as TF's
+    reference = _model()
+    reference.set_weights(initial)
+    ids, labels = _data()
+    want = reference.fit(tw.keras.utils.experimental.DatasetCreator(
+        lambda ctx: tw.data.Dataset.from_tensor_slices((ids, labels)).batch(2 * BATCH).repeat()),
+        epochs=2, steps_per_epoch=STEPS // 2, verbose=0)
+    for a, b in zip([v.numpy() for v in model.weights], reference.get_weights()):
+        np.testing.assert_allclose(a, b, rtol=2e-5, atol=1e-7)
+    for key in ("loss", "binary_accuracy"):
+        np.testing.assert_allclose(history.history[key], want.history[key], rtol=2e-5)
+    with pytest.raises(ValueError, match=r"steps_per_epoch \(3\) must be a multiple of steps_per_execution \(2\)"):
+        model.fit(tw.keras.utils.experimental.DatasetCreator(_dataset_fn), epochs=1, steps_per_epoch=3, verbose=0)
+
+
+def test_a_traced_function_looking_a_table_up_twice_runs_eagerly_and_still_equals_single_process(strategy):
+    rng = np.random.default_rng(6)
+    ids = rng.integers(0, 12, size=(16, 2)).astype(np.int64)
+    y = rng.random((16, 1)).astype(np.float32)
+    start = rng.standard_normal((12, 3)).astype(np.float32)
+    with strategy.scope():
+        table = tw.Variable(start, name="twice_table")
+        optimizer = tw.keras.optimizers.SGD(0.5)
+    traces = []
+
+    def loss_of(t, x, yb):
+        a = tw.reduce_sum(tw.nn.embedding_lookup(t, x), axis=[1, 2])          # two lookups of one table:
+        b = tw.reduce_sum(tw.nn.embedding_lookup(t, x[:, :1]), axis=[1, 2])   # the trace falls back to eager
+        return tw.reduce_mean((tw.reshape(a - b, [-1, 1]) - yb) ** 2)
+
+    @tw.function
+    def step(iterator):
+        traces.append(1)
+        x, yb = next(iterator)
+        with tw.GradientTape() as tape:
+            loss = loss_of(table, x, yb)
+        optimizer.apply_gradients(zip(tape.gradient(loss, [table]), [table]))
+        return loss, tw.constant(len(traces))
+
+    coordinator = tw.distribute.experimental.coordinator.ClusterCoordinator(strategy)
+    iterator = iter(coordinator.create_per_worker_dataset(
+        lambda ctx: tw.data.Dataset.from_tensor_slices((ids, y)).shard(2, ctx.input_pipeline_id).batch(4)))
+    results = coordinator.fetch([coordinator.schedule(step, args=(iterator,)) for _ in range(4)])
+    coordinator.shutdown()
+    assert sorted(int(n) for _, n in results) == [2, 2, 3, 3]       # the trace, then every call in Python
+    ref, ref_opt = tw.Variable(start), tw.keras.optimizers.SGD(0.5)
+    for r in range(2):
+        rows = np.concatenate([ids[0::2][4 * r:4 * r + 4], ids[1::2][4 * r:4 * r + 4]])
+        yr = np.concatenate([y[0::2][4 * r:4 * r + 4], y[1::2][4 * r:4 * r + 4]])    # round r: both workers' rows
+        with tw.GradientTape() as tape:
+            loss = loss_of(ref, rows, yr)
+        ref_opt.apply_gradients(zip(tape.gradient(loss, [ref]), [ref]))
+    np.testing.assert_allclose(table.numpy(), ref.numpy(), rtol=2e-5, atol=1e-6)

@@ -54,6 +54,7 @@ stage 1: .. F0 B0 F1 B1 F2 B2 F3 B3 ..
 >>> pipe(np.array([[-1.0], [2.0], [3.0], [-4.0]], np.float32)).numpy().ravel().tolist()
 [-0.0, -2.0, -3.0, -0.0]
 """
+import contextlib
 import threading
 import time
 
@@ -185,7 +186,7 @@ class Pipeline:
             if tape is not None:
                 tape.watch(x)
             x = x.to_global(placement=placement, sbp=_batch_sbp(placement, x.shape.rank))
-        with _PlacementDistribution(placement, None).scope():
+        with _PlacementDistribution(placement, None).scope(), stage_training(tape is not None or None):
             out = self.stages[stage](x)
         if not getattr(out, "is_global", False) or out.placement != placement:
             got = f"a global tensor on {out.placement!r}" if getattr(out, "is_global", False) else type(out).__name__
@@ -350,6 +351,19 @@ def _on_ray(pipe):
         return None
     from tensorweave.distribute.ray.pipeline import ray_pipeline
     return ray_pipeline(pipe)
+
+
+@contextlib.contextmanager
+def stage_training(training):
+    """Keras layers of a stage called as ``fn(x)`` see ``training`` as their flag's default (as
+    Keras' train step calls ``model(x, training=True)``: ``Dropout`` is on while training)."""
+    from tensorweave.keras.engine.layer import _call_ctx
+    outer = _call_ctx.training
+    _call_ctx.training = training
+    try:
+        yield
+    finally:
+        _call_ctx.training = outer
 
 
 class _Cancelled(Exception):

@@ -9,11 +9,14 @@ per-worker iterator to pass to scheduled functions: each worker gets its own).
 
 One coordinator thread per worker takes the functions off a queue: any worker's (the shared
 queue) when the strategy is asynchronous; when it is synchronous the ``i``-th scheduled
-function is step ``i % num_workers`` of round ``i // num_workers`` and runs on that worker.
+function is step ``i % num_workers`` of round ``i // num_workers`` and runs on that worker (a
+function running ``k`` steps per call, Keras ``steps_per_execution``: rounds ``k (i // num_workers)``
+to ``k (i // num_workers) + k - 1``, one per step).
 A function travels once (``ray.put``), kept by the worker; each call sends only its
 arguments and the learning rates its optimizers have on the coordinator when it is scheduled
 (``optimizer.learning_rate = x``, a Keras callback's change: the servers apply the step's
-gradients with that rate; a schedule is evaluated by the servers at their step count). Results come back as NumPy values. A ``tw.function`` is traced once on each worker
+gradients with that rate; a schedule is evaluated by the servers at their step count).
+Results come back as NumPy values. A ``tw.function`` is traced once on each worker
 and run as a graph (``traced.py``); Keras ``fit``/``evaluate`` schedule through here too
 (``keras_fit.py``: their evaluation steps are read-only, outside the synchronous rounds).
 
@@ -128,6 +131,7 @@ class ClusterCoordinator:
         self._unfinished = 0
         self._errors = []
         self._seq = 0                # training functions scheduled (synchronous rounds count these)
+        self._group = (self._round0, 1)    # the current group of n calls: (its first round, steps per call)
         self._number = 0             # every function scheduled
         self._fns = {}               # id(fn) -> (token, ref, fn)
         self._closed = False
@@ -144,7 +148,9 @@ class ClusterCoordinator:
 
     def _schedule(self, fn, args=None, kwargs=None, read_only=False):
         """``schedule``; a ``read_only`` function (an evaluation step: it pushes nothing) is
-        outside the synchronous rounds: it reads the parameters as they are."""
+        outside the synchronous rounds: it reads the parameters as they are. A function with
+        ``steps_per_call = k`` (Keras ``steps_per_execution``) runs ``k`` steps per call: in a
+        synchronous strategy the ``n`` calls of a group (one per worker) take ``k`` rounds."""
         import ray
         from tensorweave.distribute.ps.traced import TracedFunction
         with self._lock:
@@ -162,12 +168,25 @@ class ClusterCoordinator:
             seq = None if read_only else self._seq
             closure = _Closure(entry[0], entry[1], tuple(args or ()), dict(kwargs or {}), seq, self._number,
                                _variable.learning_rates(entry[3]))
+            closure.round = None if read_only or not self._sync else self._round_of(getattr(fn, "steps_per_call", 1))
             self._queues[(self._number if read_only else self._seq) % self._n if self._sync else 0].append(closure)
             self._number += 1
             self._seq += 0 if read_only else 1
             self._unfinished += 1
             self._cond.notify_all()
         return closure.value
+
+    def _round_of(self, steps):
+        """The first round of the next synchronous training call (with the lock held)."""
+        first, k = self._group
+        if self._seq % self._n == 0:
+            if self._seq:
+                first += k
+            self._group = (first, steps)
+        elif steps != k:
+            raise ValueError(f"ClusterCoordinator: a synchronous round group mixes functions of {k} and {steps} steps "
+                             f"per call; schedule {self._n} calls (one per worker) of one kind at a time")
+        return first
 
     def join(self):
         """Waits for every scheduled function; raises the first error one raised (once)."""
@@ -234,7 +253,7 @@ class ClusterCoordinator:
         from tensorweave.distribute.ray.cluster import _original
         iterators = _iterators_in((closure.args, closure.kwargs))
         info = {"worker": index, "num_workers": self._n, "servers": self.strategy._servers,
-                "round": self._round0 + closure.seq // self._n if self._sync and closure.seq is not None else None,
+                "round": closure.round,
                 "slot": (closure.seq or 0) % self._n, "number": closure.number, "rates": closure.rates,
                 "consumed": {it._id: it._consumed[index] for it in iterators},
                 "datasets": {it._id: it._dataset_ref for it in iterators}}
@@ -336,14 +355,19 @@ def _worker_step(worker, fn_box, token, args, kwargs, info):
     if fn is None:
         fn = fns[token] = ray.get(fn_box[0])
     from tensorweave.keras.engine.layer import weight_creator
-    step = _variable.Step(info["round"], info["slot"], info["num_workers"], info["worker"], info["number"])
-    step.rates = info["rates"]
     iterators = worker.store.setdefault("ps_iterators", {})
     guard = weight_creator.set(_no_new_weights)
     try:
         dense = worker.store.setdefault("ps_dense_reads", {})
-        out = _run_step(fn, args, kwargs, info, step, iterators, dense.get(token, []))
-        dense[token] = step.dense_reads
+        k = getattr(fn, "steps_per_call", 1)
+        for j in range(k):              # (steps_per_execution: step j of the call is round + j)
+            step = _variable.Step(None if info["round"] is None else info["round"] + j, info["slot"],
+                                  info["num_workers"], info["worker"], info["number"])
+            step.rates = info["rates"]
+            if k > 1:
+                fn.inner = (j, k)
+            out = _run_step(fn, args, kwargs, info, step, iterators, dense.get(token, []))
+            dense[token] = step.dense_reads
         return out
     finally:
         weight_creator.reset(guard)

@@ -21,6 +21,11 @@ every worker) and ``steps_per_epoch``. ``Model.fit`` comes here (``model.py`` ha
   ``2 * num_workers`` steps run ahead, as TF's scheduling without waiting); the epoch ends after
   every step of it finished. ``stop_training`` stops the scheduling (steps in flight finish; in
   synchronous mode the round is completed).
+- ``compile(steps_per_execution=k)``: each scheduled call runs ``k`` steps on its worker (one
+  round trip per ``k`` batches; ``train_step`` per batch, each pushing its own gradients: in a
+  synchronous strategy the calls of one group take ``k`` rounds); callbacks get the call's first and
+  last step index, as TF's; ``steps_per_epoch`` must be a multiple of ``k`` (``evaluate``: one step
+  per call).
 - ``synchronous=True``: ``steps_per_epoch`` must be a multiple of the workers (a round is one
   step per worker); with worker ``i`` reading rows ``i::n`` of the global batches
   (``dataset.shard(n, i)``) and equal per-worker batches, fit equals single-process ``fit`` on
@@ -95,7 +100,7 @@ class _KerasStep:
     """The function ``fit``/``evaluate`` schedules: the model (rebuilt on first use on a worker)
     runs ``train_step``/``test_step`` on the iterator's next batch and returns its metric states."""
 
-    def __init__(self, model, train):
+    def __init__(self, model, train, steps=1):
         from tensorweave.keras.saving import model_document
         doc, keyed = model_document(model)
         doc["optimizer_state"] = None                 # the optimizer's state lives on the servers
@@ -106,6 +111,8 @@ class _KerasStep:
         self.optimizer_token = model.optimizer.__dict__.setdefault("_tw_ps_token", _token()) \
             if model.optimizer is not None else None
         self.train = train
+        self.steps_per_call = steps             # steps_per_execution: the worker runs this many per call
+        self.inner = (0, 1)                     # (step j of the call, of k): set by the worker per step
         self._model = None
         self._optimizer = model.optimizer       # the coordinator's: its rate goes with each step
 
@@ -149,7 +156,8 @@ class _KerasStep:
         model = self._model
         batch = data_adapter.unpack_x_y_sample_weight(next(iterator))
         model._build_compiled_metrics(batch)
-        model.reset_metrics()
+        if self.inner[0] == 0:                  # a call's metrics cover all its steps
+            model.reset_metrics()
         (model.train_step if self.train else model.test_step)(_step_data(batch))
         return [(m.name, [v.numpy() for v in m.variables]) for m in model.metrics]
 
@@ -258,9 +266,14 @@ def fit(strategy, model, x, y, epochs, verbose, callbacks, validation_data, init
     initial_epoch = data_adapter.check_count(initial_epoch, "initial_epoch", minimum=0, allow_none=False)
     validation_freq = data_adapter.check_count(validation_freq, "validation_freq", allow_none=False)
     n = strategy._num_workers
-    if strategy.synchronous and steps_per_epoch % n:
+    k = _steps_per_execution(model)
+    if steps_per_epoch % k:
+        raise ValueError(f"Model.fit under ParameterServerStrategy: steps_per_epoch ({steps_per_epoch}) must be a "
+                         f"multiple of steps_per_execution ({k}): each scheduled call runs {k} steps on a worker")
+    if strategy.synchronous and (steps_per_epoch // k) % n:
         raise ValueError(f"Model.fit under a synchronous ParameterServerStrategy: steps_per_epoch "
-                         f"({steps_per_epoch}) must be a multiple of the {n} workers (a round is one step per worker)")
+                         f"({steps_per_epoch}) must be a multiple of the {n} workers x steps_per_execution ({k}) "
+                         "(a round is one step per worker)")
     val_fn = None
     if validation_data is not None:
         val_fn = _creator(validation_data, None, "fit (validation_data)")
@@ -271,7 +284,7 @@ def fit(strategy, model, x, y, epochs, verbose, callbacks, validation_data, init
         steps=steps_per_epoch)
     coordinator = coordinator_of(strategy)
     totals = _Totals(model, dataset_fn, strategy)
-    step = _KerasStep(model, train=True)
+    step = _KerasStep(model, train=True, steps=k)
     iterator = iter(coordinator.create_per_worker_dataset(dataset_fn))
     model.stop_training = False
     cbs.on_train_begin()
@@ -281,9 +294,11 @@ def fit(strategy, model, x, y, epochs, verbose, callbacks, validation_data, init
     for epoch in range(initial_epoch, epochs):
         totals.reset()
         cbs.on_epoch_begin(epoch)
-        logs = _run_steps(coordinator, step, iterator, steps_per_epoch, totals, cbs.on_train_batch_begin,
-                          cbs.on_train_batch_end, False, lambda: model.stop_training,
-                          n if strategy.synchronous else 1)
+        # one scheduled call per k steps; callbacks see its first and last step's index, as TF's
+        logs = _run_steps(coordinator, step, iterator, steps_per_epoch // k, totals,
+                          lambda i: cbs.on_train_batch_begin(i * k),
+                          lambda i, logs: cbs.on_train_batch_end(i * k + k - 1, logs), False,
+                          lambda: model.stop_training, n if strategy.synchronous else 1)
         epoch_logs = dict(logs)
         if val_fn is not None and (epoch + 1) % validation_freq == 0:
             val_logs = _evaluate_loop(coordinator, model, val_fn, validation_steps, cbs, strategy)
@@ -294,6 +309,16 @@ def fit(strategy, model, x, y, epochs, verbose, callbacks, validation_data, init
             break
     cbs.on_train_end(logs)
     return model.history
+
+
+def _steps_per_execution(model):
+    k = getattr(model, "_steps_per_execution", 1)
+    if k == "auto" or k is None:
+        return 1
+    if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 1:
+        raise ValueError(f"Model.fit under ParameterServerStrategy: steps_per_execution must be a positive int, got "
+                         f"{k!r}")
+    return int(k)
 
 
 def _evaluate_loop(coordinator, model, dataset_fn, steps, cbs, strategy):

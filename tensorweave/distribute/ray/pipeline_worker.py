@@ -229,6 +229,7 @@ def _send(wp, comm, rows, value, src_stage, dst_stage, me, tag):
 
 def _forward(worker, wp, comm, run, s, m, all_rows, xs, ys, weights, train):
     import tensorweave as tw
+    from tensorweave.distribute.pipeline import stage_training
     fn, variables = wp.stages[s]
     last, rows = len(wp.placements) - 1, all_rows[m]
     x = tw.constant(xs[m] if s == 0 else _receive(wp, comm, run, rows, s - 1, s, worker.rank, ("F", s - 1, m)))
@@ -242,7 +243,7 @@ def _forward(worker, wp, comm, run, s, m, all_rows, xs, ys, weights, train):
             if s:
                 tape.watch(x)
             tape.watch([v for _, v in variables])     # the worker's shards are not trainable variables
-            with draws:
+            with draws, stage_training(True):
                 out = fn(x)
             if s == last:
                 out = wp.loss(tw.constant(ys[m]), out)

@@ -114,6 +114,7 @@ class Model(Layer):
         self._loss_tracker = M.Mean(name="loss")
         self._output_loss_trackers = [M.Mean(name=f"{n}_loss") for n in names] if len(names) > 1 else []
         self._run_eagerly = bool(run_eagerly)
+        self._steps_per_execution = steps_per_execution     # (used by fit under ParameterServerStrategy)
         self._train_fn = self._test_fn = self._predict_fn = None
         self.compiled = True
         self._compile_config = {"optimizer": optimizer if isinstance(optimizer, str) else None, "loss": loss
