@@ -1,7 +1,8 @@
 """CPU kernels for ``SimpleRNNSequence`` and ``SimpleRNNSequenceGrad`` (``ops/rnn_ops.py``):
 ``h' = act(x_t @ kernel + bias + h @ recurrent_kernel)`` over a whole sequence and its
 backpropagation through time, in ``rnn_common``'s frame (one small GEMM and one compiled pass
-per step, the step loops compiled whole with the product called from inside: ``rnn_gemm``). The reserve holds per batch row and original time step ``[act output, h_{t-1}]``.
+per step, the step loops compiled whole with the product called from inside: ``rnn_gemm``).
+The reserve holds per batch row and original time step ``[act output, h_{t-1}]``.
 """
 import numpy as np
 
