@@ -6,7 +6,8 @@ and the dense layers and Adam it shares with the MLP), each for exactly the argu
 callers pass (numba's dispatcher calls an ahead-of-time loop only on an exact match of the
 arguments' types, so a signature missing here just means the JIT path of ``jit.py``).
 ``parallel=True`` loops cannot be built ahead of time (numba's thread pool is set up by the
-JIT); they keep compiling in the background, and their twins call the one-thread loops here.
+JIT); they compile in the background once asked for often enough (``jit.PARALLEL_AFTER``), and
+their twins call the one-thread loops here.
 
 Keys are modules, values map a kernel's name in its module to its numba signatures (strings,
 parsed by ``numba.core.sigutils``).
