@@ -19,6 +19,7 @@ import numpy as np
 
 import tensorweave as tw
 from tensorweave.core import nest
+from tensorweave.core.tensor import EagerTensor
 from tensorweave.keras.engine import data_adapter
 from tensorweave.keras.engine.layer import Layer
 
@@ -261,6 +262,13 @@ class Model(Layer):
             self._test_fn = self._compiled(self.test_step)
         return self._test_fn
 
+    def _forget_steps(self):
+        """Drops the compiled train/test/predict steps (made again on next use, for the model as it is now).
+        Keras 3.15 keeps them: its ``predict_on_batch`` after ``Sequential.add`` still answers for the old
+        layers while ``model(x)`` uses the new ones; we answer for the model as it is."""
+        if "_predict_fn" in self.__dict__:
+            self._train_fn = self._test_fn = self._predict_fn = None
+
     def make_predict_function(self, force=False):
         if self._predict_fn is None or force:
             self._predict_fn = self._compiled(self.predict_step)
@@ -409,7 +417,14 @@ class Model(Layer):
         return self._logs_out(logs, return_dict)
 
     def predict_on_batch(self, x):
-        return nest.map_structure(np.asarray, self.make_predict_function()(_to_tensors((x,))))
+        fn = self.make_predict_function()
+        if type(x) is np.ndarray and x.dtype != np.float64:
+            # one array, the common request: no structure to walk (see _to_tensors)
+            out = fn((tw.convert_to_tensor(x),))
+            if type(out) is EagerTensor:
+                return np.asarray(out._value)
+            return nest.map_structure(np.asarray, out)
+        return nest.map_structure(np.asarray, fn(_to_tensors((x,))))
 
     def _logs_out(self, logs, return_dict):
         if return_dict:

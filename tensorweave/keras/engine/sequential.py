@@ -41,6 +41,7 @@ class Sequential(Model):
         self._layers.append(layer)
         self._graph = None
         self.built = False
+        self._forget_steps()      # the compiled train/test/predict steps were traced for the old layers
         if self._input_layer is not None:
             self._build_graph(self._input_layer.batch_shape)
 
@@ -51,6 +52,7 @@ class Sequential(Model):
         self._layers.remove(layers[-1])
         self._graph = None
         self.built = False
+        self._forget_steps()      # the compiled train/test/predict steps were traced for the old layers
         if self._input_layer is not None and len(self._layers) > 1:
             self._build_graph(self._input_layer.batch_shape)
         return layers[-1]

@@ -375,13 +375,15 @@ def _numpy_serial(a, b, out):
         put(before)
 
 
-def _serial_library(a, b, out, op_a, op_b, m, n, k, run_mkl, count=1):
+def _serial_library(a, b, out, op_a, op_b, m, n, k, run_mkl, count=1, seen=None):
     """``"mkl1"`` or ``"numpy1"`` for a product under :func:`serial_work` (or a stack of ``count``):
     the faster library on one thread for its shape class, timed by default (both candidates
     single-threaded, so no thread pools mix: on AMD EPYC OpenBLAS was 1.3-3x faster on every small
     product timed, 1x784 @ 784x512 30 against 40 µs) and cached per machine like the tuned classes;
-    a product timed now is left in ``out`` (``"done"``)."""
-    seen = (a.dtype.char, op_a[0], op_b[0], m.bit_length(), n.bit_length(), k.bit_length(), count.bit_length())
+    a product timed now is left in ``out`` (``"done"``). ``seen``: the class key when the caller
+    has it already."""
+    if seen is None:
+        seen = (a.dtype.char, op_a[0], op_b[0], m.bit_length(), n.bit_length(), k.bit_length(), count.bit_length())
     got = _serial_chosen.get(seen)
     if got is None:
         if _openblas_threads() is None:
@@ -505,6 +507,29 @@ def _batched(a, b, out, one_thread=False):
     return out
 
 
+#: a 2-D product's geometry (shapes, strides, dtypes) -> its BLAS operands, or False where it stays
+#: in NumPy; see :func:`matmul`
+_geometry = {}
+#: geometries remembered (a process seeing ever new shapes keeps the first ones)
+GEOMETRY_KEYS = 4096
+
+
+def _product(a, b):
+    """``(op_a, op_b, m, n, k, shape class)`` of a 2-D product BLAS can run in place into a new
+    C-contiguous output, or False. Depends only on the operands' shapes, strides and dtypes (not
+    on which library the class runs on: that is looked up per call, so settings changed later
+    hold), so :func:`matmul` remembers it per geometry."""
+    if a.ndim != 2 or b.ndim != 2 or a.dtype != b.dtype or a.dtype not in _gemm:
+        return False
+    (m, k), n = a.shape, b.shape[1]
+    if m * n * k < MIN_WORK or max(m, n, k) > _MAX_INT or k != b.shape[0]:
+        return False
+    op_a, op_b = _operand(a), _operand(b)
+    if op_a is None or op_b is None:
+        return False
+    return op_a, op_b, m, n, k, (a.dtype.char, op_a[0], op_b[0], m.bit_length(), n.bit_length(), k.bit_length(), 1)
+
+
 def matmul(a, b, out=None, one_thread=False):
     """``a @ b`` (into ``out`` when given, as ``np.matmul``), through MKL for large enough 2-D
     float32/float64 operands of one dtype, and for stacks of them (a 3-D operand against a 2-D one
@@ -514,7 +539,28 @@ def matmul(a, b, out=None, one_thread=False):
     tiles, ``tiles.over_tiles``), so this one runs on one thread whatever its size, on whichever
     library measured faster on one thread for its shape class (as products under
     :func:`serial_work` do): at a stride-2 input gradient's tile, 2048x32 @ 32x144, MKL took 0.78 ms
-    against OpenBLAS's 0.23 on one thread of an AMD EPYC."""
+    against OpenBLAS's 0.23 on one thread of an AMD EPYC.
+
+    A product without ``out`` (every MatMul node's) looks its checks up by the operands' geometry:
+    a repeated shape (each step of a training loop, each ``predict`` request) pays one dict lookup
+    instead of the stride checks."""
+    if out is None and a.ndim == 2 and b.ndim == 2:
+        key = (a.shape, a.strides, a.dtype, b.shape, b.strides, b.dtype)
+        geometry = _geometry.get(key)
+        if geometry is None:
+            geometry = _product(a, b)
+            if len(_geometry) < GEOMETRY_KEYS:
+                _geometry[key] = geometry
+        if geometry is False or not (a.flags.aligned and b.flags.aligned) or _gemm.get(a.dtype) is None:
+            return _matmul_checked(a, b, None, one_thread)
+        op_a, op_b, m, n, k, seen = geometry
+        out = np.empty((m, n), a.dtype)
+        return _run_2d(a, b, out, op_a, op_b, (_NO_TRANS, n), m, n, k, seen, one_thread)
+    return _matmul_checked(a, b, out, one_thread)
+
+
+def _matmul_checked(a, b, out, one_thread=False):
+    """:func:`matmul` with every check made on this call."""
     if a.ndim == 3 or b.ndim == 3:
         got = _batched(a, b, out, one_thread and a.dtype in _gemm_serial)
         return np.matmul(a, b, out=out) if got is None else got
@@ -532,7 +578,13 @@ def matmul(a, b, out=None, one_thread=False):
     op_c = _operand(out) if out.shape == (m, n) and out.dtype == a.dtype and out.flags.writeable else None
     if op_a is None or op_b is None or op_c is None or op_c[0] != _NO_TRANS:
         return np.matmul(a, b, out=out)
+    seen = (a.dtype.char, op_a[0], op_b[0], m.bit_length(), n.bit_length(), k.bit_length(), 1)
+    return _run_2d(a, b, out, op_a, op_b, op_c, m, n, k, seen, one_thread)
 
+
+def _run_2d(a, b, out, op_a, op_b, op_c, m, n, k, seen, one_thread=False):
+    """The checked 2-D product into ``out``, on the library (and threads) its size and class take."""
+    fn = _gemm[a.dtype]
     limit = _serial_work.get(a.dtype)
     serial = one_thread and a.dtype in _gemm_serial or m * n * k < (serial_work(a.dtype) if limit is None else limit)
     if serial:
@@ -541,7 +593,7 @@ def matmul(a, b, out=None, one_thread=False):
     def run_mkl():
         fn(op_a[0], op_b[0], m, n, k, a, op_a[1], b, op_b[1], out, op_c[1])
     if serial and not _tuning["on"]:
-        backend = _serial_library(a, b, out, op_a, op_b, m, n, k, run_mkl)
+        backend = _serial_library(a, b, out, op_a, op_b, m, n, k, run_mkl, seen=seen)
         if backend == "numpy1":
             _numpy_serial(a, b, out)
         if backend != "mkl1":
