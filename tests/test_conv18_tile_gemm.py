@@ -44,7 +44,7 @@ def forced(monkeypatch):
     log = []
 
     def force(library):
-        def chosen(a, b, out, op_a, op_b, m, n, k, run_mkl, count=1):
+        def chosen(a, b, out, op_a, op_b, m, n, k, run_mkl, count=1, seen=None):
             log.append(count)
             return library
         monkeypatch.setattr(gemm, "_serial_library", chosen)
