@@ -224,6 +224,8 @@ def test_random_draws_in_the_second_stage_are_one_devices_and_drawn_there():
     for _ in range(2):                       # the streams continue across calls as on one device
         y = planned(x)
         assert y.placement == P2
-        np.testing.assert_array_equal(y.numpy(), one(_x(False)).numpy())
+        # same draws (a wrong mask or stream moves values by O(1)); the products on row shards
+        # may round differently from one device's (BLAS kernels by row count)
+        np.testing.assert_allclose(y.numpy(), one(_x(False)).numpy(), rtol=2e-5, atol=1e-6)
     transfers = tw.distribute.explain(planned, x).to_dict()["transfers"]
     assert [t["op"] for t in transfers] == ["_ToGlobal"]       # the draws are planned on stage 2, not moved

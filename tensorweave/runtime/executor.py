@@ -18,6 +18,7 @@ copy of the plan whose steps time themselves. With no profiler active the only c
 attribute read per ``run_plan`` call, never per node.
 """
 import functools
+import operator
 import threading
 import time
 
@@ -495,12 +496,14 @@ def _sequential_runner(plan):
     known = set()
 
     def use(slot):
+        slot = operator.index(slot)     # only digits enter the source, whatever a loaded plan holds
         if slot not in known:      # read before any step writes it: a preset (or None, as the loop has)
             known.add(slot)
             ns[f"p{slot}"] = plan.initial[slot]
             params.append(f"s{slot}=p{slot}")
         return f"s{slot}"
     for j, slot in enumerate(plan.feed_slots):
+        slot = operator.index(slot)
         known.add(slot)
         body.append(f"s{slot} = feeds[{j}]")
     for i, st in enumerate(steps):
@@ -508,10 +511,10 @@ def _sequential_runner(plan):
         params.append(f"f{i}=f{i}")
         call = f"f{i}({', '.join(use(x) for x in st.ins)})"
         if st.single:
-            out = f"s{st.outs}"
+            out = f"s{operator.index(st.outs)}"
             known.add(st.outs)
         elif st.outs:
-            out = "".join(f"s{x}, " for x in st.outs) + f"= _outs({call}, {len(st.outs)})"
+            out = "".join(f"s{operator.index(x)}, " for x in st.outs) + f"= _outs({call}, {len(st.outs)})"
             known.update(st.outs)
             call = None
         else:
@@ -519,7 +522,7 @@ def _sequential_runner(plan):
         lines[len(body) + 2] = i       # line numbers of the generated source start at 1, after `def`
         body.append(call if out is None else out if call is None else f"{out} = {call}")
         for x in plan.frees[i]:
-            body.append(f"s{x} = None")
+            body.append(f"s{operator.index(x)} = None")
     body.append(f"return [{', '.join(use(x) for x in plan.fetch_slots)}]")
     src = f"def run(feeds, {', '.join(params)}):\n" + "".join(f"    {b}\n" for b in body)
     exec(compile(src, f"<plan {plan.label}>", "exec"), ns)   # noqa: S102 - our own generated code
