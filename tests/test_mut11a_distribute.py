@@ -1,0 +1,66 @@
+"""Tests added by mutation testing today's distribute changes (docs/design/mutation-testing.md,
+session 11): a one-member bucket all-reduce, the planning time of a Session.run on several
+placements."""
+import time
+
+import numpy as np
+
+import tensorweave as tw
+from tensorweave.core.sbp import S
+from tensorweave.distribute import collective
+from tensorweave.distribute.collective import InProcessGroup
+
+
+def test_a_one_member_bucket_is_a_read_only_copy_of_its_values(monkeypatch):
+    """The group's own bucket reduction on one member (a communicator of one rank answers before
+    it reaches the group): a copy of the values, chunk by chunk."""
+    monkeypatch.setattr(collective, "REDUCE_CHUNK", 4)          # several chunks, one member takes them all
+    values = [np.arange(10, dtype=np.float32), np.arange(6.0).reshape(2, 3)]
+    for op in ("sum", "max", "prod"):
+        got = InProcessGroup([0], timeout=20).reduce_start(0, values, op).wait()
+        for g, v in zip(got, values):
+            np.testing.assert_array_equal(g, v)
+            assert g.dtype == v.dtype and g is not v and not g.flags.writeable
+
+
+def test_session_run_planning_seconds_are_within_the_wall_time_of_planning():
+    from tensorweave.distribute.plan_placements import MultiPlacementSessionRun
+    tf = tw.compat.v1
+    p1, p2 = tw.placement("cpu", ranks=[0, 1]), tw.placement("cpu", ranks=[2, 3])
+    with tf.Graph().as_default() as g:
+        w1 = tw.Variable(np.ones((4, 5), np.float32), placement=p1, sbp=S(1))
+        w2 = tw.Variable(np.ones((5, 3), np.float32), placement=p2, sbp=S(1))
+        x = tf.placeholder(tw.float32, [6, 4])
+        y = tw.reduce_sum(tw.matmul(tw.matmul(x, w1).to_global(placement=p2, sbp=S(0)), w2))
+        t0 = time.perf_counter()
+        run = MultiPlacementSessionRun([y], [], [x], g)
+        wall = time.perf_counter() - t0
+    assert 0 < run.seconds <= wall
+
+
+def test_the_gradient_of_a_move_on_one_placement_is_no_move():
+    """On one placement the gradient of ``to_global`` is the incoming gradient itself: a local
+    one stays local (no ``_ToPlacement`` op in the plan, as between two placements)."""
+    p = tw.placement("cpu", ranks=[0, 1])
+    x = tw.constant(np.arange(8.0, dtype=np.float32).reshape(4, 2)).to_global(placement=p, sbp=S(0))
+
+    def f(x):
+        with tw.GradientTape() as tape:
+            tape.watch(x)
+            y = x.to_global(placement=p, sbp=tw.sbp.broadcast)
+        return tape.gradient(y, x, output_gradients=tw.ones((4, 2)) * 3.0)
+    ops = [o["type"] for o in tw.distribute.explain(f, x).to_dict()["ops"]]
+    assert ops == ["Fill", "Mul"]
+    np.testing.assert_array_equal(tw.function(f)(x).numpy(), np.full((4, 2), 3.0, np.float32))
+
+
+def test_explain_planning_seconds_of_a_function_on_two_placements_are_within_its_wall_time():
+    p1, p2 = tw.placement("cpu", ranks=[0, 1]), tw.placement("cpu", ranks=[2, 3])
+    w = tw.Variable(np.ones((4, 3), np.float32), placement=p2, sbp=S(1))
+
+    def f(x):
+        return tw.reduce_sum(tw.matmul(tw.exp(x).to_global(placement=p2, sbp=S(0)), w))
+    x = tw.constant(np.ones((6, 4), np.float32)).to_global(placement=p1, sbp=S(0))
+    t0 = time.perf_counter()
+    seconds = tw.distribute.explain(f, x).to_dict()["planning_seconds"]
+    assert 0 < seconds <= time.perf_counter() - t0
