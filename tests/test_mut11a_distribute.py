@@ -1,11 +1,14 @@
 """Tests added by mutation testing today's distribute changes (docs/design/mutation-testing.md,
-session 11): a one-member bucket all-reduce, the planning time of a Session.run on several
-placements."""
+session 11): the group's bucket reduction on one member; on several placements the planning
+seconds, segments opened by a local value, the gradient of a move on one placement, the layout
+named when a concrete function gets another."""
 import time
 
 import numpy as np
+import pytest
 
 import tensorweave as tw
+from tensorweave.core import errors
 from tensorweave.core.sbp import S
 from tensorweave.distribute import collective
 from tensorweave.distribute.collective import InProcessGroup
@@ -64,3 +67,48 @@ def test_explain_planning_seconds_of_a_function_on_two_placements_are_within_its
     t0 = time.perf_counter()
     seconds = tw.distribute.explain(f, x).to_dict()["planning_seconds"]
     assert 0 < seconds <= time.perf_counter() - t0
+
+
+def test_a_local_result_computed_first_leaves_the_stages_their_placements():
+    """A local value that no stage reads (computed first, returned as is) opens the first
+    segment: the stage ops after it still get their own segments on their placements."""
+    p1, p2 = tw.placement("cpu", ranks=[0, 1]), tw.placement("cpu", ranks=[2, 3])
+    w = tw.Variable(np.full((4, 3), 2.0, np.float32), placement=p2, sbp=S(1))
+
+    @tw.function
+    def f(x, c):
+        k = c * 3.0
+        return k, tw.reduce_sum(tw.matmul(tw.exp(x).to_global(placement=p2, sbp=S(0)), w))
+    x = tw.constant(np.zeros((6, 4), np.float32)).to_global(placement=p1, sbp=S(0))
+    k, y = f(x, tw.constant(np.float32(2.0)))
+    assert float(k) == 6.0 and float(y) == 6 * 4 * 3 * 2.0 and y.placement == p2
+
+
+def test_a_concrete_function_on_two_placements_names_the_layout_it_got():
+    p1, p2 = tw.placement("cpu", ranks=[0, 1]), tw.placement("cpu", ranks=[2, 3])
+    w = tw.Variable(np.full((4, 3), 2.0, np.float32), placement=p2, sbp=S(1))
+
+    @tw.function
+    def f(x):
+        return tw.reduce_sum(tw.matmul(tw.exp(x).to_global(placement=p2, sbp=S(0)), w))
+    x = np.zeros((6, 4), np.float32)
+    cf = f.get_concrete_function(tw.constant(x).to_global(placement=p1, sbp=S(0)))
+    with pytest.raises(errors.InvalidArgumentError, match=r"traced for \(placement.*\(S\(0\),\)\), got a local tensor"):
+        cf(tw.constant(x))
+    with pytest.raises(errors.InvalidArgumentError, match=r"got \(placement\(type=\"cpu\", ranks=\[0, 1\]\), \(B,\)\)"):
+        cf(tw.constant(x).to_global(placement=p1, sbp=tw.sbp.broadcast))
+
+
+def test_the_look_ahead_leaves_a_contractions_own_partial_unpriced():
+    """exp(c) feeding ``matmul(., w)`` with ``w`` split on its rows: ``S(1) x S(0) -> P`` makes
+    no input partial, so it is free ahead (the result is returned partial); pricing its
+    reduction would all-gather ``w`` instead (made_partial_cost)."""
+    p = tw.placement("cpu", ranks=[0, 1])
+    c = tw.constant(np.ones((64, 2), np.float32)).to_global(placement=p, sbp=tw.sbp.broadcast)
+    w = tw.constant(np.ones((2, 3), np.float32)).to_global(placement=p, sbp=S(0))
+
+    def f(c, w):
+        return tw.matmul(tw.exp(c), w)
+    e = tw.distribute.explain(f, c, w).to_dict()
+    assert [o["signature"] for o in e["ops"]] == ["S(1) -> S(1)", "S(1), S(0) -> P"] and e["collectives"] == []
+    np.testing.assert_allclose(tw.function(f)(c, w).numpy(), np.full((64, 3), 2 * np.e, np.float32), rtol=1e-6)
