@@ -58,11 +58,12 @@ def test_a_manifest_naming_a_bad_module_or_digest_is_malformed(tmp_path, fields)
         assert aot.load(directory) is None
 
 
-def test_a_builder_that_cannot_be_imported_counts_as_another_builder(tmp_path, monkeypatch):
+@pytest.mark.parametrize("error", [ImportError, OSError])
+def test_a_builder_that_cannot_be_read_counts_as_another_builder(tmp_path, monkeypatch, error):
     aot, directory = _manifest(tmp_path, sources={"tensorweave.kernels.cpu.aot_build": "0" * 64})
 
     def module_source(name):
-        raise ImportError(f"no module {name}")
+        raise error(f"no module {name}")
     monkeypatch.setattr(aot, "module_source", module_source)
     with pytest.warns(aot.AOTWarning, match=r"was made by another version of tensorweave.kernels.cpu.aot_build"):
         assert aot.load(directory) is None
@@ -92,3 +93,24 @@ def test_unaligned_operands_of_a_remembered_geometry_stay_off_blas(monkeypatch):
     log.clear()
     np.testing.assert_allclose(gemm.matmul(unaligned, b), want, rtol=1e-4, atol=1e-4)
     assert not log                                             # same geometry, unaligned: NumPy
+
+
+def test_a_module_whose_source_cannot_be_found_is_not_fresh(tmp_path):
+    from tensorweave.kernels.cpu import aot
+    lib = aot.Library(str(tmp_path), {"sources": {"tw_no_such_package.kernels": "0" * 64}, "exports": []}, None)
+    with pytest.warns(aot.AOTWarning, match=r"kernels of tw_no_such_package.kernels were built from another"):
+        assert lib.fresh("tw_no_such_package.kernels") is False
+    assert lib.fresh("tw_no_such_package.kernels") is False          # decided once
+
+
+def test_an_extension_that_cannot_be_imported_falls_back(tmp_path):
+    import importlib.machinery
+
+    from tensorweave.kernels.cpu import aot
+    builder = aot.sha256_file(aot.module_source(aot.BUILDER))
+    file = tmp_path / ("_tw_aot_x" + importlib.machinery.EXTENSION_SUFFIXES[0])
+    file.write_bytes(b"not a shared object")
+    aot, directory = _manifest(tmp_path, sha256=aot.sha256_file(str(file)), sources={aot.BUILDER: builder},
+                               machine=aot.machine())
+    with pytest.warns(aot.AOTWarning, match=r"_tw_aot_x\S* could not be loaded"):
+        assert aot.load(directory) is None
