@@ -114,3 +114,14 @@ def test_an_extension_that_cannot_be_imported_falls_back(tmp_path):
                                machine=aot.machine())
     with pytest.warns(aot.AOTWarning, match=r"_tw_aot_x\S* could not be loaded"):
         assert aot.load(directory) is None
+
+
+def test_a_loop_plan_for_a_short_wide_or_empty_inner_product(monkeypatch):
+    gemm = _gemm()
+    if not gemm._gemm_serial:
+        pytest.skip("MKL with a per-thread setting is not loaded")
+    from tensorweave.kernels.cpu import rnn_gemm
+    monkeypatch.setitem(gemm._tuning, "on", False)
+    p = rnn_gemm.plan(np.float32, 1, 4, 64)         # m * n < k: still a product worth a plan
+    assert p is not None and p.threads == 1
+    assert rnn_gemm.plan(np.float32, 4, 4, 0) is None    # an empty inner dimension: the Python path
