@@ -125,3 +125,4 @@ def test_a_loop_plan_for_a_short_wide_or_empty_inner_product(monkeypatch):
     p = rnn_gemm.plan(np.float32, 1, 4, 64)         # m * n < k: still a product worth a plan
     assert p is not None and p.threads == 1
     assert rnn_gemm.plan(np.float32, 4, 4, 0) is None    # an empty inner dimension: the Python path
+    assert rnn_gemm.plan(np.float32, 4, 0, 4) is None    # no units
