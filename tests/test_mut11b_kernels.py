@@ -126,3 +126,30 @@ def test_a_loop_plan_for_a_short_wide_or_empty_inner_product(monkeypatch):
     assert p is not None and p.threads == 1
     assert rnn_gemm.plan(np.float32, 4, 4, 0) is None    # an empty inner dimension: the Python path
     assert rnn_gemm.plan(np.float32, 4, 0, 4) is None    # no units
+
+
+def test_stacks_numpy_keeps_are_computed_by_numpy():
+    gemm = _gemm()
+    a = np.arange(24, dtype=np.int64).reshape(2, 3, 4)
+    b = np.arange(20, dtype=np.int64).reshape(4, 5)
+    np.testing.assert_array_equal(gemm.matmul(a, b), np.matmul(a, b))      # no BLAS for integers
+
+
+def test_the_serial_threshold_compares_the_products_work(monkeypatch):
+    gemm = _gemm()
+    rng = np.random.default_rng(11)
+    a = rng.standard_normal((16, 200)).astype(np.float32)
+    b = rng.standard_normal((200, 64)).astype(np.float32)
+    dt = np.dtype(np.float32)
+    log = []
+    for table, name in ((gemm._gemm, "threaded"), (gemm._gemm_serial, "serial")):
+        real = table[dt]
+        monkeypatch.setitem(table, dt, lambda *args, real=real, name=name: (log.append(name), real(*args))[1])
+    monkeypatch.setitem(gemm._tuning, "on", False)
+    monkeypatch.setattr(gemm, "_openblas", {"found": None})
+    monkeypatch.setattr(gemm, "_serial_chosen", {})
+    monkeypatch.setitem(gemm._serial_work, dt, 16 * 200 * 64)     # the work m*n*k is not under the bound
+    want = a.astype(np.float64) @ b
+    np.testing.assert_allclose(gemm.matmul(a, b), want, rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(gemm.matmul(a, b, out=np.empty((16, 64), np.float32)), want, rtol=1e-4, atol=1e-4)
+    assert log == ["threaded", "threaded"]
