@@ -147,6 +147,17 @@ class RankPlans:
                 for j, t in enumerate(gp.fetches)]
 
 
+
+def check_input_layouts(flat_inputs, layouts, feeds):
+    """Raises where a planned function's input is not of the layout it was traced for (``layouts``:
+    per input ``(placement, sbp)``, None for a local tensor; ``feeds``: its placeholders)."""
+    for x, lay, p in zip(flat_inputs, layouts, feeds):
+        if (lay is None) == bool(getattr(x, "is_global", False)) or (
+                lay is not None and (x.placement, x.sbp) != lay):
+            raise errors.InvalidArgumentError(
+                f"planned function input '{p.op.name}' was traced for {lay or 'a local tensor'}, got "
+                f"{(x.placement, x.sbp) if getattr(x, 'is_global', False) else 'a local tensor'}")
+
 class PlannedFunction(RankPlans):
     """A concrete function's graph planned for global tensors (see the module docstring)."""
 
@@ -174,12 +185,7 @@ class PlannedFunction(RankPlans):
 
     def __call__(self, flat_inputs):
         from tensorweave.distribute.global_tensor import GlobalTensor
-        for x, lay, p in zip(flat_inputs, self.input_layouts, self.plan.feeds):
-            if (lay is None) == bool(getattr(x, "is_global", False)) or (
-                    lay is not None and (x.placement, x.sbp) != lay):
-                raise errors.InvalidArgumentError(
-                    f"planned function input '{p.op.name}' was traced for {lay or 'a local tensor'}, got "
-                    f"{(x.placement, x.sbp) if getattr(x, 'is_global', False) else 'a local tensor'}")
+        check_input_layouts(flat_inputs, self.input_layouts, self.plan.feeds)
         if ctx.tapes and self.cf._watched_by_tape(flat_inputs):   # an outer tape: both halves planned
             from tensorweave.distribute.plan_tape import call_recorded
             return call_recorded(self, flat_inputs)

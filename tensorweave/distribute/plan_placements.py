@@ -312,12 +312,8 @@ class MultiPlacementFunction:
 
     def __call__(self, flat_inputs):
         from tensorweave.distribute.global_tensor import GlobalTensor
-        for x, lay, p in zip(flat_inputs, self.input_layouts, self.feeds):
-            if (lay is None) == bool(getattr(x, "is_global", False)) or (
-                    lay is not None and (x.placement, x.sbp) != lay):
-                raise errors.InvalidArgumentError(
-                    f"planned function input '{p.op.name}' was traced for {lay or 'a local tensor'}, got "
-                    f"{(x.placement, x.sbp) if getattr(x, 'is_global', False) else 'a local tensor'}")
+        from tensorweave.distribute.plan_function import check_input_layouts
+        check_input_layouts(flat_inputs, self.input_layouts, self.feeds)
         if ctx.tapes and self.cf._watched_by_tape(flat_inputs):   # an outer tape: both halves planned
             from tensorweave.distribute.plan_tape import call_recorded_multi
             return call_recorded_multi(self, flat_inputs)
