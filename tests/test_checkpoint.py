@@ -753,14 +753,18 @@ def test_loading_never_unpickles(tmp_path):
     path = Checkpoint(model=model, it=it, rng=RNGState()).write(str(tmp_path / "p"))
     script = f"""
 import pickle
-def refuse(*a, **k):
-    raise AssertionError("pickle used on a load path")
-pickle.load = pickle.loads = pickle.Unpickler = refuse
 import numpy as np
 import tensorweave as tw
 import tensorweave.data
 from tensorweave import keras
 from tensorweave.train import Checkpoint, RNGState
+from tensorweave.kernels.cpu import aot
+# installed code first: the kernels built at install are an extension module whose import
+# unpickles numba's constants from its own data section (SECURITY.md), not from the checkpoint
+aot.library()
+def refuse(*a, **k):
+    raise AssertionError("pickle used on a load path")
+pickle.load = pickle.loads = pickle.Unpickler = refuse
 model = keras.Sequential([keras.Input(shape=(3,)), keras.layers.Dense(4, activation="relu"), keras.layers.Dense(1)])
 model.compile(optimizer="adam", loss="mse")
 it = iter(tw.data.Dataset.range(10).shuffle(10, seed=1))
