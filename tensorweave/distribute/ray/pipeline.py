@@ -36,6 +36,7 @@ connected cluster's workers:
   driver keeps working and gives the same weights (the same slot variables), op by op.
 """
 import io
+import json
 import time
 
 import numpy as np
@@ -216,8 +217,10 @@ class RayPipeline:
             return bound[1]
         index = {id(v): j for j, v in enumerate(variables)}
         owner = self._owners()
-        config = dict(optimizer.get_config(), learning_rate=0.0)      # the rate travels with each step
-        data = _dumps((type(optimizer), config))
+        from tensorweave.keras import optimizers
+        described = optimizers.serialize(optimizer)        # JSON, as the parameter servers get theirs
+        described["config"] = dict(described["config"], learning_rate=0.0)   # the rate travels with each step
+        data = json.dumps(described)
         token = self.heap.key()
         slots = {r: {} for r in self.ranks}
         for (vid, name), slot in optimizer._slots.items():

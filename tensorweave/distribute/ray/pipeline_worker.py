@@ -28,6 +28,7 @@ sender's slice, so stages of different widths meet (data parallel inside a stage
 [(0, 0, 0, 3), (1, 0, 3, 5)]
 """
 import io
+import json
 import pickle
 import time
 
@@ -99,8 +100,8 @@ def w_bind_optimizer(worker, key, token, data, slots, stage_ranks):
     this worker's shard of variable ``j``'s slot ``name``, ``stage_ranks[j]`` the workers of
     ``j``'s stage (its gradients are all-reduced over them), for every variable ``j`` it holds."""
     wp = worker.store[key]
-    cls, config = pickle.loads(data)
-    opt = cls.from_config(config)
+    from tensorweave.keras import optimizers
+    opt = optimizers.deserialize(json.loads(data))
     held = {j: v for _, variables in wp.stages.values() for j, v in variables}
     index = {id(v): j for j, v in held.items()}
 
