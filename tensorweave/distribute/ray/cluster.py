@@ -15,6 +15,7 @@ and a note naming the rank, after the other ranks' pending collectives are abort
 [[0, 1], [0, 1]]
 >>> tw.distribute.shutdown()                                          # doctest: +SKIP
 """
+import copy
 import os
 import threading
 import uuid
@@ -93,22 +94,23 @@ class RankWorker:
 
     def graph_call(self, packed):
         """A step of a compiled graph (:class:`_StepGraph`; Ray runs it on a thread of its own):
-        ``call(*packed)``, ``packed`` and the answer as :func:`_to_channel` bytes. An exception
+        ``call(*packed)``, ``packed`` taken out of the channel first (:func:`_owned`). An exception
         comes back as a value, after this rank's groups are aborted (the other ranks' collectives
         end at once and come back too), so every step of the graph completes and the graph stays
         usable."""
         from tensorweave.distribute.collective import CollectiveAbortedError
         data, gate = packed
         try:
-            return _to_channel(self.call(*_from_channel(data)))
+            return self.call(*_owned(data))
         except BaseException as e:  # noqa: BLE001 - handed to the driver, which raises it
             if not isinstance(e, CollectiveAbortedError):      # (an abandoned collective: failed already)
                 for c in list(self._comms.values()):
                     c.group.abort(f"rank {self.rank} raised {type(e).__name__}")
             try:
-                return _to_channel(_Raised(e))
-            except Exception:  # noqa: BLE001 - an exception that does not pickle: its text
-                return _to_channel(_Raised(RuntimeError(f"{type(e).__name__}: {e}")))
+                _ray().cloudpickle.dumps(e)          # the channel must be able to carry it
+                return _Raised(e)
+            except Exception:  # noqa: BLE001 - an exception that does not serialize: its text
+                return _Raised(RuntimeError(f"{type(e).__name__}: {e}"))
         finally:
             if gate is not None:
                 self._signal(gate)
@@ -139,21 +141,15 @@ class _Raised:
         self.error = error
 
 
-def _to_channel(value):
-    """``value`` as one bytes object for a compiled graph's channel: pickled with its arrays inside
-    the bytes (protocol 5 without out-of-band buffers). Ray would send a NumPy array out of band,
-    and the reader's array would be a zero-copy view of the channel's shared memory that holds
-    the channel's read lock while it lives: a driver keeping such a value (a local variable's
-    new value, a step's loss) held a buffer Ray frees at ``teardown``/``ray.shutdown``, and
-    Python freeing the array later (the garbage collector, at exit) called Ray's
-    ``ReadRelease`` on freed memory: SIGSEGV. Ray copies a bytes object out of the channel, so
-    nothing read from one refers to it. The bytes are Ray's own serialization of the same
-    objects (cloudpickle), between this driver and its workers."""
-    return _ray().cloudpickle.dumps(value, protocol=5)
-
-
-def _from_channel(data):
-    return _ray().cloudpickle.loads(data)
+def _owned(value):
+    """``value`` with every array in it copied out of the compiled graph's channel. Ray hands a
+    NumPy array read from a channel back as a zero-copy view of the channel's shared memory that
+    holds the channel's read lock while it lives: a driver keeping such a value (a local
+    variable's new value, a step's loss) held a buffer Ray frees at ``teardown``/``ray.shutdown``,
+    and Python freeing the array later (the garbage collector, at exit) called Ray's
+    ``ReadRelease`` on freed memory: SIGSEGV. A deep copy owns its memory (``ndarray.__deepcopy__``
+    copies the data); the views are dropped at once by the caller."""
+    return copy.deepcopy(value)
 
 
 class _StepGate:
@@ -227,11 +223,13 @@ class _StepGraph:
 
     def run(self, packed):
         gate = self.gate.path if self.gate is not None else None
-        refs = self.graph.execute(*[(_to_channel(p), gate) for p in packed])
+        refs = self.graph.execute(*[(p, gate) for p in packed])
         if self.gate is not None:
             self.gate.wait(len(packed), list(getattr(self.graph, "worker_task_refs", {}).values()))
         answers = _ray().get(refs, timeout=-1)
-        return [_from_channel(a) for a in answers]
+        owned = [_owned(a) for a in answers]
+        del answers                       # the channel's views go now, not at the next collection
+        return owned
 
     def teardown(self):
         try:
