@@ -31,7 +31,6 @@ local variable's gradient is its logical value, a local tensor.
 import numpy as np
 
 from tensorweave.core import errors
-from tensorweave.core.context import ctx
 from tensorweave.core.dispatch import record_custom
 from tensorweave.core.tensor import EagerTensor, Tensor
 
@@ -96,22 +95,9 @@ def call_recorded(pf, flat_inputs):
     outputs = pf.outputs
     outs = [_wrap(pf, t.dtype, lay, pieces) for t, (lay, pieces) in zip(outputs, fetched)]
     saved = fetched[len(outputs):]
-    record_custom(_PlannedCallRecord(pf, h, list(flat_inputs) + _watched_handles(pf.cf), outs, saved))
+    record_custom(_PlannedCallRecord(pf, h, list(flat_inputs) + pf.cf._watched_handles(), outs, saved))
     return outs
 
-
-
-def _watched_handles(cf):
-    """The handles of ``cf``'s trainable variables, watched by the tapes that watch what they read
-    (the variables are the call's inputs on the tape, as a function call's captures are)."""
-    handles = []
-    for v in cf.trainable_variables:
-        hd = v.handle
-        for tape in ctx.tapes:
-            if tape._watch_accessed:
-                tape._watch_handle(hd)
-        handles.append(hd)
-    return handles
 
 class _PlannedCallRecord:
     """The tape's record of one planned call (see the module docstring)."""
@@ -230,7 +216,7 @@ def call_recorded_multi(mpf, flat_inputs):
     values = run_segments(h.forward, mpf.feed_values(flat_inputs))
     outs = [_global_or_local(t, *values[id(t)]) for t in mpf.outputs]
     saved = [values[id(t)] for t in h.saved]
-    record_custom(_MultiCallRecord(mpf, h, list(flat_inputs) + _watched_handles(mpf.cf), outs, saved))
+    record_custom(_MultiCallRecord(mpf, h, list(flat_inputs) + mpf.cf._watched_handles(), outs, saved))
     return outs
 
 

@@ -136,7 +136,9 @@ class ConcreteFunction:
         return nest.pack_sequence_as(self.structured_outputs, flat)
 
     # ---- gradients through a call (the tape sees one op) -----------------------------------------
-    def _record(self, inputs, outputs, saved):
+    def _watched_handles(self):
+        """The handles of the trainable variables, watched by the tapes that watch what they read
+        (the variables are the call's inputs on the tape, as its captures are)."""
         handles = []
         for v in self.trainable_variables:
             h = v.handle
@@ -144,7 +146,10 @@ class ConcreteFunction:
                 if tape._watch_accessed:
                     tape._watch_handle(h)
             handles.append(h)
-        record_custom(_CallRecord(self, list(inputs) + handles, outputs, saved))
+        return handles
+
+    def _record(self, inputs, outputs, saved):
+        record_custom(_CallRecord(self, list(inputs) + self._watched_handles(), outputs, saved))
 
     def _backward_graph(self):
         """``(upstream placeholders, gradient per input and trainable variable, saved)``: gradient
