@@ -1,0 +1,120 @@
+"""Issue 14's cluster sentences that the Ray test files do not pin (audit, session 12), checked
+without starting Ray: what ``connect`` asks Ray for — a local instance with the dashboard off on
+127.0.0.1, an attach for ``"auto"``/``"ray://..."``, one placement-group bundle of
+``resources_per_worker`` per rank with the chosen strategy — and the transport chosen by
+measurement (the slower rank's probe decides; shared memory only when it is faster)."""
+import pytest
+
+pytest.importorskip("ray")
+
+from tensorweave.distribute.ray import cluster as ray_cluster  # noqa: E402
+
+
+class _Stop(Exception):
+    """Raised by the fakes once they have seen what connect asked for (nothing is started)."""
+
+
+class _FakeRay:
+    def __init__(self, initialized):
+        self.initialized, self.init_kwargs = initialized, None
+
+    def is_initialized(self):
+        return self.initialized
+
+    def init(self, **kwargs):
+        self.init_kwargs = kwargs
+        raise _Stop
+
+
+@pytest.fixture
+def fake_ray(monkeypatch):
+    def make(initialized=False):
+        fake = _FakeRay(initialized)
+        monkeypatch.setattr(ray_cluster, "_ray", lambda: fake)
+        monkeypatch.setattr(ray_cluster, "_current", None)
+        monkeypatch.setattr(ray_cluster, "_loopback_only", lambda ray: None)
+        monkeypatch.setenv("RAY_worker_niceness", "0")
+        return fake
+    return make
+
+
+def test_a_local_instance_has_no_dashboard_and_listens_on_loopback(fake_ray):
+    fake = fake_ray()
+    with pytest.raises(_Stop):
+        ray_cluster.connect(num_workers=3, resources_per_worker={"CPU": 1})
+    kw = fake.init_kwargs
+    assert kw["include_dashboard"] is False
+    assert kw["_node_ip_address"] == "127.0.0.1"
+    assert "address" not in kw                      # a new instance, not an attach
+    assert kw["num_cpus"] >= 3                      # room for one actor per rank
+
+
+@pytest.mark.parametrize("address", ["auto", "ray://head:10001"])
+def test_an_address_attaches_to_that_cluster(fake_ray, address):
+    fake = fake_ray()
+    with pytest.raises(_Stop):
+        ray_cluster.connect(address=address, num_workers=2)
+    assert fake.init_kwargs["address"] == address
+    assert "include_dashboard" not in fake.init_kwargs   # an attach starts nothing
+
+
+@pytest.mark.parametrize("strategy", ["PACK", "SPREAD"])
+def test_one_bundle_of_the_workers_resources_per_rank_in_the_strategy(fake_ray, monkeypatch, strategy):
+    import importlib
+    pg_module = importlib.import_module("ray.util.placement_group")     # the module (ray.util's name is the function)
+    fake_ray(initialized=True)
+    seen = {}
+
+    def placement_group(bundles, strategy):
+        seen.update(bundles=bundles, strategy=strategy)
+        raise _Stop
+    monkeypatch.setattr(pg_module, "placement_group", placement_group)
+    with pytest.raises(_Stop):
+        ray_cluster.connect(num_workers=3, resources_per_worker={"CPU": 2, "memory": 10}, strategy=strategy)
+    assert seen == {"bundles": [{"CPU": 2, "memory": 10}] * 3, "strategy": strategy}
+
+
+class _ProbeCluster:
+    """``cluster.run`` of the probe: each rank's seconds per transport, as given."""
+
+    def __init__(self, seconds, shm_ok=True):
+        self.seconds, self.shm_ok = seconds, shm_ok
+        self.num_workers = len(seconds["shm"])
+        self.probes = []
+
+    def run(self, fn, *args):
+        if fn is ray_cluster._probe_step:
+            transport = args[0]
+            self.probes.append(transport)
+            return list(self.seconds[transport])
+        return [self.shm_ok] * self.num_workers          # shm.available() on each rank
+
+
+@pytest.fixture
+def fresh_probe(monkeypatch):
+    monkeypatch.delenv("TW_RAY_TRANSPORT", raising=False)
+    monkeypatch.setattr(ray_cluster, "_probe_cache", {})
+
+
+@pytest.mark.parametrize("seconds,want", [
+    ({"shm": [0.001, 0.002], "object_store": [0.004, 0.005]}, "shm"),
+    ({"shm": [0.006, 0.007], "object_store": [0.004, 0.005]}, "object_store"),
+    # the slowest rank decides: shm is faster on rank 0 but its rank 1 waits longest
+    ({"shm": [0.001, 0.009], "object_store": [0.005, 0.005]}, "object_store"),
+])
+def test_the_transport_is_the_faster_on_the_probe(fresh_probe, seconds, want):
+    cluster = _ProbeCluster(seconds)
+    assert ray_cluster._choose_transport(cluster, ["node"] * 2) == want
+    assert sorted(cluster.probes) == ["object_store", "shm"]          # both measured
+    again = _ProbeCluster({"shm": [1.0, 1.0], "object_store": [0.0, 0.0]})
+    assert ray_cluster._choose_transport(again, ["node"] * 2) == want  # once per process and rank count
+    assert again.probes == []
+
+
+def test_no_probe_where_shared_memory_cannot_work(fresh_probe):
+    fast_shm = {"shm": [0.001, 0.001], "object_store": [0.5, 0.5]}
+    no_dev_shm = _ProbeCluster(fast_shm, shm_ok=False)
+    assert ray_cluster._choose_transport(no_dev_shm, ["node"] * 2) == "object_store"
+    two_nodes = _ProbeCluster(fast_shm)
+    assert ray_cluster._choose_transport(two_nodes, ["a", "b"]) == "object_store"
+    assert no_dev_shm.probes == two_nodes.probes == []
