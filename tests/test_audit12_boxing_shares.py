@@ -7,7 +7,8 @@ Here each partial value is made of random *shares* that combine to it — sums o
 maxima/minima where a random rank holds each element exactly and the others less/more, products
 with signs flipped in pairs — and every partial source is boxed to every layout on 2 and 3 ranks
 (uneven and empty shards), on a 2x2 mesh (partial along either mesh axis) and onto another
-placement, against the logical value."""
+placement, against the logical value; and every pair of S(0), S(1), B, P, P(max) on a 2x2 mesh
+with empty shards (the pair tests' 2x2 shape, (5, 3), leaves none empty)."""
 import itertools
 
 import numpy as np
@@ -105,3 +106,14 @@ def test_partial_sources_with_shares_onto_another_placement(world, src_ranks, ds
     for src in PARTIALS[:2]:
         for dst in itertools.product([S(0), B, P], repeat=dp.ndim):
             _check(world, value, sp, (src,), dp, dst, rng)
+
+
+def test_every_pair_on_a_2x2_mesh_with_empty_shards(world):
+    # one row and two columns over a 2x2 mesh: S(0) on both mesh axes leaves three ranks empty,
+    # S(1) on both two; partial sources get shares on every rank
+    mesh = Placement("cpu", [[0, 1], [2, 3]])
+    rng = np.random.default_rng(6)
+    value = _value((1, 2), 6)
+    nds = list(itertools.product(KINDS[:5], repeat=2))
+    for src, dst in itertools.product(nds, repeat=2):
+        _check(world, value, mesh, src, mesh, dst, rng)
