@@ -181,18 +181,32 @@ def package_model(model):
 
 
 def _custom_objects(model):
-    """The classes of the model and its layers that are not tensorweave's (a subclassed model
-    with its own ``train_step``, custom layers): the workers rebuild with them (they travel by
-    Ray's own serialization, as the step functions do)."""
+    """The classes of the model, its layers and its compiled metrics and losses that are not
+    tensorweave's (a subclassed model with its own ``train_step``, custom layers, a metric class
+    of the user's): the workers rebuild with them (they travel by Ray's own serialization, as the
+    step functions do; the compile config names them by class)."""
+    from tensorweave.core import nest
+    from tensorweave.keras import losses, metrics
     out = {}
 
-    def visit(layer):
-        cls = type(layer)
+    def keep(obj):
+        cls = type(obj)
         if not cls.__module__.startswith("tensorweave."):
             out[cls.__name__] = cls
+
+    def visit(layer):
+        keep(layer)
         for sub in getattr(layer, "_layers", ()):
             visit(sub)
     visit(model)
+    compiled = getattr(model, "_compile_metrics", None)
+    for spec in getattr(compiled, "spec", None) or ():
+        for m in nest.flatten(spec) if spec is not None else ():
+            if isinstance(m, metrics.Metric):
+                keep(m)
+    for f in getattr(getattr(model, "_compile_loss", None), "fns", None) or ():
+        if isinstance(f, losses.Loss):
+            keep(f)
     return out
 
 
