@@ -118,3 +118,29 @@ def test_no_probe_where_shared_memory_cannot_work(fresh_probe):
     two_nodes = _ProbeCluster(fast_shm)
     assert ray_cluster._choose_transport(two_nodes, ["a", "b"]) == "object_store"
     assert no_dev_shm.probes == two_nodes.probes == []
+
+
+class _Connected:
+    def __init__(self, n):
+        self.num_workers = n
+
+
+def test_the_cluster_resolver_uses_the_connected_cluster_or_connects_as_asked(monkeypatch):
+    from tensorweave.distribute.ray.multi_worker import RayClusterResolver
+    asked = []
+
+    def connect(address, num_workers, resources_per_worker=None):
+        asked.append((address, num_workers, resources_per_worker))
+        return _Connected(num_workers)
+    monkeypatch.setattr(ray_cluster, "connect", connect)
+    monkeypatch.setattr(ray_cluster, "current", lambda: None)
+    made = RayClusterResolver("auto", num_workers=4, resources_per_worker={"CPU": 2}).cluster()
+    assert asked == [("auto", 4, {"CPU": 2})] and made.num_workers == 4
+    assert RayClusterResolver().cluster().num_workers == 1 and asked[-1] == (None, 1, None)
+
+    there = _Connected(2)
+    monkeypatch.setattr(ray_cluster, "current", lambda: there)
+    assert RayClusterResolver().cluster() is there and RayClusterResolver(num_workers=2).cluster() is there
+    with pytest.raises(ValueError, match=r"3 workers asked for, but the connected cluster has 2.*shutdown\(\) first"):
+        RayClusterResolver(num_workers=3).cluster()
+    assert len(asked) == 2                                     # a connected cluster is never replaced
