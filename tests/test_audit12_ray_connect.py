@@ -144,3 +144,24 @@ def test_the_cluster_resolver_uses_the_connected_cluster_or_connects_as_asked(mo
     with pytest.raises(ValueError, match=r"3 workers asked for, but the connected cluster has 2.*shutdown\(\) first"):
         RayClusterResolver(num_workers=3).cluster()
     assert len(asked) == 2                                     # a connected cluster is never replaced
+
+
+def test_launch_connects_as_asked_runs_the_script_once_and_always_shuts_down(monkeypatch, tmp_path, capsys):
+    import tensorweave.distribute.ray as ray_pkg
+    from tensorweave.cli import main
+    calls = []
+    monkeypatch.setattr(ray_pkg, "connect", lambda **kw: calls.append(("connect", kw)))
+    monkeypatch.setattr(ray_pkg, "shutdown", lambda: calls.append(("shutdown",)))
+    script = tmp_path / "job.py"
+    script.write_text("import sys\nprint('ran', sys.argv[1:])\nif '--fail' in sys.argv:\n    raise SystemExit(3)\n")
+    code = main(["launch", "--workers", "3", "--address", "auto", "--cpus-per-worker", "2", "--spread",
+                 "--transport", "object_store", str(script), "--", "x", "--fail"])
+    assert code == 3 and "ran ['x', '--fail']" in capsys.readouterr().out
+    assert calls == [("connect", {"address": "auto", "num_workers": 3, "resources_per_worker": {"CPU": 2.0},
+                                  "strategy": "SPREAD", "transport": "object_store"}), ("shutdown",)]
+    calls.clear()
+    script.write_text("raise ValueError('boom')\n")
+    with pytest.raises(ValueError, match="boom"):
+        main(["launch", "--workers", "2", str(script)])
+    assert calls == [("connect", {"address": None, "num_workers": 2, "resources_per_worker": {"CPU": 1.0},
+                                  "strategy": "PACK", "transport": None}), ("shutdown",)]
