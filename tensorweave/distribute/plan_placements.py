@@ -360,21 +360,28 @@ def run_segments(segments, values):
     """Runs ``segments`` in order on ``values`` (id(tensor) -> ``(layout, per-rank pieces)`` or
     ``(None, a local value)``; the feeds in, every segment's fetches added): each segment is one
     hand-off per rank, fed its values moved to its placement where they live on another."""
-    from tensorweave.distribute.ray.pieces import local_pieces
     for seg in segments:
-        per_rank = [[] for _ in range(seg.placement.size)]
-        for t, lay in zip(seg.feeds, seg.layouts):
-            src, v = values[id(t)]
-            if lay is None:
-                pieces = [v] * seg.placement.size
-            elif id(t) in seg.transfers:
-                pieces = _move(seg.transfers[id(t)][0], v)
-            else:
-                pieces = v
-            for i, piece in enumerate(pieces):
-                per_rank[i].append(piece)
-        for t, (lay, pieces) in zip(seg.plan.fetches, seg.runner.run(per_rank)):
-            values[id(t)] = (None, local_pieces(pieces)[0]) if lay is None else ((seg.placement, lay._sbp), pieces)
+        run_segment(seg, values)
+    return values
+
+
+def run_segment(seg, values):
+    """Runs one segment on ``values`` (see :func:`run_segments`); a pipeline's stage runs its
+    segments this way, one micro-batch's ``values`` at a time (``plan_pipeline.py``)."""
+    from tensorweave.distribute.ray.pieces import local_pieces
+    per_rank = [[] for _ in range(seg.placement.size)]
+    for t, lay in zip(seg.feeds, seg.layouts):
+        src, v = values[id(t)]
+        if lay is None:
+            pieces = [v] * seg.placement.size
+        elif id(t) in seg.transfers:
+            pieces = _move(seg.transfers[id(t)][0], v)
+        else:
+            pieces = v
+        for i, piece in enumerate(pieces):
+            per_rank[i].append(piece)
+    for t, (lay, pieces) in zip(seg.plan.fetches, seg.runner.run(per_rank)):
+        values[id(t)] = (None, local_pieces(pieces)[0]) if lay is None else ((seg.placement, lay._sbp), pieces)
     return values
 
 
@@ -386,4 +393,4 @@ def _move(plan, pieces):
     return box(local_pieces(pieces), plan)
 
 
-__all__ = ["MultiPlacementFunction", "MultiPlacementSessionRun", "run_segments", "plan_placements", "placement_of", "to_global_grad", "op_placement"]
+__all__ = ["MultiPlacementFunction", "MultiPlacementSessionRun", "run_segments", "run_segment", "plan_placements", "placement_of", "to_global_grad", "op_placement"]
