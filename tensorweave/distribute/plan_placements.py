@@ -199,6 +199,61 @@ def _moved_sbp(shape, dtype, src, dst_placement, pins):
     return min(options, key=lambda o: boxing_cost(shape, dtype, src[0], nd, o, dst_placement))
 
 
+# A value moved between placements without a to_global pin (a gradient going back to its stage)
+# gets the layout that moves the fewest bytes in all: its transfer plus the boxing its reader
+# segment then needs, found by planning that segment once per candidate layout (B, S(i)); a
+# segment with more such feeds than this keeps the default (_moved_sbp) for them.
+MAX_CHOSEN_MOVES = 4
+
+
+def _segment_bytes(gp):
+    """Bytes the boxings of a planned segment move (each tensor boxed once per layout, as the
+    rank plans and ``explain`` count them)."""
+    total, seen = 0, set()
+    for op in gp.ops:
+        p = gp.op_plans.get(id(op))
+        for t, plan in zip(op.inputs, p.plans if p is not None else ()):
+            if plan is not None and (id(t), plan.dst_sbp) not in seen:
+                seen.add((id(t), plan.dst_sbp))
+                total += plan.bytes
+    return total
+
+
+def _choose_moves(gp, free_moves, transfers, seg_list, fetches, feeds, seg_layouts, placement, label):
+    """Layout choice across segments: per unpinned moved feed (in order, the others as chosen so
+    far) the destination layout with the fewest bytes moved — its transfer plus the reader
+    segment's boxings (the segment planned with it) —; the default first, so ties keep it. Returns
+    the segment planned with the choices (``seg_layouts`` and ``transfers`` updated)."""
+    from tensorweave.distribute.boxing import plan_boxing
+    from tensorweave.distribute.planner import plan_op_list
+    if placement.ndim != 1:
+        return gp
+    best_gp, changed = gp, False
+    for j in free_moves:
+        x = feeds[j]
+        old_plan, src, reader = transfers[id(x)]
+        shape, dtype = tuple(x.shape.as_list()), x.dtype.np_dtype
+        best = (old_plan.bytes + _segment_bytes(best_gp), old_plan, seg_layouts[j][1], best_gp)
+        for nd in [(B,)] + [(S(a),) for a in range(len(shape))]:
+            if nd == seg_layouts[j][1]:
+                continue
+            plan = plan_boxing(shape, dtype, src[0], src[1], nd, placement)
+            trial = list(seg_layouts)
+            trial[j] = (placement, nd)
+            cand = plan_op_list(seg_list, fetches, feeds, trial, placement, label)
+            cost = plan.bytes + _segment_bytes(cand)
+            if cost < best[0]:
+                best = (cost, plan, nd, cand)
+        if best[2] != seg_layouts[j][1]:
+            changed = True
+            seg_layouts[j] = (placement, best[2])
+            transfers[id(x)] = (best[1], src, reader)
+        best_gp = best[3]
+    if changed:         # planned last with the choices (a loop's layouts are kept on its op when planned)
+        best_gp = plan_op_list(seg_list, fetches, feeds, seg_layouts, placement, label)
+    return best_gp
+
+
 class Segment:
     """One placement's run of ops: its :class:`~planner.GraphPlan` (``plan``), bound on the
     ranks (``runner``), its feeds with their layouts there and the transfers that bring them."""
@@ -256,8 +311,8 @@ def plan_placements(ops, fetches, feeds, feed_layouts, info, label):
                     mine.add(id(t.op))
                     free.append(t.op)
                 seg_fetches.append(t)
-        seg_layouts, transfers = [], {}
-        for x in seg_feeds:
+        seg_layouts, transfers, free_moves = [], {}, []
+        for j, x in enumerate(seg_feeds):
             src = layouts[id(x)]
             if src is None or src[0] == placement:
                 seg_layouts.append(src)
@@ -270,8 +325,13 @@ def plan_placements(ops, fetches, feeds, feed_layouts, info, label):
             plan = plan_boxing(shape, x.dtype.np_dtype, src[0], src[1], nd, placement)
             transfers[id(x)] = (plan, src, readers[0])
             seg_layouts.append((placement, nd))
+            if not pins:
+                free_moves.append(j)
         seg_list = [op for op in ops if id(op) in mine]
         gp = plan_op_list(seg_list, seg_fetches, seg_feeds, seg_layouts, placement, f"{label}/segment{k}")
+        if free_moves and len(free_moves) <= MAX_CHOSEN_MOVES:
+            gp = _choose_moves(gp, free_moves, transfers, seg_list, seg_fetches, seg_feeds, seg_layouts, placement,
+                               f"{label}/segment{k}")
         for t in seg_fetches:
             layouts[id(t)] = None if id(t) in gp.local else (placement, gp.layouts[id(t)]._sbp)
         segments.append(Segment(placement, seg_list, seg_feeds, seg_layouts, transfers, gp))
