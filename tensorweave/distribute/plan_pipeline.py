@@ -51,6 +51,7 @@ from tensorweave.core.sbp import B
 from tensorweave.distribute.layout import balanced_bounds
 from tensorweave.distribute.pipeline import Pipeline, _Step
 from tensorweave.distribute.pipeline_schedule import bubble_fraction, make_schedule
+from tensorweave.distribute.ray.pieces import cluster_for, is_remote
 
 __all__ = ["PlannedPipeline", "PipelineStats"]
 
@@ -275,7 +276,11 @@ class PlannedPipeline(Pipeline):
             step.put((s, m, a.kind), True)
 
         t0 = time.perf_counter()
-        self._drive(actions, run, step)
+        if any(cluster_for(p) is not None for p in self.placements):
+            for a in actions:        # Ray workers: the driver calls them in the schedule's order, one at a time
+                run(a)
+        else:
+            self._drive(actions, run, step)
         self._last_seconds = seconds = time.perf_counter() - t0
         self.held_activations = step.held if backward else None
         self.stats = PipelineStats(self.schedule_name, self.micro_batches, [list(p.ranks) for p in self.placements],
@@ -310,11 +315,11 @@ class PlannedPipeline(Pipeline):
                 if gt is None:
                     continue
                 lay, pieces = vals[id(gt)]
-                if acc is not None and acc[0] == lay:
+                if acc is not None and acc[0] == lay and not is_remote(pieces):
                     acc = (lay, [a + b for a, b in zip(acc[1], pieces)])
                 elif acc is None:
-                    acc = (lay, [np.array(p, copy=True) for p in pieces])
-                else:                                     # planned in another layout: added as global tensors
+                    acc = (lay, list(pieces) if is_remote(pieces) else [np.array(p, copy=True) for p in pieces])
+                else:             # on Ray workers, or planned in another layout: added as global tensors
                     g = _global(acc, gt) + _global((lay, pieces), gt)
                     acc = ((g.placement, g.sbp), list(g._pieces))
             grads.append(None if acc is None else GlobalTensor(acc[1], acc[0][0], acc[0][1],

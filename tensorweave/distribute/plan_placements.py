@@ -446,11 +446,14 @@ def run_segment(seg, values):
 
 
 def _move(plan, pieces):
-    """The destination pieces of a transfer between placements (the in-process ranks, or the
-    Ray workers holding them)."""
+    """The destination pieces of a transfer between placements: on the in-process ranks, or on
+    the Ray workers holding them, worker to worker (never through the driver)."""
     from tensorweave.distribute.boxing import box
-    from tensorweave.distribute.ray.pieces import local_pieces
-    return box(local_pieces(pieces), plan)
+    from tensorweave.distribute.ray import pieces as ray_pieces
+    cluster = ray_pieces.cluster_for(plan.dst_placement)
+    if cluster is not None:
+        return ray_pieces.box(cluster, pieces, plan)
+    return box(ray_pieces.local_pieces(pieces), plan)
 
 
 __all__ = ["MultiPlacementFunction", "MultiPlacementSessionRun", "run_segments", "run_segment", "plan_placements", "placement_of", "to_global_grad", "op_placement"]
