@@ -92,7 +92,9 @@ def test_three_adam_steps_equal_one_device():
     variables, loss_fn = _model(True)
     pipe = tw.distribute.pipeline(tw.function(loss_fn), micro_batches=4, schedule="1f1b")
     opt = tw.keras.optimizers.Adam(0.05)
-    got = [float(pipe.train_step(*_batch(True), optimizer=opt)) for _ in range(3)]
+    got = [float(pipe.train_step(*_batch(True), optimizer=opt)) for _ in range(2)]
+    got.append(float(pipe.train_step(*_batch(True), opt)))            # the stage pipeline's (x, y, optimizer)
+    assert pipe.held_activations == pipe.peak_activations == [2, 1]    # 1F1B: p - s micro-batches held
     np.testing.assert_allclose(got, want, rtol=2e-5)
     for v, r in zip(variables, ref_vars):
         np.testing.assert_allclose(v.numpy(), r.numpy(), rtol=2e-5, atol=1e-6)
@@ -177,6 +179,12 @@ def test_bad_input_is_refused_with_the_shapes_and_a_hint():
     with pytest.raises(errors.InvalidArgumentError, match=r"must return one floating scalar, the loss; it returns "
                                                           r"float32\[4, 3\](.|\n)*Hint: return tw.reduce_mean"):
         vec.forward_backward(x)
+    def back_and_forth(x):       # stage 1 -> stage 2 -> stage 1 again: not a chain of stages
+        h = tw.matmul(x, variables[0]).to_global(placement=P2, sbp=S(0))
+        return tw.reduce_mean(tw.matmul(h, variables[2]).to_global(placement=P1, sbp=S(0)))
+    with pytest.raises(errors.InvalidArgumentError, match=r"returns to placement\(type=\"cpu\", ranks=\[0, 1\]\) "
+                       r"after another placement \(segments on \[\[0, 1\], \[2, 3, 4\], \[0, 1\]\]\)(.|\n)*Hint"):
+        tw.distribute.pipeline(back_and_forth, micro_batches=2).forward_backward(x)
     with pytest.raises(ValueError, match="schedule 'interleaved_1f1b' for a planned function"):
         tw.distribute.pipeline(loss_fn, micro_batches=2, schedule="interleaved_1f1b")
     del w

@@ -326,8 +326,14 @@ class PlannedPipeline(Pipeline):
                                                                 tuple(v.shape.as_list()), v.dtype))
         return self._loss_value(mbs, weights, values), grads, list(first.variables)
 
-    def train_step(self, *batch, optimizer):
-        """One step: the micro-batches' summed gradients applied with ``optimizer``; returns the loss."""
+    def train_step(self, *batch, optimizer=None):
+        """One step: the micro-batches' summed gradients applied with ``optimizer`` (a keyword, or
+        the last argument as in the stage pipeline's ``train_step(x, y, optimizer)``); returns the
+        loss."""
+        if optimizer is None and batch and hasattr(batch[-1], "apply_gradients"):
+            batch, optimizer = batch[:-1], batch[-1]
+        if optimizer is None:
+            raise TypeError("pipeline: train_step(*batch, optimizer=...) needs an optimizer")
         loss, grads, variables = self.forward_backward(*batch)
         optimizer.apply_gradients([(g, v) for g, v in zip(grads, variables) if g is not None])
         return loss
