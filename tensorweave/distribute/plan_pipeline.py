@@ -64,7 +64,8 @@ class PipelineStats:
     ``(p - 1) / (k + p - 1)``), ``seconds`` (wall time of the step), ``busy_seconds`` (per stage, the
     time its controller spent running its segments), ``measured_idle_fraction`` (``1 -
     sum(busy) / (p * seconds)``: the bubble and the hand-offs as they happened) and ``held`` (per
-    stage, the most micro-batches whose activations it held at once)."""
+    stage, the most micro-batches whose activations it held at once, counted in the values kept:
+    each value is dropped after its last reader, so 1F1B holds ``p - s``, GPipe ``k``)."""
 
     def __init__(self, schedule, micro_batches, stages, bubble, seconds, busy, held):
         self.schedule, self.micro_batches, self.stages = schedule, micro_batches, stages
@@ -149,6 +150,31 @@ class _MicroPlan:
                             "keep each stage's layers and variables on one placement")
             last = s
             self.backward[s].append(seg)
+        self._releases()
+
+    def _releases(self):
+        """``release[(kind, stage)]``: the values a micro-batch no longer needs once that action
+        ran (their last reader; the loss and the gradients are kept for the step's sums), so a
+        stage holds the activations of the micro-batches it has not yet run backward for — 1F1B's
+        ``p - s``, not all ``k``; ``saved_by[s]``: what stage ``s``'s forward leaves for later."""
+        p = len(self.placements)
+        order = [("F", s) for s in range(p)] + [("B", s) for s in reversed(range(p))]
+        segs = {("F", s): self.forward[s] for s in range(p)}
+        segs.update({("B", s): self.backward[s] for s in range(p)})
+        keep = {id(self.loss)} | {id(g) for g in self.grads if g is not None}
+        last = {}
+        for i, key in enumerate(order):
+            for seg in segs[key]:
+                for t in seg.feeds:
+                    last[id(t)] = i
+                for t in seg.plan.fetches:
+                    last.setdefault(id(t), i)
+        self.release = {key: [] for key in order}
+        for tid, i in last.items():
+            if tid not in keep:
+                self.release[order[i]].append(tid)
+        self.saved_by = [{id(t) for seg in self.forward[s] for t in seg.plan.fetches
+                          if id(t) not in keep and last[id(t)] > s} for s in range(p)]
 
 
 def _split(value, k, index):
@@ -252,7 +278,6 @@ class PlannedPipeline(Pipeline):
         values = [plan.mpf.feed_values(m_args) for m_args, plan in mbs]
         step = _Step(len(self.placements))
         busy = [0.0] * len(self.placements)
-        live = [0] * len(self.placements)
         lock = threading.Lock()
 
         def run(a):
@@ -269,10 +294,13 @@ class PlannedPipeline(Pipeline):
             t0 = time.perf_counter()
             for seg in (plan.forward if a.kind == "F" else plan.backward)[s]:
                 run_segment(seg, vals)
+            for tid in plan.release[(a.kind, s)]:
+                vals.pop(tid, None)
+            # micro-batches whose stage-s activations are held now (the values dicts themselves)
+            held = sum(any(tid in v for tid in p.saved_by[s]) for (_, p), v in zip(mbs, values))
             with lock:
                 busy[s] += time.perf_counter() - t0
-                live[s] += 1 if a.kind == "F" else -1
-                step.held[s] = max(step.held[s], live[s])
+                step.held[s] = max(step.held[s], held)
             step.put((s, m, a.kind), True)
 
         t0 = time.perf_counter()
