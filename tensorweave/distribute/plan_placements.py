@@ -11,13 +11,15 @@ segments). Each segment is planned on its placement by the one-placement planner
 placement than its own crosses by a *transfer*, a boxing plan between the two placements
 (``boxing.plan_boxing``: partial values reduced first, each destination rank sent only its
 region) laid out as the ``to_global`` pins, else with the same SBP (``B`` on a mesh of
-another rank). Constants and variable handles are recomputed in every segment that reads
-them. The gradient of a move (:func:`to_global_grad`) is the move back (``_ToPlacement``), so a
+another rank) unless another layout moves fewer bytes with the boxing its reader segment then
+needs (:func:`_choose_moves`: the reader segment planned once per candidate). Constants and
+variable handles are recomputed in every segment that reads them. The gradient of a move (:func:`to_global_grad`) is the move back (``_ToPlacement``), so a
 backward pass crosses the stages in reverse.
 
 A call runs the segments in order (one hand-off per rank each) and the transfers between them
-(:func:`run_segments`; a TF1 ``Session.run`` of a graph on several placements is planned the same
-way, :class:`MultiPlacementSessionRun`);
+(:func:`run_segments`; on Ray workers a transfer goes worker to worker; a TF1 ``Session.run`` of
+a graph on several placements is planned the same way, :class:`MultiPlacementSessionRun`; a
+micro-batched pipeline runs them per micro-batch, ``plan_pipeline.py``);
 ``tw.distribute.explain`` lists each segment's ops under its placement and the transfers with
 their bytes.
 
