@@ -185,6 +185,16 @@ def test_bad_input_is_refused_with_the_shapes_and_a_hint():
     with pytest.raises(errors.InvalidArgumentError, match=r"returns to placement\(type=\"cpu\", ranks=\[0, 1\]\) "
                        r"after another placement \(segments on \[\[0, 1\], \[2, 3, 4\], \[0, 1\]\]\)(.|\n)*Hint"):
         tw.distribute.pipeline(back_and_forth, micro_batches=2).forward_backward(x)
+    opt = tw.keras.optimizers.SGD(0.1)
+
+    def train(x, y):             # a whole training step: its update would run once per micro-batch
+        with tw.GradientTape() as tape:
+            loss = loss_fn(x, y)
+        opt.apply_gradients(zip(tape.gradient(loss, variables), variables))
+        return loss
+    with pytest.raises(errors.InvalidArgumentError, match=r"'train' updates a variable \('[^']+' \([A-Za-z]+\) "
+                       r"at .*test_plan13_micro_batches.py:\d+\)(.|\n)*Hint: return the loss"):
+        tw.distribute.pipeline(train, micro_batches=2).forward_backward(x, y)
     with pytest.raises(ValueError, match="schedule 'interleaved_1f1b' for a planned function"):
         tw.distribute.pipeline(loss_fn, micro_batches=2, schedule="interleaved_1f1b")
     del w

@@ -46,6 +46,7 @@ import time
 
 import numpy as np
 
+from tensorweave.core import dtypes as _dt
 from tensorweave.core import errors
 from tensorweave.core.sbp import B
 from tensorweave.distribute.layout import balanced_bounds
@@ -56,6 +57,7 @@ from tensorweave.distribute.ray.pieces import cluster_for, is_remote
 __all__ = ["PlannedPipeline", "PipelineStats"]
 
 _SCHEDULES = ("1f1b", "gpipe")
+_READS = frozenset({"ReadVariableOp", "VarHandleOp", "VariableShape"})
 
 
 class PipelineStats:
@@ -112,6 +114,14 @@ class _MicroPlan:
             raise _fail(f"'{fn._name}' must return one floating scalar, the loss; it returns {got}",
                         "return tw.reduce_mean(...) of the per-example losses")
         self.cf, self.mpf = cf, mpf
+        for seg in mpf.segments:         # run per micro-batch, an update would happen k times
+            for op in seg.ops:
+                if op.opdef.stateful and op.type not in _READS and any(x.dtype is _dt.resource for x in op.inputs):
+                    raise _fail(f"'{fn._name}' updates a variable ('{op.name}' ({op.type})"
+                                + (f" at {op.traceback}" if op.traceback else "") + "); a micro-batched function "
+                                "computes the loss only, once per micro-batch",
+                                "return the loss and let the pipeline take the gradients: "
+                                "pipe.train_step(*batch, optimizer=opt) applies them once per step")
         h = mpf._tape_halves = getattr(mpf, "_tape_halves", None) or _MultiHalves(mpf)
         self.halves, self.loss = h, cf.outputs[0]
         self.placements = []
