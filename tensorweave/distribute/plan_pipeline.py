@@ -187,6 +187,11 @@ class _MicroPlan:
                           if id(t) not in keep and last[id(t)] > s} for s in range(p)]
 
 
+def _shape(value):
+    shape = getattr(value, "shape", None)
+    return list(shape.as_list()) if hasattr(shape, "as_list") else list(np.shape(value))
+
+
 def _split(value, k, index):
     """``value`` (a batch argument) as ``k`` balanced micro-batches along axis 0, each laid out as
     ``value`` (a global one keeps its placement and SBP)."""
@@ -237,12 +242,11 @@ class PlannedPipeline(Pipeline):
         if not args:
             raise _fail("no batch arguments", "call it with the batch tensors fn takes, e.g. pipe.forward_backward(x, y)")
         k = self.micro_batches
-        split = [_split(a, k, i) for i, a in enumerate(args)]
-        rows = [len(np.asarray(a.numpy() if hasattr(a, "numpy") else a)) for a in args]
-        if len(set(rows)) > 1:
-            shapes = [list(np.shape(a.numpy() if hasattr(a, "numpy") else a)) for a in args]
+        shapes = [_shape(a) for a in args]
+        if len({tuple(s[:1]) for s in shapes}) > 1:
             raise _fail(f"the batch arguments have different row counts: shapes {shapes}",
                         "every argument is split along axis 0 into the same micro-batches")
+        split = [_split(a, k, i) for i, a in enumerate(args)]
         mbs = [[s[m] for s in split] for m in range(k)]
         plans = []
         for m_args in mbs:
@@ -260,8 +264,7 @@ class PlannedPipeline(Pipeline):
                             f"({[list(p.ranks) for p in plan.placements]} and "
                             f"{[list(p.ranks) for p in self.placements]})", "give every micro-batch the same layouts")
             plans.append(plan)
-        total = rows[0]
-        return list(zip(mbs, plans)), [a[0].shape.as_list()[0] / total for a in mbs]
+        return list(zip(mbs, plans)), [a[0].shape.as_list()[0] / shapes[0][0] for a in mbs]
 
     @property
     def bubble_fraction(self):
