@@ -11,6 +11,7 @@ import tensorweave as tw
 from tensorweave.core import errors
 from tensorweave.core.sbp import B, S
 from tensorweave.distribute import plan_placements
+from tensorweave.distribute.plan_pipeline import PipelineStats
 
 RNG = np.random.default_rng(1313)
 X = RNG.standard_normal((7, 4)).astype(np.float32)         # 7 rows: uneven micro-batches and shards
@@ -157,6 +158,11 @@ def test_bubble_fraction_in_stats_and_explain():
     assert st.micro_batches == 4 and st.stages == [[0, 1], [2, 3, 4]] and len(st.busy_seconds) == 2
     assert 0.0 <= st.measured_idle_fraction <= 1.0 and st.held == [4, 4]          # GPipe holds every micro-batch
     assert pipe.last_step["bubble_fraction"] == st.bubble_fraction
+    fixed = PipelineStats("1f1b", 4, [[0], [1]], 0.2, 0.5, [0.3, 0.2], [2, 1])      # idle: 1 - 0.5 / (2 x 0.5)
+    assert repr(fixed) == ("<PipelineStats 1f1b 2 stages x 4 micro-batches: bubble 0.200, measured idle 0.500, "
+                           "500.0 ms>")
+    assert fixed.to_dict()["measured_idle_fraction"] == 0.5 and fixed.to_dict()["busy_seconds"] == [0.3, 0.2]
+    assert PipelineStats("gpipe", 2, [[0], [1]], 0.5, 0.0, [0.0, 0.0], [2, 2]).measured_idle_fraction == 0.0
 
 
 def test_bad_input_is_refused_with_the_shapes_and_a_hint():
