@@ -153,8 +153,8 @@ class _MicroPlan:
         self.backward = [[] for _ in self.placements]
         last = len(self.placements)
         for seg in backward:
-            s = self.placements.index(seg.placement) if seg.placement in self.placements else -1
-            if s < 0 or s >= last:
+            s = self.placements.index(seg.placement) if seg.placement in self.placements else last
+            if s >= last:
                 raise _fail(f"the backward of '{fn._name}' runs on {seg.placement!r} after stage {last}'s "
                             f"(backward segments on {[list(x.placement.ranks) for x in backward]})",
                             "keep each stage's layers and variables on one placement")
