@@ -116,3 +116,26 @@ def test_a_capture_read_in_two_layouts_is_not_hoisted():
                                rtol=2e-5)
     body = _entry(tw.distribute.explain(f, *args).to_dict()["ops"], "While")["bodies"][1]
     assert [(c["kind"], c["op"]) for c in body["collectives"]] == [("all_gather", "MatMul")]
+
+
+def _two_captures(x, w, u):
+    with tw.GradientTape() as tape:
+        tape.watch([w, u])
+        _, z = tw.while_loop(lambda i, z: i < 3,
+                             lambda i, z: (i + 1, tw.matmul(tw.tanh(tw.matmul(z, w)), u) * 0.5 + z), (0, x))
+        loss = tw.reduce_sum(tw.square(z))
+    return (loss,) + tuple(tape.gradient(loss, [w, u]))
+
+
+def test_two_captured_weights_are_both_hoisted_out_of_the_loop_and_its_gradient():
+    u = (RNG.standard_normal((3, 3)) * 0.4).astype(np.float32)
+    args = _args() + (tw.constant(u).to_global(placement=P2, sbp=S(1)),)
+    got = tw.function(_two_captures)(*args)
+    want = _two_captures(tw.constant(X), tw.constant(W), tw.constant(u))
+    for g, w in zip(got, want):
+        np.testing.assert_allclose(g.numpy(), w.numpy(), rtol=2e-5, atol=1e-5)
+    d = tw.distribute.explain(_two_captures, *args).to_dict()
+    loop, grad = _entry(d["ops"], "While"), _entry(d["ops"], "WhileGrad")
+    assert [b["collectives"] for b in loop["bodies"] + grad["bodies"]] == [[], [], []]
+    assert sorted((c["op"], c["input"]) for c in d["collectives"] if c["kind"] == "all_gather") == [
+        (loop["name"], 2), (loop["name"], 3)]
