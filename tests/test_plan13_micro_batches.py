@@ -175,7 +175,6 @@ def test_bad_input_is_refused_with_the_shapes_and_a_hint():
         pipe.forward_backward(x, tw.constant(Y[:6]).to_global(placement=P2, sbp=S(0)))
     with pytest.raises(errors.InvalidArgumentError, match=r"argument 0 of shape \[7, 4\] has 7 rows for 8 micro-batches"):
         tw.distribute.pipeline(loss_fn, micro_batches=8).forward_backward(x, y)
-    w = tw.Variable(W2, placement=P1, sbp=B)
     one = tw.distribute.pipeline(lambda x: tw.reduce_sum(tw.matmul(tw.matmul(x, variables[0]), tw.ones((5, 3)))),
                                  micro_batches=2)
     with pytest.raises(errors.InvalidArgumentError, match=r"holds one placement(.|\n)*Hint: put the layers"):
@@ -203,4 +202,3 @@ def test_bad_input_is_refused_with_the_shapes_and_a_hint():
         tw.distribute.pipeline(train, micro_batches=2).forward_backward(x, y)
     with pytest.raises(ValueError, match="schedule 'interleaved_1f1b' for a planned function"):
         tw.distribute.pipeline(loss_fn, micro_batches=2, schedule="interleaved_1f1b")
-    del w
