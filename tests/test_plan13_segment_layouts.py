@@ -61,3 +61,18 @@ def test_values_with_the_chosen_layout_equal_one_device():
     np.testing.assert_allclose(loss.numpy(), want_loss.numpy(), rtol=2e-5)
     for g, w in zip(grads, want):
         np.testing.assert_allclose(g.numpy(), w.numpy(), rtol=2e-5, atol=1e-6)
+
+
+def test_one_rank_stages_with_a_local_output():
+    """Stages of one rank each; the function also returns a value no global tensor reaches
+    (fetched local from its segment, its one rank's value)."""
+    q0, q1 = tw.placement("cpu", ranks=[0]), tw.placement("cpu", ranks=[1])
+    w1, w2 = tw.Variable(W1, placement=q0, sbp=S(0)), tw.Variable(W2, placement=q1, sbp=S(1))
+
+    @tw.function
+    def f(x):
+        h = tw.nn.relu(tw.matmul(x, w1)).to_global(placement=q1, sbp=S(0))
+        return tw.reduce_sum(tw.matmul(h, w2)), tw.constant(3.0) * 2.0
+    y, c = f(tw.constant(X).to_global(placement=q0, sbp=S(0)))
+    np.testing.assert_allclose(y.numpy(), np.maximum(X @ W1, 0).dot(W2).sum(), rtol=2e-5)
+    assert not getattr(c, "is_global", False) and float(c) == 6.0
