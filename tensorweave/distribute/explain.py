@@ -52,9 +52,10 @@ def _size(n):
 class Explanation:
     """The planner's decisions for one call signature (see the module docstring)."""
 
-    def __init__(self, name, placement, seconds, ops, collectives, memory, stages=(), transfers=()):
+    def __init__(self, name, placement, seconds, ops, collectives, memory, stages=(), transfers=(), pipeline=None):
         self.name, self.placement, self.seconds = name, placement, seconds
         self.ops, self.collectives, self.memory = ops, collectives, memory
+        self.pipeline = pipeline      # micro-batched (plan_pipeline.py): the schedule and its bubble
         # several placements (pipeline stages in one function): the segments and the transfers between them
         self.stages, self.transfers = list(stages), list(transfers)
 
@@ -79,6 +80,8 @@ class Explanation:
         if self.stages:
             d["segments"] = [dict(s) for s in self.stages]
             d["transfers"] = [dict(t) for t in self.transfers]
+        if self.pipeline is not None:
+            d["pipeline"] = dict(self.pipeline)
         return d
 
     def text(self):
@@ -92,6 +95,11 @@ class Explanation:
                  + f" moving {_size(self.total_bytes)} per call"
                  + (f" (and {nested} inside control-flow bodies, listed under their op)" if nested else ""),
                  "", "ops:"]
+        if self.pipeline is not None:
+            pl = self.pipeline
+            lines[1:1] = [f"pipeline: {len(pl['stages'])} stages x {pl['micro_batches']} micro-batches, "
+                          f"{pl['schedule']}: bubble fraction {pl['bubble_fraction']:.3f} (idle slots / all slots); "
+                          "the segments below run once per micro-batch"] + ["  " + g for g in pl["grid"].splitlines()]
         w = max([len(o["name"]) for o in self.ops] + [4])
         segment = None
         for o in self.ops:
@@ -186,7 +194,10 @@ def _memory(gp, index):
 def explain(fn, *args, **kwargs):
     """An :class:`Explanation` of how ``fn`` (a ``tw.function`` or a Python function) is planned
     for these arguments (global tensors); nothing runs. See the module docstring."""
+    from tensorweave.distribute.plan_pipeline import PlannedPipeline
     from tensorweave.runtime.function import Function, function
+    if isinstance(fn, PlannedPipeline):
+        return fn.explain(*args)
     f = fn if isinstance(fn, Function) else function(fn)
     cf = f.get_concrete_function(*args, **kwargs)
     planned = getattr(cf, "_global", None)
@@ -268,12 +279,21 @@ def _where(placement):
     return {"type": placement.type, "ranks": placement.mesh.tolist()}
 
 
-def _explain_segments(name, planned):
+def explain_pipeline(name, planned, segments, info):
+    """A micro-batched function on several placements (``plan_pipeline.py``): one micro-batch's
+    forward and backward ``segments`` as :func:`_explain_segments` lists them, and ``info`` (the
+    schedule, its bubble fraction, the grid) as ``pipeline``."""
+    e = _explain_segments(name, planned, segments)
+    e.pipeline = info
+    return e
+
+
+def _explain_segments(name, planned, segments=None):
     """A function on several placements: each segment's ops and collectives tagged with its
     placement and segment number, and the transfers between placements (each step of the
     boxing plan that brings a value over, with its bytes)."""
     ops, collectives, memory, transfers, stages = [], [], [], [], []
-    for k, seg in enumerate(planned.segments):
+    for k, seg in enumerate(planned.segments if segments is None else segments):
         gp = seg.plan
         s_ops, s_coll = _ops_and_collectives(gp)
         for e in s_ops + s_coll:

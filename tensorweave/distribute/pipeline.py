@@ -464,7 +464,15 @@ def pipeline(stages, micro_batches=1, schedule="1f1b", loss=None, concurrent=Tru
     run in ``micro_batches`` micro-batches by ``schedule`` (``"1f1b"``, ``"gpipe"`` or
     ``"interleaved_1f1b"``), trained with ``loss(y_true, y_pred)``. ``concurrent``: one
     controller thread per device, so stages compute at the same time (False: one after the
-    other on the caller's thread, in the schedule's order; the results are the same)."""
+    other on the caller's thread, in the schedule's order; the results are the same).
+
+    ``stages`` may instead be one function of the batch returning the loss whose layers live on
+    several placements (a planned function cut into segments): its micro-batches run through
+    its segments by the schedule (``plan_pipeline.PlannedPipeline``)."""
+    if callable(stages) and not isinstance(stages, (list, tuple)):
+        from tensorweave.distribute.plan_pipeline import PlannedPipeline
+        return PlannedPipeline(stages, micro_batches=micro_batches, schedule=schedule, loss=loss,
+                               concurrent=concurrent)
     return Pipeline(stages, micro_batches=micro_batches, schedule=schedule, loss=loss, concurrent=concurrent)
 
 

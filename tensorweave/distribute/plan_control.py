@@ -169,6 +169,41 @@ def _global(planner, op, x, lay):
     return Layout(shape, lay._dtype, planner.nd_b, planner.placement)
 
 
+def _hoist(planner, op, ins, plans, planned):
+    """Moves the re-layout of loop-invariant inputs out of a loop's bodies: an input of ``op``
+    captured by the bodies (a value, never a variable: a captured tensor cannot change between
+    iterations) that every reader in them boxes to one layout — an ``S(1)`` weight gathered to
+    ``B`` by the body's matmul each iteration — is boxed to it once, before the loop (``plans``),
+    and ``ins`` says the bodies get it so. ``planned``: ``(body, {body feed index: op input
+    index})`` pairs. Returns whether any input was hoisted (the bodies must then be planned again)."""
+    from tensorweave.distribute.interpreter import Layout, _plan
+    want = {}
+    for body, feeds in planned:
+        gp = body.gp
+        for f, i in feeds.items():
+            t, x = gp.feeds[f], op.inputs[i]
+            if id(x) in planner.gp.local or ins[i]._dtype is _dt.resource or any(o is t for o in gp.fetches):
+                want[i] = None
+                continue
+            for reader in gp.ops:
+                p = gp.op_plans.get(id(reader))
+                for k, y in enumerate(reader.inputs):
+                    if y is not t:
+                        continue
+                    box = p.plans[k] if p is not None and len(p.plans) > k else None
+                    dst = None if box is None else box.dst_sbp
+                    want[i] = dst if want.get(i, dst) == dst else None
+    hoisted = False
+    for i, nd in want.items():
+        lay = ins[i]
+        if nd is None or nd == lay._sbp:
+            continue
+        plans[i] = _plan(lay._shape, lay._dtype.np_dtype, planner.placement, lay._sbp, nd)
+        ins[i] = Layout(lay._shape, lay._dtype, nd, planner.placement)
+        hoisted = True
+    return hoisted
+
+
 def plan_nested(planner, op, ins):
     """The :class:`~planner.OpPlan` of control-flow op ``op`` with inputs laid out as ``ins``
     (see the module docstring); its bodies' plans are kept for :func:`bind_control_flow`."""
@@ -200,13 +235,19 @@ def plan_nested(planner, op, ins):
         var_lays = [_global(planner, op, x, lay) for x, lay in zip(op.inputs[:n], ins[:n])]
         for k, (s, _) in enumerate(a["_var_specs"]):
             _static(s, f"loop variable {k}", op)
-        caps = list(zip(op.inputs[n:], ins[n:]))
         var_nd = [lay._sbp for lay in var_lays]
         cg, bg = a["_cond"], a["_body"]
-        bodies["cond_plan"] = _plan_body(planner, op, cg, cg.inputs, var_lays + [cap(*caps[i]) for i in a["_cond_idx"]],
-                                         [nd_b], "loop condition")
-        bodies["body_plan"] = _plan_body(planner, op, bg, bg.inputs, var_lays + [cap(*caps[i]) for i in a["_body_idx"]],
-                                         var_nd, "loop body")
+        ins = list(ins)
+        for hoist in (False, True):          # planned again with loop-invariant re-layouts moved before the loop
+            caps = list(zip(op.inputs[n:], ins[n:]))
+            bodies["cond_plan"] = _plan_body(planner, op, cg, cg.inputs,
+                                             var_lays + [cap(*caps[i]) for i in a["_cond_idx"]], [nd_b], "loop condition")
+            bodies["body_plan"] = _plan_body(planner, op, bg, bg.inputs,
+                                             var_lays + [cap(*caps[i]) for i in a["_body_idx"]], var_nd, "loop body")
+            if hoist or not _hoist(planner, op, ins, plans, [
+                    (bodies["cond_plan"], {n + j: n + i for j, i in enumerate(a["_cond_idx"])}),
+                    (bodies["body_plan"], {n + j: n + i for j, i in enumerate(a["_body_idx"])})]):
+                break
         out_nd = var_nd + [nd_b]
         in_nd = var_nd + [lay._sbp for lay in ins[n:]]
         if op._extra is None:
@@ -219,14 +260,19 @@ def plan_nested(planner, op, ins):
             raise errors.UnimplementedError(f"{_where(op)}: the loop it differentiates is not in this planned graph")
         k = len(a["fidx"])
         g_lays = [_global(planner, op, x, lay) for x, lay in zip(op.inputs[1:1 + k], ins[1:1 + k])]
-        caps = [cap(x, lay) for x, lay in zip(op.inputs[1 + k:], ins[1 + k:])]
         gg = a["_graph"]
         n = a["n_vars"]
         wanted = [None] * len(gg.outputs)
         for j, i in enumerate(a["fidx"]):
             wanted[i] = g_lays[j]._sbp
-        body = bodies["plan"] = _plan_body(planner, op, gg, gg.inputs, var_lays + g_lays + caps, wanted,
-                                           "loop gradient body")
+        ins = list(ins)
+        for hoist in (False, True):          # loop-invariant re-layouts moved before the loop, as for While
+            caps = [cap(x, lay) for x, lay in zip(op.inputs[1 + k:], ins[1 + k:])]
+            body = bodies["plan"] = _plan_body(planner, op, gg, gg.inputs, var_lays + g_lays + caps, wanted,
+                                               "loop gradient body")
+            first = len(gg.inputs)
+            if hoist or not _hoist(planner, op, ins, plans, [(body, {first + j: 1 + k + j for j in range(len(caps))})]):
+                break
         out_nd = [nd_b] * n
         for j, i in enumerate(a["fidx"]):
             out_nd[i] = g_lays[j]._sbp

@@ -11,13 +11,15 @@ segments). Each segment is planned on its placement by the one-placement planner
 placement than its own crosses by a *transfer*, a boxing plan between the two placements
 (``boxing.plan_boxing``: partial values reduced first, each destination rank sent only its
 region) laid out as the ``to_global`` pins, else with the same SBP (``B`` on a mesh of
-another rank). Constants and variable handles are recomputed in every segment that reads
-them. The gradient of a move (:func:`to_global_grad`) is the move back (``_ToPlacement``), so a
+another rank) unless another layout moves fewer bytes with the boxing its reader segment then
+needs (:func:`_choose_moves`: the reader segment planned once per candidate). Constants and
+variable handles are recomputed in every segment that reads them. The gradient of a move (:func:`to_global_grad`) is the move back (``_ToPlacement``), so a
 backward pass crosses the stages in reverse.
 
 A call runs the segments in order (one hand-off per rank each) and the transfers between them
-(:func:`run_segments`; a TF1 ``Session.run`` of a graph on several placements is planned the same
-way, :class:`MultiPlacementSessionRun`);
+(:func:`run_segments`; on Ray workers a transfer goes worker to worker; a TF1 ``Session.run`` of
+a graph on several placements is planned the same way, :class:`MultiPlacementSessionRun`; a
+micro-batched pipeline runs them per micro-batch, ``plan_pipeline.py``);
 ``tw.distribute.explain`` lists each segment's ops under its placement and the transfers with
 their bytes.
 
@@ -199,6 +201,61 @@ def _moved_sbp(shape, dtype, src, dst_placement, pins):
     return min(options, key=lambda o: boxing_cost(shape, dtype, src[0], nd, o, dst_placement))
 
 
+# A value moved between placements without a to_global pin (a gradient going back to its stage)
+# gets the layout that moves the fewest bytes in all: its transfer plus the boxing its reader
+# segment then needs, found by planning that segment once per candidate layout (B, S(i)); a
+# segment with more such feeds than this keeps the default (_moved_sbp) for them.
+MAX_CHOSEN_MOVES = 4
+
+
+def _segment_bytes(gp):
+    """Bytes the boxings of a planned segment move (each tensor boxed once per layout, as the
+    rank plans and ``explain`` count them)."""
+    total, seen = 0, set()
+    for op in gp.ops:
+        p = gp.op_plans.get(id(op))
+        for t, plan in zip(op.inputs, p.plans if p is not None else ()):
+            if plan is not None and (id(t), plan.dst_sbp) not in seen:
+                seen.add((id(t), plan.dst_sbp))
+                total += plan.bytes
+    return total
+
+
+def _choose_moves(gp, free_moves, transfers, seg_list, fetches, feeds, seg_layouts, placement, label):
+    """Layout choice across segments: per unpinned moved feed (in order, the others as chosen so
+    far) the destination layout with the fewest bytes moved — its transfer plus the reader
+    segment's boxings (the segment planned with it) —; the default first, so ties keep it. Returns
+    the segment planned with the choices (``seg_layouts`` and ``transfers`` updated)."""
+    from tensorweave.distribute.boxing import plan_boxing
+    from tensorweave.distribute.planner import plan_op_list
+    if placement.ndim != 1:
+        return gp
+    best_gp, changed = gp, False
+    for j in free_moves:
+        x = feeds[j]
+        old_plan, src, reader = transfers[id(x)]
+        shape, dtype = tuple(x.shape.as_list()), x.dtype.np_dtype
+        best = (old_plan.bytes + _segment_bytes(best_gp), old_plan, seg_layouts[j][1], best_gp)
+        for nd in [(B,)] + [(S(a),) for a in range(len(shape))]:
+            if nd == seg_layouts[j][1]:
+                continue
+            plan = plan_boxing(shape, dtype, src[0], src[1], nd, placement)
+            trial = list(seg_layouts)
+            trial[j] = (placement, nd)
+            cand = plan_op_list(seg_list, fetches, feeds, trial, placement, label)
+            cost = plan.bytes + _segment_bytes(cand)
+            if cost < best[0]:
+                best = (cost, plan, nd, cand)
+        if best[2] != seg_layouts[j][1]:
+            changed = True
+            seg_layouts[j] = (placement, best[2])
+            transfers[id(x)] = (best[1], src, reader)
+        best_gp = best[3]
+    if changed:         # planned last with the choices (a loop's layouts are kept on its op when planned)
+        best_gp = plan_op_list(seg_list, fetches, feeds, seg_layouts, placement, label)
+    return best_gp
+
+
 class Segment:
     """One placement's run of ops: its :class:`~planner.GraphPlan` (``plan``), bound on the
     ranks (``runner``), its feeds with their layouts there and the transfers that bring them."""
@@ -256,8 +313,8 @@ def plan_placements(ops, fetches, feeds, feed_layouts, info, label):
                     mine.add(id(t.op))
                     free.append(t.op)
                 seg_fetches.append(t)
-        seg_layouts, transfers = [], {}
-        for x in seg_feeds:
+        seg_layouts, transfers, free_moves = [], {}, []
+        for j, x in enumerate(seg_feeds):
             src = layouts[id(x)]
             if src is None or src[0] == placement:
                 seg_layouts.append(src)
@@ -270,8 +327,13 @@ def plan_placements(ops, fetches, feeds, feed_layouts, info, label):
             plan = plan_boxing(shape, x.dtype.np_dtype, src[0], src[1], nd, placement)
             transfers[id(x)] = (plan, src, readers[0])
             seg_layouts.append((placement, nd))
+            if not pins:
+                free_moves.append(j)
         seg_list = [op for op in ops if id(op) in mine]
         gp = plan_op_list(seg_list, seg_fetches, seg_feeds, seg_layouts, placement, f"{label}/segment{k}")
+        if free_moves and len(free_moves) <= MAX_CHOSEN_MOVES:
+            gp = _choose_moves(gp, free_moves, transfers, seg_list, seg_fetches, seg_feeds, seg_layouts, placement,
+                               f"{label}/segment{k}")
         for t in seg_fetches:
             layouts[id(t)] = None if id(t) in gp.local else (placement, gp.layouts[id(t)]._sbp)
         segments.append(Segment(placement, seg_list, seg_feeds, seg_layouts, transfers, gp))
@@ -360,30 +422,40 @@ def run_segments(segments, values):
     """Runs ``segments`` in order on ``values`` (id(tensor) -> ``(layout, per-rank pieces)`` or
     ``(None, a local value)``; the feeds in, every segment's fetches added): each segment is one
     hand-off per rank, fed its values moved to its placement where they live on another."""
-    from tensorweave.distribute.ray.pieces import local_pieces
     for seg in segments:
-        per_rank = [[] for _ in range(seg.placement.size)]
-        for t, lay in zip(seg.feeds, seg.layouts):
-            src, v = values[id(t)]
-            if lay is None:
-                pieces = [v] * seg.placement.size
-            elif id(t) in seg.transfers:
-                pieces = _move(seg.transfers[id(t)][0], v)
-            else:
-                pieces = v
-            for i, piece in enumerate(pieces):
-                per_rank[i].append(piece)
-        for t, (lay, pieces) in zip(seg.plan.fetches, seg.runner.run(per_rank)):
-            values[id(t)] = (None, local_pieces(pieces)[0]) if lay is None else ((seg.placement, lay._sbp), pieces)
+        run_segment(seg, values)
+    return values
+
+
+def run_segment(seg, values):
+    """Runs one segment on ``values`` (see :func:`run_segments`); a pipeline's stage runs its
+    segments this way, one micro-batch's ``values`` at a time (``plan_pipeline.py``)."""
+    from tensorweave.distribute.ray.pieces import local_pieces
+    per_rank = [[] for _ in range(seg.placement.size)]
+    for t, lay in zip(seg.feeds, seg.layouts):
+        src, v = values[id(t)]
+        if lay is None:
+            pieces = [v] * seg.placement.size
+        elif id(t) in seg.transfers:
+            pieces = _move(seg.transfers[id(t)][0], v)
+        else:
+            pieces = v
+        for i, piece in enumerate(pieces):
+            per_rank[i].append(piece)
+    for t, (lay, pieces) in zip(seg.plan.fetches, seg.runner.run(per_rank)):
+        values[id(t)] = (None, local_pieces(pieces)[0]) if lay is None else ((seg.placement, lay._sbp), pieces)
     return values
 
 
 def _move(plan, pieces):
-    """The destination pieces of a transfer between placements (the in-process ranks, or the
-    Ray workers holding them)."""
+    """The destination pieces of a transfer between placements: on the in-process ranks, or on
+    the Ray workers holding them, worker to worker (never through the driver)."""
     from tensorweave.distribute.boxing import box
-    from tensorweave.distribute.ray.pieces import local_pieces
-    return box(local_pieces(pieces), plan)
+    from tensorweave.distribute.ray import pieces as ray_pieces
+    cluster = ray_pieces.cluster_for(plan.dst_placement)
+    if cluster is not None:
+        return ray_pieces.box(cluster, pieces, plan)
+    return box(ray_pieces.local_pieces(pieces), plan)
 
 
-__all__ = ["MultiPlacementFunction", "MultiPlacementSessionRun", "run_segments", "plan_placements", "placement_of", "to_global_grad", "op_placement"]
+__all__ = ["MultiPlacementFunction", "MultiPlacementSessionRun", "run_segments", "run_segment", "plan_placements", "placement_of", "to_global_grad", "op_placement"]

@@ -188,15 +188,19 @@ class _MultiHalves:
         self.fetched = [g for g in self.grads if g is not None]
         self.backward = {}
 
-    def backward_segments(self, key, saved_layouts):
-        segs = self.backward.get(key)
+    def backward_segments(self, key, saved_layouts, fetched=None):
+        """The backward's segments for upstream layouts ``key``, computing ``fetched`` (default:
+        every gradient; a pipeline asks for the variables' only)."""
+        fetched = self.fetched if fetched is None else list(fetched)
+        cache = (key, tuple(id(t) for t in fetched))
+        segs = self.backward.get(cache)
         if segs is None:
             from tensorweave.distribute.plan_placements import plan_placements
             from tensorweave.runtime import executor
             feeds = self.gphs + self.saved
-            ops = executor.prune(self.fetched, [], {id(t): i for i, t in enumerate(feeds)})
-            segs = self.backward[key] = plan_placements(ops, self.fetched, feeds, list(key) + saved_layouts, self.info,
-                                                        f"function:{self.name}/backward")
+            ops = executor.prune(fetched, [], {id(t): i for i, t in enumerate(feeds)})
+            segs = self.backward[cache] = plan_placements(ops, fetched, feeds, list(key) + saved_layouts, self.info,
+                                                          f"function:{self.name}/backward")
         return segs
 
 
