@@ -277,10 +277,42 @@ def test_train_step_on_the_workers_follows_rate_changes_and_schedules(cluster, m
     _same_training(got[:2], want)
 
 
-def test_train_step_refuses_what_the_workers_cannot_do_alone(cluster):
-    pipe = _pipeline("1f1b")
-    with pytest.raises(errors.UnimplementedError, match=r"global_clipnorm.*Hint: loss, grads, variables = pipe"):
-        pipe.train_step(X, Y, tw.keras.optimizers.Adam(0.05, global_clipnorm=1.0))
+def _adamw_without_decay_on_biases(variables):
+    opt = tw.keras.optimizers.AdamW(0.05, weight_decay=0.5)
+    opt.exclude_from_weight_decay(var_list=variables[1::2])         # the biases: by object, the driver's
+    return opt
+
+
+@pytest.mark.parametrize("make_opt", [
+    lambda variables: tw.keras.optimizers.Adam(0.05, global_clipnorm=0.3),
+    lambda variables: tw.keras.optimizers.SGD(0.8, global_clipnorm=0.1, loss_scale_factor=2.0),
+    lambda variables: tw.keras.optimizers.SGD(0.2, momentum=0.5, use_ema=True, ema_momentum=0.6,
+                                              ema_overwrite_frequency=3),
+    _adamw_without_decay_on_biases,
+    lambda variables: tw.keras.optimizers.AdamW(0.05, weight_decay=0.5)], ids=["global-clipnorm", "clipnorm-loss-scale", "ema", "decay-exclusions",
+                                       "decay-all"])
+@pytest.mark.parametrize("ranks", [([0], [1]), ([0, 1], [2])], ids=["two-workers", "dp-stage"])
+def test_train_step_on_the_workers_with_global_clipnorm_ema_and_decay_exclusions_equals_one_device(cluster, make_opt,
+                                                                                                   ranks):
+    stage = Stage(PARAMS, True)
+    variables = [v for pair in stage.params for v in pair]
+    opt = make_opt(variables)
+    losses = []
+    for _ in range(4):
+        with tw.GradientTape() as tape:
+            loss = loss_fn(tw.constant(Y), stage(tw.constant(X)))
+        grads = tape.gradient(loss, variables)
+        if opt.global_clipnorm:     # the test means something: the norm is clipped at every step
+            assert float(tw.linalg.global_norm(grads)) / (opt.loss_scale_factor or 1) > opt.global_clipnorm
+        opt.apply_gradients(zip(grads, variables))
+        losses.append(float(loss))
+    opt.finalize_variable_values(variables)         # EMA: the averages (else the weights again)
+    want = (losses, [v.numpy() for v in variables])
+    pipe = _pipeline("1f1b", ranks=ranks, micro_batches=2)
+    p_opt = make_opt(pipe.trainable_variables)
+    got = [float(pipe.train_step(X, Y, p_opt)) for _ in range(4)]
+    p_opt.finalize_variable_values(pipe.trainable_variables)
+    _same_training((got, [v.numpy() for v in pipe.trainable_variables]), want)
 
 
 # ---- seeded random ops in stages (pps14) ------------------------------------------------------------------

@@ -34,6 +34,10 @@ connected cluster's workers:
   leaves its worker (a stage of several workers all-reduces among them). The driver's
   ``iterations`` goes up by one. ``forward_backward`` + ``optimizer.apply_gradients`` on the
   driver keeps working and gives the same weights (the same slot variables), op by op.
+  ``global_clipnorm``: the workers clip together (each stage's squared gradient sum, one
+  all-reduce of that scalar over the pipeline's workers, the same scale everywhere);
+  ``use_ema``: the averages are slots beside the variables, updated by the workers;
+  ``exclude_from_weight_decay``: resolved against the driver's variables, sent by index.
 """
 import io
 import json
@@ -128,22 +132,6 @@ def _check_stage(pipe, s, placement):
                 "are replicated (B) for now. Hint: run tensor-parallel stages on in-process ranks")
 
 
-def _check_optimizer(optimizer):
-    """What the workers' copies cannot do alone: say so, and what to use instead."""
-    why = None
-    if optimizer.global_clipnorm:
-        why = "global_clipnorm needs the norm of every stage's gradients"
-    elif optimizer.use_ema:
-        why = "use_ema keeps moving averages the workers do not hold"
-    elif optimizer._exclude_ids or optimizer._exclude_pattern is not None:
-        why = "exclude_from_weight_decay names the driver's variables"
-    if why:
-        raise errors.UnimplementedError(
-            f"pipeline.train_step on Ray workers: {type(optimizer).__name__}'s update runs on the workers, and {why}. "
-            "Hint: loss, grads, variables = pipe.forward_backward(x, y); optimizer.apply_gradients(zip(grads, "
-            "variables)) updates from the driver")
-
-
 class RayPipeline:
     """The Ray side of one :class:`~tensorweave.distribute.pipeline.Pipeline` on one cluster."""
 
@@ -219,8 +207,12 @@ class RayPipeline:
         owner = self._owners()
         from tensorweave.keras import optimizers
         described = optimizers.serialize(optimizer)        # JSON, as the parameter servers get theirs
-        described["config"] = dict(described["config"], learning_rate=0.0)   # the rate travels with each step
+        # the rate travels with each step; the global norm is clipped by the workers together (w_step)
+        described["config"] = dict(described["config"], learning_rate=0.0, global_clipnorm=None)
         data = json.dumps(described)
+        clip = float(optimizer.global_clipnorm) if optimizer.global_clipnorm and optimizer.global_clipnorm > 0 else None
+        # exclude_from_weight_decay names the driver's variables (objects or a name pattern): resolved here
+        excluded = [j for j, v in enumerate(variables) if not optimizer._use_weight_decay(v)]
         token = self.heap.key()
         slots = {r: {} for r in self.ranks}
         for (vid, name), slot in optimizer._slots.items():
@@ -233,14 +225,13 @@ class RayPipeline:
         for j, v in enumerate(variables):
             for r in self.placements[owner[id(v)]].ranks:
                 stage_ranks[r][j] = self.placements[owner[id(v)]].ranks
-        _call(self.cluster, w_bind_optimizer, [(self.key, token, data, slots[r], stage_ranks[r]) for r in self.ranks],
-              self.ranks)
+        _call(self.cluster, w_bind_optimizer, [(self.key, token, data, slots[r], stage_ranks[r], clip, excluded)
+                                               for r in self.ranks], self.ranks)
         self._optimizers[id(optimizer)] = (optimizer, token, len(optimizer._slots))
         return token
 
     def train_step(self, x, y, optimizer):
         """One training step with the update on the workers (one call per worker); the loss."""
-        _check_optimizer(optimizer)
         if self.key is None:
             self._bind()
         token = self._bind_optimizer(optimizer)

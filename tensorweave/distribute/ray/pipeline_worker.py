@@ -94,16 +94,19 @@ def w_bind(worker, key, data, placements):
     worker.store[key] = WorkerStages(worker, data, placements)
 
 
-def w_bind_optimizer(worker, key, token, data, slots, stage_ranks):
+def w_bind_optimizer(worker, key, token, data, slots, stage_ranks, clip=None, excluded=()):
     """Makes this worker's copy of an optimizer of the pipeline ``key``: ``data`` is its class
     and config (the learning rate a number, set every step), ``slots[j][name]`` the store key of
-    this worker's shard of variable ``j``'s slot ``name``, ``stage_ranks[j]`` the workers of
-    ``j``'s stage (its gradients are all-reduced over them), for every variable ``j`` it holds."""
+    this worker's shard of variable ``j``'s slot ``name`` (``use_ema``'s averages are slots too),
+    ``stage_ranks[j]`` the workers of ``j``'s stage (its gradients are all-reduced over them), for
+    every variable ``j`` it holds; ``clip`` the driver's ``global_clipnorm`` (the workers clip
+    together: :func:`_clip_globally`), ``excluded`` the variables without weight decay."""
     wp = worker.store[key]
     from tensorweave.keras import optimizers
     opt = optimizers.deserialize(json.loads(data))
     held = {j: v for _, variables in wp.stages.values() for j, v in variables}
     index = {id(v): j for j, v in held.items()}
+    opt._exclude_ids = {id(held[j]) for j in excluded if j in held}
 
     def from_store(reference, name=None, initializer="zeros"):
         j = index[id(reference)]
@@ -120,7 +123,7 @@ def w_bind_optimizer(worker, key, token, data, slots, stage_ranks):
         opt.build([held[j] for j in sorted(held)])
     finally:
         del opt.add_variable_from_reference
-    wp.optimizers[token] = (opt, [(j, held[j], tuple(stage_ranks[j])) for j in sorted(held)])
+    wp.optimizers[token] = (opt, [(j, held[j], tuple(stage_ranks[j])) for j in sorted(held)], clip)
 
 
 class _Run:
@@ -182,7 +185,7 @@ def _update(worker, wp, run, token, iterations, learning_rate):
     summed over them first (one all-reduce of one buffer per stage), then applied with the
     driver's step count and learning rate."""
     import tensorweave as tw
-    opt, held = wp.optimizers[token]
+    opt, held, clip = wp.optimizers[token]
     grads = {j: run.acc[j] for j, _, _ in held if j in run.acc}
     by_stage = {}
     for j, _, ranks in held:
@@ -195,12 +198,35 @@ def _update(worker, wp, run, token, iterations, learning_rate):
         for j, p in zip(js, parts):
             grads[j] = tw.constant(np.asarray(flat[at:at + p.size]).reshape(p.shape))
             at += p.size
+    if clip is not None:
+        _clip_globally(worker, wp, opt, clip, grads, held)
     pairs = [(grads[j], v) for j, v, _ in held if j in grads]
     if not pairs:
         return
     opt.iterations.assign(np.int64(iterations))
     opt._learning_rate.assign(np.asarray(learning_rate, opt._learning_rate.dtype.np_dtype))
     opt.apply_gradients(pairs)
+
+
+def _clip_globally(worker, wp, opt, clip, grads, held):
+    """``global_clipnorm`` over every stage's gradients: each stage's first worker adds up its
+    gradients' squares (a stage's workers hold the same all-reduced sums), one all-reduce of
+    that scalar over the pipeline's workers gives the global norm, and every worker scales its
+    gradients by ``clip / max(norm, clip)`` — ``clip_by_global_norm`` of the one-device update
+    (the norm of the gradients the optimizer sees: divided by ``loss_scale_factor``)."""
+    import tensorweave as tw
+    squares = 0.0
+    for j, v, ranks in held:
+        if j in grads and worker.rank == ranks[0]:
+            g = np.asarray(tw.convert_to_tensor(grads[j]).numpy(), np.float64)
+            squares += float(np.sum(g * g))
+    total = worker.comm(wp.ranks).all_reduce(np.array([squares], np.float64))
+    norm = np.sqrt(float(np.asarray(total).reshape(-1)[0])) / (opt.loss_scale_factor or 1.0)
+    scale = clip / max(norm, clip)
+    for j, v, _ in held:
+        if j in grads:
+            g = tw.convert_to_tensor(grads[j])
+            grads[j] = g * tw.cast(np.float32(scale), g.dtype)
 
 
 def _index(wp, stage):
