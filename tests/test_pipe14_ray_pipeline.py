@@ -179,13 +179,46 @@ def test_a_failing_stage_raises_its_error_with_the_rank_action_and_line_and_the_
     _same(_train(_pipeline("1f1b"), 1), _one_device(1))       # the cluster keeps working
 
 
-def test_unsupported_stage_layouts_say_what_to_do(cluster):
+def _megatron(variable):
+    """Stage 1's tensor-parallel layout: first kernel by columns, its bias split, second kernel by rows."""
+    shape = tuple(variable.shape.as_list())
+    return {(8, 5): tw.sbp.split(1), (5,): tw.sbp.split(0), (5, 3): tw.sbp.split(0)}.get(shape, tw.sbp.broadcast)
+
+
+@pytest.mark.parametrize("schedule", ["1f1b", "gpipe"])
+def test_a_tensor_parallel_stage_on_two_workers_trains_like_one_device(cluster, schedule):
+    # stage 0 on worker 0, stage 1 split over workers 1 and 2 (Dense kernel S(1), then S(0)): the
+    # driver walks the schedule and each of stage 1's ops runs on both of its workers
+    p0, p1 = tw.placement("cpu", ranks=[0]), tw.placement("cpu", ranks=[1, 2])
+    split = Stage(PARAMS[1:], True)
+    split.to_global(p1, _megatron)
+    pipe = tw.distribute.pipeline([(Stage(PARAMS[:1], False), p0), (split, p1)], micro_batches=4, schedule=schedule,
+                                  loss=loss_fn)
+    assert [str(v.sbp[0]) for v in pipe.trainable_variables] == ["B", "B", "S(1)", "S(0)", "S(0)", "B"]
+    assert all(isinstance(p, RemoteVariable) for v in pipe.trainable_variables for p in v._locals)
+    _same(_train(pipe, 3), _one_device(3))
+    assert pipe.bubble_fraction == pytest.approx(0.2)
+    assert pipe.held_activations == pipe.peak_activations and isinstance(pipe.last_step["seconds"], float)
+    # the kernel never sits whole on a worker: each holds its columns
+    assert [tuple(p.shape) for p in split.params[0][0]._locals] == [(8, 3), (8, 2)]
+    opt = tw.keras.optimizers.Adam(0.05, global_clipnorm=0.3)         # train_step: the driver's update, op by op
+    ref_stage = Stage(PARAMS, True)
+    ref_vars = [v for pair in ref_stage.params for v in pair]
+    ref_opt = tw.keras.optimizers.Adam(0.05, global_clipnorm=0.3)
+    for v, want in zip(ref_vars, [v.numpy() for v in pipe.trainable_variables]):
+        v.assign(want)
+    with tw.GradientTape() as tape:
+        ref_loss = loss_fn(tw.constant(Y), ref_stage(tw.constant(X)))
+    ref_grads = tape.gradient(ref_loss, ref_vars)
+    assert float(tw.linalg.global_norm(ref_grads)) > 0.3          # the clip acts
+    ref_opt.apply_gradients(zip(ref_grads, ref_vars))
+    np.testing.assert_allclose(float(pipe.train_step(X, Y, opt)), float(ref_loss), rtol=2e-5)
+    for a, b in zip(pipe.trainable_variables, ref_vars):
+        np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=2e-5, atol=1e-6)
+
+
+def test_unsupported_stages_say_what_to_do(cluster):
     p0, p1 = tw.placement("cpu", ranks=[0, 1]), tw.placement("cpu", ranks=[2])
-    split = Stage(PARAMS[:1], False)
-    split.to_global(p0, tw.sbp.split(0))          # tensor parallel inside the stage: in-process only for now
-    pipe = tw.distribute.pipeline([(split, p0), (Stage(PARAMS[1:], True), p1)], micro_batches=2, loss=loss_fn)
-    with pytest.raises(errors.UnimplementedError, match=r"laid out \(S\(0\),\).*replicated \(B\)"):
-        pipe.forward_backward(X, Y)
     unbuilt = tw.distribute.pipeline([(Stage(PARAMS[:1], False), p1), (tw.keras.layers.Dense(3), p0)], loss=loss_fn)
     with pytest.raises(errors.FailedPreconditionError, match=r"stage 1 is not built.*Hint: build it"):
         unbuilt.forward_backward(X, Y)

@@ -115,21 +115,26 @@ def _dumps(obj):
 
 
 def _check_stage(pipe, s, placement):
-    if placement.ndim != 1:
-        raise errors.UnimplementedError(
-            f"pipeline: stage {s} is on a {placement.ndim}-D mesh {placement!r}; on Ray workers a stage's "
-            "placement is 1-D for now. Hint: run it on in-process ranks (tw.distribute.in_process())")
     fn = pipe.stages[s]
     if getattr(fn, "built", True) is False:
         raise errors.FailedPreconditionError(
             f"pipeline: stage {s} is not built (its weights do not exist yet); on Ray its weights are made on the "
             "driver first. Hint: build it (layer.build(input_shape), or call the model once) before "
             "tw.distribute.pipeline")
-    for v in getattr(fn, "variables", None) or ():
-        if not all(isinstance(sb, Broadcast) for sb in getattr(v, "sbp", ())):   # (a local one: the pickler says)
-            raise errors.UnimplementedError(
-                f"pipeline: variable '{v.name}' of stage {s} is laid out {v.sbp}; on Ray workers a stage's variables "
-                "are replicated (B) for now. Hint: run tensor-parallel stages on in-process ranks")
+
+
+def _replicated_stages(pipe):
+    """Whether every stage is on a 1-D placement with replicated (``B``) variables: what the
+    workers run themselves. Otherwise (a tensor-parallel stage: a variable split or partial; an
+    N-D mesh) the driver walks the schedule and each op of a stage is one call per worker of it
+    (the in-process pipeline's code, its global ops on the workers: ``pieces.run_op``)."""
+    for fn, placement in zip(pipe.stages, pipe.placements):
+        if placement.ndim != 1:
+            return False
+        for v in getattr(fn, "variables", None) or ():
+            if not all(isinstance(sb, Broadcast) for sb in getattr(v, "sbp", ())):
+                return False
+    return True
 
 
 class RayPipeline:
@@ -314,7 +319,9 @@ class RayPipeline:
 
 
 def ray_pipeline(pipe):
-    """The :class:`RayPipeline` of ``pipe`` when its placements are on a connected cluster, else None."""
+    """The :class:`RayPipeline` of ``pipe`` when its placements are on a connected cluster and
+    its workers can run the schedule themselves; None when the driver walks the schedule (not on
+    Ray, or a tensor-parallel / N-D stage: :func:`_replicated_stages`)."""
     from tensorweave.distribute.ray.pieces import cluster_for
     clusters = {id(c): c for c in (cluster_for(p) for p in pipe.placements)}
     if len(clusters) != 1 or None in clusters.values():
@@ -322,6 +329,8 @@ def ray_pipeline(pipe):
             raise errors.InvalidArgumentError("pipeline: some stages are on Ray workers and some on in-process ranks")
         return None
     cluster = next(iter(clusters.values()))
+    if not _replicated_stages(pipe):
+        return None
     rp = getattr(pipe, "_ray", None)
     if rp is None or rp.cluster is not cluster:
         rp = pipe._ray = RayPipeline(pipe, cluster)
