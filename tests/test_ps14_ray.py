@@ -375,6 +375,43 @@ def test_synchronous_fit_with_steps_per_execution_equals_single_process_fit(stra
         model.fit(tw.keras.utils.experimental.DatasetCreator(_dataset_fn), epochs=1, steps_per_epoch=3, verbose=0)
 
 
+class _TestLogs(tw.keras.callbacks.Callback):
+    def __init__(self):
+        super().__init__()
+        self.batches = []
+
+    def on_test_batch_end(self, batch, logs=None):
+        self.batches.append(batch)
+
+
+def test_evaluate_with_steps_per_execution_runs_k_steps_per_call_and_equals_single_process_evaluate(strategy):
+    with strategy.scope():
+        model = _model()
+        model.compile(tw.keras.optimizers.Adam(0.05), tw.keras.losses.BinaryCrossentropy(from_logits=True),
+                      metrics=[tw.keras.metrics.BinaryAccuracy(threshold=0.0)], steps_per_execution=2)
+    weights = [v.numpy() for v in model.weights]
+    coordinator = tw.distribute.experimental.coordinator.ClusterCoordinator(strategy)
+    calls = []
+    real = coordinator._schedule
+    coordinator._schedule = lambda fn, *a, **kw: calls.append(fn.steps_per_call) or real(fn, *a, **kw)
+    first = coordinator._number                  # read-only call c runs on worker (first + c) % 2
+    logs = _TestLogs()
+    got = model.evaluate(tw.keras.utils.experimental.DatasetCreator(_dataset_fn), steps=5, return_dict=True,
+                         callbacks=[logs], verbose=0)
+    assert calls == [2, 2, 1] and logs.batches == [1, 3, 4]       # Keras' last execution runs what is left
+    ids, labels = _data()
+    read = {0: 0, 1: 0}                         # batches each worker read of its shard (rows w::2), in order
+    for c, k in enumerate(calls):
+        read[(first + c) % 2] += k
+    rows = [np.arange(w, len(ids), 2)[:BATCH * read[w]] for w in (0, 1)]
+    reference = _model()
+    reference.set_weights(weights)
+    x, y = np.concatenate([ids[r] for r in rows]), np.concatenate([labels[r] for r in rows])
+    wanted = reference.evaluate(x, y, batch_size=BATCH, return_dict=True, verbose=0)     # 5 batches of 8 rows
+    for key in ("loss", "binary_accuracy"):
+        np.testing.assert_allclose(got[key], wanted[key], rtol=2e-5)
+
+
 def test_a_traced_function_looking_a_table_up_twice_runs_eagerly_and_still_equals_single_process(strategy):
     rng = np.random.default_rng(6)
     ids = rng.integers(0, 12, size=(16, 2)).astype(np.int64)
