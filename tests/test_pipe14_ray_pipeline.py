@@ -406,3 +406,73 @@ def test_keras_dropout_in_a_stage_is_on_while_training_and_equals_train_on_batch
     for a, b in zip(model.get_weights(), ref.get_weights()):
         np.testing.assert_allclose(a, b, rtol=2e-5, atol=1e-6)
     np.testing.assert_allclose(pipe(X).numpy(), ref.predict_on_batch(X), rtol=2e-5, atol=1e-6)   # off in inference
+
+
+# ---- one seed in two stages, unseeded draws, categorical (pps14) -------------------------------------------
+class DrawingStage(Stage):
+    """Dropout with one seed in both stages (one device continues one stream through both), Gaussian
+    noise without an op seed (the rule-2 counter), categorical picks (seeded in stage 0, not in 1)."""
+
+    def __call__(self, h):
+        h = tw.nn.dropout(h, 0.25, seed=7)
+        h = h + tw.random.normal(tw.shape(h), stddev=0.1)
+        picks = tw.random.categorical(h, 2, seed=None if self.last else 3)
+        h = h * (1.0 + tw.one_hot(picks[:, 0], tw.shape(h)[1]) + tw.one_hot(picks[:, 1], tw.shape(h)[1]))
+        return super().__call__(h)
+
+
+def _drawing_one_device(steps):
+    s0, s1 = DrawingStage(PARAMS[:1], False), DrawingStage(PARAMS[1:], True)
+    variables = [v for st in (s0, s1) for pair in st.params for v in pair]
+    opt = tw.keras.optimizers.Adam(0.05)
+    losses = []
+    for _ in range(steps):
+        with tw.GradientTape() as tape:
+            loss = loss_fn(tw.constant(Y), s1(s0(tw.constant(X))))
+        opt.apply_gradients(zip(tape.gradient(loss, variables), variables))
+        losses.append(float(loss))
+    return losses, [v.numpy() for v in variables]
+
+
+@pytest.mark.parametrize("ranks, micro_batches", [(([0], [1]), 4), (([0, 1], [2]), 2)], ids=["two-workers", "dp-stage"])
+def test_one_seed_in_two_stages_unseeded_draws_and_categorical_equal_the_one_device_run(cluster, ranks, micro_batches):
+    tw.random.set_seed(5)
+    want = _drawing_one_device(3)
+    after = (tw.random.uniform([3], seed=7).numpy(), tw.random.normal([2]).numpy())    # the streams go on
+    tw.random.set_seed(5)
+    stages = [(DrawingStage(PARAMS[:1], False), tw.placement("cpu", ranks=list(ranks[0]))),
+              (DrawingStage(PARAMS[1:], True), tw.placement("cpu", ranks=list(ranks[1])))]
+    pipe = tw.distribute.pipeline(stages, micro_batches=micro_batches, schedule="1f1b", loss=loss_fn)
+    opt = tw.keras.optimizers.Adam(0.05)
+    losses = [float(pipe.train_step(X, Y, opt)) for _ in range(3)]
+    _same_training((losses, [v.numpy() for v in pipe.trainable_variables]), want)
+    # the driver's streams and counter moved as one device's did: its next draws are one device's
+    np.testing.assert_array_equal(tw.random.uniform([3], seed=7).numpy(), after[0])
+    np.testing.assert_array_equal(tw.random.normal([2]).numpy(), after[1])
+    tw.random.set_seed(None)
+
+
+def _noise(h):
+    return tw.random.uniform(tw.shape(h))        # no seed at all: OS entropy on each worker
+
+
+def test_draws_without_any_seed_differ_per_call_and_per_worker(cluster):
+    tw.random.set_seed(None)
+    pipe = tw.distribute.pipeline([(tw.identity, tw.placement("cpu", ranks=[0])),
+                                   (_noise, tw.placement("cpu", ranks=[1, 2]))], micro_batches=2, loss=loss_fn)
+    first, second = pipe(X).numpy(), pipe(X).numpy()
+    assert first.shape == X.shape and np.unique(first).size == first.size       # workers 1 and 2 never repeat
+    assert not np.array_equal(first, second)                                     # nor do two calls
+    assert not np.array_equal(first[0:3], first[3:6])     # micro-batch 0's rows: 3 on worker 1, 3 on worker 2
+
+
+def _shuffled(h):
+    return tw.random.shuffle(h, seed=4)
+
+
+def test_a_shuffle_of_the_micro_batch_rows_is_an_error_naming_the_op_and_the_hint(cluster):
+    pipe = tw.distribute.pipeline([(Stage(PARAMS[:1], False), tw.placement("cpu", ranks=[0])),
+                                   (_shuffled, tw.placement("cpu", ranks=[1]))], micro_batches=2, loss=loss_fn)
+    with pytest.raises(errors.UnimplementedError, match=r"RandomShuffle of the micro-batch's 6 rows.*whole batch's 11 "
+                                                        r"rows.*Hint: shuffle in the input pipeline"):
+        pipe(X)

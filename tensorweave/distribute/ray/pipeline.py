@@ -149,6 +149,7 @@ class RayPipeline:
         self.last_step = None
         self._optimizers = {}     # id(optimizer) -> (optimizer, token, slot variables bound)
         self._seeded = None       # the driver's random-state cache when the workers' streams last restarted
+        self._streams = {}        # names of the seeded streams the stages drew from (pipeline_random)
 
     def __del__(self):
         if self.key is not None:
@@ -264,12 +265,15 @@ class RayPipeline:
             for j, v in enumerate(variables):
                 for r in self.placements[owner[id(v)]].ranks:
                     grad_keys[r][j] = self.heap.key()
+        from tensorweave.distribute import pipeline_random
         from tensorweave.ops.random_ops import current_state
-        # seeded draws in the stages as this process's would be: its global seed, and a restart of
-        # the workers' streams after each set_seed here (which gives the state a new cache)
+        # draws in the stages as this process's would be: its global seed, a restart of the
+        # workers' streams after each set_seed here (which gives the state a new cache), its
+        # rule-2 counter and where its streams the stages drew from last time are
         state = current_state()
         seed = (state.seed, state.cache is not self._seeded)
         self._seeded = state.cache
+        draws = (state.counter, pipeline_random.driver_positions(state, self._streams))
         per_rank = []
         for r in self.ranks:
             actions = [(a.stage, a.micro_batch, a.kind) for a in pipe.schedule
@@ -280,8 +284,10 @@ class RayPipeline:
                 i = self.placements[last].ranks.index(r)
                 y_r = ys[i]
                 weights = {m: len(y_r[m]) / total for m in y_r}
-            per_rank.append((self.key, actions, rows, x_r, y_r, weights, grad_keys[r], train, update, seed))
+            per_rank.append((self.key, actions, rows, x_r, y_r, weights, grad_keys[r], train, update, seed, draws))
         answers = dict(zip(self.ranks, _call(self.cluster, w_step, per_rank, self.ranks)))
+        report = answers[self.placements[last].ranks[0]][6]        # the last stage's forward: where draws are
+        self._streams.update(dict.fromkeys(pipeline_random.driver_after_step(state, report)))
         self.last_step = {"seconds": time.perf_counter() - t0,
                           "workers": {r: {"busy_s": a[4] - a[5], "wait_s": a[5], "held": a[3]}
                                       for r, a in answers.items()}}

@@ -35,6 +35,7 @@ import time
 import numpy as np
 
 from tensorweave.distribute.layout import balanced_bounds
+from tensorweave.distribute.pipeline_random import decode, encode
 
 
 def _overlaps(rows, n_src, n_dst):
@@ -136,12 +137,14 @@ class _Run:
         self.wait = 0.0
 
 
-def w_step(worker, key, actions, rows, xs, ys, weights, grad_keys, train, update=None, seed=None):
+def w_step(worker, key, actions, rows, xs, ys, weights, grad_keys, train, update=None, seed=None, draws=None):
     """Runs this worker's ``actions`` (``(stage, micro-batch, kind)`` in schedule order) of one
     step, then with ``update = (optimizer token, step count, learning rate)`` applies the
     gradient sums to its shards; ``seed`` is ``(the driver's global random seed, whether it was
-    set since the last step)``: the worker's streams restart as the driver's did. Returns ``(losses,
-    gradient metas, outputs, peak tapes held, seconds, seconds waiting)``."""
+    set since the last step)``: the worker's streams restart as the driver's did; ``draws`` is
+    ``(the driver's rule-2 counter, its streams' positions)`` (``pipeline_random``). Returns
+    ``(losses, gradient metas, outputs, peak tapes held, seconds, seconds waiting, the random
+    report of the last stage's forward)``."""
     import tensorweave as tw
     from tensorweave.distribute.ray.pieces import worker_runtime
     from tensorweave.distribute.pipeline_random import MicroBatchDraws
@@ -153,7 +156,7 @@ def w_step(worker, key, actions, rows, xs, ys, weights, grad_keys, train, update
     comm = worker.comm(wp.ranks)
     t0 = time.perf_counter()
     run = _Run()
-    run.draws = MicroBatchDraws(sum(rows))
+    run.draws = MicroBatchDraws(sum(rows), *(draws or (0, None)))
     for s, m, kind in actions:
         try:
             if kind == "F":
@@ -177,7 +180,8 @@ def w_step(worker, key, actions, rows, xs, ys, weights, grad_keys, train, update
         worker.store[k] = g = np.asarray(g.numpy() if hasattr(g, "numpy") else tw.convert_to_tensor(g).numpy())
         metas[j] = (g.shape, g.dtype.str)
     outputs = [run.outputs[m] for m in sorted(run.outputs)]
-    return run.losses, metas, outputs, run.peak, time.perf_counter() - t0, run.wait
+    report = run.draws.report(len(wp.placements) - 1)
+    return run.losses, metas, outputs, run.peak, time.perf_counter() - t0, run.wait, report
 
 
 def _update(worker, wp, run, token, iterations, learning_rate):
@@ -243,15 +247,30 @@ def _receive(wp, comm, run, rows, src_stage, dst_stage, me, tag):
     return parts[0] if len(parts) == 1 else np.concatenate(parts, axis=0)
 
 
-def _send(wp, comm, rows, value, src_stage, dst_stage, me, tag):
-    """Sends each of ``dst_stage``'s workers the rows it holds of this worker's slice ``value``."""
+def _send(wp, comm, rows, value, src_stage, dst_stage, me, tag, info=None):
+    """Sends each of ``dst_stage``'s workers the rows it holds of this worker's slice ``value``
+    (and ``info``, the forward's random message, from the first of its senders)."""
     src, dst = wp.placements[src_stage], wp.placements[dst_stage]
     i_me = src.index(me)
     lo_me = balanced_bounds(rows, len(src))[i_me][0]
     value = np.asarray(value)
-    for i, j, lo, hi in _overlaps(rows, len(src), len(dst)):
+    overlaps = _overlaps(rows, len(src), len(dst))
+    for i, j, lo, hi in overlaps:
         if i == i_me:
             comm.send(value[lo - lo_me:hi - lo_me], wp.ranks.index(dst[j]), tag)
+            if info is not None and i == min(a for a, b, _, _ in overlaps if b == j):
+                comm.send(encode(info), wp.ranks.index(dst[j]), ("R",) + tuple(tag[1:]))
+
+
+def _receive_info(wp, comm, run, rows, src_stage, dst_stage, me, tag):
+    """The forward's random message from the first of this worker's senders."""
+    src, dst = wp.placements[src_stage], wp.placements[dst_stage]
+    i_me = dst.index(me)
+    first = min(i for i, j, _, _ in _overlaps(rows, len(src), len(dst)) if j == i_me)
+    t = time.perf_counter()
+    info = decode(comm.recv(wp.ranks.index(src[first]), ("R",) + tuple(tag[1:])))
+    run.wait += time.perf_counter() - t
+    return info
 
 
 def _forward(worker, wp, comm, run, s, m, all_rows, xs, ys, weights, train):
@@ -260,8 +279,9 @@ def _forward(worker, wp, comm, run, s, m, all_rows, xs, ys, weights, train):
     fn, variables = wp.stages[s]
     last, rows = len(wp.placements) - 1, all_rows[m]
     x = tw.constant(xs[m] if s == 0 else _receive(wp, comm, run, rows, s - 1, s, worker.rank, ("F", s - 1, m)))
+    came = None if s == 0 else _receive_info(wp, comm, run, rows, s - 1, s, worker.rank, ("F", s - 1, m))
     lo, hi = balanced_bounds(rows, len(wp.placements[s]))[wp.placements[s].index(worker.rank)]
-    draws = run.draws.micro_batch(s, sum(all_rows[:m]) + lo, hi - lo)     # its rows of the batch's draws
+    draws = run.draws.micro_batch(s, sum(all_rows[:m]) + lo, hi - lo, came)     # its rows of the batch's draws
     if not train:
         with draws:
             out = fn(x)
@@ -285,7 +305,7 @@ def _forward(worker, wp, comm, run, s, m, all_rows, xs, ys, weights, train):
         else:
             run.outputs[m] = np.asarray(out.numpy())
     else:
-        _send(wp, comm, rows, out.numpy(), s, s + 1, worker.rank, ("F", s, m))
+        _send(wp, comm, rows, out.numpy(), s, s + 1, worker.rank, ("F", s, m), run.draws.outgoing(s))
 
 
 def _backward(worker, wp, comm, run, s, m, rows):
