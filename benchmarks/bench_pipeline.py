@@ -147,7 +147,8 @@ def main_ray(args):
                 for name, (pipe, step) in pipes.items():
                     best[f"ray_{name}"] = max(best[f"ray_{name}"], steps_per_s(step, args.steps))
                     last = pipe.last_step
-                    waits[name] = {r: round(w["wait_s"] / last["seconds"], 2) for r, w in last.get("workers", {}).items()}
+                    waits[name] = {r: round(w["wait_s"] / last["seconds"], 2)
+                                   for r, w in last.get("workers", {}).items()}
         finally:
             transport = cluster.transport
             tw.distribute.shutdown()

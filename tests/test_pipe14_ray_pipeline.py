@@ -322,8 +322,8 @@ def _adamw_without_decay_on_biases(variables):
     lambda variables: tw.keras.optimizers.SGD(0.2, momentum=0.5, use_ema=True, ema_momentum=0.6,
                                               ema_overwrite_frequency=3),
     _adamw_without_decay_on_biases,
-    lambda variables: tw.keras.optimizers.AdamW(0.05, weight_decay=0.5)], ids=["global-clipnorm", "clipnorm-loss-scale", "ema", "decay-exclusions",
-                                       "decay-all"])
+    lambda variables: tw.keras.optimizers.AdamW(0.05, weight_decay=0.5)],
+    ids=["global-clipnorm", "clipnorm-loss-scale", "ema", "decay-exclusions", "decay-all"])
 @pytest.mark.parametrize("ranks", [([0], [1]), ([0, 1], [2])], ids=["two-workers", "dp-stage"])
 def test_train_step_on_the_workers_with_global_clipnorm_ema_and_decay_exclusions_equals_one_device(cluster, make_opt,
                                                                                                    ranks):

@@ -172,8 +172,8 @@ class MicroBatchDraws:
             value = inputs[0]
             if value.shape.rank and value.shape[0] == rows and rows != self.total:
                 raise errors.UnimplementedError(
-                    f"pipeline stage {stage}: RandomShuffle of the micro-batch's {rows} rows; on one device it permutes "
-                    f"the whole batch's {self.total} rows, which mixes the micro-batches. Hint: shuffle in the input "
+                    f"pipeline stage {stage}: RandomShuffle of the micro-batch's {rows} rows; on one device it "
+                    f"permutes the whole batch's {self.total} rows, which mixes the micro-batches. Hint: shuffle in the input "
                     "pipeline (tw.data), before the pipeline")
             if whole is None:
                 whole = self._keep(key, *_run_on(opdef, list(inputs), attrs, name, scratch, start))

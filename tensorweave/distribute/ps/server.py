@@ -214,7 +214,8 @@ class ParameterServer:
 
     def _log_push(self, key, round, slot, num_slots, trained, parts, rate=None, step=None):
         self._log({"op": "push", "key": key, "round": round, "slot": int(slot), "num_slots": int(num_slots),
-                   "trained": bool(trained), "rate": rate, "step": step, "parts": [[k, int(i), rows is not None] for k, i, rows, _ in parts]},
+                   "trained": bool(trained), "rate": rate, "step": step,
+                   "parts": [[k, int(i), rows is not None] for k, i, rows, _ in parts]},
                   [np.asarray(a) for _, _, rows, values in parts for a in ([] if rows is None else [rows]) + [values]])
 
     def _replay(self, path):
