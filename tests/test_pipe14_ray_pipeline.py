@@ -476,3 +476,18 @@ def test_a_shuffle_of_the_micro_batch_rows_is_an_error_naming_the_op_and_the_hin
     with pytest.raises(errors.UnimplementedError, match=r"RandomShuffle of the micro-batch's 6 rows.*whole batch's 11 "
                                                         r"rows.*Hint: shuffle in the input pipeline"):
         pipe(X)
+
+
+GENERATOR = tw.random.Generator.from_seed(1)
+
+
+def _generated(h):
+    return h + GENERATOR.uniform(tw.shape(h))
+
+
+def test_a_generator_draw_in_a_stage_is_an_error_naming_the_op_and_the_hint(cluster):
+    pipe = tw.distribute.pipeline([(Stage(PARAMS[:1], False), tw.placement("cpu", ranks=[0])),
+                                   (_generated, tw.placement("cpu", ranks=[1]))], micro_batches=2, loss=loss_fn)
+    with pytest.raises(errors.UnimplementedError, match=r"pipeline: a stage holds a tw.random.Generator; on Ray "
+                                                        r"workers .*Hint: an op seed"):
+        pipe(X)

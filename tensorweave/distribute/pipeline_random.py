@@ -34,7 +34,8 @@ Which draws, from where (TF's seed rules, ``random_ops``):
 
 Not covered: ``shuffle`` of the micro-batch's rows (a permutation of the whole batch mixes the
 micro-batches: an error says so; a shuffle of anything else is drawn whole), ``Generator``
-draws (a generator object is per process), draws inside tensor-parallel stages (those run op by
+draws (a stage holding a generator is an error at the bind; ``get_global_generator()`` inside a
+stage is the worker's own), draws inside tensor-parallel stages (those run op by
 op from the driver: their draws are the driver's, per micro-batch).
 
 >>> import numpy as np, tensorweave as tw

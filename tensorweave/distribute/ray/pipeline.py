@@ -70,6 +70,7 @@ def _pickler_class():
 
     from ray import cloudpickle
     from tensorweave.distribute.variables import GlobalVariable
+    from tensorweave.ops.random_ops import Generator
     from tensorweave.ops.variables import Variable
 
     class _Pickler(cloudpickle.CloudPickler):
@@ -82,6 +83,12 @@ def _pickler_class():
                         f"pipeline: variable '{obj.name}' lives on in-process ranks, not on the Ray workers (made "
                         "before tw.distribute.connect?). Hint: make the pipeline after connect")
                 return "tw_variable", {v.rank: v.key for v in obj._locals}, obj.name
+            if isinstance(obj, Generator):
+                raise errors.UnimplementedError(
+                    "pipeline: a stage holds a tw.random.Generator; on Ray workers its draws would come from copies "
+                    "of it, not from the driver's one generator as on one device. Hint: an op seed "
+                    "(tw.random.uniform(shape, seed=...)) or a stateless op (tw.random.stateless_uniform(shape, "
+                    "seed=[a, b]))")
             if isinstance(obj, Variable):
                 raise errors.FailedPreconditionError(
                     f"pipeline: a stage holds the local variable '{obj.name}'; on Ray a stage's variables must be "
