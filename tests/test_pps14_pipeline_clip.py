@@ -26,8 +26,9 @@ def _loss(y, p):
 
 
 @pytest.mark.parametrize("make_opt", [lambda: tw.keras.optimizers.Adam(0.05, global_clipnorm=0.2),
-                                      lambda: tw.keras.optimizers.SGD(0.3, global_clipnorm=0.1, loss_scale_factor=2.0)],
-                         ids=["adam", "sgd-loss-scale"])
+                                      lambda: tw.keras.optimizers.SGD(0.3, global_clipnorm=0.1, loss_scale_factor=2.0),
+                                      lambda: tw.keras.optimizers.SGD(0.3, global_clipnorm=-0.5)],
+                         ids=["adam", "sgd-loss-scale", "negative-is-off"])        # (Keras: a clip <= 0 clips nothing)
 def test_global_clipnorm_across_stage_placements_equals_one_device(make_opt):
     ref = [Layer(W[0], True), Layer(W[1], False)]
     opt = make_opt()
