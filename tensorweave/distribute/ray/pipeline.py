@@ -11,8 +11,11 @@ connected cluster's workers:
   global variable is written as a *reference* to its shards' keys: the worker reads it back as
   its own shard (the ``Variable`` already in its store), so weights never travel and the
   stage's updates on the worker are the driver's variable's. Stages whose variables are all
-  ``B`` on a 1-D placement are supported (data parallel inside a stage: the micro-batch is
-  split over the stage's workers and their gradients are partial sums, ``P``).
+  ``B`` on a 1-D placement run here (data parallel inside a stage: the micro-batch is split
+  over the stage's workers and their gradients are partial sums, ``P``); a tensor-parallel
+  stage (a variable split or partial) or an N-D mesh makes the driver walk the schedule
+  instead (``ray_pipeline`` returns None: the in-process pipeline's code, each op of a stage
+  one call per worker of it).
 - **A step**: one call per worker with its actions of the schedule (``(stage, micro-batch,
   kind)`` in the schedule's order), the micro-batches of ``x`` (stage 0's workers) and ``y``
   (the last stage's), and the store keys its gradient sums get. Activations and their gradients
