@@ -21,7 +21,11 @@ time, the schedule's bubble fraction and the share of the last step each worker 
 for hand-offs (``pipe._ray.last_step``), with the CPU model and load.
 
 Usage: ``python benchmarks/bench_pipeline.py [--batch 256] [--micro-batches 4] [--steps 10] [--rounds 3]
-[--hidden 512] [--ray [--schedules 1f1b,gpipe]]``.
+[--hidden 512] [--ray [--schedules 1f1b,gpipe] [--tensor-parallel]]``.
+
+``--tensor-parallel`` (with ``--ray``; 3 workers): one more row, ``ray_1f1b_tp``: stage 1 on workers
+1 and 2 with its first kernel ``S(1)`` and bias ``S(0)``, its second kernel ``S(0)`` (Megatron's
+pair), which the driver walks op by op (each op one call per worker of the stage).
 """
 import argparse
 import json
@@ -45,6 +49,8 @@ def main():
     ap.add_argument("--hidden", type=int, default=512)
     ap.add_argument("--ray", action="store_true", help="stages on 2 Ray worker processes")
     ap.add_argument("--schedules", default="1f1b,gpipe")
+    ap.add_argument("--tensor-parallel", action="store_true",
+                    help="with --ray: also 1F1B with stage 1 split over workers 1 and 2 (3 workers)")
     args = ap.parse_args()
     bench_distribute.SIZES = (784, args.hidden, args.hidden, 10)     # make/make_pipeline read it
     warnings.simplefilter("ignore")
@@ -93,6 +99,23 @@ def _labels(batch):
     return rng.integers(0, bench_distribute.SIZES[-1], batch).astype(np.int32)
 
 
+def _tensor_parallel(batch, micro_batches):
+    """``make_pipeline``'s stages with stage 1 on workers 1 and 2, its layers split (Megatron's
+    column then row split): ``(pipe, step)``."""
+    import tensorweave as tw
+    made, _ = make_pipeline(batch, micro_batches)
+    p1 = tw.placement("cpu", ranks=[1, 2])
+    stage1 = made.stages[1]
+    (w2, b2), (w3, b3) = stage1.params
+    layout = {id(w2): tw.sbp.split(1), id(b2): tw.sbp.split(0), id(w3): tw.sbp.split(0)}
+    stage1.to_global(p1, lambda v: layout.get(id(v), tw.sbp.broadcast))
+    pipe = tw.distribute.pipeline([(made.stages[0], made.placements[0]), (stage1, p1)], micro_batches=micro_batches,
+                                  schedule="1f1b", loss=made.loss)
+    x, y = _batch(batch), _labels(batch)
+    opt = tw.keras.optimizers.SGD(0.01)
+    return pipe, lambda: pipe.train_step(x, y, opt)
+
+
 def main_ray(args):
     """One device in this process vs the pipeline's stages on 2 Ray workers, per schedule."""
     import time
@@ -102,9 +125,11 @@ def main_ray(args):
     machine = {"cpu": _cpu_model(), "cores": os.cpu_count()}
     with threadpool_limits(1):
         local = make(None, args.batch)
-        cluster = tw.distribute.connect(num_workers=2)
+        cluster = tw.distribute.connect(num_workers=3 if args.tensor_parallel else 2)
         try:
             pipes = {name: _pipeline_with(args.batch, args.micro_batches, name) for name in args.schedules.split(",")}
+            if args.tensor_parallel:
+                pipes["1f1b_tp"] = _tensor_parallel(args.batch, args.micro_batches)
             # the same 1F1B pipeline with the update sent from the driver (forward_backward, then the
             # optimizer's eager ops on the global variables), as before the update ran in the step call
             pipe_d, _ = _pipeline_with(args.batch, args.micro_batches, "1f1b")
@@ -121,15 +146,17 @@ def main_ray(args):
                     best["in_process_1f1b"] = max(best["in_process_1f1b"], steps_per_s(in_process, args.steps))
                 for name, (pipe, step) in pipes.items():
                     best[f"ray_{name}"] = max(best[f"ray_{name}"], steps_per_s(step, args.steps))
-                    last = pipe._ray.last_step
-                    waits[name] = {r: round(w["wait_s"] / last["seconds"], 2) for r, w in last["workers"].items()}
+                    last = pipe.last_step
+                    waits[name] = {r: round(w["wait_s"] / last["seconds"], 2)
+                                   for r, w in last.get("workers", {}).items()}
         finally:
             transport = cluster.transport
             tw.distribute.shutdown()
     one = best["one_device"]
     for row, value in best.items():
         name = row[4:] if row.startswith("ray_") else None
-        print(json.dumps({"row": row, "batch": args.batch, "hidden": args.hidden, "workers": 2 if name else 0,
+        print(json.dumps({"row": row, "batch": args.batch, "hidden": args.hidden,
+                          "workers": (3 if name == "1f1b_tp" else 2) if name else 0,
                           "micro_batches": args.micro_batches, "schedule": name,
                           "bubble_fraction": round(pipes[name][0].bubble_fraction, 3) if name else None,
                           "transport": transport if name else None, "steps_s": round(value, 2),

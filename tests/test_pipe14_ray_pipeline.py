@@ -179,13 +179,46 @@ def test_a_failing_stage_raises_its_error_with_the_rank_action_and_line_and_the_
     _same(_train(_pipeline("1f1b"), 1), _one_device(1))       # the cluster keeps working
 
 
-def test_unsupported_stage_layouts_say_what_to_do(cluster):
+def _megatron(variable):
+    """Stage 1's tensor-parallel layout: first kernel by columns, its bias split, second kernel by rows."""
+    shape = tuple(variable.shape.as_list())
+    return {(8, 5): tw.sbp.split(1), (5,): tw.sbp.split(0), (5, 3): tw.sbp.split(0)}.get(shape, tw.sbp.broadcast)
+
+
+@pytest.mark.parametrize("schedule", ["1f1b", "gpipe"])
+def test_a_tensor_parallel_stage_on_two_workers_trains_like_one_device(cluster, schedule):
+    # stage 0 on worker 0, stage 1 split over workers 1 and 2 (Dense kernel S(1), then S(0)): the
+    # driver walks the schedule and each of stage 1's ops runs on both of its workers
+    p0, p1 = tw.placement("cpu", ranks=[0]), tw.placement("cpu", ranks=[1, 2])
+    split = Stage(PARAMS[1:], True)
+    split.to_global(p1, _megatron)
+    pipe = tw.distribute.pipeline([(Stage(PARAMS[:1], False), p0), (split, p1)], micro_batches=4, schedule=schedule,
+                                  loss=loss_fn)
+    assert [str(v.sbp[0]) for v in pipe.trainable_variables] == ["B", "B", "S(1)", "S(0)", "S(0)", "B"]
+    assert all(isinstance(p, RemoteVariable) for v in pipe.trainable_variables for p in v._locals)
+    _same(_train(pipe, 3), _one_device(3))
+    assert pipe.bubble_fraction == pytest.approx(0.2)
+    assert pipe.held_activations == pipe.peak_activations and isinstance(pipe.last_step["seconds"], float)
+    # the kernel never sits whole on a worker: each holds its columns
+    assert [tuple(p.shape) for p in split.params[0][0]._locals] == [(8, 3), (8, 2)]
+    opt = tw.keras.optimizers.Adam(0.05, global_clipnorm=0.3)         # train_step: the driver's update, op by op
+    ref_stage = Stage(PARAMS, True)
+    ref_vars = [v for pair in ref_stage.params for v in pair]
+    ref_opt = tw.keras.optimizers.Adam(0.05, global_clipnorm=0.3)
+    for v, want in zip(ref_vars, [v.numpy() for v in pipe.trainable_variables]):
+        v.assign(want)
+    with tw.GradientTape() as tape:
+        ref_loss = loss_fn(tw.constant(Y), ref_stage(tw.constant(X)))
+    ref_grads = tape.gradient(ref_loss, ref_vars)
+    assert float(tw.linalg.global_norm(ref_grads)) > 0.3          # the clip acts
+    ref_opt.apply_gradients(zip(ref_grads, ref_vars))
+    np.testing.assert_allclose(float(pipe.train_step(X, Y, opt)), float(ref_loss), rtol=2e-5)
+    for a, b in zip(pipe.trainable_variables, ref_vars):
+        np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=2e-5, atol=1e-6)
+
+
+def test_unsupported_stages_say_what_to_do(cluster):
     p0, p1 = tw.placement("cpu", ranks=[0, 1]), tw.placement("cpu", ranks=[2])
-    split = Stage(PARAMS[:1], False)
-    split.to_global(p0, tw.sbp.split(0))          # tensor parallel inside the stage: in-process only for now
-    pipe = tw.distribute.pipeline([(split, p0), (Stage(PARAMS[1:], True), p1)], micro_batches=2, loss=loss_fn)
-    with pytest.raises(errors.UnimplementedError, match=r"laid out \(S\(0\),\).*replicated \(B\)"):
-        pipe.forward_backward(X, Y)
     unbuilt = tw.distribute.pipeline([(Stage(PARAMS[:1], False), p1), (tw.keras.layers.Dense(3), p0)], loss=loss_fn)
     with pytest.raises(errors.FailedPreconditionError, match=r"stage 1 is not built.*Hint: build it"):
         unbuilt.forward_backward(X, Y)
@@ -277,10 +310,42 @@ def test_train_step_on_the_workers_follows_rate_changes_and_schedules(cluster, m
     _same_training(got[:2], want)
 
 
-def test_train_step_refuses_what_the_workers_cannot_do_alone(cluster):
-    pipe = _pipeline("1f1b")
-    with pytest.raises(errors.UnimplementedError, match=r"global_clipnorm.*Hint: loss, grads, variables = pipe"):
-        pipe.train_step(X, Y, tw.keras.optimizers.Adam(0.05, global_clipnorm=1.0))
+def _adamw_without_decay_on_biases(variables):
+    opt = tw.keras.optimizers.AdamW(0.05, weight_decay=0.5)
+    opt.exclude_from_weight_decay(var_list=variables[1::2])         # the biases: by object, the driver's
+    return opt
+
+
+@pytest.mark.parametrize("make_opt", [
+    lambda variables: tw.keras.optimizers.Adam(0.05, global_clipnorm=0.3),
+    lambda variables: tw.keras.optimizers.SGD(0.8, global_clipnorm=0.1, loss_scale_factor=2.0),
+    lambda variables: tw.keras.optimizers.SGD(0.2, momentum=0.5, use_ema=True, ema_momentum=0.6,
+                                              ema_overwrite_frequency=3),
+    _adamw_without_decay_on_biases,
+    lambda variables: tw.keras.optimizers.AdamW(0.05, weight_decay=0.5)],
+    ids=["global-clipnorm", "clipnorm-loss-scale", "ema", "decay-exclusions", "decay-all"])
+@pytest.mark.parametrize("ranks", [([0], [1]), ([0, 1], [2])], ids=["two-workers", "dp-stage"])
+def test_train_step_on_the_workers_with_global_clipnorm_ema_and_decay_exclusions_equals_one_device(cluster, make_opt,
+                                                                                                   ranks):
+    stage = Stage(PARAMS, True)
+    variables = [v for pair in stage.params for v in pair]
+    opt = make_opt(variables)
+    losses = []
+    for _ in range(4):
+        with tw.GradientTape() as tape:
+            loss = loss_fn(tw.constant(Y), stage(tw.constant(X)))
+        grads = tape.gradient(loss, variables)
+        if opt.global_clipnorm:     # the test means something: the norm is clipped at every step
+            assert float(tw.linalg.global_norm(grads)) / (opt.loss_scale_factor or 1) > opt.global_clipnorm
+        opt.apply_gradients(zip(grads, variables))
+        losses.append(float(loss))
+    opt.finalize_variable_values(variables)         # EMA: the averages (else the weights again)
+    want = (losses, [v.numpy() for v in variables])
+    pipe = _pipeline("1f1b", ranks=ranks, micro_batches=2)
+    p_opt = make_opt(pipe.trainable_variables)
+    got = [float(pipe.train_step(X, Y, p_opt)) for _ in range(4)]
+    p_opt.finalize_variable_values(pipe.trainable_variables)
+    _same_training((got, [v.numpy() for v in pipe.trainable_variables]), want)
 
 
 # ---- seeded random ops in stages (pps14) ------------------------------------------------------------------
@@ -341,3 +406,88 @@ def test_keras_dropout_in_a_stage_is_on_while_training_and_equals_train_on_batch
     for a, b in zip(model.get_weights(), ref.get_weights()):
         np.testing.assert_allclose(a, b, rtol=2e-5, atol=1e-6)
     np.testing.assert_allclose(pipe(X).numpy(), ref.predict_on_batch(X), rtol=2e-5, atol=1e-6)   # off in inference
+
+
+# ---- one seed in two stages, unseeded draws, categorical (pps14) -------------------------------------------
+class DrawingStage(Stage):
+    """Dropout with one seed in both stages (one device continues one stream through both), Gaussian
+    noise without an op seed (the rule-2 counter), categorical picks (seeded in stage 0, not in 1)."""
+
+    def __call__(self, h):
+        h = tw.nn.dropout(h, 0.25, seed=7)
+        h = h + tw.random.normal(tw.shape(h), stddev=0.1)
+        picks = tw.random.categorical(h, 2, seed=None if self.last else 3)
+        h = h * (1.0 + tw.one_hot(picks[:, 0], tw.shape(h)[1]) + tw.one_hot(picks[:, 1], tw.shape(h)[1]))
+        return super().__call__(h)
+
+
+def _drawing_one_device(steps):
+    s0, s1 = DrawingStage(PARAMS[:1], False), DrawingStage(PARAMS[1:], True)
+    variables = [v for st in (s0, s1) for pair in st.params for v in pair]
+    opt = tw.keras.optimizers.Adam(0.05)
+    losses = []
+    for _ in range(steps):
+        with tw.GradientTape() as tape:
+            loss = loss_fn(tw.constant(Y), s1(s0(tw.constant(X))))
+        opt.apply_gradients(zip(tape.gradient(loss, variables), variables))
+        losses.append(float(loss))
+    return losses, [v.numpy() for v in variables]
+
+
+@pytest.mark.parametrize("ranks, micro_batches", [(([0], [1]), 4), (([0, 1], [2]), 2)], ids=["two-workers", "dp-stage"])
+def test_one_seed_in_two_stages_unseeded_draws_and_categorical_equal_the_one_device_run(cluster, ranks, micro_batches):
+    tw.random.set_seed(5)
+    want = _drawing_one_device(3)
+    after = (tw.random.uniform([3], seed=7).numpy(), tw.random.normal([2]).numpy())    # the streams go on
+    tw.random.set_seed(5)
+    stages = [(DrawingStage(PARAMS[:1], False), tw.placement("cpu", ranks=list(ranks[0]))),
+              (DrawingStage(PARAMS[1:], True), tw.placement("cpu", ranks=list(ranks[1])))]
+    pipe = tw.distribute.pipeline(stages, micro_batches=micro_batches, schedule="1f1b", loss=loss_fn)
+    opt = tw.keras.optimizers.Adam(0.05)
+    losses = [float(pipe.train_step(X, Y, opt)) for _ in range(3)]
+    _same_training((losses, [v.numpy() for v in pipe.trainable_variables]), want)
+    # the driver's streams and counter moved as one device's did: its next draws are one device's
+    np.testing.assert_array_equal(tw.random.uniform([3], seed=7).numpy(), after[0])
+    np.testing.assert_array_equal(tw.random.normal([2]).numpy(), after[1])
+    tw.random.set_seed(None)
+
+
+def _noise(h):
+    return tw.random.uniform(tw.shape(h))        # no seed at all: OS entropy on each worker
+
+
+def test_draws_without_any_seed_differ_per_call_and_per_worker(cluster):
+    tw.random.set_seed(None)
+    pipe = tw.distribute.pipeline([(tw.identity, tw.placement("cpu", ranks=[0])),
+                                   (_noise, tw.placement("cpu", ranks=[1, 2]))], micro_batches=2, loss=loss_fn)
+    first, second = pipe(X).numpy(), pipe(X).numpy()
+    assert first.shape == X.shape and np.unique(first).size == first.size       # workers 1 and 2 never repeat
+    assert not np.array_equal(first, second)                                     # nor do two calls
+    assert not np.array_equal(first[0:3], first[3:6])     # micro-batch 0's rows: 3 on worker 1, 3 on worker 2
+
+
+def _shuffled(h):
+    return tw.random.shuffle(h, seed=4)
+
+
+def test_a_shuffle_of_the_micro_batch_rows_is_an_error_naming_the_op_and_the_hint(cluster):
+    pipe = tw.distribute.pipeline([(Stage(PARAMS[:1], False), tw.placement("cpu", ranks=[0])),
+                                   (_shuffled, tw.placement("cpu", ranks=[1]))], micro_batches=2, loss=loss_fn)
+    with pytest.raises(errors.UnimplementedError, match=r"RandomShuffle of the micro-batch's 6 rows.*whole batch's 11 "
+                                                        r"rows.*Hint: shuffle in the input pipeline"):
+        pipe(X)
+
+
+GENERATOR = tw.random.Generator.from_seed(1)
+
+
+def _generated(h):
+    return h + GENERATOR.uniform(tw.shape(h))
+
+
+def test_a_generator_draw_in_a_stage_is_an_error_naming_the_op_and_the_hint(cluster):
+    pipe = tw.distribute.pipeline([(Stage(PARAMS[:1], False), tw.placement("cpu", ranks=[0])),
+                                   (_generated, tw.placement("cpu", ranks=[1]))], micro_batches=2, loss=loss_fn)
+    with pytest.raises(errors.UnimplementedError, match=r"pipeline: a stage holds a tw.random.Generator; on Ray "
+                                                        r"workers .*Hint: an op seed"):
+        pipe(X)

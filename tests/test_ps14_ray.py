@@ -375,6 +375,87 @@ def test_synchronous_fit_with_steps_per_execution_equals_single_process_fit(stra
         model.fit(tw.keras.utils.experimental.DatasetCreator(_dataset_fn), epochs=1, steps_per_epoch=3, verbose=0)
 
 
+class _TestLogs(tw.keras.callbacks.Callback):
+    def __init__(self):
+        super().__init__()
+        self.batches = []
+
+    def on_test_batch_end(self, batch, logs=None):
+        self.batches.append(batch)
+
+
+def test_evaluate_with_steps_per_execution_runs_k_steps_per_call_and_equals_single_process_evaluate(strategy):
+    with strategy.scope():
+        model = _model()
+        model.compile(tw.keras.optimizers.Adam(0.05), tw.keras.losses.BinaryCrossentropy(from_logits=True),
+                      metrics=[tw.keras.metrics.BinaryAccuracy(threshold=0.0)], steps_per_execution=2)
+    weights = [v.numpy() for v in model.weights]
+    coordinator = tw.distribute.experimental.coordinator.ClusterCoordinator(strategy)
+    calls = []
+    real = coordinator._schedule
+    coordinator._schedule = lambda fn, *a, **kw: calls.append(fn.steps_per_call) or real(fn, *a, **kw)
+    first = coordinator._number                  # read-only call c runs on worker (first + c) % 2
+    logs = _TestLogs()
+    got = model.evaluate(tw.keras.utils.experimental.DatasetCreator(_dataset_fn), steps=5, return_dict=True,
+                         callbacks=[logs], verbose=0)
+    assert calls == [2, 2, 1] and logs.batches == [1, 3, 4]       # Keras' last execution runs what is left
+    ids, labels = _data()
+    read = {0: 0, 1: 0}                         # batches each worker read of its shard (rows w::2), in order
+    for c, k in enumerate(calls):
+        read[(first + c) % 2] += k
+    rows = [np.arange(w, len(ids), 2)[:BATCH * read[w]] for w in (0, 1)]
+    reference = _model()
+    reference.set_weights(weights)
+    x, y = np.concatenate([ids[r] for r in rows]), np.concatenate([labels[r] for r in rows])
+    wanted = reference.evaluate(x, y, batch_size=BATCH, return_dict=True, verbose=0)     # 5 batches of 8 rows
+    for key in ("loss", "binary_accuracy"):
+        np.testing.assert_allclose(got[key], wanted[key], rtol=2e-5)
+
+
+# ---- asynchronous training with a learning-rate schedule (pps14) ---------------------------------------------
+@pytest.mark.parametrize("traced", [False, True], ids=["python", "tw_function"])
+def test_asynchronous_steps_with_a_schedule_use_the_global_step_even_on_a_server_a_step_skips(strategy, traced):
+    # table rows 0-2 on server 0, rows 3-5 on server 1: step 1 touches only server 0, so server 1's
+    # own count of pushes lags the global step; the schedule must read the global one
+    ids = np.array([[4, 0], [1, 2], [5, 3], [0, 4]], np.int64)
+    target = np.array([[1.0], [-1.0], [0.5], [2.0]], np.float32)
+    table0 = np.arange(12, dtype=np.float32).reshape(6, 2) / 10
+    resolver = tw.distribute.cluster_resolver.SimpleClusterResolver(
+        tw.train.ClusterSpec({"worker": ["w0", "w1"], "ps": ["ps0", "ps1"]}))
+    asynchronous = tw.distribute.experimental.ParameterServerStrategy(
+        resolver, variable_partitioner=tw.distribute.experimental.partitioners.FixedShardsPartitioner(2))
+
+    def schedule():
+        return tw.keras.optimizers.schedules.ExponentialDecay(0.5, decay_steps=1, decay_rate=0.5)
+    try:
+        with asynchronous.scope():
+            table = tw.Variable(table0, name="table_async")
+            optimizer = tw.keras.optimizers.SGD(schedule())
+
+        def step(i):
+            with tw.GradientTape() as tape:
+                rows = tw.nn.embedding_lookup(table, tw.gather(tw.constant(ids), i))
+                loss = tw.reduce_sum((tw.reduce_sum(rows, axis=1) - tw.gather(tw.constant(target), i)) ** 2)
+            optimizer.apply_gradients(zip(tape.gradient(loss, [table]), [table]))
+            return loss
+
+        coordinator = tw.distribute.experimental.coordinator.ClusterCoordinator(asynchronous)
+        fn = tw.function(step) if traced else step
+        for i in range(len(ids)):               # one at a time: the steps' order is the one-process order
+            coordinator.schedule(fn, args=(tw.constant(i),)).fetch()
+        got = table.numpy()
+        coordinator.shutdown()
+    finally:
+        asynchronous.shutdown()
+    ref, ref_opt = tw.Variable(table0), tw.keras.optimizers.SGD(schedule())
+    for i in range(len(ids)):
+        with tw.GradientTape() as tape:
+            rows = tw.nn.embedding_lookup(ref, ids[i])
+            loss = tw.reduce_sum((tw.reduce_sum(rows, axis=1) - target[i]) ** 2)
+        ref_opt.apply_gradients(zip(tape.gradient(loss, [ref]), [ref]))
+    np.testing.assert_allclose(got, ref.numpy(), rtol=2e-5)
+
+
 def test_a_traced_function_looking_a_table_up_twice_runs_eagerly_and_still_equals_single_process(strategy):
     rng = np.random.default_rng(6)
     ids = rng.integers(0, 12, size=(16, 2)).astype(np.int64)

@@ -43,3 +43,22 @@ def test_a_restarted_server_replays_its_journal_and_keeps_half_complete_rounds(t
     for key in ("t", "d"):
         np.testing.assert_array_equal(_run(r.pull(key, 0, None)), _run(s.pull(key, 0, None)))
     assert int(r._optimizer(SGD).iterations.numpy()) == 3
+
+
+def test_global_steps_of_asynchronous_pushes_survive_a_save_and_a_journal_replay(tmp_path):
+    # server 0 numbers the asynchronous steps of an optimizer with a schedule (TF's one iterations
+    # variable); a push applies at its global step: a schedule's rate there, whatever this server saw
+    decay = ps_variable.optimizer_key(tw.keras.optimizers.SGD(
+        tw.keras.optimizers.schedules.ExponentialDecay(1.0, decay_steps=1, decay_rate=0.5)))
+    path = str(tmp_path / "ps-0.safetensors")
+    s = ParameterServer(0, path)
+    _run(s.create("d", 0, np.zeros(2, np.float32), "dense"))
+    assert [_run(s.take_step(decay)) for _ in range(3)] == [0, 1, 2]
+    assert _run(s.take_step(SGD)) == 0                              # counted per optimizer
+    _run(s.save())
+    assert _run(s.take_step(decay)) == 3                            # after the save: in the journal only
+    _run(s.push(decay, None, 0, 1, True, [("d", 0, None, np.ones(2, np.float32))], None, 3))
+    np.testing.assert_allclose(s._var("d", 0).numpy(), [-0.125, -0.125])     # rate 0.5 ** 3, not 0.5 ** 0
+    r = ParameterServer(0, path)
+    np.testing.assert_allclose(r._var("d", 0).numpy(), [-0.125, -0.125])
+    assert _run(r.take_step(decay)) == 4 and _run(r.take_step(SGD)) == 1

@@ -323,7 +323,13 @@ class Pipeline:
                 raise ValueError("pipeline: training needs loss=fn(y_true, y_pred)")
             return on_ray.train_step(x, y, optimizer)
         loss, grads, variables = self.forward_backward(x, y)
-        optimizer.apply_gradients([(g, v) for g, v in zip(grads, variables) if g is not None])
+        pairs = [(g, v) for g, v in zip(grads, variables) if g is not None]
+        if optimizer.global_clipnorm and optimizer.global_clipnorm > 0 and len(
+                {getattr(g, "placement", None) for g, _ in pairs}) > 1:
+            with _clipped_across_placements(optimizer, pairs) as pairs:
+                optimizer.apply_gradients(pairs)
+        else:
+            optimizer.apply_gradients(pairs)
         return loss
 
     def __call__(self, x):
@@ -364,6 +370,25 @@ def stage_training(training):
         yield
     finally:
         _call_ctx.training = outer
+
+
+@contextlib.contextmanager
+def _clipped_across_placements(optimizer, pairs):
+    """``global_clipnorm`` over gradients on several placements (one op cannot read them all):
+    each gradient's squared sum on its own placement, added here, and every gradient scaled by
+    ``clip / max(norm, clip)`` — ``clip_by_global_norm`` — while the optimizer's own global clip
+    is off (the norm of what it sees: divided by ``loss_scale_factor``)."""
+    import tensorweave as tw
+    clip = float(optimizer.global_clipnorm)
+    squares = sum(float(np.asarray(tw.reduce_sum(tw.square(tw.convert_to_tensor(g))).numpy(), np.float64))
+                  for g, _ in pairs)
+    norm = float(np.sqrt(squares)) / (optimizer.loss_scale_factor or 1.0)
+    scale = np.float32(clip / max(norm, clip))
+    optimizer.global_clipnorm = None
+    try:
+        yield [(g * tw.cast(scale, g.dtype), v) for g, v in pairs]
+    finally:
+        optimizer.global_clipnorm = clip
 
 
 class _Cancelled(Exception):

@@ -283,8 +283,9 @@ def stream_from_state(data, what="random stream"):
 
 
 # While set (a pipeline stage's forward of one micro-batch on a Ray worker: distribute/
-# pipeline_random.py), eager seeded draws go through ``hook(opdef, inputs, attrs, name)``,
-# which gives the micro-batch its rows of the whole batch's draw (None: draw as usual).
+# pipeline_random.py), eager draws of the seed rules go through ``hook(opdef, inputs, attrs,
+# name, dtype, derived)`` (``derived``: the op seed came from the rule-2 counter), which gives the
+# micro-batch its rows of the whole batch's draw (None: draw as usual).
 eager_draw_hook = threading.local()
 
 
@@ -299,8 +300,8 @@ def _run_random(opdef, inputs, attrs, op_seed, name, dtype=None, state=None):
         attrs["state"] = state if state is not None else _eager_state(
             opdef.name, dtype, seed, seed2, op_seed is None)
         hook = getattr(eager_draw_hook, "hook", None)
-        if hook is not None and state is None and op_seed is not None:
-            out = hook(opdef, inputs, attrs, name)
+        if hook is not None and state is None:
+            out = hook(opdef, inputs, attrs, name, dtype, op_seed is None)
             if out is not None:
                 return out
     elif state is not None:

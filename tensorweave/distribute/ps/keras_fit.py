@@ -24,8 +24,8 @@ every worker) and ``steps_per_epoch``. ``Model.fit`` comes here (``model.py`` ha
 - ``compile(steps_per_execution=k)``: each scheduled call runs ``k`` steps on its worker (one
   round trip per ``k`` batches; ``train_step`` per batch, each pushing its own gradients: in a
   synchronous strategy the calls of one group take ``k`` rounds); callbacks get the call's first and
-  last step index, as TF's; ``steps_per_epoch`` must be a multiple of ``k`` (``evaluate``: one step
-  per call).
+  last step index, as TF's; ``steps_per_epoch`` must be a multiple of ``k`` (``evaluate`` and
+  validation: ``k`` read-only steps per call, the last call the steps left).
 - ``synchronous=True``: ``steps_per_epoch`` must be a multiple of the workers (a round is one
   step per worker); with worker ``i`` reading rows ``i::n`` of the global batches
   (``dataset.shard(n, i)``) and equal per-worker batches, fit equals single-process ``fit`` on
@@ -218,7 +218,8 @@ def coordinator_of(strategy):
 
 
 def _run_steps(coordinator, fn, iterator, steps, totals, begin, end, read_only, stop=lambda: False, multiple=1):
-    """Schedules ``steps`` calls of ``fn(iterator)`` (fewer when ``stop()`` turns true: then up to
+    """Schedules ``steps`` calls of ``fn(iterator)`` (``fn[k]`` for call ``k`` when a list; fewer
+    when ``stop()`` turns true: then up to
     the next multiple of ``multiple``), ``begin(k)``/``end(k, logs)`` around each, ends in order."""
     window = 2 * coordinator._n
     pending = collections.deque()
@@ -238,7 +239,8 @@ def _run_steps(coordinator, fn, iterator, steps, totals, begin, end, read_only, 
     k = 0
     while k < steps:
         begin(k)
-        pending.append((k, coordinator._schedule(fn, args=(iterator,), read_only=read_only)))
+        call = fn[k] if isinstance(fn, list) else fn
+        pending.append((k, coordinator._schedule(call, args=(iterator,), read_only=read_only)))
         k += 1
         while pending and (len(pending) > window or pending[0][1].done()):
             finish()
@@ -322,12 +324,20 @@ def _steps_per_execution(model):
 
 
 def _evaluate_loop(coordinator, model, dataset_fn, steps, cbs, strategy):
+    """``steps`` read-only steps, ``steps_per_execution`` of them per scheduled call (the last
+    call runs what is left, as Keras' last execution); callbacks get each call's first and last
+    step index."""
     totals = _Totals(model, dataset_fn, strategy)
     totals.reset()
     iterator = iter(coordinator.create_per_worker_dataset(dataset_fn))
+    k = min(_steps_per_execution(model), steps)
+    full, rest = divmod(steps, k)
+    calls = [_KerasStep(model, train=False, steps=k)] * full
+    if rest:
+        calls.append(_KerasStep(model, train=False, steps=rest))
     cbs.on_test_begin()
-    logs = _run_steps(coordinator, _KerasStep(model, train=False), iterator, steps, totals,
-                      cbs.on_test_batch_begin, cbs.on_test_batch_end, True)
+    logs = _run_steps(coordinator, calls, iterator, len(calls), totals, lambda i: cbs.on_test_batch_begin(i * k),
+                      lambda i, logs: cbs.on_test_batch_end(min(i * k + k, steps) - 1, logs), True)
     cbs.on_test_end(logs)
     return logs
 

@@ -42,6 +42,7 @@ class ParameterServer:
         self._optimizers = {}      # optimizer config (JSON, a numeric rate left out: _identity) -> optimizer
         self._pending = {}         # round -> {slot: (optimizer key, trained, parts)}
         self._round_slots = {}     # round -> its number of slots
+        self._global_steps = {}    # optimizer identity -> asynchronous steps taken (server 0: take_step)
         self._cond = None
         self._checkpoint_path = checkpoint_path
         self.restored = False
@@ -125,10 +126,21 @@ class ParameterServer:
             opt.build([self._vars[k] for k in sorted(self._vars)])
         return opt
 
-    def _apply(self, key, contributions, scale, rate=None):
+    async def take_step(self, key):
+        """The global step of an asynchronous push of optimizer ``key`` (server 0 counts them for
+        every server, as TF's one ``iterations`` variable on a parameter server): its number,
+        counted from 0 in the order the workers asked."""
+        ident = _identity(key)
+        n = self._global_steps.get(ident, 0)
+        self._log({"op": "step", "key": key, "step": n}, [])
+        self._global_steps[ident] = n + 1
+        return n
+
+    def _apply(self, key, contributions, scale, rate=None, step=None):
         """Applies the gradients of ``contributions`` (lists of parts), summed in order and
-        multiplied by ``scale``, with learning rate ``rate`` (None: the optimizer's schedule); a
-        step counts even when this server got no gradient."""
+        multiplied by ``scale``, with learning rate ``rate`` (None: the optimizer's schedule) at
+        global step ``step`` (None: this server's own count); a step counts even when this server
+        got no gradient."""
         import tensorweave as tw
         dense, sparse = {}, {}
         for parts in contributions:
@@ -141,6 +153,8 @@ class ParameterServer:
         opt = self._optimizer(key)
         if rate is not None:
             opt.learning_rate = float(rate)
+        if step is not None:        # a schedule (and Adam's bias correction) at the global step
+            opt.iterations.assign(np.int64(step))
         pairs = []
         for k, g in dense.items():
             pairs.append((tw.constant(g * scale if scale != 1 else g), self._var(*k)))
@@ -158,20 +172,20 @@ class ParameterServer:
         else:
             opt.iterations.assign_add(np.int64(1))
 
-    async def push(self, key, round, slot, num_slots, trained, parts, rate=None):
+    async def push(self, key, round, slot, num_slots, trained, parts, rate=None, step=None):
         if round is not None and round < self.version:
             return self.version                      # a re-run of a step whose round was applied
-        self._log_push(key, round, slot, num_slots, trained, parts, rate)
-        if self._push(key, round, slot, num_slots, trained, parts, rate):
+        self._log_push(key, round, slot, num_slots, trained, parts, rate, step)
+        if self._push(key, round, slot, num_slots, trained, parts, rate, step):
             cond = self._condition()
             async with cond:
                 cond.notify_all()
         return self.version
 
-    def _push(self, key, round, slot, num_slots, trained, parts, rate=None):
+    def _push(self, key, round, slot, num_slots, trained, parts, rate=None, step=None):
         """Applies or keeps a push; True when a round (or an asynchronous update) was applied."""
         if round is None:
-            self._apply(key, [parts], 1, rate)
+            self._apply(key, [parts], 1, rate, step)
             self.version += 1
             return True
         if round < self.version:
@@ -198,9 +212,10 @@ class ParameterServer:
         if self._journal is not None:
             self._journal.append(header, arrays)
 
-    def _log_push(self, key, round, slot, num_slots, trained, parts, rate=None):
+    def _log_push(self, key, round, slot, num_slots, trained, parts, rate=None, step=None):
         self._log({"op": "push", "key": key, "round": round, "slot": int(slot), "num_slots": int(num_slots),
-                   "trained": bool(trained), "rate": rate, "parts": [[k, int(i), rows is not None] for k, i, rows, _ in parts]},
+                   "trained": bool(trained), "rate": rate, "step": step,
+                   "parts": [[k, int(i), rows is not None] for k, i, rows, _ in parts]},
                   [np.asarray(a) for _, _, rows, values in parts for a in ([] if rows is None else [rows]) + [values]])
 
     def _replay(self, path):
@@ -214,13 +229,15 @@ class ParameterServer:
                 self._create(header["key"], header["shard"], arrays[0], header["name"])
             elif op == "assign":
                 self._var(header["key"], header["shard"]).assign(arrays[0])
+            elif op == "step":
+                self._global_steps[_identity(header["key"])] = int(header["step"]) + 1
             else:
                 parts, it = [], iter(arrays)
                 for vkey, shard, has_rows in header["parts"]:
                     rows = next(it) if has_rows else None
                     parts.append((vkey, shard, rows, next(it)))
                 self._push(header["key"], header["round"], header["slot"], header["num_slots"], header["trained"],
-                           parts, header.get("rate"))
+                           parts, header.get("rate"), header.get("step"))
         return any_record
 
     # ---- checkpoints --------------------------------------------------------------------------
@@ -228,7 +245,8 @@ class ParameterServer:
         """Writes shards, optimizer variables and the version to ``path`` (safetensors)."""
         from safetensors.numpy import save_file
         path = path or self._checkpoint_path
-        tensors, meta = {}, {"version": str(self.version), "optimizers": json.dumps(list(self._optimizers))}
+        tensors, meta = {}, {"version": str(self.version), "optimizers": json.dumps(list(self._optimizers)),
+                             "global_steps": json.dumps(self._global_steps)}
         for (vkey, shard), v in self._vars.items():
             tensors[f"var/{vkey}/{shard}"] = np.array(v.numpy(), order="C")     # (ascontiguousarray makes 0-d 1-d)
             meta[f"name/{vkey}/{shard}"] = self._names[(vkey, shard)]
@@ -261,6 +279,7 @@ class ParameterServer:
             meta = f.metadata()
             names = list(f.keys())
             self.version = int(meta["version"])
+            self._global_steps = json.loads(meta.get("global_steps", "{}"))
             for n in names:
                 if n.startswith("var/"):
                     _, vkey, shard = n.split("/")

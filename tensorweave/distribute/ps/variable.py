@@ -478,7 +478,14 @@ def push_gradients(optimizer, grads, variables):
                 per_server.setdefault(ps, []).append((v._key, i, rows[lo:hi] - off, values[lo:hi]))
     key, rate = optimizer_key(optimizer), push_rate(optimizer, step)
     if step is None or step.round is None:
-        ray.get([servers[ps].push.remote(key, None, 0, 1, True, parts, rate) for ps, parts in per_server.items()])
+        from tensorweave.keras.optimizers.schedules import LearningRateSchedule
+        number = None
+        if isinstance(optimizer._learning_rate, LearningRateSchedule):
+            # asynchronous: the schedule's step is the global one (server 0 numbers the steps),
+            # not each server's count of the pushes it got (a server a step skips lags behind)
+            number = ray.get(servers[0].take_step.remote(key))
+        ray.get([servers[ps].push.remote(key, None, 0, 1, True, parts, rate, number)
+                 for ps, parts in per_server.items()])
     else:
         ray.get([s.push.remote(key, step.round, step.slot, step.num_slots, True, per_server.get(ps, []), rate)
                  for ps, s in enumerate(servers)])

@@ -11,8 +11,11 @@ connected cluster's workers:
   global variable is written as a *reference* to its shards' keys: the worker reads it back as
   its own shard (the ``Variable`` already in its store), so weights never travel and the
   stage's updates on the worker are the driver's variable's. Stages whose variables are all
-  ``B`` on a 1-D placement are supported (data parallel inside a stage: the micro-batch is
-  split over the stage's workers and their gradients are partial sums, ``P``).
+  ``B`` on a 1-D placement run here (data parallel inside a stage: the micro-batch is split
+  over the stage's workers and their gradients are partial sums, ``P``); a tensor-parallel
+  stage (a variable split or partial) or an N-D mesh makes the driver walk the schedule
+  instead (``ray_pipeline`` returns None: the in-process pipeline's code, each op of a stage
+  one call per worker of it).
 - **A step**: one call per worker with its actions of the schedule (``(stage, micro-batch,
   kind)`` in the schedule's order), the micro-batches of ``x`` (stage 0's workers) and ``y``
   (the last stage's), and the store keys its gradient sums get. Activations and their gradients
@@ -34,6 +37,10 @@ connected cluster's workers:
   leaves its worker (a stage of several workers all-reduces among them). The driver's
   ``iterations`` goes up by one. ``forward_backward`` + ``optimizer.apply_gradients`` on the
   driver keeps working and gives the same weights (the same slot variables), op by op.
+  ``global_clipnorm``: the workers clip together (each stage's squared gradient sum, one
+  all-reduce of that scalar over the pipeline's workers, the same scale everywhere);
+  ``use_ema``: the averages are slots beside the variables, updated by the workers;
+  ``exclude_from_weight_decay``: resolved against the driver's variables, sent by index.
 """
 import io
 import json
@@ -66,6 +73,7 @@ def _pickler_class():
 
     from ray import cloudpickle
     from tensorweave.distribute.variables import GlobalVariable
+    from tensorweave.ops.random_ops import Generator
     from tensorweave.ops.variables import Variable
 
     class _Pickler(cloudpickle.CloudPickler):
@@ -78,6 +86,12 @@ def _pickler_class():
                         f"pipeline: variable '{obj.name}' lives on in-process ranks, not on the Ray workers (made "
                         "before tw.distribute.connect?). Hint: make the pipeline after connect")
                 return "tw_variable", {v.rank: v.key for v in obj._locals}, obj.name
+            if isinstance(obj, Generator):
+                raise errors.UnimplementedError(
+                    "pipeline: a stage holds a tw.random.Generator; on Ray workers its draws would come from copies "
+                    "of it, not from the driver's one generator as on one device. Hint: an op seed "
+                    "(tw.random.uniform(shape, seed=...)) or a stateless op (tw.random.stateless_uniform(shape, "
+                    "seed=[a, b]))")
             if isinstance(obj, Variable):
                 raise errors.FailedPreconditionError(
                     f"pipeline: a stage holds the local variable '{obj.name}'; on Ray a stage's variables must be "
@@ -111,37 +125,26 @@ def _dumps(obj):
 
 
 def _check_stage(pipe, s, placement):
-    if placement.ndim != 1:
-        raise errors.UnimplementedError(
-            f"pipeline: stage {s} is on a {placement.ndim}-D mesh {placement!r}; on Ray workers a stage's "
-            "placement is 1-D for now. Hint: run it on in-process ranks (tw.distribute.in_process())")
     fn = pipe.stages[s]
     if getattr(fn, "built", True) is False:
         raise errors.FailedPreconditionError(
             f"pipeline: stage {s} is not built (its weights do not exist yet); on Ray its weights are made on the "
             "driver first. Hint: build it (layer.build(input_shape), or call the model once) before "
             "tw.distribute.pipeline")
-    for v in getattr(fn, "variables", None) or ():
-        if not all(isinstance(sb, Broadcast) for sb in getattr(v, "sbp", ())):   # (a local one: the pickler says)
-            raise errors.UnimplementedError(
-                f"pipeline: variable '{v.name}' of stage {s} is laid out {v.sbp}; on Ray workers a stage's variables "
-                "are replicated (B) for now. Hint: run tensor-parallel stages on in-process ranks")
 
 
-def _check_optimizer(optimizer):
-    """What the workers' copies cannot do alone: say so, and what to use instead."""
-    why = None
-    if optimizer.global_clipnorm:
-        why = "global_clipnorm needs the norm of every stage's gradients"
-    elif optimizer.use_ema:
-        why = "use_ema keeps moving averages the workers do not hold"
-    elif optimizer._exclude_ids or optimizer._exclude_pattern is not None:
-        why = "exclude_from_weight_decay names the driver's variables"
-    if why:
-        raise errors.UnimplementedError(
-            f"pipeline.train_step on Ray workers: {type(optimizer).__name__}'s update runs on the workers, and {why}. "
-            "Hint: loss, grads, variables = pipe.forward_backward(x, y); optimizer.apply_gradients(zip(grads, "
-            "variables)) updates from the driver")
+def _replicated_stages(pipe):
+    """Whether every stage is on a 1-D placement with replicated (``B``) variables: what the
+    workers run themselves. Otherwise (a tensor-parallel stage: a variable split or partial; an
+    N-D mesh) the driver walks the schedule and each op of a stage is one call per worker of it
+    (the in-process pipeline's code, its global ops on the workers: ``pieces.run_op``)."""
+    for fn, placement in zip(pipe.stages, pipe.placements):
+        if placement.ndim != 1:
+            return False
+        for v in getattr(fn, "variables", None) or ():
+            if not all(isinstance(sb, Broadcast) for sb in getattr(v, "sbp", ())):
+                return False
+    return True
 
 
 class RayPipeline:
@@ -156,6 +159,7 @@ class RayPipeline:
         self.last_step = None
         self._optimizers = {}     # id(optimizer) -> (optimizer, token, slot variables bound)
         self._seeded = None       # the driver's random-state cache when the workers' streams last restarted
+        self._streams = {}        # names of the seeded streams the stages drew from (pipeline_random)
 
     def __del__(self):
         if self.key is not None:
@@ -219,8 +223,12 @@ class RayPipeline:
         owner = self._owners()
         from tensorweave.keras import optimizers
         described = optimizers.serialize(optimizer)        # JSON, as the parameter servers get theirs
-        described["config"] = dict(described["config"], learning_rate=0.0)   # the rate travels with each step
+        # the rate travels with each step; the global norm is clipped by the workers together (w_step)
+        described["config"] = dict(described["config"], learning_rate=0.0, global_clipnorm=None)
         data = json.dumps(described)
+        clip = float(optimizer.global_clipnorm) if optimizer.global_clipnorm and optimizer.global_clipnorm > 0 else None
+        # exclude_from_weight_decay names the driver's variables (objects or a name pattern): resolved here
+        excluded = [j for j, v in enumerate(variables) if not optimizer._use_weight_decay(v)]
         token = self.heap.key()
         slots = {r: {} for r in self.ranks}
         for (vid, name), slot in optimizer._slots.items():
@@ -233,14 +241,13 @@ class RayPipeline:
         for j, v in enumerate(variables):
             for r in self.placements[owner[id(v)]].ranks:
                 stage_ranks[r][j] = self.placements[owner[id(v)]].ranks
-        _call(self.cluster, w_bind_optimizer, [(self.key, token, data, slots[r], stage_ranks[r]) for r in self.ranks],
-              self.ranks)
+        _call(self.cluster, w_bind_optimizer, [(self.key, token, data, slots[r], stage_ranks[r], clip, excluded)
+                                               for r in self.ranks], self.ranks)
         self._optimizers[id(optimizer)] = (optimizer, token, len(optimizer._slots))
         return token
 
     def train_step(self, x, y, optimizer):
         """One training step with the update on the workers (one call per worker); the loss."""
-        _check_optimizer(optimizer)
         if self.key is None:
             self._bind()
         token = self._bind_optimizer(optimizer)
@@ -268,12 +275,15 @@ class RayPipeline:
             for j, v in enumerate(variables):
                 for r in self.placements[owner[id(v)]].ranks:
                     grad_keys[r][j] = self.heap.key()
+        from tensorweave.distribute import pipeline_random
         from tensorweave.ops.random_ops import current_state
-        # seeded draws in the stages as this process's would be: its global seed, and a restart of
-        # the workers' streams after each set_seed here (which gives the state a new cache)
+        # draws in the stages as this process's would be: its global seed, a restart of the
+        # workers' streams after each set_seed here (which gives the state a new cache), its
+        # rule-2 counter and where its streams the stages drew from last time are
         state = current_state()
         seed = (state.seed, state.cache is not self._seeded)
         self._seeded = state.cache
+        draws = (state.counter, pipeline_random.driver_positions(state, self._streams))
         per_rank = []
         for r in self.ranks:
             actions = [(a.stage, a.micro_batch, a.kind) for a in pipe.schedule
@@ -284,8 +294,10 @@ class RayPipeline:
                 i = self.placements[last].ranks.index(r)
                 y_r = ys[i]
                 weights = {m: len(y_r[m]) / total for m in y_r}
-            per_rank.append((self.key, actions, rows, x_r, y_r, weights, grad_keys[r], train, update, seed))
+            per_rank.append((self.key, actions, rows, x_r, y_r, weights, grad_keys[r], train, update, seed, draws))
         answers = dict(zip(self.ranks, _call(self.cluster, w_step, per_rank, self.ranks)))
+        report = answers[self.placements[last].ranks[0]][6]        # the last stage's forward: where draws are
+        self._streams.update(dict.fromkeys(pipeline_random.driver_after_step(state, report)))
         self.last_step = {"seconds": time.perf_counter() - t0,
                           "workers": {r: {"busy_s": a[4] - a[5], "wait_s": a[5], "held": a[3]}
                                       for r, a in answers.items()}}
@@ -323,7 +335,9 @@ class RayPipeline:
 
 
 def ray_pipeline(pipe):
-    """The :class:`RayPipeline` of ``pipe`` when its placements are on a connected cluster, else None."""
+    """The :class:`RayPipeline` of ``pipe`` when its placements are on a connected cluster and
+    its workers can run the schedule themselves; None when the driver walks the schedule (not on
+    Ray, or a tensor-parallel / N-D stage: :func:`_replicated_stages`)."""
     from tensorweave.distribute.ray.pieces import cluster_for
     clusters = {id(c): c for c in (cluster_for(p) for p in pipe.placements)}
     if len(clusters) != 1 or None in clusters.values():
@@ -331,6 +345,8 @@ def ray_pipeline(pipe):
             raise errors.InvalidArgumentError("pipeline: some stages are on Ray workers and some on in-process ranks")
         return None
     cluster = next(iter(clusters.values()))
+    if not _replicated_stages(pipe):
+        return None
     rp = getattr(pipe, "_ray", None)
     if rp is None or rp.cluster is not cluster:
         rp = pipe._ray = RayPipeline(pipe, cluster)

@@ -35,6 +35,7 @@ import time
 import numpy as np
 
 from tensorweave.distribute.layout import balanced_bounds
+from tensorweave.distribute.pipeline_random import decode, encode
 
 
 def _overlaps(rows, n_src, n_dst):
@@ -94,16 +95,19 @@ def w_bind(worker, key, data, placements):
     worker.store[key] = WorkerStages(worker, data, placements)
 
 
-def w_bind_optimizer(worker, key, token, data, slots, stage_ranks):
+def w_bind_optimizer(worker, key, token, data, slots, stage_ranks, clip=None, excluded=()):
     """Makes this worker's copy of an optimizer of the pipeline ``key``: ``data`` is its class
     and config (the learning rate a number, set every step), ``slots[j][name]`` the store key of
-    this worker's shard of variable ``j``'s slot ``name``, ``stage_ranks[j]`` the workers of
-    ``j``'s stage (its gradients are all-reduced over them), for every variable ``j`` it holds."""
+    this worker's shard of variable ``j``'s slot ``name`` (``use_ema``'s averages are slots too),
+    ``stage_ranks[j]`` the workers of ``j``'s stage (its gradients are all-reduced over them), for
+    every variable ``j`` it holds; ``clip`` the driver's ``global_clipnorm`` (the workers clip
+    together: :func:`_clip_globally`), ``excluded`` the variables without weight decay."""
     wp = worker.store[key]
     from tensorweave.keras import optimizers
     opt = optimizers.deserialize(json.loads(data))
     held = {j: v for _, variables in wp.stages.values() for j, v in variables}
     index = {id(v): j for j, v in held.items()}
+    opt._exclude_ids = {id(held[j]) for j in excluded if j in held}
 
     def from_store(reference, name=None, initializer="zeros"):
         j = index[id(reference)]
@@ -120,7 +124,7 @@ def w_bind_optimizer(worker, key, token, data, slots, stage_ranks):
         opt.build([held[j] for j in sorted(held)])
     finally:
         del opt.add_variable_from_reference
-    wp.optimizers[token] = (opt, [(j, held[j], tuple(stage_ranks[j])) for j in sorted(held)])
+    wp.optimizers[token] = (opt, [(j, held[j], tuple(stage_ranks[j])) for j in sorted(held)], clip)
 
 
 class _Run:
@@ -133,12 +137,14 @@ class _Run:
         self.wait = 0.0
 
 
-def w_step(worker, key, actions, rows, xs, ys, weights, grad_keys, train, update=None, seed=None):
+def w_step(worker, key, actions, rows, xs, ys, weights, grad_keys, train, update=None, seed=None, draws=None):
     """Runs this worker's ``actions`` (``(stage, micro-batch, kind)`` in schedule order) of one
     step, then with ``update = (optimizer token, step count, learning rate)`` applies the
     gradient sums to its shards; ``seed`` is ``(the driver's global random seed, whether it was
-    set since the last step)``: the worker's streams restart as the driver's did. Returns ``(losses,
-    gradient metas, outputs, peak tapes held, seconds, seconds waiting)``."""
+    set since the last step)``: the worker's streams restart as the driver's did; ``draws`` is
+    ``(the driver's rule-2 counter, its streams' positions)`` (``pipeline_random``). Returns
+    ``(losses, gradient metas, outputs, peak tapes held, seconds, seconds waiting, the random
+    report of the last stage's forward)``."""
     import tensorweave as tw
     from tensorweave.distribute.ray.pieces import worker_runtime
     from tensorweave.distribute.pipeline_random import MicroBatchDraws
@@ -150,7 +156,7 @@ def w_step(worker, key, actions, rows, xs, ys, weights, grad_keys, train, update
     comm = worker.comm(wp.ranks)
     t0 = time.perf_counter()
     run = _Run()
-    run.draws = MicroBatchDraws(sum(rows))
+    run.draws = MicroBatchDraws(sum(rows), *(draws or (0, None)))
     for s, m, kind in actions:
         try:
             if kind == "F":
@@ -174,7 +180,8 @@ def w_step(worker, key, actions, rows, xs, ys, weights, grad_keys, train, update
         worker.store[k] = g = np.asarray(g.numpy() if hasattr(g, "numpy") else tw.convert_to_tensor(g).numpy())
         metas[j] = (g.shape, g.dtype.str)
     outputs = [run.outputs[m] for m in sorted(run.outputs)]
-    return run.losses, metas, outputs, run.peak, time.perf_counter() - t0, run.wait
+    report = run.draws.report(len(wp.placements) - 1)
+    return run.losses, metas, outputs, run.peak, time.perf_counter() - t0, run.wait, report
 
 
 def _update(worker, wp, run, token, iterations, learning_rate):
@@ -182,7 +189,7 @@ def _update(worker, wp, run, token, iterations, learning_rate):
     summed over them first (one all-reduce of one buffer per stage), then applied with the
     driver's step count and learning rate."""
     import tensorweave as tw
-    opt, held = wp.optimizers[token]
+    opt, held, clip = wp.optimizers[token]
     grads = {j: run.acc[j] for j, _, _ in held if j in run.acc}
     by_stage = {}
     for j, _, ranks in held:
@@ -195,12 +202,35 @@ def _update(worker, wp, run, token, iterations, learning_rate):
         for j, p in zip(js, parts):
             grads[j] = tw.constant(np.asarray(flat[at:at + p.size]).reshape(p.shape))
             at += p.size
+    if clip is not None:
+        _clip_globally(worker, wp, opt, clip, grads, held)
     pairs = [(grads[j], v) for j, v, _ in held if j in grads]
     if not pairs:
         return
     opt.iterations.assign(np.int64(iterations))
     opt._learning_rate.assign(np.asarray(learning_rate, opt._learning_rate.dtype.np_dtype))
     opt.apply_gradients(pairs)
+
+
+def _clip_globally(worker, wp, opt, clip, grads, held):
+    """``global_clipnorm`` over every stage's gradients: each stage's first worker adds up its
+    gradients' squares (a stage's workers hold the same all-reduced sums), one all-reduce of
+    that scalar over the pipeline's workers gives the global norm, and every worker scales its
+    gradients by ``clip / max(norm, clip)`` — ``clip_by_global_norm`` of the one-device update
+    (the norm of the gradients the optimizer sees: divided by ``loss_scale_factor``)."""
+    import tensorweave as tw
+    squares = 0.0
+    for j, v, ranks in held:
+        if j in grads and worker.rank == ranks[0]:
+            g = np.asarray(tw.convert_to_tensor(grads[j]).numpy(), np.float64)
+            squares += float(np.sum(g * g))
+    total = worker.comm(wp.ranks).all_reduce(np.array([squares], np.float64))
+    norm = np.sqrt(float(np.asarray(total).reshape(-1)[0])) / (opt.loss_scale_factor or 1.0)
+    scale = clip / max(norm, clip)
+    for j, v, _ in held:
+        if j in grads:
+            g = tw.convert_to_tensor(grads[j])
+            grads[j] = g * tw.cast(np.float32(scale), g.dtype)
 
 
 def _index(wp, stage):
@@ -217,15 +247,30 @@ def _receive(wp, comm, run, rows, src_stage, dst_stage, me, tag):
     return parts[0] if len(parts) == 1 else np.concatenate(parts, axis=0)
 
 
-def _send(wp, comm, rows, value, src_stage, dst_stage, me, tag):
-    """Sends each of ``dst_stage``'s workers the rows it holds of this worker's slice ``value``."""
+def _send(wp, comm, rows, value, src_stage, dst_stage, me, tag, info=None):
+    """Sends each of ``dst_stage``'s workers the rows it holds of this worker's slice ``value``
+    (and ``info``, the forward's random message, from the first of its senders)."""
     src, dst = wp.placements[src_stage], wp.placements[dst_stage]
     i_me = src.index(me)
     lo_me = balanced_bounds(rows, len(src))[i_me][0]
     value = np.asarray(value)
-    for i, j, lo, hi in _overlaps(rows, len(src), len(dst)):
+    overlaps = _overlaps(rows, len(src), len(dst))
+    for i, j, lo, hi in overlaps:
         if i == i_me:
             comm.send(value[lo - lo_me:hi - lo_me], wp.ranks.index(dst[j]), tag)
+            if info is not None and i == min(a for a, b, _, _ in overlaps if b == j):
+                comm.send(encode(info), wp.ranks.index(dst[j]), ("R",) + tuple(tag[1:]))
+
+
+def _receive_info(wp, comm, run, rows, src_stage, dst_stage, me, tag):
+    """The forward's random message from the first of this worker's senders."""
+    src, dst = wp.placements[src_stage], wp.placements[dst_stage]
+    i_me = dst.index(me)
+    first = min(i for i, j, _, _ in _overlaps(rows, len(src), len(dst)) if j == i_me)
+    t = time.perf_counter()
+    info = decode(comm.recv(wp.ranks.index(src[first]), ("R",) + tuple(tag[1:])))
+    run.wait += time.perf_counter() - t
+    return info
 
 
 def _forward(worker, wp, comm, run, s, m, all_rows, xs, ys, weights, train):
@@ -234,8 +279,9 @@ def _forward(worker, wp, comm, run, s, m, all_rows, xs, ys, weights, train):
     fn, variables = wp.stages[s]
     last, rows = len(wp.placements) - 1, all_rows[m]
     x = tw.constant(xs[m] if s == 0 else _receive(wp, comm, run, rows, s - 1, s, worker.rank, ("F", s - 1, m)))
+    came = None if s == 0 else _receive_info(wp, comm, run, rows, s - 1, s, worker.rank, ("F", s - 1, m))
     lo, hi = balanced_bounds(rows, len(wp.placements[s]))[wp.placements[s].index(worker.rank)]
-    draws = run.draws.micro_batch(s, sum(all_rows[:m]) + lo, hi - lo)     # its rows of the batch's draws
+    draws = run.draws.micro_batch(s, sum(all_rows[:m]) + lo, hi - lo, came)     # its rows of the batch's draws
     if not train:
         with draws:
             out = fn(x)
@@ -259,7 +305,7 @@ def _forward(worker, wp, comm, run, s, m, all_rows, xs, ys, weights, train):
         else:
             run.outputs[m] = np.asarray(out.numpy())
     else:
-        _send(wp, comm, rows, out.numpy(), s, s + 1, worker.rank, ("F", s, m))
+        _send(wp, comm, rows, out.numpy(), s, s + 1, worker.rank, ("F", s, m), run.draws.outgoing(s))
 
 
 def _backward(worker, wp, comm, run, s, m, rows):
