@@ -196,3 +196,34 @@ def test_an_initializer_runs_on_the_workers_with_the_one_device_value(cluster, m
     w = tw.Variable(tw.keras.initializers.RandomNormal(), shape=(3, 4), placement=P2, sbp=B)
     replicas = [t.numpy() for t in w.to_local()]
     np.testing.assert_array_equal(replicas[0], replicas[1])
+
+
+def _traced(worker, block):
+    """Starts tracing a worker's allocations (``block``: the draw's block size), or, with
+    ``block=None``, stops and returns the peak."""
+    import tracemalloc
+    from tensorweave.distribute import sharded_draws
+    if block is not None:
+        worker.store["_block"], sharded_draws.BLOCK = sharded_draws.BLOCK, block
+        tracemalloc.start()
+        return 0
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    sharded_draws.BLOCK = worker.store.pop("_block")
+    return peak
+
+
+def test_a_worker_draws_only_its_slice_of_a_sharded_initializer(cluster):
+    # a 16 MB weight over 4 workers (4 MB each): drawing the whole value first allocated >= 16 MB per
+    # worker; now the piece, the shard variable's own copy of it (tw.Variable copies its initial value)
+    # and a few blocks of the draw: ~9.5 MB
+    he = tw.keras.initializers.HeNormal(seed=5)
+    shape, full = (4096, 1024), 4096 * 1024 * 4
+    tw.Variable(he, shape=(8, 4), placement=P4, sbp=S(1))     # the workers' imports, outside the measurement
+    cluster.run(_traced, 1 << 15)
+    try:
+        v = tw.Variable(he, shape=shape, placement=P4, sbp=S(1))
+    finally:
+        peaks = cluster.run(_traced, None)
+    assert max(peaks) < full * 3 // 4, peaks
+    np.testing.assert_array_equal(v.numpy(), he(shape).numpy())
