@@ -21,6 +21,7 @@ import json
 import numpy as np
 
 from tensorweave.core import errors
+from tensorweave.distribute.ray.spec_buckets import merge_buckets
 from tensorweave.distribute.ray.pieces import RemotePiece, _call, _meta, _ref, heap_of, resolve, worker_runtime
 
 
@@ -56,6 +57,8 @@ class RayRankPlans:
         per_rank, local_index = [], {}
         for i, r in enumerate(ranks):
             spec, live = self.plan.rank_spec(i)
+            if self.cluster.merge_buckets:
+                merge_buckets(spec)           # one gradient all-reduce per step (spec_buckets.py)
             doc, tensors = _plan_io().plan_to_json(_Bound(spec, live), variable_values=False)
             res = []
             for desc, obj in zip(spec.resources or [], live):
