@@ -17,7 +17,20 @@ of the benchmark MLP. One JSON object per line (the machine's CPU model and load
   ratio (the issue's target: >= 1.8x). The 2-worker steps also without the step gate (the driver
   in Ray's spinning channel read: ``Cluster.step_gate``), alternated, with the driver's CPU per step.
 
-Usage: ``python benchmarks/bench_ray_dp.py [--batch 256] [--steps 20] [--calls 300]``.
+  ``--optimizer sgd|adam`` picks the update; the 2-worker step runs twice, with the planner's
+  buckets merged into one (``ray/spec_buckets.py``, the default) and as planned (``unmerged_*``),
+  alternated; ``same_round_speedups`` are the ratios of each round (the figure that holds on a
+  shared machine); ``--gate-ablation`` adds the step without the step gate.
+* ``dp_decompose`` (``--decompose``): each worker runs the bound plan ``--steps`` times in a loop with
+  no driver in between (``RayRankPlans.loop_on_workers``), per rank wall ms, thread CPU ms,
+  exchanges and ms waiting for peers per step: ``alone`` (the 1-worker plan on worker 2, the others
+  idle), ``two_no_exchange`` (1-worker plans on workers 0 and 1 at once: compute contending for the
+  cores), ``planned_unmerged`` / ``planned_merged`` (the 2-worker plan). Where the 2-worker step
+  loses time: ``two_no_exchange`` vs ``alone`` (contention), the planned rows vs ``two_no_exchange``
+  (exchanges), the driven step vs the planned rows (the driver, Ray's channels, the gate).
+
+Usage: ``python benchmarks/bench_ray_dp.py [--batch 256] [--steps 20] [--calls 300] [--rounds 3]
+[--optimizer sgd|adam] [--decompose] [--gate-ablation] [--no-overhead]``.
 """
 import argparse
 import json
