@@ -212,3 +212,31 @@ def test_a_waiting_member_sleeps_on_its_fifo_and_is_woken_by_the_peer_s_publish(
         for g in groups:
             g.close()
     assert _left(prefix) == []
+
+
+def test_a_bucket_carries_the_first_member_s_attached_values_in_its_own_exchange():
+    # plan_ops._OnceInto (Adam's step counter read folded into the gradient bucket): on the shm
+    # transport the values ride on the bucket's exchange (was: a broadcast of their own)
+    prefix = "tw-test-" + uuid.uuid4().hex[:10]
+    groups = [shm.ShmGroup((0, 1), i, prefix) for i in range(2)]
+    with ThreadPoolExecutor(2) as pool:
+        list(pool.map(lambda g: g.connect(), groups))
+
+    def member(i):
+        comm = groups[i].communicator(i)
+        big = np.full(300_000, i + 1.0, np.float32)          # over ONE_ROUND_BYTES: the two-round path
+        handle = comm.all_reduce_start([np.arange(3.0) * (i + 1), big], "sum")
+        if i == 0:
+            handle.attach([np.array(7, np.int64), np.ones(2, np.float32)])
+        sums = handle.wait()
+        return sums, handle.extras(2), groups[i]._seq
+    try:
+        with ThreadPoolExecutor(2) as pool:
+            got = list(pool.map(member, range(2)))
+    finally:
+        for g in groups:
+            g.close()
+    for sums, extra, seq in got:
+        assert sums[0].tolist() == [0.0, 3.0, 6.0] and float(sums[1][0]) == 3.0 and not sums[0].flags.writeable
+        assert int(extra[0]) == 7 and extra[1].tolist() == [1.0, 1.0]
+        assert seq == 3          # float64 one round + float32 two rounds: the extras added none

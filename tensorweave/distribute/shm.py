@@ -445,7 +445,7 @@ class ShmGroup:
             values.append(_decode(got["v"], peer_arrays))
         return values
 
-    def all_reduce_large(self, x, op):
+    def all_reduce_large(self, x, op, ride=None):
         """An all-reduce that copies each member's buffer once: a member writes only the
         balanced chunks its peers reduce (its own chunk stays in its private ``x``), reduces its
         chunk of every member's ``x`` in rank order (the bits of the in-process ranks) straight
@@ -456,7 +456,7 @@ class ShmGroup:
         lo, hi = bounds[self.index]
         chunks = [_Reserved((b - a,), flat.dtype) if j == self.index else flat[a:b] for j, (a, b) in enumerate(bounds)]
         slot = self._seq % 2
-        values = self._all_reduce_values(x, op, chunks)
+        values = self._all_reduce_values(x, op, chunks, ride)
         mine = np.ndarray((hi - lo,), flat.dtype, buffer=self._data[slot].mm, offset=self._offsets[slot][self.index])
         parts = [flat[lo:hi] if j == self.index else v[3][self.index] for j, v in enumerate(values)]
         np.copyto(mine, parts[0])
@@ -467,23 +467,23 @@ class ShmGroup:
         out = np.empty_like(flat)
         for j, (a, b) in enumerate(bounds):
             out[a:b] = mine if j == self.index else values[j][3][j]
-        return out.reshape(x.shape)
+        return out.reshape(x.shape), _ridden(values)
 
-    def all_reduce_one_round(self, x, op):
+    def all_reduce_one_round(self, x, op, ride=None):
         """An all-reduce in one exchange (one wait): every member reduces all members' ``x`` in
         rank order (the in-process ranks' bits). More reading than :meth:`all_reduce_large`
         (``size`` buffers per member instead of about two), but one counter round instead of
         two: on shared cores each round waits for the slowest member's time slice."""
-        values = self._all_reduce_values(x, op, x)
+        values = self._all_reduce_values(x, op, x, ride)
         out = np.array(values[0][3])
         for v in values[1:]:
             _REDUCE[op](out, v[3], out=out)
-        return out
+        return out, _ridden(values)
 
-    def _all_reduce_values(self, x, op, payload):
-        values = self.exchange(self.index, "all_reduce", (x.shape, x.dtype, op, payload))
+    def _all_reduce_values(self, x, op, payload, ride=None):
+        values = self.exchange(self.index, "all_reduce", (x.shape, x.dtype, op, payload, list(ride or ())))
         me = self.ranks[self.index]
-        for r, (shape, dtype, o, _) in enumerate(values):
+        for r, (shape, dtype, o, _, _) in enumerate(values):
             if (shape, dtype, o) != (x.shape, x.dtype, op):
                 raise errors.InvalidArgumentError(
                     f"all_reduce: rank {self.ranks[r]} gave shape {list(shape)} {dtype} ({o}) but rank "
@@ -568,6 +568,39 @@ class ShmGroup:
         sweep(self.prefix, f"p{self.ranks[self.index]}-*")
 
 
+def _ridden(values):
+    """The values the first member's all-reduce carried besides its buffer (``ride``), copied out
+    of its segment (they outlive the round)."""
+    return [_read_only(np.array(v)) for v in values[0][4]]
+
+
+class _Bucket:
+    """A started bucket on the shared-memory transport: reduced at :meth:`wait` (nothing can
+    overlap on the members' own cores), so the first member's :meth:`attach` ed values (a folded
+    ``_Once`` read: ``plan_ops._OnceInto``) ride on the bucket's exchange instead of a broadcast
+    of their own. Every member starts and waits at the same points of its plan, so the
+    exchanges still match."""
+
+    __slots__ = ("comm", "arrays", "op", "ride", "values", "extra")
+
+    def __init__(self, comm, arrays, op):
+        self.comm, self.arrays, self.op, self.ride = comm, arrays, op, []
+        self.values = self.extra = None
+
+    def attach(self, values):
+        self.ride.extend(np.asarray(v) for v in values)
+
+    def wait(self):
+        if self.values is None:
+            self.values, self.extra = self.comm._bucket(self.arrays, self.op, self.ride)
+            self.arrays = self.ride = None
+        return self.values
+
+    def extras(self, count):
+        self.wait()
+        return self.extra[:count]
+
+
 class ShmCommunicator(InProcessCommunicator):
     """A member of a :class:`ShmGroup`: the in-process communicator's collectives, with an
     all-reduce in one round up to ``ONE_ROUND_BYTES`` and above that one that copies each buffer
@@ -578,27 +611,38 @@ class ShmCommunicator(InProcessCommunicator):
         x = np.asarray(x)
         if self.size == 1:
             return super().all_reduce(x, op)
+        return self._all_reduce(x, op)[0]
+
+    def _all_reduce(self, x, op, ride=None):
         if x.nbytes <= ONE_ROUND_BYTES:
-            return self.group.all_reduce_one_round(x, op)
-        return self.group.all_reduce_large(x, op)
+            return self.group.all_reduce_one_round(x, op, ride)
+        return self.group.all_reduce_large(x, op, ride)
 
     def all_reduce_start(self, arrays, op="sum"):
         """A bucket (a planned step's gradients) as one all-reduce per dtype of the flat
         concatenation: one or two counter rounds for the bucket instead of per array (each round
         waits for the slowest member; on shared cores, for its next time slice). Each element is
-        reduced in rank order as before: the same bits. Blocks (nothing overlaps: the members'
-        cores are the ones computing); returns the reduced arrays, read-only."""
+        reduced in rank order as before: the same bits. Reduced at the handle's ``wait`` (nothing
+        overlaps: the members' cores are the ones computing), so values the first member
+        attaches meanwhile ride on it (:class:`_Bucket`); the reduced arrays are read-only."""
         arrays = [np.asarray(a) for a in arrays]
-        out = [None] * len(arrays)
+        if self.size == 1:
+            return _Ready([_read_only(np.array(a)) for a in arrays])
+        return _Bucket(self, arrays, op)
+
+    def _bucket(self, arrays, op, ride):
+        """``(sums, the first member's ridden values)`` of a bucket."""
+        out, extra = [None] * len(arrays), None
         for dtype in dict.fromkeys(a.dtype for a in arrays):
             idx = [i for i, a in enumerate(arrays) if a.dtype == dtype]
-            flat = self.all_reduce(np.concatenate([arrays[i].reshape(-1) for i in idx]) if len(idx) > 1 else
-                                   arrays[idx[0]].reshape(-1), op)
+            flat, got = self._all_reduce(np.concatenate([arrays[i].reshape(-1) for i in idx]) if len(idx) > 1 else
+                                         arrays[idx[0]].reshape(-1), op, ride if extra is None else None)
+            extra = got if extra is None else extra
             at = 0
             for i in idx:
                 out[i] = _read_only(flat[at:at + arrays[i].size].reshape(arrays[i].shape))
                 at += arrays[i].size
-        return _Ready(out)
+        return out, extra or []
 
     def all_to_all(self, chunks, axis=None):
         # a member's own chunk stays in its memory: only the peers' chunks go through the segment
