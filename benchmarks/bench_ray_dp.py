@@ -17,7 +17,20 @@ of the benchmark MLP. One JSON object per line (the machine's CPU model and load
   ratio (the issue's target: >= 1.8x). The 2-worker steps also without the step gate (the driver
   in Ray's spinning channel read: ``Cluster.step_gate``), alternated, with the driver's CPU per step.
 
-Usage: ``python benchmarks/bench_ray_dp.py [--batch 256] [--steps 20] [--calls 300]``.
+  ``--optimizer sgd|adam`` picks the update; the 2-worker step runs twice, with the planner's
+  buckets merged into one (``ray/spec_buckets.py``, the default) and as planned (``unmerged_*``),
+  alternated; ``same_round_speedups`` are the ratios of each round (the figure that holds on a
+  shared machine); ``--gate-ablation`` adds the step without the step gate.
+* ``dp_decompose`` (``--decompose``): each worker runs the bound plan ``--steps`` times in a loop with
+  no driver in between (``RayRankPlans.loop_on_workers``), per rank wall ms, thread CPU ms,
+  exchanges and ms waiting for peers per step: ``alone`` (the 1-worker plan on worker 2, the others
+  idle), ``two_no_exchange`` (1-worker plans on workers 0 and 1 at once: compute contending for the
+  cores), ``planned_unmerged`` / ``planned_merged`` (the 2-worker plan). Where the 2-worker step
+  loses time: ``two_no_exchange`` vs ``alone`` (contention), the planned rows vs ``two_no_exchange``
+  (exchanges), the driven step vs the planned rows (the driver, Ray's channels, the gate).
+
+Usage: ``python benchmarks/bench_ray_dp.py [--batch 256] [--steps 20] [--calls 300] [--rounds 3]
+[--optimizer sgd|adam] [--decompose] [--gate-ablation] [--no-overhead]``.
 """
 import argparse
 import json
@@ -49,7 +62,10 @@ def _timed_calls(call, n):
     return statistics.median(times) * 1e6, (time.process_time() - cpu0) / n * 1e6
 
 
-def _dp_step(placement, batch_per_worker):
+def _dp_step(placement, batch_per_worker, optimizer="sgd"):
+    """The planned training step on ``placement``, its explanation, and ``(RayRankPlans, feeds)``
+    for running it on the workers with no driver in between (``--decompose``)."""
+    from tensorweave.distribute.ray.plans import RayRankPlans
     n = placement.size
     rng = np.random.default_rng(0)
     x = rng.standard_normal((batch_per_worker * n, SIZES[0])).astype(np.float32)
@@ -61,16 +77,42 @@ def _dp_step(placement, batch_per_worker):
                    tw.Variable(np.zeros(b, np.float32), placement=placement, sbp=tw.sbp.broadcast)]
     x = tw.constant(x).to_global(placement=placement, sbp=tw.sbp.split(0))
     y = tw.constant(y).to_global(placement=placement, sbp=tw.sbp.split(0))
+    opt = tw.keras.optimizers.Adam(1e-3) if optimizer == "adam" else None
 
     @tw.function
     def step(x, y):
         with tw.GradientTape() as tape:
             loss = mlp_loss(params, x, y)
-        for p, g in zip(params, tape.gradient(loss, params)):
-            p.assign_sub(0.01 * g)
+        grads = tape.gradient(loss, params)
+        if opt is not None:
+            opt.apply_gradients(zip(grads, params))
+        else:
+            for p, g in zip(params, grads):
+                p.assign_sub(0.01 * g)
         return loss
     step(x, y)
-    return lambda: step(x, y), tw.distribute.explain(step, x, y)
+    plans = RayRankPlans.latest()
+    feeds = [[x._pieces[i], y._pieces[i]] for i in range(n)]
+    return lambda: step(x, y), tw.distribute.explain(step, x, y), (plans, feeds)
+
+
+def _loop_together(cluster, runs, steps):
+    """Each ``(plans, feeds)`` of ``runs`` run ``steps`` times on its workers, all at once with no
+    driver in between; per rank (in the order of ``runs``) ``(wall ms, thread CPU ms, exchanges,
+    ms waiting for peers)`` per step."""
+    from tensorweave.distribute.ray.pieces import _call, _ref
+    from tensorweave.distribute.ray.plans import _w_loop_plan
+    per_rank, ranks = [], []
+    for plans, feeds in runs:
+        for i, r in enumerate(plans.placement.ranks):
+            per_rank.append((plans.key, [_ref(f, r, cluster, "loop") for f in feeds[i]], steps))
+            ranks.append(r)
+    got = _call(cluster, _w_loop_plan, per_rank, ranks)
+    return [[round(v * 1e3 / steps, 2) for v in g[:2]] + [g[2] / steps, round(g[3] * 1e3 / steps, 2)] for g in got]
+
+
+def _plan_ms(worker):
+    return getattr(worker, "plan_seconds", 0.0) * 1e3
 
 
 def _rate(step, steps, examples):
@@ -91,6 +133,11 @@ def main():
     ap.add_argument("--batch", type=int, default=256)
     ap.add_argument("--steps", type=int, default=20)
     ap.add_argument("--calls", type=int, default=300)
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--optimizer", choices=("sgd", "adam"), default="sgd")
+    ap.add_argument("--decompose", action="store_true")
+    ap.add_argument("--gate-ablation", action="store_true")
+    ap.add_argument("--no-overhead", action="store_true")
     args = ap.parse_args()
     warnings.simplefilter("ignore")
     print(json.dumps({"cpu": _cpu_model(), "cores": os.cpu_count(), "load_1m": round(os.getloadavg()[0], 2)}),
@@ -99,46 +146,76 @@ def main():
     try:
         cluster.run(_one_blas_thread)
         p2 = tw.placement("cpu", ranks=[0, 1])
-        tiny = _tiny_step(p2)
-        calls, compiled = [], []
-        for _ in range(3):           # alternate actor calls and the compiled graph, best of 3 each
-            cluster.compiled_steps = False
-            calls.append(_timed_calls(tiny, args.calls))
-            cluster.compiled_steps = True
-            compiled.append(_timed_calls(tiny, args.calls))
-        on_ray, on_graph = min(calls), min(compiled)
-        with tw.distribute.in_process():
-            in_process = _timed_calls(_tiny_step(p2), args.calls)
-        print(json.dumps({"row": "overhead", "workers": 2, "transport": cluster.transport,
-                          "ray_us_per_step": round(on_ray[0], 1), "ray_driver_cpu_us_per_step": round(on_ray[1], 1),
-                          "compiled_us_per_step": round(on_graph[0], 1),
-                          "compiled_driver_cpu_us_per_step": round(on_graph[1], 1),
-                          "compiled_used": cluster._graphs.get((0, 1)) is not None,
-                          "in_process_us_per_step": round(in_process[0], 1),
-                          "load_1m": round(os.getloadavg()[0], 2)}), flush=True)
-        one, _ = _dp_step(tw.placement("cpu", ranks=[2]), args.batch)
-        two, explained = _dp_step(p2, args.batch)
-        r1, r2, r2_spin = [], [], []
-        for _ in range(3):            # alternate, best of 3
+        if not args.no_overhead:
+            tiny = _tiny_step(p2)
+            calls, compiled = [], []
+            for _ in range(3):           # alternate actor calls and the compiled graph, best of 3 each
+                cluster.compiled_steps = False
+                calls.append(_timed_calls(tiny, args.calls))
+                cluster.compiled_steps = True
+                compiled.append(_timed_calls(tiny, args.calls))
+            on_ray, on_graph = min(calls), min(compiled)
+            with tw.distribute.in_process():
+                in_process = _timed_calls(_tiny_step(p2), args.calls)
+            print(json.dumps({"row": "overhead", "workers": 2, "transport": cluster.transport,
+                              "ray_us_per_step": round(on_ray[0], 1), "ray_driver_cpu_us_per_step": round(on_ray[1], 1),
+                              "compiled_us_per_step": round(on_graph[0], 1),
+                              "compiled_driver_cpu_us_per_step": round(on_graph[1], 1),
+                              "compiled_used": cluster._graphs.get((0, 1)) is not None,
+                              "in_process_us_per_step": round(in_process[0], 1),
+                              "load_1m": round(os.getloadavg()[0], 2)}), flush=True)
+        one, _, one_plans = _dp_step(tw.placement("cpu", ranks=[2]), args.batch, args.optimizer)
+        cluster.merge_buckets = False
+        unmerged, explained, unmerged_plans = _dp_step(p2, args.batch, args.optimizer)
+        cluster.merge_buckets = True
+        two, _, two_plans = _dp_step(p2, args.batch, args.optimizer)
+        r1, r2, r2u, r2_spin, plan_ms = [], [], [], [], []
+        for _ in range(args.rounds):          # alternate, best of each
             r1.append(_rate(one, args.steps, args.batch))
+            before = cluster.run(_plan_ms)
             r2.append(_rate(two, args.steps, 2 * args.batch))
-            cluster.step_gate = False  # the driver in Ray's spinning channel read (recompiled)
-            cluster._drop_graphs()
-            two()
-            r2_spin.append(_rate(two, args.steps, 2 * args.batch))
-            cluster.step_gate = True
-            cluster._drop_graphs()
-            one(), two()
+            plan_ms.append([round((b - a) / args.steps, 2) for a, b in zip(before, cluster.run(_plan_ms))][:2])
+            r2u.append(_rate(unmerged, args.steps, 2 * args.batch))
+            if args.gate_ablation:
+                cluster.step_gate = False  # the driver in Ray's spinning channel read (recompiled)
+                cluster._drop_graphs()
+                two()
+                r2_spin.append(_rate(two, args.steps, 2 * args.batch))
+                cluster.step_gate = True
+                cluster._drop_graphs()
+                one(), two()
         collectives = [c["kind"] for c in explained.to_dict()["collectives"]]
-        (e1, c1), (e2, c2), (e3, c3) = max(r1), max(r2), max(r2_spin)
-        print(json.dumps({"row": "dp_mlp", "batch_per_worker": args.batch, "one_worker_examples_s": round(e1),
-                          "two_workers_examples_s": round(e2), "speedup": round(e2 / e1, 2),
-                          "driver_cpu_ms_per_step": [round(c1, 2), round(c2, 2)],
-                          "two_workers_no_gate_examples_s": round(e3), "no_gate_speedup": round(e3 / e1, 2),
-                          "no_gate_driver_cpu_ms_per_step": round(c3, 2),
-                          "target": 1.8, "collectives_per_step": collectives,
-                          "compiled_used": [cluster._graphs.get(k) is not None for k in ((2,), (0, 1))],
-                          "load_1m": round(os.getloadavg()[0], 2)}), flush=True)
+        (e1, c1), (e2, c2), (e2u, c2u) = max(r1), max(r2), max(r2u)
+        best = max(range(len(r2)), key=lambda k: r2[k][0])
+        row = {"row": "dp_mlp", "optimizer": args.optimizer, "batch_per_worker": args.batch,
+               "one_worker_examples_s": round(e1), "two_workers_examples_s": round(e2), "speedup": round(e2 / e1, 2),
+               "unmerged_examples_s": round(e2u), "unmerged_speedup": round(e2u / e1, 2),
+               "same_round_speedups": [round(b[0] / a[0], 2) for a, b in zip(r1, r2)],
+               "driver_cpu_ms_per_step": [round(c1, 2), round(c2, 2), round(c2u, 2)],
+               "two_workers_ms_per_step": round(2 * args.batch / e2 * 1e3, 2),
+               "workers_plan_ms_per_step": plan_ms[best],
+               "target": 1.8, "planner_buckets": collectives,
+               "compiled_used": [cluster._graphs.get(k) is not None for k in ((2,), (0, 1))],
+               "load_1m": round(os.getloadavg()[0], 2)}
+        if r2_spin:
+            e3, c3 = max(r2_spin)
+            row.update(no_gate_examples_s=round(e3), no_gate_speedup=round(e3 / e1, 2),
+                       no_gate_driver_cpu_ms_per_step=round(c3, 2))
+        print(json.dumps(row), flush=True)
+        if args.decompose:
+            solo = [_dp_step(tw.placement("cpu", ranks=[r]), args.batch, args.optimizer)[2] for r in (0, 1)]
+            rows = {"alone": [], "two_no_exchange": [], "planned_unmerged": [], "planned_merged": []}
+            for _ in range(args.rounds):      # alternated; per rank [wall ms, CPU ms, exchanges, wait ms] per step
+                rows["alone"].append(_loop_together(cluster, [one_plans], args.steps))
+                rows["two_no_exchange"].append(_loop_together(cluster, solo, args.steps))
+                rows["planned_unmerged"].append(_loop_together(cluster, [unmerged_plans], args.steps))
+                rows["planned_merged"].append(_loop_together(cluster, [two_plans], args.steps))
+            best_of = {k: min(v, key=lambda per_rank: max(r[0] for r in per_rank)) for k, v in rows.items()}
+            print(json.dumps({"row": "dp_decompose", "optimizer": args.optimizer,
+                              "per_rank_wall_cpu_exchanges_wait_ms": best_of,
+                              "driven_two_workers_ms_per_step": row["two_workers_ms_per_step"],
+                              "driven_one_worker_ms_per_step": round(args.batch / e1 * 1e3, 2),
+                              "load_1m": round(os.getloadavg()[0], 2)}), flush=True)
     finally:
         tw.distribute.shutdown()
 

@@ -196,3 +196,75 @@ def test_an_initializer_runs_on_the_workers_with_the_one_device_value(cluster, m
     w = tw.Variable(tw.keras.initializers.RandomNormal(), shape=(3, 4), placement=P2, sbp=B)
     replicas = [t.numpy() for t in w.to_local()]
     np.testing.assert_array_equal(replicas[0], replicas[1])
+
+
+def _traced(worker, block):
+    """Starts tracing a worker's allocations (``block``: the draw's block size), or, with
+    ``block=None``, stops and returns the peak."""
+    import tracemalloc
+    from tensorweave.distribute import sharded_draws
+    if block is not None:
+        worker.store["_block"], sharded_draws.BLOCK = sharded_draws.BLOCK, block
+        tracemalloc.start()
+        return 0
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    sharded_draws.BLOCK = worker.store.pop("_block")
+    return peak
+
+
+def test_a_worker_draws_only_its_slice_of_a_sharded_initializer(cluster):
+    # a 16 MB weight over 4 workers (4 MB each): drawing the whole value first allocated >= 16 MB per
+    # worker; now the piece, the shard variable's own copy of it (tw.Variable copies its initial value)
+    # and a few blocks of the draw: ~9.5 MB
+    he = tw.keras.initializers.HeNormal(seed=5)
+    shape, full = (4096, 1024), 4096 * 1024 * 4
+    tw.Variable(he, shape=(8, 4), placement=P4, sbp=S(1))     # the workers' imports, outside the measurement
+    cluster.run(_traced, 1 << 15)
+    try:
+        v = tw.Variable(he, shape=shape, placement=P4, sbp=S(1))
+    finally:
+        peaks = cluster.run(_traced, None)
+    assert max(peaks) < full * 3 // 4, peaks
+    np.testing.assert_array_equal(v.numpy(), he(shape).numpy())
+
+
+def _exchanges(worker):
+    """The shared-memory exchanges this worker made so far (all its groups)."""
+    return sum(g._seq for g in worker._shm_groups)
+
+
+def _sgd_steps(placement, steps=3):
+    # the benchmark MLP's shape of step: each 0.01 * g is computed between the updates, so the
+    # planner makes one bucket per gradient (rank_graph.bucket_all_reduces)
+    x, y = (tw.constant(v).to_global(placement=placement, sbp=S(0)) for v in (X, Y))
+    params = [tw.Variable(INIT[n], placement=placement, sbp=B) for n in ("w1", "b1", "w2")]
+
+    @tw.function
+    def step(x, y):
+        with tw.GradientTape() as tape:
+            h = tw.nn.relu(tw.matmul(x, params[0]) + params[1])
+            loss = tw.reduce_mean(tw.square(tw.matmul(h, params[2]) - y))
+        for p, g in zip(params, tape.gradient(loss, params)):
+            p.assign_sub(0.1 * g)
+        return loss
+    step(x, y)
+    return step, x, y, params
+
+
+def test_a_step_s_gradient_buckets_go_as_one_exchange_with_the_same_bits(cluster):
+    results = {}
+    for merge in (False, True):
+        cluster.merge_buckets = merge
+        step, x, y, params = _sgd_steps(P2)
+        start = cluster.run(_exchanges)
+        losses = [float(step(x, y)) for _ in range(3)]
+        per_step = (np.array(cluster.run(_exchanges)) - start) / 3
+        results[merge] = losses, [p.numpy() for p in params], per_step
+    cluster.merge_buckets = True
+    (l0, w0, e0), (l1, w1, e1) = results[False], results[True]
+    assert l0 == l1
+    for a, b in zip(w0, w1):
+        np.testing.assert_array_equal(a, b)
+    # 4 workers in the cluster, the step on ranks 0-1: three single-gradient buckets, or one
+    assert list(e0) == [3, 3, 0, 0] and list(e1) == [1, 1, 0, 0], (e0, e1)

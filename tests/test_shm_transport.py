@@ -3,6 +3,7 @@ collective gives the bits of the in-process ranks (uneven and empty pieces, int 
 dtypes, point to point with tags), timeouts name the ranks that did not arrive, a failed or
 dead peer ends the waits, and no segment is left in /dev/shm. (Ray workers: test_ray_runtime.)"""
 import os
+import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
 
@@ -177,8 +178,8 @@ def test_sweep_unlinks_what_a_dead_member_left():
     with ThreadPoolExecutor(2) as pool:
         list(pool.map(lambda g: g.connect(), groups))
     groups[0].communicator(0).send(np.ones(3), 1)          # never received
-    assert len(_left(prefix)) == 3
-    assert shm.sweep(prefix) == 3 and _left(prefix) == []
+    assert len(_left(prefix)) == 5           # two control segments, two wake-up FIFOs, the message
+    assert shm.sweep(prefix) == 5 and _left(prefix) == []
     for g in groups:
         g.close()
 
@@ -186,3 +187,56 @@ def test_sweep_unlinks_what_a_dead_member_left():
 def test_unsupported_values_are_a_clear_error():
     with pytest.raises(TypeError, match="cannot send an array of dtype object"):
         shm._encode(np.array([object()]), [])
+
+
+def test_a_waiting_member_sleeps_on_its_fifo_and_is_woken_by_the_peer_s_publish(monkeypatch):
+    # a waiter past its few yields sleeps in select() on its FIFO until the peer's counter moves
+    # (was: naps of up to 1 ms, oversleeping the peer's arrival); the peer's publish writes a byte
+    prefix = "tw-test-" + uuid.uuid4().hex[:10]
+    groups = [shm.ShmGroup((0, 1), i, prefix) for i in range(2)]
+    with ThreadPoolExecutor(2) as pool:
+        list(pool.map(lambda g: g.connect(), groups))
+    slept, real = [], shm.ShmGroup._sleep
+    monkeypatch.setattr(shm.ShmGroup, "_sleep", lambda self, t: (slept.append(self.index), real(self, t))[1])
+    monkeypatch.setattr(shm, "_SPINS", 0)
+    try:
+        with ThreadPoolExecutor(2) as pool:
+            first = pool.submit(groups[0].exchange, 0, "x", np.ones(2))
+            while not slept:                  # member 0 is asleep before member 1 arrives
+                time.sleep(0.001)
+            second = pool.submit(groups[1].exchange, 1, "x", np.zeros(2))
+            assert [v.tolist() for v in first.result(timeout=10)] == [[1.0, 1.0], [0.0, 0.0]]
+            second.result(timeout=10)
+        assert groups[0].waited > 0
+    finally:
+        for g in groups:
+            g.close()
+    assert _left(prefix) == []
+
+
+def test_a_bucket_carries_the_first_member_s_attached_values_in_its_own_exchange():
+    # plan_ops._OnceInto (Adam's step counter read folded into the gradient bucket): on the shm
+    # transport the values ride on the bucket's exchange (was: a broadcast of their own)
+    prefix = "tw-test-" + uuid.uuid4().hex[:10]
+    groups = [shm.ShmGroup((0, 1), i, prefix) for i in range(2)]
+    with ThreadPoolExecutor(2) as pool:
+        list(pool.map(lambda g: g.connect(), groups))
+
+    def member(i):
+        comm = groups[i].communicator(i)
+        big = np.full(300_000, i + 1.0, np.float32)          # over ONE_ROUND_BYTES: the two-round path
+        handle = comm.all_reduce_start([np.arange(3.0) * (i + 1), big], "sum")
+        if i == 0:
+            handle.attach([np.array(7, np.int64), np.ones(2, np.float32)])
+        sums = handle.wait()
+        return sums, handle.extras(2), groups[i]._seq
+    try:
+        with ThreadPoolExecutor(2) as pool:
+            got = list(pool.map(member, range(2)))
+    finally:
+        for g in groups:
+            g.close()
+    for sums, extra, seq in got:
+        assert sums[0].tolist() == [0.0, 3.0, 6.0] and float(sums[1][0]) == 3.0 and not sums[0].flags.writeable
+        assert int(extra[0]) == 7 and extra[1].tolist() == [1.0, 1.0]
+        assert seq == 3          # float64 one round + float32 two rounds: the extras added none

@@ -40,6 +40,7 @@ import glob
 import json
 import mmap
 import os
+import select
 import time
 
 import numpy as np
@@ -56,6 +57,7 @@ _PID, _READY, _CONSUMED, _FAILED, _MAGIC_AT, _SENT = 0, 1, 2, 4, 5, 8
 _GEN = (3, 6)                 # the generation of each of the two data segments (rounds alternate)
 _REASON_BYTES = 2048
 _ALIGN = 64
+_SPINS = 20                   # yields before a waiter sleeps on its FIFO
 _POLL_SLOW = 0.05             # seconds between checks that the pending peers' processes are alive
 # all-reduces up to this size go in one round (every member reduces everything, one wait) rather
 # than two (each reduces a chunk); measured in BENCHMARKS.md (ray14, session 11)
@@ -241,6 +243,7 @@ class ShmGroup:
         self.timeout = DEFAULT_TIMEOUT if timeout is None else float(timeout)
         self._check_abort = check_abort
         self._seq = 0
+        self.waited = 0.0               # seconds spent waiting for peers (a benchmark's decomposition)
         self._ctl = None
         self._data = [None, None]       # this member's data segment of even and odd rounds
         self._offsets = [None, None]
@@ -250,6 +253,8 @@ class ShmGroup:
         self._recvd = [0] * len(self.ranks)
         self._mail = {}
         self._failure = None
+        self._wake = None           # this member's wake-up FIFO (read end), and the peers' (write ends)
+        self._peer_wake = {}
         n_words = _SENT + len(self.ranks)
         self._ctl_bytes = n_words * 8 + _REASON_BYTES
         self._n_words = n_words
@@ -265,7 +270,10 @@ class ShmGroup:
         return np.ndarray((self._n_words,), np.int64, buffer=seg.mm, offset=0)
 
     def connect(self, share=None):
-        """Creates this member's control segment and attaches every peer's."""
+        """Creates this member's control segment and wake-up FIFO, attaches every peer's."""
+        path = os.path.join(SHM_DIR, self._name("w"))
+        os.mkfifo(path, 0o600)
+        self._wake = os.open(path, os.O_RDWR | os.O_NONBLOCK)     # RDWR: peers' opens never fail
         self._ctl_seg = _Segment(self._name("c"), self._ctl_bytes)
         self._ctl = self._words(self._ctl_seg)
         self._ctl[_PID] = os.getpid()
@@ -291,7 +299,33 @@ class ShmGroup:
                 time.sleep(0.001)
             self._peer_segs[j] = seg
             self._peers[j] = self._words(seg)
+            self._peer_wake[j] = os.open(os.path.join(SHM_DIR, self._name("w", self.ranks[j])),
+                                         os.O_WRONLY | os.O_NONBLOCK)
         return self
+
+    def _notify(self, only=None):
+        """Wakes the peers (``only``: that one) that may sleep on their FIFO after a counter of this
+        member's changed: one byte each (a full FIFO already holds a wake-up)."""
+        for j, fd in self._peer_wake.items():
+            if only is None or j == only:
+                try:
+                    os.write(fd, b"!")
+                except (BlockingIOError, OSError):
+                    pass
+
+    def _sleep(self, seconds):
+        """Sleeps until a peer's counter may have changed (a byte in this member's FIFO) or
+        ``seconds`` passed; drains the FIFO."""
+        if self._wake is None:
+            time.sleep(seconds)
+            return
+        ready, _, _ = select.select([self._wake], [], [], seconds)
+        if ready:
+            try:
+                while os.read(self._wake, 4096):
+                    pass
+            except (BlockingIOError, OSError):
+                pass
 
     def communicator(self, index=None):
         """This member's communicator (``index`` must be this member's)."""
@@ -309,6 +343,7 @@ class ShmGroup:
             off = self._n_words * 8
             self._ctl_seg.mm[off:off + _REASON_BYTES] = data.ljust(_REASON_BYTES, b"\0")
             self._ctl[_FAILED] = 1
+            self._notify()
 
     def _raise_failed(self):
         if self._failure is not None:
@@ -344,6 +379,7 @@ class ShmGroup:
         while True:
             pending = [j for j in self._peers if not ready(j)]
             if not pending:
+                self.waited += time.monotonic() - start
                 return
             self._raise_failed()
             now = time.monotonic()
@@ -358,9 +394,14 @@ class ShmGroup:
                 self._slow_checks(pending, ask)
                 next_slow = now + _POLL_SLOW
                 next_abort = now + _POLL_ABORT if ask else next_abort
-            # yield at once, then back off to at most 1 ms: cores are shared with the peers
+            # yield at once, then sleep until a peer's counter changes (its byte in our FIFO; at
+            # most until the next slow check): a spinning or napping waiter either takes the
+            # cores its peers need or oversleeps their arrival by up to its nap
             spins += 1
-            time.sleep(0 if spins < 50 else min(1e-3, 1e-6 * spins))
+            if spins < _SPINS:
+                time.sleep(0)
+            else:
+                self._sleep(max(0.0, min(next_slow, start + limit) - now))
 
     # ---- the primitives InProcessCommunicator uses -------------------------------------------
     def exchange(self, index, kind, value, timeout=None, keep_last=False):
@@ -368,10 +409,14 @@ class ShmGroup:
         value (peers' arrays are read-only views, valid until this member's next call;
         ``keep_last``: this call still reads the last call's views, valid until the next)."""
         seq, self._seq = self._seq, self._seq + 1
+        if self.size == 1:              # a group of one (a one-worker plan's boxings): nothing to share
+            self._raise_failed()
+            return [value]
         slot = seq % 2
         what = f"{kind} (call #{seq})"
         self._raise_failed()
         self._ctl[_CONSUMED] = seq - 1 if keep_last else seq      # done with the views of rounds before
+        self._notify()
         # round seq - 2 was the last in this slot: every peer is done with it once it entered call
         # seq - 1, which this member's wait in its call seq - 1 saw (published), unless that peer
         # kept the round's views (keep_last): then this waits for it
@@ -384,6 +429,7 @@ class ShmGroup:
         _write(self._data[slot].mm, meta, arrays, offsets)
         self._offsets[slot] = offsets
         self._ctl[_READY] = seq + 1
+        self._notify()
         self._wait(lambda j: self._peers[j][_READY] >= seq + 1, what, timeout)
         values = []
         for j in range(self.size):
@@ -399,7 +445,7 @@ class ShmGroup:
             values.append(_decode(got["v"], peer_arrays))
         return values
 
-    def all_reduce_large(self, x, op):
+    def all_reduce_large(self, x, op, ride=None):
         """An all-reduce that copies each member's buffer once: a member writes only the
         balanced chunks its peers reduce (its own chunk stays in its private ``x``), reduces its
         chunk of every member's ``x`` in rank order (the bits of the in-process ranks) straight
@@ -410,7 +456,7 @@ class ShmGroup:
         lo, hi = bounds[self.index]
         chunks = [_Reserved((b - a,), flat.dtype) if j == self.index else flat[a:b] for j, (a, b) in enumerate(bounds)]
         slot = self._seq % 2
-        values = self._all_reduce_values(x, op, chunks)
+        values = self._all_reduce_values(x, op, chunks, ride)
         mine = np.ndarray((hi - lo,), flat.dtype, buffer=self._data[slot].mm, offset=self._offsets[slot][self.index])
         parts = [flat[lo:hi] if j == self.index else v[3][self.index] for j, v in enumerate(values)]
         np.copyto(mine, parts[0])
@@ -421,23 +467,23 @@ class ShmGroup:
         out = np.empty_like(flat)
         for j, (a, b) in enumerate(bounds):
             out[a:b] = mine if j == self.index else values[j][3][j]
-        return out.reshape(x.shape)
+        return out.reshape(x.shape), _ridden(values)
 
-    def all_reduce_one_round(self, x, op):
+    def all_reduce_one_round(self, x, op, ride=None):
         """An all-reduce in one exchange (one wait): every member reduces all members' ``x`` in
         rank order (the in-process ranks' bits). More reading than :meth:`all_reduce_large`
         (``size`` buffers per member instead of about two), but one counter round instead of
         two: on shared cores each round waits for the slowest member's time slice."""
-        values = self._all_reduce_values(x, op, x)
+        values = self._all_reduce_values(x, op, x, ride)
         out = np.array(values[0][3])
         for v in values[1:]:
             _REDUCE[op](out, v[3], out=out)
-        return out
+        return out, _ridden(values)
 
-    def _all_reduce_values(self, x, op, payload):
-        values = self.exchange(self.index, "all_reduce", (x.shape, x.dtype, op, payload))
+    def _all_reduce_values(self, x, op, payload, ride=None):
+        values = self.exchange(self.index, "all_reduce", (x.shape, x.dtype, op, payload, list(ride or ())))
         me = self.ranks[self.index]
-        for r, (shape, dtype, o, _) in enumerate(values):
+        for r, (shape, dtype, o, _, _) in enumerate(values):
             if (shape, dtype, o) != (x.shape, x.dtype, op):
                 raise errors.InvalidArgumentError(
                     f"all_reduce: rank {self.ranks[r]} gave shape {list(shape)} {dtype} ({o}) but rank "
@@ -472,6 +518,7 @@ class ShmGroup:
         _write(seg.mm, meta, arrays, offsets)
         seg.close()
         self._ctl[_SENT + dst] = n + 1
+        self._notify(dst)
 
     def take(self, src, dst, tag, timeout=None):
         """The next value member ``src`` posted here with ``tag``."""
@@ -511,7 +558,47 @@ class ShmGroup:
                 seg.unlink()
                 seg.close()
         self._data, self._ctl_seg = [None, None], None
+        for fd in list(self._peer_wake.values()) + ([self._wake] if self._wake is not None else []):
+            os.close(fd)
+        self._peer_wake, self._wake = {}, None
+        try:
+            os.unlink(os.path.join(SHM_DIR, self._name("w")))
+        except FileNotFoundError:
+            pass
         sweep(self.prefix, f"p{self.ranks[self.index]}-*")
+
+
+def _ridden(values):
+    """The values the first member's all-reduce carried besides its buffer (``ride``), copied out
+    of its segment (they outlive the round)."""
+    return [_read_only(np.array(v)) for v in values[0][4]]
+
+
+class _Bucket:
+    """A started bucket on the shared-memory transport: reduced at :meth:`wait` (nothing can
+    overlap on the members' own cores), so the first member's :meth:`attach` ed values (a folded
+    ``_Once`` read: ``plan_ops._OnceInto``) ride on the bucket's exchange instead of a broadcast
+    of their own. Every member starts and waits at the same points of its plan, so the
+    exchanges still match."""
+
+    __slots__ = ("comm", "arrays", "op", "ride", "values", "extra")
+
+    def __init__(self, comm, arrays, op):
+        self.comm, self.arrays, self.op, self.ride = comm, arrays, op, []
+        self.values = self.extra = None
+
+    def attach(self, values):
+        self.ride.extend(np.asarray(v) for v in values)
+
+    def wait(self):
+        if self.values is None:
+            self.values, self.extra = self.comm._bucket(self.arrays, self.op, self.ride)
+            self.arrays = self.ride = None
+        return self.values
+
+    def extras(self, count):
+        self.wait()
+        return self.extra[:count]
 
 
 class ShmCommunicator(InProcessCommunicator):
@@ -524,27 +611,38 @@ class ShmCommunicator(InProcessCommunicator):
         x = np.asarray(x)
         if self.size == 1:
             return super().all_reduce(x, op)
+        return self._all_reduce(x, op)[0]
+
+    def _all_reduce(self, x, op, ride=None):
         if x.nbytes <= ONE_ROUND_BYTES:
-            return self.group.all_reduce_one_round(x, op)
-        return self.group.all_reduce_large(x, op)
+            return self.group.all_reduce_one_round(x, op, ride)
+        return self.group.all_reduce_large(x, op, ride)
 
     def all_reduce_start(self, arrays, op="sum"):
         """A bucket (a planned step's gradients) as one all-reduce per dtype of the flat
         concatenation: one or two counter rounds for the bucket instead of per array (each round
         waits for the slowest member; on shared cores, for its next time slice). Each element is
-        reduced in rank order as before: the same bits. Blocks (nothing overlaps: the members'
-        cores are the ones computing); returns the reduced arrays, read-only."""
+        reduced in rank order as before: the same bits. Reduced at the handle's ``wait`` (nothing
+        overlaps: the members' cores are the ones computing), so values the first member
+        attaches meanwhile ride on it (:class:`_Bucket`); the reduced arrays are read-only."""
         arrays = [np.asarray(a) for a in arrays]
-        out = [None] * len(arrays)
+        if self.size == 1:
+            return _Ready([_read_only(np.array(a)) for a in arrays])
+        return _Bucket(self, arrays, op)
+
+    def _bucket(self, arrays, op, ride):
+        """``(sums, the first member's ridden values)`` of a bucket."""
+        out, extra = [None] * len(arrays), None
         for dtype in dict.fromkeys(a.dtype for a in arrays):
             idx = [i for i, a in enumerate(arrays) if a.dtype == dtype]
-            flat = self.all_reduce(np.concatenate([arrays[i].reshape(-1) for i in idx]) if len(idx) > 1 else
-                                   arrays[idx[0]].reshape(-1), op)
+            flat, got = self._all_reduce(np.concatenate([arrays[i].reshape(-1) for i in idx]) if len(idx) > 1 else
+                                         arrays[idx[0]].reshape(-1), op, ride if extra is None else None)
+            extra = got if extra is None else extra
             at = 0
             for i in idx:
                 out[i] = _read_only(flat[at:at + arrays[i].size].reshape(arrays[i].shape))
                 at += arrays[i].size
-        return _Ready(out)
+        return out, extra or []
 
     def all_to_all(self, chunks, axis=None):
         # a member's own chunk stays in its memory: only the peers' chunks go through the segment

@@ -11,8 +11,8 @@ other inputs are ``B``).
 The variable is created per shard, on its rank (on the Ray workers after ``connect``): a tw
 initializer (``tw.keras.initializers.*``) runs on each rank, which keeps its slice of the
 one-device value (a random initializer without a seed gets one drawn from the driver's random
-state first, so every rank draws the same logical value; the whole value exists on each rank
-while it is made); another callable taking a shape (``lambda shape, dtype: ...``) is called
+state first, so every rank draws the same logical value; the common initializers draw only
+the rank's slice, ``InitialPieces``); another callable taking a shape (``lambda shape, dtype: ...``) is called
 per shard with the piece's shape on the driver's rank threads. A value (array, tensor) is
 split; a global tensor is boxed.
 
@@ -46,8 +46,11 @@ from tensorweave.ops.variables import Variable, _next_uid
 class InitialPieces:
     """The pieces of a global variable made by a tw initializer (``keras.initializers``): rank
     ``i``'s piece (:meth:`piece`) is its slice of ``init(logical shape)`` (the identity on the
-    ranks without a share of a ``P``), so the logical value is the one-device value. Plain data
-    (the initializer by its class and config), sent to the Ray workers that make the pieces."""
+    ranks without a share of a ``P``), so the logical value is the one-device value. Zeros,
+    ones, constants and the seeded uniform/normal/truncated-normal draws (Glorot, He, Lecun...)
+    make only the slice (``keras.initializers.slice_of``: peak memory the piece plus one block
+    of the draw); other initializers make the whole value and keep the slice. Plain data (the
+    initializer by its class and config), sent to the Ray workers that make the pieces."""
 
     def __init__(self, init, logical, placement, nd, dtype):
         self.init, self.logical, self.placement, self.nd, self.dtype = init, tuple(logical), placement, nd, dtype
@@ -58,10 +61,15 @@ class InitialPieces:
             if isinstance(s, Partial) and coords[axis] != 0:
                 return np.full(local_shape(self.logical, self.placement, self.nd, i), partial_identity(s.kind, dtype),
                                dtype)
+        from tensorweave.keras.initializers import slice_of
+        where = shard_slices(self.logical, self.placement, self.nd)[i]
         with init_scope(), eager_mode():
+            piece = slice_of(self.init, self.logical, self.dtype, where)     # only the slice drawn
+            if piece is not None:
+                return piece
             value = self.init(list(self.logical), dtype=self.dtype)
         value = np.asarray(getattr(value, "numpy", lambda: value)(), dtype=dtype).reshape(self.logical)
-        return np.array(value[shard_slices(self.logical, self.placement, self.nd)[i]])
+        return np.array(value[where])
 
 
 def _with_seed(init):

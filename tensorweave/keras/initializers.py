@@ -134,17 +134,21 @@ class VarianceScaling(Initializer):
         self.input_axes, self.output_axes = input_axes, output_axes
 
     def __call__(self, shape, dtype=None):
+        return _random(*self._draw(shape, dtype), self.seed)
+
+    def _draw(self, shape, dtype):
+        """``(kind, shape, a, b, dtype)`` of the draw: its parameters come from the logical shape."""
         fan_in, fan_out = _fans(shape, self.input_axes, self.output_axes)
         n = {"fan_in": fan_in, "fan_out": fan_out, "fan_avg": (fan_in + fan_out) / 2.0}[self.mode]
         scale = self.scale / max(1.0, n)
         d = _float(dtype, type(self).__name__)
         if self.distribution == "uniform":
             limit = math.sqrt(3.0 * scale)
-            return _random("uniform", shape, -limit, limit, d, self.seed)
+            return "uniform", shape, -limit, limit, d
         if self.distribution == "truncated_normal":
             # the stddev of a normal truncated at 2 sigma is 0.8796 of the untruncated one
-            return _random("truncated_normal", shape, 0.0, math.sqrt(scale) / 0.87962566103423978, d, self.seed)
-        return _random("normal", shape, 0.0, math.sqrt(scale), d, self.seed)
+            return "truncated_normal", shape, 0.0, math.sqrt(scale) / 0.87962566103423978, d
+        return "normal", shape, 0.0, math.sqrt(scale), d
 
     def get_config(self):
         return {"scale": self.scale, "mode": self.mode, "distribution": self.distribution, "seed": self.seed,
@@ -254,6 +258,45 @@ class STFT(Initializer):
     def get_config(self):
         return {"side": self.side, "window": self.window, "periodic": self.periodic, "scaling": self.scaling}
 
+
+def slice_of(init, shape, dtype, slices):
+    """``init(shape, dtype)[slices]`` as an array, made without the whole value (a sharded
+    variable's piece: ``distribute/variables.py``), or None where ``init`` cannot do that.
+
+    Zeros, Ones, Constant and the seeded random initializers (RandomUniform, RandomNormal,
+    TruncatedNormal, VarianceScaling and its Glorot/He/Lecun presets) in float32/float64 draw
+    only the slice, the same bits as the whole draw (``tw.random.stateless_slice``); a subclass
+    with its own ``__call__``, an unseeded or integer draw, Orthogonal, Identity: None.
+
+    >>> import numpy as np
+    >>> init = GlorotUniform(seed=3)
+    >>> part = slice_of(init, (6, 4), "float32", (slice(0, 6), slice(2, 4)))
+    >>> bool((part == init((6, 4)).numpy()[:, 2:4]).all())
+    True
+    """
+    d = _dtype(dtype)
+    call = type(init).__call__
+    piece = tuple(s.stop - s.start for s in slices)
+    if call is Zeros.__call__ or call is Ones.__call__:
+        return (np.zeros if call is Zeros.__call__ else np.ones)(piece, d.np_dtype)
+    if call is Constant.__call__:
+        return np.array(np.broadcast_to(np.asarray(init.value, d.np_dtype), tuple(shape))[tuple(slices)])
+    if call is VarianceScaling.__call__:
+        draw = init._draw(shape, dtype)
+    elif call is RandomUniform.__call__ and d.is_floating:
+        draw = "uniform", shape, init.minval, init.maxval, d
+    elif call in (RandomNormal.__call__, TruncatedNormal.__call__):
+        kind = "normal" if call is RandomNormal.__call__ else "truncated_normal"
+        draw = kind, shape, init.mean, init.stddev, _float(dtype, type(init).__name__)
+    else:
+        return None
+    kind, _, a, b, d = draw
+    seed = init.seed
+    if (not isinstance(seed, int) or isinstance(seed, bool) or d.np_dtype not in (np.float32, np.float64)
+            or not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in (a, b))):
+        return None
+    from tensorweave.ops.random_ops import stateless_slice
+    return stateless_slice(kind, shape, [seed, 0], a, b, d, tuple(slices)).numpy()
 
 _ALIASES = {"zeros": Zeros, "ones": Ones, "constant": Constant, "uniform": RandomUniform,
             "random_uniform": RandomUniform, "normal": RandomNormal, "random_normal": RandomNormal,

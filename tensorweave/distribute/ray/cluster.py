@@ -325,6 +325,9 @@ class Cluster:
         # the driver waits for a compiled step's ranks on a FIFO (_StepGate) instead of in Ray's
         # spinning read; TW_RAY_STEP_GATE=0 or this attribute (before a graph is made) turns it off
         self.step_gate = os.environ.get("TW_RAY_STEP_GATE", "1") != "0"
+        # a planned function's consecutive gradient buckets shipped as one (ray/spec_buckets.py);
+        # TW_RAY_MERGE_BUCKETS=0 or this attribute (before a function is first called) turns it off
+        self.merge_buckets = os.environ.get("TW_RAY_MERGE_BUCKETS", "1") != "0"
         self._graphs = {}
 
     @property

@@ -17,10 +17,13 @@ answer and the driver writes them into its variables; a value the driver changed
 travels with the next step.
 """
 import json
+import time
+import weakref
 
 import numpy as np
 
 from tensorweave.core import errors
+from tensorweave.distribute.ray.spec_buckets import merge_buckets
 from tensorweave.distribute.ray.pieces import RemotePiece, _call, _meta, _ref, heap_of, resolve, worker_runtime
 
 
@@ -37,7 +40,10 @@ class RayRankPlans:
     """A :class:`~tensorweave.distribute.planner.GraphPlan` run on the Ray workers of its
     placement (what ``plan_function.RankPlans`` delegates to when the placement is on Ray)."""
 
+    latest = None          # a weak reference to the last one made (benchmarks/bench_ray_dp.py)
+
     def __init__(self, plan, cluster):
+        RayRankPlans.latest = weakref.ref(self)
         self.plan, self.cluster, self.placement = plan, cluster, plan.placement
         self.heap = heap_of(cluster)
         self.key = None
@@ -56,6 +62,8 @@ class RayRankPlans:
         per_rank, local_index = [], {}
         for i, r in enumerate(ranks):
             spec, live = self.plan.rank_spec(i)
+            if self.cluster.merge_buckets:
+                merge_buckets(spec)           # one gradient all-reduce per step (spec_buckets.py)
             doc, tensors = _plan_io().plan_to_json(_Bound(spec, live), variable_values=False)
             res = []
             for desc, obj in zip(spec.resources or [], live):
@@ -116,6 +124,31 @@ class RayRankPlans:
         return out
 
 
+    def loop_on_workers(self, feeds, steps):
+        """Runs the bound plan ``steps`` times on each worker at once with no driver in between (a
+        benchmark's decomposition of a step); per rank ``(wall s, thread CPU s, exchanges, seconds
+        waiting for peers)``. The plan's variable updates happen."""
+        if self.key is None:
+            self._ship()
+        ranks = self.placement.ranks
+        per_rank = [(self.key, [_ref(f, r, self.cluster, "loop") for f in feeds[i]], steps)
+                    for i, r in enumerate(ranks)]
+        return _call(self.cluster, _w_loop_plan, per_rank, ranks)
+
+
+def _w_loop_plan(worker, key, refs, steps):
+    from tensorweave.runtime import executor
+    plan, _ = worker.store[key]
+    feeds = [resolve(worker, r) for r in refs]
+    groups = list(getattr(worker, "_shm_groups", ()))
+    x0, w0 = sum(g._seq for g in groups), sum(g.waited for g in groups)
+    t0, c0 = time.perf_counter(), time.thread_time()
+    for _ in range(steps):
+        executor.run_plan(plan, feeds)
+    return (time.perf_counter() - t0, time.thread_time() - c0, sum(g._seq for g in groups) - x0,
+            sum(g.waited for g in groups) - w0)
+
+
 def _plan_io():
     from tensorweave.saving import plan_io
     return plan_io
@@ -146,7 +179,9 @@ def _w_run_plan(worker, key, refs, out_keys, pushes, first):
     plan, local_vars = worker.store[key]
     for j, v in pushes:
         local_vars[j]._write(v)
+    t0 = time.perf_counter()
     outs = executor.run_plan(plan, [resolve(worker, r) for r in refs])
+    worker.plan_seconds = getattr(worker, "plan_seconds", 0.0) + time.perf_counter() - t0
     store, metas = worker.store, []
     for o, k in zip(outs, out_keys):
         if k is None:
