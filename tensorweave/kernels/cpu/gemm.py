@@ -53,6 +53,7 @@ import functools
 import glob
 import os
 import sys
+import threading
 
 import numpy as np
 from llvmlite import ir
@@ -80,6 +81,12 @@ _gemm_serial = {}                # dtype -> cblas_?gemm on one MKL thread (MKL_S
 _serial_work = {}                # dtype -> products under this many multiply-adds run on one thread
 _serial_chosen = {}              # shape class (tuple) -> "mkl1" or "numpy1": the library for one thread
 _openblas = {}                   # "get"/"set": NumPy's OpenBLAS thread count (ctypes), when found
+_split_chosen = {}               # threaded shape class (tuple) + parts -> "mkl", "rows" or "cols"
+_split = {"on": True}            # TW_GEMM_SPLIT=0: threaded products stay on the library's threads
+
+#: narrowest block of rows or columns a split product gives one thread (a multiple of every
+#: kernel's register block, so a part keeps full-width micro-kernels and aligned columns)
+MIN_PART = 16
 
 
 def _library_path():
@@ -105,6 +112,7 @@ def load():
         raise ImportError("TW_BLAS=mkl but no MKL runtime was found: pip install 'tensorweave[mkl]'")
     _decided[0] = True
     _tuning["on"] = choice == "auto" and os.environ.get("TW_BLAS_TUNE", "0") == "1"
+    _split["on"] = choice == "auto" and os.environ.get("TW_GEMM_SPLIT", "1") != "0"
     if path is None:
         return False
     os.environ.setdefault("KMP_BLOCKTIME", str(IDLE_SPIN_MS))
@@ -296,7 +304,7 @@ def tuner():
     """The :class:`gemm_tuning.Tuner` of this process (made, and its cache file read, on first use)."""
     if _tuning["tuner"] is None:
         _tuning["tuner"] = gemm_tuning.Tuner(gemm_tuning.cache_path(), machine_key(),
-                                              ("mkl", "numpy", "mkl1", "numpy1"))
+                                              ("mkl", "numpy", "mkl1", "numpy1", "rows", "cols"))
     return _tuning["tuner"]
 
 
@@ -366,13 +374,32 @@ def _numpy_serial(a, b, out):
     """``np.matmul(a, b, out=out)`` with NumPy's OpenBLAS on one thread. OpenBLAS's count is
     process-wide (as for ``threads.single_threaded_blas``): a product another thread runs at the
     same moment may run on one thread too; results do not depend on it."""
-    get, put = _openblas["found"]
-    before = get()
-    put(1)
-    try:
+    with _openblas_one_thread():
         np.matmul(a, b, out=out)
+
+
+_one = {"depth": 0, "before": None}     # callers inside _openblas_one_thread, the count to restore
+_one_lock = threading.Lock()
+
+
+@contextlib.contextmanager
+def _openblas_one_thread():
+    """NumPy's OpenBLAS on one thread while any caller is inside (counted, like
+    ``threads.single_threaded_blas`` but through ``ctypes``: ~1 µs instead of ~10): two threads
+    each saving and restoring the count around their own call could leave it at 1 for good."""
+    get, put = _openblas["found"]
+    with _one_lock:
+        if _one["depth"] == 0:
+            _one["before"] = get()
+            put(1)
+        _one["depth"] += 1
+    try:
+        yield
     finally:
-        put(before)
+        with _one_lock:
+            _one["depth"] -= 1
+            if _one["depth"] == 0:
+                put(_one["before"])
 
 
 def _serial_library(a, b, out, op_a, op_b, m, n, k, run_mkl, count=1, seen=None):
@@ -604,5 +631,105 @@ def _run_2d(a, b, out, op_a, op_b, op_c, m, n, k, seen, one_thread=False):
             return np.matmul(a, b, out=out)
         if backend == "done":
             return out
+    elif not serial:
+        parts = split_parts()
+        if parts > 1:
+            backend = _threaded_choice(a, b, out, op_a, op_b, op_c, m, n, k, seen, parts, run_mkl)
+            if backend != "mkl":
+                _run_split(backend, a, b, out, op_a, op_b, op_c, k, parts)
+                return out
     run_mkl()
     return out
+
+
+def split_parts():
+    """Threads a product above :func:`serial_work` may be split over (1: not split): the intra-op
+    thread count (OpenBLAS's, which ``tw.config.threading`` sets as MKL's), at most one per
+    core; 1 under ``TW_GEMM_SPLIT=0``, a forced ``TW_BLAS``, without NumPy's OpenBLAS, and on a
+    tiled kernel's helper thread (``tiles.over_tiles``: its products run on one thread)."""
+    if not _split["on"] or _openblas_threads() is None or threading.current_thread().name.endswith(_HELPER):
+        return 1
+    return min(_openblas["found"][0](), _cores())
+
+
+#: the end of the runtime's helper threads' names (``Runtime.intra_op_pool``)
+_HELPER = "-intra"
+
+
+def _threaded_choice(a, b, out, op_a, op_b, op_c, m, n, k, seen, parts, run_mkl):
+    """``"mkl"`` (the library's own threads) or ``"rows"`` / ``"cols"`` (:func:`_run_split`) for a
+    product above :func:`serial_work`, by its shape class's timing (``threads:<class>,p<parts>``
+    in the tuning cache). The caller computes the product with the choice even after a timing
+    (one more product, once per class), so every call of a class gives the same bits.
+
+    Why measured: on AMD EPYC MKL's two threads ran the mlp's 128x784 @ 784x512 at a third of
+    OpenBLAS's speed and spun its idle thread between products (process CPU 1.8x JAX's), while on
+    Intel its threaded GEMM is the fastest of all; a split keeps no pool spinning (each part is a
+    one-thread call) but pays a hand-off to the helper thread and reads the unsplit operand once
+    per part. The split along the longer side of the output is the incumbent: the other
+    candidates must beat it by the tuner's margin by median and fastest call."""
+    key = seen + (parts,)
+    got = _split_chosen.get(key)
+    if got is None:
+        cls = "threads:" + gemm_tuning.shape_class(m, n, k, a.dtype.name, op_a[0] == _TRANS, op_b[0] == _TRANS) \
+            + f",p{parts}"
+        got = _split_chosen[key] = tuner().backend(cls)
+        if got is None:
+            runners = {"mkl": run_mkl}
+            for axis, size in (("rows", m), ("cols", n)):
+                if size >= 2 * MIN_PART:
+                    runners[axis] = functools.partial(_run_split, axis, a, b, out, op_a, op_b, op_c, k, parts)
+            incumbent = max((axis for axis in ("rows", "cols") if axis in runners),
+                            key=lambda axis: m if axis == "rows" else n, default="mkl")
+            got = _split_chosen[key] = tuner().choose(cls, runners, incumbent=incumbent)
+    return got
+
+
+def _run_split(axis, a, b, out, op_a, op_b, op_c, k, parts):
+    """``out = a @ b`` as blocks of ``out``'s rows or columns (multiples of :data:`MIN_PART`), at
+    most ``parts`` of them, each a one-thread product (on the library measured faster on one
+    thread for the block's class), the first on this thread and the others on the runtime's
+    helper threads. The bits are those of a one-thread call of the whole product on the same
+    library for every shape of the mlp step and their transposes, in MKL and OpenBLAS (both block
+    K the same way for any M, N); OpenBLAS's small-matrix kernels (100x300 @ 300x70) differ from
+    its blocked ones by a few ulps, as they do between any two sizes."""
+    m, n = out.shape
+    size = m if axis == "rows" else n
+    step = -(-size // parts)
+    step = -(-step // MIN_PART) * MIN_PART
+    if axis == "rows":
+        pieces = [(a[i:i + step], b, out[i:i + step]) for i in range(0, size, step)]
+    else:
+        pieces = [(a, b[:, i:i + step], out[:, i:i + step]) for i in range(0, size, step)]
+    run = _part_runner(pieces[0], op_a, op_b, op_c, k)
+    from tensorweave.core.context import current_runtime
+    with _openblas_one_thread():
+        pool = current_runtime().intra_op_pool() if len(pieces) > 1 else None
+        helpers = [pool.submit(run, *piece) for piece in pieces[1:]]
+        try:
+            run(*pieces[0])
+        finally:
+            for h in helpers:
+                h.result()
+
+
+def _part_runner(piece, op_a, op_b, op_c, k):
+    """``run(a, b, out)`` of one block of a split product on one thread, on the library measured
+    faster on one thread for the block's class (timed on ``piece`` when the class is new)."""
+    a, b, out = piece
+    m, n = out.shape
+    mkl1 = _gemm_serial.get(a.dtype)
+
+    def run_mkl1(a, b, out):
+        mkl1(op_a[0], op_b[0], out.shape[0], out.shape[1], k, a, op_a[1], b, op_b[1], out, op_c[1])
+    if mkl1 is None:
+        return _numpy_part
+    got = _serial_library(a, b, out, op_a, op_b, m, n, k, functools.partial(run_mkl1, a, b, out))
+    if got == "done":
+        got = _serial_library(a, b, out, op_a, op_b, m, n, k, None)
+    return run_mkl1 if got == "mkl1" else _numpy_part
+
+
+def _numpy_part(a, b, out):
+    """A block of a split product in NumPy (inside :func:`_openblas_one_thread`: one thread)."""
+    np.matmul(a, b, out=out)
