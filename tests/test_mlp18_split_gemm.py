@@ -5,6 +5,7 @@ import os
 import subprocess
 import sys
 import threading
+import time
 
 import numpy as np
 import pytest
@@ -241,13 +242,49 @@ def test_a_cached_choice_from_another_process_is_used(monkeypatch, rng, split, t
     assert runs == []
 
 
-def test_a_busy_machine_keeps_the_choice_for_the_process_only(monkeypatch, rng, split):
+def test_a_busy_machine_times_nothing_and_keeps_the_incumbent(monkeypatch, rng, split):
+    """Under load two-thread timings measure the other processes: the longer side's split runs,
+    for this process only (a quiet process measures later)."""
     _clock(monkeypatch, split, {"mkl": 0.1})
     monkeypatch.setattr(gemm_tuning, "quiet", lambda: False)
+    runs = []
+    real = gemm._run_split
+    monkeypatch.setattr(gemm, "_run_split", lambda axis, *args: (runs.append(axis), real(axis, *args)))
+    for m, n, want in ((128, 512, "cols"), (784, 512, "rows")):
+        a, b = _operands(rng, m, 128, n, False, False)
+        np.testing.assert_allclose(gemm.matmul(a, b), a.astype(np.float64) @ b, rtol=1e-4, atol=1e-3)
+        assert runs[-1] == want
+    assert not [c for c in gemm.tuner().choices if c.startswith("threads:")]
+    assert "mkl" not in split and not os.path.exists(gemm.tuner().path)
+
+
+def test_one_thread_candidates_are_timed_by_thread_cpu_time(monkeypatch, rng, split):
+    clocks = {}
+    real = gemm_tuning.measure
+
+    def measure(runners, clock=None):
+        clocks[tuple(sorted(runners))] = clock
+        return real(runners, clock)
+    monkeypatch.setattr(gemm_tuning, "measure", measure)
     a, b = _operands(rng, 128, 784, 512, False, False)
     gemm.matmul(a, b)
-    assert gemm.tuner().backend("threads:float32:NN:8,10,10,p2") == "mkl"
-    assert not os.path.exists(gemm.tuner().path)
+    assert clocks == {("cols", "mkl", "rows"): None, ("mkl1", "numpy1"): time.thread_time}
+
+
+def test_measure_times_by_the_clock_given_and_forgets_it(monkeypatch):
+    ticks = iter(range(100))
+    monkeypatch.setattr(gemm_tuning, "_clock", lambda: 0.0)          # the budget's wall clock
+    times = gemm_tuning.measure({"x": lambda: None}, clock=lambda: next(ticks) * 2.0)
+    assert times["x"] and set(times["x"]) == {2.0}
+    calls = []
+
+    def fails_when_timed():
+        calls.append(1)
+        return 1 / (len(calls) == 1)       # the warm-up passes, the first timed call fails
+    with pytest.raises(ZeroDivisionError):
+        gemm_tuning.measure({"x": fails_when_timed}, clock=lambda: 5.0)
+    assert gemm_tuning._timing.clock is None
+    assert set(gemm_tuning.measure({"x": lambda: None})["x"]) == {0.0}    # back on the default clock
 
 
 def test_one_part_or_under_the_serial_size_is_not_a_threaded_choice(monkeypatch, rng, split):
