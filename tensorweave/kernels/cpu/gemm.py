@@ -694,14 +694,18 @@ def _threaded_choice(a, b, out, op_a, op_b, op_c, m, n, k, seen, parts, run_mkl)
     return got
 
 
-def _run_split(axis, a, b, out, op_a, op_b, op_c, k, parts):
+def _run_split(axis, a, b, out, op_a, op_b, op_c, k, parts, after=None):
     """``out = a @ b`` as blocks of ``out``'s rows or columns (multiples of :data:`MIN_PART`), at
     most ``parts`` of them, each a one-thread product (on the library measured faster on one
     thread for the block's class), the first on this thread and the others on the runtime's
     helper threads. The bits are those of a one-thread call of the whole product on the same
     library for every shape of the mlp step and their transposes, in MKL and OpenBLAS (both block
     K the same way for any M, N); OpenBLAS's small-matrix kernels (100x300 @ 300x70) differ from
-    its blocked ones by a few ulps, as they do between any two sizes."""
+    its blocked ones by a few ulps, as they do between any two sizes.
+
+    ``after(i, j)``, when given, runs on each block's thread right after the block's product
+    (``i:j`` its rows or columns), while the block is in that core's cache (see
+    :func:`matmul_then`)."""
     m, n = out.shape
     size = m if axis == "rows" else n
     step = -(-size // parts)
@@ -711,6 +715,13 @@ def _run_split(axis, a, b, out, op_a, op_b, op_c, k, parts):
     else:
         pieces = [(a, b[:, i:i + step], out[:, i:i + step]) for i in range(0, size, step)]
     run = _part_runner(pieces[0], op_a, op_b, op_c, k)
+    if after is not None:
+        product = run
+
+        def run(a, b, out, i):
+            product(a, b, out)
+            after(i, min(size, i + step))
+        pieces = [piece + (i,) for piece, i in zip(pieces, range(0, size, step))]
     from tensorweave.core.context import current_runtime
     with _openblas_one_thread():
         pool = current_runtime().intra_op_pool() if len(pieces) > 1 else None
@@ -737,6 +748,34 @@ def _part_runner(piece, op_a, op_b, op_c, k):
     if got == "done":
         got = _serial_library(a, b, out, op_a, op_b, m, n, k, None)
     return run_mkl1 if got == "mkl1" else _numpy_part
+
+
+def matmul_then(a, b, after):
+    """``out = a @ b`` (a new array, the bits of :func:`matmul`'s), then ``after(out, i, j)`` over
+    blocks ``i:j`` of its rows covering them all: where the product's class runs split by rows
+    (:func:`_threaded_choice`), each block's call follows its own product on its own thread while
+    the block is in that core's cache; otherwise once, ``after(out, 0, m)``, after the whole
+    product. For an epilogue that only reads and writes its rows' elements (an optimizer update
+    of a weight gradient: ``fused_kernels.matmul_apply_adam``), so the result does not depend on
+    the blocks."""
+    geometry = _product(a, b) if a.ndim == 2 and b.ndim == 2 else False
+    if geometry is not False and a.flags.aligned and b.flags.aligned and not _tuning["on"]:
+        op_a, op_b, m, n, k, seen = geometry
+        limit = _serial_work.get(a.dtype)
+        parts = split_parts() if m * n * k >= (serial_work(a.dtype) if limit is None else limit) else 1
+        if parts > 1:
+            out = np.empty((m, n), a.dtype)
+            op_c = (_NO_TRANS, n)
+            fn = _gemm[a.dtype]
+
+            def run_mkl():
+                fn(op_a[0], op_b[0], m, n, k, a, op_a[1], b, op_b[1], out, n)
+            if _threaded_choice(a, b, out, op_a, op_b, op_c, m, n, k, seen, parts, run_mkl) == "rows":
+                _run_split("rows", a, b, out, op_a, op_b, op_c, k, parts, lambda i, j: after(out, i, j))
+                return out
+    out = matmul(a, b)
+    after(out, 0, out.shape[0])
+    return out
 
 
 def _numpy_part(a, b, out):
