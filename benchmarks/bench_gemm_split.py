@@ -24,18 +24,29 @@ def main(argv=None):
     p.add_argument("--workload", default="mlp")
     p.add_argument("--rounds", type=int, default=12)
     p.add_argument("--steps", type=int, default=10, help="steps per side and round")
+    p.add_argument("--other", choices=("nosplit", "one"), default="nosplit",
+                   help="the B side: the library's threads (TW_GEMM_SPLIT=0), or every product on one thread")
     args = p.parse_args(argv)
+    import numpy as np_
     from tensorweave.kernels.cpu import gemm
     data = bench_models.synthetic_batch(args.workload)
     step, _, _ = bench_models.make_tensorweave(args.workload, data, None)
+    f32 = np_.dtype(np_.float32)
+    limit = gemm.serial_work(f32)
+
+    def set_side(flag):
+        if args.other == "one":      # everything under the one-thread size: one thread, its library
+            gemm._serial_work[f32] = limit if flag else 1 << 62
+        else:
+            gemm._split["on"] = flag
     for flag in (True, False, True, False):      # warm both paths (and their shape classes' timings)
-        gemm._split["on"] = flag
+        set_side(flag)
         step()
     cpu, wall = {True: [], False: []}, {True: [], False: []}
     load = [os.getloadavg()[0]]
     for r in range(args.rounds):
         for flag in (True, False) if r % 2 == 0 else (False, True):
-            gemm._split["on"] = flag
+            set_side(flag)
             c0, w0 = time.process_time(), time.perf_counter()
             for _ in range(args.steps):
                 step()
@@ -43,7 +54,7 @@ def main(argv=None):
             wall[flag].append((time.perf_counter() - w0) / args.steps)
     load.append(os.getloadavg()[0])
     print(f"cpu {gemm_cpu()}, load {load[0]:.1f} -> {load[1]:.1f}, {args.rounds} rounds x {args.steps} steps")
-    for flag, tag in ((True, "split (measured)"), (False, "library threads")):
+    for flag, tag in ((True, "split (measured)"), (False, "library threads" if args.other == "nosplit" else "one thread")):
         print(f"{args.workload} {tag}: CPU ms/step median {np.median(cpu[flag]) * 1e3:.2f} "
               f"(fastest {min(cpu[flag]) * 1e3:.2f}), wall median {np.median(wall[flag]) * 1e3:.2f} "
               f"(fastest {min(wall[flag]) * 1e3:.2f})")
