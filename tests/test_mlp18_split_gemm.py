@@ -228,6 +228,15 @@ def test_narrow_outputs_are_not_split_that_way(monkeypatch, rng, split):
     assert entry["backend"] == "rows" and "cols_us" not in entry
 
 
+@pytest.mark.parametrize("n,axes", [(31, {"mkl", "rows"}), (32, {"mkl", "rows", "cols"})])
+def test_a_side_is_cut_only_into_blocks_of_at_least_min_part(monkeypatch, rng, split, n, axes):
+    _clock(monkeypatch, split, {})
+    a, b = _operands(rng, 512, 128, n, True, False)
+    np.testing.assert_allclose(gemm.matmul(a, b), a.astype(np.float64) @ b, rtol=1e-4, atol=1e-3)
+    entry = next(e for c, e in gemm.tuner().choices.items() if c.startswith("threads:"))
+    assert {name[:-3] for name in entry if name.endswith("_us")} == axes
+
+
 def test_a_cached_choice_from_another_process_is_used(monkeypatch, rng, split, tmp_path):
     path = str(tmp_path / "t.json")
     t = gemm.tuner()

@@ -610,6 +610,11 @@ def _matmul_checked(a, b, out, one_thread=False):
     return _run_2d(a, b, out, op_a, op_b, op_c, m, n, k, seen, one_thread)
 
 
+def _mkl_runner(fn, a, b, out, op_a, op_b, op_c, m, n, k):
+    """``run()``: the checked 2-D product into ``out`` by MKL's ``fn`` (threaded or one-thread)."""
+    return lambda: fn(op_a[0], op_b[0], m, n, k, a, op_a[1], b, op_b[1], out, op_c[1])
+
+
 def _run_2d(a, b, out, op_a, op_b, op_c, m, n, k, seen, one_thread=False):
     """The checked 2-D product into ``out``, on the library (and threads) its size and class take."""
     fn = _gemm[a.dtype]
@@ -618,8 +623,7 @@ def _run_2d(a, b, out, op_a, op_b, op_c, m, n, k, seen, one_thread=False):
     if serial:
         fn = _gemm_serial[a.dtype]
 
-    def run_mkl():
-        fn(op_a[0], op_b[0], m, n, k, a, op_a[1], b, op_b[1], out, op_c[1])
+    run_mkl = _mkl_runner(fn, a, b, out, op_a, op_b, op_c, m, n, k)
     if serial and not _tuning["on"]:
         backend = _serial_library(a, b, out, op_a, op_b, m, n, k, run_mkl, seen=seen)
         if backend == "numpy1":
@@ -766,10 +770,7 @@ def matmul_then(a, b, after):
         if parts > 1:
             out = np.empty((m, n), a.dtype)
             op_c = (_NO_TRANS, n)
-            fn = _gemm[a.dtype]
-
-            def run_mkl():
-                fn(op_a[0], op_b[0], m, n, k, a, op_a[1], b, op_b[1], out, n)
+            run_mkl = _mkl_runner(_gemm[a.dtype], a, b, out, op_a, op_b, op_c, m, n, k)
             if _threaded_choice(a, b, out, op_a, op_b, op_c, m, n, k, seen, parts, run_mkl) == "rows":
                 _run_split("rows", a, b, out, op_a, op_b, op_c, k, parts, lambda i, j: after(out, i, j))
                 return out
