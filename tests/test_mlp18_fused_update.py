@@ -140,3 +140,36 @@ def test_the_kernel_updates_like_the_stock_one(rng):
         out.append([np.array(t.numpy()) for t in ws + slots])
     for a, b in zip(*out):
         np.testing.assert_array_equal(b, a)
+
+
+def _custom_step(read_elsewhere):
+    """Adam over two variables whose gradients are a product and a rank-2 non-product; the
+    product also returned when ``read_elsewhere``."""
+    rng = np.random.default_rng(3)
+    x = tw.constant(rng.standard_normal((8, 6)).astype(np.float32))
+    dz = tw.constant(rng.standard_normal((8, 5)).astype(np.float32))
+    w1 = tw.Variable(rng.standard_normal((6, 5)).astype(np.float32))
+    w2 = tw.Variable(rng.standard_normal((4, 3)).astype(np.float32))
+    opt = keras.optimizers.Adam(0.1)
+
+    @tw.function
+    def step(x, dz):                                      # (arguments: constants would be folded)
+        g1 = tw.matmul(x, dz, transpose_a=True)
+        g2 = tw.square(w2) * 2.0                         # rank 2, not a product
+        opt.apply_gradients([(g1, w1), (g2, w2)])
+        return g1 if read_elsewhere else tw.constant(0.0)
+    for _ in range(2):
+        step(x, dz)
+    plan = list(step._cache.values())[-1]._plan
+    return [w1.numpy(), w2.numpy()], [st.op.type for st in plan.steps if st.op is not None]
+
+
+@pytest.mark.parametrize("read_elsewhere", [False, True])
+def test_only_a_product_read_by_the_update_alone_is_fused(read_elsewhere):
+    with options(remapping=False):
+        off, off_types = _custom_step(read_elsewhere)
+    on, types = _custom_step(read_elsewhere)
+    assert "ResourceGroupApplyAdam" in off_types
+    assert ("FusedMatMulGroupApplyAdam" in types) == (not read_elsewhere)
+    for a, b in zip(off, on):
+        np.testing.assert_array_equal(b, a)
