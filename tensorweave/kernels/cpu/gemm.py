@@ -37,6 +37,10 @@ training-step figures.
   product, and on AMD EPYC OpenBLAS beat MKL on one thread on every small product timed
   (BENCHMARKS.md, issue 18 session 10). The recurrent kernels' compiled step loops call MKL from
   inside (:func:`gemm_rows`, :func:`compiled_gemm`).
+- Products above that size are split over the intra-op threads (blocks of rows or columns, each a
+  one-thread call) or left to MKL's threads, per shape class by a timing made on a quiet machine
+  (:func:`_threaded_choice`; the split where not timed): on AMD EPYC MKL's two threads ran the
+  mlp's 128-row products slowly and spun between them. ``TW_GEMM_SPLIT=0`` keeps MKL's threads.
 - Sharing a process with PyTorch: ``torch.set_num_threads(n)`` sets the calling thread's MKL
   thread count for this MKL too (2048x2048 products at one core's speed after
   ``torch.set_num_threads(1)``); results are unaffected.
