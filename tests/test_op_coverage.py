@@ -48,7 +48,7 @@ EXCEPTIONS = {
     **dict.fromkeys(["If", "StatefulIf", "While", "StatefulWhile", "WhileGrad"], _CONTROL),
     **dict.fromkeys(["FusedMatMul", "FusedConv1D", "FusedConv2D", "FusedConv3D", "FusedReluGradBiasAddGrad",
                      "FusedElementwise", "FusedReduction",
-                     "FusedSparseSoftmaxCrossEntropy"], _PLAN),
+                     "FusedSparseSoftmaxCrossEntropy", "FusedMatMulGroupApplyAdam"], _PLAN),
     **dict.fromkeys(["SbpLocalShape", "SbpLocalConst", "SbpReplaceInput", "SbpSliceOf", "SbpMaskedGather",
                      "SbpMaskedResourceGather", "SbpRowsOnly", "SbpMaskedGatherGrad", "SbpEmbedded",
                      "SbpRandomPiece"],

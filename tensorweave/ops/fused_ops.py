@@ -17,7 +17,8 @@ __all__ = []
 # name -> number of outputs; the fusion each stands for is in runtime/passes/remapping.py
 FUSED_OPS = {"FusedMatMul": 1, "FusedConv1D": 1, "FusedConv2D": 1, "FusedConv3D": 1,
              "FusedReluGradBiasAddGrad": 2, "FusedSparseSoftmaxCrossEntropy": 2,
-             "FusedElementwise": 1, "FusedReduction": 1}     # (the last two: runtime/passes/fusion.py)
+             "FusedElementwise": 1, "FusedReduction": 1,     # (these two: runtime/passes/fusion.py)
+             "FusedMatMulGroupApplyAdam": 0}                 # updates variables: stateful
 
 
 def _plan_only(name):
@@ -28,5 +29,5 @@ def _plan_only(name):
 
 
 for _name, _n in FUSED_OPS.items():
-    register_op(_name, infer=_plan_only(_name), num_outputs=_n,
+    register_op(_name, infer=_plan_only(_name), num_outputs=_n, stateful=_n == 0,
                 heavy=_name not in ("FusedSparseSoftmaxCrossEntropy", "FusedElementwise", "FusedReduction"))

@@ -7,7 +7,11 @@ bit for bit, in fewer passes over memory:
   the bias and ReLU applied to each output tile right after its GEMM, while it is in cache
   (instead of two more passes over the whole output);
 - ``FusedReluGradBiasAddGrad``: ReLU's gradient and the bias gradient (its column sums) in
-  one pass, returning both.
+  one pass, returning both;
+- ``FusedMatMulGroupApplyAdam``: a grouped Adam update one of whose gradients is a weight
+  gradient's product (``x^T @ dz``): each block of the product's rows is applied to the
+  variable's rows on the thread that computed it, while it is in cache (``gemm.matmul_then``),
+  instead of one more pass reading the whole gradient back after the product.
 
 >>> import numpy as np
 >>> from tensorweave.kernels.cpu import fused_kernels
@@ -19,7 +23,7 @@ array([[0., 4.],
 import numpy as np
 
 from tensorweave.core.registry import register_kernel
-from tensorweave.kernels.cpu import math_kernels, nn_kernels, nn_loops
+from tensorweave.kernels.cpu import gemm, math_kernels, nn_kernels, nn_loops, training_kernels
 from tensorweave.kernels.cpu.conv_kernels import conv_forward
 
 #: dtypes the fused nodes take (the pass fuses nothing else)
@@ -66,9 +70,40 @@ def relu_grad_bias_add_grad(gradients, features, data_format):
     return dz, nn_kernels._bias_add_grad(dz, data_format)
 
 
+def matmul_group_apply_adam(*inputs, num_variables, index, transpose_a, transpose_b, **adam):
+    """``ResourceGroupApplyAdam`` whose ``index``-th gradient is ``MatMul(a, b)`` (``a`` and ``b``
+    the last two inputs, in place of that gradient): the other variables by the stock kernel, then
+    this one block by block as the product's rows come out. Adam is elementwise, so the bits are
+    the unfused plan's whichever blocks the product is cut into."""
+    *group, a, b = inputs
+    k = 4 if adam["amsgrad"] else 3
+    lr, step = group[num_variables * k:num_variables * k + 2]
+    grads = group[num_variables * k + 2:]
+    handles = [group[i * k:(i + 1) * k] for i in range(num_variables)]
+    for i, g in zip([i for i in range(num_variables) if i != index], grads):
+        training_kernels._apply_adam(*handles[i], lr, step, g, **adam)
+    a = np.swapaxes(a, -1, -2) if transpose_a else a
+    b = np.swapaxes(b, -1, -2) if transpose_b else b
+    w, m, v = (h._storage_for_update() for h in handles[index][:3])
+    if adam["amsgrad"] or a.ndim != 2 or b.ndim != 2 or w.shape != (a.shape[0], b.shape[1]) \
+            or not (w.dtype == a.dtype == b.dtype and w.dtype in DTYPES) \
+            or not (w.flags.c_contiguous and m.flags.c_contiguous and v.flags.c_contiguous):
+        # (the stock kernel's checks and messages for anything else)
+        training_kernels._apply_adam(*handles[index], lr, step, math_kernels._matmul(a, b, False, False), **adam)
+        return ()
+    coeffs = training_kernels._coefficients(w.dtype, lr, step, adam["beta_1"], adam["beta_2"]) \
+        + (w.dtype.type(adam["epsilon"]),)
+
+    def update(g, i, j):
+        training_kernels._adam_flat(w[i:j].ravel(), m[i:j].ravel(), v[i:j].ravel(), g[i:j].ravel(), *coeffs)
+    gemm.matmul_then(a, b, update)
+    return ()
+
+
 # The fused ops the remapping pass makes (ops/fused_ops.py), looked up by name like any op.
 register_kernel("FusedMatMul", "CPU")(fused_matmul)
 for _name in ("FusedConv1D", "FusedConv2D", "FusedConv3D"):
     register_kernel(_name, "CPU")(fused_conv)
 register_kernel("FusedReluGradBiasAddGrad", "CPU")(relu_grad_bias_add_grad)
 register_kernel("FusedSparseSoftmaxCrossEntropy", "CPU")(nn_kernels.sparse_xent_with_grad)
+register_kernel("FusedMatMulGroupApplyAdam", "CPU")(matmul_group_apply_adam)

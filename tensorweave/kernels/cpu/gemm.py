@@ -37,6 +37,10 @@ training-step figures.
   product, and on AMD EPYC OpenBLAS beat MKL on one thread on every small product timed
   (BENCHMARKS.md, issue 18 session 10). The recurrent kernels' compiled step loops call MKL from
   inside (:func:`gemm_rows`, :func:`compiled_gemm`).
+- Products above that size are split over the intra-op threads (blocks of rows or columns, each a
+  one-thread call) or left to MKL's threads, per shape class by a timing made on a quiet machine
+  (:func:`_threaded_choice`; the split where not timed): on AMD EPYC MKL's two threads ran the
+  mlp's 128-row products slowly and spun between them. ``TW_GEMM_SPLIT=0`` keeps MKL's threads.
 - Sharing a process with PyTorch: ``torch.set_num_threads(n)`` sets the calling thread's MKL
   thread count for this MKL too (2048x2048 products at one core's speed after
   ``torch.set_num_threads(1)``); results are unaffected.
@@ -53,6 +57,8 @@ import functools
 import glob
 import os
 import sys
+import threading
+import time
 
 import numpy as np
 from llvmlite import ir
@@ -80,6 +86,12 @@ _gemm_serial = {}                # dtype -> cblas_?gemm on one MKL thread (MKL_S
 _serial_work = {}                # dtype -> products under this many multiply-adds run on one thread
 _serial_chosen = {}              # shape class (tuple) -> "mkl1" or "numpy1": the library for one thread
 _openblas = {}                   # "get"/"set": NumPy's OpenBLAS thread count (ctypes), when found
+_split_chosen = {}               # threaded shape class (tuple) + parts -> "mkl", "rows" or "cols"
+_split = {"on": True}            # TW_GEMM_SPLIT=0: threaded products stay on the library's threads
+
+#: narrowest block of rows or columns a split product gives one thread (a multiple of every
+#: kernel's register block, so a part keeps full-width micro-kernels and aligned columns)
+MIN_PART = 16
 
 
 def _library_path():
@@ -105,6 +117,7 @@ def load():
         raise ImportError("TW_BLAS=mkl but no MKL runtime was found: pip install 'tensorweave[mkl]'")
     _decided[0] = True
     _tuning["on"] = choice == "auto" and os.environ.get("TW_BLAS_TUNE", "0") == "1"
+    _split["on"] = choice == "auto" and os.environ.get("TW_GEMM_SPLIT", "1") != "0"
     if path is None:
         return False
     os.environ.setdefault("KMP_BLOCKTIME", str(IDLE_SPIN_MS))
@@ -296,7 +309,7 @@ def tuner():
     """The :class:`gemm_tuning.Tuner` of this process (made, and its cache file read, on first use)."""
     if _tuning["tuner"] is None:
         _tuning["tuner"] = gemm_tuning.Tuner(gemm_tuning.cache_path(), machine_key(),
-                                              ("mkl", "numpy", "mkl1", "numpy1"))
+                                              ("mkl", "numpy", "mkl1", "numpy1", "rows", "cols"))
     return _tuning["tuner"]
 
 
@@ -366,13 +379,32 @@ def _numpy_serial(a, b, out):
     """``np.matmul(a, b, out=out)`` with NumPy's OpenBLAS on one thread. OpenBLAS's count is
     process-wide (as for ``threads.single_threaded_blas``): a product another thread runs at the
     same moment may run on one thread too; results do not depend on it."""
-    get, put = _openblas["found"]
-    before = get()
-    put(1)
-    try:
+    with _openblas_one_thread():
         np.matmul(a, b, out=out)
+
+
+_one = {"depth": 0, "before": None}     # callers inside _openblas_one_thread, the count to restore
+_one_lock = threading.Lock()
+
+
+@contextlib.contextmanager
+def _openblas_one_thread():
+    """NumPy's OpenBLAS on one thread while any caller is inside (counted, like
+    ``threads.single_threaded_blas`` but through ``ctypes``: ~1 µs instead of ~10): two threads
+    each saving and restoring the count around their own call could leave it at 1 for good."""
+    get, put = _openblas["found"]
+    with _one_lock:
+        if _one["depth"] == 0:
+            _one["before"] = get()
+            put(1)
+        _one["depth"] += 1
+    try:
+        yield
     finally:
-        put(before)
+        with _one_lock:
+            _one["depth"] -= 1
+            if _one["depth"] == 0:
+                put(_one["before"])
 
 
 def _serial_library(a, b, out, op_a, op_b, m, n, k, run_mkl, count=1, seen=None):
@@ -393,7 +425,7 @@ def _serial_library(a, b, out, op_a, op_b, m, n, k, run_mkl, count=1, seen=None)
         got = _serial_chosen[seen] = tuner().backend(cls)
         if got is None:
             _serial_chosen[seen] = tuner().choose(cls, {"mkl1": run_mkl, "numpy1": lambda: _numpy_serial(a, b, out)},
-                                                  incumbent="mkl1")
+                                                  incumbent="mkl1", clock=time.thread_time)
             return "done"
     return got
 
@@ -582,6 +614,11 @@ def _matmul_checked(a, b, out, one_thread=False):
     return _run_2d(a, b, out, op_a, op_b, op_c, m, n, k, seen, one_thread)
 
 
+def _mkl_runner(fn, a, b, out, op_a, op_b, op_c, m, n, k):
+    """``run()``: the checked 2-D product into ``out`` by MKL's ``fn`` (threaded or one-thread)."""
+    return lambda: fn(op_a[0], op_b[0], m, n, k, a, op_a[1], b, op_b[1], out, op_c[1])
+
+
 def _run_2d(a, b, out, op_a, op_b, op_c, m, n, k, seen, one_thread=False):
     """The checked 2-D product into ``out``, on the library (and threads) its size and class take."""
     fn = _gemm[a.dtype]
@@ -590,8 +627,7 @@ def _run_2d(a, b, out, op_a, op_b, op_c, m, n, k, seen, one_thread=False):
     if serial:
         fn = _gemm_serial[a.dtype]
 
-    def run_mkl():
-        fn(op_a[0], op_b[0], m, n, k, a, op_a[1], b, op_b[1], out, op_c[1])
+    run_mkl = _mkl_runner(fn, a, b, out, op_a, op_b, op_c, m, n, k)
     if serial and not _tuning["on"]:
         backend = _serial_library(a, b, out, op_a, op_b, m, n, k, run_mkl, seen=seen)
         if backend == "numpy1":
@@ -604,5 +640,149 @@ def _run_2d(a, b, out, op_a, op_b, op_c, m, n, k, seen, one_thread=False):
             return np.matmul(a, b, out=out)
         if backend == "done":
             return out
+    elif not serial:
+        parts = split_parts()
+        if parts > 1:
+            backend = _threaded_choice(a, b, out, op_a, op_b, op_c, m, n, k, seen, parts, run_mkl)
+            if backend != "mkl":
+                _run_split(backend, a, b, out, op_a, op_b, op_c, k, parts)
+                return out
     run_mkl()
     return out
+
+
+def split_parts():
+    """Threads a product above :func:`serial_work` may be split over (1: not split): the intra-op
+    thread count (OpenBLAS's, which ``tw.config.threading`` sets as MKL's), at most one per
+    core; 1 under ``TW_GEMM_SPLIT=0``, a forced ``TW_BLAS``, without NumPy's OpenBLAS, and on a
+    tiled kernel's helper thread (``tiles.over_tiles``: its products run on one thread)."""
+    if not _split["on"] or _openblas_threads() is None or threading.current_thread().name.endswith(_HELPER):
+        return 1
+    return min(_openblas["found"][0](), _cores())
+
+
+#: the end of the runtime's helper threads' names (``Runtime.intra_op_pool``)
+_HELPER = "-intra"
+
+
+def _threaded_choice(a, b, out, op_a, op_b, op_c, m, n, k, seen, parts, run_mkl):
+    """``"mkl"`` (the library's own threads) or ``"rows"`` / ``"cols"`` (:func:`_run_split`) for a
+    product above :func:`serial_work`, by its shape class's timing (``threads:<class>,p<parts>``
+    in the tuning cache). The caller computes the product with the choice even after a timing
+    (one more product, once per class), so every call of a class gives the same bits.
+
+    Why measured: on AMD EPYC MKL's two threads ran the mlp's 128x784 @ 784x512 at a third of
+    OpenBLAS's speed and spun its idle thread between products (process CPU 1.8x JAX's), while on
+    Intel its threaded GEMM is the fastest of all; a split keeps no pool spinning (each part is a
+    one-thread call) but pays a hand-off to the helper thread and reads the unsplit operand once
+    per part. The split along the longer side of the output is the incumbent: the other
+    candidates must beat it by the tuner's margin by median and fastest call. On a busy machine
+    (load average over the cores, ``gemm_tuning.quiet``) the class is not timed: two-thread
+    timings there measure the other processes (the mlp's 128x784 @ 784x512 read 11 ms on MKL's
+    threads against 25 split in one process and 20 against 7 in the next, at load 15-20), so the
+    process keeps the incumbent, which spins no pool, until a quiet process measures."""
+    key = seen + (parts,)
+    got = _split_chosen.get(key)
+    if got is None:
+        cls = "threads:" + gemm_tuning.shape_class(m, n, k, a.dtype.name, op_a[0] == _TRANS, op_b[0] == _TRANS) \
+            + f",p{parts}"
+        got = _split_chosen[key] = tuner().backend(cls)
+        if got is None:
+            runners = {"mkl": run_mkl}
+            for axis, size in (("rows", m), ("cols", n)):
+                if size >= 2 * MIN_PART:
+                    runners[axis] = functools.partial(_run_split, axis, a, b, out, op_a, op_b, op_c, k, parts)
+            incumbent = max((axis for axis in ("rows", "cols") if axis in runners),
+                            key=lambda axis: m if axis == "rows" else n, default="mkl")
+            if gemm_tuning.quiet():
+                got = tuner().choose(cls, runners, incumbent=incumbent)
+            else:   # see the docstring: no timing under load
+                got = incumbent
+            _split_chosen[key] = got
+    return got
+
+
+def _run_split(axis, a, b, out, op_a, op_b, op_c, k, parts, after=None):
+    """``out = a @ b`` as blocks of ``out``'s rows or columns (multiples of :data:`MIN_PART`), at
+    most ``parts`` of them, each a one-thread product (on the library measured faster on one
+    thread for the block's class), the first on this thread and the others on the runtime's
+    helper threads. The bits are those of a one-thread call of the whole product on the same
+    library for every shape of the mlp step and their transposes, in MKL and OpenBLAS (both block
+    K the same way for any M, N); OpenBLAS's small-matrix kernels (100x300 @ 300x70) differ from
+    its blocked ones by a few ulps, as they do between any two sizes.
+
+    ``after(i, j)``, when given, runs on each block's thread right after the block's product
+    (``i:j`` its rows or columns), while the block is in that core's cache (see
+    :func:`matmul_then`)."""
+    m, n = out.shape
+    size = m if axis == "rows" else n
+    step = -(-size // parts)
+    step = -(-step // MIN_PART) * MIN_PART
+    if axis == "rows":
+        pieces = [(a[i:i + step], b, out[i:i + step]) for i in range(0, size, step)]
+    else:
+        pieces = [(a, b[:, i:i + step], out[:, i:i + step]) for i in range(0, size, step)]
+    run = _part_runner(pieces[0], op_a, op_b, op_c, k)
+    if after is not None:
+        product = run
+
+        def run(a, b, out, i):
+            product(a, b, out)
+            after(i, min(size, i + step))
+        pieces = [piece + (i,) for piece, i in zip(pieces, range(0, size, step))]
+    from tensorweave.core.context import current_runtime
+    with _openblas_one_thread():
+        pool = current_runtime().intra_op_pool() if len(pieces) > 1 else None
+        helpers = [pool.submit(run, *piece) for piece in pieces[1:]]
+        try:
+            run(*pieces[0])
+        finally:
+            for h in helpers:
+                h.result()
+
+
+def _part_runner(piece, op_a, op_b, op_c, k):
+    """``run(a, b, out)`` of one block of a split product on one thread, on the library measured
+    faster on one thread for the block's class (timed on ``piece`` when the class is new)."""
+    a, b, out = piece
+    m, n = out.shape
+    mkl1 = _gemm_serial.get(a.dtype)
+
+    def run_mkl1(a, b, out):
+        mkl1(op_a[0], op_b[0], out.shape[0], out.shape[1], k, a, op_a[1], b, op_b[1], out, op_c[1])
+    if mkl1 is None:
+        return _numpy_part
+    got = _serial_library(a, b, out, op_a, op_b, m, n, k, functools.partial(run_mkl1, a, b, out))
+    if got == "done":
+        got = _serial_library(a, b, out, op_a, op_b, m, n, k, None)
+    return run_mkl1 if got == "mkl1" else _numpy_part
+
+
+def matmul_then(a, b, after):
+    """``out = a @ b`` (a new array, the bits of :func:`matmul`'s), then ``after(out, i, j)`` over
+    blocks ``i:j`` of its rows covering them all: where the product's class runs split by rows
+    (:func:`_threaded_choice`), each block's call follows its own product on its own thread while
+    the block is in that core's cache; otherwise once, ``after(out, 0, m)``, after the whole
+    product. For an epilogue that only reads and writes its rows' elements (an optimizer update
+    of a weight gradient: ``fused_kernels.matmul_apply_adam``), so the result does not depend on
+    the blocks."""
+    geometry = _product(a, b) if a.ndim == 2 and b.ndim == 2 else False
+    if geometry is not False and a.flags.aligned and b.flags.aligned and not _tuning["on"]:
+        op_a, op_b, m, n, k, seen = geometry
+        limit = _serial_work.get(a.dtype)
+        parts = split_parts() if m * n * k >= (serial_work(a.dtype) if limit is None else limit) else 1
+        if parts > 1:
+            out = np.empty((m, n), a.dtype)
+            op_c = (_NO_TRANS, n)
+            run_mkl = _mkl_runner(_gemm[a.dtype], a, b, out, op_a, op_b, op_c, m, n, k)
+            if _threaded_choice(a, b, out, op_a, op_b, op_c, m, n, k, seen, parts, run_mkl) == "rows":
+                _run_split("rows", a, b, out, op_a, op_b, op_c, k, parts, lambda i, j: after(out, i, j))
+                return out
+    out = matmul(a, b)
+    after(out, 0, out.shape[0])
+    return out
+
+
+def _numpy_part(a, b, out):
+    """A block of a split product in NumPy (inside :func:`_openblas_one_thread`: one thread)."""
+    np.matmul(a, b, out=out)

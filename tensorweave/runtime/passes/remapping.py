@@ -13,8 +13,13 @@ gradient and the bias gradient of its result become one node (TensorFlow's "rema
   ``FusedSparseSoftmaxCrossEntropy`` node at the loss's place, with both outputs: the
   softmax is computed once (TensorFlow's op returns both the same way).
 
+- ``ResourceGroupApplyAdam`` one of whose gradients is a ``MatMul`` read by nothing else (the
+  last weight gradient's product of the backward pass, the latest in the plan) becomes
+  ``FusedMatMulGroupApplyAdam`` at the update's place: the product's row blocks are applied to
+  the variable as each comes out of the GEMM, on its thread, while in cache.
+
 Only stock kernels, float32/float64, channels-last layouts and nodes without ordering edges
-qualify. The fused kernels do the same arithmetic in the same order, so results are bit for
+qualify (the update keeps its own ordering edges: the fused node takes its place). The fused kernels do the same arithmetic in the same order, so results are bit for
 bit those of the unfused plan (tests/test_remapping.py).
 """
 from tensorweave.core.registry import get_op
@@ -111,6 +116,36 @@ def _fuse_cross_entropy(loss, work):
     return [loss, grad]
 
 
+def _fuse_update(group, work):
+    """The latest-computed gradient of a grouped Adam update that is a product only it reads."""
+    if group.attrs.get("amsgrad"):
+        return None
+    n, k = group.attrs["num_variables"], 3
+    grads = group.inputs[n * k + 2:]
+    order = {id(op): i for i, op in enumerate(work.ops)}
+    best = None
+    for index, g in enumerate(grads):
+        mm = g.op
+        if not (id(mm) in order and runs_stock_kernel(mm, "MatMul") and _free(mm, work)
+                and _only_reader(g, group, work) and mm.device == group.device and g.shape.rank == 2
+                and all(t.dtype is g.dtype for t in mm.inputs)):
+            continue
+        if best is None or order[id(mm)] > order[id(best[1])]:
+            best = (index, mm)
+    d = get_op("FusedMatMulGroupApplyAdam")
+    if best is None or work.device_type(group) not in d.kernels:
+        return None
+    index, mm = best
+    inputs = list(group.inputs[:n * k + 2]) + [t for i, t in enumerate(grads) if i != index] + list(mm.inputs)
+    attrs = {**{a: v for a, v in group.attrs.items() if a[0] != "_"}, "index": index,
+             "transpose_a": bool(mm.attrs.get("transpose_a", False)),
+             "transpose_b": bool(mm.attrs.get("transpose_b", False))}
+    node = Node(group, d, inputs, attrs, [], type_="FusedMatMulGroupApplyAdam", fused=[mm.name, group.name])
+    work.node_rep[id(group)] = node
+    work.node_rep[id(mm)] = None
+    return [mm, group]
+
+
 def run(work):
     n = 0
     taken = set()
@@ -123,6 +158,8 @@ def run(work):
             fused = _fuse_gradients(op, work)
         elif runs_stock_kernel(op, "SparseSoftmaxCrossEntropyWithLogits"):
             fused = _fuse_cross_entropy(op, work)
+        elif runs_stock_kernel(op, "ResourceGroupApplyAdam"):
+            fused = _fuse_update(op, work)
         else:
             continue
         if fused:
