@@ -141,6 +141,25 @@ _forward_loop = njit_twin(_forward_steps)(_forward_steps)
 _backward_loop = njit_twin(_backward_steps)(_backward_steps)
 
 
+# the loops with the library call built in (``rnn_gemm.rows``): no function-typed argument, so
+# they can be built ahead of time (``aot_kernels``) and a cold process compiles nothing
+@njit_twin(functools.partial(_forward_steps, rnn_gemm.rows))
+def _forward_rows(interface, fn, hs, cs, rk, z, proj, res, bias, out, m, act, ract, zero_output, go_backwards, s0,
+                  s1):
+    _forward_loop(rnn_gemm.rows, interface, fn, hs, cs, rk, z, proj, res, bias, out, m, act, ract, zero_output,
+                  go_backwards, s0, s1)
+
+
+@njit_twin(functools.partial(_backward_steps, rnn_gemm.rows))
+def _backward_rows(interface, fn, res, d_out, dz, dh, dh_mm, dc, carry, scratch, rk_t, m, act, ract, zero_output,
+                   go_backwards, s0, s1, tn):
+    return _backward_loop(rnn_gemm.rows, interface, fn, res, d_out, dz, dh, dh_mm, dc, carry, scratch, rk_t, m,
+                          act, ract, zero_output, go_backwards, s0, s1, tn)
+
+
+_forward_loop.with_rows, _backward_loop.with_rows = _forward_rows, _backward_rows
+
+
 # ---- kernels ------------------------------------------------------------------------------------
 @k("LSTMSequence")
 def lstm_sequence(x, h0, c0, kernel, recurrent_kernel, bias, mask=None, *, activation, recurrent_activation,

@@ -129,9 +129,14 @@ class Plan:
         self.interface, self.fn, self.threads, self.swap = interface, fn, threads, swap
 
     def run(self, loop, *args):
-        """``loop(rows, interface, fn, *args)`` under the plan's thread setting (restored after)."""
+        """``loop(rows, interface, fn, *args)`` under the plan's thread setting (restored after);
+        by ``loop.with_rows(interface, fn, *args)`` where the loop has that twin with the call
+        built in (what ``aot_kernels`` can list)."""
         before = self.swap(self.threads)
         try:
+            with_rows = getattr(loop, "with_rows", None)
+            if with_rows is not None:
+                return with_rows(self.interface, self.fn, *args)
             return loop(rows, self.interface, self.fn, *args)
         finally:
             self.swap(before)
