@@ -16,6 +16,13 @@ NumPy per-step ufuncs), backward ~15 ms (was ~19-20), of which ~6 and ~12 ms are
 ``lstm`` benchmark's step on 2 cores 8.1 and 12.8 ms. Compiled step loops on one thread (issue 18):
 forward + backward 59 -> 40 ms CPU at load 14 (the per-step Python and ``gemm.matmul``'s checks
 gone, MKL's second thread no longer spinning between steps).
+
+The sequence-wide products run beside the loop (``rnn_overlap``, issue 18 session 12): the input
+projection goes to a time-major ``[T, B, 4U]`` array (a span of steps is one block of rows) that the
+forward pass reads, and the backward pass writes ``dz`` time-major, so each span's ``dx``, ``d kernel``
+and ``d recurrent_kernel`` products (``rnn_common.SpanGrads``) can start as soon as the loop has
+left the span. The loops with the library call built in (``_forward_rows`` / ``_backward_rows``)
+are built at install (``aot_kernels``).
 """
 import contextlib
 import functools

@@ -4,7 +4,9 @@
 Every fused recurrent kernel has the same frame: one GEMM projects the input of all steps
 (``x @ kernel``, written straight into the reserve space), a step loop runs per step one
 small GEMM plus one compiled pass over the batch rows, and backpropagation through time ends
-with three GEMMs over all ``[batch * time]`` rows (``dx``, ``d kernel``, ``d recurrent_kernel``).
+with three GEMMs over all ``[batch * time]`` rows (``dx``, ``d kernel``, ``d recurrent_kernel``);
+the LSTM cuts these along time into spans run beside its step loop (``rnn_overlap``,
+:class:`SpanGrads`, time-major operands).
 The sequence-wide GEMMs go through ``gemm.py``; the step loops are compiled whole and call the
 BLAS library from inside (``rnn_gemm.py``); numba's ``np.dot`` would load scipy's OpenBLAS,
 whose spinning threads fight the other libraries'.
