@@ -1,5 +1,5 @@
-"""The LSTM's step loops built ahead of time (issue 18, rnn18 session 12): a cold process's first
-lstm training step runs them without compiling anything of the LSTM kernels; a build records the
+"""The recurrent step loops built ahead of time (issue 18, rnn18 session 12): a cold process's first
+lstm and gru training steps run them without compiling anything of those kernels; a build records the
 sources of every module whose code its loops carry (``aot_build.built_modules``: the loops call
 into ``rnn_gemm``, ``gemm`` and ``rnn_activations``), and a change to any of those makes the
 build stale (JIT path, one warning naming the module). The built loops' bits against the JIT's are
@@ -19,8 +19,10 @@ LSTM = "tensorweave.kernels.cpu.lstm_kernels"
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
-def test_the_lstm_loops_are_listed_for_both_float_dtypes():
-    table = aot_kernels.KERNELS[LSTM]
+@pytest.mark.parametrize("module", [LSTM, "tensorweave.kernels.cpu.gru_kernels",
+                                    "tensorweave.kernels.cpu.simple_rnn_kernels"])
+def test_the_recurrent_loops_are_listed_for_both_float_dtypes(module):
+    table = aot_kernels.KERNELS[module]
     assert sorted(table) == ["_backward_rows", "_forward_rows"]
     for signatures in table.values():
         assert [("float32" in s, "float64" in s) for s in signatures] == [(True, False), (False, True)]
@@ -60,18 +62,21 @@ _COLD_STEP = """
 import json, numpy as np, sys
 sys.path.insert(0, "benchmarks")
 import tensorweave as tw
-from tensorweave.kernels.cpu import lstm_kernels as L
+from tensorweave.kernels.cpu import gru_kernels, lstm_kernels
 from peers import _keras_model
-model, loss = _keras_model(tw.keras, tw.keras.layers, "lstm")
-model.compile(optimizer=tw.keras.optimizers.Adam(1e-3), loss=loss)
-x = np.random.default_rng(0).integers(0, 20000, (4, 80)).astype(np.int32)
-model.train_on_batch(x, np.ones((4, 1), np.float32))
-names = ("_forward_rows", "_backward_rows", "_forward_loop", "_backward_loop", "_forward_step", "_backward_step")
-print(json.dumps({n: len(getattr(L, n).overloads) for n in names}))
+for workload in ("lstm", "gru"):
+    model, loss = _keras_model(tw.keras, tw.keras.layers, workload)
+    model.compile(optimizer=tw.keras.optimizers.Adam(1e-3), loss=loss)
+    x = np.random.default_rng(0).integers(0, 20000, (4, 80)).astype(np.int32)
+    model.train_on_batch(x, np.ones((4, 1), np.float32))
+loops = ("_forward_rows", "_backward_rows", "_forward_loop", "_backward_loop")
+names = [(lstm_kernels, n) for n in loops + ("_forward_step", "_backward_step")] + [
+    (gru_kernels, n) for n in loops + ("_forward_gates", "_forward_state", "_backward_gates")]
+print(json.dumps({m.__name__ + "." + n: len(getattr(m, n).overloads) for m, n in names}))
 """
 
 
-def test_a_cold_lstm_training_step_compiles_nothing_of_the_lstm_kernels():
+def test_cold_lstm_and_gru_training_steps_compile_nothing_of_their_kernels():
     _library()
     env = dict(os.environ, PYTHONPATH=ROOT, TW_JIT_BACKGROUND="0")
     out = subprocess.run([sys.executable, "-c", _COLD_STEP], cwd=ROOT, env=env, capture_output=True, text=True,

@@ -52,6 +52,7 @@ def test_spans_cover_the_steps_in_order():
             assert [s for s0, s1 in got for s in range(s0, s1)] == list(range(t))
             assert all(s1 - s0 <= chunk for s0, s1 in got)
     assert rnn_overlap.spans(80)[0] == (0, 4) and rnn_overlap.spans(80)[1] == (4, 12)
+    assert rnn_overlap.spans(0) == [] and rnn_overlap.spans(1, 8) == [(0, 1)]
     for t, s0, s1 in ((10, 0, 3), (10, 7, 10), (5, 2, 3)):
         assert rnn_overlap.original(s0, s1, t, False) == (s0, s1)
         a, e = rnn_overlap.original(s0, s1, t, True)
@@ -179,6 +180,8 @@ def test_overlap_only_where_it_pays(monkeypatch):
     assert rnn_overlap.enabled(one) and not rnn_overlap.enabled(many) and not rnn_overlap.enabled(None)
     monkeypatch.setattr(threads, "cores", lambda: 1)
     assert not rnn_overlap.enabled(one)
+    monkeypatch.setattr(threads, "cores", lambda: 3)
+    assert rnn_overlap.enabled(one)
     monkeypatch.setattr(threads, "cores", lambda: 2)
     monkeypatch.setattr(rnn_overlap, "ENABLED", False)           # TW_RNN_OVERLAP=0
     assert not rnn_overlap.enabled(one)
@@ -240,3 +243,29 @@ def test_keras_lstm_gradients_with_and_without_overlap(monkeypatch):
     np.testing.assert_allclose(got[0], ref, rtol=2e-5, atol=2e-5)
     for a, b in zip(got, want):
         np.testing.assert_allclose(a, b, rtol=2e-6, atol=2e-6)
+
+
+@pytest.mark.parametrize("value,enabled", [("0", False), ("1", True), ("", True), (None, True)])
+def test_the_environment_switch(monkeypatch, value, enabled):
+    import importlib.util
+    if value is None:
+        monkeypatch.delenv("TW_RNN_OVERLAP", raising=False)
+    else:
+        monkeypatch.setenv("TW_RNN_OVERLAP", value)
+    spec = importlib.util.spec_from_file_location("rnn18_overlap_copy", rnn_overlap.__file__)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)                 # a fresh copy reads the variable (stdlib imports only)
+    assert module.ENABLED is enabled
+
+
+def test_one_helper_thread_runs_the_jobs():
+    seen = []
+
+    def job(done):
+        seen.append((threading.current_thread().name, threading.get_ident()))
+        done.set()
+    for _ in range(2):
+        done = threading.Event()
+        rnn_overlap._helper.submit(lambda done=done: job(done))
+        assert done.wait(120)
+    assert seen[0][0] == "tw-rnn" and seen[0] == seen[1]
