@@ -51,8 +51,8 @@ def test_a_changed_callee_module_makes_the_lstm_build_stale():
     stale._fresh = {}
     kernel = aot_build._kernel(LSTM, "_forward_rows")
     fresh = copy.copy(kernel)
-    with pytest.warns(aot.AOTWarning, match=r"kernels of tensorweave.kernels.cpu.lstm_kernels were built from "
-                                            r"another version of the source of tensorweave.kernels.cpu.rnn_activations"):
+    with pytest.warns(aot.AOTWarning, match=r"kernels of tensorweave.kernels.cpu.lstm_kernels were built from another "
+                                            r"version of the source of tensorweave.kernels.cpu.rnn_activations"):
         assert not stale.fresh(LSTM)
     assert lib.fresh(LSTM)
     assert aot.attach(fresh, stale) == ()
