@@ -88,7 +88,9 @@ TW_VARIANTS = {"mkl": {"TW_BLAS": "mkl"}, "numpy": {"TW_BLAS": "numpy"},
                # convolutions' tile GEMMs as before issue 18 session 11 (conv_tiles.py)
                "convold": {"TW_CONV_ONE_THREAD": "0"},
                # threaded products on the library's own threads, never split (gemm.split_parts)
-               "nosplit": {"TW_GEMM_SPLIT": "0"}}
+               "nosplit": {"TW_GEMM_SPLIT": "0"},
+               # recurrent kernels' sequence-wide products after the loop, as before issue 18 session 12
+               "nooverlap": {"TW_RNN_OVERLAP": "0"}}
 FRAMEWORKS = ("tensorweave", "tensorweave-blas1", "torch", "jax", "tensorflow") + tuple(
     f"tensorweave-{v}" for v in TW_VARIANTS)
 PEER_NAMES = ("torch", "jax", "tensorflow")

@@ -208,8 +208,9 @@ def test_the_loop_plan_follows_the_one_thread_library_and_the_sizes(monkeypatch)
     monkeypatch.setitem(gemm._serial_work, np.dtype(np.float32), side ** 3 + 1)
     assert rnn_gemm.plan(np.float32, side, side, side).threads == 1
     assert rnn_gemm.plan(np.float32, 0, 512, 128) is None         # an empty batch: the Python path
-    monkeypatch.setitem(gemm._tuning, "on", True)                  # per-class tuning: gemm.matmul decides
-    assert rnn_gemm.plan(np.float32, 32, 512, 128) is None
+    monkeypatch.setitem(gemm._tuning, "on", True)                  # per-class tuning: the large ones per product
+    assert rnn_gemm.plan(np.float32, side, side, side) is None
+    assert rnn_gemm.plan(np.float32, 32, 512, 128).threads == 1   # the small ones: the one-thread library
 
 
 @needs_mkl

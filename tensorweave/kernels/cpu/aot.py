@@ -80,12 +80,15 @@ def module_source(module):
 
 class Library:
     """A checked build: ``loops[(module, kernel)]`` = ``[(signature, built loop), ...]``;
-    ``sources[module]`` = the SHA-256 of the module's source it was built from."""
+    ``sources[module]`` = the SHA-256 of the module's source it was built from; ``depends[module]``
+    = the modules whose compiled code a kernel module's loops carry (its own, and those defining the
+    numba functions and intrinsics they call: ``aot_build.built_modules``)."""
 
     def __init__(self, directory, manifest, extension):
         self.directory = directory
         self.manifest = manifest
         self.sources = manifest["sources"]
+        self.depends = manifest.get("depends", {})
         self.loops = {}
         for e in manifest["exports"]:
             self.loops.setdefault((e["module"], e["kernel"]), []).append(
@@ -93,17 +96,22 @@ class Library:
         self._fresh = {}
 
     def fresh(self, module):
-        """Whether ``module``'s source is the one built (warns once per stale module)."""
+        """Whether ``module``'s source, and the sources of the modules its loops carry code of
+        (``depends``), are the ones built (warns once per stale module)."""
         ok = self._fresh.get(module)
         if ok is None:
-            try:
-                ok = sha256_file(module_source(module)) == self.sources.get(module)
-            except (OSError, AttributeError, ImportError, ValueError):
-                ok = False
-            self._fresh[module] = ok
+            stale = []
+            for m in self.depends.get(module, [module]):
+                try:
+                    if sha256_file(module_source(m)) != self.sources.get(m):
+                        stale.append(m)
+                except (OSError, AttributeError, ImportError, ValueError):
+                    stale.append(m)
+            ok = self._fresh[module] = not stale
             if not ok:
+                of = "its source" if stale == [module] else "the source of " + ", ".join(stale)
                 warnings.warn(f"tensorweave: ahead-of-time kernels of {module} were built from another version "
-                              f"of its source; its kernels compile on first use instead ({REBUILD})",
+                              f"of {of}; its kernels compile on first use instead ({REBUILD})",
                               AOTWarning, stacklevel=2)
         return ok
 

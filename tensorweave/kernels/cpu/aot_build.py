@@ -65,6 +65,36 @@ def _jit_settings():
         compiler.Flags, codegen.AOTCPUCodegen._customize_tm_features = saved
 
 
+def built_modules(kernel):
+    """The modules whose code a build of ``kernel`` (a numba dispatcher) carries: its own, and,
+    recursively, those defining the numba functions and intrinsics its code names, directly or as
+    an attribute of a module it imports (``rnn_gemm.rows``). A change to any of them makes the
+    build stale (``aot.Library.fresh``)."""
+    import types as pytypes
+
+    import numba
+    from numba.core.extending import _Intrinsic
+    found, seen, todo = {kernel.py_func.__module__}, set(), [kernel.py_func]
+    while todo:
+        fn = todo.pop()
+        if fn in seen:
+            continue
+        seen.add(fn)
+        names = fn.__code__.co_names
+        for name in names:
+            obj = fn.__globals__.get(name)
+            objs = [obj]
+            if isinstance(obj, pytypes.ModuleType):
+                objs = [getattr(obj, attr, None) for attr in names]
+            for o in objs:
+                if isinstance(o, numba.core.dispatcher.Dispatcher):
+                    found.add(o.py_func.__module__)
+                    todo.append(o.py_func)
+                elif isinstance(o, _Intrinsic):
+                    found.add(o._defn.__module__)
+    return sorted(found)
+
+
 def _build_id(machine, sources, kernels):
     text = json.dumps([machine, sources, kernels], sort_keys=True)
     return hashlib.sha256(text.encode()).hexdigest()[:16]
@@ -77,7 +107,9 @@ def build(directory=aot.DIRECTORY, kernels=KERNELS, verbose=False):
         warnings.simplefilter("ignore")            # pycc's deprecation notice
         from numba.pycc import CC
     machine = aot.machine()
-    sources = {m: aot.sha256_file(aot.module_source(m)) for m in kernels}
+    depends = {m: sorted({d for name in table for d in built_modules(_kernel(m, name))} | {m})
+               for m, table in kernels.items()}
+    sources = {m: aot.sha256_file(aot.module_source(m)) for deps in depends.values() for m in deps}
     sources[aot.BUILDER] = aot.sha256_file(__file__)   # how it was built is part of what was built
     name = "_tw_aot_" + _build_id(machine, sources, kernels)
     suffix = importlib.machinery.EXTENSION_SUFFIXES[0]
@@ -99,7 +131,7 @@ def build(directory=aot.DIRECTORY, kernels=KERNELS, verbose=False):
             cc.compile()
         built = os.path.join(tmp, name + suffix)
         manifest = {"format": aot.FORMAT, "module": name, "sha256": aot.sha256_file(built),
-                    "machine": machine, "sources": sources, "exports": exports,
+                    "machine": machine, "sources": sources, "depends": depends, "exports": exports,
                     "built": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
         os.replace(built, os.path.join(directory, name + suffix))
         with open(os.path.join(tmp, aot.MANIFEST), "w", encoding="utf-8") as f:

@@ -2,7 +2,7 @@
 argument types each is built for.
 
 Only the loops a cold process meets in its first training steps are here (the main job's CNN,
-and the dense layers and Adam it shares with the MLP), each for exactly the argument types its
+and the dense layers and Adam it shares with the MLP; the recurrent step loops), each for exactly the argument types its
 callers pass (numba's dispatcher calls an ahead-of-time loop only on an exact match of the
 arguments' types, so a signature missing here just means the JIT path of ``jit.py``).
 ``parallel=True`` loops cannot be built ahead of time (numba's thread pool is set up by the
@@ -33,6 +33,38 @@ _D1 = _array(1, "float64")
 _I, _T3 = "int64", "UniTuple(int64, 3)"
 
 
+def _lstm(dtype):
+    """The LSTM step loops' signatures (``lstm_kernels._forward_rows`` / ``_backward_rows``)."""
+    a1, a2, a3, b2 = _array(1, dtype), _array(2, dtype), _array(3, dtype), _array(2, "bool")
+    flags = f"{_I}, {_I}, boolean, boolean, {_I}, {_I}"
+    return {"_forward_rows": [f"void({_I}, {_I}, {a3}, {a3}, {a2}, {a2}, {a3}, {a3}, {a1}, {a3}, {b2}, {flags})"],
+            "_backward_rows": [f"int64({_I}, {_I}, {a3}, {a3}, {a3}, {a2}, {a2}, {a2}, {a2}, {a1}, {a2}, {b2}, "
+                               f"{flags}, {_I})"]}
+
+
+def _gru(dtype):
+    """The GRU step loops' signatures (``gru_kernels._forward_rows`` / ``_backward_rows``)."""
+    a1, a2, a3, b2 = _array(1, dtype), _array(2, dtype), _array(3, dtype), _array(2, "bool")
+    tail = f"{b2}, {_I}, {_I}, boolean, boolean, boolean"
+    return {"_forward_rows": [f"void({_I}, {_I}, {', '.join([a2] * 6)}, {a3}, {a1}, {a1}, {a3}, {tail})"],
+            "_backward_rows": [f"void({_I}, {_I}, {', '.join([a3] * 4)}, {', '.join([a2] * 4)}, {a1}, "
+                               f"{', '.join([a2] * 3)}, {tail})"]}
+
+
+def _simple(dtype):
+    """The SimpleRNN step loops' signatures (``simple_rnn_kernels._forward_rows`` / ``_backward_rows``)."""
+    a1, a2, a3, b2 = _array(1, dtype), _array(2, dtype), _array(3, dtype), _array(2, "bool")
+    tail = f"{b2}, {_I}, boolean, boolean"
+    return {"_forward_rows": [f"void({_I}, {_I}, {a2}, {a2}, {a2}, {a2}, {a3}, {a1}, {a3}, {tail})"],
+            "_backward_rows": [f"int64({_I}, {_I}, {a3}, {a3}, {a3}, {a2}, {a2}, {a2}, {a1}, {a2}, {tail})"]}
+
+
+def _both(table_of):
+    """``table_of(dtype)`` for float32 and float64, signatures of a kernel joined."""
+    t32, t64 = table_of("float32"), table_of("float64")
+    return {k: t32[k] + t64[k] for k in t32}
+
+
 def _gemm(a, b):
     return f"void({', '.join([_I] * 6)}, {a}, {_I}, {b}, {_I}, {_F2}, {_I})"
 
@@ -56,6 +88,11 @@ KERNELS = {
         "_output_grad_transform": [f"void({_F4}, {_I}, {_I}, {_I}, {_I}, {_F3})"],
         "_input_grad_transform": [f"void({_F3}, {_I}, {_I}, {_I}, {_I}, {_I}, {_I}, {_F4})"],
     },
+    # the recurrent kernels' whole step loops (the library call built in): the lstm workload's first
+    # step compiled them on the caller's thread (~10 s of CPU), float64 for gradient checks
+    "tensorweave.kernels.cpu.lstm_kernels": _both(_lstm),
+    "tensorweave.kernels.cpu.gru_kernels": _both(_gru),
+    "tensorweave.kernels.cpu.simple_rnn_kernels": _both(_simple),
     "tensorweave.kernels.cpu.training_kernels": {
         "_adam_flat": [f"void({_F1}, {_F1}, {_F1}, {_F1}, float32, float32, float32, float32)"],
     },

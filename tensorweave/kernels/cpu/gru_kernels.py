@@ -18,6 +18,8 @@ without ``reset_after``), which the compiled pass writes into ``dh``, and the re
 part, added at the start of the next pass. Masked rows get zero gate gradients, so the GEMM
 adds nothing to them and their ``dh`` passes through unchanged.
 """
+import functools
+
 import numpy as np
 
 from tensorweave.core.registry import register_kernel as k
@@ -183,6 +185,25 @@ _forward_loop = njit_twin(_forward_steps)(_forward_steps)
 _backward_loop = njit_twin(_backward_steps)(_backward_steps)
 
 
+# the loops with the library call built in (``rnn_gemm.rows``), built ahead of time (``aot_kernels``);
+# the forward returns nothing: the last state is ``h`` after an even number of steps, else ``h_next``
+@njit_twin(functools.partial(_forward_steps, rnn_gemm.rows))
+def _forward_rows(interface, fn, h, h_next, rk_zr, rk_h, rec, rec_h, res, ib, rb, out, m, act, ract, reset_after,
+                  zero_output, go_backwards):
+    _forward_loop(rnn_gemm.rows, interface, fn, h, h_next, rk_zr, rk_h, rec, rec_h, res, ib, rb, out, m, act, ract,
+                  reset_after, zero_output, go_backwards)
+
+
+@njit_twin(functools.partial(_backward_steps, rnn_gemm.rows))
+def _backward_rows(interface, fn, res, d_out, dz, drec, dh, dh_mm, d_rh, carry, scratch, rk_t, rk_zr_t, rk_h_t, m,
+                   act, ract, reset_after, zero_output, go_backwards):
+    _backward_loop(rnn_gemm.rows, interface, fn, res, d_out, dz, drec, dh, dh_mm, d_rh, carry, scratch, rk_t,
+                   rk_zr_t, rk_h_t, m, act, ract, reset_after, zero_output, go_backwards)
+
+
+_forward_loop.with_rows, _backward_loop.with_rows = _forward_rows, _backward_rows
+
+
 # ---- kernels -------------------------------------------------------------------------------------
 @k("GRUSequence")
 def gru_sequence(x, h0, kernel, recurrent_kernel, input_bias, recurrent_bias, mask=None, *, activation,
@@ -206,8 +227,8 @@ def gru_sequence(x, h0, kernel, recurrent_kernel, input_bias, recurrent_bias, ma
     rec_h = np.empty((b, u), wd)
     args = (h, h_next, rk_zr, rk_h, rec, rec_h, res, ib, rb, out, m, CODES[activation], CODES[recurrent_activation],
             reset_after, zero_output_for_mask, go_backwards)
-    h = rnn_gemm.run(_forward_loop, rnn_gemm.plan(wd, b, rk_zr.shape[1], u), *args)
-    return rc.cast_all(dt, out, h) + (rc.reserve_bytes(res),)
+    rnn_gemm.run(_forward_loop, rnn_gemm.plan(wd, b, rk_zr.shape[1], u), *args)
+    return rc.cast_all(dt, out, h if t % 2 == 0 else h_next) + (rc.reserve_bytes(res),)
 
 
 @k("GRUSequenceGrad")

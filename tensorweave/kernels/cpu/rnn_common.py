@@ -4,7 +4,9 @@
 Every fused recurrent kernel has the same frame: one GEMM projects the input of all steps
 (``x @ kernel``, written straight into the reserve space), a step loop runs per step one
 small GEMM plus one compiled pass over the batch rows, and backpropagation through time ends
-with three GEMMs over all ``[batch * time]`` rows (``dx``, ``d kernel``, ``d recurrent_kernel``).
+with three GEMMs over all ``[batch * time]`` rows (``dx``, ``d kernel``, ``d recurrent_kernel``);
+the LSTM cuts these along time into spans run beside its step loop (``rnn_overlap``,
+:class:`SpanGrads`, time-major operands).
 The sequence-wide GEMMs go through ``gemm.py``; the step loops are compiled whole and call the
 BLAS library from inside (``rnn_gemm.py``); numba's ``np.dot`` would load scipy's OpenBLAS,
 whose spinning threads fight the other libraries'.
@@ -45,6 +47,51 @@ def project_inputs(x, kernel, wd, res):
     b, t, f = x.shape
     rows = res.reshape(b * t, res.shape[2])
     gemm.matmul(contiguous(x, wd).reshape(b * t, f), contiguous(kernel, wd), out=rows[:, :kernel.shape[1]])
+
+
+def time_major(x, wd):
+    """``x`` (``[B, T, F]``) as a C-contiguous ``[T, B, F]`` array of the work dtype (a copy): the
+    rows of a span of steps are then one block, a GEMM operand (``rnn_overlap``)."""
+    return np.ascontiguousarray(np.swapaxes(x, 0, 1), dtype=wd)
+
+
+class SpanGrads:
+    """The input and weight gradients of a recurrence from its time-major pre-activation gradients
+    ``dz`` (``[T, B, G]``), cut along time into ``n`` spans (``rnn_overlap``): per span three
+    products, each writing its own output (``tasks``); the weight gradients are the sum of the
+    spans' parts in span order (:meth:`results`). ``one_thread``: each product on one thread
+    (they run beside the step loop); else on the library's threads."""
+
+    def __init__(self, x, kernel, res, u, dz, wd, n, one_thread):
+        t, b, g = dz.shape
+        f = x.shape[2]
+        self.xt, self.kernel = time_major(x, wd), contiguous(kernel, wd)
+        self.res, self.u, self.dz, self.one_thread = res, u, dz, one_thread
+        self.dx = np.empty((t, b, f), wd)
+        self.dk = np.empty((n, f, g), wd)
+        self.drk = np.empty((n, u, g), wd)
+
+    def tasks(self, i, a, e):
+        """The products of span ``i`` (original steps ``[a, e)``), as three callables."""
+        rows = self.dz[a:e].reshape(-1, self.dz.shape[2])
+        f, u, one = self.xt.shape[2], self.u, self.one_thread
+
+        def dx():
+            gemm.matmul(rows, self.kernel.T, out=self.dx[a:e].reshape(-1, f), one_thread=one)
+
+        def dk():
+            gemm.matmul(self.xt[a:e].reshape(-1, f).T, rows, out=self.dk[i], one_thread=one)
+
+        def drk():
+            h_prev = np.ascontiguousarray(np.swapaxes(self.res[:, a:e, self.res.shape[2] - u:], 0, 1))
+            gemm.matmul(h_prev.reshape(-1, u).T, rows, out=self.drk[i], one_thread=one)
+        return dk, drk, dx
+
+    def results(self):
+        """``(dx [B, T, F], d kernel, d recurrent_kernel)``."""
+        def total(parts):
+            return parts[0] if len(parts) == 1 else parts.sum(axis=0)
+        return np.ascontiguousarray(np.swapaxes(self.dx, 0, 1)), total(self.dk), total(self.drk)
 
 
 def reserve_bytes(res):

@@ -129,9 +129,14 @@ class Plan:
         self.interface, self.fn, self.threads, self.swap = interface, fn, threads, swap
 
     def run(self, loop, *args):
-        """``loop(rows, interface, fn, *args)`` under the plan's thread setting (restored after)."""
+        """``loop(rows, interface, fn, *args)`` under the plan's thread setting (restored after);
+        by ``loop.with_rows(interface, fn, *args)`` where the loop has that twin with the call
+        built in (what ``aot_kernels`` can list)."""
         before = self.swap(self.threads)
         try:
+            with_rows = getattr(loop, "with_rows", None)
+            if with_rows is not None:
+                return with_rows(self.interface, self.fn, *args)
             return loop(rows, self.interface, self.fn, *args)
         finally:
             self.swap(before)
@@ -167,16 +172,31 @@ def openblas_gemm(dtype):
 
 def plan(dtype, m, n, k):
     """The :class:`Plan` of a loop making ``m x k @ k x n`` products of ``dtype``, or None where
-    they are not called from compiled code (``gemm.compiled_gemm``: no MKL with a per-thread
-    setting, or per-class tuning on; and empty products)."""
-    compiled = gemm.compiled_gemm(dtype, m, n, k)
-    if compiled is None or m * n * k == 0:
+    they are not called from compiled code (empty products, other dtypes; and products over
+    :data:`LOOP_SERIAL_WORK` where ``gemm.compiled_gemm`` has no answer: no MKL, or per-class
+    tuning on, which then chooses per product in ``gemm.matmul``).
+
+    Under that bound the loop runs on one thread, on the library measured faster on one thread for
+    the class (``gemm.serial_library``), or NumPy's OpenBLAS where MKL is not loaded
+    (``TW_BLAS=numpy``): before, those loops ran in Python through ``gemm.matmul``."""
+    dtype = np.dtype(dtype)
+    if m * n * k == 0 or dtype not in (np.dtype(np.float32), np.dtype(np.float64)):
         return None
-    fn, set_local, threads = compiled
+    compiled = gemm.compiled_gemm(dtype, m, n, k)
+    serial = gemm._gemm_serial.get(dtype)
+    if compiled is not None:
+        fn, set_local, threads = compiled
+    elif m * n * k < LOOP_SERIAL_WORK:
+        fn, set_local = (serial.args[2], serial.args[0]) if serial is not None else (None, None)
+        threads = 1
+    else:
+        return None
     if m * n * k < LOOP_SERIAL_WORK:
         threads = 1
-    if threads == 1 and gemm.serial_library(dtype, m, n, k) == "numpy1":
+    if threads == 1 and (fn is None or gemm.serial_library(dtype, m, n, k) == "numpy1"):
         found = openblas_gemm(dtype)
         if found is not None:
             return Plan(found[1], found[0], 1, _openblas_swap)
+    if fn is None:
+        return None
     return Plan(LP64, fn, threads, _mkl_swap(set_local))

@@ -4,6 +4,8 @@ backpropagation through time, in ``rnn_common``'s frame (one small GEMM and one 
 per step, the step loops compiled whole with the product called from inside: ``rnn_gemm``).
 The reserve holds per batch row and original time step ``[act output, h_{t-1}]``.
 """
+import functools
+
 import numpy as np
 
 from tensorweave.core.registry import register_kernel as k
@@ -84,6 +86,22 @@ _forward_loop = njit_twin(_forward_steps)(_forward_steps)
 _backward_loop = njit_twin(_backward_steps)(_backward_steps)
 
 
+# the loops with the library call built in (``rnn_gemm.rows``), built ahead of time (``aot_kernels``);
+# the forward returns nothing: the last state is ``h`` after an even number of steps, else ``h_next``
+@njit_twin(functools.partial(_forward_steps, rnn_gemm.rows))
+def _forward_rows(interface, fn, h, h_next, rk, z, res, bias, out, m, act, zero_output, go_backwards):
+    _forward_loop(rnn_gemm.rows, interface, fn, h, h_next, rk, z, res, bias, out, m, act, zero_output, go_backwards)
+
+
+@njit_twin(functools.partial(_backward_steps, rnn_gemm.rows))
+def _backward_rows(interface, fn, res, d_out, dz, dh, dh_mm, carry, dht, rk_t, m, act, zero_output, go_backwards):
+    return _backward_loop(rnn_gemm.rows, interface, fn, res, d_out, dz, dh, dh_mm, carry, dht, rk_t, m, act,
+                          zero_output, go_backwards)
+
+
+_forward_loop.with_rows, _backward_loop.with_rows = _forward_rows, _backward_rows
+
+
 @k("SimpleRNNSequence")
 def simple_rnn_sequence(x, h0, kernel, recurrent_kernel, bias, mask=None, *, activation, go_backwards,
                         zero_output_for_mask):
@@ -98,9 +116,9 @@ def simple_rnn_sequence(x, h0, kernel, recurrent_kernel, bias, mask=None, *, act
     h_next = np.empty_like(h)
     out = np.empty((b, t, u), wd)
     z = np.empty((b, u), wd)
-    h = rnn_gemm.run(_forward_loop, rnn_gemm.plan(wd, b, u, u), h, h_next, rk, z, res, bias_w, out, m,
-                     CODES[activation], zero_output_for_mask, go_backwards)
-    return rc.cast_all(dt, out, h) + (rc.reserve_bytes(res),)
+    rnn_gemm.run(_forward_loop, rnn_gemm.plan(wd, b, u, u), h, h_next, rk, z, res, bias_w, out, m,
+                 CODES[activation], zero_output_for_mask, go_backwards)
+    return rc.cast_all(dt, out, h if t % 2 == 0 else h_next) + (rc.reserve_bytes(res),)
 
 
 @k("SimpleRNNSequenceGrad")
