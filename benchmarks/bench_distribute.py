@@ -280,6 +280,7 @@ def profile(fn, steps):
                 _e[2] += 1
                 return r
             st.fn = timed
+        plan.runner = None          # the generated runner binds the step functions: made again with the timed ones
     for _ in range(steps):
         fn()
     return [{op: [round(w / steps / 1e6, 3), round(c / steps / 1e6, 3), n // steps] for op, (w, c, n) in
