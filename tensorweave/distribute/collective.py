@@ -522,7 +522,9 @@ class InProcessCommunicator(Communicator):
                     f"{self.rank} gave {[(list(a.shape), str(a.dtype)) for a in arrays]}")
         for k, a in enumerate(arrays):
             for j, (lo, hi) in enumerate(balanced_bounds(a.shape[0], self.size)):
-                if j != self.index and hi > lo:
+                # a member whose buffer is this one (ranks sharing a replicated weight's storage,
+                # plan_ops._shared_storage) wrote its rows here already
+                if j != self.index and hi > lo and values[j][k][2] is not a:
                     a[lo:hi] = values[j][k][2][lo:hi]
 
     def all_reduce_start(self, arrays, op="sum"):

@@ -158,12 +158,13 @@ def _read_only_copy(x):
 
 class _Rows:
     """Rows ``[lo, hi)`` of a variable, as the fused update kernels see a variable: they update
-    the rank's rows of its storage in place (copy-on-write taken on the whole storage)."""
+    the rank's rows of its storage in place (copy-on-write taken on the whole storage; ``shared``:
+    the storage the in-process ranks share, ``zero_update.SharedWeight.rows``)."""
 
-    __slots__ = ("variable", "lo", "hi")
+    __slots__ = ("variable", "lo", "hi", "shared")
 
-    def __init__(self, variable, lo, hi):
-        self.variable, self.lo, self.hi = variable, lo, hi
+    def __init__(self, variable, lo, hi, shared=None):
+        self.variable, self.lo, self.hi, self.shared = variable, lo, hi, shared
 
     @property
     def name(self):
@@ -173,12 +174,33 @@ class _Rows:
         return self.variable._read()[self.lo:self.hi]
 
     def _storage_for_update(self):
+        if self.shared is not None:
+            rows = self.shared[0].rows(self.variable, self.shared[1])
+            if rows is not None:
+                return rows
         return self.variable._storage_for_update()[self.lo:self.hi]
 
 
+def _full_storage(variable, shared):
+    """``variable``'s storage for the gather of its rows: the buffer the ranks share where they do."""
+    if shared is not None:
+        whole = shared[0].storage(variable, shared[1])
+        if whole is not None:
+            return whole
+    return variable._storage_for_update()
+
+
 @register_kernel("_VariableRows")
-def _variable_rows_kernel(variable, rows):
-    return _Rows(variable, rows[0], rows[1])
+def _variable_rows_kernel(rows):
+    lo, hi = rows
+
+    def step(variable):
+        return _Rows(variable, lo, hi, step.shared)
+    step.shared = None        # (SharedWeight, this rank's index): zero_update.share_storage
+    return step
+
+
+_variable_rows_kernel._tw_factory = True
 
 
 @register_kernel("_ZeroApply")
@@ -198,8 +220,10 @@ def _gather_rows_kernel(ranks, comm):
     group = tuple(ranks)
 
     def step(*variables):
-        comm(group).all_gather_rows([v._storage_for_update() for v in variables])
+        shared = step.shared
+        comm(group).all_gather_rows([_full_storage(v, shared[k] if shared else None) for k, v in enumerate(variables)])
         return ()
+    step.shared = ()          # per input None or (SharedWeight, this rank's index): zero_update.share_storage
     return step
 
 

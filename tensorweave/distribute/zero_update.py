@@ -94,10 +94,148 @@ def zero_costs(planner, shape, np_dtype, k):
     placement, n = planner.placement, planner.placement.size
     work = (2 * k + 1) * int(np.prod(shape, dtype=np.int64)) * np.dtype(np_dtype).itemsize   # bytes touched
     plain = planner.cost(shape, np_dtype, placement, _P_SUM, _B1) + n * work
+    gather = 0 if _planner.SHARED_ZERO_STORAGE else _planner.ZERO_GATHER_WEIGHT   # shared: nothing copied
     zero = (planner.cost(shape, np_dtype, placement, _P_SUM, _S0)
-            + _planner.ZERO_GATHER_WEIGHT * planner.cost(shape, np_dtype, placement, _S0, _B1)
+            + gather * planner.cost(shape, np_dtype, placement, _S0, _B1)
             + work + _planner.ZERO_FIXED_BYTES)
     return plain, zero
+
+
+class SharedWeight:
+    """One replicated weight's shards on the in-process ranks (``shards``, rank order) kept in one
+    buffer, each rank updating its ``bounds`` rows of it in place through a view (``views``, made
+    by :func:`reshare` with the buffer). ``active``: :func:`reshare` found the buffer shared and
+    held by nothing but the shards and their views as this step began."""
+
+    __slots__ = ("shards", "bounds", "views", "active")
+
+    def __init__(self, shards, bounds):
+        self.shards, self.bounds, self.views, self.active = list(shards), list(bounds), [None] * len(shards), False
+
+    def storage(self, variable, index):
+        """The shared buffer for rank ``index``'s in-place update of its rows, where ``variable``
+        (its shard) still holds it; else None (the shard's own copy-on-write copies it)."""
+        from tensorweave.core import derived
+        view = self.views[index]
+        if not self.active or view is None or variable._value is not view.base:
+            return None
+        derived.modified(view.base)
+        return view.base
+
+    def rows(self, variable, index):
+        """Rank ``index``'s rows of the shared buffer (its view) for its update, or None: :meth:`storage`."""
+        return None if self.storage(variable, index) is None else self.views[index]
+
+
+def share_storage(bound):
+    """In-process ranks' bound plans ``bound`` (rank order) of one planned step: gives each ZeRO-1
+    weight's ``_VariableRows`` and ``_GatherRows`` steps its :class:`SharedWeight`, so an update
+    writes its rows into the buffer the ranks share and the gather copies none; returns them,
+    for :func:`reshare` to run before each step.
+
+    The ranks of one process need not keep a replicated weight twice: with one buffer, rank ``i``
+    updates its rows in place and the others' rows are already there (ZeRO-1's update without
+    its all-gather; the same bits: the sums and the elementwise update are unchanged). What keeps
+    a rank from reading rows another one is writing: the update runs after its gradient bucket's
+    wait, which every rank reaches only after its ``_AllReduceStart``, so every other step of a
+    rank that reads the weight must run before that start (an ancestor of it): checked here, per
+    plan, else that weight keeps its own storage per rank. A read value still held when a rank
+    updates (a fetched weight, a view) is a holder, and the update copies as copy-on-write does."""
+    per_rank = [_sharable(plan) for plan in bound]
+    names = [list(w) for w in per_rank]
+    if len(bound) < 2 or any(n != names[0] for n in names):
+        return []
+    groups = []
+    for name in names[0]:
+        shards = [w[name][0] for w in per_rank]
+        if len({id(v) for v in shards}) != len(shards):
+            continue
+        group = SharedWeight(shards, [w[name][1].bounds for w in per_rank])
+        groups.append(group)
+        for i, w in enumerate(per_rank):
+            _, rows_fn, gather_fn, pos, n_in = w[name]
+            rows_fn.shared = (group, i)
+            gather_fn.shared = list(gather_fn.shared) or [None] * n_in
+            gather_fn.shared[pos] = (group, i)
+    return groups
+
+
+def _sharable(plan):
+    """``{_VariableRows step name: (its variable, rows step fn, gather step fn, input position in
+    the gather, the gather's input count)}`` for the weights of ``plan`` whose other readers all
+    run before the bucket their update waits for (see :func:`share_storage`)."""
+    steps, deps = plan.steps, plan.deps
+    producer = {}
+    for i, st in enumerate(steps):
+        for s in (st.outs,) if st.single else st.outs:
+            producer[s] = i
+    out = {}
+    for r, st in enumerate(steps):
+        if st.node.op != "_VariableRows" or not hasattr(st.fn, "shared"):
+            continue
+        var = plan.initial[st.ins[0]]
+        update = next((j for j in range(r + 1, len(steps)) if st.outs in steps[j].ins), None)
+        gather = next((j for j in range(r + 1, len(steps)) if steps[j].node.op == "_GatherRows"
+                       and any(plan.initial[s] is var for s in steps[j].ins)), None)
+        if var is None or update is None or gather is None:
+            continue
+        starts = {producer.get(steps[w].ins[0]) for w in (producer.get(s) for s in steps[update].ins)
+                  if w is not None and steps[w].node.op == "_AllReduceWait"}
+        if not starts or None in starts:
+            continue
+        before = _ancestors(deps, starts)
+        readers = [j for j, o in enumerate(steps) if j not in (r, update, gather)
+                   and any(plan.initial[s] is var for s in o.ins)]
+        if all(j in before for j in readers):
+            st.fn.bounds = tuple(st.node.attrs["rows"])
+            pos = next(k for k, s in enumerate(steps[gather].ins) if plan.initial[s] is var)
+            out[st.node.name] = (var, st.fn, steps[gather].fn, pos, len(steps[gather].ins))
+    return out
+
+
+def _ancestors(deps, roots):
+    seen, stack = set(), list(roots)
+    while stack:
+        for d in deps[stack.pop()]:
+            if d not in seen:
+                seen.add(d)
+                stack.append(d)
+    return seen
+
+
+def reshare(groups):
+    """Before a step's run: points each :class:`SharedWeight`'s shards at one buffer (and makes the
+    ranks' row views of it) where they are not (a first run, or a shard given a buffer of its own
+    by an assignment or a copy-on-write), and gives the group a fresh buffer where anything but
+    the shards and the views holds it (a value someone read stays as read, as copy-on-write
+    keeps it). Only shards of equal values are joined (a replicated weight's shards are; else the
+    group stays inactive and the gather copies rows). Run by the first rank as its run starts:
+    every rank's update waits for that rank's bucket, and the plan's reads of the weight end
+    before the ranks' buckets start (:func:`share_storage`), so no rank holds a value of it then
+    that this step's updates could change."""
+    from tensorweave.core import derived
+    from tensorweave.ops import variables as _variables
+    for g in groups:
+        v0 = g.shards[0]._value
+        joined = all(s._value is v0 for s in g.shards) and all(w is not None and w.base is v0 for w in g.views)
+        if not joined:
+            g.active = False
+            if v0 is None or any(s._value is None or s._value.shape != v0.shape or s._value.dtype != v0.dtype
+                                 or not np.array_equal(s._value, v0) for s in g.shards):
+                continue
+        n = len(g.shards)
+        # holders besides the shards (n), their views (n when joined) and v0 here: a read value
+        held = _variables._storage_refs(g.shards[0]) > _variables._UNSHARED_REFS + (n - 1) + (n if joined else 0) + 1
+        if joined and not held:
+            g.active = True
+            continue
+        if held or v0.base is not None or not v0.flags.writeable or not v0.flags.c_contiguous:
+            v0 = np.array(v0, order="C", copy=True)
+            derived.track(v0)
+        for s in g.shards:
+            s._value = v0
+        g.views = [v0[lo:hi] for lo, hi in g.bounds]
+        g.active = True
 
 
 def choose_zero(planner, p):
@@ -178,4 +316,5 @@ def eager_zero_op(op_type, attrs, info, zero, placement):
                           "rank": placement.ranks[info.coords[0]]}
 
 
-__all__ = ["choose_zero", "eager_zero", "eager_zero_op", "is_dense_update", "update_layout", "zero_costs"]
+__all__ = ["SharedWeight", "choose_zero", "eager_zero", "eager_zero_op", "is_dense_update", "reshare",
+           "share_storage", "update_layout", "zero_costs"]
