@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 import tensorweave as tw
-from tensorweave.distribute import planner
+from tensorweave.distribute import collective, planner
 from tensorweave.distribute.ranks import default_world
 from zero13_model import OPTIMIZERS, train
 
@@ -58,7 +58,20 @@ def test_a_value_read_before_a_step_stays_as_read(zero_everywhere):
     assert not np.array_equal(after[0], before)
 
 
-def test_assignments_and_unequal_shards_between_steps(zero_everywhere):
+@pytest.fixture
+def gathers(monkeypatch):
+    """The calls of the in-process all_gather_rows (the ZeRO-1 gather's rendezvous)."""
+    calls = []
+    real = collective.InProcessCommunicator.all_gather_rows
+
+    def counting(self, arrays):
+        calls.append(len(arrays))
+        return real(self, arrays)
+    monkeypatch.setattr(collective.InProcessCommunicator, "all_gather_rows", counting)
+    return calls
+
+
+def test_assignments_and_unequal_shards_between_steps(zero_everywhere, gathers):
     p = tw.placement("cpu", ranks=[0, 1])
     _, _, vs, step, x = train(p, "sgd_momentum", steps=2)
     _, _, ref, rstep, rx = train(None, "sgd_momentum", steps=2)
@@ -70,6 +83,7 @@ def test_assignments_and_unequal_shards_between_steps(zero_everywhere):
     np.testing.assert_allclose(vs[0].numpy(), ref[0].numpy(), rtol=2e-5, atol=1e-6)
     bufs = _buffers(vs[0])
     assert bufs[0] is bufs[1]                                    # joined again
+    assert gathers == []                                         # nothing to gather, no rendezvous
     # shards of unequal values (not a replicated weight's) are not joined: each rank keeps its own
     # buffer, updates its rows and gathers the others' rows, as without shared storage
     world = default_world()
@@ -78,6 +92,7 @@ def test_assignments_and_unequal_shards_between_steps(zero_everywhere):
     bufs = _buffers(vs[0])
     assert bufs[0] is not bufs[1]
     np.testing.assert_array_equal(bufs[0], bufs[1])
+    assert gathers == [3, 3]                                     # each rank gathered the other's rows
 
 
 def test_a_read_after_the_bucket_starts_keeps_own_copies(zero_everywhere):
