@@ -16,14 +16,15 @@ Reduce-scatter + all-gather move as many bytes as one all-reduce; the update's w
 lower, in the planner's currency (bytes moved by all ranks plus the bytes the ranks' updates
 touch: ``2k + 1`` times the weight's bytes for ``k`` arrays read and written and the gradient
 read). On in-process ranks a bucketed all-reduce costs what a reduce-scatter does (the sums are
-shared, nothing is gathered), so ZeRO-1 trades an all-gather of ``(n - 1)`` weight bytes, priced
-at :data:`planner.ZERO_GATHER_WEIGHT` (5: a cross-rank copy reads and writes each byte and was
-measured 2.6x slower per byte than the fused update) plus :data:`planner.ZERO_FIXED_BYTES` per
-variable, for ``(n - 1)(2k + 1)`` bytes of update: chosen when ``2k + 1 > 5``, i.e. for Adam
-(``k = 3``) and RMSprop with momentum, for weights large enough to pay the fixed cost; plain SGD,
-SGD with momentum, Adagrad and tiny biases stay all-reduced (measured: the gather costs what the
-smaller update saves). It is forced when the slots are already ``S(0)`` (an earlier plan chose
-it). Conditions: a 1-D placement of in-process ranks, a float weight with at least ``n`` rows,
+shared), and the ranks keep a ZeRO-1 weight in **one buffer** (:func:`share_storage`): each rank
+updates its rows of it in place and the gather has nothing to copy (no rendezvous either), so
+ZeRO-1 costs only :data:`planner.ZERO_FIXED_BYTES` per variable against ``(n - 1)(2k + 1)`` bytes
+of update saved: chosen for every weight large enough, plain SGD included (tiny biases stay
+all-reduced). With :data:`planner.SHARED_ZERO_STORAGE` off (each rank its own copy) the gather of
+``(n - 1)`` weight bytes is priced at :data:`planner.ZERO_GATHER_WEIGHT` (5: a cross-rank copy
+reads and writes each byte and was measured 2.6x slower per byte than the fused update): chosen
+when ``2k + 1 > 5``, i.e. for Adam (``k = 3``) and RMSprop with momentum. It is forced when the
+slots are already ``S(0)`` (an earlier plan chose it). Conditions: a 1-D placement of in-process ranks, a float weight with at least ``n`` rows,
 read only by ``ReadVariableOp`` and this one update (nothing else may write it within the step),
 slots used by this update only.
 
@@ -32,7 +33,8 @@ all-reduce does, and the updates are elementwise. In the rank plans (``rank_grap
 gradient's reduce-scatter joins the bucketed ``_AllReduceStart``/``_AllReduceWait`` (the wait
 hands each rank its rows of the sums), the update takes a ``_VariableRows`` view of the weight
 (its rows of the rank's storage), and a ``_GatherRows`` node after the update fills the other
-ranks' rows in place (one rendezvous for all of an update's weights). ``tw.distribute.explain``
+ranks' rows in place (one rendezvous for all of an update's weights; nothing where the ranks
+share the weights' buffer, :class:`SharedWeight`). ``tw.distribute.explain``
 lists the gradient's ``reduce_scatter`` and the weight's ``all_gather`` (marked ``zero``) and each
 such op's ``zero`` variables.
 
