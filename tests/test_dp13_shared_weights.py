@@ -120,3 +120,15 @@ def test_a_read_after_the_bucket_starts_keeps_own_copies(zero_everywhere):
             assert _shared(step, x) == []
     np.testing.assert_allclose(results[1][0], results[0][0], rtol=2e-5)
     np.testing.assert_allclose(results[1][1], results[0][1], rtol=2e-5, atol=1e-6)
+
+
+def test_no_copy_while_nothing_else_holds_the_weights(zero_everywhere, gathers):
+    p = tw.placement("cpu", ranks=[0, 1])
+    _, _, vs, step, x = train(p, "adam", steps=2)
+    step(x)               # (copies: train's returned values, read from the buffers, were alive at its start)
+    before = [id(v._locals[0]._value) for v in vs]          # ids only: holding the buffers would be a holder
+    for _ in range(3):
+        step(x)
+    assert [id(v._locals[0]._value) for v in vs] == before
+    assert all(all(s._value is v._locals[0]._value for s in v._locals) for v in vs)
+    assert gathers == []
