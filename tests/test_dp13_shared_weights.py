@@ -93,6 +93,16 @@ def test_assignments_and_unequal_shards_between_steps(zero_everywhere, gathers):
     assert bufs[0] is not bufs[1]
     np.testing.assert_array_equal(bufs[0], bufs[1])
     assert gathers == [3, 3]                                     # each rank gathered the other's rows
+    step(x)                                                      # equal again: joined, no gather
+    assert gathers == [3, 3] and _buffers(vs[0])[0] is _buffers(vs[0])[1]
+    # one shard given a buffer of unequal values (the other keeps the shared one): not joined either
+    changed = _buffers(vs[0])[1].copy()
+    changed[0, 0] += 1.0
+    vs[0]._locals[1]._value = changed
+    step(x)
+    assert gathers == [3, 3, 3, 3]
+    bufs = _buffers(vs[0])
+    np.testing.assert_array_equal(bufs[0], bufs[1])
 
 
 def test_a_read_after_the_bucket_starts_keeps_own_copies(zero_everywhere):
@@ -122,8 +132,9 @@ def test_a_read_after_the_bucket_starts_keeps_own_copies(zero_everywhere):
     np.testing.assert_allclose(results[1][1], results[0][1], rtol=2e-5, atol=1e-6)
 
 
-def test_no_copy_while_nothing_else_holds_the_weights(zero_everywhere, gathers):
-    p = tw.placement("cpu", ranks=[0, 1])
+@pytest.mark.parametrize("ranks", [2, 3])
+def test_no_copy_while_nothing_else_holds_the_weights(zero_everywhere, gathers, ranks):
+    p = tw.placement("cpu", ranks=list(range(ranks)))
     _, _, vs, step, x = train(p, "adam", steps=2)
     step(x)               # (copies: train's returned values, read from the buffers, were alive at its start)
     before = [id(v._locals[0]._value) for v in vs]          # ids only: holding the buffers would be a holder
