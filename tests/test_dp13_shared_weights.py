@@ -143,3 +143,47 @@ def test_no_copy_while_nothing_else_holds_the_weights(zero_everywhere, gathers, 
     assert [id(v._locals[0]._value) for v in vs] == before
     assert all(all(s._value is v._locals[0]._value for s in v._locals) for v in vs)
     assert gathers == []
+
+
+def test_reshare_joins_equal_shards_and_replaces_a_held_buffer():
+    from types import SimpleNamespace
+    from tensorweave.distribute.zero_update import SharedWeight, reshare
+    a = np.arange(12, dtype=np.float32).reshape(4, 3)
+    shards = [SimpleNamespace(_value=a.copy()), SimpleNamespace(_value=a.copy())]
+    first = id(shards[0]._value)                       # (ids only: holding a buffer is a holder)
+    g = SharedWeight(shards, [(0, 2), (2, 4)])
+    reshare([g])                                       # joined on the first shard's own buffer, no copy
+    assert g.active and id(shards[0]._value) == first and shards[1]._value is shards[0]._value
+    assert [w.base is shards[0]._value for w in g.views] == [True, True] and g.views[1].shape == (2, 3)
+    reshare([g])                                       # nothing to do
+    assert id(shards[0]._value) == first and g.active
+    held = shards[0]._value                            # someone holds the buffer: a fresh one for the step
+    reshare([g])
+    assert g.active and shards[0]._value is not held and shards[1]._value is shards[0]._value
+    np.testing.assert_array_equal(shards[0]._value, held)
+    np.testing.assert_array_equal(held, a)
+    del held
+    view = np.arange(24, dtype=np.float32)[::2].reshape(4, 3)    # not owning its memory: copied when joined
+    g2 = SharedWeight([SimpleNamespace(_value=view), SimpleNamespace(_value=view.copy())], [(0, 2), (2, 4)])
+    reshare([g2])
+    assert g2.active and g2.shards[0]._value is not view and g2.shards[0]._value.flags.c_contiguous
+    g3 = SharedWeight([SimpleNamespace(_value=a.copy()), SimpleNamespace(_value=a + 1)], [(0, 2), (2, 4)])
+    reshare([g3])                                      # unequal values: left apart, inactive
+    assert not g3.active and g3.shards[0]._value is not g3.shards[1]._value
+
+
+def test_a_single_weight_update_is_shared(zero_everywhere):
+    p = tw.placement("cpu", ranks=[0, 1])
+    w = tw.Variable(np.ones((6, 4), np.float32), placement=p, sbp=tw.sbp.broadcast)
+    x = tw.constant(np.ones((8, 6), np.float32)).to_global(placement=p, sbp=tw.sbp.split(0))
+    opt = OPTIMIZERS["sgd"]()
+
+    @tw.function
+    def step(x):
+        with tw.GradientTape() as tape:
+            loss = 0.5 * tw.reduce_sum(tw.matmul(x, w) ** 2)      # the gradient reads the weight's value
+        opt.apply_gradients([(tape.gradient(loss, w), w)])
+        return loss
+    step(x)
+    assert len(_shared(step, x)) == 1 and _buffers(w)[0] is _buffers(w)[1]
+    np.testing.assert_allclose(w.numpy(), 1 - 0.05 * 8 * 6, rtol=1e-6)    # x^T (x w): 8 rows of 6
