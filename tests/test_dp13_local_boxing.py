@@ -45,3 +45,12 @@ def test_the_kernel_takes_the_fast_path_for_pads_only():
     piece = np.arange(3, dtype=np.float32)
     step = _boxing_kernel(plan=pad.to_dict(), rank=1, comm=None)
     np.testing.assert_array_equal(step(piece), [0, 0, 0, 0, 1, 2])
+    # a plan with a collective keeps the general path and runs as before
+    from tensorweave.distribute.ranks import default_world
+    world = default_world()
+
+    def on_rank(i):
+        comm = world.rank(i).runtime.resource("communicator", "world")
+        return _boxing_kernel(plan=gather.to_dict(), rank=i, comm=comm)(np.arange(3, dtype=np.float32) + 3 * i)
+    for got in world.run([0, 1], on_rank):
+        np.testing.assert_array_equal(got, np.arange(6))

@@ -163,6 +163,12 @@ def test_reshare_joins_equal_shards_and_replaces_a_held_buffer():
     np.testing.assert_array_equal(shards[0]._value, held)
     np.testing.assert_array_equal(held, a)
     del held
+    apart = [SimpleNamespace(_value=a.copy()), SimpleNamespace(_value=a.copy())]
+    held = apart[0]._value                             # held while the shards are joined: joined on a copy
+    g1 = SharedWeight(apart, [(0, 2), (2, 4)])
+    reshare([g1])
+    assert g1.active and apart[0]._value is not held and apart[1]._value is apart[0]._value
+    del held
     view = np.arange(24, dtype=np.float32)[::2].reshape(4, 3)    # not owning its memory: copied when joined
     g2 = SharedWeight([SimpleNamespace(_value=view), SimpleNamespace(_value=view.copy())], [(0, 2), (2, 4)])
     reshare([g2])

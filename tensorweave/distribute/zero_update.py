@@ -225,9 +225,10 @@ def reshare(groups):
             if v0 is None or any(s._value is None or s._value.shape != v0.shape or s._value.dtype != v0.dtype
                                  or not np.array_equal(s._value, v0) for s in g.shards):
                 continue
-        n = len(g.shards)
-        # holders besides the shards (n), their views (n when joined) and v0 here: a read value
-        held = _variables._storage_refs(g.shards[0]) > _variables._UNSHARED_REFS + (n - 1) + (n if joined else 0) + 1
+        # known holders of v0: the shards and views on it (the first shard's is in _UNSHARED_REFS), and
+        # v0 here; any other is a value someone read
+        known = sum(s._value is v0 for s in g.shards) + sum(w is not None and w.base is v0 for w in g.views)
+        held = _variables._storage_refs(g.shards[0]) > _variables._UNSHARED_REFS + known
         if joined and not held:
             g.active = True
             continue
