@@ -179,14 +179,17 @@ def compare(name, local_step, dp_step, args, world, ranks, extra=None, inline=No
 
 def ablation(placement, args, world, ranks):
     """The planned step built with parts of the data-parallel work switched off, measured in one
-    alternation with one device (same load): ``posted`` (every rank's plan handed to its rank
+    alternation with one device (same load): ``shared`` (the default: ZeRO-1 weights in one buffer
+    the in-process ranks share), ``zero13`` (each rank its own copy, the gather copying rows, as
+    before dp13's third session), ``posted`` (every rank's plan handed to its rank
     thread, the controller waiting, as before dp13's second session), ``no_zero`` (no ZeRO-1 updates), ``dp13`` (also the
     step counter's broadcast of its own, as before zero13), ``no_bucket`` (one blocking all-reduce
     per gradient where it is read, and the planner's plain byte costs), ``before_dp13`` (also no
     graph passes on the rank plans and FLOPS_PER_BYTE 10, as before dp13; rank threads still at one
     thread)."""
     from tensorweave.distribute import plan_function, planner
-    variants = {"zero13": {}, "posted": {"inline": False}, "no_zero": {"ZERO_UPDATES": False},
+    variants = {"shared": {}, "zero13": {"SHARED_ZERO_STORAGE": False}, "posted": {"inline": False},
+                "no_zero": {"ZERO_UPDATES": False},
                 "dp13": {"ZERO_UPDATES": False, "FOLD_ONCE_READS": False}, "no_bucket": {
                     "ALL_REDUCE_BUCKET_BYTES": 0, "ZERO_UPDATES": False},
                 "before_dp13": {"ALL_REDUCE_BUCKET_BYTES": 0, "FLOPS_PER_BYTE": 10, "passes": False,
@@ -280,6 +283,7 @@ def profile(fn, steps):
                 _e[2] += 1
                 return r
             st.fn = timed
+        plan.runner = None          # the generated runner binds the step functions: made again with the timed ones
     for _ in range(steps):
         fn()
     return [{op: [round(w / steps / 1e6, 3), round(c / steps / 1e6, 3), n // steps] for op, (w, c, n) in

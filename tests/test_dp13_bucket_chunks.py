@@ -49,3 +49,23 @@ def test_a_bucket_of_empty_arrays_and_the_next_call_stay_matched():
         empty = c.all_reduce_start([np.zeros((0, 2), np.float32)]).wait()
         return empty[0].shape, c.all_gather(np.array([i])).tolist()
     assert _on_ranks(2, rank) == [((0, 2), [0, 1])] * 2
+
+
+def test_chunk_list_made_once_per_bucket_layout(monkeypatch):
+    """The chunks of a bucket are listed once per layout (shapes, dtypes, chunk size) and reused."""
+    made = []
+    real = collective._chunks
+    monkeypatch.setattr(collective, "_chunks", lambda arrays: made.append(len(arrays)) or real(arrays))
+    monkeypatch.setattr(collective, "REDUCE_CHUNK", 4)
+    group = InProcessGroup([0, 1], timeout=20)
+    a = [np.arange(10, dtype=np.float32), np.ones((3, 3))]
+    b = [np.arange(7, dtype=np.float32)]
+    for values in (a, a, b, a):
+        got = _on_ranks(2, lambda i: group.communicator(i).all_reduce_start(values).wait())
+        for g in got:
+            for x, v in zip(g, values):
+                np.testing.assert_array_equal(x, 2 * v)
+    assert made == [2, 1]
+    monkeypatch.setattr(collective, "REDUCE_CHUNK", 3)               # another chunk size: listed again
+    _on_ranks(2, lambda i: group.communicator(i).all_reduce_start(a).wait())
+    assert made == [2, 1, 2]

@@ -17,7 +17,16 @@ def _layouts(optimizer, ranks, shapes=WIDE):
     return {tuple(v.shape.as_list()): sorted({s.sbp for s in slots_of(opt, v).values()}) for v in vs}
 
 
+def test_shared_storage_prices_the_gather_at_nothing():
+    # in-process ranks share one buffer per ZeRO-1 weight (zero_update.share_storage): the gather
+    # copies nothing, so SGD with momentum (and plain SGD) updates its weights in shards too
+    assert planner.SHARED_ZERO_STORAGE
+    assert _layouts("sgd_momentum", 2) == {(64, 96): [(S(0),)], (96,): [(B,)], (96, 24): [(S(0),)]}
+    assert _layouts("adam", 2) == {(64, 96): [(S(0),)], (96,): [(B,)], (96, 24): [(S(0),)]}
+
+
 def test_the_choice_flips_with_the_update_s_cost(monkeypatch):
+    monkeypatch.setattr(planner, "SHARED_ZERO_STORAGE", False)     # each rank's own copy: the gather copies
     # plain SGD, SGD with momentum: the gather costs more than the smaller update saves -> all-reduce
     assert _layouts("sgd", 2) == {(64, 96): [], (96,): [], (96, 24): []}
     assert _layouts("sgd_momentum", 2) == {(64, 96): [(B,)], (96,): [(B,)], (96, 24): [(B,)]}
@@ -37,8 +46,12 @@ def test_costs_are_the_planner_s_bytes(monkeypatch):
     n_bytes = 64 * 96 * 4
     plain, zero = zero_costs(pl, (64, 96), np.float32, 3)
     # bucketed all-reduce: (n - 1) x bytes (an all-gather's); reduce-scatter and all-gather the same each;
-    # Adam's update touches 7 x bytes (reads weight, m, v, gradient; writes weight, m, v) on every rank
+    # Adam's update touches 7 x bytes (reads weight, m, v, gradient; writes weight, m, v) on every rank;
+    # the gather into the ranks' shared buffer copies nothing
     assert plain == 2 * n_bytes + 3 * 7 * n_bytes
+    assert zero == 2 * n_bytes + 7 * n_bytes + planner.ZERO_FIXED_BYTES
+    monkeypatch.setattr(planner, "SHARED_ZERO_STORAGE", False)
+    plain, zero = zero_costs(pl, (64, 96), np.float32, 3)
     assert zero == 2 * n_bytes + planner.ZERO_GATHER_WEIGHT * 2 * n_bytes + 7 * n_bytes + planner.ZERO_FIXED_BYTES
     step2, _, _, x2 = model(tw.placement("cpu", ranks=[0, 1]), "adam", shapes=WIDE, batch=24)
     pl2 = planner._Planner(step2.get_concrete_function(x2)._global.plan, True)

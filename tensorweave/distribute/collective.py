@@ -271,6 +271,7 @@ class InProcessGroup:
         self._seq = [0] * len(self.ranks)
         self._mail = {}
         self._failure = None
+        self._chunk_lists = {}      # bucket layout -> its chunks (all_reduce_start)
 
     @property
     def size(self):
@@ -347,15 +348,22 @@ class InProcessGroup:
         with self._cond:
             seq, rnd = self._deposit(index, kind, arrays)
             if all(k is not None for k in rnd.kinds):
+                # the members' (shape, dtype) lists compared whole, the chunk list made once per
+                # bucket layout (the same every step): ~50 us a step less than checked array by array
+                layout = [tuple((a.shape, a.dtype) for a in v) for v in rnd.values]
                 try:
-                    _check_bucket(self.ranks, rnd.values)
+                    if layout.count(layout[0]) != len(layout):
+                        _check_bucket(self.ranks, rnd.values)
                 except errors.OpError as e:
                     self._failure = f"a failed all_reduce_start (call #{seq}): {e.message}"
                     self._cond.notify_all()
                     raise
                 rnd.result = [np.empty(a.shape, a.dtype) for a in rnd.values[0]]
                 rnd.claim, rnd.finished = itertools.count(), itertools.count(1)
-                rnd.chunks = _chunks(rnd.result)
+                key = (REDUCE_CHUNK, layout[0])
+                rnd.chunks = self._chunk_lists.get(key)
+                if rnd.chunks is None:
+                    rnd.chunks = self._chunk_lists[key] = _chunks(rnd.result)
                 if not rnd.chunks:       # nothing to reduce (empty arrays)
                     _finish(rnd)
                 self._cond.notify_all()
@@ -522,7 +530,9 @@ class InProcessCommunicator(Communicator):
                     f"{self.rank} gave {[(list(a.shape), str(a.dtype)) for a in arrays]}")
         for k, a in enumerate(arrays):
             for j, (lo, hi) in enumerate(balanced_bounds(a.shape[0], self.size)):
-                if j != self.index and hi > lo:
+                # a member whose buffer is this one (ranks sharing a replicated weight's storage,
+                # plan_ops._shared_storage) wrote its rows here already
+                if j != self.index and hi > lo and values[j][k][2] is not a:
                     a[lo:hi] = values[j][k][2][lo:hi]
 
     def all_reduce_start(self, arrays, op="sum"):

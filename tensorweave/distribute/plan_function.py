@@ -103,9 +103,12 @@ class RankPlans:
     def __init__(self, plan):
         from tensorweave.distribute.ranks import default_world
         self.plan, self.placement = plan, plan.placement
+        from tensorweave.distribute import planner
         self.world = default_world()
         self.bound = None
         self.remote = None
+        self.share = planner.SHARED_ZERO_STORAGE   # ZeRO-1 weights in one buffer per process (zero_update)
+        self.shared = []
 
     def _bind(self):
         from tensorweave.runtime import executor
@@ -115,6 +118,9 @@ class RankPlans:
             rt = world.rank(r).runtime
             specs.append((rt,) + self.plan.rank_spec(i, rt.resource("communicator", "world")))
         self.bound = world.run(ranks, lambda i: executor.bind(specs[i][1], specs[i][0], specs[i][2]))
+        if self.share:
+            from tensorweave.distribute.zero_update import share_storage
+            self.shared = share_storage(self.bound)
 
     def run(self, feeds):
         """``feeds[i]``: rank ``i``'s feed values; returns per fetch its layout and the ranks' pieces."""
@@ -132,8 +138,12 @@ class RankPlans:
         bound = self.bound
         n = rank_threads.for_ranks(self.placement.size)   # the ranks share the controller's cores
         inline = INLINE_FIRST_RANK
+        shared = self.shared
 
         def on_rank(i):
+            if shared and i == 0:            # before this rank's bucket: no rank updates the weights yet
+                from tensorweave.distribute.zero_update import reshare
+                reshare(shared)
             if inline and i == 0:            # on this (the controller's) thread: its settings restored after
                 with rank_threads.held(n):
                     return executor.run_plan(bound[i], feeds[i])

@@ -158,12 +158,13 @@ def _read_only_copy(x):
 
 class _Rows:
     """Rows ``[lo, hi)`` of a variable, as the fused update kernels see a variable: they update
-    the rank's rows of its storage in place (copy-on-write taken on the whole storage)."""
+    the rank's rows of its storage in place (copy-on-write taken on the whole storage; ``shared``:
+    the storage the in-process ranks share, ``zero_update.SharedWeight.rows``)."""
 
-    __slots__ = ("variable", "lo", "hi")
+    __slots__ = ("variable", "lo", "hi", "shared")
 
-    def __init__(self, variable, lo, hi):
-        self.variable, self.lo, self.hi = variable, lo, hi
+    def __init__(self, variable, lo, hi, shared=None):
+        self.variable, self.lo, self.hi, self.shared = variable, lo, hi, shared
 
     @property
     def name(self):
@@ -173,12 +174,33 @@ class _Rows:
         return self.variable._read()[self.lo:self.hi]
 
     def _storage_for_update(self):
+        if self.shared is not None:
+            rows = self.shared[0].rows(self.variable, self.shared[1])
+            if rows is not None:
+                return rows
         return self.variable._storage_for_update()[self.lo:self.hi]
 
 
+def _full_storage(variable, shared):
+    """``variable``'s storage for the gather of its rows: the buffer the ranks share where they do."""
+    if shared is not None:
+        whole = shared[0].storage(variable, shared[1])
+        if whole is not None:
+            return whole
+    return variable._storage_for_update()
+
+
 @register_kernel("_VariableRows")
-def _variable_rows_kernel(variable, rows):
-    return _Rows(variable, rows[0], rows[1])
+def _variable_rows_kernel(rows):
+    lo, hi = rows
+
+    def step(variable):
+        return _Rows(variable, lo, hi, step.shared)
+    step.shared = None        # (SharedWeight, this rank's index): zero_update.share_storage
+    return step
+
+
+_variable_rows_kernel._tw_factory = True
 
 
 @register_kernel("_ZeroApply")
@@ -198,8 +220,15 @@ def _gather_rows_kernel(ranks, comm):
     group = tuple(ranks)
 
     def step(*variables):
-        comm(group).all_gather_rows([v._storage_for_update() for v in variables])
+        shared = step.shared
+        if shared and all(sh is not None and sh[0].storage(v, sh[1]) is not None for v, sh in zip(variables, shared)):
+            # every rank updated its rows of the one buffer the ranks share (the same on every rank:
+            # SharedWeight.active is set before any rank's update), and nothing in the step reads
+            # the weights after their updates (share_storage): no rows to gather, no rendezvous
+            return ()
+        comm(group).all_gather_rows([_full_storage(v, shared[k] if shared else None) for k, v in enumerate(variables)])
         return ()
+    step.shared = ()          # per input None or (SharedWeight, this rank's index): zero_update.share_storage
     return step
 
 
@@ -215,9 +244,48 @@ def _to_global_kernel(x, placement_type=None, ranks=None, sbp=None):
 def _boxing_kernel(plan, rank, comm):
     from tensorweave.distribute.boxing import BoxingPlan, run_boxing_on_rank
     parsed = BoxingPlan.from_dict(plan)
+    local = _local_boxing(parsed, rank)
+    if local is not None:
+        return local
 
     def step(piece):
         return run_boxing_on_rank(parsed, rank, piece, comm)
+    return step
+
+
+def _local_boxing(parsed, rank):
+    """A rank's step for a boxing plan of ``pad`` steps only on one placement (``S(i) -> P``, e.g. a
+    data-parallel loss's mean), its bounds worked out once here: ``run_boxing_on_rank`` derives
+    them from the placement on every call (~90 µs a step in a rank plan, for copying a few
+    hundred bytes). The same values as :func:`~tensorweave.distribute.boxing.run_boxing_on_rank`
+    (``test_dp13_local_boxing.py``); None for any other plan."""
+    from tensorweave.core.sbp import B
+    from tensorweave.distribute.boxing import axis_group
+    from tensorweave.distribute.layout import balanced_bounds, partial_identity, shard_slices
+    placement = parsed.src_placement
+    if (not parsed.steps or placement != parsed.dst_placement or rank not in placement.ranks
+            or any(st.kind != "pad" for st in parsed.steps)):
+        return None
+    index = placement.ranks.index(rank)
+    pads = []
+    for st in parsed.steps:
+        k = st.mesh_axis
+        old, new = st.before[k], st.after[k]
+        ranks, pos = axis_group(placement, index, k)
+        level = st.before[:k] + (B,) * (len(st.before) - k)
+        region = shard_slices(parsed.shape, placement, level)[index][old.axis]
+        total = region.stop - region.start
+        lo, hi = balanced_bounds(total, len(ranks))[pos]
+        pads.append((old.axis, total, (slice(None),) * old.axis + (slice(lo, hi),), new.kind))
+
+    def step(piece):
+        for axis, total, where, kind in pads:
+            shape = list(piece.shape)
+            shape[axis] = total
+            out = np.full(shape, partial_identity(kind, piece.dtype), dtype=piece.dtype)
+            out[where] = piece
+            piece = out
+        return piece
     return step
 
 

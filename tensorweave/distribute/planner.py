@@ -83,6 +83,10 @@ ALL_REDUCE_BUCKET_BYTES = 4 << 20
 ZERO_UPDATES = True
 ZERO_FIXED_BYTES = 16 << 10
 ZERO_GATHER_WEIGHT = 5
+# In-process ranks share one buffer per ZeRO-1 weight (zero_update.share_storage): each rank
+# updates its rows of it in place and the gather copies nothing, so the gather is priced at 0
+# (its rendezvous is in ZERO_FIXED_BYTES) and SGD's weights are updated in shards too.
+SHARED_ZERO_STORAGE = True
 # A _Once read (the optimizer's step counter) between a bucket's start and wait rides on the
 # bucket's rendezvous instead of a broadcast of its own (rank_graph.fold_once).
 FOLD_ONCE_READS = True

@@ -16,14 +16,15 @@ Reduce-scatter + all-gather move as many bytes as one all-reduce; the update's w
 lower, in the planner's currency (bytes moved by all ranks plus the bytes the ranks' updates
 touch: ``2k + 1`` times the weight's bytes for ``k`` arrays read and written and the gradient
 read). On in-process ranks a bucketed all-reduce costs what a reduce-scatter does (the sums are
-shared, nothing is gathered), so ZeRO-1 trades an all-gather of ``(n - 1)`` weight bytes, priced
-at :data:`planner.ZERO_GATHER_WEIGHT` (5: a cross-rank copy reads and writes each byte and was
-measured 2.6x slower per byte than the fused update) plus :data:`planner.ZERO_FIXED_BYTES` per
-variable, for ``(n - 1)(2k + 1)`` bytes of update: chosen when ``2k + 1 > 5``, i.e. for Adam
-(``k = 3``) and RMSprop with momentum, for weights large enough to pay the fixed cost; plain SGD,
-SGD with momentum, Adagrad and tiny biases stay all-reduced (measured: the gather costs what the
-smaller update saves). It is forced when the slots are already ``S(0)`` (an earlier plan chose
-it). Conditions: a 1-D placement of in-process ranks, a float weight with at least ``n`` rows,
+shared), and the ranks keep a ZeRO-1 weight in **one buffer** (:func:`share_storage`): each rank
+updates its rows of it in place and the gather has nothing to copy (no rendezvous either), so
+ZeRO-1 costs only :data:`planner.ZERO_FIXED_BYTES` per variable against ``(n - 1)(2k + 1)`` bytes
+of update saved: chosen for every weight large enough, plain SGD included (tiny biases stay
+all-reduced). With :data:`planner.SHARED_ZERO_STORAGE` off (each rank its own copy) the gather of
+``(n - 1)`` weight bytes is priced at :data:`planner.ZERO_GATHER_WEIGHT` (5: a cross-rank copy
+reads and writes each byte and was measured 2.6x slower per byte than the fused update): chosen
+when ``2k + 1 > 5``, i.e. for Adam (``k = 3``) and RMSprop with momentum. It is forced when the
+slots are already ``S(0)`` (an earlier plan chose it). Conditions: a 1-D placement of in-process ranks, a float weight with at least ``n`` rows,
 read only by ``ReadVariableOp`` and this one update (nothing else may write it within the step),
 slots used by this update only.
 
@@ -32,7 +33,8 @@ all-reduce does, and the updates are elementwise. In the rank plans (``rank_grap
 gradient's reduce-scatter joins the bucketed ``_AllReduceStart``/``_AllReduceWait`` (the wait
 hands each rank its rows of the sums), the update takes a ``_VariableRows`` view of the weight
 (its rows of the rank's storage), and a ``_GatherRows`` node after the update fills the other
-ranks' rows in place (one rendezvous for all of an update's weights). ``tw.distribute.explain``
+ranks' rows in place (one rendezvous for all of an update's weights; nothing where the ranks
+share the weights' buffer, :class:`SharedWeight`). ``tw.distribute.explain``
 lists the gradient's ``reduce_scatter`` and the weight's ``all_gather`` (marked ``zero``) and each
 such op's ``zero`` variables.
 
@@ -94,10 +96,149 @@ def zero_costs(planner, shape, np_dtype, k):
     placement, n = planner.placement, planner.placement.size
     work = (2 * k + 1) * int(np.prod(shape, dtype=np.int64)) * np.dtype(np_dtype).itemsize   # bytes touched
     plain = planner.cost(shape, np_dtype, placement, _P_SUM, _B1) + n * work
+    gather = 0 if _planner.SHARED_ZERO_STORAGE else _planner.ZERO_GATHER_WEIGHT   # shared: nothing copied
     zero = (planner.cost(shape, np_dtype, placement, _P_SUM, _S0)
-            + _planner.ZERO_GATHER_WEIGHT * planner.cost(shape, np_dtype, placement, _S0, _B1)
+            + gather * planner.cost(shape, np_dtype, placement, _S0, _B1)
             + work + _planner.ZERO_FIXED_BYTES)
     return plain, zero
+
+
+class SharedWeight:
+    """One replicated weight's shards on the in-process ranks (``shards``, rank order) kept in one
+    buffer, each rank updating its ``bounds`` rows of it in place through a view (``views``, made
+    by :func:`reshare` with the buffer). ``active``: :func:`reshare` found the buffer shared and
+    held by nothing but the shards and their views as this step began."""
+
+    __slots__ = ("shards", "bounds", "views", "active")
+
+    def __init__(self, shards, bounds):
+        self.shards, self.bounds, self.views, self.active = list(shards), list(bounds), [None] * len(shards), False
+
+    def storage(self, variable, index):
+        """The shared buffer for rank ``index``'s in-place update of its rows, where ``variable``
+        (its shard) still holds it; else None (the shard's own copy-on-write copies it)."""
+        from tensorweave.core import derived
+        view = self.views[index]
+        if not self.active or view is None or variable._value is not view.base:
+            return None
+        derived.modified(view.base)
+        return view.base
+
+    def rows(self, variable, index):
+        """Rank ``index``'s rows of the shared buffer (its view) for its update, or None: :meth:`storage`."""
+        return None if self.storage(variable, index) is None else self.views[index]
+
+
+def share_storage(bound):
+    """In-process ranks' bound plans ``bound`` (rank order) of one planned step: gives each ZeRO-1
+    weight's ``_VariableRows`` and ``_GatherRows`` steps its :class:`SharedWeight`, so an update
+    writes its rows into the buffer the ranks share and the gather copies none; returns them,
+    for :func:`reshare` to run before each step.
+
+    The ranks of one process need not keep a replicated weight twice: with one buffer, rank ``i``
+    updates its rows in place and the others' rows are already there (ZeRO-1's update without
+    its all-gather; the same bits: the sums and the elementwise update are unchanged). What keeps
+    a rank from reading rows another one is writing: the update runs after its gradient bucket's
+    wait, which every rank reaches only after its ``_AllReduceStart``, so every other step of a
+    rank that reads the weight must run before that start (an ancestor of it): checked here, per
+    plan, else that weight keeps its own storage per rank. A read value still held when a rank
+    updates (a fetched weight, a view) is a holder, and the update copies as copy-on-write does."""
+    per_rank = [_sharable(plan) for plan in bound]
+    names = [list(w) for w in per_rank]
+    if len(bound) < 2 or any(n != names[0] for n in names):
+        return []
+    groups = []
+    for name in names[0]:
+        shards = [w[name][0] for w in per_rank]
+        if len({id(v) for v in shards}) != len(shards):
+            continue
+        group = SharedWeight(shards, [w[name][1].bounds for w in per_rank])
+        groups.append(group)
+        for i, w in enumerate(per_rank):
+            _, rows_fn, gather_fn, pos, n_in = w[name]
+            rows_fn.shared = (group, i)
+            gather_fn.shared = list(gather_fn.shared) or [None] * n_in
+            gather_fn.shared[pos] = (group, i)
+    return groups
+
+
+def _sharable(plan):
+    """``{_VariableRows step name: (its variable, rows step fn, gather step fn, input position in
+    the gather, the gather's input count)}`` for the weights of ``plan`` whose other readers all
+    run before the bucket their update waits for (see :func:`share_storage`)."""
+    steps, deps = plan.steps, plan.deps
+    producer = {}
+    for i, st in enumerate(steps):
+        for s in (st.outs,) if st.single else st.outs:
+            producer[s] = i
+    out = {}
+    for r, st in enumerate(steps):
+        if st.node.op != "_VariableRows" or not hasattr(st.fn, "shared"):
+            continue
+        var = plan.initial[st.ins[0]]
+        update = next((j for j in range(r + 1, len(steps)) if st.outs in steps[j].ins), None)
+        gather = next((j for j in range(r + 1, len(steps)) if steps[j].node.op == "_GatherRows"
+                       and any(plan.initial[s] is var for s in steps[j].ins)), None)
+        if var is None or update is None or gather is None:
+            continue
+        starts = {producer.get(steps[w].ins[0]) for w in (producer.get(s) for s in steps[update].ins)
+                  if w is not None and steps[w].node.op == "_AllReduceWait"}
+        if not starts or None in starts:
+            continue
+        before = _ancestors(deps, starts)
+        readers = [j for j, o in enumerate(steps) if j not in (r, update, gather)
+                   and any(plan.initial[s] is var for s in o.ins)]
+        if all(j in before for j in readers):
+            st.fn.bounds = tuple(st.node.attrs["rows"])
+            pos = next(k for k, s in enumerate(steps[gather].ins) if plan.initial[s] is var)
+            out[st.node.name] = (var, st.fn, steps[gather].fn, pos, len(steps[gather].ins))
+    return out
+
+
+def _ancestors(deps, roots):
+    seen, stack = set(), list(roots)
+    while stack:
+        for d in deps[stack.pop()]:
+            if d not in seen:
+                seen.add(d)
+                stack.append(d)
+    return seen
+
+
+def reshare(groups):
+    """Before a step's run: points each :class:`SharedWeight`'s shards at one buffer (and makes the
+    ranks' row views of it) where they are not (a first run, or a shard given a buffer of its own
+    by an assignment or a copy-on-write), and gives the group a fresh buffer where anything but
+    the shards and the views holds it (a value someone read stays as read, as copy-on-write
+    keeps it). Only shards of equal values are joined (a replicated weight's shards are; else the
+    group stays inactive and the gather copies rows). Run by the first rank as its run starts:
+    every rank's update waits for that rank's bucket, and the plan's reads of the weight end
+    before the ranks' buckets start (:func:`share_storage`), so no rank holds a value of it then
+    that this step's updates could change."""
+    from tensorweave.core import derived
+    from tensorweave.ops import variables as _variables
+    for g in groups:
+        v0 = g.shards[0]._value
+        joined = all(s._value is v0 for s in g.shards) and all(w is not None and w.base is v0 for w in g.views)
+        if not joined:
+            g.active = False
+            if v0 is None or any(s._value is None or s._value.shape != v0.shape or s._value.dtype != v0.dtype
+                                 or not np.array_equal(s._value, v0) for s in g.shards):
+                continue
+        # known holders of v0: the shards and views on it (the first shard's is in _UNSHARED_REFS), and
+        # v0 here; any other is a value someone read
+        known = sum(s._value is v0 for s in g.shards) + sum(w is not None and w.base is v0 for w in g.views)
+        held = _variables._storage_refs(g.shards[0]) > _variables._UNSHARED_REFS + known
+        if joined and not held:
+            g.active = True
+            continue
+        if held or v0.base is not None or not v0.flags.writeable or not v0.flags.c_contiguous:
+            v0 = np.array(v0, order="C", copy=True)
+            derived.track(v0)
+        for s in g.shards:
+            s._value = v0
+        g.views = [v0[lo:hi] for lo, hi in g.bounds]
+        g.active = True
 
 
 def choose_zero(planner, p):
@@ -178,4 +319,5 @@ def eager_zero_op(op_type, attrs, info, zero, placement):
                           "rank": placement.ranks[info.coords[0]]}
 
 
-__all__ = ["choose_zero", "eager_zero", "eager_zero_op", "is_dense_update", "update_layout", "zero_costs"]
+__all__ = ["SharedWeight", "choose_zero", "eager_zero", "eager_zero_op", "is_dense_update", "reshare",
+           "share_storage", "update_layout", "zero_costs"]
