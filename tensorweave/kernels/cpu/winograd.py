@@ -305,6 +305,13 @@ def _read_only_transform(f):
     return u
 
 
+def _planes(scratch, key, p, c, dtype):
+    """A C-contiguous ``[36, p, c]`` view of a buffer kept in ``scratch`` (a prefix of a flat
+    one, so each of the 36 planes is one run of ``p * c`` values: the transforms run their
+    passes over a row of windows as one loop)."""
+    return buffer(scratch, key, (36 * p * c,), dtype).reshape(36, p, c)
+
+
 def _products(a, b, out, one_thread):
     """The 36 stacked GEMMs ``a[i] @ b[i]``. With tiles side by side (``one_thread``) on one
     thread, on the library measured faster on one thread for the stack's shape class
@@ -332,7 +339,7 @@ class _Blocks:
     def transformed_input(self, x, b0, b1, scratch):
         """``V[36, windows of images b0:b1 of x, C]`` in a scratch buffer."""
         k, c = b1 - b0, self.c
-        v = buffer(scratch, "v", (36, k * self.per_image(), c), x.dtype, axis=1)
+        v = _planes(scratch, "v", k * self.per_image(), c, x.dtype)
         if self.direct:
             _input_transform(x, b0, b1, self.th, self.tw, v)
             return v
@@ -359,7 +366,7 @@ def conv3x3(x, f, pads, bias=None, relu=False):
 
     def run(b0, b1, scratch):
         v = blk.transformed_input(x, b0, b1, scratch)
-        m = buffer(scratch, "m", (36, v.shape[1], o), x.dtype, axis=1)
+        m = _planes(scratch, "m", v.shape[1], o, x.dtype)
         _products(v, u, m, one)
         _output_transform(m, 0, b1 - b0, blk.th, blk.tw, y[b0:b1], b, bias is not None, relu)
     over_tiles(x.shape[0], per_image, tile, run)
@@ -382,9 +389,9 @@ def conv3x3_backprop_input(x_shape, f, dy, pads):
     tile, one = conv_tiles.split(n, per_image, TILE_BYTES)
 
     def run(b0, b1, scratch):
-        wt = buffer(scratch, "w", (36, (b1 - b0) * blk.per_image(), o), dy.dtype, axis=1)
+        wt = _planes(scratch, "w", (b1 - b0) * blk.per_image(), o, dy.dtype)
         _output_grad_transform(dy, b0, b1, blk.th, blk.tw, wt)
-        e = buffer(scratch, "e", (36, wt.shape[1], c), dy.dtype, axis=1)
+        e = _planes(scratch, "e", wt.shape[1], c, dy.dtype)
         _products(wt, ut, e, one)
         dx[b0:b1] = 0
         _input_grad_transform(e, 0, b1 - b0, blk.th, blk.tw, blk.pt, blk.pl, dx[b0:b1])
@@ -409,7 +416,7 @@ def conv3x3_backprop_filter(x, dy, pads):
         for b0 in range(g0, g1, sub):
             b1 = min(g1, b0 + sub)
             v = blk.transformed_input(x, b0, b1, scratch)
-            w = buffer(scratch, "w", (36, v.shape[1], o), x.dtype, axis=1)
+            w = _planes(scratch, "w", v.shape[1], o, x.dtype)
             _output_grad_transform(dy, b0, b1, blk.th, blk.tw, w)
             part = _products(v.transpose(0, 2, 1), w, None, one)
             if acc is None:
