@@ -164,3 +164,83 @@ def test_a_cache_of_another_machine_is_ignored(auto):
     x, f, dy = _case()
     np.testing.assert_array_equal(_three(x, f, dy)[0], _paths(x, f, dy)["winograd"][0])
     assert calls                                     # timed here instead
+
+
+# ---- the choice alone (no convolution runs: fast, and what mutation testing runs) ----------------
+class _Compiled:
+    overloads = {"sig": None}                       # a numba kernel with a compiled version
+
+
+@pytest.fixture
+def scripted(monkeypatch, tmp_path):
+    monkeypatch.setenv("TW_TUNING_CACHE", str(tmp_path / "gemm-tuning.json"))
+    monkeypatch.setattr(conv_choice, "MODE", "auto")
+    monkeypatch.setattr(gemm_tuning, "quiet", lambda: True)
+    times, ran = {"winograd": 1e-3, "im2col": 1e-3}, []
+    monkeypatch.setattr(gemm_tuning, "_time_call", lambda backend, run: (run(), times[backend])[1])
+    conv_choice.reset()
+    yield times, ran, tmp_path / "conv-tuning.json"
+    conv_choice.reset()
+
+
+def _runners(ran):
+    return lambda: {"winograd": lambda: ran.append("w"), "im2col": lambda: ran.append("i")}
+
+
+@pytest.mark.parametrize("w,i,want", [(1e-3, 1e-3, True), (1e-3, 0.5e-3, False), (0.5e-3, 1e-3, True),
+                                      (1e-3, 0.95e-3, True)])
+def test_the_choice_follows_the_timings(scripted, w, i, want):
+    times, ran, path = scripted
+    times.update(winograd=w, im2col=i)
+    assert conv_choice.use_winograd("filter", 64, 16, 16, 32, 32, PAD, _runners(ran), (_Compiled(),)) is want
+    assert "w" in ran and "i" in ran
+    entry = json.loads(path.read_text())["choices"][conv_choice.shape_class("filter", 64, 16, 16, 32, 32, PAD)]
+    assert entry["backend"] == ("winograd" if want else "im2col") and entry["settled"] is True
+    del ran[:]
+    assert conv_choice.use_winograd("filter", 64, 16, 16, 32, 32, PAD, _runners(ran), (_Compiled(),)) is want
+    assert not ran                                   # remembered
+    conv_choice.reset()
+    assert conv_choice.use_winograd("filter", 64, 16, 16, 32, 32, PAD, _runners(ran), (_Compiled(),)) is want
+    assert not ran                                   # read back from the file
+
+
+def test_every_kernel_must_be_compiled(scripted):
+    _, ran, path = scripted
+
+    class Twin:
+        overloads = {}
+    assert conv_choice._compiled([_Compiled(), _Compiled()])
+    assert not conv_choice._compiled([_Compiled(), Twin()])
+    assert not conv_choice._compiled([object()])
+    assert conv_choice._compiled([])
+    assert conv_choice.use_winograd("input", 64, 16, 16, 32, 32, PAD, _runners(ran), (_Compiled(), Twin()))
+    assert not ran and not path.exists()
+
+
+def test_the_cache_sits_next_to_the_gemm_tuning_file(monkeypatch, tmp_path):
+    monkeypatch.setenv("TW_TUNING_CACHE", str(tmp_path / "sub" / "g.json"))
+    conv_choice.reset()
+    try:
+        assert conv_choice.cache_path() == str(tmp_path / "sub" / "conv-tuning.json")
+        assert conv_choice.tuner().path == conv_choice.cache_path()
+        assert conv_choice.tuner() is conv_choice.tuner()
+        assert conv_choice.tuner().backends == frozenset(conv_choice.BACKENDS)
+    finally:
+        conv_choice.reset()
+
+
+def test_unsettled_choices_hold_for_the_process(scripted, monkeypatch):
+    times, ran, path = scripted
+    monkeypatch.setattr(gemm_tuning, "quiet", lambda: False)
+    times["winograd"] = 1e-2
+    assert not conv_choice.use_winograd("forward", 2, 8, 8, 8, 8, PAD, _runners(ran), (_Compiled(),))
+    del ran[:]
+    assert not conv_choice.use_winograd("forward", 2, 8, 8, 8, 8, PAD, _runners(ran), (_Compiled(),))
+    assert not ran and not path.exists()
+
+
+def test_batch_buckets_stop_at_the_probe_size():
+    sc = conv_choice.shape_class
+    assert [sc("forward", n, 8, 8, 8, 8, PAD).split(",")[0] for n in (1, 2, 3, 4, 7, 8, 9, 500)] == \
+        ["forward:n1", "forward:n2", "forward:n2", "forward:n3", "forward:n3", "forward:n4", "forward:n4", "forward:n4"]
+    assert sc("forward", 8, 8, 8, 8, 8, [(2, 0), (1, 0)]).endswith(",p2010")
