@@ -24,6 +24,8 @@ LIBRARIES = ["mkl1", pytest.param("numpy1", marks=pytest.mark.skipif(
     (64, 1 << 17, 1 << 20, 2, (8 << 17, True)),      # the byte budget's tiles: already 8
     (10, 1 << 17, 1 << 20, 2, (2 << 17, True)),      # 4 a core rounds up to whole images
     (64, 1024, 1 << 20, 2, (32 * 1024, True)),       # tiny images: the floor, but still a tile per core
+    (2, 10, 1 << 20, 2, (10, True)),                 # a batch of two: a tile each
+    (3, 5 << 20, 1 << 20, 1, (5 << 20, True)),       # one core, images over the budget: one per tile
     (64, 16384, 1 << 20, 1, (64 * 16384, False)),    # one core: one tile, BLAS keeps its threads
     (64, 300000, 1 << 20, 2, (3 * 300000, True)),    # already many tiles
     (5, 10, 1 << 20, 2, (3 * 10, True)),             # an odd batch: tiles of 3 and 2
