@@ -5,6 +5,11 @@ step by step (the order swapped every round), process CPU and wall per step. On 
 machine this compares better than two processes: both sides see the same load.
 
     PYTHONPATH=$PWD python benchmarks/bench_conv_tiles.py --workload resnet --rounds 16
+
+``--compare balance`` alternates instead session 12's finer work split (4 convolution tiles per
+core, 8-image Winograd filter-gradient groups, 8192-row batch-norm passes, Winograd or im2col by
+measurement) against session 11's (one tile per core, 16-image groups, 16384 rows, Winograd
+wherever it applies); both sides run the same transforms.
 """
 import argparse
 import os
@@ -21,22 +26,34 @@ def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--workload", default="resnet")
     p.add_argument("--rounds", type=int, default=16)
+    p.add_argument("--compare", choices=("tiles", "balance"), default="tiles")
     args = p.parse_args(argv)
-    from tensorweave.kernels.cpu import conv_tiles
+    from tensorweave.kernels.cpu import batch_norm_kernels, conv_choice, conv_tiles, winograd
     data = bench_models.synthetic_batch(args.workload)
     step, _, _ = bench_models.make_tensorweave(args.workload, data, None)
+    knobs = [(conv_tiles, "ENABLED", True, False)]
+    if args.compare == "balance":
+        knobs = [(conv_tiles, "TILES_PER_CORE", 4, 1), (winograd, "GROUP_IMAGES", 8, 16),
+                 (batch_norm_kernels, "PASS_ROWS", 8192, 16384), (conv_choice, "MODE", "auto", "1")]
+
+    def side(flag):
+        for mod, attr, new, old in knobs:
+            setattr(mod, attr, new if flag else old)
+    from tensorweave.kernels.cpu import jit
     for flag in (True, False, True, False):      # warm both paths (and their shape classes' timings)
-        conv_tiles.ENABLED = flag
+        side(flag)
         step()
+        jit.wait_for_compiles()
     cpu, wall = {True: [], False: []}, {True: [], False: []}
     for r in range(args.rounds):
         for flag in (True, False) if r % 2 == 0 else (False, True):
-            conv_tiles.ENABLED = flag
+            side(flag)
             c0, w0 = time.process_time(), time.perf_counter()
             step()
             cpu[flag].append(time.process_time() - c0)
             wall[flag].append(time.perf_counter() - w0)
-    for flag, tag in ((True, "one-thread tiles"), (False, "old tiling")):
+    tags = ("session 12 split", "session 11 split") if args.compare == "balance" else ("one-thread tiles", "old tiling")
+    for flag, tag in ((True, tags[0]), (False, tags[1])):
         print(f"{args.workload} {tag}: CPU ms/step median {np.median(cpu[flag]) * 1e3:.1f} "
               f"(min {np.min(cpu[flag]) * 1e3:.1f}), wall median {np.median(wall[flag]) * 1e3:.1f} "
               f"(min {np.min(wall[flag]) * 1e3:.1f})")

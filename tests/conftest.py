@@ -8,6 +8,9 @@ sys.path.insert(0, os.path.dirname(__file__))
 # GEMM backends chosen by a fixed rule, not by timing (kernels/cpu/gemm_tuning.py): tests are
 # deterministic and leave the user's tuning cache alone. test_gemm_tuning.py turns it on.
 os.environ.setdefault("TW_BLAS_TUNE", "0")
+# Convolutions: Winograd wherever it applies, not chosen by timing (kernels/cpu/conv_choice.py;
+# tests/test_conv18_choice.py times it with a scripted clock).
+os.environ.setdefault("TW_CONV_WINOGRAD", "1")
 
 if os.environ.get("PYTEST_XDIST_WORKER"):
     # Each xdist worker gets one BLAS (and numba) thread, so parallel workers do not

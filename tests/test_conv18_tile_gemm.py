@@ -19,7 +19,13 @@ LIBRARIES = ["mkl1", pytest.param("numpy1", marks=pytest.mark.skipif(
 
 
 @pytest.mark.parametrize("n,per_image,tile,cores,expected", [
-    (64, 16384, 1 << 20, 2, (32 * 16384, True)),     # one tile would hold all 64: cut in two
+    (64, 16384, 1 << 20, 2, (8 * 16384, True)),      # one tile would hold all 64: 4 tiles a core
+    (64, 4096, 1 << 20, 2, (16 * 4096, True)),       # ... but none under MIN_TILE_BYTES
+    (64, 1 << 17, 1 << 20, 2, (8 << 17, True)),      # the byte budget's tiles: already 8
+    (10, 1 << 17, 1 << 20, 2, (2 << 17, True)),      # 4 a core rounds up to whole images
+    (64, 1024, 1 << 20, 2, (32 * 1024, True)),       # tiny images: the floor, but still a tile per core
+    (2, 10, 1 << 20, 2, (10, True)),                 # a batch of two: a tile each
+    (3, 5 << 20, 1 << 20, 1, (5 << 20, True)),       # one core, images over the budget: one per tile
     (64, 16384, 1 << 20, 1, (64 * 16384, False)),    # one core: one tile, BLAS keeps its threads
     (64, 300000, 1 << 20, 2, (3 * 300000, True)),    # already many tiles
     (5, 10, 1 << 20, 2, (3 * 10, True)),             # an odd batch: tiles of 3 and 2
@@ -28,13 +34,14 @@ LIBRARIES = ["mkl1", pytest.param("numpy1", marks=pytest.mark.skipif(
     (0, 10, 1 << 20, 2, (1 << 20, False)),           # empty batch
 ])
 def test_split_makes_a_tile_per_core(n, per_image, tile, cores, expected):
-    assert conv_tiles.split(n, per_image, tile, cores=cores) == expected
+    got = conv_tiles.split(n, per_image, tile, cores=cores)
+    assert got == expected and type(got[0]) is int
 
 
 def test_split_follows_the_cores_not_the_thread_setting(monkeypatch):
     monkeypatch.setattr(threads, "cores", lambda: 4)
     monkeypatch.setattr(threads, "intra_op_threads", lambda: 1)
-    assert conv_tiles.split(64, 16384, 1 << 20) == (16 * 16384, True)
+    assert conv_tiles.split(64, 16384, 1 << 20) == (4 * 16384, True)
 
 
 @pytest.fixture

@@ -1,7 +1,8 @@
 """CPU kernels for ``Conv{1,2,3}D`` and their input and filter backprops (``ops/nn_ops.py``).
 
 Float32 3x3 stride-1 convolutions (and both their gradients) with enough channels run by
-Winograd's F(4x4, 3x3) (``winograd.py``). Other ordinary (one-group) convolutions run as
+Winograd's F(4x4, 3x3) (``winograd.py``) where it measured faster than im2col on this machine
+for the shape class (``conv_choice``: timed once per machine, cached on disk). Other ordinary (one-group) convolutions run as
 im2col + GEMM, **tiled over the batch**: a tile of
 images is copied into a column buffer ``[tile * prod(out), prod(ksize) * C]`` (NumPy's
 strided copy of the window view, into padding kept in a small per-tile buffer) and multiplied
@@ -29,7 +30,7 @@ import math
 import numpy as np
 
 from tensorweave.core.registry import register_kernel as k
-from tensorweave.kernels.cpu import conv_tiles, gemm, nn_loops, winograd
+from tensorweave.kernels.cpu import conv_choice, conv_tiles, gemm, nn_loops, winograd
 from tensorweave.kernels.cpu.nn_util import (channels_first, crop, floats, from_last, geometry,
                                              group_windows, offset_slices, pad, to_last, windows, work)
 from tensorweave.kernels.cpu.tiles import buffer as _buffer
@@ -221,6 +222,41 @@ def _grouped_backprop_filter(xp, fsizes, dy, g, out, strides, dilations):
     return gemm.matmul(cols.transpose(0, 2, 1), dyg).reshape(g, kk, cg, og).transpose(1, 2, 0, 3)
 
 
+# ---- Winograd or im2col, by measurement (conv_choice) ------------------------------------------------
+def _probe(n):
+    return min(n, conv_choice.PROBE_IMAGES)
+
+
+def _winograd_forward(x, f, out, pads, strides, dilations):
+    k = _probe(x.shape[0])
+    xs = x[:k]
+    return conv_choice.use_winograd(
+        "forward", x.shape[0], x.shape[1], x.shape[2], x.shape[3], f.shape[3], pads,
+        lambda: {"winograd": lambda: winograd.conv3x3(xs, f, pads),
+                 "im2col": lambda: _dense_forward(xs, f, out, pads, strides, dilations)},
+        (winograd._input_transform, winograd._output_transform))
+
+
+def _winograd_input(shape, f, dy, out, pads, strides, dilations):
+    k = _probe(shape[0])
+    sk, dys = (k,) + tuple(shape[1:]), dy[:k]
+    return conv_choice.use_winograd(
+        "input", shape[0], shape[1], shape[2], shape[3], f.shape[3], pads,
+        lambda: {"winograd": lambda: winograd.conv3x3_backprop_input(sk, f, dys, pads),
+                 "im2col": lambda: _dense_backprop_input(sk, f, dys, out, pads, strides, dilations)},
+        (winograd._output_grad_transform, winograd._input_grad_transform, nn_loops.col2im))
+
+
+def _winograd_filter(x, fsizes, dy, out, pads, strides, dilations):
+    k = _probe(x.shape[0])
+    xs, dys = x[:k], dy[:k]
+    return conv_choice.use_winograd(
+        "filter", x.shape[0], x.shape[1], x.shape[2], x.shape[3], fsizes[3], pads,
+        lambda: {"winograd": lambda: winograd.conv3x3_backprop_filter(xs, dys, pads),
+                 "im2col": lambda: _dense_backprop_filter(xs, fsizes, dys, out, pads, strides, dilations)},
+        (winograd._input_transform, winograd._output_grad_transform))
+
+
 # ---- the kernels ----------------------------------------------------------------------------------
 def _check_conv_ranks(x, f, nd):
     if x.ndim != nd + 2 or f.ndim != nd + 2:
@@ -243,7 +279,8 @@ def conv_forward(x, f, strides, dilations, padding, data_format, bias=None, relu
     out, pads = geometry(sizes, ksize, strides, dilations, padding)
     if bias is not None and (cf or x.dtype != dt or bias.dtype != dt):
         raise ValueError("conv_forward: a fused bias needs channels-last float32/float64 inputs")
-    if g == 1 and winograd.applies(x.dtype, f.shape, strides, dilations, pads):
+    if (g == 1 and winograd.applies(x.dtype, f.shape, strides, dilations, pads)
+            and _winograd_forward(x, f, out, pads, strides, dilations)):
         y = winograd.conv3x3(x, f, pads, bias, relu)
     elif g == 1:
         y = _dense_forward(x, f, out, pads, strides, dilations, bias, relu)
@@ -276,7 +313,8 @@ def conv_backprop_input(input_sizes, f, dy, strides, dilations, padding, data_fo
     out, pads = geometry(sizes, ksize, strides, dilations, padding)
     if dy.shape != (n,) + out + (o,):
         raise ValueError("out_backprop does not match the convolution's output shape")
-    if g == 1 and winograd.applies(dy.dtype, f.shape, strides, dilations, pads):
+    if (g == 1 and winograd.applies(dy.dtype, f.shape, strides, dilations, pads)
+            and _winograd_input(shape, f, dy, out, pads, strides, dilations)):
         dx = winograd.conv3x3_backprop_input(shape, f, dy, pads)
     elif g == 1:
         dx = _dense_backprop_input(shape, f, dy, out, pads, strides, dilations)
@@ -302,7 +340,8 @@ def conv_backprop_filter(x, filter_sizes, dy, strides, dilations, padding, data_
     out, pads = geometry(sizes, ksize, strides, dilations, padding)
     if dy.shape != (n,) + out + (o,):
         raise ValueError("out_backprop does not match the convolution's output shape")
-    if g == 1 and winograd.applies(x.dtype, fsizes, strides, dilations, pads):
+    if (g == 1 and winograd.applies(x.dtype, fsizes, strides, dilations, pads)
+            and _winograd_filter(x, fsizes, dy, out, pads, strides, dilations)):
         df = winograd.conv3x3_backprop_filter(x, dy, pads)
     elif g == 1:
         df = _dense_backprop_filter(x, fsizes, dy, out, pads, strides, dilations)

@@ -10,13 +10,19 @@ column buffers fit one tile (the ResNet's 1x1 stride-2 shortcuts: 64 images of 1
 A batch of one image stays one tile: its GEMM keeps the size-measured threads of
 ``gemm.serial_work`` (batch-1 inference).
 
+Several tiles per core (:data:`TILES_PER_CORE`, none under :data:`MIN_TILE_BYTES`): the
+intra-op helper thread starts a little after the calling thread and claims tiles as it comes
+free, so with one tile per core a late helper left the calling thread both tiles (the ResNet's
+1x1 stride-2 shortcuts: 80 % of their CPU time on the calling thread; BENCHMARKS.md issue 18,
+session 12), and finer tiles even out the last one's wait.
+
 The cut depends on the cores the process may use, not on the thread setting, so results do not
 change with ``tw.config.threading``. ``TW_CONV_ONE_THREAD=0`` restores the earlier behaviour
 (tiles as the byte budget gives them, each GEMM's threads by its size), for comparisons.
 
 >>> from tensorweave.kernels.cpu import conv_tiles
->>> conv_tiles.split(64, 16384, 1 << 20, cores=2)   # 64 images of 16 KB: two tiles of 32
-(524288, True)
+>>> conv_tiles.split(64, 16384, 1 << 20, cores=2)   # 64 images of 16 KB: 8 tiles of 8
+(131072, True)
 >>> conv_tiles.split(1, 16384, 1 << 20, cores=2)
 (1048576, False)
 """
@@ -25,11 +31,16 @@ import os
 from tensorweave.kernels import threads
 
 ENABLED = os.environ.get("TW_CONV_ONE_THREAD", "1") != "0"
+#: tiles per core a batch is cut into at least (when its images allow it) ...
+TILES_PER_CORE = 4
+#: ... unless tiles would hold fewer bytes than this (a tile's fixed costs: a claim, a GEMM call)
+MIN_TILE_BYTES = 64 << 10
 
 
 def split(n, per_image_bytes, tile_bytes, cores=None):
     """``(tile_bytes, one_thread)`` for ``over_tiles(n, per_image_bytes, tile_bytes, run)``: the
-    tile size lowered so that a batch of ``n`` makes at least ``cores`` tiles (no lower than one
+    tile size lowered so that a batch of ``n`` makes at least ``cores`` tiles, and
+    :data:`TILES_PER_CORE` per core where tiles stay over :data:`MIN_TILE_BYTES` (never under one
     image), and whether there is more than one tile (then each tile's GEMM is one-threaded)."""
     if not ENABLED:
         return tile_bytes, False
@@ -37,5 +48,6 @@ def split(n, per_image_bytes, tile_bytes, cores=None):
     per_image_bytes = max(1, per_image_bytes)
     images = max(1, min(n, tile_bytes // per_image_bytes))
     if n >= 2 and cores >= 2:
-        images = min(images, -(-n // cores))
+        finer = max(-(-n // (cores * TILES_PER_CORE)), -(-MIN_TILE_BYTES // per_image_bytes))
+        images = min(images, -(-n // cores), finer)
     return (images * per_image_bytes if n >= 2 else tile_bytes), images < n

@@ -11,7 +11,8 @@ The price is rounding: the transforms add up to ~10 terms with coefficients up t
 float32 result differs from the direct sum by a few 1e-6 of the output's magnitude (direct
 im2col: ~1e-7). ``conv_kernels`` uses this only for float32 3x3, stride-1, undilated,
 ungrouped convolutions with at least :data:`MIN_CHANNELS` input and output channels (cuDNN
-and oneDNN make the same trade); ``TW_CONV_WINOGRAD=0`` switches it off. The transforms'
+and oneDNN make the same trade), and there only where it measured faster than im2col for the
+shape class on this machine (``conv_choice``); ``TW_CONV_WINOGRAD=0`` switches it off. The transforms'
 first calls in a process run their NumPy twins (``winograd_twins``, the same bits) while
 numba compiles them in the background.
 
@@ -41,8 +42,10 @@ ENABLED = os.environ.get("TW_CONV_WINOGRAD", "1") != "0"
 MIN_CHANNELS = 8
 #: Bytes of one tile's transformed input and products (a few images; fits in L2).
 TILE_BYTES = 1 << 20
-#: Images per group of the filter gradient's ordered partial sums.
-GROUP_IMAGES = 16
+#: Images per group of the filter gradient's ordered partial sums: 8 groups for a batch of 64,
+#: so that a helper thread starting late still gets its half (with 16, 4 groups, the calling
+#: thread did 58 % of the ResNet's filter gradients' CPU time).
+GROUP_IMAGES = 8
 
 # Each transform below applies one 1-D transform along the window's rows, then the same along
 # its columns, written out both times: vector loops over the channels with the coefficients
@@ -65,49 +68,56 @@ def applies(x_dtype, fsizes, strides, dilations, pads):
 @njit_twin(twins.input_transform)
 def _input_transform(x, n0, n1, th, tw_, v):
     """``v[36, p, C] = B^T d B`` for the 6x6 windows at stride 4 of images ``n0:n1`` of ``x``
-    (``p`` counts the windows of those images in order); rows, then columns. One loop per
-    output row: a loop storing six rows needs more runtime aliasing checks than LLVM makes and
-    stays scalar (26 -> 17 µs per 26x26x32 image written this way)."""
+    (``p`` counts the windows of those images in order); rows, then columns.
+
+    The row pass runs once per row of windows over the whole row (``(4 tw + 2) * C`` values,
+    one vector loop per output row: long loops), the column pass once per window and output
+    (one loop over the channels each). Before, both passes ran per window: 72 loops of C values
+    per window, which at C = 16 is mostly loop set-up (BENCHMARKS.md issue 18, session 12).
+    The arithmetic is the same, operand for operand."""
     c_ = x.shape[3]
-    t = np.empty((36, c_), x.dtype)
+    wc = (4 * tw_ + 2) * c_                 # the windows' extent along a row, with its channels
+    full = x.shape[2] * c_
+    r6 = np.empty((6, wc), x.dtype)         # the row pass: [output row r, column * C + channel]
     k2, k4, k5 = x.dtype.type(2), x.dtype.type(4), x.dtype.type(5)
     p = 0
     for n in range(n0, n1):
         for ti in range(th):
+            i = 4 * ti
+            x0, x1, x2 = x[n, i].reshape(full), x[n, i + 1].reshape(full), x[n, i + 2].reshape(full)
+            x3, x4, x5 = x[n, i + 3].reshape(full), x[n, i + 4].reshape(full), x[n, i + 5].reshape(full)
+            for u in range(wc):
+                r6[0, u] = k4 * x0[u] - k5 * x2[u] + x4[u]
+            for u in range(wc):
+                r6[1, u] = -k4 * x1[u] - k4 * x2[u] + x3[u] + x4[u]
+            for u in range(wc):
+                r6[2, u] = k4 * x1[u] - k4 * x2[u] - x3[u] + x4[u]
+            for u in range(wc):
+                r6[3, u] = -k2 * x1[u] - x2[u] + k2 * x3[u] + x4[u]
+            for u in range(wc):
+                r6[4, u] = k2 * x1[u] - x2[u] - k2 * x3[u] + x4[u]
+            for u in range(wc):
+                r6[5, u] = k4 * x1[u] - k5 * x3[u] + x5[u]
             for tj in range(tw_):
-                i = 4 * ti
-                for b in range(6):
-                    j = 4 * tj + b
-                    for c in range(c_):
-                        t[b, c] = k4 * x[n, i, j, c] - k5 * x[n, i + 2, j, c] + x[n, i + 4, j, c]
-                    for c in range(c_):
-                        t[6 + b, c] = (-k4 * x[n, i + 1, j, c] - k4 * x[n, i + 2, j, c] + x[n, i + 3, j, c]
-                                       + x[n, i + 4, j, c])
-                    for c in range(c_):
-                        t[12 + b, c] = (k4 * x[n, i + 1, j, c] - k4 * x[n, i + 2, j, c] - x[n, i + 3, j, c]
-                                        + x[n, i + 4, j, c])
-                    for c in range(c_):
-                        t[18 + b, c] = (-k2 * x[n, i + 1, j, c] - x[n, i + 2, j, c] + k2 * x[n, i + 3, j, c]
-                                        + x[n, i + 4, j, c])
-                    for c in range(c_):
-                        t[24 + b, c] = (k2 * x[n, i + 1, j, c] - x[n, i + 2, j, c] - k2 * x[n, i + 3, j, c]
-                                        + x[n, i + 4, j, c])
-                    for c in range(c_):
-                        t[30 + b, c] = k4 * x[n, i + 1, j, c] - k5 * x[n, i + 3, j, c] + x[n, i + 5, j, c]
+                j = 4 * tj * c_
                 for r in range(6):
                     q = 6 * r
+                    # slices, then indices from a range: numba leaves out its negative-index
+                    # handling, which on `t[j + c]` kept the loops scalar (3x slower)
+                    t0, t1, t2 = r6[r, j:j + c_], r6[r, j + c_:j + 2 * c_], r6[r, j + 2 * c_:j + 3 * c_]
+                    t3, t4, t5 = r6[r, j + 3 * c_:j + 4 * c_], r6[r, j + 4 * c_:j + 5 * c_], r6[r, j + 5 * c_:j + 6 * c_]
                     for c in range(c_):
-                        v[q, p, c] = k4 * t[q, c] - k5 * t[q + 2, c] + t[q + 4, c]
+                        v[q, p, c] = k4 * t0[c] - k5 * t2[c] + t4[c]
                     for c in range(c_):
-                        v[q + 1, p, c] = -k4 * t[q + 1, c] - k4 * t[q + 2, c] + t[q + 3, c] + t[q + 4, c]
+                        v[q + 1, p, c] = -k4 * t1[c] - k4 * t2[c] + t3[c] + t4[c]
                     for c in range(c_):
-                        v[q + 2, p, c] = k4 * t[q + 1, c] - k4 * t[q + 2, c] - t[q + 3, c] + t[q + 4, c]
+                        v[q + 2, p, c] = k4 * t1[c] - k4 * t2[c] - t3[c] + t4[c]
                     for c in range(c_):
-                        v[q + 3, p, c] = -k2 * t[q + 1, c] - t[q + 2, c] + k2 * t[q + 3, c] + t[q + 4, c]
+                        v[q + 3, p, c] = -k2 * t1[c] - t2[c] + k2 * t3[c] + t4[c]
                     for c in range(c_):
-                        v[q + 4, p, c] = k2 * t[q + 1, c] - t[q + 2, c] - k2 * t[q + 3, c] + t[q + 4, c]
+                        v[q + 4, p, c] = k2 * t1[c] - t2[c] - k2 * t3[c] + t4[c]
                     for c in range(c_):
-                        v[q + 5, p, c] = k4 * t[q + 1, c] - k5 * t[q + 3, c] + t[q + 5, c]
+                        v[q + 5, p, c] = k4 * t1[c] - k5 * t3[c] + t5[c]
                 p += 1
 
 
@@ -159,52 +169,53 @@ def _output_transform(m, n0, n1, th, tw_, y, bias, has_bias, relu):
 @njit_twin(twins.output_grad_transform)
 def _output_grad_transform(dy, n0, n1, th, tw_, w):
     """``w[36, p, O] = A g A^T`` for each 4x4 block ``g`` of ``dy`` (images ``n0:n1``; zeros
-    beyond its edge): the gradient of the products from the gradient of the outputs. One loop
-    per output row, as in :func:`_input_transform` (43 -> 21 µs per 24x24x64 image)."""
+    beyond its edge): the gradient of the products from the gradient of the outputs. Rows, then
+    columns; the row pass over whole rows of blocks (long loops), the column pass per block, as
+    in :func:`_input_transform` (before: 76 loops of O values per block)."""
     o_ = dy.shape[3]
     ho, wo = dy.shape[1], dy.shape[2]
-    g = np.zeros((16, o_), dy.dtype)        # the block, zeros beyond dy's edge
-    t = np.empty((24, o_), dy.dtype)        # [6 (a) x 4 (s), O]
+    wc, used = 4 * tw_ * o_, wo * o_
+    zero = np.zeros(used, dy.dtype)         # rows beyond dy's edge
+    t6 = np.zeros((6, wc), dy.dtype)        # the row pass; columns beyond dy's edge stay zero
     k2, k4, k8 = dy.dtype.type(2), dy.dtype.type(4), dy.dtype.type(8)
     p = 0
     for n in range(n0, n1):
         for ti in range(th):
-            rows = min(4, ho - 4 * ti)
+            i = 4 * ti
+            g0 = dy[n, i].reshape(used)
+            g1 = dy[n, i + 1].reshape(used) if i + 1 < ho else zero
+            g2 = dy[n, i + 2].reshape(used) if i + 2 < ho else zero
+            g3 = dy[n, i + 3].reshape(used) if i + 3 < ho else zero
+            for u in range(used):
+                t6[0, u] = g0[u]
+            for u in range(used):
+                t6[1, u] = g0[u] + g1[u] + g2[u] + g3[u]
+            for u in range(used):
+                t6[2, u] = g0[u] - g1[u] + g2[u] - g3[u]
+            for u in range(used):
+                t6[3, u] = g0[u] + k2 * g1[u] + k4 * g2[u] + k8 * g3[u]
+            for u in range(used):
+                t6[4, u] = g0[u] - k2 * g1[u] + k4 * g2[u] - k8 * g3[u]
+            for u in range(used):
+                t6[5, u] = g3[u]
             for tj in range(tw_):
-                cols = min(4, wo - 4 * tj)
-                if rows < 4 or cols < 4:
-                    g[:] = 0
-                for r in range(rows):
-                    for s in range(cols):
-                        for o in range(o_):
-                            g[4 * r + s, o] = dy[n, 4 * ti + r, 4 * tj + s, o]
-                for s in range(4):
-                    for o in range(o_):
-                        t[s, o] = g[s, o]
-                    for o in range(o_):
-                        t[4 + s, o] = g[s, o] + g[4 + s, o] + g[8 + s, o] + g[12 + s, o]
-                    for o in range(o_):
-                        t[8 + s, o] = g[s, o] - g[4 + s, o] + g[8 + s, o] - g[12 + s, o]
-                    for o in range(o_):
-                        t[12 + s, o] = g[s, o] + k2 * g[4 + s, o] + k4 * g[8 + s, o] + k8 * g[12 + s, o]
-                    for o in range(o_):
-                        t[16 + s, o] = g[s, o] - k2 * g[4 + s, o] + k4 * g[8 + s, o] - k8 * g[12 + s, o]
-                    for o in range(o_):
-                        t[20 + s, o] = g[12 + s, o]
+                j = 4 * tj * o_
                 for a in range(6):
-                    q, z = 4 * a, 6 * a
+                    z = 6 * a
+                    t0, t1 = t6[a, j:j + o_], t6[a, j + o_:j + 2 * o_]
+                    t2, t3 = t6[a, j + 2 * o_:j + 3 * o_], t6[a, j + 3 * o_:j + 4 * o_]
                     for o in range(o_):
-                        w[z, p, o] = t[q, o]
+                        w[z, p, o] = t0[o]
                     for o in range(o_):
-                        w[z + 1, p, o] = t[q, o] + t[q + 1, o] + t[q + 2, o] + t[q + 3, o]
+                        w[z + 1, p, o] = t0[o] + t1[o] + t2[o] + t3[o]
                     for o in range(o_):
-                        w[z + 2, p, o] = t[q, o] - t[q + 1, o] + t[q + 2, o] - t[q + 3, o]
+                        w[z + 2, p, o] = t0[o] - t1[o] + t2[o] - t3[o]
                     for o in range(o_):
-                        w[z + 3, p, o] = t[q, o] + k2 * t[q + 1, o] + k4 * t[q + 2, o] + k8 * t[q + 3, o]
+                        w[z + 3, p, o] = t0[o] + k2 * t1[o] + k4 * t2[o] + k8 * t3[o]
                     for o in range(o_):
-                        w[z + 4, p, o] = t[q, o] - k2 * t[q + 1, o] + k4 * t[q + 2, o] - k8 * t[q + 3, o]
+                        w[z + 4, p, o] = t0[o] - k2 * t1[o] + k4 * t2[o] - k8 * t3[o]
                     for o in range(o_):
-                        w[z + 5, p, o] = t[q + 3, o]
+                        w[z + 5, p, o] = t3[o]
                 p += 1
 
 
@@ -294,6 +305,13 @@ def _read_only_transform(f):
     return u
 
 
+def _planes(scratch, key, p, c, dtype):
+    """A C-contiguous ``[36, p, c]`` view of a buffer kept in ``scratch`` (a prefix of a flat
+    one, so each of the 36 planes is one run of ``p * c`` values: the transforms run their
+    passes over a row of windows as one loop)."""
+    return buffer(scratch, key, (36 * p * c,), dtype).reshape(36, p, c)
+
+
 def _products(a, b, out, one_thread):
     """The 36 stacked GEMMs ``a[i] @ b[i]``. With tiles side by side (``one_thread``) on one
     thread, on the library measured faster on one thread for the stack's shape class
@@ -321,7 +339,7 @@ class _Blocks:
     def transformed_input(self, x, b0, b1, scratch):
         """``V[36, windows of images b0:b1 of x, C]`` in a scratch buffer."""
         k, c = b1 - b0, self.c
-        v = buffer(scratch, "v", (36, k * self.per_image(), c), x.dtype, axis=1)
+        v = _planes(scratch, "v", k * self.per_image(), c, x.dtype)
         if self.direct:
             _input_transform(x, b0, b1, self.th, self.tw, v)
             return v
@@ -348,7 +366,7 @@ def conv3x3(x, f, pads, bias=None, relu=False):
 
     def run(b0, b1, scratch):
         v = blk.transformed_input(x, b0, b1, scratch)
-        m = buffer(scratch, "m", (36, v.shape[1], o), x.dtype, axis=1)
+        m = _planes(scratch, "m", v.shape[1], o, x.dtype)
         _products(v, u, m, one)
         _output_transform(m, 0, b1 - b0, blk.th, blk.tw, y[b0:b1], b, bias is not None, relu)
     over_tiles(x.shape[0], per_image, tile, run)
@@ -371,9 +389,9 @@ def conv3x3_backprop_input(x_shape, f, dy, pads):
     tile, one = conv_tiles.split(n, per_image, TILE_BYTES)
 
     def run(b0, b1, scratch):
-        wt = buffer(scratch, "w", (36, (b1 - b0) * blk.per_image(), o), dy.dtype, axis=1)
+        wt = _planes(scratch, "w", (b1 - b0) * blk.per_image(), o, dy.dtype)
         _output_grad_transform(dy, b0, b1, blk.th, blk.tw, wt)
-        e = buffer(scratch, "e", (36, wt.shape[1], c), dy.dtype, axis=1)
+        e = _planes(scratch, "e", wt.shape[1], c, dy.dtype)
         _products(wt, ut, e, one)
         dx[b0:b1] = 0
         _input_grad_transform(e, 0, b1 - b0, blk.th, blk.tw, blk.pt, blk.pl, dx[b0:b1])
@@ -398,7 +416,7 @@ def conv3x3_backprop_filter(x, dy, pads):
         for b0 in range(g0, g1, sub):
             b1 = min(g1, b0 + sub)
             v = blk.transformed_input(x, b0, b1, scratch)
-            w = buffer(scratch, "w", (36, v.shape[1], o), x.dtype, axis=1)
+            w = _planes(scratch, "w", v.shape[1], o, x.dtype)
             _output_grad_transform(dy, b0, b1, blk.th, blk.tw, w)
             part = _products(v.transpose(0, 2, 1), w, None, one)
             if acc is None:
