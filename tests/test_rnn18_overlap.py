@@ -145,6 +145,28 @@ def test_a_failing_span_product_raises_on_the_kernels_thread(monkeypatch):
     assert calls and _openblas_count() == before
 
 
+def test_the_one_thread_hold_is_shared_with_the_split_products():
+    """A split product's hold (gemm) and a recurrent kernel's ending out of order restore the count
+    once, when the last of them ends (two separate counters left it at 1 for good)."""
+    found = gemm._openblas_threads()
+    if found is None:
+        pytest.skip("NumPy's BLAS is not an OpenBLAS exporting its thread count")
+    get, put = found
+    before = get()
+    put(2)
+    try:
+        split = gemm._openblas_one_thread()
+        split.__enter__()
+        kernel = rnn_overlap.one_thread()
+        kernel.__enter__()
+        split.__exit__(None, None, None)
+        assert get() == 1                           # the kernel still holds it
+        kernel.__exit__(None, None, None)
+        assert get() == 2
+    finally:
+        put(before)
+
+
 def test_the_one_thread_hold_is_counted(monkeypatch):
     found = gemm._openblas_threads()
     if found is None:

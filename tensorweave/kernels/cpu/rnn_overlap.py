@@ -61,32 +61,15 @@ def enabled(plan):
 
 
 # ---- NumPy's OpenBLAS held at one thread ---------------------------------------------------------
-_held = {"count": 0, "before": None}
-_held_lock = threading.Lock()
-
-
-@contextlib.contextmanager
 def one_thread():
     """NumPy's OpenBLAS on one thread inside (process-wide; nested and concurrent holders counted,
-    the first sets, the last restores). Nothing where its count cannot be set."""
+    the first sets, the last restores). Nothing where its count cannot be set. It is the split
+    products' hold (``gemm._openblas_one_thread``): one counter for every holder in the process, so
+    a kernel's hold ending while a split product's is still open cannot restore the count under it."""
     from tensorweave.kernels.cpu import gemm
-    found = gemm._openblas_threads()
-    if found is None:
-        yield
-        return
-    get, put = found
-    with _held_lock:
-        if _held["count"] == 0:
-            _held["before"] = get()
-            put(1)
-        _held["count"] += 1
-    try:
-        yield
-    finally:
-        with _held_lock:
-            _held["count"] -= 1
-            if _held["count"] == 0:
-                put(_held["before"])
+    if gemm._openblas_threads() is None:
+        return contextlib.nullcontext()
+    return gemm._openblas_one_thread()
 
 
 # ---- the helper thread ---------------------------------------------------------------------------
