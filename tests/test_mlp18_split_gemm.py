@@ -10,6 +10,7 @@ import time
 import numpy as np
 import pytest
 
+from tensorweave.distribute import rank_threads
 from tensorweave.kernels.cpu import gemm, gemm_tuning
 
 KEY = {"cpu": "Test CPU 9000", "cores": 2, "versions": {"mkl": "m1", "numpy": "n1"}}
@@ -166,6 +167,18 @@ def test_split_parts_follows_the_settings(monkeypatch):
         t.start()
         t.join()
         assert got == [1]                         # a tiled kernel's helper thread
+        got = []
+
+        def rank_thread():
+            rank_threads.use(1)                   # an in-process rank's share of the cores
+            got.append(gemm.split_parts())
+            with rank_threads.held(2):
+                got.append(gemm.split_parts())
+            got.append(gemm.split_parts())
+        t = threading.Thread(target=rank_thread)
+        t.start()
+        t.join()
+        assert got == [1, 2, 1] and gemm.split_parts() == 2    # per thread: the caller's is unchanged
         monkeypatch.setitem(gemm._split, "on", False)
         assert gemm.split_parts() == 1
     finally:

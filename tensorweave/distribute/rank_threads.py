@@ -2,7 +2,8 @@
 
 In-process ranks are threads of one process, so they share its cores. Some thread settings are
 per *calling thread*: MKL's thread count under Intel OpenMP (``threadpool_limits(1)`` on the main
-thread leaves a rank thread at one thread per core) and numba's ``set_num_threads``. Left alone, two
+thread leaves a rank thread at one thread per core), numba's ``set_num_threads`` and the parts a
+product may be split into (``gemm.limit_split_here``). Left alone, two
 rank threads on two cores each ran MKL on two threads — four threads plus their spinning OpenMP
 workers on two cores. So before a rank runs its plan it sets these per-thread counts to
 :func:`share` — the controller thread's BLAS threads divided by the ranks running at once (at
@@ -36,9 +37,12 @@ def use(n):
     """Sets the calling thread's per-thread kernel thread counts (MKL, numba) to ``n`` where they
     differ (read live, ~2 µs when nothing changes); returns ``n``."""
     import numba
+
+    from tensorweave.kernels.cpu import gemm
     for lib in _per_thread_libs():
         if lib.num_threads != n:
             lib.set_num_threads(n)
+    gemm.limit_split_here(n)
     m = min(n, numba.config.NUMBA_NUM_THREADS)
     if numba.get_num_threads() != m:
         numba.set_num_threads(m)
@@ -50,12 +54,16 @@ def held(n):
     """:func:`use` ``n`` for the body, then the calling thread's previous per-thread counts again
     (a controller thread running one rank's plan itself, ``World.run(..., inline=True)``)."""
     import numba
+
+    from tensorweave.kernels.cpu import gemm
     libs = _per_thread_libs()
     before = [lib.num_threads for lib in libs], numba.get_num_threads()
+    split_before = gemm.limit_split_here(None)
     use(n)
     try:
         yield n
     finally:
+        gemm.limit_split_here(split_before)
         for lib, k in zip(libs, before[0]):
             if lib.num_threads != k:
                 lib.set_num_threads(k)

@@ -654,11 +654,28 @@ def _run_2d(a, b, out, op_a, op_b, op_c, m, n, k, seen, one_thread=False):
 def split_parts():
     """Threads a product above :func:`serial_work` may be split over (1: not split): the intra-op
     thread count (OpenBLAS's, which ``tw.config.threading`` sets as MKL's), at most one per
-    core; 1 under ``TW_GEMM_SPLIT=0``, a forced ``TW_BLAS``, without NumPy's OpenBLAS, and on a
-    tiled kernel's helper thread (``tiles.over_tiles``: its products run on one thread)."""
+    core and at most the calling thread's share (:func:`limit_split_here`: an in-process rank's);
+    1 under ``TW_GEMM_SPLIT=0``, a forced ``TW_BLAS``, without NumPy's OpenBLAS, and on a tiled
+    kernel's helper thread (``tiles.over_tiles``: its products run on one thread)."""
     if not _split["on"] or _openblas_threads() is None or threading.current_thread().name.endswith(_HELPER):
         return 1
-    return min(_openblas["found"][0](), _cores())
+    parts = min(_openblas["found"][0](), _cores())
+    cap = getattr(_thread_share, "parts", None)
+    return parts if cap is None else max(1, min(parts, cap))
+
+
+#: the calling thread's own cap on split parts (OpenBLAS's count is process-wide: an in-process
+#: rank thread's share of the cores is per thread, like MKL's count there)
+_thread_share = threading.local()
+
+
+def limit_split_here(parts):
+    """Caps :func:`split_parts` on the calling thread at ``parts`` (``None``: no cap); returns the
+    previous cap. ``distribute/rank_threads.py`` sets a rank thread's share with it, so two ranks
+    on two cores do not each split their products over both cores."""
+    before = getattr(_thread_share, "parts", None)
+    _thread_share.parts = parts
+    return before
 
 
 #: the end of the runtime's helper threads' names (``Runtime.intra_op_pool``)
