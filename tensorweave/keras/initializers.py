@@ -265,7 +265,7 @@ def slice_of(init, shape, dtype, slices):
 
     Zeros, Ones, Constant and the seeded random initializers (RandomUniform, RandomNormal,
     TruncatedNormal, VarianceScaling and its Glorot/He/Lecun presets) in float32/float64 draw
-    only the slice, the same bits as the whole draw (``tw.random.stateless_slice``); a subclass
+    only the slice, the same bits as the whole draw (``distribute.sharded_draws.stateless_slice``); a subclass
     with its own ``__call__``, an unseeded or integer draw, Orthogonal, Identity: None.
 
     >>> import numpy as np
@@ -295,7 +295,7 @@ def slice_of(init, shape, dtype, slices):
     if (not isinstance(seed, int) or isinstance(seed, bool) or d.np_dtype not in (np.float32, np.float64)
             or not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in (a, b))):
         return None
-    from tensorweave.ops.random_ops import stateless_slice
+    from tensorweave.distribute.sharded_draws import stateless_slice
     return stateless_slice(kind, shape, [seed, 0], a, b, d, tuple(slices)).numpy()
 
 _ALIASES = {"zeros": Zeros, "ones": Ones, "constant": Constant, "uniform": RandomUniform,

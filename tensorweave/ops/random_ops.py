@@ -628,30 +628,6 @@ def stateless_truncated_normal(shape, seed, mean=0.0, stddev=1.0, dtype=_dt.floa
     return _stateless_float("StatelessTruncatedNormal", shape, seed, stddev, mean, dtype, name)
 
 
-def stateless_slice(kind, shape, seed, a, b, dtype, slices):
-    """``stateless_<kind>(shape, seed, a, b, dtype=dtype)[slices]`` for ``kind`` "uniform"
-    (``a, b``: minval, maxval), "normal" or "truncated_normal" (mean, stddev), with Python
-    numbers for ``a, b`` and a float32/float64 ``dtype``: the same bits, drawing only the
-    slice (a sharded variable's initializer on one rank: ``distribute/sharded_draws.py``).
-
-    >>> import numpy as np, tensorweave as tw
-    >>> whole = tw.random.stateless_normal([4, 3], seed=[5, 0], mean=1.0, stddev=2.0)
-    >>> part = stateless_slice("normal", (4, 3), [5, 0], 1.0, 2.0, tw.float32, (slice(1, 3), slice(0, 3)))
-    >>> bool((part.numpy() == whole.numpy()[1:3]).all())
-    True
-    """
-    from tensorweave.distribute.sharded_draws import slice_of_draw
-    from tensorweave.kernels.cpu.random_kernels import stateless_stream
-    dtype = _dt.as_dtype(dtype)
-    scale, shift = (b - a, a) if kind == "uniform" else (b, a)      # as stateless_uniform/normal
-    out = slice_of_draw(kind, stateless_stream(np.asarray(seed)), dtype.np_dtype, shape, slices)
-    # _affine's multiply and add (a Python number takes the draw's dtype), in place: no copies
-    if not _is_number(scale, 1):
-        np.multiply(out, np.asarray(scale, out.dtype), out=out)
-    if not _is_number(shift, 0):
-        np.add(out, np.asarray(shift, out.dtype), out=out)
-    return convert_to_tensor(out, dtype)
-
 def stateless_categorical(logits, num_samples, seed, dtype=_dt.int64, name=None):
     """Class indices (see :func:`categorical`) fixed by ``seed``."""
     n = num_samples if isinstance(num_samples, Tensor) else _ct(

@@ -65,8 +65,9 @@ def reset():
 
 
 def _compiled(kernels):
-    """Whether every numba kernel in ``kernels`` has a compiled version (not its twin)."""
-    return all(getattr(kn, "overloads", None) for kn in kernels)
+    """Whether every numba kernel in ``kernels`` has a compiled version (not its twin): a JIT
+    compile, or loops built at install (``aot.attach``, which numba's ``overloads`` does not list)."""
+    return all(getattr(kn, "overloads", None) or getattr(kn, "aot_signatures", None) for kn in kernels)
 
 
 def use_winograd(kind, n, h, w, c, o, pads, runners, kernels=()):
