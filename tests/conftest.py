@@ -1,5 +1,6 @@
 import os
 import sys
+import tempfile
 
 import numpy as np
 import pytest
@@ -11,6 +12,10 @@ os.environ.setdefault("TW_BLAS_TUNE", "0")
 # Convolutions: Winograd wherever it applies, not chosen by timing (kernels/cpu/conv_choice.py;
 # tests/test_conv18_choice.py times it with a scripted clock).
 os.environ.setdefault("TW_CONV_WINOGRAD", "1")
+# Choices that are still timed (a product class's split, at -n 0 on a quiet machine) go to a
+# cache of this run, never into the user's (TW_TUNING_CACHE names the GEMM file; the
+# convolution file sits next to it).
+os.environ.setdefault("TW_TUNING_CACHE", os.path.join(tempfile.mkdtemp(prefix="tw-tests-tuning-"), "gemm-tuning.json"))
 
 if os.environ.get("PYTEST_XDIST_WORKER"):
     # Each xdist worker gets one BLAS (and numba) thread, so parallel workers do not
