@@ -3,7 +3,7 @@ collective gives the bits of the in-process ranks (uneven and empty pieces, int 
 dtypes, point to point with tags), timeouts name the ranks that did not arrive, a failed or
 dead peer ends the waits, and no segment is left in /dev/shm. (Ray workers: test_ray_runtime.)"""
 import os
-import time
+import threading
 import uuid
 from concurrent.futures import ThreadPoolExecutor
 
@@ -196,18 +196,22 @@ def test_a_waiting_member_sleeps_on_its_fifo_and_is_woken_by_the_peer_s_publish(
     groups = [shm.ShmGroup((0, 1), i, prefix) for i in range(2)]
     with ThreadPoolExecutor(2) as pool:
         list(pool.map(lambda g: g.connect(), groups))
-    slept, real = [], shm.ShmGroup._sleep
-    monkeypatch.setattr(shm.ShmGroup, "_sleep", lambda self, t: (slept.append(self.index), real(self, t))[1])
+    slept, asleep, real = [], threading.Event(), shm.ShmGroup._sleep
+
+    def sleep(self, t):
+        slept.append(self.index)
+        asleep.set()
+        return real(self, t)
+    monkeypatch.setattr(shm.ShmGroup, "_sleep", sleep)
     monkeypatch.setattr(shm, "_SPINS", 0)
     try:
         with ThreadPoolExecutor(2) as pool:
             first = pool.submit(groups[0].exchange, 0, "x", np.ones(2))
-            while not slept:                  # member 0 is asleep before member 1 arrives
-                time.sleep(0.001)
+            asleep.wait()                     # member 0 is asleep before member 1 arrives
             second = pool.submit(groups[1].exchange, 1, "x", np.zeros(2))
-            assert [v.tolist() for v in first.result(timeout=10)] == [[1.0, 1.0], [0.0, 0.0]]
-            second.result(timeout=10)
-        assert groups[0].waited > 0
+            assert [v.tolist() for v in first.result()] == [[1.0, 1.0], [0.0, 0.0]]
+            second.result()
+        assert 0 in slept                     # member 0 slept on its FIFO; the publish woke it
     finally:
         for g in groups:
             g.close()
