@@ -3,7 +3,7 @@ import numpy as np
 
 from tensorweave.core import errors
 from tensorweave.core.registry import register_kernel as k
-from tensorweave.kernels.cpu import gemm
+from tensorweave.kernels.cpu import einsum_matmul
 from tensorweave.kernels.cpu.util import low_precision, same_dtype
 
 
@@ -38,43 +38,8 @@ def _einsum(*xs, equation):
 
 
 def _einsum_as_matmul(a, b, sa, sb, so):
-    """A two-operand contraction as one (batched) GEMM, or None where it is not one (repeated or
-    ``...`` subscripts, sizes that differ): the operands transposed to ``[batch, free, contracted]``
-    and ``[batch, contracted, free]``, multiplied, the result transposed to the output's order.
-    ``np.einsum``, even with ``optimize``, copies through slower paths: a multi-head attention
-    block's projections and their gradients took 55 ms a call instead of ~1 (a transformer step
-    was 25x TensorFlow's)."""
-    if "." in sa + sb + so or any(len(set(t)) != len(t) for t in (sa, sb, so)) or a.ndim != len(sa) \
-            or b.ndim != len(sb) or not set(so) <= set(sa + sb) or a.dtype != b.dtype or a.dtype == np.bool_:
-        return None
-    size = dict(zip(sa, a.shape))
-    for letter, n in zip(sb, b.shape):
-        if size.setdefault(letter, n) != n:
-            return None
-    only_a = tuple(i for i, c in enumerate(sa) if c not in sb and c not in so)
-    only_b = tuple(i for i, c in enumerate(sb) if c not in sa and c not in so)
-    if only_a:                                  # summed away in one operand alone: sum it first
-        a, sa = a.sum(axis=only_a), "".join(c for c in sa if c in sb or c in so)
-    if only_b:
-        b, sb = b.sum(axis=only_b), "".join(c for c in sb if c in sa or c in so)
-    batch = [c for c in so if c in sa and c in sb]
-    left = [c for c in so if c in sa and c not in sb]
-    right = [c for c in so if c in sb and c not in sa]
-    inner = [c for c in sa if c in sb and c not in so]
-
-    def prod(letters):
-        n = 1
-        for c in letters:
-            n *= size[c]
-        return n
-    nb, nl, nr, nk = prod(batch), prod(left), prod(right), prod(inner)
-    am = a.transpose([sa.index(c) for c in batch + left + inner]).reshape(nb, nl, nk)
-    bm = b.transpose([sb.index(c) for c in batch + inner + right]).reshape(nb, nk, nr)
-    out = gemm.matmul(am[0], bm[0])[None] if nb == 1 else gemm.matmul(am, bm)   # a stack: one batched call
-    out = out.reshape([size[c] for c in batch + left + right])
-    order = batch + left + right
-    out = out.transpose([order.index(c) for c in so])
-    return out if out.flags.c_contiguous else out.copy()
+    """A two-operand contraction as GEMM (``einsum_matmul.contract``), or None where it is not one."""
+    return einsum_matmul.contract(a, b, sa, sb, so)
 
 
 def _diag_index(m, n):
