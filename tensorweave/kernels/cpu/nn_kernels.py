@@ -26,12 +26,20 @@ def _log_softmax_np(x, axis):
     return shifted - np.log(np.sum(np.exp(shifted), axis=axis, keepdims=True))
 
 
-def _softmax_np(x, axis):
+def _softmax_np(x, axis, out=None):
+    """Into ``out`` when given (else a new array): one buffer, exp taken in place (a second
+    4 MB array a call for attention's [16, 4, 128, 128] scores cost its page faults)."""
     m = np.max(x, axis=axis, keepdims=True)
     m = np.where(np.isfinite(m), m, np.zeros((), x.dtype))
-    e = np.exp(x - m)
+    e = np.subtract(x, m, out=out)
+    np.exp(e, out=e)
     e /= np.sum(e, axis=axis, keepdims=True)
     return e
+
+
+#: a last-axis softmax of at least this many bytes runs in blocks of rows on the intra-op
+#: threads (each row's operations are those of the whole: the same bits); TILE_BYTES a block
+SOFTMAX_SPLIT_BYTES, SOFTMAX_TILE_BYTES = 1 << 20, 1 << 19
 
 
 @k("Softmax")
@@ -40,7 +48,18 @@ def _softmax(x, axis):
     dt = _floats(x)
     if x.size == 0:
         return x.copy()
-    return _softmax_np(_work(x), axis).astype(dt, copy=False)
+    xw = _work(x)
+    if xw.nbytes < SOFTMAX_SPLIT_BYTES or axis % x.ndim != x.ndim - 1 or not xw.flags.c_contiguous:
+        return _softmax_np(xw, axis).astype(dt, copy=False)
+    c = xw.shape[-1]
+    rows, out = xw.reshape(-1, c), np.empty(xw.shape, xw.dtype)
+    flat = out.reshape(-1, c)
+
+    def block(r0, r1, _scratch):
+        with np.errstate(all="ignore"):     # (per thread: the helpers' too; nan rows as TF's)
+            _softmax_np(rows[r0:r1], -1, flat[r0:r1])
+    over_tiles(rows.shape[0], c * xw.itemsize, SOFTMAX_TILE_BYTES, block)
+    return out.astype(dt, copy=False)
 
 
 @k("LogSoftmax")
