@@ -77,10 +77,12 @@ WORKLOADS = {
     "resnet": (64, (32, 32, 3), "float", 10),
     "encoder2": (16, (128,), "ids", None),
     "widedeep": (256, (8,), "ids1m", None),
+    # the encoder's inference on one sequence (issue 18 enc18; PyTorch and TensorFlow peers only)
+    "encoder2_predict": (1, (128,), "ids", None),
 }
 #: inference-only workloads: ``predict_on_batch`` (PyTorch: the module in eval mode under
 #: ``no_grad``) of the named training workload's model, at batch 1 — a request's latency
-PREDICT = {"mlp_predict": "mlp", "cnn_predict": "cnn"}
+PREDICT = {"mlp_predict": "mlp", "cnn_predict": "cnn", "encoder2_predict": "encoder2"}
 #: tensorweave with its GEMM backend forced (``TW_BLAS``) or tuned per shape class from an empty
 #: tuning cache (``TW_BLAS_TUNE=1``): same-run comparisons of the backend choice (issue 18)
 TW_VARIANTS = {"mkl": {"TW_BLAS": "mkl"}, "numpy": {"TW_BLAS": "numpy"},

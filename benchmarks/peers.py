@@ -195,6 +195,8 @@ def make_jax(workload, data, threads):
     rng = np.random.default_rng(0)
     predict = workload.endswith("_predict")
     workload = workload[:-len("_predict")] if predict else workload
+    if predict and workload not in ("mlp", "cnn"):
+        raise ValueError(f"JAX peer: no {workload}_predict (inference is written for mlp and cnn only)")
     bn_state = None                  # resnet: BatchNorm's moving statistics, updated by each step
 
     def glorot(shape, fan_in, fan_out):
