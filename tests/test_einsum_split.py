@@ -85,6 +85,10 @@ def test_small_stacks_and_one_core_stay_one_call(monkeypatch):
     monkeypatch.setattr(gemm, "split_parts", lambda: 8)                # no more parts than entries
     einsum_matmul.contract(a, b, "bij", "bjk", "bik")
     assert split == [2, 4]
+    monkeypatch.setattr(einsum_matmul, "MIN_SPLIT_WORK", 0)
+    a2, b2 = RNG.standard_normal((8, 8)), RNG.standard_normal((8, 8))
+    np.testing.assert_allclose(einsum_matmul.contract(a2, b2, "ij", "jk", "ik"), a2 @ b2, rtol=1e-12)
+    assert split == [2, 4]                                               # no stack: one 2-D call
 
 
 class _Tuner:

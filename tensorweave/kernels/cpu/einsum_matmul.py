@@ -178,10 +178,9 @@ def _split(a, b, sa, sb, so, size, batch, left, right, inner, parts, out=None):
         target = out[tuple(block)]
         pa = a[(slice(None),) * ia + (slice(i, j),)]
         pb = b[(slice(None),) * ib + (slice(i, j),)]
-        if io == 0:      # a leading block is C-contiguous: the product goes straight into it
-            _product(pa, pb, sa, sb, so, sub_size, batch, left, right, inner, one_thread=True, out=target)
-        else:
-            np.copyto(target, _product(pa, pb, sa, sb, so, sub_size, batch, left, right, inner, one_thread=True))
+        # (a leading block is C-contiguous and the product goes straight into it when it comes
+        # out in the output's order; otherwise _product copies it into the block)
+        _product(pa, pb, sa, sb, so, sub_size, batch, left, right, inner, one_thread=True, out=target)
     from tensorweave.core.context import current_runtime
     starts = list(range(0, n, step))
     pool = current_runtime().intra_op_pool()
