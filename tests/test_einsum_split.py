@@ -70,6 +70,20 @@ def test_split_blocks_cover_an_odd_batch_in_parts():
         np.testing.assert_allclose(got, a @ b, rtol=1e-12)
 
 
+def test_a_batch_of_one_splits_its_heads(forced, monkeypatch):
+    """predict on one sequence: scores [1, N, T, S] split along the heads (the largest batch
+    subscript; the first of equals otherwise), each block written to its slice."""
+    blocks = []
+    real = einsum_matmul._product
+    monkeypatch.setattr(einsum_matmul, "_product", lambda a, b, *r, **k: blocks.append(a.shape) or real(a, b, *r, **k))
+    k, q = RNG.standard_normal((1, 5, 3, 4)), RNG.standard_normal((1, 6, 3, 4))
+    got = _einsum(k, q, equation="aecd,abcd->acbe")
+    np.testing.assert_allclose(got, np.einsum("aecd,abcd->acbe", k, q), rtol=1e-12)
+    assert sorted(blocks) == [(1, 5, 1, 4), (1, 5, 2, 4)]     # key blocks of 1 and 2 heads
+    assert einsum_matmul._split_letter(["a", "c"], {"a": 2, "c": 2}) == "a"
+    assert einsum_matmul._split_letter(["a", "c"], {"a": 2, "c": 3}) == "c"
+
+
 def test_small_stacks_and_one_core_stay_one_call(monkeypatch):
     split = []
     monkeypatch.setattr(einsum_matmul, "_stack", lambda *args: split.append(args[-1]))

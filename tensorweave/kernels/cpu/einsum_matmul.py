@@ -9,7 +9,7 @@ gradients took 55 ms a call instead of ~1 (a transformer step was 25x TensorFlow
 A *stack* of products (batch subscripts: attention's ``[batch, heads]``) runs either as one
 batched call on the library's threads (``"mkl"``: each call a fork-join over every core, and the
 operand transposes around it on the calling thread alone) or split (``"rows"``): blocks of the
-first batch subscript, one per intra-op thread, each block transposed, multiplied on one thread
+largest batch subscript, one per intra-op thread, each block transposed, multiplied on one thread
 (``gemm.matmul(one_thread=True)``: the library measured faster on one thread for its class) and
 written to its slice of the output on its own thread. Which one a stack's class takes is measured
 (``gemm.tuner()``, the GEMM family's cache and timing rules: ``einsum:<layout>:<class>,p<parts>``,
@@ -79,8 +79,8 @@ def contract(a, b, sa, sb, so):
         b, sb = b.sum(axis=only_b), "".join(c for c in sb if c in sa or c in so)
     nb = _prod(size, batch)
     work = nb * _prod(size, left) * _prod(size, right) * _prod(size, inner)
-    if nb > 1 and work >= MIN_SPLIT_WORK and size[batch[0]] >= 2:
-        parts = min(gemm.split_parts(), size[batch[0]])
+    if nb > 1 and work >= MIN_SPLIT_WORK and size[_split_letter(batch, size)] >= 2:
+        parts = min(gemm.split_parts(), size[_split_letter(batch, size)])
         if parts > 1:
             return _stack(a, b, sa, sb, so, size, batch, left, right, inner, parts)
     return _product(a, b, sa, sb, so, size, batch, left, right, inner)
@@ -98,6 +98,12 @@ def _matrices(x, sx, batch, rows, cols, size):
         m = x.transpose([sx.index(c) for c in batch + cols + rows]).reshape(nb, nc, nr)
         return m.transpose(0, 2, 1)
     return x.transpose([sx.index(c) for c in batch + rows + cols]).reshape(nb, nr, nc)
+
+
+def _split_letter(batch, size):
+    """The batch subscript a stack is split along: the largest (the first of equals), so that a
+    batch of one (``predict`` on one sequence) still splits its heads."""
+    return max(batch, key=size.get)
 
 
 def _product(a, b, sa, sb, so, size, batch, left, right, inner, one_thread=False, out=None):
@@ -159,10 +165,10 @@ def _stack(a, b, sa, sb, so, size, batch, left, right, inner, parts):
 
 
 def _split(a, b, sa, sb, so, size, batch, left, right, inner, parts, out=None):
-    """The stack as ``parts`` blocks of its first batch subscript, the first on this thread and
+    """The stack as ``parts`` blocks of its largest batch subscript, the first on this thread and
     the others on the runtime's intra-op threads, each transposing its operands' block,
     multiplying it on one thread and writing its slice of ``out`` (a new array when None)."""
-    letter = batch[0]
+    letter = _split_letter(batch, size)
     n = size[letter]
     out = np.empty([size[c] for c in so], a.dtype) if out is None else out
     step = -(-n // parts)
