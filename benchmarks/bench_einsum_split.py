@@ -3,8 +3,12 @@ against the stack split over the cores (``kernels/cpu/einsum_matmul.py``), inter
 wall and process CPU time per call; the encoder2 workload's shapes (batch 16, 4 heads, 128
 positions, key size 64).
 
-    PYTHONPATH=$PWD python benchmarks/bench_einsum_split.py --rounds 20
+    PYTHONPATH=$PWD python benchmarks/bench_einsum_split.py --rounds 20 [--old /path/to/old/checkout]
+
+``--old``: also time an older checkout's ``Einsum`` kernel (its ``kernels/cpu/linalg_kernels.py``
+loaded from that path beside this one, the same GEMM module under it) in the same rounds.
 """
+import importlib.util
 import argparse
 import os
 import time
@@ -21,7 +25,20 @@ CASES = [("aecd,abcd->acbe", [(16, 128, 4, 64), (16, 128, 4, 64)]),
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--rounds", type=int, default=20)
+    p.add_argument("--old", default=None, help="an older checkout whose Einsum kernel is timed too")
     args = p.parse_args(argv)
+    old = None
+    if args.old:
+        spec = importlib.util.spec_from_file_location(
+            "old_linalg_kernels", os.path.join(args.old, "tensorweave", "kernels", "cpu", "linalg_kernels.py"))
+        old = importlib.util.module_from_spec(spec)
+        from tensorweave.core import registry
+        real = registry.register_kernel
+        registry.register_kernel = lambda *a, **k: (lambda fn: fn)    # not registered a second time
+        try:
+            spec.loader.exec_module(old)
+        finally:
+            registry.register_kernel = real
     from tensorweave.kernels.cpu import einsum_matmul, gemm, gemm_tuning
     rng = np.random.default_rng(0)
     print(f"cpu {gemm_tuning.cpu_model()}, load {os.getloadavg()}, parts {gemm.split_parts()}")
@@ -36,6 +53,8 @@ def main(argv=None):
         ways = {"mkl": lambda: einsum_matmul._product(a, b, sa, sb, so, size, batch, left, right, inner),
                 "split": lambda: einsum_matmul._split(a, b, sa, sb, so, size, batch, left, right, inner,
                                                       max(2, gemm.split_parts()))}
+        if old is not None:
+            ways["old"] = lambda: old._einsum_as_matmul(a, b, sa, sb, so)
         ref = np.einsum(eq, a.astype(np.float64), b.astype(np.float64))
         times = {w: ([], []) for w in ways}
         for w in ways.values():

@@ -29,8 +29,11 @@ import numpy as np
 from tensorweave.kernels.cpu import gemm
 from tensorweave.kernels.cpu import gemm_tuning
 
-#: stacks under this many multiply-adds in all stay one call (a split's hand-off costs ~50 µs)
-MIN_SPLIT_WORK = 1 << 22
+#: stacks under this many multiply-adds in all stay one call: a split's hand-off costs ~50 µs quiet
+#: and a scheduler slice under load; encoder2's predict on one sequence (4 heads of 128x128x64,
+#: 4.2 M) read 23 ms of CPU a request split against 14 in one call at load 30 (one noisy pair),
+#: while its training step's stacks are 67 M
+MIN_SPLIT_WORK = 1 << 24
 
 #: this process's stack classes (tuples) -> "mkl" or "rows"
 _chosen = {}
