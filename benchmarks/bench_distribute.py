@@ -121,6 +121,27 @@ def make_pipeline(batch, micro_batches):
     return pipe, lambda: pipe.train_step(x, y, opt)
 
 
+def cpu_id():
+    """The CPU's model name with its family and model numbers (``AMD EPYC`` alone names both the
+    Zen 3 and the Zen 4 this project's figures came from)."""
+    fields = {}
+    try:
+        for line in open("/proc/cpuinfo"):
+            key, _, value = line.partition(":")
+            key = key.strip()
+            if key in ("cpu family", "model", "flags") and key not in fields:
+                fields[key] = value.strip()
+            if len(fields) == 3:
+                break
+    except OSError:
+        pass
+    name = _cpu_model()
+    if "cpu family" in fields and "model" in fields:
+        avx512 = "avx512f" in fields.get("flags", "").split()
+        name += f" (family {fields['cpu family']} model {fields['model']}, {'AVX-512' if avx512 else 'no AVX-512'})"
+    return name
+
+
 def steps_per_s(step, steps):
     step()
     t0 = time.perf_counter()
@@ -233,10 +254,12 @@ def decompose(placement, args, world, ranks):
     """Where the planned step's time goes, alternating in one run (same load): ``one_device`` (the
     global batch), ``half_batch`` (one device at the per-rank batch: a rank's work alone),
     ``independent`` (each rank thread runs its own one-device step at the per-rank batch at once:
-    the ranks' work with no collective, so what two threads side by side cost) and ``planned``
-    (the data-parallel step). ``2 * half_batch / one_device`` is the price of the smaller
-    products, ``independent / half_batch`` that of running side by side, ``planned / independent``
-    that of the collectives and the hand-off."""
+    the ranks' work with no collective, so what two threads side by side cost),
+    ``independent_processes`` (the same steps in as many processes, :class:`HalfBatchProcesses`)
+    and ``planned`` (the data-parallel step). ``2 * half_batch / one_device`` is the price of the
+    smaller products, ``independent_processes / half_batch`` that of sharing the cores' caches and
+    memory, ``independent / independent_processes`` that of sharing one process (GIL, allocator,
+    library state), ``planned / independent`` that of the collectives and the hand-off."""
     per_rank = args.batch // args.ranks
     halves = [tw.function(make(None, per_rank)) for _ in ranks]
     _one_thread_per_rank(world, ranks)
@@ -250,18 +273,80 @@ def decompose(placement, args, world, ranks):
     for name, (fn, _) in fns.items():
         if name != "independent":
             fn()
+    workers = HalfBatchProcesses(len(ranks), per_rank, args.optimizer)
     best = {}
-    names = list(fns)
-    for r in range(args.rounds):
-        for name in names[r % len(names):] + names[:r % len(names)]:
-            fn, inline = fns[name]
-            on_ranks = name in ("independent", "planned")
-            m = measure(fn, args.steps, *((world, ranks, inline) if on_ranks else (None, None)))
-            if name not in best or m[0] > best[name][0]:
-                best[name] = m
+    names = list(fns) + ["independent_processes"]
+    try:
+        for r in range(args.rounds):
+            for name in names[r % len(names):] + names[:r % len(names)]:
+                if name == "independent_processes":
+                    m = workers.measure(args.steps)
+                else:
+                    fn, inline = fns[name]
+                    on_ranks = name in ("independent", "planned")
+                    m = measure(fn, args.steps, *((world, ranks, inline) if on_ranks else (None, None)))
+                if name not in best or m[0] > best[name][0]:
+                    best[name] = m
+    finally:
+        workers.close()
     return {"row": "decomposition", "batch": args.batch, "ranks": args.ranks, **{
         name: {"steps_s": round(m[0], 2), "cpu_ms": round(m[1], 2), "thread_cpu_ms": [round(c, 2) for c in m[2]]}
         for name, m in best.items()}}
+
+
+class HalfBatchProcesses:
+    """``n`` worker processes (this script with ``--half-batch-worker``), each with its own
+    one-device step at the per-rank batch on one thread: ``independent`` with no GIL, allocator,
+    BLAS state or address space shared (what two rank threads of one process pay beyond two
+    processes is in our stack; what both pay is the cores' shared cache and memory bandwidth).
+    Started once; :meth:`measure` releases them at once (a line on each one's stdin) and reads
+    each one's figures (a JSON line on its stdout: no pickles)."""
+
+    def __init__(self, n, batch, optimizer):
+        import subprocess
+        import sys
+        env = dict(os.environ)
+        env["PYTHONPATH"] = os.pathsep.join([os.getcwd()] + [p for p in (env.get("PYTHONPATH"),) if p])
+        self.procs = [subprocess.Popen(
+            [sys.executable, os.path.abspath(__file__), "--half-batch-worker", "--batch", str(batch),
+             "--optimizer", optimizer], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env)
+            for _ in range(n)]
+        for p in self.procs:           # each has traced and run its step once
+            if p.stdout.readline().strip() != "ready":
+                raise RuntimeError("a --half-batch-worker process failed to start")
+
+    def measure(self, steps):
+        """(steps/s of the slowest, the processes' CPU ms per step together, [each one's thread CPU
+        ms per step]), as :func:`measure` gives for rank threads."""
+        for p in self.procs:
+            p.stdin.write(f"{steps}\n")
+            p.stdin.flush()
+        got = [json.loads(p.stdout.readline()) for p in self.procs]
+        return min(g["steps_s"] for g in got), sum(g["cpu_ms"] for g in got), [g["cpu_ms"] for g in got]
+
+    def close(self):
+        for p in self.procs:
+            p.stdin.close()
+        for p in self.procs:
+            p.wait(timeout=60)
+
+
+def half_batch_worker(batch):
+    """The loop of a :class:`HalfBatchProcesses` worker: ``ready``, then per line ``steps`` on stdin
+    one JSON line of figures."""
+    import sys
+    from tensorweave.kernels import threads
+    from tensorweave.kernels.cpu import jit
+    threads.set_inter_op_slots(1)
+    with threadpool_limits(1):
+        fn = tw.function(make(None, batch))
+        fn()
+        jit.wait_for_compiles()
+        print("ready", flush=True)
+        for line in sys.stdin:
+            steps = int(line)
+            rate, _, (cpu,) = measure(fn, steps)
+            print(json.dumps({"steps_s": rate, "cpu_ms": cpu}), flush=True)
 
 
 def profile(fn, steps):
@@ -306,10 +391,13 @@ def main():
     ap.add_argument("--micro-batches", type=int, default=4)
     ap.add_argument("--optimizer", choices=sorted(OPTIMIZERS), default="sgd",
                     help="the MLP's optimizer (sgd: the issue's benchmark; adam/momentum: ZeRO-1 updates)")
+    ap.add_argument("--half-batch-worker", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args()
     global OPTIMIZER
     OPTIMIZER = args.optimizer
     warnings.simplefilter("ignore")
+    if args.half_batch_worker:
+        return half_batch_worker(args.batch)
     from tensorweave.distribute.ranks import default_world
     from tensorweave.kernels import threads
     from tensorweave.kernels.cpu import jit
@@ -339,7 +427,7 @@ def main():
         from tensorweave.distribute import calibrate, planner
         cal = calibrate.measure()
     load1 = os.getloadavg()[0]
-    cpu_model = _cpu_model()
+    cpu_model = cpu_id()
     for row in rows:
         row["load"] = [round(load0, 2), round(load1, 2)]
         row["optimizer"], row["cpu"] = args.optimizer, cpu_model
