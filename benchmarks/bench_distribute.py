@@ -37,6 +37,7 @@ Usage: ``python benchmarks/bench_distribute.py [--batch 256] [--ranks 2] [--step
 import argparse
 import json
 import os
+import sys
 import time
 import warnings
 
@@ -198,18 +199,28 @@ def compare(name, local_step, dp_step, args, world, ranks, extra=None, inline=No
     return row
 
 
+#: the ablation's ``switch_100us`` row: the interpreter's switch interval (s) while the planned step
+#: runs (Python's default 5 ms: a rank thread back from a product waits for the GIL until the other
+#: rank's Python reaches its next product, or this long)
+SWITCH_INTERVAL = 1e-4
+_RUN_ONLY = ("passes", "inline", "switch")     # ablation keys that are not planner settings
+
+
 def ablation(placement, args, world, ranks):
     """The planned step built with parts of the data-parallel work switched off, measured in one
     alternation with one device (same load): ``shared`` (the default: ZeRO-1 weights in one buffer
-    the in-process ranks share), ``zero13`` (each rank its own copy, the gather copying rows, as
-    before dp13's third session), ``posted`` (every rank's plan handed to its rank
-    thread, the controller waiting, as before dp13's second session), ``no_zero`` (no ZeRO-1 updates), ``dp13`` (also the
-    step counter's broadcast of its own, as before zero13), ``no_bucket`` (one blocking all-reduce
-    per gradient where it is read, and the planner's plain byte costs), ``before_dp13`` (also no
+    the in-process ranks share), ``switch_100us`` (the same plan run with ``sys.setswitchinterval``
+    at :data:`SWITCH_INTERVAL`: what the GIL's hand-off between the rank threads costs),
+    ``zero13`` (each rank its own copy, the gather copying rows, as before dp13's third session),
+    ``posted`` (every rank's plan handed to its rank thread, the controller waiting, as before
+    dp13's second session), ``no_zero`` (no ZeRO-1 updates), ``dp13`` (also the step counter's
+    broadcast of its own, as before zero13), ``no_bucket`` (one blocking all-reduce per gradient
+    where it is read, and the planner's plain byte costs), ``before_dp13`` (also no
     graph passes on the rank plans and FLOPS_PER_BYTE 10, as before dp13; rank threads still at one
     thread)."""
     from tensorweave.distribute import plan_function, planner
     variants = {"shared": {}, "zero13": {"SHARED_ZERO_STORAGE": False}, "posted": {"inline": False},
+                "switch_100us": {"switch": SWITCH_INTERVAL},
                 "no_zero": {"ZERO_UPDATES": False},
                 "dp13": {"ZERO_UPDATES": False, "FOLD_ONCE_READS": False}, "no_bucket": {
                     "ALL_REDUCE_BUCKET_BYTES": 0, "ZERO_UPDATES": False},
@@ -218,9 +229,9 @@ def ablation(placement, args, world, ranks):
     fns = {"one_device": tw.function(make(None, args.batch))}
     fns["one_device"]()
     for name, patch in variants.items():
-        saved = {k: getattr(planner, k) for k in patch if k not in ("passes", "inline")}
+        saved = {k: getattr(planner, k) for k in patch if k not in _RUN_ONLY}
         for k, v in patch.items():
-            if k not in ("passes", "inline"):
+            if k not in _RUN_ONLY:
                 setattr(planner, k, v)
         tw.config.optimizer.set_experimental_options({"disable_meta_optimizer": not patch.get("passes", True)})
         try:
@@ -238,10 +249,13 @@ def ablation(placement, args, world, ranks):
         for name in names[r % len(names):] + names[:r % len(names)]:
             fn = fns[name]
             plan_function.INLINE_FIRST_RANK = variants.get(name, {}).get("inline", True)
+            interval = sys.getswitchinterval()
+            sys.setswitchinterval(variants.get(name, {}).get("switch", interval))
             try:
                 m = measure(fn, args.steps, *((None, None) if name == "one_device" else (world, ranks)))
             finally:
                 plan_function.INLINE_FIRST_RANK = True
+                sys.setswitchinterval(interval)
             if name not in best or m[0] > best[name][0]:
                 best[name] = m
     one = best["one_device"][0]
@@ -304,7 +318,6 @@ class HalfBatchProcesses:
 
     def __init__(self, n, batch, optimizer):
         import subprocess
-        import sys
         env = dict(os.environ)
         env["PYTHONPATH"] = os.pathsep.join([os.getcwd()] + [p for p in (env.get("PYTHONPATH"),) if p])
         self.procs = [subprocess.Popen(
@@ -334,7 +347,6 @@ class HalfBatchProcesses:
 def half_batch_worker(batch):
     """The loop of a :class:`HalfBatchProcesses` worker: ``ready``, then per line ``steps`` on stdin
     one JSON line of figures."""
-    import sys
     from tensorweave.kernels import threads
     from tensorweave.kernels.cpu import jit
     threads.set_inter_op_slots(1)
