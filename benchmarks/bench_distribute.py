@@ -319,7 +319,9 @@ class HalfBatchProcesses:
     def __init__(self, n, batch, optimizer):
         import subprocess
         env = dict(os.environ)
-        env["PYTHONPATH"] = os.pathsep.join([os.getcwd()] + [p for p in (env.get("PYTHONPATH"),) if p])
+        # the workers import the tensorweave this process imported (a worktree's or the installed one)
+        root = os.path.dirname(os.path.dirname(os.path.abspath(tw.__file__)))
+        env["PYTHONPATH"] = os.pathsep.join([root] + [p for p in (env.get("PYTHONPATH"),) if p])
         self.procs = [subprocess.Popen(
             [sys.executable, os.path.abspath(__file__), "--half-batch-worker", "--batch", str(batch),
              "--optimizer", optimizer], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env)
