@@ -31,6 +31,9 @@ each rank), the wall and thread-CPU ms per step of each op type.
 2-3 on rank 1; ``--micro-batches`` 4, 1F1B): steps/s against one device and the schedule's
 bubble fraction (one controller runs a time slot's actions one after the other: overhead, not overlap).
 
+From a worktree, ``PYTHONPATH=.`` measures its ``tensorweave`` (else the installed one: ``benchmarks/``
+comes first on ``sys.path``, not the working directory).
+
 Usage: ``python benchmarks/bench_distribute.py [--batch 256] [--ranks 2] [--steps 20] [--rounds 3]
 [--all-cores] [--ablation] [--decompose] [--profile] [--pipeline] [--eager] [--optimizer sgd|momentum|adam]``.
 """
