@@ -31,12 +31,16 @@ each rank), the wall and thread-CPU ms per step of each op type.
 2-3 on rank 1; ``--micro-batches`` 4, 1F1B): steps/s against one device and the schedule's
 bubble fraction (one controller runs a time slot's actions one after the other: overhead, not overlap).
 
+From a worktree, ``PYTHONPATH=.`` measures its ``tensorweave`` (else the installed one: ``benchmarks/``
+comes first on ``sys.path``, not the working directory).
+
 Usage: ``python benchmarks/bench_distribute.py [--batch 256] [--ranks 2] [--steps 20] [--rounds 3]
 [--all-cores] [--ablation] [--decompose] [--profile] [--pipeline] [--eager] [--optimizer sgd|momentum|adam]``.
 """
 import argparse
 import json
 import os
+import sys
 import time
 import warnings
 
@@ -121,6 +125,27 @@ def make_pipeline(batch, micro_batches):
     return pipe, lambda: pipe.train_step(x, y, opt)
 
 
+def cpu_id():
+    """The CPU's model name with its family and model numbers (``AMD EPYC`` alone names both the
+    Zen 3 and the Zen 4 this project's figures came from)."""
+    fields = {}
+    try:
+        for line in open("/proc/cpuinfo"):
+            key, _, value = line.partition(":")
+            key = key.strip()
+            if key in ("cpu family", "model", "flags") and key not in fields:
+                fields[key] = value.strip()
+            if len(fields) == 3:
+                break
+    except OSError:
+        pass
+    name = _cpu_model()
+    if "cpu family" in fields and "model" in fields:
+        avx512 = "avx512f" in fields.get("flags", "").split()
+        name += f" (family {fields['cpu family']} model {fields['model']}, {'AVX-512' if avx512 else 'no AVX-512'})"
+    return name
+
+
 def steps_per_s(step, steps):
     step()
     t0 = time.perf_counter()
@@ -177,18 +202,28 @@ def compare(name, local_step, dp_step, args, world, ranks, extra=None, inline=No
     return row
 
 
+#: the ablation's ``switch_100us`` row: the interpreter's switch interval (s) while the planned step
+#: runs (Python's default 5 ms: a rank thread back from a product waits for the GIL until the other
+#: rank's Python reaches its next product, or this long)
+SWITCH_INTERVAL = 1e-4
+_RUN_ONLY = ("passes", "inline", "switch")     # ablation keys that are not planner settings
+
+
 def ablation(placement, args, world, ranks):
     """The planned step built with parts of the data-parallel work switched off, measured in one
     alternation with one device (same load): ``shared`` (the default: ZeRO-1 weights in one buffer
-    the in-process ranks share), ``zero13`` (each rank its own copy, the gather copying rows, as
-    before dp13's third session), ``posted`` (every rank's plan handed to its rank
-    thread, the controller waiting, as before dp13's second session), ``no_zero`` (no ZeRO-1 updates), ``dp13`` (also the
-    step counter's broadcast of its own, as before zero13), ``no_bucket`` (one blocking all-reduce
-    per gradient where it is read, and the planner's plain byte costs), ``before_dp13`` (also no
+    the in-process ranks share), ``switch_100us`` (the same plan run with ``sys.setswitchinterval``
+    at :data:`SWITCH_INTERVAL`: what the GIL's hand-off between the rank threads costs),
+    ``zero13`` (each rank its own copy, the gather copying rows, as before dp13's third session),
+    ``posted`` (every rank's plan handed to its rank thread, the controller waiting, as before
+    dp13's second session), ``no_zero`` (no ZeRO-1 updates), ``dp13`` (also the step counter's
+    broadcast of its own, as before zero13), ``no_bucket`` (one blocking all-reduce per gradient
+    where it is read, and the planner's plain byte costs), ``before_dp13`` (also no
     graph passes on the rank plans and FLOPS_PER_BYTE 10, as before dp13; rank threads still at one
     thread)."""
     from tensorweave.distribute import plan_function, planner
     variants = {"shared": {}, "zero13": {"SHARED_ZERO_STORAGE": False}, "posted": {"inline": False},
+                "switch_100us": {"switch": SWITCH_INTERVAL},
                 "no_zero": {"ZERO_UPDATES": False},
                 "dp13": {"ZERO_UPDATES": False, "FOLD_ONCE_READS": False}, "no_bucket": {
                     "ALL_REDUCE_BUCKET_BYTES": 0, "ZERO_UPDATES": False},
@@ -197,9 +232,9 @@ def ablation(placement, args, world, ranks):
     fns = {"one_device": tw.function(make(None, args.batch))}
     fns["one_device"]()
     for name, patch in variants.items():
-        saved = {k: getattr(planner, k) for k in patch if k not in ("passes", "inline")}
+        saved = {k: getattr(planner, k) for k in patch if k not in _RUN_ONLY}
         for k, v in patch.items():
-            if k not in ("passes", "inline"):
+            if k not in _RUN_ONLY:
                 setattr(planner, k, v)
         tw.config.optimizer.set_experimental_options({"disable_meta_optimizer": not patch.get("passes", True)})
         try:
@@ -217,10 +252,13 @@ def ablation(placement, args, world, ranks):
         for name in names[r % len(names):] + names[:r % len(names)]:
             fn = fns[name]
             plan_function.INLINE_FIRST_RANK = variants.get(name, {}).get("inline", True)
+            interval = sys.getswitchinterval()
+            sys.setswitchinterval(variants.get(name, {}).get("switch", interval))
             try:
                 m = measure(fn, args.steps, *((None, None) if name == "one_device" else (world, ranks)))
             finally:
                 plan_function.INLINE_FIRST_RANK = True
+                sys.setswitchinterval(interval)
             if name not in best or m[0] > best[name][0]:
                 best[name] = m
     one = best["one_device"][0]
@@ -233,10 +271,12 @@ def decompose(placement, args, world, ranks):
     """Where the planned step's time goes, alternating in one run (same load): ``one_device`` (the
     global batch), ``half_batch`` (one device at the per-rank batch: a rank's work alone),
     ``independent`` (each rank thread runs its own one-device step at the per-rank batch at once:
-    the ranks' work with no collective, so what two threads side by side cost) and ``planned``
-    (the data-parallel step). ``2 * half_batch / one_device`` is the price of the smaller
-    products, ``independent / half_batch`` that of running side by side, ``planned / independent``
-    that of the collectives and the hand-off."""
+    the ranks' work with no collective, so what two threads side by side cost),
+    ``independent_processes`` (the same steps in as many processes, :class:`HalfBatchProcesses`)
+    and ``planned`` (the data-parallel step). ``2 * half_batch / one_device`` is the price of the
+    smaller products, ``independent_processes / half_batch`` that of sharing the cores' caches and
+    memory, ``independent / independent_processes`` that of sharing one process (GIL, allocator,
+    library state), ``planned / independent`` that of the collectives and the hand-off."""
     per_rank = args.batch // args.ranks
     halves = [tw.function(make(None, per_rank)) for _ in ranks]
     _one_thread_per_rank(world, ranks)
@@ -250,18 +290,80 @@ def decompose(placement, args, world, ranks):
     for name, (fn, _) in fns.items():
         if name != "independent":
             fn()
+    workers = HalfBatchProcesses(len(ranks), per_rank, args.optimizer)
     best = {}
-    names = list(fns)
-    for r in range(args.rounds):
-        for name in names[r % len(names):] + names[:r % len(names)]:
-            fn, inline = fns[name]
-            on_ranks = name in ("independent", "planned")
-            m = measure(fn, args.steps, *((world, ranks, inline) if on_ranks else (None, None)))
-            if name not in best or m[0] > best[name][0]:
-                best[name] = m
+    names = list(fns) + ["independent_processes"]
+    try:
+        for r in range(args.rounds):
+            for name in names[r % len(names):] + names[:r % len(names)]:
+                if name == "independent_processes":
+                    m = workers.measure(args.steps)
+                else:
+                    fn, inline = fns[name]
+                    on_ranks = name in ("independent", "planned")
+                    m = measure(fn, args.steps, *((world, ranks, inline) if on_ranks else (None, None)))
+                if name not in best or m[0] > best[name][0]:
+                    best[name] = m
+    finally:
+        workers.close()
     return {"row": "decomposition", "batch": args.batch, "ranks": args.ranks, **{
         name: {"steps_s": round(m[0], 2), "cpu_ms": round(m[1], 2), "thread_cpu_ms": [round(c, 2) for c in m[2]]}
         for name, m in best.items()}}
+
+
+class HalfBatchProcesses:
+    """``n`` worker processes (this script with ``--half-batch-worker``), each with its own
+    one-device step at the per-rank batch on one thread: ``independent`` with no GIL, allocator,
+    BLAS state or address space shared (what two rank threads of one process pay beyond two
+    processes is in our stack; what both pay is the cores' shared cache and memory bandwidth).
+    Started once; :meth:`measure` releases them at once (a line on each one's stdin) and reads
+    each one's figures (a JSON line on its stdout: no pickles)."""
+
+    def __init__(self, n, batch, optimizer):
+        import subprocess
+        env = dict(os.environ)
+        # the workers import the tensorweave this process imported (a worktree's or the installed one)
+        root = os.path.dirname(os.path.dirname(os.path.abspath(tw.__file__)))
+        env["PYTHONPATH"] = os.pathsep.join([root] + [p for p in (env.get("PYTHONPATH"),) if p])
+        self.procs = [subprocess.Popen(
+            [sys.executable, os.path.abspath(__file__), "--half-batch-worker", "--batch", str(batch),
+             "--optimizer", optimizer], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env)
+            for _ in range(n)]
+        for p in self.procs:           # each has traced and run its step once
+            if p.stdout.readline().strip() != "ready":
+                raise RuntimeError("a --half-batch-worker process failed to start")
+
+    def measure(self, steps):
+        """(steps/s of the slowest, the processes' CPU ms per step together, [each one's thread CPU
+        ms per step]), as :func:`measure` gives for rank threads."""
+        for p in self.procs:
+            p.stdin.write(f"{steps}\n")
+            p.stdin.flush()
+        got = [json.loads(p.stdout.readline()) for p in self.procs]
+        return min(g["steps_s"] for g in got), sum(g["cpu_ms"] for g in got), [g["cpu_ms"] for g in got]
+
+    def close(self):
+        for p in self.procs:
+            p.stdin.close()
+        for p in self.procs:
+            p.wait(timeout=60)
+
+
+def half_batch_worker(batch):
+    """The loop of a :class:`HalfBatchProcesses` worker: ``ready``, then per line ``steps`` on stdin
+    one JSON line of figures."""
+    from tensorweave.kernels import threads
+    from tensorweave.kernels.cpu import jit
+    threads.set_inter_op_slots(1)
+    with threadpool_limits(1):
+        fn = tw.function(make(None, batch))
+        fn()
+        jit.wait_for_compiles()
+        print("ready", flush=True)
+        for line in sys.stdin:
+            steps = int(line)
+            rate, _, (cpu,) = measure(fn, steps)
+            print(json.dumps({"steps_s": rate, "cpu_ms": cpu}), flush=True)
 
 
 def profile(fn, steps):
@@ -306,10 +408,13 @@ def main():
     ap.add_argument("--micro-batches", type=int, default=4)
     ap.add_argument("--optimizer", choices=sorted(OPTIMIZERS), default="sgd",
                     help="the MLP's optimizer (sgd: the issue's benchmark; adam/momentum: ZeRO-1 updates)")
+    ap.add_argument("--half-batch-worker", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args()
     global OPTIMIZER
     OPTIMIZER = args.optimizer
     warnings.simplefilter("ignore")
+    if args.half_batch_worker:
+        return half_batch_worker(args.batch)
     from tensorweave.distribute.ranks import default_world
     from tensorweave.kernels import threads
     from tensorweave.kernels.cpu import jit
@@ -339,7 +444,7 @@ def main():
         from tensorweave.distribute import calibrate, planner
         cal = calibrate.measure()
     load1 = os.getloadavg()[0]
-    cpu_model = _cpu_model()
+    cpu_model = cpu_id()
     for row in rows:
         row["load"] = [round(load0, 2), round(load1, 2)]
         row["optimizer"], row["cpu"] = args.optimizer, cpu_model

@@ -99,10 +99,19 @@ def test_explain_shows_the_zero_update_its_collectives_and_the_smaller_state(mon
     scatters = [c for c in d["collectives"] if c["kind"] == "reduce_scatter"]
     gathers = [c for c in d["collectives"] if c.get("zero")]
     assert sorted(c["shape"] for c in scatters) == [[64, 96], [96, 24]]
-    assert [(c["kind"], c["before"], c["after"], c["shape"], c["bytes"]) for c in gathers] == [
+    # in-process ranks share the weight's buffer (zero_update.share_storage): a view, nothing moved
+    assert [(c["kind"], c["before"], c["after"], c["shape"], c["bytes"], c["gather_bytes"]) for c in gathers] == [
+        ("shared_view", "(S(0),)", "(B,)", [64, 96], 0, 64 * 96 * 4),
+        ("shared_view", "(S(0),)", "(B,)", [96, 24], 0, 96 * 24 * 4)]
+    assert "(ZeRO-1)" in e.text() and "ZeRO-1 " in e.text()
+    monkeypatch.setattr(planner, "SHARED_ZERO_STORAGE", False)     # per-rank copies: the gather copies rows
+    step3, _, _, x3 = model(p, "adam", shapes=WIDE, batch=24)
+    copied = [c for c in tw.distribute.explain(step3, x3).to_dict()["collectives"] if c.get("zero")]
+    assert [(c["kind"], c["before"], c["after"], c["shape"], c["bytes"]) for c in copied] == [
         ("all_gather", "(S(0),)", "(B,)", [64, 96], 64 * 96 * 4), ("all_gather", "(S(0),)", "(B,)", [96, 24],
                                                                    96 * 24 * 4)]
-    assert "(ZeRO-1)" in e.text() and "ZeRO-1 " in e.text()
+    assert not any("note" in c for c in copied)
+    monkeypatch.setattr(planner, "SHARED_ZERO_STORAGE", True)
     zero_bytes = [m["variable_bytes"] for m in d["memory"]]
     monkeypatch.setattr(planner, "ZERO_UPDATES", False)
     step2, vs2, opt2, x2 = model(p, "adam", shapes=WIDE, batch=24)

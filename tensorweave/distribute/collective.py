@@ -185,7 +185,8 @@ class _Ready:
 
 
 class _Round:
-    __slots__ = ("kind", "values", "kinds", "left", "result", "chunks", "claim", "finished", "done", "extra")
+    __slots__ = ("kind", "values", "kinds", "left", "result", "chunks", "orders", "claim", "finished", "done",
+                 "extra")
 
     def __init__(self, size, kind):
         self.kind = kind
@@ -193,9 +194,10 @@ class _Round:
         self.kinds = [None] * size
         self.left = size
         self.result = None      # all_reduce_start: the sums being filled in, chunk by chunk
-        self.chunks = None
-        # chunk numbers handed out / chunks reduced, as counters: ``next()`` of an itertools.count is
-        # one C call (atomic under the GIL), so members take chunks without the group's lock
+        self.chunks = self.orders = None
+        # per chunk a counter (``next() == 0``: taken by this member) / the chunks reduced: ``next()``
+        # of an itertools.count is one C call (atomic under the GIL), so members take chunks
+        # without the group's lock
         self.claim = self.finished = None
         self.done = False       # every chunk reduced (set under the lock)
         self.extra = None       # values the first member attached (a folded _Once read)
@@ -210,17 +212,36 @@ def _check_bucket(ranks, values):
                 f"{ranks[0]} gave {[(list(a.shape), str(a.dtype)) for a in first]}")
 
 
-def _chunks(arrays):
-    """(array index, lo, hi) over the flattened arrays, :data:`REDUCE_CHUNK` elements at most each."""
-    return [(k, lo, min(lo + REDUCE_CHUNK, a.size)) for k, a in enumerate(arrays)
-            for lo in range(0, a.size, REDUCE_CHUNK)]
+def _chunks(arrays, members=1):
+    """``(array index, lo, hi, owner)`` over the flattened arrays: each array cut at the members'
+    balanced row bounds (``layout.balanced_bounds`` of its first axis: ``owner`` is the member
+    whose rows the chunk holds, the member a reduce-scatter hands them to), then into pieces of
+    :data:`REDUCE_CHUNK` elements at most. A 0-d array is one chunk of member 0."""
+    out = []
+    for k, a in enumerate(arrays):
+        if a.ndim == 0 or a.size == 0:
+            parts = [(0, a.size, 0)]
+        else:
+            cols = a.size // a.shape[0]
+            parts = [(lo * cols, hi * cols, j) for j, (lo, hi) in enumerate(balanced_bounds(a.shape[0], members))]
+        for lo, hi, j in parts:
+            out += [(k, c, min(c + REDUCE_CHUNK, hi), j) for c in range(lo, hi, REDUCE_CHUNK)]
+    return out
+
+
+def _orders(chunks, members):
+    """Per member, the order it takes chunks in: its own rows' chunks first (the sums of the rows
+    a ZeRO-1 update reads are then fresh in the cache of the core that updates them), then the
+    next members' in turn (so two members helping each other start at different places)."""
+    return [[c for j in range(members) for c, chunk in enumerate(chunks) if chunk[3] == (i + j) % members]
+            for i in range(members)]
 
 
 def _reduce_chunk(values, out, chunk, op):
     """``out[k].flat[lo:hi]`` = the members' values there, reduced in rank order (``all_reduce``'s bits).
     The first two members' values go straight into ``out`` (one pass over the chunk where a copy
     of the first and then the sum took two: the same additions in the same order, the same bits)."""
-    k, lo, hi = chunk
+    k, lo, hi = chunk[:3]
     dst = out[k].reshape(-1)[lo:hi]
     fn = _REDUCE[op]
     first = values[0][k].reshape(-1)[lo:hi]
@@ -341,9 +362,11 @@ class InProcessGroup:
         """Deposits member ``index``'s bucket (a list of contiguous arrays) for its next call and
         returns at once with a handle (matched by call order with the other collectives, like
         :meth:`exchange`). The sums are computed at the members' waits: each member waiting
-        takes the next chunk of :data:`REDUCE_CHUNK` elements and reduces it over every
-        member's arrays in rank order (so all get ``all_reduce``'s bits), so the work is shared
-        by whoever is there and a member ahead of the others keeps working until its wait."""
+        takes chunks of at most :data:`REDUCE_CHUNK` elements not yet taken, its own rows'
+        first (the rows a reduce-scatter hands it, :func:`_chunks`), and reduces each over every
+        member's arrays in rank order (so all get ``all_reduce``'s bits): the work is shared by
+        whoever is there, a member ahead of the others keeps working until its wait, and a
+        ZeRO-1 update reads sums its own core wrote where its member was there in time."""
         kind = f"all_reduce_start({op})"
         with self._cond:
             seq, rnd = self._deposit(index, kind, arrays)
@@ -359,11 +382,13 @@ class InProcessGroup:
                     self._cond.notify_all()
                     raise
                 rnd.result = [np.empty(a.shape, a.dtype) for a in rnd.values[0]]
-                rnd.claim, rnd.finished = itertools.count(), itertools.count(1)
                 key = (REDUCE_CHUNK, layout[0])
-                rnd.chunks = self._chunk_lists.get(key)
-                if rnd.chunks is None:
-                    rnd.chunks = self._chunk_lists[key] = _chunks(rnd.result)
+                got = self._chunk_lists.get(key)
+                if got is None:
+                    chunks = _chunks(rnd.result, len(self.ranks))
+                    got = self._chunk_lists[key] = (chunks, _orders(chunks, len(self.ranks)))
+                rnd.chunks, rnd.orders = got
+                rnd.claim, rnd.finished = [itertools.count() for _ in rnd.chunks], itertools.count(1)
                 if not rnd.chunks:       # nothing to reduce (empty arrays)
                     _finish(rnd)
                 self._cond.notify_all()
@@ -384,11 +409,10 @@ class InProcessGroup:
                 self._wait(lambda: rnd.chunks is not None, what, missing, pending.timeout)
         chunks, values, result, n = rnd.chunks, rnd.values, rnd.result, len(rnd.chunks)
         claim, finished = rnd.claim, rnd.finished
-        while True:
+        for i in rnd.orders[pending.index]:
             self._check_failed()
-            i = next(claim)
-            if i >= n:
-                break
+            if next(claim[i]):
+                continue        # another member took it
             _reduce_chunk(values, result, chunks[i], op)
             if next(finished) == n:
                 with self._cond:

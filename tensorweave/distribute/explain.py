@@ -153,6 +153,7 @@ def _collective_line(c, indent):
     return (f"{indent}{c['kind']:<14} mesh axis {c['mesh_axis']}  {c['before']} -> {c['after']}  "
             f"{_size(c['bytes']):>10}  {c['dtype']}{c['shape']} {what} "
             f"'{c['op']}'" + (" (ZeRO-1)" if c.get("zero") else "")
+            + (f" ({_size(c['gather_bytes'])} as per-rank copies; {c['note']})" if "note" in c else "")
             + (f" (segment {c['segment']})" if "segment" in c else "")
             + (f"  [{c['line']}]" if c["line"] else ""))
 
@@ -164,16 +165,39 @@ def _signature(p):
 
 
 def _zero_gathers(gp, op, p):
-    """The all-gather of each weight a ZeRO-1 update wrote in shards (``_GatherRows``)."""
+    """The all-gather of each weight a ZeRO-1 update wrote in shards (``_GatherRows``). On in-process
+    ranks with :data:`planner.SHARED_ZERO_STORAGE` the ranks keep such a weight in one buffer
+    (``zero_update.share_storage``): each writes its rows in place and the others' rows are
+    already there, so the entry is a ``shared_view`` moving 0 bytes, with the bytes a gather of
+    per-rank copies would move (``gather_bytes``) and a note on when the copies come back."""
     out = []
+    shared = _shares_zero_storage(gp.placement)
     for w, _ in p.zero:
         t = op.inputs[w]
         var = t.op.attrs["variable"]
         shape, dtype = tuple(var.shape.as_list()), var.dtype.np_dtype
-        out.append({"kind": "all_gather", "mesh_axis": 0, "before": _nd(_S0), "after": _nd(_B1),
-                    "bytes": _cost(shape, dtype, gp.placement, _S0, _B1), "tensor": var.name, "shape": list(shape),
-                    "dtype": var.dtype.name, "op": op.name, "input": w, "line": op.traceback, "zero": True})
+        moved = _cost(shape, dtype, gp.placement, _S0, _B1)
+        entry = {"kind": "all_gather", "mesh_axis": 0, "before": _nd(_S0), "after": _nd(_B1),
+                 "bytes": moved, "tensor": var.name, "shape": list(shape),
+                 "dtype": var.dtype.name, "op": op.name, "input": w, "line": op.traceback, "zero": True}
+        if shared:
+            entry.update(kind="shared_view", bytes=0, gather_bytes=moved, note=SHARED_VIEW_NOTE)
+        out.append(entry)
     return out
+
+
+#: the note on a ZeRO-1 weight the in-process ranks keep in one buffer (``shared_view``)
+SHARED_VIEW_NOTE = ("in-process ranks keep this weight in one buffer: each rank writes its rows in place, "
+                    "nothing is copied (a rank plan reading the weight after its gradient bucket starts "
+                    "keeps per-rank copies, gathered as all_gather)")
+
+
+def _shares_zero_storage(placement):
+    """True where ZeRO-1 weights on ``placement`` live in one buffer the ranks share: in-process
+    ranks (no Ray cluster) with :data:`planner.SHARED_ZERO_STORAGE` on."""
+    from tensorweave.distribute import planner
+    from tensorweave.distribute.ray.pieces import cluster_for
+    return bool(planner.SHARED_ZERO_STORAGE) and cluster_for(placement) is None
 
 
 def _memory(gp, index):

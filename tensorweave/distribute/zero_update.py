@@ -35,8 +35,9 @@ hands each rank its rows of the sums), the update takes a ``_VariableRows`` view
 (its rows of the rank's storage), and a ``_GatherRows`` node after the update fills the other
 ranks' rows in place (one rendezvous for all of an update's weights; nothing where the ranks
 share the weights' buffer, :class:`SharedWeight`). ``tw.distribute.explain``
-lists the gradient's ``reduce_scatter`` and the weight's ``all_gather`` (marked ``zero``) and each
-such op's ``zero`` variables.
+lists the gradient's ``reduce_scatter`` and the weight's ``all_gather`` (marked ``zero``; a
+``shared_view`` moving 0 bytes, with a note, where the in-process ranks share the buffer) and
+each such op's ``zero`` variables.
 
 >>> import numpy as np, tensorweave as tw
 >>> p = tw.placement("cpu", ranks=[0, 1])
