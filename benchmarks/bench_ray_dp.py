@@ -32,7 +32,10 @@ of the benchmark MLP. One JSON object per line (the machine's CPU model and load
   2-worker compiled graph live (its workers wait in Ray's spinning channel read) and with none.
 
 Usage: ``python benchmarks/bench_ray_dp.py [--batch 256] [--steps 20] [--calls 300] [--rounds 3]
-[--optimizer sgd|adam] [--decompose] [--gate-ablation] [--no-overhead]``.
+[--optimizer sgd|adam] [--decompose] [--gate-ablation] [--no-overhead] [--ab]``.
+
+``--ab``: each round also runs both steps with a compiled graph per set live at once (the tree before
+session 13, whose idle graphs' workers spin in Ray's channel read): ``both_graphs_live_*``.
 """
 import argparse
 import json
@@ -141,6 +144,14 @@ def _rate(step, steps, examples):
     return examples * steps / (time.perf_counter() - t0), (time.process_time() - cpu0) / steps * 1e3
 
 
+def _both_graphs_live(cluster, sets):
+    """The tree before session 13 (``--ab``): a compiled graph per set of ranks, all live at once."""
+    from tensorweave.distribute.ray.cluster import _StepGraph
+    cluster._drop_graphs()
+    for ranks in sets:
+        cluster._graphs[ranks] = _StepGraph(cluster.workers, ranks, cluster._gate_path(ranks))
+
+
 def _one_blas_thread(worker):
     from threadpoolctl import threadpool_limits
     threadpool_limits(1)
@@ -156,6 +167,7 @@ def main():
     ap.add_argument("--decompose", action="store_true")
     ap.add_argument("--gate-ablation", action="store_true")
     ap.add_argument("--no-overhead", action="store_true")
+    ap.add_argument("--ab", action="store_true", help="each round also with both sets' graphs live (the old tree)")
     args = ap.parse_args()
     warnings.simplefilter("ignore")
     print(json.dumps({"cpu": _cpu_model(), "cores": os.cpu_count(), "load_1m": round(os.getloadavg()[0], 2)}),
@@ -187,7 +199,7 @@ def main():
         unmerged, explained, unmerged_plans = _dp_step(p2, args.batch, args.optimizer)
         cluster.merge_buckets = True
         two, _, two_plans = _dp_step(p2, args.batch, args.optimizer)
-        r1, r2, r2u, r2_spin, plan_ms, used = [], [], [], [], [], []
+        r1, r2, r2u, r2_spin, plan_ms, used, ab = [], [], [], [], [], [], []
         for _ in range(args.rounds):          # alternate, best of each
             r1.append(_rate(one, args.steps, args.batch))
             used.append(cluster._graphs.get((2,)) is not None)
@@ -196,6 +208,10 @@ def main():
             used.append(cluster._graphs.get((0, 1)) is not None)
             plan_ms.append([round((b - a) / args.steps, 2) for a, b in zip(before, cluster.run(_plan_ms))][:2])
             r2u.append(_rate(unmerged, args.steps, 2 * args.batch))
+            if args.ab:                       # the old tree: both graphs live (their idle loops spinning)
+                _both_graphs_live(cluster, [(2,), (0, 1)])
+                ab.append((_rate(one, args.steps, args.batch), _rate(two, args.steps, 2 * args.batch)))
+                cluster._drop_graphs()
             if args.gate_ablation:
                 cluster.step_gate = False  # the driver in Ray's spinning channel read (recompiled)
                 cluster._drop_graphs()
@@ -217,6 +233,10 @@ def main():
                "target": 1.8, "planner_buckets": collectives,
                "compiled_used": [all(used[::2]), all(used[1::2])],
                "load_1m": round(os.getloadavg()[0], 2)}
+        if ab:
+            row.update(both_graphs_live_speedup=round(max(b for _, b in ab)[0] / max(a for a, _ in ab)[0], 2),
+                       both_graphs_live_same_round=[round(b[0] / a[0], 2) for a, b in ab],
+                       both_graphs_live_examples_s=[round(max(a for a, _ in ab)[0]), round(max(b for _, b in ab)[0])])
         if r2_spin:
             e3, c3 = max(r2_spin)
             row.update(no_gate_examples_s=round(e3), no_gate_speedup=round(e3 / e1, 2),
