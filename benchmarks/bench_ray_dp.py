@@ -28,9 +28,14 @@ of the benchmark MLP. One JSON object per line (the machine's CPU model and load
   cores), ``planned_unmerged`` / ``planned_merged`` (the 2-worker plan). Where the 2-worker step
   loses time: ``two_no_exchange`` vs ``alone`` (contention), the planned rows vs ``two_no_exchange``
   (exchanges), the driven step vs the planned rows (the driver, Ray's channels, the gate).
+  The ``idle_worker_cpu_ms_per_s`` row first: each worker's CPU while nothing runs, with the
+  2-worker compiled graph live (its workers wait in Ray's spinning channel read) and with none.
 
 Usage: ``python benchmarks/bench_ray_dp.py [--batch 256] [--steps 20] [--calls 300] [--rounds 3]
-[--optimizer sgd|adam] [--decompose] [--gate-ablation] [--no-overhead]``.
+[--optimizer sgd|adam] [--decompose] [--gate-ablation] [--no-overhead] [--ab]``.
+
+``--ab``: each round also runs both steps with a compiled graph per set live at once (the tree before
+session 13, whose idle graphs' workers spin in Ray's channel read): ``both_graphs_live_*``.
 """
 import argparse
 import json
@@ -102,6 +107,7 @@ def _loop_together(cluster, runs, steps):
     ms waiting for peers)`` per step."""
     from tensorweave.distribute.ray.pieces import _call, _ref
     from tensorweave.distribute.ray.plans import _w_loop_plan
+    cluster._drop_graphs()          # a live graph's workers spin in Ray's read beside the loops timed here
     per_rank, ranks = [], []
     for plans, feeds in runs:
         for i, r in enumerate(plans.placement.ranks):
@@ -111,16 +117,39 @@ def _loop_together(cluster, runs, steps):
     return [[round(v * 1e3 / steps, 2) for v in g[:2]] + [g[2] / steps, round(g[3] * 1e3 / steps, 2)] for g in got]
 
 
+def _process_cpu(worker):
+    return time.process_time()
+
+
+def _idle_cpu(cluster, seconds):
+    """Each worker's process CPU ms per second while the driver sleeps ``seconds`` (no step)."""
+    before = cluster.run(_process_cpu)
+    time.sleep(seconds)
+    return [round((b - a) * 1e3 / seconds, 1) for a, b in zip(before, cluster.run(_process_cpu))]
+
+
 def _plan_ms(worker):
     return getattr(worker, "plan_seconds", 0.0) * 1e3
 
 
 def _rate(step, steps, examples):
-    """Examples/s, and the driver's CPU ms per step (what it takes from the workers' cores)."""
+    """Examples/s, and the driver's CPU ms per step (what it takes from the workers' cores).
+    Three untimed steps first: the steps of another set of ranks ran last, and this set takes
+    the compiled graph over at its second step in a row (``ray/cluster.py:next_live``)."""
+    for _ in range(3):
+        step()
     t0, cpu0 = time.perf_counter(), time.process_time()
     for _ in range(steps):
         step()
     return examples * steps / (time.perf_counter() - t0), (time.process_time() - cpu0) / steps * 1e3
+
+
+def _both_graphs_live(cluster, sets):
+    """The tree before session 13 (``--ab``): a compiled graph per set of ranks, all live at once."""
+    from tensorweave.distribute.ray.cluster import _StepGraph
+    cluster._drop_graphs()
+    for ranks in sets:
+        cluster._graphs[ranks] = _StepGraph(cluster.workers, ranks, cluster._gate_path(ranks))
 
 
 def _one_blas_thread(worker):
@@ -138,6 +167,7 @@ def main():
     ap.add_argument("--decompose", action="store_true")
     ap.add_argument("--gate-ablation", action="store_true")
     ap.add_argument("--no-overhead", action="store_true")
+    ap.add_argument("--ab", action="store_true", help="each round also with both sets' graphs live (the old tree)")
     args = ap.parse_args()
     warnings.simplefilter("ignore")
     print(json.dumps({"cpu": _cpu_model(), "cores": os.cpu_count(), "load_1m": round(os.getloadavg()[0], 2)}),
@@ -169,13 +199,19 @@ def main():
         unmerged, explained, unmerged_plans = _dp_step(p2, args.batch, args.optimizer)
         cluster.merge_buckets = True
         two, _, two_plans = _dp_step(p2, args.batch, args.optimizer)
-        r1, r2, r2u, r2_spin, plan_ms = [], [], [], [], []
+        r1, r2, r2u, r2_spin, plan_ms, used, ab = [], [], [], [], [], [], []
         for _ in range(args.rounds):          # alternate, best of each
             r1.append(_rate(one, args.steps, args.batch))
+            used.append(cluster._graphs.get((2,)) is not None)
             before = cluster.run(_plan_ms)
             r2.append(_rate(two, args.steps, 2 * args.batch))
+            used.append(cluster._graphs.get((0, 1)) is not None)
             plan_ms.append([round((b - a) / args.steps, 2) for a, b in zip(before, cluster.run(_plan_ms))][:2])
             r2u.append(_rate(unmerged, args.steps, 2 * args.batch))
+            if args.ab:                       # the old tree: both graphs live (their idle loops spinning)
+                _both_graphs_live(cluster, [(2,), (0, 1)])
+                ab.append((_rate(one, args.steps, args.batch), _rate(two, args.steps, 2 * args.batch)))
+                cluster._drop_graphs()
             if args.gate_ablation:
                 cluster.step_gate = False  # the driver in Ray's spinning channel read (recompiled)
                 cluster._drop_graphs()
@@ -195,14 +231,24 @@ def main():
                "two_workers_ms_per_step": round(2 * args.batch / e2 * 1e3, 2),
                "workers_plan_ms_per_step": plan_ms[best],
                "target": 1.8, "planner_buckets": collectives,
-               "compiled_used": [cluster._graphs.get(k) is not None for k in ((2,), (0, 1))],
+               "compiled_used": [all(used[::2]), all(used[1::2])],
                "load_1m": round(os.getloadavg()[0], 2)}
+        if ab:
+            row.update(both_graphs_live_speedup=round(max(b for _, b in ab)[0] / max(a for a, _ in ab)[0], 2),
+                       both_graphs_live_same_round=[round(b[0] / a[0], 2) for a, b in ab],
+                       both_graphs_live_examples_s=[round(max(a for a, _ in ab)[0]), round(max(b for _, b in ab)[0])])
         if r2_spin:
             e3, c3 = max(r2_spin)
             row.update(no_gate_examples_s=round(e3), no_gate_speedup=round(e3 / e1, 2),
                        no_gate_driver_cpu_ms_per_step=round(c3, 2))
         print(json.dumps(row), flush=True)
         if args.decompose:
+            two()                             # the 2-worker graph live: what its workers burn between steps
+            spin = _idle_cpu(cluster, 1.0)
+            cluster._drop_graphs()
+            print(json.dumps({"row": "idle_worker_cpu_ms_per_s", "graph_0_1_live": spin,
+                              "no_graph": _idle_cpu(cluster, 1.0), "load_1m": round(os.getloadavg()[0], 2)}),
+                  flush=True)
             solo = [_dp_step(tw.placement("cpu", ranks=[r]), args.batch, args.optimizer)[2] for r in (0, 1)]
             rows = {"alone": [], "two_no_exchange": [], "planned_unmerged": [], "planned_merged": []}
             for _ in range(args.rounds):      # alternated; per rank [wall ms, CPU ms, exchanges, wait ms] per step

@@ -412,11 +412,21 @@ def test_evaluate_with_steps_per_execution_runs_k_steps_per_call_and_equals_sing
         np.testing.assert_allclose(got[key], wanted[key], rtol=2e-5)
 
 
-# ---- asynchronous training with a learning-rate schedule (pps14) ---------------------------------------------
+# ---- asynchronous training with a learning-rate schedule (pps14), with Adam (ray14) ---------------------------
+def _decayed_sgd():
+    return tw.keras.optimizers.SGD(tw.keras.optimizers.schedules.ExponentialDecay(0.5, decay_steps=1, decay_rate=0.5))
+
+
+def _adam():
+    return tw.keras.optimizers.Adam(0.1)
+
+
 @pytest.mark.parametrize("traced", [False, True], ids=["python", "tw_function"])
-def test_asynchronous_steps_with_a_schedule_use_the_global_step_even_on_a_server_a_step_skips(strategy, traced):
+@pytest.mark.parametrize("make_optimizer", [_decayed_sgd, _adam], ids=["schedule", "adam"])
+def test_asynchronous_steps_use_the_global_step_even_on_a_server_a_step_skips(strategy, traced, make_optimizer):
     # table rows 0-2 on server 0, rows 3-5 on server 1: step 1 touches only server 0, so server 1's
-    # own count of pushes lags the global step; the schedule must read the global one
+    # own count of pushes lags the global step; the schedule and Adam's bias correction (no
+    # schedule: lazy Adam's touched rows) must read the global one
     ids = np.array([[4, 0], [1, 2], [5, 3], [0, 4]], np.int64)
     target = np.array([[1.0], [-1.0], [0.5], [2.0]], np.float32)
     table0 = np.arange(12, dtype=np.float32).reshape(6, 2) / 10
@@ -424,13 +434,10 @@ def test_asynchronous_steps_with_a_schedule_use_the_global_step_even_on_a_server
         tw.train.ClusterSpec({"worker": ["w0", "w1"], "ps": ["ps0", "ps1"]}))
     asynchronous = tw.distribute.experimental.ParameterServerStrategy(
         resolver, variable_partitioner=tw.distribute.experimental.partitioners.FixedShardsPartitioner(2))
-
-    def schedule():
-        return tw.keras.optimizers.schedules.ExponentialDecay(0.5, decay_steps=1, decay_rate=0.5)
     try:
         with asynchronous.scope():
             table = tw.Variable(table0, name="table_async")
-            optimizer = tw.keras.optimizers.SGD(schedule())
+            optimizer = make_optimizer()
 
         def step(i):
             with tw.GradientTape() as tape:
@@ -447,7 +454,7 @@ def test_asynchronous_steps_with_a_schedule_use_the_global_step_even_on_a_server
         coordinator.shutdown()
     finally:
         asynchronous.shutdown()
-    ref, ref_opt = tw.Variable(table0), tw.keras.optimizers.SGD(schedule())
+    ref, ref_opt = tw.Variable(table0), make_optimizer()
     for i in range(len(ids)):
         with tw.GradientTape() as tape:
             rows = tw.nn.embedding_lookup(ref, ids[i])

@@ -1,7 +1,7 @@
 """Issue 14 (ray14) on 4 Ray workers: planned steps through a compiled Ray graph give the bits of
 actor calls and hand the driver no view of Ray's channel memory, a rank that raises inside one
 ends its peers' collectives and the cluster goes on, a worker killed inside one is named and replaced,
-steps on more ranks than the graph's fall back to actor calls; the shared-memory collectives
+steps on more ranks than the live graph's take it over (after one step by actor calls); the shared-memory collectives
 with uneven pieces on 4 workers give the in-process bits; workers keep freed memory; a tw
 initializer makes a global variable's pieces on the workers, with the one-device value."""
 import gc
@@ -127,11 +127,13 @@ def test_a_worker_killed_in_a_compiled_step_is_named_and_the_cluster_goes_on(clu
     assert cluster._graphs[(0, 1)] is not None
 
 
-def test_a_step_on_ranks_sharing_a_worker_with_the_graph_uses_actor_calls_and_is_right(cluster):
+def test_steps_on_ranks_sharing_workers_with_the_live_graph_take_it_over_and_are_right(cluster):
     cluster.compiled_steps = True
     _train(P2, steps=1)
+    assert cluster._graphs[(0, 1)] is not None
     losses, params, _ = _train(P4)                    # 10 rows over 4 workers: 3, 3, 2, 2
-    assert cluster._graphs[(0, 1, 2, 3)] is None        # a worker runs one compiled graph at a time
+    # the first step by actor calls, then the 4-worker graph replaces the 2-worker one (one live graph)
+    assert list(cluster._graphs) == [(0, 1, 2, 3)] and cluster._graphs[(0, 1, 2, 3)] is not None
     with tw.distribute.in_process():
         in_process = _train(P4)
     np.testing.assert_allclose(losses, in_process[0], rtol=2e-5)

@@ -15,7 +15,8 @@ to ``k (i // num_workers) + k - 1``, one per step).
 A function travels once (``ray.put``), kept by the worker; each call sends only its
 arguments and the learning rates its optimizers have on the coordinator when it is scheduled
 (``optimizer.learning_rate = x``, a Keras callback's change: the servers apply the step's
-gradients with that rate; a schedule is evaluated by the servers at their step count).
+gradients with that rate; a schedule is evaluated by the servers at the step's global
+step, numbered by server 0, as Adam's bias correction is).
 Results come back as NumPy values. A ``tw.function`` is traced once on each worker
 and run as a graph (``traced.py``); Keras ``fit``/``evaluate`` schedule through here too
 (``keras_fit.py``: their evaluation steps are read-only, outside the synchronous rounds).

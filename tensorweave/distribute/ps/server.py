@@ -139,7 +139,7 @@ class ParameterServer:
     def _apply(self, key, contributions, scale, rate=None, step=None):
         """Applies the gradients of ``contributions`` (lists of parts), summed in order and
         multiplied by ``scale``, with learning rate ``rate`` (None: the optimizer's schedule) at
-        global step ``step`` (None: this server's own count); a step counts even when this server
+        global step ``step`` (asynchronous pushes; None: this server's own count, the rounds'); a step counts even when this server
         got no gradient."""
         import tensorweave as tw
         dense, sparse = {}, {}

@@ -478,12 +478,11 @@ def push_gradients(optimizer, grads, variables):
                 per_server.setdefault(ps, []).append((v._key, i, rows[lo:hi] - off, values[lo:hi]))
     key, rate = optimizer_key(optimizer), push_rate(optimizer, step)
     if step is None or step.round is None:
-        from tensorweave.keras.optimizers.schedules import LearningRateSchedule
-        number = None
-        if isinstance(optimizer._learning_rate, LearningRateSchedule):
-            # asynchronous: the schedule's step is the global one (server 0 numbers the steps),
-            # not each server's count of the pushes it got (a server a step skips lags behind)
-            number = ray.get(servers[0].take_step.remote(key))
+        # asynchronous: the optimizer's step (a schedule's, Adam's bias correction) is the global
+        # one, numbered by server 0, not each server's count of the pushes it got (a server a step
+        # skips lags behind). The number goes to the pushes as Ray's reference: each server waits
+        # for it itself, no round trip through this worker.
+        number = servers[0].take_step.remote(key)
         ray.get([servers[ps].push.remote(key, None, 0, 1, True, parts, rate, number)
                  for ps, parts in per_server.items()])
     else:

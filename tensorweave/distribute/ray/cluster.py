@@ -307,6 +307,39 @@ def _abort_rendezvous(cluster_id, reason):
         actor.abort.remote(reason)
 
 
+SWITCH_AFTER = 2
+
+
+def next_live(live, contender, ranks, switch_after=SWITCH_AFTER):
+    """Whether a steady call of ``ranks`` (which has no compiled graph) compiles one, tearing down
+    the live graph (``live``: one exists), and the new ``contender`` ``(ranks, calls in a row)``.
+
+    One compiled graph is live at a time. Between steps Ray's loop on each of its workers waits
+    for the next input spinning (``sched_yield`` between looks at the channel), and on a kernel
+    with EEVDF (Linux >= 6.6) a spinning thread takes a fair share of a core: measured 0.3 s of
+    CPU per second per idle worker at load 2, on 2 cores. So the workers of a graph that is not
+    running are not idle: a second graph on other workers (the one-worker baseline beside the
+    two-worker step), or actor calls on the graph's own workers, ran at half speed beside them.
+    A set of ranks that keeps being called (``switch_after`` steady calls in a row, with no
+    step of the live graph between) takes the graph over; one call in between (a step on other
+    ranks now and then) goes by actor calls and leaves the live graph as it is, so steps that
+    alternate between two sets do not compile a graph at every call.
+
+    >>> next_live(False, (None, 0), (0, 1))
+    (True, (None, 0))
+    >>> next_live(True, (None, 0), (2,))
+    (False, ((2,), 1))
+    >>> next_live(True, ((2,), 1), (2,))
+    (True, (None, 0))
+    """
+    if not live:
+        return True, (None, 0)
+    calls = contender[1] + 1 if contender[0] == ranks else 1
+    if calls >= switch_after:
+        return True, (None, 0)
+    return False, (ranks, calls)
+
+
 class Cluster:
     """The ranks started by :func:`connect` (``num_workers`` actors)."""
 
@@ -329,6 +362,8 @@ class Cluster:
         # TW_RAY_MERGE_BUCKETS=0 or this attribute (before a function is first called) turns it off
         self.merge_buckets = os.environ.get("TW_RAY_MERGE_BUCKETS", "1") != "0"
         self._graphs = {}
+        # the set of ranks asking for the workers of the live graph, and its consecutive steady calls
+        self._contender = (None, 0)
 
     @property
     def num_workers(self):
@@ -388,20 +423,25 @@ class Cluster:
 
     def _step_graph(self, ranks):
         """The compiled graph of ``ranks`` (made at its first steady call), or None: compiled
-        steps off, Ray without compiled graphs, or a worker of ``ranks`` already in another
-        set's graph (a Ray actor runs one compiled graph at a time; the first set keeps it)."""
+        steps off, or Ray without compiled graphs, or another set's graph is live and ``ranks``
+        has not had :data:`SWITCH_AFTER` steady calls in a row (see :func:`next_live`)."""
         if not self.compiled_steps:
             return None
-        if ranks not in self._graphs:
-            taken = {r for k, g in self._graphs.items() if g is not None for r in k}
+        if ranks in self._graphs:
+            if self._graphs[ranks] is not None:
+                self._contender = (None, 0)
+            return self._graphs[ranks]
+        live = [k for k, g in self._graphs.items() if g is not None]
+        switch, self._contender = next_live(bool(live), self._contender, ranks)
+        if not switch:
+            return None
+        self._drop_graphs()
+        try:
+            graph = _StepGraph(self.workers, ranks, self._gate_path(ranks))
+        except Exception:  # noqa: BLE001 - no compiled graphs here: the actor calls remain
             graph = None
-            if not taken & set(ranks):
-                try:
-                    graph = _StepGraph(self.workers, ranks, self._gate_path(ranks))
-                except Exception:  # noqa: BLE001 - no compiled graphs here: the actor calls remain
-                    graph = None
-            self._graphs[ranks] = graph
-        return self._graphs[ranks]
+        self._graphs[ranks] = graph
+        return graph
 
     def _gate_path(self, ranks):
         from tensorweave.distribute import shm
