@@ -275,6 +275,14 @@ def worker_pipeline(dataset, num_workers, index):
     return policy, _shard_as(dataset, num_workers, index, policy, elements=False), sizes
 
 
+def balanced_bounds(rows, num_workers):
+    """``[(lo, hi)]`` per worker: ``rows`` split into ``num_workers`` runs, the first
+    ``rows % num_workers`` one longer (TF's legacy rebatch; ``layout.balanced_bounds``)."""
+    q, r = divmod(rows, num_workers)
+    starts = [i * q + min(i, r) for i in range(num_workers + 1)]
+    return list(zip(starts[:-1], starts[1:]))
+
+
 def _leaves(batch):
     flat = nest.flatten(batch)
     return [None if a is None else np.asarray(a.numpy() if hasattr(a, "numpy") else a) for a in flat]
@@ -302,7 +310,6 @@ def rebatch(batches, sizes, num_workers=1):
     it = iter(batches)
     structure = None
     if not sizes:
-        from tensorweave.distribute.layout import balanced_bounds
         for b in it:
             leaves = _leaves(b)
             for lo, hi in balanced_bounds(_rows(leaves), num_workers):
@@ -329,3 +336,30 @@ def rebatch(batches, sizes, num_workers=1):
             return
         yield nest.pack_sequence_as(structure, _cut(parts))
         k += 1
+
+
+def worker_stream(dataset, num_workers, index):
+    """What worker ``index`` of ``num_workers`` (one replica each) gets from a pipeline of
+    global batches, in order: its balanced slice of each global batch (``DATA``), or the
+    pieces of :func:`rebatch` over its own pipeline. NumPy leaves in the element structure.
+
+    >>> import tensorweave as tw
+    >>> import tensorweave.data
+    >>> [b.tolist() for b in worker_stream(tw.data.Dataset.range(10).batch(4), 2, 1)]
+    [[2, 3], [6, 7], [9]]
+    """
+    policy, ds, sizes = worker_pipeline(dataset, num_workers, index)
+    batches = ds.as_numpy_iterator()
+    if sizes is not None:
+        yield from rebatch(batches, sizes, num_workers)
+        return
+    for b in batches:
+        leaves = _leaves(b)
+        lo, hi = balanced_bounds(_rows(leaves), num_workers)[index]
+        yield nest.pack_sequence_as(b, [None if a is None else a[lo:hi] for a in leaves])
+
+
+def empty_like(piece):
+    """``piece`` with no rows (what a worker whose input has run out steps with)."""
+    leaves = _leaves(piece)
+    return nest.pack_sequence_as(piece, [None if a is None else a[:0] for a in leaves])
