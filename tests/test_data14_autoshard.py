@@ -175,8 +175,25 @@ def test_global_batch_size_through_elementwise_steps():
     assert pieces[:3] == [[0, 1], [2, 3], [4, 5]]
 
 
+def test_file_names_from_string_slices_shard_where_they_enter_the_interleave(files):
+    names = tw.data.Dataset.from_tensor_slices(files)
+    ds = names.interleave(tw.data.TextLineDataset, cycle_length=1).map(lambda s: tw.strings.to_number(s, tw.int64))
+    got = [[int(v) for v in sharding.auto_shard_dataset(_with(ds, P.FILE), 2, i)] for i in range(2)]
+    assert got == [[0, 1, 2, 3, 4, 10, 11, 12, 13, 14], [5, 6, 7, 8, 9]]
+    flat = names.flat_map(tw.data.TextLineDataset)
+    assert sharding.resolve_policy(flat, 3) == P.FILE
+    assert [str(v) for v in sharding.auto_shard_dataset(flat, 3, 1).as_numpy_iterator()] == list("56789")
+
+
+def test_a_zip_of_file_pipelines_shards_each(files):
+    ds = tw.data.Dataset.zip((_lines(files), {"ten": _lines(files).map(lambda v: v * 10)}))
+    got = [(int(a), int(b["ten"])) for a, b in sharding.auto_shard_dataset(ds, 2, 1)]
+    assert got == [(v, 10 * v) for v in range(5, 10)]
+
+
 def test_a_sharded_clone_leaves_the_pipeline_and_its_cache_alone(files):
     ds = _lines(files).cache().batch(4)
+    assert sum((b.tolist() for b in ds.as_numpy_iterator()), []) == list(range(15))     # the cache is full
     mine = sharding.auto_shard_dataset(_with(ds, P.FILE), 3, 2)
     assert [b.tolist() for b in mine.as_numpy_iterator()] == [[10, 11, 12, 13], [14]]
     assert sum((b.tolist() for b in ds.as_numpy_iterator()), []) == list(range(15))
