@@ -180,6 +180,9 @@ def test_file_names_from_string_slices_shard_where_they_enter_the_interleave(fil
     ds = names.interleave(tw.data.TextLineDataset, cycle_length=1).map(lambda s: tw.strings.to_number(s, tw.int64))
     got = [[int(v) for v in sharding.auto_shard_dataset(_with(ds, P.FILE), 2, i)] for i in range(2)]
     assert got == [[0, 1, 2, 3, 4, 10, 11, 12, 13, 14], [5, 6, 7, 8, 9]]
+    as_array = tw.data.Dataset.from_tensor_slices(np.array(files)).interleave(tw.data.TextLineDataset, cycle_length=1)
+    assert [str(v) for v in sharding.auto_shard_dataset(as_array, 3, 2).as_numpy_iterator()] == \
+        [str(v) for v in range(10, 15)]
     flat = names.flat_map(tw.data.TextLineDataset)
     assert sharding.resolve_policy(flat, 3) == P.FILE
     assert [str(v) for v in sharding.auto_shard_dataset(flat, 3, 1).as_numpy_iterator()] == list("56789")

@@ -258,18 +258,19 @@ class Replica:
         self.set_active(active)
         variables = _variables(self.model)
         me = self.worker.rank
-        for dtype in sorted({v.dtype.name for v in variables}):
-            group = [v for v in variables if v.dtype.name == dtype]
-            values = [v.numpy() for v in group]
-            flat = np.concatenate([np.asarray(a).reshape(-1) for a in values]) if values else np.zeros(0)
-            plan = plan_boxing(flat.shape, flat.dtype, Placement("cpu", [holder]), (B,), (B,),
-                               Placement("cpu", list(active)))
-            out = run_boxing_on_rank(plan, me, flat if me == holder else None, self.worker.comm)
-            off = 0
-            for v, a in zip(group, values):
-                size = a.size
-                v.assign(out[off:off + size].reshape(a.shape))
-                off += size
+        # one message of the state's bytes (every dtype, exact bits): two sends to the same
+        # rank back to back may arrive in either order over the object store (the rendezvous
+        # is an async actor: Ray does not keep the order of its calls), so one plan, one send
+        values = [np.asarray(v.numpy()) for v in variables]
+        flat = np.concatenate([np.ascontiguousarray(a).reshape(-1).view(np.uint8) for a in values]) if values \
+            else np.zeros(0, np.uint8)
+        plan = plan_boxing(flat.shape, flat.dtype, Placement("cpu", [holder]), (B,), (B,),
+                           Placement("cpu", list(active)))
+        out = run_boxing_on_rank(plan, me, flat if me == holder else None, self.worker.comm)
+        off = 0
+        for v, a in zip(variables, values):
+            v.assign(out[off:off + a.nbytes].view(a.dtype).reshape(a.shape))
+            off += a.nbytes
         if self.codec_box[0] is not None:
             self.codec_box[0].reset()          # residuals belong to the old membership
         self._taken = -1                       # re-make the batches at the position the driver names next
