@@ -211,3 +211,22 @@ def test_distributed_dataset_steps_end_when_every_worker_ran_out(files):
         DistributedDataset(np.zeros(3), 2)
     with pytest.raises(tw.errors.NotFoundError):
         DistributedDataset(_with(tw.data.Dataset.range(4).batch(2), P.FILE), 2)
+
+
+def test_a_shuffle_moves_on_each_epoch_and_the_global_batches_stay_whole(files):
+    tw.random.set_seed(5)
+    try:
+        data = _with(tw.data.Dataset.range(12).shuffle(12).batch(4), P.DATA)
+        dd = DistributedDataset(data, 2)
+        epochs = [[np.concatenate(s.values).tolist() for s in dd] for _ in range(2)]
+        for e in epochs:                                    # each step's slices make one global batch
+            assert sorted(sum(e, [])) == list(range(12))
+        assert epochs[0] != epochs[1]                       # reshuffled
+        files_ds = _with(_lines(files).shuffle(15).batch(4), P.FILE)
+        dd = DistributedDataset(files_ds, 2)
+        per_epoch = [sum((s.values[0].tolist() for s in dd), []) for _ in range(3)]
+        for e in per_epoch:                                 # worker 0: files 0 and 2
+            assert sorted(e) == [0, 1, 2, 3, 4, 10, 11, 12, 13, 14]
+        assert len({tuple(e) for e in per_epoch}) > 1       # the rebuilt pipeline's shuffle moved on
+    finally:
+        tw.random.set_seed(None)

@@ -348,15 +348,26 @@ def worker_stream(dataset, num_workers, index):
     >>> [b.tolist() for b in worker_stream(tw.data.Dataset.range(10).batch(4), 2, 1)]
     [[2, 3], [6, 7], [9]]
     """
-    policy, ds, sizes = worker_pipeline(dataset, num_workers, index)
+    return stream_of(worker_pipeline(dataset, num_workers, index), num_workers, index)
+
+
+def stream_of(pipeline, num_workers, index):
+    """:func:`worker_stream` of a :func:`worker_pipeline` result (kept across epochs, so a
+    shuffle in a rebuilt pipeline moves on as the original's does)."""
+    policy, ds, sizes = pipeline
     batches = ds.as_numpy_iterator()
     if sizes is not None:
         yield from rebatch(batches, sizes, num_workers)
         return
     for b in batches:
-        leaves = _leaves(b)
-        lo, hi = balanced_bounds(_rows(leaves), num_workers)[index]
-        yield nest.pack_sequence_as(b, [None if a is None else a[lo:hi] for a in leaves])
+        yield slice_rows(b, num_workers, index)
+
+
+def slice_rows(batch, num_workers, index):
+    """Worker ``index``'s balanced slice of the rows of ``batch`` (DATA), NumPy leaves."""
+    leaves = _leaves(batch)
+    lo, hi = balanced_bounds(_rows(leaves), num_workers)[index]
+    return nest.pack_sequence_as(batch, [None if a is None else a[lo:hi] for a in leaves])
 
 
 def empty_like(piece):

@@ -33,7 +33,9 @@ class DistributedDataset:
         if not isinstance(dataset, Dataset):
             raise TypeError(f"experimental_distribute_dataset: expected a tw.data.Dataset, got "
                             f"{type(dataset).__name__}. Hint: arrays go to fit directly")
-        sharding.worker_pipeline(dataset, num_workers, 0)     # TF's sharding errors, here and now
+        # TF's sharding errors here and now; the workers' pipelines are kept (a shuffle in a
+        # rebuilt one moves on each epoch, as the workers' do)
+        self._pipelines = [sharding.worker_pipeline(dataset, num_workers, i) for i in range(num_workers)]
         self.dataset, self.num_workers = dataset, num_workers
 
     @property
@@ -46,7 +48,14 @@ class DistributedDataset:
         return sharding.resolve_policy(self.dataset, self.num_workers)
 
     def __iter__(self):
-        streams = [sharding.worker_stream(self.dataset, self.num_workers, i) for i in range(self.num_workers)]
+        n = self.num_workers
+        if self._pipelines[0][0] == sharding.P.DATA:
+            # one pass over the global batches, sliced n ways (n passes of one pipeline would
+            # shuffle differently)
+            for b in self.dataset.as_numpy_iterator():
+                yield PerReplica(sharding.slice_rows(b, n, i) for i in range(n))
+            return
+        streams = [sharding.stream_of(p, n, i) for i, p in enumerate(self._pipelines)]
         while True:
             values = [next(s, None) for s in streams]
             present = [v for v in values if v is not None]

@@ -139,7 +139,7 @@ class Replica:
         self.codec_box[0] = compression.get(args.get("compression"))
         self.bytes.update(sent=0, uncompressed=0)
         self.seed = args["seed"]
-        self.data, self.plan, self._template = data, None, None
+        self.data, self.plan, self._template, self._pipelines = data, None, None, {}
         if "dataset" in data:
             self.handler = data_adapter.DataHandler(data["dataset"], None, None, None, False, data["class_weight"],
                                                     data["steps_per_epoch"])
@@ -172,7 +172,11 @@ class Replica:
         self.plan = None
         if "dataset" in self.data:
             from tensorweave.data import sharding
-            policy, ds, sizes = sharding.worker_pipeline(self.data["dataset"], self.size, self.index)
+            # one rebuilt pipeline per membership, kept: a shuffle in it moves on every epoch
+            key = (self.size, self.index)
+            if key not in self._pipelines:
+                self._pipelines[key] = sharding.worker_pipeline(self.data["dataset"], self.size, self.index)
+            policy, ds, sizes = self._pipelines[key]
             if policy != sharding.P.DATA:
                 self.plan = (policy, ds, sizes)
         if self.plan is None:
