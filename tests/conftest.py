@@ -51,3 +51,11 @@ def shared_datasets():
     if not os.path.isdir(SHARED):
         pytest.skip("../shared/datasets is not present")
     return SHARED
+
+
+# ---- Ray tests skip only where Ray cannot start, with Ray's reason (tests/ray_start.py) ----
+from ray_start import pytest_runtest_makereport, pytest_runtest_setup  # noqa: E402,F401
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "ray: a test that needs a local Ray instance (skips where Ray cannot start)")

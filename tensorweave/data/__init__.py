@@ -23,8 +23,9 @@ dropped. Iterator state (for checkpoints) is described in ``iterators``.
 from tensorweave.data.dataset import (AUTOTUNE, INFINITE_CARDINALITY, UNKNOWN_CARDINALITY,  # noqa: F401
                                       Dataset)
 from tensorweave.data.iterators import Iterator  # noqa: F401
+from tensorweave.data.options import Options, ThreadingOptions  # noqa: F401
 from tensorweave.data.sources import TextLineDataset  # noqa: F401
 from tensorweave.data import experimental  # noqa: F401
 from tensorweave.io.tfrecord import FixedLengthRecordDataset, TFRecordDataset  # noqa: F401,E402 - file formats: tw.io
 
-__all__ = ["Dataset", "Iterator", "TextLineDataset", "TFRecordDataset", "FixedLengthRecordDataset", "AUTOTUNE", "INFINITE_CARDINALITY", "UNKNOWN_CARDINALITY", "experimental"]
+__all__ = ["Dataset", "Iterator", "Options", "ThreadingOptions", "TextLineDataset", "TFRecordDataset", "FixedLengthRecordDataset", "AUTOTUNE", "INFINITE_CARDINALITY", "UNKNOWN_CARDINALITY", "experimental"]

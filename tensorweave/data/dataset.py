@@ -37,6 +37,7 @@ INFINITE = -1
 UNKNOWN = -2
 INFINITE_CARDINALITY = INFINITE
 UNKNOWN_CARDINALITY = UNKNOWN
+SHARD_HINT = -1   # shard(SHARD_HINT, SHARD_HINT): a placeholder for AutoShardPolicy.HINT
 
 # Set while a dataset is being iterated only to learn its element_spec, so that the pass
 # does not count as an epoch (a reshuffling shuffle would otherwise move on).
@@ -293,6 +294,32 @@ class Dataset:
         return GeneratorDataset(generator, output_types, output_shapes, args, output_signature)
 
     @staticmethod
+    def list_files(file_pattern, shuffle=None, seed=None, name=None):
+        """The file names matching ``file_pattern`` (a glob or a list of them), sorted, then
+        shuffled unless ``shuffle=False`` (TF's default shuffles). FILE auto-sharding splits
+        this list over the workers (``tw.data.sharding``).
+
+        >>> import os, tempfile
+        >>> import tensorweave as tw
+        >>> import tensorweave.data
+        >>> d = tempfile.mkdtemp()
+        >>> for n in ("b.txt", "a.txt"): _ = open(os.path.join(d, n), "w").write("x")
+        >>> [os.path.basename(f.numpy()) for f in tw.data.Dataset.list_files(d + "/*.txt", shuffle=False)]
+        ['a.txt', 'b.txt']
+        """
+        import glob
+        from tensorweave.data.sources import TensorSliceDataset
+        patterns = [str(p) for p in structure.as_array(file_pattern).reshape(-1)]
+        names = sorted({f for p in patterns for f in glob.glob(p)})
+        if not names:
+            raise errors.InvalidArgumentError(f"list_files: no files match the pattern(s) {patterns}")
+        ds = TensorSliceDataset(np.array(names))
+        ds._file_names = True
+        if shuffle is None or shuffle:
+            ds = ds.shuffle(len(names), seed=seed)
+        return ds
+
+    @staticmethod
     def zip(*datasets, name=None):
         """Elements of several datasets side by side, in the structure they are given in
         (``zip(a, b)`` or ``zip((a, b))`` or ``zip({"x": a, "y": b})``); stops with the shortest.
@@ -440,7 +467,11 @@ class Dataset:
         [1, 4, 7]
         """
         from tensorweave.data.transforms import ShardDataset
-        return ShardDataset(self, _int_arg(num_shards, "num_shards"), _int_arg(index, "index"))
+        num_shards, index = _int_arg(num_shards, "num_shards"), _int_arg(index, "index")
+        if num_shards == index == SHARD_HINT:
+            from tensorweave.data.sharding import HintShardDataset
+            return HintShardDataset(self)     # filled in by AutoShardPolicy.HINT (data/sharding.py)
+        return ShardDataset(self, num_shards, index)
 
     def cache(self, filename="", name=None):
         """Keeps the elements of the first complete pass and replays them afterwards.
@@ -551,6 +582,25 @@ class Dataset:
         finally:
             it.close()
         return state
+
+    def with_options(self, options, name=None):
+        """The same elements with ``options`` (a ``tw.data.Options``) set; options set later
+        along the pipeline win (``tw.data.options``).
+
+        >>> import tensorweave as tw
+        >>> import tensorweave.data
+        >>> o = tw.data.Options()
+        >>> o.deterministic = False
+        >>> tw.data.Dataset.range(3).with_options(o).options().deterministic
+        False
+        """
+        from tensorweave.data.options import with_options
+        return with_options(self, options)
+
+    def options(self):
+        """The ``tw.data.Options`` of this dataset and its inputs, merged."""
+        from tensorweave.data.options import options_of
+        return options_of(self)
 
     def apply(self, transformation_func):
         """``transformation_func(self)``, for chaining reusable pipeline pieces.

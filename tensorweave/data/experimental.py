@@ -6,8 +6,13 @@
 True
 >>> int(tw.data.experimental.cardinality(tw.data.Dataset.range(4)))
 4
+>>> int(tw.data.experimental.AutoShardPolicy.FILE), tw.data.experimental.SHARD_HINT
+(1, -1)
 """
-from tensorweave.data.dataset import AUTOTUNE, INFINITE_CARDINALITY, UNKNOWN_CARDINALITY  # noqa: F401
+from tensorweave.data.dataset import AUTOTUNE, INFINITE_CARDINALITY, SHARD_HINT, UNKNOWN_CARDINALITY  # noqa: F401
+from tensorweave.data.options import (AutoShardPolicy, AutotuneAlgorithm, AutotuneOptions,  # noqa: F401
+                                      DistributeOptions, ExternalStatePolicy, OptimizationOptions,
+                                      ThreadingOptions)
 
 
 def cardinality(dataset):

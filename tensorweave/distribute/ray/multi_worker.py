@@ -18,10 +18,16 @@ batch's loss and every metric combined over the workers; validation data is shar
 workers with the metric states combined the same way. Afterwards the driver's model holds
 the workers' weights and optimizer state.
 
-Sharding follows TF's ``AutoShardPolicy.DATA`` with rebatching: every worker reads the
-whole pipeline and keeps its balanced slice of the rows of each global batch
-(``layout.balanced_bounds``: with ``B`` rows and ``n`` workers the first ``B % n`` get one
-more; a worker whose slice is empty contributes zero). Arrays are batched as ``fit`` does,
+Sharding: arrays, and ``tw.data`` pipelines under ``AutoShardPolicy.DATA`` (or ``AUTO``
+without files), follow TF's DATA with rebatching: every worker reads the whole pipeline and
+keeps its balanced slice of the rows of each global batch (``layout.balanced_bounds``: with
+``B`` rows and ``n`` workers the first ``B % n`` get one more; a worker whose slice is empty
+contributes zero). A pipeline under FILE (or ``AUTO`` over files), OFF or HINT
+(``dataset.with_options``) is read by each worker on its own — its files ``i::n``, all of it,
+or its ``SHARD_HINT`` shard — and cut into pieces of ``batch_sizes_for_worker`` rows, so a
+step's pieces add up to one global batch; the workers agree each step whether any has input
+left (one small all-reduce), those without step with no rows (``tw.data.sharding``,
+:meth:`experimental_distribute_dataset`). Validation data is always sliced as DATA. Arrays are batched as ``fit`` does,
 with the same shuffling permutation on every worker (seeded per epoch from the driver's
 NumPy generator). A worker that raises surfaces in the driver as the original exception type
 with ``.rank``. A model class with its own ``train_step`` keeps it on the workers (its
@@ -111,6 +117,19 @@ class MultiWorkerMirroredStrategy:
     def extended(self):
         return self
 
+    def experimental_distribute_dataset(self, dataset, options=None):
+        """``dataset`` (global batches) split over the workers by its
+        ``options().experimental_distribute.auto_shard_policy`` (``tw.data.sharding``): a
+        :class:`~tensorweave.distribute.ray.multi_worker_data.DistributedDataset` that ``fit``
+        trains on and that iterates as per-replica batches."""
+        from tensorweave.distribute.ray.multi_worker_data import DistributedDataset
+        return DistributedDataset(dataset, self.num_replicas_in_sync)
+
+    def experimental_local_results(self, value):
+        """The per-replica values of ``value`` as a tuple (a plain value: a 1-tuple)."""
+        from tensorweave.distribute.ray.multi_worker_data import PerReplica
+        return value.values if isinstance(value, PerReplica) else (value,)
+
     @contextlib.contextmanager
     def scope(self):
         """Models compiled inside train on the workers."""
@@ -142,6 +161,8 @@ class MultiWorkerMirroredStrategy:
         steps = (data_adapter.DataHandler(data["dataset"], None, None, None, False, None, steps_per_epoch)
                  if "dataset" in data else data_adapter.DataHandler(*data["arrays"], batch_size, False, None,
                                                                      steps_per_epoch)).steps_per_epoch
+        if "dataset" in data and not _sliced_by_rows(data["dataset"], self.num_replicas_in_sync):
+            steps = steps_per_epoch     # each worker reads its own pipeline: the count is known at its end
         verbose = 1 if verbose == "auto" else int(verbose)
         cbs = callbacks if isinstance(callbacks, CallbackList) else CallbackList(
             callbacks, add_history=True, add_progbar=verbose != 0, model=model, verbose=verbose, epochs=epochs,
@@ -155,6 +176,13 @@ class MultiWorkerMirroredStrategy:
         history = run.fit(initial_epoch, epochs)
         self.last_fit_traffic = _sum_traffic(run.traffic())
         return history
+
+
+def _sliced_by_rows(dataset, num_workers):
+    """Whether the workers slice the global batches (``AutoShardPolicy.DATA``, or ``AUTO``
+    without files); raises TF's errors for a FILE sharding that cannot be done."""
+    from tensorweave.data import sharding
+    return sharding.worker_pipeline(dataset, num_workers, 0)[0] == sharding.P.DATA
 
 
 def _sum_traffic(per_worker):
@@ -233,6 +261,9 @@ def unpack_into(model, weights, opt_values):
 
 def _data_spec(x, y, sample_weight, batch_size, shuffle, class_weight, steps_per_epoch):
     from tensorweave.data import Dataset
+    from tensorweave.distribute.ray.multi_worker_data import DistributedDataset
+    if isinstance(x, DistributedDataset):
+        x = x.dataset
     if isinstance(x, Dataset):
         if y is not None or sample_weight is not None:
             raise ValueError("`y` and `sample_weight` must not be given when `x` is a Dataset")

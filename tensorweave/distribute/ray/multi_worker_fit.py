@@ -27,6 +27,9 @@ a lost node) counts against ``max_failures`` and then either
   with ``rejoin`` the lost ranks are restarted at the next epoch boundary and join the same
   way. The global batch stays the same, so the updates are those of the failure-free run
   (to float rounding: the sum runs over other shards).
+
+Growth (elastic with ``max_workers``): at each epoch boundary ranks are added beyond the
+placement group while Ray has room, and join the same way (``multi_worker_grow.py``).
 """
 import os
 
@@ -45,22 +48,33 @@ class FailureConfig:
             True continues on the survivors (the state re-boxed onto them, no restart from disk).
         rejoin: (elastic) restart the lost workers at the next epoch boundary and let them join.
         min_workers: (elastic) fewer survivors than this fall back to restarting.
+        max_workers: (elastic) grow to this many ranks: at each epoch boundary, while Ray has
+            room for one more worker, a rank is added in a placement group of its own and
+            joins as a rejoining rank does (``multi_worker_grow.py``). None: never grow.
 
     >>> FailureConfig(max_failures=2, elastic=True)
     FailureConfig(max_failures=2, elastic=True, rejoin=True, min_workers=1)
     """
 
-    def __init__(self, max_failures=0, elastic=False, rejoin=True, min_workers=1):
+    def __init__(self, max_failures=0, elastic=False, rejoin=True, min_workers=1, max_workers=None):
         if isinstance(max_failures, bool) or not isinstance(max_failures, int) or max_failures < -1:
             raise ValueError(f"FailureConfig: max_failures must be an int >= -1 (-1: no limit), got {max_failures!r}")
         if isinstance(min_workers, bool) or not isinstance(min_workers, int) or min_workers < 1:
             raise ValueError(f"FailureConfig: min_workers must be a positive int, got {min_workers!r}")
+        if max_workers is not None:
+            if isinstance(max_workers, bool) or not isinstance(max_workers, int) or max_workers < min_workers:
+                raise ValueError(f"FailureConfig: max_workers must be None or an int >= min_workers ({min_workers}), "
+                                 f"got {max_workers!r}")
+            if not elastic:
+                raise ValueError("FailureConfig: max_workers (growing the fit) needs elastic=True")
         self.max_failures, self.elastic, self.rejoin, self.min_workers = max_failures, bool(elastic), bool(
             rejoin), min_workers
+        self.max_workers = max_workers
 
     def __repr__(self):
+        grow = "" if self.max_workers is None else f", max_workers={self.max_workers}"
         return (f"FailureConfig(max_failures={self.max_failures}, elastic={self.elastic}, rejoin={self.rejoin}, "
-                f"min_workers={self.min_workers})")
+                f"min_workers={self.min_workers}{grow})")
 
 
 class _Restart(Exception):
@@ -107,6 +121,7 @@ class FitRun:
         self.config = failure_config or FailureConfig()
         self.active = list(range(self.cluster.num_workers))
         self.lost, self.failures = [], 0
+        self.resources = dict(getattr(strategy.cluster_resolver, "resources_per_worker", None) or {"CPU": 1})
         user = [c for c in callbacks if not isinstance(c, (History, ProgbarLogger))]
         self.per_batch = any(_hooks_batches(c) for c in user)
         self.sees_model = bool(user)
@@ -154,6 +169,8 @@ class FitRun:
         model, cbs = self.model, self.cbs
         if self.lost and self.config.rejoin:
             self._rejoin()
+        if self.config.elastic and self.config.max_workers is not None:
+            self._grow()
         cbs.on_epoch_begin(epoch)
         pos, logs = start, {}
         while True:
@@ -233,6 +250,21 @@ class FitRun:
         joining, self.lost = self.lost, []
         for r in joining:
             self.cluster.restart_worker(r)
+        active = sorted(self.active + joining)
+        self._call(rep.begin, self.package, self.data, self.args, active, True, ranks=joining)
+        self._call(rep.rebox, self.active[0], active, ranks=active)
+        self.active = active
+
+    def _grow(self):
+        """Adds ranks beyond the placement group while fewer than ``max_workers`` and Ray has
+        room; they join as rejoining ranks do (an epoch boundary)."""
+        from tensorweave.distribute.ray import multi_worker_grow as grow
+        joining = []
+        while (len(self.active) + len(self.lost) + len(joining) < self.config.max_workers
+               and grow.room_for_worker(self.resources)):
+            joining.append(grow.add_worker(self.cluster, self.resources))
+        if not joining:
+            return
         active = sorted(self.active + joining)
         self._call(rep.begin, self.package, self.data, self.args, active, True, ranks=joining)
         self._call(rep.rebox, self.active[0], active, ranks=active)

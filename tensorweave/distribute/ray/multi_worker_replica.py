@@ -139,6 +139,7 @@ class Replica:
         self.codec_box[0] = compression.get(args.get("compression"))
         self.bytes.update(sent=0, uncompressed=0)
         self.seed = args["seed"]
+        self.data, self.plan, self._template, self._pipelines = data, None, None, {}
         if "dataset" in data:
             self.handler = data_adapter.DataHandler(data["dataset"], None, None, None, False, data["class_weight"],
                                                     data["steps_per_epoch"])
@@ -157,12 +158,52 @@ class Replica:
             return
         np.random.seed((self.seed + epoch) % 2 ** 32)
         tw.random.set_seed((self.seed + epoch) % 2 ** 31)
-        self._it = iter(self.handler.epoch())
+        self._it = self._epoch_batches()
         for _ in range(step):
-            next(self._it)
+            next(self._it, None)
         if self.epoch != epoch or step == 0:
             self.model.reset_metrics()
         self.epoch, self.pos, self._taken = epoch, step, step
+
+    def _epoch_batches(self):
+        """This worker's batches of one epoch: its slice of each global batch (arrays, and
+        datasets under ``AutoShardPolicy.DATA``), or the pieces of its own pipeline (FILE, OFF,
+        HINT: ``tw.data.sharding.worker_pipeline``, decided for the active ranks now)."""
+        self.plan = None
+        if "dataset" in self.data:
+            from tensorweave.data import sharding
+            # one rebuilt pipeline per membership, kept: a shuffle in it moves on every epoch
+            key = (self.size, self.index)
+            if key not in self._pipelines:
+                self._pipelines[key] = sharding.worker_pipeline(self.data["dataset"], self.size, self.index)
+            policy, ds, sizes = self._pipelines[key]
+            if policy != sharding.P.DATA:
+                self.plan = (policy, ds, sizes)
+        if self.plan is None:
+            return (_local(b, self.index, self.size) for b in self.handler.epoch())
+        from tensorweave.data import sharding
+        from tensorweave.keras.engine import data_adapter
+        own = data_adapter.DataHandler(self.plan[1], None, None, None, False, self.data["class_weight"], None)
+        return (_as_tensors(p) for p in sharding.rebatch(own.epoch(), self.plan[2], self.size))
+
+    def _next_batch(self):
+        """The next batch, or None at the end of the epoch. With a pipeline of its own, the
+        workers agree (one all-reduce) and a worker whose input ran out steps with no rows."""
+        batch = next(self._it, None)
+        if self.plan is None:
+            return batch
+        if batch is not None and self._template is None:
+            from tensorweave.data import sharding
+            self._template = _as_tensors(sharding.empty_like(batch))
+        more = self.comm.all_reduce(np.array([0.0 if batch is None else 1.0]))
+        if float(more[0]) == 0.0:
+            return None
+        return batch if batch is not None else self._empty()
+
+    def _empty(self):
+        if self._template is None:
+            self._template = _empty_from_spec(self.plan[1].element_spec)
+        return self._template
 
     def steps(self, epoch, start, n, learning_rate):
         from tensorweave.keras.engine.model import _step_data
@@ -171,7 +212,7 @@ class Replica:
             _set_learning_rate(self.model, learning_rate)
         fn = self.model.make_train_function()
         done, end = 0, False
-        total = self.handler.steps_per_epoch
+        total = self.handler.steps_per_epoch if self.plan is None else self.data["steps_per_epoch"]
         while n is None or done < n:
             if total is not None and self.pos >= total:
                 end = True
@@ -179,12 +220,11 @@ class Replica:
             # the input pipeline's functions and the step see where they run
             _CONTEXT["now"] = ReplicaContext(self.worker.rank, self.index, self.size, epoch, self.pos)
             try:
-                batch = next(self._it, None)
-                if batch is None:
+                local = self._next_batch()
+                if local is None:
                     end = True
                     break
                 self._taken += 1
-                local = _local(batch, self.index, self.size)
                 self.model._build_compiled_metrics(local)
                 self.rows_box[0] = _first_dim(local)
                 fn(_step_data(local))
@@ -222,18 +262,19 @@ class Replica:
         self.set_active(active)
         variables = _variables(self.model)
         me = self.worker.rank
-        for dtype in sorted({v.dtype.name for v in variables}):
-            group = [v for v in variables if v.dtype.name == dtype]
-            values = [v.numpy() for v in group]
-            flat = np.concatenate([np.asarray(a).reshape(-1) for a in values]) if values else np.zeros(0)
-            plan = plan_boxing(flat.shape, flat.dtype, Placement("cpu", [holder]), (B,), (B,),
-                               Placement("cpu", list(active)))
-            out = run_boxing_on_rank(plan, me, flat if me == holder else None, self.worker.comm)
-            off = 0
-            for v, a in zip(group, values):
-                size = a.size
-                v.assign(out[off:off + size].reshape(a.shape))
-                off += size
+        # one message of the state's bytes (every dtype, exact bits): two sends to the same
+        # rank back to back may arrive in either order over the object store (the rendezvous
+        # is an async actor: Ray does not keep the order of its calls), so one plan, one send
+        values = [np.asarray(v.numpy()) for v in variables]
+        flat = np.concatenate([np.ascontiguousarray(a).reshape(-1).view(np.uint8) for a in values]) if values \
+            else np.zeros(0, np.uint8)
+        plan = plan_boxing(flat.shape, flat.dtype, Placement("cpu", [holder]), (B,), (B,),
+                           Placement("cpu", list(active)))
+        out = run_boxing_on_rank(plan, me, flat if me == holder else None, self.worker.comm)
+        off = 0
+        for v, a in zip(variables, values):
+            v.assign(out[off:off + a.nbytes].view(a.dtype).reshape(a.shape))
+            off += a.nbytes
         if self.codec_box[0] is not None:
             self.codec_box[0].reset()          # residuals belong to the old membership
         self._taken = -1                       # re-make the batches at the position the driver names next
@@ -254,6 +295,21 @@ def _first_dim(batch):
         if t is not None:
             return int(t.shape[0])
     return 0
+
+
+def _as_tensors(batch):
+    import tensorweave as tw
+    return tuple(None if part is None else tw.nest.map_structure(tw.convert_to_tensor, part) for part in batch)
+
+
+def _empty_from_spec(spec):
+    """A batch of no rows of a pipeline's ``(x, y, sample_weight)`` (unknown sizes: 0)."""
+    import tensorweave as tw
+    from tensorweave.keras.engine import data_adapter
+
+    def zeros(s):
+        return np.zeros([0] + [d or 0 for d in s.shape.as_list()[1:]], s.dtype.as_numpy_dtype)
+    return _as_tensors(data_adapter.unpack_x_y_sample_weight(tw.nest.map_structure(zeros, spec)))
 
 
 def _local(batch, index, size):
