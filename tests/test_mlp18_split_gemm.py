@@ -132,6 +132,43 @@ def test_blocks_are_multiples_of_min_part(monkeypatch, rng):
     np.testing.assert_allclose(out, a.astype(np.float64) @ b, rtol=1e-5, atol=1e-5)
 
 
+def test_shared_tasks_run_on_a_helper_thread_too():
+    """The first task taken waits for the other: done only if another thread took it."""
+    other, names = threading.Event(), []
+
+    def first():
+        names.append(threading.current_thread().name)
+        assert other.wait(30), "no helper thread took the second task"
+
+    def second():
+        names.append(threading.current_thread().name)
+        other.set()
+    gemm.share_tasks([first, second], 2)
+    assert len(set(names)) == 2
+
+
+def test_the_caller_does_not_wait_for_a_helper_that_has_not_started():
+    """The only helper is busy (another kernel's tile, or its core lent to other processes): the
+    calling thread takes every task itself and returns; the helper, once free, finds none left.
+    (Before session 13 the caller waited for the helper's block: here, until the helper was freed.)"""
+    from tensorweave.core.context import current_runtime
+    pool = current_runtime().intra_op_pool()
+    busy, release = threading.Event(), threading.Event()
+    blocker = pool.submit(lambda: (busy.set(), release.wait(60)))
+    try:
+        assert busy.wait(30)
+        ran, done = [], threading.Event()
+        caller = threading.Thread(target=lambda: (gemm.share_tasks([lambda i=i: ran.append(i) for i in range(5)], 2),
+                                                  done.set()))
+        caller.start()
+        assert done.wait(30), "the caller waited for the busy helper"
+        assert sorted(ran) == [0, 1, 2, 3, 4]
+    finally:
+        release.set()
+        blocker.result(30)
+        caller.join(30)
+
+
 def test_a_block_failing_restores_the_thread_count_and_raises(monkeypatch, rng):
     get = gemm._openblas["found"][0]
     before = get()
