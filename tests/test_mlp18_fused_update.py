@@ -218,3 +218,30 @@ def test_large_other_variables_update_as_shared_tasks_like_the_stock_kernel(monk
     assert [len(t) for t in tasks] == [-(-300 * 256 // fused_kernels.ADAM_TASK)]
     for a, b in zip(*out):
         np.testing.assert_array_equal(b, a)
+
+
+def test_the_fallback_still_updates_the_large_other_variables(rng):
+    """The product's variable takes the stock path (its dtype is not the product's): the other
+    variables' tasks run too, to the stock kernel's bits."""
+    from tensorweave.kernels.cpu import fused_kernels, training_kernels
+    x, dz = rng.standard_normal((6, 8)).astype(np.float32), rng.standard_normal((6, 5)).astype(np.float32)
+    init = [rng.standard_normal((8, 5)), rng.standard_normal((300, 256)).astype(np.float32)]
+    g_big = rng.standard_normal((300, 256)).astype(np.float32)
+    adam = dict(beta_1=0.9, beta_2=0.999, epsilon=1e-7, amsgrad=False)
+    out = []
+    for fused in (False, True):
+        ws = [tw.Variable(w.copy()) for w in init]
+        handles = []
+        for w in ws:
+            handles += [w, tw.Variable(np.full(w.shape, 0.5, w.dtype.as_numpy_dtype)),
+                        tw.Variable(np.full(w.shape, 0.5, w.dtype.as_numpy_dtype))]
+        lr, step = np.float32(0.01), np.int64(2)
+        if fused:
+            fused_kernels.matmul_group_apply_adam(*handles, lr, step, g_big, x, dz, num_variables=2, index=0,
+                                                  transpose_a=True, transpose_b=False, **adam)
+        else:
+            training_kernels._apply_adam(*handles[:3], lr, step, gemm.matmul(x.T, dz), **adam)
+            training_kernels._apply_adam(*handles[3:], lr, step, g_big, **adam)
+        out.append([np.array(h.numpy()) for h in handles])
+    for a, b in zip(*out):
+        np.testing.assert_array_equal(b, a)
