@@ -11,7 +11,8 @@ bit for bit, in fewer passes over memory:
 - ``FusedMatMulGroupApplyAdam``: a grouped Adam update one of whose gradients is a weight
   gradient's product (``x^T @ dz``): each block of the product's rows is applied to the
   variable's rows on the thread that computed it, while it is in cache (``gemm.matmul_then``),
-  instead of one more pass reading the whole gradient back after the product.
+  instead of one more pass reading the whole gradient back after the product; the update's other
+  large variables are slices taken by the same threads (no OpenMP pool for them).
 
 >>> import numpy as np
 >>> from tensorweave.kernels.cpu import fused_kernels
