@@ -1,12 +1,19 @@
 """Same-process A/B of the threaded products' split (issue 18, mlp18): a training step of a
 ``bench_models`` workload with ``gemm.split_parts`` on (each product above the one-thread size
 timed per shape class: one-thread blocks of rows or columns on the intra-op threads, or the
-library's own threads) and off (``TW_GEMM_SPLIT=0``: the library's threads), alternating in
-rounds of ``--steps`` steps (the order swapped every round); process CPU and wall per step, the
-load average, and each class's choice with its timings. Both sides see the same load, which on a
-shared machine compares better than two processes.
+library's own threads) against another setting, alternating in rounds of ``--steps`` steps (the
+order swapped every round); process CPU and wall per step, the load average, and each class's
+choice with its timings. Both sides see the same load, which on a shared machine compares better
+than two processes.
 
-    PYTHONPATH=$PWD python benchmarks/bench_gemm_split.py --workload mlp --rounds 12
+``--other``: ``nosplit`` (``TW_GEMM_SPLIT=0``: the library's threads), ``one`` (every product on
+one thread), ``static`` (the split as before session 13: one block per part, the calling thread
+computing the first and waiting for the helpers' blocks however late they start), or
+``chunks<N>`` (``N`` blocks per part taken from a shared counter; the A side has ``--chunks``), or
+``adamomp`` (the fused update's other large variables by the stock kernel, on numba's OpenMP
+pool, as before session 13, instead of tasks shared with the product's blocks).
+
+    PYTHONPATH=$PWD python benchmarks/bench_gemm_split.py --workload mlp --rounds 12 --other static
 """
 import argparse
 import os
@@ -19,13 +26,31 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import bench_models  # noqa: E402
 
 
+def static_share(tasks, parts):
+    """The split before session 13 (for the A/B only): the first task on this thread, the others
+    on the helper threads, each waited for however late it starts."""
+    from tensorweave.core.context import current_runtime
+    if len(tasks) == 1 or parts < 2:
+        for task in tasks:
+            task()
+        return
+    pool = current_runtime().intra_op_pool()
+    helpers = [pool.submit(task) for task in tasks[1:]]
+    try:
+        tasks[0]()
+    finally:
+        for h in helpers:
+            h.result()
+
+
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--workload", default="mlp")
     p.add_argument("--rounds", type=int, default=12)
     p.add_argument("--steps", type=int, default=10, help="steps per side and round")
-    p.add_argument("--other", choices=("nosplit", "one"), default="nosplit",
-                   help="the B side: the library's threads (TW_GEMM_SPLIT=0), or every product on one thread")
+    p.add_argument("--other", default="nosplit",
+                   help="the B side: nosplit, one, static, adamomp or chunks<N> (see the module docstring)")
+    p.add_argument("--chunks", type=int, default=None, help="blocks per part on the A side (default: gemm's)")
     args = p.parse_args(argv)
     import numpy as np_
     from tensorweave.kernels.cpu import gemm
@@ -33,15 +58,39 @@ def main(argv=None):
     step, _, _ = bench_models.make_tensorweave(args.workload, data, None)
     f32 = np_.dtype(np_.float32)
     limit = gemm.serial_work(f32)
+    share, chunks_a = gemm.share_tasks, args.chunks or gemm.CHUNKS["per_part"]
+    from tensorweave.kernels.cpu import fused_kernels, training_kernels
+    adam_tasks = fused_kernels._adam_tasks
+
+    def stock_adam(handle, lr, step, g, adam):
+        training_kernels._apply_adam(*handle, lr, step, g, **adam)
+        return []
 
     def set_side(flag):
+        gemm._serial_work[f32] = limit
+        gemm._split["on"] = True
+        gemm.share_tasks = share
+        gemm.CHUNKS["per_part"] = chunks_a
+        fused_kernels._adam_tasks = adam_tasks
+        if flag:
+            return
         if args.other == "one":      # everything under the one-thread size: one thread, its library
-            gemm._serial_work[f32] = limit if flag else 1 << 62
+            gemm._serial_work[f32] = 1 << 62
+        elif args.other == "nosplit":
+            gemm._split["on"] = False
+        elif args.other == "static":
+            gemm.share_tasks, gemm.CHUNKS["per_part"] = static_share, 1
+        elif args.other == "adamomp":
+            fused_kernels._adam_tasks = stock_adam
+        elif args.other.startswith("chunks"):
+            gemm.CHUNKS["per_part"] = int(args.other[6:])
         else:
-            gemm._split["on"] = flag
+            raise SystemExit(f"--other {args.other!r}: expected nosplit, one, static, adamomp or chunks<N>")
+    from tensorweave.kernels.cpu import jit
     for flag in (True, False, True, False):      # warm both paths (and their shape classes' timings)
         set_side(flag)
         step()
+        jit.wait_for_compiles()
     cpu, wall = {True: [], False: []}, {True: [], False: []}
     load = [os.getloadavg()[0]]
     for r in range(args.rounds):
@@ -52,12 +101,15 @@ def main(argv=None):
                 step()
             cpu[flag].append((time.process_time() - c0) / args.steps)
             wall[flag].append((time.perf_counter() - w0) / args.steps)
+    set_side(True)
     load.append(os.getloadavg()[0])
     print(f"cpu {gemm_cpu()}, load {load[0]:.1f} -> {load[1]:.1f}, {args.rounds} rounds x {args.steps} steps")
-    for flag, tag in ((True, "split (measured)"), (False, "library threads" if args.other == "nosplit" else "one thread")):
+    for flag, tag in ((True, f"split, {chunks_a} blocks per part"), (False, args.other)):
         print(f"{args.workload} {tag}: CPU ms/step median {np.median(cpu[flag]) * 1e3:.2f} "
               f"(fastest {min(cpu[flag]) * 1e3:.2f}), wall median {np.median(wall[flag]) * 1e3:.2f} "
               f"(fastest {min(wall[flag]) * 1e3:.2f})")
+    wins = sum(a < b for a, b in zip(wall[True], wall[False]))
+    print(f"rounds where the A side's wall was lower: {wins}/{args.rounds}")
     for cls, entry in sorted(gemm.tuner().choices.items()):
         if cls.startswith("threads:") or not entry.get("settled", True):    # this process's timings
             print(f"  {cls}: {entry}")

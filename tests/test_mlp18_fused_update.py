@@ -173,3 +173,75 @@ def test_only_a_product_read_by_the_update_alone_is_fused(read_elsewhere):
     assert ("FusedMatMulGroupApplyAdam" in types) == (not read_elsewhere)
     for a, b in zip(off, on):
         np.testing.assert_array_equal(b, a)
+
+
+@pytest.mark.skipif(not gemm._gemm_serial or gemm._openblas_threads() is None,
+                    reason="needs MKL with a per-thread setting and NumPy's OpenBLAS")
+@pytest.mark.parametrize("backend", ["rows", "cols", "mkl", "one thread"])
+def test_large_other_variables_update_as_shared_tasks_like_the_stock_kernel(monkeypatch, rng, split_by, backend):
+    """A large other variable (over PARALLEL_MIN elements, not a multiple of ADAM_TASK) is
+    updated by tasks shared with the product's blocks, never by numba's OpenMP pool, to the stock
+    kernel's bits; a small one and the product's own variable as before."""
+    from tensorweave.kernels.cpu import fused_kernels, training_kernels
+    split_by("rows" if backend == "one thread" else backend)
+    if backend == "one thread":
+        monkeypatch.setattr(gemm, "split_parts", lambda: 1)
+    shapes = [(96, 64), (300, 256), (7,)]
+    assert shapes[1][0] * shapes[1][1] > training_kernels.PARALLEL_MIN
+    assert (shapes[1][0] * shapes[1][1]) % fused_kernels.ADAM_TASK
+    init = [rng.standard_normal(s).astype(np.float32) for s in shapes]
+    x, dz = rng.standard_normal((40, 96)).astype(np.float32), rng.standard_normal((40, 64)).astype(np.float32)
+    # (the product as the unfused plan's MatMul computes it, split the same way)
+    grads = [gemm.matmul(x.T, dz), rng.standard_normal(shapes[1]).astype(np.float32),
+             rng.standard_normal(7).astype(np.float32)]
+    np.testing.assert_allclose(grads[0], x.T.astype(np.float64) @ dz, rtol=1e-4, atol=1e-4)
+    adam = dict(beta_1=0.9, beta_2=0.999, epsilon=1e-7, amsgrad=False)
+    tasks = []
+    real_tasks = fused_kernels._adam_tasks
+    out = []
+    for fused in (False, True):
+        ws = [tw.Variable(w.copy()) for w in init]
+        slots = [tw.Variable(np.full(s, 0.5, np.float32)) for s in shapes for _ in range(2)]
+        handles = []
+        for i, w in enumerate(ws):
+            handles += [w, slots[2 * i], slots[2 * i + 1]]
+        lr, step = np.float32(0.01), np.int64(3)
+        if fused:
+            monkeypatch.setattr(training_kernels, "_adam_chunks", lambda *a: pytest.fail("OpenMP pool used"))
+            monkeypatch.setattr(fused_kernels, "_adam_tasks", lambda *a: tasks.append(real_tasks(*a)) or tasks[-1])
+            fused_kernels.matmul_group_apply_adam(*handles, lr, step, grads[1], grads[2], x, dz, num_variables=3,
+                                                  index=0, transpose_a=True, transpose_b=False, **adam)
+        else:
+            for i in range(3):
+                training_kernels._apply_adam(*handles[3 * i:3 * i + 3], lr, step, grads[i], **adam)
+        out.append([np.array(t.numpy()) for t in ws + slots])
+    assert [len(t) for t in tasks] == [-(-300 * 256 // fused_kernels.ADAM_TASK)]
+    for a, b in zip(*out):
+        np.testing.assert_array_equal(b, a)
+
+
+def test_the_fallback_still_updates_the_large_other_variables(rng):
+    """The product's variable takes the stock path (its dtype is not the product's): the other
+    variables' tasks run too, to the stock kernel's bits."""
+    from tensorweave.kernels.cpu import fused_kernels, training_kernels
+    x, dz = rng.standard_normal((6, 8)).astype(np.float32), rng.standard_normal((6, 5)).astype(np.float32)
+    init = [rng.standard_normal((8, 5)), rng.standard_normal((300, 256)).astype(np.float32)]
+    g_big = rng.standard_normal((300, 256)).astype(np.float32)
+    adam = dict(beta_1=0.9, beta_2=0.999, epsilon=1e-7, amsgrad=False)
+    out = []
+    for fused in (False, True):
+        ws = [tw.Variable(w.copy()) for w in init]
+        handles = []
+        for w in ws:
+            handles += [w, tw.Variable(np.full(w.shape, 0.5, w.dtype.as_numpy_dtype)),
+                        tw.Variable(np.full(w.shape, 0.5, w.dtype.as_numpy_dtype))]
+        lr, step = np.float32(0.01), np.int64(2)
+        if fused:
+            fused_kernels.matmul_group_apply_adam(*handles, lr, step, g_big, x, dz, num_variables=2, index=0,
+                                                  transpose_a=True, transpose_b=False, **adam)
+        else:
+            training_kernels._apply_adam(*handles[:3], lr, step, gemm.matmul(x.T, dz), **adam)
+            training_kernels._apply_adam(*handles[3:], lr, step, g_big, **adam)
+        out.append([np.array(h.numpy()) for h in handles])
+    for a, b in zip(*out):
+        np.testing.assert_array_equal(b, a)

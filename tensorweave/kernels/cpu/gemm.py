@@ -55,6 +55,7 @@ import contextlib
 import ctypes
 import functools
 import glob
+import itertools
 import os
 import sys
 import threading
@@ -524,6 +525,8 @@ def _batched(a, b, out, one_thread=False):
             with _mkl_local_threads(_gemm_serial[a.dtype].args[0], 1):
                 threaded()
         backend = _serial_library(a, b, out, op_a, op_b, m, n, k, run_mkl, count)
+        if backend == "done":     # timed now: computed again by the choice, as every later call
+            backend = _serial_library(a, b, out, op_a, op_b, m, n, k, run_mkl, count)
         if backend == "numpy1":
             _numpy_serial(a, b, out)
         elif backend == "mkl1":
@@ -531,6 +534,8 @@ def _batched(a, b, out, one_thread=False):
         return out
     if _tuning["on"]:
         backend = _choose(a, b, out, op_a, op_b, m, n, k, count, run_mkl)
+        if backend == "done":     # (the first call's bits are the choice's, see _run_2d)
+            backend = _choose(a, b, out, op_a, op_b, m, n, k, count, run_mkl)
         if backend == "numpy":
             np.matmul(a, b, out=out)
         if backend != "mkl":
@@ -630,16 +635,19 @@ def _run_2d(a, b, out, op_a, op_b, op_c, m, n, k, seen, one_thread=False):
     run_mkl = _mkl_runner(fn, a, b, out, op_a, op_b, op_c, m, n, k)
     if serial and not _tuning["on"]:
         backend = _serial_library(a, b, out, op_a, op_b, m, n, k, run_mkl, seen=seen)
+        if backend == "done":
+            # timed now, the product left by the last candidate run: computed again by the choice,
+            # so the class's first call gives the bits of every later one (MKL and OpenBLAS differ)
+            backend = _serial_library(a, b, out, op_a, op_b, m, n, k, run_mkl, seen=seen)
         if backend == "numpy1":
             _numpy_serial(a, b, out)
-        if backend != "mkl1":
             return out
     if _tuning["on"]:
         backend = _choose(a, b, out, op_a, op_b, m, n, k, 1, run_mkl)
+        if backend == "done":     # (as above: the first call's bits are the choice's)
+            backend = _choose(a, b, out, op_a, op_b, m, n, k, 1, run_mkl)
         if backend == "numpy":
             return np.matmul(a, b, out=out)
-        if backend == "done":
-            return out
     elif not serial:
         parts = split_parts()
         if parts > 1:
@@ -719,22 +727,23 @@ def _threaded_choice(a, b, out, op_a, op_b, op_c, m, n, k, seen, parts, run_mkl)
     return got
 
 
-def _run_split(axis, a, b, out, op_a, op_b, op_c, k, parts, after=None):
-    """``out = a @ b`` as blocks of ``out``'s rows or columns (multiples of :data:`MIN_PART`), at
-    most ``parts`` of them, each a one-thread product (on the library measured faster on one
-    thread for the block's class), the first on this thread and the others on the runtime's
-    helper threads. The bits are those of a one-thread call of the whole product on the same
-    library for every shape of the mlp step and their transposes, in MKL and OpenBLAS (both block
-    K the same way for any M, N); OpenBLAS's small-matrix kernels (100x300 @ 300x70) differ from
-    its blocked ones by a few ulps, as they do between any two sizes.
+def _run_split(axis, a, b, out, op_a, op_b, op_c, k, parts, after=None, extra=()):
+    """``out = a @ b`` as blocks of ``out``'s rows or columns (multiples of :data:`MIN_PART`, about
+    :data:`CHUNKS` per part), each a one-thread product (on the library measured faster on one
+    thread for the block's class), taken in turn by this thread and ``parts - 1`` of the runtime's
+    helper threads from a shared counter (:func:`share_tasks`). The bits are those of a
+    one-thread call of the whole product on the same library for every shape of the mlp step and
+    their transposes, in MKL and OpenBLAS (both block K the same way for any M, N); OpenBLAS's
+    small-matrix kernels (100x300 @ 300x70) differ from its blocked ones by a few ulps, as they do
+    between any two sizes. Which thread computes a block does not change its bits.
 
     ``after(i, j)``, when given, runs on each block's thread right after the block's product
     (``i:j`` its rows or columns), while the block is in that core's cache (see
-    :func:`matmul_then`)."""
+    :func:`matmul_then`). ``extra``: more tasks (callables) taken from the same counter after the
+    blocks, so they share the product's one hand-off to the helper threads."""
     m, n = out.shape
     size = m if axis == "rows" else n
-    step = -(-size // parts)
-    step = -(-step // MIN_PART) * MIN_PART
+    step = block_size(size, parts)
     if axis == "rows":
         pieces = [(a[i:i + step], b, out[i:i + step]) for i in range(0, size, step)]
     else:
@@ -747,15 +756,69 @@ def _run_split(axis, a, b, out, op_a, op_b, op_c, k, parts, after=None):
             product(a, b, out)
             after(i, min(size, i + step))
         pieces = [piece + (i,) for piece, i in zip(pieces, range(0, size, step))]
-    from tensorweave.core.context import current_runtime
     with _openblas_one_thread():
-        pool = current_runtime().intra_op_pool() if len(pieces) > 1 else None
-        helpers = [pool.submit(run, *piece) for piece in pieces[1:]]
-        try:
-            run(*pieces[0])
-        finally:
-            for h in helpers:
-                h.result()
+        share_tasks([functools.partial(run, *piece) for piece in pieces] + list(extra), parts)
+
+
+#: blocks per part of a split product (:func:`block_size`). More would let a helper thread that
+#: starts late (the machine busy) find fewer blocks left, but cost CPU per block: with 4 the mlp
+#: step's CPU was no lower and its wall no better at load 14-18 (issue 18, session 13)
+CHUNKS = {"per_part": 1}
+
+
+def block_size(size, parts):
+    """Rows or columns of one block when ``size`` of them are split for ``parts`` threads: about
+    ``CHUNKS["per_part"]`` blocks per part, a multiple of :data:`MIN_PART`.
+
+    >>> block_size(512, 2), block_size(100, 2), block_size(100, 3)
+    (256, 64, 48)
+    """
+    step = -(-size // (parts * max(1, CHUNKS["per_part"])))
+    return -(-step // MIN_PART) * MIN_PART
+
+
+def share_tasks(tasks, parts):
+    """Runs every task (a callable) on this thread and ``parts - 1`` helper threads (the runtime's
+    intra-op pool), each thread taking the next task not yet taken (an ``itertools.count``: one C
+    call, atomic under the GIL) until none is left. Returns when every task is done, having waited
+    only for tasks a helper already took: a helper that starts after the caller took the last one
+    (its core busy with other processes) finds nothing to do and touches nothing. The first error
+    of any task is raised after every task taken has ended.
+
+    >>> done = []
+    >>> share_tasks([lambda: done.append(1), lambda: done.append(2)], 1)
+    >>> sorted(done)
+    [1, 2]
+    """
+    if len(tasks) < 2 or parts < 2:
+        for task in tasks:
+            task()
+        return
+    from tensorweave.core.context import current_runtime
+    taken = itertools.count()
+    state = {"left": len(tasks), "error": None}
+    lock, finished = threading.Lock(), threading.Event()
+
+    def work():
+        while True:
+            i = next(taken)
+            if i >= len(tasks):
+                return
+            try:
+                tasks[i]()
+            except BaseException as e:  # noqa: BLE001 - raised on the calling thread
+                state["error"] = state["error"] or e
+            with lock:
+                state["left"] -= 1
+                if state["left"] == 0:
+                    finished.set()
+    pool = current_runtime().intra_op_pool()
+    for _ in range(min(parts, len(tasks)) - 1):
+        pool.submit(work)
+    work()
+    finished.wait()
+    if state["error"] is not None:
+        raise state["error"]
 
 
 def _part_runner(piece, op_a, op_b, op_c, k):
@@ -775,15 +838,19 @@ def _part_runner(piece, op_a, op_b, op_c, k):
     return run_mkl1 if got == "mkl1" else _numpy_part
 
 
-def matmul_then(a, b, after):
+def matmul_then(a, b, after, extra=()):
     """``out = a @ b`` (a new array, the bits of :func:`matmul`'s), then ``after(out, i, j)`` over
-    blocks ``i:j`` of its rows covering them all: where the product's class runs split by rows
-    (:func:`_threaded_choice`), each block's call follows its own product on its own thread while
-    the block is in that core's cache; otherwise once, ``after(out, 0, m)``, after the whole
-    product. For an epilogue that only reads and writes its rows' elements (an optimizer update
-    of a weight gradient: ``fused_kernels.matmul_apply_adam``), so the result does not depend on
-    the blocks."""
+    blocks ``i:j`` of its rows covering them all, and every task of ``extra`` (callables
+    independent of the product: the other variables' updates of a grouped optimizer step). Where
+    the product's class runs split by rows (:func:`_threaded_choice`), each block's call follows
+    its own product on its own thread while the block is in that core's cache, and the extra tasks
+    are taken by the same threads from the same counter (:func:`share_tasks`: one hand-off);
+    split otherwise, the row blocks' calls and the extra tasks are shared after the product; on
+    one thread, ``after(out, 0, m)`` then the tasks. For an epilogue that only reads and writes
+    its rows' elements (an optimizer update of a weight gradient:
+    ``fused_kernels.matmul_group_apply_adam``), so the result does not depend on the blocks."""
     geometry = _product(a, b) if a.ndim == 2 and b.ndim == 2 else False
+    parts = 1
     if geometry is not False and a.flags.aligned and b.flags.aligned and not _tuning["on"]:
         op_a, op_b, m, n, k, seen = geometry
         limit = _serial_work.get(a.dtype)
@@ -793,10 +860,13 @@ def matmul_then(a, b, after):
             op_c = (_NO_TRANS, n)
             run_mkl = _mkl_runner(_gemm[a.dtype], a, b, out, op_a, op_b, op_c, m, n, k)
             if _threaded_choice(a, b, out, op_a, op_b, op_c, m, n, k, seen, parts, run_mkl) == "rows":
-                _run_split("rows", a, b, out, op_a, op_b, op_c, k, parts, lambda i, j: after(out, i, j))
+                _run_split("rows", a, b, out, op_a, op_b, op_c, k, parts, lambda i, j: after(out, i, j), extra)
                 return out
     out = matmul(a, b)
-    after(out, 0, out.shape[0])
+    m = out.shape[0]
+    step = block_size(m, parts) if parts > 1 else max(m, 1)
+    share_tasks([functools.partial(after, out, i, min(m, i + step)) for i in range(0, m, step)] + list(extra),
+                parts)
     return out
 
 
