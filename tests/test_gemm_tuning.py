@@ -52,6 +52,17 @@ def test_machine_key_names_cpu_cores_and_versions():
     assert key["cores"] == os.cpu_count()
     assert key["versions"] == {"mkl": "2025", "numpy": "2.0"}
     assert gemm_tuning.machine_key({"numpy": "2.1", "mkl": "2025"}) != key
+    assert key["generation"] == gemm_tuning.cpu_generation()
+
+
+def test_cpu_generation_tells_apart_cpus_with_one_model_string(tmp_path):
+    zen3, zen4 = tmp_path / "zen3", tmp_path / "zen4"
+    block = "processor\t: 0\nmodel name\t: AMD EPYC\ncpu family\t: 25\nmodel\t\t: {m}\nflags\t\t: fpu {f}\n\n"
+    zen3.write_text(block.format(m=1, f="avx2 fma") + "processor\t: 1\nmodel\t\t: 99\n")
+    zen4.write_text(block.format(m=17, f="avx2 fma avx512f avx512_bf16"))
+    assert gemm_tuning.cpu_generation(str(zen3)) == "cpu family=25 model=1 avx2 fma"
+    assert gemm_tuning.cpu_generation(str(zen4)) == "cpu family=25 model=17 avx512f avx512_bf16 avx2 fma"
+    assert gemm_tuning.cpu_generation(str(tmp_path / "absent")) == ""
 
 
 def test_cache_path_override(monkeypatch, tmp_path):
