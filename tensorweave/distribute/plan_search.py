@@ -10,9 +10,11 @@ OneFlow's SBP collector and cost model, this module searches the signatures join
    cheapest producer candidate and the boxing from its layout to the one ``c`` reads (exact on
    trees; a shared producer is counted once per reader). Choices are then taken from the sinks
    up: each op's candidate minimising ``f`` plus the boxing its (already chosen) readers need;
-2. **iterative improvement**: each op in turn moves to the candidate that is cheapest with its
-   neighbours fixed, until a pass changes nothing (at most :data:`PASSES`), from the DP's result
-   and from the greedy one;
+2. **iterative improvement** from the cheaper of the DP's result and the greedy one: from each
+   op an input is boxed into, each candidate boxing less into it is tried as a *cascade* (the op
+   moves, then each neighbour reached moves to its cheapest candidate given the moves so far),
+   kept when the total falls; until a pass changes nothing (at most :data:`PASSES`) or the
+   budget of :data:`EVALS_PER_NODE` local evaluations per op is spent;
 3. the assignment with the least total cost (work + bytes boxed, each tensor boxed once per
    layout, the planner's cost model, plus :data:`COLLECTIVE_FIXED_BYTES` per collective) is kept; the greedy plan wins ties, so the search
    never returns a costlier plan than greedy.
@@ -37,6 +39,7 @@ from tensorweave.distribute.interpreter import Layout, _plan, decision
 SEARCH = True          # False: the greedy plan as it is (the planner before session 13)
 PASSES = 4             # iterative-improvement sweeps at most
 CASCADE = 24           # nodes one improvement move may change at most
+EVALS_PER_NODE = 2     # the improvement's budget of local evaluations per movable op
 # A collective's fixed cost in byte-equivalents (its rendezvous: ~20 us on the AMD EPYC, the time to
 # move ~16 KiB; planner.ZERO_FIXED_BYTES), so the search never trades a tiny saving in work for one
 # more collective. Greedy's choices do not see it; the search compares both plans with it.
@@ -83,12 +86,16 @@ def search(planner):
     model = _Model(planner, nodes, fixed)
     greedy = [n.choice for n in nodes]
     best, best_cost = greedy, model.total(greedy)
-    for start in (model.dp(), greedy):
-        got = model.improve(list(start))
-        cost = model.total(got)
-        if cost < best_cost:
-            best, best_cost = got, cost
-    greedy_cost = model.total(greedy)
+    if not any(model.tensor_cost(key, greedy) for i in range(len(nodes)) for key in model.keys_of[i]):
+        return best_cost, best_cost        # nothing is boxed between movable ops: nothing to gain
+    greedy_cost = best_cost
+    planned = model.dp()
+    dp_cost = model.total(planned)
+    start = planned if dp_cost < greedy_cost else greedy       # improved from the better start only
+    got = model.improve(list(start))
+    cost = model.total(got)
+    if cost < best_cost:
+        best, best_cost = got, cost
     if best is not greedy:
         _apply(planner, nodes, best)
     return greedy_cost, best_cost
@@ -144,67 +151,112 @@ _KEEPS_INPUTS = frozenset({"If", "StatelessIf", "While", "StatelessWhile", "Case
 
 
 class _Model:
-    """The total cost of an assignment (one candidate index per node) and the two searches."""
+    """The total cost of an assignment (one candidate index per node) and the two searches.
+    Layouts are interned as small ints (``cin``/``cout``: per node and candidate, the input and
+    output layout ids; ``fin``: fixed inputs' ids) and every cost is memoised on them: the
+    search asks the same few questions many times."""
 
     def __init__(self, planner, nodes, fixed):
         self.pl, self.nodes = planner, nodes
+        self.lid, self.lays = {}, []
+        self.cin, self.cout, seen = [], [], {}
+        for n in nodes:      # candidates() hands ops of one shape and layout the same list: interned once
+            ids = seen.get(id(n.combos))
+            if ids is None:
+                ids = seen[id(n.combos)] = ([tuple(self._id(x) for x in c[1]) for c in n.combos],
+                                            [tuple(self._id(x) for x in c[2]) for c in n.combos])
+            self.cin.append(ids[0])
+            self.cout.append(ids[1])
+        self.fin = [[self._id(lay._sbp) for lay in n.ins] for n in nodes]
         self.fixed_by = {}
         for i, j, want in fixed:
-            self.fixed_by.setdefault((i, j), []).append(want)
-        self.allowed = [[k for k, c in enumerate(n.combos) if all(c[2][j] == nd for j, nd in n.frozen.items())]
-                        or [n.choice] for n in nodes]
-        self._work = [{} for _ in nodes]
+            self.fixed_by.setdefault((i, j), set()).add(self._id(want))
+        self.allowed = []
+        for i, n in enumerate(nodes):
+            frozen = {j: self._id(nd) for j, nd in n.frozen.items()}
+            self.allowed.append([c for c in range(len(n.combos)) if all(self.cout[i][c][j] == f
+                                                                         for j, f in frozen.items())] or [n.choice])
+        self.keys_of = [[src if src is not None else (i, k, None) for k, src in enumerate(n.srcs)]
+                        + [(i, j) for j in range(len(n.op.outputs))] for i, n in enumerate(nodes)]
+        self._work, self._in, self._out, self._shared = {}, {}, {}, {}
+        # improvement moves start only where a boxing is (see improve) and stop after this many
+        # local evaluations in all: a deterministic bound on the search's time
+        self.evals, self.budget = 0, EVALS_PER_NODE * len(nodes) + 500
 
-    def box(self, i, k, src, dst):
-        """Bytes to box input ``k`` of node ``i`` from ``src`` to ``dst``."""
-        if src == dst:
-            return 0
-        lay = self.nodes[i].ins[k]
-        return self._boxing(lay._shape, lay._dtype, src, dst)
+    def _id(self, nd):
+        nd = tuple(nd)
+        k = self.lid.get(nd)
+        if k is None:
+            k = self.lid[nd] = len(self.lays)
+            self.lays.append(nd)
+        return k
 
     def _boxing(self, shape, dtype, src, dst):
-        try:
-            moved = self.pl.cost(shape, dtype.np_dtype, self.pl.placement, src, dst)
-        except Exception:  # noqa: BLE001 - a pair boxing cannot make: never chosen
-            return _INF
-        return moved + COLLECTIVE_FIXED_BYTES if moved else 0
+        key = (shape, dtype, src, dst)
+        c = self._shared.get(key)
+        if c is None:
+            try:
+                moved = self.pl.cost(shape, dtype.np_dtype, self.pl.placement, self.lays[src], self.lays[dst])
+            except Exception:  # noqa: BLE001 - a pair boxing cannot make: never chosen
+                moved = _INF
+            c = self._shared[key] = moved + COLLECTIVE_FIXED_BYTES if moved else 0
+        return c
+
+    def box(self, i, k, src, dst):
+        """Cost of boxing input ``k`` of node ``i`` from layout id ``src`` to ``dst``."""
+        if src == dst:
+            return 0
+        key = (i, k, src, dst)
+        c = self._in.get(key)
+        if c is None:
+            lay = self.nodes[i].ins[k]
+            c = self._in[key] = self._boxing(lay._shape, lay._dtype, src, dst)
+        return c
 
     def out_box(self, i, j, src, dst):
-        shape, dtype = self.nodes[i].out_specs[j]
-        return 0 if src == dst else self._boxing(shape, dtype, src, dst)
+        """Cost of boxing output ``j`` of node ``i`` from layout id ``src`` to ``dst``."""
+        if src == dst:
+            return 0
+        key = (i, j, src, dst)
+        c = self._out.get(key)
+        if c is None:
+            shape, dtype = self.nodes[i].out_specs[j]
+            c = self._out[key] = self._boxing(shape, dtype, src, dst)
+        return c
 
     def work(self, i, c):
-        w = self._work[i].get(c)
+        w = self._work.get((i, c))
         if w is None:
             n = self.nodes[i]
-            w = self._work[i][c] = self.pl.work(n.op, n.ins, n.out_specs, n.combos[c])
+            w = self._work[(i, c)] = self.pl.work(n.op, n.ins, n.out_specs, n.combos[c])
         return w
 
     def src_layout(self, i, k, assign):
         src = self.nodes[i].srcs[k]
         if src is None:
-            return self.nodes[i].ins[k]._sbp
-        p, j = src
-        return self.nodes[p].combos[assign[p]][2][j]
+            return self.fin[i][k]
+        return self.cout[src[0]][assign[src[0]]][src[1]]
 
     def tensor_cost(self, key, assign):
-        """Bytes boxing one tensor to every layout its readers want (once per layout, as the rank
-        plans share a boxing): ``key`` is ``(producer node, output)`` or ``(reader node, input,
-        None)`` for a tensor of fixed layout read by node ``reader``."""
+        """Cost of boxing one tensor to every layout its readers want (once per layout, as the
+        rank plans share a boxing): ``key`` is ``(producer node, output)`` or ``(reader node,
+        input, None)`` for a tensor of fixed layout read by node ``reader``."""
         if len(key) == 3:
             i, k, _ = key
-            return self.box(i, k, self.nodes[i].ins[k]._sbp, self.nodes[i].combos[assign[i]][1][k])
+            return self.box(i, k, self.fin[i][k], self.cin[i][assign[i]][k])
         p, j = key
-        have = self.nodes[p].combos[assign[p]][2][j]
-        wants = {self.nodes[r].combos[assign[r]][1][k] for r, k in self.nodes[p].readers[j]}
-        wants.update(self.fixed_by.get(key, ()))
-        return sum(self.out_box(p, j, have, w) for w in wants)
+        have = self.cout[p][assign[p]][j]
+        cin = self.cin
+        wants = {cin[r][assign[r]][k] for r, k in self.nodes[p].readers[j]}
+        fixed = self.fixed_by.get(key)
+        if fixed:
+            wants |= fixed
+        wants.discard(have)
+        return sum(self.out_box(p, j, have, w) for w in wants) if wants else 0
 
     def keys(self, i):
         """The tensors node ``i`` reads or writes (see :meth:`tensor_cost`)."""
-        n = self.nodes[i]
-        return [src if src is not None else (i, k, None) for k, src in enumerate(n.srcs)] + \
-            [(i, j) for j in range(len(n.op.outputs))]
+        return self.keys_of[i]
 
     def part(self, members, assign):
         """The cost terms that depend on the choices of ``members``: their work and the tensors
@@ -213,11 +265,11 @@ class _Model:
         cost = 0
         for i in members:
             cost += self.work(i, assign[i])
-            keys.update(self.keys(i))
+            keys.update(self.keys_of[i])
         return cost + sum(self.tensor_cost(key, assign) for key in keys)
 
     def total(self, assign):
-        """Work of every node plus the bytes every tensor a node touches is boxed."""
+        """Work of every node plus the cost of boxing every tensor a node touches."""
         return self.part(range(len(self.nodes)), assign)
 
     def dp(self):
@@ -225,25 +277,29 @@ class _Model:
         nodes = self.nodes
         f = []
         best_out = []          # per node, per output: {layout: least f}
+        box, work = self.box, self.work
         for i, n in enumerate(nodes):
             fi = {}
+            srcs, cin_i, fin_i = n.srcs, self.cin[i], self.fin[i]
+            froms = [best_out[src[0]][src[1]] if src is not None else None for src in srcs]
             for c in self.allowed[i]:
-                combo = n.combos[c]
-                cost = self.work(i, c)
-                for k, want in enumerate(combo[1]):
-                    src = n.srcs[k]
-                    if src is None:
-                        cost += self.box(i, k, n.ins[k]._sbp, want)
-                    else:
-                        cost += min((v + self.box(i, k, lay, want) for lay, v in best_out[src[0]][src[1]].items()),
-                                    default=0)
-                    if cost == _INF:
-                        break
+                cost = work(i, c)
+                for k, want in enumerate(cin_i[c]):
+                    options = froms[k]
+                    if options is None:
+                        cost += box(i, k, fin_i[k], want)
+                        continue
+                    least = _INF
+                    for lay, v in options.items():
+                        v += box(i, k, lay, want)
+                        if v < least:
+                            least = v
+                    cost += least
                 fi[c] = cost
             f.append(fi)
             outs = [{} for _ in n.op.outputs]
             for c, v in fi.items():
-                for j, lay in enumerate(n.combos[c][2]):
+                for j, lay in enumerate(self.cout[i][c]):
                     if v < outs[j].get(lay, _INF):
                         outs[j][lay] = v
             best_out.append(outs)
@@ -261,16 +317,17 @@ class _Model:
     def _below(self, i, c, assign):
         """Boxing node ``i``'s outputs under candidate ``c`` into its (chosen) readers."""
         n, cost = self.nodes[i], 0
-        outs = n.combos[c][2]
+        outs = self.cout[i][c]
         for j, readers in enumerate(n.readers):
-            wanted = {self.nodes[r].combos[assign[r]][1][k] for r, k in readers}
+            wanted = {self.cin[r][assign[r]][k] for r, k in readers}
             wanted.update(self.fixed_by.get((i, j), ()))
             for want in wanted:
                 cost += self.out_box(i, j, outs[j], want)
         return cost
 
     def improve(self, assign):
-        """Iterative improvement: from each node, each other candidate is tried as a *cascade*
+        """Iterative improvement: from each node that an input is boxed into, each candidate
+        boxing less into it is tried as a *cascade*
         (the node moves, then each neighbour reached moves to its cheapest candidate given the
         moves so far, ties going to the one agreeing with the moved nodes, at most
         :data:`CASCADE` nodes); kept when the total cost falls. A chain that only pays off when
@@ -278,8 +335,11 @@ class _Model:
         for _ in range(PASSES):
             changed = False
             for i in range(len(self.nodes)):
+                here = self.in_cost(i, assign[i], assign)
+                if not here:            # no boxing into this node: nothing for a move from here to remove
+                    continue
                 for c in self.allowed[i]:
-                    if c == assign[i]:
+                    if c == assign[i] or self.in_cost(i, c, assign) >= here or self.evals > self.budget:
                         continue
                     moves = self.cascade(i, c, assign)
                     if moves is not None:
@@ -289,6 +349,10 @@ class _Model:
             if not changed:
                 break
         return assign
+
+    def in_cost(self, i, c, assign):
+        """Bytes boxed into node ``i``'s inputs under candidate ``c`` (producers as assigned)."""
+        return sum(self.box(i, k, self.src_layout(i, k, assign), want) for k, want in enumerate(self.cin[i][c]))
 
     def neighbours(self, i):
         n = self.nodes[i]
@@ -323,11 +387,12 @@ class _Model:
 
     def _ranked(self, j, c, trial, moved):
         """(node ``j``'s local cost under ``c``, its boxing cost on edges to moved nodes)."""
+        self.evals += 1
         saved = trial[j]
         trial[j] = c
         local = self.work(j, c)
         agree = 0
-        for key in self.keys(j):
+        for key in self.keys_of[j]:
             cost = self.tensor_cost(key, trial)
             local += cost
             if key[0] in moved or (len(key) == 2 and any(r in moved for r, _ in self.nodes[key[0]].readers[key[1]])):
