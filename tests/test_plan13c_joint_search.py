@@ -104,3 +104,12 @@ def test_search_off_or_without_look_ahead_keeps_the_greedy_plan(monkeypatch):
     x = tw.constant(X).to_global(placement=P3, sbp=S(1))
     monkeypatch.setattr(plan_search, "SEARCH", False)
     assert _plan(chain, x).search is None
+
+
+def test_the_dp_alone_finds_the_joint_plan(monkeypatch):
+    """The DP's sinks-up choice on its own (no improvement pass) beats greedy on the chain."""
+    monkeypatch.setattr(plan_search._Model, "improve", lambda self, assign: assign)
+    x = tw.constant(X).to_global(placement=P3, sbp=S(1))
+    greedy_cost, kept = _plan(chain, x).search
+    assert kept < greedy_cost
+    np.testing.assert_allclose(tw.function(chain)(x).numpy(), chain(tw.constant(X)).numpy(), rtol=1e-6)

@@ -805,3 +805,15 @@ def test_seed_example_three_layouts():
     grad_sigs = rule_for(get_op("MatMul"))([SbpInput(a.shape) for a in dgrad.inputs], dgrad.attrs)
     assert Signature([S(0), S(0)], [P]) in grad_sigs      # the data-parallel weight gradient is P
     run_signature(dgrad, mesh, (Signature([S(0), S(0)], [P]),), rng)
+
+
+def test_the_2x2_mesh_runs_every_signature_pair():
+    """Exhaustive on the 2x2 mesh: every (axis-0, axis-1) pair of the rule's signatures runs
+    (formerly a sample of 8 per call), beside every signature on the 1-D meshes."""
+    call = table_calls()["AddV2"][0]
+    rule = rule_for(get_op(call.op_type))
+    specs = [SbpInput(a.shape, _dt.from_numpy(a.dtype)) for a in call.inputs]
+    counts = [len(list(rule(specs, {**call.attrs, "_out_shapes": [a.shape for a in call.outputs],
+                                    "_mesh_shape": m.mesh_shape}))) for m in MESHES]
+    assert counts[2] ** 2 > 8
+    assert check_call(call) == counts[0] + counts[1] + counts[2] ** 2
