@@ -4,7 +4,9 @@ step vs one device. Prints one JSON object per line; timings are never asserted 
 * ``plan``: a tw.function of ``--layers`` blocks (matmul, bias add, relu, a residual, a
   layer-norm-like mean/variance, ...) over a batch ``S(0)`` with ``B`` and ``S(1)``/``S(0)``
   weights (model-parallel pairs), traced once; the row gives the op count, the planner's time
-  (``plan_graph``: signatures, look-ahead, boxing plans) and the time to emit every rank's spec.
+  (``plan_graph``: signatures, look-ahead, the joint search, boxing plans) and the time to emit
+  every rank's spec; A/B: planning with the joint search off (greedy) and on, interleaved
+  rounds, wall and process CPU ms, and the bytes each plan boxes.
 * ``overhead``: a chain of 75 small ops on a split tensor, eager global (a hand-off to every
   rank per op) vs planned (one hand-off per call), ms per call.
 * ``mlp``: ``bench_distribute.py``'s MLP step (784-512-512-10, SGD) inside tw.function on
@@ -52,8 +54,16 @@ def bench_plan(layers, ranks):
     gp0 = cf._global.plan
     feeds = gp0.feeds
     layouts = [(p, gp0.layouts[id(t)]._sbp) if id(t) not in gp0.local else None for t in feeds]
+    from tensorweave.distribute import plan_search
     best_plan = best_emit = None
+    ab = {True: [], False: []}           # the joint search on / off, interleaved rounds (wall, process CPU)
     for _ in range(3):
+        for on in (False, True):
+            plan_search.SEARCH = on
+            t0, c0 = time.perf_counter(), time.process_time()
+            gp_ab = plan_graph(gp0.fetches, [], feeds, layouts, p)
+            ab[on].append((time.perf_counter() - t0, time.process_time() - c0, gp_ab))
+        plan_search.SEARCH = True
         t0 = time.perf_counter()
         gp = plan_graph(gp0.fetches, [], feeds, layouts, p)
         t1 = time.perf_counter()
@@ -62,10 +72,17 @@ def bench_plan(layers, ranks):
         t2 = time.perf_counter()
         best_plan = min(best_plan or 1e9, t1 - t0)
         best_emit = min(best_emit or 1e9, t2 - t1)
+    greedy, joint = ab[False][-1][2], ab[True][-1][2]
     print(json.dumps({"bench": "plan", "ops": len(gp.ops), "ranks": ranks, "first_plan_ms": round(gp0.seconds * 1e3, 1),
                       "plan_ms": round(best_plan * 1e3, 1),
                       "rank_specs_ms": round(best_emit * 1e3, 1),
-                      "boxings": sum(1 for q in gp.op_plans.values() for b in q.plans if b is not None)}))
+                      "boxings": sum(1 for q in gp.op_plans.values() for b in q.plans if b is not None),
+                      "greedy_plan_ms": [round(w * 1e3, 1) for w, _, _ in ab[False]],
+                      "greedy_plan_cpu_ms": [round(c * 1e3, 1) for _, c, _ in ab[False]],
+                      "joint_plan_ms": [round(w * 1e3, 1) for w, _, _ in ab[True]],
+                      "joint_plan_cpu_ms": [round(c * 1e3, 1) for _, c, _ in ab[True]],
+                      "greedy_bytes": plan_search.plan_cost(greedy), "joint_bytes": plan_search.plan_cost(joint),
+                      "search_costs": joint.search}))
 
 
 def bench_overhead(ranks, n_ops=50, repeat=20):

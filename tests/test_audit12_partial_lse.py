@@ -2,8 +2,9 @@
 log-sum-exp", eagerly on global tensors (audit, session 12): logits split along the class axis
 over 3 ranks (7 classes: 3, 2, 2) with logits far beyond float32's exp range give the
 single-device values (finite: the max is subtracted before exp), and the logits are never
-gathered whole: what crosses ranks is per-row values (softmax) — or, for log-softmax and the
-cross-entropies, also a reduce-scatter of a partial (rows, classes) value, see below."""
+gathered whole: what crosses ranks is per-row values only (the decompositions box the row
+maximum and the row sum to B; session 13 — before, log-softmax and the cross-entropies also
+reduce-scattered a full-size partial (rows, classes) value)."""
 import warnings
 
 import numpy as np
@@ -11,7 +12,7 @@ import pytest
 
 import tensorweave as tw
 from tensorweave.core.sbp import B, S
-from tensorweave.distribute import interpreter
+from tensorweave.distribute import global_tensor, interpreter
 
 P3 = tw.placement("cpu", ranks=[0, 1, 2])
 ROWS, CLASSES = 4, 7
@@ -28,6 +29,13 @@ def boxed(monkeypatch):
             shapes.append((plan.shape, tuple(step.kind for step in plan.steps)))
         return real(plan, rank, *args, **kwargs)
     monkeypatch.setattr(interpreter, "run_boxing_on_rank", record)
+    real_box = global_tensor.box
+
+    def record_box(pieces, plan, *args, **kwargs):      # x.to_global(...): the decompositions' row statistics
+        if plan.bytes:
+            shapes.append((plan.shape, tuple(step.kind for step in plan.steps)))
+        return real_box(pieces, plan, *args, **kwargs)
+    monkeypatch.setattr(global_tensor, "box", record_box)
     return shapes
 
 
@@ -54,6 +62,8 @@ def test_softmax_over_a_split_class_axis_is_stable_and_gathers_no_logits(boxed):
     np.testing.assert_allclose(y.numpy(), np.exp(_reference_log_softmax(z)), rtol=1e-5, atol=1e-7)
     np.testing.assert_allclose(ly.numpy(), _reference_log_softmax(z), rtol=1e-5, atol=1e-4)
     assert softmax_boxed and all(s == (ROWS, 1) for s, _ in softmax_boxed), softmax_boxed   # row max, row sum
+    assert all(s == (ROWS, 1) for s, _ in boxed), boxed          # log-softmax too: no (rows, classes) partial
+    assert ly.sbp == (S(1),)
     assert not _gathered(boxed), boxed
 
 
@@ -81,3 +91,4 @@ def test_cross_entropy_over_a_split_class_axis_equals_one_device_and_gathers_no_
         assert np.all(np.isfinite(got.numpy()))
         np.testing.assert_allclose(got.numpy(), want, rtol=1e-5, atol=1e-4)
     assert not _gathered(boxed), boxed
+    assert all(s in ((ROWS, 1), (ROWS,)) for s, _ in boxed), boxed     # row values only

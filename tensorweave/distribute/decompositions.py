@@ -18,10 +18,38 @@ primitive it uses has an SBP rule.
 >>> bool(np.allclose(DECOMPOSITIONS["Softmax"](x, axis=-1).numpy(), tw.nn.softmax(x).numpy()))
 True
 """
+import threading
+
 import numpy as np
 
 from tensorweave.ops import array_ops, indexing_ops, math_ops
+from tensorweave.core.sbp import B as _B
 from tensorweave.ops import reduce_ops as R
+
+# The placement a graph planner traces a decomposition for (plan_decompose.py): there the row
+# statistics are pinned to B with a ``_ToGlobal`` op, as an eager run boxes them.
+_tracing = threading.local()
+
+# The ops the graph planner decomposes (plan_decompose.py) when their class axis is split: the
+# class axis is attr ``axis`` (default -1) of input 0.
+CLASS_AXIS_OPS = frozenset({"Softmax", "LogSoftmax", "SoftmaxCrossEntropyWithLogits",
+                            "SparseSoftmaxCrossEntropyWithLogits", "SparseSoftmaxCrossEntropyGrad"})
+
+
+def _replicated(t):
+    """Row statistics (one value per row: a partial max or sum over a split class axis) boxed to
+    ``B`` — an all-reduce of the rows only. Left to choice, a reader like ``z - log(s)`` with
+    ``z`` split takes ``log(s)`` split too and pads both to a full-size partial on every rank."""
+    if getattr(t, "is_global", False):
+        nd = (_B,) * t.placement.ndim
+        return t if t.sbp == nd else t.to_global(sbp=nd)
+    placement = getattr(_tracing, "placement", None)
+    if placement is None:
+        return t          # a local value (tests on one device)
+    from tensorweave.core.dispatch import execute
+    from tensorweave.core.registry import get_op
+    return execute(get_op("_ToGlobal"), [t], {"placement_type": placement.type, "ranks": placement.mesh.tolist(),
+                                             "sbp": ["B"] * placement.ndim})
 
 
 def _reduced_count(x, axis):
@@ -41,18 +69,18 @@ def _mean(x, *axis_input, axis=None, keepdims=False):
 
 def _shifted(logits, axis):
     """logits - max (the max of a split axis is a partial max: one value per row moves)."""
-    top = array_ops.stop_gradient(R.reduce_max(logits, axis=axis, keepdims=True))
+    top = array_ops.stop_gradient(_replicated(R.reduce_max(logits, axis=axis, keepdims=True)))
     return logits - top
 
 
 def _log_softmax(logits, axis=-1):
     z = _shifted(logits, axis)
-    return z - math_ops.log(R.reduce_sum(math_ops.exp(z), axis=axis, keepdims=True))
+    return z - math_ops.log(_replicated(R.reduce_sum(math_ops.exp(z), axis=axis, keepdims=True)))
 
 
 def _softmax(logits, axis=-1):
     e = math_ops.exp(_shifted(logits, axis))
-    return e / R.reduce_sum(e, axis=axis, keepdims=True)
+    return e / _replicated(R.reduce_sum(e, axis=axis, keepdims=True))
 
 
 def _xent(logits, labels, axis=-1):
@@ -60,9 +88,16 @@ def _xent(logits, labels, axis=-1):
 
 
 def _sparse_xent(logits, labels):
+    # the log-softmax first: a planner then lays the one-hot out beside it (split classes), not rows
+    z = _log_softmax(logits, -1)
+    picked = indexing_ops.one_hot(labels, logits.shape.as_list()[-1], dtype=logits.dtype)
+    return -R.reduce_sum(z * picked, axis=-1)
+
+
+def _sparse_xent_grad(logits, labels):
+    """softmax(logits) - one_hot(labels): the sparse cross-entropy's gradient op."""
     depth = logits.shape.as_list()[-1]
-    picked = indexing_ops.one_hot(labels, depth, dtype=logits.dtype)
-    return -R.reduce_sum(_log_softmax(logits, -1) * picked, axis=-1)
+    return _softmax(logits, -1) - indexing_ops.one_hot(labels, depth, dtype=logits.dtype)
 
 
 DECOMPOSITIONS = {
@@ -71,4 +106,5 @@ DECOMPOSITIONS = {
     "LogSoftmax": _log_softmax,
     "SoftmaxCrossEntropyWithLogits": _xent,
     "SparseSoftmaxCrossEntropyWithLogits": _sparse_xent,
+    "SparseSoftmaxCrossEntropyGrad": _sparse_xent_grad,
 }

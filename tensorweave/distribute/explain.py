@@ -242,7 +242,7 @@ def _ops_and_collectives(gp):
     ops, collectives, seen = [], [], set()
     for op in gp.ops:
         p = gp.op_plans[id(op)]
-        if p.kind in ("const", "variable", "metadata"):
+        if p.kind in ("const", "variable", "metadata", "alias"):     # alias: a decomposition's ops follow
             continue
         ins = [_nd(gp.layouts[id(t)]._sbp) if id(t) not in gp.local else "local" for t in op.inputs]
         outs = [_nd(gp.layouts[id(t)]._sbp) if id(t) not in gp.local else "local" for t in op.outputs]

@@ -52,7 +52,9 @@ from tensorweave.distribute.boxing import parse_sbp
 from tensorweave.distribute.interpreter import (_METADATA_OPS, _cost, _known, _piece_shapes, _plan, _warned, Layout,
                                                 candidates, choose, decide, decision, metadata_values)
 from tensorweave.distribute.layout import Placement, local_shape
+from tensorweave.distribute.plan_decompose import class_split, plan_decomposed
 from tensorweave.distribute.plan_control import CONTROL_FLOW, check_local_control_flow, holds_draw, plan_nested
+from tensorweave.distribute.plan_search import search
 from tensorweave.distribute.plan_random import draw_lookahead, draws_stream, planning_order
 from tensorweave.distribute.zero_update import choose_zero, is_dense_update
 from tensorweave.runtime import executor
@@ -101,7 +103,8 @@ def pinned_layout(op):
 
 class OpPlan:
     """The planner's decision for one op: ``kind`` (``"const"``, ``"variable"``, ``"local"``,
-    ``"once"``, ``"pin"``, ``"metadata"``, ``"global"``), the chosen per-axis signatures,
+    ``"once"``, ``"pin"``, ``"metadata"``, ``"global"``, ``"alias"``: its outputs are the tensors
+    ``value`` names, ``plan_decompose.py``), the chosen per-axis signatures,
     input/output N-D SBPs, a boxing plan per input (None: as it is), the per-rank (op type,
     attrs), and for constants their value."""
 
@@ -122,6 +125,7 @@ class GraphPlan:
         self.ops, self.feeds, self.fetches, self.placement, self.label = ops, feeds, fetches, placement, label
         self.layouts, self.local, self.op_plans = {}, set(), {}
         self.seconds = 0.0
+        self.search = None            # (greedy cost, kept cost) of the joint search (plan_search.py)
         self._plan_dicts = {}
         self.slot_bytes = {}          # rank index -> {slot: bytes} of the last rank_spec (explain's memory)
 
@@ -200,8 +204,11 @@ def _nbytes(shape, dtype):
 
 
 class _Planner:
-    def __init__(self, gp, lookahead):
+    def __init__(self, gp, lookahead, free_fetches=False):
         self.gp = gp
+        # whether the joint search may change the fetches' layouts (a function's results, yes; a
+        # segment's values read on another placement, a control-flow body's results, no)
+        self.free_fetches = free_fetches
         self.placement = gp.placement
         self.nd_b = (B,) * gp.placement.ndim
         self.lookahead = lookahead
@@ -241,8 +248,13 @@ class _Planner:
 
     def run(self):
         self.free = set()         # draws (and pure ops on them only): planned before their first consumer
+        self.spliced = {}         # id(op) -> the ops of its decomposition (plan_decompose.py)
+        self.records = {}         # id(op) -> its candidates, for the joint search (plan_search.py)
         for op in planning_order(self.gp.ops, self.gp.local, self.free):
             self.gp.op_plans[id(op)] = self.plan_op(op)
+        if self.spliced:          # a decomposition's ops run in place of its op, right before it
+            self.gp.ops = [o for op in self.gp.ops for o in self.spliced.get(id(op), []) + [op]]
+        self.gp.search = search(self)  # the joint search (plan_search.py): never costlier than greedy
 
     def plan_op(self, op):
         gp, t = self.gp, op.type
@@ -305,6 +317,10 @@ class _Planner:
         else:
             d = decide(op.opdef, ins, attrs, kernel_attrs, out_specs, self.placement)
         sigs, in_nd, out_nd, cost, has_rule, plans, local_ops = d
+        if cost and class_split(op, ins):      # a split class axis: its partial log-sum-exp instead
+            p = plan_decomposed(self, op, ins)
+            if p is not None:
+                return p
         if cost and not has_rule and t not in _warned:
             _warned.add(t)
             warnings.warn(f"'{t}' has no SBP rule for these inputs: its global inputs are boxed to broadcast (B) and "
@@ -316,6 +332,9 @@ class _Planner:
         p = OpPlan(op, "global", sigs, in_nd, out_nd, plans, local_ops, once=once)
         if ZERO_UPDATES and is_dense_update(t):
             choose_zero(self, p)
+        if not (once or op.opdef.stateful or t in CONTROL_FLOW or id(op) in self.free or draws_stream(op) or any(
+                lay._dtype is _dt.resource for lay in ins) or any(dt is _dt.resource for _, dt in out_specs)):
+            self.records[id(op)] = (ins, combos, out_specs, kernel_attrs, has_rule)
         return p
 
     def const_value(self, t):
@@ -469,16 +488,17 @@ def plan_graph(fetches, targets, feeds, feed_layouts, placement, label="planned"
     t0 = time.perf_counter()
     feed_ids = {id(t): i for i, t in enumerate(feeds)}
     gp = plan_op_list(executor.prune(fetches, targets, feed_ids), fetches, feeds, feed_layouts, placement, label,
-                      lookahead)
+                      lookahead, free_fetches=True)
     gp.seconds = time.perf_counter() - t0
     return gp
 
 
-def plan_op_list(ops, fetches, feeds, feed_layouts, placement, label="planned", lookahead=True):
+def plan_op_list(ops, fetches, feeds, feed_layouts, placement, label="planned", lookahead=True, free_fetches=False):
     """:func:`plan_graph` of a given op list (topological order; what the fetches need from the
-    feeds): one placement's segment of a graph on several placements (``plan_placements.py``)."""
+    feeds): one placement's segment of a graph on several placements (``plan_placements.py``).
+    ``free_fetches``: the joint search may change the fetches' layouts (``plan_search.py``)."""
     gp = GraphPlan(ops, list(feeds), list(fetches), placement, label)
-    planner = _Planner(gp, lookahead)
+    planner = _Planner(gp, lookahead, free_fetches)
     for t, lay in zip(feeds, feed_layouts):
         if lay is None:
             planner.set_local(t)

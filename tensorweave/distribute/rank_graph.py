@@ -251,6 +251,13 @@ class RankOps:
         if kind == "pin":
             self.val[id(op.outputs[0])] = self._input(op.inputs[0], p.plans[0])
             return
+        if kind == "alias":           # a decomposition's stand-ins and results (plan_decompose.py)
+            for o, t in zip(op.outputs, p.value):
+                self.val[id(o)] = self.val[id(t)]
+            last = self.ops[-1] if self.ops else None
+            if last is not None:
+                self.node[id(op)] = last
+            return
         ins = [self._input(t, plan) for t, plan in zip(op.inputs, p.plans)]
         op_type, attrs = p.local_ops[self.index]
         outs = [(self.shape(o), o.dtype) for o in op.outputs]

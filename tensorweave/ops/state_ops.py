@@ -179,7 +179,10 @@ def _rgather_sbp(inputs, attrs):
 
 
 def _masked_gather_hook(op_type, attrs, shard):
-    return "SbpMaskedResourceGather", {"offset": shard.in_offsets(0)[0], "limit": attrs["shape"][0],
+    # limit: the variable's logical rows (attr "shape" may already be the piece's: a column split
+    # on an earlier mesh axis sets it; found by the exhaustive 2x2 checker)
+    rows = shard.in_shapes[0][0] if shard.in_shapes[0] else attrs["shape"][0]
+    return "SbpMaskedResourceGather", {"offset": shard.in_offsets(0)[0], "limit": rows,
                                        "dtype": attrs["dtype"], "shape": TensorShape(list(shard.in_local_shape(0)))}
 
 
