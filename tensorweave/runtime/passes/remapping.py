@@ -13,6 +13,12 @@ gradient and the bias gradient of its result become one node (TensorFlow's "rema
   ``FusedSparseSoftmaxCrossEntropy`` node at the loss's place, with both outputs: the
   softmax is computed once (TensorFlow's op returns both the same way).
 
+- ``Conv{n}DBackpropInput`` and ``Conv{n}DBackpropFilter`` of the same output gradient and
+  attributes (a convolution's two gradients in a training step) become one
+  ``FusedConv{n}DBackprop`` node with both outputs, at the later one's place
+  (``kernels/cpu/conv_pair_kernels.py`` runs the two side by side, one per core); neither output
+  fed, and the earlier one's readers all after that place.
+
 - ``ResourceGroupApplyAdam`` one of whose gradients is a ``MatMul`` read by nothing else (the
   last weight gradient's product of the backward pass, the latest in the plan) becomes
   ``FusedMatMulGroupApplyAdam`` at the update's place: the product's row blocks are applied to
@@ -23,7 +29,7 @@ qualify (the update keeps its own ordering edges: the fused node takes its place
 bit those of the unfused plan (tests/test_remapping.py).
 """
 from tensorweave.core.registry import get_op
-from tensorweave.ops import fused_ops  # noqa: F401 - registers the fused ops
+from tensorweave.ops import fused_conv_ops, fused_ops  # noqa: F401 - registers the fused ops
 from tensorweave.runtime.passes.ir import Node, runs_stock_kernel
 
 _DTYPES = ("float32", "float64")
@@ -146,6 +152,46 @@ def _fuse_update(group, work):
     return [mm, group]
 
 
+_CONV_BACKPROPS = {f"Conv{nd}DBackpropInput": (f"Conv{nd}DBackpropFilter", f"FusedConv{nd}DBackprop")
+                   for nd in (1, 2, 3)}
+
+
+def _attrs(op):
+    return {k: v for k, v in op.attrs.items() if k[0] != "_"}
+
+
+def _fuse_conv_backprops(bpi, work):
+    """``bpi`` and its filter-gradient twin (same output gradient, attributes and device) as one
+    node at the later one's place; the first twin that qualifies."""
+    twin_type, kind = _CONV_BACKPROPS[bpi.type]
+    d = get_op(kind)
+    dy = work.resolve(bpi.inputs[2])
+    attrs = _attrs(bpi)
+    if not _free(bpi, work) or id(bpi.outputs[0]) in work.feed_ids or work.device_type(bpi) not in d.kernels:
+        return None
+    order = None
+    for bpf in work.consumers.get(id(dy), []):
+        if not (runs_stock_kernel(bpf, twin_type) and work.resolve(bpf.inputs[2]) is dy and bpf.device == bpi.device
+                and _attrs(bpf) == attrs and _free(bpf, work) and id(bpf.outputs[0]) not in work.feed_ids):
+            continue
+        order = order or {id(op): i for i, op in enumerate(work.ops)}
+        first, last = sorted((bpi, bpf), key=lambda op: order[id(op)])
+        # the node computes the earlier one's output at the later one's place: nothing reads it before
+        if all(order.get(id(c), -1) > order[id(last)] for c in work.consumers.get(id(first.outputs[0]), [])):
+            break
+    else:
+        return None
+    filter_first = last is bpf
+    outs = [(t.shape, t.dtype) for t in (bpi.outputs[0], bpf.outputs[0])]
+    node = Node(last, d, (bpi.inputs[0], bpi.inputs[1], bpf.inputs[0], bpf.inputs[1], dy),
+                {**attrs, "filter_first": filter_first}, outs[::-1] if filter_first else outs, type_=kind,
+                control_inputs=(), fused=[bpi.name, bpf.name])
+    work.node_rep[id(last)] = node          # (commit maps the later one's output to the node's first)
+    work.node_rep[id(first)] = None
+    work.rep[id(first.outputs[0])] = node.outputs[1]
+    return [bpi, bpf]
+
+
 def run(work):
     n = 0
     taken = set()
@@ -160,6 +206,8 @@ def run(work):
             fused = _fuse_cross_entropy(op, work)
         elif runs_stock_kernel(op, "ResourceGroupApplyAdam"):
             fused = _fuse_update(op, work)
+        elif op.type in _CONV_BACKPROPS and runs_stock_kernel(op):
+            fused = _fuse_conv_backprops(op, work)
         else:
             continue
         if fused:
