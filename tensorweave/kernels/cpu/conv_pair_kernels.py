@@ -31,6 +31,7 @@ from tensorweave.core.registry import register_kernel
 from tensorweave.kernels import threads
 from tensorweave.kernels.cpu import conv_kernels
 from tensorweave.kernels.cpu.tiles import on_this_thread
+from tensorweave.ops import fused_conv_ops  # noqa: F401 - the op, registered with tensorweave (kernels are)
 
 ENABLED = os.environ.get("TW_CONV_PAIR", "1") != "0"
 

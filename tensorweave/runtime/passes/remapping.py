@@ -19,6 +19,11 @@ gradient and the bias gradient of its result become one node (TensorFlow's "rema
   (``kernels/cpu/conv_pair_kernels.py`` runs the two side by side, one per core); neither output
   fed, and the earlier one's readers all after that place.
 
+- ``BatchNormTraining -> Relu`` (the Relu the only reader of ``y``) becomes
+  ``FusedBatchNormTrainingRelu`` at the batch norm's place, and ``ReluGrad -> BatchNormTrainingGrad``
+  (the gradient the only reader of the select) becomes ``FusedReluGradBatchNormTrainingGrad`` at
+  the gradient's place (``kernels/cpu/batch_norm_kernels.py``: the ReLU in the batch norm's passes).
+
 - ``ResourceGroupApplyAdam`` one of whose gradients is a ``MatMul`` read by nothing else (the
   last weight gradient's product of the backward pass, the latest in the plan) becomes
   ``FusedMatMulGroupApplyAdam`` at the update's place: the product's row blocks are applied to
@@ -29,7 +34,7 @@ qualify (the update keeps its own ordering edges: the fused node takes its place
 bit those of the unfused plan (tests/test_remapping.py).
 """
 from tensorweave.core.registry import get_op
-from tensorweave.ops import fused_conv_ops, fused_ops  # noqa: F401 - registers the fused ops
+from tensorweave.ops import fused_conv_ops, fused_norm_ops, fused_ops  # noqa: F401 - registers the fused ops
 from tensorweave.runtime.passes.ir import Node, runs_stock_kernel
 
 _DTYPES = ("float32", "float64")
@@ -192,6 +197,49 @@ def _fuse_conv_backprops(bpi, work):
     return [bpi, bpf]
 
 
+def _plain(op, work, dtype):
+    """Not an ordering point, no output fed, its first output of ``dtype``, one of the fused
+    kernels' float types (for nodes with several outputs, where ``_free`` asks for one)."""
+    return (id(op) not in work.pinned and not op.control_inputs and dtype.name in _DTYPES
+            and op.outputs[0].dtype is dtype and not any(id(t) in work.feed_ids for t in op.outputs))
+
+
+def _fuse_batch_norm_relu(bn, work):
+    """``BatchNormTraining`` whose ``y`` only a ``Relu`` reads: one node at the batch norm's place."""
+    y = bn.outputs[0]
+    readers = work.consumers.get(id(y), [])
+    d = get_op("FusedBatchNormTrainingRelu")
+    if len(readers) != 1 or work.protected(y) or work.device_type(bn) not in d.kernels:
+        return None
+    relu = readers[0]
+    if not (runs_stock_kernel(relu, "Relu") and _free(relu, work) and relu.device == bn.device
+            and id(relu.outputs[0]) not in work.feed_ids
+            and _plain(bn, work, y.dtype) and relu.outputs[0].dtype is y.dtype):
+        return None
+    node = Node(bn, d, bn.inputs, _attrs(bn), [(relu.outputs[0].shape, y.dtype)] + [(t.shape, t.dtype) for t in bn.outputs[1:]],
+                type_="FusedBatchNormTrainingRelu", control_inputs=(), fused=[bn.name, relu.name])
+    work.node_rep[id(bn)] = node     # (commit maps y, read by nobody else, to the node's first output)
+    work.node_rep[id(relu)] = None
+    work.rep[id(relu.outputs[0])] = node.outputs[0]
+    return [bn, relu]
+
+
+def _fuse_relu_grad_batch_norm_grad(bng, work):
+    """``BatchNormTrainingGrad`` of a ``ReluGrad`` only it reads: one node at the gradient's place."""
+    dy = bng.inputs[0]
+    rg = dy.op
+    d = get_op("FusedReluGradBatchNormTrainingGrad")
+    if not (runs_stock_kernel(rg, "ReluGrad") and _free(rg, work) and _only_reader(dy, bng, work)
+            and rg.device == bng.device and _plain(bng, work, dy.dtype) and work.device_type(bng) in d.kernels
+            and all(t.dtype is dy.dtype for t in rg.inputs)):
+        return None
+    node = Node(bng, d, tuple(rg.inputs) + tuple(bng.inputs[1:]), _attrs(bng), [(t.shape, t.dtype) for t in bng.outputs],
+                type_="FusedReluGradBatchNormTrainingGrad", control_inputs=(), fused=[rg.name, bng.name])
+    work.node_rep[id(bng)] = node
+    work.node_rep[id(rg)] = None
+    return [rg, bng]
+
+
 def run(work):
     n = 0
     taken = set()
@@ -208,6 +256,10 @@ def run(work):
             fused = _fuse_update(op, work)
         elif op.type in _CONV_BACKPROPS and runs_stock_kernel(op):
             fused = _fuse_conv_backprops(op, work)
+        elif runs_stock_kernel(op, "BatchNormTraining"):
+            fused = _fuse_batch_norm_relu(op, work)
+        elif runs_stock_kernel(op, "BatchNormTrainingGrad") and id(op.inputs[0].op) not in taken:
+            fused = _fuse_relu_grad_batch_norm_grad(op, work)
         else:
             continue
         if fused:
