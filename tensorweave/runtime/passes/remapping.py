@@ -33,11 +33,16 @@ Only stock kernels, float32/float64, channels-last layouts and nodes without ord
 qualify (the update keeps its own ordering edges: the fused node takes its place). The fused kernels do the same arithmetic in the same order, so results are bit for
 bit those of the unfused plan (tests/test_remapping.py).
 """
+import os
+
 from tensorweave.core.registry import get_op
 from tensorweave.ops import fused_conv_ops, fused_norm_ops, fused_ops  # noqa: F401 - registers the fused ops
 from tensorweave.runtime.passes.ir import Node, runs_stock_kernel
 
 _DTYPES = ("float32", "float64")
+#: the convolution blocks' fusions of issue 18 session 13 (a convolution's two gradients, batch norm
+#: with its ReLU both ways); read when a plan is built. ``TW_REMAP_CONV_BLOCKS=0``: off, for comparisons.
+CONV_BLOCKS = os.environ.get("TW_REMAP_CONV_BLOCKS", "1") != "0"
 _CONTRACTIONS = {"Conv1D": "FusedConv1D", "Conv2D": "FusedConv2D", "Conv3D": "FusedConv3D",
                  "MatMul": "FusedMatMul"}
 def _free(op, work):
@@ -254,6 +259,8 @@ def run(work):
             fused = _fuse_cross_entropy(op, work)
         elif runs_stock_kernel(op, "ResourceGroupApplyAdam"):
             fused = _fuse_update(op, work)
+        elif not CONV_BLOCKS:
+            continue
         elif op.type in _CONV_BACKPROPS and runs_stock_kernel(op):
             fused = _fuse_conv_backprops(op, work)
         elif runs_stock_kernel(op, "BatchNormTraining"):
