@@ -114,7 +114,21 @@ def test_the_two_gradients_run_on_two_threads_each_with_its_own_tiles(two_cores,
     monkeypatch.setattr(ck, "TILE_BYTES", 1)        # one image a tile: several tiles each
     x, f, dy, st = _case((6, 7, 7, 3), (3, 3, 3, 5), 2, "SAME")
     seen = _threads_of(monkeypatch)
+    from tensorweave.core.context import current_runtime
+    pool, submitted = current_runtime().intra_op_pool(), []
+
+    class Counting:       # every job handed to the intra-op helper
+        def submit(self, fn, *a):
+            submitted.append(fn)
+            return pool.submit(fn, *a)
+
+    class Runtime:
+        def intra_op_pool(self):
+            return Counting()
+    for mod in (cp, tiles):
+        monkeypatch.setattr(mod, "current_runtime", lambda: Runtime())
     cp.conv_backprop_pair(list(x.shape), f, x, list(f.shape), dy, st, [1, 1], "SAME", "NHWC")
+    assert len(submitted) == 1      # the filter gradient; no gradient hands tiles to the busy helper
     assert seen["input"] == {threading.get_ident()}                  # the calling thread
     assert len(seen["filter"]) == 1 and seen["filter"] != seen["input"]   # a helper
     assert len(seen["tiles"]) == 12 and set(seen["tiles"]) == seen["input"] | seen["filter"]
