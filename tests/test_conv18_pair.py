@@ -257,8 +257,9 @@ def test_other_attributes_or_a_fed_gradient_stop_the_fusion(two_cores):
 def test_a_reader_of_the_earlier_gradient_before_the_later_one_stops_the_fusion(two_cores):
     def reader_between(dy, xp, f):
         a = tw.nn.conv2d_backprop_input([3, 9, 8, 5], f, dy, 1, "SAME")
+        sizes = tw.constant([3, 3, 5, 7])     # (made first: the reader of a is right before the twin)
         # this filter gradient reads a value computed from the input gradient: it must come later
-        return [tw.nn.conv2d_backprop_filter(xp + a, [3, 3, 5, 7], dy, 1, "SAME")]
+        return [tw.nn.conv2d_backprop_filter(xp + a, sizes, dy, 1, "SAME")]
     types = _gradients_of_one_dy(reader_between)
     assert "FusedConv2DBackprop" not in types and "Conv2DBackpropInput" in types
 
