@@ -14,7 +14,7 @@ import pytest
 import tensorweave as tw
 from opinfos.nn import ref_conv_backprop_filter, ref_conv_transpose
 from tensorweave.kernels import threads
-from tensorweave.kernels.cpu import conv_choice, conv_kernels as ck, conv_pair_kernels as cp, tiles
+from tensorweave.kernels.cpu import conv_choice, conv_kernels as ck, conv_pair_kernels as cp, gemm, tiles
 from test_graph_passes import _plan, _run, _types
 
 tf1 = tw.compat.v1
@@ -38,7 +38,12 @@ def algorithm(request, monkeypatch):
 
 @pytest.fixture
 def two_cores(monkeypatch):
-    """Side by side even where the test runs on one core (xdist workers: BLAS on one thread)."""
+    """Side by side even where the test runs on one core (xdist workers: BLAS on one thread); the
+    tiles' one-thread GEMMs on NumPy's BLAS always (the library of a new shape class is timed,
+    alternating, during its first calls: the pair and the separate kernels could get different
+    ones, and so different bits)."""
+    library = "numpy1" if gemm._openblas_threads() is not None else "mkl1"
+    monkeypatch.setattr(gemm, "_serial_library", lambda *a, **k: library)
     monkeypatch.setattr(threads, "cores", lambda: 2)
     monkeypatch.setattr(threads, "intra_op_threads", lambda: 2)
     monkeypatch.setattr(cp, "ENABLED", True)
