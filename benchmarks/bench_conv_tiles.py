@@ -10,6 +10,12 @@ machine this compares better than two processes: both sides see the same load.
 core, 8-image Winograd filter-gradient groups, 8192-row batch-norm passes, Winograd or im2col by
 measurement) against session 11's (one tile per core, 16-image groups, 16384 rows, Winograd
 wherever it applies); both sides run the same transforms.
+
+``--compare pair`` alternates a convolution's input and filter gradients side by side, one per
+core (``FusedConv2DBackprop``, ``conv_pair_kernels.ENABLED``), against one after the other, each
+split over the cores (session 13). ``--compare blocks`` alternates two copies of the model whose
+plans were built with and without session 13's fusions (``remapping.CONV_BLOCKS``: the two
+gradients side by side, batch norm with its ReLU both ways).
 """
 import argparse
 import os
@@ -26,15 +32,27 @@ def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--workload", default="resnet")
     p.add_argument("--rounds", type=int, default=16)
-    p.add_argument("--compare", choices=("tiles", "balance"), default="tiles")
+    p.add_argument("--compare", choices=("tiles", "balance", "pair", "blocks"), default="tiles")
     args = p.parse_args(argv)
-    from tensorweave.kernels.cpu import batch_norm_kernels, conv_choice, conv_tiles, winograd
+    from tensorweave.kernels.cpu import batch_norm_kernels, conv_choice, conv_pair_kernels, conv_tiles, winograd
     data = bench_models.synthetic_batch(args.workload)
-    step, _, _ = bench_models.make_tensorweave(args.workload, data, None)
+    from tensorweave.runtime.passes import remapping
+    steps = {}
+    for flag in (False, True):      # (for "blocks": the plans are built with the flag as set here)
+        remapping.CONV_BLOCKS = flag or args.compare != "blocks"
+        steps[flag], _, _ = bench_models.make_tensorweave(args.workload, data, None)
+        steps[flag]()
+        if args.compare != "blocks":
+            steps[False] = steps[True] = steps[flag]
+            break
     knobs = [(conv_tiles, "ENABLED", True, False)]
     if args.compare == "balance":
         knobs = [(conv_tiles, "TILES_PER_CORE", 4, 1), (winograd, "GROUP_IMAGES", 8, 16),
                  (batch_norm_kernels, "PASS_ROWS", 8192, 16384), (conv_choice, "MODE", "auto", "1")]
+    elif args.compare == "pair":
+        knobs = [(conv_pair_kernels, "ENABLED", True, False)]
+    elif args.compare == "blocks":
+        knobs = []
 
     def side(flag):
         for mod, attr, new, old in knobs:
@@ -42,17 +60,19 @@ def main(argv=None):
     from tensorweave.kernels.cpu import jit
     for flag in (True, False, True, False):      # warm both paths (and their shape classes' timings)
         side(flag)
-        step()
+        steps[flag]()
         jit.wait_for_compiles()
     cpu, wall = {True: [], False: []}, {True: [], False: []}
     for r in range(args.rounds):
         for flag in (True, False) if r % 2 == 0 else (False, True):
             side(flag)
             c0, w0 = time.process_time(), time.perf_counter()
-            step()
+            steps[flag]()
             cpu[flag].append(time.process_time() - c0)
             wall[flag].append(time.perf_counter() - w0)
-    tags = ("session 12 split", "session 11 split") if args.compare == "balance" else ("one-thread tiles", "old tiling")
+    tags = {"balance": ("session 12 split", "session 11 split"), "pair": ("gradients side by side", "one after the other"),
+            "blocks": ("session 13 fusions", "without them"),
+            "tiles": ("one-thread tiles", "old tiling")}[args.compare]
     for flag, tag in ((True, tags[0]), (False, tags[1])):
         print(f"{args.workload} {tag}: CPU ms/step median {np.median(cpu[flag]) * 1e3:.1f} "
               f"(min {np.min(cpu[flag]) * 1e3:.1f}), wall median {np.median(wall[flag]) * 1e3:.1f} "

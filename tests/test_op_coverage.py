@@ -49,6 +49,8 @@ EXCEPTIONS = {
     **dict.fromkeys(["FusedMatMul", "FusedConv1D", "FusedConv2D", "FusedConv3D", "FusedReluGradBiasAddGrad",
                      "FusedElementwise", "FusedReduction",
                      "FusedSparseSoftmaxCrossEntropy", "FusedMatMulGroupApplyAdam"], _PLAN),
+    **dict.fromkeys(["FusedConv1DBackprop", "FusedConv2DBackprop", "FusedConv3DBackprop", "FusedBatchNormTrainingRelu",
+                     "FusedReluGradBatchNormTrainingGrad"], _PLAN),
     **dict.fromkeys(["SbpLocalShape", "SbpLocalConst", "SbpReplaceInput", "SbpSliceOf", "SbpMaskedGather",
                      "SbpMaskedResourceGather", "SbpRowsOnly", "SbpMaskedGatherGrad", "SbpEmbedded",
                      "SbpRandomPiece"],

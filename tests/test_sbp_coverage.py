@@ -38,6 +38,8 @@ NO_RULE = {
     **dict.fromkeys(["FusedConv1D", "FusedConv2D", "FusedConv3D", "FusedElementwise", "FusedMatMul",
                      "FusedReduction", "FusedReluGradBiasAddGrad", "FusedSparseSoftmaxCrossEntropy",
                      "FusedMatMulGroupApplyAdam"], _PASS),
+    **dict.fromkeys(["FusedConv1DBackprop", "FusedConv2DBackprop", "FusedConv3DBackprop", "FusedBatchNormTrainingRelu",
+                     "FusedReluGradBatchNormTrainingGrad"], _PASS),
     **dict.fromkeys(["SbpLocalConst", "SbpLocalShape", "SbpMaskedGather", "SbpMaskedResourceGather", "SbpRowsOnly",
                      "SbpMaskedGatherGrad", "SbpReplaceInput", "SbpSliceOf", "SbpEmbedded", "SbpRandomPiece"], _LOCAL),
     **dict.fromkeys(["If", "StatefulIf", "While", "StatefulWhile", "WhileGrad"], _CONTROL),

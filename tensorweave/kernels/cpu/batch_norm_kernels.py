@@ -6,6 +6,12 @@ sqrt(var + eps)``, ``b = offset - mean * a``). Backward: one pass for the two su
 (``sum dy``, ``sum dy * (x - mean)``), one for ``dx``. The unfused graph made ~9 passes over
 the activations each way.
 
+With the ReLU after it (``FusedBatchNormTrainingRelu``, ``FusedReluGradBatchNormTrainingGrad``:
+``runtime/passes/remapping.py``) the forward's second pass writes ``max(y, 0)`` and the backward's
+two passes read ``ReluGrad``'s select on the fly: two passes fewer over the activations per
+block, and the ReLU's work split over the cores with the batch norm's (``Relu``/``ReluGrad``
+ran on one thread). The same operations in the same order: the unfused plan's bits.
+
 Channels-first inputs are moved to channels last (a copy) and back; float16/bfloat16 are
 computed in float32 and rounded once. Partial sums are added in chunk order, so the bits do
 not depend on the thread count.
@@ -18,6 +24,7 @@ from tensorweave.kernels.cpu.nn_kernels import SUM_ROWS
 from tensorweave.kernels.cpu.nn_util import channels_first, floats, work
 from tensorweave.kernels.cpu.tiles import over_tiles
 from tensorweave.kernels.cpu.util import quiet
+from tensorweave.ops import fused_norm_ops  # noqa: F401 - the fused ops, registered with tensorweave
 
 #: rows per tile of the two elementwise passes (their bits do not depend on the tiling): 8 tiles
 #: for the ResNet's 64x32x32 positions, so a helper thread starting late still takes its half
@@ -81,7 +88,8 @@ def _inverse_std(variance, epsilon):
 
 @k("BatchNormTraining")
 @quiet
-def _batch_norm_training(x, scale, offset, epsilon, data_format):
+def _batch_norm_training(x, scale, offset, epsilon, data_format, relu=False):
+    """``(y, mean, variance)``; with ``relu``: ``(max(y, 0), mean, variance)``."""
     _check(x, (scale, offset), "scale and offset")
     cf = channels_first(data_format)
     x2 = _rows(x, cf)
@@ -99,24 +107,33 @@ def _batch_norm_training(x, scale, offset, epsilon, data_format):
     b = offset.astype(np.float64) - mean * a
     y2 = np.empty_like(x2)
     if m:
-        _elementwise(loops.scale_shift, y2, [x2], [a.astype(wd), b.astype(wd)])
+        _elementwise(loops.scale_shift_relu if relu else loops.scale_shift, y2, [x2], [a.astype(wd), b.astype(wd)])
     return _unrows(y2, x, cf), mean.astype(wd), var.astype(wd)
 
 
 @k("BatchNormTrainingGrad")
 @quiet
-def _batch_norm_training_grad(dy, x, scale, mean, variance, mean_grad, variance_grad, epsilon, data_format):
+def _batch_norm_training_grad(dy, x, scale, mean, variance, mean_grad, variance_grad, epsilon, data_format,
+                              features=None):
     """``(dx, dscale, doffset)``; ``mean_grad``/``variance_grad`` (the gradients of the forward's
-    statistics outputs) add ``mean_grad / M + 2 * variance_grad * (x - mean) / M`` to ``dx``."""
+    statistics outputs) add ``mean_grad / M + 2 * variance_grad * (x - mean) / M`` to ``dx``.
+    With ``features``: of ``ReluGrad(dy, features)`` (``dy`` where ``features > 0``, else 0)."""
     _check(x, (scale, mean, variance, mean_grad, variance_grad), "scale, mean, variance and their gradients")
     if dy.shape != x.shape or dy.dtype != x.dtype:
         raise ValueError("dy must have x's shape and dtype")
+    if features is not None and (features.shape != x.shape or features.dtype != x.dtype):
+        raise ValueError(f"FusedReluGradBatchNormTrainingGrad: features {features.dtype}{list(features.shape)} "
+                         f"must have x's shape and dtype {x.dtype}{list(x.shape)}")
     cf = channels_first(data_format)
     x2, dy2 = _rows(x, cf), _rows(dy, cf)
+    pre = [] if features is None else [dy2]
+    if features is not None:
+        dy2 = _rows(features, cf)       # (the loops take the gradient, then the features)
     m, c = x2.shape
     wd = x2.dtype
     mean64 = mean.astype(np.float64)
-    s1, s2 = _sums(loops.grad_sums, [dy2, x2], [mean64]) if m else (np.zeros(c), np.zeros(c))
+    s1, s2 = _sums(loops.grad_sums_relu if pre else loops.grad_sums, pre + [dy2, x2], [mean64]) if m \
+        else (np.zeros(c), np.zeros(c))
     inv = _inverse_std(variance.astype(np.float64), epsilon)
     g = scale.astype(np.float64)
     n = np.float64(max(m, 1))
@@ -125,5 +142,23 @@ def _batch_norm_training_grad(dy, x, scale, mean, variance, mean_grad, variance_
     kk = (mean_grad.astype(np.float64) - a * s1) / n
     dx2 = np.empty_like(x2)
     if m:
-        _elementwise(loops.input_grad, dx2, [dy2, x2], [v.astype(wd) for v in (mean, a, b, kk)])
+        _elementwise(loops.input_grad_relu if pre else loops.input_grad, dx2, pre + [dy2, x2],
+                     [v.astype(wd) for v in (mean, a, b, kk)])
     return _unrows(dx2, x, cf), (s2 * inv).astype(wd), s1.astype(wd)
+
+
+@k("FusedBatchNormTrainingRelu")
+def _batch_norm_training_relu(x, scale, offset, epsilon, data_format):
+    """``BatchNormTraining`` then ``Relu`` of its ``y``: ``(relu(y), mean, variance)``."""
+    return _batch_norm_training(x, scale, offset, epsilon, data_format, relu=True)
+
+
+@k("FusedReluGradBatchNormTrainingGrad")
+def _relu_grad_batch_norm_training_grad(gradients, features, x, scale, mean, variance, mean_grad, variance_grad,
+                                        epsilon, data_format):
+    """``BatchNormTrainingGrad(ReluGrad(gradients, features), x, ...)``: ``(dx, dscale, doffset)``."""
+    if gradients.shape != features.shape or gradients.dtype != features.dtype:
+        raise ValueError(f"FusedReluGradBatchNormTrainingGrad: gradients {gradients.dtype}{list(gradients.shape)} "
+                         f"and features {features.dtype}{list(features.shape)} must match")
+    return _batch_norm_training_grad(gradients, x, scale, mean, variance, mean_grad, variance_grad, epsilon,
+                                     data_format, features)

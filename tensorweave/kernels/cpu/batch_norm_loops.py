@@ -112,3 +112,67 @@ def input_grad(dy, x, mean, a, b, k, dx):
     for r in range(m):
         for c in range(n):
             dx[r, c] = ((x[r, c] - mean[c]) * b[c] + dy[r, c] * a[c]) + k[c]
+
+
+# ---- with the ReLU after the batch norm (``FusedBatchNormTrainingRelu`` and its gradient) ----------
+def scale_shift_relu_twin(x, a, b, y):
+    scale_shift_twin(x, a, b, y)
+    np.maximum(y, np.zeros((), y.dtype), out=y)
+
+
+@njit_twin(scale_shift_relu_twin)
+def scale_shift_relu(x, a, b, y):
+    """``y = max(x * a + b, 0)`` per channel: :func:`scale_shift` then ``Relu``'s
+    ``np.maximum`` (NaN stays NaN), in one pass."""
+    m, n = x.shape
+    zero = y.dtype.type(0)
+    for r in range(m):
+        for c in range(n):
+            y[r, c] = np.maximum(x[r, c] * a[c] + b[c], zero)
+
+
+def _masked(g, f):
+    """``ReluGrad``'s select: ``g`` where ``f > 0``, else 0."""
+    return np.where(f > 0, g, np.zeros((), g.dtype))
+
+
+def grad_sums_relu_twin(g, f, x, mean, s1, s2):
+    grad_sums_twin(_masked(g, f), x, mean, s1, s2)
+
+
+@njit_twin(grad_sums_relu_twin)
+def grad_sums_relu(g, f, x, mean, s1, s2):
+    """:func:`grad_sums` of ``dy = g where f > 0 else 0`` (``ReluGrad(g, f)``), read on the fly."""
+    m, n = x.shape
+    zero = g.dtype.type(0)
+    i = 0
+    while i + 4 <= m:
+        for c in range(n):
+            g0 = np.float64(g[i, c] if f[i, c] > 0 else zero)
+            g1 = np.float64(g[i + 1, c] if f[i + 1, c] > 0 else zero)
+            g2 = np.float64(g[i + 2, c] if f[i + 2, c] > 0 else zero)
+            g3 = np.float64(g[i + 3, c] if f[i + 3, c] > 0 else zero)
+            s1[c] += (g0 + g1) + (g2 + g3)
+            s2[c] += ((g0 * (np.float64(x[i, c]) - mean[c]) + g1 * (np.float64(x[i + 1, c]) - mean[c]))
+                      + (g2 * (np.float64(x[i + 2, c]) - mean[c]) + g3 * (np.float64(x[i + 3, c]) - mean[c])))
+        i += 4
+    for r in range(i, m):
+        for c in range(n):
+            gv = np.float64(g[r, c] if f[r, c] > 0 else zero)
+            s1[c] += gv
+            s2[c] += gv * (np.float64(x[r, c]) - mean[c])
+
+
+def input_grad_relu_twin(g, f, x, mean, a, b, k, dx):
+    input_grad_twin(_masked(g, f), x, mean, a, b, k, dx)
+
+
+@njit_twin(input_grad_relu_twin)
+def input_grad_relu(g, f, x, mean, a, b, k, dx):
+    """:func:`input_grad` of ``dy = g where f > 0 else 0`` (``ReluGrad(g, f)``), read on the fly."""
+    m, n = x.shape
+    zero = g.dtype.type(0)
+    for r in range(m):
+        for c in range(n):
+            d = g[r, c] if f[r, c] > 0 else zero
+            dx[r, c] = ((x[r, c] - mean[c]) * b[c] + d * a[c]) + k[c]

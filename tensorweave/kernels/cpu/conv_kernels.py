@@ -296,8 +296,11 @@ def conv_forward(x, f, strides, dilations, padding, data_format, bias=None, relu
     return from_last(y, cf).astype(dt, copy=False)
 
 
-def conv_backprop_input(input_sizes, f, dy, strides, dilations, padding, data_format):
-    """Gradient of :func:`conv_forward` with respect to its input (a transposed convolution)."""
+def backprop_input_runner(input_sizes, f, dy, strides, dilations, padding, data_format):
+    """Checks the arguments of :func:`conv_backprop_input` and picks its algorithm (a first call
+    of a shape class may time Winograd against im2col: ``conv_choice``); returns a function of
+    no arguments that computes the gradient. ``conv_pair_kernels`` makes the choices of an input
+    and a filter gradient one after the other, then runs the two side by side."""
     nd = len(strides)
     dt = floats(f, dy)
     shape = tuple(int(v) for v in np.asarray(input_sizes).reshape(-1))
@@ -315,18 +318,28 @@ def conv_backprop_input(input_sizes, f, dy, strides, dilations, padding, data_fo
         raise ValueError("out_backprop does not match the convolution's output shape")
     if (g == 1 and winograd.applies(dy.dtype, f.shape, strides, dilations, pads)
             and _winograd_input(shape, f, dy, out, pads, strides, dilations)):
-        dx = winograd.conv3x3_backprop_input(shape, f, dy, pads)
+        def run():
+            return winograd.conv3x3_backprop_input(shape, f, dy, pads)
     elif g == 1:
-        dx = _dense_backprop_input(shape, f, dy, out, pads, strides, dilations)
+        def run():
+            return _dense_backprop_input(shape, f, dy, out, pads, strides, dilations)
     elif cg == 1:
-        dx = _depthwise_backprop_input(shape, f, dy, out, pads, strides, dilations)
+        def run():
+            return _depthwise_backprop_input(shape, f, dy, out, pads, strides, dilations)
     else:
-        dx = _grouped_backprop_input(shape, f, dy, g, out, pads, strides, dilations)
-    return from_last(dx, cf).astype(dt, copy=False)
+        def run():
+            return _grouped_backprop_input(shape, f, dy, g, out, pads, strides, dilations)
+    return lambda: from_last(run(), cf).astype(dt, copy=False)
 
 
-def conv_backprop_filter(x, filter_sizes, dy, strides, dilations, padding, data_format):
-    """Gradient of :func:`conv_forward` with respect to its filter."""
+def conv_backprop_input(input_sizes, f, dy, strides, dilations, padding, data_format):
+    """Gradient of :func:`conv_forward` with respect to its input (a transposed convolution)."""
+    return backprop_input_runner(input_sizes, f, dy, strides, dilations, padding, data_format)()
+
+
+def backprop_filter_runner(x, filter_sizes, dy, strides, dilations, padding, data_format):
+    """:func:`conv_backprop_filter`'s checks and algorithm choice; returns a function of no
+    arguments that computes the gradient (see :func:`backprop_input_runner`)."""
     nd = len(strides)
     dt = floats(x, dy)
     fsizes = tuple(int(v) for v in np.asarray(filter_sizes).reshape(-1))
@@ -342,14 +355,23 @@ def conv_backprop_filter(x, filter_sizes, dy, strides, dilations, padding, data_
         raise ValueError("out_backprop does not match the convolution's output shape")
     if (g == 1 and winograd.applies(x.dtype, fsizes, strides, dilations, pads)
             and _winograd_filter(x, fsizes, dy, out, pads, strides, dilations)):
-        df = winograd.conv3x3_backprop_filter(x, dy, pads)
+        def run():
+            return winograd.conv3x3_backprop_filter(x, dy, pads)
     elif g == 1:
-        df = _dense_backprop_filter(x, fsizes, dy, out, pads, strides, dilations)
+        def run():
+            return _dense_backprop_filter(x, fsizes, dy, out, pads, strides, dilations)
     elif cg == 1:
-        df = _depthwise_backprop_filter(pad(x, pads), fsizes, dy, out, strides, dilations)
+        def run():
+            return _depthwise_backprop_filter(pad(x, pads), fsizes, dy, out, strides, dilations)
     else:
-        df = _grouped_backprop_filter(pad(x, pads), fsizes, dy, g, out, strides, dilations)
-    return df.reshape(fsizes).astype(dt, copy=False)
+        def run():
+            return _grouped_backprop_filter(pad(x, pads), fsizes, dy, g, out, strides, dilations)
+    return lambda: run().reshape(fsizes).astype(dt, copy=False)
+
+
+def conv_backprop_filter(x, filter_sizes, dy, strides, dilations, padding, data_format):
+    """Gradient of :func:`conv_forward` with respect to its filter."""
+    return backprop_filter_runner(x, filter_sizes, dy, strides, dilations, padding, data_format)()
 
 
 for _nd in (1, 2, 3):

@@ -17,12 +17,29 @@ in-process rank has its own, so one rank's tiles never wait in another rank's qu
 >>> out.tolist()
 [0.0, 1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0, 9.0]
 """
+import contextlib
 import itertools
+import threading
 
 import numpy as np
 
 from tensorweave.core.context import current_runtime
 from tensorweave.kernels import threads
+
+_here = threading.local()    # .serial: this thread's tiles run on it alone (see on_this_thread)
+
+
+@contextlib.contextmanager
+def on_this_thread():
+    """Within: :func:`over_tiles` called on this thread runs every tile on this thread. For a
+    kernel that already runs two pieces of work side by side on the intra-op threads
+    (``conv_pair_kernels``): a piece's tiles must not queue behind it in the same pool."""
+    was = getattr(_here, "serial", False)
+    _here.serial = True
+    try:
+        yield
+    finally:
+        _here.serial = was
 
 
 def over_tiles(n, per_image_bytes, tile_bytes, run):
@@ -41,7 +58,8 @@ def over_tiles(n, per_image_bytes, tile_bytes, run):
     nb = max(1, min(n, tile_bytes // max(1, per_image_bytes)))
     starts = range(0, n, nb)
     # (one tile: no need to ask BLAS for its thread count, ~20 µs through threadpoolctl)
-    nt = 1 if len(starts) <= 1 else min(threads.intra_op_threads(), threads.cores(), len(starts))
+    nt = 1 if len(starts) <= 1 or getattr(_here, "serial", False) else \
+        min(threads.intra_op_threads(), threads.cores(), len(starts))
     if nt <= 1:
         scratch = {}
         for b0 in starts:

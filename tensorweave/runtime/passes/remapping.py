@@ -13,6 +13,17 @@ gradient and the bias gradient of its result become one node (TensorFlow's "rema
   ``FusedSparseSoftmaxCrossEntropy`` node at the loss's place, with both outputs: the
   softmax is computed once (TensorFlow's op returns both the same way).
 
+- ``Conv{n}DBackpropInput`` and ``Conv{n}DBackpropFilter`` of the same output gradient and
+  attributes (a convolution's two gradients in a training step) become one
+  ``FusedConv{n}DBackprop`` node with both outputs, at the later one's place
+  (``kernels/cpu/conv_pair_kernels.py`` runs the two side by side, one per core); neither output
+  fed, and the earlier one's readers all after that place.
+
+- ``BatchNormTraining -> Relu`` (the Relu the only reader of ``y``) becomes
+  ``FusedBatchNormTrainingRelu`` at the batch norm's place, and ``ReluGrad -> BatchNormTrainingGrad``
+  (the gradient the only reader of the select) becomes ``FusedReluGradBatchNormTrainingGrad`` at
+  the gradient's place (``kernels/cpu/batch_norm_kernels.py``: the ReLU in the batch norm's passes).
+
 - ``ResourceGroupApplyAdam`` one of whose gradients is a ``MatMul`` read by nothing else (the
   last weight gradient's product of the backward pass, the latest in the plan) becomes
   ``FusedMatMulGroupApplyAdam`` at the update's place: the product's row blocks are applied to
@@ -22,11 +33,16 @@ Only stock kernels, float32/float64, channels-last layouts and nodes without ord
 qualify (the update keeps its own ordering edges: the fused node takes its place). The fused kernels do the same arithmetic in the same order, so results are bit for
 bit those of the unfused plan (tests/test_remapping.py).
 """
+import os
+
 from tensorweave.core.registry import get_op
-from tensorweave.ops import fused_ops  # noqa: F401 - registers the fused ops
+from tensorweave.ops import fused_conv_ops, fused_norm_ops, fused_ops  # noqa: F401 - registers the fused ops
 from tensorweave.runtime.passes.ir import Node, runs_stock_kernel
 
 _DTYPES = ("float32", "float64")
+#: the convolution blocks' fusions of issue 18 session 13 (a convolution's two gradients, batch norm
+#: with its ReLU both ways); read when a plan is built. ``TW_REMAP_CONV_BLOCKS=0``: off, for comparisons.
+CONV_BLOCKS = os.environ.get("TW_REMAP_CONV_BLOCKS", "1") != "0"
 _CONTRACTIONS = {"Conv1D": "FusedConv1D", "Conv2D": "FusedConv2D", "Conv3D": "FusedConv3D",
                  "MatMul": "FusedMatMul"}
 def _free(op, work):
@@ -146,6 +162,89 @@ def _fuse_update(group, work):
     return [mm, group]
 
 
+_CONV_BACKPROPS = {f"Conv{nd}DBackpropInput": (f"Conv{nd}DBackpropFilter", f"FusedConv{nd}DBackprop")
+                   for nd in (1, 2, 3)}
+
+
+def _attrs(op):
+    return {k: v for k, v in op.attrs.items() if k[0] != "_"}
+
+
+def _fuse_conv_backprops(bpi, work):
+    """``bpi`` and its filter-gradient twin (same output gradient, attributes and device) as one
+    node at the later one's place; the first twin that qualifies."""
+    twin_type, kind = _CONV_BACKPROPS[bpi.type]
+    d = get_op(kind)
+    dy = work.resolve(bpi.inputs[2])
+    attrs = _attrs(bpi)
+    if not _free(bpi, work) or id(bpi.outputs[0]) in work.feed_ids or work.device_type(bpi) not in d.kernels:
+        return None
+    order = None
+    for bpf in work.consumers.get(id(dy), []):
+        if not (runs_stock_kernel(bpf, twin_type) and work.resolve(bpf.inputs[2]) is dy and bpf.device == bpi.device
+                and _attrs(bpf) == attrs and _free(bpf, work) and id(bpf.outputs[0]) not in work.feed_ids):
+            continue
+        order = order or {id(op): i for i, op in enumerate(work.ops)}
+        first, last = sorted((bpi, bpf), key=lambda op: order[id(op)])
+        # the node computes the earlier one's output at the later one's place: nothing reads it before
+        if all(order.get(id(c), -1) > order[id(last)] for c in work.consumers.get(id(first.outputs[0]), [])):
+            break
+    else:
+        return None
+    filter_first = last is bpf
+    outs = [(t.shape, t.dtype) for t in (bpi.outputs[0], bpf.outputs[0])]
+    node = Node(last, d, (bpi.inputs[0], bpi.inputs[1], bpf.inputs[0], bpf.inputs[1], dy),
+                {**attrs, "filter_first": filter_first}, outs[::-1] if filter_first else outs, type_=kind,
+                control_inputs=(), fused=[bpi.name, bpf.name])
+    work.node_rep[id(last)] = node          # (commit maps the later one's output to the node's first)
+    work.node_rep[id(first)] = None
+    work.rep[id(first.outputs[0])] = node.outputs[1]
+    return [bpi, bpf]
+
+
+def _plain(op, work, dtype):
+    """Not an ordering point, no output fed, its first output of ``dtype``, one of the fused
+    kernels' float types (for nodes with several outputs, where ``_free`` asks for one)."""
+    return (id(op) not in work.pinned and not op.control_inputs and dtype.name in _DTYPES
+            and op.outputs[0].dtype is dtype and not any(id(t) in work.feed_ids for t in op.outputs))
+
+
+def _fuse_batch_norm_relu(bn, work):
+    """``BatchNormTraining`` whose ``y`` only a ``Relu`` reads: one node at the batch norm's place."""
+    y = bn.outputs[0]
+    readers = work.consumers.get(id(y), [])
+    d = get_op("FusedBatchNormTrainingRelu")
+    if len(readers) != 1 or work.protected(y) or work.device_type(bn) not in d.kernels:
+        return None
+    relu = readers[0]
+    if not (runs_stock_kernel(relu, "Relu") and _free(relu, work) and relu.device == bn.device
+            and id(relu.outputs[0]) not in work.feed_ids
+            and _plain(bn, work, y.dtype) and relu.outputs[0].dtype is y.dtype):
+        return None
+    node = Node(bn, d, bn.inputs, _attrs(bn), [(relu.outputs[0].shape, y.dtype)] + [(t.shape, t.dtype) for t in bn.outputs[1:]],
+                type_="FusedBatchNormTrainingRelu", control_inputs=(), fused=[bn.name, relu.name])
+    work.node_rep[id(bn)] = node     # (commit maps y, read by nobody else, to the node's first output)
+    work.node_rep[id(relu)] = None
+    work.rep[id(relu.outputs[0])] = node.outputs[0]
+    return [bn, relu]
+
+
+def _fuse_relu_grad_batch_norm_grad(bng, work):
+    """``BatchNormTrainingGrad`` of a ``ReluGrad`` only it reads: one node at the gradient's place."""
+    dy = bng.inputs[0]
+    rg = dy.op
+    d = get_op("FusedReluGradBatchNormTrainingGrad")
+    if not (runs_stock_kernel(rg, "ReluGrad") and _free(rg, work) and _only_reader(dy, bng, work)
+            and rg.device == bng.device and _plain(bng, work, dy.dtype) and work.device_type(bng) in d.kernels
+            and all(t.dtype is dy.dtype for t in rg.inputs)):
+        return None
+    node = Node(bng, d, tuple(rg.inputs) + tuple(bng.inputs[1:]), _attrs(bng), [(t.shape, t.dtype) for t in bng.outputs],
+                type_="FusedReluGradBatchNormTrainingGrad", control_inputs=(), fused=[rg.name, bng.name])
+    work.node_rep[id(bng)] = node
+    work.node_rep[id(rg)] = None
+    return [rg, bng]
+
+
 def run(work):
     n = 0
     taken = set()
@@ -160,6 +259,14 @@ def run(work):
             fused = _fuse_cross_entropy(op, work)
         elif runs_stock_kernel(op, "ResourceGroupApplyAdam"):
             fused = _fuse_update(op, work)
+        elif not CONV_BLOCKS:
+            continue
+        elif op.type in _CONV_BACKPROPS and runs_stock_kernel(op):
+            fused = _fuse_conv_backprops(op, work)
+        elif runs_stock_kernel(op, "BatchNormTraining"):
+            fused = _fuse_batch_norm_relu(op, work)
+        elif runs_stock_kernel(op, "BatchNormTrainingGrad") and id(op.inputs[0].op) not in taken:
+            fused = _fuse_relu_grad_batch_norm_grad(op, work)
         else:
             continue
         if fused:

@@ -1,0 +1,25 @@
+"""Batch norm and the ReLU after it as one node, forward and backward (plan-only).
+
+Made only by the ``remapping`` graph pass (``runtime/passes/remapping.py``); their kernels are in
+``kernels/cpu/batch_norm_kernels.py``. Plan-only like the ops of ``fused_ops``: the shape rule
+refuses a direct use.
+
+- ``FusedBatchNormTrainingRelu``: ``BatchNormTraining`` whose ``y`` only a ``Relu`` reads;
+  inputs and attributes the batch norm's, outputs ``(relu(y), mean, variance)``.
+- ``FusedReluGradBatchNormTrainingGrad``: ``BatchNormTrainingGrad`` whose ``dy`` is a
+  ``ReluGrad(gradients, features)`` it alone reads; inputs ``(gradients, features)`` then the
+  batch-norm gradient's others, outputs the batch-norm gradient's ``(dx, dscale, doffset)``.
+
+>>> from tensorweave.core.registry import get_op
+>>> get_op("FusedReluGradBatchNormTrainingGrad").num_outputs
+3
+"""
+from tensorweave.core.registry import register_op
+from tensorweave.ops.fused_ops import _plan_only
+
+__all__ = []
+
+FUSED_NORM_OPS = ("FusedBatchNormTrainingRelu", "FusedReluGradBatchNormTrainingGrad")
+
+for _name in FUSED_NORM_OPS:
+    register_op(_name, infer=_plan_only(_name), num_outputs=3, heavy=True)
