@@ -225,3 +225,26 @@ def test_lstm_loops_choice_same_bits_and_probe(auto):
     assert lk._forward_rows.probe(args)[-2:] == (15, 16)
     assert lk._forward_rows.probe(args[:-1] + (15 + lk.PROBE_STEPS + 5,))[-2:] == (15, 15 + lk.PROBE_STEPS)
     assert lk._backward_rows.probe((0, 3, 20, 7))[-3:] == (20 - lk.PROBE_STEPS, 20, 7)
+
+
+def test_scratch_copies_without_a_compiled_loop_are_not_timed(auto, monkeypatch):
+    times, calls, path = auto
+    y = _compiled_case()
+    # copies whose numba type has no compiled loop (here: 2-D) would time the twin against itself
+    monkeypatch.setattr(loop_choice, "_scratch", lambda a: a.reshape(2, 3) if isinstance(a, np.ndarray) else a)
+    assert loop_choice.choose(_scale, (y, np.float32(2), True)) == "numba"
+    assert calls == [] and not path.exists()
+    assert loop_choice.tuner().choices.popitem()[1] == {"backend": "numba", "settled": False}
+
+
+def test_a_chosen_class_is_remembered_by_exact_key(auto, monkeypatch):
+    times, calls, _ = auto
+    y = _compiled_case()
+    loop_choice.run(_scale, y, np.float32(2), True)
+    classified = []
+    real = loop_choice.shape_class
+    monkeypatch.setattr(loop_choice, "shape_class", lambda args: classified.append(1) or real(args))
+    loop_choice.run(_scale, y, np.float32(2), True)
+    assert classified == []                      # one dict lookup, no class string built again
+    loop_choice.run(_scale, y, np.float32(2), False)
+    assert classified == [1]                     # another bool: another key

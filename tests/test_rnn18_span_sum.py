@@ -2,6 +2,7 @@
 session 13): the parts added in a fixed order whatever order they arrive in (the same bits), and a
 few part buffers alive instead of one per span."""
 import itertools
+import threading
 
 import numpy as np
 import pytest
@@ -91,3 +92,38 @@ def test_the_lstm_weight_gradients_sum_the_spans_last_first_with_few_buffers(mon
     last_first = list(range(len(spans) - 1, -1, -1))
     assert np.array_equal(grads[3], _sequential(dk_parts, last_first))
     assert np.array_equal(grads[4], _sequential(drk_parts, last_first))
+
+
+def test_a_part_put_while_another_thread_adds_is_left_to_that_thread(monkeypatch):
+    parts = [np.float32(1e8), np.float32(1.0), np.float32(-1e8)]
+    parts = [np.full(2, p, np.float32) for p in parts]
+    total = rnn_overlap.OrderedSum((2,), np.float32, [2, 1, 0])
+    entered, release, first = threading.Event(), threading.Event(), []
+    real_add = np.add
+
+    class SlowNumPy:                                   # the first add waits until released
+        def __getattr__(self, name):
+            return getattr(np, name)
+
+        @staticmethod
+        def add(*args, **kw):
+            if not first:
+                first.append(1)
+                entered.set()
+                release.wait()
+            return real_add(*args, **kw)
+    monkeypatch.setattr(rnn_overlap, "np", SlowNumPy())
+
+    def put(i):
+        buf = total.buffer()
+        buf[...] = parts[i]
+        total.put(i, buf)
+    put(2)                                             # the first term: no add
+    adder = threading.Thread(target=put, args=(1,))
+    adder.start()
+    entered.wait()                                     # the helper is adding part 1
+    put(0)                                             # handed over: returns without adding
+    assert 0 in total.pending
+    release.set()
+    adder.join()
+    assert np.array_equal(total.result(), _sequential(parts, [2, 1, 0]))
