@@ -12,6 +12,9 @@ os.environ.setdefault("TW_BLAS_TUNE", "0")
 # Convolutions: Winograd wherever it applies, not chosen by timing (kernels/cpu/conv_choice.py;
 # tests/test_conv18_choice.py times it with a scripted clock).
 os.environ.setdefault("TW_CONV_WINOGRAD", "1")
+# Compiled loops once compiled, their NumPy twins until then (the same bits), not chosen by timing
+# (kernels/cpu/loop_choice.py; tests/test_rnn18_loop_choice.py times them with a scripted clock).
+os.environ.setdefault("TW_LOOPS", "numba")
 # Choices that are still timed (a product class's split, at -n 0 on a quiet machine) go to a
 # cache of this run, never into the user's (TW_TUNING_CACHE names the GEMM file; the
 # convolution file sits next to it).

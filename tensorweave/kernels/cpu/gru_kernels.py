@@ -202,6 +202,9 @@ def _backward_rows(interface, fn, res, d_out, dz, drec, dh, dh_mm, d_rh, carry, 
 
 
 _forward_loop.with_rows, _backward_loop.with_rows = _forward_rows, _backward_rows
+# the compiled kernels the twins call: compiled before a timing of loop against twin counts (``loop_choice``)
+_forward_rows.needs = (rnn_gemm.rows, _forward_gates, _forward_state)
+_backward_rows.needs = (rnn_gemm.rows, _backward_gates, _backward_reset)
 
 
 # ---- kernels -------------------------------------------------------------------------------------

@@ -252,7 +252,9 @@ def njit_twin(twin, **options):
 def compile_now(kernel, *args):
     """Compiles ``kernel`` for ``args``'s types on this thread; returns what runs the JIT's loop
     for them (tests compare it with its twin): ``kernel``, or where an ahead-of-time loop serves
-    these types (``aot.py``), the JIT's compiled entry point."""
+    these types (``aot.py``), the JIT's compiled entry point. A ``loop_choice.Chosen`` kernel
+    gives its dispatcher's (the choice between loop and twin is not made here)."""
+    kernel = getattr(kernel, "dispatcher", kernel)
     signature = tuple(kernel.typeof_pyval(a) for a in args)
     kernel.compile(signature)
     if signature in getattr(kernel, "aot_signatures", ()):

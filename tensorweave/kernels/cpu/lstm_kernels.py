@@ -165,6 +165,12 @@ def _backward_rows(interface, fn, res, d_out, dz, dh, dh_mm, dc, carry, scratch,
 
 
 _forward_loop.with_rows, _backward_loop.with_rows = _forward_rows, _backward_rows
+# timing loop against twin (``loop_choice``): the twins call these compiled kernels; a span's first
+# (forward) or last (backward) PROBE_STEPS steps stand for the span
+PROBE_STEPS = 2
+_forward_rows.needs, _backward_rows.needs = (rnn_gemm.rows, _forward_step), (rnn_gemm.rows, _backward_step)
+_forward_rows.probe = lambda args: args[:-1] + (min(args[-1], args[-2] + PROBE_STEPS),)
+_backward_rows.probe = lambda args: args[:-3] + (max(args[-3], args[-2] - PROBE_STEPS),) + args[-2:]
 
 
 # ---- kernels ------------------------------------------------------------------------------------

@@ -7,11 +7,13 @@ serves every rank. Window positions that fall in the padding are skipped instead
 materialized, so no padded copy of the input is ever made.
 
 The loops a training step meets first have NumPy twins (``nn_loops_twins``, the same bits)
-that run while numba compiles them in the background (``jit.njit_twin``).
+that run while numba compiles them in the background (``jit.njit_twin``). Python callers get
+them through ``loop_choice.Chosen``: the loop or its twin, whichever was measured faster for the
+shape class on this machine (``TW_LOOPS``); compiled callers call the dispatchers.
 """
 import numpy as np
 
-from tensorweave.kernels.cpu import nn_loops_twins as twins
+from tensorweave.kernels.cpu import loop_choice, nn_loops_twins as twins
 from tensorweave.kernels.cpu.jit import njit, njit_twin
 
 
@@ -179,6 +181,9 @@ def column_sums(g, acc):
             acc[c] += g[r, c]
 
 
+_column_sums = column_sums        # the dispatcher, for compiled callers (the name below is rebound)
+
+
 @njit_twin(twins.relu_grad_column_sums)
 def relu_grad_column_sums(g, y, out, acc):
     """``out = g where y > 0 else 0`` and ``acc += column sums of out``: ReluGrad followed by
@@ -188,7 +193,7 @@ def relu_grad_column_sums(g, y, out, acc):
         gi, yi, oi = g[i], y[i], out[i]
         for c in range(g.shape[1]):
             oi[c] = gi[c] if yi[c] > 0 else 0
-    column_sums(out, acc)
+    _column_sums(out, acc)
 
 
 @njit_twin(twins.shift_rows)
@@ -228,3 +233,9 @@ def xent_from_exps(e, labels, picked, loss, with_grad):
             for j in range(c):
                 e[i, j] = e[i, j] / total
             e[i, labels[i]] -= 1
+
+
+# Python callers: the compiled loop or its twin, chosen per shape class by measurement
+bias_act, column_sums, relu_grad_column_sums, shift_rows, xent_from_exps, max_windows = (
+    loop_choice.Chosen(k) for k in (bias_act, column_sums, relu_grad_column_sums, shift_rows, xent_from_exps,
+                                    max_windows))

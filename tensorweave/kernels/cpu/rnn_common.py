@@ -24,7 +24,7 @@ float16/bfloat16 compute in float32.
 """
 import numpy as np
 
-from tensorweave.kernels.cpu import gemm
+from tensorweave.kernels.cpu import gemm, rnn_overlap
 from tensorweave.kernels.cpu.util import low_precision
 
 
@@ -58,18 +58,20 @@ def time_major(x, wd):
 class SpanGrads:
     """The input and weight gradients of a recurrence from its time-major pre-activation gradients
     ``dz`` (``[T, B, G]``), cut along time into ``n`` spans (``rnn_overlap``): per span three
-    products, each writing its own output (``tasks``); the weight gradients are the sum of the
-    spans' parts in span order (:meth:`results`). ``one_thread``: each product on one thread
-    (they run beside the step loop); else on the library's threads."""
+    products, each writing its own output (``tasks``); a weight gradient is the sum of the spans'
+    parts added in ``order`` (default: the backward loop's, last span first) as they come
+    (``rnn_overlap.OrderedSum``: a few part buffers, not ``n``). ``one_thread``: each product on
+    one thread (they run beside the step loop); else on the library's threads."""
 
-    def __init__(self, x, kernel, res, u, dz, wd, n, one_thread):
+    def __init__(self, x, kernel, res, u, dz, wd, n, one_thread, order=None):
         t, b, g = dz.shape
         f = x.shape[2]
+        order = list(range(n - 1, -1, -1)) if order is None else order
         self.xt, self.kernel = time_major(x, wd), contiguous(kernel, wd)
         self.res, self.u, self.dz, self.one_thread = res, u, dz, one_thread
         self.dx = np.empty((t, b, f), wd)
-        self.dk = np.empty((n, f, g), wd)
-        self.drk = np.empty((n, u, g), wd)
+        self.dk = rnn_overlap.OrderedSum((f, g), wd, order)
+        self.drk = rnn_overlap.OrderedSum((u, g), wd, order)
 
     def tasks(self, i, a, e):
         """The products of span ``i`` (original steps ``[a, e)``), as three callables."""
@@ -80,18 +82,20 @@ class SpanGrads:
             gemm.matmul(rows, self.kernel.T, out=self.dx[a:e].reshape(-1, f), one_thread=one)
 
         def dk():
-            gemm.matmul(self.xt[a:e].reshape(-1, f).T, rows, out=self.dk[i], one_thread=one)
+            part = self.dk.buffer()
+            gemm.matmul(self.xt[a:e].reshape(-1, f).T, rows, out=part, one_thread=one)
+            self.dk.put(i, part)
 
         def drk():
             h_prev = np.ascontiguousarray(np.swapaxes(self.res[:, a:e, self.res.shape[2] - u:], 0, 1))
-            gemm.matmul(h_prev.reshape(-1, u).T, rows, out=self.drk[i], one_thread=one)
+            part = self.drk.buffer()
+            gemm.matmul(h_prev.reshape(-1, u).T, rows, out=part, one_thread=one)
+            self.drk.put(i, part)
         return dk, drk, dx
 
     def results(self):
         """``(dx [B, T, F], d kernel, d recurrent_kernel)``."""
-        def total(parts):
-            return parts[0] if len(parts) == 1 else parts.sum(axis=0)
-        return np.ascontiguousarray(np.swapaxes(self.dx, 0, 1)), total(self.dk), total(self.drk)
+        return np.ascontiguousarray(np.swapaxes(self.dx, 0, 1)), self.dk.result(), self.drk.result()
 
 
 def reserve_bytes(res):

@@ -36,7 +36,7 @@ from llvmlite import ir
 from numba.core import types
 from numba.extending import intrinsic
 
-from tensorweave.kernels.cpu import gemm, gemm_tuning
+from tensorweave.kernels.cpu import gemm, gemm_tuning, loop_choice
 from tensorweave.kernels.cpu.jit import njit_twin
 
 LP64, ILP64 = 0, 1
@@ -131,12 +131,13 @@ class Plan:
     def run(self, loop, *args):
         """``loop(rows, interface, fn, *args)`` under the plan's thread setting (restored after);
         by ``loop.with_rows(interface, fn, *args)`` where the loop has that twin with the call
-        built in (what ``aot_kernels`` can list)."""
+        built in (what ``aot_kernels`` can list): compiled or its Python twin, whichever was
+        measured faster for the shape class (``loop_choice``)."""
         before = self.swap(self.threads)
         try:
             with_rows = getattr(loop, "with_rows", None)
             if with_rows is not None:
-                return with_rows(self.interface, self.fn, *args)
+                return loop_choice.run(with_rows, self.interface, self.fn, *args)
             return loop(rows, self.interface, self.fn, *args)
         finally:
             self.swap(before)

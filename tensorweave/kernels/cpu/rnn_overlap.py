@@ -11,9 +11,10 @@ So the steps are cut into spans (:func:`spans`, :data:`CHUNK_STEPS` steps each) 
 are cut along time with them, each span's on one thread: the forward loop waits for its span's
 projection only (the helper thread projects the next spans meanwhile); the backward loop hands
 each finished span's gradient products to the helper thread and, once it is done with its own
-steps, takes the remaining ones itself (:class:`Tasks`). Every task writes its own output (a
-weight gradient is summed over the spans' parts in span order at the end), so the bits do not
-depend on which thread ran what, nor when.
+steps, takes the remaining ones itself (:class:`Tasks`). Every task writes its own output, and a
+weight gradient is the sum of the spans' parts added in the order the backward loop leaves the spans
+(:class:`OrderedSum`: a part finished ahead of its turn waits in a buffer, so a few buffers live at
+once instead of one per span), so the bits do not depend on which thread ran what, nor when.
 
 Where this does not pay — one core, a loop on several threads, no loop plan, or
 ``TW_RNN_OVERLAP=0`` — the kernels make the same calls with a single span, on the library's
@@ -27,11 +28,19 @@ held at one thread (:func:`one_thread`, counted, so that overlapping holders res
 [(0, 4), (4, 12), (12, 20)]
 >>> rnn_overlap.original(4, 12, 20, go_backwards=True)
 (8, 16)
+>>> import numpy as np
+>>> total = rnn_overlap.OrderedSum((2,), np.float64, order=[1, 0])
+>>> for i in (0, 1):            # part 0 comes first, but waits for part 1's turn
+...     part = total.buffer(); part[:] = i + 1; total.put(i, part)
+>>> total.result().tolist()
+[3.0, 3.0]
 """
 import contextlib
 import os
 import queue
 import threading
+
+import numpy as np
 
 #: steps per span (the first span is half as long: the forward loop waits for its projection)
 CHUNK_STEPS = 8
@@ -157,3 +166,58 @@ class Tasks:
             while self.running:
                 self.cond.wait()
         self._raise()
+
+
+class OrderedSum:
+    """The sum of parts numbered ``order``'s entries, added in that order (``order[0]`` is the sum's
+    first term) whichever thread finishes which part when, so its bits are fixed. A part ready
+    before its turn waits; its buffer (:meth:`buffer`) is reused once added, so as many buffers
+    exist as parts were ever out of turn at once, plus one, instead of one per part. One thread at
+    a time adds (the others hand their part over and return: a task never waits)."""
+
+    def __init__(self, shape, dtype, order):
+        self.shape, self.dtype, self.order = shape, dtype, list(order)
+        self.turn = 0                       # index in ``order`` of the next part to add
+        self.total = None
+        self.pending = {}                   # part number -> its buffer, ready before its turn
+        self.free = []                      # buffers already added, to reuse
+        self.buffers = 0                    # buffers allocated (tests)
+        self.adding = False
+        self.lock = threading.Lock()
+
+    def buffer(self):
+        """An array of the parts' shape to compute a part into (contents undefined)."""
+        with self.lock:
+            if self.free:
+                return self.free.pop()
+            self.buffers += 1
+        return np.empty(self.shape, self.dtype)
+
+    def put(self, i, part):
+        """Part ``i`` is ready in ``part`` (a :meth:`buffer`): added now if its turn has come, with
+        every later part already waiting; else kept until then."""
+        with self.lock:
+            self.pending[i] = part
+            if self.adding:                 # the thread adding will find it
+                return
+            self.adding = True
+        while True:
+            with self.lock:
+                nxt = self.pending.pop(self.order[self.turn], None) if self.turn < len(self.order) else None
+                if nxt is None:
+                    self.adding = False
+                    return
+                self.turn += 1
+                first = self.total is None
+                if first:
+                    self.total = nxt
+            if not first:                   # only this thread touches the total while adding
+                np.add(self.total, nxt, out=self.total)
+                with self.lock:
+                    self.free.append(nxt)
+
+    def result(self):
+        """The sum, once every part was put."""
+        if self.turn != len(self.order):
+            raise RuntimeError(f"OrderedSum: {len(self.order) - self.turn} of {len(self.order)} parts not added")
+        return self.total

@@ -100,6 +100,8 @@ def _backward_rows(interface, fn, res, d_out, dz, dh, dh_mm, carry, dht, rk_t, m
 
 
 _forward_loop.with_rows, _backward_loop.with_rows = _forward_rows, _backward_rows
+# the compiled kernels the twins call: compiled before a timing of loop against twin counts (``loop_choice``)
+_forward_rows.needs, _backward_rows.needs = (rnn_gemm.rows, _forward_step), (rnn_gemm.rows, _backward_step)
 
 
 @k("SimpleRNNSequence")
