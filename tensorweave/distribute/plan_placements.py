@@ -47,6 +47,7 @@ from tensorweave.core.registry import get_op, register_kernel, register_op
 from tensorweave.core.sbp import B, Partial, S
 from tensorweave.core.sbp_rules import identity_rule
 from tensorweave.core.tensor import EagerTensor
+from tensorweave.distribute import plan_search
 
 _FREE = frozenset({"Const", "VarHandleOp"})       # recomputed in every segment that reads them
 _MOVES = frozenset({"_ToGlobal", "_ToPlacement"})
@@ -208,19 +209,6 @@ def _moved_sbp(shape, dtype, src, dst_placement, pins):
 MAX_CHOSEN_MOVES = 4
 
 
-def _segment_bytes(gp):
-    """Bytes the boxings of a planned segment move (each tensor boxed once per layout, as the
-    rank plans and ``explain`` count them)."""
-    total, seen = 0, set()
-    for op in gp.ops:
-        p = gp.op_plans.get(id(op))
-        for t, plan in zip(op.inputs, p.plans if p is not None else ()):
-            if plan is not None and (id(t), plan.dst_sbp) not in seen:
-                seen.add((id(t), plan.dst_sbp))
-                total += plan.bytes
-    return total
-
-
 def _choose_moves(gp, free_moves, transfers, seg_list, fetches, feeds, seg_layouts, placement, label):
     """Layout choice across segments: per unpinned moved feed (in order, the others as chosen so
     far) the destination layout with the fewest bytes moved — its transfer plus the reader
@@ -235,7 +223,7 @@ def _choose_moves(gp, free_moves, transfers, seg_list, fetches, feeds, seg_layou
         x = feeds[j]
         old_plan, src, reader = transfers[id(x)]
         shape, dtype = tuple(x.shape.as_list()), x.dtype.np_dtype
-        best = (old_plan.bytes + _segment_bytes(best_gp), old_plan, seg_layouts[j][1], best_gp)
+        best = (old_plan.bytes + plan_search.plan_cost(best_gp), old_plan, seg_layouts[j][1], best_gp)
         for nd in [(B,)] + [(S(a),) for a in range(len(shape))]:
             if nd == seg_layouts[j][1]:
                 continue
@@ -243,7 +231,7 @@ def _choose_moves(gp, free_moves, transfers, seg_list, fetches, feeds, seg_layou
             trial = list(seg_layouts)
             trial[j] = (placement, nd)
             cand = plan_op_list(seg_list, fetches, feeds, trial, placement, label)
-            cost = plan.bytes + _segment_bytes(cand)
+            cost = plan.bytes + plan_search.plan_cost(cand)
             if cost < best[0]:
                 best = (cost, plan, nd, cand)
         if best[2] != seg_layouts[j][1]:

@@ -434,7 +434,8 @@ def _apply(planner, nodes, assign):
 
 
 def plan_cost(gp):
-    """Bytes a planned graph's boxings move (each tensor boxed once per layout)."""
+    """Bytes a planned graph's boxings move (each tensor boxed once per layout, as the rank plans
+    and ``explain`` count them)."""
     total, seen = 0, set()
     for op in gp.ops:
         p = gp.op_plans.get(id(op))

@@ -12,6 +12,11 @@ from corpus_data import Batches, digits
 METRIC = ("accuracy", "higher")
 # TensorFlow 2.21 tf.compat.v1 on this file (run_reference.py --tensorflow, TF_USE_LEGACY_KERAS=1):
 TF_REFERENCE = {"first_loss": 2.312398, "last_loss": 0.047593, "metric": 0.958333}
+# Momentum 0.9 at a learning rate of 0.3 on batches of 32 makes this run sensitive to float32
+# rounding: the same file reached 0.83-0.95 test accuracy on one Zen 3 machine depending only on
+# which BLAS computed the products (MKL or OpenBLAS, chosen by timing), and 0.90 before any change
+# of ours (session 13). The check keeps "it learns" (loss and accuracy) without those bits.
+METRIC_TOLERANCE = 0.15
 
 
 def fc_layer(x, n_out, activation=None):

@@ -121,7 +121,7 @@ class FitRun:
         self.config = failure_config or FailureConfig()
         self.active = list(range(self.cluster.num_workers))
         self.lost, self.failures = [], 0
-        self.resources = dict(getattr(strategy.cluster_resolver, "resources_per_worker", None) or {"CPU": 1})
+        self.resources = dict(getattr(getattr(strategy, "cluster_resolver", None), "resources_per_worker", None) or {"CPU": 1})
         user = [c for c in callbacks if not isinstance(c, (History, ProgbarLogger))]
         self.per_batch = any(_hooks_batches(c) for c in user)
         self.sees_model = bool(user)

@@ -220,4 +220,4 @@ class OrderedSum:
         """The sum, once every part was put."""
         if self.turn != len(self.order):
             raise RuntimeError(f"OrderedSum: {len(self.order) - self.turn} of {len(self.order)} parts not added")
-        return self.total
+        return np.zeros(self.shape, self.dtype) if self.total is None else self.total    # no parts: a zero-length sequence

@@ -181,6 +181,10 @@ def _fuse_conv_backprops(bpi, work):
         return None
     order = None
     for bpf in work.consumers.get(id(dy), []):
+        # a twin already fused with another (two pairs can share one output gradient: a ConvLSTM's
+        # input and recurrent convolutions both read the gates' gradient) is not fused twice
+        if id(bpf) in work.node_rep:
+            continue
         if not (runs_stock_kernel(bpf, twin_type) and work.resolve(bpf.inputs[2]) is dy and bpf.device == bpi.device
                 and _attrs(bpf) == attrs and _free(bpf, work) and id(bpf.outputs[0]) not in work.feed_ids):
             continue
@@ -261,7 +265,7 @@ def run(work):
             fused = _fuse_update(op, work)
         elif not CONV_BLOCKS:
             continue
-        elif op.type in _CONV_BACKPROPS and runs_stock_kernel(op):
+        elif op.type in _CONV_BACKPROPS and runs_stock_kernel(op) and id(op) not in taken:
             fused = _fuse_conv_backprops(op, work)
         elif runs_stock_kernel(op, "BatchNormTraining"):
             fused = _fuse_batch_norm_relu(op, work)
