@@ -90,3 +90,12 @@ def test_numbers_are_per_sender_receiver_and_tag():
         return [await rdv.take(0, 1, "t", 0, 1.0), await rdv.take(0, 1, "t", 1, 1.0),
                 await rdv.take(2, 1, "t", 0, 1.0), await rdv.take(0, 1, "u", 0, 1.0)]
     assert [v[0] for _, v in asyncio.run(script())] == ["first from 0", "second from 0", "from 2", "u from 0"]
+
+
+def test_a_member_sending_to_itself_counts_its_posts_and_takes_apart(group):
+    g, actor = group
+    me = g.communicator(1)
+    me.send(np.array([1.0]), dst=1, tag=0)
+    me.send(np.array([2.0]), dst=1, tag=0)
+    actor.deliver([1, 0])
+    assert [me.recv(1, tag=0).tolist() for _ in range(2)] == [[1.0], [2.0]]
