@@ -169,3 +169,11 @@ def test_the_update_all_reduces_a_data_parallel_stage_only():
     pw._update(worker, wp, run, "t", 4, 0.1)
     assert worker.log == [[1.0]]                            # one all-reduce: the data-parallel stage's buffer
     assert opt.applied == [([1.0], "w0"), ([2.0], "w1"), ([3.0], "b1")] and opt.iterations.value == 4
+
+
+def test_each_variable_s_mode_on_a_worker_holding_some_of_the_stages():
+    wp = _stages([(0,), (1, 2)], tp={0, 1})
+    wp.stages = {1: (None, [(2, "w"), (3, "b")])}          # this worker holds stage 1 only
+    assert pw._modes(wp, {2: "w", 3: "b"}, [0, 2]) == {2: "split", 3: "replicated"}
+    wp.tp = frozenset()
+    assert pw._modes(wp, {2: "w", 3: "b"}, [2]) == {2: "rows", 3: "rows"}

@@ -149,12 +149,23 @@ def w_bind_optimizer(worker, key, token, data, slots, stage_ranks, clip=None, ex
         opt.build([held[j] for j in sorted(held)])
     finally:
         del opt.add_variable_from_reference
-    tp = {j for s in wp.tp if s in wp.stages for j, _ in wp.stages[s][1]}
-    # how a gradient of variable j is on this worker: "rows" (a data-parallel stage's partial sum,
-    # all-reduced over the stage), "split" (its shard's whole gradient), "replicated" (the whole
-    # gradient, the same on every worker of a tensor-parallel stage)
-    modes = {j: "rows" if j not in tp else "split" if j in set(split) else "replicated" for j in held}
+    modes = _modes(wp, held, split)
     wp.optimizers[token] = (opt, [(j, held[j], tuple(stage_ranks[j]), modes[j]) for j in sorted(held)], clip)
+
+
+def _modes(wp, held, split):
+    """How the gradient of each variable ``j`` in ``held`` is on this worker: ``"rows"`` (a
+    data-parallel stage's partial sum, all-reduced over the stage), ``"split"`` (its shard's whole
+    gradient, ``j`` in ``split``), ``"replicated"`` (the whole gradient, the same on every worker of
+    a tensor-parallel stage).
+
+    >>> wp = object.__new__(WorkerStages); wp.tp, wp.stages = {1}, {1: (None, [(2, "w"), (3, "b")])}
+    >>> _modes(wp, {0: "v", 2: "w", 3: "b"}, [2])
+    {0: 'rows', 2: 'split', 3: 'replicated'}
+    """
+    tp = {j for s in wp.tp if s in wp.stages for j, _ in wp.stages[s][1]}     # only the stages held here
+    split = set(split)
+    return {j: "rows" if j not in tp else "split" if j in split else "replicated" for j in held}
 
 
 class _Run:
