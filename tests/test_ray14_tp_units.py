@@ -177,3 +177,26 @@ def test_each_variable_s_mode_on_a_worker_holding_some_of_the_stages():
     assert pw._modes(wp, {2: "w", 3: "b"}, [0, 2]) == {2: "split", 3: "replicated"}
     wp.tp = frozenset()
     assert pw._modes(wp, {2: "w", 3: "b"}, [2]) == {2: "rows", 3: "rows"}
+
+
+def test_a_stage_that_draws_or_updates_a_variable_is_not_planned():
+    from tensorweave.distribute.global_tensor import GlobalTensor
+    from tensorweave.distribute.ray.pipeline_tp import StagePlan, Unplannable
+    p = tw.placement("cpu", ranks=[0, 1])
+    v = tw.Variable(np.ones((3, 2), np.float32), placement=p, sbp=tw.sbp.split(1))
+    spec = GlobalTensor([None, None], p, (B,), (4, 3), tw.float32)
+
+    def plain(x):
+        return tw.matmul(x, v).to_global(placement=p, sbp=tw.sbp.broadcast)
+
+    def draws(x):
+        return tw.nn.dropout(plain(x), 0.5)
+
+    def updates(x):
+        v.assign_add(tw.ones((3, 2)).to_global(placement=p, sbp=tw.sbp.split(1)))
+        return plain(x)
+    assert StagePlan(tw.function(plain).get_concrete_function(spec)).plan.placement == p
+    with pytest.raises(Unplannable, match="draws random numbers"):
+        StagePlan(tw.function(draws).get_concrete_function(spec))
+    with pytest.raises(Unplannable, match="updates a variable"):
+        StagePlan(tw.function(updates).get_concrete_function(spec))

@@ -33,7 +33,9 @@ Where this does not apply (:func:`tp_stages` is None, or :class:`Unplannable` at
 step), the driver walks the schedule op by op (``pipeline.py``): a stage on an N-D mesh, a
 partial (``P``) variable, ``interleaved_1f1b`` with a tensor-parallel stage, a tensor-parallel
 stage that draws random numbers (stateful random ops: their streams would be the workers'
-copies), closes over the driver's local variables, spans several placements, or cannot be traced.
+copies), updates a variable in its forward (a batch norm's moving statistics: forward and
+backward would both update), closes over the driver's local variables, spans several
+placements, or cannot be traced.
 
 >>> from tensorweave.core.sbp import P, S
 >>> _kind([(B,), (S(1),)]), _kind([(B,)]), _kind([(P,)])
@@ -46,6 +48,7 @@ import numpy as np
 from tensorweave.core.sbp import B, Broadcast, Partial
 
 _RANDOM = ("Multinomial", "TruncatedNormal", "ParameterizedTruncatedNormal")
+_READS = frozenset({"ReadVariableOp", "VarHandleOp", "VariableShape"})
 
 
 class Unplannable(Exception):
@@ -131,9 +134,13 @@ class StagePlan:
         planned = getattr(cf, "_global", None)
         if planned is None or not hasattr(planned, "plan"):
             raise Unplannable("it spans several placements" if planned is not None else "it holds no global value")
+        from tensorweave.core import dtypes
         for op in cf.graph.get_operations():
             if op.type.startswith("Random") or op.type in _RANDOM:
                 raise Unplannable(f"it draws random numbers ('{op.name}' ({op.type}))")
+            # forward and backward both run the stage: an update (a batch norm's moving mean) would run twice
+            if op.opdef.stateful and op.type not in _READS and any(x.dtype is dtypes.resource for x in op.inputs):
+                raise Unplannable(f"it updates a variable ('{op.name}' ({op.type}))")
         self.plan = planned.plan
         self.captures = list(planned.captures)      # kept alive: the workers read their pieces
 
@@ -155,13 +162,14 @@ class StagePlan:
 
 def trace(pipe, s, kind, shape, dtype, other=None):
     """The :class:`StagePlan` of tensor-parallel stage ``s`` for an input of ``shape``: ``kind``
-    ``"forward"``, ``"backward"`` (``other = (shape, dtype)`` of ``g``, the forward's output) or
+    ``"forward"`` (training: Keras layers see ``training=True``), ``"infer"`` (the forward for
+    inference), ``"backward"`` (``other = (shape, dtype)`` of ``g``, the forward's output) or
     ``"loss"`` (the last stage's training step; ``other`` that of the targets)."""
     import tensorweave as tw
     placement = pipe.placements[s]
     index = {id(v): j for j, v in enumerate(pipe.trainable_variables)}
     variables = [v for v in getattr(pipe.stages[s], "trainable_variables", ()) if id(v) in index]
-    call = _stage_call(pipe, s, kind != "forward" or None)
+    call = _stage_call(pipe, s, kind != "infer")
     rep = (B,) * placement.ndim
     has_grad = []
 
@@ -200,7 +208,7 @@ def trace(pipe, s, kind, shape, dtype, other=None):
     x = _spec(placement, shape, dtype)
     try:
         with _random_state_kept():
-            if kind == "forward":
+            if kind in ("forward", "infer"):
                 cf = tw.function(forward).get_concrete_function(x)
             elif kind == "backward":
                 cf = tw.function(backward).get_concrete_function(x, _spec(placement, *other))
@@ -270,7 +278,7 @@ class TPPlans:
                     name, plan = self._plan(s, "backward", sh, dt, self.output(s, sh, dt))
                     names[s] = {"F": self._plan(s, "forward", sh, dt)[0], "B": name, "grads": plan.has_grad}
                 else:
-                    names[s] = {"F": self._plan(s, "forward", sh, dt)[0]}
+                    names[s] = {"F": self._plan(s, "infer", sh, dt)[0]}
         out = self.steps[key] = {s: {m: per_rows[r][s] for m, r in enumerate(rows)} for s in self.tp}
         return out
 
