@@ -254,7 +254,9 @@ class RayPipeline:
         ``x``/``y`` (traced on the driver where new: ``pipeline_tp.Unplannable`` before any call)."""
         if self.tp_plans is None:
             return {}
-        rows = [hi - lo for lo, hi in balanced_bounds(len(x), self.pipe.micro_batches)]
+        rows = self._rows(x, 0, "x")[1]           # too few rows: the user's error, not an unplannable stage
+        if train:
+            self._rows(y, len(self.placements) - 1, "y")
         return self.tp_plans.for_step(x, y, rows, train)
 
     def train_step(self, x, y, optimizer):
@@ -278,8 +280,6 @@ class RayPipeline:
         x, y = _array(x), (_array(y) if train else None)
         pipe, last = self.pipe, len(self.placements) - 1
         xs, rows, total = self._rows(x, 0, "x")
-        if train:
-            self._rows(y, last, "y")
         plans = self._tp_names(x, y, train)
         if self.key is None:
             self._bind()
