@@ -200,3 +200,24 @@ def test_a_stage_that_draws_or_updates_a_variable_is_not_planned():
         StagePlan(tw.function(draws).get_concrete_function(spec))
     with pytest.raises(Unplannable, match="updates a variable"):
         StagePlan(tw.function(updates).get_concrete_function(spec))
+
+
+def test_tracing_keeps_the_driver_random_state_as_it_was():
+    from tensorweave.distribute.ray.pipeline_tp import _random_state_kept, output_shape
+    from tensorweave.ops.random_ops import current_state
+    tw.random.set_seed(3)
+    tw.random.uniform([2])
+    st = current_state()
+    before = (st.counter, dict(st.pending_graph), list(st.graph_states))
+    p = tw.placement("cpu", ranks=[0])
+    pipe = _Pipe([lambda x: tw.nn.dropout(tw.matmul(x, tw.ones((3, 5))), 0.5)], [p])
+    assert output_shape(pipe, 0, (4, 3), tw.float32) == ((4, 5), tw.float32)   # a throw-away graph, never run
+    with _random_state_kept():             # whatever a trace would move (a restored stream's pending position)
+        st.counter += 5
+        st.pending_graph["stream"] = [1]
+        st.graph_states.append(None)
+    assert (st.counter, st.pending_graph, st.graph_states) == before
+    want = tw.random.uniform([3]).numpy()
+    tw.random.set_seed(3)
+    tw.random.uniform([2])
+    np.testing.assert_array_equal(tw.random.uniform([3]).numpy(), want)
