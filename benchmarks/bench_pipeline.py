@@ -23,9 +23,13 @@ for hand-offs (``pipe._ray.last_step``), with the CPU model and load.
 Usage: ``python benchmarks/bench_pipeline.py [--batch 256] [--micro-batches 4] [--steps 10] [--rounds 3]
 [--hidden 512] [--ray [--schedules 1f1b,gpipe] [--tensor-parallel]]``.
 
-``--tensor-parallel`` (with ``--ray``; 3 workers): one more row, ``ray_1f1b_tp``: stage 1 on workers
-1 and 2 with its first kernel ``S(1)`` and bias ``S(0)``, its second kernel ``S(0)`` (Megatron's
-pair), which the driver walks op by op (each op one call per worker of the stage).
+``--tensor-parallel`` (with ``--ray``; 3 workers): two more rows with stage 1 on workers 1 and 2,
+its first kernel ``S(1)`` and bias ``S(0)``, its second kernel ``S(0)`` (Megatron's pair):
+``ray_1f1b_tp`` (the stage's planned functions run by its workers in the step's one call per
+worker, ``distribute/ray/pipeline_tp.py``) and ``ray_1f1b_tp_walked`` (the same pipeline with the
+driver walking the schedule op by op, each op one call per worker of the stage: the path before
+session 14, forced with ``pipe.walked_because``), interleaved in the same rounds. Every row also
+gives the driver's process CPU per step (``driver_cpu_ms``) and the load.
 """
 import argparse
 import json
@@ -99,9 +103,9 @@ def _labels(batch):
     return rng.integers(0, bench_distribute.SIZES[-1], batch).astype(np.int32)
 
 
-def _tensor_parallel(batch, micro_batches):
+def _tensor_parallel(batch, micro_batches, walked=False):
     """``make_pipeline``'s stages with stage 1 on workers 1 and 2, its layers split (Megatron's
-    column then row split): ``(pipe, step)``."""
+    column then row split): ``(pipe, step)``; ``walked``: the driver walks the schedule op by op."""
     import tensorweave as tw
     made, _ = make_pipeline(batch, micro_batches)
     p1 = tw.placement("cpu", ranks=[1, 2])
@@ -111,6 +115,8 @@ def _tensor_parallel(batch, micro_batches):
     stage1.to_global(p1, lambda v: layout.get(id(v), tw.sbp.broadcast))
     pipe = tw.distribute.pipeline([(made.stages[0], made.placements[0]), (stage1, p1)], micro_batches=micro_batches,
                                   schedule="1f1b", loss=made.loss)
+    if walked:
+        pipe.walked_because = "benchmark: the driver-walked path"
     x, y = _batch(batch), _labels(batch)
     opt = tw.keras.optimizers.SGD(0.01)
     return pipe, lambda: pipe.train_step(x, y, opt)
@@ -130,6 +136,7 @@ def main_ray(args):
             pipes = {name: _pipeline_with(args.batch, args.micro_batches, name) for name in args.schedules.split(",")}
             if args.tensor_parallel:
                 pipes["1f1b_tp"] = _tensor_parallel(args.batch, args.micro_batches)
+                pipes["1f1b_tp_walked"] = _tensor_parallel(args.batch, args.micro_batches, walked=True)
             # the same 1F1B pipeline with the update sent from the driver (forward_backward, then the
             # optimizer's eager ops on the global variables), as before the update ran in the step call
             pipe_d, _ = _pipeline_with(args.batch, args.micro_batches, "1f1b")
@@ -139,13 +146,21 @@ def main_ray(args):
             with tw.distribute.in_process():      # the same pipeline on in-process ranks (threads)
                 in_process = _pipeline_with(args.batch, args.micro_batches, "1f1b")[1]
             best = {"one_device": 0.0, "in_process_1f1b": 0.0, **{f"ray_{name}": 0.0 for name in pipes}}
+            cpu = {}
             waits = {}
+
+            def measure(row, step):
+                c0 = time.process_time()
+                rate = steps_per_s(step, args.steps)
+                ms = (time.process_time() - c0) * 1000 / (args.steps + 1)     # steps_per_s runs one more
+                if rate > best[row]:
+                    best[row], cpu[row] = rate, ms
             for _ in range(args.rounds):      # alternate, best of rounds
-                best["one_device"] = max(best["one_device"], steps_per_s(local, args.steps))
+                measure("one_device", local)
                 with tw.distribute.in_process():
-                    best["in_process_1f1b"] = max(best["in_process_1f1b"], steps_per_s(in_process, args.steps))
+                    measure("in_process_1f1b", in_process)
                 for name, (pipe, step) in pipes.items():
-                    best[f"ray_{name}"] = max(best[f"ray_{name}"], steps_per_s(step, args.steps))
+                    measure(f"ray_{name}", step)
                     last = pipe.last_step
                     waits[name] = {r: round(w["wait_s"] / last["seconds"], 2)
                                    for r, w in last.get("workers", {}).items()}
@@ -156,11 +171,12 @@ def main_ray(args):
     for row, value in best.items():
         name = row[4:] if row.startswith("ray_") else None
         print(json.dumps({"row": row, "batch": args.batch, "hidden": args.hidden,
-                          "workers": (3 if name == "1f1b_tp" else 2) if name else 0,
+                          "workers": (3 if name.startswith("1f1b_tp") else 2) if name else 0,
                           "micro_batches": args.micro_batches, "schedule": name,
                           "bubble_fraction": round(pipes[name][0].bubble_fraction, 3) if name else None,
                           "transport": transport if name else None, "steps_s": round(value, 2),
-                          "step_ms": round(1000 / value, 1), "vs_one_device": round(value / one, 2),
+                          "step_ms": round(1000 / value, 1), "driver_cpu_ms": round(cpu.get(row, 0.0), 1),
+                          "vs_one_device": round(value / one, 2),
                           "last_step_wait_share": waits.get(name), **machine,
                           "load": round(os.getloadavg()[0], 1), "utc": time.strftime("%H:%M")}), flush=True)
 

@@ -187,8 +187,8 @@ def _megatron(variable):
 
 @pytest.mark.parametrize("schedule", ["1f1b", "gpipe"])
 def test_a_tensor_parallel_stage_on_two_workers_trains_like_one_device(cluster, schedule):
-    # stage 0 on worker 0, stage 1 split over workers 1 and 2 (Dense kernel S(1), then S(0)): the
-    # driver walks the schedule and each of stage 1's ops runs on both of its workers
+    # stage 0 on worker 0, stage 1 split over workers 1 and 2 (Dense kernel S(1), then S(0)): stage 1
+    # runs as planned functions on its workers inside the step's one call per worker (pipeline_tp.py)
     p0, p1 = tw.placement("cpu", ranks=[0]), tw.placement("cpu", ranks=[1, 2])
     split = Stage(PARAMS[1:], True)
     split.to_global(p1, _megatron)
@@ -201,7 +201,8 @@ def test_a_tensor_parallel_stage_on_two_workers_trains_like_one_device(cluster, 
     assert pipe.held_activations == pipe.peak_activations and isinstance(pipe.last_step["seconds"], float)
     # the kernel never sits whole on a worker: each holds its columns
     assert [tuple(p.shape) for p in split.params[0][0]._locals] == [(8, 3), (8, 2)]
-    opt = tw.keras.optimizers.Adam(0.05, global_clipnorm=0.3)         # train_step: the driver's update, op by op
+    assert pipe.walked_because is None
+    opt = tw.keras.optimizers.Adam(0.05, global_clipnorm=0.3)         # train_step: the update on the workers
     ref_stage = Stage(PARAMS, True)
     ref_vars = [v for pair in ref_stage.params for v in pair]
     ref_opt = tw.keras.optimizers.Adam(0.05, global_clipnorm=0.3)

@@ -126,6 +126,9 @@ class Pipeline:
             loss = losses.get(loss)
         self.loss = loss
         self.held_activations = None
+        # why this pipeline's steps on Ray are walked op by op by the driver although its stages
+        # looked plannable (``ray/pipeline_tp.Unplannable``); None: the workers run them
+        self.walked_because = None
         self._ray = None        # the Ray side (distribute/ray/pipeline.py), made by the first step on workers
         self._last_seconds = None
         for fn, placement in zip(self.stages, self.placements):
@@ -286,9 +289,9 @@ class Pipeline:
         the order of :attr:`trainable_variables` then any other variable a stage's tape watched."""
         if self.loss is None:
             raise ValueError("pipeline: training needs loss=fn(y_true, y_pred)")
-        on_ray = _on_ray(self)
-        if on_ray is not None:
-            return on_ray.step(x, y)
+        done = _ray_run(self, lambda on_ray: on_ray.step(x, y))
+        if done is not _WALK:
+            return done
         last = len(self.stages) - 1
         t0 = time.perf_counter()
         xs, weights = self._micro_batches(x, 0, "x")
@@ -317,11 +320,11 @@ class Pipeline:
     def train_step(self, x, y, optimizer):
         """One step: the schedule's gradients applied with ``optimizer``; returns the loss. On Ray
         workers the update runs there, in the step's one call per worker."""
-        on_ray = _on_ray(self)
-        if on_ray is not None:
-            if self.loss is None:
-                raise ValueError("pipeline: training needs loss=fn(y_true, y_pred)")
-            return on_ray.train_step(x, y, optimizer)
+        if self.loss is None:
+            raise ValueError("pipeline: training needs loss=fn(y_true, y_pred)")
+        done = _ray_run(self, lambda on_ray: on_ray.train_step(x, y, optimizer))
+        if done is not _WALK:
+            return done
         loss, grads, variables = self.forward_backward(x, y)
         pairs = [(g, v) for g, v in zip(grads, variables) if g is not None]
         if optimizer.global_clipnorm and optimizer.global_clipnorm > 0 and len(
@@ -336,9 +339,9 @@ class Pipeline:
         """Inference: every micro-batch through every stage (the schedule's forwards only); the
         outputs, concatenated on the last stage's placement."""
         import tensorweave as tw
-        on_ray = _on_ray(self)
-        if on_ray is not None:
-            return on_ray.step(x, train=False)
+        done = _ray_run(self, lambda on_ray: on_ray.step(x, train=False))
+        if done is not _WALK:
+            return done
         xs, _ = self._micro_batches(x, 0, "x")
         step = _Step(len(self.stages))
         self._drive([a for a in self.schedule if a.kind == "F"],
@@ -357,6 +360,24 @@ def _on_ray(pipe):
         return None
     from tensorweave.distribute.ray.pipeline import ray_pipeline
     return ray_pipeline(pipe)
+
+
+_WALK = object()
+
+
+def _ray_run(pipe, call):
+    """``call(the pipeline's Ray runner)`` when its stages run on Ray workers; ``_WALK`` when the
+    driver walks the schedule instead (in-process ranks; a stage the workers cannot run: then
+    ``pipe.walked_because`` says why, and later steps walk at once)."""
+    on_ray = _on_ray(pipe)
+    if on_ray is None:
+        return _WALK
+    from tensorweave.distribute.ray.pipeline_tp import Unplannable
+    try:
+        return call(on_ray)
+    except Unplannable as e:
+        pipe.walked_because = str(e)
+        return _WALK
 
 
 @contextlib.contextmanager

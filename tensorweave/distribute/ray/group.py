@@ -9,8 +9,22 @@ one node the reads are zero-copy views of shared memory; across nodes Ray moves 
 bytes worker to worker — never through the driver. Calls match by their order on each
 member (SPMD), a member calling a different collective than the others is an error naming
 both, and every wait has a timeout whose error names the ranks that did not arrive.
+
+Point-to-point messages (``post``/``take``) carry a sequence number per ``(src, dst, tag)``:
+the rendezvous is an async actor whose calls Ray does not run in submission order, so two
+posts of one sender with one tag can reach it swapped; ``take`` returns message number ``n``
+for its ``n``-th call, whatever order they arrived in.
+
+>>> async def demo():
+...     rdv = Rendezvous((0, 1))
+...     rdv.post(0, 1, "t", 1, ["second"])     # arrives first
+...     rdv.post(0, 1, "t", 0, ["first"])
+...     return [await rdv.take(0, 1, "t", n, 1.0) for n in (0, 1)]
+>>> asyncio.run(demo())
+[('ok', ['first']), ('ok', ['second'])]
 """
 import asyncio
+import threading
 
 from tensorweave.core import errors
 from tensorweave.distribute.collective import (DEFAULT_TIMEOUT, CollectiveAbortedError, CollectiveTimeoutError,
@@ -88,18 +102,21 @@ class Rendezvous:
             del self._rounds[seq]
         return "ok", values
 
-    def post(self, src, dst, tag, box):
+    def post(self, src, dst, tag, seq, box):
+        """Message number ``seq`` (counted per ``(src, dst, tag)`` by the sender) from member
+        ``src`` to ``dst``; kept by its number, as posts may arrive out of order."""
         key = (src, dst, tag)
-        self._mail.setdefault(key, []).append(box)
+        self._mail.setdefault(key, {})[seq] = box
         self._mail_events.setdefault(key, asyncio.Event()).set()
 
-    async def take(self, src, dst, tag, timeout):
+    async def take(self, src, dst, tag, seq, timeout):
+        """Message number ``seq`` from ``src`` to ``dst`` with ``tag`` (waits until it is posted)."""
         key = (src, dst, tag)
-        box = self._mail.setdefault(key, [])
+        box = self._mail.setdefault(key, {})
         ev = self._mail_events.setdefault(key, asyncio.Event())
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout
-        while not box:
+        while seq not in box:
             if self._failure is not None:
                 return "aborted", self._failure
             ev.clear()
@@ -107,7 +124,10 @@ class Rendezvous:
                 await asyncio.wait_for(ev.wait(), max(deadline - loop.time(), 0))
             except asyncio.TimeoutError:
                 return "timeout", [self.ranks[src]]
-        return "ok", box.pop(0)
+        value = box.pop(seq)
+        if not box:
+            del self._mail[key]           # a tag used once leaves nothing behind
+        return "ok", value
 
 
 class RayGroup:
@@ -119,6 +139,10 @@ class RayGroup:
         self.timeout = DEFAULT_TIMEOUT if timeout is None else float(timeout)
         self._rdv = rendezvous
         self._seq = 0
+        # per (src, dst, tag): messages posted by this process, and taken by it (the numbers the
+        # rendezvous orders them by); a lock as a member's threads may send at once
+        self._posted, self._taken = {}, {}
+        self._count_lock = threading.Lock()
 
     @property
     def size(self):
@@ -178,12 +202,19 @@ class RayGroup:
         boxes = self._result(status, payload, f"{kind} (call #{seq})")
         return ray.get([b[0] for b in boxes])
 
+    def _next(self, counts, key):
+        with self._count_lock:
+            n = counts[key] = counts.get(key, -1) + 1
+        return n
+
     def post(self, src, dst, tag, value):
         import ray
-        self._rdv.post.remote(src, dst, tag, [ray.put(value)])
+        ref = ray.put(value)
+        self._rdv.post.remote(src, dst, tag, self._next(self._posted, (src, dst, tag)), [ref])
 
     def take(self, src, dst, tag, timeout=None):
         import ray
         limit = self.timeout if timeout is None else timeout
-        status, payload = ray.get(self._rdv.take.remote(src, dst, tag, limit))
-        return ray.get(self._result(status, payload, f"recv (tag {tag}) on rank {self.ranks[dst]}")[0])
+        seq = self._next(self._taken, (src, dst, tag))
+        status, payload = ray.get(self._rdv.take.remote(src, dst, tag, seq, limit))
+        return ray.get(self._result(status, payload, f"recv (tag {tag}, message #{seq}) on rank {self.ranks[dst]}")[0])

@@ -13,9 +13,15 @@ connected cluster's workers:
   stage's updates on the worker are the driver's variable's. Stages whose variables are all
   ``B`` on a 1-D placement run here (data parallel inside a stage: the micro-batch is split
   over the stage's workers and their gradients are partial sums, ``P``); a tensor-parallel
-  stage (a variable split or partial) or an N-D mesh makes the driver walk the schedule
-  instead (``ray_pipeline`` returns None: the in-process pipeline's code, each op of a stage
-  one call per worker of it).
+  stage (a variable split, ``S``) runs as planned functions bound on its workers
+  (``pipeline_tp.py``: traced on the driver once per micro-batch shape, shipped once, run by
+  ``w_step`` inside the same one call per worker; its gradients come back laid out as their
+  variables). The driver walks the schedule instead (``ray_pipeline`` returns None: the
+  in-process pipeline's code, each op of a stage one call per worker of it) only for an N-D
+  mesh, a partial (``P``) variable, interleaved stages with a tensor-parallel one, and a
+  tensor-parallel stage its plans cannot carry (``pipeline_tp.Unplannable``: random draws, the
+  driver's local variables, several placements, a stage that does not trace; the reason is
+  ``pipe.walked_because``).
 - **A step**: one call per worker with its actions of the schedule (``(stage, micro-batch,
   kind)`` in the schedule's order), the micro-batches of ``x`` (stage 0's workers) and ``y``
   (the last stage's), and the store keys its gradient sums get. Activations and their gradients
@@ -49,9 +55,10 @@ import time
 import numpy as np
 
 from tensorweave.core import errors
-from tensorweave.core.sbp import B, P, Broadcast
+from tensorweave.core.sbp import B, P
 from tensorweave.distribute.layout import balanced_bounds
 from tensorweave.distribute.ray.pieces import RemotePiece, RemoteVariable, _call, heap_of
+from tensorweave.distribute.ray.pipeline_tp import TPPlans, _kind, tp_stages
 from tensorweave.distribute.ray.pipeline_worker import w_bind, w_bind_optimizer, w_step
 
 
@@ -133,25 +140,13 @@ def _check_stage(pipe, s, placement):
             "tw.distribute.pipeline")
 
 
-def _replicated_stages(pipe):
-    """Whether every stage is on a 1-D placement with replicated (``B``) variables: what the
-    workers run themselves. Otherwise (a tensor-parallel stage: a variable split or partial; an
-    N-D mesh) the driver walks the schedule and each op of a stage is one call per worker of it
-    (the in-process pipeline's code, its global ops on the workers: ``pieces.run_op``)."""
-    for fn, placement in zip(pipe.stages, pipe.placements):
-        if placement.ndim != 1:
-            return False
-        for v in getattr(fn, "variables", None) or ():
-            if not all(isinstance(sb, Broadcast) for sb in getattr(v, "sbp", ())):
-                return False
-    return True
-
-
 class RayPipeline:
     """The Ray side of one :class:`~tensorweave.distribute.pipeline.Pipeline` on one cluster."""
 
-    def __init__(self, pipe, cluster):
+    def __init__(self, pipe, cluster, tp=frozenset()):
         self.pipe, self.cluster = pipe, cluster
+        self.tp = frozenset(tp)               # the tensor-parallel stages (planned: pipeline_tp.py)
+        self.tp_plans = TPPlans(pipe, tp, cluster) if tp else None
         self.heap = heap_of(cluster)
         self.placements = pipe.placements
         self.ranks = sorted({r for p in self.placements for r in p.ranks})
@@ -178,7 +173,8 @@ class RayPipeline:
             stages = {s: (pipe.stages[s], [(index[id(v)], v) for v in getattr(pipe.stages[s], "trainable_variables", ())
                                            if id(v) in index]) for s in held}
             loss = pipe.loss if len(self.placements) - 1 in held else None
-            per_rank.append((key, _dumps({"stages": stages, "loss": loss}), [p.ranks for p in self.placements]))
+            per_rank.append((key, _dumps({"stages": stages, "loss": loss}), [p.ranks for p in self.placements],
+                             sorted(self.tp)))
         _call(self.cluster, w_bind, per_rank, self.ranks)
         self.key = key
 
@@ -187,7 +183,8 @@ class RayPipeline:
         a = np.asarray(value.numpy() if hasattr(value, "numpy") else value)
         if a.ndim == 0:
             raise ValueError(f"pipeline: {what} must have a batch axis, got a scalar")
-        k, n = self.pipe.micro_batches, len(self.placements[stage].ranks)
+        # a tensor-parallel stage is one wide slice: each of its workers gets the whole micro-batch
+        k, n = self.pipe.micro_batches, 1 if stage in self.tp else len(self.placements[stage].ranks)
         if a.shape[0] < k * n:
             raise ValueError(f"pipeline: {what} of shape {list(a.shape)} has {a.shape[0]} rows for {k} micro-batches "
                              f"over stage {stage}'s {n} workers. Hint: micro_batches x workers per stage <= batch size")
@@ -197,6 +194,10 @@ class RayPipeline:
             for i, (a_lo, a_hi) in enumerate(balanced_bounds(hi - lo, n)):
                 per_worker[i][m] = np.ascontiguousarray(a[lo + a_lo:lo + a_hi])
         return per_worker, [hi - lo for lo, hi in bounds], a.shape[0]
+
+    def _slice(self, stage, rank):
+        """Which row slice of a micro-batch ``rank`` holds on ``stage`` (all of it: a tensor-parallel one)."""
+        return 0 if stage in self.tp else self.placements[stage].ranks.index(rank)
 
     def _owners(self):
         owner = {}
@@ -241,13 +242,26 @@ class RayPipeline:
         for j, v in enumerate(variables):
             for r in self.placements[owner[id(v)]].ranks:
                 stage_ranks[r][j] = self.placements[owner[id(v)]].ranks
-        _call(self.cluster, w_bind_optimizer, [(self.key, token, data, slots[r], stage_ranks[r], clip, excluded)
+        # a tensor-parallel stage's split variables: every worker adds its shard's squares to the global norm
+        split = [j for j, v in enumerate(variables) if owner[id(v)] in self.tp and _kind([v.sbp]) == "tp"]
+        _call(self.cluster, w_bind_optimizer, [(self.key, token, data, slots[r], stage_ranks[r], clip, excluded, split)
                                                for r in self.ranks], self.ranks)
         self._optimizers[id(optimizer)] = (optimizer, token, len(optimizer._slots))
         return token
 
+    def _tp_names(self, x, y, train):
+        """``{stage: {micro-batch: plan names}}`` of the tensor-parallel stages for a step of
+        ``x``/``y`` (traced on the driver where new: ``pipeline_tp.Unplannable`` before any call)."""
+        if self.tp_plans is None:
+            return {}
+        rows = self._rows(x, 0, "x")[1]           # too few rows: the user's error, not an unplannable stage
+        if train:
+            self._rows(y, len(self.placements) - 1, "y")
+        return self.tp_plans.for_step(x, y, rows, train)
+
     def train_step(self, x, y, optimizer):
         """One training step with the update on the workers (one call per worker); the loss."""
+        self._tp_names(_array(x), _array(y), True)        # a stage that cannot be planned: before any call
         if self.key is None:
             self._bind()
         token = self._bind_optimizer(optimizer)
@@ -263,10 +277,14 @@ class RayPipeline:
         ``update`` (``train_step``) the loss, the update applied on the workers."""
         from tensorweave.distribute.global_tensor import GlobalTensor
         t0 = time.perf_counter()
-        if self.key is None:
-            self._bind()
+        x, y = _array(x), (_array(y) if train else None)
         pipe, last = self.pipe, len(self.placements) - 1
         xs, rows, total = self._rows(x, 0, "x")
+        plans = self._tp_names(x, y, train)
+        if self.key is None:
+            self._bind()
+        if self.tp_plans is not None:
+            self.tp_plans.ship(self.key)
         ys = self._rows(y, last, "y")[0] if train else None
         variables = pipe.trainable_variables
         owner = self._owners()
@@ -288,13 +306,15 @@ class RayPipeline:
         for r in self.ranks:
             actions = [(a.stage, a.micro_batch, a.kind) for a in pipe.schedule
                        if r in self.placements[a.stage].ranks and (train or a.kind == "F")]
-            x_r = xs[self.placements[0].ranks.index(r)] if r in self.placements[0].ranks else None
+            x_r = xs[self._slice(0, r)] if r in self.placements[0].ranks else None
             y_r = weights = None
             if train and r in self.placements[last].ranks:
-                i = self.placements[last].ranks.index(r)
+                i = self._slice(last, r)
                 y_r = ys[i]
                 weights = {m: len(y_r[m]) / total for m in y_r}
-            per_rank.append((self.key, actions, rows, x_r, y_r, weights, grad_keys[r], train, update, seed, draws))
+            mine = {s: plans[s] for s in self.tp if r in self.placements[s].ranks}
+            per_rank.append((self.key, actions, rows, x_r, y_r, weights, grad_keys[r], train, update, seed, draws,
+                             mine))
         answers = dict(zip(self.ranks, _call(self.cluster, w_step, per_rank, self.ranks)))
         report = answers[self.placements[last].ranks[0]][6]        # the last stage's forward: where draws are
         self._streams.update(dict.fromkeys(pipeline_random.driver_after_step(state, report)))
@@ -305,12 +325,13 @@ class RayPipeline:
         pipe.held_activations = [max(answers[r][3] for r in p.ranks) for p in self.placements]
         if not train:
             return self._outputs(answers)
-        loss = np.float32(0)
+        loss = None
         for r in self.placements[last].ranks:       # micro-batch order per worker, then worker order
-            part = None
+            part = None                             # (a tensor-parallel last stage: its first worker's)
             for m in sorted(answers[r][0]):
                 part = answers[r][0][m] if part is None else part + answers[r][0][m]
-            loss = part if r == self.placements[last].ranks[0] else loss + part
+            if part is not None:
+                loss = part if loss is None else loss + part
         import tensorweave as tw
         if update is not None:
             return tw.constant(np.asarray(loss, np.float32))
@@ -322,22 +343,30 @@ class RayPipeline:
                 grads.append(None)
                 continue
             pieces = [RemotePiece(self.heap, r, grad_keys[r][j], *mt) for r, mt in zip(placement.ranks, metas)]
-            sbp = (B,) if len(placement.ranks) == 1 else (P,)
+            # a tensor-parallel stage's gradients are laid out as their variables; a data-parallel
+            # stage's are its workers' partial sums
+            sbp = tuple(v.sbp) if owner[id(v)] in self.tp else (B,) if len(placement.ranks) == 1 else (P,)
             grads.append(GlobalTensor(pieces, placement, sbp, v.shape.as_list(), v.dtype))
         return tw.constant(np.asarray(loss, np.float32)), grads, variables
 
     def _outputs(self, answers):
         import tensorweave as tw
         placement = self.placements[-1]
-        parts = [answers[r][2] for r in placement.ranks]     # per worker, its rows of each micro-batch
+        holders = placement.ranks[:1] if len(self.placements) - 1 in self.tp else placement.ranks
+        parts = [answers[r][2] for r in holders]     # per worker, its rows of each micro-batch
         rows = [np.concatenate([parts[i][m] for i in range(len(parts))], axis=0) for m in range(len(parts[0]))]
         return tw.constant(np.concatenate(rows, axis=0)).to_global(placement=placement, sbp=tw.sbp.split(0))
+
+
+def _array(value):
+    return np.asarray(value.numpy() if hasattr(value, "numpy") else value)
 
 
 def ray_pipeline(pipe):
     """The :class:`RayPipeline` of ``pipe`` when its placements are on a connected cluster and
     its workers can run the schedule themselves; None when the driver walks the schedule (not on
-    Ray, or a tensor-parallel / N-D stage: :func:`_replicated_stages`)."""
+    Ray; a stage on an N-D mesh or with a partial variable: ``pipeline_tp.tp_stages``; a
+    tensor-parallel stage found unplannable before: ``pipe.walked_because``)."""
     from tensorweave.distribute.ray.pieces import cluster_for
     clusters = {id(c): c for c in (cluster_for(p) for p in pipe.placements)}
     if len(clusters) != 1 or None in clusters.values():
@@ -345,11 +374,12 @@ def ray_pipeline(pipe):
             raise errors.InvalidArgumentError("pipeline: some stages are on Ray workers and some on in-process ranks")
         return None
     cluster = next(iter(clusters.values()))
-    if not _replicated_stages(pipe):
+    tp = tp_stages(pipe)
+    if tp is None or getattr(pipe, "walked_because", None):
         return None
     rp = getattr(pipe, "_ray", None)
     if rp is None or rp.cluster is not cluster:
-        rp = pipe._ray = RayPipeline(pipe, cluster)
+        rp = pipe._ray = RayPipeline(pipe, cluster, tp)
     return rp
 
 

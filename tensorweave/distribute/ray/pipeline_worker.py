@@ -22,7 +22,9 @@ travels with the call).
 
 Rows: micro-batch ``m`` has ``rows[m]`` rows; on a stage of ``n`` workers worker ``i`` holds the
 balanced slice ``i`` of them (``S(0)``). A hand-off sends each receiver the rows it holds of the
-sender's slice, so stages of different widths meet (data parallel inside a stage).
+sender's slice, so stages of different widths meet (data parallel inside a stage). A
+tensor-parallel stage (``WorkerStages.tp``; run by planned functions, ``pipeline_tp_worker.py``)
+is one wide slice: every worker of it holds the whole micro-batch, its first worker sends.
 
 >>> _overlaps(5, 2, 1)          # 5 rows from 2 workers to 1: both send all they hold
 [(0, 0, 0, 3), (1, 0, 3, 5)]
@@ -82,26 +84,49 @@ class WorkerStages:
     their index in the pipeline's ``trainable_variables``), the loss, and where each stage's
     workers are (``placements[s]``: its ranks)."""
 
-    def __init__(self, worker, data, placements):
+    def __init__(self, worker, data, placements, tp=()):
         payload = _Unpickler(data, worker).load()
         self.stages = payload["stages"]
         self.loss = payload["loss"]
         self.placements = [tuple(p) for p in placements]
         self.ranks = tuple(sorted({r for p in self.placements for r in p}))
-        self.optimizers = {}      # token -> (optimizer, [(variable index, shard, its stage's ranks)])
+        self.optimizers = {}      # token -> (optimizer, [(variable index, shard, its stage's ranks, mode)], clip)
+        self.tp = frozenset(tp)   # the tensor-parallel stages: run by the planned functions in ``plans``
+        self.plans = {}           # name -> (bound plan, its captures' references)
+
+    def width(self, stage):
+        """How many row slices a micro-batch is cut into on ``stage``: one on a tensor-parallel stage."""
+        return 1 if stage in self.tp else len(self.placements[stage])
+
+    def holders(self, stage, i):
+        """The workers of ``stage`` holding row slice ``i`` (a tensor-parallel stage: all; the first sends)."""
+        return self.placements[stage] if stage in self.tp else (self.placements[stage][i],)
+
+    def slice_of(self, stage, rank):
+        return 0 if stage in self.tp else self.placements[stage].index(rank)
 
 
-def w_bind(worker, key, data, placements):
-    worker.store[key] = WorkerStages(worker, data, placements)
+def w_bind(worker, key, data, placements, tp=()):
+    worker.store[key] = WorkerStages(worker, data, placements, tp)
 
 
-def w_bind_optimizer(worker, key, token, data, slots, stage_ranks, clip=None, excluded=()):
+def w_bind_plans(worker, key, plans):
+    """Binds planned functions of the pipeline ``key``'s tensor-parallel stages on this worker:
+    ``plans`` is ``[(name, spec text, arrays, resources, capture references)]`` (``plans.rank_doc``)."""
+    from tensorweave.distribute.ray.plans import bind_plan
+    wp = worker.store[key]
+    for name, doc, tensors, res, caps in plans:
+        wp.plans[name] = (bind_plan(worker, doc, tensors, res, [])[0], caps)
+
+
+def w_bind_optimizer(worker, key, token, data, slots, stage_ranks, clip=None, excluded=(), split=()):
     """Makes this worker's copy of an optimizer of the pipeline ``key``: ``data`` is its class
     and config (the learning rate a number, set every step), ``slots[j][name]`` the store key of
     this worker's shard of variable ``j``'s slot ``name`` (``use_ema``'s averages are slots too),
     ``stage_ranks[j]`` the workers of ``j``'s stage (its gradients are all-reduced over them), for
     every variable ``j`` it holds; ``clip`` the driver's ``global_clipnorm`` (the workers clip
-    together: :func:`_clip_globally`), ``excluded`` the variables without weight decay."""
+    together: :func:`_clip_globally`), ``excluded`` the variables without weight decay, ``split``
+    the variables split over their (tensor-parallel) stage's workers."""
     wp = worker.store[key]
     from tensorweave.keras import optimizers
     opt = optimizers.deserialize(json.loads(data))
@@ -124,7 +149,23 @@ def w_bind_optimizer(worker, key, token, data, slots, stage_ranks, clip=None, ex
         opt.build([held[j] for j in sorted(held)])
     finally:
         del opt.add_variable_from_reference
-    wp.optimizers[token] = (opt, [(j, held[j], tuple(stage_ranks[j])) for j in sorted(held)], clip)
+    modes = _modes(wp, held, split)
+    wp.optimizers[token] = (opt, [(j, held[j], tuple(stage_ranks[j]), modes[j]) for j in sorted(held)], clip)
+
+
+def _modes(wp, held, split):
+    """How the gradient of each variable ``j`` in ``held`` is on this worker: ``"rows"`` (a
+    data-parallel stage's partial sum, all-reduced over the stage), ``"split"`` (its shard's whole
+    gradient, ``j`` in ``split``), ``"replicated"`` (the whole gradient, the same on every worker of
+    a tensor-parallel stage).
+
+    >>> wp = object.__new__(WorkerStages); wp.tp, wp.stages = {1}, {1: (None, [(2, "w"), (3, "b")])}
+    >>> _modes(wp, {0: "v", 2: "w", 3: "b"}, [2])
+    {0: 'rows', 2: 'split', 3: 'replicated'}
+    """
+    tp = {j for s in wp.tp if s in wp.stages for j, _ in wp.stages[s][1]}     # only the stages held here
+    split = set(split)
+    return {j: "rows" if j not in tp else "split" if j in split else "replicated" for j in held}
 
 
 class _Run:
@@ -137,12 +178,14 @@ class _Run:
         self.wait = 0.0
 
 
-def w_step(worker, key, actions, rows, xs, ys, weights, grad_keys, train, update=None, seed=None, draws=None):
+def w_step(worker, key, actions, rows, xs, ys, weights, grad_keys, train, update=None, seed=None, draws=None,
+           plans=None):
     """Runs this worker's ``actions`` (``(stage, micro-batch, kind)`` in schedule order) of one
     step, then with ``update = (optimizer token, step count, learning rate)`` applies the
     gradient sums to its shards; ``seed`` is ``(the driver's global random seed, whether it was
     set since the last step)``: the worker's streams restart as the driver's did; ``draws`` is
-    ``(the driver's rule-2 counter, its streams' positions)`` (``pipeline_random``). Returns
+    ``(the driver's rule-2 counter, its streams' positions)`` (``pipeline_random``); ``plans[s][m]``
+    names the bound planned functions of tensor-parallel stage ``s`` for micro-batch ``m``. Returns
     ``(losses, gradient metas, outputs, peak tapes held, seconds, seconds waiting, the random
     report of the last stage's forward)``."""
     import tensorweave as tw
@@ -157,12 +200,14 @@ def w_step(worker, key, actions, rows, xs, ys, weights, grad_keys, train, update
     t0 = time.perf_counter()
     run = _Run()
     run.draws = MicroBatchDraws(sum(rows), *(draws or (0, None)))
+    run.plans = plans or {}
+    from tensorweave.distribute.ray.pipeline_tp_worker import tp_backward, tp_forward
     for s, m, kind in actions:
         try:
             if kind == "F":
-                _forward(worker, wp, comm, run, s, m, rows, xs, ys, weights, train)
+                (tp_forward if s in wp.tp else _forward)(worker, wp, comm, run, s, m, rows, xs, ys, weights, train)
             else:
-                _backward(worker, wp, comm, run, s, m, rows[m])
+                (tp_backward if s in wp.tp else _backward)(worker, wp, comm, run, s, m, rows[m])
         except BaseException as e:
             if hasattr(e, "add_note"):
                 e.add_note(f"(pipeline stage {s}, {'forward' if kind == 'F' else 'backward'} of micro-batch {m}, "
@@ -190,10 +235,10 @@ def _update(worker, wp, run, token, iterations, learning_rate):
     driver's step count and learning rate."""
     import tensorweave as tw
     opt, held, clip = wp.optimizers[token]
-    grads = {j: run.acc[j] for j, _, _ in held if j in run.acc}
+    grads = {j: run.acc[j] for j, _, _, _ in held if j in run.acc}
     by_stage = {}
-    for j, _, ranks in held:
-        if len(ranks) > 1 and j in grads:
+    for j, _, ranks, mode in held:
+        if len(ranks) > 1 and j in grads and mode == "rows":
             by_stage.setdefault(ranks, []).append(j)
     for ranks, js in by_stage.items():
         parts = [np.asarray(tw.convert_to_tensor(grads[j]).numpy()) for j in js]
@@ -204,7 +249,7 @@ def _update(worker, wp, run, token, iterations, learning_rate):
             at += p.size
     if clip is not None:
         _clip_globally(worker, wp, opt, clip, grads, held)
-    pairs = [(grads[j], v) for j, v, _ in held if j in grads]
+    pairs = [(tw.convert_to_tensor(grads[j]), v) for j, v, _, _ in held if j in grads]
     if not pairs:
         return
     opt.iterations.assign(np.int64(iterations))
@@ -214,20 +259,21 @@ def _update(worker, wp, run, token, iterations, learning_rate):
 
 def _clip_globally(worker, wp, opt, clip, grads, held):
     """``global_clipnorm`` over every stage's gradients: each stage's first worker adds up its
-    gradients' squares (a stage's workers hold the same all-reduced sums), one all-reduce of
+    gradients' squares (a stage's workers hold the same all-reduced sums; on a tensor-parallel
+    stage every worker adds its split variables' shards, the first its replicated ones), one all-reduce of
     that scalar over the pipeline's workers gives the global norm, and every worker scales its
     gradients by ``clip / max(norm, clip)`` — ``clip_by_global_norm`` of the one-device update
     (the norm of the gradients the optimizer sees: divided by ``loss_scale_factor``)."""
     import tensorweave as tw
     squares = 0.0
-    for j, v, ranks in held:
-        if j in grads and worker.rank == ranks[0]:
+    for j, v, ranks, mode in held:
+        if j in grads and (worker.rank == ranks[0] or mode == "split"):
             g = np.asarray(tw.convert_to_tensor(grads[j]).numpy(), np.float64)
             squares += float(np.sum(g * g))
     total = worker.comm(wp.ranks).all_reduce(np.array([squares], np.float64))
     norm = np.sqrt(float(np.asarray(total).reshape(-1)[0])) / (opt.loss_scale_factor or 1.0)
     scale = clip / max(norm, clip)
-    for j, v, _ in held:
+    for j, v, _, _ in held:
         if j in grads:
             g = tw.convert_to_tensor(grads[j])
             grads[j] = g * tw.cast(np.float32(scale), g.dtype)
@@ -239,36 +285,38 @@ def _index(wp, stage):
 
 def _receive(wp, comm, run, rows, src_stage, dst_stage, me, tag):
     """This worker's rows of a micro-batch hand-off from ``src_stage``'s workers."""
-    src, dst = wp.placements[src_stage], wp.placements[dst_stage]
-    i_me = dst.index(me)
+    i_me = wp.slice_of(dst_stage, me)
     t = time.perf_counter()
-    parts = [comm.recv(wp.ranks.index(src[i]), tag) for i, j, _, _ in _overlaps(rows, len(src), len(dst)) if j == i_me]
+    parts = [comm.recv(wp.ranks.index(wp.holders(src_stage, i)[0]), tag)
+             for i, j, _, _ in _overlaps(rows, wp.width(src_stage), wp.width(dst_stage)) if j == i_me]
     run.wait += time.perf_counter() - t
     return parts[0] if len(parts) == 1 else np.concatenate(parts, axis=0)
 
 
 def _send(wp, comm, rows, value, src_stage, dst_stage, me, tag, info=None):
     """Sends each of ``dst_stage``'s workers the rows it holds of this worker's slice ``value``
-    (and ``info``, the forward's random message, from the first of its senders)."""
-    src, dst = wp.placements[src_stage], wp.placements[dst_stage]
-    i_me = src.index(me)
-    lo_me = balanced_bounds(rows, len(src))[i_me][0]
+    (and ``info``, the forward's random message, from the first of its senders); on a
+    tensor-parallel stage only the first worker sends (the others hold the same values)."""
+    i_me = wp.slice_of(src_stage, me)
+    if wp.holders(src_stage, i_me)[0] != me:
+        return
+    lo_me = balanced_bounds(rows, wp.width(src_stage))[i_me][0]
     value = np.asarray(value)
-    overlaps = _overlaps(rows, len(src), len(dst))
+    overlaps = _overlaps(rows, wp.width(src_stage), wp.width(dst_stage))
     for i, j, lo, hi in overlaps:
         if i == i_me:
-            comm.send(value[lo - lo_me:hi - lo_me], wp.ranks.index(dst[j]), tag)
-            if info is not None and i == min(a for a, b, _, _ in overlaps if b == j):
-                comm.send(encode(info), wp.ranks.index(dst[j]), ("R",) + tuple(tag[1:]))
+            for dst in wp.holders(dst_stage, j):
+                comm.send(value[lo - lo_me:hi - lo_me], wp.ranks.index(dst), tag)
+                if info is not None and i == min(a for a, b, _, _ in overlaps if b == j):
+                    comm.send(encode(info), wp.ranks.index(dst), ("R",) + tuple(tag[1:]))
 
 
 def _receive_info(wp, comm, run, rows, src_stage, dst_stage, me, tag):
     """The forward's random message from the first of this worker's senders."""
-    src, dst = wp.placements[src_stage], wp.placements[dst_stage]
-    i_me = dst.index(me)
-    first = min(i for i, j, _, _ in _overlaps(rows, len(src), len(dst)) if j == i_me)
+    i_me = wp.slice_of(dst_stage, me)
+    first = min(i for i, j, _, _ in _overlaps(rows, wp.width(src_stage), wp.width(dst_stage)) if j == i_me)
     t = time.perf_counter()
-    info = decode(comm.recv(wp.ranks.index(src[first]), ("R",) + tuple(tag[1:])))
+    info = decode(comm.recv(wp.ranks.index(wp.holders(src_stage, first)[0]), ("R",) + tuple(tag[1:])))
     run.wait += time.perf_counter() - t
     return info
 

@@ -61,28 +61,7 @@ class RayRankPlans:
         key = self.heap.key()
         per_rank, local_index = [], {}
         for i, r in enumerate(ranks):
-            spec, live = self.plan.rank_spec(i)
-            if self.cluster.merge_buckets:
-                merge_buckets(spec)           # one gradient all-reduce per step (spec_buckets.py)
-            doc, tensors = _plan_io().plan_to_json(_Bound(spec, live), variable_values=False)
-            res = []
-            for desc, obj in zip(spec.resources or [], live):
-                if desc["kind"] == "communicator":
-                    res.append(("comm", None))
-                elif isinstance(obj, RemotePiece):
-                    res.append(("key", _ref(obj, r, self.cluster, f"plan {spec.label}")[0]))
-                elif desc["kind"] == "variable":
-                    j = local_index.get(id(obj))
-                    if j is None:
-                        j = local_index[id(obj)] = len(self.local_vars)
-                        self.local_vars.append(obj)
-                    res.append(("local", j))
-                elif desc["kind"] == "random_stream":     # the worker continues it from the position in the doc
-                    res.append(("stream", len(res)))
-                else:
-                    raise errors.UnimplementedError(
-                        f"plan {spec.label}: a {desc['kind']} resource ({desc['name']!r}) cannot run on Ray workers yet")
-            per_rank.append([key, json.dumps(doc), tensors, res])
+            per_rank.append([key, *rank_doc(self.plan, i, self.cluster, self.local_vars, local_index)])
         values = [np.array(v._read()) for v in self.local_vars]
         for args in per_rank:
             args.append(values)
@@ -136,6 +115,36 @@ class RayRankPlans:
         return _call(self.cluster, _w_loop_plan, per_rank, ranks)
 
 
+def rank_doc(plan, index, cluster, local_vars, local_index):
+    """``(spec JSON text, its arrays, resource references)`` of rank ``plan.placement.ranks[index]``
+    of a :class:`~tensorweave.distribute.planner.GraphPlan`, what :func:`bind_plan` binds on that
+    worker; the driver's local variables the plan uses are appended to ``local_vars`` (indexed
+    by ``local_index``: ``id`` -> position) and referenced by position."""
+    r = plan.placement.ranks[index]
+    spec, live = plan.rank_spec(index)
+    if cluster.merge_buckets:
+        merge_buckets(spec)           # one gradient all-reduce per step (spec_buckets.py)
+    doc, tensors = _plan_io().plan_to_json(_Bound(spec, live), variable_values=False)
+    res = []
+    for desc, obj in zip(spec.resources or [], live):
+        if desc["kind"] == "communicator":
+            res.append(("comm", None))
+        elif isinstance(obj, RemotePiece):
+            res.append(("key", _ref(obj, r, cluster, f"plan {spec.label}")[0]))
+        elif desc["kind"] == "variable":
+            j = local_index.get(id(obj))
+            if j is None:
+                j = local_index[id(obj)] = len(local_vars)
+                local_vars.append(obj)
+            res.append(("local", j))
+        elif desc["kind"] == "random_stream":     # the worker continues it from the position in the doc
+            res.append(("stream", len(res)))
+        else:
+            raise errors.UnimplementedError(
+                f"plan {spec.label}: a {desc['kind']} resource ({desc['name']!r}) cannot run on Ray workers yet")
+    return json.dumps(doc), tensors, res
+
+
 def _w_loop_plan(worker, key, refs, steps):
     from tensorweave.runtime import executor
     plan, _ = worker.store[key]
@@ -155,6 +164,11 @@ def _plan_io():
 
 
 def _w_bind_plan(worker, key, doc_text, tensors, res, local_values):
+    worker.store[key] = bind_plan(worker, doc_text, tensors, res, local_values)
+
+
+def bind_plan(worker, doc_text, tensors, res, local_values):
+    """``(bound plan, its local variables)`` on this worker of what :func:`rank_doc` wrote."""
     from tensorweave.core.context import init_scope
     from tensorweave.ops.variables import Variable
     rt = worker_runtime(worker)
@@ -171,7 +185,7 @@ def _w_bind_plan(worker, key, doc_text, tensors, res, local_values):
             worker.store[ref] if kind == "key" else local_vars[ref]
     live = [live_of(kind, ref) for kind, ref in res]
     plan = _plan_io().plan_from_json(doc, tensors, rt, where=f"plan for rank {worker.rank}", live=live)
-    worker.store[key] = (plan, local_vars)
+    return plan, local_vars
 
 
 def _w_run_plan(worker, key, refs, out_keys, pushes, first):
