@@ -262,7 +262,7 @@ class FitRun:
         joining = []
         while (len(self.active) + len(self.lost) + len(joining) < self.config.max_workers
                and grow.room_for_worker(self.resources)):
-            joining.append(grow.add_worker(self.cluster, self.resources))
+            joining.append(self.cluster.add_worker(self.resources))
         if not joining:
             return
         active = sorted(self.active + joining)
