@@ -130,3 +130,32 @@ def test_remove_worker_checks_its_rank_before_touching_ray():
             members.remove_worker(c, bad)
     with pytest.raises(tw.errors.FailedPreconditionError, match="last rank cannot be removed"):
         members.remove_worker(_FakeCluster(1, [0]), 0)
+
+
+def _data_replica(rank, ds):
+    rep = Replica(_Worker(rank))
+    rep.data = {"dataset": ds, "class_weight": None}
+    rep._pipelines, rep.split, rep._passes = {}, None, {}
+    rep.index, rep.size, rep.active = rank, 2, (0, 1)
+    return rep
+
+
+def _pieces(rep, epoch):
+    return [np.asarray(b[0]).tolist() for b in rep._epoch_batches(epoch)]
+
+
+def test_a_re_made_or_taken_over_stream_repeats_the_epochs_pass(tmp_path):
+    files = _text_files(tmp_path)
+    opts = tw.data.Options()
+    opts.experimental_distribute.auto_shard_policy = P.FILE
+    ds = tw.data.TextLineDataset(files).map(lambda s: tw.strings.to_number(s, tw.int32)).shuffle(9, seed=5) \
+        .batch(3).with_options(opts)
+    reps = [_data_replica(0, ds), _data_replica(1, ds)]
+    epoch0 = [_pieces(r, 0) for r in reps]
+    epoch1 = [_pieces(r, 1) for r in reps]
+    assert epoch1 != epoch0                              # the shuffle moved on
+    assert _pieces(reps[0], 1) == epoch1[0]              # re-made in the same epoch: the same pass
+    reps[0].carry_over((0,))                             # rank 1 lost in epoch 1: rank 0 reads its pipeline too
+    reps[0].size, reps[0].index, reps[0].active = 1, 0, (0,)
+    joined = [a + b for a, b in zip(epoch1[0], epoch1[1])] + epoch1[0][len(epoch1[1]):]
+    assert _pieces(reps[0], 1) == joined
