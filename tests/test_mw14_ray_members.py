@@ -22,16 +22,14 @@ keras = tw.keras
 def _ray_for_the_module():
     yield
     ray_cluster.shutdown()
-    if ray.is_initialized():
+    if ray.is_initialized():            # the test keeps Ray up past the cluster's shutdown
         ray.shutdown()
 
 
 @pytest.fixture
 def cluster():
     # Ray gets max(1, cores) = 2 CPUs: room for one rank beyond the 1-bundle group
-    c = ray_cluster.current() or ray_cluster.connect(num_workers=1, timeout=120)
-    assert c.num_workers == 1
-    return c
+    return ray_cluster.connect(num_workers=1, timeout=120)
 
 
 def _states(groups):
@@ -41,30 +39,6 @@ def _states(groups):
 
 def _world(worker):
     return worker.rank, worker.ranks, worker.comm().all_gather(np.array([worker.rank])).tolist()
-
-
-def test_add_remove_renumber_reuse_and_shutdown_leaves_no_group(cluster):
-    with pytest.raises(tw.errors.FailedPreconditionError, match="last rank cannot be removed"):
-        cluster.remove_worker()
-    with pytest.raises(ValueError, match=r"rank must be an int in \[0, 1\), got 1"):
-        cluster.remove_worker(1)
-    base = cluster._pg
-    assert cluster.add_worker() == 1        # beyond the full 1-bundle group: a group of its own
-    own = cluster._own_groups[0]
-    assert own is not base and _states([base, own]) == ["CREATED", "CREATED"]
-    pid_of_1 = cluster.run(lambda w: w.ping()[1], ranks=[1])[0]
-    cluster.remove_worker(0)                # rank 1 becomes rank 0, in its own group; bundle 0 is free
-    assert cluster.num_workers == 1 and cluster.run(lambda w: (w.rank, w.ranks, w.ping()[1])) == [(0, (0,), pid_of_1)]
-    assert cluster.add_worker() == 1        # into the free bundle of the cluster's group: no new group
-    assert cluster._own_groups == [own] and cluster._slots[1][:2] == (base, 0)
-    assert cluster.run(_world) == [(0, (0, 1), [0, 1]), (1, (0, 1), [0, 1])]
-    cluster.remove_worker(0)                # the rank in its own group: the group goes with it
-    assert cluster._own_groups == [] and _states([own]) == ["REMOVED"]
-    cluster.add_worker()                    # a group of its own again (bundle 0 is used)
-    again = cluster._own_groups[0]
-    cluster._started_ray = False            # keep Ray up to read its table after the shutdown
-    ray_cluster.shutdown()
-    assert _states([base, own, again]) == ["REMOVED"] * 3
 
 
 def _data(n=40):
@@ -81,7 +55,10 @@ def _model():
     return model
 
 
-def test_a_grown_then_shrunk_cluster_trains_to_the_single_process_weights(cluster, monkeypatch):
+def test_grow_shrink_renumber_reuse_and_shutdown_leaves_no_group(cluster, monkeypatch):
+    # an elastic fit grows the 1-rank cluster at epoch 1 (Cluster.add_worker: a group of its own,
+    # the cluster's 1-bundle group being full); the grown rank then carries on alone as rank 0
+    # (remove_worker(0)), and the fits together end with single-process fit's weights
     x, y = _data()
     ref = _model()
     ref.fit(x, y, batch_size=8, epochs=2, shuffle=False, verbose=0)
@@ -93,12 +70,25 @@ def test_a_grown_then_shrunk_cluster_trains_to_the_single_process_weights(cluste
     with strategy.scope():
         model = _model()
     model.fit(x, y, batch_size=8, epochs=2, shuffle=False, verbose=0)
-    assert cluster.num_workers == 2 and len(cluster._own_groups) == 1     # grown by Cluster.add_worker
-    own = cluster._own_groups[0]
-    cluster.remove_worker(0)              # shrink: the grown rank carries on alone, as rank 0
+    base, (own,) = cluster._pg, cluster._own_groups
+    assert cluster.num_workers == 2 and own is not base and _states([base, own]) == ["CREATED", "CREATED"]
+    pid_of_1 = cluster.run(lambda w: w.ping()[1], ranks=[1])[0]
+    cluster.remove_worker(0)              # rank 1 becomes rank 0, in its own group; bundle 0 is free
+    assert cluster.run(lambda w: (w.rank, w.ranks, w.ping()[1])) == [(0, (0,), pid_of_1)]
     model.fit(x, y, batch_size=8, epochs=1, shuffle=False, verbose=0)
     for u, v in zip(model.get_weights(), ref.get_weights()):
         np.testing.assert_allclose(u, v, rtol=2e-5, atol=1e-7)
-    cluster._started_ray = False
+    with pytest.raises(tw.errors.FailedPreconditionError, match="last rank cannot be removed"):
+        cluster.remove_worker()
+    with pytest.raises(ValueError, match=r"rank must be an int in \[0, 1\), got 1"):
+        cluster.remove_worker(1)
+    assert cluster.add_worker() == 1      # into the free bundle of the cluster's group: no new group
+    assert cluster._own_groups == [own] and cluster._slots[1][:2] == (base, 0)
+    assert cluster.run(_world) == [(0, (0, 1), [0, 1]), (1, (0, 1), [0, 1])]
+    cluster.remove_worker(0)              # the rank in its own group: the group goes with it
+    assert cluster._own_groups == [] and _states([own]) == ["REMOVED"]
+    cluster.add_worker()                  # a group of its own again (bundle 0 is used)
+    again = cluster._own_groups[0]
+    cluster._started_ray = False          # keep Ray up to read its table after the shutdown
     ray_cluster.shutdown()
-    assert _states([own]) == ["REMOVED"]
+    assert _states([base, own, again]) == ["REMOVED"] * 3
