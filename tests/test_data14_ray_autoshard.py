@@ -3,6 +3,7 @@ FILE gives each worker its own files, OFF gives every worker everything, and eit
 final weights equal single-process training on the global batches the workers' pieces make
 up (what ``experimental_distribute_dataset`` shows on the driver)."""
 import os
+import signal
 import sys
 
 import numpy as np
@@ -13,6 +14,7 @@ ray = pytest.importorskip("ray")
 import tensorweave as tw  # noqa: E402
 import tensorweave.data  # noqa: E402,F401
 from tensorweave.distribute.ray import cluster as ray_cluster  # noqa: E402
+from tensorweave.distribute.ray import multi_worker_replica  # noqa: E402
 
 ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])
 keras = tw.keras
@@ -121,3 +123,84 @@ def test_data_policy_and_file_errors_on_the_driver(strategy, files):
     with pytest.raises(tw.errors.InvalidArgumentError, match="only has 1 file"):
         bad.fit(_pipeline(files[:1], P.AUTO), verbose=0)
     assert os.path.exists(files[0])
+
+
+def _validation(files, policy):
+    """4-row batches of every file's rows (HINT: lines ``i::n`` through a hinted shard)."""
+    ds = tw.data.TextLineDataset(files)
+    if policy == P.HINT:
+        ds = ds.shard(tw.data.experimental.SHARD_HINT, tw.data.experimental.SHARD_HINT)
+    opts = tw.data.Options()
+    opts.experimental_distribute.auto_shard_policy = policy
+    return ds.map(_parse).batch(4).with_options(opts)
+
+
+def _read_files(worker):
+    """The files of the validation pipeline this worker read (its rebuilt copy's reader)."""
+    (policy, ds, _), = worker.store["multi_worker_replica"]._val_pipelines.values()
+    while not hasattr(ds, "_files"):
+        ds = ds._inputs[0]
+    return [os.path.basename(f) for f in ds._files]
+
+
+@pytest.mark.parametrize("policy", [P.FILE, P.OFF, P.HINT])
+def test_validation_follows_the_auto_shard_policy(strategy, files, policy):
+    # TF (2.21, Keras 3) evaluates validation data through strategy.experimental_distribute_dataset
+    # too (keras/src/backend/tensorflow/trainer.py: TFEpochIterator), so the policy applies to it
+    with strategy.scope():
+        model = _model()
+        model.compile(optimizer=keras.optimizers.SGD(0.1), loss="mse", metrics=["mae"])
+    got = model.fit(_pipeline(files, P.DATA), epochs=1, validation_data=_validation(files, policy), verbose=0)
+    read = strategy.cluster.run(_read_files)
+    if policy == P.FILE:
+        assert read == [["part-0.txt", "part-2.txt"], ["part-1.txt"]]
+    else:                                 # OFF, HINT: every worker opens every file
+        assert read == [["part-0.txt", "part-1.txt", "part-2.txt"]] * 2
+    ref = _model()
+    ref.compile(optimizer=keras.optimizers.SGD(0.1), loss="mse", metrics=["mae"])
+    ref.set_weights(model.get_weights())
+    loss, mae = ref.evaluate(tw.data.TextLineDataset(files).map(_parse).batch(4), verbose=0)
+    np.testing.assert_allclose([got.history["val_loss"][0], got.history["val_mae"][0]], [loss, mae], rtol=2e-5)
+    with pytest.raises(tw.errors.InvalidArgumentError, match="only has 1 file"):
+        model.fit(_pipeline(files, P.DATA), validation_data=_validation(files[:1], P.FILE), verbose=0)
+
+
+class _KillAfter(keras.callbacks.Callback):
+    """SIGKILLs rank ``rank``'s process after global batch ``batch`` of epoch 0 (from the
+    driver, between steps: the point is exact)."""
+
+    def __init__(self, cluster, batch, rank=1):
+        super().__init__()
+        self.cluster, self.batch, self.rank, self.epoch, self.done = cluster, batch, rank, None, False
+
+    def on_epoch_begin(self, epoch, logs=None):
+        self.epoch = epoch
+
+    def on_train_batch_end(self, batch, logs=None):
+        if not self.done and (self.epoch, batch) == (0, self.batch):
+            self.done = True
+            os.kill(self.cluster.run(lambda w: os.getpid(), ranks=[self.rank])[0], signal.SIGKILL)
+
+
+def test_a_worker_lost_mid_epoch_leaves_its_pieces_to_a_survivor(strategy, files):
+    # FILE: worker 1 reads part-1 alone (pieces of 2 and 2 rows); it dies after step 0 of epoch 0.
+    # The epoch keeps its split: rank 0 reads on worker 1's pipeline from step 1 (its last piece
+    # joining rank 0's own), so every step trains on the global batch of the run without the
+    # failure (a re-split would cut rank 0's 17 rows into batches of 5); rank 1 rejoins at
+    # epoch 1, where the split is the 2 workers' again
+    ds = _pipeline(files, P.FILE)
+    batches = _global_batches(strategy.experimental_distribute_dataset(ds))
+    ref, want = _reference_fit(batches, epochs=2)
+    elastic = tw.distribute.MultiWorkerMirroredStrategy(
+        tw.distribute.RayClusterResolver(num_workers=2),
+        failure_config=tw.distribute.FailureConfig(max_failures=1, elastic=True, rejoin=True))
+    with elastic.scope():
+        model = _model()
+    cluster = strategy.cluster
+    pids = cluster.run(lambda w: os.getpid())
+    got = model.fit(ds, epochs=2, verbose=0, callbacks=[_KillAfter(cluster, batch=0)])
+    now = cluster.run(lambda w: os.getpid())
+    assert now[0] == pids[0] and now[1] != pids[1]              # rank 1 died and rejoined; rank 0 carried on
+    _assert_same_weights(model, ref)
+    np.testing.assert_allclose(got.history["loss"], want.history["loss"], rtol=2e-5)
+    assert cluster.run(multi_worker_replica.progress) == [(1, 5, 10)] * 2

@@ -363,6 +363,55 @@ def stream_of(pipeline, num_workers, index):
         yield slice_rows(b, num_workers, index)
 
 
+def zip_pieces(streams):
+    """Each step's pieces of several streams (:func:`rebatch` outputs) concatenated, rows of
+    the first stream first; a stream that ran out drops out, the end is when all have. One
+    stream is passed through as it is (what a worker reading only its own pipeline gets).
+
+    >>> [p.tolist() for p in zip_pieces([iter([np.arange(2), np.arange(2, 3)]), iter([np.arange(5, 7)])])]
+    [[0, 1, 5, 6], [2]]
+    """
+    streams = list(streams)
+    if len(streams) == 1:
+        yield from streams[0]
+        return
+    while True:
+        parts = [p for p in (next(s, None) for s in streams) if p is not None]
+        if not parts:
+            return
+        yield nest.pack_sequence_as(parts[0], _cut([_leaves(p) for p in parts]))
+
+
+def _shuffles(dataset):
+    """The reshuffling ``shuffle`` nodes of a pipeline, in one order for copies of one pipeline."""
+    out, seen = [], set()
+
+    def visit(ds):
+        if id(ds) in seen:
+            return
+        seen.add(id(ds))
+        if getattr(ds, "_reshuffle", False) and hasattr(ds, "_epoch"):
+            out.append(ds)
+        for d in ds._inputs:
+            visit(d)
+    visit(dataset)
+    return out
+
+
+def pass_counters(dataset):
+    """How many passes each reshuffling ``shuffle`` of the pipeline has made (the seed of its
+    next pass's order)."""
+    return [node._epoch for node in _shuffles(dataset)]
+
+
+def set_pass_counters(dataset, counters):
+    """Puts the pipeline's reshuffling ``shuffle`` nodes at the passes ``counters``
+    (:func:`pass_counters` of it or of a copy of the same pipeline): its next pass repeats one."""
+    for node, c in zip(_shuffles(dataset), counters):
+        with node._lock:
+            node._epoch = c
+
+
 def slice_rows(batch, num_workers, index):
     """Worker ``index``'s balanced slice of the rows of ``batch`` (DATA), NumPy leaves."""
     leaves = _leaves(batch)

@@ -21,6 +21,7 @@ import threading
 import uuid
 
 from tensorweave.core import errors
+from tensorweave.distribute.ray import members
 
 _lock = threading.Lock()
 _current = None
@@ -77,6 +78,12 @@ class RankWorker:
 
     def set_transport(self, transport):
         self.transport = transport
+
+    def renumber(self, rank, ranks):
+        """This actor is rank ``rank`` of the world ``ranks`` now (a rank was added or removed:
+        :meth:`Cluster.add_worker`, :meth:`Cluster.remove_worker`); its groups are made anew."""
+        self.close()
+        self.rank, self.ranks = int(rank), tuple(ranks)
 
     def close(self):
         """Unlinks this rank's shared-memory segments (before the actor is killed)."""
@@ -343,9 +350,15 @@ def next_live(live, contender, ranks, switch_after=SWITCH_AFTER):
 class Cluster:
     """The ranks started by :func:`connect` (``num_workers`` actors)."""
 
-    def __init__(self, workers, cluster_id, started_ray, placement_group, transport="object_store", spawn=None):
+    def __init__(self, workers, cluster_id, started_ray, placement_group, transport="object_store",
+                 resources=None, timeout=None):
         self.workers = workers
-        self._spawn = spawn
+        # where each rank's actor runs: (placement group, bundle index, resources); ranks added by
+        # add_worker beyond the group get a group of their own (in _own_groups, removed with them)
+        self._resources = dict(resources or {"CPU": 1})
+        self._slots = [(placement_group, i, dict(self._resources)) for i in range(len(workers))]
+        self._own_groups = []
+        self._timeout = timeout
         self._generation = 0
         self.cluster_id = cluster_id
         self.transport = transport
@@ -495,9 +508,19 @@ class Cluster:
         self._drop_graphs(rank)
         ray.kill(self.workers[rank])
         _sweep_rank(self.cluster_id, rank)
-        self.workers[rank] = self._spawn(rank)
+        self.workers[rank] = members.spawn(self, rank)
         ray.get(self.workers[rank].set_transport.remote(self.transport))
         self._generation += 1          # groups with the old actor in them are made anew
+
+    def add_worker(self, resources=None, timeout_s=120):
+        """Adds one rank (the next number) and returns it: a bundle of the cluster's placement
+        group that no rank uses (one :meth:`remove_worker` freed), else a placement group of one
+        bundle of its own, removed with the rank or at :meth:`shutdown` (``members.py``)."""
+        return members.add_worker(self, resources, timeout_s)
+
+    def remove_worker(self, rank=None):
+        """Stops rank ``rank`` (default: the last); the ranks above it move down by one."""
+        return members.remove_worker(self, rank)
 
     def shutdown(self):
         ray = _ray()
@@ -513,9 +536,10 @@ class Cluster:
         _kill_rendezvous(self.cluster_id)
         from tensorweave.distribute import shm
         shm.sweep(f"tw-{self.cluster_id}")
-        if self._pg is not None:
-            from ray.util.placement_group import remove_placement_group
-            remove_placement_group(self._pg)
+        from ray.util.placement_group import remove_placement_group
+        for pg in ([self._pg] if self._pg is not None else []) + self._own_groups:
+            remove_placement_group(pg)
+        self._own_groups = []
         if self._started_ray:
             ray.shutdown()
 
@@ -641,20 +665,13 @@ def connect(address=None, num_workers=2, resources_per_worker=None, strategy="PA
                 ray.init(address=address, logging_level="ERROR", log_to_driver=False)
             started = True
         from ray.util.placement_group import placement_group
-        from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
         pg = placement_group([dict(resources) for _ in range(num_workers)], strategy=strategy)
         ray.get(pg.ready(), timeout=600)
         cluster_id = uuid.uuid4().hex[:12]
-        cpus = resources.pop("CPU", 1)
-        actor = ray.remote(RankWorker)
-
-        def spawn(i):
-            return actor.options(num_cpus=cpus, resources=resources or None,
-                                 scheduling_strategy=PlacementGroupSchedulingStrategy(pg, i)).remote(
-                i, tuple(range(num_workers)), cluster_id, timeout)
-        workers = [spawn(i) for i in range(num_workers)]
-        nodes = [node for _, _, node in ray.get([w.ping.remote() for w in workers])]
-        cluster = Cluster(workers, cluster_id, started, pg, spawn=spawn)
+        cluster = Cluster([None] * num_workers, cluster_id, started, pg, resources=resources, timeout=timeout)
+        cluster.workers = [members.spawn(cluster, i) for i in range(num_workers)]
+        nodes = [node for _, _, node in ray.get([w.ping.remote() for w in cluster.workers])]
+        workers = cluster.workers
         try:
             cluster.transport = transport or _choose_transport(cluster, nodes)
             ray.get([w.set_transport.remote(cluster.transport) for w in workers])

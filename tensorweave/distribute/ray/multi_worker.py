@@ -27,7 +27,8 @@ contributes zero). A pipeline under FILE (or ``AUTO`` over files), OFF or HINT
 or its ``SHARD_HINT`` shard — and cut into pieces of ``batch_sizes_for_worker`` rows, so a
 step's pieces add up to one global batch; the workers agree each step whether any has input
 left (one small all-reduce), those without step with no rows (``tw.data.sharding``,
-:meth:`experimental_distribute_dataset`). Validation data is always sliced as DATA. Arrays are batched as ``fit`` does,
+:meth:`experimental_distribute_dataset`). Validation data is split by the same policy (TF
+evaluates through the same ``experimental_distribute_dataset``). Arrays are batched as ``fit`` does,
 with the same shuffling permutation on every worker (seeded per epoch from the driver's
 NumPy generator). A worker that raises surfaces in the driver as the original exception type
 with ``.rank``. A model class with its own ``train_step`` keeps it on the workers (its
@@ -158,6 +159,7 @@ class MultiWorkerMirroredStrategy:
             arrays = tuple(data_adapter._as_arrays(a) for a in (x, y, sample_weight))
             (x, y, sample_weight), validation_data = data_adapter.train_validation_split(arrays, validation_split)
         data = _data_spec(x, y, sample_weight, batch_size, shuffle, class_weight, steps_per_epoch)
+        validation_data = _validation_spec(validation_data, self.num_replicas_in_sync)
         steps = (data_adapter.DataHandler(data["dataset"], None, None, None, False, None, steps_per_epoch)
                  if "dataset" in data else data_adapter.DataHandler(*data["arrays"], batch_size, False, None,
                                                                      steps_per_epoch)).steps_per_epoch
@@ -183,6 +185,18 @@ def _sliced_by_rows(dataset, num_workers):
     without files); raises TF's errors for a FILE sharding that cannot be done."""
     from tensorweave.data import sharding
     return sharding.worker_pipeline(dataset, num_workers, 0)[0] == sharding.P.DATA
+
+
+def _validation_spec(validation_data, num_workers):
+    """``validation_data`` as the workers get it (a ``DistributedDataset``: its pipeline); a
+    pipeline's FILE sharding that cannot be done fails here, before any worker is asked."""
+    from tensorweave.data import Dataset
+    from tensorweave.distribute.ray.multi_worker_data import DistributedDataset
+    if isinstance(validation_data, DistributedDataset):
+        validation_data = validation_data.dataset
+    if isinstance(validation_data, Dataset):
+        _sliced_by_rows(validation_data, num_workers)
+    return validation_data
 
 
 def _sum_traffic(per_worker):

@@ -26,10 +26,12 @@ a lost node) counts against ``max_failures`` and then either
   ``B`` on the survivors) and the global batch is re-sharded over them from the next step;
   with ``rejoin`` the lost ranks are restarted at the next epoch boundary and join the same
   way. The global batch stays the same, so the updates are those of the failure-free run
-  (to float rounding: the sum runs over other shards).
+  (to float rounding: the sum runs over other shards); a pipeline each worker reads on its
+  own (FILE, OFF, HINT) keeps the epoch's split, the lost ranks' pipelines read on by
+  survivors (``Replica.carry_over``), and is cut for the new ranks at the next epoch.
 
 Growth (elastic with ``max_workers``): at each epoch boundary ranks are added beyond the
-placement group while Ray has room, and join the same way (``multi_worker_grow.py``).
+placement group while Ray has room (``Cluster.add_worker``), and join the same way.
 """
 import os
 
@@ -50,7 +52,7 @@ class FailureConfig:
         min_workers: (elastic) fewer survivors than this fall back to restarting.
         max_workers: (elastic) grow to this many ranks: at each epoch boundary, while Ray has
             room for one more worker, a rank is added in a placement group of its own and
-            joins as a rejoining rank does (``multi_worker_grow.py``). None: never grow.
+            joins as a rejoining rank does (``Cluster.add_worker``). None: never grow.
 
     >>> FailureConfig(max_failures=2, elastic=True)
     FailureConfig(max_failures=2, elastic=True, rejoin=True, min_workers=1)
@@ -262,7 +264,7 @@ class FitRun:
         joining = []
         while (len(self.active) + len(self.lost) + len(joining) < self.config.max_workers
                and grow.room_for_worker(self.resources)):
-            joining.append(grow.add_worker(self.cluster, self.resources))
+            joining.append(self.cluster.add_worker(self.resources))
         if not joining:
             return
         active = sorted(self.active + joining)

@@ -22,6 +22,8 @@ Every worker reads each *global* batch and keeps its balanced slice of the rows
 :func:`replica_context` tells code running on a worker (a data pipeline's function, a
 test's fault hook) its rank and replica id.
 """
+import itertools
+
 import numpy as np
 
 _CONTEXT = {}
@@ -108,6 +110,7 @@ class Replica:
         self.bytes = {"sent": 0, "uncompressed": 0}
         self.active = ()
         self.epoch, self.pos, self._taken, self._it = None, 0, 0, None
+        self.split, self._passes = None, {}
 
     # the active ranks and their communicator (fetched again on every call: after an error
     # the cluster makes fresh groups)
@@ -140,6 +143,8 @@ class Replica:
         self.bytes.update(sent=0, uncompressed=0)
         self.seed = args["seed"]
         self.data, self.plan, self._template, self._pipelines = data, None, None, {}
+        self._val_pipelines = {}
+        self.split, self._passes = None, {}
         if "dataset" in data:
             self.handler = data_adapter.DataHandler(data["dataset"], None, None, None, False, data["class_weight"],
                                                     data["steps_per_epoch"])
@@ -158,33 +163,73 @@ class Replica:
             return
         np.random.seed((self.seed + epoch) % 2 ** 32)
         tw.random.set_seed((self.seed + epoch) % 2 ** 31)
-        self._it = self._epoch_batches()
+        if self.epoch != epoch or step == 0:
+            self.split = None                  # a new epoch is cut for the active ranks of now
+        self._it = self._epoch_batches(epoch)
         for _ in range(step):
             next(self._it, None)
         if self.epoch != epoch or step == 0:
             self.model.reset_metrics()
         self.epoch, self.pos, self._taken = epoch, step, step
 
-    def _epoch_batches(self):
+    def _pipeline(self, n, i):
+        """Worker ``i`` of ``n``'s rebuilt pipeline, kept (a shuffle in it moves on every epoch)."""
+        from tensorweave.data import sharding
+        if (n, i) not in self._pipelines:
+            self._pipelines[(n, i)] = sharding.worker_pipeline(self.data["dataset"], n, i)
+        return self._pipelines[(n, i)]
+
+    def _epoch_batches(self, epoch):
         """This worker's batches of one epoch: its slice of each global batch (arrays, and
         datasets under ``AutoShardPolicy.DATA``), or the pieces of its own pipeline (FILE, OFF,
-        HINT: ``tw.data.sharding.worker_pipeline``, decided for the active ranks now)."""
+        HINT: ``tw.data.sharding.worker_pipeline``) — of every pipeline of the epoch's split
+        it reads (:meth:`carry_over`), a step's pieces concatenated."""
+        from tensorweave.data import sharding
         self.plan = None
         if "dataset" in self.data:
-            from tensorweave.data import sharding
-            # one rebuilt pipeline per membership, kept: a shuffle in it moves on every epoch
-            key = (self.size, self.index)
-            if key not in self._pipelines:
-                self._pipelines[key] = sharding.worker_pipeline(self.data["dataset"], self.size, self.index)
-            policy, ds, sizes = self._pipelines[key]
+            policy, ds, sizes = self._pipeline(self.size, self.index)
             if policy != sharding.P.DATA:
                 self.plan = (policy, ds, sizes)
         if self.plan is None:
             return (_local(b, self.index, self.size) for b in self.handler.epoch())
+        if self.split is None:                 # (workers, the rank reading each worker's pipeline)
+            self.split = (self.size, tuple(self.active))
+        n, readers = self.split
+        streams = [self._stream(n, i, epoch) for i, r in enumerate(readers) if r == self.worker.rank]
+        return (_as_tensors(p) for p in sharding.zip_pieces(streams))
+
+    def _stream(self, n, i, epoch):
+        """The pieces of worker ``i`` of ``n``'s pipeline in ``epoch``, from its start. Its
+        shuffles' pass counters are put back to where they stood when the epoch began (read from
+        the rank's own pipeline for one it takes over), so a re-made stream repeats the pass."""
         from tensorweave.data import sharding
         from tensorweave.keras.engine import data_adapter
-        own = data_adapter.DataHandler(self.plan[1], None, None, None, False, self.data["class_weight"], None)
-        return (_as_tensors(p) for p in sharding.rebatch(own.epoch(), self.plan[2], self.size))
+        _, ds, sizes = self._pipeline(n, i)
+        if self._passes.get("epoch") != epoch:
+            self._passes = {"epoch": epoch, "counters": sharding.pass_counters(self.plan[1])}
+        sharding.set_pass_counters(ds, self._passes["counters"])
+        own = data_adapter.DataHandler(ds, None, None, None, False, self.data["class_weight"], None)
+        pieces = sharding.rebatch(own.epoch(), sizes, n)
+        # the pass starts now (its shuffles draw their order), not at the first step: two
+        # pipelines of one rank may share a node upstream of their shard (a file-name shuffle)
+        first = next(pieces, None)
+        return iter(()) if first is None else itertools.chain([first], pieces)
+
+    def carry_over(self, active):
+        """A change of the active ranks in the middle of an epoch of a pipeline under FILE, OFF or
+        HINT: the epoch keeps its split — each lost rank's pipeline is read on by a survivor
+        (the ``k``-th such pipeline by the ``k``-th active rank, cycling), its remaining pieces
+        joining that survivor's own at every step — so the rest of the epoch trains on the
+        global batches of the run without the change; the next epoch is cut for the new ranks.
+        Every survivor holds the same split, so all make the same choice."""
+        if self.split is None:
+            return
+        n, readers = self.split
+        orphans = [i for i, r in enumerate(readers) if r not in active]
+        readers = list(readers)
+        for k, i in enumerate(orphans):
+            readers[i] = active[k % len(active)]
+        self.split = (n, tuple(readers))
 
     def _next_batch(self):
         """The next batch, or None at the end of the epoch. With a pipeline of its own, the
@@ -239,26 +284,44 @@ class Replica:
                 "logs": reduced_logs(self.model, self.comm, train=not self.custom_step)}
 
     def evaluate(self, spec):
-        from tensorweave.keras.engine import data_adapter
         from tensorweave.keras.engine.model import _step_data
-        vx, vy, vsw = data_adapter.unpack_x_y_sample_weight(spec["validation_data"])
-        handler = data_adapter.DataHandler(vx, vy, vsw, spec["validation_batch_size"], False, None,
-                                           spec["validation_steps"])
         fn = self.model.make_test_function()
         self.model.reset_metrics()
-        for batch in handler.epoch():
-            local = _local(batch, self.index, self.size)
+        for local in self._validation_batches(spec):
             self.model._build_compiled_metrics(local)
             if _first_dim(local) == 0:
                 continue                  # no rows here (a mean over none would be NaN); no collective inside
             fn(_step_data(local))
         return reduced_logs(self.model, self.comm, train=False)
 
+    def _validation_batches(self, spec):
+        """This worker's validation batches, split as the training data is (TF evaluates through
+        the same ``experimental_distribute_dataset``): a pipeline under FILE, OFF or HINT is read
+        by each worker on its own (its files ``i::n``, all of it, its hinted shard) and cut into
+        ``batch_sizes_for_worker`` pieces, at most ``validation_steps`` of them; arrays and DATA
+        pipelines give each worker its balanced slice of every global batch."""
+        from tensorweave.data import Dataset, sharding
+        from tensorweave.keras.engine import data_adapter
+        vx, vy, vsw = data_adapter.unpack_x_y_sample_weight(spec["validation_data"])
+        if isinstance(vx, Dataset) and vy is None and vsw is None:
+            key = (self.size, self.index)
+            if key not in self._val_pipelines:       # kept: a shuffle in it moves on every epoch
+                self._val_pipelines[key] = sharding.worker_pipeline(vx, self.size, self.index)
+            policy, ds, sizes = self._val_pipelines[key]
+            if policy != sharding.P.DATA:
+                own = data_adapter.DataHandler(ds, None, None, None, False, None, None)
+                pieces = sharding.rebatch(own.epoch(), sizes, self.size)
+                return (_as_tensors(p) for p in itertools.islice(pieces, spec["validation_steps"]))
+        handler = data_adapter.DataHandler(vx, vy, vsw, spec["validation_batch_size"], False, None,
+                                           spec["validation_steps"])
+        return (_local(batch, self.index, self.size) for batch in handler.epoch())
+
     def rebox(self, holder, active):
         """The state of rank ``holder`` onto every rank of ``active`` (this one among them)."""
         from tensorweave.core.sbp import B
         from tensorweave.distribute.boxing import plan_boxing, run_boxing_on_rank
         from tensorweave.distribute.layout import Placement
+        self.carry_over(tuple(active))
         self.set_active(active)
         variables = _variables(self.model)
         me = self.worker.rank
