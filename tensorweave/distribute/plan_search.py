@@ -87,7 +87,7 @@ def search(planner):
     greedy = [n.choice for n in nodes]
     best, best_cost = greedy, model.total(greedy)
     if not any(model.tensor_cost(key, greedy) for i in range(len(nodes)) for key in model.keys_of[i]):
-        return best_cost, best_cost        # nothing is boxed between movable ops: nothing to gain
+        return Costs(best_cost, best_cost, best_cost, 0)    # nothing is boxed between movable ops: nothing to gain
     greedy_cost = best_cost
     planned = model.dp()
     dp_cost = model.total(planned)
@@ -98,7 +98,23 @@ def search(planner):
         best, best_cost = got, cost
     if best is not greedy:
         _apply(planner, nodes, best)
-    return greedy_cost, best_cost
+    return Costs(greedy_cost, best_cost, dp_cost, model.evals)
+
+
+class Costs(tuple):
+    """``(greedy cost, kept cost)`` of a search, with ``dp`` (the DP's plan alone, before the
+    improvement) and ``evals`` (the improvement's local evaluations) beside: what the tests and
+    the planning benchmark read.
+
+    >>> c = Costs(10, 7, 8, 3)
+    >>> tuple(c), c.dp, c.evals
+    ((10, 7), 8, 3)
+    """
+
+    def __new__(cls, greedy, kept, dp, evals):
+        self = super().__new__(cls, (greedy, kept))
+        self.greedy, self.kept, self.dp, self.evals = greedy, kept, dp, evals
+        return self
 
 
 def _link(planner, nodes, index):
@@ -335,12 +351,9 @@ class _Model:
         for _ in range(PASSES):
             changed = False
             for i in range(len(self.nodes)):
-                here = self.in_cost(i, assign[i], assign)
-                if not here:            # no boxing into this node: nothing for a move from here to remove
-                    continue
-                for c in self.allowed[i]:
-                    if c == assign[i] or self.in_cost(i, c, assign) >= here or self.evals > self.budget:
-                        continue
+                for c in self.starts(i, assign):
+                    if self.evals > self.budget:
+                        break
                     moves = self.cascade(i, c, assign)
                     if moves is not None:
                         for j, cj in moves.items():
@@ -349,6 +362,29 @@ class _Model:
             if not changed:
                 break
         return assign
+
+    def starts(self, i, assign):
+        """The candidates a cascade from node ``i`` starts with: where an input is boxed, those
+        boxing less into it; where none is but an output is only sliced by its readers (a whole
+        ``B`` value each reader cuts its piece from: free in bytes, every rank doing all the
+        work), those writing less. Elsewhere none: nothing for a move from here to remove."""
+        here = self.in_cost(i, assign[i], assign)
+        if here:
+            return [c for c in self.allowed[i] if c != assign[i] and self.in_cost(i, c, assign) < here]
+        if not self.sliced(i, assign):
+            return []
+        w = self.work(i, assign[i])
+        return [c for c in self.allowed[i] if c != assign[i] and self.work(i, c) < w]
+
+    def sliced(self, i, assign):
+        """Whether some output of node ``i`` is read, and read by no reader at the layout written."""
+        outs = self.cout[i][assign[i]]
+        for j, readers in enumerate(self.nodes[i].readers):
+            wants = {self.cin[r][assign[r]][k] for r, k in readers}
+            wants.update(self.fixed_by.get((i, j), ()))
+            if wants and outs[j] not in wants:
+                return True
+        return False
 
     def in_cost(self, i, c, assign):
         """Bytes boxed into node ``i``'s inputs under candidate ``c`` (producers as assigned)."""
@@ -362,31 +398,40 @@ class _Model:
 
     def cascade(self, i, c, assign):
         """The moves (node -> candidate) of a cascade started by node ``i`` taking ``c`` when they
-        lower the total cost, else None."""
-        trial = list(assign)
-        trial[i] = c
-        moved = {i: c}
-        queue = self.neighbours(i)
-        while queue and len(moved) < CASCADE:
-            j = queue.pop(0)
-            if j in moved:
-                continue
-            best = cur = self._ranked(j, trial[j], trial, moved)
-            pick = trial[j]
-            for cj in self.allowed[j]:
-                if cj != trial[j]:
-                    r = self._ranked(j, cj, trial, moved)
-                    if r < best:
-                        best, pick = r, cj
-            if best < cur:
-                trial[j] = moved[j] = pick
-                queue.extend(self.neighbours(j))
-        if self.part(moved, trial) < self.part(moved, assign):
-            return moved
+        lower the total cost, else None. Tried first with each neighbour reached taking its
+        cheapest candidate given the moves so far; when that is no cheaper, again with each
+        neighbour ranked as if its own unmoved neighbours would follow (its work and the boxing
+        on its edges to moved nodes or fixed layouts only): a chain whose every link alone just
+        moves a boxing one op down (``sin`` then ``exp`` of a value whose producer moved) flips
+        as a whole."""
+        for follow in (False, True):
+            trial = list(assign)
+            trial[i] = c
+            moved = {i: c}
+            queue = self.neighbours(i)
+            while queue and len(moved) < CASCADE:
+                j = queue.pop(0)
+                if j in moved:
+                    continue
+                best = cur = self._ranked(j, trial[j], trial, moved, follow)
+                pick = trial[j]
+                for cj in self.allowed[j]:
+                    if cj != trial[j]:
+                        r = self._ranked(j, cj, trial, moved, follow)
+                        if r < best:
+                            best, pick = r, cj
+                if best < cur:
+                    trial[j] = moved[j] = pick
+                    queue.extend(self.neighbours(j))
+            if self.part(moved, trial) < self.part(moved, assign):
+                return moved
+            if len(moved) == 1 and len(self.neighbours(i)) == 0:
+                break
         return None
 
-    def _ranked(self, j, c, trial, moved):
-        """(node ``j``'s local cost under ``c``, its boxing cost on edges to moved nodes)."""
+    def _ranked(self, j, c, trial, moved, follow=False):
+        """(node ``j``'s local cost under ``c``, its boxing cost on edges to moved nodes); with
+        ``follow``: (:meth:`_followed`, its local cost)."""
         self.evals += 1
         saved = trial[j]
         trial[j] = c
@@ -397,8 +442,29 @@ class _Model:
             local += cost
             if key[0] in moved or (len(key) == 2 and any(r in moved for r, _ in self.nodes[key[0]].readers[key[1]])):
                 agree += cost
+        if follow:
+            agree = self._followed(j, c, trial, moved)
         trial[j] = saved
-        return local, agree
+        return (agree, local) if follow else (local, agree)
+
+    def _followed(self, j, c, trial, moved):
+        """Node ``j``'s work under ``c`` plus the boxing on its edges to moved nodes and from or
+        to fixed layouts: as if its other neighbours would follow it."""
+        cost = self.work(j, c)
+        n = self.nodes[j]
+        for k, want in enumerate(self.cin[j][c]):
+            src = n.srcs[k]
+            if src is None:
+                cost += self.box(j, k, self.fin[j][k], want)
+            elif src[0] in moved:
+                cost += self.out_box(src[0], src[1], self.cout[src[0]][trial[src[0]]][src[1]], want)
+        for o, readers in enumerate(n.readers):
+            have = self.cout[j][c][o]
+            wants = {self.cin[r][trial[r]][k] for r, k in readers if r in moved}
+            wants.update(self.fixed_by.get((j, o), ()))
+            wants.discard(have)
+            cost += sum(self.out_box(j, o, have, w) for w in wants)
+        return cost
 
 
 def _apply(planner, nodes, assign):
