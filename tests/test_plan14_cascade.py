@@ -106,8 +106,8 @@ def _model(work, edges, inputs, fixed=(), layouts=("a", "b")):
 def test_an_equal_cost_cascade_is_refused():
     """``n`` reads a fixed ``b`` value and is read by a reader outside the search wanting ``a``:
     moving ``n`` to ``b`` removes the boxing into it and adds one out of it, as costly."""
-    model, c = _model({"n": {"a": 5, "b": 5}}, [], {("n", 0): "b"}, fixed=[("n", "a")])
-    assert model.starts(0, [c["a"]]) == [c["b"]]
+    model, c = _model({"n": {"a": 5, "b": 5, "c": 5}}, [], {("n", 0): "b"}, fixed=[("n", "a")], layouts=("a", "b", "c"))
+    assert model.starts(0, [c["a"]]) == [c["b"]]        # not "c": as much is boxed into it
     assert model.cascade(0, c["b"], [c["a"]]) is None
     assert model.improve([c["a"]]) == [c["a"]]
 
@@ -130,10 +130,10 @@ def test_cascades_start_only_at_a_boxing_or_a_sliced_output():
     assign = [c["a"], c["a"]]
     assert model.starts(0, assign) == [] and model.starts(1, assign) == []
     assert model.improve(list(assign)) == assign and model.evals == 0
-    model, c = _model({"p": {"a": 1, "b": 3, "c": 2}, "q": {"a": 1, "b": 1, "c": 1}}, [("p", "q", 0)], {},
-                      layouts=("a", "b", "c"))
+    model, c = _model({"p": {"a": 1, "b": 3, "c": 2, "d": 3}, "q": {"a": 1, "b": 1, "c": 1, "d": 1}},
+                      [("p", "q", 0)], {}, layouts=("a", "b", "c", "d"))
     model.pl.BYTES = 0          # B -> S: a slice, no bytes
-    assert model.starts(0, [c["b"], c["a"]]) == [c["a"], c["c"]]
+    assert model.starts(0, [c["b"], c["a"]]) == [c["a"], c["c"]]      # not "d": as much work
     assert model.starts(1, [c["b"], c["a"]]) == []
 
 
@@ -153,3 +153,25 @@ def test_a_chain_flips_as_a_whole_only_when_neighbours_may_follow(follow, monkey
         assert model.cascade(0, c["b"], assign) is None
     else:
         assert model.cascade(0, c["b"], assign) == {0: c["b"], 1: c["b"], 2: c["b"]}
+
+
+def test_followed_counts_edges_to_moved_nodes_and_fixed_layouts_only():
+    """``m`` reads a fixed ``b`` value (input 1), producer ``p`` (input 0) and is read by ``r`` and
+    by a fixed reader wanting ``a``: as if its unmoved neighbours followed, only the fixed edges
+    and those to moved nodes count."""
+    model, c = _model({"p": {"a": 1, "b": 1}, "m": {"a": 10, "b": 20}, "r": {"a": 1, "b": 1}},
+                      [("p", "m", 0), ("m", "r", 0)], {("m", 1): "b"}, fixed=[("m", "a")])
+    box = _Costs.BYTES + plan_search.COLLECTIVE_FIXED_BYTES
+    trial = [c["b"], c["a"], c["b"]]
+    assert model._followed(1, c["a"], trial, {}) == 10 + box            # the fixed input b -> a
+    assert model._followed(1, c["b"], trial, {}) == 20 + box            # the fixed reader's a
+    assert model._followed(1, c["a"], trial, {0: c["b"], 2: c["b"]}) == 10 + 3 * box
+    assert model._followed(1, c["b"], trial, {0: c["b"], 2: c["b"]}) == 20 + box
+
+
+def test_a_neighbour_that_stays_is_not_a_move():
+    """``p`` moves to ``b`` (cheaper, its fixed input unboxed); reader ``q`` follows, reader ``m``
+    (its other input fixed at ``a``) stays and is not among the moves."""
+    model, c = _model({"p": {"a": 2, "b": 1}, "m": {"a": 1, "b": 1}, "q": {"a": 2, "b": 1}},
+                      [("p", "m", 0), ("p", "q", 0)], {("p", 0): "b", ("m", 1): "a"})
+    assert model.cascade(0, c["b"], [c["a"]] * 3) == {0: c["b"], 2: c["b"]}

@@ -39,6 +39,7 @@ from tensorweave.distribute.interpreter import Layout, _plan, decision
 SEARCH = True          # False: the greedy plan as it is (the planner before session 13)
 PASSES = 4             # iterative-improvement sweeps at most
 CASCADE = 24           # nodes one improvement move may change at most
+SHARED_WORK = True     # nodes with one candidate list share their work figures (False: per node; tests compare)
 EVALS_PER_NODE = 2     # the improvement's budget of local evaluations per movable op
 # A collective's fixed cost in byte-equivalents (its rendezvous: ~20 us on the AMD EPYC, the time to
 # move ~16 KiB; planner.ZERO_FIXED_BYTES), so the search never trades a tiny saving in work for one
@@ -183,6 +184,7 @@ class _Model:
                                             [tuple(self._id(x) for x in c[2]) for c in n.combos])
             self.cin.append(ids[0])
             self.cout.append(ids[1])
+        self.wkey = [id(n.combos) if SHARED_WORK else i for i, n in enumerate(nodes)]
         self.fin = [[self._id(lay._sbp) for lay in n.ins] for n in nodes]
         self.fixed_by = {}
         for i, j, want in fixed:
@@ -241,10 +243,13 @@ class _Model:
         return c
 
     def work(self, i, c):
-        w = self._work.get((i, c))
+        # nodes handed one candidate list (same op, attrs, input layouts and outputs: the
+        # candidates' cache key) do the same work per candidate: asked once
+        key = (self.wkey[i], c)
+        w = self._work.get(key)
         if w is None:
             n = self.nodes[i]
-            w = self._work[(i, c)] = self.pl.work(n.op, n.ins, n.out_specs, n.combos[c])
+            w = self._work[key] = self.pl.work(n.op, n.ins, n.out_specs, n.combos[c])
         return w
 
     def src_layout(self, i, k, assign):
@@ -298,18 +303,22 @@ class _Model:
             fi = {}
             srcs, cin_i, fin_i = n.srcs, self.cin[i], self.fin[i]
             froms = [best_out[src[0]][src[1]] if src is not None else None for src in srcs]
+            seen = {}       # (input, wanted layout) -> its least cost: candidates share most wants
             for c in self.allowed[i]:
                 cost = work(i, c)
                 for k, want in enumerate(cin_i[c]):
-                    options = froms[k]
-                    if options is None:
-                        cost += box(i, k, fin_i[k], want)
-                        continue
-                    least = _INF
-                    for lay, v in options.items():
-                        v += box(i, k, lay, want)
-                        if v < least:
-                            least = v
+                    least = seen.get((k, want))
+                    if least is None:
+                        options = froms[k]
+                        if options is None:
+                            least = box(i, k, fin_i[k], want)
+                        else:
+                            least = _INF
+                            for lay, v in options.items():
+                                v += box(i, k, lay, want)
+                                if v < least:
+                                    least = v
+                        seen[(k, want)] = least
                     cost += least
                 fi[c] = cost
             f.append(fi)
@@ -323,21 +332,29 @@ class _Model:
         for i in range(len(nodes) - 1, -1, -1):
             n = nodes[i]
             best, best_c = _INF, n.choice
+            wanted = self._wanted(i, assign)
             for c in self.allowed[i]:
-                cost = f[i][c] + self._below(i, c, assign)
+                cost = f[i][c] + self._below(i, c, wanted)
                 if cost < best:
                     best, best_c = cost, c
             assign[i] = best_c
         return assign
 
-    def _below(self, i, c, assign):
-        """Boxing node ``i``'s outputs under candidate ``c`` into its (chosen) readers."""
-        n, cost = self.nodes[i], 0
-        outs = self.cout[i][c]
-        for j, readers in enumerate(n.readers):
+    def _wanted(self, i, assign):
+        """Per output of node ``i``: the layouts its (chosen) readers and fixed readers want."""
+        out = []
+        for j, readers in enumerate(self.nodes[i].readers):
             wanted = {self.cin[r][assign[r]][k] for r, k in readers}
             wanted.update(self.fixed_by.get((i, j), ()))
-            for want in wanted:
+            out.append(wanted)
+        return out
+
+    def _below(self, i, c, wanted):
+        """Boxing node ``i``'s outputs under candidate ``c`` into the layouts ``wanted`` (:meth:`_wanted`)."""
+        cost = 0
+        outs = self.cout[i][c]
+        for j, wants in enumerate(wanted):
+            for want in wants:
                 cost += self.out_box(i, j, outs[j], want)
         return cost
 
