@@ -133,10 +133,11 @@ def _link(planner, nodes, index):
             if src is not None:
                 nodes[src[0]].readers[src[1]].append((i, k))
     fixed = []
+    prices = getattr(planner, "fetch_prices", None) or {}
     if not planner.free_fetches:        # read elsewhere (another segment, a loop's next iteration)
         for t in gp.fetches:
             src = out_of.get(id(t))
-            if src is not None:
+            if src is not None and id(t) not in prices:      # priced: moved on, its layout's cost known
                 nodes[src[0]].frozen[src[1]] = gp.layouts[id(t)]._sbp
     for op in gp.ops:
         if id(op) in index:
@@ -186,6 +187,15 @@ class _Model:
             self.cout.append(ids[1])
         self.wkey = [id(n.combos) if SHARED_WORK else i for i, n in enumerate(nodes)]
         self.fin = [[self._id(lay._sbp) for lay in n.ins] for n in nodes]
+        # (node, output) -> a function of the output's N-D SBP: the bytes its later readers on
+        # another placement pay for it (a segment's value moved on by a to_global pin)
+        self.priced, self._prices = {}, {}
+        prices = getattr(planner, "fetch_prices", None) or {}
+        if prices:
+            for i, n in enumerate(nodes):
+                for j, o in enumerate(n.op.outputs):
+                    if id(o) in prices and j not in n.frozen:
+                        self.priced[(i, j)] = prices[id(o)]
         self.fixed_by = {}
         for i, j, want in fixed:
             self.fixed_by.setdefault((i, j), set()).add(self._id(want))
@@ -273,7 +283,18 @@ class _Model:
         if fixed:
             wants |= fixed
         wants.discard(have)
-        return sum(self.out_box(p, j, have, w) for w in wants) if wants else 0
+        cost = self.price(p, j, have) if self.priced else 0
+        return cost + sum(self.out_box(p, j, have, w) for w in wants) if wants else cost
+
+    def price(self, i, j, lay):
+        """What output ``j`` of node ``i`` laid out ``lay`` costs its readers on another placement."""
+        fn = self.priced.get((i, j))
+        if fn is None:
+            return 0
+        c = self._prices.get((i, j, lay))
+        if c is None:
+            c = self._prices[(i, j, lay)] = fn(self.lays[lay])
+        return c
 
     def keys(self, i):
         """The tensors node ``i`` reads or writes (see :meth:`tensor_cost`)."""
@@ -356,6 +377,8 @@ class _Model:
         for j, wants in enumerate(wanted):
             for want in wants:
                 cost += self.out_box(i, j, outs[j], want)
+            if self.priced:
+                cost += self.price(i, j, outs[j])
         return cost
 
     def improve(self, assign):
@@ -480,7 +503,7 @@ class _Model:
             wants = {self.cin[r][trial[r]][k] for r, k in readers if r in moved}
             wants.update(self.fixed_by.get((j, o), ()))
             wants.discard(have)
-            cost += sum(self.out_box(j, o, have, w) for w in wants)
+            cost += sum(self.out_box(j, o, have, w) for w in wants) + self.price(j, o, have)
         return cost
 
 

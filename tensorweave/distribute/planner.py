@@ -213,6 +213,7 @@ class _Planner:
         # whether the joint search may change the fetches' layouts (a function's results, yes; a
         # segment's values read on another placement, a control-flow body's results, no)
         self.free_fetches = free_fetches
+        self.fetch_prices = None     # id(fetch) -> bytes by its layout (plan_op_list; plan_search.py)
         self.placement = gp.placement
         self.nd_b = (B,) * gp.placement.ndim
         self.lookahead = lookahead
@@ -514,12 +515,16 @@ def plan_graph(fetches, targets, feeds, feed_layouts, placement, label="planned"
     return gp
 
 
-def plan_op_list(ops, fetches, feeds, feed_layouts, placement, label="planned", lookahead=True, free_fetches=False):
+def plan_op_list(ops, fetches, feeds, feed_layouts, placement, label="planned", lookahead=True, free_fetches=False,
+                 fetch_prices=None):
     """:func:`plan_graph` of a given op list (topological order; what the fetches need from the
     feeds): one placement's segment of a graph on several placements (``plan_placements.py``).
-    ``free_fetches``: the joint search may change the fetches' layouts (``plan_search.py``)."""
+    ``free_fetches``: the joint search may change the fetches' layouts (``plan_search.py``);
+    ``fetch_prices``: id(fetch) -> a function of its N-D SBP giving the bytes its readers on
+    other placements pay for that layout: the search may change those fetches' layouts, priced."""
     gp = GraphPlan(ops, list(feeds), list(fetches), placement, label)
     planner = _Planner(gp, lookahead, free_fetches)
+    planner.fetch_prices = fetch_prices
     for t, lay in zip(feeds, feed_layouts):
         if lay is None:
             planner.set_local(t)
