@@ -22,7 +22,8 @@ def _blocks(p, layers=4):
     for i in range(layers):
         split = i % 2 == 0
         a, b = (tw.constant(RNG.standard_normal((4, 4)).astype(np.float32)) for _ in range(2))
-        ws += [a.to_global(placement=p, sbp=lay(S(1) if split else B)), b.to_global(placement=p, sbp=lay(S(0) if split else B))]
+        ws += [a.to_global(placement=p, sbp=lay(S(1) if split else B)),
+               b.to_global(placement=p, sbp=lay(S(0) if split else B))]
 
     def f(x, *flat):
         h = x
