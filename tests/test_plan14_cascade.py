@@ -175,3 +175,21 @@ def test_a_neighbour_that_stays_is_not_a_move():
     model, c = _model({"p": {"a": 2, "b": 1}, "m": {"a": 1, "b": 1}, "q": {"a": 2, "b": 1}},
                       [("p", "m", 0), ("p", "q", 0)], {("p", 0): "b", ("m", 1): "a"})
     assert model.cascade(0, c["b"], [c["a"]] * 3) == {0: c["b"], 2: c["b"]}
+
+
+def test_the_dp_answers_each_input_on_its_own():
+    """``m`` reads ``p`` (its input fixed at ``b``) and ``q`` (fixed at ``a``): wanting ``a`` costs a
+    boxing on input 0 and none on input 1; the DP keeps the two apart and takes ``a`` for ``m``."""
+    model, c = _model({"p": {"a": 1, "b": 1}, "q": {"a": 1, "b": 1}, "m": {"a": 1, "b": 2}},
+                      [("p", "m", 0), ("q", "m", 1)], {("p", 0): "b", ("q", 0): "a"})
+    assert model.dp()[2] == c["a"]
+
+
+def test_a_priced_output_counts_in_the_dp_the_cascades_and_the_total():
+    """An output moved on to another placement (a priced fetch, ``plan_placements._fetch_prices``):
+    laid out ``a`` its transfer costs 1,000, ``b`` nothing; ``b`` is dearer to compute by 1."""
+    model, c = _model({"n": {"a": 1, "b": 2}}, [], {})
+    model.priced[(0, 0)] = lambda nd: 1000 if nd == ("a",) else 0
+    assert model.dp() == [c["b"]]
+    assert model.total([c["a"]]) == 1001 and model.total([c["b"]]) == 2
+    assert model._followed(0, c["a"], [c["a"]], {}) == 1001
