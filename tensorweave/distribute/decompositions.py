@@ -92,7 +92,8 @@ def _one_hot(labels, depth, dtype):
     split class axis each rank builds its own classes' piece (``OneHot``'s rule splits the
     labels' axes only: every rank would build the whole one-hot and keep a slice). Labels out
     of ``[0, depth)`` give a zero row, as ``one_hot``'s."""
-    classes = indexing_ops.range(depth, dtype=labels.dtype)
+    # a constant, not a Range op (whose rule boxes to B): ranks slice it free
+    classes = array_ops.constant(np.arange(depth, dtype=labels.dtype.np_dtype))
     return math_ops.cast(math_ops.equal(array_ops.expand_dims(labels, -1), classes), dtype)
 
 
