@@ -6,7 +6,8 @@ step vs one device. Prints one JSON object per line; timings are never asserted 
   weights (model-parallel pairs), traced once; the row gives the op count, the planner's time
   (``plan_graph``: signatures, look-ahead, the joint search, boxing plans) and the time to emit
   every rank's spec; A/B: planning with the joint search off (greedy) and on, interleaved
-  rounds, wall and process CPU ms, and the bytes each plan boxes.
+  rounds, wall and process CPU ms, and the bytes each plan boxes; and the joint search without
+  the session-14 shortcuts (``planner.RULE_COST_MEMO``, ``plan_search.SHARED_WORK`` off).
 * ``overhead``: a chain of 75 small ops on a split tensor, eager global (a hand-off to every
   rank per op) vs planned (one hand-off per call), ms per call.
 * ``mlp``: ``bench_distribute.py``'s MLP step (784-512-512-10, SGD) inside tw.function on
@@ -54,16 +55,19 @@ def bench_plan(layers, ranks):
     gp0 = cf._global.plan
     feeds = gp0.feeds
     layouts = [(p, gp0.layouts[id(t)]._sbp) if id(t) not in gp0.local else None for t in feeds]
-    from tensorweave.distribute import plan_search
+    from tensorweave.distribute import plan_search, planner
     best_plan = best_emit = None
-    ab = {True: [], False: []}           # the joint search on / off, interleaved rounds (wall, process CPU)
+    # the joint search on / off, and on without the session-14 shortcuts (the look-ahead's memo,
+    # shared work figures): interleaved rounds (wall, process CPU)
+    ab = {True: [], False: [], "slow": []}
     for _ in range(3):
-        for on in (False, True):
-            plan_search.SEARCH = on
+        for on in (False, True, "slow"):
+            plan_search.SEARCH = bool(on)
+            planner.RULE_COST_MEMO = plan_search.SHARED_WORK = on != "slow"
             t0, c0 = time.perf_counter(), time.process_time()
             gp_ab = plan_graph(gp0.fetches, [], feeds, layouts, p)
             ab[on].append((time.perf_counter() - t0, time.process_time() - c0, gp_ab))
-        plan_search.SEARCH = True
+        plan_search.SEARCH = planner.RULE_COST_MEMO = plan_search.SHARED_WORK = True
         t0 = time.perf_counter()
         gp = plan_graph(gp0.fetches, [], feeds, layouts, p)
         t1 = time.perf_counter()
@@ -81,8 +85,12 @@ def bench_plan(layers, ranks):
                       "greedy_plan_cpu_ms": [round(c * 1e3, 1) for _, c, _ in ab[False]],
                       "joint_plan_ms": [round(w * 1e3, 1) for w, _, _ in ab[True]],
                       "joint_plan_cpu_ms": [round(c * 1e3, 1) for _, c, _ in ab[True]],
+                      "joint_no_shortcuts_ms": [round(w * 1e3, 1) for w, _, _ in ab["slow"]],
+                      "joint_no_shortcuts_cpu_ms": [round(c * 1e3, 1) for _, c, _ in ab["slow"]],
                       "greedy_bytes": plan_search.plan_cost(greedy), "joint_bytes": plan_search.plan_cost(joint),
-                      "search_costs": joint.search}))
+                      "search_costs": {"greedy": joint.search.greedy, "dp": joint.search.dp,
+                                       "kept": joint.search.kept, "evals": joint.search.evals},
+                      "loadavg": open("/proc/loadavg").read().split()[:3]}))
 
 
 def bench_overhead(ranks, n_ops=50, repeat=20):

@@ -87,17 +87,27 @@ def _xent(logits, labels, axis=-1):
     return -R.reduce_sum(math_ops.multiply_no_nan(_log_softmax(logits, axis), labels), axis=axis)
 
 
+def _one_hot(labels, depth, dtype):
+    """``one_hot(labels, depth)`` as ``labels[..., None] == range(depth)``: elementwise, so on a
+    split class axis each rank builds its own classes' piece (``OneHot``'s rule splits the
+    labels' axes only: every rank would build the whole one-hot and keep a slice). Labels out
+    of ``[0, depth)`` give a zero row, as ``one_hot``'s."""
+    # a constant, not a Range op (whose rule boxes to B): ranks slice it free
+    classes = array_ops.constant(np.arange(depth, dtype=labels.dtype.np_dtype))
+    return math_ops.cast(math_ops.equal(array_ops.expand_dims(labels, -1), classes), dtype)
+
+
 def _sparse_xent(logits, labels):
     # the log-softmax first: a planner then lays the one-hot out beside it (split classes), not rows
     z = _log_softmax(logits, -1)
-    picked = indexing_ops.one_hot(labels, logits.shape.as_list()[-1], dtype=logits.dtype)
+    picked = _one_hot(labels, logits.shape.as_list()[-1], logits.dtype)
     return -R.reduce_sum(z * picked, axis=-1)
 
 
 def _sparse_xent_grad(logits, labels):
     """softmax(logits) - one_hot(labels): the sparse cross-entropy's gradient op."""
     depth = logits.shape.as_list()[-1]
-    return _softmax(logits, -1) - indexing_ops.one_hot(labels, depth, dtype=logits.dtype)
+    return _softmax(logits, -1) - _one_hot(labels, depth, logits.dtype)
 
 
 DECOMPOSITIONS = {

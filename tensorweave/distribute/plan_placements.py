@@ -209,7 +209,7 @@ def _moved_sbp(shape, dtype, src, dst_placement, pins):
 MAX_CHOSEN_MOVES = 4
 
 
-def _choose_moves(gp, free_moves, transfers, seg_list, fetches, feeds, seg_layouts, placement, label):
+def _choose_moves(gp, free_moves, transfers, seg_list, fetches, feeds, seg_layouts, placement, label, prices=None):
     """Layout choice across segments: per unpinned moved feed (in order, the others as chosen so
     far) the destination layout with the fewest bytes moved — its transfer plus the reader
     segment's boxings (the segment planned with it) —; the default first, so ties keep it. Returns
@@ -230,7 +230,7 @@ def _choose_moves(gp, free_moves, transfers, seg_list, fetches, feeds, seg_layou
             plan = plan_boxing(shape, dtype, src[0], src[1], nd, placement)
             trial = list(seg_layouts)
             trial[j] = (placement, nd)
-            cand = plan_op_list(seg_list, fetches, feeds, trial, placement, label)
+            cand = plan_op_list(seg_list, fetches, feeds, trial, placement, label, fetch_prices=prices)
             cost = plan.bytes + plan_search.plan_cost(cand)
             if cost < best[0]:
                 best = (cost, plan, nd, cand)
@@ -240,8 +240,38 @@ def _choose_moves(gp, free_moves, transfers, seg_list, fetches, feeds, seg_layou
             transfers[id(x)] = (best[1], src, reader)
         best_gp = best[3]
     if changed:         # planned last with the choices (a loop's layouts are kept on its op when planned)
-        best_gp = plan_op_list(seg_list, fetches, feeds, seg_layouts, placement, label)
+        best_gp = plan_op_list(seg_list, fetches, feeds, seg_layouts, placement, label, fetch_prices=prices)
     return best_gp
+
+
+# A segment's value read only by to_global pins onto other placements (a stage's output sent to
+# the next stage) is laid out by the segment's joint search with the pins' transfers priced
+# (plan_search: a priced fetch), not kept at the greedy pass's layout: a contraction's partial
+# sum reduce-scattered on its stage before it moves rather than sent partial (each rank's whole
+# partial crossing). False: the greedy layout, as before session 14.
+PRICE_FETCHES = True
+
+
+def _fetch_prices(seg_fetches, wanted, readers_of, seg_of, k, placement):
+    """id(fetch) -> a function of its N-D SBP here: the bytes of its transfers to the to_global
+    pins that read it on other placements; for the fetches read elsewhere by such pins only
+    (not a function output, not read unpinned: their readers' layouts are chosen later)."""
+    from tensorweave.distribute.boxing import plan_boxing
+    from tensorweave.distribute.planner import pinned_layout
+    prices = {}
+    for t in seg_fetches:
+        if id(t) in wanted:
+            continue
+        outside = [op for op in readers_of.get(id(t), ()) if seg_of.get(id(op), k) != k]
+        pins = [pinned_layout(op) for op in outside if op.type == "_ToGlobal"]
+        if not outside or len(pins) != len(outside) or any(q == placement for q, _ in pins):
+            continue
+        shape, dtype = tuple(t.shape.as_list()), t.dtype.np_dtype
+
+        def price(nd, shape=shape, dtype=dtype, pins=tuple(pins)):
+            return sum(plan_boxing(shape, dtype, placement, nd, want, q).bytes for q, want in set(pins))
+        prices[id(t)] = price
+    return prices or None
 
 
 class Segment:
@@ -318,10 +348,12 @@ def plan_placements(ops, fetches, feeds, feed_layouts, info, label):
             if not pins:
                 free_moves.append(j)
         seg_list = [op for op in ops if id(op) in mine]
-        gp = plan_op_list(seg_list, seg_fetches, seg_feeds, seg_layouts, placement, f"{label}/segment{k}")
+        prices = _fetch_prices(seg_fetches, wanted, readers_of, seg_of, k, placement) if PRICE_FETCHES else None
+        gp = plan_op_list(seg_list, seg_fetches, seg_feeds, seg_layouts, placement, f"{label}/segment{k}",
+                          fetch_prices=prices)
         if free_moves and len(free_moves) <= MAX_CHOSEN_MOVES:
             gp = _choose_moves(gp, free_moves, transfers, seg_list, seg_fetches, seg_feeds, seg_layouts, placement,
-                               f"{label}/segment{k}")
+                               f"{label}/segment{k}", prices)
         for t in seg_fetches:
             layouts[id(t)] = None if id(t) in gp.local else (placement, gp.layouts[id(t)]._sbp)
         segments.append(Segment(placement, seg_list, seg_feeds, seg_layouts, transfers, gp))

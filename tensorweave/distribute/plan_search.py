@@ -39,6 +39,7 @@ from tensorweave.distribute.interpreter import Layout, _plan, decision
 SEARCH = True          # False: the greedy plan as it is (the planner before session 13)
 PASSES = 4             # iterative-improvement sweeps at most
 CASCADE = 24           # nodes one improvement move may change at most
+SHARED_WORK = True     # nodes with one candidate list share their work figures (False: per node; tests compare)
 EVALS_PER_NODE = 2     # the improvement's budget of local evaluations per movable op
 # A collective's fixed cost in byte-equivalents (its rendezvous: ~20 us on the AMD EPYC, the time to
 # move ~16 KiB; planner.ZERO_FIXED_BYTES), so the search never trades a tiny saving in work for one
@@ -87,7 +88,7 @@ def search(planner):
     greedy = [n.choice for n in nodes]
     best, best_cost = greedy, model.total(greedy)
     if not any(model.tensor_cost(key, greedy) for i in range(len(nodes)) for key in model.keys_of[i]):
-        return best_cost, best_cost        # nothing is boxed between movable ops: nothing to gain
+        return Costs(best_cost, best_cost, best_cost, 0)    # nothing is boxed between movable ops: nothing to gain
     greedy_cost = best_cost
     planned = model.dp()
     dp_cost = model.total(planned)
@@ -98,7 +99,23 @@ def search(planner):
         best, best_cost = got, cost
     if best is not greedy:
         _apply(planner, nodes, best)
-    return greedy_cost, best_cost
+    return Costs(greedy_cost, best_cost, dp_cost, model.evals)
+
+
+class Costs(tuple):
+    """``(greedy cost, kept cost)`` of a search, with ``dp`` (the DP's plan alone, before the
+    improvement) and ``evals`` (the improvement's local evaluations) beside: what the tests and
+    the planning benchmark read.
+
+    >>> c = Costs(10, 7, 8, 3)
+    >>> tuple(c), c.dp, c.evals
+    ((10, 7), 8, 3)
+    """
+
+    def __new__(cls, greedy, kept, dp, evals):
+        self = super().__new__(cls, (greedy, kept))
+        self.greedy, self.kept, self.dp, self.evals = greedy, kept, dp, evals
+        return self
 
 
 def _link(planner, nodes, index):
@@ -116,10 +133,11 @@ def _link(planner, nodes, index):
             if src is not None:
                 nodes[src[0]].readers[src[1]].append((i, k))
     fixed = []
+    prices = getattr(planner, "fetch_prices", None) or {}
     if not planner.free_fetches:        # read elsewhere (another segment, a loop's next iteration)
         for t in gp.fetches:
             src = out_of.get(id(t))
-            if src is not None:
+            if src is not None and id(t) not in prices:      # priced: moved on, its layout's cost known
                 nodes[src[0]].frozen[src[1]] = gp.layouts[id(t)]._sbp
     for op in gp.ops:
         if id(op) in index:
@@ -167,7 +185,17 @@ class _Model:
                                             [tuple(self._id(x) for x in c[2]) for c in n.combos])
             self.cin.append(ids[0])
             self.cout.append(ids[1])
+        self.wkey = [id(n.combos) if SHARED_WORK else i for i, n in enumerate(nodes)]
         self.fin = [[self._id(lay._sbp) for lay in n.ins] for n in nodes]
+        # (node, output) -> a function of the output's N-D SBP: the bytes its later readers on
+        # another placement pay for it (a segment's value moved on by a to_global pin)
+        self.priced, self._prices = {}, {}
+        prices = getattr(planner, "fetch_prices", None) or {}
+        if prices:
+            for i, n in enumerate(nodes):
+                for j, o in enumerate(n.op.outputs):
+                    if id(o) in prices and j not in n.frozen:
+                        self.priced[(i, j)] = prices[id(o)]
         self.fixed_by = {}
         for i, j, want in fixed:
             self.fixed_by.setdefault((i, j), set()).add(self._id(want))
@@ -225,10 +253,13 @@ class _Model:
         return c
 
     def work(self, i, c):
-        w = self._work.get((i, c))
+        # nodes handed one candidate list (same op, attrs, input layouts and outputs: the
+        # candidates' cache key) do the same work per candidate: asked once
+        key = (self.wkey[i], c)
+        w = self._work.get(key)
         if w is None:
             n = self.nodes[i]
-            w = self._work[(i, c)] = self.pl.work(n.op, n.ins, n.out_specs, n.combos[c])
+            w = self._work[key] = self.pl.work(n.op, n.ins, n.out_specs, n.combos[c])
         return w
 
     def src_layout(self, i, k, assign):
@@ -252,7 +283,18 @@ class _Model:
         if fixed:
             wants |= fixed
         wants.discard(have)
-        return sum(self.out_box(p, j, have, w) for w in wants) if wants else 0
+        cost = self.price(p, j, have) if self.priced else 0
+        return cost + sum(self.out_box(p, j, have, w) for w in wants) if wants else cost
+
+    def price(self, i, j, lay):
+        """What output ``j`` of node ``i`` laid out ``lay`` costs its readers on another placement."""
+        fn = self.priced.get((i, j))
+        if fn is None:
+            return 0
+        c = self._prices.get((i, j, lay))
+        if c is None:
+            c = self._prices[(i, j, lay)] = fn(self.lays[lay])
+        return c
 
     def keys(self, i):
         """The tensors node ``i`` reads or writes (see :meth:`tensor_cost`)."""
@@ -282,18 +324,22 @@ class _Model:
             fi = {}
             srcs, cin_i, fin_i = n.srcs, self.cin[i], self.fin[i]
             froms = [best_out[src[0]][src[1]] if src is not None else None for src in srcs]
+            seen = {}       # (input, wanted layout) -> its least cost: candidates share most wants
             for c in self.allowed[i]:
                 cost = work(i, c)
                 for k, want in enumerate(cin_i[c]):
-                    options = froms[k]
-                    if options is None:
-                        cost += box(i, k, fin_i[k], want)
-                        continue
-                    least = _INF
-                    for lay, v in options.items():
-                        v += box(i, k, lay, want)
-                        if v < least:
-                            least = v
+                    least = seen.get((k, want))
+                    if least is None:
+                        options = froms[k]
+                        if options is None:
+                            least = box(i, k, fin_i[k], want)
+                        else:
+                            least = _INF
+                            for lay, v in options.items():
+                                v += box(i, k, lay, want)
+                                if v < least:
+                                    least = v
+                        seen[(k, want)] = least
                     cost += least
                 fi[c] = cost
             f.append(fi)
@@ -307,22 +353,32 @@ class _Model:
         for i in range(len(nodes) - 1, -1, -1):
             n = nodes[i]
             best, best_c = _INF, n.choice
+            wanted = self._wanted(i, assign)
             for c in self.allowed[i]:
-                cost = f[i][c] + self._below(i, c, assign)
+                cost = f[i][c] + self._below(i, c, wanted)
                 if cost < best:
                     best, best_c = cost, c
             assign[i] = best_c
         return assign
 
-    def _below(self, i, c, assign):
-        """Boxing node ``i``'s outputs under candidate ``c`` into its (chosen) readers."""
-        n, cost = self.nodes[i], 0
-        outs = self.cout[i][c]
-        for j, readers in enumerate(n.readers):
+    def _wanted(self, i, assign):
+        """Per output of node ``i``: the layouts its (chosen) readers and fixed readers want."""
+        out = []
+        for j, readers in enumerate(self.nodes[i].readers):
             wanted = {self.cin[r][assign[r]][k] for r, k in readers}
             wanted.update(self.fixed_by.get((i, j), ()))
-            for want in wanted:
+            out.append(wanted)
+        return out
+
+    def _below(self, i, c, wanted):
+        """Boxing node ``i``'s outputs under candidate ``c`` into the layouts ``wanted`` (:meth:`_wanted`)."""
+        cost = 0
+        outs = self.cout[i][c]
+        for j, wants in enumerate(wanted):
+            for want in wants:
                 cost += self.out_box(i, j, outs[j], want)
+            if self.priced:
+                cost += self.price(i, j, outs[j])
         return cost
 
     def improve(self, assign):
@@ -335,12 +391,9 @@ class _Model:
         for _ in range(PASSES):
             changed = False
             for i in range(len(self.nodes)):
-                here = self.in_cost(i, assign[i], assign)
-                if not here:            # no boxing into this node: nothing for a move from here to remove
-                    continue
-                for c in self.allowed[i]:
-                    if c == assign[i] or self.in_cost(i, c, assign) >= here or self.evals > self.budget:
-                        continue
+                for c in self.starts(i, assign):
+                    if self.evals > self.budget:
+                        break
                     moves = self.cascade(i, c, assign)
                     if moves is not None:
                         for j, cj in moves.items():
@@ -349,6 +402,29 @@ class _Model:
             if not changed:
                 break
         return assign
+
+    def starts(self, i, assign):
+        """The candidates a cascade from node ``i`` starts with: where an input is boxed, those
+        boxing less into it; where none is but an output is only sliced by its readers (a whole
+        ``B`` value each reader cuts its piece from: free in bytes, every rank doing all the
+        work), those writing less. Elsewhere none: nothing for a move from here to remove."""
+        here = self.in_cost(i, assign[i], assign)
+        if here:
+            return [c for c in self.allowed[i] if c != assign[i] and self.in_cost(i, c, assign) < here]
+        if not self.sliced(i, assign):
+            return []
+        w = self.work(i, assign[i])
+        return [c for c in self.allowed[i] if c != assign[i] and self.work(i, c) < w]
+
+    def sliced(self, i, assign):
+        """Whether some output of node ``i`` is read, and read by no reader at the layout written."""
+        outs = self.cout[i][assign[i]]
+        for j, readers in enumerate(self.nodes[i].readers):
+            wants = {self.cin[r][assign[r]][k] for r, k in readers}
+            wants.update(self.fixed_by.get((i, j), ()))
+            if wants and outs[j] not in wants:
+                return True
+        return False
 
     def in_cost(self, i, c, assign):
         """Bytes boxed into node ``i``'s inputs under candidate ``c`` (producers as assigned)."""
@@ -362,31 +438,40 @@ class _Model:
 
     def cascade(self, i, c, assign):
         """The moves (node -> candidate) of a cascade started by node ``i`` taking ``c`` when they
-        lower the total cost, else None."""
-        trial = list(assign)
-        trial[i] = c
-        moved = {i: c}
-        queue = self.neighbours(i)
-        while queue and len(moved) < CASCADE:
-            j = queue.pop(0)
-            if j in moved:
-                continue
-            best = cur = self._ranked(j, trial[j], trial, moved)
-            pick = trial[j]
-            for cj in self.allowed[j]:
-                if cj != trial[j]:
-                    r = self._ranked(j, cj, trial, moved)
-                    if r < best:
-                        best, pick = r, cj
-            if best < cur:
-                trial[j] = moved[j] = pick
-                queue.extend(self.neighbours(j))
-        if self.part(moved, trial) < self.part(moved, assign):
-            return moved
+        lower the total cost, else None. Tried first with each neighbour reached taking its
+        cheapest candidate given the moves so far; when that is no cheaper, again with each
+        neighbour ranked as if its own unmoved neighbours would follow (its work and the boxing
+        on its edges to moved nodes or fixed layouts only): a chain whose every link alone just
+        moves a boxing one op down (``sin`` then ``exp`` of a value whose producer moved) flips
+        as a whole."""
+        for follow in (False, True):
+            trial = list(assign)
+            trial[i] = c
+            moved = {i: c}
+            queue = self.neighbours(i)
+            while queue and len(moved) < CASCADE:
+                j = queue.pop(0)
+                if j in moved:
+                    continue
+                best = cur = self._ranked(j, trial[j], trial, moved, follow)
+                pick = trial[j]
+                for cj in self.allowed[j]:
+                    if cj != trial[j]:
+                        r = self._ranked(j, cj, trial, moved, follow)
+                        if r < best:
+                            best, pick = r, cj
+                if best < cur:
+                    trial[j] = moved[j] = pick
+                    queue.extend(self.neighbours(j))
+            if self.part(moved, trial) < self.part(moved, assign):
+                return moved
+            if len(moved) == 1 and len(self.neighbours(i)) == 0:
+                break
         return None
 
-    def _ranked(self, j, c, trial, moved):
-        """(node ``j``'s local cost under ``c``, its boxing cost on edges to moved nodes)."""
+    def _ranked(self, j, c, trial, moved, follow=False):
+        """(node ``j``'s local cost under ``c``, its boxing cost on edges to moved nodes); with
+        ``follow``: (:meth:`_followed`, its local cost)."""
         self.evals += 1
         saved = trial[j]
         trial[j] = c
@@ -397,8 +482,29 @@ class _Model:
             local += cost
             if key[0] in moved or (len(key) == 2 and any(r in moved for r, _ in self.nodes[key[0]].readers[key[1]])):
                 agree += cost
+        if follow:
+            agree = self._followed(j, c, trial, moved)
         trial[j] = saved
-        return local, agree
+        return (agree, local) if follow else (local, agree)
+
+    def _followed(self, j, c, trial, moved):
+        """Node ``j``'s work under ``c`` plus the boxing on its edges to moved nodes and from or
+        to fixed layouts: as if its other neighbours would follow it."""
+        cost = self.work(j, c)
+        n = self.nodes[j]
+        for k, want in enumerate(self.cin[j][c]):
+            src = n.srcs[k]
+            if src is None:
+                cost += self.box(j, k, self.fin[j][k], want)
+            elif src[0] in moved:
+                cost += self.out_box(src[0], src[1], self.cout[src[0]][trial[src[0]]][src[1]], want)
+        for o, readers in enumerate(n.readers):
+            have = self.cout[j][c][o]
+            wants = {self.cin[r][trial[r]][k] for r, k in readers if r in moved}
+            wants.update(self.fixed_by.get((j, o), ()))
+            wants.discard(have)
+            cost += sum(self.out_box(j, o, have, w) for w in wants) + self.price(j, o, have)
+        return cost
 
 
 def _apply(planner, nodes, assign):
