@@ -3,7 +3,10 @@
 The MLP of ``bench_models.py`` (784-512-512-10, ReLU, softmax cross-entropy; no dropout) at a
 global batch of ``--batch`` trained with SGD: on one device, and data-parallel on ``--ranks``
 in-process ranks (batch ``S(0)``, weights ``B``, the gradient all-reduce from boxing), each
-row in the same process, alternating, best of ``--rounds``:
+row in the same process, alternating (the order swapped or rotated each round), best of ``--rounds``
+and, under ``per_round``, the median / min / max over the rounds of the ratios paired within a round
+(each round's data-parallel figure against that round's one-device one: the robust figures on a
+loaded machine):
 
 * ``planned_data_parallel_mlp`` (the issue's target: >= 1.6x on 2 ranks): the step in
   ``tw.function``, one plan per rank (``distribute/planner.py``), vs the same ``tw.function``
@@ -187,17 +190,37 @@ def _one_thread_per_rank(world, ranks):
     world.run(ranks, lambda i: rank_threads.use(1))
 
 
+def spread(values, nd=2):
+    """``{"median", "min", "max"}`` of ``values`` (rounded): a loaded machine's rounds differ by 2x,
+    so one best round says little; the median of paired per-round ratios is the robust figure."""
+    v = sorted(values)
+    return {"median": round(float(np.median(v)), nd), "min": round(v[0], nd), "max": round(v[-1], nd)}
+
+
+def paired(one, other):
+    """Per-round figures of ``other`` against ``one`` measured in the same round (the same load):
+    ``speedup`` (steps/s ratio) and ``cpu_ratio`` (one device's CPU per step / the busiest rank
+    thread's), each as :func:`spread`, and ``busiest_rank_cpu_ms`` the same way."""
+    return {"speedup": spread([d[0] / o[0] for o, d in zip(one, other)]),
+            "cpu_ratio": spread([o[1] / max(d[2]) for o, d in zip(one, other)]),
+            "busiest_rank_cpu_ms": spread([max(d[2]) for d in other])}
+
+
 def compare(name, local_step, dp_step, args, world, ranks, extra=None, inline=None):
     one, dp = [], []
-    for _ in range(args.rounds):        # alternate: both see the same load
-        one.append(measure(local_step, args.steps))
-        dp.append(measure(dp_step, args.steps, world, ranks, inline))
+    for r in range(args.rounds):        # alternate, the order swapped every round: both see the same load
+        pair = [(one, lambda: measure(local_step, args.steps)),
+                (dp, lambda: measure(dp_step, args.steps, world, ranks, inline))]
+        for acc, run in pair[::-1] if r % 2 else pair:
+            acc.append(run())
     b1, bd = max(one), max(dp)
     row = {"row": name, "batch": args.batch, "ranks": args.ranks, "one_device_steps_s": round(b1[0], 2),
            "data_parallel_steps_s": round(bd[0], 2), "speedup": round(bd[0] / b1[0], 2), "target": 1.6,
            "one_device_cpu_ms": round(b1[1], 2), "data_parallel_cpu_ms": round(bd[1], 2),
            "rank_thread_cpu_ms": [round(c, 2) for c in bd[2]],
-           "cpu_ratio": round(b1[1] / max(bd[2]), 2)}
+           "cpu_ratio": round(b1[1] / max(bd[2]), 2), "rounds": args.rounds,
+           "per_round": paired(one, dp),
+           "one_device_cpu_ms_per_round": spread([o[1] for o in one])}
     row.update(extra or {})
     return row
 
@@ -244,7 +267,7 @@ def ablation(placement, args, world, ranks):
             tw.config.optimizer.set_experimental_options({"disable_meta_optimizer": False})
             for k, v in saved.items():
                 setattr(planner, k, v)
-    best = {}
+    best, every = {}, {name: [] for name in fns}
     names = list(fns)
     for r in range(args.rounds):
         # the order rotates each round: measured in a fixed order, the last variants came out ahead
@@ -259,12 +282,15 @@ def ablation(placement, args, world, ranks):
             finally:
                 plan_function.INLINE_FIRST_RANK = True
                 sys.setswitchinterval(interval)
+            every[name].append(m)
             if name not in best or m[0] > best[name][0]:
                 best[name] = m
     one = best["one_device"][0]
     return {"row": "ablation", "batch": args.batch, "ranks": args.ranks, **{
         name: {"steps_s": round(m[0], 2), "vs_one_device": round(m[0] / one, 2), "cpu_ms": round(m[1], 2),
-               "thread_cpu_ms": [round(c, 2) for c in m[2]]} for name, m in best.items()}}
+               "thread_cpu_ms": [round(c, 2) for c in m[2]],
+               **({} if name == "one_device" else {"per_round": paired(every["one_device"], every[name])})}
+        for name, m in best.items()}}
 
 
 def decompose(placement, args, world, ranks):
@@ -291,7 +317,7 @@ def decompose(placement, args, world, ranks):
         if name != "independent":
             fn()
     workers = HalfBatchProcesses(len(ranks), per_rank, args.optimizer)
-    best = {}
+    best, every = {}, {}
     names = list(fns) + ["independent_processes"]
     try:
         for r in range(args.rounds):
@@ -302,12 +328,17 @@ def decompose(placement, args, world, ranks):
                     fn, inline = fns[name]
                     on_ranks = name in ("independent", "planned")
                     m = measure(fn, args.steps, *((world, ranks, inline) if on_ranks else (None, None)))
+                every.setdefault(name, []).append(m)
                 if name not in best or m[0] > best[name][0]:
                     best[name] = m
     finally:
         workers.close()
     return {"row": "decomposition", "batch": args.batch, "ranks": args.ranks, **{
-        name: {"steps_s": round(m[0], 2), "cpu_ms": round(m[1], 2), "thread_cpu_ms": [round(c, 2) for c in m[2]]}
+        name: {"steps_s": round(m[0], 2), "cpu_ms": round(m[1], 2), "thread_cpu_ms": [round(c, 2) for c in m[2]],
+               # medians over the rounds: each thread's CPU ms per step, and steps/s
+               "median_thread_cpu_ms": [round(float(np.median([e[2][i] for e in every[name]])), 2)
+                                        for i in range(len(m[2]))],
+               "median_steps_s": round(float(np.median([e[0] for e in every[name]])), 2)}
         for name, m in best.items()}}
 
 
