@@ -229,13 +229,14 @@ def compare(name, local_step, dp_step, args, world, ranks, extra=None, inline=No
 #: runs (Python's default 5 ms: a rank thread back from a product waits for the GIL until the other
 #: rank's Python reaches its next product, or this long)
 SWITCH_INTERVAL = 1e-4
-_RUN_ONLY = ("passes", "inline", "switch")     # ablation keys that are not planner settings
+_RUN_ONLY = ("passes", "inline", "switch", "fuse")     # ablation keys that are not planner settings
 
 
 def ablation(placement, args, world, ranks):
     """The planned step built with parts of the data-parallel work switched off, measured in one
     alternation with one device (same load): ``shared`` (the default: ZeRO-1 weights in one buffer
-    the in-process ranks share), ``switch_100us`` (the same plan run with ``sys.setswitchinterval``
+    the in-process ranks share; plain SGD applied by the bucket's reduction, ``fused_sgd.py``),
+    ``unfused_sgd`` (the same without that: the sums kept, then the update), ``switch_100us`` (the same plan run with ``sys.setswitchinterval``
     at :data:`SWITCH_INTERVAL`: what the GIL's hand-off between the rank threads costs),
     ``zero13`` (each rank its own copy, the gather copying rows, as before dp13's third session),
     ``posted`` (every rank's plan handed to its rank thread, the controller waiting, as before
@@ -244,14 +245,17 @@ def ablation(placement, args, world, ranks):
     where it is read, and the planner's plain byte costs), ``before_dp13`` (also no
     graph passes on the rank plans and FLOPS_PER_BYTE 10, as before dp13; rank threads still at one
     thread)."""
-    from tensorweave.distribute import plan_function, planner
-    variants = {"shared": {}, "zero13": {"SHARED_ZERO_STORAGE": False}, "posted": {"inline": False},
+    from tensorweave.distribute import fused_sgd, plan_function, planner
+    variants = {"shared": {}, "unfused_sgd": {"fuse": False}, "zero13": {"SHARED_ZERO_STORAGE": False},
+                "posted": {"inline": False},
                 "switch_100us": {"switch": SWITCH_INTERVAL},
                 "no_zero": {"ZERO_UPDATES": False},
                 "dp13": {"ZERO_UPDATES": False, "FOLD_ONCE_READS": False}, "no_bucket": {
                     "ALL_REDUCE_BUCKET_BYTES": 0, "ZERO_UPDATES": False},
                 "before_dp13": {"ALL_REDUCE_BUCKET_BYTES": 0, "FLOPS_PER_BYTE": 10, "passes": False,
                                 "ZERO_UPDATES": False}}
+    if args.variants:       # --variants a,b: only those (fewer rows: more rounds in the same time)
+        variants = {k: v for k, v in variants.items() if k in args.variants.split(",")}
     fns = {"one_device": tw.function(make(None, args.batch))}
     fns["one_device"]()
     for name, patch in variants.items():
@@ -260,10 +264,12 @@ def ablation(placement, args, world, ranks):
             if k not in _RUN_ONLY:
                 setattr(planner, k, v)
         tw.config.optimizer.set_experimental_options({"disable_meta_optimizer": not patch.get("passes", True)})
+        fused_sgd.ENABLED = patch.get("fuse", True)
         try:
             fns[name] = tw.function(make(placement, args.batch))
             fns[name]()                                 # plans and binds with the patch
         finally:
+            fused_sgd.ENABLED = True
             tw.config.optimizer.set_experimental_options({"disable_meta_optimizer": False})
             for k, v in saved.items():
                 setattr(planner, k, v)
@@ -433,6 +439,8 @@ def main():
     ap.add_argument("--profile", action="store_true")
     ap.add_argument("--eager", action="store_true", help="also the eager global row")
     ap.add_argument("--ablation", action="store_true", help="the planned step without bucketing / passes")
+    ap.add_argument("--variants", default="", help="the ablation's variants to run, comma-separated (default all)")
+    ap.add_argument("--no-main", action="store_true", help="skip the main row (an ablation or decomposition alone)")
     ap.add_argument("--decompose", action="store_true",
                     help="one device at the global and the per-rank batch, independent ranks, the planned step")
     ap.add_argument("--pipeline", action="store_true")
@@ -463,7 +471,8 @@ def main():
     with threadpool_limits(1):
         local_fn(), dp_fn()
         jit.wait_for_compiles()
-        rows.insert(0, compare("planned_data_parallel_mlp", local_fn, dp_fn, args, world, ranks))
+        if not args.no_main:
+            rows.insert(0, compare("planned_data_parallel_mlp", local_fn, dp_fn, args, world, ranks))
         if args.ablation:
             rows.append(ablation(placement, args, world, ranks))
         if args.decompose:
