@@ -152,7 +152,7 @@ def test_members_with_different_apply_objects_keep_every_sum():
     assert not w.any()
 
 
-@pytest.mark.parametrize("bad", [np.zeros(5, np.float32), np.zeros(6, np.float64)])
+@pytest.mark.parametrize("bad", [np.zeros(5, np.float32), np.zeros(7, np.float32), np.zeros(6, np.float64)])
 def test_a_target_of_another_size_or_dtype_is_not_applied(bad):
     rng = np.random.default_rng(2)
     buckets = [[rng.standard_normal(3).astype(np.float32), rng.standard_normal(6).astype(np.float32)]
