@@ -52,6 +52,7 @@ from threadpoolctl import threadpool_limits
 
 import tensorweave as tw
 from bench_ray_collectives import _cpu_model   # this directory's sibling benchmark
+from tensorweave.kernels.cpu import jit
 
 SIZES = (784, 512, 512, 10)
 
@@ -207,6 +208,7 @@ def paired(one, other):
 
 
 def compare(name, local_step, dp_step, args, world, ranks, extra=None, inline=None):
+    compiled0 = jit.background_compile_seconds()
     one, dp = [], []
     for r in range(args.rounds):        # alternate, the order swapped every round: both see the same load
         pair = [(one, lambda: measure(local_step, args.steps)),
@@ -220,7 +222,8 @@ def compare(name, local_step, dp_step, args, world, ranks, extra=None, inline=No
            "rank_thread_cpu_ms": [round(c, 2) for c in bd[2]],
            "cpu_ratio": round(b1[1] / max(bd[2]), 2), "rounds": args.rounds,
            "per_round": paired(one, dp),
-           "one_device_cpu_ms_per_round": spread([o[1] for o in one])}
+           "one_device_cpu_ms_per_round": spread([o[1] for o in one]),
+           "compile_s_while_measured": round(jit.background_compile_seconds() - compiled0, 2)}
     row.update(extra or {})
     return row
 
@@ -273,6 +276,11 @@ def ablation(placement, args, world, ranks):
             tw.config.optimizer.set_experimental_options({"disable_meta_optimizer": False})
             for k, v in saved.items():
                 setattr(planner, k, v)
+    # the variants' plans may ask numba for loops the main row's did not (no passes, a new update):
+    # compiled on a background thread, whose compiles (Python, holding the GIL) beside two rank
+    # threads on two cores slow only the rows with rank threads; the twins run meanwhile
+    jit.wait_for_compiles()
+    compiled0 = jit.background_compile_seconds()
     best, every = {}, {name: [] for name in fns}
     names = list(fns)
     for r in range(args.rounds):
@@ -292,7 +300,8 @@ def ablation(placement, args, world, ranks):
             if name not in best or m[0] > best[name][0]:
                 best[name] = m
     one = best["one_device"][0]
-    return {"row": "ablation", "batch": args.batch, "ranks": args.ranks, **{
+    return {"row": "ablation", "batch": args.batch, "ranks": args.ranks,
+            "compile_s_while_measured": round(jit.background_compile_seconds() - compiled0, 2), **{
         name: {"steps_s": round(m[0], 2), "vs_one_device": round(m[0] / one, 2), "cpu_ms": round(m[1], 2),
                "thread_cpu_ms": [round(c, 2) for c in m[2]],
                **({} if name == "one_device" else {"per_round": paired(every["one_device"], every[name])})}
@@ -322,6 +331,8 @@ def decompose(placement, args, world, ranks):
     for name, (fn, _) in fns.items():
         if name != "independent":
             fn()
+    jit.wait_for_compiles()         # see ablation()
+    compiled0 = jit.background_compile_seconds()
     workers = HalfBatchProcesses(len(ranks), per_rank, args.optimizer)
     best, every = {}, {}
     names = list(fns) + ["independent_processes"]
@@ -339,7 +350,8 @@ def decompose(placement, args, world, ranks):
                     best[name] = m
     finally:
         workers.close()
-    return {"row": "decomposition", "batch": args.batch, "ranks": args.ranks, **{
+    return {"row": "decomposition", "batch": args.batch, "ranks": args.ranks,
+            "compile_s_while_measured": round(jit.background_compile_seconds() - compiled0, 2), **{
         name: {"steps_s": round(m[0], 2), "cpu_ms": round(m[1], 2), "thread_cpu_ms": [round(c, 2) for c in m[2]],
                # medians over the rounds: each thread's CPU ms per step, and steps/s
                "median_thread_cpu_ms": [round(float(np.median([e[2][i] for e in every[name]])), 2)
