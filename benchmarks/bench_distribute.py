@@ -276,9 +276,9 @@ def ablation(placement, args, world, ranks):
             tw.config.optimizer.set_experimental_options({"disable_meta_optimizer": False})
             for k, v in saved.items():
                 setattr(planner, k, v)
-    # the variants' plans may ask numba for loops the main row's did not (no passes, a new update):
-    # compiled on a background thread, whose compiles (Python, holding the GIL) beside two rank
-    # threads on two cores slow only the rows with rank threads; the twins run meanwhile
+    # the variants' plans may ask numba for loops the main row's did not: a compile on the background
+    # thread (Python, holding the GIL) beside two rank threads on two cores would slow only the rows
+    # with rank threads (a replay of the old sequence found none; a guard, reported per row)
     jit.wait_for_compiles()
     compiled0 = jit.background_compile_seconds()
     best, every = {}, {name: [] for name in fns}

@@ -172,3 +172,65 @@ def test_the_compiled_loop_has_its_twins_bits():
     compile_now(fused_sgd._sum2_sgd, w, a, b, lr)(w, a, b, lr)
     fused_sgd._sum2_sgd_numpy(w2, a, b, lr)
     np.testing.assert_array_equal(w, w2)
+
+
+def test_an_apply_naming_only_the_first_arrays_keeps_the_later_sums():
+    """``targets()`` may stop before the bucket's last array (BucketSGD lists up to its last weight)."""
+    rng = np.random.default_rng(4)
+    buckets = [[rng.standard_normal(6).astype(np.float32), rng.standard_normal(4).astype(np.float32)]
+               for _ in range(2)]
+    w = rng.standard_normal(6).astype(np.float32)
+    want = w - (buckets[0][0] + buckets[1][0]) * np.float32(0.5)
+    spec = _Apply(w, np.float32(0.5), k=0)
+    got = _on_members(collective.InProcessGroup([0, 1]), buckets, [spec, spec])
+    for res in got:
+        assert res[0] is None
+        np.testing.assert_array_equal(res[1], buckets[0][1] + buckets[1][1])
+    np.testing.assert_array_equal(w, want)
+
+
+class _Node:
+    def __init__(self, op, name, **attrs):
+        self.op, self.name, self.attrs = op, name, attrs
+
+
+class _Step:
+    def __init__(self, op, ins, outs, fn=None, name=None, **attrs):
+        self.node, self.ins, self.outs = _Node(op, name or op, **attrs), list(ins), outs
+        self.single = not isinstance(outs, tuple)
+        self.fn = fn if fn is not None else (lambda *a: None)
+
+
+class _Plan:
+    def __init__(self, steps, fetch_slots=()):
+        self.steps, self.fetch_slots = steps, list(fetch_slots)
+
+
+def _plan(extra_reader=False, fetched=False, rows=(0, 2), lr_extra=True):
+    """Slots: 0 the variable, 1 its rows view, 2 the partial gradient, 3 the handle, 4 the gradient's
+    rows, 5 the learning rate (the wait's folded extra, or a slot of its own)."""
+    import functools
+    rows_fn = lambda v: v                                            # noqa: E731
+    rows_fn.shared = ("group", 0)
+    update = functools.partial(lambda *a, **k: (), momentum=0.0, nesterov=False)
+    steps = [_Step("_VariableRows", [0], 1, rows_fn, rows=[0, 2]),
+             _Step("_AllReduceStart", [2], 3, name="all_reduce_bucket0/start"),
+             _Step("_AllReduceWait", [3], (4, 5) if lr_extra else (4, 6), n=1, extra=1 if lr_extra else 0,
+                   rows=[list(rows) if rows else None]),
+             _Step("ResourceApplyKerasMomentum", [1, 5, 4], (), update, momentum=0.0)]
+    if extra_reader:
+        steps.append(_Step("Square", [4], 7))
+    return _Plan(steps, [4] if fetched else [])
+
+
+def test_a_gradient_read_by_the_update_alone_qualifies():
+    got = fused_sgd._candidates(_plan())
+    assert got == {"all_reduce_bucket0/start": (1, 2, [3], [(0, "group", 3, 0)], 0)}
+
+
+@pytest.mark.parametrize("why", ["extra_reader", "fetched", "no_rows", "lr_not_folded"])
+def test_a_gradient_read_elsewhere_fetched_all_reduced_or_without_a_folded_lr_does_not(why):
+    plan = _plan(extra_reader=why == "extra_reader", fetched=why == "fetched", rows=None if why == "no_rows" else (0, 2),
+                 lr_extra=why != "lr_not_folded")
+    got = fused_sgd._candidates(plan)
+    assert all(not entry[3] for entry in got.values())
