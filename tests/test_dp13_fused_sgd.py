@@ -206,12 +206,12 @@ class _Plan:
         self.steps, self.fetch_slots = steps, list(fetch_slots)
 
 
-def _plan(extra_reader=False, fetched=False, rows=(0, 2), lr_extra=True):
+def _plan(extra_reader=False, fetched=False, rows=(0, 2), lr_extra=True, group="group"):
     """Slots: 0 the variable, 1 its rows view, 2 the partial gradient, 3 the handle, 4 the gradient's
     rows, 5 the learning rate (the wait's folded extra, or a slot of its own)."""
     import functools
     rows_fn = lambda v: v                                            # noqa: E731
-    rows_fn.shared = ("group", 0)
+    rows_fn.shared = (group, 0)
     update = functools.partial(lambda *a, **k: (), momentum=0.0, nesterov=False)
     steps = [_Step("_VariableRows", [0], 1, rows_fn, rows=[0, 2]),
              _Step("_AllReduceStart", [2], 3, name="all_reduce_bucket0/start"),
@@ -234,3 +234,30 @@ def test_a_gradient_read_elsewhere_fetched_all_reduced_or_without_a_folded_lr_do
                  lr_extra=why != "lr_not_folded")
     got = fused_sgd._candidates(plan)
     assert all(not entry[3] for entry in got.values())
+
+
+def test_a_shard_with_a_buffer_of_its_own_is_updated_by_the_update_as_without_fusion(zero_everywhere, applied,
+                                                                                      monkeypatch):
+    """One rank's shard given unequal values between steps: not joined, so its weight is not applied by the
+    bucket (the update and the gather run) — the same values as with the fusion off."""
+    p = tw.placement("cpu", ranks=[0, 1])
+    got = {}
+    for on in (True, False):
+        monkeypatch.setattr(fused_sgd, "ENABLED", on)
+        _, _, vs, step, x = train(p, "sgd", steps=2)
+        changed = vs[0]._locals[1]._value.copy()
+        changed[0, 0] += 1.0
+        vs[0]._locals[1]._value = changed
+        applied.clear()
+        step(x)
+        got[on] = [np.array(s._value) for s in vs[0]._locals]
+        if on:
+            assert len(applied) == 2 * 2          # the other two weights still applied by the bucket
+    for a, b in zip(got[True], got[False]):
+        np.testing.assert_array_equal(a, b)
+
+
+@pytest.mark.parametrize("other", ["no_bucket", "other_weights"])
+def test_install_needs_the_same_buckets_and_weights_on_every_rank(other):
+    rank1 = _Plan([]) if other == "no_bucket" else _plan(group="another group")
+    assert fused_sgd.install([_plan(), rank1]) == 0
