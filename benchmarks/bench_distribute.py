@@ -3,7 +3,10 @@
 The MLP of ``bench_models.py`` (784-512-512-10, ReLU, softmax cross-entropy; no dropout) at a
 global batch of ``--batch`` trained with SGD: on one device, and data-parallel on ``--ranks``
 in-process ranks (batch ``S(0)``, weights ``B``, the gradient all-reduce from boxing), each
-row in the same process, alternating, best of ``--rounds``:
+row in the same process, alternating (the order swapped or rotated each round), best of ``--rounds``
+and, under ``per_round``, the median / min / max over the rounds of the ratios paired within a round
+(each round's data-parallel figure against that round's one-device one: the robust figures on a
+loaded machine):
 
 * ``planned_data_parallel_mlp`` (the issue's target: >= 1.6x on 2 ranks): the step in
   ``tw.function``, one plan per rank (``distribute/planner.py``), vs the same ``tw.function``
@@ -49,6 +52,7 @@ from threadpoolctl import threadpool_limits
 
 import tensorweave as tw
 from bench_ray_collectives import _cpu_model   # this directory's sibling benchmark
+from tensorweave.kernels.cpu import jit
 
 SIZES = (784, 512, 512, 10)
 
@@ -187,17 +191,39 @@ def _one_thread_per_rank(world, ranks):
     world.run(ranks, lambda i: rank_threads.use(1))
 
 
+def spread(values, nd=2):
+    """``{"median", "min", "max"}`` of ``values`` (rounded): a loaded machine's rounds differ by 2x,
+    so one best round says little; the median of paired per-round ratios is the robust figure."""
+    v = sorted(values)
+    return {"median": round(float(np.median(v)), nd), "min": round(v[0], nd), "max": round(v[-1], nd)}
+
+
+def paired(one, other):
+    """Per-round figures of ``other`` against ``one`` measured in the same round (the same load):
+    ``speedup`` (steps/s ratio) and ``cpu_ratio`` (one device's CPU per step / the busiest rank
+    thread's), each as :func:`spread`, and ``busiest_rank_cpu_ms`` the same way."""
+    return {"speedup": spread([d[0] / o[0] for o, d in zip(one, other)]),
+            "cpu_ratio": spread([o[1] / max(d[2]) for o, d in zip(one, other)]),
+            "busiest_rank_cpu_ms": spread([max(d[2]) for d in other])}
+
+
 def compare(name, local_step, dp_step, args, world, ranks, extra=None, inline=None):
+    compiled0 = jit.background_compile_seconds()
     one, dp = [], []
-    for _ in range(args.rounds):        # alternate: both see the same load
-        one.append(measure(local_step, args.steps))
-        dp.append(measure(dp_step, args.steps, world, ranks, inline))
+    for r in range(args.rounds):        # alternate, the order swapped every round: both see the same load
+        pair = [(one, lambda: measure(local_step, args.steps)),
+                (dp, lambda: measure(dp_step, args.steps, world, ranks, inline))]
+        for acc, run in pair[::-1] if r % 2 else pair:
+            acc.append(run())
     b1, bd = max(one), max(dp)
     row = {"row": name, "batch": args.batch, "ranks": args.ranks, "one_device_steps_s": round(b1[0], 2),
            "data_parallel_steps_s": round(bd[0], 2), "speedup": round(bd[0] / b1[0], 2), "target": 1.6,
            "one_device_cpu_ms": round(b1[1], 2), "data_parallel_cpu_ms": round(bd[1], 2),
            "rank_thread_cpu_ms": [round(c, 2) for c in bd[2]],
-           "cpu_ratio": round(b1[1] / max(bd[2]), 2)}
+           "cpu_ratio": round(b1[1] / max(bd[2]), 2), "rounds": args.rounds,
+           "per_round": paired(one, dp),
+           "one_device_cpu_ms_per_round": spread([o[1] for o in one]),
+           "compile_s_while_measured": round(jit.background_compile_seconds() - compiled0, 2)}
     row.update(extra or {})
     return row
 
@@ -206,13 +232,14 @@ def compare(name, local_step, dp_step, args, world, ranks, extra=None, inline=No
 #: runs (Python's default 5 ms: a rank thread back from a product waits for the GIL until the other
 #: rank's Python reaches its next product, or this long)
 SWITCH_INTERVAL = 1e-4
-_RUN_ONLY = ("passes", "inline", "switch")     # ablation keys that are not planner settings
+_RUN_ONLY = ("passes", "inline", "switch", "fuse")     # ablation keys that are not planner settings
 
 
 def ablation(placement, args, world, ranks):
     """The planned step built with parts of the data-parallel work switched off, measured in one
     alternation with one device (same load): ``shared`` (the default: ZeRO-1 weights in one buffer
-    the in-process ranks share), ``switch_100us`` (the same plan run with ``sys.setswitchinterval``
+    the in-process ranks share; plain SGD applied by the bucket's reduction, ``fused_sgd.py``),
+    ``unfused_sgd`` (the same without that: the sums kept, then the update), ``switch_100us`` (the same plan run with ``sys.setswitchinterval``
     at :data:`SWITCH_INTERVAL`: what the GIL's hand-off between the rank threads costs),
     ``zero13`` (each rank its own copy, the gather copying rows, as before dp13's third session),
     ``posted`` (every rank's plan handed to its rank thread, the controller waiting, as before
@@ -221,14 +248,17 @@ def ablation(placement, args, world, ranks):
     where it is read, and the planner's plain byte costs), ``before_dp13`` (also no
     graph passes on the rank plans and FLOPS_PER_BYTE 10, as before dp13; rank threads still at one
     thread)."""
-    from tensorweave.distribute import plan_function, planner
-    variants = {"shared": {}, "zero13": {"SHARED_ZERO_STORAGE": False}, "posted": {"inline": False},
+    from tensorweave.distribute import fused_sgd, plan_function, planner
+    variants = {"shared": {}, "unfused_sgd": {"fuse": False}, "zero13": {"SHARED_ZERO_STORAGE": False},
+                "posted": {"inline": False},
                 "switch_100us": {"switch": SWITCH_INTERVAL},
                 "no_zero": {"ZERO_UPDATES": False},
                 "dp13": {"ZERO_UPDATES": False, "FOLD_ONCE_READS": False}, "no_bucket": {
                     "ALL_REDUCE_BUCKET_BYTES": 0, "ZERO_UPDATES": False},
                 "before_dp13": {"ALL_REDUCE_BUCKET_BYTES": 0, "FLOPS_PER_BYTE": 10, "passes": False,
                                 "ZERO_UPDATES": False}}
+    if args.variants:       # --variants a,b: only those (fewer rows: more rounds in the same time)
+        variants = {k: v for k, v in variants.items() if k in args.variants.split(",")}
     fns = {"one_device": tw.function(make(None, args.batch))}
     fns["one_device"]()
     for name, patch in variants.items():
@@ -237,14 +267,21 @@ def ablation(placement, args, world, ranks):
             if k not in _RUN_ONLY:
                 setattr(planner, k, v)
         tw.config.optimizer.set_experimental_options({"disable_meta_optimizer": not patch.get("passes", True)})
+        fused_sgd.ENABLED = patch.get("fuse", True)
         try:
             fns[name] = tw.function(make(placement, args.batch))
             fns[name]()                                 # plans and binds with the patch
         finally:
+            fused_sgd.ENABLED = True
             tw.config.optimizer.set_experimental_options({"disable_meta_optimizer": False})
             for k, v in saved.items():
                 setattr(planner, k, v)
-    best = {}
+    # the variants' plans may ask numba for loops the main row's did not: a compile on the background
+    # thread (Python, holding the GIL) beside two rank threads on two cores would slow only the rows
+    # with rank threads (a replay of the old sequence found none; a guard, reported per row)
+    jit.wait_for_compiles()
+    compiled0 = jit.background_compile_seconds()
+    best, every = {}, {name: [] for name in fns}
     names = list(fns)
     for r in range(args.rounds):
         # the order rotates each round: measured in a fixed order, the last variants came out ahead
@@ -259,12 +296,16 @@ def ablation(placement, args, world, ranks):
             finally:
                 plan_function.INLINE_FIRST_RANK = True
                 sys.setswitchinterval(interval)
+            every[name].append(m)
             if name not in best or m[0] > best[name][0]:
                 best[name] = m
     one = best["one_device"][0]
-    return {"row": "ablation", "batch": args.batch, "ranks": args.ranks, **{
+    return {"row": "ablation", "batch": args.batch, "ranks": args.ranks,
+            "compile_s_while_measured": round(jit.background_compile_seconds() - compiled0, 2), **{
         name: {"steps_s": round(m[0], 2), "vs_one_device": round(m[0] / one, 2), "cpu_ms": round(m[1], 2),
-               "thread_cpu_ms": [round(c, 2) for c in m[2]]} for name, m in best.items()}}
+               "thread_cpu_ms": [round(c, 2) for c in m[2]],
+               **({} if name == "one_device" else {"per_round": paired(every["one_device"], every[name])})}
+        for name, m in best.items()}}
 
 
 def decompose(placement, args, world, ranks):
@@ -290,8 +331,10 @@ def decompose(placement, args, world, ranks):
     for name, (fn, _) in fns.items():
         if name != "independent":
             fn()
+    jit.wait_for_compiles()         # see ablation()
+    compiled0 = jit.background_compile_seconds()
     workers = HalfBatchProcesses(len(ranks), per_rank, args.optimizer)
-    best = {}
+    best, every = {}, {}
     names = list(fns) + ["independent_processes"]
     try:
         for r in range(args.rounds):
@@ -302,12 +345,18 @@ def decompose(placement, args, world, ranks):
                     fn, inline = fns[name]
                     on_ranks = name in ("independent", "planned")
                     m = measure(fn, args.steps, *((world, ranks, inline) if on_ranks else (None, None)))
+                every.setdefault(name, []).append(m)
                 if name not in best or m[0] > best[name][0]:
                     best[name] = m
     finally:
         workers.close()
-    return {"row": "decomposition", "batch": args.batch, "ranks": args.ranks, **{
-        name: {"steps_s": round(m[0], 2), "cpu_ms": round(m[1], 2), "thread_cpu_ms": [round(c, 2) for c in m[2]]}
+    return {"row": "decomposition", "batch": args.batch, "ranks": args.ranks,
+            "compile_s_while_measured": round(jit.background_compile_seconds() - compiled0, 2), **{
+        name: {"steps_s": round(m[0], 2), "cpu_ms": round(m[1], 2), "thread_cpu_ms": [round(c, 2) for c in m[2]],
+               # medians over the rounds: each thread's CPU ms per step, and steps/s
+               "median_thread_cpu_ms": [round(float(np.median([e[2][i] for e in every[name]])), 2)
+                                        for i in range(len(m[2]))],
+               "median_steps_s": round(float(np.median([e[0] for e in every[name]])), 2)}
         for name, m in best.items()}}
 
 
@@ -402,6 +451,8 @@ def main():
     ap.add_argument("--profile", action="store_true")
     ap.add_argument("--eager", action="store_true", help="also the eager global row")
     ap.add_argument("--ablation", action="store_true", help="the planned step without bucketing / passes")
+    ap.add_argument("--variants", default="", help="the ablation's variants to run, comma-separated (default all)")
+    ap.add_argument("--no-main", action="store_true", help="skip the main row (an ablation or decomposition alone)")
     ap.add_argument("--decompose", action="store_true",
                     help="one device at the global and the per-rank batch, independent ranks, the planned step")
     ap.add_argument("--pipeline", action="store_true")
@@ -432,7 +483,8 @@ def main():
     with threadpool_limits(1):
         local_fn(), dp_fn()
         jit.wait_for_compiles()
-        rows.insert(0, compare("planned_data_parallel_mlp", local_fn, dp_fn, args, world, ranks))
+        if not args.no_main:
+            rows.insert(0, compare("planned_data_parallel_mlp", local_fn, dp_fn, args, world, ranks))
         if args.ablation:
             rows.append(ablation(placement, args, world, ranks))
         if args.decompose:

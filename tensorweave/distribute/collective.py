@@ -152,12 +152,13 @@ class Communicator:
             lo, hi = balanced_bounds(a.shape[0], self.size)[self.index]
             a[...] = self.all_gather(a[lo:hi], 0)
 
-    def all_reduce_start(self, arrays, op="sum"):
+    def all_reduce_start(self, arrays, op="sum", apply=None):
         """Starts the reduction (``op``) of each array of ``arrays`` over the group; returns a
         handle whose ``wait()`` gives the reduced arrays (read-only: they may be shared between
         ranks), in order. Collective: every member starts the same bucket at the same point of
         its call order. This default reduces at once (the call blocks, nothing overlaps); a
-        transport overrides it to return before the others arrive."""
+        transport overrides it to return before the others arrive. ``apply`` (in-process
+        groups; others ignore it and give every sum): see :meth:`InProcessGroup.reduce_start`."""
         return _Ready([_read_only(self.all_reduce(a, op)) for a in arrays])
 
 
@@ -186,7 +187,7 @@ class _Ready:
 
 class _Round:
     __slots__ = ("kind", "values", "kinds", "left", "result", "chunks", "orders", "claim", "finished", "done",
-                 "extra")
+                 "extra", "applies", "targets")
 
     def __init__(self, size, kind):
         self.kind = kind
@@ -201,6 +202,8 @@ class _Round:
         self.claim = self.finished = None
         self.done = False       # every chunk reduced (set under the lock)
         self.extra = None       # values the first member attached (a folded _Once read)
+        self.applies = [None] * size    # each member's ``apply`` (reduce_start)
+        self.targets = None     # per array: None (its sum goes to ``result``) or the flat buffer updated in place
 
 
 def _check_bucket(ranks, values):
@@ -253,10 +256,23 @@ def _reduce_chunk(values, out, chunk, op):
         fn(dst, v[k].reshape(-1)[lo:hi], out=dst)
 
 
+def _targets(applies, arrays, op):
+    """(Lock held, every member deposited.) Per array of the bucket the flat buffer its sum is
+    applied to, or None: only where every member gave the same ``apply`` object, the reduction is a
+    sum and the buffer is the array's size and dtype (else every sum goes to the result)."""
+    spec = applies[0]
+    if spec is None or op != "sum" or any(a is not spec for a in applies):
+        return None
+    got = list(spec.targets())
+    got += [None] * (len(arrays) - len(got))
+    return [t if t is not None and t.size == a.size and t.dtype == a.dtype else None for t, a in zip(got, arrays)]
+
+
 def _finish(rnd):
     """(Lock held.) Every chunk of ``rnd`` is reduced: its sums become read-only and final."""
     for a in rnd.result:
-        a.flags.writeable = False
+        if a is not None:       # None: an array applied in place (_apply_chunk), no sum kept
+            a.flags.writeable = False
     rnd.values = None
     rnd.done = True
 
@@ -358,7 +374,7 @@ class InProcessGroup:
                 del self._rounds[seq]
         return values
 
-    def reduce_start(self, index, arrays, op="sum", timeout=None):
+    def reduce_start(self, index, arrays, op="sum", timeout=None, apply=None):
         """Deposits member ``index``'s bucket (a list of contiguous arrays) for its next call and
         returns at once with a handle (matched by call order with the other collectives, like
         :meth:`exchange`). The sums are computed at the members' waits: each member waiting
@@ -366,10 +382,18 @@ class InProcessGroup:
         first (the rows a reduce-scatter hands it, :func:`_chunks`), and reduces each over every
         member's arrays in rank order (so all get ``all_reduce``'s bits): the work is shared by
         whoever is there, a member ahead of the others keeps working until its wait, and a
-        ZeRO-1 update reads sums its own core wrote where its member was there in time."""
+        ZeRO-1 update reads sums its own core wrote where its member was there in time.
+
+        ``apply``: where every member passes the same object, its ``targets()`` (asked once, when
+        the last member deposits) names per array a flat buffer (or None) and ``scale(pending)``
+        a factor: a member reducing a chunk of such an array calls ``apply_chunk(values, buffer,
+        chunk, factor, scratch)`` instead of keeping the sum (``fused_sgd.BucketSGD``: a plain SGD
+        step on a weight the members share, ``buffer -= sum * factor`` there); the wait gives None
+        for that array."""
         kind = f"all_reduce_start({op})"
         with self._cond:
             seq, rnd = self._deposit(index, kind, arrays)
+            rnd.applies[index] = apply
             if all(k is not None for k in rnd.kinds):
                 # the members' (shape, dtype) lists compared whole, the chunk list made once per
                 # bucket layout (the same every step): ~50 us a step less than checked array by array
@@ -381,11 +405,13 @@ class InProcessGroup:
                     self._failure = f"a failed all_reduce_start (call #{seq}): {e.message}"
                     self._cond.notify_all()
                     raise
-                rnd.result = [np.empty(a.shape, a.dtype) for a in rnd.values[0]]
+                rnd.targets = _targets(rnd.applies, rnd.values[0], op)
+                rnd.result = [np.empty(a.shape, a.dtype) if rnd.targets is None or rnd.targets[k] is None else None
+                              for k, a in enumerate(rnd.values[0])]
                 key = (REDUCE_CHUNK, layout[0])
                 got = self._chunk_lists.get(key)
                 if got is None:
-                    chunks = _chunks(rnd.result, len(self.ranks))
+                    chunks = _chunks(rnd.values[0], len(self.ranks))
                     got = self._chunk_lists[key] = (chunks, _orders(chunks, len(self.ranks)))
                 rnd.chunks, rnd.orders = got
                 rnd.claim, rnd.finished = [itertools.count() for _ in rnd.chunks], itertools.count(1)
@@ -408,12 +434,24 @@ class InProcessGroup:
             with self._cond:
                 self._wait(lambda: rnd.chunks is not None, what, missing, pending.timeout)
         chunks, values, result, n = rnd.chunks, rnd.values, rnd.result, len(rnd.chunks)
-        claim, finished = rnd.claim, rnd.finished
+        claim, finished, targets = rnd.claim, rnd.finished, rnd.targets
+        raw, per_dtype = None, {}
         for i in rnd.orders[pending.index]:
             self._check_failed()
             if next(claim[i]):
                 continue        # another member took it
-            _reduce_chunk(values, result, chunks[i], op)
+            chunk = chunks[i]
+            target = None if targets is None else targets[chunk[0]]
+            if target is None:
+                _reduce_chunk(values, result, chunk, op)
+            else:
+                if raw is None:         # the factor (a learning rate the first member attached): once per wait
+                    raw = rnd.applies[0].scale(pending)
+                got = per_dtype.get(target.dtype)
+                if got is None:         # the factor in the buffer's dtype (the update kernel's ``t(lr)``), a scratch chunk
+                    got = per_dtype[target.dtype] = (target.dtype.type(raw), np.empty(
+                        min(REDUCE_CHUNK, max(c[2] - c[1] for c in chunks)), target.dtype))
+                rnd.applies[0].apply_chunk(values, target, chunk, *got)
             if next(finished) == n:
                 with self._cond:
                     _finish(rnd)
@@ -559,14 +597,16 @@ class InProcessCommunicator(Communicator):
                 if j != self.index and hi > lo and values[j][k][2] is not a:
                     a[lo:hi] = values[j][k][2][lo:hi]
 
-    def all_reduce_start(self, arrays, op="sum"):
+    def all_reduce_start(self, arrays, op="sum", apply=None):
         arrays = [a if a.flags.c_contiguous else np.ascontiguousarray(a) for a in map(np.asarray, arrays)]
         if self.size == 1:
             return _Ready([_read_only(np.array(a)) for a in arrays])
         start = getattr(self.group, "reduce_start", None)
         if start is None:       # a group giving only the rendezvous primitives (shm, Ray): reduce now
             return Communicator.all_reduce_start(self, arrays, op)
-        return start(self.index, arrays, op, self.timeout)
+        if apply is None:
+            return start(self.index, arrays, op, self.timeout)
+        return start(self.index, arrays, op, self.timeout, apply=apply)
 
     def __repr__(self):
         return f"<InProcessCommunicator rank {self.rank} ({self.index} of {list(self.ranks)})>"

@@ -160,6 +160,9 @@ def share_storage(bound):
             rows_fn.shared = (group, i)
             gather_fn.shared = list(gather_fn.shared) or [None] * n_in
             gather_fn.shared[pos] = (group, i)
+    if groups:          # plain SGD on these weights: applied by their buckets' reductions
+        from tensorweave.distribute import fused_sgd
+        fused_sgd.install(bound)
     return groups
 
 
