@@ -127,6 +127,26 @@ def test_off_or_on_one_part_the_product_runs_at_once_on_the_calling_thread(monke
     assert seen.runs["q"][:2] == (True, False)
 
 
+def test_a_product_the_helper_has_not_started_is_taken_back_and_computed_here(two_parts):
+    pool = current_runtime().intra_op_pool()
+    release, busy = threading.Event(), []
+    for _ in range(pool._max_workers):                  # every helper held by other work
+        busy.append(pool.submit(release.wait))
+    try:
+        seen = _Seen()
+        assert executor.run_plan(_plan(seen), [np.float64(3)]) == [46.0]
+        assert seen.runs["q"][:2] == (True, False)      # here, after the caller's setting was put back
+        assert not gemm.inside_blocks_here()
+        seen = _Seen()
+        with pytest.raises(errors.InvalidArgumentError, match="r failed"):
+            executor.run_plan(_plan(seen, fail="r"), [np.float64(3)])
+        assert "q" not in seen.runs and not gemm.inside_blocks_here()     # taken back, never run
+    finally:
+        release.set()
+    for b in busy:
+        b.result()
+
+
 @pytest.mark.parametrize("fail", ["q", "r", "p"])
 def test_a_failure_names_its_node_and_leaves_the_thread_as_it_was(two_parts, fail):
     seen = _Seen()

@@ -22,7 +22,9 @@ it reads or wait for the helper (a stateful step other than a variable read, an 
 writing in place, a heavy op of another kind), whichever comes first. One at a time.
 ``executor._sequential_runner`` writes the schedule into the plan's generated code; what runs:
 :func:`defer` (at run time: only with exactly two split parts on the calling thread, else the
-product runs there at once as before) and :func:`join`. ``TW_OVERLAP_PRODUCTS=0`` (or ``ENABLED["on"] =
+product runs there at once as before) and :func:`join` (which takes the product back and computes
+it on the calling thread, split as usual, if the helper has not started it: on a busy machine the
+caller never waits for a helper that has no core yet, as with a split's blocks). ``TW_OVERLAP_PRODUCTS=0`` (or ``ENABLED["on"] =
 False``, read per run) keeps every product at its own place.
 
 >>> steps = [("MatMul", (), True), ("MatMul", (), True), ("Relu", (0,), False), ("AddN", (1, 2), False)]
@@ -104,12 +106,13 @@ def _schedule(steps, outs, deps):
 
 
 class Pending:
-    """A product out on the helper thread: its future, and the calling thread's
-    ``gemm.blocks_here`` setting to put back when it is collected."""
-    __slots__ = ("future", "before")
+    """A product out on the helper thread: its future, its step function and arguments (to run
+    here if the helper has not started it), and the calling thread's ``gemm.blocks_here``
+    setting to put back when it is collected."""
+    __slots__ = ("future", "fn", "args", "before")
 
-    def __init__(self, future, before):
-        self.future, self.before = future, before
+    def __init__(self, future, fn, args, before):
+        self.future, self.fn, self.args, self.before = future, fn, args, before
 
 
 def _on_helper(fn, args, parts):
@@ -126,16 +129,21 @@ def defer(fn, *args):
         return fn(*args)
     from tensorweave.core.context import current_runtime
     future = current_runtime().intra_op_pool().submit(_on_helper, fn, args, 2)
-    pending = Pending(future, getattr(share, "here", None))
+    pending = Pending(future, fn, args, getattr(share, "here", None))
     share.here = 2
     return pending
 
 
 def join(value):
-    """The value of a deferred step (waiting for it), the calling thread's setting put back."""
+    """The value of a deferred step, the calling thread's setting put back: waited for if the
+    helper has started it, else taken back and computed here (split as usual). So, as with a
+    split's blocks (``gemm.share_tasks``), the calling thread never waits for a helper that has
+    not started: on a busy machine a helper thread can wait a time slice or more for a core."""
     if type(value) is not Pending:
         return value
     gemm._thread_share.here = value.before
+    if value.future.cancel():
+        return value.fn(*value.args)
     return value.future.result()
 
 
@@ -144,5 +152,6 @@ def abandon(value):
     waited for (it reads the plan's arrays) and its own error, if any, dropped for the first one."""
     if type(value) is Pending:
         gemm._thread_share.here = value.before
-        value.future.exception()
+        if not value.future.cancel():
+            value.future.exception()
 
