@@ -65,11 +65,17 @@ def test_a_fetched_product_nobody_reads_is_collected_before_the_plan_returns():
 
 # ---- the generated runner ----------------------------------------------------------------------
 class _Seen:
-    def __init__(self):
-        self.runs = {}
+    """Where each step ran; with ``wait``, the partner step ``p`` waits until ``q`` has started (so
+    ``q`` is on the helper by its join, not taken back: no race on a fast machine)."""
+    def __init__(self, wait=False):
+        self.runs, self.wait, self.q_started = {}, wait, threading.Event()
 
     def step(self, name, fn):
         def run(*args):
+            if name == "q":
+                self.q_started.set()
+            elif name == "p" and self.wait:
+                assert self.q_started.wait(60)
             self.runs[name] = (threading.current_thread() is threading.main_thread(), gemm.inside_blocks_here(),
                                gemm.split_parts())
             return fn(*args)
@@ -104,7 +110,7 @@ def two_parts(monkeypatch):
 
 
 def test_the_early_product_runs_on_the_helper_while_the_callers_work_stays_on_its_thread(two_parts):
-    seen = _Seen()
+    seen = _Seen(wait=True)
     plan = _plan(seen)
     assert executor.run_plan(plan, [np.float64(3)]) == [46.0]
     assert plan.runner.overlap == [(1, (0, 3))]
@@ -124,7 +130,7 @@ def test_off_or_on_one_part_the_product_runs_at_once_on_the_calling_thread(monke
     monkeypatch.setattr(gemm, "split_parts", lambda: 1)
     seen = _Seen()
     assert executor.run_plan(_plan(seen), [np.float64(3)]) == [46.0]
-    assert seen.runs["q"][:2] == (True, False)
+    assert seen.runs["q"][:2] == (True, False) and seen.runs["p"][:2] == (True, False)
 
 
 def test_a_product_the_helper_has_not_started_is_taken_back_and_computed_here(two_parts):
@@ -233,3 +239,12 @@ def test_the_mlp_steps_gradient_pair_overlaps_with_the_bits_it_has_without(monke
     assert on[0] == off[0]
     for a, b in zip(off[1], on[1]):
         np.testing.assert_array_equal(b, a)
+
+
+def test_what_a_started_product_must_be_collected_before():
+    def node(op, **kw):
+        return NodeSpec("n", op, "/cpu:0", {}, (0,), 1, True, **kw)
+    assert not overlap._barrier(node("MatMul")) and not overlap._barrier(node("ReadVariableOp"))
+    assert overlap._barrier(node("AssignVariableOp"))            # may write what the product reads
+    assert overlap._barrier(node("Relu", inplace=0))              # writes into an input's buffer
+    assert overlap._barrier(node("PyFunc", opaque=True))          # may wait for anything

@@ -24,8 +24,9 @@ writing in place, a heavy op of another kind), whichever comes first. One at a t
 :func:`defer` (at run time: only with exactly two split parts on the calling thread, else the
 product runs there at once as before) and :func:`join` (which takes the product back and computes
 it on the calling thread, split as usual, if the helper has not started it: on a busy machine the
-caller never waits for a helper that has no core yet, as with a split's blocks). ``TW_OVERLAP_PRODUCTS=0`` (or ``ENABLED["on"] =
-False``, read per run) keeps every product at its own place.
+caller never waits for a helper that has no core yet, as with a split's blocks).
+``TW_OVERLAP_PRODUCTS=0`` (or ``ENABLED["on"] = False``, read per run) keeps every product at its
+own place.
 
 >>> steps = [("MatMul", (), True), ("MatMul", (), True), ("Relu", (0,), False), ("AddN", (1, 2), False)]
 >>> schedule_of(steps)
