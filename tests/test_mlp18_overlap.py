@@ -164,8 +164,23 @@ def test_a_failure_names_its_node_and_leaves_the_thread_as_it_was(two_parts, fai
 
 
 # ---- blocks_here -------------------------------------------------------------------------------
-def test_blocks_here_cuts_as_asked_and_runs_every_task_and_tile_on_this_thread():
+class _NoPool:
+    """An intra-op pool that records what is handed to it (and runs it here)."""
+    def __init__(self):
+        self.submitted = []
+
+    def submit(self, fn, *args):
+        from concurrent.futures import Future
+        self.submitted.append(fn)
+        done = Future()
+        done.set_result(fn(*args))
+        return done
+
+
+def test_blocks_here_cuts_as_asked_and_runs_every_task_and_tile_on_this_thread(monkeypatch):
     where = []
+    pool = _NoPool()
+    monkeypatch.setattr(current_runtime(), "intra_op_pool", lambda: pool)
 
     def task():
         where.append(threading.current_thread())
@@ -177,7 +192,7 @@ def test_blocks_here_cuts_as_asked_and_runs_every_task_and_tile_on_this_thread()
         gemm.share_tasks([task] * 4, 2)
         tiles.over_tiles(8, 1, 1, lambda b0, b1, scratch: task())
     assert not gemm.inside_blocks_here()
-    assert where == [threading.current_thread()] * 12
+    assert where == [threading.current_thread()] * 12 and pool.submitted == []      # nothing handed over
 
 
 def test_a_new_class_is_not_timed_inside_blocks_here(monkeypatch, tmp_path):
