@@ -11,7 +11,8 @@ one thread), ``static`` (the split as before session 13: one block per part, the
 computing the first and waiting for the helpers' blocks however late they start), or
 ``chunks<N>`` (``N`` blocks per part taken from a shared counter; the A side has ``--chunks``), or
 ``adamomp`` (the fused update's other large variables by the stock kernel, on numba's OpenMP
-pool, as before session 13, instead of tasks shared with the product's blocks).
+pool, as before session 13, instead of tasks shared with the product's blocks), or ``nooverlap``
+(``TW_OVERLAP_PRODUCTS=0``: no product started early on the helper thread, ``runtime/overlap.py``; session 14).
 
     PYTHONPATH=$PWD python benchmarks/bench_gemm_split.py --workload mlp --rounds 12 --other static
 """
@@ -49,7 +50,7 @@ def main(argv=None):
     p.add_argument("--rounds", type=int, default=12)
     p.add_argument("--steps", type=int, default=10, help="steps per side and round")
     p.add_argument("--other", default="nosplit",
-                   help="the B side: nosplit, one, static, adamomp or chunks<N> (see the module docstring)")
+                   help="the B side: nosplit, one, static, adamomp, nooverlap or chunks<N> (see the module docstring)")
     p.add_argument("--chunks", type=int, default=None, help="blocks per part on the A side (default: gemm's)")
     args = p.parse_args(argv)
     import numpy as np_
@@ -60,6 +61,7 @@ def main(argv=None):
     limit = gemm.serial_work(f32)
     share, chunks_a = gemm.share_tasks, args.chunks or gemm.CHUNKS["per_part"]
     from tensorweave.kernels.cpu import fused_kernels, training_kernels
+    from tensorweave.runtime import overlap
     adam_tasks = fused_kernels._adam_tasks
 
     def stock_adam(handle, lr, step, g, adam):
@@ -72,6 +74,7 @@ def main(argv=None):
         gemm.share_tasks = share
         gemm.CHUNKS["per_part"] = chunks_a
         fused_kernels._adam_tasks = adam_tasks
+        overlap.ENABLED["on"] = True
         if flag:
             return
         if args.other == "one":      # everything under the one-thread size: one thread, its library
@@ -82,10 +85,12 @@ def main(argv=None):
             gemm.share_tasks, gemm.CHUNKS["per_part"] = static_share, 1
         elif args.other == "adamomp":
             fused_kernels._adam_tasks = stock_adam
+        elif args.other == "nooverlap":
+            overlap.ENABLED["on"] = False
         elif args.other.startswith("chunks"):
             gemm.CHUNKS["per_part"] = int(args.other[6:])
         else:
-            raise SystemExit(f"--other {args.other!r}: expected nosplit, one, static, adamomp or chunks<N>")
+            raise SystemExit(f"--other {args.other!r}: expected nosplit, one, static, adamomp, nooverlap or chunks<N>")
     from tensorweave.kernels.cpu import jit
     for flag in (True, False, True, False):      # warm both paths (and their shape classes' timings)
         set_side(flag)

@@ -27,6 +27,7 @@ from tensorweave.core.plan_data import Resource, SubGraph
 from tensorweave.core.registry import _OPS, get_op
 from tensorweave.kernels import threads
 from tensorweave.core import devices
+from tensorweave.runtime import overlap
 from tensorweave.runtime.plan_spec import (COPY_OP, LocalValue, NodeSpec, PlanSpec, ResourceRef,
                                            ResourceTable)
 from tensorweave.runtime.runtime import _same_buffer, default_runtime
@@ -487,13 +488,22 @@ def _sequential_runner(plan):
     reader, as the loop does. Why: a batch-1 ``predict`` is a few ms of products in 9 steps,
     and the loop's per-step work (an argument list built, attribute reads, the frees) was a
     tenth of the call. Returns False for plans over :data:`RUNNER_MAX_STEPS` steps. The
-    code is made here from the plan's own slot numbers (no user text enters it)."""
+    code is made here from the plan's own slot numbers (no user text enters it).
+
+    Products that ``overlap.schedule`` starts early are started at their launch step
+    (``overlap.defer``), the steps until their join inside a ``try`` that waits for them on a
+    failure (``overlap.abandon``), and collected before the join step (``overlap.join``); an
+    error of theirs names their own step."""
     steps = plan.steps
     if len(steps) > RUNNER_MAX_STEPS:
         return False
-    ns = {"_outs": _outs}
-    params, body, lines = [], [], {}
+    ns = {"_outs": _outs, "_defer": overlap.defer, "_join": overlap.join, "_abandon": overlap.abandon}
+    params, body = [], []            # body: (indent, text, step index or None)
     known = set()
+    early = {j: (launch, join) for j, launch, join in overlap.schedule(plan)}
+    launches = {launch: j for j, (launch, _) in early.items()}
+    joins = {join: j for j, (_, join) in early.items()}
+    depth = [1]
 
     def use(slot):
         slot = operator.index(slot)     # only digits enter the source, whatever a loaded plan holds
@@ -502,32 +512,56 @@ def _sequential_runner(plan):
             ns[f"p{slot}"] = plan.initial[slot]
             params.append(f"s{slot}=p{slot}")
         return f"s{slot}"
+
+    def join(i):
+        j = joins.pop(i)
+        out = f"s{operator.index(steps[j].outs)}"
+        depth[0] -= 1
+        body.append((depth[0], "except BaseException:", None))
+        body.append((depth[0] + 1, f"_abandon({out})", None))
+        body.append((depth[0] + 1, "raise", None))
+        body.append((depth[0], f"{out} = _join({out})", j))
     for j, slot in enumerate(plan.feed_slots):
         slot = operator.index(slot)
         known.add(slot)
-        body.append(f"s{slot} = feeds[{j}]")
+        body.append((1, f"s{slot} = feeds[{j}]", None))
     for i, st in enumerate(steps):
         ns[f"f{i}"] = st.fn
         params.append(f"f{i}=f{i}")
-        call = f"f{i}({', '.join(use(x) for x in st.ins)})"
-        if st.single:
-            out = f"s{operator.index(st.outs)}"
-            known.add(st.outs)
-        elif st.outs:
-            out = "".join(f"s{operator.index(x)}, " for x in st.outs) + f"= _outs({call}, {len(st.outs)})"
-            known.update(st.outs)
-            call = None
-        else:
-            out = None
-        lines[len(body) + 2] = i       # line numbers of the generated source start at 1, after `def`
-        body.append(call if out is None else out if call is None else f"{out} = {call}")
+    for i, st in enumerate(steps):
+        if i in joins:
+            join(i)
+        if i in launches:
+            j = launches[i]
+            body.append((depth[0], f"s{operator.index(steps[j].outs)} = _defer(f{j}, "
+                                   f"{', '.join(use(x) for x in steps[j].ins)})", j))
+            known.add(steps[j].outs)
+            body.append((depth[0], "try:", None))
+            depth[0] += 1
+        if i not in early:
+            call = f"f{i}({', '.join(use(x) for x in st.ins)})"
+            if st.single:
+                out = f"s{operator.index(st.outs)}"
+                known.add(st.outs)
+            elif st.outs:
+                out = "".join(f"s{operator.index(x)}, " for x in st.outs) + f"= _outs({call}, {len(st.outs)})"
+                known.update(st.outs)
+                call = None
+            else:
+                out = None
+            body.append((depth[0], call if out is None else out if call is None else f"{out} = {call}", i))
         for x in plan.frees[i]:
-            body.append(f"s{operator.index(x)} = None")
-    body.append(f"return [{', '.join(use(x) for x in plan.fetch_slots)}]")
-    src = f"def run(feeds, {', '.join(params)}):\n" + "".join(f"    {b}\n" for b in body)
+            body.append((depth[0], f"s{operator.index(x)} = None", None))
+    if len(steps) in joins:
+        join(len(steps))
+    body.append((1, f"return [{', '.join(use(x) for x in plan.fetch_slots)}]", None))
+    src = f"def run(feeds, {', '.join(params)}):\n" + "".join(f"{'    ' * d}{b}\n" for d, b, _ in body)
+    # line numbers of the generated source start at 1, with `def` on line 1
+    lines = {n + 2: i for n, (_, _, i) in enumerate(body) if i is not None}
     exec(compile(src, f"<plan {plan.label}>", "exec"), ns)   # noqa: S102 - our own generated code
     run = ns["run"]
     run.step_of_line = lines
+    run.overlap = sorted(early.items())
     return run
 
 

@@ -665,6 +665,9 @@ def split_parts():
     core and at most the calling thread's share (:func:`limit_split_here`: an in-process rank's);
     1 under ``TW_GEMM_SPLIT=0``, a forced ``TW_BLAS``, without NumPy's OpenBLAS, and on a tiled
     kernel's helper thread (``tiles.over_tiles``: its products run on one thread)."""
+    here = getattr(_thread_share, "here", None)
+    if here is not None:        # blocks_here(): cut as for that many threads, all run on this one
+        return here
     if not _split["on"] or _openblas_threads() is None or threading.current_thread().name.endswith(_HELPER):
         return 1
     parts = min(_openblas["found"][0](), _cores())
@@ -675,6 +678,32 @@ def split_parts():
 #: the calling thread's own cap on split parts (OpenBLAS's count is process-wide: an in-process
 #: rank thread's share of the cores is per thread, like MKL's count there)
 _thread_share = threading.local()
+
+
+@contextlib.contextmanager
+def blocks_here(parts):
+    """Within, on this thread: a product above :func:`serial_work` is cut into the blocks of a
+    ``parts``-way split (:func:`split_parts` answers ``parts``), and every block (and every task
+    :func:`share_tasks` is given) runs on this thread, none handed to a helper. For two products
+    run side by side, one per thread (``runtime/overlap.py``: while the calling thread computes a
+    product, a helper computes another): each has the blocks, so the bits, it has when split
+    over ``parts`` threads, whichever thread runs it and whether or not the two overlap.
+
+    >>> with blocks_here(2):
+    ...     split_parts()
+    2
+    """
+    before = getattr(_thread_share, "here", None)
+    _thread_share.here = parts
+    try:
+        yield
+    finally:
+        _thread_share.here = before
+
+
+def inside_blocks_here():
+    """Whether this thread is inside :func:`blocks_here` (its work shared with no helper)."""
+    return getattr(_thread_share, "here", None) is not None
 
 
 def limit_split_here(parts):
@@ -705,7 +734,8 @@ def _threaded_choice(a, b, out, op_a, op_b, op_c, m, n, k, seen, parts, run_mkl)
     (load average over the cores, ``gemm_tuning.quiet``) the class is not timed: two-thread
     timings there measure the other processes (the mlp's 128x784 @ 784x512 read 11 ms on MKL's
     threads against 25 split in one process and 20 against 7 in the next, at load 15-20), so the
-    process keeps the incumbent, which spins no pool, until a quiet process measures."""
+    process keeps the incumbent, which spins no pool, until a quiet process measures. Nor inside
+    :func:`blocks_here`, where a split's blocks would be timed on one thread."""
     key = seen + (parts,)
     got = _split_chosen.get(key)
     if got is None:
@@ -719,9 +749,9 @@ def _threaded_choice(a, b, out, op_a, op_b, op_c, m, n, k, seen, parts, run_mkl)
                     runners[axis] = functools.partial(_run_split, axis, a, b, out, op_a, op_b, op_c, k, parts)
             incumbent = max((axis for axis in ("rows", "cols") if axis in runners),
                             key=lambda axis: m if axis == "rows" else n, default="mkl")
-            if gemm_tuning.quiet():
+            if gemm_tuning.quiet() and getattr(_thread_share, "here", None) is None:
                 got = tuner().choose(cls, runners, incumbent=incumbent)
-            else:   # see the docstring: no timing under load
+            else:   # see the docstring: no timing under load, nor of blocks run on one thread
                 got = incumbent
             _split_chosen[key] = got
     return got
@@ -783,14 +813,15 @@ def share_tasks(tasks, parts):
     call, atomic under the GIL) until none is left. Returns when every task is done, having waited
     only for tasks a helper already took: a helper that starts after the caller took the last one
     (its core busy with other processes) finds nothing to do and touches nothing. The first error
-    of any task is raised after every task taken has ended.
+    of any task is raised after every task taken has ended. Inside :func:`blocks_here` every
+    task runs on this thread.
 
     >>> done = []
     >>> share_tasks([lambda: done.append(1), lambda: done.append(2)], 1)
     >>> sorted(done)
     [1, 2]
     """
-    if len(tasks) < 2 or parts < 2:
+    if len(tasks) < 2 or parts < 2 or inside_blocks_here():
         for task in tasks:
             task()
         return

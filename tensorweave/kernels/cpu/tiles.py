@@ -25,6 +25,7 @@ import numpy as np
 
 from tensorweave.core.context import current_runtime
 from tensorweave.kernels import threads
+from tensorweave.kernels.cpu import gemm
 
 _here = threading.local()    # .serial: this thread's tiles run on it alone (see on_this_thread)
 
@@ -58,7 +59,8 @@ def over_tiles(n, per_image_bytes, tile_bytes, run):
     nb = max(1, min(n, tile_bytes // max(1, per_image_bytes)))
     starts = range(0, n, nb)
     # (one tile: no need to ask BLAS for its thread count, ~20 µs through threadpoolctl)
-    nt = 1 if len(starts) <= 1 or getattr(_here, "serial", False) else \
+    # (inside gemm.blocks_here a product is out on the helper thread: the tiles stay here)
+    nt = 1 if len(starts) <= 1 or getattr(_here, "serial", False) or gemm.inside_blocks_here() else \
         min(threads.intra_op_threads(), threads.cores(), len(starts))
     if nt <= 1:
         scratch = {}
