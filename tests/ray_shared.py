@@ -57,7 +57,8 @@ def _start():
         ray.init(num_cpus=CPUS, include_dashboard=False, _node_ip_address="127.0.0.1", logging_level="ERROR",
                  log_to_driver=False, configure_logging=False)
         return True
-    except Exception:  # noqa: BLE001 - then each module's connect starts (or fails to start) its own
+    except Exception as e:  # noqa: BLE001 - then each module's connect starts (or fails to start) its own
+        _state["error"] = f"{type(e).__name__}: {e}"          # (for a look: ray_shared._state)
         try:
             import ray
             ray.shutdown()
