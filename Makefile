@@ -6,8 +6,12 @@ PYTHON ?= python3
 VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
-# Parallel test workers (pytest-xdist); CI machines have 2 cores.
+# Parallel test workers (pytest-xdist); CI machines have 2 cores. Work stealing: each worker
+# starts on one contiguous half of the tests (a module's tests stay on one worker, so its
+# module-scoped fixtures — a Ray cluster's actors, a trained model — are made once) and an idle
+# worker takes half of the other's queue from its end (no core idle behind one long file).
 WORKERS ?= 2
+DIST    ?= worksteal
 
 .PHONY: demo test bench setup clean tf-oracle aot
 
@@ -15,7 +19,7 @@ demo: $(STAMP)
 	$(PY) -m tensorweave
 
 test: $(STAMP)
-	$(PY) -m pytest -q -n $(WORKERS)
+	$(PY) -m pytest -q -n $(WORKERS) --dist $(DIST)
 
 # Peers (PyTorch CPU, JAX) are optional: the benchmark notes them as absent when they
 # cannot be installed. Never install plain `torch` (the CUDA build is huge).

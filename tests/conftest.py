@@ -57,7 +57,21 @@ def shared_datasets():
 
 
 # ---- Ray tests skip only where Ray cannot start, with Ray's reason (tests/ray_start.py) ----
-from ray_start import pytest_runtest_makereport, pytest_runtest_setup  # noqa: E402,F401
+# ---- and share one local Ray instance per test process (tests/ray_shared.py) ---------------
+import ray_shared  # noqa: E402
+import ray_start  # noqa: E402
+from ray_start import pytest_runtest_makereport  # noqa: E402,F401
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item):
+    ray_start.pytest_runtest_setup(item)        # skips at once where Ray is known not to start
+    if ray_start.is_ray_test(item) and ray_shared.connects(item):
+        ray_shared.start()                      # before the module's connect: it attaches
+
+
+def pytest_sessionfinish(session):
+    ray_shared.stop()
 
 
 def pytest_configure(config):

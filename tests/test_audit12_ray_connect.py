@@ -165,3 +165,77 @@ def test_launch_connects_as_asked_runs_the_script_once_and_always_shuts_down(mon
         main(["launch", "--workers", "2", str(script)])
     assert calls == [("connect", {"address": None, "num_workers": 2, "resources_per_worker": {"CPU": 1.0},
                                   "strategy": "PACK", "transport": None}), ("shutdown",)]
+
+
+class _FakeActor:
+    """A rank actor of the fake Ray: each method's ``.remote`` returns its result at once."""
+
+    def __init__(self, rank, ray):
+        self.rank, self.ray = rank, ray
+
+    def __getattr__(self, method):
+        results = {"ping": (self.rank, 0, "node"), "close": None, "set_transport": None}
+
+        class _Method:
+            @staticmethod
+            def remote(*args):
+                self.ray.calls.append((method, self.rank))
+                return results[method]
+        return _Method
+
+
+class _RunningFakeRay(_FakeRay):
+    """A fake Ray on which ``connect`` and ``shutdown`` run to the end (no process is started)."""
+
+    def __init__(self, initialized):
+        super().__init__(initialized)
+        self.calls, self.util = [], type("util", (), {"list_named_actors": staticmethod(lambda **kw: [])})
+
+    def init(self, **kwargs):
+        self.init_kwargs, self.initialized = kwargs, True
+
+    def shutdown(self):
+        self.calls.append(("shutdown",))
+        self.initialized = False
+
+    def remote(self, cls):
+        ray = self
+
+        class _Options:
+            def options(self, **kw):
+                return type("spawner", (), {"remote": staticmethod(lambda rank, *a: _FakeActor(rank, ray))})
+        return _Options()
+
+    def get(self, refs, timeout=None):
+        return refs
+
+    def kill(self, actor):
+        self.calls.append(("kill", actor.rank))
+
+
+@pytest.mark.parametrize("running", [False, True], ids=["started", "attached"])
+def test_shutdown_stops_ray_only_where_connect_started_it(fake_ray, monkeypatch, running):
+    """``connect`` on a process without Ray starts one and ``shutdown`` stops it; with Ray running
+    (a user's, or the test suite's shared instance: tests/ray_shared.py) it attaches and
+    ``shutdown`` removes its actors and placement group only. The real-Ray check of the same
+    (test_audit12_mwms_rows) meets the suite's shared instance, so it takes the second branch."""
+    import importlib
+    fake = _RunningFakeRay(running)
+    monkeypatch.setattr(ray_cluster, "_ray", lambda: fake)
+    monkeypatch.setattr(ray_cluster, "_current", None)
+    monkeypatch.setattr(ray_cluster, "_loopback_only", lambda ray: None)
+    monkeypatch.setenv("RAY_worker_niceness", "0")
+    pg_module = importlib.import_module("ray.util.placement_group")
+    strategies = importlib.import_module("ray.util.scheduling_strategies")
+    removed = []
+    pg = type("pg", (), {"ready": lambda self: None})()
+    monkeypatch.setattr(pg_module, "placement_group", lambda bundles, strategy: pg)
+    monkeypatch.setattr(pg_module, "remove_placement_group", removed.append)
+    monkeypatch.setattr(strategies, "PlacementGroupSchedulingStrategy", lambda group, index: (group, index))
+    cluster = ray_cluster.connect(num_workers=2, transport="object_store")
+    assert cluster._started_ray is (not running) and (fake.init_kwargs is None) is running
+    assert ray_cluster.current() is cluster and fake.initialized
+    ray_cluster.shutdown()
+    assert ray_cluster.current() is None and removed == [pg]
+    assert ("kill", 0) in fake.calls and ("kill", 1) in fake.calls
+    assert (("shutdown",) in fake.calls) is (not running) and fake.initialized is running

@@ -5,7 +5,15 @@ import pytest
 
 from tensorweave import keras
 
-torch = pytest.importorskip("torch")
+torch = None
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _torch():
+    """torch is imported when these tests run, not at collection (~3 s of CPU on every xdist
+    worker, also one that runs none of them)."""
+    global torch
+    torch = pytest.importorskip("torch")
 
 
 def test_mlp_sgd_losses_match_pytorch():
