@@ -33,10 +33,10 @@ _lock = threading.Lock()
 def spawn(cluster, rank, ranks=None):
     """A fresh ``RankWorker`` actor for ``rank`` in its slot (``ranks``: the world, default
     ``0..num_workers-1``)."""
-    import ray
     from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
-    from tensorweave.distribute.ray.cluster import RankWorker
+    from tensorweave.distribute.ray.cluster import RankWorker, _ray
+    ray = _ray()    # through the cluster module's accessor, as connect is (tests fake Ray there)
     pg, bundle, resources = cluster._slots[rank]
     resources = dict(resources)
     cpus = resources.pop("CPU", 1)
