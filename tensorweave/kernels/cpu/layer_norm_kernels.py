@@ -38,6 +38,12 @@ def _over_rows(m, n, itemsize, run):
     over_tiles(m, max(1, n * itemsize), TILE_ROWS_BYTES, run)
 
 
+def _same_dtype(wd, *vectors):
+    """The op's rule (its message comes from the shape rule): parameters and statistics in the work dtype."""
+    if any(v.dtype != wd for v in vectors):
+        raise TypeError("gamma, beta and the statistics must have x's work dtype")
+
+
 def _begin(x, begin_norm_axis):
     b = int(begin_norm_axis)
     b = b + x.ndim if b < 0 else b
@@ -57,6 +63,7 @@ def _layer_norm(x, gamma, beta, epsilon, begin_norm_axis, rms):
     wd = x2.dtype
     if gamma.shape != x.shape[begin:] or beta.shape != x.shape[begin:]:
         raise ValueError("gamma and beta must be shaped like the normalized axes")
+    _same_dtype(wd, gamma, beta)
     g, b = gamma.astype(wd).ravel(), beta.astype(wd).ravel()
     y2, mean, inv = np.empty_like(x2), np.empty(m, wd), np.empty(m, wd)
     if n == 0:          # nothing to normalize: no statistics either (NaN as 0/0)
@@ -84,6 +91,7 @@ def _layer_norm_grad(dy, x, gamma, mean, inv, mean_grad, inv_grad, epsilon, begi
     for v in (mean, inv, mean_grad, inv_grad):
         if v.shape != x.shape[:begin]:
             raise ValueError("mean, inv and their gradients must be shaped like the rows")
+    _same_dtype(wd, gamma, mean, inv, mean_grad, inv_grad)
     g = gamma.astype(wd).ravel()
     mu, iv = mean.astype(wd).ravel(), inv.astype(wd).ravel()
     gm, gi = mean_grad.astype(np.float64).ravel(), inv_grad.astype(np.float64).ravel()
