@@ -187,3 +187,33 @@ def test_bad_inputs_get_clear_errors():
         layer_norm(tw.constant(np.ones((2, 2), np.float16)), tw.constant([1.0, 1.0], tw.float16), [0.0, 0.0])
     with pytest.raises(ValueError, match="SoftmaxGrad: the gradient must have the softmax output's shape"):
         softmax_grad_ops.softmax_grad(tw.ones([2, 3]), tw.ones([2, 4]))
+
+
+@pytest.mark.parametrize("rms", [False, True])
+def test_second_order_through_every_first_order_output_equals_the_composite(rms):
+    # the op table's second-order check differentiates dx only; here dgamma and dbeta too (their
+    # cotangents reach dy in LayerNormGrad's own gradient), against the composite's autodiff
+    x = tw.constant(RNG.standard_normal((3, 2, 6)))
+    w = tw.constant(RNG.standard_normal((3, 2, 6)))
+    layer = N.LayerNormalization(rms_scaling=rms, dtype="float64", gamma_initializer="random_normal",
+                                 beta_initializer="random_normal")
+    layer.build((3, 2, 6))
+    cs = [tw.constant(RNG.standard_normal(s)) for s in ((3, 2, 6), (6,), (6,))]
+
+    def second(fused):
+        old = N.FUSED_LAYER_NORM
+        N.FUSED_LAYER_NORM = fused
+        try:
+            with tw.GradientTape() as outer:
+                outer.watch(x)
+                with tw.GradientTape() as inner:
+                    inner.watch(x)
+                    y = layer(x)
+                    loss = tw.reduce_sum(y * y * w)
+                firsts = inner.gradient(loss, [x] + layer.trainable_weights)
+                z = tw.add_n([tw.reduce_sum(g * c) for g, c in zip(firsts, cs)])
+            return [t.numpy() for t in outer.gradient(z, [x] + layer.trainable_weights)]
+        finally:
+            N.FUSED_LAYER_NORM = old
+    for a, b in zip(second(True), second(False)):
+        np.testing.assert_allclose(a, b, rtol=1e-9, atol=1e-10)
