@@ -217,3 +217,28 @@ def test_second_order_through_every_first_order_output_equals_the_composite(rms)
             N.FUSED_LAYER_NORM = old
     for a, b in zip(second(True), second(False)):
         np.testing.assert_allclose(a, b, rtol=1e-9, atol=1e-10)
+
+
+def test_second_order_through_the_statistics_outputs_matches_finite_differences():
+    # a loss of the mean and inv outputs too: their gradients (LayerNormGrad's mean_grad/inv_grad)
+    # then depend on x, and the second order runs through their coefficients
+    xv = RNG.standard_normal((4, 7))
+    w, c, v = (tw.constant(RNG.standard_normal((4, 7))) for _ in range(3))
+    k1, k2 = tw.constant(RNG.standard_normal(4)), tw.constant(RNG.standard_normal(4))
+    gamma, beta = tw.constant(RNG.standard_normal(7)), tw.constant(RNG.standard_normal(7))
+
+    def first_dot_c(x):
+        with tw.GradientTape() as tape:
+            tape.watch(x)
+            y, mean, inv = layer_norm(x, gamma, beta, 1e-3)
+            loss = tw.reduce_sum(y * w) + tw.reduce_sum(inv * inv * k1) + tw.reduce_sum(mean * mean * k2)
+        return tw.reduce_sum(tape.gradient(loss, x) * c)
+    x = tw.constant(xv)
+    with tw.GradientTape() as outer:
+        outer.watch(x)
+        z = first_dot_c(x)
+    hess_c = outer.gradient(z, x).numpy()
+    h = 1e-5
+    fd = (first_dot_c(tw.constant(xv + h * v.numpy())).numpy()
+          - first_dot_c(tw.constant(xv - h * v.numpy())).numpy()) / (2 * h)
+    np.testing.assert_allclose((hess_c * v.numpy()).sum(), fd, rtol=1e-6, atol=1e-8)
