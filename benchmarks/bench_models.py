@@ -95,7 +95,10 @@ TW_VARIANTS = {"mkl": {"TW_BLAS": "mkl"}, "numpy": {"TW_BLAS": "numpy"},
                "nooverlap": {"TW_RNN_OVERLAP": "0"},
                # no product started early beside another on the helper thread (runtime/overlap.py),
                # as before issue 18 session 14
-               "nopair": {"TW_OVERLAP_PRODUCTS": "0"}}
+               "nopair": {"TW_OVERLAP_PRODUCTS": "0"},
+               # layer norm / the softmax gradient as composites, as before issue 18 session 14 (ln18)
+               "lnold": {"TW_FUSED_LAYER_NORM": "0"}, "smold": {"TW_FUSED_SOFTMAX_GRAD": "0"},
+               "ln18old": {"TW_FUSED_LAYER_NORM": "0", "TW_FUSED_SOFTMAX_GRAD": "0"}}
 FRAMEWORKS = ("tensorweave", "tensorweave-blas1", "torch", "jax", "tensorflow") + tuple(
     f"tensorweave-{v}" for v in TW_VARIANTS)
 PEER_NAMES = ("torch", "jax", "tensorflow")

@@ -28,7 +28,7 @@ from tensorweave.core.sbp import B, P, S, Signature
 from tensorweave.core.shape import TensorShape, fmt
 from tensorweave.core.tensor import Tensor
 from tensorweave.ops import math_ops as m
-from tensorweave.ops import rules
+from tensorweave.ops import rules, softmax_grad_ops
 from tensorweave.ops.arguments import int_argument
 from tensorweave.ops.batch_norm_ops import batch_norm_training
 from tensorweave.ops.array_ops import (expand_dims, gather, identity, reshape, shape, size, stack,
@@ -87,6 +87,8 @@ def _infer_softmax(inputs, attrs):
 def _softmax_grad(op, g):
     y, g = op.outputs[0], _dense(g)
     axis = op.attrs["axis"]
+    if softmax_grad_ops.FUSED:      # one op, one pass per row (softmax_grad_ops)
+        return [execute(get_op("SoftmaxGrad"), [y, g], {"axis": axis, "scale": 1.0})]
     return [y * (g - reduce_sum(g * y, axis=axis, keepdims=True))]
 
 

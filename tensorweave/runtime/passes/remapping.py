@@ -24,6 +24,9 @@ gradient and the bias gradient of its result become one node (TensorFlow's "rema
   (the gradient the only reader of the select) becomes ``FusedReluGradBatchNormTrainingGrad`` at
   the gradient's place (``kernels/cpu/batch_norm_kernels.py``: the ReLU in the batch norm's passes).
 
+- ``Mul(SoftmaxGrad(y, g), c)`` with ``c`` a constant scalar (the gradient of ``softmax(x * c)``)
+  becomes one ``SoftmaxGrad`` with ``scale=c`` at the ``Mul``'s place (``ops/softmax_grad_ops.py``).
+
 - ``ResourceGroupApplyAdam`` one of whose gradients is a ``MatMul`` read by nothing else (the
   last weight gradient's product of the backward pass, the latest in the plan) becomes
   ``FusedMatMulGroupApplyAdam`` at the update's place: the product's row blocks are applied to
@@ -35,14 +38,19 @@ bit those of the unfused plan (tests/test_remapping.py).
 """
 import os
 
+import numpy as np
+
 from tensorweave.core.registry import get_op
 from tensorweave.ops import fused_conv_ops, fused_norm_ops, fused_ops  # noqa: F401 - registers the fused ops
-from tensorweave.runtime.passes.ir import Node, runs_stock_kernel
+from tensorweave.runtime.passes.ir import Node, const_value, runs_stock_kernel
 
 _DTYPES = ("float32", "float64")
 #: the convolution blocks' fusions of issue 18 session 13 (a convolution's two gradients, batch norm
 #: with its ReLU both ways); read when a plan is built. ``TW_REMAP_CONV_BLOCKS=0``: off, for comparisons.
 CONV_BLOCKS = os.environ.get("TW_REMAP_CONV_BLOCKS", "1") != "0"
+#: issue 18 session 14 (ln18): a constant scale after a softmax gradient folded into it (``SoftmaxGrad``'s
+#: ``scale``); ``TW_REMAP_SOFTMAX_SCALE=0``: off, for comparisons
+SOFTMAX_SCALE = os.environ.get("TW_REMAP_SOFTMAX_SCALE", "1") != "0"
 _CONTRACTIONS = {"Conv1D": "FusedConv1D", "Conv2D": "FusedConv2D", "Conv3D": "FusedConv3D",
                  "MatMul": "FusedMatMul"}
 def _free(op, work):
@@ -249,6 +257,31 @@ def _fuse_relu_grad_batch_norm_grad(bng, work):
     return [rg, bng]
 
 
+def _fold_softmax_grad_scale(mul, work):
+    """``Mul(SoftmaxGrad(y, g), c)`` (either order) with ``c`` a constant scalar, the gradient
+    only that ``Mul`` reads: one ``SoftmaxGrad`` with ``scale=c`` at the ``Mul``'s place (the
+    gradient of ``softmax(x * c)``: the scale's own pass over the scores goes). Only from
+    ``scale=1``: the kernel then multiplies by ``c`` last, the unfused ``Mul``'s bits."""
+    for i in (0, 1):
+        t, c = mul.inputs[i], const_value(mul.inputs[1 - i], work)
+        sg = t.op
+        if c is None or not runs_stock_kernel(sg, "SoftmaxGrad") or sg.attrs.get("scale", 1.0) != 1.0:
+            continue
+        c = np.asarray(c)
+        out = mul.outputs[0]
+        if not (c.ndim == 0 and c.dtype == t.dtype.np_dtype and _free(mul, work) and _plain(sg, work, t.dtype)
+                and _only_reader(t, mul, work) and mul.device == sg.device and out.dtype is t.dtype
+                and id(out) not in work.feed_ids and out.shape.is_compatible_with(t.shape)
+                and t.shape.is_fully_defined() == out.shape.is_fully_defined()):
+            continue
+        node = Node(mul, sg.opdef, sg.inputs, {**_attrs(sg), "scale": float(c)}, [(out.shape, out.dtype)],
+                    type_="SoftmaxGrad", control_inputs=(), fused=[sg.name, mul.name])
+        work.node_rep[id(mul)] = node
+        work.node_rep[id(sg)] = None
+        return [sg, mul]
+    return None
+
+
 def run(work):
     n = 0
     taken = set()
@@ -263,6 +296,8 @@ def run(work):
             fused = _fuse_cross_entropy(op, work)
         elif runs_stock_kernel(op, "ResourceGroupApplyAdam"):
             fused = _fuse_update(op, work)
+        elif runs_stock_kernel(op, "Mul") and SOFTMAX_SCALE:
+            fused = _fold_softmax_grad_scale(op, work)
         elif not CONV_BLOCKS:
             continue
         elif op.type in _CONV_BACKPROPS and runs_stock_kernel(op) and id(op) not in taken:

@@ -1,0 +1,173 @@
+"""Compiled loops (numba) of the fused layer-norm and softmax-gradient kernels over ``[M, N]``
+rows (one row: the normalized values, or a softmax's classes), and their NumPy twins (the same
+operations in the same order: the same bits; ``jit.njit_twin``). Python callers get them
+through ``loop_choice.Chosen``: loop or twin, whichever was measured faster on this machine.
+
+A row's sums are taken in float64 in eight lanes (value ``c`` into lane ``c % 8``, each lane in
+order), then the lanes added pairwise, then the ``N % 8`` last values one by one: a fixed order
+(so the twins can follow it), and eight independent additions a step instead of one chain (a
+chain of dependent float64 additions ran at ~4 cycles a value). Column sums (the gradient's
+``dgamma``/``dbeta``) are added row after row, in float64. Elementwise work is in the rows'
+dtype, with the statistics rounded to it once per row.
+
+>>> import numpy as np
+>>> from tensorweave.kernels.cpu.layer_norm_loops import lane_sums_twin
+>>> lane_sums_twin(np.arange(10.0)[None]).tolist()
+[45.0]
+"""
+import numpy as np
+
+from tensorweave.kernels.cpu import loop_choice
+from tensorweave.kernels.cpu.jit import njit, njit_twin
+
+#: lanes of a row sum (see the module docstring)
+LANES = 8
+
+
+def lane_sums_twin(s):
+    """Per row of the float64 ``[M, N]`` array ``s``: its sum in :func:`lane_sum`'s order."""
+    m, n = s.shape
+    n8 = n // LANES * LANES
+    if n8:
+        lanes = np.cumsum(s[:, :n8].reshape(m, n8 // LANES, LANES), axis=1)[:, -1, :]
+    else:
+        lanes = np.zeros((m, LANES))
+    t = ((lanes[:, 0] + lanes[:, 1]) + (lanes[:, 2] + lanes[:, 3])) + \
+        ((lanes[:, 4] + lanes[:, 5]) + (lanes[:, 6] + lanes[:, 7]))
+    for c in range(n8, n):
+        t = t + s[:, c]
+    return t
+
+
+@njit
+def lane_sum(s):
+    """The sum of the float64 vector ``s``: eight lanes, added pairwise, then the tail."""
+    n = s.shape[0]
+    a0 = a1 = a2 = a3 = a4 = a5 = a6 = a7 = 0.0
+    j = 0
+    while j + 8 <= n:
+        a0 += s[j]
+        a1 += s[j + 1]
+        a2 += s[j + 2]
+        a3 += s[j + 3]
+        a4 += s[j + 4]
+        a5 += s[j + 5]
+        a6 += s[j + 6]
+        a7 += s[j + 7]
+        j += 8
+    t = ((a0 + a1) + (a2 + a3)) + ((a4 + a5) + (a6 + a7))
+    for c in range(j, n):
+        t += s[c]
+    return t
+
+
+def _column_add_twin(acc, d):
+    """``acc += d``'s rows added one after another (the loops' order)."""
+    acc[:] = np.cumsum(np.concatenate([acc[None], d]), axis=0)[-1]
+
+
+# ---- layer norm forward -----------------------------------------------------------------------
+def forward_twin(x, gamma, beta, eps, rms, y, mean, inv):
+    m, n = x.shape
+    s = x.astype(np.float64)
+    mu = np.zeros(m) if rms else lane_sums_twin(s) / n
+    d = s - mu[:, None]
+    iv = 1.0 / np.sqrt(lane_sums_twin(d * d) / n + eps)
+    mean[:] = mu
+    inv[:] = iv
+    xh = np.subtract(x, mean[:, None], out=y)
+    xh *= inv[:, None]
+    xh *= gamma
+    xh += beta
+
+
+@njit_twin(forward_twin)
+def forward(x, gamma, beta, eps, rms, y, mean, inv):
+    """Per row: ``mean`` (0 with ``rms``), ``inv = 1 / sqrt(mean((x - mean)^2) + eps)`` (sums in
+    float64, stored in the rows' dtype) and ``y = (x - mean) * inv * gamma + beta``."""
+    m, n = x.shape
+    s = np.empty(n)
+    for r in range(m):
+        for c in range(n):
+            s[c] = np.float64(x[r, c])
+        mu = 0.0 if rms else lane_sum(s) / n
+        for c in range(n):
+            d = s[c] - mu
+            s[c] = d * d
+        iv = 1.0 / np.sqrt(lane_sum(s) / n + eps)
+        mean[r] = mu
+        inv[r] = iv
+        mw, iw = mean[r], inv[r]
+        for c in range(n):
+            y[r, c] = (x[r, c] - mw) * iw * gamma[c] + beta[c]
+
+
+# ---- layer norm backward ----------------------------------------------------------------------
+def backward_twin(dy, x, gamma, mean, inv, mean_grad, inv_grad, rms, dx, dgamma, dbeta):
+    m, n = x.shape
+    xh = np.subtract(x, mean[:, None])
+    xh *= inv[:, None]
+    gy = np.multiply(dy, gamma, out=dx)
+    inv64 = inv.astype(np.float64)
+    a = np.zeros(m) if rms else lane_sums_twin(gy.astype(np.float64)) / n - mean_grad / (n * inv64)
+    b = lane_sums_twin(gy.astype(np.float64) * xh.astype(np.float64)) / n + inv_grad * inv64 / n
+    _column_add_twin(dgamma, dy.astype(np.float64) * xh.astype(np.float64))
+    _column_add_twin(dbeta, dy.astype(np.float64))
+    gy -= a.astype(dx.dtype)[:, None]
+    gy -= xh * b.astype(dx.dtype)[:, None]
+    gy *= inv[:, None]
+
+
+@njit_twin(backward_twin)
+def backward(dy, x, gamma, mean, inv, mean_grad, inv_grad, rms, dx, dgamma, dbeta):
+    """Per row, with ``xh = (x - mean) * inv`` and ``gy = dy * gamma``: ``dx = (gy - a - xh * b) * inv``
+    (``a = mean(gy) - mean_grad / (N inv)``, 0 with ``rms``; ``b = mean(gy * xh) + inv_grad * inv / N``,
+    float64 sums); ``dgamma += dy * xh`` and ``dbeta += dy`` column by column in float64
+    (``mean_grad``/``inv_grad``: float64, the forward's statistics' gradients)."""
+    m, n = x.shape
+    s1 = np.empty(n)
+    s2 = np.empty(n)
+    for r in range(m):
+        mw, iw = mean[r], inv[r]
+        for c in range(n):
+            xh = (x[r, c] - mw) * iw
+            g = dy[r, c] * gamma[c]
+            dx[r, c] = g
+            s1[c] = np.float64(g)
+            s2[c] = np.float64(g) * np.float64(xh)
+            d = np.float64(dy[r, c])
+            dgamma[c] += d * np.float64(xh)
+            dbeta[c] += d
+        iv = np.float64(iw)
+        a = 0.0 if rms else lane_sum(s1) / n - mean_grad[r] / (n * iv)
+        b = lane_sum(s2) / n + inv_grad[r] * iv / n
+        aw, bw = dx.dtype.type(a), dx.dtype.type(b)
+        for c in range(n):
+            xh = (x[r, c] - mw) * iw
+            dx[r, c] = (dx[r, c] - aw - xh * bw) * iw
+
+
+# ---- softmax gradient -------------------------------------------------------------------------
+def softmax_grad_twin(y, g, scale, dx):
+    s = lane_sums_twin(g.astype(np.float64) * y.astype(np.float64)).astype(dx.dtype)
+    t = np.subtract(g, s[:, None], out=dx)
+    t *= y
+    t *= scale
+
+
+@njit_twin(softmax_grad_twin)
+def softmax_grad(y, g, scale, dx):
+    """Per row: ``dx = (y * (g - s)) * scale`` with ``s = sum(g * y)`` (float64, rounded to the
+    rows' dtype once); ``scale`` in the rows' dtype."""
+    m, n = y.shape
+    s = np.empty(n)
+    for r in range(m):
+        for c in range(n):
+            s[c] = np.float64(g[r, c]) * np.float64(y[r, c])
+        sw = dx.dtype.type(lane_sum(s))
+        for c in range(n):
+            dx[r, c] = y[r, c] * (g[r, c] - sw) * scale
+
+
+# Python callers: the compiled loop or its twin, chosen per shape class by measurement
+forward, backward, softmax_grad = (loop_choice.Chosen(k) for k in (forward, backward, softmax_grad))
