@@ -99,6 +99,7 @@ def test_stacks_are_tuned_per_class(monkeypatch, rng, tmp_path, faster):
     tuner = gemm_tuning.Tuner(str(tmp_path / "t.json"), {"cpu": "test"}, ("mkl", "numpy"))
     monkeypatch.setitem(gemm._tuning, "tuner", tuner)
     monkeypatch.setattr(gemm, "_chosen", {})
+    monkeypatch.setattr(gemm, "threads_here", lambda: 2)    # (an xdist worker's share is one thread)
     seconds = {faster: 1e-3, ({"mkl", "numpy"} - {faster}).pop(): 4e-3}
     monkeypatch.setattr(gemm_tuning, "_time_call", lambda backend, run: (run(), seconds[backend])[1])
     calls = []
