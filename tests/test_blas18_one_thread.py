@@ -1,7 +1,7 @@
 """Products that run on one thread because the calling thread's share of the cores is one (an
 in-process rank thread, a one-thread ``tw.config.threading`` run, a helper thread) take the
 library measured faster on one thread for their shape class (``gemm._serial_library``), as small
-products do; so do a split product's blocks (each its own class) and the recurrent loops' plans.
+products do; so do stacks and a split product's blocks (each its own class).
 Scripted clocks and tuners: no timing thresholds."""
 import threading
 
@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from tensorweave.distribute import rank_threads
-from tensorweave.kernels.cpu import gemm, gemm_tuning, rnn_gemm
+from tensorweave.kernels.cpu import gemm, gemm_tuning
 
 KEY = {"cpu": "Test CPU 9000", "cores": 2, "versions": {"mkl": "m1", "numpy": "n1"}}
 pytestmark = [pytest.mark.skipif(not gemm._gemm_serial, reason="MKL with a per-thread setting is not loaded"),
@@ -180,28 +180,35 @@ def test_each_block_of_a_split_runs_on_its_own_classs_library(monkeypatch, rng, 
     assert sorted(x for x in libs if isinstance(x, tuple)) == [(0, 64), (64, 100)]
 
 
-@pytest.mark.parametrize("chosen,interface", [("numpy1", rnn_gemm.ILP64), ("mkl1", rnn_gemm.LP64)])
-def test_a_recurrent_loop_on_a_rank_thread_runs_on_the_one_thread_choice(monkeypatch, libs, chosen, interface):
-    """Above the loops' own one-thread bound (2 x 256^3), a loop's products ran on MKL's threads
-    (one, on a rank thread: its generic kernels); now on the class's one-thread library."""
-    monkeypatch.setitem(gemm._gemm_serial, F32, _MKL1[F32])     # (its address is read: not the logging stand-in)
-    m, n, k = 256, 512, 512
-    if chosen == "numpy1" and rnn_gemm.openblas_gemm(F32) is None:
-        pytest.skip("no OpenBLAS cblas_sgemm to call from compiled code")
-    assert m * n * k >= rnn_gemm.LOOP_SERIAL_WORK
-    gemm.tuner().choices["serial:float32:NN:9,10,10"] = {"backend": chosen}
-    plan = _on_thread(lambda: rnn_gemm.plan(F32, m, n, k))
-    assert plan.threads == 1 and plan.interface == interface
-    if chosen == "numpy1":
-        assert plan.fn == rnn_gemm.openblas_gemm(F32)[0]
-    main = rnn_gemm.plan(F32, m, n, k)              # two threads' share: MKL's own count
-    assert main.threads == 0 and main.interface == rnn_gemm.LP64
-    assert gemm.compiled_gemm(F32, m, n, k)[2] == 0
-    assert _on_thread(lambda: gemm.compiled_gemm(F32, m, n, k))[2] == 1
-
-
 def test_the_loops_class_lookup_makes_no_scratch_operands_once_known(monkeypatch, libs):
     gemm.tuner().choices["serial:float32:NN:6,8,7"] = {"backend": "numpy1"}
     assert gemm.serial_library(F32, 32, 128, 64) == "numpy1"
     monkeypatch.setattr(gemm.np, "zeros", lambda *args, **kw: pytest.fail("scratch operands made again"))
     assert gemm.serial_library(F32, 32, 128, 64) == "numpy1"
+
+
+@pytest.mark.parametrize("value,share", [("0", False), ("1", True), (None, True)])
+def test_tw_gemm_share_is_read_when_gemm_loads(monkeypatch, value, share):
+    for key in ("on", "share"):
+        monkeypatch.setitem(gemm._split, key, gemm._split[key])
+    monkeypatch.setitem(gemm._tuning, "on", gemm._tuning["on"])
+    monkeypatch.setattr(gemm, "_decided", [False])
+    monkeypatch.setattr(gemm, "_library_path", lambda: None)     # (no second MKL load)
+    monkeypatch.setenv("TW_BLAS", "auto")
+    if value is None:
+        monkeypatch.delenv("TW_GEMM_SHARE", raising=False)
+    else:
+        monkeypatch.setenv("TW_GEMM_SHARE", value)
+    gemm.load()
+    assert gemm._split["share"] is share
+
+
+def test_with_per_class_tuning_on_a_one_thread_share_still_takes_the_one_thread_choice(monkeypatch, rng, libs):
+    """``TW_BLAS_TUNE=1`` chooses between the libraries' threaded calls; a one-thread share has none to choose."""
+    monkeypatch.setitem(gemm._tuning, "on", True)
+    monkeypatch.setattr(gemm, "_chosen", {})
+    _script(monkeypatch, "numpy1")
+    a, b = _operands(rng, 128, 784, 512)
+    _on_thread(lambda: gemm.matmul(a, b))
+    assert gemm.tuner().backend("serial:" + BIG) == "numpy1" and gemm.tuner().backend(BIG) is None
+    assert libs[-1] == "numpy1"

@@ -142,6 +142,7 @@ def _counting(monkeypatch):
 
 @needs_batch
 def test_broadcasts_go_to_the_batched_call(monkeypatch, rng):
+    monkeypatch.setattr(gemm, "threads_here", lambda: 2)    # (an xdist worker's share is one thread)
     calls = _counting(monkeypatch)
     a = rng.standard_normal((5, 30, 40)).astype(np.float32)
     b = rng.standard_normal((40, 50)).astype(np.float32)
@@ -161,6 +162,7 @@ def test_broadcasts_go_to_the_batched_call(monkeypatch, rng):
 def test_sizes_beyond_mkls_32_bit_integers_go_to_numpy(monkeypatch, rng):
     """The LP64 interface takes 32-bit sizes and strides: a stack over the limit (shrunk here to small
     numbers) stays in NumPy, one at the limit goes to MKL."""
+    monkeypatch.setattr(gemm, "threads_here", lambda: 2)    # (an xdist worker's share is one thread)
     calls = _counting(monkeypatch)
     monkeypatch.setattr(gemm, "MIN_WORK", 0)
     a = rng.standard_normal((4, 8, 16)).astype(np.float32)

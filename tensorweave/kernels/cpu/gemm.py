@@ -24,12 +24,15 @@ training-step figures.
   the stub, so its machine code is cached on disk like the other kernels.
 - Which library runs a product can be measured instead of assumed (on AMD EPYC MKL's GEMM runs
   at less than half OpenBLAS's speed): with ``TW_BLAS_TUNE=1`` under ``TW_BLAS=auto`` the first
-  product of each shape class times both libraries for a few ms and the class keeps the faster,
-  cached on disk per machine (gemm_tuning.py). Opt-in until whole training steps are measured on
-  a quiet machine: per-class choices can put both libraries' thread pools in one step, which
-  once made the mlp step 5.3 ms instead of 3.2. Without it ``auto`` means MKL where installed.
-  ``TW_BLAS=numpy`` keeps every product in NumPy, ``mkl`` sends every eligible one to MKL
-  (failing if MKL is missing).
+  product of each *threaded* shape class times both libraries' threaded calls for a few ms and
+  the class keeps the faster, cached on disk per machine (gemm_tuning.py), in place of the split
+  (below); one-thread products take the one-thread choice with tuning on or off (since session
+  14). Opt-in still: per-class choices can put both libraries' thread pools in one step (once the
+  mlp step 5.3 ms instead of 3.2), and the default's measured split already beat it on the mlp
+  step (session 14 on Zen 3 at load 35: process CPU 18.7 ms a step default, 21.8 tuned; wall
+  417 / 573; BENCHMARKS.md). Without it threaded products are split or left to MKL's threads by
+  :func:`_threaded_choice`. ``TW_BLAS=numpy`` keeps every product in NumPy, ``mkl`` sends every
+  eligible threaded one to MKL (failing if MKL is missing).
 - Small products run on one thread (:func:`serial_work`: a size measured once per machine, under
   which one thread beats all of them), on whichever library is faster on one thread for the shape
   class (MKL, or NumPy's OpenBLAS with its count set to 1 around the call), timed by default on the
@@ -41,8 +44,8 @@ training-step figures.
   ones, a convolution's tiles (``one_thread=True``), each block of a split product (its own
   class's), and any product where the calling thread's share of the cores is one thread
   (:func:`threads_here`: an in-process rank thread capped by :func:`limit_split_here`, a one-thread
-  ``tw.config.threading`` run or Ray worker, a helper thread), stacks and the recurrent loops'
-  plans (:func:`compiled_gemm`) included. Before session 14 the last went to MKL's threaded call,
+  ``tw.config.threading`` run or Ray worker, a helper thread), stacks included; the recurrent
+  loops' products already did under ``rnn_gemm.LOOP_SERIAL_WORK`` (every benchmark loop's). Before session 14 the last went to MKL's threaded call,
   which on one thread runs its generic kernels on AMD (48-59 % of a data-parallel rank's samples on
   Zen 3; OpenBLAS 2.10 against MKL's 2.67 ms for 128x784 @ 784x512). A one-thread OpenBLAS call
   holds OpenBLAS's count at 1 (:func:`_openblas_one_thread`), so it never wakes OpenBLAS's pool.
@@ -260,16 +263,16 @@ def call_rows(fn, set_local, threads, a, b, c):
 def compiled_gemm(dtype, m, n, k):
     """``(cblas_?gemm address, MKL_Set_Num_Threads_Local address, threads)`` for a loop of
     compiled code making ``m x k @ k x n`` products (:func:`gemm_rows`), ``threads`` 1 under
-    :func:`serial_work` or where the calling thread's share is one thread (:func:`threads_here`:
-    ``rnn_gemm.plan`` then takes the one-thread library of the class, OpenBLAS where it is faster),
-    and 0 (MKL's own count) otherwise; None where such products must not go
+    :func:`serial_work` and 0 (MKL's own count) above (``rnn_gemm.plan`` runs every product under
+    its ``LOOP_SERIAL_WORK``, 2 x 256^3, on the class's one-thread library, OpenBLAS included; a
+    loop's products above that on a one-thread share still go to MKL, see kernels.md); None where such products must not go
     to MKL from compiled code: no MKL (or one without a per-thread setting), or per-class
     tuning on (its choice is made in :func:`matmul`)."""
     dtype = np.dtype(dtype)
     serial = _gemm_serial.get(dtype)
     if serial is None or _tuning["on"]:
         return None
-    return serial.args[2], serial.args[0], 1 if m * n * k < serial_work(dtype) or _share() == 1 else 0
+    return serial.args[2], serial.args[0], 1 if m * n * k < serial_work(dtype) else 0
 
 
 def serial_library(dtype, m, n, k):
