@@ -129,7 +129,8 @@ def test_threads_here_is_the_share(monkeypatch, libs):
     assert _on_thread(gemm.threads_here, name="tw-x-intra", share=None) == 1
     monkeypatch.setitem(gemm._split, "on", False)       # TW_GEMM_SPLIT=0: not split, still a share
     assert gemm.split_parts() == 1 and gemm.threads_here() == 2
-    monkeypatch.setitem(gemm._openblas, "found", None)   # no OpenBLAS: no share known
+    monkeypatch.setitem(gemm._split, "on", True)
+    monkeypatch.setitem(gemm._openblas, "found", None)   # no OpenBLAS: no share known, nothing split
     assert gemm.threads_here() is None and gemm.split_parts() == 1
 
 
