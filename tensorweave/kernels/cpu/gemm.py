@@ -29,8 +29,8 @@ training-step figures.
   (below); one-thread products take the one-thread choice with tuning on or off (since session
   14). Opt-in still: per-class choices can put both libraries' thread pools in one step (once the
   mlp step 5.3 ms instead of 3.2), and the default's measured split already beat it on the mlp
-  step (session 14 on Zen 3 at load 35: process CPU 18.7 ms a step default, 21.8 tuned; wall
-  417 / 573; BENCHMARKS.md). Without it threaded products are split or left to MKL's threads by
+  step (session 14 on Zen 3: wall 10.2 ms a step default, 15.2 tuned at load 1.8; process CPU
+  18.7 / 21.8 at load 35; BENCHMARKS.md). Without it threaded products are split or left to MKL's threads by
   :func:`_threaded_choice`. ``TW_BLAS=numpy`` keeps every product in NumPy, ``mkl`` sends every
   eligible threaded one to MKL (failing if MKL is missing).
 - Small products run on one thread (:func:`serial_work`: a size measured once per machine, under
