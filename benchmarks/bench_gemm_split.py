@@ -12,7 +12,14 @@ computing the first and waiting for the helpers' blocks however late they start)
 ``chunks<N>`` (``N`` blocks per part taken from a shared counter; the A side has ``--chunks``), or
 ``adamomp`` (the fused update's other large variables by the stock kernel, on numba's OpenMP
 pool, as before session 13, instead of tasks shared with the product's blocks), or ``nooverlap``
-(``TW_OVERLAP_PRODUCTS=0``: no product started early on the helper thread, ``runtime/overlap.py``; session 14).
+(``TW_OVERLAP_PRODUCTS=0``: no product started early on the helper thread, ``runtime/overlap.py``; session 14), or ``noshare``
+(``TW_GEMM_SHARE=0``: where the calling thread's share is one thread, products above the one-thread
+size on MKL's threaded call as before session 14, not on the class's one-thread library; with
+``--threads 1`` or ``--rank``), or ``tune`` (``TW_BLAS_TUNE=1``'s per-class MKL-or-OpenBLAS choice of
+threaded products, in this process, against the default).
+
+``--threads N``: the step on N intra-op threads (``tw.config.threading``); ``--rank``: the step
+run on a thread with an in-process rank's share of one core (``rank_threads.use(1)``).
 
     PYTHONPATH=$PWD python benchmarks/bench_gemm_split.py --workload mlp --rounds 12 --other static
 """
@@ -50,13 +57,18 @@ def main(argv=None):
     p.add_argument("--rounds", type=int, default=12)
     p.add_argument("--steps", type=int, default=10, help="steps per side and round")
     p.add_argument("--other", default="nosplit",
-                   help="the B side: nosplit, one, static, adamomp, nooverlap or chunks<N> (see the module docstring)")
+                   help="the B side: nosplit, one, static, adamomp, nooverlap, noshare, tune or chunks<N> (see the module docstring)")
     p.add_argument("--chunks", type=int, default=None, help="blocks per part on the A side (default: gemm's)")
+    p.add_argument("--threads", type=int, default=None, help="intra-op threads (default: one per core)")
+    p.add_argument("--rank", action="store_true", help="run the steps on a thread with a rank's share of one core")
     args = p.parse_args(argv)
     import numpy as np_
     from tensorweave.kernels.cpu import gemm
     data = bench_models.synthetic_batch(args.workload)
-    step, _, _ = bench_models.make_tensorweave(args.workload, data, None)
+    step, _, _ = bench_models.make_tensorweave(args.workload, data, args.threads,
+                                               blas_threads=args.threads)
+    if args.rank:
+        step = _on_rank_thread(step)
     f32 = np_.dtype(np_.float32)
     limit = gemm.serial_work(f32)
     share, chunks_a = gemm.share_tasks, args.chunks or gemm.CHUNKS["per_part"]
@@ -75,6 +87,8 @@ def main(argv=None):
         gemm.CHUNKS["per_part"] = chunks_a
         fused_kernels._adam_tasks = adam_tasks
         overlap.ENABLED["on"] = True
+        gemm._split["share"] = True
+        gemm._tuning["on"] = False
         if flag:
             return
         if args.other == "one":      # everything under the one-thread size: one thread, its library
@@ -87,10 +101,15 @@ def main(argv=None):
             fused_kernels._adam_tasks = stock_adam
         elif args.other == "nooverlap":
             overlap.ENABLED["on"] = False
+        elif args.other == "noshare":
+            gemm._split["share"] = False
+        elif args.other == "tune":
+            gemm._tuning["on"] = True
         elif args.other.startswith("chunks"):
             gemm.CHUNKS["per_part"] = int(args.other[6:])
         else:
-            raise SystemExit(f"--other {args.other!r}: expected nosplit, one, static, adamomp, nooverlap or chunks<N>")
+            raise SystemExit(f"--other {args.other!r}: expected nosplit, one, static, adamomp, nooverlap, noshare, tune "
+                             "or chunks<N>")
     from tensorweave.kernels.cpu import jit
     for flag in (True, False, True, False):      # warm both paths (and their shape classes' timings)
         set_side(flag)
@@ -108,7 +127,8 @@ def main(argv=None):
             wall[flag].append((time.perf_counter() - w0) / args.steps)
     set_side(True)
     load.append(os.getloadavg()[0])
-    print(f"cpu {gemm_cpu()}, load {load[0]:.1f} -> {load[1]:.1f}, {args.rounds} rounds x {args.steps} steps")
+    print(f"cpu {gemm_cpu()}, load {load[0]:.1f} -> {load[1]:.1f}, {args.rounds} rounds x {args.steps} steps, "
+          f"threads {args.threads or 'default'}{', on a rank thread' if args.rank else ''}")
     for flag, tag in ((True, f"split, {chunks_a} blocks per part"), (False, args.other)):
         print(f"{args.workload} {tag}: CPU ms/step median {np.median(cpu[flag]) * 1e3:.2f} "
               f"(fastest {min(cpu[flag]) * 1e3:.2f}), wall median {np.median(wall[flag]) * 1e3:.2f} "
@@ -116,8 +136,34 @@ def main(argv=None):
     wins = sum(a < b for a, b in zip(wall[True], wall[False]))
     print(f"rounds where the A side's wall was lower: {wins}/{args.rounds}")
     for cls, entry in sorted(gemm.tuner().choices.items()):
-        if cls.startswith("threads:") or not entry.get("settled", True):    # this process's timings
+        if cls.startswith(("threads:", "serial:")) or not entry.get("settled", True):
             print(f"  {cls}: {entry}")
+
+
+def _on_rank_thread(step):
+    """``step`` run on one long-lived thread holding an in-process rank's share of one core."""
+    import queue
+    import threading
+    from tensorweave.distribute import rank_threads
+    jobs, answers = queue.Queue(), queue.Queue()
+
+    def serve():
+        rank_threads.use(1)
+        while True:
+            jobs.get()
+            try:
+                answers.put((step(), None))
+            except BaseException as e:  # noqa: BLE001 - raised on the caller's thread
+                answers.put((None, e))
+    threading.Thread(target=serve, name="bench-rank", daemon=True).start()
+
+    def on_rank():
+        jobs.put(1)
+        got, error = answers.get()
+        if error is not None:
+            raise error
+        return got
+    return on_rank
 
 
 def gemm_cpu():

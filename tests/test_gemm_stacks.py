@@ -99,6 +99,7 @@ def test_stacks_are_tuned_per_class(monkeypatch, rng, tmp_path, faster):
     tuner = gemm_tuning.Tuner(str(tmp_path / "t.json"), {"cpu": "test"}, ("mkl", "numpy"))
     monkeypatch.setitem(gemm._tuning, "tuner", tuner)
     monkeypatch.setattr(gemm, "_chosen", {})
+    monkeypatch.setattr(gemm, "threads_here", lambda: 2)    # (an xdist worker's share is one thread)
     seconds = {faster: 1e-3, ({"mkl", "numpy"} - {faster}).pop(): 4e-3}
     monkeypatch.setattr(gemm_tuning, "_time_call", lambda backend, run: (run(), seconds[backend])[1])
     calls = []
@@ -141,6 +142,7 @@ def _counting(monkeypatch):
 
 @needs_batch
 def test_broadcasts_go_to_the_batched_call(monkeypatch, rng):
+    monkeypatch.setattr(gemm, "threads_here", lambda: 2)    # (an xdist worker's share is one thread)
     calls = _counting(monkeypatch)
     a = rng.standard_normal((5, 30, 40)).astype(np.float32)
     b = rng.standard_normal((40, 50)).astype(np.float32)
@@ -160,6 +162,7 @@ def test_broadcasts_go_to_the_batched_call(monkeypatch, rng):
 def test_sizes_beyond_mkls_32_bit_integers_go_to_numpy(monkeypatch, rng):
     """The LP64 interface takes 32-bit sizes and strides: a stack over the limit (shrunk here to small
     numbers) stays in NumPy, one at the limit goes to MKL."""
+    monkeypatch.setattr(gemm, "threads_here", lambda: 2)    # (an xdist worker's share is one thread)
     calls = _counting(monkeypatch)
     monkeypatch.setattr(gemm, "MIN_WORK", 0)
     a = rng.standard_normal((4, 8, 16)).astype(np.float32)

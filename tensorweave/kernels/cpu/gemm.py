@@ -24,12 +24,15 @@ training-step figures.
   the stub, so its machine code is cached on disk like the other kernels.
 - Which library runs a product can be measured instead of assumed (on AMD EPYC MKL's GEMM runs
   at less than half OpenBLAS's speed): with ``TW_BLAS_TUNE=1`` under ``TW_BLAS=auto`` the first
-  product of each shape class times both libraries for a few ms and the class keeps the faster,
-  cached on disk per machine (gemm_tuning.py). Opt-in until whole training steps are measured on
-  a quiet machine: per-class choices can put both libraries' thread pools in one step, which
-  once made the mlp step 5.3 ms instead of 3.2. Without it ``auto`` means MKL where installed.
-  ``TW_BLAS=numpy`` keeps every product in NumPy, ``mkl`` sends every eligible one to MKL
-  (failing if MKL is missing).
+  product of each *threaded* shape class times both libraries' threaded calls for a few ms and
+  the class keeps the faster, cached on disk per machine (gemm_tuning.py), in place of the split
+  (below); one-thread products take the one-thread choice with tuning on or off (since session
+  14). Opt-in still: per-class choices can put both libraries' thread pools in one step (once the
+  mlp step 5.3 ms instead of 3.2), and the default's measured split already beat it on the mlp
+  step (session 14 on Zen 3: wall 10.2 ms a step default, 15.2 tuned at load 1.8; process CPU
+  18.7 / 21.8 at load 35; BENCHMARKS.md). Without it threaded products are split or left to MKL's threads by
+  :func:`_threaded_choice`. ``TW_BLAS=numpy`` keeps every product in NumPy, ``mkl`` sends every
+  eligible threaded one to MKL (failing if MKL is missing).
 - Small products run on one thread (:func:`serial_work`: a size measured once per machine, under
   which one thread beats all of them), on whichever library is faster on one thread for the shape
   class (MKL, or NumPy's OpenBLAS with its count set to 1 around the call), timed by default on the
@@ -37,6 +40,16 @@ training-step figures.
   product, and on AMD EPYC OpenBLAS beat MKL on one thread on every small product timed
   (BENCHMARKS.md, issue 18 session 10). The recurrent kernels' compiled step loops call MKL from
   inside (:func:`gemm_rows`, :func:`compiled_gemm`).
+- Every product that runs on one thread, whatever the reason, takes that one-thread choice: small
+  ones, a convolution's tiles (``one_thread=True``), each block of a split product (its own
+  class's), and any product where the calling thread's share of the cores is one thread
+  (:func:`threads_here`: an in-process rank thread capped by :func:`limit_split_here`, a one-thread
+  ``tw.config.threading`` run or Ray worker, a helper thread), stacks included; the recurrent
+  loops' products already did under ``rnn_gemm.LOOP_SERIAL_WORK`` (every benchmark loop's). Before session 14 the last went to MKL's threaded call,
+  which on one thread runs its generic kernels on AMD (48-59 % of a data-parallel rank's samples on
+  Zen 3; OpenBLAS 2.10 against MKL's 2.67 ms for 128x784 @ 784x512). A one-thread OpenBLAS call
+  holds OpenBLAS's count at 1 (:func:`_openblas_one_thread`), so it never wakes OpenBLAS's pool.
+  ``TW_GEMM_SHARE=0`` restores the old routing (an A/B switch).
 - Products above that size are split over the intra-op threads (blocks of rows or columns, each a
   one-thread call) or left to MKL's threads, per shape class by a timing made on a quiet machine
   (:func:`_threaded_choice`; the split where not timed): on AMD EPYC MKL's two threads ran the
@@ -88,7 +101,8 @@ _serial_work = {}                # dtype -> products under this many multiply-ad
 _serial_chosen = {}              # shape class (tuple) -> "mkl1" or "numpy1": the library for one thread
 _openblas = {}                   # "get"/"set": NumPy's OpenBLAS thread count (ctypes), when found
 _split_chosen = {}               # threaded shape class (tuple) + parts -> "mkl", "rows" or "cols"
-_split = {"on": True}            # TW_GEMM_SPLIT=0: threaded products stay on the library's threads
+_split = {"on": True,            # TW_GEMM_SPLIT=0: threaded products stay on the library's threads
+          "share": True}         # TW_GEMM_SHARE=0: a one-thread share's products on MKL's threaded call
 
 #: narrowest block of rows or columns a split product gives one thread (a multiple of every
 #: kernel's register block, so a part keeps full-width micro-kernels and aligned columns)
@@ -119,6 +133,7 @@ def load():
     _decided[0] = True
     _tuning["on"] = choice == "auto" and os.environ.get("TW_BLAS_TUNE", "0") == "1"
     _split["on"] = choice == "auto" and os.environ.get("TW_GEMM_SPLIT", "1") != "0"
+    _split["share"] = os.environ.get("TW_GEMM_SHARE", "1") != "0"
     if path is None:
         return False
     os.environ.setdefault("KMP_BLOCKTIME", str(IDLE_SPIN_MS))
@@ -248,7 +263,9 @@ def call_rows(fn, set_local, threads, a, b, c):
 def compiled_gemm(dtype, m, n, k):
     """``(cblas_?gemm address, MKL_Set_Num_Threads_Local address, threads)`` for a loop of
     compiled code making ``m x k @ k x n`` products (:func:`gemm_rows`), ``threads`` 1 under
-    :func:`serial_work` and 0 (MKL's own count) above; None where such products must not go
+    :func:`serial_work` and 0 (MKL's own count) above (``rnn_gemm.plan`` runs every product under
+    its ``LOOP_SERIAL_WORK``, 2 x 256^3, on the class's one-thread library, OpenBLAS included; a
+    loop's products above that on a one-thread share still go to MKL, see kernels.md); None where such products must not go
     to MKL from compiled code: no MKL (or one without a per-thread setting), or per-class
     tuning on (its choice is made in :func:`matmul`)."""
     dtype = np.dtype(dtype)
@@ -264,6 +281,9 @@ def serial_library(dtype, m, n, k):
     new, as :func:`matmul` times its first product. For compiled loops that call the library
     themselves (``rnn_gemm.py``); MKL with a per-thread setting must be loaded."""
     dtype = np.dtype(dtype)
+    got = _serial_chosen.get((dtype.char, _NO_TRANS, _NO_TRANS, m.bit_length(), n.bit_length(), k.bit_length(), 1))
+    if got is not None:       # (a loop's plan asks on every call: no scratch operands once known)
+        return got
     a, b, out = np.zeros((m, k), dtype), np.zeros((k, n), dtype), np.empty((m, n), dtype)
     args = (a, b, out, (_NO_TRANS, k), (_NO_TRANS, n), m, n, k,
             functools.partial(_gemm_serial[dtype], _NO_TRANS, _NO_TRANS, m, n, k, a, k, b, n, out, n))
@@ -518,7 +538,7 @@ def _batched(a, b, out, one_thread=False):
 
     def run_mkl():
         fn(op_a[0], op_b[0], m, n, k, a, op_a[1], op_a[2], b, op_b[1], op_b[2], out, n, m * n, count)
-    if one_thread and not _tuning["on"]:
+    if one_thread:
         threaded = run_mkl
 
         def run_mkl():
@@ -599,7 +619,7 @@ def matmul(a, b, out=None, one_thread=False):
 def _matmul_checked(a, b, out, one_thread=False):
     """:func:`matmul` with every check made on this call."""
     if a.ndim == 3 or b.ndim == 3:
-        got = _batched(a, b, out, one_thread and a.dtype in _gemm_serial)
+        got = _batched(a, b, out, (one_thread or _share() == 1) and a.dtype in _gemm_serial)
         return np.matmul(a, b, out=out) if got is None else got
     fn = _gemm.get(a.dtype) if a.ndim == 2 and b.ndim == 2 and a.dtype == b.dtype else None
     if fn is None:
@@ -625,15 +645,24 @@ def _mkl_runner(fn, a, b, out, op_a, op_b, op_c, m, n, k):
 
 
 def _run_2d(a, b, out, op_a, op_b, op_c, m, n, k, seen, one_thread=False):
-    """The checked 2-D product into ``out``, on the library (and threads) its size and class take."""
+    """The checked 2-D product into ``out``, on the library (and threads) its size and class take.
+
+    A product runs on one thread when it is small (:func:`serial_work`), when the caller says so
+    (``one_thread``), or when the calling thread's share of the cores is one thread
+    (:func:`threads_here`: an in-process rank thread, a one-thread ``tw.config.threading`` run or
+    Ray worker, one core): all three take the library measured faster on one thread for the shape
+    class (:func:`_serial_library`). Before, the third went to MKL's threaded call, which on one
+    thread runs MKL's generic kernels on AMD (a DP rank's 128x784 @ 784x512: 2.67 ms against
+    OpenBLAS's 2.10 on one Zen 3 thread)."""
     fn = _gemm[a.dtype]
     limit = _serial_work.get(a.dtype)
-    serial = one_thread and a.dtype in _gemm_serial or m * n * k < (serial_work(a.dtype) if limit is None else limit)
+    share = 1 if one_thread or m * n * k < (serial_work(a.dtype) if limit is None else limit) else _share()
+    serial = share == 1 and a.dtype in _gemm_serial
     if serial:
         fn = _gemm_serial[a.dtype]
 
     run_mkl = _mkl_runner(fn, a, b, out, op_a, op_b, op_c, m, n, k)
-    if serial and not _tuning["on"]:
+    if serial:
         backend = _serial_library(a, b, out, op_a, op_b, m, n, k, run_mkl, seen=seen)
         if backend == "done":
             # timed now, the product left by the last candidate run: computed again by the choice,
@@ -642,13 +671,13 @@ def _run_2d(a, b, out, op_a, op_b, op_c, m, n, k, seen, one_thread=False):
         if backend == "numpy1":
             _numpy_serial(a, b, out)
             return out
-    if _tuning["on"]:
+    elif _tuning["on"]:
         backend = _choose(a, b, out, op_a, op_b, m, n, k, 1, run_mkl)
         if backend == "done":     # (as above: the first call's bits are the choice's)
             backend = _choose(a, b, out, op_a, op_b, m, n, k, 1, run_mkl)
         if backend == "numpy":
             return np.matmul(a, b, out=out)
-    elif not serial:
+    else:
         parts = split_parts()
         if parts > 1:
             backend = _threaded_choice(a, b, out, op_a, op_b, op_c, m, n, k, seen, parts, run_mkl)
@@ -660,19 +689,43 @@ def _run_2d(a, b, out, op_a, op_b, op_c, m, n, k, seen, one_thread=False):
 
 
 def split_parts():
-    """Threads a product above :func:`serial_work` may be split over (1: not split): the intra-op
-    thread count (OpenBLAS's, which ``tw.config.threading`` sets as MKL's), at most one per
-    core and at most the calling thread's share (:func:`limit_split_here`: an in-process rank's);
-    1 under ``TW_GEMM_SPLIT=0``, a forced ``TW_BLAS``, without NumPy's OpenBLAS, and on a tiled
-    kernel's helper thread (``tiles.over_tiles``: its products run on one thread)."""
+    """Threads a product above :func:`serial_work` may be split over (1: not split):
+    :func:`threads_here`, and 1 under ``TW_GEMM_SPLIT=0``, a forced ``TW_BLAS`` and without NumPy's
+    OpenBLAS; inside :func:`blocks_here`, its count (cut as for that many threads, all run on this
+    one)."""
     here = getattr(_thread_share, "here", None)
-    if here is not None:        # blocks_here(): cut as for that many threads, all run on this one
+    if here is not None:
         return here
-    if not _split["on"] or _openblas_threads() is None or threading.current_thread().name.endswith(_HELPER):
+    return (threads_here() or 1) if _split["on"] else 1
+
+
+def threads_here():
+    """The calling thread's share of the cores for one product: the intra-op thread count
+    (OpenBLAS's, which ``tw.config.threading`` sets as MKL's, and which a Ray worker started with
+    one CPU has at 1), at most one per core and at most the calling thread's own cap
+    (:func:`limit_split_here`: an in-process rank's); 1 on a tiled kernel's helper thread
+    (``tiles.over_tiles``: its products run on one thread beside the caller's); None without
+    NumPy's OpenBLAS (then no one-thread library choice is made for that reason). Where it is 1, a
+    product runs on one thread whatever its size, on the library measured faster on one thread
+    for its class (:func:`_run_2d`). ~2 µs (two C calls)."""
+    if _openblas_threads() is None:
+        return None
+    if threading.current_thread().name.endswith(_HELPER):
         return 1
     parts = min(_openblas["found"][0](), _cores())
     cap = getattr(_thread_share, "parts", None)
     return parts if cap is None else max(1, min(parts, cap))
+
+
+def _share():
+    """The calling thread's share for a product above :func:`serial_work`: :func:`split_parts`
+    where products may be split (the same count), else :func:`threads_here`; None without NumPy's
+    OpenBLAS and under ``TW_GEMM_SHARE=0`` (products on a one-thread share then go to MKL's
+    threaded call, as before issue 18 session 14: an A/B switch, ``bench_gemm_split.py --other
+    noshare``)."""
+    if not _split["share"] or _openblas_threads() is None:
+        return None
+    return split_parts() if _split["on"] else threads_here()
 
 
 #: the calling thread's own cap on split parts (OpenBLAS's count is process-wide: an in-process
@@ -760,7 +813,7 @@ def _threaded_choice(a, b, out, op_a, op_b, op_c, m, n, k, seen, parts, run_mkl)
 def _run_split(axis, a, b, out, op_a, op_b, op_c, k, parts, after=None, extra=()):
     """``out = a @ b`` as blocks of ``out``'s rows or columns (multiples of :data:`MIN_PART`, about
     :data:`CHUNKS` per part), each a one-thread product (on the library measured faster on one
-    thread for the block's class), taken in turn by this thread and ``parts - 1`` of the runtime's
+    thread for the block's own class: a short last block's may differ), taken in turn by this thread and ``parts - 1`` of the runtime's
     helper threads from a shared counter (:func:`share_tasks`). The bits are those of a
     one-thread call of the whole product on the same library for every shape of the mlp step and
     their transposes, in MKL and OpenBLAS (both block K the same way for any M, N); OpenBLAS's
@@ -778,16 +831,21 @@ def _run_split(axis, a, b, out, op_a, op_b, op_c, k, parts, after=None, extra=()
         pieces = [(a[i:i + step], b, out[i:i + step]) for i in range(0, size, step)]
     else:
         pieces = [(a, b[:, i:i + step], out[:, i:i + step]) for i in range(0, size, step)]
-    run = _part_runner(pieces[0], op_a, op_b, op_c, k)
-    if after is not None:
-        product = run
-
+    # each block on its own shape class's one-thread library (a short last block may be of another
+    # class than the full ones: it runs as a product of that class alone would)
+    runners = {}
+    for piece in pieces:
+        if piece[2].shape not in runners:
+            runners[piece[2].shape] = _part_runner(piece, op_a, op_b, op_c, k)
+    if after is None:
+        tasks = [functools.partial(runners[piece[2].shape], *piece) for piece in pieces]
+    else:
         def run(a, b, out, i):
-            product(a, b, out)
+            runners[out.shape](a, b, out)
             after(i, min(size, i + step))
-        pieces = [piece + (i,) for piece, i in zip(pieces, range(0, size, step))]
+        tasks = [functools.partial(run, *piece, i) for piece, i in zip(pieces, range(0, size, step))]
     with _openblas_one_thread():
-        share_tasks([functools.partial(run, *piece) for piece in pieces] + list(extra), parts)
+        share_tasks(tasks + list(extra), parts)
 
 
 #: blocks per part of a split product (:func:`block_size`). More would let a helper thread that
