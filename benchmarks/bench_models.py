@@ -96,9 +96,9 @@ TW_VARIANTS = {"mkl": {"TW_BLAS": "mkl"}, "numpy": {"TW_BLAS": "numpy"},
                # no product started early beside another on the helper thread (runtime/overlap.py),
                # as before issue 18 session 14
                "nopair": {"TW_OVERLAP_PRODUCTS": "0"},
-               # layer norm / the softmax gradient as composites, as before issue 18 session 14 (ln18)
-               "lnold": {"TW_FUSED_LAYER_NORM": "0"}, "smold": {"TW_FUSED_SOFTMAX_GRAD": "0"},
-               "ln18old": {"TW_FUSED_LAYER_NORM": "0", "TW_FUSED_SOFTMAX_GRAD": "0"}}
+               # layer norm as the composite (as before issue 18 session 14, ln18); the softmax gradient as one op (off by default)
+               "lnold": {"TW_FUSED_LAYER_NORM": "0"}, "smfused": {"TW_FUSED_SOFTMAX_GRAD": "1"},
+               "ln18old": {"TW_FUSED_LAYER_NORM": "0"}}
 FRAMEWORKS = ("tensorweave", "tensorweave-blas1", "torch", "jax", "tensorflow") + tuple(
     f"tensorweave-{v}" for v in TW_VARIANTS)
 PEER_NAMES = ("torch", "jax", "tensorflow")

@@ -12,6 +12,12 @@ tf1 = tw.compat.v1
 RNG = np.random.default_rng(1814)
 
 
+@pytest.fixture(autouse=True)
+def _fused_softmax_gradient(monkeypatch):
+    from tensorweave.ops import softmax_grad_ops
+    monkeypatch.setattr(softmax_grad_ops, "FUSED", True)     # off by default (see its FUSED)
+
+
 def _graph(scale, dtype=tw.float32, fetch_grad=False, left=False):
     g = tw.Graph()
     with g.as_default():

@@ -33,7 +33,8 @@ _tracing = threading.local()
 # The ops the graph planner decomposes (plan_decompose.py) when their class axis is split: the
 # class axis is attr ``axis`` (default -1) of input 0.
 CLASS_AXIS_OPS = frozenset({"Softmax", "LogSoftmax", "SoftmaxCrossEntropyWithLogits",
-                            "SparseSoftmaxCrossEntropyWithLogits", "SparseSoftmaxCrossEntropyGrad"})
+                            "SparseSoftmaxCrossEntropyWithLogits", "SparseSoftmaxCrossEntropyGrad",
+                            "SoftmaxGrad"})
 
 
 def _replicated(t):
@@ -110,6 +111,13 @@ def _sparse_xent_grad(logits, labels):
     return _softmax(logits, -1) - _one_hot(labels, depth, logits.dtype)
 
 
+def _softmax_grad(y, g, axis=-1, scale=1.0):
+    """``SoftmaxGrad``'s ``scale * y * (g - sum(g * y))`` with only the row sum moved (``B``): on a
+    split class axis the fused op's rule would gather the scores whole."""
+    out = y * (g - _replicated(R.reduce_sum(g * y, axis=axis, keepdims=True)))
+    return out if scale == 1.0 else out * scale
+
+
 DECOMPOSITIONS = {
     "Mean": _mean,
     "Softmax": _softmax,
@@ -117,4 +125,5 @@ DECOMPOSITIONS = {
     "SoftmaxCrossEntropyWithLogits": _xent,
     "SparseSoftmaxCrossEntropyWithLogits": _sparse_xent,
     "SparseSoftmaxCrossEntropyGrad": _sparse_xent_grad,
+    "SoftmaxGrad": _softmax_grad,
 }

@@ -7,8 +7,8 @@ passes over the scores (``g * y``, the sum, the subtraction, the product) plus o
 constant scale after it; the kernel (``kernels/cpu/layer_norm_kernels.py``) makes one pass per
 row (the row in cache), blocked over rows on the intra-op threads. ``scale`` folds a constant
 factor the graph applies to the gradient (``softmax(x * c)``'s ``c``; ``runtime/passes/remapping.py``);
-``Softmax``'s own gradient uses 1. ``TW_FUSED_SOFTMAX_GRAD=0``: ``Softmax``'s gradient is the
-composite, for comparisons. float16/bfloat16 are computed in float32.
+``Softmax``'s own gradient uses 1 (under ``TW_FUSED_SOFTMAX_GRAD=1``; by default ``Softmax``'s
+gradient is the composite: see :data:`FUSED`). float16/bfloat16 are computed in float32.
 
 >>> import tensorweave as tw
 >>> from tensorweave.ops.softmax_grad_ops import softmax_grad
@@ -27,9 +27,12 @@ from tensorweave.ops import rules
 
 __all__ = ["softmax_grad"]
 
-#: ``Softmax``'s gradient as the one ``SoftmaxGrad`` op (read when a gradient is built);
-#: ``TW_FUSED_SOFTMAX_GRAD=0``: the composite of four ops, for comparisons
-FUSED = os.environ.get("TW_FUSED_SOFTMAX_GRAD", "1") != "0"
+#: ``Softmax``'s gradient as the one ``SoftmaxGrad`` op (read when a gradient is built) under
+#: ``TW_FUSED_SOFTMAX_GRAD=1``; off by default: in a planned graph with the softmax's class axis
+#: split, the planner's look-ahead reads ``SoftmaxGrad``'s rule (no class-axis signature: it is
+#: decomposed only once reached, decompositions.py) and lays the upstream gradient out by rows,
+#: which then moves the scores (tests/test_plan13c_class_axis.py); the composite keeps them split
+FUSED = os.environ.get("TW_FUSED_SOFTMAX_GRAD", "0") == "1"
 
 
 def _infer(inputs, attrs):
