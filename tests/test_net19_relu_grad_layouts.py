@@ -51,6 +51,14 @@ def test_relu_grad_of_a_strided_gradient_is_the_select_bit_for_bit(dtype):
         assert not np.shares_memory(got, f), name
 
 
+def test_relu_grad_names_itself_and_the_operands_on_a_mismatch():
+    f = np.zeros((2, 3), np.float32)
+    with pytest.raises(TypeError, match=r"ReluGrad: gradients float64\[2, 3\] and features float32\[2, 3\] must have the same dtype"):
+        _kernel()(np.zeros((2, 3)), f)
+    with pytest.raises(ValueError, match=r"ReluGrad: gradients float32\[3, 2\] and features float32\[2, 3\] must have the same shape"):
+        _kernel()(np.zeros((3, 2), np.float32), f)
+
+
 def test_relu_grad_of_a_contiguous_gradient_is_unchanged():
     g, f = RNG.standard_normal((2, 7)).astype(np.float32), RNG.standard_normal((2, 7)).astype(np.float32)
     assert _kernel()(g, f).tobytes() == _select(g, f).tobytes()

@@ -223,10 +223,11 @@ def _relu_grad(gradients, features):
     64x8x8x64, the compiled pass 0.17 ms (Intel Xeon, BENCHMARKS.md issue 18 session 15, net19).
     Not in place: with its output aliasing its input the pass is not vectorized, and its select
     branches (1.7 ms on random signs); nor ``np.array(view)`` (0.57 ms on a broadcast view)."""
-    if gradients.dtype != features.dtype:
-        raise TypeError("gradients and features must have the same dtype")
-    if gradients.shape != features.shape:
-        raise ValueError("gradients and features must have the same shape")
+    if gradients.dtype != features.dtype or gradients.shape != features.shape:
+        what = "dtype" if gradients.dtype != features.dtype else "shape"
+        raise (TypeError if what == "dtype" else ValueError)(
+            f"ReluGrad: gradients {gradients.dtype}{list(gradients.shape)} and features "
+            f"{features.dtype}{list(features.shape)} must have the same {what} (the ReLU's output gradient and input)")
     if gradients.dtype in _COMPILED and features.flags.c_contiguous:
         if not gradients.flags.c_contiguous:
             contiguous = np.empty(gradients.shape, gradients.dtype)
