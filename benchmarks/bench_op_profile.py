@@ -6,6 +6,14 @@ threads and BLAS's threads count; the resnet's plan runs its ops one at a time) 
 ``tw.profiler`` gives wall time only; on a shared machine the CPU column is the one that does
 not depend on the other sessions' load. Prints one table, sorted by CPU time per step.
 
+A second table (issue 18 session 15, net19) sums the CPU time per op *family* (convolution
+forward, input gradient, filter gradient, batch norm forward and backward, ReLU, pooling, the
+optimizer update, other) and, for the convolutions, sets it against the time their multiply-adds
+would take at this machine's one-thread GEMM rate (``--gflops``, by default measured here: a
+128x784 @ 784x512 product on the library ``gemm`` picks for one thread). The two gradients of
+a ``FusedConv2DBackprop`` run side by side on two threads; each is timed on its own thread
+(``thread_time`` around the runners of ``conv_kernels``), so the family split holds there too.
+
     PYTHONPATH=$PWD python benchmarks/bench_op_profile.py --workload resnet --steps 10
 """
 import argparse
@@ -27,8 +35,9 @@ def _shapes(args):
     return " ".join(out[:3])
 
 
-def wrap_kernels(stats, on):
-    """Wraps every registered CPU kernel; ``on[0]`` switches recording."""
+def wrap_kernels(stats, on, flops_fwd=None):
+    """Wraps every registered CPU kernel; ``on[0]`` switches recording; ``flops_fwd[0]`` adds up
+    the forward convolutions' flops (channels last)."""
     from tensorweave.core import registry
     for name in registry.registered_ops():
         opdef = registry.get_op(name)
@@ -43,6 +52,8 @@ def wrap_kernels(stats, on):
             r = _fn(*args, **kwargs)
             w, c, m = time.perf_counter() - w0, time.process_time() - c0, time.thread_time() - m0
             s = stats[(_name, _shapes(args))]
+            if flops_fwd is not None and _name in ("Conv2D", "FusedConv2D"):
+                flops_fwd[0] += conv_flops(args[1].shape, r.shape)
             s[0] += 1
             s[1] += w
             s[2] += c
@@ -53,15 +64,92 @@ def wrap_kernels(stats, on):
         opdef.kernels["CPU"] = timed
 
 
+#: op type -> family of the second table (types not listed: "other")
+FAMILIES = {
+    "Conv2D": "conv forward", "FusedConv2D": "conv forward",
+    "Conv2DBackpropInput": "conv input-gradient", "Conv2DBackpropFilter": "conv filter-gradient",
+    "BatchNormTraining": "batch norm fwd", "FusedBatchNormTrainingRelu": "batch norm fwd (+relu)",
+    "BatchNormTrainingGrad": "batch norm bwd", "FusedReluGradBatchNormTrainingGrad": "batch norm bwd (+relu grad)",
+    "Relu": "relu", "ReluGrad": "relu", "FusedReluGradBiasAddGrad": "relu grad + bias grad",
+    "MaxPool": "pooling", "MaxPoolGrad": "pooling", "AvgPool": "pooling", "AvgPoolGrad": "pooling",
+    "Mean": "pooling",
+    "FusedMatMulGroupApplyAdam": "optimizer update", "ResourceApplyAdam": "optimizer update",
+    "AddN": "adds (residual, gradient sums)", "AddV2": "adds (residual, gradient sums)",
+    "MatMul": "dense", "FusedMatMul": "dense",
+}
+
+
+def conv_flops(f_shape, y_shape):
+    """Multiply-adds x2 of a channels-last convolution (the same count for each gradient)."""
+    n, out, ksize_c = y_shape[0], y_shape[1:-1], f_shape[:-1]
+    prod = 1
+    for d in tuple(out) + tuple(ksize_c):
+        prod *= int(d)
+    return 2.0 * n * prod * int(f_shape[-1])
+
+
+def wrap_conv_gradients(fam, lock, on):
+    """Times each convolution gradient on the thread that runs it (the pair kernel runs the two
+    side by side); ``fam[kind] = [CPU seconds, flops]``."""
+    from tensorweave.kernels.cpu import conv_kernels
+
+    def wrap(name, kind, flops_of):
+        make = getattr(conv_kernels, name)
+
+        def runner(*args, **kwargs):
+            run = make(*args, **kwargs)
+            if not on[0]:
+                return run
+            flops = flops_of(*args)
+
+            def timed():
+                t0 = time.thread_time()
+                r = run()
+                with lock:
+                    fam[kind][0] += time.thread_time() - t0
+                    fam[kind][1] += flops
+                return r
+            return timed
+        setattr(conv_kernels, name, runner)
+    # (input_sizes, f, dy, ...) and (x, filter_sizes, dy, ...); channels last in the benchmarks
+    wrap("backprop_input_runner", "conv input-gradient",
+         lambda sizes, f, dy, *a: conv_flops(f.shape, dy.shape))
+    wrap("backprop_filter_runner", "conv filter-gradient",
+         lambda x, sizes, dy, *a: conv_flops([int(v) for v in sizes], dy.shape))
+
+
+def one_thread_gflops():
+    """GFLOP/s of a 128x784 @ 784x512 float32 product on one thread (``gemm``'s one-thread library)."""
+    import numpy as np
+    from tensorweave.kernels.cpu import gemm
+    rng = np.random.default_rng(0)
+    a, b = rng.standard_normal((128, 784), np.float32), rng.standard_normal((784, 512), np.float32)
+    out = np.empty((128, 512), np.float32)
+    times = []
+    for _ in range(30):
+        t0 = time.thread_time()
+        gemm.matmul(a, b, out=out, one_thread=True)
+        times.append(time.thread_time() - t0)
+    times.sort()
+    return 2.0 * 128 * 784 * 512 / max(times[len(times) // 2], 1e-9) / 1e9
+
+
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--workload", default="resnet")
     p.add_argument("--steps", type=int, default=10)
     p.add_argument("--top", type=int, default=40)
+    p.add_argument("--gflops", type=float, default=None,
+                   help="one-thread GEMM rate for the bound column (default: measured here)")
     args = p.parse_args(argv)
+    import threading
+
     import tensorweave  # noqa: F401  (registers the kernels)
     stats, on = collections.defaultdict(lambda: [0, 0.0, 0.0, 0.0]), [False]
-    wrap_kernels(stats, on)
+    flops_fwd = collections.defaultdict(float)
+    wrap_kernels(stats, on, flops_fwd)
+    fam, fam_lock = collections.defaultdict(lambda: [0.0, 0.0]), threading.Lock()
+    wrap_conv_gradients(fam, fam_lock, on)
     data = bench_models.synthetic_batch(args.workload)
     step, _, _ = bench_models.make_tensorweave(args.workload, data, None)
     from tensorweave.kernels.cpu import jit
@@ -92,6 +180,30 @@ def main(argv=None):
     print("\n| op type | wall ms/step | CPU ms/step | calling thread's CPU ms/step |\n|---|---|---|---|")
     for name, (w, cp, m) in sorted(by_type.items(), key=lambda kv: -kv[1][1])[:20]:
         print(f"| {name} | {w * 1e3:.2f} | {cp * 1e3:.2f} | {m * 1e3:.2f} |")
+    print_families(by_type, fam, flops_fwd[0], n, args.gflops or one_thread_gflops(), cpu)
+
+
+def print_families(by_type, fam, flops_fwd, steps, gflops, step_cpu):
+    """The per-family table (see the module docstring); ``by_type``: op type -> [wall, CPU,
+    calling thread's CPU] per step; ``fam``: the gradients' [CPU seconds, flops] over ``steps``."""
+    cpu = collections.defaultdict(float)
+    for name, (_, cp, _) in by_type.items():
+        if name.startswith("FusedConv") and name.endswith("Backprop"):
+            continue                       # split into its two gradients below
+        cpu[FAMILIES.get(name, "other")] += cp
+    flops = {"conv forward": flops_fwd / steps}
+    for kind, (sec, fl) in fam.items():
+        cpu[kind] += sec / steps
+        flops[kind] = fl / steps
+    print(f"\n(one-thread GEMM rate {gflops:.0f} GFLOP/s; step CPU {step_cpu * 1e3:.1f} ms)")
+    print("| family | CPU ms/step | share | GFLOP/step | CPU ms at the GEMM rate | CPU / bound |")
+    print("|---|---|---|---|---|---|")
+    total = sum(cpu.values())
+    for name, c in sorted(cpu.items(), key=lambda kv: -kv[1]):
+        fl = flops.get(name)
+        bound = fl / (gflops * 1e9) if fl else None
+        print(f"| {name} | {c * 1e3:.2f} | {c / max(total, 1e-12):.0%} | " +
+              (f"{fl / 1e9:.3f} | {bound * 1e3:.2f} | {c / bound:.2f}x |" if bound else "| | |"))
 
 
 if __name__ == "__main__":
