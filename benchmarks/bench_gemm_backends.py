@@ -28,7 +28,7 @@ os.environ.setdefault("TW_TUNING_CACHE", os.path.join(tempfile.mkdtemp(), "gemm-
 os.environ.pop("TW_BLAS", None)
 os.environ["TW_BLAS_TUNE"] = os.environ.get("TW_BLAS_TUNE", "1")
 
-from tensorweave.kernels.cpu import gemm, gemm_tuning  # noqa: E402
+from tensorweave.kernels.cpu import gemm, gemm_route, gemm_tuning  # noqa: E402
 
 
 def _shapes():
@@ -108,7 +108,7 @@ def main():
         med = _time(_runs(a, b, out), rounds, calls, args.interleave)
         gf = {k: (flop / w / 1e9, flop / c / 1e9) for k, (w, c) in med.items()}
         gemm.matmul(a, b)   # the tuner's own short timing, from an empty cache
-        cls, backend, settled = gemm.decision(a, b) or ("(stays in NumPy)", "numpy", True)
+        cls, backend, settled = gemm_route.decision(a, b) or ("(stays in NumPy)", "numpy", True)
         route = f"{cls or '(not split)'} → {backend}" + ("" if settled else " (unsettled)")
         print(f"| {name} | {gf['mkl'][0]:.0f} ({gf['mkl'][1]:.0f}) | {gf['numpy'][0]:.0f} ({gf['numpy'][1]:.0f}) "
               f"| {gf['mkl1'][1]:.0f} | {gf['numpy1'][1]:.0f} | {route} |")

@@ -346,39 +346,6 @@ def choice(m, n, k, dtype=np.float32, trans_a=False, trans_b=False, count=1):
                         m.bit_length(), n.bit_length(), k.bit_length(), count.bit_length()))
 
 
-def decision(a, b):
-    """``(cache class, backend, settled)``: how :func:`matmul` runs ``a @ b`` (2-D) in this process
-    now, for reports (``benchmarks/bench_gemm_backends.py``). The class is the tuning cache's name
-    of the route the product takes (as :func:`_run_2d` routes it): ``serial:<class>`` on one thread
-    (small, or a one-thread share), ``<class>`` under ``TW_BLAS_TUNE=1``, ``threads:<class>,p<n>``
-    split over ``n`` threads or left to MKL's; ``""`` where it is not split (``TW_GEMM_SPLIT=0``, a
-    forced ``TW_BLAS``). ``backend`` is None until a product of the class has run; ``settled``
-    whether the class's entry was timed on a quiet machine with median and fastest call agreeing
-    (kept on disk). None where the product stays in NumPy (small, another dtype, no MKL).
-
-    >>> import numpy as np
-    >>> decision(np.ones((2, 2)), np.ones((2, 2))) is None      # too small for BLAS routing
-    True
-    """
-    geometry = _product(a, b)
-    if geometry is False:
-        return None
-    op_a, op_b, m, n, k, seen = geometry
-    base = gemm_tuning.shape_class(m, n, k, a.dtype.name, op_a[0] == _TRANS, op_b[0] == _TRANS)
-    share = 1 if m * n * k < serial_work(a.dtype) else _share()
-    if share == 1 and a.dtype in _gemm_serial:
-        cls, got = "serial:" + base, _serial_chosen.get(seen)
-    elif _tuning["on"]:
-        cls, got = base, _chosen.get(seen)
-    elif split_parts() > 1:
-        parts = split_parts()
-        cls, got = f"threads:{base},p{parts}", _split_chosen.get(seen + (parts,))
-    else:
-        return "", "mkl", True
-    entry = tuner().choices.get(cls)
-    return cls, got, entry is not None and entry.get("settled", True) is True
-
-
 def library():
     """``"mkl"`` or ``"numpy"``: where large 2-D float products may go (with tuning on, each
     shape class still picks between the two, see :func:`choice`)."""
