@@ -15,8 +15,8 @@ Rows:
   time measures the other processes), each against the best peer, and the route tensorweave's
   product takes (``gemm_route.decision``).
 
-Usage: ``python benchmarks/bench_core.py [--quick] [--only matmul [--peers torch,jax]]``. Timings are never asserted in tests; the
-targets are in BENCHMARKS.md.
+Usage: ``python benchmarks/bench_core.py [--quick] [--only matmul [--peers torch,jax]]``. Timings are
+never asserted in tests; the targets are in BENCHMARKS.md.
 """
 import argparse
 import json
@@ -236,7 +236,9 @@ def bench_matmul_peers(n, rounds, peers):
 
 
 def _timed(runs, rounds):
-    """``{name: ([wall s], [process CPU s])}`` of each call, the runs alternating call by call."""
+    """``{name: ([wall s], [process CPU s])}`` of each call, the runs alternating call by call (for a
+    2048² product, ~80 ms a call, the previous framework's idle workers spinning 1-2 ms on the other
+    core weigh ~2 %; for short products time blocks, as ``bench_gemm_backends.py`` does)."""
     for run in runs.values():
         run()
     got = {name: ([], []) for name in runs}
