@@ -13,7 +13,9 @@ busy machine wall time measures the other processes, CPU time counts this one's 
 spinning); one-thread GFLOP per CPU-second of the calling thread (``thread_time``: the kernels
 alone, unaffected by load).
 
-Run: ``python benchmarks/bench_gemm_backends.py [--rounds N] [--interleave block|call]``.
+Run: ``python benchmarks/bench_gemm_backends.py [--rounds N] [--interleave block|call]``; the route
+column is the opt-in per-class tuning's (``TW_BLAS_TUNE=1``), ``TW_BLAS_TUNE=0`` shows the default
+path's (one-thread classes, splits).
 """
 import argparse
 import os
