@@ -8,10 +8,15 @@ Rows:
 * ``graph_chain``: ``Session.run`` of a chain of 100 small ops (10-element adds), µs per node,
   after a first (plan-building) run that is not counted;
 * ``matmul``: 2048x2048 float32 matmul, GFLOP/s of ``tw.matmul`` (eager) and of ``np.matmul`` on the
-  same machine (fastest of alternating runs), and their ratio.
+  same machine (fastest of alternating runs), and their ratio;
+* ``matmul_peers`` (``--only matmul``): the same product by tensorweave, NumPy, PyTorch and JAX in
+  one process, the four alternating call by call (a burst of load hits all of them): wall GFLOP/s
+  (fastest call) and GFLOP per CPU-second of the process (median call; on a busy machine wall
+  time measures the other processes), each against the best peer, and the route tensorweave's
+  product takes (``gemm_route.decision``).
 
-Usage: ``python benchmarks/bench_core.py [--quick]``. Timings are never asserted in tests; the
-targets are in BENCHMARKS.md.
+Usage: ``python benchmarks/bench_core.py [--quick] [--only matmul [--peers torch,jax]]``. Timings are
+never asserted in tests; the targets are in BENCHMARKS.md.
 """
 import argparse
 import json
@@ -175,13 +180,91 @@ def bench_matmul(n, rounds):
             "meets_target": ratio >= TARGETS["matmul_ratio_vs_numpy"]}
 
 
+def _peer_matmul(name, a, b):
+    """``(run, version)``: one ``a @ b`` by PyTorch or JAX, finished when it returns; ImportError
+    where the peer is absent."""
+    if name == "torch":
+        import torch
+        torch.set_num_threads(os.cpu_count() or 1)     # its default; says so in the row
+        ta, tb = torch.from_numpy(a), torch.from_numpy(b)
+        return (lambda: torch.matmul(ta, tb)), torch.__version__
+    if name == "jax":
+        os.environ.setdefault("JAX_PLATFORMS", "cpu")
+        import jax
+        import jax.numpy as jnp
+        ja, jb = jnp.asarray(a), jnp.asarray(b)
+        product = jax.jit(jnp.matmul)
+        return (lambda: product(ja, jb).block_until_ready()), jax.__version__
+    raise ValueError(name)
+
+
+def bench_matmul_peers(n, rounds, peers):
+    """Rows ``matmul_peers``: see the module docstring. tensorweave's product is timed first alone
+    (before any peer is imported: ``torch.set_num_threads`` also sets the MKL tensorweave loaded),
+    then alternating with the peers."""
+    import tensorweave as tw
+    from tensorweave.kernels.cpu import gemm_route
+    rng = np.random.default_rng(0)
+    a = rng.standard_normal((n, n), dtype=np.float32)
+    b = rng.standard_normal((n, n), dtype=np.float32)
+    ta, tb = tw.constant(a), tw.constant(b)
+    flop = 2.0 * n ** 3
+    runs = {"tensorweave": (lambda: tw.matmul(ta, tb), tw.__version__ if hasattr(tw, "__version__") else ""),
+            "numpy": (lambda: np.matmul(a, b), np.__version__)}
+    runs["tensorweave"][0]()
+    alone = _timed({"tensorweave": runs["tensorweave"][0]}, rounds)["tensorweave"]
+    rows = []
+    for name in peers:
+        try:
+            runs[name] = _peer_matmul(name, a, b)
+        except ImportError as e:
+            rows.append({"row": "matmul_peers", "framework": name, "absent": True, "why": str(e)[:120]})
+    got = _timed({name: run for name, (run, _) in runs.items()}, rounds)
+    got["tensorweave (alone, first)"] = alone
+    gf = {name: (flop / min(w) / 1e9, flop / statistics.median(c) / 1e9) for name, (w, c) in got.items()}
+    best = [max(gf[p][i] for p in gf if p in peers) if any(p in gf for p in peers) else None for i in (0, 1)]
+    route = gemm_route.decision(a, b)
+    for name, (wall, cpu) in gf.items():
+        rows.append({"row": "matmul_peers", "framework": name, "n": n, "dtype": "float32",
+                     "version": runs.get(name, (None, ""))[1], "wall_gflops": round(wall, 1),
+                     "cpu_gflops_per_cpu_s": round(cpu, 1),
+                     "over_best_peer_wall": round(wall / best[0], 3) if best[0] else None,
+                     "over_best_peer_cpu": round(cpu / best[1], 3) if best[1] else None,
+                     **({"route": route} if name.startswith("tensorweave") else {})})
+    rows.append({"row": "matmul_peers", "load_average": round(os.getloadavg()[0], 2)})
+    return rows
+
+
+def _timed(runs, rounds):
+    """``{name: ([wall s], [process CPU s])}`` of each call, the runs alternating call by call (for a
+    2048² product, ~80 ms a call, the previous framework's idle workers spinning 1-2 ms on the other
+    core weigh ~2 %; for short products time blocks, as ``bench_gemm_backends.py`` does)."""
+    for run in runs.values():
+        run()
+    got = {name: ([], []) for name in runs}
+    for _ in range(rounds):
+        for name, run in runs.items():
+            w0, c0 = time.perf_counter(), time.process_time()
+            run()
+            got[name][1].append(time.process_time() - c0)
+            got[name][0].append(time.perf_counter() - w0)
+    return got
+
+
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--quick", action="store_true", help="fewer repeats (a smoke run, not a measurement)")
     p.add_argument("--no-peers", action="store_true", help="skip PyTorch/JAX/TensorFlow")
+    p.add_argument("--only", choices=("matmul",), help="only the matmul against NumPy and the peers")
+    p.add_argument("--peers", default="torch,jax", help="peers of --only matmul (comma-separated)")
     args = p.parse_args(argv)
     scale = 10 if args.quick else 1
     emit(machine_info())
+    if args.only == "matmul":
+        for row in bench_matmul_peers(2048 if not args.quick else 512, 15 if not args.quick else 3,
+                                      [p for p in args.peers.split(",") if p]):
+            emit(row)
+        return 0
     add = bench_eager_add(number=20000 // scale, repeat=7)
     emit(add)
     emit(bench_graph_chain(100, number=2000 // scale, repeat=7))
