@@ -158,14 +158,13 @@ def measure(runners, clock=None):
     it lose (on 2 cores at load 15-20 the same one-thread product read 0.66 or 26 ms of wall
     time from one call to the next).
 
-    A known bias (issue 18 session 15, not corrected here): candidates on different thread pools
-    timed call by call each start while the previous candidate's idle workers still spin on the
-    other core (OpenBLAS's ~2 ms, MKL's ``KMP_BLOCKTIME``), so the one that follows the longer
-    spinner loses: on the Intel Xeon at load 2, MKL's threaded 128x784 @ 784x512 read 93-124
-    GFLOP/s call by call against 174-182 in blocks of its own calls
-    (``benchmarks/bench_gemm_backends.py --interleave call``). It matters to ``TW_BLAS_TUNE=1``'s
-    MKL-against-OpenBLAS timings (opt-in); a fix (a lead-in call or a block per candidate) wants a
-    quiet A/B on the training steps first."""
+    Each timed call follows an untimed lead-in call of the same candidate when there are several:
+    a call timed right after another candidate's starts while that library's idle workers still
+    spin on the other core (OpenBLAS's ~2 ms, MKL's ``KMP_BLOCKTIME``), so the candidate that
+    follows the longer spinner used to lose: on an Intel Xeon at load 2, MKL's threaded
+    128x784 @ 784x512 read 93-124 GFLOP/s call by call against 174-182 in blocks of its own calls
+    (``benchmarks/bench_gemm_backends.py --interleave call``). The lead-in is that block, at one
+    extra call per timed one."""
     for run in runners.values():
         run()
     times = {name: [] for name in runners}
@@ -176,6 +175,8 @@ def measure(runners, clock=None):
             if rounds >= MIN_CALLS and _clock() - start > BUDGET_S:
                 break
             for name, run in runners.items():
+                if len(runners) > 1:
+                    run()       # lead-in: the previous candidate's spinning threads meet this call
                 times[name].append(_time_call(name, run))
     finally:
         _timing.clock = None
