@@ -259,3 +259,66 @@ def test_inference_with_draws_in_a_tensor_parallel_stage_equals_one_device(clust
     np.testing.assert_allclose(got, second(first(tw.constant(X))).numpy(), rtol=2e-5, atol=1e-6)
     assert pipe.walked_because is None
     tw.random.set_seed(None)
+
+
+# ---- interleaved 1F1B with tensor-parallel virtual stages (tp19) --------------------------------------
+SIZES4 = (6, 8, 6, 8, 3)
+PARAMS4 = [(RNG.standard_normal((a, b)).astype(np.float32) * 0.5, RNG.standard_normal(b).astype(np.float32) * 0.1)
+           for a, b in zip(SIZES4, SIZES4[1:])]
+
+
+def _column_split(variable):
+    """A one-layer tensor-parallel stage: its kernel by columns, its bias split alike."""
+    return tw.sbp.split(variable.shape.rank - 1)
+
+
+def _interleaved_stages():
+    """Four one-layer chunks; chunks 1 and 3 drop out (seeded) after their ReLU."""
+    return [DrawingChunk(PARAMS4[c], last=c == 3, seed=5 + c if c % 2 else None) for c in range(4)]
+
+
+class DrawingChunk(tw.Module):
+    def __init__(self, params, last, seed=None):
+        super().__init__()
+        self.w, self.b = tw.Variable(params[0]), tw.Variable(params[1])
+        self.last, self.seed = last, seed
+
+    def __call__(self, h):
+        h = tw.matmul(h, self.w) + self.b
+        if not self.last:
+            h = tw.nn.relu(h)
+        return tw.nn.dropout(h, 0.25, seed=self.seed) if self.seed is not None else h
+
+
+def test_interleaved_1f1b_with_tensor_parallel_virtual_stages_equals_one_device(cluster, monkeypatch):
+    # workers 1 and 2 hold chunks 1 and 3 split by columns (two virtual stages each), worker 0
+    # chunks 0 and 2: one call per worker per step, == the unpipelined one-device run
+    tw.random.set_seed(8)
+    ref = _interleaved_stages()
+    variables = [v for c in ref for v in c.trainable_variables]      # the pipeline's order
+    opt, want = tw.keras.optimizers.Adam(0.05), ([], [], None)
+    for _ in range(2):
+        with tw.GradientTape() as tape:
+            h = tw.constant(X)
+            for c in ref:
+                h = c(h)
+            loss = loss_fn(tw.constant(Y), h)
+        g = tape.gradient(loss, variables)
+        opt.apply_gradients(zip(g, variables))
+        want[0].append(float(loss))
+        want[1].append([t.numpy() for t in g])
+    want = (want[0], want[1], [v.numpy() for v in variables])
+    tw.random.set_seed(8)
+    chunks = _interleaved_stages()
+    p0, p1 = tw.placement("cpu", ranks=[0]), tw.placement("cpu", ranks=[1, 2])
+    for c in (1, 3):
+        chunks[c].to_global(p1, _column_split)
+    pipe = tw.distribute.pipeline([(c, (p0, p1)[i % 2]) for i, c in enumerate(chunks)], micro_batches=4,
+                                  schedule="interleaved_1f1b", loss=loss_fn)
+    calls = _count_calls(monkeypatch, cluster)
+    got = _train(pipe, 2)
+    _same(got, want)
+    assert pipe.walked_because is None and pipe._ray.tp == {1, 3} and pipe.virtual_stages == 2
+    assert [name for name, _ in calls].count("w_step") == 2
+    assert pipe.bubble_fraction == pytest.approx(1 / 9)        # (p - 1) / (v m + p - 1), p = 2, v = 2, m = 4
+    tw.random.set_seed(None)

@@ -76,8 +76,6 @@ def tp_stages(pipe):
             return None
         if kind == "tp":
             tp.add(s)
-    if tp and pipe.virtual_stages > 1:
-        return None
     return frozenset(tp)
 
 
