@@ -321,4 +321,5 @@ def test_interleaved_1f1b_with_tensor_parallel_virtual_stages_equals_one_device(
     assert pipe.walked_because is None and pipe._ray.tp == {1, 3} and pipe.virtual_stages == 2
     assert [name for name, _ in calls].count("w_step") == 2
     assert pipe.bubble_fraction == pytest.approx(1 / 9)        # (p - 1) / (v m + p - 1), p = 2, v = 2, m = 4
+    assert 0.0 <= pipe.measured_idle_fraction < 1.0 and set(pipe.last_step["workers"]) == {0, 1, 2}
     tw.random.set_seed(None)

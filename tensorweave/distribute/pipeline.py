@@ -131,6 +131,7 @@ class Pipeline:
         self.walked_because = None
         self._ray = None        # the Ray side (distribute/ray/pipeline.py), made by the first step on workers
         self._last_seconds = None
+        self._last_busy = None  # per device, the last step's seconds running actions (hand-off waits excluded)
         for fn, placement in zip(self.stages, self.placements):
             _place_stage(fn, placement)
 
@@ -151,12 +152,25 @@ class Pipeline:
 
     @property
     def last_step(self):
-        """The last step's measurements: ``{"seconds": wall time}``; on Ray workers also, per
-        worker rank, ``{"busy_s", "wait_s" (waiting for hand-offs), "held" (most tapes held)}``.
-        None before the first step."""
+        """The last step's measurements: ``{"seconds": wall time, "busy_s": per device the seconds
+        it ran actions (waits for hand-offs excluded), "measured_idle_fraction"}``; on Ray workers
+        instead, per worker rank, ``{"busy_s", "wait_s" (waiting for hand-offs), "held" (most
+        tapes held)}`` and the measured idle fraction over the workers. None before the first step."""
         if self._ray is not None and self._ray.last_step is not None:
             return self._ray.last_step
-        return None if self._last_seconds is None else {"seconds": self._last_seconds}
+        if self._last_seconds is None:
+            return None
+        busy = [self._last_busy.get(d, 0.0) for d in range(1 + max(a.on for a in self.schedule))]
+        return {"seconds": self._last_seconds, "busy_s": busy,
+                "measured_idle_fraction": idle_fraction(busy, self._last_seconds)}
+
+    @property
+    def measured_idle_fraction(self):
+        """The bubble as it happened in the last step: ``1 - sum(busy) / (devices x seconds)``,
+        each device's (Ray: worker's) busy seconds without its waits for hand-offs — the
+        schedule's ``bubble_fraction`` plus hand-off and imbalance costs. None before a step."""
+        last = self.last_step
+        return None if last is None else last["measured_idle_fraction"]
 
     @property
     def trainable_variables(self):
@@ -256,6 +270,13 @@ class Pipeline:
         stage producing it), so stages on disjoint ranks compute at the same time; otherwise
         all in the schedule's order on this thread."""
         devices = sorted({a.on for a in actions})
+        busy = self._last_busy = {}
+        inner = run
+
+        def run(a):             # the action's seconds, less those its thread waited in step.take
+            t, waited = time.perf_counter(), step.waited()
+            inner(a)
+            busy[a.on] = busy.get(a.on, 0.0) + time.perf_counter() - t - (step.waited() - waited)
         if not self.concurrent or len(devices) == 1:
             for a in actions:
                 run(a)
@@ -342,15 +363,27 @@ class Pipeline:
         done = _ray_run(self, lambda on_ray: on_ray.step(x, train=False))
         if done is not _WALK:
             return done
+        t0 = time.perf_counter()
         xs, _ = self._micro_batches(x, 0, "x")
         step = _Step(len(self.stages))
         self._drive([a for a in self.schedule if a.kind == "F"],
                     lambda a: self._forward_action(a, step, xs, None, None, tape_on=False), step)
+        self._last_seconds = time.perf_counter() - t0
         return tw.concat(step.outputs, axis=0)
 
     def __repr__(self):
         return (f"<Pipeline {len(self.stages)} stages, {self.micro_batches} micro-batches, {self.schedule_name}, "
                 f"bubble {self.bubble_fraction:.3f}>")
+
+
+def idle_fraction(busy, seconds):
+    """``1 - sum(busy) / (len(busy) x seconds)`` (0 when nothing was timed), at least 0.
+
+    >>> idle_fraction([3.0, 1.0], 4.0)
+    0.5
+    """
+    total = len(busy) * seconds
+    return max(0.0, 1.0 - sum(busy) / total) if total > 0 else 0.0
 
 
 def _on_ray(pipe):
@@ -423,6 +456,7 @@ class _Step:
 
     def __init__(self, stages):
         self.cond = threading.Condition()
+        self._local = threading.local()      # per controller thread: seconds waited for hand-offs
         self.ready = {}                 # (stage, micro-batch, kind) -> what that action handed on
         self.error = None
         self.saved = [{} for _ in range(stages)]     # per stage: micro-batch -> (tape, input, output)
@@ -437,12 +471,20 @@ class _Step:
             self.cond.notify_all()
 
     def take(self, key):
-        with self.cond:
-            while key not in self.ready:
-                if self.error is not None:
-                    raise _Cancelled(f"pipeline: stopped waiting for {key}: {self.error!r}")
-                self.cond.wait()
-            return self.ready.pop(key)
+        t = time.perf_counter()
+        try:
+            with self.cond:
+                while key not in self.ready:
+                    if self.error is not None:
+                        raise _Cancelled(f"pipeline: stopped waiting for {key}: {self.error!r}")
+                    self.cond.wait()
+                return self.ready.pop(key)
+        finally:
+            self._local.waited = self.waited() + time.perf_counter() - t
+
+    def waited(self):
+        """Seconds the calling thread has spent in :meth:`take` this step."""
+        return getattr(self._local, "waited", 0.0)
 
     def fail(self, error):
         with self.cond:

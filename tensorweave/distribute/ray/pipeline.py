@@ -318,9 +318,12 @@ class RayPipeline:
         answers = dict(zip(self.ranks, _call(self.cluster, w_step, per_rank, self.ranks)))
         report = answers[self.placements[last].ranks[0]][6]        # the last stage's forward: where draws are
         self._streams.update(dict.fromkeys(pipeline_random.driver_after_step(state, report)))
-        self.last_step = {"seconds": time.perf_counter() - t0,
-                          "workers": {r: {"busy_s": a[4] - a[5], "wait_s": a[5], "held": a[3]}
-                                      for r, a in answers.items()}}
+        from tensorweave.distribute.pipeline import idle_fraction
+        workers = {r: {"busy_s": a[4] - a[5], "wait_s": a[5], "held": a[3]} for r, a in answers.items()}
+        # the bubble as the workers saw it: over the longest step call, each worker's share not computing
+        self.last_step = {"seconds": time.perf_counter() - t0, "workers": workers,
+                          "measured_idle_fraction": idle_fraction([w["busy_s"] for w in workers.values()],
+                                                                  max(a[4] for a in answers.values()))}
         # per stage, the most tapes one of its workers held at once (with virtual stages: all the worker's stages)
         pipe.held_activations = [max(answers[r][3] for r in p.ranks) for p in self.placements]
         if not train:
