@@ -18,10 +18,11 @@ connected cluster's workers:
   ``w_step`` inside the same one call per worker; its gradients come back laid out as their
   variables). The driver walks the schedule instead (``ray_pipeline`` returns None: the
   in-process pipeline's code, each op of a stage one call per worker of it) only for an N-D
-  mesh, a partial (``P``) variable, interleaved stages with a tensor-parallel one, and a
-  tensor-parallel stage its plans cannot carry (``pipeline_tp.Unplannable``: random draws, the
+  mesh, a partial (``P``) variable, and a tensor-parallel stage its plans cannot carry
+  (``pipeline_tp.Unplannable``: a draw reading the stage's values or without any seed, the
   driver's local variables, several placements, a stage that does not trace; the reason is
-  ``pipe.walked_because``).
+  ``pipe.walked_because``). Seeded draws in a tensor-parallel stage are fed to its plans as one
+  device's rows (``pipeline_tp.py``); interleaved 1F1B runs with tensor-parallel virtual stages.
 - **A step**: one call per worker with its actions of the schedule (``(stage, micro-batch,
   kind)`` in the schedule's order), the micro-batches of ``x`` (stage 0's workers) and ``y``
   (the last stage's), and the store keys its gradient sums get. Activations and their gradients

@@ -29,11 +29,25 @@ a throw-away graph (shapes only, never run). Tracing makes no draw, and the driv
 (rule-2 counter, restored stream positions, graph streams) is saved and restored around it, so
 what a later draw gives is unchanged (``tests/test_ray14_tp_pipeline.py``).
 
+**Random draws in a tensor-parallel stage** (dropout, ``tw.random.*``; session 15): the logical
+value of a draw must be one device's, the micro-batch's rows of the whole batch's draw, and the
+op's stream must go on as one device's across micro-batches, stages and steps — what
+``pipeline_random.MicroBatchDraws`` does for eager stages. So a stage's draws are not planned
+ops: the first trace records each one (``random_ops.graph_draw_hook``, :class:`_Draws`: op,
+shape, dtype, op seed), a second trace takes it as an argument after the function's own; at
+the step every worker of the stage makes that eager draw inside the micro-batch's
+``MicroBatchDraws`` (``pipeline_tp_worker.redraw``) — the same values on each, from the stream
+positions and rule-2 count the step and the hand-off carry — and feeds it to the forward, and
+the same values again to the backward that recomputes the forward (one mask for both).
+Interleaved 1F1B (a worker holding several virtual stages, tensor-parallel ones too) runs as
+well: actions, hand-offs and plans are per stage.
+
 Where this does not apply (:func:`tp_stages` is None, or :class:`Unplannable` at the first
 step), the driver walks the schedule op by op (``pipeline.py``): a stage on an N-D mesh, a
-partial (``P``) variable, ``interleaved_1f1b`` with a tensor-parallel stage, a tensor-parallel
-stage that draws random numbers (stateful random ops: their streams would be the workers'
-copies), updates a variable in its forward (a batch norm's moving statistics: forward and
+partial (``P``) variable, a tensor-parallel stage with a draw that reads the stage's values
+(``categorical``, ``shuffle``, a shape computed in the stage) or a draw without any seed (each
+worker's OS entropy would give its workers different values of one replicated tensor), one
+that updates a variable in its forward (a batch norm's moving statistics: forward and
 backward would both update), closes over the driver's local variables, spans several
 placements, or cannot be traced.
 
@@ -65,8 +79,7 @@ def _kind(sbps):
 
 def tp_stages(pipe):
     """The indexes of ``pipe``'s tensor-parallel stages (a frozenset, maybe empty), or None when
-    some stage can run neither way on the workers (an N-D mesh, a partial variable; interleaved
-    virtual stages with a tensor-parallel one)."""
+    some stage can run neither way on the workers (an N-D mesh, a partial variable)."""
     tp = set()
     for s, (fn, placement) in enumerate(zip(pipe.stages, pipe.placements)):
         if placement.ndim != 1:
