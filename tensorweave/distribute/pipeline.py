@@ -218,11 +218,15 @@ class Pipeline:
         import tensorweave as tw
         s, m, last = a.stage, a.micro_batch, len(self.stages) - 1
         inp = xs[m] if s == 0 else step.take((s - 1, m, "F"))
+        # the stage's draws: this micro-batch's rows of one device's whole-batch draw (pipeline_random)
+        draws = step.draws_in(a.on, s, m, None if s == 0 else step.take((s - 1, m, "R")))
         if not tape_on:
-            out = self._forward(s, inp, None)
+            with draws:
+                out = self._forward(s, inp, None)
         else:
             with tw.GradientTape() as tape:
-                out = self._forward(s, inp, tape)
+                with draws:
+                    out = self._forward(s, inp, tape)
                 if s == last:
                     out = self.loss(ys[m], out)
                     if out.shape.rank:      # per-example losses ("mse"): their mean, as Keras reduces
@@ -233,6 +237,7 @@ class Pipeline:
         if s == last:
             step.outputs.append(out)
         else:
+            step.put((s, m, "R"), step.draws[a.on].outgoing(s))
             step.put((s, m, "F"), out)
 
     def _backward_action(self, a, step):
@@ -317,9 +322,10 @@ class Pipeline:
         t0 = time.perf_counter()
         xs, weights = self._micro_batches(x, 0, "x")
         ys, _ = self._micro_batches(y, last, "y")
-        step = _Step(len(self.stages))
+        step = _Step(len(self.stages), [int(p.shape[0]) for p in xs])
         self._drive(self.schedule, lambda a: (self._forward_action(a, step, xs, ys, weights) if a.kind == "F"
                                                else self._backward_action(a, step)), step)
+        step.finish_draws(last)
         self._last_seconds = time.perf_counter() - t0
         self.held_activations = step.held
         total = None
@@ -365,9 +371,10 @@ class Pipeline:
             return done
         t0 = time.perf_counter()
         xs, _ = self._micro_batches(x, 0, "x")
-        step = _Step(len(self.stages))
+        step = _Step(len(self.stages), [int(p.shape[0]) for p in xs])
         self._drive([a for a in self.schedule if a.kind == "F"],
                     lambda a: self._forward_action(a, step, xs, None, None, tape_on=False), step)
+        step.finish_draws(len(self.stages) - 1)
         self._last_seconds = time.perf_counter() - t0
         return tw.concat(step.outputs, axis=0)
 
@@ -454,7 +461,9 @@ class _Step:
     (activations forward, gradients back), each stage's saved tapes, gradient sums, and the
     last stage's outputs; ``take`` waits for a hand-off (or another device's failure)."""
 
-    def __init__(self, stages):
+    def __init__(self, stages, rows=()):
+        self.rows = list(rows)                       # per micro-batch, its rows of the batch
+        self.draws = {}                              # per device, its MicroBatchDraws (pipeline_random)
         self.cond = threading.Condition()
         self._local = threading.local()      # per controller thread: seconds waited for hand-offs
         self.ready = {}                 # (stage, micro-batch, kind) -> what that action handed on
@@ -464,6 +473,35 @@ class _Step:
         self.acc = [{} for _ in range(stages)]       # per stage: id(variable) -> gradient sum
         self.order = [[] for _ in range(stages)]
         self.outputs = []                            # the last stage's, in its order
+
+    def draws_in(self, device, stage, m, came):
+        """The context of ``stage``'s forward of micro-batch ``m`` on ``device``'s thread: its
+        eager draws are its rows of one device's whole-batch draws, their streams continued from
+        ``came`` (the previous stage's hand-off message) as one device's (``MicroBatchDraws``)."""
+        from tensorweave.distribute.pipeline_random import MicroBatchDraws
+        with self.cond:
+            if not self.draws:              # the step's first forward: the rule-2 counter it starts from
+                from tensorweave.ops.random_ops import current_state
+                self.state = current_state()
+                self.base = self.state.counter
+            draws = self.draws.get(device)
+            if draws is None:
+                draws = self.draws[device] = MicroBatchDraws(sum(self.rows), self.base)
+        return draws.micro_batch(stage, sum(self.rows[:m]), self.rows[m], came)
+
+    def finish_draws(self, last):
+        """After the step: every stream where one device's step leaves it, the rule-2 counter
+        moved by the forward's unseeded draws (the per-micro-batch calls moved it more)."""
+        from tensorweave.distribute.pipeline_random import driver_after_step
+        if not self.draws:
+            return
+        report = None
+        for draws in self.draws.values():
+            draws.finish()
+            report = draws.report(last) or report
+        with self.state.lock:
+            self.state.counter = self.base
+        driver_after_step(self.state, report)
 
     def put(self, key, value):
         with self.cond:
