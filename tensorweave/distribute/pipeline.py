@@ -36,6 +36,12 @@ rank, so stage 0's forward of micro-batch ``k + 1`` overlaps stage 1's work on `
 stage's gradient sums are kept per stage and added in stage order, so the results are the
 same bits as with ``concurrent=False`` (every action on the caller's thread, in time order).
 
+Random draws in a stage (dropout, ``tw.random.*`` with an op seed or under the global seed) give
+one device's values: each micro-batch's forward takes its rows of the draw the unpipelined step
+makes for the whole batch, and the streams go on as one device's (``pipeline_random.py``; each
+device's controller keeps the step's ``MicroBatchDraws``). ``measured_idle_fraction`` is the
+bubble as it happened: ``1 - sum(busy) / (devices x seconds)``, waits for hand-offs not busy.
+
 After ``tw.distribute.connect(num_workers=N)`` the placements are Ray worker processes and a
 step runs there (``distribute/ray/pipeline.py``): each worker gets its stages once (their
 variables are its own shards), then one call per worker and step carries its actions of the

@@ -1,4 +1,5 @@
-"""Random ops in pipeline stages on Ray workers: each micro-batch gets its rows of the draw the
+"""Random ops in pipeline stages (on Ray workers; on in-process ranks each device's controller
+thread, ``pipeline._Step.draws_in``): each micro-batch gets its rows of the draw the
 unpipelined step makes for the whole batch, and the stages continue the streams as one device's
 program does.
 
