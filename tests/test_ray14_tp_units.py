@@ -248,7 +248,8 @@ def test_a_stage_s_draws_become_arguments_its_workers_feed():
         assert len(plan.cf.inputs) == fed + 3
         assert not [op.type for op in plan.cf.graph.get_operations() if "Random" in op.type]
     tw.random.set_seed(None)
-    with pytest.raises(Unplannable, match=r"draws without any seed \('RandomStandardNormal'\).*Hint: tw.random.set_seed"):
+    with pytest.raises(Unplannable,
+                       match=r"draws without any seed \('RandomStandardNormal'\).*Hint: tw.random.set_seed"):
         trace(pipe, 1, "forward", (2, 3), tw.float32)
 
     def picks(x):          # a draw reading the stage's values: left in the graph, refused
