@@ -264,3 +264,99 @@ def test_interleaved_bad_input_errors():
     assert pipe.virtual_stages == 2 and pipe.bubble_fraction == pytest.approx(1 / 5)
     assert pipe.format_schedule().splitlines()[0].startswith("device 0: F0.0 F1.0 F0.2 F1.2")
     np.testing.assert_array_equal(pipe(X).numpy(), 2 * np.maximum(X, 0))
+
+
+# ---- the bubble as it happened (tp19) ------------------------------------------------------------------
+def test_measured_idle_fraction_counts_each_device_s_busy_seconds_without_its_hand_off_waits(monkeypatch):
+    import importlib
+    import types
+    pipeline_module = importlib.import_module("tensorweave.distribute.pipeline")
+    clock = [100.0]
+    monkeypatch.setattr(pipeline_module, "time", types.SimpleNamespace(perf_counter=lambda: clock[0]))
+
+    def costs(ticks, fn):
+        def stage(h):
+            clock[0] += ticks            # the stage's compute time on the fake clock
+            return fn(h)
+        return stage
+    pipe = tw.distribute.pipeline([(costs(1.0, tw.nn.relu), P0), (costs(3.0, tw.negative), P1)], micro_batches=3,
+                                  concurrent=False)
+    assert pipe.measured_idle_fraction is None
+    np.testing.assert_array_equal(pipe(X).numpy(), -np.maximum(X, 0))
+    # one after the other: 12 ticks, stage 0 busy 3 and stage 1 busy 9 of them -> 1 - 12 / (2 x 12)
+    assert pipe.last_step == {"seconds": 12.0, "busy_s": [3.0, 9.0], "measured_idle_fraction": 0.5}
+    assert pipe.measured_idle_fraction == 0.5
+    real_take = pipeline_module._Step.take
+
+    def slow_take(self, key):        # each activation arrives 2 ticks late: waiting, not busy
+        if key[2] == "F":
+            clock[0] += 2.0
+            self._local.waited = self.waited() + 2.0
+        return real_take(self, key)
+    monkeypatch.setattr(pipeline_module._Step, "take", slow_take)
+    pipe(X)
+    assert pipe.last_step == {"seconds": 18.0, "busy_s": [3.0, 9.0], "measured_idle_fraction": 1 - 12 / 36}
+    monkeypatch.setattr(pipeline_module._Step, "take", real_take)
+    step = pipeline_module._Step(1)
+    step.put("k", 1)
+    ticks = iter([5.0, 7.5])
+    monkeypatch.setattr(pipeline_module, "time", types.SimpleNamespace(perf_counter=lambda: next(ticks)))
+    assert step.take("k") == 1 and step.waited() == 2.5          # a hand-off's wait: not busy
+    assert pipeline_module.idle_fraction([1.0, 1.0], 0.0) == 0.0 and pipeline_module.idle_fraction([3.0], 2.0) == 0.0
+
+
+def test_interleaved_training_reports_the_schedule_s_bubble_and_the_measured_one():
+    layers = _layers()
+    stages = [(layers[c], (P0, P1)[c % 2]) for c in range(4)]
+    pipe = tw.distribute.pipeline(stages, micro_batches=4, schedule="interleaved_1f1b", loss="mse")
+    pipe.forward_backward(X, Y)
+    last = pipe.last_step
+    assert pipe.bubble_fraction == pytest.approx(1 / 9) and len(last["busy_s"]) == 2
+    assert 0.0 <= last["measured_idle_fraction"] < 1.0 and sum(last["busy_s"]) <= 2 * last["seconds"]
+
+
+# ---- draws in stages on in-process ranks (tp19) -----------------------------------------------------------
+class DrawingDense(tw.Module):
+    """A layer, then a seeded dropout and Gaussian noise under the global seed only (rule 2)."""
+
+    def __init__(self, w, seed):
+        super().__init__()
+        self.w, self.seed = tw.Variable(w), seed
+
+    def __call__(self, h):
+        h = tw.nn.dropout(tw.matmul(h, self.w), 0.3, seed=self.seed)
+        return h + tw.random.normal(tw.shape(h), stddev=0.1)
+
+
+@pytest.mark.parametrize("schedule,chunks", [("1f1b", 2), ("gpipe", 2), ("interleaved_1f1b", 4)])
+def test_draws_in_stages_equal_the_unpipelined_one_device_run(schedule, chunks):
+    # each micro-batch gets its rows of one device's whole-batch draw (a tensor-parallel stage
+    # among them), the streams and the rule-2 counter go on as one device's: a draw after agrees
+    weights = [w for w, _ in WEIGHTS[:chunks]]
+    targets = np.linspace(-1, 1, 12 * SIZES[chunks], dtype=np.float32).reshape(12, SIZES[chunks])
+
+    def layers():
+        return [DrawingDense(w, seed=3 + i) for i, w in enumerate(weights)]
+    tw.random.set_seed(9)
+    ref, want = layers(), []
+    for _ in range(2):
+        with tw.GradientTape() as tape:
+            h = tw.constant(X)
+            for layer in ref:
+                h = layer(h)
+            loss = tw.reduce_mean(tw.square(targets - h))
+        want.append([float(loss)] + [g.numpy() for g in tape.gradient(loss, [layer.w for layer in ref])])
+    after = tw.random.uniform([3]).numpy()
+    tw.random.set_seed(9)
+    chunk_layers = layers()
+    chunk_layers[1].to_global(P1, lambda v: tw.sbp.split(1))        # stage 1 tensor-parallel
+    pipe = tw.distribute.pipeline([(layer, (P0, P1)[i % 2]) for i, layer in enumerate(chunk_layers)],
+                                  micro_batches=4 if chunks == 4 else 3, schedule=schedule,
+                                  loss=lambda y, p: tw.reduce_mean(tw.square(y - p)))
+    for step_want in want:
+        loss, grads, _ = pipe.forward_backward(X, targets)
+        np.testing.assert_allclose(float(loss), step_want[0], rtol=2e-5)
+        for g, w in zip(grads, step_want[1:]):
+            np.testing.assert_allclose(g.numpy(), w, rtol=2e-5, atol=1e-6)
+    np.testing.assert_array_equal(tw.random.uniform([3]).numpy(), after)
+    tw.random.set_seed(None)

@@ -109,9 +109,13 @@ def test_two_stages_four_micro_batches_on_two_workers_equal_one_device(cluster, 
     assert pipe.bubble_fraction == pytest.approx(0.2)
     assert pipe.held_activations == pipe.peak_activations == ([2, 1] if schedule == "1f1b" else [4, 4])
     step = pipe.last_step                 # what is reported, not how long it took (no timing in tests)
-    assert set(step) == {"seconds", "workers"} and isinstance(step["seconds"], float)
+    assert set(step) == {"seconds", "workers", "measured_idle_fraction"} and isinstance(step["seconds"], float)
     assert set(step["workers"]) == {0, 1}
     assert all(set(w) == {"busy_s", "wait_s", "held"} for w in step["workers"].values())
+    # the bubble as the workers saw it (tp19): over the longest step call, each worker's share not computing
+    busy = [w["busy_s"] for w in step["workers"].values()]
+    span = max(w["busy_s"] + w["wait_s"] for w in step["workers"].values())
+    assert pipe.measured_idle_fraction == pytest.approx(max(0.0, 1 - sum(busy) / (2 * span)))
 
 
 def test_a_step_is_one_call_per_worker_after_one_bind_and_gradients_stay_on_the_workers(cluster, monkeypatch):

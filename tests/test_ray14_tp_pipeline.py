@@ -164,7 +164,9 @@ def test_the_driver_random_state_moves_as_one_device_with_draws_before_a_tensor_
     assert pipe.walked_because is None
 
 
-def test_a_tensor_parallel_stage_that_draws_is_walked_by_the_driver_and_says_why(cluster):
+def test_a_tensor_parallel_stage_that_draws_without_any_seed_is_walked_by_the_driver_and_says_why(cluster):
+    # OS entropy per worker would give the stage's workers different masks of one logical value
+    tw.random.set_seed(None)
     p0, p1 = tw.placement("cpu", ranks=[0]), tw.placement("cpu", ranks=[1, 2])
     second = Stage(PARAMS[1:], True, rate=0.5)
     second.to_global(p1, _megatron)
@@ -172,4 +174,152 @@ def test_a_tensor_parallel_stage_that_draws_is_walked_by_the_driver_and_says_why
     loss, grads, _ = pipe.forward_backward(X, Y)
     assert np.isfinite(float(loss)) and len(grads) == 6
     assert "tensor-parallel stage 1 cannot run as planned functions" in pipe.walked_because
-    assert "draws random numbers" in pipe.walked_because
+    assert "draws without any seed ('RandomUniform')" in pipe.walked_because
+
+
+# ---- random draws inside a tensor-parallel stage (tp19) ----------------------------------------------
+class DrawingStage(tw.Module):
+    """Layers ``params`` with ReLUs between; after the first layer a seeded dropout (an op seed)
+    and Gaussian noise under the global seed only (TF's rule 2: the one-device op-call counter);
+    ``noise_first``: a rule-2 dropout before anything (the counter moves before the TP stage's)."""
+
+    def __init__(self, params, last, noise_first=False):
+        super().__init__()
+        self.params = [(tw.Variable(w), tw.Variable(b)) for w, b in params]
+        self.last, self.noise_first = last, noise_first
+
+    def __call__(self, h):
+        if self.noise_first:
+            h = tw.nn.dropout(h, 0.5)
+        for i, (w, b) in enumerate(self.params):
+            h = tw.matmul(h, w) + b
+            if not (self.last and i == len(self.params) - 1):
+                h = tw.nn.relu(h)
+            if i == 0 and len(self.params) > 1:
+                h = tw.nn.dropout(h, 0.25, seed=11)
+                h = h + tw.random.normal(tw.shape(h), stddev=0.1)
+        return h
+
+
+def _one_device_drawing(steps, tp_stage):
+    """The unpipelined one-device program of :func:`_drawing_pipeline`'s stages, whole batch."""
+    tw.random.set_seed(21)
+    stages = _drawing_stages(tp_stage)
+    variables = [v for st in stages for pair in st.params for v in pair]
+    opt, losses, grads = tw.keras.optimizers.Adam(0.05), [], []
+    for _ in range(steps):
+        with tw.GradientTape() as tape:
+            loss = loss_fn(tw.constant(Y), stages[1](stages[0](tw.constant(X))))
+        g = tape.gradient(loss, variables)
+        opt.apply_gradients(zip(g, variables))
+        losses.append(float(loss))
+        grads.append([t.numpy() for t in g])
+    return (losses, grads, [v.numpy() for v in variables]), tw.random.uniform([4]).numpy(), stages
+
+
+def _drawing_stages(tp_stage):
+    if tp_stage == 1:       # layer 1 on worker 0 (a rule-2 dropout first), layers 2-3 split over workers 1, 2
+        return DrawingStage(PARAMS[:1], False, noise_first=True), DrawingStage(PARAMS[1:], True)
+    return DrawingStage(PARAMS[:2], False), DrawingStage(PARAMS[2:], True)   # layers 1-2 split, 3 on worker 2
+
+
+def _drawing_pipeline(schedule, tp_stage, micro_batches=3):
+    ranks = ([0, 1], [2]) if tp_stage == 0 else ([0], [1, 2])
+    placements = [tw.placement("cpu", ranks=r) for r in ranks]
+    stages = _drawing_stages(tp_stage)
+    stages[tp_stage].to_global(placements[tp_stage], _megatron)
+    return tw.distribute.pipeline(list(zip(stages, placements)), micro_batches=micro_batches, schedule=schedule,
+                                  loss=loss_fn)
+
+
+@pytest.mark.parametrize("schedule,tp_stage", [("1f1b", 1), ("gpipe", 1), ("1f1b", 0)])
+def test_draws_in_a_tensor_parallel_stage_equal_the_unpipelined_one_device_run(cluster, monkeypatch, schedule,
+                                                                               tp_stage):
+    # the TP stage's seeded dropout and rule-2 noise: each worker of it draws the whole batch's
+    # draw from the op's stream as one device does and feeds the micro-batch's rows to its plans
+    # (forward and the recomputing backward see the same mask); the driver's streams go on as one device's
+    want, after, _ = _one_device_drawing(2, tp_stage)
+    tw.random.set_seed(21)
+    pipe = _drawing_pipeline(schedule, tp_stage)
+    calls = _count_calls(monkeypatch, cluster)
+    got = _train(pipe, 2)
+    _same(got, want)
+    np.testing.assert_array_equal(tw.random.uniform([4]).numpy(), after)
+    assert pipe.walked_because is None and pipe._ray.tp == {tp_stage}
+    assert [name for name, _ in calls].count("w_step") == 2
+    tw.random.set_seed(None)
+
+
+def test_inference_with_draws_in_a_tensor_parallel_stage_equals_one_device(cluster):
+    tw.random.set_seed(4)
+    pipe = _drawing_pipeline("1f1b", 1, micro_batches=2)
+    got = pipe(X).numpy()
+    tw.random.set_seed(4)
+    first, second = _drawing_stages(1)
+    np.testing.assert_allclose(got, second(first(tw.constant(X))).numpy(), rtol=2e-5, atol=1e-6)
+    assert pipe.walked_because is None
+    tw.random.set_seed(None)
+
+
+# ---- interleaved 1F1B with tensor-parallel virtual stages (tp19) --------------------------------------
+SIZES4 = (6, 8, 6, 8, 3)
+PARAMS4 = [(RNG.standard_normal((a, b)).astype(np.float32) * 0.5, RNG.standard_normal(b).astype(np.float32) * 0.1)
+           for a, b in zip(SIZES4, SIZES4[1:])]
+
+
+def _column_split(variable):
+    """A one-layer tensor-parallel stage: its kernel by columns, its bias split alike."""
+    return tw.sbp.split(variable.shape.rank - 1)
+
+
+def _interleaved_stages():
+    """Four one-layer chunks; chunks 1 and 3 drop out (seeded) after their ReLU."""
+    return [DrawingChunk(PARAMS4[c], last=c == 3, seed=5 + c if c % 2 else None) for c in range(4)]
+
+
+class DrawingChunk(tw.Module):
+    def __init__(self, params, last, seed=None):
+        super().__init__()
+        self.w, self.b = tw.Variable(params[0]), tw.Variable(params[1])
+        self.last, self.seed = last, seed
+
+    def __call__(self, h):
+        h = tw.matmul(h, self.w) + self.b
+        if not self.last:
+            h = tw.nn.relu(h)
+        return tw.nn.dropout(h, 0.25, seed=self.seed) if self.seed is not None else h
+
+
+def test_interleaved_1f1b_with_tensor_parallel_virtual_stages_equals_one_device(cluster, monkeypatch):
+    # workers 1 and 2 hold chunks 1 and 3 split by columns (two virtual stages each), worker 0
+    # chunks 0 and 2: one call per worker per step, == the unpipelined one-device run
+    tw.random.set_seed(8)
+    ref = _interleaved_stages()
+    variables = [v for c in ref for v in c.trainable_variables]      # the pipeline's order
+    opt, want = tw.keras.optimizers.Adam(0.05), ([], [], None)
+    for _ in range(2):
+        with tw.GradientTape() as tape:
+            h = tw.constant(X)
+            for c in ref:
+                h = c(h)
+            loss = loss_fn(tw.constant(Y), h)
+        g = tape.gradient(loss, variables)
+        opt.apply_gradients(zip(g, variables))
+        want[0].append(float(loss))
+        want[1].append([t.numpy() for t in g])
+    want = (want[0], want[1], [v.numpy() for v in variables])
+    tw.random.set_seed(8)
+    chunks = _interleaved_stages()
+    p0, p1 = tw.placement("cpu", ranks=[0]), tw.placement("cpu", ranks=[1, 2])
+    for c in (1, 3):
+        chunks[c].to_global(p1, _column_split)
+    pipe = tw.distribute.pipeline([(c, (p0, p1)[i % 2]) for i, c in enumerate(chunks)], micro_batches=4,
+                                  schedule="interleaved_1f1b", loss=loss_fn)
+    calls = _count_calls(monkeypatch, cluster)
+    got = _train(pipe, 2)
+    _same(got, want)
+    assert pipe.walked_because is None and pipe._ray.tp == {1, 3} and pipe.virtual_stages == 2
+    assert [name for name, _ in calls].count("w_step") == 2
+    assert pipe.bubble_fraction == pytest.approx(1 / 9)        # (p - 1) / (v m + p - 1), p = 2, v = 2, m = 4
+    assert 0.0 <= pipe.measured_idle_fraction < 1.0 and set(pipe.last_step["workers"]) == {0, 1, 2}
+    tw.random.set_seed(None)

@@ -40,7 +40,7 @@ def test_which_stages_are_planned():
     assert tp_stages(_Pipe([_Stage(_V(B)), _Stage(_V(B))], two)) == frozenset()
     assert tp_stages(_Pipe([_Stage(_V(B)), _Stage(_V(P))], two)) is None                 # partial: walked
     assert tp_stages(_Pipe([_Stage(), _Stage(_V(B, B))], [two[0], _Placement([1, 2], 2)])) is None   # N-D mesh
-    assert tp_stages(_Pipe([_Stage(_V(S(0))), _Stage()], two, virtual=2)) is None       # interleaved with TP
+    assert tp_stages(_Pipe([_Stage(_V(S(0))), _Stage()], two, virtual=2)) == {0}         # interleaved with TP
     assert tp_stages(_Pipe([_Stage(_V(B)), _Stage()], two, virtual=2)) == frozenset()
 
 
@@ -221,3 +221,40 @@ def test_tracing_keeps_the_driver_random_state_as_it_was():
     tw.random.set_seed(3)
     tw.random.uniform([2])
     np.testing.assert_array_equal(tw.random.uniform([3]).numpy(), want)
+
+
+def test_a_stage_s_draws_become_arguments_its_workers_feed():
+    # traced twice: the first trace records each draw (op, shape, dtype, op seed), the second
+    # takes it as an argument after the function's own, so the plan holds no random op
+    from tensorweave.distribute.ray.pipeline_tp import Unplannable, trace
+    p0, p1 = tw.placement("cpu", ranks=[0]), tw.placement("cpu", ranks=[1, 2])
+    w = tw.Variable(np.ones((3, 4), np.float32), placement=p1, sbp=tw.sbp.split(1))
+
+    def stage(x):
+        h = tw.nn.dropout(tw.matmul(x, w), 0.5, seed=7)
+        return h + tw.random.normal(tw.shape(h), stddev=0.1) + tw.cast(tw.random.uniform([4], 0, 3, tw.int32, seed=2),
+                                                                        tw.float32)
+    stage.trainable_variables = [w]
+    tw.random.set_seed(3)
+    pipe = tw.distribute.pipeline([(tw.nn.relu, p0), (stage, p1)], micro_batches=2, loss="mse")
+    want = [("RandomUniform", [2, 4], {"dtype": "float32"}, "float32", 7),
+            ("RandomStandardNormal", [2, 4], {"dtype": "float32"}, "float32", None),
+            ("RandomUniformInt", [4], {}, "int32", 2)]
+    for kind, other, fed in (("forward", None, 1), ("backward", ((2, 4), tw.float32), 2),
+                             ("loss", ((2, 4), tw.float32), 3)):
+        plan = trace(pipe, 1, kind, (2, 3), tw.float32, other)
+        assert [(op, values[0].tolist(), attrs, dtype, seed) for op, values, attrs, dtype, seed in plan.draws] == want
+        assert [v.tolist() for v in plan.draws[2][1][1:]] == [0, 3]            # the int draw's bounds
+        assert len(plan.cf.inputs) == fed + 3
+        assert not [op.type for op in plan.cf.graph.get_operations() if "Random" in op.type]
+    tw.random.set_seed(None)
+    with pytest.raises(Unplannable,
+                       match=r"draws without any seed \('RandomStandardNormal'\).*Hint: tw.random.set_seed"):
+        trace(pipe, 1, "forward", (2, 3), tw.float32)
+
+    def picks(x):          # a draw reading the stage's values: left in the graph, refused
+        return tw.cast(tw.random.categorical(tw.matmul(x, w), 2, seed=1), tw.float32)
+    picks.trainable_variables = [w]
+    pipe.stages[1] = picks
+    with pytest.raises(Unplannable, match=r"draws random numbers .*Multinomial"):
+        trace(pipe, 1, "forward", (2, 3), tw.float32)

@@ -36,6 +36,12 @@ rank, so stage 0's forward of micro-batch ``k + 1`` overlaps stage 1's work on `
 stage's gradient sums are kept per stage and added in stage order, so the results are the
 same bits as with ``concurrent=False`` (every action on the caller's thread, in time order).
 
+Random draws in a stage (dropout, ``tw.random.*`` with an op seed or under the global seed) give
+one device's values: each micro-batch's forward takes its rows of the draw the unpipelined step
+makes for the whole batch, and the streams go on as one device's (``pipeline_random.py``; each
+device's controller keeps the step's ``MicroBatchDraws``). ``measured_idle_fraction`` is the
+bubble as it happened: ``1 - sum(busy) / (devices x seconds)``, waits for hand-offs not busy.
+
 After ``tw.distribute.connect(num_workers=N)`` the placements are Ray worker processes and a
 step runs there (``distribute/ray/pipeline.py``): each worker gets its stages once (their
 variables are its own shards), then one call per worker and step carries its actions of the
@@ -131,6 +137,7 @@ class Pipeline:
         self.walked_because = None
         self._ray = None        # the Ray side (distribute/ray/pipeline.py), made by the first step on workers
         self._last_seconds = None
+        self._last_busy = None  # per device, the last step's seconds running actions (hand-off waits excluded)
         for fn, placement in zip(self.stages, self.placements):
             _place_stage(fn, placement)
 
@@ -151,12 +158,25 @@ class Pipeline:
 
     @property
     def last_step(self):
-        """The last step's measurements: ``{"seconds": wall time}``; on Ray workers also, per
-        worker rank, ``{"busy_s", "wait_s" (waiting for hand-offs), "held" (most tapes held)}``.
-        None before the first step."""
+        """The last step's measurements: ``{"seconds": wall time, "busy_s": per device the seconds
+        it ran actions (waits for hand-offs excluded), "measured_idle_fraction"}``; on Ray workers
+        instead, per worker rank, ``{"busy_s", "wait_s" (waiting for hand-offs), "held" (most
+        tapes held)}`` and the measured idle fraction over the workers. None before the first step."""
         if self._ray is not None and self._ray.last_step is not None:
             return self._ray.last_step
-        return None if self._last_seconds is None else {"seconds": self._last_seconds}
+        if self._last_seconds is None:
+            return None
+        busy = [self._last_busy.get(d, 0.0) for d in range(1 + max(a.on for a in self.schedule))]
+        return {"seconds": self._last_seconds, "busy_s": busy,
+                "measured_idle_fraction": idle_fraction(busy, self._last_seconds)}
+
+    @property
+    def measured_idle_fraction(self):
+        """The bubble as it happened in the last step: ``1 - sum(busy) / (devices x seconds)``,
+        each device's (Ray: worker's) busy seconds without its waits for hand-offs — the
+        schedule's ``bubble_fraction`` plus hand-off and imbalance costs. None before a step."""
+        last = self.last_step
+        return None if last is None else last["measured_idle_fraction"]
 
     @property
     def trainable_variables(self):
@@ -204,11 +224,15 @@ class Pipeline:
         import tensorweave as tw
         s, m, last = a.stage, a.micro_batch, len(self.stages) - 1
         inp = xs[m] if s == 0 else step.take((s - 1, m, "F"))
+        # the stage's draws: this micro-batch's rows of one device's whole-batch draw (pipeline_random)
+        draws = step.draws_in(a.on, s, m, None if s == 0 else step.take((s - 1, m, "R")))
         if not tape_on:
-            out = self._forward(s, inp, None)
+            with draws:
+                out = self._forward(s, inp, None)
         else:
             with tw.GradientTape() as tape:
-                out = self._forward(s, inp, tape)
+                with draws:
+                    out = self._forward(s, inp, tape)
                 if s == last:
                     out = self.loss(ys[m], out)
                     if out.shape.rank:      # per-example losses ("mse"): their mean, as Keras reduces
@@ -219,6 +243,7 @@ class Pipeline:
         if s == last:
             step.outputs.append(out)
         else:
+            step.put((s, m, "R"), step.draws[a.on].outgoing(s))
             step.put((s, m, "F"), out)
 
     def _backward_action(self, a, step):
@@ -256,6 +281,13 @@ class Pipeline:
         stage producing it), so stages on disjoint ranks compute at the same time; otherwise
         all in the schedule's order on this thread."""
         devices = sorted({a.on for a in actions})
+        busy = self._last_busy = {}
+        inner = run
+
+        def run(a):             # the action's seconds, less those its thread waited in step.take
+            t, waited = time.perf_counter(), step.waited()
+            inner(a)
+            busy[a.on] = busy.get(a.on, 0.0) + time.perf_counter() - t - (step.waited() - waited)
         if not self.concurrent or len(devices) == 1:
             for a in actions:
                 run(a)
@@ -296,9 +328,10 @@ class Pipeline:
         t0 = time.perf_counter()
         xs, weights = self._micro_batches(x, 0, "x")
         ys, _ = self._micro_batches(y, last, "y")
-        step = _Step(len(self.stages))
+        step = _Step(len(self.stages), [int(p.shape[0]) for p in xs])
         self._drive(self.schedule, lambda a: (self._forward_action(a, step, xs, ys, weights) if a.kind == "F"
                                                else self._backward_action(a, step)), step)
+        step.finish_draws(last)
         self._last_seconds = time.perf_counter() - t0
         self.held_activations = step.held
         total = None
@@ -342,15 +375,28 @@ class Pipeline:
         done = _ray_run(self, lambda on_ray: on_ray.step(x, train=False))
         if done is not _WALK:
             return done
+        t0 = time.perf_counter()
         xs, _ = self._micro_batches(x, 0, "x")
-        step = _Step(len(self.stages))
+        step = _Step(len(self.stages), [int(p.shape[0]) for p in xs])
         self._drive([a for a in self.schedule if a.kind == "F"],
                     lambda a: self._forward_action(a, step, xs, None, None, tape_on=False), step)
+        step.finish_draws(len(self.stages) - 1)
+        self._last_seconds = time.perf_counter() - t0
         return tw.concat(step.outputs, axis=0)
 
     def __repr__(self):
         return (f"<Pipeline {len(self.stages)} stages, {self.micro_batches} micro-batches, {self.schedule_name}, "
                 f"bubble {self.bubble_fraction:.3f}>")
+
+
+def idle_fraction(busy, seconds):
+    """``1 - sum(busy) / (len(busy) x seconds)`` (0 when nothing was timed), at least 0.
+
+    >>> idle_fraction([3.0, 1.0], 4.0)
+    0.5
+    """
+    total = len(busy) * seconds
+    return max(0.0, 1.0 - sum(busy) / total) if total > 0 else 0.0
 
 
 def _on_ray(pipe):
@@ -421,8 +467,11 @@ class _Step:
     (activations forward, gradients back), each stage's saved tapes, gradient sums, and the
     last stage's outputs; ``take`` waits for a hand-off (or another device's failure)."""
 
-    def __init__(self, stages):
+    def __init__(self, stages, rows=()):
+        self.rows = list(rows)                       # per micro-batch, its rows of the batch
+        self.draws = {}                              # per device, its MicroBatchDraws (pipeline_random)
         self.cond = threading.Condition()
+        self._local = threading.local()      # per controller thread: seconds waited for hand-offs
         self.ready = {}                 # (stage, micro-batch, kind) -> what that action handed on
         self.error = None
         self.saved = [{} for _ in range(stages)]     # per stage: micro-batch -> (tape, input, output)
@@ -431,18 +480,55 @@ class _Step:
         self.order = [[] for _ in range(stages)]
         self.outputs = []                            # the last stage's, in its order
 
+    def draws_in(self, device, stage, m, came):
+        """The context of ``stage``'s forward of micro-batch ``m`` on ``device``'s thread: its
+        eager draws are its rows of one device's whole-batch draws, their streams continued from
+        ``came`` (the previous stage's hand-off message) as one device's (``MicroBatchDraws``)."""
+        from tensorweave.distribute.pipeline_random import MicroBatchDraws
+        with self.cond:
+            if not self.draws:              # the step's first forward: the rule-2 counter it starts from
+                from tensorweave.ops.random_ops import current_state
+                self.state = current_state()
+                self.base = self.state.counter
+            draws = self.draws.get(device)
+            if draws is None:
+                draws = self.draws[device] = MicroBatchDraws(sum(self.rows), self.base)
+        return draws.micro_batch(stage, sum(self.rows[:m]), self.rows[m], came)
+
+    def finish_draws(self, last):
+        """After the step: every stream where one device's step leaves it, the rule-2 counter
+        moved by the forward's unseeded draws (the per-micro-batch calls moved it more)."""
+        from tensorweave.distribute.pipeline_random import driver_after_step
+        if not self.draws:
+            return
+        report = None
+        for draws in self.draws.values():
+            draws.finish()
+            report = draws.report(last) or report
+        with self.state.lock:
+            self.state.counter = self.base
+        driver_after_step(self.state, report)
+
     def put(self, key, value):
         with self.cond:
             self.ready[key] = value
             self.cond.notify_all()
 
     def take(self, key):
-        with self.cond:
-            while key not in self.ready:
-                if self.error is not None:
-                    raise _Cancelled(f"pipeline: stopped waiting for {key}: {self.error!r}")
-                self.cond.wait()
-            return self.ready.pop(key)
+        t = time.perf_counter()
+        try:
+            with self.cond:
+                while key not in self.ready:
+                    if self.error is not None:
+                        raise _Cancelled(f"pipeline: stopped waiting for {key}: {self.error!r}")
+                    self.cond.wait()
+                return self.ready.pop(key)
+        finally:
+            self._local.waited = self.waited() + time.perf_counter() - t
+
+    def waited(self):
+        """Seconds the calling thread has spent in :meth:`take` this step."""
+        return getattr(self._local, "waited", 0.0)
 
     def fail(self, error):
         with self.cond:

@@ -1,4 +1,5 @@
-"""Random ops in pipeline stages on Ray workers: each micro-batch gets its rows of the draw the
+"""Random ops in pipeline stages (on Ray workers; on in-process ranks each device's controller
+thread, ``pipeline._Step.draws_in``): each micro-batch gets its rows of the draw the
 unpipelined step makes for the whole batch, and the stages continue the streams as one device's
 program does.
 
@@ -35,8 +36,9 @@ Which draws, from where (TF's seed rules, ``random_ops``):
 Not covered: ``shuffle`` of the micro-batch's rows (a permutation of the whole batch mixes the
 micro-batches: an error says so; a shuffle of anything else is drawn whole), ``Generator``
 draws (a stage holding a generator is an error at the bind; ``get_global_generator()`` inside a
-stage is the worker's own), draws inside tensor-parallel stages (those run op by
-op from the driver: their draws are the driver's, per micro-batch).
+stage is the worker's own). Draws inside tensor-parallel stages (planned functions,
+``ray/pipeline_tp.py``) come here too: each worker of the stage makes the stage's draws eagerly
+inside :meth:`MicroBatchDraws.micro_batch` and feeds them to the stage's plans.
 
 >>> import numpy as np, tensorweave as tw
 >>> draws = MicroBatchDraws(total=4)

@@ -288,6 +288,13 @@ def stream_from_state(data, what="random stream"):
 # micro-batch its rows of the whole batch's draw (None: draw as usual).
 eager_draw_hook = threading.local()
 
+# While set (a tensor-parallel pipeline stage traced into planned functions on the driver:
+# distribute/ray/pipeline_tp.py), a draw added to a graph goes through ``hook(opdef, inputs,
+# attrs, name, dtype, op_seed)``, which may return a tensor standing for it (the function's
+# argument its workers feed with the micro-batch's rows of the whole batch's draw; None: add the
+# op as usual).
+graph_draw_hook = threading.local()
+
 
 def _run_random(opdef, inputs, attrs, op_seed, name, dtype=None, state=None):
     """Runs (eager) or adds (graph) a stateful random op with its seeds or explicit stream."""
@@ -306,6 +313,12 @@ def _run_random(opdef, inputs, attrs, op_seed, name, dtype=None, state=None):
                 return out
     elif state is not None:
         attrs["_state"] = state
+    else:
+        hook = getattr(graph_draw_hook, "hook", None)
+        if hook is not None:
+            out = hook(opdef, inputs, attrs, name, dtype, op_seed)
+            if out is not None:
+                return out
     return execute(opdef, inputs, attrs, name)
 
 

@@ -18,10 +18,11 @@ connected cluster's workers:
   ``w_step`` inside the same one call per worker; its gradients come back laid out as their
   variables). The driver walks the schedule instead (``ray_pipeline`` returns None: the
   in-process pipeline's code, each op of a stage one call per worker of it) only for an N-D
-  mesh, a partial (``P``) variable, interleaved stages with a tensor-parallel one, and a
-  tensor-parallel stage its plans cannot carry (``pipeline_tp.Unplannable``: random draws, the
+  mesh, a partial (``P``) variable, and a tensor-parallel stage its plans cannot carry
+  (``pipeline_tp.Unplannable``: a draw reading the stage's values or without any seed, the
   driver's local variables, several placements, a stage that does not trace; the reason is
-  ``pipe.walked_because``).
+  ``pipe.walked_because``). Seeded draws in a tensor-parallel stage are fed to its plans as one
+  device's rows (``pipeline_tp.py``); interleaved 1F1B runs with tensor-parallel virtual stages.
 - **A step**: one call per worker with its actions of the schedule (``(stage, micro-batch,
   kind)`` in the schedule's order), the micro-batches of ``x`` (stage 0's workers) and ``y``
   (the last stage's), and the store keys its gradient sums get. Activations and their gradients
@@ -318,9 +319,12 @@ class RayPipeline:
         answers = dict(zip(self.ranks, _call(self.cluster, w_step, per_rank, self.ranks)))
         report = answers[self.placements[last].ranks[0]][6]        # the last stage's forward: where draws are
         self._streams.update(dict.fromkeys(pipeline_random.driver_after_step(state, report)))
-        self.last_step = {"seconds": time.perf_counter() - t0,
-                          "workers": {r: {"busy_s": a[4] - a[5], "wait_s": a[5], "held": a[3]}
-                                      for r, a in answers.items()}}
+        from tensorweave.distribute.pipeline import idle_fraction
+        workers = {r: {"busy_s": a[4] - a[5], "wait_s": a[5], "held": a[3]} for r, a in answers.items()}
+        # the bubble as the workers saw it: over the longest step call, each worker's share not computing
+        self.last_step = {"seconds": time.perf_counter() - t0, "workers": workers,
+                          "measured_idle_fraction": idle_fraction([w["busy_s"] for w in workers.values()],
+                                                                  max(a[4] for a in answers.values()))}
         # per stage, the most tapes one of its workers held at once (with virtual stages: all the worker's stages)
         pipe.held_activations = [max(answers[r][3] for r in p.ranks) for p in self.placements]
         if not train:

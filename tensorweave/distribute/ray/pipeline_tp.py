@@ -29,11 +29,25 @@ a throw-away graph (shapes only, never run). Tracing makes no draw, and the driv
 (rule-2 counter, restored stream positions, graph streams) is saved and restored around it, so
 what a later draw gives is unchanged (``tests/test_ray14_tp_pipeline.py``).
 
+**Random draws in a tensor-parallel stage** (dropout, ``tw.random.*``; session 15): the logical
+value of a draw must be one device's, the micro-batch's rows of the whole batch's draw, and the
+op's stream must go on as one device's across micro-batches, stages and steps — what
+``pipeline_random.MicroBatchDraws`` does for eager stages. So a stage's draws are not planned
+ops: the first trace records each one (``random_ops.graph_draw_hook``, :class:`_Draws`: op,
+shape, dtype, op seed), a second trace takes it as an argument after the function's own; at
+the step every worker of the stage makes that eager draw inside the micro-batch's
+``MicroBatchDraws`` (``pipeline_tp_worker.redraw``) — the same values on each, from the stream
+positions and rule-2 count the step and the hand-off carry — and feeds it to the forward, and
+the same values again to the backward that recomputes the forward (one mask for both).
+Interleaved 1F1B (a worker holding several virtual stages, tensor-parallel ones too) runs as
+well: actions, hand-offs and plans are per stage.
+
 Where this does not apply (:func:`tp_stages` is None, or :class:`Unplannable` at the first
 step), the driver walks the schedule op by op (``pipeline.py``): a stage on an N-D mesh, a
-partial (``P``) variable, ``interleaved_1f1b`` with a tensor-parallel stage, a tensor-parallel
-stage that draws random numbers (stateful random ops: their streams would be the workers'
-copies), updates a variable in its forward (a batch norm's moving statistics: forward and
+partial (``P``) variable, a tensor-parallel stage with a draw that reads the stage's values
+(``categorical``, ``shuffle``, a shape computed in the stage) or a draw without any seed (each
+worker's OS entropy would give its workers different values of one replicated tensor), one
+that updates a variable in its forward (a batch norm's moving statistics: forward and
 backward would both update), closes over the driver's local variables, spans several
 placements, or cannot be traced.
 
@@ -65,8 +79,7 @@ def _kind(sbps):
 
 def tp_stages(pipe):
     """The indexes of ``pipe``'s tensor-parallel stages (a frozenset, maybe empty), or None when
-    some stage can run neither way on the workers (an N-D mesh, a partial variable; interleaved
-    virtual stages with a tensor-parallel one)."""
+    some stage can run neither way on the workers (an N-D mesh, a partial variable)."""
     tp = set()
     for s, (fn, placement) in enumerate(zip(pipe.stages, pipe.placements)):
         if placement.ndim != 1:
@@ -76,8 +89,6 @@ def tp_stages(pipe):
             return None
         if kind == "tp":
             tp.add(s)
-    if tp and pipe.virtual_stages > 1:
-        return None
     return frozenset(tp)
 
 
@@ -124,13 +135,69 @@ def output_shape(pipe, s, shape, dtype):
     return tuple(out.shape.as_list()), out.dtype
 
 
+_FED = ("RandomUniform", "RandomStandardNormal", "TruncatedNormal", "RandomUniformInt")
+
+
+class _Draws:
+    """While a tensor-parallel stage is traced (``random_ops.graph_draw_hook``): records each
+    draw of the stage (op, constant inputs, attributes, dtype, op seed: what a worker needs to
+    make the same eager draw, :func:`pipeline_tp_worker.redraw`) and, given the traced
+    function's draw arguments ``args``, returns the k-th one for the k-th draw instead of adding
+    the op. A draw whose shape or bounds the stage computes, a categorical or a shuffle (their
+    inputs are the stage's values) is left in the graph (:class:`StagePlan` refuses it), a draw
+    without any seed is refused: each worker's OS entropy would differ."""
+
+    def __init__(self, args=None):
+        self.records, self.args = [], args
+
+    def __call__(self, opdef, inputs, attrs, name, dtype, op_seed):
+        from tensorweave.core.graph import constant_value
+        if opdef.name not in _FED:
+            return None
+        if attrs["seed"] is None:
+            raise Unplannable(f"it draws without any seed ('{opdef.name}'): each worker's OS entropy would differ. "
+                              "Hint: tw.random.set_seed(...) or an op seed")
+        values = [constant_value(t) for t in inputs]
+        if any(v is None for v in values):
+            return None
+        record = (opdef.name, [np.asarray(v) for v in values],
+                  {k: v.name for k, v in attrs.items() if k not in ("seed", "seed2")},
+                  None if dtype is None else dtype.name, op_seed)
+        k = len(self.records)
+        self.records.append(record)
+        if self.args is None:
+            return None
+        if k >= len(self.args):
+            raise Unplannable("its draws changed between two traces")
+        return self.args[k]
+
+    def specs(self, placement):
+        """Replicated specs of the draws (the traced function's extra arguments)."""
+        from tensorweave.core.dtypes import as_dtype
+        return [_spec(placement, tuple(int(d) for d in values[0].reshape(-1)), as_dtype(dtype))
+                for _, values, _, dtype, _ in self.records]
+
+
+@contextlib.contextmanager
+def _traced_draws(draws):
+    """``draws`` (a :class:`_Draws`) sees every graph draw made on this thread inside."""
+    from tensorweave.ops.random_ops import graph_draw_hook
+    outer = getattr(graph_draw_hook, "hook", None)
+    graph_draw_hook.hook = draws
+    try:
+        yield draws
+    finally:
+        graph_draw_hook.hook = outer
+
+
 class StagePlan:
     """One planned function of a tensor-parallel stage: its concrete function, which of its
     variables get a gradient (``has_grad``, by position in the stage's variables), its output
-    shape; shipped to the stage's workers by :meth:`docs`."""
+    shape, its draws (``draws``: records a worker draws from, fed after the function's own
+    arguments); shipped to the stage's workers by :meth:`docs`."""
 
-    def __init__(self, cf, has_grad=()):
-        self.cf, self.has_grad = cf, tuple(has_grad)
+    def __init__(self, cf, has_grad=(), draws=()):
+        self.cf, self.has_grad, self.draws = cf, tuple(has_grad), list(draws)
         planned = getattr(cf, "_global", None)
         if planned is None or not hasattr(planned, "plan"):
             raise Unplannable("it spans several placements" if planned is not None else "it holds no global value")
@@ -185,41 +252,54 @@ def trace(pipe, s, kind, shape, dtype, other=None):
         has_grad[:] = [g is not None for g in grads]
         return result + [box(g, v.sbp) for g, v in zip(grads, variables) if g is not None]
 
-    def forward(x):
-        return box(call(x))
+    hooks = []          # the trace's _Draws (one per trace: a second trace feeds the draws)
 
-    def backward(x, g):
+    def forward(x, *draws):
+        with _traced_draws(_Draws(draws or None)) as d:
+            hooks.append(d)
+            return box(call(x))
+
+    def backward(x, g, *draws):
         with tw.GradientTape() as tape:
             if s:
                 tape.watch(x)
-            out = call(x)
+            with _traced_draws(_Draws(draws or None)) as d:
+                hooks.append(d)
+                out = call(x)
         return gradients(tape, out, x, g)
 
-    def loss(x, y, w):
+    def loss(x, y, w, *draws):
         with tw.GradientTape() as tape:
             if s:
                 tape.watch(x)
-            out = pipe.loss(y, call(x))
+            with _traced_draws(_Draws(draws or None)) as d:
+                hooks.append(d)
+                out = pipe.loss(y, call(x))
             if out.shape.rank:          # per-example losses ("mse"): their mean, as Keras reduces
                 out = tw.reduce_mean(out)
             out = tw.cast(out, tw.float32) * w
         return [box(out)] + gradients(tape, out, x, None)
 
-    x = _spec(placement, shape, dtype)
+    args = [_spec(placement, shape, dtype)]
+    if kind in ("forward", "infer"):
+        fn = forward
+    elif kind == "backward":
+        fn, args = backward, args + [_spec(placement, *other)]
+    else:
+        fn, args = loss, args + [_spec(placement, *other), _spec(placement, (), tw.float32)]
     try:
         with _random_state_kept():
-            if kind in ("forward", "infer"):
-                cf = tw.function(forward).get_concrete_function(x)
-            elif kind == "backward":
-                cf = tw.function(backward).get_concrete_function(x, _spec(placement, *other))
-            else:
-                cf = tw.function(loss).get_concrete_function(x, _spec(placement, *other),
-                                                              _spec(placement, (), tw.float32))
+            cf = tw.function(fn).get_concrete_function(*args)
+            found = hooks[-1].records
+            if found:       # again, each draw an argument its workers feed (one device's rows of it)
+                cf = tw.function(fn).get_concrete_function(*args, *hooks[-1].specs(placement))
+                if len(hooks[-1].records) != len(found):
+                    raise Unplannable("its draws changed between two traces")
     except Unplannable:
         raise
     except Exception as e:  # noqa: BLE001 - any tracing failure: the driver walks this stage instead
         raise Unplannable(f"tracing it failed: {type(e).__name__}: {e}") from e
-    return StagePlan(cf, has_grad)
+    return StagePlan(cf, has_grad, found)
 
 
 class TPPlans:
@@ -273,12 +353,14 @@ class TPPlans:
                 sh, dt = shapes[s]
                 if train and s == last:
                     name, plan = self._plan(s, "loss", sh, dt, ((r,) + tuple(y.shape[1:]), as_dtype(y.dtype)))
-                    names[s] = {"L": name, "grads": plan.has_grad}
+                    names[s] = {"L": name, "grads": plan.has_grad, "D": plan.draws}
                 elif train:
                     name, plan = self._plan(s, "backward", sh, dt, self.output(s, sh, dt))
-                    names[s] = {"F": self._plan(s, "forward", sh, dt)[0], "B": name, "grads": plan.has_grad}
+                    forward = self._plan(s, "forward", sh, dt)
+                    names[s] = {"F": forward[0], "B": name, "grads": plan.has_grad, "D": forward[1].draws}
                 else:
-                    names[s] = {"F": self._plan(s, "infer", sh, dt)[0]}
+                    plan = self._plan(s, "infer", sh, dt)
+                    names[s] = {"F": plan[0], "D": plan[1].draws}
         out = self.steps[key] = {s: {m: per_rows[r][s] for m, r in enumerate(rows)} for s in self.tp}
         return out
 

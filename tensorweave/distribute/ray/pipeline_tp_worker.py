@@ -3,13 +3,15 @@
 micro-batch shape by ``w_bind_plans``) run with ``executor.run_plan``, their collectives on the
 stage's group; every worker of the stage runs the same actions in the same order (SPMD).
 
-- ``F``, not the last stage: ``out = forward(x)`` (``x`` the whole micro-batch, received by every
-  worker of the stage); only ``x`` is kept for the backward; the first worker sends ``out`` on.
-- ``F`` of the last stage while training: ``(loss, g_x, g_v...) = loss(x, y, w)`` at once, kept
+- ``F``, not the last stage: ``out = forward(x, draws...)`` (``x`` the whole micro-batch, received
+  by every worker of the stage; ``draws`` its rows of the stage's random draws, :func:`redraw`);
+  only ``x`` and the draws are kept for the backward; the first worker sends ``out`` on.
+- ``F`` of the last stage while training: ``(loss, g_x, g_v...) = loss(x, y, w, draws...)`` at once, kept
   for the ``B`` action; the first worker reports the loss.
-- ``B``: ``(g_x, g_v...) = backward(x, g)`` with ``g`` the gradient of the stage's output from the
-  next stage; the first worker sends ``g_x`` back; each ``g_v`` (this worker's shard's whole
-  gradient, laid out as its variable) is added to the step's sums.
+- ``B``: ``(g_x, g_v...) = backward(x, g, draws...)`` (the forward's draws again) with ``g`` the
+  gradient of the stage's output from the next stage; the first worker sends ``g_x`` back; each
+  ``g_v`` (this worker's shard's whole gradient, laid out as its variable) is added to the
+  step's sums.
 
 >>> sorted(_KINDS)
 ['B', 'F', 'L']
@@ -19,6 +21,20 @@ import numpy as np
 from tensorweave.distribute.ray.pipeline_worker import _receive, _receive_info, _send
 
 _KINDS = {"F": "forward", "B": "backward", "L": "the last stage's loss and gradients"}
+
+
+def redraw(record):
+    """The eager draw ``record`` (``pipeline_tp._Draws``) stands for, made as the stage's code
+    makes it on one device: inside a micro-batch's forward (``MicroBatchDraws.micro_batch``) it
+    is this micro-batch's rows of the whole batch's draw, its stream continued as one device's."""
+    from tensorweave.core.dtypes import as_dtype
+    from tensorweave.core.registry import get_op
+    from tensorweave.ops.array_ops import constant
+    from tensorweave.ops.random_ops import _run_random
+    op, inputs, attrs, dtype, op_seed = record
+    out = _run_random(get_op(op), [constant(v) for v in inputs], {k: as_dtype(v) for k, v in attrs.items()},
+                      op_seed, None, None if dtype is None else as_dtype(dtype))
+    return np.asarray(out.numpy())
 
 
 def _run(worker, wp, name, feeds):
@@ -32,20 +48,20 @@ def tp_forward(worker, wp, comm, run, s, m, all_rows, xs, ys, weights, train):
     last, rows, me = len(wp.placements) - 1, all_rows[m], worker.rank
     x = np.asarray(xs[m]) if s == 0 else _receive(wp, comm, run, rows, s - 1, s, me, ("F", s - 1, m))
     came = None if s == 0 else _receive_info(wp, comm, run, rows, s - 1, s, me, ("F", s - 1, m))
-    with run.draws.micro_batch(s, sum(all_rows[:m]), rows, came):
-        pass            # a planned stage draws nothing (pipeline_tp refuses random ops): the message goes on
     names = run.plans[s][m]
+    with run.draws.micro_batch(s, sum(all_rows[:m]), rows, came):
+        drawn = [redraw(record) for record in names.get("D", ())]
     first = me == wp.placements[s][0]
     if train and s == last:
-        outs = _run(worker, wp, names["L"], [x, np.asarray(ys[m]), np.asarray(weights[m], np.float32)])
+        outs = _run(worker, wp, names["L"], [x, np.asarray(ys[m]), np.asarray(weights[m], np.float32)] + drawn)
         run.saved[(s, m)] = outs[1:]
         run.peak = max(run.peak, len(run.saved))
         if first:
             run.losses[m] = np.asarray(outs[0])
         return
-    out = _run(worker, wp, names["F"], [x])[0]
+    out = _run(worker, wp, names["F"], [x] + drawn)[0]
     if train:
-        run.saved[(s, m)] = x
+        run.saved[(s, m)] = (x, drawn)
         run.peak = max(run.peak, len(run.saved))
     if s == last:
         if first:
@@ -60,9 +76,9 @@ def tp_backward(worker, wp, comm, run, s, m, rows):
     if s == last:
         outs = run.saved.pop((s, m))
     else:
-        x = run.saved.pop((s, m))
+        x, drawn = run.saved.pop((s, m))
         g = _receive(wp, comm, run, rows, s + 1, s, me, ("B", s + 1, m))
-        outs = _run(worker, wp, names["B"], [x, g])
+        outs = _run(worker, wp, names["B"], [x, g] + drawn)       # the forward's draws again
     if s:
         _send(wp, comm, rows, outs[0], s, s - 1, me, ("B", s, m))
         outs = outs[1:]
