@@ -13,7 +13,8 @@ import pytest
 from numba.core import sigutils
 
 from rnn18_aot_cases import rnn_cases
-from tensorweave.kernels.cpu import aot, aot_build, aot_kernels, gemm, jit, nn_loops, training_kernels, winograd
+from tensorweave.kernels.cpu import aot, aot_build, aot_kernels, gemm, jit, layer_norm_loops, nn_loops, training_kernels
+from tensorweave.kernels.cpu import winograd
 
 RNG = np.random.default_rng(18)
 NN = "tensorweave.kernels.cpu.nn_loops"
@@ -74,6 +75,21 @@ def _cases():
         yield gemm._call, (fn, gemm._TRANS, gemm._NO_TRANS, 64, 20, 33, np.asfortranarray(a), 64, b.T.copy(), 20,
                            np.zeros((64, 20), np.float32), 20), (10,)
     yield from rnn_cases()                  # the recurrent step loops (rnn18's cases)
+    yield from _layer_norm_cases()
+
+
+def _layer_norm_cases():
+    """The fused layer norm's loops (both ``rms``; the statistics' gradients non-zero) and the
+    softmax gradient's, with the argument types ``layer_norm_kernels`` passes."""
+    x, dy, gamma, beta = _floats(6, 21, scale=3) + 1, _floats(6, 21), _floats(21), _floats(21)
+    for rms in (False, True):
+        y, mean, inv = np.empty_like(x), np.empty(6, np.float32), np.empty(6, np.float32)
+        layer_norm_loops.forward.twin(x, gamma, beta, np.float64(1e-3), rms, y, mean, inv)
+        yield layer_norm_loops.forward.dispatcher, (x, gamma, beta, np.float64(1e-3), rms, y, mean, inv), (5, 6, 7)
+        yield (layer_norm_loops.backward.dispatcher, (dy, x, gamma, mean, inv, RNG.standard_normal(6),
+               RNG.standard_normal(6), rms, np.empty_like(x), RNG.standard_normal(21), np.zeros(21)), (8, 9, 10))
+    probs = np.exp(x) / np.exp(x).sum(-1, keepdims=True)
+    yield layer_norm_loops.softmax_grad.dispatcher, (probs, dy, np.float32(0.125), np.empty_like(x)), (3,)
 
 
 def _same(a, b):

@@ -432,16 +432,12 @@ def _layer_norm(g, layer, inputs, kwargs, outs):
     # other axes, rms_scaling, or opsets before 17: spelled out with reductions
     bshape = [x.shape[a] if a in axes else 1 for a in range(x.rank)]
     eps = g.const(np.asarray(layer.epsilon, dt), f"{layer.name}/epsilon")
-    if layer.rms_scaling:
-        ms = g.reduce("ReduceMean", g.op("Mul", [xs, xs], f"{layer.name}/sq"), axes, True, f"{layer.name}/ms")
-        y = g.op("Div", [xs, g.op("Sqrt", [g.op("Add", [ms, eps], f"{layer.name}/ms_eps")], f"{layer.name}/rms")],
-                 f"{layer.name}/normed")
-    else:
-        mean = g.reduce("ReduceMean", xs, axes, True, f"{layer.name}/mean")
-        d = g.op("Sub", [xs, mean], f"{layer.name}/centred")
-        var = g.reduce("ReduceMean", g.op("Mul", [d, d], f"{layer.name}/sq"), axes, True, f"{layer.name}/var")
-        y = g.op("Div", [d, g.op("Sqrt", [g.op("Add", [var, eps], f"{layer.name}/var_eps")], f"{layer.name}/std")],
-                 f"{layer.name}/normed")
+    mean = g.reduce("ReduceMean", xs, axes, True, f"{layer.name}/mean")
+    d = g.op("Sub", [xs, mean], f"{layer.name}/centred")
+    var = g.reduce("ReduceMean", g.op("Mul", [d, d], f"{layer.name}/sq"), axes, True, f"{layer.name}/var")
+    std = g.op("Sqrt", [g.op("Add", [var, eps], f"{layer.name}/var_eps")], f"{layer.name}/std")
+    # rms_scaling (Keras 3): the centred variance, but x itself divided by it
+    y = g.op("Div", [xs if layer.rms_scaling else d, std], f"{layer.name}/normed")
     if gamma is not None:
         y = g.op("Mul", [y, g.const(gamma.reshape(bshape), f"{layer.name}/gamma")], f"{layer.name}/scaled")
     if beta is not None:

@@ -4,8 +4,11 @@
 ``LayerNorm(x, gamma, beta)`` normalizes each row of ``x`` over its trailing axes (from
 ``begin_norm_axis`` on): ``y = (x - mean) * inv * gamma + beta`` with ``inv = (var + eps)^-1/2``
 and the biased variance; it returns ``(y, mean, inv)``, the per-row statistics shaped like
-``x.shape[:begin_norm_axis]``, saved for the gradient. With ``rms=True`` (Keras'
-``rms_scaling``) rows are not centred: ``mean`` is 0 and ``inv = (mean(x^2) + eps)^-1/2``.
+``x.shape[:begin_norm_axis]``, saved for the gradient. ``rms=True`` is Keras 3's
+``LayerNormalization(rms_scaling=True)`` (``keras/src/ops/nn.py``): ``inv`` as above (the
+*centred* variance), but ``y = x * inv * gamma + beta`` (``x`` not centred). Despite the name it
+is not a root mean square (Keras deprecates the argument for that reason; the real one is
+``RMSNormalization``, ``mean(x^2)``, written with ordinary ops).
 ``gamma``/``beta`` are shaped like the normalized axes. The kernel makes one pass over a row
 for each way (``kernels/cpu/layer_norm_kernels.py``); Keras' ``LayerNormalization`` wrote it as
 ``moments`` + ``batch_normalization``: ~6 passes forward and ~12 in the gradient.
@@ -102,10 +105,12 @@ def _grad(op, gy, gmean, ginv):
 
 def _grad_grad(op, u, p, q):
     """The gradient of ``LayerNormGrad`` from ordinary ops. Per row (``N`` values, ``r = inv``,
-    ``xh = (x - mean) r``, ``gy = dy gamma``) the op computes ``dx = r (gy - A' - xh B')`` with
-    ``A' = mean(gy) - mean_grad / (N r)`` (0 with ``rms``) and ``B' = mean(gy xh) + inv_grad r / N``,
-    ``dgamma = sum dy xh`` and ``dbeta = sum dy`` over the rows; this is the chain rule back
-    through those lines for the cotangents ``u`` (of dx), ``p`` (dgamma), ``q`` (dbeta)."""
+    ``xh = (x - mean) r`` (``x r`` with ``rms``: what ``y`` scales), ``z = (x - mean) r``,
+    ``gy = dy gamma``) the op computes ``dx = r (gy - A' - z B')`` with
+    ``A' = mean(gy) - mean_grad / (N r)`` (no ``mean(gy)`` with ``rms``) and
+    ``B' = mean(gy xh) + inv_grad r / N``, ``dgamma = sum dy xh`` and ``dbeta = sum dy`` over the
+    rows; this is the chain rule back through those lines for the cotangents ``u`` (of dx), ``p``
+    (dgamma), ``q`` (dbeta). Without ``rms``, ``xh`` and ``z`` are one value."""
     from tensorweave.ops import array_ops as A
     from tensorweave.ops import math_ops as m
     from tensorweave.ops.reduce_ops import reduce_sum
@@ -129,23 +134,24 @@ def _grad_grad(op, u, p, q):
     n = m.cast(A.size(x), x.dtype) / m.cast(A.size(mean), x.dtype)
     r = row(inv)
     xc = x - row(mean)
-    xh = xc * r
+    xs = x if rms else xc                     # what xh scales
+    z = xc * r
+    xh = xs * r
     gy = dy * gamma
-    a = 0.0 if rms else total(gy) / n - gm / (n * inv)
+    a = (0.0 if rms else total(gy) / n) - gm / (n * inv)
     b = total(gy * xh) / n + gi * inv / n
-    s_u, s_uxh = total(u), total(u * xh)
-    d_a = -inv * s_u                          # dL/dA'
-    d_b = -inv * s_uxh                        # dL/dB'
+    d_a = -inv * total(u)                     # dL/dA'
+    d_b = -inv * total(u * z)                 # dL/dB'
     d_gy = u * r + row(d_b / n) * xh + (0.0 if rms else row(d_a / n))
-    d_xh = -u * r * row(b) + row(d_b / n) * gy + p * dy
-    d_inv = total(u * (gy - (0.0 if rms else row(a)) - xh * row(b))) + d_b * gi / n + total(d_xh * xc)
-    if not rms:
-        d_inv = d_inv + d_a * gm / (n * inv * inv)
+    d_xh = row(d_b / n) * gy + p * dy         # through B' and dgamma
+    d_z = -u * r * row(b)                     # through dx
+    d_inv = (total(u * (gy - row(a) - z * row(b))) + total(d_xh * xs) + total(d_z * xc) + d_b * gi / n
+             + d_a * gm / (n * inv * inv))
     d_dy = d_gy * gamma + p * xh + q
     d_gamma = reduce_sum(d_gy * dy, axis=lead)
-    d_x = d_xh * r
-    d_mean = -total(d_xh) * inv
-    d_gm = (0.0 * s_u) if rms else -d_a / (n * inv)
+    d_x = (d_xh + d_z) * r
+    d_mean = -(total(d_z) if rms else total(d_xh + d_z)) * inv
+    d_gm = -d_a / (n * inv)
     d_gi = d_b * inv / n
     if low:
         d_dy, d_x = m.cast(d_dy, op.inputs[0].dtype), m.cast(d_x, op.inputs[0].dtype)
@@ -176,8 +182,14 @@ register_op("LayerNormGrad", infer=_infer_grad, num_outputs=3, heavy=True, grad=
 
 def layer_norm(x, gamma, beta, epsilon=0.001, begin_norm_axis=-1, rms=False, name=None):
     """``(y, mean, inv)``: each row of ``x`` normalized over the axes from ``begin_norm_axis`` on,
-    scaled by ``gamma`` and shifted by ``beta`` (both shaped like those axes); ``rms``: not
-    centred (root mean square). See the module docstring."""
+    scaled by ``gamma`` and shifted by ``beta`` (both shaped like those axes); ``rms``: Keras 3's
+    ``rms_scaling`` (``x``, not centred, times ``inv``). See the module docstring.
+
+    >>> import tensorweave as tw
+    >>> y, mean, inv = layer_norm(tw.constant([[1.0, 3.0]]), [1.0, 1.0], [0.0, 0.0], epsilon=0.0, rms=True)
+    >>> y.numpy().tolist(), mean.numpy().tolist(), inv.numpy().tolist()
+    ([[1.0, 3.0]], [2.0], [1.0])
+    """
     x = x if isinstance(x, Tensor) else convert_to_tensor(x)
     wd = _work(x.dtype) if x.dtype in _FLOAT else _dt.float32
     gamma, beta = (v if isinstance(v, Tensor) else convert_to_tensor(v, dtype=wd) for v in (gamma, beta))

@@ -429,7 +429,8 @@ def test_layer_normalization_against_numpy(rng):
     np.testing.assert_allclose(y, (x - mu) / np.sqrt(var + 1e-3), rtol=1e-4, atol=1e-5)
     assert ln.gamma.shape.as_list() == [3, 4]
     rms = N.LayerNormalization(rms_scaling=True, epsilon=1e-6)
-    np.testing.assert_allclose(rms(x).numpy(), x / np.sqrt((x ** 2).mean(-1, keepdims=True) + 1e-6), rtol=1e-4)
+    # Keras 3's rms_scaling: the centred variance, an uncentred x (tests/test_ln19_rms_scaling.py)
+    np.testing.assert_allclose(rms(x).numpy(), x / np.sqrt(x.var(-1, keepdims=True) + 1e-6), rtol=1e-4)
     assert N.LayerNormalization().get_config()["epsilon"] == 1e-3
 
 

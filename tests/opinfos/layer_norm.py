@@ -18,10 +18,12 @@ def ref_layer_norm(x, gamma, beta, epsilon=0.001, begin_norm_axis=-1, rms=False)
     x64 = x.astype(np.float64)
     begin = begin_norm_axis % x.ndim
     axes = tuple(range(begin, x.ndim))
-    mean = np.zeros(x.shape[:begin]) if rms else x64.mean(axis=axes)
+    mean = x64.mean(axis=axes)
     c = x64 - mean.reshape(mean.shape + (1,) * len(axes))
     inv = 1.0 / np.sqrt((c * c).mean(axis=axes) + epsilon)
-    y = c * inv.reshape(inv.shape + (1,) * len(axes)) * np.asarray(gamma, np.float64) + np.asarray(beta, np.float64)
+    # rms (Keras 3's rms_scaling): the centred variance, but x itself scaled
+    y = (x64 if rms else c) * inv.reshape(inv.shape + (1,) * len(axes)) * np.asarray(gamma, np.float64) \
+        + np.asarray(beta, np.float64)
     stat = np.asarray(gamma).dtype
     return y.astype(x.dtype), mean.astype(stat), inv.astype(stat)
 
@@ -40,6 +42,8 @@ def _ln_samples(dtype, rng):
             Sample((a(3, 16), v(16), v(16)), {"epsilon": 1e-2}, name="lanes_only"),
             Sample((a(2, 3, 4), v(3, 4), v(3, 4)), {"begin_norm_axis": 1}, name="two_axes"),
             Sample((a(4, 5), v(5), v(5)), {"rms": True}, name="rms"),
+            Sample(((a(2, 3, 4).astype(np.float64) + 1.5).astype(dtype), v(3, 4), v(3, 4)),   # mean != 0
+                   {"rms": True, "begin_norm_axis": 1}, name="rms_offset_two_axes"),
             Sample((noncontig(a(2, 2, 9)), v(9), v(9)), name="noncontig"),
             Sample((offset_mean, v(9), v(9)), name="large_mean")]
 

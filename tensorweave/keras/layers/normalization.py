@@ -16,6 +16,7 @@ moving statistics. As in Keras 3, a layer with ``trainable=False`` always runs i
 ([0.5], [1.0])
 """
 import os
+import warnings
 
 import tensorweave as tw
 from tensorweave.keras import initializers, regularizers
@@ -181,8 +182,9 @@ class BatchNormalization(Layer):
 class LayerNormalization(Layer):
     """Normalizes each example over ``axis`` (by default the last; an int or a list), then scales
     by ``gamma`` and shifts by ``beta`` (both shaped like the normalized axes). Same computation in
-    training and inference. ``rms_scaling=True`` divides by the root mean square instead (no
-    centring, no ``beta``).
+    training and inference. ``rms_scaling=True`` is Keras 3's: ``x * rsqrt(var(x) + epsilon) * gamma``
+    (the centred variance, an uncentred ``x``, no ``beta``); Keras deprecates it because it is not a
+    root mean square: ``RMSNormalization`` is.
 
     >>> import numpy as np
     >>> from tensorweave.keras.layers.normalization import LayerNormalization
@@ -205,6 +207,9 @@ class LayerNormalization(Layer):
         self.center = bool(center)
         self.scale = bool(scale)
         self.rms_scaling = bool(rms_scaling)
+        if self.rms_scaling:    # as Keras 3 warns
+            warnings.warn("LayerNormalization(rms_scaling=True) is deprecated (as in Keras 3): it scales the inputs "
+                          "by the variance, not the root mean square; use keras.layers.RMSNormalization for that")
         self.beta_initializer = initializers.get(beta_initializer)
         self.gamma_initializer = initializers.get(gamma_initializer)
         self.beta_regularizer = regularizers.get(beta_regularizer)
@@ -244,8 +249,9 @@ class LayerNormalization(Layer):
             gamma = tw.ones(shape, x.dtype) if self.gamma is None else tw.cast(self.gamma, x.dtype)
             beta = tw.zeros(shape, x.dtype) if self.beta is None else tw.cast(self.beta, x.dtype)
             y = layer_norm(x, gamma, beta, self.epsilon, self._axes[0], rms=self.rms_scaling)[0]
-        elif self.rms_scaling:
-            y = x * tw.rsqrt(tw.reduce_mean(tw.square(x), axis=self._axes, keepdims=True) + self.epsilon)
+        elif self.rms_scaling:     # Keras 3.15's formula (keras/src/ops/nn.py _layer_normalization)
+            _, variance = tw.nn.moments(x, axes=self._axes, keepdims=True)
+            y = x * tw.rsqrt(variance + self.epsilon)
             if self.gamma is not None:
                 y = y * b(self.gamma)
         else:

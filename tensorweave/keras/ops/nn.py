@@ -9,6 +9,8 @@ Integer inputs of activations are converted to ``floatx()`` first (as Keras' JAX
 >>> keras.ops.one_hot([0, 2], 3).numpy().tolist()
 [[1.0, 0.0, 0.0], [0.0, 0.0, 1.0]]
 """
+import warnings
+
 import numpy as np
 
 import tensorweave as tw
@@ -545,15 +547,21 @@ def normalize(x, axis=-1, order=2, epsilon=None):
 
 
 def layer_normalization(x, gamma=None, beta=None, axis=-1, epsilon=None, **kwargs):
+    """Keras 3's: ``rms_scaling=True`` (deprecated there) is ``x * rsqrt(var(x) + eps) * gamma``
+    (the centred variance, an uncentred ``x``, ``beta`` ignored)."""
+    rms_scaling = kwargs.pop("rms_scaling", False)
+    if rms_scaling:     # Keras warns so too
+        warnings.warn("layer_normalization(rms_scaling=True) is deprecated (as in Keras 3): it scales x by the "
+                      "variance, not the root mean square; use keras.ops.rms_normalization for RMS normalization")
     x = _f(x)
     eps = _epsilon() if epsilon is None else epsilon
     axes = [axis] if np.ndim(axis) == 0 else list(axis)
     mean = tw.reduce_mean(x, axis=axes, keepdims=True)
     var = tw.reduce_mean(tw.square(x - mean), axis=axes, keepdims=True)
-    out = (x - mean) * tw.rsqrt(var + eps)
+    out = (x if rms_scaling else x - mean) * tw.rsqrt(var + eps)
     if gamma is not None:
         out = out * cast_to(gamma, x.dtype)
-    if beta is not None:
+    if beta is not None and not rms_scaling:
         out = out + cast_to(beta, x.dtype)
     return out
 

@@ -2,7 +2,8 @@
 argument types each is built for.
 
 Only the loops a cold process meets in its first training steps are here (the main job's CNN,
-and the dense layers and Adam it shares with the MLP; the recurrent step loops), each for exactly the argument types its
+and the dense layers and Adam it shares with the MLP; the recurrent step loops; the transformer
+encoders' fused layer norm), each for exactly the argument types its
 callers pass (numba's dispatcher calls an ahead-of-time loop only on an exact match of the
 arguments' types, so a signature missing here just means the JIT path of ``jit.py``).
 ``parallel=True`` loops cannot be built ahead of time (numba's thread pool is set up by the
@@ -93,6 +94,14 @@ KERNELS = {
     "tensorweave.kernels.cpu.lstm_kernels": _both(_lstm),
     "tensorweave.kernels.cpu.gru_kernels": _both(_gru),
     "tensorweave.kernels.cpu.simple_rnn_kernels": _both(_simple),
+    # the fused layer norm's row loops (and the one-op softmax gradient's, where TW_FUSED_SOFTMAX_GRAD
+    # turns it on): a cold transformer/encoder step compiled them, ~1.8 s of CPU on the helper thread
+    # while the NumPy twins answered (session 15, ln19); float32, as layer_norm_kernels passes them
+    "tensorweave.kernels.cpu.layer_norm_loops": {
+        "forward": [f"void({_F2}, {_F1}, {_F1}, float64, boolean, {_F2}, {_F1}, {_F1})"],
+        "backward": [f"void({_F2}, {_F2}, {_F1}, {_F1}, {_F1}, {_D1}, {_D1}, boolean, {_F2}, {_D1}, {_D1})"],
+        "softmax_grad": [f"void({_F2}, {_F2}, float32, {_F2})"],
+    },
     "tensorweave.kernels.cpu.training_kernels": {
         "_adam_flat": [f"void({_F1}, {_F1}, {_F1}, {_F1}, float32, float32, float32, float32)"],
     },

@@ -67,15 +67,20 @@ def _column_add_twin(acc, d):
 
 
 # ---- layer norm forward -----------------------------------------------------------------------
+def _shift_twin(mean, rms):
+    """What ``y`` subtracts from a row: its mean, or nothing with ``rms`` (Keras' ``rms_scaling``)."""
+    return np.zeros_like(mean) if rms else mean
+
+
 def forward_twin(x, gamma, beta, eps, rms, y, mean, inv):
     m, n = x.shape
     s = x.astype(np.float64)
-    mu = np.zeros(m) if rms else lane_sums_twin(s) / n
+    mu = lane_sums_twin(s) / n
     d = s - mu[:, None]
     iv = 1.0 / np.sqrt(lane_sums_twin(d * d) / n + eps)
     mean[:] = mu
     inv[:] = iv
-    xh = np.subtract(x, mean[:, None], out=y)
+    xh = np.subtract(x, _shift_twin(mean, rms)[:, None], out=y)
     xh *= inv[:, None]
     xh *= gamma
     xh += beta
@@ -83,14 +88,16 @@ def forward_twin(x, gamma, beta, eps, rms, y, mean, inv):
 
 @njit_twin(forward_twin)
 def forward(x, gamma, beta, eps, rms, y, mean, inv):
-    """Per row: ``mean`` (0 with ``rms``), ``inv = 1 / sqrt(mean((x - mean)^2) + eps)`` (sums in
-    float64, stored in the rows' dtype) and ``y = (x - mean) * inv * gamma + beta``."""
+    """Per row: ``mean``, ``inv = 1 / sqrt(mean((x - mean)^2) + eps)`` (sums in float64, stored in
+    the rows' dtype) and ``y = (x - mean) * inv * gamma + beta``; with ``rms`` (Keras 3's
+    ``rms_scaling``: the centred variance, an uncentred ``x``) ``y = x * inv * gamma + beta``."""
     m, n = x.shape
     s = np.empty(n)
+    zero = mean.dtype.type(0.0)
     for r in range(m):
         for c in range(n):
             s[c] = np.float64(x[r, c])
-        mu = 0.0 if rms else lane_sum(s) / n
+        mu = lane_sum(s) / n
         for c in range(n):
             d = s[c] - mu
             s[c] = d * d
@@ -98,6 +105,8 @@ def forward(x, gamma, beta, eps, rms, y, mean, inv):
         mean[r] = mu
         inv[r] = iv
         mw, iw = mean[r], inv[r]
+        if rms:
+            mw = zero
         for c in range(n):
             y[r, c] = (x[r, c] - mw) * iw * gamma[c] + beta[c]
 
@@ -105,32 +114,37 @@ def forward(x, gamma, beta, eps, rms, y, mean, inv):
 # ---- layer norm backward ----------------------------------------------------------------------
 def backward_twin(dy, x, gamma, mean, inv, mean_grad, inv_grad, rms, dx, dgamma, dbeta):
     m, n = x.shape
-    xh = np.subtract(x, mean[:, None])
+    xh = np.subtract(x, _shift_twin(mean, rms)[:, None])
     xh *= inv[:, None]
+    z = (x - mean[:, None]) * inv[:, None] if rms else xh
     gy = np.multiply(dy, gamma, out=dx)
     inv64 = inv.astype(np.float64)
-    a = np.zeros(m) if rms else lane_sums_twin(gy.astype(np.float64)) / n - mean_grad / (n * inv64)
+    a = (np.zeros(m) if rms else lane_sums_twin(gy.astype(np.float64)) / n) - mean_grad / (n * inv64)
     b = lane_sums_twin(gy.astype(np.float64) * xh.astype(np.float64)) / n + inv_grad * inv64 / n
     _column_add_twin(dgamma, dy.astype(np.float64) * xh.astype(np.float64))
     _column_add_twin(dbeta, dy.astype(np.float64))
     gy -= a.astype(dx.dtype)[:, None]
-    gy -= xh * b.astype(dx.dtype)[:, None]
+    gy -= z * b.astype(dx.dtype)[:, None]
     gy *= inv[:, None]
 
 
 @njit_twin(backward_twin)
 def backward(dy, x, gamma, mean, inv, mean_grad, inv_grad, rms, dx, dgamma, dbeta):
-    """Per row, with ``xh = (x - mean) * inv`` and ``gy = dy * gamma``: ``dx = (gy - a - xh * b) * inv``
-    (``a = mean(gy) - mean_grad / (N inv)``, 0 with ``rms``; ``b = mean(gy * xh) + inv_grad * inv / N``,
-    float64 sums); ``dgamma += dy * xh`` and ``dbeta += dy`` column by column in float64
-    (``mean_grad``/``inv_grad``: float64, the forward's statistics' gradients)."""
+    """Per row, with ``xh = (x - mean) * inv`` (``x * inv`` with ``rms``: what ``y`` scales),
+    ``z = (x - mean) * inv`` and ``gy = dy * gamma``: ``dx = (gy - a - z * b) * inv``
+    (``a = mean(gy) - mean_grad / (N inv)``, without ``mean(gy)`` with ``rms``;
+    ``b = mean(gy * xh) + inv_grad * inv / N``, float64 sums); ``dgamma += dy * xh`` and
+    ``dbeta += dy`` column by column in float64 (``mean_grad``/``inv_grad``: float64, the
+    forward's statistics' gradients)."""
     m, n = x.shape
     s1 = np.empty(n)
     s2 = np.empty(n)
+    zero = mean.dtype.type(0.0)
     for r in range(m):
         mw, iw = mean[r], inv[r]
+        sw = zero if rms else mw
         for c in range(n):
-            xh = (x[r, c] - mw) * iw
+            xh = (x[r, c] - sw) * iw
             g = dy[r, c] * gamma[c]
             dx[r, c] = g
             s1[c] = np.float64(g)
@@ -139,12 +153,12 @@ def backward(dy, x, gamma, mean, inv, mean_grad, inv_grad, rms, dx, dgamma, dbet
             dgamma[c] += d * np.float64(xh)
             dbeta[c] += d
         iv = np.float64(iw)
-        a = 0.0 if rms else lane_sum(s1) / n - mean_grad[r] / (n * iv)
+        a = (0.0 if rms else lane_sum(s1) / n) - mean_grad[r] / (n * iv)
         b = lane_sum(s2) / n + inv_grad[r] * iv / n
         aw, bw = dx.dtype.type(a), dx.dtype.type(b)
         for c in range(n):
-            xh = (x[r, c] - mw) * iw
-            dx[r, c] = (dx[r, c] - aw - xh * bw) * iw
+            z = (x[r, c] - mw) * iw
+            dx[r, c] = (dx[r, c] - aw - z * bw) * iw
 
 
 # ---- softmax gradient -------------------------------------------------------------------------
