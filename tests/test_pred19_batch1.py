@@ -128,6 +128,23 @@ def test_a_thin_class_runs_its_measured_backend_and_keeps_its_bits(thin, rng, mo
 
 @needs_serial
 @needs_openblas
+def test_one_thread_is_the_incumbent_of_a_tie(thin, rng):
+    a, b = _thin_operands(rng)
+    gemm.matmul(a, b)                                                     # every candidate 'takes' 1 s
+    assert gemm.tuner().backend("thin:float32:NN:1,10,10,p2") == "one"
+
+
+@needs_serial
+@needs_openblas
+@pytest.mark.parametrize("n,split", [(32, True), (31, False)])
+def test_the_column_split_is_a_candidate_from_two_min_parts(thin, rng, n, split):
+    a, b = _thin_operands(rng, n, 2 * gemm.THIN_BYTES // (4 * n))
+    np.testing.assert_allclose(gemm.matmul(a, b), a.astype(np.float64) @ b, rtol=1e-4, atol=1e-3)
+    assert ("cols" in thin) is split and "mkl" in thin
+
+
+@needs_serial
+@needs_openblas
 def test_a_busy_machine_keeps_one_thread_untimed_for_the_process(thin, rng, monkeypatch):
     monkeypatch.setattr(gemm_tuning, "quiet", lambda: False)
     thin.seconds = {"mkl": 0.01, "cols": 0.01}
@@ -210,13 +227,20 @@ def test_the_stub_check_reads_the_operands_types():
 
 @needs_openblas
 def test_numpy_serial_holds_one_thread_and_restores_the_count():
-    get, _ = gemm._openblas_threads()
+    get, put = gemm._openblas_threads()
     before = get()
-    seen = []
-    a, b, out = np.ones((2, 3), np.float32), np.ones((3, 2), np.float32), np.empty((2, 2), np.float32)
-    with gemm._openblas_one_thread():                                     # nested holders: one count
-        seen.append(get())
+    put(2)                                                                # a count the hold must give back
+    try:
+        seen = []
+        a, b, out = np.ones((2, 3), np.float32), np.ones((3, 2), np.float32), np.empty((2, 2), np.float32)
         gemm._numpy_serial(a, b, out)
         seen.append(get())
-    assert seen == [1, 1] and get() == before
+        with gemm._openblas_one_thread():                                 # nested holders: one count
+            seen.append(get())
+            gemm._numpy_serial(a, b, out)
+            seen.append(get())
+        seen.append(get())
+    finally:
+        put(before)
+    assert seen == [2, 1, 1, 2]
     np.testing.assert_array_equal(out, a @ b)
