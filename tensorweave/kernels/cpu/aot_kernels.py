@@ -66,14 +66,18 @@ def _both(table_of):
     return {k: t32[k] + t64[k] for k in t32}
 
 
-def _gemm(a, b):
-    return f"void({', '.join([_I] * 6)}, {a}, {_I}, {b}, {_I}, {_F2}, {_I})"
+def _gemm(a, b, lead=0):
+    """A ``cblas_?gemm`` stub's signature (``lead``: integer arguments before its own six)."""
+    return f"void({', '.join([_I] * (6 + lead))}, {a}, {_I}, {b}, {_I}, {_F2}, {_I})"
 
 
 KERNELS = {
     "tensorweave.kernels.cpu.gemm": {
         # MKL's cblas_sgemm called from compiled code; the address is an argument, not built in
         "_call": [_gemm(_F2, _F2), _gemm(_F2, _F2F), _gemm(_F2F, _F2)],
+        # the same on one MKL thread (the one-thread products, batch-1 ``predict``'s among them):
+        # not built, a fresh process timed its ctypes twin against OpenBLAS (gemm._serial_library)
+        "_call_threads": [_gemm(_F2, _F2, 2), _gemm(_F2, _F2F, 2), _gemm(_F2F, _F2, 2)],
     },
     "tensorweave.kernels.cpu.nn_loops": {
         "bias_act": [f"void({_F2}, {_F1}, boolean)"],

@@ -50,6 +50,10 @@ training-step figures.
   Zen 3; OpenBLAS 2.10 against MKL's 2.67 ms for 128x784 @ 784x512). A one-thread OpenBLAS call
   holds OpenBLAS's count at 1 (:func:`_openblas_one_thread`), so it never wakes OpenBLAS's pool.
   ``TW_GEMM_SHARE=0`` restores the old routing (an A/B switch).
+- Thin products under that size (fewer than :data:`MIN_PART` rows: a batch-1 ``predict``'s
+  layers) whose other operand is large (:data:`THIN_BYTES`) run at memory speed, where a second
+  core adds its cache and bandwidth: per shape class, one thread, MKL's threads or a split of the
+  columns is timed on a quiet machine (:func:`_thin_choice`; one thread until then).
 - Products above that size are split over the intra-op threads (blocks of rows or columns, each a
   one-thread call) or left to MKL's threads, per shape class by a timing made on a quiet machine
   (:func:`_threaded_choice`; the split where not timed): on AMD EPYC MKL's two threads ran the
@@ -330,7 +334,7 @@ def tuner():
     """The :class:`gemm_tuning.Tuner` of this process (made, and its cache file read, on first use)."""
     if _tuning["tuner"] is None:
         _tuning["tuner"] = gemm_tuning.Tuner(gemm_tuning.cache_path(), machine_key(),
-                                              ("mkl", "numpy", "mkl1", "numpy1", "rows", "cols"))
+                                              ("mkl", "numpy", "mkl1", "numpy1", "rows", "cols", "one"))
     return _tuning["tuner"]
 
 
@@ -399,9 +403,14 @@ def _openblas_threads():
 def _numpy_serial(a, b, out):
     """``np.matmul(a, b, out=out)`` with NumPy's OpenBLAS on one thread. OpenBLAS's count is
     process-wide (as for ``threads.single_threaded_blas``): a product another thread runs at the
-    same moment may run on one thread too; results do not depend on it."""
-    with _openblas_one_thread():
+    same moment may run on one thread too; results do not depend on it. :func:`_openblas_one_thread`'s
+    count taken by hand, without its generator: 1.5 µs a call instead of 4.4 (a batch-1
+    ``predict``'s products are 2-40 µs each)."""
+    _hold_one_thread()
+    try:
         np.matmul(a, b, out=out)
+    finally:
+        _release_one_thread()
 
 
 _one = {"depth": 0, "before": None}     # callers inside _openblas_one_thread, the count to restore
@@ -413,19 +422,28 @@ def _openblas_one_thread():
     """NumPy's OpenBLAS on one thread while any caller is inside (counted, like
     ``threads.single_threaded_blas`` but through ``ctypes``: ~1 µs instead of ~10): two threads
     each saving and restoring the count around their own call could leave it at 1 for good."""
-    get, put = _openblas["found"]
-    with _one_lock:
-        if _one["depth"] == 0:
-            _one["before"] = get()
-            put(1)
-        _one["depth"] += 1
+    _hold_one_thread()
     try:
         yield
     finally:
-        with _one_lock:
-            _one["depth"] -= 1
-            if _one["depth"] == 0:
-                put(_one["before"])
+        _release_one_thread()
+
+
+def _hold_one_thread():
+    """Enters :func:`_openblas_one_thread`'s hold (the first holder saves the count and sets 1)."""
+    with _one_lock:
+        if _one["depth"] == 0:
+            _one["before"] = _openblas["found"][0]()
+            _openblas["found"][1](1)
+        _one["depth"] += 1
+
+
+def _release_one_thread():
+    """Leaves the hold (the last holder restores the count saved by the first)."""
+    with _one_lock:
+        _one["depth"] -= 1
+        if _one["depth"] == 0:
+            _openblas["found"][1](_one["before"])
 
 
 def _serial_library(a, b, out, op_a, op_b, m, n, k, run_mkl, count=1, seen=None):
@@ -434,7 +452,14 @@ def _serial_library(a, b, out, op_a, op_b, m, n, k, run_mkl, count=1, seen=None)
     single-threaded, so no thread pools mix: on AMD EPYC OpenBLAS was 1.3-3x faster on every small
     product timed, 1x784 @ 784x512 30 against 40 µs) and cached per machine like the tuned classes;
     a product timed now is left in ``out`` (``"done"``). ``seen``: the class key when the caller
-    has it already."""
+    has it already.
+
+    A timing made while MKL's one-thread stub (:func:`_call_threads`) is not yet compiled for the
+    operands' types holds for this process only (not written to disk): that call then runs through
+    its ``ctypes`` twin, which on 1x512 @ 512x512 took 30 µs against the compiled stub's 13 (and
+    OpenBLAS's 23) on the Intel Xeon of issue 18 session 15 — before, such timings chose OpenBLAS
+    for good. The stub is built at install (``aot_kernels``), so a fresh process times the real
+    call."""
     if seen is None:
         seen = (a.dtype.char, op_a[0], op_b[0], m.bit_length(), n.bit_length(), k.bit_length(), count.bit_length())
     got = _serial_chosen.get(seen)
@@ -446,9 +471,17 @@ def _serial_library(a, b, out, op_a, op_b, m, n, k, run_mkl, count=1, seen=None)
         got = _serial_chosen[seen] = tuner().backend(cls)
         if got is None:
             _serial_chosen[seen] = tuner().choose(cls, {"mkl1": run_mkl, "numpy1": lambda: _numpy_serial(a, b, out)},
-                                                  incumbent="mkl1", clock=time.thread_time)
+                                                  incumbent="mkl1", clock=time.thread_time,
+                                                  settle=count > 1 or _stub_compiled(a, b, out))
             return "done"
     return got
+
+
+def _stub_compiled(a, b, out):
+    """Whether :func:`_call_threads` (MKL on one thread) is compiled for these operands' types
+    (JIT or built at install), so that a call of it runs MKL, not its ``ctypes`` twin."""
+    from tensorweave.kernels.cpu import loop_choice
+    return loop_choice.compiled(_call_threads, (0, 0, 0, _NO_TRANS, _NO_TRANS, 1, 1, 1, a, 1, b, 1, out, 1))
 
 
 def _cores():
@@ -656,22 +689,21 @@ def _run_2d(a, b, out, op_a, op_b, op_c, m, n, k, seen, one_thread=False):
     OpenBLAS's 2.10 on one Zen 3 thread)."""
     fn = _gemm[a.dtype]
     limit = _serial_work.get(a.dtype)
-    share = 1 if one_thread or m * n * k < (serial_work(a.dtype) if limit is None else limit) else _share()
-    serial = share == 1 and a.dtype in _gemm_serial
-    if serial:
-        fn = _gemm_serial[a.dtype]
+    small = m * n * k < (serial_work(a.dtype) if limit is None else limit)
+    share = 1 if one_thread or small else _share()
+    if share == 1 and a.dtype in _gemm_serial:
+        if small and not one_thread and m < MIN_PART and k * n * a.itemsize >= THIN_BYTES:
+            backend = _thin_choice(a, b, out, op_a, op_b, op_c, m, n, k, seen)
+            if backend == "mkl":
+                fn(op_a[0], op_b[0], m, n, k, a, op_a[1], b, op_b[1], out, op_c[1])
+                return out
+            if backend == "cols":
+                _run_split("cols", a, b, out, op_a, op_b, op_c, k, split_parts())
+                return out
+        return _run_one(a, b, out, op_a, op_b, op_c, m, n, k, seen)
 
     run_mkl = _mkl_runner(fn, a, b, out, op_a, op_b, op_c, m, n, k)
-    if serial:
-        backend = _serial_library(a, b, out, op_a, op_b, m, n, k, run_mkl, seen=seen)
-        if backend == "done":
-            # timed now, the product left by the last candidate run: computed again by the choice,
-            # so the class's first call gives the bits of every later one (MKL and OpenBLAS differ)
-            backend = _serial_library(a, b, out, op_a, op_b, m, n, k, run_mkl, seen=seen)
-        if backend == "numpy1":
-            _numpy_serial(a, b, out)
-            return out
-    elif _tuning["on"]:
+    if _tuning["on"]:
         backend = _choose(a, b, out, op_a, op_b, m, n, k, 1, run_mkl)
         if backend == "done":     # (as above: the first call's bits are the choice's)
             backend = _choose(a, b, out, op_a, op_b, m, n, k, 1, run_mkl)
@@ -686,6 +718,64 @@ def _run_2d(a, b, out, op_a, op_b, op_c, m, n, k, seen, one_thread=False):
                 return out
     run_mkl()
     return out
+
+
+def _run_one(a, b, out, op_a, op_b, op_c, m, n, k, seen):
+    """The checked 2-D product into ``out`` on one thread, on the library measured faster on one
+    thread for its class (:func:`_serial_library`)."""
+    run_mkl = _mkl_runner(_gemm_serial[a.dtype], a, b, out, op_a, op_b, op_c, m, n, k)
+    backend = _serial_library(a, b, out, op_a, op_b, m, n, k, run_mkl, seen=seen)
+    if backend == "done":
+        # timed now, the product left by the last candidate run: computed again by the choice,
+        # so the class's first call gives the bits of every later one (MKL and OpenBLAS differ)
+        backend = _serial_library(a, b, out, op_a, op_b, m, n, k, run_mkl, seen=seen)
+    if backend == "numpy1":
+        _numpy_serial(a, b, out)
+    else:
+        run_mkl()
+    return out
+
+
+#: bytes of the ``k x n`` operand from which a thin product (fewer than :data:`MIN_PART` rows:
+#: batch-1 ``predict``'s layers) under :func:`serial_work` may still be worth two threads: it reads
+#: the whole operand for few multiply-adds, so it runs at memory speed, and a second core brings
+#: its own cache and bandwidth (the mlp's 1x784 @ 784x512 reads 1.6 MB for 0.4 M multiply-adds)
+THIN_BYTES = 1 << 18
+_thin_chosen = {}                # thin shape class (tuple) + parts -> "one", "mkl" or "cols"
+
+
+def _thin_choice(a, b, out, op_a, op_b, op_c, m, n, k, seen):
+    """``"one"`` (one thread, :func:`_run_one`), ``"mkl"`` (MKL's own threads) or ``"cols"`` (a
+    split, :func:`_run_split`) for a thin product under :func:`serial_work` whose ``k x n`` operand
+    is at least :data:`THIN_BYTES`, by its class's timing (``thin:<class>,p<parts>`` in the tuning
+    cache; wall time: the candidates differ in threads). One thread is the incumbent, and stays
+    without a timing where no second thread is to be had (:func:`split_parts` 1, inside
+    :func:`blocks_here`, ``TW_GEMM_SPLIT=0``) or the machine is busy (``gemm_tuning.quiet``: as for
+    :func:`_threaded_choice`, a two-thread timing there measures the other processes). Why timed:
+    :func:`serial_work` is measured on cubes, whose work grows faster than their operands; a
+    batch-1 layer's product is bound by memory, not arithmetic, so one core's bandwidth, not its
+    multiply-adds, is what a second thread adds (PyTorch's batch-1 mlp, on MKL's threads, took
+    0.081 ms a request on the Intel Xeon of issue 18 session 15; tensorweave on one thread 0.210).
+    The caller computes the product with the choice even after a timing, so every call of a class
+    gives the same bits."""
+    parts = split_parts()
+    if parts < 2 or inside_blocks_here() or not _split["on"]:
+        return "one"
+    key = seen + (parts,)
+    got = _thin_chosen.get(key)
+    if got is None:
+        cls = "thin:" + gemm_tuning.shape_class(m, n, k, a.dtype.name, op_a[0] == _TRANS, op_b[0] == _TRANS) \
+            + f",p{parts}"
+        got = tuner().backend(cls)
+        if got is None and gemm_tuning.quiet():
+            _run_one(a, b, out, op_a, op_b, op_c, m, n, k, seen)   # its library chosen before the timing
+            runners = {"one": functools.partial(_run_one, a, b, out, op_a, op_b, op_c, m, n, k, seen),
+                       "mkl": _mkl_runner(_gemm[a.dtype], a, b, out, op_a, op_b, op_c, m, n, k)}
+            if n >= 2 * MIN_PART:
+                runners["cols"] = functools.partial(_run_split, "cols", a, b, out, op_a, op_b, op_c, k, parts)
+            got = tuner().choose(cls, runners, incumbent="one")
+        _thin_chosen[key] = got or "one"
+    return _thin_chosen[key]
 
 
 def split_parts():

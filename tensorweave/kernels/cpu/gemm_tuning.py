@@ -293,16 +293,17 @@ class Tuner:
         entry = self.choices.get(cls)
         return entry["backend"] if entry is not None else None
 
-    def choose(self, cls, runners, incumbent=INCUMBENT, clock=None):
+    def choose(self, cls, runners, incumbent=INCUMBENT, clock=None, settle=True):
         """The backend for ``cls``: cached, or measured now with ``runners`` (each computes the
         product; the last one run leaves its result in place; ``clock`` as :func:`measure`'s)
-        and saved."""
+        and saved. ``settle=False``: the caller knows a candidate was not timed at its steady
+        speed (its compiled code not ready): the choice holds for this process only."""
         found = self.backend(cls)
         if found is not None:
             return found
         times = measure(runners, clock)
         choice, settled = pick(times, incumbent)
-        settled = settled and quiet()
+        settled = settled and settle and quiet()
         self.choices[cls] = {"backend": choice, "settled": settled,
                              **{f"{name}_us": round(_median(ts) * 1e6, 1) for name, ts in times.items()}}
         if settled:
