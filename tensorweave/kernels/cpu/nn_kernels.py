@@ -10,7 +10,7 @@ import numpy as np
 
 from tensorweave.core import errors
 from tensorweave.core.registry import register_kernel as k
-from tensorweave.kernels.cpu import nn_loops
+from tensorweave.kernels.cpu import nn_loops, split_passes
 from tensorweave.kernels.cpu.nn_util import channels_first as _channels_first
 from tensorweave.kernels.cpu.nn_util import floats as _floats
 from tensorweave.kernels.cpu.nn_util import work as _work
@@ -155,7 +155,12 @@ def _bias_add(value, bias, data_format):
         c = bias.shape[0]
         rows = value.size // c if axis == value.ndim - 1 else value.shape[0]
         out = np.empty_like(value)
-        nn_loops.bias_add(value.reshape(rows, c, -1), np.ascontiguousarray(bias), out.reshape(rows, c, -1))
+        v3, b, o3 = value.reshape(rows, c, -1), np.ascontiguousarray(bias), out.reshape(rows, c, -1)
+        parts = split_passes.parts_for(value.nbytes, rows)
+        if parts < 2:
+            nn_loops.bias_add(v3, b, o3)
+        else:      # (large: rows split over the intra-op threads, same bits: split_passes.py)
+            split_passes.over_rows(rows, parts, lambda r0, r1: nn_loops.bias_add(v3[r0:r1], b, o3[r0:r1]))
         return out
     shape = [1] * value.ndim
     shape[axis] = bias.shape[0]
