@@ -11,6 +11,11 @@ of the whole step comes from ``/proc/self/task``. CPU figures, unlike wall ones,
 loaded machine; the load average is printed.
 
     PYTHONPATH=$PWD python benchmarks/bench_serial.py --workload mlp --steps 100
+    PYTHONPATH=$PWD python benchmarks/bench_serial.py --workload transformer --ab 10 --steps 5
+
+``--ab``: the same step with ``split_passes`` (large elementwise passes split by rows) on and off,
+in alternating rounds; ``--split-bytes`` forces its threshold (measured by wall, it is never
+below 8 MiB on a loaded machine).
 """
 import argparse
 import collections
@@ -120,11 +125,52 @@ def _record_calls(calls, on):
         opdef.kernels["CPU"] = rec
 
 
+def ab(workload, rounds, steps, split_bytes):
+    """Same-process A/B of ``split_passes`` on (A) and off (B), rounds alternating (order swapped
+    each round): median (fastest) caller CPU, process CPU and wall per step of each side."""
+    import numpy as np
+    from tensorweave.kernels.cpu import jit, split_passes
+    data = bench_models.synthetic_batch(workload)
+    step, _, _ = bench_models.make_tensorweave(workload, data, None)
+    if split_bytes is not None:
+        split_passes._limit["bytes"] = split_bytes
+    for on in (True, False, True, False):
+        split_passes.ENABLED["on"] = on
+        step()
+        jit.wait_for_compiles()
+    got = {True: [], False: []}
+    load0 = os.getloadavg()[0]
+    for r in range(rounds):
+        for on in (True, False) if r % 2 == 0 else (False, True):
+            split_passes.ENABLED["on"] = on
+            c0, m0, w0 = time.process_time(), time.thread_time(), time.perf_counter()
+            for _ in range(steps):
+                step()
+            got[on].append(((time.thread_time() - m0) / steps, (time.process_time() - c0) / steps,
+                            (time.perf_counter() - w0) / steps))
+    split_passes.ENABLED["on"] = True
+    print(f"{workload}: split_passes A/B, {rounds} rounds x {steps} steps, load {load0:.2f} -> "
+          f"{os.getloadavg()[0]:.2f}, threshold {split_passes.min_bytes()} bytes; ms per step, median (fastest)")
+    for on in (True, False):
+        cols = np.array(got[on]) * 1e3
+        print(f"  split {'on ' if on else 'off'}: caller CPU {np.median(cols[:, 0]):.2f} ({cols[:, 0].min():.2f}), "
+              f"process CPU {np.median(cols[:, 1]):.2f} ({cols[:, 1].min():.2f}), wall {np.median(cols[:, 2]):.2f} "
+              f"({cols[:, 2].min():.2f})")
+    wins = sum(a[0] < b[0] for a, b in zip(got[True], got[False]))
+    print(f"  rounds where the caller's CPU was lower with the split: {wins}/{rounds}")
+
+
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--workload", default="mlp")
     p.add_argument("--steps", type=int, default=100)
+    p.add_argument("--ab", type=int, default=0, metavar="ROUNDS",
+                   help="instead: ROUNDS alternating rounds of --steps steps, split_passes on and off")
+    p.add_argument("--split-bytes", type=int, default=None,
+                   help="with --ab: split passes from this many bytes (default: the measured threshold)")
     args = p.parse_args(argv)
+    if args.ab:
+        return ab(args.workload, args.ab, args.steps, args.split_bytes)
     load0 = os.getloadavg()[0]
     fam, (wall, cpu, caller, threads) = profile(args.workload, args.steps)
     print(f"{args.workload}: {args.steps} steps, load {load0:.2f} -> {os.getloadavg()[0]:.2f}; per step: wall "
