@@ -131,3 +131,29 @@ def test_eager_equals_graph_and_repeated_runs_with_splitting_on_and_off(forced, 
     np.testing.assert_array_equal(graph_[2], eager[2])
     # the loss's sum: the graph's reduction order is its own (float32 rounding, split or not)
     np.testing.assert_allclose(graph_[1], eager[1], rtol=1e-6)
+
+
+def test_softmax_rows_shifted_by_fmax_keep_numpys_bits_and_nan_rows():
+    from tensorweave.kernels.cpu import nn_kernels
+    rng = np.random.default_rng(5)
+    x = rng.standard_normal((4, 2, 8, 64)).astype(np.float32) * 30
+    x[0, 0, 0, 3] = np.nan
+    x[0, 0, 1, :] = -np.inf
+    x[0, 0, 2, 5] = np.inf
+    x[0, 0, 3, :] = np.nan
+    x[0, 0, 4, :] = [-0.0, 0.0] * 32
+    m = np.max(x, axis=-1, keepdims=True)                               # the reference: np.max's shift
+    e = np.exp(x - np.where(np.isfinite(m), m, np.float32(0)))
+    with np.errstate(all="ignore"):
+        want = e / np.sum(e, axis=-1, keepdims=True)
+        for axis in (-1, 3, 1):
+            if axis == 1:
+                m1 = np.max(x, axis=1, keepdims=True)
+                e1 = np.exp(x - np.where(np.isfinite(m1), m1, np.float32(0)))
+                ref = e1 / np.sum(e1, axis=1, keepdims=True)
+            else:
+                ref = want
+            np.testing.assert_array_equal(nn_kernels._softmax_np(x, axis), ref)
+    got = np.asarray(tw.nn.softmax(tw.constant(x)))
+    np.testing.assert_array_equal(got, want)
+    assert np.isnan(got[0, 0, 0]).all() and np.isnan(got[0, 0, 3]).all()
