@@ -157,3 +157,56 @@ def test_softmax_rows_shifted_by_fmax_keep_numpys_bits_and_nan_rows():
     got = np.asarray(tw.nn.softmax(tw.constant(x)))
     np.testing.assert_array_equal(got, want)
     assert np.isnan(got[0, 0, 0]).all() and np.isnan(got[0, 0, 3]).all()
+
+
+class _Slot:
+    """A stand-in for a variable handle (what the update kernels read and write)."""
+
+    def __init__(self, value):
+        self.value, self.name = value, "emb"
+
+    def _read(self):
+        return self.value
+
+    def _storage_for_update(self):
+        return self.value
+
+
+def _sparse_adam(indices, values, amsgrad):
+    from tensorweave.kernels.cpu import training_kernels
+    rng = np.random.default_rng(7)
+    slots = [rng.standard_normal((400, 48)).astype(np.float32) for _ in range(3)]
+    slots[2] = np.abs(slots[2])
+    if amsgrad:
+        slots.append(slots[2].copy())
+    handles = [_Slot(s) for s in slots]
+    for step in (1, 2):
+        training_kernels._sparse_apply_adam(*handles, np.float32(0.01), np.int64(step), values, indices,
+                                            beta_1=0.9, beta_2=0.999, epsilon=1e-7, amsgrad=amsgrad)
+    return slots
+
+
+@pytest.mark.parametrize("amsgrad", [False, True])
+def test_a_sparse_adam_update_split_over_row_ranges_has_the_bits_of_one_thread(forced, monkeypatch, amsgrad):
+    rng = np.random.default_rng(3)
+    indices = rng.integers(0, 400, 600).astype(np.int32)          # duplicates: updated in their order
+    indices[:5] = 17
+    values = rng.standard_normal((600, 48)).astype(np.float32)    # 112 KiB of gradient rows
+    split = _sparse_adam(indices, values, amsgrad)
+    assert forced == [(2, 2), (2, 2)]
+    monkeypatch.setitem(split_passes.ENABLED, "on", False)
+    whole = _sparse_adam(indices, values, amsgrad)
+    assert forced == [(2, 2), (2, 2)]
+    for a, b in zip(split, whole):
+        assert np.array_equal(a, b)
+    # NumPy's reference: each occurrence of a row applied in turn (float64, so to float32 rounding)
+    w, m, v = (s.astype(np.float64) for s in _sparse_adam(indices[:0], values[:0], False))
+    vh = v.copy()
+    for step in (1, 2):
+        alpha = 0.01 * np.sqrt(1 - 0.999 ** step) / (1 - 0.9 ** step)
+        for i, g in zip(indices, values.astype(np.float64)):
+            m[i] += (g - m[i]) * 0.1
+            v[i] += (g * g - v[i]) * 0.001
+            vh[i] = np.maximum(vh[i], v[i])
+            w[i] -= m[i] * alpha / (np.sqrt(vh[i] if amsgrad else v[i]) + 1e-7)
+    np.testing.assert_allclose(split[0], w, rtol=2e-5, atol=2e-6)
