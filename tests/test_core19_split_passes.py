@@ -90,6 +90,19 @@ def test_not_split_when_small_off_inside_blocks_here_on_one_thread_or_for_other_
     assert forced == []
 
 
+def test_index_runs_keep_every_row_on_one_side_of_a_cut():
+    rng = np.random.default_rng(11)
+    for n, blocks in ((600, 4), (7, 4), (3, 4), (1, 2), (0, 2), (50, 2)):
+        idx = np.sort(rng.integers(0, max(1, n // 3), n))
+        cuts = split_passes.index_cuts(idx, blocks)
+        assert cuts[0] == 0 and cuts[-1] == n and cuts == sorted(set(cuts)), (n, cuts)
+        assert len(cuts) - 1 <= max(1, blocks)
+        for c in cuts[1:-1]:
+            assert idx[c - 1] != idx[c], (n, c)        # never between two updates of one row
+    assert split_passes.index_cuts(np.arange(8), 4) == [0, 2, 4, 6, 8]
+    assert split_passes.index_cuts(np.zeros(8, int), 4) == [0, 8]
+
+
 def test_the_threshold_is_the_smallest_rung_from_which_the_split_kept_winning(monkeypatch):
     # serial_threshold's ladder walk, in bytes: the split wins from 256 KiB up
     def runners(nbytes):
@@ -189,16 +202,18 @@ def _sparse_adam(indices, values, amsgrad):
 @pytest.mark.parametrize("amsgrad", [False, True])
 def test_a_sparse_adam_update_split_over_row_ranges_has_the_bits_of_one_thread(forced, monkeypatch, amsgrad):
     rng = np.random.default_rng(3)
-    indices = rng.integers(0, 400, 600).astype(np.int32)          # duplicates: updated in their order
-    indices[:5] = 17
+    indices = np.sort(rng.integers(0, 400, 600)).astype(np.int32)  # duplicates: updated in their order
+    indices[297:303] = indices[300]                                # ... across a cut too
     values = rng.standard_normal((600, 48)).astype(np.float32)    # 112 KiB of gradient rows
     split = _sparse_adam(indices, values, amsgrad)
-    assert forced == [(2, 2), (2, 2)]
+    assert forced == [(4, 2), (4, 2)]
     monkeypatch.setitem(split_passes.ENABLED, "on", False)
     whole = _sparse_adam(indices, values, amsgrad)
-    assert forced == [(2, 2), (2, 2)]
+    assert forced == [(4, 2), (4, 2)]
     for a, b in zip(split, whole):
         assert np.array_equal(a, b)
+    _sparse_adam(indices[::-1].copy(), values, amsgrad)                   # unsorted: one thread
+    assert forced == [(4, 2), (4, 2)]
     # NumPy's reference: each occurrence of a row applied in turn (float64, so to float32 rounding)
     w, m, v = (s.astype(np.float64) for s in _sparse_adam(indices[:0], values[:0], False))
     vh = v.copy()

@@ -80,6 +80,19 @@ def over_rows(rows, parts, run):
     gemm.share_tasks([functools.partial(run, cuts[i], cuts[i + 1]) for i in range(n)], parts)
 
 
+def index_cuts(idx, blocks):
+    """Bounds ``[0, ..., len(idx)]`` of about ``blocks`` runs of a sorted index array, each cut
+    moved back to its index's first occurrence: every index (a variable's row) falls in one run,
+    so updates of a row given twice stay in their order on one thread. Empty runs dropped.
+
+    >>> index_cuts(np.array([0, 1, 1, 1, 2, 5, 5, 7]), 4)
+    [0, 1, 4, 5, 8]
+    """
+    n = len(idx)
+    inner = np.searchsorted(idx, idx[[n * i // blocks for i in range(1, blocks)]]).tolist() if n else []
+    return sorted(set([0, *inner, n]))
+
+
 def binary(ufunc):
     """The kernel ``ufunc(x, y)`` (an elementwise NumPy ufunc rounding each element on its own),
     split by the output's leading rows when both operands are float arrays of one dtype and the

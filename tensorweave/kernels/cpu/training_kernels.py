@@ -254,15 +254,15 @@ def _sparse_apply_adam(*inputs, beta_1, beta_2, epsilon, amsgrad):
     coeffs = _coefficients(dtype, lr, step, beta_1, beta_2) + (dtype.type(epsilon),)
     vh = vh[0] if amsgrad else v
     parts = split_passes.parts_for(3 * rows.nbytes, len(idx))
-    if parts < 2:
+    if parts < 2 or not (idx[1:] >= idx[:-1]).all():
         _adam_rows(w, m, v, vh, idx, rows, *coeffs, amsgrad)
         return ()
-    # (large: the variable's rows in two ranges at the indices' median, one per thread; a row's
-    # updates, duplicates included, stay in their order on one thread, so the bits are the same)
-    cut = np.partition(idx, len(idx) // 2)[len(idx) // 2]
-    low = idx < cut
-    gemm.share_tasks([functools.partial(_adam_rows, w, m, v, vh, idx[sel], rows[sel], *coeffs, amsgrad)
-                      for sel in (low, ~low)], parts)
+    # (large, indices sorted — a Keras embedding's gradient comes out of UniqueSegmentSum so —: runs
+    # of the rows, no copies, shared over the threads, each cut before an index's first occurrence,
+    # so a row's updates, duplicates included, stay in order on one thread: the same bits)
+    cuts = split_passes.index_cuts(idx, parts * split_passes.BLOCKS_PER_PART)
+    gemm.share_tasks([functools.partial(_adam_rows, w, m, v, vh, idx[a:b], rows[a:b], *coeffs, amsgrad)
+                      for a, b in zip(cuts, cuts[1:]) if b > a], parts)
     return ()
 
 
