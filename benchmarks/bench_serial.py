@@ -35,7 +35,8 @@ FAMILIES = {
     "SoftmaxGrad": "softmax / cross-entropy", "SigmoidCrossEntropyWithLogits": "softmax / cross-entropy",
     "LayerNorm": "layer norm", "LayerNormGrad": "layer norm",
     "BiasAddGrad": "bias-add / ReLU epilogues", "FusedReluGradBiasAddGrad": "bias-add / ReLU epilogues",
-    "ReluGrad": "bias-add / ReLU epilogues", "Relu": "bias-add / ReLU epilogues", "BiasAdd": "bias-add / ReLU epilogues",
+    "ReluGrad": "bias-add / ReLU epilogues", "Relu": "bias-add / ReLU epilogues",
+    "BiasAdd": "bias-add / ReLU epilogues",
     "Sum": "reductions", "Mean": "reductions", "Max": "reductions",
     "AssignAddVariableOp": "metric scalars", "DivNoNan": "metric scalars", "BroadcastTo": "metric scalars",
 }
