@@ -200,7 +200,7 @@ def pick(times, incumbent=INCUMBENT):
     return (incumbent if incumbent in times else by_median), False
 
 
-def serial_threshold(runners_for, ladder=SERIAL_LADDER):
+def serial_threshold(runners_for, ladder=SERIAL_LADDER, work_of=lambda side: side ** 3):
     """``(work, settled)``: products of fewer than ``work`` multiply-adds should run on one thread.
 
     Why: a threaded GEMM hands work to its other threads and waits for them; for a small
@@ -211,14 +211,15 @@ def serial_threshold(runners_for, ladder=SERIAL_LADDER):
     down, the threshold falls to each side where the threads win by :data:`MARGIN` (one thread
     is the incumbent: it also leaves the other core to the rest of the process). Where threads
     never win, every product up to twice the largest timed one runs on one thread. Settled when
-    every rung's median and fastest call agreed."""
-    work, settled = 2 * ladder[-1] ** 3, True
+    every rung's median and fastest call agreed. ``work_of(rung)``: the size a rung stands for
+    (a product's multiply-adds by default; ``split_passes`` times elementwise passes by bytes)."""
+    work, settled = 2 * work_of(ladder[-1]), True
     for side in sorted(ladder, reverse=True):
         choice, ok = pick(measure(runners_for(side)), incumbent="serial")
         settled = settled and ok
         if choice != "threaded":
             break
-        work = side ** 3
+        work = work_of(side)
     return work, settled
 
 

@@ -3,16 +3,17 @@ import numpy as np
 import scipy.special
 
 from tensorweave.core.registry import register_kernel as k
-from tensorweave.kernels.cpu import gemm
+from tensorweave.kernels.cpu import gemm, split_passes
 from tensorweave.kernels.cpu.util import quiet, via_float32
 from tensorweave.ops.math_ops import mul_no_nan_into
 
-k("AddV2")(np.add)
-k("Sub")(np.subtract)
-k("Mul")(np.multiply)
+# (large float passes split by rows over the intra-op threads, same bits: split_passes.py)
+k("AddV2")(split_passes.binary(np.add))
+k("Sub")(split_passes.binary(np.subtract))
+k("Mul")(split_passes.binary(np.multiply))
 k("RealDiv")(quiet(np.true_divide))
-k("Maximum")(np.maximum)
-k("Minimum")(np.minimum)
+k("Maximum")(split_passes.binary(np.maximum))
+k("Minimum")(split_passes.binary(np.minimum))
 k("Neg")(np.negative)
 k("Abs")(np.abs)
 k("Sign")(np.sign)
@@ -147,9 +148,8 @@ def _sigmoid(x):
 k("Erf")(via_float32(lambda x: scipy.special.erf(x).astype(x.dtype, copy=False)))
 
 
-@k("Relu")
-def _relu(x):
-    return np.maximum(x, np.zeros((), x.dtype))
+_relu = split_passes.relu
+k("Relu")(_relu)
 
 
 @k("Relu6")

@@ -9,11 +9,14 @@ operation for operation — for Adam::
 
 so results equal the op-by-op optimizers' to rounding.
 """
+import functools
+
 import numba
 import numpy as np
 
 from tensorweave.core import errors
 from tensorweave.core.registry import register_kernel
+from tensorweave.kernels.cpu import gemm, split_passes
 from tensorweave.kernels.cpu.jit import njit, njit_twin, parallel_loops
 from tensorweave.kernels import threads
 
@@ -249,7 +252,17 @@ def _sparse_apply_adam(*inputs, beta_1, beta_2, epsilon, amsgrad):
     (w, m, v, *vh), idx, rows = _sparse("Sparse Adam update", inputs[:n], values, indices)
     dtype = w.dtype
     coeffs = _coefficients(dtype, lr, step, beta_1, beta_2) + (dtype.type(epsilon),)
-    _adam_rows(w, m, v, vh[0] if amsgrad else v, idx, rows, *coeffs, amsgrad)
+    vh = vh[0] if amsgrad else v
+    parts = split_passes.parts_for(3 * rows.nbytes, len(idx))
+    if parts < 2 or not (idx[1:] >= idx[:-1]).all():
+        _adam_rows(w, m, v, vh, idx, rows, *coeffs, amsgrad)
+        return ()
+    # (large, indices sorted — a Keras embedding's gradient comes out of UniqueSegmentSum so —: runs
+    # of the rows, no copies, shared over the threads, each cut before an index's first occurrence,
+    # so a row's updates, duplicates included, stay in order on one thread: the same bits)
+    cuts = split_passes.index_cuts(idx, parts * split_passes.BLOCKS_PER_PART)
+    gemm.share_tasks([functools.partial(_adam_rows, w, m, v, vh, idx[a:b], rows[a:b], *coeffs, amsgrad)
+                      for a, b in zip(cuts, cuts[1:]) if b > a], parts)
     return ()
 
 
