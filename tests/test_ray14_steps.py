@@ -18,6 +18,7 @@ import tensorweave as tw  # noqa: E402
 from tensorweave.core.sbp import B, S  # noqa: E402
 from tensorweave.distribute.collective import CollectiveAbortedError, InProcessGroup  # noqa: E402
 from tensorweave.distribute.ray import cluster as ray_cluster  # noqa: E402
+from tensorweave.distribute.ray.step_channel import StepChannel  # noqa: E402
 
 import ray14_cases  # noqa: E402
 from ray14_cases import assert_same, large_collectives  # noqa: E402
@@ -117,7 +118,8 @@ def test_a_worker_killed_in_a_compiled_step_is_named_and_the_cluster_goes_on(clu
     cluster.compiled_steps = True
     cluster._drop_graphs()
     assert cluster.run_each(lambda w: w.rank, [()] * 2, [0, 1], steady=True) == [0, 1]
-    assert cluster._graphs[(0, 1)].gate is not None
+    live = cluster._graphs[(0, 1)]
+    assert isinstance(live, StepChannel) or live.gate is not None      # the driver sleeps during a step
     with pytest.raises(Exception) as e:
         cluster.run_each(_die_on_rank_1, [()] * 2, [0, 1], steady=True)
     assert e.value.rank == 1

@@ -99,16 +99,17 @@ class RankWorker:
             self._generation = generation
         return fn(self, *args)
 
-    def graph_call(self, packed):
-        """A step of a compiled graph (:class:`_StepGraph`; Ray runs it on a thread of its own):
-        ``call(*packed)``, ``packed`` taken out of the channel first (:func:`_owned`). An exception
+    def graph_call(self, packed, owned=False):
+        """A step of a compiled graph (:class:`_StepGraph`; Ray runs it on a thread of its own) or
+        of a step channel (``step_channel.py``, ``owned``: its request was unpickled afresh):
+        ``call(*packed)``, ``packed`` taken out of Ray's channel first (:func:`_owned`). An exception
         comes back as a value, after this rank's groups are aborted (the other ranks' collectives
         end at once and come back too), so every step of the graph completes and the graph stays
         usable."""
         from tensorweave.distribute.collective import CollectiveAbortedError
         data, gate = packed
         try:
-            return self.call(*_owned(data))
+            return self.call(*(data if owned else _owned(data)))
         except BaseException as e:  # noqa: BLE001 - handed to the driver, which raises it
             if not isinstance(e, CollectiveAbortedError):      # (an abandoned collective: failed already)
                 for c in list(self._comms.values()):
@@ -121,6 +122,11 @@ class RankWorker:
         finally:
             if gate is not None:
                 self._signal(gate)
+
+    def serve_steps(self, request_path, answer_path):
+        """Starts this rank's thread of a step channel (``step_channel.serve``)."""
+        from tensorweave.distribute.ray.step_channel import serve
+        serve(self, request_path, answer_path)
 
     def _signal(self, path):
         """One byte into the driver's step gate (:class:`_StepGate`): this rank's answer is next."""
@@ -371,6 +377,10 @@ class Cluster:
         # the driver waits for a compiled step's ranks on a FIFO (_StepGate) instead of in Ray's
         # spinning read; TW_RAY_STEP_GATE=0 or this attribute (before a graph is made) turns it off
         self.step_gate = os.environ.get("TW_RAY_STEP_GATE", "1") != "0"
+        # "fifo": steady steps of ranks on the driver's node through a step channel (step_channel.py:
+        # blocking FIFOs, no thread spinning between steps), else and elsewhere the compiled Ray
+        # graph ("graph"); TW_RAY_STEPS or this attribute (before a graph is made) picks
+        self.step_loop = os.environ.get("TW_RAY_STEPS", "fifo")
         # a planned function's consecutive gradient buckets shipped as one (ray/spec_buckets.py);
         # TW_RAY_MERGE_BUCKETS=0 or this attribute (before a function is first called) turns it off
         self.merge_buckets = os.environ.get("TW_RAY_MERGE_BUCKETS", "1") != "0"
@@ -449,16 +459,27 @@ class Cluster:
         if not switch:
             return None
         self._drop_graphs()
-        try:
-            graph = _StepGraph(self.workers, ranks, self._gate_path(ranks))
-        except Exception:  # noqa: BLE001 - no compiled graphs here: the actor calls remain
-            graph = None
+        graph = None
+        path = self._gate_path(ranks, force=True) if self.step_loop == "fifo" else None
+        if path is not None:
+            from tensorweave.distribute.ray.step_channel import StepChannel
+            try:
+                graph = StepChannel(self.workers, ranks, path)
+            except Exception:  # noqa: BLE001 - a rank on another node: the compiled graph
+                graph = None
+        if graph is None:
+            try:
+                graph = _StepGraph(self.workers, ranks, self._gate_path(ranks))
+            except Exception:  # noqa: BLE001 - no compiled graphs here: the actor calls remain
+                graph = None
         self._graphs[ranks] = graph
         return graph
 
-    def _gate_path(self, ranks):
+    def _gate_path(self, ranks, force=False):
+        """A fresh path under the cluster's shared-memory prefix for a step gate (``force``: for a
+        step channel's FIFOs, whatever :attr:`step_gate` says), or None."""
         from tensorweave.distribute import shm
-        if not self.step_gate or not shm.available():
+        if not (self.step_gate or force) or not shm.available():
             return None
         return os.path.join(shm.SHM_DIR, f"{shm_prefix(self.cluster_id, ranks)}-gate-{uuid.uuid4().hex[:8]}")
 
