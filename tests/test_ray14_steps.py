@@ -358,3 +358,44 @@ def test_a_step_s_gradient_buckets_go_as_one_exchange_with_the_same_bits(cluster
         np.testing.assert_array_equal(a, b)
     # 4 workers in the cluster, the step on ranks 0-1: three single-gradient buckets, or one
     assert list(e0) == [3, 3, 0, 0] and list(e1) == [1, 1, 0, 0], (e0, e1)
+
+
+def test_planned_steps_posted_ahead_give_the_bits_of_waiting_steps(cluster):
+    # an SGD step (no driver-local variable, one global output of static shape) returns before the
+    # workers answer: four steps queued back to back, the losses read after the last
+    results = {}
+    cluster.compiled_steps = True
+    try:
+        for ahead in (False, True):
+            cluster.post_ahead = ahead
+            step, x, y, params = _sgd_steps(P2)
+            losses = [step(x, y) for _ in range(4)]
+            results[ahead] = ([p for p in cluster._posted], [float(v) for v in losses], [p.numpy() for p in params])
+    finally:
+        cluster.post_ahead = True
+    (posted0, l0, w0), (posted1, l1, w1) = results[False], results[True]
+    assert posted0 == [] and [r for r, _ in posted1] == [(0, 1)]     # the last step was still out
+    assert l0 == l1 and cluster._posted == []                         # reading a loss drained it
+    for a, b in zip(w0, w1):
+        np.testing.assert_array_equal(a, b)
+
+
+def test_a_step_posted_ahead_raises_at_the_next_call_with_its_rank(cluster):
+    _channel(cluster)
+    args = lambda i: [(i, 1)] * 2                                    # noqa: E731 - rank 1 raises at step 1
+    assert cluster.post_each(_raise_at, args(0), [0, 1]) is True
+    assert cluster.post_each(_raise_at, args(1), [0, 1]) is True       # step 0 read: fine
+    with pytest.raises(KeyError, match="rank 1 at step 1") as e:
+        cluster.post_each(_raise_at, args(2), [0, 1])                  # step 1 read: its error
+    assert e.value.rank == 1 and cluster._posted == []
+    # posted, then any other call reads it first: the error there
+    cluster.post_each(_raise_at, [(7, 7)] * 2, [0, 1])
+    with pytest.raises(KeyError, match="rank 1 at step 7") as e:
+        cluster.run(lambda w: w.rank)
+    assert e.value.rank == 1
+    assert cluster.run(lambda w: w.rank, ranks=[0, 1]) == [0, 1]     # and the cluster goes on
+    cluster.compiled_steps = False                                     # no step channel: nothing posted
+    try:
+        assert cluster.post_each(_raise_at, args(0), [0, 1]) is False
+    finally:
+        cluster.compiled_steps = True
