@@ -34,6 +34,11 @@ of the benchmark MLP. One JSON object per line (the machine's CPU model and load
 Usage: ``python benchmarks/bench_ray_dp.py [--batch 256] [--steps 20] [--calls 300] [--rounds 3]
 [--optimizer sgd|adam] [--decompose] [--gate-ablation] [--no-overhead] [--ab]``.
 
+``--loops-ab``: per round, the one- and two-worker steps through the step channel with post-ahead
+(``fifo_ahead``: ``ray/step_channel.py``, ``Cluster.post_each``), without it (``fifo``) and through the
+compiled Ray graph (``graph``): examples/s, the driver's CPU ms per step and each worker's process CPU ms
+per step (the evidence on a loaded machine), then each loop's idle workers' CPU per second.
+
 ``--ab``: each round also runs both steps with a compiled graph per set live at once (the tree before
 session 13, whose idle graphs' workers spin in Ray's channel read): ``both_graphs_live_*``.
 """
@@ -64,6 +69,7 @@ def _timed_calls(call, n):
         t0 = time.perf_counter()
         call()
         times.append(time.perf_counter() - t0)
+    _drain()
     return statistics.median(times) * 1e6, (time.process_time() - cpu0) / n * 1e6
 
 
@@ -132,6 +138,12 @@ def _plan_ms(worker):
     return getattr(worker, "plan_seconds", 0.0) * 1e3
 
 
+def _drain():
+    """Waits for the steps posted ahead (``Cluster.post_each``): a timed run ends with its last step."""
+    from tensorweave.distribute.ray.cluster import current
+    current().drain()
+
+
 def _rate(step, steps, examples):
     """Examples/s, and the driver's CPU ms per step (what it takes from the workers' cores).
     Three untimed steps first: the steps of another set of ranks ran last, and this set takes
@@ -141,6 +153,7 @@ def _rate(step, steps, examples):
     t0, cpu0 = time.perf_counter(), time.process_time()
     for _ in range(steps):
         step()
+    _drain()
     return examples * steps / (time.perf_counter() - t0), (time.process_time() - cpu0) / steps * 1e3
 
 
@@ -153,6 +166,7 @@ def _rate_cpu(cluster, step, steps, examples):
     t0, cpu0 = time.perf_counter(), time.process_time()
     for _ in range(steps):
         step()
+    _drain()
     rate, driver = examples * steps / (time.perf_counter() - t0), (time.process_time() - cpu0) / steps * 1e3
     workers = [round((b - a) * 1e3 / steps, 2) for a, b in zip(before, cluster.run(_process_cpu))]
     return rate, round(driver, 2), workers
@@ -162,10 +176,10 @@ def _loops_ab(cluster, one, two, args):
     """``--loops-ab``: per round, both step loops (``Cluster.step_loop``: the step channel's FIFOs,
     the compiled Ray graph), each timing the one-worker and the two-worker step; then each loop's
     idle workers' CPU per second with the two-worker loop live."""
-    rows = {"fifo": [], "graph": []}
+    rows = {"fifo_ahead": [], "fifo": [], "graph": []}
     for _ in range(args.rounds):
         for loop in rows:
-            cluster.step_loop = loop
+            cluster.step_loop, cluster.post_ahead = loop[:4], loop == "fifo_ahead"
             cluster._drop_graphs()
             r1 = _rate_cpu(cluster, one, args.steps, args.batch)
             r2 = _rate_cpu(cluster, two, args.steps, 2 * args.batch)
@@ -173,10 +187,12 @@ def _loops_ab(cluster, one, two, args):
                                "driver_cpu_ms": [r1[1], r2[1]], "worker_cpu_ms_one": r1[2],
                                "worker_cpu_ms_two": r2[2], "live": type(cluster._graphs.get((0, 1))).__name__})
     idle = {}
-    for loop in rows:
+    cluster.post_ahead = True
+    for loop in ("fifo", "graph"):
         cluster.step_loop = loop
         cluster._drop_graphs()
         two(), two()
+        _drain()
         idle[loop] = _idle_cpu(cluster, 1.0)
     cluster.step_loop = "fifo"
     cluster._drop_graphs()

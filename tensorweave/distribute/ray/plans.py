@@ -49,6 +49,7 @@ class RayRankPlans:
         self.key = None
         self.local_vars = []
         self._synced = []
+        self._answered = False
 
     def __del__(self):
         if self.key is not None:
@@ -88,11 +89,12 @@ class RayRankPlans:
             keys.append(out_keys)
             per_rank.append((self.key, [_ref(f, r, self.cluster, f"planned {gp.label}") for f in feeds[i]], out_keys,
                              pushes, i == 0))
-        metas = self._static_metas() if not pushes else None
+        metas = self._static_metas() if not pushes and self._answered else None
         if metas is not None and _post(self.cluster, _w_run_plan, per_rank, ranks, metas):
             return [(gp.layouts[id(t)], [RemotePiece(heap, r, keys[i][j], *metas[i][j]) for i, r in enumerate(ranks)])
                     for j, t in enumerate(gp.fetches)]
         answers = _call(self.cluster, _w_run_plan, per_rank, ranks, steady=True)
+        self._answered = True             # the plan ran once with its answers read: later steps may go ahead
         back = answers[0][1]
         for j, v in enumerate(back):
             self.local_vars[j]._write(v)
@@ -109,7 +111,7 @@ class RayRankPlans:
 
     def _static_metas(self):
         """Per rank, per fetch ``(shape, dtype str)`` of its piece, known before the step runs — or
-        None: post-ahead off, a local fetch or a driver-local variable (their values come back
+        None (the step waits for its answers): post-ahead off, a local fetch or a driver-local variable (their values come back
         with the answer), a shape not fully static. Kept after the first look."""
         if not self.cluster.post_ahead:
             return None
