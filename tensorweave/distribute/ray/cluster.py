@@ -507,9 +507,10 @@ class Cluster:
         driver does not wait for (*post-ahead*): the step runs while the driver goes on, and the
         previous posted step's answers are read now, after this one is queued, so the workers
         find their next step waiting. Returns False (nothing posted) unless the steps of ``ranks``
-        go through a live step channel (``step_channel.py``; :meth:`run_each` makes it). A posted step's answers are read by the
-        next post or by :meth:`drain` (every other call of the cluster drains first): its error
-        raises there, with its rank; ``check(answers)`` is called on them (a step's expectations).
+        go through a live step channel (``step_channel.py``; :meth:`run_each` makes it). A posted
+        step's answers are read by the next post or by :meth:`drain` (every other call of the
+        cluster drains first): its error raises there, with its rank; ``check(answers)`` is called
+        on them (a step's expectations).
         ``per_rank_args`` may be a function that makes them (called only when the step is posted)."""
         from tensorweave.distribute.ray.step_channel import StepChannel
         graph = self._graphs.get(tuple(ranks)) if self.compiled_steps else None

@@ -14,7 +14,9 @@ it runs its bound plan and keeps its pieces of the global outputs in its store (
 gets shapes back; local outputs come from the first rank). Local variables are the driver's
 state: the first rank runs their updates (``_Once``), sends their values back with the step's
 answer and the driver writes them into its variables; a value the driver changed between steps
-travels with the next step.
+travels with the next step. A step with only global outputs of static shape and no local variable
+goes *ahead* from the plan's second call on (``Cluster.post_each``): its pieces are made from the
+plan's shapes and the call returns before the workers answer (read at the next call).
 """
 import json
 import time
@@ -24,7 +26,8 @@ import numpy as np
 
 from tensorweave.core import errors
 from tensorweave.distribute.ray.spec_buckets import merge_buckets
-from tensorweave.distribute.ray.pieces import RemotePiece, _call, _meta, _ref, _w_apply, heap_of, resolve, worker_runtime
+from tensorweave.distribute.ray.pieces import (RemotePiece, _call, _meta, _ref, _w_apply, heap_of, resolve,
+                                                worker_runtime)
 
 
 class _Bound:
@@ -111,8 +114,9 @@ class RayRankPlans:
 
     def _static_metas(self):
         """Per rank, per fetch ``(shape, dtype str)`` of its piece, known before the step runs — or
-        None (the step waits for its answers): post-ahead off, a local fetch or a driver-local variable (their values come back
-        with the answer), a shape not fully static. Kept after the first look."""
+        None (the step waits for its answers): post-ahead off, a local fetch or a driver-local
+        variable (their values come back with the answer), a shape not fully static. Kept after
+        the first look."""
         if not self.cluster.post_ahead:
             return None
         if not hasattr(self, "_metas"):
