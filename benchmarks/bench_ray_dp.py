@@ -12,8 +12,9 @@ of the benchmark MLP. One JSON object per line (the machine's CPU model and load
   SGD) trained by a planned ``tw.function`` step (batch ``S(0)``, weights ``B``, the gradient
   all-reduce planned) with ``--batch`` examples per worker: on 1 worker (placement ``[2]``)
   and on 2 workers (``[0, 1]``, twice the global batch), each worker one Ray CPU and one BLAS
-  thread, both through compiled Ray graphs (the default; a worker runs one graph at a time,
-  hence a third, otherwise idle worker for the one-worker steps). Examples/s of each and their
+  thread, both through step channels (``ray/step_channel.py``, the default since session 15;
+  compiled Ray graphs before; one live at a time, hence a third, otherwise idle worker for the
+  one-worker steps). Examples/s of each and their
   ratio (the issue's target: >= 1.8x). The 2-worker steps also without the step gate (the driver
   in Ray's spinning channel read: ``Cluster.step_gate``), alternated, with the driver's CPU per step.
 
