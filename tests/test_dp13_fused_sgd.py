@@ -405,3 +405,92 @@ def test_a_shard_with_a_buffer_of_its_own_is_updated_by_the_update_as_without_fu
 def test_install_needs_the_same_buckets_and_weights_on_every_rank(other):
     rank1 = _Plan([]) if other == "no_bucket" else _plan(group="another group")
     assert fused_sgd.install([_plan(), rank1]) == 0
+
+
+class _Group:
+    """A stand-in SharedWeight: every rank's storage is ``buf``; ``bounds`` the ranks' rows."""
+
+    def __init__(self, buf, bounds):
+        self.buf, self.bounds, self.shards = buf, bounds, [object() for _ in bounds]
+
+    def storage(self, variable, index):
+        return self.buf
+
+
+def test_targets_need_the_slots_at_the_balanced_rows_the_chunks_are_cut_at():
+    """The chunks' owners are the balanced bounds (collective._chunks); a weight whose ranks' rows
+    are other bounds is not applied (its slot offsets would be another rank's)."""
+    rule = fused_rules.rule_for("ResourceApplyKerasMomentum", {"momentum": 0.9})
+    buf = np.zeros((5, 2), np.float32)
+    for bounds, ok in (([(0, 3), (3, 5)], True), ([(0, 2), (2, 5)], False)):
+        slots = [[_Var(np.zeros(((hi - lo) * 2,), np.float32))] for lo, hi in bounds]
+        spec = fused_sgd.BucketUpdate([0], [_Group(buf, bounds)], [slots], rule, None, 0)
+        assert (spec.targets()[0] is not None) == ok
+
+
+def test_a_slot_value_someone_holds_keeps_its_value(zero_everywhere, applied):
+    """Copy-on-write, as the update kernel: a rank's slot array read and held before a step is not
+    changed by the bucket's update of that slot."""
+    p = tw.placement("cpu", ranks=[0, 1])
+    _, opt, vs, step, x = train(p, FUSED["adam"](), steps=1)
+    slot = slots_of(opt, vs[0])["momentum"]
+    held = [s._read() for s in slot._locals]
+    before = [h.copy() for h in held]
+    applied.clear()
+    step(x)
+    assert applied
+    for h, b in zip(held, before):
+        np.testing.assert_array_equal(h, b)
+    assert not np.array_equal(slot.numpy(), np.concatenate(before))
+
+
+def test_a_bucket_with_two_optimizers_fuses_the_first_one_s_updates_only(zero_everywhere, applied, monkeypatch):
+    """Momentum for the first layer, Adam for the rest, one bucket: the momentum update is applied
+    by the bucket, Adam's is not (its scalars are read after the bucket, not folded into it); the
+    bits are the unfused step's."""
+    rng = np.random.default_rng(7)
+    values = [rng.standard_normal(s).astype(np.float32) for s in ((7, 5), (5,), (5, 3))]
+    x0 = rng.standard_normal((12, 7)).astype(np.float32)
+    p = tw.placement("cpu", ranks=[0, 1])
+
+    def run():
+        vs = [tw.Variable(v, placement=p, sbp=tw.sbp.broadcast) for v in values]
+        x = tw.constant(x0).to_global(placement=p, sbp=tw.sbp.split(0))
+        sgd, adam = FUSED["sgd_momentum"](), FUSED["adam"]()
+
+        @tw.function
+        def step(x):
+            with tw.GradientTape() as tape:
+                h = tw.nn.relu(tw.matmul(x, vs[0]) + vs[1])
+                loss = tw.reduce_mean(tw.matmul(h, vs[2]) ** 2)
+            g = tape.gradient(loss, vs)
+            sgd.apply_gradients([(g[0], vs[0])])
+            adam.apply_gradients(zip(g[1:], vs[1:]))
+        for _ in range(3):
+            step(x)
+        return [v.numpy() for v in vs]
+    fused = run()
+    owners = {c[0] for c in applied}
+    monkeypatch.setattr(fused_sgd, "ENABLED", False)
+    plain = run()
+    assert applied and len(owners) < 3
+    for a, b in zip(fused, plain):
+        np.testing.assert_array_equal(a, b)
+
+
+def test_updates_of_another_rule_in_the_same_bucket_are_left_alone():
+    """Two updates reading one wait's learning rate: plain SGD (array 0) and momentum 0.9 (array 1):
+    the bucket applies the first one's rule only, so the second keeps its sum."""
+    import functools
+    rows_fn, rows_fn2 = (lambda v: v), (lambda v: v)
+    rows_fn.shared, rows_fn2.shared = ("g0", 0), ("g1", 0)
+    sgd = functools.partial(lambda *a, **k: (), momentum=0.0, nesterov=False)
+    mom = functools.partial(lambda *a, **k: (), momentum=0.9, nesterov=False)
+    steps = [_Step("_VariableRows", [0], 1, rows_fn, rows=[0, 2]),
+             _Step("_VariableRows", [10], 11, rows_fn2, rows=[0, 2]),
+             _Step("_AllReduceStart", [2, 12], 3, name="all_reduce_bucket0/start"),
+             _Step("_AllReduceWait", [3], (4, 14, 5), n=2, extra=1, rows=[[0, 2], [0, 2]]),
+             _Step("ResourceApplyKerasMomentum", [1, 5, 4], (), sgd, momentum=0.0),
+             _Step("ResourceApplyKerasMomentum", [11, 16, 5, 14], (), mom, momentum=0.9)]
+    got = fused_sgd._candidates(_Plan(steps, initial={16: object()}))
+    assert [p[:2] for p in got["all_reduce_bucket0/start"][3]] == [(0, "g0")]
