@@ -82,7 +82,8 @@ class Explanation:
              "planning_seconds": self.seconds, "ops": [dict(o) for o in self.ops],
              "collectives": [dict(c) for c in self.collectives], "bytes_moved": self.total_bytes,
              "memory": [dict(m) for m in self.memory], "nested_collectives": self.nested_collectives,
-             "results": [dict(r) for r in self.results], "results_read_bytes": sum(r["read_bytes"] for r in self.results)}
+             "results": [dict(r) for r in self.results],
+             "results_read_bytes": sum(r["read_bytes"] for r in self.results)}
         if self.stages:
             d["segments"] = [dict(s) for s in self.stages]
             d["transfers"] = [dict(t) for t in self.transfers]

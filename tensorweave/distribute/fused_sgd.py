@@ -40,8 +40,6 @@ Where the weight is not shared when a step runs (a value someone holds, per-rank
 """
 import functools
 
-import numpy as np
-
 from tensorweave.distribute import fused_rules
 from tensorweave.distribute.layout import balanced_bounds
 from tensorweave.runtime.plan_spec import ResourceRef
