@@ -238,8 +238,9 @@ _RUN_ONLY = ("passes", "inline", "switch", "fuse")     # ablation keys that are 
 def ablation(placement, args, world, ranks):
     """The planned step built with parts of the data-parallel work switched off, measured in one
     alternation with one device (same load): ``shared`` (the default: ZeRO-1 weights in one buffer
-    the in-process ranks share; plain SGD applied by the bucket's reduction, ``fused_sgd.py``),
-    ``unfused_sgd`` (the same without that: the sums kept, then the update), ``switch_100us`` (the same plan run with ``sys.setswitchinterval``
+    the in-process ranks share; their update — plain SGD, momentum or Adam — applied by the
+    bucket's reduction, ``fused_sgd.py``), ``unfused_sgd`` (the same without that, whatever the
+    optimizer: the sums kept, then the update), ``switch_100us`` (the same plan run with ``sys.setswitchinterval``
     at :data:`SWITCH_INTERVAL`: what the GIL's hand-off between the rank threads costs),
     ``zero13`` (each rank its own copy, the gather copying rows, as before dp13's third session),
     ``posted`` (every rank's plan handed to its rank thread, the controller waiting, as before

@@ -257,9 +257,9 @@ def _reduce_chunk(values, out, chunk, op):
 
 
 def _targets(applies, arrays, op):
-    """(Lock held, every member deposited.) Per array of the bucket the flat buffer its sum is
+    """(Lock held, every member deposited.) Per array of the bucket the target its sum is
     applied to, or None: only where every member gave the same ``apply`` object, the reduction is a
-    sum and the buffer is the array's size and dtype (else every sum goes to the result)."""
+    sum and the target has the array's size and dtype (else every sum goes to the result)."""
     spec = applies[0]
     if spec is None or op != "sum" or any(a is not spec for a in applies):
         return None
@@ -385,11 +385,11 @@ class InProcessGroup:
         ZeRO-1 update reads sums its own core wrote where its member was there in time.
 
         ``apply``: where every member passes the same object, its ``targets()`` (asked once, when
-        the last member deposits) names per array a flat buffer (or None) and ``scale(pending)``
-        a factor: a member reducing a chunk of such an array calls ``apply_chunk(values, buffer,
-        chunk, factor, scratch)`` instead of keeping the sum (``fused_sgd.BucketSGD``: a plain SGD
-        step on a weight the members share, ``buffer -= sum * factor`` there); the wait gives None
-        for that array."""
+        the last member deposits) names per array a target (or None: an object with the array's
+        ``size`` and ``dtype``) and ``scale(pending, dtype)`` the factors: a member reducing a
+        chunk of such an array calls ``apply_chunk(values, target, chunk, factors, scratch)``
+        instead of keeping the sum (``fused_sgd.BucketUpdate``: an optimizer step on a weight the
+        members share, e.g. ``w -= sum * lr`` there); the wait gives None for that array."""
         kind = f"all_reduce_start({op})"
         with self._cond:
             seq, rnd = self._deposit(index, kind, arrays)
@@ -435,7 +435,7 @@ class InProcessGroup:
                 self._wait(lambda: rnd.chunks is not None, what, missing, pending.timeout)
         chunks, values, result, n = rnd.chunks, rnd.values, rnd.result, len(rnd.chunks)
         claim, finished, targets = rnd.claim, rnd.finished, rnd.targets
-        raw, per_dtype = None, {}
+        per_dtype = {}
         for i in rnd.orders[pending.index]:
             self._check_failed()
             if next(claim[i]):
@@ -445,11 +445,10 @@ class InProcessGroup:
             if target is None:
                 _reduce_chunk(values, result, chunk, op)
             else:
-                if raw is None:         # the factor (a learning rate the first member attached): once per wait
-                    raw = rnd.applies[0].scale(pending)
                 got = per_dtype.get(target.dtype)
-                if got is None:         # the factor in the buffer's dtype (the update kernel's ``t(lr)``), a scratch chunk
-                    got = per_dtype[target.dtype] = (target.dtype.type(raw), np.empty(
+                if got is None:         # once per wait and dtype: the factors (from values the first member
+                    # attached: a learning rate, a step), as the update kernel makes them, and a scratch chunk
+                    got = per_dtype[target.dtype] = (rnd.applies[0].scale(pending, target.dtype), np.empty(
                         min(REDUCE_CHUNK, max(c[2] - c[1] for c in chunks)), target.dtype))
                 rnd.applies[0].apply_chunk(values, target, chunk, *got)
             if next(finished) == n:

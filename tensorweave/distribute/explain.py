@@ -28,6 +28,7 @@ runs out of memory (the peaks).
 >>> print(g)                                     # doctest: +ELLIPSIS
 Plan of '<lambda>' on cpu ranks [0, 1] ...
 """
+from tensorweave.core import dtypes as _dt
 from tensorweave.core import errors
 from tensorweave.core.sbp import B, S
 from tensorweave.distribute.interpreter import _cost
@@ -52,8 +53,12 @@ def _size(n):
 class Explanation:
     """The planner's decisions for one call signature (see the module docstring)."""
 
-    def __init__(self, name, placement, seconds, ops, collectives, memory, stages=(), transfers=(), pipeline=None):
+    def __init__(self, name, placement, seconds, ops, collectives, memory, stages=(), transfers=(), pipeline=None,
+                 results=()):
         self.name, self.placement, self.seconds = name, placement, seconds
+        # the function's global results: their layouts and the bytes reading their logical values moves
+        # (outside the plan: what the joint search priced them at, planner.PRICE_OUTPUTS)
+        self.results = list(results)
         self.ops, self.collectives, self.memory = ops, collectives, memory
         self.pipeline = pipeline      # micro-batched (plan_pipeline.py): the schedule and its bubble
         # several placements (pipeline stages in one function): the segments and the transfers between them
@@ -76,7 +81,9 @@ class Explanation:
                                                   "ranks": self.placement.mesh.tolist()},
              "planning_seconds": self.seconds, "ops": [dict(o) for o in self.ops],
              "collectives": [dict(c) for c in self.collectives], "bytes_moved": self.total_bytes,
-             "memory": [dict(m) for m in self.memory], "nested_collectives": self.nested_collectives}
+             "memory": [dict(m) for m in self.memory], "nested_collectives": self.nested_collectives,
+             "results": [dict(r) for r in self.results],
+             "results_read_bytes": sum(r["read_bytes"] for r in self.results)}
         if self.stages:
             d["segments"] = [dict(s) for s in self.stages]
             d["transfers"] = [dict(t) for t in self.transfers]
@@ -117,6 +124,10 @@ class Explanation:
                              f"{t['to']['ranks']} {t['to']['sbp']}  {_size(t['bytes']):>10}  {t['dtype']}{t['shape']} "
                              f"{t['tensor']} for '{t['op']}' (segment {t['segment']})"
                              + (f"  [{t['line']}]" if t["line"] else ""))
+        laid = [r for r in self.results if r["read_bytes"]]
+        if laid:
+            lines += ["", "results not replicated (reading their values moves these bytes after the call):"]
+            lines += [f"  {r['tensor']} {r['sbp']}  {_size(r['read_bytes']):>10}" for r in laid]
         lines += ["", "peak memory per rank (activations, estimated from local shapes and liveness):"]
         for m in self.memory:
             lines.append(f"  rank {m['rank']}: peak {_size(m['peak_bytes'])}, variables {_size(m['variable_bytes'])}"
@@ -234,7 +245,19 @@ def explain(fn, *args, **kwargs):
     gp = planned.plan
     ops, collectives = _ops_and_collectives(gp)
     memory = [_memory(gp, i) for i in range(gp.placement.size)]
-    return Explanation(f._name, gp.placement, gp.seconds, ops, collectives, memory)
+    return Explanation(f._name, gp.placement, gp.seconds, ops, collectives, memory, results=_results(gp, cf.outputs))
+
+
+def _results(gp, outputs):
+    """Per global result of the plan ``gp``: its layout and the bytes its logical value's read moves."""
+    out, b = [], (B,) * gp.placement.ndim
+    for t in outputs:
+        lay = gp.layouts.get(id(t))
+        if lay is None or id(t) in gp.local or getattr(lay, "_shape", None) is None or lay._dtype is _dt.resource:
+            continue
+        out.append({"tensor": t.name, "sbp": _nd(lay._sbp), "read_bytes": _cost(
+            tuple(lay._shape), lay._dtype.np_dtype, gp.placement, tuple(lay._sbp), b)})
+    return out
 
 
 def _ops_and_collectives(gp):

@@ -1,24 +1,28 @@
-"""Plain SGD on a ZeRO-1 weight the in-process ranks share, applied by the gradient bucket's reduction.
+"""Optimizer updates of ZeRO-1 weights the in-process ranks share, applied by the gradient bucket's reduction.
 
 In a planned data-parallel step on in-process ranks, a ZeRO-1 weight lives in one buffer the ranks
-share (``zero_update.share_storage``), its gradient's sums come out of the bucketed all-reduce
-(``collective.InProcessGroup.reduce_start``: each waiting rank sums chunks of the bucket) and the
-update then writes each rank's rows of the weight. For plain SGD (Keras' ``SGD`` without
-momentum: ``w = w - g * lr``) that is three passes over the gradient's bytes: the sum written,
-read back by the update, the weight read and written. Here the rank that sums a chunk applies the
-update to the weight's rows there at once (``collective._apply_chunk``): one pass, no sum kept.
+share (``zero_update.share_storage``), its slots in ``S(0)`` shards (each rank its rows), its
+gradient's sums come out of the bucketed all-reduce (``collective.InProcessGroup.reduce_start``:
+each waiting rank sums chunks of the bucket) and the update then writes each rank's rows of the
+weight and of its slots. That is passes over the gradient's bytes: the sum written, read back by
+the update, the weight and slots read and written. Here the rank that sums a chunk applies the
+update to the weight's and the owning rank's slots' elements there at once
+(``BucketUpdate.apply_chunk``): one pass, no sum kept. Updates (``fused_rules.py``): plain SGD
+(``w - g * lr``), SGD with momentum (Nesterov too) and Adam (bias correction included; not
+AMSGrad) — each with its kernel's operations in its order, so the bits are the unfused step's.
 
 :func:`install` does it on a bound step (each rank's :class:`~tensorweave.runtime.executor.Plan`)
-where, on every rank alike, a ``ResourceApplyKerasMomentum`` / ``ResourceGroupApplyKerasMomentum``
-with momentum 0 updates a weight through a shared ``_VariableRows`` view, with a gradient that
-is a ZeRO-1 output of an ``_AllReduceWait`` read by that update only and a learning rate that
-the same wait hands out (a ``_Once`` read folded into the bucket, ``rank_graph.fold_once``). The
+where, on every rank alike, a ``ResourceApplyKerasMomentum`` / ``ResourceApplyAdam`` (or its
+``ResourceGroupApply*``) updates a weight through a shared ``_VariableRows`` view, with a
+gradient that is a ZeRO-1 output of an ``_AllReduceWait`` read by that update only, slots read
+by that update only, and scalars (learning rate; Adam's step) that the same wait hands out (a
+``_Once`` read folded into the bucket, ``rank_graph.fold_once``) or one step makes of them and
+constants (Adam's ``iterations + 1``: the bucket's reduction runs that step's function). The
 graph is unchanged (``explain`` and the op types stay); three of its bound steps get other
-functions: the bucket's start passes a :class:`BucketSGD` to ``all_reduce_start``, the wait
+functions: the bucket's start passes a :class:`BucketUpdate` to ``all_reduce_start``, the wait
 gives None for an applied gradient, and the update skips the variables whose gradient is None.
 Where the weight is not shared when a step runs (a value someone holds, per-rank copies), its
-:meth:`BucketSGD.targets` entry is None and the step runs unfused: the same bits either way (the
-sum in rank order, then ``w - sum * lr`` in the weight's dtype, as the update kernel).
+:meth:`BucketUpdate.targets` entry is None and the step runs unfused: the same bits either way.
 
 >>> import numpy as np, tensorweave as tw
 >>> p = tw.placement("cpu", ranks=[0, 1])
@@ -36,96 +40,102 @@ sum in rank order, then ``w - sum * lr`` in the weight's dtype, as the update ke
 """
 import functools
 
-import numpy as np
-
-from tensorweave.kernels.cpu.jit import njit_twin
+from tensorweave.distribute import fused_rules
+from tensorweave.distribute.layout import balanced_bounds
 from tensorweave.runtime.plan_spec import ResourceRef
 
-#: :func:`install` gives buckets their fused SGD (benchmarks' ablation ``unfused_sgd`` and tests turn it
+#: :func:`install` gives buckets their fused updates (benchmarks' ablation ``unfused_sgd`` and tests turn it
 #: off; read when a planned step's rank plans are bound)
 ENABLED = True
-#: the update ops whose momentum-0 form is ``w - g * lr`` (training_kernels._sgd_flat)
-SGD_OPS = ("ResourceApplyKerasMomentum", "ResourceGroupApplyKerasMomentum")
+#: the update ops a bucket can apply (``fused_rules.rule_for`` says which of their forms)
+FUSED_OPS = ("ResourceApplyKerasMomentum", "ResourceGroupApplyKerasMomentum", "ResourceApplyAdam",
+             "ResourceGroupApplyAdam")
 
 
-class BucketSGD:
-    """One bucket's fused SGD, shared by the ranks' starts of that bucket: ``arrays`` the bucket
-    positions updated in place, ``weights`` their :class:`~zero_update.SharedWeight` groups and
-    ``extra`` the position of the learning rate among the wait's attached values."""
+class _Target:
+    """Where one bucket array's sums go: ``weight`` the flat buffer the ranks share, ``slots`` per
+    member its slot shards (flat, its rows only; empty for plain SGD) starting at element
+    ``offsets[member]`` of the weight. ``size``/``dtype``: the weight's (``collective._targets``)."""
 
-    __slots__ = ("arrays", "weights", "extra")
+    __slots__ = ("weight", "slots", "offsets", "size", "dtype")
 
-    def __init__(self, arrays, weights, extra):
-        self.arrays, self.weights, self.extra = list(arrays), list(weights), extra
+    def __init__(self, weight, slots, offsets):
+        self.weight, self.slots, self.offsets = weight, slots, offsets
+        self.size, self.dtype = weight.size, weight.dtype
+
+
+class BucketUpdate:
+    """One bucket's fused update, shared by the ranks' starts of that bucket: ``arrays`` the bucket
+    positions applied, ``weights`` their :class:`~zero_update.SharedWeight` groups, ``slots`` per
+    array the slot variables per rank (rank order), ``rule`` the update (``fused_rules._Rule``) and
+    ``scalars(extras)`` its scalar inputs from the values the wait hands out (``extras`` of them)."""
+
+    __slots__ = ("arrays", "weights", "slots", "rule", "scalars", "extras")
+
+    def __init__(self, arrays, weights, slots, rule, scalars, extras):
+        self.arrays, self.weights, self.slots = list(arrays), list(weights), list(slots)
+        self.rule, self.scalars, self.extras = rule, scalars, extras
 
     def targets(self):
-        """Per bucket array the flat shared buffer its sums are applied to, or None (collective:
-        asked once per step, when every rank has started the bucket, so every rank's reads of the
-        weights are done and the first rank's ``reshare`` has run)."""
+        """Per bucket array its :class:`_Target`, or None (collective: asked once per step, when
+        every rank has started the bucket, so every rank's reads of the weights are done and the
+        first rank's ``reshare`` has run). None where the weight is not in the shared buffer now,
+        or its slots' shards are not the balanced rows the reduction's chunks are cut at."""
         out = [None] * (max(self.arrays) + 1)
-        for k, g in zip(self.arrays, self.weights):
+        for k, g, slots in zip(self.arrays, self.weights, self.slots):
             bufs = [g.storage(v, i) for i, v in enumerate(g.shards)]
-            if bufs[0] is not None and all(b is bufs[0] for b in bufs) and bufs[0].flags.c_contiguous:
-                out[k] = bufs[0].reshape(-1)
+            if bufs[0] is None or any(b is not bufs[0] for b in bufs) or not bufs[0].flags.c_contiguous:
+                continue
+            rows = bufs[0].shape[0] if bufs[0].ndim else 1
+            cols = bufs[0].size // rows if rows else 0
+            bounds = [tuple(b) for b in g.bounds]
+            if bounds != balanced_bounds(rows, len(bounds)):
+                continue
+            mine = [[s._storage_for_update().reshape(-1) for s in per_rank] for per_rank in slots]
+            if any(a.size != (hi - lo) * cols or a.dtype != bufs[0].dtype
+                   for per_rank, (lo, hi) in zip(mine, bounds) for a in per_rank):
+                continue
+            out[k] = _Target(bufs[0].reshape(-1), mine, [lo * cols for lo, _ in bounds])
         return out
 
-    def scale(self, pending):
-        """The learning rate: the first rank's folded read, attached to the bucket's round."""
-        return pending.extras(self.extra + 1)[self.extra]
+    def scale(self, pending, dtype):
+        """The kernel's factors in ``dtype``, from the first rank's folded reads attached to the round."""
+        return self.rule.factors(self.scalars(pending.extras(self.extras)), dtype)
 
-    @staticmethod
-    def apply_chunk(values, target, chunk, lr, scratch):
-        """``target.flat[lo:hi] -= (the members' values there, summed in rank order) * lr``: the
-        SGD step fused with the sum of its gradient's chunk (collective.InProcessGroup.reduce_wait),
-        one pass over the bytes for two members; more members sum into ``scratch`` (in cache)
-        first. The bits are the unfused sum's and update's (``w - g * lr``, the same operations)."""
-        k, lo, hi = chunk[:3]
-        dst = target[lo:hi]
+    def apply_chunk(self, values, target, chunk, factors, scratch):
+        """The update of the chunk's elements (``(array, lo, hi, owner)``) with the members' values
+        there summed in rank order: the weight's there, and the slots' of the member owning those
+        rows (collective.InProcessGroup.reduce_wait; ``fused_rules``: the unfused step's bits)."""
+        k, lo, hi, owner = chunk
+        off = target.offsets[owner]
         parts = [v[k].reshape(-1)[lo:hi] for v in values]
-        if len(parts) == 2:
-            _sum2_sgd(dst, parts[0], parts[1], lr)
-            return
-        tmp = scratch[:hi - lo]
-        np.copyto(tmp, parts[0])
-        for v in parts[1:]:
-            np.add(tmp, v, out=tmp)
-        np.multiply(tmp, lr, out=tmp)
-        np.subtract(dst, tmp, out=dst)
-
-
-def _sum2_sgd_numpy(w, a, b, lr):
-    """:func:`_sum2_sgd` in NumPy (its twin while it compiles; the same operations, the same bits)."""
-    t = np.add(a, b)
-    np.multiply(t, lr, out=t)
-    np.subtract(w, t, out=w)
-
-
-@njit_twin(_sum2_sgd_numpy)
-def _sum2_sgd(w, a, b, lr):
-    for i in range(w.shape[0]):
-        w[i] = w[i] - (a[i] + b[i]) * lr
+        slots = [s[lo - off:hi - off] for s in target.slots[owner]]
+        self.rule.apply(parts, target.weight[lo:hi], slots, factors, scratch)
 
 
 def install(bound):
-    """Gives each bucket of the ranks' bound plans ``bound`` (rank order) whose plain SGD updates
-    qualify (module docstring) a :class:`BucketSGD`, on every rank or none; returns how many
-    weights are applied by their buckets."""
+    """Gives each bucket of the ranks' bound plans ``bound`` (rank order) whose updates qualify
+    (module docstring) a :class:`BucketUpdate`, on every rank or none; returns how many weights
+    are applied by their buckets."""
     if not ENABLED:
         return 0
     found = [_candidates(plan) for plan in bound]
     if len(bound) < 2 or not found[0] or any(_shape(f) != _shape(found[0]) for f in found):
         return 0
     count = 0
-    for start_name, (_, _, _, picks, extra) in found[0].items():
+    for start_name, entry in found[0].items():
+        picks = entry[3]
         if not picks:
             continue
         groups = [p[1] for p in picks]
         if any([p[1] for p in f[start_name][3]] != groups for f in found):
             continue        # the ranks disagree on the weights (their groups): leave the bucket alone
-        spec = BucketSGD([p[0] for p in picks], groups, extra)
+        slots = [[f[start_name][3][i][4] for f in found] for i in range(len(picks))]
+        rule, recipes = entry[4]
+        spec = BucketUpdate([p[0] for p in picks], groups, slots, rule, entry[5],
+                            1 + max(_extra_positions(recipes)))
         for plan, f in zip(bound, found):
-            start, wait, _, _, _ = f[start_name]
-            _patch(plan, start, wait, spec)
+            _patch(plan, f[start_name][0], f[start_name][1], f[start_name][2], spec)
         count += len(picks)
     return count
 
@@ -134,48 +144,64 @@ def _shape(found):
     return sorted((name, tuple(p[0] for p in v[3]), v[4]) for name, v in found.items())
 
 
+def _extra_positions(recipes):
+    for r in recipes:
+        if r[0] == "extra":
+            yield r[1]
+        else:
+            yield from (x[1] for x in r[2] if x[0] == "extra")
+
+
 def _candidates(plan):
     """``{start step name: (start index, wait index, update indices, [(bucket array, group, update
-    index, variable position)], lr extra position)}`` of ``plan``."""
+    index, variable position, slot variables)], (rule, scalar recipes), scalars function)}`` of ``plan``."""
     steps = plan.steps
-    producer, readers = {}, {}
+    producer, readers, users = {}, {}, {}
     for i, st in enumerate(steps):
         for s in (st.outs,) if st.single else st.outs:
             producer[s] = i
         for s in st.ins:
             readers.setdefault(s, []).append(i)
+            if plan.initial[s] is not None:
+                users.setdefault(id(plan.initial[s]), set()).add(i)
     fetched = set(plan.fetch_slots)
     out = {}
     for u, st in enumerate(steps):
-        if st.node.op not in SGD_OPS or st.node.attrs.get("momentum") or not isinstance(st.fn, functools.partial):
+        rule = fused_rules.rule_for(st.node.op, st.node.attrs) if st.node.op in FUSED_OPS else None
+        if rule is None or not isinstance(st.fn, functools.partial):
             continue
         n = st.node.attrs.get("num_variables", 1) if st.node.op.startswith("ResourceGroupApply") else 1
-        if len(st.ins) != 2 * n + 1:
+        k = 1 + rule.slots
+        if len(st.ins) != n * k + rule.scalars + n:
             continue
-        lr = st.ins[n]
-        w = producer.get(lr)
-        if w is None or steps[w].node.op != "_AllReduceWait" or steps[w].single:
+        recipes = [_recipe(plan, producer, s) for s in st.ins[n * k:n * k + rule.scalars]]
+        waits = {r[0] for r in recipes if r is not None}
+        if None in recipes or len(waits) != 1:
             continue
+        w = waits.pop()
         wait = steps[w]
-        nb, extra = wait.node.attrs.get("n", 1), wait.node.attrs.get("extra", 0)
-        pos = list(wait.outs).index(lr)
+        nb = wait.node.attrs.get("n", 1)
         s = producer.get(wait.ins[0])
-        if pos < nb or extra == 0 or s is None or steps[s].node.op != "_AllReduceStart":
+        if s is None or steps[s].node.op != "_AllReduceStart":
             continue
-        entry = out.setdefault(steps[s].node.name, (s, w, [], [], pos - nb))
-        if entry[1] != w or entry[4] != pos - nb:
+        how = (rule, tuple(r[1] for r in recipes))
+        entry = out.setdefault(steps[s].node.name, (s, w, [], [], how, _scalars(steps, [r[2] for r in recipes])))
+        if entry[1] != w or entry[4] != how:
             continue
         rows = wait.node.attrs.get("rows") or [None] * nb
         for j in range(n):
-            r, g = producer.get(st.ins[j]), st.ins[n + 1 + j]
+            r, g = producer.get(st.ins[j * k]), st.ins[n * k + rule.scalars + j]
             shared = getattr(steps[r].fn, "shared", None) if r is not None and \
                 steps[r].node.op == "_VariableRows" else None
+            slots = [plan.initial[x] for x in st.ins[j * k + 1:(j + 1) * k]]
             if shared is None or producer.get(g) != w or readers.get(g) != [u] or g in fetched:
                 continue
-            k = list(wait.outs).index(g)
-            if rows[k] is None:
+            if any(v is None or users.get(id(v)) != {u} for v in slots):
+                continue        # a slot read elsewhere: the chunks would change it under that reader
+            kk = list(wait.outs).index(g)
+            if rows[kk] is None:
                 continue
-            entry[3].append((k, shared[0], u, j))
+            entry[3].append((kk, shared[0], u, j, tuple(slots)))
         if u not in entry[2]:
             entry[2].append(u)
     for name, entry in out.items():
@@ -183,8 +209,58 @@ def _candidates(plan):
     return out
 
 
-def _patch(plan, s, w, spec):
-    """The bound steps ``s`` (start), ``w`` (wait) and the updates reading the wait run with ``spec``."""
+def _recipe(plan, producer, slot):
+    """``(wait index, shape, how)`` of an update's scalar input ``slot``: one of the values a bucket's
+    wait hands out beside its sums (a folded ``_Once`` read: ``("extra", position)``), or one step's
+    output from such values and constants (Adam's step, ``iterations + 1``); None otherwise."""
+    steps = plan.steps
+    p = producer.get(slot)
+    if p is None:
+        return None
+    st = steps[p]
+    if st.node.op == "_AllReduceWait":
+        pos = _extra_of(st, slot)
+        return None if pos is None else (p, ("extra", pos), ("extra", pos))
+    if not st.single or not callable(st.fn):
+        return None
+    ins, waits = [], set()
+    for x in st.ins:
+        q = producer.get(x)
+        if q is None:
+            if plan.initial[x] is None or x in plan.feed_slots:
+                return None
+            ins.append(("const", plan.initial[x]))
+        elif steps[q].node.op == "_AllReduceWait" and _extra_of(steps[q], x) is not None:
+            waits.add(q)
+            ins.append(("extra", _extra_of(steps[q], x)))
+        else:
+            return None
+    if len(waits) != 1:
+        return None
+    shape = ("step", st.node.op, tuple(i if i[0] == "extra" else ("const",) for i in ins))
+    return waits.pop(), shape, ("step", st.fn, ins)
+
+
+def _extra_of(wait, slot):
+    """The position of ``slot`` among the extra values ``wait`` hands out after its sums, or None."""
+    if wait.single:
+        return None
+    nb, extra = wait.node.attrs.get("n", 1), wait.node.attrs.get("extra", 0)
+    pos = list(wait.outs).index(slot) - nb
+    return pos if 0 <= pos < extra else None
+
+
+def _scalars(steps, recipes):
+    """``scalars(extras)``: the update's scalar inputs from the wait's extra values (``recipes``)."""
+    def one(extras, r):
+        if r[0] == "extra":
+            return extras[r[1]]
+        return r[1](*[extras[i[1]] if i[0] == "extra" else i[1] for i in r[2]])
+    return lambda extras: [one(extras, r) for r in recipes]
+
+
+def _patch(plan, s, w, updates, spec):
+    """The bound steps ``s`` (start), ``w`` (wait) and ``updates`` (those reading the wait) run with ``spec``."""
     steps = plan.steps
     start, wait = steps[s], steps[w]
     comm, group, op = start.node.attrs["comm"], tuple(start.node.attrs["ranks"]), start.node.attrs.get("op", "sum")
@@ -204,29 +280,27 @@ def _patch(plan, s, w, spec):
             values = list(values) + list(handle.extras(extra))
         return tuple(values)        # several outputs: the lr is one of them
     wait.fn = wait_fn
-    for u in sorted({p for p in range(len(steps)) if steps[p].node.op in SGD_OPS and any(
-            x in (wait.outs if not wait.single else (wait.outs,)) for x in steps[p].ins)}):
-        steps[u].fn = _skipping(steps[u])
+    for u in updates:
+        steps[u].fn = _skipping(steps[u], spec.rule)
     plan.runner = None            # the generated runner bound the old step functions
 
 
-def _skipping(step):
+def _skipping(step, rule):
     """The update step without the variables whose gradient is None (applied by the bucket)."""
     kernel, attrs = step.fn.func, dict(step.fn.keywords)
     group = step.node.op.startswith("ResourceGroupApply")
     n = attrs.get("num_variables", 1) if group else 1
+    k, s = 1 + rule.slots, rule.scalars
 
     def fn(*ins):
-        keep = [j for j in range(n) if ins[n + 1 + j] is not None]
+        keep = [j for j in range(n) if ins[n * k + s + j] is not None]
         if len(keep) == n:
             return kernel(*ins, **attrs)
         if not keep:
             return ()
-        if not group:
-            return kernel(*ins, **attrs)
-        return kernel(*[ins[j] for j in keep], ins[n], *[ins[n + 1 + j] for j in keep],
-                      **dict(attrs, num_variables=len(keep)))
+        return kernel(*[h for j in keep for h in ins[j * k:(j + 1) * k]], *ins[n * k:n * k + s],
+                      *[ins[n * k + s + j] for j in keep], **dict(attrs, num_variables=len(keep)))
     return fn
 
 
-__all__ = ["BucketSGD", "SGD_OPS", "install"]
+__all__ = ["BucketUpdate", "FUSED_OPS", "install"]

@@ -254,22 +254,25 @@ PRICE_FETCHES = True
 
 def _fetch_prices(seg_fetches, wanted, readers_of, seg_of, k, placement):
     """id(fetch) -> a function of its N-D SBP here: the bytes of its transfers to the to_global
-    pins that read it on other placements; for the fetches read elsewhere by such pins only
-    (not a function output, not read unpinned: their readers' layouts are chosen later)."""
+    pins that read it on other placements, plus, for a function result (``wanted``), its read as
+    the logical value (``planner.output_prices``: ``B``); for the fetches read elsewhere by such
+    pins only (not read unpinned elsewhere: those readers' layouts are chosen later)."""
     from tensorweave.distribute.boxing import plan_boxing
-    from tensorweave.distribute.planner import pinned_layout
+    from tensorweave.distribute.planner import PRICE_OUTPUTS, output_prices, pinned_layout
     prices = {}
     for t in seg_fetches:
-        if id(t) in wanted:
-            continue
         outside = [op for op in readers_of.get(id(t), ()) if seg_of.get(id(op), k) != k]
         pins = [pinned_layout(op) for op in outside if op.type == "_ToGlobal"]
-        if not outside or len(pins) != len(outside) or any(q == placement for q, _ in pins):
+        if len(pins) != len(outside) or any(q == placement for q, _ in pins):
+            continue
+        read = (output_prices([t], placement) or {}).get(id(t)) if id(t) in wanted and PRICE_OUTPUTS else None
+        if not outside and read is None:
             continue
         shape, dtype = tuple(t.shape.as_list()), t.dtype.np_dtype
 
-        def price(nd, shape=shape, dtype=dtype, pins=tuple(pins)):
-            return sum(plan_boxing(shape, dtype, placement, nd, want, q).bytes for q, want in set(pins))
+        def price(nd, shape=shape, dtype=dtype, pins=tuple(pins), read=read):
+            moved = sum(plan_boxing(shape, dtype, placement, nd, want, q).bytes for q, want in set(pins))
+            return moved + (read(nd) if read is not None else 0)
         prices[id(t)] = price
     return prices or None
 

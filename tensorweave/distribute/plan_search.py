@@ -407,14 +407,28 @@ class _Model:
         """The candidates a cascade from node ``i`` starts with: where an input is boxed, those
         boxing less into it; where none is but an output is only sliced by its readers (a whole
         ``B`` value each reader cuts its piece from: free in bytes, every rank doing all the
-        work), those writing less. Elsewhere none: nothing for a move from here to remove."""
+        work), those writing less; and where a priced output costs its readers elsewhere (a
+        function's result left ``P``, a stage's value sent on), those whose outputs cost less
+        there. Elsewhere none: nothing for a move from here to remove."""
         here = self.in_cost(i, assign[i], assign)
         if here:
-            return [c for c in self.allowed[i] if c != assign[i] and self.in_cost(i, c, assign) < here]
-        if not self.sliced(i, assign):
-            return []
-        w = self.work(i, assign[i])
-        return [c for c in self.allowed[i] if c != assign[i] and self.work(i, c) < w]
+            out = [c for c in self.allowed[i] if c != assign[i] and self.in_cost(i, c, assign) < here]
+        elif self.sliced(i, assign):
+            w = self.work(i, assign[i])
+            out = [c for c in self.allowed[i] if c != assign[i] and self.work(i, c) < w]
+        else:
+            out = []
+        priced = self.out_price(i, assign[i])
+        if priced:
+            out += [c for c in self.allowed[i] if c != assign[i] and c not in out and self.out_price(i, c) < priced]
+        return out
+
+    def out_price(self, i, c):
+        """What node ``i``'s priced outputs cost their readers elsewhere under candidate ``c`` (0: none priced)."""
+        if not self.priced:
+            return 0
+        outs = self.cout[i][c]
+        return sum(self.price(i, j, lay) for j, lay in enumerate(outs) if (i, j) in self.priced)
 
     def sliced(self, i, assign):
         """Whether some output of node ``i`` is read, and read by no reader at the layout written."""

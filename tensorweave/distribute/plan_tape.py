@@ -55,7 +55,7 @@ class _Halves:
         layouts = [graph._tw_globals.inputs.get(id(p)) for p in feeds]
         targets = [graph._last_stateful] if graph._last_stateful is not None else []
         self.forward = RankPlans(plan_graph(list(cf.outputs) + self.saved, targets, feeds, layouts, pf.placement,
-                                            f"function:{graph.name}/forward"))
+                                            f"function:{graph.name}/forward", unpriced=self.saved))
         self.fetched = [g for g in self.grads if g is not None]
         self.backward = {}          # upstream layouts -> RankPlans
         self.pf = pf

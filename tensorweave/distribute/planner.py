@@ -96,6 +96,13 @@ FOLD_ONCE_READS = True
 # per distinct (op, layouts, decided inputs) in a plan: a 1,000-op graph of repeated layers asks
 # 4,484 times and has 70 distinct answers (False: ask every time; tests compare the plans).
 RULE_COST_MEMO = True
+# A function's results (a tw.function's outputs, a tape's gradients, Session.run's fetches) are
+# priced by the joint search (plan_search) at the layout the caller reads them in: the logical
+# value, B (``numpy()``, a local op, the next step's replicated input), unless a ``to_global`` pin
+# fixes the result's layout. A result left P or S costs the boxing its reader then pays, so the
+# search lays it out P only where that costs less than the alternatives. False: results are free
+# (before session 15: a gradient left P, its all-reduce paid outside the plan by whoever reads it).
+PRICE_OUTPUTS = True
 _P_SUM, _B1 = (Partial("sum"),), (B,)
 
 
@@ -502,17 +509,45 @@ class _Unknown:
         self._dtype = dtype
 
 
-def plan_graph(fetches, targets, feeds, feed_layouts, placement, label="planned", lookahead=True):
+def plan_graph(fetches, targets, feeds, feed_layouts, placement, label="planned", lookahead=True, unpriced=()):
     """The :class:`GraphPlan` computing ``fetches`` (running ``targets``) from ``feeds``;
-    ``feed_layouts[i]`` is feed ``i``'s ``(placement, N-D SBP)`` or None (a local value)."""
+    ``feed_layouts[i]`` is feed ``i``'s ``(placement, N-D SBP)`` or None (a local value). The
+    fetches are the caller's results, priced at ``B`` (:data:`PRICE_OUTPUTS`), but ``unpriced``
+    (values the caller hands on in whatever layout they have: a tape's saved tensors)."""
     from tensorweave.distribute.calibrate import calibrate_once_if_asked
     calibrate_once_if_asked()
     t0 = time.perf_counter()
     feed_ids = {id(t): i for i, t in enumerate(feeds)}
+    skip = {id(t) for t in unpriced}
+    prices = output_prices([t for t in fetches if id(t) not in skip], placement) if PRICE_OUTPUTS else None
     gp = plan_op_list(executor.prune(fetches, targets, feed_ids), fetches, feeds, feed_layouts, placement, label,
-                      lookahead, free_fetches=True)
+                      lookahead, free_fetches=True, fetch_prices=prices)
     gp.seconds = time.perf_counter() - t0
     return gp
+
+
+def output_prices(results, placement):
+    """id(result) -> a function of its N-D SBP: the bytes the caller's read of its logical value
+    (boxing to ``B``, unbucketed: outside the plan) moves; for the results of known static shape.
+
+    >>> import numpy as np, tensorweave as tw
+    >>> from tensorweave.core.sbp import B, P
+    >>> t = tw.function(lambda: tw.zeros([256])).get_concrete_function().graph.outputs[0]
+    >>> price = output_prices([t], tw.placement("cpu", ranks=[0, 1]))[id(t)]
+    >>> price((B,)), price((P,)) > 0
+    (0, True)
+    """
+    prices = {}
+    for t in results:
+        shape = _known(t.shape)
+        if shape is None or t.dtype is _dt.resource:
+            continue
+        b = (B,) * placement.ndim
+
+        def price(nd, shape=shape, dtype=t.dtype.np_dtype):
+            return _cost(shape, dtype, placement, tuple(nd), b)
+        prices[id(t)] = price
+    return prices or None
 
 
 def plan_op_list(ops, fetches, feeds, feed_layouts, placement, label="planned", lookahead=True, free_fetches=False,

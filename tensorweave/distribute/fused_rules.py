@@ -1,0 +1,139 @@
+"""The optimizer updates a gradient bucket's reduction can apply (``fused_sgd.py``): per update op,
+how its scalars become the kernel's factors and the one pass over a chunk that sums the members'
+gradients and updates the weight and its slots there.
+
+Each rule reproduces its update kernel (``kernels/cpu/training_kernels.py``) operation for
+operation, in the weight's dtype: the gradient is the members' values summed in rank order (the
+all-reduce's bits), then the kernel's loop body on it. With two members the sum and the update
+are one compiled loop (``_sum2_*``: the sum never stored); with more, the sum goes to a scratch
+chunk (in cache) and the kernel's own loop runs on it. The same bits as the unfused step either
+way (elementwise IEEE operations, no ``fastmath``, so vectorising does not change them).
+
+>>> import numpy as np
+>>> w, m, a, b = (np.ones(4, np.float32) for _ in range(4))
+>>> rule = rule_for("ResourceApplyKerasMomentum", {"momentum": 0.5, "nesterov": False})
+>>> rule.apply([a, b], w, [m], rule.factors([np.float32(0.1)], np.dtype(np.float32)), np.empty(4, np.float32))
+>>> round(float(w[0]), 6), round(float(m[0]), 6)          # m = 1 * 0.5 - 2 * 0.1, w = 1 + m
+(1.3, 0.3)
+"""
+import numpy as np
+
+from tensorweave.kernels.cpu import training_kernels as _tk
+from tensorweave.kernels.cpu.jit import njit_twin
+
+
+def _summed(parts, scratch):
+    """The members' chunks summed in rank order into ``scratch`` (``collective._reduce_chunk``'s order)."""
+    tmp = scratch[:parts[0].shape[0]]
+    np.add(parts[0], parts[1], out=tmp)
+    for p in parts[2:]:
+        np.add(tmp, p, out=tmp)
+    return tmp
+
+
+class _Rule:
+    """One update kind: ``slots`` slot arrays per weight, ``scalars`` scalar inputs (after the
+    handles), ``params`` its attrs that matter (a bucket fuses updates of one ``params`` only)."""
+
+    __slots__ = ("name", "slots", "scalars", "params")
+
+    def __init__(self, name, slots, scalars, params):
+        self.name, self.slots, self.scalars, self.params = name, slots, scalars, tuple(params)
+
+    def __eq__(self, other):
+        return isinstance(other, _Rule) and (self.name, self.slots, self.params) == (other.name, other.slots,
+                                                                                     other.params)
+
+    def __hash__(self):
+        return hash((self.name, self.slots, self.params))
+
+    def __repr__(self):
+        return f"{self.name}{self.params}"
+
+    def factors(self, scalars, dtype):
+        """The kernel's factors in ``dtype`` from the update's scalar inputs (as the kernel makes them)."""
+        t = dtype.type
+        if self.name == "adam":
+            beta_1, beta_2, epsilon = self.params
+            return _tk._coefficients(dtype, scalars[0], scalars[1], beta_1, beta_2) + (t(epsilon),)
+        if self.name == "momentum":
+            momentum, nesterov = self.params
+            return t(scalars[0]), t(momentum), nesterov
+        return (t(scalars[0]),)
+
+    def apply(self, parts, w, slots, factors, scratch):
+        """``w`` (and ``slots``) updated with the sum of ``parts`` (the members' gradient chunks)."""
+        if self.name == "adam":
+            if len(parts) == 2:
+                _sum2_adam(w, *slots, *parts, *factors)
+            else:
+                _tk._adam_flat(w, *slots, _summed(parts, scratch), *factors)
+        elif self.name == "momentum":
+            if len(parts) == 2:
+                _sum2_momentum(w, *slots, *parts, *factors)
+            else:
+                _tk._momentum_flat(w, *slots, _summed(parts, scratch), *factors)
+        elif len(parts) == 2:
+            _sum2_sgd(w, *parts, *factors)
+        else:
+            tmp = _summed(parts, scratch)
+            np.multiply(tmp, factors[0], out=tmp)
+            np.subtract(w, tmp, out=w)
+
+
+def rule_for(op, attrs):
+    """The :class:`_Rule` of an update op with ``attrs``, or None (not fusable: AMSGrad, other optimizers)."""
+    if op in ("ResourceApplyKerasMomentum", "ResourceGroupApplyKerasMomentum"):
+        if not attrs.get("momentum"):
+            return _Rule("sgd", 0, 1, ())
+        return _Rule("momentum", 1, 1, (float(attrs["momentum"]), bool(attrs.get("nesterov"))))
+    if op in ("ResourceApplyAdam", "ResourceGroupApplyAdam") and not attrs.get("amsgrad"):
+        return _Rule("adam", 2, 2, (attrs["beta_1"], attrs["beta_2"], attrs["epsilon"]))
+    return None
+
+
+# ---- two members: the sum and the update in one loop; NumPy twins while they compile -------------
+def _sum2_sgd_numpy(w, a, b, lr):
+    t = np.add(a, b)
+    np.multiply(t, lr, out=t)
+    np.subtract(w, t, out=w)
+
+
+@njit_twin(_sum2_sgd_numpy)
+def _sum2_sgd(w, a, b, lr):
+    for i in range(w.shape[0]):
+        w[i] = w[i] - (a[i] + b[i]) * lr
+
+
+def _sum2_momentum_numpy(w, m, a, b, lr, momentum, nesterov):
+    g = np.add(a, b)
+    mi = m * momentum - g * lr
+    m[:] = mi
+    w[:] = w + ((mi * momentum - g * lr) if nesterov else mi)
+
+
+@njit_twin(_sum2_momentum_numpy)
+def _sum2_momentum(w, m, a, b, lr, momentum, nesterov):
+    for i in range(w.shape[0]):           # training_kernels._momentum_flat with g[i] = a[i] + b[i]
+        gi = a[i] + b[i]
+        mi = m[i] * momentum - gi * lr
+        m[i] = mi
+        w[i] = w[i] + ((mi * momentum - gi * lr) if nesterov else mi)
+
+
+def _sum2_adam_numpy(w, m, v, a, b, alpha, c1, c2, eps):
+    _tk._adam_numpy(w, m, v, np.add(a, b), alpha, c1, c2, eps)
+
+
+@njit_twin(_sum2_adam_numpy)
+def _sum2_adam(w, m, v, a, b, alpha, c1, c2, eps):
+    for i in range(w.shape[0]):           # training_kernels._adam_flat with g[i] = a[i] + b[i]
+        gi = a[i] + b[i]
+        mi = m[i] + (gi - m[i]) * c1
+        vi = v[i] + (gi * gi - v[i]) * c2
+        m[i] = mi
+        v[i] = vi
+        w[i] = w[i] - (mi * alpha) / (np.sqrt(vi) + eps)
+
+
+__all__ = ["rule_for"]
