@@ -312,7 +312,10 @@ def test_interleaved_training_reports_the_schedule_s_bubble_and_the_measured_one
     pipe.forward_backward(X, Y)
     last = pipe.last_step
     assert pipe.bubble_fraction == pytest.approx(1 / 9) and len(last["busy_s"]) == 2
-    assert 0.0 <= last["measured_idle_fraction"] < 1.0 and sum(last["busy_s"]) <= 2 * last["seconds"]
+    # what is reported, not how long it took (no timing in tests; the scripted-clock test above pins the figures)
+    assert set(last) == {"seconds", "busy_s", "measured_idle_fraction"}
+    from tensorweave.distribute.pipeline import idle_fraction
+    assert last["measured_idle_fraction"] == idle_fraction(last["busy_s"], last["seconds"])
 
 
 # ---- draws in stages on in-process ranks (tp19) -----------------------------------------------------------
