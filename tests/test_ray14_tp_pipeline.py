@@ -164,17 +164,64 @@ def test_the_driver_random_state_moves_as_one_device_with_draws_before_a_tensor_
     assert pipe.walked_because is None
 
 
-def test_a_tensor_parallel_stage_that_draws_without_any_seed_is_walked_by_the_driver_and_says_why(cluster):
-    # OS entropy per worker would give the stage's workers different masks of one logical value
-    tw.random.set_seed(None)
+class NoisyStage(tw.Module):
+    """One column-split layer plus uniform noise drawn without any seed (TF's rule 1)."""
+
+    def __init__(self, w, b):
+        super().__init__()
+        self.w, self.b = tw.Variable(w), tw.Variable(b)
+
+    def __call__(self, h):
+        h = tw.matmul(h, self.w) + self.b
+        return h + tw.random.uniform(tw.shape(h))
+
+
+def _noisy_pipeline(w):
     p0, p1 = tw.placement("cpu", ranks=[0]), tw.placement("cpu", ranks=[1, 2])
-    second = Stage(PARAMS[1:], True, rate=0.5)
-    second.to_global(p1, _megatron)
-    pipe = tw.distribute.pipeline([(Stage(PARAMS[:1], False), p0), (second, p1)], micro_batches=2, loss=loss_fn)
-    loss, grads, _ = pipe.forward_backward(X, Y)
-    assert np.isfinite(float(loss)) and len(grads) == 6
-    assert "tensor-parallel stage 1 cannot run as planned functions" in pipe.walked_because
-    assert "draws without any seed ('RandomUniform')" in pipe.walked_because
+    second = NoisyStage(w, PARAMS[1][1])
+    # kernel S(1), bias S(0) (5 columns: 3 and 2): each worker adds the noise to its columns
+    second.to_global(p1, lambda v: tw.sbp.split(v.shape.rank - 1))
+    return tw.distribute.pipeline([(Stage(PARAMS[:1], False), p0), (second, p1)], micro_batches=2, loss="mse")
+
+
+def test_a_tensor_parallel_stage_that_draws_without_any_seed_runs_planned_with_one_value_on_its_workers(
+        cluster, monkeypatch):
+    # each worker's OS entropy would give the stage's workers different values of one replicated tensor;
+    # the step's entropy comes from the driver, so the gathered output is one draw (micro-batch m's k-th
+    # from the stream keyed (entropy, stage, m, k)), whichever worker holds which columns
+    from tensorweave.distribute import pipeline_random
+    from tensorweave.distribute.ray.pipeline_tp_worker import redraw
+    tw.random.set_seed(None)
+    monkeypatch.setattr(pipeline_random, "step_entropy", lambda: 12345)
+    pipe = _noisy_pipeline(np.zeros_like(PARAMS[1][0]))         # the stage's output: its bias plus the noise
+    calls = _count_calls(monkeypatch, cluster)
+    got = pipe(X).numpy()
+    assert pipe.walked_because is None and [name for name, _ in calls].count("w_step") == 1
+    want, draws = [], pipeline_random.MicroBatchDraws(len(X), entropy=12345)
+    for m, rows in enumerate((6, 5)):
+        record = ("RandomUniform", [np.array([rows, 5], np.int32)], {"dtype": "float32"}, "float32", None, True)
+        want.append(PARAMS[1][1] + redraw(record, draws.unseeded_key(1, m, 0)))
+    np.testing.assert_array_equal(got, np.concatenate(want))
+
+
+def test_unseeded_draws_in_a_tensor_parallel_stage_are_new_each_step_and_train_planned(cluster, monkeypatch):
+    tw.random.set_seed(None)
+    pipe = _noisy_pipeline(PARAMS[1][0])
+    calls = _count_calls(monkeypatch, cluster)
+    first, second = (float(pipe.forward_backward(X, np.zeros((11, 5), np.float32))[0]) for _ in range(2))
+    assert np.isfinite(first) and first != second        # same weights, a fresh draw per step
+    assert pipe.walked_because is None and [name for name, _ in calls].count("w_step") == 2
+
+
+def test_the_unseeded_key_differs_per_step_stage_micro_batch_and_draw():
+    from tensorweave.distribute import pipeline_random
+    a, b = pipeline_random.MicroBatchDraws(4, entropy=1), pipeline_random.MicroBatchDraws(4, entropy=2)
+    keys = {a.unseeded_key(1, 0, 0), a.unseeded_key(2, 0, 0), a.unseeded_key(1, 1, 0), a.unseeded_key(1, 0, 1),
+            b.unseeded_key(1, 0, 0)}
+    assert len(keys) == 5 and a.unseeded_key(1, 0, 0) == pipeline_random.MicroBatchDraws(9, entropy=1).unseeded_key(
+        1, 0, 0)
+    assert pipeline_random.MicroBatchDraws(4).unseeded_key(1, 0, 0) is None
+    assert 0 <= pipeline_random.step_entropy() < 2 ** 63
 
 
 # ---- random draws inside a tensor-parallel stage (tp19) ----------------------------------------------

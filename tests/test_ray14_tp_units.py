@@ -243,14 +243,16 @@ def test_a_stage_s_draws_become_arguments_its_workers_feed():
     for kind, other, fed in (("forward", None, 1), ("backward", ((2, 4), tw.float32), 2),
                              ("loss", ((2, 4), tw.float32), 3)):
         plan = trace(pipe, 1, kind, (2, 3), tw.float32, other)
-        assert [(op, values[0].tolist(), attrs, dtype, seed) for op, values, attrs, dtype, seed in plan.draws] == want
+        assert [(op, values[0].tolist(), attrs, dtype, seed) for op, values, attrs, dtype, seed, _ in plan.draws] == want
+        assert not any(unseeded for *_, unseeded in plan.draws)
         assert [v.tolist() for v in plan.draws[2][1][1:]] == [0, 3]            # the int draw's bounds
         assert len(plan.cf.inputs) == fed + 3
         assert not [op.type for op in plan.cf.graph.get_operations() if "Random" in op.type]
-    tw.random.set_seed(None)
-    with pytest.raises(Unplannable,
-                       match=r"draws without any seed \('RandomStandardNormal'\).*Hint: tw.random.set_seed"):
-        trace(pipe, 1, "forward", (2, 3), tw.float32)
+    tw.random.set_seed(None)              # the rule-2 normal has no seed at all now: recorded as such, fed
+    plan = trace(pipe, 1, "forward", (2, 3), tw.float32)
+    assert [(op, seed, unseeded) for op, _, _, _, seed, unseeded in plan.draws] == [
+        ("RandomUniform", 7, False), ("RandomStandardNormal", None, True), ("RandomUniformInt", 2, False)]
+    assert not [op.type for op in plan.cf.graph.get_operations() if "Random" in op.type]
 
     def picks(x):          # a draw reading the stage's values: left in the graph, refused
         return tw.cast(tw.random.categorical(tw.matmul(x, w), 2, seed=1), tw.float32)

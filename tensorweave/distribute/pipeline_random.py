@@ -31,7 +31,9 @@ Which draws, from where (TF's seed rules, ``random_ops``):
   draws after the step.
 - **no seed at all** (rule 1): fresh OS entropy on each worker, per micro-batch: draws differ per
   call, per step and per worker (a data-parallel stage's workers never repeat each other's
-  masks), as TF's unseeded ops differ per call; not equal to any other run, by design.
+  masks), as TF's unseeded ops differ per call; not equal to any other run, by design. In a
+  tensor-parallel stage every worker holds the same replicated draw, so there it comes from the
+  step's :func:`step_entropy` that the driver sends (:meth:`MicroBatchDraws.unseeded_key`).
 
 Not covered: ``shuffle`` of the micro-batch's rows (a permutation of the whole batch mixes the
 micro-batches: an error says so; a shuffle of anything else is drawn whole), ``Generator``
@@ -54,6 +56,7 @@ True
 """
 import contextlib
 import json
+import secrets
 
 import numpy as np
 
@@ -102,12 +105,14 @@ class _Rows:
 class MicroBatchDraws:
     """One worker's draws in one pipeline step of ``total`` rows (see the module): ``base`` the
     driver's rule-2 counter at the step's start, ``positions`` the driver's streams
-    (:func:`stream_name` -> :func:`position_to_data`)."""
+    (:func:`stream_name` -> :func:`position_to_data`), ``entropy`` the step's
+    :func:`step_entropy` (tensor-parallel stages' unseeded draws, :meth:`unseeded_key`)."""
 
-    def __init__(self, total, base=0, positions=None):
+    def __init__(self, total, base=0, positions=None, entropy=None):
         self.total = int(total)
         self.base = int(base)
         self.positions = dict(positions or {})
+        self.entropy = entropy
         self._whole = {}      # (stage, stream name or "unseeded", k) -> the whole batch's draw
         self._ends = {}       # (stage, stream name, k) -> where that whole draw left the stream
         self._incoming = {}   # stage -> {"n": unseeded draws before it, "ends": {name: position data}}
@@ -135,6 +140,14 @@ class MicroBatchDraws:
         for name, k in self._counts.items():
             ends[name] = position_to_data(self._ends[(stage, name, k - 1)])
         self._out[stage] = {"n": came["n"] + self._unseeded, "ends": ends}
+
+    def unseeded_key(self, stage, micro_batch, k):
+        """The seed key of micro-batch ``micro_batch``'s ``k``-th draw without any seed in
+        tensor-parallel stage ``stage``: the same on each of the stage's workers (they share the
+        step's entropy), another for every step, micro-batch and draw; None: no entropy sent."""
+        if self.entropy is None:
+            return None
+        return (_UNSEEDED_TAG, int(self.entropy), int(stage), int(micro_batch), int(k))
 
     def outgoing(self, stage):
         """What ``stage``'s forward hands the next stage: the unseeded draws so far in the
@@ -233,6 +246,17 @@ class MicroBatchDraws:
                 _stream(stream).bit_generator.state = position_from_data(final[name])
         self._whole.clear()
         self._ends.clear()
+
+
+# Marks the streams of :meth:`MicroBatchDraws.unseeded_key` apart from every seeded one (whose keys
+# start with ``random_ops._OP_TAG``).
+_UNSEEDED_TAG = 0x7470_756E_7365_6564     # "tpunseed"
+
+
+def step_entropy():
+    """A fresh 63-bit value from the driver's OS entropy, sent with each pipeline step: where
+    a tensor-parallel stage's unseeded draws come from (:meth:`MicroBatchDraws.unseeded_key`)."""
+    return secrets.randbits(63)
 
 
 def _op(name):

@@ -19,10 +19,10 @@ connected cluster's workers:
   variables). The driver walks the schedule instead (``ray_pipeline`` returns None: the
   in-process pipeline's code, each op of a stage one call per worker of it) only for an N-D
   mesh, a partial (``P``) variable, and a tensor-parallel stage its plans cannot carry
-  (``pipeline_tp.Unplannable``: a draw reading the stage's values or without any seed, the
-  driver's local variables, several placements, a stage that does not trace; the reason is
+  (``pipeline_tp.Unplannable``: a draw reading the stage's values, the driver's local
+  variables, several placements, a stage that does not trace; the reason is
   ``pipe.walked_because``). Seeded draws in a tensor-parallel stage are fed to its plans as one
-  device's rows (``pipeline_tp.py``); interleaved 1F1B runs with tensor-parallel virtual stages.
+  device's rows, unseeded ones from the step's entropy the driver sends (``pipeline_tp.py``); interleaved 1F1B runs with tensor-parallel virtual stages.
 - **A step**: one call per worker with its actions of the schedule (``(stage, micro-batch,
   kind)`` in the schedule's order), the micro-batches of ``x`` (stage 0's workers) and ``y``
   (the last stage's), and the store keys its gradient sums get. Activations and their gradients
@@ -302,7 +302,8 @@ class RayPipeline:
         state = current_state()
         seed = (state.seed, state.cache is not self._seeded)
         self._seeded = state.cache
-        draws = (state.counter, pipeline_random.driver_positions(state, self._streams))
+        draws = (state.counter, pipeline_random.driver_positions(state, self._streams),
+                 pipeline_random.step_entropy() if self.tp else None)
         per_rank = []
         for r in self.ranks:
             actions = [(a.stage, a.micro_batch, a.kind) for a in pipe.schedule

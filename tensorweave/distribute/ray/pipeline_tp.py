@@ -38,16 +38,20 @@ shape, dtype, op seed), a second trace takes it as an argument after the functio
 the step every worker of the stage makes that eager draw inside the micro-batch's
 ``MicroBatchDraws`` (``pipeline_tp_worker.redraw``) — the same values on each, from the stream
 positions and rule-2 count the step and the hand-off carry — and feeds it to the forward, and
-the same values again to the backward that recomputes the forward (one mask for both).
+the same values again to the backward that recomputes the forward (one mask for both). A draw
+without any seed (a Keras ``Dropout`` with no seed and no global seed: TF's rule 1, fresh values
+per call) cannot come from each worker's OS entropy — the stage's workers would hold different
+values of one replicated tensor — so the driver sends each step a fresh 63-bit entropy
+(``pipeline_random.step_entropy``) and every worker of the stage draws micro-batch ``m``'s
+``k``-th such draw from the stream keyed ``(entropy, stage, m, k)``: one value on the stage's
+workers, a new one per step, micro-batch and draw, as one device's unseeded draws are.
 Interleaved 1F1B (a worker holding several virtual stages, tensor-parallel ones too) runs as
 well: actions, hand-offs and plans are per stage.
 
 Where this does not apply (:func:`tp_stages` is None, or :class:`Unplannable` at the first
 step), the driver walks the schedule op by op (``pipeline.py``): a stage on an N-D mesh, a
 partial (``P``) variable, a tensor-parallel stage with a draw that reads the stage's values
-(``categorical``, ``shuffle``, a shape computed in the stage) or a draw without any seed (each
-worker's OS entropy would give its workers different values of one replicated tensor), one
-that updates a variable in its forward (a batch norm's moving statistics: forward and
+(``categorical``, ``shuffle``, a shape computed in the stage), one that updates a variable in its forward (a batch norm's moving statistics: forward and
 backward would both update), closes over the driver's local variables, spans several
 placements, or cannot be traced.
 
@@ -144,8 +148,9 @@ class _Draws:
     make the same eager draw, :func:`pipeline_tp_worker.redraw`) and, given the traced
     function's draw arguments ``args``, returns the k-th one for the k-th draw instead of adding
     the op. A draw whose shape or bounds the stage computes, a categorical or a shuffle (their
-    inputs are the stage's values) is left in the graph (:class:`StagePlan` refuses it), a draw
-    without any seed is refused: each worker's OS entropy would differ."""
+    inputs are the stage's values) is left in the graph (:class:`StagePlan` refuses it). A draw
+    without any seed is recorded as such (the record's last field): its workers draw it from the
+    step's entropy the driver sends, not each from its own OS entropy, which would differ."""
 
     def __init__(self, args=None):
         self.records, self.args = [], args
@@ -154,15 +159,13 @@ class _Draws:
         from tensorweave.core.graph import constant_value
         if opdef.name not in _FED:
             return None
-        if attrs["seed"] is None:
-            raise Unplannable(f"it draws without any seed ('{opdef.name}'): each worker's OS entropy would differ. "
-                              "Hint: tw.random.set_seed(...) or an op seed")
         values = [constant_value(t) for t in inputs]
         if any(v is None for v in values):
             return None
+        # no seed at all (TF's rule 1): drawn from the step's driver entropy, one value for the stage's workers
         record = (opdef.name, [np.asarray(v) for v in values],
                   {k: v.name for k, v in attrs.items() if k not in ("seed", "seed2")},
-                  None if dtype is None else dtype.name, op_seed)
+                  None if dtype is None else dtype.name, op_seed, attrs["seed"] is None)
         k = len(self.records)
         self.records.append(record)
         if self.args is None:
@@ -175,7 +178,7 @@ class _Draws:
         """Replicated specs of the draws (the traced function's extra arguments)."""
         from tensorweave.core.dtypes import as_dtype
         return [_spec(placement, tuple(int(d) for d in values[0].reshape(-1)), as_dtype(dtype))
-                for _, values, _, dtype, _ in self.records]
+                for _, values, _, dtype, _, _ in self.records]
 
 
 @contextlib.contextmanager

@@ -23,17 +23,28 @@ from tensorweave.distribute.ray.pipeline_worker import _receive, _receive_info, 
 _KINDS = {"F": "forward", "B": "backward", "L": "the last stage's loss and gradients"}
 
 
-def redraw(record):
+def redraw(record, unseeded_key=None):
     """The eager draw ``record`` (``pipeline_tp._Draws``) stands for, made as the stage's code
     makes it on one device: inside a micro-batch's forward (``MicroBatchDraws.micro_batch``) it
-    is this micro-batch's rows of the whole batch's draw, its stream continued as one device's."""
+    is this micro-batch's rows of the whole batch's draw, its stream continued as one device's.
+    A draw without any seed comes from the stream ``unseeded_key`` (the same on every worker of
+    the stage: ``pipeline_random.unseeded_key``) instead of this worker's OS entropy."""
     from tensorweave.core.dtypes import as_dtype
     from tensorweave.core.registry import get_op
     from tensorweave.ops.array_ops import constant
-    from tensorweave.ops.random_ops import _run_random
-    op, inputs, attrs, dtype, op_seed = record
-    out = _run_random(get_op(op), [constant(v) for v in inputs], {k: as_dtype(v) for k, v in attrs.items()},
-                      op_seed, None, None if dtype is None else as_dtype(dtype))
+    from tensorweave.ops.random_ops import _run_random, _SeedState
+    op, inputs, attrs, dtype, op_seed, unseeded = record
+    attrs = {k: as_dtype(v) for k, v in attrs.items()}
+    inputs = [constant(v) for v in inputs]
+    if unseeded:
+        from tensorweave.distribute.pipeline_random import _run_on
+        if unseeded_key is None:
+            raise ValueError(f"'{op}' draws without any seed in a tensor-parallel stage: its workers need the "
+                             "step's key (pipeline_random.unseeded_key) to draw one value")
+        value, _ = _run_on(get_op(op), inputs, dict(attrs, seed=None, seed2=None), None, _SeedState(unseeded_key),
+                           None)
+        return value
+    out = _run_random(get_op(op), inputs, attrs, op_seed, None, None if dtype is None else as_dtype(dtype))
     return np.asarray(out.numpy())
 
 
@@ -50,7 +61,7 @@ def tp_forward(worker, wp, comm, run, s, m, all_rows, xs, ys, weights, train):
     came = None if s == 0 else _receive_info(wp, comm, run, rows, s - 1, s, me, ("F", s - 1, m))
     names = run.plans[s][m]
     with run.draws.micro_batch(s, sum(all_rows[:m]), rows, came):
-        drawn = [redraw(record) for record in names.get("D", ())]
+        drawn = [redraw(record, run.draws.unseeded_key(s, m, k)) for k, record in enumerate(names.get("D", ()))]
     first = me == wp.placements[s][0]
     if train and s == last:
         outs = _run(worker, wp, names["L"], [x, np.asarray(ys[m]), np.asarray(weights[m], np.float32)] + drawn)

@@ -184,7 +184,8 @@ def w_step(worker, key, actions, rows, xs, ys, weights, grad_keys, train, update
     step, then with ``update = (optimizer token, step count, learning rate)`` applies the
     gradient sums to its shards; ``seed`` is ``(the driver's global random seed, whether it was
     set since the last step)``: the worker's streams restart as the driver's did; ``draws`` is
-    ``(the driver's rule-2 counter, its streams' positions)`` (``pipeline_random``); ``plans[s][m]``
+    ``(the driver's rule-2 counter, its streams' positions, the step's entropy for tensor-parallel
+    stages' unseeded draws)`` (``pipeline_random``); ``plans[s][m]``
     names the bound planned functions of tensor-parallel stage ``s`` for micro-batch ``m``. Returns
     ``(losses, gradient metas, outputs, peak tapes held, seconds, seconds waiting, the random
     report of the last stage's forward)``."""
