@@ -99,7 +99,8 @@ def _with_header(frame, **fields):
 @pytest.mark.parametrize("broken, match", [
     (lambda f: b"XXXX" + f[4:], "bad magic"),
     (lambda f: f[:sf.HEADER.size - 1], "truncated"),
-    (lambda f: f[:-1], "truncated"),
+    (lambda f: f[:-1], "its header says"),
+    (lambda f: _with_header(f[:-1], body_len=len(f) - sf.HEADER.size - 1), "truncated"),     # the last value short
     (lambda f: _with_header(f, body_len=sf.MAX_FRAME_BYTES + 1), "oversized"),
     (lambda f: _with_header(f, version=2), "version 2"),
     (lambda f: _with_header(f, kind=9), "unknown kind"),
