@@ -4,17 +4,17 @@ of the benchmark MLP. One JSON object per line (the machine's CPU model and load
 * ``overhead``: a planned ``tw.function`` of one tiny op (``x * 2`` on 8 floats, ``S(0)`` over 2
   workers): each call is one message per worker and one answer, so its time is the per-step
   cost of driving the workers. The row gives the median wall µs per call on Ray — with an actor
-  call per worker (``compiled_steps`` off) and through the compiled Ray graph (on; alternated 3
-  times, best of each) — and on the in-process ranks, and the driver's own CPU µs per call on
+  call per worker (``compiled_steps`` off), through the compiled Ray graph and through the step
+  channel (``channel_*``; alternated 3 times, best of each) — and on the in-process ranks, and the driver's own CPU µs per call on
   Ray (``time.process_time``: what the single controller spends per step, the rest is waiting
   for the workers).
 * ``dp_mlp``: the MLP of ``bench_distribute.py`` (784-512-512-10, ReLU, softmax cross-entropy,
   SGD) trained by a planned ``tw.function`` step (batch ``S(0)``, weights ``B``, the gradient
   all-reduce planned) with ``--batch`` examples per worker: on 1 worker (placement ``[2]``)
   and on 2 workers (``[0, 1]``, twice the global batch), each worker one Ray CPU and one BLAS
-  thread, both through step channels (``ray/step_channel.py``, the default since session 15;
-  compiled Ray graphs before; one live at a time, hence a third, otherwise idle worker for the
-  one-worker steps). Examples/s of each and their
+  thread, both through step channels (``ray/step_channel.py``: binary frames over FIFOs, the
+  default since session 16; compiled Ray graphs before; one live at a time, hence a third,
+  otherwise idle worker for the one-worker steps). Examples/s of each and their
   ratio (the issue's target: >= 1.8x). The 2-worker steps also without the step gate (the driver
   in Ray's spinning channel read: ``Cluster.step_gate``), alternated, with the driver's CPU per step.
 
@@ -236,20 +236,26 @@ def main():
         p2 = tw.placement("cpu", ranks=[0, 1])
         if not args.no_overhead:
             tiny = _tiny_step(p2)
-            calls, compiled = [], []
-            for _ in range(3):           # alternate actor calls and the compiled graph, best of 3 each
+            calls, compiled, channel = [], [], []
+            for _ in range(3):           # alternate actor calls, the compiled graph and the step channel, best of 3
                 cluster.compiled_steps = False
                 calls.append(_timed_calls(tiny, args.calls))
                 cluster.compiled_steps = True
-                compiled.append(_timed_calls(tiny, args.calls))
-            on_ray, on_graph = min(calls), min(compiled)
+                for loop, got in (("graph", compiled), ("fifo", channel)):
+                    cluster.step_loop = loop
+                    cluster._drop_graphs()
+                    tiny()
+                    got.append(_timed_calls(tiny, args.calls))
+            on_ray, on_graph, on_channel = min(calls), min(compiled), min(channel)
             with tw.distribute.in_process():
                 in_process = _timed_calls(_tiny_step(p2), args.calls)
             print(json.dumps({"row": "overhead", "workers": 2, "transport": cluster.transport,
                               "ray_us_per_step": round(on_ray[0], 1), "ray_driver_cpu_us_per_step": round(on_ray[1], 1),
                               "compiled_us_per_step": round(on_graph[0], 1),
                               "compiled_driver_cpu_us_per_step": round(on_graph[1], 1),
-                              "compiled_used": cluster._graphs.get((0, 1)) is not None,
+                              "channel_us_per_step": round(on_channel[0], 1),
+                              "channel_driver_cpu_us_per_step": round(on_channel[1], 1),
+                              "channel_used": type(cluster._graphs.get((0, 1))).__name__,
                               "in_process_us_per_step": round(in_process[0], 1),
                               "load_1m": round(os.getloadavg()[0], 2)}), flush=True)
         one, _, one_plans = _dp_step(tw.placement("cpu", ranks=[2]), args.batch, args.optimizer)
