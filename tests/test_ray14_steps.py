@@ -494,7 +494,19 @@ def test_a_step_past_the_channel_timeout_names_the_ranks_and_the_cluster_goes_on
     with pytest.raises(tw.errors.DeadlineExceededError, match=r"ranks \[0\] had not answered") as e:
         cluster.run_each(_wait_for_rank_1, [()] * 2, [0, 1], steady=True)
     assert e.value.ranks == [0]
-    assert (0, 1) not in cluster._graphs                # dropped (its rank 0 was busy); its collective aborted
+    assert (0, 1) not in cluster._graphs                # dropped (its rank 0 was busy); its collective aborted:
+    assert _states_until(cluster, [[], []], tries=2000) == [[], []]      # both serving threads ended
     got = cluster.run_each(lambda w: w.comm((0, 1)).all_reduce(np.ones(2) * w.rank).tolist(), [()] * 2, [0, 1],
                            steady=True)
     assert got == [[1.0, 1.0]] * 2
+
+
+def test_an_answer_out_of_order_is_rejected(cluster):
+    from tensorweave.distribute.ray import step_frame
+    ch = _channel(cluster)
+    # a stray answer (step 99) ahead of rank 0's real one: the driver checks each answer's step id
+    os.write(ch._ranks[0].ans, step_frame.encode(step_frame.KIND_ANSWER, 99, 0, 0, (0,)))
+    with pytest.raises(step_frame.FrameError, match="rank 0 answered step 99"):
+        cluster.run_each(lambda w: w.rank, [()] * 2, [0, 1], steady=True)
+    assert (0, 1) not in cluster._graphs                # the channel is not trusted any more
+    assert cluster.run_each(lambda w: w.rank, [()] * 2, [0, 1], steady=True) == [0, 1]
