@@ -444,8 +444,14 @@ def test_a_crafted_frame_cannot_run_code_on_a_worker(cluster, tmp_path):
                                   next(iter(ch._fn_ids.values()))[0], 1, len(payload))
     name, message = _rejected(ch, head + payload)[:2]
     assert name == "FrameError" and "unknown value tag" in message
+    # through the cluster: pickle bytes ahead of a real step; the rank's rejection is raised and the
+    # channel (whose rank 0 stopped serving) dropped
+    ch = _channel(cluster)
+    os.write(ch._ranks[0].req, payload.ljust(step_frame.HEADER.size, b"."))
+    with pytest.raises(step_frame.FrameError, match="bad magic") as e:
+        cluster.run_each(lambda w: w.rank, [()] * 2, [0, 1], steady=True)
+    assert e.value.rank == 0 and (0, 1) not in cluster._graphs
     assert not marker.exists()                                          # nothing was unpickled
-    cluster._drop_graphs()
     assert cluster.run_each(lambda w: w.rank, [()] * 2, [0, 1], steady=True) == [0, 1]   # a fresh channel
 
 

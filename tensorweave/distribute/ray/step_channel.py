@@ -247,11 +247,11 @@ class StepChannel:
         for c in self._ranks:
             h, body = c.answers.popleft()
             values = sf.decode(h, body)
+            if h.kind == sf.KIND_ERROR and values[:1] == ["FrameError"]:
+                raise sf.exception_of(values)      # the rank rejected a frame (of any step) and stopped serving
             if h.step != step or h.gen != c.rank or h.kind not in (sf.KIND_ANSWER, sf.KIND_ERROR):
                 raise sf.FrameError(f"step frame: rank {c.rank} answered step {h.step} (kind {h.kind}, from "
                                     f"{h.gen}) where step {step} of rank {c.rank} was due")
-            if h.kind == sf.KIND_ERROR and values[:1] == ["FrameError"]:
-                raise sf.exception_of(values)      # the rank rejected a frame and stopped serving
             out.append(_Raised(sf.exception_of(values)) if h.kind == sf.KIND_ERROR else values[0])
         return out
 
