@@ -5,8 +5,8 @@ of the benchmark MLP. One JSON object per line (the machine's CPU model and load
   workers): each call is one message per worker and one answer, so its time is the per-step
   cost of driving the workers. The row gives the median wall µs per call on Ray — with an actor
   call per worker (``compiled_steps`` off), through the compiled Ray graph and through the step
-  channel (``channel_*``; alternated 3 times, best of each) — and on the in-process ranks, and the driver's own CPU µs per call on
-  Ray (``time.process_time``: what the single controller spends per step, the rest is waiting
+  channel (``channel_*``; alternated 3 times, best of each) — and on the in-process ranks, and the
+  driver's own CPU µs per call on Ray (``time.process_time``: what the single controller spends per step, the rest is waiting
   for the workers).
 * ``dp_mlp``: the MLP of ``bench_distribute.py`` (784-512-512-10, ReLU, softmax cross-entropy,
   SGD) trained by a planned ``tw.function`` step (batch ``S(0)``, weights ``B``, the gradient

@@ -289,8 +289,8 @@ class StepChannel:
         stop = sf.HEADER.pack(sf.MAGIC, sf.VERSION, sf.KIND_STOP, 0, 0, 0, 0, 0, 0)
         for c in self._ranks:
             try:
-                if not c.out:              # (a request half written: that thread sleeps in its read until the actor ends)
-                    os.write(c.req, stop)
+                if not c.out:              # (a request half written: that thread sleeps in its read
+                    os.write(c.req, stop)  # until the actor ends)
             except OSError:
                 pass                       # full (a dead rank's): its thread is gone anyway
             c.close()
