@@ -4,16 +4,17 @@ of the benchmark MLP. One JSON object per line (the machine's CPU model and load
 * ``overhead``: a planned ``tw.function`` of one tiny op (``x * 2`` on 8 floats, ``S(0)`` over 2
   workers): each call is one message per worker and one answer, so its time is the per-step
   cost of driving the workers. The row gives the median wall µs per call on Ray — with an actor
-  call per worker (``compiled_steps`` off) and through the compiled Ray graph (on; alternated 3
-  times, best of each) — and on the in-process ranks, and the driver's own CPU µs per call on
-  Ray (``time.process_time``: what the single controller spends per step, the rest is waiting
+  call per worker (``compiled_steps`` off), through the compiled Ray graph and through the step
+  channel (``channel_*``; alternated 3 times, best of each) — and on the in-process ranks, and the
+  driver's own CPU µs per call on Ray (``time.process_time``: what the single controller spends per step, the rest is waiting
   for the workers).
 * ``dp_mlp``: the MLP of ``bench_distribute.py`` (784-512-512-10, ReLU, softmax cross-entropy,
   SGD) trained by a planned ``tw.function`` step (batch ``S(0)``, weights ``B``, the gradient
   all-reduce planned) with ``--batch`` examples per worker: on 1 worker (placement ``[2]``)
   and on 2 workers (``[0, 1]``, twice the global batch), each worker one Ray CPU and one BLAS
-  thread, both through compiled Ray graphs (the default; a worker runs one graph at a time,
-  hence a third, otherwise idle worker for the one-worker steps). Examples/s of each and their
+  thread, both through step channels (``ray/step_channel.py``: binary frames over FIFOs, the
+  default since session 16; compiled Ray graphs before; one live at a time, hence a third,
+  otherwise idle worker for the one-worker steps). Examples/s of each and their
   ratio (the issue's target: >= 1.8x). The 2-worker steps also without the step gate (the driver
   in Ray's spinning channel read: ``Cluster.step_gate``), alternated, with the driver's CPU per step.
 
@@ -33,6 +34,11 @@ of the benchmark MLP. One JSON object per line (the machine's CPU model and load
 
 Usage: ``python benchmarks/bench_ray_dp.py [--batch 256] [--steps 20] [--calls 300] [--rounds 3]
 [--optimizer sgd|adam] [--decompose] [--gate-ablation] [--no-overhead] [--ab]``.
+
+``--loops-ab``: per round, the one- and two-worker steps through the step channel with post-ahead
+(``fifo_ahead``: ``ray/step_channel.py``, ``Cluster.post_each``), without it (``fifo``) and through the
+compiled Ray graph (``graph``): examples/s, the driver's CPU ms per step and each worker's process CPU ms
+per step (the evidence on a loaded machine), then each loop's idle workers' CPU per second.
 
 ``--ab``: each round also runs both steps with a compiled graph per set live at once (the tree before
 session 13, whose idle graphs' workers spin in Ray's channel read): ``both_graphs_live_*``.
@@ -64,6 +70,7 @@ def _timed_calls(call, n):
         t0 = time.perf_counter()
         call()
         times.append(time.perf_counter() - t0)
+    _drain()
     return statistics.median(times) * 1e6, (time.process_time() - cpu0) / n * 1e6
 
 
@@ -132,6 +139,12 @@ def _plan_ms(worker):
     return getattr(worker, "plan_seconds", 0.0) * 1e3
 
 
+def _drain():
+    """Waits for the steps posted ahead (``Cluster.post_each``): a timed run ends with its last step."""
+    from tensorweave.distribute.ray.cluster import current
+    current().drain()
+
+
 def _rate(step, steps, examples):
     """Examples/s, and the driver's CPU ms per step (what it takes from the workers' cores).
     Three untimed steps first: the steps of another set of ranks ran last, and this set takes
@@ -141,7 +154,51 @@ def _rate(step, steps, examples):
     t0, cpu0 = time.perf_counter(), time.process_time()
     for _ in range(steps):
         step()
+    _drain()
     return examples * steps / (time.perf_counter() - t0), (time.process_time() - cpu0) / steps * 1e3
+
+
+def _rate_cpu(cluster, step, steps, examples):
+    """:func:`_rate` with each worker's process CPU ms per step (its share of the cores: compute,
+    exchanges, and whatever its step loop burns while it waits)."""
+    for _ in range(3):
+        step()
+    before = cluster.run(_process_cpu)
+    t0, cpu0 = time.perf_counter(), time.process_time()
+    for _ in range(steps):
+        step()
+    _drain()
+    rate, driver = examples * steps / (time.perf_counter() - t0), (time.process_time() - cpu0) / steps * 1e3
+    workers = [round((b - a) * 1e3 / steps, 2) for a, b in zip(before, cluster.run(_process_cpu))]
+    return rate, round(driver, 2), workers
+
+
+def _loops_ab(cluster, one, two, args):
+    """``--loops-ab``: per round, both step loops (``Cluster.step_loop``: the step channel's FIFOs,
+    the compiled Ray graph), each timing the one-worker and the two-worker step; then each loop's
+    idle workers' CPU per second with the two-worker loop live."""
+    rows = {"fifo_ahead": [], "fifo": [], "graph": []}
+    for _ in range(args.rounds):
+        for loop in rows:
+            cluster.step_loop, cluster.post_ahead = loop[:4], loop == "fifo_ahead"
+            cluster._drop_graphs()
+            r1 = _rate_cpu(cluster, one, args.steps, args.batch)
+            r2 = _rate_cpu(cluster, two, args.steps, 2 * args.batch)
+            rows[loop].append({"speedup": round(r2[0] / r1[0], 2), "one_ex_s": round(r1[0]), "two_ex_s": round(r2[0]),
+                               "driver_cpu_ms": [r1[1], r2[1]], "worker_cpu_ms_one": r1[2],
+                               "worker_cpu_ms_two": r2[2], "live": type(cluster._graphs.get((0, 1))).__name__})
+    idle = {}
+    cluster.post_ahead = True
+    for loop in ("fifo", "graph"):
+        cluster.step_loop = loop
+        cluster._drop_graphs()
+        two(), two()
+        _drain()
+        idle[loop] = _idle_cpu(cluster, 1.0)
+    cluster.step_loop = "fifo"
+    cluster._drop_graphs()
+    print(json.dumps({"row": "loops_ab", "rounds": rows, "idle_worker_cpu_ms_per_s_two_live": idle,
+                      "load_1m": round(os.getloadavg()[0], 2)}), flush=True)
 
 
 def _both_graphs_live(cluster, sets):
@@ -167,6 +224,7 @@ def main():
     ap.add_argument("--decompose", action="store_true")
     ap.add_argument("--gate-ablation", action="store_true")
     ap.add_argument("--no-overhead", action="store_true")
+    ap.add_argument("--loops-ab", action="store_true", help="the step channel vs the compiled graph, alternated")
     ap.add_argument("--ab", action="store_true", help="each round also with both sets' graphs live (the old tree)")
     args = ap.parse_args()
     warnings.simplefilter("ignore")
@@ -178,20 +236,26 @@ def main():
         p2 = tw.placement("cpu", ranks=[0, 1])
         if not args.no_overhead:
             tiny = _tiny_step(p2)
-            calls, compiled = [], []
-            for _ in range(3):           # alternate actor calls and the compiled graph, best of 3 each
+            calls, compiled, channel = [], [], []
+            for _ in range(3):           # alternate actor calls, the compiled graph and the step channel, best of 3
                 cluster.compiled_steps = False
                 calls.append(_timed_calls(tiny, args.calls))
                 cluster.compiled_steps = True
-                compiled.append(_timed_calls(tiny, args.calls))
-            on_ray, on_graph = min(calls), min(compiled)
+                for loop, got in (("graph", compiled), ("fifo", channel)):
+                    cluster.step_loop = loop
+                    cluster._drop_graphs()
+                    tiny()
+                    got.append(_timed_calls(tiny, args.calls))
+            on_ray, on_graph, on_channel = min(calls), min(compiled), min(channel)
             with tw.distribute.in_process():
                 in_process = _timed_calls(_tiny_step(p2), args.calls)
             print(json.dumps({"row": "overhead", "workers": 2, "transport": cluster.transport,
                               "ray_us_per_step": round(on_ray[0], 1), "ray_driver_cpu_us_per_step": round(on_ray[1], 1),
                               "compiled_us_per_step": round(on_graph[0], 1),
                               "compiled_driver_cpu_us_per_step": round(on_graph[1], 1),
-                              "compiled_used": cluster._graphs.get((0, 1)) is not None,
+                              "channel_us_per_step": round(on_channel[0], 1),
+                              "channel_driver_cpu_us_per_step": round(on_channel[1], 1),
+                              "channel_used": type(cluster._graphs.get((0, 1))).__name__,
                               "in_process_us_per_step": round(in_process[0], 1),
                               "load_1m": round(os.getloadavg()[0], 2)}), flush=True)
         one, _, one_plans = _dp_step(tw.placement("cpu", ranks=[2]), args.batch, args.optimizer)
@@ -199,15 +263,17 @@ def main():
         unmerged, explained, unmerged_plans = _dp_step(p2, args.batch, args.optimizer)
         cluster.merge_buckets = True
         two, _, two_plans = _dp_step(p2, args.batch, args.optimizer)
+        if args.loops_ab:
+            _loops_ab(cluster, one, two, args)
         r1, r2, r2u, r2_spin, plan_ms, used, ab = [], [], [], [], [], [], []
         for _ in range(args.rounds):          # alternate, best of each
             r1.append(_rate(one, args.steps, args.batch))
             used.append(cluster._graphs.get((2,)) is not None)
             before = cluster.run(_plan_ms)
-            r2.append(_rate(two, args.steps, 2 * args.batch))
+            r2.append(_rate_cpu(cluster, two, args.steps, 2 * args.batch))
             used.append(cluster._graphs.get((0, 1)) is not None)
             plan_ms.append([round((b - a) / args.steps, 2) for a, b in zip(before, cluster.run(_plan_ms))][:2])
-            r2u.append(_rate(unmerged, args.steps, 2 * args.batch))
+            r2u.append(_rate_cpu(cluster, unmerged, args.steps, 2 * args.batch))
             if args.ab:                       # the old tree: both graphs live (their idle loops spinning)
                 _both_graphs_live(cluster, [(2,), (0, 1)])
                 ab.append((_rate(one, args.steps, args.batch), _rate(two, args.steps, 2 * args.batch)))
@@ -221,7 +287,7 @@ def main():
                 cluster._drop_graphs()
                 one(), two()
         collectives = [c["kind"] for c in explained.to_dict()["collectives"]]
-        (e1, c1), (e2, c2), (e2u, c2u) = max(r1), max(r2), max(r2u)
+        (e1, c1), (e2, c2, _), (e2u, c2u, _) = max(r1), max(r2), max(r2u)
         best = max(range(len(r2)), key=lambda k: r2[k][0])
         row = {"row": "dp_mlp", "optimizer": args.optimizer, "batch_per_worker": args.batch,
                "one_worker_examples_s": round(e1), "two_workers_examples_s": round(e2), "speedup": round(e2 / e1, 2),
@@ -230,6 +296,7 @@ def main():
                "driver_cpu_ms_per_step": [round(c1, 2), round(c2, 2), round(c2u, 2)],
                "two_workers_ms_per_step": round(2 * args.batch / e2 * 1e3, 2),
                "workers_plan_ms_per_step": plan_ms[best],
+               "worker_cpu_ms_per_step_merged_unmerged": [[r[2][:2] for r in r2], [r[2][:2] for r in r2u]],
                "target": 1.8, "planner_buckets": collectives,
                "compiled_used": [all(used[::2]), all(used[1::2])],
                "load_1m": round(os.getloadavg()[0], 2)}

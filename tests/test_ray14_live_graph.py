@@ -27,6 +27,7 @@ def cluster(monkeypatch):
     _FakeGraph.made, _FakeGraph.torn = [], []
     c = ray_cluster.Cluster([None] * 3, "test", False, None)
     c.step_gate = False
+    c.step_loop = "graph"          # the compiled graph's rule (a step channel only on a real cluster)
     c.compiled_steps = True
     return c
 
@@ -92,3 +93,23 @@ def test_next_live_counts_calls_in_a_row(switch_after):
         switch, contender = ray_cluster.next_live(True, contender, (2,), switch_after)
         answers.append(switch)
     assert answers == [False] * (switch_after - 1) + [True] and contender == (None, 0)
+
+
+class _FakeChannel(_FakeGraph):
+    def __init__(self, workers, ranks, path, timeout=None):
+        if ranks == ("elsewhere",):
+            raise RuntimeError("StepChannel: every rank must run on the driver's node")
+        assert path.startswith("/dev/shm/tw-test-")           # under the cluster's prefix: swept at shutdown
+        super().__init__(workers, ranks)
+
+
+def test_fifo_steps_use_a_step_channel_and_fall_back_to_the_graph(cluster, monkeypatch):
+    from tensorweave.distribute.ray import step_channel
+    monkeypatch.setattr(step_channel, "StepChannel", _FakeChannel)
+    cluster.step_loop = "fifo"
+    assert type(cluster._step_graph((0, 1))) is _FakeChannel
+    cluster._drop_graphs()
+    assert type(cluster._step_graph(("elsewhere",))) is _FakeGraph        # a rank on another node
+    cluster._drop_graphs()
+    cluster.step_loop = "graph"
+    assert type(cluster._step_graph((0, 1))) is _FakeGraph

@@ -1,10 +1,12 @@
-"""Issue 14 (ray14) on 4 Ray workers: planned steps through a compiled Ray graph give the bits of
+"""Issue 14 (ray14) on 4 Ray workers: planned steps through a step channel (rayp19, session 15: FIFOs,
+posted ahead in order, threads asleep between steps) or a compiled Ray graph give the bits of
 actor calls and hand the driver no view of Ray's channel memory, a rank that raises inside one
 ends its peers' collectives and the cluster goes on, a worker killed inside one is named and replaced,
 steps on more ranks than the live graph's take it over (after one step by actor calls); the shared-memory collectives
 with uneven pieces on 4 workers give the in-process bits; workers keep freed memory; a tw
 initializer makes a global variable's pieces on the workers, with the one-device value."""
 import gc
+import glob
 import os
 import sys
 from concurrent.futures import ThreadPoolExecutor
@@ -18,6 +20,7 @@ import tensorweave as tw  # noqa: E402
 from tensorweave.core.sbp import B, S  # noqa: E402
 from tensorweave.distribute.collective import CollectiveAbortedError, InProcessGroup  # noqa: E402
 from tensorweave.distribute.ray import cluster as ray_cluster  # noqa: E402
+from tensorweave.distribute.ray.step_channel import StepChannel  # noqa: E402
 
 import ray14_cases  # noqa: E402
 from ray14_cases import assert_same, large_collectives  # noqa: E402
@@ -60,16 +63,105 @@ def _train(placement, steps=4):
     return losses, {n: params[n].numpy() for n in names}, int(opt.iterations.numpy())
 
 
-def test_compiled_steps_give_the_bits_of_actor_calls(cluster):
+@pytest.mark.parametrize("loop, kind", [("fifo", StepChannel), ("graph", ray_cluster._StepGraph)])
+def test_compiled_steps_give_the_bits_of_actor_calls(cluster, loop, kind):
     cluster.compiled_steps = False
     want = _train(P2)
     assert (0, 1) not in cluster._graphs
-    cluster.compiled_steps = True
-    got = _train(P2)
-    assert cluster._graphs[(0, 1)] is not None          # the steps went through the compiled graph
+    cluster.compiled_steps, cluster.step_loop = True, loop
+    try:
+        cluster._drop_graphs()
+        got = _train(P2)
+        assert type(cluster._graphs[(0, 1)]) is kind     # the steps went through the step channel / the graph
+    finally:
+        cluster.step_loop = "fifo"
+        cluster._drop_graphs()
     assert got[0] == want[0] and got[2] == want[2] == 4
     for n in want[1]:
         np.testing.assert_array_equal(got[1][n], want[1][n], err_msg=n)
+
+
+def _echo(worker, i, x):
+    return worker.rank, i, x * 2 + worker.rank
+
+
+def _raise_at(worker, i, at):
+    if worker.rank == 1 and i == at:
+        raise KeyError(f"rank 1 at step {i}")
+    return worker.rank, i
+
+
+def _channel(cluster, ranks=(0, 1)):
+    cluster.compiled_steps = True
+    cluster._drop_graphs()
+    cluster.run_each(lambda w: w.rank, [()] * len(ranks), list(ranks), steady=True)
+    ch = cluster._graphs[tuple(ranks)]
+    assert isinstance(ch, StepChannel)
+    return ch
+
+
+def test_steps_posted_ahead_come_back_in_order(cluster):
+    # three steps queued before the first answer is read; the middle one's arrays (1.5 MB each way)
+    # overfill both FIFOs (64 kB) at once: the driver writes and reads without blocking, no deadlock
+    ch = _channel(cluster)
+    big = np.arange(400_000, dtype=np.float32)
+    for i, x in enumerate([np.float32(1.0), big, np.float32(3.0)]):
+        ch.post([(_echo, (i, x), 0)] * 2)
+    assert ch.pending == 3
+    got = [ch.collect() for _ in range(3)]
+    assert [[a[:2] for a in step] for step in got] == [[(0, i), (1, i)] for i in range(3)]
+    np.testing.assert_array_equal(got[1][1][2], big * 2 + 1)
+    assert got[2][0][2] == 6.0 and ch.pending == 0
+    with pytest.raises(RuntimeError, match="no step was posted"):
+        ch.collect()
+
+
+def test_a_posted_ahead_step_that_raises_comes_back_in_its_place(cluster):
+    ch = _channel(cluster)
+    for i in range(3):
+        ch.post([(_raise_at, (i, 1), 0)] * 2)
+    first, second, third = (ch.collect() for _ in range(3))
+    assert first == [(0, 0), (1, 0)] and third == [(0, 2), (1, 2)]
+    assert second[0] == (0, 1) and isinstance(second[1], ray_cluster._Raised)
+    assert isinstance(second[1].error, KeyError) and "rank 1 at step 1" in str(second[1].error)
+    # through the cluster: the rank's own exception, with its rank
+    with pytest.raises(KeyError, match="rank 1 at step 5") as e:
+        cluster.run_each(_raise_at, [(5, 5)] * 2, [0, 1], steady=True)
+    assert e.value.rank == 1
+
+
+def _serving(worker):
+    """``(name, state)`` of this worker's step channel threads (``/proc``: S = asleep in the kernel)."""
+    import threading
+    out = []
+    for t in threading.enumerate():
+        if t.name.startswith("tw-steps-"):
+            with open(f"/proc/self/task/{t.native_id}/stat") as f:
+                out.append((t.name, f.read().rsplit(")", 1)[1].split()[0]))
+    return out
+
+
+def _states_until(cluster, want, tries=50):
+    """The ranks' channel threads' states, asked again (an actor call each: no sleep) until they
+    are ``want`` (a thread that just wrote its answer is a few instructions from its read)."""
+    for _ in range(tries):
+        states = [[s for _, s in per_rank] for per_rank in cluster.run(_serving, ranks=[0, 1])]
+        if states == want:
+            break
+    return states
+
+
+def test_an_idle_channel_s_worker_threads_sleep_and_teardown_leaves_nothing(cluster):
+    # Ray's compiled graph waits for the next step polling (sched_yield: runnable, 0.6 s of CPU a
+    # second); the channel's thread sleeps in read(2) until a request comes
+    ch = _channel(cluster)
+    paths = [p for c in ch._ranks for p in (c.req_path, c.ans_path)]
+    assert all(os.path.exists(p) for p in paths)
+    assert _states_until(cluster, [["S"], ["S"]]) == [["S"], ["S"]]
+    cluster._drop_graphs()
+    assert not any(os.path.exists(p) for p in paths)
+    assert not glob.glob(f"/dev/shm/tw-{cluster.cluster_id}*-gate-*")     # no FIFO left behind
+    assert _states_until(cluster, [[], []]) == [[], []]                  # the threads ended
 
 
 def _owners(a):
@@ -117,7 +209,8 @@ def test_a_worker_killed_in_a_compiled_step_is_named_and_the_cluster_goes_on(clu
     cluster.compiled_steps = True
     cluster._drop_graphs()
     assert cluster.run_each(lambda w: w.rank, [()] * 2, [0, 1], steady=True) == [0, 1]
-    assert cluster._graphs[(0, 1)].gate is not None
+    live = cluster._graphs[(0, 1)]
+    assert isinstance(live, StepChannel) or live.gate is not None      # the driver sleeps during a step
     with pytest.raises(Exception) as e:
         cluster.run_each(_die_on_rank_1, [()] * 2, [0, 1], steady=True)
     assert e.value.rank == 1
@@ -270,3 +363,156 @@ def test_a_step_s_gradient_buckets_go_as_one_exchange_with_the_same_bits(cluster
         np.testing.assert_array_equal(a, b)
     # 4 workers in the cluster, the step on ranks 0-1: three single-gradient buckets, or one
     assert list(e0) == [3, 3, 0, 0] and list(e1) == [1, 1, 0, 0], (e0, e1)
+
+
+def test_planned_steps_posted_ahead_give_the_bits_of_waiting_steps(cluster):
+    # an SGD step (no driver-local variable, one global output of static shape) returns before the
+    # workers answer: four steps queued back to back, the losses read after the last
+    results = {}
+    cluster.compiled_steps = True
+    try:
+        for ahead in (False, True):
+            cluster.post_ahead = ahead
+            step, x, y, params = _sgd_steps(P2)
+            losses = [step(x, y) for _ in range(4)]
+            results[ahead] = ([p for p in cluster._posted], [float(v) for v in losses], [p.numpy() for p in params])
+    finally:
+        cluster.post_ahead = True
+    (posted0, l0, w0), (posted1, l1, w1) = results[False], results[True]
+    assert posted0 == [] and [r for r, _ in posted1] == [(0, 1)]     # the last step was still out
+    assert l0 == l1 and cluster._posted == []                         # reading a loss drained it
+    for a, b in zip(w0, w1):
+        np.testing.assert_array_equal(a, b)
+
+
+def test_a_step_posted_ahead_raises_at_the_next_call_with_its_rank(cluster):
+    _channel(cluster)
+    args = lambda i: [(i, 1)] * 2                                    # noqa: E731 - rank 1 raises at step 1
+    assert cluster.post_each(_raise_at, args(0), [0, 1]) is True
+    assert cluster.post_each(_raise_at, args(1), [0, 1]) is True       # step 0 read: fine
+    with pytest.raises(KeyError, match="rank 1 at step 1") as e:
+        cluster.post_each(_raise_at, args(2), [0, 1])                  # step 1 read: its error
+    assert e.value.rank == 1 and cluster._posted == []
+    # posted, then any other call reads it first: the error there
+    cluster.post_each(_raise_at, [(7, 7)] * 2, [0, 1])
+    with pytest.raises(KeyError, match="rank 1 at step 7") as e:
+        cluster.run(lambda w: w.rank)
+    assert e.value.rank == 1
+    assert cluster.run(lambda w: w.rank, ranks=[0, 1]) == [0, 1]     # and the cluster goes on
+    cluster.compiled_steps = False                                     # no step channel: nothing posted
+    try:
+        assert cluster.post_each(_raise_at, args(0), [0, 1]) is False
+    finally:
+        cluster.compiled_steps = True
+
+
+# ---- ray20 (session 16): the step channel's binary frames (no pickle), its errors and timeouts ----
+class _Marker:
+    """A pickle that would create ``path`` when loaded (what a crafted frame might carry)."""
+
+    def __init__(self, path):
+        self.path = path
+
+    def __reduce__(self):
+        return exec, (f"open({self.path!r}, 'w').close()",)
+
+
+def _rejected(ch, data):
+    """Writes ``data`` into rank 0's request FIFO of ``ch`` as it is and returns the values of the
+    error answer that rank sends back before its serving thread ends."""
+    from tensorweave.distribute.ray import step_frame
+    c = ch._ranks[0]
+    os.write(c.req, data)
+    ch._pump(lambda: c.answers, None)
+    h, body = c.answers.popleft()
+    assert h.kind == step_frame.KIND_ERROR
+    return step_frame.decode(h, body)
+
+
+def test_a_crafted_frame_cannot_run_code_on_a_worker(cluster, tmp_path):
+    import pickle
+
+    from tensorweave.distribute.ray import step_frame
+    marker = tmp_path / "ran"
+    payload = pickle.dumps(_Marker(str(marker)))
+    # pickle bytes where a frame should be: the header's magic is wrong
+    name, message, rank = _rejected(_channel(cluster), payload.ljust(step_frame.HEADER.size, b"."))[:3]
+    assert (name, rank) == ("FrameError", 0) and "bad magic" in message
+    # a well-formed header (a registered function) and pickle bytes as its body: an unknown value tag
+    ch = _channel(cluster)
+    head = step_frame.HEADER.pack(step_frame.MAGIC, step_frame.VERSION, step_frame.KIND_REQUEST, 0, 1, 0,
+                                  next(iter(ch._fn_ids.values()))[0], 1, len(payload))
+    name, message = _rejected(ch, head + payload)[:2]
+    assert name == "FrameError" and "unknown value tag" in message
+    # through the cluster: pickle bytes ahead of a real step; the rank's rejection is raised and the
+    # channel (whose rank 0 stopped serving) dropped
+    ch = _channel(cluster)
+    os.write(ch._ranks[0].req, payload.ljust(step_frame.HEADER.size, b"."))
+    with pytest.raises(step_frame.FrameError, match="bad magic") as e:
+        cluster.run_each(lambda w: w.rank, [()] * 2, [0, 1], steady=True)
+    assert e.value.rank == 0 and (0, 1) not in cluster._graphs
+    assert not marker.exists()                                          # nothing was unpickled
+    assert cluster.run_each(lambda w: w.rank, [()] * 2, [0, 1], steady=True) == [0, 1]   # a fresh channel
+
+
+def test_arguments_outside_the_frames_set_go_by_actor_calls(cluster):
+    ch = _channel(cluster)
+    got = cluster.run_each(lambda w, s: sorted(s) + [w.rank], [({3, 1},)] * 2, [0, 1], steady=True)
+    assert got == [[1, 3, 0], [1, 3, 1]]
+    assert cluster._graphs[(0, 1)] is ch                               # the channel stays for the next steps
+
+
+class Ray20Error(Exception):
+    """An exception type the driver does not know: it comes back as a RemoteError naming it."""
+
+
+def _raise_unknown(worker):
+    if worker.rank == 1:
+        raise Ray20Error("rank 1 failed its own way")
+    return worker.rank
+
+
+def test_an_unknown_exception_type_comes_back_as_a_remote_error_with_rank_and_line(cluster):
+    from tensorweave.distribute.ray.step_frame import RemoteError
+    _channel(cluster)
+    with pytest.raises(RemoteError, match="Ray20Error: rank 1 failed its own way") as e:
+        cluster.run_each(_raise_unknown, [()] * 2, [0, 1], steady=True)
+    assert e.value.rank == 1 and e.value.remote_type == "Ray20Error"
+    assert e.value.remote_line == f"{__file__}:{_raise_unknown.__code__.co_firstlineno + 2}"
+    assert isinstance(cluster._graphs[(0, 1)], StepChannel)
+    assert cluster.run_each(lambda w: w.rank, [()] * 2, [0, 1], steady=True) == [0, 1]
+
+
+def _wait_for_rank_1(worker):
+    if worker.rank == 0:
+        worker.comm((0, 1)).all_reduce(np.ones(2))       # rank 1 never joins
+    return worker.rank
+
+
+def test_a_step_past_the_channel_timeout_names_the_ranks_and_the_cluster_goes_on(cluster):
+    cluster.step_timeout = 30.0
+    try:
+        ch = _channel(cluster)
+    finally:
+        cluster.step_timeout = None
+    assert ch.timeout == 30.0
+    ch.timeout = 1.0                                   # the cluster's collectives wait 60 s
+    with pytest.raises(tw.errors.DeadlineExceededError, match=r"ranks \[0\] had not answered") as e:
+        cluster.run_each(_wait_for_rank_1, [()] * 2, [0, 1], steady=True)
+    assert e.value.ranks == [0]
+    assert (0, 1) not in cluster._graphs                # dropped (its rank 0 was busy); its collective aborted:
+    assert _states_until(cluster, [[], []], tries=2000) == [[], []]      # both serving threads ended
+    got = cluster.run_each(lambda w: w.comm((0, 1)).all_reduce(np.ones(2) * w.rank).tolist(), [()] * 2, [0, 1],
+                           steady=True)
+    assert got == [[1.0, 1.0]] * 2
+
+
+def test_an_answer_out_of_order_is_rejected(cluster):
+    from tensorweave.distribute.ray import step_frame
+    ch = _channel(cluster)
+    # a stray answer (step 99) ahead of rank 0's real one: the driver checks each answer's step id
+    os.write(ch._ranks[0].ans, step_frame.encode(step_frame.KIND_ANSWER, 99, 0, 0, (0,)))
+    with pytest.raises(step_frame.FrameError, match="rank 0 answered step 99"):
+        cluster.run_each(lambda w: w.rank, [()] * 2, [0, 1], steady=True)
+    assert (0, 1) not in cluster._graphs                # the channel is not trusted any more
+    assert cluster.run_each(lambda w: w.rank, [()] * 2, [0, 1], steady=True) == [0, 1]

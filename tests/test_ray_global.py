@@ -146,6 +146,15 @@ def _count_calls(monkeypatch, cluster):
         calls.append((per_rank_args[0][1].__name__, tuple(ranks)))
         return real(fn, per_rank_args, ranks, **kw)
     monkeypatch.setattr(cluster, "run_each", counting)
+    real_post = cluster.post_each
+
+    def counting_posts(fn, per_rank_args, ranks, check=None):      # a step posted ahead: one call per worker too
+        made = []
+        posted = real_post(fn, lambda: made.append(per_rank_args()) or made[0], ranks, check)
+        if posted:
+            calls.append((made[0][0][1].__name__, tuple(ranks)))
+        return posted
+    monkeypatch.setattr(cluster, "post_each", counting_posts)
     return calls
 
 

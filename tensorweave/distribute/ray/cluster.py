@@ -53,6 +53,7 @@ class RankWorker:
         self._shm_groups = []
         self._generation = 0
         self._gates = {}                  # step gate path -> its write end (compiled steps)
+        self.step_fns = {}                # id -> step function of the step channels (register_steps)
 
     def comm(self, ranks=None, transport=None):
         """This rank's communicator in the group ``ranks`` (default: all ranks) over
@@ -99,28 +100,47 @@ class RankWorker:
             self._generation = generation
         return fn(self, *args)
 
-    def graph_call(self, packed):
-        """A step of a compiled graph (:class:`_StepGraph`; Ray runs it on a thread of its own):
-        ``call(*packed)``, ``packed`` taken out of the channel first (:func:`_owned`). An exception
-        comes back as a value, after this rank's groups are aborted (the other ranks' collectives
-        end at once and come back too), so every step of the graph completes and the graph stays
-        usable."""
+    def step_call(self, fn, args, generation=0):
+        """``call(fn, args, generation)`` for a step of a compiled graph or a step channel: an
+        exception comes back as a value (:class:`_Raised`), after this rank's groups are aborted
+        (the other ranks' collectives end at once and come back too), so every step completes and
+        the graph or channel stays usable."""
         from tensorweave.distribute.collective import CollectiveAbortedError
-        data, gate = packed
         try:
-            return self.call(*_owned(data))
+            return self.call(fn, args, generation)
         except BaseException as e:  # noqa: BLE001 - handed to the driver, which raises it
             if not isinstance(e, CollectiveAbortedError):      # (an abandoned collective: failed already)
                 for c in list(self._comms.values()):
                     c.group.abort(f"rank {self.rank} raised {type(e).__name__}")
-            try:
-                _ray().cloudpickle.dumps(e)          # the channel must be able to carry it
-                return _Raised(e)
-            except Exception:  # noqa: BLE001 - an exception that does not serialize: its text
-                return _Raised(RuntimeError(f"{type(e).__name__}: {e}"))
+            return _Raised(e)
+
+    def graph_call(self, packed):
+        """A step of a compiled graph (:class:`_StepGraph`; Ray runs it on a thread of its own):
+        :meth:`step_call` of ``packed``, taken out of the channel first (:func:`_owned`)."""
+        data, gate = packed
+        try:
+            out = self.step_call(*_owned(data))
+            if isinstance(out, _Raised):
+                try:
+                    _ray().cloudpickle.dumps(out.error)          # Ray's channel must be able to carry it
+                except Exception:  # noqa: BLE001 - an exception that does not serialize: its text
+                    out = _Raised(RuntimeError(f"{type(out.error).__name__}: {out.error}"))
+            return out
         finally:
             if gate is not None:
                 self._signal(gate)
+
+    def serve_steps(self, request_path, answer_path):
+        """Starts this rank's thread of a step channel (``step_channel.serve``)."""
+        from tensorweave.distribute.ray.step_channel import serve
+        serve(self, request_path, answer_path)
+
+    def register_steps(self, fns, reset=False):
+        """Step functions a step channel's frames name by id (``step_channel.py``): they come here
+        by Ray's own transport, never through the channel. ``reset``: the earlier ones go."""
+        if reset:
+            self.step_fns.clear()
+        self.step_fns.update(fns)
 
     def _signal(self, path):
         """One byte into the driver's step gate (:class:`_StepGate`): this rank's answer is next."""
@@ -374,7 +394,20 @@ class Cluster:
         # a planned function's consecutive gradient buckets shipped as one (ray/spec_buckets.py);
         # TW_RAY_MERGE_BUCKETS=0 or this attribute (before a function is first called) turns it off
         self.merge_buckets = os.environ.get("TW_RAY_MERGE_BUCKETS", "1") != "0"
+        # "fifo": steady steps of ranks on the driver's node through a step channel (step_channel.py:
+        # FIFOs, binary frames, no thread spinning between steps), else and elsewhere the compiled Ray
+        # graph ("graph"); TW_RAY_STEPS or this attribute (before a graph is made) picks
+        self.step_loop = os.environ.get("TW_RAY_STEPS", "fifo")
+        # seconds a step channel's step may take before its collectives are aborted and
+        # DeadlineExceededError names the ranks that had not answered (None: the collectives' own)
+        timeout_s = os.environ.get("TW_RAY_STEP_TIMEOUT", "").strip()
+        self.step_timeout = float(timeout_s) if timeout_s else None
+        # a planned step whose outputs are all global with static shapes (and that updates no
+        # driver-local variable) returns before the workers answer; they find the next step posted
+        # (post_each); its error raises at the next call. TW_RAY_POST_AHEAD=0 or this attribute: off
+        self.post_ahead = os.environ.get("TW_RAY_POST_AHEAD", "1") != "0"
         self._graphs = {}
+        self._posted = []       # (ranks, check) of the steps posted ahead and not read (post_each)
         # the set of ranks asking for the workers of the live graph, and its consecutive steady calls
         self._contender = (None, 0)
 
@@ -394,10 +427,15 @@ class Cluster:
         call made again and again (a planned step): it goes through the compiled graph of these
         ranks when :attr:`compiled_steps` (see :meth:`_step_graph`)."""
         ray = _ray()
+        self.drain()                      # a step posted ahead comes first (its updates, its error)
         ranks = range(len(self.workers)) if ranks is None else list(ranks)
         graph = self._step_graph(tuple(ranks)) if steady else None
         if graph is not None:
-            return self._run_graph(graph, fn, per_rank_args, ranks)
+            from tensorweave.distribute.ray.step_frame import Unencodable
+            try:
+                return self._run_graph(graph, fn, per_rank_args, ranks)
+            except Unencodable:
+                pass                      # arguments a step frame cannot carry: this step by actor calls
         refs = [self.workers[r].call.remote(fn, args, self._generation) for r, args in zip(ranks, per_rank_args)]
         if len(refs) == 1:
             try:
@@ -449,35 +487,134 @@ class Cluster:
         if not switch:
             return None
         self._drop_graphs()
-        try:
-            graph = _StepGraph(self.workers, ranks, self._gate_path(ranks))
-        except Exception:  # noqa: BLE001 - no compiled graphs here: the actor calls remain
-            graph = None
+        graph = None
+        path = self._gate_path(ranks, force=True) if self.step_loop == "fifo" else None
+        if path is not None:
+            from tensorweave.distribute.ray.step_channel import StepChannel
+            try:
+                graph = StepChannel(self.workers, ranks, path, self.step_timeout)
+            except Exception:  # noqa: BLE001 - a rank on another node: the compiled graph
+                graph = None
+        if graph is None:
+            try:
+                graph = _StepGraph(self.workers, ranks, self._gate_path(ranks))
+            except Exception:  # noqa: BLE001 - no compiled graphs here: the actor calls remain
+                graph = None
         self._graphs[ranks] = graph
         return graph
 
-    def _gate_path(self, ranks):
+    def _gate_path(self, ranks, force=False):
+        """A fresh path under the cluster's shared-memory prefix for a step gate (``force``: for a
+        step channel's FIFOs, whatever :attr:`step_gate` says), or None."""
         from tensorweave.distribute import shm
-        if not self.step_gate or not shm.available():
+        if not (self.step_gate or force) or not shm.available():
             return None
         return os.path.join(shm.SHM_DIR, f"{shm_prefix(self.cluster_id, ranks)}-gate-{uuid.uuid4().hex[:8]}")
 
     def _drop_graphs(self, rank=None):
         """Tears down the compiled graphs (those with ``rank`` in them); the next steady call of
         their ranks compiles anew."""
+        if self._posted:
+            try:
+                self.drain()
+            except Exception:  # noqa: BLE001 - the graphs go (a failure, a membership change): its error too
+                pass
         for ranks in [k for k in self._graphs if rank is None or rank in k]:
             graph = self._graphs.pop(ranks)
             if graph is not None:
                 graph.teardown()
 
+    def post_each(self, fn, per_rank_args, ranks, check=None):
+        """Posts ``fn(worker, *per_rank_args[i])`` on ``ranks`` as a steady call whose answers the
+        driver does not wait for (*post-ahead*): the step runs while the driver goes on, and the
+        previous posted step's answers are read now, after this one is queued, so the workers
+        find their next step waiting. Returns False (nothing posted) unless the steps of ``ranks``
+        go through a live step channel (``step_channel.py``; :meth:`run_each` makes it) and the
+        arguments fit its frames. A posted step's answers are read by the next post or by
+        :meth:`drain` (every other call of the cluster drains first): its error raises there, with
+        its rank; ``check(answers)`` is called on them (a step's expectations).
+        ``per_rank_args`` may be a function that makes them (called only when the step is posted)."""
+        from tensorweave.distribute.ray.step_channel import StepChannel
+        from tensorweave.distribute.ray.step_frame import Unencodable
+        graph = self._graphs.get(tuple(ranks)) if self.compiled_steps else None
+        if not isinstance(graph, StepChannel):
+            return False                  # run_each makes the channel (or not): see _step_graph
+        if self._posted and self._posted[0][0] != tuple(ranks):
+            self.drain()                  # another set's steps first
+        if callable(per_rank_args):       # made only now that the step goes (it may take from the heap)
+            per_rank_args = per_rank_args()
+        try:
+            graph.post([(fn, args, self._generation) for args in per_rank_args])
+        except Unencodable:
+            return False                  # nothing sent: the caller runs the step (by actor calls)
+        except Exception as e:  # noqa: BLE001 - a worker died while the request went in
+            self._posted.clear()
+            self._lost(tuple(ranks), e)
+        self._posted.append((tuple(ranks), check))
+        if len(self._posted) > 1:
+            try:
+                self._collect(graph)
+            except BaseException:
+                try:                      # the step just posted ran into the failed one's abort: its
+                    self.drain()          # error is a consequence, this one the cause
+                except Exception:  # noqa: BLE001
+                    pass
+                raise
+        return True
+
+    def drain(self):
+        """Reads the answers of the steps posted ahead (:meth:`post_each`); raises the first
+        error among them (the later ones are read and dropped: their ranks were aborted)."""
+        first = None
+        while self._posted:
+            try:
+                self._collect(self._graphs.get(self._posted[0][0]))
+            except Exception as e:  # noqa: BLE001 - raised after every posted step is read
+                first = first or e
+        if first is not None:
+            raise first
+
+    def _collect(self, graph):
+        ranks, check = self._posted.pop(0)
+        try:
+            out = graph.collect()
+        except Exception as e:  # noqa: BLE001 - a worker died or the step timed out: as in _run_graph
+            self._posted.clear()
+            self._lost(ranks, e)
+        out = self._answers(ranks, out)
+        if check is not None:
+            check(out)
+        return out
+
+    def _lost(self, ranks, e):
+        """Raises a step's error after its channel or graph broke (a worker died, or the step timed
+        out: its collectives are aborted and the error names the ranks that had not answered)."""
+        from tensorweave.distribute.ray.step_channel import StepTimeout
+        if isinstance(e, StepTimeout):
+            _abort_rendezvous(self.cluster_id, str(e))
+            self._generation += 1
+            self._drop_graphs()
+            err = errors.DeadlineExceededError(
+                f"{e} (Cluster.step_timeout); their collectives were aborted and the step channel dropped")
+            err.ranks = e.ranks
+            raise err from None
+        self._drop_graphs()
+        dead = [r for r in ranks if not self._alive(r)]
+        self._failed(dead[0] if dead else ranks[0], e)
+        raise _original(dead[0] if dead else ranks[0], e) from None
+
     def _run_graph(self, graph, fn, per_rank_args, ranks):
+        from tensorweave.distribute.ray.step_frame import Unencodable
         try:
             out = graph.run([(fn, args, self._generation) for args in per_rank_args])
+        except Unencodable:
+            raise                         # nothing was sent (run_each: actor calls)
         except Exception as e:  # noqa: BLE001 - a worker died: the graph is gone; name the rank
-            self._drop_graphs()
-            dead = [r for r in ranks if not self._alive(r)]
-            self._failed(dead[0] if dead else ranks[0], e)
-            raise _original(dead[0] if dead else ranks[0], e) from None
+            self._lost(ranks, e)
+        return self._answers(ranks, out)
+
+    def _answers(self, ranks, out):
+        """A step's answers, or the error of its first failed rank (not one that only saw the abort)."""
         failed = [(r, o.error) for r, o in zip(ranks, out) if isinstance(o, _Raised)]
         if failed:
             from tensorweave.distribute.collective import CollectiveAbortedError

@@ -64,6 +64,7 @@ def add_worker(cluster, resources=None, timeout_s=120):
     import ray
     from ray.util.placement_group import placement_group, remove_placement_group
     resources = dict(resources or cluster._resources)
+    cluster.drain()              # a step posted ahead ends before the world changes under it
     with _lock:
         rank = cluster.num_workers
         bundle = _free_bundle(cluster, resources)

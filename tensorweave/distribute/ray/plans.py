@@ -14,7 +14,9 @@ it runs its bound plan and keeps its pieces of the global outputs in its store (
 gets shapes back; local outputs come from the first rank). Local variables are the driver's
 state: the first rank runs their updates (``_Once``), sends their values back with the step's
 answer and the driver writes them into its variables; a value the driver changed between steps
-travels with the next step.
+travels with the next step. A step with only global outputs of static shape and no local variable
+goes *ahead* from the plan's second call on (``Cluster.post_each``): its pieces are made from the
+plan's shapes and the call returns before the workers answer (read at the next call).
 """
 import json
 import time
@@ -24,7 +26,8 @@ import numpy as np
 
 from tensorweave.core import errors
 from tensorweave.distribute.ray.spec_buckets import merge_buckets
-from tensorweave.distribute.ray.pieces import RemotePiece, _call, _meta, _ref, heap_of, resolve, worker_runtime
+from tensorweave.distribute.ray.pieces import (RemotePiece, _call, _meta, _ref, _w_apply, heap_of, resolve,
+                                                worker_runtime)
 
 
 class _Bound:
@@ -49,6 +52,7 @@ class RayRankPlans:
         self.key = None
         self.local_vars = []
         self._synced = []
+        self._answered = False
 
     def __del__(self):
         if self.key is not None:
@@ -88,7 +92,12 @@ class RayRankPlans:
             keys.append(out_keys)
             per_rank.append((self.key, [_ref(f, r, self.cluster, f"planned {gp.label}") for f in feeds[i]], out_keys,
                              pushes, i == 0))
+        metas = self._static_metas() if not pushes and self._answered else None
+        if metas is not None and _post(self.cluster, _w_run_plan, per_rank, ranks, metas):
+            return [(gp.layouts[id(t)], [RemotePiece(heap, r, keys[i][j], *metas[i][j]) for i, r in enumerate(ranks)])
+                    for j, t in enumerate(gp.fetches)]
         answers = _call(self.cluster, _w_run_plan, per_rank, ranks, steady=True)
+        self._answered = True             # the plan ran once with its answers read: later steps may go ahead
         back = answers[0][1]
         for j, v in enumerate(back):
             self.local_vars[j]._write(v)
@@ -103,6 +112,28 @@ class RayRankPlans:
         return out
 
 
+    def _static_metas(self):
+        """Per rank, per fetch ``(shape, dtype str)`` of its piece, known before the step runs — or
+        None (the step waits for its answers): post-ahead off, a local fetch or a driver-local
+        variable (their values come back with the answer), a shape not fully static. Kept after
+        the first look."""
+        if not self.cluster.post_ahead:
+            return None
+        if not hasattr(self, "_metas"):
+            self._metas = None
+            gp = self.plan
+            if not self.local_vars and all(id(t) not in gp.local for t in gp.fetches):
+                from tensorweave.distribute.layout import local_shape
+                try:
+                    shapes = [tuple(int(d) for d in gp.layouts[id(t)]._shape) for t in gp.fetches]
+                    dts = [np.dtype(t.dtype.np_dtype).str for t in gp.fetches]
+                    self._metas = [[(local_shape(s, self.placement, gp.layouts[id(t)]._sbp, i), dt)
+                                    for s, dt, t in zip(shapes, dts, gp.fetches)]
+                                   for i in range(len(self.placement.ranks))]
+                except (TypeError, ValueError, AttributeError):
+                    self._metas = None            # an unknown dimension, a dtype with no NumPy twin
+        return self._metas
+
     def loop_on_workers(self, feeds, steps):
         """Runs the bound plan ``steps`` times on each worker at once with no driver in between (a
         benchmark's decomposition of a step); per rank ``(wall s, thread CPU s, exchanges, seconds
@@ -113,6 +144,20 @@ class RayRankPlans:
         per_rank = [(self.key, [_ref(f, r, self.cluster, "loop") for f in feeds[i]], steps)
                     for i, r in enumerate(ranks)]
         return _call(self.cluster, _w_loop_plan, per_rank, ranks)
+
+
+def _post(cluster, fn, per_rank, ranks, metas):
+    """Posts a planned step ahead (``Cluster.post_each``) with the heap's freed keys, as ``_call``
+    sends them; when its answers are read, each rank's pieces must be as ``metas`` said."""
+    heap = heap_of(cluster)
+
+    def check(answers):
+        got = [[None if m is None else (tuple(m[0]), np.dtype(m[1]).str) for m in a[0]] for a in answers]
+        if got != [[(tuple(s), d) for s, d in m] for m in metas]:
+            raise errors.InternalError(f"a planned step posted ahead made pieces {got}, not the {metas} its plan "
+                                       "says (set TW_RAY_POST_AHEAD=0 and report this)")
+    return cluster.post_each(_w_apply, lambda: [(heap.take_freed(r), fn, args) for r, args in zip(ranks, per_rank)],
+                             ranks, check)
 
 
 def rank_doc(plan, index, cluster, local_vars, local_index):
