@@ -9,6 +9,11 @@ are one compiled loop (``_sum2_*``: the sum never stored); with more, the sum go
 chunk (in cache) and the kernel's own loop runs on it. The same bits as the unfused step either
 way (elementwise IEEE operations, no ``fastmath``, so vectorising does not change them).
 
+Decoupled weight decay (the update op's ``weight_decay`` attr: AdamW, Keras' ``weight_decay=`` on
+SGD) is the kernel's too: the chunk of the weight decayed first, ``w - (w * wd) * lr``
+(``training_kernels._decay_flat``), then the update reads it, as the kernel decays the whole
+weight before its loop. Elementwise, so decaying chunk by chunk gives the same bits.
+
 >>> import numpy as np
 >>> w, m, a, b = (np.ones(4, np.float32) for _ in range(4))
 >>> rule = rule_for("ResourceApplyKerasMomentum", {"momentum": 0.5, "nesterov": False})
@@ -33,36 +38,46 @@ def _summed(parts, scratch):
 
 class _Rule:
     """One update kind: ``slots`` slot arrays per weight, ``scalars`` scalar inputs (after the
-    handles), ``params`` its attrs that matter (a bucket fuses updates of one ``params`` only)."""
+    handles, the learning rate first), ``params`` its attrs that matter and ``decay`` its weight
+    decay (0: none) — a bucket fuses updates of one ``params`` and ``decay`` only."""
 
-    __slots__ = ("name", "slots", "scalars", "params")
+    __slots__ = ("name", "slots", "scalars", "params", "decay")
 
-    def __init__(self, name, slots, scalars, params):
+    def __init__(self, name, slots, scalars, params, decay=0.0):
         self.name, self.slots, self.scalars, self.params = name, slots, scalars, tuple(params)
+        self.decay = float(decay or 0.0)
+
+    def _key(self):
+        return self.name, self.slots, self.params, self.decay
 
     def __eq__(self, other):
-        return isinstance(other, _Rule) and (self.name, self.slots, self.params) == (other.name, other.slots,
-                                                                                     other.params)
+        return isinstance(other, _Rule) and self._key() == other._key()
 
     def __hash__(self):
-        return hash((self.name, self.slots, self.params))
+        return hash(self._key())
 
     def __repr__(self):
-        return f"{self.name}{self.params}"
+        return f"{self.name}{self.params}" + (f" decay {self.decay}" if self.decay else "")
 
     def factors(self, scalars, dtype):
-        """The kernel's factors in ``dtype`` from the update's scalar inputs (as the kernel makes them)."""
+        """The kernel's factors in ``dtype`` from the update's scalar inputs (as the kernel makes
+        them), then the decay's (``training_kernels.decay_factors``) where there is one."""
         t = dtype.type
+        decay = _tk.decay_factors(dtype, scalars[0], self.decay) or ()
         if self.name == "adam":
             beta_1, beta_2, epsilon = self.params
-            return _tk._coefficients(dtype, scalars[0], scalars[1], beta_1, beta_2) + (t(epsilon),)
+            return _tk._coefficients(dtype, scalars[0], scalars[1], beta_1, beta_2) + (t(epsilon),) + decay
         if self.name == "momentum":
             momentum, nesterov = self.params
-            return t(scalars[0]), t(momentum), nesterov
-        return (t(scalars[0]),)
+            return (t(scalars[0]), t(momentum), nesterov) + decay
+        return (t(scalars[0]),) + decay
 
     def apply(self, parts, w, slots, factors, scratch):
-        """``w`` (and ``slots``) updated with the sum of ``parts`` (the members' gradient chunks)."""
+        """``w`` (and ``slots``) updated with the sum of ``parts`` (the members' gradient chunks):
+        the decay of ``w`` first, where there is one (the kernel's order)."""
+        if self.decay:
+            _tk._decay_flat(w, *factors[-2:])
+            factors = factors[:-2]
         if self.name == "adam":
             if len(parts) == 2:
                 _sum2_adam(w, *slots, *parts, *factors)
@@ -83,12 +98,13 @@ class _Rule:
 
 def rule_for(op, attrs):
     """The :class:`_Rule` of an update op with ``attrs``, or None (not fusable: AMSGrad, other optimizers)."""
+    decay = attrs.get("weight_decay")
     if op in ("ResourceApplyKerasMomentum", "ResourceGroupApplyKerasMomentum"):
         if not attrs.get("momentum"):
-            return _Rule("sgd", 0, 1, ())
-        return _Rule("momentum", 1, 1, (float(attrs["momentum"]), bool(attrs.get("nesterov"))))
+            return _Rule("sgd", 0, 1, (), decay)
+        return _Rule("momentum", 1, 1, (float(attrs["momentum"]), bool(attrs.get("nesterov"))), decay)
     if op in ("ResourceApplyAdam", "ResourceGroupApplyAdam") and not attrs.get("amsgrad"):
-        return _Rule("adam", 2, 2, (attrs["beta_1"], attrs["beta_2"], attrs["epsilon"]))
+        return _Rule("adam", 2, 2, (attrs["beta_1"], attrs["beta_2"], attrs["epsilon"]), decay)
     return None
 
 
