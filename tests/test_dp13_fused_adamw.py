@@ -168,10 +168,16 @@ def test_a_subclass_with_its_own_update_step_decays_apart():
         def update_step(self, gradient, variable, learning_rate):
             super().update_step(gradient, variable, learning_rate)
 
-    w1, w2 = tw.Variable([2.0]), tw.Variable([2.0])
-    for opt, w in ((Mine(0.1, weight_decay=0.5), w1), (K.AdamW(0.1, weight_decay=0.5), w2)):
+    class Plain(K.AdamW):                  # a rule of its own: never passes the decay on
+        def update_step(self, gradient, variable, learning_rate):
+            variable.assign_sub(gradient * learning_rate)
+
+    w1, w2, w3 = tw.Variable([2.0]), tw.Variable([2.0]), tw.Variable([2.0])
+    for opt, w in ((Mine(0.1, weight_decay=0.5), w1), (K.AdamW(0.1, weight_decay=0.5), w2),
+                   (Plain(0.1, weight_decay=0.5), w3)):
         opt.apply([tw.constant([0.0])], [w])
     np.testing.assert_array_equal(w1.numpy(), w2.numpy())
+    np.testing.assert_array_equal(w3.numpy(), w2.numpy())
     assert float(w1.numpy()[0]) == pytest.approx(1.9)
 
 
@@ -218,14 +224,15 @@ def test_apply_chunk_with_decay_equals_the_sum_then_the_decaying_kernel(members,
             np.testing.assert_array_equal(mine, whole[lo:hi].reshape(-1))
 
 
+@pytest.mark.parametrize("factors", [(0.004, 0.003), (0.3, 0.7)])    # the second: w * (wd * lr) differs
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
-def test_the_decay_loop_has_its_twin_s_and_the_optimizer_ops_bits(dtype):
+def test_the_decay_loop_has_its_twin_s_and_the_optimizer_ops_bits(dtype, factors):
     from tensorweave.kernels.cpu import training_kernels as tk
     from tensorweave.kernels.cpu.jit import compile_now
     rng = np.random.default_rng(5)
     w = (rng.standard_normal(1000) * 100).astype(dtype)
     w[:3] = [0.0, -0.0, 1e-30]
-    wd, lr = dtype(0.004), dtype(0.003)
+    wd, lr = dtype(factors[0]), dtype(factors[1])
     twin, ops = w.copy(), w - w * wd * lr           # Optimizer._apply_weight_decay's expression
     compile_now(tk._decay_flat, w, wd, lr)(w, wd, lr)
     tk._decay_numpy(twin, wd, lr)
