@@ -22,7 +22,7 @@ DECAYED = {
     "rmsprop_wd": lambda: K.RMSprop(0.01, weight_decay=0.3),
     "adagrad_wd": lambda: K.Adagrad(0.1, weight_decay=0.3),
 }
-BUCKET_FUSED = ("adamw", "sgd_wd", "momentum_wd")      # fused_rules has their update loops
+BUCKET_FUSED = tuple(DECAYED)      # fused_rules has their update loops
 
 
 @pytest.fixture
@@ -78,9 +78,8 @@ def test_one_device_the_folded_decay_has_the_decay_apart_bits(monkeypatch, name,
 @pytest.mark.parametrize("ranks", [2, 3])
 @pytest.mark.parametrize("name", sorted(DECAYED))
 def test_decayed_updates_get_zero1_and_the_decay_apart_bits(zero_everywhere, applied, monkeypatch, ranks, name):
-    """Weights 7x5, 5, 5x3 on 2 and 3 ranks (uneven rows): the slots ``S(0)``, AdamW's and SGD's
-    decayed updates applied by the buckets (every rank's rows of every weight, each step), RMSprop's
-    and Adagrad's by their update op on the rank's rows; the same bits as the decay applied apart
+    """Weights 7x5, 5, 5x3 on 2 and 3 ranks (uneven rows): the slots ``S(0)``, the decayed updates
+    applied by the buckets (every rank's rows of every weight, each step); the same bits as the decay applied apart
     (no ZeRO-1: the weight has two writers) and as the bucket's fusion off; one device within rounding."""
     p = tw.placement("cpu", ranks=list(range(ranks)))
     got, opt, vs, _, _ = _train(p, name)

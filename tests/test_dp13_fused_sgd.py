@@ -1,8 +1,8 @@
 """Optimizer updates applied by the gradient bucket's reduction (distribute/fused_sgd.py,
 fused_rules.py): the rank summing a chunk of a ZeRO-1 weight's gradient updates the weight the ranks
 share and the owning rank's slots there at once. Same bits as the unfused step (the sums kept, then
-the update) for plain SGD, momentum, Nesterov and Adam, on 2 and 3 ranks (uneven rows, several chunks
-per rank's rows); AMSGrad, RMSprop, Adagrad and per-rank copies stay unfused; a step whose weights are
+the update) for plain SGD, momentum, Nesterov, Adam, RMSprop (plain; momentum and centered) and Adagrad,
+on 2 and 3 ranks (uneven rows, several chunks per rank's rows); AMSGrad and per-rank copies stay unfused; a step whose weights are
 not shared falls back; the collective's ``apply`` on its own."""
 import threading
 
@@ -15,7 +15,8 @@ from tensorweave.distribute.layout import balanced_bounds
 from zero13_model import OPTIMIZERS, slots_of, train
 
 FUSED = dict(OPTIMIZERS, nesterov=lambda: tw.keras.optimizers.SGD(0.05, momentum=0.9, nesterov=True),
-             amsgrad=lambda: tw.keras.optimizers.Adam(0.05, amsgrad=True))
+             amsgrad=lambda: tw.keras.optimizers.Adam(0.05, amsgrad=True),
+             rmsprop_mc=lambda: tw.keras.optimizers.RMSprop(0.01, momentum=0.5, centered=True))
 
 
 @pytest.fixture
@@ -49,7 +50,7 @@ def _trained(placement, optimizer, steps):
 
 
 @pytest.mark.parametrize("ranks", [2, 3])
-@pytest.mark.parametrize("optimizer", ["sgd", "sgd_momentum", "nesterov", "adam"])
+@pytest.mark.parametrize("optimizer", ["sgd", "sgd_momentum", "nesterov", "adam", "rmsprop", "rmsprop_mc", "adagrad"])
 def test_an_update_applied_by_the_bucket_has_the_unfused_bits(zero_everywhere, applied, monkeypatch, ranks,
                                                               optimizer):
     p = tw.placement("cpu", ranks=list(range(ranks)))
@@ -70,6 +71,12 @@ def test_an_update_applied_by_the_bucket_has_the_unfused_bits(zero_everywhere, a
 
 
 def _update_of(optimizer):
+    if optimizer.startswith("rmsprop"):
+        mc = optimizer == "rmsprop_mc"
+        return "ResourceApplyKerasRMSprop", {"rho": 0.9, "momentum": 0.5 if mc else 0.0, "epsilon": 1e-7,
+                                             "centered": mc}
+    if optimizer == "adagrad":
+        return "ResourceApplyAdagradV2", {"epsilon": 1e-7}
     if optimizer in ("adam", "amsgrad"):
         return "ResourceApplyAdam", {"beta_1": 0.9, "beta_2": 0.999, "epsilon": 1e-7, "amsgrad": optimizer == "amsgrad"}
     return "ResourceApplyKerasMomentum", {"momentum": 0.0 if optimizer == "sgd" else 0.9,
@@ -89,7 +96,7 @@ def test_several_chunks_per_rank_take_each_owner_s_slot_rows(zero_everywhere, ap
         np.testing.assert_array_equal(a, b)
 
 
-@pytest.mark.parametrize("optimizer", ["amsgrad", "rmsprop", "adagrad"])
+@pytest.mark.parametrize("optimizer", ["amsgrad"])
 def test_other_updates_stay_unfused(zero_everywhere, applied, optimizer):
     p = tw.placement("cpu", ranks=[0, 1])
     train(p, FUSED[optimizer](), steps=2)
@@ -225,7 +232,7 @@ def test_the_compiled_loops_have_their_twins_bits(loop, factors):
 
 
 @pytest.mark.parametrize("members", [2, 3])
-@pytest.mark.parametrize("optimizer", ["sgd", "sgd_momentum", "nesterov", "adam"])
+@pytest.mark.parametrize("optimizer", ["sgd", "sgd_momentum", "nesterov", "adam", "rmsprop", "rmsprop_mc", "adagrad"])
 def test_apply_chunk_equals_the_sum_then_the_update_kernel(members, optimizer):
     """Every chunk of a 9x4 weight (chunks of 5 elements: cut inside the members' rows) applied by
     BucketUpdate.apply_chunk, each member's slot shard at its own offsets, equals the unfused
@@ -240,7 +247,8 @@ def test_apply_chunk_equals_the_sum_then_the_update_kernel(members, optimizer):
     scalars = [np.float32(0.05), np.int64(3)][:rule.scalars]
     want_w, want_slots = w.copy(), [s.copy() for s in slots]
     total = _ordered_sum([g[0] for g in grads])
-    tk.__dict__[{"adam": "_apply_adam"}.get(rule.name, "_apply_momentum")](
+    tk.__dict__[{"adam": "_apply_adam", "rmsprop": "_apply_rmsprop", "adagrad": "_apply_adagrad"}.get(
+        rule.name, "_apply_momentum")](
         *[_Var(a) for a in [want_w] + want_slots], *scalars, total,
         **{k: v for k, v in attrs.items()})
     bounds = balanced_bounds(9, members)

@@ -6,7 +6,8 @@ Each rule reproduces its update kernel (``kernels/cpu/training_kernels.py``) ope
 operation, in the weight's dtype: the gradient is the members' values summed in rank order (the
 all-reduce's bits), then the kernel's loop body on it. With two members the sum and the update
 are one compiled loop (``_sum2_*``: the sum never stored); with more, the sum goes to a scratch
-chunk (in cache) and the kernel's own loop runs on it. The same bits as the unfused step either
+chunk (in cache) and the kernel's own loop runs on it — as RMSprop's and Adagrad's always do
+(their loops' division and square root, not the sum, are their cost). The same bits as the unfused step either
 way (elementwise IEEE operations, no ``fastmath``, so vectorising does not change them).
 
 Decoupled weight decay (the update op's ``weight_decay`` attr: AdamW, Keras' ``weight_decay=`` on
@@ -70,6 +71,11 @@ class _Rule:
         if self.name == "momentum":
             momentum, nesterov = self.params
             return (t(scalars[0]), t(momentum), nesterov) + decay
+        if self.name == "rmsprop":
+            rho, momentum, epsilon, centered = self.params
+            return (t(scalars[0]), t(rho), t(1 - rho), t(momentum), t(epsilon), momentum > 0, centered) + decay
+        if self.name == "adagrad":
+            return (t(scalars[0]), t(self.params[0])) + decay
         return (t(scalars[0]),) + decay
 
     def apply(self, parts, w, slots, factors, scratch):
@@ -83,6 +89,13 @@ class _Rule:
                 _sum2_adam(w, *slots, *parts, *factors)
             else:
                 _tk._adam_flat(w, *slots, _summed(parts, scratch), *factors)
+        elif self.name == "rmsprop":       # the kernel's stand-ins for unused slots (_rmsprop_args)
+            v, rest = slots[0], list(slots[1:])
+            mom = rest.pop(0) if factors[5] else v
+            avg = rest.pop(0) if factors[6] else v
+            _tk._rmsprop_flat(w, v, mom, avg, _summed(parts, scratch), *factors)
+        elif self.name == "adagrad":
+            _tk._adagrad_flat(w, *slots, _summed(parts, scratch), *factors)
         elif self.name == "momentum":
             if len(parts) == 2:
                 _sum2_momentum(w, *slots, *parts, *factors)
@@ -105,6 +118,12 @@ def rule_for(op, attrs):
         return _Rule("momentum", 1, 1, (float(attrs["momentum"]), bool(attrs.get("nesterov"))), decay)
     if op in ("ResourceApplyAdam", "ResourceGroupApplyAdam") and not attrs.get("amsgrad"):
         return _Rule("adam", 2, 2, (attrs["beta_1"], attrs["beta_2"], attrs["epsilon"]), decay)
+    if op in ("ResourceApplyKerasRMSprop", "ResourceGroupApplyKerasRMSprop"):
+        momentum, centered = float(attrs["momentum"]), bool(attrs["centered"])
+        return _Rule("rmsprop", 1 + (momentum > 0) + centered, 1,
+                     (float(attrs["rho"]), momentum, float(attrs["epsilon"]), centered), decay)
+    if op in ("ResourceApplyAdagradV2", "ResourceGroupApplyAdagradV2"):
+        return _Rule("adagrad", 1, 1, (float(attrs["epsilon"]),), decay)
     return None
 
 
