@@ -1,7 +1,7 @@
 """Weight-decayed optimizers (AdamW, Keras' ``weight_decay=`` on SGD/RMSprop/Adagrad) in the ZeRO-1
 update (ops/training_ops.py's ``weight_decay`` attr, distribute/fused_rules.py): the decay runs in
 the fused update op, before the update, so one op writes the weight and the planner shards it;
-for AdamW and SGD the gradient bucket applies decay and update chunk by chunk. The bits are the
+the gradient bucket applies decay and update chunk by chunk. The bits are the
 decay-apart path's (the optimizer's own ops, then the update) and the unfused ZeRO-1 step's, on
 one device and on 2 and 3 ranks (uneven rows), float32 and float64; the 2/3-rank result equals
 one device within the gradient sum's rounding (its order of adding the batch differs)."""
@@ -10,8 +10,9 @@ import pytest
 
 import tensorweave as tw
 from tensorweave.core.sbp import S
-from tensorweave.distribute import fused_rules, fused_sgd, planner
+from tensorweave.distribute import fused_rules, fused_sgd
 from tensorweave.keras.optimizers import Optimizer
+from test_dp13_fused_sgd import applied, check_apply_chunk, zero_everywhere  # noqa: F401 - fixtures
 from zero13_model import model, slots_of
 
 K = tw.keras.optimizers
@@ -22,25 +23,6 @@ DECAYED = {
     "rmsprop_wd": lambda: K.RMSprop(0.01, weight_decay=0.3),
     "adagrad_wd": lambda: K.Adagrad(0.1, weight_decay=0.3),
 }
-BUCKET_FUSED = tuple(DECAYED)      # fused_rules has their update loops
-
-
-@pytest.fixture
-def zero_everywhere(monkeypatch):
-    monkeypatch.setattr(planner, "ZERO_FIXED_BYTES", 0)      # every weight of the small model in shards
-
-
-@pytest.fixture
-def applied(monkeypatch):
-    """The chunks the buckets applied (BucketUpdate.apply_chunk calls)."""
-    calls = []
-    real = fused_sgd.BucketUpdate.apply_chunk
-
-    def counting(self, values, target, chunk, factors, scratch):
-        calls.append((chunk, self.rule.decay))
-        return real(self, values, target, chunk, factors, scratch)
-    monkeypatch.setattr(fused_sgd.BucketUpdate, "apply_chunk", counting)
-    return calls
 
 
 def _decay_apart(monkeypatch):
@@ -84,9 +66,8 @@ def test_decayed_updates_get_zero1_and_the_decay_apart_bits(zero_everywhere, app
     p = tw.placement("cpu", ranks=list(range(ranks)))
     got, opt, vs, _, _ = _train(p, name)
     assert all(s.sbp == (S(0),) for v in vs for s in slots_of(opt, v).values())
-    fused = name in BUCKET_FUSED
-    assert len(applied) == (3 * 3 * ranks if fused else 0)
-    assert all(decay for _, decay in applied)
+    assert len(applied) == 3 * 3 * ranks
+    assert all(r.decay for r in applied.rules)
     applied.clear()
     monkeypatch.setattr(fused_sgd, "ENABLED", False)
     _same(got, _train(p, name)[0])
@@ -137,7 +118,7 @@ def test_a_variable_excluded_from_decay_is_updated_without_it(zero_everywhere, a
             step(x)
         return [v.numpy() for v in vs]
     got = run()
-    assert {decay for _, decay in applied} == {0.1}
+    assert {r.decay for r in applied.rules} == {0.1}
     _decay_apart(monkeypatch)
     _same(got, run())
 
@@ -184,43 +165,16 @@ def test_a_subclass_with_its_own_update_step_decays_apart():
 @pytest.mark.parametrize("op,attrs", [
     ("ResourceApplyAdam", {"beta_1": 0.9, "beta_2": 0.999, "epsilon": 1e-7, "amsgrad": False}),
     ("ResourceApplyKerasMomentum", {"momentum": 0.9, "nesterov": False}),
-    ("ResourceApplyKerasMomentum", {"momentum": 0.0, "nesterov": False})])
+    ("ResourceApplyKerasMomentum", {"momentum": 0.0, "nesterov": False}),
+    ("ResourceApplyKerasRMSprop", {"rho": 0.9, "momentum": 0.5, "epsilon": 1e-7, "centered": True}),
+    ("ResourceApplyAdagradV2", {"epsilon": 1e-7})])
 def test_apply_chunk_with_decay_equals_the_sum_then_the_decaying_kernel(members, op, attrs):
     """Chunks of 5 elements of a 9x4 weight (cut inside the members' rows), applied in reverse order,
     equal the members' gradients summed in rank order and then the update kernel with its decay."""
-    from tensorweave.distribute import collective
-    from tensorweave.distribute.layout import balanced_bounds
-    from tensorweave.kernels.cpu import training_kernels as tk
-    from test_dp13_fused_sgd import _ordered_sum, _Var
     attrs = dict(attrs, weight_decay=0.25)
     rule = fused_rules.rule_for(op, attrs)
     assert rule.decay == 0.25 and rule != fused_rules.rule_for(op, dict(attrs, weight_decay=0.0))
-    rng = np.random.default_rng(members)
-    grads = [[rng.standard_normal((9, 4)).astype(np.float32)] for _ in range(members)]
-    w = rng.standard_normal((9, 4)).astype(np.float32)
-    slots = [np.abs(rng.standard_normal((9, 4))).astype(np.float32) for _ in range(rule.slots)]
-    scalars = [np.float32(0.05), np.int64(3)][:rule.scalars]
-    want_w, want_slots = w.copy(), [s.copy() for s in slots]
-    kernel = tk._apply_adam if rule.name == "adam" else tk._apply_momentum
-    kernel(*[_Var(a) for a in [want_w] + want_slots], *scalars, _ordered_sum([g[0] for g in grads]), **attrs)
-    bounds = balanced_bounds(9, members)
-    target = fused_sgd._Target(w.reshape(-1), [[s[lo:hi].copy().reshape(-1) for s in slots] for lo, hi in bounds],
-                               [lo * 4 for lo, _ in bounds])
-    spec = fused_sgd.BucketUpdate([0], [None], [None], rule, None, 0)
-    factors = rule.factors(scalars, w.dtype)
-    scratch = np.empty(5, np.float32)
-    old = collective.REDUCE_CHUNK
-    try:
-        collective.REDUCE_CHUNK = 5
-        chunks = collective._chunks(grads[0], members)
-    finally:
-        collective.REDUCE_CHUNK = old
-    for chunk in reversed(chunks):
-        spec.apply_chunk(grads, target, chunk, factors, scratch)
-    np.testing.assert_array_equal(w, want_w)
-    for j, (lo, hi) in enumerate(bounds):
-        for mine, whole in zip(target.slots[j], want_slots):
-            np.testing.assert_array_equal(mine, whole[lo:hi].reshape(-1))
+    check_apply_chunk(members, op, attrs)
 
 
 @pytest.mark.parametrize("factors", [(0.004, 0.003), (0.3, 0.7)])    # the second: w * (wd * lr) differs

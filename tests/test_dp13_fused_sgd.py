@@ -1,9 +1,9 @@
 """Optimizer updates applied by the gradient bucket's reduction (distribute/fused_sgd.py,
 fused_rules.py): the rank summing a chunk of a ZeRO-1 weight's gradient updates the weight the ranks
 share and the owning rank's slots there at once. Same bits as the unfused step (the sums kept, then
-the update) for plain SGD, momentum, Nesterov, Adam, RMSprop (plain; momentum and centered) and Adagrad,
-on 2 and 3 ranks (uneven rows, several chunks per rank's rows); AMSGrad and per-rank copies stay unfused; a step whose weights are
-not shared falls back; the collective's ``apply`` on its own."""
+the update) for plain SGD, momentum, Nesterov, Adam, RMSprop (plain; momentum and centered) and
+Adagrad, on 2 and 3 ranks (uneven rows, several chunks per rank's rows); AMSGrad and per-rank copies
+stay unfused; a step whose weights are not shared falls back; the collective's ``apply`` on its own."""
 import threading
 
 import numpy as np
@@ -24,14 +24,21 @@ def zero_everywhere(monkeypatch):
     monkeypatch.setattr(planner, "ZERO_FIXED_BYTES", 0)      # every weight of the small model in shards
 
 
+class _Calls(list):
+    """The chunks applied, and (``rules``) the rule each was applied with."""
+    rules = None
+
+
 @pytest.fixture
 def applied(monkeypatch):
     """Counts the chunks the buckets applied (BucketUpdate.apply_chunk calls)."""
-    calls = []
+    calls = _Calls()
+    calls.rules = []
     real = fused_sgd.BucketUpdate.apply_chunk
 
     def counting(self, values, target, chunk, factors, scratch):
         calls.append(chunk)
+        calls.rules.append(self.rule)
         return real(self, values, target, chunk, factors, scratch)
     monkeypatch.setattr(fused_sgd.BucketUpdate, "apply_chunk", counting)
     return calls
@@ -237,8 +244,12 @@ def test_apply_chunk_equals_the_sum_then_the_update_kernel(members, optimizer):
     """Every chunk of a 9x4 weight (chunks of 5 elements: cut inside the members' rows) applied by
     BucketUpdate.apply_chunk, each member's slot shard at its own offsets, equals the unfused
     step: the members' gradients summed in rank order, then the update kernel on the whole arrays."""
+    check_apply_chunk(members, *_update_of(optimizer))
+
+
+def check_apply_chunk(members, op, attrs):
+    """``test_apply_chunk_equals_the_sum_then_the_update_kernel`` for the update ``op`` with ``attrs``."""
     from tensorweave.kernels.cpu import training_kernels as tk
-    op, attrs = _update_of(optimizer)
     rule = fused_rules.rule_for(op, attrs)
     rng = np.random.default_rng(members)
     grads = [[rng.standard_normal((9, 4)).astype(np.float32)] for _ in range(members)]
