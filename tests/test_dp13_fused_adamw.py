@@ -217,3 +217,22 @@ def test_the_matmul_fused_adam_decays_like_the_stock_kernel(rng):
         out.append([h.numpy() for h in flat])
     _same(out[0], out[1])
     assert not np.array_equal(out[0][0], init[0])
+
+
+def test_a_keras_adamw_step_fuses_the_update_with_its_gradient_product_with_the_same_bits():
+    """The remapping pass's FusedMatMulGroupApplyAdam takes AdamW's decayed group update as Adam's
+    (the decay of each block before its update): the weights as with the pass off."""
+    from test_graph_passes import options
+    from test_mlp18_fused_update import _data, _mlp, _plan_types
+    x, y = _data()
+    out = []
+    for remapping in (False, True):
+        with options(remapping=remapping):
+            model = _mlp()
+            model.compile(optimizer=K.AdamW(1e-2, weight_decay=0.1),
+                          loss=tw.keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+            for _ in range(3):
+                model.train_on_batch(x, y)
+            out.append(([np.array(w) for w in model.get_weights()], _plan_types(model)))
+    assert "FusedMatMulGroupApplyAdam" in out[1][1] and "AssignVariableOp" not in out[1][1]
+    _same(out[0][0], out[1][0])
