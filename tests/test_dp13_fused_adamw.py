@@ -22,6 +22,7 @@ DECAYED = {
     "momentum_wd": lambda: K.SGD(0.05, momentum=0.9, nesterov=True, weight_decay=0.2),
     "rmsprop_wd": lambda: K.RMSprop(0.01, weight_decay=0.3),
     "adagrad_wd": lambda: K.Adagrad(0.1, weight_decay=0.3),
+    "adamw_amsgrad": lambda: K.AdamW(0.05, weight_decay=0.1, amsgrad=True),
 }
 
 
@@ -164,6 +165,7 @@ def test_a_subclass_with_its_own_update_step_decays_apart():
 @pytest.mark.parametrize("members", [2, 3])
 @pytest.mark.parametrize("op,attrs", [
     ("ResourceApplyAdam", {"beta_1": 0.9, "beta_2": 0.999, "epsilon": 1e-7, "amsgrad": False}),
+    ("ResourceApplyAdam", {"beta_1": 0.9, "beta_2": 0.999, "epsilon": 1e-7, "amsgrad": True}),
     ("ResourceApplyKerasMomentum", {"momentum": 0.9, "nesterov": False}),
     ("ResourceApplyKerasMomentum", {"momentum": 0.0, "nesterov": False}),
     ("ResourceApplyKerasRMSprop", {"rho": 0.9, "momentum": 0.5, "epsilon": 1e-7, "centered": True}),

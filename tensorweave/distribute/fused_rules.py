@@ -6,9 +6,10 @@ Each rule reproduces its update kernel (``kernels/cpu/training_kernels.py``) ope
 operation, in the weight's dtype: the gradient is the members' values summed in rank order (the
 all-reduce's bits), then the kernel's loop body on it. With two members the sum and the update
 are one compiled loop (``_sum2_*``: the sum never stored); with more, the sum goes to a scratch
-chunk (in cache) and the kernel's own loop runs on it — as RMSprop's and Adagrad's always do
-(their loops' division and square root, not the sum, are their cost). The same bits as the unfused step either
-way (elementwise IEEE operations, no ``fastmath``, so vectorising does not change them).
+chunk (in cache) and the kernel's own loop runs on it — as AMSGrad's, RMSprop's and Adagrad's
+always do (their loops' branch, division and square root, not the sum, are their cost). The same
+bits as the unfused step either way (elementwise IEEE operations, no ``fastmath``, so vectorising
+does not change them).
 
 Decoupled weight decay (the update op's ``weight_decay`` attr: AdamW, Keras' ``weight_decay=`` on
 SGD) is the kernel's too: the chunk of the weight decayed first, ``w - (w * wd) * lr``
@@ -65,7 +66,7 @@ class _Rule:
         them), then the decay's (``training_kernels.decay_factors``) where there is one."""
         t = dtype.type
         decay = _tk.decay_factors(dtype, scalars[0], self.decay) or ()
-        if self.name == "adam":
+        if self.name in ("adam", "amsgrad"):
             beta_1, beta_2, epsilon = self.params
             return _tk._coefficients(dtype, scalars[0], scalars[1], beta_1, beta_2) + (t(epsilon),) + decay
         if self.name == "momentum":
@@ -89,6 +90,8 @@ class _Rule:
                 _sum2_adam(w, *slots, *parts, *factors)
             else:
                 _tk._adam_flat(w, *slots, _summed(parts, scratch), *factors)
+        elif self.name == "amsgrad":
+            _tk._adam_flat_amsgrad(w, *slots, _summed(parts, scratch), *factors)
         elif self.name == "rmsprop":       # the kernel's stand-ins for unused slots (_rmsprop_args)
             v, rest = slots[0], list(slots[1:])
             mom = rest.pop(0) if factors[5] else v
@@ -110,14 +113,16 @@ class _Rule:
 
 
 def rule_for(op, attrs):
-    """The :class:`_Rule` of an update op with ``attrs``, or None (not fusable: AMSGrad, other optimizers)."""
+    """The :class:`_Rule` of an update op with ``attrs``, or None (not fusable: an op without a fused kernel)."""
     decay = attrs.get("weight_decay")
     if op in ("ResourceApplyKerasMomentum", "ResourceGroupApplyKerasMomentum"):
         if not attrs.get("momentum"):
             return _Rule("sgd", 0, 1, (), decay)
         return _Rule("momentum", 1, 1, (float(attrs["momentum"]), bool(attrs.get("nesterov"))), decay)
-    if op in ("ResourceApplyAdam", "ResourceGroupApplyAdam") and not attrs.get("amsgrad"):
-        return _Rule("adam", 2, 2, (attrs["beta_1"], attrs["beta_2"], attrs["epsilon"]), decay)
+    if op in ("ResourceApplyAdam", "ResourceGroupApplyAdam"):
+        amsgrad = bool(attrs.get("amsgrad"))
+        return _Rule("amsgrad" if amsgrad else "adam", 2 + amsgrad, 2,
+                     (attrs["beta_1"], attrs["beta_2"], attrs["epsilon"]), decay)
     if op in ("ResourceApplyKerasRMSprop", "ResourceGroupApplyKerasRMSprop"):
         momentum, centered = float(attrs["momentum"]), bool(attrs["centered"])
         return _Rule("rmsprop", 1 + (momentum > 0) + centered, 1,

@@ -8,8 +8,8 @@ weight and of its slots. That is passes over the gradient's bytes: the sum writt
 the update, the weight and slots read and written. Here the rank that sums a chunk applies the
 update to the weight's and the owning rank's slots' elements there at once
 (``BucketUpdate.apply_chunk``): one pass, no sum kept. Updates (``fused_rules.py``): plain SGD
-(``w - g * lr``), SGD with momentum (Nesterov too), Adam (bias correction included; not
-AMSGrad), RMSprop (momentum, centered) and Adagrad, each with its weight decay where it has one
+(``w - g * lr``), SGD with momentum (Nesterov too), Adam (bias correction included; AMSGrad
+too), RMSprop (momentum, centered) and Adagrad, each with its weight decay where it has one
 (AdamW, Keras' ``weight_decay=``) — each with its kernel's operations in its order, so the bits are
 the unfused step's.
 
