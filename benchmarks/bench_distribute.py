@@ -38,7 +38,7 @@ From a worktree, ``PYTHONPATH=.`` measures its ``tensorweave`` (else the install
 comes first on ``sys.path``, not the working directory).
 
 Usage: ``python benchmarks/bench_distribute.py [--batch 256] [--ranks 2] [--steps 20] [--rounds 3]
-[--all-cores] [--ablation] [--decompose] [--profile] [--pipeline] [--eager] [--optimizer sgd|momentum|adam]``.
+[--all-cores] [--ablation] [--decompose] [--profile] [--pipeline] [--eager] [--optimizer sgd|momentum|adam|adamw|rmsprop|adagrad]``.
 """
 import argparse
 import json
@@ -59,7 +59,10 @@ SIZES = (784, 512, 512, 10)
 
 OPTIMIZERS = {"sgd": lambda: tw.keras.optimizers.SGD(0.01),
               "momentum": lambda: tw.keras.optimizers.SGD(0.01, momentum=0.9),
-              "adam": lambda: tw.keras.optimizers.Adam(0.001)}
+              "adam": lambda: tw.keras.optimizers.Adam(0.001),
+              "adamw": lambda: tw.keras.optimizers.AdamW(0.001, weight_decay=0.004),
+              "rmsprop": lambda: tw.keras.optimizers.RMSprop(0.001),
+              "adagrad": lambda: tw.keras.optimizers.Adagrad(0.01)}
 OPTIMIZER = "sgd"
 
 

@@ -1,9 +1,9 @@
 """Optimizer updates applied by the gradient bucket's reduction (distribute/fused_sgd.py,
 fused_rules.py): the rank summing a chunk of a ZeRO-1 weight's gradient updates the weight the ranks
 share and the owning rank's slots there at once. Same bits as the unfused step (the sums kept, then
-the update) for plain SGD, momentum, Nesterov and Adam, on 2 and 3 ranks (uneven rows, several chunks
-per rank's rows); AMSGrad, RMSprop, Adagrad and per-rank copies stay unfused; a step whose weights are
-not shared falls back; the collective's ``apply`` on its own."""
+the update) for plain SGD, momentum, Nesterov, Adam, RMSprop (plain; momentum and centered) and
+Adagrad and AMSGrad, on 2 and 3 ranks (uneven rows, several chunks per rank's rows); per-rank copies
+stay unfused; a step whose weights are not shared falls back; the collective's ``apply`` on its own."""
 import threading
 
 import numpy as np
@@ -15,7 +15,8 @@ from tensorweave.distribute.layout import balanced_bounds
 from zero13_model import OPTIMIZERS, slots_of, train
 
 FUSED = dict(OPTIMIZERS, nesterov=lambda: tw.keras.optimizers.SGD(0.05, momentum=0.9, nesterov=True),
-             amsgrad=lambda: tw.keras.optimizers.Adam(0.05, amsgrad=True))
+             amsgrad=lambda: tw.keras.optimizers.Adam(0.05, amsgrad=True),
+             rmsprop_mc=lambda: tw.keras.optimizers.RMSprop(0.01, momentum=0.5, centered=True))
 
 
 @pytest.fixture
@@ -23,14 +24,21 @@ def zero_everywhere(monkeypatch):
     monkeypatch.setattr(planner, "ZERO_FIXED_BYTES", 0)      # every weight of the small model in shards
 
 
+class _Calls(list):
+    """The chunks applied, and (``rules``) the rule each was applied with."""
+    rules = None
+
+
 @pytest.fixture
 def applied(monkeypatch):
     """Counts the chunks the buckets applied (BucketUpdate.apply_chunk calls)."""
-    calls = []
+    calls = _Calls()
+    calls.rules = []
     real = fused_sgd.BucketUpdate.apply_chunk
 
     def counting(self, values, target, chunk, factors, scratch):
         calls.append(chunk)
+        calls.rules.append(self.rule)
         return real(self, values, target, chunk, factors, scratch)
     monkeypatch.setattr(fused_sgd.BucketUpdate, "apply_chunk", counting)
     return calls
@@ -49,7 +57,8 @@ def _trained(placement, optimizer, steps):
 
 
 @pytest.mark.parametrize("ranks", [2, 3])
-@pytest.mark.parametrize("optimizer", ["sgd", "sgd_momentum", "nesterov", "adam"])
+@pytest.mark.parametrize("optimizer", ["sgd", "sgd_momentum", "nesterov", "adam", "amsgrad", "rmsprop", "rmsprop_mc",
+                                       "adagrad"])
 def test_an_update_applied_by_the_bucket_has_the_unfused_bits(zero_everywhere, applied, monkeypatch, ranks,
                                                               optimizer):
     p = tw.placement("cpu", ranks=list(range(ranks)))
@@ -70,6 +79,12 @@ def test_an_update_applied_by_the_bucket_has_the_unfused_bits(zero_everywhere, a
 
 
 def _update_of(optimizer):
+    if optimizer.startswith("rmsprop"):
+        mc = optimizer == "rmsprop_mc"
+        return "ResourceApplyKerasRMSprop", {"rho": 0.9, "momentum": 0.5 if mc else 0.0, "epsilon": 1e-7,
+                                             "centered": mc}
+    if optimizer == "adagrad":
+        return "ResourceApplyAdagradV2", {"epsilon": 1e-7}
     if optimizer in ("adam", "amsgrad"):
         return "ResourceApplyAdam", {"beta_1": 0.9, "beta_2": 0.999, "epsilon": 1e-7, "amsgrad": optimizer == "amsgrad"}
     return "ResourceApplyKerasMomentum", {"momentum": 0.0 if optimizer == "sgd" else 0.9,
@@ -87,13 +102,6 @@ def test_several_chunks_per_rank_take_each_owner_s_slot_rows(zero_everywhere, ap
     plain, plain_slots, _, _ = _trained(p, "adam", 2)
     for a, b in zip(fused + fused_slots, plain + plain_slots):
         np.testing.assert_array_equal(a, b)
-
-
-@pytest.mark.parametrize("optimizer", ["amsgrad", "rmsprop", "adagrad"])
-def test_other_updates_stay_unfused(zero_everywhere, applied, optimizer):
-    p = tw.placement("cpu", ranks=[0, 1])
-    train(p, FUSED[optimizer](), steps=2)
-    assert not applied
 
 
 def test_per_rank_copies_stay_unfused(zero_everywhere, applied, monkeypatch):
@@ -225,13 +233,18 @@ def test_the_compiled_loops_have_their_twins_bits(loop, factors):
 
 
 @pytest.mark.parametrize("members", [2, 3])
-@pytest.mark.parametrize("optimizer", ["sgd", "sgd_momentum", "nesterov", "adam"])
+@pytest.mark.parametrize("optimizer", ["sgd", "sgd_momentum", "nesterov", "adam", "amsgrad", "rmsprop", "rmsprop_mc",
+                                       "adagrad"])
 def test_apply_chunk_equals_the_sum_then_the_update_kernel(members, optimizer):
     """Every chunk of a 9x4 weight (chunks of 5 elements: cut inside the members' rows) applied by
     BucketUpdate.apply_chunk, each member's slot shard at its own offsets, equals the unfused
     step: the members' gradients summed in rank order, then the update kernel on the whole arrays."""
+    check_apply_chunk(members, *_update_of(optimizer))
+
+
+def check_apply_chunk(members, op, attrs):
+    """``test_apply_chunk_equals_the_sum_then_the_update_kernel`` for the update ``op`` with ``attrs``."""
     from tensorweave.kernels.cpu import training_kernels as tk
-    op, attrs = _update_of(optimizer)
     rule = fused_rules.rule_for(op, attrs)
     rng = np.random.default_rng(members)
     grads = [[rng.standard_normal((9, 4)).astype(np.float32)] for _ in range(members)]
@@ -240,7 +253,9 @@ def test_apply_chunk_equals_the_sum_then_the_update_kernel(members, optimizer):
     scalars = [np.float32(0.05), np.int64(3)][:rule.scalars]
     want_w, want_slots = w.copy(), [s.copy() for s in slots]
     total = _ordered_sum([g[0] for g in grads])
-    tk.__dict__[{"adam": "_apply_adam"}.get(rule.name, "_apply_momentum")](
+    kernels = {"adam": "_apply_adam", "amsgrad": "_apply_adam", "rmsprop": "_apply_rmsprop",
+               "adagrad": "_apply_adagrad"}
+    tk.__dict__[kernels.get(rule.name, "_apply_momentum")](
         *[_Var(a) for a in [want_w] + want_slots], *scalars, total,
         **{k: v for k, v in attrs.items()})
     bounds = balanced_bounds(9, members)
@@ -344,7 +359,7 @@ def _adam_plan(why=None):
     import functools
     rows_fn = lambda v: v                                            # noqa: E731
     rows_fn.shared = ("group", 0)
-    attrs = dict(beta_1=0.9, beta_2=0.999, epsilon=1e-7, amsgrad=why == "amsgrad")
+    attrs = dict(beta_1=0.9, beta_2=0.999, epsilon=1e-7, amsgrad=False)
     update = functools.partial(lambda *a, **k: (), **attrs)
     steps = [_Step("_VariableRows", [0], 1, rows_fn, rows=[0, 2]),
              _Step("_AllReduceStart", [2], 3, name="all_reduce_bucket0/start"),
@@ -366,8 +381,8 @@ def test_an_adam_update_qualifies_with_its_step_made_from_the_folded_iterations(
     assert entry[5]([0.5, np.int64(6)]) == [0.5, 7]
 
 
-@pytest.mark.parametrize("why", ["amsgrad", "step_of_a_sum", "fed_constant", "slot_read_elsewhere"])
-def test_an_adam_update_with_amsgrad_other_scalars_or_a_slot_read_elsewhere_does_not(why):
+@pytest.mark.parametrize("why", ["step_of_a_sum", "fed_constant", "slot_read_elsewhere"])
+def test_an_adam_update_with_other_scalars_or_a_slot_read_elsewhere_does_not(why):
     got = fused_sgd._candidates(_adam_plan(why))
     assert all(not entry[3] for entry in got.values())
 

@@ -13,12 +13,12 @@ OPTIMIZERS = {
 }
 
 
-def model(placement, optimizer, shapes=SHAPES, batch=12, seed=0):
+def model(placement, optimizer, shapes=SHAPES, batch=12, seed=0, dtype=np.float32):
     """``(step, variables, optimizer, x)``: ``step(x)`` one training step (a tw.function) of a
-    two-layer MLP; global (weights ``B``, batch ``S(0)``) on ``placement``, local when None."""
+    two-layer MLP in ``dtype``; global (weights ``B``, batch ``S(0)``) on ``placement``, local when None."""
     rng = np.random.default_rng(seed)
-    values = [rng.standard_normal(s).astype(np.float32) for s in shapes]
-    x = rng.standard_normal((batch, shapes[0][0])).astype(np.float32)
+    values = [rng.standard_normal(s).astype(dtype) for s in shapes]
+    x = rng.standard_normal((batch, shapes[0][0])).astype(dtype)
     if placement is None:
         vs = [tw.Variable(v) for v in values]
         x = tw.constant(x)

@@ -6,8 +6,15 @@ Each rule reproduces its update kernel (``kernels/cpu/training_kernels.py``) ope
 operation, in the weight's dtype: the gradient is the members' values summed in rank order (the
 all-reduce's bits), then the kernel's loop body on it. With two members the sum and the update
 are one compiled loop (``_sum2_*``: the sum never stored); with more, the sum goes to a scratch
-chunk (in cache) and the kernel's own loop runs on it. The same bits as the unfused step either
-way (elementwise IEEE operations, no ``fastmath``, so vectorising does not change them).
+chunk (in cache) and the kernel's own loop runs on it — as AMSGrad's, RMSprop's and Adagrad's
+always do (their loops' branch, division and square root, not the sum, are their cost). The same
+bits as the unfused step either way (elementwise IEEE operations, no ``fastmath``, so vectorising
+does not change them).
+
+Decoupled weight decay (the update op's ``weight_decay`` attr: AdamW, Keras' ``weight_decay=`` on
+SGD) is the kernel's too: the chunk of the weight decayed first, ``w - (w * wd) * lr``
+(``training_kernels._decay_flat``), then the update reads it, as the kernel decays the whole
+weight before its loop. Elementwise, so decaying chunk by chunk gives the same bits.
 
 >>> import numpy as np
 >>> w, m, a, b = (np.ones(4, np.float32) for _ in range(4))
@@ -33,41 +40,65 @@ def _summed(parts, scratch):
 
 class _Rule:
     """One update kind: ``slots`` slot arrays per weight, ``scalars`` scalar inputs (after the
-    handles), ``params`` its attrs that matter (a bucket fuses updates of one ``params`` only)."""
+    handles, the learning rate first), ``params`` its attrs that matter and ``decay`` its weight
+    decay (0: none) — a bucket fuses updates of one ``params`` and ``decay`` only."""
 
-    __slots__ = ("name", "slots", "scalars", "params")
+    __slots__ = ("name", "slots", "scalars", "params", "decay")
 
-    def __init__(self, name, slots, scalars, params):
+    def __init__(self, name, slots, scalars, params, decay=0.0):
         self.name, self.slots, self.scalars, self.params = name, slots, scalars, tuple(params)
+        self.decay = float(decay or 0.0)
+
+    def _key(self):
+        return self.name, self.slots, self.params, self.decay
 
     def __eq__(self, other):
-        return isinstance(other, _Rule) and (self.name, self.slots, self.params) == (other.name, other.slots,
-                                                                                     other.params)
+        return isinstance(other, _Rule) and self._key() == other._key()
 
     def __hash__(self):
-        return hash((self.name, self.slots, self.params))
+        return hash(self._key())
 
     def __repr__(self):
-        return f"{self.name}{self.params}"
+        return f"{self.name}{self.params}" + (f" decay {self.decay}" if self.decay else "")
 
     def factors(self, scalars, dtype):
-        """The kernel's factors in ``dtype`` from the update's scalar inputs (as the kernel makes them)."""
+        """The kernel's factors in ``dtype`` from the update's scalar inputs (as the kernel makes
+        them), then the decay's (``training_kernels.decay_factors``) where there is one."""
         t = dtype.type
-        if self.name == "adam":
+        decay = _tk.decay_factors(dtype, scalars[0], self.decay) or ()
+        if self.name in ("adam", "amsgrad"):
             beta_1, beta_2, epsilon = self.params
-            return _tk._coefficients(dtype, scalars[0], scalars[1], beta_1, beta_2) + (t(epsilon),)
+            return _tk._coefficients(dtype, scalars[0], scalars[1], beta_1, beta_2) + (t(epsilon),) + decay
         if self.name == "momentum":
             momentum, nesterov = self.params
-            return t(scalars[0]), t(momentum), nesterov
-        return (t(scalars[0]),)
+            return (t(scalars[0]), t(momentum), nesterov) + decay
+        if self.name == "rmsprop":
+            rho, momentum, epsilon, centered = self.params
+            return (t(scalars[0]), t(rho), t(1 - rho), t(momentum), t(epsilon), momentum > 0, centered) + decay
+        if self.name == "adagrad":
+            return (t(scalars[0]), t(self.params[0])) + decay
+        return (t(scalars[0]),) + decay
 
     def apply(self, parts, w, slots, factors, scratch):
-        """``w`` (and ``slots``) updated with the sum of ``parts`` (the members' gradient chunks)."""
+        """``w`` (and ``slots``) updated with the sum of ``parts`` (the members' gradient chunks):
+        the decay of ``w`` first, where there is one (the kernel's order)."""
+        if self.decay:
+            _tk._decay_flat(w, *factors[-2:])
+            factors = factors[:-2]
         if self.name == "adam":
             if len(parts) == 2:
                 _sum2_adam(w, *slots, *parts, *factors)
             else:
                 _tk._adam_flat(w, *slots, _summed(parts, scratch), *factors)
+        elif self.name == "amsgrad":
+            _tk._adam_flat_amsgrad(w, *slots, _summed(parts, scratch), *factors)
+        elif self.name == "rmsprop":       # the kernel's stand-ins for unused slots (_rmsprop_args)
+            v, rest = slots[0], list(slots[1:])
+            mom = rest.pop(0) if factors[5] else v
+            avg = rest.pop(0) if factors[6] else v
+            _tk._rmsprop_flat(w, v, mom, avg, _summed(parts, scratch), *factors)
+        elif self.name == "adagrad":
+            _tk._adagrad_flat(w, *slots, _summed(parts, scratch), *factors)
         elif self.name == "momentum":
             if len(parts) == 2:
                 _sum2_momentum(w, *slots, *parts, *factors)
@@ -82,13 +113,22 @@ class _Rule:
 
 
 def rule_for(op, attrs):
-    """The :class:`_Rule` of an update op with ``attrs``, or None (not fusable: AMSGrad, other optimizers)."""
+    """The :class:`_Rule` of an update op with ``attrs``, or None (not fusable: an op without a fused kernel)."""
+    decay = attrs.get("weight_decay")
     if op in ("ResourceApplyKerasMomentum", "ResourceGroupApplyKerasMomentum"):
         if not attrs.get("momentum"):
-            return _Rule("sgd", 0, 1, ())
-        return _Rule("momentum", 1, 1, (float(attrs["momentum"]), bool(attrs.get("nesterov"))))
-    if op in ("ResourceApplyAdam", "ResourceGroupApplyAdam") and not attrs.get("amsgrad"):
-        return _Rule("adam", 2, 2, (attrs["beta_1"], attrs["beta_2"], attrs["epsilon"]))
+            return _Rule("sgd", 0, 1, (), decay)
+        return _Rule("momentum", 1, 1, (float(attrs["momentum"]), bool(attrs.get("nesterov"))), decay)
+    if op in ("ResourceApplyAdam", "ResourceGroupApplyAdam"):
+        amsgrad = bool(attrs.get("amsgrad"))
+        return _Rule("amsgrad" if amsgrad else "adam", 2 + amsgrad, 2,
+                     (attrs["beta_1"], attrs["beta_2"], attrs["epsilon"]), decay)
+    if op in ("ResourceApplyKerasRMSprop", "ResourceGroupApplyKerasRMSprop"):
+        momentum, centered = float(attrs["momentum"]), bool(attrs["centered"])
+        return _Rule("rmsprop", 1 + (momentum > 0) + centered, 1,
+                     (float(attrs["rho"]), momentum, float(attrs["epsilon"]), centered), decay)
+    if op in ("ResourceApplyAdagradV2", "ResourceGroupApplyAdagradV2"):
+        return _Rule("adagrad", 1, 1, (float(attrs["epsilon"]),), decay)
     return None
 
 

@@ -8,11 +8,13 @@ weight and of its slots. That is passes over the gradient's bytes: the sum writt
 the update, the weight and slots read and written. Here the rank that sums a chunk applies the
 update to the weight's and the owning rank's slots' elements there at once
 (``BucketUpdate.apply_chunk``): one pass, no sum kept. Updates (``fused_rules.py``): plain SGD
-(``w - g * lr``), SGD with momentum (Nesterov too) and Adam (bias correction included; not
-AMSGrad) — each with its kernel's operations in its order, so the bits are the unfused step's.
+(``w - g * lr``), SGD with momentum (Nesterov too), Adam (bias correction included; AMSGrad
+too), RMSprop (momentum, centered) and Adagrad, each with its weight decay where it has one
+(AdamW, Keras' ``weight_decay=``) — each with its kernel's operations in its order, so the bits are
+the unfused step's.
 
 :func:`install` does it on a bound step (each rank's :class:`~tensorweave.runtime.executor.Plan`)
-where, on every rank alike, a ``ResourceApplyKerasMomentum`` / ``ResourceApplyAdam`` (or its
+where, on every rank alike, an update of ``FUSED_OPS`` (or its
 ``ResourceGroupApply*``) updates a weight through a shared ``_VariableRows`` view, with a
 gradient that is a ZeRO-1 output of an ``_AllReduceWait`` read by that update only, slots read
 by that update only, and scalars (learning rate; Adam's step) that the same wait hands out (a
@@ -49,7 +51,8 @@ from tensorweave.runtime.plan_spec import ResourceRef
 ENABLED = True
 #: the update ops a bucket can apply (``fused_rules.rule_for`` says which of their forms)
 FUSED_OPS = ("ResourceApplyKerasMomentum", "ResourceGroupApplyKerasMomentum", "ResourceApplyAdam",
-             "ResourceGroupApplyAdam")
+             "ResourceGroupApplyAdam", "ResourceApplyKerasRMSprop", "ResourceGroupApplyKerasRMSprop",
+             "ResourceApplyAdagradV2", "ResourceGroupApplyAdagradV2")
 
 
 class _Target:

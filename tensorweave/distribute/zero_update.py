@@ -25,8 +25,10 @@ all-reduced). With :data:`planner.SHARED_ZERO_STORAGE` off (each rank its own co
 reads and writes each byte and was measured 2.6x slower per byte than the fused update): chosen
 when ``2k + 1 > 5``, i.e. for Adam (``k = 3``) and RMSprop with momentum. It is forced when the
 slots are already ``S(0)`` (an earlier plan chose it). Conditions: a 1-D placement of in-process ranks, a float weight with at least ``n`` rows,
-read only by ``ReadVariableOp`` and this one update (nothing else may write it within the step),
-slots used by this update only.
+read only by ``ReadVariableOp`` and this one update (nothing else may write it within the step:
+AdamW's and Keras' ``weight_decay=`` decay is the update op's own ``weight_decay`` attr, so such
+weights qualify; a decay applied apart, as for a sparse gradient, is a second writer), slots used
+by this update only.
 
 The result is the plain plan's bits: the reduce-scatter adds the ranks' rows in rank order as the
 all-reduce does, and the updates are elementwise. In the rank plans (``rank_graph.py``) the

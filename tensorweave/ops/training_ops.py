@@ -8,6 +8,11 @@ variable handles (weights, then slots), the scalars, and the gradient; the updat
 through ``Variable._storage_for_update`` (copy-on-write), so values read before the
 update keep their contents.
 
+Decoupled weight decay (Keras' ``weight_decay=``, AdamW) is the attr ``weight_decay`` of the
+dense forms (absent: none): the kernel first shrinks the whole weight, ``w = w - (w *
+weight_decay) * lr``, then updates it — the optimizer's order and operations, in one op, so a
+ZeRO-1 plan shards the decay with the update (``distribute/zero_update.py``).
+
 Sparse forms take the gradient as rows (``values``, unique ``indices``) and touch only
 those rows of the weights and slots — lazy Adam.
 
@@ -199,6 +204,11 @@ def _update(op_name, handles, scalars, grad, indices, attrs, name):
     return _run_update(op_name, handles, scalars, grad, attrs, indices, name)
 
 
+def _decayed(attrs, weight_decay):
+    """``attrs`` with the ``weight_decay`` attr where there is a decay (absent otherwise: the op as before)."""
+    return dict(attrs, weight_decay=float(weight_decay)) if weight_decay else attrs
+
+
 def _run_update(op_name, handles, scalars, grad, attrs, indices, name):
     dtype = handles[0].dtype
     inputs = [v.handle for v in handles] + _scalar_inputs(scalars, dtype)
@@ -207,38 +217,46 @@ def _run_update(op_name, handles, scalars, grad, attrs, indices, name):
         if handles[0].shape.rank == 0:
             raise errors.InvalidArgumentError(f"{op_name}: sparse update of the scalar variable "
                                               f"'{handles[0].name}'")
+        if attrs.get("weight_decay"):
+            raise errors.InvalidArgumentError(
+                f"{op_name} of '{handles[0].name}': weight decay shrinks every row, a sparse update only the "
+                "given ones; decay the variable apart (Optimizer._apply_weight_decay does)")
         inputs.append(convert_to_tensor(indices, dtype_hint=_dt.int32))
         op_name = op_name.replace("ResourceApply", "ResourceSparseApply")
     op = execute(get_op(op_name), inputs, attrs, name)
     return op if building_graph() is not None else None   # the update op in a graph
 
 
-def apply_adam(var, m, v, lr, step, grad, beta_1, beta_2, epsilon, v_hat=None, indices=None, name=None):
+def apply_adam(var, m, v, lr, step, grad, beta_1, beta_2, epsilon, v_hat=None, indices=None, name=None,
+               weight_decay=None):
     """One Adam step on ``var`` with slots ``m``, ``v`` (and ``v_hat`` for AMSGrad), in place;
-    with ``indices`` (unique), ``grad`` holds those rows and only they change (lazy Adam)."""
-    attrs = {"beta_1": float(beta_1), "beta_2": float(beta_2), "epsilon": float(epsilon),
-             "amsgrad": v_hat is not None}
+    with ``indices`` (unique), ``grad`` holds those rows and only they change (lazy Adam).
+    ``weight_decay``: AdamW's decoupled decay before the step (dense only)."""
+    attrs = _decayed({"beta_1": float(beta_1), "beta_2": float(beta_2), "epsilon": float(epsilon),
+                      "amsgrad": v_hat is not None}, weight_decay)
     return _update("ResourceApplyAdam", [var, m, v] + ([v_hat] if v_hat is not None else []),
                    [("lr", lr), ("step", step)], grad, indices, attrs, name)
 
 
-def apply_momentum(var, momentum_slot, lr, grad, momentum, nesterov=False, indices=None, name=None):
+def apply_momentum(var, momentum_slot, lr, grad, momentum, nesterov=False, indices=None, name=None,
+                   weight_decay=None):
     """Keras' SGD step (``momentum_slot`` None when ``momentum`` is 0), in place."""
-    attrs = {"momentum": float(momentum), "nesterov": bool(nesterov)}
+    attrs = _decayed({"momentum": float(momentum), "nesterov": bool(nesterov)}, weight_decay)
     return _update("ResourceApplyKerasMomentum", [var] + ([momentum_slot] if momentum else []),
                    [("lr", lr)], grad, indices, attrs, name)
 
 
-def apply_adagrad(var, accumulator, lr, grad, epsilon, indices=None, name=None):
+def apply_adagrad(var, accumulator, lr, grad, epsilon, indices=None, name=None, weight_decay=None):
     """One Adagrad step (``w -= lr*g / sqrt(acc + g*g + epsilon)``), in place."""
     return _update("ResourceApplyAdagradV2", [var, accumulator], [("lr", lr)], grad, indices,
-                   {"epsilon": float(epsilon)}, name)
+                   _decayed({"epsilon": float(epsilon)}, weight_decay), name)
 
 
 def apply_rmsprop(var, velocity, momentum_slot, average_gradient, lr, grad, rho, momentum, epsilon, centered,
-                  indices=None, name=None):
+                  indices=None, name=None, weight_decay=None):
     """One Keras RMSprop step (slots None where unused), in place."""
     handles = [var, velocity] + ([momentum_slot] if momentum > 0 else []) + ([average_gradient] if centered else [])
-    attrs = {"rho": float(rho), "momentum": float(momentum), "epsilon": float(epsilon), "centered": bool(centered)}
+    attrs = _decayed({"rho": float(rho), "momentum": float(momentum), "epsilon": float(epsilon),
+                      "centered": bool(centered)}, weight_decay)
     return _update("ResourceApplyKerasRMSprop", handles, [("lr", lr)], grad, indices, attrs, name)
 

@@ -47,7 +47,7 @@ class Adagrad(Optimizer):
             values, indices = self._fused_gradient(gradient)
             training_ops.apply_adagrad(variable, self._accumulators[self._get_variable_index(variable)],
                                        self._lr_in(variable.dtype, learning_rate), values, self.epsilon,
-                                       indices=indices)
+                                       indices=indices, weight_decay=self._decay_of(variable))
             return
         lr = _cast(learning_rate, variable.dtype)
         eps = self.epsilon
@@ -57,6 +57,8 @@ class Adagrad(Optimizer):
             return w - (lr * g) / M.sqrt(accumulator + eps), accumulator
 
         self._apply_update(rule, gradient, variable, [self._accumulators[self._get_variable_index(variable)]])
+
+    _DECAY_FOLDING_STEP = update_step
 
     def get_config(self):
         config = super().get_config()

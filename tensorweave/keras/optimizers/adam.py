@@ -9,7 +9,9 @@ At step ``t`` (1-based), with first and second moments ``m``, ``v`` (zero-initia
     alpha = learning_rate * sqrt(1 - beta_2**t) / (1 - beta_1**t)
     w = w - alpha * m / (sqrt(v) + epsilon)
 
-AdamW first shrinks the weights: ``w = w - w * weight_decay * learning_rate``.
+AdamW first shrinks the weights: ``w = w - w * weight_decay * learning_rate`` (for a dense
+float gradient inside the fused update op, before its step: one op writes the weight, which a
+ZeRO-1 plan shards, ``distribute/zero_update.py``).
 
 With an IndexedSlices gradient only the touched rows of ``w``, ``m`` and ``v`` change
 ("lazy" Adam, as TensorFlow's LazyAdam and PyTorch's SparseAdam); the step count ``t``
@@ -82,7 +84,9 @@ class Adam(Optimizer):
         v_hat = self._velocity_hats[i] if self.amsgrad else None
         values, indices = self._fused_gradient(gradient)
         training_ops.apply_adam(variable, *slots, lr, step, values, self.beta_1, self.beta_2, self.epsilon,
-                                v_hat=v_hat, indices=indices)
+                                v_hat=v_hat, indices=indices, weight_decay=self._decay_of(variable))
+
+    _DECAY_FOLDING_STEP = update_step
 
     def get_config(self):
         config = super().get_config()

@@ -450,8 +450,10 @@ class Optimizer:
         # Phases: weight decay after the gradients exist, updates after weight decay, then
         # moving averages and constraints, and the step counter last (its old value is read
         # by the updates). Eagerly and in tw.function these follow program order by themselves.
+        # A fused update decays its own variable first (_folds_decay): the same order and bits.
+        self._per_apply["folded"] = folded = {id(v) for g, v in zip(grads, variables) if self._folds_decay(g, v)}
         with self._phase(graph, grads) as decay_ops:
-            self._apply_weight_decay(variables, lr)
+            self._apply_weight_decay([v for v in variables if id(v) not in folded], lr)
         with self._phase(graph, decay_ops) as update_ops, training_ops.grouped():
             for g, v in zip(grads, variables):
                 self.update_step(g, v, lr)
@@ -559,6 +561,26 @@ class Optimizer:
         if id(variable) in self._exclude_ids:
             return False
         return not (self._exclude_pattern is not None and self._exclude_pattern.search(variable.name))
+
+    #: the ``update_step`` (a subclass's own) that gives its fused update op the variable's weight decay
+    #: (:meth:`_decay_of`); None: the decay is always applied apart, by :meth:`_apply_weight_decay`
+    _DECAY_FOLDING_STEP = None
+
+    def _folds_decay(self, gradient, variable):
+        """True where ``update_step`` decays ``variable`` inside its fused update op (training_ops'
+        ``weight_decay`` attr: before the update, ``w - (w * wd) * lr``, as :meth:`_apply_weight_decay`
+        computes it) instead of by ops of their own: a dense gradient, a float32/float64 variable, a
+        number for ``weight_decay``, and this class's ``update_step`` the one that folds it. One op
+        then writes the weight, so a ZeRO-1 plan can shard the decay with the update."""
+        wd = self.weight_decay
+        return (wd is not None and type(self).update_step is type(self)._DECAY_FOLDING_STEP
+                and isinstance(wd, numbers.Real) and not isinstance(wd, bool)
+                and variable.dtype in training_ops.FUSED_DTYPES and not isinstance(gradient, IndexedSlices)
+                and self._use_weight_decay(variable))
+
+    def _decay_of(self, variable):
+        """The weight decay a fused update of ``variable`` applies in this ``apply`` (None: none, or apart)."""
+        return float(self.weight_decay) if id(variable) in self._per_apply.get("folded", ()) else None
 
     def _apply_weight_decay(self, variables, learning_rate):
         if self.weight_decay is None:

@@ -54,7 +54,8 @@ class RMSprop(Optimizer):
             training_ops.apply_rmsprop(
                 variable, self._velocities[i], self._momentums[i] if self.momentum > 0 else None,
                 self._average_gradients[i] if self.centered else None, self._lr_in(variable.dtype, learning_rate),
-                values, self.rho, self.momentum, self.epsilon, self.centered, indices=indices)
+                values, self.rho, self.momentum, self.epsilon, self.centered, indices=indices,
+                weight_decay=self._decay_of(variable))
             return
         lr = _cast(learning_rate, variable.dtype)
         rho, eps, momentum, centered = self.rho, self.epsilon, self.momentum, self.centered
@@ -88,6 +89,8 @@ class RMSprop(Optimizer):
             return (w, *out)
 
         self._apply_update(rule, gradient, variable, slots)
+
+    _DECAY_FOLDING_STEP = update_step
 
     def get_config(self):
         config = super().get_config()

@@ -49,7 +49,8 @@ class SGD(Optimizer):
             values, indices = self._fused_gradient(gradient)
             slot = self._momentums[self._get_variable_index(variable)] if self.momentum else None
             training_ops.apply_momentum(variable, slot, self._lr_in(variable.dtype, learning_rate), values,
-                                        self.momentum, self.nesterov, indices=indices)
+                                        self.momentum, self.nesterov, indices=indices,
+                                        weight_decay=self._decay_of(variable))
             return
         lr = _cast(learning_rate, variable.dtype)
         if self.momentum == 0:
@@ -64,6 +65,8 @@ class SGD(Optimizer):
             return w + m, m
 
         self._apply_update(rule, gradient, variable, [self._momentums[self._get_variable_index(variable)]])
+
+    _DECAY_FOLDING_STEP = update_step
 
     def get_config(self):
         config = super().get_config()

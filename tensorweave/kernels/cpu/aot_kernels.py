@@ -108,5 +108,7 @@ KERNELS = {
     },
     "tensorweave.kernels.cpu.training_kernels": {
         "_adam_flat": [f"void({_F1}, {_F1}, {_F1}, {_F1}, float32, float32, float32, float32)"],
+        # AdamW's (and weight_decay='s) decay pass before the update (session 16, adamw20)
+        "_decay_flat": [f"void({_F1}, float32, float32)"],
     },
 }

@@ -103,9 +103,10 @@ def matmul_group_apply_adam(*inputs, num_variables, index, transpose_a, transpos
         return ()
     coeffs = training_kernels._coefficients(w.dtype, lr, step, adam["beta_1"], adam["beta_2"]) \
         + (w.dtype.type(adam["epsilon"]),)
+    decay = training_kernels.decay_factors(w.dtype, lr, adam.get("weight_decay"))
 
     def update(g, i, j):
-        training_kernels._adam_flat(w[i:j].ravel(), m[i:j].ravel(), v[i:j].ravel(), g[i:j].ravel(), *coeffs)
+        _adam_slice(w[i:j].ravel(), m[i:j].ravel(), v[i:j].ravel(), g[i:j].ravel(), coeffs, decay)
     gemm.matmul_then(a, b, update, tasks)
     return ()
 
@@ -125,10 +126,19 @@ def _adam_tasks(handle, lr, step, g, adam):
     dtype = arrays[0].dtype
     coeffs = training_kernels._coefficients(dtype, lr, step, adam["beta_1"], adam["beta_2"]) \
         + (dtype.type(adam["epsilon"]),)
+    decay = training_kernels.decay_factors(dtype, lr, adam.get("weight_decay"))
     w, m, v = arrays
     n = w.shape[0]
-    return [functools.partial(training_kernels._adam_flat, w[s:s + ADAM_TASK], m[s:s + ADAM_TASK],
-                              v[s:s + ADAM_TASK], g[s:s + ADAM_TASK], *coeffs) for s in range(0, n, ADAM_TASK)]
+    return [functools.partial(_adam_slice, w[s:s + ADAM_TASK], m[s:s + ADAM_TASK], v[s:s + ADAM_TASK],
+                              g[s:s + ADAM_TASK], coeffs, decay) for s in range(0, n, ADAM_TASK)]
+
+
+def _adam_slice(w, m, v, g, coeffs, decay):
+    """The Adam kernel on flat slices: AdamW's decay of the slice first (``decay``: its factors, or
+    None), as the stock kernel decays the whole weight before its update (elementwise: same bits)."""
+    if decay is not None:
+        training_kernels._decay_flat(w, *decay)
+    training_kernels._adam_flat(w, m, v, g, *coeffs)
 
 
 # The fused ops the remapping pass makes (ops/fused_ops.py), looked up by name like any op.

@@ -8,6 +8,13 @@ operation for operation — for Adam::
     w -= (m * alpha) / (sqrt(v) + epsilon),  alpha = lr * sqrt(1 - beta_2**t) / (1 - beta_1**t)
 
 so results equal the op-by-op optimizers' to rounding.
+
+Decoupled weight decay (``weight_decay`` attr, Keras' ``weight_decay=``: AdamW, SGD, RMSprop,
+Adagrad) runs first, as the optimizer's own step orders it: ``w = w - (w * weight_decay) * lr``
+over the whole weight (:func:`decay`), then the update reads the decayed ``w``. The same
+operations as the optimizer's op-by-op decay (``Optimizer._apply_weight_decay``), so the same
+bits; folded into the update op, a ZeRO-1 plan can shard it with the update
+(``distribute/zero_update.py``).
 """
 import functools
 
@@ -19,6 +26,31 @@ from tensorweave.core.registry import register_kernel
 from tensorweave.kernels.cpu import gemm, split_passes
 from tensorweave.kernels.cpu.jit import njit, njit_twin, parallel_loops
 from tensorweave.kernels import threads
+
+
+def _decay_numpy(w, wd, lr):
+    np.subtract(w, (w * wd) * lr, out=w)
+
+
+@njit_twin(_decay_numpy)
+def _decay_flat(w, wd, lr):
+    for i in range(w.shape[0]):
+        w[i] = w[i] - (w[i] * wd) * lr
+
+
+def decay_factors(dtype, lr, weight_decay):
+    """``(weight_decay, lr)`` in ``dtype`` for :func:`_decay_flat`, or None (no decay)."""
+    if not weight_decay:
+        return None
+    t = np.dtype(dtype).type
+    return t(weight_decay), t(lr)
+
+
+def decay(w, lr, weight_decay):
+    """Decoupled weight decay of the flat weight storage ``w`` in place (module docstring)."""
+    factors = decay_factors(w.dtype, lr, weight_decay)
+    if factors is not None:
+        _decay_flat(w, *factors)
 
 
 def _adam_numpy(w, m, v, g, alpha, c1, c2, eps, chunks=1):
@@ -229,10 +261,11 @@ def _sparse(name, handles, values, indices):
 
 
 @register_kernel("ResourceApplyAdam", "CPU")
-def _apply_adam(*inputs, beta_1, beta_2, epsilon, amsgrad):
+def _apply_adam(*inputs, beta_1, beta_2, epsilon, amsgrad, weight_decay=0.0):
     n = 4 if amsgrad else 3
     lr, step, grad = inputs[n:]
     arrays, g = _dense("Adam update", inputs[:n], grad)
+    decay(arrays[0], lr, weight_decay)
     dtype = arrays[0].dtype
     coeffs = _coefficients(dtype, lr, step, beta_1, beta_2) + (dtype.type(epsilon),)
     chunks = _chunks(g.shape[0])
@@ -267,10 +300,11 @@ def _sparse_apply_adam(*inputs, beta_1, beta_2, epsilon, amsgrad):
 
 
 @register_kernel("ResourceApplyKerasMomentum", "CPU")
-def _apply_momentum(*inputs, momentum, nesterov):
+def _apply_momentum(*inputs, momentum, nesterov, weight_decay=0.0):
     n = 2 if momentum else 1
     lr, grad = inputs[n:]
     arrays, g = _dense("SGD update", inputs[:n], grad)
+    decay(arrays[0], lr, weight_decay)
     t = arrays[0].dtype.type
     if momentum:
         _momentum_flat(*arrays, g, t(lr), t(momentum), nesterov)
@@ -293,8 +327,9 @@ def _sparse_apply_momentum(*inputs, momentum, nesterov):
 
 
 @register_kernel("ResourceApplyAdagradV2", "CPU")
-def _apply_adagrad(var, acc, lr, grad, epsilon):
+def _apply_adagrad(var, acc, lr, grad, epsilon, weight_decay=0.0):
     arrays, g = _dense("Adagrad update", (var, acc), grad)
+    decay(arrays[0], lr, weight_decay)
     t = arrays[0].dtype.type
     _adagrad_flat(*arrays, g, t(lr), t(epsilon))
     return ()
@@ -319,10 +354,11 @@ def _rmsprop_args(arrays, lr, rho, momentum, epsilon, centered):
 
 
 @register_kernel("ResourceApplyKerasRMSprop", "CPU")
-def _apply_rmsprop(*inputs, rho, momentum, epsilon, centered):
+def _apply_rmsprop(*inputs, rho, momentum, epsilon, centered, weight_decay=0.0):
     n = 2 + (momentum > 0) + centered
     lr, grad = inputs[n:]
     arrays, g = _dense("RMSprop update", inputs[:n], grad)
+    decay(arrays[0], lr, weight_decay)
     slots, scalars = _rmsprop_args(arrays, lr, rho, momentum, epsilon, centered)
     _rmsprop_flat(*slots, g, *scalars)
     return ()
