@@ -30,6 +30,8 @@ benchmark is plain SGD, whose update the planner keeps replicated.
 smaller products, two rank threads side by side, the collectives and hand-off.
 ``--profile`` prints, per plan (one device at the global batch and at the per-rank batch, and
 each rank), the wall and thread-CPU ms per step of each op type.
+``--gil`` prints, per rank of the planned step, the ms per step its thread held the GIL, per op type
+(:func:`gil_held`, ``gil_sampler.py``): the part of a rank's step that cannot overlap the other rank's.
 ``--pipeline`` adds a row for the same MLP as a 2-stage pipeline (layer 1 on rank 0, layers
 2-3 on rank 1; ``--micro-batches`` 4, 1F1B): steps/s against one device and the schedule's
 bubble fraction (one controller runs a time slot's actions one after the other: overhead, not overlap).
@@ -38,7 +40,7 @@ From a worktree, ``PYTHONPATH=.`` measures its ``tensorweave`` (else the install
 comes first on ``sys.path``, not the working directory).
 
 Usage: ``python benchmarks/bench_distribute.py [--batch 256] [--ranks 2] [--steps 20] [--rounds 3]
-[--all-cores] [--ablation] [--decompose] [--profile] [--pipeline] [--eager] [--optimizer sgd|momentum|adam]``.
+[--all-cores] [--ablation] [--decompose] [--profile] [--gil] [--pipeline] [--eager] [--optimizer sgd|momentum|adam]``.
 """
 import argparse
 import json
@@ -442,6 +444,46 @@ def profile(fn, steps):
              sorted(a.items(), key=lambda kv: -kv[1][1])} for a in accs]
 
 
+def gil_held(fn, steps, world, ranks, inline=True):
+    """Per rank of the planned step ``fn`` (a traced tw.function on ``ranks``), the ms per step its
+    thread held the GIL, per op type and ``outside`` ops (the runner, the hand-off and, on the first
+    rank's thread with ``inline``, the controller's own work: tracing lookup, feeds, outputs), beside
+    its thread CPU ms (``gil_sampler.py``: CPython's GIL record sampled by a nogil loop; None where
+    the record is not found). The step functions are wrapped (as :func:`profile` does): each wrapper's
+    two label writes count as the op's."""
+    import gil_sampler
+    if not gil_sampler.available():
+        return None
+    cf = list(fn._cache.values())[-1]
+    plans = list(cf._global.bound)
+    labels = sorted({st.node.op for plan in plans for st in plan.steps})
+    index = {op: i for i, op in enumerate(labels)}
+    sampler = gil_sampler.GilSampler(labels, len(plans))
+    world.run(ranks, lambda i: sampler.register(i), inline=inline)
+    where, outside = sampler.where, sampler.outside
+    for t, plan in enumerate(plans):
+        for st in plan.steps:
+            def labelled(*a, _fn=st.fn, _t=t, _k=index[st.node.op]):
+                where[_t] = _k
+                try:
+                    return _fn(*a)
+                finally:
+                    where[_t] = outside
+            st.fn = labelled
+        plan.runner = None          # the generated runner binds the step functions: made again
+    fn()
+    c0 = _rank_cpu(world, ranks, inline)
+    sampler.start()
+    for _ in range(steps):
+        fn()
+    sampler.stop()
+    c1 = _rank_cpu(world, ranks, inline)
+    held = sampler.held_ms(steps)
+    return [{"rank": i, "thread_cpu_ms": round((b - a) / steps * 1e3, 3), "gil_held_ms": round(sum(h.values()), 3),
+             "per_op": dict(sorted(h.items(), key=lambda kv: -kv[1]))}
+            for i, (h, a, b) in enumerate(zip(held, c0, c1))]
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--batch", type=int, default=256)
@@ -460,6 +502,8 @@ def main():
     ap.add_argument("--micro-batches", type=int, default=4)
     ap.add_argument("--optimizer", choices=sorted(OPTIMIZERS), default="sgd",
                     help="the MLP's optimizer (sgd: the issue's benchmark; adam/momentum: ZeRO-1 updates)")
+    ap.add_argument("--gil", action="store_true",
+                    help="per rank of the planned step: ms per step holding the GIL, per op type (gil_sampler.py)")
     ap.add_argument("--half-batch-worker", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args()
     global OPTIMIZER
@@ -518,6 +562,14 @@ def main():
                         "wall": round(sum(v[0] for v in table.values()), 3),
                         "cpu": round(sum(v[1] for v in table.values()), 3)},
                         "ops": {op: {"wall": v[0], "cpu": v[1], "n": v[2]} for op, v in table.items()}}), flush=True)
+    if args.gil:
+        with threadpool_limits(1):
+            gil_fn = tw.function(make(placement, args.batch))
+            gil_fn()
+            jit.wait_for_compiles()
+            for row in gil_held(gil_fn, args.steps, world, ranks) or [{"gil": "record not found"}]:
+                print(json.dumps({"gil": "planned_data_parallel_mlp", "load": round(os.getloadavg()[0], 2), **row}),
+                      flush=True)
     if args.pipeline:
         with threadpool_limits(1):
             one = max(measure(make(None, args.batch), args.steps)[0] for _ in range(args.rounds))
