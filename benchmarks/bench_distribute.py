@@ -446,7 +446,8 @@ def profile(fn, steps):
 
 def gil_held(fn, steps, world, ranks, inline=True):
     """Per rank of the planned step ``fn`` (a traced tw.function on ``ranks``), the ms per step its
-    thread held the GIL, per op type and ``outside`` ops (the runner, the hand-off and, on the first
+    thread held the GIL (wall: a holder off its core on a loaded machine counts; so also the share
+    of each op's time it held it, and the op's thread CPU ms), per op type and ``outside`` ops (the runner, the hand-off and, on the first
     rank's thread with ``inline``, the controller's own work: tracing lookup, feeds, outputs), beside
     its thread CPU ms (``gil_sampler.py``: CPython's GIL record sampled by a nogil loop; None where
     the record is not found). The step functions are wrapped (as :func:`profile` does): each wrapper's
@@ -461,27 +462,34 @@ def gil_held(fn, steps, world, ranks, inline=True):
     sampler = gil_sampler.GilSampler(labels, len(plans))
     world.run(ranks, lambda i: sampler.register(i), inline=inline)
     where, outside = sampler.where, sampler.outside
+    cpu = np.zeros((len(plans), len(labels)), np.int64)      # per rank and op type: thread CPU ns
     for t, plan in enumerate(plans):
         for st in plan.steps:
             def labelled(*a, _fn=st.fn, _t=t, _k=index[st.node.op]):
                 where[_t] = _k
+                c0 = time.thread_time_ns()
                 try:
                     return _fn(*a)
                 finally:
+                    cpu[_t, _k] += time.thread_time_ns() - c0
                     where[_t] = outside
             st.fn = labelled
         plan.runner = None          # the generated runner binds the step functions: made again
     fn()
+    cpu[:] = 0
     c0 = _rank_cpu(world, ranks, inline)
     sampler.start()
     for _ in range(steps):
         fn()
     sampler.stop()
     c1 = _rank_cpu(world, ranks, inline)
-    held = sampler.held_ms(steps)
+    held, share = sampler.held_ms(steps), sampler.fractions()
+    # per op type: [wall ms/step holding the GIL, share of the op's samples holding it, thread CPU ms/step]
     return [{"rank": i, "thread_cpu_ms": round((b - a) / steps * 1e3, 3), "gil_held_ms": round(sum(h.values()), 3),
-             "per_op": dict(sorted(h.items(), key=lambda kv: -kv[1]))}
-            for i, (h, a, b) in enumerate(zip(held, c0, c1))]
+             "per_op_held_share_cpu": {op: [ms, f.get(op), round(float(cpu[i, index[op]]) / steps / 1e6, 3)
+                                            if op in index else None]
+                                       for op, ms in sorted(h.items(), key=lambda kv: -kv[1])}}
+            for i, (h, f, a, b) in enumerate(zip(held, share, c0, c1))]
 
 
 def main():

@@ -131,6 +131,13 @@ class GilSampler:
         self.seconds += time.perf_counter() - self._t0
         self.samples += self._out["n"]
 
+    def fractions(self):
+        """Per thread ``{label: share of its samples under that label in which it held the GIL}``:
+        on a loaded machine a thread holding the GIL may be off its core (the wall ms of
+        :meth:`held_ms` grow with the load), while this share of an op's time stays comparable."""
+        return [{lab: round(float(c[1]) / float(c[0] + c[1]), 3) for lab, c in zip(self.labels, per_thread)
+                 if c[0] + c[1]} for per_thread in self.counts]
+
     def held_ms(self, per=1):
         """Per thread ``{label: ms the thread held the GIL under it}`` (samples scaled to the sampled
         wall time), divided by ``per`` (e.g. steps)."""

@@ -97,7 +97,8 @@ def test_a_collective_timeout_inside_a_plan_step_keeps_its_type():
     from tensorweave.runtime.executor import node_error
     node = types.SimpleNamespace(op="_AllReduceWait", name="all_reduce_bucket0/wait", type="_AllReduceWait",
                                  traceback=None)
-    step = types.SimpleNamespace(node=node, device="/cpu:0", op=None)
+    op = object()                   # the graph op the error names (OpError.op)
+    step = types.SimpleNamespace(node=node, device="/cpu:0", op=op)
     err = node_error(step, CollectiveTimeoutError("all_reduce_start(sum) (call #3): ranks [1] did not arrive", [1]))
-    assert isinstance(err, CollectiveTimeoutError)
+    assert isinstance(err, CollectiveTimeoutError) and err.op is op
     assert "ranks [1] did not arrive" in str(err) and "all_reduce_bucket0/wait" in str(err)
