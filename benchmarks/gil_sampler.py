@@ -114,6 +114,9 @@ class GilSampler:
     def start(self):
         words, holder_at, locked_at = _find()
         loop = _sampler()
+        # compiled here, not on the sampling thread: a compile there would take the sampled time
+        loop(words, holder_at, locked_at, self.states, self.where, np.zeros_like(self.counts), np.ones(1, np.int64),
+             self.period_us)
         self.stop_flag[0] = 0
         out = {}
 
