@@ -102,3 +102,25 @@ def test_a_collective_timeout_inside_a_plan_step_keeps_its_type():
     err = node_error(step, CollectiveTimeoutError("all_reduce_start(sum) (call #3): ranks [1] did not arrive", [1]))
     assert isinstance(err, CollectiveTimeoutError) and err.op is op
     assert "ranks [1] did not arrive" in str(err) and "all_reduce_bucket0/wait" in str(err)
+
+
+def test_gil_sampler_counts_this_thread_holding_the_gil_under_its_label():
+    """benchmarks/gil_sampler.py finds CPython's GIL record and counts a thread running Python as holding
+    it (under the label it set); a thread never registered is never counted."""
+    import os
+    import sys
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "benchmarks"))
+    import gil_sampler
+    if not gil_sampler.available():
+        pytest.skip(f"the GIL record is read on CPython 3.11 only (this is {sys.version.split()[0]})")
+    s = gil_sampler.GilSampler(["python"], threads=2, period_us=10)
+    s.register(0)                       # thread 1: never registered (its state 0 is no thread's)
+    s.enter(0, 0)                       # labelled before the first sample and until after the last
+    s.start()
+    n = 0
+    while s.counts[0, 0].sum() < 50 and n < 10 ** 8:     # Python running here until 50 samples were taken
+        n += 1
+    s.stop()
+    s.leave(0)
+    assert s.counts[0, 0, 1] > 0 and s.counts[1, :, 1].sum() == 0
+    assert list(s.held_ms()[0]) == ["python"] and s.fractions()[0]["python"] > 0
