@@ -447,7 +447,8 @@ def profile(fn, steps):
 def gil_held(fn, steps, world, ranks, inline=True):
     """Per rank of the planned step ``fn`` (a traced tw.function on ``ranks``), the ms per step its
     thread held the GIL (wall: a holder off its core on a loaded machine counts; so also the share
-    of each op's time it held it, and the op's thread CPU ms), per op type and ``outside`` ops (the runner, the hand-off and, on the first
+    of each op's time it held it, and the op's thread CPU ms), per op type and ``outside`` ops, and
+    the process's GIL hand-offs between threads per step (``gil_sampler.switches``: a count, not a time) (the runner, the hand-off and, on the first
     rank's thread with ``inline``, the controller's own work: tracing lookup, feeds, outputs), beside
     its thread CPU ms (``gil_sampler.py``: CPython's GIL record sampled by a nogil loop; None where
     the record is not found). The step functions are wrapped (as :func:`profile` does): each wrapper's
@@ -479,13 +480,16 @@ def gil_held(fn, steps, world, ranks, inline=True):
     cpu[:] = 0
     c0 = _rank_cpu(world, ranks, inline)
     sampler.start()
+    s0 = gil_sampler.switches()
     for _ in range(steps):
         fn()
+    s1 = gil_sampler.switches()
     sampler.stop()
     c1 = _rank_cpu(world, ranks, inline)
     held, share = sampler.held_ms(steps), sampler.fractions()
     # per op type: [wall ms/step holding the GIL, share of the op's samples holding it, thread CPU ms/step]
     return [{"rank": i, "thread_cpu_ms": round((b - a) / steps * 1e3, 3), "gil_held_ms": round(sum(h.values()), 3),
+             "gil_handoffs_per_step": round((s1 - s0) / steps, 1),      # the process's, all threads
              "per_op_held_share_cpu": {op: [ms, f.get(op), round(float(cpu[i, index[op]]) / steps / 1e6, 3)
                                             if op in index else None]
                                        for op, ms in sorted(h.items(), key=lambda kv: -kv[1])}}

@@ -64,6 +64,15 @@ def available():
     return _find() is not None
 
 
+def switches():
+    """CPython's count of GIL hand-offs between threads so far (``switch_number``, the word after
+    ``locked``: raised when a thread takes the GIL that another held last), or None. A count, so
+    unlike held time it does not grow with the machine's load: each hand-off is a wake-up of a
+    waiting thread (a futex; on a VM an IPI) and a cold start of the Python that follows."""
+    found = _find()
+    return None if found is None else int(found[0][found[2] + 1])
+
+
 def _sampler():
     if "loop" in _layout:
         return _layout["loop"]
