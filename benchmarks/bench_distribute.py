@@ -320,7 +320,12 @@ def decompose(placement, args, world, ranks):
     and ``planned`` (the data-parallel step). ``2 * half_batch / one_device`` is the price of the
     smaller products, ``independent_processes / half_batch`` that of sharing the cores' caches and
     memory, ``independent / independent_processes`` that of sharing one process (GIL, allocator,
-    library state), ``planned / independent`` that of the collectives and the hand-off."""
+    library state) and of meeting every step, ``planned / independent`` that of the collectives and
+    the hand-off. ``independent_loop``: each rank thread runs its steps back to back in one
+    ``World.run`` (as each process does): ``independent_loop / independent_processes`` is the price
+    of sharing one process alone, ``independent / independent_loop`` that of the per-step rendezvous
+    (the slower rank's time and the wake-ups of the hand-off; session 16 dp20 counted ~7 GIL
+    hand-offs a step, ``gil_sampler.switches``)."""
     per_rank = args.batch // args.ranks
     halves = [tw.function(make(None, per_rank)) for _ in ranks]
     _one_thread_per_rank(world, ranks)
@@ -328,6 +333,9 @@ def decompose(placement, args, world, ranks):
 
     def independent():
         world.run(ranks, lambda i: halves[i]())
+
+    def independent_loop():         # args.steps steps per rank in one hand-off (measured as one "step")
+        world.run(ranks, lambda i: [halves[i]() for _ in range(args.steps)])
     fns = {"one_device": (tw.function(make(None, args.batch)), None),
            "half_batch": (tw.function(make(None, per_rank)), None),
            "independent": (independent, False), "planned": (tw.function(make(placement, args.batch)), None)}
@@ -338,12 +346,15 @@ def decompose(placement, args, world, ranks):
     compiled0 = jit.background_compile_seconds()
     workers = HalfBatchProcesses(len(ranks), per_rank, args.optimizer)
     best, every = {}, {}
-    names = list(fns) + ["independent_processes"]
+    names = list(fns) + ["independent_processes", "independent_loop"]
     try:
         for r in range(args.rounds):
             for name in names[r % len(names):] + names[:r % len(names)]:
                 if name == "independent_processes":
                     m = workers.measure(args.steps)
+                elif name == "independent_loop":
+                    rate, cpu_ms, per_thread = measure(independent_loop, 1, world, ranks, False)
+                    m = (rate * args.steps, cpu_ms / args.steps, [c / args.steps for c in per_thread])
                 else:
                     fn, inline = fns[name]
                     on_ranks = name in ("independent", "planned")
