@@ -30,6 +30,8 @@ benchmark is plain SGD, whose update the planner keeps replicated.
 smaller products, two rank threads side by side, the collectives and hand-off.
 ``--profile`` prints, per plan (one device at the global batch and at the per-rank batch, and
 each rank), the wall and thread-CPU ms per step of each op type.
+``--gil`` prints, per rank of the planned step, the ms per step its thread held the GIL, per op type
+(:func:`gil_held`, ``gil_sampler.py``): the part of a rank's step that cannot overlap the other rank's.
 ``--pipeline`` adds a row for the same MLP as a 2-stage pipeline (layer 1 on rank 0, layers
 2-3 on rank 1; ``--micro-batches`` 4, 1F1B): steps/s against one device and the schedule's
 bubble fraction (one controller runs a time slot's actions one after the other: overhead, not overlap).
@@ -38,7 +40,7 @@ From a worktree, ``PYTHONPATH=.`` measures its ``tensorweave`` (else the install
 comes first on ``sys.path``, not the working directory).
 
 Usage: ``python benchmarks/bench_distribute.py [--batch 256] [--ranks 2] [--steps 20] [--rounds 3]
-[--all-cores] [--ablation] [--decompose] [--profile] [--pipeline] [--eager] [--optimizer sgd|momentum|adam|adamw|rmsprop|adagrad]``.
+[--all-cores] [--ablation] [--decompose] [--profile] [--gil] [--pipeline] [--eager] [--optimizer sgd|momentum|adam|adamw|rmsprop|adagrad]``.
 """
 import argparse
 import json
@@ -321,7 +323,12 @@ def decompose(placement, args, world, ranks):
     and ``planned`` (the data-parallel step). ``2 * half_batch / one_device`` is the price of the
     smaller products, ``independent_processes / half_batch`` that of sharing the cores' caches and
     memory, ``independent / independent_processes`` that of sharing one process (GIL, allocator,
-    library state), ``planned / independent`` that of the collectives and the hand-off."""
+    library state) and of meeting every step, ``planned / independent`` that of the collectives and
+    the hand-off. ``independent_loop``: each rank thread runs its steps back to back in one
+    ``World.run`` (as each process does): ``independent_loop / independent_processes`` is the price
+    of sharing one process alone, ``independent / independent_loop`` that of the per-step rendezvous
+    (the slower rank's time and the wake-ups of the hand-off; session 16 dp20 counted ~7 GIL
+    hand-offs a step, ``gil_sampler.switches``)."""
     per_rank = args.batch // args.ranks
     halves = [tw.function(make(None, per_rank)) for _ in ranks]
     _one_thread_per_rank(world, ranks)
@@ -329,6 +336,9 @@ def decompose(placement, args, world, ranks):
 
     def independent():
         world.run(ranks, lambda i: halves[i]())
+
+    def independent_loop():         # args.steps steps per rank in one hand-off (measured as one "step")
+        world.run(ranks, lambda i: [halves[i]() for _ in range(args.steps)])
     fns = {"one_device": (tw.function(make(None, args.batch)), None),
            "half_batch": (tw.function(make(None, per_rank)), None),
            "independent": (independent, False), "planned": (tw.function(make(placement, args.batch)), None)}
@@ -339,12 +349,15 @@ def decompose(placement, args, world, ranks):
     compiled0 = jit.background_compile_seconds()
     workers = HalfBatchProcesses(len(ranks), per_rank, args.optimizer)
     best, every = {}, {}
-    names = list(fns) + ["independent_processes"]
+    names = list(fns) + ["independent_processes", "independent_loop"]
     try:
         for r in range(args.rounds):
             for name in names[r % len(names):] + names[:r % len(names)]:
                 if name == "independent_processes":
                     m = workers.measure(args.steps)
+                elif name == "independent_loop":
+                    rate, cpu_ms, per_thread = measure(independent_loop, 1, world, ranks, False)
+                    m = (rate * args.steps, cpu_ms / args.steps, [c / args.steps for c in per_thread])
                 else:
                     fn, inline = fns[name]
                     on_ranks = name in ("independent", "planned")
@@ -445,6 +458,58 @@ def profile(fn, steps):
              sorted(a.items(), key=lambda kv: -kv[1][1])} for a in accs]
 
 
+def gil_held(fn, steps, world, ranks, inline=True):
+    """Per rank of the planned step ``fn`` (a traced tw.function on ``ranks``), the ms per step its
+    thread held the GIL (wall: a holder off its core on a loaded machine counts; so also the share
+    of each op's time it held it, and the op's thread CPU ms), per op type and ``outside`` ops, and
+    the process's GIL hand-offs between threads per step (``gil_sampler.switches``: a count, not a time) (the runner, the hand-off and, on the first
+    rank's thread with ``inline``, the controller's own work: tracing lookup, feeds, outputs), beside
+    its thread CPU ms (``gil_sampler.py``: CPython's GIL record sampled by a nogil loop; None where
+    the record is not found). The step functions are wrapped (as :func:`profile` does): each wrapper's
+    two label writes count as the op's."""
+    import gil_sampler
+    if not gil_sampler.available():
+        return None
+    cf = list(fn._cache.values())[-1]
+    plans = list(cf._global.bound)
+    labels = sorted({st.node.op for plan in plans for st in plan.steps})
+    index = {op: i for i, op in enumerate(labels)}
+    sampler = gil_sampler.GilSampler(labels, len(plans))
+    world.run(ranks, lambda i: sampler.register(i), inline=inline)
+    where, outside = sampler.where, sampler.outside
+    cpu = np.zeros((len(plans), len(labels)), np.int64)      # per rank and op type: thread CPU ns
+    for t, plan in enumerate(plans):
+        for st in plan.steps:
+            def labelled(*a, _fn=st.fn, _t=t, _k=index[st.node.op]):
+                where[_t] = _k
+                c0 = time.thread_time_ns()
+                try:
+                    return _fn(*a)
+                finally:
+                    cpu[_t, _k] += time.thread_time_ns() - c0
+                    where[_t] = outside
+            st.fn = labelled
+        plan.runner = None          # the generated runner binds the step functions: made again
+    fn()
+    cpu[:] = 0
+    c0 = _rank_cpu(world, ranks, inline)
+    sampler.start()
+    s0 = gil_sampler.switches()
+    for _ in range(steps):
+        fn()
+    s1 = gil_sampler.switches()
+    sampler.stop()
+    c1 = _rank_cpu(world, ranks, inline)
+    held, share = sampler.held_ms(steps), sampler.fractions()
+    # per op type: [wall ms/step holding the GIL, share of the op's samples holding it, thread CPU ms/step]
+    return [{"rank": i, "thread_cpu_ms": round((b - a) / steps * 1e3, 3), "gil_held_ms": round(sum(h.values()), 3),
+             "gil_handoffs_per_step": round((s1 - s0) / steps, 1),      # the process's, all threads
+             "per_op_held_share_cpu": {op: [ms, f.get(op), round(float(cpu[i, index[op]]) / steps / 1e6, 3)
+                                            if op in index else None]
+                                       for op, ms in sorted(h.items(), key=lambda kv: -kv[1])}}
+            for i, (h, f, a, b) in enumerate(zip(held, share, c0, c1))]
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--batch", type=int, default=256)
@@ -463,6 +528,8 @@ def main():
     ap.add_argument("--micro-batches", type=int, default=4)
     ap.add_argument("--optimizer", choices=sorted(OPTIMIZERS), default="sgd",
                     help="the MLP's optimizer (sgd: the issue's benchmark; adam/momentum: ZeRO-1 updates)")
+    ap.add_argument("--gil", action="store_true",
+                    help="per rank of the planned step: ms per step holding the GIL, per op type (gil_sampler.py)")
     ap.add_argument("--half-batch-worker", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args()
     global OPTIMIZER
@@ -521,6 +588,14 @@ def main():
                         "wall": round(sum(v[0] for v in table.values()), 3),
                         "cpu": round(sum(v[1] for v in table.values()), 3)},
                         "ops": {op: {"wall": v[0], "cpu": v[1], "n": v[2]} for op, v in table.items()}}), flush=True)
+    if args.gil:
+        with threadpool_limits(1):
+            gil_fn = tw.function(make(placement, args.batch))
+            gil_fn()
+            jit.wait_for_compiles()
+            for row in gil_held(gil_fn, args.steps, world, ranks) or [{"gil": "record not found"}]:
+                print(json.dumps({"gil": "planned_data_parallel_mlp", "load": round(os.getloadavg()[0], 2), **row}),
+                      flush=True)
     if args.pipeline:
         with threadpool_limits(1):
             one = max(measure(make(None, args.batch), args.steps)[0] for _ in range(args.rounds))

@@ -45,8 +45,10 @@ _REDUCE = {"sum": np.add, "max": np.maximum, "min": np.minimum, "prod": np.multi
 class CollectiveTimeoutError(errors.OpError, TimeoutError):
     """A collective waited longer than its timeout; ``missing`` are the ranks that did not arrive."""
 
-    def __init__(self, message, missing=()):
-        super().__init__(message)
+    def __init__(self, message, missing=(), **kwargs):
+        # kwargs: OpError's (``op=``): a plan's runner re-raises a step's error naming its node
+        # (executor.node_error), which a timeout inside a planned step's collective reaches
+        super().__init__(message, **kwargs)
         self.missing = tuple(missing)
 
 

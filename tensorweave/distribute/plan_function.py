@@ -136,7 +136,8 @@ class RankPlans:
         if self.bound is None:
             self._bind()
         bound = self.bound
-        n = rank_threads.for_ranks(self.placement.size)   # the ranks share the controller's cores
+        # the ranks share the controller's cores; its per-thread counts read once for held()
+        n, counts = rank_threads.controller_counts(self.placement.size)
         inline = INLINE_FIRST_RANK
         shared = self.shared
 
@@ -145,7 +146,7 @@ class RankPlans:
                 from tensorweave.distribute.zero_update import reshare
                 reshare(shared)
             if inline and i == 0:            # on this (the controller's) thread: its settings restored after
-                with rank_threads.held(n):
+                with rank_threads.held(n, counts):
                     return executor.run_plan(bound[i], feeds[i])
             rank_threads.use(n)
             return executor.run_plan(bound[i], feeds[i])

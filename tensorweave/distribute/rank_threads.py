@@ -29,6 +29,18 @@ def for_ranks(n_ranks):
     return share(threads.intra_op_threads(), n_ranks)
 
 
+def controller_counts(n_ranks):
+    """``(share, counts)``: :func:`for_ranks` ``n_ranks`` and the calling thread's per-thread BLAS
+    counts read on the way (``[(lib, count)]``, for :func:`held`): each library's count is read
+    once per planned step. Why it matters: these reads run on the controller before every step
+    while the other ranks wait for it at their first collective, and right after a step's products
+    they run cold (~35 µs for MKL's, where a loop of them takes ~1 µs each)."""
+    libs = threads._blas()
+    counts = [lib.num_threads for lib in libs]
+    n = share(max(counts, default=1), n_ranks)
+    return n, [(lib, k) for lib, k in zip(libs, counts) if lib.internal_api == "mkl"]
+
+
 def _per_thread_libs():
     return [lib for lib in threads._blas() if lib.internal_api == "mkl"]
 
@@ -50,25 +62,34 @@ def use(n):
 
 
 @contextlib.contextmanager
-def held(n):
+def held(n, counts=None):
     """:func:`use` ``n`` for the body, then the calling thread's previous per-thread counts again
-    (a controller thread running one rank's plan itself, ``World.run(..., inline=True)``)."""
+    (a controller thread running one rank's plan itself, ``World.run(..., inline=True)``). Each
+    count is read once and only a changed one is set back: this runs on the controller before
+    every planned step, while the other ranks wait for it at their first collective (reading
+    them again through :func:`use` and before restoring took ~20 of its ~30 µs). ``counts``: the
+    per-thread libraries' counts as :func:`controller_counts` read them on this thread just now."""
     import numba
 
     from tensorweave.kernels.cpu import gemm
-    libs = _per_thread_libs()
-    before = [lib.num_threads for lib in libs], numba.get_num_threads()
-    split_before = gemm.limit_split_here(None)
-    use(n)
+    changed = []
+    for lib, k in counts if counts is not None else [(lib, lib.num_threads) for lib in _per_thread_libs()]:
+        if k != n:
+            lib.set_num_threads(n)
+            changed.append((lib, k))
+    split_before = gemm.limit_split_here(n)
+    m = min(n, numba.config.NUMBA_NUM_THREADS)
+    numba_before = numba.get_num_threads()
+    if numba_before != m:
+        numba.set_num_threads(m)
     try:
         yield n
     finally:
         gemm.limit_split_here(split_before)
-        for lib, k in zip(libs, before[0]):
-            if lib.num_threads != k:
-                lib.set_num_threads(k)
-        if numba.get_num_threads() != before[1]:
-            numba.set_num_threads(before[1])
+        for lib, k in changed:
+            lib.set_num_threads(k)
+        if numba_before != m:
+            numba.set_num_threads(numba_before)
 
 
-__all__ = ["share", "for_ranks", "use", "held"]
+__all__ = ["share", "for_ranks", "controller_counts", "use", "held"]
