@@ -243,3 +243,35 @@ def test_keras_conv_eager_graph_and_gradients_agree(monkeypatch):
     w, b = [v.numpy().astype(np.float64) for v in layer.weights]
     y_ref = np.maximum(_references(x.numpy(), w, np.zeros((4, 10, 10, 8)), S, S, "SAME")[0] + b, 0)
     assert np.abs(np.sum(y_ref ** 2) - eager[0]) <= 1e-5 * np.sum(y_ref ** 2)
+
+
+def test_candidates_are_one_group_few_channel_float_convolutions():
+    assert cp.applies(np.dtype(np.float32), cp.MAX_CHANNELS, 1)
+    assert cp.applies(np.dtype(np.float64), 1, 1)
+    assert not cp.applies(np.dtype(np.float32), cp.MAX_CHANNELS + 1, 1)
+    assert not cp.applies(np.dtype(np.float32), 2, 2)
+    assert not cp.applies(np.dtype(np.int32), 2, 1)
+
+
+def test_each_backend_is_timed_on_its_own_path_and_a_slice_of_the_batch(scripted, monkeypatch):
+    times, _, _ = scripted
+    ran, timed = [], []
+    for mod, name, tag in ((cp, "forward", "planes"), (ck, "_dense_forward", "im2col")):
+        real = getattr(mod, name)
+        monkeypatch.setattr(mod, name, lambda x, *a, _real=real, _tag=tag, **k: (ran.append((_tag, x.shape[0])),
+                                                                               _real(x, *a, **k))[1])
+
+    def clock(backend, run):                         # what ran while ``backend`` was timed
+        before = len(ran)
+        run()
+        timed.append((backend, ran[before:]))
+        return times[backend]
+    monkeypatch.setattr(gemm_tuning, "_time_call", clock)
+    x, f = _case((20, 6, 6, 2), (3, 3), 4)
+    ck.conv_forward(x, f, S, S, "SAME", "NHWC")
+    assert timed and all(paths == [(backend, 8)] for backend, paths in timed)
+    assert ran[-1] == ("im2col", 20)                 # a tie: the incumbent, on the whole batch
+    times["im2col"] = 1e-2
+    x, f = _case((20, 6, 6, 1), (3, 3), 4)           # (another class: the tie is on file)
+    ck.conv_forward(x, f, S, S, "SAME", "NHWC")
+    assert ran[-1] == ("planes", 20)
