@@ -35,8 +35,10 @@ from tensorweave.kernels.cpu import conv_tiles, gemm, nn_loops
 from tensorweave.kernels.cpu.nn_util import offset_slices
 from tensorweave.kernels.cpu.tiles import buffer, over_tiles
 
-#: Candidates: convolutions with at most this many input channels (beyond it the pixel's run
-#: in the ordinary copy is long enough; which of the two runs is measured, ``conv_choice``).
+#: Candidates: convolutions with at most this many input channels; which of the two runs is
+#: measured (``conv_choice``). Beyond it im2col's runs are long enough: on the Intel Xeon planes
+#: lost every kernel of the ResNet's 8- and 16-channel layers by 1.1-2.7x (3x3 stride 1 at 8
+#: channels, 3x3 and 1x1 stride 2 at 16 and 32; session 16), so timing them would be wasted.
 MAX_CHANNELS = 4
 #: A tile's column matrix, as ``conv_kernels.TILE_BYTES`` (the same L2 reasoning).
 TILE_BYTES = 1 << 20
