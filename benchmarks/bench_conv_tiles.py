@@ -79,7 +79,8 @@ def main(argv=None):
             wall[flag].append(time.perf_counter() - w0)
     tags = {"balance": ("session 12 split", "session 11 split"), "pair": ("gradients side by side", "one after the other"),
             "blocks": ("session 13 fusions", "without them"),
-            "tiles": ("one-thread tiles", "old tiling"), "planes": ("first layer by planes", "by im2col")}[args.compare]
+            "tiles": ("one-thread tiles", "old tiling"),
+            "planes": ("first layer by planes", "by im2col")}[args.compare]
     for flag, tag in ((True, tags[0]), (False, tags[1])):
         print(f"{args.workload} {tag}: CPU ms/step median {np.median(cpu[flag]) * 1e3:.1f} "
               f"(min {np.min(cpu[flag]) * 1e3:.1f}), wall median {np.median(wall[flag]) * 1e3:.1f} "

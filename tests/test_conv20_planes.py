@@ -166,7 +166,8 @@ def _paths(x, f, dy):
     out = x.shape[1:3]
     return {"planes": (cp.forward(x, f, out, PAD, S, S), cp.backprop_input(x.shape, f, dy, out, PAD, S, S),
                        cp.backprop_filter(x, f.shape, dy, out, PAD, S, S).reshape(f.shape)),
-            "im2col": (ck._dense_forward(x, f, out, PAD, S, S), ck._dense_backprop_input(x.shape, f, dy, out, PAD, S, S),
+            "im2col": (ck._dense_forward(x, f, out, PAD, S, S),
+                       ck._dense_backprop_input(x.shape, f, dy, out, PAD, S, S),
                        ck._dense_backprop_filter(x, f.shape, dy, out, PAD, S, S).reshape(f.shape))}
 
 
@@ -219,9 +220,12 @@ def test_planes_classes_keep_the_geometry_apart():
     base = pc("forward", 64, (32, 32), 3, 16, (3, 3), PAD, S, S)
     assert base == "planes-forward:n4,s6x6,c3,o5,k3x3,st1x1,d1x1,p1111"
     assert base == pc("forward", 128, (32, 32), 3, 16, (3, 3), PAD, S, S)
-    others = [pc("forward", 64, (32, 32), 1, 16, (3, 3), PAD, S, S), pc("forward", 64, (32, 32), 3, 16, (5, 5), PAD, S, S),
-              pc("forward", 64, (32, 32), 3, 16, (3, 3), PAD, (2, 2), S), pc("filter", 64, (32, 32), 3, 16, (3, 3), PAD, S, S),
-              pc("forward", 64, (32, 32), 3, 16, (3, 3), PAD, S, (2, 2)), pc("forward", 1, (32, 32), 3, 16, (3, 3), PAD, S, S)]
+    others = [pc("forward", 64, (32, 32), 1, 16, (3, 3), PAD, S, S),
+              pc("forward", 64, (32, 32), 3, 16, (5, 5), PAD, S, S),
+              pc("forward", 64, (32, 32), 3, 16, (3, 3), PAD, (2, 2), S),
+              pc("filter", 64, (32, 32), 3, 16, (3, 3), PAD, S, S),
+              pc("forward", 64, (32, 32), 3, 16, (3, 3), PAD, S, (2, 2)),
+              pc("forward", 1, (32, 32), 3, 16, (3, 3), PAD, S, S)]
     assert len({base, *others}) == 7
 
 

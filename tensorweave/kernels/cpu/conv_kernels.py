@@ -24,8 +24,8 @@ the end. Grouped convolutions run as a batched matmul over the groups, and depth
 as a multiply-add per window offset (GEMMs with an inner dimension of ``prod(ksize)`` are
 slow). Convolutions with few input channels may instead build their column matrix transposed
 (``conv_planes``: long copies where im2col's run one pixel's channels), where it measured faster
-for the shape class (``conv_choice.use_planes``). Half-precision inputs are computed in float32 and rounded once at the end (as
-TensorFlow accumulates).
+for the shape class (``conv_choice.use_planes``). Half-precision inputs are computed in float32
+and rounded once at the end (as TensorFlow accumulates).
 """
 import math
 
