@@ -279,3 +279,19 @@ def test_each_backend_is_timed_on_its_own_path_and_a_slice_of_the_batch(scripted
     x, f = _case((20, 6, 6, 1), (3, 3), 4)           # (another class: the tie is on file)
     ck.conv_forward(x, f, S, S, "SAME", "NHWC")
     assert ran[-1] == ("planes", 20)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float16])
+def test_channels_first_and_half_precision_through_the_kernels(monkeypatch, dtype):
+    monkeypatch.setattr(conv_choice, "PLANES_MODE", "1")
+    x, f = _case((3, 7, 8, 3), (3, 3), 5)
+    dy = RNG.standard_normal((3, 4, 4, 5)).astype(np.float32)
+    y_ref, dx_ref, df_ref = _references(x, f, dy, (2, 2), S, "SAME")
+    xc, dyc = x.transpose(0, 3, 1, 2).astype(dtype), dy.transpose(0, 3, 1, 2).astype(dtype)
+    got = (ck.conv_forward(xc, f.astype(dtype), [2, 2], S, "SAME", "NCHW").transpose(0, 2, 3, 1),
+           ck.conv_backprop_input([3, 3, 7, 8], f.astype(dtype), dyc, [2, 2], S, "SAME", "NCHW").transpose(0, 2, 3, 1),
+           ck.conv_backprop_filter(xc, list(f.shape), dyc, [2, 2], S, "SAME", "NCHW"))
+    tol = 1e-5 if dtype == np.float32 else 1e-2
+    for g, r in zip(got, (y_ref, dx_ref, df_ref)):
+        assert g.dtype == dtype and g.shape == r.shape
+        assert np.abs(g.astype(np.float64) - r).max() <= tol * np.abs(r).max()
