@@ -15,7 +15,10 @@ wherever it applies); both sides run the same transforms.
 core (``FusedConv2DBackprop``, ``conv_pair_kernels.ENABLED``), against one after the other, each
 split over the cores (session 13). ``--compare blocks`` alternates two copies of the model whose
 plans were built with and without session 13's fusions (``remapping.CONV_BLOCKS``: the two
-gradients side by side, batch norm with its ReLU both ways).
+gradients side by side, batch norm with its ReLU both ways). ``--compare planes`` alternates the
+few-channel layers (the first convolution) by planes (``conv_planes``, ``TW_CONV_PLANES=1``)
+against im2col (``=0``), session 16; ``--compare planes-ops`` the same per kernel (forward, input
+and filter gradient of the resnet's and the cnn's first layers), call by call.
 """
 import argparse
 import os
@@ -32,8 +35,10 @@ def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--workload", default="resnet")
     p.add_argument("--rounds", type=int, default=16)
-    p.add_argument("--compare", choices=("tiles", "balance", "pair", "blocks"), default="tiles")
+    p.add_argument("--compare", choices=("tiles", "balance", "pair", "blocks", "planes", "planes-ops"), default="tiles")
     args = p.parse_args(argv)
+    if args.compare == "planes-ops":
+        return first_layers(args.rounds)
     from tensorweave.kernels.cpu import batch_norm_kernels, conv_choice, conv_pair_kernels, conv_tiles, winograd
     data = bench_models.synthetic_batch(args.workload)
     from tensorweave.runtime.passes import remapping
@@ -53,6 +58,8 @@ def main(argv=None):
         knobs = [(conv_pair_kernels, "ENABLED", True, False)]
     elif args.compare == "blocks":
         knobs = []
+    elif args.compare == "planes":
+        knobs = [(conv_choice, "PLANES_MODE", "1", "0")]
 
     def side(flag):
         for mod, attr, new, old in knobs:
@@ -72,11 +79,41 @@ def main(argv=None):
             wall[flag].append(time.perf_counter() - w0)
     tags = {"balance": ("session 12 split", "session 11 split"), "pair": ("gradients side by side", "one after the other"),
             "blocks": ("session 13 fusions", "without them"),
-            "tiles": ("one-thread tiles", "old tiling")}[args.compare]
+            "tiles": ("one-thread tiles", "old tiling"),
+            "planes": ("first layer by planes", "by im2col")}[args.compare]
     for flag, tag in ((True, tags[0]), (False, tags[1])):
         print(f"{args.workload} {tag}: CPU ms/step median {np.median(cpu[flag]) * 1e3:.1f} "
               f"(min {np.min(cpu[flag]) * 1e3:.1f}), wall median {np.median(wall[flag]) * 1e3:.1f} "
               f"(min {np.min(wall[flag]) * 1e3:.1f})")
+    print("load average", os.getloadavg())
+
+
+def first_layers(rounds):
+    """Per kernel: planes against im2col on the resnet's and the cnn's first layers, alternating
+    call by call (order swapped every round), process CPU ms per call (median)."""
+    from tensorweave.kernels.cpu import conv_kernels as ck, conv_planes as cp
+    from tensorweave.kernels.cpu.nn_util import geometry
+    rng = np.random.default_rng(0)
+    for name, xs, fs, padding in (("resnet", (64, 32, 32, 3), (3, 3, 3, 16), "SAME"),
+                                  ("cnn", (128, 28, 28, 1), (3, 3, 1, 32), "VALID")):
+        x, f = rng.standard_normal(xs, np.float32), rng.standard_normal(fs, np.float32)
+        out, pads = geometry(xs[1:3], fs[:2], (1, 1), (1, 1), padding)
+        dy = rng.standard_normal((xs[0],) + out + (fs[-1],), np.float32)
+        g = (out, pads, (1, 1), (1, 1))
+        kinds = {"forward": (lambda: cp.forward(x, f, *g), lambda: ck._dense_forward(x, f, *g)),
+                 "input": (lambda: cp.backprop_input(xs, f, dy, *g), lambda: ck._dense_backprop_input(xs, f, dy, *g)),
+                 "filter": (lambda: cp.backprop_filter(x, fs, dy, *g),
+                            lambda: ck._dense_backprop_filter(x, fs, dy, *g))}
+        for kind, pair in kinds.items():
+            times = ([], [])
+            for r in range(rounds + 1):
+                for i in (0, 1) if r % 2 == 0 else (1, 0):
+                    c0 = time.process_time()
+                    pair[i]()
+                    if r:                       # (round 0 warms both)
+                        times[i].append(time.process_time() - c0)
+            print(f"{name} first layer {kind}: planes {np.median(times[0]) * 1e3:.2f}, "
+                  f"im2col {np.median(times[1]) * 1e3:.2f} CPU ms")
     print("load average", os.getloadavg())
 
 

@@ -116,6 +116,7 @@ def _threads_of(monkeypatch):
 
 def test_the_two_gradients_run_on_two_threads_each_with_its_own_tiles(two_cores, monkeypatch):
     monkeypatch.setattr(conv_choice, "MODE", "0")
+    monkeypatch.setattr(conv_choice, "PLANES_MODE", "0")     # im2col's tiles (conv_planes has its own)
     monkeypatch.setattr(ck, "TILE_BYTES", 1)        # one image a tile: several tiles each
     x, f, dy, st = _case((6, 7, 7, 3), (3, 3, 3, 5), 2, "SAME")
     seen = _threads_of(monkeypatch)
@@ -142,6 +143,7 @@ def test_the_two_gradients_run_on_two_threads_each_with_its_own_tiles(two_cores,
 @pytest.mark.parametrize("why", ["batch of one", "switched off", "one intra-op thread"])
 def test_one_after_the_other_where_side_by_side_does_not_apply(two_cores, monkeypatch, why):
     monkeypatch.setattr(conv_choice, "MODE", "0")
+    monkeypatch.setattr(conv_choice, "PLANES_MODE", "0")     # im2col's tiles (conv_planes has its own)
     n = 1 if why == "batch of one" else 4
     if why == "switched off":
         monkeypatch.setattr(cp, "ENABLED", False)

@@ -1,5 +1,6 @@
-"""Winograd or im2col for a 3x3 stride-1 convolution: chosen by timing both on this machine, per
-shape class and per kind (forward, input gradient, filter gradient), remembered on disk.
+"""Winograd or im2col for a 3x3 stride-1 convolution, planes or im2col for a few-channel one
+(``conv_planes``): chosen by timing both on this machine, per shape class and per kind (forward,
+input gradient, filter gradient), remembered on disk.
 
 Why: which algorithm wins depends on the CPU and the shape. On the AMD EPYC (Zen 4) of
 BENCHMARKS.md Winograd won every ResNet layer by 1.3-2.3x, but its transforms run one vector
@@ -18,21 +19,26 @@ wrong reason; until then Winograd runs, as before, and nothing is recorded.
 Choices live in ``conv-tuning.json`` next to the GEMM tuning file (``gemm_tuning.cache_path``),
 keyed by the CPU model, cores and library versions (``gemm.machine_key``); plain JSON, checked
 on read (``gemm_tuning.Tuner``). ``TW_CONV_WINOGRAD=0`` never uses Winograd, ``=1`` always
-does where it applies (no timing); unset (or ``auto``) chooses by measurement.
+does where it applies (no timing); unset (or ``auto``) chooses by measurement. ``TW_CONV_PLANES``
+likewise for planes against im2col (:func:`use_planes`). Planes and im2col are timed by the
+process's CPU time (both tile over the same threads; wall time on a shared machine measures the
+neighbours); the Winograd timing keeps wall time, as before.
 
 >>> from tensorweave.kernels.cpu import conv_choice
 >>> conv_choice.shape_class("forward", 64, 32, 32, 16, 16, ((1, 1), (1, 1)))
 'forward:n4,h6,w6,c5,o5,p1111'
 """
 import os
+import time
 
 from tensorweave.kernels.cpu import gemm, gemm_tuning
 
 MODE = os.environ.get("TW_CONV_WINOGRAD", "auto").strip().lower()
+PLANES_MODE = os.environ.get("TW_CONV_PLANES", "auto").strip().lower()
 KINDS = ("forward", "input", "filter")
 #: images of the batch the two algorithms are timed on (per-image cost is what differs)
 PROBE_IMAGES = 8
-BACKENDS = ("winograd", "im2col")
+BACKENDS = ("winograd", "im2col", "planes")
 _state = {"tuner": None}
 _chosen = {}            # shape class -> backend, this process (settled or not)
 
@@ -44,6 +50,20 @@ def shape_class(kind, n, h, w, c, o, pads):
     flat = "".join(str(int(v)) for pair in pads for v in pair)
     batch = min(n, PROBE_IMAGES).bit_length()
     return f"{kind}:n{batch},h{h.bit_length()},w{w.bit_length()},c{c.bit_length()},o{o.bit_length()},p{flat}"
+
+
+def planes_class(kind, n, sizes, c, o, ksize, pads, strides, dilations):
+    """:func:`shape_class` for any rank, with the window's geometry (``conv_planes``'s copy
+    depends on it): log2 buckets of the batch, sizes and output channels, the exact channels.
+
+    >>> planes_class("filter", 64, (32, 32), 3, 16, (3, 3), ((1, 1), (1, 1)), (1, 1), (1, 1))
+    'planes-filter:n4,s6x6,c3,o5,k3x3,st1x1,d1x1,p1111'
+    """
+    def joined(values):
+        return "x".join(str(int(v)) for v in values)
+    flat = "".join(str(int(v)) for pair in pads for v in pair)
+    return (f"planes-{kind}:n{min(n, PROBE_IMAGES).bit_length()},s{joined(s.bit_length() for s in sizes)},"
+            f"c{c},o{o.bit_length()},k{joined(ksize)},st{joined(strides)},d{joined(dilations)},p{flat}")
 
 
 def cache_path():
@@ -79,13 +99,31 @@ def use_winograd(kind, n, h, w, c, o, pads, runners, kernels=()):
         return False
     if MODE in ("1", "true", "on", "always"):
         return True
-    cls = shape_class(kind, n, h, w, c, o, pads)
+    found = _faster(shape_class(kind, n, h, w, c, o, pads), runners, kernels, "winograd")
+    return found in (None, "winograd")          # None: twins still answering, the earlier default
+
+
+def use_planes(kind, n, sizes, c, o, ksize, pads, strides, dilations, runners, kernels=()):
+    """Whether a few-channel convolution of this class runs by planes (``conv_planes``) rather
+    than im2col (the incumbent: planes must be ``gemm_tuning.MARGIN`` faster); arguments as
+    :func:`use_winograd`'s, ``runners`` returning ``{"planes": run, "im2col": run}``."""
+    if PLANES_MODE in ("0", "false", "off", "never"):
+        return False
+    if PLANES_MODE in ("1", "true", "on", "always"):
+        return True
+    cls = planes_class(kind, n, sizes, c, o, ksize, pads, strides, dilations)
+    return _faster(cls, runners, kernels, "im2col", time.process_time) == "planes"
+
+
+def _faster(cls, runners, kernels, incumbent, clock=None):
+    """The backend of class ``cls``: this process's, the cache's, or timed now; None (nothing
+    recorded) while a kernel in ``kernels`` is not compiled yet."""
     found = _chosen.get(cls)
     if found is None:
         found = tuner().backend(cls)
         if found is None:
             if not _compiled(kernels):
-                return True                     # twins still answering: the earlier default, unrecorded
-            found = tuner().choose(cls, runners(), incumbent="winograd")
+                return None
+            found = tuner().choose(cls, runners(), incumbent=incumbent, clock=clock)
         _chosen[cls] = found
-    return found == "winograd"
+    return found

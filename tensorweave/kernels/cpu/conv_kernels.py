@@ -22,15 +22,17 @@ Channels-last keeps both GEMM operands contiguous (rows are output positions, co
 channels), so channels-first inputs are moved to channels-last with views and moved back at
 the end. Grouped convolutions run as a batched matmul over the groups, and depthwise ones
 as a multiply-add per window offset (GEMMs with an inner dimension of ``prod(ksize)`` are
-slow). Half-precision inputs are computed in float32 and rounded once at the end (as
-TensorFlow accumulates).
+slow). Convolutions with few input channels may instead build their column matrix transposed
+(``conv_planes``: long copies where im2col's run one pixel's channels), where it measured faster
+for the shape class (``conv_choice.use_planes``). Half-precision inputs are computed in float32
+and rounded once at the end (as TensorFlow accumulates).
 """
 import math
 
 import numpy as np
 
 from tensorweave.core.registry import register_kernel as k
-from tensorweave.kernels.cpu import conv_choice, conv_tiles, gemm, nn_loops, winograd
+from tensorweave.kernels.cpu import conv_choice, conv_planes, conv_tiles, gemm, nn_loops, winograd
 from tensorweave.kernels.cpu.nn_util import (channels_first, crop, floats, from_last, geometry,
                                              group_windows, offset_slices, pad, to_last, windows, work)
 from tensorweave.kernels.cpu.tiles import buffer as _buffer
@@ -257,6 +259,17 @@ def _winograd_filter(x, fsizes, dy, out, pads, strides, dilations):
         (winograd._input_transform, winograd._output_grad_transform))
 
 
+def _use_planes(kind, x_dtype, n, sizes, c, o, ksize, pads, strides, dilations, planes, im2col, kernels=()):
+    """Whether this one-group convolution runs by ``conv_planes``: a candidate (few channels)
+    measured faster than im2col for its class. ``planes``, ``im2col``: functions of an image
+    count ``k`` computing the kind on the batch's first ``k`` images (the timing's slice)."""
+    if not conv_planes.applies(x_dtype, c, 1):
+        return False
+    k = _probe(n)
+    return conv_choice.use_planes(kind, n, sizes, c, o, ksize, pads, strides, dilations,
+                                  lambda: {"planes": lambda: planes(k), "im2col": lambda: im2col(k)}, kernels)
+
+
 # ---- the kernels ----------------------------------------------------------------------------------
 def _check_conv_ranks(x, f, nd):
     if x.ndim != nd + 2 or f.ndim != nd + 2:
@@ -282,6 +295,10 @@ def conv_forward(x, f, strides, dilations, padding, data_format, bias=None, relu
     if (g == 1 and winograd.applies(x.dtype, f.shape, strides, dilations, pads)
             and _winograd_forward(x, f, out, pads, strides, dilations)):
         y = winograd.conv3x3(x, f, pads, bias, relu)
+    elif g == 1 and _use_planes("forward", x.dtype, n, sizes, c, o, ksize, pads, strides, dilations,
+                                lambda k: conv_planes.forward(x[:k], f, out, pads, strides, dilations),
+                                lambda k: _dense_forward(x[:k], f, out, pads, strides, dilations)):
+        y = conv_planes.forward(x, f, out, pads, strides, dilations, bias, relu)
     elif g == 1:
         y = _dense_forward(x, f, out, pads, strides, dilations, bias, relu)
     else:
@@ -320,6 +337,13 @@ def backprop_input_runner(input_sizes, f, dy, strides, dilations, padding, data_
             and _winograd_input(shape, f, dy, out, pads, strides, dilations)):
         def run():
             return winograd.conv3x3_backprop_input(shape, f, dy, pads)
+    elif g == 1 and _use_planes(
+            "input", dy.dtype, n, sizes, c, o, ksize, pads, strides, dilations,
+            lambda k: conv_planes.backprop_input((k,) + shape[1:], f, dy[:k], out, pads, strides, dilations),
+            lambda k: _dense_backprop_input((k,) + shape[1:], f, dy[:k], out, pads, strides, dilations),
+            (nn_loops.col2im,)):
+        def run():
+            return conv_planes.backprop_input(shape, f, dy, out, pads, strides, dilations)
     elif g == 1:
         def run():
             return _dense_backprop_input(shape, f, dy, out, pads, strides, dilations)
@@ -357,6 +381,12 @@ def backprop_filter_runner(x, filter_sizes, dy, strides, dilations, padding, dat
             and _winograd_filter(x, fsizes, dy, out, pads, strides, dilations)):
         def run():
             return winograd.conv3x3_backprop_filter(x, dy, pads)
+    elif g == 1 and _use_planes(
+            "filter", x.dtype, n, sizes, c, o, ksize, pads, strides, dilations,
+            lambda k: conv_planes.backprop_filter(x[:k], fsizes, dy[:k], out, pads, strides, dilations),
+            lambda k: _dense_backprop_filter(x[:k], fsizes, dy[:k], out, pads, strides, dilations)):
+        def run():
+            return conv_planes.backprop_filter(x, fsizes, dy, out, pads, strides, dilations)
     elif g == 1:
         def run():
             return _dense_backprop_filter(x, fsizes, dy, out, pads, strides, dilations)
