@@ -168,19 +168,23 @@ def _stack(a, b, sa, sb, so, size, batch, left, right, inner, parts):
 
 
 def _split(a, b, sa, sb, so, size, batch, left, right, inner, parts, out=None):
-    """The stack as ``parts`` blocks of its largest batch subscript, the first on this thread and
-    the others on the runtime's intra-op threads, each transposing its operands' block,
-    multiplying it on one thread and writing its slice of ``out`` (a new array when None)."""
+    """The stack as ``parts`` blocks of its largest batch subscript, each transposing its
+    operands' block, multiplying it on one thread and writing its slice of ``out`` (a new array
+    when None), taken in turn by this thread and the runtime's intra-op threads
+    (``gemm.share_tasks``). Why not one block per thread, handed out up front: a helper that
+    starts late (its core busy) held the calling thread, done with its own block, waiting for
+    the other; from a shared counter the caller takes that block itself. Which thread runs a
+    block does not change its bits; inside ``gemm.blocks_here`` (a product deferred beside
+    another, ``runtime/overlap.py``) every block runs on this thread."""
     letter = _split_letter(batch, size)
     n = size[letter]
     out = np.empty([size[c] for c in so], a.dtype) if out is None else out
     step = -(-n // parts)
     ia, ib, io = sa.index(letter), sb.index(letter), so.index(letter)
-    sub = dict(size)
 
     def run(i):
         j = min(n, i + step)
-        sub_size = dict(sub)
+        sub_size = dict(size)
         sub_size[letter] = j - i
         block = [slice(None)] * len(so)
         block[io] = slice(i, j)
@@ -190,13 +194,5 @@ def _split(a, b, sa, sb, so, size, batch, left, right, inner, parts, out=None):
         # (a leading block is C-contiguous and the product goes straight into it when it comes
         # out in the output's order; otherwise _product copies it into the block)
         _product(pa, pb, sa, sb, so, sub_size, batch, left, right, inner, one_thread=True, out=target)
-    from tensorweave.core.context import current_runtime
-    starts = list(range(0, n, step))
-    pool = current_runtime().intra_op_pool()
-    helpers = [pool.submit(run, i) for i in starts[1:]]
-    try:
-        run(starts[0])
-    finally:
-        for h in helpers:
-            h.result()
+    gemm.share_tasks([functools.partial(run, i) for i in range(0, n, step)], parts)
     return out
