@@ -150,6 +150,32 @@ def test_the_next_pair_never_launches_at_the_place_of_the_one_out():
     assert overlap.schedule_of(steps) == [(1, 0, 2), (4, 3, 5)]
 
 
+def _projections(between=None, read_after=None):
+    """A gather (stateful), then Q and K projections, each reading its kernel right before it
+    (the reads chained in program order), their bias adds, a sum."""
+    steps = [("ResourceGather", (), False, True), ("ReadVariableOp", (0,), False), (EIN, (0, 1), True),
+             ("ReadVariableOp", (1,), False), ("AddV2", (2, 3), False), ("ReadVariableOp", (3,), False),
+             (EIN, (0, 5), True), ("AddN", (4, 6), False)]
+    if between:
+        steps[3] = between
+    if read_after:
+        steps[5] = read_after
+    return steps
+
+
+def test_the_variable_read_a_projection_waits_for_moves_to_the_launch():
+    steps = _projections()
+    assert overlap.schedule_of(steps) == [(6, 2, 7)]
+    assert overlap.early_reads([s[1] for s in steps], 6, 2) == [5]
+
+
+def test_no_read_moves_across_a_write_nor_ahead_of_what_it_waits_for():
+    assert overlap.schedule_of(_projections(between=("AssignVariableOp", (1,), False, True))) == []
+    assert overlap.schedule_of(_projections(read_after=("ReadVariableOp", (4,), False))) == []
+    assert overlap.schedule_of(_projections(read_after=("ReadVariableOp", (2,), False))) == []   # the partner
+    assert overlap.schedule_of(_projections(read_after=("Identity", (1,), False))) == []         # not a read
+
+
 # ---- a Keras encoder's step --------------------------------------------------------------------
 def _train(on, steps=2):
     rng = np.random.default_rng(20)
@@ -193,6 +219,7 @@ def test_an_encoders_einsum_pairs_overlap_with_the_bits_they_have_without(monkey
     pairs = on[2].runner.overlap
     assert len(pairs) >= 4 and started == [True] * (2 * len(pairs))
     assert all(on[2].steps[j].node.op == EIN for j, _ in pairs)
+    assert any(overlap.early_reads(on[2].deps, j, launch) for j, (launch, _) in pairs)    # K beside Q
     assert on[0] == off[0]
     for a, b in zip(off[1], on[1]):
         np.testing.assert_array_equal(b, a)

@@ -20,7 +20,9 @@ inputs are all computed before an earlier heavy product (``PARTNER_OPS``) starts
 product's place; it is collected before the first step that reads it, or that could change what
 it reads or wait for the helper (a stateful step other than a variable read, an opaque one, one
 writing in place, a heavy op of another kind), or where the next such pair starts, whichever
-comes first. One at a time: the next pair's launch collects the one out (by then the helper has
+comes first. A variable read the product waits for runs at the launch instead of its own place
+(:func:`early_reads`; the forward pass's Q/K/V projections read their kernels right before their
+products). One at a time: the next pair's launch collects the one out (by then the helper has
 had the time of the partner product it started beside), so a run of pairs (the transformer's
 backprop: each projection's dX and dW) keeps the helper busy through all of them instead of
 through the first alone (issue 18 session 16, tx20).
@@ -98,12 +100,16 @@ def _schedule(steps, outs, deps):
     for j, (op, ins, heavy, barrier) in enumerate(steps):
         if op not in DEFERRED_OPS or not heavy or barrier or outs[j] is None:
             continue
-        first = 1 + max(deps[j], default=-1)
+        # a variable read it waits for (its value, read at the launch instead: no write between
+        # them, see the barrier check below) does not hold it back: the Q/K/V projections each
+        # read their kernel right before their product
+        first = 1 + max((d for d in deps[j] if steps[d][0] != "ReadVariableOp"), default=-1)
         # after the last one's launch (and never at its own place): a launch inside its window
         # collects it there, so the next pair has the helper (see the docstring)
         after = out[-1][1] + 1 if out else 0
         launch = next((i for i in range(max(first, after), j) if (not out or i != out[-1][0])
-                       and steps[i][2] and steps[i][0] in PARTNER_OPS and not steps[i][3]), None)
+                       and steps[i][2] and steps[i][0] in PARTNER_OPS and not steps[i][3]
+                       and all(_hoistable(steps, deps, d, i) for d in deps[j] if d >= i)), None)
         if launch is None or any(steps[i][3] for i in range(launch, j)):
             continue
         join = next((q for q in range(launch, n) if q != j and (
@@ -114,6 +120,19 @@ def _schedule(steps, outs, deps):
             out[-1] = out[-1][:2] + (launch,)
         out.append((j, launch, join))
     return out
+
+
+def _hoistable(steps, deps, d, launch):
+    """Whether variable read ``d`` may run at ``launch`` instead (no barrier between, checked by
+    the caller): what it waits for comes before, or is another read (the plan keeps stateful
+    steps in order; two reads commute)."""
+    return all(e < launch or steps[e][0] == "ReadVariableOp" for e in deps[d])
+
+
+def early_reads(deps, j, launch):
+    """The steps a product deferred at ``launch`` reads that come after it: variable reads
+    (:func:`_hoistable`) the runner moves to the launch, before the product is started."""
+    return sorted(d for d in deps[j] if d >= launch)
 
 
 class Pending:
