@@ -27,7 +27,7 @@ EQUATIONS = [("aecd,abcd->acbe", [(3, 5, 2, 4), (3, 6, 2, 4)]),
 def forced(monkeypatch):
     """Every stack splits in 2 parts, on the way ``way[0]`` (the choice cache emptied)."""
     way = ["rows"]
-    monkeypatch.setattr(einsum_matmul, "MIN_SPLIT_WORK", 0)
+    monkeypatch.setattr(einsum_matmul, "_min_split", {np.dtype(np.float64): 0})
     monkeypatch.setattr(gemm, "split_parts", lambda: 2)
     monkeypatch.setattr(einsum_matmul, "_chosen", {})
     monkeypatch.setattr(gemm_tuning, "quiet", lambda: False)   # no timing: the split
@@ -91,7 +91,7 @@ def test_small_stacks_and_one_core_stay_one_call(monkeypatch):
     monkeypatch.setattr(gemm, "split_parts", lambda: 2)
     einsum_matmul.contract(a, b, "bij", "bjk", "bik")             # 2048 multiply-adds: one call
     assert split == []
-    monkeypatch.setattr(einsum_matmul, "MIN_SPLIT_WORK", 4 * 8 * 8 * 8)
+    monkeypatch.setattr(einsum_matmul, "_min_split", {np.dtype(np.float64): 4 * 8 * 8 * 8})
     einsum_matmul.contract(a, b, "bij", "bjk", "bik")
     assert split == [2]
     monkeypatch.setattr(gemm, "split_parts", lambda: 1)
@@ -99,7 +99,7 @@ def test_small_stacks_and_one_core_stay_one_call(monkeypatch):
     monkeypatch.setattr(gemm, "split_parts", lambda: 8)                # no more parts than entries
     einsum_matmul.contract(a, b, "bij", "bjk", "bik")
     assert split == [2, 4]
-    monkeypatch.setattr(einsum_matmul, "MIN_SPLIT_WORK", 0)
+    monkeypatch.setattr(einsum_matmul, "_min_split", {np.dtype(np.float64): 0})
     a2, b2 = RNG.standard_normal((8, 8)), RNG.standard_normal((8, 8))
     np.testing.assert_allclose(einsum_matmul.contract(a2, b2, "ij", "jk", "ik"), a2 @ b2, rtol=1e-12)
     assert split == [2, 4]                                               # no stack: one 2-D call

@@ -491,7 +491,7 @@ def _sequential_runner(plan):
     code is made here from the plan's own slot numbers (no user text enters it).
 
     Products that ``overlap.schedule`` starts early are started at their launch step
-    (``overlap.defer``), the steps until their join inside a ``try`` that waits for them on a
+    (``overlap.defer``; the variable reads they wait for, ``overlap.early_reads``, moved there), the steps until their join inside a ``try`` that waits for them on a
     failure (``overlap.abandon``), and collected before the join step (``overlap.join``); an
     error of theirs names their own step."""
     steps = plan.steps
@@ -502,6 +502,9 @@ def _sequential_runner(plan):
     known = set()
     early = {j: (launch, join) for j, launch, join in overlap.schedule(plan)}
     launches = {launch: j for j, (launch, _) in early.items()}
+    # variable reads a started product waits for, run at its launch instead of their place
+    moved = {launch: overlap.early_reads(plan.deps, j, launch) for j, (launch, _) in early.items()}
+    hoisted = {r for reads in moved.values() for r in reads}
     joins = {join: j for j, (_, join) in early.items()}
     depth = [1]
 
@@ -528,28 +531,32 @@ def _sequential_runner(plan):
     for i, st in enumerate(steps):
         ns[f"f{i}"] = st.fn
         params.append(f"f{i}=f{i}")
+    def emit(i, st):
+        call = f"f{i}({', '.join(use(x) for x in st.ins)})"
+        if st.single:
+            out = f"s{operator.index(st.outs)}"
+            known.add(st.outs)
+        elif st.outs:
+            out = "".join(f"s{operator.index(x)}, " for x in st.outs) + f"= _outs({call}, {len(st.outs)})"
+            known.update(st.outs)
+            call = None
+        else:
+            out = None
+        body.append((depth[0], call if out is None else out if call is None else f"{out} = {call}", i))
     for i, st in enumerate(steps):
         if i in joins:
             join(i)
         if i in launches:
             j = launches[i]
+            for r in moved[i]:
+                emit(r, steps[r])
             body.append((depth[0], f"s{operator.index(steps[j].outs)} = _defer(f{j}, "
                                    f"{', '.join(use(x) for x in steps[j].ins)})", j))
             known.add(steps[j].outs)
             body.append((depth[0], "try:", None))
             depth[0] += 1
-        if i not in early:
-            call = f"f{i}({', '.join(use(x) for x in st.ins)})"
-            if st.single:
-                out = f"s{operator.index(st.outs)}"
-                known.add(st.outs)
-            elif st.outs:
-                out = "".join(f"s{operator.index(x)}, " for x in st.outs) + f"= _outs({call}, {len(st.outs)})"
-                known.update(st.outs)
-                call = None
-            else:
-                out = None
-            body.append((depth[0], call if out is None else out if call is None else f"{out} = {call}", i))
+        if i not in early and i not in hoisted:
+            emit(i, st)
         for x in plan.frees[i]:
             body.append((depth[0], f"s{operator.index(x)} = None", None))
     if len(steps) in joins:

@@ -19,7 +19,13 @@ those of the plan without overlap, whichever thread runs a block.
 inputs are all computed before an earlier heavy product (``PARTNER_OPS``) starts at that
 product's place; it is collected before the first step that reads it, or that could change what
 it reads or wait for the helper (a stateful step other than a variable read, an opaque one, one
-writing in place, a heavy op of another kind), whichever comes first. One at a time.
+writing in place, a heavy op of another kind), or where the next such pair starts, whichever
+comes first. A variable read the product waits for runs at the launch instead of its own place
+(:func:`early_reads`; the forward pass's Q/K/V projections read their kernels right before their
+products). One at a time: the next pair's launch collects the one out (by then the helper has
+had the time of the partner product it started beside), so a run of pairs (the transformer's
+backprop: each projection's dX and dW) keeps the helper busy through all of them instead of
+through the first alone (issue 18 session 16, tx20).
 ``executor._sequential_runner`` writes the schedule into the plan's generated code; what runs:
 :func:`defer` (at run time: only with exactly two split parts on the calling thread, else the
 product runs there at once as before) and :func:`join` (which takes the product back and computes
@@ -37,10 +43,13 @@ import os
 from tensorweave.core.registry import _OPS
 from tensorweave.kernels.cpu import gemm
 
-#: op types started early on the helper thread
-DEFERRED_OPS = frozenset({"MatMul", "FusedMatMul"})
+#: op types started early on the helper thread. ``Einsum``: a Keras ``Dense`` on a sequence and
+#: ``EinsumDense``/attention's products (the transformer step's backprop pairs, issue 18 session
+#: 16, tx20); its kernel (``einsum_matmul.contract``) cuts a product into the blocks of
+#: ``gemm.split_parts`` and keeps them on this thread inside ``gemm.blocks_here``, as MatMul's does
+DEFERRED_OPS = frozenset({"MatMul", "FusedMatMul", "Einsum"})
 #: heavy op types the calling thread may run meanwhile (their products follow ``gemm.blocks_here``)
-PARTNER_OPS = frozenset({"MatMul", "FusedMatMul"})
+PARTNER_OPS = frozenset({"MatMul", "FusedMatMul", "Einsum"})
 #: stateful op types that only read (a variable's value): they may run while a product is out
 READ_ONLY = frozenset({"ReadVariableOp", "VarHandleOp"})
 #: other heavy op types the calling thread may run meanwhile besides elementwise ones (their
@@ -88,22 +97,42 @@ def _schedule(steps, outs, deps):
     steps = [(op, ins, heavy and not _light(op), barrier) for op, ins, heavy, barrier in steps]
     n = len(steps)
     out = []
-    free_from = 0                       # the helper is free from this step on
     for j, (op, ins, heavy, barrier) in enumerate(steps):
         if op not in DEFERRED_OPS or not heavy or barrier or outs[j] is None:
             continue
-        first = 1 + max(deps[j], default=-1)
-        launch = next((i for i in range(max(first, free_from), j)
-                       if steps[i][2] and steps[i][0] in PARTNER_OPS and not steps[i][3]), None)
+        # a variable read it waits for (its value, read at the launch instead: no write between
+        # them, see the barrier check below) does not hold it back: the Q/K/V projections each
+        # read their kernel right before their product
+        first = 1 + max((d for d in deps[j] if steps[d][0] != "ReadVariableOp"), default=-1)
+        # after the last one's launch (and never at its own place): a launch inside its window
+        # collects it there, so the next pair has the helper (see the docstring)
+        after = out[-1][1] + 1 if out else 0
+        launch = next((i for i in range(max(first, after), j) if (not out or i != out[-1][0])
+                       and steps[i][2] and steps[i][0] in PARTNER_OPS and not steps[i][3]
+                       and all(_hoistable(steps, deps, d, i) for d in deps[j] if d >= i)), None)
         if launch is None or any(steps[i][3] for i in range(launch, j)):
             continue
         join = next((q for q in range(launch, n) if q != j and (
             outs[j] in steps[q][1] or steps[q][3] or steps[q][2] and steps[q][0] not in PARTNER_OPS)), n)
         if join <= launch:
             continue
+        if out and launch < out[-1][2]:
+            out[-1] = out[-1][:2] + (launch,)
         out.append((j, launch, join))
-        free_from = join
     return out
+
+
+def _hoistable(steps, deps, d, launch):
+    """Whether variable read ``d`` may run at ``launch`` instead (no barrier between, checked by
+    the caller): what it waits for comes before, or is another read (the plan keeps stateful
+    steps in order; two reads commute)."""
+    return all(e < launch or steps[e][0] == "ReadVariableOp" for e in deps[d])
+
+
+def early_reads(deps, j, launch):
+    """The steps a product deferred at ``launch`` reads that come after it: variable reads
+    (:func:`_hoistable`) the runner moves to the launch, before the product is started."""
+    return sorted(d for d in deps[j] if d >= launch)
 
 
 class Pending:

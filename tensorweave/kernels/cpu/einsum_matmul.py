@@ -29,11 +29,70 @@ import numpy as np
 from tensorweave.kernels.cpu import gemm
 from tensorweave.kernels.cpu import gemm_tuning
 
-#: stacks under this many multiply-adds in all stay one call: a split's hand-off costs ~50 µs quiet
-#: and a scheduler slice under load; encoder2's predict on one sequence (4 heads of 128x128x64,
-#: 4.2 M) read 23 ms of CPU a request split against 14 in one call at load 30 (one noisy pair),
-#: while its training step's stacks are 67 M
-MIN_SPLIT_WORK = 1 << 24
+#: stacks under :func:`min_split_work` multiply-adds in all stay one call: a split's hand-off
+#: costs ~50 µs quiet and a scheduler slice under load. The threshold is measured per machine: a
+#: stack of :data:`LADDER_COUNT` products ``side``-cubed per rung of :data:`SPLIT_LADDER`, one
+#: call against the split, timed from the largest rung down (``gemm_tuning.serial_threshold``,
+#: the one-call way the incumbent), repeated until two measurements agree (at most
+#: :data:`MEASUREMENTS`). It was a constant, 16.8 M, from encoder2's predict on one sequence at
+#: load 30 (one noisy pair), which kept the transformer step's attention stacks (64 products of
+#: 64x64x32, 8.4 M) on one call: 5 ms of its caller's CPU (issue 18 session 16, tx20)
+SPLIT_LADDER = (32, 48, 64, 96, 128)
+LADDER_COUNT = 8
+MEASUREMENTS = 3
+#: dtype -> the measured threshold (multiply-adds) of this process; tests set entries
+_min_split = {}
+
+
+def min_split_work(dtype=np.float32):
+    """Stacks of ``dtype`` under this many multiply-adds stay one call (see :data:`SPLIT_LADDER`);
+    measured once per machine, cached with the GEMM tuner's thresholds (``einsum-split:<dtype>``,
+    kept on disk when settled on a quiet machine only)."""
+    dtype = np.dtype(dtype)
+    got = _min_split.get(dtype)
+    if got is None:
+        got = _min_split[dtype] = gemm.tuner().threshold(f"einsum-split:{dtype.name}",
+                                                          lambda: _measure_threshold(dtype))
+    return got
+
+
+def _worth_splitting(work, dtype):
+    """Whether a stack of ``work`` multiply-adds is split: from :func:`min_split_work` on; a stack
+    under the smallest rung never is, and does not start the measurement."""
+    limit = _min_split.get(dtype)
+    if limit is None:
+        if work < LADDER_COUNT * SPLIT_LADDER[0] ** 3:
+            return False
+        limit = min_split_work(dtype)
+    return work >= limit
+
+
+def _measure_threshold(dtype, measurements=MEASUREMENTS):
+    """``(work, settled)``: ``gemm_tuning.serial_threshold`` of :func:`_ladder_runners` repeated
+    until two measurements in a row agree; settled when they agree and the last was settled
+    (a timing that does not repeat is the other processes', not this machine's)."""
+    parts = max(2, gemm.split_parts())
+    last = None
+    for _ in range(measurements):
+        work, settled = gemm_tuning.serial_threshold(functools.partial(_ladder_runners, dtype, parts),
+                                                     SPLIT_LADDER, lambda side: LADDER_COUNT * side ** 3)
+        if work == last:
+            return work, settled
+        last = work
+    return last, False
+
+
+def _ladder_runners(dtype, parts, side):
+    """``{"serial": one call, "threaded": the split}`` of a stack of :data:`LADDER_COUNT`
+    ``side``-cubed products (``bij,bjk->bik``), each written into the same output."""
+    rng = np.random.default_rng(side)
+    a, b = rng.standard_normal((2, LADDER_COUNT, side, side)).astype(dtype)
+    out = np.empty((LADDER_COUNT, side, side), dtype)
+    size, batch, left, right, inner = _plan("bij", "bjk", "bik", a.shape, b.shape)[:5]
+    args = (a, b, "bij", "bjk", "bik", size, batch, left, right, inner)
+    return {"serial": functools.partial(_product, *args, out=out),
+            "threaded": functools.partial(_split, *args, parts, out)}
+
 
 #: this process's stack classes (tuples) -> "mkl" or "rows"
 _chosen = {}
@@ -82,9 +141,9 @@ def contract(a, b, sa, sb, so):
         b, sb = b.sum(axis=only_b), "".join(c for c in sb if c in sa or c in so)
     nb = _prod(size, batch)
     work = nb * _prod(size, left) * _prod(size, right) * _prod(size, inner)
-    if nb > 1 and work >= MIN_SPLIT_WORK and size[_split_letter(batch, size)] >= 2:
+    if nb > 1 and size[_split_letter(batch, size)] >= 2:
         parts = min(gemm.split_parts(), size[_split_letter(batch, size)])
-        if parts > 1:
+        if parts > 1 and _worth_splitting(work, a.dtype):
             return _stack(a, b, sa, sb, so, size, batch, left, right, inner, parts)
     return _product(a, b, sa, sb, so, size, batch, left, right, inner)
 
@@ -168,19 +227,23 @@ def _stack(a, b, sa, sb, so, size, batch, left, right, inner, parts):
 
 
 def _split(a, b, sa, sb, so, size, batch, left, right, inner, parts, out=None):
-    """The stack as ``parts`` blocks of its largest batch subscript, the first on this thread and
-    the others on the runtime's intra-op threads, each transposing its operands' block,
-    multiplying it on one thread and writing its slice of ``out`` (a new array when None)."""
+    """The stack as ``parts`` blocks of its largest batch subscript, each transposing its
+    operands' block, multiplying it on one thread and writing its slice of ``out`` (a new array
+    when None), taken in turn by this thread and the runtime's intra-op threads
+    (``gemm.share_tasks``). Why not one block per thread, handed out up front: a helper that
+    starts late (its core busy) held the calling thread, done with its own block, waiting for
+    the other; from a shared counter the caller takes that block itself. Which thread runs a
+    block does not change its bits; inside ``gemm.blocks_here`` (a product deferred beside
+    another, ``runtime/overlap.py``) every block runs on this thread."""
     letter = _split_letter(batch, size)
     n = size[letter]
     out = np.empty([size[c] for c in so], a.dtype) if out is None else out
     step = -(-n // parts)
     ia, ib, io = sa.index(letter), sb.index(letter), so.index(letter)
-    sub = dict(size)
 
     def run(i):
         j = min(n, i + step)
-        sub_size = dict(sub)
+        sub_size = dict(size)
         sub_size[letter] = j - i
         block = [slice(None)] * len(so)
         block[io] = slice(i, j)
@@ -190,13 +253,5 @@ def _split(a, b, sa, sb, so, size, batch, left, right, inner, parts, out=None):
         # (a leading block is C-contiguous and the product goes straight into it when it comes
         # out in the output's order; otherwise _product copies it into the block)
         _product(pa, pb, sa, sb, so, sub_size, batch, left, right, inner, one_thread=True, out=target)
-    from tensorweave.core.context import current_runtime
-    starts = list(range(0, n, step))
-    pool = current_runtime().intra_op_pool()
-    helpers = [pool.submit(run, i) for i in starts[1:]]
-    try:
-        run(starts[0])
-    finally:
-        for h in helpers:
-            h.result()
+    gemm.share_tasks([functools.partial(run, i) for i in range(0, n, step)], parts)
     return out
