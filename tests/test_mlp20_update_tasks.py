@@ -137,3 +137,20 @@ def test_keras_weights_after_steps_match_the_serial_path_and_eager(monkeypatch, 
         assert other[0] == on[0]
         for a, b in zip(other[1], on[1]):
             np.testing.assert_array_equal(b, a)
+
+
+@pytest.mark.parametrize("n", [fused_kernels.ADAM_TASK + 1, 2 * fused_kernels.ADAM_TASK])
+def test_slice_tasks_cover_every_element(rng, n):
+    """One element past a whole slice still gets its update (the stock kernel's bits)."""
+    g = rng.standard_normal(n).astype(np.float32)
+    out = []
+    for tasks in (False, True):
+        handle = [tw.Variable(np.full(n, 1.0, np.float32)) for _ in range(3)]
+        if tasks:
+            for task in fused_kernels._adam_tasks(handle, np.float32(0.01), np.int64(2), g, ADAM):
+                task()
+        else:
+            training_kernels._apply_adam(*handle, np.float32(0.01), np.int64(2), g, **ADAM)
+        out.append([np.array(h.numpy()) for h in handle])
+    for a, b in zip(*out):
+        np.testing.assert_array_equal(b, a)
