@@ -13,6 +13,10 @@ loaded machine; the load average is printed.
     PYTHONPATH=$PWD python benchmarks/bench_serial.py --workload mlp --steps 100
     PYTHONPATH=$PWD python benchmarks/bench_serial.py --workload transformer --ab 10 --steps 5
 
+``--per-step``: instead, every step of the training plan (its op type) with the caller's and the
+process's CPU inside it (which products run on the calling thread alone, and which run while the
+helper computes another: ``runtime/overlap.py``).
+
 ``--ab``: the same step with ``split_passes`` (large elementwise passes split by rows) on and off,
 in alternating rounds; ``--split-bytes`` forces its threshold (measured by wall, it is never
 below 8 MiB on a loaded machine).
@@ -126,6 +130,50 @@ def _record_calls(calls, on):
         opdef.kernels["CPU"] = rec
 
 
+def per_step(workload, steps):
+    """``[(op type, caller CPU, process CPU), ...]`` seconds per training step for each step of
+    the largest plan (the training step's), in plan order; the step functions are wrapped before
+    the plan's runner is generated (``executor._sequential_runner``)."""
+    import tensorweave  # noqa: F401
+    from tensorweave.kernels.cpu import jit
+    from tensorweave.runtime import executor
+    plans, on = [], [False]
+    make_runner = executor._sequential_runner
+
+    def wrapped_runner(plan):
+        acc = plan.cpu = [[0.0, 0.0] for _ in plan.steps]
+        for i, st in enumerate(plan.steps):
+            def timed(*args, _fn=st.fn, _acc=acc[i]):
+                if not on[0]:
+                    return _fn(*args)
+                m0, c0 = time.thread_time(), time.process_time()
+                try:
+                    return _fn(*args)
+                finally:
+                    _acc[0] += time.thread_time() - m0
+                    _acc[1] += time.process_time() - c0
+            st.fn = timed
+        plans.append(plan)
+        return make_runner(plan)
+    executor._sequential_runner = wrapped_runner
+    try:
+        data = bench_models.synthetic_batch(workload)
+        step, _, _ = bench_models.make_tensorweave(workload, data, None)
+        for _ in range(3):
+            jit.wait_for_compiles()
+            step()
+        on[0] = True
+        for _ in range(steps):
+            step()
+        on[0] = False
+    finally:
+        executor._sequential_runner = make_runner
+    # (the measured model's: ``make_tensorweave`` first trains a throw-away copy, whose plan is alike)
+    plan = max(plans, key=lambda p: (len(p.steps), sum(m for m, _ in p.cpu)))
+    return [(st.node.op if st.node is not None else "?", m / steps, c / steps)
+            for st, (m, c) in zip(plan.steps, plan.cpu)]
+
+
 def ab(workload, rounds, steps, split_bytes):
     """Same-process A/B of ``split_passes`` on (A) and off (B), rounds alternating (order swapped
     each round): median (fastest) caller CPU, process CPU and wall per step of each side."""
@@ -169,7 +217,17 @@ def main(argv=None):
                    help="instead: ROUNDS alternating rounds of --steps steps, split_passes on and off")
     p.add_argument("--split-bytes", type=int, default=None,
                    help="with --ab: split passes from this many bytes (default: the measured threshold)")
+    p.add_argument("--per-step", action="store_true", help="instead: CPU per step of the training plan")
     args = p.parse_args(argv)
+    if args.per_step:
+        load0 = os.getloadavg()[0]
+        rows = per_step(args.workload, args.steps)
+        print(f"{args.workload}: {args.steps} steps, load {load0:.2f} -> {os.getloadavg()[0]:.2f}; "
+              "a step deferred to the helper (runtime/overlap.py) counts there, not in the caller's column")
+        print("| plan step | op | caller CPU µs/step | process CPU µs/step |\n|---|---|---|---|")
+        for i, (op, m, c) in enumerate(rows):
+            print(f"| {i} | {op} | {m * 1e6:.0f} | {c * 1e6:.0f} |")
+        return None
     if args.ab:
         return ab(args.workload, args.ab, args.steps, args.split_bytes)
     load0 = os.getloadavg()[0]

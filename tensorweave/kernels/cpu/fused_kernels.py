@@ -22,6 +22,7 @@ array([[0., 4.],
        [0., 4.]], dtype=float32)
 """
 import functools
+import threading
 
 import numpy as np
 
@@ -75,8 +76,9 @@ def relu_grad_bias_add_grad(gradients, features, data_format):
 
 def matmul_group_apply_adam(*inputs, num_variables, index, transpose_a, transpose_b, **adam):
     """``ResourceGroupApplyAdam`` whose ``index``-th gradient is ``MatMul(a, b)`` (``a`` and ``b``
-    the last two inputs, in place of that gradient): the small other variables by the stock kernel,
-    the large ones as tasks shared out with the product's blocks (:func:`_adam_tasks`), and this
+    the last two inputs, in place of that gradient): the other variables as tasks shared out with
+    the product's blocks (the large ones cut by :func:`_adam_tasks`, the small ones by the stock
+    kernel together as one task, last), and this
     one block by block as the product's rows come out. Adam is elementwise, so the bits are the
     unfused plan's whichever blocks the product and the updates are cut into."""
     *group, a, b = inputs
@@ -84,12 +86,20 @@ def matmul_group_apply_adam(*inputs, num_variables, index, transpose_a, transpos
     lr, step = group[num_variables * k:num_variables * k + 2]
     grads = group[num_variables * k + 2:]
     handles = [group[i * k:(i + 1) * k] for i in range(num_variables)]
-    tasks = []
+    tasks, small = [], []
     for i, g in zip([i for i in range(num_variables) if i != index], grads):
-        if adam["amsgrad"] or np.size(g) < training_kernels.PARALLEL_MIN:
+        if adam["amsgrad"]:
             training_kernels._apply_adam(*handles[i], lr, step, g, **adam)
+        elif np.size(g) < training_kernels.PARALLEL_MIN:
+            small.append(functools.partial(training_kernels._apply_adam, *handles[i], lr, step, g, **adam))
         else:
             tasks += _adam_tasks(handles[i], lr, step, g, adam)
+    if small:
+        # the small variables (biases, a last layer) by the stock kernel, its checks included, as
+        # one task after the large ones: whichever thread is free takes it, instead of the calling
+        # thread before the product's hand-off (issue 18 session 16: 0.25 ms of its CPU a step at
+        # load 10); their errors are raised after the tasks end (``gemm.share_tasks``)
+        tasks.append(functools.partial(_run_all, small))
     a = np.swapaxes(a, -1, -2) if transpose_a else a
     b = np.swapaxes(b, -1, -2) if transpose_b else b
     w, m, v = (h._storage_for_update() for h in handles[index][:3])
@@ -111,6 +121,12 @@ def matmul_group_apply_adam(*inputs, num_variables, index, transpose_a, transpos
     return ()
 
 
+def _run_all(tasks):
+    """Runs ``tasks`` in order (several small updates as one task of ``gemm.share_tasks``)."""
+    for task in tasks:
+        task()
+
+
 #: elements of a large variable's Adam update per task of :func:`_adam_tasks`
 ADAM_TASK = 1 << 16
 
@@ -121,24 +137,57 @@ def _adam_tasks(handle, lr, step, g, adam):
     helper thread takes them instead of numba's OpenMP pool (``training_kernels._adam_chunks``),
     whose idle worker spun after every update (0.4-0.6 ms of CPU per mlp step at load 9). The
     same loop on each slice as on the whole: elementwise, so the same bits. The checks (and
-    their errors) are the stock kernel's, made now."""
+    their errors) are the stock kernel's, made by the first of the tasks to run, on whichever
+    thread (:class:`_Prepared`), not by the calling thread before the product's hand-off (issue 18
+    session 16: the mlp's second layer's, ~0.1 ms of its CPU a step at load 10); at least one task,
+    so they are always made."""
+    prepared = _Prepared(functools.partial(_adam_arrays, handle, lr, step, g, adam))
+    return [functools.partial(_adam_slice, prepared, s)
+            for s in range(0, max(1, int(np.size(g))), ADAM_TASK)]
+
+
+def _adam_arrays(handle, lr, step, g, adam):
+    """``([w, m, v, g] flat, Adam's coefficients, AdamW's decay factors or None)`` of one variable,
+    checked by the stock kernel's rules."""
     arrays, g = training_kernels._dense("Adam update", handle, g)
     dtype = arrays[0].dtype
     coeffs = training_kernels._coefficients(dtype, lr, step, adam["beta_1"], adam["beta_2"]) \
         + (dtype.type(adam["epsilon"]),)
-    decay = training_kernels.decay_factors(dtype, lr, adam.get("weight_decay"))
-    w, m, v = arrays
-    n = w.shape[0]
-    return [functools.partial(_adam_slice, w[s:s + ADAM_TASK], m[s:s + ADAM_TASK], v[s:s + ADAM_TASK],
-                              g[s:s + ADAM_TASK], coeffs, decay) for s in range(0, n, ADAM_TASK)]
+    return arrays + [g], coeffs, training_kernels.decay_factors(dtype, lr, adam.get("weight_decay"))
 
 
-def _adam_slice(w, m, v, g, coeffs, decay):
-    """The Adam kernel on flat slices: AdamW's decay of the slice first (``decay``: its factors, or
-    None), as the stock kernel decays the whole weight before its update (elementwise: same bits)."""
+def _adam_slice(prepared, s):
+    """The Adam kernel on flat slice ``s``: AdamW's decay of the slice first (its factors, or None),
+    as the stock kernel decays the whole weight before its update (elementwise: same bits)."""
+    arrays, coeffs, decay = prepared.get()
+    w, m, v, g = (x[s:s + ADAM_TASK] for x in arrays)
     if decay is not None:
         training_kernels._decay_flat(w, *decay)
     training_kernels._adam_flat(w, m, v, g, *coeffs)
+
+
+class _Prepared:
+    """``make()``'s value, made once by the first caller of :meth:`get` on any thread (the others
+    wait for it); its error, if it raised, raised again by every call.
+
+    >>> p = _Prepared(lambda: [1]); p.get() is p.get()
+    True
+    """
+    __slots__ = ("make", "lock", "value", "error")
+
+    def __init__(self, make):
+        self.make, self.lock, self.value, self.error = make, threading.Lock(), None, None
+
+    def get(self):
+        with self.lock:
+            if self.value is None and self.error is None:
+                try:
+                    self.value = self.make()
+                except Exception as e:  # noqa: BLE001 - raised by every task of the update
+                    self.error = e
+        if self.error is not None:
+            raise self.error
+        return self.value
 
 
 # The fused ops the remapping pass makes (ops/fused_ops.py), looked up by name like any op.
