@@ -61,15 +61,16 @@ def test_threshold_is_cached_per_machine(monkeypatch, tmp_path):
     path = str(tmp_path / "t.json")
     tuner = gemm_tuning.Tuner(path, KEY, ("mkl", "numpy"))
     measured = []
-    assert tuner.threshold("serial:float32", lambda: (measured.append(1), (4096, True))[1]) == 4096
-    assert tuner.threshold("serial:float32", lambda: (measured.append(1), (1, True))[1]) == 4096
-    assert measured == [1]
+    assert tuner.threshold("serial:float32", lambda: (measured.append(1), (4096, True))[1], 5) == 4096
+    assert tuner.threshold("serial:float32", lambda: (measured.append(1), (1, True))[1], 5) == 4096
+    assert measured == [1, 1]                                       # two walks, once
     data = json.loads(open(path).read())
-    assert data["thresholds"] == {"serial:float32": {"value": 4096, "settled": True}}
+    entry = data["thresholds"]["serial:float32"]
+    assert entry["value"] == 4096 and entry["settled"] is True and entry["ms"] >= 0
     again = gemm_tuning.Tuner(path, KEY, ("mkl", "numpy"))          # a later process reads it
-    assert again.threshold("serial:float32", lambda: pytest.fail("measured again")) == 4096
+    assert again.threshold("serial:float32", lambda: pytest.fail("measured again"), 5) == 4096
     other = gemm_tuning.Tuner(path, dict(KEY, cpu="Other CPU"), ("mkl", "numpy"))
-    assert other.threshold("serial:float32", lambda: (7, True)) == 7   # another machine measures
+    assert other.threshold("serial:float32", lambda: (7, True), 5) == 7   # another machine measures
 
 
 @pytest.mark.parametrize("quiet,settled", [(False, True), (True, False)])
@@ -77,8 +78,9 @@ def test_busy_or_unsettled_thresholds_hold_for_the_process_only(monkeypatch, tmp
     monkeypatch.setattr(gemm_tuning, "quiet", lambda: quiet)
     path = str(tmp_path / "t.json")
     tuner = gemm_tuning.Tuner(path, KEY, ("mkl", "numpy"))
-    assert tuner.threshold("serial:float32", lambda: (4096, settled)) == 4096
-    assert tuner.threshold("serial:float32", lambda: (1, True)) == 4096      # this process keeps it
+    got = 4096 if settled else 5                                   # an unsettled walk: the default
+    assert tuner.threshold("serial:float32", lambda: (4096, settled), 5) == got
+    assert tuner.threshold("serial:float32", lambda: (1, True), 5) == got    # this process keeps it
     assert not os.path.exists(path)
     assert gemm_tuning.Tuner(path, KEY, ("mkl", "numpy")).thresholds == {}
 
@@ -144,7 +146,7 @@ def test_threshold_measured_once_on_the_first_product(monkeypatch, rng, counted,
     a = rng.standard_normal((64, 64)).astype(np.float32)
     for _ in range(2):
         np.testing.assert_allclose(gemm.matmul(a, a), a.astype(np.float64) @ a, rtol=1e-5, atol=1e-4)
-    assert sides == [1] and counted == ["serial", "serial"] and gemm.serial_work(np.float32) == 10 ** 9
+    assert sides == [1, 1] and counted == ["serial", "serial"] and gemm.serial_work(np.float32) == 10 ** 9
 
 
 @needs_serial

@@ -15,7 +15,9 @@ median and fastest call disagree), and the next process measures again rather th
 choice made in a burst of noise on disk for good.
 
 The same file keeps *thresholds* measured once per machine: ``serial:<dtype>``, the product
-size under which one GEMM thread beats all of them (:func:`serial_threshold`).
+size under which one GEMM thread beats all of them (:func:`serial_threshold`), and
+``split-pass:bytes`` (``split_passes.py``), each kept only when two walks agree
+(:func:`settle_when_two_agree`).
 
 Choices live in one JSON file (``$TW_TUNING_CACHE``, else ``$XDG_CACHE_HOME/tensorweave/`` or
 ``~/.cache/tensorweave/gemm-tuning.json``), keyed by the CPU model, the core count and both
@@ -37,12 +39,20 @@ import time
 
 #: the other library must be this much faster (by median) to displace the incumbent
 MARGIN = 0.10
-#: timed calls per library: at least MIN_CALLS, more while the tuning stays under BUDGET_S
+#: timed samples per library: at least MIN_CALLS, more while the tuning stays under BUDGET_S
 MIN_CALLS, MAX_CALLS, BUDGET_S = 3, 7, 0.02
+#: a timed sample is a block of consecutive calls of one candidate lasting about BLOCK_S (one call
+#: where a call is longer; at most MAX_REPS), its mean per call: a single call of a small product
+#: (a few µs) is decided by one thread wake-up or one interrupt, a block's mean is not
+BLOCK_S, MAX_REPS = 1e-4, 64
+#: two measurements of a threshold agree when within this factor of each other (:func:`settle_when_two_agree`)
+AGREE_FACTOR = 4
 FORMAT = 1
 INCUMBENT = "mkl"
 #: sides of the square products timed for a serial threshold (32 K .. 16.8 M multiply-adds)
 SERIAL_LADDER = (32, 48, 64, 96, 128, 192, 256)
+#: the one-thread threshold where two walks disagree: the ladder's middle rung, 128^3 (2.1 M)
+SERIAL_DEFAULT = SERIAL_LADDER[len(SERIAL_LADDER) // 2 + 1] ** 3
 
 
 def shape_class(m, n, k, dtype, trans_a, trans_b, count=1):
@@ -134,11 +144,23 @@ _timing = threading.local()      # .clock: the clock of the measure() running on
 
 def _time_call(backend, run):
     """Seconds one ``run()`` of ``backend`` takes (tests replace this to fake a faster one), by
-    the clock :func:`measure` was given (wall time unless told otherwise)."""
+    the clock :func:`measure` was given (wall time unless told otherwise): the mean of a block of
+    the block size :func:`measure` set for ``backend`` (one call where none is set)."""
     clock = getattr(_timing, "clock", None) or _clock
+    reps = getattr(_timing, "reps", 1)
     t0 = clock()
-    run()
-    return clock() - t0
+    for _ in range(reps):
+        run()
+    return (clock() - t0) / reps
+
+
+def block_reps(seconds):
+    """Calls of ``seconds`` each that fill one timed block (:data:`BLOCK_S`): 1 .. :data:`MAX_REPS`.
+
+    >>> block_reps(1e-3), block_reps(2e-5), block_reps(0.0)
+    (1, 5, 64)
+    """
+    return max(1, min(MAX_REPS, int(-(-BLOCK_S // seconds)) if seconds > 0 else MAX_REPS))
 
 
 def _median(xs):
@@ -164,9 +186,18 @@ def measure(runners, clock=None):
     follows the longer spinner used to lose: on an Intel Xeon at load 2, MKL's threaded
     128x784 @ 784x512 read 93-124 GFLOP/s call by call against 174-182 in blocks of its own calls
     (``benchmarks/bench_gemm_backends.py --interleave call``). The lead-in is that block, at one
-    extra call per timed one."""
-    for run in runners.values():
+    extra call per timed one.
+
+    Each timed sample is a block of consecutive calls (:data:`BLOCK_S`, sized by the candidate's
+    first lead-in call) and counts as their mean: single calls of a 64^3 product on two MKL threads
+    (~30 µs) put the one-thread threshold anywhere from 0.88 to 16.8 M multiply-adds in six quiet
+    processes (issue 18, session 15)."""
+    tick = clock or _clock
+    call = {}               # seconds of a call: the warm-up's, then the first lead-in's
+    for name, run in runners.items():
+        t0 = tick()
         run()
+        call[name] = tick() - t0
     times = {name: [] for name in runners}
     start = _clock()
     _timing.clock = clock
@@ -176,10 +207,15 @@ def measure(runners, clock=None):
                 break
             for name, run in runners.items():
                 if len(runners) > 1:
+                    t0 = tick()
                     run()       # lead-in: the previous candidate's spinning threads meet this call
+                    if rounds == 0:
+                        call[name] = tick() - t0
+                _timing.reps = block_reps(call[name])
                 times[name].append(_time_call(name, run))
     finally:
         _timing.clock = None
+        _timing.reps = 1
     return times
 
 
@@ -221,6 +257,31 @@ def serial_threshold(runners_for, ladder=SERIAL_LADDER, work_of=lambda side: sid
             break
         work = work_of(side)
     return work, settled
+
+
+def settle_when_two_agree(walk, default, factor=AGREE_FACTOR):
+    """``(value, settled, ms)`` of a threshold measured by ``walk()`` (``(value, settled)``, e.g.
+    :func:`serial_threshold`): two independent walks; where both settled and their values lie
+    within ``factor`` of each other, the larger (the incumbent's side: fewer products moved off
+    it), settled; otherwise ``default``, not settled (the process keeps the default and the next
+    one measures again). ``ms``: what the two walks cost, for the cache entry.
+
+    Why two: a walk is a few ms of timings, and one draw stood for the machine until the cache was
+    deleted; the one-thread threshold of one quiet Intel Xeon came out 0.88, 2.1, 7.1 and 16.8 M
+    multiply-adds in six fresh processes (issue 18, session 15). Two walks that agree are evidence
+    of the machine; two that do not are evidence of noise.
+
+    >>> draws = iter([(100, True), (300, True), (100, True), (900, True)])
+    >>> settle_when_two_agree(lambda: next(draws), 50)[:2], settle_when_two_agree(lambda: next(draws), 50)[:2]
+    ((300, True), (50, False))
+    """
+    t0 = _clock()
+    (first, ok_first), (second, ok_second) = walk(), walk()
+    ms = round((_clock() - t0) * 1e3, 2)
+    low, high = sorted((first, second))
+    if ok_first and ok_second and high <= factor * low:
+        return high, True, ms
+    return default, False, ms
 
 
 class Tuner:
@@ -311,14 +372,16 @@ class Tuner:
             self._write()
         return choice
 
-    def threshold(self, name, measure_it):
-        """The cached threshold ``name``, or ``measure_it()``'s ``(value, settled)``, saved when
-        settled (an unsettled one holds for this process only)."""
+    def threshold(self, name, walk, default):
+        """The cached threshold ``name``, or one measured now by two runs of ``walk()`` (``(value,
+        settled)``) that agree (:func:`settle_when_two_agree`; ``default`` where they do not),
+        saved when settled on a quiet machine with what the walks cost (``ms``); an unsettled one
+        holds for this process only."""
         entry = self.thresholds.get(name)
         if entry is None:
-            value, settled = measure_it()
+            value, settled, ms = settle_when_two_agree(walk, default)
             settled = settled and quiet()
-            entry = self.thresholds[name] = {"value": int(value), "settled": bool(settled)}
+            entry = self.thresholds[name] = {"value": int(value), "settled": bool(settled), "ms": ms}
             if settled:
                 self._write()
         return entry["value"]
