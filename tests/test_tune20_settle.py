@@ -76,12 +76,22 @@ def test_disagreeing_walks_keep_the_default_and_the_next_process_measures_again(
     assert saved["value"] == 2_097_152 and saved["settled"] is True and "ms" in saved
 
 
-def test_agreeing_walks_on_a_busy_machine_hold_for_the_process_only(monkeypatch, tmp_path, clock):
+def test_a_busy_machine_takes_the_default_untimed(monkeypatch, tmp_path, clock):
     monkeypatch.setattr(gemm_tuning, "quiet", lambda: False)
     path = str(tmp_path / "t.json")
     tuner = gemm_tuning.Tuner(path, KEY, ("mkl",))
-    assert tuner.threshold("x", _walks((300, True), (200, True)), 5) == 300
+    assert tuner.threshold("x", lambda: pytest.fail("timed on a busy machine"), 5) == 5
+    assert tuner.thresholds["x"] == {"value": 5, "settled": False, "ms": 0.0}
     assert not os.path.exists(path)
+
+
+def test_walks_that_agree_while_the_machine_turns_busy_hold_for_the_process_only(monkeypatch, tmp_path, clock):
+    answers = iter([True, False])                     # quiet when the walks start, busy after them
+    monkeypatch.setattr(gemm_tuning, "quiet", lambda: next(answers))
+    path = str(tmp_path / "t.json")
+    tuner = gemm_tuning.Tuner(path, KEY, ("mkl",))
+    assert tuner.threshold("x", _walks((300, True), (200, True)), 5) == 300
+    assert tuner.thresholds["x"]["settled"] is False and not os.path.exists(path)
 
 
 def test_the_serial_and_split_pass_thresholds_use_the_helper_with_their_defaults(monkeypatch, tmp_path):

@@ -376,10 +376,13 @@ class Tuner:
         """The cached threshold ``name``, or one measured now by two runs of ``walk()`` (``(value,
         settled)``) that agree (:func:`settle_when_two_agree`; ``default`` where they do not),
         saved when settled on a quiet machine with what the walks cost (``ms``); an unsettled one
-        holds for this process only."""
+        holds for this process only. On a busy machine (:func:`quiet`) nothing is timed: the
+        process takes ``default`` (at load 12 on two cores one walk took 110-200 ms, its threaded
+        calls waiting for descheduled threads, and its answer, threads losing everywhere, could
+        not be kept anyway)."""
         entry = self.thresholds.get(name)
         if entry is None:
-            value, settled, ms = settle_when_two_agree(walk, default)
+            value, settled, ms = settle_when_two_agree(walk, default) if quiet() else (default, False, 0.0)
             settled = settled and quiet()
             entry = self.thresholds[name] = {"value": int(value), "settled": bool(settled), "ms": ms}
             if settled:
