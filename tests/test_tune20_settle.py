@@ -56,6 +56,20 @@ def test_two_walks_settle_only_when_they_agree(clock, first, second, expected):
     assert gemm_tuning.settle_when_two_agree(_walks(first, second), 7)[:2] == expected
 
 
+@pytest.mark.parametrize("first,second,expected", [
+    (("mkl1", True), ("mkl1", True), ("mkl1", True)),
+    (("mkl1", True), ("numpy1", True), ("one", False)),
+    (("mkl1", True), ("mkl1", False), ("one", False)),
+])
+def test_choices_agree_when_equal(clock, first, second, expected):
+    assert gemm_tuning.settle_when_two_agree(_walks(first, second), "one")[:2] == expected
+
+
+def test_a_zero_threshold_agrees_only_with_zero(clock):
+    assert gemm_tuning.settle_when_two_agree(_walks((0, True), (0, True)), 7)[:2] == (0, True)
+    assert gemm_tuning.settle_when_two_agree(_walks((0, True), (1, True)), 7)[:2] == (7, False)
+
+
 def test_the_cost_of_both_walks_is_reported_in_ms(clock):
     def walk():
         clock.now += 0.0125

@@ -259,28 +259,34 @@ def serial_threshold(runners_for, ladder=SERIAL_LADDER, work_of=lambda side: sid
     return work, settled
 
 
-def settle_when_two_agree(walk, default, factor=AGREE_FACTOR):
-    """``(value, settled, ms)`` of a threshold measured by ``walk()`` (``(value, settled)``, e.g.
-    :func:`serial_threshold`): two independent walks; where both settled and their values lie
-    within ``factor`` of each other, the larger (the incumbent's side: fewer products moved off
-    it), settled; otherwise ``default``, not settled (the process keeps the default and the next
-    one measures again). ``ms``: what the two walks cost, for the cache entry.
+def settle_when_two_agree(measure_once, default, factor=AGREE_FACTOR):
+    """``(value, settled, ms)`` of a threshold or a choice measured by ``measure_once()`` (``(value,
+    settled)``: :func:`serial_threshold`'s walk, or :func:`pick` of a :func:`measure`), run twice.
+    Numbers agree when within ``factor`` of each other and then give the larger (the incumbent's
+    side: fewer products moved off it); anything else (a backend's name) agrees when equal. Where
+    both runs settled and agree, that value, settled; otherwise ``default``, not settled (the
+    process keeps the default and the next one measures again). ``ms``: what the two runs cost.
 
     Why two: a walk is a few ms of timings, and one draw stood for the machine until the cache was
     deleted; the one-thread threshold of one quiet Intel Xeon came out 0.88, 2.1, 7.1 and 16.8 M
-    multiply-adds in six fresh processes (issue 18, session 15). Two walks that agree are evidence
+    multiply-adds in six fresh processes (issue 18, session 15). Two runs that agree are evidence
     of the machine; two that do not are evidence of noise.
 
-    >>> draws = iter([(100, True), (300, True), (100, True), (900, True)])
-    >>> settle_when_two_agree(lambda: next(draws), 50)[:2], settle_when_two_agree(lambda: next(draws), 50)[:2]
-    ((300, True), (50, False))
+    >>> draws = iter([(100, True), (300, True), (100, True), (900, True), ("mkl", True), ("numpy", True)])
+    >>> [settle_when_two_agree(lambda: next(draws), 50)[:2] for _ in range(3)]
+    [(300, True), (50, False), (50, False)]
     """
     t0 = _clock()
-    (first, ok_first), (second, ok_second) = walk(), walk()
+    (first, ok_first), (second, ok_second) = measure_once(), measure_once()
     ms = round((_clock() - t0) * 1e3, 2)
-    low, high = sorted((first, second))
-    if ok_first and ok_second and high <= factor * low:
-        return high, True, ms
+    if not (ok_first and ok_second):
+        return default, False, ms
+    if isinstance(first, (int, float)) and isinstance(second, (int, float)):
+        low, high = sorted((first, second))
+        if high <= factor * low:
+            return high, True, ms
+    elif first == second:
+        return first, True, ms
     return default, False, ms
 
 
