@@ -177,7 +177,10 @@ def routes(monkeypatch, tmp_path):
     for name, way in (("_thin_choice", "thin"), ("_run_one", "one"), ("_choose", "tuned"),
                       ("_threaded_choice", "threads")):
         real = getattr(gemm, name)
-        monkeypatch.setattr(gemm, name, lambda *args, real=real, way=way, **kw: (taken.append(way), real(*args, **kw))[1])
+        def recording(*args, real=real, way=way, **kw):
+            taken.append(way)
+            return real(*args, **kw)
+        monkeypatch.setattr(gemm, name, recording)
     real_mkl = gemm._gemm[F32]
     monkeypatch.setitem(gemm._gemm, F32, lambda *args: (taken.append("mkl"), real_mkl(*args))[1])
     return taken
