@@ -235,6 +235,7 @@ def test_a_thin_product_without_a_second_thread_is_reported_on_one_thread(monkey
     assert gemm.route(F32, 1, 512, 512, one_thread=True) == "one"
     assert gemm.route(F32, 16, 512, 512) == "one"                     # MIN_PART rows: not thin
     assert gemm.route(np.dtype(np.float64), 1, 256, 256) == "thin"    # 512 KiB of float64
+    assert gemm.route(F32, 1, 256, 256) == "thin"                     # exactly THIN_BYTES
     assert gemm.route(F32, 1, 256, 255) == "one"                      # under THIN_BYTES
 
 
