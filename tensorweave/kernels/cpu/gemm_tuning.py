@@ -139,7 +139,7 @@ def _clock():
     return time.perf_counter()
 
 
-_timing = threading.local()      # .clock: the clock of the measure() running on this thread
+_timing = threading.local()      # .clock, .reps: the clock and block size of this thread's measure()
 
 
 def _time_call(backend, run):
@@ -189,9 +189,10 @@ def measure(runners, clock=None):
     extra call per timed one.
 
     Each timed sample is a block of consecutive calls (:data:`BLOCK_S`, sized by the candidate's
-    first lead-in call) and counts as their mean: single calls of a 64^3 product on two MKL threads
-    (~30 µs) put the one-thread threshold anywhere from 0.88 to 16.8 M multiply-adds in six quiet
-    processes (issue 18, session 15)."""
+    first lead-in call) and counts as their mean: timed by single calls, the one-thread threshold
+    came out anywhere from 0.88 to 16.8 M multiply-adds in six quiet processes (issue 18, session
+    15), and at load 11 the one-thread / two-thread ratio of a 64^3 product spread 8.4x over ten
+    measurements by single calls against 1.3x by blocks (session 16)."""
     tick = clock or _clock
     call = {}               # seconds of a call: the warm-up's, then the first lead-in's
     for name, run in runners.items():
