@@ -81,7 +81,8 @@ def test_busy_or_unsettled_thresholds_hold_for_the_process_only(monkeypatch, tmp
     got = 4096 if settled and quiet else 5       # busy (not timed) or an unsettled walk: the default
     assert tuner.threshold("serial:float32", lambda: (4096, settled), 5) == got
     assert tuner.threshold("serial:float32", lambda: (1, True), 5) == got    # this process keeps it
-    assert not os.path.exists(path)
+    # nothing settled on disk; a quiet attempt that did not settle is counted there (tune20: MAX_TRIES)
+    assert os.path.exists(path) == quiet
     assert gemm_tuning.Tuner(path, KEY, ("mkl", "numpy")).thresholds == {}
 
 

@@ -83,11 +83,35 @@ def test_disagreeing_walks_keep_the_default_and_the_next_process_measures_again(
     tuner = gemm_tuning.Tuner(path, KEY, ("mkl",))
     assert tuner.threshold("serial:float32", _walks((880_000, True), (16_800_000, True)), 2_097_152) == 2_097_152
     assert tuner.thresholds["serial:float32"]["settled"] is False
-    assert not os.path.exists(path)                                       # nothing kept for the machine
+    on_disk = json.loads(open(path).read())["thresholds"]["serial:float32"]
+    assert on_disk["settled"] is False and on_disk["tries"] == 1         # a try counted, nothing kept
     later = gemm_tuning.Tuner(path, KEY, ("mkl",))                       # the next process
+    assert later.thresholds == {}
     assert later.threshold("serial:float32", _walks((880_000, True), (2_097_152, True)), 1) == 2_097_152
     saved = json.loads(open(path).read())["thresholds"]["serial:float32"]
     assert saved["value"] == 2_097_152 and saved["settled"] is True and "ms" in saved
+
+
+def test_after_max_tries_disagreeing_processes_the_default_stands_unwalked(monkeypatch, tmp_path, clock):
+    monkeypatch.setattr(gemm_tuning, "quiet", lambda: True)
+    path = str(tmp_path / "t.json")
+    for tries in range(1, gemm_tuning.MAX_TRIES + 1):                     # each a fresh process
+        tuner = gemm_tuning.Tuner(path, KEY, ("mkl",))
+        assert tuner.threshold("x", _walks((10, True), (1000, True)), 7) == 7
+        assert json.loads(open(path).read())["thresholds"]["x"]["tries"] == tries
+    tuner = gemm_tuning.Tuner(path, KEY, ("mkl",))
+    assert tuner.threshold("x", lambda: pytest.fail("walked after MAX_TRIES"), 7) == 7
+    assert json.loads(open(path).read())["thresholds"]["x"]["tries"] == gemm_tuning.MAX_TRIES
+
+
+def test_a_try_never_replaces_a_threshold_another_process_settled(monkeypatch, tmp_path, clock):
+    monkeypatch.setattr(gemm_tuning, "quiet", lambda: True)
+    path = str(tmp_path / "t.json")
+    failing, settling = gemm_tuning.Tuner(path, KEY, ("mkl",)), gemm_tuning.Tuner(path, KEY, ("mkl",))
+    assert settling.threshold("x", _walks((100, True), (200, True)), 7) == 200
+    assert failing.threshold("x", _walks((10, True), (1000, True)), 7) == 7      # read before: walks
+    assert json.loads(open(path).read())["thresholds"]["x"] == {"value": 200, "settled": True, "ms": 0.0}
+    assert gemm_tuning.Tuner(path, KEY, ("mkl",)).threshold("x", lambda: pytest.fail("walked"), 7) == 200
 
 
 def test_a_busy_machine_takes_the_default_untimed(monkeypatch, tmp_path, clock):

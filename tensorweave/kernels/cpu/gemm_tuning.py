@@ -47,6 +47,8 @@ MIN_CALLS, MAX_CALLS, BUDGET_S = 3, 7, 0.02
 BLOCK_S, MAX_REPS = 1e-4, 64
 #: two measurements of a threshold agree when within this factor of each other (:func:`settle_when_two_agree`)
 AGREE_FACTOR = 4
+#: quiet processes whose walks of a threshold disagreed, after which the default stands (no more walks)
+MAX_TRIES = 3
 FORMAT = 1
 INCUMBENT = "mkl"
 #: sides of the square products timed for a serial threshold (32 K .. 16.8 M multiply-adds)
@@ -336,13 +338,25 @@ class Tuner:
                 if isinstance(name, str) and isinstance(entry, dict) and valid(entry)
                 and entry.get("settled", True) is True}
 
+    def _tries(self):
+        """The file's unsettled thresholds with a count of quiet attempts whose walks disagreed:
+        ``{name: entry}`` (entry ``tries`` a positive int)."""
+        entries = (self._file() or {}).get("thresholds")
+        if not isinstance(entries, dict):
+            return {}
+        return {name: entry for name, entry in entries.items()
+                if isinstance(name, str) and isinstance(entry, dict) and entry.get("settled") is False
+                and type(entry.get("tries")) is int and entry["tries"] > 0
+                and type(entry.get("value")) is int and entry["value"] >= 0}
+
     def _write(self):
         """Saves the choices and thresholds atomically; a cache that cannot be written is skipped
         silently (read-only home): the choice still holds for this process."""
         def settled(entries):
             return {name: entry for name, entry in entries.items() if entry.get("settled", True)}
+        tried = {name: entry for name, entry in self.thresholds.items() if "tries" in entry}
         data = {"format": FORMAT, "machine": self.key, "choices": {**self._read(), **settled(self.choices)},
-                "thresholds": {**self._read("thresholds"), **settled(self.thresholds)}}
+                "thresholds": {**self._tries(), **tried, **self._read("thresholds"), **settled(self.thresholds)}}
         folder = os.path.dirname(os.path.abspath(self.path))
         try:
             os.makedirs(folder, exist_ok=True)
@@ -386,12 +400,21 @@ class Tuner:
         holds for this process only. On a busy machine (:func:`quiet`) nothing is timed: the
         process takes ``default`` (at load 12 on two cores one walk took 110-200 ms, its threaded
         calls waiting for descheduled threads, and its answer, threads losing everywhere, could
-        not be kept anyway)."""
+        not be kept anyway).
+
+        Bounded: a quiet process whose two walks disagree counts a try on disk (``tries``); after
+        :data:`MAX_TRIES` of them the default stands for the machine and no process walks again
+        (a cold process pays the walks, tens of ms, at most that many times per machine)."""
         entry = self.thresholds.get(name)
         if entry is None:
-            value, settled, ms = settle_when_two_agree(walk, default) if quiet() else (default, False, 0.0)
-            settled = settled and quiet()
-            entry = self.thresholds[name] = {"value": int(value), "settled": bool(settled), "ms": ms}
-            if settled:
+            tries = self._tries().get(name, {}).get("tries", 0)
+            agreed, walked = False, quiet() and tries < MAX_TRIES
+            value, ms = default, 0.0
+            if walked:
+                value, agreed, ms = settle_when_two_agree(walk, default)
+            entry = self.thresholds[name] = {"value": int(value), "settled": agreed and quiet(), "ms": ms}
+            if walked and not agreed:
+                entry["tries"] = tries + 1
+            if entry["settled"] or "tries" in entry:
                 self._write()
         return entry["value"]
