@@ -62,11 +62,12 @@ def main():
             print(f"| {mode} | {row['load']} | {s[0] / 1e6:.2f}, {s[1]}, {s[2]} "
                   f"| {p[0] / 2 ** 20:.2f}, {p[1]}, {p[2]} |", flush=True)
     for mode, rows in got.items():
-        serial = [r["serial"][0] for r in rows]
-        split = [r["split"][0] for r in rows]
-        print(f"{mode}: serial {sorted(set(serial))} spread {_spread(serial):.1f}x, "
-              f"settled {sum(r['serial'][1] for r in rows)}/{len(rows)}; split {sorted(set(split))} "
-              f"spread {_spread(split):.1f}x, settled {sum(r['split'][1] for r in rows)}/{len(rows)}")
+        parts = []
+        for name in ("serial", "split"):
+            kept = [r[name][0] for r in rows if r[name][1]]          # an unsettled new walk is the default
+            parts.append(f"{name} settled {len(kept)}/{len(rows)} at {sorted(set(kept))}"
+                         + (f" (spread {_spread(kept):.1f}x)" if kept else ""))
+        print(f"{mode}: " + "; ".join(parts))
 
 
 if __name__ == "__main__":
