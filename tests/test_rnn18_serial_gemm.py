@@ -57,25 +57,29 @@ def test_unsettled_rung_makes_the_threshold_unsettled(monkeypatch):
 
 
 def test_threshold_is_cached_per_machine(monkeypatch, tmp_path):
-    monkeypatch.setattr(gemm_tuning, "quiet", lambda: True)
+    monkeypatch.setattr(gemm_tuning, "quiet", lambda spare=0: True)
     path = str(tmp_path / "t.json")
     tuner = gemm_tuning.Tuner(path, KEY, ("mkl", "numpy"))
     measured = []
-    assert tuner.threshold("serial:float32", lambda: (measured.append(1), (4096, True))[1], 5) == 4096
-    assert tuner.threshold("serial:float32", lambda: (measured.append(1), (1, True))[1], 5) == 4096
-    assert measured == [1, 1]                                       # two walks, once
+    # (tune20) one walk a process, settled when the next process's walk agrees: the default until then
+    assert tuner.threshold("serial:float32", lambda: (measured.append(1), (4096, True))[1], 5) == 5
+    assert tuner.threshold("serial:float32", lambda: (measured.append(1), (1, True))[1], 5) == 5
+    assert measured == [1]                                          # walked once
+    second = gemm_tuning.Tuner(path, KEY, ("mkl", "numpy"))
+    assert second.threshold("serial:float32", lambda: (measured.append(1), (4096, True))[1], 5) == 4096
     data = json.loads(open(path).read())
     entry = data["thresholds"]["serial:float32"]
     assert entry["value"] == 4096 and entry["settled"] is True and entry["ms"] >= 0
     again = gemm_tuning.Tuner(path, KEY, ("mkl", "numpy"))          # a later process reads it
     assert again.threshold("serial:float32", lambda: pytest.fail("measured again"), 5) == 4096
     other = gemm_tuning.Tuner(path, dict(KEY, cpu="Other CPU"), ("mkl", "numpy"))
-    assert other.threshold("serial:float32", lambda: (7, True), 5) == 7   # another machine measures
+    assert other.threshold("serial:float32", lambda: (measured.append(2), (7, True))[1], 5) == 5
+    assert measured[-1] == 2                                  # another machine walks (its first: the default)
 
 
 @pytest.mark.parametrize("quiet,settled", [(False, True), (True, False)])
 def test_busy_or_unsettled_thresholds_hold_for_the_process_only(monkeypatch, tmp_path, quiet, settled):
-    monkeypatch.setattr(gemm_tuning, "quiet", lambda: quiet)
+    monkeypatch.setattr(gemm_tuning, "quiet", lambda spare=0: quiet)
     path = str(tmp_path / "t.json")
     tuner = gemm_tuning.Tuner(path, KEY, ("mkl", "numpy"))
     got = 4096 if settled and quiet else 5       # busy (not timed) or an unsettled walk: the default
@@ -87,7 +91,7 @@ def test_busy_or_unsettled_thresholds_hold_for_the_process_only(monkeypatch, tmp
 
 
 def test_a_busy_machine_keeps_choices_off_the_disk(monkeypatch, tmp_path):
-    monkeypatch.setattr(gemm_tuning, "quiet", lambda: False)
+    monkeypatch.setattr(gemm_tuning, "quiet", lambda spare=0: False)
     monkeypatch.setattr(gemm_tuning, "_time_call", lambda backend, run: 1.0 if backend == "numpy" else 2.0)
     path = str(tmp_path / "t.json")
     tuner = gemm_tuning.Tuner(path, KEY, ("mkl", "numpy"))
@@ -142,13 +146,14 @@ def test_threshold_measured_once_on_the_first_product(monkeypatch, rng, counted,
     monkeypatch.setattr(gemm, "_serial_work", {})
     monkeypatch.setitem(gemm._tuning, "tuner", gemm_tuning.Tuner(str(tmp_path / "t.json"), KEY, ("mkl", "numpy")))
     monkeypatch.setattr(gemm, "_cores", lambda: 2)
-    monkeypatch.setattr(gemm_tuning, "quiet", lambda: True)          # a busy machine times nothing
+    monkeypatch.setattr(gemm_tuning, "quiet", lambda spare=0: True)          # a busy machine times nothing
     sides = []
     monkeypatch.setattr(gemm_tuning, "serial_threshold", lambda runners_for: (sides.append(1), (10 ** 9, True))[1])
     a = rng.standard_normal((64, 64)).astype(np.float32)
     for _ in range(2):
         np.testing.assert_allclose(gemm.matmul(a, a), a.astype(np.float64) @ a, rtol=1e-5, atol=1e-4)
-    assert sides == [1, 1] and counted == ["serial", "serial"] and gemm.serial_work(np.float32) == 10 ** 9
+    assert sides == [1] and counted == ["serial", "serial"]          # one walk; the default until a second
+    assert gemm.serial_work(np.float32) == gemm_tuning.SERIAL_DEFAULT   # process's walk agrees (tune20)
 
 
 @needs_serial
@@ -201,7 +206,7 @@ def serial_tuning(monkeypatch, tmp_path, counted):
     monkeypatch.setitem(gemm._serial_work, np.dtype(np.float32), 10 ** 9)
     monkeypatch.setitem(gemm._tuning, "tuner", gemm_tuning.Tuner(str(tmp_path / "t.json"), KEY,
                                                                  ("mkl", "numpy", "mkl1", "numpy1")))
-    monkeypatch.setattr(gemm_tuning, "quiet", lambda: True)
+    monkeypatch.setattr(gemm_tuning, "quiet", lambda spare=0: True)
     real = gemm._numpy_serial
 
     def numpy_serial(a, b, out):

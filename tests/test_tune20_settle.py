@@ -75,47 +75,70 @@ def test_the_cost_of_both_walks_is_reported_in_ms(clock):
         clock.now += 0.0125
         return 10, True
     assert gemm_tuning.settle_when_two_agree(walk, 7) == (10, True, 25.0)
+    assert gemm_tuning.agree((10, True), (30, True), 7) == (30, True)
 
 
-def test_disagreeing_walks_keep_the_default_and_the_next_process_measures_again(monkeypatch, tmp_path, clock):
-    monkeypatch.setattr(gemm_tuning, "quiet", lambda: True)
-    path = str(tmp_path / "t.json")
+def _process(path, name, walk_value, default=7, settled=True):
+    """One fresh process's threshold: a new Tuner on the file, its walk answering ``walk_value``."""
     tuner = gemm_tuning.Tuner(path, KEY, ("mkl",))
-    assert tuner.threshold("serial:float32", _walks((880_000, True), (16_800_000, True)), 2_097_152) == 2_097_152
-    assert tuner.thresholds["serial:float32"]["settled"] is False
-    on_disk = json.loads(open(path).read())["thresholds"]["serial:float32"]
-    assert on_disk["settled"] is False and on_disk["tries"] == 1         # a try counted, nothing kept
-    later = gemm_tuning.Tuner(path, KEY, ("mkl",))                       # the next process
-    assert later.thresholds == {}
-    assert later.threshold("serial:float32", _walks((880_000, True), (2_097_152, True)), 1) == 2_097_152
-    saved = json.loads(open(path).read())["thresholds"]["serial:float32"]
-    assert saved["value"] == 2_097_152 and saved["settled"] is True and "ms" in saved
+    return tuner.threshold(name, lambda: (walk_value, settled), default), tuner
+
+
+def _on_disk(path, name):
+    return json.loads(open(path).read())["thresholds"][name]
+
+
+def test_a_threshold_settles_when_two_processes_walks_agree(monkeypatch, tmp_path, clock):
+    monkeypatch.setattr(gemm_tuning, "quiet", lambda spare=0: True)
+    path = str(tmp_path / "t.json")
+    got, first = _process(path, "serial:float32", 880_000, default=2_097_152)
+    assert got == 2_097_152 and first.thresholds["serial:float32"]["settled"] is False   # one walk: the default
+    assert _on_disk(path, "serial:float32") == {"value": 2_097_152, "settled": False, "ms": 0.0, "tries": 0,
+                                                "walk": 880_000}
+    assert gemm_tuning.Tuner(path, KEY, ("mkl",)).thresholds == {}                      # nothing settled
+    got, _ = _process(path, "serial:float32", 16_800_000, default=2_097_152)            # disagrees: 19x
+    assert got == 2_097_152 and _on_disk(path, "serial:float32")["tries"] == 1
+    assert _on_disk(path, "serial:float32")["walk"] == 16_800_000                      # the newest walk left
+    got, _ = _process(path, "serial:float32", 7_100_000, default=2_097_152)            # agrees within 4x
+    assert got == 16_800_000
+    assert _on_disk(path, "serial:float32") == {"value": 16_800_000, "settled": True, "ms": 0.0}
+    assert _process(path, "serial:float32", 1)[0] == 16_800_000                        # read, not walked
+
+
+def test_a_walk_not_settled_in_itself_is_not_left_for_the_next_process(monkeypatch, tmp_path, clock):
+    monkeypatch.setattr(gemm_tuning, "quiet", lambda spare=0: True)
+    path = str(tmp_path / "t.json")
+    _process(path, "x", 100)
+    assert _process(path, "x", 5000, settled=False)[0] == 7
+    assert _on_disk(path, "x")["walk"] == 100                         # the earlier settled walk stays
+    assert _process(path, "x", 300)[0] == 300                         # and the next agreeing one settles
 
 
 def test_after_max_tries_disagreeing_processes_the_default_stands_unwalked(monkeypatch, tmp_path, clock):
-    monkeypatch.setattr(gemm_tuning, "quiet", lambda: True)
+    monkeypatch.setattr(gemm_tuning, "quiet", lambda spare=0: True)
     path = str(tmp_path / "t.json")
-    for tries in range(1, gemm_tuning.MAX_TRIES + 1):                     # each a fresh process
-        tuner = gemm_tuning.Tuner(path, KEY, ("mkl",))
-        assert tuner.threshold("x", _walks((10, True), (1000, True)), 7) == 7
-        assert json.loads(open(path).read())["thresholds"]["x"]["tries"] == tries
+    walks = [10 ** (3 * i) for i in range(gemm_tuning.MAX_TRIES + 1)]     # each 1000x the one before
+    for i, value in enumerate(walks):
+        assert _process(path, "x", value)[0] == 7
+        assert _on_disk(path, "x")["tries"] == i
     tuner = gemm_tuning.Tuner(path, KEY, ("mkl",))
     assert tuner.threshold("x", lambda: pytest.fail("walked after MAX_TRIES"), 7) == 7
-    assert json.loads(open(path).read())["thresholds"]["x"]["tries"] == gemm_tuning.MAX_TRIES
+    assert _on_disk(path, "x")["tries"] == gemm_tuning.MAX_TRIES
 
 
 def test_a_try_never_replaces_a_threshold_another_process_settled(monkeypatch, tmp_path, clock):
-    monkeypatch.setattr(gemm_tuning, "quiet", lambda: True)
+    monkeypatch.setattr(gemm_tuning, "quiet", lambda spare=0: True)
     path = str(tmp_path / "t.json")
-    failing, settling = gemm_tuning.Tuner(path, KEY, ("mkl",)), gemm_tuning.Tuner(path, KEY, ("mkl",))
-    assert settling.threshold("x", _walks((100, True), (200, True)), 7) == 200
-    assert failing.threshold("x", _walks((10, True), (1000, True)), 7) == 7      # read before: walks
-    assert json.loads(open(path).read())["thresholds"]["x"] == {"value": 200, "settled": True, "ms": 0.0}
+    _process(path, "x", 100)
+    failing = gemm_tuning.Tuner(path, KEY, ("mkl",))                   # reads the file now
+    assert _process(path, "x", 200)[0] == 200                          # another process settles
+    assert failing.threshold("x", lambda: (10 ** 6, True), 7) == 7     # disagrees with the walk it read
+    assert _on_disk(path, "x") == {"value": 200, "settled": True, "ms": 0.0}
     assert gemm_tuning.Tuner(path, KEY, ("mkl",)).threshold("x", lambda: pytest.fail("walked"), 7) == 200
 
 
 def test_a_busy_machine_takes_the_default_untimed(monkeypatch, tmp_path, clock):
-    monkeypatch.setattr(gemm_tuning, "quiet", lambda: False)
+    monkeypatch.setattr(gemm_tuning, "quiet", lambda spare=0: False)
     path = str(tmp_path / "t.json")
     tuner = gemm_tuning.Tuner(path, KEY, ("mkl",))
     assert tuner.threshold("x", lambda: pytest.fail("timed on a busy machine"), 5) == 5
@@ -124,16 +147,29 @@ def test_a_busy_machine_takes_the_default_untimed(monkeypatch, tmp_path, clock):
 
 
 def test_walks_that_agree_while_the_machine_turns_busy_hold_for_the_process_only(monkeypatch, tmp_path, clock):
-    answers = iter([True, False])                     # quiet when the walks start, busy after them
-    monkeypatch.setattr(gemm_tuning, "quiet", lambda: next(answers))
+    answers = iter([True, True, False])                # the second process: quiet at its walk, busy after it
+    monkeypatch.setattr(gemm_tuning, "quiet", lambda spare=0: next(answers))
     path = str(tmp_path / "t.json")
-    tuner = gemm_tuning.Tuner(path, KEY, ("mkl",))
-    assert tuner.threshold("x", _walks((300, True), (200, True)), 5) == 300
-    assert tuner.thresholds["x"]["settled"] is False and not os.path.exists(path)
+    _process(path, "x", 200)
+    got, tuner = _process(path, "x", 300)
+    assert got == 300 and tuner.thresholds["x"]["settled"] is False
+    assert gemm_tuning.Tuner(path, KEY, ("mkl",)).thresholds == {}
+
+
+def test_the_walk_cost_is_recorded_in_ms(monkeypatch, tmp_path, clock):
+    monkeypatch.setattr(gemm_tuning, "quiet", lambda spare=0: True)
+    path = str(tmp_path / "t.json")
+
+    def walk():
+        clock.now += 0.0125
+        return 10, True
+    for _ in range(2):
+        gemm_tuning.Tuner(path, KEY, ("mkl",)).threshold("x", walk, 7)
+    assert _on_disk(path, "x") == {"value": 10, "settled": True, "ms": 12.5}
 
 
 def test_the_serial_and_split_pass_thresholds_use_the_helper_with_their_defaults(monkeypatch, tmp_path):
-    monkeypatch.setattr(gemm_tuning, "quiet", lambda: True)
+    monkeypatch.setattr(gemm_tuning, "quiet", lambda spare=0: True)
     monkeypatch.setitem(gemm._tuning, "tuner", gemm_tuning.Tuner(str(tmp_path / "t.json"), KEY, ("mkl",)))
     monkeypatch.setattr(gemm, "_cores", lambda: 2)
     draws = iter([(1 << 20, True), (1 << 26, True)] * 4)            # every pair disagrees
@@ -194,7 +230,7 @@ def routes(monkeypatch, tmp_path):
         monkeypatch.setattr(gemm, name, {})
     monkeypatch.setattr(gemm, "threads_here", lambda: 2)
     monkeypatch.setattr(gemm, "split_parts", lambda: 2)
-    monkeypatch.setattr(gemm_tuning, "quiet", lambda: True)
+    monkeypatch.setattr(gemm_tuning, "quiet", lambda spare=0: True)
     monkeypatch.setattr(gemm, "_stub_compiled", lambda *args: True)      # as after the install-time build
     monkeypatch.setattr(gemm_tuning, "_time_call", lambda backend, run: (run(), {"one": 1e-3}.get(backend, 5e-3))[1])
     taken = []
@@ -276,3 +312,14 @@ def test_the_threshold_walk_does_not_force_a_jit_compile_of_a_built_stub(monkeyp
     monkeypatch.setattr(gemm, "_stub_ready", lambda args: False)
     gemm._thread_runners(np.float32, 32)
     assert compiled == [1, 1]
+
+
+def test_a_threshold_walk_needs_a_spare_core(monkeypatch, tmp_path, clock):
+    """Two-thread timings of a walk at load 1.0-2.0 on two cores agreed on 33.5 M, at 0.6-0.8 on 0.88-2.1 M."""
+    monkeypatch.setattr(gemm_tuning.os, "cpu_count", lambda: 2)
+    for load, choices, walks in ((0.5, True, True), (1.5, True, False), (2.5, False, False)):
+        monkeypatch.setattr(gemm_tuning.os, "getloadavg", lambda load=load: (load, load, load))
+        assert (gemm_tuning.quiet(), gemm_tuning.quiet(spare=1)) == (choices, walks)
+    monkeypatch.setattr(gemm_tuning, "quiet", lambda spare=0: spare == 0)     # quiet for choices only
+    tuner = gemm_tuning.Tuner(str(tmp_path / "t.json"), KEY, ("mkl",))
+    assert tuner.threshold("x", lambda: pytest.fail("walked without a spare core"), 7) == 7

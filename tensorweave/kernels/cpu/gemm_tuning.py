@@ -47,8 +47,8 @@ MIN_CALLS, MAX_CALLS, BUDGET_S = 3, 7, 0.02
 BLOCK_S, MAX_REPS = 1e-4, 64
 #: two measurements of a threshold agree when within this factor of each other (:func:`settle_when_two_agree`)
 AGREE_FACTOR = 4
-#: quiet processes whose walks of a threshold disagreed, after which the default stands (no more walks)
-MAX_TRIES = 3
+#: quiet processes whose walk of a threshold disagreed with the one before, after which the default stands
+MAX_TRIES = 4
 FORMAT = 1
 INCUMBENT = "mkl"
 #: sides of the square products timed for a serial threshold (32 K .. 16.8 M multiply-adds)
@@ -125,14 +125,17 @@ def user_cache_dir():
     return os.path.join(base, "tensorweave")
 
 
-def quiet():
+def quiet(spare=0):
     """Whether the machine is quiet enough for a timing to be kept on disk: its load average
-    (last minute) under its core count. A timing under a heavier load holds for the process
-    that made it only: other processes' threads decide it (two MKL threads lost to one on every
-    product up to 256x256x256 at load 14 on two cores, where a quiet machine's crossover is far
-    lower), and it would otherwise stand for the machine for good."""
+    (last minute) under its core count less ``spare`` cores. A timing under a heavier load holds
+    for the process that made it only: other processes' threads decide it (two MKL threads lost to
+    one on every product up to 256x256x256 at load 14 on two cores, where a quiet machine's
+    crossover is far lower), and it would otherwise stand for the machine for good. Threshold
+    walks, which time one thread against every core's, ask for a spare core (``spare=1``): on two
+    cores at load 1.0-2.0 two processes' walks agreed on 33.5 M multiply-adds, at load 0.6-0.8 on
+    0.88-2.1 M (issue 18, session 16)."""
     try:
-        return os.getloadavg()[0] < (os.cpu_count() or 1)
+        return os.getloadavg()[0] < (os.cpu_count() or 1) - spare
     except (OSError, AttributeError):   # no load average (not Unix)
         return True
 
@@ -262,35 +265,48 @@ def serial_threshold(runners_for, ladder=SERIAL_LADDER, work_of=lambda side: sid
     return work, settled
 
 
+def agree(first, second, default, factor=AGREE_FACTOR):
+    """``(value, settled)`` from two measurements ``(value, settled)`` (two walks of a threshold,
+    two :func:`pick` s of a choice): where both settled and agree, their value, settled; otherwise
+    ``default``, not settled. Numbers agree when within ``factor`` of each other and then give the
+    larger (the incumbent's side: fewer products moved off it); anything else (a backend's name)
+    agrees when equal.
+
+    >>> agree((100, True), (300, True), 50), agree((100, True), (900, True), 50)
+    ((300, True), (50, False))
+    >>> agree(("mkl", True), ("numpy", True), "one"), agree(("mkl", True), ("mkl", False), "one")
+    (('one', False), ('one', False))
+    """
+    (a, ok_a), (b, ok_b) = first, second
+    if ok_a and ok_b:
+        if isinstance(a, (int, float)) and isinstance(b, (int, float)):
+            low, high = sorted((a, b))
+            if high <= factor * low:
+                return high, True
+        elif a == b:
+            return a, True
+    return default, False
+
+
 def settle_when_two_agree(measure_once, default, factor=AGREE_FACTOR):
-    """``(value, settled, ms)`` of a threshold or a choice measured by ``measure_once()`` (``(value,
-    settled)``: :func:`serial_threshold`'s walk, or :func:`pick` of a :func:`measure`), run twice.
-    Numbers agree when within ``factor`` of each other and then give the larger (the incumbent's
-    side: fewer products moved off it); anything else (a backend's name) agrees when equal. Where
-    both runs settled and agree, that value, settled; otherwise ``default``, not settled (the
-    process keeps the default and the next one measures again). ``ms``: what the two runs cost.
+    """``(value, settled, ms)``: ``measure_once()`` (``(value, settled)``: :func:`serial_threshold`'s
+    walk, or :func:`pick` of a :func:`measure`) run twice in this process, settled where the two
+    :func:`agree`; ``ms``: what the two runs cost. (:meth:`Tuner.threshold` compares walks of two
+    *processes* instead: two walks of one process share its moment's load.)
 
     Why two: a walk is a few ms of timings, and one draw stood for the machine until the cache was
     deleted; the one-thread threshold of one quiet Intel Xeon came out 0.88, 2.1, 7.1 and 16.8 M
     multiply-adds in six fresh processes (issue 18, session 15). Two runs that agree are evidence
     of the machine; two that do not are evidence of noise.
 
-    >>> draws = iter([(100, True), (300, True), (100, True), (900, True), ("mkl", True), ("numpy", True)])
-    >>> [settle_when_two_agree(lambda: next(draws), 50)[:2] for _ in range(3)]
-    [(300, True), (50, False), (50, False)]
+    >>> draws = iter([(100, True), (300, True), (100, True), (900, True)])
+    >>> [settle_when_two_agree(lambda: next(draws), 50)[:2] for _ in range(2)]
+    [(300, True), (50, False)]
     """
     t0 = _clock()
-    (first, ok_first), (second, ok_second) = measure_once(), measure_once()
+    first, second = measure_once(), measure_once()
     ms = round((_clock() - t0) * 1e3, 2)
-    if not (ok_first and ok_second):
-        return default, False, ms
-    if isinstance(first, (int, float)) and isinstance(second, (int, float)):
-        low, high = sorted((first, second))
-        if high <= factor * low:
-            return high, True, ms
-    elif first == second:
-        return first, True, ms
-    return default, False, ms
+    return agree(first, second, default, factor) + (ms,)
 
 
 class Tuner:
@@ -339,14 +355,16 @@ class Tuner:
                 and entry.get("settled", True) is True}
 
     def _tries(self):
-        """The file's unsettled thresholds with a count of quiet attempts whose walks disagreed:
-        ``{name: entry}`` (entry ``tries`` a positive int)."""
+        """The file's unsettled thresholds left by quiet processes: ``{name: entry}``, ``walk`` the
+        last one's walk (None where it did not settle in itself), ``tries`` how many walks
+        disagreed with the one left before them."""
         entries = (self._file() or {}).get("thresholds")
         if not isinstance(entries, dict):
             return {}
         return {name: entry for name, entry in entries.items()
                 if isinstance(name, str) and isinstance(entry, dict) and entry.get("settled") is False
-                and type(entry.get("tries")) is int and entry["tries"] > 0
+                and type(entry.get("tries")) is int and entry["tries"] >= 0
+                and (entry.get("walk") is None or type(entry["walk"]) is int and entry["walk"] >= 0)
                 and type(entry.get("value")) is int and entry["value"] >= 0}
 
     def _write(self):
@@ -394,27 +412,36 @@ class Tuner:
         return choice
 
     def threshold(self, name, walk, default):
-        """The cached threshold ``name``, or one measured now by two runs of ``walk()`` (``(value,
-        settled)``) that agree (:func:`settle_when_two_agree`; ``default`` where they do not),
-        saved when settled on a quiet machine with what the walks cost (``ms``); an unsettled one
-        holds for this process only. On a busy machine (:func:`quiet`) nothing is timed: the
-        process takes ``default`` (at load 12 on two cores one walk took 110-200 ms, its threaded
-        calls waiting for descheduled threads, and its answer, threads losing everywhere, could
-        not be kept anyway).
+        """The cached threshold ``name``, or ``default`` until two quiet processes' walks
+        (``walk()``: ``(value, settled)``) :func:`agree`: each quiet process walks once and leaves
+        its walk in the file (``walk``, unsettled), and the first whose walk agrees with the one
+        left there settles the threshold for the machine (saved with what its walk cost, ``ms``).
+        Two processes, not two walks of one: in six fresh processes at load 2.0-2.4, two walks in
+        each agreed every time yet settled on 0.88, 2.1 and 33.5 M multiply-adds (issue 18,
+        session 16) — one process's walks share its moment's load.
 
-        Bounded: a quiet process whose two walks disagree counts a try on disk (``tries``); after
-        :data:`MAX_TRIES` of them the default stands for the machine and no process walks again
-        (a cold process pays the walks, tens of ms, at most that many times per machine)."""
+        On a busy machine (:func:`quiet` with a spare core) nothing is timed: the process takes ``default`` (at load
+        12 on two cores one walk took 110-200 ms, its threaded calls waiting for descheduled
+        threads, and its answer, threads losing everywhere, could not be kept anyway). Bounded: a
+        walk that disagrees with the one left before counts a try (``tries``); after
+        :data:`MAX_TRIES` of them the default stands for the machine and no process walks again (a
+        cold process pays one walk, tens of ms, and only until the machine settles or gives up)."""
         entry = self.thresholds.get(name)
         if entry is None:
-            tries = self._tries().get(name, {}).get("tries", 0)
-            agreed, walked = False, quiet() and tries < MAX_TRIES
-            value, ms = default, 0.0
+            left = self._tries().get(name, {})
+            tries, earlier = left.get("tries", 0), left.get("walk")
+            walked = quiet(spare=1) and tries < MAX_TRIES
+            value, agreed, ms = default, False, 0.0
             if walked:
-                value, agreed, ms = settle_when_two_agree(walk, default)
-            entry = self.thresholds[name] = {"value": int(value), "settled": agreed and quiet(), "ms": ms}
+                t0 = _clock()
+                now = walk()
+                ms = round((_clock() - t0) * 1e3, 2)
+                if type(earlier) is int:
+                    value, agreed = agree((earlier, True), now, default)
+            entry = self.thresholds[name] = {"value": int(value), "settled": agreed and quiet(spare=1), "ms": ms}
             if walked and not agreed:
-                entry["tries"] = tries + 1
-            if entry["settled"] or "tries" in entry:
+                entry["tries"] = tries + (type(earlier) is int)
+                entry["walk"] = int(now[0]) if now[1] else earlier
+            if entry["settled"] or walked:
                 self._write()
         return entry["value"]
