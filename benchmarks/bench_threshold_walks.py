@@ -8,7 +8,7 @@ and as before session 16 (``old``: single calls, one walk in one process settles
 Run: ``python benchmarks/bench_threshold_walks.py [--chains 6]`` on a quiet machine (the walks
 time threaded calls by wall: under load they measure the other processes; the load average is
 printed with every row). The machine's own tuning cache is not touched. The tuner walks only with
-a spare core (``gemm_tuning.quiet(spare=1)``: a busy process keeps the default, shown unsettled);
+a spare core (``gemm_tuning.spare_core()``: a busy process keeps the default, shown unsettled);
 ``--walk-anyway`` bypasses that (and ``old`` always does, as before session 16).
 """
 import argparse
@@ -23,7 +23,7 @@ import functools, json, os, sys, time
 import numpy as np
 from tensorweave.kernels.cpu import gemm, gemm_tuning as gt, split_passes
 if sys.argv[2] == "anyway":
-    gt.quiet = lambda spare=0: True                   # walk whatever the load (see the docstring)
+    gt.quiet = gt.spare_core = lambda: True           # walk whatever the load (see the docstring)
 old = sys.argv[1] == "old"
 if old:
     gt.MAX_REPS = 1                                   # a sample is one call, as before session 16

@@ -57,7 +57,8 @@ def test_unsettled_rung_makes_the_threshold_unsettled(monkeypatch):
 
 
 def test_threshold_is_cached_per_machine(monkeypatch, tmp_path):
-    monkeypatch.setattr(gemm_tuning, "quiet", lambda spare=0: True)
+    monkeypatch.setattr(gemm_tuning, "spare_core", lambda: True)   # (tune20) a walk needs a spare core
+    monkeypatch.setattr(gemm_tuning, "quiet", lambda: True)
     path = str(tmp_path / "t.json")
     tuner = gemm_tuning.Tuner(path, KEY, ("mkl", "numpy"))
     measured = []
@@ -79,7 +80,8 @@ def test_threshold_is_cached_per_machine(monkeypatch, tmp_path):
 
 @pytest.mark.parametrize("quiet,settled", [(False, True), (True, False)])
 def test_busy_or_unsettled_thresholds_hold_for_the_process_only(monkeypatch, tmp_path, quiet, settled):
-    monkeypatch.setattr(gemm_tuning, "quiet", lambda spare=0: quiet)
+    monkeypatch.setattr(gemm_tuning, "spare_core", lambda: True)   # (tune20) a walk needs a spare core
+    monkeypatch.setattr(gemm_tuning, "quiet", lambda: quiet)
     path = str(tmp_path / "t.json")
     tuner = gemm_tuning.Tuner(path, KEY, ("mkl", "numpy"))
     got = 4096 if settled and quiet else 5       # busy (not timed) or an unsettled walk: the default
@@ -91,7 +93,7 @@ def test_busy_or_unsettled_thresholds_hold_for_the_process_only(monkeypatch, tmp
 
 
 def test_a_busy_machine_keeps_choices_off_the_disk(monkeypatch, tmp_path):
-    monkeypatch.setattr(gemm_tuning, "quiet", lambda spare=0: False)
+    monkeypatch.setattr(gemm_tuning, "quiet", lambda: False)
     monkeypatch.setattr(gemm_tuning, "_time_call", lambda backend, run: 1.0 if backend == "numpy" else 2.0)
     path = str(tmp_path / "t.json")
     tuner = gemm_tuning.Tuner(path, KEY, ("mkl", "numpy"))
@@ -143,10 +145,11 @@ def test_products_under_the_threshold_run_on_one_thread(monkeypatch, rng, counte
 
 @needs_serial
 def test_threshold_measured_once_on_the_first_product(monkeypatch, rng, counted, tmp_path):
+    monkeypatch.setattr(gemm_tuning, "spare_core", lambda: True)   # (tune20) a walk needs a spare core
     monkeypatch.setattr(gemm, "_serial_work", {})
     monkeypatch.setitem(gemm._tuning, "tuner", gemm_tuning.Tuner(str(tmp_path / "t.json"), KEY, ("mkl", "numpy")))
     monkeypatch.setattr(gemm, "_cores", lambda: 2)
-    monkeypatch.setattr(gemm_tuning, "quiet", lambda spare=0: True)          # a busy machine times nothing
+    monkeypatch.setattr(gemm_tuning, "quiet", lambda: True)          # a busy machine times nothing
     sides = []
     monkeypatch.setattr(gemm_tuning, "serial_threshold", lambda runners_for: (sides.append(1), (10 ** 9, True))[1])
     a = rng.standard_normal((64, 64)).astype(np.float32)
@@ -206,7 +209,7 @@ def serial_tuning(monkeypatch, tmp_path, counted):
     monkeypatch.setitem(gemm._serial_work, np.dtype(np.float32), 10 ** 9)
     monkeypatch.setitem(gemm._tuning, "tuner", gemm_tuning.Tuner(str(tmp_path / "t.json"), KEY,
                                                                  ("mkl", "numpy", "mkl1", "numpy1")))
-    monkeypatch.setattr(gemm_tuning, "quiet", lambda spare=0: True)
+    monkeypatch.setattr(gemm_tuning, "quiet", lambda: True)
     real = gemm._numpy_serial
 
     def numpy_serial(a, b, out):

@@ -11,6 +11,7 @@ from tensorweave.kernels.cpu import gemm, gemm_route, gemm_tuning, split_passes
 
 KEY = {"cpu": "Test CPU 9000", "cores": 2, "versions": {"mkl": "m1", "numpy": "n1"}}
 F32 = np.dtype(np.float32)
+SPARE_CORE = gemm_tuning.spare_core         # the real one (the autouse fixture grants a core to spare)
 
 
 class Clock:
@@ -28,6 +29,12 @@ class Clock:
             if log is not None:
                 log.append(name)
         return run
+
+
+@pytest.fixture(autouse=True)
+def _a_core_to_spare(monkeypatch):
+    """Threshold walks also need a spare core (``gemm_tuning.spare_core``): granted unless a test says."""
+    monkeypatch.setattr(gemm_tuning, "spare_core", lambda: True)
 
 
 @pytest.fixture
@@ -89,7 +96,7 @@ def _on_disk(path, name):
 
 
 def test_a_threshold_settles_when_two_processes_walks_agree(monkeypatch, tmp_path, clock):
-    monkeypatch.setattr(gemm_tuning, "quiet", lambda spare=0: True)
+    monkeypatch.setattr(gemm_tuning, "quiet", lambda: True)
     path = str(tmp_path / "t.json")
     got, first = _process(path, "serial:float32", 880_000, default=2_097_152)
     assert got == 2_097_152 and first.thresholds["serial:float32"]["settled"] is False   # one walk: the default
@@ -106,7 +113,7 @@ def test_a_threshold_settles_when_two_processes_walks_agree(monkeypatch, tmp_pat
 
 
 def test_a_walk_not_settled_in_itself_is_not_left_for_the_next_process(monkeypatch, tmp_path, clock):
-    monkeypatch.setattr(gemm_tuning, "quiet", lambda spare=0: True)
+    monkeypatch.setattr(gemm_tuning, "quiet", lambda: True)
     path = str(tmp_path / "t.json")
     _process(path, "x", 100)
     assert _process(path, "x", 5000, settled=False)[0] == 7
@@ -115,7 +122,7 @@ def test_a_walk_not_settled_in_itself_is_not_left_for_the_next_process(monkeypat
 
 
 def test_after_max_tries_disagreeing_processes_the_default_stands_unwalked(monkeypatch, tmp_path, clock):
-    monkeypatch.setattr(gemm_tuning, "quiet", lambda spare=0: True)
+    monkeypatch.setattr(gemm_tuning, "quiet", lambda: True)
     path = str(tmp_path / "t.json")
     walks = [10 ** (3 * i) for i in range(gemm_tuning.MAX_TRIES + 1)]     # each 1000x the one before
     for i, value in enumerate(walks):
@@ -127,7 +134,7 @@ def test_after_max_tries_disagreeing_processes_the_default_stands_unwalked(monke
 
 
 def test_a_try_never_replaces_a_threshold_another_process_settled(monkeypatch, tmp_path, clock):
-    monkeypatch.setattr(gemm_tuning, "quiet", lambda spare=0: True)
+    monkeypatch.setattr(gemm_tuning, "quiet", lambda: True)
     path = str(tmp_path / "t.json")
     _process(path, "x", 100)
     failing = gemm_tuning.Tuner(path, KEY, ("mkl",))                   # reads the file now
@@ -138,7 +145,7 @@ def test_a_try_never_replaces_a_threshold_another_process_settled(monkeypatch, t
 
 
 def test_a_busy_machine_takes_the_default_untimed(monkeypatch, tmp_path, clock):
-    monkeypatch.setattr(gemm_tuning, "quiet", lambda spare=0: False)
+    monkeypatch.setattr(gemm_tuning, "quiet", lambda: False)
     path = str(tmp_path / "t.json")
     tuner = gemm_tuning.Tuner(path, KEY, ("mkl",))
     assert tuner.threshold("x", lambda: pytest.fail("timed on a busy machine"), 5) == 5
@@ -148,7 +155,7 @@ def test_a_busy_machine_takes_the_default_untimed(monkeypatch, tmp_path, clock):
 
 def test_walks_that_agree_while_the_machine_turns_busy_hold_for_the_process_only(monkeypatch, tmp_path, clock):
     answers = iter([True, True, False])                # the second process: quiet at its walk, busy after it
-    monkeypatch.setattr(gemm_tuning, "quiet", lambda spare=0: next(answers))
+    monkeypatch.setattr(gemm_tuning, "quiet", lambda: next(answers))
     path = str(tmp_path / "t.json")
     _process(path, "x", 200)
     got, tuner = _process(path, "x", 300)
@@ -157,7 +164,7 @@ def test_walks_that_agree_while_the_machine_turns_busy_hold_for_the_process_only
 
 
 def test_the_walk_cost_is_recorded_in_ms(monkeypatch, tmp_path, clock):
-    monkeypatch.setattr(gemm_tuning, "quiet", lambda spare=0: True)
+    monkeypatch.setattr(gemm_tuning, "quiet", lambda: True)
     path = str(tmp_path / "t.json")
 
     def walk():
@@ -169,7 +176,7 @@ def test_the_walk_cost_is_recorded_in_ms(monkeypatch, tmp_path, clock):
 
 
 def test_the_serial_and_split_pass_thresholds_use_the_helper_with_their_defaults(monkeypatch, tmp_path):
-    monkeypatch.setattr(gemm_tuning, "quiet", lambda spare=0: True)
+    monkeypatch.setattr(gemm_tuning, "quiet", lambda: True)
     monkeypatch.setitem(gemm._tuning, "tuner", gemm_tuning.Tuner(str(tmp_path / "t.json"), KEY, ("mkl",)))
     monkeypatch.setattr(gemm, "_cores", lambda: 2)
     draws = iter([(1 << 20, True), (1 << 26, True)] * 4)            # every pair disagrees
@@ -230,7 +237,7 @@ def routes(monkeypatch, tmp_path):
         monkeypatch.setattr(gemm, name, {})
     monkeypatch.setattr(gemm, "threads_here", lambda: 2)
     monkeypatch.setattr(gemm, "split_parts", lambda: 2)
-    monkeypatch.setattr(gemm_tuning, "quiet", lambda spare=0: True)
+    monkeypatch.setattr(gemm_tuning, "quiet", lambda: True)
     monkeypatch.setattr(gemm, "_stub_compiled", lambda *args: True)      # as after the install-time build
     monkeypatch.setattr(gemm_tuning, "_time_call", lambda backend, run: (run(), {"one": 1e-3}.get(backend, 5e-3))[1])
     taken = []
@@ -319,7 +326,8 @@ def test_a_threshold_walk_needs_a_spare_core(monkeypatch, tmp_path, clock):
     monkeypatch.setattr(gemm_tuning.os, "cpu_count", lambda: 2)
     for load, choices, walks in ((0.5, True, True), (1.5, True, False), (2.5, False, False)):
         monkeypatch.setattr(gemm_tuning.os, "getloadavg", lambda load=load: (load, load, load))
-        assert (gemm_tuning.quiet(), gemm_tuning.quiet(spare=1)) == (choices, walks)
-    monkeypatch.setattr(gemm_tuning, "quiet", lambda spare=0: spare == 0)     # quiet for choices only
+        assert (gemm_tuning.quiet(), SPARE_CORE()) == (choices, walks)
+    monkeypatch.setattr(gemm_tuning, "quiet", lambda: True)            # quiet for choices, no core to spare
+    monkeypatch.setattr(gemm_tuning, "spare_core", lambda: False)
     tuner = gemm_tuning.Tuner(str(tmp_path / "t.json"), KEY, ("mkl",))
     assert tuner.threshold("x", lambda: pytest.fail("walked without a spare core"), 7) == 7

@@ -125,18 +125,26 @@ def user_cache_dir():
     return os.path.join(base, "tensorweave")
 
 
-def quiet(spare=0):
+def quiet():
     """Whether the machine is quiet enough for a timing to be kept on disk: its load average
-    (last minute) under its core count less ``spare`` cores. A timing under a heavier load holds
-    for the process that made it only: other processes' threads decide it (two MKL threads lost to
-    one on every product up to 256x256x256 at load 14 on two cores, where a quiet machine's
-    crossover is far lower), and it would otherwise stand for the machine for good. Threshold
-    walks, which time one thread against every core's, ask for a spare core (``spare=1``): on two
-    cores at load 1.0-2.0 two processes' walks agreed on 33.5 M multiply-adds, at load 0.6-0.8 on
-    0.88-2.1 M (issue 18, session 16)."""
+    (last minute) under its core count. A timing under a heavier load holds for the process
+    that made it only: other processes' threads decide it (two MKL threads lost to one on every
+    product up to 256x256x256 at load 14 on two cores, where a quiet machine's crossover is far
+    lower), and it would otherwise stand for the machine for good."""
     try:
-        return os.getloadavg()[0] < (os.cpu_count() or 1) - spare
+        return os.getloadavg()[0] < (os.cpu_count() or 1)
     except (OSError, AttributeError):   # no load average (not Unix)
+        return True
+
+
+def spare_core():
+    """Whether a core is to spare besides the caller's: load average under the core count less
+    one. Threshold walks, which time one thread against every core's, ask for it as well as
+    :func:`quiet`: on two cores at load 1.0-2.0 two processes' walks agreed on 33.5 M
+    multiply-adds, at load 0.6-0.8 on 0.88-2.1 M (issue 18, session 16)."""
+    try:
+        return os.getloadavg()[0] < (os.cpu_count() or 1) - 1
+    except (OSError, AttributeError):
         return True
 
 
@@ -420,7 +428,7 @@ class Tuner:
         each agreed every time yet settled on 0.88, 2.1 and 33.5 M multiply-adds (issue 18,
         session 16) — one process's walks share its moment's load.
 
-        On a busy machine (:func:`quiet` with a spare core) nothing is timed: the process takes ``default`` (at load
+        On a busy machine (not :func:`quiet`, or no :func:`spare_core`) nothing is timed: the process takes ``default`` (at load
         12 on two cores one walk took 110-200 ms, its threaded calls waiting for descheduled
         threads, and its answer, threads losing everywhere, could not be kept anyway). Bounded: a
         walk that disagrees with the one left before counts a try (``tries``); after
@@ -430,7 +438,7 @@ class Tuner:
         if entry is None:
             left = self._tries().get(name, {})
             tries, earlier = left.get("tries", 0), left.get("walk")
-            walked = quiet(spare=1) and tries < MAX_TRIES
+            walked = quiet() and spare_core() and tries < MAX_TRIES
             value, agreed, ms = default, False, 0.0
             if walked:
                 t0 = _clock()
@@ -438,7 +446,7 @@ class Tuner:
                 ms = round((_clock() - t0) * 1e3, 2)
                 if type(earlier) is int:
                     value, agreed = agree((earlier, True), now, default)
-            entry = self.thresholds[name] = {"value": int(value), "settled": agreed and quiet(spare=1), "ms": ms}
+            entry = self.thresholds[name] = {"value": int(value), "settled": agreed and quiet() and spare_core(), "ms": ms}
             if walked and not agreed:
                 entry["tries"] = tries + (type(earlier) is int)
                 entry["walk"] = int(now[0]) if now[1] else earlier
