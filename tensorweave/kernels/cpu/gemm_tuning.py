@@ -16,8 +16,8 @@ choice made in a burst of noise on disk for good.
 
 The same file keeps *thresholds* measured once per machine: ``serial:<dtype>``, the product
 size under which one GEMM thread beats all of them (:func:`serial_threshold`), and
-``split-pass:bytes`` (``split_passes.py``), each kept only when two walks agree
-(:func:`settle_when_two_agree`).
+``split-pass:bytes`` (``split_passes.py``), each kept once walks of two processes agree
+(:meth:`Tuner.threshold`, :func:`agree`).
 
 Choices live in one JSON file (``$TW_TUNING_CACHE``, else ``$XDG_CACHE_HOME/tensorweave/`` or
 ``~/.cache/tensorweave/gemm-tuning.json``), keyed by the CPU model, the core count and both
