@@ -428,9 +428,10 @@ class Tuner:
         each agreed every time yet settled on 0.88, 2.1 and 33.5 M multiply-adds (issue 18,
         session 16) — one process's walks share its moment's load.
 
-        On a busy machine (not :func:`quiet`, or no :func:`spare_core`) nothing is timed: the process takes ``default`` (at load
-        12 on two cores one walk took 110-200 ms, its threaded calls waiting for descheduled
-        threads, and its answer, threads losing everywhere, could not be kept anyway). Bounded: a
+        On a busy machine (not :func:`quiet`, or no :func:`spare_core`) nothing is timed: the
+        process takes ``default`` (at load 12 on two cores one walk took 110-200 ms, its threaded
+        calls waiting for descheduled threads, and its answer, threads losing everywhere, could not
+        be kept anyway). Bounded: a
         walk that disagrees with the one left before counts a try (``tries``); after
         :data:`MAX_TRIES` of them the default stands for the machine and no process walks again (a
         cold process pays one walk, tens of ms, and only until the machine settles or gives up)."""
@@ -446,7 +447,8 @@ class Tuner:
                 ms = round((_clock() - t0) * 1e3, 2)
                 if type(earlier) is int:
                     value, agreed = agree((earlier, True), now, default)
-            entry = self.thresholds[name] = {"value": int(value), "settled": agreed and quiet() and spare_core(), "ms": ms}
+            settled = agreed and quiet() and spare_core()
+            entry = self.thresholds[name] = {"value": int(value), "settled": settled, "ms": ms}
             if walked and not agreed:
                 entry["tries"] = tries + (type(earlier) is int)
                 entry["walk"] = int(now[0]) if now[1] else earlier
