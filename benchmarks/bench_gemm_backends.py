@@ -50,9 +50,20 @@ def _shapes():
 
 
 def _runs(a, b, out):
-    """``{name: run}``: MKL's threaded and one-thread calls, NumPy's threaded and one-thread ones."""
+    """``{name: run}``: MKL's threaded and one-thread calls, NumPy's threaded and one-thread ones.
+
+    MKL's one-thread call is compiled for the operands first when no build serves it (a branch
+    that changed ``gemm.py``, ``TW_AOT=0``): until then it runs its ``ctypes`` twin, which read
+    3-7x slower than the compiled call on the Intel Xeon of issue 18 session 16 (9216x27 @ 27x16:
+    439-474 µs of thread CPU against 150-156; OpenBLAS 244-301), so one-thread timings taken before
+    the compile finished showed OpenBLAS 1.5-3x faster where the tuner's cache had MKL faster."""
     op_a, op_b, op_c = gemm._operand(a), gemm._operand(b), gemm._operand(out)
     (m, k), n = a.shape, b.shape[1]
+    if not gemm._stub_compiled(a, b, out):
+        from tensorweave.kernels.cpu import jit
+        serial = gemm._gemm_serial[a.dtype]
+        jit.compile_now(gemm._call_threads, *serial.args, op_a[0], op_b[0], m, n, k, a, op_a[1], b, op_b[1],
+                        out, op_c[1])
 
     def mkl(fn):
         return lambda: fn(op_a[0], op_b[0], m, n, k, a, op_a[1], b, op_b[1], out, op_c[1])

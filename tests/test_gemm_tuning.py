@@ -106,11 +106,15 @@ def test_measure_interleaves_and_takes_medians(monkeypatch):
     times = gemm_tuning.measure(_runners(order))
     warmups = list(BACKENDS)
     assert order[:2] == warmups
-    # interleaved rounds; each timed call right after a lead-in call of its own candidate (not
-    # after the other library's, whose idle threads would still spin on the other core)
-    assert order[2:] == [name for name in BACKENDS for _ in (0, 1)] * gemm_tuning.MAX_CALLS
+    # interleaved rounds; each timed block of calls right after a lead-in call of its own candidate
+    # (not after the other library's, whose idle threads would still spin on the other core); a
+    # call 'takes' one tick, so a block is as many calls as fill BLOCK_S (at most MAX_REPS)
+    reps = gemm_tuning.block_reps(1e-9)
+    assert reps == gemm_tuning.MAX_REPS
+    assert order[2:] == [name for name in BACKENDS for _ in range(1 + reps)] * gemm_tuning.MAX_CALLS
     one = gemm_tuning.measure({"only": lambda: order.append("only")})
-    assert len(one["only"]) == gemm_tuning.MAX_CALLS and order.count("only") == 1 + gemm_tuning.MAX_CALLS
+    assert len(one["only"]) == gemm_tuning.MAX_CALLS
+    assert order.count("only") == 1 + reps * gemm_tuning.MAX_CALLS
     assert {name: len(ts) for name, ts in times.items()} == {name: gemm_tuning.MAX_CALLS for name in BACKENDS}
     assert gemm_tuning._median([5, 1, 100]) == 5 and gemm_tuning._median([1, 3, 5, 100]) == 4
 

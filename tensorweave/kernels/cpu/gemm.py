@@ -368,7 +368,7 @@ def serial_work(dtype=np.float32):
             got = 0
         else:
             got = tuner().threshold(f"serial:{dtype.name}", lambda: gemm_tuning.serial_threshold(
-                functools.partial(_thread_runners, dtype)))
+                functools.partial(_thread_runners, dtype)), gemm_tuning.SERIAL_DEFAULT)
         _serial_work[dtype] = got
     return got
 
@@ -480,8 +480,15 @@ def _serial_library(a, b, out, op_a, op_b, m, n, k, run_mkl, count=1, seen=None)
 def _stub_compiled(a, b, out):
     """Whether :func:`_call_threads` (MKL on one thread) is compiled for these operands' types
     (JIT or built at install), so that a call of it runs MKL, not its ``ctypes`` twin."""
+    return _stub_ready((0, 0, 0, _NO_TRANS, _NO_TRANS, 1, 1, 1, a, 1, b, 1, out, 1))
+
+
+def _stub_ready(args):
+    """Whether :func:`_call_threads` is compiled for ``args``'s types. Where the ahead-of-time
+    build serves them, forcing a JIT compile anyway cost a cold process 0.5-1.1 s (the
+    one-thread threshold's first walk, issue 18 session 16)."""
     from tensorweave.kernels.cpu import loop_choice
-    return loop_choice.compiled(_call_threads, (0, 0, 0, _NO_TRANS, _NO_TRANS, 1, 1, 1, a, 1, b, 1, out, 1))
+    return loop_choice.compiled(_call_threads, args)
 
 
 def _cores():
@@ -501,7 +508,8 @@ def _thread_runners(dtype, side):
 
     def on(threads):
         args = (set_local, threads, fn, _NO_TRANS, _NO_TRANS, side, side, side, a, side, b, side, out, side)
-        jit.compile_now(_call_threads, *args)     # time MKL, not the ctypes twin
+        if not _stub_ready(args):
+            jit.compile_now(_call_threads, *args)     # time MKL, not the ctypes twin
         return lambda: _call_threads(*args)
     return {"serial": on(1), "threaded": on(_cores())}
 
@@ -686,13 +694,12 @@ def _run_2d(a, b, out, op_a, op_b, op_c, m, n, k, seen, one_thread=False):
     Ray worker, one core): all three take the library measured faster on one thread for the shape
     class (:func:`_serial_library`). Before, the third went to MKL's threaded call, which on one
     thread runs MKL's generic kernels on AMD (a DP rank's 128x784 @ 784x512: 2.67 ms against
-    OpenBLAS's 2.10 on one Zen 3 thread)."""
+    OpenBLAS's 2.10 on one Zen 3 thread). Which of these ways a product takes is :func:`route`'s
+    answer, which ``gemm_route.decision`` reports."""
     fn = _gemm[a.dtype]
-    limit = _serial_work.get(a.dtype)
-    small = m * n * k < (serial_work(a.dtype) if limit is None else limit)
-    share = 1 if one_thread or small else _share()
-    if share == 1 and a.dtype in _gemm_serial:
-        if small and not one_thread and m < MIN_PART and k * n * a.itemsize >= THIN_BYTES:
+    way = route(a.dtype, m, n, k, one_thread)
+    if way in ("thin", "one"):
+        if way == "thin":
             backend = _thin_choice(a, b, out, op_a, op_b, op_c, m, n, k, seen)
             if backend == "mkl":
                 fn(op_a[0], op_b[0], m, n, k, a, op_a[1], b, op_b[1], out, op_c[1])
@@ -703,21 +710,50 @@ def _run_2d(a, b, out, op_a, op_b, op_c, m, n, k, seen, one_thread=False):
         return _run_one(a, b, out, op_a, op_b, op_c, m, n, k, seen)
 
     run_mkl = _mkl_runner(fn, a, b, out, op_a, op_b, op_c, m, n, k)
-    if _tuning["on"]:
+    if way == "tuned":
         backend = _choose(a, b, out, op_a, op_b, m, n, k, 1, run_mkl)
         if backend == "done":     # (as above: the first call's bits are the choice's)
             backend = _choose(a, b, out, op_a, op_b, m, n, k, 1, run_mkl)
         if backend == "numpy":
             return np.matmul(a, b, out=out)
-    else:
+    elif way == "threads":
         parts = split_parts()
-        if parts > 1:
-            backend = _threaded_choice(a, b, out, op_a, op_b, op_c, m, n, k, seen, parts, run_mkl)
-            if backend != "mkl":
-                _run_split(backend, a, b, out, op_a, op_b, op_c, k, parts)
-                return out
+        backend = _threaded_choice(a, b, out, op_a, op_b, op_c, m, n, k, seen, parts, run_mkl)
+        if backend != "mkl":
+            _run_split(backend, a, b, out, op_a, op_b, op_c, k, parts)
+            return out
     run_mkl()
     return out
+
+
+def route(dtype, m, n, k, one_thread=False):
+    """The way :func:`_run_2d` takes a checked ``m x k @ k x n`` product of ``dtype`` (one MKL
+    takes) now, by size and the calling thread's share of the cores:
+
+    - ``"thin"``: under :func:`serial_work`, fewer than :data:`MIN_PART` rows against a
+      :data:`THIN_BYTES` operand, with a second thread to be had: :func:`_thin_choice`;
+    - ``"one"``: on one thread (small, ``one_thread``, or a one-thread share): :func:`_run_one`;
+    - ``"tuned"``: ``TW_BLAS_TUNE=1``, the class's library by timing (:func:`_choose`);
+    - ``"threads"``: split over :func:`split_parts` threads or MKL's, by timing
+      (:func:`_threaded_choice`);
+    - ``"mkl"``: MKL's threaded call (``TW_GEMM_SPLIT=0``, a forced ``TW_BLAS``).
+
+    One function for the product's path and for reports (``gemm_route.decision``), so the two
+    cannot drift: the report once missed the thin route.
+
+    >>> route(np.dtype(np.float32), 64, 64, 64, one_thread=True) in ("one", "mkl")
+    True
+    """
+    limit = _serial_work.get(dtype)
+    small = m * n * k < (serial_work(dtype) if limit is None else limit)
+    if (one_thread or small or _share() == 1) and dtype in _gemm_serial:
+        if small and not one_thread and m < MIN_PART and k * n * dtype.itemsize >= THIN_BYTES \
+                and _split["on"] and not inside_blocks_here() and split_parts() > 1:
+            return "thin"
+        return "one"
+    if _tuning["on"]:
+        return "tuned"
+    return "threads" if split_parts() > 1 else "mkl"
 
 
 def _run_one(a, b, out, op_a, op_b, op_c, m, n, k, seen):
@@ -1030,11 +1066,10 @@ def matmul_then(a, b, after, extra=()):
     ``fused_kernels.matmul_group_apply_adam``), so the result does not depend on the blocks."""
     geometry = _product(a, b) if a.ndim == 2 and b.ndim == 2 else False
     parts = 1
-    if geometry is not False and a.flags.aligned and b.flags.aligned and not _tuning["on"]:
+    if geometry is not False and a.flags.aligned and b.flags.aligned:
         op_a, op_b, m, n, k, seen = geometry
-        limit = _serial_work.get(a.dtype)
-        parts = split_parts() if m * n * k >= (serial_work(a.dtype) if limit is None else limit) else 1
-        if parts > 1:
+        if route(a.dtype, m, n, k) == "threads":
+            parts = split_parts()
             out = np.empty((m, n), a.dtype)
             op_c = (_NO_TRANS, n)
             run_mkl = _mkl_runner(_gemm[a.dtype], a, b, out, op_a, op_b, op_c, m, n, k)

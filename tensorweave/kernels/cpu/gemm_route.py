@@ -3,10 +3,9 @@ cache names it: for reports (``benchmarks/bench_gemm_backends.py``, ``bench_core
 product's path.
 
 Why a module of its own: ``gemm.py``'s source keys the ahead-of-time kernels built from it and
-from the modules that call MKL from compiled loops (``aot.py`` hashes whole files), so a report
-function there would leave them all stale. It mirrors the routing of ``gemm._run_2d``;
-``tests/test_gemm19_decision.py`` runs each route's products and checks that this names the
-class and backend they took.
+from the modules that call MKL from compiled loops (``aot.py`` hashes whole files), so report
+code there would leave them stale at every change of a report. The route itself is not repeated
+here: ``gemm.route`` is what ``gemm._run_2d`` dispatches on, and this names its class and backend.
 
 >>> import numpy as np
 >>> from tensorweave.kernels.cpu import gemm_route
@@ -19,28 +18,30 @@ from tensorweave.kernels.cpu import gemm, gemm_tuning
 def decision(a, b):
     """``(cache class, backend, settled)``: how ``gemm.matmul`` runs ``a @ b`` (2-D) now.
 
-    The class is the tuning cache's name of the route: ``serial:<class>`` on one thread (small, or
-    a one-thread share of the cores), ``<class>`` under ``TW_BLAS_TUNE=1``, ``threads:<class>,p<n>``
-    when split over ``n`` threads or left to MKL's (by a timing), ``""`` where threaded products are
-    not split (``TW_GEMM_SPLIT=0``, a forced ``TW_BLAS``: MKL's threads). ``backend`` is None until
-    a product of the class has run in this process; ``settled``: the class's entry was timed on a
-    quiet machine with median and fastest call agreeing, so it is kept on disk (a class not timed
-    because the machine was busy has no entry). None where the product stays in NumPy (under
+    The class is the tuning cache's name of the route (``gemm.route``): ``serial:<class>`` on one
+    thread (small, or a one-thread share of the cores), ``thin:<class>,p<n>`` for a thin product
+    that may take ``n`` threads, ``<class>`` under ``TW_BLAS_TUNE=1``, ``threads:<class>,p<n>``
+    when split over ``n`` threads or left to MKL's (by a timing), ``""`` where threaded products
+    are not split (``TW_GEMM_SPLIT=0``, a forced ``TW_BLAS``: MKL's threads). ``backend`` is None
+    until a product of the class has run in this process; ``settled``: the class's entry was timed
+    on a quiet machine with median and fastest call agreeing, so it is kept on disk (a class not
+    timed because the machine was busy has no entry). None where the product stays in NumPy (under
     ``gemm.MIN_WORK``, a dtype MKL does not take, no MKL)."""
     geometry = gemm._product(a, b)
     if geometry is False:
         return None
     op_a, op_b, m, n, k, seen = geometry
     base = gemm_tuning.shape_class(m, n, k, a.dtype.name, op_a[0] == gemm._TRANS, op_b[0] == gemm._TRANS)
-    share = 1 if m * n * k < gemm.serial_work(a.dtype) else gemm._share()
-    if share == 1 and a.dtype in gemm._gemm_serial:
-        cls, got = "serial:" + base, gemm._serial_chosen.get(seen)
-    elif gemm._tuning["on"]:
-        cls, got = base, gemm._chosen.get(seen)
-    elif gemm.split_parts() > 1:
-        parts = gemm.split_parts()
-        cls, got = f"threads:{base},p{parts}", gemm._split_chosen.get(seen + (parts,))
-    else:
+    way = gemm.route(a.dtype, m, n, k)
+    if way == "mkl":
         return "", "mkl", True
+    if way == "one":
+        cls, got = "serial:" + base, gemm._serial_chosen.get(seen)
+    elif way == "tuned":
+        cls, got = base, gemm._chosen.get(seen)
+    else:
+        parts = gemm.split_parts()
+        chosen = gemm._thin_chosen if way == "thin" else gemm._split_chosen
+        cls, got = f"{way}:{base},p{parts}", chosen.get(seen + (parts,))
     entry = gemm.tuner().choices.get(cls)
     return cls, got, entry is not None and entry.get("settled", True) is True

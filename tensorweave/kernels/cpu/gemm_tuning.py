@@ -15,7 +15,9 @@ median and fastest call disagree), and the next process measures again rather th
 choice made in a burst of noise on disk for good.
 
 The same file keeps *thresholds* measured once per machine: ``serial:<dtype>``, the product
-size under which one GEMM thread beats all of them (:func:`serial_threshold`).
+size under which one GEMM thread beats all of them (:func:`serial_threshold`), and
+``split-pass:bytes`` (``split_passes.py``), each kept once walks of two processes agree
+(:meth:`Tuner.threshold`, :func:`agree`).
 
 Choices live in one JSON file (``$TW_TUNING_CACHE``, else ``$XDG_CACHE_HOME/tensorweave/`` or
 ``~/.cache/tensorweave/gemm-tuning.json``), keyed by the CPU model, the core count and both
@@ -37,12 +39,22 @@ import time
 
 #: the other library must be this much faster (by median) to displace the incumbent
 MARGIN = 0.10
-#: timed calls per library: at least MIN_CALLS, more while the tuning stays under BUDGET_S
+#: timed samples per library: at least MIN_CALLS, more while the tuning stays under BUDGET_S
 MIN_CALLS, MAX_CALLS, BUDGET_S = 3, 7, 0.02
+#: a timed sample is a block of consecutive calls of one candidate lasting about BLOCK_S (one call
+#: where a call is longer; at most MAX_REPS), its mean per call: a single call of a small product
+#: (a few µs) is decided by one thread wake-up or one interrupt, a block's mean is not
+BLOCK_S, MAX_REPS = 1e-4, 64
+#: two measurements of a threshold agree when within this factor of each other (:func:`settle_when_two_agree`)
+AGREE_FACTOR = 4
+#: quiet processes whose walk of a threshold disagreed with the one before, after which the default stands
+MAX_TRIES = 4
 FORMAT = 1
 INCUMBENT = "mkl"
 #: sides of the square products timed for a serial threshold (32 K .. 16.8 M multiply-adds)
 SERIAL_LADDER = (32, 48, 64, 96, 128, 192, 256)
+#: the one-thread threshold where two walks disagree: the ladder's middle rung, 128^3 (2.1 M)
+SERIAL_DEFAULT = SERIAL_LADDER[len(SERIAL_LADDER) // 2 + 1] ** 3
 
 
 def shape_class(m, n, k, dtype, trans_a, trans_b, count=1):
@@ -125,20 +137,43 @@ def quiet():
         return True
 
 
+def spare_core():
+    """Whether a core is to spare besides the caller's: load average under the core count less
+    one. Threshold walks, which time one thread against every core's, ask for it as well as
+    :func:`quiet`: on two cores at load 1.0-2.0 two processes' walks agreed on 33.5 M
+    multiply-adds, at load 0.6-0.8 on 0.88-2.1 M (issue 18, session 16)."""
+    try:
+        return os.getloadavg()[0] < (os.cpu_count() or 1) - 1
+    except (OSError, AttributeError):
+        return True
+
+
 def _clock():
     return time.perf_counter()
 
 
-_timing = threading.local()      # .clock: the clock of the measure() running on this thread
+_timing = threading.local()      # .clock, .reps: the clock and block size of this thread's measure()
 
 
 def _time_call(backend, run):
     """Seconds one ``run()`` of ``backend`` takes (tests replace this to fake a faster one), by
-    the clock :func:`measure` was given (wall time unless told otherwise)."""
+    the clock :func:`measure` was given (wall time unless told otherwise): the mean of a block of
+    the block size :func:`measure` set for ``backend`` (one call where none is set)."""
     clock = getattr(_timing, "clock", None) or _clock
+    reps = getattr(_timing, "reps", 1)
     t0 = clock()
-    run()
-    return clock() - t0
+    for _ in range(reps):
+        run()
+    return (clock() - t0) / reps
+
+
+def block_reps(seconds):
+    """Calls of ``seconds`` each that fill one timed block (:data:`BLOCK_S`): 1 .. :data:`MAX_REPS`.
+
+    >>> block_reps(1e-3), block_reps(2e-5), block_reps(0.0)
+    (1, 5, 64)
+    """
+    return max(1, min(MAX_REPS, int(-(-BLOCK_S // seconds)) if seconds > 0 else MAX_REPS))
 
 
 def _median(xs):
@@ -164,9 +199,19 @@ def measure(runners, clock=None):
     follows the longer spinner used to lose: on an Intel Xeon at load 2, MKL's threaded
     128x784 @ 784x512 read 93-124 GFLOP/s call by call against 174-182 in blocks of its own calls
     (``benchmarks/bench_gemm_backends.py --interleave call``). The lead-in is that block, at one
-    extra call per timed one."""
-    for run in runners.values():
+    extra call per timed one.
+
+    Each timed sample is a block of consecutive calls (:data:`BLOCK_S`, sized by the candidate's
+    first lead-in call) and counts as their mean: timed by single calls, the one-thread threshold
+    came out anywhere from 0.88 to 16.8 M multiply-adds in six quiet processes (issue 18, session
+    15), and at load 11 the one-thread / two-thread ratio of a 64^3 product spread 8.4x over ten
+    measurements by single calls against 1.3x by blocks (session 16)."""
+    tick = clock or _clock
+    call = {}               # seconds of a call: the warm-up's, then the first lead-in's
+    for name, run in runners.items():
+        t0 = tick()
         run()
+        call[name] = tick() - t0
     times = {name: [] for name in runners}
     start = _clock()
     _timing.clock = clock
@@ -176,10 +221,15 @@ def measure(runners, clock=None):
                 break
             for name, run in runners.items():
                 if len(runners) > 1:
+                    t0 = tick()
                     run()       # lead-in: the previous candidate's spinning threads meet this call
+                    if rounds == 0:
+                        call[name] = tick() - t0
+                _timing.reps = block_reps(call[name])
                 times[name].append(_time_call(name, run))
     finally:
         _timing.clock = None
+        _timing.reps = 1
     return times
 
 
@@ -221,6 +271,50 @@ def serial_threshold(runners_for, ladder=SERIAL_LADDER, work_of=lambda side: sid
             break
         work = work_of(side)
     return work, settled
+
+
+def agree(first, second, default, factor=AGREE_FACTOR):
+    """``(value, settled)`` from two measurements ``(value, settled)`` (two walks of a threshold,
+    two :func:`pick` s of a choice): where both settled and agree, their value, settled; otherwise
+    ``default``, not settled. Numbers agree when within ``factor`` of each other and then give the
+    larger (the incumbent's side: fewer products moved off it); anything else (a backend's name)
+    agrees when equal.
+
+    >>> agree((100, True), (300, True), 50), agree((100, True), (900, True), 50)
+    ((300, True), (50, False))
+    >>> agree(("mkl", True), ("numpy", True), "one"), agree(("mkl", True), ("mkl", False), "one")
+    (('one', False), ('one', False))
+    """
+    (a, ok_a), (b, ok_b) = first, second
+    if ok_a and ok_b:
+        if isinstance(a, (int, float)) and isinstance(b, (int, float)):
+            low, high = sorted((a, b))
+            if high <= factor * low:
+                return high, True
+        elif a == b:
+            return a, True
+    return default, False
+
+
+def settle_when_two_agree(measure_once, default, factor=AGREE_FACTOR):
+    """``(value, settled, ms)``: ``measure_once()`` (``(value, settled)``: :func:`serial_threshold`'s
+    walk, or :func:`pick` of a :func:`measure`) run twice in this process, settled where the two
+    :func:`agree`; ``ms``: what the two runs cost. (:meth:`Tuner.threshold` compares walks of two
+    *processes* instead: two walks of one process share its moment's load.)
+
+    Why two: a walk is a few ms of timings, and one draw stood for the machine until the cache was
+    deleted; the one-thread threshold of one quiet Intel Xeon came out 0.88, 2.1, 7.1 and 16.8 M
+    multiply-adds in six fresh processes (issue 18, session 15). Two runs that agree are evidence
+    of the machine; two that do not are evidence of noise.
+
+    >>> draws = iter([(100, True), (300, True), (100, True), (900, True)])
+    >>> [settle_when_two_agree(lambda: next(draws), 50)[:2] for _ in range(2)]
+    [(300, True), (50, False)]
+    """
+    t0 = _clock()
+    first, second = measure_once(), measure_once()
+    ms = round((_clock() - t0) * 1e3, 2)
+    return agree(first, second, default, factor) + (ms,)
 
 
 class Tuner:
@@ -268,13 +362,27 @@ class Tuner:
                 if isinstance(name, str) and isinstance(entry, dict) and valid(entry)
                 and entry.get("settled", True) is True}
 
+    def _tries(self):
+        """The file's unsettled thresholds left by quiet processes: ``{name: entry}``, ``walk`` the
+        last one's walk (None where it did not settle in itself), ``tries`` how many walks
+        disagreed with the one left before them."""
+        entries = (self._file() or {}).get("thresholds")
+        if not isinstance(entries, dict):
+            return {}
+        return {name: entry for name, entry in entries.items()
+                if isinstance(name, str) and isinstance(entry, dict) and entry.get("settled") is False
+                and type(entry.get("tries")) is int and entry["tries"] >= 0
+                and (entry.get("walk") is None or type(entry["walk"]) is int and entry["walk"] >= 0)
+                and type(entry.get("value")) is int and entry["value"] >= 0}
+
     def _write(self):
         """Saves the choices and thresholds atomically; a cache that cannot be written is skipped
         silently (read-only home): the choice still holds for this process."""
         def settled(entries):
             return {name: entry for name, entry in entries.items() if entry.get("settled", True)}
+        tried = {name: entry for name, entry in self.thresholds.items() if "tries" in entry}
         data = {"format": FORMAT, "machine": self.key, "choices": {**self._read(), **settled(self.choices)},
-                "thresholds": {**self._read("thresholds"), **settled(self.thresholds)}}
+                "thresholds": {**self._tries(), **tried, **self._read("thresholds"), **settled(self.thresholds)}}
         folder = os.path.dirname(os.path.abspath(self.path))
         try:
             os.makedirs(folder, exist_ok=True)
@@ -311,14 +419,39 @@ class Tuner:
             self._write()
         return choice
 
-    def threshold(self, name, measure_it):
-        """The cached threshold ``name``, or ``measure_it()``'s ``(value, settled)``, saved when
-        settled (an unsettled one holds for this process only)."""
+    def threshold(self, name, walk, default):
+        """The cached threshold ``name``, or ``default`` until two quiet processes' walks
+        (``walk()``: ``(value, settled)``) :func:`agree`: each quiet process walks once and leaves
+        its walk in the file (``walk``, unsettled), and the first whose walk agrees with the one
+        left there settles the threshold for the machine (saved with what its walk cost, ``ms``).
+        Two processes, not two walks of one: in six fresh processes at load 2.0-2.4, two walks in
+        each agreed every time yet settled on 0.88, 2.1 and 33.5 M multiply-adds (issue 18,
+        session 16) — one process's walks share its moment's load.
+
+        On a busy machine (not :func:`quiet`, or no :func:`spare_core`) nothing is timed: the
+        process takes ``default`` (at load 12 on two cores one walk took 110-200 ms, its threaded
+        calls waiting for descheduled threads, and its answer, threads losing everywhere, could not
+        be kept anyway). Bounded: a
+        walk that disagrees with the one left before counts a try (``tries``); after
+        :data:`MAX_TRIES` of them the default stands for the machine and no process walks again (a
+        cold process pays one walk, tens of ms, and only until the machine settles or gives up)."""
         entry = self.thresholds.get(name)
         if entry is None:
-            value, settled = measure_it()
-            settled = settled and quiet()
-            entry = self.thresholds[name] = {"value": int(value), "settled": bool(settled)}
-            if settled:
+            left = self._tries().get(name, {})
+            tries, earlier = left.get("tries", 0), left.get("walk")
+            walked = quiet() and spare_core() and tries < MAX_TRIES
+            value, agreed, ms = default, False, 0.0
+            if walked:
+                t0 = _clock()
+                now = walk()
+                ms = round((_clock() - t0) * 1e3, 2)
+                if type(earlier) is int:
+                    value, agreed = agree((earlier, True), now, default)
+            settled = agreed and quiet() and spare_core()
+            entry = self.thresholds[name] = {"value": int(value), "settled": settled, "ms": ms}
+            if walked and not agreed:
+                entry["tries"] = tries + (type(earlier) is int)
+                entry["walk"] = int(now[0]) if now[1] else earlier
+            if entry["settled"] or walked:
                 self._write()
         return entry["value"]

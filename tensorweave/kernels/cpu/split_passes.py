@@ -33,6 +33,8 @@ ENABLED = {"on": os.environ.get("TW_SPLIT_PASSES", "1") != "0"}
 BLOCKS_PER_PART = 2
 #: output sizes (bytes) timed for :func:`min_bytes`, 64 KiB .. 4 MiB
 LADDER = tuple(1 << s for s in range(16, 23))
+#: the threshold where two walks disagree: split only passes of the largest size timed
+DEFAULT_BYTES = LADDER[-1]
 #: the measured threshold (bytes; None until first needed), per process
 _limit = {"bytes": None}
 
@@ -46,7 +48,7 @@ def min_bytes():
             got = 1 << 62
         else:
             got = gemm.tuner().threshold("split-pass:bytes", lambda: gemm_tuning.serial_threshold(
-                _runners, LADDER, work_of=lambda nbytes: nbytes))
+                _runners, LADDER, work_of=lambda nbytes: nbytes), DEFAULT_BYTES)
         _limit["bytes"] = got
     return got
 
