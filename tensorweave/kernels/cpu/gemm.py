@@ -52,8 +52,9 @@ training-step figures.
   ``TW_GEMM_SHARE=0`` restores the old routing (an A/B switch).
 - Thin products under that size (fewer than :data:`MIN_PART` rows: a batch-1 ``predict``'s
   layers) whose other operand is large (:data:`THIN_BYTES`) run at memory speed, where a second
-  core adds its cache and bandwidth: per shape class, one thread, MKL's threads or a split of the
-  columns is timed on a quiet machine (:func:`_thin_choice`; one thread until then).
+  core adds its cache and bandwidth: per shape class, one thread, MKL's threads, OpenBLAS's threads
+  or a split of the columns is timed on a quiet machine, over cold copies of the weights and until
+  two timings agree (:func:`_thin_choice`; one thread until then).
 - Products above that size are split over the intra-op threads (blocks of rows or columns, each a
   one-thread call) or left to MKL's threads, per shape class by a timing made on a quiet machine
   (:func:`_threaded_choice`; the split where not timed): on AMD EPYC MKL's two threads ran the
@@ -763,8 +764,10 @@ def _thin_choice(a, b, out, op_a, op_b, op_c, m, n, k, seen):
     took 0.081 ms a request on the Intel Xeon of issue 18 session 15; tensorweave on one thread
     0.210). The caller computes the product with the choice even after a timing, so every call of
     a class gives the same bits."""
+    if not _split["on"] or getattr(_thread_share, "here", None) is not None:   # inside blocks_here
+        return "one"
     parts = split_parts()
-    if parts < 2 or inside_blocks_here() or not _split["on"]:
+    if parts < 2:
         return "one"
     key = seen + (parts,)
     got = _thin_chosen.get(key)
