@@ -75,9 +75,13 @@ def thin(monkeypatch, tmp_path):
     monkeypatch.setitem(gemm._split, "on", True)
     for name in ("_thin_chosen", "_serial_chosen", "_split_chosen"):
         monkeypatch.setattr(gemm, name, {})
+    monkeypatch.setattr(gemm, "_thin_pending", set())
     monkeypatch.setitem(gemm._serial_work, F32, 1 << 40)
     monkeypatch.setattr(gemm, "split_parts", lambda: 2)
     monkeypatch.setattr(gemm_tuning, "quiet", lambda: True)
+    from tensorweave.kernels.cpu import thin_gemm                  # no parallel loop to wait for
+    monkeypatch.setattr(thin_gemm, "ready", lambda args: False)
+    monkeypatch.setattr(thin_gemm, "possible", lambda: False)
     log = _Log()
 
     def timed(backend, run):

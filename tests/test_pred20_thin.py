@@ -11,6 +11,15 @@ from tensorweave.kernels.cpu import gemm, gemm_tuning
 CLS = "thin:float32:NN:1,10,10,p2"
 
 
+def _one_mkl_call(a, b):
+    """``a @ b`` by one one-thread MKL call."""
+    out = np.empty((a.shape[0], b.shape[1]), a.dtype)
+    op_a, op_b = gemm._operand(a), gemm._operand(b)
+    gemm._gemm_serial[a.dtype](op_a[0], op_b[0], a.shape[0], b.shape[1], a.shape[1], a, op_a[1], b, op_b[1],
+                               out, out.shape[1])
+    return out
+
+
 @pytest.fixture
 def rounds(thin, monkeypatch):  # noqa: F811 - the imported fixture
     """``thin``, with ``plan``: the scripted seconds of each timing round in turn (``{backend:
@@ -34,7 +43,7 @@ def rounds(thin, monkeypatch):  # noqa: F811 - the imported fixture
 
 
 def _on_disk(cls):
-    return gemm_tuning.Tuner(gemm.tuner().path, KEY, BACKENDS).backend(cls)
+    return gemm_tuning.Tuner(gemm.tuner().path, KEY, BACKENDS + ("par",)).backend(cls)
 
 
 @needs_serial
@@ -132,3 +141,67 @@ def test_the_l2_size_is_read_from_sysfs(tmp_path, files, expected):
         (tmp_path / name / "level").write_text(level + "\n")
         (tmp_path / name / "size").write_text(size + "\n")
     assert gemm._l2_bytes(str(tmp_path)) == expected
+
+
+# ---- column blocks on numba's pool (thin_gemm) --------------------------------------------------------
+@needs_serial
+@needs_openblas
+def test_the_class_is_timed_again_with_the_parallel_loop_once_it_is_ready(rounds, rng, monkeypatch):
+    from tensorweave.kernels.cpu import thin_gemm
+    monkeypatch.setattr(thin_gemm, "possible", lambda: True)             # a pool to come
+    rounds.plan = [{"par": 0.01, "mkl": 0.1}]
+    a, b = _thin_operands(rng)
+    reference = a.astype(np.float64) @ b
+    first = gemm.matmul(a, b)
+    entry = gemm.tuner().choices[CLS]
+    assert entry["backend"] == "mkl" and entry["settled"] is False and "par_us" not in entry
+    assert _on_disk(CLS) is None and len(gemm._thin_pending) == 1
+    gemm.matmul(a, b)                                                     # not ready yet: not timed again
+    assert rounds.rounds == 2
+    monkeypatch.setattr(thin_gemm, "ready", lambda args: True)
+    runs = []
+    real = thin_gemm.run
+    monkeypatch.setattr(thin_gemm, "run", lambda *args, **kw: (runs.append(1), real(*args, **kw))[1])
+    timed = gemm.matmul(a, b)                                             # timed again, with the loop
+    assert rounds.rounds == 4 and "par" in rounds
+    assert gemm.tuner().choices[CLS]["backend"] == "par" and _on_disk(CLS) == "par"
+    assert not gemm._thin_pending
+    runs.clear()
+    again = gemm.matmul(a, b)
+    assert runs == [1]
+    for got in (first, timed, again):
+        np.testing.assert_allclose(got, reference, rtol=1e-4, atol=1e-3)
+    np.testing.assert_array_equal(timed, again)
+
+
+@needs_serial
+@needs_openblas
+def test_without_a_thread_safe_pool_nothing_waits(rounds, rng):
+    rounds.plan = [{"mkl": 0.1}]                                          # the fixture: no pool possible
+    a, b = _thin_operands(rng)
+    gemm.matmul(a, b)
+    assert gemm.tuner().choices[CLS]["settled"] is True and not gemm._thin_pending
+
+
+@needs_serial
+@pytest.mark.parametrize("trans_b", [False, True])
+@pytest.mark.parametrize("n,parts", [(512, 2), (100, 2), (96, 3)])
+def test_the_parallel_loop_gives_the_bits_of_its_twin_and_of_one_call_per_block(rng, trans_b, n, parts):
+    from tensorweave.kernels.cpu import jit, thin_gemm
+    k = 80
+    a = rng.standard_normal((1, k)).astype(np.float32)
+    b = rng.standard_normal((n, k)).astype(np.float32).T if trans_b else rng.standard_normal((k, n)).astype(np.float32)
+    op_a, op_b = gemm._operand(a), gemm._operand(b)
+    step = gemm.block_size(n, parts)
+    twin = np.full((1, n), np.nan, np.float32)
+    thin_gemm.run(a, b, twin, op_a[0], op_a[1], op_b[0], op_b[1], n, parts, step, parallel=False)
+    np.testing.assert_allclose(twin, a.astype(np.float64) @ b, rtol=1e-5, atol=1e-4)
+    blocks = np.concatenate([_one_mkl_call(a, b[:, j:j + step]) for j in range(0, n, step)], axis=1)
+    np.testing.assert_array_equal(twin, blocks)
+    if not jit.parallel_loops():
+        pytest.skip("numba has no thread-safe pool here")
+    args = thin_gemm.arguments(a, b, np.empty((1, n), np.float32), op_a[0], op_a[1], op_b[0], op_b[1], n, parts, step)
+    loop = jit.compile_now(thin_gemm._blocks, *args)
+    out = np.full((1, n), np.nan, np.float32)
+    loop(*args[:11], out, *args[12:])
+    np.testing.assert_array_equal(out, twin)

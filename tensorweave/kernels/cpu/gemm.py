@@ -335,7 +335,7 @@ def tuner():
     """The :class:`gemm_tuning.Tuner` of this process (made, and its cache file read, on first use)."""
     if _tuning["tuner"] is None:
         _tuning["tuner"] = gemm_tuning.Tuner(gemm_tuning.cache_path(), machine_key(),
-                                              ("mkl", "numpy", "mkl1", "numpy1", "rows", "cols", "one"))
+                                              ("mkl", "numpy", "mkl1", "numpy1", "rows", "cols", "one", "par"))
     return _tuning["tuner"]
 
 
@@ -703,6 +703,9 @@ def _run_2d(a, b, out, op_a, op_b, op_c, m, n, k, seen, one_thread=False):
                 return out
             if backend == "numpy":
                 return np.matmul(a, b, out=out)
+            if backend == "par":
+                _run_thin_blocks(a, b, out, op_a, op_b, n, split_parts())
+                return out
         return _run_one(a, b, out, op_a, op_b, op_c, m, n, k, seen)
 
     run_mkl = _mkl_runner(fn, a, b, out, op_a, op_b, op_c, m, n, k)
@@ -746,12 +749,14 @@ def _run_one(a, b, out, op_a, op_b, op_c, m, n, k, seen):
 THIN_BYTES = 1 << 18
 #: timings of a thin class at most; the choice is kept (on disk) once two in a row agree
 THIN_ROUNDS = 3
-_thin_chosen = {}                # thin shape class (tuple) + parts -> "one", "mkl", "numpy" or "cols"
+_thin_chosen = {}                # thin shape class (tuple) + parts -> "one", "mkl", "numpy", "cols" or "par"
+_thin_pending = set()            # their keys whose choice waits for thin_gemm's loop to compile
 
 
 def _thin_choice(a, b, out, op_a, op_b, op_c, m, n, k, seen):
     """``"one"`` (one thread, :func:`_run_one`), ``"mkl"`` (MKL's own threads), ``"numpy"``
-    (NumPy's OpenBLAS on its threads) or ``"cols"`` (a split, :func:`_run_split`) for a thin
+    (NumPy's OpenBLAS on its threads), ``"cols"`` (a split on the runtime's Python threads,
+    :func:`_run_split`) or ``"par"`` (column blocks on numba's pool, ``thin_gemm``) for a thin
     product under :func:`serial_work` whose ``k x n`` operand is at least :data:`THIN_BYTES`, by
     its class's timing (``thin:<class>,p<parts>`` in the tuning cache; wall time: the candidates
     differ in threads; :func:`_thin_timing`). One thread is the incumbent, and stays without a
@@ -763,7 +768,9 @@ def _thin_choice(a, b, out, op_a, op_b, op_c, m, n, k, seen):
     not its multiply-adds, is what a second thread adds (PyTorch's batch-1 mlp, on MKL's threads,
     took 0.081 ms a request on the Intel Xeon of issue 18 session 15; tensorweave on one thread
     0.210). The caller computes the product with the choice even after a timing, so every call of
-    a class gives the same bits."""
+    a class gives the same bits. Until ``thin_gemm``'s parallel loop is compiled (in the
+    background, never on this thread) a timing holds for the process only and the class is timed
+    again, with the loop, once it is (``_thin_pending``)."""
     if not _split["on"] or getattr(_thread_share, "here", None) is not None:   # inside blocks_here
         return "one"
     parts = split_parts()
@@ -771,14 +778,32 @@ def _thin_choice(a, b, out, op_a, op_b, op_c, m, n, k, seen):
         return "one"
     key = seen + (parts,)
     got = _thin_chosen.get(key)
-    if got is None:
+    if got is None or key in _thin_pending:
         cls = "thin:" + gemm_tuning.shape_class(m, n, k, a.dtype.name, op_a[0] == _TRANS, op_b[0] == _TRANS) \
             + f",p{parts}"
-        got = tuner().backend(cls)
+        if got is None:
+            got = tuner().backend(cls)
+        elif not (gemm_tuning.quiet() and _thin_ready(a, b, out, op_a, op_b, n, parts)):
+            return got                  # waiting for the parallel loop (or quiet): the process's choice
+        else:
+            got = None                  # the loop is ready: time the class again, with it
         if got is None and gemm_tuning.quiet():
-            got = _thin_timing(cls, a, b, op_a, op_b, op_c, m, n, k, seen, parts)
+            got, pending = _thin_timing(cls, a, b, op_a, op_b, op_c, m, n, k, seen, parts)
+            (_thin_pending.add if pending else _thin_pending.discard)(key)
         _thin_chosen[key] = got or "one"
     return _thin_chosen[key]
+
+
+def _thin_args(a, b, out, op_a, op_b, n, parts):
+    """``thin_gemm``'s loop arguments for the product into ``out`` in ``parts`` column blocks."""
+    from tensorweave.kernels.cpu import thin_gemm
+    return thin_gemm.arguments(a, b, out, op_a[0], op_a[1], op_b[0], op_b[1], n, parts, block_size(n, parts))
+
+
+def _thin_ready(a, b, out, op_a, op_b, n, parts):
+    """Whether ``thin_gemm``'s parallel loop can be timed now (see ``thin_gemm.ready``)."""
+    from tensorweave.kernels.cpu import thin_gemm
+    return thin_gemm.ready(_thin_args(a, b, out, op_a, op_b, n, parts))
 
 
 def _thin_timing(cls, a, b, op_a, op_b, op_c, m, n, k, seen, parts):
@@ -819,11 +844,20 @@ def _thin_timing(cls, a, b, op_a, op_b, op_c, m, n, k, seen, parts):
 
     def cols(a, b, out):
         _run_split("cols", a, b, out, op_a, op_b, op_c, k, parts)
+
+    def par(a, b, out):
+        _run_thin_blocks(a, b, out, op_a, op_b, n, parts)
     runners = {"one": one, "mkl": mkl}
     if _openblas_threads() is not None:
         runners["numpy"] = numpy
+    pending = False
     if n >= 2 * MIN_PART:
         runners["cols"] = cols
+        from tensorweave.kernels.cpu import thin_gemm
+        if _thin_ready(a, b, outs[0], op_a, op_b, n, parts):
+            runners["par"] = par
+        else:       # timed again once the loop is compiled; meanwhile the choice is the process's
+            pending = thin_gemm.possible()
     one(a, b, outs[0])                  # the one-thread library chosen before the timing
     runners = _rotating(runners, a, bs, outs)
     picks, times = [], {}
@@ -835,11 +869,18 @@ def _thin_timing(cls, a, b, op_a, op_b, op_c, m, n, k, seen, parts):
             break
     agreed = len(picks) > 1 and picks[-1] is not None and picks[-1] == picks[-2] and gemm_tuning.quiet()
     choice = picks[-1] if agreed else "one"
-    tuner().choices[cls] = {"backend": choice, "settled": agreed, "rounds": len(picks),
+    settled = agreed and not pending
+    tuner().choices[cls] = {"backend": choice, "settled": settled, "rounds": len(picks),
                             **{f"{name}_us": round(float(np.median(ts)) * 1e6, 1) for name, ts in times.items()}}
-    if agreed:
+    if settled:
         tuner()._write()
-    return choice
+    return choice, pending
+
+
+def _run_thin_blocks(a, b, out, op_a, op_b, n, parts):
+    """The thin product into ``out`` as ``parts`` column blocks on numba's pool (``thin_gemm``)."""
+    from tensorweave.kernels.cpu import thin_gemm
+    thin_gemm.run(a, b, out, op_a[0], op_a[1], op_b[0], op_b[1], n, parts, block_size(n, parts))
 
 
 def _rotating(runners, a, bs, outs):
