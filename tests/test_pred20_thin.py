@@ -8,7 +8,7 @@ from test_pred19_batch1 import KEY, BACKENDS, _thin_operands, needs_openblas, ne
 
 from tensorweave.kernels.cpu import gemm, gemm_tuning
 
-CLS = "thin:float32:NN:1,10,10,p2"
+CLS = "thincold:float32:NN:1,10,10,p2"
 
 
 def _one_mkl_call(a, b):

@@ -758,7 +758,8 @@ def _thin_choice(a, b, out, op_a, op_b, op_c, m, n, k, seen):
     (NumPy's OpenBLAS on its threads), ``"cols"`` (a split on the runtime's Python threads,
     :func:`_run_split`) or ``"par"`` (column blocks on numba's pool, ``thin_gemm``) for a thin
     product under :func:`serial_work` whose ``k x n`` operand is at least :data:`THIN_BYTES`, by
-    its class's timing (``thin:<class>,p<parts>`` in the tuning cache; wall time: the candidates
+    its class's timing (``thincold:<class>,p<parts>`` in the tuning cache, apart from the ``thin:``
+    entries timed hot and once before issue 18 pred20, which are ignored; wall time: the candidates
     differ in threads; :func:`_thin_timing`). One thread is the incumbent, and stays without a
     timing where no second thread is to be had (:func:`split_parts` 1, inside
     :func:`blocks_here`, ``TW_GEMM_SPLIT=0``) or the machine is busy (``gemm_tuning.quiet``: as for
@@ -779,7 +780,7 @@ def _thin_choice(a, b, out, op_a, op_b, op_c, m, n, k, seen):
     key = seen + (parts,)
     got = _thin_chosen.get(key)
     if got is None or key in _thin_pending:
-        cls = "thin:" + gemm_tuning.shape_class(m, n, k, a.dtype.name, op_a[0] == _TRANS, op_b[0] == _TRANS) \
+        cls = "thincold:" + gemm_tuning.shape_class(m, n, k, a.dtype.name, op_a[0] == _TRANS, op_b[0] == _TRANS) \
             + f",p{parts}"
         if got is None:
             got = tuner().backend(cls)
