@@ -100,15 +100,17 @@ def test_timed_calls_rotate_over_copies_so_each_call_reads_a_cold_one():
 
 @needs_serial
 @needs_openblas
-def test_the_copies_cover_twice_every_parts_l2(rounds, rng, monkeypatch):
+@pytest.mark.parametrize("l2_per_weight,copies", [(1, 4), (0.2, 1), (0.3, 2)])
+def test_the_copies_cover_twice_every_parts_l2(rounds, rng, monkeypatch, l2_per_weight, copies):
     rounds.plan = [{"one": 0.1}]
     a, b = _thin_operands(rng)
-    monkeypatch.setattr(gemm, "_l2_bytes", lambda: b.nbytes)              # 2 parts x 2 x L2: 4 copies
+    # 2 parts x 2 x L2 over the weight's bytes, rounded up: 4 copies, 0.8 -> 1 (none made), 1.2 -> 2
+    monkeypatch.setattr(gemm, "_l2_bytes", lambda: int(b.nbytes * l2_per_weight))
     made = []
     real = gemm._rotating
     monkeypatch.setattr(gemm, "_rotating", lambda runners, a, bs, outs: (made.append(bs), real(runners, a, bs, outs))[1])
     got = gemm.matmul(a, b)
-    assert len(made[0]) == 4 and made[0][0] is b
+    assert len(made[0]) == copies and made[0][0] is b
     assert all(np.array_equal(c, b) and not np.may_share_memory(c, b) for c in made[0][1:])
     np.testing.assert_array_equal(got, gemm.matmul(a, b))
 

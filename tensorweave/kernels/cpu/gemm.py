@@ -820,7 +820,8 @@ def _thin_timing(cls, a, b, op_a, op_b, op_c, m, n, k, seen, parts):
       (1x784 @ 784x512 on one MKL thread: 31 µs hot against 76 over rotating copies, 1x512 @
       512x512 18 against 46, thread CPU at load 4.6 on the Intel Xeon of issue 18). So every
       timed call takes the next of enough copies of ``b`` that together they exceed every part's
-      L2 (:func:`_l2_bytes`) twice over: each candidate is timed reading from L3, as in the model.
+      L2 (:func:`_l2_bytes`) twice over: each candidate is timed reading from L3, as in the model
+      (a weight that large alone is timed without copies: the copies take at most that much memory).
     - Two threads' wall time on a shared machine swings from call to call, and a single timing
       that happened to land in a burst of load chose one thread for good (``one_us`` 110 against
       ``mkl_us`` 222 on disk, where a quiet timing read MKL's threads 35 % faster). So the class is
@@ -830,7 +831,7 @@ def _thin_timing(cls, a, b, op_a, op_b, op_c, m, n, k, seen, parts):
       to disk. Without two that agree (or on a machine that turned busy meanwhile) the process
       keeps ``one``, untimed classes elsewhere are unaffected, and the next process measures
       again."""
-    copies = max(2, -(-2 * parts * _l2_bytes() // max(1, b.nbytes)))
+    copies = -(-2 * parts * _l2_bytes() // max(1, b.nbytes))   # 1: b alone is cold (no copy made)
     bs = [b] + [b.copy(order="K") for _ in range(copies - 1)]
     outs = [np.empty((m, n), a.dtype) for _ in range(2)]
 
