@@ -75,9 +75,13 @@ def thin(monkeypatch, tmp_path):
     monkeypatch.setitem(gemm._split, "on", True)
     for name in ("_thin_chosen", "_serial_chosen", "_split_chosen"):
         monkeypatch.setattr(gemm, name, {})
+    monkeypatch.setattr(gemm, "_thin_pending", set())
     monkeypatch.setitem(gemm._serial_work, F32, 1 << 40)
     monkeypatch.setattr(gemm, "split_parts", lambda: 2)
     monkeypatch.setattr(gemm_tuning, "quiet", lambda: True)
+    from tensorweave.kernels.cpu import thin_gemm                  # no parallel loop to wait for
+    monkeypatch.setattr(thin_gemm, "ready", lambda args: False)
+    monkeypatch.setattr(thin_gemm, "possible", lambda: False)
     log = _Log()
 
     def timed(backend, run):
@@ -112,7 +116,7 @@ def test_a_thin_class_runs_its_measured_backend_and_keeps_its_bits(thin, rng, mo
     a, b = _thin_operands(rng)
     first = gemm.matmul(a, b)                                             # timed here
     np.testing.assert_allclose(first, a.astype(np.float64) @ b, rtol=1e-4, atol=1e-3)
-    cls = "thin:float32:NN:1,10,10,p2"
+    cls = "thincold:float32:NN:1,10,10,p2"
     entry = gemm.tuner().choices[cls]
     assert entry["backend"] == faster and entry["settled"] and {"one_us", "mkl_us", "cols_us"} <= set(entry)
     assert thin.count("one") >= gemm_tuning.MIN_CALLS and thin.count("cols") == thin.count("mkl")
@@ -131,7 +135,7 @@ def test_a_thin_class_runs_its_measured_backend_and_keeps_its_bits(thin, rng, mo
 def test_one_thread_is_the_incumbent_of_a_tie(thin, rng):
     a, b = _thin_operands(rng)
     gemm.matmul(a, b)                                                     # every candidate 'takes' 1 s
-    assert gemm.tuner().backend("thin:float32:NN:1,10,10,p2") == "one"
+    assert gemm.tuner().backend("thincold:float32:NN:1,10,10,p2") == "one"
 
 
 @needs_serial
@@ -152,7 +156,7 @@ def test_a_busy_machine_keeps_one_thread_untimed_for_the_process(thin, rng, monk
     np.testing.assert_allclose(gemm.matmul(a, b), a.astype(np.float64) @ b, rtol=1e-4, atol=1e-3)
     assert not [x for x in thin if x in ("one", "mkl", "cols")]
     assert list(gemm._thin_chosen.values()) == ["one"]
-    assert not any(c.startswith("thin:") for c in gemm.tuner().choices)
+    assert not any(c.startswith("thincold:") for c in gemm.tuner().choices)
 
 
 @needs_serial
@@ -179,7 +183,7 @@ def test_no_thin_choice_where_no_second_thread_or_not_thin(thin, rng, monkeypatc
         got = gemm.matmul(a, b, one_thread=one_thread)
     np.testing.assert_allclose(got, a.astype(np.float64) @ b, rtol=1e-4, atol=1e-3)
     assert not [x for x in thin if x in ("one", "mkl", "cols")]
-    assert not any(c.startswith("thin:") for c in gemm.tuner().choices)
+    assert not any(c.startswith("thincold:") for c in gemm.tuner().choices)
     assert set(gemm._thin_chosen.values()) <= {"one"}
 
 

@@ -52,8 +52,9 @@ training-step figures.
   ``TW_GEMM_SHARE=0`` restores the old routing (an A/B switch).
 - Thin products under that size (fewer than :data:`MIN_PART` rows: a batch-1 ``predict``'s
   layers) whose other operand is large (:data:`THIN_BYTES`) run at memory speed, where a second
-  core adds its cache and bandwidth: per shape class, one thread, MKL's threads or a split of the
-  columns is timed on a quiet machine (:func:`_thin_choice`; one thread until then).
+  core adds its cache and bandwidth: per shape class, one thread, MKL's threads, OpenBLAS's threads
+  or a split of the columns is timed on a quiet machine, over cold copies of the weights and until
+  two timings agree (:func:`_thin_choice`; one thread until then).
 - Products above that size are split over the intra-op threads (blocks of rows or columns, each a
   one-thread call) or left to MKL's threads, per shape class by a timing made on a quiet machine
   (:func:`_threaded_choice`; the split where not timed): on AMD EPYC MKL's two threads ran the
@@ -334,7 +335,7 @@ def tuner():
     """The :class:`gemm_tuning.Tuner` of this process (made, and its cache file read, on first use)."""
     if _tuning["tuner"] is None:
         _tuning["tuner"] = gemm_tuning.Tuner(gemm_tuning.cache_path(), machine_key(),
-                                              ("mkl", "numpy", "mkl1", "numpy1", "rows", "cols", "one"))
+                                              ("mkl", "numpy", "mkl1", "numpy1", "rows", "cols", "one", "par"))
     return _tuning["tuner"]
 
 
@@ -707,6 +708,11 @@ def _run_2d(a, b, out, op_a, op_b, op_c, m, n, k, seen, one_thread=False):
             if backend == "cols":
                 _run_split("cols", a, b, out, op_a, op_b, op_c, k, split_parts())
                 return out
+            if backend == "numpy":
+                return np.matmul(a, b, out=out)
+            if backend == "par":
+                _run_thin_blocks(a, b, out, op_a, op_b, n, split_parts())
+                return out
         return _run_one(a, b, out, op_a, op_b, op_c, m, n, k, seen)
 
     run_mkl = _mkl_runner(fn, a, b, out, op_a, op_b, op_c, m, n, k)
@@ -777,41 +783,183 @@ def _run_one(a, b, out, op_a, op_b, op_c, m, n, k, seen):
 #: the whole operand for few multiply-adds, so it runs at memory speed, and a second core brings
 #: its own cache and bandwidth (the mlp's 1x784 @ 784x512 reads 1.6 MB for 0.4 M multiply-adds)
 THIN_BYTES = 1 << 18
-_thin_chosen = {}                # thin shape class (tuple) + parts -> "one", "mkl" or "cols"
+#: timings of a thin class at most; the choice is kept (on disk) once two in a row agree
+THIN_ROUNDS = 3
+_thin_chosen = {}                # thin shape class (tuple) + parts -> "one", "mkl", "numpy", "cols" or "par"
+_thin_pending = set()            # their keys whose choice waits for thin_gemm's loop to compile
 
 
 def _thin_choice(a, b, out, op_a, op_b, op_c, m, n, k, seen):
-    """``"one"`` (one thread, :func:`_run_one`), ``"mkl"`` (MKL's own threads) or ``"cols"`` (a
-    split, :func:`_run_split`) for a thin product under :func:`serial_work` whose ``k x n`` operand
-    is at least :data:`THIN_BYTES`, by its class's timing (``thin:<class>,p<parts>`` in the tuning
-    cache; wall time: the candidates differ in threads). One thread is the incumbent, and stays
-    without a timing where no second thread is to be had (:func:`split_parts` 1, inside
+    """``"one"`` (one thread, :func:`_run_one`), ``"mkl"`` (MKL's own threads), ``"numpy"``
+    (NumPy's OpenBLAS on its threads), ``"cols"`` (a split on the runtime's Python threads,
+    :func:`_run_split`) or ``"par"`` (column blocks on numba's pool, ``thin_gemm``) for a thin
+    product under :func:`serial_work` whose ``k x n`` operand is at least :data:`THIN_BYTES`, by
+    its class's timing (``thincold:<class>,p<parts>`` in the tuning cache, apart from the ``thin:``
+    entries timed hot and once before issue 18 pred20, which are ignored; wall time: the candidates
+    differ in threads; :func:`_thin_timing`). One thread is the incumbent, and stays without a
+    timing where no second thread is to be had (:func:`split_parts` 1, inside
     :func:`blocks_here`, ``TW_GEMM_SPLIT=0``) or the machine is busy (``gemm_tuning.quiet``: as for
     :func:`_threaded_choice`, a two-thread timing there measures the other processes). Why timed:
     :func:`serial_work` is measured on cubes, whose work grows faster than their operands; a
-    batch-1 layer's product is bound by memory, not arithmetic, so one core's bandwidth, not its
-    multiply-adds, is what a second thread adds (PyTorch's batch-1 mlp, on MKL's threads, took
-    0.081 ms a request on the Intel Xeon of issue 18 session 15; tensorweave on one thread 0.210).
-    The caller computes the product with the choice even after a timing, so every call of a class
-    gives the same bits."""
+    batch-1 layer's product is bound by memory, not arithmetic, so one core's bandwidth and cache,
+    not its multiply-adds, is what a second thread adds (PyTorch's batch-1 mlp, on MKL's threads,
+    took 0.081 ms a request on the Intel Xeon of issue 18 session 15; tensorweave on one thread
+    0.210). The caller computes the product with the choice even after a timing, so every call of
+    a class gives the same bits. Until ``thin_gemm``'s parallel loop is compiled (in the
+    background, never on this thread) a timing holds for the process only and the class is timed
+    again, with the loop, once it is (``_thin_pending``)."""
+    if not _split["on"] or getattr(_thread_share, "here", None) is not None:   # inside blocks_here
+        return "one"
     parts = split_parts()
-    if parts < 2 or inside_blocks_here() or not _split["on"]:
+    if parts < 2:
         return "one"
     key = seen + (parts,)
     got = _thin_chosen.get(key)
-    if got is None:
-        cls = "thin:" + gemm_tuning.shape_class(m, n, k, a.dtype.name, op_a[0] == _TRANS, op_b[0] == _TRANS) \
+    if got is None or key in _thin_pending:
+        cls = "thincold:" + gemm_tuning.shape_class(m, n, k, a.dtype.name, op_a[0] == _TRANS, op_b[0] == _TRANS) \
             + f",p{parts}"
-        got = tuner().backend(cls)
+        if got is None:
+            got = tuner().backend(cls)
+        elif not (gemm_tuning.quiet() and _thin_ready(a, b, out, op_a, op_b, n, parts)):
+            return got                  # waiting for the parallel loop (or quiet): the process's choice
+        else:
+            got = None                  # the loop is ready: time the class again, with it
         if got is None and gemm_tuning.quiet():
-            _run_one(a, b, out, op_a, op_b, op_c, m, n, k, seen)   # its library chosen before the timing
-            runners = {"one": functools.partial(_run_one, a, b, out, op_a, op_b, op_c, m, n, k, seen),
-                       "mkl": _mkl_runner(_gemm[a.dtype], a, b, out, op_a, op_b, op_c, m, n, k)}
-            if n >= 2 * MIN_PART:
-                runners["cols"] = functools.partial(_run_split, "cols", a, b, out, op_a, op_b, op_c, k, parts)
-            got = tuner().choose(cls, runners, incumbent="one")
+            got, pending = _thin_timing(cls, a, b, op_a, op_b, op_c, m, n, k, seen, parts)
+            (_thin_pending.add if pending else _thin_pending.discard)(key)
         _thin_chosen[key] = got or "one"
     return _thin_chosen[key]
+
+
+def _thin_args(a, b, out, op_a, op_b, n, parts):
+    """``thin_gemm``'s loop arguments for the product into ``out`` in ``parts`` column blocks."""
+    from tensorweave.kernels.cpu import thin_gemm
+    return thin_gemm.arguments(a, b, out, op_a[0], op_a[1], op_b[0], op_b[1], n, parts, block_size(n, parts))
+
+
+def _thin_ready(a, b, out, op_a, op_b, n, parts):
+    """Whether ``thin_gemm``'s parallel loop can be timed now (see ``thin_gemm.ready``)."""
+    from tensorweave.kernels.cpu import thin_gemm
+    return thin_gemm.ready(_thin_args(a, b, out, op_a, op_b, n, parts))
+
+
+def _thin_timing(cls, a, b, op_a, op_b, op_c, m, n, k, seen, parts):
+    """The thin class ``cls``'s backend (:func:`_thin_choice`), timed now on copies of ``a`` and
+    ``b`` and recorded in the tuner.
+
+    Two things make a thin product's timing differ from the product in a model, and both are
+    handled here:
+
+    - The weights are cold there. A batch-1 forward pass reads each layer's weights once, then
+      the other layers' (the mlp's 2.6 MB in all), so a layer's weights come from L3, not from the
+      core's L2; timed alone, one thread finds the operand in its L2 on every call after the first
+      (1x784 @ 784x512 on one MKL thread: 31 µs hot against 76 over rotating copies, 1x512 @
+      512x512 18 against 46, thread CPU at load 4.6 on the Intel Xeon of issue 18). So every
+      timed call takes the next of enough copies of ``b`` that together they exceed every part's
+      L2 (:func:`_l2_bytes`) twice over: each candidate is timed reading from L3, as in the model
+      (a weight that large alone is timed without copies: the copies take at most that much memory).
+    - Two threads' wall time on a shared machine swings from call to call, and a single timing
+      that happened to land in a burst of load chose one thread for good (``one_us`` 110 against
+      ``mkl_us`` 222 on disk, where a quiet timing read MKL's threads 35 % faster). So the class is
+      timed up to :data:`THIN_ROUNDS` times (``gemm_tuning.measure``/``pick``, interleaved, the
+      incumbent ``one`` kept unless beaten by the tuner's margin by median and fastest call) until
+      two timings in a row pick the same backend, each settled; only then is the choice written
+      to disk. Without two that agree (or on a machine that turned busy meanwhile) the process
+      keeps ``one``, untimed classes elsewhere are unaffected, and the next process measures
+      again."""
+    copies = -(-2 * parts * _l2_bytes() // max(1, b.nbytes))   # 1: b alone is cold (no copy made)
+    bs = [b] + [b.copy(order="K") for _ in range(copies - 1)]
+    outs = [np.empty((m, n), a.dtype) for _ in range(2)]
+
+    def one(a, b, out):
+        _run_one(a, b, out, op_a, op_b, op_c, m, n, k, seen)
+
+    def mkl(a, b, out):
+        _gemm[a.dtype](op_a[0], op_b[0], m, n, k, a, op_a[1], b, op_b[1], out, op_c[1])
+
+    def numpy(a, b, out):
+        np.matmul(a, b, out=out)
+
+    def cols(a, b, out):
+        _run_split("cols", a, b, out, op_a, op_b, op_c, k, parts)
+
+    def par(a, b, out):
+        _run_thin_blocks(a, b, out, op_a, op_b, n, parts)
+    runners = {"one": one, "mkl": mkl}
+    if _openblas_threads() is not None:
+        runners["numpy"] = numpy
+    pending = False
+    if n >= 2 * MIN_PART:
+        runners["cols"] = cols
+        from tensorweave.kernels.cpu import thin_gemm
+        if _thin_ready(a, b, outs[0], op_a, op_b, n, parts):
+            runners["par"] = par
+        else:       # timed again once the loop is compiled; meanwhile the choice is the process's
+            pending = thin_gemm.possible()
+    one(a, b, outs[0])                  # the one-thread library chosen before the timing
+    runners = _rotating(runners, a, bs, outs)
+    picks, times = [], {}
+    for _ in range(THIN_ROUNDS):
+        times = gemm_tuning.measure(runners)
+        got, settled = gemm_tuning.pick(times, incumbent="one")
+        picks.append(got if settled else None)
+        if len(picks) > 1 and picks[-1] is not None and picks[-1] == picks[-2]:
+            break
+    agreed = len(picks) > 1 and picks[-1] is not None and picks[-1] == picks[-2] and gemm_tuning.quiet()
+    choice = picks[-1] if agreed else "one"
+    settled = agreed and not pending
+    tuner().choices[cls] = {"backend": choice, "settled": settled, "rounds": len(picks),
+                            **{f"{name}_us": round(float(np.median(ts)) * 1e6, 1) for name, ts in times.items()}}
+    if settled:
+        tuner()._write()
+    return choice, pending
+
+
+def _run_thin_blocks(a, b, out, op_a, op_b, n, parts):
+    """The thin product into ``out`` as ``parts`` column blocks on numba's pool (``thin_gemm``)."""
+    from tensorweave.kernels.cpu import thin_gemm
+    thin_gemm.run(a, b, out, op_a[0], op_a[1], op_b[0], op_b[1], n, parts, block_size(n, parts))
+
+
+def _rotating(runners, a, bs, outs):
+    """``{name: call()}`` for ``{name: run(a, b, out)}``: each call, whichever runner's, runs on
+    the next of the copies ``bs`` in turn (so a copy is read again only after all the others
+    were) into one of ``outs`` (alternately)."""
+    turn = itertools.count()
+
+    def rotating(run):
+        def call():
+            i = next(turn)
+            run(a, bs[i % len(bs)], outs[i % len(outs)])
+        return call
+    return {name: rotating(run) for name, run in runners.items()}
+
+
+def _l2_bytes(cache="/sys/devices/system/cpu/cpu0/cache"):
+    """The L2 cache of a core in bytes, as Linux's sysfs ``cache`` folder lists it (read once per
+    process); 2 MiB where it cannot be read.
+
+    >>> _l2_bytes("/no/such/folder") > 0
+    True
+    """
+    if cache not in _l2:
+        _l2[cache] = 2 << 20
+        for index in sorted(glob.glob(os.path.join(cache, "index*"))):
+            try:
+                with open(os.path.join(index, "level"), encoding="ascii") as f:
+                    level = f.read().strip()
+                with open(os.path.join(index, "size"), encoding="ascii") as f:
+                    size = f.read().strip()
+            except OSError:
+                continue
+            digits, unit = (size[:-1], size[-1]) if size[-1:] in "KM" else (size, "")
+            if level == "2" and digits.isdigit():
+                _l2[cache] = int(digits) << {"K": 10, "M": 20, "": 0}[unit]
+                break
+    return _l2[cache]
+
+
+_l2 = {}                         # sysfs cache folder -> a core's L2 bytes, read once
 
 
 def split_parts():
