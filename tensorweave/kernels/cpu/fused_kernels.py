@@ -116,7 +116,7 @@ def matmul_group_apply_adam(*inputs, num_variables, index, transpose_a, transpos
     decay = training_kernels.decay_factors(w.dtype, lr, adam.get("weight_decay"))
 
     def update(g, i, j):
-        _adam_slice(w[i:j].ravel(), m[i:j].ravel(), v[i:j].ravel(), g[i:j].ravel(), coeffs, decay)
+        _adam_flat(w[i:j].ravel(), m[i:j].ravel(), v[i:j].ravel(), g[i:j].ravel(), coeffs, decay)
     gemm.matmul_then(a, b, update, tasks)
     return ()
 
@@ -157,10 +157,14 @@ def _adam_arrays(handle, lr, step, g, adam):
 
 
 def _adam_slice(prepared, s):
-    """The Adam kernel on flat slice ``s``: AdamW's decay of the slice first (its factors, or None),
-    as the stock kernel decays the whole weight before its update (elementwise: same bits)."""
+    """The Adam update of flat elements ``[s, s + ADAM_TASK)`` of ``prepared``'s variable."""
     arrays, coeffs, decay = prepared.get()
-    w, m, v, g = (x[s:s + ADAM_TASK] for x in arrays)
+    _adam_flat(*(x[s:s + ADAM_TASK] for x in arrays), coeffs, decay)
+
+
+def _adam_flat(w, m, v, g, coeffs, decay):
+    """The Adam kernel on flat slices: AdamW's decay of the slice first (``decay``: its factors, or
+    None), as the stock kernel decays the whole weight before its update (elementwise: same bits)."""
     if decay is not None:
         training_kernels._decay_flat(w, *decay)
     training_kernels._adam_flat(w, m, v, g, *coeffs)
