@@ -88,8 +88,8 @@ def test_the_threshold_is_the_tuners_named_one_and_kept_per_dtype(monkeypatch):
     asked = []
 
     class Tuner:
-        def threshold(self, name, measure_it):
-            asked.append(name)
+        def threshold(self, name, measure_it, default):
+            asked.append((name, default))
             return measure_it()[0]
     monkeypatch.setattr(gemm, "tuner", lambda: Tuner())
     monkeypatch.setattr(einsum_matmul, "_min_split", {})
@@ -97,7 +97,8 @@ def test_the_threshold_is_the_tuners_named_one_and_kept_per_dtype(monkeypatch):
     assert einsum_matmul.min_split_work(np.float32) == 1 << 21
     assert einsum_matmul.min_split_work(np.float32) == 1 << 21
     assert einsum_matmul.min_split_work(np.float64) == 1 << 21
-    assert asked == ["einsum-split:float32", "einsum-split:float64"]
+    assert asked == [("einsum-split:float32", einsum_matmul.DEFAULT_SPLIT_WORK),
+                     ("einsum-split:float64", einsum_matmul.DEFAULT_SPLIT_WORK)]
 
 
 def test_stacks_split_from_the_threshold_and_small_ones_measure_nothing(monkeypatch):

@@ -38,6 +38,9 @@ from tensorweave.kernels.cpu import gemm_tuning
 #: load 30 (one noisy pair), which kept the transformer step's attention stacks (64 products of
 #: 64x64x32, 8.4 M) on one call: 5 ms of its caller's CPU (issue 18 session 16, tx20)
 SPLIT_LADDER = (32, 48, 64, 96, 128)
+#: the threshold until two quiet processes' measurements agree (``gemm_tuning.Tuner.threshold``):
+#: the old constant
+DEFAULT_SPLIT_WORK = 1 << 24
 LADDER_COUNT = 8
 MEASUREMENTS = 3
 #: dtype -> the measured threshold (multiply-adds) of this process; tests set entries
@@ -52,7 +55,7 @@ def min_split_work(dtype=np.float32):
     got = _min_split.get(dtype)
     if got is None:
         got = _min_split[dtype] = gemm.tuner().threshold(f"einsum-split:{dtype.name}",
-                                                          lambda: _measure_threshold(dtype))
+                                                          lambda: _measure_threshold(dtype), DEFAULT_SPLIT_WORK)
     return got
 
 

@@ -19,7 +19,7 @@ def decision(a, b):
     """``(cache class, backend, settled)``: how ``gemm.matmul`` runs ``a @ b`` (2-D) now.
 
     The class is the tuning cache's name of the route (``gemm.route``): ``serial:<class>`` on one
-    thread (small, or a one-thread share of the cores), ``thin:<class>,p<n>`` for a thin product
+    thread (small, or a one-thread share of the cores), ``thincold:<class>,p<n>`` for a thin product
     that may take ``n`` threads, ``<class>`` under ``TW_BLAS_TUNE=1``, ``threads:<class>,p<n>``
     when split over ``n`` threads or left to MKL's (by a timing), ``""`` where threaded products
     are not split (``TW_GEMM_SPLIT=0``, a forced ``TW_BLAS``: MKL's threads). ``backend`` is None
@@ -42,6 +42,7 @@ def decision(a, b):
     else:
         parts = gemm.split_parts()
         chosen = gemm._thin_chosen if way == "thin" else gemm._split_chosen
-        cls, got = f"{way}:{base},p{parts}", chosen.get(seen + (parts,))
+        prefix = "thincold" if way == "thin" else way      # (pred20's thin entries, timed cold)
+        cls, got = f"{prefix}:{base},p{parts}", chosen.get(seen + (parts,))
     entry = gemm.tuner().choices.get(cls)
     return cls, got, entry is not None and entry.get("settled", True) is True
