@@ -64,6 +64,7 @@ def _cases():
     w, m, g1, v = _floats(1000), _floats(1000, scale=0.1), _floats(1000), np.abs(_floats(1000, scale=0.01))
     coeffs = training_kernels._compute_coefficients(np.dtype(np.float32), 1e-3, 3, 0.9, 0.999) + (np.float32(1e-7),)
     yield training_kernels._adam_flat, (w, m, v, g1) + coeffs, (0, 1, 2)
+    yield training_kernels._decay_flat, (_floats(1000), np.float32(0.3), np.float32(0.7)), (0,)
     if gemm.load():
         import ctypes
         fn = ctypes.cast(gemm._lib.cblas_sgemm, ctypes.c_void_p).value

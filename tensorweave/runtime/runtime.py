@@ -22,11 +22,12 @@ thread and its pools' threads run under it. Lower layers reach it through
 >>> rt.copy(np.ones(2), "/device:CPU:0", "/device:CPU:1").tolist()   # shared host memory
 [1.0, 1.0]
 >>> import tensorweave as tw
+>>> before = default_runtime().random.seed
 >>> with rt.as_default():                 # this rank's seed, not the process's
 ...     tw.random.set_seed(1)
 ...     x = tw.random.uniform([2]).numpy()
->>> rt.random.seed, default_runtime().random.seed
-(1, None)
+>>> rt.random.seed, default_runtime().random.seed == before
+(1, True)
 """
 import contextlib
 import os
