@@ -136,8 +136,11 @@ def _serving(worker):
     out = []
     for t in threading.enumerate():
         if t.name.startswith("tw-steps-"):
-            with open(f"/proc/self/task/{t.native_id}/stat") as f:
-                out.append((t.name, f.read().rsplit(")", 1)[1].split()[0]))
+            try:
+                with open(f"/proc/self/task/{t.native_id}/stat") as f:
+                    out.append((t.name, f.read().rsplit(")", 1)[1].split()[0]))
+            except FileNotFoundError:      # it ended between the listing and the read: not serving
+                pass
     return out
 
 
