@@ -73,27 +73,32 @@ def switches():
     return None if found is None else int(found[0][found[2] + 1])
 
 
-def _sampler():
+def _compiled():
+    """``(sample, loop)``: one sample of the GIL record into ``counts``, and the sampling loop (both
+    compiled ``nogil``: they never take the GIL themselves)."""
     if "loop" in _layout:
-        return _layout["loop"]
+        return _layout["sample"], _layout["loop"]
     import numba
     usleep = ctypes.CDLL(None).usleep
     usleep.argtypes, usleep.restype = [ctypes.c_uint], ctypes.c_int
 
     @numba.njit(nogil=True, cache=False)
+    def sample(words, holder_at, locked_at, states, where, counts):
+        holder = words[holder_at]
+        locked = (words[locked_at] & 0xFFFFFFFF) != 0
+        for t in range(states.size):
+            counts[t, where[t], 1 if locked and holder == states[t] else 0] += 1
+
+    @numba.njit(nogil=True, cache=False)
     def loop(words, holder_at, locked_at, states, where, counts, stop, period_us):
         n = 0
         while stop[0] == 0:
-            holder = words[holder_at]
-            locked = (words[locked_at] & 0xFFFFFFFF) != 0
-            for t in range(states.size):
-                label = where[t]
-                counts[t, label, 1 if locked and holder == states[t] else 0] += 1
+            sample(words, holder_at, locked_at, states, where, counts)
             n += 1
             usleep(period_us)
         return n
-    _layout["loop"] = loop
-    return loop
+    _layout["sample"], _layout["loop"] = sample, loop
+    return sample, loop
 
 
 class GilSampler:
@@ -122,7 +127,7 @@ class GilSampler:
 
     def start(self):
         words, holder_at, locked_at = _find()
-        loop = _sampler()
+        loop = _compiled()[1]
         # compiled here, not on the sampling thread: a compile there would take the sampled time
         loop(words, holder_at, locked_at, self.states, self.where, np.zeros_like(self.counts), np.ones(1, np.int64),
              self.period_us)
