@@ -83,6 +83,12 @@ def _im2col(xt, out, ksize, pads, strides, dilations, scratch):
 
 def _dense_forward(x, f, out, pads, strides, dilations, bias=None, relu=False):
     """With ``bias``: each tile's output gets ``+ bias`` (then ReLU) while it is in cache."""
+    return tiled_forward(x, f, out, pads, strides, dilations, bias, relu, _im2col)
+
+
+def tiled_forward(x, f, out, pads, strides, dilations, bias, relu, cols):
+    """The dense forward tile by tile, ``cols`` building each tile's ``[pixels, taps * C]`` column
+    matrix (:func:`_im2col`, or ``conv_planes``' planes read transposed)."""
     n, nd, o = x.shape[0], len(out), f.shape[-1]
     ksize, mi = f.shape[:nd], math.prod(out)
     fm = f.reshape(-1, o)
@@ -93,7 +99,7 @@ def _dense_forward(x, f, out, pads, strides, dilations, bias=None, relu=False):
 
     def run(b0, b1, scratch):
         rows = y2[b0 * mi:b1 * mi]
-        gemm.matmul(_im2col(x[b0:b1], out, ksize, pads, strides, dilations, scratch), fm, out=rows, one_thread=one)
+        gemm.matmul(cols(x[b0:b1], out, ksize, pads, strides, dilations, scratch), fm, out=rows, one_thread=one)
         if bias is not None:
             nn_loops.bias_act(rows, bias, relu)
     over_tiles(n, mi * fm.shape[0] * x.itemsize, tile, run)

@@ -31,7 +31,7 @@ import math
 
 import numpy as np
 
-from tensorweave.kernels.cpu import conv_tiles, gemm, nn_loops
+from tensorweave.kernels.cpu import conv_tiles, gemm
 from tensorweave.kernels.cpu.nn_util import offset_slices
 from tensorweave.kernels.cpu.tiles import buffer, over_tiles
 
@@ -82,23 +82,14 @@ def columns(xt, out, ksize, pads, strides, dilations, scratch):
 
 
 def forward(x, f, out, pads, strides, dilations, bias=None, relu=False):
-    """``conv_kernels._dense_forward``'s result (``x``: ``[N, *S, C]``; ``f``: ``[*ksize, C, O]``)."""
-    n, nd, o = x.shape[0], len(out), f.shape[-1]
-    ksize, mi = f.shape[:nd], math.prod(out)
-    fm = f.reshape(-1, o)
-    y = np.empty((n,) + tuple(out) + (o,), x.dtype)
-    y2 = y.reshape(n * mi, o)
-    per_image = mi * fm.shape[0] * x.itemsize
-    tile, one = conv_tiles.split(n, per_image, TILE_BYTES)
+    """``conv_kernels._dense_forward`` (``x``: ``[N, *S, C]``; ``f``: ``[*ksize, C, O]``) with each
+    tile's column matrix built as planes and read transposed."""
+    from tensorweave.kernels.cpu import conv_kernels      # (it imports this module)
+    return conv_kernels.tiled_forward(x, f, out, pads, strides, dilations, bias, relu, _columns_read_by_rows)
 
-    def run(b0, b1, scratch):
-        rows = y2[b0 * mi:b1 * mi]
-        gemm.matmul(columns(x[b0:b1], out, ksize, pads, strides, dilations, scratch).T, fm, out=rows,
-                    one_thread=one)
-        if bias is not None:
-            nn_loops.bias_act(rows, bias, relu)
-    over_tiles(n, per_image, tile, run)
-    return y
+
+def _columns_read_by_rows(x, out, ksize, pads, strides, dilations, scratch):
+    return columns(x, out, ksize, pads, strides, dilations, scratch).T
 
 
 def backprop_filter(x, fsizes, dy, out, pads, strides, dilations):
