@@ -66,6 +66,11 @@ def machine_info():
                         for p in threadpoolctl.threadpool_info() if p.get("user_api") == "blas"]
     except ImportError:
         info["blas"] = "threadpoolctl not installed"
+    from tensorweave.kernels.cpu import aot
+    info["aot_stale"] = aot.stale_sources()
+    if info["aot_stale"]:
+        print(f"WARNING: the ahead-of-time kernels are stale for {', '.join(info['aot_stale'])}: tensorweave's "
+              f"processes compile them during their first steps (`make aot` rebuilds)", file=sys.stderr, flush=True)
     return info
 
 

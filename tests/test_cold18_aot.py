@@ -283,6 +283,16 @@ def test_a_kernel_whose_source_changed_since_the_build_compiles_instead(tiny_bui
     assert not hasattr(kernel, "aot_signatures")
 
 
+def test_stale_sources_names_exactly_the_modules_changed_since_the_build(tiny_build, tmp_path):
+    directory, manifest = tiny_build
+    assert aot.stale_sources(directory) == []
+    edited, _ = _copy(tiny_build, tmp_path, lambda m: m["sources"].__setitem__(NN, "0" * 64))
+    assert aot.stale_sources(edited) == [NN]
+    assert aot.stale_sources(str(tmp_path / "nothing")) is None
+    (tmp_path / aot.MANIFEST).write_text("{not json")
+    assert aot.stale_sources(edited) is None
+
+
 def test_nothing_built_means_no_warning(tmp_path):
     with warnings.catch_warnings():
         warnings.simplefilter("error")
