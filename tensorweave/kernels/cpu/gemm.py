@@ -898,17 +898,19 @@ def _thin_timing(cls, a, b, op_a, op_b, op_c, m, n, k, seen, parts):
             pending = thin_gemm.possible()
     one(a, b, outs[0])                  # the one-thread library chosen before the timing
     runners = _rotating(runners, a, bs, outs)
-    picks, times = [], {}
-    for _ in range(THIN_ROUNDS):
+    before, (choice, agreed) = None, ("one", False)
+    for rounds in range(1, THIN_ROUNDS + 1):
         times = gemm_tuning.measure(runners)
-        got, settled = gemm_tuning.pick(times, incumbent="one")
-        picks.append(got if settled else None)
-        if len(picks) > 1 and picks[-1] is not None and picks[-1] == picks[-2]:
-            break
-    agreed = len(picks) > 1 and picks[-1] is not None and picks[-1] == picks[-2] and gemm_tuning.quiet()
-    choice = picks[-1] if agreed else "one"
+        picked = gemm_tuning.pick(times, incumbent="one")
+        if before is not None:
+            choice, agreed = gemm_tuning.agree(before, picked, "one")   # both settled, the same backend
+            if agreed:
+                break
+        before = picked
+    agreed = agreed and gemm_tuning.quiet()
+    choice = choice if agreed else "one"
     settled = agreed and not pending
-    tuner().choices[cls] = {"backend": choice, "settled": settled, "rounds": len(picks),
+    tuner().choices[cls] = {"backend": choice, "settled": settled, "rounds": rounds,
                             **{f"{name}_us": round(float(np.median(ts)) * 1e6, 1) for name, ts in times.items()}}
     if settled:
         tuner()._write()
@@ -1002,9 +1004,23 @@ def _share():
     return split_parts() if _split["on"] else threads_here()
 
 
+class _ThreadShare(threading.local):
+    """``here`` (:func:`blocks_here`'s parts) and ``parts`` (:func:`limit_split_here`'s cap), None
+    on a thread that set neither. Class defaults, because a ``getattr(local, name, None)`` that
+    misses raises and catches an AttributeError inside: 1.4 µs against 0.3 (thread CPU, load 12),
+    and a batch-1 thin product asked 8 times (``route``, ``split_parts`` x3, ``_thin_choice``).
+
+    >>> share = _ThreadShare()
+    >>> share.here, share.parts, share.__dict__
+    (None, None, {})
+    """
+    here = None
+    parts = None
+
+
 #: the calling thread's own cap on split parts (OpenBLAS's count is process-wide: an in-process
 #: rank thread's share of the cores is per thread, like MKL's count there)
-_thread_share = threading.local()
+_thread_share = _ThreadShare()
 
 
 @contextlib.contextmanager
