@@ -71,9 +71,36 @@ def thread_cpu():
     return out
 
 
-def profile(workload, steps):
+def thread_names():
+    """``{thread id: name}``: the kernel's name of each thread of this process (``comm``: the
+    runtime's helpers end in ``-intra``, MKL's OpenMP workers are ``omp_...``/``python``), so a
+    per-thread table says which pool a thread belongs to."""
+    out = {}
+    for tid in os.listdir("/proc/self/task"):
+        try:
+            with open(f"/proc/self/task/{tid}/comm") as f:
+                out[int(tid)] = f.read().strip()
+        except OSError:
+            pass
+    return out
+
+
+def force_threaded(backend):
+    """Every threaded shape class this process has met (``gemm._split_chosen``) set to
+    ``backend``: ``"mkl"`` (MKL's own threads) or ``"rows"``/``"cols"`` (a split, where that side
+    has two blocks) — an A/B of the choice itself, which the tuner makes only on a quiet machine
+    (under load every class keeps the split)."""
+    from tensorweave.kernels.cpu import gemm
+    for key in gemm._split_chosen:
+        side = key[3] if backend == "rows" else key[4]
+        if backend == "mkl" or side >= (2 * gemm.MIN_PART).bit_length():
+            gemm._split_chosen[key] = backend
+
+
+def profile(workload, steps, force=None):
     """Per-family ``[caller CPU, process CPU, serial caller CPU]`` seconds per step and the step's
-    ``(wall, process CPU, caller CPU, per-thread CPU)``."""
+    ``(wall, process CPU, caller CPU, per-thread CPU)``; ``force``: :func:`force_threaded`'s
+    backend, set after the warm-up steps."""
     import tensorweave  # noqa: F401  (registers the kernels)
     from tensorweave.kernels.cpu import jit
     calls = []
@@ -84,6 +111,9 @@ def profile(workload, steps):
     for _ in range(3):
         jit.wait_for_compiles()
         step()
+    if force:
+        force_threaded(force)
+        step()
     me = threading.get_native_id()
     t0 = thread_cpu()
     on[0] = True
@@ -92,8 +122,9 @@ def profile(workload, steps):
         step()
     wall, cpu, caller = time.perf_counter() - w0, time.process_time() - c0, time.thread_time() - m0
     on[0] = False
-    t1 = thread_cpu()
-    per_thread = sorted(((t1[t] - t0.get(t, 0.0)) / steps, "caller" if t == me else str(t)) for t in t1)
+    t1, names = thread_cpu(), thread_names()
+    per_thread = sorted(((t1[t] - t0.get(t, 0.0)) / steps, "caller" if t == me else f"{names.get(t, '?')}:{t}")
+                        for t in t1)
     fam = collections.defaultdict(lambda: [0.0, 0.0, 0.0])
     in_kernels = 0.0
     for op, c, m, tid in calls:
@@ -218,6 +249,8 @@ def main(argv=None):
     p.add_argument("--split-bytes", type=int, default=None,
                    help="with --ab: split passes from this many bytes (default: the measured threshold)")
     p.add_argument("--per-step", action="store_true", help="instead: CPU per step of the training plan")
+    p.add_argument("--force-threaded", choices=("mkl", "rows", "cols"), default=None,
+                   help="every threaded product class on MKL's threads or split (force_threaded)")
     args = p.parse_args(argv)
     if args.per_step:
         load0 = os.getloadavg()[0]
@@ -231,7 +264,7 @@ def main(argv=None):
     if args.ab:
         return ab(args.workload, args.ab, args.steps, args.split_bytes)
     load0 = os.getloadavg()[0]
-    fam, (wall, cpu, caller, threads) = profile(args.workload, args.steps)
+    fam, (wall, cpu, caller, threads) = profile(args.workload, args.steps, args.force_threaded)
     print(f"{args.workload}: {args.steps} steps, load {load0:.2f} -> {os.getloadavg()[0]:.2f}; per step: wall "
           f"{wall * 1e3:.2f} ms, process CPU {cpu * 1e3:.2f}, caller CPU {caller * 1e3:.2f}")
     print("threads' CPU ms/step: " + ", ".join(f"{n} {c * 1e3:.2f}" for c, n in reversed(threads)))
