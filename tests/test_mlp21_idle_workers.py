@@ -159,3 +159,16 @@ def test_a_split_holds_openblas_at_one_thread_only_for_blocks_on_openblas(monkey
         else:
             np.matmul(rows, b, out=block)
     np.testing.assert_array_equal(out, np.concatenate(blocks))
+
+
+def test_the_spin_switch_is_read_from_the_environment():
+    """``TW_GEMM_SPIN=1`` at import keeps the workers spinning; unset, they sleep."""
+    import os
+    import subprocess
+    import sys
+    code = "from tensorweave.kernels.cpu import gemm; gemm.load(); print(gemm._split['sleep'])"
+    env = {k: v for k, v in os.environ.items() if k != "TW_GEMM_SPIN"}
+    spin = subprocess.run([sys.executable, "-c", code], env={**env, "TW_GEMM_SPIN": "1"},
+                          capture_output=True, text=True, check=True)
+    assert spin.stdout.split()[-1] == "False"
+    assert gemm._split["sleep"] is (os.environ.get("TW_GEMM_SPIN") != "1")
