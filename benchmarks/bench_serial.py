@@ -77,9 +77,9 @@ def thread_cpu():
 
 
 def thread_names():
-    """``{thread id: name}``: the kernel's name of each thread of this process (``comm``: the
-    runtime's helpers end in ``-intra``, MKL's OpenMP workers are ``omp_...``/``python``), so a
-    per-thread table says which pool a thread belongs to."""
+    """``{thread id: name}``: the kernel's name of each thread of this process (``comm``: Python's
+    threads, the runtime's helper among them, are ``python``; MKL's OpenMP workers
+    ``openmp_worker``), so a per-thread table says which pool a thread belongs to."""
     out = {}
     for tid in os.listdir("/proc/self/task"):
         try:
