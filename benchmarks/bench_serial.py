@@ -17,9 +17,14 @@ loaded machine; the load average is printed.
 process's CPU inside it (which products run on the calling thread alone, and which run while the
 helper computes another: ``runtime/overlap.py``).
 
-``--ab``: the same step with ``split_passes`` (large elementwise passes split by rows) on and off,
-in alternating rounds; ``--split-bytes`` forces its threshold (measured by wall, it is never
-below 8 MiB on a loaded machine).
+``--ab``: the same step with a switch on and off in alternating rounds: ``--switch split``,
+``split_passes`` (large elementwise passes split by rows; ``--split-bytes`` forces its threshold,
+measured by wall, it is never below 8 MiB on a loaded machine); ``--switch sleep``, MKL's OpenMP
+workers sleeping after a threaded class's call or spinning (with ``--force-threaded mkl`` where the
+tuner kept every class split: it times none on a busy machine).
+
+    PYTHONPATH=$PWD python benchmarks/bench_serial.py --workload mlp --ab 8 --steps 30 --switch sleep \\
+        --force-threaded mkl
 """
 import argparse
 import collections
@@ -71,9 +76,36 @@ def thread_cpu():
     return out
 
 
-def profile(workload, steps):
+def thread_names():
+    """``{thread id: name}``: the kernel's name of each thread of this process (``comm``: Python's
+    threads, the runtime's helper among them, are ``python``; MKL's OpenMP workers
+    ``openmp_worker``), so a per-thread table says which pool a thread belongs to."""
+    out = {}
+    for tid in os.listdir("/proc/self/task"):
+        try:
+            with open(f"/proc/self/task/{tid}/comm") as f:
+                out[int(tid)] = f.read().strip()
+        except OSError:
+            pass
+    return out
+
+
+def force_threaded(backend):
+    """Every threaded shape class this process has met (``gemm._split_chosen``) set to
+    ``backend``: ``"mkl"`` (MKL's own threads) or ``"rows"``/``"cols"`` (a split, where that side
+    has two blocks) — an A/B of the choice itself, which the tuner makes only on a quiet machine
+    (under load every class keeps the split)."""
+    from tensorweave.kernels.cpu import gemm
+    for key in gemm._split_chosen:
+        side = key[3] if backend == "rows" else key[4]
+        if backend == "mkl" or side >= (2 * gemm.MIN_PART).bit_length():
+            gemm._split_chosen[key] = backend
+
+
+def profile(workload, steps, force=None):
     """Per-family ``[caller CPU, process CPU, serial caller CPU]`` seconds per step and the step's
-    ``(wall, process CPU, caller CPU, per-thread CPU)``."""
+    ``(wall, process CPU, caller CPU, per-thread CPU)``; ``force``: :func:`force_threaded`'s
+    backend, set after the warm-up steps."""
     import tensorweave  # noqa: F401  (registers the kernels)
     from tensorweave.kernels.cpu import jit
     calls = []
@@ -84,6 +116,9 @@ def profile(workload, steps):
     for _ in range(3):
         jit.wait_for_compiles()
         step()
+    if force:
+        force_threaded(force)
+        step()
     me = threading.get_native_id()
     t0 = thread_cpu()
     on[0] = True
@@ -92,8 +127,9 @@ def profile(workload, steps):
         step()
     wall, cpu, caller = time.perf_counter() - w0, time.process_time() - c0, time.thread_time() - m0
     on[0] = False
-    t1 = thread_cpu()
-    per_thread = sorted(((t1[t] - t0.get(t, 0.0)) / steps, "caller" if t == me else str(t)) for t in t1)
+    t1, names = thread_cpu(), thread_names()
+    per_thread = sorted(((t1[t] - t0.get(t, 0.0)) / steps, "caller" if t == me else f"{names.get(t, '?')}:{t}")
+                        for t in t1)
     fam = collections.defaultdict(lambda: [0.0, 0.0, 0.0])
     in_kernels = 0.0
     for op, c, m, tid in calls:
@@ -174,39 +210,74 @@ def per_step(workload, steps):
             for st, (m, c) in zip(plan.steps, plan.cpu)]
 
 
-def ab(workload, rounds, steps, split_bytes):
-    """Same-process A/B of ``split_passes`` on (A) and off (B), rounds alternating (order swapped
-    each round): median (fastest) caller CPU, process CPU and wall per step of each side."""
+#: what ``--ab`` switches: ``split``, large elementwise passes split by rows (``split_passes``);
+#: ``sleep``, MKL's OpenMP workers sent to sleep after a threaded class's call (``gemm._split``,
+#: ``TW_GEMM_SPIN``) — with ``--force-threaded mkl`` where the tuner kept every class split
+SWITCHES = {"split": lambda on: _split_passes().ENABLED.__setitem__("on", on),
+            "sleep": lambda on: _gemm()._split.__setitem__("sleep", on)}
+
+
+def _split_passes():
+    from tensorweave.kernels.cpu import split_passes
+    return split_passes
+
+
+def _gemm():
+    from tensorweave.kernels.cpu import gemm
+    return gemm
+
+
+def ab(workload, rounds, steps, split_bytes, switch="split", force=None):
+    """Same-process A/B of a switch (:data:`SWITCHES`) on (A) and off (B), rounds alternating
+    (order swapped each round): median (fastest) caller CPU, process CPU, wall and each thread's
+    CPU (by name, ``/proc/self/task``) per step of each side."""
     import numpy as np
     from tensorweave.kernels.cpu import jit, split_passes
     data = bench_models.synthetic_batch(workload)
     step, _, _ = bench_models.make_tensorweave(workload, data, None)
     if split_bytes is not None:
         split_passes._limit["bytes"] = split_bytes
+    if force:
+        step()
+        force_threaded(force)
+    turn = SWITCHES[switch]
     for on in (True, False, True, False):
-        split_passes.ENABLED["on"] = on
+        turn(on)
         step()
         jit.wait_for_compiles()
     got = {True: [], False: []}
+    threads = {True: collections.defaultdict(list), False: collections.defaultdict(list)}
+    me = threading.get_native_id()
     load0 = os.getloadavg()[0]
     for r in range(rounds):
         for on in (True, False) if r % 2 == 0 else (False, True):
-            split_passes.ENABLED["on"] = on
+            turn(on)
+            t0 = thread_cpu()
             c0, m0, w0 = time.process_time(), time.thread_time(), time.perf_counter()
             for _ in range(steps):
                 step()
             got[on].append(((time.thread_time() - m0) / steps, (time.process_time() - c0) / steps,
                             (time.perf_counter() - w0) / steps))
-    split_passes.ENABLED["on"] = True
-    print(f"{workload}: split_passes A/B, {rounds} rounds x {steps} steps, load {load0:.2f} -> "
-          f"{os.getloadavg()[0]:.2f}, threshold {split_passes.min_bytes()} bytes; ms per step, median (fastest)")
+            t1, names = thread_cpu(), thread_names()
+            per = collections.Counter()
+            for t in t1:
+                if t != me:
+                    per[names.get(t, "?")] += (t1[t] - t0.get(t, 0.0)) / steps
+            for name in set(per) | set(threads[on]):
+                threads[on][name].append(per.get(name, 0.0))
+    turn(True)
+    print(f"{workload}: {switch} A/B, {rounds} rounds x {steps} steps, load {load0:.2f} -> "
+          f"{os.getloadavg()[0]:.2f}" + (f", threaded classes forced to {force}" if force else "")
+          + (f", split threshold {split_passes.min_bytes()} bytes" if switch == "split" else "")
+          + "; ms per step, median (fastest)")
     for on in (True, False):
         cols = np.array(got[on]) * 1e3
-        print(f"  split {'on ' if on else 'off'}: caller CPU {np.median(cols[:, 0]):.2f} ({cols[:, 0].min():.2f}), "
+        others = ", ".join(f"{name} {np.median(v) * 1e3:.2f}" for name, v in sorted(threads[on].items()))
+        print(f"  {switch} {'on ' if on else 'off'}: caller CPU {np.median(cols[:, 0]):.2f} ({cols[:, 0].min():.2f}), "
               f"process CPU {np.median(cols[:, 1]):.2f} ({cols[:, 1].min():.2f}), wall {np.median(cols[:, 2]):.2f} "
-              f"({cols[:, 2].min():.2f})")
-    wins = sum(a[0] < b[0] for a, b in zip(got[True], got[False]))
-    print(f"  rounds where the caller's CPU was lower with the split: {wins}/{rounds}")
+              f"({cols[:, 2].min():.2f}); other threads' CPU: {others}")
+    wins = sum(a[1] < b[1] for a, b in zip(got[True], got[False]))
+    print(f"  rounds where the process's CPU was lower with {switch} on: {wins}/{rounds}")
 
 
 def main(argv=None):
@@ -214,10 +285,13 @@ def main(argv=None):
     p.add_argument("--workload", default="mlp")
     p.add_argument("--steps", type=int, default=100)
     p.add_argument("--ab", type=int, default=0, metavar="ROUNDS",
-                   help="instead: ROUNDS alternating rounds of --steps steps, split_passes on and off")
+                   help="instead: ROUNDS alternating rounds of --steps steps, --switch on and off")
+    p.add_argument("--switch", choices=sorted(SWITCHES), default="split", help="what --ab switches")
     p.add_argument("--split-bytes", type=int, default=None,
                    help="with --ab: split passes from this many bytes (default: the measured threshold)")
     p.add_argument("--per-step", action="store_true", help="instead: CPU per step of the training plan")
+    p.add_argument("--force-threaded", choices=("mkl", "rows", "cols"), default=None,
+                   help="every threaded product class on MKL's threads or split (force_threaded)")
     args = p.parse_args(argv)
     if args.per_step:
         load0 = os.getloadavg()[0]
@@ -229,9 +303,9 @@ def main(argv=None):
             print(f"| {i} | {op} | {m * 1e6:.0f} | {c * 1e6:.0f} |")
         return None
     if args.ab:
-        return ab(args.workload, args.ab, args.steps, args.split_bytes)
+        return ab(args.workload, args.ab, args.steps, args.split_bytes, args.switch, args.force_threaded)
     load0 = os.getloadavg()[0]
-    fam, (wall, cpu, caller, threads) = profile(args.workload, args.steps)
+    fam, (wall, cpu, caller, threads) = profile(args.workload, args.steps, args.force_threaded)
     print(f"{args.workload}: {args.steps} steps, load {load0:.2f} -> {os.getloadavg()[0]:.2f}; per step: wall "
           f"{wall * 1e3:.2f} ms, process CPU {cpu * 1e3:.2f}, caller CPU {caller * 1e3:.2f}")
     print("threads' CPU ms/step: " + ", ".join(f"{n} {c * 1e3:.2f}" for c, n in reversed(threads)))

@@ -17,7 +17,9 @@ training-step figures.
   BLAS libraries), so ``tw.config.threading`` and ``single_threaded_blas()`` set its thread
   count as OpenBLAS's. Its idle OpenMP workers spin ``KMP_BLOCKTIME`` ms (set here to
   :data:`IDLE_SPIN_MS` unless the user set it; OpenMP's default, 200 ms, would keep cores
-  from tensorweave's own threads — see kernels/threads.py for OpenBLAS's counterpart).
+  from tensorweave's own threads — see kernels/threads.py for OpenBLAS's counterpart). After
+  the call of a threaded class chosen onto MKL's threads they sleep at once
+  (:func:`_sleeping_after`): the step's next work is on tensorweave's own threads.
 - The call goes through a compiled (numba) stub that hands MKL the arrays' addresses: ~3 µs
   a call against ~9 through ``ctypes`` (``ndarray.ctypes.data`` alone is ~1.2 µs an array);
   the LSTM's step loop makes ~160 products a training step. MKL's address is an argument of
@@ -107,7 +109,8 @@ _serial_chosen = {}              # shape class (tuple) -> "mkl1" or "numpy1": th
 _openblas = {}                   # "get"/"set": NumPy's OpenBLAS thread count (ctypes), when found
 _split_chosen = {}               # threaded shape class (tuple) + parts -> "mkl", "rows" or "cols"
 _split = {"on": True,            # TW_GEMM_SPLIT=0: threaded products stay on the library's threads
-          "share": True}         # TW_GEMM_SHARE=0: a one-thread share's products on MKL's threaded call
+          "share": True,         # TW_GEMM_SHARE=0: a one-thread share's products on MKL's threaded call
+          "sleep": True}         # TW_GEMM_SPIN=1: MKL's workers spin after a threaded class's call
 
 #: narrowest block of rows or columns a split product gives one thread (a multiple of every
 #: kernel's register block, so a part keeps full-width micro-kernels and aligned columns)
@@ -139,6 +142,7 @@ def load():
     _tuning["on"] = choice == "auto" and os.environ.get("TW_BLAS_TUNE", "0") == "1"
     _split["on"] = choice == "auto" and os.environ.get("TW_GEMM_SPLIT", "1") != "0"
     _split["share"] = os.environ.get("TW_GEMM_SHARE", "1") != "0"
+    _split["sleep"] = os.environ.get("TW_GEMM_SPIN", "0") != "1"
     if path is None:
         return False
     os.environ.setdefault("KMP_BLOCKTIME", str(IDLE_SPIN_MS))
@@ -716,6 +720,8 @@ def _run_2d(a, b, out, op_a, op_b, op_c, m, n, k, seen, one_thread=False):
         return _run_one(a, b, out, op_a, op_b, op_c, m, n, k, seen)
 
     run_mkl = _mkl_runner(fn, a, b, out, op_a, op_b, op_c, m, n, k)
+    if way == "threads":
+        run_mkl = _sleeping_after(run_mkl)
     if way == "tuned":
         backend = _choose(a, b, out, op_a, op_b, m, n, k, 1, run_mkl)
         if backend == "done":     # (as above: the first call's bits are the choice's)
@@ -730,6 +736,57 @@ def _run_2d(a, b, out, op_a, op_b, op_c, m, n, k, seen, one_thread=False):
             return out
     run_mkl()
     return out
+
+
+def _sleeping_after(run_mkl):
+    """``run_mkl()`` (a threaded MKL call of a ``"threads"`` class) with MKL's OpenMP workers
+    sent to sleep as soon as it ends: the calling thread's OpenMP block time is 0 for this call
+    (``kmp_set_blocktime``, the caller's own value restored after; ~1 µs a call), instead of the
+    workers spinning :data:`IDLE_SPIN_MS` on the other core. Why: what follows such a product in a
+    training step is the calling thread's small ops and the helper thread's work (a product
+    started early beside the caller's, a split's blocks, a split pass), and a worker spinning
+    1 ms after each call took that core from the helper (the mlp step: an OpenMP worker 1.1 ms of
+    CPU a step next to the helper's 1.45, issue 18 session 16). The class's timing
+    (:func:`_threaded_choice`) runs this same call, so MKL's threads are chosen over a split only
+    where they win with the wake-up each call then pays. Other threaded MKL calls (a thin
+    product's, a stack's, the recurrent loops') keep the block time: they follow one another.
+    ``TW_GEMM_SPIN=1`` leaves the workers spinning here too (an A/B switch)."""
+    if not _split["sleep"]:
+        return run_mkl
+
+    def run():
+        found = _omp.get("found")
+        if found is None:
+            run_mkl()
+            if "found" not in _omp:     # looked up once, after MKL's first threaded call loaded it
+                _omp["found"] = _omp_blocktime()
+            return
+        get, put = found
+        before = get()
+        put(0)
+        try:
+            run_mkl()
+        finally:
+            put(before)
+    return run
+
+
+_omp = {}                        # "found": MKL's OpenMP runtime's (kmp_get_blocktime, kmp_set_blocktime), or None
+
+
+def _omp_blocktime(path=None):
+    """``(get, set)`` of the calling thread's OpenMP block time in the OpenMP runtime MKL threads
+    with (Intel's ``libiomp5``, beside ``libmkl_rt``), through ``ctypes``, where that runtime is
+    loaded (MKL loads it for its first threaded call; MKL on another threading layer has none);
+    None otherwise."""
+    path = path or os.path.join(os.path.dirname(_library_path() or ""), "libiomp5.so")
+    try:
+        lib = ctypes.CDLL(path, mode=os.RTLD_NOLOAD | os.RTLD_NOW)
+        get, put = lib.kmp_get_blocktime, lib.kmp_set_blocktime
+    except (OSError, AttributeError):
+        return None
+    get.restype, put.argtypes = ctypes.c_int, (ctypes.c_int,)
+    return get, put
 
 
 def route(dtype, m, n, k, one_thread=False):
@@ -1113,7 +1170,12 @@ def _run_split(axis, a, b, out, op_a, op_b, op_c, k, parts, after=None, extra=()
     ``after(i, j)``, when given, runs on each block's thread right after the block's product
     (``i:j`` its rows or columns), while the block is in that core's cache (see
     :func:`matmul_then`). ``extra``: more tasks (callables) taken from the same counter after the
-    blocks, so they share the product's one hand-off to the helper threads."""
+    blocks, so they share the product's one hand-off to the helper threads.
+
+    NumPy's OpenBLAS is held at one thread (:func:`_openblas_one_thread`) only while some block
+    runs on it: where every block's class runs on MKL's one-thread call (the mlp's on Intel),
+    setting OpenBLAS's count to 1 and back around the blocks bought nothing and cost two C calls
+    and the count's lock on every split product (2-3 µs, issue 18 session 16)."""
     m, n = out.shape
     size = m if axis == "rows" else n
     step = block_size(size, parts)
@@ -1134,7 +1196,10 @@ def _run_split(axis, a, b, out, op_a, op_b, op_c, k, parts, after=None, extra=()
             runners[out.shape](a, b, out)
             after(i, min(size, i + step))
         tasks = [functools.partial(run, *piece, i) for piece, i in zip(pieces, range(0, size, step))]
-    with _openblas_one_thread():
+    if any(run is _numpy_part for run in runners.values()):
+        with _openblas_one_thread():
+            share_tasks(tasks + list(extra), parts)
+    else:   # every block on MKL's one-thread call: OpenBLAS's count is left alone (see the docstring)
         share_tasks(tasks + list(extra), parts)
 
 
@@ -1236,7 +1301,7 @@ def matmul_then(a, b, after, extra=()):
             parts = split_parts()
             out = np.empty((m, n), a.dtype)
             op_c = (_NO_TRANS, n)
-            run_mkl = _mkl_runner(_gemm[a.dtype], a, b, out, op_a, op_b, op_c, m, n, k)
+            run_mkl = _sleeping_after(_mkl_runner(_gemm[a.dtype], a, b, out, op_a, op_b, op_c, m, n, k))
             if _threaded_choice(a, b, out, op_a, op_b, op_c, m, n, k, seen, parts, run_mkl) == "rows":
                 _run_split("rows", a, b, out, op_a, op_b, op_c, k, parts, lambda i, j: after(out, i, j), extra)
                 return out
