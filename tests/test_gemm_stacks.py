@@ -5,7 +5,7 @@ broadcast) and the ones left to NumPy; the tuning of their shape classes (issue 
 import numpy as np
 import pytest
 
-from tensorweave.kernels.cpu import gemm, gemm_tuning
+from tensorweave.kernels.cpu import gemm, gemm_tuning, stack_route
 
 needs_batch = pytest.mark.skipif(not gemm._gemm_batch, reason="MKL's batched GEMM is not loaded")
 
@@ -13,6 +13,13 @@ needs_batch = pytest.mark.skipif(not gemm._gemm_batch, reason="MKL's batched GEM
 @pytest.fixture
 def rng():
     return np.random.default_rng(18)
+
+
+@pytest.fixture(autouse=True)
+def threaded_stacks(monkeypatch):
+    """Every stack takes the batched call on the library's threads, whatever its size (the route of
+    small stacks to one thread is tests/test_tx21_stack_route.py's)."""
+    monkeypatch.setattr(stack_route, "_limit", {np.dtype(np.float32): 0, np.dtype(np.float64): 0})
 
 
 def _stack_layouts(rng, count, rows, cols, dtype):

@@ -88,6 +88,7 @@ from numba.extending import intrinsic
 
 from tensorweave.kernels.cpu import gemm_tuning
 from tensorweave.kernels.cpu import jit
+from tensorweave.kernels.cpu import stack_route
 from tensorweave.kernels.cpu.jit import njit_twin
 
 #: smallest M*N*K sent to MKL (OpenBLAS's own threshold for using its threads)
@@ -566,7 +567,8 @@ def _batched(a, b, out, one_thread=False):
     stacked ``matmul`` calls OpenBLAS once per matrix, each call waking and joining OpenBLAS's
     threads; on a shared machine every one of those joins can wait for a descheduled thread
     (multi-head attention's 64 products of 128x64 @ 64x128: 1.8 ms quiet, 0.1-1.5 s at load 30-40;
-    MKL's batched call 9-15 ms at that load). With ``one_thread`` (see :func:`matmul`) no thread
+    MKL's batched call 9-15 ms at that load). With ``one_thread`` (see :func:`matmul`), or for a
+    stack under the size measured to need no threads (``stack_route.on_one_thread``), no thread
     joins at all, and the library is the one measured faster on one thread for the stack's class."""
     fn = _gemm_batch.get(a.dtype) if a.dtype == b.dtype and max(a.ndim, b.ndim) == 3 else None
     if fn is None or min(a.ndim, b.ndim) < 2:
@@ -581,6 +583,8 @@ def _batched(a, b, out, one_thread=False):
             or np.may_share_memory(out, a) or np.may_share_memory(out, b)):
         return None
     out = np.empty((count, m, n), a.dtype) if out is None else out
+    if not one_thread and a.dtype in _gemm_serial and stack_route.on_one_thread(a.dtype, count * m * n * k):
+        one_thread = True       # a stack the threads do not pay for (measured, stack_route.py)
 
     def run_mkl():
         fn(op_a[0], op_b[0], m, n, k, a, op_a[1], op_a[2], b, op_b[1], op_b[2], out, n, m * n, count)

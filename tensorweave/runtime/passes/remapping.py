@@ -24,6 +24,9 @@ gradient and the bias gradient of its result become one node (TensorFlow's "rema
   (the gradient the only reader of the select) becomes ``FusedReluGradBatchNormTrainingGrad`` at
   the gradient's place (``kernels/cpu/batch_norm_kernels.py``: the ReLU in the batch norm's passes).
 
+- ``y * (g - Sum(g * y, axis, keepdims))`` with ``y = Softmax(x, axis)`` (``Softmax``'s composite
+  gradient) becomes one ``SoftmaxGrad(y, g)`` at the outer ``Mul``'s place (within a rounding of
+  the row sum: see :func:`_fuse_softmax_grad`).
 - ``Mul(SoftmaxGrad(y, g), c)`` with ``c`` a constant scalar (the gradient of ``softmax(x * c)``)
   becomes one ``SoftmaxGrad`` with ``scale=c`` at the ``Mul``'s place (``ops/softmax_grad_ops.py``).
 
@@ -34,7 +37,8 @@ gradient and the bias gradient of its result become one node (TensorFlow's "rema
 
 Only stock kernels, float32/float64, channels-last layouts and nodes without ordering edges
 qualify (the update keeps its own ordering edges: the fused node takes its place). The fused kernels do the same arithmetic in the same order, so results are bit for
-bit those of the unfused plan (tests/test_remapping.py).
+bit those of the unfused plan (tests/test_remapping.py), but for the composite softmax gradient's
+(its row sum rounded once, tests/test_tx21_softmax_grad_remap.py).
 """
 import os
 
@@ -42,7 +46,7 @@ import numpy as np
 
 from tensorweave.core.registry import get_op
 from tensorweave.ops import fused_conv_ops, fused_norm_ops, fused_ops  # noqa: F401 - registers the fused ops
-from tensorweave.runtime.passes.ir import Node, const_value, runs_stock_kernel
+from tensorweave.runtime.passes.ir import Node, const_value, runs_stock_kernel, static_dims
 
 _DTYPES = ("float32", "float64")
 #: the convolution blocks' fusions of issue 18 session 13 (a convolution's two gradients, batch norm
@@ -51,6 +55,9 @@ CONV_BLOCKS = os.environ.get("TW_REMAP_CONV_BLOCKS", "1") != "0"
 #: issue 18 session 14 (ln18): a constant scale after a softmax gradient folded into it (``SoftmaxGrad``'s
 #: ``scale``); ``TW_REMAP_SOFTMAX_SCALE=0``: off, for comparisons
 SOFTMAX_SCALE = os.environ.get("TW_REMAP_SOFTMAX_SCALE", "1") != "0"
+#: issue 18 session 17 (tx21): ``Softmax``'s composite gradient as one ``SoftmaxGrad`` (the op itself stays
+#: off in the gradient, ``softmax_grad_ops.FUSED``: the planner reads it); ``TW_REMAP_SOFTMAX_GRAD=0``: off
+SOFTMAX_GRAD = os.environ.get("TW_REMAP_SOFTMAX_GRAD", "1") != "0"
 _CONTRACTIONS = {"Conv1D": "FusedConv1D", "Conv2D": "FusedConv2D", "Conv3D": "FusedConv3D",
                  "MatMul": "FusedMatMul"}
 def _free(op, work):
@@ -282,6 +289,66 @@ def _fold_softmax_grad_scale(mul, work):
     return None
 
 
+def _softmax_axis(y):
+    """``(y's Softmax node, its normalized axis)`` when ``y`` is a stock ``Softmax``'s output, else None."""
+    sm = y.op
+    rank = y.shape.rank
+    if not runs_stock_kernel(sm, "Softmax") or rank is None or rank == 0:
+        return None
+    return sm, int(sm.attrs["axis"]) % rank
+
+
+def _sum_axis(s, rank):
+    """The one axis (normalized) a keep-dims ``Sum`` reduces, else None."""
+    axis = s.op.attrs.get("axis")
+    axis = None if axis is None else np.asarray(axis).ravel()
+    if axis is None or axis.size != 1 or axis.dtype.kind not in "iu" or not s.op.attrs.get("keepdims") or not rank:
+        return None
+    return int(axis[0]) % rank
+
+
+def _fuse_softmax_grad(mul, work):
+    """``y * (g - Sum(g * y, axis, keepdims))`` with ``y = Softmax(x, axis)`` (``Softmax``'s
+    composite gradient, ``ops/nn_ops.py``; products either order), each intermediate read by the
+    next alone: one ``SoftmaxGrad(y, g)`` at the outer ``Mul``'s place, one pass per row instead
+    of three (the fused product-and-sum, the broadcast subtraction, the product) and two
+    full-size temporaries fewer. Not the composite's bits: the kernel sums the exact products in
+    float64 and rounds once (the composite rounds each product to the dtype first), so it differs
+    by a rounding of the row sum, as ``FusedReduction`` does (issue 18 session 17, tx21)."""
+    d = get_op("SoftmaxGrad")
+    out = mul.outputs[0]
+    if work.device_type(mul) not in d.kernels or not _free(mul, work) or id(out) in work.feed_ids:
+        return None
+    for i in (0, 1):
+        y, diff = mul.inputs[i], mul.inputs[1 - i]
+        found = _softmax_axis(y)
+        sub = diff.op
+        if found is None or not (runs_stock_kernel(sub, "Sub") and _free(sub, work)
+                                 and _only_reader(diff, mul, work)):
+            continue
+        g, s = sub.inputs
+        if not (runs_stock_kernel(s.op, "Sum") and _free(s.op, work) and _only_reader(s, sub, work)
+                and _sum_axis(s, y.shape.rank) == found[1]):
+            continue
+        prod = s.op.inputs[0]
+        pm = prod.op
+        if not (runs_stock_kernel(pm, "Mul") and _free(pm, work) and _only_reader(prod, s.op, work)
+                and len(pm.inputs) == 2 and {id(t) for t in pm.inputs} == {id(g), id(y)}):
+            continue
+        shape = static_dims(y)
+        if shape is None or static_dims(g) != shape or static_dims(out) != shape or not (
+                y.dtype is g.dtype is out.dtype and y.dtype.name in _DTYPES) or \
+                len({op.device for op in (mul, sub, s.op, pm)}) != 1:
+            continue
+        node = Node(mul, d, (y, g), {"axis": found[1], "scale": 1.0}, [(out.shape, out.dtype)], type_="SoftmaxGrad",
+                    control_inputs=(), fused=[pm.name, s.op.name, sub.name, mul.name])
+        work.node_rep[id(mul)] = node
+        for op in (pm, s.op, sub):
+            work.node_rep[id(op)] = None
+        return [pm, s.op, sub, mul]
+    return None
+
+
 def run(work):
     n = 0
     taken = set()
@@ -297,7 +364,7 @@ def run(work):
         elif runs_stock_kernel(op, "ResourceGroupApplyAdam"):
             fused = _fuse_update(op, work)
         elif runs_stock_kernel(op, "Mul") and SOFTMAX_SCALE:
-            fused = _fold_softmax_grad_scale(op, work)
+            fused = (SOFTMAX_GRAD and _fuse_softmax_grad(op, work)) or _fold_softmax_grad_scale(op, work)
         elif not CONV_BLOCKS:
             continue
         elif op.type in _CONV_BACKPROPS and runs_stock_kernel(op) and id(op) not in taken:
