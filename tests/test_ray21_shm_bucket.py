@@ -122,3 +122,29 @@ def test_sums_held_past_the_pool_stay_intact():
         for k, sums in enumerate(held):
             want = [a * (k + 1) + b * (k + 1) for a, b in zip(_bucket(0, LARGE), _bucket(1, LARGE))]
             assert all(np.array_equal(s, w) for s, w in zip(sums, want))
+
+
+def test_a_member_with_another_reduction_is_named():
+    def fn(group, i):
+        with pytest.raises(errors.InvalidArgumentError, match=r"\((sum|max)\) but rank [01] gave \[3\] float32"):
+            shm_reduce.reduce_bucket(group, [np.ones(3, np.float32)], ("sum", "max")[i], None)
+        return True
+    assert _on_members(2, fn) == [True, True]
+
+
+@pytest.mark.parametrize("extra, rounds", [(0, ["bucket"]), (1, ["bucket", "bucket_gather"])])
+def test_one_round_up_to_one_round_bytes_then_two_with_the_ride(extra, rounds, monkeypatch):
+    calls = []
+    real = shm.ShmGroup.exchange
+    monkeypatch.setattr(shm.ShmGroup, "exchange", lambda self, *a, **k: calls.append((self.index, a[1])) or
+                        real(self, *a, **k))
+    n = shm.ONE_ROUND_BYTES // 4 + extra         # float32 elements: exactly ONE_ROUND_BYTES, then one more
+
+    def fn(group, i):
+        ride = [np.arange(4) + 10 * i]
+        return shm_reduce.reduce_bucket(group, [np.full(n - 5, i + 1.0, np.float32), np.ones(5, np.float32)],
+                                        "sum", ride)
+    for sums, ridden in _on_members(2, fn):
+        assert np.array_equal(sums[0], np.full(n - 5, 3.0, np.float32)) and sums[1].tolist() == [2.0] * 5
+        assert [r.tolist() for r in ridden] == [[0, 1, 2, 3]]           # the first member's
+    assert sorted(k for i, k in calls if i == 0) == sorted(rounds)
