@@ -217,18 +217,8 @@ def _both_graphs_live(cluster, sets):
 def _concatenated_bucket(comm, arrays, op, ride):
     """The bucket before session 17 (``--exchange-ab``): per dtype one flat concatenation, reduced by
     ``ShmGroup.all_reduce_large`` / ``all_reduce_one_round`` into a fresh buffer, then sliced."""
-    from tensorweave.distribute.collective import _read_only
-    out, extra = [None] * len(arrays), None
-    for dtype in dict.fromkeys(a.dtype for a in arrays):
-        idx = [i for i, a in enumerate(arrays) if a.dtype == dtype]
-        flat, got = comm._all_reduce(np.concatenate([arrays[i].reshape(-1) for i in idx]), op,
-                                     ride if extra is None else None)
-        extra = got if extra is None else extra
-        at = 0
-        for i in idx:
-            out[i] = _read_only(flat[at:at + arrays[i].size].reshape(arrays[i].shape))
-            at += arrays[i].size
-    return out, extra or []
+    from tensorweave.distribute.shm_reduce import per_dtype
+    return per_dtype(arrays, ride, lambda flats, ride: comm._all_reduce(np.concatenate(flats), op, ride))
 
 
 def _w_bucket_path(worker, name):
@@ -264,7 +254,8 @@ def _exchange_ab(cluster, one_plans, two_plans, args):
             after = cluster.run(_w_bucket_path, name, ranks=[0, 1])
             rows[name].append({"load_1m": round(os.getloadavg()[0], 2),
                                "step_cpu_ms": [r[1] for r in step], "wait_ms": [r[3] for r in step],
-                               "exchange_cpu_ms": [round((b - a) * 1e3 / args.steps, 2) for a, b in zip(before, after)]})
+                               "exchange_cpu_ms": [round((b - a) * 1e3 / args.steps, 2)
+                                                   for a, b in zip(before, after)]})
         rows["alone"].append(_loop_together(cluster, [one_plans], args.steps)[0][1])
         rows["two_no_exchange"].append([r[1] for r in _loop_together(cluster, solo, args.steps)])
     cluster.run(_w_bucket_path, "direct", ranks=[0, 1])

@@ -96,7 +96,8 @@ def test_the_result_buffer_is_reused_only_when_no_view_is_alive(shapes):
 
 def test_a_member_with_another_bucket_is_named():
     def fn(group, i):
-        with pytest.raises(errors.InvalidArgumentError, match=r"rank [01] gave a bucket of \[[34]\] float32 \(sum\) but rank [01] gave"):
+        with pytest.raises(errors.InvalidArgumentError,
+                           match=r"rank [01] gave a bucket of \[[34]\] float32 \(sum\) but rank [01] gave"):
             shm_reduce.reduce_bucket(group, [np.ones(3 + i, np.float32)], "sum", None)
         return True
     assert _on_members(2, fn) == [True, True]

@@ -55,6 +55,8 @@ ray = pytest.importorskip("ray")
 from tensorweave.distribute.ray import cluster as ray_cluster  # noqa: E402
 from tensorweave.distribute.ray.step_channel import StepChannel  # noqa: E402
 
+import ray14_cases  # noqa: E402
+
 ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])
 
 
@@ -121,17 +123,7 @@ INIT = [RNG.standard_normal(s).astype(np.float32) * 0.3 for s in ((40, 30), (30,
 
 
 def _train(placement, steps=3):
-    x, y = (tw.constant(v).to_global(placement=placement, sbp=tw.sbp.split(0)) for v in (X, Y))
-    params = [tw.Variable(v, placement=placement, sbp=tw.sbp.broadcast) for v in INIT]
-
-    @tw.function
-    def step(x, y):
-        with tw.GradientTape() as tape:
-            h = tw.nn.relu(tw.matmul(x, params[0]) + params[1])
-            loss = tw.reduce_mean(tw.square(tw.matmul(h, params[2]) - y))
-        for p, g in zip(params, tape.gradient(loss, params)):
-            p.assign_sub(0.1 * g)
-        return loss
+    step, x, y, params = ray14_cases.sgd_step(placement, X, Y, INIT, steps=0)
     losses = [float(step(x, y)) for _ in range(steps)]
     return losses, [p.numpy() for p in params]
 

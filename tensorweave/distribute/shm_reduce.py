@@ -65,19 +65,28 @@ def reduce_bucket(group, arrays, op, ride):
     """``(sums, ridden)``: the reduction ``op`` over ``group`` (a connected
     :class:`~tensorweave.distribute.shm.ShmGroup` of two or more members) of each array of
     ``arrays`` (read-only, in order) and the values the first member's ``ride`` carried (see
-    ``shm._ridden``). One reduction per dtype; ``ride`` goes with the first."""
+    ``shm._ridden``)."""
     if group._results is None:
         group._results = _Results(group)
+
+    def reduce(flats, ride):
+        result, name = group._results.take(flats[0].dtype, sum(f.size for f in flats))
+        return result, _reduce_flats(group, flats, op, ride, result, name)
+    return per_dtype(arrays, ride, reduce)
+
+
+def per_dtype(arrays, ride, reduce):
+    """``(sums, ridden)`` of a bucket reduced per dtype: ``reduce(flats, ride) -> (flat sums, ridden)``
+    on each dtype's arrays flattened (``ride``: with the first dtype only; its ridden values are the
+    bucket's), the sums sliced back into the arrays' shapes, read-only."""
     out, extra = [None] * len(arrays), None
     for dtype in dict.fromkeys(a.dtype for a in arrays):
         idx = [i for i, a in enumerate(arrays) if a.dtype == dtype]
-        flats = [arrays[i].reshape(-1) for i in idx]
-        result, name = group._results.take(dtype, sum(f.size for f in flats))
-        got = _reduce_flats(group, flats, op, ride if extra is None else None, result, name)
+        flat, got = reduce([arrays[i].reshape(-1) for i in idx], ride if extra is None else None)
         extra = got if extra is None else extra
         at = 0
         for i in idx:
-            out[i] = _read_only(result[at:at + arrays[i].size].reshape(arrays[i].shape))
+            out[i] = _read_only(flat[at:at + arrays[i].size].reshape(arrays[i].shape))
             at += arrays[i].size
     return out, extra or []
 
