@@ -40,6 +40,11 @@ Usage: ``python benchmarks/bench_ray_dp.py [--batch 256] [--steps 20] [--calls 3
 compiled Ray graph (``graph``): examples/s, the driver's CPU ms per step and each worker's process CPU ms
 per step (the evidence on a loaded machine), then each loop's idle workers' CPU per second.
 
+``--exchange-ab`` (with ``--no-overhead``): only the gradient bucket over shared memory before session 17
+(``concat``: a flat concatenation per dtype, reduced into a fresh buffer) and now (``direct``:
+``distribute/shm_reduce.py``), alternated, the 2-worker plan looped on its workers: per rank the thread CPU
+ms per step of the whole step and of its buckets, beside the 1-worker plan alone and two at once.
+
 ``--ab``: each round also runs both steps with a compiled graph per set live at once (the tree before
 session 13, whose idle graphs' workers spin in Ray's channel read): ``both_graphs_live_*``.
 """
@@ -209,6 +214,55 @@ def _both_graphs_live(cluster, sets):
         cluster._graphs[ranks] = _StepGraph(cluster.workers, ranks, cluster._gate_path(ranks))
 
 
+def _concatenated_bucket(comm, arrays, op, ride):
+    """The bucket before session 17 (``--exchange-ab``): per dtype one flat concatenation, reduced by
+    ``ShmGroup.all_reduce_large`` / ``all_reduce_one_round`` into a fresh buffer, then sliced."""
+    from tensorweave.distribute.shm_reduce import per_dtype
+    return per_dtype(arrays, ride, lambda flats, ride: comm._all_reduce(np.concatenate(flats), op, ride))
+
+
+def _w_bucket_path(worker, name):
+    """This worker's shared-memory buckets take path ``name`` (``concat``: :func:`_concatenated_bucket`;
+    ``direct``: ``shm_reduce.reduce_bucket``, the tree's), each bucket's thread CPU added to
+    ``worker.exchange_cpu``; returns the total so far."""
+    from tensorweave.distribute import shm
+    from tensorweave.distribute.shm_reduce import reduce_bucket
+
+    def timed(comm, arrays, op, ride):
+        t0 = time.thread_time()
+        try:
+            if name == "concat":
+                return _concatenated_bucket(comm, arrays, op, ride)
+            return reduce_bucket(comm.group, arrays, op, ride)
+        finally:
+            worker.exchange_cpu = getattr(worker, "exchange_cpu", 0.0) + time.thread_time() - t0
+    shm.ShmCommunicator._bucket = timed
+    return getattr(worker, "exchange_cpu", 0.0)
+
+
+def _exchange_ab(cluster, one_plans, two_plans, args):
+    """``--exchange-ab``: per round (the order reversed each round), the 2-worker plan looped on its
+    workers with no driver (``_loop_together``) with the bucket as before (``concat``) and as now
+    (``direct``), and for context the 1-worker plan alone and two 1-worker plans at once; per rank
+    thread CPU ms per step of the whole step and of its buckets (exchange)."""
+    solo = [_dp_step(tw.placement("cpu", ranks=[r]), args.batch, args.optimizer)[2] for r in (0, 1)]
+    rows = {"alone": [], "two_no_exchange": [], "concat": [], "direct": []}
+    for k in range(args.rounds):
+        for name in ("concat", "direct") if k % 2 == 0 else ("direct", "concat"):
+            before = cluster.run(_w_bucket_path, name, ranks=[0, 1])
+            step = _loop_together(cluster, [two_plans], args.steps)
+            after = cluster.run(_w_bucket_path, name, ranks=[0, 1])
+            rows[name].append({"load_1m": round(os.getloadavg()[0], 2),
+                               "step_cpu_ms": [r[1] for r in step], "wait_ms": [r[3] for r in step],
+                               "exchange_cpu_ms": [round((b - a) * 1e3 / args.steps, 2)
+                                                   for a, b in zip(before, after)]})
+        rows["alone"].append(_loop_together(cluster, [one_plans], args.steps)[0][1])
+        rows["two_no_exchange"].append([r[1] for r in _loop_together(cluster, solo, args.steps)])
+    cluster.run(_w_bucket_path, "direct", ranks=[0, 1])
+    print(json.dumps({"row": "exchange_ab", "steps": args.steps, "rounds": rows,
+                      "load_1m": round(os.getloadavg()[0], 2)}), flush=True)
+
+
 def _one_blas_thread(worker):
     from threadpoolctl import threadpool_limits
     threadpool_limits(1)
@@ -226,6 +280,8 @@ def main():
     ap.add_argument("--no-overhead", action="store_true")
     ap.add_argument("--loops-ab", action="store_true", help="the step channel vs the compiled graph, alternated")
     ap.add_argument("--ab", action="store_true", help="each round also with both sets' graphs live (the old tree)")
+    ap.add_argument("--exchange-ab", action="store_true",
+                    help="only the bucket before and now, alternated, looped on the workers (no driver)")
     args = ap.parse_args()
     warnings.simplefilter("ignore")
     print(json.dumps({"cpu": _cpu_model(), "cores": os.cpu_count(), "load_1m": round(os.getloadavg()[0], 2)}),
@@ -263,6 +319,9 @@ def main():
         unmerged, explained, unmerged_plans = _dp_step(p2, args.batch, args.optimizer)
         cluster.merge_buckets = True
         two, _, two_plans = _dp_step(p2, args.batch, args.optimizer)
+        if args.exchange_ab:
+            _exchange_ab(cluster, one_plans, two_plans, args)
+            return
         if args.loops_ab:
             _loops_ab(cluster, one, two, args)
         r1, r2, r2u, r2_spin, plan_ms, used, ab = [], [], [], [], [], [], []

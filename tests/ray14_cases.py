@@ -51,3 +51,24 @@ def mapped_bytes_of_a_new_array(nbytes):
     after = info().hblkhd
     del a
     return after - before
+
+
+def sgd_step(placement, x, y, inits, steps=1):
+    """The benchmark MLP's shape of SGD step (``relu(x @ w1 + b1) @ w2``, squared error; each ``0.1 * g``
+    computed between the updates, so the planner makes one bucket per gradient) on ``placement``, ``x``
+    and ``y`` split on rows, the weights ``inits`` replicated: ``(step, x, y, params)`` after ``steps`` calls."""
+    import tensorweave as tw
+    x, y = (tw.constant(v).to_global(placement=placement, sbp=tw.sbp.split(0)) for v in (x, y))
+    params = [tw.Variable(v, placement=placement, sbp=tw.sbp.broadcast) for v in inits]
+
+    @tw.function
+    def step(x, y):
+        with tw.GradientTape() as tape:
+            h = tw.nn.relu(tw.matmul(x, params[0]) + params[1])
+            loss = tw.reduce_mean(tw.square(tw.matmul(h, params[2]) - y))
+        for p, g in zip(params, tape.gradient(loss, params)):
+            p.assign_sub(0.1 * g)
+        return loss
+    for _ in range(steps):
+        step(x, y)
+    return step, x, y, params

@@ -89,7 +89,7 @@ def test_a_bucket_of_all_reduces_is_one_all_reduce_per_dtype_with_the_in_process
     got = _on_groups(3, bucket)
     assert_same(got, _in_process(3, bucket), writeable=False)
     # per member: float32 and float64 (and a second round each on the two-round path)
-    assert sorted(calls) == sorted(["all_reduce"] * 6 + ([] if one_round else ["all_reduce_gather"] * 6))
+    assert sorted(calls) == sorted(["bucket"] * 6 + ([] if one_round else ["bucket_gather"] * 6))
 
 
 def test_an_exchange_waits_for_the_peers_round_only(monkeypatch):

@@ -335,19 +335,7 @@ def _exchanges(worker):
 def _sgd_steps(placement, steps=3):
     # the benchmark MLP's shape of step: each 0.01 * g is computed between the updates, so the
     # planner makes one bucket per gradient (rank_graph.bucket_all_reduces)
-    x, y = (tw.constant(v).to_global(placement=placement, sbp=S(0)) for v in (X, Y))
-    params = [tw.Variable(INIT[n], placement=placement, sbp=B) for n in ("w1", "b1", "w2")]
-
-    @tw.function
-    def step(x, y):
-        with tw.GradientTape() as tape:
-            h = tw.nn.relu(tw.matmul(x, params[0]) + params[1])
-            loss = tw.reduce_mean(tw.square(tw.matmul(h, params[2]) - y))
-        for p, g in zip(params, tape.gradient(loss, params)):
-            p.assign_sub(0.1 * g)
-        return loss
-    step(x, y)
-    return step, x, y, params
+    return ray14_cases.sgd_step(placement, X, Y, [INIT[n] for n in ("w1", "b1", "w2")])
 
 
 def test_a_step_s_gradient_buckets_go_as_one_exchange_with_the_same_bits(cluster):

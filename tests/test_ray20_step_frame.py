@@ -177,7 +177,7 @@ def test_an_unknown_error_type_is_a_remote_error_naming_it():
     back = sf.exception_of(tuple(_roundtrip(sf.error_values(_raised(Strange("odd")), 1))))
     assert type(back) is sf.RemoteError and back.remote_type == "Strange" and str(back) == "Strange: odd"
     assert isinstance(back, tw.errors.UnknownError)
-    with pytest.raises(sf.FrameError, match="6"):
+    with pytest.raises(sf.FrameError, match="7"):
         sf.exception_of(("KeyError", "x"))
     with pytest.raises(sf.FrameError, match="malformed"):
-        sf.exception_of((1, "x", 0, None, None, ()))
+        sf.exception_of((1, "x", 0, None, None, (), None))

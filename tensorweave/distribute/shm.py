@@ -49,6 +49,7 @@ from tensorweave.core import errors
 from tensorweave.distribute.collective import (_REDUCE, DEFAULT_TIMEOUT, CollectiveAbortedError,
                                                CollectiveTimeoutError, InProcessCommunicator, _read_only, _Ready)
 from tensorweave.distribute.layout import balanced_bounds
+from tensorweave.distribute.shm_reduce import reduce_bucket
 
 SHM_DIR = "/dev/shm"
 _MAGIC = 0x7477736D           # "twsm"
@@ -252,6 +253,7 @@ class ShmGroup:
         self._peer_data = {}        # (index, slot) -> (generation, _Segment)
         self._recvd = [0] * len(self.ranks)
         self._mail = {}
+        self._results = None        # this member's result buffers of buckets (shm_reduce._Results)
         self._failure = None
         self._wake = None           # this member's wake-up FIFO (read end), and the peers' (write ends)
         self._peer_wake = {}
@@ -547,6 +549,9 @@ class ShmGroup:
 
     def close(self):
         """Unmaps everything and unlinks this member's segments (and its undelivered messages)."""
+        if self._results is not None:
+            self._results.close()
+            self._results = None
         self._peers.clear()                          # views first: a mapping with views cannot close
         self._ctl = None
         for seg in [s for _, s in self._peer_data.values()] + list(self._peer_segs.values()):
@@ -619,9 +624,10 @@ class ShmCommunicator(InProcessCommunicator):
         return self.group.all_reduce_large(x, op, ride)
 
     def all_reduce_start(self, arrays, op="sum"):
-        """A bucket (a planned step's gradients) as one all-reduce per dtype of the flat
-        concatenation: one or two counter rounds for the bucket instead of per array (each round
-        waits for the slowest member; on shared cores, for its next time slice). Each element is
+        """A bucket (a planned step's gradients) as one all-reduce per dtype of its arrays one after
+        another (``shm_reduce.py``: not concatenated; the sums in a reused buffer): one or two
+        counter rounds for the bucket instead of per array (each round waits for the slowest
+        member; on shared cores, for its next time slice). Each element is
         reduced in rank order as before: the same bits. Reduced at the handle's ``wait`` (nothing
         overlaps: the members' cores are the ones computing), so values the first member
         attaches meanwhile ride on it (:class:`_Bucket`); the reduced arrays are read-only."""
@@ -631,18 +637,9 @@ class ShmCommunicator(InProcessCommunicator):
         return _Bucket(self, arrays, op)
 
     def _bucket(self, arrays, op, ride):
-        """``(sums, the first member's ridden values)`` of a bucket."""
-        out, extra = [None] * len(arrays), None
-        for dtype in dict.fromkeys(a.dtype for a in arrays):
-            idx = [i for i, a in enumerate(arrays) if a.dtype == dtype]
-            flat, got = self._all_reduce(np.concatenate([arrays[i].reshape(-1) for i in idx]) if len(idx) > 1 else
-                                         arrays[idx[0]].reshape(-1), op, ride if extra is None else None)
-            extra = got if extra is None else extra
-            at = 0
-            for i in idx:
-                out[i] = _read_only(flat[at:at + arrays[i].size].reshape(arrays[i].shape))
-                at += arrays[i].size
-        return out, extra or []
+        """``(sums, the first member's ridden values)`` of a bucket (``shm_reduce.py``: no concatenation,
+        a reused result buffer)."""
+        return reduce_bucket(self.group, arrays, op, ride)
 
     def all_to_all(self, chunks, axis=None):
         # a member's own chunk stays in its memory: only the peers' chunks go through the segment

@@ -75,8 +75,20 @@ def serve(worker, request_path, answer_path):
     """Starts the thread of ``worker`` (a ``RankWorker``) that runs the request frames of one
     channel until a stop frame (or a frame it rejects: it answers with the error and ends);
     returns at once. The step functions are ``worker.step_fns`` (``register_steps``)."""
-    req = open(request_path, "r+b", buffering=0)    # RDWR, blocking: the thread sleeps until a request
-    ans = os.open(answer_path, os.O_RDWR)
+    # read-only / write-only, blocking: the thread sleeps in read(2) until a request, and the driver
+    # (which holds both FIFOs open from before this call to its teardown) is their only other end, so
+    # its close wakes the thread whatever it was doing: end of file in a read (a request left half
+    # written), EPIPE in a write (an answer no one will read). Opened non-blocking (a driver gone
+    # already: no open waits for it; the answer FIFO's raises ENXIO), then blocking.
+    fd = os.open(request_path, os.O_RDONLY | os.O_NONBLOCK)
+    try:
+        ans = os.open(answer_path, os.O_WRONLY | os.O_NONBLOCK)
+    except BaseException:
+        os.close(fd)
+        raise
+    for f in (fd, ans):
+        os.set_blocking(f, True)
+    req = open(fd, "rb", buffering=0)
 
     def answer(kind, step, values):
         try:
@@ -117,6 +129,8 @@ def serve(worker, request_path, answer_path):
                     answer(sf.KIND_ERROR, step, sf.error_values(out.error, worker.rank))
                 else:
                     answer(sf.KIND_ANSWER, step, (out,))
+        except BrokenPipeError:
+            return                              # the driver tore the channel down: no one reads answers
         finally:
             req.close()
             os.close(ans)
@@ -285,13 +299,16 @@ class StepChannel:
         raise RuntimeError(f"StepChannel: rank {c.rank}'s process {c.pid} is gone")
 
     def teardown(self):
-        """Ends the ranks' serving threads (a rank busy in a step ends after it) and removes the FIFOs."""
+        """Ends the ranks' serving threads (a rank busy in a step ends after it) and removes the
+        FIFOs: a stop frame where the request FIFO takes one, and closing the driver's ends (the
+        only other ends: :func:`serve`) wakes a thread that reads a request left half written, or
+        writes an answer, with end of file or EPIPE."""
         stop = sf.HEADER.pack(sf.MAGIC, sf.VERSION, sf.KIND_STOP, 0, 0, 0, 0, 0, 0)
         for c in self._ranks:
             try:
-                if not c.out:              # (a request half written: that thread sleeps in its read
-                    os.write(c.req, stop)  # until the actor ends)
+                if not c.out:              # (after a request half written it would read as its rest)
+                    os.write(c.req, stop)
             except OSError:
-                pass                       # full (a dead rank's): its thread is gone anyway
+                pass                       # full (a busy or dead rank's): the close below ends it
             c.close()
         self._ranks = []

@@ -12,10 +12,11 @@ names them. Every length is checked against the bytes there are; anything else â
 a truncated or oversized frame, an unknown tag, dtype or function id, trailing bytes â€” raises
 :class:`FrameError`, so a crafted frame can at most be rejected (no code runs from one).
 
-An error answer carries ``(exception type name, message, rank, op, source line, notes)``; the
-driver rebuilds it with :func:`exception_of` as one of a fixed set of types (tensorweave's
-errors, the collectives' abort, common builtins), else as a :class:`RemoteError` naming the
-original type.
+An error answer carries ``(exception type name, message, rank, op, source line, notes, missing)``
+(``missing``: a collective timeout's ranks that did not arrive, else None); the driver rebuilds it
+with :func:`exception_of` as one of a fixed set of types (tensorweave's errors, the collectives'
+abort and timeout, common builtins), else as a :class:`RemoteError` naming the original type
+(``tw.distribute.RemoteError``).
 
 >>> import numpy as np
 >>> frame = encode(KIND_REQUEST, 7, 0, 3, (np.arange(3, dtype=np.float32), (1, None), "x"))
@@ -230,7 +231,8 @@ class _Reader:
 
 # ---- errors -----------------------------------------------------------------------------------------
 def error_values(e, rank):
-    """``(type name, message, rank, op, source line, notes)`` of a rank's exception ``e``."""
+    """``(type name, message, rank, op, source line, notes, missing)`` of a rank's exception ``e``
+    (``missing``: its ``.missing`` ranks as a tuple of ints, a :class:`CollectiveTimeoutError`'s, else None)."""
     message = e.message if isinstance(e, errors.OpError) else \
         e.args[0] if len(e.args) == 1 and isinstance(e.args[0], str) else str(e)
     op = getattr(e, "op", None)
@@ -238,7 +240,10 @@ def error_values(e, rank):
     frames = traceback.extract_tb(e.__traceback__) if e.__traceback__ is not None else []
     line = f"{frames[-1].filename}:{frames[-1].lineno}" if frames else None
     notes = tuple(n for n in getattr(e, "__notes__", ()) if isinstance(n, str))
-    return type(e).__name__, str(message), rank, op if isinstance(op, str) else None, line, notes
+    missing = getattr(e, "missing", None)
+    missing = tuple(int(r) for r in missing) if isinstance(missing, (tuple, list)) and all(
+        isinstance(r, (int, np.integer)) for r in missing) else None
+    return type(e).__name__, str(message), rank, op if isinstance(op, str) else None, line, notes, missing
 
 
 _BUILTIN_NAMES = ("ValueError", "TypeError", "KeyError", "IndexError", "LookupError", "RuntimeError",
@@ -259,12 +264,15 @@ def _known_types():
 def exception_of(values):
     """The exception :func:`error_values` described: its own type when on the fixed list (else a
     :class:`RemoteError` naming it), with its message, notes, ``.rank``, ``.remote_op`` and
-    ``.remote_line``."""
-    if len(values) != 6:
-        raise FrameError(f"step frame: an error answer of {len(values)} values, not 6")
-    name, message, rank, op, line, notes = values
+    ``.remote_line`` (and ``.missing`` where the rank's exception had one: a collective timeout's
+    ranks that did not arrive)."""
+    if len(values) != 7:
+        raise FrameError(f"step frame: an error answer of {len(values)} values, not 7")
+    name, message, rank, op, line, notes, missing = values
     if not (isinstance(name, str) and isinstance(message, str) and isinstance(notes, tuple)):
         raise FrameError("step frame: an error answer whose type name, message or notes are malformed")
+    if missing is not None and not (isinstance(missing, tuple) and all(type(r) is int for r in missing)):
+        raise FrameError("step frame: an error answer whose missing ranks are not a tuple of ints")
     cls = _KNOWN.get(name)
     if cls is None:
         e = RemoteError(f"{name}: {message}")
@@ -272,6 +280,8 @@ def exception_of(values):
     else:
         e = cls(message)
     e.rank, e.remote_op, e.remote_line = rank, op, line
+    if missing is not None:
+        e.missing = missing
     for n in notes:
         e.add_note(n)
     if line is not None:
