@@ -2,6 +2,7 @@
 collective gives the bits of the in-process ranks (uneven and empty pieces, int and bool
 dtypes, point to point with tags), timeouts name the ranks that did not arrive, a failed or
 dead peer ends the waits, and no segment is left in /dev/shm. (Ray workers: test_ray_runtime.)"""
+import json
 import os
 import threading
 import uuid
@@ -244,3 +245,25 @@ def test_a_bucket_carries_the_first_member_s_attached_values_in_its_own_exchange
         assert sums[0].tolist() == [0.0, 3.0, 6.0] and float(sums[1][0]) == 3.0 and not sums[0].flags.writeable
         assert int(extra[0]) == 7 and extra[1].tolist() == [1.0, 1.0]
         assert seq == 3          # float64 one round + float32 two rounds: the extras added none
+
+
+def test_a_view_read_from_a_segment_keeps_its_mapping_after_the_segment_closes():
+    # np.ndarray(buffer=mmap) holds no export: close() unmapped under a live view, and reading it
+    # afterwards crashed the process. Views now hold the mapping; close() leaves it to them.
+    name = f"tw-test-view-{uuid.uuid4().hex[:8]}"
+    values = np.arange(1000, dtype=np.float32)
+    arrays = []
+    meta = json.dumps({"v": shm._encode(values, arrays)}).encode()
+    offsets, total = shm._layout(meta, arrays)
+    seg = shm._Segment(name, total)
+    try:
+        shm._write(seg.mm, meta, arrays, offsets)
+        _, (view,) = shm._read(seg.mm, copy=False)
+        seg.close()
+        assert not view.flags.writeable and np.array_equal(view, values)
+        assert not seg.mm.closed                     # the view still holds it
+        del view
+        seg.close()
+        assert seg.mm.closed
+    finally:
+        seg.unlink()

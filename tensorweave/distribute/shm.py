@@ -120,6 +120,15 @@ class _Segment:
             pass
 
 
+def _view(mm, shape, dtype, offset):
+    """An array over ``mm``'s bytes that holds the mapping while it lives: ``np.frombuffer`` keeps a
+    buffer export, so ``mmap.close()`` refuses (``BufferError``) instead of unmapping under the view
+    (``np.ndarray(buffer=mm)`` keeps none, and a read after the close would crash the process)."""
+    dtype = np.dtype(dtype)
+    count = int(np.prod(shape, dtype=np.int64))
+    return np.frombuffer(mm, dtype, count, offset).reshape(shape)
+
+
 def _aligned(n):
     return (n + _ALIGN - 1) // _ALIGN * _ALIGN
 
@@ -183,16 +192,16 @@ def _layout(meta_bytes, arrays):
 
 
 def _write(mm, meta_bytes, arrays, offsets):
-    np.ndarray((1,), np.int64, buffer=mm, offset=0)[0] = len(meta_bytes)
+    _view(mm, (1,), np.int64, 0)[0] = len(meta_bytes)
     mm[8:8 + len(meta_bytes)] = meta_bytes
     for a, off in zip(arrays, offsets):
         if a.nbytes and not isinstance(a, _Reserved):
-            np.ndarray(a.shape, a.dtype, buffer=mm, offset=off)[...] = a
+            _view(mm, a.shape, a.dtype, off)[...] = a
 
 
 def _read(mm, copy):
     """``(meta, arrays)`` from a segment written by :func:`_write` (views unless ``copy``)."""
-    n = int(np.ndarray((1,), np.int64, buffer=mm, offset=0)[0])
+    n = int(_view(mm, (1,), np.int64, 0)[0])
     meta = json.loads(bytes(mm[8:8 + n]))
     descs = []
     _collect(meta["v"], descs)
@@ -202,7 +211,7 @@ def _read(mm, copy):
         dt, shape = np.dtype(d["dt"]), tuple(d["sh"])
         count = int(np.prod(shape, dtype=np.int64))
         if count:
-            a = np.ndarray(shape, dt, buffer=mm, offset=off)
+            a = _view(mm, shape, dt, off)
         else:
             a = np.empty(shape, dt)
         a = a.copy() if copy else a
@@ -269,7 +278,7 @@ class ShmGroup:
         return f"{self.prefix}-r{self.ranks[self.index] if rank is None else rank}-{kind}"
 
     def _words(self, seg):
-        return np.ndarray((self._n_words,), np.int64, buffer=seg.mm, offset=0)
+        return _view(seg.mm, (self._n_words,), np.int64, 0)
 
     def connect(self, share=None):
         """Creates this member's control segment and wake-up FIFO, attaches every peer's."""
@@ -459,7 +468,7 @@ class ShmGroup:
         chunks = [_Reserved((b - a,), flat.dtype) if j == self.index else flat[a:b] for j, (a, b) in enumerate(bounds)]
         slot = self._seq % 2
         values = self._all_reduce_values(x, op, chunks, ride)
-        mine = np.ndarray((hi - lo,), flat.dtype, buffer=self._data[slot].mm, offset=self._offsets[slot][self.index])
+        mine = _view(self._data[slot].mm, (hi - lo,), flat.dtype, self._offsets[slot][self.index])
         parts = [flat[lo:hi] if j == self.index else v[3][self.index] for j, v in enumerate(values)]
         np.copyto(mine, parts[0])
         for part in parts[1:]:
