@@ -1,0 +1,60 @@
+"""Adamax (Kingma & Ba, 2015, section 7.1): Adam with the infinity norm — Keras 3's
+``keras.optimizers.Adamax``.
+
+At step ``t`` (1-based), with the first moment ``m`` and the weighted infinity norm ``u``
+(both zero-initialized)::
+
+    m = m + (g - m) * (1 - beta_1)
+    u = max(beta_2 * u, |g|)
+    w = w - (learning_rate * m) / ((1 - beta_1**t) * (u + epsilon))
+
+With an IndexedSlices gradient only the touched rows of ``w``, ``m`` and ``u`` change (as the
+lazy Adam of :mod:`adam`).
+
+>>> import tensorweave as tw
+>>> w = tw.Variable([1.0])
+>>> _ = tw.keras.optimizers.Adamax(learning_rate=0.1).apply([tw.constant([5.0])], [w])
+>>> round(float(w.numpy()[0]), 4)   # the first step moves by about learning_rate
+0.9
+"""
+from tensorweave.keras.optimizers.optimizer import Optimizer, _cast
+from tensorweave.ops import math_ops as M
+
+
+class Adamax(Optimizer):
+    """Adamax. Args: ``learning_rate=0.001``, ``beta_1=0.9``, ``beta_2=0.999``,
+    ``epsilon=1e-7``, plus the base Optimizer arguments. Slots: ``momentum``, ``norm``."""
+
+    def __init__(self, learning_rate=0.001, beta_1=0.9, beta_2=0.999, epsilon=1e-7, name="adamax", **kwargs):
+        super().__init__(learning_rate=learning_rate, name=name, **kwargs)
+        self.beta_1 = beta_1
+        self.beta_2 = beta_2
+        self.epsilon = epsilon
+        self._m, self._u = [], []
+
+    def build(self, variables):
+        if self.built:
+            return
+        super().build(variables)
+        m, u = self.add_optimizer_variables(variables, ["momentum", "norm"])
+        self._m += m
+        self._u += u
+
+    def update_step(self, gradient, variable, learning_rate):
+        dtype = variable.dtype
+        lr = _cast(learning_rate, dtype)
+        beta_1_power = M.pow(_cast(self.beta_1, dtype), M.cast(self.iterations + 1, dtype))
+        b1, b2, eps = self.beta_1, self.beta_2, self.epsilon
+
+        def rule(g, w, m, u):
+            m = m + (g - m) * (1 - b1)
+            u = M.maximum(b2 * u, M.abs(g))
+            return w - (lr * m) / ((1 - beta_1_power) * (u + eps)), m, u
+
+        i = self._get_variable_index(variable)
+        self._apply_update(rule, gradient, variable, [self._m[i], self._u[i]])
+
+    def get_config(self):
+        config = super().get_config()
+        config.update({"beta_1": self.beta_1, "beta_2": self.beta_2, "epsilon": self.epsilon})
+        return config
