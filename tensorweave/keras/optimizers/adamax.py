@@ -17,28 +17,19 @@ lazy Adam of :mod:`adam`).
 >>> round(float(w.numpy()[0]), 4)   # the first step moves by about learning_rate
 0.9
 """
-from tensorweave.keras.optimizers.optimizer import Optimizer, _cast
+from tensorweave.keras.optimizers.moments import MomentOptimizer
+from tensorweave.keras.optimizers.optimizer import _cast
 from tensorweave.ops import math_ops as M
 
 
-class Adamax(Optimizer):
+class Adamax(MomentOptimizer):
     """Adamax. Args: ``learning_rate=0.001``, ``beta_1=0.9``, ``beta_2=0.999``,
     ``epsilon=1e-7``, plus the base Optimizer arguments. Slots: ``momentum``, ``norm``."""
 
-    def __init__(self, learning_rate=0.001, beta_1=0.9, beta_2=0.999, epsilon=1e-7, name="adamax", **kwargs):
-        super().__init__(learning_rate=learning_rate, name=name, **kwargs)
-        self.beta_1 = beta_1
-        self.beta_2 = beta_2
-        self.epsilon = epsilon
-        self._m, self._u = [], []
+    SLOT_NAMES = ("momentum", "norm")
 
-    def build(self, variables):
-        if self.built:
-            return
-        super().build(variables)
-        m, u = self.add_optimizer_variables(variables, ["momentum", "norm"])
-        self._m += m
-        self._u += u
+    def __init__(self, learning_rate=0.001, beta_1=0.9, beta_2=0.999, epsilon=1e-7, name="adamax", **kwargs):
+        super().__init__(learning_rate, beta_1, beta_2, epsilon, name, **kwargs)
 
     def update_step(self, gradient, variable, learning_rate):
         dtype = variable.dtype
@@ -51,10 +42,4 @@ class Adamax(Optimizer):
             u = M.maximum(b2 * u, M.abs(g))
             return w - (lr * m) / ((1 - beta_1_power) * (u + eps)), m, u
 
-        i = self._get_variable_index(variable)
-        self._apply_update(rule, gradient, variable, [self._m[i], self._u[i]])
-
-    def get_config(self):
-        config = super().get_config()
-        config.update({"beta_1": self.beta_1, "beta_2": self.beta_2, "epsilon": self.epsilon})
-        return config
+        self._apply_update(rule, gradient, variable, self.moments(variable))

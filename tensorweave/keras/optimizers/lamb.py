@@ -21,7 +21,8 @@ every row.
 >>> [round(float(x), 4) for x in w.numpy()]   # |w| = 5, the update (1, 1): ratio 5 / sqrt(2)
 [2.6464, 3.6464]
 """
-from tensorweave.keras.optimizers.optimizer import Optimizer, _cast, densify
+from tensorweave.keras.optimizers.moments import MomentOptimizer
+from tensorweave.keras.optimizers.optimizer import _cast, densify
 from tensorweave.ops import math_ops as M
 from tensorweave.ops import reduce_ops as R
 
@@ -34,24 +35,12 @@ def trust_ratio(w, update):
     return M.where(M.greater(w_norm, 0), M.where(M.greater(g_norm, 0), w_norm / g_norm, one), one)
 
 
-class Lamb(Optimizer):
+class Lamb(MomentOptimizer):
     """LAMB. Args: ``learning_rate=0.001``, ``beta_1=0.9``, ``beta_2=0.999``,
     ``epsilon=1e-7``, plus the base Optimizer arguments. Slots: ``momentum``, ``velocity``."""
 
     def __init__(self, learning_rate=0.001, beta_1=0.9, beta_2=0.999, epsilon=1e-7, name="lamb", **kwargs):
-        super().__init__(learning_rate=learning_rate, name=name, **kwargs)
-        self.beta_1 = beta_1
-        self.beta_2 = beta_2
-        self.epsilon = epsilon
-        self._momentums, self._velocities = [], []
-
-    def build(self, variables):
-        if self.built:
-            return
-        super().build(variables)
-        m, v = self.add_optimizer_variables(variables, ["momentum", "velocity"])
-        self._momentums += m
-        self._velocities += v
+        super().__init__(learning_rate, beta_1, beta_2, epsilon, name, **kwargs)
 
     def update_step(self, gradient, variable, learning_rate):
         dtype = variable.dtype
@@ -67,10 +56,4 @@ class Lamb(Optimizer):
             update = (m / (1.0 - beta_1_power)) / (M.sqrt(v / (1.0 - beta_2_power)) + eps)
             return w - (trust_ratio(w, update) * lr) * update, m, v
 
-        i = self._get_variable_index(variable)
-        self._apply_update(rule, densify(gradient, variable), variable, [self._momentums[i], self._velocities[i]])
-
-    def get_config(self):
-        config = super().get_config()
-        config.update({"beta_1": self.beta_1, "beta_2": self.beta_2, "epsilon": self.epsilon})
-        return config
+        self._apply_update(rule, densify(gradient, variable), variable, self.moments(variable))
