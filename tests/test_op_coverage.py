@@ -40,6 +40,8 @@ EXCEPTIONS = {
                      "ResourceSparseApplyAdagradV2", "ResourceSparseApplyKerasRMSprop", "ResourceGroupApplyAdam",
                      "ResourceGroupApplyKerasMomentum", "ResourceGroupApplyAdagradV2",
                      "ResourceGroupApplyKerasRMSprop"], _STATE),
+    **dict.fromkeys(["ResourceApplyLion", "ResourceSparseApplyLion", "ResourceGroupApplyLion"],
+                    "stateful variable op (Lion's fused update): tests/test_opt21_fused_lion.py"),
     **dict.fromkeys(["RandomUniform", "RandomStandardNormal", "TruncatedNormal", "RandomUniformInt",
                      "Multinomial", "RandomShuffle", "StatelessRandomUniform", "StatelessRandomNormal",
                      "StatelessTruncatedNormal", "StatelessRandomUniformInt", "StatelessRandomUniformFullInt",

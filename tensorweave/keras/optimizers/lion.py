@@ -17,6 +17,7 @@ Every element moves by exactly ``learning_rate`` (or not at all), so Lion's rate
 """
 from tensorweave.keras.optimizers.optimizer import Optimizer, _cast
 from tensorweave.ops import math_ops as M
+from tensorweave.ops import training_ops
 
 
 class Lion(Optimizer):
@@ -39,6 +40,12 @@ class Lion(Optimizer):
         self._momentums += self.add_optimizer_variables(variables, "momentum")
 
     def update_step(self, gradient, variable, learning_rate):
+        if variable.dtype in training_ops.FUSED_DTYPES:   # one in-place pass (same arithmetic, same bits)
+            values, indices = self._fused_gradient(gradient)
+            training_ops.apply_lion(variable, self._momentums[self._get_variable_index(variable)],
+                                    self._lr_in(variable.dtype, learning_rate), values, self.beta_1, self.beta_2,
+                                    indices=indices, weight_decay=self._decay_of(variable))
+            return
         dtype = variable.dtype
         lr = _cast(learning_rate, dtype)
         # Keras casts the betas first: (1 - beta) is then rounded in the variable's dtype
@@ -49,6 +56,8 @@ class Lion(Optimizer):
             return w, m * beta_2 + g * (1.0 - beta_2)
 
         self._apply_update(rule, gradient, variable, [self._momentums[self._get_variable_index(variable)]])
+
+    _DECAY_FOLDING_STEP = update_step
 
     def get_config(self):
         config = super().get_config()

@@ -1,0 +1,64 @@
+"""Lion's fused update (ResourceApplyLion / ResourceSparseApplyLion / ResourceGroupApplyLion,
+kernels/cpu/training_kernels.py): the same bits as the op-built rule — dense with the decay
+folded in, sparse rows, several variables in one group op, float32 and float64 — and, as a
+fused update op, ZeRO-1 in planned data-parallel steps (2 and 3 ranks equal one device)."""
+import numpy as np
+import pytest
+
+import tensorweave as tw
+from tensorweave.distribute import planner
+from tensorweave.ops import training_ops
+from zero13_model import SHAPES, slots_of, train
+
+
+def _train(dtype, sparse, weight_decay):
+    rng = np.random.default_rng(3)
+    table = tw.Variable(rng.standard_normal((7, 3)).astype(dtype))
+    dense = tw.Variable(rng.standard_normal((4, 3)).astype(dtype))
+    opt = tw.keras.optimizers.Lion(0.01, beta_1=0.8, weight_decay=weight_decay)
+    ids = tw.constant([5, 0, 5, 2])
+    for _ in range(4):
+        with tw.GradientTape() as tape:
+            rows = tw.gather(table, ids) if sparse else tw.gather(tw.convert_to_tensor(table), ids)
+            loss = tw.reduce_sum(tw.square(rows - 0.4) * tw.matmul(tw.ones((4, 4), dtype), dense))
+        opt.apply_gradients(zip(tape.gradient(loss, [table, dense]), [table, dense]))
+    return [table.numpy(), dense.numpy()] + [v.numpy() for v in opt.variables[2:]]
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("sparse", [False, True])
+@pytest.mark.parametrize("weight_decay", [None, 0.3])
+def test_fused_lion_has_the_rule_s_bits(monkeypatch, dtype, sparse, weight_decay):
+    fused = _train(dtype, sparse, weight_decay)
+    monkeypatch.setattr(training_ops, "FUSED_DTYPES", ())          # the op-built rule, decay apart
+    for a, b in zip(fused, _train(dtype, sparse, weight_decay)):
+        np.testing.assert_array_equal(a, b)
+
+
+def test_lion_is_one_group_op_in_a_traced_step():
+    ws = [tw.Variable(np.ones((3, 2), np.float32)), tw.Variable(np.ones(2, np.float32))]
+    opt = tw.keras.optimizers.Lion(0.1)
+
+    @tw.function
+    def step():
+        opt.apply_gradients(zip([tw.ones((3, 2)), -tw.ones(2)], ws))
+    ops = [op.type for op in step.get_concrete_function().graph.get_operations()]
+    assert ops.count("ResourceGroupApplyLion") == 1 and "ResourceApplyLion" not in ops
+
+
+@pytest.mark.parametrize("ranks", [2, 3])
+def test_lion_gets_zero1_and_equals_one_device(monkeypatch, ranks):
+    monkeypatch.setattr(planner, "ZERO_FIXED_BYTES", 0)
+    monkeypatch.setattr(planner, "ZERO_GATHER_WEIGHT", 0)
+    make = lambda: tw.keras.optimizers.Lion(0.01, weight_decay=0.1)   # noqa: E731
+    want, opt1, vs1, _, _ = train(None, make())
+    got, opt, vs, step, x = train(tw.placement("cpu", ranks=list(range(ranks))), make())
+    for w, g in zip(want, got):
+        np.testing.assert_allclose(g, w, rtol=2e-5, atol=1e-6)
+    for v1, v in zip(vs1, vs):
+        slot = slots_of(opt, v)["momentum"]
+        assert slot.sbp == (tw.sbp.split(0),)
+        np.testing.assert_allclose(slot.numpy(), slots_of(opt1, v1)["momentum"].numpy(), rtol=2e-5, atol=1e-6)
+    for b in step.get_concrete_function(x)._global.bound:
+        ops = [n.op for n in b.spec.nodes]
+        assert ops.count("_GatherRows") == 1 and ops.count("_VariableRows") == len(SHAPES)
