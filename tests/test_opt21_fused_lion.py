@@ -62,3 +62,12 @@ def test_lion_gets_zero1_and_equals_one_device(monkeypatch, ranks):
     for b in step.get_concrete_function(x)._global.bound:
         ops = [n.op for n in b.spec.nodes]
         assert ops.count("_GatherRows") == 1 and ops.count("_VariableRows") == len(SHAPES)
+
+
+@pytest.mark.parametrize("fused", [True, False])
+def test_a_zero_interpolation_keeps_the_weight_and_nan_stays_nan(monkeypatch, fused):
+    if not fused:
+        monkeypatch.setattr(training_ops, "FUSED_DTYPES", ())
+    w = tw.Variable(np.ones(4, np.float32))
+    tw.keras.optimizers.Lion(0.5).apply([tw.constant([2.0, 0.0, -1.0, np.nan], tw.float32)], [w])
+    np.testing.assert_array_equal(w.numpy(), [0.5, 1.0, 1.5, np.nan])
