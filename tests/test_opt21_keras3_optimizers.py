@@ -132,3 +132,16 @@ def test_function_and_tf1_session_equal_eager(name):
         got = sess.run(vs)
     for w, m in zip(want, got):
         np.testing.assert_allclose(m, w, rtol=1e-13)
+
+
+@pytest.mark.parametrize("identifier", ["adamax", "nadam", "lion"])
+def test_compile_by_name_trains(identifier):
+    rng = np.random.default_rng(0)
+    x, y = rng.standard_normal((16, 3)).astype(np.float32), rng.standard_normal((16, 1)).astype(np.float32)
+    model = tw.keras.Sequential([tw.keras.layers.Dense(1)])
+    model.compile(optimizer=identifier, loss="mse")
+    model.optimizer.learning_rate = 0.05
+    first = model.evaluate(x, y, verbose=0)
+    model.fit(x, y, epochs=3, batch_size=16, verbose=0)
+    assert type(model.optimizer).__name__.lower() == identifier
+    assert model.evaluate(x, y, verbose=0) < first
