@@ -20,6 +20,7 @@ lazy Adam of :mod:`adam`).
 from tensorweave.keras.optimizers.moments import MomentOptimizer
 from tensorweave.keras.optimizers.optimizer import _cast
 from tensorweave.ops import math_ops as M
+from tensorweave.ops import training_ops
 
 
 class Adamax(MomentOptimizer):
@@ -32,6 +33,13 @@ class Adamax(MomentOptimizer):
         super().__init__(learning_rate, beta_1, beta_2, epsilon, name, **kwargs)
 
     def update_step(self, gradient, variable, learning_rate):
+        if variable.dtype in training_ops.FUSED_DTYPES:   # one in-place pass (same arithmetic, same bits)
+            values, indices = self._fused_gradient(gradient)
+            training_ops.apply_adamax(variable, *self.moments(variable), self._lr_in(variable.dtype, learning_rate),
+                                      self._once("step", lambda: self.iterations + 1), values, self.beta_1,
+                                      self.beta_2, self.epsilon, indices=indices,
+                                      weight_decay=self._decay_of(variable))
+            return
         dtype = variable.dtype
         lr = _cast(learning_rate, dtype)
         beta_1_power = M.pow(_cast(self.beta_1, dtype), M.cast(self.iterations + 1, dtype))
@@ -43,3 +51,5 @@ class Adamax(MomentOptimizer):
             return w - (lr * m) / ((1 - beta_1_power) * (u + eps)), m, u
 
         self._apply_update(rule, gradient, variable, self.moments(variable))
+
+    _DECAY_FOLDING_STEP = update_step

@@ -7,7 +7,7 @@ the variable's dtype (``1 - beta`` rounded in it, as the rule computes it from t
 
     w = w - lr * sign(m * beta_1 + g * (1 - beta_1));  m = m * beta_2 + g * (1 - beta_2)
 
-so the bits equal the rule's (tests/test_opt21_fused_lion.py). A module of its own: the
+so the bits equal the rule's (tests/test_opt21_fused_updates.py). A module of its own: the
 ahead-of-time build of ``training_kernels`` stays valid.
 
 >>> import numpy as np
