@@ -88,3 +88,5 @@ def test_adamax_s_norm_takes_nan_as_np_maximum(monkeypatch, fused):
     opt.apply([tw.constant([np.nan, 2.0, 0.0], tw.float32)], [w])
     np.testing.assert_array_equal(opt.moments(w)[1].numpy(), [np.nan, 2.0, 0.0])
     assert np.isnan(w.numpy()[0]) and w.numpy()[2] == 1.0
+    opt.apply([tw.constant([1.0, 1.0, 1.0])], [w])                 # a NaN norm stays NaN (beta_2 * u wins)
+    np.testing.assert_array_equal(opt.moments(w)[1].numpy(), np.float32([np.nan, 0.999 * 2.0, 1.0]))
