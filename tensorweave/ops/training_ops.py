@@ -139,6 +139,10 @@ _register("KerasMomentum", lambda a: 2 if a["momentum"] else 1, 1)
 _register("AdagradV2", lambda a: 2, 1)
 # Inputs: var, velocity[, momentum][, average gradient], lr, grad[, indices].
 _register("KerasRMSprop", lambda a: 2 + (a["momentum"] > 0) + a["centered"], 1)
+# Inputs: var, momentum, lr, grad[, indices] (Keras 3's Lion: w -= lr * sign(m*b1 + g*(1-b1)); m = m*b2 + g*(1-b2)).
+_register("Lion", lambda a: 2, 1)
+# Inputs: var, momentum, norm, lr, step (1-based, int64), grad[, indices] (Keras 3's Adamax).
+_register("Adamax", lambda a: 3, 2)
 
 
 def _handles(variables):
@@ -260,3 +264,17 @@ def apply_rmsprop(var, velocity, momentum_slot, average_gradient, lr, grad, rho,
                       "centered": bool(centered)}, weight_decay)
     return _update("ResourceApplyKerasRMSprop", handles, [("lr", lr)], grad, indices, attrs, name)
 
+
+
+def apply_lion(var, momentum_slot, lr, grad, beta_1, beta_2, indices=None, name=None, weight_decay=None):
+    """One Lion step (Keras 3's ``keras.optimizers.Lion``), in place; with ``indices`` (unique)
+    only those rows change."""
+    attrs = _decayed({"beta_1": float(beta_1), "beta_2": float(beta_2)}, weight_decay)
+    return _update("ResourceApplyLion", [var, momentum_slot], [("lr", lr)], grad, indices, attrs, name)
+
+
+def apply_adamax(var, m, u, lr, step, grad, beta_1, beta_2, epsilon, indices=None, name=None, weight_decay=None):
+    """One Adamax step (Keras 3's ``keras.optimizers.Adamax``) on ``var`` with slots ``m``
+    (momentum) and ``u`` (norm), in place; with ``indices`` (unique) only those rows change."""
+    attrs = _decayed({"beta_1": float(beta_1), "beta_2": float(beta_2), "epsilon": float(epsilon)}, weight_decay)
+    return _update("ResourceApplyAdamax", [var, m, u], [("lr", lr), ("step", step)], grad, indices, attrs, name)

@@ -1,6 +1,6 @@
 """Optimizers (``tw.keras.optimizers``), shared by Keras-style training and
-``tw.compat.v1.train``: SGD, Adam, AdamW, RMSprop, Adagrad, Adadelta, Ftrl, and
-learning-rate ``schedules``.
+``tw.compat.v1.train``: SGD, Adam, AdamW, RMSprop, Adagrad, Adadelta, Ftrl, and Keras 3's
+Adamax, Nadam, Lion, Lamb, Adafactor; learning-rate ``schedules``.
 
 Each optimizer's update rule is written once in tensorweave ops (``update_step``), so it
 runs eagerly, inside ``tw.function``, and in a TF1 graph/Session; sparse gradients
@@ -18,18 +18,24 @@ runs eagerly, inside ``tw.function``, and in a TF1 graph/Session; sparse gradien
 """
 from tensorweave.keras.optimizers import schedules  # noqa: F401
 from tensorweave.keras.optimizers.adadelta import Adadelta
+from tensorweave.keras.optimizers.adafactor import Adafactor
 from tensorweave.keras.optimizers.adagrad import Adagrad
 from tensorweave.keras.optimizers.adam import Adam, AdamW
+from tensorweave.keras.optimizers.adamax import Adamax
 from tensorweave.keras.optimizers.ftrl import Ftrl
+from tensorweave.keras.optimizers.lamb import Lamb
+from tensorweave.keras.optimizers.lion import Lion
+from tensorweave.keras.optimizers.nadam import Nadam
 from tensorweave.keras.optimizers.optimizer import Optimizer, clip_by_global_norm  # noqa: F401
 from tensorweave.keras.optimizers.rmsprop import RMSprop
 from tensorweave.keras.optimizers.sgd import SGD
 
-__all__ = ["Optimizer", "SGD", "Adam", "AdamW", "RMSprop", "Adagrad", "Adadelta", "Ftrl", "schedules",
-           "get", "serialize", "deserialize"]
+__all__ = ["Optimizer", "SGD", "Adam", "AdamW", "RMSprop", "Adagrad", "Adadelta", "Ftrl", "Adamax", "Nadam",
+           "Lion", "Lamb", "Adafactor", "schedules", "get", "serialize", "deserialize"]
 
 _MODULE = "keras.optimizers"
-_CLASSES = {c.__name__: c for c in (SGD, Adam, AdamW, RMSprop, Adagrad, Adadelta, Ftrl)}
+_CLASSES = {c.__name__: c for c in (SGD, Adam, AdamW, RMSprop, Adagrad, Adadelta, Ftrl, Adamax, Nadam, Lion, Lamb,
+                                     Adafactor)}
 # Keras accepts the lower-case names too ("adam", "rmsprop", "sgd").
 _BY_NAME = dict(_CLASSES, **{k.lower(): c for k, c in _CLASSES.items()})
 

@@ -64,6 +64,15 @@ def dedupe(gradient):
     return _UniqueSlices(summed, uniq, gradient.dense_shape)
 
 
+def densify(gradient, variable):
+    """``gradient`` as a dense tensor shaped like ``variable`` (rows of an IndexedSlices summed
+    into zeros): for rules that are not row-wise (a norm or a mean over the whole weight)."""
+    if not isinstance(gradient, IndexedSlices):
+        return gradient
+    rows = variable.shape[0] if variable.shape[0] is not None else A.shape(variable.read_value())[0]
+    return A.unsorted_segment_sum(gradient.values, gradient.indices, rows)
+
+
 def _map_values(gradient, fn):
     if isinstance(gradient, IndexedSlices):
         return _UniqueSlices(fn(gradient.values), gradient.indices, gradient.dense_shape)
@@ -346,6 +355,21 @@ class Optimizer:
                                    shape=None if shape is None else shape.as_list(), **layout)
         self._slots[(id(ref), name)] = slot
         return slot
+
+    def add_optimizer_variables(self, trainable_variables, name, initializer="zeros"):
+        """Keras 3's helper: a slot per variable for ``name`` (a list of slots), or for each of
+        several names (a tuple of lists), created variable by variable (``v0_momentum,
+        v0_velocity, v1_momentum, ...``) — Keras' order, so ``variables`` and saved stores line up."""
+        names = [name] if isinstance(name, str) else list(name)
+        inits = initializer if isinstance(initializer, (list, tuple)) else [initializer] * len(names)
+        if len(inits) != len(names):
+            raise ValueError(f"The number of provided names must match the number of provided initializers. "
+                             f"Received name='{name}', initializer='{initializer}'")
+        out = tuple([] for _ in names)
+        for v in trainable_variables:
+            for slots, n, init in zip(out, names, inits):
+                slots.append(self.add_variable_from_reference(v, n, initializer=init))
+        return out[0] if isinstance(name, str) else out
 
     def _get_variable_index(self, variable):
         try:
