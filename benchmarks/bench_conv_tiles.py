@@ -18,7 +18,9 @@ plans were built with and without session 13's fusions (``remapping.CONV_BLOCKS`
 gradients side by side, batch norm with its ReLU both ways). ``--compare planes`` alternates the
 few-channel layers (the first convolution) by planes (``conv_planes``, ``TW_CONV_PLANES=1``)
 against im2col (``=0``), session 16; ``--compare planes-ops`` the same per kernel (forward, input
-and filter gradient of the resnet's and the cnn's first layers), call by call.
+and filter gradient of the resnet's and the cnn's first layers), call by call. ``--compare transforms``
+times each compiled Winograd transform against its NumPy twin on one 8-image tile of the resnet's
+three 3x3 stride-1 layer shapes, call by call on this thread's CPU clock (session 17).
 """
 import argparse
 import os
@@ -35,10 +37,13 @@ def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--workload", default="resnet")
     p.add_argument("--rounds", type=int, default=16)
-    p.add_argument("--compare", choices=("tiles", "balance", "pair", "blocks", "planes", "planes-ops"), default="tiles")
+    p.add_argument("--compare", choices=("tiles", "balance", "pair", "blocks", "planes", "planes-ops",
+                                                 "transforms"), default="tiles")
     args = p.parse_args(argv)
     if args.compare == "planes-ops":
         return first_layers(args.rounds)
+    if args.compare == "transforms":
+        return winograd_transforms(args.rounds)
     from tensorweave.kernels.cpu import batch_norm_kernels, conv_choice, conv_pair_kernels, conv_tiles, winograd
     data = bench_models.synthetic_batch(args.workload)
     from tensorweave.runtime.passes import remapping
@@ -105,15 +110,49 @@ def first_layers(rounds):
                  "filter": (lambda: cp.backprop_filter(x, fs, dy, *g),
                             lambda: ck._dense_backprop_filter(x, fs, dy, *g))}
         for kind, pair in kinds.items():
-            times = ([], [])
-            for r in range(rounds + 1):
-                for i in (0, 1) if r % 2 == 0 else (1, 0):
-                    c0 = time.process_time()
-                    pair[i]()
-                    if r:                       # (round 0 warms both)
-                        times[i].append(time.process_time() - c0)
+            times = _alternate(pair, rounds, time.process_time)
             print(f"{name} first layer {kind}: planes {np.median(times[0]) * 1e3:.2f}, "
                   f"im2col {np.median(times[1]) * 1e3:.2f} CPU ms")
+    print("load average", os.getloadavg())
+
+
+def _alternate(pair, rounds, clock):
+    """Seconds of ``clock`` of each of ``pair``'s calls, alternating, the order swapped every
+    round (round 0 warms both)."""
+    times = ([], [])
+    for r in range(rounds + 1):
+        for i in (0, 1) if r % 2 == 0 else (1, 0):
+            c0 = clock()
+            pair[i]()
+            if r:
+                times[i].append(clock() - c0)
+    return times
+
+
+def winograd_transforms(rounds):
+    """Per transform: the compiled loop against its NumPy twin on one tile of 8 images (the
+    Winograd tiles' size at 1 MiB) of the resnet's 3x3 stride-1 layers, SAME padding; this
+    thread's CPU ms per call, median (fastest)."""
+    from tensorweave.kernels.cpu import jit, winograd as wg
+    rng = np.random.default_rng(0)
+    n = 8
+    for side, c in ((32, 16), (16, 32), (8, 64)):
+        blk = wg._Blocks((n, side, side, c), ((1, 1), (1, 1)))
+        p = n * blk.per_image()
+        xp = np.zeros((n, blk.hp, blk.wp, c), np.float32)
+        xp[:, 1:side + 1, 1:side + 1] = rng.standard_normal((n, side, side, c))
+        planes, dy = rng.standard_normal((36, p, c)).astype(np.float32), rng.standard_normal((n, side, side, c))
+        dy, bias = dy.astype(np.float32), np.zeros(c, np.float32)
+        y, out = np.empty((n, side, side, c), np.float32), np.empty((36, p, c), np.float32)
+        calls = {"input": (wg._input_transform, (xp, 0, n, blk.th, blk.tw, out)),
+                 "output (+bias, ReLU)": (wg._output_transform, (planes, 0, n, blk.th, blk.tw, y, bias, True, True)),
+                 "output gradient": (wg._output_grad_transform, (dy, 0, n, blk.th, blk.tw, out)),
+                 "input gradient": (wg._input_grad_transform, (planes, 0, n, blk.th, blk.tw, 1, 1, np.zeros_like(y)))}
+        for name, (kernel, args) in calls.items():
+            loop = jit.compile_now(kernel, *args)
+            times = _alternate((lambda: loop(*args), lambda: kernel.twin(*args)), rounds, time.thread_time)
+            print(f"{side}x{side}x{c} {name}: loop {np.median(times[0]) * 1e3:.3f} ({np.min(times[0]) * 1e3:.3f}), "
+                  f"twin {np.median(times[1]) * 1e3:.3f} ({np.min(times[1]) * 1e3:.3f}) ms per tile")
     print("load average", os.getloadavg())
 
 

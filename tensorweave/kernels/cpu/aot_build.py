@@ -45,8 +45,9 @@ def _kernel(module, name):
 
 @contextlib.contextmanager
 def _jit_settings():
-    """pycc with the JIT's flags (its defaults hold the GIL and use Python's error model) and
-    the JIT's CPU features (pycc would take the CPU model's defaults)."""
+    """pycc with the JIT's flags (its defaults hold the GIL and use Python's error model; the
+    ``noalias`` of kernels made with ``jit.njit(noalias=True)``) and the JIT's CPU features (pycc
+    would take the CPU model's defaults)."""
     from numba.core import codegen
     from numba.pycc import compiler
 
@@ -56,13 +57,19 @@ def _jit_settings():
             self.release_gil = True
             self.error_model = REPRODUCED["error_model"]
 
-    saved = compiler.Flags, codegen.AOTCPUCodegen._customize_tm_features
-    compiler.Flags = Flags
+    def compile_extra(typingctx, targetctx, func, args, return_type, flags, *rest, **kwargs):
+        if getattr(func, "tw_noalias", False):      # jit.njit(noalias=True): the JIT's flag, this kernel only
+            flags = flags.copy()
+            flags.noalias = True
+        return saved[2](typingctx, targetctx, func, args, return_type, flags, *rest, **kwargs)
+
+    saved = compiler.Flags, codegen.AOTCPUCodegen._customize_tm_features, compiler.compile_extra
+    compiler.Flags, compiler.compile_extra = Flags, compile_extra
     codegen.AOTCPUCodegen._customize_tm_features = lambda self: self._get_host_cpu_features()
     try:
         yield
     finally:
-        compiler.Flags, codegen.AOTCPUCodegen._customize_tm_features = saved
+        compiler.Flags, codegen.AOTCPUCodegen._customize_tm_features, compiler.compile_extra = saved
 
 
 def built_modules(kernel):

@@ -49,6 +49,7 @@ import threading
 import time
 
 import numba
+import numba.core.compiler
 import numpy as np
 
 from tensorweave.kernels.cpu import aot
@@ -59,10 +60,31 @@ _parallel = {"pid": None, "ok": False}
 _parallel_lock = threading.Lock()
 
 
-def njit(fn=None, **options):
-    """``numba.njit`` with the settings above. Usable bare or with numba options."""
+class _NoAliasCompiler(numba.core.compiler.Compiler):
+    """numba's compiler with ``Flags.noalias``: every pointer argument of the compiled function (the
+    array arguments' data among them) marked ``noalias`` for LLVM, as parfors does where it proved
+    no aliasing. Not an ``njit`` option in numba; set by :func:`njit`'s ``noalias``."""
+
+    def __init__(self, typingctx, targetctx, library, args, return_type, flags, locals):
+        flags = flags.copy()
+        flags.noalias = True
+        super().__init__(typingctx, targetctx, library, args, return_type, flags, locals)
+
+
+def njit(fn=None, noalias=False, **options):
+    """``numba.njit`` with the settings above. Usable bare or with numba options.
+
+    ``noalias=True``: the caller promises that no two array arguments of a call share memory,
+    and LLVM may then keep per-loop runtime alias checks out (the Winograd transforms' short
+    channel loops: 11-24 % per 16-channel tile, BENCHMARKS.md session 17). A kernel ever called
+    in place must not set it. The ahead-of-time build compiles such a kernel with the same flag
+    (``f.tw_noalias``, read by ``aot_build``)."""
     def compile_(f):
-        kernel = numba.njit(f, **{"nogil": True, "cache": False, "error_model": "numpy", **options})
+        opts = {"nogil": True, "cache": False, "error_model": "numpy", **options}
+        if noalias:
+            f.tw_noalias = True
+            opts["pipeline_class"] = _NoAliasCompiler
+        kernel = numba.njit(f, **opts)
         aot.attach(kernel)
         return kernel
     return compile_ if fn is None else compile_(fn)

@@ -47,6 +47,11 @@ TILE_BYTES = 1 << 20
 #: thread did 58 % of the ResNet's filter gradients' CPU time).
 GROUP_IMAGES = 8
 
+# The transforms are compiled with ``noalias`` (``jit.njit``): their arrays never share memory (scratch
+# planes, the output's and the gradient's slices of the batch, the bias), and without the promise each of
+# their short channel loops runs LLVM's runtime alias checks (11-24 % of a 16-channel tile's time,
+# BENCHMARKS.md session 17; the same bits).
+#
 # Each transform below applies one 1-D transform along the window's rows, then the same along
 # its columns, written out both times: vector loops over the channels with the coefficients
 # inline (a helper returning the six values as a tuple measured ~25 % slower, a helper taking
@@ -65,7 +70,7 @@ def applies(x_dtype, fsizes, strides, dilations, pads):
             and all(0 <= b <= 2 and 0 <= a <= 2 for b, a in pads))
 
 
-@njit_twin(twins.input_transform)
+@njit_twin(twins.input_transform, noalias=True)
 def _input_transform(x, n0, n1, th, tw_, v):
     """``v[36, p, C] = B^T d B`` for the 6x6 windows at stride 4 of images ``n0:n1`` of ``x``
     (``p`` counts the windows of those images in order); rows, then columns.
@@ -121,7 +126,7 @@ def _input_transform(x, n0, n1, th, tw_, v):
                 p += 1
 
 
-@njit_twin(twins.output_transform)
+@njit_twin(twins.output_transform, noalias=True)
 def _output_transform(m, n0, n1, th, tw_, y, bias, has_bias, relu):
     """``y[n, 4 ti + r, 4 tj + s] = (A^T m A)[r, s]`` (+ bias, ReLU) for the windows of images
     ``n0:n1``, cropped to ``y``'s size; columns, then rows."""
@@ -166,7 +171,7 @@ def _output_transform(m, n0, n1, th, tw_, y, bias, has_bias, relu):
                 p += 1
 
 
-@njit_twin(twins.output_grad_transform)
+@njit_twin(twins.output_grad_transform, noalias=True)
 def _output_grad_transform(dy, n0, n1, th, tw_, w):
     """``w[36, p, O] = A g A^T`` for each 4x4 block ``g`` of ``dy`` (images ``n0:n1``; zeros
     beyond its edge): the gradient of the products from the gradient of the outputs. Rows, then
@@ -219,7 +224,7 @@ def _output_grad_transform(dy, n0, n1, th, tw_, w):
                 p += 1
 
 
-@njit_twin(twins.input_grad_transform)
+@njit_twin(twins.input_grad_transform, noalias=True)
 def _input_grad_transform(e, n0, n1, th, tw_, pt, pl, dx):
     """``dx[n] += B E B^T`` for each window's ``E = e[36, p, C]``, added at the window's place
     (stride 4, so neighbours overlap by 2) less the padding ``pt, pl``; images ``n0:n1`` of
