@@ -4,6 +4,7 @@ import numpy as np
 from tensorweave.core import errors
 from tensorweave.core.registry import register_kernel as k
 from tensorweave.core.shape import fmt
+from tensorweave.kernels.cpu import reduce_kernels
 from tensorweave.ops.array_ops import reshape_target
 
 
@@ -49,7 +50,12 @@ def _sum_to_like(g, like):
         return g
     lead = g.ndim - len(target)
     axes = tuple(range(lead)) + tuple(i + lead for i, d in enumerate(target) if d == 1 and g.shape[i + lead] != 1)
-    out = np.sum(g, axis=axes, keepdims=True, dtype=g.dtype) if axes else g
+    if not axes:
+        return g.reshape(target)
+    # a bias gradient (the leading axes summed): NumPy's sums in a loop that releases the GIL
+    out = reduce_kernels._middle_sum(g, axes, True)
+    if out is None:
+        out = np.sum(g, axis=axes, keepdims=True, dtype=g.dtype)
     return out.reshape(target)
 
 
