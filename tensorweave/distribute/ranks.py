@@ -26,6 +26,7 @@ import itertools
 import queue
 import threading
 
+from tensorweave.core import context
 from tensorweave.distribute.collective import CollectiveAbortedError, InProcessGroup
 from tensorweave.runtime.runtime import Runtime
 
@@ -88,15 +89,17 @@ class Rank:
         and finishes ``latch`` like the rank's own thread would (``World.run(..., inline=True)``)."""
         saved = getattr(_local, "rank", None)
         _local.rank = self
+        # Runtime.as_default's body without its generator (~2 µs a step on the controller)
+        saved_runtime, context.ctx.runtime = context.ctx.runtime, self.runtime
+        result = error = None
         try:
-            with self.runtime.as_default():
-                result = fn(index)
+            result = fn(index)
         except BaseException as e:  # noqa: BLE001 - handed to the caller with its rank
-            latch.finish(index, None, e)
-        else:
-            latch.finish(index, result, None)
+            error = e
         finally:
+            context.ctx.runtime = saved_runtime
             _local.rank = saved
+        latch.finish(index, result, error)
 
     def shutdown(self):
         self._inbox.put(None)
