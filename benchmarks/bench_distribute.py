@@ -32,6 +32,7 @@ smaller products, two rank threads side by side, the collectives and hand-off.
 each rank), the wall and thread-CPU ms per step of each op type.
 ``--gil`` prints, per rank of the planned step, the ms per step its thread held the GIL, per op type
 (:func:`gil_held`, ``gil_sampler.py``): the part of a rank's step that cannot overlap the other rank's.
+``--meeting`` adds a row timing ``World.run`` of an empty job (the per-step meeting alone).
 ``--pipeline`` adds a row for the same MLP as a 2-stage pipeline (layer 1 on rank 0, layers
 2-3 on rank 1; ``--micro-batches`` 4, 1F1B): steps/s against one device and the schedule's
 bubble fraction (one controller runs a time slot's actions one after the other: overhead, not overlap).
@@ -40,7 +41,7 @@ From a worktree, ``PYTHONPATH=.`` measures its ``tensorweave`` (else the install
 comes first on ``sys.path``, not the working directory).
 
 Usage: ``python benchmarks/bench_distribute.py [--batch 256] [--ranks 2] [--steps 20] [--rounds 3]
-[--all-cores] [--ablation] [--decompose] [--profile] [--gil] [--pipeline] [--eager] [--optimizer sgd|momentum|adam|adamw|rmsprop|adagrad]``.
+[--all-cores] [--ablation] [--decompose] [--meeting] [--profile] [--gil] [--pipeline] [--eager] [--optimizer sgd|momentum|adam|adamw|rmsprop|adagrad]``.
 """
 import argparse
 import json
@@ -377,6 +378,30 @@ def decompose(placement, args, world, ranks):
         for name, m in best.items()}}
 
 
+def meeting(world, ranks, runs, rounds):
+    """The per-step meeting alone: ``World.run`` of an empty job (the first rank inline, as a planned
+    step runs), CPU µs per run of the calling thread, of the other ranks' threads (each's
+    ``time.thread_time``) and of the process, best and median of ``rounds`` rounds of ``runs`` runs
+    (what a step pays to meet its ranks, beside its work; session 17 dp21)."""
+    def nothing(i):
+        return None
+
+    def one_round():
+        for _ in range(runs // 10):
+            world.run(ranks, nothing, inline=True)
+        r0 = world.run(ranks, lambda i: time.thread_time())[1:]
+        c0, p0 = time.thread_time(), time.process_time()
+        for _ in range(runs):
+            world.run(ranks, nothing, inline=True)
+        c1, p1 = time.thread_time(), time.process_time()
+        r1 = world.run(ranks, lambda i: time.thread_time())[1:]
+        return [(c1 - c0) / runs * 1e6, sum(b - a for a, b in zip(r0, r1)) / runs * 1e6, (p1 - p0) / runs * 1e6]
+    got = [one_round() for _ in range(rounds)]
+    return {"row": "meeting", "ranks": len(ranks), "runs": runs, **{
+        name: {"min": round(min(g[i] for g in got), 1), "median": round(float(np.median([g[i] for g in got])), 1)}
+        for i, name in enumerate(("controller_cpu_us", "other_ranks_cpu_us", "process_cpu_us"))}}
+
+
 class HalfBatchProcesses:
     """``n`` worker processes (this script with ``--half-batch-worker``), each with its own
     one-device step at the per-rank batch on one thread: ``independent`` with no GIL, allocator,
@@ -530,6 +555,8 @@ def main():
                     help="the MLP's optimizer (sgd: the issue's benchmark; adam/momentum: ZeRO-1 updates)")
     ap.add_argument("--gil", action="store_true",
                     help="per rank of the planned step: ms per step holding the GIL, per op type (gil_sampler.py)")
+    ap.add_argument("--meeting", action="store_true",
+                    help="CPU µs of World.run with an empty job (the per-step meeting alone)")
     ap.add_argument("--half-batch-worker", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args()
     global OPTIMIZER
@@ -560,6 +587,8 @@ def main():
             rows.append(ablation(placement, args, world, ranks))
         if args.decompose:
             rows.append(decompose(placement, args, world, ranks))
+        if args.meeting:
+            rows.append(meeting(world, ranks, 2000, args.rounds))
         if args.eager:
             _one_thread_per_rank(world, ranks)
             local, glob = make(None, args.batch), make(placement, args.batch)

@@ -13,7 +13,8 @@ import pytest
 from numba.core import sigutils
 
 from rnn18_aot_cases import rnn_cases
-from tensorweave.kernels.cpu import aot, aot_build, aot_kernels, gemm, jit, layer_norm_loops, nn_loops, training_kernels
+from tensorweave.kernels.cpu import aot, aot_build, aot_kernels, gemm, jit, layer_norm_loops, nn_loops, reduce_kernels
+from tensorweave.kernels.cpu import training_kernels
 from tensorweave.kernels.cpu import winograd
 
 RNG = np.random.default_rng(18)
@@ -65,6 +66,10 @@ def _cases():
     coeffs = training_kernels._compute_coefficients(np.dtype(np.float32), 1e-3, 3, 0.9, 0.999) + (np.float32(1e-7),)
     yield training_kernels._adam_flat, (w, m, v, g1) + coeffs, (0, 1, 2)
     yield training_kernels._decay_flat, (_floats(1000), np.float32(0.3), np.float32(0.7)), (0,)
+    for dtype in (np.float32, np.float64):      # leading-axes sums (Sum, SumToLike): -0.0 columns, odd sizes
+        xs = _floats(3, 37, 19).astype(dtype)
+        xs[:, :, 4] = -0.0
+        yield reduce_kernels._sum_middle, (xs, np.full((3, 19), 7, dtype)), (1,)
     if gemm.load():
         import ctypes
         fn = ctypes.cast(gemm._lib.cblas_sgemm, ctypes.c_void_p).value

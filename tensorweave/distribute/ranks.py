@@ -22,9 +22,11 @@ on a group matched; a failure aborts only the groups of the failing run's ranks.
 ...     print("rank", e.rank)
 rank 1
 """
+import itertools
 import queue
 import threading
 
+from tensorweave.core import context
 from tensorweave.distribute.collective import CollectiveAbortedError, InProcessGroup
 from tensorweave.runtime.runtime import Runtime
 
@@ -87,15 +89,17 @@ class Rank:
         and finishes ``latch`` like the rank's own thread would (``World.run(..., inline=True)``)."""
         saved = getattr(_local, "rank", None)
         _local.rank = self
+        # Runtime.as_default's body without its generator (~2 µs a step on the controller)
+        saved_runtime, context.ctx.runtime = context.ctx.runtime, self.runtime
+        result = error = None
         try:
-            with self.runtime.as_default():
-                result = fn(index)
+            result = fn(index)
         except BaseException as e:  # noqa: BLE001 - handed to the caller with its rank
-            latch.finish(index, None, e)
-        else:
-            latch.finish(index, result, None)
+            error = e
         finally:
+            context.ctx.runtime = saved_runtime
             _local.rank = saved
+        latch.finish(index, result, error)
 
     def shutdown(self):
         self._inbox.put(None)
@@ -107,28 +111,85 @@ class Rank:
 
 
 class _Latch:
-    """Results of one :meth:`World.run`: each rank finishes its slot; the first failure aborts
-    the groups at once (from the failing rank's thread), so no rank waits for a timeout."""
+    """Results of one :meth:`World.run`, reused run after run by its :class:`_Meeting`: each rank
+    fills its slot; the last to finish releases ``done`` (a lock the waiting caller holds between
+    runs: one wake-up, where a condition allocated a lock per wait and took its own lock per
+    finish); the first failure aborts the groups at once (from the failing rank's thread), so no
+    rank waits for a timeout. ``next()`` of an ``itertools.count`` is one C call (atomic under the
+    GIL): the finishing ranks count without a lock."""
+
+    __slots__ = ("results", "errors", "n", "count", "done", "failed", "on_error")
 
     def __init__(self, n, on_error):
-        self.results, self.errors = [None] * n, [None] * n
-        self.left = n
-        self.cond = threading.Condition()
-        self.on_error = on_error
+        self.n, self.on_error = n, on_error
+        self.done = threading.Lock()
+        self.done.acquire()
+        self.reset()
+
+    def reset(self):
+        self.results, self.errors = [None] * self.n, [None] * self.n
+        self.count = itertools.count(1)
+        self.failed = False
 
     def finish(self, index, result, error):
         if error is not None:
+            self.failed = True
             self.on_error(index, error)
-        with self.cond:
-            self.results[index], self.errors[index] = result, error
-            self.left -= 1
-            if self.left == 0:
-                self.cond.notify()
+        self.results[index], self.errors[index] = result, error
+        if next(self.count) == self.n:
+            self.done.release()
 
     def wait(self):
-        with self.cond:
-            while self.left:
-                self.cond.wait()
+        self.done.acquire()             # held again: ready for the next run
+
+
+class _Meeting:
+    """One rank list's :meth:`World.run` prepared once: its ranks, the locks of the ranks it uses
+    (rank order), and a latch reused every run (a run holds those locks, so no two runs share it)."""
+
+    __slots__ = ("world", "ranks", "used", "rank_objs", "locks", "latch", "clean")
+
+    def __init__(self, world, ranks):
+        self.world, self.ranks = world, ranks
+        self.used = sorted(set(ranks))
+        self.rank_objs = [world.rank(r) for r in ranks]
+        self.locks = world._locks_of(self.used)
+        self.latch = _Latch(len(ranks), self.on_error)
+        self.clean = True       # False from posting until every rank finished: then not reused
+
+    def on_error(self, index, error):
+        self.world._abort(self.used, f"rank {self.ranks[index]} raised {type(error).__name__}: {error}")
+
+    def run(self, fn, inline):
+        """The ranks' results (the caller holds :attr:`locks`); raises the first rank's error."""
+        latch, objs = self.latch, self.rank_objs
+        if not objs:
+            return []
+        latch.reset()
+        self.clean = False
+        for i in range(1 if inline else 0, len(objs)):
+            objs[i].post(fn, i, latch)
+        if inline:
+            objs[0].run_here(fn, 0, latch)
+        latch.wait()
+        self.clean = True
+        if latch.failed:
+            _raise_first(self.ranks, latch.errors)
+        return latch.results
+
+
+def _raise_first(ranks, errors):
+    """Raises the first rank's error that is not a :class:`CollectiveAbortedError` (those follow
+    from another rank's failure), else the first one, with ``.rank`` and a note naming the rank."""
+    first = None
+    for r, e in zip(ranks, errors):
+        if e is not None and (first is None or (isinstance(first[1], CollectiveAbortedError)
+                                                and not isinstance(e, CollectiveAbortedError))):
+            first = (r, e)
+    rank, exc = first
+    exc.rank = rank
+    exc.add_note(f"(raised on rank {rank})")
+    raise exc
 
 
 class World:
@@ -141,6 +202,7 @@ class World:
         self._failure = {}         # rank -> why its current run failed: groups with it start aborted
         self._lock = threading.Lock()
         self._rank_locks = {}      # rank -> the lock a run holds while it uses that rank
+        self._meetings = {}        # tuple of rank ids -> its _Meeting (World.run)
 
     def rank(self, r):
         with self._lock:
@@ -177,40 +239,32 @@ class World:
         threads: one thread hand-off and wake-up less per run, and no third thread on the cores
         while the ranks work (a planned step's run, ``plan_function.RankPlans``). ``fn`` must not
         depend on which thread runs it beyond that (per-thread library settings: set and restore
-        them, ``rank_threads.held``)."""
+        them, ``rank_threads.held``). A rank list's ranks, locks and latch are looked up once
+        (:class:`_Meeting`): a planned step meets its ranks every step."""
         if current_rank() is not None:
             raise RuntimeError("World.run called from a rank thread: rank work must not start rank work "
                                "(it would wait for itself)")
-        used = sorted(set(int(r) for r in ranks))
-        locks = self._locks_of(used)
+        key = ranks if type(ranks) is tuple else tuple(ranks)
+        meeting = self._meetings.get(key)
+        if meeting is None:
+            key = tuple(int(r) for r in key)
+            meeting = _Meeting(self, key)
+        locks = meeting.locks
         for lock in locks:          # in rank order: runs sharing ranks never wait in a cycle
             lock.acquire()
         try:
-            with self._lock:
-                for r in used:
-                    self._failure.pop(r, None)
-            latch = _Latch(len(ranks), lambda i, e: self._abort(
-                used, f"rank {ranks[i]} raised {type(e).__name__}: {e}"))
-            for i, r in enumerate(ranks):
-                if not (inline and i == 0):
-                    self.rank(r).post(fn, i, latch)
-            if inline:
-                self.rank(ranks[0]).run_here(fn, 0, latch)
-            latch.wait()
+            if self._failure:
+                with self._lock:
+                    for r in meeting.used:
+                        self._failure.pop(r, None)
+            return meeting.run(fn, inline)
         finally:
+            if meeting.clean:
+                self._meetings[key] = meeting
+            else:                   # interrupted while ranks ran: their latch may be finished late
+                self._meetings.pop(key, None)
             for lock in reversed(locks):
                 lock.release()
-        first = None
-        for r, e in zip(ranks, latch.errors):
-            if e is not None and (first is None or (isinstance(first[1], CollectiveAbortedError)
-                                                    and not isinstance(e, CollectiveAbortedError))):
-                first = (r, e)
-        if first is not None:
-            rank, exc = first
-            exc.rank = rank
-            exc.add_note(f"(raised on rank {rank})")
-            raise exc
-        return latch.results
 
     def _locks_of(self, ranks):
         with self._lock:
@@ -231,6 +285,7 @@ class World:
     def shutdown(self):
         with self._lock:
             ranks, self._ranks = list(self._ranks.values()), {}
+            self._meetings = {}
         for r in ranks:
             r.shutdown()
 

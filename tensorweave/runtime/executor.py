@@ -727,6 +727,12 @@ def node_error(step, exc):
     cls = type(exc) if isinstance(exc, errors.OpError) else (
         errors.ResourceExhaustedError if isinstance(exc, MemoryError) else errors.InvalidArgumentError)
     err = cls(f"{msg}\n  {where}", op=step.op)
+    if type(exc) is cls:
+        # what a subclass carries beyond OpError's fields (CollectiveTimeoutError.missing: the
+        # ranks that did not arrive; notes), which its constructor set to a default here
+        for key, value in vars(exc).items():
+            if key not in ("message", "op", "node_def"):
+                setattr(err, key, value)
     return err
 
 

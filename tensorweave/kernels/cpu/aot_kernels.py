@@ -106,6 +106,11 @@ KERNELS = {
         "backward": [f"void({_F2}, {_F2}, {_F1}, {_F1}, {_F1}, {_D1}, {_D1}, boolean, {_F2}, {_D1}, {_D1})"],
         "softmax_grad": [f"void({_F2}, {_F2}, float32, {_F2})"],
     },
+    # the leading-axes sums of Sum/Mean and of SumToLike (the dense layers' bias gradients: every
+    # training step of the mlp meets them; session 17, dp21), float64 for gradient checks
+    "tensorweave.kernels.cpu.reduce_kernels": {
+        "_sum_middle": [f"void({_F3}, {_F2})", f"void({_array(3, 'float64')}, {_array(2, 'float64')})"],
+    },
     "tensorweave.kernels.cpu.training_kernels": {
         "_adam_flat": [f"void({_F1}, {_F1}, {_F1}, {_F1}, float32, float32, float32, float32)"],
         # AdamW's (and weight_decay='s) decay pass before the update (session 16, adamw20)

@@ -7,8 +7,11 @@ from tensorweave.kernels.cpu.jit import njit
 
 @njit
 def _sum_middle(x, out):
-    # Slice after slice, as NumPy adds along a non-last axis (the same sums), but ~3x
-    # faster than np.add.reduce for a middle axis with a short trailing block.
+    # Slice after slice into ``out`` (zeros), as NumPy adds along a non-last axis of a contiguous
+    # array (from its identity 0: a column of -0.0 sums to 0.0; then each slice in turn: the same
+    # sums; its pairwise sums are along the last axis only), but ~3x faster than np.add.reduce
+    # for a middle axis with a short trailing block, and without the GIL (a rank thread's bias
+    # gradients, SumToLike, run beside the other rank's work).
     for a in range(x.shape[0]):
         o = out[a]
         for r in range(x.shape[1]):
