@@ -105,9 +105,10 @@ def tw_loss(ws, d):
     return tw.reduce_mean(r * r) + 0.5 * tw.reduce_sum(d["C"] * ws[2] * ws[2])
 
 
-def tw_run(case, steps, dtype=np.float32, layout=None):
+def tw_run(case, steps, dtype=np.float32, layout=None, traced=False):
     """``(history, optimizer, variables)``: tensorweave's weights after each step. ``layout``:
-    ``(placement, {name: sbp})`` for global variables (the data then ``B`` on that placement)."""
+    ``(placement, {name: sbp})`` for global variables (the data then ``B`` on that placement);
+    ``traced``: the step is a ``tw.function`` (planned whole-graph on a placement)."""
     d = data(dtype)
     if layout is None:
         ws = [tw.Variable(d[n], name=n) for n in NAMES]
@@ -117,10 +118,14 @@ def tw_run(case, steps, dtype=np.float32, layout=None):
         ws = [tw.Variable(d[n], name=n, placement=placement, sbp=sbps[n]) for n in NAMES]
         consts = {k: tw.constant(v).to_global(placement=placement, sbp=tw.sbp.broadcast) for k, v in d.items()}
     opt = getattr(tw.keras.optimizers, case["class"])(**case["kwargs"])
-    history = []
-    for _ in range(steps):
+
+    def step():
         with tw.GradientTape() as tape:
             loss = tw_loss(ws, consts)
         opt.apply_gradients(zip(tape.gradient(loss, ws), ws))
+    step = tw.function(step) if traced else step
+    history = []
+    for _ in range(steps):
+        step()
         history.append([w.numpy() for w in ws])
     return history, opt, ws

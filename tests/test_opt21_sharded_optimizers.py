@@ -8,7 +8,7 @@ import pytest
 
 import tensorweave as tw
 from tensorweave.core.sbp import B, S
-from keras3_optimizer_refs import NAMES, data, keras_numbers, tw_loss, tw_run
+from keras3_optimizer_refs import NAMES, keras_numbers, tw_run
 
 CASES = keras_numbers()["cases"]
 STEPS = 3
@@ -78,18 +78,6 @@ def test_a_planned_step_on_sharded_weights_equals_one_device(one_device, name):
     """The same rules traced by tw.function and planned whole-graph (issue 13's planner): the
     reductions over split rows still all-reduced before use, Nadam's u_product advanced once."""
     p = tw.placement("cpu", ranks=[0, 1, 2])
-    case = CASES[name]
-    d = data(np.float32)
-    ws = [tw.Variable(d[n], name=n, placement=p, sbp=S(0)) for n in NAMES]
-    consts = {k: tw.constant(v).to_global(placement=p, sbp=B) for k, v in d.items()}
-    opt = getattr(tw.keras.optimizers, case["class"])(**case["kwargs"])
-
-    @tw.function
-    def step():
-        with tw.GradientTape() as tape:
-            loss = tw_loss(ws, consts)
-        opt.apply_gradients(zip(tape.gradient(loss, ws), ws))
-    for _ in range(STEPS):
-        step()
+    _, _, ws = tw_run(CASES[name], STEPS, layout=(p, {n: S(0) for n in NAMES}), traced=True)
     for n, w, want in zip(NAMES, ws, one_device[name]):
         np.testing.assert_allclose(w.numpy(), want, rtol=2e-5, atol=1e-6, err_msg=n)
