@@ -191,8 +191,11 @@ def test_rendezvous_actors_outlive_their_creator_and_go_with_the_cluster(cluster
     assert "tw-rdv-zz-gone-0_1" in names()                  # detached: still there for the other members
     handle = ray.get_actor("tw-rdv-zz-gone-0_1")
     ray_cluster._kill_rendezvous("zz-gone")
+    # ray.kill reaches the actor through the GCS, a call goes to it directly: under load a call or
+    # two can still be served before the kill lands (seen in a fresh-clone CI); one never ends it
     with pytest.raises(ray.exceptions.RayActorError):
-        ray.get(handle.abort.remote("after"), timeout=120)
+        for _ in range(100):
+            ray.get(handle.abort.remote("after"), timeout=120)
 
 
 def test_values_stay_on_workers_between_calls(cluster):
