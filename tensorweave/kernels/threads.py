@@ -38,12 +38,54 @@ _inter_op = [0]   # 0: derived from the cores and the intra-op threads
 _single = {"depth": 0, "limit": None}
 
 
+class _Affinity(threading.local):
+    """The calling thread's core count as last read, and the :data:`_generation` it was read in
+    (class defaults: a new thread reads its mask on its first :func:`cores`)."""
+    generation = -1
+    count = 0
+
+
+_affinity = _Affinity()
+#: bumped by :func:`affinity_changed`: every thread's cached count is read again on its next call
+_generation = [0]
+
+
 def cores():
-    """The cores this process may run on (its affinity mask, not the machine's count)."""
+    """The cores the calling thread may run on (its affinity mask, not the machine's count).
+
+    Read once per thread and kept: ``os.sched_getaffinity`` took ~2 µs, and a batch-1 product's
+    routing asked three times (issue 18 session 17). What changes the mask invalidates the kept
+    count through :func:`affinity_changed`: ``tw.config.threading`` (both setters), a forked child
+    (``os.register_at_fork``); after ``os.sched_setaffinity`` (or ``taskset`` on a running
+    process) call ``threads.affinity_changed()``.
+
+    >>> before = cores()
+    >>> affinity_changed()
+    >>> cores() == before
+    True
+    """
+    mine = _affinity
+    if mine.generation != _generation[0]:
+        mine.generation = _generation[0]   # before the read: a bump during it makes the next call read again
+        mine.count = _read_cores()
+    return mine.count
+
+
+def _read_cores():
     try:
         return len(os.sched_getaffinity(0))
     except AttributeError:   # not Linux
         return os.cpu_count() or 1
+
+
+def affinity_changed():
+    """Makes every thread read its affinity mask again on its next :func:`cores` (after
+    ``os.sched_setaffinity``; the thread settings call it themselves)."""
+    _generation[0] += 1
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=affinity_changed)
 
 
 def _blas():
@@ -93,6 +135,7 @@ def intra_op_threads():
 
 def set_intra_op_threads(n):
     """Threads for one op's BLAS and numba work; ``0`` restores one per core."""
+    affinity_changed()
     n = int(n) or cores()
     for lib in _blas():
         lib.set_num_threads(n)
@@ -125,6 +168,7 @@ def single_threaded_blas():
 
 def set_inter_op_slots(n):
     """Heavy ops the executor may run at once; ``0`` derives it from the cores."""
+    affinity_changed()
     _inter_op[0] = max(0, int(n))
 
 

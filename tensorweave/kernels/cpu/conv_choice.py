@@ -28,6 +28,7 @@ neighbours); the Winograd timing keeps wall time, as before.
 >>> conv_choice.shape_class("forward", 64, 32, 32, 16, 16, ((1, 1), (1, 1)))
 'forward:n4,h6,w6,c5,o5,p1111'
 """
+import functools
 import os
 import time
 
@@ -41,8 +42,33 @@ PROBE_IMAGES = 8
 BACKENDS = ("winograd", "im2col", "planes")
 _state = {"tuner": None}
 _chosen = {}            # shape class -> backend, this process (settled or not)
+_class_strings = {}     # (builder, its arguments) -> the class string (see _remembered)
+#: class strings remembered (a process seeing ever new shapes builds the later ones per call)
+CLASS_KEYS = 4096
 
 
+def _remembered(build):
+    """``build`` (a pure function of hashable arguments to a class string), its answers kept:
+    every convolution asks for its class, and building the string took 4-12 µs of a batch-1
+    convolution's ~270 (issue 18 session 17: ``planes_class`` 12.0 µs, thread CPU, load 6).
+    Unhashable arguments (a list) build the string on every call."""
+    @functools.wraps(build)
+    def remembered(*args):
+        key = (build, args)
+        try:
+            return _class_strings[key]
+        except KeyError:
+            pass
+        except TypeError:
+            return build(*args)
+        got = build(*args)
+        if len(_class_strings) < CLASS_KEYS:
+            _class_strings[key] = got
+        return got
+    return remembered
+
+
+@_remembered
 def shape_class(kind, n, h, w, c, o, pads):
     """The bucket a timing stands for: the kind, log2 buckets of the batch up to
     :data:`PROBE_IMAGES` (a batch of one runs one tile on BLAS's threads, a larger one tiles on
@@ -52,6 +78,7 @@ def shape_class(kind, n, h, w, c, o, pads):
     return f"{kind}:n{batch},h{h.bit_length()},w{w.bit_length()},c{c.bit_length()},o{o.bit_length()},p{flat}"
 
 
+@_remembered
 def planes_class(kind, n, sizes, c, o, ksize, pads, strides, dilations):
     """:func:`shape_class` for any rank, with the window's geometry (``conv_planes``'s copy
     depends on it): log2 buckets of the batch, sizes and output channels, the exact channels.

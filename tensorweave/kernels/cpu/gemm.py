@@ -656,9 +656,12 @@ def matmul(a, b, out=None, one_thread=False):
         geometry = _geometry.get(key)
         if geometry is None:
             geometry = _product(a, b)
-            if len(_geometry) < GEOMETRY_KEYS:
+            # not for a dtype without MKL now (tests empty _gemm): a remembered False is final below
+            if len(_geometry) < GEOMETRY_KEYS and a.dtype in _gemm:
                 _geometry[key] = geometry
-        if geometry is False or not (a.flags.aligned and b.flags.aligned) or _gemm.get(a.dtype) is None:
+        if geometry is False:     # not for BLAS (small, odd strides or dtype): as _matmul_checked ends
+            return np.matmul(a, b)
+        if not (a.flags.aligned and b.flags.aligned) or _gemm.get(a.dtype) is None:
             return _matmul_checked(a, b, None, one_thread)
         op_a, op_b, m, n, k, seen = geometry
         out = np.empty((m, n), a.dtype)
@@ -706,20 +709,20 @@ def _run_2d(a, b, out, op_a, op_b, op_c, m, n, k, seen, one_thread=False):
     OpenBLAS's 2.10 on one Zen 3 thread). Which of these ways a product takes is :func:`route`'s
     answer, which ``gemm_route.decision`` reports."""
     fn = _gemm[a.dtype]
-    way = route(a.dtype, m, n, k, one_thread)
+    way, parts = _way(a.dtype, m, n, k, one_thread)
     if way in ("thin", "one"):
         if way == "thin":
-            backend = _thin_choice(a, b, out, op_a, op_b, op_c, m, n, k, seen)
+            backend = _thin_choice(a, b, out, op_a, op_b, op_c, m, n, k, seen, parts)
             if backend == "mkl":
                 fn(op_a[0], op_b[0], m, n, k, a, op_a[1], b, op_b[1], out, op_c[1])
                 return out
             if backend == "cols":
-                _run_split("cols", a, b, out, op_a, op_b, op_c, k, split_parts())
+                _run_split("cols", a, b, out, op_a, op_b, op_c, k, parts)
                 return out
             if backend == "numpy":
                 return np.matmul(a, b, out=out)
             if backend == "par":
-                _run_thin_blocks(a, b, out, op_a, op_b, n, split_parts())
+                _run_thin_blocks(a, b, out, op_a, op_b, n, parts)
                 return out
         return _run_one(a, b, out, op_a, op_b, op_c, m, n, k, seen)
 
@@ -733,7 +736,6 @@ def _run_2d(a, b, out, op_a, op_b, op_c, m, n, k, seen, one_thread=False):
         if backend == "numpy":
             return np.matmul(a, b, out=out)
     elif way == "threads":
-        parts = split_parts()
         backend = _threaded_choice(a, b, out, op_a, op_b, op_c, m, n, k, seen, parts, run_mkl)
         if backend != "mkl":
             _run_split(backend, a, b, out, op_a, op_b, op_c, k, parts)
@@ -811,16 +813,28 @@ def route(dtype, m, n, k, one_thread=False):
     >>> route(np.dtype(np.float32), 64, 64, 64, one_thread=True) in ("one", "mkl")
     True
     """
+    return _way(dtype, m, n, k, one_thread)[0]
+
+
+def _way(dtype, m, n, k, one_thread=False):
+    """``(route, parts)``: :func:`route`'s answer and, for ``"thin"`` and ``"threads"``, the
+    :func:`split_parts` it was decided with, so that the product's path reads the calling
+    thread's share once (it asked three times per thin product before issue 18 session 17)."""
     limit = _serial_work.get(dtype)
     small = m * n * k < (serial_work(dtype) if limit is None else limit)
-    if (one_thread or small or _share() == 1) and dtype in _gemm_serial:
+    share = None if one_thread or small else _share()
+    if (one_thread or small or share == 1) and dtype in _gemm_serial:
         if small and not one_thread and m < MIN_PART and k * n * dtype.itemsize >= THIN_BYTES \
-                and _split["on"] and not inside_blocks_here() and split_parts() > 1:
-            return "thin"
-        return "one"
+                and _split["on"] and not inside_blocks_here():
+            parts = split_parts()
+            if parts > 1:
+                return "thin", parts
+        return "one", None
     if _tuning["on"]:
-        return "tuned"
-    return "threads" if split_parts() > 1 else "mkl"
+        return "tuned", None
+    # _share() is split_parts() where products may be split (the same count, read once)
+    parts = share if share is not None and _split["on"] else split_parts()
+    return ("threads", parts) if parts > 1 else ("mkl", None)
 
 
 def _run_one(a, b, out, op_a, op_b, op_c, m, n, k, seen):
@@ -850,7 +864,7 @@ _thin_chosen = {}                # thin shape class (tuple) + parts -> "one", "m
 _thin_pending = set()            # their keys whose choice waits for thin_gemm's loop to compile
 
 
-def _thin_choice(a, b, out, op_a, op_b, op_c, m, n, k, seen):
+def _thin_choice(a, b, out, op_a, op_b, op_c, m, n, k, seen, parts=None):
     """``"one"`` (one thread, :func:`_run_one`), ``"mkl"`` (MKL's own threads), ``"numpy"``
     (NumPy's OpenBLAS on its threads), ``"cols"`` (a split on the runtime's Python threads,
     :func:`_run_split`) or ``"par"`` (column blocks on numba's pool, ``thin_gemm``) for a thin
@@ -868,10 +882,11 @@ def _thin_choice(a, b, out, op_a, op_b, op_c, m, n, k, seen):
     0.210). The caller computes the product with the choice even after a timing, so every call of
     a class gives the same bits. Until ``thin_gemm``'s parallel loop is compiled (in the
     background, never on this thread) a timing holds for the process only and the class is timed
-    again, with the loop, once it is (``_thin_pending``)."""
+    again, with the loop, once it is (``_thin_pending``). ``parts``: :func:`split_parts`, where
+    the caller has read it (:func:`_way`)."""
     if not _split["on"] or getattr(_thread_share, "here", None) is not None:   # inside blocks_here
         return "one"
-    parts = split_parts()
+    parts = split_parts() if parts is None else parts
     if parts < 2:
         return "one"
     key = seen + (parts,)
