@@ -127,15 +127,13 @@ def test_a_thin_product_reads_its_share_once_and_keeps_its_bits(monkeypatch):
     rng = np.random.default_rng(0)
     a, b = rng.standard_normal((1, 784)).astype(np.float32), rng.standard_normal((784, 512)).astype(np.float32)
     first = gemm.matmul(a, b)
+    way = gemm.route(F32, 1, 512, 784)     # (read before counting: what an earlier test left decides it)
     real, asked = gemm.split_parts, []
     monkeypatch.setattr(gemm, "split_parts", lambda: (asked.append(1), real())[1])
     again = gemm.matmul(a, b)
     np.testing.assert_array_equal(again, first)
     np.testing.assert_allclose(again, a.astype(np.float64) @ b, rtol=1e-4, atol=1e-4)
-    if gemm.route(F32, 1, 512, 784) in ("thin", "threads"):
-        assert len(asked) == 2                           # the product's one read + route()'s above
-    else:
-        assert len(asked) <= 1
+    assert len(asked) == (1 if way in ("thin", "threads") else len(asked)) and len(asked) <= 1
 
 
 @pytest.mark.parametrize("case", ["small", "int", "mixed", "strided"])
