@@ -66,6 +66,7 @@ def _cases():
     coeffs = training_kernels._compute_coefficients(np.dtype(np.float32), 1e-3, 3, 0.9, 0.999) + (np.float32(1e-7),)
     yield training_kernels._adam_flat, (w, m, v, g1) + coeffs, (0, 1, 2)
     yield training_kernels._decay_flat, (_floats(1000), np.float32(0.3), np.float32(0.7)), (0,)
+    yield from _bucket_cases()
     for dtype in (np.float32, np.float64):      # leading-axes sums (Sum, SumToLike): -0.0 columns, odd sizes
         xs = _floats(3, 37, 19).astype(dtype)
         xs[:, :, 4] = -0.0
@@ -90,6 +91,21 @@ def _cases():
                                          b.T.copy(), 20, np.zeros((64, 20), np.float32), 20), (12,)
     yield from rnn_cases()                  # the recurrent step loops (rnn18's cases)
     yield from _layer_norm_cases()
+
+
+def _bucket_cases():
+    """The gradient bucket's Lion and Adamax loops (``fused_rules._sum2_*``): their factors from
+    the rules, zero and NaN interpolations and a NaN on either side of Adamax's max."""
+    from tensorweave.distribute import fused_rules
+    w, m, a, b = _floats(1000), _floats(1000), _floats(1000), _floats(1000)
+    a[:3], b[:3], m[:3] = [0.0, np.nan, 1.0], [-0.0, 0.0, -1.0], [0.0, 0.0, 0.0]
+    lion = fused_rules.rule_for("ResourceApplyLion", {"beta_1": 0.9, "beta_2": 0.99})
+    yield fused_rules._sum2_lion, (w, m, a, b) + lion.factors([0.01], np.dtype(np.float32)), (0, 1)
+    u = np.abs(_floats(1000))
+    u[0], a[1] = np.nan, np.nan
+    adamax = fused_rules.rule_for("ResourceApplyAdamax", {"beta_1": 0.9, "beta_2": 0.999, "epsilon": 1e-7})
+    yield (fused_rules._sum2_adamax, (w, m, u, a, b) + adamax.factors([0.05, np.int64(3)], np.dtype(np.float32)),
+           (0, 1, 2))
 
 
 def _layer_norm_cases():

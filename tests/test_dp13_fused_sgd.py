@@ -253,9 +253,10 @@ def check_apply_chunk(members, op, attrs):
     scalars = [np.float32(0.05), np.int64(3)][:rule.scalars]
     want_w, want_slots = w.copy(), [s.copy() for s in slots]
     total = _ordered_sum([g[0] for g in grads])
-    kernels = {"adam": "_apply_adam", "amsgrad": "_apply_adam", "rmsprop": "_apply_rmsprop",
-               "adagrad": "_apply_adagrad"}
-    tk.__dict__[kernels.get(rule.name, "_apply_momentum")](
+    from tensorweave.kernels.cpu import adamax_kernels, lion_kernels
+    kernels = {"adam": tk._apply_adam, "amsgrad": tk._apply_adam, "rmsprop": tk._apply_rmsprop,
+               "adagrad": tk._apply_adagrad, "lion": lion_kernels._apply_lion, "adamax": adamax_kernels._apply_adamax}
+    kernels.get(rule.name, tk._apply_momentum)(
         *[_Var(a) for a in [want_w] + want_slots], *scalars, total,
         **{k: v for k, v in attrs.items()})
     bounds = balanced_bounds(9, members)

@@ -40,8 +40,9 @@ EXCEPTIONS = {
                      "ResourceSparseApplyAdagradV2", "ResourceSparseApplyKerasRMSprop", "ResourceGroupApplyAdam",
                      "ResourceGroupApplyKerasMomentum", "ResourceGroupApplyAdagradV2",
                      "ResourceGroupApplyKerasRMSprop"], _STATE),
-    **dict.fromkeys([f"Resource{k}Apply{n}" for k in ("", "Sparse", "Group") for n in ("Lion", "Adamax")],
-                    "stateful variable op (Lion's and Adamax's fused updates): tests/test_opt21_fused_updates.py"),
+    **dict.fromkeys([f"Resource{k}Apply{n}" for k in ("", "Sparse", "Group") for n in ("Lion", "Adamax", "Nadam")],
+                    "stateful variable op (Lion's, Adamax's and Nadam's fused updates): "
+                    "tests/test_opt21_fused_updates.py"),
     **dict.fromkeys(["RandomUniform", "RandomStandardNormal", "TruncatedNormal", "RandomUniformInt",
                      "Multinomial", "RandomShuffle", "StatelessRandomUniform", "StatelessRandomNormal",
                      "StatelessTruncatedNormal", "StatelessRandomUniformInt", "StatelessRandomUniformFullInt",

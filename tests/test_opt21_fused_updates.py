@@ -1,5 +1,5 @@
-"""Lion's and Adamax's fused updates (ResourceApply{Lion,Adamax}, their sparse and group forms;
-kernels/cpu/lion_kernels.py, adamax_kernels.py): the same bits as the op-built rules — dense with
+"""Lion's, Adamax's and Nadam's fused updates (ResourceApply{Lion,Adamax,Nadam}, their sparse and group
+forms; kernels/cpu/lion_kernels.py, adamax_kernels.py, nadam_kernels.py): the same bits as the op-built rules — dense with
 the decay folded in, sparse rows, several variables in one group op, float32 and float64 — and,
 as fused update ops, ZeRO-1 in planned data-parallel steps (2 and 3 ranks equal one device)."""
 import numpy as np
@@ -12,7 +12,8 @@ from zero13_model import SHAPES, slots_of, train
 
 
 MAKE = {"Lion": lambda wd: tw.keras.optimizers.Lion(0.01, beta_1=0.8, weight_decay=wd),
-        "Adamax": lambda wd: tw.keras.optimizers.Adamax(0.05, beta_2=0.9, weight_decay=wd)}
+        "Adamax": lambda wd: tw.keras.optimizers.Adamax(0.05, beta_2=0.9, weight_decay=wd),
+        "Nadam": lambda wd: tw.keras.optimizers.Nadam(0.05, beta_1=0.8, beta_2=0.99, weight_decay=wd)}
 
 
 def _train(cls, dtype, sparse, weight_decay):

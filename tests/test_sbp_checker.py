@@ -640,7 +640,8 @@ _UPDATES = [   # op, number of variable handles, scalars, attrs
     ("AdagradV2", 2, [0.1], {"epsilon": 1e-7}),
     ("KerasRMSprop", 4, [0.1], {"rho": 0.9, "momentum": 0.5, "epsilon": 1e-7, "centered": True}),
     ("Lion", 2, [0.1], {"beta_1": 0.9, "beta_2": 0.99}),
-    ("Adamax", 3, [0.1, np.int64(3)], {"beta_1": 0.9, "beta_2": 0.999, "epsilon": 1e-7}),
+    ("Adamax", 3, [0.1, np.int64(3)], {"beta_1": 0.9, "beta_2": 0.99, "epsilon": 1e-7}),
+    ("Nadam", 3, [0.1, np.int64(3), 0.5], {"beta_1": 0.9, "beta_2": 0.99, "epsilon": 1e-7}),   # u_product 0.5
 ]
 
 

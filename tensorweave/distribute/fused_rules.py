@@ -2,7 +2,8 @@
 how its scalars become the kernel's factors and the one pass over a chunk that sums the members'
 gradients and updates the weight and its slots there.
 
-Each rule reproduces its update kernel (``kernels/cpu/training_kernels.py``) operation for
+Each rule reproduces its update kernel (``kernels/cpu/training_kernels.py``; Lion's and Adamax's
+``lion_kernels.py``, ``adamax_kernels.py``, whose element functions the two-member loops call) operation for
 operation, in the weight's dtype: the gradient is the members' values summed in rank order (the
 all-reduce's bits), then the kernel's loop body on it. With two members the sum and the update
 are one compiled loop (``_sum2_*``: the sum never stored); with more, the sum goes to a scratch
@@ -25,6 +26,8 @@ weight before its loop. Elementwise, so decaying chunk by chunk gives the same b
 """
 import numpy as np
 
+from tensorweave.kernels.cpu import adamax_kernels as _adamax
+from tensorweave.kernels.cpu import lion_kernels as _lion
 from tensorweave.kernels.cpu import training_kernels as _tk
 from tensorweave.kernels.cpu.jit import njit_twin
 
@@ -77,6 +80,10 @@ class _Rule:
             return (t(scalars[0]), t(rho), t(1 - rho), t(momentum), t(epsilon), momentum > 0, centered) + decay
         if self.name == "adagrad":
             return (t(scalars[0]), t(self.params[0])) + decay
+        if self.name == "lion":
+            return _lion._lion_scalars(dtype, scalars[0], *self.params) + decay
+        if self.name == "adamax":
+            return _adamax._adamax_scalars(dtype, scalars[0], scalars[1], *self.params) + decay
         return (t(scalars[0]),) + decay
 
     def apply(self, parts, w, slots, factors, scratch):
@@ -99,6 +106,12 @@ class _Rule:
             _tk._rmsprop_flat(w, v, mom, avg, _summed(parts, scratch), *factors)
         elif self.name == "adagrad":
             _tk._adagrad_flat(w, *slots, _summed(parts, scratch), *factors)
+        elif self.name in _OWN_LOOPS:
+            sum2, kernel = _OWN_LOOPS[self.name]
+            if len(parts) == 2:
+                sum2(w, *slots, *parts, *factors)
+            else:
+                kernel(w, *slots, _summed(parts, scratch), *factors)
         elif self.name == "momentum":
             if len(parts) == 2:
                 _sum2_momentum(w, *slots, *parts, *factors)
@@ -129,6 +142,10 @@ def rule_for(op, attrs):
                      (float(attrs["rho"]), momentum, float(attrs["epsilon"]), centered), decay)
     if op in ("ResourceApplyAdagradV2", "ResourceGroupApplyAdagradV2"):
         return _Rule("adagrad", 1, 1, (float(attrs["epsilon"]),), decay)
+    if op in ("ResourceApplyLion", "ResourceGroupApplyLion"):
+        return _Rule("lion", 1, 1, (attrs["beta_1"], attrs["beta_2"]), decay)
+    if op in ("ResourceApplyAdamax", "ResourceGroupApplyAdamax"):
+        return _Rule("adamax", 2, 2, (attrs["beta_1"], attrs["beta_2"], attrs["epsilon"]), decay)
     return None
 
 
@@ -175,5 +192,28 @@ def _sum2_adam(w, m, v, a, b, alpha, c1, c2, eps):
         v[i] = vi
         w[i] = w[i] - (mi * alpha) / (np.sqrt(vi) + eps)
 
+
+def _sum2_lion_numpy(w, m, a, b, lr, b1, c1, b2, c2):
+    _lion._lion_numpy(w, m, np.add(a, b), lr, b1, c1, b2, c2)
+
+
+@njit_twin(_sum2_lion_numpy)
+def _sum2_lion(w, m, a, b, lr, b1, c1, b2, c2):
+    for i in range(w.shape[0]):           # lion_kernels._lion_flat with g[i] = a[i] + b[i]
+        w[i], m[i] = _lion._lion_one(w[i], m[i], a[i] + b[i], lr, b1, c1, b2, c2)
+
+
+def _sum2_adamax_numpy(w, m, u, a, b, lr, c1, b2, denominator, eps):
+    _adamax._adamax_numpy(w, m, u, np.add(a, b), lr, c1, b2, denominator, eps)
+
+
+@njit_twin(_sum2_adamax_numpy)
+def _sum2_adamax(w, m, u, a, b, lr, c1, b2, denominator, eps):
+    for i in range(w.shape[0]):           # adamax_kernels._adamax_flat with g[i] = a[i] + b[i]
+        w[i], m[i], u[i] = _adamax._adamax_one(w[i], m[i], u[i], a[i] + b[i], lr, c1, b2, denominator, eps)
+
+
+#: the rules whose kernels live in modules of their own: (two-member loop, the kernel's flat loop)
+_OWN_LOOPS = {"lion": (_sum2_lion, _lion._lion_flat), "adamax": (_sum2_adamax, _adamax._adamax_flat)}
 
 __all__ = ["rule_for"]

@@ -9,7 +9,7 @@ the update, the weight and slots read and written. Here the rank that sums a chu
 update to the weight's and the owning rank's slots' elements there at once
 (``BucketUpdate.apply_chunk``): one pass, no sum kept. Updates (``fused_rules.py``): plain SGD
 (``w - g * lr``), SGD with momentum (Nesterov too), Adam (bias correction included; AMSGrad
-too), RMSprop (momentum, centered) and Adagrad, each with its weight decay where it has one
+too), RMSprop (momentum, centered), Adagrad, Lion and Adamax, each with its weight decay where it has one
 (AdamW, Keras' ``weight_decay=``) — each with its kernel's operations in its order, so the bits are
 the unfused step's.
 
@@ -52,7 +52,8 @@ ENABLED = True
 #: the update ops a bucket can apply (``fused_rules.rule_for`` says which of their forms)
 FUSED_OPS = ("ResourceApplyKerasMomentum", "ResourceGroupApplyKerasMomentum", "ResourceApplyAdam",
              "ResourceGroupApplyAdam", "ResourceApplyKerasRMSprop", "ResourceGroupApplyKerasRMSprop",
-             "ResourceApplyAdagradV2", "ResourceGroupApplyAdagradV2")
+             "ResourceApplyAdagradV2", "ResourceGroupApplyAdagradV2", "ResourceApplyLion", "ResourceGroupApplyLion",
+             "ResourceApplyAdamax", "ResourceGroupApplyAdamax")
 
 
 class _Target:

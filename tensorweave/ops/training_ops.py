@@ -143,6 +143,9 @@ _register("KerasRMSprop", lambda a: 2 + (a["momentum"] > 0) + a["centered"], 1)
 _register("Lion", lambda a: 2, 1)
 # Inputs: var, momentum, norm, lr, step (1-based, int64), grad[, indices] (Keras 3's Adamax).
 _register("Adamax", lambda a: 3, 2)
+# Inputs: var, momentum, velocity, lr, step (1-based, int64), u_product (the optimizer's, advanced), grad[, indices]
+# (Keras 3's Nadam).
+_register("Nadam", lambda a: 3, 3)
 
 
 def _handles(variables):
@@ -278,3 +281,13 @@ def apply_adamax(var, m, u, lr, step, grad, beta_1, beta_2, epsilon, indices=Non
     (momentum) and ``u`` (norm), in place; with ``indices`` (unique) only those rows change."""
     attrs = _decayed({"beta_1": float(beta_1), "beta_2": float(beta_2), "epsilon": float(epsilon)}, weight_decay)
     return _update("ResourceApplyAdamax", [var, m, u], [("lr", lr), ("step", step)], grad, indices, attrs, name)
+
+
+def apply_nadam(var, m, v, lr, step, u_product, grad, beta_1, beta_2, epsilon, indices=None, name=None,
+                weight_decay=None):
+    """One Nadam step (Keras 3's ``keras.optimizers.Nadam``) on ``var`` with slots ``m`` and ``v``,
+    ``u_product`` the product of the momentum schedule through this step; in place, with
+    ``indices`` (unique) only those rows."""
+    attrs = _decayed({"beta_1": float(beta_1), "beta_2": float(beta_2), "epsilon": float(epsilon)}, weight_decay)
+    return _update("ResourceApplyNadam", [var, m, v], [("lr", lr), ("step", step), ("u_product", u_product)],
+                   grad, indices, attrs, name)

@@ -21,6 +21,7 @@ from tensorweave.keras.optimizers.moments import MomentOptimizer
 from tensorweave.keras.optimizers.optimizer import _cast
 from tensorweave.core import dtypes as _dt
 from tensorweave.ops import math_ops as M
+from tensorweave.ops import training_ops
 
 
 class Nadam(MomentOptimizer):
@@ -53,6 +54,14 @@ class Nadam(MomentOptimizer):
 
     def update_step(self, gradient, variable, learning_rate):
         dtype = variable.dtype
+        if dtype in training_ops.FUSED_DTYPES:   # one in-place pass (same arithmetic, same bits)
+            values, indices = self._fused_gradient(gradient)
+            training_ops.apply_nadam(variable, *self.moments(variable), self._lr_in(dtype, learning_rate),
+                                     self._once("step", lambda: self.iterations + 1),
+                                     self._once(("u_product", dtype), lambda: M.cast(self._next_u_product(), dtype)),
+                                     values, self.beta_1, self.beta_2, self.epsilon, indices=indices,
+                                     weight_decay=self._decay_of(variable))
+            return
         lr = _cast(learning_rate, dtype)
         step = M.cast(self.iterations + 1, dtype)
         decay = _cast(0.96, dtype)
@@ -72,3 +81,5 @@ class Nadam(MomentOptimizer):
             return w - (m_hat * lr) / (M.sqrt(v_hat) + eps), m, v
 
         self._apply_update(rule, gradient, variable, self.moments(variable))
+
+    _DECAY_FOLDING_STEP = update_step

@@ -24,15 +24,29 @@ from tensorweave.kernels.cpu.training_kernels import _dense, _grouped, _sparse, 
 
 
 @njit
+def _adamax_one(w, m, u, g, lr, c1, b2, denominator, eps):
+    """One element's ``(w, m, u)`` (the rule's operations; shared with the gradient bucket's loop,
+    distribute/fused_rules.py)."""
+    mi = m + (g - m) * c1
+    a = b2 * u
+    b = abs(g)
+    ui = a if (a >= b or a != a) else b          # np.maximum: a NaN on either side wins
+    return w - (lr * mi) / (denominator * (ui + eps)), mi, ui
+
+
+def _adamax_numpy(w, m, u, g, lr, c1, b2, denominator, eps):
+    """:func:`_adamax_flat` in NumPy, the same bits (the bucket's twin while its loop compiles)."""
+    mi = m + (g - m) * c1
+    ui = np.maximum(b2 * u, np.abs(g))
+    w[:] = w - (lr * mi) / (denominator * (ui + eps))
+    m[:] = mi
+    u[:] = ui
+
+
+@njit
 def _adamax_flat(w, m, u, g, lr, c1, b2, denominator, eps):
     for i in range(w.shape[0]):
-        mi = m[i] + (g[i] - m[i]) * c1
-        a = b2 * u[i]
-        b = abs(g[i])
-        ui = a if (a >= b or a != a) else b          # np.maximum: a NaN on either side wins
-        w[i] = w[i] - (lr * mi) / (denominator * (ui + eps))
-        m[i] = mi
-        u[i] = ui
+        w[i], m[i], u[i] = _adamax_one(w[i], m[i], u[i], g[i], lr, c1, b2, denominator, eps)
 
 
 @njit

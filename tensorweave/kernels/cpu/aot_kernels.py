@@ -13,8 +13,8 @@ their twins call the one-thread loops here.
 Keys are modules, values map a kernel's name in its module to its numba signatures (strings,
 parsed by ``numba.core.sigutils``).
 
->>> sorted(KERNELS)[0]
-'tensorweave.kernels.cpu.gemm'
+>>> sorted(KERNELS)[:2]
+['tensorweave.distribute.fused_rules', 'tensorweave.kernels.cpu.gemm']
 >>> all(s.startswith("void(") or s.startswith("int64(") for k in KERNELS.values() for ss in k.values() for s in ss)
 True
 """
@@ -115,5 +115,11 @@ KERNELS = {
         "_adam_flat": [f"void({_F1}, {_F1}, {_F1}, {_F1}, float32, float32, float32, float32)"],
         # AdamW's (and weight_decay='s) decay pass before the update (session 16, adamw20)
         "_decay_flat": [f"void({_F1}, float32, float32)"],
+    },
+    # the gradient bucket's two-member sum-and-update loops of Lion and Adamax (a cold data-parallel
+    # step with either meets them; session 17, nadam21), float32 as fused_rules passes them
+    "tensorweave.distribute.fused_rules": {
+        "_sum2_lion": [f"void({_F1}, {_F1}, {_F1}, {_F1}, float32, float32, float32, float32, float32)"],
+        "_sum2_adamax": [f"void({_F1}, {_F1}, {_F1}, {_F1}, {_F1}, float32, float32, float32, float32, float32)"],
     },
 }

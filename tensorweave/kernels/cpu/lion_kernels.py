@@ -16,24 +16,39 @@ ahead-of-time build of ``training_kernels`` stays valid.
 >>> w.tolist(), [round(x, 3) for x in m.tolist()]
 ([0.5, 1.5, 1.0], [0.02, -0.01, 0.0])
 """
+import numpy as np
+
 from tensorweave.core.registry import register_kernel
 from tensorweave.kernels.cpu.jit import njit
 from tensorweave.kernels.cpu.training_kernels import _dense, _grouped, _sparse, decay
 
 
 @njit
+def _lion_one(w, m, g, lr, b1, c1, b2, c2):
+    """One element's ``(w, m)``: Lion's rule (keras/optimizers/lion.py) operation for operation;
+    c1, c2: 1 - beta in the dtype. Shared with the gradient bucket's loop (distribute/fused_rules.py)."""
+    c = m * b1 + g * c1
+    # lr * sign(c) in the dtype (a float64 literal would widen it): lr, -lr, or lr * c for 0 and NaN
+    if c > 0:
+        w = w - lr
+    elif c < 0:
+        w = w + lr
+    else:
+        w = w - lr * c
+    return w, m * b2 + g * c2
+
+
+def _lion_numpy(w, m, g, lr, b1, c1, b2, c2):
+    """:func:`_lion_flat` in NumPy, the same bits (the bucket's twin while its loop compiles)."""
+    c = m * b1 + g * c1
+    w[:] = np.where(c > 0, w - lr, np.where(c < 0, w + lr, w - lr * c))
+    m[:] = m * b2 + g * c2
+
+
+@njit
 def _lion_flat(w, m, g, lr, b1, c1, b2, c2):
-    # Lion's rule (keras/optimizers/lion.py) operation for operation; c1, c2: 1 - beta in the dtype
     for i in range(w.shape[0]):
-        c = m[i] * b1 + g[i] * c1
-        # lr * sign(c) in the dtype (a float64 literal would widen it): lr, -lr, or lr * c for 0 and NaN
-        if c > 0:
-            w[i] = w[i] - lr
-        elif c < 0:
-            w[i] = w[i] + lr
-        else:
-            w[i] = w[i] - lr * c
-        m[i] = m[i] * b2 + g[i] * c2
+        w[i], m[i] = _lion_one(w[i], m[i], g[i], lr, b1, c1, b2, c2)
 
 
 @njit
