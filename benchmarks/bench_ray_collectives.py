@@ -23,9 +23,18 @@ the load hits both); ms per call (median of the rounds of the max over ranks of 
 ``--repeat`` calls, each call between two barriers),
 algorithm bandwidth (size / time) and ``vs_gloo`` = gloo's time / ours (> 1: we are faster).
 
+``--nodes 2`` runs the comparison across Ray nodes: ``--nodes`` local Ray nodes started by this
+run (``ray start`` processes, ``distribute/ray/local_nodes.py``: each its own raylet and object
+store) hold the ranks, for each of ``--nodes-ranks``: as many ranks as nodes (one per node, the
+object store) or more (``PACK``: several per node, the hierarchy ``hier`` and the object store);
+an all-reduce of ``--gloo-sizes`` MB against gloo processes on loopback, alternated ``--rounds``
+times. Besides ms per call each row gives the CPU time per call of every process involved (the
+nodes' process trees: raylets, object stores, rank actors; the gloo processes), which a loaded
+machine does not inflate as it does wall time.
+
 Usage: ``python benchmarks/bench_ray_collectives.py [--ranks 2] [--sizes 0.0625 4 64] [--repeat 7] [--fit]``
 or ``python benchmarks/bench_ray_collectives.py --gloo [--gloo-ranks 2 4] [--gloo-sizes 1 10 100] [--repeat 5]
-[--rounds 3]``.
+[--rounds 3]`` or ``python benchmarks/bench_ray_collectives.py --nodes 2 [--nodes-ranks 2 4] [--gloo-sizes 1 100]``.
 """
 import argparse
 import json
@@ -111,8 +120,8 @@ def _n_floats(mb, ranks):
     return n - n % ranks                     # every rank's piece the same size (gloo needs it)
 
 
-def _tw_case(worker, case, repeat):
-    comm = worker.comm(transport="shm")
+def _tw_case(worker, case, repeat, transport="shm"):
+    comm = worker.comm(transport=transport)
     kind, mb = case
     return _median_ms(_tw_calls(comm, kind, _n_floats(mb, comm.size)), comm.barrier, repeat)
 
@@ -146,6 +155,10 @@ class _Gloo:
                       for r in range(ranks)]
         for p in self.procs:
             p.start()
+
+    @property
+    def pids(self):
+        return [p.pid for p in self.procs]
 
     def time(self, case, repeat):
         for q in self.inboxes:
@@ -182,6 +195,73 @@ def _vs_gloo(args):
         finally:
             rc.shutdown()
             gloo.close()
+
+
+def _tree_cpu(pids):
+    """CPU seconds so far of the processes ``pids`` and all their descendants."""
+    import psutil
+    total = 0.0
+    for pid in pids:
+        try:
+            root = psutil.Process(pid)
+            procs = [root] + root.children(recursive=True)
+        except psutil.Error:
+            continue
+        for p in procs:
+            try:
+                t = p.cpu_times()
+                total += t.user + t.system
+            except psutil.Error:
+                pass
+    return total
+
+
+def _cpu_ms(pids, calls, run):
+    """``(run(), CPU ms per call of the processes pids)``."""
+    before = _tree_cpu(pids)
+    out = run()
+    return out, (_tree_cpu(pids) - before) * 1e3 / calls
+
+
+def _across_nodes(args):
+    """``--nodes``: all-reduces on ranks spread over local Ray nodes vs gloo (see the docstring)."""
+    import ray
+
+    from tensorweave.distribute.ray import cluster as rc
+    from tensorweave.distribute.ray.local_nodes import LocalNodes
+    per_node = max(-(-r // args.nodes) for r in args.nodes_ranks)
+    with LocalNodes(count=args.nodes, cpus=per_node, object_store_mb=args.object_store_mb) as nodes:
+        node_pids = [p.pid for p in nodes.procs]
+        for ranks in args.nodes_ranks:
+            gloo = _Gloo(ranks)
+            c = rc.connect(address=nodes.address, num_workers=ranks,
+                           strategy="STRICT_SPREAD" if ranks == args.nodes else "PACK")
+            try:
+                where = [n for _, _, n in ray.get([w.ping.remote() for w in c.workers])]
+                transports = list(rc.candidates(where))
+                print(json.dumps({"row": "placement", "ranks": ranks, "nodes": len(set(where)),
+                                  "per_node": sorted(where.count(n) for n in set(where)),
+                                  "chosen_transport": c.transport}), flush=True)
+                for mb in args.gloo_sizes:
+                    case, calls = ("all_reduce", mb), args.repeat + 1
+                    got = {t: [] for t in transports + ["gloo"]}
+                    for _ in range(args.rounds):
+                        got["gloo"].append(_cpu_ms(gloo.pids, calls, lambda: gloo.time(case, args.repeat)))
+                        for t in transports:
+                            got[t].append(_cpu_ms(node_pids, calls, lambda t=t: max(c.run(
+                                _tw_case, case, args.repeat, t))))
+                    row = {"row": "all_reduce_across_nodes", "ranks": ranks, "nodes": args.nodes,
+                           "MB": round(_n_floats(mb, ranks) * 4 / (1 << 20), 2)}
+                    for t, v in got.items():
+                        row[f"{t}_ms"] = round(statistics.median(a for a, _ in v), 2)
+                        row[f"{t}_cpu_ms"] = round(statistics.median(b for _, b in v), 2)
+                    for t in transports:
+                        row[f"{t}_vs_gloo"] = round(row["gloo_ms"] / row[f"{t}_ms"], 2)
+                    row["load"] = round(os.getloadavg()[0], 2)
+                    print(json.dumps(row), flush=True)
+            finally:
+                rc.shutdown()
+                gloo.close()
 
 
 def _mlp():
@@ -229,6 +309,9 @@ def main():
     ap.add_argument("--gloo-ranks", type=int, nargs="+", default=[2, 4])
     ap.add_argument("--gloo-sizes", type=float, nargs="+", default=[1.0, 10.0, 100.0])
     ap.add_argument("--rounds", type=int, default=3, help="--gloo: alternations of gloo and ours per case")
+    ap.add_argument("--nodes", type=int, default=0, help="ranks on this many local Ray nodes (see the docstring)")
+    ap.add_argument("--nodes-ranks", type=int, nargs="+", default=[2, 4])
+    ap.add_argument("--object-store-mb", type=int, default=1024, help="--nodes: each node's object store")
     args = ap.parse_args()
     for var in ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE"):
         os.environ.pop(var, None)
@@ -236,6 +319,8 @@ def main():
                       "load": os.getloadavg()[0], "python": sys.version.split()[0]}), flush=True)
     import ray
     ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])
+    if args.nodes:
+        return _across_nodes(args)
     if args.gloo:
         return _vs_gloo(args)
     from tensorweave.distribute.ranks import World
@@ -251,7 +336,7 @@ def main():
         for kind, mb in cases:
             n = max(int(round(mb * (1 << 20) / 4)), args.ranks)
             on_ray = {t: max(c.run(lambda w, t=t, k=kind, n=n: _timed(w.comm(transport=t), k, n, args.repeat)))
-                      for t in rc.TRANSPORTS}
+                      for t in ("shm", "object_store")}
             group = world.group(ranks)
             in_proc = max(world.run(ranks, lambda i, k=kind, n=n: _timed(group.communicator(i), k, n, args.repeat)))
             a, b = np.ones(n, np.float32), np.ones(n, np.float32)

@@ -120,6 +120,18 @@ def test_no_probe_where_shared_memory_cannot_work(fresh_probe):
     assert no_dev_shm.probes == two_nodes.probes == []
 
 
+@pytest.mark.parametrize("hier,want", [(0.001, "hier"), (0.009, "object_store")])
+def test_ranks_on_several_nodes_sharing_some_measure_the_hierarchy_against_the_object_store(fresh_probe, hier, want):
+    cluster = _ProbeCluster({"shm": [0.0] * 3, "hier": [hier] * 3, "object_store": [0.005] * 3})
+    assert ray_cluster._choose_transport(cluster, ["a", "b", "a"]) == want
+    assert sorted(cluster.probes) == ["hier", "object_store"]               # never shm across nodes
+    one_per_node = _ProbeCluster({"shm": [0.0] * 3, "hier": [0.0] * 3, "object_store": [0.5] * 3})
+    assert ray_cluster._choose_transport(one_per_node, ["a", "b", "c"]) == "object_store"
+    assert ray_cluster._choose_transport(_ProbeCluster({"shm": [0.0] * 3, "hier": [0.0] * 3, "object_store": [
+        0.5] * 3}, shm_ok=False), ["a", "b", "a"]) == "object_store"        # no /dev/shm: no hierarchy
+    assert one_per_node.probes == []
+
+
 class _Connected:
     def __init__(self, n):
         self.num_workers = n

@@ -238,11 +238,11 @@ def test_transport_is_measured_or_forced(cluster, monkeypatch):
     # probed once per number of ranks (other modules' clusters in this process may have added theirs)
     assert ray_cluster._probe_cache.get(N) == cluster.transport or os.environ.get("TW_RAY_TRANSPORT")
     assert cluster.run(lambda w: w.comm().group.__class__.__name__)[0] == \
-        {"shm": "ShmGroup", "object_store": "RayGroup"}[cluster.transport]
+        {"shm": "ShmGroup", "object_store": "RayGroup", "hier": "HierGroup"}[cluster.transport]
     monkeypatch.setenv("TW_RAY_TRANSPORT", "object_store")
     assert ray_cluster._choose_transport(cluster, ["a"] * N) == "object_store"
     monkeypatch.delenv("TW_RAY_TRANSPORT")
-    assert ray_cluster._choose_transport(cluster, ["a", "b", "a"]) == "object_store"   # two nodes: never shm
+    assert ray_cluster._choose_transport(cluster, ["a", "b", "c"]) == "object_store"   # no two share a node
     monkeypatch.setenv("TW_RAY_TRANSPORT", "nccl")
     with pytest.raises(ValueError, match="TW_RAY_TRANSPORT must be one of"):
         ray_cluster._choose_transport(cluster, ["a"] * N)

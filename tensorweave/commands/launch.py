@@ -7,7 +7,7 @@ as ``__main__`` (with ``sys.argv`` set to the script and its arguments); before 
 ``tw.distribute.current()`` is the cluster and ``tw.placement("cpu", ranks=range(N))`` names
 its workers), and when it ends, ``tw.distribute.shutdown()`` stops them. Without
 ``--address`` a local Ray instance is started (loopback only); ``--address auto`` attaches to a
-``ray start`` cluster. ``--transport shm|object_store`` fixes the collectives' transport
+``ray start`` cluster. ``--transport shm|object_store|hier`` fixes the collectives' transport
 (default: measured at connect, see ``docs/design/ray.md``). The exit status is the script's
 (1 when it raises).
 """
@@ -22,7 +22,7 @@ def configure(parser):
                         help="a Ray cluster ('auto' or 'ray://host:port'); default: start one on this machine")
     parser.add_argument("--cpus-per-worker", type=float, default=1.0, help="Ray CPUs reserved per rank")
     parser.add_argument("--spread", action="store_true", help="place ranks on different nodes where possible")
-    parser.add_argument("--transport", choices=("shm", "object_store"), default=None,
+    parser.add_argument("--transport", choices=("shm", "object_store", "hier"), default=None,
                         help="the collectives' transport (default: TW_RAY_TRANSPORT, else measured at connect)")
     parser.add_argument("script", help="the Python script to run")
     parser.add_argument("args", nargs="*", help="its arguments (after --)")

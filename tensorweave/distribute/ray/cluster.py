@@ -57,7 +57,8 @@ class RankWorker:
 
     def comm(self, ranks=None, transport=None):
         """This rank's communicator in the group ``ranks`` (default: all ranks) over
-        ``transport`` (``"shm"`` or ``"object_store"``; default: the cluster's)."""
+        ``transport`` (``"shm"``, ``"object_store"`` or ``"hier"``: shared memory inside each
+        node, the object store between nodes, ``hier.py``; default: the cluster's)."""
         from tensorweave.distribute.ray.group import RayGroup
         ranks = self.ranks if ranks is None else tuple(int(r) for r in ranks)
         transport = self.transport if transport is None else transport
@@ -66,14 +67,20 @@ class RankWorker:
         c = self._comms.get((ranks, transport))
         if c is None:
             groups_id = f"{self._cluster_id}-g{self._generation}" if self._generation else self._cluster_id
-            group = RayGroup(ranks, _rendezvous(groups_id, ranks), self._timeout)
             index = ranks.index(self.rank)
-            if transport == "shm":
-                shm = group.shm_group(index, shm_prefix(groups_id, ranks))
-                self._shm_groups.append(shm)
-                c = shm.communicator(index)
+            if transport == "hier":
+                from tensorweave.distribute.ray.hier import on_ray
+                hier = on_ray(groups_id, ranks, index, self._timeout)
+                self._shm_groups.append(hier)
+                c = hier.communicator(index)
             else:
-                c = group.communicator(index)
+                group = RayGroup(ranks, _rendezvous(groups_id, ranks), self._timeout)
+                if transport == "shm":
+                    shm = group.shm_group(index, shm_prefix(groups_id, ranks))
+                    self._shm_groups.append(shm)
+                    c = shm.communicator(index)
+                else:
+                    c = group.communicator(index)
             self._comms[(ranks, transport)] = c
         return c
 
@@ -267,7 +274,7 @@ class _StepGraph:
             self.gate.close()
 
 
-TRANSPORTS = ("shm", "object_store")
+TRANSPORTS = ("shm", "object_store", "hier")
 _M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3       # glibc's mallopt parameters (malloc.h)
 KEEP_FREED_BYTES = 2 ** 31 - 1                     # mallopt's int: 2 GB
 
@@ -743,21 +750,43 @@ def _probe_step(worker, transport, sizes, repeat):
     return total
 
 
+def candidates(nodes, shm_ok=True):
+    """The transports ranks on ``nodes`` (rank ``r`` on ``nodes[r]``) can use: shared memory
+    when all share a node, ``hier`` (shared memory inside each node, the object store between
+    them) when they do not but some do, the object store always; shared memory only where
+    every rank has ``/dev/shm`` (``shm_ok``).
+
+    >>> candidates(["a", "a"]), candidates(["a", "b", "a"]), candidates(["a", "b"])
+    (('shm', 'object_store'), ('hier', 'object_store'), ('object_store',))
+    """
+    if len(nodes) == 1 or not shm_ok:
+        return ("object_store",)
+    if len(set(nodes)) == 1:
+        return ("shm", "object_store")
+    if len(set(nodes)) < len(nodes):
+        return ("hier", "object_store")
+    return ("object_store",)
+
+
 def _choose_transport(cluster, nodes):
-    """``TW_RAY_TRANSPORT`` (shm or object_store) if set; else the faster of the two on a short
-    probe (a small and a 1 MB all-reduce), shared memory only when every rank is on one node
-    with ``/dev/shm``. The probe's answer is kept for this process (per number of ranks)."""
+    """``TW_RAY_TRANSPORT`` (shm, object_store or hier) if set; else the fastest of the
+    :func:`candidates` on a short probe (a small and a 1 MB all-reduce). The probe's answer is
+    kept for this process (per number of ranks, and how many share each node)."""
     from tensorweave.distribute import shm
     forced = os.environ.get("TW_RAY_TRANSPORT", "").strip()
     if forced:
         if forced not in TRANSPORTS:
             raise ValueError(f"TW_RAY_TRANSPORT must be one of {TRANSPORTS}, got {forced!r}")
         return forced
-    if len(set(nodes)) > 1 or cluster.num_workers == 1 or not all(cluster.run(lambda w: shm.available())):
-        return "object_store"
-    key = cluster.num_workers
+    options = candidates(nodes)
+    if len(options) > 1 and not all(cluster.run(lambda w: shm.available())):
+        options = candidates(nodes, shm_ok=False)
+    if len(options) == 1:
+        return options[0]
+    key = cluster.num_workers if len(set(nodes)) == 1 else (
+        cluster.num_workers, tuple(sorted(nodes.count(n) for n in set(nodes))))
     if key not in _probe_cache:
-        timing = {t: max(cluster.run(_probe_step, t, (8, 1 << 20), 3)) for t in TRANSPORTS}
+        timing = {t: max(cluster.run(_probe_step, t, (8, 1 << 20), 3)) for t in options}
         _probe_cache[key] = min(timing, key=timing.get)
     return _probe_cache[key]
 
@@ -770,8 +799,9 @@ def connect(address=None, num_workers=2, resources_per_worker=None, strategy="PA
     ``address``: None starts a local instance (loopback only, dashboard off, token auth);
     ``"auto"`` or ``"ray://..."`` attaches. ``resources_per_worker``: Ray resources of each
     rank (default one CPU). ``timeout``: the collectives' (default 120 s). ``transport``:
-    ``"shm"`` (shared memory, every rank on one node) or ``"object_store"``; default
-    ``TW_RAY_TRANSPORT`` or a short measurement (:func:`_choose_transport`)."""
+    ``"shm"`` (shared memory, every rank on one node), ``"object_store"`` or ``"hier"``
+    (ranks on several nodes: shared memory inside each, the object store between them);
+    default ``TW_RAY_TRANSPORT`` or a short measurement (:func:`_choose_transport`)."""
     global _current
     ray = _ray()
     if isinstance(num_workers, bool) or not isinstance(num_workers, int) or num_workers < 1:

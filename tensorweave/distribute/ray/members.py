@@ -12,7 +12,8 @@ Membership changes reach every actor: the world's ranks (``RankWorker.ranks``, t
 group of ``worker.comm()``) and, after a removal, the ranks above the removed one move down
 by one (``RankWorker.renumber``); the cluster's groups are made anew (a new generation), the
 compiled step graphs are dropped, and a cluster on shared memory whose new rank runs on
-another node switches every rank to the object store.
+another node switches every rank to ``hier`` (shared memory inside each node, ``hier.py``) or,
+where no two ranks share a node, to the object store.
 
 >>> import tensorweave as tw                                          # doctest: +SKIP
 >>> cluster = tw.distribute.connect(num_workers=1)                    # doctest: +SKIP
@@ -132,11 +133,13 @@ def remove_worker(cluster, rank=None):
 def _membership_changed(cluster):
     """Every actor learns the world (and, after a removal, its number); groups are made anew."""
     import ray
+
+    from tensorweave.distribute.ray.cluster import candidates
     world = tuple(range(cluster.num_workers))
     ray.get([w.renumber.remote(i, world) for i, w in enumerate(cluster.workers)], timeout=120)
-    nodes = {node for _, _, node in ray.get([w.ping.remote() for w in cluster.workers], timeout=120)}
-    if cluster.transport == "shm" and len(nodes) > 1:
-        cluster.transport = "object_store"
-        ray.get([w.set_transport.remote("object_store") for w in cluster.workers], timeout=120)
+    nodes = [node for _, _, node in ray.get([w.ping.remote() for w in cluster.workers], timeout=120)]
+    if cluster.transport == "shm" and len(set(nodes)) > 1:
+        cluster.transport = candidates(nodes)[0]     # hier where some ranks share a node, else the object store
+        ray.get([w.set_transport.remote(cluster.transport) for w in cluster.workers], timeout=120)
     cluster._generation += 1
     cluster._contender = (None, 0)
