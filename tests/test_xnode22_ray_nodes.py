@@ -1,13 +1,15 @@
 """Ranks on two real Ray nodes (issue 14, "across nodes"): two ``ray start`` nodes on this
 machine (``LocalNodes``: a head and a node that joins it, each its own raylet, object store and
-node id, loopback ports, their own temp dir), started once for the module and stopped in the
-fixture's teardown (only their own processes). Every driver runs in a subprocess
+node id, free ports, their own temp dir; Ray in cluster mode gives the nodes the machine's routable
+address, token authentication on), started once for the module and stopped in the
+fixture's teardown (only their own processes). The drivers run in subprocesses
 (``tests/xnode22_driver.py``), so the suite's shared Ray instance in this process is untouched.
 
 - 2 ranks, one per node: every collective gives the in-process bits over the object store (the
   only transport that reaches across), and a data-parallel SGD step gives one process's values;
-- 4 ranks, 2 per node: the same over the hierarchy (shared memory inside each node, the object
-  store between the leaders) and over the object store, the transport measured among the two;
+- 4 ranks, 2 per node: every collective gives the in-process bits over the hierarchy (shared memory
+  inside each node, the object store between the leaders), the transport measured among the two
+  candidates (hierarchy, object store);
 - ``tensorweave launch --address auto`` (``RAY_ADDRESS`` naming the head) runs a script's step
   against the running cluster, and ``ray.init()`` elsewhere does not find it.
 Skips only where Ray cannot start here (``tests/ray_start.py``)."""
@@ -54,20 +56,24 @@ def _run(cmd, env, timeout=300):
     return out.stdout
 
 
-def _driver(nodes, mode):
-    out = _run([sys.executable, os.path.join(HERE, "xnode22_driver.py"), nodes.address, mode], _env())
-    return json.loads(out.strip().splitlines()[-1])
+@pytest.fixture(scope="module")
+def driven(nodes):
+    """The facts of one driver process running both layouts (one Ray driver start for both)."""
+    out = _run([sys.executable, os.path.join(HERE, "xnode22_driver.py"), nodes.address, "spread", "hier"], _env())
+    facts = [json.loads(line) for line in out.strip().splitlines() if line.startswith("{")]
+    print(facts)
+    return {f["mode"]: f for f in facts}
 
 
-def test_two_ranks_on_two_nodes_go_through_the_object_store_with_the_in_process_bits(nodes):
-    facts = _driver(nodes, "spread")
+def test_two_ranks_on_two_nodes_go_through_the_object_store_with_the_in_process_bits(driven):
+    facts = driven["spread"]
     assert facts["nodes"] == 2 and facts["per_node"] == [1, 1]
     assert facts["candidates"] == ["object_store"] and facts["transport"] == "object_store"
     assert facts["comm_object_store"] == "InProcessCommunicator"       # over a RayGroup
 
 
-def test_four_ranks_on_two_nodes_share_memory_inside_each_node(nodes):
-    facts = _driver(nodes, "hier")
+def test_four_ranks_on_two_nodes_share_memory_inside_each_node(driven):
+    facts = driven["hier"]
     assert facts["nodes"] == 2 and facts["per_node"] == [2, 2]
     assert facts["candidates"] == ["hier", "object_store"] and facts["transport"] in facts["candidates"]
     assert facts["comm_hier"] == "HierCommunicator" and facts["local_group"] == ["ShmGroup"] * 4

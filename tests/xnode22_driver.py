@@ -1,17 +1,18 @@
 """The driver tests/test_xnode22_ray_nodes.py runs in a subprocess (its own Ray driver, so the
-suite's shared instance in the pytest process is untouched): ranks on the Ray nodes at
-``sys.argv[1]`` (an address, or ``auto`` with ``RAY_ADDRESS`` set), checked against in-process
-ranks; prints one JSON line of facts for the test, exits non-zero when a check fails.
+suite's shared Ray instance in the pytest process is untouched): ranks on the Ray nodes at
+``sys.argv[1]``, checked against in-process ranks; prints one JSON line of facts per layout for
+the test, exits non-zero when a check fails.
 
-``spread``: 2 ranks, one per node (``STRICT_SPREAD``): every collective (uneven sizes, the
-large paths, send/recv) equals the in-process ranks' bits, over the object store (chosen:
-no two ranks share a node), and 2 SGD steps of a small data-parallel MLP equal one process's.
-``hier``: 4 ranks, 2 per node: every collective equals the in-process bits over the
-hierarchy (shared memory inside each node) and over the object store; the transport connect
-measured is one of the two, and the same SGD steps on 4 ranks equal one process's."""
+``spread``: 2 ranks, one per node (``STRICT_SPREAD``): every collective (uneven sizes, the large
+paths, send/recv) gives the in-process ranks' bits over the object store (chosen: no two ranks
+share a node), and 2 SGD steps of a small data-parallel MLP give one process's values.
+``hier``: 4 ranks, 2 per node (``PACK``): every collective gives the in-process bits over the
+hierarchy (shared memory inside each node, the object store between the leaders); the transport
+connect measured is one of the two candidates."""
 import json
 import os
 import sys
+import time
 
 import numpy as np
 import ray
@@ -51,24 +52,31 @@ def check_collectives(cluster, transport):
     return cluster.run(lambda w: type(w.comm(transport=transport)).__name__)[0]
 
 
-def main(address, mode):
-    n = 2 if mode == "spread" else 4
-    cluster = rc.connect(address=address, num_workers=n, strategy="STRICT_SPREAD" if mode == "spread" else "PACK",
-                         timeout=60)
+def run(address, mode):
+    n, t0, w0 = (2, "STRICT_SPREAD") if mode == "spread" else (4, "PACK"), time.process_time(), time.perf_counter()
+    seconds = {}
+    cluster = rc.connect(address=address, num_workers=n[0], strategy=n[1], timeout=60)
+    seconds["connect"] = time.process_time() - t0
     try:
         nodes = [node for _, _, node in ray.get([w.ping.remote() for w in cluster.workers])]
-        facts = {"nodes": len(set(nodes)), "per_node": sorted(nodes.count(v) for v in set(nodes)),
+        facts = {"mode": mode, "nodes": len(set(nodes)), "per_node": sorted(nodes.count(v) for v in set(nodes)),
                  "transport": cluster.transport, "candidates": list(rc.candidates(nodes))}
-        for t in facts["candidates"]:
-            facts[f"comm_{t}"] = check_collectives(cluster, t)
+        t = facts["candidates"][0]
+        facts[f"comm_{t}"] = check_collectives(cluster, t)
+        seconds["collectives"] = time.process_time() - t0 - sum(seconds.values())
         if mode == "hier":
             facts["local_group"] = cluster.run(lambda w: type(w.comm(transport="hier").group.local).__name__)
             facts["chain"] = cluster.run(lambda w: w.comm(transport="hier").group.chain)[0]
-        check_training(n)
+        else:
+            check_training(n[0])
+            seconds["training"] = time.process_time() - t0 - sum(seconds.values())
     finally:
         rc.shutdown()
+    facts["driver_cpu_s"] = {k: round(v, 2) for k, v in seconds.items()}
+    facts["wall_s"] = round(time.perf_counter() - w0, 1)
     print(json.dumps(facts), flush=True)
 
 
 if __name__ == "__main__":
-    main(sys.argv[1], sys.argv[2])
+    for m in sys.argv[2:]:
+        run(sys.argv[1], m)

@@ -6,9 +6,12 @@ The first node is a head (``ray start --head --port P``), the others join it (``
 group of its own and its own ``--temp-dir`` (so ``ray.init()`` elsewhere on the machine never
 finds it: Ray's "current cluster" file is written there, not in ``/tmp/ray``), with free ports
 (the GCS, the client server, the dashboard agent: two nodes on one machine would take the same
-defaults) and no dashboard. :meth:`LocalNodes.stop` ends only those processes: SIGTERM to each
-``ray start`` (Ray then stops the processes it started), then SIGKILL to what is left of each
-one's process group. ``ray stop`` is never used: it stops every Ray process of the machine.
+defaults), no dashboard, token authentication. The nodes listen on the machine's routable address,
+as a cluster's must: Ray resolves 127.0.0.1 to it unless its single-node mode is on, and that mode
+refuses a second node (``connect``'s own local instance, one node, stays on loopback).
+:meth:`LocalNodes.stop` ends only those processes: SIGTERM to each ``ray start`` (Ray then stops
+the processes it started), then SIGKILL to what is left of each one's process group.
+``ray stop`` is never used: it stops every Ray process of the machine.
 
 >>> from tensorweave.distribute.ray.local_nodes import LocalNodes    # doctest: +SKIP
 >>> with LocalNodes(count=2, cpus=1) as nodes:                       # doctest: +SKIP
@@ -81,9 +84,10 @@ class LocalNodes:
                   "--temp-dir", self.temp_dir, "--dashboard-agent-listen-port", str(free_port()),
                   "--disable-usage-stats"]
         if i == 0:
-            return ["start", "--head", "--port", str(self.port), "--node-ip-address", "127.0.0.1",
-                    "--include-dashboard", "false", "--ray-client-server-port", str(free_port())] + common
-        return ["start", "--address", self.address] + common
+            return ["start", "--head", "--port", str(self.port), "--include-dashboard", "false",
+                    "--ray-client-server-port", str(free_port())] + common
+        # one log monitor per machine (Ray's advice: a second one sends every log line twice)
+        return ["start", "--address", self.address, "--include-log-monitor", "false"] + common
 
     def _start(self, args, timeout):
         proc = subprocess.Popen(ray_command() + args, env=self.env, stdout=subprocess.PIPE,
