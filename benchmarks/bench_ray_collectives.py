@@ -317,6 +317,10 @@ def main():
         os.environ.pop(var, None)
     print(json.dumps({"row": "machine", "cpu": _cpu_model(), "cores": os.cpu_count(),
                       "load": os.getloadavg()[0], "python": sys.version.split()[0]}), flush=True)
+    if args.nodes:
+        # the nodes run with token authentication (local_nodes.node_env); a driver attaching by
+        # address uses it only when told (set before Ray is imported)
+        os.environ.setdefault("RAY_AUTH_MODE", "token")
     import ray
     ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])
     if args.nodes:

@@ -89,11 +89,23 @@ class LocalNodes:
         # one log monitor per machine (Ray's advice: a second one sends every log line twice)
         return ["start", "--address", self.address, "--include-log-monitor", "false"] + common
 
-    def _start(self, args, timeout):
+    def _start(self, args, timeout, tries=2):
+        """Starts one node; again (once) when Ray gave up itself: on a loaded machine a raylet can
+        miss Ray's fixed 30 s to register with the GCS ("timed out during startup")."""
+        for _ in range(tries):
+            proc, lines, started = self._launch(args, timeout)
+            if started:
+                return
+            self._kill(proc)
+            self.procs.pop()
+            self.outputs.pop()
+        raise RuntimeError(f"ray {' '.join(args[:2])} did not start ({tries} tries):\n" + "".join(lines[-40:]))
+
+    def _launch(self, args, timeout):
         proc = subprocess.Popen(ray_command() + args, env=self.env, stdout=subprocess.PIPE,
                                 stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, text=True,
                                 start_new_session=True)
-        lines, ready = [], threading.Event()
+        lines, ready, started = [], threading.Event(), []
         self.procs.append(proc)
         self.outputs.append(lines)
 
@@ -101,29 +113,36 @@ class LocalNodes:
             for line in proc.stdout:
                 lines.append(line)
                 if READY in line:
+                    started.append(True)
                     ready.set()
-            ready.set()                  # ended: the wait below looks at the process
+            ready.set()                  # ended without starting
         threading.Thread(target=read, daemon=True).start()
-        if not ready.wait(timeout) or proc.poll() is not None:
+        if not ready.wait(timeout):
             raise RuntimeError(f"ray {' '.join(args[:2])} did not start within {timeout} s:\n" + "".join(lines[-40:]))
+        return proc, lines, bool(started)
 
     def stop(self, timeout=30):
         """Stops the nodes started here (the joined ones first), and removes the temp dir."""
         for proc in reversed(self.procs):
-            if proc.poll() is None:
-                proc.send_signal(signal.SIGTERM)
-        for proc in reversed(self.procs):
-            try:
-                proc.wait(timeout)
-            except subprocess.TimeoutExpired:
-                pass
-            try:
-                os.killpg(proc.pid, signal.SIGKILL)   # its own group (start_new_session): what is left of it
-            except (ProcessLookupError, PermissionError):
-                pass
-            proc.wait()
+            self._kill(proc, timeout)
         self.procs = []
         shutil.rmtree(self.temp_dir, ignore_errors=True)
+
+    @staticmethod
+    def _kill(proc, timeout=30):
+        """SIGTERM to a node's ``ray start`` (Ray stops what it started), then SIGKILL to what is left
+        of its process group (its own: ``start_new_session``)."""
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            pass
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+        proc.wait()
 
     def __enter__(self):
         return self
