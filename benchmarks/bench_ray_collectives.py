@@ -242,6 +242,8 @@ def _across_nodes(args):
                 print(json.dumps({"row": "placement", "ranks": ranks, "nodes": len(set(where)),
                                   "per_node": sorted(where.count(n) for n in set(where)),
                                   "chosen_transport": c.transport}), flush=True)
+                for t in transports:      # the groups (rendezvous actors: processes) made before any timing
+                    c.run(lambda w, t=t: w.comm(transport=t).barrier())
                 for mb in args.gloo_sizes:
                     case, calls = ("all_reduce", mb), args.repeat + 1
                     got = {t: [] for t in transports + ["gloo"]}
