@@ -148,8 +148,8 @@ class HierGroup:
             acc = np.array(self.leaders.take(k - 1, k, "hier_all_reduce", timeout))
             if acc.shape != x.shape or acc.dtype != x.dtype:
                 raise errors.InvalidArgumentError(
-                    f"all_reduce: ranks {[self.ranks[j] for j in self.groups[k - 1]]} gave {list(acc.shape)} {acc.dtype} "
-                    f"but rank {self.ranks[self.index]} gave {list(x.shape)} {x.dtype}")
+                    f"all_reduce: ranks {[self.ranks[j] for j in self.groups[k - 1]]} gave {list(acc.shape)} "
+                    f"{acc.dtype} but rank {self.ranks[self.index]} gave {list(x.shape)} {x.dtype}")
             rest = values
         for v in rest:
             _REDUCE[op](acc, v[3], out=acc)
