@@ -498,7 +498,12 @@ def _stub_ready(args):
 
 
 def _cores():
-    from tensorweave.kernels import threads
+    # kernels.threads by its sys.modules entry: the import statement here cost ~0.9 µs a call
+    # (thread CPU, load 12), more than threads.cores() itself; it is imported after MKL is
+    # loaded (it takes stock of the BLAS libraries), so not at this module's top
+    threads = sys.modules.get("tensorweave.kernels.threads")
+    if threads is None:
+        from tensorweave.kernels import threads
     return threads.cores()
 
 
@@ -1059,14 +1064,31 @@ def threads_here():
     (``tiles.over_tiles``: its products run on one thread beside the caller's); None without
     NumPy's OpenBLAS (then no one-thread library choice is made for that reason). Where it is 1, a
     product runs on one thread whatever its size, on the library measured faster on one thread
-    for its class (:func:`_run_2d`). ~2 µs (two C calls)."""
+    for its class (:func:`_run_2d`). ~1 µs: OpenBLAS's count is read by a C call each time (a
+    user may change it, through threadpoolctl, at any moment); whether this is a helper thread is
+    looked up once per thread (:func:`_on_helper`)."""
     if _openblas_threads() is None:
         return None
-    if threading.current_thread().name.endswith(_HELPER):
+    share = _thread_share
+    helper = share.helper
+    if helper is None:
+        helper = share.helper = _on_helper(threading.current_thread().name)
+    if helper:
         return 1
     parts = min(_openblas["found"][0](), _cores())
-    cap = getattr(_thread_share, "parts", None)
+    cap = share.parts
     return parts if cap is None else max(1, min(parts, cap))
+
+
+def _on_helper(name):
+    """Whether a thread of this name is one of the runtime's helper threads: the pool names them
+    ``<prefix>_<n>`` after its ``thread_name_prefix`` ``tw-<runtime>-intra`` (before issue 18
+    session 18 only a name ending in ``-intra`` itself matched, which no pool thread has).
+
+    >>> _on_helper("tw-default-intra_0"), _on_helper("tw-default-intra"), _on_helper("MainThread")
+    (True, True, False)
+    """
+    return name.endswith(_HELPER) or name.rpartition("_")[0].endswith(_HELPER)
 
 
 def _share():
@@ -1082,16 +1104,18 @@ def _share():
 
 class _ThreadShare(threading.local):
     """``here`` (:func:`blocks_here`'s parts) and ``parts`` (:func:`limit_split_here`'s cap), None
-    on a thread that set neither. Class defaults, because a ``getattr(local, name, None)`` that
+    on a thread that set neither; ``helper``, whether the thread is a runtime helper (None until
+    :func:`threads_here` first asks on it). Class defaults, because a ``getattr(local, name, None)`` that
     misses raises and catches an AttributeError inside: 1.4 µs against 0.3 (thread CPU, load 12),
     and a batch-1 thin product asked 8 times (``route``, ``split_parts`` x3, ``_thin_choice``).
 
     >>> share = _ThreadShare()
-    >>> share.here, share.parts, share.__dict__
-    (None, None, {})
+    >>> share.here, share.parts, share.helper, share.__dict__
+    (None, None, None, {})
     """
     here = None
     parts = None
+    helper = None      # threads_here's answer to "a runtime helper thread?", once known
 
 
 #: the calling thread's own cap on split parts (OpenBLAS's count is process-wide: an in-process
