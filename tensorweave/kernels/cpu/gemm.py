@@ -906,10 +906,38 @@ def _thin_choice(a, b, out, op_a, op_b, op_c, m, n, k, seen, parts=None):
         else:
             got = None                  # the loop is ready: time the class again, with it
         if got is None and gemm_tuning.quiet():
+            if not _came_round(b):      # timed once the model's thin weights have all run once
+                return _thin_chosen.get(key, "one")
             got, pending = _thin_timing(cls, a, b, op_a, op_b, op_c, m, n, k, seen, parts)
             (_thin_pending.add if pending else _thin_pending.discard)(key)
         _thin_chosen[key] = got or "one"
     return _thin_chosen[key]
+
+
+#: thin weights a process has run while a thin class waited for its timing (data address -> bytes,
+#: in the order first run): the weight set a class is timed over (:func:`_came_round`); at most
+#: this many (a set that large times at once, over every part's L2 twice, as before issue 18 session 18)
+THIN_SET_MAX = 64
+_thin_set = {}
+
+
+def _came_round(b):
+    """Whether the weight ``b`` was seen by an untimed thin class's product before (noted now
+    otherwise, and False). Why: a batch-1 ``predict`` runs its layers' thin products in turn, each
+    reading its own weight, so when the first weight comes round again, every layer's weight is
+    noted and the class is timed with each call as far (in bytes read) from its weight's last
+    reading as in the model (:func:`_thin_timing`). Timed alone over copies that cover every part's
+    L2 twice (issue 18 pred20), every candidate read from L3, but in the model two threads keep
+    half of all the weights each in their L2 where they fit (the mlp's 2.6 MB: 1.3 MB a core)
+    while one thread cannot: the timing was biased against two threads. Weights of classes
+    chosen already (from disk) are not noted, and a freed weight's address may be reused: the set
+    is the model's as far as a process can tell cheaply. A full set (:data:`THIN_SET_MAX`) answers
+    True at once."""
+    address = b.__array_interface__["data"][0]
+    if address in _thin_set or len(_thin_set) >= THIN_SET_MAX:
+        return True
+    _thin_set[address] = b.nbytes
+    return False
 
 
 def _thin_args(a, b, out, op_a, op_b, n, parts):
@@ -949,6 +977,8 @@ def _thin_timing(cls, a, b, op_a, op_b, op_c, m, n, k, seen, parts):
       keeps ``one``, untimed classes elsewhere are unaffected, and the next process measures
       again."""
     copies = -(-2 * parts * _l2_bytes() // max(1, b.nbytes))   # 1: b alone is cold (no copy made)
+    if _thin_set:       # as many bytes as the model's thin weights (nearest): each call as far from
+        copies = min(copies, max(1, round(sum(_thin_set.values()) / max(1, b.nbytes))))   # its last read
     bs = [b] + [b.copy(order="K") for _ in range(copies - 1)]
     outs = [np.empty((m, n), a.dtype) for _ in range(2)]
 
