@@ -965,8 +965,11 @@ def _thin_timing(cls, a, b, op_a, op_b, op_c, m, n, k, seen, parts):
       (1x784 @ 784x512 on one MKL thread: 31 µs hot against 76 over rotating copies, 1x512 @
       512x512 18 against 46, thread CPU at load 4.6 on the Intel Xeon of issue 18). So every
       timed call takes the next of enough copies of ``b`` that together they exceed every part's
-      L2 (:func:`_l2_bytes`) twice over: each candidate is timed reading from L3, as in the model
-      (a weight that large alone is timed without copies: the copies take at most that much memory).
+      L2 (:func:`_l2_bytes`) twice over: each candidate is timed reading from L3 (a weight that
+      large alone is timed without copies: the copies take at most that much memory). Since issue
+      18 session 18 the copies hold, where fewer, as many bytes as the model's thin weights
+      (:func:`_came_round`): reading from L3 biased the timing against two threads, which in the
+      model keep their halves of all the weights in their L2 where those fit.
     - Two threads' wall time on a shared machine swings from call to call, and a single timing
       that happened to land in a burst of load chose one thread for good (``one_us`` 110 against
       ``mkl_us`` 222 on disk, where a quiet timing read MKL's threads 35 % faster). So the class is
