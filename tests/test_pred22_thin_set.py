@@ -43,6 +43,7 @@ def test_a_thin_class_is_timed_when_its_weight_comes_round_over_the_models_bytes
     assert waiting.rounds == 2 and gemm.tuner().choices[CLS]["backend"] == "mkl"
     # 2.65 MB of weights over a 1.6 MB weight: 2 of it (nearest), the copy apart from b1
     assert len(waiting.made) == 1 and len(waiting.made[0]) == 2 and waiting.made[0][0] is b1
+    assert gemm._cycle_bytes(b2) == b2.nbytes and gemm._cycle_bytes(b1) == b1.nbytes + b2.nbytes
     assert not np.may_share_memory(waiting.made[0][1], b1) and np.array_equal(waiting.made[0][1], b1)
     np.testing.assert_allclose(timed, _reference(a1, b1), rtol=1e-4, atol=1e-3)
     waiting.clear()
@@ -64,7 +65,8 @@ def test_the_copies_hold_the_weight_sets_bytes_at_most_every_parts_l2_twice(wait
     waiting.plan = [{"one": 0.1}]
     a, b = _thin_operands(rng)
     monkeypatch.setattr(gemm, "_l2_bytes", lambda: int(b.nbytes * l2_per_weight))
-    gemm._thin_set.update({b.__array_interface__["data"][0]: b.nbytes, 1: int(b.nbytes * others)})
+    # a weight noted before b (a model run earlier) does not count
+    gemm._thin_set.update({2: 50 * b.nbytes, b.__array_interface__["data"][0]: b.nbytes, 1: int(b.nbytes * others)})
     gemm.matmul(a, b)                                                     # came round: timed at once
     assert waiting.rounds == 2 and len(waiting.made[0]) == copies and waiting.made[0][0] is b
 
@@ -76,8 +78,10 @@ def test_a_full_weight_set_times_at_once(waiting, rng, monkeypatch):
     monkeypatch.setattr(gemm, "THIN_SET_MAX", 1)
     gemm._thin_set[1] = 123
     a, b = _thin_operands(rng)
+    monkeypatch.setattr(gemm, "_l2_bytes", lambda: b.nbytes)
     np.testing.assert_allclose(gemm.matmul(a, b), _reference(a, b), rtol=1e-4, atol=1e-3)
     assert waiting.rounds == 2 and gemm.tuner().choices[CLS]["backend"] == "cols"
+    assert len(waiting.made[0]) == 4                                       # b not noted: every part's L2 twice
     assert gemm._thin_set == {1: 123}                                      # nothing noted past the limit
 
 

@@ -929,8 +929,9 @@ def _came_round(b):
     reading as in the model (:func:`_thin_timing`). Timed alone over copies that cover every part's
     L2 twice (issue 18 pred20), every candidate read from L3, but in the model two threads keep
     half of all the weights each in their L2 where they fit (the mlp's 2.6 MB: 1.3 MB a core)
-    while one thread cannot: the timing was biased against two threads. Weights of classes
-    chosen already (from disk) are not noted, and a freed weight's address may be reused: the set
+    while one thread cannot: the timing was biased against two threads. The bytes that count are
+    those noted from the weight on (:func:`_cycle_bytes`). Weights of classes chosen already (from
+    disk) are not noted, and a freed weight's address may be reused: the set
     is the model's as far as a process can tell cheaply. A full set (:data:`THIN_SET_MAX`) answers
     True at once."""
     address = b.__array_interface__["data"][0]
@@ -938,6 +939,22 @@ def _came_round(b):
         return True
     _thin_set[address] = b.nbytes
     return False
+
+
+def _cycle_bytes(b):
+    """Bytes of the weights noted from ``b`` on (``b`` included), 0 where ``b`` is not noted: what a
+    forward pass reads between two reads of ``b``. Not the whole set: the weights of a model run
+    before (a throw-away warm-up copy, a model since freed) come earlier in it.
+
+    >>> w = np.ones((4, 4), np.float32)
+    >>> _cycle_bytes(w)
+    0
+    """
+    address, total = b.__array_interface__["data"][0], 0
+    for noted, nbytes in _thin_set.items():
+        if total or noted == address:
+            total += nbytes
+    return total
 
 
 def _thin_args(a, b, out, op_a, op_b, n, parts):
@@ -980,8 +997,9 @@ def _thin_timing(cls, a, b, op_a, op_b, op_c, m, n, k, seen, parts):
       keeps ``one``, untimed classes elsewhere are unaffected, and the next process measures
       again."""
     copies = -(-2 * parts * _l2_bytes() // max(1, b.nbytes))   # 1: b alone is cold (no copy made)
-    if _thin_set:       # as many bytes as the model's thin weights (nearest): each call as far from
-        copies = min(copies, max(1, round(sum(_thin_set.values()) / max(1, b.nbytes))))   # its last read
+    cycle = _cycle_bytes(b)
+    if cycle:           # as many bytes as the model's thin weights (nearest): each call as far from
+        copies = min(copies, max(1, round(cycle / max(1, b.nbytes))))   # its weight's last read
     bs = [b] + [b.copy(order="K") for _ in range(copies - 1)]
     outs = [np.empty((m, n), a.dtype) for _ in range(2)]
 
