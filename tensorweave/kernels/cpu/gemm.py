@@ -55,8 +55,9 @@ training-step figures.
 - Thin products under that size (fewer than :data:`MIN_PART` rows: a batch-1 ``predict``'s
   layers) whose other operand is large (:data:`THIN_BYTES`) run at memory speed, where a second
   core adds its cache and bandwidth: per shape class, one thread, MKL's threads, OpenBLAS's threads
-  or a split of the columns is timed on a quiet machine, over cold copies of the weights and until
-  two timings agree (:func:`_thin_choice`; one thread until then).
+  or a split of the columns is timed on a quiet machine once the model's thin weights have all run,
+  over copies of the weight holding as many bytes as they do, until two timings agree
+  (:func:`_thin_choice`, :func:`_came_round`; one thread until then).
 - Products above that size are split over the intra-op threads (blocks of rows or columns, each a
   one-thread call) or left to MKL's threads, per shape class by a timing made on a quiet machine
   (:func:`_threaded_choice`; the split where not timed): on AMD EPYC MKL's two threads ran the
