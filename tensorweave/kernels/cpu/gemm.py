@@ -952,7 +952,7 @@ def _cycle_bytes(b):
     0
     """
     address, total = b.__array_interface__["data"][0], 0
-    for noted, nbytes in _thin_set.items():
+    for noted, nbytes in list(_thin_set.items()):     # (a copy: another thread may note one meanwhile)
         if total or noted == address:
             total += nbytes
     return total
