@@ -238,6 +238,8 @@ def routes(monkeypatch, tmp_path):
     monkeypatch.setattr(gemm, "threads_here", lambda: 2)
     monkeypatch.setattr(gemm, "split_parts", lambda: 2)
     monkeypatch.setattr(gemm_tuning, "quiet", lambda: True)
+    monkeypatch.setattr(gemm, "_thin_set", {})
+    monkeypatch.setattr(gemm, "THIN_SET_MAX", 0)          # a thin class timed at its first product
     monkeypatch.setattr(gemm, "_stub_compiled", lambda *args: True)      # as after the install-time build
     monkeypatch.setattr(gemm_tuning, "_time_call", lambda backend, run: (run(), {"one": 1e-3}.get(backend, 5e-3))[1])
     taken = []

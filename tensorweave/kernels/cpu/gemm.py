@@ -55,8 +55,9 @@ training-step figures.
 - Thin products under that size (fewer than :data:`MIN_PART` rows: a batch-1 ``predict``'s
   layers) whose other operand is large (:data:`THIN_BYTES`) run at memory speed, where a second
   core adds its cache and bandwidth: per shape class, one thread, MKL's threads, OpenBLAS's threads
-  or a split of the columns is timed on a quiet machine, over cold copies of the weights and until
-  two timings agree (:func:`_thin_choice`; one thread until then).
+  or a split of the columns is timed on a quiet machine once the model's thin weights have all run,
+  over copies of the weight holding as many bytes as they do, until two timings agree
+  (:func:`_thin_choice`, :func:`_came_round`; one thread until then).
 - Products above that size are split over the intra-op threads (blocks of rows or columns, each a
   one-thread call) or left to MKL's threads, per shape class by a timing made on a quiet machine
   (:func:`_threaded_choice`; the split where not timed): on AMD EPYC MKL's two threads ran the
@@ -498,7 +499,12 @@ def _stub_ready(args):
 
 
 def _cores():
-    from tensorweave.kernels import threads
+    # kernels.threads by its sys.modules entry: the import statement here cost ~0.9 µs a call
+    # (thread CPU, load 12), more than threads.cores() itself; it is imported after MKL is
+    # loaded (it takes stock of the BLAS libraries), so not at this module's top
+    threads = sys.modules.get("tensorweave.kernels.threads")
+    if threads is None:
+        from tensorweave.kernels import threads
     return threads.cores()
 
 
@@ -901,10 +907,55 @@ def _thin_choice(a, b, out, op_a, op_b, op_c, m, n, k, seen, parts=None):
         else:
             got = None                  # the loop is ready: time the class again, with it
         if got is None and gemm_tuning.quiet():
+            if not _came_round(b):      # timed once the model's thin weights have all run once
+                return _thin_chosen.get(key, "one")
             got, pending = _thin_timing(cls, a, b, op_a, op_b, op_c, m, n, k, seen, parts)
             (_thin_pending.add if pending else _thin_pending.discard)(key)
         _thin_chosen[key] = got or "one"
     return _thin_chosen[key]
+
+
+#: thin weights a process has run while a thin class waited for its timing (data address -> bytes,
+#: in the order first run): the weight set a class is timed over (:func:`_came_round`); at most
+#: this many (a set that large times at once, over every part's L2 twice, as before issue 18 session 18)
+THIN_SET_MAX = 64
+_thin_set = {}
+
+
+def _came_round(b):
+    """Whether the weight ``b`` was seen by an untimed thin class's product before (noted now
+    otherwise, and False). Why: a batch-1 ``predict`` runs its layers' thin products in turn, each
+    reading its own weight, so when the first weight comes round again, every layer's weight is
+    noted and the class is timed with each call as far (in bytes read) from its weight's last
+    reading as in the model (:func:`_thin_timing`). Timed alone over copies that cover every part's
+    L2 twice (issue 18 pred20), every candidate read from L3, but in the model two threads keep
+    half of all the weights each in their L2 where they fit (the mlp's 2.6 MB: 1.3 MB a core)
+    while one thread cannot: the timing was biased against two threads. The bytes that count are
+    those noted from the weight on (:func:`_cycle_bytes`). Weights of classes chosen already (from
+    disk) are not noted, and a freed weight's address may be reused: the set
+    is the model's as far as a process can tell cheaply. A full set (:data:`THIN_SET_MAX`) answers
+    True at once."""
+    address = b.__array_interface__["data"][0]
+    if address in _thin_set or len(_thin_set) >= THIN_SET_MAX:
+        return True
+    _thin_set[address] = b.nbytes
+    return False
+
+
+def _cycle_bytes(b):
+    """Bytes of the weights noted from ``b`` on (``b`` included), 0 where ``b`` is not noted: what a
+    forward pass reads between two reads of ``b``. Not the whole set: the weights of a model run
+    before (a throw-away warm-up copy, a model since freed) come earlier in it.
+
+    >>> w = np.ones((4, 4), np.float32)
+    >>> _cycle_bytes(w)
+    0
+    """
+    address, total = b.__array_interface__["data"][0], 0
+    for noted, nbytes in list(_thin_set.items()):     # (a copy: another thread may note one meanwhile)
+        if total or noted == address:
+            total += nbytes
+    return total
 
 
 def _thin_args(a, b, out, op_a, op_b, n, parts):
@@ -932,8 +983,11 @@ def _thin_timing(cls, a, b, op_a, op_b, op_c, m, n, k, seen, parts):
       (1x784 @ 784x512 on one MKL thread: 31 µs hot against 76 over rotating copies, 1x512 @
       512x512 18 against 46, thread CPU at load 4.6 on the Intel Xeon of issue 18). So every
       timed call takes the next of enough copies of ``b`` that together they exceed every part's
-      L2 (:func:`_l2_bytes`) twice over: each candidate is timed reading from L3, as in the model
-      (a weight that large alone is timed without copies: the copies take at most that much memory).
+      L2 (:func:`_l2_bytes`) twice over: each candidate is timed reading from L3 (a weight that
+      large alone is timed without copies: the copies take at most that much memory). Since issue
+      18 session 18 the copies hold, where fewer, as many bytes as the model's thin weights
+      (:func:`_came_round`): reading from L3 biased the timing against two threads, which in the
+      model keep their halves of all the weights in their L2 where those fit.
     - Two threads' wall time on a shared machine swings from call to call, and a single timing
       that happened to land in a burst of load chose one thread for good (``one_us`` 110 against
       ``mkl_us`` 222 on disk, where a quiet timing read MKL's threads 35 % faster). So the class is
@@ -944,6 +998,9 @@ def _thin_timing(cls, a, b, op_a, op_b, op_c, m, n, k, seen, parts):
       keeps ``one``, untimed classes elsewhere are unaffected, and the next process measures
       again."""
     copies = -(-2 * parts * _l2_bytes() // max(1, b.nbytes))   # 1: b alone is cold (no copy made)
+    cycle = _cycle_bytes(b)
+    if cycle:           # as many bytes as the model's thin weights (nearest): each call as far from
+        copies = min(copies, max(1, round(cycle / max(1, b.nbytes))))   # its weight's last read
     bs = [b] + [b.copy(order="K") for _ in range(copies - 1)]
     outs = [np.empty((m, n), a.dtype) for _ in range(2)]
 
@@ -1059,14 +1116,31 @@ def threads_here():
     (``tiles.over_tiles``: its products run on one thread beside the caller's); None without
     NumPy's OpenBLAS (then no one-thread library choice is made for that reason). Where it is 1, a
     product runs on one thread whatever its size, on the library measured faster on one thread
-    for its class (:func:`_run_2d`). ~2 µs (two C calls)."""
+    for its class (:func:`_run_2d`). ~1 µs: OpenBLAS's count is read by a C call each time (a
+    user may change it, through threadpoolctl, at any moment); whether this is a helper thread is
+    looked up once per thread (:func:`_on_helper`)."""
     if _openblas_threads() is None:
         return None
-    if threading.current_thread().name.endswith(_HELPER):
+    share = _thread_share
+    helper = share.helper
+    if helper is None:
+        helper = share.helper = _on_helper(threading.current_thread().name)
+    if helper:
         return 1
     parts = min(_openblas["found"][0](), _cores())
-    cap = getattr(_thread_share, "parts", None)
+    cap = share.parts
     return parts if cap is None else max(1, min(parts, cap))
+
+
+def _on_helper(name):
+    """Whether a thread of this name is one of the runtime's helper threads: the pool names them
+    ``<prefix>_<n>`` after its ``thread_name_prefix`` ``tw-<runtime>-intra`` (before issue 18
+    session 18 only a name ending in ``-intra`` itself matched, which no pool thread has).
+
+    >>> _on_helper("tw-default-intra_0"), _on_helper("tw-default-intra"), _on_helper("MainThread")
+    (True, True, False)
+    """
+    return name.endswith(_HELPER) or name.rpartition("_")[0].endswith(_HELPER)
 
 
 def _share():
@@ -1082,16 +1156,18 @@ def _share():
 
 class _ThreadShare(threading.local):
     """``here`` (:func:`blocks_here`'s parts) and ``parts`` (:func:`limit_split_here`'s cap), None
-    on a thread that set neither. Class defaults, because a ``getattr(local, name, None)`` that
+    on a thread that set neither; ``helper``, whether the thread is a runtime helper (None until
+    :func:`threads_here` first asks on it). Class defaults, because a ``getattr(local, name, None)`` that
     misses raises and catches an AttributeError inside: 1.4 µs against 0.3 (thread CPU, load 12),
     and a batch-1 thin product asked 8 times (``route``, ``split_parts`` x3, ``_thin_choice``).
 
     >>> share = _ThreadShare()
-    >>> share.here, share.parts, share.__dict__
-    (None, None, {})
+    >>> share.here, share.parts, share.helper, share.__dict__
+    (None, None, None, {})
     """
     here = None
     parts = None
+    helper = None      # threads_here's answer to "a runtime helper thread?", once known
 
 
 #: the calling thread's own cap on split parts (OpenBLAS's count is process-wide: an in-process
