@@ -23,6 +23,7 @@ timed on a quiet machine only, the split kept otherwise, as ``gemm._threaded_cho
 True
 """
 import functools
+import types
 
 import numpy as np
 
@@ -101,9 +102,18 @@ def _ladder_runners(dtype, parts, side):
 _chosen = {}
 
 
+#: layouts (equation and operand shapes) whose :func:`_plan` and :func:`_arrangement` are kept:
+#: at batch-1 inference their string and list work was ~30 µs of every product's caller CPU
+#: (load 5.6), for products of 150-450 µs (issue 18 session 18, enc22)
+LAYOUTS = 1024
+
+
+@functools.lru_cache(maxsize=LAYOUTS)
 def _plan(sa, sb, so, shape_a, shape_b):
     """``(size, batch, left, right, inner, only_a, only_b)`` of a contraction GEMM can run, or None
-    (repeated or ``...`` subscripts, sizes that differ, output letters from nowhere)."""
+    (repeated or ``...`` subscripts, sizes that differ, output letters from nowhere). Computed once
+    per layout (shapes as tuples), so shared by every call: ``size`` is read-only, the subscript
+    lists are tuples."""
     if "." in sa + sb + so or any(len(set(t)) != len(t) for t in (sa, sb, so)) or len(shape_a) != len(sa) \
             or len(shape_b) != len(sb) or not set(so) <= set(sa + sb):
         return None
@@ -115,11 +125,11 @@ def _plan(sa, sb, so, shape_a, shape_b):
     only_b = tuple(i for i, c in enumerate(sb) if c not in sa and c not in so)
     sa = "".join(c for c in sa if c in sb or c in so)
     sb = "".join(c for c in sb if c in sa or c in so)
-    batch = [c for c in so if c in sa and c in sb]
-    left = [c for c in so if c in sa and c not in sb]
-    right = [c for c in so if c in sb and c not in sa]
-    inner = [c for c in sa if c in sb and c not in so]
-    return size, batch, left, right, inner, only_a, only_b
+    batch = tuple(c for c in so if c in sa and c in sb)
+    left = tuple(c for c in so if c in sa and c not in sb)
+    right = tuple(c for c in so if c in sb and c not in sa)
+    inner = tuple(c for c in sa if c in sb and c not in so)
+    return types.MappingProxyType(size), batch, left, right, inner, only_a, only_b
 
 
 def _prod(size, letters):
@@ -156,13 +166,23 @@ def _matrices(x, sx, batch, rows, cols, size):
     not merge into one axis, made in ``x``'s own order of ``rows`` and ``cols`` (its innermost axis
     stays innermost) and handed over transposed as a view where that order is ``cols, rows``:
     copying attention's ``[B, T, N, H]`` query to ``[B, N, H, T]`` cost 0.9 ms against 0.2 for
-    ``[B, N, T, H]`` (AMD EPYC), and BLAS reads either order."""
+    ``[B, N, T, H]`` (AMD EPYC), and BLAS reads either order. (``size`` is not read: the sizes
+    come from ``x``'s shape, a split stack's block's own included.)"""
+    axes, shape, flip = _arrangement(sx, x.shape, tuple(batch), tuple(rows), tuple(cols))
+    m = x.transpose(axes).reshape(shape)
+    return m.transpose(0, 2, 1) if flip else m
+
+
+@functools.lru_cache(maxsize=LAYOUTS)
+def _arrangement(sx, shape, batch, rows, cols):
+    """``(axes, shape, flip)``: :func:`_matrices` of an array of ``shape`` is its transpose to
+    ``axes`` reshaped to ``shape``, then its last two axes swapped where ``flip``."""
+    size = dict(zip(sx, shape))
     nb, nr, nc = _prod(size, batch), _prod(size, rows), _prod(size, cols)
     pos = [sx.index(c) for c in rows + cols]
     if rows and cols and max(pos) in [sx.index(c) for c in rows]:   # a row letter is innermost
-        m = x.transpose([sx.index(c) for c in batch + cols + rows]).reshape(nb, nc, nr)
-        return m.transpose(0, 2, 1)
-    return x.transpose([sx.index(c) for c in batch + rows + cols]).reshape(nb, nr, nc)
+        return tuple(sx.index(c) for c in batch + cols + rows), (nb, nc, nr), True
+    return tuple(sx.index(c) for c in batch + rows + cols), (nb, nr, nc), False
 
 
 def _split_letter(batch, size):
@@ -176,12 +196,12 @@ def _product(a, b, sa, sb, so, size, batch, left, right, inner, one_thread=False
     when given, else a new array. Where the output lists ``b``'s free subscripts before ``a``'s,
     the product runs as ``b^T a^T`` (both views), so the result comes out in the output's order:
     transposing attention's ``[B, N, S, T]`` scores afterwards cost 2.2 ms a call (AMD EPYC)."""
-    if right and left and [c for c in so if c not in batch] == right + left:
+    if right and left and tuple(c for c in so if c not in batch) == tuple(right) + tuple(left):
         a, b, sa, sb, left, right = b, a, sb, sa, right, left
     nb, nl, nr = (_prod(size, x) for x in (batch, left, right))
     am = _matrices(a, sa, batch, left, inner, size)
     bm = _matrices(b, sb, batch, inner, right, size)
-    order = batch + left + right
+    order = list(batch) + list(left) + list(right)
     direct = out is not None and order == list(so)
     if nb == 1:
         got = gemm.matmul(am[0], bm[0], out=out.reshape(nl, nr) if direct else None, one_thread=one_thread)

@@ -5,6 +5,8 @@ gradient and the bias gradient of its result become one node (TensorFlow's "rema
   (``kernels/cpu/fused_kernels.py``): the bias and ReLU are applied to each output tile while
   it is in cache. The contraction's and the BiasAdd's outputs must have no other reader and
   not be fed or fetched (the last node's output may be fetched: the fused node computes it).
+- ``Einsum -> BiasAdd | AddV2 [-> Relu]`` (a ``Dense`` on a sequence, an attention projection)
+  becomes ``FusedEinsum`` (``runtime/passes/einsum_bias.py``, issue 18 session 18).
 - ``ReluGrad -> BiasAddGrad`` becomes ``FusedReluGradBiasAddGrad`` with both outputs: the
   masked gradient (still read by the other gradient ops) and its column sums (either may be
   fetched, neither fed).
@@ -46,6 +48,7 @@ import numpy as np
 
 from tensorweave.core.registry import get_op
 from tensorweave.ops import fused_conv_ops, fused_norm_ops, fused_ops  # noqa: F401 - registers the fused ops
+from tensorweave.runtime.passes import einsum_bias
 from tensorweave.runtime.passes.ir import Node, const_value, runs_stock_kernel, static_dims
 
 _DTYPES = ("float32", "float64")
@@ -349,6 +352,13 @@ def _fuse_softmax_grad(mul, work):
     return None
 
 
+def _fuse_einsum_bias(add, work, taken):
+    """``Einsum -> BiasAdd | AddV2 [-> Relu]`` as one ``FusedEinsum`` (``einsum_bias.fuse``)."""
+    if any(id(t.op) in taken for t in add.inputs):
+        return None
+    return einsum_bias.fuse(add, work, _free, _only_reader, _channels_last)
+
+
 def run(work):
     n = 0
     taken = set()
@@ -356,7 +366,9 @@ def run(work):
         if id(op) in taken:
             continue
         if runs_stock_kernel(op, "BiasAdd") and id(op.inputs[0].op) not in taken:
-            fused = _fuse_contraction(op, work)
+            fused = _fuse_contraction(op, work) or _fuse_einsum_bias(op, work, taken)
+        elif runs_stock_kernel(op, "AddV2"):
+            fused = _fuse_einsum_bias(op, work, taken)
         elif runs_stock_kernel(op, "BiasAddGrad") and id(op.inputs[0].op) not in taken:
             fused = _fuse_gradients(op, work)
         elif runs_stock_kernel(op, "SparseSoftmaxCrossEntropyWithLogits"):
