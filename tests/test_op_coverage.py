@@ -49,7 +49,7 @@ EXCEPTIONS = {
                      "StatelessMultinomial"], _RANDOM),
     **dict.fromkeys(["PyFunc", "EagerPyFunc", "CustomGradient", "PrintV2"], _PYTHON),
     **dict.fromkeys(["If", "StatefulIf", "While", "StatefulWhile", "WhileGrad"], _CONTROL),
-    **dict.fromkeys(["FusedMatMul", "FusedConv1D", "FusedConv2D", "FusedConv3D", "FusedReluGradBiasAddGrad",
+    **dict.fromkeys(["FusedMatMul", "FusedEinsum", "FusedConv1D", "FusedConv2D", "FusedConv3D", "FusedReluGradBiasAddGrad",
                      "FusedElementwise", "FusedReduction",
                      "FusedSparseSoftmaxCrossEntropy", "FusedMatMulGroupApplyAdam"], _PLAN),
     **dict.fromkeys(["FusedConv1DBackprop", "FusedConv2DBackprop", "FusedConv3DBackprop", "FusedBatchNormTrainingRelu",

@@ -35,7 +35,7 @@ NO_RULE = {
     "NoOp": "no inputs or outputs",
     "PrintV2": "prints the whole value: B",
     **dict.fromkeys(["Where", "Bincount", "UniqueV2", "UniqueSegmentSum"], _SHAPE),
-    **dict.fromkeys(["FusedConv1D", "FusedConv2D", "FusedConv3D", "FusedElementwise", "FusedMatMul",
+    **dict.fromkeys(["FusedConv1D", "FusedConv2D", "FusedConv3D", "FusedElementwise", "FusedMatMul", "FusedEinsum",
                      "FusedReduction", "FusedReluGradBiasAddGrad", "FusedSparseSoftmaxCrossEntropy",
                      "FusedMatMulGroupApplyAdam"], _PASS),
     **dict.fromkeys(["FusedConv1DBackprop", "FusedConv2DBackprop", "FusedConv3DBackprop", "FusedBatchNormTrainingRelu",

@@ -15,7 +15,7 @@ from tensorweave.core.registry import register_op
 __all__ = []
 
 # name -> number of outputs; the fusion each stands for is in runtime/passes/remapping.py
-FUSED_OPS = {"FusedMatMul": 1, "FusedConv1D": 1, "FusedConv2D": 1, "FusedConv3D": 1,
+FUSED_OPS = {"FusedMatMul": 1, "FusedEinsum": 1, "FusedConv1D": 1, "FusedConv2D": 1, "FusedConv3D": 1,
              "FusedReluGradBiasAddGrad": 2, "FusedSparseSoftmaxCrossEntropy": 2,
              "FusedElementwise": 1, "FusedReduction": 1,     # (these two: runtime/passes/fusion.py)
              "FusedMatMulGroupApplyAdam": 0}                 # updates variables: stateful

@@ -47,9 +47,10 @@ from tensorweave.kernels.cpu import gemm
 #: ``EinsumDense``/attention's products (the transformer step's backprop pairs, issue 18 session
 #: 16, tx20); its kernel (``einsum_matmul.contract``) cuts a product into the blocks of
 #: ``gemm.split_parts`` and keeps them on this thread inside ``gemm.blocks_here``, as MatMul's does
-DEFERRED_OPS = frozenset({"MatMul", "FusedMatMul", "Einsum"})
+#: (``FusedEinsum``: an Einsum with its bias add and ReLU, issue 18 session 18, tx22)
+DEFERRED_OPS = frozenset({"MatMul", "FusedMatMul", "Einsum", "FusedEinsum"})
 #: heavy op types the calling thread may run meanwhile (their products follow ``gemm.blocks_here``)
-PARTNER_OPS = frozenset({"MatMul", "FusedMatMul", "Einsum"})
+PARTNER_OPS = frozenset({"MatMul", "FusedMatMul", "Einsum", "FusedEinsum"})
 #: stateful op types that only read (a variable's value): they may run while a product is out
 READ_ONLY = frozenset({"ReadVariableOp", "VarHandleOp"})
 #: other heavy op types the calling thread may run meanwhile besides elementwise ones (their

@@ -5,6 +5,10 @@ gradient and the bias gradient of its result become one node (TensorFlow's "rema
   (``kernels/cpu/fused_kernels.py``): the bias and ReLU are applied to each output tile while
   it is in cache. The contraction's and the BiasAdd's outputs must have no other reader and
   not be fed or fetched (the last node's output may be fetched: the fused node computes it).
+- ``Einsum -> BiasAdd | AddV2 [-> Relu]`` (a Keras ``Dense`` on a sequence, ``EinsumDense``'s and
+  ``MultiHeadAttention``'s projections: a bias shaped like the product's trailing axes) becomes
+  ``FusedEinsum`` (``kernels/cpu/einsum_bias_kernels.py``: the bias and ReLU in place on the
+  product's output); ``TW_REMAP_EINSUM_BIAS=0``: off.
 - ``ReluGrad -> BiasAddGrad`` becomes ``FusedReluGradBiasAddGrad`` with both outputs: the
   masked gradient (still read by the other gradient ops) and its column sums (either may be
   fetched, neither fed).
@@ -58,6 +62,9 @@ SOFTMAX_SCALE = os.environ.get("TW_REMAP_SOFTMAX_SCALE", "1") != "0"
 #: issue 18 session 17 (tx21): ``Softmax``'s composite gradient as one ``SoftmaxGrad`` (the op itself stays
 #: off in the gradient, ``softmax_grad_ops.FUSED``: the planner reads it); ``TW_REMAP_SOFTMAX_GRAD=0``: off
 SOFTMAX_GRAD = os.environ.get("TW_REMAP_SOFTMAX_GRAD", "1") != "0"
+#: issue 18 session 18 (tx22): an ``Einsum``'s bias add (``BiasAdd``/``AddV2``) and ReLU as one ``FusedEinsum``;
+#: ``TW_REMAP_EINSUM_BIAS=0``: off, for comparisons
+EINSUM_BIAS = os.environ.get("TW_REMAP_EINSUM_BIAS", "1") != "0"
 _CONTRACTIONS = {"Conv1D": "FusedConv1D", "Conv2D": "FusedConv2D", "Conv3D": "FusedConv3D",
                  "MatMul": "FusedMatMul"}
 def _free(op, work):
@@ -349,6 +356,54 @@ def _fuse_softmax_grad(mul, work):
     return None
 
 
+def _einsum_bias(y, add):
+    """The bias ``add`` (a stock ``BiasAdd``, channels last, or ``AddV2``) adds to ``y``: the other
+    operand, when shaped like ``y``'s trailing axes (static) and of its dtype; else None."""
+    if runs_stock_kernel(add, "BiasAdd"):
+        bias = add.inputs[1] if add.inputs[0] is y and _channels_last(add) else None
+    elif runs_stock_kernel(add, "AddV2") and len(add.inputs) == 2 and (add.inputs[0] is y) != (add.inputs[1] is y):
+        bias = add.inputs[1] if add.inputs[0] is y else add.inputs[0]
+    else:
+        return None
+    dims, b = y.shape.as_tuple(), None if bias is None else static_dims(bias)
+    if not b or dims is None or len(b) > len(dims) or tuple(dims[len(dims) - len(b):]) != b \
+            or bias.dtype is not y.dtype:
+        return None
+    return bias
+
+
+def _fuse_einsum_bias(einsum, work):
+    """A two-operand ``Einsum`` whose output only a bias add reads (``_einsum_bias``), and the
+    ``Relu`` after it if that is its only reader: one ``FusedEinsum`` node at the last one's place
+    (``kernels/cpu/einsum_bias_kernels.py``: the bias and ReLU in place on the product's output,
+    the unfused ops' arithmetic and bits; issue 18 session 18, tx22)."""
+    y = einsum.outputs[0]
+    readers = work.consumers.get(id(y), [])
+    d = get_op("FusedEinsum")
+    if len(einsum.inputs) != 2 or len(readers) != 1 or not (_free(einsum, work) and _only_reader(y, readers[0], work)) \
+            or work.device_type(einsum) not in d.kernels or any(t.dtype is not y.dtype for t in einsum.inputs):
+        return None
+    add = readers[0]
+    bias = _einsum_bias(y, add)
+    if bias is None or not _free(add, work) or add.device != einsum.device or add.outputs[0].dtype is not y.dtype \
+            or id(add.outputs[0]) in work.feed_ids:
+        return None
+    last, fused = add, [einsum, add]
+    after = work.consumers.get(id(add.outputs[0]), [])
+    if len(after) == 1 and runs_stock_kernel(after[0], "Relu") and _free(after[0], work) \
+            and _only_reader(add.outputs[0], after[0], work) and after[0].device == einsum.device:
+        last = after[0]
+        fused.append(last)
+    out = last.outputs[0]
+    node = Node(last, d, (einsum.inputs[0], einsum.inputs[1], bias),
+                {"equation": einsum.attrs["equation"], "relu": last is not add}, [(out.shape, out.dtype)],
+                type_="FusedEinsum", control_inputs=(), fused=[o.name for o in fused])
+    work.node_rep[id(last)] = node
+    for o in fused[:-1]:
+        work.node_rep[id(o)] = None
+    return fused
+
+
 def run(work):
     n = 0
     taken = set()
@@ -363,6 +418,8 @@ def run(work):
             fused = _fuse_cross_entropy(op, work)
         elif runs_stock_kernel(op, "ResourceGroupApplyAdam"):
             fused = _fuse_update(op, work)
+        elif runs_stock_kernel(op, "Einsum") and EINSUM_BIAS:
+            fused = _fuse_einsum_bias(op, work)
         elif runs_stock_kernel(op, "Mul") and SOFTMAX_SCALE:
             fused = (SOFTMAX_GRAD and _fuse_softmax_grad(op, work)) or _fold_softmax_grad_scale(op, work)
         elif not CONV_BLOCKS:
