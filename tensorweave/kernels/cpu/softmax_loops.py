@@ -40,19 +40,34 @@ def shift_twin(x, e):
 def shift(x, e):
     """Per row: ``e = x - m``, ``m`` the row's largest value not NaN (``np.fmax``), 0 where ``m`` is
     infinite or the row all NaN (a maximum is exact: only the sign of a zero shift may differ from
-    the twin's, which leaves ``exp`` of each difference unchanged)."""
+    the twin's, which leaves ``exp`` of each difference unchanged). The maximum in eight lanes
+    started at -inf (a NaN never replaces a lane: ``v > lane`` is false), so eight independent
+    selects a step instead of one chain; a row whose lanes end at -inf (all -inf or NaN) is shifted
+    by 0, as the twin's."""
     rows, n = x.shape
     zero = x.dtype.type(0.0)
+    low = x.dtype.type(-np.inf)
+    n8 = n - n % 8
     for r in range(rows):
-        m = x[r, 0]
-        for c in range(1, n):
-            v = x[r, c]
-            if m != m or v > m:
-                m = v
+        xr = x[r]
+        a0 = a1 = a2 = a3 = a4 = a5 = a6 = a7 = low
+        for c in range(0, n8, 8):
+            a0 = xr[c] if xr[c] > a0 else a0
+            a1 = xr[c + 1] if xr[c + 1] > a1 else a1
+            a2 = xr[c + 2] if xr[c + 2] > a2 else a2
+            a3 = xr[c + 3] if xr[c + 3] > a3 else a3
+            a4 = xr[c + 4] if xr[c + 4] > a4 else a4
+            a5 = xr[c + 5] if xr[c + 5] > a5 else a5
+            a6 = xr[c + 6] if xr[c + 6] > a6 else a6
+            a7 = xr[c + 7] if xr[c + 7] > a7 else a7
+        for c in range(n8, n):
+            a0 = xr[c] if xr[c] > a0 else a0
+        m = max(max(max(a0, a1), max(a2, a3)), max(max(a4, a5), max(a6, a7)))
         if not np.isfinite(m):
             m = zero
+        er = e[r]
         for c in range(n):
-            e[r, c] = x[r, c] - m
+            er[c] = xr[c] - m
 
 
 @njit
