@@ -39,6 +39,7 @@ def test_the_shift_is_the_twins_with_nan_infinite_and_zero_rows(dtype):
     x[3, 4] = np.inf
     x[4, 0] = np.nan                        # a NaN first: the maximum of the rest
     x[5] = [-0.0, 0.0] * 4 + [-0.0]
+    x[6] = -np.abs(x[6]) - 1                # all negative: the shift is no 0
     got, want = np.empty_like(x), np.empty_like(x)
     _compiled(softmax_loops.shift, x, got)(x, got)
     with np.errstate(all="ignore"):
