@@ -54,7 +54,8 @@ SOFTMAX_SPLIT_BYTES, SOFTMAX_TILE_BYTES = 1 << 20, 1 << 19
 def _softmax(x, axis):
     """Last-axis rows of a C-contiguous input by ``softmax_loops`` (one pass for the shift, NumPy's
     exp, one for the sum and division: ``_softmax_np``'s bits), in tiles of rows on the intra-op
-    threads from ``SOFTMAX_SPLIT_BYTES``; other axes by ``_softmax_np``."""
+    threads from ``SOFTMAX_SPLIT_BYTES`` where a pass that large is split (``split_passes.parts_for``,
+    measured per machine); other axes by ``_softmax_np``."""
     dt = _floats(x)
     if x.size == 0:
         return x.copy()
@@ -64,7 +65,7 @@ def _softmax(x, axis):
     c = xw.shape[-1]
     rows, out = xw.reshape(-1, c), np.empty(xw.shape, xw.dtype)
     flat = out.reshape(-1, c)
-    if xw.nbytes < SOFTMAX_SPLIT_BYTES:
+    if xw.nbytes < SOFTMAX_SPLIT_BYTES or split_passes.parts_for(xw.nbytes, rows.shape[0]) < 2:
         softmax_loops.softmax_rows(rows, flat)
         return out.astype(dt, copy=False)
 
