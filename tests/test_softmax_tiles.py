@@ -22,6 +22,7 @@ def tiles(monkeypatch):
     seen = []
     monkeypatch.setattr(nn_kernels, "SOFTMAX_SPLIT_BYTES", 256)
     monkeypatch.setattr(nn_kernels, "SOFTMAX_TILE_BYTES", 3 * 7 * 4)
+    monkeypatch.setattr(nn_kernels.split_passes, "parts_for", lambda nbytes, rows: 2)   # (split: issue 18 tx22)
     real = nn_kernels.over_tiles
 
     def spy(n, per, tile, run):

@@ -17,8 +17,9 @@ import numpy as np
 
 from tensorweave.core.registry import register_kernel as k
 from tensorweave.kernels.cpu import layer_norm_loops as loops
+from tensorweave.kernels.cpu import split_passes
 from tensorweave.kernels.cpu.nn_util import floats, work
-from tensorweave.kernels.cpu.tiles import over_tiles
+from tensorweave.kernels.cpu.tiles import on_this_thread, over_tiles
 from tensorweave.kernels.cpu.util import quiet
 from tensorweave.ops import layer_norm_ops, softmax_grad_ops  # noqa: F401 - the ops, registered with tensorweave
 
@@ -34,8 +35,17 @@ def _rows(a, begin):
 
 
 def _over_rows(m, n, itemsize, run):
-    """``run(r0, r1, _scratch)`` over tiles of rows of :data:`TILE_ROWS_BYTES`."""
-    over_tiles(m, max(1, n * itemsize), TILE_ROWS_BYTES, run)
+    """``run(r0, r1, _scratch)`` over tiles of rows of :data:`TILE_ROWS_BYTES`, on the intra-op
+    threads where a pass of ``m x n`` values is split (``split_passes.parts_for``: measured per
+    machine), else every tile on this thread: the same tiles either way (the gradient's column
+    partials, so its bits), without the threads' hand-off for the transformer's [2048, 64] rows
+    (the tiles' hand-off and BLAS thread-count calls cost more than half of the forward's loop;
+    issue 18 session 18, tx22)."""
+    if split_passes.parts_for(m * n * itemsize, m) < 2:
+        with on_this_thread():
+            over_tiles(m, max(1, n * itemsize), TILE_ROWS_BYTES, run)
+    else:
+        over_tiles(m, max(1, n * itemsize), TILE_ROWS_BYTES, run)
 
 
 def _same_dtype(wd, *vectors):

@@ -10,7 +10,7 @@ import numpy as np
 
 from tensorweave.core import errors
 from tensorweave.core.registry import register_kernel as k
-from tensorweave.kernels.cpu import nn_loops, split_passes
+from tensorweave.kernels.cpu import nn_loops, softmax_loops, split_passes
 from tensorweave.kernels.cpu.nn_util import channels_first as _channels_first
 from tensorweave.kernels.cpu.nn_util import floats as _floats
 from tensorweave.kernels.cpu.nn_util import work as _work
@@ -52,19 +52,26 @@ SOFTMAX_SPLIT_BYTES, SOFTMAX_TILE_BYTES = 1 << 20, 1 << 19
 @k("Softmax")
 @quiet
 def _softmax(x, axis):
+    """Last-axis rows of a C-contiguous input by ``softmax_loops`` (one pass for the shift, NumPy's
+    exp, one for the sum and division: ``_softmax_np``'s bits), in tiles of rows on the intra-op
+    threads from ``SOFTMAX_SPLIT_BYTES`` where a pass that large is split (``split_passes.parts_for``,
+    measured per machine); other axes by ``_softmax_np``."""
     dt = _floats(x)
     if x.size == 0:
         return x.copy()
     xw = _work(x)
-    if xw.nbytes < SOFTMAX_SPLIT_BYTES or axis % x.ndim != x.ndim - 1 or not xw.flags.c_contiguous:
+    if axis % x.ndim != x.ndim - 1 or not xw.flags.c_contiguous:
         return _softmax_np(xw, axis).astype(dt, copy=False)
     c = xw.shape[-1]
     rows, out = xw.reshape(-1, c), np.empty(xw.shape, xw.dtype)
     flat = out.reshape(-1, c)
+    if xw.nbytes < SOFTMAX_SPLIT_BYTES or split_passes.parts_for(xw.nbytes, rows.shape[0]) < 2:
+        softmax_loops.softmax_rows(rows, flat)
+        return out.astype(dt, copy=False)
 
     def block(r0, r1, _scratch):
         with np.errstate(all="ignore"):     # (per thread: the helpers' too; nan rows as TF's)
-            _softmax_np(rows[r0:r1], -1, flat[r0:r1])
+            softmax_loops.softmax_rows(rows[r0:r1], flat[r0:r1])
     over_tiles(rows.shape[0], c * xw.itemsize, SOFTMAX_TILE_BYTES, block)
     return out.astype(dt, copy=False)
 
