@@ -12,7 +12,8 @@ the same stock kernels on the same values, so the bits are the unfused plan's.
 
 Either part is taken alone where only it matches: the ``Sum`` over all axes (``axis=None``,
 no ``keepdims``) read by a ``DivNoNan`` alone, whose divisor is a constant scalar of the loss's
-dtype; the ``Mul`` of the gradient (read by it alone) by a constant of the gradient's dtype whose
+dtype, finite and at least 1 in size (a batch size: the division then cannot hit ``DivNoNan``'s
+zero branch or raise a floating-point warning, so the kernel divides without either); the ``Mul`` of the gradient (read by it alone) by a constant of the gradient's dtype whose
 broadcast leaves the gradient's shape. No intermediate fed or fetched, no ordering edges, stock
 kernels, one device. ``TW_REMAP_LOSS_TAIL=0`` switches it off (for comparisons).
 
@@ -71,7 +72,7 @@ def _mean(loss_out, like, work):
         return None
     d = _constant(div.inputs[1], like, work)
     if d is None or np.ndim(d) != 0 or np.asarray(d).dtype != loss_out.dtype.np_dtype \
-            or div.outputs[0].dtype is not loss_out.dtype:
+            or div.outputs[0].dtype is not loss_out.dtype or not (np.isfinite(d) and abs(d) >= 1):
         return None
     return s, div, div.inputs[1]
 
