@@ -177,3 +177,19 @@ def test_a_keras_training_step_is_bit_for_bit_the_one_without_it(monkeypatch):
     assert on[0] == off[0]
     for a, b in zip(on[1], off[1]):
         np.testing.assert_array_equal(a, b)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_div_no_nan_of_scalars_outside_the_error_state_has_the_quiet_kernels_bits(dtype):
+    from tensorweave.kernels.cpu import math_kernels
+    cases = [(3.0, 128.0), (np.inf, 2.0), (np.nan, 3.0), (-7.0, -1.0), (1e-300, 1e3), (1e30, 1.0),
+             (1.0, 0.0), (0.0, 0.0), (1.0, 0.5), (1.0, np.inf), (1.0, np.nan)]
+    for x, y in cases:
+        a, b = np.array(x, dtype), np.array(y, dtype)
+        for a, b in ((a, b), (a[()], b[()]), (a, b[()])):       # 0-d arrays, NumPy scalars, mixed
+            got, want = math_kernels._div_no_nan(a, b), math_kernels._div_no_nan_quiet(a, b)
+            assert type(got) is type(want) and got.dtype == want.dtype and got.tobytes() == want.tobytes(), (x, y)
+    with np.errstate(all="raise"):         # the zero branch and small divisors still go through the context
+        assert math_kernels._div_no_nan(np.array(1.0, dtype), np.array(0.0, dtype)) == 0.0
+        assert math_kernels._div_no_nan(np.array(1e30, dtype), np.array(1e-30, dtype)) > 0
+        assert math_kernels._div_no_nan(dtype(1.0), dtype(0.0)) == 0.0
