@@ -19,7 +19,7 @@ LABELS = np.array([0, 4, 2, 2, 1, 3], np.int32)
 
 def _graph(dtype, divisor=float(N), fetch=()):
     """The mean cross-entropy as Keras writes it and its gradient; ``fetch`` adds intermediates
-    ("losses", "sum") to the fetches; ``divisor=None``: a fed divisor."""
+    ("losses", "sum", "max": another reader of the losses) to the fetches; ``divisor=None``: a fed divisor."""
     g = tw.Graph()
     with g.as_default():
         logits = tf1.placeholder(dtype, [N, C])
@@ -34,7 +34,7 @@ def _graph(dtype, divisor=float(N), fetch=()):
             d = tw.constant(divisor, dtype)
         loss = tw.math.divide_no_nan(total, d)
         grad = tw.gradients(loss, [logits])[0]
-        extra = {"losses": losses, "sum": total}
+        extra = {"losses": losses, "sum": total, "max": tw.reduce_max(losses)}
     return [loss, grad] + [extra[k] for k in fetch], feeds
 
 
@@ -109,9 +109,10 @@ def test_eager_equals_graph():
         np.testing.assert_array_equal(b, a)
 
 
-@pytest.mark.parametrize("case", ["losses fetched", "sum fetched", "fed divisor", "zero divisor", "small divisor"])
+@pytest.mark.parametrize("case", ["losses fetched", "losses read elsewhere", "sum fetched", "fed divisor",
+                                  "zero divisor", "small divisor"])
 def test_no_mean_where_an_intermediate_is_seen_or_the_divisor_is_not_a_constant_of_at_least_1(case):
-    fetch = {"losses fetched": ("losses",), "sum fetched": ("sum",)}.get(case, ())
+    fetch = {"losses fetched": ("losses",), "sum fetched": ("sum",), "losses read elsewhere": ("max",)}.get(case, ())
     divisor = {"fed divisor": None, "zero divisor": 0.0, "small divisor": 0.5}.get(case, float(N))
     fetches, feeds = _graph(tw.float32, divisor=divisor, fetch=fetch)
     values = _values(tw.float32, [np.float32(N)] if case == "fed divisor" else [])
