@@ -194,3 +194,15 @@ def test_div_no_nan_of_scalars_outside_the_error_state_has_the_quiet_kernels_bit
         assert math_kernels._div_no_nan(np.array(1.0, dtype), np.array(0.0, dtype)) == 0.0
         assert math_kernels._div_no_nan(np.array(1e30, dtype), np.array(1e-30, dtype)) > 0
         assert math_kernels._div_no_nan(dtype(1.0), dtype(0.0)) == 0.0
+
+
+def test_a_scalar_variable_is_not_tracked_for_derived_values():
+    from tensorweave.core import derived
+    v = tw.Variable(0.0)
+    v.assign_add(1.0)
+    v.assign(np.float32(2.0))
+    assert float(v.numpy()) == 2.0
+    s, a = np.array(3.0), np.arange(3.0)
+    derived.track(s)
+    derived.track(a)
+    assert id(s) not in derived._slots and id(a) in derived._slots
