@@ -88,8 +88,8 @@ def sparse_xent_tail(logits, labels, *consts, scaled=False, scale_first=False, m
 
     >>> logits, labels = np.zeros((2, 3), np.float32), np.array([0, 2], np.int32)
     >>> loss, grad = sparse_xent_tail(logits, labels, np.float32(0.5), np.float32(2.0), scaled=True, mean=True)
-    >>> float(loss) == float(np.log(np.float32(3.0))), grad[0].tolist()
-    (True, [-0.3333333432674408, 0.1666666716337204, 0.1666666716337204])
+    >>> round(float(loss), 4), [round(float(g), 4) for g in grad[0]]    # log 3; (1/3 - [1, 0, 0]) / 2
+    (1.0986, [-0.3333, 0.1667, 0.1667])
     """
     loss, grad = nn_kernels.sparse_xent_with_grad(logits, labels)
     if scaled:
