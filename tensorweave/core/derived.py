@@ -57,8 +57,11 @@ def _forget(ident, ref):
 
 
 def track(array):
-    """Register ``array`` as a variable's storage: values derived from it may be cached."""
-    if MAX_BYTES <= 0:
+    """Register ``array`` as a variable's storage: values derived from it may be cached. Not a
+    scalar (a metric's or optimizer's counter, a NumPy scalar after ``assign_add``): nothing is
+    derived from one, and a NumPy scalar's failed weak reference raised on every such write
+    (issue 18 mlp22: three per mlp training step)."""
+    if MAX_BYTES <= 0 or getattr(array, "ndim", None) == 0:
         return
     ident = id(array)
     try:

@@ -8,6 +8,8 @@ bit for bit, in fewer passes over memory:
   (instead of two more passes over the whole output);
 - ``FusedReluGradBiasAddGrad``: ReLU's gradient and the bias gradient (its column sums) in
   one pass, returning both;
+- ``FusedSparseSoftmaxCrossEntropy``: the loss and its gradient, softmax once, with the loss's
+  mean and the gradient's constant scale where the pass took them in (:func:`sparse_xent_tail`);
 - ``FusedMatMulGroupApplyAdam``: a grouped Adam update one of whose gradients is a weight
   gradient's product (``x^T @ dz``): each block of the product's rows is applied to the
   variable's rows on the thread that computed it, while it is in cache (``gemm.matmul_then``),
@@ -27,11 +29,13 @@ import threading
 import numpy as np
 
 from tensorweave.core.registry import register_kernel
-from tensorweave.kernels.cpu import gemm, math_kernels, nn_kernels, nn_loops, training_kernels
+from tensorweave.kernels.cpu import gemm, math_kernels, nn_kernels, nn_loops, split_passes, training_kernels
 from tensorweave.kernels.cpu.conv_kernels import conv_forward
 
 #: dtypes the fused nodes take (the pass fuses nothing else)
 DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
+#: the stock ``Mul`` kernel (``math_kernels``), for a scale whose broadcast is not the gradient's shape
+_MUL = split_passes.binary(np.multiply)
 
 
 def _check_bias(bias, y, name):
@@ -72,6 +76,37 @@ def relu_grad_bias_add_grad(gradients, features, data_format):
         return out.reshape(gradients.shape), sums
     dz = nn_kernels._relu_grad(gradients, features)
     return dz, nn_kernels._bias_add_grad(dz, data_format)
+
+
+def sparse_xent_tail(logits, labels, *consts, scaled=False, scale_first=False, mean=False):
+    """``FusedSparseSoftmaxCrossEntropy``: the per-sample losses and their gradient
+    (``nn_kernels.sparse_xent_with_grad``), with the loss's scalar tail the remapping pass took in
+    (``runtime/passes/loss_tail.py``): ``scaled``, the gradient times ``consts[0]`` (the ``Mul``,
+    operands in its order: ``scale_first``); ``mean``, the losses' ``Sum`` over all axes divided
+    by ``consts[-1]`` (``DivNoNan`` by a constant the pass checked: finite, ``|d| >= 1``). The
+    stock kernels' NumPy calls on the same values: the unfused bits.
+
+    >>> logits, labels = np.zeros((2, 3), np.float32), np.array([0, 2], np.int32)
+    >>> loss, grad = sparse_xent_tail(logits, labels, np.float32(0.5), np.float32(2.0), scaled=True, mean=True)
+    >>> round(float(loss), 4), [round(float(g), 4) for g in grad[0]]    # log 3; (1/3 - [1, 0, 0]) / 2
+    (1.0986, [-0.3333, 0.1667, 0.1667])
+    """
+    loss, grad = nn_kernels.sparse_xent_with_grad(logits, labels)
+    if scaled:
+        c = consts[0]
+        try:
+            if getattr(c, "dtype", None) != grad.dtype:
+                raise ValueError("the scale's dtype is not the gradient's")
+            # into the gradient's own fresh buffer: the same products as the Mul's new array
+            np.multiply(c, grad, out=grad) if scale_first else np.multiply(grad, c, out=grad)
+        except ValueError:      # (raised before any write: a scale that broadcasts the gradient larger)
+            grad = _MUL(c, grad) if scale_first else _MUL(grad, c)
+    if mean:
+        # the Sum kernel's ``np.sum(axis=None)`` is this reduction; the pass took a divisor that is
+        # finite and at least 1 in size, so DivNoNan's zero branch and warnings (overflow, 0/0)
+        # cannot arise: its division alone, without the error-state context (~1/3 of its cost)
+        loss = np.true_divide(np.add.reduce(loss, axis=None), consts[-1])
+    return loss, grad
 
 
 def matmul_group_apply_adam(*inputs, num_variables, index, transpose_a, transpose_b, **adam):
@@ -199,5 +234,5 @@ register_kernel("FusedMatMul", "CPU")(fused_matmul)
 for _name in ("FusedConv1D", "FusedConv2D", "FusedConv3D"):
     register_kernel(_name, "CPU")(fused_conv)
 register_kernel("FusedReluGradBiasAddGrad", "CPU")(relu_grad_bias_add_grad)
-register_kernel("FusedSparseSoftmaxCrossEntropy", "CPU")(nn_kernels.sparse_xent_with_grad)
+register_kernel("FusedSparseSoftmaxCrossEntropy", "CPU")(sparse_xent_tail)
 register_kernel("FusedMatMulGroupApplyAdam", "CPU")(matmul_group_apply_adam)

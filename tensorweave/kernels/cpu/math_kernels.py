@@ -48,13 +48,31 @@ k("SelectV2")(np.where)
 k("Where")(lambda c: np.argwhere(c).astype(np.int64))
 
 
-@k("DivNoNan")
 @quiet
-def _div_no_nan(x, y):
+def _div_no_nan_quiet(x, y):
     if np.ndim(x) == 0 and np.ndim(y) == 0:   # a metric's result: scalars, 3x faster than np.where
         return np.true_divide(x, y) if y != 0 else np.zeros((), np.result_type(x, y))
     q = np.true_divide(x, y)
     return np.where(y == 0, q.dtype.type(0), q)
+
+
+@k("DivNoNan")
+def _div_no_nan(x, y):
+    """``x / y``, 0 where ``y == 0``. Two float scalars with ``1 <= |y| < inf`` (a metric's count,
+    a batch size) divide outside the error-state context: such a division cannot overflow, divide
+    by zero or make 0/0 (a nan or inf ``x`` raises no flag), so there is nothing to silence but an
+    underflow, which NumPy ignores by default; the context was most of a metric result's cost in
+    a training step (47 µs of the calling thread at load 10, 8 µs hot; issue 18 mlp22)."""
+    t = type(x)
+    if t is type(y) and (t in _FLOAT_SCALARS or (t is np.ndarray and x.ndim == 0 and y.ndim == 0 and x.dtype == y.dtype
+                                                 and x.dtype in _FLOAT_SCALARS)) and 1.0 <= abs(float(y)) < _INF:
+        return np.true_divide(x, y)
+    return _div_no_nan_quiet(x, y)
+
+
+_INF = float("inf")
+#: the scalar types (variables' reads after ``assign_add`` are NumPy scalars) and dtypes of the fast path
+_FLOAT_SCALARS = (np.float32, np.float64)
 
 
 k("MulNoNan")(quiet(mul_no_nan_into))

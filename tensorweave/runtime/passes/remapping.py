@@ -13,7 +13,9 @@ gradient and the bias gradient of its result become one node (TensorFlow's "rema
 - ``SparseSoftmaxCrossEntropyWithLogits`` and ``SparseSoftmaxCrossEntropyGrad`` of the same
   logits and labels (a training step's loss and its gradient) become one
   ``FusedSparseSoftmaxCrossEntropy`` node at the loss's place, with both outputs: the
-  softmax is computed once (TensorFlow's op returns both the same way).
+  softmax is computed once (TensorFlow's op returns both the same way). The mean over the batch
+  (``Sum``, ``DivNoNan`` by a constant) and the gradient's constant scale (``Mul``) after it join
+  the node too (``loss_tail.py``, issue 18 mlp22: three scalar-sized steps fewer).
 
 - ``Conv{n}DBackpropInput`` and ``Conv{n}DBackpropFilter`` of the same output gradient and
   attributes (a convolution's two gradients in a training step) become one
@@ -48,7 +50,7 @@ import numpy as np
 
 from tensorweave.core.registry import get_op
 from tensorweave.ops import fused_conv_ops, fused_norm_ops, fused_ops  # noqa: F401 - registers the fused ops
-from tensorweave.runtime.passes import einsum_bias
+from tensorweave.runtime.passes import einsum_bias, loss_tail
 from tensorweave.runtime.passes.ir import Node, const_value, runs_stock_kernel, static_dims
 
 _DTYPES = ("float32", "float64")
@@ -141,13 +143,15 @@ def _fuse_cross_entropy(loss, work):
     d = get_op("FusedSparseSoftmaxCrossEntropy")
     if work.device_type(loss) not in d.kernels:
         return None
-    y, dy = loss.outputs[0], grad.outputs[0]
-    node = Node(loss, d, x, {}, [(y.shape, y.dtype), (dy.shape, dy.dtype)], type_="FusedSparseSoftmaxCrossEntropy",
-                control_inputs=(), fused=[loss.name, grad.name])
+    extra, attrs, (y, dy), tail = loss_tail.tail(loss, loss.outputs[0], grad.outputs[0], work)
+    node = Node(loss, d, x + extra, attrs, [(y.shape, y.dtype), (dy.shape, dy.dtype)],
+                type_="FusedSparseSoftmaxCrossEntropy", control_inputs=(), fused=[o.name for o in [loss, grad] + tail])
     work.node_rep[id(loss)] = node
-    work.node_rep[id(grad)] = None
+    for op in [grad] + tail:
+        work.node_rep[id(op)] = None
+    work.rep[id(y)] = node.outputs[0]     # (the per-sample losses when no mean was taken: commit maps them too)
     work.rep[id(dy)] = node.outputs[1]
-    return [loss, grad]
+    return [loss, grad] + tail
 
 
 def _fuse_update(group, work):
