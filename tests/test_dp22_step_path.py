@@ -169,19 +169,25 @@ def test_shared_weights_skip_their_gather_every_step(monkeypatch):
 
 
 def test_controller_settings_are_made_before_the_ranks_are_posted(monkeypatch):
-    """The controller's per-thread counts are the ranks' share (and the shared weights joined) when the
-    other ranks are posted, and are its own again after the step."""
+    """The controller's per-thread counts are the ranks' share when the other ranks are posted, and
+    are its own again after the step; the shared weights are joined inside the run (the ranks' locks
+    held, so a concurrent run on those ranks waits for it)."""
     import numba
     from threadpoolctl import threadpool_limits
     seen = []
+    world = ranks_mod.default_world()
     real_post = ranks_mod.Rank.post
     real_reshare = zero_update.reshare
 
     def post(self, fn, index, latch):
         seen.append(("post", numba.get_num_threads()))
         return real_post(self, fn, index, latch)
+
+    def reshare(groups):
+        seen.append(("reshare", all(world._rank_locks[r].locked() for r in (0, 1))))
+        return real_reshare(groups)
     monkeypatch.setattr(ranks_mod.Rank, "post", post)
-    monkeypatch.setattr(zero_update, "reshare", lambda groups: (seen.append(("reshare",)), real_reshare(groups))[1])
+    monkeypatch.setattr(zero_update, "reshare", reshare)
     monkeypatch.setattr(planner, "ZERO_FIXED_BYTES", 0)          # shared weights to join
     p = tw.placement("cpu", ranks=[0, 1])
     with threadpool_limits(2):
@@ -189,7 +195,7 @@ def test_controller_settings_are_made_before_the_ranks_are_posted(monkeypatch):
         before = numba.get_num_threads()
         _training(p, steps=2)
         assert numba.get_num_threads() == before
-    runs = [i for i, s in enumerate(seen) if s[0] == "reshare"]
-    assert len(runs) >= 2
-    for i in runs:                                  # each step: joined, then rank 1 posted at one thread
-        assert seen[i + 1] == ("post", 1)
+    joins = [i for i, s in enumerate(seen) if s[0] == "reshare"]
+    assert len(joins) >= 2
+    for i in joins:             # each step: rank 1 posted at the share, then the join inside the run
+        assert seen[i] == ("reshare", True) and seen[i - 1] == ("post", 1)

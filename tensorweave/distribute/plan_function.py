@@ -138,27 +138,27 @@ class RankPlans:
         bound = self.bound
         # the ranks share the controller's cores; its per-thread counts read once for held()
         n, counts = rank_threads.controller_counts(self.placement.size)
+        shared = self.shared
         if not INLINE_FIRST_RANK:
             def posted(i):
+                if shared and i == 0:       # before this rank's bucket: no rank updates the weights yet
+                    zero_update.reshare(shared)
                 rank_threads.use(n)
                 return executor.run_plan(bound[i], feeds[i])
-            if self.shared:         # before any rank's bucket: no rank updates the weights yet
-                zero_update.reshare(self.shared)
             results = self.world.run(self.placement.ranks, posted)
         else:
             def on_rank(i):
                 if i:
                     rank_threads.use(n)
+                elif shared:                # inside the run (the ranks' locks held: a concurrent run waits)
+                    zero_update.reshare(shared)
                 return executor.run_plan(bound[i], feeds[i])
-            # The controller runs the first rank's plan itself: its thread's settings are made (and
-            # restored) around the whole run, and the shared weights joined, before the other ranks
-            # are posted. Done inside the run, after the posting, these calls (MKL's and numba's
-            # thread counts are ctypes calls, which drop the GIL) handed the GIL to the rank just
-            # woken, the controller waiting for it to reach its first product, and delayed the first
-            # rank's bucket, for which the others wait.
+            # The controller runs the first rank's plan itself: its thread's settings are made before
+            # the other ranks are posted and restored after they all finished. Made inside the run,
+            # after the posting, these calls (MKL's and numba's thread counts are ctypes calls, which
+            # drop the GIL) handed the GIL to the rank just woken, the controller waiting for it to
+            # reach its first product, and delayed the first rank's bucket, for which the others wait.
             with rank_threads.held(n, counts):
-                if self.shared:
-                    zero_update.reshare(self.shared)
                 results = self.world.run(self.placement.ranks, on_rank, inline=True)
         gp = self.plan
         return [(None if id(t) in gp.local else gp.layouts[id(t)],
