@@ -33,6 +33,8 @@ each rank), the wall and thread-CPU ms per step of each op type.
 ``--gil`` prints, per rank of the planned step, the ms per step its thread held the GIL, per op type
 (:func:`gil_held`, ``gil_sampler.py``): the part of a rank's step that cannot overlap the other rank's.
 ``--meeting`` adds a row timing ``World.run`` of an empty job (the per-step meeting alone).
+``--controller`` adds a row with the controller's CPU per planned step outside the first rank's plan
+(:func:`controller`: serial work, no rank overlaps it).
 ``--pipeline`` adds a row for the same MLP as a 2-stage pipeline (layer 1 on rank 0, layers
 2-3 on rank 1; ``--micro-batches`` 4, 1F1B): steps/s against one device and the schedule's
 bubble fraction (one controller runs a time slot's actions one after the other: overhead, not overlap).
@@ -41,12 +43,13 @@ From a worktree, ``PYTHONPATH=.`` measures its ``tensorweave`` (else the install
 comes first on ``sys.path``, not the working directory).
 
 Usage: ``python benchmarks/bench_distribute.py [--batch 256] [--ranks 2] [--steps 20] [--rounds 3]
-[--all-cores] [--ablation] [--decompose] [--meeting] [--profile] [--gil] [--pipeline] [--eager] [--optimizer sgd|momentum|adam|adamw|rmsprop|adagrad]``.
+[--all-cores] [--ablation] [--decompose] [--meeting] [--controller] [--profile] [--gil] [--pipeline] [--eager] [--optimizer sgd|momentum|adam|adamw|rmsprop|adagrad]``.
 """
 import argparse
 import json
 import os
 import sys
+import threading
 import time
 import warnings
 
@@ -378,6 +381,40 @@ def decompose(placement, args, world, ranks):
         for name, m in best.items()}}
 
 
+def controller(fn, steps, rounds):
+    """The controller's own CPU per planned step: the calling thread's ``time.thread_time`` per call of
+    ``fn`` (a traced planned tw.function, the first rank inline) less the part inside the first rank's
+    plan (``executor.run_plan`` on that thread, wrapped for the measurement): the tw.function call,
+    the feeds, the thread settings, the shared weights' join, the meeting and the outputs — work no
+    rank overlaps (session 18 dp22). µs per step, min and median of ``rounds`` rounds."""
+    from tensorweave.runtime import executor
+    inside, real = [0], executor.run_plan
+    me = threading.get_ident()
+
+    def timed(plan, feeds):
+        if threading.get_ident() != me:
+            return real(plan, feeds)
+        c0 = time.thread_time_ns()
+        try:
+            return real(plan, feeds)
+        finally:
+            inside[0] += time.thread_time_ns() - c0
+    got = []
+    executor.run_plan = timed           # plan_function calls it through the module
+    try:
+        fn()
+        for _ in range(rounds):
+            inside[0] = 0
+            c0 = time.thread_time_ns()
+            for _ in range(steps):
+                fn()
+            got.append((time.thread_time_ns() - c0 - inside[0]) / steps / 1e3)
+    finally:
+        executor.run_plan = real
+    return {"row": "controller", "steps": steps, "outside_first_rank_plan_cpu_us": {
+        "min": round(min(got), 1), "median": round(float(np.median(got)), 1)}}
+
+
 def meeting(world, ranks, runs, rounds):
     """The per-step meeting alone: ``World.run`` of an empty job (the first rank inline, as a planned
     step runs), CPU µs per run of the calling thread, of the other ranks' threads (each's
@@ -557,6 +594,8 @@ def main():
                     help="per rank of the planned step: ms per step holding the GIL, per op type (gil_sampler.py)")
     ap.add_argument("--meeting", action="store_true",
                     help="CPU µs of World.run with an empty job (the per-step meeting alone)")
+    ap.add_argument("--controller", action="store_true",
+                    help="the controller's CPU µs per planned step outside the first rank's plan")
     ap.add_argument("--half-batch-worker", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args()
     global OPTIMIZER
@@ -589,6 +628,8 @@ def main():
             rows.append(decompose(placement, args, world, ranks))
         if args.meeting:
             rows.append(meeting(world, ranks, 2000, args.rounds))
+        if args.controller:
+            rows.append(controller(dp_fn, args.steps * 5, args.rounds))
         if args.eager:
             _one_thread_per_rank(world, ranks)
             local, glob = make(None, args.batch), make(placement, args.batch)

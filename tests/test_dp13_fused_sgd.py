@@ -432,6 +432,9 @@ class _Group:
     def storage(self, variable, index):
         return self.buf
 
+    def buffer(self):               # every shard holds it (SharedWeight.buffer)
+        return self.buf
+
 
 def test_targets_need_the_slots_at_the_balanced_rows_the_chunks_are_cut_at():
     """The chunks' owners are the balanced bounds (collective._chunks); a weight whose ranks' rows

@@ -92,9 +92,8 @@ class BucketUpdate:
         the references to it."""
         out = [None] * (max(self.arrays) + 1)
         for k, g, slots in zip(self.arrays, self.weights, self.slots):
-            bufs = [g.storage(v, i) for i, v in enumerate(g.shards)]
-            buf = bufs[0]
-            if buf is None or any(b is not buf for b in bufs) or not buf.flags.c_contiguous:
+            buf = g.buffer()
+            if buf is None or not buf.flags.c_contiguous:
                 continue
             rows = self._rows.get((k, buf.shape), False)
             if rows is False:

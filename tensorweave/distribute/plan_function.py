@@ -30,6 +30,9 @@ from tensorweave.core.dtypes import variant as _variant
 from tensorweave.core.context import ctx
 from tensorweave.core.convert import to_numpy
 from tensorweave.core.tensor import EagerTensor
+from tensorweave.distribute import rank_threads, zero_update
+from tensorweave.distribute.ray.pieces import cluster_for
+from tensorweave.runtime import executor
 
 
 # The calling (controller) thread runs the first rank's plan itself while the other ranks run
@@ -124,9 +127,6 @@ class RankPlans:
 
     def run(self, feeds):
         """``feeds[i]``: rank ``i``'s feed values; returns per fetch its layout and the ranks' pieces."""
-        from tensorweave.distribute import rank_threads
-        from tensorweave.distribute.ray.pieces import cluster_for
-        from tensorweave.runtime import executor
         cluster = cluster_for(self.placement)
         if cluster is not None:       # the ranks are Ray workers: specs shipped once per cluster, then one call each
             if self.remote is None or self.remote.cluster is not cluster:
@@ -138,19 +138,28 @@ class RankPlans:
         bound = self.bound
         # the ranks share the controller's cores; its per-thread counts read once for held()
         n, counts = rank_threads.controller_counts(self.placement.size)
-        inline = INLINE_FIRST_RANK
         shared = self.shared
-
-        def on_rank(i):
-            if shared and i == 0:            # before this rank's bucket: no rank updates the weights yet
-                from tensorweave.distribute.zero_update import reshare
-                reshare(shared)
-            if inline and i == 0:            # on this (the controller's) thread: its settings restored after
-                with rank_threads.held(n, counts):
-                    return executor.run_plan(bound[i], feeds[i])
-            rank_threads.use(n)
-            return executor.run_plan(bound[i], feeds[i])
-        results = self.world.run(self.placement.ranks, on_rank, inline=inline)
+        if not INLINE_FIRST_RANK:
+            def posted(i):
+                if shared and i == 0:       # before this rank's bucket: no rank updates the weights yet
+                    zero_update.reshare(shared)
+                rank_threads.use(n)
+                return executor.run_plan(bound[i], feeds[i])
+            results = self.world.run(self.placement.ranks, posted)
+        else:
+            def on_rank(i):
+                if i:
+                    rank_threads.use(n)
+                elif shared:                # inside the run (the ranks' locks held: a concurrent run waits)
+                    zero_update.reshare(shared)
+                return executor.run_plan(bound[i], feeds[i])
+            # The controller runs the first rank's plan itself: its thread's settings are made before
+            # the other ranks are posted and restored after they all finished. Made inside the run,
+            # after the posting, these calls (MKL's and numba's thread counts are ctypes calls, which
+            # drop the GIL) handed the GIL to the rank just woken, the controller waiting for it to
+            # reach its first product, and delayed the first rank's bucket, for which the others wait.
+            with rank_threads.held(n, counts):
+                results = self.world.run(self.placement.ranks, on_rank, inline=True)
         gp = self.plan
         return [(None if id(t) in gp.local else gp.layouts[id(t)],
                  [r[j] if t.dtype is _variant else np.asarray(r[j]) for r in results])   # a loop's history: a list

@@ -221,7 +221,7 @@ def _gather_rows_kernel(ranks, comm):
 
     def step(*variables):
         shared = step.shared
-        if shared and all(sh is not None and sh[0].storage(v, sh[1]) is not None for v, sh in zip(variables, shared)):
+        if shared and all(sh is not None and sh[0].holds(v, sh[1]) for v, sh in zip(variables, shared)):
             # every rank updated its rows of the one buffer the ranks share (the same on every rank:
             # SharedWeight.active is set before any rank's update), and nothing in the step reads
             # the weights after their updates (share_storage): no rows to gather, no rendezvous

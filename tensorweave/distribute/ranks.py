@@ -39,18 +39,31 @@ def current_rank():
 
 
 class RankComms:
-    """``comm_for(rank_ids)``: rank ``rank``'s communicator in the world's group of those ranks
-    (looked up per call: a failed run replaces the groups). It is the rank runtime's
-    ``("communicator", "world")`` resource, which planned graphs' boxing nodes use."""
+    """``comm_for(rank_ids)``: rank ``rank``'s communicator in the world's group of those ranks.
+    It is the rank runtime's ``("communicator", "world")`` resource, which planned graphs' boxing
+    nodes use. A group's communicator is kept per rank tuple while the world's groups stay the same
+    (``World.generation``: a failed run or a new timeout replaces them) and no rank has failed: a
+    planned step's collectives ask for it every step, and looking the group up (the world's lock)
+    and making a communicator each time was most of a bucket start's own work."""
 
-    __slots__ = ("world", "rank")
+    __slots__ = ("world", "rank", "_kept")
 
     def __init__(self, world, rank):
         self.world, self.rank = world, rank
+        self._kept = {}         # rank tuple -> (world generation, communicator)
 
     def __call__(self, ranks):
-        ranks = tuple(ranks)
-        return self.world.group(ranks).communicator(ranks.index(self.rank))
+        world = self.world
+        key = ranks if type(ranks) is tuple else tuple(ranks)
+        kept = self._kept.get(key)
+        if kept is not None and kept[0] == world.generation and not world._failure:
+            return kept[1]
+        generation = world.generation       # read first: a replacement meanwhile makes the entry stale
+        key = tuple(int(r) for r in key)
+        comm = world.group(key).communicator(key.index(self.rank))
+        if not world._failure:              # a failed rank's groups start aborted: never kept
+            self._kept[key] = (generation, comm)
+        return comm
 
 
 class Rank:
@@ -203,6 +216,7 @@ class World:
         self._lock = threading.Lock()
         self._rank_locks = {}      # rank -> the lock a run holds while it uses that rank
         self._meetings = {}        # tuple of rank ids -> its _Meeting (World.run)
+        self.generation = 0        # raised whenever groups are replaced (RankComms keeps communicators)
 
     def rank(self, r):
         with self._lock:
@@ -231,6 +245,7 @@ class World:
         with self._lock:
             self.timeout = seconds
             self._groups.clear()
+            self.generation += 1
 
     def run(self, ranks, fn, inline=False):
         """``[fn(0), fn(1), ...]`` with ``fn(i)`` run on rank ``ranks[i]``'s thread, all at once.
@@ -277,6 +292,7 @@ class World:
         with self._lock:
             for r in ranks:
                 self._failure[r] = reason
+            self.generation += 1
             groups = [g for key, g in self._groups.items() if ranks.intersection(key)]
             self._groups = {key: g for key, g in self._groups.items() if not ranks.intersection(key)}
         for g in groups:

@@ -121,11 +121,30 @@ class SharedWeight:
         """The shared buffer for rank ``index``'s in-place update of its rows, where ``variable``
         (its shard) still holds it; else None (the shard's own copy-on-write copies it)."""
         from tensorweave.core import derived
-        view = self.views[index]
-        if not self.active or view is None or variable._value is not view.base:
+        if not self.holds(variable, index):
             return None
-        derived.modified(view.base)
-        return view.base
+        base = self.views[index].base
+        derived.modified(base)
+        return base
+
+    def holds(self, variable, index):
+        """Whether ``variable`` (rank ``index``'s shard) holds the shared buffer now (:meth:`storage`
+        without marking the buffer modified: a check of a step that writes nothing)."""
+        view = self.views[index]
+        return self.active and view is not None and variable._value is view.base
+
+    def buffer(self):
+        """The shared buffer where every shard holds it (an update of all the shards' rows at once:
+        the gradient bucket's, ``fused_sgd.BucketUpdate``), marked modified once; else None."""
+        from tensorweave.core import derived
+        base = self.views[0].base if self.active and self.views[0] is not None else None
+        if base is None:
+            return None
+        for variable, view in zip(self.shards, self.views):
+            if view is None or view.base is not base or variable._value is not base:
+                return None
+        derived.modified(base)
+        return base
 
     def rows(self, variable, index):
         """Rank ``index``'s rows of the shared buffer (its view) for its update, or None: :meth:`storage`."""
