@@ -1,13 +1,15 @@
 """The batch-norm sum loops and col2im compiled with ``noalias`` (``jit.njit(noalias=True)``, issue 18
 session 18): marked for LLVM, and never handed overlapping arrays by their callers — the promise the
-flag makes (checked for every batch-norm loop). (Their bits against the NumPy twins: test_batch_norm_kernels.py, test_conv18_bn_relu.py;
-the ahead-of-time loops against the JIT: test_cold18_aot.py.)"""
+flag makes (checked for every batch-norm loop). (Their bits against the NumPy twins:
+test_batch_norm_kernels.py, test_conv18_bn_relu.py; the ahead-of-time loops against the JIT:
+test_cold18_aot.py.)"""
 import numpy as np
 import pytest
 
 from tensorweave.kernels.cpu import batch_norm_kernels as bnk
 from tensorweave.kernels.cpu import batch_norm_loops as loops
-from tensorweave.kernels.cpu import conv_kernels, jit, nn_loops
+from tensorweave.kernels.cpu import conv_kernels, nn_loops
+from test_wino21_noalias import _noalias_count
 
 RNG = np.random.default_rng(22)
 #: the loops compiled with the flag
@@ -15,16 +17,6 @@ MARKED = ("moments", "grad_sums", "grad_sums_relu")
 #: kernel name -> positions of the arguments it writes (the rest it only reads)
 WRITES = {"moments": (2, 3), "grad_sums": (3, 4), "grad_sums_relu": (4, 5), "scale_shift": (3,),
           "scale_shift_relu": (3,), "input_grad": (6,), "input_grad_relu": (7,)}
-
-
-def _noalias_count(kernel, *args):
-    """How many ``noalias`` attributes the compiled function's LLVM definition carries."""
-    jit.compile_now(kernel, *args)
-    signature = tuple(kernel.typeof_pyval(a) for a in args)
-    name = kernel.py_func.__name__
-    lines = [line for line in kernel.inspect_llvm(signature).splitlines()
-             if line.startswith("define") and name in line and "cpython" not in line and "cfunc" not in line]
-    return lines[0].count("noalias")
 
 
 def test_the_loops_are_marked_noalias_for_llvm():
