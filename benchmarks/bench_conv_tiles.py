@@ -20,7 +20,9 @@ few-channel layers (the first convolution) by planes (``conv_planes``, ``TW_CONV
 against im2col (``=0``), session 16; ``--compare planes-ops`` the same per kernel (forward, input
 and filter gradient of the resnet's and the cnn's first layers), call by call. ``--compare transforms``
 times each compiled Winograd transform against its NumPy twin on one 8-image tile of the resnet's
-three 3x3 stride-1 layer shapes, call by call on this thread's CPU clock (session 17).
+three 3x3 stride-1 layer shapes, call by call on this thread's CPU clock (session 17). ``--compare
+noalias`` alternates the step with the batch-norm loops and col2im as built (``noalias``, session 18)
+against the same sources compiled without the flag.
 """
 import argparse
 import os
@@ -38,7 +40,7 @@ def main(argv=None):
     p.add_argument("--workload", default="resnet")
     p.add_argument("--rounds", type=int, default=16)
     p.add_argument("--compare", choices=("tiles", "balance", "pair", "blocks", "planes", "planes-ops",
-                                                 "transforms"), default="tiles")
+                                                 "transforms", "noalias"), default="tiles")
     args = p.parse_args(argv)
     if args.compare == "planes-ops":
         return first_layers(args.rounds)
@@ -65,6 +67,8 @@ def main(argv=None):
         knobs = []
     elif args.compare == "planes":
         knobs = [(conv_choice, "PLANES_MODE", "1", "0")]
+    elif args.compare == "noalias":
+        knobs = _without_noalias()
 
     def side(flag):
         for mod, attr, new, old in knobs:
@@ -85,12 +89,29 @@ def main(argv=None):
     tags = {"balance": ("session 12 split", "session 11 split"), "pair": ("gradients side by side", "one after the other"),
             "blocks": ("session 13 fusions", "without them"),
             "tiles": ("one-thread tiles", "old tiling"),
-            "planes": ("first layer by planes", "by im2col")}[args.compare]
+            "planes": ("first layer by planes", "by im2col"),
+            "noalias": ("loops with noalias", "without")}[args.compare]
     for flag, tag in ((True, tags[0]), (False, tags[1])):
         print(f"{args.workload} {tag}: CPU ms/step median {np.median(cpu[flag]) * 1e3:.1f} "
               f"(min {np.min(cpu[flag]) * 1e3:.1f}), wall median {np.median(wall[flag]) * 1e3:.1f} "
               f"(min {np.min(wall[flag]) * 1e3:.1f})")
     print("load average", os.getloadavg())
+
+
+def _without_noalias():
+    """Knobs swapping each ``noalias`` batch-norm loop and col2im for the same source compiled
+    without the flag, by the JIT as before (the modules' attributes are what the kernels call;
+    ``jit.njit`` would attach the ahead-of-time loops, built with the flag)."""
+    import numba
+
+    from tensorweave.kernels.cpu import batch_norm_loops, nn_loops
+    knobs = []
+    for mod in (batch_norm_loops, nn_loops):
+        for name, kernel in vars(mod).items():
+            if getattr(getattr(kernel, "py_func", None), "tw_noalias", False):
+                plain = numba.njit(kernel.py_func, nogil=True, cache=False, error_model="numpy")
+                knobs.append((mod, name, kernel, plain))
+    return knobs
 
 
 def first_layers(rounds):

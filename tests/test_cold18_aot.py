@@ -13,7 +13,8 @@ import pytest
 from numba.core import sigutils
 
 from rnn18_aot_cases import rnn_cases
-from tensorweave.kernels.cpu import aot, aot_build, aot_kernels, gemm, jit, layer_norm_loops, nn_loops, reduce_kernels
+from tensorweave.kernels.cpu import aot, aot_build, aot_kernels, batch_norm_loops, gemm, jit, layer_norm_loops, nn_loops
+from tensorweave.kernels.cpu import reduce_kernels
 from tensorweave.kernels.cpu import training_kernels
 from tensorweave.kernels.cpu import winograd
 
@@ -62,6 +63,9 @@ def _cases():
     args = (xs, (1, 3, 3), (1, 2, 2), (0, 1, 1))
     yield nn_loops.max_windows, args + (res, res.copy(), False, False), (5,)
     yield nn_loops.max_windows, args + (_floats(*res.shape), np.zeros_like(xs), True, False), (5,)
+    dcols = _floats(3, 1, 4, 5, 1, 3, 3, 6)          # col2im: a stride-2 3x3 tile's columns, padded edges
+    yield nn_loops.col2im, (dcols, (1, 2, 2), (1, 1, 1), (0, 1, 0), np.full((3, 1, 8, 10, 6), 7, np.float32)), (4,)
+    yield from _batch_norm_cases()
     w, m, g1, v = _floats(1000), _floats(1000, scale=0.1), _floats(1000), np.abs(_floats(1000, scale=0.01))
     coeffs = training_kernels._compute_coefficients(np.dtype(np.float32), 1e-3, 3, 0.9, 0.999) + (np.float32(1e-7),)
     yield training_kernels._adam_flat, (w, m, v, g1) + coeffs, (0, 1, 2)
@@ -91,6 +95,22 @@ def _cases():
                                          b.T.copy(), 20, np.zeros((64, 20), np.float32), 20), (12,)
     yield from rnn_cases()                  # the recurrent step loops (rnn18's cases)
     yield from _layer_norm_cases()
+
+
+def _batch_norm_cases():
+    """The fused batch norm's loops (``batch_norm_loops``), float32 rows and the vectors
+    ``batch_norm_kernels`` passes; an odd row count (the four-row groups' tail), the sums added into
+    what is there."""
+    x, g, f = _floats(39, 7, scale=3) + 2, _floats(39, 7), _floats(39, 7)
+    v64, acc = RNG.standard_normal(7), [RNG.standard_normal(7), RNG.standard_normal(7)]
+    vec, out = [_floats(7) for _ in range(4)], np.full((39, 7), 7, np.float32)
+    yield batch_norm_loops.moments, (x, v64) + tuple(acc), (2, 3)
+    yield batch_norm_loops.grad_sums, (g, x, v64) + tuple(acc), (3, 4)
+    yield batch_norm_loops.grad_sums_relu, (g, f, x, v64) + tuple(acc), (4, 5)
+    for kernel in (batch_norm_loops.scale_shift, batch_norm_loops.scale_shift_relu):
+        yield kernel, (x, vec[0], vec[1], out), (3,)
+    yield batch_norm_loops.input_grad, (g, x) + tuple(vec) + (out,), (6,)
+    yield batch_norm_loops.input_grad_relu, (g, f, x) + tuple(vec) + (out,), (7,)
 
 
 def _bucket_cases():

@@ -86,6 +86,19 @@ KERNELS = {
         "shift_rows": [f"int64({_F2}, {_I32}, {_F2}, {_F1})"],
         "xent_from_exps": [f"void({_F2}, {_I32}, {_F1}, {_F1}, boolean)"],
         "max_windows": [f"void({_F5}, {_T3}, {_T3}, {_T3}, {_F5}, {_F5}, boolean, boolean)"],
+        # the im2col input gradient's scatter (the resnet's stride-2 layers; session 18, res22)
+        "col2im": [f"void({_array(8)}, {_T3}, {_T3}, {_T3}, {_F5})"],
+    },
+    # the fused batch norm's passes (the resnet's first step compiled them while the twins answered;
+    # session 18, res22), float32 rows as batch_norm_kernels passes them
+    "tensorweave.kernels.cpu.batch_norm_loops": {
+        "moments": [f"void({_F2}, {_D1}, {_D1}, {_D1})"],
+        "grad_sums": [f"void({_F2}, {_F2}, {_D1}, {_D1}, {_D1})"],
+        "grad_sums_relu": [f"void({_F2}, {_F2}, {_F2}, {_D1}, {_D1}, {_D1})"],
+        "scale_shift": [f"void({_F2}, {_F1}, {_F1}, {_F2})"],
+        "scale_shift_relu": [f"void({_F2}, {_F1}, {_F1}, {_F2})"],
+        "input_grad": [f"void({_F2}, {_F2}, {_F1}, {_F1}, {_F1}, {_F1}, {_F2})"],
+        "input_grad_relu": [f"void({_F2}, {_F2}, {_F2}, {_F1}, {_F1}, {_F1}, {_F1}, {_F2})"],
     },
     "tensorweave.kernels.cpu.winograd": {
         "_input_transform": [f"void({_F4}, {_I}, {_I}, {_I}, {_I}, {_F3})"],

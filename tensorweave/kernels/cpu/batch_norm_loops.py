@@ -7,6 +7,13 @@ the accumulator), as ``nn_loops.column_sums``: the order is fixed, so the bits a
 statistics are sums of ``x - shift`` (``shift`` a sample of each channel), so a large mean does
 not cancel the variance away (``E[(x-k)^2] - E[x-k]^2`` with ``k`` near the mean).
 
+The three sum loops are compiled with ``noalias`` (``jit.njit``): they add into ``s1``/``s2`` once per
+group of rows, and without the promise each channel loop re-checks at run time whether those overlap
+the rows (per pass, same-process A/B, load 12: 18-28 % less thread CPU at 16 channels, 7-25 % at 32,
+7-11 % at 64; the same bits). ``batch_norm_kernels`` hands them fresh ``np.zeros`` accumulators and
+vectors it computed (tests/test_res22_noalias.py checks every call). The elementwise passes gained
+nothing measurable from it (within the load's noise either way) and do not set it.
+
 >>> import numpy as np
 >>> from tensorweave.kernels.cpu.batch_norm_loops import moments_twin
 >>> s1, s2 = np.zeros(1), np.zeros(1)
@@ -34,7 +41,7 @@ def moments_twin(x, shift, s1, s2):
     _add_rows(s2, d * d)
 
 
-@njit_twin(moments_twin)
+@njit_twin(moments_twin, noalias=True)
 def moments(x, shift, s1, s2):
     """``s1[c] += sum(x[:, c] - shift[c])``, ``s2[c] += sum((x[:, c] - shift[c]) ** 2)`` in float64."""
     m, n = x.shape
@@ -61,7 +68,7 @@ def grad_sums_twin(dy, x, mean, s1, s2):
     _add_rows(s2, g * (x.astype(np.float64) - mean))
 
 
-@njit_twin(grad_sums_twin)
+@njit_twin(grad_sums_twin, noalias=True)
 def grad_sums(dy, x, mean, s1, s2):
     """``s1[c] += sum(dy[:, c])``, ``s2[c] += sum(dy[:, c] * (x[:, c] - mean[c]))`` in float64:
     the two reductions of the gradient in one pass over ``dy`` and ``x``."""
@@ -140,7 +147,7 @@ def grad_sums_relu_twin(g, f, x, mean, s1, s2):
     grad_sums_twin(_masked(g, f), x, mean, s1, s2)
 
 
-@njit_twin(grad_sums_relu_twin)
+@njit_twin(grad_sums_relu_twin, noalias=True)
 def grad_sums_relu(g, f, x, mean, s1, s2):
     """:func:`grad_sums` of ``dy = g where f > 0 else 0`` (``ReluGrad(g, f)``), read on the fly."""
     m, n = x.shape

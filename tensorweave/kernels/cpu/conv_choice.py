@@ -20,9 +20,13 @@ Choices live in ``conv-tuning.json`` next to the GEMM tuning file (``gemm_tuning
 keyed by the CPU model, cores and library versions (``gemm.machine_key``); plain JSON, checked
 on read (``gemm_tuning.Tuner``). ``TW_CONV_WINOGRAD=0`` never uses Winograd, ``=1`` always
 does where it applies (no timing); unset (or ``auto``) chooses by measurement. ``TW_CONV_PLANES``
-likewise for planes against im2col (:func:`use_planes`). Planes and im2col are timed by the
-process's CPU time (both tile over the same threads; wall time on a shared machine measures the
-neighbours); the Winograd timing keeps wall time, as before.
+likewise for planes against im2col (:func:`use_planes`). Every candidate is timed by the
+process's CPU time (all tile over the same threads; wall time on a shared machine measures the
+neighbours), on its slice cut into tiles as the whole batch is (``conv_tiles.cut_as``): the slice's
+own cut gave Winograd one-image tiles where the batch's hold three to eight, and im2col won classes
+it loses in the step (issue 18, session 18: the ResNet's 16-channel input gradient and 64-channel
+forward and input gradient, 1.2-1.7x slower by CPU on the whole batch). The cache's machine key carries
+:data:`PROBE_METHOD`, so choices timed the earlier way are not read.
 
 >>> from tensorweave.kernels.cpu import conv_choice
 >>> conv_choice.shape_class("forward", 64, 32, 32, 16, 16, ((1, 1), (1, 1)))
@@ -32,7 +36,7 @@ import functools
 import os
 import time
 
-from tensorweave.kernels.cpu import gemm, gemm_tuning
+from tensorweave.kernels.cpu import conv_tiles, gemm, gemm_tuning
 
 MODE = os.environ.get("TW_CONV_WINOGRAD", "auto").strip().lower()
 PLANES_MODE = os.environ.get("TW_CONV_PLANES", "auto").strip().lower()
@@ -40,6 +44,9 @@ KINDS = ("forward", "input", "filter")
 #: images of the batch the two algorithms are timed on (per-image cost is what differs)
 PROBE_IMAGES = 8
 BACKENDS = ("winograd", "im2col", "planes")
+#: how a class is timed, part of the cache's machine key: 2 = on a slice cut into tiles as its whole
+#: batch, by process CPU time (session 18); entries without it were timed on the slice's own tiles
+PROBE_METHOD = 2
 _state = {"tuner": None}
 _chosen = {}            # shape class -> backend, this process (settled or not)
 _class_strings = {}     # (builder, its arguments) -> the class string (see _remembered)
@@ -101,7 +108,7 @@ def cache_path():
 def tuner():
     """This process's :class:`gemm_tuning.Tuner` of convolution algorithms (its file read on first use)."""
     if _state["tuner"] is None:
-        _state["tuner"] = gemm_tuning.Tuner(cache_path(), gemm.machine_key(), BACKENDS)
+        _state["tuner"] = gemm_tuning.Tuner(cache_path(), {**gemm.machine_key(), "probe": PROBE_METHOD}, BACKENDS)
     return _state["tuner"]
 
 
@@ -126,7 +133,7 @@ def use_winograd(kind, n, h, w, c, o, pads, runners, kernels=()):
         return False
     if MODE in ("1", "true", "on", "always"):
         return True
-    found = _faster(shape_class(kind, n, h, w, c, o, pads), runners, kernels, "winograd")
+    found = _faster(shape_class(kind, n, h, w, c, o, pads), runners, kernels, "winograd", n)
     return found in (None, "winograd")          # None: twins still answering, the earlier default
 
 
@@ -139,18 +146,20 @@ def use_planes(kind, n, sizes, c, o, ksize, pads, strides, dilations, runners, k
     if PLANES_MODE in ("1", "true", "on", "always"):
         return True
     cls = planes_class(kind, n, sizes, c, o, ksize, pads, strides, dilations)
-    return _faster(cls, runners, kernels, "im2col", time.process_time) == "planes"
+    return _faster(cls, runners, kernels, "im2col", n) == "planes"
 
 
-def _faster(cls, runners, kernels, incumbent, clock=None):
-    """The backend of class ``cls``: this process's, the cache's, or timed now; None (nothing
-    recorded) while a kernel in ``kernels`` is not compiled yet."""
+def _faster(cls, runners, kernels, incumbent, n):
+    """The backend of class ``cls``: this process's, the cache's, or timed now (process CPU time,
+    the runners' slices cut into tiles as a batch of ``n``); None (nothing recorded) while a kernel
+    in ``kernels`` is not compiled yet."""
     found = _chosen.get(cls)
     if found is None:
         found = tuner().backend(cls)
         if found is None:
             if not _compiled(kernels):
                 return None
-            found = tuner().choose(cls, runners(), incumbent=incumbent, clock=clock)
+            with conv_tiles.cut_as(n):
+                found = tuner().choose(cls, runners(), incumbent=incumbent, clock=time.process_time)
         _chosen[cls] = found
     return found

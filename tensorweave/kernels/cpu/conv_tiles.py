@@ -20,13 +20,21 @@ The cut depends on the cores the process may use, not on the thread setting, so 
 change with ``tw.config.threading``. ``TW_CONV_ONE_THREAD=0`` restores the earlier behaviour
 (tiles as the byte budget gives them, each GEMM's threads by its size), for comparisons.
 
+A timing on a slice of a batch (``conv_choice``: 8 of the ResNet's 64 images) cuts its tiles as for
+the whole batch (:func:`cut_as`): cut for 8 images, Winograd's tiles held one image where the batch's
+hold three to eight (a 64-channel 8x8 layer: 36 GEMMs of 4 rows per tile instead of 32), and the
+timing read 0.24 ms per image where the batch runs at 0.07, so im2col won classes it loses by 1.2-1.7x
+in the step (issue 18, session 18).
+
 >>> from tensorweave.kernels.cpu import conv_tiles
 >>> conv_tiles.split(64, 16384, 1 << 20, cores=2)   # 64 images of 16 KB: 8 tiles of 8
 (131072, True)
 >>> conv_tiles.split(1, 16384, 1 << 20, cores=2)
 (1048576, False)
 """
+import contextlib
 import os
+import threading
 
 from tensorweave.kernels import threads
 
@@ -35,6 +43,31 @@ ENABLED = os.environ.get("TW_CONV_ONE_THREAD", "1") != "0"
 TILES_PER_CORE = 4
 #: ... unless tiles would hold fewer bytes than this (a tile's fixed costs: a claim, a GEMM call)
 MIN_TILE_BYTES = 64 << 10
+_timing = threading.local()     # .batch: the batch a timing on a slice of it stands for (cut_as)
+
+
+@contextlib.contextmanager
+def cut_as(n):
+    """While inside, on this thread, a batch of fewer than ``n`` images (a timing's slice of a batch of
+    ``n``) is cut into tiles of the size a batch of ``n`` gets, with one-thread GEMMs as there.
+
+    >>> with cut_as(64):
+    ...     split(8, 73728, 1 << 20, cores=2)      # tiles of 8 images, as in the batch of 64
+    (589824, True)
+    >>> split(8, 73728, 1 << 20, cores=2)          # alone: tiles of one image
+    (73728, True)
+    """
+    saved = getattr(_timing, "batch", 0)
+    _timing.batch = n
+    try:
+        yield
+    finally:
+        _timing.batch = saved
+
+
+def batch(n):
+    """``n``, or the whole batch a timing on ``n`` of its images stands for (:func:`cut_as`)."""
+    return max(n, getattr(_timing, "batch", 0))
 
 
 def split(n, per_image_bytes, tile_bytes, cores=None):
@@ -44,6 +77,7 @@ def split(n, per_image_bytes, tile_bytes, cores=None):
     image), and whether there is more than one tile (then each tile's GEMM is one-threaded)."""
     if not ENABLED:
         return tile_bytes, False
+    n = batch(n)
     cores = threads.cores() if cores is None else cores
     per_image_bytes = max(1, per_image_bytes)
     images = max(1, min(n, tile_bytes // per_image_bytes))

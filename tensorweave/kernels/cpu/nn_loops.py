@@ -34,11 +34,15 @@ def params_3d(values, nd, fill):
     return (fill,) * (3 - nd) + tuple(int(v) for v in values)
 
 
-@njit
+@njit(noalias=True)
 def col2im(dcols, strides, dilations, pads, dx):
     """Adds every window's column back into the input gradient:
     ``dx[b, pos(o, k), c] += dcols[b, o, k, c]`` for the unpadded positions (the adjoint of
-    the im2col copy). ``dcols``: ``[N, OD, OH, OW, KD, KH, KW, C]``; ``dx``: ``[N, D, H, W, C]``."""
+    the im2col copy). ``dcols``: ``[N, OD, OH, OW, KD, KH, KW, C]``; ``dx``: ``[N, D, H, W, C]``.
+
+    ``noalias``: the caller's ``dcols`` (a tile's GEMM output, a scratch buffer) never overlaps
+    ``dx`` (``conv_kernels._dense_backprop_input``), and without the promise every channel loop
+    checked at run time (the ResNet's stride-2 tiles: 11-31 % less thread CPU with it, load 16)."""
     n, od_, oh_, ow_, kd_, kh_, kw_, c_ = dcols.shape
     d_, h_, w_ = dx.shape[1], dx.shape[2], dx.shape[3]
     for b in range(n):

@@ -414,7 +414,7 @@ def conv3x3_backprop_filter(x, dy, pads):
     parts = {}
     per_image = 36 * blk.per_image() * (blk.c + o) * x.itemsize
     sub = max(1, TILE_BYTES // per_image)
-    one = x.shape[0] > GROUP_IMAGES
+    one = conv_tiles.batch(x.shape[0]) > GROUP_IMAGES      # several groups: one-thread GEMMs (as the batch's, in a timing)
 
     def run(g0, g1, scratch):
         acc = None
