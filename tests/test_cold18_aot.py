@@ -164,12 +164,35 @@ def _run(fn, args, outs):
     return fn(*copied), [copied[i] for i in outs]
 
 
-def test_the_package_build_gives_the_jit_bits_on_every_signature_it_serves():
+def _served():
+    return {(m, k, tuple(sigutils.normalize_signature(s)[0]))
+            for m, table in aot_kernels.KERNELS.items() for k, sigs in table.items() for s in sigs}
+
+
+def _key(kernel, args):
+    fn = kernel.py_func
+    return fn.__module__, fn.__qualname__, _types(kernel, args)
+
+
+def test_every_signature_the_package_build_serves_has_a_case():
+    covered = {_key(kernel, args) for kernel, args, _ in _cases()}
+    assert {m for m, _, _ in covered} <= set(aot_kernels.KERNELS)
+    missing = _served() - covered
+    if not gemm.load():
+        missing = {s for s in missing if s[1] not in ("_call", "_call_threads")}
+    assert not missing, f"signatures without a test case: {missing}"
+
+
+# one test per module: each signature is compiled by the JIT here (seconds each), so the modules
+# spread over the suite's workers and each stays far under the per-test timeout
+@pytest.mark.parametrize("module", sorted(aot_kernels.KERNELS))
+def test_the_package_build_gives_the_jit_bits_on_every_signature_it_serves(module):
     lib = aot.library()
     if lib is None:
         pytest.skip("no ahead-of-time build in this checkout (`make aot`)")
-    covered = set()
     for kernel, args, outs in _cases():
+        if kernel.py_func.__module__ != module:
+            continue
         loop = _built_loop(lib, kernel, args)
         assert loop is not None, (kernel.py_func.__qualname__, _types(kernel, args))
         assert _types(kernel, args) in kernel.aot_signatures      # attached to the dispatcher
@@ -179,14 +202,6 @@ def test_the_package_build_gives_the_jit_bits_on_every_signature_it_serves():
         assert r_aot == r_jit == r_disp, kernel.py_func.__qualname__
         for a, b, c in zip(o_aot, o_jit, o_disp):
             assert _same(a, b) and _same(a, c), kernel.py_func.__qualname__
-        fn = kernel.py_func
-        covered.add((fn.__module__, fn.__qualname__, _types(kernel, args)))
-    served = {(m, k, tuple(sigutils.normalize_signature(s)[0]))
-              for m, table in aot_kernels.KERNELS.items() for k, sigs in table.items() for s in sigs}
-    missing = served - covered
-    if not gemm.load():
-        missing = {s for s in missing if s[1] not in ("_call", "_call_threads")}
-    assert not missing, f"signatures without a test case: {missing}"
 
 
 def _numba_callees(fn, seen):
