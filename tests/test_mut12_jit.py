@@ -35,6 +35,7 @@ def test_a_background_compile_is_counted_and_its_kernel_then_runs_compiled(monke
     def kernel(out, x):
         out[0] = x + 1.0
     out = np.zeros(1)
+    jit.wait_for_compiles()                # a compile an earlier test queued began on the real clock
     ticks = itertools.count()              # a scripted clock: each job spans exactly 1.0, whatever the machine
     monkeypatch.setattr(jit._compiler, "clock", lambda: float(next(ticks)))
     before = jit.background_compile_seconds()
