@@ -65,10 +65,11 @@ def test_reduce_sum_over_leading_axes_gives_numpys_zero_of_negative_zeros():
 SIZES = (13, 16, 16, 10)
 
 
-def _mlp_training(placement, steps=3, batch=10):
+def _mlp_training(placement, steps=3, batch=10, optimizer=None, seed=0):
     """Losses and weights (bytes) of a small MLP with biases (ReLU, softmax cross-entropy) trained by
-    a planned tw.function with SGD on ``placement`` (batch ``S(0)``, weights ``B``)."""
-    rng = np.random.default_rng(0)
+    a planned tw.function with ``optimizer()`` (default SGD 0.1) on ``placement`` (batch ``S(0)``,
+    weights ``B``)."""
+    rng = np.random.default_rng(seed)
     x = rng.standard_normal((batch, SIZES[0])).astype(np.float32)
     y = rng.integers(0, SIZES[-1], batch).astype(np.int32)
     values = []
@@ -78,7 +79,7 @@ def _mlp_training(placement, steps=3, batch=10):
     params = [tw.Variable(v, placement=placement, sbp=tw.sbp.broadcast) for v in values]
     x = tw.constant(x).to_global(placement=placement, sbp=tw.sbp.split(0))
     y = tw.constant(y).to_global(placement=placement, sbp=tw.sbp.split(0))
-    opt = tw.keras.optimizers.SGD(0.1)
+    opt = optimizer() if optimizer else tw.keras.optimizers.SGD(0.1)
 
     @tw.function
     def step():

@@ -14,6 +14,7 @@ from tensorweave.core import derived
 from tensorweave.distribute import collective, fused_sgd, planner, zero_update
 from tensorweave.distribute import ranks as ranks_mod
 from tensorweave.distribute.collective import CollectiveAbortedError
+from test_dp21_rank_meeting import _mlp_training
 
 
 # ---- RankComms: a group's communicator kept -------------------------------------------------------
@@ -106,35 +107,8 @@ def test_buffer_is_the_shared_one_only_where_every_shard_holds_it(monkeypatch):
 
 
 # ---- the planned step: settings before the posting, same bits -------------------------------------
-SIZES = (13, 16, 16, 10)
-
-
 def _training(placement, steps=3, batch=10, optimizer=None):
-    rng = np.random.default_rng(1)
-    x = rng.standard_normal((batch, SIZES[0])).astype(np.float32)
-    y = rng.integers(0, SIZES[-1], batch).astype(np.int32)
-    values = []
-    for a, b in zip(SIZES, SIZES[1:]):
-        values += [(rng.standard_normal((a, b)) * np.sqrt(2.0 / a)).astype(np.float32),
-                   rng.standard_normal(b).astype(np.float32) * 0.1]
-    params = [tw.Variable(v, placement=placement, sbp=tw.sbp.broadcast) for v in values]
-    x = tw.constant(x).to_global(placement=placement, sbp=tw.sbp.split(0))
-    y = tw.constant(y).to_global(placement=placement, sbp=tw.sbp.split(0))
-    opt = optimizer() if optimizer else tw.keras.optimizers.SGD(0.1)
-
-    @tw.function
-    def step():
-        with tw.GradientTape() as tape:
-            h = x
-            for i in range(0, len(params), 2):
-                h = tw.matmul(h, params[i]) + params[i + 1]
-                if i + 2 < len(params):
-                    h = tw.nn.relu(h)
-            loss = tw.reduce_mean(tw.nn.sparse_softmax_cross_entropy_with_logits(labels=y, logits=h))
-        opt.apply_gradients(zip(tape.gradient(loss, params), params))
-        return loss
-    losses = [step().numpy().tobytes() for _ in range(steps)]
-    return losses, [p.numpy().tobytes() for p in params]
+    return _mlp_training(placement, steps, batch, optimizer, seed=1)
 
 
 @pytest.mark.parametrize("n", [1, 2, 3])

@@ -8,21 +8,10 @@ import pytest
 import tensorweave as tw
 from tensorweave.kernels.cpu import einsum_bias_kernels
 from test_graph_passes import _plan, _run, _types
+from test_remapping import _off_on, _same
 
 tf1 = tw.compat.v1
 RNG = np.random.default_rng(22)
-
-
-def _off_on(fetches, feeds, values):
-    off = _run(_plan(fetches, feeds, remapping=False), values)
-    plan = _plan(fetches, feeds)
-    return off, _run(plan, values), _types(plan)
-
-
-def _same(off, on):
-    for a, b in zip(off, on):
-        assert a.dtype == b.dtype and a.shape == b.shape
-        np.testing.assert_array_equal(b, a)
 
 
 def _dense_on_sequence(dtype, relu):
