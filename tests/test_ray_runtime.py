@@ -2,6 +2,7 @@
 name the rank, timeouts that name the missing ranks, a loopback-only local instance."""
 import os
 import re
+import select
 import subprocess
 import sys
 
@@ -190,12 +191,17 @@ def test_rendezvous_actors_outlive_their_creator_and_go_with_the_cluster(cluster
     ray.get(ray_cluster._rendezvous("zz-gone", (0, 1)).abort.remote("test"))   # made here, handle dropped
     assert "tw-rdv-zz-gone-0_1" in names()                  # detached: still there for the other members
     handle = ray.get_actor("tw-rdv-zz-gone-0_1")
-    ray_cluster._kill_rendezvous("zz-gone")
-    # ray.kill reaches the actor through the GCS, a call goes to it directly: under load a call or
-    # two can still be served before the kill lands (seen in a fresh-clone CI); one never ends it
+    # ray.kill reaches the actor through the GCS, a call goes to it directly: a call made before the
+    # kill lands may still be served (seen in a fresh-clone CI), so the test waits for the actor's
+    # process to end (a pidfd becomes readable when it exits) before it calls
+    exited = os.pidfd_open(ray.get(handle.__ray_call__.remote(lambda actor: os.getpid())))
+    try:
+        ray_cluster._kill_rendezvous("zz-gone")
+        assert select.select([exited], [], [], 120)[0] == [exited]
+    finally:
+        os.close(exited)
     with pytest.raises(ray.exceptions.RayActorError):
-        for _ in range(100):
-            ray.get(handle.abort.remote("after"), timeout=120)
+        ray.get(handle.abort.remote("after"), timeout=120)
 
 
 def test_values_stay_on_workers_between_calls(cluster):
