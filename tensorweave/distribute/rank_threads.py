@@ -15,6 +15,7 @@ least one); process-wide settings (OpenBLAS's count) are the controller's and ar
 1
 """
 import contextlib
+import threading
 
 from tensorweave.kernels import threads
 
@@ -45,9 +46,23 @@ def _per_thread_libs():
     return [lib for lib in threads._blas() if lib.internal_api == "mkl"]
 
 
+class _Set(threading.local):
+    """``n``: on a rank's own thread, the count :func:`use` set there last (None elsewhere)."""
+    n = None
+
+
+_set = _Set()
+
+
 def use(n):
     """Sets the calling thread's per-thread kernel thread counts (MKL, numba) to ``n`` where they
-    differ (read live, ~2 µs when nothing changes); returns ``n``."""
+    differ (read live, ~2 µs when nothing changes); returns ``n``. On a rank's own thread
+    (``ranks.Rank``'s loop: nothing else sets its counts for good — a one-thread product sets MKL's
+    and restores it) the count set last is remembered, and the same ``n`` again reads nothing: the
+    reads are ctypes calls, which drop the GIL, and a planned step makes this call on every other
+    rank as it starts, while the first rank's thread runs its first ops' Python (issue 13 dp23)."""
+    if _set.n == n:
+        return n
     import numba
 
     from tensorweave.kernels.cpu import gemm
@@ -58,7 +73,17 @@ def use(n):
     m = min(n, numba.config.NUMBA_NUM_THREADS)
     if numba.get_num_threads() != m:
         numba.set_num_threads(m)
+    if _own_rank_thread():
+        _set.n = n
     return n
+
+
+def _own_rank_thread():
+    """Whether the calling thread is an in-process rank's own thread (not the controller running a
+    rank's work inline, ``Rank.run_here``)."""
+    from tensorweave.distribute import ranks
+    rank = getattr(ranks._local, "rank", None)
+    return rank is not None and rank._thread is threading.current_thread()
 
 
 @contextlib.contextmanager

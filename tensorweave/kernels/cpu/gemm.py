@@ -112,7 +112,8 @@ _openblas = {}                   # "get"/"set": NumPy's OpenBLAS thread count (c
 _split_chosen = {}               # threaded shape class (tuple) + parts -> "mkl", "rows" or "cols"
 _split = {"on": True,            # TW_GEMM_SPLIT=0: threaded products stay on the library's threads
           "share": True,         # TW_GEMM_SHARE=0: a one-thread share's products on MKL's threaded call
-          "sleep": True}         # TW_GEMM_SPIN=1: MKL's workers spin after a threaded class's call
+          "sleep": True,         # TW_GEMM_SPIN=1: MKL's workers spin after a threaded class's call
+          "direct": True}        # a one-thread share's product straight to its class's library (tests: off)
 
 #: narrowest block of rows or columns a split product gives one thread (a multiple of every
 #: kernel's register block, so a part keeps full-width micro-kernels and aligned columns)
@@ -671,6 +672,21 @@ def matmul(a, b, out=None, one_thread=False):
             return _matmul_checked(a, b, None, one_thread)
         op_a, op_b, m, n, k, seen = geometry
         out = np.empty((m, n), a.dtype)
+        share = _thread_share
+        if share.parts == 1 and share.here is None and _split["share"] and _split["direct"] \
+                and _openblas.get("found") is not None:
+            # a one-thread share (an in-process rank thread): :func:`route` is "one" whatever the
+            # size, and once the class's one-thread library is chosen the product is that call
+            # alone (the same call :func:`_run_one` makes: the same bits), without its Python
+            # (~10 µs a product, held GIL a rank thread's neighbour waits for; issue 13 dp23)
+            backend = _serial_chosen.get(seen)
+            serial = _gemm_serial.get(a.dtype)
+            if backend == "mkl1" and serial is not None:
+                serial(op_a[0], op_b[0], m, n, k, a, op_a[1], b, op_b[1], out, n)
+                return out
+            if backend == "numpy1" and serial is not None:
+                _numpy_serial(a, b, out)
+                return out
         return _run_2d(a, b, out, op_a, op_b, (_NO_TRANS, n), m, n, k, seen, one_thread)
     return _matmul_checked(a, b, out, one_thread)
 
@@ -1125,10 +1141,12 @@ def threads_here():
     helper = share.helper
     if helper is None:
         helper = share.helper = _on_helper(threading.current_thread().name)
-    if helper:
+    cap = share.parts
+    if helper or cap is not None and cap <= 1:
+        # (a rank thread's cap of one answers without OpenBLAS's count: that read is a ctypes
+        # call, which drops the GIL, and the other rank thread took it there several times a step)
         return 1
     parts = min(_openblas["found"][0](), _cores())
-    cap = share.parts
     return parts if cap is None else max(1, min(parts, cap))
 
 

@@ -230,7 +230,6 @@ def _bias_add_grad(g, data_format):
 # ---- ReLU gradient ------------------------------------------------------------------------------
 
 @k("ReluGrad")
-@quiet
 def _relu_grad(gradients, features):
     """``gradients`` where ``features > 0``, else 0 (a select, so an inf gradient at a dead unit
     gives 0, not nan). float32/float64 inputs with contiguous features take one compiled pass
@@ -241,7 +240,10 @@ def _relu_grad(gradients, features):
     into a contiguous temporary: ``np.where`` on that view took 1.9 ms for the ResNet's
     64x8x8x64, the compiled pass 0.17 ms (Intel Xeon, BENCHMARKS.md issue 18 session 15, net19).
     Not in place: with its output aliasing its input the pass is not vectorized, and its select
-    branches (1.7 ms on random signs); nor ``np.array(view)`` (0.57 ms on a broadcast view)."""
+    branches (1.7 ms on random signs); nor ``np.array(view)`` (0.57 ms on a broadcast view).
+    The error-state context (silencing a NaN comparison's warning) around ``np.where`` only: the
+    compiled pass raises none, and the context was ~2 µs of Python a call on a rank thread
+    (issue 13 dp23)."""
     if gradients.dtype != features.dtype or gradients.shape != features.shape:
         what = "dtype" if gradients.dtype != features.dtype else "shape"
         raise (TypeError if what == "dtype" else ValueError)(
@@ -255,4 +257,5 @@ def _relu_grad(gradients, features):
         out = np.empty_like(gradients)
         nn_loops.relu_grad(gradients.reshape(-1), features.reshape(-1), out.reshape(-1))
         return out
-    return np.where(features > 0, gradients, np.zeros((), gradients.dtype))
+    with np.errstate(all="ignore"):
+        return np.where(features > 0, gradients, np.zeros((), gradients.dtype))
