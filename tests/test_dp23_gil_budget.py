@@ -43,10 +43,12 @@ def _operands(rng, dtype):
             (m(5, 300), m(300, 200)), (m(128, 96), m(96, 10)), (m(16, 64), m(64, 64))]
 
 
+@pytest.mark.parametrize("backend", ["mkl1", "numpy1"])
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
-def test_direct_one_thread_products_give_the_routed_bits(dtype, monkeypatch):
-    """On a one-thread share, a product with its class's library chosen is that library's call alone:
-    the bits of the routed call (``_run_2d``), every layout; the routed path is not taken."""
+def test_direct_one_thread_products_give_the_routed_bits(dtype, backend, monkeypatch):
+    """On a one-thread share, a product whose class's one-thread library is chosen (each library in
+    turn) is that library's call alone: the bits of the routed call (``_run_2d``), every layout;
+    the routed path is not taken."""
     if not gemm._gemm_serial.get(np.dtype(dtype)) or gemm._openblas_threads() is None:
         pytest.skip("needs MKL with a per-thread setting and NumPy's OpenBLAS")
     pairs = _operands(np.random.default_rng(3), dtype)
@@ -58,7 +60,10 @@ def test_direct_one_thread_products_give_the_routed_bits(dtype, monkeypatch):
     real = gemm._run_2d
 
     def products():
-        first = [gemm.matmul(a, b) for a, b in pairs]        # each class's library chosen (or timed) now
+        for a, b in pairs:
+            gemm.matmul(a, b)                   # each class's library chosen (or timed) now
+        for key in list(gemm._serial_chosen):   # then the library under test for every class
+            monkeypatch.setitem(gemm._serial_chosen, key, backend)
         monkeypatch.setattr(gemm, "_run_2d", counting)
         try:
             direct = [gemm.matmul(a, b) for a, b in pairs]
@@ -69,13 +74,13 @@ def test_direct_one_thread_products_give_the_routed_bits(dtype, monkeypatch):
                 gemm._split["direct"] = True
         finally:
             monkeypatch.setattr(gemm, "_run_2d", real)
-        return first, direct, before
-    first, direct, before = _on_one_thread_share(products)
+        return direct, before
+    direct, before = _on_one_thread_share(products)
     assert len(routed) == len(pairs)                       # the direct calls took no route
-    for (a, b), x, y, z in zip(pairs, first, direct, before):
-        assert y.tobytes() == z.tobytes() == x.tobytes()
-        np.testing.assert_allclose(y, a.astype(np.float64) @ b, rtol=1e-4 if dtype == np.float32 else 1e-12,
-                                   atol=1e-4 if dtype == np.float32 else 1e-12)
+    tol = 1e-4 if dtype == np.float32 else 1e-12
+    for (a, b), y, z in zip(pairs, direct, before):
+        assert y.tobytes() == z.tobytes()
+        np.testing.assert_allclose(y, a.astype(np.float64) @ b, rtol=tol, atol=tol)
 
 
 def test_matmul_kernel_transposes_as_swapaxes():
