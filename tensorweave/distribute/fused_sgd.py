@@ -101,10 +101,13 @@ class BucketUpdate:
             if rows is None:
                 continue
             cols, offsets = rows
-            mine = [[s._storage_for_update().reshape(-1) for s in per_rank] for per_rank in slots]
-            if any(a.size != (hi - lo) * cols or a.dtype != buf.dtype
-                   for per_rank, (lo, hi) in zip(mine, g.bounds) for a in per_rank):
-                continue
+            if self.rule.slots:
+                mine = [[s._storage_for_update().reshape(-1) for s in per_rank] for per_rank in slots]
+                if any(a.size != (hi - lo) * cols or a.dtype != buf.dtype
+                       for per_rank, (lo, hi) in zip(mine, g.bounds) for a in per_rank):
+                    continue
+            else:           # plain SGD: no slots to take or check (this runs under the group's lock)
+                mine = [()] * len(g.bounds)
             out[k] = _Target(buf.reshape(-1), mine, offsets)
         return out
 
