@@ -90,6 +90,7 @@ from numba.extending import intrinsic
 from tensorweave.kernels.cpu import gemm_tuning
 from tensorweave.kernels.cpu import jit
 from tensorweave.kernels.cpu import stack_route
+from tensorweave.kernels.cpu import thin_layout
 from tensorweave.kernels.cpu.jit import njit_twin
 
 #: smallest M*N*K sent to MKL (OpenBLAS's own threshold for using its threads)
@@ -341,7 +342,8 @@ def tuner():
     """The :class:`gemm_tuning.Tuner` of this process (made, and its cache file read, on first use)."""
     if _tuning["tuner"] is None:
         _tuning["tuner"] = gemm_tuning.Tuner(gemm_tuning.cache_path(), machine_key(),
-                                              ("mkl", "numpy", "mkl1", "numpy1", "rows", "cols", "one", "par"))
+                                              ("mkl", "numpy", "mkl1", "numpy1", "rows", "cols", "one", "par",
+                                               "mklT"))
     return _tuning["tuner"]
 
 
@@ -722,6 +724,9 @@ def _run_2d(a, b, out, op_a, op_b, op_c, m, n, k, seen, one_thread=False):
             if backend == "mkl":
                 fn(op_a[0], op_b[0], m, n, k, a, op_a[1], b, op_b[1], out, op_c[1])
                 return out
+            if backend == "mklT":     # a variable's weight, transposed once (thin_layout)
+                fn(op_a[0], _TRANS, m, n, k, a, op_a[1], thin_layout.transposed(b), k, out, op_c[1])
+                return out
             if backend == "cols":
                 _run_split("cols", a, b, out, op_a, op_b, op_c, k, parts)
                 return out
@@ -866,17 +871,17 @@ def _run_one(a, b, out, op_a, op_b, op_c, m, n, k, seen):
 THIN_BYTES = 1 << 18
 #: timings of a thin class at most; the choice is kept (on disk) once two in a row agree
 THIN_ROUNDS = 3
-_thin_chosen = {}                # thin shape class (tuple) + parts -> "one", "mkl", "numpy", "cols" or "par"
+_thin_chosen = {}                # thin shape class (tuple) + (parts, var) -> "one", "mkl", "numpy", "cols", "par", "mklT"
 _thin_pending = set()            # their keys whose choice waits for thin_gemm's loop to compile
 
 
 def _thin_choice(a, b, out, op_a, op_b, op_c, m, n, k, seen, parts=None):
     """``"one"`` (one thread, :func:`_run_one`), ``"mkl"`` (MKL's own threads), ``"numpy"``
     (NumPy's OpenBLAS on its threads), ``"cols"`` (a split on the runtime's Python threads,
-    :func:`_run_split`) or ``"par"`` (column blocks on numba's pool, ``thin_gemm``) for a thin
+    :func:`_run_split`), ``"par"`` (column blocks on numba's pool, ``thin_gemm``) or, for a
+    variable's weight, ``"mklT"`` (MKL's threads on its transpose, ``thin_layout``) for a thin
     product under :func:`serial_work` whose ``k x n`` operand is at least :data:`THIN_BYTES`, by
-    its class's timing (``thincold:<class>,p<parts>`` in the tuning cache, apart from the ``thin:``
-    entries timed hot and once before issue 18 pred20, which are ignored; wall time: the candidates
+    its class's timing (:func:`_thin_class`; wall time: the candidates
     differ in threads; :func:`_thin_timing`). One thread is the incumbent, and stays without a
     timing where no second thread is to be had (:func:`split_parts` 1, inside
     :func:`blocks_here`, ``TW_GEMM_SPLIT=0``) or the machine is busy (``gemm_tuning.quiet``: as for
@@ -895,11 +900,11 @@ def _thin_choice(a, b, out, op_a, op_b, op_c, m, n, k, seen, parts=None):
     parts = split_parts() if parts is None else parts
     if parts < 2:
         return "one"
-    key = seen + (parts,)
+    var = op_b[0] == _NO_TRANS and thin_layout.applies(b)
+    key = seen + (parts, var)
     got = _thin_chosen.get(key)
     if got is None or key in _thin_pending:
-        cls = "thincold:" + gemm_tuning.shape_class(m, n, k, a.dtype.name, op_a[0] == _TRANS, op_b[0] == _TRANS) \
-            + f",p{parts}"
+        cls = _thin_class(m, n, k, a.dtype.name, op_a, op_b, parts, var)
         if got is None:
             got = tuner().backend(cls)
         elif not (gemm_tuning.quiet() and _thin_ready(a, b, out, op_a, op_b, n, parts)):
@@ -909,10 +914,23 @@ def _thin_choice(a, b, out, op_a, op_b, op_c, m, n, k, seen, parts=None):
         if got is None and gemm_tuning.quiet():
             if not _came_round(b):      # timed once the model's thin weights have all run once
                 return _thin_chosen.get(key, "one")
-            got, pending = _thin_timing(cls, a, b, op_a, op_b, op_c, m, n, k, seen, parts)
+            got, pending = _thin_timing(cls, a, b, op_a, op_b, op_c, m, n, k, seen, parts, var)
             (_thin_pending.add if pending else _thin_pending.discard)(key)
         _thin_chosen[key] = got or "one"
     return _thin_chosen[key]
+
+
+def _thin_class(m, n, k, dtype, op_a, op_b, parts, var):
+    """A thin class's name in the tuning cache: ``thinvar:`` where the ``k x n`` operand is a
+    variable's weight (``var``: the transposed layout, ``thin_layout``, is a candidate too; issue 18
+    pred23), ``thincold:`` otherwise (the ``thin:`` entries timed hot before issue 18 pred20 are
+    ignored).
+
+    >>> _thin_class(1, 512, 784, "float32", (_NO_TRANS, 784), (_NO_TRANS, 512), 2, True)
+    'thinvar:float32:NN:1,10,10,p2'
+    """
+    base = gemm_tuning.shape_class(m, n, k, dtype, op_a[0] == _TRANS, op_b[0] == _TRANS)
+    return ("thinvar:" if var else "thincold:") + base + f",p{parts}"
 
 
 #: thin weights a process has run while a thin class waited for its timing (data address -> bytes,
@@ -970,7 +988,7 @@ def _thin_ready(a, b, out, op_a, op_b, n, parts):
     return thin_gemm.ready(_thin_args(a, b, out, op_a, op_b, n, parts))
 
 
-def _thin_timing(cls, a, b, op_a, op_b, op_c, m, n, k, seen, parts):
+def _thin_timing(cls, a, b, op_a, op_b, op_c, m, n, k, seen, parts, var=False):
     """The thin class ``cls``'s backend (:func:`_thin_choice`), timed now on copies of ``a`` and
     ``b`` and recorded in the tuner.
 
@@ -996,7 +1014,10 @@ def _thin_timing(cls, a, b, op_a, op_b, op_c, m, n, k, seen, parts):
       two timings in a row pick the same backend, each settled; only then is the choice written
       to disk. Without two that agree (or on a machine that turned busy meanwhile) the process
       keeps ``one``, untimed classes elsewhere are unaffected, and the next process measures
-      again."""
+      again.
+
+    ``var``: ``b`` is a variable's weight, so MKL's threads on its transpose (``"mklT"``,
+    ``thin_layout``) are a candidate too, each copy with its own transpose."""
     copies = -(-2 * parts * _l2_bytes() // max(1, b.nbytes))   # 1: b alone is cold (no copy made)
     cycle = _cycle_bytes(b)
     if cycle:           # as many bytes as the model's thin weights (nearest): each call as far from
@@ -1019,6 +1040,12 @@ def _thin_timing(cls, a, b, op_a, op_b, op_c, m, n, k, seen, parts):
     def par(a, b, out):
         _run_thin_blocks(a, b, out, op_a, op_b, n, parts)
     runners = {"one": one, "mkl": mkl}
+    if var:         # a variable's weight: MKL's threads on its transpose too (each copy's own)
+        flipped = {id(x): thin_layout.transposed(x) for x in bs}
+
+        def mklT(a, b, out):
+            _gemm[a.dtype](op_a[0], _TRANS, m, n, k, a, op_a[1], flipped[id(b)], k, out, op_c[1])
+        runners["mklT"] = mklT
     if _openblas_threads() is not None:
         runners["numpy"] = numpy
     pending = False
