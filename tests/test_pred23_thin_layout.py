@@ -90,3 +90,26 @@ def test_a_models_weights_updated_by_training_and_assignment_are_read_afresh(fli
     kernel = model.layers[0].kernel
     kernel.assign(kernel.numpy() * 0.5)                    # a new array stored
     np.testing.assert_allclose(model.predict_on_batch(x), reference(), rtol=1e-4, atol=1e-4)
+
+
+@needs_serial
+@needs_openblas
+@pytest.mark.parametrize("tracked", [True, False])
+def test_a_batch1_product_above_the_one_thread_size_may_take_the_transpose_too(flip, rng, monkeypatch, tracked):
+    monkeypatch.setitem(gemm._serial_work, np.dtype(np.float32), 1)          # 1x784 @ 784x512: "threads"
+    flip.seconds = {"mklT": 0.1}
+    a, b = _thin_operands(rng)
+    if tracked:
+        derived.track(b)
+    assert gemm.route(a.dtype, 1, 512, 784) == "threads"
+    got = gemm.matmul(a, b)
+    np.testing.assert_allclose(got, a.astype(np.float64) @ b, rtol=1e-4, atol=1e-3)
+    cls = ("threadsvar:" if tracked else "threads:") + "float32:NN:1,10,10,p2"
+    assert gemm.tuner().choices[cls]["backend"] == ("mklT" if tracked else "cols")
+    assert ("mklT" in flip) is tracked
+    assert gemm_route.decision(a, b)[:2] == (cls, "mklT" if tracked else "cols")
+    if tracked:
+        np.testing.assert_array_equal(got, _nt(a, b))
+        flip.clear()
+        np.testing.assert_array_equal(gemm.matmul(a, b), got)        # not timed again, the same bits
+        assert not flip

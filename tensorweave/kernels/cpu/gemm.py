@@ -110,7 +110,7 @@ _gemm_serial = {}                # dtype -> cblas_?gemm on one MKL thread (MKL_S
 _serial_work = {}                # dtype -> products under this many multiply-adds run on one thread
 _serial_chosen = {}              # shape class (tuple) -> "mkl1" or "numpy1": the library for one thread
 _openblas = {}                   # "get"/"set": NumPy's OpenBLAS thread count (ctypes), when found
-_split_chosen = {}               # threaded shape class (tuple) + parts -> "mkl", "rows" or "cols"
+_split_chosen = {}               # threaded shape class (tuple) + parts [+ "T"] -> "mkl", "rows", "cols", "mklT"
 _split = {"on": True,            # TW_GEMM_SPLIT=0: threaded products stay on the library's threads
           "share": True,         # TW_GEMM_SHARE=0: a one-thread share's products on MKL's threaded call
           "sleep": True}         # TW_GEMM_SPIN=1: MKL's workers spin after a threaded class's call
@@ -705,6 +705,12 @@ def _mkl_runner(fn, a, b, out, op_a, op_b, op_c, m, n, k):
     return lambda: fn(op_a[0], op_b[0], m, n, k, a, op_a[1], b, op_b[1], out, op_c[1])
 
 
+def _mkl_flipped(fn, a, b, out, op_a, op_c, m, n, k):
+    """``run()``: :func:`_mkl_runner`'s product with the ``k x n`` operand ``b`` (a variable's
+    weight) read as its kept transpose (``thin_layout``): MKL's NT call, backend ``"mklT"``."""
+    return lambda: fn(op_a[0], _TRANS, m, n, k, a, op_a[1], thin_layout.transposed(b), k, out, op_c[1])
+
+
 def _run_2d(a, b, out, op_a, op_b, op_c, m, n, k, seen, one_thread=False):
     """The checked 2-D product into ``out``, on the library (and threads) its size and class take.
 
@@ -725,7 +731,7 @@ def _run_2d(a, b, out, op_a, op_b, op_c, m, n, k, seen, one_thread=False):
                 fn(op_a[0], op_b[0], m, n, k, a, op_a[1], b, op_b[1], out, op_c[1])
                 return out
             if backend == "mklT":     # a variable's weight, transposed once (thin_layout)
-                fn(op_a[0], _TRANS, m, n, k, a, op_a[1], thin_layout.transposed(b), k, out, op_c[1])
+                _mkl_flipped(fn, a, b, out, op_a, op_c, m, n, k)()
                 return out
             if backend == "cols":
                 _run_split("cols", a, b, out, op_a, op_b, op_c, k, parts)
@@ -748,7 +754,9 @@ def _run_2d(a, b, out, op_a, op_b, op_c, m, n, k, seen, one_thread=False):
             return np.matmul(a, b, out=out)
     elif way == "threads":
         backend = _threaded_choice(a, b, out, op_a, op_b, op_c, m, n, k, seen, parts, run_mkl)
-        if backend != "mkl":
+        if backend == "mklT":
+            run_mkl = _sleeping_after(_mkl_flipped(fn, a, b, out, op_a, op_c, m, n, k))
+        elif backend != "mkl":
             _run_split(backend, a, b, out, op_a, op_b, op_c, k, parts)
             return out
     run_mkl()
@@ -1242,7 +1250,8 @@ _HELPER = "-intra"
 
 
 def _threaded_choice(a, b, out, op_a, op_b, op_c, m, n, k, seen, parts, run_mkl):
-    """``"mkl"`` (the library's own threads) or ``"rows"`` / ``"cols"`` (:func:`_run_split`) for a
+    """``"mkl"`` (the library's own threads), ``"rows"`` / ``"cols"`` (:func:`_run_split`) or
+    ``"mklT"`` (below) for a
     product above :func:`serial_work`, by its shape class's timing (``threads:<class>,p<parts>``
     in the tuning cache). The caller computes the product with the choice even after a timing
     (one more product, once per class), so every call of a class gives the same bits.
@@ -1257,15 +1266,23 @@ def _threaded_choice(a, b, out, op_a, op_b, op_c, m, n, k, seen, parts, run_mkl)
     timings there measure the other processes (the mlp's 128x784 @ 784x512 read 11 ms on MKL's
     threads against 25 split in one process and 20 against 7 in the next, at load 15-20), so the
     process keeps the incumbent, which spins no pool, until a quiet process measures. Nor inside
-    :func:`blocks_here`, where a split's blocks would be timed on one thread."""
-    key = seen + (parts,)
+    :func:`blocks_here`, where a split's blocks would be timed on one thread.
+
+    A product of fewer than :data:`MIN_PART` rows over a variable's ``k x n`` weight (a batch-1
+    layer above :func:`serial_work`: the cnn's 1x9216 @ 9216x128) has a class of its own,
+    ``threadsvar:``, with MKL's threads on the weight's kept transpose (``"mklT"``,
+    ``thin_layout``) a candidate too (issue 18 pred23)."""
+    var = m < MIN_PART and op_b[0] == _NO_TRANS and thin_layout.applies(b)
+    key = seen + ((parts, "T") if var else (parts,))
     got = _split_chosen.get(key)
     if got is None:
-        cls = "threads:" + gemm_tuning.shape_class(m, n, k, a.dtype.name, op_a[0] == _TRANS, op_b[0] == _TRANS) \
-            + f",p{parts}"
+        cls = ("threadsvar:" if var else "threads:") + gemm_tuning.shape_class(
+            m, n, k, a.dtype.name, op_a[0] == _TRANS, op_b[0] == _TRANS) + f",p{parts}"
         got = _split_chosen[key] = tuner().backend(cls)
         if got is None:
             runners = {"mkl": run_mkl}
+            if var:
+                runners["mklT"] = _sleeping_after(_mkl_flipped(_gemm[a.dtype], a, b, out, op_a, op_c, m, n, k))
             for axis, size in (("rows", m), ("cols", n)):
                 if size >= 2 * MIN_PART:
                     runners[axis] = functools.partial(_run_split, axis, a, b, out, op_a, op_b, op_c, k, parts)

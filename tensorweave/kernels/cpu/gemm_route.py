@@ -46,6 +46,8 @@ def decision(a, b):
         got = gemm._thin_chosen.get(seen + (parts, var))
     else:
         parts = gemm.split_parts()
-        cls, got = f"{way}:{base},p{parts}", gemm._split_chosen.get(seen + (parts,))
+        var = m < gemm.MIN_PART and op_b[0] == gemm._NO_TRANS and thin_layout.applies(b)
+        cls = f"{way}{'var' if var else ''}:{base},p{parts}"
+        got = gemm._split_chosen.get(seen + ((parts, "T") if var else (parts,)))
     entry = gemm.tuner().choices.get(cls)
     return cls, got, entry is not None and entry.get("settled", True) is True
