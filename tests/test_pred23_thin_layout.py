@@ -113,3 +113,15 @@ def test_a_batch1_product_above_the_one_thread_size_may_take_the_transpose_too(f
         flip.clear()
         np.testing.assert_array_equal(gemm.matmul(a, b), got)        # not timed again, the same bits
         assert not flip
+
+
+@needs_serial
+@needs_openblas
+def test_the_layout_switched_off_leaves_the_classes_as_before(flip, rng, monkeypatch):
+    monkeypatch.setattr(thin_layout, "ON", False)                          # TW_THIN_LAYOUT=0
+    flip.seconds = {"mklT": 0.1}
+    a, b = _thin_operands(rng)
+    derived.track(b)
+    np.testing.assert_allclose(gemm.matmul(a, b), a.astype(np.float64) @ b, rtol=1e-4, atol=1e-3)
+    assert "mklT" not in flip and CLS not in gemm.tuner().choices
+    assert "thincold:float32:NN:1,10,10,p2" in gemm.tuner().choices

@@ -16,21 +16,26 @@ may change in place between calls) has no such candidate.
 >>> w = np.arange(6.0, dtype=np.float32).reshape(2, 3)
 >>> applies(w)                   # not a variable's storage
 False
->>> derived.track(w); applies(w), transposed(w).shape, transposed(w) is transposed(w)
+>>> derived.track(w); applies(w) == ON, transposed(w).shape, transposed(w) is transposed(w)
 (True, (3, 2), True)
 """
+import os
+
 import numpy as np
 
 from tensorweave.core import derived
 
 #: the derived-value key of the transpose
 KEY = "thin_layout.T"
+#: ``TW_THIN_LAYOUT=0``: no transposed candidate (the ``thincold:``/``threads:`` classes, as before
+#: issue 18 pred23: an A/B switch, ``bench_models.py --tw-variants noflip``)
+ON = os.environ.get("TW_THIN_LAYOUT", "1") != "0"
 
 
 def applies(b):
     """Whether ``b`` (a thin product's ``k x n`` operand) is a variable's storage, whose transpose
-    is kept until the variable changes."""
-    return derived.tracked(b)
+    is kept until the variable changes (and the layout is on)."""
+    return ON and derived.tracked(b)
 
 
 def transposed(b):
