@@ -125,3 +125,18 @@ def test_the_layout_switched_off_leaves_the_classes_as_before(flip, rng, monkeyp
     np.testing.assert_allclose(gemm.matmul(a, b), a.astype(np.float64) @ b, rtol=1e-4, atol=1e-3)
     assert "mklT" not in flip and CLS not in gemm.tuner().choices
     assert "thincold:float32:NN:1,10,10,p2" in gemm.tuner().choices
+
+
+@needs_serial
+@needs_openblas
+@pytest.mark.parametrize("route", ["thin", "threads"])
+def test_a_transpose_timed_but_not_chosen_is_not_kept(flip, rng, monkeypatch, route):
+    if route == "threads":
+        monkeypatch.setitem(gemm._serial_work, np.dtype(np.float32), 1)
+    flip.seconds = {"mkl": 0.1}
+    a, b = _thin_operands(rng)
+    derived.track(b)
+    held = derived.cached_bytes()
+    np.testing.assert_allclose(gemm.matmul(a, b), a.astype(np.float64) @ b, rtol=1e-4, atol=1e-3)
+    assert "mklT" in flip and gemm_route.decision(a, b)[1] == "mkl"
+    assert derived.cached_bytes() == held

@@ -705,10 +705,10 @@ def _mkl_runner(fn, a, b, out, op_a, op_b, op_c, m, n, k):
     return lambda: fn(op_a[0], op_b[0], m, n, k, a, op_a[1], b, op_b[1], out, op_c[1])
 
 
-def _mkl_flipped(fn, a, b, out, op_a, op_c, m, n, k):
-    """``run()``: :func:`_mkl_runner`'s product with the ``k x n`` operand ``b`` (a variable's
-    weight) read as its kept transpose (``thin_layout``): MKL's NT call, backend ``"mklT"``."""
-    return lambda: fn(op_a[0], _TRANS, m, n, k, a, op_a[1], thin_layout.transposed(b), k, out, op_c[1])
+def _mkl_flipped(fn, a, flipped, out, op_a, op_c, m, n, k):
+    """``run()``: :func:`_mkl_runner`'s product with its ``k x n`` operand (a variable's weight)
+    read as its transpose ``flipped`` (``n x k``, ``thin_layout``): MKL's NT call, backend ``"mklT"``."""
+    return lambda: fn(op_a[0], _TRANS, m, n, k, a, op_a[1], flipped, k, out, op_c[1])
 
 
 def _run_2d(a, b, out, op_a, op_b, op_c, m, n, k, seen, one_thread=False):
@@ -731,7 +731,7 @@ def _run_2d(a, b, out, op_a, op_b, op_c, m, n, k, seen, one_thread=False):
                 fn(op_a[0], op_b[0], m, n, k, a, op_a[1], b, op_b[1], out, op_c[1])
                 return out
             if backend == "mklT":     # a variable's weight, transposed once (thin_layout)
-                _mkl_flipped(fn, a, b, out, op_a, op_c, m, n, k)()
+                _mkl_flipped(fn, a, thin_layout.transposed(b), out, op_a, op_c, m, n, k)()
                 return out
             if backend == "cols":
                 _run_split("cols", a, b, out, op_a, op_b, op_c, k, parts)
@@ -755,7 +755,7 @@ def _run_2d(a, b, out, op_a, op_b, op_c, m, n, k, seen, one_thread=False):
     elif way == "threads":
         backend = _threaded_choice(a, b, out, op_a, op_b, op_c, m, n, k, seen, parts, run_mkl)
         if backend == "mklT":
-            run_mkl = _sleeping_after(_mkl_flipped(fn, a, b, out, op_a, op_c, m, n, k))
+            run_mkl = _sleeping_after(_mkl_flipped(fn, a, thin_layout.transposed(b), out, op_a, op_c, m, n, k))
         elif backend != "mkl":
             _run_split(backend, a, b, out, op_a, op_b, op_c, k, parts)
             return out
@@ -1048,8 +1048,8 @@ def _thin_timing(cls, a, b, op_a, op_b, op_c, m, n, k, seen, parts, var=False):
     def par(a, b, out):
         _run_thin_blocks(a, b, out, op_a, op_b, n, parts)
     runners = {"one": one, "mkl": mkl}
-    if var:         # a variable's weight: MKL's threads on its transpose too (each copy's own)
-        flipped = {id(x): thin_layout.transposed(x) for x in bs}
+    if var:         # a variable's weight: MKL's threads on its transpose too (each copy's own, not
+        flipped = {id(x): thin_layout.transpose(x) for x in bs}     # kept unless chosen)
 
         def mklT(a, b, out):
             _gemm[a.dtype](op_a[0], _TRANS, m, n, k, a, op_a[1], flipped[id(b)], k, out, op_c[1])
@@ -1282,7 +1282,8 @@ def _threaded_choice(a, b, out, op_a, op_b, op_c, m, n, k, seen, parts, run_mkl)
         if got is None:
             runners = {"mkl": run_mkl}
             if var:
-                runners["mklT"] = _sleeping_after(_mkl_flipped(_gemm[a.dtype], a, b, out, op_a, op_c, m, n, k))
+                runners["mklT"] = _sleeping_after(_mkl_flipped(_gemm[a.dtype], a, thin_layout.transpose(b), out,
+                                                               op_a, op_c, m, n, k))     # (not kept unless chosen)
             for axis, size in (("rows", m), ("cols", n)):
                 if size >= 2 * MIN_PART:
                     runners[axis] = functools.partial(_run_split, axis, a, b, out, op_a, op_b, op_c, k, parts)

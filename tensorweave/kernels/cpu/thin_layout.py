@@ -39,12 +39,14 @@ def applies(b):
 
 
 def transposed(b):
-    """``b``'s transpose, C-contiguous and read-only: kept while ``b`` is an unmodified variable
-    storage, made afresh otherwise."""
-    return derived.get(b, KEY, _read_only_transpose)
+    """``b``'s transpose (:func:`transpose`): kept while ``b`` is an unmodified variable storage,
+    made afresh otherwise."""
+    return derived.get(b, KEY, transpose)
 
 
-def _read_only_transpose(b):
+def transpose(b):
+    """``b``'s transpose, C-contiguous and read-only, made now (a timing's candidate: kept only
+    once chosen, by :func:`transposed`)."""
     t = np.ascontiguousarray(b.T)
     t.flags.writeable = False           # shared by every product of the weight
     return t
