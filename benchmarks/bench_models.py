@@ -98,7 +98,10 @@ TW_VARIANTS = {"mkl": {"TW_BLAS": "mkl"}, "numpy": {"TW_BLAS": "numpy"},
                "nopair": {"TW_OVERLAP_PRODUCTS": "0"},
                # layer norm as the composite (as before issue 18 session 14, ln18); the softmax gradient as one op (off by default)
                "lnold": {"TW_FUSED_LAYER_NORM": "0"}, "smfused": {"TW_FUSED_SOFTMAX_GRAD": "1"},
-               "ln18old": {"TW_FUSED_LAYER_NORM": "0"}}
+               "ln18old": {"TW_FUSED_LAYER_NORM": "0"},
+               # batch-1 products without the weights' transposed layout (kernels/cpu/thin_layout.py),
+               # as before issue 18 pred23
+               "noflip": {"TW_THIN_LAYOUT": "0"}}
 FRAMEWORKS = ("tensorweave", "tensorweave-blas1", "torch", "jax", "tensorflow") + tuple(
     f"tensorweave-{v}" for v in TW_VARIANTS)
 PEER_NAMES = ("torch", "jax", "tensorflow")

@@ -85,6 +85,13 @@ def modified(array):
             _drop_values(id(array), slot)
 
 
+def tracked(array):
+    """Whether ``array`` is a tracked variable storage: what is derived from it is kept until it
+    changes (:func:`get`)."""
+    slot = _slots.get(id(array))
+    return slot is not None and slot.ref() is array
+
+
 def get(array, key, compute):
     """``compute(array)``, cached per (``array``, ``key``) while ``array`` is a tracked, unmodified
     variable storage; computed afresh for any other array."""

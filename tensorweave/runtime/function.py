@@ -374,6 +374,12 @@ class Function:
         graph.outputs = [o for o in nest.flatten(outputs) if isinstance(o, Tensor)]
         return ConcreteFunction(graph, phs, outputs)
 
+    def _repeated(self, args):
+        """The concrete function a call with positional ``args`` finds by its repeated-call key (one
+        an earlier call with that key checked and ran: :func:`_fast_key`), or None."""
+        key = _fast_key(args, [])
+        return None if key is None else self._fast.get(key)
+
     def __call__(self, *args, **kwargs):
         if building_graph() is not None:
             # Inside another graph (a Session graph or an outer function): inline the Python.

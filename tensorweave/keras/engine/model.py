@@ -20,13 +20,28 @@ import numpy as np
 import tensorweave as tw
 from tensorweave.core import nest
 from tensorweave.core.tensor import EagerTensor
-from tensorweave.keras.engine import data_adapter
+from tensorweave.keras.engine import data_adapter, predict_request
 from tensorweave.keras.engine.layer import Layer
 
 
 def _to_tensors(batch):
     return nest.map_structure(lambda a: a if a is None or isinstance(a, tw.Tensor) else tw.convert_to_tensor(
         a if not isinstance(a, np.ndarray) or a.dtype != np.float64 else a.astype(np.float32)), batch)
+
+
+def _predict_batch(fn, x):
+    """The predict function ``fn``'s outputs for one batch ``x``, as NumPy arrays: one array of the
+    signature of the call before goes through its bound request (``predict_request.py``)."""
+    if type(x) is np.ndarray and x.dtype != np.float64:
+        got = predict_request.run(fn, x)
+        if got is not None:
+            return np.asarray(got)
+        out = fn((tw.convert_to_tensor(x),))      # one array: no structure to walk (see _to_tensors)
+        if type(out) is EagerTensor:
+            predict_request.bind(fn, x)
+            return np.asarray(out._value)
+        return nest.map_structure(np.asarray, out)
+    return nest.map_structure(np.asarray, fn(_to_tensors((x,))))
 
 
 def _step_data(batch):
@@ -399,7 +414,7 @@ class Model(Layer):
         batch_size = data_adapter.check_count(batch_size, "batch_size")
         fn = self.make_predict_function()
         if _one_quiet_batch(x, batch_size, verbose, steps, callbacks):
-            outs = [nest.map_structure(np.asarray, fn(_to_tensors((x,))))]
+            outs = [_predict_batch(fn, x)]
         else:
             handler = data_adapter.DataHandler(x, None, None, batch_size, False, None, steps)
             verbose = 1 if verbose == "auto" else int(verbose)
@@ -434,14 +449,7 @@ class Model(Layer):
         return self._logs_out(logs, return_dict)
 
     def predict_on_batch(self, x):
-        fn = self.make_predict_function()
-        if type(x) is np.ndarray and x.dtype != np.float64:
-            # one array, the common request: no structure to walk (see _to_tensors)
-            out = fn((tw.convert_to_tensor(x),))
-            if type(out) is EagerTensor:
-                return np.asarray(out._value)
-            return nest.map_structure(np.asarray, out)
-        return nest.map_structure(np.asarray, fn(_to_tensors((x,))))
+        return _predict_batch(self.make_predict_function(), x)
 
     def _logs_out(self, logs, return_dict):
         if return_dict:

@@ -90,6 +90,7 @@ from numba.extending import intrinsic
 from tensorweave.kernels.cpu import gemm_tuning
 from tensorweave.kernels.cpu import jit
 from tensorweave.kernels.cpu import stack_route
+from tensorweave.kernels.cpu import thin_layout
 from tensorweave.kernels.cpu.jit import njit_twin
 
 #: smallest M*N*K sent to MKL (OpenBLAS's own threshold for using its threads)
@@ -109,7 +110,7 @@ _gemm_serial = {}                # dtype -> cblas_?gemm on one MKL thread (MKL_S
 _serial_work = {}                # dtype -> products under this many multiply-adds run on one thread
 _serial_chosen = {}              # shape class (tuple) -> "mkl1" or "numpy1": the library for one thread
 _openblas = {}                   # "get"/"set": NumPy's OpenBLAS thread count (ctypes), when found
-_split_chosen = {}               # threaded shape class (tuple) + parts -> "mkl", "rows" or "cols"
+_split_chosen = {}               # threaded shape class (tuple) + parts [+ "T"] -> "mkl", "rows", "cols", "mklT"
 _split = {"on": True,            # TW_GEMM_SPLIT=0: threaded products stay on the library's threads
           "share": True,         # TW_GEMM_SHARE=0: a one-thread share's products on MKL's threaded call
           "sleep": True,         # TW_GEMM_SPIN=1: MKL's workers spin after a threaded class's call
@@ -342,7 +343,8 @@ def tuner():
     """The :class:`gemm_tuning.Tuner` of this process (made, and its cache file read, on first use)."""
     if _tuning["tuner"] is None:
         _tuning["tuner"] = gemm_tuning.Tuner(gemm_tuning.cache_path(), machine_key(),
-                                              ("mkl", "numpy", "mkl1", "numpy1", "rows", "cols", "one", "par"))
+                                              ("mkl", "numpy", "mkl1", "numpy1", "rows", "cols", "one", "par",
+                                               "mklT"))
     return _tuning["tuner"]
 
 
@@ -719,6 +721,12 @@ def _mkl_runner(fn, a, b, out, op_a, op_b, op_c, m, n, k):
     return lambda: fn(op_a[0], op_b[0], m, n, k, a, op_a[1], b, op_b[1], out, op_c[1])
 
 
+def _mkl_flipped(fn, a, flipped, out, op_a, op_c, m, n, k):
+    """``run()``: :func:`_mkl_runner`'s product with its ``k x n`` operand (a variable's weight)
+    read as its transpose ``flipped`` (``n x k``, ``thin_layout``): MKL's NT call, backend ``"mklT"``."""
+    return lambda: fn(op_a[0], _TRANS, m, n, k, a, op_a[1], flipped, k, out, op_c[1])
+
+
 def _run_2d(a, b, out, op_a, op_b, op_c, m, n, k, seen, one_thread=False):
     """The checked 2-D product into ``out``, on the library (and threads) its size and class take.
 
@@ -737,6 +745,9 @@ def _run_2d(a, b, out, op_a, op_b, op_c, m, n, k, seen, one_thread=False):
             backend = _thin_choice(a, b, out, op_a, op_b, op_c, m, n, k, seen, parts)
             if backend == "mkl":
                 fn(op_a[0], op_b[0], m, n, k, a, op_a[1], b, op_b[1], out, op_c[1])
+                return out
+            if backend == "mklT":     # a variable's weight, transposed once (thin_layout)
+                _mkl_flipped(fn, a, thin_layout.transposed(b), out, op_a, op_c, m, n, k)()
                 return out
             if backend == "cols":
                 _run_split("cols", a, b, out, op_a, op_b, op_c, k, parts)
@@ -759,7 +770,9 @@ def _run_2d(a, b, out, op_a, op_b, op_c, m, n, k, seen, one_thread=False):
             return np.matmul(a, b, out=out)
     elif way == "threads":
         backend = _threaded_choice(a, b, out, op_a, op_b, op_c, m, n, k, seen, parts, run_mkl)
-        if backend != "mkl":
+        if backend == "mklT":
+            run_mkl = _sleeping_after(_mkl_flipped(fn, a, thin_layout.transposed(b), out, op_a, op_c, m, n, k))
+        elif backend != "mkl":
             _run_split(backend, a, b, out, op_a, op_b, op_c, k, parts)
             return out
     run_mkl()
@@ -882,17 +895,17 @@ def _run_one(a, b, out, op_a, op_b, op_c, m, n, k, seen):
 THIN_BYTES = 1 << 18
 #: timings of a thin class at most; the choice is kept (on disk) once two in a row agree
 THIN_ROUNDS = 3
-_thin_chosen = {}                # thin shape class (tuple) + parts -> "one", "mkl", "numpy", "cols" or "par"
+_thin_chosen = {}                # thin shape class (tuple) + (parts, var) -> "one", "mkl", "numpy", "cols", "par", "mklT"
 _thin_pending = set()            # their keys whose choice waits for thin_gemm's loop to compile
 
 
 def _thin_choice(a, b, out, op_a, op_b, op_c, m, n, k, seen, parts=None):
     """``"one"`` (one thread, :func:`_run_one`), ``"mkl"`` (MKL's own threads), ``"numpy"``
     (NumPy's OpenBLAS on its threads), ``"cols"`` (a split on the runtime's Python threads,
-    :func:`_run_split`) or ``"par"`` (column blocks on numba's pool, ``thin_gemm``) for a thin
+    :func:`_run_split`), ``"par"`` (column blocks on numba's pool, ``thin_gemm``) or, for a
+    variable's weight, ``"mklT"`` (MKL's threads on its transpose, ``thin_layout``) for a thin
     product under :func:`serial_work` whose ``k x n`` operand is at least :data:`THIN_BYTES`, by
-    its class's timing (``thincold:<class>,p<parts>`` in the tuning cache, apart from the ``thin:``
-    entries timed hot and once before issue 18 pred20, which are ignored; wall time: the candidates
+    its class's timing (:func:`_thin_class`; wall time: the candidates
     differ in threads; :func:`_thin_timing`). One thread is the incumbent, and stays without a
     timing where no second thread is to be had (:func:`split_parts` 1, inside
     :func:`blocks_here`, ``TW_GEMM_SPLIT=0``) or the machine is busy (``gemm_tuning.quiet``: as for
@@ -911,11 +924,11 @@ def _thin_choice(a, b, out, op_a, op_b, op_c, m, n, k, seen, parts=None):
     parts = split_parts() if parts is None else parts
     if parts < 2:
         return "one"
-    key = seen + (parts,)
+    var = op_b[0] == _NO_TRANS and thin_layout.applies(b)
+    key = seen + (parts, var)
     got = _thin_chosen.get(key)
     if got is None or key in _thin_pending:
-        cls = "thincold:" + gemm_tuning.shape_class(m, n, k, a.dtype.name, op_a[0] == _TRANS, op_b[0] == _TRANS) \
-            + f",p{parts}"
+        cls = _thin_class(m, n, k, a.dtype.name, op_a, op_b, parts, var)
         if got is None:
             got = tuner().backend(cls)
         elif not (gemm_tuning.quiet() and _thin_ready(a, b, out, op_a, op_b, n, parts)):
@@ -925,10 +938,23 @@ def _thin_choice(a, b, out, op_a, op_b, op_c, m, n, k, seen, parts=None):
         if got is None and gemm_tuning.quiet():
             if not _came_round(b):      # timed once the model's thin weights have all run once
                 return _thin_chosen.get(key, "one")
-            got, pending = _thin_timing(cls, a, b, op_a, op_b, op_c, m, n, k, seen, parts)
+            got, pending = _thin_timing(cls, a, b, op_a, op_b, op_c, m, n, k, seen, parts, var)
             (_thin_pending.add if pending else _thin_pending.discard)(key)
         _thin_chosen[key] = got or "one"
     return _thin_chosen[key]
+
+
+def _thin_class(m, n, k, dtype, op_a, op_b, parts, var):
+    """A thin class's name in the tuning cache: ``thinvar:`` where the ``k x n`` operand is a
+    variable's weight (``var``: the transposed layout, ``thin_layout``, is a candidate too; issue 18
+    pred23), ``thincold:`` otherwise (the ``thin:`` entries timed hot before issue 18 pred20 are
+    ignored).
+
+    >>> _thin_class(1, 512, 784, "float32", (_NO_TRANS, 784), (_NO_TRANS, 512), 2, True)
+    'thinvar:float32:NN:1,10,10,p2'
+    """
+    base = gemm_tuning.shape_class(m, n, k, dtype, op_a[0] == _TRANS, op_b[0] == _TRANS)
+    return ("thinvar:" if var else "thincold:") + base + f",p{parts}"
 
 
 #: thin weights a process has run while a thin class waited for its timing (data address -> bytes,
@@ -986,7 +1012,7 @@ def _thin_ready(a, b, out, op_a, op_b, n, parts):
     return thin_gemm.ready(_thin_args(a, b, out, op_a, op_b, n, parts))
 
 
-def _thin_timing(cls, a, b, op_a, op_b, op_c, m, n, k, seen, parts):
+def _thin_timing(cls, a, b, op_a, op_b, op_c, m, n, k, seen, parts, var=False):
     """The thin class ``cls``'s backend (:func:`_thin_choice`), timed now on copies of ``a`` and
     ``b`` and recorded in the tuner.
 
@@ -1012,7 +1038,10 @@ def _thin_timing(cls, a, b, op_a, op_b, op_c, m, n, k, seen, parts):
       two timings in a row pick the same backend, each settled; only then is the choice written
       to disk. Without two that agree (or on a machine that turned busy meanwhile) the process
       keeps ``one``, untimed classes elsewhere are unaffected, and the next process measures
-      again."""
+      again.
+
+    ``var``: ``b`` is a variable's weight, so MKL's threads on its transpose (``"mklT"``,
+    ``thin_layout``) are a candidate too, each copy with its own transpose."""
     copies = -(-2 * parts * _l2_bytes() // max(1, b.nbytes))   # 1: b alone is cold (no copy made)
     cycle = _cycle_bytes(b)
     if cycle:           # as many bytes as the model's thin weights (nearest): each call as far from
@@ -1035,6 +1064,12 @@ def _thin_timing(cls, a, b, op_a, op_b, op_c, m, n, k, seen, parts):
     def par(a, b, out):
         _run_thin_blocks(a, b, out, op_a, op_b, n, parts)
     runners = {"one": one, "mkl": mkl}
+    if var:         # a variable's weight: MKL's threads on its transpose too (each copy's own, not
+        flipped = {id(x): thin_layout.transpose(x) for x in bs}     # kept unless chosen)
+
+        def mklT(a, b, out):
+            _gemm[a.dtype](op_a[0], _TRANS, m, n, k, a, op_a[1], flipped[id(b)], k, out, op_c[1])
+        runners["mklT"] = mklT
     if _openblas_threads() is not None:
         runners["numpy"] = numpy
     pending = False
@@ -1233,7 +1268,8 @@ _HELPER = "-intra"
 
 
 def _threaded_choice(a, b, out, op_a, op_b, op_c, m, n, k, seen, parts, run_mkl):
-    """``"mkl"`` (the library's own threads) or ``"rows"`` / ``"cols"`` (:func:`_run_split`) for a
+    """``"mkl"`` (the library's own threads), ``"rows"`` / ``"cols"`` (:func:`_run_split`) or
+    ``"mklT"`` (below) for a
     product above :func:`serial_work`, by its shape class's timing (``threads:<class>,p<parts>``
     in the tuning cache). The caller computes the product with the choice even after a timing
     (one more product, once per class), so every call of a class gives the same bits.
@@ -1248,15 +1284,24 @@ def _threaded_choice(a, b, out, op_a, op_b, op_c, m, n, k, seen, parts, run_mkl)
     timings there measure the other processes (the mlp's 128x784 @ 784x512 read 11 ms on MKL's
     threads against 25 split in one process and 20 against 7 in the next, at load 15-20), so the
     process keeps the incumbent, which spins no pool, until a quiet process measures. Nor inside
-    :func:`blocks_here`, where a split's blocks would be timed on one thread."""
-    key = seen + (parts,)
+    :func:`blocks_here`, where a split's blocks would be timed on one thread.
+
+    A product of fewer than :data:`MIN_PART` rows over a variable's ``k x n`` weight (a batch-1
+    layer above :func:`serial_work`: the cnn's 1x9216 @ 9216x128) has a class of its own,
+    ``threadsvar:``, with MKL's threads on the weight's kept transpose (``"mklT"``,
+    ``thin_layout``) a candidate too (issue 18 pred23)."""
+    var = m < MIN_PART and op_b[0] == _NO_TRANS and thin_layout.applies(b)
+    key = seen + ((parts, "T") if var else (parts,))
     got = _split_chosen.get(key)
     if got is None:
-        cls = "threads:" + gemm_tuning.shape_class(m, n, k, a.dtype.name, op_a[0] == _TRANS, op_b[0] == _TRANS) \
-            + f",p{parts}"
+        cls = ("threadsvar:" if var else "threads:") + gemm_tuning.shape_class(
+            m, n, k, a.dtype.name, op_a[0] == _TRANS, op_b[0] == _TRANS) + f",p{parts}"
         got = _split_chosen[key] = tuner().backend(cls)
         if got is None:
             runners = {"mkl": run_mkl}
+            if var:
+                runners["mklT"] = _sleeping_after(_mkl_flipped(_gemm[a.dtype], a, thin_layout.transpose(b), out,
+                                                               op_a, op_c, m, n, k))     # (not kept unless chosen)
             for axis, size in (("rows", m), ("cols", n)):
                 if size >= 2 * MIN_PART:
                     runners[axis] = functools.partial(_run_split, axis, a, b, out, op_a, op_b, op_c, k, parts)

@@ -11,7 +11,7 @@ which is where TensorFlow sends the gradient.
 import numpy as np
 
 from tensorweave.core.registry import register_kernel as k
-from tensorweave.kernels.cpu import nn_loops
+from tensorweave.kernels.cpu import nn_loops, pool_tiled
 from tensorweave.kernels.cpu.nn_util import (channels_first, crop, floats, from_last, geometry, is_float,
                                              offset_slices, pad, to_last, windows, work)
 from tensorweave.kernels.cpu.tiles import over_tiles
@@ -83,7 +83,11 @@ def _max_pool(x, ksize, strides, padding, data_format):
     xw = work(x)
     if xw.dtype in _COMPILED:
         y = np.empty((x.shape[0],) + out + (x.shape[-1],), xw.dtype)
-        _max_windows(xw, ksize, strides, pads, y, y, False)
+        if (nd == 2 and xw.dtype in pool_tiled.DTYPES and xw.nbytes <= _TILE_BYTES
+                and _tiles_input(xw.shape[1:-1], ksize, strides, pads)):
+            pool_tiled.max_tiled(xw, ksize[0], ksize[1], y)     # one tile, values only (pool_tiled.py)
+        else:
+            _max_windows(xw, ksize, strides, pads, y, y, False)
     else:
         w = windows(pad(x, pads, _lowest(x.dtype)), out, ksize, strides, (1,) * nd)
         y = np.max(w, axis=tuple(range(1 + nd, 1 + 2 * nd)))
