@@ -11,7 +11,8 @@ one is the group's slice), whose weights' output letters end both the weight's a
 same order (``abc,cde->abde``; a ``Dense``'s ``abc,cd->abd``), and a bias, where there is one, of
 exactly those axes. The group's node takes the place of its last member (every member's readers
 come after it, else the group is left apart), with a stacking letter added in front of the output
-letters: ``abc,cfde->abfde``, each member's output the slice ``[:, :, i]``.
+letters: ``abc,cfde->abfde``, each member's output the slice ``[:, :, i]`` (the last member's
+first).
 
 ``TW_REMAP_EINSUM_GROUP=0`` (read when a plan is built) leaves the products apart.
 
@@ -34,8 +35,8 @@ from tensorweave.runtime.passes.ir import Node, NodeDef, runs_stock_kernel, stat
 #: read when a plan is built; ``TW_REMAP_EINSUM_GROUP=0``: off, for comparisons
 ENABLED = os.environ.get("TW_REMAP_EINSUM_GROUP", "1") != "0"
 _DTYPES = ("float32", "float64")
-#: stateful steps an inference plan may hold (reads of variables)
-_READS = frozenset({"ReadVariableOp", "VarHandleOp"})
+#: stateful steps an inference plan may hold (reads of variables: an embedding's lookup among them)
+_READS = frozenset({"ReadVariableOp", "VarHandleOp", "ResourceGather", "VariableShape", "VarIsInitializedOp"})
 _EQUATION = re.compile(r"([a-zA-Z]+),([a-zA-Z]+)->([a-zA-Z]+)")
 _DEF = {}   # number of outputs -> the NodeDef of a group of that many products
 
@@ -86,6 +87,10 @@ def _group(members, work, place):
     last = max(members, key=lambda op: place[id(op)])
     if any(place[id(r)] <= place[id(last)] for op in members for r in work.consumers.get(id(op.outputs[0]), [])):
         return None
+    # the last member first: the node replaces it (``node_rep``: the commit resolves the node's
+    # inputs, which an earlier group's rewrite may have cloned, and maps the replaced node's
+    # output to the node's first)
+    members = [last] + [op for op in members if op is not last]
     fused = members[0].type == "FusedEinsum"
     equation, weight_axis, out_axis = stacked(members[0].attrs["equation"])
     n = len(members)
@@ -100,8 +105,8 @@ def _group(members, work, place):
     node = Node(last, d, inputs, attrs, [(op.outputs[0].shape, op.outputs[0].dtype) for op in members],
                 type_="FusedEinsumGroup", name=last.name + "/group", control_inputs=(),
                 fused=[name for op in members for name in (getattr(op, "fused", None) or [op.name])])
-    work.insert_before(last, node)
-    for op, out in zip(members, node.outputs):
+    work.node_rep[id(last)] = node
+    for op, out in zip(members[1:], node.outputs[1:]):
         work.node_rep[id(op)] = None
         work.rep[id(op.outputs[0])] = out
     return node
