@@ -158,6 +158,8 @@ def contract(a, b, sa, sb, so):
         parts = min(gemm.split_parts(), size[_split_letter(batch, size)])
         if parts > 1 and _worth_splitting(work, a.dtype):
             return _stack(a, b, sa, sb, so, size, batch, left, right, inner, parts)
+        if parts > 1 and work >= gemm.MIN_WORK:
+            return _small_stack(a, b, sa, sb, so, size, batch, left, right, inner, parts)
     return _product(a, b, sa, sb, so, size, batch, left, right, inner)
 
 
@@ -278,3 +280,44 @@ def _split(a, b, sa, sb, so, size, batch, left, right, inner, parts, out=None):
         _product(pa, pb, sa, sb, so, sub_size, batch, left, right, inner, one_thread=True, out=target)
     gemm.share_tasks([functools.partial(run, i) for i in range(0, n, step)], parts)
     return out
+
+
+#: this process's small stack classes (tuples) -> "mkl", "one" or "rows"
+_small_chosen = {}
+
+
+def _small_stack(a, b, sa, sb, so, size, batch, left, right, inner, parts):
+    """A stack under the split threshold (attention's per-head products at inference, 4-32
+    products of 128x128x64 at batch 1-8) on the way its class measured fastest (wall, a quiet
+    machine, ``einsum-stack:<layout>:<class>,p<parts>`` in the GEMM tuner's file): ``"mkl"``,
+    ``gemm.matmul``'s own route (the batched call on MKL's threads above ``stack_route``'s size:
+    what every such stack took before, the incumbent and the choice under load), ``"one"``, the
+    batched call on this thread alone, or ``"rows"``, blocks of heads split over the intra-op
+    threads (:func:`_split`). Why measured per class: in ``encoder2_predict`` the scores' stack (4
+    x 128x128x64, lda 256) took 485 µs of the caller's CPU and 761 of the process's on MKL's
+    threads at load 3.5, against 175 alone on one thread (issue 18 session 19, enc23), while the
+    threads' wall on a quiet machine is what ``stack_route``'s square-stack walk, not this
+    layout, measured. Inside ``gemm.blocks_here`` (beside a product on the other core) it runs
+    on this thread."""
+    if gemm.inside_blocks_here():
+        return _product(a, b, sa, sb, so, size, batch, left, right, inner, one_thread=True)
+    nb, nl, nr, nk = (_prod(size, x) for x in (batch, left, right, inner))
+    key = (sa, sb, so, a.dtype.char, nb.bit_length(), nl.bit_length(), nr.bit_length(), nk.bit_length(), parts)
+    got = _small_chosen.get(key)
+    if got is None:
+        cls = f"einsum-stack:{layout_key(sa, sb, so)}:" \
+              f"{gemm_tuning.shape_class(nl, nr, nk, a.dtype.name, False, False, nb)},p{parts}"
+        got = gemm.tuner().backend(cls)
+        if got is None and gemm_tuning.quiet():
+            out = np.empty([size[c] for c in so], a.dtype)
+            args = (a, b, sa, sb, so, size, batch, left, right, inner)
+            runners = {"mkl": functools.partial(_product, *args, out=out),
+                       "one": functools.partial(_product, *args, one_thread=True, out=out),
+                       "rows": functools.partial(_split, *args, parts, out)}
+            got = gemm.tuner().choose(cls, runners, incumbent="mkl")
+        _small_chosen[key] = got = got or "mkl"     # (under load: the incumbent, untimed)
+    if got == "one":
+        return _product(a, b, sa, sb, so, size, batch, left, right, inner, one_thread=True)
+    if got == "rows":
+        return _split(a, b, sa, sb, so, size, batch, left, right, inner, parts)
+    return _product(a, b, sa, sb, so, size, batch, left, right, inner)
