@@ -38,16 +38,28 @@ def _small_once(monkeypatch, tuner, quiet, eq=EQ, shapes=SHAPES):
     monkeypatch.setattr(gemm, "split_parts", lambda: 2)
     monkeypatch.setattr(gemm, "tuner", lambda: tuner)
     monkeypatch.setattr(gemm_tuning, "quiet", lambda: quiet)
-    ways = []
+    ways, inside = [], []
     real_split, real_product = einsum_matmul._split, einsum_matmul._product
-    monkeypatch.setattr(einsum_matmul, "_split", lambda *a, **k: ways.append("rows") or real_split(*a, **k))
-    monkeypatch.setattr(einsum_matmul, "_product", lambda *a, **k: ways.append(
-        "" if "out" in k else "one" if k.get("one_thread") else "mkl") or real_product(*a, **k))
+
+    def split(*a, **k):
+        ways.append("rows")
+        inside.append(1)          # (its blocks are one-thread products: not ways of their own)
+        try:
+            return real_split(*a, **k)
+        finally:
+            inside.pop()
+
+    def product(*a, **k):
+        if not inside:
+            ways.append("one" if k.get("one_thread") else "mkl")
+        return real_product(*a, **k)
+    monkeypatch.setattr(einsum_matmul, "_split", split)
+    monkeypatch.setattr(einsum_matmul, "_product", product)
     a, b = (RNG.standard_normal(s) for s in shapes)
     lhs, so = eq.split("->")
     got = einsum_matmul.contract(a, b, *lhs.split(","), so)
     np.testing.assert_allclose(got, np.einsum(eq, a, b), rtol=1e-12, atol=1e-12)
-    return [w for w in ways if w]
+    return ways
 
 
 def test_timed_on_a_quiet_machine_among_three_ways_and_kept(monkeypatch):
@@ -86,3 +98,10 @@ def test_beside_a_product_on_the_other_core_it_runs_on_this_thread(monkeypatch):
 def test_stacks_under_min_work_stay_one_call(monkeypatch):
     tuner = _Tuner(cached="rows")
     assert _small_once(monkeypatch, tuner, quiet=True, shapes=((1, 8, 4, 16), (1, 8, 4, 16))) == ["mkl"]
+
+
+def test_the_threads_way_sends_mkl_workers_to_sleep_after_the_call(monkeypatch):
+    wrapped = []
+    real = gemm._sleeping_after
+    monkeypatch.setattr(gemm, "_sleeping_after", lambda run: wrapped.append(run) or real(run))
+    assert _small_once(monkeypatch, _Tuner(cached="mkl"), quiet=True) == ["mkl"] and len(wrapped) == 1
