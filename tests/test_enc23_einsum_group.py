@@ -174,3 +174,36 @@ def test_keras_self_attention_predict_groups_query_key_and_value_of_each_block()
     got = np.asarray(model.predict_on_batch(x))
     assert plan_stats(model.make_predict_function()).get("einsum_group") == 2
     np.testing.assert_allclose(got, np.asarray(model(x)), rtol=1e-5, atol=1e-6)
+
+
+def _plan_types(fn):
+    cf = list(fn._cache.values())[-1]
+    return [st.op.type for st in cf._plan.steps if st.op is not None]
+
+
+@pytest.mark.parametrize("scale_first", [False, True])
+def test_a_scalar_scale_after_one_member_joins_the_group_with_the_same_bits(scale_first):
+    ws, bs = _weights()
+    x = RNG.normal(size=(1, 4, 6)).astype(np.float32)
+
+    def f(t):
+        q, k, v = _projections(ws, bs)(t)
+        c = tw.constant(np.float32(0.3))
+        return (c * q if scale_first else q * c), k, v, q * np.ones((2, 3), np.float32)   # (the last: not a scalar)
+    on = tw.function(lambda t: f(t)[:3])
+    got = [r.numpy() for r in on(tw.constant(x))]
+    assert "Mul" not in _plan_types(on) and plan_stats(on).get("einsum_group") == 1
+    einsum_group.ENABLED = False
+    try:
+        apart = [r.numpy() for r in tw.function(lambda t: f(t)[:3])(tw.constant(x))]
+    finally:
+        einsum_group.ENABLED = True
+    want = _reference(x, ws, bs)
+    want[0] = want[0] * np.float32(0.3)
+    for g, a, w in zip(got, apart, want):
+        np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-5)
+        np.testing.assert_allclose(g, a, rtol=1e-6, atol=1e-6)
+    two = tw.function(f)             # q read twice: no scale joins, both Muls stay
+    out = [r.numpy() for r in two(tw.constant(x))]
+    assert _plan_types(two).count("Mul") == 2
+    np.testing.assert_allclose(out[0], want[0], rtol=1e-5, atol=1e-5)

@@ -38,12 +38,13 @@ def _stacked(axis):
     return stack
 
 
-def fused_einsum_group(a, *operands, equation, count, weight_axis, out_axis, bias, relu):
+def fused_einsum_group(a, *operands, equation, count, weight_axis, out_axis, bias, relu, scales=None):
     """``count`` outputs: ``relu(einsum(e, a, w_i) + b_i)`` for the weights ``operands[:count]``
     (biases ``operands[count:]`` where ``bias``; the ReLU where ``relu``), computed as
     ``einsum(equation, a, stack(w, weight_axis))`` (``equation``: the products' own with the
     stacking letter added) and sliced along ``out_axis``. The biases have exactly the weights'
-    output axes, so stacked (along a new first axis) they are the stacked product's trailing axes."""
+    output axes, so stacked (along a new first axis) they are the stacked product's trailing axes.
+    ``scales[i]``, where not None: output ``i`` multiplied by it, in place (a ``Mul`` after it)."""
     if len(operands) != count * (2 if bias else 1):
         raise ValueError(f"FusedEinsumGroup ({equation}): {count} weights{' and biases' if bias else ''} expected, "
                          f"got {len(operands)} operands")
@@ -54,4 +55,8 @@ def fused_einsum_group(a, *operands, equation, count, weight_axis, out_axis, bia
     else:
         y = linalg_kernels._einsum(a, w, equation=equation)
     lead = (slice(None),) * out_axis
-    return tuple(y[lead + (i,)] for i in range(count))
+    outs = tuple(y[lead + (i,)] for i in range(count))
+    for out, scale in zip(outs, scales or ()):
+        if scale is not None:
+            np.multiply(out, y.dtype.type(scale), out=out)
+    return outs
