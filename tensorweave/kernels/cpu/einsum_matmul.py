@@ -14,6 +14,10 @@ largest batch subscript, one per intra-op thread, each block transposed, multipl
 written to its slice of the output on its own thread. Which one a stack's class takes is measured
 (``gemm.tuner()``, the GEMM family's cache and timing rules: ``einsum:<layout>:<class>,p<parts>``,
 timed on a quiet machine only, the split kept otherwise, as ``gemm._threaded_choice`` does).
+A stack under the split threshold (attention's per-head products at inference) takes MKL's threads
+(its OpenMP workers sent to sleep after the call), one thread or the split by its own class's
+timing (:func:`_small_stack`, ``einsum-stack:<layout>:<class>,p<parts>``; MKL's threads untimed
+under load, as before).
 
 >>> import numpy as np
 >>> from tensorweave.kernels.cpu import einsum_matmul
@@ -228,16 +232,33 @@ def layout_key(sa, sb, so):
     return "".join(names.get(c, c) for c in sa + "," + sb + "->" + so)
 
 
+def _class_name(kind, sa, sb, so, dtype, nb, nl, nr, nk, parts):
+    """A stack's class in the GEMM tuner's file: ``<kind>:<layout>:<shape class>,p<parts>``.
+
+    >>> _class_name("einsum", "aecd", "abcd", "acbe", np.dtype(np.float32), 4, 128, 128, 64, 2)
+    'einsum:abcd,aecd->aceb:float32:NN:8,8,7,b3,p2'
+    """
+    return f"{kind}:{layout_key(sa, sb, so)}:{gemm_tuning.shape_class(nl, nr, nk, dtype.name, False, False, nb)},p{parts}"
+
+
+def _known(chosen, kind, dtype, sa, sb, so, size, batch, left, right, inner, parts):
+    """``(key, class, way)`` of a stack: its key in ``chosen`` (this process's choices) and, where
+    that has none (``class`` None otherwise), its class in the tuner's file (:func:`_class_name`)
+    and the way cached there (None where untimed)."""
+    nb, nl, nr, nk = (_prod(size, x) for x in (batch, left, right, inner))
+    key = (sa, sb, so, dtype.char, nb.bit_length(), nl.bit_length(), nr.bit_length(), nk.bit_length(), parts)
+    got = chosen.get(key)
+    if got is not None:
+        return key, None, got
+    cls = _class_name(kind, sa, sb, so, dtype, nb, nl, nr, nk, parts)
+    return key, cls, gemm.tuner().backend(cls)
+
+
 def _stack(a, b, sa, sb, so, size, batch, left, right, inner, parts):
     """A stack of products on the way its class measured faster: one call on the library's
     threads (``"mkl"``) or split over ``parts`` threads (``"rows"``, :func:`_split`)."""
-    nb, nl, nr, nk = (_prod(size, x) for x in (batch, left, right, inner))
-    key = (sa, sb, so, a.dtype.char, nb.bit_length(), nl.bit_length(), nr.bit_length(), nk.bit_length(), parts)
-    got = _chosen.get(key)
-    if got is None:
-        cls = f"einsum:{layout_key(sa, sb, so)}:" \
-              f"{gemm_tuning.shape_class(nl, nr, nk, a.dtype.name, False, False, nb)},p{parts}"
-        got = gemm.tuner().backend(cls)
+    key, cls, got = _known(_chosen, "einsum", a.dtype, sa, sb, so, size, batch, left, right, inner, parts)
+    if cls is not None:
         if got is None:
             out = np.empty([size[c] for c in so], a.dtype)
             runners = {"rows": functools.partial(_split, a, b, sa, sb, so, size, batch, left, right, inner, parts, out),
@@ -301,13 +322,8 @@ def _small_stack(a, b, sa, sb, so, size, batch, left, right, inner, parts):
     on this thread."""
     if gemm.inside_blocks_here():
         return _product(a, b, sa, sb, so, size, batch, left, right, inner, one_thread=True)
-    nb, nl, nr, nk = (_prod(size, x) for x in (batch, left, right, inner))
-    key = (sa, sb, so, a.dtype.char, nb.bit_length(), nl.bit_length(), nr.bit_length(), nk.bit_length(), parts)
-    got = _small_chosen.get(key)
-    if got is None:
-        cls = f"einsum-stack:{layout_key(sa, sb, so)}:" \
-              f"{gemm_tuning.shape_class(nl, nr, nk, a.dtype.name, False, False, nb)},p{parts}"
-        got = gemm.tuner().backend(cls)
+    key, cls, got = _known(_small_chosen, "einsum-stack", a.dtype, sa, sb, so, size, batch, left, right, inner, parts)
+    if cls is not None:
         if got is None and gemm_tuning.quiet():
             out = np.empty([size[c] for c in so], a.dtype)
             args = (a, b, sa, sb, so, size, batch, left, right, inner)
