@@ -39,7 +39,6 @@ _DTYPES = ("float32", "float64")
 #: stateful steps an inference plan may hold (reads of variables: an embedding's lookup among them)
 _READS = frozenset({"ReadVariableOp", "VarHandleOp", "ResourceGather", "VariableShape", "VarIsInitializedOp"})
 _EQUATION = re.compile(r"([a-zA-Z]+),([a-zA-Z]+)->([a-zA-Z]+)")
-_DEF = {}   # number of outputs -> the NodeDef of a group of that many products
 
 
 def stacked(equation):
@@ -95,10 +94,7 @@ def _group(members, work, place):
     fused = members[0].type == "FusedEinsum"
     equation, weight_axis, out_axis = stacked(members[0].attrs["equation"])
     n = len(members)
-    d = _DEF.get(n)
-    if d is None:
-        d = _DEF[n] = NodeDef("FusedEinsumGroup", {"CPU": einsum_group_kernels.fused_einsum_group}, num_outputs=n,
-                              heavy=True)
+    d = NodeDef("FusedEinsumGroup", {"CPU": einsum_group_kernels.fused_einsum_group}, num_outputs=n, heavy=True)
     inputs = [members[0].inputs[0]] + [op.inputs[1] for op in members] + (
         [op.inputs[2] for op in members] if fused else [])
     scaled = [_scale(op, work) for op in members]
