@@ -207,3 +207,19 @@ def test_a_scalar_scale_after_one_member_joins_the_group_with_the_same_bits(scal
     out = [r.numpy() for r in two(tw.constant(x))]
     assert _plan_types(two).count("Mul") == 2
     np.testing.assert_allclose(out[0], want[0], rtol=1e-5, atol=1e-5)
+
+
+def test_no_group_for_a_bias_of_fewer_axes_nor_a_scale_that_is_not_a_scalar():
+    ws = [tw.Variable(RNG.normal(size=(6, 2, 3)).astype(np.float32)) for _ in range(2)]
+    bs = [tw.Variable(RNG.normal(size=3).astype(np.float32)) for _ in range(2)]    # [size] only: broadcast over heads
+    x = RNG.normal(size=(1, 4, 6)).astype(np.float32)
+    f = tw.function(_projections(ws, bs))
+    for g, want in zip(f(tw.constant(x)), _reference(x, ws, bs)):
+        np.testing.assert_allclose(g.numpy(), want, rtol=1e-5, atol=1e-5)
+    assert "einsum_group" not in plan_stats(f)
+    ws, bs = _weights(2)
+    scale = np.full((2, 3), 0.5, np.float32)
+    g = tw.function(lambda t: (lambda q, k: [q * tw.constant(scale), k])(*_projections(ws, bs)(t)))
+    got = g(tw.constant(x))
+    assert plan_stats(g).get("einsum_group") == 1 and "Mul" in _plan_types(g)
+    np.testing.assert_allclose(got[0].numpy(), _reference(x, ws, bs)[0] * scale, rtol=1e-5, atol=1e-5)
