@@ -22,6 +22,7 @@ array([0., 2., 4.])
 array([10.,  2.,  4.])
 """
 import collections
+import itertools
 import os
 import threading
 import weakref
@@ -32,20 +33,24 @@ _lock = threading.RLock()    # re-entrant: a weak-reference callback can run ins
 _slots = {}                             # id(array) -> _Slot
 _lru = collections.OrderedDict()        # (id(array), key) -> bytes, least recently used first
 _bytes = [0]
+#: every slot's generation is drawn from here, so a generation names one array's contents in the
+#: whole process (a freed array's id, reused by a new array, never meets its old generation):
+#: :func:`get_many` keys a value derived from several arrays by the others' generations
+_generations = itertools.count(1)
 
 
 class _Slot:
     __slots__ = ("ref", "generation", "values")
 
     def __init__(self, ref):
-        self.ref, self.generation, self.values = ref, 0, {}
+        self.ref, self.generation, self.values = ref, next(_generations), {}
 
 
 def _drop_values(ident, slot):
     for key, value in slot.values.items():
         _bytes[0] -= _lru.pop((ident, key), 0)
     slot.values.clear()
-    slot.generation += 1
+    slot.generation = next(_generations)
 
 
 def _forget(ident, ref):
@@ -104,11 +109,11 @@ def get(array, key, compute):
         if value is not None:
             _lru.move_to_end((ident, key))
             return value
-        generation = slot.generation
+        seen = slot.generation
     value = compute(array)
     size = int(getattr(value, "nbytes", 0))
     with _lock:
-        if size > MAX_BYTES or _slots.get(ident) is not slot or slot.generation != generation:
+        if size > MAX_BYTES or _slots.get(ident) is not slot or slot.generation != seen:
             return value                # too large, or the array changed while computing
         _bytes[0] += size - _lru.pop((ident, key), 0)
         slot.values[key] = value
@@ -120,6 +125,34 @@ def get(array, key, compute):
                 old_slot.values.pop(old_key, None)
             _bytes[0] -= old_size
     return value
+
+
+def generation(array):
+    """A number naming ``array``'s current contents while it is a tracked variable storage (it
+    changes when the array is modified, and no other array's ever equals it), else None."""
+    slot = _slots.get(id(array))
+    if slot is None or slot.ref() is not array:
+        return None
+    return slot.generation
+
+
+def get_many(arrays, key, compute):
+    """``compute(*arrays)``, cached while every one of ``arrays`` is a tracked, unmodified
+    variable storage (kept with the first array's values, keyed by ``key`` and the others'
+    :func:`generation`: a change to any of them is a new key); computed afresh otherwise.
+
+    >>> import numpy as np
+    >>> a, b = np.ones(2), np.zeros(2); track(a); track(b)
+    >>> get_many((a, b), "stacked", lambda *xs: np.stack(xs)).tolist()
+    [[1.0, 1.0], [0.0, 0.0]]
+    >>> b[0] = 3.0; modified(b)
+    >>> get_many((a, b), "stacked", lambda *xs: np.stack(xs)).tolist()
+    [[1.0, 1.0], [3.0, 0.0]]
+    """
+    others = tuple(generation(x) for x in arrays[1:])
+    if None in others:
+        return compute(*arrays)
+    return get(arrays[0], (key,) + others, lambda _first: compute(*arrays))
 
 
 def clear():

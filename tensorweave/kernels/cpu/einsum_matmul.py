@@ -14,6 +14,10 @@ largest batch subscript, one per intra-op thread, each block transposed, multipl
 written to its slice of the output on its own thread. Which one a stack's class takes is measured
 (``gemm.tuner()``, the GEMM family's cache and timing rules: ``einsum:<layout>:<class>,p<parts>``,
 timed on a quiet machine only, the split kept otherwise, as ``gemm._threaded_choice`` does).
+A stack under the split threshold (attention's per-head products at inference) takes MKL's threads
+(its OpenMP workers sent to sleep after the call), one thread or the split by its own class's
+timing (:func:`_small_stack`, ``einsum-stack:<layout>:<class>,p<parts>``; MKL's threads untimed
+under load, as before).
 
 >>> import numpy as np
 >>> from tensorweave.kernels.cpu import einsum_matmul
@@ -158,6 +162,8 @@ def contract(a, b, sa, sb, so):
         parts = min(gemm.split_parts(), size[_split_letter(batch, size)])
         if parts > 1 and _worth_splitting(work, a.dtype):
             return _stack(a, b, sa, sb, so, size, batch, left, right, inner, parts)
+        if parts > 1 and work >= gemm.MIN_WORK:
+            return _small_stack(a, b, sa, sb, so, size, batch, left, right, inner, parts)
     return _product(a, b, sa, sb, so, size, batch, left, right, inner)
 
 
@@ -226,16 +232,33 @@ def layout_key(sa, sb, so):
     return "".join(names.get(c, c) for c in sa + "," + sb + "->" + so)
 
 
+def _class_name(kind, sa, sb, so, dtype, nb, nl, nr, nk, parts):
+    """A stack's class in the GEMM tuner's file: ``<kind>:<layout>:<shape class>,p<parts>``.
+
+    >>> _class_name("einsum", "aecd", "abcd", "acbe", np.dtype(np.float32), 4, 128, 128, 64, 2)
+    'einsum:abcd,aecd->aceb:float32:NN:8,8,7,b3,p2'
+    """
+    return f"{kind}:{layout_key(sa, sb, so)}:{gemm_tuning.shape_class(nl, nr, nk, dtype.name, False, False, nb)},p{parts}"
+
+
+def _known(chosen, kind, dtype, sa, sb, so, size, batch, left, right, inner, parts):
+    """``(key, class, way)`` of a stack: its key in ``chosen`` (this process's choices) and, where
+    that has none (``class`` None otherwise), its class in the tuner's file (:func:`_class_name`)
+    and the way cached there (None where untimed)."""
+    nb, nl, nr, nk = (_prod(size, x) for x in (batch, left, right, inner))
+    key = (sa, sb, so, dtype.char, nb.bit_length(), nl.bit_length(), nr.bit_length(), nk.bit_length(), parts)
+    got = chosen.get(key)
+    if got is not None:
+        return key, None, got
+    cls = _class_name(kind, sa, sb, so, dtype, nb, nl, nr, nk, parts)
+    return key, cls, gemm.tuner().backend(cls)
+
+
 def _stack(a, b, sa, sb, so, size, batch, left, right, inner, parts):
     """A stack of products on the way its class measured faster: one call on the library's
     threads (``"mkl"``) or split over ``parts`` threads (``"rows"``, :func:`_split`)."""
-    nb, nl, nr, nk = (_prod(size, x) for x in (batch, left, right, inner))
-    key = (sa, sb, so, a.dtype.char, nb.bit_length(), nl.bit_length(), nr.bit_length(), nk.bit_length(), parts)
-    got = _chosen.get(key)
-    if got is None:
-        cls = f"einsum:{layout_key(sa, sb, so)}:" \
-              f"{gemm_tuning.shape_class(nl, nr, nk, a.dtype.name, False, False, nb)},p{parts}"
-        got = gemm.tuner().backend(cls)
+    key, cls, got = _known(_chosen, "einsum", a.dtype, sa, sb, so, size, batch, left, right, inner, parts)
+    if cls is not None:
         if got is None:
             out = np.empty([size[c] for c in so], a.dtype)
             runners = {"rows": functools.partial(_split, a, b, sa, sb, so, size, batch, left, right, inner, parts, out),
@@ -278,3 +301,51 @@ def _split(a, b, sa, sb, so, size, batch, left, right, inner, parts, out=None):
         _product(pa, pb, sa, sb, so, sub_size, batch, left, right, inner, one_thread=True, out=target)
     gemm.share_tasks([functools.partial(run, i) for i in range(0, n, step)], parts)
     return out
+
+
+#: this process's small stack classes (tuples) -> "mkl", "one" or "rows"
+_small_chosen = {}
+
+
+def _small_stack(a, b, sa, sb, so, size, batch, left, right, inner, parts):
+    """A stack under the split threshold (attention's per-head products at inference, 4-32
+    products of 128x128x64 at batch 1-8) on the way its class measured fastest (wall, a quiet
+    machine, ``einsum-stack:<layout>:<class>,p<parts>`` in the GEMM tuner's file): ``"mkl"``,
+    ``gemm.matmul``'s own route (the batched call on MKL's threads above ``stack_route``'s size:
+    what every such stack took before, the incumbent and the choice under load), ``"one"``, the
+    batched call on this thread alone, or ``"rows"``, blocks of heads split over the intra-op
+    threads (:func:`_split`). Why measured per class: in ``encoder2_predict`` the scores' stack (4
+    x 128x128x64, lda 256) took 485 µs of the caller's CPU and 761 of the process's on MKL's
+    threads at load 3.5, against 175 alone on one thread (issue 18 session 19, enc23), while the
+    threads' wall on a quiet machine is what ``stack_route``'s square-stack walk, not this
+    layout, measured. Inside ``gemm.blocks_here`` (beside a product on the other core) it runs
+    on this thread."""
+    if gemm.inside_blocks_here():
+        return _product(a, b, sa, sb, so, size, batch, left, right, inner, one_thread=True)
+    key, cls, got = _known(_small_chosen, "einsum-stack", a.dtype, sa, sb, so, size, batch, left, right, inner, parts)
+    if cls is not None:
+        if got is None and gemm_tuning.quiet():
+            out = np.empty([size[c] for c in so], a.dtype)
+            args = (a, b, sa, sb, so, size, batch, left, right, inner)
+            runners = {"mkl": _sleeping(functools.partial(_product, *args, out=out)),
+                       "one": functools.partial(_product, *args, one_thread=True, out=out),
+                       "rows": functools.partial(_split, *args, parts, out)}
+            got = gemm.tuner().choose(cls, runners, incumbent="mkl")
+        _small_chosen[key] = got = got or "mkl"     # (under load: the incumbent, untimed)
+    if got == "one":
+        return _product(a, b, sa, sb, so, size, batch, left, right, inner, one_thread=True)
+    if got == "rows":
+        return _split(a, b, sa, sb, so, size, batch, left, right, inner, parts)
+    out = np.empty([size[c] for c in so], a.dtype)
+    _sleeping(functools.partial(_product, a, b, sa, sb, so, size, batch, left, right, inner, out=out))()
+    return out
+
+
+def _sleeping(run):
+    """``run`` (a stack on MKL's threads) with MKL's OpenMP workers sent to sleep as soon as it
+    ends (``gemm._sleeping_after``, as a threaded 2-D class's call), instead of spinning 1 ms
+    (``gemm.IDLE_SPIN_MS``) on the other core: what follows attention's stacks is the caller's
+    softmax and the next product's split, whose helper thread that spinning held off (at load 7,
+    MKL's worker took 4.5 ms of CPU a request of ``encoder2_predict``, its four stacks' calls at
+    most 0.2 ms each; issue 18 session 19, enc23). The class's timing runs the same call."""
+    return gemm._sleeping_after(run)

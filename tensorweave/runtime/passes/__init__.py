@@ -10,7 +10,8 @@ read (a fetch may now be another, equivalent tensor) and statistics. The passes,
 ``arithmetic_optimization``      ``x*1``, ``x+0``, Identity, double Neg/Transpose, no-op casts
 ``common_subgraph_elimination``  identical pure nodes computed once
 ``transpose_folding``            ``Transpose`` feeding a ``MatMul`` -> ``transpose_a/b``
-``remapping``                    conv/matmul + bias (+ ReLU), ReLU grad + bias grad -> one node
+``remapping``                    conv/matmul + bias (+ ReLU), ReLU grad + bias grad -> one node;
+                                 at inference, products of one input and same-shaped weights -> one
 ``pruning``                      nodes nobody reads any more
 ``elementwise_fusion``           chains of elementwise float ops -> one numba loop
 ``memory_optimization``          live ranges, planned peak bytes, in-place elementwise ops
@@ -28,7 +29,7 @@ plans already cached keep the options they were built with. The environment vari
 """
 import os
 
-from tensorweave.runtime.passes import (algebraic, constant_folding, cse, fusion, memory, prune,
+from tensorweave.runtime.passes import (algebraic, constant_folding, cse, einsum_group, fusion, memory, prune,
                                         remapping, transpose_fold)
 from tensorweave.runtime.passes.ir import Work
 
@@ -77,6 +78,7 @@ _PIPELINE = (
     ("common_subgraph_elimination", cse.run),
     ("transpose_folding", transpose_fold.run),
     ("remapping", remapping.run),
+    ("remapping", einsum_group.run),    # (after the commit: it groups the remapping's FusedEinsum nodes)
     ("pruning", prune.run),
     ("elementwise_fusion", fusion.run),
     ("pruning", prune.run),
