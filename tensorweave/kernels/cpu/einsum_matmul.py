@@ -158,6 +158,10 @@ def contract(a, b, sa, sb, so):
         parts = min(gemm.split_parts(), size[_split_letter(batch, size)])
         if parts > 1 and _worth_splitting(work, a.dtype):
             return _stack(a, b, sa, sb, so, size, batch, left, right, inner, parts)
+        if parts > 1 and work >= LADDER_COUNT * SPLIT_LADDER[0] ** 3:
+            # under the measured threshold the one call is the incumbent, and the class's own
+            # timing (quiet only) may still split it: see _stack
+            return _stack(a, b, sa, sb, so, size, batch, left, right, inner, parts, "mkl")
     return _product(a, b, sa, sb, so, size, batch, left, right, inner)
 
 
@@ -226,9 +230,17 @@ def layout_key(sa, sb, so):
     return "".join(names.get(c, c) for c in sa + "," + sb + "->" + so)
 
 
-def _stack(a, b, sa, sb, so, size, batch, left, right, inner, parts):
+def _stack(a, b, sa, sb, so, size, batch, left, right, inner, parts, incumbent="rows"):
     """A stack of products on the way its class measured faster: one call on the library's
-    threads (``"mkl"``) or split over ``parts`` threads (``"rows"``, :func:`_split`)."""
+    threads (``"mkl"``) or split over ``parts`` threads (``"rows"``, :func:`_split`).
+
+    ``incumbent``: the way kept under load (no timing) and unless the other wins by the tuner's
+    margin; the split from :func:`min_split_work` on, the one call under it. The threshold comes
+    from a ladder of eight square products; a class of many small ones may cross over elsewhere:
+    the transformer step's attention stacks (64 products of 64x64x32, 8.4 M multiply-adds, under
+    this machine's 33.5 M) took 34.4 ms of process CPU a step in one call each against 30.8 split
+    (median of 3 interleaved processes, load 4.4-6.3; issue 18 session 19, tx23), so a class
+    under the threshold is timed too, on a quiet machine, with the one call as the incumbent."""
     nb, nl, nr, nk = (_prod(size, x) for x in (batch, left, right, inner))
     key = (sa, sb, so, a.dtype.char, nb.bit_length(), nl.bit_length(), nr.bit_length(), nk.bit_length(), parts)
     got = _chosen.get(key)
@@ -240,9 +252,10 @@ def _stack(a, b, sa, sb, so, size, batch, left, right, inner, parts):
             out = np.empty([size[c] for c in so], a.dtype)
             runners = {"rows": functools.partial(_split, a, b, sa, sb, so, size, batch, left, right, inner, parts, out),
                        "mkl": functools.partial(_product, a, b, sa, sb, so, size, batch, left, right, inner, out=out)}
-            # timings under load measure the other processes (see gemm._threaded_choice): the split,
-            # which keeps no pool spinning, is kept without timing there
-            got = gemm.tuner().choose(cls, runners, incumbent="rows") if gemm_tuning.quiet() else "rows"
+            # timings under load measure the other processes (see gemm._threaded_choice): the
+            # incumbent is kept without timing there (the split, which keeps no pool spinning,
+            # from the threshold on)
+            got = gemm.tuner().choose(cls, runners, incumbent=incumbent) if gemm_tuning.quiet() else incumbent
         _chosen[key] = got
     if got == "mkl":
         return _product(a, b, sa, sb, so, size, batch, left, right, inner)
