@@ -44,7 +44,7 @@ def test_the_iterative_pairwise_sum_is_numpys_over_every_length_to_1025(dtype):
 
 
 def test_the_pairwise_sum_calls_itself_nowhere():
-    # numba's ahead-of-time build compiles no recursive function (aot_build: test_cold18_aot)
+    # plain loops for the ahead-of-time build (aot_kernels; test_cold18_aot builds and compares them)
     assert "pairwise_sum" not in softmax_loops.pairwise_sum.py_func.__code__.co_names
 
 

@@ -110,10 +110,10 @@ def pairwise_sum(a, lo, n):
 
     NumPy recurses: above :data:`BLOCK` values, the sum of the first ``n2`` (half, rounded down to
     a multiple of 8) plus the sum of the rest. Here the same tree is walked with an explicit
-    stack, so the loop has no recursive call (numba's ahead-of-time build, ``aot_build``, compiles
-    none): a node is popped as ``(lo, n)``; a leaf pushes its :func:`block_sum` on the value stack;
-    a larger node pushes a join mark (``n`` negated) under its right and left halves, and the mark,
-    popped after both, adds the two values on top (left + right, NumPy's order)."""
+    stack, so the loop has no recursive call (plain loops for ``aot_build``, as every other built
+    kernel): a node is popped as ``(lo, n)``; a leaf pushes its :func:`block_sum` on the value
+    stack; a larger node pushes a join mark (size -1) under its right and left halves, and the
+    mark, popped after both, adds the two values on top (left + right, NumPy's order)."""
     if n <= BLOCK:
         return block_sum(a, lo, n)
     nodes = np.empty((3 * DEPTH, 2), np.int64)
