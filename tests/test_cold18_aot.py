@@ -14,7 +14,7 @@ from numba.core import sigutils
 
 from rnn18_aot_cases import rnn_cases
 from tensorweave.kernels.cpu import aot, aot_build, aot_kernels, batch_norm_loops, gemm, jit, layer_norm_loops, nn_loops
-from tensorweave.kernels.cpu import reduce_kernels
+from tensorweave.kernels.cpu import reduce_kernels, softmax_loops
 from tensorweave.kernels.cpu import training_kernels
 from tensorweave.kernels.cpu import winograd
 
@@ -95,6 +95,7 @@ def _cases():
                                          b.T.copy(), 20, np.zeros((64, 20), np.float32), 20), (12,)
     yield from rnn_cases()                  # the recurrent step loops (rnn18's cases)
     yield from _layer_norm_cases()
+    yield from _softmax_cases()
 
 
 def _batch_norm_cases():
@@ -140,6 +141,16 @@ def _layer_norm_cases():
                RNG.standard_normal(6), rms, np.empty_like(x), RNG.standard_normal(21), np.zeros(21)), (8, 9, 10))
     probs = np.exp(x) / np.exp(x).sum(-1, keepdims=True)
     yield layer_norm_loops.softmax_grad.dispatcher, (probs, dy, np.float32(0.125), np.empty_like(x)), (3,)
+
+
+def _softmax_cases():
+    """The last-axis softmax's row loops (``softmax_loops``): rows of NaN, -inf and +inf, lengths over
+    NumPy's pairwise block (the row sum's explicit stack) and under 8."""
+    x = _floats(5, 300, scale=4)
+    x[1, 7], x[2], x[3, 0] = np.nan, -np.inf, np.inf
+    yield softmax_loops.shift.dispatcher, (x, np.full_like(x, 7)), (1,)
+    for n in (5, 64, 300):
+        yield softmax_loops.normalize.dispatcher, (np.exp(_floats(4, n)),), (0,)
 
 
 def _same(a, b):

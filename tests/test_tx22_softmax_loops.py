@@ -1,8 +1,9 @@
 """The last-axis ``Softmax`` by compiled row loops (``kernels/cpu/softmax_loops.py``, issue 18 session
 18, tx22): each loop gives its NumPy twin's bits (row sums as ``np.sum``'s pairwise summation over
-row lengths 1 to 513, float32 and float64; shifts with NaN, infinite and signed-zero rows), the
-kernel gives ``_softmax_np``'s bits (one block and tiles) and matches a float64 reference, eager =
-graph, and its gradient matches float64 finite differences."""
+row lengths 1 to 1025, float32 and float64 — by an explicit stack since session 19, tx23, so the
+loops build ahead of time; shifts with NaN, infinite and signed-zero rows), the kernel gives
+``_softmax_np``'s bits (one block and tiles) and matches a float64 reference, eager = graph, and
+its gradient matches float64 finite differences."""
 import numpy as np
 import pytest
 
@@ -11,6 +12,9 @@ from tensorweave.kernels.cpu import jit, nn_kernels, softmax_loops
 
 RNG = np.random.default_rng(2222)
 LENGTHS = list(range(1, 20)) + [31, 32, 33, 64, 127, 128, 129, 136, 255, 256, 257, 300, 513]
+#: every row length up to eight of NumPy's pairwise blocks and one past (the explicit stack of
+#: ``pairwise_sum``, session 19, tx23: trees of one to four levels, uneven halves)
+ALL_LENGTHS = range(1, 1026)
 
 
 def _compiled(chosen, *args):
@@ -28,6 +32,20 @@ def test_the_row_sums_are_numpys_pairwise_sums(dtype):
         np.testing.assert_array_equal(got, want, err_msg=f"row length {n}")
         row = e[0]
         assert softmax_loops.pairwise_sum(row, 0, n) == np.sum(row), n
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_the_iterative_pairwise_sum_is_numpys_over_every_length_to_1025(dtype):
+    # magnitudes over 12 decades: a changed order of additions changes the bits
+    a = (RNG.standard_normal(1100 + 9) * 10.0 ** RNG.integers(-6, 6, 1100 + 9)).astype(dtype)
+    for n in ALL_LENGTHS:
+        assert softmax_loops.pairwise_sum(a, 9, n) == np.sum(a[9:9 + n]), n
+        assert softmax_loops.pairwise_sum(a, 0, n) == np.sum(a[:n]), n
+
+
+def test_the_pairwise_sum_calls_itself_nowhere():
+    # plain loops for the ahead-of-time build (aot_kernels; test_cold18_aot builds and compares them)
+    assert "pairwise_sum" not in softmax_loops.pairwise_sum.py_func.__code__.co_names
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])

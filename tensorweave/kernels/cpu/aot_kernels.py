@@ -3,7 +3,7 @@ argument types each is built for.
 
 Only the loops a cold process meets in its first training steps are here (the main job's CNN,
 and the dense layers and Adam it shares with the MLP; the recurrent step loops; the transformer
-encoders' fused layer norm), each for exactly the argument types its
+encoders' fused layer norm and softmax rows), each for exactly the argument types its
 callers pass (numba's dispatcher calls an ahead-of-time loop only on an exact match of the
 arguments' types, so a signature missing here just means the JIT path of ``jit.py``).
 ``parallel=True`` loops cannot be built ahead of time (numba's thread pool is set up by the
@@ -118,6 +118,12 @@ KERNELS = {
         "forward": [f"void({_F2}, {_F1}, {_F1}, float64, boolean, {_F2}, {_F1}, {_F1})"],
         "backward": [f"void({_F2}, {_F2}, {_F1}, {_F1}, {_F1}, {_D1}, {_D1}, boolean, {_F2}, {_D1}, {_D1})"],
         "softmax_grad": [f"void({_F2}, {_F2}, float32, {_F2})"],
+    },
+    # the last-axis softmax's row loops (attention's scores: a cold transformer step compiled them;
+    # session 19, tx23), float32 rows as nn_kernels passes them
+    "tensorweave.kernels.cpu.softmax_loops": {
+        "shift": [f"void({_F2}, {_F2})"],
+        "normalize": [f"void({_F2})"],
     },
     # the leading-axes sums of Sum/Mean and of SumToLike (the dense layers' bias gradients: every
     # training step of the mlp meets them; session 17, dp21), float64 for gradient checks

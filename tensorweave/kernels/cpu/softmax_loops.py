@@ -12,8 +12,9 @@ NumPy's (``np.exp`` in place, between them), so its bits are NumPy's own.
 The row sum is NumPy's pairwise summation in the rows' dtype (``_pairwise_sum`` of NumPy's
 ``loops_utils``: under 8 values one by one from 0; up to 128 eight accumulators started from the
 first eight values, stepped by 8, added pairwise, then the tail; above that the two halves, the
-first a multiple of 8 long), so ``np.sum(e, axis=-1)`` and the loop agree bit for bit
-(tests/test_tx22_softmax_loops.py compares them over row lengths 1 to 513).
+first a multiple of 8 long, that tree walked with an explicit stack so the loops have no
+recursive call and are built ahead of time: ``aot_kernels``), so ``np.sum(e, axis=-1)`` and the
+loop agree bit for bit (tests/test_tx22_softmax_loops.py compares them over row lengths 1 to 1025).
 
 >>> import numpy as np
 >>> from tensorweave.kernels.cpu import softmax_loops
@@ -70,35 +71,72 @@ def shift(x, e):
             er[c] = xr[c] - m
 
 
+#: levels of :func:`pairwise_sum`'s tree it has room for: each halves the length, so 64 covers any
+#: int64 length; a level holds at most a join mark and a right half waiting on the node stack
+DEPTH = 64
+
+
 @njit
-def pairwise_sum(a, lo, n):
-    """NumPy's pairwise sum of ``a[lo:lo + n]`` in ``a``'s dtype (see the module docstring)."""
+def block_sum(a, lo, n):
+    """NumPy's sum of ``a[lo:lo + n]`` for ``n <= BLOCK`` (a leaf of :func:`pairwise_sum`): under 8
+    values one by one from 0, else eight accumulators stepped by 8, added pairwise, then the tail."""
     if n < 8:
         res = a.dtype.type(0.0)
         for i in range(lo, lo + n):
             res += a[i]
         return res
+    r0, r1, r2, r3 = a[lo], a[lo + 1], a[lo + 2], a[lo + 3]
+    r4, r5, r6, r7 = a[lo + 4], a[lo + 5], a[lo + 6], a[lo + 7]
+    i = 8
+    while i < n - n % 8:
+        r0 += a[lo + i]
+        r1 += a[lo + i + 1]
+        r2 += a[lo + i + 2]
+        r3 += a[lo + i + 3]
+        r4 += a[lo + i + 4]
+        r5 += a[lo + i + 5]
+        r6 += a[lo + i + 6]
+        r7 += a[lo + i + 7]
+        i += 8
+    res = ((r0 + r1) + (r2 + r3)) + ((r4 + r5) + (r6 + r7))
+    for k in range(i, n):
+        res += a[lo + k]
+    return res
+
+
+@njit
+def pairwise_sum(a, lo, n):
+    """NumPy's pairwise sum of ``a[lo:lo + n]`` in ``a``'s dtype (see the module docstring).
+
+    NumPy recurses: above :data:`BLOCK` values, the sum of the first ``n2`` (half, rounded down to
+    a multiple of 8) plus the sum of the rest. Here the same tree is walked with an explicit
+    stack, so the loop has no recursive call (plain loops for ``aot_build``, as every other built
+    kernel): a node is popped as ``(lo, n)``; a leaf pushes its :func:`block_sum` on the value
+    stack; a larger node pushes a join mark (size -1) under its right and left halves, and the
+    mark, popped after both, adds the two values on top (left + right, NumPy's order)."""
     if n <= BLOCK:
-        r0, r1, r2, r3 = a[lo], a[lo + 1], a[lo + 2], a[lo + 3]
-        r4, r5, r6, r7 = a[lo + 4], a[lo + 5], a[lo + 6], a[lo + 7]
-        i = 8
-        while i < n - n % 8:
-            r0 += a[lo + i]
-            r1 += a[lo + i + 1]
-            r2 += a[lo + i + 2]
-            r3 += a[lo + i + 3]
-            r4 += a[lo + i + 4]
-            r5 += a[lo + i + 5]
-            r6 += a[lo + i + 6]
-            r7 += a[lo + i + 7]
-            i += 8
-        res = ((r0 + r1) + (r2 + r3)) + ((r4 + r5) + (r6 + r7))
-        for k in range(i, n):
-            res += a[lo + k]
-        return res
-    n2 = n // 2
-    n2 -= n2 % 8
-    return pairwise_sum(a, lo, n2) + pairwise_sum(a, lo + n2, n - n2)
+        return block_sum(a, lo, n)
+    nodes = np.empty((3 * DEPTH, 2), np.int64)
+    values = np.empty(DEPTH + 1, a.dtype)
+    nodes[0, 0], nodes[0, 1] = lo, n
+    top, filled = 1, 0
+    while top:
+        top -= 1
+        start, size = nodes[top, 0], nodes[top, 1]
+        if size < 0:                            # both halves summed: join them
+            filled -= 1
+            values[filled - 1] = values[filled - 1] + values[filled]
+        elif size <= BLOCK:
+            values[filled] = block_sum(a, start, size)
+            filled += 1
+        else:
+            half = size // 2
+            half -= half % 8
+            nodes[top, 0], nodes[top, 1] = start, -1
+            nodes[top + 1, 0], nodes[top + 1, 1] = start + half, size - half
+            nodes[top + 2, 0], nodes[top + 2, 1] = start, half
+            top += 3
+    return values[0]
 
 
 def normalize_twin(e):
