@@ -241,7 +241,9 @@ def _relu_grad(gradients, features):
     into a contiguous temporary: ``np.where`` on that view took 1.9 ms for the ResNet's
     64x8x8x64, the compiled pass 0.17 ms (Intel Xeon, BENCHMARKS.md issue 18 session 15, net19).
     Not in place: with its output aliasing its input the pass is not vectorized, and its select
-    branches (1.7 ms on random signs); nor ``np.array(view)`` (0.57 ms on a broadcast view)."""
+    branches (1.7 ms on random signs); nor ``np.array(view)`` (0.57 ms on a broadcast view).
+    A large pass is split by rows over the intra-op threads (``split_passes.parts_for``; the
+    ResNet's [64, 32, 32, 16] gradient ran on the calling thread alone: issue 18 session 19)."""
     if gradients.dtype != features.dtype or gradients.shape != features.shape:
         what = "dtype" if gradients.dtype != features.dtype else "shape"
         raise (TypeError if what == "dtype" else ValueError)(
@@ -253,6 +255,13 @@ def _relu_grad(gradients, features):
             np.copyto(contiguous, gradients)
             gradients = contiguous
         out = np.empty_like(gradients)
-        nn_loops.relu_grad(gradients.reshape(-1), features.reshape(-1), out.reshape(-1))
+        parts = split_passes.parts_for(out.nbytes, gradients.shape[0]) if gradients.ndim and out.size else 1
+        if parts < 2:
+            nn_loops.relu_grad(gradients.reshape(-1), features.reshape(-1), out.reshape(-1))
+        else:        # (large: rows split over the intra-op threads, same bits: split_passes.py)
+            rows = gradients.shape[0]
+            g2, f2, o2 = (a.reshape(rows, -1) for a in (gradients, features, out))
+            split_passes.over_rows(rows, parts, lambda r0, r1: nn_loops.relu_grad(
+                g2[r0:r1].reshape(-1), f2[r0:r1].reshape(-1), o2[r0:r1].reshape(-1)))
         return out
     return np.where(features > 0, gradients, np.zeros((), gradients.dtype))
