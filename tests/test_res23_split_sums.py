@@ -2,7 +2,9 @@
 19): ``AddN`` (``split_passes.add_n``: the gradient sums at the residual blocks), ``ReluGrad``
 (``nn_kernels._relu_grad``) and the fused elementwise loops (``fused_loop_kernels._by_rows``:
 the residual add + ReLU). Each gives the bits of its whole pass (NaN, inf, negative zero, dead
-units), splits only where ``split_passes.parts_for`` allows, and eager == graph. No timing."""
+units), splits only where ``split_passes.parts_for`` allows, and eager == graph; the gradients
+match float64 finite differences. The batch norm's tiles (no BLAS in them) leave BLAS's thread
+count alone (``tiles.over_tiles(..., blas=False)``). No timing."""
 import numpy as np
 import pytest
 
@@ -144,3 +146,35 @@ def test_the_gradients_match_float64_finite_differences(forced):
             fd[i] = (up - _run(lplan, values)[0]) / 2e-6
             arg[i] = keep
         np.testing.assert_allclose(grad, fd, rtol=1e-5, atol=1e-6)
+
+
+def test_blas_free_tiles_leave_blas_threads_alone(monkeypatch):
+    """``over_tiles(..., blas=False)`` (the batch norm's passes) splits its tiles as before but
+    never sets BLAS's thread count; the default still holds BLAS to one thread."""
+    import contextlib
+    from tensorweave.kernels.cpu import batch_norm_kernels as bnk
+    from tensorweave.kernels.cpu import tiles
+    entered = []
+
+    @contextlib.contextmanager
+    def counted():
+        entered.append(1)
+        yield
+    monkeypatch.setattr(tiles.threads, "single_threaded_blas", counted)
+    monkeypatch.setattr(tiles.threads, "intra_op_threads", lambda: 2)
+    monkeypatch.setattr(tiles.threads, "cores", lambda: 2)
+    out = np.zeros(8)
+
+    def run(b0, b1, _scratch):
+        out[b0:b1] = np.arange(b0, b1)
+    tiles.over_tiles(8, 1, 1, run, blas=False)
+    assert entered == [] and out.tolist() == list(range(8))
+    tiles.over_tiles(8, 1, 1, run)
+    assert entered == [1]
+    x = RNG.standard_normal((40, 3)).astype(np.float32)
+    s, o = np.ones(3, np.float32), np.zeros(3, np.float32)
+    whole = bnk._batch_norm_training(x, s, o, 1e-3, "NHWC", relu=True)
+    monkeypatch.setattr(bnk, "PASS_ROWS", 7)         # several elementwise tiles, on two threads
+    entered.clear()
+    split = bnk._batch_norm_training(x, s, o, 1e-3, "NHWC", relu=True)
+    assert entered == [] and all(_same(a, b) for a, b in zip(whole, split))
