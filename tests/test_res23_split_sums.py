@@ -178,3 +178,16 @@ def test_blas_free_tiles_leave_blas_threads_alone(monkeypatch):
     entered.clear()
     split = bnk._batch_norm_training(x, s, o, 1e-3, "NHWC", relu=True)
     assert entered == [] and all(_same(a, b) for a, b in zip(whole, split))
+
+
+def test_a_fused_loop_splits_its_flat_arrays_by_rows_and_passes_scalars_through(forced):
+    from tensorweave.kernels.cpu import fused_loop_kernels as flk
+    out, a, seen = np.zeros(int(np.prod(SHAPE))), np.arange(np.prod(SHAPE), dtype=np.float64), []
+
+    def loop(o, x, s):
+        o[:] = x * s
+        seen.append(len(o))
+    flk._by_rows(loop, [out, a, np.float64(2)], SHAPE, out.nbytes)
+    assert forced == [4] and len(seen) == 4 and sum(seen) == out.size and np.array_equal(out, a * 2)
+    flk._by_rows(loop, [out, a, np.float64(3)], (), 0)      # a 0-d node: one call, whole
+    assert forced == [4] and np.array_equal(out, a * 3)
