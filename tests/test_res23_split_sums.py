@@ -111,7 +111,8 @@ def _residual(dtype, shape):
 @pytest.mark.parametrize("dtype", [tw.float32, tw.float64])
 def test_a_plan_with_split_passes_has_the_unsplit_plans_bits_and_eagers(forced, dtype):
     feeds, fetches, consts = _residual(dtype, SHAPE)
-    values = [_specials(RNG.standard_normal(SHAPE).astype(dtype.np_dtype)), RNG.standard_normal(SHAPE).astype(dtype.np_dtype)]
+    npdt = dtype.np_dtype
+    values = [_specials(RNG.standard_normal(SHAPE).astype(npdt)), RNG.standard_normal(SHAPE).astype(npdt)]
     plan = _plan(fetches, feeds, **ALL_ON)
     assert {"FusedElementwise", "AddN", "ReluGrad"} <= set(_types(plan))
     split = _run(plan, values)

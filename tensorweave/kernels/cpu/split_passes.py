@@ -10,7 +10,7 @@ tuner's thresholds) is cut into row blocks shared with the helper (``gemm.share_
 that has not started when the caller runs out of blocks is not waited for).
 
 Same bits: only IEEE operations that round each element on its own (add, subtract, multiply,
-maximum, minimum, a bias add) are split, so a block computes exactly the elements the whole pass
+maximum, minimum, a bias add, ``AddN``'s chain of adds: :func:`add_n`) are split, so a block computes exactly the elements the whole pass
 would, whichever thread takes it. ``TW_SPLIT_PASSES=0`` (or ``ENABLED["on"] = False``, read per
 call) keeps every pass on the calling thread.
 
