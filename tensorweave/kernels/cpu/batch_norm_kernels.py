@@ -59,7 +59,7 @@ def _sums(loop, rows, vectors):
         s1, s2 = np.zeros(c), np.zeros(c)
         loop(*(a[r0:r1] for a in rows), *vectors, s1, s2)
         parts[r0] = (s1, s2)
-    over_tiles(m, 1, SUM_ROWS, run)
+    over_tiles(m, 1, SUM_ROWS, run, blas=False)      # (compiled loops: no BLAS in the tiles)
     s1, s2 = np.zeros(c), np.zeros(c)
     for r0 in sorted(parts):
         s1 += parts[r0][0]
@@ -70,7 +70,7 @@ def _sums(loop, rows, vectors):
 def _elementwise(loop, out, rows, vectors):
     """``loop(*rows, *vectors, out)`` over tiles of :data:`PASS_ROWS` rows."""
     over_tiles(out.shape[0], 1, PASS_ROWS,
-               lambda r0, r1, _s: loop(*(a[r0:r1] for a in rows), *vectors, out[r0:r1]))
+               lambda r0, r1, _s: loop(*(a[r0:r1] for a in rows), *vectors, out[r0:r1]), blas=False)
 
 
 def _check(x, scale, what):

@@ -220,12 +220,7 @@ def _cast(x, DstT):
     return np.asarray(x).astype(DstT.np_dtype)
 
 
-@k("AddN")
-def _add_n(*xs):
-    out = np.asarray(np.add(xs[0], xs[1]))  # an owned array (np.add of 0-d gives a scalar)
-    for x in xs[2:]:
-        np.add(out, x, out=out)
-    return out
+k("AddN")(split_passes.add_n)     # (split by rows when large, same bits: split_passes.py)
 
 
 @k("MatMul")

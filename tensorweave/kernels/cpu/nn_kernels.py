@@ -241,6 +241,8 @@ def _relu_grad(gradients, features):
     64x8x8x64, the compiled pass 0.17 ms (Intel Xeon, BENCHMARKS.md issue 18 session 15, net19).
     Not in place: with its output aliasing its input the pass is not vectorized, and its select
     branches (1.7 ms on random signs); nor ``np.array(view)`` (0.57 ms on a broadcast view).
+    A large pass is split by rows over the intra-op threads (``split_passes.parts_for``; the
+    ResNet's [64, 32, 32, 16] gradient ran on the calling thread alone: issue 18 session 19).
     The error-state context (silencing a NaN comparison's warning) around ``np.where`` only: the
     compiled pass raises none, and the context was ~2 µs of Python a call on a rank thread
     (issue 13 dp23)."""
@@ -255,7 +257,14 @@ def _relu_grad(gradients, features):
             np.copyto(contiguous, gradients)
             gradients = contiguous
         out = np.empty_like(gradients)
-        nn_loops.relu_grad(gradients.reshape(-1), features.reshape(-1), out.reshape(-1))
+        parts = split_passes.parts_for(out.nbytes, gradients.shape[0]) if gradients.ndim and out.size else 1
+        if parts < 2:
+            nn_loops.relu_grad(gradients.reshape(-1), features.reshape(-1), out.reshape(-1))
+        else:        # (large: rows split over the intra-op threads, same bits: split_passes.py)
+            rows = gradients.shape[0]
+            g2, f2, o2 = (a.reshape(rows, -1) for a in (gradients, features, out))
+            split_passes.over_rows(rows, parts, lambda r0, r1: nn_loops.relu_grad(
+                g2[r0:r1].reshape(-1), f2[r0:r1].reshape(-1), o2[r0:r1].reshape(-1)))
         return out
     with np.errstate(all="ignore"):
         return np.where(features > 0, gradients, np.zeros((), gradients.dtype))

@@ -10,7 +10,7 @@ tuner's thresholds) is cut into row blocks shared with the helper (``gemm.share_
 that has not started when the caller runs out of blocks is not waited for).
 
 Same bits: only IEEE operations that round each element on its own (add, subtract, multiply,
-maximum, minimum, a bias add) are split, so a block computes exactly the elements the whole pass
+maximum, minimum, a bias add, ``AddN``'s chain of adds: :func:`add_n`) are split, so a block computes exactly the elements the whole pass
 would, whichever thread takes it. ``TW_SPLIT_PASSES=0`` (or ``ENABLED["on"] = False``, read per
 call) keeps every pass on the calling thread.
 
@@ -123,6 +123,36 @@ def binary(ufunc):
     kernel.__name__ = kernel.__qualname__ = f"split_{ufunc.__name__}"
     kernel.__doc__ = f"``np.{ufunc.__name__}`` split by rows when large (``split_passes.binary``)."
     return kernel
+
+
+def add_n(*xs):
+    """``AddN``: ``((x0 + x1) + x2) + ...``, split by rows when the operands are float arrays of
+    one shape and dtype and the pass is large (:func:`parts_for`); each element is added in the
+    same order either way, so the bits are the whole pass's. (The ResNet's gradient sums at the
+    residual blocks, [64, 32, 32, 16] floats, ran on the calling thread alone: issue 18 session 19.)
+
+    >>> x = np.arange(4, dtype=np.float32).reshape(2, 2)
+    >>> add_n(x, x, np.ones((2, 2), np.float32)).tolist()
+    [[1.0, 3.0], [5.0, 7.0]]
+    """
+    x0 = xs[0]
+    parts = 1
+    if type(x0) is np.ndarray and x0.dtype.kind == "f" and x0.ndim and all(
+            type(x) is np.ndarray and x.dtype == x0.dtype and x.shape == x0.shape for x in xs[1:]):
+        parts = parts_for(x0.nbytes, x0.shape[0])
+    if parts < 2:
+        out = np.asarray(np.add(xs[0], xs[1]))  # an owned array (np.add of 0-d gives a scalar)
+        for x in xs[2:]:
+            np.add(out, x, out=out)
+        return out
+    out = np.empty_like(x0)
+
+    def run(r0, r1):
+        o = np.add(xs[0][r0:r1], xs[1][r0:r1], out=out[r0:r1])
+        for x in xs[2:]:
+            np.add(o, x[r0:r1], out=o)
+    over_rows(x0.shape[0], parts, run)
+    return out
 
 
 def relu(x):

@@ -43,7 +43,7 @@ def on_this_thread():
         _here.serial = was
 
 
-def over_tiles(n, per_image_bytes, tile_bytes, run):
+def over_tiles(n, per_image_bytes, tile_bytes, run, blas=True):
     """Calls ``run(b0, b1, scratch)`` for tiles ``b0:b1`` of a batch of ``n`` images, as many
     per tile as fit ``tile_bytes`` at ``per_image_bytes`` each (at least one); ``scratch`` is a
     dict for buffers reused by one thread's tiles (see :func:`buffer`).
@@ -55,7 +55,9 @@ def over_tiles(n, per_image_bytes, tile_bytes, run):
     dimension, measured up to 50x slower that way), while here a late thread only delays
     its own tile. Whatever else ``run`` does (im2col copies, col2im) runs on the same threads.
     ``run`` must write disjoint outputs per tile (or keep per-tile partials), so that results
-    do not depend on the thread count."""
+    do not depend on the thread count. ``blas=False`` (``run`` calls no BLAS: the batch norm's
+    compiled passes) leaves BLAS's thread count alone: setting it and restoring it took ~25 µs
+    of the calling thread per call through ``threadpoolctl`` (issue 18 session 19)."""
     nb = max(1, min(n, tile_bytes // max(1, per_image_bytes)))
     starts = range(0, n, nb)
     # (one tile: no need to ask BLAS for its thread count, ~20 µs through threadpoolctl)
@@ -75,7 +77,7 @@ def over_tiles(n, per_image_bytes, tile_bytes, run):
         while i < len(starts):
             run(starts[i], min(n, starts[i] + nb), scratch)
             i = next(claims)
-    with threads.single_threaded_blas():
+    with threads.single_threaded_blas() if blas else contextlib.nullcontext():
         pool = current_runtime().intra_op_pool()
         helpers = [pool.submit(worker) for _ in range(nt - 1)]
         worker()
