@@ -54,7 +54,7 @@ FAMILIES = {
 def family(op, cpu, caller):
     """The family of a call: products split by size (the process's CPU beyond the caller's says
     the helper took a share), the rest by op type."""
-    if op in ("MatMul", "FusedMatMul", "BatchMatMulV2", "Einsum", "FusedEinsum"):
+    if op in ("MatMul", "FusedMatMul", "BatchMatMulV2", "Einsum", "FusedEinsum", "FusedMatMulReluGradBiasAddGrad"):
         return "products, split" if cpu > 1.1 * caller + 2e-6 else "products, one thread"
     if op in FAMILIES:
         return FAMILIES[op]
