@@ -92,13 +92,13 @@ def thread_names():
 
 def force_threaded(backend):
     """Every threaded shape class this process has met (``gemm._split_chosen``) set to
-    ``backend``: ``"mkl"`` (MKL's own threads) or ``"rows"``/``"cols"`` (a split, where that side
-    has two blocks) — an A/B of the choice itself, which the tuner makes only on a quiet machine
-    (under load every class keeps the split)."""
+    ``backend``: ``"mkl"`` (MKL's own threads), ``"one"`` (the calling thread alone) or
+    ``"rows"``/``"cols"`` (a split, where that side has two blocks) — an A/B of the choice itself,
+    which the tuner makes only on a quiet machine (under load every class keeps the split)."""
     from tensorweave.kernels.cpu import gemm
     for key in gemm._split_chosen:
         side = key[3] if backend == "rows" else key[4]
-        if backend == "mkl" or side >= (2 * gemm.MIN_PART).bit_length():
+        if backend in ("mkl", "one") or side >= (2 * gemm.MIN_PART).bit_length():
             gemm._split_chosen[key] = backend
 
 
@@ -290,7 +290,7 @@ def main(argv=None):
     p.add_argument("--split-bytes", type=int, default=None,
                    help="with --ab: split passes from this many bytes (default: the measured threshold)")
     p.add_argument("--per-step", action="store_true", help="instead: CPU per step of the training plan")
-    p.add_argument("--force-threaded", choices=("mkl", "rows", "cols"), default=None,
+    p.add_argument("--force-threaded", choices=("mkl", "one", "rows", "cols"), default=None,
                    help="every threaded product class on MKL's threads or split (force_threaded)")
     args = p.parse_args(argv)
     if args.per_step:

@@ -109,7 +109,7 @@ _gemm_serial = {}                # dtype -> cblas_?gemm on one MKL thread (MKL_S
 _serial_work = {}                # dtype -> products under this many multiply-adds run on one thread
 _serial_chosen = {}              # shape class (tuple) -> "mkl1" or "numpy1": the library for one thread
 _openblas = {}                   # "get"/"set": NumPy's OpenBLAS thread count (ctypes), when found
-_split_chosen = {}               # threaded shape class (tuple) + parts -> "mkl", "rows" or "cols"
+_split_chosen = {}               # threaded shape class (tuple) + parts -> "mkl", "rows", "cols" or "one"
 _split = {"on": True,            # TW_GEMM_SPLIT=0: threaded products stay on the library's threads
           "share": True,         # TW_GEMM_SHARE=0: a one-thread share's products on MKL's threaded call
           "sleep": True}         # TW_GEMM_SPIN=1: MKL's workers spin after a threaded class's call
@@ -743,6 +743,8 @@ def _run_2d(a, b, out, op_a, op_b, op_c, m, n, k, seen, one_thread=False):
             return np.matmul(a, b, out=out)
     elif way == "threads":
         backend = _threaded_choice(a, b, out, op_a, op_b, op_c, m, n, k, seen, parts, run_mkl)
+        if backend == "one":
+            return _run_one(a, b, out, op_a, op_b, op_c, m, n, k, seen)
         if backend != "mkl":
             _run_split(backend, a, b, out, op_a, op_b, op_c, k, parts)
             return out
@@ -1230,26 +1232,47 @@ def _threaded_choice(a, b, out, op_a, op_b, op_c, m, n, k, seen, parts, run_mkl)
     timings there measure the other processes (the mlp's 128x784 @ 784x512 read 11 ms on MKL's
     threads against 25 split in one process and 20 against 7 in the next, at load 15-20), so the
     process keeps the incumbent, which spins no pool, until a quiet process measures. Nor inside
-    :func:`blocks_here`, where a split's blocks would be timed on one thread."""
+    :func:`blocks_here`, where a split's blocks would be timed on one thread.
+
+    ``"one"`` (:func:`_run_one`: the whole product on the calling thread) is a candidate too (issue
+    18 session 19, mlp23): on this project's 2-vCPU Xeon the mlp's threaded classes cost 24-37 %
+    more CPU on MKL's two threads than on one (thread and process CPU, load 8), and with every
+    threaded class forced onto one thread the mlp step took 9.45 ms of process CPU against 12.08
+    (10 of 10 alternated rounds, load 8.8) — whether one thread also wins the wall on a quiet
+    machine is this timing's to say. A cached choice timed without it (no ``one_us``) is timed again."""
     key = seen + (parts,)
     got = _split_chosen.get(key)
     if got is None:
         cls = "threads:" + gemm_tuning.shape_class(m, n, k, a.dtype.name, op_a[0] == _TRANS, op_b[0] == _TRANS) \
             + f",p{parts}"
-        got = _split_chosen[key] = tuner().backend(cls)
+        can_time = getattr(_thread_share, "here", None) is None and gemm_tuning.quiet()
+        got = _split_chosen[key] = _cached_threaded(cls, can_time)
         if got is None:
-            runners = {"mkl": run_mkl}
+            runners = {"mkl": run_mkl, "one": functools.partial(_run_one, a, b, out, op_a, op_b, op_c, m, n, k, seen)}
             for axis, size in (("rows", m), ("cols", n)):
                 if size >= 2 * MIN_PART:
                     runners[axis] = functools.partial(_run_split, axis, a, b, out, op_a, op_b, op_c, k, parts)
             incumbent = max((axis for axis in ("rows", "cols") if axis in runners),
                             key=lambda axis: m if axis == "rows" else n, default="mkl")
-            if gemm_tuning.quiet() and getattr(_thread_share, "here", None) is None:
+            if can_time:
                 got = tuner().choose(cls, runners, incumbent=incumbent)
             else:   # see the docstring: no timing under load, nor of blocks run on one thread
                 got = incumbent
             _split_chosen[key] = got
     return got
+
+
+def _cached_threaded(cls, can_time):
+    """The tuning cache's choice for threaded class ``cls``, or None where there is none, or where
+    it was timed without the one-thread candidate (an entry with timings but no ``one_us``: made
+    before issue 18 session 19) and this call ``can_time`` it again (the entry is then dropped;
+    where it cannot, the old choice stands for this process)."""
+    t = tuner()
+    entry = t.choices.get(cls)
+    if can_time and entry is not None and "one_us" not in entry and any(name.endswith("_us") for name in entry):
+        t.choices.pop(cls, None)
+        return None
+    return t.backend(cls)
 
 
 def _run_split(axis, a, b, out, op_a, op_b, op_c, k, parts, after=None, extra=()):
