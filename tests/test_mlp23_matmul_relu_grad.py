@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import tensorweave as tw
-from tensorweave.kernels.cpu import fused_kernels
+from tensorweave.kernels.cpu import fused_kernels, jit, nn_loops, nn_loops_twins
 from tensorweave.runtime import overlap
 from tensorweave.runtime.passes import matmul_relu_grad
 from test_graph_passes import _plan, _run, _types
@@ -145,6 +145,22 @@ def test_the_kernel_against_numpy_with_transposes_and_an_infinite_gradient():
     np.testing.assert_allclose(sums, want.astype(np.float64).sum(0), rtol=1e-5)
     assert masked.dtype == sums.dtype == np.float32 and not np.isnan(masked).any()
     _same([masked, sums], list(again))             # (a transposed operand: the same product)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_the_in_place_mask_loop_and_its_twin_against_numpy(dtype):
+    g = RNG.normal(size=(13, 6)).astype(dtype)
+    y = RNG.normal(size=(13, 6)).astype(dtype)
+    y[0, :3] = [0.0, -0.0, np.nan]                 # not > 0: masked, as ReluGrad's select
+    y[1, :2] = [np.finfo(dtype).tiny, np.inf]      # > 0: kept
+    want = np.where(y > 0, g, 0)
+    compiled = jit.compile_now(nn_loops.relu_mask_column_sums, g, y, np.ones(6))    # (not its twin meanwhile)
+    for loop in (compiled, nn_loops_twins.relu_mask_column_sums):
+        got, acc = g.copy(), np.ones(6)
+        loop(got, y, acc)
+        np.testing.assert_array_equal(got, want)
+        np.testing.assert_allclose(acc, 1 + want.astype(np.float64).sum(0), rtol=1e-12)
+        assert not np.signbit(got[0, :3]).any()
 
 
 def test_mismatched_features_name_the_fused_op():
