@@ -166,7 +166,7 @@ def _record_calls(calls, on):
         opdef.kernels["CPU"] = rec
 
 
-def per_step(workload, steps):
+def per_step(workload, steps, force=None):
     """``[(op type, caller CPU, process CPU), ...]`` seconds per training step for each step of
     the largest plan (the training step's), in plan order; the step functions are wrapped before
     the plan's runner is generated (``executor._sequential_runner``)."""
@@ -197,6 +197,9 @@ def per_step(workload, steps):
         step, _, _ = bench_models.make_tensorweave(workload, data, None)
         for _ in range(3):
             jit.wait_for_compiles()
+            step()
+        if force:
+            force_threaded(force)
             step()
         on[0] = True
         for _ in range(steps):
@@ -295,7 +298,7 @@ def main(argv=None):
     args = p.parse_args(argv)
     if args.per_step:
         load0 = os.getloadavg()[0]
-        rows = per_step(args.workload, args.steps)
+        rows = per_step(args.workload, args.steps, args.force_threaded)
         print(f"{args.workload}: {args.steps} steps, load {load0:.2f} -> {os.getloadavg()[0]:.2f}; "
               "a step deferred to the helper (runtime/overlap.py) counts there, not in the caller's column")
         print("| plan step | op | caller CPU µs/step | process CPU µs/step |\n|---|---|---|---|")

@@ -59,9 +59,10 @@ training-step figures.
   over copies of the weight holding as many bytes as they do, until two timings agree
   (:func:`_thin_choice`, :func:`_came_round`; one thread until then).
 - Products above that size are split over the intra-op threads (blocks of rows or columns, each a
-  one-thread call) or left to MKL's threads, per shape class by a timing made on a quiet machine
-  (:func:`_threaded_choice`; the split where not timed): on AMD EPYC MKL's two threads ran the
-  mlp's 128-row products slowly and spun between them. ``TW_GEMM_SPLIT=0`` keeps MKL's threads.
+  one-thread call), left to MKL's threads or run on the calling thread alone, per shape class by a
+  timing made on a quiet machine (:func:`_threaded_choice`; the split where not timed): on AMD EPYC
+  MKL's two threads ran the mlp's 128-row products slowly and spun between them; on the 2-vCPU Xeon
+  they cost a quarter to a third more CPU than one thread (issue 18 session 19). ``TW_GEMM_SPLIT=0`` keeps MKL's threads.
 - Sharing a process with PyTorch: ``torch.set_num_threads(n)`` sets the calling thread's MKL
   thread count for this MKL too (2048x2048 products at one core's speed after
   ``torch.set_num_threads(1)``); results are unaffected.
