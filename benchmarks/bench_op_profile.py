@@ -75,7 +75,8 @@ FAMILIES = {
     "Mean": "pooling",
     "FusedMatMulGroupApplyAdam": "optimizer update", "ResourceApplyAdam": "optimizer update",
     "AddN": "adds (residual, gradient sums)", "AddV2": "adds (residual, gradient sums)",
-    "MatMul": "dense", "FusedMatMul": "dense", "Einsum": "einsum products", "FusedEinsum": "einsum products",
+    "MatMul": "dense", "FusedMatMul": "dense", "FusedMatMulReluGradBiasAddGrad": "dense (+relu grad, bias grad)",
+    "Einsum": "einsum products", "FusedEinsum": "einsum products",
     "LayerNorm": "layer norm", "LayerNormGrad": "layer norm", "Softmax": "softmax", "SoftmaxGrad": "softmax",
 }
 

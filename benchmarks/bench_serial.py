@@ -54,7 +54,7 @@ FAMILIES = {
 def family(op, cpu, caller):
     """The family of a call: products split by size (the process's CPU beyond the caller's says
     the helper took a share), the rest by op type."""
-    if op in ("MatMul", "FusedMatMul", "BatchMatMulV2", "Einsum", "FusedEinsum"):
+    if op in ("MatMul", "FusedMatMul", "BatchMatMulV2", "Einsum", "FusedEinsum", "FusedMatMulReluGradBiasAddGrad"):
         return "products, split" if cpu > 1.1 * caller + 2e-6 else "products, one thread"
     if op in FAMILIES:
         return FAMILIES[op]
@@ -92,13 +92,13 @@ def thread_names():
 
 def force_threaded(backend):
     """Every threaded shape class this process has met (``gemm._split_chosen``) set to
-    ``backend``: ``"mkl"`` (MKL's own threads) or ``"rows"``/``"cols"`` (a split, where that side
-    has two blocks) — an A/B of the choice itself, which the tuner makes only on a quiet machine
-    (under load every class keeps the split)."""
+    ``backend``: ``"mkl"`` (MKL's own threads), ``"one"`` (the calling thread alone) or
+    ``"rows"``/``"cols"`` (a split, where that side has two blocks) — an A/B of the choice itself,
+    which the tuner makes only on a quiet machine (under load every class keeps the split)."""
     from tensorweave.kernels.cpu import gemm
     for key in gemm._split_chosen:
         side = key[3] if backend == "rows" else key[4]
-        if backend == "mkl" or side >= (2 * gemm.MIN_PART).bit_length():
+        if backend in ("mkl", "one") or side >= (2 * gemm.MIN_PART).bit_length():
             gemm._split_chosen[key] = backend
 
 
@@ -166,7 +166,7 @@ def _record_calls(calls, on):
         opdef.kernels["CPU"] = rec
 
 
-def per_step(workload, steps):
+def per_step(workload, steps, force=None):
     """``[(op type, caller CPU, process CPU), ...]`` seconds per training step for each step of
     the largest plan (the training step's), in plan order; the step functions are wrapped before
     the plan's runner is generated (``executor._sequential_runner``)."""
@@ -197,6 +197,9 @@ def per_step(workload, steps):
         step, _, _ = bench_models.make_tensorweave(workload, data, None)
         for _ in range(3):
             jit.wait_for_compiles()
+            step()
+        if force:
+            force_threaded(force)
             step()
         on[0] = True
         for _ in range(steps):
@@ -290,12 +293,12 @@ def main(argv=None):
     p.add_argument("--split-bytes", type=int, default=None,
                    help="with --ab: split passes from this many bytes (default: the measured threshold)")
     p.add_argument("--per-step", action="store_true", help="instead: CPU per step of the training plan")
-    p.add_argument("--force-threaded", choices=("mkl", "rows", "cols"), default=None,
+    p.add_argument("--force-threaded", choices=("mkl", "one", "rows", "cols"), default=None,
                    help="every threaded product class on MKL's threads or split (force_threaded)")
     args = p.parse_args(argv)
     if args.per_step:
         load0 = os.getloadavg()[0]
-        rows = per_step(args.workload, args.steps)
+        rows = per_step(args.workload, args.steps, args.force_threaded)
         print(f"{args.workload}: {args.steps} steps, load {load0:.2f} -> {os.getloadavg()[0]:.2f}; "
               "a step deferred to the helper (runtime/overlap.py) counts there, not in the caller's column")
         print("| plan step | op | caller CPU µs/step | process CPU µs/step |\n|---|---|---|---|")

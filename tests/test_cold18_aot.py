@@ -46,6 +46,7 @@ def _cases():
         yield nn_loops.bias_act, (y, _floats(19), relu), (0,)
     yield nn_loops.column_sums, (g, RNG.standard_normal(19)), (1,)
     yield nn_loops.relu_grad_column_sums, (g, y, np.empty_like(g), np.zeros(19)), (2, 3)
+    yield nn_loops.relu_mask_column_sums, (g.copy(), y, np.zeros(19)), (0, 2)
     x = _floats(50, 10, scale=5)
     x[3, 0], x[5], x[6, 2] = np.nan, -np.inf, np.inf
     labels = RNG.integers(0, 10, 50).astype(np.int32)

@@ -58,7 +58,7 @@ def test_rank_plans_get_the_remapping_and_fusion_a_single_device_plan_gets():
     single = _ops(list(one._cache.values())[-1]._plan.spec)
     for spec in (b.spec for b in list(dp._cache.values())[-1]._global.bound):
         ops = _ops(spec)
-        for fused in ("FusedMatMul", "FusedSparseSoftmaxCrossEntropy", "FusedReluGradBiasAddGrad"):
+        for fused in ("FusedMatMul", "FusedSparseSoftmaxCrossEntropy", "FusedMatMulReluGradBiasAddGrad"):
             assert fused in single                       # what one device gets ...
             assert fused in ops, (fused, ops)            # ... each rank gets too
         assert "SparseSoftmaxCrossEntropyWithLogits" not in ops and "BiasAdd" not in ops

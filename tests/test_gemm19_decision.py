@@ -15,7 +15,7 @@ pytestmark = [pytest.mark.skipif(not gemm._gemm_serial, reason="MKL with a per-t
 @pytest.fixture
 def fresh(monkeypatch, tmp_path):
     """A fresh tuner and no choices yet; two threads' share, tuning off, products split."""
-    tuner = gemm_tuning.Tuner(str(tmp_path / "t.json"), KEY, ("mkl", "numpy", "mkl1", "numpy1", "rows", "cols"))
+    tuner = gemm_tuning.Tuner(str(tmp_path / "t.json"), KEY, ("mkl", "numpy", "mkl1", "numpy1", "rows", "cols", "one"))
     monkeypatch.setitem(gemm._tuning, "tuner", tuner)
     monkeypatch.setitem(gemm._tuning, "on", False)
     monkeypatch.setitem(gemm._split, "on", True)
@@ -51,10 +51,11 @@ def test_a_small_product_reports_its_one_thread_class(monkeypatch, rng, fresh, f
     assert fresh.choices["serial:float32:NN:8,4,10"]["backend"] == faster
 
 
-@pytest.mark.parametrize("faster", ["mkl", "rows"])
+@pytest.mark.parametrize("faster", ["mkl", "rows", "one"])
 def test_a_threaded_product_reports_its_split_class(monkeypatch, rng, fresh, faster):
     monkeypatch.setitem(gemm._serial_work, F32, 1)
-    _clock(monkeypatch, {"mkl": 5e-3, "rows": 5e-3, "cols": 5e-3, "mkl1": 1e-3, "numpy1": 1e-3, faster: 1e-3})
+    _clock(monkeypatch, {"mkl": 5e-3, "rows": 5e-3, "cols": 5e-3, "one": 5e-3, "mkl1": 1e-3, "numpy1": 1e-3,
+                         faster: 1e-3})
     a, b = _pair(rng, 128, 96, 64)
     np.testing.assert_allclose(gemm.matmul(a, b), a.astype(np.float64) @ b, rtol=1e-4, atol=1e-3)
     assert gemm_route.decision(a, b) == ("threads:float32:NN:8,7,7,p2", faster, True)

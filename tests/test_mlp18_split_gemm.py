@@ -34,7 +34,7 @@ def split(monkeypatch, tmp_path):
     """A fresh tuner on a temporary file, nothing chosen yet, two parts, a quiet machine; returns
     the log of the backends each timed call ran (the scripted clock appends to it)."""
     monkeypatch.setitem(gemm._tuning, "tuner", gemm_tuning.Tuner(
-        str(tmp_path / "t.json"), KEY, ("mkl", "numpy", "mkl1", "numpy1", "rows", "cols")))
+        str(tmp_path / "t.json"), KEY, ("mkl", "numpy", "mkl1", "numpy1", "rows", "cols", "one")))
     monkeypatch.setitem(gemm._tuning, "on", False)
     monkeypatch.setitem(gemm._split, "on", True)
     monkeypatch.setattr(gemm, "_split_chosen", {})
@@ -327,7 +327,7 @@ def test_narrow_outputs_are_not_split_that_way(monkeypatch, rng, split):
     assert entry["backend"] == "rows" and "cols_us" not in entry
 
 
-@pytest.mark.parametrize("n,axes", [(31, {"mkl", "rows"}), (32, {"mkl", "rows", "cols"})])
+@pytest.mark.parametrize("n,axes", [(31, {"mkl", "rows", "one"}), (32, {"mkl", "rows", "cols", "one"})])
 def test_a_side_is_cut_only_into_blocks_of_at_least_min_part(monkeypatch, rng, split, n, axes):
     _clock(monkeypatch, split, {})
     a, b = _operands(rng, 512, 128, n, True, False)
@@ -376,7 +376,7 @@ def test_one_thread_candidates_are_timed_by_thread_cpu_time(monkeypatch, rng, sp
     monkeypatch.setattr(gemm_tuning, "measure", measure)
     a, b = _operands(rng, 128, 784, 512, False, False)
     gemm.matmul(a, b)
-    assert clocks == {("cols", "mkl", "rows"): None, ("mkl1", "numpy1"): time.thread_time}
+    assert clocks == {("cols", "mkl", "one", "rows"): None, ("mkl1", "numpy1"): time.thread_time}
 
 
 def test_measure_times_by_the_clock_given_and_forgets_it(monkeypatch):

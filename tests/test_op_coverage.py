@@ -50,7 +50,7 @@ EXCEPTIONS = {
     **dict.fromkeys(["PyFunc", "EagerPyFunc", "CustomGradient", "PrintV2"], _PYTHON),
     **dict.fromkeys(["If", "StatefulIf", "While", "StatefulWhile", "WhileGrad"], _CONTROL),
     **dict.fromkeys(["FusedMatMul", "FusedConv1D", "FusedConv2D", "FusedConv3D", "FusedReluGradBiasAddGrad",
-                     "FusedElementwise", "FusedReduction", "FusedEinsum",
+                     "FusedElementwise", "FusedReduction", "FusedEinsum", "FusedMatMulReluGradBiasAddGrad",
                      "FusedSparseSoftmaxCrossEntropy", "FusedMatMulGroupApplyAdam"], _PLAN),
     **dict.fromkeys(["FusedConv1DBackprop", "FusedConv2DBackprop", "FusedConv3DBackprop", "FusedBatchNormTrainingRelu",
                      "FusedReluGradBatchNormTrainingGrad"], _PLAN),

@@ -37,7 +37,7 @@ NO_RULE = {
     **dict.fromkeys(["Where", "Bincount", "UniqueV2", "UniqueSegmentSum"], _SHAPE),
     **dict.fromkeys(["FusedConv1D", "FusedConv2D", "FusedConv3D", "FusedElementwise", "FusedMatMul", "FusedEinsum",
                      "FusedReduction", "FusedReluGradBiasAddGrad", "FusedSparseSoftmaxCrossEntropy",
-                     "FusedMatMulGroupApplyAdam"], _PASS),
+                     "FusedMatMulGroupApplyAdam", "FusedMatMulReluGradBiasAddGrad"], _PASS),
     **dict.fromkeys(["FusedConv1DBackprop", "FusedConv2DBackprop", "FusedConv3DBackprop", "FusedBatchNormTrainingRelu",
                      "FusedReluGradBatchNormTrainingGrad"], _PASS),
     **dict.fromkeys(["SbpLocalConst", "SbpLocalShape", "SbpMaskedGather", "SbpMaskedResourceGather", "SbpRowsOnly",

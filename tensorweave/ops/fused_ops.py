@@ -16,7 +16,7 @@ __all__ = []
 
 # name -> number of outputs; the fusion each stands for is in runtime/passes/remapping.py
 FUSED_OPS = {"FusedMatMul": 1, "FusedEinsum": 1, "FusedConv1D": 1, "FusedConv2D": 1, "FusedConv3D": 1,
-             "FusedReluGradBiasAddGrad": 2, "FusedSparseSoftmaxCrossEntropy": 2,
+             "FusedReluGradBiasAddGrad": 2, "FusedMatMulReluGradBiasAddGrad": 2, "FusedSparseSoftmaxCrossEntropy": 2,
              "FusedElementwise": 1, "FusedReduction": 1,     # (these two: runtime/passes/fusion.py)
              "FusedMatMulGroupApplyAdam": 0}                 # updates variables: stateful
 

@@ -49,8 +49,10 @@ from tensorweave.kernels.cpu import gemm
 #: ``gemm.split_parts`` and keeps them on this thread inside ``gemm.blocks_here``, as MatMul's does;
 #: ``FusedEinsum``: an Einsum with its bias (``runtime/passes/einsum_bias.py``), the same product
 DEFERRED_OPS = frozenset({"MatMul", "FusedMatMul", "Einsum", "FusedEinsum"})
-#: heavy op types the calling thread may run meanwhile (their products follow ``gemm.blocks_here``)
-PARTNER_OPS = frozenset({"MatMul", "FusedMatMul", "Einsum", "FusedEinsum"})
+#: heavy op types the calling thread may run meanwhile (their products follow ``gemm.blocks_here``);
+#: ``FusedMatMulReluGradBiasAddGrad``: an input gradient's MatMul with the ReLU and bias gradients
+#: after it (``runtime/passes/matmul_relu_grad.py``), the mlp's dX2 beside dW2
+PARTNER_OPS = frozenset({"MatMul", "FusedMatMul", "Einsum", "FusedEinsum", "FusedMatMulReluGradBiasAddGrad"})
 #: stateful op types that only read (a variable's value): they may run while a product is out
 READ_ONLY = frozenset({"ReadVariableOp", "VarHandleOp"})
 #: other heavy op types the calling thread may run meanwhile besides elementwise ones (their

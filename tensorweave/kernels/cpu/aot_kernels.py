@@ -83,6 +83,7 @@ KERNELS = {
         "bias_act": [f"void({_F2}, {_F1}, boolean)"],
         "column_sums": [f"void({_F2}, {_D1})"],
         "relu_grad_column_sums": [f"void({_F2}, {_F2}, {_F2}, {_D1})"],
+        "relu_mask_column_sums": [f"void({_F2}, {_F2}, {_D1})"],
         "shift_rows": [f"int64({_F2}, {_I32}, {_F2}, {_F1})"],
         "xent_from_exps": [f"void({_F2}, {_I32}, {_F1}, {_F1}, boolean)"],
         "max_windows": [f"void({_F5}, {_T3}, {_T3}, {_T3}, {_F5}, {_F5}, boolean, boolean)"],

@@ -64,18 +64,35 @@ def fused_matmul(a, b, bias, transpose_a, transpose_b, relu):
     return math_kernels._relu(y) if relu else y
 
 
-def relu_grad_bias_add_grad(gradients, features, data_format):
-    """``(ReluGrad(gradients, features), BiasAddGrad(that))`` for channels-last inputs."""
+def relu_grad_bias_add_grad(gradients, features, data_format, in_place=False, name="FusedReluGradBiasAddGrad"):
+    """``(ReluGrad(gradients, features), BiasAddGrad(that))`` for channels-last inputs; ``in_place``:
+    the mask written over ``gradients`` (a fresh product only this node reads)."""
     if gradients.shape != features.shape or gradients.dtype != features.dtype:
-        raise ValueError(f"FusedReluGradBiasAddGrad: gradients {gradients.dtype}{list(gradients.shape)} and "
+        raise ValueError(f"{name}: gradients {gradients.dtype}{list(gradients.shape)} and "
                          f"features {features.dtype}{list(features.shape)} must match")
     if (gradients.dtype in DTYPES and gradients.ndim >= 2 and gradients.shape[-1]
             and gradients.flags.c_contiguous and features.flags.c_contiguous):
         c = gradients.shape[-1]
-        out, sums = nn_kernels.column_sums(gradients.reshape(-1, c), features.reshape(-1, c))
+        g2 = gradients.reshape(-1, c)
+        out, sums = nn_kernels.column_sums(g2, features.reshape(-1, c), in_place)
         return out.reshape(gradients.shape), sums
     dz = nn_kernels._relu_grad(gradients, features)
     return dz, nn_kernels._bias_add_grad(dz, data_format)
+
+
+def matmul_relu_grad_bias_add_grad(a, b, features, transpose_a, transpose_b, data_format):
+    """``FusedMatMulReluGradBiasAddGrad``: ``g = MatMul(a, b)`` by the stock kernel (its bits,
+    on whichever threads and blocks it takes), then ``(ReluGrad(g, features), BiasAddGrad(that))``
+    in place on ``g`` while it is in cache (``runtime/passes/matmul_relu_grad.py``).
+
+    >>> a, b = np.ones((2, 2), np.float32), np.array([[1.0, -1.0], [1.0, 1.0]], np.float32)
+    >>> dz, db = matmul_relu_grad_bias_add_grad(a, b, np.array([[1.0, 1.0], [0.0, 2.0]], np.float32),
+    ...                                          False, False, "NHWC")
+    >>> dz.tolist(), db.tolist()
+    ([[2.0, 0.0], [0.0, 0.0]], [2.0, 0.0])
+    """
+    g = math_kernels._matmul(a, b, transpose_a, transpose_b)
+    return relu_grad_bias_add_grad(g, features, data_format, in_place=True, name="FusedMatMulReluGradBiasAddGrad")
 
 
 def sparse_xent_tail(logits, labels, *consts, scaled=False, scale_first=False, mean=False):
@@ -234,5 +251,6 @@ register_kernel("FusedMatMul", "CPU")(fused_matmul)
 for _name in ("FusedConv1D", "FusedConv2D", "FusedConv3D"):
     register_kernel(_name, "CPU")(fused_conv)
 register_kernel("FusedReluGradBiasAddGrad", "CPU")(relu_grad_bias_add_grad)
+register_kernel("FusedMatMulReluGradBiasAddGrad", "CPU")(matmul_relu_grad_bias_add_grad)
 register_kernel("FusedSparseSoftmaxCrossEntropy", "CPU")(sparse_xent_tail)
 register_kernel("FusedMatMulGroupApplyAdam", "CPU")(matmul_group_apply_adam)

@@ -59,9 +59,10 @@ training-step figures.
   over copies of the weight holding as many bytes as they do, until two timings agree
   (:func:`_thin_choice`, :func:`_came_round`; one thread until then).
 - Products above that size are split over the intra-op threads (blocks of rows or columns, each a
-  one-thread call) or left to MKL's threads, per shape class by a timing made on a quiet machine
-  (:func:`_threaded_choice`; the split where not timed): on AMD EPYC MKL's two threads ran the
-  mlp's 128-row products slowly and spun between them. ``TW_GEMM_SPLIT=0`` keeps MKL's threads.
+  one-thread call), left to MKL's threads or run on the calling thread alone, per shape class by a
+  timing made on a quiet machine (:func:`_threaded_choice`; the split where not timed): on AMD EPYC
+  MKL's two threads ran the mlp's 128-row products slowly and spun between them; on the 2-vCPU Xeon
+  they cost a quarter to a third more CPU than one thread (issue 18 session 19). ``TW_GEMM_SPLIT=0`` keeps MKL's threads.
 - Sharing a process with PyTorch: ``torch.set_num_threads(n)`` sets the calling thread's MKL
   thread count for this MKL too (2048x2048 products at one core's speed after
   ``torch.set_num_threads(1)``); results are unaffected.
@@ -110,7 +111,7 @@ _gemm_serial = {}                # dtype -> cblas_?gemm on one MKL thread (MKL_S
 _serial_work = {}                # dtype -> products under this many multiply-adds run on one thread
 _serial_chosen = {}              # shape class (tuple) -> "mkl1" or "numpy1": the library for one thread
 _openblas = {}                   # "get"/"set": NumPy's OpenBLAS thread count (ctypes), when found
-_split_chosen = {}               # threaded shape class (tuple) + parts [+ "T"] -> "mkl", "rows", "cols", "mklT"
+_split_chosen = {}               # threaded shape class (tuple) + parts [+ "T"] -> "mkl", "rows", "cols", "mklT", "one"
 _split = {"on": True,            # TW_GEMM_SPLIT=0: threaded products stay on the library's threads
           "share": True,         # TW_GEMM_SHARE=0: a one-thread share's products on MKL's threaded call
           "sleep": True,         # TW_GEMM_SPIN=1: MKL's workers spin after a threaded class's call
@@ -772,6 +773,8 @@ def _run_2d(a, b, out, op_a, op_b, op_c, m, n, k, seen, one_thread=False):
         backend = _threaded_choice(a, b, out, op_a, op_b, op_c, m, n, k, seen, parts, run_mkl)
         if backend == "mklT":
             run_mkl = _sleeping_after(_mkl_flipped(fn, a, thin_layout.transposed(b), out, op_a, op_c, m, n, k))
+        elif backend == "one":
+            return _run_one(a, b, out, op_a, op_b, op_c, m, n, k, seen)
         elif backend != "mkl":
             _run_split(backend, a, b, out, op_a, op_b, op_c, k, parts)
             return out
@@ -1289,16 +1292,24 @@ def _threaded_choice(a, b, out, op_a, op_b, op_c, m, n, k, seen, parts, run_mkl)
     A product of fewer than :data:`MIN_PART` rows over a variable's ``k x n`` weight (a batch-1
     layer above :func:`serial_work`: the cnn's 1x9216 @ 9216x128) has a class of its own,
     ``threadsvar:``, with MKL's threads on the weight's kept transpose (``"mklT"``,
-    ``thin_layout``) a candidate too (issue 18 pred23)."""
+    ``thin_layout``) a candidate too (issue 18 pred23).
+
+    ``"one"`` (:func:`_run_one`: the whole product on the calling thread) is a candidate too (issue
+    18 session 19, mlp23): on this project's 2-vCPU Xeon the mlp's threaded classes cost 24-37 %
+    more CPU on MKL's two threads than on one (thread and process CPU, load 8), and with every
+    threaded class forced onto one thread the mlp step took 9.45 ms of process CPU against 12.08
+    (10 of 10 alternated rounds, load 8.8) — whether one thread also wins the wall on a quiet
+    machine is this timing's to say. A cached choice timed without it (no ``one_us``) is timed again."""
     var = m < MIN_PART and op_b[0] == _NO_TRANS and thin_layout.applies(b)
     key = seen + ((parts, "T") if var else (parts,))
     got = _split_chosen.get(key)
     if got is None:
         cls = ("threadsvar:" if var else "threads:") + gemm_tuning.shape_class(
             m, n, k, a.dtype.name, op_a[0] == _TRANS, op_b[0] == _TRANS) + f",p{parts}"
-        got = _split_chosen[key] = tuner().backend(cls)
+        can_time = getattr(_thread_share, "here", None) is None and gemm_tuning.quiet()
+        got = _split_chosen[key] = _cached_threaded(cls, can_time)
         if got is None:
-            runners = {"mkl": run_mkl}
+            runners = {"mkl": run_mkl, "one": functools.partial(_run_one, a, b, out, op_a, op_b, op_c, m, n, k, seen)}
             if var:
                 runners["mklT"] = _sleeping_after(_mkl_flipped(_gemm[a.dtype], a, thin_layout.transpose(b), out,
                                                                op_a, op_c, m, n, k))     # (not kept unless chosen)
@@ -1307,12 +1318,25 @@ def _threaded_choice(a, b, out, op_a, op_b, op_c, m, n, k, seen, parts, run_mkl)
                     runners[axis] = functools.partial(_run_split, axis, a, b, out, op_a, op_b, op_c, k, parts)
             incumbent = max((axis for axis in ("rows", "cols") if axis in runners),
                             key=lambda axis: m if axis == "rows" else n, default="mkl")
-            if gemm_tuning.quiet() and getattr(_thread_share, "here", None) is None:
+            if can_time:
                 got = tuner().choose(cls, runners, incumbent=incumbent)
             else:   # see the docstring: no timing under load, nor of blocks run on one thread
                 got = incumbent
             _split_chosen[key] = got
     return got
+
+
+def _cached_threaded(cls, can_time):
+    """The tuning cache's choice for threaded class ``cls``, or None where there is none, or where
+    it was timed without the one-thread candidate (an entry with timings but no ``one_us``: made
+    before issue 18 session 19) and this call ``can_time`` it again (the entry is then dropped;
+    where it cannot, the old choice stands for this process)."""
+    t = tuner()
+    entry = t.choices.get(cls)
+    if can_time and entry is not None and "one_us" not in entry and any(name.endswith("_us") for name in entry):
+        t.choices.pop(cls, None)
+        return None
+    return t.backend(cls)
 
 
 def _run_split(axis, a, b, out, op_a, op_b, op_c, k, parts, after=None, extra=()):

@@ -186,20 +186,23 @@ def _bias_add(value, bias, data_format):
 SUM_ROWS = 4096
 
 
-def column_sums(g2, features=None):
+def column_sums(g2, features=None, in_place=False):
     """Column sums of ``g2[M, C]`` (float32/float64, C-contiguous) in float64, rounded once:
     partial sums over chunks of :data:`SUM_ROWS` rows (compiled, row by row) on the intra-op
     threads, added in chunk order. With ``features``: first ``g2`` masked where
     ``features <= 0`` (ReluGrad), returning ``(masked, sums)`` — the same bits as ReluGrad then
-    BiasAddGrad."""
+    BiasAddGrad; ``in_place``: the mask written over ``g2`` itself (``nn_loops.relu_mask_column_sums``),
+    not into a new array."""
     m, c = g2.shape
-    masked = None if features is None else np.empty_like(g2)
+    masked = None if features is None else g2 if in_place else np.empty_like(g2)
     parts = {}
 
     def run(r0, r1, _scratch):
         acc = np.zeros(c)
         if masked is None:
             nn_loops.column_sums(g2[r0:r1], acc)
+        elif masked is g2:
+            nn_loops.relu_mask_column_sums(g2[r0:r1], features[r0:r1], acc)
         else:
             nn_loops.relu_grad_column_sums(g2[r0:r1], features[r0:r1], masked[r0:r1], acc)
         parts[r0] = acc

@@ -44,6 +44,11 @@ def relu_grad_column_sums(g, y, out, acc):
     column_sums(out, acc)
 
 
+def relu_mask_column_sums(g, y, acc):
+    np.copyto(g, g.dtype.type(0), where=~(y > 0))
+    column_sums(g, acc)
+
+
 def shift_rows(x, labels, shifted, picked):
     n, c = x.shape
     bad = np.flatnonzero((labels < 0) | (labels >= c))

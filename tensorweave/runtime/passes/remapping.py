@@ -9,7 +9,9 @@ gradient and the bias gradient of its result become one node (TensorFlow's "rema
   becomes ``FusedEinsum`` (``runtime/passes/einsum_bias.py``, issue 18 session 18).
 - ``ReluGrad -> BiasAddGrad`` becomes ``FusedReluGradBiasAddGrad`` with both outputs: the
   masked gradient (still read by the other gradient ops) and its column sums (either may be
-  fetched, neither fed).
+  fetched, neither fed). Where the gradient is a ``MatMul`` only the ``ReluGrad`` reads (a dense
+  layer's input gradient), the product joins too: ``FusedMatMulReluGradBiasAddGrad``, the mask
+  and sums made in place on the product (``matmul_relu_grad.py``, issue 18 session 19).
 - ``SparseSoftmaxCrossEntropyWithLogits`` and ``SparseSoftmaxCrossEntropyGrad`` of the same
   logits and labels (a training step's loss and its gradient) become one
   ``FusedSparseSoftmaxCrossEntropy`` node at the loss's place, with both outputs: the
@@ -50,7 +52,7 @@ import numpy as np
 
 from tensorweave.core.registry import get_op
 from tensorweave.ops import fused_conv_ops, fused_norm_ops, fused_ops  # noqa: F401 - registers the fused ops
-from tensorweave.runtime.passes import einsum_bias, loss_tail
+from tensorweave.runtime.passes import einsum_bias, loss_tail, matmul_relu_grad
 from tensorweave.runtime.passes.ir import Node, const_value, runs_stock_kernel, static_dims
 
 _DTYPES = ("float32", "float64")
@@ -122,6 +124,9 @@ def _fuse_gradients(bias_grad, work):
     d = get_op("FusedReluGradBiasAddGrad")
     if work.device_type(rg) not in d.kernels:
         return None
+    with_product = matmul_relu_grad.fuse(rg, bias_grad, work, _free, _only_reader)
+    if with_product:
+        return with_product
     db = bias_grad.outputs[0]
     node = Node(rg, d, rg.inputs, {"data_format": bias_grad.attrs.get("data_format", "NHWC")},
                 [(g.shape, g.dtype), (db.shape, db.dtype)], type_="FusedReluGradBiasAddGrad",
