@@ -36,7 +36,7 @@ def forced(monkeypatch):
 
 
 def _forced_stack(way):
-    def stack(a, b, sa, sb, so, size, batch, left, right, inner, parts, incumbent="rows"):
+    def stack(a, b, sa, sb, so, size, batch, left, right, inner, parts):
         if way[0] == "mkl":
             return einsum_matmul._product(a, b, sa, sb, so, size, batch, left, right, inner)
         return einsum_matmul._split(a, b, sa, sb, so, size, batch, left, right, inner, parts)
@@ -119,8 +119,7 @@ class _Tuner:
         return self.pick
 
 
-def _stack_once(monkeypatch, tuner, quiet, eq="aecd,abcd->acbe", shapes=((4, 5, 2, 3), (4, 6, 2, 3)),
-                incumbent="rows"):
+def _stack_once(monkeypatch, tuner, quiet, eq="aecd,abcd->acbe", shapes=((4, 5, 2, 3), (4, 6, 2, 3))):
     monkeypatch.setattr(einsum_matmul, "_chosen", {})
     monkeypatch.setattr(gemm, "tuner", lambda: tuner)
     monkeypatch.setattr(gemm_tuning, "quiet", lambda: quiet)
@@ -133,36 +132,9 @@ def _stack_once(monkeypatch, tuner, quiet, eq="aecd,abcd->acbe", shapes=((4, 5, 
     a, b = (RNG.standard_normal(s) for s in shapes)
     lhs, so = eq.split("->")
     plan = einsum_matmul._plan(*lhs.split(","), so, a.shape, b.shape)
-    got = einsum_matmul._stack(a, b, *lhs.split(","), so, *plan[:5], 2, incumbent)
+    got = einsum_matmul._stack(a, b, *lhs.split(","), so, *plan[:5], 2)
     np.testing.assert_allclose(got, np.einsum(eq, a, b), rtol=1e-12)
     return [w for w in ways if w]
-
-
-def test_a_stack_under_the_threshold_keeps_one_call_under_load_and_is_timed_when_quiet(monkeypatch):
-    """(tx23) under the measured threshold the one call is the incumbent: kept without timing
-    under load; timed on a quiet machine like a class above it, the one call defended."""
-    tuner = _Tuner(pick="rows")
-    assert _stack_once(monkeypatch, tuner, quiet=False, incumbent="mkl") == ["mkl"] and tuner.chosen == []
-    ways = _stack_once(monkeypatch, tuner, quiet=True, incumbent="mkl")
-    assert tuner.chosen == [("einsum:abcd,aecd->aceb:float64:NN:3,3,2,b4,p2", ["mkl", "rows"], "mkl")]
-    assert ways[-1] == "rows"
-
-
-def test_contract_sends_stacks_from_the_smallest_rung_to_the_choice(monkeypatch):
-    """(tx23) a stack under the smallest rung stays one product; from it up to the threshold the
-    choice gets the one call as incumbent, from the threshold the split."""
-    monkeypatch.setattr(gemm, "split_parts", lambda: 2)
-    monkeypatch.setattr(einsum_matmul, "_min_split", {np.dtype(np.float64): 10 * 64 ** 3})
-    asked = []
-    monkeypatch.setattr(einsum_matmul, "_stack", lambda *args: asked.append(args[11:] or "rows") or "stacked")
-    floor = einsum_matmul.LADDER_COUNT * einsum_matmul.SPLIT_LADDER[0] ** 3
-    for count, side, want in ((2, 32, []), (8, 32, [("mkl",)]), (9, 64, [("mkl",)]), (10, 64, ["rows"])):
-        asked.clear()
-        a = RNG.standard_normal((count, side, side))
-        got = einsum_matmul.contract(a, a, "bij", "bjk", "bik")
-        assert asked == want, (count, side, count * side ** 3 >= floor)
-        if not want:
-            np.testing.assert_allclose(got, a @ a, rtol=1e-12)
 
 
 def test_choice_is_timed_on_a_quiet_machine_and_kept(monkeypatch):
