@@ -13,7 +13,7 @@ import tensorweave as tw
 from tensorweave.kernels.cpu import batch_norm_kernels as bnk
 from tensorweave.kernels.cpu import batch_norm_loops as loops
 from tensorweave.kernels.cpu import jit
-from test_graph_passes import _plan, _run, _types
+from test_graph_passes import _central_differences, _plan, _run, _types
 
 tf1 = tw.compat.v1
 RNG = np.random.default_rng(1818)
@@ -134,16 +134,7 @@ def test_the_fused_gradients_match_float64_finite_differences():
     grads = _run(plan, values)[3:]
     lplan = _plan(fetches[:1], feeds)
     for k, grad in enumerate(grads):
-        arg = values[k]
-        fd = np.empty(arg.shape)
-        for i in np.ndindex(arg.shape):
-            keep = arg[i]
-            arg[i] = keep + 1e-6
-            up = _run(lplan, values)[0]
-            arg[i] = keep - 1e-6
-            fd[i] = (up - _run(lplan, values)[0]) / 2e-6
-            arg[i] = keep
-        np.testing.assert_allclose(grad, fd, rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(grad, _central_differences(lplan, values, values[k]), rtol=1e-5, atol=1e-6)
 
 
 @pytest.mark.parametrize("seen", ["y", "select", "y fetched", "relu fed"])

@@ -15,7 +15,7 @@ import tensorweave as tw
 from opinfos.nn import ref_conv_backprop_filter, ref_conv_transpose
 from tensorweave.kernels import threads
 from tensorweave.kernels.cpu import conv_choice, conv_kernels as ck, conv_pair_kernels as cp, gemm, tiles
-from test_graph_passes import _plan, _run, _types
+from test_graph_passes import _central_differences, _plan, _run, _types
 
 tf1 = tw.compat.v1
 RNG = np.random.default_rng(1813)
@@ -221,15 +221,7 @@ def test_the_fused_gradients_match_float64_finite_differences(two_cores):
     _, dx, df = _run(plan, [xv, fval])
     lplan = _plan([loss], [x, fv])
     for arg, grad in ((xv, dx), (fval, df)):
-        fd = np.empty(arg.shape)
-        for i in np.ndindex(arg.shape):
-            keep = arg[i]
-            arg[i] = keep + 1e-6
-            up = _run(lplan, [xv, fval])[0]
-            arg[i] = keep - 1e-6
-            fd[i] = (up - _run(lplan, [xv, fval])[0]) / 2e-6
-            arg[i] = keep
-        np.testing.assert_allclose(grad, fd, rtol=1e-6, atol=1e-7)
+        np.testing.assert_allclose(grad, _central_differences(lplan, [xv, fval], arg), rtol=1e-6, atol=1e-7)
 
 
 def _gradients_of_one_dy(make):

@@ -45,6 +45,20 @@ def _run(plan, values):
     return [np.asarray(v) for v in executor.run_plan(plan, list(values))]
 
 
+def _central_differences(plan, values, arg, eps=1e-6):
+    """The derivative of ``plan``'s first (scalar) output with respect to each element of ``arg``
+    (one of ``values``, changed in place and restored), by central differences."""
+    fd = np.empty(arg.shape)
+    for i in np.ndindex(arg.shape):
+        keep = arg[i]
+        arg[i] = keep + eps
+        up = _run(plan, values)[0]
+        arg[i] = keep - eps
+        fd[i] = (up - _run(plan, values)[0]) / (2 * eps)
+        arg[i] = keep
+    return fd
+
+
 def _off_and_on(fetches, feeds, values, **on):
     off = _run(_plan(fetches, feeds, disable_meta_optimizer=True), values)
     plan = _plan(fetches, feeds, **{**ALL_ON, **on})
