@@ -49,6 +49,10 @@ BLOCK_S, MAX_REPS = 1e-4, 64
 AGREE_FACTOR = 4
 #: quiet processes whose walk of a threshold disagreed with the one before, after which the default stands
 MAX_TRIES = 4
+#: the machine is not quiet while the hypervisor takes more than this share of its CPUs' time
+#: (:func:`stolen`), over at least MIN_TICKS clock ticks of all CPUs together (0.1 s on two)
+MAX_STEAL, MIN_TICKS = 0.10, 20
+STAT_FILE = "/proc/stat"
 FORMAT = 1
 INCUMBENT = "mkl"
 #: sides of the square products timed for a serial threshold (32 K .. 16.8 M multiply-adds)
@@ -127,25 +131,65 @@ def user_cache_dir():
 
 def quiet():
     """Whether the machine is quiet enough for a timing to be kept on disk: its load average
-    (last minute) under its core count. A timing under a heavier load holds for the process
-    that made it only: other processes' threads decide it (two MKL threads lost to one on every
-    product up to 256x256x256 at load 14 on two cores, where a quiet machine's crossover is far
-    lower), and it would otherwise stand for the machine for good."""
+    (last minute) under its core count, and the hypervisor not taking the CPUs (:func:`stolen`).
+    A timing under a heavier load holds for the process that made it only: other processes'
+    threads decide it (two MKL threads lost to one on every product up to 256x256x256 at load 14
+    on two cores, where a quiet machine's crossover is far lower), and it would otherwise stand
+    for the machine for good."""
     try:
-        return os.getloadavg()[0] < (os.cpu_count() or 1)
+        return os.getloadavg()[0] < (os.cpu_count() or 1) and not stolen()
     except (OSError, AttributeError):   # no load average (not Unix)
-        return True
+        return not stolen()
 
 
 def spare_core():
     """Whether a core is to spare besides the caller's: load average under the core count less
-    one. Threshold walks, which time one thread against every core's, ask for it as well as
-    :func:`quiet`: on two cores at load 1.0-2.0 two processes' walks agreed on 33.5 M
-    multiply-adds, at load 0.6-0.8 on 0.88-2.1 M (issue 18, session 16)."""
+    one (and :func:`stolen` false). Threshold walks, which time one thread against every core's,
+    ask for it as well as :func:`quiet`: on two cores at load 1.0-2.0 two processes' walks agreed
+    on 33.5 M multiply-adds, at load 0.6-0.8 on 0.88-2.1 M (issue 18, session 16)."""
     try:
-        return os.getloadavg()[0] < (os.cpu_count() or 1) - 1
+        return os.getloadavg()[0] < (os.cpu_count() or 1) - 1 and not stolen()
     except (OSError, AttributeError):
-        return True
+        return not stolen()
+
+
+def _cpu_jiffies():
+    """``(total, steal)``: the CPUs' time and the part the hypervisor gave other guests, in clock
+    ticks since boot (``/proc/stat``'s ``cpu`` line), or None where there is no such file."""
+    try:
+        with open(STAT_FILE, "rb") as f:
+            fields = f.readline().split()
+    except OSError:
+        return None
+    if len(fields) < 9 or fields[0] != b"cpu":
+        return None
+    ticks = [int(v) for v in fields[1:9]]   # user nice system idle iowait irq softirq steal
+    return sum(ticks), ticks[7]
+
+
+def stolen():
+    """Whether the hypervisor took more than :data:`MAX_STEAL` of the CPUs' time since the
+    previous sample (the one before this call, at least :data:`MIN_TICKS` ago; the first is taken
+    at import). Why: inside a virtual machine another guest can take the cores while the load
+    average stays low (issue 18, sessions 18-19: 8-43 % steal at load under 1.3, every framework
+    2-4x slower), and a timing then measures the other guest. No steal counter (not Linux): False.
+
+    >>> stolen() in (True, False)
+    True
+    """
+    now = _cpu_jiffies()
+    last = _steal["last"]
+    if now is None:
+        return False
+    if last is None or now[0] < last[0]:
+        _steal["last"] = now
+    elif now[0] - last[0] >= MIN_TICKS:
+        _steal["busy"] = now[1] - last[1] > MAX_STEAL * (now[0] - last[0])
+        _steal["last"] = now
+    return _steal["busy"]
+
+
+_steal = {"last": _cpu_jiffies(), "busy": False}     # the previous /proc/stat sample, the verdict since
 
 
 def _clock():
