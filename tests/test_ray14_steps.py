@@ -139,8 +139,8 @@ def _serving(worker):
             try:
                 with open(f"/proc/self/task/{t.native_id}/stat") as f:
                     out.append((t.name, f.read().rsplit(")", 1)[1].split()[0]))
-            except FileNotFoundError:      # it ended between the listing and the read: not serving
-                pass
+            except (FileNotFoundError, ProcessLookupError):   # it ended between the listing and the
+                pass                       # read (gone: ENOENT; exiting: ESRCH): not serving
     return out
 
 
