@@ -1,6 +1,6 @@
 """The ResNet step's one-thread passes split by rows over the intra-op threads (issue 18, session
 19): ``AddN`` (``split_passes.add_n``: the gradient sums at the residual blocks), ``ReluGrad``
-(``nn_kernels._relu_grad``) and the fused elementwise loops (``fused_loop_kernels._by_rows``:
+(``nn_kernels._relu_grad``) and the fused elementwise loops (``split_passes.flat_by_rows``:
 the residual add + ReLU). Each gives the bits of its whole pass (NaN, inf, negative zero, dead
 units), splits only where ``split_passes.parts_for`` allows, and eager == graph; the gradients
 match float64 finite differences. The batch norm's tiles (no BLAS in them) leave BLAS's thread
@@ -180,7 +180,7 @@ def test_a_fused_loop_splits_its_flat_arrays_by_rows_and_passes_scalars_through(
     def loop(o, x, s):
         o[:] = x * s
         seen.append(len(o))
-    flk._by_rows(loop, [out, a, np.float64(2)], SHAPE, out.nbytes)
+    split_passes.flat_by_rows(loop, [out, a, np.float64(2)], SHAPE, out.nbytes)
     assert forced == [4] and len(seen) == 4 and sum(seen) == out.size and np.array_equal(out, a * 2)
-    flk._by_rows(loop, [out, a, np.float64(3)], (), 0)      # a 0-d node: one call, whole
+    split_passes.flat_by_rows(loop, [out, a, np.float64(3)], (), 0)      # a 0-d node: one call, whole
     assert forced == [4] and np.array_equal(out, a * 3)

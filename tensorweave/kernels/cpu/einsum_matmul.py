@@ -327,7 +327,10 @@ def _small_stack(a, b, sa, sb, so, size, batch, left, right, inner, parts):
         if got is None and gemm_tuning.quiet():
             out = np.empty([size[c] for c in so], a.dtype)
             args = (a, b, sa, sb, so, size, batch, left, right, inner)
-            runners = {"mkl": _sleeping(functools.partial(_product, *args, out=out)),
+            # MKL's OpenMP workers sent to sleep as soon as a stack ends, not spinning 1 ms on the
+            # other core: what follows is the caller's softmax and the next product's split (at
+            # load 7 the spinning took 4.5 ms of CPU an encoder2_predict request; issue 18, enc23)
+            runners = {"mkl": gemm._sleeping_after(functools.partial(_product, *args, out=out)),
                        "one": functools.partial(_product, *args, one_thread=True, out=out),
                        "rows": functools.partial(_split, *args, parts, out)}
             got = gemm.tuner().choose(cls, runners, incumbent="mkl")
@@ -337,15 +340,5 @@ def _small_stack(a, b, sa, sb, so, size, batch, left, right, inner, parts):
     if got == "rows":
         return _split(a, b, sa, sb, so, size, batch, left, right, inner, parts)
     out = np.empty([size[c] for c in so], a.dtype)
-    _sleeping(functools.partial(_product, a, b, sa, sb, so, size, batch, left, right, inner, out=out))()
+    gemm._sleeping_after(functools.partial(_product, a, b, sa, sb, so, size, batch, left, right, inner, out=out))()
     return out
-
-
-def _sleeping(run):
-    """``run`` (a stack on MKL's threads) with MKL's OpenMP workers sent to sleep as soon as it
-    ends (``gemm._sleeping_after``, as a threaded 2-D class's call), instead of spinning 1 ms
-    (``gemm.IDLE_SPIN_MS``) on the other core: what follows attention's stacks is the caller's
-    softmax and the next product's split, whose helper thread that spinning held off (at load 7,
-    MKL's worker took 4.5 ms of CPU a request of ``encoder2_predict``, its four stacks' calls at
-    most 0.2 ms each; issue 18 session 19, enc23). The class's timing runs the same call."""
-    return gemm._sleeping_after(run)

@@ -99,21 +99,6 @@ def _loop_args(xs, kinds, npdt, size, names):
     return args
 
 
-def _by_rows(loop, args, shape, nbytes):
-    """``loop(*args)`` (flat arrays of ``prod(shape)`` elements and scalars), split by the leading
-    rows over the intra-op threads when the pass is large (``split_passes.parts_for``): each element
-    is computed on its own, so the bits are the whole loop's. (The ResNet's residual add + ReLU,
-    [64, 32, 32, 16] floats, ran on the calling thread alone: issue 18 session 19.)"""
-    rows = shape[0] if shape else 0
-    parts = split_passes.parts_for(nbytes, rows) if nbytes else 1
-    if parts < 2:
-        loop(*args)
-        return
-    per = int(np.prod(shape[1:]))
-    split_passes.over_rows(rows, parts, lambda r0, r1: loop(
-        *(a[r0 * per:r1 * per] if isinstance(a, np.ndarray) else a for a in args)))
-
-
 def make_kernel(lines, root, kinds, shape, dtype, names):
     """The fused node's kernel: ``kernel(*inputs, inplace=-1)``; with ``inplace=k`` the result is
     written into input ``k`` (the memory pass sets it only for a dead, freshly allocated input)."""
@@ -139,10 +124,10 @@ def make_kernel(lines, root, kinds, shape, dtype, names):
         try:
             if inplace >= 0:
                 out = xs[inplace]
-                _by_rows(variant(inplace), args, shape, size * npdt.itemsize)
+                split_passes.flat_by_rows(variant(inplace), args, shape, size * npdt.itemsize)
             else:
                 out = np.empty(shape, npdt)
-                _by_rows(variant(-1), [out.reshape(-1)] + args, shape, size * npdt.itemsize)
+                split_passes.flat_by_rows(variant(-1), [out.reshape(-1)] + args, shape, size * npdt.itemsize)
         except Exception as e:  # noqa: BLE001 - name the fused nodes
             raise errors.InternalError(f"in fused nodes {names}: {type(e).__name__}: {e}") from e
         return out

@@ -1071,7 +1071,7 @@ def _thin_timing(cls, a, b, op_a, op_b, op_c, m, n, k, seen, parts, var=False):
         flipped = {id(x): thin_layout.transpose(x) for x in bs}     # kept unless chosen)
 
         def mklT(a, b, out):
-            _gemm[a.dtype](op_a[0], _TRANS, m, n, k, a, op_a[1], flipped[id(b)], k, out, op_c[1])
+            _mkl_flipped(_gemm[a.dtype], a, flipped[id(b)], out, op_a, op_c, m, n, k)()
         runners["mklT"] = mklT
     if _openblas_threads() is not None:
         runners["numpy"] = numpy

@@ -260,14 +260,8 @@ def _relu_grad(gradients, features):
             np.copyto(contiguous, gradients)
             gradients = contiguous
         out = np.empty_like(gradients)
-        parts = split_passes.parts_for(out.nbytes, gradients.shape[0]) if gradients.ndim and out.size else 1
-        if parts < 2:
-            nn_loops.relu_grad(gradients.reshape(-1), features.reshape(-1), out.reshape(-1))
-        else:        # (large: rows split over the intra-op threads, same bits: split_passes.py)
-            rows = gradients.shape[0]
-            g2, f2, o2 = (a.reshape(rows, -1) for a in (gradients, features, out))
-            split_passes.over_rows(rows, parts, lambda r0, r1: nn_loops.relu_grad(
-                g2[r0:r1].reshape(-1), f2[r0:r1].reshape(-1), o2[r0:r1].reshape(-1)))
+        split_passes.flat_by_rows(nn_loops.relu_grad, [a.reshape(-1) for a in (gradients, features, out)],
+                                  gradients.shape, out.nbytes)
         return out
     with np.errstate(all="ignore"):
         return np.where(features > 0, gradients, np.zeros((), gradients.dtype))

@@ -83,6 +83,21 @@ def over_rows(rows, parts, run):
     gemm.share_tasks([functools.partial(run, cuts[i], cuts[i + 1]) for i in range(n)], parts)
 
 
+def flat_by_rows(loop, args, shape, nbytes):
+    """``loop(*args)`` (flat arrays of ``prod(shape)`` elements and scalars), split by the leading
+    rows over the intra-op threads when the pass is large (:func:`parts_for`): each element is
+    computed on its own, so the bits are the whole loop's. (The ResNet's ReLU gradient and residual
+    add + ReLU, [64, 32, 32, 16] floats, ran on the calling thread alone: issue 18 session 19.)"""
+    rows = shape[0] if shape else 0
+    parts = parts_for(nbytes, rows) if nbytes else 1
+    if parts < 2:
+        loop(*args)
+        return
+    per = math.prod(shape[1:])
+    over_rows(rows, parts, lambda r0, r1: loop(
+        *(a[r0 * per:r1 * per] if isinstance(a, np.ndarray) else a for a in args)))
+
+
 def index_cuts(idx, blocks):
     """Bounds ``[0, ..., len(idx)]`` of about ``blocks`` runs of a sorted index array, each cut
     moved back to its index's first occurrence: every index (a variable's row) falls in one run,
