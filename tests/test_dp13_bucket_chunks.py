@@ -55,7 +55,7 @@ def test_chunk_list_made_once_per_bucket_layout(monkeypatch):
     """The chunks of a bucket are listed once per layout (shapes, dtypes, chunk size) and reused."""
     made = []
     real = collective._chunks
-    monkeypatch.setattr(collective, "_chunks", lambda arrays, n: made.append(len(arrays)) or real(arrays, n))
+    monkeypatch.setattr(collective, "_chunks", lambda arrays, n, *w: made.append(len(arrays)) or real(arrays, n, *w))
     monkeypatch.setattr(collective, "REDUCE_CHUNK", 4)
     group = InProcessGroup([0, 1], timeout=20)
     a = [np.arange(10, dtype=np.float32), np.ones((3, 3))]

@@ -39,6 +39,7 @@ from tensorweave.distribute.layout import balanced_bounds
 DEFAULT_TIMEOUT = 120.0
 SMALL_BYTES = 1 << 16        # all-reduces up to this size take one rendezvous instead of two
 REDUCE_CHUNK = 1 << 16       # elements of a bucket one member reduces at a time (all_reduce_start)
+WHOLE_BELOW = 1 << 12        # a bucket array's sum of at most this many elements (and REDUCE_CHUNK), applied to no weight, is one chunk
 _REDUCE = {"sum": np.add, "max": np.maximum, "min": np.minimum, "prod": np.multiply}
 
 
@@ -189,7 +190,7 @@ class _Ready:
 
 class _Round:
     __slots__ = ("kind", "values", "kinds", "left", "result", "chunks", "orders", "claim", "finished", "done",
-                 "extra", "applies", "targets")
+                 "extra", "applies", "targets", "longest")
 
     def __init__(self, size, kind):
         self.kind = kind
@@ -198,6 +199,7 @@ class _Round:
         self.left = size
         self.result = None      # all_reduce_start: the sums being filled in, chunk by chunk
         self.chunks = self.orders = None
+        self.longest = 0        # the longest chunk's elements (a fused update's scratch)
         # per chunk a counter (``next() == 0``: taken by this member) / the chunks reduced: ``next()``
         # of an itertools.count is one C call (atomic under the GIL), so members take chunks
         # without the group's lock
@@ -217,15 +219,18 @@ def _check_bucket(ranks, values):
                 f"{ranks[0]} gave {[(list(a.shape), str(a.dtype)) for a in first]}")
 
 
-def _chunks(arrays, members=1):
+def _chunks(arrays, members=1, whole=()):
     """``(array index, lo, hi, owner)`` over the flattened arrays: each array cut at the members'
     balanced row bounds (``layout.balanced_bounds`` of its first axis: ``owner`` is the member
     whose rows the chunk holds, the member a reduce-scatter hands them to), then into pieces of
-    :data:`REDUCE_CHUNK` elements at most. A 0-d array is one chunk of member 0."""
+    :data:`REDUCE_CHUNK` elements at most. A 0-d array is one chunk of member 0. The arrays whose
+    index is in ``whole`` (small sums no update is applied to, :data:`WHOLE_BELOW`) are one chunk
+    each, of member ``index % members``: cut at the rows they were a chunk per member of a few
+    hundred elements, each costing its member the per-chunk Python of a large one (a bias)."""
     out = []
     for k, a in enumerate(arrays):
-        if a.ndim == 0 or a.size == 0:
-            parts = [(0, a.size, 0)]
+        if a.ndim == 0 or a.size == 0 or k in whole:
+            parts = [(0, a.size, k % members if k in whole else 0)]
         else:
             cols = a.size // a.shape[0]
             parts = [(lo * cols, hi * cols, j) for j, (lo, hi) in enumerate(balanced_bounds(a.shape[0], members))]
@@ -407,15 +412,21 @@ class InProcessGroup:
                     self._failure = f"a failed all_reduce_start (call #{seq}): {e.message}"
                     self._cond.notify_all()
                     raise
-                rnd.targets = _targets(rnd.applies, rnd.values[0], op)
-                rnd.result = [np.empty(a.shape, a.dtype) if rnd.targets is None or rnd.targets[k] is None else None
+                rnd.targets = targets = _targets(rnd.applies, rnd.values[0], op)
+                rnd.result = [np.empty(a.shape, a.dtype) if targets is None or targets[k] is None else None
                               for k, a in enumerate(rnd.values[0])]
-                key = (REDUCE_CHUNK, layout[0])
+                # the chunk list (and each member's order, the longest chunk) made once per bucket layout
+                # and applied arrays: the same every step
+                key = (REDUCE_CHUNK, layout[0], None if targets is None else tuple(t is None for t in targets))
                 got = self._chunk_lists.get(key)
                 if got is None:
-                    chunks = _chunks(rnd.values[0], len(self.ranks))
-                    got = self._chunk_lists[key] = (chunks, _orders(chunks, len(self.ranks)))
-                rnd.chunks, rnd.orders = got
+                    arrays = rnd.values[0]
+                    small = min(WHOLE_BELOW, REDUCE_CHUNK)
+                    whole = {k for k, a in enumerate(arrays) if a.size <= small and (key[2] is None or key[2][k])}
+                    chunks = _chunks(arrays, len(self.ranks), whole) if whole else _chunks(arrays, len(self.ranks))
+                    got = self._chunk_lists[key] = (chunks, _orders(chunks, len(self.ranks)),
+                                                    max((c[2] - c[1] for c in chunks), default=0))
+                rnd.chunks, rnd.orders, rnd.longest = got
                 rnd.claim, rnd.finished = [itertools.count() for _ in rnd.chunks], itertools.count(1)
                 if not rnd.chunks:       # nothing to reduce (empty arrays)
                     _finish(rnd)
@@ -435,30 +446,37 @@ class InProcessGroup:
         if rnd.chunks is None:
             with self._cond:
                 self._wait(lambda: rnd.chunks is not None, what, missing, pending.timeout)
-        chunks, values, result, n = rnd.chunks, rnd.values, rnd.result, len(rnd.chunks)
+        chunks, values, n = rnd.chunks, rnd.values, len(rnd.chunks)
         claim, finished, targets = rnd.claim, rnd.finished, rnd.targets
+        spec = None if targets is None else rnd.applies[0]
+        flat = outs = None
         per_dtype = {}
         for i in rnd.orders[pending.index]:
-            self._check_failed()
+            if self._failure is not None:
+                self._check_failed()
             if next(claim[i]):
                 continue        # another member took it
+            if flat is None:    # the bucket's arrays flat, once a wait (not two reshapes a chunk)
+                flat = [[a.reshape(-1) for a in v] for v in values]
+                outs = [None if a is None else a.reshape(-1) for a in rnd.result]
             chunk = chunks[i]
-            target = None if targets is None else targets[chunk[0]]
+            target = None if spec is None else targets[chunk[0]]
             if target is None:
-                _reduce_chunk(values, result, chunk, op)
+                _reduce_chunk(flat, outs, chunk, op)
             else:
                 got = per_dtype.get(target.dtype)
                 if got is None:         # once per wait and dtype: the factors (from values the first member
                     # attached: a learning rate, a step), as the update kernel makes them, and a scratch chunk
-                    got = per_dtype[target.dtype] = (rnd.applies[0].scale(pending, target.dtype), np.empty(
-                        min(REDUCE_CHUNK, max(c[2] - c[1] for c in chunks)), target.dtype))
-                rnd.applies[0].apply_chunk(values, target, chunk, *got)
+                    got = per_dtype[target.dtype] = (spec.scale(pending, target.dtype),
+                                                     np.empty(min(REDUCE_CHUNK, rnd.longest), target.dtype))
+                spec.apply_chunk(flat, target, chunk, *got)
             if next(finished) == n:
                 with self._cond:
                     _finish(rnd)
                     self._cond.notify_all()
         with self._cond:
-            self._wait(lambda: rnd.done, what, lambda: [], pending.timeout)
+            if not rnd.done:
+                self._wait(lambda: rnd.done, what, lambda: [], pending.timeout)
             rnd.left -= 1
             if rnd.left == 0:
                 del self._rounds[seq]

@@ -120,10 +120,11 @@ class BucketUpdate:
         there summed in rank order: the weight's there, and the slots' of the member owning those
         rows (collective.InProcessGroup.reduce_wait; ``fused_rules``: the unfused step's bits)."""
         k, lo, hi, owner = chunk
-        off = target.offsets[owner]
-        parts = [v[k].reshape(-1)[lo:hi] for v in values]
-        slots = [s[lo - off:hi - off] for s in target.slots[owner]]
-        self.rule.apply(parts, target.weight[lo:hi], slots, factors, scratch)
+        slots = target.slots[owner]
+        if slots:           # (plain SGD has none: no list made per chunk)
+            off = target.offsets[owner]
+            slots = [s[lo - off:hi - off] for s in slots]
+        self.rule.apply([v[k].reshape(-1)[lo:hi] for v in values], target.weight[lo:hi], slots, factors, scratch)
 
 
 def _balanced_rows(buf, bounds):

@@ -42,6 +42,21 @@ def controller_counts(n_ranks):
     return n, [(lib, k) for lib, k in zip(libs, counts) if lib.internal_api == "mkl"]
 
 
+def _numba_counts():
+    """numba's ``(get, set)`` of the calling thread's thread count: once numba has launched its
+    threads, the threading layer's own two functions, which ``numba.get_num_threads`` /
+    ``set_num_threads`` call after checking that launch under two locks (~2 of their ~3 µs; a
+    planned step makes three such calls on the controller, between the ranks' steps, while the
+    other ranks wait); before the launch (or where a numba version names them otherwise) numba's."""
+    from numba.np.ufunc import parallel
+    if getattr(parallel, "_is_initialized", False):
+        get, put = getattr(parallel, "_get_num_threads", None), getattr(parallel, "_set_num_threads", None)
+        if get is not None and put is not None:
+            return get, put
+    import numba
+    return numba.get_num_threads, numba.set_num_threads
+
+
 def _per_thread_libs():
     return [lib for lib in threads._blas() if lib.internal_api == "mkl"]
 
@@ -71,8 +86,9 @@ def use(n):
             lib.set_num_threads(n)
     gemm.limit_split_here(n)
     m = min(n, numba.config.NUMBA_NUM_THREADS)
-    if numba.get_num_threads() != m:
-        numba.set_num_threads(m)
+    get, put = _numba_counts()
+    if get() != m:
+        put(m)
     if _own_rank_thread():
         _set.n = n
     return n
@@ -104,9 +120,10 @@ def held(n, counts=None):
             changed.append((lib, k))
     split_before = gemm.limit_split_here(n)
     m = min(n, numba.config.NUMBA_NUM_THREADS)
-    numba_before = numba.get_num_threads()
+    get, put = _numba_counts()
+    numba_before = get()
     if numba_before != m:
-        numba.set_num_threads(m)
+        put(m)
     try:
         yield n
     finally:
@@ -114,7 +131,7 @@ def held(n, counts=None):
         for lib, k in changed:
             lib.set_num_threads(k)
         if numba_before != m:
-            numba.set_num_threads(numba_before)
+            put(numba_before)
 
 
 __all__ = ["share", "for_ranks", "controller_counts", "use", "held"]
