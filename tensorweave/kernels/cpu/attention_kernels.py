@@ -15,8 +15,9 @@ loops, NumPy's ``exp`` between (a tile block at a time), so the probabilities ha
 
 Which way a class of shapes runs is measured (``gemm.tuner()``, ``attention:<class>,p<parts>``):
 ``"mkl"`` the three steps apart (the incumbent; also where MKL is not loaded or the operands'
-rows are not unit-stride), ``"one"`` fused on the calling thread, ``"rows"`` fused with blocks of
-pairs shared with the intra-op threads (``gemm.share_tasks``).
+rows are not unit-stride), ``"one"`` fused on the calling thread (the choice under load, untimed),
+``"rows"`` fused with blocks of pairs shared with the intra-op threads (``gemm.share_tasks``).
+Timed on a quiet machine only (``gemm_tuning.quiet``), as the other stacks' ways.
 
 >>> import numpy as np
 >>> from tensorweave.kernels.cpu import attention_kernels as a
@@ -127,7 +128,11 @@ def _way(k, q, v, dot, combine, fn, set_local, parts):
                    "one": functools.partial(_fused, k, q, v, fn, set_local, 1, out)}
         if parts > 1:
             runners["rows"] = functools.partial(_fused, k, q, v, fn, set_local, parts, out)
-        got = _chosen[key] = gemm.tuner().choose(cls, runners, incumbent="mkl")
+        # timings under load measure the other processes (``gemm._threaded_choice``): there the
+        # fused step on this thread, which wakes no pool and no helper, runs untimed
+        got = gemm.tuner().choose(cls, runners, incumbent="mkl") if gemm_tuning.quiet() else \
+            gemm.tuner().backend(cls) or "one"
+        _chosen[key] = got
     return got
 
 
