@@ -71,9 +71,13 @@ def wrap_plan_nodes(stats, on):
     """Times the kernels of plan nodes that are no graph ops (``FusedEinsumGroup``,
     ``FusedAttention``: the passes bind them when a plan is built, so wrap before the model's
     first call), into ``stats`` as :func:`wrap_kernels` does."""
-    from tensorweave.kernels.cpu import attention_kernels, einsum_group_kernels
-    for module, attr, name in ((einsum_group_kernels, "fused_einsum_group", "FusedEinsumGroup"),
-                               (attention_kernels, "fused_attention", "FusedAttention")):
+    import importlib
+    for module, attr, name in (("einsum_group_kernels", "fused_einsum_group", "FusedEinsumGroup"),
+                               ("attention_kernels", "fused_attention", "FusedAttention")):
+        try:        # (an older tree, for an A/B, lacks the newer ones)
+            module = importlib.import_module(f"tensorweave.kernels.cpu.{module}")
+        except ImportError:
+            continue
         fn = getattr(module, attr)
 
         def timed(*args, _fn=fn, _name=name, **kwargs):
