@@ -29,8 +29,8 @@ plans already cached keep the options they were built with. The environment vari
 """
 import os
 
-from tensorweave.runtime.passes import (algebraic, attention, constant_folding, cse, einsum_group, fusion, memory, prune,
-                                        remapping, transpose_fold)
+from tensorweave.runtime.passes import (algebraic, attention, constant_folding, cse, einsum_group, fusion, memory,
+                                        prune, remapping, transpose_fold)
 from tensorweave.runtime.passes.ir import Work
 
 DEFAULTS = {
