@@ -101,7 +101,9 @@ TW_VARIANTS = {"mkl": {"TW_BLAS": "mkl"}, "numpy": {"TW_BLAS": "numpy"},
                "ln18old": {"TW_FUSED_LAYER_NORM": "0"},
                # batch-1 products without the weights' transposed layout (kernels/cpu/thin_layout.py),
                # as before issue 18 pred23
-               "noflip": {"TW_THIN_LAYOUT": "0"}}
+               "noflip": {"TW_THIN_LAYOUT": "0"},
+               # attention's three steps apart at inference, as before issue 18 session 20 (att24)
+               "noatt": {"TW_REMAP_ATTENTION": "0"}}
 FRAMEWORKS = ("tensorweave", "tensorweave-blas1", "torch", "jax", "tensorflow") + tuple(
     f"tensorweave-{v}" for v in TW_VARIANTS)
 PEER_NAMES = ("torch", "jax", "tensorflow")

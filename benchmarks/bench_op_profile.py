@@ -15,6 +15,9 @@ a ``FusedConv2DBackprop`` run side by side on two threads; each is timed on its 
 (``thread_time`` around the runners of ``conv_kernels``), so the family split holds there too.
 
     PYTHONPATH=$PWD python benchmarks/bench_op_profile.py --workload resnet --steps 10
+
+The plan nodes that are no graph ops (the grouped projections, the fused attention) are timed
+too (issue 18 session 20, att24), so ``--workload encoder2_predict`` gives its per-step table.
 """
 import argparse
 import collections
@@ -64,6 +67,33 @@ def wrap_kernels(stats, on, flops_fwd=None):
         opdef.kernels["CPU"] = timed
 
 
+def wrap_plan_nodes(stats, on):
+    """Times the kernels of plan nodes that are no graph ops (``FusedEinsumGroup``,
+    ``FusedAttention``: the passes bind them when a plan is built, so wrap before the model's
+    first call), into ``stats`` as :func:`wrap_kernels` does."""
+    import importlib
+    for module, attr, name in (("einsum_group_kernels", "fused_einsum_group", "FusedEinsumGroup"),
+                               ("attention_kernels", "fused_attention", "FusedAttention")):
+        try:        # (an older tree, for an A/B, lacks the newer ones)
+            module = importlib.import_module(f"tensorweave.kernels.cpu.{module}")
+        except ImportError:
+            continue
+        fn = getattr(module, attr)
+
+        def timed(*args, _fn=fn, _name=name, **kwargs):
+            if not on[0]:
+                return _fn(*args, **kwargs)
+            c0, m0, w0 = time.process_time(), time.thread_time(), time.perf_counter()
+            r = _fn(*args, **kwargs)
+            s = stats[(_name, _shapes(args))]
+            s[0] += 1
+            s[1] += time.perf_counter() - w0
+            s[2] += time.process_time() - c0
+            s[3] += time.thread_time() - m0
+            return r
+        setattr(module, attr, timed)
+
+
 #: op type -> family of the second table (types not listed: "other")
 FAMILIES = {
     "Conv2D": "conv forward", "FusedConv2D": "conv forward",
@@ -76,7 +106,8 @@ FAMILIES = {
     "FusedMatMulGroupApplyAdam": "optimizer update", "ResourceApplyAdam": "optimizer update",
     "AddN": "adds (residual, gradient sums)", "AddV2": "adds (residual, gradient sums)",
     "MatMul": "dense", "FusedMatMul": "dense", "FusedMatMulReluGradBiasAddGrad": "dense (+relu grad, bias grad)",
-    "Einsum": "einsum products", "FusedEinsum": "einsum products",
+    "Einsum": "einsum products", "FusedEinsum": "einsum products", "FusedEinsumGroup": "einsum products",
+    "FusedAttention": "attention (scores, softmax, weighted sum)",
     "LayerNorm": "layer norm", "LayerNormGrad": "layer norm", "Softmax": "softmax", "SoftmaxGrad": "softmax",
 }
 
@@ -150,6 +181,7 @@ def main(argv=None):
     stats, on = collections.defaultdict(lambda: [0, 0.0, 0.0, 0.0]), [False]
     flops_fwd = collections.defaultdict(float)
     wrap_kernels(stats, on, flops_fwd)
+    wrap_plan_nodes(stats, on)
     fam, fam_lock = collections.defaultdict(lambda: [0.0, 0.0]), threading.Lock()
     wrap_conv_gradients(fam, fam_lock, on)
     data = bench_models.synthetic_batch(args.workload)

@@ -14,7 +14,7 @@ from numba.core import sigutils
 
 from rnn18_aot_cases import rnn_cases
 from tensorweave.kernels.cpu import aot, aot_build, aot_kernels, batch_norm_loops, gemm, jit, layer_norm_loops, nn_loops
-from tensorweave.kernels.cpu import reduce_kernels, softmax_loops
+from tensorweave.kernels.cpu import attention_kernels, reduce_kernels, softmax_loops
 from tensorweave.kernels.cpu import training_kernels
 from tensorweave.kernels.cpu import winograd
 
@@ -94,6 +94,7 @@ def _cases():
                                          33, np.zeros((64, 20), np.float32), 20), (12,)
         yield gemm._call_threads, one + (fn, gemm._TRANS, gemm._NO_TRANS, 64, 20, 33, np.asfortranarray(a), 64,
                                          b.T.copy(), 20, np.zeros((64, 20), np.float32), 20), (12,)
+        yield from _attention_cases(fn, one[0])
     yield from rnn_cases()                  # the recurrent step loops (rnn18's cases)
     yield from _layer_norm_cases()
     yield from _softmax_cases()
@@ -142,6 +143,17 @@ def _layer_norm_cases():
                RNG.standard_normal(6), rms, np.empty_like(x), RNG.standard_normal(21), np.zeros(21)), (8, 9, 10))
     probs = np.exp(x) / np.exp(x).sum(-1, keepdims=True)
     yield layer_norm_loops.softmax_grad.dispatcher, (probs, dy, np.float32(0.125), np.empty_like(x)), (3,)
+
+
+def _attention_cases(fn, set_local):
+    """Attention's fused step (``attention_kernels``): pairs 1..5 of 2 x 3 heads, the query and key
+    as slices of one array ("A" layout) and whole (C), the value likewise."""
+    y = _floats(2, 5, 3, 3, 4)
+    s = np.exp(_floats(4, 5, 5))
+    for q, k, v in ((y[:, :, 0], y[:, :, 1], y[:, :, 2]), (y[:, :, 0].copy(), y[:, :, 1].copy(), y[:, :, 2].copy())):
+        yield attention_kernels.scores_shift, (fn, set_local, q, k, np.zeros((4, 5, 5), np.float32), 1, 5), (4,)
+        yield (attention_kernels.normalize_combine, (fn, set_local, s.copy(), v, np.zeros((2, 5, 3, 4), np.float32),
+               1, 5), (2, 4))
 
 
 def _softmax_cases():

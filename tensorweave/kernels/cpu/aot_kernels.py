@@ -29,6 +29,7 @@ def _array(ndim, dtype="float32", layout="C"):
 
 _F1, _F2, _F3, _F4, _F5 = (_array(n) for n in range(1, 6))
 _F2F = _array(2, layout="F")
+_A4 = "float32[:, :, :, :]"
 _I32 = _array(1, "int32")
 _D1 = _array(1, "float64")
 _I, _T3 = "int64", "UniTuple(int64, 3)"
@@ -125,6 +126,12 @@ KERNELS = {
     "tensorweave.kernels.cpu.softmax_loops": {
         "shift": [f"void({_F2}, {_F2})"],
         "normalize": [f"void({_F2})"],
+    },
+    # attention's fused inference step (session 20, att24): float32, the query and key as strided
+    # slices of the grouped projection's output ("A") or whole arrays, the value likewise
+    "tensorweave.kernels.cpu.attention_kernels": {
+        "scores_shift": [f"void({_I}, {_I}, {x}, {x}, {_F3}, {_I}, {_I})" for x in (_A4, _F4)],
+        "normalize_combine": [f"void({_I}, {_I}, {_F3}, {x}, {_F4}, {_I}, {_I})" for x in (_A4, _F4)],
     },
     # the leading-axes sums of Sum/Mean and of SumToLike (the dense layers' bias gradients: every
     # training step of the mlp meets them; session 17, dp21), float64 for gradient checks

@@ -13,6 +13,8 @@ on the intra-op threads (``tiles.over_tiles``).
 Rows are the input's leading axes flattened (a C-contiguous copy where the input is not);
 float16/bfloat16 are computed in float32 and rounded once.
 """
+import math
+
 import numpy as np
 
 from tensorweave.core.registry import register_kernel as k
@@ -29,9 +31,11 @@ TILE_ROWS_BYTES = 1 << 18
 
 
 def _rows(a, begin):
-    """``a`` in its work dtype as C-contiguous ``[M, N]`` rows (the axes from ``begin`` on)."""
+    """``a`` in its work dtype as C-contiguous ``[M, N]`` rows (the axes from ``begin`` on).
+    (``math.prod`` of the shape's ints: ``np.prod`` was ~8 µs a call of a 40 µs batch-1 layer norm;
+    issue 18 session 20, att24.)"""
     aw = np.ascontiguousarray(work(a))
-    return aw.reshape(int(np.prod(aw.shape[:begin], dtype=np.int64)), int(np.prod(aw.shape[begin:], dtype=np.int64)))
+    return aw.reshape(math.prod(aw.shape[:begin]), math.prod(aw.shape[begin:]))
 
 
 def _over_rows(m, n, itemsize, run):
@@ -40,8 +44,13 @@ def _over_rows(m, n, itemsize, run):
     machine), else every tile on this thread: the same tiles either way (the gradient's column
     partials, so its bits), without the threads' hand-off for the transformer's [2048, 64] rows
     (the tiles' hand-off and BLAS thread-count calls cost more than half of the forward's loop;
-    issue 18 session 18, tx22)."""
-    if split_passes.parts_for(m * n * itemsize, m) < 2:
+    issue 18 session 18, tx22). Rows of one tile, not split, are one call here (the tile loop's
+    own rows)."""
+    nbytes = m * n * itemsize
+    if split_passes.parts_for(nbytes, m) < 2:
+        if nbytes <= TILE_ROWS_BYTES:
+            run(0, m, {})
+            return
         with on_this_thread():
             over_tiles(m, max(1, n * itemsize), TILE_ROWS_BYTES, run)
     else:
@@ -74,7 +83,7 @@ def _layer_norm(x, gamma, beta, epsilon, begin_norm_axis, rms):
     if gamma.shape != x.shape[begin:] or beta.shape != x.shape[begin:]:
         raise ValueError("gamma and beta must be shaped like the normalized axes")
     _same_dtype(wd, gamma, beta)
-    g, b = gamma.astype(wd).ravel(), beta.astype(wd).ravel()
+    g, b = gamma.astype(wd, copy=False).ravel(), beta.astype(wd, copy=False).ravel()
     y2, mean, inv = np.empty_like(x2), np.empty(m, wd), np.empty(m, wd)
     if n == 0:          # nothing to normalize: no statistics either (NaN as 0/0)
         mean[:], inv[:] = np.nan, np.nan

@@ -137,9 +137,14 @@ def _scale(op, work):
     return None, None
 
 
+def inference_plan(work):
+    """Whether the plan writes no variable (its stateful steps all reads, :data:`_READS`)."""
+    return not any(op.opdef.stateful and op.type not in _READS for op in work.ops)
+
+
 def run(work):
     """Groups the plan's products (see the module docstring); returns how many groups."""
-    if not ENABLED or any(op.opdef.stateful and op.type not in _READS for op in work.ops):
+    if not ENABLED or not inference_plan(work):
         return 0
     groups = {}
     for op in work.ops:
