@@ -111,7 +111,7 @@ def test_a_route_faster_by_the_margin_is_chosen_remembered_and_run(scripted, fas
     times[faster] = 0.5e-3
     x, f, b = _case()
     got = _run_compiled(x, f, b)
-    cls = cb.shape_class(x, f, ((0, 0), (0, 0)), [1, 1], [1, 1])
+    cls = cb.shape_class(x.dtype, x.shape, f.shape, ((0, 0), (0, 0)), (1, 1), (1, 1))
     assert cb._chosen[cls] == faster and set(calls) == set(ROUTES)
     assert json.loads(path.read_text())["choices"][cls]["backend"] == faster
     cb.reset()
@@ -125,5 +125,5 @@ def test_the_batch_route_stays_unless_another_is_faster_by_the_margin(scripted):
     times.update(direct=0.95e-3, gemm_rows=0.93e-3)
     x, f, b = _case()
     got = _run_compiled(x, f, b)
-    assert cb._chosen[cb.shape_class(x, f, ((0, 0), (0, 0)), [1, 1], [1, 1])] == "incumbent"
+    assert cb._chosen[cb.shape_class(x.dtype, x.shape, f.shape, ((0, 0), (0, 0)), (1, 1), (1, 1))] == "incumbent"
     assert got.tobytes() == ck._batch_forward(x, f, 1, (7, 7), ((0, 0), (0, 0)), [1, 1], [1, 1], b, True).tobytes()

@@ -154,17 +154,18 @@ def _gemm_rows(x, f, out, pads, strides, dilations, bias, relu, scratch):
     return y
 
 
-def shape_class(x, f, pads, strides, dilations):
-    """The class a timing stands for: the exact geometry (inference serves a few fixed shapes).
+@conv_choice._remembered
+def shape_class(dtype, x_shape, f_shape, pads, strides, dilations):
+    """The class a timing stands for: the exact geometry (inference serves a few fixed shapes);
+    remembered per arguments, as ``conv_choice``'s classes.
 
-    >>> x, f = np.empty((1, 28, 28, 1), np.float32), np.empty((3, 3, 1, 32), np.float32)
-    >>> shape_class(x, f, ((0, 0), (0, 0)), (1, 1), (1, 1))
+    >>> shape_class(np.dtype(np.float32), (1, 28, 28, 1), (3, 3, 1, 32), ((0, 0), (0, 0)), (1, 1), (1, 1))
     'float32:28x28x1,k3x3x32,st1x1,d1x1,p0000'
     """
     flat = "".join(str(int(v)) for pair in pads for v in pair)
-    h, w, c = x.shape[1:]
-    kh, kw, _, o = f.shape
-    return (f"{x.dtype}:{h}x{w}x{c},k{kh}x{kw}x{o},st{strides[0]}x{strides[1]},"
+    h, w, c = x_shape[1:]
+    kh, kw, _, o = f_shape
+    return (f"{dtype}:{h}x{w}x{c},k{kh}x{kw}x{o},st{strides[0]}x{strides[1]},"
             f"d{dilations[0]}x{dilations[1]},p{flat}")
 
 
@@ -196,25 +197,28 @@ def _warm(x, f, out, pads, strides, dilations, bias, relu, scratch):
     nn_loops.bias_act(y.reshape(-1, f.shape[-1])[:0], b, relu)
 
 
+def _run(route, x, f, out, pads, strides, dilations, bias, relu, incumbent):
+    if route == "incumbent":
+        return incumbent()
+    if route == "gemm_rows":
+        return _gemm_rows(x, f, out, pads, strides, dilations, bias, relu, {})
+    return _direct(x, f, out, pads, strides, dilations, bias, relu, route == "direct_rows", {})
+
+
 def forward(x, f, out, pads, strides, dilations, bias, relu, incumbent):
     """The convolution of ``x`` (``[1, H, W, C]``, :func:`applies`) with ``f`` (``[KH, KW, C, O]``),
     ``+ bias``, ReLU, as ``[1, OH, OW, O]``, by the class's route; ``incumbent()`` computes it by
-    the batch route. Scratch (the padded image, column buffers) is kept per call site's class."""
-    scratch = {}
-    runners = {
-        "incumbent": incumbent,
-        "direct": lambda: _direct(x, f, out, pads, strides, dilations, bias, relu, False, scratch),
-        "direct_rows": lambda: _direct(x, f, out, pads, strides, dilations, bias, relu, True, scratch),
-        "gemm_rows": lambda: _gemm_rows(x, f, out, pads, strides, dilations, bias, relu, scratch),
-    }
-    if MODE in runners:
-        return runners[MODE]()
-    cls = shape_class(x, f, pads, strides, dilations)
+    the batch route."""
+    args = (x, f, out, pads, strides, dilations, bias, relu, incumbent)
+    if MODE in BACKENDS:
+        return _run(MODE, *args)
+    cls = shape_class(x.dtype, x.shape, f.shape, pads, tuple(strides), tuple(dilations))
     found = _chosen.get(cls) or tuner().backend(cls)
     if found is None:
         if not conv_choice._compiled((direct_rows, nn_loops.bias_act)):
-            _warm(x, f, out, pads, strides, dilations, bias, relu, scratch)
+            _warm(x, f, out, pads, strides, dilations, bias, relu, {})
             return incumbent()          # a twin would be timed: the batch route until compiled
+        runners = {route: (lambda route=route: _run(route, *args)) for route in BACKENDS}
         found = tuner().choose(cls, runners, incumbent="incumbent", clock=time.perf_counter)
     _chosen[cls] = found
-    return runners[found]()
+    return _run(found, *args)
