@@ -34,7 +34,7 @@ import numpy as np
 from tensorweave.kernels import threads
 from tensorweave.kernels.cpu import conv_choice, conv_tiles, gemm, gemm_tuning, nn_loops
 from tensorweave.kernels.cpu.jit import njit_twin
-from tensorweave.kernels.cpu.tiles import buffer, over_tiles
+from tensorweave.kernels.cpu.tiles import over_tiles
 
 MODE = os.environ.get("TW_CONV_BATCH1", "auto").strip().lower()
 #: the candidates (``incumbent``: the batch route conv_kernels would take)
@@ -103,15 +103,13 @@ def applies(x, f, groups, nd):
             and x.dtype in (np.float32, np.float64) and f.dtype == x.dtype)
 
 
-def _padded(x, pads, scratch):
-    """The image ``x[0]`` (``[H, W, C]``) in a zero-bordered buffer kept in ``scratch``."""
+def _padded(x, pads):
+    """The image ``x[0]`` (``[H, W, C]``), in a zero border where ``pads`` has one."""
     if not any(b or a for b, a in pads):
         return x[0]
     h, w, c = x.shape[1:]
     (t, b), (l, r) = pads
-    xp = scratch.get("padded")
-    if xp is None or xp.shape != (h + t + b, w + l + r, c) or xp.dtype != x.dtype:
-        xp = scratch["padded"] = np.zeros((h + t + b, w + l + r, c), x.dtype)
+    xp = np.zeros((h + t + b, w + l + r, c), x.dtype)
     xp[t:t + h, l:l + w] = x[0]
     return xp
 
@@ -121,8 +119,8 @@ def _row_tiles(oh, threaded):
     return oh if not threaded else max(1, -(-oh // (threads.cores() * TILES_PER_CORE)))
 
 
-def _direct(x, f, out, pads, strides, dilations, bias, relu, threaded, scratch):
-    xp = _padded(x, pads, scratch)
+def _direct(x, f, out, pads, strides, dilations, bias, relu, threaded):
+    xp = _padded(x, pads)
     y = np.empty((1,) + tuple(out) + (f.shape[-1],), x.dtype)
     b = bias if bias is not None else np.zeros(f.shape[-1], x.dtype)
     args = (xp, f, b, bias is not None, relu, strides[0], strides[1], dilations[0], dilations[1])
@@ -131,11 +129,11 @@ def _direct(x, f, out, pads, strides, dilations, bias, relu, threaded, scratch):
     return y
 
 
-def _gemm_rows(x, f, out, pads, strides, dilations, bias, relu, scratch):
+def _gemm_rows(x, f, out, pads, strides, dilations, bias, relu):
     """im2col of a tile of output rows into a per-thread buffer, one one-thread GEMM into ``y``'s
     rows, ``+ bias`` (ReLU) while they are in cache; the tiles on the intra-op threads."""
     from tensorweave.kernels.cpu import conv_kernels      # (it imports this module)
-    xp = _padded(x, pads, scratch)[None]
+    xp = _padded(x, pads)[None]
     (kh, kw), o, ow = f.shape[:2], f.shape[-1], out[1]
     fm = f.reshape(-1, o)
     y = np.empty((1,) + tuple(out) + (o,), x.dtype)
@@ -187,10 +185,10 @@ def reset():
     _chosen.clear()
 
 
-def _warm(x, f, out, pads, strides, dilations, bias, relu, scratch):
+def _warm(x, f, out, pads, strides, dilations, bias, relu):
     """Calls the candidates' loops on no rows: their compiles for these argument types start in
     the background (``jit.njit_twin``), the twins answering the empty calls."""
-    xp = _padded(x, pads, scratch)
+    xp = _padded(x, pads)
     y = np.empty(tuple(out) + (f.shape[-1],), x.dtype)
     b = bias if bias is not None else np.zeros(f.shape[-1], x.dtype)
     direct_rows(xp, f, b, bias is not None, relu, strides[0], strides[1], dilations[0], dilations[1], 0, 0, y)
@@ -201,8 +199,8 @@ def _run(route, x, f, out, pads, strides, dilations, bias, relu, incumbent):
     if route == "incumbent":
         return incumbent()
     if route == "gemm_rows":
-        return _gemm_rows(x, f, out, pads, strides, dilations, bias, relu, {})
-    return _direct(x, f, out, pads, strides, dilations, bias, relu, route == "direct_rows", {})
+        return _gemm_rows(x, f, out, pads, strides, dilations, bias, relu)
+    return _direct(x, f, out, pads, strides, dilations, bias, relu, route == "direct_rows")
 
 
 def forward(x, f, out, pads, strides, dilations, bias, relu, incumbent):
@@ -216,7 +214,7 @@ def forward(x, f, out, pads, strides, dilations, bias, relu, incumbent):
     found = _chosen.get(cls) or tuner().backend(cls)
     if found is None:
         if not conv_choice._compiled((direct_rows, nn_loops.bias_act)):
-            _warm(x, f, out, pads, strides, dilations, bias, relu, {})
+            _warm(x, f, out, pads, strides, dilations, bias, relu)
             return incumbent()          # a twin would be timed: the batch route until compiled
         runners = {route: (lambda route=route: _run(route, *args)) for route in BACKENDS}
         found = tuner().choose(cls, runners, incumbent="incumbent", clock=time.perf_counter)
