@@ -14,7 +14,7 @@ RNG = np.random.default_rng(24)
 ROUTES = ("incumbent", "direct", "direct_rows", "gemm_rows")
 
 
-def _case(h=9, w=8, c=3, o=5, k=(3, 2)):
+def _case(h=10, w=8, c=3, o=5, k=(3, 2)):
     x = RNG.standard_normal((1, h, w, c)).astype(np.float32)
     f = (RNG.standard_normal(k + (c, o)) / np.sqrt(k[0] * k[1] * c)).astype(np.float32)
     b = RNG.standard_normal(o).astype(np.float32)
@@ -47,6 +47,8 @@ def forced(monkeypatch):
 def test_every_route_matches_the_float64_reference(forced, route, strides, dilations, padding, relu):
     x, f, b = _case()
     forced(route)
+    ck.conv_forward(x, f, strides, dilations, padding, "NHWC", b, relu)
+    jit.wait_for_compiles()                     # the compiled loop, not its twin
     got = ck.conv_forward(x, f, strides, dilations, padding, "NHWC", b, relu)
     want = _reference(x, f, b, strides, dilations, padding, relu)
     assert got.shape == want.shape and got.dtype == np.float32
@@ -56,13 +58,37 @@ def test_every_route_matches_the_float64_reference(forced, route, strides, dilat
 def test_the_compiled_direct_loop_gives_its_twins_bits_nan_included():
     x, f, b = _case(c=4, o=16)
     x[0, 2, 3, 1] = np.nan
-    y_loop, y_twin = np.empty((7, 7, 16), np.float32), np.empty((7, 7, 16), np.float32)
+    y_loop, y_twin = np.empty((8, 7, 16), np.float32), np.empty((8, 7, 16), np.float32)
     args = (x[0], f, b, True, True, 1, 1, 1, 1)
-    jit.compile_now(cb.direct_rows, *args, 0, 7, y_loop)(*args, 2, 7, y_loop)
-    jit.compile_now(cb.direct_rows, *args, 0, 7, y_loop)(*args, 0, 2, y_loop)   # rows in two tiles
-    cb.direct_rows.twin(*args, 0, 7, y_twin)
+    loop = jit.compile_now(cb.direct_rows, *args, 0, 8, y_loop)
+    loop(*args, 2, 8, y_loop)
+    loop(*args, 0, 2, y_loop)                   # rows in two tiles
+    cb.direct_rows.twin(*args, 0, 8, y_twin)
     assert y_loop.tobytes() == y_twin.tobytes()
     assert np.isnan(y_loop[0, 2]).all() and np.isnan(y_loop[2, 3]).all() and not np.isnan(y_loop[6, 6]).any()
+    strided = (x[0], f, b, False, False, 2, 1, 1, 2)            # stride 2 down, dilation 2 across
+    y_loop, y_twin = np.empty((4, 6, 16), np.float32), np.empty((4, 6, 16), np.float32)
+    loop(*strided, 0, 4, y_loop)
+    cb.direct_rows.twin(*strided, 0, 4, y_twin)
+    assert y_loop.tobytes() == y_twin.tobytes()
+    want = sum(x[0, 2 * 3 + a, 5 + 2 * e].astype(np.float64) @ f[a, e] for a in range(3) for e in range(2))
+    np.testing.assert_allclose(y_loop[3, 5], want, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("route,tiles", [("direct", 1), ("direct_rows", 2), ("gemm_rows", 2)])
+def test_the_threaded_routes_cut_the_rows_into_tiles_for_every_core(forced, monkeypatch, route, tiles):
+    cuts, real = [], cb.over_tiles
+
+    def recorded(n, per_row, rows, run, blas=True):
+        cuts.append(-(-n // rows))
+        return real(n, per_row, rows, run, blas)
+    monkeypatch.setattr(cb, "over_tiles", recorded)
+    monkeypatch.setattr(cb.threads, "cores", lambda: 2)
+    monkeypatch.setattr(cb, "TILES_PER_CORE", 1)
+    forced(route)
+    x, f, b = _case()
+    ck.conv_forward(x, f, [1, 1], [1, 1], "VALID", "NHWC", b, True)
+    assert cuts == [tiles]
 
 
 def test_only_one_image_two_dims_one_group_floats_take_a_batch1_route(forced):
@@ -126,4 +152,4 @@ def test_the_batch_route_stays_unless_another_is_faster_by_the_margin(scripted):
     x, f, b = _case()
     got = _run_compiled(x, f, b)
     assert cb._chosen[cb.shape_class(x.dtype, x.shape, f.shape, ((0, 0), (0, 0)), (1, 1), (1, 1))] == "incumbent"
-    assert got.tobytes() == ck._batch_forward(x, f, 1, (7, 7), ((0, 0), (0, 0)), [1, 1], [1, 1], b, True).tobytes()
+    assert got.tobytes() == ck._batch_forward(x, f, 1, (8, 7), ((0, 0), (0, 0)), [1, 1], [1, 1], b, True).tobytes()
