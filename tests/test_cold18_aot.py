@@ -16,7 +16,7 @@ from rnn18_aot_cases import rnn_cases
 from tensorweave.kernels.cpu import aot, aot_build, aot_kernels, batch_norm_loops, gemm, jit, layer_norm_loops, nn_loops
 from tensorweave.kernels.cpu import attention_kernels, reduce_kernels, softmax_loops
 from tensorweave.kernels.cpu import training_kernels
-from tensorweave.kernels.cpu import winograd
+from tensorweave.kernels.cpu import conv_batch1, winograd
 
 RNG = np.random.default_rng(18)
 NN = "tensorweave.kernels.cpu.nn_loops"
@@ -41,6 +41,9 @@ def _cases():
            np.empty((36, p, o), np.float32)), (5,))
     yield (winograd._input_grad_transform, (_floats(36, p, c), 0, n, blk.th, blk.tw, blk.pt, blk.pl,
            np.zeros((n, 26, 26, c), np.float32)), (7,))
+    for has_bias, relu in ((False, False), (True, True)):     # (rows 1:4 of 5, stride 2 across)
+        yield (conv_batch1.direct_rows, (_floats(11, 9, 3), _floats(3, 2, 3, 6), _floats(6), has_bias, relu,
+                                         2, 1, 1, 2, 1, 4, np.full((5, 7, 6), 7, np.float32)), (11,))
     g, y = _floats(37, 19, scale=100), _floats(37, 19)
     for relu in (False, True):
         yield nn_loops.bias_act, (y, _floats(19), relu), (0,)

@@ -102,6 +102,10 @@ KERNELS = {
         "input_grad": [f"void({_F2}, {_F2}, {_F1}, {_F1}, {_F1}, {_F1}, {_F2})"],
         "input_grad_relu": [f"void({_F2}, {_F2}, {_F2}, {_F1}, {_F1}, {_F1}, {_F1}, {_F2})"],
     },
+    # batch-1 inference's direct convolution (the cnn_predict's first layer; issue 18, pred24)
+    "tensorweave.kernels.cpu.conv_batch1": {
+        "direct_rows": [f"void({_F3}, {_F4}, {_F1}, boolean, boolean, {_I}, {_I}, {_I}, {_I}, {_I}, {_I}, {_F3})"],
+    },
     "tensorweave.kernels.cpu.winograd": {
         "_input_transform": [f"void({_F4}, {_I}, {_I}, {_I}, {_I}, {_F3})"],
         "_output_transform": [f"void({_F3}, {_I}, {_I}, {_I}, {_I}, {_F4}, {_F1}, boolean, boolean)"],

@@ -32,7 +32,7 @@ import math
 import numpy as np
 
 from tensorweave.core.registry import register_kernel as k
-from tensorweave.kernels.cpu import conv_choice, conv_planes, conv_tiles, gemm, nn_loops, winograd
+from tensorweave.kernels.cpu import conv_batch1, conv_choice, conv_planes, conv_tiles, gemm, nn_loops, winograd
 from tensorweave.kernels.cpu.nn_util import (channels_first, crop, floats, from_last, geometry,
                                              group_windows, offset_slices, pad, to_last, windows, work)
 from tensorweave.kernels.cpu.tiles import buffer as _buffer
@@ -282,22 +282,11 @@ def _check_conv_ranks(x, f, nd):
         raise ValueError("wrong rank")
 
 
-def conv_forward(x, f, strides, dilations, padding, data_format, bias=None, relu=False):
-    """N-d (grouped) convolution; ``f`` is ``[*ksize, C/groups, O]``.
-
-    ``bias`` (channels-last float32/float64 only; plans' fused convolutions): ``+ bias`` per
-    output channel, then ReLU with ``relu`` — the same arithmetic as BiasAdd and Relu after."""
-    nd = len(strides)
-    dt = floats(x, f)
-    _check_conv_ranks(x, f, nd)
-    cf = channels_first(data_format)
-    x, f = work(to_last(x, cf)), work(f)
+def _batch_forward(x, f, g, out, pads, strides, dilations, bias, relu):
+    """:func:`conv_forward`'s route for a batch (channels-last ``x``, ``g`` groups)."""
     n, sizes, c = x.shape[0], x.shape[1:-1], x.shape[-1]
+    nd = len(out)
     ksize, cg, o = f.shape[:nd], f.shape[-2], f.shape[-1]
-    g = _groups(c, cg, o)
-    out, pads = geometry(sizes, ksize, strides, dilations, padding)
-    if bias is not None and (cf or x.dtype != dt or bias.dtype != dt):
-        raise ValueError("conv_forward: a fused bias needs channels-last float32/float64 inputs")
     if (g == 1 and winograd.applies(x.dtype, f.shape, strides, dilations, pads)
             and _winograd_forward(x, f, out, pads, strides, dilations)):
         y = winograd.conv3x3(x, f, pads, bias, relu)
@@ -315,6 +304,30 @@ def conv_forward(x, f, strides, dilations, padding, data_format, bias=None, relu
         if bias is not None:
             y = np.ascontiguousarray(y).reshape(-1, o)
             nn_loops.bias_act(y, bias, relu)
+    return y
+
+
+def conv_forward(x, f, strides, dilations, padding, data_format, bias=None, relu=False):
+    """N-d (grouped) convolution; ``f`` is ``[*ksize, C/groups, O]``.
+
+    ``bias`` (channels-last float32/float64 only; plans' fused convolutions): ``+ bias`` per
+    output channel, then ReLU with ``relu`` — the same arithmetic as BiasAdd and Relu after."""
+    nd = len(strides)
+    dt = floats(x, f)
+    _check_conv_ranks(x, f, nd)
+    cf = channels_first(data_format)
+    x, f = work(to_last(x, cf)), work(f)
+    n, sizes, c = x.shape[0], x.shape[1:-1], x.shape[-1]
+    ksize, cg, o = f.shape[:nd], f.shape[-2], f.shape[-1]
+    g = _groups(c, cg, o)
+    out, pads = geometry(sizes, ksize, strides, dilations, padding)
+    if bias is not None and (cf or x.dtype != dt or bias.dtype != dt):
+        raise ValueError("conv_forward: a fused bias needs channels-last float32/float64 inputs")
+    if conv_batch1.applies(x, f, g, nd):        # one image: the route measured for its class
+        y = conv_batch1.forward(x, f, out, pads, strides, dilations, bias, relu,
+                                lambda: _batch_forward(x, f, g, out, pads, strides, dilations, bias, relu))
+    else:
+        y = _batch_forward(x, f, g, out, pads, strides, dilations, bias, relu)
     y = y.reshape((n,) + out + (o,))
     return from_last(y, cf).astype(dt, copy=False)
 
