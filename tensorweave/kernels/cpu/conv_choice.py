@@ -21,7 +21,9 @@ keyed by the CPU model, cores and library versions (``gemm.machine_key``); plain
 on read (``gemm_tuning.Tuner``). ``TW_CONV_WINOGRAD=0`` never uses Winograd, ``=1`` always
 does where it applies (no timing); unset (or ``auto``) chooses by measurement. ``TW_CONV_PLANES``
 likewise for planes against im2col (:func:`use_planes`), ``TW_CONV_POINTWISE`` for a 1x1
-convolution as one GEMM (``conv_pointwise``) against im2col (:func:`use_pointwise`). Every candidate is timed by the
+convolution as one GEMM (``conv_pointwise``) against im2col (:func:`use_pointwise`), and
+``TW_CONV_STACKS`` for a Winograd tile's 36 products through NumPy against ``gemm.matmul``
+(:func:`numpy_stacks`). Every candidate is timed by the
 process's CPU time (all tile over the same threads; wall time on a shared machine measures the
 neighbours), on its slice cut into tiles as the whole batch is (``conv_tiles.cut_as``): the slice's
 own cut gave Winograd one-image tiles where the batch's hold three to eight, and im2col won classes
@@ -37,15 +39,19 @@ import functools
 import os
 import time
 
+import numpy as np
+
+from tensorweave.kernels import threads
 from tensorweave.kernels.cpu import conv_tiles, gemm, gemm_tuning
 
 MODE = os.environ.get("TW_CONV_WINOGRAD", "auto").strip().lower()
 PLANES_MODE = os.environ.get("TW_CONV_PLANES", "auto").strip().lower()
 POINTWISE_MODE = os.environ.get("TW_CONV_POINTWISE", "auto").strip().lower()
+STACKS_MODE = os.environ.get("TW_CONV_STACKS", "auto").strip().lower()
 KINDS = ("forward", "input", "filter")
 #: images of the batch the two algorithms are timed on (per-image cost is what differs)
 PROBE_IMAGES = 8
-BACKENDS = ("winograd", "im2col", "planes", "pointwise")
+BACKENDS = ("winograd", "im2col", "planes", "pointwise", "gemm", "numpy")
 #: how a class is timed, part of the cache's machine key: 2 = on a slice cut into tiles as its whole
 #: batch, by process CPU time (session 18); entries without it were timed on the slice's own tiles
 PROBE_METHOD = 2
@@ -172,6 +178,36 @@ def use_pointwise(kind, n, sizes, c, o, strides, runners):
     if forced is not None:
         return forced
     return _faster(pointwise_class(kind, n, sizes, c, o, strides), runners, (), "im2col", n) == "pointwise"
+
+
+def numpy_stacks(dtype, count, m, k, n, transposed=False):
+    """Whether a Winograd tile's stack of ``count`` products ``[m, k] @ [k, n]`` (``transposed``:
+    the left operand a transposed view) runs as ``np.matmul`` on the tiles' one-thread BLAS rather
+    than ``gemm.matmul(..., one_thread=True)`` (the incumbent: NumPy must be
+    ``gemm_tuning.MARGIN`` faster). Where ``gemm`` measured NumPy's OpenBLAS the faster library
+    on one thread for the stack, both make the same call, and its checks and class look-ups cost
+    ~30 µs a stack: 20-40 % of a 16-channel tile's 36 products (issue 18 session 20, thread CPU at
+    load 13: 111 against 77 µs for 36 of 192x16 @ 16x16; the same bits)."""
+    forced = _forced(STACKS_MODE)
+    if forced is not None:
+        return forced
+    cls = (f"stacks:{np.dtype(dtype).char},b{count},m{m.bit_length()},k{k.bit_length()},n{n.bit_length()},"
+           f"t{int(transposed)}")
+    found = _chosen.get(cls)
+    if found is None:
+        with threads.single_threaded_blas():         # as in the tiles, where the stacks run
+            found = _faster(cls, lambda: _stack_runners(dtype, count, m, k, n, transposed), (), "gemm", 1)
+    return found == "numpy"
+
+
+def _stack_runners(dtype, count, m, k, n, transposed):
+    """``{"gemm": run, "numpy": run}``: a stack of random products of the class, each way."""
+    rng = np.random.default_rng(m * n * k)
+    a = rng.standard_normal((count, k, m) if transposed else (count, m, k)).astype(dtype)
+    a = a.transpose(0, 2, 1) if transposed else a
+    b = rng.standard_normal((count, k, n)).astype(dtype)
+    out = np.empty((count, m, n), dtype)
+    return {"gemm": lambda: gemm.matmul(a, b, out=out, one_thread=True), "numpy": lambda: np.matmul(a, b, out=out)}
 
 
 def _forced(mode):
