@@ -101,3 +101,25 @@ def test_a_single_tile_asks_nothing(monkeypatch):
     x, f, dy = _case()
     for g, r in zip(_kernels(x[:1], f, dy[:1]), _references(x[:1], f, dy[:1], (1, 1), (1, 1), "SAME")):
         assert np.abs(g - r).max() <= 1e-5 * np.abs(r).max()
+
+
+def test_the_pair_chooses_its_stacks_before_running_the_gradients_side_by_side(scripted, tiled, monkeypatch):
+    import threading
+
+    from tensorweave.kernels.cpu import conv_pair_kernels
+    monkeypatch.setattr(conv_choice, "MODE", "1")                       # Winograd, untimed
+    monkeypatch.setattr(conv_pair_kernels, "side_by_side", lambda n: True)
+    where, real = [], conv_choice._faster
+
+    def spy(cls, *args):
+        if cls.startswith("stacks:"):
+            where.append(threading.current_thread() is threading.main_thread())
+        return real(cls, *args)
+    monkeypatch.setattr(conv_choice, "_faster", spy)
+    x, f, dy = _case()
+    dx, df = conv_pair_kernels.conv_backprop_pair(list(x.shape), f, x, list(f.shape), dy, [1, 1], [1, 1], "SAME",
+                                                  "NHWC")
+    assert len(where) >= 2 and all(where)          # both gradients' classes, timed on the calling thread
+    refs = _references(x, f, dy, (1, 1), (1, 1), "SAME")
+    for g, r in zip((dx, df), refs[1:]):
+        assert np.abs(g - r).max() <= 1e-5 * np.abs(r).max()

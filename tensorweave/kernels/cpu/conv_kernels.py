@@ -358,6 +358,8 @@ def backprop_input_runner(input_sizes, f, dy, strides, dilations, padding, data_
         raise ValueError("out_backprop does not match the convolution's output shape")
     if (g == 1 and winograd.applies(dy.dtype, f.shape, strides, dilations, pads)
             and _winograd_input(shape, f, dy, out, pads, strides, dilations)):
+        winograd.choose_stacks("input", shape, o, pads, dy.dtype)    # (here: not beside the filter gradient)
+
         def run():
             return winograd.conv3x3_backprop_input(shape, f, dy, pads)
     elif g == 1 and _use_pointwise(
@@ -408,6 +410,8 @@ def backprop_filter_runner(x, filter_sizes, dy, strides, dilations, padding, dat
         raise ValueError("out_backprop does not match the convolution's output shape")
     if (g == 1 and winograd.applies(x.dtype, fsizes, strides, dilations, pads)
             and _winograd_filter(x, fsizes, dy, out, pads, strides, dilations)):
+        winograd.choose_stacks("filter", x.shape, o, pads, x.dtype)
+
         def run():
             return winograd.conv3x3_backprop_filter(x, dy, pads)
     elif g == 1 and _use_pointwise(

@@ -333,6 +333,32 @@ def _numpy_stacks(one_thread, dtype, m, k, n, transposed=False):
     return one_thread and conv_choice.numpy_stacks(dtype, 36, m, k, n, transposed)
 
 
+def _tiling(kind, n, blk, o, dtype):
+    """``(per-image bytes, images per tile, one_thread, stacks)`` of the kernel ``kind``
+    (``"forward"``, ``"input"``, ``"filter"``: images per ordered group's sub-tile) for ``n`` images
+    of ``blk``'s geometry and ``o`` output channels: the tile cut (``conv_tiles``), and
+    :func:`_numpy_stacks` for its stacks."""
+    per_image = 36 * blk.per_image() * (blk.c + o) * dtype.itemsize
+    if kind == "filter":
+        images = max(1, TILE_BYTES // max(per_image, 1))
+        one = conv_tiles.batch(n) > GROUP_IMAGES      # several groups: one-thread GEMMs (as the batch's, in a timing)
+        shape = (blk.c, min(images, GROUP_IMAGES) * blk.per_image(), o, True)
+    else:
+        tile, one = conv_tiles.split(n, per_image, TILE_BYTES)
+        images = tile // max(per_image, 1)
+        windows = images * blk.per_image()
+        shape = (windows, blk.c, o, False) if kind == "forward" else (windows, o, blk.c, False)
+    return per_image, images, one, _numpy_stacks(one, dtype, *shape)
+
+
+def choose_stacks(kind, shape, o, pads, dtype):
+    """Makes the stack choice of the kernel ``kind`` for a channels-last input ``shape`` now, on this
+    thread: ``conv_pair_kernels`` runs the two gradients side by side, and no timing may run beside
+    the other gradient (``conv_kernels``' runners call this before they return)."""
+    if shape[0] and 0 not in shape[1:]:
+        _tiling(kind, shape[0], _Blocks(shape, pads), o, np.dtype(dtype))
+
+
 class _Blocks:
     """The 4x4 output blocks of a padded 3x3 convolution and the 6x6 input windows they read."""
 
@@ -373,9 +399,8 @@ def conv3x3(x, f, pads, bias=None, relu=False):
     u = transformed_filter(f)
     b = np.zeros(o, x.dtype) if bias is None else np.ascontiguousarray(bias, x.dtype)
 
-    per_image = 36 * blk.per_image() * (blk.c + o) * x.itemsize
-    tile, one = conv_tiles.split(x.shape[0], per_image, TILE_BYTES)
-    stacks = _numpy_stacks(one, x.dtype, tile // per_image * blk.per_image(), blk.c, o)
+    per_image, images, one, stacks = _tiling("forward", x.shape[0], blk, o, x.dtype)
+    tile = images * per_image
 
     def run(b0, b1, scratch):
         v = blk.transformed_input(x, b0, b1, scratch)
@@ -398,9 +423,8 @@ def conv3x3_backprop_input(x_shape, f, dy, pads):
     if dx.size == 0:
         return dx
 
-    per_image = 36 * blk.per_image() * (c + o) * dy.itemsize
-    tile, one = conv_tiles.split(n, per_image, TILE_BYTES)
-    stacks = _numpy_stacks(one, dy.dtype, tile // per_image * blk.per_image(), o, c)
+    per_image, images, one, stacks = _tiling("input", n, blk, o, dy.dtype)
+    tile = images * per_image
 
     def run(b0, b1, scratch):
         wt = _planes(scratch, "w", (b1 - b0) * blk.per_image(), o, dy.dtype)
@@ -421,10 +445,7 @@ def conv3x3_backprop_filter(x, dy, pads):
     blk = _Blocks(x.shape, pads)
     o = dy.shape[3]
     parts = {}
-    per_image = 36 * blk.per_image() * (blk.c + o) * x.itemsize
-    sub = max(1, TILE_BYTES // per_image)
-    one = conv_tiles.batch(x.shape[0]) > GROUP_IMAGES      # several groups: one-thread GEMMs (as the batch's, in a timing)
-    stacks = _numpy_stacks(one, x.dtype, blk.c, min(sub, GROUP_IMAGES) * blk.per_image(), o, transposed=True)
+    _, sub, one, stacks = _tiling("filter", x.shape[0], blk, o, x.dtype)
 
     def run(g0, g1, scratch):
         acc = None
