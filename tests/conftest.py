@@ -12,6 +12,10 @@ os.environ.setdefault("TW_BLAS_TUNE", "0")
 # Convolutions: Winograd wherever it applies, not chosen by timing (kernels/cpu/conv_choice.py;
 # tests/test_conv18_choice.py times it with a scripted clock).
 os.environ.setdefault("TW_CONV_WINOGRAD", "1")
+# Likewise a 1x1 convolution as one GEMM and Winograd's product stacks through NumPy (conv_choice:
+# tests/test_res24_pointwise.py and tests/test_res24_stacks.py time them with a scripted clock).
+os.environ.setdefault("TW_CONV_POINTWISE", "1")
+os.environ.setdefault("TW_CONV_STACKS", "1")
 # Compiled loops once compiled, their NumPy twins until then (the same bits), not chosen by timing
 # (kernels/cpu/loop_choice.py; tests/test_rnn18_loop_choice.py times them with a scripted clock).
 os.environ.setdefault("TW_LOOPS", "numba")

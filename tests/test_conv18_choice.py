@@ -21,6 +21,7 @@ def auto(monkeypatch, tmp_path):
     is the seconds every timed call of that backend takes."""
     monkeypatch.setenv("TW_TUNING_CACHE", str(tmp_path / "gemm-tuning.json"))
     monkeypatch.setattr(conv_choice, "MODE", "auto")
+    monkeypatch.setattr(conv_choice, "STACKS_MODE", "0")      # Winograd's product stacks: not timed here
     monkeypatch.setattr(gemm_tuning, "quiet", lambda: True)
     times = {"winograd": 1e-3, "im2col": 1e-3}
     calls, real = [], gemm_tuning._time_call
@@ -175,6 +176,7 @@ class _Compiled:
 def scripted(monkeypatch, tmp_path):
     monkeypatch.setenv("TW_TUNING_CACHE", str(tmp_path / "gemm-tuning.json"))
     monkeypatch.setattr(conv_choice, "MODE", "auto")
+    monkeypatch.setattr(conv_choice, "STACKS_MODE", "0")      # Winograd's product stacks: not timed here
     monkeypatch.setattr(gemm_tuning, "quiet", lambda: True)
     times, ran = {"winograd": 1e-3, "im2col": 1e-3}, []
     monkeypatch.setattr(gemm_tuning, "_time_call", lambda backend, run: (run(), times[backend])[1])

@@ -161,6 +161,7 @@ def tiles_on_cores(monkeypatch):
     monkeypatch.setattr(threads, "cores", lambda: 2)
     monkeypatch.setattr(ck, "TILE_BYTES", 1)
     monkeypatch.setattr(gemm, "MIN_WORK", 0)
+    monkeypatch.setattr(ck.conv_choice, "POINTWISE_MODE", "0")    # the 1x1 shortcut by im2col's tiles
 
 
 @needs_serial
@@ -217,6 +218,7 @@ def test_winograd_stacks_on_one_thread_match_the_float64_reference(forced, monke
     """Several Winograd tiles (and filter-gradient groups): the 36 products take the one-thread
     choice; a batch of one stays on NumPy's stacked product."""
     log = forced(library)
+    monkeypatch.setattr(ck.conv_choice, "STACKS_MODE", "0")       # the stacks through gemm.matmul
     monkeypatch.setattr(threads, "cores", lambda: 2)
     monkeypatch.setattr(winograd, "TILE_BYTES", 1)
     monkeypatch.setattr(winograd, "GROUP_IMAGES", 2)

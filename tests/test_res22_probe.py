@@ -20,6 +20,7 @@ def scripted(monkeypatch, tmp_path):
     saw is kept: ``(backend, the batch conv_tiles cuts for, the clock the timing reads)``."""
     monkeypatch.setenv("TW_TUNING_CACHE", str(tmp_path / "gemm-tuning.json"))
     monkeypatch.setattr(conv_choice, "MODE", "auto")
+    monkeypatch.setattr(conv_choice, "STACKS_MODE", "0")      # Winograd's product stacks: not timed here
     monkeypatch.setattr(gemm_tuning, "quiet", lambda: True)
     seen, real = [], gemm_tuning._time_call
 
@@ -94,7 +95,9 @@ def test_the_few_channel_planes_are_timed_the_same_way(scripted):
 def test_the_filter_gradient_of_a_slice_uses_the_batchs_one_thread_products(monkeypatch):
     ones = []
     real = winograd._products
-    monkeypatch.setattr(winograd, "_products", lambda a, b, out, one: (ones.append(one), real(a, b, out, one))[1])
+    monkeypatch.setattr(conv_choice, "STACKS_MODE", "0")      # (not timed here)
+    monkeypatch.setattr(winograd, "_products",
+                        lambda a, b, out, one, stacks=False: (ones.append(one), real(a, b, out, one, stacks))[1])
     x = RNG.standard_normal((8, 8, 8, 8)).astype(np.float32)
     dy = RNG.standard_normal((8, 8, 8, 8)).astype(np.float32)
     alone = winograd.conv3x3_backprop_filter(x, dy, PAD)

@@ -20,7 +20,10 @@ Choices live in ``conv-tuning.json`` next to the GEMM tuning file (``gemm_tuning
 keyed by the CPU model, cores and library versions (``gemm.machine_key``); plain JSON, checked
 on read (``gemm_tuning.Tuner``). ``TW_CONV_WINOGRAD=0`` never uses Winograd, ``=1`` always
 does where it applies (no timing); unset (or ``auto``) chooses by measurement. ``TW_CONV_PLANES``
-likewise for planes against im2col (:func:`use_planes`). Every candidate is timed by the
+likewise for planes against im2col (:func:`use_planes`), ``TW_CONV_POINTWISE`` for a 1x1
+convolution as one GEMM (``conv_pointwise``) against im2col (:func:`use_pointwise`), and
+``TW_CONV_STACKS`` for a Winograd tile's 36 products through NumPy against ``gemm.matmul``
+(:func:`numpy_stacks`). Every candidate is timed by the
 process's CPU time (all tile over the same threads; wall time on a shared machine measures the
 neighbours), on its slice cut into tiles as the whole batch is (``conv_tiles.cut_as``): the slice's
 own cut gave Winograd one-image tiles where the batch's hold three to eight, and im2col won classes
@@ -36,14 +39,19 @@ import functools
 import os
 import time
 
+import numpy as np
+
+from tensorweave.kernels import threads
 from tensorweave.kernels.cpu import conv_tiles, gemm, gemm_tuning
 
 MODE = os.environ.get("TW_CONV_WINOGRAD", "auto").strip().lower()
 PLANES_MODE = os.environ.get("TW_CONV_PLANES", "auto").strip().lower()
+POINTWISE_MODE = os.environ.get("TW_CONV_POINTWISE", "auto").strip().lower()
+STACKS_MODE = os.environ.get("TW_CONV_STACKS", "auto").strip().lower()
 KINDS = ("forward", "input", "filter")
 #: images of the batch the two algorithms are timed on (per-image cost is what differs)
 PROBE_IMAGES = 8
-BACKENDS = ("winograd", "im2col", "planes")
+BACKENDS = ("winograd", "im2col", "planes", "pointwise", "gemm", "numpy")
 #: how a class is timed, part of the cache's machine key: 2 = on a slice cut into tiles as its whole
 #: batch, by process CPU time (session 18); entries without it were timed on the slice's own tiles
 PROBE_METHOD = 2
@@ -100,6 +108,19 @@ def planes_class(kind, n, sizes, c, o, ksize, pads, strides, dilations):
             f"c{c},o{o.bit_length()},k{joined(ksize)},st{joined(strides)},d{joined(dilations)},p{flat}")
 
 
+@_remembered
+def pointwise_class(kind, n, sizes, c, o, strides):
+    """:func:`shape_class` of a 1x1 convolution without padding (``conv_pointwise``): log2 buckets
+    of the batch, sizes and channels, the exact strides.
+
+    >>> pointwise_class("forward", 64, (32, 32), 16, 32, (2, 2))
+    'pointwise-forward:n4,s6x6,c5,o6,st2x2'
+    """
+    sizes_ = "x".join(str(int(s).bit_length()) for s in sizes)
+    return (f"pointwise-{kind}:n{min(n, PROBE_IMAGES).bit_length()},s{sizes_},c{c.bit_length()},"
+            f"o{o.bit_length()},st{'x'.join(str(int(s)) for s in strides)}")
+
+
 def cache_path():
     """``conv-tuning.json`` in the folder of the GEMM tuning file."""
     return os.path.join(os.path.dirname(os.path.abspath(gemm_tuning.cache_path())), "conv-tuning.json")
@@ -141,12 +162,61 @@ def use_planes(kind, n, sizes, c, o, ksize, pads, strides, dilations, runners, k
     """Whether a few-channel convolution of this class runs by planes (``conv_planes``) rather
     than im2col (the incumbent: planes must be ``gemm_tuning.MARGIN`` faster); arguments as
     :func:`use_winograd`'s, ``runners`` returning ``{"planes": run, "im2col": run}``."""
-    if PLANES_MODE in ("0", "false", "off", "never"):
-        return False
-    if PLANES_MODE in ("1", "true", "on", "always"):
-        return True
+    forced = _forced(PLANES_MODE)
+    if forced is not None:
+        return forced
     cls = planes_class(kind, n, sizes, c, o, ksize, pads, strides, dilations)
     return _faster(cls, runners, kernels, "im2col", n) == "planes"
+
+
+def use_pointwise(kind, n, sizes, c, o, strides, runners):
+    """Whether a 1x1 convolution without padding of this class runs as one GEMM over the batch
+    (``conv_pointwise``) rather than by im2col (the incumbent: it must be ``gemm_tuning.MARGIN``
+    faster); ``runners`` returns ``{"pointwise": run, "im2col": run}``. No compiled loops on
+    either side (BLAS and NumPy copies), so a first call times at once."""
+    forced = _forced(POINTWISE_MODE)
+    if forced is not None:
+        return forced
+    return _faster(pointwise_class(kind, n, sizes, c, o, strides), runners, (), "im2col", n) == "pointwise"
+
+
+def numpy_stacks(dtype, count, m, k, n, transposed=False):
+    """Whether a Winograd tile's stack of ``count`` products ``[m, k] @ [k, n]`` (``transposed``:
+    the left operand a transposed view) runs as ``np.matmul`` on the tiles' one-thread BLAS rather
+    than ``gemm.matmul(..., one_thread=True)`` (the incumbent: NumPy must be
+    ``gemm_tuning.MARGIN`` faster). Where ``gemm`` measured NumPy's OpenBLAS the faster library
+    on one thread for the stack, both make the same call, and its checks and class look-ups cost
+    ~30 µs a stack: 20-40 % of a 16-channel tile's 36 products (issue 18 session 20, thread CPU at
+    load 13: 111 against 77 µs for 36 of 192x16 @ 16x16; the same bits)."""
+    forced = _forced(STACKS_MODE)
+    if forced is not None:
+        return forced
+    cls = (f"stacks:{np.dtype(dtype).char},b{count},m{m.bit_length()},k{k.bit_length()},n{n.bit_length()},"
+           f"t{int(transposed)}")
+    found = _chosen.get(cls)
+    if found is None:
+        with threads.single_threaded_blas():         # as in the tiles, where the stacks run
+            found = _faster(cls, lambda: _stack_runners(dtype, count, m, k, n, transposed), (), "gemm", 1)
+    return found == "numpy"
+
+
+def _stack_runners(dtype, count, m, k, n, transposed):
+    """``{"gemm": run, "numpy": run}``: a stack of random products of the class, each way."""
+    rng = np.random.default_rng(m * n * k)
+    a = rng.standard_normal((count, k, m) if transposed else (count, m, k)).astype(dtype)
+    a = a.transpose(0, 2, 1) if transposed else a
+    b = rng.standard_normal((count, k, n)).astype(dtype)
+    out = np.empty((count, m, n), dtype)
+    return {"gemm": lambda: gemm.matmul(a, b, out=out, one_thread=True), "numpy": lambda: np.matmul(a, b, out=out)}
+
+
+def _forced(mode):
+    """True/False where a ``TW_CONV_*`` switch forces a path, None where it is measured."""
+    if mode in ("0", "false", "off", "never"):
+        return False
+    if mode in ("1", "true", "on", "always"):
+        return True
+    return None
 
 
 def _faster(cls, runners, kernels, incumbent, n):

@@ -24,7 +24,9 @@ the end. Grouped convolutions run as a batched matmul over the groups, and depth
 as a multiply-add per window offset (GEMMs with an inner dimension of ``prod(ksize)`` are
 slow). Convolutions with few input channels may instead build their column matrix transposed
 (``conv_planes``: long copies where im2col's run one pixel's channels), where it measured faster
-for the shape class (``conv_choice.use_planes``). Half-precision inputs are computed in float32
+for the shape class (``conv_choice.use_planes``), and 1x1 convolutions without padding may run
+as one GEMM over the batch (``conv_pointwise``) where that measured faster than im2col's tiles
+(``conv_choice.use_pointwise``). Half-precision inputs are computed in float32
 and rounded once at the end (as TensorFlow accumulates).
 """
 import math
@@ -32,7 +34,8 @@ import math
 import numpy as np
 
 from tensorweave.core.registry import register_kernel as k
-from tensorweave.kernels.cpu import conv_batch1, conv_choice, conv_planes, conv_tiles, gemm, nn_loops, winograd
+from tensorweave.kernels.cpu import (conv_batch1, conv_choice, conv_planes, conv_pointwise, conv_tiles, gemm, nn_loops,
+                                    winograd)
 from tensorweave.kernels.cpu.nn_util import (channels_first, crop, floats, from_last, geometry,
                                              group_windows, offset_slices, pad, to_last, windows, work)
 from tensorweave.kernels.cpu.tiles import buffer as _buffer
@@ -276,6 +279,17 @@ def _use_planes(kind, x_dtype, n, sizes, c, o, ksize, pads, strides, dilations, 
                                   lambda: {"planes": lambda: planes(k), "im2col": lambda: im2col(k)}, kernels)
 
 
+def _use_pointwise(kind, x_dtype, n, sizes, c, o, ksize, pads, strides, pointwise, im2col):
+    """Whether this 1x1 convolution runs as one GEMM (``conv_pointwise``): it measured faster than
+    im2col for its class (``conv_choice.use_pointwise``); ``pointwise``, ``im2col`` as in
+    :func:`_use_planes`."""
+    if not conv_pointwise.applies(x_dtype, ksize, pads, 1):
+        return False
+    k = _probe(n)
+    return conv_choice.use_pointwise(kind, n, sizes, c, o, strides,
+                                     lambda: {"pointwise": lambda: pointwise(k), "im2col": lambda: im2col(k)})
+
+
 # ---- the kernels ----------------------------------------------------------------------------------
 def _check_conv_ranks(x, f, nd):
     if x.ndim != nd + 2 or f.ndim != nd + 2:
@@ -290,6 +304,10 @@ def _batch_forward(x, f, g, out, pads, strides, dilations, bias, relu):
     if (g == 1 and winograd.applies(x.dtype, f.shape, strides, dilations, pads)
             and _winograd_forward(x, f, out, pads, strides, dilations)):
         y = winograd.conv3x3(x, f, pads, bias, relu)
+    elif g == 1 and _use_pointwise("forward", x.dtype, n, sizes, c, o, ksize, pads, strides,
+                                   lambda k: conv_pointwise.forward(x[:k], f, out, strides),
+                                   lambda k: _dense_forward(x[:k], f, out, pads, strides, dilations)):
+        y = conv_pointwise.forward(x, f, out, strides, bias, relu)
     elif g == 1 and _use_planes("forward", x.dtype, n, sizes, c, o, ksize, pads, strides, dilations,
                                 lambda k: conv_planes.forward(x[:k], f, out, pads, strides, dilations),
                                 lambda k: _dense_forward(x[:k], f, out, pads, strides, dilations)):
@@ -354,8 +372,16 @@ def backprop_input_runner(input_sizes, f, dy, strides, dilations, padding, data_
         raise ValueError("out_backprop does not match the convolution's output shape")
     if (g == 1 and winograd.applies(dy.dtype, f.shape, strides, dilations, pads)
             and _winograd_input(shape, f, dy, out, pads, strides, dilations)):
+        winograd.choose_stacks("input", shape, o, pads, dy.dtype)    # (here: not beside the filter gradient)
+
         def run():
             return winograd.conv3x3_backprop_input(shape, f, dy, pads)
+    elif g == 1 and _use_pointwise(
+            "input", dy.dtype, n, sizes, c, o, ksize, pads, strides,
+            lambda k: conv_pointwise.backprop_input((k,) + shape[1:], f, dy[:k], out, strides),
+            lambda k: _dense_backprop_input((k,) + shape[1:], f, dy[:k], out, pads, strides, dilations)):
+        def run():
+            return conv_pointwise.backprop_input(shape, f, dy, out, strides)
     elif g == 1 and _use_planes(
             "input", dy.dtype, n, sizes, c, o, ksize, pads, strides, dilations,
             lambda k: conv_planes.backprop_input((k,) + shape[1:], f, dy[:k], out, pads, strides, dilations),
@@ -398,8 +424,16 @@ def backprop_filter_runner(x, filter_sizes, dy, strides, dilations, padding, dat
         raise ValueError("out_backprop does not match the convolution's output shape")
     if (g == 1 and winograd.applies(x.dtype, fsizes, strides, dilations, pads)
             and _winograd_filter(x, fsizes, dy, out, pads, strides, dilations)):
+        winograd.choose_stacks("filter", x.shape, o, pads, x.dtype)
+
         def run():
             return winograd.conv3x3_backprop_filter(x, dy, pads)
+    elif g == 1 and _use_pointwise(
+            "filter", x.dtype, n, sizes, c, o, ksize, pads, strides,
+            lambda k: conv_pointwise.backprop_filter(x[:k], fsizes, dy[:k], out, strides),
+            lambda k: _dense_backprop_filter(x[:k], fsizes, dy[:k], out, pads, strides, dilations)):
+        def run():
+            return conv_pointwise.backprop_filter(x, fsizes, dy, out, strides)
     elif g == 1 and _use_planes(
             "filter", x.dtype, n, sizes, c, o, ksize, pads, strides, dilations,
             lambda k: conv_planes.backprop_filter(x[:k], fsizes, dy[:k], out, pads, strides, dilations),

@@ -32,7 +32,7 @@ import os
 import numpy as np
 
 from tensorweave.core import derived
-from tensorweave.kernels.cpu import conv_tiles, gemm
+from tensorweave.kernels.cpu import conv_choice, conv_tiles, gemm
 from tensorweave.kernels.cpu import winograd_twins as twins
 from tensorweave.kernels.cpu.jit import njit_twin
 from tensorweave.kernels.cpu.tiles import buffer, over_tiles
@@ -317,13 +317,46 @@ def _planes(scratch, key, p, c, dtype):
     return buffer(scratch, key, (36 * p * c,), dtype).reshape(36, p, c)
 
 
-def _products(a, b, out, one_thread):
+def _products(a, b, out, one_thread, stacks=False):
     """The 36 stacked GEMMs ``a[i] @ b[i]``. With tiles side by side (``one_thread``) on one
     thread, on the library measured faster on one thread for the stack's shape class
-    (``gemm.matmul``); a single tile (batch 1) keeps NumPy's stacked product on its threads."""
-    if one_thread:
+    (``gemm.matmul``), or with ``stacks`` (:func:`_numpy_stacks`) as ``np.matmul`` on the tiles'
+    one-thread BLAS; a single tile (batch 1) keeps NumPy's stacked product on its threads."""
+    if one_thread and not stacks:
         return gemm.matmul(a, b, out=out, one_thread=True)
     return np.matmul(a, b, out=out)
+
+
+def _numpy_stacks(one_thread, dtype, m, k, n, transposed=False):
+    """Whether the tiles' stacks of 36 ``[m, k] @ [k, n]`` run through ``np.matmul``: with tiles
+    side by side, where that measured faster than ``gemm.matmul`` (``conv_choice.numpy_stacks``)."""
+    return one_thread and conv_choice.numpy_stacks(dtype, 36, m, k, n, transposed)
+
+
+def _tiling(kind, n, blk, o, dtype):
+    """``(per-image bytes, images per tile, one_thread, stacks)`` of the kernel ``kind``
+    (``"forward"``, ``"input"``, ``"filter"``: images per ordered group's sub-tile) for ``n`` images
+    of ``blk``'s geometry and ``o`` output channels: the tile cut (``conv_tiles``), and
+    :func:`_numpy_stacks` for its stacks."""
+    per_image = 36 * blk.per_image() * (blk.c + o) * dtype.itemsize
+    if kind == "filter":
+        images = max(1, TILE_BYTES // max(per_image, 1))
+        one = conv_tiles.batch(n) > GROUP_IMAGES      # several groups: one-thread GEMMs (as the batch's, in a timing)
+        shape = (blk.c, min(images, GROUP_IMAGES) * blk.per_image(), o, True)
+    else:
+        tile, one = conv_tiles.split(n, per_image, TILE_BYTES)
+        images = tile // max(per_image, 1)
+        windows = images * blk.per_image()
+        shape = (windows, blk.c, o, False) if kind == "forward" else (windows, o, blk.c, False)
+    return per_image, images, one, _numpy_stacks(one, dtype, *shape)
+
+
+def choose_stacks(kind, shape, o, pads, dtype):
+    """Makes the stack choice of the kernel ``kind`` for a channels-last input ``shape`` now, on this
+    thread: ``conv_pair_kernels`` runs the two gradients side by side, and no timing may run beside
+    the other gradient (``conv_kernels``' runners call this before they return)."""
+    if shape[0] and 0 not in shape[1:]:
+        _tiling(kind, shape[0], _Blocks(shape, pads), o, np.dtype(dtype))
 
 
 class _Blocks:
@@ -366,13 +399,13 @@ def conv3x3(x, f, pads, bias=None, relu=False):
     u = transformed_filter(f)
     b = np.zeros(o, x.dtype) if bias is None else np.ascontiguousarray(bias, x.dtype)
 
-    per_image = 36 * blk.per_image() * (blk.c + o) * x.itemsize
-    tile, one = conv_tiles.split(x.shape[0], per_image, TILE_BYTES)
+    per_image, images, one, stacks = _tiling("forward", x.shape[0], blk, o, x.dtype)
+    tile = images * per_image
 
     def run(b0, b1, scratch):
         v = blk.transformed_input(x, b0, b1, scratch)
         m = _planes(scratch, "m", v.shape[1], o, x.dtype)
-        _products(v, u, m, one)
+        _products(v, u, m, one, stacks)
         _output_transform(m, 0, b1 - b0, blk.th, blk.tw, y[b0:b1], b, bias is not None, relu)
     over_tiles(x.shape[0], per_image, tile, run)
     return y
@@ -390,14 +423,14 @@ def conv3x3_backprop_input(x_shape, f, dy, pads):
     if dx.size == 0:
         return dx
 
-    per_image = 36 * blk.per_image() * (c + o) * dy.itemsize
-    tile, one = conv_tiles.split(n, per_image, TILE_BYTES)
+    per_image, images, one, stacks = _tiling("input", n, blk, o, dy.dtype)
+    tile = images * per_image
 
     def run(b0, b1, scratch):
         wt = _planes(scratch, "w", (b1 - b0) * blk.per_image(), o, dy.dtype)
         _output_grad_transform(dy, b0, b1, blk.th, blk.tw, wt)
         e = _planes(scratch, "e", wt.shape[1], c, dy.dtype)
-        _products(wt, ut, e, one)
+        _products(wt, ut, e, one, stacks)
         dx[b0:b1] = 0
         _input_grad_transform(e, 0, b1 - b0, blk.th, blk.tw, blk.pt, blk.pl, dx[b0:b1])
     over_tiles(n, per_image, tile, run)
@@ -412,9 +445,7 @@ def conv3x3_backprop_filter(x, dy, pads):
     blk = _Blocks(x.shape, pads)
     o = dy.shape[3]
     parts = {}
-    per_image = 36 * blk.per_image() * (blk.c + o) * x.itemsize
-    sub = max(1, TILE_BYTES // per_image)
-    one = conv_tiles.batch(x.shape[0]) > GROUP_IMAGES      # several groups: one-thread GEMMs (as the batch's, in a timing)
+    _, sub, one, stacks = _tiling("filter", x.shape[0], blk, o, x.dtype)
 
     def run(g0, g1, scratch):
         acc = None
@@ -423,7 +454,7 @@ def conv3x3_backprop_filter(x, dy, pads):
             v = blk.transformed_input(x, b0, b1, scratch)
             w = _planes(scratch, "w", v.shape[1], o, x.dtype)
             _output_grad_transform(dy, b0, b1, blk.th, blk.tw, w)
-            part = _products(v.transpose(0, 2, 1), w, None, one)
+            part = _products(v.transpose(0, 2, 1), w, None, one, stacks)
             if acc is None:
                 acc = part
             else:
