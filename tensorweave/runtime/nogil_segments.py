@@ -36,6 +36,7 @@ _switch = {"on": os.environ.get("TW_NOGIL_SEGMENTS", "1") != "0"}
 #: fewest compiled instructions worth a segment
 MIN_INSTRUCTIONS = 2
 _ELEMENTWISE = (nogil_ops.ADD, nogil_ops.RELU, nogil_ops.RELU_GRAD)
+_EMPTY = (np.zeros((0, nogil_ops.WIDTH), np.int64), np.zeros(0, np.int64))   # a program of no rows, no addresses
 
 
 def enabled():
@@ -128,6 +129,7 @@ def steady(plan, feed_values):
     segments = {seg.first: seg for seg in _segments(plan, forms, shapes)}
     if segments:
         plan.runner = executor._sequential_runner(plan, segments)
+        nogil_ops.run_program(*_EMPTY)     # the interpreter compiling from now (background)
     return fetched
 
 
@@ -192,6 +194,7 @@ class Segment:
         self.has_gemm = any(op == nogil_ops.GEMM for op, _, _, _ in code)
         self.share = gemm._share() if self.has_gemm else None
         self.lock = threading.Lock()
+        self.runs = {"compiled": 0, "python": 0, "why": None}     # (tests, benchmarks: which way calls ran)
 
     def _allocate(self, code, slot_at, shapes):
         """Buffers for the values made and used only here, one per value alive at once: a value
@@ -225,7 +228,7 @@ class Segment:
 
     def __call__(self, *ins):
         if self.has_gemm and gemm._share() != self.share or not self.lock.acquire(False):
-            return self._python(ins, self.has_gemm and gemm._share() != self.share)
+            return self._python(ins, self.has_gemm and gemm._share() != self.share, "share or busy")
         try:
             vals = dict(zip(self.ins, ins))
             for fn, k, out in self.reads:
@@ -234,21 +237,24 @@ class Segment:
             for j, s in enumerate(self.checked):
                 v = vals[s]
                 if not (_array_ok(v) and v.shape == shapes[s]):
-                    return self._python(ins, True)
+                    return self._python(ins, True, f"input {s}")
                 addrs[j] = v.ctypes.data
             base = len(self.checked)
             for j, s in enumerate(self.fresh):
                 v = vals[s] = np.empty(shapes[s], F32)
                 addrs[base + j] = v.ctypes.data
             if nogil_ops.run_program(self.program, addrs) != 0:
-                return self._python(ins, False)
+                return self._python(ins, False, "compiling")
+            self.runs["compiled"] += 1
             return tuple(vals[s] for s in self.outs)
         finally:
             self.lock.release()
 
-    def _python(self, ins, replan):
+    def _python(self, ins, replan, why):
         """The member steps the Python way (a failing one tagged with its index for
         ``executor.node_error``); ``replan``: the plan is recorded again on a later run."""
+        self.runs["python"] += 1
+        self.runs["why"] = why
         if replan:
             self.plan.runner = None
         vals = dict(zip(self.ins, ins))
