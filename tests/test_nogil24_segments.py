@@ -105,7 +105,7 @@ def test_opcodes_match_their_kernels_and_numpy():
     add, relu, rg, cs, mean = (np.empty_like(x), np.empty_like(x), np.empty_like(x), np.full(19, 7, np.float32),
                                np.empty(1, np.float32))
     loss = RNG.standard_normal(300).astype(np.float32) * 10
-    _run([[N.ADD, 0, 1, 2, 37, 19, 0], [N.RELU, 0, -1, 3, x.size], [N.RELU_GRAD, 4, 0, 5, x.size],
+    _run([[N.ADD, 0, 1, 2, 37, 19], [N.RELU, 0, -1, 3, x.size], [N.RELU_GRAD, 4, 0, 5, x.size],
           [N.COLSUM, 4, -1, 6, 37, 19], [N.MEAN, 7, -1, 8, loss.size]], [x, b, add, relu, g, rg, cs, loss, mean])
     assert add.tobytes() == np.add(x, b).tobytes()
     assert relu.tobytes() == np.maximum(x, np.float32(0)).tobytes()

@@ -76,9 +76,9 @@ def _form(st, args):
     if nd.op == "AddV2" and len(args) == 2:
         x, y = args
         if x.shape == y.shape:
-            return nogil_ops.ADD, ins, (1, x.size, 0)
+            return nogil_ops.ADD, ins, (1, x.size)
         if x.ndim == 2 and y.shape == x.shape[1:]:
-            return nogil_ops.ADD, ins, (x.shape[0], x.shape[1], 0)
+            return nogil_ops.ADD, ins, x.shape
         return None
     if nd.op == "Relu" and len(args) == 1:
         return nogil_ops.RELU, (ins[0], -1), (args[0].size,)
