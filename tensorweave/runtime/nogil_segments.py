@@ -105,9 +105,10 @@ def steady(plan, feed_values):
     try:
         for i, st in enumerate(plan.steps):
             args = [vals[s] for s in st.ins]
-            form = _form(st, args) if st.single else None
             shapes.update((s, a.shape) for s, a in zip(st.ins, args) if type(a) is np.ndarray)
             r = st.fn(*args)
+            # (after the step: a product's first run on this thread may have made its class's choice)
+            form = _form(st, args) if st.single else None
             if st.single:
                 vals[st.outs] = r
                 if form is not None and not _array_ok(r):
@@ -123,27 +124,32 @@ def steady(plan, feed_values):
     except Exception as e:  # noqa: BLE001 - re-raised naming the node
         raise executor.node_error(plan.steps[i], e) from e
     fetched = [vals[s] for s in plan.fetch_slots]
-    for j, launch, join in overlap.schedule(plan):     # products started early stay as they are
-        for k in {j, *range(launch, join + 1)} & set(range(len(forms))):
+    cuts = set()
+    for j, launch, join in overlap.schedule(plan):
+        # a product started early (and the reads moved to its start) stays as it is; a segment
+        # starts at its launch and at its join, where the runner's own lines go
+        for k in (j, *overlap.early_reads(plan.deps, j, launch)):
             forms[k] = None
-    segments = {seg.first: seg for seg in _segments(plan, forms, shapes)}
+        cuts.update((launch, join))
+    segments = {seg.first: seg for seg in _segments(plan, forms, shapes, cuts)}
     if segments:
         plan.runner = executor._sequential_runner(plan, segments)
         nogil_ops.run_program(*_EMPTY)     # the interpreter compiling from now (background)
     return fetched
 
 
-def _segments(plan, forms, shapes):
-    """The :class:`Segment` of each maximal run of steps with a compiled form."""
+def _segments(plan, forms, shapes, cuts=()):
+    """The :class:`Segment` of each maximal run of steps with a compiled form (none holding a
+    step of ``cuts`` but as its first)."""
     later = _read_after(plan)
     run = []
     for i, form in enumerate(forms + [None]):
-        if form is not None:
+        if form is not None and not (i in cuts and run):
             run.append(i)
             continue
         if sum(forms[j] != "read" for j in run) >= MIN_INSTRUCTIONS:
             yield Segment(plan, run, [forms[j] for j in run], shapes, later)
-        run = []
+        run = [i] if form is not None else []
 
 
 def _read_after(plan):
