@@ -177,4 +177,7 @@ def test_shape_change_leaves_steady_path_and_errors_name_the_node(one_thread, sw
     assert plan(vals)[0][0, 0] == 3 and plan(vals)[0][0, 0] == 3         # recorded again at the new shape
     with pytest.raises(errors.InvalidArgumentError, match=r"node AddV2"):
         plan([np.ones((3, 64), np.float32), np.ones((4, 64), np.float32)])
+    for n in range(4, 4 + 3 * nogil_segments.MAX_MISSES):     # a new shape every other call
+        assert plan([np.ones((n % 5 + 1, 64), np.float32)] * 2)[0][0, 0] == 3
+    assert plan.nogil_misses == nogil_segments.MAX_MISSES and not plan.runner.nogil_due   # no longer recorded
     del w

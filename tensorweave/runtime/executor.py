@@ -582,7 +582,7 @@ def _sequential_runner(plan, segments=None):
     run = ns["run"]
     run.step_of_line = lines
     run.overlap = sorted(early.items())
-    run.nogil_due = not segments and nogil_segments.enabled()
+    run.nogil_due = not segments and nogil_segments.due(plan)
     return run
 
 

@@ -43,6 +43,16 @@ def enabled():
     return _switch["on"]
 
 
+#: a plan whose segments missed their checks this often (inputs of new shapes or layouts on every
+#: few calls) is no longer recorded
+MAX_MISSES = 3
+
+
+def due(plan):
+    """Whether ``plan``'s plain runner, made now, should record its second run for segments."""
+    return _switch["on"] and getattr(plan, "nogil_misses", 0) < MAX_MISSES
+
+
 def set_enabled(on):
     """Turns segments on or off for plans whose runner is made from now on; returns the old setting."""
     old, _switch["on"] = _switch["on"], bool(on)
@@ -237,8 +247,11 @@ class Segment:
             return self._python(ins, self.has_gemm and gemm._share() != self.share, "share or busy")
         try:
             vals = dict(zip(self.ins, ins))
-            for fn, k, out in self.reads:
-                vals[out] = fn(ins[k])
+            try:
+                for fn, k, out in self.reads:
+                    vals[out] = fn(ins[k])
+            except Exception:  # noqa: BLE001 - raised again by its own step, named
+                return self._python(ins, False, "read failed")
             addrs, shapes = self.addrs, self.shapes
             for j, s in enumerate(self.checked):
                 v = vals[s]
@@ -262,6 +275,7 @@ class Segment:
         self.runs["python"] += 1
         self.runs["why"] = why
         if replan:
+            self.plan.nogil_misses = getattr(self.plan, "nogil_misses", 0) + 1
             self.plan.runner = None
         vals = dict(zip(self.ins, ins))
         for k, st in enumerate(self.steps):
