@@ -104,36 +104,23 @@ def _form(st, args):
 
 
 def steady(plan, feed_values):
-    """Runs ``plan`` once the Python way recording its values, builds its segments and makes its
-    runner run them (or leaves the runner as it is where there are none); returns the fetches."""
+    """Runs ``plan`` once by its own runner's code with each step recording its form and the
+    shapes it saw, builds its segments and makes its runner run them (or leaves the runner as it
+    is where there are none); returns the fetches."""
     from tensorweave.runtime import executor, overlap
-    vals = plan.initial.copy()
-    for s, v in zip(plan.feed_slots, feed_values):
-        vals[s] = v
-    forms, shapes = [], {}
-    i = 0
+    forms, shapes = [None] * len(plan.steps), {}
+    kept = [st.fn for st in plan.steps]
+    for i, st in enumerate(plan.steps):
+        st.fn = _recorder(st, i, forms, shapes)
     try:
-        for i, st in enumerate(plan.steps):
-            args = [vals[s] for s in st.ins]
-            shapes.update((s, a.shape) for s, a in zip(st.ins, args) if type(a) is np.ndarray)
-            r = st.fn(*args)
-            # (after the step: a product's first run on this thread may have made its class's choice)
-            form = _form(st, args) if st.single else None
-            if st.single:
-                vals[st.outs] = r
-                if form is not None and not _array_ok(r):
-                    form = None
-                elif form is not None:
-                    shapes[st.outs] = r.shape
-            else:
-                for s, v in zip(st.outs, r):
-                    vals[s] = v
-            forms.append(form)
-            for s in plan.frees[i]:
-                vals[s] = None
+        runner = executor._sequential_runner(plan)      # (products started early start as always)
+    finally:
+        for st, fn in zip(plan.steps, kept):
+            st.fn = fn
+    try:
+        fetched = runner(feed_values)
     except Exception as e:  # noqa: BLE001 - re-raised naming the node
-        raise executor.node_error(plan.steps[i], e) from e
-    fetched = [vals[s] for s in plan.fetch_slots]
+        raise executor.node_error(plan.steps[executor._failed_step(runner, e)], e) from e
     cuts = set()
     for j, launch, join in overlap.schedule(plan):
         # a product started early (and the reads moved to its start) stays as it is; a segment
@@ -146,6 +133,23 @@ def steady(plan, feed_values):
         plan.runner = executor._sequential_runner(plan, segments)
         nogil_ops.run_program(*_EMPTY)     # the interpreter compiling from now (background)
     return fetched
+
+
+def _recorder(st, i, forms, shapes):
+    """``st.fn`` recording into ``forms[i]`` its compiled form (after it ran: a product's first
+    run on this thread may have made its class's choice) and into ``shapes`` its values' shapes;
+    no value is kept (a variable's array held would make its update copy it)."""
+    fn = st.fn
+
+    def run(*args):
+        r = fn(*args)
+        shapes.update((s, a.shape) for s, a in zip(st.ins, args) if type(a) is np.ndarray)
+        form = _form(st, args) if st.single else None
+        if form is not None and _array_ok(r):
+            forms[i] = form
+            shapes[st.outs] = r.shape
+        return r
+    return run
 
 
 def _segments(plan, forms, shapes, cuts=()):
@@ -164,7 +168,7 @@ def _segments(plan, forms, shapes, cuts=()):
 
 def _read_after(plan):
     """Per step index, the slots some later step (or the fetches) reads: ``later[i]``."""
-    later, seen = [None] * len(plan.steps), set(plan.fetch_slots) | set(plan.keep or ())
+    later, seen = [None] * len(plan.steps), set(plan.fetch_slots) | set(getattr(plan, "keep", None) or ())
     for i in range(len(plan.steps) - 1, -1, -1):
         later[i] = frozenset(seen)
         seen.update(plan.steps[i].ins)
