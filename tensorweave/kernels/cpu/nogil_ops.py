@@ -19,7 +19,7 @@ bits of its op's kernel (``runtime/nogil_segments.py`` builds programs from a st
 - :data:`COLSUM` column sums into zeros by ``reduce_kernels._sum_middle`` (``SumToLike``'s bias
   gradient);
 - :data:`MEAN` a 1-D mean as ``reduce_kernels._mean`` takes it: NumPy's pairwise sum
-  (:func:`pairwise_sum`, its ``add.reduce``), then over the count in float64, rounded to float32
+  (``softmax_loops.pairwise_sum``, its ``add.reduce``), then over the count in float64, rounded to float32
   (``reduce_kernels._mean``'s ``total / np.intp(n)`` promotes to float64).
 
 While the interpreter compiles (on a background thread, ``jit.njit_twin``) its twin answers
@@ -38,7 +38,7 @@ from llvmlite import ir
 from numba.core import types
 from numba.extending import intrinsic
 
-from tensorweave.kernels.cpu import gemm, jit, nn_loops, reduce_kernels
+from tensorweave.kernels.cpu import gemm, jit, nn_loops, reduce_kernels, softmax_loops
 
 #: columns of a program row: opcode, three operand indexes, eight integers, and for :data:`GEMM`
 #: the address-table indexes of ``cblas_sgemm`` and ``MKL_Set_Num_Threads_Local``
@@ -46,8 +46,6 @@ WIDTH = 14
 GEMM, ADD, RELU, RELU_GRAD, COLSUM, MEAN = 1, 2, 3, 4, 5, 6
 #: what the twin returns while the interpreter compiles: run the steps the Python way
 NOT_READY = -1
-#: NumPy's block of its pairwise sum (``PW_BLOCKSIZE`` in its loops)
-PW_BLOCK = 128
 
 
 @intrinsic
@@ -67,40 +65,10 @@ def _f32(addr, n):
 
 
 @jit.njit
-def pairwise_sum(a, lo, n):
-    """``sum(a[lo:lo + n])`` in NumPy's pairwise order for float32 (``@TYPE@_pairwise_sum``):
-    under 8 elements one by one, up to :data:`PW_BLOCK` eight running sums combined as
-    ``((r0 + r1) + (r2 + r3)) + ((r4 + r5) + (r6 + r7))`` then the tail, above that two halves
-    (the first a multiple of 8)."""
-    if n < 8:
-        res = np.float32(0.0)
-        for i in range(n):
-            res += a[lo + i]
-        return res
-    if n <= PW_BLOCK:
-        r = np.empty(8, np.float32)
-        for j in range(8):
-            r[j] = a[lo + j]
-        i = 8
-        while i < n - n % 8:
-            for j in range(8):
-                r[j] += a[lo + i + j]
-            i += 8
-        res = ((r[0] + r[1]) + (r[2] + r[3])) + ((r[4] + r[5]) + (r[6] + r[7]))
-        while i < n:
-            res += a[lo + i]
-            i += 1
-        return res
-    n2 = n // 2
-    n2 -= n2 % 8
-    return pairwise_sum(a, lo, n2) + pairwise_sum(a, lo + n2, n - n2)
-
-
-@jit.njit
 def mean_1d(x, n):
     """``np.add.reduce(x)`` (its pairwise sum over all ``n``) over ``n`` as float64, rounded to
     float32: ``reduce_kernels._mean``'s bits."""
-    total = pairwise_sum(x, 0, n)
+    total = softmax_loops.pairwise_sum(x, 0, n)
     return np.float32(np.float64(total) / np.float64(n))
 
 
