@@ -27,7 +27,7 @@ from tensorweave.core.plan_data import Resource, SubGraph
 from tensorweave.core.registry import _OPS, get_op
 from tensorweave.kernels import threads
 from tensorweave.core import devices
-from tensorweave.runtime import overlap
+from tensorweave.runtime import nogil_segments, overlap
 from tensorweave.runtime.plan_spec import (COPY_OP, LocalValue, NodeSpec, PlanSpec, ResourceRef,
                                            ResourceTable)
 from tensorweave.runtime.runtime import _same_buffer, default_runtime
@@ -445,6 +445,9 @@ def run_plan(plan, feed_values):
         if runner is None:
             runner = plan.runner = _sequential_runner(plan)
         if runner is not False and len(feed_values) >= len(plan.feed_slots):
+            if runner.nogil_due:       # the second run: steady, recorded for segments (nogil_segments.py)
+                runner.nogil_due = False
+                return nogil_segments.steady(plan, feed_values)
             try:
                 return runner(feed_values)
             except Exception as e:  # noqa: BLE001 - re-raised naming the node
@@ -481,7 +484,7 @@ def _run_sequential(plan, vals):
 RUNNER_MAX_STEPS = 2000
 
 
-def _sequential_runner(plan):
+def _sequential_runner(plan, segments=None):
     """``run(feed_values) -> fetched values``: :func:`_run_sequential`'s loop over ``plan`` unrolled
     into generated Python, one line per step, slots as local variables, step functions and
     presets bound as default arguments; a freed slot's local is set to None after its last
@@ -493,13 +496,18 @@ def _sequential_runner(plan):
     Products that ``overlap.schedule`` starts early are started at their launch step
     (``overlap.defer``; the variable reads they wait for, ``overlap.early_reads``, moved there), the steps until their join inside a ``try`` that waits for them on a
     failure (``overlap.abandon``), and collected before the join step (``overlap.join``); an
-    error of theirs names their own step."""
+    error of theirs names their own step.
+
+    ``segments`` (``{first step: nogil_segments.Segment}``): each segment's steps as one line
+    calling it (none spans a product started early, ``nogil_segments.steady``)."""
     steps = plan.steps
     if len(steps) > RUNNER_MAX_STEPS:
         return False
     ns = {"_outs": _outs, "_defer": overlap.defer, "_join": overlap.join, "_abandon": overlap.abandon}
     params, body = [], []            # body: (indent, text, step index or None)
     known = set()
+    segments = segments or {}
+    inside = {j for seg in segments.values() for j in range(seg.first, seg.first + len(seg.steps))}
     early = {j: (launch, join) for j, launch, join in overlap.schedule(plan)}
     launches = {launch: j for j, (launch, _) in early.items()}
     # variable reads a started product waits for, run at its launch instead of their place
@@ -529,7 +537,9 @@ def _sequential_runner(plan):
         known.add(slot)
         body.append((1, f"s{slot} = feeds[{j}]", None))
     for i, st in enumerate(steps):
-        ns[f"f{i}"] = st.fn
+        if i in inside and i not in segments:
+            continue
+        ns[f"f{i}"] = segments.get(i, st.fn)
         params.append(f"f{i}=f{i}")
     def emit(i, st):
         call = f"f{i}({', '.join(use(x) for x in st.ins)})"
@@ -555,10 +565,13 @@ def _sequential_runner(plan):
             known.add(steps[j].outs)
             body.append((depth[0], "try:", None))
             depth[0] += 1
-        if i not in early and i not in hoisted:
+        if i in segments:
+            emit(i, segments[i])
+        elif i not in early and i not in hoisted and i not in inside:
             emit(i, st)
         for x in plan.frees[i]:
-            body.append((depth[0], f"s{operator.index(x)} = None", None))
+            if i not in inside or x in known:
+                body.append((depth[0], f"s{operator.index(x)} = None", None))
     if len(steps) in joins:
         join(len(steps))
     body.append((1, f"return [{', '.join(use(x) for x in plan.fetch_slots)}]", None))
@@ -569,6 +582,7 @@ def _sequential_runner(plan):
     run = ns["run"]
     run.step_of_line = lines
     run.overlap = sorted(early.items())
+    run.nogil_due = not segments and nogil_segments.due(plan)
     return run
 
 
@@ -579,7 +593,11 @@ def _outs(r, n):
 
 
 def _failed_step(runner, exc):
-    """The index of the step whose line of ``runner`` raised ``exc``."""
+    """The index of the step whose line of ``runner`` raised ``exc`` (a segment's step: the
+    index it tagged the exception with)."""
+    tagged = getattr(exc, "tw_step", None)
+    if tagged is not None:
+        return tagged
     tb = exc.__traceback__
     while tb is not None:
         if tb.tb_frame.f_code is runner.__code__:

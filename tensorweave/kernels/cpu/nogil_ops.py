@@ -1,0 +1,111 @@
+"""A compiled interpreter that runs a segment of a plan's steps in one GIL-free call.
+
+A *program* is an ``int64[n, WIDTH]`` instruction table: per row an opcode, up to three
+operand indexes into an ``int64`` *address table* (the data pointers of float32 buffers, and for
+:data:`GEMM` MKL's ``cblas_sgemm`` and ``MKL_Set_Num_Threads_Local``) and shape integers.
+:func:`run_program` walks the table once, turning addresses into array views
+(:func:`_f32`) and calling the loops the ops' kernels call themselves, so each opcode gives the
+bits of its op's kernel (``runtime/nogil_segments.py`` builds programs from a steady plan;
+``docs/design/nogil-steps.md``):
+
+- :data:`GEMM` ``c = op(a) @ op(b)``: MKL's ``cblas_sgemm`` on one thread, the call
+  ``gemm.matmul`` makes for a product whose route is ``"one"`` and whose class chose ``"mkl1"``;
+- :data:`ADD` ``out = x + y`` with ``y`` a row broadcast over ``x``'s rows (or ``x``'s shape as one
+  row): ``np.add``'s elementwise sums (``AddV2``, its in-place variant) by ``nn_loops.bias_act``
+  (in place on ``out``, ``x`` copied there first unless it is ``x``; 15 µs against ``np.add``'s 26
+  for 128x512, thread CPU at load 11);
+- :data:`RELU` ``np.maximum(x, 0)`` (``-0.0`` gives ``0.0``, NaN stays NaN);
+- :data:`RELU_GRAD` ``nn_loops.relu_grad`` (the ``ReluGrad`` kernel's loop);
+- :data:`COLSUM` column sums into zeros by ``reduce_kernels._sum_middle`` (``SumToLike``'s bias
+  gradient);
+- :data:`MEAN` a 1-D mean as ``reduce_kernels._mean`` takes it: NumPy's pairwise sum
+  (``softmax_loops.pairwise_sum``, its ``add.reduce``), then over the count in float64, rounded to float32
+  (``reduce_kernels._mean``'s ``total / np.intp(n)`` promotes to float64).
+
+While the interpreter compiles (on a background thread, ``jit.njit_twin``) its twin answers
+:data:`NOT_READY` and the caller runs the steps as before.
+
+>>> import numpy as np
+>>> x, y, out = np.arange(6, dtype=np.float32), np.ones(3, np.float32), np.empty(6, np.float32)
+>>> addrs = np.array([x.ctypes.data, y.ctypes.data, out.ctypes.data], np.int64)
+>>> prog = np.zeros((1, WIDTH), np.int64); prog[0, :6] = [ADD, 0, 1, 2, 2, 3]
+>>> jit.compile_now(run_program, prog, addrs)(prog, addrs), out.tolist()
+(0, [1.0, 2.0, 3.0, 4.0, 5.0, 6.0])
+"""
+import numba
+import numpy as np
+from llvmlite import ir
+from numba.core import types
+from numba.extending import intrinsic
+
+from tensorweave.kernels.cpu import gemm, jit, nn_loops, reduce_kernels, softmax_loops
+
+#: columns of a program row: opcode, three operand indexes, eight integers, and for :data:`GEMM`
+#: the address-table indexes of ``cblas_sgemm`` and ``MKL_Set_Num_Threads_Local``
+WIDTH = 14
+GEMM, ADD, RELU, RELU_GRAD, COLSUM, MEAN = 1, 2, 3, 4, 5, 6
+#: what the twin returns while the interpreter compiles: run the steps the Python way
+NOT_READY = -1
+
+
+@intrinsic
+def _f32_ptr(typingctx, addr):
+    """The float32 pointer at integer address ``addr`` (a buffer's data, from the address table)."""
+    sig = types.CPointer(types.float32)(types.int64)
+
+    def codegen(context, builder, signature, args):
+        return builder.inttoptr(args[0], ir.PointerType(ir.FloatType()))
+    return sig, codegen
+
+
+@jit.njit
+def _f32(addr, n):
+    """A 1-D float32 view of ``n`` elements at address ``addr``."""
+    return numba.carray(_f32_ptr(addr), (n,))
+
+
+@jit.njit
+def mean_1d(x, n):
+    """``np.add.reduce(x)`` (its pairwise sum over all ``n``) over ``n`` as float64, rounded to
+    float32: ``reduce_kernels._mean``'s bits."""
+    total = softmax_loops.pairwise_sum(x, 0, n)
+    return np.float32(np.float64(total) / np.float64(n))
+
+
+def _not_ready(program, addrs):
+    return NOT_READY
+
+
+@jit.njit_twin(_not_ready)
+def run_program(program, addrs):
+    """Runs the rows of ``program`` over the buffers at ``addrs`` in order; 0 when done."""
+    for row in range(program.shape[0]):
+        op, i0, i1, i2 = program[row, 0], program[row, 1], program[row, 2], program[row, 3]
+        d = program[row, 4:]
+        if op == GEMM:
+            # d: trans_a, trans_b, m, n, k, lda, ldb, ldc (the views' sizes only bound them)
+            m, n, k = d[2], d[3], d[4]
+            a, b, c = _f32(addrs[i0], m * k), _f32(addrs[i1], k * n), _f32(addrs[i2], m * n)
+            gemm._call_threads(addrs[program[row, 13]], 1, addrs[program[row, 12]], d[0], d[1], m, n, k,
+                               a, d[5], b, d[6], c, d[7])
+        elif op == ADD:
+            rows, cols = d[0], d[1]
+            out = _f32(addrs[i2], rows * cols)
+            if addrs[i2] != addrs[i0]:
+                out[:] = _f32(addrs[i0], rows * cols)
+            nn_loops.bias_act(out.reshape((rows, cols)), _f32(addrs[i1], cols), False)
+        elif op == RELU:
+            x, out = _f32(addrs[i0], d[0]), _f32(addrs[i2], d[0])
+            for i in range(d[0]):
+                v = x[i]
+                out[i] = np.float32(0.0) if v <= 0 else v     # (NaN is not <= 0: kept)
+        elif op == RELU_GRAD:
+            nn_loops.relu_grad(_f32(addrs[i0], d[0]), _f32(addrs[i1], d[0]), _f32(addrs[i2], d[0]))
+        elif op == COLSUM:
+            rows, cols = d[0], d[1]
+            out = _f32(addrs[i2], cols)
+            out[:] = 0
+            reduce_kernels._sum_middle(_f32(addrs[i0], rows * cols).reshape((1, rows, cols)), out.reshape((1, cols)))
+        elif op == MEAN:
+            _f32(addrs[i2], 1)[0] = mean_1d(_f32(addrs[i0], d[0]), d[0])
+    return 0

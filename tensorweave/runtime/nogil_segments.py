@@ -1,0 +1,291 @@
+"""A steady plan's runs of compiled steps as single GIL-free calls (``docs/design/nogil-steps.md``).
+
+On a plan's second sequential run (:func:`steady`, from ``executor.run_plan``) the steps run
+once more the Python way while each value's shape is recorded; every maximal run of
+consecutive steps that have a *compiled form* (:func:`_form`: the opcodes of
+``kernels/cpu/nogil_ops.py``, and ``ReadVariableOp``, whose read moves to the run's start —
+nothing inside a run writes a variable) becomes a :class:`Segment`: one instruction table for
+``nogil_ops.run_program``, the buffers of values used only inside it allocated once (reused
+as values die, in place where an elementwise op's input dies there), fresh arrays for the
+values read after it. The plan's runner is then generated with one line per segment
+(``executor._sequential_runner``); steps without a compiled form run as before.
+
+A segment checks its inputs (type, shape, dtype, layout) and, when it holds products, the
+calling thread's share of the cores (which decides a product's route, ``gemm._way``) before
+entering; a mismatch runs its steps the Python way (errors name their node) and sends the plan
+back to be recorded again (a shape change re-plans). ``TW_NOGIL_SEGMENTS=0`` (or
+:func:`set_enabled`) turns segments off.
+
+>>> import tensorweave as tw
+>>> v = tw.Variable(np.ones((64, 64), np.float32))
+>>> f = tw.function(lambda x: tw.nn.relu(tw.matmul(x, v) + x))
+>>> x = tw.constant(np.ones((64, 64), np.float32))
+>>> [float(f(x).numpy()[0, 0]) for _ in range(3)]
+[65.0, 65.0, 65.0]
+"""
+import os
+import threading
+
+import numpy as np
+
+from tensorweave.kernels.cpu import gemm, nogil_ops
+
+F32 = np.dtype(np.float32)
+#: on/off (``TW_NOGIL_SEGMENTS=0`` off): read when a plan's runner is made
+_switch = {"on": os.environ.get("TW_NOGIL_SEGMENTS", "1") != "0"}
+#: fewest compiled instructions worth a segment
+MIN_INSTRUCTIONS = 2
+_ELEMENTWISE = (nogil_ops.ADD, nogil_ops.RELU, nogil_ops.RELU_GRAD)
+_EMPTY = (np.zeros((0, nogil_ops.WIDTH), np.int64), np.zeros(0, np.int64))   # a program of no rows, no addresses
+
+
+def enabled():
+    return _switch["on"]
+
+
+#: a plan whose segments missed their checks this often (inputs of new shapes or layouts on every
+#: few calls) is no longer recorded
+MAX_MISSES = 3
+
+
+def due(plan):
+    """Whether ``plan``'s plain runner, made now, should record its second run for segments."""
+    return _switch["on"] and getattr(plan, "nogil_misses", 0) < MAX_MISSES
+
+
+def set_enabled(on):
+    """Turns segments on or off for plans whose runner is made from now on; returns the old setting."""
+    old, _switch["on"] = _switch["on"], bool(on)
+    return old
+
+
+def _array_ok(v, ndim=None):
+    return type(v) is np.ndarray and v.dtype == F32 and v.flags.c_contiguous and v.flags.aligned and v.size > 0 \
+        and (ndim is None or v.ndim == ndim)
+
+
+def _form(st, args):
+    """``(opcode, input slots, ints)`` of step ``st`` on argument values ``args``, ``"read"`` for a
+    variable read, or None (no compiled form: the step runs as before)."""
+    nd = st.node
+    if nd.kernel is not None or not all(_array_ok(a) for a in args if nd.op != "ReadVariableOp"):
+        return None
+    attrs, ins = nd.attrs or {}, st.ins
+    if nd.op == "ReadVariableOp" and nd.inplace is None:
+        return "read"
+    if nd.op == "MatMul" and len(args) == 2 and args[0].ndim == 2 and args[1].ndim == 2:
+        a = args[0].T if attrs.get("transpose_a") else args[0]
+        b = args[1].T if attrs.get("transpose_b") else args[1]
+        got = gemm._product(a, b)
+        if got is False or F32 not in gemm._gemm_serial:
+            return None
+        op_a, op_b, m, n, k, seen = got
+        if gemm.route(F32, m, n, k) != "one" or gemm._serial_chosen.get(seen) != "mkl1":
+            return None       # another library or threads: the plan's own choice stays in Python
+        return nogil_ops.GEMM, ins, (op_a[0], op_b[0], m, n, k, op_a[1], op_b[1], n)
+    if nd.op == "AddV2" and len(args) == 2:
+        x, y = args
+        if x.shape == y.shape:
+            return nogil_ops.ADD, ins, (1, x.size)
+        if x.ndim == 2 and y.shape == x.shape[1:]:
+            return nogil_ops.ADD, ins, x.shape
+        return None
+    if nd.op == "Relu" and len(args) == 1:
+        return nogil_ops.RELU, (ins[0], -1), (args[0].size,)
+    if nd.op == "ReluGrad" and len(args) == 2 and args[0].shape == args[1].shape:
+        return nogil_ops.RELU_GRAD, ins, (args[0].size,)
+    if nd.op == "SumToLike" and len(args) == 2 and args[0].ndim == 2 and args[1].shape == args[0].shape[1:] \
+            and args[0].shape[1] >= 8:
+        return nogil_ops.COLSUM, (ins[0], -1), args[0].shape
+    if nd.op == "Mean" and len(args) == 1 and args[0].ndim == 1 and not attrs.get("keepdims") \
+            and attrs.get("axis") in (None, (0,), (-1,)):
+        return nogil_ops.MEAN, (ins[0], -1), (args[0].size,)
+    return None
+
+
+def steady(plan, feed_values):
+    """Runs ``plan`` once by its own runner's code with each step recording its form and the
+    shapes it saw, builds its segments and makes its runner run them (or leaves the runner as it
+    is where there are none); returns the fetches."""
+    from tensorweave.runtime import executor, overlap
+    forms, shapes = [None] * len(plan.steps), {}
+    kept = [st.fn for st in plan.steps]
+    for i, st in enumerate(plan.steps):
+        st.fn = _recorder(st, i, forms, shapes)
+    try:
+        runner = executor._sequential_runner(plan)      # (products started early start as always)
+    finally:
+        for st, fn in zip(plan.steps, kept):
+            st.fn = fn
+    try:
+        fetched = runner(feed_values)
+    except Exception as e:  # noqa: BLE001 - re-raised naming the node
+        raise executor.node_error(plan.steps[executor._failed_step(runner, e)], e) from e
+    cuts = set()
+    for j, launch, join in overlap.schedule(plan):
+        # a product started early (and the reads moved to its start) stays as it is; a segment
+        # starts at its launch and at its join, where the runner's own lines go
+        for k in (j, *overlap.early_reads(plan.deps, j, launch)):
+            forms[k] = None
+        cuts.update((launch, join))
+    segments = {seg.first: seg for seg in _segments(plan, forms, shapes, cuts)}
+    if segments:
+        plan.runner = executor._sequential_runner(plan, segments)
+        nogil_ops.run_program(*_EMPTY)     # the interpreter compiling from now (background)
+    return fetched
+
+
+def _recorder(st, i, forms, shapes):
+    """``st.fn`` recording into ``forms[i]`` its compiled form (after it ran: a product's first
+    run on this thread may have made its class's choice) and into ``shapes`` its values' shapes;
+    no value is kept (a variable's array held would make its update copy it)."""
+    fn = st.fn
+
+    def run(*args):
+        r = fn(*args)
+        shapes.update((s, a.shape) for s, a in zip(st.ins, args) if type(a) is np.ndarray)
+        form = _form(st, args) if st.single else None
+        if form is not None and _array_ok(r):
+            forms[i] = form
+            shapes[st.outs] = r.shape
+        return r
+    return run
+
+
+def _segments(plan, forms, shapes, cuts=()):
+    """The :class:`Segment` of each maximal run of steps with a compiled form (none holding a
+    step of ``cuts`` but as its first)."""
+    later = _read_after(plan)
+    run = []
+    for i, form in enumerate(forms + [None]):
+        if form is not None and not (i in cuts and run):
+            run.append(i)
+            continue
+        if sum(forms[j] != "read" for j in run) >= MIN_INSTRUCTIONS:
+            yield Segment(plan, run, [forms[j] for j in run], shapes, later)
+        run = [i] if form is not None else []
+
+
+def _read_after(plan):
+    """Per step index, the slots some later step (or the fetches) reads: ``later[i]``."""
+    later, seen = [None] * len(plan.steps), set(plan.fetch_slots) | set(getattr(plan, "keep", None) or ())
+    for i in range(len(plan.steps) - 1, -1, -1):
+        later[i] = frozenset(seen)
+        seen.update(plan.steps[i].ins)
+    return later
+
+
+class Segment:
+    """Steps ``first..last`` of a plan as one call: ``segment(*values of ins) -> values of outs``
+    (what the generated runner calls in their place)."""
+
+    single = False
+
+    def __init__(self, plan, members, forms, shapes, later):
+        self.plan, self.steps = plan, [plan.steps[j] for j in members]
+        self.first = members[0]
+        made = {plan.steps[j].outs for j in members}
+        self.ins = tuple(dict.fromkeys(s for st in self.steps for s in st.ins if s not in made))
+        self.outs = tuple(s for s in dict.fromkeys(plan.steps[j].outs for j in members) if s in later[members[-1]])
+        self.reads = [(plan.steps[j].fn, self.ins.index(plan.steps[j].ins[0]), plan.steps[j].outs)
+                      for j, f in zip(members, forms) if f == "read"]
+        code = [(f[0], tuple(f[1]), plan.steps[j].outs, f[2]) for j, f in zip(members, forms) if f != "read"]
+        made_here = {o for _, _, o, _ in code}
+        # address table: values from outside (inputs, reads), fresh outputs, internal buffers, MKL
+        self.checked = list(dict.fromkeys(s for _, ins, _, _ in code for s in ins if s >= 0 and s not in made_here))
+        self.fresh = [s for s in self.outs if s in made_here]
+        self.shapes = shapes
+        slot_at = {s: j for j, s in enumerate(self.checked + self.fresh)}
+        n_fixed = len(slot_at)
+        self.buffers = self._allocate(code, slot_at, shapes)
+        self.addrs = np.zeros(n_fixed + len(self.buffers) + 2, np.int64)
+        for j, buf in enumerate(self.buffers):
+            self.addrs[n_fixed + j] = buf.ctypes.data
+        serial = gemm._gemm_serial.get(F32)
+        if serial is not None:
+            self.addrs[-2], self.addrs[-1] = serial.args[2], serial.args[0]   # cblas_sgemm, set-threads
+        program = np.zeros((len(code), nogil_ops.WIDTH), np.int64)
+        for r, (op, ins, out, ints) in enumerate(code):
+            ops = [slot_at[s] if s >= 0 else -1 for s in ins] + [-1] * (2 - len(ins))
+            program[r, :4] = [op, ops[0], ops[1], slot_at[out]]
+            program[r, 4:4 + len(ints)] = ints
+            program[r, 12:] = [len(self.addrs) - 2, len(self.addrs) - 1]
+        self.program = program
+        self.has_gemm = any(op == nogil_ops.GEMM for op, _, _, _ in code)
+        self.share = gemm._share() if self.has_gemm else None
+        self.lock = threading.Lock()
+        self.runs = {"compiled": 0, "python": 0, "why": None}     # (tests, benchmarks: which way calls ran)
+
+    def _allocate(self, code, slot_at, shapes):
+        """Buffers for the values made and used only here, one per value alive at once: a value
+        dead after an instruction frees its buffer for the next of its size; an elementwise
+        instruction writes into its first input's buffer when that value dies there."""
+        last = {}
+        for r, (_, ins, _, _) in enumerate(code):
+            for s in ins:
+                last[s] = r
+        buffers, free, at = [], {}, {}
+        n_fixed = len(slot_at)
+        for r, (op, ins, out, _) in enumerate(code):
+            if out in slot_at:
+                pass
+            elif op in _ELEMENTWISE and ins[0] in at and last[ins[0]] == r and ins[0] not in self.fresh:
+                slot_at[out] = slot_at[ins[0]]
+                at[out] = at.pop(ins[0])
+            else:
+                size = int(np.prod(shapes[out], dtype=np.int64))
+                pool = free.get(size)
+                j = pool.pop() if pool else None
+                if j is None:
+                    j = len(buffers)
+                    buffers.append(np.empty(max(size, 1), F32))
+                at[out], slot_at[out] = j, n_fixed + j
+            for s in set(ins):
+                if s in at and last.get(s) == r and s != out:
+                    j = at.pop(s)
+                    free.setdefault(buffers[j].size, []).append(j)
+        return buffers
+
+    def __call__(self, *ins):
+        if self.has_gemm and gemm._share() != self.share or not self.lock.acquire(False):
+            return self._python(ins, self.has_gemm and gemm._share() != self.share, "share or busy")
+        try:
+            vals = dict(zip(self.ins, ins))
+            try:
+                for fn, k, out in self.reads:
+                    vals[out] = fn(ins[k])
+            except Exception:  # noqa: BLE001 - raised again by its own step, named
+                return self._python(ins, False, "read failed")
+            addrs, shapes = self.addrs, self.shapes
+            for j, s in enumerate(self.checked):
+                v = vals[s]
+                if not (_array_ok(v) and v.shape == shapes[s]):
+                    return self._python(ins, True, f"input {s}")
+                addrs[j] = v.ctypes.data
+            base = len(self.checked)
+            for j, s in enumerate(self.fresh):
+                v = vals[s] = np.empty(shapes[s], F32)
+                addrs[base + j] = v.ctypes.data
+            if nogil_ops.run_program(self.program, addrs) != 0:
+                return self._python(ins, False, "compiling")
+            self.runs["compiled"] += 1
+            return tuple(vals[s] for s in self.outs)
+        finally:
+            self.lock.release()
+
+    def _python(self, ins, replan, why):
+        """The member steps the Python way (a failing one tagged with its index for
+        ``executor.node_error``); ``replan``: the plan is recorded again on a later run."""
+        self.runs["python"] += 1
+        self.runs["why"] = why
+        if replan:
+            self.plan.nogil_misses = getattr(self.plan, "nogil_misses", 0) + 1
+            self.plan.runner = None
+        vals = dict(zip(self.ins, ins))
+        for k, st in enumerate(self.steps):
+            try:
+                vals[st.outs] = st.fn(*[vals[s] for s in st.ins])
+            except Exception as e:
+                e.tw_step = self.first + k      # (a plan's steps are consecutive in a segment)
+                raise
+        return tuple(vals[s] for s in self.outs)
