@@ -219,11 +219,14 @@ def test_lstm_loops_choice_same_bits_and_probe(auto):
         for a, e in zip(got, reference):
             np.testing.assert_array_equal(a, e)
     chosen = loop_choice.tuner().choices
-    if aot.library() is None:
+    # timed only once every kernel the twins call is compiled (loop_choice.choose's rule): without the
+    # install-time build the reference run compiled them; with it, only if another test of this
+    # process JIT-compiled the step loops (the fresh-clone CI's order did), else the old rule stands
+    if all(loop_choice._any_compiled(k) for k in lk._forward_rows.needs + lk._backward_rows.needs):
         assert {c.split(":")[0] for c in chosen} == {"lstm_kernels._forward_rows", "lstm_kernels._backward_rows"}
         assert {e["backend"] for e in chosen.values()} == {"numba"} and calls
-    else:   # with the install-time build the twins' step loops are not timed (the old rule stands)
-        assert not chosen
+    else:
+        assert aot.library() is not None and not chosen
     args = tuple(range(17))
     assert lk._forward_rows.probe(args)[-2:] == (15, 16)
     assert lk._forward_rows.probe(args[:-1] + (15 + lk.PROBE_STEPS + 5,))[-2:] == (15, 15 + lk.PROBE_STEPS)
