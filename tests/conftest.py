@@ -16,6 +16,10 @@ os.environ.setdefault("TW_CONV_WINOGRAD", "1")
 # tests/test_res24_pointwise.py and tests/test_res24_stacks.py time them with a scripted clock).
 os.environ.setdefault("TW_CONV_POINTWISE", "1")
 os.environ.setdefault("TW_CONV_STACKS", "1")
+# A single image's convolution by its batch route, not by a route timed on this machine (a timed
+# direct loop's bits differ from a GEMM's in the last places; tests/test_pred24_conv_batch1.py
+# forces each route and times them with a scripted clock).
+os.environ.setdefault("TW_CONV_BATCH1", "0")
 # Compiled loops once compiled, their NumPy twins until then (the same bits), not chosen by timing
 # (kernels/cpu/loop_choice.py; tests/test_rnn18_loop_choice.py times them with a scripted clock).
 os.environ.setdefault("TW_LOOPS", "numba")
