@@ -3,6 +3,8 @@ cold kernel answers through its twin while it compiles on the background thread.
 import numpy as np
 import pytest
 
+import served_loop
+
 from tensorweave.kernels.cpu import gemm, jit, nn_loops, training_kernels, winograd
 
 RNG = np.random.default_rng(7)
@@ -14,16 +16,12 @@ def _same(a, b):
 
 
 def _both(kernel, *args, copies=()):
-    """Runs the compiled kernel and its twin on copies of ``args`` (positions in ``copies``
-    are outputs); returns both results and both argument lists. The compiled loop is the
-    dispatcher's: the ahead-of-time build's where it serves these types (no compile here;
-    tests/test_cold18_aot.py checks that it gives the JIT's bits), else the JIT's, compiled now."""
+    """Runs the compiled kernel (tests/served_loop.py: the built loop where served) and its twin
+    on copies of ``args`` (positions in ``copies`` are outputs); returns both results and both
+    argument lists."""
     a1 = [a.copy() if i in copies else a for i, a in enumerate(args)]
     a2 = [a.copy() if i in copies else a for i, a in enumerate(args)]
-    loop = getattr(kernel, "dispatcher", kernel)
-    if tuple(loop.typeof_pyval(a) for a in a1) not in getattr(loop, "aot_signatures", ()):
-        loop = jit.compile_now(kernel, *a1)      # (a call would run the twin while it compiles)
-    r1 = loop(*a1)
+    r1 = served_loop.compiled(kernel, *a1)(*a1)
     r2 = kernel.twin(*a2)
     return r1, r2, a1, a2
 
