@@ -5,10 +5,12 @@ its composite path. (Values and gradients against references: ``tests/opinfos/ba
 import numpy as np
 import pytest
 
+import served_loop
+
 import tensorweave as tw
 from tensorweave.kernels.cpu import batch_norm_kernels as bnk
 from tensorweave.kernels.cpu import batch_norm_loops as loops
-from tensorweave.kernels.cpu import jit, tiles
+from tensorweave.kernels.cpu import tiles
 
 RNG = np.random.default_rng(18)
 
@@ -20,7 +22,7 @@ def _same(a, b):
 def _run_both(kernel, args, outs):
     """The compiled kernel and its twin on copies of the output arguments (positions ``outs``)."""
     results = []
-    for fn in (jit.compile_now(kernel, *args), kernel.twin):
+    for fn in (served_loop.compiled(kernel, *args), kernel.twin):
         copied = [a.copy() if i in outs else a for i, a in enumerate(args)]
         fn(*copied)
         results.append([copied[i] for i in outs])

@@ -9,10 +9,11 @@ pass leaves alone a ``y`` or a select that something else reads."""
 import numpy as np
 import pytest
 
+import served_loop
+
 import tensorweave as tw
 from tensorweave.kernels.cpu import batch_norm_kernels as bnk
 from tensorweave.kernels.cpu import batch_norm_loops as loops
-from tensorweave.kernels.cpu import jit
 from test_graph_passes import _central_differences, _plan, _run, _types
 
 tf1 = tw.compat.v1
@@ -46,7 +47,7 @@ def test_relu_loops_match_their_twins_and_the_two_step_loops_bit_for_bit(rows, d
              loops.input_grad, [masked, x] + vec + [np.full((rows, c), 7, dtype)])):
         outs = outs if isinstance(outs, tuple) else (outs,)
         results = []
-        for fn in (jit.compile_now(relu_loop, *args), relu_loop.twin):
+        for fn in (served_loop.compiled(relu_loop, *args), relu_loop.twin):
             copied = [a.copy() for a in args]
             fn(*copied)
             results.append([copied[i] for i in outs])
@@ -54,13 +55,13 @@ def test_relu_loops_match_their_twins_and_the_two_step_loops_bit_for_bit(rows, d
             assert _same(a, b), relu_loop.py_func.__name__
         if plain is not None:        # == ReluGrad's select, then the unfused loop
             copied = [a.copy() for a in plain_args]
-            jit.compile_now(plain, *plain_args)(*copied)
+            served_loop.compiled(plain, *plain_args)(*copied)
             for a, i in zip(results[0], outs):
                 assert _same(a, copied[i - 1]), relu_loop.py_func.__name__
     y = np.full((rows, c), 7, dtype)
-    jit.compile_now(loops.scale_shift, x, vec[0], vec[1], y)(x, vec[0], vec[1], y)
+    served_loop.compiled(loops.scale_shift, x, vec[0], vec[1], y)(x, vec[0], vec[1], y)
     relu_y = np.full((rows, c), 7, dtype)
-    jit.compile_now(loops.scale_shift_relu, x, vec[0], vec[1], relu_y)(x, vec[0], vec[1], relu_y)
+    served_loop.compiled(loops.scale_shift_relu, x, vec[0], vec[1], relu_y)(x, vec[0], vec[1], relu_y)
     assert _same(relu_y, np.maximum(y, np.zeros((), dtype)))       # Relu's kernel on the output
 
 

@@ -3,6 +3,8 @@ cold kernel answers through its twin while it compiles on the background thread.
 import numpy as np
 import pytest
 
+import served_loop
+
 from tensorweave.kernels.cpu import gemm, jit, nn_loops, training_kernels, winograd
 
 RNG = np.random.default_rng(7)
@@ -14,11 +16,12 @@ def _same(a, b):
 
 
 def _both(kernel, *args, copies=()):
-    """Runs the compiled kernel and its twin on copies of ``args`` (positions in ``copies``
-    are outputs); returns both results and both argument lists."""
+    """Runs the compiled kernel (tests/served_loop.py: the built loop where served) and its twin
+    on copies of ``args`` (positions in ``copies`` are outputs); returns both results and both
+    argument lists."""
     a1 = [a.copy() if i in copies else a for i, a in enumerate(args)]
     a2 = [a.copy() if i in copies else a for i, a in enumerate(args)]
-    r1 = jit.compile_now(kernel, *a1)(*a1)
+    r1 = served_loop.compiled(kernel, *a1)(*a1)
     r2 = kernel.twin(*a2)
     return r1, r2, a1, a2
 
