@@ -7,6 +7,7 @@ import json
 
 import numpy as np
 import pytest
+import scripted_clock
 
 from tensorweave.kernels.cpu import conv_choice, conv_kernels as ck, gemm_tuning, jit, winograd
 
@@ -19,20 +20,10 @@ PAD = ((1, 1), (1, 1))
 def auto(monkeypatch, tmp_path):
     """Auto mode, a fresh cache file, a quiet machine, and a scripted clock: ``times[backend]``
     is the seconds every timed call of that backend takes."""
-    monkeypatch.setenv("TW_TUNING_CACHE", str(tmp_path / "gemm-tuning.json"))
     monkeypatch.setattr(conv_choice, "MODE", "auto")
     monkeypatch.setattr(conv_choice, "STACKS_MODE", "0")      # Winograd's product stacks: not timed here
-    monkeypatch.setattr(gemm_tuning, "quiet", lambda: True)
     times = {"winograd": 1e-3, "im2col": 1e-3}
-    calls, real = [], gemm_tuning._time_call
-
-    def fake(backend, run):
-        if backend not in times:                     # the GEMM library timings: left alone
-            return real(backend, run)
-        run()
-        calls.append(backend)
-        return times[backend]
-    monkeypatch.setattr(gemm_tuning, "_time_call", fake)
+    calls = scripted_clock.script(monkeypatch, tmp_path, times)
     _paths(*_case())                                 # the transforms and col2im compiled: timings count
     jit.wait_for_compiles()
     _paths(*_case())

@@ -7,6 +7,7 @@ import math
 
 import numpy as np
 import pytest
+import scripted_clock
 
 from tensorweave.kernels.cpu import conv_choice, conv_kernels as ck, conv_planes as cp, gemm_tuning
 from tensorweave.kernels.cpu.nn_util import geometry
@@ -129,18 +130,9 @@ def test_tiles_on_two_threads_or_one_give_the_same_bits():
 def scripted(monkeypatch, tmp_path):
     """Auto mode, a fresh cache file, a quiet machine, and a scripted clock: ``times[backend]``
     is the seconds every timed call of that backend takes."""
-    monkeypatch.setenv("TW_TUNING_CACHE", str(tmp_path / "gemm-tuning.json"))
     monkeypatch.setattr(conv_choice, "PLANES_MODE", "auto")
-    monkeypatch.setattr(gemm_tuning, "quiet", lambda: True)
-    times, calls, real = {"planes": 1e-3, "im2col": 1e-3}, [], gemm_tuning._time_call
-
-    def fake(backend, run):
-        if backend not in times:                     # the GEMM library timings: left alone
-            return real(backend, run)
-        run()
-        calls.append(backend)
-        return times[backend]
-    monkeypatch.setattr(gemm_tuning, "_time_call", fake)
+    times = {"planes": 1e-3, "im2col": 1e-3}
+    calls = scripted_clock.script(monkeypatch, tmp_path, times)
     _paths(*_choice_case())                          # col2im compiled: the input gradient's timing counts
     conv_choice.reset()
     yield times, calls, tmp_path / "conv-tuning.json"

@@ -7,6 +7,7 @@ import json
 
 import numpy as np
 import pytest
+import scripted_clock
 
 from tensorweave.kernels.cpu import conv_batch1 as cb, conv_kernels as ck, gemm_tuning, jit
 
@@ -106,19 +107,9 @@ def test_only_one_image_two_dims_one_group_floats_take_a_batch1_route(forced):
 @pytest.fixture
 def scripted(monkeypatch, tmp_path):
     """Auto mode, a fresh cache file, a quiet machine, a scripted clock (``times[route]``)."""
-    monkeypatch.setenv("TW_TUNING_CACHE", str(tmp_path / "gemm-tuning.json"))
     monkeypatch.setattr(cb, "MODE", "auto")
-    monkeypatch.setattr(gemm_tuning, "quiet", lambda: True)
     times = dict.fromkeys(ROUTES, 1e-3)
-    calls, real = [], gemm_tuning._time_call
-
-    def fake(backend, run):
-        if backend not in times:
-            return real(backend, run)
-        run()
-        calls.append(backend)
-        return times[backend]
-    monkeypatch.setattr(gemm_tuning, "_time_call", fake)
+    calls = scripted_clock.script(monkeypatch, tmp_path, times)
     cb.reset()
     yield times, calls, tmp_path / "conv-batch1-tuning.json"
     cb.reset()

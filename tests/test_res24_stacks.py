@@ -6,8 +6,9 @@ import json
 
 import numpy as np
 import pytest
+import scripted_clock
 
-from tensorweave.kernels.cpu import conv_choice, conv_tiles, gemm, gemm_tuning, winograd
+from tensorweave.kernels.cpu import conv_choice, conv_tiles, gemm, winograd
 from test_conv20_planes import _references
 
 RNG = np.random.default_rng(2420)
@@ -53,18 +54,9 @@ def test_both_paths_match_the_direct_reference(monkeypatch, tiled, mode):
 @pytest.fixture
 def scripted(monkeypatch, tmp_path):
     """Auto mode, a fresh cache file, a quiet machine, and a scripted clock (seconds per call)."""
-    monkeypatch.setenv("TW_TUNING_CACHE", str(tmp_path / "gemm-tuning.json"))
     monkeypatch.setattr(conv_choice, "STACKS_MODE", "auto")
-    monkeypatch.setattr(gemm_tuning, "quiet", lambda: True)
-    times, calls, real = {"gemm": 1e-3, "numpy": 1e-3}, [], gemm_tuning._time_call
-
-    def fake(backend, run):
-        if backend not in times:                     # the GEMM library timings: left alone
-            return real(backend, run)
-        run()
-        calls.append(backend)
-        return times[backend]
-    monkeypatch.setattr(gemm_tuning, "_time_call", fake)
+    times = {"gemm": 1e-3, "numpy": 1e-3}
+    calls = scripted_clock.script(monkeypatch, tmp_path, times)
     conv_choice.reset()
     yield times, calls, tmp_path / "conv-tuning.json"
     conv_choice.reset()

@@ -8,6 +8,7 @@ import json
 
 import numpy as np
 import pytest
+import scripted_clock
 
 from tensorweave.kernels.cpu import aot, gemm_tuning, jit, loop_choice, lstm_kernels as lk, nn_loops
 
@@ -34,19 +35,9 @@ def _scale(y, factor, shift):
 def auto(monkeypatch, tmp_path):
     """Auto mode, a fresh cache file, a quiet machine, and a scripted clock: ``times[backend]``
     is the seconds every timed call of that backend takes; ``calls`` lists the timed calls."""
-    monkeypatch.setenv("TW_TUNING_CACHE", str(tmp_path / "gemm-tuning.json"))
     monkeypatch.setattr(loop_choice, "MODE", "auto")
-    monkeypatch.setattr(gemm_tuning, "quiet", lambda: True)
     times = {"numba": 1e-3, "numpy": 1e-3}
-    calls, real = [], gemm_tuning._time_call
-
-    def fake(backend, run):
-        if backend not in times:                     # the GEMM library timings: left alone
-            return real(backend, run)
-        run()
-        calls.append(backend)
-        return times[backend]
-    monkeypatch.setattr(gemm_tuning, "_time_call", fake)
+    calls = scripted_clock.script(monkeypatch, tmp_path, times)
     loop_choice.reset()
     TWIN_CALLS.clear()
     yield times, calls, tmp_path / "loop-tuning.json"

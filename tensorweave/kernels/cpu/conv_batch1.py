@@ -169,7 +169,7 @@ def shape_class(dtype, x_shape, f_shape, pads, strides, dilations):
 
 def cache_path():
     """``conv-batch1-tuning.json`` in the folder of the GEMM tuning file."""
-    return os.path.join(os.path.dirname(os.path.abspath(gemm_tuning.cache_path())), "conv-batch1-tuning.json")
+    return gemm_tuning.sibling_path("conv-batch1-tuning.json")
 
 
 def tuner():

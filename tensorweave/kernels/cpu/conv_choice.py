@@ -123,7 +123,7 @@ def pointwise_class(kind, n, sizes, c, o, strides):
 
 def cache_path():
     """``conv-tuning.json`` in the folder of the GEMM tuning file."""
-    return os.path.join(os.path.dirname(os.path.abspath(gemm_tuning.cache_path())), "conv-tuning.json")
+    return gemm_tuning.sibling_path("conv-tuning.json")
 
 
 def tuner():

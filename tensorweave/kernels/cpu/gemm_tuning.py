@@ -123,6 +123,12 @@ def cache_path():
     return os.path.join(user_cache_dir(), "gemm-tuning.json")
 
 
+def sibling_path(name):
+    """``name`` in the GEMM tuning file's folder: where the other choices' caches live, so one
+    ``$TW_TUNING_CACHE`` moves them all (``sibling_path("conv-tuning.json")``)."""
+    return os.path.join(os.path.dirname(os.path.abspath(cache_path())), name)
+
+
 def user_cache_dir():
     """``<$XDG_CACHE_HOME or ~/.cache>/tensorweave``: where per-machine caches go."""
     base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")

@@ -82,7 +82,7 @@ def machine_key():
 
 def cache_path():
     """``loop-tuning.json`` in the folder of the GEMM tuning file."""
-    return os.path.join(os.path.dirname(os.path.abspath(gemm_tuning.cache_path())), "loop-tuning.json")
+    return gemm_tuning.sibling_path("loop-tuning.json")
 
 
 class LoopTuner(gemm_tuning.Tuner):
