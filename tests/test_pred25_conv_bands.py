@@ -42,12 +42,12 @@ def test_the_bands_give_the_batch_routes_bits_and_the_reference(monkeypatch, pad
 
 @pytest.mark.parametrize("cores,bands", [(1, [1]), (2, [2]), (4, [3])])
 def test_one_band_of_block_rows_per_core(monkeypatch, cores, bands):
-    cuts, real = [], cb.over_tiles
+    cuts, real = [], cb.over_bands
 
-    def recorded(n, per_row, rows, run, blas=True):
+    def recorded(n, rows, run):
         cuts.append(-(-n // rows))
-        return real(n, per_row, rows, run, blas)
-    monkeypatch.setattr(cb, "over_tiles", recorded)
+        return real(n, rows, run)
+    monkeypatch.setattr(cb, "over_bands", recorded)
     monkeypatch.setattr(cb.threads, "cores", lambda: cores)
     x, f, b = _case()                           # 11x9 outputs: 3 rows of 4x4 blocks
     _forced(monkeypatch, "winograd_rows", x, f, b, "VALID", True)
@@ -80,3 +80,31 @@ def test_the_bands_timed_faster_are_chosen_remembered_and_run(scripted, monkeypa
     assert json.loads(path.read_text())["choices"][cls]["backend"] == "winograd_rows"
     del ran[:]
     assert _run_compiled(x, f, b).tobytes() == got.tobytes() and ran
+
+
+class _Pool:
+    """A scripted intra-op pool: each helper either never starts (cancelled) or runs at once."""
+
+    def __init__(self, starts):
+        self.starts, self.waited = starts, []
+
+    def submit(self, fn):
+        pool = self
+
+        class Future:
+            def cancel(self):
+                return not pool.starts
+
+            def result(self):
+                pool.waited.append(fn())
+        return Future()
+
+
+@pytest.mark.parametrize("starts", [False, True])
+def test_a_helper_not_started_is_cancelled_and_a_started_one_waited_for(monkeypatch, starts):
+    pool, ran = _Pool(starts), []
+    monkeypatch.setattr(cb.threads, "cores", lambda: 2)
+    monkeypatch.setattr(cb, "current_runtime", lambda: type("R", (), {"intra_op_pool": lambda self: pool})())
+    cb.over_bands(5, 2, lambda r0, r1, scratch: ran.append((r0, r1)))
+    assert sorted(ran) == [(0, 2), (2, 4), (4, 5)]      # every band once: here, or on the helper
+    assert len(pool.waited) == (1 if starts else 0)
