@@ -103,7 +103,7 @@ class _Pool:
 @pytest.mark.parametrize("starts", [False, True])
 def test_a_helper_not_started_is_cancelled_and_a_started_one_waited_for(monkeypatch, starts):
     pool, ran = _Pool(starts), []
-    monkeypatch.setattr(cb.threads, "cores", lambda: 2)
+    monkeypatch.setattr(cb.gemm, "threads_here", lambda: 2)
     monkeypatch.setattr(cb, "current_runtime", lambda: type("R", (), {"intra_op_pool": lambda self: pool})())
     cb.over_bands(5, 2, lambda r0, r1, scratch: ran.append((r0, r1)))
     assert sorted(ran) == [(0, 2), (2, 4), (4, 5)]      # every band once: here, or on the helper

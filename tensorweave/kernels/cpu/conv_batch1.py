@@ -37,7 +37,6 @@ from tensorweave.core.context import current_runtime
 from tensorweave.kernels import threads
 from tensorweave.kernels.cpu import conv_choice, conv_tiles, gemm, gemm_tuning, nn_loops, tiles, winograd
 from tensorweave.kernels.cpu.jit import njit_twin
-from tensorweave.kernels.cpu.tiles import over_tiles
 
 MODE = os.environ.get("TW_CONV_BATCH1", "auto").strip().lower()
 #: the candidates (``incumbent``: the batch route conv_kernels would take)
@@ -128,7 +127,7 @@ def _direct(x, f, out, pads, strides, dilations, bias, relu, threaded):
     b = bias if bias is not None else np.zeros(f.shape[-1], x.dtype)
     args = (xp, f, b, bias is not None, relu, strides[0], strides[1], dilations[0], dilations[1])
     rows = _row_tiles(out[0], threaded)
-    over_tiles(out[0], 1, rows, lambda r0, r1, _: direct_rows(*args, r0, r1, y[0]), blas=False)
+    over_bands(out[0], rows, lambda r0, r1, _: direct_rows(*args, r0, r1, y[0]))
     return y
 
 
@@ -151,7 +150,7 @@ def _gemm_rows(x, f, out, pads, strides, dilations, bias, relu):
         gemm.matmul(cols, fm, out=rows, one_thread=True)
         if bias is not None:
             nn_loops.bias_act(rows, bias, relu)
-    over_tiles(out[0], 1, _row_tiles(out[0], True), run, blas=False)
+    over_bands(out[0], _row_tiles(out[0], True), run)
     return y
 
 
@@ -187,15 +186,17 @@ def _winograd_rows(x, f, out, pads, bias, relu):
 
 def over_bands(n, rows, run):
     """``run(r0, r1, scratch)`` over bands of ``rows`` of ``n`` rows, claimed one at a time by this
-    thread and the intra-op pool's helpers (as ``tiles.over_tiles``), except that a helper which
+    thread and the intra-op pool's helpers (as ``tiles.over_tiles``, which leaves BLAS alone here: the
+    bands' products are one-thread calls), except that a helper which
     has not started when this thread runs out of bands is cancelled, not waited for. Why: a batch-1
     layer's bands take ~100 µs each, and on a busy machine a helper woken for one often first runs
     a scheduler slice later: this thread then did both bands and waited milliseconds for a helper
     with nothing left to do (the cnn's second layer: 1.3 ms wall against 0.65 on one thread, load
-    13, issue 18 pred25). Inside ``tiles.on_this_thread`` or a product's blocks, or with one core:
-    every band here."""
+    13, issue 18 pred25). The threaded routes' row tiles run so too. Threads: the calling thread's
+    share (``gemm.threads_here``: the intra-op count, a rank's cap; 1 on a helper thread), all
+    bands here inside ``tiles.on_this_thread`` or a product's blocks."""
     starts = range(0, n, rows)
-    helpers = min(threads.cores(), len(starts)) - 1
+    helpers = min(gemm.threads_here() or 1, len(starts)) - 1
     claims = itertools.count()      # next() on a count is atomic under the GIL
 
     def worker():
