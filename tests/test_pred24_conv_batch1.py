@@ -78,12 +78,12 @@ def test_the_compiled_direct_loop_gives_its_twins_bits_nan_included():
 
 @pytest.mark.parametrize("route,tiles", [("direct", 1), ("direct_rows", 2), ("gemm_rows", 2)])
 def test_the_threaded_routes_cut_the_rows_into_tiles_for_every_core(forced, monkeypatch, route, tiles):
-    cuts, real = [], cb.over_tiles
+    cuts, real = [], cb.over_bands
 
-    def recorded(n, per_row, rows, run, blas=True):
+    def recorded(n, rows, run):
         cuts.append(-(-n // rows))
-        return real(n, per_row, rows, run, blas)
-    monkeypatch.setattr(cb, "over_tiles", recorded)
+        return real(n, rows, run)
+    monkeypatch.setattr(cb, "over_bands", recorded)
     monkeypatch.setattr(cb.threads, "cores", lambda: 2)
     monkeypatch.setattr(cb, "TILES_PER_CORE", 1)
     forced(route)

@@ -1,7 +1,8 @@
 """A 2-D convolution of one image (batch-1 inference) by the route measured fastest for its shape
 class: a direct loop with bias and ReLU fused, on this thread or over row tiles on the intra-op
-threads, im2col + GEMM over row tiles, or the batch route (``conv_kernels``: Winograd, planes or
-im2col, the incumbent).
+threads, im2col + GEMM over row tiles, Winograd over bands of block rows on the intra-op threads
+(where ``winograd`` applies), or the batch route (``conv_kernels``: Winograd, planes or im2col,
+the incumbent).
 
 Why: the batch routes tile over *images*, so one image is one tile on one thread, and a small
 layer pays their Python more than its arithmetic: the cnn's first layer (28x28x1 -> 26x26x32,
@@ -25,20 +26,21 @@ The direct loop's sums run over the taps in raster order (then ``+ bias``, then 
 >>> y[0, 0].tolist()
 [9.0, 9.0]
 """
+import itertools
 import math
 import os
 import time
 
 import numpy as np
 
+from tensorweave.core.context import current_runtime
 from tensorweave.kernels import threads
-from tensorweave.kernels.cpu import conv_choice, conv_tiles, gemm, gemm_tuning, nn_loops
+from tensorweave.kernels.cpu import conv_choice, conv_tiles, gemm, gemm_tuning, nn_loops, tiles, winograd
 from tensorweave.kernels.cpu.jit import njit_twin
-from tensorweave.kernels.cpu.tiles import over_tiles
 
 MODE = os.environ.get("TW_CONV_BATCH1", "auto").strip().lower()
 #: the candidates (``incumbent``: the batch route conv_kernels would take)
-BACKENDS = ("incumbent", "direct", "direct_rows", "gemm_rows")
+BACKENDS = ("incumbent", "direct", "direct_rows", "gemm_rows", "winograd_rows")
 #: row tiles per core of the threaded candidates (the helper thread starts late: see conv_tiles)
 TILES_PER_CORE = conv_tiles.TILES_PER_CORE
 _state = {"tuner": None}
@@ -125,7 +127,7 @@ def _direct(x, f, out, pads, strides, dilations, bias, relu, threaded):
     b = bias if bias is not None else np.zeros(f.shape[-1], x.dtype)
     args = (xp, f, b, bias is not None, relu, strides[0], strides[1], dilations[0], dilations[1])
     rows = _row_tiles(out[0], threaded)
-    over_tiles(out[0], 1, rows, lambda r0, r1, _: direct_rows(*args, r0, r1, y[0]), blas=False)
+    over_bands(out[0], rows, lambda r0, r1, _: direct_rows(*args, r0, r1, y[0]))
     return y
 
 
@@ -148,8 +150,75 @@ def _gemm_rows(x, f, out, pads, strides, dilations, bias, relu):
         gemm.matmul(cols, fm, out=rows, one_thread=True)
         if bias is not None:
             nn_loops.bias_act(rows, bias, relu)
-    over_tiles(out[0], 1, _row_tiles(out[0], True), run, blas=False)
+    over_bands(out[0], _row_tiles(out[0], True), run)
     return y
+
+
+def _winograd_rows(x, f, out, pads, bias, relu):
+    """Winograd F(4x4, 3x3) of one image (``winograd.py``'s transforms and 36 stacked products, the
+    batch route's own calls) over bands of rows of 4x4 output blocks, one band per core on the
+    intra-op threads. Why: the batch route tiles over images, so one image ran on one core (the
+    cnn's second layer: 285-450 µs on one thread while PyTorch split it over both, issue 18
+    pred25). Each band's products are NumPy's stacked product as in the batch route (its rows
+    a band's windows), so the bits are the batch route's where its one-tile product gives them
+    row by row (checked on the cnn's layer; a test compares the two)."""
+    blk = winograd._Blocks(x.shape, pads)
+    o = f.shape[3]
+    y = np.empty((1,) + tuple(out) + (o,), x.dtype)
+    u = winograd.transformed_filter(f)
+    b = np.zeros(o, x.dtype) if bias is None else np.ascontiguousarray(bias, x.dtype)
+    if blk.direct:
+        xp = x
+    else:           # the windows' extent, zeros beyond the image (as ``_Blocks.transformed_input``)
+        xp = np.zeros((1, blk.hp, blk.wp, blk.c), x.dtype)
+        xp[:, blk.pt:blk.pt + blk.hh, blk.pl:blk.pl + blk.ww] = x[:, :blk.hh, :blk.ww]
+
+    def run(t0, t1, scratch):
+        v = winograd._planes(scratch, "v", (t1 - t0) * blk.tw, blk.c, x.dtype)
+        winograd._input_transform(xp[:, 4 * t0:4 * t1 + 2], 0, 1, t1 - t0, blk.tw, v)
+        m = winograd._planes(scratch, "m", v.shape[1], o, x.dtype)
+        winograd._products(v, u, m, False)
+        winograd._output_transform(m, 0, 1, t1 - t0, blk.tw, y[:, 4 * t0:min(4 * t1, blk.ho)], b,
+                                   bias is not None, relu)
+    over_bands(blk.th, -(-blk.th // threads.cores()), run)
+    return y
+
+
+def over_bands(n, rows, run):
+    """``run(r0, r1, scratch)`` over bands of ``rows`` of ``n`` rows, claimed one at a time by this
+    thread and the intra-op pool's helpers (as ``tiles.over_tiles``, which leaves BLAS alone here: the
+    bands' products are one-thread calls), except that a helper which
+    has not started when this thread runs out of bands is cancelled, not waited for. Why: a batch-1
+    layer's bands take ~100 µs each, and on a busy machine a helper woken for one often first runs
+    a scheduler slice later: this thread then did both bands and waited milliseconds for a helper
+    with nothing left to do (the cnn's second layer: 1.3 ms wall against 0.65 on one thread, load
+    13, issue 18 pred25). The threaded routes' row tiles run so too. Threads: the calling thread's
+    share (``gemm.threads_here``: the intra-op count, a rank's cap; 1 on a helper thread), all
+    bands here inside ``tiles.on_this_thread`` or a product's blocks."""
+    starts = range(0, n, rows)
+    helpers = min(gemm.threads_here() or 1, len(starts)) - 1
+    claims = itertools.count()      # next() on a count is atomic under the GIL
+
+    def worker():
+        scratch, i = {}, next(claims)
+        while i < len(starts):
+            run(starts[i], min(n, starts[i] + rows), scratch)
+            i = next(claims)
+    if helpers < 1 or getattr(tiles._here, "serial", False) or gemm.inside_blocks_here():
+        return worker()
+    pool = current_runtime().intra_op_pool()
+    late = [pool.submit(worker) for _ in range(helpers)]
+    worker()
+    for h in late:
+        if not h.cancel():          # started: it may be running a band
+            h.result()
+
+
+def _routes(x, f, pads, strides, dilations):
+    """The candidates for a convolution: Winograd's bands only where ``winograd`` applies."""
+    if winograd.applies(x.dtype, f.shape, strides, dilations, pads):
+        return BACKENDS
+    return BACKENDS[:-1]
 
 
 @conv_choice._remembered
@@ -163,8 +232,11 @@ def shape_class(dtype, x_shape, f_shape, pads, strides, dilations):
     flat = "".join(str(int(v)) for pair in pads for v in pair)
     h, w, c = x_shape[1:]
     kh, kw, _, o = f_shape
+    # ",w": Winograd's bands among the candidates (a class timed without them, before issue 18
+    # pred25, is timed again)
+    bands = ",w" if winograd.applies(dtype, f_shape, strides, dilations, pads) else ""
     return (f"{dtype}:{h}x{w}x{c},k{kh}x{kw}x{o},st{strides[0]}x{strides[1]},"
-            f"d{dilations[0]}x{dilations[1]},p{flat}")
+            f"d{dilations[0]}x{dilations[1]},p{flat}{bands}")
 
 
 def cache_path():
@@ -193,6 +265,18 @@ def _warm(x, f, out, pads, strides, dilations, bias, relu):
     b = bias if bias is not None else np.zeros(f.shape[-1], x.dtype)
     direct_rows(xp, f, b, bias is not None, relu, strides[0], strides[1], dilations[0], dilations[1], 0, 0, y)
     nn_loops.bias_act(y.reshape(-1, f.shape[-1])[:0], b, relu)
+    if winograd.applies(x.dtype, f.shape, strides, dilations, pads):     # (the batch route may be im2col)
+        blk = winograd._Blocks(x.shape, pads)
+        v, m = np.empty((36, 0, blk.c), x.dtype), np.empty((36, 0, f.shape[-1]), x.dtype)
+        winograd._input_transform(x, 0, 0, 0, blk.tw, v)
+        winograd._output_transform(m, 0, 0, 0, blk.tw, y[None], b, bias is not None, relu)
+
+
+def _kernels(x, f, pads, strides, dilations):
+    """The numba loops the candidates of a convolution run (compiled before a timing counts)."""
+    if winograd.applies(x.dtype, f.shape, strides, dilations, pads):
+        return direct_rows, nn_loops.bias_act, winograd._input_transform, winograd._output_transform
+    return direct_rows, nn_loops.bias_act
 
 
 def _run(route, x, f, out, pads, strides, dilations, bias, relu, incumbent):
@@ -200,6 +284,10 @@ def _run(route, x, f, out, pads, strides, dilations, bias, relu, incumbent):
         return incumbent()
     if route == "gemm_rows":
         return _gemm_rows(x, f, out, pads, strides, dilations, bias, relu)
+    if route == "winograd_rows":
+        if not winograd.applies(x.dtype, f.shape, strides, dilations, pads):
+            return incumbent()          # (forced by TW_CONV_BATCH1 on a layer it cannot take)
+        return _winograd_rows(x, f, out, pads, bias, relu)
     return _direct(x, f, out, pads, strides, dilations, bias, relu, route == "direct_rows")
 
 
@@ -213,10 +301,11 @@ def forward(x, f, out, pads, strides, dilations, bias, relu, incumbent):
     cls = shape_class(x.dtype, x.shape, f.shape, pads, tuple(strides), tuple(dilations))
     found = _chosen.get(cls) or tuner().backend(cls)
     if found is None:
-        if not conv_choice._compiled((direct_rows, nn_loops.bias_act)):
+        if not conv_choice._compiled(_kernels(x, f, pads, strides, dilations)):
             _warm(x, f, out, pads, strides, dilations, bias, relu)
             return incumbent()          # a twin would be timed: the batch route until compiled
-        runners = {route: (lambda route=route: _run(route, *args)) for route in BACKENDS}
+        runners = {route: (lambda route=route: _run(route, *args))
+                   for route in _routes(x, f, pads, strides, dilations)}
         found = tuner().choose(cls, runners, incumbent="incumbent", clock=time.perf_counter)
     _chosen[cls] = found
     return _run(found, *args)
