@@ -13,7 +13,7 @@ STAMP  := $(VENV)/.installed
 WORKERS ?= 2
 DIST    ?= worksteal
 
-.PHONY: demo test bench setup clean tf-oracle aot
+.PHONY: demo test bench setup clean tf-oracle aot aot-check
 
 demo: $(STAMP)
 	$(PY) -m tensorweave
@@ -45,6 +45,11 @@ $(STAMP): pyproject.toml
 # compiler; without one, or when this fails, kernels compile on first use as before).
 aot: $(STAMP)
 	TW_AOT=0 $(PY) -m tensorweave.kernels.cpu.aot_build
+
+# The build gives the JIT's bits on every signature it serves: the suite (`test`) JIT-compiles
+# the first signature of each kernel; this compiles them all (minutes: run it after `aot`).
+aot-check: $(STAMP)
+	TW_AOT_CHECK=all $(PY) -m pytest -q -n $(WORKERS) --dist $(DIST) tests/test_cold18_aot.py
 
 clean:
 	rm -rf $(VENV) build dist *.egg-info tensorweave/kernels/cpu/_aot

@@ -22,6 +22,7 @@ tests/ray_start.py turns that into a skip with Ray's reason.
 True
 """
 import os
+import sys
 
 CPUS = max(4, os.cpu_count() or 1)
 
@@ -41,9 +42,15 @@ def connects(item):
 def start():
     """Starts the shared instance once per process (a no-op where Ray already runs, or where
     the first try failed); returns True when this process runs one that it started."""
-    if "started" not in _state:
+    if "started" not in _state or (_state["started"] and not _running()):
+        # (again where a test stopped it: else each later module's connect would start and stop its own)
         _state["started"] = _start()
     return _state["started"]
+
+
+def _running():
+    ray = sys.modules.get("ray")
+    return ray is not None and ray.is_initialized()
 
 
 def _start():

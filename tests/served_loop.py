@@ -2,7 +2,8 @@
 
 Where the ahead-of-time build serves the arguments' types (``aot.py``), its loop: calling the
 dispatcher runs it and compiles nothing, and tests/test_cold18_aot.py checks that it gives the
-JIT's bits on every signature it serves, so twin == built loop here means twin == JIT. Other
+JIT's bits (each kernel's first signature in the suite, every one it serves in `make aot-check`),
+so twin == built loop here means twin == JIT. Other
 types: the JIT's loop, compiled now (a plain call of a twin kernel would answer through the twin
 while it compiles on the background thread).
 

@@ -251,3 +251,24 @@ def test_shutdown_stops_ray_only_where_connect_started_it(fake_ray, monkeypatch,
     assert ray_cluster.current() is None and removed == [pg]
     assert ("kill", 0) in fake.calls and ("kill", 1) in fake.calls
     assert (("shutdown",) in fake.calls) is (not running) and fake.initialized is running
+
+
+def test_the_shared_instance_starts_again_where_a_test_stopped_it(monkeypatch):
+    """tests/ray_shared.py starts one instance per test process; where a module stops it (the Ray
+    members module's teardown did until session 21), the next Ray test starts it again: else every
+    later module's ``connect`` would start and stop an instance of its own."""
+    import sys
+
+    import ray_shared
+    fake = _RunningFakeRay(False)
+    monkeypatch.setitem(sys.modules, "ray", fake)
+    monkeypatch.setattr(ray_cluster, "_loopback_only", lambda ray: None)
+    monkeypatch.setattr(ray_shared, "_state", {})
+    monkeypatch.setenv("RAY_worker_niceness", "0")
+    assert ray_shared.start() and fake.init_kwargs["num_cpus"] == ray_shared.CPUS
+    fake.init_kwargs = None
+    assert ray_shared.start() and fake.init_kwargs is None          # running: nothing started
+    fake.shutdown()                                                  # a module stopped it
+    assert ray_shared.start() and fake.init_kwargs is not None
+    ray_shared.stop()
+    assert not fake.initialized and ray_shared._state == {"started": False}

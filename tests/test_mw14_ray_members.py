@@ -20,9 +20,10 @@ keras = tw.keras
 
 @pytest.fixture(scope="module", autouse=True)
 def _ray_for_the_module():
+    shared = ray.is_initialized()       # the process's instance (tests/ray_shared.py): it stays up
     yield
     ray_cluster.shutdown()
-    if ray.is_initialized():            # the test keeps Ray up past the cluster's shutdown
+    if ray.is_initialized() and not shared:     # the test keeps Ray up past the cluster's shutdown
         ray.shutdown()
 
 
