@@ -122,7 +122,8 @@ def test_tiles_on_two_threads_or_one_give_the_same_bits(monkeypatch):
     # product) chosen first, on this thread: timed during the threaded call, both tile threads
     # timed the filter gradient's class at once, and near-equal timings could pick MKL on one and
     # OpenBLAS on the other, so that call's tiles mixed libraries (one run in three: 133 of 216
-    # elements off by up to 4.6e-05). Compared here: the threads, with the choices made.
+    # elements off by up to 4.6e-05; gemm._serial_library has no claim on a class being timed).
+    # Compared here: the threads, with the choices made.
     with on_this_thread():
         three()
     threaded = three()
