@@ -156,12 +156,10 @@ def _way(key, cls, runners):
 
 
 def _parts(pairs):
-    """Threads the pairs may be shared by (``attention_kernels.fused_attention``'s count)."""
     return 1 if gemm.inside_blocks_here() else max(1, min(gemm.split_parts(), pairs))
 
 
 def _class(name, q, n, dv, parts):
-    """The tuner's class of a step (``attention_kernels._way``'s, under another name)."""
     b, t, h, d = q.shape
     return f"{name}:{gemm_tuning.shape_class(t, n, d, q.dtype.name, False, True, b * h)}," \
            f"v{dv.bit_length()},p{parts}"
