@@ -19,8 +19,8 @@ def _operands(dtype, b=2, t=5, s=7, h=3, d=4, dv=6):
     """Key, query, value and the output's gradient; the key a strided slice (as a grouped
     projection gives it)."""
     y = RNG.standard_normal((b, s, 2, h, d)).astype(dtype)
-    return (y[:, :, 0], RNG.standard_normal((b, t, h, d)).astype(dtype), RNG.standard_normal((b, s, h, dv)).astype(dtype),
-            RNG.standard_normal((b, t, h, dv)).astype(dtype))
+    q, v, g = (RNG.standard_normal(shape).astype(dtype) for shape in ((b, t, h, d), (b, s, h, dv), (b, t, h, dv)))
+    return y[:, :, 0], q, v, g
 
 
 def _reference(k, q, v, g):
