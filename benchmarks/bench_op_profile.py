@@ -73,7 +73,9 @@ def wrap_plan_nodes(stats, on):
     first call), into ``stats`` as :func:`wrap_kernels` does."""
     import importlib
     for module, attr, name in (("einsum_group_kernels", "fused_einsum_group", "FusedEinsumGroup"),
-                               ("attention_kernels", "fused_attention", "FusedAttention")):
+                               ("attention_kernels", "fused_attention", "FusedAttention"),
+                               ("attention_train", "attention_forward", "FusedAttentionTrain"),
+                               ("attention_train", "attention_backward", "FusedAttentionGrad")):
         try:        # (an older tree, for an A/B, lacks the newer ones)
             module = importlib.import_module(f"tensorweave.kernels.cpu.{module}")
         except ImportError:
@@ -108,6 +110,8 @@ FAMILIES = {
     "MatMul": "dense", "FusedMatMul": "dense", "FusedMatMulReluGradBiasAddGrad": "dense (+relu grad, bias grad)",
     "Einsum": "einsum products", "FusedEinsum": "einsum products", "FusedEinsumGroup": "einsum products",
     "FusedAttention": "attention (scores, softmax, weighted sum)",
+    "FusedAttentionTrain": "attention (scores, softmax, weighted sum)",
+    "FusedAttentionGrad": "attention gradient (5 products' work + softmax grad)",
     "LayerNorm": "layer norm", "LayerNormGrad": "layer norm", "Softmax": "softmax", "SoftmaxGrad": "softmax",
 }
 

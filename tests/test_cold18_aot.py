@@ -14,7 +14,7 @@ from numba.core import sigutils
 
 from rnn18_aot_cases import rnn_cases
 from tensorweave.kernels.cpu import aot, aot_build, aot_kernels, batch_norm_loops, gemm, jit, layer_norm_loops, nn_loops
-from tensorweave.kernels.cpu import attention_kernels, reduce_kernels, softmax_loops
+from tensorweave.kernels.cpu import attention_kernels, attention_train, reduce_kernels, softmax_loops
 from tensorweave.kernels.cpu import training_kernels
 from tensorweave.kernels.cpu import conv_batch1, winograd
 
@@ -98,6 +98,7 @@ def _cases():
         yield gemm._call_threads, one + (fn, gemm._TRANS, gemm._NO_TRANS, 64, 20, 33, np.asfortranarray(a), 64,
                                          b.T.copy(), 20, np.zeros((64, 20), np.float32), 20), (12,)
         yield from _attention_cases(fn, one[0])
+        yield from _attention_train_cases(fn, one[0])
     yield from rnn_cases()                  # the recurrent step loops (rnn18's cases)
     yield from _layer_norm_cases()
     yield from _softmax_cases()
@@ -157,6 +158,17 @@ def _attention_cases(fn, set_local):
         yield attention_kernels.scores_shift, (fn, set_local, q, k, np.zeros((4, 5, 5), np.float32), 1, 5), (4,)
         yield (attention_kernels.normalize_combine, (fn, set_local, s.copy(), v, np.zeros((2, 5, 3, 4), np.float32),
                1, 5), (2, 4))
+
+
+def _attention_train_cases(fn, set_local):
+    """Attention's fused training backward (``attention_train.grad_pairs``): pairs 1..5 of 2 x 3
+    heads, a scale of 0.5 on the scores' gradient."""
+    probs = np.exp(_floats(6, 5, 7))
+    probs /= probs.sum(-1, keepdims=True)
+    g, q, k, v = _floats(2, 5, 3, 4), _floats(2, 5, 3, 3), _floats(2, 7, 3, 3), _floats(2, 7, 3, 4)
+    outs = [np.zeros(x.shape, np.float32) for x in (q, k, v)]
+    yield attention_train.grad_pairs, (fn, set_local, probs, g, q, k, v, *outs, np.zeros((5, 7), np.float32),
+                                       np.float32(0.5), 1, 5), (7, 8, 9, 10)
 
 
 def _softmax_cases():

@@ -137,6 +137,10 @@ KERNELS = {
         "scores_shift": [f"void({_I}, {_I}, {x}, {x}, {_F3}, {_I}, {_I})" for x in (_A4, _F4)],
         "normalize_combine": [f"void({_I}, {_I}, {_F3}, {x}, {_F4}, {_I}, {_I})" for x in (_A4, _F4)],
     },
+    # attention's fused training backward (session 21, tr25): float32, every operand whole (C)
+    "tensorweave.kernels.cpu.attention_train": {
+        "grad_pairs": [f"void({_I}, {_I}, {_F3}, " + ", ".join([_F4] * 7) + f", {_F2}, float32, {_I}, {_I})"],
+    },
     # the leading-axes sums of Sum/Mean and of SumToLike (the dense layers' bias gradients: every
     # training step of the mlp meets them; session 17, dp21), float64 for gradient checks
     "tensorweave.kernels.cpu.reduce_kernels": {

@@ -29,8 +29,8 @@ plans already cached keep the options they were built with. The environment vari
 """
 import os
 
-from tensorweave.runtime.passes import (algebraic, attention, constant_folding, cse, einsum_group, fusion, memory,
-                                        prune, remapping, transpose_fold)
+from tensorweave.runtime.passes import (algebraic, attention, attention_train, constant_folding, cse, einsum_group,
+                                        fusion, memory, prune, remapping, transpose_fold)
 from tensorweave.runtime.passes.ir import Work
 
 DEFAULTS = {
@@ -80,6 +80,7 @@ _PIPELINE = (
     ("remapping", remapping.run),
     ("remapping", einsum_group.run),    # (after the commit: it groups the remapping's FusedEinsum nodes)
     ("remapping", attention.run),       # (after the group: its query is the group's output)
+    ("remapping", attention_train.run),  # (training plans: the forward with its backward)
     ("pruning", prune.run),
     ("elementwise_fusion", fusion.run),
     ("pruning", prune.run),
