@@ -28,6 +28,7 @@ def test_the_loops_match_their_twins_and_the_unfused_steps_bit_for_bit(rows):
     if rows:
         x[0, 0], x[1, 1], s[2, 3] = np.nan, -0.0, -0.0
         g[2, 2], f[2, 2], f[1, 3] = np.inf, -1.0, np.nan     # a dead unit with an inf gradient; NaN features
+        f[0, 4] = 0.0                                        # (a zero feature is dead: not > 0)
     a, b, v64 = RNG.standard_normal(c).astype(dtype), RNG.standard_normal(c).astype(dtype), RNG.standard_normal(c)
     for loop, args, outs in ((loops.scale_shift_add_relu, [x, s, a, b, np.full((rows, c), 7, dtype)], (4,)),
                              (loops.grad_sums_relu_select, [g, f, x, np.full((rows, c), 7, dtype), v64,
