@@ -102,6 +102,8 @@ FAMILIES = {
     "Conv2DBackpropInput": "conv input-gradient", "Conv2DBackpropFilter": "conv filter-gradient",
     "BatchNormTraining": "batch norm fwd", "FusedBatchNormTrainingRelu": "batch norm fwd (+relu)",
     "BatchNormTrainingGrad": "batch norm bwd", "FusedReluGradBatchNormTrainingGrad": "batch norm bwd (+relu grad)",
+    "FusedBatchNormTrainingAddRelu": "batch norm fwd (+add, relu)",
+    "FusedReluGradBatchNormTrainingGradSelect": "batch norm bwd (+relu grad, select)",
     "Relu": "relu", "ReluGrad": "relu", "FusedReluGradBiasAddGrad": "relu grad + bias grad",
     "MaxPool": "pooling", "MaxPoolGrad": "pooling", "AvgPool": "pooling", "AvgPoolGrad": "pooling",
     "Mean": "pooling",

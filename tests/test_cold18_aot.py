@@ -114,8 +114,10 @@ def _batch_norm_cases():
     yield batch_norm_loops.moments, (x, v64) + tuple(acc), (2, 3)
     yield batch_norm_loops.grad_sums, (g, x, v64) + tuple(acc), (3, 4)
     yield batch_norm_loops.grad_sums_relu, (g, f, x, v64) + tuple(acc), (4, 5)
+    yield batch_norm_loops.grad_sums_relu_select, (g, f, x, out.copy(), v64) + tuple(acc), (3, 5, 6)
     for kernel in (batch_norm_loops.scale_shift, batch_norm_loops.scale_shift_relu):
         yield kernel, (x, vec[0], vec[1], out), (3,)
+    yield batch_norm_loops.scale_shift_add_relu, (x, g, vec[0], vec[1], out), (4,)
     yield batch_norm_loops.input_grad, (g, x) + tuple(vec) + (out,), (6,)
     yield batch_norm_loops.input_grad_relu, (g, f, x) + tuple(vec) + (out,), (7,)
 

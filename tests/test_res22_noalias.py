@@ -13,10 +13,11 @@ from test_wino21_noalias import _noalias_count
 
 RNG = np.random.default_rng(22)
 #: the loops compiled with the flag
-MARKED = ("moments", "grad_sums", "grad_sums_relu")
+MARKED = ("moments", "grad_sums", "grad_sums_relu", "grad_sums_relu_select")
 #: kernel name -> positions of the arguments it writes (the rest it only reads)
 WRITES = {"moments": (2, 3), "grad_sums": (3, 4), "grad_sums_relu": (4, 5), "scale_shift": (3,),
-          "scale_shift_relu": (3,), "input_grad": (6,), "input_grad_relu": (7,)}
+          "scale_shift_relu": (3,), "input_grad": (6,), "input_grad_relu": (7,),
+          "grad_sums_relu_select": (3, 5, 6), "scale_shift_add_relu": (4,)}      # (res25's)
 
 
 def test_the_loops_are_marked_noalias_for_llvm():
@@ -55,6 +56,8 @@ def test_batch_norm_kernels_never_pass_overlapping_arrays(monkeypatch, data_form
     relu_y = bnk._batch_norm_training_relu(x, scale, offset, 1e-3, data_format)[0]
     bnk._batch_norm_training_grad(dy, x, scale, mean, var, zero, zero, 1e-3, data_format)
     bnk._relu_grad_batch_norm_training_grad(dy, relu_y, x, scale, mean, var, zero, zero, 1e-3, data_format)
+    bnk._batch_norm_training_add_relu(x, scale, offset, dy, 1e-3, data_format)
+    bnk._relu_grad_batch_norm_training_grad_select(dy, relu_y, x, scale, mean, var, zero, zero, 1e-3, data_format)
     # also when the caller hands the same array as gradient and input (read-only overlap is allowed)
     bnk._batch_norm_training_grad(x, x, scale, mean, var, zero, zero, 1e-3, data_format)
     assert set(calls) == set(WRITES)

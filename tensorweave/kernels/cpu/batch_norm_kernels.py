@@ -11,6 +11,9 @@ With the ReLU after it (``FusedBatchNormTrainingRelu``, ``FusedReluGradBatchNorm
 two passes read ``ReluGrad``'s select on the fly: two passes fewer over the activations per
 block, and the ReLU's work split over the cores with the batch norm's (``Relu``/``ReluGrad``
 ran on one thread). The same operations in the same order: the unfused plan's bits.
+With a residual add between them (``FusedBatchNormTrainingAddRelu``, ``runtime/passes/bn_add_relu.py``)
+the forward's second pass also reads the shortcut: ``max((x * a + b) + side, 0)``, the add's and the
+ReLU's passes gone.
 
 Channels-first inputs are moved to channels last (a copy) and back; float16/bfloat16 are
 computed in float32 and rounded once. Partial sums are added in chunk order, so the bits do
@@ -88,9 +91,13 @@ def _inverse_std(variance, epsilon):
 
 @k("BatchNormTraining")
 @quiet
-def _batch_norm_training(x, scale, offset, epsilon, data_format, relu=False):
-    """``(y, mean, variance)``; with ``relu``: ``(max(y, 0), mean, variance)``."""
+def _batch_norm_training(x, scale, offset, epsilon, data_format, relu=False, side=None):
+    """``(y, mean, variance)``; with ``relu``: ``(max(y, 0), mean, variance)``; with ``side``
+    (and ``relu``): ``(max(y + side, 0), mean, variance)``."""
     _check(x, (scale, offset), "scale and offset")
+    if side is not None and (side.shape != x.shape or side.dtype != x.dtype):
+        raise ValueError(f"FusedBatchNormTrainingAddRelu: side {side.dtype}{list(side.shape)} must have "
+                         f"x's shape and dtype {x.dtype}{list(x.shape)}")
     cf = channels_first(data_format)
     x2 = _rows(x, cf)
     m, c = x2.shape
@@ -106,18 +113,27 @@ def _batch_norm_training(x, scale, offset, epsilon, data_format, relu=False):
     a = scale.astype(np.float64) * _inverse_std(var, epsilon)
     b = offset.astype(np.float64) - mean * a
     y2 = np.empty_like(x2)
-    if m:
+    if m and side is not None:
+        _elementwise(loops.scale_shift_add_relu, y2, [x2, _rows(side, cf)], [a.astype(wd), b.astype(wd)])
+    elif m:
         _elementwise(loops.scale_shift_relu if relu else loops.scale_shift, y2, [x2], [a.astype(wd), b.astype(wd)])
     return _unrows(y2, x, cf), mean.astype(wd), var.astype(wd)
+
+
+@k("FusedBatchNormTrainingAddRelu")
+def _batch_norm_training_add_relu(x, scale, offset, side, epsilon, data_format):
+    """``Relu(AddV2(BatchNormTraining(x)'s y, side))``: ``(relu(y + side), mean, variance)``."""
+    return _batch_norm_training(x, scale, offset, epsilon, data_format, relu=True, side=side)
 
 
 @k("BatchNormTrainingGrad")
 @quiet
 def _batch_norm_training_grad(dy, x, scale, mean, variance, mean_grad, variance_grad, epsilon, data_format,
-                              features=None):
+                              features=None, select=False):
     """``(dx, dscale, doffset)``; ``mean_grad``/``variance_grad`` (the gradients of the forward's
     statistics outputs) add ``mean_grad / M + 2 * variance_grad * (x - mean) / M`` to ``dx``.
-    With ``features``: of ``ReluGrad(dy, features)`` (``dy`` where ``features > 0``, else 0)."""
+    With ``features``: of ``ReluGrad(dy, features)`` (``dy`` where ``features > 0``, else 0); with
+    ``select`` too, that select is a fourth output (written by the sums' pass, read by the second)."""
     _check(x, (scale, mean, variance, mean_grad, variance_grad), "scale, mean, variance and their gradients")
     if dy.shape != x.shape or dy.dtype != x.dtype:
         raise ValueError("dy must have x's shape and dtype")
@@ -132,8 +148,14 @@ def _batch_norm_training_grad(dy, x, scale, mean, variance, mean_grad, variance_
     m, c = x2.shape
     wd = x2.dtype
     mean64 = mean.astype(np.float64)
-    s1, s2 = _sums(loops.grad_sums_relu if pre else loops.grad_sums, pre + [dy2, x2], [mean64]) if m \
-        else (np.zeros(c), np.zeros(c))
+    if select:
+        dz2 = np.empty_like(x2)
+        s1, s2 = _sums(loops.grad_sums_relu_select, pre + [dy2, x2, dz2], [mean64]) if m \
+            else (np.zeros(c), np.zeros(c))
+        pre, dy2 = [], dz2          # (the second pass reads the select it wrote)
+    else:
+        s1, s2 = _sums(loops.grad_sums_relu if pre else loops.grad_sums, pre + [dy2, x2], [mean64]) if m \
+            else (np.zeros(c), np.zeros(c))
     inv = _inverse_std(variance.astype(np.float64), epsilon)
     g = scale.astype(np.float64)
     n = np.float64(max(m, 1))
@@ -144,7 +166,8 @@ def _batch_norm_training_grad(dy, x, scale, mean, variance, mean_grad, variance_
     if m:
         _elementwise(loops.input_grad_relu if pre else loops.input_grad, dx2, pre + [dy2, x2],
                      [v.astype(wd) for v in (mean, a, b, kk)])
-    return _unrows(dx2, x, cf), (s2 * inv).astype(wd), s1.astype(wd)
+    out = _unrows(dx2, x, cf), (s2 * inv).astype(wd), s1.astype(wd)
+    return out + (_unrows(dz2, x, cf),) if select else out
 
 
 @k("FusedBatchNormTrainingRelu")
@@ -162,3 +185,15 @@ def _relu_grad_batch_norm_training_grad(gradients, features, x, scale, mean, var
                          f"and features {features.dtype}{list(features.shape)} must match")
     return _batch_norm_training_grad(gradients, x, scale, mean, variance, mean_grad, variance_grad, epsilon,
                                      data_format, features)
+
+
+@k("FusedReluGradBatchNormTrainingGradSelect")
+def _relu_grad_batch_norm_training_grad_select(gradients, features, x, scale, mean, variance, mean_grad,
+                                               variance_grad, epsilon, data_format):
+    """:func:`_relu_grad_batch_norm_training_grad` and the select ``ReluGrad(gradients, features)``
+    itself (read elsewhere too: a residual block's shortcut): ``(dx, dscale, doffset, select)``."""
+    if gradients.shape != features.shape or gradients.dtype != features.dtype:
+        raise ValueError(f"FusedReluGradBatchNormTrainingGradSelect: gradients {gradients.dtype}"
+                         f"{list(gradients.shape)} and features {features.dtype}{list(features.shape)} must match")
+    return _batch_norm_training_grad(gradients, x, scale, mean, variance, mean_grad, variance_grad, epsilon,
+                                     data_format, features, select=True)

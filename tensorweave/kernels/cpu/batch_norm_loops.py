@@ -183,3 +183,55 @@ def input_grad_relu(g, f, x, mean, a, b, k, dx):
         for c in range(n):
             d = g[r, c] if f[r, c] > 0 else zero
             dx[r, c] = ((x[r, c] - mean[c]) * b[c] + d * a[c]) + k[c]
+
+
+# ---- with a residual add and the ReLU after the batch norm (``FusedBatchNormTrainingAddRelu``) -----
+def scale_shift_add_relu_twin(x, s, a, b, y):
+    scale_shift_twin(x, a, b, y)
+    np.add(y, s, out=y)
+    np.maximum(y, np.zeros((), y.dtype), out=y)
+
+
+@njit_twin(scale_shift_add_relu_twin)
+def scale_shift_add_relu(x, s, a, b, y):
+    """``y = max((x * a + b) + s, 0)`` per channel: :func:`scale_shift`, the residual ``AddV2``
+    of ``s`` (the shortcut) and ``Relu`` in one pass (a residual block's end: three passes
+    over the activations became one)."""
+    m, n = x.shape
+    zero = y.dtype.type(0)
+    for r in range(m):
+        for c in range(n):
+            y[r, c] = np.maximum((x[r, c] * a[c] + b[c]) + s[r, c], zero)
+
+
+def grad_sums_relu_select_twin(g, f, x, dz, mean, s1, s2):
+    dz[:] = _masked(g, f)
+    grad_sums_twin(dz, x, mean, s1, s2)
+
+
+@njit_twin(grad_sums_relu_select_twin, noalias=True)
+def grad_sums_relu_select(g, f, x, dz, mean, s1, s2):
+    """:func:`grad_sums_relu` that also writes the select ``dz = g where f > 0 else 0``: where the
+    ``ReluGrad`` has other readers (a residual block's shortcut), its pass goes into the sums'."""
+    m, n = x.shape
+    zero = g.dtype.type(0)
+    i = 0
+    while i + 4 <= m:
+        for c in range(n):
+            d0 = g[i, c] if f[i, c] > 0 else zero
+            d1 = g[i + 1, c] if f[i + 1, c] > 0 else zero
+            d2 = g[i + 2, c] if f[i + 2, c] > 0 else zero
+            d3 = g[i + 3, c] if f[i + 3, c] > 0 else zero
+            dz[i, c], dz[i + 1, c], dz[i + 2, c], dz[i + 3, c] = d0, d1, d2, d3
+            g0, g1, g2, g3 = np.float64(d0), np.float64(d1), np.float64(d2), np.float64(d3)
+            s1[c] += (g0 + g1) + (g2 + g3)
+            s2[c] += ((g0 * (np.float64(x[i, c]) - mean[c]) + g1 * (np.float64(x[i + 1, c]) - mean[c]))
+                      + (g2 * (np.float64(x[i + 2, c]) - mean[c]) + g3 * (np.float64(x[i + 3, c]) - mean[c])))
+        i += 4
+    for r in range(i, m):
+        for c in range(n):
+            d = g[r, c] if f[r, c] > 0 else zero
+            dz[r, c] = d
+            gv = np.float64(d)
+            s1[c] += gv
+            s2[c] += gv * (np.float64(x[r, c]) - mean[c])

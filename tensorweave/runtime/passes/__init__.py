@@ -29,8 +29,8 @@ plans already cached keep the options they were built with. The environment vari
 """
 import os
 
-from tensorweave.runtime.passes import (algebraic, attention, attention_train, constant_folding, cse, einsum_group,
-                                        fusion, memory, prune, remapping, transpose_fold)
+from tensorweave.runtime.passes import (algebraic, attention, attention_train, bn_add_relu, constant_folding, cse,
+                                        einsum_group, fusion, memory, prune, remapping, transpose_fold)
 from tensorweave.runtime.passes.ir import Work
 
 DEFAULTS = {
@@ -78,6 +78,7 @@ _PIPELINE = (
     ("common_subgraph_elimination", cse.run),
     ("transpose_folding", transpose_fold.run),
     ("remapping", remapping.run),
+    ("remapping", bn_add_relu.run),     # (after the commit: a residual block's batch norm + add + ReLU)
     ("remapping", einsum_group.run),    # (after the commit: it groups the remapping's FusedEinsum nodes)
     ("remapping", attention.run),       # (after the group: its query is the group's output)
     ("remapping", attention_train.run),  # (training plans: the forward with its backward)
