@@ -130,7 +130,7 @@ def _way(k, q, v, dot, combine, fn, set_local, parts):
             runners["rows"] = functools.partial(_fused, k, q, v, fn, set_local, parts, out)
         # timings under load measure the other processes (``gemm._threaded_choice``): there the
         # fused step on this thread, which wakes no pool and no helper, runs untimed
-        got = gemm.tuner().choose(cls, runners, incumbent="mkl") if gemm_tuning.quiet() else \
+        got = gemm.timed_choice(cls, runners, "mkl", runners["one"]) if gemm_tuning.quiet() else \
             gemm.tuner().backend(cls) or "one"
         _chosen[key] = got
     return got

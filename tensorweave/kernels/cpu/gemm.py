@@ -90,6 +90,7 @@ from numba.extending import intrinsic
 
 from tensorweave.kernels.cpu import gemm_tuning
 from tensorweave.kernels.cpu import jit
+from tensorweave.kernels.cpu import own_core
 from tensorweave.kernels.cpu import stack_route
 from tensorweave.kernels.cpu import thin_layout
 from tensorweave.kernels.cpu.jit import njit_twin
@@ -347,6 +348,16 @@ def tuner():
                                               ("mkl", "numpy", "mkl1", "numpy1", "rows", "cols", "one", "par",
                                                "mklT"))
     return _tuning["tuner"]
+
+
+def timed_choice(cls, runners, incumbent, probe):
+    """``tuner().choose(cls, runners, incumbent=incumbent)``, kept on disk only where the calling
+    thread had its core for ``probe()`` (a one-thread candidate; ``own_core.had_core``) just before
+    the timing: the quiet check's load average lags a burst of other processes, and a class timed
+    in one stays on the machine's file for good (issue 18, enc25)."""
+    if own_core.had_core(probe):
+        return tuner().choose(cls, runners, incumbent=incumbent)
+    return tuner().choose(cls, runners, incumbent=incumbent, settle=False)
 
 
 def machine_key():
@@ -1319,7 +1330,7 @@ def _threaded_choice(a, b, out, op_a, op_b, op_c, m, n, k, seen, parts, run_mkl)
             incumbent = max((axis for axis in ("rows", "cols") if axis in runners),
                             key=lambda axis: m if axis == "rows" else n, default="mkl")
             if can_time:
-                got = tuner().choose(cls, runners, incumbent=incumbent)
+                got = timed_choice(cls, runners, incumbent, runners["one"])
             else:   # see the docstring: no timing under load, nor of blocks run on one thread
                 got = incumbent
             _split_chosen[key] = got
