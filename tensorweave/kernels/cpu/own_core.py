@@ -31,12 +31,17 @@ FACTOR = 1.25
 MIN_S, MAX_CALLS = 1e-3, 8
 
 
+def probing():
+    """Whether :func:`had_core` probes (``TW_OWN_CORE`` is not ``0``)."""
+    return os.environ.get("TW_OWN_CORE", "1") != "0"
+
+
 def had_core(run, factor=FACTOR, wall=time.perf_counter, cpu=time.thread_time):
     """Whether ``run()`` (work on the calling thread alone) had the core: called until
     :data:`MIN_S` of wall time (at most :data:`MAX_CALLS` calls), its wall time at most ``factor``
     times the thread's CPU time. ``wall`` and ``cpu`` are the clocks (tests script them). True
     without a call under ``TW_OWN_CORE=0``."""
-    if os.environ.get("TW_OWN_CORE", "1") == "0":
+    if not probing():
         return True
     w0, c0 = wall(), cpu()
     calls = 0
