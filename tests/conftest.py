@@ -23,6 +23,9 @@ os.environ.setdefault("TW_CONV_BATCH1", "0")
 # Compiled loops once compiled, their NumPy twins until then (the same bits), not chosen by timing
 # (kernels/cpu/loop_choice.py; tests/test_rnn18_loop_choice.py times them with a scripted clock).
 os.environ.setdefault("TW_LOOPS", "numba")
+# A timing's settling by the quiet check alone, not also by a probe of what else runs on the core
+# now (kernels/cpu/own_core.py; tests/test_enc25_own_core.py scripts its clocks).
+os.environ.setdefault("TW_OWN_CORE", "0")
 # Choices that are still timed (a product class's split, at -n 0 on a quiet machine) go to a
 # cache of this run, never into the user's (TW_TUNING_CACHE names the GEMM file; the
 # convolution file sits next to it).

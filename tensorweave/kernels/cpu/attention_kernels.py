@@ -130,8 +130,10 @@ def _way(k, q, v, dot, combine, fn, set_local, parts):
             runners["rows"] = functools.partial(_fused, k, q, v, fn, set_local, parts, out)
         # timings under load measure the other processes (``gemm._threaded_choice``): there the
         # fused step on this thread, which wakes no pool and no helper, runs untimed
-        got = gemm.tuner().choose(cls, runners, incumbent="mkl") if gemm_tuning.quiet() else \
-            gemm.tuner().backend(cls) or "one"
+        quiet = gemm_tuning.quiet()
+        got = gemm._cached_threaded(cls, quiet)     # (an entry kept before the own-core probe: timed again)
+        if got is None:
+            got = gemm.timed_choice(cls, runners, "mkl", runners["one"]) if quiet else "one"
         _chosen[key] = got
     return got
 

@@ -265,7 +265,9 @@ def _stack(a, b, sa, sb, so, size, batch, left, right, inner, parts):
                        "mkl": functools.partial(_product, a, b, sa, sb, so, size, batch, left, right, inner, out=out)}
             # timings under load measure the other processes (see gemm._threaded_choice): the split,
             # which keeps no pool spinning, is kept without timing there
-            got = gemm.tuner().choose(cls, runners, incumbent="rows") if gemm_tuning.quiet() else "rows"
+            one = functools.partial(_product, a, b, sa, sb, so, size, batch, left, right, inner, one_thread=True,
+                                    out=out)
+            got = gemm.timed_choice(cls, runners, "rows", one) if gemm_tuning.quiet() else "rows"
         _chosen[key] = got
     if got == "mkl":
         return _product(a, b, sa, sb, so, size, batch, left, right, inner)
@@ -333,7 +335,7 @@ def _small_stack(a, b, sa, sb, so, size, batch, left, right, inner, parts):
             runners = {"mkl": gemm._sleeping_after(functools.partial(_product, *args, out=out)),
                        "one": functools.partial(_product, *args, one_thread=True, out=out),
                        "rows": functools.partial(_split, *args, parts, out)}
-            got = gemm.tuner().choose(cls, runners, incumbent="mkl")
+            got = gemm.timed_choice(cls, runners, "mkl", runners["one"])
         _small_chosen[key] = got = got or "mkl"     # (under load: the incumbent, untimed)
     if got == "one":
         return _product(a, b, sa, sb, so, size, batch, left, right, inner, one_thread=True)

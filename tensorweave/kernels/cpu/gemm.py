@@ -90,6 +90,7 @@ from numba.extending import intrinsic
 
 from tensorweave.kernels.cpu import gemm_tuning
 from tensorweave.kernels.cpu import jit
+from tensorweave.kernels.cpu import own_core
 from tensorweave.kernels.cpu import stack_route
 from tensorweave.kernels.cpu import thin_layout
 from tensorweave.kernels.cpu.jit import njit_twin
@@ -347,6 +348,27 @@ def tuner():
                                               ("mkl", "numpy", "mkl1", "numpy1", "rows", "cols", "one", "par",
                                                "mklT"))
     return _tuning["tuner"]
+
+
+#: the field of a kept timing's entry whose probe had the core (:func:`timed_choice`)
+PROBED = "own_core"
+
+
+def timed_choice(cls, runners, incumbent, probe):
+    """``tuner().choose(cls, runners, incumbent=incumbent)``, kept on disk only where the calling
+    thread had its core for ``probe()`` (a one-thread candidate; ``own_core.had_core``) just before
+    the timing, and then marked :data:`PROBED`: the quiet check's load average lags a burst of
+    other processes, and a class timed in one stays on the machine's file for good (issue 18,
+    enc25; a threaded class's entry without the mark is timed again, :func:`_cached_threaded`)."""
+    t = tuner()
+    if not own_core.had_core(probe):
+        return t.choose(cls, runners, incumbent=incumbent, settle=False)
+    got = t.choose(cls, runners, incumbent=incumbent)
+    entry = getattr(t, "choices", {}).get(cls)      # (tests' scripted tuners keep none)
+    if own_core.probing() and entry is not None and entry.get("settled") and not entry.get(PROBED):
+        entry[PROBED] = True
+        t._write()
+    return got
 
 
 def machine_key():
@@ -1319,7 +1341,7 @@ def _threaded_choice(a, b, out, op_a, op_b, op_c, m, n, k, seen, parts, run_mkl)
             incumbent = max((axis for axis in ("rows", "cols") if axis in runners),
                             key=lambda axis: m if axis == "rows" else n, default="mkl")
             if can_time:
-                got = tuner().choose(cls, runners, incumbent=incumbent)
+                got = timed_choice(cls, runners, incumbent, runners["one"])
             else:   # see the docstring: no timing under load, nor of blocks run on one thread
                 got = incumbent
             _split_chosen[key] = got
@@ -1329,11 +1351,13 @@ def _threaded_choice(a, b, out, op_a, op_b, op_c, m, n, k, seen, parts, run_mkl)
 def _cached_threaded(cls, can_time):
     """The tuning cache's choice for threaded class ``cls``, or None where there is none, or where
     it was timed without the one-thread candidate (an entry with timings but no ``one_us``: made
-    before issue 18 session 19) and this call ``can_time`` it again (the entry is then dropped;
-    where it cannot, the old choice stands for this process)."""
+    before issue 18 session 19) or without the own-core probe (no :data:`PROBED` mark: kept on the
+    load average's word alone, before session 21) and this call ``can_time`` it again (the entry
+    is then dropped; where it cannot, the old choice stands for this process)."""
     t = tuner()
     entry = t.choices.get(cls)
-    if can_time and entry is not None and "one_us" not in entry and any(name.endswith("_us") for name in entry):
+    stale = entry is not None and ("one_us" not in entry or own_core.probing() and not entry.get(PROBED))
+    if can_time and stale and any(name.endswith("_us") for name in entry):
         t.choices.pop(cls, None)
         return None
     return t.backend(cls)
