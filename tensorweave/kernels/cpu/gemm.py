@@ -111,6 +111,10 @@ _chosen = {}                     # this process's shape classes (as tuples: chea
 _gemm_serial = {}                # dtype -> cblas_?gemm on one MKL thread (MKL_Set_Num_Threads_Local)
 _serial_work = {}                # dtype -> products under this many multiply-adds run on one thread
 _serial_chosen = {}              # shape class (tuple) -> "mkl1" or "numpy1": the library for one thread
+#: held while a one-thread class is timed: a tiled kernel's threads meet the same class at once,
+#: and two timings of a near-tie could pick MKL on one tile and OpenBLAS on the other (one call's
+#: bits then depended on the race; issue 18 session 21, flake25)
+_serial_timing = threading.Lock()
 _openblas = {}                   # "get"/"set": NumPy's OpenBLAS thread count (ctypes), when found
 _split_chosen = {}               # threaded shape class (tuple) + parts [+ "T"] -> "mkl", "rows", "cols", "mklT", "one"
 _split = {"on": True,            # TW_GEMM_SPLIT=0: threaded products stay on the library's threads
@@ -496,18 +500,24 @@ def _serial_library(a, b, out, op_a, op_b, m, n, k, run_mkl, count=1, seen=None)
     if seen is None:
         seen = (a.dtype.char, op_a[0], op_b[0], m.bit_length(), n.bit_length(), k.bit_length(), count.bit_length())
     got = _serial_chosen.get(seen)
-    if got is None:
-        if _openblas_threads() is None:
-            got = _serial_chosen[seen] = "mkl1"
+    if got is not None:
+        return got
+    if _openblas_threads() is None:
+        got = _serial_chosen[seen] = "mkl1"
+        return got
+    with _serial_timing:            # one thread times a class; the others wait and take its choice
+        got = _serial_chosen.get(seen)
+        if got is not None:
             return got
         cls = "serial:" + gemm_tuning.shape_class(m, n, k, a.dtype.name, op_a[0] == _TRANS, op_b[0] == _TRANS, count)
-        got = _serial_chosen[seen] = tuner().backend(cls)
-        if got is None:
-            _serial_chosen[seen] = tuner().choose(cls, {"mkl1": run_mkl, "numpy1": lambda: _numpy_serial(a, b, out)},
-                                                  incumbent="mkl1", clock=time.thread_time,
-                                                  settle=count > 1 or _stub_compiled(a, b, out))
-            return "done"
-    return got
+        got = tuner().backend(cls)
+        if got is not None:
+            _serial_chosen[seen] = got
+            return got
+        _serial_chosen[seen] = tuner().choose(cls, {"mkl1": run_mkl, "numpy1": lambda: _numpy_serial(a, b, out)},
+                                              incumbent="mkl1", clock=time.thread_time,
+                                              settle=count > 1 or _stub_compiled(a, b, out))
+        return "done"
 
 
 def _stub_compiled(a, b, out):
