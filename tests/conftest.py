@@ -23,6 +23,10 @@ os.environ.setdefault("TW_CONV_BATCH1", "0")
 # Compiled loops once compiled, their NumPy twins until then (the same bits), not chosen by timing
 # (kernels/cpu/loop_choice.py; tests/test_rnn18_loop_choice.py times them with a scripted clock).
 os.environ.setdefault("TW_LOOPS", "numba")
+# Whether the machine is quiet for a timing by the load average and steal only, not by the run queue
+# of this moment (gemm_tuning.others_running: its neighbours, other tests' workers, would decide;
+# tests/test_tune25_retime.py scripts it).
+os.environ.setdefault("TW_TUNING_RUNQUEUE", "0")
 # Choices that are still timed (a product class's split, at -n 0 on a quiet machine) go to a
 # cache of this run, never into the user's (TW_TUNING_CACHE names the GEMM file; the
 # convolution file sits next to it).
