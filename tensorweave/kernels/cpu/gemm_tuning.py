@@ -14,6 +14,14 @@ busy (:func:`quiet`), is not *settled*: it is used for this process only (the in
 median and fastest call disagree), and the next process measures again rather than keep a
 choice made in a burst of noise on disk for good.
 
+Each entry keeps what it was timed under (:func:`conditions`: load average, other processes'
+runnable threads, the samples' spread). One whose samples spread, or which other processes' threads
+ran beside, is *noisy*: it stands, but the next quiet process times it again (a few ms, once per
+process, at most :data:`MAX_RETIMES` times; :meth:`Tuner.backend`). Why: the cache this project's
+2-vCPU Xeon had accumulated over sessions kept such timings as settled (MKL's two threads at
+7,574 µs against 875 on one for a 128-stack, a neighbour's burst under a load average of 0.9) and
+its transformer step cost 30 ms of CPU against 23 with a file timed that hour (issue 18, tune25).
+
 The same file keeps *thresholds* measured once per machine: ``serial:<dtype>``, the product
 size under which one GEMM thread beats all of them (:func:`serial_threshold`), and
 ``split-pass:bytes`` (``split_passes.py``), each kept once walks of two processes agree
