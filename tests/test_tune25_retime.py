@@ -111,12 +111,12 @@ def test_the_margin_rule(numpy, chosen):
 
 
 def test_other_processes_runnable_threads_are_the_run_queue_less_ours(monkeypatch, tmp_path):
-    stat = tmp_path / "stat"
-    monkeypatch.setattr(gemm_tuning, "STAT_FILE", str(stat))
+    stat = tmp_path / "loadavg"
+    monkeypatch.setattr(gemm_tuning, "LOADAVG_FILE", str(stat))
     monkeypatch.setattr(gemm_tuning, "RUNQUEUE", True)
-    stat.write_text("cpu  1 2 3 4 5 6 7 8\nprocs_running 1\nprocs_blocked 0\n")
+    stat.write_text("0.50 0.40 0.30 1/131 2704\n")
     assert gemm_tuning.others_running() == 0                 # the caller itself
-    stat.write_text("cpu  1 2 3 4 5 6 7 8\nprocs_running 9\n")
+    stat.write_text("9.00 0.40 0.30 9/131 2704\n")
     assert 9 - len(os.listdir("/proc/self/task")) <= gemm_tuning.others_running() <= 8
     monkeypatch.setattr(gemm_tuning, "RUNQUEUE", False)      # TW_TUNING_RUNQUEUE=0
     assert gemm_tuning.others_running() == 0

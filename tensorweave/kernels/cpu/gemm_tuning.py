@@ -62,6 +62,8 @@ MAX_TRIES = 4
 #: (:func:`stolen`), over at least MIN_TICKS clock ticks of all CPUs together (0.1 s on two)
 MAX_STEAL, MIN_TICKS = 0.10, 20
 STAT_FILE = "/proc/stat"
+#: its fourth field: runnable threads now / all threads (a few bytes to read, against /proc/stat's kilobytes)
+LOADAVG_FILE = "/proc/loadavg"
 #: the cache's format: 2 adds each timing's conditions (:func:`conditions`); a file of another
 #: format is ignored and its classes timed again, not misread
 FORMAT = 2
@@ -177,9 +179,10 @@ def crowded():
 
 
 def others_running():
-    """Runnable threads of other processes at this moment: ``/proc/stat``'s ``procs_running``
-    less this process's threads in state R (0 where there is no such file). ~10 µs where
-    nothing else runs (the caller's own thread is the one runnable). 0 under :data:`RUNQUEUE` off.
+    """Runnable threads of other processes at this moment: the runnable count of
+    ``/proc/loadavg`` less this process's threads in state R (0 where there is no such file).
+    A few µs where nothing else runs (the caller's own thread is the one runnable). 0 under
+    :data:`RUNQUEUE` off.
 
     >>> others_running() >= 0
     True
@@ -187,8 +190,8 @@ def others_running():
     if not RUNQUEUE:
         return 0
     try:
-        with open(STAT_FILE, "rb") as f:
-            found = re.search(rb"^procs_running (\d+)", f.read(), re.M)
+        with open(LOADAVG_FILE, "rb") as f:
+            found = re.match(rb"\S+ \S+ \S+ (\d+)/", f.read())
     except OSError:
         return 0
     running = int(found.group(1)) if found else 0
