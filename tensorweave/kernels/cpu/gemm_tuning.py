@@ -68,15 +68,15 @@ LOADAVG_FILE = "/proc/loadavg"
 #: format is ignored and its classes timed again, not misread
 FORMAT = 2
 #: a timing is *noisy* where a candidate's median sample exceeds its fastest by more than this
-#: share (:func:`spread`), or other processes ran beside it (:func:`others_running`), or the
-#: hypervisor took the CPUs: kept, but timed again by the next quiet process (:meth:`Tuner.backend`)
+#: share (:func:`spread`), or other processes' threads were runnable as it began
+#: (:func:`others_running`): kept, but timed again by the next quiet process (:meth:`Tuner.backend`)
 MAX_SPREAD = 0.5
 #: runnable threads of other processes, per core, above which the machine is not quiet (0 on two cores)
 MAX_OTHERS_PER_CORE = 0.25
 #: quiet processes that may time a noisy entry again before it stands for the machine
 MAX_RETIMES = 3
 #: ``TW_TUNING_RUNQUEUE=0``: other processes' runnable threads are not looked at (:func:`others_running`
-#: is 0; the load average and steal alone say :func:`quiet`): where ``/proc/stat`` counts a whole host's
+#: is 0; the load average and steal alone say :func:`quiet`): where ``/proc/loadavg`` counts a whole host's
 #: threads (a container), and in the test suite, whose choices must not depend on its neighbours
 RUNQUEUE = os.environ.get("TW_TUNING_RUNQUEUE", "1").strip() != "0"
 INCUMBENT = "mkl"
@@ -159,7 +159,7 @@ def quiet():
     (last minute) under its core count, no other process's thread runnable beyond
     :data:`MAX_OTHERS_PER_CORE` *now* (:func:`others_running`: the minute's average lags a burst;
     issue 18 tune25: a fresh file timed at load 0.9 kept MKL's two threads at 7,574 µs against
-    875 on one thread, a benchmark's other framework warming up beside it), and the hypervisor
+    875 on one thread: a neighbour's burst, by its signature), and the hypervisor
     not taking the CPUs (:func:`stolen`).
     A timing under a heavier load holds for the process that made it only: other processes'
     threads decide it (two MKL threads lost to one on every product up to 256x256x256 at load 14
