@@ -26,6 +26,10 @@ os.environ.setdefault("TW_LOOPS", "numba")
 # A timing's settling by the quiet check alone, not also by a probe of what else runs on the core
 # now (kernels/cpu/own_core.py; tests/test_enc25_own_core.py scripts its clocks).
 os.environ.setdefault("TW_OWN_CORE", "0")
+# Whether the machine is quiet for a timing by the load average and steal only, not by the run queue
+# of this moment (gemm_tuning.others_running: its neighbours, other tests' workers, would decide;
+# tests/test_tune25_retime.py scripts it).
+os.environ.setdefault("TW_TUNING_RUNQUEUE", "0")
 # Choices that are still timed (a product class's split, at -n 0 on a quiet machine) go to a
 # cache of this run, never into the user's (TW_TUNING_CACHE names the GEMM file; the
 # convolution file sits next to it).

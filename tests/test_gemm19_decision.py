@@ -124,7 +124,7 @@ def test_a_forced_library_wins_over_the_cache(tmp_path, blas):
     import subprocess
     import sys
     cache = tmp_path / "t.json"
-    cache.write_text(json.dumps({"format": 1, "machine": gemm.machine_key(), "choices": {
+    cache.write_text(json.dumps({"format": gemm_tuning.FORMAT, "machine": gemm.machine_key(), "choices": {
         "threads:float32:NN:9,9,9,p2": {"backend": "rows", "settled": True}}}))
     env = {k: v for k, v in os.environ.items() if k not in ("TW_BLAS_TUNE", "TW_GEMM_SPLIT")}
     env.update(TW_BLAS=blas, TW_TUNING_CACHE=str(cache), OMP_NUM_THREADS="2", OPENBLAS_NUM_THREADS="2")

@@ -114,7 +114,7 @@ def test_quiet_means_load_under_the_cores(monkeypatch, load, cpus, quiet):
                                    {"value": 9, "settled": False}])
 def test_bad_threshold_entries_are_ignored(tmp_path, entry):
     path = tmp_path / "t.json"
-    path.write_text(json.dumps({"format": 1, "machine": KEY, "thresholds": {"serial:float32": entry,
+    path.write_text(json.dumps({"format": gemm_tuning.FORMAT, "machine": KEY, "thresholds": {"serial:float32": entry,
                                                                             "ok": {"value": 5}}}))
     assert gemm_tuning.Tuner(str(path), KEY, ("mkl", "numpy")).thresholds == {"ok": {"value": 5}}
 

@@ -14,6 +14,14 @@ busy (:func:`quiet`), is not *settled*: it is used for this process only (the in
 median and fastest call disagree), and the next process measures again rather than keep a
 choice made in a burst of noise on disk for good.
 
+Each entry keeps what it was timed under (:func:`conditions`: load average, other processes'
+runnable threads, the samples' spread). One whose samples spread, or which other processes' threads
+ran beside, is *noisy*: it stands, but the next quiet process times it again (a few ms, once per
+process, at most :data:`MAX_RETIMES` times; :meth:`Tuner.backend`). Why: the cache this project's
+2-vCPU Xeon had accumulated over sessions kept such timings as settled (MKL's two threads at
+7,574 µs against 875 on one for a 128-stack, a neighbour's burst under a load average of 0.9) and
+its transformer step cost 30 ms of CPU against 23 with a file timed that hour (issue 18, tune25).
+
 The same file keeps *thresholds* measured once per machine: ``serial:<dtype>``, the product
 size under which one GEMM thread beats all of them (:func:`serial_threshold`), and
 ``split-pass:bytes`` (``split_passes.py``), each kept once walks of two processes agree
@@ -33,6 +41,7 @@ tuning at once may drop each other's newest entries (they are re-measured, a few
 import json
 import os
 import platform
+import re
 import tempfile
 import threading
 import time
@@ -53,7 +62,23 @@ MAX_TRIES = 4
 #: (:func:`stolen`), over at least MIN_TICKS clock ticks of all CPUs together (0.1 s on two)
 MAX_STEAL, MIN_TICKS = 0.10, 20
 STAT_FILE = "/proc/stat"
-FORMAT = 1
+#: its fourth field: runnable threads now / all threads (a few bytes to read, against /proc/stat's kilobytes)
+LOADAVG_FILE = "/proc/loadavg"
+#: the cache's format: 2 adds each timing's conditions (:func:`conditions`); a file of another
+#: format is ignored and its classes timed again, not misread
+FORMAT = 2
+#: a timing is *noisy* where a candidate's median sample exceeds its fastest by more than this
+#: share (:func:`spread`), or other processes' threads were runnable as it began
+#: (:func:`others_running`): kept, but timed again by the next quiet process (:meth:`Tuner.backend`)
+MAX_SPREAD = 0.5
+#: runnable threads of other processes, per core, above which the machine is not quiet (0 on two cores)
+MAX_OTHERS_PER_CORE = 0.25
+#: quiet processes that may time a noisy entry again before it stands for the machine
+MAX_RETIMES = 3
+#: ``TW_TUNING_RUNQUEUE=0``: other processes' runnable threads are not looked at (:func:`others_running`
+#: is 0; the load average and steal alone say :func:`quiet`): where ``/proc/loadavg`` counts a whole host's
+#: threads (a container), and in the test suite, whose choices must not depend on its neighbours
+RUNQUEUE = os.environ.get("TW_TUNING_RUNQUEUE", "1").strip() != "0"
 INCUMBENT = "mkl"
 #: sides of the square products timed for a serial threshold (32 K .. 16.8 M multiply-adds)
 SERIAL_LADDER = (32, 48, 64, 96, 128, 192, 256)
@@ -137,15 +162,86 @@ def user_cache_dir():
 
 def quiet():
     """Whether the machine is quiet enough for a timing to be kept on disk: its load average
-    (last minute) under its core count, and the hypervisor not taking the CPUs (:func:`stolen`).
+    (last minute) under its core count, no other process's thread runnable beyond
+    :data:`MAX_OTHERS_PER_CORE` *now* (:func:`others_running`: the minute's average lags a burst;
+    issue 18 tune25: a fresh file timed at load 0.9 kept MKL's two threads at 7,574 µs against
+    875 on one thread: a neighbour's burst, by its signature), and the hypervisor
+    not taking the CPUs (:func:`stolen`).
     A timing under a heavier load holds for the process that made it only: other processes'
     threads decide it (two MKL threads lost to one on every product up to 256x256x256 at load 14
     on two cores, where a quiet machine's crossover is far lower), and it would otherwise stand
     for the machine for good."""
     try:
-        return os.getloadavg()[0] < (os.cpu_count() or 1) and not stolen()
+        calm = os.getloadavg()[0] < (os.cpu_count() or 1)
     except (OSError, AttributeError):   # no load average (not Unix)
-        return not stolen()
+        calm = True
+    return calm and not crowded() and not stolen()
+
+
+def crowded():
+    """Whether other processes' runnable threads (:func:`others_running`) exceed
+    :data:`MAX_OTHERS_PER_CORE` of the cores right now."""
+    return others_running() > MAX_OTHERS_PER_CORE * (os.cpu_count() or 1)
+
+
+def others_running():
+    """Runnable threads of other processes at this moment: the runnable count of
+    ``/proc/loadavg`` less this process's threads in state R (0 where there is no such file).
+    A few µs where nothing else runs (the caller's own thread is the one runnable). 0 under
+    :data:`RUNQUEUE` off.
+
+    >>> others_running() >= 0
+    True
+    """
+    if not RUNQUEUE:
+        return 0
+    try:
+        with open(LOADAVG_FILE, "rb") as f:
+            found = re.match(rb"\S+ \S+ \S+ (\d+)/", f.read())
+    except OSError:
+        return 0
+    running = int(found.group(1)) if found else 0
+    if running <= 1:
+        return 0
+    mine = 0
+    try:
+        for tid in os.listdir("/proc/self/task"):
+            try:
+                with open(f"/proc/self/task/{tid}/stat", "rb") as f:
+                    stat = f.read()
+            except OSError:
+                continue                # the thread ended meanwhile
+            mine += stat[stat.rfind(b")") + 2:stat.rfind(b")") + 3] == b"R"
+    except OSError:
+        mine = 1
+    return max(0, running - max(mine, 1))
+
+
+def spread(times):
+    """The largest share by which a candidate's median sample exceeds its fastest one, over
+    ``{backend: [seconds]}``: 0 where each candidate's samples agree.
+
+    >>> spread({"a": [1.0, 1.1, 1.2], "b": [2.0, 4.0, 4.0]})
+    1.0
+    """
+    return max((_median(ts) / min(ts) - 1 if min(ts) > 0 else 0.0 for ts in times.values() if ts), default=0.0)
+
+
+def conditions(times, others_before):
+    """What a timing was made under, saved with its entry: the load average, other processes'
+    runnable threads before it (``others``; after it :func:`quiet` decides whether it is kept),
+    the samples' :func:`spread`, and ``noisy`` where the spread or the others make it doubtful.
+
+    >>> conditions({"a": [1.0, 1.0, 1.0]}, 0)["noisy"], conditions({"a": [1.0, 2.0, 2.0]}, 0)["noisy"]
+    (False, True)
+    """
+    try:
+        load = round(os.getloadavg()[0], 2)
+    except (OSError, AttributeError):
+        load = None
+    share = round(spread(times), 3)
+    noisy = share > MAX_SPREAD or others_before > MAX_OTHERS_PER_CORE * (os.cpu_count() or 1)
+    return {"load": load, "others": others_before, "spread": share, "noisy": bool(noisy)}
 
 
 def spare_core():
@@ -243,8 +339,9 @@ def measure(runners, clock=None):
     it lose (on 2 cores at load 15-20 the same one-thread product read 0.66 or 26 ms of wall
     time from one call to the next).
 
-    Each timed call follows an untimed lead-in call of the same candidate when there are several:
-    a call timed right after another candidate's starts while that library's idle workers still
+    Each timed block follows an untimed lead-in call of the same candidate (its threads awake, its
+    operands in cache: a pool idle since the warm-up pays its wake-up there, not in the block): a
+    call timed right after another candidate's starts while that library's idle workers still
     spin on the other core (OpenBLAS's ~2 ms, MKL's ``KMP_BLOCKTIME``), so the candidate that
     follows the longer spinner used to lose: on an Intel Xeon at load 2, MKL's threaded
     128x784 @ 784x512 read 93-124 GFLOP/s call by call against 174-182 in blocks of its own calls
@@ -270,11 +367,10 @@ def measure(runners, clock=None):
             if rounds >= MIN_CALLS and _clock() - start > BUDGET_S:
                 break
             for name, run in runners.items():
-                if len(runners) > 1:
-                    t0 = tick()
-                    run()       # lead-in: the previous candidate's spinning threads meet this call
-                    if rounds == 0:
-                        call[name] = tick() - t0
+                t0 = tick()
+                run()           # lead-in: wakes this candidate's threads; the previous one's spinners meet it
+                if rounds == 0:
+                    call[name] = tick() - t0
                 _timing.reps = block_reps(call[name])
                 times[name].append(_time_call(name, run))
     finally:
@@ -367,6 +463,12 @@ def settle_when_two_agree(measure_once, default, factor=AGREE_FACTOR):
     return agree(first, second, default, factor) + (ms,)
 
 
+def _retimes(entry):
+    """How many times a quiet process timed ``entry``'s class again (0 where not a count)."""
+    count = entry.get("retimes", 0)
+    return count if type(count) is int and count >= 0 else MAX_RETIMES
+
+
 class Tuner:
     """Per-shape-class choices for one machine, loaded from and saved to ``path``.
 
@@ -381,6 +483,7 @@ class Tuner:
 
     def __init__(self, path, key, backends):
         self.path, self.key, self.backends = path, key, frozenset(backends)
+        self.retimed = set()    # noisy classes this process has timed again (once each)
         self.choices = self._read()
         self.thresholds = self._read("thresholds")
 
@@ -448,9 +551,16 @@ class Tuner:
             pass
 
     def backend(self, cls):
-        """The cached backend of shape class ``cls``, or None when it has not been tuned."""
+        """The cached backend of shape class ``cls``, or None when it has not been tuned, or when
+        it is due to be timed again: its entry was *noisy* (:func:`conditions`), timed again fewer
+        than :data:`MAX_RETIMES` times, not yet by this process, and the machine is :func:`quiet`
+        now (a few ms, once per process and class; the caller times it as a new class)."""
         entry = self.choices.get(cls)
-        return entry["backend"] if entry is not None else None
+        if entry is None:
+            return None
+        if entry.get("noisy") is True and cls not in self.retimed and _retimes(entry) < MAX_RETIMES and quiet():
+            return None
+        return entry["backend"]
 
     def choose(self, cls, runners, incumbent=INCUMBENT, clock=None, settle=True):
         """The backend for ``cls``: cached, or measured now with ``runners`` (each computes the
@@ -460,14 +570,29 @@ class Tuner:
         found = self.backend(cls)
         if found is not None:
             return found
+        before = others_running()
         times = measure(runners, clock)
+        return self.record(cls, times, incumbent, settle, before)
+
+    def record(self, cls, times, incumbent=INCUMBENT, settle=True, others_before=0):
+        """Keeps the :func:`pick` of ``{backend: [seconds]}`` for ``cls`` with its
+        :func:`conditions`, on disk where it settled on a quiet machine (``settle``: see
+        :meth:`choose`). Timing a noisy entry again spends one of its :data:`MAX_RETIMES`; where
+        the new timing does not settle, the old entry stands (its choice, for this process too)."""
+        old = self.choices.get(cls)
+        self.retimed.add(cls)
         choice, settled = pick(times, incumbent)
-        settled = settled and settle and quiet()
-        self.choices[cls] = {"backend": choice, "settled": settled,
-                             **{f"{name}_us": round(_median(ts) * 1e6, 1) for name, ts in times.items()}}
-        if settled:
+        entry = {"backend": choice, "settled": settled and settle and quiet(),
+                 **{f"{name}_us": round(_median(ts) * 1e6, 1) for name, ts in times.items()},
+                 **conditions(times, others_before)}
+        if old is not None and old.get("settled", True):
+            entry["retimes"] = _retimes(old) + 1
+            if not entry["settled"]:
+                entry = {**old, "retimes": entry["retimes"]}
+        self.choices[cls] = entry
+        if entry["settled"]:
             self._write()
-        return choice
+        return entry["backend"]
 
     def threshold(self, name, walk, default):
         """The cached threshold ``name``, or ``default`` until two quiet processes' walks

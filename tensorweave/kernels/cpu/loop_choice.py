@@ -88,19 +88,13 @@ def cache_path():
 class LoopTuner(gemm_tuning.Tuner):
     """``gemm_tuning.Tuner`` whose timings are made here (scratch arguments, a CPU clock)."""
 
-    def record(self, cls, times):
-        """Picks from ``{backend: [seconds]}`` (``None``: the run raised) and keeps the choice
-        (on disk when settled and the machine quiet)."""
+    def record(self, cls, times, incumbent=INCUMBENT, settle=True, others_before=0):
+        """``gemm_tuning.Tuner.record`` of ``{backend: [seconds]}``; ``None`` (the run raised):
+        the incumbent, for this process only."""
         if times is None:
-            choice, settled, figures = INCUMBENT, False, {}
-        else:
-            choice, settled = gemm_tuning.pick(times, INCUMBENT)
-            settled = settled and gemm_tuning.quiet()
-            figures = {f"{name}_us": round(gemm_tuning._median(ts) * 1e6, 1) for name, ts in times.items()}
-        self.choices[cls] = {"backend": choice, "settled": settled, **figures}
-        if settled:
-            self._write()
-        return choice
+            self.choices[cls] = {"backend": incumbent, "settled": False}
+            return incumbent
+        return super().record(cls, times, incumbent, settle, others_before)
 
 
 def tuner():
@@ -183,7 +177,8 @@ def choose(kernel, args, probe=None, needs=()):
         if not compiled(kernel, args) or not all(_any_compiled(k) for k in needs):
             return INCUMBENT                  # the old rule (twin while compiling), unrecorded
         timed = probe(args) if probe is not None else args
-        found = tuner().record(cls, measure(kernel, timed))
+        before = gemm_tuning.others_running()
+        found = tuner().record(cls, measure(kernel, timed), others_before=before)
     _chosen[key] = found
     return found
 
