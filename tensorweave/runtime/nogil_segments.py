@@ -31,6 +31,9 @@ import numpy as np
 from tensorweave.kernels.cpu import gemm, nogil_ops
 
 F32 = np.dtype(np.float32)
+#: ``dtypes``' mark of a value the step returns as a NumPy float32 scalar (``Mean``'s): a
+#: segment computes it into a one-element buffer of its own and returns that element
+SCALAR = "scalar"
 #: on/off (``TW_NOGIL_SEGMENTS=0`` off): read when a plan's runner is made
 _switch = {"on": os.environ.get("TW_NOGIL_SEGMENTS", "1") != "0"}
 #: fewest compiled instructions worth a segment
@@ -167,7 +170,9 @@ def _recorder(st, i, forms, shapes, dtypes):
                 shapes[s], dtypes[s] = a.shape, a.dtype
         form = _form(st, args)
         got = (r,) if st.single else tuple(r) if isinstance(r, (tuple, list)) else ()
-        if form is not None and len(got) == len(_outs(st)) and all(_array_ok(v) for v in got):
+        if form is not None and form[0] == nogil_ops.MEAN and type(r) is np.float32:
+            forms[i], shapes[st.outs], dtypes[st.outs] = form, (1,), SCALAR   # (the kernel's NumPy scalar)
+        elif form is not None and len(got) == len(_outs(st)) and all(_array_ok(v) for v in got):
             forms[i] = form
             shapes.update(zip(_outs(st), (v.shape for v in got)))
         return r
@@ -222,11 +227,12 @@ class Segment:
         # address table: values from outside (inputs, reads), fresh outputs, internal buffers, MKL's
         # cblas_sgemm and set-threads, NumPy's exp loop and its data
         self.checked = list(dict.fromkeys(s for _, ins, _, _ in code for s in ins if s >= 0 and s not in made_here))
-        self.fresh = [s for s in self.outs if s in made_here]
+        self.fresh = [s for s in self.outs if s in made_here and self.dtypes.get(s) != SCALAR]
         self.shapes = shapes
         slot_at = {s: j for j, s in enumerate(self.checked + self.fresh)}
         n_fixed = len(slot_at)
         self.buffers = self._allocate(code, slot_at, shapes)
+        self.scalars = [(s, self.buffers[slot_at[s] - n_fixed]) for s in self.outs if self.dtypes.get(s) == SCALAR]
         self.addrs = np.zeros(n_fixed + len(self.buffers) + 4, np.int64)
         for j, buf in enumerate(self.buffers):
             self.addrs[n_fixed + j] = buf.ctypes.data
@@ -270,7 +276,7 @@ class Segment:
                     at[out] = at.pop(ins[0])
                 else:
                     size = int(np.prod(shapes[out], dtype=np.int64))
-                    pool = free.get(size)
+                    pool = free.get(size) if self.dtypes.get(out) != SCALAR else None    # (a scalar's: its own)
                     j = pool.pop() if pool else None
                     if j is None:
                         j = len(buffers)
@@ -305,6 +311,8 @@ class Segment:
             got = nogil_ops.run_program(self.program, addrs)
             if got != 0:        # (compiling, or bad input: its step raises the kernel's error)
                 return self._python(ins, False, "compiling" if got == nogil_ops.NOT_READY else "bad input")
+            for s, buf in self.scalars:
+                vals[s] = buf[0]
             self.runs["compiled"] += 1
             return tuple(vals[s] for s in self.outs)
         finally:
