@@ -298,16 +298,16 @@ class Segment:
                     vals[out] = fn(ins[k])
             except Exception:  # noqa: BLE001 - raised again by its own step, named
                 return self._python(ins, False, "read failed")
-            addrs, shapes = self.addrs, self.shapes
+            addrs, shapes, address = self.addrs, self.shapes, nogil_ops.address
             for j, s in enumerate(self.checked):
                 v = vals[s]
                 if not (_array_ok(v, None, self.dtypes.get(s, F32)) and v.shape == shapes[s]):
                     return self._python(ins, True, f"input {s}")
-                addrs[j] = v.ctypes.data
+                addrs[j] = address(v)
             base = len(self.checked)
             for j, s in enumerate(self.fresh):
                 v = vals[s] = np.empty(shapes[s], F32)
-                addrs[base + j] = v.ctypes.data
+                addrs[base + j] = address(v)
             got = nogil_ops.run_program(self.program, addrs)
             if got != 0:        # (compiling, or bad input: its step raises the kernel's error)
                 return self._python(ins, False, "compiling" if got == nogil_ops.NOT_READY else "bad input")

@@ -122,6 +122,17 @@ def exp_loop():
     return ufunc_loops.unary_loop(np.exp, np.float32)
 
 
+def _ctypes_address(a):
+    return a.ctypes.data
+
+
+@jit.njit_twin(_ctypes_address)
+def address(a):
+    """``a``'s data address, for a segment's address table: ~0.5 µs a call against ``a.ctypes.data``'s
+    ~2.3 (thread CPU, load 12; a 27-step segment fills 15 a call)."""
+    return a.ctypes.data
+
+
 def _not_ready(program, addrs):
     return NOT_READY
 
