@@ -38,7 +38,10 @@ SCALAR = "scalar"
 _switch = {"on": os.environ.get("TW_NOGIL_SEGMENTS", "1") != "0"}
 #: fewest compiled instructions worth a segment
 MIN_INSTRUCTIONS = 2
+#: instructions that count as that many: a step of several NumPy calls, worth a segment alone (a
+#: rank plan's cross-entropy between a product started early and the ``_Boxing`` after it)
 _LABELS = (np.dtype(np.int32), np.dtype(np.int64))
+_WEIGHT = {nogil_ops.XENT: MIN_INSTRUCTIONS}
 _ELEMENTWISE = (nogil_ops.ADD, nogil_ops.RELU, nogil_ops.RELU_GRAD)
 _EMPTY = (np.zeros((0, nogil_ops.WIDTH), np.int64), np.zeros(0, np.int64))   # a program of no rows, no addresses
 
@@ -193,7 +196,7 @@ def _segments(plan, forms, shapes, dtypes, cuts=()):
         if form is not None and not (i in cuts and run):
             run.append(i)
             continue
-        if sum(forms[j] != "read" for j in run) >= MIN_INSTRUCTIONS:
+        if sum(_WEIGHT.get(forms[j][0], 1) for j in run if forms[j] != "read") >= MIN_INSTRUCTIONS:
             yield Segment(plan, run, [forms[j] for j in run], shapes, later, dtypes)
         run = [i] if form is not None else []
 
