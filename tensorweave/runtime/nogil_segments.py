@@ -221,7 +221,8 @@ class Segment:
         self.first = members[0]
         made = {o for st in self.steps for o in _outs(st)}
         self.ins = tuple(dict.fromkeys(s for st in self.steps for s in st.ins if s not in made))
-        self.outs = tuple(s for s in dict.fromkeys(o for st in self.steps for o in _outs(st)) if s in later[members[-1]])
+        made_all = dict.fromkeys(o for st in self.steps for o in _outs(st))
+        self.outs = tuple(s for s in made_all if s in later[members[-1]])
         self.dtypes = {s: d for s, d in (dtypes or {}).items() if d != F32}       # (the labels')
         self.reads = [(plan.steps[j].fn, self.ins.index(plan.steps[j].ins[0]), plan.steps[j].outs)
                       for j, f in zip(members, forms) if f == "read"]
@@ -235,7 +236,8 @@ class Segment:
         slot_at = {s: j for j, s in enumerate(self.checked + self.fresh)}
         n_fixed = len(slot_at)
         self.buffers = self._allocate(code, slot_at, shapes)
-        self.scalars = [(s, self.buffers[slot_at[s] - n_fixed]) for s in self.outs if self.dtypes.get(s) == SCALAR]
+        self.scalars = [(s, self.buffers[slot_at[s] - n_fixed]) for s in self.outs
+                        if self.dtypes.get(s) == SCALAR]
         self.addrs = np.zeros(n_fixed + len(self.buffers) + 4, np.int64)
         for j, buf in enumerate(self.buffers):
             self.addrs[n_fixed + j] = buf.ctypes.data
