@@ -534,7 +534,9 @@ def gil_held(fn, steps, world, ranks, inline=True):
         return None
     cf = list(fn._cache.values())[-1]
     plans = list(cf._global.bound)
-    labels = sorted({st.node.op for plan in plans for st in plan.steps})
+    from tensorweave.runtime import nogil_segments
+    # a segment running compiled calls none of its steps' functions: its calls count as "segment"
+    labels = sorted({st.node.op for plan in plans for st in plan.steps} | {"segment"})
     index = {op: i for i, op in enumerate(labels)}
     sampler = gil_sampler.GilSampler(labels, len(plans))
     world.run(ranks, lambda i: sampler.register(i), inline=inline)
@@ -554,6 +556,20 @@ def gil_held(fn, steps, world, ranks, inline=True):
         plan.runner = None          # the generated runner binds the step functions: made again
     fn(), fn()                      # (the second run records the plans' nogil segments, which then compile)
     jit.wait_for_compiles()
+    segment_call, rank_of = nogil_segments.Segment.__call__, {id(plan): t for t, plan in enumerate(plans)}
+
+    def labelled_segment(seg, *a):
+        t = rank_of.get(id(seg.plan))
+        if t is None:
+            return segment_call(seg, *a)
+        where[t] = index["segment"]
+        c0 = time.thread_time_ns()
+        try:
+            return segment_call(seg, *a)
+        finally:
+            cpu[t, index["segment"]] += time.thread_time_ns() - c0
+            where[t] = outside
+    nogil_segments.Segment.__call__ = labelled_segment
     cpu[:] = 0
     c0 = _rank_cpu(world, ranks, inline)
     sampler.start()
@@ -562,6 +578,7 @@ def gil_held(fn, steps, world, ranks, inline=True):
         fn()
     s1 = gil_sampler.switches()
     sampler.stop()
+    nogil_segments.Segment.__call__ = segment_call
     c1 = _rank_cpu(world, ranks, inline)
     held, share = sampler.held_ms(steps), sampler.fractions()
     # per op type: [wall ms/step holding the GIL, share of the op's samples holding it, thread CPU ms/step]

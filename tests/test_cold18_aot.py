@@ -102,6 +102,22 @@ def _cases():
     yield from rnn_cases()                  # the recurrent step loops (rnn18's cases)
     yield from _layer_norm_cases()
     yield from _softmax_cases()
+    yield from _nogil_cases()
+
+
+def _nogil_cases():
+    """The segments' interpreter (``nogil_ops.run_program``): a bias add and ReLU in place, then a
+    cross-entropy row whose bad label it reports (its return value: the row's number + 1)."""
+    from tensorweave.kernels.cpu import nogil_ops as N
+    x, b, labels = _floats(6, 4), _floats(4), np.array([0, 1, 9, 2, 3, 0], np.int32)
+    grad, loss = np.zeros((6, 4), np.float32), np.zeros(6, np.float32)
+    addrs = np.array([x.ctypes.data, b.ctypes.data, labels.ctypes.data, grad.ctypes.data, loss.ctypes.data,
+                      *(N.exp_loop() or (0, 0))], np.int64)
+    prog = np.zeros((3, N.WIDTH), np.int64)
+    prog[0, :6], prog[1, :5] = [N.ADD, 0, 1, 0, 6, 4], [N.RELU, 0, -1, 0, 24]
+    prog[2, :11] = [N.XENT, 0, 2, 3, 6, 4, 32, 0, 0, 0, 4]
+    prog[2, 12:] = [5, 6]
+    yield N.run_program, (prog if N.exp_loop() else prog[:2], addrs), ()
 
 
 def _batch_norm_cases():

@@ -31,10 +31,17 @@ import numpy as np
 from tensorweave.kernels.cpu import gemm, nogil_ops
 
 F32 = np.dtype(np.float32)
+#: ``dtypes``' mark of a value the step returns as a NumPy float32 scalar (``Mean``'s): a
+#: segment computes it into a one-element buffer of its own and returns that element
+SCALAR = "scalar"
 #: on/off (``TW_NOGIL_SEGMENTS=0`` off): read when a plan's runner is made
 _switch = {"on": os.environ.get("TW_NOGIL_SEGMENTS", "1") != "0"}
 #: fewest compiled instructions worth a segment
 MIN_INSTRUCTIONS = 2
+#: instructions that count as that many: a step of several NumPy calls, worth a segment alone (a
+#: rank plan's cross-entropy between a product started early and the ``_Boxing`` after it)
+_LABELS = (np.dtype(np.int32), np.dtype(np.int64))
+_WEIGHT = {nogil_ops.XENT: MIN_INSTRUCTIONS}
 _ELEMENTWISE = (nogil_ops.ADD, nogil_ops.RELU, nogil_ops.RELU_GRAD)
 _EMPTY = (np.zeros((0, nogil_ops.WIDTH), np.int64), np.zeros(0, np.int64))   # a program of no rows, no addresses
 
@@ -59,8 +66,8 @@ def set_enabled(on):
     return old
 
 
-def _array_ok(v, ndim=None):
-    return type(v) is np.ndarray and v.dtype == F32 and v.flags.c_contiguous and v.flags.aligned and v.size > 0 \
+def _array_ok(v, ndim=None, dtype=F32):
+    return type(v) is np.ndarray and v.dtype == dtype and v.flags.c_contiguous and v.flags.aligned and v.size > 0 \
         and (ndim is None or v.ndim == ndim)
 
 
@@ -68,9 +75,11 @@ def _form(st, args):
     """``(opcode, input slots, ints)`` of step ``st`` on argument values ``args``, ``"read"`` for a
     variable read, or None (no compiled form: the step runs as before)."""
     nd = st.node
+    attrs, ins = nd.attrs or {}, st.ins
+    if nd.op == "FusedSparseSoftmaxCrossEntropy":
+        return _xent_form(nd, ins, args, attrs) if nd.kernel is None else None
     if nd.kernel is not None or not all(_array_ok(a) for a in args if nd.op != "ReadVariableOp"):
         return None
-    attrs, ins = nd.attrs or {}, st.ins
     if nd.op == "ReadVariableOp" and nd.inplace is None:
         return "read"
     if nd.op == "MatMul" and len(args) == 2 and args[0].ndim == 2 and args[1].ndim == 2:
@@ -103,15 +112,31 @@ def _form(st, args):
     return None
 
 
+def _xent_form(nd, ins, args, attrs):
+    """``FusedSparseSoftmaxCrossEntropy`` without its mean tail, on float32 logits ``[N, C]``,
+    int32/int64 labels ``[N]`` and (``scaled``) a float32 scale of one value or ``[N, 1]``, where
+    NumPy's float32 ``exp`` loop was found (``ufunc_loops``): ins logits, labels, scale."""
+    if attrs.get("mean") or len(args) != 2 + bool(attrs.get("scaled")) or nogil_ops.exp_loop() is None:
+        return None
+    x, labels = args[:2]
+    if not (_array_ok(x, 2) and _array_ok(labels, 1, labels.dtype) and labels.dtype in _LABELS
+            and labels.shape == x.shape[:1] and x.shape[1] > 0):
+        return None
+    scale = args[2] if attrs.get("scaled") else None
+    if scale is not None and not (_array_ok(scale) and (scale.size == 1 or scale.shape == (x.shape[0], 1))):
+        return None
+    return nogil_ops.XENT, ins[:3], (*x.shape, labels.dtype.itemsize * 8, 0 if scale is None else scale.size)
+
+
 def steady(plan, feed_values):
     """Runs ``plan`` once by its own runner's code with each step recording its form and the
     shapes it saw, builds its segments and makes its runner run them (or leaves the runner as it
     is where there are none); returns the fetches."""
     from tensorweave.runtime import executor, overlap
-    forms, shapes = [None] * len(plan.steps), {}
+    forms, shapes, dtypes = [None] * len(plan.steps), {}, {}
     kept = [st.fn for st in plan.steps]
     for i, st in enumerate(plan.steps):
-        st.fn = _recorder(st, i, forms, shapes)
+        st.fn = _recorder(st, i, forms, shapes, dtypes)
     try:
         runner = executor._sequential_runner(plan)      # (products started early start as always)
     finally:
@@ -128,31 +153,41 @@ def steady(plan, feed_values):
         for k in (j, *overlap.early_reads(plan.deps, j, launch)):
             forms[k] = None
         cuts.update((launch, join))
-    segments = {seg.first: seg for seg in _segments(plan, forms, shapes, cuts)}
+    segments = {seg.first: seg for seg in _segments(plan, forms, shapes, dtypes, cuts)}
     if segments:
         plan.runner = executor._sequential_runner(plan, segments)
         nogil_ops.run_program(*_EMPTY)     # the interpreter compiling from now (background)
     return fetched
 
 
-def _recorder(st, i, forms, shapes):
+def _recorder(st, i, forms, shapes, dtypes):
     """``st.fn`` recording into ``forms[i]`` its compiled form (after it ran: a product's first
-    run on this thread may have made its class's choice) and into ``shapes`` its values' shapes;
-    no value is kept (a variable's array held would make its update copy it)."""
+    run on this thread may have made its class's choice) and into ``shapes`` (``dtypes``) its
+    values' shapes (dtypes); no value is kept (a variable's array held would make its update copy it)."""
     fn = st.fn
 
     def run(*args):
         r = fn(*args)
-        shapes.update((s, a.shape) for s, a in zip(st.ins, args) if type(a) is np.ndarray)
-        form = _form(st, args) if st.single else None
-        if form is not None and _array_ok(r):
+        for s, a in zip(st.ins, args):
+            if type(a) is np.ndarray:
+                shapes[s], dtypes[s] = a.shape, a.dtype
+        form = _form(st, args)
+        got = (r,) if st.single else tuple(r) if isinstance(r, (tuple, list)) else ()
+        if form is not None and form[0] == nogil_ops.MEAN and type(r) is np.float32:
+            forms[i], shapes[st.outs], dtypes[st.outs] = form, (1,), SCALAR   # (the kernel's NumPy scalar)
+        elif form is not None and len(got) == len(_outs(st)) and all(_array_ok(v) for v in got):
             forms[i] = form
-            shapes[st.outs] = r.shape
+            shapes.update(zip(_outs(st), (v.shape for v in got)))
         return r
     return run
 
 
-def _segments(plan, forms, shapes, cuts=()):
+def _outs(st):
+    """The slots step ``st`` writes."""
+    return (st.outs,) if st.single else tuple(st.outs)
+
+
+def _segments(plan, forms, shapes, dtypes, cuts=()):
     """The :class:`Segment` of each maximal run of steps with a compiled form (none holding a
     step of ``cuts`` but as its first)."""
     later = _read_after(plan)
@@ -161,8 +196,8 @@ def _segments(plan, forms, shapes, cuts=()):
         if form is not None and not (i in cuts and run):
             run.append(i)
             continue
-        if sum(forms[j] != "read" for j in run) >= MIN_INSTRUCTIONS:
-            yield Segment(plan, run, [forms[j] for j in run], shapes, later)
+        if sum(_WEIGHT.get(forms[j][0], 1) for j in run if forms[j] != "read") >= MIN_INSTRUCTIONS:
+            yield Segment(plan, run, [forms[j] for j in run], shapes, later, dtypes)
         run = [i] if form is not None else []
 
 
@@ -181,35 +216,46 @@ class Segment:
 
     single = False
 
-    def __init__(self, plan, members, forms, shapes, later):
+    def __init__(self, plan, members, forms, shapes, later, dtypes=None):
         self.plan, self.steps = plan, [plan.steps[j] for j in members]
         self.first = members[0]
-        made = {plan.steps[j].outs for j in members}
+        made = {o for st in self.steps for o in _outs(st)}
         self.ins = tuple(dict.fromkeys(s for st in self.steps for s in st.ins if s not in made))
-        self.outs = tuple(s for s in dict.fromkeys(plan.steps[j].outs for j in members) if s in later[members[-1]])
+        made_all = dict.fromkeys(o for st in self.steps for o in _outs(st))
+        self.outs = tuple(s for s in made_all if s in later[members[-1]])
+        self.dtypes = {s: d for s, d in (dtypes or {}).items() if d != F32}       # (the labels')
         self.reads = [(plan.steps[j].fn, self.ins.index(plan.steps[j].ins[0]), plan.steps[j].outs)
                       for j, f in zip(members, forms) if f == "read"]
-        code = [(f[0], tuple(f[1]), plan.steps[j].outs, f[2]) for j, f in zip(members, forms) if f != "read"]
-        made_here = {o for _, _, o, _ in code}
-        # address table: values from outside (inputs, reads), fresh outputs, internal buffers, MKL
+        code = [(f[0], tuple(f[1]), _outs(plan.steps[j]), f[2]) for j, f in zip(members, forms) if f != "read"]
+        made_here = {o for _, _, outs, _ in code for o in outs}
+        # address table: values from outside (inputs, reads), fresh outputs, internal buffers, MKL's
+        # cblas_sgemm and set-threads, NumPy's exp loop and its data
         self.checked = list(dict.fromkeys(s for _, ins, _, _ in code for s in ins if s >= 0 and s not in made_here))
-        self.fresh = [s for s in self.outs if s in made_here]
+        self.fresh = [s for s in self.outs if s in made_here and self.dtypes.get(s) != SCALAR]
         self.shapes = shapes
         slot_at = {s: j for j, s in enumerate(self.checked + self.fresh)}
         n_fixed = len(slot_at)
         self.buffers = self._allocate(code, slot_at, shapes)
-        self.addrs = np.zeros(n_fixed + len(self.buffers) + 2, np.int64)
+        self.scalars = [(s, self.buffers[slot_at[s] - n_fixed]) for s in self.outs
+                        if self.dtypes.get(s) == SCALAR]
+        self.addrs = np.zeros(n_fixed + len(self.buffers) + 4, np.int64)
         for j, buf in enumerate(self.buffers):
             self.addrs[n_fixed + j] = buf.ctypes.data
         serial = gemm._gemm_serial.get(F32)
         if serial is not None:
-            self.addrs[-2], self.addrs[-1] = serial.args[2], serial.args[0]   # cblas_sgemm, set-threads
+            self.addrs[-4], self.addrs[-3] = serial.args[2], serial.args[0]   # cblas_sgemm, set-threads
+        n = len(self.addrs)
         program = np.zeros((len(code), nogil_ops.WIDTH), np.int64)
-        for r, (op, ins, out, ints) in enumerate(code):
-            ops = [slot_at[s] if s >= 0 else -1 for s in ins] + [-1] * (2 - len(ins))
-            program[r, :4] = [op, ops[0], ops[1], slot_at[out]]
+        for r, (op, ins, outs, ints) in enumerate(code):
+            ops = [slot_at[s] if s >= 0 else -1 for s in ins[:2]] + [-1] * (2 - len(ins[:2]))
+            program[r, :4] = [op, ops[0], ops[1], slot_at[outs[0]]]
             program[r, 4:4 + len(ints)] = ints
-            program[r, 12:] = [len(self.addrs) - 2, len(self.addrs) - 1]
+            program[r, 12:] = [n - 4, n - 3]
+            if op == nogil_ops.XENT:        # outs (losses, gradient); the scale (or any index: none read), exp
+                program[r, 3] = slot_at[outs[1]]
+                program[r, 9:11] = [slot_at[ins[2]] if len(ins) > 2 else 0, slot_at[outs[0]]]
+                program[r, 12:] = [n - 2, n - 1]
+                self.addrs[-2:] = nogil_ops.exp_loop()
         self.program = program
         self.has_gemm = any(op == nogil_ops.GEMM for op, _, _, _ in code)
         self.share = gemm._share() if self.has_gemm else None
@@ -226,22 +272,23 @@ class Segment:
                 last[s] = r
         buffers, free, at = [], {}, {}
         n_fixed = len(slot_at)
-        for r, (op, ins, out, _) in enumerate(code):
-            if out in slot_at:
-                pass
-            elif op in _ELEMENTWISE and ins[0] in at and last[ins[0]] == r and ins[0] not in self.fresh:
-                slot_at[out] = slot_at[ins[0]]
-                at[out] = at.pop(ins[0])
-            else:
-                size = int(np.prod(shapes[out], dtype=np.int64))
-                pool = free.get(size)
-                j = pool.pop() if pool else None
-                if j is None:
-                    j = len(buffers)
-                    buffers.append(np.empty(max(size, 1), F32))
-                at[out], slot_at[out] = j, n_fixed + j
+        for r, (op, ins, outs, _) in enumerate(code):
+            for out in outs:
+                if out in slot_at:
+                    pass
+                elif op in _ELEMENTWISE and ins[0] in at and last[ins[0]] == r and ins[0] not in self.fresh:
+                    slot_at[out] = slot_at[ins[0]]
+                    at[out] = at.pop(ins[0])
+                else:
+                    size = int(np.prod(shapes[out], dtype=np.int64))
+                    pool = free.get(size) if self.dtypes.get(out) != SCALAR else None    # (a scalar's: its own)
+                    j = pool.pop() if pool else None
+                    if j is None:
+                        j = len(buffers)
+                        buffers.append(np.empty(max(size, 1), F32))
+                    at[out], slot_at[out] = j, n_fixed + j
             for s in set(ins):
-                if s in at and last.get(s) == r and s != out:
+                if s in at and last.get(s) == r and s not in outs:
                     j = at.pop(s)
                     free.setdefault(buffers[j].size, []).append(j)
         return buffers
@@ -256,18 +303,21 @@ class Segment:
                     vals[out] = fn(ins[k])
             except Exception:  # noqa: BLE001 - raised again by its own step, named
                 return self._python(ins, False, "read failed")
-            addrs, shapes = self.addrs, self.shapes
+            addrs, shapes, address = self.addrs, self.shapes, nogil_ops.address
             for j, s in enumerate(self.checked):
                 v = vals[s]
-                if not (_array_ok(v) and v.shape == shapes[s]):
+                if not (_array_ok(v, None, self.dtypes.get(s, F32)) and v.shape == shapes[s]):
                     return self._python(ins, True, f"input {s}")
-                addrs[j] = v.ctypes.data
+                addrs[j] = address(v)
             base = len(self.checked)
             for j, s in enumerate(self.fresh):
                 v = vals[s] = np.empty(shapes[s], F32)
-                addrs[base + j] = v.ctypes.data
-            if nogil_ops.run_program(self.program, addrs) != 0:
-                return self._python(ins, False, "compiling")
+                addrs[base + j] = address(v)
+            got = nogil_ops.run_program(self.program, addrs)
+            if got != 0:        # (compiling, or bad input: its step raises the kernel's error)
+                return self._python(ins, False, "compiling" if got == nogil_ops.NOT_READY else "bad input")
+            for s, buf in self.scalars:
+                vals[s] = buf[0]
             self.runs["compiled"] += 1
             return tuple(vals[s] for s in self.outs)
         finally:
@@ -284,8 +334,9 @@ class Segment:
         vals = dict(zip(self.ins, ins))
         for k, st in enumerate(self.steps):
             try:
-                vals[st.outs] = st.fn(*[vals[s] for s in st.ins])
+                r = st.fn(*[vals[s] for s in st.ins])
             except Exception as e:
                 e.tw_step = self.first + k      # (a plan's steps are consecutive in a segment)
                 raise
+            vals.update(zip(_outs(st), (r,) if st.single else r))
         return tuple(vals[s] for s in self.outs)

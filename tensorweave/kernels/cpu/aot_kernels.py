@@ -158,5 +158,6 @@ KERNELS = {
     "tensorweave.distribute.fused_rules": {
         "_sum2_lion": [f"void({_F1}, {_F1}, {_F1}, {_F1}, float32, float32, float32, float32, float32)"],
         "_sum2_adamax": [f"void({_F1}, {_F1}, {_F1}, {_F1}, {_F1}, float32, float32, float32, float32, float32)"],
-    },
+    },    # the nogil segments' interpreter (every steady training plan builds one; session 21, nogil25)
+    "tensorweave.kernels.cpu.nogil_ops": {"run_program": [f"int64({_I}[:, ::1], {_I}[::1])"]},
 }

@@ -18,6 +18,11 @@ bits of its op's kernel (``runtime/nogil_segments.py`` builds programs from a st
 - :data:`RELU_GRAD` ``nn_loops.relu_grad`` (the ``ReluGrad`` kernel's loop);
 - :data:`COLSUM` column sums into zeros by ``reduce_kernels._sum_middle`` (``SumToLike``'s bias
   gradient);
+- :data:`XENT` the sparse softmax cross-entropy's per-row losses and gradient
+  (``nn_kernels.sparse_xent_with_grad``: ``nn_loops.shift_rows``, NumPy's own ``exp`` loop through
+  ``ufunc_loops``, ``nn_loops.xent_from_exps``), the gradient then times a scale of one value or
+  one per row (``fused_kernels.sparse_xent_tail``'s ``scaled``); a label out of range returns
+  the row's number + 1 (the caller runs the step the Python way, which raises the kernel's error);
 - :data:`MEAN` a 1-D mean as ``reduce_kernels._mean`` takes it: NumPy's pairwise sum
   (``softmax_loops.pairwise_sum``, its ``add.reduce``), then over the count in float64, rounded to float32
   (``reduce_kernels._mean``'s ``total / np.intp(n)`` promotes to float64).
@@ -38,12 +43,14 @@ from llvmlite import ir
 from numba.core import types
 from numba.extending import intrinsic
 
-from tensorweave.kernels.cpu import gemm, jit, nn_loops, reduce_kernels, softmax_loops
+from tensorweave.kernels.cpu import gemm, jit, nn_loops, reduce_kernels, softmax_loops, ufunc_loops
 
-#: columns of a program row: opcode, three operand indexes, eight integers, and for :data:`GEMM`
-#: the address-table indexes of ``cblas_sgemm`` and ``MKL_Set_Num_Threads_Local``
+#: columns of a program row: opcode, three operand indexes, eight integers (a row of more
+#: operands puts the others in its last integers), and the address-table indexes of the library
+#: functions it calls (:data:`GEMM`: ``cblas_sgemm`` and ``MKL_Set_Num_Threads_Local``;
+#: :data:`XENT`: NumPy's float32 ``exp`` loop and its data)
 WIDTH = 14
-GEMM, ADD, RELU, RELU_GRAD, COLSUM, MEAN = 1, 2, 3, 4, 5, 6
+GEMM, ADD, RELU, RELU_GRAD, COLSUM, MEAN, XENT = 1, 2, 3, 4, 5, 6, 7
 #: what the twin returns while the interpreter compiles: run the steps the Python way
 NOT_READY = -1
 
@@ -58,10 +65,48 @@ def _f32_ptr(typingctx, addr):
     return sig, codegen
 
 
+def _int_pointer(width):
+    @intrinsic
+    def pointer(typingctx, addr):
+        sig = types.CPointer(types.int32 if width == 32 else types.int64)(types.int64)
+
+        def codegen(context, builder, signature, args):
+            return builder.inttoptr(args[0], ir.PointerType(ir.IntType(width)))
+        return sig, codegen
+    return pointer
+
+
+#: the int32 and int64 pointers at an integer address (labels)
+_i32_ptr, _i64_ptr = _int_pointer(32), _int_pointer(64)
+
+
 @jit.njit
 def _f32(addr, n):
     """A 1-D float32 view of ``n`` elements at address ``addr``."""
     return numba.carray(_f32_ptr(addr), (n,))
+
+
+@jit.njit
+def xent(x, labels, loss, grad, scale, exp_fn, exp_data):
+    """``nn_kernels._sparse_xent_rows(x, labels, True)`` into ``loss`` and ``grad`` (its steps,
+    ``loss`` standing for ``picked``: each row reads it before writing it), then ``grad`` times
+    ``scale`` (one value, or one per row; empty: none). The first bad label's row, or -1."""
+    bad = nn_loops.shift_rows(x, labels, grad, loss)
+    if bad >= 0:
+        return bad
+    flat = grad.reshape(grad.size)
+    ufunc_loops.call_unary(exp_fn, exp_data, flat, flat)
+    nn_loops.xent_from_exps(grad, labels, loss, loss, True)
+    rows, cols = grad.shape
+    if scale.size == 1:
+        c = scale[0]
+        for i in range(flat.size):
+            flat[i] = c * flat[i]
+    elif scale.size == rows:
+        for i in range(rows):
+            for j in range(cols):
+                grad[i, j] = scale[i] * grad[i, j]
+    return -1
 
 
 @jit.njit
@@ -72,13 +117,30 @@ def mean_1d(x, n):
     return np.float32(np.float64(total) / np.float64(n))
 
 
+def exp_loop():
+    """``(address, data)`` of NumPy's float32 ``exp`` loop (:data:`XENT`'s), or None."""
+    return ufunc_loops.unary_loop(np.exp, np.float32)
+
+
+def _ctypes_address(a):
+    return a.ctypes.data
+
+
+@jit.njit_twin(_ctypes_address)
+def address(a):
+    """``a``'s data address, for a segment's address table: ~0.5 µs a call against ``a.ctypes.data``'s
+    ~2.3 (thread CPU, load 12; a 27-step segment fills 15 a call)."""
+    return a.ctypes.data
+
+
 def _not_ready(program, addrs):
     return NOT_READY
 
 
 @jit.njit_twin(_not_ready)
 def run_program(program, addrs):
-    """Runs the rows of ``program`` over the buffers at ``addrs`` in order; 0 when done."""
+    """Runs the rows of ``program`` over the buffers at ``addrs`` in order; 0 when done, the
+    number + 1 of a row that found bad input (its step then runs the Python way and raises)."""
     for row in range(program.shape[0]):
         op, i0, i1, i2 = program[row, 0], program[row, 1], program[row, 2], program[row, 3]
         d = program[row, 4:]
@@ -108,4 +170,17 @@ def run_program(program, addrs):
             reduce_kernels._sum_middle(_f32(addrs[i0], rows * cols).reshape((1, rows, cols)), out.reshape((1, cols)))
         elif op == MEAN:
             _f32(addrs[i2], 1)[0] = mean_1d(_f32(addrs[i0], d[0]), d[0])
+        elif op == XENT:
+            # d: rows, cols, label bits, scale size (0: none); d[5]: the scale's index, d[6]: the loss's
+            rows, cols = d[0], d[1]
+            x = _f32(addrs[i0], rows * cols).reshape((rows, cols))
+            grad = _f32(addrs[i2], rows * cols).reshape((rows, cols))
+            loss, scale = _f32(addrs[d[6]], rows), _f32(addrs[d[5]], d[3])
+            fn, data = addrs[program[row, 12]], addrs[program[row, 13]]
+            if d[2] == 32:
+                bad = xent(x, numba.carray(_i32_ptr(addrs[i1]), (rows,)), loss, grad, scale, fn, data)
+            else:
+                bad = xent(x, numba.carray(_i64_ptr(addrs[i1]), (rows,)), loss, grad, scale, fn, data)
+            if bad >= 0:
+                return row + 1
     return 0
