@@ -16,9 +16,9 @@ used by this process and not kept (``gemm.timed_choice``).
 settling must not depend on what else the machine runs).
 
 >>> from tensorweave.kernels.cpu import own_core
->>> own_core.had_core(lambda: sum(range(1000)), wall=iter([0.0, 1.0]).__next__, cpu=iter([0.0, 0.9]).__next__)
+>>> own_core.probe(lambda: sum(range(1000)), wall=iter([0.0, 1.0]).__next__, cpu=iter([0.0, 0.9]).__next__)
 True
->>> own_core.had_core(lambda: None, wall=iter([0.0, 2.0]).__next__, cpu=iter([0.0, 1.0]).__next__)
+>>> own_core.probe(lambda: None, wall=iter([0.0, 2.0]).__next__, cpu=iter([0.0, 1.0]).__next__)
 False
 """
 import os
@@ -37,12 +37,14 @@ def probing():
 
 
 def had_core(run, factor=FACTOR, wall=time.perf_counter, cpu=time.thread_time):
+    """:func:`probe`, or True without a call under ``TW_OWN_CORE=0``."""
+    return not probing() or probe(run, factor, wall, cpu)
+
+
+def probe(run, factor=FACTOR, wall=time.perf_counter, cpu=time.thread_time):
     """Whether ``run()`` (work on the calling thread alone) had the core: called until
     :data:`MIN_S` of wall time (at most :data:`MAX_CALLS` calls), its wall time at most ``factor``
-    times the thread's CPU time. ``wall`` and ``cpu`` are the clocks (tests script them). True
-    without a call under ``TW_OWN_CORE=0``."""
-    if not probing():
-        return True
+    times the thread's CPU time. ``wall`` and ``cpu`` are the clocks (tests script them)."""
     w0, c0 = wall(), cpu()
     calls = 0
     while True:
