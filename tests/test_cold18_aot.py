@@ -91,12 +91,8 @@ def _cases():
                            np.zeros((64, 20), np.float32), 20), (10,)
         # the same on one MKL thread (pred19: the one-thread products' stub, timed against OpenBLAS)
         one = (ctypes.cast(gemm._lib.MKL_Set_Num_Threads_Local, ctypes.c_void_p).value, 1)
-        yield gemm._call_threads, one + (fn, gemm._NO_TRANS, gemm._TRANS, 64, 20, 33, a, 33, b, 33,
-                                         np.zeros((64, 20), np.float32), 20), (12,)
-        yield gemm._call_threads, one + (fn, gemm._NO_TRANS, gemm._TRANS, 64, 20, 33, a, 33, np.asfortranarray(b.T),
-                                         33, np.zeros((64, 20), np.float32), 20), (12,)
-        yield gemm._call_threads, one + (fn, gemm._TRANS, gemm._NO_TRANS, 64, 20, 33, np.asfortranarray(a), 64,
-                                         b.T.copy(), 20, np.zeros((64, 20), np.float32), 20), (12,)
+        for operands in _split_views():
+            yield gemm._call_threads, one + (fn,) + operands, (12,)
         yield from _attention_cases(fn, one[0])
         yield from _attention_train_cases(fn, one[0])
     yield from rnn_cases()                  # the recurrent step loops (rnn18's cases)
@@ -199,6 +195,32 @@ def _softmax_cases():
         yield softmax_loops.normalize.dispatcher, (np.exp(_floats(4, n)),), (0,)
 
 
+def _split_views(m=16, n=20, k=33):
+    """``cblas_sgemm``'s operands (trans flags, sizes, arrays and leading dimensions) in every
+    layout a product split over threads hands one part (``gemm._run_split``): A contiguous, a
+    transposed operand (Fortran order) or a row block of one (strided); B contiguous, transposed
+    or a column block; the output contiguous or a column block."""
+    a_full = np.asfortranarray(_floats(m + 8, k))
+    a_ways = [(gemm._NO_TRANS, _floats(m, k), k), (gemm._TRANS, np.asfortranarray(_floats(m, k)), m),
+              (gemm._TRANS, a_full[4:4 + m], m + 8)]
+    b_ways = [(gemm._NO_TRANS, _floats(k, n), n), (gemm._TRANS, np.asfortranarray(_floats(k, n)), k),
+              (gemm._NO_TRANS, _floats(k, n + 12)[:, 4:4 + n], n + 12)]
+    c_ways = [(np.zeros((m, n), np.float32), n), (np.zeros((m, n + 12), np.float32)[:, 4:4 + n], n + 12)]
+    for c, ldc in c_ways:
+        for trans_a, a, lda in a_ways:
+            for trans_b, b, ldb in b_ways:
+                yield trans_a, trans_b, m, n, k, a, lda, b, ldb, c, ldc
+
+
+def _copy_as_is(a):
+    """A copy of ``a`` of the same layout (a strided view stays a strided view of a copy of its base)."""
+    if a.flags.c_contiguous or a.flags.f_contiguous or a.base is None:
+        return a.copy()
+    base = a.base.copy(order="K")
+    offset = a.__array_interface__["data"][0] - a.base.__array_interface__["data"][0]
+    return np.ndarray(a.shape, a.dtype, base, offset, a.strides)
+
+
 def _same(a, b):
     a, b = np.asarray(a), np.asarray(b)
     return a.shape == b.shape and a.dtype == b.dtype and a.tobytes() == b.tobytes()
@@ -217,7 +239,7 @@ def _built_loop(lib, kernel, args):
 
 
 def _run(fn, args, outs):
-    copied = [a.copy() if i in outs else a for i, a in enumerate(args)]
+    copied = [_copy_as_is(a) if i in outs else a for i, a in enumerate(args)]
     return fn(*copied), [copied[i] for i in outs]
 
 

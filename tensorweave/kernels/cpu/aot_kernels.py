@@ -29,6 +29,7 @@ def _array(ndim, dtype="float32", layout="C"):
 
 _F1, _F2, _F3, _F4, _F5 = (_array(n) for n in range(1, 6))
 _F2F = _array(2, layout="F")
+_A2 = "float32[:, :]"
 _A4 = "float32[:, :, :, :]"
 _I32 = _array(1, "int32")
 _D1 = _array(1, "float64")
@@ -67,9 +68,9 @@ def _both(table_of):
     return {k: t32[k] + t64[k] for k in t32}
 
 
-def _gemm(a, b, lead=0):
+def _gemm(a, b, lead=0, c=_F2):
     """A ``cblas_?gemm`` stub's signature (``lead``: integer arguments before its own six)."""
-    return f"void({', '.join([_I] * (6 + lead))}, {a}, {_I}, {b}, {_I}, {_F2}, {_I})"
+    return f"void({', '.join([_I] * (6 + lead))}, {a}, {_I}, {b}, {_I}, {c}, {_I})"
 
 
 KERNELS = {
@@ -78,7 +79,12 @@ KERNELS = {
         "_call": [_gemm(_F2, _F2), _gemm(_F2, _F2F), _gemm(_F2F, _F2)],
         # the same on one MKL thread (the one-thread products, batch-1 ``predict``'s among them):
         # not built, a fresh process timed its ctypes twin against OpenBLAS (gemm._serial_library)
-        "_call_threads": [_gemm(_F2, _F2, 2), _gemm(_F2, _F2F, 2), _gemm(_F2F, _F2, 2)],
+        # Also every strided view a product split over threads hands a part (gemm._run_split: row
+        # blocks of a transposed operand, column blocks of B and of the output): on a machine
+        # whose classes choose splitting, the first split compiled LLVM code mid-run (+50 MB RSS
+        # in the mlp's step memory on an AMD EPYC, session 22)
+        "_call_threads": [_gemm(a, b, 2, c) for c in (_F2, _A2) for a in (_F2, _F2F, _A2)
+                          for b in (_F2, _F2F, _A2)],
     },
     "tensorweave.kernels.cpu.nn_loops": {
         "bias_act": [f"void({_F2}, {_F1}, boolean)"],
