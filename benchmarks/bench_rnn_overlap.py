@@ -5,7 +5,8 @@ the step loop (``rnn_overlap``) or not: wall time, process CPU time and NumPy's 
 Modes: ``off`` (one span, products on the library's threads, ``TW_RNN_OVERLAP=0``'s path),
 ``inline`` (spans, but every task on the kernel's thread: the cost of cutting the products),
 ``overlap`` (spans on the helper thread: the default), ``overlap-held`` (``overlap`` with the
-session-12 weight-gradient sum: one part buffer per span, summed at the end). Also ``--loops``:
+session-12 weight-gradient sum: one part buffer per span, summed at the end); ``MODE@N``: with spans of
+``N`` steps (``rnn_overlap.CHUNK_STEPS``, session 22). Also ``--loops``:
 the same step with every loop compiled, every loop its twin, and chosen by measurement.
 
     python benchmarks/bench_rnn_overlap.py --rounds 7
@@ -33,6 +34,7 @@ class _HeldSpanGrads(rnn_common.SpanGrads):
     def __init__(self, x, kernel, res, u, dz, wd, n, one_thread, order=None):
         super().__init__(x, kernel, res, u, dz, wd, n, one_thread, order)
         f, g = x.shape[2], dz.shape[2]
+        self.xt = rnn_common.time_major(x, wd)
         self.dk_parts, self.drk_parts = np.empty((n, f, g), wd), np.empty((n, u, g), wd)
 
     def tasks(self, i, a, e):
@@ -73,12 +75,14 @@ def _case(b, t, f, u, seed=0):
 
 
 def _set_mode(mode):
+    mode, _, chunk = mode.partition("@")           # "overlap@16": spans of 16 steps
+    rnn_overlap.CHUNK_STEPS = int(chunk) if chunk else _CHUNK
     rnn_overlap.ENABLED = mode != "off"
     rnn_common.SpanGrads = _HeldSpanGrads if mode == "overlap-held" else _ORIGINAL
     rnn_overlap._helper.submit = (lambda job: None) if mode == "inline" else _SUBMIT
 
 
-_ORIGINAL, _SUBMIT = rnn_common.SpanGrads, rnn_overlap._helper.submit
+_ORIGINAL, _SUBMIT, _CHUNK = rnn_common.SpanGrads, rnn_overlap._helper.submit, rnn_overlap.CHUNK_STEPS
 
 
 def _one(step):

@@ -48,8 +48,10 @@ CHUNK_STEPS = 8
 ENABLED = os.environ.get("TW_RNN_OVERLAP", "1") != "0"
 
 
-def spans(t, chunk=CHUNK_STEPS):
-    """Processed-step spans ``[(s0, s1), ...]`` covering ``range(t)`` in order."""
+def spans(t, chunk=None):
+    """Processed-step spans ``[(s0, s1), ...]`` covering ``range(t)`` in order (``chunk`` steps
+    each, default :data:`CHUNK_STEPS` read at the call)."""
+    chunk = CHUNK_STEPS if chunk is None else chunk
     if t <= 0:
         return []
     cuts = [0, min(t, max(1, chunk // 2))]
