@@ -5,7 +5,9 @@ the step loop (``rnn_overlap``) or not: wall time, process CPU time and NumPy's 
 Modes: ``off`` (one span, products on the library's threads, ``TW_RNN_OVERLAP=0``'s path),
 ``inline`` (spans, but every task on the kernel's thread: the cost of cutting the products),
 ``overlap`` (spans on the helper thread: the default), ``overlap-held`` (``overlap`` with the
-session-12 weight-gradient sum: one part buffer per span, summed at the end). Also ``--loops``:
+session-12 weight-gradient sum: one part buffer per span, summed at the end); ``MODE@N``: with spans of
+``N`` steps (``rnn_overlap.CHUNK_STEPS``, session 22); ``overlap-three`` (session 13's two
+weight-gradient products per span, before session 22 joined them). Also ``--loops``:
 the same step with every loop compiled, every loop its twin, and chosen by measurement.
 
     python benchmarks/bench_rnn_overlap.py --rounds 7
@@ -33,6 +35,7 @@ class _HeldSpanGrads(rnn_common.SpanGrads):
     def __init__(self, x, kernel, res, u, dz, wd, n, one_thread, order=None):
         super().__init__(x, kernel, res, u, dz, wd, n, one_thread, order)
         f, g = x.shape[2], dz.shape[2]
+        self.xt = rnn_common.time_major(x, wd)
         self.dk_parts, self.drk_parts = np.empty((n, f, g), wd), np.empty((n, u, g), wd)
 
     def tasks(self, i, a, e):
@@ -56,6 +59,36 @@ class _HeldSpanGrads(rnn_common.SpanGrads):
         return (np.ascontiguousarray(np.swapaxes(self.dx, 0, 1)), total(self.dk_parts), total(self.drk_parts))
 
 
+class _ThreeSpanGrads(rnn_common.SpanGrads):
+    """Session 13's span products: ``d kernel`` and ``d recurrent_kernel`` as two products, each
+    summed over spans as they come (session 22 made them one product, ``[x_t | h_prev]^T @ dz``)."""
+
+    def __init__(self, x, kernel, res, u, dz, wd, n, one_thread, order=None):
+        super().__init__(x, kernel, res, u, dz, wd, n, one_thread, order)
+        f, g, order = x.shape[2], dz.shape[2], self.dw.order
+        self.xt = rnn_common.time_major(x, wd)
+        self.dk, self.drk = rnn_overlap.OrderedSum((f, g), wd, order), rnn_overlap.OrderedSum((u, g), wd, order)
+
+    def tasks(self, i, a, e):
+        rows = self.dz[a:e].reshape(-1, self.dz.shape[2])
+        f, u, one = self.xt.shape[2], self.u, self.one_thread
+
+        def dk():
+            part = self.dk.buffer()
+            gemm.matmul(self.xt[a:e].reshape(-1, f).T, rows, out=part, one_thread=one)
+            self.dk.put(i, part)
+
+        def drk():
+            h_prev = np.ascontiguousarray(np.swapaxes(self.res[:, a:e, self.res.shape[2] - u:], 0, 1))
+            part = self.drk.buffer()
+            gemm.matmul(h_prev.reshape(-1, u).T, rows, out=part, one_thread=one)
+            self.drk.put(i, part)
+        return dk, drk, super().tasks(i, a, e)[1]
+
+    def results(self):
+        return np.ascontiguousarray(np.swapaxes(self.dx, 0, 1)), self.dk.result(), self.drk.result()
+
+
 def _case(b, t, f, u, seed=0):
     rng = np.random.default_rng(seed)
     x = rng.standard_normal((b, t, f)).astype(np.float32)
@@ -73,12 +106,14 @@ def _case(b, t, f, u, seed=0):
 
 
 def _set_mode(mode):
+    mode, _, chunk = mode.partition("@")           # "overlap@16": spans of 16 steps
+    rnn_overlap.CHUNK_STEPS = int(chunk) if chunk else _CHUNK
     rnn_overlap.ENABLED = mode != "off"
-    rnn_common.SpanGrads = _HeldSpanGrads if mode == "overlap-held" else _ORIGINAL
+    rnn_common.SpanGrads = {"overlap-held": _HeldSpanGrads, "overlap-three": _ThreeSpanGrads}.get(mode, _ORIGINAL)
     rnn_overlap._helper.submit = (lambda job: None) if mode == "inline" else _SUBMIT
 
 
-_ORIGINAL, _SUBMIT = rnn_common.SpanGrads, rnn_overlap._helper.submit
+_ORIGINAL, _SUBMIT, _CHUNK = rnn_common.SpanGrads, rnn_overlap._helper.submit, rnn_overlap.CHUNK_STEPS
 
 
 def _one(step):

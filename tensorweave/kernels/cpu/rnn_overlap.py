@@ -3,7 +3,7 @@
 A fused recurrent kernel's step loop (``rnn_gemm``) is serial: one small product and one pass per
 step, on one thread. Its sequence-wide products are not: the input projection of every step
 (``x @ kernel``) before the loop, and after backpropagation through time the input and weight
-gradients (``dz @ kernel^T``, ``x^T @ dz``, ``h_prev^T @ dz``). Run after the loop on the library's
+gradients (``dz @ kernel^T``, and ``[x | h_prev]^T @ dz`` for both weights). Run after the loop on the library's
 threads (as before), they left the second core idle through the whole loop; on the lstm workload
 (2-core AMD EPYC) the loops were ~14 of the ~36 ms of kernel CPU time, the four products ~21.
 
@@ -48,8 +48,10 @@ CHUNK_STEPS = 8
 ENABLED = os.environ.get("TW_RNN_OVERLAP", "1") != "0"
 
 
-def spans(t, chunk=CHUNK_STEPS):
-    """Processed-step spans ``[(s0, s1), ...]`` covering ``range(t)`` in order."""
+def spans(t, chunk=None):
+    """Processed-step spans ``[(s0, s1), ...]`` covering ``range(t)`` in order (``chunk`` steps
+    each, default :data:`CHUNK_STEPS` read at the call)."""
+    chunk = CHUNK_STEPS if chunk is None else chunk
     if t <= 0:
         return []
     cuts = [0, min(t, max(1, chunk // 2))]
