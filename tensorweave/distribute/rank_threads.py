@@ -71,13 +71,19 @@ def _numba_counts():
     ``set_num_threads`` call after checking that launch under two locks (~2 of their ~3 µs; a
     planned step makes three such calls on the controller, between the ranks' steps, while the
     other ranks wait); before the launch (or where a numba version names them otherwise) numba's."""
+    if _numba_launched:
+        return _numba_launched[0]
     from numba.np.ufunc import parallel
     if getattr(parallel, "_is_initialized", False):
         get, put = getattr(parallel, "_get_num_threads", None), getattr(parallel, "_set_num_threads", None)
         if get is not None and put is not None:
+            _numba_launched.append((get, put))     # launched once for the process: the same two from now on
             return get, put
     import numba
     return numba.get_num_threads, numba.set_num_threads
+
+
+_numba_launched = []    # [(get, set)] once numba's threads are launched: _numba_counts
 
 
 def _per_thread_libs():
