@@ -80,6 +80,13 @@ def test_one_pad_step_serves_changing_piece_shapes(kind, dtype):
     for _ in range(2):
         np.testing.assert_array_equal(step(piece), run_boxing_on_rank(wide, 3, piece, None))
     np.testing.assert_array_equal(step(piece[:1]), run_boxing_on_rank(wide, 3, piece[:1], None))
+    cols = plan_boxing((4, 6), np.int32, Placement("cpu", [0, 1]), (S(1),), (Partial("min"),))
+    step = plan_ops._local_boxing(cols, 1)
+    for rows in (4, 2, 4, 1):           # the same step, pieces of other lengths along the axis it keeps
+        piece = np.arange(3 * rows, dtype=np.int32).reshape(rows, 3)
+        got, want = step(piece), run_boxing_on_rank(cols, 1, piece, None)
+        assert got.shape == want.shape == (rows, 6)
+        np.testing.assert_array_equal(got, want)
 
 
 def _train(ranks, batch, steps=4):
