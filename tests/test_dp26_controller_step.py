@@ -24,6 +24,11 @@ def test_readers_read_what_threadpoolctl_reads():
             for lib in libs:
                 assert rank_threads._reader(lib)() == lib.num_threads
     assert rank_threads._reader(libs[0]) is rank_threads._reader(libs[0])     # looked up once
+    for lib in libs:        # MKL's and OpenBLAS-on-pthreads' own C getters, not threadpoolctl's property
+        if lib.internal_api == "mkl":
+            assert rank_threads._reader(lib) is lib.dynlib.MKL_Get_Max_Threads
+        elif lib.internal_api == "openblas" and lib.threading_layer == "pthreads":
+            assert rank_threads._reader(lib) is lib._get_symbol("openblas_get_num_threads")
     with threadpool_limits(1):
         n, counts = rank_threads.controller_counts(2)
     assert n == 1 and all(lib.internal_api == "mkl" and k == 1 for lib, k in counts)
