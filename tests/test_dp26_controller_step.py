@@ -47,6 +47,10 @@ def test_another_library_is_read_through_threadpoolctl():
     assert rank_threads._reader(blis)() == 4          # read live each time
     other = _Lib("blis", 7)
     assert rank_threads._reader(other)() == 7         # its own reader, not another object's
+    stale = _Lib("blis", 9)         # an entry left under its id by a library object since freed
+    rank_threads._readers[id(stale)] = (object(), lambda: -1)
+    assert rank_threads._reader(stale)() == 9
+    rank_threads._readers.pop(id(stale), None)
     rank_threads._readers.pop(id(blis), None)
     rank_threads._readers.pop(id(omp), None)
     rank_threads._readers.pop(id(other), None)
