@@ -222,9 +222,8 @@ class PlannedFunction(RankPlans):
             from tensorweave.distribute.plan_tape import call_recorded
             return call_recorded(self, flat_inputs)
         fetched = self.run([self._feeds(flat_inputs, i) for i in range(self.placement.size)])
-        placement = self.placement
         return [EagerTensor(pieces[0], t.dtype) if lay is None else
-                GlobalTensor(pieces, placement, lay._sbp, lay._shape, t.dtype)
+                GlobalTensor(pieces, self.placement, lay._sbp, lay._shape, t.dtype)
                 for t, (lay, pieces) in zip(self.outputs, fetched)]
 
 

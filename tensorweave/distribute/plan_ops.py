@@ -294,7 +294,7 @@ def _local_boxing(parsed, rank):
 
     def step(piece):
         dtype = piece.dtype
-        for (axis, total, where, kind), (shape, fill) in zip(pads, ways(piece)):
+        for (_, _, where, _), (shape, fill) in zip(pads, ways(piece)):
             # np.zeros for a sum's identity (calloc'ed: no fill pass; np.full's Python was most of this step)
             out = np.zeros(shape, dtype) if not fill else np.full(shape, fill, dtype)
             out[where] = piece
