@@ -32,7 +32,8 @@ def test_readers_read_what_threadpoolctl_reads():
     with threadpool_limits(1):
         n, counts = rank_threads.controller_counts(2)
     assert n == 1 and all(lib.internal_api == "mkl" and k == 1 for lib, k in counts)
-    for limits in ({"openblas": 1, "mkl": 2}, {"openblas": 2, "mkl": 1}):     # each library read for itself
+    for mkl, others in ((2, 1), (1, 2)):        # each library read for itself (limits by prefix)
+        limits = {lib.prefix: mkl if lib.internal_api == "mkl" else others for lib in libs}
         with threadpool_limits(limits=limits):
             n, counts = rank_threads.controller_counts(1)
             assert n == max(lib.num_threads for lib in libs)
