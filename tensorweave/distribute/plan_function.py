@@ -112,6 +112,7 @@ class RankPlans:
         self.remote = None
         self.share = planner.SHARED_ZERO_STORAGE   # ZeRO-1 weights in one buffer per process (zero_update)
         self.shared = []
+        self._fetch_info = None     # per fetch (layout, kept as is): _fetch_layouts
 
     def _bind(self):
         from tensorweave.runtime import executor
@@ -160,12 +161,23 @@ class RankPlans:
             # reach its first product, and delayed the first rank's bucket, for which the others wait.
             with rank_threads.held(n, counts):
                 results = self.world.run(self.placement.ranks, on_rank, inline=True)
-        gp = self.plan
-        return [(None if id(t) in gp.local else gp.layouts[id(t)],
-                 [r[j] if t.dtype is _variant else np.asarray(r[j]) for r in results])   # a loop's history: a list
+        return [(lay, [r[j] for r in results] if keep else [_array(r[j]) for r in results])
+                for j, (lay, keep) in enumerate(self._fetch_layouts())]
 
-                for j, t in enumerate(gp.fetches)]
+    def _fetch_layouts(self):
+        """Per fetch its layout (None: a local value) and whether its pieces are kept as they are (a
+        loop's history, a list): worked out once, not per step on the controller."""
+        got = self._fetch_info
+        if got is None:
+            gp = self.plan
+            got = self._fetch_info = [(None if id(t) in gp.local else gp.layouts[id(t)], t.dtype is _variant)
+                                      for t in gp.fetches]
+        return got
 
+
+
+def _array(x):
+    return x if type(x) is np.ndarray else np.asarray(x)
 
 
 def check_input_layouts(flat_inputs, layouts, feeds):
