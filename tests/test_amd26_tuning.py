@@ -190,3 +190,11 @@ def test_bench_small_m_reads_the_transposed_operand_as_the_step_does(shape, ta, 
     assert a.shape == (5, 3) and b.shape == (3, 2)
     assert a.flags.c_contiguous is not ta and b.flags.c_contiguous is not tb
     assert len(bench_small_m.MLP.split(",")) == 9 and "128x512x784:NT" in bench_small_m.MLP.split(",")
+
+
+def test_an_entry_without_a_settled_field_counts_as_settled(tuner):
+    """Entries of older files carry no ``settled`` (``Tuner._read`` keeps them as settled): a timing
+    that does not settle leaves such an entry standing and spends one of its re-timings."""
+    tuner.choices["c"] = {"backend": "mkl"}
+    assert tuner.keep("c", {"backend": "one", "settled": False}, {"mkl": [3e-3] * 3, "one": [1e-3] * 3}) == "mkl"
+    assert tuner.choices["c"] == {"backend": "mkl", "retimes": 1}

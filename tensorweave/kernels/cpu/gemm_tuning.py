@@ -657,7 +657,7 @@ class Tuner:
             if not entry["settled"]:
                 entry = {**old, "retimes": entry["retimes"]}
         self.choices[cls] = entry
-        if entry["settled"]:
+        if entry.get("settled", True):      # (an older file's entry standing may carry no field)
             self._write()
         return entry["backend"]
 
