@@ -198,3 +198,33 @@ def test_an_entry_without_a_settled_field_counts_as_settled(tuner):
     tuner.choices["c"] = {"backend": "mkl"}
     assert tuner.keep("c", {"backend": "one", "settled": False}, {"mkl": [3e-3] * 3, "one": [1e-3] * 3}) == "mkl"
     assert tuner.choices["c"] == {"backend": "mkl", "retimes": 1}
+
+
+def _quiet(monkeypatch, spare):
+    monkeypatch.setattr(gemm_tuning, "quiet", lambda: True)
+    monkeypatch.setattr(gemm_tuning, "spare_core", spare)
+
+
+def test_a_walk_that_is_no_ladder_walk_leaves_no_ends_of_an_earlier_one(monkeypatch, tmp_path):
+    """The ends are this walk's: a threshold walked without ``serial_threshold`` after one walked with
+    it on the same thread is not flagged by the earlier walk's ends."""
+    _quiet(monkeypatch, lambda: True)
+    _walk(monkeypatch, 2.0)()                                            # ends (8, 128) left on this thread
+    assert gemm_tuning.walk_ends() == (8, 128)
+    path = str(tmp_path / "t.json")
+    for _ in range(2):
+        t = gemm_tuning.Tuner(path, {"cpu": "x"}, ("one",))
+        assert t.threshold("other", lambda: (128, True), 27) in (27, 128)
+    assert t.thresholds["other"] == {"value": 128, "settled": True, "ms": t.thresholds["other"]["ms"]}
+
+
+def test_an_unsettled_threshold_at_an_end_is_not_flagged(monkeypatch, tmp_path):
+    """Two walks agreed at the top, but the core was no longer to spare when the second ended: the
+    value holds for this process, unsettled, without the flag."""
+    spare = iter([True, True, False])                # the first process's check; the second's, then after its walk
+    _quiet(monkeypatch, lambda: next(spare))
+    walk, path = _walk(monkeypatch, 2.0), str(tmp_path / "t.json")
+    gemm_tuning.Tuner(path, {"cpu": "x"}, ("one",)).threshold("serial:float32", walk, 27)
+    second = gemm_tuning.Tuner(path, {"cpu": "x"}, ("one",))
+    assert second.threshold("serial:float32", walk, 27) == 128
+    assert second.thresholds["serial:float32"]["settled"] is False and "edge" not in second.thresholds["serial:float32"]
