@@ -228,3 +228,10 @@ def test_an_unsettled_threshold_at_an_end_is_not_flagged(monkeypatch, tmp_path):
     second = gemm_tuning.Tuner(path, {"cpu": "x"}, ("one",))
     assert second.threshold("serial:float32", walk, 27) == 128
     assert second.thresholds["serial:float32"]["settled"] is False and "edge" not in second.thresholds["serial:float32"]
+
+
+def test_the_peer_target_is_met_at_its_ratio():
+    rows = [{"row": "matmul_peers", "framework": "tensorweave", "wall_gflops": 95.0,
+             "over_best_peer_wall": bench_core.TARGETS["matmul_ratio_vs_best_peer"]},
+            {"row": "matmul_peers", "framework": "torch", "wall_gflops": 100.0}]
+    assert bench_core.peer_summary(rows)["meets_peer_target"] is True
