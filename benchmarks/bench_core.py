@@ -8,14 +8,16 @@ Rows:
 * ``graph_chain``: ``Session.run`` of a chain of 100 small ops (10-element adds), µs per node,
   after a first (plan-building) run that is not counted;
 * ``matmul``: 2048x2048 float32 matmul, GFLOP/s of ``tw.matmul`` (eager) and of ``np.matmul`` on the
-  same machine (fastest of alternating runs), and their ratio;
+  same machine (fastest of alternating runs), and their ratio; unless ``--no-peers``, then against
+  the peers (``--peers``, timed after: see ``matmul_peers``) with the ratio to the fastest of them
+  (``ratio_vs_best_peer``, wall; ``cpu_ratio_vs_best_peer``, GFLOP per CPU-second);
 * ``matmul_peers`` (``--only matmul``): the same product by tensorweave, NumPy, PyTorch and JAX in
   one process, the four alternating call by call (a burst of load hits all of them): wall GFLOP/s
   (fastest call) and GFLOP per CPU-second of the process (median call; on a busy machine wall
   time measures the other processes), each against the best peer, and the route tensorweave's
   product takes (``gemm_route.decision``).
 
-Usage: ``python benchmarks/bench_core.py [--quick] [--only matmul [--peers torch,jax]]``. Timings are
+Usage: ``python benchmarks/bench_core.py [--quick] [--only matmul] [--peers torch,jax]``. Timings are
 never asserted in tests; the targets are in BENCHMARKS.md.
 """
 import argparse
@@ -29,7 +31,8 @@ import time
 
 import numpy as np
 
-TARGETS = {"eager_add_us": 5.0, "graph_us_per_node": 3.0, "matmul_ratio_vs_numpy": 0.95}
+TARGETS = {"eager_add_us": 5.0, "graph_us_per_node": 3.0, "matmul_ratio_vs_numpy": 0.95,
+           "matmul_ratio_vs_best_peer": 0.95}
 
 
 def emit(row):
@@ -240,6 +243,28 @@ def bench_matmul_peers(n, rounds, peers):
     return rows
 
 
+def peer_summary(rows):
+    """The ``matmul`` row's fields from :func:`bench_matmul_peers`'s rows: each peer's wall GFLOP/s,
+    the fastest peer, and tensorweave's ratio to it in the same alternating run (wall and CPU).
+
+    >>> peer_summary([{"row": "matmul_peers", "framework": "tensorweave", "wall_gflops": 140.0,
+    ...                "over_best_peer_wall": 1.1, "over_best_peer_cpu": 1.2},
+    ...               {"row": "matmul_peers", "framework": "numpy", "wall_gflops": 139.0},
+    ...               {"row": "matmul_peers", "framework": "torch", "wall_gflops": 127.3, "over_best_peer_wall": 1.0},
+    ...               {"row": "matmul_peers", "framework": "jax", "absent": True}])["best_peer"]
+    'torch'
+    """
+    timed = {r["framework"]: r for r in rows if "wall_gflops" in r}
+    peers = {name: r["wall_gflops"] for name, r in timed.items()
+             if name not in ("numpy", "tensorweave") and not name.startswith("tensorweave ")}
+    ours = timed.get("tensorweave", {})
+    ratio = ours.get("over_best_peer_wall")
+    return {"peers_gflops": peers, "best_peer": max(peers, key=peers.get) if peers else None,
+            "ratio_vs_best_peer": ratio, "cpu_ratio_vs_best_peer": ours.get("over_best_peer_cpu"),
+            "meets_peer_target": None if ratio is None else ratio >= TARGETS["matmul_ratio_vs_best_peer"],
+            "absent_peers": [r["framework"] for r in rows if r.get("absent")]}
+
+
 def _timed(runs, rounds):
     """``{name: ([wall s], [process CPU s])}`` of each call, the runs alternating call by call (for a
     2048² product, ~80 ms a call, the previous framework's idle workers spinning 1-2 ms on the other
@@ -261,21 +286,26 @@ def main(argv=None):
     p.add_argument("--quick", action="store_true", help="fewer repeats (a smoke run, not a measurement)")
     p.add_argument("--no-peers", action="store_true", help="skip PyTorch/JAX/TensorFlow")
     p.add_argument("--only", choices=("matmul",), help="only the matmul against NumPy and the peers")
-    p.add_argument("--peers", default="torch,jax", help="peers of --only matmul (comma-separated)")
+    p.add_argument("--peers", default="torch,jax", help="peers of the matmul rows (comma-separated)")
     args = p.parse_args(argv)
     scale = 10 if args.quick else 1
+    n, rounds = (2048, 15) if not args.quick else (512, 3)
+    peers = [p for p in args.peers.split(",") if p]
     emit(machine_info())
     if args.only == "matmul":
-        for row in bench_matmul_peers(2048 if not args.quick else 512, 15 if not args.quick else 3,
-                                      [p for p in args.peers.split(",") if p]):
+        for row in bench_matmul_peers(n, rounds, peers):
             emit(row)
         return 0
     add = bench_eager_add(number=20000 // scale, repeat=7)
     emit(add)
     emit(bench_graph_chain(100, number=2000 // scale, repeat=7))
     # Before the peers are imported: torch.set_num_threads(1) also limits the MKL that
-    # tensorweave loaded in this process to one thread (see kernels/cpu/gemm.py).
-    emit(bench_matmul(2048 if not args.quick else 512, rounds=15 if not args.quick else 3))
+    # tensorweave loaded in this process to one thread (see kernels/cpu/gemm.py); the peers'
+    # matmuls come after, PyTorch at its default thread count, alternating with tensorweave's.
+    row = bench_matmul(n, rounds)
+    if not args.no_peers:
+        row.update(peer_summary(bench_matmul_peers(n, rounds, peers)))
+    emit(row)
     if not args.no_peers:
         for row in bench_peers(add["us_per_op"], number=20000 // scale, repeat=7):
             emit(row)

@@ -1117,6 +1117,7 @@ def _thin_timing(cls, a, b, op_a, op_b, op_c, m, n, k, seen, parts, var=False):
             pending = thin_gemm.possible()
     one(a, b, outs[0])                  # the one-thread library chosen before the timing
     runners = _rotating(runners, a, bs, outs)
+    others = gemm_tuning.others_running()
     before, (choice, agreed) = None, ("one", False)
     for rounds in range(1, THIN_ROUNDS + 1):
         times = gemm_tuning.measure(runners)
@@ -1128,11 +1129,10 @@ def _thin_timing(cls, a, b, op_a, op_b, op_c, m, n, k, seen, parts, var=False):
         before = picked
     agreed = agreed and gemm_tuning.quiet()
     choice = choice if agreed else "one"
-    settled = agreed and not pending
-    tuner().choices[cls] = {"backend": choice, "settled": settled, "rounds": rounds,
-                            **{f"{name}_us": round(float(np.median(ts)) * 1e6, 1) for name, ts in times.items()}}
-    if settled:
-        tuner()._write()
+    # kept with the last round's timings and their conditions (a noisy one is timed again by the
+    # next quiet process, as the other classes' are: gemm_tuning.Tuner.backend)
+    choice = tuner().keep(cls, {"backend": choice, "settled": agreed and not pending, "rounds": rounds}, times,
+                          others)
     return choice, pending
 
 

@@ -134,10 +134,38 @@ def cpu_generation(cpuinfo="/proc/cpuinfo"):
     return " ".join(parts)
 
 
+#: the environment variables that set the BLAS libraries' thread counts (MKL's, OpenBLAS's, and
+#: OpenMP's, which both read where their own is unset)
+THREAD_VARIABLES = ("MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS")
+
+
+def blas_threads(environ=os.environ):
+    """The BLAS thread counts this process was started with (:data:`THREAD_VARIABLES` that are
+    set), ``{}`` where none is: the libraries then take one thread per core.
+
+    Why in the machine key: a class's ``mkl`` candidate runs on MKL's own threads, so a process
+    started with ``MKL_NUM_THREADS=1`` on two cores timed it on one thread and kept it in the file
+    every two-thread process reads (its class name counts the runtime's split parts, not MKL's).
+    Read from the environment, not the libraries: a process holding its BLAS at one thread for a
+    moment (``threads.single_threaded_blas``, a split's blocks) when its tuner is made would
+    otherwise key the file by that moment.
+
+    >>> blas_threads({"OMP_NUM_THREADS": " 1", "HOME": "/root"})
+    {'OMP_NUM_THREADS': '1'}
+    """
+    return {name: environ[name].strip() for name in THREAD_VARIABLES if name in environ}
+
+
 def machine_key(versions):
-    """What a cached choice is only valid for: CPU model and generation, core count, library versions."""
-    return {"cpu": cpu_model(), "generation": cpu_generation(), "cores": os.cpu_count() or 0,
-            "versions": dict(sorted(versions.items()))}
+    """What a cached choice is only valid for: CPU model and generation, core count, library
+    versions, and the BLAS thread counts set by the environment (:func:`blas_threads`; only where
+    set, so the key of a process with the libraries' defaults is that of the files written before)."""
+    key = {"cpu": cpu_model(), "generation": cpu_generation(), "cores": os.cpu_count() or 0,
+           "versions": dict(sorted(versions.items()))}
+    threads = blas_threads()
+    if threads:
+        key["blas_threads"] = threads
+    return key
 
 
 def cache_path():
@@ -408,8 +436,19 @@ def serial_threshold(runners_for, ladder=SERIAL_LADDER, work_of=lambda side: sid
     is the incumbent: it also leaves the other core to the rest of the process). Where threads
     never win, every product up to twice the largest timed one runs on one thread. Settled when
     every rung's median and fastest call agreed. ``work_of(rung)``: the size a rung stands for
-    (a product's multiply-adds by default; ``split_passes`` times elementwise passes by bytes)."""
+    (a product's multiply-adds by default; ``split_passes`` times elementwise passes by bytes).
+
+    The walk's two ends, ``(threads won on every rung, threads won on none)``, are left for
+    :meth:`Tuner.threshold` on the calling thread (:func:`walk_ends`): a threshold settled at one
+    says the ladder did not reach the crossover.
+
+    >>> walk = {side: {"serial": lambda: None, "threaded": lambda: None} for side in (2, 4)}
+    >>> work, settled = serial_threshold(walk.get, ladder=(2, 4))
+    >>> work in (8, 64, 128) and walk_ends()
+    (8, 128)
+    """
     work, settled = 2 * work_of(ladder[-1]), True
+    _timing.ends = (work_of(min(ladder)), work)
     for side in sorted(ladder, reverse=True):
         choice, ok = pick(measure(runners_for(side)), incumbent="serial")
         settled = settled and ok
@@ -417,6 +456,26 @@ def serial_threshold(runners_for, ladder=SERIAL_LADDER, work_of=lambda side: sid
             break
         work = work_of(side)
     return work, settled
+
+
+def walk_ends():
+    """``(bottom, top)`` of the last :func:`serial_threshold` walk on this thread, or None."""
+    return getattr(_timing, "ends", None)
+
+
+def edge(value, ends):
+    """``"bottom"`` or ``"top"`` where a threshold ``value`` is one of its walk's ``ends``
+    (:func:`walk_ends`), else None: at the top, the threads lost on every rung (every product up to
+    twice the largest rung runs on one thread); at the bottom, they won on every rung. Either way
+    the crossover lies outside the ladder, which only the flag in the file then says (issue 18,
+    session 21: the Xeon's file had ``stack-serial`` at the bottom and ``einsum-split`` at the top).
+
+    >>> edge(64, (8, 64)), edge(8, (8, 64)), edge(27, (8, 64)), edge(8, None)
+    ('top', 'bottom', None, None)
+    """
+    if not ends or value not in ends:
+        return None
+    return "top" if value == ends[1] else "bottom"
 
 
 def agree(first, second, default, factor=AGREE_FACTOR):
@@ -579,18 +638,26 @@ class Tuner:
         :func:`conditions`, on disk where it settled on a quiet machine (``settle``: see
         :meth:`choose`). Timing a noisy entry again spends one of its :data:`MAX_RETIMES`; where
         the new timing does not settle, the old entry stands (its choice, for this process too)."""
+        choice, settled = pick(times, incumbent)
+        return self.keep(cls, {"backend": choice, "settled": settled and settle and quiet()}, times, others_before)
+
+    def keep(self, cls, entry, times, others_before=0):
+        """Keeps ``entry`` (``backend``, ``settled``; more fields of the caller's) for ``cls`` with each
+        candidate's median of ``times`` (``<backend>_us``) and the :func:`conditions` it was timed
+        under, on disk where settled; returns the backend the class takes now. Where ``cls`` had a
+        settled entry, this timing spends one of its :data:`MAX_RETIMES`, and an unsettled one
+        leaves the old entry (its choice) standing. :meth:`record` keeps a :func:`pick`; a thin
+        class's rounds (``gemm._thin_timing``) keep their own agreement the same way."""
         old = self.choices.get(cls)
         self.retimed.add(cls)
-        choice, settled = pick(times, incumbent)
-        entry = {"backend": choice, "settled": settled and settle and quiet(),
-                 **{f"{name}_us": round(_median(ts) * 1e6, 1) for name, ts in times.items()},
+        entry = {**entry, **{f"{name}_us": round(_median(ts) * 1e6, 1) for name, ts in times.items()},
                  **conditions(times, others_before)}
         if old is not None and old.get("settled", True):
             entry["retimes"] = _retimes(old) + 1
             if not entry["settled"]:
                 entry = {**old, "retimes": entry["retimes"]}
         self.choices[cls] = entry
-        if entry["settled"]:
+        if entry.get("settled", True):      # (an older file's entry standing may carry no field)
             self._write()
         return entry["backend"]
 
@@ -606,7 +673,8 @@ class Tuner:
         On a busy machine (not :func:`quiet`, or no :func:`spare_core`) nothing is timed: the
         process takes ``default`` (at load 12 on two cores one walk took 110-200 ms, its threaded
         calls waiting for descheduled threads, and its answer, threads losing everywhere, could not
-        be kept anyway). Bounded: a
+        be kept anyway). A threshold settled at an end of its walk's ladder is flagged there
+        (``edge``, :func:`edge`). Bounded: a
         walk that disagrees with the one left before counts a try (``tries``); after
         :data:`MAX_TRIES` of them the default stands for the machine and no process walks again (a
         cold process pays one walk, tens of ms, and only until the machine settles or gives up)."""
@@ -616,14 +684,19 @@ class Tuner:
             tries, earlier = left.get("tries", 0), left.get("walk")
             walked = quiet() and spare_core() and tries < MAX_TRIES
             value, agreed, ms = default, False, 0.0
+            ends = None
             if walked:
                 t0 = _clock()
+                _timing.ends = None
                 now = walk()
+                ends = walk_ends()
                 ms = round((_clock() - t0) * 1e3, 2)
                 if type(earlier) is int:
                     value, agreed = agree((earlier, True), now, default)
             settled = agreed and quiet() and spare_core()
             entry = self.thresholds[name] = {"value": int(value), "settled": settled, "ms": ms}
+            if settled and edge(value, ends):
+                entry["edge"] = edge(value, ends)
             if walked and not agreed:
                 entry["tries"] = tries + (type(earlier) is int)
                 entry["walk"] = int(now[0]) if now[1] else earlier
