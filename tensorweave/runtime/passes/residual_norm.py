@@ -51,7 +51,7 @@ def _fuse(norm, work):
     if dims is None or total.dtype.name not in _DTYPES \
             or any(t.dtype is not total.dtype or static_dims(t) != dims for t in (x, res)):
         return None
-    d = NodeDef("AddLayerNorm", {"CPU": layer_norm_kernels.add_layer_norm}, num_outputs=3)
+    d = NodeDef("AddLayerNorm", {"CPU": layer_norm_kernels.add_layer_norm}, num_outputs=3, heavy=True)
     attrs = {"epsilon": norm.attrs["epsilon"], "begin_norm_axis": norm.attrs.get("begin_norm_axis", -1),
              "rms": norm.attrs.get("rms", False)}
     node = Node(norm, d, [x, res, norm.inputs[1], norm.inputs[2]], attrs,
