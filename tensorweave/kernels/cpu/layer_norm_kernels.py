@@ -72,10 +72,15 @@ def _begin(x, begin_norm_axis):
 
 
 @k("LayerNorm")
+def _layer_norm(x, gamma, beta, epsilon, begin_norm_axis, rms):
+    """``(y, mean, inv)``; see ``ops/layer_norm_ops.py``."""
+    return _normalize(x, None, gamma, beta, epsilon, begin_norm_axis, rms)
+
+
 @quiet
-def _layer_norm(x, gamma, beta, epsilon, begin_norm_axis, rms, res=None):
-    """``(y, mean, inv)``; see ``ops/layer_norm_ops.py``. With ``res`` (of ``x``'s shape and
-    dtype), of ``x + res``: the residual add in the rows' loop (:func:`add_layer_norm`)."""
+def _normalize(x, res, gamma, beta, epsilon, begin_norm_axis, rms):
+    """``LayerNorm(x)``'s outputs, or with ``res`` (of ``x``'s shape and dtype) ``LayerNorm(x +
+    res)``'s, the add in the rows' loop."""
     floats(x)
     begin = _begin(x, begin_norm_axis)
     x2 = _rows(x, begin)
@@ -113,7 +118,7 @@ def add_layer_norm(x, res, gamma, beta, epsilon, begin_norm_axis, rms):
     if res.shape != x.shape or res.dtype != x.dtype or x.dtype not in (np.float32, np.float64):
         raise ValueError(f"AddLayerNorm: the residual {res.dtype}{list(res.shape)} must have the input's shape and "
                          f"dtype {x.dtype}{list(x.shape)}, float32 or float64")
-    return _layer_norm(x, gamma, beta, epsilon, begin_norm_axis, rms, res)
+    return _normalize(x, res, gamma, beta, epsilon, begin_norm_axis, rms)
 
 
 @k("LayerNormGrad")
