@@ -163,3 +163,11 @@ def test_over_pairs_blocks_cover_every_pair_once(pairs, tile, parts, want):
     got = []
     attention_kernels.over_pairs(pairs, tile, parts, lambda p0, p1: got.append((p0, p1)))
     assert sorted(got) == want
+
+
+@pytest.mark.parametrize("pairs,threads,inside,want", [(1, 2, False, 1), (4, 2, False, 2), (4, 1, False, 1),
+                                                        (4, 2, True, 1)])
+def test_pair_parts_is_the_threads_at_most_one_per_pair(pairs, threads, inside, want, monkeypatch):
+    monkeypatch.setattr(attention_kernels.gemm, "split_parts", lambda: threads)
+    monkeypatch.setattr(attention_kernels.gemm, "inside_blocks_here", lambda: inside)
+    assert attention_kernels.pair_parts(pairs) == want
