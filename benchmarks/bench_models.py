@@ -103,7 +103,9 @@ TW_VARIANTS = {"mkl": {"TW_BLAS": "mkl"}, "numpy": {"TW_BLAS": "numpy"},
                # as before issue 18 pred23
                "noflip": {"TW_THIN_LAYOUT": "0"},
                # attention's three steps apart at inference, as before issue 18 session 20 (att24)
-               "noatt": {"TW_REMAP_ATTENTION": "0"}}
+               "noatt": {"TW_REMAP_ATTENTION": "0"},
+               # a residual add and the layer norm after it as two steps, as before issue 18 session 22 (enc26)
+               "nores": {"TW_RESIDUAL_NORM": "0"}}
 FRAMEWORKS = ("tensorweave", "tensorweave-blas1", "torch", "jax", "tensorflow") + tuple(
     f"tensorweave-{v}" for v in TW_VARIANTS)
 PEER_NAMES = ("torch", "jax", "tensorflow")

@@ -75,12 +75,15 @@ def wrap_plan_nodes(stats, on):
     for module, attr, name in (("einsum_group_kernels", "fused_einsum_group", "FusedEinsumGroup"),
                                ("attention_kernels", "fused_attention", "FusedAttention"),
                                ("attention_train", "attention_forward", "FusedAttentionTrain"),
-                               ("attention_train", "attention_backward", "FusedAttentionGrad")):
+                               ("attention_train", "attention_backward", "FusedAttentionGrad"),
+                               ("layer_norm_kernels", "add_layer_norm", "AddLayerNorm")):
         try:        # (an older tree, for an A/B, lacks the newer ones)
             module = importlib.import_module(f"tensorweave.kernels.cpu.{module}")
         except ImportError:
             continue
-        fn = getattr(module, attr)
+        fn = getattr(module, attr, None)
+        if fn is None:
+            continue
 
         def timed(*args, _fn=fn, _name=name, **kwargs):
             if not on[0]:
@@ -114,7 +117,8 @@ FAMILIES = {
     "FusedAttention": "attention (scores, softmax, weighted sum)",
     "FusedAttentionTrain": "attention (scores, softmax, weighted sum)",
     "FusedAttentionGrad": "attention gradient (5 products' work + softmax grad)",
-    "LayerNorm": "layer norm", "LayerNormGrad": "layer norm", "Softmax": "softmax", "SoftmaxGrad": "softmax",
+    "LayerNorm": "layer norm", "LayerNormGrad": "layer norm", "AddLayerNorm": "layer norm (+residual add)",
+    "Softmax": "softmax", "SoftmaxGrad": "softmax",
 }
 
 

@@ -155,8 +155,9 @@ def _layer_norm_cases():
     x, dy, gamma, beta = _floats(6, 21, scale=3) + 1, _floats(6, 21), _floats(21), _floats(21)
     for rms in (False, True):
         y, mean, inv = np.empty_like(x), np.empty(6, np.float32), np.empty(6, np.float32)
-        layer_norm_loops.forward.twin(x, gamma, beta, np.float64(1e-3), rms, y, mean, inv)
-        yield layer_norm_loops.forward.dispatcher, (x, gamma, beta, np.float64(1e-3), rms, y, mean, inv), (5, 6, 7)
+        layer_norm_loops.forward.twin(x, x, False, gamma, beta, np.float64(1e-3), rms, y, mean, inv)
+        yield (layer_norm_loops.forward.dispatcher, (x, x, False, gamma, beta, np.float64(1e-3), rms, y, mean, inv),
+               (7, 8, 9))
         yield (layer_norm_loops.backward.dispatcher, (dy, x, gamma, mean, inv, RNG.standard_normal(6),
                RNG.standard_normal(6), rms, np.empty_like(x), RNG.standard_normal(21), np.zeros(21)), (8, 9, 10))
     probs = np.exp(x) / np.exp(x).sum(-1, keepdims=True)

@@ -129,7 +129,7 @@ KERNELS = {
     # turns it on): a cold transformer/encoder step compiled them, ~1.8 s of CPU on the helper thread
     # while the NumPy twins answered (session 15, ln19); float32, as layer_norm_kernels passes them
     "tensorweave.kernels.cpu.layer_norm_loops": {
-        "forward": [f"void({_F2}, {_F1}, {_F1}, float64, boolean, {_F2}, {_F1}, {_F1})"],
+        "forward": [f"void({_F2}, {_F2}, boolean, {_F1}, {_F1}, float64, boolean, {_F2}, {_F1}, {_F1})"],
         "backward": [f"void({_F2}, {_F2}, {_F1}, {_F1}, {_F1}, {_D1}, {_D1}, boolean, {_F2}, {_D1}, {_D1})"],
         "softmax_grad": [f"void({_F2}, {_F2}, float32, {_F2})"],
     },

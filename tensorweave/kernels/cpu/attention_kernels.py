@@ -90,24 +90,37 @@ def _apart(k, q, v, dot, combine):
     return linalg_kernels._einsum(nn_kernels._softmax(scores, -1), v, equation=combine)
 
 
-def _fused(k, q, v, fn, set_local, parts, out):
-    """The pairs in blocks of at most :data:`TILE_BLOCK_BYTES` of tiles, shared by ``parts``
-    threads (1: all on this one), into ``out``."""
-    pairs, t, n = q.shape[0] * q.shape[2], q.shape[1], k.shape[1]
-    step = max(1, min(TILE_BLOCK_BYTES // (t * n * q.itemsize), -(-pairs // parts)))
+def over_pairs(pairs, tile_bytes, parts, run):
+    """``run(p0, p1)`` over blocks of pairs of at most :data:`TILE_BLOCK_BYTES` of ``tile_bytes``
+    tiles, shared by ``parts`` threads (1: all on this one; ``gemm.share_tasks``)."""
+    step = max(1, min(TILE_BLOCK_BYTES // tile_bytes, -(-pairs // parts)))
+    tasks = [functools.partial(run, p0, min(pairs, p0 + step)) for p0 in range(0, pairs, step)]
+    if parts == 1 or len(tasks) == 1:
+        for task in tasks:
+            task()
+    else:
+        gemm.share_tasks(tasks, parts)
 
-    def block(p0):
-        p1 = min(pairs, p0 + step)
-        s = np.empty((p1 - p0, t, n), q.dtype)
+
+def pair_parts(pairs):
+    """Threads ``pairs`` (batch, head) pairs may be shared over: the intra-op threads
+    (``gemm.split_parts``), at most one per pair; 1 inside ``gemm.blocks_here``."""
+    return 1 if gemm.inside_blocks_here() else max(1, min(gemm.split_parts(), pairs))
+
+
+def _fused(k, q, v, fn, set_local, parts, out, probs=None):
+    """The pairs in blocks (:func:`over_pairs`) into ``out``; each block's tiles in a scratch
+    array, or, where ``probs`` (``[B * H, T, S]``, C-contiguous) is given, in its rows there: the
+    probabilities a training step keeps for its backward (``attention_train``)."""
+    pairs, t, n = q.shape[0] * q.shape[2], q.shape[1], k.shape[1]
+
+    def block(p0, p1):
+        s = np.empty((p1 - p0, t, n), q.dtype) if probs is None else probs[p0:p1]
         scores_shift(fn, set_local, q, k, s, p0, p1)
         with np.errstate(all="ignore"):     # (rows of -inf: NaN, as the Softmax kernel's)
             np.exp(s, out=s)
         normalize_combine(fn, set_local, s, v, out, p0, p1)
-    if parts == 1:
-        for p0 in range(0, pairs, step):
-            block(p0)
-    else:
-        gemm.share_tasks([functools.partial(block, p0) for p0 in range(0, pairs, step)], parts)
+    over_pairs(pairs, t * n * q.itemsize, parts, block)
     return out
 
 
@@ -146,7 +159,7 @@ def fused_attention(k, q, v, *, dot, combine):
     how = _fusable(k, q, v)
     if how is None:
         return _apart(k, q, v, dot, combine)
-    parts = 1 if gemm.inside_blocks_here() else max(1, min(gemm.split_parts(), q.shape[0] * q.shape[2]))
+    parts = pair_parts(q.shape[0] * q.shape[2])
     way = _way(k, q, v, dot, combine, *how, parts)
     if way == "mkl":
         return _apart(k, q, v, dot, combine)

@@ -73,33 +73,13 @@ def grad_pairs(fn, set_local, probs, g, q, k, v, dq, dk, dv, ds, scale, p0, p1):
     gemm.set_threads_local(set_local, before)
 
 
-def _blocks(pairs, tile_bytes, parts, run):
-    """``run(p0, p1)`` over blocks of pairs of at most ``attention_kernels.TILE_BLOCK_BYTES`` of
-    tiles, shared by ``parts`` threads (1: all on this one)."""
-    step = max(1, min(attention_kernels.TILE_BLOCK_BYTES // tile_bytes, -(-pairs // parts)))
-    tasks = [functools.partial(run, p0, min(pairs, p0 + step)) for p0 in range(0, pairs, step)]
-    if parts == 1 or len(tasks) == 1:
-        for task in tasks:
-            task()
-    else:
-        gemm.share_tasks(tasks, parts)
-
-
 def fused_forward(k, q, v, fn, set_local, parts):
-    """``(out, probs)`` fused (see the module docstring)."""
+    """``(out, probs)`` fused (see the module docstring): ``attention_kernels``' block loop, the
+    tiles written into the probabilities."""
     b, t, h, _ = q.shape
-    n = k.shape[1]
-    probs = np.empty((b, h, t, n), q.dtype)
+    probs = np.empty((b, h, t, k.shape[1]), q.dtype)
     out = np.empty(q.shape[:3] + v.shape[3:], q.dtype)
-    p3 = probs.reshape(b * h, t, n)
-
-    def run(p0, p1):
-        s = p3[p0:p1]
-        attention_kernels.scores_shift(fn, set_local, q, k, s, p0, p1)
-        with np.errstate(all="ignore"):     # (rows of -inf: NaN, as the Softmax kernel's)
-            np.exp(s, out=s)
-        attention_kernels.normalize_combine(fn, set_local, s, v, out, p0, p1)
-    _blocks(b * h, t * n * q.itemsize, parts, run)
+    attention_kernels._fused(k, q, v, fn, set_local, parts, out, probs.reshape(b * h, t, k.shape[1]))
     return out, probs
 
 
@@ -112,7 +92,7 @@ def fused_backward(g, probs, q, k, v, fn, set_local, parts):
 
     def run(p0, p1):
         grad_pairs(fn, set_local, p3, g, q, k, v, dq, dk, dv, np.empty((t, n), q.dtype), one, p0, p1)
-    _blocks(b * h, t * n * q.itemsize, parts, run)
+    attention_kernels.over_pairs(b * h, t * n * q.itemsize, parts, run)
     return dq, dk, dv
 
 
@@ -155,10 +135,6 @@ def _way(key, cls, runners):
     return got
 
 
-def _parts(pairs):
-    return 1 if gemm.inside_blocks_here() else max(1, min(gemm.split_parts(), pairs))
-
-
 def _class(name, q, n, dv, parts):
     b, t, h, d = q.shape
     return f"{name}:{gemm_tuning.shape_class(t, n, d, q.dtype.name, False, True, b * h)}," \
@@ -171,7 +147,7 @@ def attention_forward(k, q, v, *, dot, combine):
     how = _fusable(k, q, v)
     if how is None:
         return apart_forward(k, q, v, dot, combine)
-    parts = _parts(q.shape[0] * q.shape[2])
+    parts = attention_kernels.pair_parts(q.shape[0] * q.shape[2])
     key = ("fwd", q.dtype.char, q.shape, k.shape[1], v.shape[3], parts)
     runners = {"apart": functools.partial(apart_forward, k, q, v, dot, combine),
                "one": functools.partial(fused_forward, k, q, v, *how, 1)}
@@ -187,7 +163,7 @@ def attention_backward(g, probs, q, k, v, *, equations):
     how = _fusable(k, q, v, g) if probs.flags.c_contiguous and probs.dtype == q.dtype else None
     if how is None:
         return apart_backward(g, probs, q, k, v, equations)
-    parts = _parts(q.shape[0] * q.shape[2])
+    parts = attention_kernels.pair_parts(q.shape[0] * q.shape[2])
     key = ("bwd", q.dtype.char, q.shape, k.shape[1], v.shape[3], parts)
     runners = {"apart": functools.partial(apart_backward, g, probs, q, k, v, equations),
                "one": functools.partial(fused_backward, g, probs, q, k, v, *how, 1)}

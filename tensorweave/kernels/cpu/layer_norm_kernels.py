@@ -72,12 +72,19 @@ def _begin(x, begin_norm_axis):
 
 
 @k("LayerNorm")
-@quiet
 def _layer_norm(x, gamma, beta, epsilon, begin_norm_axis, rms):
     """``(y, mean, inv)``; see ``ops/layer_norm_ops.py``."""
+    return _normalize(x, None, gamma, beta, epsilon, begin_norm_axis, rms)
+
+
+@quiet
+def _normalize(x, res, gamma, beta, epsilon, begin_norm_axis, rms):
+    """``LayerNorm(x)``'s outputs, or with ``res`` (of ``x``'s shape and dtype) ``LayerNorm(x +
+    res)``'s, the add in the rows' loop."""
     floats(x)
     begin = _begin(x, begin_norm_axis)
     x2 = _rows(x, begin)
+    r2 = x2 if res is None else _rows(res, begin)
     m, n = x2.shape
     wd = x2.dtype
     if gamma.shape != x.shape[begin:] or beta.shape != x.shape[begin:]:
@@ -89,9 +96,29 @@ def _layer_norm(x, gamma, beta, epsilon, begin_norm_axis, rms):
         mean[:], inv[:] = np.nan, np.nan
     else:
         _over_rows(m, n, wd.itemsize, lambda r0, r1, _s: loops.forward(
-            x2[r0:r1], g, b, np.float64(epsilon), bool(rms), y2[r0:r1], mean[r0:r1], inv[r0:r1]))
+            x2[r0:r1], r2[r0:r1], res is not None, g, b, np.float64(epsilon), bool(rms), y2[r0:r1], mean[r0:r1],
+            inv[r0:r1]))
     rows = x.shape[:begin]
     return y2.reshape(x.shape).astype(x.dtype, copy=False), mean.reshape(rows), inv.reshape(rows)
+
+
+def add_layer_norm(x, res, gamma, beta, epsilon, begin_norm_axis, rms):
+    """``LayerNorm(x + res)``'s ``(y, mean, inv)``, the sum never written out: the plan node
+    ``runtime/passes/residual_norm.py`` makes of a residual ``AddV2`` read by a ``LayerNorm``
+    alone (``AddLayerNorm``, never a graph op). The sum is taken in the rows' dtype as the add's
+    kernel takes it, so the bits are the two steps'. ``x`` and ``res`` are float32 or float64 of
+    one shape and dtype (the pass checks it; float16/bfloat16 stay two steps).
+
+    >>> import numpy as np
+    >>> one = np.ones(2, np.float32)
+    >>> add_layer_norm(np.array([[0, 2]], np.float32), np.array([[1, 1]], np.float32), one, one, 0.0, -1,
+    ...                False)[0].tolist()
+    [[0.0, 2.0]]
+    """
+    if res.shape != x.shape or res.dtype != x.dtype or x.dtype not in (np.float32, np.float64):
+        raise ValueError(f"AddLayerNorm: the residual {res.dtype}{list(res.shape)} must have the input's shape and "
+                         f"dtype {x.dtype}{list(x.shape)}, float32 or float64")
+    return _normalize(x, res, gamma, beta, epsilon, begin_norm_axis, rms)
 
 
 @k("LayerNormGrad")

@@ -72,7 +72,9 @@ def _shift_twin(mean, rms):
     return np.zeros_like(mean) if rms else mean
 
 
-def forward_twin(x, gamma, beta, eps, rms, y, mean, inv):
+def forward_twin(x, res, add, gamma, beta, eps, rms, y, mean, inv):
+    if add:
+        x = x + res
     m, n = x.shape
     s = x.astype(np.float64)
     mu = lane_sums_twin(s) / n
@@ -87,16 +89,22 @@ def forward_twin(x, gamma, beta, eps, rms, y, mean, inv):
 
 
 @njit_twin(forward_twin)
-def forward(x, gamma, beta, eps, rms, y, mean, inv):
-    """Per row: ``mean``, ``inv = 1 / sqrt(mean((x - mean)^2) + eps)`` (sums in float64, stored in
-    the rows' dtype) and ``y = (x - mean) * inv * gamma + beta``; with ``rms`` (Keras 3's
-    ``rms_scaling``: the centred variance, an uncentred ``x``) ``y = x * inv * gamma + beta``."""
+def forward(x, res, add, gamma, beta, eps, rms, y, mean, inv):
+    """Per row of ``v`` (``x``, or with ``add`` ``x + res`` in the rows' dtype: a residual add's
+    sum, never written out): ``mean``, ``inv = 1 / sqrt(mean((v - mean)^2) + eps)`` (sums in
+    float64, stored in the rows' dtype) and ``y = (v - mean) * inv * gamma + beta``; with ``rms``
+    (Keras 3's ``rms_scaling``: the centred variance, an uncentred ``v``) ``y = v * inv * gamma +
+    beta``. Without ``add``, ``res`` is not read (pass ``x``)."""
     m, n = x.shape
     s = np.empty(n)
     zero = mean.dtype.type(0.0)
     for r in range(m):
-        for c in range(n):
-            s[c] = np.float64(x[r, c])
+        if add:
+            for c in range(n):
+                s[c] = np.float64(x[r, c] + res[r, c])
+        else:
+            for c in range(n):
+                s[c] = np.float64(x[r, c])
         mu = lane_sum(s) / n
         for c in range(n):
             d = s[c] - mu
@@ -107,8 +115,12 @@ def forward(x, gamma, beta, eps, rms, y, mean, inv):
         mw, iw = mean[r], inv[r]
         if rms:
             mw = zero
-        for c in range(n):
-            y[r, c] = (x[r, c] - mw) * iw * gamma[c] + beta[c]
+        if add:
+            for c in range(n):
+                y[r, c] = ((x[r, c] + res[r, c]) - mw) * iw * gamma[c] + beta[c]
+        else:
+            for c in range(n):
+                y[r, c] = (x[r, c] - mw) * iw * gamma[c] + beta[c]
 
 
 # ---- layer norm backward ----------------------------------------------------------------------
