@@ -404,7 +404,7 @@ def serial_work(dtype=np.float32):
         if dtype not in _gemm_serial or _cores() < 2:
             got = 0
         else:
-            got = tuner().threshold(f"serial:{dtype.name}", lambda: gemm_tuning.serial_threshold(
+            got = tuner().threshold(f"serial-ways:{dtype.name}", lambda: gemm_tuning.serial_threshold(
                 functools.partial(_thread_runners, dtype)), gemm_tuning.SERIAL_DEFAULT)
         _serial_work[dtype] = got
     return got
@@ -545,8 +545,14 @@ def _cores():
 
 
 def _thread_runners(dtype, side):
-    """``{"serial": run, "threaded": run}`` of a ``side``-cubed product on MKL (one thread, one
-    per core)."""
+    """``{"serial": run, "threaded": run, "split": run}`` of a ``side``-cubed product: MKL on one
+    thread, MKL on one thread per core, and row blocks of one-thread calls shared with the
+    runtime's helper threads (:func:`_run_split`, the split a threaded class may choose; only
+    where this thread may split, :func:`split_parts`). Both threaded ways are timed because
+    either may be the one that wins: on an AMD EPYC (Zen 4, AVX2) MKL's own threads lost to its
+    one thread at every rung (256³: 0.89-1.0 ms CPU against 0.55-0.67) while the split did not,
+    and a walk timing MKL's threads alone settled every product up to 33.5 M multiply-adds on
+    one thread, so the mlp's and the encoder's products never used the second core (session 22)."""
     rng = np.random.default_rng(side)
     dtype = np.dtype(dtype)
     a, b = rng.standard_normal((2, side, side)).astype(dtype)
@@ -559,7 +565,12 @@ def _thread_runners(dtype, side):
         if not _stub_ready(args):
             jit.compile_now(_call_threads, *args)     # time MKL, not the ctypes twin
         return lambda: _call_threads(*args)
-    return {"serial": on(1), "threaded": on(_cores())}
+    runners = {"serial": on(1), "threaded": on(_cores())}
+    parts = split_parts()
+    if parts > 1:
+        op = (_NO_TRANS, side)
+        runners["split"] = lambda: _run_split("rows", a, b, out, op, op, op, side, parts)
+    return runners
 
 
 def _operand(x):

@@ -431,8 +431,9 @@ def serial_threshold(runners_for, ladder=SERIAL_LADDER, work_of=lambda side: sid
     product that costs more than it saves (32x64 @ 64x192, a GRU step: 70 µs on two MKL
     threads against 54 on one, and the second thread's spinning doubles the CPU time), and on
     a busy machine each hand-off can wait for a descheduled thread. ``runners_for(side)`` gives
-    ``{"serial": run, "threaded": run}`` for a ``side``-cubed product; from the largest side
-    down, the threshold falls to each side where the threads win by :data:`MARGIN` (one thread
+    ``{"serial": run, "threaded": run, ...}`` for a ``side``-cubed product (one or more threaded
+    ways besides one thread); from the largest side down, the threshold falls to each side where
+    any threaded way wins by :data:`MARGIN` (one thread
     is the incumbent: it also leaves the other core to the rest of the process). Where threads
     never win, every product up to twice the largest timed one runs on one thread. Settled when
     every rung's median and fastest call agreed. ``work_of(rung)``: the size a rung stands for
@@ -452,7 +453,7 @@ def serial_threshold(runners_for, ladder=SERIAL_LADDER, work_of=lambda side: sid
     for side in sorted(ladder, reverse=True):
         choice, ok = pick(measure(runners_for(side)), incumbent="serial")
         settled = settled and ok
-        if choice != "threaded":
+        if choice == "serial":
             break
         work = work_of(side)
     return work, settled
