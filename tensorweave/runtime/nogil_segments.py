@@ -89,9 +89,16 @@ def _form(st, args):
         if got is False or F32 not in gemm._gemm_serial:
             return None
         op_a, op_b, m, n, k, seen = got
-        if gemm.route(F32, m, n, k) != "one" or gemm._serial_chosen.get(seen) != "mkl1":
-            return None       # another library or threads: the plan's own choice stays in Python
-        return nogil_ops.GEMM, ins, (op_a[0], op_b[0], m, n, k, op_a[1], op_b[1], n)
+        if gemm.route(F32, m, n, k) != "one":
+            return None       # threads, split or thin: the plan's own choice stays in Python
+        ints = (op_a[0], op_b[0], m, n, k, op_a[1], op_b[1], n)
+        library = gemm._serial_chosen.get(seen)
+        if library == "mkl1":
+            return nogil_ops.GEMM, ins, ints
+        # NumPy's OpenBLAS: np.matmul calls its cblas_sgemm where no size is 1 (else gemv, dot or its own loop)
+        if library == "numpy1" and min(m, n, k) > 1 and nogil_ops.openblas_sgemm() is not None:
+            return nogil_ops.GEMM_OPENBLAS, ins, ints
+        return None
     if nd.op == "AddV2" and len(args) == 2:
         x, y = args
         if x.shape == y.shape:
@@ -228,8 +235,8 @@ class Segment:
                       for j, f in zip(members, forms) if f == "read"]
         code = [(f[0], tuple(f[1]), _outs(plan.steps[j]), f[2]) for j, f in zip(members, forms) if f != "read"]
         made_here = {o for _, _, outs, _ in code for o in outs}
-        # address table: values from outside (inputs, reads), fresh outputs, internal buffers, MKL's
-        # cblas_sgemm and set-threads, NumPy's exp loop and its data
+        # address table: values from outside (inputs, reads), fresh outputs, internal buffers, OpenBLAS's
+        # cblas_sgemm, MKL's cblas_sgemm and set-threads, NumPy's exp loop and its data
         self.checked = list(dict.fromkeys(s for _, ins, _, _ in code for s in ins if s >= 0 and s not in made_here))
         self.fresh = [s for s in self.outs if s in made_here and self.dtypes.get(s) != SCALAR]
         self.shapes = shapes
@@ -238,26 +245,29 @@ class Segment:
         self.buffers = self._allocate(code, slot_at, shapes)
         self.scalars = [(s, self.buffers[slot_at[s] - n_fixed]) for s in self.outs
                         if self.dtypes.get(s) == SCALAR]
-        self.addrs = np.zeros(n_fixed + len(self.buffers) + 4, np.int64)
+        self.addrs = np.zeros(n_fixed + len(self.buffers) + 5, np.int64)
         for j, buf in enumerate(self.buffers):
             self.addrs[n_fixed + j] = buf.ctypes.data
         serial = gemm._gemm_serial.get(F32)
         if serial is not None:
             self.addrs[-4], self.addrs[-3] = serial.args[2], serial.args[0]   # cblas_sgemm, set-threads
+        self.openblas = any(op == nogil_ops.GEMM_OPENBLAS for op, _, _, _ in code)
+        if self.openblas:
+            self.addrs[-5] = nogil_ops.openblas_sgemm()
         n = len(self.addrs)
         program = np.zeros((len(code), nogil_ops.WIDTH), np.int64)
         for r, (op, ins, outs, ints) in enumerate(code):
             ops = [slot_at[s] if s >= 0 else -1 for s in ins[:2]] + [-1] * (2 - len(ins[:2]))
             program[r, :4] = [op, ops[0], ops[1], slot_at[outs[0]]]
             program[r, 4:4 + len(ints)] = ints
-            program[r, 12:] = [n - 4, n - 3]
+            program[r, 12:] = [n - 5, 0] if op == nogil_ops.GEMM_OPENBLAS else [n - 4, n - 3]
             if op == nogil_ops.XENT:        # outs (losses, gradient); the scale (or any index: none read), exp
                 program[r, 3] = slot_at[outs[1]]
                 program[r, 9:11] = [slot_at[ins[2]] if len(ins) > 2 else 0, slot_at[outs[0]]]
                 program[r, 12:] = [n - 2, n - 1]
                 self.addrs[-2:] = nogil_ops.exp_loop()
         self.program = program
-        self.has_gemm = any(op == nogil_ops.GEMM for op, _, _, _ in code)
+        self.has_gemm = any(op in (nogil_ops.GEMM, nogil_ops.GEMM_OPENBLAS) for op, _, _, _ in code)
         self.share = gemm._share() if self.has_gemm else None
         self.lock = threading.Lock()
         self.runs = {"compiled": 0, "python": 0, "why": None}     # (tests, benchmarks: which way calls ran)
@@ -313,7 +323,14 @@ class Segment:
             for j, s in enumerate(self.fresh):
                 v = vals[s] = np.empty(shapes[s], F32)
                 addrs[base + j] = address(v)
-            got = nogil_ops.run_program(self.program, addrs)
+            if self.openblas:       # NumPy's OpenBLAS on one thread, as gemm._numpy_serial holds it
+                gemm._hold_one_thread()
+                try:
+                    got = nogil_ops.run_program(self.program, addrs)
+                finally:
+                    gemm._release_one_thread()
+            else:
+                got = nogil_ops.run_program(self.program, addrs)
             if got != 0:        # (compiling, or bad input: its step raises the kernel's error)
                 return self._python(ins, False, "compiling" if got == nogil_ops.NOT_READY else "bad input")
             for s, buf in self.scalars:
