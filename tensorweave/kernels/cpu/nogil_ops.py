@@ -30,7 +30,10 @@ bits of its op's kernel (``runtime/nogil_segments.py`` builds programs from a st
   the row's number + 1 (the caller runs the step the Python way, which raises the kernel's error);
 - :data:`MEAN` a 1-D mean as ``reduce_kernels._mean`` takes it: NumPy's pairwise sum
   (``softmax_loops.pairwise_sum``, its ``add.reduce``), then over the count in float64, rounded to float32
-  (``reduce_kernels._mean``'s ``total / np.intp(n)`` promotes to float64).
+  (``reduce_kernels._mean``'s ``total / np.intp(n)`` promotes to float64);
+- :data:`APPLY` one variable's SGD update in place, ``w -= g * lr`` (``training_kernels._sgd_flat``),
+  or with momentum ``training_kernels._momentum_flat`` (``ResourceApplyKerasMomentum``'s loops, on
+  the storages the caller resolved, ``Variable._storage_for_update``).
 
 While the interpreter compiles (on a background thread, ``jit.njit_twin``) its twin answers
 :data:`NOT_READY` and the caller runs the steps as before.
@@ -48,7 +51,8 @@ from llvmlite import ir
 from numba.core import types
 from numba.extending import intrinsic
 
-from tensorweave.kernels.cpu import gemm, jit, nn_loops, reduce_kernels, rnn_gemm, softmax_loops, ufunc_loops
+from tensorweave.kernels.cpu import (gemm, jit, nn_loops, reduce_kernels, rnn_gemm, softmax_loops, training_kernels,
+                                     ufunc_loops)
 
 #: columns of a program row: opcode, three operand indexes, eight integers (a row of more
 #: operands puts the others in its last integers), and the address-table indexes of the library
@@ -56,7 +60,7 @@ from tensorweave.kernels.cpu import gemm, jit, nn_loops, reduce_kernels, rnn_gem
 #: ``cblas_sgemm``;
 #: :data:`XENT`: NumPy's float32 ``exp`` loop and its data)
 WIDTH = 14
-GEMM, ADD, RELU, RELU_GRAD, COLSUM, MEAN, XENT, GEMM_OPENBLAS = 1, 2, 3, 4, 5, 6, 7, 8
+GEMM, ADD, RELU, RELU_GRAD, COLSUM, MEAN, XENT, GEMM_OPENBLAS, APPLY = 1, 2, 3, 4, 5, 6, 7, 8, 9
 #: what the twin returns while the interpreter compiles: run the steps the Python way
 NOT_READY = -1
 
@@ -190,6 +194,14 @@ def run_program(program, addrs):
                 return row + 1          # (NumPy would call syrk: not this call's bits)
             _gemm_ilp64(addrs[program[row, 12]], d[0], d[1], d[2], d[3], d[4], addrs[i0], d[5], addrs[i1], d[6],
                         addrs[i2], d[7])
+        elif op == APPLY:
+            # d: size, the momentum slot's index (-1: plain SGD), the momentum's (a float32 of its own), nesterov
+            n = d[0]
+            w, g, lr = _f32(addrs[i2], n), _f32(addrs[i0], n), _f32(addrs[i1], 1)[0]
+            if d[1] < 0:
+                training_kernels._sgd_flat(w, g, lr)
+            else:
+                training_kernels._momentum_flat(w, _f32(addrs[d[1]], n), g, lr, _f32(addrs[d[2]], 1)[0], d[3] != 0)
         elif op == ADD:
             rows, cols = d[0], d[1]
             out = _f32(addrs[i2], rows * cols)

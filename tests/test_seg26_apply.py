@@ -1,0 +1,78 @@
+"""The optimizer apply as a nogil segment's rows (``nogil_ops.APPLY``, runtime/nogil_segments.py):
+the one-device step's SGD / momentum update runs compiled with the bits of the Python way, a
+variable reassigned between steps is updated from its new value, and a value read before a step
+keeps what it read (copy-on-write: the segment resolves the storages on every call)."""
+import numpy as np
+import pytest
+
+from tensorweave.kernels.cpu import jit, nogil_ops as N
+from test_nogil24_segments import _mlp_step, _segments, one_thread, switch  # noqa: F401 - fixtures
+
+RNG = np.random.default_rng(26)
+
+
+def _run(switch, on, momentum, between=None, steps=5):
+    """Losses and parameters of ``steps`` one-device MLP steps; ``between(params, i)`` before step i."""
+    switch(on)
+    step, params = _mlp_step(momentum=momentum)
+    losses = []
+    for i in range(steps):
+        if between is not None:
+            between(params, i)
+        losses.append(step().numpy())
+        if i == 1:
+            jit.wait_for_compiles()     # the interpreter compiled: later steps run the segments
+    return losses, [np.asarray(p.numpy()).copy() for p in params], _segments(step)[0]
+
+
+def _same(a, b):
+    return len(a) == len(b) and all(np.asarray(x).tobytes() == np.asarray(y).tobytes() for x, y in zip(a, b))
+
+
+@pytest.mark.parametrize("momentum", [0.0, 0.9])
+def test_apply_in_a_segment_gives_the_kernels_bits(one_thread, switch, momentum):  # noqa: F811
+    off = _run(switch, False, momentum)
+    on = _run(switch, True, momentum)
+    assert not off[2]
+    applied = [seg for seg in on[2] if N.APPLY in seg.program[:, 0]]
+    assert len(applied) == 1 and list(applied[0].program[:, 0]).count(N.APPLY) == 6   # one row per variable
+    assert applied[0].runs["compiled"] >= 2 and applied[0].runs["python"] <= 1
+    assert (applied[0].program[:, 5] >= 0).all() == (momentum > 0)                   # its slots' storages
+    assert _same(on[0], off[0]) and _same(on[1], off[1])
+
+
+def test_a_variable_reassigned_between_steps_is_updated_from_its_new_value(one_thread, switch):  # noqa: F811
+    held = {}
+
+    def between(params, i):
+        if i == 3:
+            params[0].assign(np.full(params[0].shape, 0.01, np.float32))
+        if i == 4:      # a value read now keeps what it read through the step (the update copies)
+            held["read"] = params[2].read_value()
+            held["then"] = held["read"].numpy().copy()
+    off = _run(switch, False, 0.9, between)
+    off_held = held.pop("then")
+    on = _run(switch, True, 0.9, between)
+    assert [seg.runs["compiled"] for seg in on[2] if N.APPLY in seg.program[:, 0]][0] >= 3
+    assert _same(on[0], off[0]) and _same(on[1], off[1])
+    assert held["read"].numpy().tobytes() == held["then"].tobytes() == off_held.tobytes()
+    assert held["read"].numpy().tobytes() != on[1][2].tobytes()
+
+
+def test_apply_opcode_rows_match_the_loops():
+    from tensorweave.kernels.cpu import training_kernels as T
+    w, m, g = (RNG.standard_normal(300).astype(np.float32) for _ in range(3))
+    lr, mom = np.array(0.05, np.float32), np.array([0.9], np.float32)
+    for nesterov in (0, 1):
+        w1, m1, w2, m2 = w.copy(), m.copy(), w.copy(), m.copy()
+        T._momentum_flat(w1, m1, g, np.float32(lr), np.float32(0.9), bool(nesterov))
+        prog = np.zeros((2, N.WIDTH), np.int64)
+        prog[0, :8] = [N.APPLY, 0, 1, 2, 300, 3, 4, nesterov]
+        prog[1, :8] = [N.APPLY, 0, 1, 5, 300, -1, 4, 0]
+        w3 = w.copy()
+        addrs = np.array([a.ctypes.data for a in (g, lr, w2, m2, mom, w3)], np.int64)
+        assert jit.compile_now(N.run_program, prog, addrs)(prog, addrs) == 0
+        assert w2.tobytes() == w1.tobytes() and m2.tobytes() == m1.tobytes()
+        ref = w.copy()
+        T._sgd_flat(ref, g, np.float32(lr))
+        assert w3.tobytes() == ref.tobytes()
