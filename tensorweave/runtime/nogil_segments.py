@@ -279,6 +279,9 @@ class Segment:
         self.checked = list(dict.fromkeys(s for _, ins, _, _ in code for s in ins if s >= 0 and s not in made_here))
         self.fresh = [s for s in self.outs if s in made_here and self.dtypes.get(s) != SCALAR]
         self.shapes = shapes
+        #: per value from outside: slot, dtype, shape, the address bits that must be clear
+        self.expect = [(s, d, shapes[s], 0 if d == SCALAR else np.dtype(d).itemsize - 1)
+                       for s, d in ((s, self.dtypes.get(s, F32)) for s in self.checked)]
         slot_at = {s: j for j, s in enumerate(self.checked + self.fresh)}
         n_fixed = len(slot_at)
         self.buffers = self._allocate(code, slot_at, shapes)
@@ -382,11 +385,15 @@ class Segment:
             except Exception:  # noqa: BLE001 - raised again by its own step, named
                 return self._python(ins, False, "read failed")
             shapes, address = self.shapes, nogil_ops.address
-            for j, s in enumerate(self.checked):
+            for j, (s, dtype, shape, misaligned) in enumerate(self.expect):
                 v = vals[s]
-                if not (_array_ok(v, None, self.dtypes.get(s, F32)) and v.shape == shapes[s]):
+                # (a recorded shape has elements; the address's low bits stand for NumPy's aligned flag)
+                if type(v) is not np.ndarray or v.shape != shape or v.dtype != dtype or not v.flags.c_contiguous:
                     return self._python(ins, True, f"input {s}")
-                addrs[j] = address(v)
+                a = address(v)
+                if a & misaligned:
+                    return self._python(ins, True, f"input {s}")
+                addrs[j] = a
             base = len(self.checked)
             for j, s in enumerate(self.fresh):
                 v = vals[s] = np.empty(shapes[s], F32)
