@@ -33,7 +33,7 @@ def _same(a, b):
 def test_apply_in_a_segment_gives_the_kernels_bits(one_thread, switch, momentum):  # noqa: F811
     off = _run(switch, False, momentum)
     on = _run(switch, True, momentum)
-    assert not off[2]
+    assert not off[2] and len(on[2][0].program) >= 4          # (the forward pass: one segment)
     applied = [seg for seg in on[2] if N.APPLY in seg.program[:, 0]]
     assert len(applied) == 1 and list(applied[0].program[:, 0]).count(N.APPLY) == 6   # one row per variable
     assert applied[0].runs["compiled"] >= 2 and applied[0].runs["python"] <= 1
@@ -76,3 +76,60 @@ def test_apply_opcode_rows_match_the_loops():
         ref = w.copy()
         T._sgd_flat(ref, g, np.float32(lr))
         assert w3.tobytes() == ref.tobytes()
+
+
+def test_an_apply_after_a_step_without_compiled_form_is_a_segment_alone(one_thread, switch):  # noqa: F811
+    import tensorweave as tw
+    rng = np.random.default_rng(1)
+    w = tw.Variable(rng.standard_normal((16, 8)).astype(np.float32))
+    b = tw.Variable(np.zeros(8, np.float32))
+    x = tw.constant(rng.standard_normal((32, 16)).astype(np.float32))
+
+    def run(on):
+        switch(on)
+        w.assign(rng.standard_normal((16, 8)).astype(np.float32) * 0 + 0.5)
+        b.assign(np.zeros(8, np.float32))
+        opt = tw.keras.optimizers.SGD(0.1, momentum=0.5, nesterov=True)
+
+        @tw.function
+        def step():
+            with tw.GradientTape() as tape:
+                loss = tw.reduce_mean(tw.nn.relu(tw.matmul(x, w) + b))
+            grads = [tw.math.tanh(g) for g in tape.gradient(loss, [w, b])]     # (no compiled form)
+            opt.apply_gradients(zip(grads, [w, b]))
+            return loss
+        for i in range(5):
+            step()
+            if i == 1:
+                jit.wait_for_compiles()
+        return w.numpy().copy(), b.numpy().copy(), _segments(step)[0]
+    off_w, off_b, _ = run(False)
+    on_w, on_b, segs = run(True)
+    alone = [seg for seg in segs if seg.steps[-1].node.op.endswith("ApplyKerasMomentum")]
+    assert len(alone) == 1 and set(alone[0].program[:, 0]) == {N.APPLY} and alone[0].runs["compiled"] >= 2
+    assert (alone[0].program[:, 7] == 1).all()          # nesterov
+    assert on_w.tobytes() == off_w.tobytes() and on_b.tobytes() == off_b.tobytes()
+
+
+def test_entry_takes_an_offset_view_and_refuses_a_misaligned_input(one_thread, switch):  # noqa: F811
+    import tensorweave as tw
+    switch(True)
+
+    @tw.function
+    def f(x, y):
+        return tw.nn.relu(tw.nn.relu(x + y) + x)
+    x, y = tw.constant(np.ones((8, 64), np.float32)), tw.constant(np.full((8, 64), 2, np.float32))
+    for _ in range(2):
+        f(x, y)
+    jit.wait_for_compiles()
+    f(x, y)
+    plan = list(f._cache.values())[-1]._plan
+    seg = _segments(f)[0][0]
+    shifted = np.ones(8 * 64 + 1, np.float32)[1:].reshape(8, 64)        # 4 bytes past an aligned start: aligned
+    before = seg.runs["compiled"]
+    assert plan([shifted, np.full((8, 64), 2, np.float32)])[0][0, 0] == 4
+    assert seg.runs["compiled"] == before + 1 and plan.runner is not None
+    odd = np.frombuffer(bytearray(8 * 64 * 4 + 1), np.float32, offset=1).reshape(8, 64)   # not aligned
+    assert not odd.flags.aligned
+    assert plan([odd, np.full((8, 64), 2, np.float32)])[0][0, 0] == 2
+    assert seg.runs["why"].startswith("input") and seg.runs["compiled"] == before + 1 and plan.runner is None

@@ -87,3 +87,35 @@ def test_mlp_products_in_segments_on_either_library_same_bits(one_thread, switch
         assert all(seg.runs["compiled"] >= 2 for seg in segs)
     assert [a.tobytes() for a in on_losses] == [a.tobytes() for a in off_losses]
     assert all(a.tobytes() == b.tobytes() for a, b in zip(on_params, off_params))
+
+
+def test_openblas_sgemm_is_the_ilp64_one_only(monkeypatch):
+    from tensorweave.kernels.cpu import rnn_gemm
+    found = rnn_gemm.openblas_gemm(np.float32)
+    assert N.openblas_sgemm() == (found[0] if found is not None and found[1] == rnn_gemm.ILP64 else None)
+    monkeypatch.setattr(rnn_gemm, "openblas_gemm", lambda dtype: (1234, rnn_gemm.ILP64))
+    assert N.openblas_sgemm() == 1234
+    monkeypatch.setattr(rnn_gemm, "openblas_gemm", lambda dtype: (1234, rnn_gemm.LP64))      # 32-bit sizes: not ours
+    assert N.openblas_sgemm() is None
+
+
+@pytest.mark.parametrize("library", ["numpy1"], indirect=True)
+def test_openblas_products_run_on_one_thread_whatever_the_count(one_thread, switch, library, monkeypatch):  # noqa: F811
+    from threadpoolctl import threadpool_limits
+    from test_nogil24_segments import _mlp_step
+    switch(True)
+    step, _ = _mlp_step(tw.placement("cpu", ranks=[0, 1]))      # (a rank thread's share does not read the count)
+    for _ in range(2):
+        step()
+    jit.wait_for_compiles()
+    step()
+    seen, real, get = [], N.run_program, gemm._openblas_threads()[0]
+
+    def spy(program, addrs):
+        if N.GEMM_OPENBLAS in program[:, 0]:
+            seen.append(get())
+        return real(program, addrs)
+    monkeypatch.setattr(N, "run_program", spy)
+    with threadpool_limits(2):
+        step()
+    assert seen and set(seen) == {1}
