@@ -138,3 +138,20 @@ def test_entry_takes_an_offset_view_and_refuses_a_misaligned_input(one_thread, s
     assert not odd.flags.aligned
     assert plan([odd, np.full((8, 64), 2, np.float32)])[0][0, 0] == 2
     assert seg.runs["why"].startswith("input") and seg.runs["compiled"] == before + 1 and plan.runner is None
+
+
+def test_a_storage_that_cannot_be_had_raises_from_the_apply_step_named(one_thread, switch):  # noqa: F811
+    switch(True)
+    step, params = _mlp_step(momentum=0.9)
+    for _ in range(2):
+        step()
+    jit.wait_for_compiles()
+    step()
+
+    def refuse():
+        raise RuntimeError("storage refused")
+    params[2]._storage_for_update = refuse
+    with pytest.raises(Exception, match=r"(?s)storage refused.*ApplyKerasMomentum|ApplyKerasMomentum.*storage refused"):
+        step()
+    seg = [s for s in _segments(step)[0] if N.APPLY in s.program[:, 0]][0]
+    assert seg.runs["why"] == "variable failed"

@@ -374,7 +374,11 @@ class Segment:
             vals = dict(zip(self.ins, ins))
             addrs = self.addrs
             # the apply's storages first: the reads below hand out the same arrays (copy-on-write)
-            storages = [vals[s]._storage_for_update() if type(vals[s]) is Variable else None for s in self.handles]
+            try:
+                storages = [vals[s]._storage_for_update() if type(vals[s]) is Variable else None
+                            for s in self.handles]
+            except Exception:  # noqa: BLE001 - raised again by the apply step, named
+                return self._python(ins, False, "variable failed")
             for j, v in enumerate(storages):
                 if not (_array_ok(v) and v.shape == self.handle_shapes[j]):
                     return self._python(ins, True, f"variable {self.handles[j]}")
