@@ -29,6 +29,7 @@ import threading
 import numpy as np
 
 from tensorweave.kernels.cpu import gemm, nogil_ops
+from tensorweave.ops.variables import Variable
 
 F32 = np.dtype(np.float32)
 #: ``dtypes``' mark of a value the step returns as a NumPy float32 scalar (``Mean``'s): a
@@ -39,10 +40,14 @@ _switch = {"on": os.environ.get("TW_NOGIL_SEGMENTS", "1") != "0"}
 #: fewest compiled instructions worth a segment
 MIN_INSTRUCTIONS = 2
 #: instructions that count as that many: a step of several NumPy calls, worth a segment alone (a
-#: rank plan's cross-entropy between a product started early and the ``_Boxing`` after it)
+#: rank plan's cross-entropy between a product started early and the ``_Boxing`` after it; the
+#: one-device plan's optimizer apply, after the join of the product started early it reads)
 _LABELS = (np.dtype(np.int32), np.dtype(np.int64))
-_WEIGHT = {nogil_ops.XENT: MIN_INSTRUCTIONS}
+_WEIGHT = {nogil_ops.XENT: MIN_INSTRUCTIONS, nogil_ops.APPLY: MIN_INSTRUCTIONS}
 _ELEMENTWISE = (nogil_ops.ADD, nogil_ops.RELU, nogil_ops.RELU_GRAD)
+#: the optimizer applies :data:`nogil_ops.APPLY` runs (a segment ends after one: no row after it can
+#: fail and send the steps the Python way once the variables were written)
+_APPLIES = ("ResourceApplyKerasMomentum", "ResourceGroupApplyKerasMomentum")
 _EMPTY = (np.zeros((0, nogil_ops.WIDTH), np.int64), np.zeros(0, np.int64))   # a program of no rows, no addresses
 
 
@@ -78,6 +83,8 @@ def _form(st, args):
     attrs, ins = nd.attrs or {}, st.ins
     if nd.op == "FusedSparseSoftmaxCrossEntropy":
         return _xent_form(nd, ins, args, attrs) if nd.kernel is None else None
+    if nd.op in _APPLIES:
+        return _apply_form(ins, args, attrs) if nd.kernel is None else None
     if nd.kernel is not None or not all(_array_ok(a) for a in args if nd.op != "ReadVariableOp"):
         return None
     if nd.op == "ReadVariableOp" and nd.inplace is None:
@@ -89,9 +96,16 @@ def _form(st, args):
         if got is False or F32 not in gemm._gemm_serial:
             return None
         op_a, op_b, m, n, k, seen = got
-        if gemm.route(F32, m, n, k) != "one" or gemm._serial_chosen.get(seen) != "mkl1":
-            return None       # another library or threads: the plan's own choice stays in Python
-        return nogil_ops.GEMM, ins, (op_a[0], op_b[0], m, n, k, op_a[1], op_b[1], n)
+        if gemm.route(F32, m, n, k) != "one":
+            return None       # threads, split or thin: the plan's own choice stays in Python
+        ints = (op_a[0], op_b[0], m, n, k, op_a[1], op_b[1], n)
+        library = gemm._serial_chosen.get(seen)
+        if library == "mkl1":
+            return nogil_ops.GEMM, ins, ints
+        # NumPy's OpenBLAS: np.matmul calls its cblas_sgemm where no size is 1 (else gemv, dot or its own loop)
+        if library == "numpy1" and min(m, n, k) > 1 and nogil_ops.openblas_sgemm() is not None:
+            return nogil_ops.GEMM_OPENBLAS, ins, ints
+        return None
     if nd.op == "AddV2" and len(args) == 2:
         x, y = args
         if x.shape == y.shape:
@@ -126,6 +140,24 @@ def _xent_form(nd, ins, args, attrs):
     if scale is not None and not (_array_ok(scale) and (scale.size == 1 or scale.shape == (x.shape[0], 1))):
         return None
     return nogil_ops.XENT, ins[:3], (*x.shape, labels.dtype.itemsize * 8, 0 if scale is None else scale.size)
+
+
+def _apply_form(ins, args, attrs):
+    """``ResourceApplyKerasMomentum`` (or its group) of float32 variables without weight decay, the
+    rate a one-value float32 array (a variable's read): ins rate, gradients; ints the handles'
+    slots (weight, momentum slot per variable), their shapes, the momentum, nesterov."""
+    n, k = attrs.get("num_variables", 1), 2 if attrs.get("momentum") else 1
+    if attrs.get("weight_decay") or len(args) != n * k + 1 + n:
+        return None
+    handles, lr, grads = args[:n * k], args[n * k], args[n * k + 1:]
+    if not (all(type(h) is Variable for h in handles) and _array_ok(lr) and lr.size == 1):
+        return None
+    shapes = [h._read().shape for h in handles]
+    if not all(_array_ok(h._read()) and _array_ok(g) and g.shape == w for h, g, w in
+               zip(handles, (g for g in grads for _ in range(k)), shapes)):
+        return None
+    return nogil_ops.APPLY, (ins[n * k], *ins[n * k + 1:]), \
+        (ins[:n * k], shapes, float(attrs.get("momentum") or 0.0), bool(attrs.get("nesterov")))
 
 
 def steady(plan, feed_values):
@@ -193,12 +225,23 @@ def _segments(plan, forms, shapes, dtypes, cuts=()):
     later = _read_after(plan)
     run = []
     for i, form in enumerate(forms + [None]):
-        if form is not None and not (i in cuts and run):
+        if form is not None and not (i in cuts and run) and not (run and forms[run[-1]][0] == nogil_ops.APPLY):
             run.append(i)
             continue
+        if _apply_reads_out(plan, run, forms, later):
+            run.pop()       # (its variables' reads are handed on: the update runs the Python way)
         if sum(_WEIGHT.get(forms[j][0], 1) for j in run if forms[j] != "read") >= MIN_INSTRUCTIONS:
             yield Segment(plan, run, [forms[j] for j in run], shapes, later, dtypes)
         run = [i] if form is not None else []
+
+
+def _apply_reads_out(plan, run, forms, later):
+    """Whether ``run`` ends in an optimizer apply while a variable read of the run is read after it:
+    the segment resolves the variables' storages before its reads (``Variable._storage_for_update``,
+    copy-on-write), so such a value would see the update the Python way's copy keeps from it."""
+    if not run or forms[run[-1]][0] != nogil_ops.APPLY:
+        return False
+    return any(forms[j] == "read" and plan.steps[j].outs in later[run[-1]] for j in run)
 
 
 def _read_after(plan):
@@ -227,40 +270,71 @@ class Segment:
         self.reads = [(plan.steps[j].fn, self.ins.index(plan.steps[j].ins[0]), plan.steps[j].outs)
                       for j, f in zip(members, forms) if f == "read"]
         code = [(f[0], tuple(f[1]), _outs(plan.steps[j]), f[2]) for j, f in zip(members, forms) if f != "read"]
+        apply = code[-1][3] if code and code[-1][0] == nogil_ops.APPLY else None
+        #: the apply's variables (slots of their handles) and shapes: storages resolved on each call
+        self.handles, self.handle_shapes = (list(apply[0]), apply[1]) if apply else ([], [])
         made_here = {o for _, _, outs, _ in code for o in outs}
-        # address table: values from outside (inputs, reads), fresh outputs, internal buffers, MKL's
-        # cblas_sgemm and set-threads, NumPy's exp loop and its data
+        # address table: values from outside (inputs, reads), fresh outputs, internal buffers, OpenBLAS's
+        # cblas_sgemm, MKL's cblas_sgemm and set-threads, NumPy's exp loop and its data
         self.checked = list(dict.fromkeys(s for _, ins, _, _ in code for s in ins if s >= 0 and s not in made_here))
         self.fresh = [s for s in self.outs if s in made_here and self.dtypes.get(s) != SCALAR]
         self.shapes = shapes
+        #: per value from outside: slot, dtype, shape, the address bits that must be clear
+        self.expect = [(s, d, shapes[s], 0 if d == SCALAR else np.dtype(d).itemsize - 1)
+                       for s, d in ((s, self.dtypes.get(s, F32)) for s in self.checked)]
         slot_at = {s: j for j, s in enumerate(self.checked + self.fresh)}
         n_fixed = len(slot_at)
         self.buffers = self._allocate(code, slot_at, shapes)
         self.scalars = [(s, self.buffers[slot_at[s] - n_fixed]) for s in self.outs
                         if self.dtypes.get(s) == SCALAR]
-        self.addrs = np.zeros(n_fixed + len(self.buffers) + 4, np.int64)
+        if apply:       # the momentum, a float32 of the segment's own
+            self.buffers.append(np.array([apply[2]], F32))
+        self.at_handles = n_fixed + len(self.buffers)
+        self.addrs = np.zeros(self.at_handles + len(self.handles) + 5, np.int64)
         for j, buf in enumerate(self.buffers):
             self.addrs[n_fixed + j] = buf.ctypes.data
         serial = gemm._gemm_serial.get(F32)
         if serial is not None:
             self.addrs[-4], self.addrs[-3] = serial.args[2], serial.args[0]   # cblas_sgemm, set-threads
+        self.openblas = any(op == nogil_ops.GEMM_OPENBLAS for op, _, _, _ in code)
+        if self.openblas:
+            self.addrs[-5] = nogil_ops.openblas_sgemm()
         n = len(self.addrs)
-        program = np.zeros((len(code), nogil_ops.WIDTH), np.int64)
+        rows = []
         for r, (op, ins, outs, ints) in enumerate(code):
+            if op == nogil_ops.APPLY:
+                rows += self._apply_rows(ins, ints, slot_at)
+                continue
+            row = np.zeros(nogil_ops.WIDTH, np.int64)
             ops = [slot_at[s] if s >= 0 else -1 for s in ins[:2]] + [-1] * (2 - len(ins[:2]))
-            program[r, :4] = [op, ops[0], ops[1], slot_at[outs[0]]]
-            program[r, 4:4 + len(ints)] = ints
-            program[r, 12:] = [n - 4, n - 3]
+            row[:4] = [op, ops[0], ops[1], slot_at[outs[0]]]
+            row[4:4 + len(ints)] = ints
+            row[12:] = [n - 5, 0] if op == nogil_ops.GEMM_OPENBLAS else [n - 4, n - 3]
             if op == nogil_ops.XENT:        # outs (losses, gradient); the scale (or any index: none read), exp
-                program[r, 3] = slot_at[outs[1]]
-                program[r, 9:11] = [slot_at[ins[2]] if len(ins) > 2 else 0, slot_at[outs[0]]]
-                program[r, 12:] = [n - 2, n - 1]
+                row[3] = slot_at[outs[1]]
+                row[9:11] = [slot_at[ins[2]] if len(ins) > 2 else 0, slot_at[outs[0]]]
+                row[12:] = [n - 2, n - 1]
                 self.addrs[-2:] = nogil_ops.exp_loop()
-        self.program = program
-        self.has_gemm = any(op == nogil_ops.GEMM for op, _, _, _ in code)
+            rows.append(row)
+        self.program = np.array(rows, np.int64).reshape(len(rows), nogil_ops.WIDTH)
+        self.has_gemm = any(op in (nogil_ops.GEMM, nogil_ops.GEMM_OPENBLAS) for op, _, _, _ in code)
         self.share = gemm._share() if self.has_gemm else None
         self.lock = threading.Lock()
         self.runs = {"compiled": 0, "python": 0, "why": None}     # (tests, benchmarks: which way calls ran)
+
+    def _apply_rows(self, ins, ints, slot_at):
+        """:data:`nogil_ops.APPLY`'s rows, one per variable: gradient, rate, weight storage, size,
+        momentum slot storage (-1: none), the momentum's buffer, nesterov."""
+        handles, shapes, momentum, nesterov = ints
+        k = 2 if momentum else 1
+        rows = []
+        for i, grad in enumerate(ins[1:]):
+            row = np.zeros(nogil_ops.WIDTH, np.int64)
+            size = int(np.prod(shapes[i * k], dtype=np.int64))
+            row[:8] = [nogil_ops.APPLY, slot_at[grad], slot_at[ins[0]], self.at_handles + i * k, size,
+                       self.at_handles + i * k + 1 if momentum else -1, self.at_handles - 1, nesterov]
+            rows.append(row)
+        return rows
 
     def _allocate(self, code, slot_at, shapes):
         """Buffers for the values made and used only here, one per value alive at once: a value
@@ -298,22 +372,44 @@ class Segment:
             return self._python(ins, self.has_gemm and gemm._share() != self.share, "share or busy")
         try:
             vals = dict(zip(self.ins, ins))
+            addrs = self.addrs
+            # the apply's storages first: the reads below hand out the same arrays (copy-on-write)
+            try:
+                storages = [vals[s]._storage_for_update() if type(vals[s]) is Variable else None
+                            for s in self.handles]
+            except Exception:  # noqa: BLE001 - raised again by the apply step, named
+                return self._python(ins, False, "variable failed")
+            for j, v in enumerate(storages):
+                if not (_array_ok(v) and v.shape == self.handle_shapes[j]):
+                    return self._python(ins, True, f"variable {self.handles[j]}")
+                addrs[self.at_handles + j] = nogil_ops.address(v)
             try:
                 for fn, k, out in self.reads:
                     vals[out] = fn(ins[k])
             except Exception:  # noqa: BLE001 - raised again by its own step, named
                 return self._python(ins, False, "read failed")
-            addrs, shapes, address = self.addrs, self.shapes, nogil_ops.address
-            for j, s in enumerate(self.checked):
+            shapes, address = self.shapes, nogil_ops.address
+            for j, (s, dtype, shape, misaligned) in enumerate(self.expect):
                 v = vals[s]
-                if not (_array_ok(v, None, self.dtypes.get(s, F32)) and v.shape == shapes[s]):
+                # (a recorded shape has elements; the address's low bits stand for NumPy's aligned flag)
+                if type(v) is not np.ndarray or v.shape != shape or v.dtype != dtype or not v.flags.c_contiguous:
                     return self._python(ins, True, f"input {s}")
-                addrs[j] = address(v)
+                a = address(v)
+                if a & misaligned:
+                    return self._python(ins, True, f"input {s}")
+                addrs[j] = a
             base = len(self.checked)
             for j, s in enumerate(self.fresh):
                 v = vals[s] = np.empty(shapes[s], F32)
                 addrs[base + j] = address(v)
-            got = nogil_ops.run_program(self.program, addrs)
+            if self.openblas:       # NumPy's OpenBLAS on one thread, as gemm._numpy_serial holds it
+                gemm._hold_one_thread()
+                try:
+                    got = nogil_ops.run_program(self.program, addrs)
+                finally:
+                    gemm._release_one_thread()
+            else:
+                got = nogil_ops.run_program(self.program, addrs)
             if got != 0:        # (compiling, or bad input: its step raises the kernel's error)
                 return self._python(ins, False, "compiling" if got == nogil_ops.NOT_READY else "bad input")
             for s, buf in self.scalars:

@@ -10,6 +10,11 @@ bits of its op's kernel (``runtime/nogil_segments.py`` builds programs from a st
 
 - :data:`GEMM` ``c = op(a) @ op(b)``: MKL's ``cblas_sgemm`` on one thread, the call
   ``gemm.matmul`` makes for a product whose route is ``"one"`` and whose class chose ``"mkl1"``;
+- :data:`GEMM_OPENBLAS` the same product by NumPy's own OpenBLAS (the ILP64 ``cblas_sgemm`` of the
+  ``scipy-openblas64`` NumPy loads, ``rnn_gemm.openblas_gemm``), the call ``np.matmul`` makes for a
+  class whose one-thread library is ``"numpy1"`` (``gemm._numpy_serial``; the caller holds
+  OpenBLAS's count at one, ``gemm._hold_one_thread``); operands at one address with opposite
+  transposes (NumPy's ``syrk`` case) are reported as bad input;
 - :data:`ADD` ``out = x + y`` with ``y`` a row broadcast over ``x``'s rows (or ``x``'s shape as one
   row): ``np.add``'s elementwise sums (``AddV2``, its in-place variant) by ``nn_loops.bias_act``
   (in place on ``out``, ``x`` copied there first unless it is ``x``; 15 µs against ``np.add``'s 26
@@ -25,7 +30,10 @@ bits of its op's kernel (``runtime/nogil_segments.py`` builds programs from a st
   the row's number + 1 (the caller runs the step the Python way, which raises the kernel's error);
 - :data:`MEAN` a 1-D mean as ``reduce_kernels._mean`` takes it: NumPy's pairwise sum
   (``softmax_loops.pairwise_sum``, its ``add.reduce``), then over the count in float64, rounded to float32
-  (``reduce_kernels._mean``'s ``total / np.intp(n)`` promotes to float64).
+  (``reduce_kernels._mean``'s ``total / np.intp(n)`` promotes to float64);
+- :data:`APPLY` one variable's SGD update in place, ``w -= g * lr`` (``training_kernels._sgd_flat``),
+  or with momentum ``training_kernels._momentum_flat`` (``ResourceApplyKerasMomentum``'s loops, on
+  the storages the caller resolved, ``Variable._storage_for_update``).
 
 While the interpreter compiles (on a background thread, ``jit.njit_twin``) its twin answers
 :data:`NOT_READY` and the caller runs the steps as before.
@@ -43,14 +51,16 @@ from llvmlite import ir
 from numba.core import types
 from numba.extending import intrinsic
 
-from tensorweave.kernels.cpu import gemm, jit, nn_loops, reduce_kernels, softmax_loops, ufunc_loops
+from tensorweave.kernels.cpu import (gemm, jit, nn_loops, reduce_kernels, rnn_gemm, softmax_loops, training_kernels,
+                                     ufunc_loops)
 
 #: columns of a program row: opcode, three operand indexes, eight integers (a row of more
 #: operands puts the others in its last integers), and the address-table indexes of the library
-#: functions it calls (:data:`GEMM`: ``cblas_sgemm`` and ``MKL_Set_Num_Threads_Local``;
+#: functions it calls (:data:`GEMM`: ``cblas_sgemm`` and ``MKL_Set_Num_Threads_Local``; :data:`GEMM_OPENBLAS`: OpenBLAS's
+#: ``cblas_sgemm``;
 #: :data:`XENT`: NumPy's float32 ``exp`` loop and its data)
 WIDTH = 14
-GEMM, ADD, RELU, RELU_GRAD, COLSUM, MEAN, XENT = 1, 2, 3, 4, 5, 6, 7
+GEMM, ADD, RELU, RELU_GRAD, COLSUM, MEAN, XENT, GEMM_OPENBLAS, APPLY = 1, 2, 3, 4, 5, 6, 7, 8, 9
 #: what the twin returns while the interpreter compiles: run the steps the Python way
 NOT_READY = -1
 
@@ -78,6 +88,35 @@ def _int_pointer(width):
 
 #: the int32 and int64 pointers at an integer address (labels)
 _i32_ptr, _i64_ptr = _int_pointer(32), _int_pointer(64)
+
+
+@intrinsic
+def _gemm_ilp64(typingctx, fn, trans_a, trans_b, m, n, k, a, lda, b, ldb, c, ldc):
+    """``c = op(a) @ op(b)`` by the ILP64 ``cblas_sgemm`` at address ``fn`` (row-major, alpha 1,
+    beta 0; sizes as 64-bit integers), every operand an integer address or size."""
+    sig = types.void(*[types.int64] * 12)
+
+    def codegen(context, builder, signature, args):
+        i32, i64, real = ir.IntType(32), ir.IntType(64), ir.FloatType()
+        ptr = real.as_pointer()
+        fnty = ir.FunctionType(ir.VoidType(), [i32, i32, i32, i64, i64, i64, real, ptr, i64, ptr, i64, real, ptr, i64])
+        _, ta, tb, m, n, k, a, lda, b, ldb, c, ldc = args
+        builder.call(builder.inttoptr(args[0], fnty.as_pointer()),
+                     [ir.Constant(i32, _ROW_MAJOR), builder.trunc(ta, i32), builder.trunc(tb, i32), m, n, k,
+                      ir.Constant(real, 1.0), builder.inttoptr(a, ptr), lda, builder.inttoptr(b, ptr), ldb,
+                      ir.Constant(real, 0.0), builder.inttoptr(c, ptr), ldc])
+        return context.get_dummy_value()
+    return sig, codegen
+
+
+_ROW_MAJOR = 101
+
+
+def openblas_sgemm():
+    """The address of NumPy's OpenBLAS ILP64 ``cblas_sgemm`` (:data:`GEMM_OPENBLAS`'s), or None
+    (no OpenBLAS found, or an LP64 one)."""
+    found = rnn_gemm.openblas_gemm(np.float32)
+    return found[0] if found is not None and found[1] == rnn_gemm.ILP64 else None
 
 
 @jit.njit
@@ -150,6 +189,19 @@ def run_program(program, addrs):
             a, b, c = _f32(addrs[i0], m * k), _f32(addrs[i1], k * n), _f32(addrs[i2], m * n)
             gemm._call_threads(addrs[program[row, 13]], 1, addrs[program[row, 12]], d[0], d[1], m, n, k,
                                a, d[5], b, d[6], c, d[7])
+        elif op == GEMM_OPENBLAS:
+            if addrs[i0] == addrs[i1] and d[0] != d[1]:
+                return row + 1          # (NumPy would call syrk: not this call's bits)
+            _gemm_ilp64(addrs[program[row, 12]], d[0], d[1], d[2], d[3], d[4], addrs[i0], d[5], addrs[i1], d[6],
+                        addrs[i2], d[7])
+        elif op == APPLY:
+            # d: size, the momentum slot's index (-1: plain SGD), the momentum's (a float32 of its own), nesterov
+            n = d[0]
+            w, g, lr = _f32(addrs[i2], n), _f32(addrs[i0], n), _f32(addrs[i1], 1)[0]
+            if d[1] < 0:
+                training_kernels._sgd_flat(w, g, lr)
+            else:
+                training_kernels._momentum_flat(w, _f32(addrs[d[1]], n), g, lr, _f32(addrs[d[2]], 1)[0], d[3] != 0)
         elif op == ADD:
             rows, cols = d[0], d[1]
             out = _f32(addrs[i2], rows * cols)
