@@ -23,7 +23,7 @@ nothing measurable from it (within the load's noise either way) and do not set i
 """
 import numpy as np
 
-from tensorweave.kernels.cpu.jit import njit_twin
+from tensorweave.kernels.cpu.jit import njit, njit_twin
 
 
 def _add_rows(acc, d):
@@ -68,6 +68,23 @@ def grad_sums_twin(dy, x, mean, s1, s2):
     _add_rows(s2, g * (x.astype(np.float64) - mean))
 
 
+@njit(inline="always")
+def _add_group(s1, s2, c, g0, g1, g2, g3, x, i, mean):
+    """Channel ``c``'s gradient sums of rows ``i:i+4`` (``g0..g3``: their ``dy`` in float64):
+    ``s1[c] += (g0 + g1) + (g2 + g3)``, ``s2[c] +=`` the same grouping of ``g * (x - mean)``. The
+    one accumulation of the three ``grad_sums`` loops (inlined into each: numba's IR, no call)."""
+    s1[c] += (g0 + g1) + (g2 + g3)
+    s2[c] += ((g0 * (np.float64(x[i, c]) - mean[c]) + g1 * (np.float64(x[i + 1, c]) - mean[c]))
+              + (g2 * (np.float64(x[i + 2, c]) - mean[c]) + g3 * (np.float64(x[i + 3, c]) - mean[c])))
+
+
+@njit(inline="always")
+def _add_row(s1, s2, c, g, x, r, mean):
+    """:func:`_add_group` of one row ``r`` (the rows after the last group of four)."""
+    s1[c] += g
+    s2[c] += g * (np.float64(x[r, c]) - mean[c])
+
+
 @njit_twin(grad_sums_twin, noalias=True)
 def grad_sums(dy, x, mean, s1, s2):
     """``s1[c] += sum(dy[:, c])``, ``s2[c] += sum(dy[:, c] * (x[:, c] - mean[c]))`` in float64:
@@ -76,17 +93,12 @@ def grad_sums(dy, x, mean, s1, s2):
     i = 0
     while i + 4 <= m:
         for c in range(n):
-            g0, g1 = np.float64(dy[i, c]), np.float64(dy[i + 1, c])
-            g2, g3 = np.float64(dy[i + 2, c]), np.float64(dy[i + 3, c])
-            s1[c] += (g0 + g1) + (g2 + g3)
-            s2[c] += ((g0 * (np.float64(x[i, c]) - mean[c]) + g1 * (np.float64(x[i + 1, c]) - mean[c]))
-                      + (g2 * (np.float64(x[i + 2, c]) - mean[c]) + g3 * (np.float64(x[i + 3, c]) - mean[c])))
+            _add_group(s1, s2, c, np.float64(dy[i, c]), np.float64(dy[i + 1, c]), np.float64(dy[i + 2, c]),
+                       np.float64(dy[i + 3, c]), x, i, mean)
         i += 4
     for r in range(i, m):
         for c in range(n):
-            g = np.float64(dy[r, c])
-            s1[c] += g
-            s2[c] += g * (np.float64(x[r, c]) - mean[c])
+            _add_row(s1, s2, c, np.float64(dy[r, c]), x, r, mean)
 
 
 def scale_shift_twin(x, a, b, y):
@@ -159,15 +171,11 @@ def grad_sums_relu(g, f, x, mean, s1, s2):
             g1 = np.float64(g[i + 1, c] if f[i + 1, c] > 0 else zero)
             g2 = np.float64(g[i + 2, c] if f[i + 2, c] > 0 else zero)
             g3 = np.float64(g[i + 3, c] if f[i + 3, c] > 0 else zero)
-            s1[c] += (g0 + g1) + (g2 + g3)
-            s2[c] += ((g0 * (np.float64(x[i, c]) - mean[c]) + g1 * (np.float64(x[i + 1, c]) - mean[c]))
-                      + (g2 * (np.float64(x[i + 2, c]) - mean[c]) + g3 * (np.float64(x[i + 3, c]) - mean[c])))
+            _add_group(s1, s2, c, g0, g1, g2, g3, x, i, mean)
         i += 4
     for r in range(i, m):
         for c in range(n):
-            gv = np.float64(g[r, c] if f[r, c] > 0 else zero)
-            s1[c] += gv
-            s2[c] += gv * (np.float64(x[r, c]) - mean[c])
+            _add_row(s1, s2, c, np.float64(g[r, c] if f[r, c] > 0 else zero), x, r, mean)
 
 
 def input_grad_relu_twin(g, f, x, mean, a, b, k, dx):
@@ -223,15 +231,10 @@ def grad_sums_relu_select(g, f, x, dz, mean, s1, s2):
             d2 = g[i + 2, c] if f[i + 2, c] > 0 else zero
             d3 = g[i + 3, c] if f[i + 3, c] > 0 else zero
             dz[i, c], dz[i + 1, c], dz[i + 2, c], dz[i + 3, c] = d0, d1, d2, d3
-            g0, g1, g2, g3 = np.float64(d0), np.float64(d1), np.float64(d2), np.float64(d3)
-            s1[c] += (g0 + g1) + (g2 + g3)
-            s2[c] += ((g0 * (np.float64(x[i, c]) - mean[c]) + g1 * (np.float64(x[i + 1, c]) - mean[c]))
-                      + (g2 * (np.float64(x[i + 2, c]) - mean[c]) + g3 * (np.float64(x[i + 3, c]) - mean[c])))
+            _add_group(s1, s2, c, np.float64(d0), np.float64(d1), np.float64(d2), np.float64(d3), x, i, mean)
         i += 4
     for r in range(i, m):
         for c in range(n):
             d = g[r, c] if f[r, c] > 0 else zero
             dz[r, c] = d
-            gv = np.float64(d)
-            s1[c] += gv
-            s2[c] += gv * (np.float64(x[r, c]) - mean[c])
+            _add_row(s1, s2, c, np.float64(d), x, r, mean)
