@@ -58,8 +58,8 @@ def over_tiles(n, per_image_bytes, tile_bytes, run, blas=True, share=None):
     do not depend on the thread count. ``blas=False`` (``run`` calls no BLAS: the batch norm's
     compiled passes) leaves BLAS's thread count alone: setting it and restoring it took ~25 µs
     of the calling thread per call through ``threadpoolctl`` (issue 18 session 19). ``share``: the
-    threads to use instead of the intra-op count (at most one per core; ``conv_batch1.over_bands``:
-    the calling thread's share, ``gemm.threads_here``).
+    threads to use, already at most one per core, instead of the intra-op count capped at the
+    cores (``conv_batch1.over_bands``: the calling thread's share, ``gemm.threads_here``).
 
     A helper that has not started when this thread runs out of tiles is cancelled, not waited
     for: on a busy machine a woken helper often first runs a scheduler slice later, and this
