@@ -95,13 +95,14 @@ def test_over_tiles_cancels_a_helper_not_started_and_waits_for_a_started_one(mon
     assert pool.submitted == 1 and pool.waited == (1 if starts else 0)
 
 
-@pytest.mark.parametrize("blas", [True, False])
+@pytest.mark.parametrize("blas", [True, False, None])
 def test_blas_is_set_to_one_thread_only_where_asked(monkeypatch, blas):
     entered = []
     monkeypatch.setattr(threads, "single_threaded_blas", lambda: entered.append(1) or _nothing())
     _runtime(monkeypatch, _Pool(True))
-    tiles.over_tiles(4, 1, 1, lambda b0, b1, scratch: None, blas=blas)
-    assert entered == ([1] if blas else [])
+    asked = {} if blas is None else {"blas": blas}          # (None: the default, BLAS on one thread)
+    tiles.over_tiles(4, 1, 1, lambda b0, b1, scratch: None, **asked)
+    assert entered == ([] if blas is False else [1])
 
 
 class _nothing:
