@@ -28,6 +28,20 @@ def _forced(monkeypatch, route, x, f, b, padding, relu):
     return ck.conv_forward(x, f, [1, 1], [1, 1], padding, "NHWC", b, relu)
 
 
+def _rows_independent(x_shape, padding, c, o):
+    """Whether NumPy's stacked product gives the rows of the two bands' products (two cores) the
+    bits of the whole image's product: a property of the BLAS, not of the route. OpenBLAS's
+    SkylakeX kernels (the Intel machine) do; its Haswell kernels on the AMD EPYC of session 22 do
+    not (a row's sums are ordered by the product's height there), so the bands can only give the
+    batch route's values to rounding (issue 18, res26)."""
+    blk = cb.winograd._Blocks(x_shape, ((1, 1), (1, 1)) if padding == "SAME" else ((0, 0), (0, 0)))
+    v = RNG.standard_normal((36, blk.th * blk.tw, c)).astype(np.float32)
+    u = RNG.standard_normal((36, c, o)).astype(np.float32)
+    cut = -(-blk.th // 2) * blk.tw
+    bands = np.concatenate([np.matmul(v[:, :cut], u), np.matmul(v[:, cut:], u)], axis=1)
+    return bands.tobytes() == np.matmul(v, u).tobytes()
+
+
 @pytest.mark.parametrize("padding,relu,bias", [("VALID", True, True), ("SAME", False, True), ("SAME", True, False)])
 def test_the_bands_give_the_batch_routes_bits_and_the_reference(monkeypatch, padding, relu, bias):
     x, f, b = _case()
@@ -35,7 +49,11 @@ def test_the_bands_give_the_batch_routes_bits_and_the_reference(monkeypatch, pad
     monkeypatch.setattr(cb.threads, "cores", lambda: 2)          # two bands whatever the machine
     got = _forced(monkeypatch, "winograd_rows", x, f, b, padding, relu)
     batch = _forced(monkeypatch, "0", x, f, b, padding, relu)
-    assert got.shape == batch.shape and got.tobytes() == batch.tobytes()
+    assert got.shape == batch.shape
+    if _rows_independent(x.shape, padding, x.shape[-1], f.shape[-1]):
+        assert got.tobytes() == batch.tobytes()
+    else:
+        np.testing.assert_allclose(got, batch, rtol=1e-5, atol=1e-5)
     want = _reference(x, f, np.zeros(16, np.float32) if b is None else b, [1, 1], [1, 1], padding, relu and bias)
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
 
@@ -104,7 +122,7 @@ class _Pool:
 def test_a_helper_not_started_is_cancelled_and_a_started_one_waited_for(monkeypatch, starts):
     pool, ran = _Pool(starts), []
     monkeypatch.setattr(cb.gemm, "threads_here", lambda: 2)
-    monkeypatch.setattr(cb, "current_runtime", lambda: type("R", (), {"intra_op_pool": lambda self: pool})())
+    monkeypatch.setattr(cb.tiles, "current_runtime", lambda: type("R", (), {"intra_op_pool": lambda self: pool})())
     cb.over_bands(5, 2, lambda r0, r1, scratch: ran.append((r0, r1)))
     assert sorted(ran) == [(0, 2), (2, 4), (4, 5)]      # every band once: here, or on the helper
     assert len(pool.waited) == (1 if starts else 0)

@@ -26,14 +26,12 @@ The direct loop's sums run over the taps in raster order (then ``+ bias``, then 
 >>> y[0, 0].tolist()
 [9.0, 9.0]
 """
-import itertools
 import math
 import os
 import time
 
 import numpy as np
 
-from tensorweave.core.context import current_runtime
 from tensorweave.kernels import threads
 from tensorweave.kernels.cpu import conv_choice, conv_tiles, gemm, gemm_tuning, nn_loops, tiles, winograd
 from tensorweave.kernels.cpu.jit import njit_twin
@@ -185,33 +183,11 @@ def _winograd_rows(x, f, out, pads, bias, relu):
 
 
 def over_bands(n, rows, run):
-    """``run(r0, r1, scratch)`` over bands of ``rows`` of ``n`` rows, claimed one at a time by this
-    thread and the intra-op pool's helpers (as ``tiles.over_tiles``, which leaves BLAS alone here: the
-    bands' products are one-thread calls), except that a helper which
-    has not started when this thread runs out of bands is cancelled, not waited for. Why: a batch-1
-    layer's bands take ~100 µs each, and on a busy machine a helper woken for one often first runs
-    a scheduler slice later: this thread then did both bands and waited milliseconds for a helper
-    with nothing left to do (the cnn's second layer: 1.3 ms wall against 0.65 on one thread, load
-    13, issue 18 pred25). The threaded routes' row tiles run so too. Threads: the calling thread's
-    share (``gemm.threads_here``: the intra-op count, a rank's cap; 1 on a helper thread), all
-    bands here inside ``tiles.on_this_thread`` or a product's blocks."""
-    starts = range(0, n, rows)
-    helpers = min(gemm.threads_here() or 1, len(starts)) - 1
-    claims = itertools.count()      # next() on a count is atomic under the GIL
-
-    def worker():
-        scratch, i = {}, next(claims)
-        while i < len(starts):
-            run(starts[i], min(n, starts[i] + rows), scratch)
-            i = next(claims)
-    if helpers < 1 or getattr(tiles._here, "serial", False) or gemm.inside_blocks_here():
-        return worker()
-    pool = current_runtime().intra_op_pool()
-    late = [pool.submit(worker) for _ in range(helpers)]
-    worker()
-    for h in late:
-        if not h.cancel():          # started: it may be running a band
-            h.result()
+    """``run(r0, r1, scratch)`` over bands of ``rows`` of ``n`` rows: ``tiles.over_tiles`` without
+    touching BLAS (the bands' products are one-thread calls), on the calling thread's share of the
+    cores (``gemm.threads_here``: the intra-op count, a rank's cap; 1 on a helper thread). A helper
+    that has not started when this thread runs out of bands is cancelled there, not waited for."""
+    tiles.over_tiles(n, 1, rows, run, blas=False, share=gemm.threads_here() or 1)
 
 
 def _routes(x, f, pads, strides, dilations):

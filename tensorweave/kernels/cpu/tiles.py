@@ -43,7 +43,7 @@ def on_this_thread():
         _here.serial = was
 
 
-def over_tiles(n, per_image_bytes, tile_bytes, run, blas=True):
+def over_tiles(n, per_image_bytes, tile_bytes, run, blas=True, share=None):
     """Calls ``run(b0, b1, scratch)`` for tiles ``b0:b1`` of a batch of ``n`` images, as many
     per tile as fit ``tile_bytes`` at ``per_image_bytes`` each (at least one); ``scratch`` is a
     dict for buffers reused by one thread's tiles (see :func:`buffer`).
@@ -57,13 +57,21 @@ def over_tiles(n, per_image_bytes, tile_bytes, run, blas=True):
     ``run`` must write disjoint outputs per tile (or keep per-tile partials), so that results
     do not depend on the thread count. ``blas=False`` (``run`` calls no BLAS: the batch norm's
     compiled passes) leaves BLAS's thread count alone: setting it and restoring it took ~25 µs
-    of the calling thread per call through ``threadpoolctl`` (issue 18 session 19)."""
+    of the calling thread per call through ``threadpoolctl`` (issue 18 session 19). ``share``: the
+    threads to use, already at most one per core, instead of the intra-op count capped at the
+    cores (``conv_batch1.over_bands``: the calling thread's share, ``gemm.threads_here``).
+
+    A helper that has not started when this thread runs out of tiles is cancelled, not waited
+    for: on a busy machine a woken helper often first runs a scheduler slice later, and this
+    thread, having done every tile itself, then waited milliseconds for a helper with nothing
+    left to do (a batch-1 layer's ~100 µs bands: 1.3 ms wall against 0.65 on one thread, load
+    13, issue 18 pred25). A started helper may be running a tile: that one is waited for."""
     nb = max(1, min(n, tile_bytes // max(1, per_image_bytes)))
     starts = range(0, n, nb)
     # (one tile: no need to ask BLAS for its thread count, ~20 µs through threadpoolctl)
     # (inside gemm.blocks_here a product is out on the helper thread: the tiles stay here)
     nt = 1 if len(starts) <= 1 or getattr(_here, "serial", False) or gemm.inside_blocks_here() else \
-        min(threads.intra_op_threads(), threads.cores(), len(starts))
+        min(min(threads.intra_op_threads(), threads.cores()) if share is None else share, len(starts))
     if nt <= 1:
         scratch = {}
         for b0 in starts:
@@ -82,7 +90,8 @@ def over_tiles(n, per_image_bytes, tile_bytes, run, blas=True):
         helpers = [pool.submit(worker) for _ in range(nt - 1)]
         worker()
         for h in helpers:
-            h.result()
+            if not h.cancel():      # started: it may be running a tile
+                h.result()
 
 
 def buffer(scratch, key, shape, dtype, fill=None, axis=0):
