@@ -48,17 +48,38 @@ def test_either_threaded_way_winning_counts_and_one_thread_stays_the_incumbent(m
 @pytest.mark.parametrize("parts", [1, 2])
 def test_the_walks_runners_include_the_split_where_this_thread_may_split(monkeypatch, parts):
     monkeypatch.setattr(gemm, "split_parts", lambda: parts)
-    seen, real = [], gemm._run_split
-    monkeypatch.setattr(gemm, "_run_split", lambda *args: (seen.append(args), real(*args))[1])
+    seen, real = [], gemm.share_tasks
+    monkeypatch.setattr(gemm, "share_tasks", lambda tasks, n: (seen.append((len(tasks), n)), real(tasks, n))[1])
     runners = gemm._thread_runners(np.float32, 48)
     assert set(runners) == ({"serial", "threaded", "split"} if parts > 1 else {"serial", "threaded"})
-    for run in runners.values():
-        run()
-    if parts > 1:           # the split is the rung's product, in row blocks over ``parts`` threads
-        (axis, a, b, out, op_a, op_b, op_c, k, got_parts), = seen
-        assert (axis, a.shape, b.shape, out.shape, k, got_parts) == ("rows", (48, 48), (48, 48), (48, 48), 48, 2)
+    rng = np.random.default_rng(48)                 # the rung's operands, as _thread_runners draws them
+    a, b = rng.standard_normal((2, 48, 48)).astype(np.float32)
+    out = next(c.cell_contents for c in runners["serial"].__closure__ if c.cell_contents is not None
+               and isinstance(c.cell_contents, tuple))[12]
+    for name, run in runners.items():               # every way computes the rung's product
         out[:] = 0
-        runners["split"]()
-        np.testing.assert_allclose(out, a.astype(np.float64) @ b, rtol=1e-4, atol=1e-4)
-    else:
-        assert seen == []
+        run()
+        np.testing.assert_allclose(out, a.astype(np.float64) @ b, rtol=1e-4, atol=1e-4, err_msg=name)
+    assert seen == ([(2, 2)] if parts > 1 else [])   # the split: two row blocks over two threads
+
+
+@needs_serial
+@pytest.mark.parametrize("here,inside,walks", [(2, False, True), (1, False, False), (None, False, True),
+                                               (2, True, False)])
+def test_the_threshold_is_walked_only_from_a_thread_that_may_use_every_core(monkeypatch, here, inside, walks):
+    """A walk from inside a tiled region (the other core busy with the region's other tiles) saw threads
+    lose at every rung; such a thread takes the default for the call and leaves the threshold unwalked."""
+    walked = []
+    monkeypatch.setattr(gemm, "_serial_work", {})
+    monkeypatch.setattr(gemm, "_cores", lambda: 2)
+    monkeypatch.setattr(gemm, "threads_here", lambda: here)
+    monkeypatch.setattr(gemm, "inside_blocks_here", lambda: inside)
+
+    class Tuner:
+        def threshold(self, name, walk, default):
+            walked.append(name)
+            return 12345
+    monkeypatch.setattr(gemm, "tuner", lambda: Tuner())
+    got = gemm.serial_work(np.float32)
+    assert (got, walked) == ((12345, ["serial-ways:float32"]) if walks else (gemm_tuning.SERIAL_DEFAULT, []))
+    assert (np.dtype(np.float32) in gemm._serial_work) == walks     # a default is not kept for the process

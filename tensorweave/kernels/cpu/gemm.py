@@ -403,6 +403,14 @@ def serial_work(dtype=np.float32):
     if got is None:
         if dtype not in _gemm_serial or _cores() < 2:
             got = 0
+        elif (threads_here() or _cores()) < _cores() or inside_blocks_here():
+            # not walked from a thread that may not use every core (a tile's helper or the caller
+            # inside ``tiles.over_tiles``, a rank capped at one thread): the other core is busy
+            # with the region's other work, threads lose at every rung, and two such walks settled
+            # the AMD EPYC's threshold at the ladder's top (cnn's first product above the default
+            # ran inside its convolution's tiles, session 22). The default for this call; the
+            # first product on a thread that may use every core walks.
+            return gemm_tuning.SERIAL_DEFAULT
         else:
             got = tuner().threshold(f"serial-ways:{dtype.name}", lambda: gemm_tuning.serial_threshold(
                 functools.partial(_thread_runners, dtype)), gemm_tuning.SERIAL_DEFAULT)
@@ -546,9 +554,9 @@ def _cores():
 
 def _thread_runners(dtype, side):
     """``{"serial": run, "threaded": run, "split": run}`` of a ``side``-cubed product: MKL on one
-    thread, MKL on one thread per core, and row blocks of one-thread calls shared with the
-    runtime's helper threads (:func:`_run_split`, the split a threaded class may choose; only
-    where this thread may split, :func:`split_parts`). Both threaded ways are timed because
+    thread, MKL on one thread per core, and row blocks of MKL's one-thread call shared with the
+    runtime's helper threads (:func:`share_tasks`, as the split a threaded class may choose runs;
+    only where this thread may split, :func:`split_parts`). Both threaded ways are timed because
     either may be the one that wins: on an AMD EPYC (Zen 4, AVX2) MKL's own threads lost to its
     one thread at every rung (256³: 0.89-1.0 ms CPU against 0.55-0.67) while the split did not,
     and a walk timing MKL's threads alone settled every product up to 33.5 M multiply-adds on
@@ -567,9 +575,12 @@ def _thread_runners(dtype, side):
         return lambda: _call_threads(*args)
     runners = {"serial": on(1), "threaded": on(_cores())}
     parts = split_parts()
-    if parts > 1:
-        op = (_NO_TRANS, side)
-        runners["split"] = lambda: _run_split("rows", a, b, out, op, op, op, side, parts)
+    if parts > 1:                 # MKL's one-thread call per block, as "serial" (no class timed)
+        rows = -(-side // parts)
+        blocks = [functools.partial(_call_threads, set_local, 1, fn, _NO_TRANS, _NO_TRANS, min(rows, side - i),
+                                    side, side, a[i:i + rows], side, b, side, out[i:i + rows], side)
+                  for i in range(0, side, rows)]
+        runners["split"] = lambda: share_tasks(blocks, parts)
     return runners
 
 
