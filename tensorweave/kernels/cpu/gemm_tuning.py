@@ -403,7 +403,7 @@ class Watch:
         return self.crowded or others > MAX_OTHERS_SHARE * wall + tick_error()
 
 
-_timing = threading.local()      # .clock, .reps: the clock and block size of this thread's measure()
+_timing = threading.local()      # .clock, .reps: this thread's measure() clock and block size; .watch: its walk's look
 
 
 def _time_call(backend, run):
@@ -433,11 +433,11 @@ def _median(xs):
     return xs[mid] if len(xs) % 2 else 0.5 * (xs[mid - 1] + xs[mid])
 
 
-def measure(runners, clock=None, watch=None):
+def measure(runners, clock=None):
     """``{backend: [seconds of each timed call]}`` of each runner in ``runners``
     (``{backend: callable}``), after one untimed warm-up each (first-call costs: thread
-    start-up, page faults), timed in interleaved rounds; ``watch()``, where given, is called after
-    each round (a threshold walk's :meth:`Watch.look`).
+    start-up, page faults), timed in interleaved rounds; inside a :func:`serial_threshold` walk on
+    this thread, its :meth:`Watch.look` after each round.
 
     ``clock``: what a call is timed by (default wall time). Candidates that all run on the calling
     thread alone are timed by ``time.thread_time``: the CPU time of this thread does not grow
@@ -460,6 +460,7 @@ def measure(runners, clock=None, watch=None):
     15), and at load 11 the one-thread / two-thread ratio of a 64^3 product spread 8.4x over ten
     measurements by single calls against 1.3x by blocks (session 16)."""
     tick = clock or _clock
+    watch = getattr(_timing, "watch", None)
     call = {}               # seconds of a call: the warm-up's, then the first lead-in's
     for name, run in runners.items():
         t0 = tick()
@@ -480,7 +481,7 @@ def measure(runners, clock=None, watch=None):
                 _timing.reps = block_reps(call[name])
                 times[name].append(_time_call(name, run))
             if watch is not None:
-                watch()
+                watch()                 # (between rounds: its few µs are in no timed block)
     finally:
         _timing.clock = None
         _timing.reps = 1
@@ -540,10 +541,14 @@ def serial_threshold(runners_for, ladder=SERIAL_LADDER, work_of=lambda side: sid
     work = 2 * work_of(ladder[-1])
     _timing.ends = (work_of(min(ladder)), work)
     watch = Watch()
-    for side in sorted(ladder, reverse=True):
-        if pick(measure(runners_for(side), watch=watch.look), incumbent="serial")[0] == "serial":
-            break
-        work = work_of(side)
+    _timing.watch = watch.look
+    try:
+        for side in sorted(ladder, reverse=True):
+            if pick(measure(runners_for(side)), incumbent="serial")[0] == "serial":
+                break
+            work = work_of(side)
+    finally:
+        _timing.watch = None
     settled = not watch.disturbed()
     _timing.others_ms = watch.others_ms
     return work, settled
