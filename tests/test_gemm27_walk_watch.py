@@ -71,6 +71,19 @@ def test_a_runnable_thread_of_another_process_seen_at_any_look_disturbs_the_walk
     assert watch.disturbed() is True
 
 
+def test_a_runnable_thread_gone_at_the_second_read_does_not_disturb_the_walk(machine, monkeypatch):
+    """One of this process's own threads going to sleep between ``/proc/loadavg`` and its task list
+    reads as another process's for one read."""
+    reads = iter([True, False, False, True, True])
+    monkeypatch.setattr(gemm_tuning, "crowded", lambda: next(reads))
+    watch = gemm_tuning.Watch()
+    watch.look()
+    assert watch.crowded is False
+    watch.look()                                     # False: the second read is not made
+    watch.look()
+    assert watch.crowded is True
+
+
 def test_without_proc_stat_the_looks_alone_decide(machine):
     machine.busy = None
     watch = gemm_tuning.Watch()

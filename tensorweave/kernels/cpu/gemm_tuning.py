@@ -386,8 +386,11 @@ class Watch:
         self.start = (_clock(), _process_clock(), busy_seconds())
 
     def look(self):
-        """Notes whether another process's thread is runnable now (a few µs where none is)."""
-        self.crowded = self.crowded or crowded()
+        """Notes whether another process's thread is runnable now (a few µs where none is): seen
+        by two reads in a row, because a look comes right as the round's own threads (the split's
+        helper, MKL's spinning worker) go to sleep, and one of them runnable in ``/proc/loadavg``
+        but asleep by the time this process's threads are read counts as another process's."""
+        self.crowded = self.crowded or crowded() and crowded()
 
     def disturbed(self):
         """Whether the rest of the machine used the CPUs since the watch began (see the class);
