@@ -284,6 +284,13 @@ def test_a_walk_that_agrees_with_the_top_confirms_it_and_drops_a_challenger(monk
     assert entry["rewalks"] == 2 and "challenger" not in entry and entry["edge"] == "top"
 
 
+def test_a_walk_that_agrees_with_neither_becomes_the_challenger(monkeypatch, machine, path):
+    _top(path, challenger=64 ** 3, rewalks=1)
+    assert _process(path).threshold("serial-ways:float32", _walk(monkeypatch, machine, threads_win_from=192), 0) == TOP
+    entry = _on_disk(path)
+    assert entry["value"] == TOP and entry["challenger"] == 192 ** 3 and entry["rewalks"] == 2
+
+
 def test_a_disturbed_walk_again_changes_nothing(monkeypatch, machine, path):
     _top(path, challenger=96 ** 3, rewalks=1)
     busy = _walk(monkeypatch, machine, threads_win_from=96, others_at=(256,))

@@ -798,7 +798,7 @@ class Tuner:
         value, agreed, ms, ends, now, others_ms = default, False, 0.0, None, (None, False), None
         if walked:
             now, ends, ms, others_ms = self._walk(walk)
-            if type(earlier) is int and now[1]:
+            if type(earlier) is int:
                 value, agreed = agree((earlier, True), now, default)
         settled = agreed and quiet() and spare_core()
         entry = self.thresholds[name] = {"value": int(value), "settled": settled, "ms": ms}
