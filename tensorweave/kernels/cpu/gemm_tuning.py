@@ -362,8 +362,8 @@ MAX_OTHERS_SHARE = 0.25
 
 class Watch:
     """Whether other processes used the CPUs while a walk ran (:meth:`disturbed`): one of its looks
-    (:meth:`look`, after every timed round) found another process's thread runnable
-    (:func:`crowded`), or the CPUs' busy time over the walk (:func:`busy_seconds`) exceeded this
+    (:meth:`look`, after every timed round) found another process's thread runnable (:func:`crowded`,
+    two reads in a row), or the CPUs' busy time over the walk (:func:`busy_seconds`) exceeded this
     process's own CPU time by more than :data:`MAX_OTHERS_SHARE` of the walk's wall time, beyond
     :func:`tick_error`. Under ``TW_TUNING_RUNQUEUE=0`` other processes are not looked at
     (:data:`RUNQUEUE`): never disturbed.
