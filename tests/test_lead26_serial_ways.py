@@ -50,12 +50,9 @@ def test_the_walks_runners_include_the_split_where_this_thread_may_split(monkeyp
     monkeypatch.setattr(gemm, "split_parts", lambda: parts)
     seen, real = [], gemm.share_tasks
     monkeypatch.setattr(gemm, "share_tasks", lambda tasks, n: (seen.append((len(tasks), n)), real(tasks, n))[1])
-    runners = gemm._thread_runners(np.float32, 48)
+    a, b, out = gemm._rung_operands(np.float32, 48)
+    runners = gemm._thread_runners(np.float32, 48, (a, b, out))
     assert set(runners) == ({"serial", "threaded", "split"} if parts > 1 else {"serial", "threaded"})
-    rng = np.random.default_rng(48)                 # the rung's operands, as _thread_runners draws them
-    a, b = rng.standard_normal((2, 48, 48)).astype(np.float32)
-    out = next(c.cell_contents for c in runners["serial"].__closure__ if c.cell_contents is not None
-               and isinstance(c.cell_contents, tuple))[12]
     for name, run in runners.items():               # every way computes the rung's product
         out[:] = 0
         run()

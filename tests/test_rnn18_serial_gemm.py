@@ -50,10 +50,13 @@ def test_a_rung_under_the_threshold_where_threads_lose_again_stops_the_descent(m
     assert timed == [256, 192]
 
 
-def test_unsettled_rung_makes_the_threshold_unsettled(monkeypatch):
+def test_an_unsettled_rung_stops_the_walk_there_without_unsettling_it(monkeypatch):
+    """(Session 23) the rung where the fastest call and the median disagree is the crossover's: one
+    thread keeps it and the walk ends there, settled; a walk is unsettled where other processes used
+    the CPUs while it ran (tests/test_gemm27_walk_watch.py)."""
     calls = iter([1.0, 9.0, 9.0, 9.0] * 100)     # threaded's fastest call wins, its median loses
     monkeypatch.setattr(gemm_tuning, "_time_call", lambda variant, run: next(calls) if variant == "threaded" else 2.0)
-    assert gemm_tuning.serial_threshold(_runners_for, ladder=(32,))[1] is False
+    assert gemm_tuning.serial_threshold(_runners_for, ladder=(32,)) == (2 * 32 ** 3, True)
 
 
 def test_threshold_is_cached_per_machine(monkeypatch, tmp_path):

@@ -552,8 +552,22 @@ def _cores():
     return threads.cores()
 
 
-def _thread_runners(dtype, side):
-    """``{"serial": run, "threaded": run, "split": run}`` of a ``side``-cubed product: MKL on one
+def _rung_operands(dtype, side):
+    """``(a, b, out)`` of the one-thread threshold's ``side``-cubed rung (:func:`_thread_runners`):
+    seeded operands and the output every way writes.
+
+    >>> a, b, out = _rung_operands(np.float32, 4)
+    >>> a.shape, b.shape, out.shape, out.dtype.name
+    ((4, 4), (4, 4), (4, 4), 'float32')
+    """
+    rng = np.random.default_rng(side)
+    a, b = rng.standard_normal((2, side, side)).astype(np.dtype(dtype))
+    return a, b, np.empty((side, side), np.dtype(dtype))
+
+
+def _thread_runners(dtype, side, operands=None):
+    """``{"serial": run, "threaded": run, "split": run}`` of a ``side``-cubed product ``a @ b`` into
+    ``out`` (``operands``, :func:`_rung_operands` where None): MKL on one
     thread, MKL on one thread per core, and row blocks of MKL's one-thread call shared with the
     runtime's helper threads (:func:`share_tasks`, as the split a threaded class may choose runs;
     only where this thread may split, :func:`split_parts`). Both threaded ways are timed because
@@ -561,10 +575,8 @@ def _thread_runners(dtype, side):
     one thread at every rung (256³: 0.89-1.0 ms CPU against 0.55-0.67) while the split did not,
     and a walk timing MKL's threads alone settled every product up to 33.5 M multiply-adds on
     one thread, so the mlp's and the encoder's products never used the second core (session 22)."""
-    rng = np.random.default_rng(side)
     dtype = np.dtype(dtype)
-    a, b = rng.standard_normal((2, side, side)).astype(dtype)
-    out = np.empty((side, side), dtype)
+    a, b, out = operands or _rung_operands(dtype, side)
     fn = _gemm[dtype].args[-1]
     set_local = _gemm_serial[dtype].args[0]
 

@@ -22,10 +22,12 @@ process, at most :data:`MAX_RETIMES` times; :meth:`Tuner.backend`). Why: the cac
 7,574 µs against 875 on one for a 128-stack, a neighbour's burst under a load average of 0.9) and
 its transformer step cost 30 ms of CPU against 23 with a file timed that hour (issue 18, tune25).
 
-The same file keeps *thresholds* measured once per machine: ``serial:<dtype>``, the product
+The same file keeps *thresholds* measured once per machine: ``serial-ways:<dtype>``, the product
 size under which one GEMM thread beats all of them (:func:`serial_threshold`), and
 ``split-pass:bytes`` (``split_passes.py``), each kept once walks of two processes agree
-(:meth:`Tuner.threshold`, :func:`agree`).
+(:meth:`Tuner.threshold`, :func:`agree`), a walk counting only where nothing else used the CPUs
+while it ran (:class:`Watch`); one kept at its ladder's top is walked again by later quiet
+processes.
 
 Choices live in one JSON file (``$TW_TUNING_CACHE``, else ``$XDG_CACHE_HOME/tensorweave/`` or
 ``~/.cache/tensorweave/gemm-tuning.json``), keyed by the CPU model, the core count and both
@@ -62,6 +64,8 @@ MAX_TRIES = 4
 #: (:func:`stolen`), over at least MIN_TICKS clock ticks of all CPUs together (0.1 s on two)
 MAX_STEAL, MIN_TICKS = 0.10, 20
 STAT_FILE = "/proc/stat"
+#: ``/proc/stat``'s clock ticks per second (``USER_HZ``)
+TICKS_PER_S = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 #: its fourth field: runnable threads now / all threads (a few bytes to read, against /proc/stat's kilobytes)
 LOADAVG_FILE = "/proc/loadavg"
 #: the cache's format: 2 adds each timing's conditions (:func:`conditions`); a file of another
@@ -76,8 +80,9 @@ MAX_OTHERS_PER_CORE = 0.25
 #: quiet processes that may time a noisy entry again before it stands for the machine
 MAX_RETIMES = 3
 #: ``TW_TUNING_RUNQUEUE=0``: other processes' runnable threads are not looked at (:func:`others_running`
-#: is 0; the load average and steal alone say :func:`quiet`): where ``/proc/loadavg`` counts a whole host's
-#: threads (a container), and in the test suite, whose choices must not depend on its neighbours
+#: is 0; the load average and steal alone say :func:`quiet`), nor their CPU time during a walk
+#: (:class:`Watch`): where ``/proc/loadavg`` and ``/proc/stat`` count a whole host (a container), and in
+#: the test suite, whose choices must not depend on its neighbours
 RUNQUEUE = os.environ.get("TW_TUNING_RUNQUEUE", "1").strip() != "0"
 INCUMBENT = "mkl"
 #: sides of the square products timed for a serial threshold (32 K .. 16.8 M multiply-adds)
@@ -283,9 +288,9 @@ def spare_core():
         return not stolen()
 
 
-def _cpu_jiffies():
-    """``(total, steal)``: the CPUs' time and the part the hypervisor gave other guests, in clock
-    ticks since boot (``/proc/stat``'s ``cpu`` line), or None where there is no such file."""
+def _cpu_ticks():
+    """``/proc/stat``'s ``cpu`` line: user nice system idle iowait irq softirq steal, in clock
+    ticks of all CPUs together since boot, or None where there is no such file."""
     try:
         with open(STAT_FILE, "rb") as f:
             fields = f.readline().split()
@@ -293,8 +298,28 @@ def _cpu_jiffies():
         return None
     if len(fields) < 9 or fields[0] != b"cpu":
         return None
-    ticks = [int(v) for v in fields[1:9]]   # user nice system idle iowait irq softirq steal
-    return sum(ticks), ticks[7]
+    return [int(v) for v in fields[1:9]]
+
+
+def _cpu_jiffies():
+    """``(total, steal)``: the CPUs' time and the part the hypervisor gave other guests, in clock
+    ticks since boot (``/proc/stat``'s ``cpu`` line), or None where there is no such file."""
+    ticks = _cpu_ticks()
+    return None if ticks is None else (sum(ticks), ticks[7])
+
+
+def busy_seconds():
+    """The CPUs' busy time since boot, all CPUs together, in seconds: ``/proc/stat``'s ticks but
+    idle and iowait (steal counts: the hypervisor's other guests had the CPU), or None where there
+    is no such file. Counted in clock ticks, so any interval's figure is off by up to one tick
+    per CPU (:func:`tick_error`)."""
+    ticks = _cpu_ticks()
+    return None if ticks is None else (sum(ticks) - ticks[3] - ticks[4]) / TICKS_PER_S
+
+
+def tick_error():
+    """Seconds by which an interval's :func:`busy_seconds` may be off: one clock tick per CPU."""
+    return (os.cpu_count() or 1) / TICKS_PER_S
 
 
 def stolen():
@@ -326,7 +351,62 @@ def _clock():
     return time.perf_counter()
 
 
-_timing = threading.local()      # .clock, .reps: the clock and block size of this thread's measure()
+def _process_clock():
+    return time.process_time()
+
+
+#: a walk is disturbed where the rest of the machine (other processes, the hypervisor's other
+#: guests) used more than this share of one core while it ran, beyond :func:`tick_error`
+MAX_OTHERS_SHARE = 0.25
+
+
+class Watch:
+    """Whether other processes used the CPUs while a walk ran (:meth:`disturbed`): one of its looks
+    (:meth:`look`, after every timed round) found another process's thread runnable (:func:`crowded`,
+    two reads in a row), or the CPUs' busy time over the walk (:func:`busy_seconds`) exceeded this
+    process's own CPU time by more than :data:`MAX_OTHERS_SHARE` of the walk's wall time, beyond
+    :func:`tick_error`. Under ``TW_TUNING_RUNQUEUE=0`` other processes are not looked at
+    (:data:`RUNQUEUE`): never disturbed.
+
+    Why during the walk, not only before and after it (:func:`quiet`, :func:`spare_core`): a walk
+    times one thread against every core's, and another process on the other core for part of it
+    makes the threads lose at the rungs it overlaps. On the AMD EPYC of issue 18 session 22 walks
+    made while a benchmark's processes ran ended at the ladder's top (threads slower at every
+    rung) on a machine that looked quiet before and after, and two such walks settled the
+    one-thread threshold there: every product of the mlp and the encoder ran on one core.
+
+    >>> watch = Watch()
+    >>> watch.look(); watch.disturbed() in (True, False)
+    True
+    """
+
+    def __init__(self):
+        self.crowded = False
+        self.others_ms = None
+        self.start = (_clock(), _process_clock(), busy_seconds())
+
+    def look(self):
+        """Notes whether another process's thread is runnable now (a few µs where none is): seen
+        by two reads in a row, because a look comes right as the round's own threads (the split's
+        helper, MKL's spinning worker) go to sleep, and one of them runnable in ``/proc/loadavg``
+        but asleep by the time this process's threads are read counts as another process's."""
+        self.crowded = self.crowded or crowded() and crowded()
+
+    def disturbed(self):
+        """Whether the rest of the machine used the CPUs since the watch began (see the class);
+        leaves the CPU seconds it used, in ms, in ``others_ms`` (None without ``/proc/stat``)."""
+        if not RUNQUEUE:
+            return False
+        self.look()
+        busy, wall, own = busy_seconds(), _clock() - self.start[0], _process_clock() - self.start[1]
+        if busy is None or self.start[2] is None:
+            return self.crowded
+        others = busy - self.start[2] - own
+        self.others_ms = round(others * 1e3, 1)
+        return self.crowded or others > MAX_OTHERS_SHARE * wall + tick_error()
+
+
+_timing = threading.local()      # .clock, .reps: this thread's measure() clock and block size; .watch: its walk's look
 
 
 def _time_call(backend, run):
@@ -359,7 +439,8 @@ def _median(xs):
 def measure(runners, clock=None):
     """``{backend: [seconds of each timed call]}`` of each runner in ``runners``
     (``{backend: callable}``), after one untimed warm-up each (first-call costs: thread
-    start-up, page faults), timed in interleaved rounds.
+    start-up, page faults), timed in interleaved rounds; inside a :func:`serial_threshold` walk on
+    this thread, its :meth:`Watch.look` after each round.
 
     ``clock``: what a call is timed by (default wall time). Candidates that all run on the calling
     thread alone are timed by ``time.thread_time``: the CPU time of this thread does not grow
@@ -382,6 +463,7 @@ def measure(runners, clock=None):
     15), and at load 11 the one-thread / two-thread ratio of a 64^3 product spread 8.4x over ten
     measurements by single calls against 1.3x by blocks (session 16)."""
     tick = clock or _clock
+    watch = getattr(_timing, "watch", None)
     call = {}               # seconds of a call: the warm-up's, then the first lead-in's
     for name, run in runners.items():
         t0 = tick()
@@ -401,6 +483,8 @@ def measure(runners, clock=None):
                     call[name] = tick() - t0
                 _timing.reps = block_reps(call[name])
                 times[name].append(_time_call(name, run))
+            if watch is not None:
+                watch()                 # (between rounds: its few µs are in no timed block)
     finally:
         _timing.clock = None
         _timing.reps = 1
@@ -435,9 +519,18 @@ def serial_threshold(runners_for, ladder=SERIAL_LADDER, work_of=lambda side: sid
     ways besides one thread); from the largest side down, the threshold falls to each side where
     any threaded way wins by :data:`MARGIN` (one thread
     is the incumbent: it also leaves the other core to the rest of the process). Where threads
-    never win, every product up to twice the largest timed one runs on one thread. Settled when
-    every rung's median and fastest call agreed. ``work_of(rung)``: the size a rung stands for
-    (a product's multiply-adds by default; ``split_passes`` times elementwise passes by bytes).
+    never win, every product up to twice the largest timed one runs on one thread.
+    ``work_of(rung)``: the size a rung stands for (a product's multiply-adds by default;
+    ``split_passes`` times elementwise passes by bytes).
+
+    Settled where the rest of the machine left the CPUs alone while the walk ran (:class:`Watch`,
+    looked at after every timed round); its CPU milliseconds are left for the caller
+    (:func:`walk_others_ms`). A rung whose median and fastest call disagree stops the walk (one
+    thread, the incumbent, keeps it) without unsettling it: that is the crossover's rung, where the
+    ways are within noise of each other, so the walk's answer is good to that rung (two processes'
+    walks one rung apart :func:`agree`). Before session 23 such a tie unsettled the walk and the
+    :meth:`Tuner.threshold` of two processes counted it as a disagreement: the AMD EPYC's walks of
+    64³ and 96³ spent :data:`MAX_TRIES` without settling.
 
     The walk's two ends, ``(threads won on every rung, threads won on none)``, are left for
     :meth:`Tuner.threshold` on the calling thread (:func:`walk_ends`): a threshold settled at one
@@ -448,15 +541,26 @@ def serial_threshold(runners_for, ladder=SERIAL_LADDER, work_of=lambda side: sid
     >>> work in (8, 64, 128) and walk_ends()
     (8, 128)
     """
-    work, settled = 2 * work_of(ladder[-1]), True
+    work = 2 * work_of(ladder[-1])
     _timing.ends = (work_of(min(ladder)), work)
-    for side in sorted(ladder, reverse=True):
-        choice, ok = pick(measure(runners_for(side)), incumbent="serial")
-        settled = settled and ok
-        if choice == "serial":
-            break
-        work = work_of(side)
+    watch = Watch()
+    _timing.watch = watch.look
+    try:
+        for side in sorted(ladder, reverse=True):
+            if pick(measure(runners_for(side)), incumbent="serial")[0] == "serial":
+                break
+            work = work_of(side)
+    finally:
+        _timing.watch = None
+    settled = not watch.disturbed()
+    _timing.others_ms = watch.others_ms
     return work, settled
+
+
+def walk_others_ms():
+    """CPU ms the rest of the machine used during the last :func:`serial_threshold` walk on this
+    thread (:class:`Watch`), or None."""
+    return getattr(_timing, "others_ms", None)
 
 
 def walk_ends():
@@ -523,9 +627,10 @@ def settle_when_two_agree(measure_once, default, factor=AGREE_FACTOR):
     return agree(first, second, default, factor) + (ms,)
 
 
-def _retimes(entry):
-    """How many times a quiet process timed ``entry``'s class again (0 where not a count)."""
-    count = entry.get("retimes", 0)
+def _retimes(entry, field="retimes"):
+    """How many times quiet processes timed ``entry``'s class again (``field``: ``rewalks`` for a
+    threshold walked again); 0 where none, :data:`MAX_RETIMES` where not a count."""
+    count = entry.get(field, 0)
     return count if type(count) is int and count >= 0 else MAX_RETIMES
 
 
@@ -544,6 +649,7 @@ class Tuner:
     def __init__(self, path, key, backends):
         self.path, self.key, self.backends = path, key, frozenset(backends)
         self.retimed = set()    # noisy classes this process has timed again (once each)
+        self.rewalked = set()   # top-edge thresholds this process has walked again (once each)
         self.choices = self._read()
         self.thresholds = self._read("thresholds")
 
@@ -674,33 +780,77 @@ class Tuner:
         On a busy machine (not :func:`quiet`, or no :func:`spare_core`) nothing is timed: the
         process takes ``default`` (at load 12 on two cores one walk took 110-200 ms, its threaded
         calls waiting for descheduled threads, and its answer, threads losing everywhere, could not
-        be kept anyway). A threshold settled at an end of its walk's ladder is flagged there
-        (``edge``, :func:`edge`). Bounded: a
-        walk that disagrees with the one left before counts a try (``tries``); after
-        :data:`MAX_TRIES` of them the default stands for the machine and no process walks again (a
-        cold process pays one walk, tens of ms, and only until the machine settles or gives up)."""
+        be kept anyway). A walk that does not settle (:func:`serial_threshold`'s: the rest of the
+        machine used the CPUs while it ran) is no evidence: it is left out of the file and spends
+        no try (a walk left records the others' CPU ms, ``others_ms``, where known). A threshold settled
+        at an end of its walk's ladder is flagged there (``edge``, :func:`edge`); one at the top
+        (threads lost on every rung, which load elsewhere also produces) is walked again by later
+        quiet processes (:meth:`_walk_again`). Bounded: a walk that disagrees with the one left
+        before counts a try (``tries``); after :data:`MAX_TRIES` of them the default stands for
+        the machine and no process walks again (a cold process pays one walk, tens of ms, and only
+        until the machine settles or gives up)."""
         entry = self.thresholds.get(name)
-        if entry is None:
-            left = self._tries().get(name, {})
-            tries, earlier = left.get("tries", 0), left.get("walk")
-            walked = quiet() and spare_core() and tries < MAX_TRIES
-            value, agreed, ms = default, False, 0.0
-            ends = None
-            if walked:
-                t0 = _clock()
-                _timing.ends = None
-                now = walk()
-                ends = walk_ends()
-                ms = round((_clock() - t0) * 1e3, 2)
-                if type(earlier) is int:
-                    value, agreed = agree((earlier, True), now, default)
-            settled = agreed and quiet() and spare_core()
-            entry = self.thresholds[name] = {"value": int(value), "settled": settled, "ms": ms}
-            if settled and edge(value, ends):
-                entry["edge"] = edge(value, ends)
-            if walked and not agreed:
-                entry["tries"] = tries + (type(earlier) is int)
-                entry["walk"] = int(now[0]) if now[1] else earlier
-            if entry["settled"] or walked:
-                self._write()
+        if entry is not None:
+            return self._walk_again(name, entry, walk)
+        left = self._tries().get(name, {})
+        tries, earlier = left.get("tries", 0), left.get("walk")
+        walked = quiet() and spare_core() and tries < MAX_TRIES
+        value, agreed, ms, ends, now, others_ms = default, False, 0.0, None, (None, False), None
+        if walked:
+            now, ends, ms, others_ms = self._walk(walk)
+            if type(earlier) is int:
+                value, agreed = agree((earlier, True), now, default)
+        settled = agreed and quiet() and spare_core()
+        entry = self.thresholds[name] = {"value": int(value), "settled": settled, "ms": ms}
+        if settled and edge(value, ends):
+            entry["edge"] = edge(value, ends)
+        if walked and not agreed:
+            entry["tries"] = tries + (type(earlier) is int and now[1])
+            entry["walk"] = int(now[0]) if now[1] else earlier
+            if others_ms is not None:
+                entry["others_ms"] = others_ms
+        if entry["settled"] or walked:
+            self._write()
         return entry["value"]
+
+    def _walk(self, walk):
+        """``(walk(), its ends, ms, the others' CPU ms)`` (:func:`walk_ends`, :func:`walk_others_ms`:
+        None for a walk that is no :func:`serial_threshold`)."""
+        t0 = _clock()
+        _timing.ends = _timing.others_ms = None
+        now = walk()
+        return now, walk_ends(), round((_clock() - t0) * 1e3, 2), walk_others_ms()
+
+    def _walk_again(self, name, entry, walk):
+        """The settled threshold ``entry``'s value, after walking it again where it lies at its
+        ladder's top (``edge: "top"``), the machine is quiet with a core to spare, this process has
+        not walked it again yet, and fewer than :data:`MAX_RETIMES` processes have (``rewalks``).
+        Why: threads losing on every rung is also what load from other processes during the walks
+        gives, and before session 23 nothing looked during a walk (:class:`Watch`): the AMD EPYC's
+        file kept ``serial-ways:float32`` at the top from two walks made while a benchmark ran, and
+        the mlp's and the encoder's products ran on one core. A settled walk that :func:`agree` s
+        with the value confirms it; one that does not is left as ``challenger``, and the next such
+        walk that agrees with the challenger settles both walks' value in its place. A disturbed
+        walk changes nothing and spends nothing."""
+        rewalks = _retimes(entry, "rewalks")
+        if (entry.get("edge") != "top" or name in self.rewalked or rewalks >= MAX_RETIMES
+                or not (quiet() and spare_core())):
+            return entry["value"]
+        self.rewalked.add(name)
+        now, ends, ms, _ = self._walk(walk)
+        if not (now[1] and quiet() and spare_core()):
+            return entry["value"]
+        again = {**entry, "rewalks": rewalks + 1}
+        challenger = entry.get("challenger")
+        if agree((entry["value"], True), now, None)[1]:
+            again.pop("challenger", None)
+        elif type(challenger) is int and agree((challenger, True), now, None)[1]:
+            value = agree((challenger, True), now, None)[0]
+            again = {"value": int(value), "settled": True, "ms": ms, "rewalks": rewalks + 1}
+            if edge(value, ends):
+                again["edge"] = edge(value, ends)
+        else:
+            again["challenger"] = int(now[0])
+        self.thresholds[name] = again
+        self._write()
+        return again["value"]
