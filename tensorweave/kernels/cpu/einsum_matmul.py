@@ -201,66 +201,78 @@ def _in_order(a, b, sa, sb, so, plan):
     return a2, _matrices(b, sb, (), inner, right, size)[0], tuple(size[c] for c in so)
 
 
-#: this process's 2-D product classes under ``gemm.serial_work`` (tuples) -> "one" or "rows"
+#: this process's 2-D products by geometry (operands' shapes, strides, dtype; split parts) -> ``(way,
+#: gemm._product's geometry)``: way "one" or "rows" (:func:`one_or_rows`), or "route" (not a
+#: product with the choice): one dict lookup a call once known (the checks cost ~10 µs a product)
 _rows_chosen = {}
 
 
 def one_or_rows(a2, b2, after=None):
     """``y2 = a2 @ b2``, a new C-contiguous array (then ``after(y2, i, j)`` over blocks of its
-    rows, when given) on the way its class measured faster: ``"one"``, ``gemm.matmul``'s own route, or ``"rows"``, blocks of rows
-    each a one-thread product shared with the intra-op threads (``gemm._run_split``), each block's
-    ``after`` on its thread. Only a product ``gemm.route`` sends to one thread for its size (under
-    ``gemm.serial_work``, at least ``2 * gemm.MIN_PART`` rows, with a second thread to be had) has
-    the choice; the rest take their route, ``after`` over every row after it.
+    rows, when given) on the way its class measured faster: ``"one"``, ``gemm.matmul``'s own
+    route, or ``"rows"``, blocks of rows each a one-thread product shared with the intra-op threads
+    (``gemm._run_split``), each block's ``after`` on its thread. Only a product ``gemm.route`` sends
+    to one thread for its size (under ``gemm.serial_work``, at least ``2 * gemm.MIN_PART`` rows,
+    with a second thread to be had) has the choice; the rest take their route, ``after`` over every
+    row after it.
 
     Why: ``gemm.serial_work`` is one threshold for every shape, walked on square products against
     MKL's threads; on the AMD EPYC it settled at its ladder's top (33.5 M multiply-adds), so
-    ``encoder2_predict``'s products (8-25 M: the Q/K/V group, the output projection, the FFN) and the
-    transformer step's ran on one core, the other idle (issue 18, enc26). Whether the split pays for
-    a class is its own timing's to say (``einsum-rows:<class>,p<parts>`` in the GEMM tuner's file:
-    on a quiet machine, the own-core probe, as ``gemm._threaded_choice``'s), "one" untimed under
-    load. Inside ``gemm.blocks_here`` (a product deferred beside another, ``runtime/overlap.py``) a
-    class that chose the split runs its blocks on this thread: the bits of a class do not depend on
-    where it runs."""
-    (m, k), n = a2.shape, b2.shape[1]
+    ``encoder2_predict``'s products (8-25 M: the Q/K/V group, the output projection, the FFN) and
+    the transformer step's ran on one core, the other idle (issue 18, enc26). Whether the split
+    pays for a class is its own timing's to say (``einsum-rows:<class>,p<parts>`` in the GEMM
+    tuner's file: on a quiet machine, with the own-core probe, as ``gemm._threaded_choice``'s),
+    "one" untimed under load. Inside ``gemm.blocks_here`` (a product deferred beside another,
+    ``runtime/overlap.py``) a class that chose the split runs its blocks on this thread: the bits
+    of a class do not depend on where it runs."""
+    m = a2.shape[0]
     parts = gemm.split_parts()
-    geometry = gemm._product(a2, b2) if parts > 1 and m >= 2 * gemm.MIN_PART and a2.flags.aligned \
-        and b2.flags.aligned else False
-    if geometry is not False and gemm.route(a2.dtype, m, n, k) == "one":
-        op_a, op_b, seen = geometry[0], geometry[1], geometry[5]
-        y2 = np.empty((m, n), a2.dtype)
-        then = None if after is None else (lambda i, j: after(y2, i, j))
-
-        def rows():
-            gemm._run_split("rows", a2, b2, y2, op_a, op_b, (gemm._NO_TRANS, n), k, parts, then)
-
-        def one():
-            gemm.matmul(a2, b2, out=y2)
-            if after is not None:
-                after(y2, 0, m)
-        runners = {"one": one, "rows": rows}
-        runners[_rows_way(seen + (parts,), a2.dtype, op_a, op_b, (m, n, k), runners)]()
-        return y2
+    if parts > 1:
+        key = (a2.shape, a2.strides, b2.shape, b2.strides, a2.dtype.char, parts)
+        known = _rows_chosen.get(key)
+        if known is None:
+            known = _rows_chosen[key] = _first_way(a2, b2, parts, after)
+        if known[0] == "rows":
+            y2 = np.empty((m, b2.shape[1]), a2.dtype)
+            _rows(a2, b2, y2, known[1], parts, after)
+            return y2
     y2 = gemm.matmul(a2, b2)
     if after is not None:
         after(y2, 0, m)
     return y2
 
 
-def _rows_way(key, dtype, op_a, op_b, mnk, runners):
-    """:func:`one_or_rows`' choice for the class of ``key`` (the product's shape class and its
-    parts): this process's, the tuning file's, or timed now with ``runners`` (a quiet machine, not
-    inside ``gemm.blocks_here``); "one" otherwise."""
-    got = _rows_chosen.get(key)
-    if got is None:
-        cls = "einsum-rows:" + gemm_tuning.shape_class(*mnk, dtype.name, op_a[0] == gemm._TRANS,
-                                                       op_b[0] == gemm._TRANS) + f",p{key[-1]}"
-        can_time = not gemm.inside_blocks_here() and gemm_tuning.quiet()
-        got = gemm._cached_threaded(cls, can_time)
-        if got is None:
-            got = gemm.timed_choice(cls, runners, "one", runners["one"]) if can_time else "one"
-        _rows_chosen[key] = got
-    return got
+def _rows(a2, b2, y2, geometry, parts, after):
+    """``y2 = a2 @ b2`` split by rows (``gemm._run_split``), ``after`` on each block's thread."""
+    op_a, op_b, _, n, k, _ = geometry
+    gemm._run_split("rows", a2, b2, y2, op_a, op_b, (gemm._NO_TRANS, n), k, parts,
+                    None if after is None else (lambda i, j: after(y2, i, j)))
+
+
+def _first_way(a2, b2, parts, after):
+    """:func:`one_or_rows`' ``(way, geometry)`` for a new geometry: "route" where the product has no
+    choice; else its class's way: the tuning file's, or timed now (a quiet machine, not inside
+    ``gemm.blocks_here``), "one" otherwise."""
+    (m, k), n = a2.shape, b2.shape[1]
+    geometry = gemm._product(a2, b2) if m >= 2 * gemm.MIN_PART and a2.flags.aligned and b2.flags.aligned \
+        else False
+    if geometry is False or gemm.route(a2.dtype, m, n, k) != "one":
+        return "route", None
+    op_a, op_b = geometry[:2]
+    cls = "einsum-rows:" + gemm_tuning.shape_class(m, n, k, a2.dtype.name, op_a[0] == gemm._TRANS,
+                                                   op_b[0] == gemm._TRANS) + f",p{parts}"
+    can_time = not gemm.inside_blocks_here() and gemm_tuning.quiet()
+    got = gemm._cached_threaded(cls, can_time)
+    if got is None and can_time:
+        y2 = np.empty((m, n), a2.dtype)
+
+        def one():
+            gemm.matmul(a2, b2, out=y2)
+            if after is not None:
+                after(y2, 0, m)
+        runners = {"one": one, "rows": lambda: _rows(a2, b2, y2, geometry, parts, after)}
+        got = gemm.timed_choice(cls, runners, "one", one)
+    return got or "one", geometry
 
 
 def _matrices(x, sx, batch, rows, cols, size):
