@@ -178,6 +178,22 @@ def test_bias_and_relu_in_the_blocks_give_the_pass_after_the_product(rows, way, 
     assert calls == (["rows"] * 4 if way == "rows" else [])
 
 
+@pytest.mark.parametrize("way", ["one", "rows"])
+@pytest.mark.parametrize("eq,shapes,bias_shape", [("abc,cd->abd", CASES[0][1], (40,)),
+                                                  ("abc,cfde->abfde", CASES[1][1], (3, 2, 8))])
+def test_the_bias_runs_once_per_block_of_rows(rows, monkeypatch, way, eq, shapes, bias_shape):
+    """Split: one pass per block of 32 rows, each after its block's product; one thread: one pass
+    over the 64 rows (the epilogue inside ``contract_then``, not after the whole product)."""
+    rows(_Tuner(cached=way))
+    passes, real = [], nn_loops.bias_act
+    monkeypatch.setattr(nn_loops, "bias_act", lambda y, b, relu: passes.append(y.size // b.size) or real(y, b, relu))
+    monkeypatch.setattr(einsum_matmul, "contract", None)      # (the product's own path only)
+    a, b = (RNG.standard_normal(s) for s in shapes)
+    einsum_bias_kernels.fused_einsum(a, b, RNG.standard_normal(bias_shape), eq, False)
+    per_row = int(np.prod(shapes[1][1:])) // int(np.prod(bias_shape))
+    assert passes == ([32 * per_row] * 2 if way == "rows" else [64 * per_row])
+
+
 def test_a_bias_over_a_left_axis_takes_the_pass_after_the_product(rows):
     calls, _ = rows(_Tuner(cached="rows"))
     a, b = RNG.standard_normal((1, 64, 32)), RNG.standard_normal((32, 40))
