@@ -234,3 +234,17 @@ def test_gradients_through_split_products_match_finite_differences(rows, way):
     for arr, g in ((x0, gx), (w0, gw)):
         for i in RNG.choice(arr.size, 6, replace=False):
             assert g.flat[i] == pytest.approx(numeric(arr, i), rel=1e-6, abs=1e-6)
+
+
+def test_a_plan_of_a_dense_on_a_sequence_gives_numpy_s_values_split(rows):
+    """The ``FusedEinsum`` plan node (``runtime/passes/einsum_bias.py``) on the split way, its
+    blocks shared with the runtime's helper thread."""
+    calls, _ = rows(_Tuner(cached="rows"))
+    w0, b0 = RNG.standard_normal((32, 40)), RNG.standard_normal(40)
+    w, b = tw.Variable(w0), tw.Variable(b0)
+    f = tw.function(lambda x: tw.nn.relu(tw.einsum("abc,cd->abd", x, w) + b))
+    x0 = RNG.standard_normal((1, 64, 32))
+    got = f(tw.constant(x0)).numpy()
+    np.testing.assert_allclose(got, np.maximum(np.einsum("abc,cd->abd", x0, w0) + b0, 0), rtol=1e-12, atol=1e-12)
+    from tensorweave.runtime.passes import plan_stats
+    assert plan_stats(f).get("remapping") and "rows" in calls      # (the bias and ReLU fused into the Einsum)
