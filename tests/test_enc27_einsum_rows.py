@@ -215,7 +215,8 @@ def test_a_wrong_bias_is_still_named(rows, bias):
 def test_gradients_through_split_products_match_finite_differences(rows, way):
     """A Dense on a sequence (forward and both gradients are in-order 2-D products) in float64."""
     rows(_Tuner(cached=way))
-    x0, w0 = RNG.standard_normal((1, 64, 32)), RNG.standard_normal((32, 40))
+    rng = np.random.default_rng(5)          # (its own: the draws do not depend on the tests run before)
+    x0, w0 = rng.standard_normal((1, 64, 32)), rng.standard_normal((32, 40))
 
     def loss(x, w):
         return tw.reduce_sum(tw.einsum("abc,cd->abd", x, w) ** 2)
@@ -224,7 +225,7 @@ def test_gradients_through_split_products_match_finite_differences(rows, way):
         value = loss(x, w)
     gx, gw = (g.numpy() for g in tape.gradient(value, [x, w]))
 
-    def numeric(arr, i, eps=1e-6):
+    def numeric(arr, i, eps=1e-3):          # (a quadratic loss: central differences exact but for rounding)
         up, down = arr.copy(), arr.copy()
         up.flat[i] += eps
         down.flat[i] -= eps
@@ -232,8 +233,8 @@ def test_gradients_through_split_products_match_finite_differences(rows, way):
         f = lambda v: float(np.sum(np.einsum("abc,cd->abd", *args(v)) ** 2))   # noqa: E731
         return (f(up) - f(down)) / (2 * eps)
     for arr, g in ((x0, gx), (w0, gw)):
-        for i in RNG.choice(arr.size, 6, replace=False):
-            assert g.flat[i] == pytest.approx(numeric(arr, i), rel=1e-6, abs=1e-6)
+        for i in rng.choice(arr.size, 6, replace=False):
+            assert g.flat[i] == pytest.approx(numeric(arr, i), rel=1e-8, abs=1e-8)
 
 
 def test_a_plan_of_a_dense_on_a_sequence_gives_numpy_s_values_split(rows):
