@@ -126,7 +126,7 @@ def test_no_timing_under_load_one_thread_kept(rows):
     assert tuner.chosen == [] and calls == [] and _ways() == ["one"]
 
 
-@pytest.mark.parametrize("why", ["above the threshold", "few rows", "one part", "batch", "order"])
+@pytest.mark.parametrize("why", ["above the threshold", "few rows", "one part", "batch", "order", "vector"])
 def test_other_products_keep_their_route(rows, monkeypatch, why):
     tuner = _Tuner(cached="rows")
     calls, _ = rows(tuner, serial=why != "above the threshold")
@@ -137,13 +137,15 @@ def test_other_products_keep_their_route(rows, monkeypatch, why):
         monkeypatch.setattr(gemm, "split_parts", lambda: 1)
     elif why == "batch":       # a stack of products (attention's heads): the stack's own ways
         eq, shapes = "abc,acd->abd", ((2, 64, 32), (2, 32, 40))
+    elif why == "vector":      # no free letter in the right operand: a matrix-vector product
+        eq, shapes = "abc,c->ab", ((1, 64, 2048), (2048,))
     elif why == "order":       # the right operand's letters first in the output: _product's swap
         eq = "abc,cd->dab"
         monkeypatch.setattr(einsum_matmul, "_min_split", {np.dtype(np.float64): 1 << 40})
     got, want = _contract(eq, shapes)
     np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12)
     assert tuner.chosen == [] and (calls == [] or why == "above the threshold")   # (there: gemm's own split)
-    assert _ways() == ([] if why in ("one part", "batch", "order") else ["route"])
+    assert _ways() == ([] if why in ("one part", "batch", "order", "vector") else ["route"])
 
 
 def test_inside_blocks_here_the_blocks_stay_on_this_thread_with_the_same_bits(rows):
