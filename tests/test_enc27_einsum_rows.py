@@ -5,6 +5,8 @@ session 23, enc27), and ``FusedEinsum``'s bias and ReLU over each row block afte
 gives the bits of the pass after the product, the class is timed on a quiet machine only, a cached
 choice is used as it is, inside ``gemm.blocks_here`` the blocks stay on this thread, and the
 products that are not one 2-D product in the output's order keep their route."""
+import threading
+
 import numpy as np
 import pytest
 
@@ -64,8 +66,6 @@ def rows(monkeypatch):
             return real_split(*args, **kwargs)
 
         def share(tasks, parts):
-            import threading
-
             def on(task):
                 return lambda: threads.add(threading.get_ident()) or task()
             return real_share([on(t) for t in tasks], parts)
@@ -149,7 +149,6 @@ def test_other_products_keep_their_route(rows, monkeypatch, why):
 
 
 def test_inside_blocks_here_the_blocks_stay_on_this_thread_with_the_same_bits(rows):
-    import threading
     calls, threads = rows(_Tuner(cached="rows"))
     a, b = (RNG.standard_normal(s) for s in CASES[0][1])
     outside = einsum_matmul.contract(a, b, "abc", "cd", "abd")
