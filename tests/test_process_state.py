@@ -143,6 +143,28 @@ def scan(root):
     return found
 
 
+def _reads_environment(value):
+    """Whether an expression reads the environment (``os.environ``, ``os.getenv``)."""
+    return any(isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name) and n.value.id == "os"
+               and n.attr in ("environ", "getenv") for n in ast.walk(value))
+
+
+def switches(root):
+    """{(module, name)} of module-level names set from the environment at import: the switches
+    (``TW_REMAP_ATTENTION`` -> ``passes.attention:ENABLED``) that benchmarks and tests set or
+    monkeypatch for their A/B runs. Their writers are outside the package, so :func:`scan` does not
+    see them; each is state a second rank in the process shares, and is listed."""
+    found = set()
+    for dirpath, _, files in os.walk(root):
+        for f in files:
+            if f.endswith(".py"):
+                p = os.path.join(dirpath, f)
+                top, _ = _top_level(ast.parse(open(p, encoding="utf-8").read(), p))
+                found.update((_module_name(root, p), name) for name, value in top.items()
+                             if value is not None and _reads_environment(value))
+    return found
+
+
 def documented():
     rows = {}
     for line in open(DOC, encoding="utf-8"):
@@ -163,6 +185,28 @@ def test_every_global_that_changes_after_import_is_documented():
     assert not missing, ("module-level state that changes after import, not in docs/design/process-state.md: "
                          + ", ".join(missing) + ". Hint: make it immutable after import, thread-local or part of "
                          "the Runtime; else add a row with its scope, who writes it and what another rank sees")
+
+
+def test_every_switch_read_from_the_environment_is_documented():
+    listed = documented()
+    missing = sorted(f"{m}:{n}" for m, n in switches(ROOT) if (m, n) not in listed)
+    assert not missing, ("module-level switches read from the environment, not in docs/design/process-state.md: "
+                         + ", ".join(missing) + ". Hint: add a row with the variable, who sets it after import "
+                         "(benchmarks, tests) and when it is read (per call, when a plan is built)")
+
+
+def test_the_switch_scan_sees_environment_reads_at_top_level_only(tmp_path):
+    pkg = tmp_path / "tensorweave"
+    pkg.mkdir()
+    (pkg / "probe.py").write_text(
+        "import os\n"
+        "ENABLED = os.environ.get('TW_X', '1') != '0'\n"
+        "_switch = {'on': os.getenv('TW_Y') == '1'}\n"
+        "MODE: str = os.environ['TW_Z'] if 'TW_Z' in os.environ else 'auto'\n"
+        "OTHER = 3\n"
+        "def f():\n    local = os.environ.get('TW_W')\n    return local\n")
+    assert switches(str(pkg)) == {("tensorweave.probe", "ENABLED"), ("tensorweave.probe", "_switch"),
+                                  ("tensorweave.probe", "MODE")}
 
 
 def test_the_table_names_existing_globals_with_known_scopes():

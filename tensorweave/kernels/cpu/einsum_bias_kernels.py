@@ -19,7 +19,7 @@ unfused plan).
 import numpy as np
 
 from tensorweave.core.registry import register_kernel
-from tensorweave.kernels.cpu import linalg_kernels, nn_loops, split_passes
+from tensorweave.kernels.cpu import einsum_matmul, linalg_kernels, nn_loops, split_passes
 
 #: dtypes whose bias (and ReLU) run as one compiled pass in place; others as NumPy's add/maximum
 DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
@@ -32,14 +32,40 @@ def check_bias(bias, y, equation):
                          f"axes and dtype of the product {y.dtype}{list(y.shape)}")
 
 
+def _trailing(a, b, bias, equation):
+    """Whether ``bias`` has ``a``'s dtype and the trailing axes of ``einsum(equation, a, b)``
+    (read from the operands' letters; False where the equation is not ``x,y->z`` of letters)."""
+    lhs, _, so = equation.replace(" ", "").partition("->")
+    sa, _, sb = lhs.partition(",")
+    if not (sa + sb + so).isalpha() or len(sa) != a.ndim or len(sb) != b.ndim or not 1 <= bias.ndim <= len(so) \
+            or bias.dtype != a.dtype:
+        return False
+    size = dict(zip(sb, b.shape))
+    size.update(zip(sa, a.shape))
+    return all(c in size for c in so) and bias.shape == tuple(size[c] for c in so[len(so) - bias.ndim:])
+
+
 @register_kernel("FusedEinsum", "CPU")
 def fused_einsum(a, b, bias, equation, relu):
     """``relu(einsum(equation, a, b) + bias)`` (without the ReLU when ``relu`` is false): the
     ``Einsum`` kernel's product, then the bias (broadcast over the leading axes) and the ReLU in
-    one pass over it, in place."""
+    one pass over it, in place: over each block of the product's rows right after the block where
+    the product is one 2-D GEMM (``einsum_matmul.contract_then``: on the block's own thread where
+    its class runs split by rows)."""
+    channels = bias.size
+    if channels and bias.dtype in DTYPES and _trailing(a, b, bias, equation):
+        lhs, so = equation.replace(" ", "").split("->")
+        flat = np.ascontiguousarray(bias).reshape(channels)
+
+        def after(y2, i, j):
+            # (rows of a whole number of biases: the bias's axes are the product's right operand's;
+            # otherwise the pass after the product below)
+            nn_loops.bias_act(y2[i:j].reshape(-1, channels), flat, relu)
+        y = einsum_matmul.contract_then(a, b, *lhs.split(","), so, after, row_multiple=channels)
+        if y is not None:
+            return y
     y = linalg_kernels._einsum(a, b, equation=equation)
     check_bias(bias, y, equation)
-    channels = bias.size
     if (y.dtype in DTYPES and y.size and y.flags.c_contiguous and y.flags.writeable
             and not np.may_share_memory(y, a) and not np.may_share_memory(y, b)):
         nn_loops.bias_act(y.reshape(-1, channels), np.ascontiguousarray(bias).reshape(channels), relu)

@@ -17,7 +17,9 @@ timed on a quiet machine only, the split kept otherwise, as ``gemm._threaded_cho
 A stack under the split threshold (attention's per-head products at inference) takes MKL's threads
 (its OpenMP workers sent to sleep after the call), one thread or the split by its own class's
 timing (:func:`_small_stack`, ``einsum-stack:<layout>:<class>,p<parts>``; MKL's threads untimed
-under load, as before).
+under load, as before). A single product that ``gemm`` runs on one thread for its size (a
+``Dense`` on one sequence at ``predict``) may still be split by rows where its class measured that
+faster (:func:`one_or_rows`), with ``FusedEinsum``'s bias after each block (:func:`contract_then`).
 
 >>> import numpy as np
 >>> from tensorweave.kernels.cpu import einsum_matmul
@@ -164,7 +166,113 @@ def contract(a, b, sa, sb, so):
             return _stack(a, b, sa, sb, so, size, batch, left, right, inner, parts)
         if parts > 1 and work >= gemm.MIN_WORK:
             return _small_stack(a, b, sa, sb, so, size, batch, left, right, inner, parts)
+    got = _in_order(a, b, sa, sb, so, plan)
+    if got is not None:
+        return one_or_rows(*got[:2]).reshape(got[2])
     return _product(a, b, sa, sb, so, size, batch, left, right, inner)
+
+
+def contract_then(a, b, sa, sb, so, after, row_multiple=1):
+    """:func:`contract`'s result with ``after(y2, i, j)`` run over blocks ``i:j`` of the rows of its
+    ``[M, N]`` matrix ``y2`` (an epilogue in place that reads and writes its rows alone:
+    ``FusedEinsum``'s bias and ReLU), where the product is one 2-D GEMM written straight into the
+    output (:func:`_in_order`) with rows of a multiple of ``row_multiple`` values; None otherwise
+    (the caller runs :func:`contract`, then its pass).
+    Where the product's class runs split (:func:`one_or_rows`), each block's epilogue follows its
+    own product on its own thread, while the block is in that core's cache."""
+    if a.dtype != b.dtype or a.dtype == np.bool_:
+        return None
+    plan = _plan(sa, sb, so, a.shape, b.shape)
+    got = None if plan is None else _in_order(a, b, sa, sb, so, plan)
+    if got is None or got[1].shape[1] % row_multiple:
+        return None
+    return one_or_rows(*got[:2], after).reshape(got[2])
+
+
+def _in_order(a, b, sa, sb, so, plan):
+    """``(a2, b2, shape)`` where ``einsum(sa,sb->so)`` is one 2-D product ``a2 @ b2`` whose ``[M, N]``
+    result, C-contiguous, is the output of ``shape`` (no batch subscript, nothing summed in one
+    operand alone, the output's letters the left operand's free ones then the right's: a ``Dense``
+    on a sequence, the Q/K/V group, their gradients); None otherwise."""
+    size, batch, left, right, inner, only_a, only_b = plan
+    if batch or only_a or only_b or not left or not right or tuple(so) != left + right:
+        return None
+    a2 = _matrices(a, sa, (), left, inner, size)[0]
+    return a2, _matrices(b, sb, (), inner, right, size)[0], tuple(size[c] for c in so)
+
+
+#: this process's 2-D products by geometry (operands' shapes, strides, dtype; split parts) -> ``(way,
+#: gemm._product's geometry)``: way "one" or "rows" (:func:`one_or_rows`), or "route" (not a
+#: product with the choice): one dict lookup a call once known (the checks cost ~10 µs a product)
+_rows_chosen = {}
+
+
+def one_or_rows(a2, b2, after=None):
+    """``y2 = a2 @ b2``, a new C-contiguous array (then ``after(y2, i, j)`` over blocks of its
+    rows, when given) on the way its class measured faster: ``"one"``, ``gemm.matmul``'s own
+    route, or ``"rows"``, blocks of rows each a one-thread product shared with the intra-op threads
+    (``gemm._run_split``), each block's ``after`` on its thread. Only a product ``gemm.route`` sends
+    to one thread for its size (under ``gemm.serial_work``, at least ``2 * gemm.MIN_PART`` rows,
+    with a second thread to be had) has the choice; the rest take their route, ``after`` over every
+    row after it.
+
+    Why: ``gemm.serial_work`` is one threshold for every shape, walked on square products against
+    MKL's threads; on the AMD EPYC it settled at its ladder's top (33.5 M multiply-adds), so
+    ``encoder2_predict``'s products (8-25 M: the Q/K/V group, the output projection, the FFN) and
+    the transformer step's ran on one core, the other idle (issue 18, enc26). Whether the split
+    pays for a class is its own timing's to say (``einsum-rows:<class>,p<parts>`` in the GEMM
+    tuner's file: on a quiet machine, with the own-core probe, as ``gemm._threaded_choice``'s),
+    "one" untimed under load. Inside ``gemm.blocks_here`` (a product deferred beside another,
+    ``runtime/overlap.py``) a class that chose the split runs its blocks on this thread: the bits
+    of a class do not depend on where it runs."""
+    m = a2.shape[0]
+    parts = gemm.split_parts()
+    if parts > 1:
+        key = (a2.shape, a2.strides, b2.shape, b2.strides, a2.dtype.char, parts)
+        known = _rows_chosen.get(key)
+        if known is None:
+            known = _rows_chosen[key] = _first_way(a2, b2, parts, after)
+        if known[0] == "rows":
+            y2 = np.empty((m, b2.shape[1]), a2.dtype)
+            _rows(a2, b2, y2, known[1], parts, after)
+            return y2
+    y2 = gemm.matmul(a2, b2)
+    if after is not None:
+        after(y2, 0, m)
+    return y2
+
+
+def _rows(a2, b2, y2, geometry, parts, after):
+    """``y2 = a2 @ b2`` split by rows (``gemm._run_split``), ``after`` on each block's thread."""
+    op_a, op_b, _, n, k, _ = geometry
+    gemm._run_split("rows", a2, b2, y2, op_a, op_b, (gemm._NO_TRANS, n), k, parts,
+                    None if after is None else (lambda i, j: after(y2, i, j)))
+
+
+def _first_way(a2, b2, parts, after):
+    """:func:`one_or_rows`' ``(way, geometry)`` for a new geometry: "route" where the product has no
+    choice; else its class's way: the tuning file's, or timed now (a quiet machine, not inside
+    ``gemm.blocks_here``), "one" otherwise."""
+    (m, k), n = a2.shape, b2.shape[1]
+    geometry = gemm._product(a2, b2) if m >= 2 * gemm.MIN_PART and a2.flags.aligned and b2.flags.aligned \
+        else False
+    if geometry is False or gemm.route(a2.dtype, m, n, k) != "one":
+        return "route", None
+    op_a, op_b = geometry[:2]
+    cls = "einsum-rows:" + gemm_tuning.shape_class(m, n, k, a2.dtype.name, op_a[0] == gemm._TRANS,
+                                                   op_b[0] == gemm._TRANS) + f",p{parts}"
+    can_time = not gemm.inside_blocks_here() and gemm_tuning.quiet()
+    got = gemm._cached_threaded(cls, can_time)
+    if got is None and can_time:
+        y2 = np.empty((m, n), a2.dtype)
+
+        def one():
+            gemm.matmul(a2, b2, out=y2)
+            if after is not None:
+                after(y2, 0, m)
+        runners = {"one": one, "rows": lambda: _rows(a2, b2, y2, geometry, parts, after)}
+        got = gemm.timed_choice(cls, runners, "one", one)
+    return got or "one", geometry
 
 
 def _matrices(x, sx, batch, rows, cols, size):
