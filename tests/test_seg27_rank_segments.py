@@ -182,3 +182,18 @@ def test_a_gradient_the_bucket_did_not_apply_runs_the_python_way(one_thread, swi
     for applied in _apply_segments(on[2]):
         assert applied[0].runs["python"] >= 1 and applied[0].runs["compiled"] >= 1
     assert applied[0].runs["why"] in ("a gradient its bucket did not apply", "compiling")
+
+
+def test_a_runner_made_again_records_with_the_whole_schedule(one_thread, switch):  # noqa: F811
+    """A plan whose runner is dropped (a benchmark's wrappers, a re-bound step) records again from the
+    whole schedule: its products are kept in segments again, with the bits of segments off."""
+    off = _train(switch, False, 2, steps=6)
+
+    def between(step, i):
+        if i == 4:
+            for plan in _plans(step):
+                assert plan.overlap_kept
+                plan.runner = None
+    on = _train(switch, True, 2, steps=6, between=between)
+    assert _same(on[0], off[0]) and _same(on[1], off[1])
+    assert all(plan.overlap_kept and plan.runner.overlap == [] for plan in _plans(on[2]))
