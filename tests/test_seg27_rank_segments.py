@@ -16,6 +16,20 @@ from test_nogil24_segments import _segments, one_thread, switch  # noqa: F401 - 
 SIZES = (32, 512, 512, 10)      # the middle layer's gradient products: a pair the schedule starts early
 
 
+@pytest.fixture(autouse=True)
+def keep_early(monkeypatch):
+    """Products started early kept in segments (``TW_NOGIL_EARLY_PRODUCTS=1``; off by default)."""
+    monkeypatch.setitem(nogil_segments._keep_early, "on", True)
+
+
+def test_products_started_early_stay_out_by_default(one_thread, switch, monkeypatch):  # noqa: F811
+    monkeypatch.setitem(nogil_segments._keep_early, "on", False)
+    on = _train(switch, True, 2)
+    off = _train(switch, False, 2)
+    assert _same(on[0], off[0]) and _same(on[1], off[1])
+    assert all(plan.overlap_kept is None and plan.runner.overlap for plan in _plans(on[2]))
+
+
 def _step(ranks, batch=24, momentum=0.0):
     """The MLP step (784-512-512-10's shape, smaller) on ``ranks`` in-process ranks (None: one device)."""
     rng = np.random.default_rng(27)

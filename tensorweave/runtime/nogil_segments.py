@@ -38,6 +38,11 @@ F32 = np.dtype(np.float32)
 SCALAR = "scalar"
 #: on/off (``TW_NOGIL_SEGMENTS=0`` off): read when a plan's runner is made
 _switch = {"on": os.environ.get("TW_NOGIL_SEGMENTS", "1") != "0"}
+#: products the schedule starts early kept in segments where ``overlap.defer`` would run them at once (a
+#: rank thread's, :func:`_placed`): ``TW_NOGIL_EARLY_PRODUCTS=1``. Off by default: in-process A/Bs on the
+#: AMD EPYC (load 10-15, session 23) measured +0.3-1.4 ms thread CPU a step with them in (one device and
+#: each rank; a product alone costs the same either way), cause not found; read when a plan is recorded
+_keep_early = {"on": os.environ.get("TW_NOGIL_EARLY_PRODUCTS", "0") == "1"}
 #: fewest compiled instructions worth a segment
 MIN_INSTRUCTIONS = 2
 #: instructions that count as that many: a step of several NumPy calls, worth a segment alone (a
@@ -216,8 +221,9 @@ def _placed(plan, forms, shapes, dtypes):
     on entry: a thread that would hand it off runs the steps the Python way and the plan is
     recorded again with the schedule whole (:meth:`Segment._python`)."""
     early = overlap.schedule(plan)
-    keep = set() if overlap.hands_off() else \
+    keep = set() if not _keep_early["on"] or overlap.hands_off() else \
         {j for j, _, _ in early if forms[j] is not None and forms[j][0] in _PRODUCTS}
+    moves = {launch: (*overlap.early_reads(plan.deps, j, launch), j) for j, launch, _ in early if j in keep}
     while True:
         placed, cuts = list(forms), set()
         for j, launch, join in early:
@@ -225,7 +231,7 @@ def _placed(plan, forms, shapes, dtypes):
                 for k in (j, *overlap.early_reads(plan.deps, j, launch)):
                     placed[k] = None
                 cuts.update((launch, join))
-        segments = {seg.first: seg for seg in _segments(plan, placed, shapes, dtypes, cuts)}
+        segments = {seg.first: seg for seg in _segments(plan, placed, shapes, dtypes, cuts, moves)}
         inside = {seg.first + k for seg in segments.values() for k in range(len(seg.steps))}
         if keep <= inside:
             for seg in segments.values():
@@ -263,9 +269,9 @@ def _outs(st):
     return (st.outs,) if st.single else tuple(st.outs)
 
 
-def _segments(plan, forms, shapes, dtypes, cuts=()):
+def _segments(plan, forms, shapes, dtypes, cuts=(), moves=None):
     """The :class:`Segment` of each maximal run of steps with a compiled form (none holding a
-    step of ``cuts`` but as its first)."""
+    step of ``cuts`` but as its first), in :func:`_launch_order` by ``moves``."""
     later = _read_after(plan)
     run = []
     for i, form in enumerate(forms + [None]):
@@ -275,8 +281,28 @@ def _segments(plan, forms, shapes, dtypes, cuts=()):
         if _apply_reads_out(plan, run, forms, later):
             run.pop()       # (its variables' reads are handed on: the update runs the Python way)
         if sum(_WEIGHT.get(forms[j][0], 1) for j in run if forms[j] not in _PYTHON) >= MIN_INSTRUCTIONS:
+            run = _launch_order(run, moves)
             yield Segment(plan, run, [forms[j] for j in run], shapes, later, dtypes)
         run = [i] if form is not None else []
+
+
+def _launch_order(run, moves):
+    """``run`` with each product kept at a launch step of it (``moves``: launch step -> the reads
+    the product waits for, then the product) placed right before that step, where the plain runner
+    starts it: the Python way's order, so its caches. At its own place the product's output (1 MB,
+    the mlp's ``dW2``) was written between the launch product and the ReluGrad reading that one's
+    output: +0.3-0.45 ms thread CPU a one-device step (batch 128, AMD EPYC, Zen 4's 1 MB L2)."""
+    held = set(run)
+    moved = {k for launch, ks in (moves or {}).items() if launch in held for k in ks}
+    if not moved:
+        return run
+    order = []
+    for i in run:
+        if i in moves:
+            order.extend(moves[i])
+        if i not in moved:
+            order.append(i)
+    return order
 
 
 def _apply_reads_out(plan, run, forms, later):
@@ -308,11 +334,11 @@ class Segment:
 
     def __init__(self, plan, members, forms, shapes, later, dtypes=None):
         self.plan, self.steps = plan, [plan.steps[j] for j in members]
-        self.first = members[0]
+        self.members, self.first = list(members), min(members)      # (_launch_order: not always rising)
         made = {o for st in self.steps for o in _outs(st)}
         self.ins = tuple(dict.fromkeys(s for st in self.steps for s in st.ins if s not in made))
         made_all = dict.fromkeys(o for st in self.steps for o in _outs(st))
-        self.outs = tuple(s for s in made_all if s in later[members[-1]])
+        self.outs = tuple(s for s in made_all if s in later[max(members)])
         self.dtypes = {s: d for s, d in (dtypes or {}).items() if d != F32}       # (the labels')
         self.reads = [(plan.steps[j].fn, self.ins.index(plan.steps[j].ins[0]), plan.steps[j].outs)
                       for j, f in zip(members, forms) if f == "read"]
@@ -490,7 +516,7 @@ class Segment:
             try:
                 r = st.fn(*[vals[s] for s in st.ins])
             except Exception as e:
-                e.tw_step = self.first + k      # (a plan's steps are consecutive in a segment)
+                e.tw_step = self.members[k]
                 raise
             vals.update(zip(_outs(st), (r,) if st.single else r))
         return tuple(vals[s] for s in self.outs)
