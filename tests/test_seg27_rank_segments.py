@@ -122,13 +122,14 @@ def test_a_thread_that_would_hand_off_sends_the_plan_back(one_thread, switch, mo
     plans, segs = _plans(step), _segments(step)
     guarded = [seg for per in segs for seg in per if seg.kept]
     assert len(guarded) == 2 and all(plan.overlap_kept for plan in plans)
+    real = overlap.hands_off
     monkeypatch.setattr(overlap, "hands_off", lambda: True)
     loss = step()
     # the segments ran their steps the Python way, the plans go back to be recorded with the schedule whole
     assert all(seg.runs["python"] == 1 and seg.runs["why"] == "share or busy" for seg in guarded)
     assert all(plan.runner is None and plan.overlap_kept is None for plan in plans)
     assert all(overlap.schedule(plan) for plan in plans)
-    monkeypatch.undo()
+    monkeypatch.setattr(overlap, "hands_off", real)
     assert np.isfinite(loss.numpy())
     step()                               # recorded again on this thread: kept in segments once more
     assert all(plan.overlap_kept for plan in plans)
@@ -211,3 +212,17 @@ def test_a_runner_made_again_records_with_the_whole_schedule(one_thread, switch)
     on = _train(switch, True, 2, steps=6, between=between)
     assert _same(on[0], off[0]) and _same(on[1], off[1])
     assert all(plan.overlap_kept and plan.runner.overlap == [] for plan in _plans(on[2]))
+
+
+def test_hands_off_is_defers_condition(monkeypatch):
+    from tensorweave.kernels.cpu import gemm
+    monkeypatch.setitem(overlap.ENABLED, "on", True)
+    monkeypatch.setattr(gemm, "split_parts", lambda: 2)
+    assert overlap.hands_off()
+    with gemm.blocks_here(2):           # (the helper's product, or one already out): never handed off
+        assert not overlap.hands_off()
+    monkeypatch.setattr(gemm, "split_parts", lambda: 1)
+    assert not overlap.hands_off()
+    monkeypatch.setattr(gemm, "split_parts", lambda: 2)
+    monkeypatch.setitem(overlap.ENABLED, "on", False)
+    assert not overlap.hands_off()
