@@ -100,6 +100,9 @@ def test_products_started_early_run_in_segments_with_the_same_bits(one_thread, s
         assert (plan.overlap_kept or set()) == {j for j, _, _ in early} and plan.runner.overlap == []
         inside = {seg.first + k: seg for seg in segs for k in range(len(seg.steps))}
         assert all(j in inside and inside[j].kept for j in plan.overlap_kept or ())
+        for j, launch, _ in early:      # right before its launch step (the plain runner's order)
+            members = inside[j].members
+            assert members.index(j) + 1 == members.index(launch) and inside[j].first == min(members)
         assert all(seg.runs["compiled"] >= 2 for seg in segs)
 
 
