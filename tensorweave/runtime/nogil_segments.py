@@ -58,16 +58,16 @@ _PYTHON = ("read", "view")
 #: the handle types an apply's row may update (``_storage_for_update()``: the array it writes):
 #: local variables, and a ZeRO-1 weight's rows (:func:`update_handle`, from ``distribute``)
 _HANDLES = {Variable}
+#: the optimizer applies :data:`nogil_ops.APPLY` runs (a segment ends after one: no row after it can
+#: fail and send the steps the Python way once the variables were written)
+_APPLIES = ("ResourceApplyKerasMomentum", "ResourceGroupApplyKerasMomentum")
+_EMPTY = (np.zeros((0, nogil_ops.WIDTH), np.int64), np.zeros(0, np.int64))   # a program of no rows, no addresses
 
 
 def update_handle(cls):
     """Lets an apply in a segment update handles of type ``cls``: ``_read()`` their value, and
     ``_storage_for_update()`` the contiguous array the update writes (copy-on-write taken)."""
     _HANDLES.add(cls)
-#: the optimizer applies :data:`nogil_ops.APPLY` runs (a segment ends after one: no row after it can
-#: fail and send the steps the Python way once the variables were written)
-_APPLIES = ("ResourceApplyKerasMomentum", "ResourceGroupApplyKerasMomentum")
-_EMPTY = (np.zeros((0, nogil_ops.WIDTH), np.int64), np.zeros(0, np.int64))   # a program of no rows, no addresses
 
 
 def enabled():
@@ -214,12 +214,12 @@ def steady(plan, feed_values):
 def _placed(plan, forms, shapes, dtypes):
     """``({first step: Segment}, products kept at their place)``. A product ``overlap.schedule``
     starts early (and the reads moved to its start) stays out of segments, which start at its
-    launch and at its join, where the runner's own lines go — unless :func:`overlap.defer` runs
-    it at once on this thread (a rank thread's products are not split: ``overlap.hands_off``),
-    where it is an ordinary compiled step at its own place, in a segment; the plan's schedule
-    then leaves it out (``plan.overlap_kept``). A segment holding it checks the thread's share
-    on entry: a thread that would hand it off runs the steps the Python way and the plan is
-    recorded again with the schedule whole (:meth:`Segment._python`)."""
+    launch and at its join, where the runner's own lines go — unless (``_keep_early``)
+    :func:`overlap.defer` runs it at once on this thread (a rank thread's products are not split:
+    ``overlap.hands_off``): then it is a compiled step of a segment, right before its launch step
+    (:func:`_launch_order`), and the plan's schedule leaves it out (``plan.overlap_kept``). A
+    segment holding it asks ``hands_off`` on entry: a thread that would hand it off runs the steps
+    the Python way and the plan is recorded again with the schedule whole (:meth:`Segment._python`)."""
     early = overlap.schedule(plan)
     keep = set() if not _keep_early["on"] or overlap.hands_off() else \
         {j for j, _, _ in early if forms[j] is not None and forms[j][0] in _PRODUCTS}
@@ -287,11 +287,10 @@ def _segments(plan, forms, shapes, dtypes, cuts=(), moves=None):
 
 
 def _launch_order(run, moves):
-    """``run`` with each product kept at a launch step of it (``moves``: launch step -> the reads
+    """``run`` with each product kept whose launch step it holds (``moves``: launch step -> the reads
     the product waits for, then the product) placed right before that step, where the plain runner
-    starts it: the Python way's order, so its caches. At its own place the product's output (1 MB,
-    the mlp's ``dW2``) was written between the launch product and the ReluGrad reading that one's
-    output: +0.3-0.45 ms thread CPU a one-device step (batch 128, AMD EPYC, Zen 4's 1 MB L2)."""
+    starts it: the Python way's order (the order did not explain the kept products' extra CPU,
+    ``_keep_early``, but keeps the memory traffic of the plain runner's)."""
     held = set(run)
     moved = {k for launch, ks in (moves or {}).items() if launch in held for k in ks}
     if not moved:

@@ -72,8 +72,8 @@ def schedule(plan):
     steps = [(st.node.op, st.ins, st.node.heavy, _barrier(st.node)) for st in plan.steps]
     outs = [st.outs if st.single else None for st in plan.steps]
     kept = getattr(plan, "overlap_kept", None)
-    # products a nogil segment runs at their own place (``nogil_segments.steady``: recorded on a
-    # thread where :func:`defer` runs them at once); the others' windows are unchanged or shorter
+    # products a nogil segment runs itself (``nogil_segments._placed``: recorded on a thread where
+    # :func:`defer` runs them at once); the others' windows are unchanged or shorter
     return [e for e in _schedule(steps, outs, deps) if not kept or e[0] not in kept]
 
 
