@@ -24,11 +24,11 @@ all-reduced). With :data:`planner.SHARED_ZERO_STORAGE` off (each rank its own co
 ``(n - 1)`` weight bytes is priced at :data:`planner.ZERO_GATHER_WEIGHT` (5: a cross-rank copy
 reads and writes each byte and was measured 2.6x slower per byte than the fused update): chosen
 when ``2k + 1 > 5``, i.e. for Adam (``k = 3``) and RMSprop with momentum. It is forced when the
-slots are already ``S(0)`` (an earlier plan chose it). Conditions: a 1-D placement of in-process ranks, a float weight with at least ``n`` rows,
-read only by ``ReadVariableOp`` and this one update (nothing else may write it within the step:
-AdamW's and Keras' ``weight_decay=`` decay is the update op's own ``weight_decay`` attr, so such
-weights qualify; a decay applied apart, as for a sparse gradient, is a second writer), slots used
-by this update only.
+slots are already ``S(0)`` (an earlier plan chose it). Conditions: a 1-D placement of in-process
+ranks, a float weight with at least ``n`` rows, read only by ``ReadVariableOp`` and this one update
+(nothing else may write it within the step: AdamW's and Keras' ``weight_decay=`` decay is the update
+op's own ``weight_decay`` attr, so such weights qualify; a decay applied apart, as for a sparse
+gradient, is a second writer), slots used by this update only.
 
 The result is the plain plan's bits: the reduce-scatter adds the ranks' rows in rank order as the
 all-reduce does, and the updates are elementwise. In the rank plans (``rank_graph.py``) the
@@ -165,6 +165,9 @@ def share_storage(bound):
     rank that reads the weight must run before that start (an ancestor of it): checked here, per
     plan, else that weight keeps its own storage per rank. A read value still held when a rank
     updates (a fetched weight, a view) is a holder, and the update copies as copy-on-write does."""
+    from tensorweave.distribute.plan_ops import _Rows
+    from tensorweave.runtime import nogil_segments
+    nogil_segments.update_handle(_Rows)       # (a rank plan's apply may update its rows in a nogil segment)
     per_rank = [_sharable(plan) for plan in bound]
     names = [list(w) for w in per_rank]
     if len(bound) < 2 or any(n != names[0] for n in names):

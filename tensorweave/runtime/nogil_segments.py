@@ -29,6 +29,7 @@ import threading
 import numpy as np
 
 from tensorweave.kernels.cpu import gemm, nogil_ops
+from tensorweave.runtime import overlap
 from tensorweave.ops.variables import Variable
 
 F32 = np.dtype(np.float32)
@@ -37,6 +38,11 @@ F32 = np.dtype(np.float32)
 SCALAR = "scalar"
 #: on/off (``TW_NOGIL_SEGMENTS=0`` off): read when a plan's runner is made
 _switch = {"on": os.environ.get("TW_NOGIL_SEGMENTS", "1") != "0"}
+#: products the schedule starts early kept in segments where ``overlap.defer`` would run them at once (a
+#: rank thread's, :func:`_placed`): ``TW_NOGIL_EARLY_PRODUCTS=1``. Off by default: in-process A/Bs on the
+#: AMD EPYC (load 10-15, session 23) measured +0.3-1.4 ms thread CPU a step with them in (one device and
+#: each rank; a product alone costs the same either way), cause not found; read when a plan is recorded
+_keep_early = {"on": os.environ.get("TW_NOGIL_EARLY_PRODUCTS", "0") == "1"}
 #: fewest compiled instructions worth a segment
 MIN_INSTRUCTIONS = 2
 #: instructions that count as that many: a step of several NumPy calls, worth a segment alone (a
@@ -45,10 +51,23 @@ MIN_INSTRUCTIONS = 2
 _LABELS = (np.dtype(np.int32), np.dtype(np.int64))
 _WEIGHT = {nogil_ops.XENT: MIN_INSTRUCTIONS, nogil_ops.APPLY: MIN_INSTRUCTIONS}
 _ELEMENTWISE = (nogil_ops.ADD, nogil_ops.RELU, nogil_ops.RELU_GRAD)
+_PRODUCTS = (nogil_ops.GEMM, nogil_ops.GEMM_OPENBLAS)
+#: forms of steps a segment runs in Python at its start: a variable's read, a ZeRO-1 weight's rows (a view
+#: for the apply to update: ``_VariableRows``)
+_PYTHON = ("read", "view")
+#: the handle types an apply's row may update (``_storage_for_update()``: the array it writes):
+#: local variables, and a ZeRO-1 weight's rows (:func:`update_handle`, from ``distribute``)
+_HANDLES = {Variable}
 #: the optimizer applies :data:`nogil_ops.APPLY` runs (a segment ends after one: no row after it can
 #: fail and send the steps the Python way once the variables were written)
 _APPLIES = ("ResourceApplyKerasMomentum", "ResourceGroupApplyKerasMomentum")
 _EMPTY = (np.zeros((0, nogil_ops.WIDTH), np.int64), np.zeros(0, np.int64))   # a program of no rows, no addresses
+
+
+def update_handle(cls):
+    """Lets an apply in a segment update handles of type ``cls``: ``_read()`` their value, and
+    ``_storage_for_update()`` the contiguous array the update writes (copy-on-write taken)."""
+    _HANDLES.add(cls)
 
 
 def enabled():
@@ -78,13 +97,16 @@ def _array_ok(v, ndim=None, dtype=F32):
 
 def _form(st, args):
     """``(opcode, input slots, ints)`` of step ``st`` on argument values ``args``, ``"read"`` for a
-    variable read, or None (no compiled form: the step runs as before)."""
+    variable read, ``"view"`` for a ZeRO-1 weight's rows (``_VariableRows``: the handle an apply
+    updates), or None (no compiled form: the step runs as before)."""
     nd = st.node
     attrs, ins = nd.attrs or {}, st.ins
     if nd.op == "FusedSparseSoftmaxCrossEntropy":
         return _xent_form(nd, ins, args, attrs) if nd.kernel is None else None
     if nd.op in _APPLIES:
         return _apply_form(ins, args, attrs) if nd.kernel is None else None
+    if nd.op == "_VariableRows":
+        return "view" if nd.kernel is None and len(args) == 1 and type(args[0]) is Variable else None
     if nd.kernel is not None or not all(_array_ok(a) for a in args if nd.op != "ReadVariableOp"):
         return None
     if nd.op == "ReadVariableOp" and nd.inplace is None:
@@ -149,22 +171,26 @@ def _apply_form(ins, args, attrs):
     n, k = attrs.get("num_variables", 1), 2 if attrs.get("momentum") else 1
     if attrs.get("weight_decay") or len(args) != n * k + 1 + n:
         return None
-    handles, lr, grads = args[:n * k], args[n * k], args[n * k + 1:]
-    if not (all(type(h) is Variable for h in handles) and _array_ok(lr) and lr.size == 1):
+    lr, grads = args[n * k], args[n * k + 1:]
+    live = [j for j in range(n) if grads[j] is not None]      # (None: applied by its bucket, fused_sgd)
+    handles = [args[j * k + i] for j in live for i in range(k)]
+    if not (live and all(type(h) in _HANDLES for h in handles) and _array_ok(lr) and lr.size == 1):
         return None
     shapes = [h._read().shape for h in handles]
     if not all(_array_ok(h._read()) and _array_ok(g) and g.shape == w for h, g, w in
-               zip(handles, (g for g in grads for _ in range(k)), shapes)):
+               zip(handles, (grads[j] for j in live for _ in range(k)), shapes)):
         return None
-    return nogil_ops.APPLY, (ins[n * k], *ins[n * k + 1:]), \
-        (ins[:n * k], shapes, float(attrs.get("momentum") or 0.0), bool(attrs.get("nesterov")))
+    return nogil_ops.APPLY, (ins[n * k], *(ins[n * k + 1 + j] for j in live)), \
+        ([ins[j * k + i] for j in live for i in range(k)], shapes, float(attrs.get("momentum") or 0.0),
+         bool(attrs.get("nesterov")), tuple(ins[n * k + 1 + j] for j in range(n) if grads[j] is None))
 
 
 def steady(plan, feed_values):
     """Runs ``plan`` once by its own runner's code with each step recording its form and the
     shapes it saw, builds its segments and makes its runner run them (or leaves the runner as it
     is where there are none); returns the fetches."""
-    from tensorweave.runtime import executor, overlap
+    from tensorweave.runtime import executor
+    plan.overlap_kept = None        # (the recording run starts products early as the plain runner does)
     forms, shapes, dtypes = [None] * len(plan.steps), {}, {}
     kept = [st.fn for st in plan.steps]
     for i, st in enumerate(plan.steps):
@@ -178,18 +204,40 @@ def steady(plan, feed_values):
         fetched = runner(feed_values)
     except Exception as e:  # noqa: BLE001 - re-raised naming the node
         raise executor.node_error(plan.steps[executor._failed_step(runner, e)], e) from e
-    cuts = set()
-    for j, launch, join in overlap.schedule(plan):
-        # a product started early (and the reads moved to its start) stays as it is; a segment
-        # starts at its launch and at its join, where the runner's own lines go
-        for k in (j, *overlap.early_reads(plan.deps, j, launch)):
-            forms[k] = None
-        cuts.update((launch, join))
-    segments = {seg.first: seg for seg in _segments(plan, forms, shapes, dtypes, cuts)}
+    segments, plan.overlap_kept = _placed(plan, forms, shapes, dtypes)
     if segments:
         plan.runner = executor._sequential_runner(plan, segments)
         nogil_ops.run_program(*_EMPTY)     # the interpreter compiling from now (background)
     return fetched
+
+
+def _placed(plan, forms, shapes, dtypes):
+    """``({first step: Segment}, products kept at their place)``. A product ``overlap.schedule``
+    starts early (and the reads moved to its start) stays out of segments, which start at its
+    launch and at its join, where the runner's own lines go — unless (``_keep_early``)
+    :func:`overlap.defer` runs it at once on this thread (a rank thread's products are not split:
+    ``overlap.hands_off``): then it is a compiled step of a segment, right before its launch step
+    (:func:`_launch_order`), and the plan's schedule leaves it out (``plan.overlap_kept``). A
+    segment holding it asks ``hands_off`` on entry: a thread that would hand it off runs the steps
+    the Python way and the plan is recorded again with the schedule whole (:meth:`Segment._python`)."""
+    early = overlap.schedule(plan)
+    keep = set() if not _keep_early["on"] or overlap.hands_off() else \
+        {j for j, _, _ in early if forms[j] is not None and forms[j][0] in _PRODUCTS}
+    moves = {launch: (*overlap.early_reads(plan.deps, j, launch), j) for j, launch, _ in early if j in keep}
+    while True:
+        placed, cuts = list(forms), set()
+        for j, launch, join in early:
+            if j not in keep:
+                for k in (j, *overlap.early_reads(plan.deps, j, launch)):
+                    placed[k] = None
+                cuts.update((launch, join))
+        segments = {seg.first: seg for seg in _segments(plan, placed, shapes, dtypes, cuts, moves)}
+        inside = {seg.first + k for seg in segments.values() for k in range(len(seg.steps))}
+        if keep <= inside:
+            for seg in segments.values():
+                seg.kept = any(seg.first + k in keep for k in range(len(seg.steps)))
+            return segments, frozenset(keep) or None
+        keep &= inside      # (one left in Python keeps its overlap: no segment's check guards it)
 
 
 def _recorder(st, i, forms, shapes, dtypes):
@@ -205,7 +253,9 @@ def _recorder(st, i, forms, shapes, dtypes):
                 shapes[s], dtypes[s] = a.shape, a.dtype
         form = _form(st, args)
         got = (r,) if st.single else tuple(r) if isinstance(r, (tuple, list)) else ()
-        if form is not None and form[0] == nogil_ops.MEAN and type(r) is np.float32:
+        if form == "view":
+            forms[i] = form if type(r) in _HANDLES else None
+        elif form is not None and form[0] == nogil_ops.MEAN and type(r) is np.float32:
             forms[i], shapes[st.outs], dtypes[st.outs] = form, (1,), SCALAR   # (the kernel's NumPy scalar)
         elif form is not None and len(got) == len(_outs(st)) and all(_array_ok(v) for v in got):
             forms[i] = form
@@ -219,9 +269,9 @@ def _outs(st):
     return (st.outs,) if st.single else tuple(st.outs)
 
 
-def _segments(plan, forms, shapes, dtypes, cuts=()):
+def _segments(plan, forms, shapes, dtypes, cuts=(), moves=None):
     """The :class:`Segment` of each maximal run of steps with a compiled form (none holding a
-    step of ``cuts`` but as its first)."""
+    step of ``cuts`` but as its first), in :func:`_launch_order` by ``moves``."""
     later = _read_after(plan)
     run = []
     for i, form in enumerate(forms + [None]):
@@ -230,9 +280,28 @@ def _segments(plan, forms, shapes, dtypes, cuts=()):
             continue
         if _apply_reads_out(plan, run, forms, later):
             run.pop()       # (its variables' reads are handed on: the update runs the Python way)
-        if sum(_WEIGHT.get(forms[j][0], 1) for j in run if forms[j] != "read") >= MIN_INSTRUCTIONS:
+        if sum(_WEIGHT.get(forms[j][0], 1) for j in run if forms[j] not in _PYTHON) >= MIN_INSTRUCTIONS:
+            run = _launch_order(run, moves)
             yield Segment(plan, run, [forms[j] for j in run], shapes, later, dtypes)
         run = [i] if form is not None else []
+
+
+def _launch_order(run, moves):
+    """``run`` with each product kept whose launch step it holds (``moves``: launch step -> the reads
+    the product waits for, then the product) placed right before that step, where the plain runner
+    starts it: the Python way's order (the order did not explain the kept products' extra CPU,
+    ``_keep_early``, but keeps the memory traffic of the plain runner's)."""
+    held = set(run)
+    moved = {k for launch, ks in (moves or {}).items() if launch in held for k in ks}
+    if not moved:
+        return run
+    order = []
+    for i in run:
+        if i in moves:
+            order.extend(moves[i])
+        if i not in moved:
+            order.append(i)
+    return order
 
 
 def _apply_reads_out(plan, run, forms, later):
@@ -258,21 +327,30 @@ class Segment:
     (what the generated runner calls in their place)."""
 
     single = False
+    #: it holds a product the plan's schedule would start early (``_placed``): a thread that would
+    #: hand it off runs the steps the Python way, and the plan is recorded again
+    kept = False
 
     def __init__(self, plan, members, forms, shapes, later, dtypes=None):
         self.plan, self.steps = plan, [plan.steps[j] for j in members]
-        self.first = members[0]
+        self.members, self.first = list(members), min(members)      # (_launch_order: not always rising)
         made = {o for st in self.steps for o in _outs(st)}
         self.ins = tuple(dict.fromkeys(s for st in self.steps for s in st.ins if s not in made))
         made_all = dict.fromkeys(o for st in self.steps for o in _outs(st))
-        self.outs = tuple(s for s in made_all if s in later[members[-1]])
+        self.outs = tuple(s for s in made_all if s in later[max(members)])
         self.dtypes = {s: d for s, d in (dtypes or {}).items() if d != F32}       # (the labels')
         self.reads = [(plan.steps[j].fn, self.ins.index(plan.steps[j].ins[0]), plan.steps[j].outs)
                       for j, f in zip(members, forms) if f == "read"]
-        code = [(f[0], tuple(f[1]), _outs(plan.steps[j]), f[2]) for j, f in zip(members, forms) if f != "read"]
+        code = [(f[0], tuple(f[1]), _outs(plan.steps[j]), f[2]) for j, f in zip(members, forms) if f not in _PYTHON]
         apply = code[-1][3] if code and code[-1][0] == nogil_ops.APPLY else None
-        #: the apply's variables (slots of their handles) and shapes: storages resolved on each call
-        self.handles, self.handle_shapes = (list(apply[0]), apply[1]) if apply else ([], [])
+        #: the apply's variables (slots of their handles) and shapes: storages resolved on each call;
+        #: the gradients it skips (None: the bucket applied them, ``fused_sgd``), checked None on entry
+        self.handles, self.handle_shapes, self.absent = (list(apply[0]), apply[1], apply[4]) if apply else ([], [], ())
+        #: the ``_VariableRows`` views (a ZeRO-1 weight's rows) the apply updates or a later step reads,
+        #: made at the start; one whose gradient the bucket applied is not made at all
+        self.views = [(plan.steps[j].fn, self.ins.index(plan.steps[j].ins[0]), plan.steps[j].outs)
+                      for j, f in zip(members, forms) if f == "view"
+                      and (plan.steps[j].outs in self.handles or plan.steps[j].outs in self.outs)]
         made_here = {o for _, _, outs, _ in code for o in outs}
         # address table: values from outside (inputs, reads), fresh outputs, internal buffers, OpenBLAS's
         # cblas_sgemm, MKL's cblas_sgemm and set-threads, NumPy's exp loop and its data
@@ -317,7 +395,7 @@ class Segment:
                 self.addrs[-2:] = nogil_ops.exp_loop()
             rows.append(row)
         self.program = np.array(rows, np.int64).reshape(len(rows), nogil_ops.WIDTH)
-        self.has_gemm = any(op in (nogil_ops.GEMM, nogil_ops.GEMM_OPENBLAS) for op, _, _, _ in code)
+        self.has_gemm = any(op in _PRODUCTS for op, _, _, _ in code)
         self.share = gemm._share() if self.has_gemm else None
         self.lock = threading.Lock()
         self.runs = {"compiled": 0, "python": 0, "why": None}     # (tests, benchmarks: which way calls ran)
@@ -325,7 +403,7 @@ class Segment:
     def _apply_rows(self, ins, ints, slot_at):
         """:data:`nogil_ops.APPLY`'s rows, one per variable: gradient, rate, weight storage, size,
         momentum slot storage (-1: none), the momentum's buffer, nesterov."""
-        handles, shapes, momentum, nesterov = ints
+        handles, shapes, momentum, nesterov, _ = ints
         k = 2 if momentum else 1
         rows = []
         for i, grad in enumerate(ins[1:]):
@@ -368,14 +446,19 @@ class Segment:
         return buffers
 
     def __call__(self, *ins):
-        if self.has_gemm and gemm._share() != self.share or not self.lock.acquire(False):
-            return self._python(ins, self.has_gemm and gemm._share() != self.share, "share or busy")
+        moved = self.has_gemm and gemm._share() != self.share or self.kept and overlap.hands_off()
+        if moved or not self.lock.acquire(False):
+            return self._python(ins, moved, "share or busy")
         try:
             vals = dict(zip(self.ins, ins))
             addrs = self.addrs
+            if any(vals[s] is not None for s in self.absent):
+                return self._python(ins, False, "a gradient its bucket did not apply")
             # the apply's storages first: the reads below hand out the same arrays (copy-on-write)
             try:
-                storages = [vals[s]._storage_for_update() if type(vals[s]) is Variable else None
+                for fn, k, out in self.views:
+                    vals[out] = fn(ins[k])
+                storages = [vals[s]._storage_for_update() if type(vals[s]) in _HANDLES else None
                             for s in self.handles]
             except Exception:  # noqa: BLE001 - raised again by the apply step, named
                 return self._python(ins, False, "variable failed")
@@ -426,13 +509,13 @@ class Segment:
         self.runs["why"] = why
         if replan:
             self.plan.nogil_misses = getattr(self.plan, "nogil_misses", 0) + 1
-            self.plan.runner = None
+            self.plan.runner, self.plan.overlap_kept = None, None      # (products started early again)
         vals = dict(zip(self.ins, ins))
         for k, st in enumerate(self.steps):
             try:
                 r = st.fn(*[vals[s] for s in st.ins])
             except Exception as e:
-                e.tw_step = self.first + k      # (a plan's steps are consecutive in a segment)
+                e.tw_step = self.members[k]
                 raise
             vals.update(zip(_outs(st), (r,) if st.single else r))
         return tuple(vals[s] for s in self.outs)

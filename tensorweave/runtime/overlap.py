@@ -71,7 +71,16 @@ def schedule(plan):
         return []               # (a plan put together without nodes: nothing known to overlap)
     steps = [(st.node.op, st.ins, st.node.heavy, _barrier(st.node)) for st in plan.steps]
     outs = [st.outs if st.single else None for st in plan.steps]
-    return _schedule(steps, outs, deps)
+    kept = getattr(plan, "overlap_kept", None)
+    # products a nogil segment runs itself (``nogil_segments._placed``: recorded on a thread where
+    # :func:`defer` runs them at once); the others' windows are unchanged or shorter
+    return [e for e in _schedule(steps, outs, deps) if not kept or e[0] not in kept]
+
+
+def hands_off():
+    """Whether :func:`defer` would start a product on the helper thread from this thread now (else
+    it runs it at once, where it stands): overlap on, and this thread's products split in two."""
+    return ENABLED["on"] and getattr(gemm._thread_share, "here", None) is None and gemm.split_parts() == 2
 
 
 def schedule_of(steps):
@@ -157,13 +166,12 @@ def defer(fn, *args):
     """``fn(*args)`` started on the helper thread (a :class:`Pending`, for :func:`join`), the
     calling thread's products running their blocks on it meanwhile; or run here now (its value)
     when overlap is off or this thread's products are not split in two."""
-    share = gemm._thread_share
-    if not ENABLED["on"] or getattr(share, "here", None) is not None or gemm.split_parts() != 2:
+    if not hands_off():
         return fn(*args)
     from tensorweave.core.context import current_runtime
     future = current_runtime().intra_op_pool().submit(_on_helper, fn, args, 2)
-    pending = Pending(future, fn, args, getattr(share, "here", None))
-    share.here = 2
+    pending = Pending(future, fn, args, None)
+    gemm._thread_share.here = 2
     return pending
 
 

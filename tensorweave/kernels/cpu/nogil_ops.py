@@ -56,9 +56,9 @@ from tensorweave.kernels.cpu import (gemm, jit, nn_loops, reduce_kernels, rnn_ge
 
 #: columns of a program row: opcode, three operand indexes, eight integers (a row of more
 #: operands puts the others in its last integers), and the address-table indexes of the library
-#: functions it calls (:data:`GEMM`: ``cblas_sgemm`` and ``MKL_Set_Num_Threads_Local``; :data:`GEMM_OPENBLAS`: OpenBLAS's
-#: ``cblas_sgemm``;
-#: :data:`XENT`: NumPy's float32 ``exp`` loop and its data)
+#: functions it calls (:data:`GEMM`: ``cblas_sgemm`` and ``MKL_Set_Num_Threads_Local``;
+#: :data:`GEMM_OPENBLAS`: OpenBLAS's ``cblas_sgemm``; :data:`XENT`: NumPy's float32 ``exp`` loop
+#: and its data)
 WIDTH = 14
 GEMM, ADD, RELU, RELU_GRAD, COLSUM, MEAN, XENT, GEMM_OPENBLAS, APPLY = 1, 2, 3, 4, 5, 6, 7, 8, 9
 #: what the twin returns while the interpreter compiles: run the steps the Python way
