@@ -24,11 +24,11 @@ def test_readers_read_what_threadpoolctl_reads():
             for lib in libs:
                 assert rank_threads._reader(lib)() == lib.num_threads
     assert rank_threads._reader(libs[0]) is rank_threads._reader(libs[0])     # looked up once
-    for lib in libs:        # MKL's and OpenBLAS-on-pthreads' own C getters, not threadpoolctl's property
+    for lib in libs:        # MKL's C getter and gemm's of NumPy's OpenBLAS, not threadpoolctl's property
         if lib.internal_api == "mkl":
             assert rank_threads._reader(lib) is lib.dynlib.MKL_Get_Max_Threads
-        elif lib.internal_api == "openblas" and lib.threading_layer == "pthreads":
-            assert rank_threads._reader(lib) is lib._get_symbol("openblas_get_num_threads")
+        elif lib.internal_api == "openblas" and rank_threads._numpy_openblas_getter(lib) is not None:
+            assert rank_threads._reader(lib) is rank_threads._numpy_openblas_getter(lib)     # (dp27)
     with threadpool_limits(1):
         n, counts = rank_threads.controller_counts(2)
     assert n == 1 and all(lib.internal_api == "mkl" and k == 1 for lib, k in counts)
@@ -48,7 +48,7 @@ class _Lib:
 def test_another_library_is_read_through_threadpoolctl():
     blis, omp = _Lib("blis", 3), _Lib("openblas", 5, "openmp")
     assert rank_threads._reader(blis)() == 3
-    assert rank_threads._reader(omp)() == 5          # OpenBLAS on OpenMP: not its pthreads getter
+    assert rank_threads._reader(omp)() == 5          # an OpenBLAS gemm does not read: threadpoolctl's
     blis.num_threads = 4
     assert rank_threads._reader(blis)() == 4          # read live each time
     other = _Lib("blis", 7)

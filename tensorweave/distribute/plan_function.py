@@ -159,8 +159,11 @@ class RankPlans:
             # after the posting, these calls (MKL's and numba's thread counts are ctypes calls, which
             # drop the GIL) handed the GIL to the rank just woken, the controller waiting for it to
             # reach its first product, and delayed the first rank's bucket, for which the others wait.
-            with rank_threads.held(n, counts):
+            taken = rank_threads.take(n, counts)
+            try:
                 results = self.world.run(self.placement.ranks, on_rank, inline=True)
+            finally:
+                rank_threads.restore(taken)
         return [(lay, [r[j] for r in results] if keep else [_array(r[j]) for r in results])
                 for j, (lay, keep) in enumerate(self._fetch_layouts())]
 
