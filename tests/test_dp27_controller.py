@@ -3,6 +3,7 @@ through ``gemm``'s getter (one reader of it, ``rank_threads._reader``), the cont
 counts taken and set back by two plain calls (``rank_threads.take`` / ``restore``: only what differs,
 also when the run raises), and the benchmark's per-round figures that tell a slow round of ours from
 the host's (``bench_distribute.thread_waits``)."""
+import ctypes
 import os
 import sys
 import types
@@ -22,6 +23,14 @@ import bench_distribute  # noqa: E402
 
 # ---- one reader of NumPy's OpenBLAS count ---------------------------------------------------------
 
+def _address(fn):
+    return ctypes.cast(fn, ctypes.c_void_p).value
+
+
+def _holds_gil(fn):
+    return bool(type(fn)._flags_ & ctypes._FUNCFLAG_PYTHONAPI)
+
+
 def test_numpy_openblas_is_read_through_gemms_getter():
     found = gemm._openblas_threads()
     libs = [lib for lib in threads._blas() if lib.internal_api == "openblas"]
@@ -29,11 +38,34 @@ def test_numpy_openblas_is_read_through_gemms_getter():
         pytest.skip("NumPy's BLAS is not an OpenBLAS gemm reads")
     mine = [lib for lib in libs if lib.filepath == gemm._openblas["library"]._name]
     assert len(mine) == 1
-    assert rank_threads._reader(mine[0]) is found[0]
+    fn = rank_threads._reader(mine[0])
+    assert _address(fn) == _address(found[0]) and _holds_gil(fn)
     for limit in (1, 2, 1):
         with threadpool_limits(limit):
             for lib in libs:
                 assert rank_threads._reader(lib)() == lib.num_threads
+
+
+def test_the_controllers_count_calls_keep_the_gil():
+    """MKL's getter and numba's get/set are the libraries' C functions called holding the GIL (each
+    returns at once; dropped, the GIL went to a rank thread at every step's end)."""
+    import numba
+    numba.get_num_threads()         # (launches numba's threads)
+    get, put = rank_threads._numba_counts()
+    from numba.np.ufunc import parallel
+    assert _address(get) == _address(parallel._get_num_threads) and _holds_gil(get)
+    assert _address(put) == _address(parallel._set_num_threads) and _holds_gil(put)
+    was = get()
+    put(1)
+    assert numba.get_num_threads() == 1 == get()
+    put(was)
+    assert numba.get_num_threads() == was
+    for lib in threads._blas():
+        if lib.internal_api == "mkl":
+            fn = rank_threads._reader(lib)
+            assert _address(fn) == _address(lib.dynlib.MKL_Get_Max_Threads) and _holds_gil(fn)
+            assert fn() == lib.num_threads
+    assert not _holds_gil(parallel._set_num_threads)        # (numba's own drop it)
 
 
 def test_another_openblas_is_read_through_threadpoolctl():

@@ -15,6 +15,7 @@ least one); process-wide settings (OpenBLAS's count) are the controller's and ar
 1
 """
 import contextlib
+import ctypes
 import threading
 
 from tensorweave.kernels import threads
@@ -49,10 +50,10 @@ _readers = {}       # id(library controller) -> (controller, its count's reader)
 def _reader(lib):
     """A function reading ``lib``'s thread count (threadpoolctl's ``lib.num_threads``): for MKL its
     C getter, for NumPy's OpenBLAS the ctypes getter ``gemm`` holds it at one thread with
-    (:func:`_numpy_openblas_getter`), each looked up once; any other library threadpoolctl's read.
-    threadpoolctl looks the symbol up by name on every read: half of the controller's ~37 µs reading
-    three libraries' counts right after a step (19 µs the direct calls, 6.7 -> 3.5 warm; session 22,
-    AMD EPYC, load 5)."""
+    (:func:`_numpy_openblas_getter`), each looked up once and called holding the GIL
+    (:func:`_holding_gil`); any other library threadpoolctl's read. threadpoolctl looks the symbol
+    up by name on every read: half of the controller's ~37 µs reading three libraries' counts right
+    after a step (19 µs the direct calls, 6.7 -> 3.5 warm; session 22, AMD EPYC, load 5)."""
     got = _readers.get(id(lib))
     if got is not None and got[0] is lib:
         return got[1]
@@ -63,6 +64,8 @@ def _reader(lib):
         fn = _numpy_openblas_getter(lib)
     if fn is None:
         fn = lambda: lib.num_threads        # noqa: E731 - any other library: threadpoolctl's read
+    else:
+        fn = _holding_gil(fn, ctypes.c_int)
     _readers[id(lib)] = (lib, fn)
     return fn
 
@@ -77,20 +80,30 @@ def _numpy_openblas_getter(lib):
     return found[0]
 
 
+def _holding_gil(fn, restype, *argtypes):
+    """The C function behind ctypes function ``fn`` called without dropping the GIL (``PYFUNCTYPE``).
+    A library's thread-count getter or setter returns at once; dropped, the GIL went to whichever
+    thread wanted it: the controller restores its counts right after the other ranks finished, as
+    the rank just finished wants the GIL back to reach its next wait (a hand-off and a wake-up each way)."""
+    return ctypes.PYFUNCTYPE(restype, *argtypes)(ctypes.cast(fn, ctypes.c_void_p).value)
+
+
 def _numba_counts():
     """numba's ``(get, set)`` of the calling thread's thread count: once numba has launched its
-    threads, the threading layer's own two functions, which ``numba.get_num_threads`` /
-    ``set_num_threads`` call after checking that launch under two locks (~2 of their ~3 µs; a
-    planned step makes three such calls on the controller, between the ranks' steps, while the
-    other ranks wait); before the launch (or where a numba version names them otherwise) numba's."""
+    threads, the threading layer's own two functions (called holding the GIL, :func:`_holding_gil`),
+    which ``numba.get_num_threads`` / ``set_num_threads`` call after checking that launch under two
+    locks (~2 of their ~3 µs; a planned step makes three such calls on the controller, between the
+    ranks' steps, while the other ranks wait); before the launch (or where a numba version names
+    them otherwise) numba's."""
     if _numba_launched:
         return _numba_launched[0]
     from numba.np.ufunc import parallel
     if getattr(parallel, "_is_initialized", False):
         get, put = getattr(parallel, "_get_num_threads", None), getattr(parallel, "_set_num_threads", None)
         if get is not None and put is not None:
-            _numba_launched.append((get, put))     # launched once for the process: the same two from now on
-            return get, put
+            # launched once for the process: the same two from now on
+            _numba_launched.append((_holding_gil(get, ctypes.c_int), _holding_gil(put, None, ctypes.c_int)))
+            return _numba_launched[0]
     import numba
     return numba.get_num_threads, numba.set_num_threads
 
