@@ -201,12 +201,12 @@ def measure(step, steps, world=None, ranks=None, inline=None, waits=None):
     return steps / wall, cpu, [(b - a) / steps * 1e3 for a, b in zip(r0, r1)]
 
 
-def _sched():
+def _sched(path="/proc/thread-self/schedstat"):
     """The calling thread's ``(wall ns, ns on a core, ns runnable but waiting for one)`` now (Linux's
     ``/proc/thread-self/schedstat``); None where the kernel gives no such record."""
     wall = time.perf_counter_ns()
     try:
-        with open("/proc/thread-self/schedstat", "rb") as f:
+        with open(path, "rb") as f:
             on_core, queued = f.read().split()[:2]
     except (OSError, ValueError):
         return None
@@ -240,11 +240,11 @@ def thread_waits(before, after, steps):
     return out
 
 
-def host_steal():
+def host_steal(path="/proc/stat"):
     """``(steal, all)`` CPU ticks of the host so far (``/proc/stat``; None elsewhere): a round's share of
     ticks the hypervisor gave to other guests."""
     try:
-        with open("/proc/stat") as f:
+        with open(path) as f:
             ticks = [int(x) for x in f.readline().split()[1:]]
     except (OSError, ValueError):
         return None

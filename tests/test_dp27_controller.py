@@ -134,10 +134,12 @@ def test_take_sets_what_differs_and_restore_sets_it_back(monkeypatch):
 
 def test_take_sets_nothing_back_where_the_counts_were_right(monkeypatch):
     lib, numba = FakeLib(2), _fake_numba(monkeypatch, 2)
-    split = gemm.limit_split_here(None)
+    split = gemm.limit_split_here(3)
     try:
-        rank_threads.restore(rank_threads.take(2, [(lib, 2)]))
-        assert lib.calls == [] and numba.sets == [] and gemm._thread_share.parts is None
+        taken = rank_threads.take(2, [(lib, 2)])
+        assert gemm._thread_share.parts == 2
+        rank_threads.restore(taken)
+        assert lib.calls == [] and numba.sets == [] and gemm._thread_share.parts == 3     # the split's cap back
     finally:
         gemm.limit_split_here(split)
 
@@ -261,3 +263,23 @@ def test_host_steal_counts_ticks():
         pytest.skip("no /proc/stat here")
     steal, total = got
     assert 0 <= steal <= total and total > 0
+
+
+def test_host_steal_reads_the_steal_column_of_the_cpu_line(tmp_path):
+    stat = tmp_path / "stat"
+    # user nice system idle iowait irq softirq steal guest guest_nice (guest time is in user already)
+    stat.write_text("cpu  100 1 50 800 4 0 3 42 7 0\ncpu0 1 2 3 4 5 6 7 8 9 10\n")
+    assert bench_distribute.host_steal(str(stat)) == (42, 1000)
+    stat.write_text("cpu  5 6 7\n")
+    assert bench_distribute.host_steal(str(stat)) == (0, 18)
+    assert bench_distribute.host_steal(str(tmp_path / "none")) is None
+
+
+def test_sched_reads_time_on_a_core_then_time_waiting_for_one(tmp_path):
+    record = tmp_path / "schedstat"
+    record.write_text("123456 789 42\n")         # ns on a core, ns runnable and waiting, time slices
+    wall, on_core, queued = bench_distribute._sched(str(record))
+    assert (on_core, queued) == (123456, 789) and wall > 0
+    record.write_text("garbage\n")
+    assert bench_distribute._sched(str(record)) is None
+    assert bench_distribute._sched(str(tmp_path / "none")) is None

@@ -170,8 +170,8 @@ def take(n, counts=None):
     plan itself, ``World.run(..., inline=True)``) and returns what :func:`restore` sets back after
     the run: only the counts that differed. Two plain calls, not a context manager: a planned step's
     controller makes them around every run while the other ranks wait for it, the restore right
-    after the step's products, cold (with the counts' C calls holding the GIL: 36-41 µs of thread
-    CPU a step where :func:`held` took 50-53; session 23, AMD EPYC, load 8-11).
+    after the step's products, cold (with the counts' C calls holding the GIL: 35-41 µs of thread
+    CPU a step where :func:`held` took 49-54; session 23, AMD EPYC, load 8-11).
     ``counts``: the per-thread libraries' counts as :func:`controller_counts` read them on this
     thread just now (reading them again through :func:`use` and before restoring took ~20 µs)."""
     changed = []
