@@ -171,14 +171,14 @@ def steps_per_s(step, steps):
     return steps / (time.perf_counter() - t0)
 
 
-def _rank_cpu(world, ranks, inline=None):
-    """Per rank, the CPU seconds of the thread that runs its plan: the calling (controller) thread's
-    for the first rank when planned functions run it there (``plan_function.INLINE_FIRST_RANK``:
+def _rank_cpu(world, ranks, inline=None, read=time.thread_time):
+    """Per rank, the CPU seconds (``read()``) of the thread that runs its plan: the calling (controller)
+    thread's for the first rank when planned functions run it there (``plan_function.INLINE_FIRST_RANK``:
     its figure then includes the controller's own work), else each rank thread's."""
     from tensorweave.distribute import plan_function
-    got = world.run(ranks, lambda i: time.thread_time())
+    got = world.run(ranks, lambda i: read())
     if plan_function.INLINE_FIRST_RANK if inline is None else inline:
-        got[0] = time.thread_time()
+        got[0] = read()
     return got
 
 
@@ -187,7 +187,7 @@ def measure(step, steps, world=None, ranks=None, inline=None, waits=None):
     ``inline`` False: the first rank's work runs on its own thread (eager global ops). ``waits``: a
     list that gets, per thread, where its time went (:func:`thread_waits`; read outside the timed loop)."""
     step()
-    s0 = _rank_sched(world, ranks, inline) if waits is not None else None
+    s0 = (_rank_cpu(world, ranks, inline, _sched) if ranks else [_sched()]) if waits is not None else None
     c0 = time.process_time()
     r0 = _rank_cpu(world, ranks, inline) if ranks else [time.thread_time()]
     t0 = time.perf_counter()
@@ -197,7 +197,7 @@ def measure(step, steps, world=None, ranks=None, inline=None, waits=None):
     r1 = _rank_cpu(world, ranks, inline) if ranks else [time.thread_time()]
     cpu = (time.process_time() - c0) / steps * 1e3
     if waits is not None:
-        waits.append(thread_waits(s0, _rank_sched(world, ranks, inline), steps))
+        waits.append(thread_waits(s0, _rank_cpu(world, ranks, inline, _sched) if ranks else [_sched()], steps))
     return steps / wall, cpu, [(b - a) / steps * 1e3 for a, b in zip(r0, r1)]
 
 
@@ -211,17 +211,6 @@ def _sched(path="/proc/thread-self/schedstat"):
     except (OSError, ValueError):
         return None
     return wall, int(on_core), int(queued)
-
-
-def _rank_sched(world, ranks, inline=None):
-    """:func:`_sched` per rank thread (as :func:`_rank_cpu` reads their CPU), or the calling thread's."""
-    from tensorweave.distribute import plan_function
-    if not ranks:
-        return [_sched()]
-    got = world.run(ranks, lambda i: _sched())
-    if plan_function.INLINE_FIRST_RANK if inline is None else inline:
-        got[0] = _sched()
-    return got
 
 
 def thread_waits(before, after, steps):
