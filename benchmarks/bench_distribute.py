@@ -19,7 +19,11 @@ the controller's BLAS threads, ``distribute/rank_threads.py``; eager rows set it
 thread here). ``--all-cores`` adds the one-device step with the default threading (BLAS and
 side-by-side ops on every core) as a second baseline. Each row also gives CPU time per step:
 the process's and, per rank, the rank thread's (``time.thread_time``), so a loaded machine's
-figures can still be judged. ``load`` is ``os.getloadavg()`` before and after.
+figures can still be judged. ``load`` is ``os.getloadavg()`` before and after. Where a run's figure
+swings, the main row says why: ``rounds_detail`` gives per round the speedup, both steps' wall, and for
+one device and each rank where its wall went (:func:`thread_waits`: on a core, runnable but waiting
+for one — the host's load —, or asleep — waiting for the other rank or the GIL: ours) with the host's
+steal; ``waits_ms`` the same over the rounds. Read outside the timed loops: the row measures what it did.
 
 ``--ablation`` adds a row of the planned step built without ZeRO-1 updates, without the step
 counter folded into the bucket, without the bucketed all-reduce and without the rank plans' graph
@@ -167,21 +171,23 @@ def steps_per_s(step, steps):
     return steps / (time.perf_counter() - t0)
 
 
-def _rank_cpu(world, ranks, inline=None):
-    """Per rank, the CPU seconds of the thread that runs its plan: the calling (controller) thread's
-    for the first rank when planned functions run it there (``plan_function.INLINE_FIRST_RANK``:
+def _rank_cpu(world, ranks, inline=None, read=time.thread_time):
+    """Per rank, the CPU seconds (``read()``) of the thread that runs its plan: the calling (controller)
+    thread's for the first rank when planned functions run it there (``plan_function.INLINE_FIRST_RANK``:
     its figure then includes the controller's own work), else each rank thread's."""
     from tensorweave.distribute import plan_function
-    got = world.run(ranks, lambda i: time.thread_time())
+    got = world.run(ranks, lambda i: read())
     if plan_function.INLINE_FIRST_RANK if inline is None else inline:
-        got[0] = time.thread_time()
+        got[0] = read()
     return got
 
 
-def measure(step, steps, world=None, ranks=None, inline=None):
+def measure(step, steps, world=None, ranks=None, inline=None, waits=None):
     """(steps/s, process CPU ms per step, [per-rank thread CPU ms per step] or the calling thread's);
-    ``inline`` False: the first rank's work runs on its own thread (eager global ops)."""
+    ``inline`` False: the first rank's work runs on its own thread (eager global ops). ``waits``: a
+    list that gets, per thread, where its time went (:func:`thread_waits`; read outside the timed loop)."""
     step()
+    s0 = (_rank_cpu(world, ranks, inline, _sched) if ranks else [_sched()]) if waits is not None else None
     c0 = time.process_time()
     r0 = _rank_cpu(world, ranks, inline) if ranks else [time.thread_time()]
     t0 = time.perf_counter()
@@ -190,7 +196,48 @@ def measure(step, steps, world=None, ranks=None, inline=None):
     wall = time.perf_counter() - t0
     r1 = _rank_cpu(world, ranks, inline) if ranks else [time.thread_time()]
     cpu = (time.process_time() - c0) / steps * 1e3
+    if waits is not None:
+        waits.append(thread_waits(s0, _rank_cpu(world, ranks, inline, _sched) if ranks else [_sched()], steps))
     return steps / wall, cpu, [(b - a) / steps * 1e3 for a, b in zip(r0, r1)]
+
+
+def _sched(path="/proc/thread-self/schedstat"):
+    """The calling thread's ``(wall ns, ns on a core, ns runnable but waiting for one)`` now (Linux's
+    ``/proc/thread-self/schedstat``); None where the kernel gives no such record."""
+    wall = time.perf_counter_ns()
+    try:
+        with open(path, "rb") as f:
+            on_core, queued = f.read().split()[:2]
+    except (OSError, ValueError):
+        return None
+    return wall, int(on_core), int(queued)
+
+
+def thread_waits(before, after, steps):
+    """Per thread, ms per step: ``cpu`` on a core, ``runq`` runnable but waiting for a core (other
+    processes' load, the other rank on the same core: the host's share) and ``blocked`` the rest of
+    the wall (asleep: waiting for another rank at a collective or the meeting, or for the GIL: our
+    share). Which of the two moves with a round's speedup says where a run's swing comes from."""
+    out = []
+    for a, b in zip(before, after):
+        if a is None or b is None:
+            out.append(None)
+            continue
+        wall, on_core, queued = ((y - x) / steps / 1e6 for x, y in zip(a, b))
+        out.append({"cpu": round(on_core, 3), "runq": round(queued, 3),
+                    "blocked": round(max(0.0, wall - on_core - queued), 3)})
+    return out
+
+
+def host_steal(path="/proc/stat"):
+    """``(steal, all)`` CPU ticks of the host so far (``/proc/stat``; None elsewhere): a round's share of
+    ticks the hypervisor gave to other guests."""
+    try:
+        with open(path) as f:
+            ticks = [int(x) for x in f.readline().split()[1:]]
+    except (OSError, ValueError):
+        return None
+    return ticks[7] if len(ticks) > 7 else 0, sum(ticks[:8])     # (guest time is in user already)
 
 
 def _one_thread_per_rank(world, ranks):
@@ -218,12 +265,16 @@ def paired(one, other):
 
 def compare(name, local_step, dp_step, args, world, ranks, extra=None, inline=None):
     compiled0 = jit.background_compile_seconds()
-    one, dp = [], []
+    one, dp, one_waits, dp_waits, steal = [], [], [], [], []
     for r in range(args.rounds):        # alternate, the order swapped every round: both see the same load
-        pair = [(one, lambda: measure(local_step, args.steps)),
-                (dp, lambda: measure(dp_step, args.steps, world, ranks, inline))]
+        pair = [(one, lambda: measure(local_step, args.steps, waits=one_waits)),
+                (dp, lambda: measure(dp_step, args.steps, world, ranks, inline, waits=dp_waits))]
+        h0 = host_steal()
         for acc, run in pair[::-1] if r % 2 else pair:
             acc.append(run())
+        h1 = host_steal()
+        steal.append(None if h0 is None or h1 is None or h1[1] == h0[1] else
+                     round(100 * (h1[0] - h0[0]) / (h1[1] - h0[1]), 1))
     b1, bd = max(one), max(dp)
     row = {"row": name, "batch": args.batch, "ranks": args.ranks, "one_device_steps_s": round(b1[0], 2),
            "data_parallel_steps_s": round(bd[0], 2), "speedup": round(bd[0] / b1[0], 2), "target": 1.6,
@@ -232,9 +283,31 @@ def compare(name, local_step, dp_step, args, world, ranks, extra=None, inline=No
            "cpu_ratio": round(b1[1] / max(bd[2]), 2), "rounds": args.rounds,
            "per_round": paired(one, dp),
            "one_device_cpu_ms_per_round": spread([o[1] for o in one]),
+           "waits_ms": waits_summary(one_waits, dp_waits),
+           "rounds_detail": rounds_detail(one, dp, one_waits, dp_waits, steal),
            "compile_s_while_measured": round(jit.background_compile_seconds() - compiled0, 2)}
     row.update(extra or {})
     return row
+
+
+def rounds_detail(one, dp, one_waits, dp_waits, steal):
+    """Per round of :func:`compare` (the rounds the row's best and medians come from): the speedup, both
+    steps' wall ms, one device's and each rank's :func:`thread_waits` and the host's steal (% of its
+    ticks): the figures that tell a slow round of ours (a rank ``blocked``) from the host's (``runq``, steal)."""
+    return [{"speedup": round(d[0] / o[0], 3), "wall_ms": [round(1e3 / o[0], 3), round(1e3 / d[0], 3)],
+             "one_device": ow[0], "ranks": dw, "steal_pct": st}
+            for o, d, ow, dw, st in zip(one, dp, one_waits, dp_waits, steal)]
+
+
+def waits_summary(one_waits, dp_waits):
+    """:func:`thread_waits`' figures over the rounds (:func:`spread`): one device's ``runq``, and per
+    rank its ``blocked`` and ``runq`` ms per step (which rank waits, and how much the host took)."""
+    def over(rows, i, key):
+        got = [r[i][key] for r in rows if r[i] is not None]
+        return spread(got, 3) if got else None
+    return {"one_device_runq": over(one_waits, 0, "runq"),
+            "ranks": [{k: over(dp_waits, i, k) for k in ("cpu", "blocked", "runq")}
+                      for i in range(len(dp_waits[0]) if dp_waits else 0)]}
 
 
 #: the ablation's ``switch_100us`` row: the interpreter's switch interval (s) while the planned step

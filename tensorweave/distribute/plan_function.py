@@ -156,11 +156,14 @@ class RankPlans:
                 return executor.run_plan(bound[i], feeds[i])
             # The controller runs the first rank's plan itself: its thread's settings are made before
             # the other ranks are posted and restored after they all finished. Made inside the run,
-            # after the posting, these calls (MKL's and numba's thread counts are ctypes calls, which
-            # drop the GIL) handed the GIL to the rank just woken, the controller waiting for it to
-            # reach its first product, and delayed the first rank's bucket, for which the others wait.
-            with rank_threads.held(n, counts):
+            # after the posting, these calls (ctypes calls that dropped the GIL then; numba's and the
+            # getters keep it since session 23) handed the GIL to the rank just woken, the controller
+            # waiting for it to reach its first product, and delayed the first rank's bucket.
+            taken = rank_threads.take(n, counts)
+            try:
                 results = self.world.run(self.placement.ranks, on_rank, inline=True)
+            finally:
+                rank_threads.restore(taken)
         return [(lay, [r[j] for r in results] if keep else [_array(r[j]) for r in results])
                 for j, (lay, keep) in enumerate(self._fetch_layouts())]
 

@@ -15,9 +15,11 @@ least one); process-wide settings (OpenBLAS's count) are the controller's and ar
 1
 """
 import contextlib
+import ctypes
 import threading
 
 from tensorweave.kernels import threads
+from tensorweave.kernels.cpu import gemm
 
 
 def share(controller_threads, n_ranks):
@@ -46,39 +48,62 @@ _readers = {}       # id(library controller) -> (controller, its count's reader)
 
 
 def _reader(lib):
-    """A function reading ``lib``'s thread count (threadpoolctl's ``lib.num_threads``): for MKL and
-    OpenBLAS on its own threads, the library's C getter itself, looked up once. threadpoolctl looks
-    the symbol up by name on every read: half of the controller's ~37 µs reading three libraries'
-    counts right after a step (19 µs the direct calls, 6.7 -> 3.5 warm; session 22, AMD EPYC, load 5)."""
+    """A function reading ``lib``'s thread count (threadpoolctl's ``lib.num_threads``): for MKL its
+    C getter, for NumPy's OpenBLAS the ctypes getter ``gemm`` holds it at one thread with
+    (:func:`_numpy_openblas_getter`), each looked up once and called holding the GIL
+    (:func:`_holding_gil`); any other library threadpoolctl's read. threadpoolctl looks the symbol
+    up by name on every read: half of the controller's ~37 µs reading three libraries' counts right
+    after a step (19 µs the direct calls, 6.7 -> 3.5 warm; session 22, AMD EPYC, load 5)."""
     got = _readers.get(id(lib))
     if got is not None and got[0] is lib:
         return got[1]
     fn = None
     if lib.internal_api == "mkl":
         fn = getattr(getattr(lib, "dynlib", None), "MKL_Get_Max_Threads", None)
-    elif lib.internal_api == "openblas" and getattr(lib, "threading_layer", None) == "pthreads":
-        symbol = getattr(lib, "_get_symbol", None)      # (threadpoolctl's name with the library's affixes)
-        fn = symbol("openblas_get_num_threads") if symbol is not None else None
+    elif lib.internal_api == "openblas":
+        fn = _numpy_openblas_getter(lib)
     if fn is None:
         fn = lambda: lib.num_threads        # noqa: E731 - any other library: threadpoolctl's read
+    else:
+        fn = _holding_gil(fn, ctypes.c_int)
     _readers[id(lib)] = (lib, fn)
     return fn
 
 
+def _numpy_openblas_getter(lib):
+    """``gemm``'s getter of NumPy's OpenBLAS count (``gemm._openblas_threads``) where ``lib`` is the
+    library it reads, else None (another OpenBLAS, SciPy's say): one reader of that count for both."""
+    found = gemm._openblas_threads()
+    so = gemm._openblas.get("library")
+    if found is None or so is None or getattr(so, "_name", None) != getattr(lib, "filepath", None):
+        return None
+    return found[0]
+
+
+def _holding_gil(fn, restype, *argtypes):
+    """The C function behind ctypes function ``fn`` called without dropping the GIL (``PYFUNCTYPE``).
+    A library's thread-count getter or setter returns at once; dropped, the GIL went to whichever
+    thread wanted it: the controller restores its counts right after the other ranks finished, as
+    the rank just finished wants the GIL back to reach its next wait (a hand-off and a wake-up each way)."""
+    return ctypes.PYFUNCTYPE(restype, *argtypes)(ctypes.cast(fn, ctypes.c_void_p).value)
+
+
 def _numba_counts():
     """numba's ``(get, set)`` of the calling thread's thread count: once numba has launched its
-    threads, the threading layer's own two functions, which ``numba.get_num_threads`` /
-    ``set_num_threads`` call after checking that launch under two locks (~2 of their ~3 µs; a
-    planned step makes three such calls on the controller, between the ranks' steps, while the
-    other ranks wait); before the launch (or where a numba version names them otherwise) numba's."""
+    threads, the threading layer's own two functions (called holding the GIL, :func:`_holding_gil`),
+    which ``numba.get_num_threads`` / ``set_num_threads`` call after checking that launch under two
+    locks (~2 of their ~3 µs; a planned step makes three such calls on the controller, between the
+    ranks' steps, while the other ranks wait); before the launch (or where a numba version names
+    them otherwise) numba's."""
     if _numba_launched:
         return _numba_launched[0]
     from numba.np.ufunc import parallel
     if getattr(parallel, "_is_initialized", False):
         get, put = getattr(parallel, "_get_num_threads", None), getattr(parallel, "_set_num_threads", None)
         if get is not None and put is not None:
-            _numba_launched.append((get, put))     # launched once for the process: the same two from now on
-            return get, put
+            # launched once for the process: the same two from now on
+            _numba_launched.append((_holding_gil(get, ctypes.c_int), _holding_gil(put, None, ctypes.c_int)))
+            return _numba_launched[0]
     import numba
     return numba.get_num_threads, numba.set_num_threads
 
@@ -108,8 +133,6 @@ def use(n):
     if _set.n == n:
         return n
     import numba
-
-    from tensorweave.kernels.cpu import gemm
     for lib in _per_thread_libs():
         if lib.num_threads != n:
             lib.set_num_threads(n)
@@ -134,33 +157,52 @@ def _own_rank_thread():
 @contextlib.contextmanager
 def held(n, counts=None):
     """:func:`use` ``n`` for the body, then the calling thread's previous per-thread counts again
-    (a controller thread running one rank's plan itself, ``World.run(..., inline=True)``). Each
-    count is read once and only a changed one is set back: this runs on the controller before
-    every planned step, while the other ranks wait for it at their first collective (reading
-    them again through :func:`use` and before restoring took ~20 of its ~30 µs). ``counts``: the
-    per-thread libraries' counts as :func:`controller_counts` read them on this thread just now."""
-    import numba
+    (:func:`take` and :func:`restore` around it)."""
+    taken = take(n, counts)
+    try:
+        yield n
+    finally:
+        restore(taken)
 
-    from tensorweave.kernels.cpu import gemm
+
+def take(n, counts=None):
+    """Sets the calling thread's per-thread counts to ``n`` (a controller thread running one rank's
+    plan itself, ``World.run(..., inline=True)``) and returns what :func:`restore` sets back after
+    the run: only the counts that differed. Two plain calls, not a context manager: a planned step's
+    controller makes them around every run while the other ranks wait for it, the restore right
+    after the step's products, cold (with the counts' C calls holding the GIL: 35-41 µs of thread
+    CPU a step where :func:`held` took 49-54; session 23, AMD EPYC, load 8-11).
+    ``counts``: the per-thread libraries' counts as :func:`controller_counts` read them on this
+    thread just now (reading them again through :func:`use` and before restoring took ~20 µs)."""
     changed = []
     for lib, k in counts if counts is not None else [(lib, lib.num_threads) for lib in _per_thread_libs()]:
         if k != n:
             lib.set_num_threads(n)
             changed.append((lib, k))
     split_before = gemm.limit_split_here(n)
-    m = min(n, numba.config.NUMBA_NUM_THREADS)
     get, put = _numba_counts()
+    m = min(n, _numba_cap())
     numba_before = get()
-    if numba_before != m:
-        put(m)
-    try:
-        yield n
-    finally:
-        gemm.limit_split_here(split_before)
-        for lib, k in changed:
-            lib.set_num_threads(k)
-        if numba_before != m:
-            put(numba_before)
+    if numba_before == m:
+        return changed, split_before, None, None     # numba's right already: nothing to set back
+    put(m)
+    return changed, split_before, put, numba_before
 
 
-__all__ = ["share", "for_ranks", "controller_counts", "use", "held"]
+def restore(taken):
+    """Sets back what :func:`take` changed on the calling thread (``taken``: its result)."""
+    changed, split_before, put, numba_before = taken
+    gemm.limit_split_here(split_before)
+    for lib, k in changed:
+        lib.set_num_threads(k)
+    if put is not None:
+        put(numba_before)
+
+
+def _numba_cap():
+    """numba's most threads (``NUMBA_NUM_THREADS``: fixed once its threads are launched)."""
+    import numba
+    return numba.config.NUMBA_NUM_THREADS
+
+
+__all__ = ["share", "for_ranks", "controller_counts", "use", "held", "take", "restore"]
