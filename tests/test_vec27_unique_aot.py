@@ -55,6 +55,16 @@ def test_an_id_at_the_bound_edge_and_empty_ids():
     assert uniq.shape == (0,) and summed.shape == (0, 2) and inverse.shape == (0,) and uniq.dtype == np.int32
 
 
+@pytest.mark.parametrize("high,marked", [(4 * 3 + 4095, True), (4 * 3 + 4096, False)])
+def test_ids_are_marked_below_four_per_id_plus_4096_else_sorted(high, marked, monkeypatch):
+    calls = []
+    real = sparse_ops._unique_by_marking
+    monkeypatch.setattr(sparse_ops, "_unique_by_marking", lambda *args: (calls.append(1), real(*args))[1])
+    uniq, _, inverse = sparse_ops._unique_segment_sum(np.array([high, 5, high], np.int64), np.ones((3, 1), np.float32))
+    assert bool(calls) == marked
+    assert uniq.tolist() == [5, high] and inverse.tolist() == [1, 0, 1]
+
+
 @pytest.mark.parametrize("dtype", [np.int32, np.int64])
 def test_a_built_package_sums_an_embedding_gradient_without_compiling(dtype, monkeypatch):
     if aot.library() is None:
