@@ -59,9 +59,9 @@ def _unique_by_marking(indices, bound, uniq, inverse):
     """Sorted unique values of ``indices`` (all in ``[0, bound)``) into ``uniq`` and each one's
     position among them into ``inverse``, in O(n + bound) without sorting: mark the values seen,
     number the marks in order (embedding ids, bounded by the table). Returns how many are unique
-    (``uniq``'s first entries). Outputs as arguments and a count back: the ahead-of-time build
-    serves that signature (``aot_kernels``); a tuple of new arrays it does not, and fasttext's
-    first full batch compiled this loop mid-run (issue 18, session 22)."""
+    (``uniq``'s first entries). Outputs as arguments and a count back, a signature the
+    ahead-of-time build serves (``aot_kernels``); returning a tuple of new arrays, the loop
+    compiled in fasttext's first measured step (issue 18, session 22)."""
     position = np.full(bound, -1, np.int64)
     for i in indices:
         position[i] = 0

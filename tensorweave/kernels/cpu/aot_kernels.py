@@ -3,7 +3,7 @@ argument types each is built for.
 
 Only the loops a cold process meets in its first training steps are here (the main job's CNN,
 and the dense layers and Adam it shares with the MLP; the recurrent step loops; the transformer
-encoders' fused layer norm and softmax rows), each for exactly the argument types its
+encoders' fused layer norm and softmax rows; an embedding's sparse update), each for exactly the argument types its
 callers pass (numba's dispatcher calls an ahead-of-time loop only on an exact match of the
 arguments' types, so a signature missing here just means the JIT path of ``jit.py``).
 ``parallel=True`` loops cannot be built ahead of time (numba's thread pool is set up by the
@@ -163,8 +163,7 @@ KERNELS = {
                        for ids in (_I32, _I64)],
     },
     # the duplicate rows of an embedding's sparse gradient summed (UniqueSegmentSum: every fasttext step; the
-    # marking loop compiled in its first full batch, after the bench's warm-up, session 22; vec27), int32 and
-    # int64 ids, float32 rows
+    # marking loop compiled in its first measured step, session 22; vec27), int32 and int64 ids, float32 rows
     "tensorweave.keras.optimizers.sparse_ops": {
         "_unique_by_marking": [f"int64({ids}, {_I}, {ids}, {ids})" for ids in (_I32, _I64)],
         "_segment_sum_rows": [f"void({_F2}, {ids}, {_F2})" for ids in (_I32, _I64)],
