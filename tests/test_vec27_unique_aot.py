@@ -55,7 +55,7 @@ def test_an_id_at_the_bound_edge_and_empty_ids():
     assert uniq.shape == (0,) and summed.shape == (0, 2) and inverse.shape == (0,) and uniq.dtype == np.int32
 
 
-@pytest.mark.parametrize("high,marked", [(4 * 3 + 4095, True), (4 * 3 + 4096, False)])
+@pytest.mark.parametrize("high,marked", [(4 * 3 + 4095, True), (4 * 3 + 4096, False), (10 ** 6, False)])
 def test_ids_are_marked_below_four_per_id_plus_4096_else_sorted(high, marked, monkeypatch):
     calls = []
     real = sparse_ops._unique_by_marking
@@ -63,6 +63,11 @@ def test_ids_are_marked_below_four_per_id_plus_4096_else_sorted(high, marked, mo
     uniq, _, inverse = sparse_ops._unique_segment_sum(np.array([high, 5, high], np.int64), np.ones((3, 1), np.float32))
     assert bool(calls) == marked
     assert uniq.tolist() == [5, high] and inverse.tolist() == [1, 0, 1]
+
+
+def test_negative_ids_are_sorted_not_marked():
+    uniq, summed, inverse = sparse_ops._unique_segment_sum(np.array([-1, 3, -1], np.int32), np.ones((3, 1), np.float32))
+    assert uniq.tolist() == [-1, 3] and inverse.tolist() == [0, 1, 0] and summed.tolist() == [[2.0], [1.0]]
 
 
 @pytest.mark.parametrize("dtype", [np.int32, np.int64])
