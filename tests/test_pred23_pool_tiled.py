@@ -45,7 +45,7 @@ def test_the_tiled_pass_gives_the_general_loops_bits(rng, dtype, shape, ksize):
 
 
 @pytest.mark.parametrize("case,tiled", [
-    ("cnn", True), ("odd size", False), ("overlapping", False), ("same padding", False), ("large", False),
+    ("cnn", True), ("odd size", False), ("overlapping", False), ("same padding", False), ("large", True),
     ("channels first", True), ("int", False),
 ])
 def test_max_pool_takes_the_tiled_pass_only_where_it_applies(rng, monkeypatch, case, tiled):
@@ -56,7 +56,7 @@ def test_max_pool_takes_the_tiled_pass_only_where_it_applies(rng, monkeypatch, c
         ksize = [3, 3]
     elif case == "same padding":
         shape, padding = (1, 25, 25, 8), "SAME"
-    elif case == "large":                                   # over one tile: the general loop's tiles
+    elif case == "large":                                   # over one tile: the tiled pass over tiles of the batch
         shape = (2, 128, 128, 16)
     elif case == "channels first":
         shape, fmt = (1, 8, 24, 24), "NCHW"
