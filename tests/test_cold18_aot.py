@@ -75,6 +75,7 @@ def _cases():
     yield training_kernels._adam_flat, (w, m, v, g1) + coeffs, (0, 1, 2)
     yield training_kernels._decay_flat, (_floats(1000), np.float32(0.3), np.float32(0.7)), (0,)
     yield from _bucket_cases()
+    yield from _sparse_cases()
     for dtype in (np.float32, np.float64):      # leading-axes sums (Sum, SumToLike): -0.0 columns, odd sizes
         xs = _floats(3, 37, 19).astype(dtype)
         xs[:, :, 4] = -0.0
@@ -147,6 +148,20 @@ def _bucket_cases():
     adamax = fused_rules.rule_for("ResourceApplyAdamax", {"beta_1": 0.9, "beta_2": 0.999, "epsilon": 1e-7})
     yield (fused_rules._sum2_adamax, (w, m, u, a, b) + adamax.factors([0.05, np.int64(3)], np.dtype(np.float32)),
            (0, 1, 2))
+
+
+def _sparse_cases():
+    """An embedding's sparse gradient: UniqueSegmentSum's loops (``sparse_ops``) on int32 and int64 ids
+    with repeats, float32 rows, then the sparse Adam update of the unique rows."""
+    from tensorweave.keras.optimizers import sparse_ops
+    coeffs = training_kernels._compute_coefficients(np.dtype(np.float32), 1e-3, 3, 0.9, 0.999) + (np.float32(1e-7),)
+    for dtype in (np.int32, np.int64):
+        ids = RNG.integers(0, 30, 50).astype(dtype)
+        yield (sparse_ops._unique_by_marking, (ids, 30, np.full(30, -1, dtype), np.full(50, -1, dtype)), (2, 3))
+        yield sparse_ops._segment_sum_rows, (np.full((30, 3), 7, np.float32), ids, _floats(50, 3)), (0,)
+        w, m, v = _floats(30, 3), _floats(30, 3, scale=0.1), np.abs(_floats(30, 3, scale=0.01))
+        uniq = np.unique(ids)
+        yield training_kernels._adam_rows, (w, m, v, v, uniq, _floats(uniq.size, 3)) + coeffs + (False,), (0, 1, 2)
 
 
 def _layer_norm_cases():

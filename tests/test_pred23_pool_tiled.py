@@ -45,8 +45,8 @@ def test_the_tiled_pass_gives_the_general_loops_bits(rng, dtype, shape, ksize):
 
 
 @pytest.mark.parametrize("case,tiled", [
-    ("cnn", True), ("odd size", False), ("overlapping", False), ("same padding", False), ("large", False),
-    ("channels first", True), ("int", False),
+    ("cnn", True), ("odd size", False), ("overlapping", False), ("same padding", False), ("large", True),
+    ("channels first", True), ("int", False), ("wide windows", True),
 ])
 def test_max_pool_takes_the_tiled_pass_only_where_it_applies(rng, monkeypatch, case, tiled):
     shape, ksize, strides, padding, fmt, dtype = (1, 24, 24, 8), [2, 2], [2, 2], "VALID", "NHWC", np.float32
@@ -56,12 +56,14 @@ def test_max_pool_takes_the_tiled_pass_only_where_it_applies(rng, monkeypatch, c
         ksize = [3, 3]
     elif case == "same padding":
         shape, padding = (1, 25, 25, 8), "SAME"
-    elif case == "large":                                   # over one tile: the general loop's tiles
+    elif case == "large":                                   # over one tile: the tiled pass over tiles of the batch
         shape = (2, 128, 128, 16)
     elif case == "channels first":
         shape, fmt = (1, 8, 24, 24), "NCHW"
     elif case == "int":
         dtype = np.int32
+    elif case == "wide windows":                            # 2x3 windows: each size its own
+        shape, ksize, strides = (3, 24, 24, 8), [2, 3], [2, 3]
     x = rng.standard_normal(shape).astype(dtype)
     calls = []
     real = pool_tiled.max_tiled

@@ -55,9 +55,13 @@ def _segment_sum_rows(out, inverse, values):
 
 
 @njit
-def _unique_by_marking(indices, bound):
-    # Sorted unique values and the inverse map in O(n + bound), without sorting: mark the
-    # values seen, number the marks in order. For embedding ids (bounded by the table).
+def _unique_by_marking(indices, bound, uniq, inverse):
+    """Sorted unique values of ``indices`` (all in ``[0, bound)``) into ``uniq`` and each one's
+    position among them into ``inverse``, in O(n + bound) without sorting: mark the values seen,
+    number the marks in order (embedding ids, bounded by the table). Returns how many are unique
+    (``uniq``'s first entries). Outputs as arguments and a count back, a signature the
+    ahead-of-time build serves (``aot_kernels``); returning a tuple of new arrays, the loop
+    compiled in fasttext's first measured step (issue 18, session 22)."""
     position = np.full(bound, -1, np.int64)
     for i in indices:
         position[i] = 0
@@ -65,22 +69,21 @@ def _unique_by_marking(indices, bound):
     for v in range(bound):
         if position[v] == 0:
             position[v] = n
+            uniq[n] = v
             n += 1
-    uniq = np.empty(n, indices.dtype)
-    for v in range(bound):
-        if position[v] >= 0:
-            uniq[position[v]] = v
-    inverse = np.empty(indices.shape[0], np.int64)
     for r in range(indices.shape[0]):
         inverse[r] = position[indices[r]]
-    return uniq, inverse
+    return n
 
 
 def _unique(indices):
+    """``(sorted unique indices, inverse map)``, both of ``indices``' dtype."""
     if indices.size and indices.min() >= 0 and indices.max() < 4 * indices.size + 4096:
-        return _unique_by_marking(indices, int(indices.max()) + 1)
+        bound = int(indices.max()) + 1
+        uniq, inverse = np.empty(min(bound, indices.size), indices.dtype), np.empty_like(indices)
+        return uniq[:_unique_by_marking(indices, bound, uniq, inverse)], inverse
     uniq, inverse = np.unique(indices, return_inverse=True)
-    return uniq, inverse.reshape(-1)
+    return uniq, inverse.reshape(-1).astype(indices.dtype, copy=False)
 
 
 @register_kernel("UniqueSegmentSum", "CPU")
@@ -92,7 +95,7 @@ def _unique_segment_sum(indices, values):
                           np.ascontiguousarray(values).reshape(len(inverse), -1))
     else:
         np.add.at(out, inverse, values)
-    return uniq.astype(indices.dtype, copy=False), out, inverse.astype(indices.dtype, copy=False)
+    return uniq, out, inverse
 
 
 def unique_segment_sum(indices, values, name=None):

@@ -3,7 +3,7 @@ argument types each is built for.
 
 Only the loops a cold process meets in its first training steps are here (the main job's CNN,
 and the dense layers and Adam it shares with the MLP; the recurrent step loops; the transformer
-encoders' fused layer norm and softmax rows), each for exactly the argument types its
+encoders' fused layer norm and softmax rows; an embedding's sparse update), each for exactly the argument types its
 callers pass (numba's dispatcher calls an ahead-of-time loop only on an exact match of the
 arguments' types, so a signature missing here just means the JIT path of ``jit.py``).
 ``parallel=True`` loops cannot be built ahead of time (numba's thread pool is set up by the
@@ -31,7 +31,7 @@ _F1, _F2, _F3, _F4, _F5 = (_array(n) for n in range(1, 6))
 _F2F = _array(2, layout="F")
 _A2 = "float32[:, :]"
 _A4 = "float32[:, :, :, :]"
-_I32 = _array(1, "int32")
+_I32, _I64 = _array(1, "int32"), _array(1, "int64")
 _D1 = _array(1, "float64")
 _I, _T3 = "int64", "UniTuple(int64, 3)"
 
@@ -158,6 +158,15 @@ KERNELS = {
         "_adam_flat": [f"void({_F1}, {_F1}, {_F1}, {_F1}, float32, float32, float32, float32)"],
         # AdamW's (and weight_decay='s) decay pass before the update (session 16, adamw20)
         "_decay_flat": [f"void({_F1}, float32, float32)"],
+        # the sparse Adam update of an embedding's rows (fasttext's cold step compiled it, ~2 s; vec27)
+        "_adam_rows": [f"void({_F2}, {_F2}, {_F2}, {_F2}, {ids}, {_F2}, float32, float32, float32, float32, boolean)"
+                       for ids in (_I32, _I64)],
+    },
+    # the duplicate rows of an embedding's sparse gradient summed (UniqueSegmentSum: every fasttext step; the
+    # marking loop compiled in its first measured step, session 22; vec27), int32 and int64 ids, float32 rows
+    "tensorweave.keras.optimizers.sparse_ops": {
+        "_unique_by_marking": [f"int64({ids}, {_I}, {ids}, {ids})" for ids in (_I32, _I64)],
+        "_segment_sum_rows": [f"void({_F2}, {ids}, {_F2})" for ids in (_I32, _I64)],
     },
     # the gradient bucket's two-member sum-and-update loops of Lion and Adamax (a cold data-parallel
     # step with either meets them; session 17, nadam21), float32 as fused_rules passes them

@@ -64,6 +64,15 @@ def _max_windows(x, ksize, strides, pads, g, res, grad, tiled=False):
     over_tiles(x.shape[0], x[:1].nbytes, _TILE_BYTES, run)
 
 
+def _max_tiled(x, ksize, y):
+    """``pool_tiled.max_tiled`` (values only) over tiles of the batch on the intra-op threads, as
+    :func:`_max_windows` runs the general loop: the cnn's 128x24x24x64 took the general loop, which
+    also tracks each window's winning position (int64: half the vector lanes)."""
+    def run(b0, b1, _scratch):
+        pool_tiled.max_tiled(x[b0:b1], ksize[0], ksize[1], y[b0:b1])
+    over_tiles(x.shape[0], x[:1].nbytes, _TILE_BYTES, run, blas=False)
+
+
 def _argmax_windows(x, ksize, strides, out, pads):
     """Index (raster order inside the window) of each window's first maximum: ``[N, *out, C]``."""
     xp = pad(x, pads, _lowest(x.dtype))
@@ -83,9 +92,8 @@ def _max_pool(x, ksize, strides, padding, data_format):
     xw = work(x)
     if xw.dtype in _COMPILED:
         y = np.empty((x.shape[0],) + out + (x.shape[-1],), xw.dtype)
-        if (nd == 2 and xw.dtype in pool_tiled.DTYPES and xw.nbytes <= _TILE_BYTES
-                and _tiles_input(xw.shape[1:-1], ksize, strides, pads)):
-            pool_tiled.max_tiled(xw, ksize[0], ksize[1], y)     # one tile, values only (pool_tiled.py)
+        if nd == 2 and xw.dtype in pool_tiled.DTYPES and _tiles_input(xw.shape[1:-1], ksize, strides, pads):
+            _max_tiled(xw, ksize, y)                            # values only (pool_tiled.py)
         else:
             _max_windows(xw, ksize, strides, pads, y, y, False)
     else:
