@@ -36,6 +36,7 @@ held at one thread (:func:`one_thread`, counted, so that overlapping holders res
 [3.0, 3.0]
 """
 import contextlib
+import functools
 import os
 import queue
 import threading
@@ -46,6 +47,9 @@ import numpy as np
 CHUNK_STEPS = 8
 #: ``TW_RNN_OVERLAP=0``: the products after (before) the loop, on the library's threads
 ENABLED = os.environ.get("TW_RNN_OVERLAP", "1") != "0"
+#: a span loop's first (forward) or last (backward) steps that stand for it when its compiled form is
+#: timed against its twin (``loop_choice``: the loops' ``probe``)
+PROBE_STEPS = 2
 
 
 def spans(t, chunk=None):
@@ -69,6 +73,44 @@ def enabled(plan):
     """Whether a kernel whose loop runs under ``plan`` (``rnn_gemm.Plan`` or None) overlaps."""
     from tensorweave.kernels import threads
     return ENABLED and plan is not None and plan.threads == 1 and threads.cores() >= 2
+
+
+def _cut(t, overlap):
+    return spans(t) if overlap else [(0, t)] if t else []
+
+
+def forward(plan, t, go_backwards, project, loop):
+    """A kernel's forward frame: ``project(a, e, one_thread)`` writes the input projection of
+    original steps ``[a, e)`` (a task, beside the loop where it overlaps), ``loop(s0, s1)`` runs
+    processed steps ``[s0, s1)``, each span once its projection is written."""
+    overlap = enabled(plan)
+    tasks = Tasks(overlap)
+    with one_thread() if overlap else contextlib.nullcontext():
+        cut = _cut(t, overlap)
+        ready = [tasks.add(functools.partial(project, *original(s0, s1, t, go_backwards), overlap))
+                 for s0, s1 in cut]
+        for (s0, s1), done in zip(cut, ready):
+            tasks.wait(done)
+            loop(s0, s1)
+        tasks.finish()
+
+
+def backward(plan, t, go_backwards, grads, loop):
+    """A kernel's backward frame: ``loop(s0, s1)`` runs processed steps ``[s0, s1)``, last span
+    first, and hands each finished span's products (``grads(n, one_thread)``, a
+    ``rnn_common.SpanGrads`` over ``n`` spans: its ``tasks(i, a, e)``) to the helper; returns the
+    ``grads`` object once every product has run."""
+    overlap = enabled(plan)
+    cut = _cut(t, overlap)
+    made = grads(len(cut), overlap)
+    tasks = Tasks(overlap)
+    with one_thread() if overlap else contextlib.nullcontext():
+        for i, (s0, s1) in reversed(list(enumerate(cut))):
+            loop(s0, s1)
+            for task in made.tasks(i, *original(s0, s1, t, go_backwards)):
+                tasks.add(task)
+        tasks.finish()
+    return made
 
 
 # ---- NumPy's OpenBLAS held at one thread ---------------------------------------------------------
