@@ -243,7 +243,7 @@ def gru_sequence(x, h0, kernel, recurrent_kernel, input_bias, recurrent_bias, ma
     def loop(s0, s1):
         rnn_gemm.run(_forward_loop, plan, hs, rk_zr, rk_h, rec, rec_h, proj, res, ib, rb, out, m, CODES[activation],
                      CODES[recurrent_activation], reset_after, zero_output_for_mask, go_backwards, s0, s1)
-    rnn_overlap.forward(plan, t, go_backwards, project, loop)
+    rnn_overlap.forward(plan, t, b * (f + u) * 3 * u, go_backwards, project, loop)
     return rc.cast_all(dt, out, hs[t % 2]) + (rc.reserve_bytes(res),)
 
 
@@ -251,7 +251,7 @@ def gru_sequence(x, h0, kernel, recurrent_kernel, input_bias, recurrent_bias, ma
 def gru_sequence_grad(x, h0, kernel, recurrent_kernel, reserve, d_out, d_h, mask=None, *, activation,
                       recurrent_activation, reset_after, go_backwards, zero_output_for_mask):
     wd = rc.work_dtype(x)
-    b, t, _ = x.shape
+    b, t, f = x.shape
     u = h0.shape[1]
     res = rc.reserve_floats(reserve, wd, b, t)
     d_out = rc.contiguous(d_out, wd)
@@ -275,8 +275,8 @@ def gru_sequence_grad(x, h0, kernel, recurrent_kernel, reserve, d_out, d_h, mask
         rnn_gemm.run(_backward_loop, plan, res, d_out, dz, drec, dh, dh_mm, d_rh, carry, scratch, rk_t, rk_zr_t,
                      rk_h_t, m, CODES[activation], CODES[recurrent_activation], reset_after, zero_output_for_mask,
                      go_backwards, s0, s1)
-    grads = rnn_overlap.backward(
-        plan, t, go_backwards, lambda n, one: rc.SpanGrads(x, kernel, res, u, dz, wd, n, one, blocks=blocks), loop)
+    grads = rnn_overlap.backward(plan, t, b * (f + u) * 3 * u, go_backwards,
+                                 lambda n, one: rc.SpanGrads(x, kernel, res, u, dz, wd, n, one, blocks=blocks), loop)
     if t:
         dh += dh_mm
     dx, dk, drk = grads.results()

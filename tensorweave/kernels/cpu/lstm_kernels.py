@@ -196,7 +196,7 @@ def lstm_sequence(x, h0, c0, kernel, recurrent_kernel, bias, mask=None, *, activ
     def loop(s0, s1):
         rnn_gemm.run(_forward_loop, plan, hs, cs, rk, z, proj, res, bias_w, out, m, CODES[activation],
                      CODES[recurrent_activation], zero_output_for_mask, go_backwards, s0, s1)
-    rnn_overlap.forward(plan, t, go_backwards, project, loop)
+    rnn_overlap.forward(plan, t, b * (f + u) * 4 * u, go_backwards, project, loop)
     return rc.cast_all(dt, out, hs[t % 2], cs[t % 2]) + (rc.reserve_bytes(res),)
 
 
@@ -222,7 +222,7 @@ def lstm_sequence_grad(x, h0, c0, kernel, recurrent_kernel, reserve, d_out, d_h,
         tn[0] = rnn_gemm.run(_backward_loop, plan, res, d_out, dz, dh, dh_mm, dc, carry, scratch, rk_t, m,
                              CODES[activation], CODES[recurrent_activation], zero_output_for_mask, go_backwards,
                              s0, s1, tn[0])
-    grads = rnn_overlap.backward(plan, t, go_backwards,
+    grads = rnn_overlap.backward(plan, t, b * (f + u) * 4 * u, go_backwards,
                                  lambda n, one_thread: rc.SpanGrads(x, kernel, res, u, dz, wd, n, one_thread), loop)
     if tn[0] >= 0:                                    # the first step's recurrent gradient
         np.copyto(dh, dh_mm, where=m[:, tn[0], None])
