@@ -45,14 +45,16 @@ def _gru_simple_cases(r, rng, mask, interface, fn, dtype, b, t, u, act, ract):
         n = 3 if reset_after else 2
         rk = r(u, 3 * u)
         rk_zr, rk_h = (rk, rk) if reset_after else (rk[:, :2 * u].copy(), rk[:, 2 * u:].copy())
-        fwd = (interface, fn, r(2, b, u), rk_zr, rk_h, zeros(b, n * u), zeros(b, u), r(t, b, 3 * u), zeros(b, t, 5 * u),
-               r(3 * u), r(3 * u), zeros(b, t, u), mask, act, ract, reset_after, False, reset_after, 1, 5)
-        yield gru._forward_rows, fwd, (2, 5, 6, 8, 11)
+        res = zeros(b, t, 5 * u)
+        res[:, :, :3 * u] = r(b, t, 3 * u)
+        fwd = (interface, fn, r(b, u), zeros(b, u), rk_zr, rk_h, zeros(b, n * u), zeros(b, u), res, r(3 * u),
+               r(3 * u), zeros(b, t, u), mask, act, ract, reset_after, False, reset_after)
+        yield gru._forward_rows, fwd, (2, 3, 6, 7, 8, 11)
         rk_t = r(3 * u, u)
-        bwd = (interface, fn, rng.random((b, t, 5 * u)).astype(dtype), r(b, t, u), zeros(t, b, 3 * u),
-               zeros(t, b, 3 * u) if reset_after else zeros(1, 1, 1), r(b, u), zeros(b, u), zeros(b, u),
+        bwd = (interface, fn, rng.random((b, t, 5 * u)).astype(dtype), r(b, t, u), zeros(b, t, 3 * u),
+               zeros(b, t, 3 * u) if reset_after else zeros(1, 1, 1), r(b, u), zeros(b, u), zeros(b, u),
                zeros(b, u), zeros(4 * u), rk_t, rk_t[:2 * u].copy(), rk_t[2 * u:].copy(), mask, act, ract,
-               reset_after, True, False, 1, 6)
+               reset_after, True, False)
         yield gru._backward_rows, bwd, (4, 5, 6, 7, 8, 9)
     res = zeros(b, t, 2 * u)
     res[:, :, :u] = r(b, t, u)

@@ -35,8 +35,7 @@ def _attrs(go_backwards, zero_output=False):
 def _spans(monkeypatch, on=True, chunk=2):
     """Overlap forced on (off) whatever the plan and the cores, ``chunk`` steps a span."""
     monkeypatch.setattr(rnn_overlap, "enabled", lambda plan: on)
-    monkeypatch.setattr(rnn_overlap, "CHUNK_STEPS", chunk)
-    monkeypatch.setattr(rnn_overlap, "SPAN_WORK", 0)
+    monkeypatch.setattr(rnn_overlap.spans, "__defaults__", (chunk,))
 
 
 def _both(args, mask, attrs, seed=4):

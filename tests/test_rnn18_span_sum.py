@@ -66,8 +66,7 @@ def test_the_lstm_weight_gradients_sum_the_spans_last_first_with_few_buffers(mon
     bias = RNG.standard_normal(4 * u).astype(np.float32)
     attrs = dict(activation="tanh", recurrent_activation="sigmoid", go_backwards=False, zero_output_for_mask=False)
     monkeypatch.setattr(rnn_overlap, "enabled", lambda plan: True)
-    monkeypatch.setattr(rnn_overlap, "CHUNK_STEPS", 2)
-    monkeypatch.setattr(rnn_overlap, "SPAN_WORK", 0)
+    monkeypatch.setattr(rnn_overlap.spans, "__defaults__", (2,))
     made = []
 
     class Recorded(rc.SpanGrads):

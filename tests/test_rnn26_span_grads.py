@@ -74,7 +74,6 @@ def test_lstm_gradients_with_more_features_than_units_match_finite_differences(m
     """Spans of 2 steps forced on: the joint product's rows split at the right place (F != U)."""
     monkeypatch.setattr(rnn_overlap, "enabled", lambda plan: True)
     monkeypatch.setattr(rnn_overlap, "CHUNK_STEPS", 2)
-    monkeypatch.setattr(rnn_overlap, "SPAN_WORK", 0)
     rng = np.random.default_rng(26)
     b, t, f, u = 2, 5, 4, 2
     args = [rng.standard_normal(s) * sc for s, sc in (((b, t, f), 1), ((b, u), 1), ((b, u), 1),

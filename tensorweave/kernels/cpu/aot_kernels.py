@@ -48,8 +48,8 @@ def _lstm(dtype):
 def _gru(dtype):
     """The GRU step loops' signatures (``gru_kernels._forward_rows`` / ``_backward_rows``)."""
     a1, a2, a3, b2 = _array(1, dtype), _array(2, dtype), _array(3, dtype), _array(2, "bool")
-    tail = f"{b2}, {_I}, {_I}, boolean, boolean, boolean, {_I}, {_I}"
-    return {"_forward_rows": [f"void({_I}, {_I}, {a3}, {', '.join([a2] * 4)}, {a3}, {a3}, {a1}, {a1}, {a3}, {tail})"],
+    tail = f"{b2}, {_I}, {_I}, boolean, boolean, boolean"
+    return {"_forward_rows": [f"void({_I}, {_I}, {', '.join([a2] * 6)}, {a3}, {a1}, {a1}, {a3}, {tail})"],
             "_backward_rows": [f"void({_I}, {_I}, {', '.join([a3] * 4)}, {', '.join([a2] * 4)}, {a1}, "
                                f"{', '.join([a2] * 3)}, {tail})"]}
 

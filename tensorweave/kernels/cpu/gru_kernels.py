@@ -11,11 +11,7 @@ The reserve holds per batch row and original time step ``[z, r, hh, rh, h_{t-1}]
 (the operand of ``d U_h``).
 
 The step loops (``_forward_steps`` / ``_backward_steps``) are compiled whole with the products
-called from inside (``rnn_gemm``); run as Python they are the twin. They run span by span with the
-sequence-wide products beside them, as the LSTM's (``rnn_overlap``, issue 18 session 23): the input
-projection is a time-major ``[T, B, 3U]`` array, the backward loop writes ``dz`` (and ``drec``)
-time-major, and each finished span's ``dx`` and weight-gradient products (``rnn_common.SpanGrads``
-with the recurrent side's column blocks) go to the helper thread.
+called from inside (``rnn_gemm``); run as Python they are the twin.
 
 Backward: a step's gradient into ``h_{t-1}`` has a direct part (``dh' z``, and ``r * d(r h)``
 without ``reset_after``), which the compiled pass writes into ``dh``, and the recurrent GEMM's
@@ -29,9 +25,8 @@ import numpy as np
 from tensorweave.core.registry import register_kernel as k
 from tensorweave.kernels.cpu import gemm
 from tensorweave.kernels.cpu import rnn_common as rc
-from tensorweave.kernels.cpu import rnn_gemm, rnn_overlap
+from tensorweave.kernels.cpu import rnn_gemm
 from tensorweave.kernels.cpu.jit import njit, njit_twin
-from tensorweave.kernels.cpu.rnn_overlap import PROBE_STEPS
 from tensorweave.kernels.cpu.rnn_activations import (CODES, activate, copy_into, derivative, fill,
                                                       output_gradient, repeat_output)
 from tensorweave.ops.rnn_ops import GRU_RESERVE
@@ -39,15 +34,15 @@ from tensorweave.ops.rnn_ops import GRU_RESERVE
 
 # ---- compiled passes (loops write one array each, so that LLVM vectorizes them) ----------------
 @njit
-def _forward_gates(rec, p, res, ib, rb, h, ti, ract, reset_after):
+def _forward_gates(rec, res, ib, rb, h, ti, ract, reset_after):
     """``z, r`` and ``rh`` for every row; ``rec`` is ``h @ recurrent_kernel`` (all three gates
-    with ``reset_after``, else only ``z, r``), ``p`` the step's ``x_t @ kernel``."""
+    with ``reset_after``, else only ``z, r``)."""
     u = h.shape[1]
     rb_h = rb[2 * u:]                   # slices, not offset indices: those keep loops scalar
     for b in range(h.shape[0]):
-        r_, rc_, pb, hb = res[b, ti], rec[b], p[b], h[b]
+        r_, rc_, hb = res[b, ti], rec[b], h[b]
         for j in range(2 * u):
-            r_[j] = (pb[j] + ib[j]) + (rc_[j] + rb[j])
+            r_[j] = (r_[j] + ib[j]) + (rc_[j] + rb[j])
         activate(ract, r_, 0, 2 * u)
         copy_into(r_[4 * u:], hb)
         rh = r_[3 * u:4 * u]
@@ -62,21 +57,21 @@ def _forward_gates(rec, p, res, ib, rb, h, ti, ract, reset_after):
 
 
 @njit
-def _forward_state(rec_h, p, res, ib, rb, h, h_next, out, mask, ti, s, act, reset_after, zero_output):
+def _forward_state(rec_h, res, ib, rb, h, h_next, out, mask, ti, s, act, reset_after, zero_output):
     """``hh`` and the new state for every row; ``rec_h`` is ``(r * h) @ U_h`` without
     ``reset_after`` (unused with it)."""
     u = h.shape[1]
     ib_h, rb_h = ib[2 * u:], rb[2 * u:]
     for b in range(h.shape[0]):
-        r_, hb, hn, ob, p_h = res[b, ti], h[b], h_next[b], out[b, s], p[b, 2 * u:]
+        r_, hb, hn, ob = res[b, ti], h[b], h_next[b], out[b, s]
         z, r, hh, rh = r_[:u], r_[u:2 * u], r_[2 * u:3 * u], r_[3 * u:4 * u]
         if reset_after:
             for j in range(u):
-                hh[j] = (p_h[j] + ib_h[j]) + r[j] * rh[j]
+                hh[j] = (hh[j] + ib_h[j]) + r[j] * rh[j]
         else:
             rcb = rec_h[b]
             for j in range(u):
-                hh[j] = (p_h[j] + ib_h[j]) + (rcb[j] + rb_h[j])
+                hh[j] = (hh[j] + ib_h[j]) + (rcb[j] + rb_h[j])
         activate(act, r_, 2 * u, 3 * u)
         if mask[b, ti]:
             for j in range(u):
@@ -90,14 +85,14 @@ def _forward_state(rec_h, p, res, ib, rb, h, h_next, out, mask, ti, s, act, rese
 @njit
 def _backward_gates(res, d_out, dz, drec, dh, dh_mm, carry, scratch, mask, ti, s, add_mm, act, ract,
                     reset_after, zero_output):
-    """Gate gradients for every row: ``dz[ti]`` gets ``[dZ_z, dZ_r, dZ_hh]`` (``dZ_r`` only
-    with ``reset_after``; else ``_backward_reset`` fills it), ``drec[ti]`` (``reset_after``)
+    """Gate gradients for every row: ``dz[:, ti]`` gets ``[dZ_z, dZ_r, dZ_hh]`` (``dZ_r`` only
+    with ``reset_after``; else ``_backward_reset`` fills it), ``drec[:, ti]`` (``reset_after``)
     the recurrent side ``[dZ_z, dZ_r, d(h U_h + rb_h)]``; ``dh`` becomes the direct part."""
     u = dh.shape[1]
     one = dh.dtype.type(1)
     dht, dzr, dhh_ = scratch[:u], scratch[u:3 * u], scratch[3 * u:4 * u]
     for b in range(dh.shape[0]):
-        dhb, cy, dout, g_ = dh[b], carry[b], d_out[b, s], dz[ti, b]
+        dhb, cy, dout, g_ = dh[b], carry[b], d_out[b, s], dz[b, ti]
         if add_mm:
             mm = dh_mm[b]
             for j in range(u):
@@ -105,7 +100,7 @@ def _backward_gates(res, d_out, dz, drec, dh, dh_mm, carry, scratch, mask, ti, s
         if not output_gradient(dht, dout, dhb, cy, not mask[b, ti], zero_output):
             fill(g_, 0)
             if reset_after:
-                dr = drec[ti, b]
+                dr = drec[b, ti]
                 fill(dr, 0)
             continue
         r_ = res[b, ti]
@@ -123,7 +118,7 @@ def _backward_gates(res, d_out, dz, drec, dh, dh_mm, carry, scratch, mask, ti, s
             d_r = dzr[u:]
             for j in range(u):
                 gr[j] = ghh[j] * rh[j] * d_r[j]
-            dr = drec[ti, b]
+            dr = drec[b, ti]
             copy_into(dr[:2 * u], g_[:2 * u])
             dr_h = dr[2 * u:]
             for j in range(u):
@@ -139,7 +134,7 @@ def _backward_reset(res, dz, dh, d_rh, scratch, mask, ti, ract):
     for b in range(dh.shape[0]):
         if not mask[b, ti]:
             continue
-        r_, dhb, drh, g_ = res[b, ti], dh[b], d_rh[b], dz[ti, b]
+        r_, dhb, drh, g_ = res[b, ti], dh[b], d_rh[b], dz[b, ti]
         r, hp = r_[u:2 * u], r_[4 * u:]
         derivative(ract, r, dr_)
         gr = g_[u:2 * u]
@@ -150,67 +145,66 @@ def _backward_reset(res, dz, dh, d_rh, scratch, mask, ti, ract):
 
 
 # ---- the step loops: one source, compiled (the product called from inside) or run as its twin -----
-def _forward_steps(mm, interface, fn, hs, rk_zr, rk_h, rec, rec_h, proj, res, ib, rb, out, m, act, ract, reset_after,
-                   zero_output, go_backwards, s0, s1):
-    """Processed steps ``s0 <= s < s1`` of the forward loop, products by ``mm(interface, fn, a, b,
-    out)`` (``rnn_gemm``); the state entering step ``s`` is ``hs[s % 2]``. Compiled, there is no
-    Python between steps: a GRU step is ~20 µs of work, and each trip through Python cost ~15 µs."""
+def _forward_steps(mm, interface, fn, h, h_next, rk_zr, rk_h, rec, rec_h, res, ib, rb, out, m, act, ract,
+                   reset_after, zero_output, go_backwards):
+    """The forward step loop, products by ``mm(interface, fn, a, b, out)`` (``rnn_gemm``); returns
+    the last state. Compiled, there is no Python between steps: a GRU step is ~20 µs of work, and
+    each trip through Python cost ~15 µs."""
     t = res.shape[1]
-    u = hs.shape[2]
-    for s in range(s0, s1):
+    u = h.shape[1]
+    for s in range(t):
         ti = t - 1 - s if go_backwards else s
-        h, h_next = hs[s % 2], hs[1 - s % 2]
         mm(interface, fn, h, rk_zr, rec)
-        _forward_gates(rec, proj[ti], res, ib, rb, h, ti, ract, reset_after)
+        _forward_gates(rec, res, ib, rb, h, ti, ract, reset_after)
         if not reset_after:
             mm(interface, fn, res[:, ti, 3 * u:4 * u], rk_h, rec_h)
-        _forward_state(rec_h, proj[ti], res, ib, rb, h, h_next, out, m, ti, s, act, reset_after, zero_output)
+        _forward_state(rec_h, res, ib, rb, h, h_next, out, m, ti, s, act, reset_after, zero_output)
+        h, h_next = h_next, h
+    return h
 
 
 def _backward_steps(mm, interface, fn, res, d_out, dz, drec, dh, dh_mm, d_rh, carry, scratch, rk_t, rk_zr_t,
-                    rk_h_t, m, act, ract, reset_after, zero_output, go_backwards, s0, s1):
-    """Processed steps ``s1 > s >= s0`` of the backward loop, products by ``mm`` (after the last
-    step, ``dh_mm`` holds the first step's recurrent part, not yet added to ``dh``)."""
+                    rk_h_t, m, act, ract, reset_after, zero_output, go_backwards):
+    """The backward step loop, products by ``mm`` (``dh_mm`` ends with the first step's recurrent
+    part, not yet added to ``dh``)."""
     t = res.shape[1]
     u = dh.shape[1]
-    for s in range(s1 - 1, s0 - 1, -1):
+    for s in range(t - 1, -1, -1):
         ti = t - 1 - s if go_backwards else s
         _backward_gates(res, d_out, dz, drec, dh, dh_mm, carry, scratch, m, ti, s, s < t - 1, act, ract,
                         reset_after, zero_output)
         if reset_after:
-            mm(interface, fn, drec[ti], rk_t, dh_mm)
+            mm(interface, fn, drec[:, ti], rk_t, dh_mm)
         else:
-            mm(interface, fn, dz[ti, :, 2 * u:], rk_h_t, d_rh)
+            mm(interface, fn, dz[:, ti, 2 * u:], rk_h_t, d_rh)
             _backward_reset(res, dz, dh, d_rh, scratch, m, ti, ract)
-            mm(interface, fn, dz[ti, :, :2 * u], rk_zr_t, dh_mm)
+            mm(interface, fn, dz[:, ti, :2 * u], rk_zr_t, dh_mm)
 
 
 _forward_loop = njit_twin(_forward_steps)(_forward_steps)
 _backward_loop = njit_twin(_backward_steps)(_backward_steps)
 
 
-# the loops with the library call built in (``rnn_gemm.rows``), built ahead of time (``aot_kernels``)
+# the loops with the library call built in (``rnn_gemm.rows``), built ahead of time (``aot_kernels``);
+# the forward returns nothing: the last state is ``h`` after an even number of steps, else ``h_next``
 @njit_twin(functools.partial(_forward_steps, rnn_gemm.rows))
-def _forward_rows(interface, fn, hs, rk_zr, rk_h, rec, rec_h, proj, res, ib, rb, out, m, act, ract, reset_after,
-                  zero_output, go_backwards, s0, s1):
-    _forward_loop(rnn_gemm.rows, interface, fn, hs, rk_zr, rk_h, rec, rec_h, proj, res, ib, rb, out, m, act, ract,
-                  reset_after, zero_output, go_backwards, s0, s1)
+def _forward_rows(interface, fn, h, h_next, rk_zr, rk_h, rec, rec_h, res, ib, rb, out, m, act, ract, reset_after,
+                  zero_output, go_backwards):
+    _forward_loop(rnn_gemm.rows, interface, fn, h, h_next, rk_zr, rk_h, rec, rec_h, res, ib, rb, out, m, act, ract,
+                  reset_after, zero_output, go_backwards)
 
 
 @njit_twin(functools.partial(_backward_steps, rnn_gemm.rows))
 def _backward_rows(interface, fn, res, d_out, dz, drec, dh, dh_mm, d_rh, carry, scratch, rk_t, rk_zr_t, rk_h_t, m,
-                   act, ract, reset_after, zero_output, go_backwards, s0, s1):
+                   act, ract, reset_after, zero_output, go_backwards):
     _backward_loop(rnn_gemm.rows, interface, fn, res, d_out, dz, drec, dh, dh_mm, d_rh, carry, scratch, rk_t,
-                   rk_zr_t, rk_h_t, m, act, ract, reset_after, zero_output, go_backwards, s0, s1)
+                   rk_zr_t, rk_h_t, m, act, ract, reset_after, zero_output, go_backwards)
 
 
 _forward_loop.with_rows, _backward_loop.with_rows = _forward_rows, _backward_rows
 # the compiled kernels the twins call: compiled before a timing of loop against twin counts (``loop_choice``)
 _forward_rows.needs = (rnn_gemm.rows, _forward_gates, _forward_state)
 _backward_rows.needs = (rnn_gemm.rows, _backward_gates, _backward_reset)
-# a span's first (forward) or last (backward) PROBE_STEPS steps stand for the span in that timing
-_forward_rows.probe = lambda args: args[:-1] + (min(args[-1], args[-2] + PROBE_STEPS),)
-_backward_rows.probe = lambda args: args[:-2] + (max(args[-2], args[-1] - PROBE_STEPS), args[-1])
 
 
 # ---- kernels -------------------------------------------------------------------------------------
@@ -218,11 +212,10 @@ _backward_rows.probe = lambda args: args[:-2] + (max(args[-2], args[-1] - PROBE_
 def gru_sequence(x, h0, kernel, recurrent_kernel, input_bias, recurrent_bias, mask=None, *, activation,
                  recurrent_activation, reset_after, go_backwards, zero_output_for_mask):
     dt, wd = x.dtype, rc.work_dtype(x)
-    b, t, f = x.shape
+    b, t, _ = x.shape
     u = h0.shape[1]
     res = np.empty((b, t, GRU_RESERVE * u), wd)
-    proj = np.empty((t, b, 3 * u), wd)                # x @ kernel, time-major: a span's rows are one block
-    xt, kern = rc.time_major(x, wd), rc.contiguous(kernel, wd)
+    rc.project_inputs(x, kernel, wd, res)
     rk = rc.contiguous(recurrent_kernel, wd)
     if reset_after:
         rk_zr = rk_h = rk
@@ -230,28 +223,22 @@ def gru_sequence(x, h0, kernel, recurrent_kernel, input_bias, recurrent_bias, ma
         rk_zr, rk_h = np.ascontiguousarray(rk[:, :2 * u]), np.ascontiguousarray(rk[:, 2 * u:])
     ib, rb = rc.contiguous(input_bias, wd), rc.contiguous(recurrent_bias, wd)
     m = rc.step_mask(mask, b, t)
-    hs = np.empty((2, b, u), wd)
-    hs[0] = h0
+    h = rc.contiguous(h0, wd).copy()
+    h_next = np.empty_like(h)
     out = np.empty((b, t, u), wd)
     rec = np.empty((b, (3 if reset_after else 2) * u), wd)
     rec_h = np.empty((b, u), wd)
-    plan = rnn_gemm.plan(wd, b, rk_zr.shape[1], u)
-
-    def project(a, e, one_thread):
-        gemm.matmul(xt[a:e].reshape(-1, f), kern, out=proj[a:e].reshape(-1, 3 * u), one_thread=one_thread)
-
-    def loop(s0, s1):
-        rnn_gemm.run(_forward_loop, plan, hs, rk_zr, rk_h, rec, rec_h, proj, res, ib, rb, out, m, CODES[activation],
-                     CODES[recurrent_activation], reset_after, zero_output_for_mask, go_backwards, s0, s1)
-    rnn_overlap.forward(plan, t, b * (f + u) * 3 * u, go_backwards, project, loop)
-    return rc.cast_all(dt, out, hs[t % 2]) + (rc.reserve_bytes(res),)
+    args = (h, h_next, rk_zr, rk_h, rec, rec_h, res, ib, rb, out, m, CODES[activation], CODES[recurrent_activation],
+            reset_after, zero_output_for_mask, go_backwards)
+    rnn_gemm.run(_forward_loop, rnn_gemm.plan(wd, b, rk_zr.shape[1], u), *args)
+    return rc.cast_all(dt, out, h if t % 2 == 0 else h_next) + (rc.reserve_bytes(res),)
 
 
 @k("GRUSequenceGrad")
 def gru_sequence_grad(x, h0, kernel, recurrent_kernel, reserve, d_out, d_h, mask=None, *, activation,
                       recurrent_activation, reset_after, go_backwards, zero_output_for_mask):
     wd = rc.work_dtype(x)
-    b, t, f = x.shape
+    b, t, _ = x.shape
     u = h0.shape[1]
     res = rc.reserve_floats(reserve, wd, b, t)
     d_out = rc.contiguous(d_out, wd)
@@ -259,27 +246,27 @@ def gru_sequence_grad(x, h0, kernel, recurrent_kernel, reserve, d_out, d_h, mask
     dh_mm, d_rh = np.empty_like(dh), np.empty_like(dh)
     carry = np.zeros_like(dh)
     scratch = np.empty(4 * u, wd)
-    dz = np.empty((t, b, 3 * u), wd)                          # input side [dZ_z, dZ_r, dZ_hh], time-major
-    drec = np.empty((t, b, 3 * u) if reset_after else (1, 1, 1), wd)
+    dz = np.empty((b, t, 3 * u), wd)                          # input side: [dZ_z, dZ_r, dZ_hh]
+    drec = np.empty((b, t, 3 * u) if reset_after else (1, 1, 1), wd)
     rk = rc.contiguous(recurrent_kernel, wd)
     rk_t = np.ascontiguousarray(rk.T)                         # [3U, U]
     rk_zr_t, rk_h_t = np.ascontiguousarray(rk_t[:2 * u]), np.ascontiguousarray(rk_t[2 * u:])
     m = rc.step_mask(mask, b, t)
-    # the recurrent side saw (dZ_z, dZ_r, gradient of h U_h + rb_h) with reset_after; without it U_zr
-    # multiplied h_prev and U_h r * h_prev (kept in the reserve's columns 3U:4U)
-    hp = 4 * u
-    blocks = [(hp, drec, 0, 3 * u)] if reset_after else [(hp, dz, 0, 2 * u), (3 * u, dz, 2 * u, 3 * u)]
-    plan = rnn_gemm.plan(wd, b, u, 3 * u)
-
-    def loop(s0, s1):
-        rnn_gemm.run(_backward_loop, plan, res, d_out, dz, drec, dh, dh_mm, d_rh, carry, scratch, rk_t, rk_zr_t,
-                     rk_h_t, m, CODES[activation], CODES[recurrent_activation], reset_after, zero_output_for_mask,
-                     go_backwards, s0, s1)
-    grads = rnn_overlap.backward(plan, t, b * (f + u) * 3 * u, go_backwards,
-                                 lambda n, one: rc.SpanGrads(x, kernel, res, u, dz, wd, n, one, blocks=blocks), loop)
+    args = (res, d_out, dz, drec, dh, dh_mm, d_rh, carry, scratch, rk_t, rk_zr_t, rk_h_t, m, CODES[activation],
+            CODES[recurrent_activation], reset_after, zero_output_for_mask, go_backwards)
+    rnn_gemm.run(_backward_loop, rnn_gemm.plan(wd, b, u, 3 * u), *args)
     if t:
         dh += dh_mm
-    dx, dk, drk = grads.results()
+    dx, dk = rc.input_grads(x, kernel, dz, wd)
     dib = dz.sum(axis=(0, 1))
-    drb = drec.sum(axis=(0, 1)) if reset_after else dib
+    hp = rc.h_prev_rows(res, u)
+    if reset_after:      # the recurrent side saw (dZ_z, dZ_r, gradient of h U_h + rb_h)
+        drec_rows = drec.reshape(b * t, 3 * u)
+        drk = gemm.matmul(hp.T, drec_rows)
+        drb = drec_rows.sum(axis=0)
+    else:                # U_zr multiplied h_prev, U_h multiplied r * h_prev (kept in the reserve)
+        rows = dz.reshape(b * t, 3 * u)
+        rh = res.reshape(b * t, GRU_RESERVE * u)[:, 3 * u:4 * u]
+        drk = np.concatenate([gemm.matmul(hp.T, rows[:, :2 * u]), gemm.matmul(rh.T, rows[:, 2 * u:])], axis=1)
+        drb = dib
     return rc.cast_all(x.dtype, dx, dh, dk, drk, dib, drb)

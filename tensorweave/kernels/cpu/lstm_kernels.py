@@ -24,6 +24,7 @@ and ``d recurrent_kernel`` products (``rnn_common.SpanGrads``) can start as soon
 left the span. The loops with the library call built in (``_forward_rows`` / ``_backward_rows``)
 are built at install (``aot_kernels``).
 """
+import contextlib
 import functools
 
 import numpy as np
@@ -33,7 +34,6 @@ from tensorweave.kernels.cpu import gemm
 from tensorweave.kernels.cpu import rnn_common as rc
 from tensorweave.kernels.cpu import rnn_gemm, rnn_overlap
 from tensorweave.kernels.cpu.jit import njit, njit_twin
-from tensorweave.kernels.cpu.rnn_overlap import PROBE_STEPS
 from tensorweave.kernels.cpu.rnn_activations import (CODES, activate, copy_into, derivative, fill,
                                                       output_gradient, repeat_output)
 from tensorweave.ops.rnn_ops import LSTM_RESERVE
@@ -167,6 +167,7 @@ def _backward_rows(interface, fn, res, d_out, dz, dh, dh_mm, dc, carry, scratch,
 _forward_loop.with_rows, _backward_loop.with_rows = _forward_rows, _backward_rows
 # timing loop against twin (``loop_choice``): the twins call these compiled kernels; a span's first
 # (forward) or last (backward) PROBE_STEPS steps stand for the span
+PROBE_STEPS = 2
 _forward_rows.needs, _backward_rows.needs = (rnn_gemm.rows, _forward_step), (rnn_gemm.rows, _backward_step)
 _forward_rows.probe = lambda args: args[:-1] + (min(args[-1], args[-2] + PROBE_STEPS),)
 _backward_rows.probe = lambda args: args[:-3] + (max(args[-3], args[-2] - PROBE_STEPS),) + args[-2:]
@@ -189,14 +190,20 @@ def lstm_sequence(x, h0, c0, kernel, recurrent_kernel, bias, mask=None, *, activ
     out = np.empty((b, t, u), wd)
     z = np.empty((b, 4 * u), wd)
     plan = rnn_gemm.plan(wd, b, 4 * u, u)
+    overlap = rnn_overlap.enabled(plan)
+    tasks = rnn_overlap.Tasks(overlap)
 
-    def project(a, e, one_thread):
-        gemm.matmul(xt[a:e].reshape(-1, f), kern, out=proj[a:e].reshape(-1, 4 * u), one_thread=one_thread)
-
-    def loop(s0, s1):
-        rnn_gemm.run(_forward_loop, plan, hs, cs, rk, z, proj, res, bias_w, out, m, CODES[activation],
-                     CODES[recurrent_activation], zero_output_for_mask, go_backwards, s0, s1)
-    rnn_overlap.forward(plan, t, b * (f + u) * 4 * u, go_backwards, project, loop)
+    def project(a, e):
+        gemm.matmul(xt[a:e].reshape(-1, f), kern, out=proj[a:e].reshape(-1, 4 * u), one_thread=overlap)
+    with rnn_overlap.one_thread() if overlap else contextlib.nullcontext():
+        spans = rnn_overlap.spans(t) if overlap else [(0, t)] if t else []
+        ready = [tasks.add(functools.partial(project, *rnn_overlap.original(s0, s1, t, go_backwards)))
+                 for s0, s1 in spans]
+        for (s0, s1), done in zip(spans, ready):
+            tasks.wait(done)
+            rnn_gemm.run(_forward_loop, plan, hs, cs, rk, z, proj, res, bias_w, out, m, CODES[activation],
+                         CODES[recurrent_activation], zero_output_for_mask, go_backwards, s0, s1)
+        tasks.finish()
     return rc.cast_all(dt, out, hs[t % 2], cs[t % 2]) + (rc.reserve_bytes(res),)
 
 
@@ -216,15 +223,20 @@ def lstm_sequence_grad(x, h0, c0, kernel, recurrent_kernel, reserve, d_out, d_h,
     rk_t = rc.contiguous(recurrent_kernel.T, wd)     # contiguous: ~1.4x faster per-step GEMM than the view
     m = rc.step_mask(mask, b, t)
     plan = rnn_gemm.plan(wd, b, u, 4 * u)
-    tn = [-1]                                         # the last step processed (``_backward_steps``)
-
-    def loop(s0, s1):
-        tn[0] = rnn_gemm.run(_backward_loop, plan, res, d_out, dz, dh, dh_mm, dc, carry, scratch, rk_t, m,
-                             CODES[activation], CODES[recurrent_activation], zero_output_for_mask, go_backwards,
-                             s0, s1, tn[0])
-    grads = rnn_overlap.backward(plan, t, b * (f + u) * 4 * u, go_backwards,
-                                 lambda n, one_thread: rc.SpanGrads(x, kernel, res, u, dz, wd, n, one_thread), loop)
-    if tn[0] >= 0:                                    # the first step's recurrent gradient
-        np.copyto(dh, dh_mm, where=m[:, tn[0], None])
+    overlap = rnn_overlap.enabled(plan)
+    spans = rnn_overlap.spans(t) if overlap else [(0, t)] if t else []
+    grads = rc.SpanGrads(x, kernel, res, u, dz, wd, len(spans), overlap)
+    tasks = rnn_overlap.Tasks(overlap)
+    tn = -1
+    with rnn_overlap.one_thread() if overlap else contextlib.nullcontext():
+        for i, (s0, s1) in reversed(list(enumerate(spans))):
+            tn = rnn_gemm.run(_backward_loop, plan, res, d_out, dz, dh, dh_mm, dc, carry, scratch, rk_t, m,
+                              CODES[activation], CODES[recurrent_activation], zero_output_for_mask, go_backwards,
+                              s0, s1, tn)
+            for task in grads.tasks(i, *rnn_overlap.original(s0, s1, t, go_backwards)):
+                tasks.add(task)
+        tasks.finish()
+    if tn >= 0:                                       # the first step's recurrent gradient
+        np.copyto(dh, dh_mm, where=m[:, tn, None])
     dx, dk, drk = grads.results()
     return rc.cast_all(x.dtype, dx, dh, dc, dk, drk, dz.sum(axis=(0, 1)))

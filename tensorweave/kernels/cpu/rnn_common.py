@@ -5,7 +5,7 @@ Every fused recurrent kernel has the same frame: one GEMM projects the input of 
 (``x @ kernel``, written straight into the reserve space), a step loop runs per step one
 small GEMM plus one compiled pass over the batch rows, and backpropagation through time ends
 with three GEMMs over all ``[batch * time]`` rows (``dx``, ``d kernel``, ``d recurrent_kernel``);
-the LSTM and the GRU cut these along time into spans run beside their step loops (``rnn_overlap``,
+the LSTM cuts these along time into spans run beside its step loop (``rnn_overlap``,
 :class:`SpanGrads`, time-major operands).
 The sequence-wide GEMMs go through ``gemm.py``; the step loops are compiled whole and call the
 BLAS library from inside (``rnn_gemm.py``); numba's ``np.dot`` would load scipy's OpenBLAS,
@@ -64,51 +64,28 @@ class SpanGrads:
     80 steps on Zen 4, session 22). The weight gradient is the sum of the spans' parts added in
     ``order`` (default: the backward loop's, last span first) as they come
     (``rnn_overlap.OrderedSum``: a few part buffers, not ``n``). ``one_thread``: each product on
-    one thread (they run beside the step loop); else on the library's threads.
+    one thread (they run beside the step loop); else on the library's threads."""
 
-    ``blocks``: where the recurrent weight did not multiply ``h_prev`` against ``dz`` (the GRU's
-    gates), its gradient by column blocks ``(c, grad, j0, j1)``: columns ``j0:j1`` are the
-    reserve's columns ``c:c + u`` (``[T, B, u]`` after the swap) times ``grad[..., j0:j1]``
-    (``[T, B, ...]``, time-major); the kernel's gradient is then ``x^T @ dz`` alone."""
-
-    def __init__(self, x, kernel, res, u, dz, wd, n, one_thread, order=None, blocks=None):
+    def __init__(self, x, kernel, res, u, dz, wd, n, one_thread, order=None):
         t, b, g = dz.shape
         f = x.shape[2]
         order = list(range(n - 1, -1, -1)) if order is None else order
         self.x, self.kernel = contiguous(x, wd), contiguous(kernel, wd)
         self.res, self.u, self.dz, self.one_thread = res, u, dz, one_thread
-        self.blocks = blocks
         self.dx = np.empty((t, b, f), wd)
         self.dw = rnn_overlap.OrderedSum((f + u, g), wd, order)
-
-    def _swapped(self, a, e, sources):
-        """The reserve's / ``x``'s columns ``sources`` (``(array, c0, c1)``) of original steps
-        ``[a, e)`` side by side, time-major: ``[(e - a) * B, sum of widths]``."""
-        width = sum(c1 - c0 for _, c0, c1 in sources)
-        out = np.empty((e - a, self.x.shape[0], width), self.x.dtype)
-        at = 0
-        for src, c0, c1 in sources:
-            out[:, :, at:at + c1 - c0] = np.swapaxes(src[:, a:e, c0:c1], 0, 1)
-            at += c1 - c0
-        return out.reshape(-1, width)
 
     def tasks(self, i, a, e):
         """The products of span ``i`` (original steps ``[a, e)``), as two callables."""
         rows = self.dz[a:e].reshape(-1, self.dz.shape[2])
         f, u, one = self.x.shape[2], self.u, self.one_thread
-        x_cols = (self.x, 0, f)
 
         def dw():
+            inputs = np.empty((e - a, self.x.shape[0], f + u), self.x.dtype)    # [x_t | h_prev], time-major
+            inputs[:, :, :f] = np.swapaxes(self.x[:, a:e], 0, 1)
+            inputs[:, :, f:] = np.swapaxes(self.res[:, a:e, self.res.shape[2] - u:], 0, 1)
             part = self.dw.buffer()
-            if self.blocks is None:         # [x_t | h_prev]^T @ dz
-                h_prev = (self.res, self.res.shape[2] - u, self.res.shape[2])
-                gemm.matmul(self._swapped(a, e, [x_cols, h_prev]).T, rows, out=part, one_thread=one)
-            else:
-                gemm.matmul(self._swapped(a, e, [x_cols]).T, rows, out=part[:f], one_thread=one)
-                for c, grad, j0, j1 in self.blocks:
-                    side = grad[a:e].reshape(-1, grad.shape[2])[:, j0:j1]
-                    gemm.matmul(self._swapped(a, e, [(self.res, c, c + u)]).T, side, out=part[f:, j0:j1],
-                                one_thread=one)
+            gemm.matmul(inputs.reshape(-1, f + u).T, rows, out=part, one_thread=one)
             self.dw.put(i, part)
 
         def dx():

@@ -36,26 +36,16 @@ held at one thread (:func:`one_thread`, counted, so that overlapping holders res
 [3.0, 3.0]
 """
 import contextlib
-import functools
 import os
 import queue
 import threading
 
 import numpy as np
 
-#: steps per span at least (the first span is half as long: the forward loop waits for its projection)
+#: steps per span (the first span is half as long: the forward loop waits for its projection)
 CHUNK_STEPS = 8
-#: multiply-adds of a span's products at least (:func:`span_steps`): the lstm workload's 8 steps (32 rows,
-#: ``[x | h_prev]`` 256 wide, 4U = 512). A span's fixed costs (its product calls, the hand-off, the loop
-#: entered again) are then a small share of it: the gru workload's steps (32 x 128 x 192) in 8-step spans
-#: cost 40 % more process CPU than one span (15.1 against 10.7 ms a forward + backward pair, AMD EPYC at
-#: load 10), in 43-step spans 11 %, while its kernel's thread saved 2.3 ms (session 23)
-SPAN_WORK = 8 * 32 * 256 * 512
 #: ``TW_RNN_OVERLAP=0``: the products after (before) the loop, on the library's threads
 ENABLED = os.environ.get("TW_RNN_OVERLAP", "1") != "0"
-#: a span loop's first (forward) or last (backward) steps that stand for it when its compiled form is
-#: timed against its twin (``loop_choice``: the loops' ``probe``)
-PROBE_STEPS = 2
 
 
 def spans(t, chunk=None):
@@ -70,17 +60,6 @@ def spans(t, chunk=None):
     return list(zip(cuts[:-1], cuts[1:]))
 
 
-def span_steps(work):
-    """Steps per span for steps of ``work`` multiply-adds each (a step's rows times its products'
-    ``[x | h_prev]`` width times gate width): :data:`CHUNK_STEPS`, or more where a span of them would
-    do under :data:`SPAN_WORK`.
-
-    >>> span_steps(32 * 256 * 512), span_steps(32 * 128 * 192)
-    (8, 43)
-    """
-    return max(CHUNK_STEPS, -(-SPAN_WORK // max(work, 1)))
-
-
 def original(s0, s1, t, go_backwards):
     """The original time indices ``[a, e)`` of processed steps ``[s0, s1)``."""
     return (t - s1, t - s0) if go_backwards else (s0, s1)
@@ -90,45 +69,6 @@ def enabled(plan):
     """Whether a kernel whose loop runs under ``plan`` (``rnn_gemm.Plan`` or None) overlaps."""
     from tensorweave.kernels import threads
     return ENABLED and plan is not None and plan.threads == 1 and threads.cores() >= 2
-
-
-def _cut(t, overlap, work):
-    return spans(t, span_steps(work)) if overlap else [(0, t)] if t else []
-
-
-def forward(plan, t, work, go_backwards, project, loop):
-    """A kernel's forward frame over ``t`` steps of ``work`` multiply-adds each (:func:`span_steps`):
-    ``project(a, e, one_thread)`` writes the input projection of original steps ``[a, e)`` (a task,
-    beside the loop where it overlaps), ``loop(s0, s1)`` runs processed steps ``[s0, s1)``, each span
-    once its projection is written."""
-    overlap = enabled(plan)
-    tasks = Tasks(overlap)
-    with one_thread() if overlap else contextlib.nullcontext():
-        cut = _cut(t, overlap, work)
-        ready = [tasks.add(functools.partial(project, *original(s0, s1, t, go_backwards), overlap))
-                 for s0, s1 in cut]
-        for (s0, s1), done in zip(cut, ready):
-            tasks.wait(done)
-            loop(s0, s1)
-        tasks.finish()
-
-
-def backward(plan, t, work, go_backwards, grads, loop):
-    """A kernel's backward frame (``t``, ``work`` as :func:`forward`'s): ``loop(s0, s1)`` runs processed steps ``[s0, s1)``, last span
-    first, and hands each finished span's products (``grads(n, one_thread)``, a
-    ``rnn_common.SpanGrads`` over ``n`` spans: its ``tasks(i, a, e)``) to the helper; returns the
-    ``grads`` object once every product has run."""
-    overlap = enabled(plan)
-    cut = _cut(t, overlap, work)
-    made = grads(len(cut), overlap)
-    tasks = Tasks(overlap)
-    with one_thread() if overlap else contextlib.nullcontext():
-        for i, (s0, s1) in reversed(list(enumerate(cut))):
-            loop(s0, s1)
-            for task in made.tasks(i, *original(s0, s1, t, go_backwards)):
-                tasks.add(task)
-        tasks.finish()
-    return made
 
 
 # ---- NumPy's OpenBLAS held at one thread ---------------------------------------------------------
