@@ -11,6 +11,12 @@ its inputs.
 [6.0, 12.0]
 >>> args[0].tolist()
 [1.0, 2.0]
+>>> numeric_grad(lambda v: float(v[0][0] * 1.0000001), [np.array([0.5])], 0).round(8).tolist()
+[1.0000001]
+>>> ones = [np.ones(1), np.ones(1)]
+>>> assert_grads([np.ones(1), np.zeros(1)], lambda v: float(v[0][0] + v[1][0]), ones)  # doctest: +ELLIPSIS
+Traceback (most recent call last):
+AssertionError: ...input 1...
 """
 import numpy as np
 
