@@ -1,7 +1,7 @@
 """A loop whose twin's compiled kernels (``needs``) are not compiled is answered without typing its
 arguments (``loop_choice.choose``, issue 18 session 23): under the ahead-of-time build a recurrent
 loop's passes are built into it and never compile on their own, so the answer is never recorded
-and every call of the loop (one per span of steps) asked again; typing ~20 arguments cost ~200 µs
+and every call of the loop (one per span of steps) asked again; typing ~20 arguments cost ~170 µs
 a call on the AMD EPYC. The tests count the typing calls, never a time."""
 import numpy as np
 import pytest

@@ -175,7 +175,7 @@ def choose(kernel, args, probe=None, needs=()):
     found = tuner().backend(cls)
     if found is None:
         # the old rule (twin while compiling), unrecorded; ``needs`` first: typing the arguments
-        # costs ~200 µs a call, and under the ahead-of-time build the passes a loop has built in
+        # costs ~170 µs a call, and under the ahead-of-time build the passes a loop has built in
         # never compile on their own, so a span loop asked here every call (rnn27)
         if not all(_any_compiled(k) for k in needs) or not compiled(kernel, args):
             return INCUMBENT
