@@ -1,5 +1,5 @@
 """Central finite differences for the gradient tests of the fused kernels (the recurrent ones:
-``test_rnn18_*``, ``test_rnn26_*``, ``test_rnn27_*``).
+``test_rnn18_*``, ``test_rnn26_*``).
 
 ``numeric_grad(loss, args, i)`` perturbs one element of ``args[i]`` at a time, in float64, and
 leaves ``args`` as it found them (each evaluation gets fresh copies), so a loss may write into

@@ -176,7 +176,7 @@ def choose(kernel, args, probe=None, needs=()):
     if found is None:
         # the old rule (twin while compiling), unrecorded; ``needs`` first: typing the arguments
         # costs ~170 µs a call, and under the ahead-of-time build the passes a loop has built in
-        # never compile on their own, so a span loop asked here every call (rnn27)
+        # never compile on their own, so each call of a span loop asked here again (rnn27)
         if not all(_any_compiled(k) for k in needs) or not compiled(kernel, args):
             return INCUMBENT
         timed = probe(args) if probe is not None else args
