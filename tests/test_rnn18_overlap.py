@@ -9,6 +9,7 @@ import threading
 import numpy as np
 import pytest
 
+from fd_util import assert_grads
 from opinfos.rnn import ref_lstm
 from tensorweave.kernels.cpu import gemm, rnn_gemm, rnn_overlap
 from tensorweave.kernels.cpu import lstm_kernels as lstm
@@ -85,15 +86,7 @@ def test_gradients_with_many_spans_match_float64_finite_differences(monkeypatch,
 
     def loss(vals):
         return float(sum((o * d).sum() for o, d in zip(lstm.lstm_sequence(*vals, mask, **attrs)[:3], d_outs)))
-    eps = 1e-6
-    for i, grad in enumerate(grads):
-        numeric = np.zeros_like(args[i])
-        for j in range(args[i].size):
-            plus, minus = [a.copy() for a in args], [a.copy() for a in args]
-            plus[i].flat[j] += eps
-            minus[i].flat[j] -= eps
-            numeric.flat[j] = (loss(plus) - loss(minus)) / (2 * eps)
-        np.testing.assert_allclose(grad, numeric, rtol=1e-6, atol=1e-7, err_msg=f"input {i}")
+    assert_grads(grads, loss, args)
 
 
 @pytest.mark.parametrize("go_backwards,masked,zero_output", CASES)

@@ -8,6 +8,7 @@ import ctypes
 import numpy as np
 import pytest
 
+from fd_util import assert_grads
 from opinfos.rnn import ref_lstm, ref_simple
 from tensorweave.kernels.cpu import gemm, rnn_gemm
 from tensorweave.kernels.cpu import gru_kernels as gru
@@ -115,15 +116,7 @@ def test_gradients_match_float64_finite_differences(monkeypatch, kind, go_backwa
 
     def loss(vals):
         return float(sum((o * d).sum() for o, d in zip(forward(*vals, mask, **attrs)[:-1], d_outs)))
-    eps = 1e-6
-    for i, grad in enumerate(grads):
-        numeric = np.zeros_like(args[i])
-        for j in range(args[i].size):
-            plus, minus = [a.copy() for a in args], [a.copy() for a in args]
-            plus[i].flat[j] += eps
-            minus[i].flat[j] -= eps
-            numeric.flat[j] = (loss(plus) - loss(minus)) / (2 * eps)
-        np.testing.assert_allclose(grad, numeric, rtol=1e-6, atol=1e-7, err_msg=f"input {i}")
+    assert_grads(grads, loss, args)
 
 
 def _thread_settings(dtype):

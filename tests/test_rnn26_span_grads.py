@@ -6,6 +6,7 @@ finite differences with more features than units."""
 import numpy as np
 import pytest
 
+from fd_util import assert_grads
 from opinfos.rnn import ref_lstm
 from tensorweave.kernels.cpu import lstm_kernels as lstm
 from tensorweave.kernels.cpu import rnn_common as rc
@@ -86,12 +87,4 @@ def test_lstm_gradients_with_more_features_than_units_match_finite_differences(m
 
     def loss(vals):
         return float(sum((o * d).sum() for o, d in zip(lstm.lstm_sequence(*vals, **attrs)[:3], d_outs)))
-    eps = 1e-6
-    for i in (0, 3, 4):                                 # dx, d kernel, d recurrent_kernel
-        numeric = np.zeros_like(args[i])
-        for j in range(args[i].size):
-            plus, minus = [a.copy() for a in args], [a.copy() for a in args]
-            plus[i].flat[j] += eps
-            minus[i].flat[j] -= eps
-            numeric.flat[j] = (loss(plus) - loss(minus)) / (2 * eps)
-        np.testing.assert_allclose(grads[i], numeric, rtol=1e-6, atol=1e-7, err_msg=f"input {i}")
+    assert_grads(grads, loss, args, which=(0, 3, 4))    # dx, d kernel, d recurrent_kernel
