@@ -6,6 +6,7 @@ import ctypes
 import numpy as np
 import pytest
 
+from fd_util import assert_grads
 from tensorweave.kernels.cpu import gemm, gru_kernels as g, rnn_gemm
 from tensorweave.kernels.cpu.jit import compile_now
 
@@ -74,17 +75,7 @@ def test_gradients_match_float64_finite_differences(reset_after, go_backwards):
     def loss(vals):
         o, hn, _ = g.gru_sequence(*vals, mask, **attrs)
         return float((o * d_out).sum() + (hn * d_h).sum())
-    eps = 1e-6
-    for i, grad in enumerate((dx, dh0, dk, drk, dib, drb)):
-        base = [a.copy() for a in args]
-        numeric = np.zeros_like(base[i])
-        for j in range(base[i].size):
-            plus = [a.copy() for a in base]
-            minus = [a.copy() for a in base]
-            plus[i].flat[j] += eps
-            minus[i].flat[j] -= eps
-            numeric.flat[j] = (loss(plus) - loss(minus)) / (2 * eps)
-        np.testing.assert_allclose(grad, numeric, rtol=1e-6, atol=1e-7, err_msg=str(i))
+    assert_grads((dx, dh0, dk, drk, dib, drb), loss, list(args))
 
 
 def _compiled(kernel, *args):

@@ -59,6 +59,7 @@ each such op's ``zero`` variables.
 """
 import numpy as np
 
+from tensorweave.core import derived
 from tensorweave.core import dtypes as _dt
 from tensorweave.core.sbp import B, Partial, S
 
@@ -120,7 +121,6 @@ class SharedWeight:
     def storage(self, variable, index):
         """The shared buffer for rank ``index``'s in-place update of its rows, where ``variable``
         (its shard) still holds it; else None (the shard's own copy-on-write copies it)."""
-        from tensorweave.core import derived
         if not self.holds(variable, index):
             return None
         base = self.views[index].base
@@ -136,7 +136,6 @@ class SharedWeight:
     def buffer(self):
         """The shared buffer where every shard holds it (an update of all the shards' rows at once:
         the gradient bucket's, ``fused_sgd.BucketUpdate``), marked modified once; else None."""
-        from tensorweave.core import derived
         base = self.views[0].base if self.active and self.views[0] is not None else None
         if base is None:
             return None
@@ -243,7 +242,6 @@ def reshare(groups):
     every rank's update waits for that rank's bucket, and the plan's reads of the weight end
     before the ranks' buckets start (:func:`share_storage`), so no rank holds a value of it then
     that this step's updates could change."""
-    from tensorweave.core import derived
     from tensorweave.ops import variables as _variables
     for g in groups:
         v0 = g.shards[0]._value

@@ -494,9 +494,10 @@ def _sequential_runner(plan, segments=None):
     code is made here from the plan's own slot numbers (no user text enters it).
 
     Products that ``overlap.schedule`` starts early are started at their launch step
-    (``overlap.defer``; the variable reads they wait for, ``overlap.early_reads``, moved there), the steps until their join inside a ``try`` that waits for them on a
-    failure (``overlap.abandon``), and collected before the join step (``overlap.join``); an
-    error of theirs names their own step.
+    (``overlap.defer``; the variable reads they wait for, ``overlap.early_reads``, moved there),
+    the steps until their join inside a ``try`` that waits for them on a failure
+    (``overlap.abandon``), and collected before the join step (``overlap.join``); an error of
+    theirs names their own step.
 
     ``segments`` (``{first step: nogil_segments.Segment}``): each segment's steps as one line
     calling it (none spans a product started early, ``nogil_segments.steady``)."""
