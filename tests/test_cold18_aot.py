@@ -70,7 +70,7 @@ def _cases():
     args = (xs, (1, 3, 3), (1, 2, 2), (0, 1, 1))
     yield nn_loops.max_windows, args + (res, res.copy(), False, False), (5,)
     yield nn_loops.max_windows, args + (_floats(*res.shape), np.zeros_like(xs), True, False), (5,)
-    xt = _floats(3, 6, 8, 5)                         # MaxPool's tiled pass: NaNs, -0.0 against 0.0
+    xt = _floats(3, 6, 8, 5)                         # MaxPool's tiled pass: a NaN, -0.0 against 0.0
     xt.reshape(-1)[[4, 0, 5]] = np.nan, -0.0, 0.0     # (0 and 5: one window's first two taps)
     yield pool_tiled.max_tiled, (xt, 2, 2, np.full((3, 3, 4, 5), 7, np.float32)), (3,)
     dcols = _floats(3, 1, 4, 5, 1, 3, 3, 6)          # col2im: a stride-2 3x3 tile's columns, padded edges

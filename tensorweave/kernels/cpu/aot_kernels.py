@@ -99,7 +99,7 @@ KERNELS = {
         # the im2col input gradient's scatter (the resnet's stride-2 layers; session 18, res22)
         "col2im": [f"void({_array(8)}, {_T3}, {_T3}, {_T3}, {_F5})"],
     },
-    # MaxPool's values-only pass (the cnn's 2x2 pooling; its cold step compiled it, ~4-5 s; cold28)
+    # MaxPool's values-only pass (the cnn's 2x2 pooling: every cold cnn process compiled it, 0.7-1.0 s; cold28)
     "tensorweave.kernels.cpu.pool_tiled": {"max_tiled": [f"void({_F4}, {_I}, {_I}, {_F4})"]},
     # the fused batch norm's passes (the resnet's first step compiled them while the twins answered;
     # session 18, res22), float32 rows as batch_norm_kernels passes them

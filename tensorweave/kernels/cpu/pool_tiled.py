@@ -12,7 +12,7 @@ the general loop's (``pool_kernels._max_tiled``): the cnn's training batch, 128x
 of CPU per ``MaxPool`` in the general loop, whose winners' int64 positions halve the vector lanes, and
 3.3-3.6 ms here (AMD EPYC, load 4-5; issue 18, vec27). The pass writes ``out`` and returns nothing,
 as the loops built ahead of time do (``aot_kernels``): returning ``out``, it was not built and every
-cold cnn process compiled it (0.7-1.0 s of the compile thread's CPU, load 0.5-2; issue 18, cold28).
+cold cnn process compiled it (0.7-1.0 s of the compile thread's CPU, load 0.5-3; issue 18, cold28).
 
 >>> import numpy as np
 >>> x = np.arange(16.0, dtype=np.float32).reshape(1, 4, 4, 1)
