@@ -18,12 +18,18 @@ without and with the kernels built ahead of time (``TW_AOT=0`` / default, ``kern
 ``--demo`` instead times the main job's epochs (``python -m tensorweave --epochs 3``), as Keras
 reports them, with the process's CPU seconds. ``--phases`` runs the main job's training in this
 process and splits its epochs: wall, process CPU, main-thread CPU, seconds of background
-compiling, each compile (thread CPU) and each twin's main-thread CPU.
+compiling, each compile (thread CPU) and each twin's main-thread CPU. ``--compiles`` lists every
+numba compile of a fresh process (numba's ``numba:compile`` events: kernel, argument types, thread,
+thread CPU) per workload, run as ``bench_models`` runs it (its throw-away step, then ``--steps``
+steps), and for ``demo`` the main job's training (``--epochs``, default 2); a process with the
+build current should list none but the fused loops made from a graph (never built) and the
+parallel Adam after ``jit.PARALLEL_AFTER`` large updates.
 Usage::
 
     python benchmarks/bench_cold_start.py [--only mlp,cnn] [--rounds 2] [--compare | --compare-aot]
     python benchmarks/bench_cold_start.py --demo [--compare-aot] [--epochs 6]
     python benchmarks/bench_cold_start.py --phases [--epochs 4]
+    python benchmarks/bench_cold_start.py --compiles [--only mlp,cnn,demo] [--steps 3]
 
 Timings are never asserted in tests; figures live in BENCHMARKS.md.
 """
@@ -204,6 +210,40 @@ def phases(epochs):
         print(json.dumps({"twin": name, "calls": calls, "main_cpu_s": round(cpu, 2)}))
 
 
+def compiles(workload, steps, epochs):
+    """The numba compiles of this (fresh) process running ``workload``: one dict per compile."""
+    import threading
+    from numba.core import event
+    found, phase, open_ = [], ["import"], threading.local()
+
+    class Compiles(event.Listener):
+        def on_start(self, ev):
+            open_.__dict__.setdefault("stack", []).append(time.thread_time())
+
+        def on_end(self, ev):
+            d, started = ev.data["dispatcher"], open_.stack.pop()
+            found.append({"kernel": f"{d.py_func.__module__}.{d.py_func.__qualname__}",
+                          "args": ", ".join(str(a) for a in ev.data["args"]), "phase": phase[0],
+                          "thread": threading.current_thread().name, "nested": bool(open_.stack),
+                          "cpu_s": round(time.thread_time() - started, 2)})
+    event.register("numba:compile", Compiles())
+    import tensorweave  # noqa: F401 - its import-time compiles are listed too
+    from tensorweave.kernels.cpu import jit
+    if workload == "demo":
+        from tensorweave.examples import mnist
+        phase[0] = f"main job, {epochs} epochs"
+        mnist.train("cnn", epochs=epochs, save=None, verbose=0)
+    else:
+        from bench_models import make_tensorweave, synthetic_batch
+        phase[0] = "throw-away step"
+        step, _, _ = make_tensorweave(workload, synthetic_batch(workload), threads=None)
+        phase[0] = "steps"
+        for _ in range(steps):
+            step()
+    jit.wait_for_compiles()
+    return found
+
+
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--only", default="mlp,cnn,lstm,fasttext")
@@ -215,13 +255,27 @@ def main(argv=None):
     p.add_argument("--demo", action="store_true", help="time the main job's epochs instead")
     p.add_argument("--phases", action="store_true", help="split the main job's epochs in this process")
     p.add_argument("--epochs", type=int, default=None, help="--demo (default 3) and --phases (default 4)")
+    p.add_argument("--compiles", action="store_true", help="list every numba compile per workload (fresh processes)")
     p.add_argument("--worker", help=argparse.SUPPRESS)
     a = p.parse_args(argv)
+    if a.worker and a.compiles:
+        for row in compiles(a.worker, a.steps, a.epochs or 2):
+            print(json.dumps(row))
+        return 0
     if a.worker:
         print(json.dumps(worker(a.worker, a.steps, a.epoch_steps)))
         return 0
     if a.phases:
         phases(a.epochs or 4)
+        return 0
+    if a.compiles:
+        for workload in a.only.split(","):
+            out = subprocess.run([sys.executable, os.path.abspath(__file__), "--compiles", "--worker", workload,
+                                  "--steps", str(a.steps), "--epochs", str(a.epochs or 2)], env=_env(None),
+                                 capture_output=True, text=True, check=True)
+            rows = [json.loads(ln) for ln in out.stdout.splitlines() if ln.startswith("{")]
+            print(json.dumps({"workload": workload, "compiles": len(rows), "loadavg": round(os.getloadavg()[0], 2),
+                              "list": rows}), flush=True)
         return 0
     variants = ("foreground", "background") if a.compare else ("jit", "aot") if a.compare_aot else (None,)
     for _ in range(a.rounds):

@@ -16,7 +16,7 @@ from rnn18_aot_cases import rnn_cases
 from tensorweave.kernels.cpu import aot, aot_build, aot_kernels, batch_norm_loops, gemm, jit, layer_norm_loops, nn_loops
 from tensorweave.kernels.cpu import attention_kernels, attention_train, reduce_kernels, softmax_loops
 from tensorweave.kernels.cpu import training_kernels
-from tensorweave.kernels.cpu import conv_batch1, winograd
+from tensorweave.kernels.cpu import conv_batch1, pool_tiled, winograd
 
 RNG = np.random.default_rng(18)
 NN = "tensorweave.kernels.cpu.nn_loops"
@@ -47,6 +47,9 @@ def _cases():
     g, y = _floats(37, 19, scale=100), _floats(37, 19)
     for relu in (False, True):
         yield nn_loops.bias_act, (y, _floats(19), relu), (0,)
+    frozen = _floats(19)
+    frozen.flags.writeable = False          # a read-only bias (the encoder's stacked q/k/v biases; cold28)
+    yield nn_loops.bias_act, (y, frozen, True), (0,)
     yield nn_loops.column_sums, (g, RNG.standard_normal(19)), (1,)
     yield nn_loops.relu_grad_column_sums, (g, y, np.empty_like(g), np.zeros(19)), (2, 3)
     yield nn_loops.relu_mask_column_sums, (g.copy(), y, np.zeros(19)), (0, 2)
@@ -67,6 +70,9 @@ def _cases():
     args = (xs, (1, 3, 3), (1, 2, 2), (0, 1, 1))
     yield nn_loops.max_windows, args + (res, res.copy(), False, False), (5,)
     yield nn_loops.max_windows, args + (_floats(*res.shape), np.zeros_like(xs), True, False), (5,)
+    xt = _floats(3, 6, 8, 5)                         # MaxPool's tiled pass: a NaN, -0.0 against 0.0
+    xt.reshape(-1)[[4, 0, 5]] = np.nan, -0.0, 0.0     # (0 and 5: one window's first two taps)
+    yield pool_tiled.max_tiled, (xt, 2, 2, np.full((3, 3, 4, 5), 7, np.float32)), (3,)
     dcols = _floats(3, 1, 4, 5, 1, 3, 3, 6)          # col2im: a stride-2 3x3 tile's columns, padded edges
     yield nn_loops.col2im, (dcols, (1, 2, 2), (1, 1, 1), (0, 1, 0), np.full((3, 1, 8, 10, 6), 7, np.float32)), (4,)
     yield from _batch_norm_cases()

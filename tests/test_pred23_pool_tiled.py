@@ -34,7 +34,8 @@ def test_the_tiled_pass_gives_the_general_loops_bits(rng, dtype, shape, ksize):
     out = tuple(n // k for n, k in zip(shape[1:-1], ksize))
     for run in (jit.compile_now(pool_tiled.max_tiled, x, ksize[0], ksize[1], expected.copy()),
                 pool_tiled.max_tiled.twin):
-        got = run(x, ksize[0], ksize[1], np.full((shape[0],) + out + (shape[-1],), 7, dtype))
+        got = np.full((shape[0],) + out + (shape[-1],), 7, dtype)
+        assert run(x, ksize[0], ksize[1], got) is None                         # it writes `out` only
         np.testing.assert_array_equal(got, expected)
         assert np.array_equal(np.signbit(got), np.signbit(expected))           # -0.0 and 0.0 apart
     with np.errstate(invalid="ignore"), warnings.catch_warnings():

@@ -34,6 +34,7 @@ _A4 = "float32[:, :, :, :]"
 _I32, _I64 = _array(1, "int32"), _array(1, "int64")
 _D1 = _array(1, "float64")
 _I, _T3 = "int64", "UniTuple(int64, 3)"
+_R1 = "Array(float32, 1, 'C', readonly=True)"     # a read-only weight's view (numba types it apart)
 
 
 def _lstm(dtype):
@@ -87,7 +88,8 @@ KERNELS = {
                           for b in (_F2, _F2F, _A2)],
     },
     "tensorweave.kernels.cpu.nn_loops": {
-        "bias_act": [f"void({_F2}, {_F1}, boolean)"],
+        # (and with a read-only bias: a weight's view, the encoder's inference; issue 18, cold28)
+        "bias_act": [f"void({_F2}, {b}, boolean)" for b in (_F1, _R1)],
         "column_sums": [f"void({_F2}, {_D1})"],
         "relu_grad_column_sums": [f"void({_F2}, {_F2}, {_F2}, {_D1})"],
         "relu_mask_column_sums": [f"void({_F2}, {_F2}, {_D1})"],
@@ -97,6 +99,8 @@ KERNELS = {
         # the im2col input gradient's scatter (the resnet's stride-2 layers; session 18, res22)
         "col2im": [f"void({_array(8)}, {_T3}, {_T3}, {_T3}, {_F5})"],
     },
+    # MaxPool's values-only pass (the cnn's 2x2 pooling: every cold cnn process compiled it, 0.7-1.0 s; cold28)
+    "tensorweave.kernels.cpu.pool_tiled": {"max_tiled": [f"void({_F4}, {_I}, {_I}, {_F4})"]},
     # the fused batch norm's passes (the resnet's first step compiled them while the twins answered;
     # session 18, res22), float32 rows as batch_norm_kernels passes them
     "tensorweave.kernels.cpu.batch_norm_loops": {

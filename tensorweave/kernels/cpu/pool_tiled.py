@@ -10,12 +10,14 @@ where the best is not (the first maximum, a NaN counting as the maximum), so the
 general loop's bit for bit. Larger inputs run it over tiles of the batch on the intra-op threads, as
 the general loop's (``pool_kernels._max_tiled``): the cnn's training batch, 128x24x24x64, took 4.8-5.3 ms
 of CPU per ``MaxPool`` in the general loop, whose winners' int64 positions halve the vector lanes, and
-3.3-3.6 ms here (AMD EPYC, load 4-5; issue 18, vec27).
+3.3-3.6 ms here (AMD EPYC, load 4-5; issue 18, vec27). The pass writes ``out`` and returns nothing,
+as the loops built ahead of time do (``aot_kernels``): returning ``out``, it was not built and every
+cold cnn process compiled it (0.7-1.0 s of the compile thread's CPU, load 0.5-3; issue 18, cold28).
 
 >>> import numpy as np
 >>> x = np.arange(16.0, dtype=np.float32).reshape(1, 4, 4, 1)
 >>> out = np.empty((1, 2, 2, 1), np.float32)
->>> max_tiled.twin(x, 2, 2, out)[0, :, :, 0].tolist()
+>>> max_tiled.twin(x, 2, 2, out); out[0, :, :, 0].tolist()
 [[5.0, 7.0], [13.0, 15.0]]
 """
 import numpy as np
@@ -36,7 +38,6 @@ def _max_tiled_twin(x, kh, kw, out):
                 v = x[:, a:oh * kh:kh, e:ow * kw:kw, :]
                 take = (v > out) | ((v != v) & (out == out))
                 np.copyto(out, v, where=take)
-    return out
 
 
 @njit_twin(_max_tiled_twin)
@@ -58,4 +59,3 @@ def max_tiled(x, kh, kw, out):
                             best = out[b, i, j, c]
                             take = (v > best) | ((v != v) & (best == best))
                             out[b, i, j, c] = v if take else best
-    return out
