@@ -146,8 +146,10 @@ def test_the_split_takes_the_helper_only_for_two_parts_of_one_library(monkeypatc
     a, b = _operands(rng, 128, 64, 96, False, False)
     out = np.empty((128, 96), np.float32)
     ops = (gemm._operand(a), gemm._operand(b), (gemm._NO_TRANS, 96))
-    mkl = {(64, 96): object()}
-    mixed = {(64, 96): object(), (32, 96): gemm._numpy_part}
+    mkl1 = _tagged("mkl1")
+    mkl = {(64, 96): mkl1}
+    assert not gemm._spun("rows", a, b, out, *ops, 64, 2, 64, 2, {(64, 96): lambda *args: None})  # a stand-in
+    mixed = {(64, 96): mkl1, (32, 96): gemm._numpy_part}
     assert not gemm._spun("rows", a, b, out, *ops, 64, 3, 64, 2, mkl)          # three parts: the pool's
     assert not gemm._spun("rows", a, b, out, *ops, 64, 2, 64, 2, mixed)        # two libraries: the pool's
     with gemm.blocks_here(2):
@@ -174,3 +176,10 @@ def test_a_threaded_entry_timed_without_the_helper_is_dropped_and_a_kept_one_mar
     gemm._mark("busy", gemm.SPUN)
     assert t.choices["fresh"][gemm.SPUN] is True and gemm.SPUN not in t.choices["busy"]
     assert os.path.exists(tmp_path / "t.json")
+
+
+def _tagged(library):
+    def run(a, b, out):
+        raise AssertionError("the helper calls the library itself")
+    run.library = library
+    return run

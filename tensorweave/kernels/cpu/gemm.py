@@ -1406,8 +1406,22 @@ SPUN = "spin"
 
 def _spin_ready(dtype):
     """Whether a two-part split of ``dtype`` can run on ``spin_share``'s helper in this process."""
+    return _spin_helper(dtype) is not None
+
+
+def _mkl_addresses(dtype):
+    """``(cblas_?gemm, MKL_Set_Num_Threads_Local)`` addresses of MKL's one-thread call for
+    ``dtype``, or None (no MKL with a per-thread setting)."""
     serial = _gemm_serial.get(dtype)
-    return serial is not None and spin_share.shared(serial.args[0]) is not None
+    args = getattr(serial, "args", ())
+    return (args[2], args[0]) if len(args) == 3 else None
+
+
+def _spin_helper(dtype):
+    """``spin_share``'s helper for splits of ``dtype`` (MKL's per-thread count of its thread at 1
+    where MKL is loaded), or None where it cannot be had now (``spin_share.shared``)."""
+    mkl = _mkl_addresses(dtype)
+    return spin_share.shared(mkl[1] if mkl is not None else 0)
 
 
 def _drop_unspun(cls):
@@ -1497,22 +1511,17 @@ def _spun(axis, a, b, out, op_a, op_b, op_c, k, parts, step, blocks, runners):
     (MKL's, or NumPy's OpenBLAS held at one thread: the ``cblas_?gemm`` call the Python path
     makes, the same bits), the helper ready and free (False: the caller runs the split the
     Python way)."""
-    numpy = {run is _numpy_part for run in runners.values()}
-    if parts != 2 or blocks < 2 or len(numpy) != 1 or inside_blocks_here():
+    library = {getattr(run, "library", None) for run in runners.values()}
+    if parts != 2 or blocks < 2 or len(library) != 1 or None in library or inside_blocks_here():
         return False
-    serial = _gemm_serial.get(a.dtype)
-    helper = spin_share.shared(serial.args[0] if serial is not None else 0)
-    if helper is None:
+    numpy = library == {"numpy1"}
+    helper = _spin_helper(a.dtype)
+    found = _openblas_gemm(a.dtype) if numpy else _mkl_addresses(a.dtype)
+    if helper is None or found is None:
         return False
-    if True in numpy:
-        found = _openblas_gemm(a.dtype)
-        if found is None:
-            return False
-        fn, set_local, wide = found
-    else:
-        fn, set_local, wide = serial.args[2], serial.args[0], 0
+    fn, set_local, wide = found if numpy else found + (0,)
     m, n = out.shape
-    with _openblas_one_thread() if True in numpy else contextlib.nullcontext():
+    with _openblas_one_thread() if numpy else contextlib.nullcontext():
         return helper.run(fn, set_local, wide, op_a[0], op_b[0], m, n, k, a, op_a[1], b, op_b[1], out, op_c[1],
                           0 if axis == "rows" else 1, step, blocks)
 
@@ -1606,6 +1615,7 @@ def _part_runner(piece, op_a, op_b, op_c, k):
     got = _serial_library(a, b, out, op_a, op_b, m, n, k, functools.partial(run_mkl1, a, b, out))
     if got == "done":
         got = _serial_library(a, b, out, op_a, op_b, m, n, k, None)
+    run_mkl1.library = "mkl1"           # (what spin_share's helper calls instead, :func:`_spun`)
     return run_mkl1 if got == "mkl1" else _numpy_part
 
 
@@ -1643,3 +1653,6 @@ def matmul_then(a, b, after, extra=()):
 def _numpy_part(a, b, out):
     """A block of a split product in NumPy (inside :func:`_openblas_one_thread`: one thread)."""
     np.matmul(a, b, out=out)
+
+
+_numpy_part.library = "numpy1"
