@@ -136,6 +136,8 @@ def test_a_helper_in_use_is_refused_and_a_closed_one_stops(rng):
 
 
 def test_switched_off_there_is_no_helper(monkeypatch):
+    monkeypatch.delenv("TW_SPIN_SHARE", raising=False)             # off by default
+    assert spin_share.shared(_library("mkl1")[1]) is None
     monkeypatch.setenv("TW_SPIN_SHARE", "0")
     assert spin_share.shared(_library("mkl1")[1]) is None
     monkeypatch.setenv("TW_SPIN_US", "7.5")
@@ -143,6 +145,7 @@ def test_switched_off_there_is_no_helper(monkeypatch):
 
 
 def test_the_split_takes_the_helper_only_for_two_parts_of_one_library(monkeypatch, rng):
+    monkeypatch.setenv("TW_SPIN_SHARE", "1")
     a, b = _operands(rng, 128, 64, 96, False, False)
     out = np.empty((128, 96), np.float32)
     ops = (gemm._operand(a), gemm._operand(b), (gemm._NO_TRANS, 96))

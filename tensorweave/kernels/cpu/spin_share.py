@@ -15,7 +15,10 @@ Same bits as ``gemm._run_split`` with the same blocks: each block is the same on
 whichever thread runs it. A helper that is asleep or has no core takes nothing: the caller takes
 every block left (the counter), so it never waits for a block nobody started.
 
-``TW_SPIN_SHARE=0`` keeps every split on the Python pool; ``TW_SPIN_US`` sets the spin (µs).
+Opt-in (``TW_SPIN_SHARE=1``; ``TW_SPIN_US`` sets the spin, µs): measured only under load so far
+(BENCHMARKS.md, session 24 mlp28), where it cost the mlp step ~5 % more process CPU than the pool (the
+caller spin-waits for a helper that has no core) for a hand-off of ~21 µs of the caller's CPU instead of
+~52; whether it wins the wall on a quiet host is for a quiet A/B (``bench_gemm_split.py --other spin``).
 """
 import os
 import platform
@@ -272,8 +275,8 @@ def spin_us():
 
 
 def enabled():
-    """Whether splits may take this path (``TW_SPIN_SHARE`` is not ``0``)."""
-    return os.environ.get("TW_SPIN_SHARE", "1") != "0"
+    """Whether splits take this path (``TW_SPIN_SHARE=1``, read per call; off by default)."""
+    return os.environ.get("TW_SPIN_SHARE", "0") == "1"
 
 
 class Helper:
@@ -344,7 +347,7 @@ def compiled():
 
 def shared(set_local):
     """This process's :class:`Helper` (made on first use, its MKL per-thread count at 1 through
-    ``set_local``'s address), or None where splits take the Python pool: ``TW_SPIN_SHARE=0``, or
+    ``set_local``'s address), or None where splits take the Python pool: ``TW_SPIN_SHARE`` not ``1``, or
     the loops not compiled yet (their compile queued on the background thread, ``jit.py``: never
     on the caller's; ``TW_JIT_BACKGROUND=0`` compiles them here)."""
     if not enabled():
