@@ -19,7 +19,13 @@ Opt-in (``TW_SPIN_SHARE=1``; ``TW_SPIN_US`` sets the spin, µs): measured only u
 (BENCHMARKS.md, session 24 mlp28), where it cost the mlp step ~5 % more process CPU than the pool (the
 caller spin-waits for a helper that has no core) for a hand-off of ~21 µs of the caller's CPU instead of
 ~52; whether it wins the wall on a quiet host is for a quiet A/B (``bench_gemm_split.py --other spin``).
+
+>>> from tensorweave.kernels.cpu import spin_share
+>>> ticket = (3 << spin_share.SHIFT) + 1           # product 3, one block taken
+>>> ticket >> spin_share.SHIFT, ticket & ((1 << spin_share.SHIFT) - 1)
+(3, 1)
 """
+import ctypes
 import os
 import platform
 import threading
@@ -318,13 +324,14 @@ class Helper:
         return True
 
     def close(self):
+        """Stops the helper thread and waits for it."""
         self.box[STOP] = 1
         self.wake.set()
         self.thread.join()
 
 
 def _set_local_once(address):
-    import ctypes
+    """The calling thread's MKL count at 1 for good (``MKL_Set_Num_Threads_Local`` at ``address``)."""
     ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_int)(address)(1)
 
 
