@@ -186,3 +186,17 @@ def _tagged(library):
         raise AssertionError("the helper calls the library itself")
     run.library = library
     return run
+
+
+def test_two_products_in_a_row_on_one_mailbox(rng):
+    """The second product counts its own blocks (the count of finished blocks starts again at 0) and
+    takes the next product number."""
+    box = np.zeros(len(spin_share.FIELDS), np.int64)
+    fn, set_local, wide = _library("mkl1")
+    for number, (m, n) in enumerate([(64, 48), (96, 32)], start=1):
+        a, b = _operands(rng, m, 16, n, False, False)
+        out = np.full((m, n), np.nan, np.float32)
+        spin_share._split(box, fn, set_local, wide, gemm._NO_TRANS, gemm._NO_TRANS, m, n, 16, a.ctypes.data, 16,
+                          b.ctypes.data, n, out.ctypes.data, n, 0, 32, m // 32, 4)
+        assert box[spin_share.DONE] == m // 32 and box[spin_share.TICKET] >> spin_share.SHIFT == number
+        np.testing.assert_allclose(out, a.astype(np.float64) @ b, rtol=1e-4, atol=1e-3)
