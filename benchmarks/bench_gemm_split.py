@@ -16,7 +16,8 @@ pool, as before session 13, instead of tasks shared with the product's blocks), 
 (``TW_GEMM_SHARE=0``: where the calling thread's share is one thread, products above the one-thread
 size on MKL's threaded call as before session 14, not on the class's one-thread library; with
 ``--threads 1`` or ``--rank``), or ``tune`` (``TW_BLAS_TUNE=1``'s per-class MKL-or-OpenBLAS choice of
-threaded products, in this process, against the default).
+threaded products, in this process, against the default), or ``spin`` (``TW_SPIN_SHARE=1``: split products' blocks on
+``spin_share``'s spinning helper, not on the Python pool; issue 18 mlp28).
 
 ``--threads N``: the step on N intra-op threads (``tw.config.threading``); ``--rank``: the step
 run on a thread with an in-process rank's share of one core (``rank_threads.use(1)``).
@@ -57,7 +58,7 @@ def main(argv=None):
     p.add_argument("--rounds", type=int, default=12)
     p.add_argument("--steps", type=int, default=10, help="steps per side and round")
     p.add_argument("--other", default="nosplit",
-                   help="the B side: nosplit, one, static, adamomp, nooverlap, noshare, tune or chunks<N> (see the module docstring)")
+                   help="the B side: nosplit, one, static, adamomp, nooverlap, noshare, tune, spin or chunks<N> (see the module docstring)")
     p.add_argument("--chunks", type=int, default=None, help="blocks per part on the A side (default: gemm's)")
     p.add_argument("--threads", type=int, default=None, help="intra-op threads (default: one per core)")
     p.add_argument("--rank", action="store_true", help="run the steps on a thread with a rank's share of one core")
@@ -89,6 +90,7 @@ def main(argv=None):
         overlap.ENABLED["on"] = True
         gemm._split["share"] = True
         gemm._tuning["on"] = False
+        os.environ["TW_SPIN_SHARE"] = "0"
         if flag:
             return
         if args.other == "one":      # everything under the one-thread size: one thread, its library
@@ -105,11 +107,13 @@ def main(argv=None):
             gemm._split["share"] = False
         elif args.other == "tune":
             gemm._tuning["on"] = True
+        elif args.other == "spin":
+            os.environ["TW_SPIN_SHARE"] = "1"
         elif args.other.startswith("chunks"):
             gemm.CHUNKS["per_part"] = int(args.other[6:])
         else:
-            raise SystemExit(f"--other {args.other!r}: expected nosplit, one, static, adamomp, nooverlap, noshare, tune "
-                             "or chunks<N>")
+            raise SystemExit(f"--other {args.other!r}: expected nosplit, one, static, adamomp, nooverlap, noshare, tune, "
+                             "spin or chunks<N>")
     from tensorweave.kernels.cpu import jit
     for flag in (True, False, True, False):      # warm both paths (and their shape classes' timings)
         set_side(flag)

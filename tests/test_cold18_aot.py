@@ -15,7 +15,7 @@ from numba.core import sigutils
 from rnn18_aot_cases import rnn_cases
 from tensorweave.kernels.cpu import aot, aot_build, aot_kernels, batch_norm_loops, gemm, jit, layer_norm_loops, nn_loops
 from tensorweave.kernels.cpu import attention_kernels, attention_train, reduce_kernels, softmax_loops
-from tensorweave.kernels.cpu import training_kernels
+from tensorweave.kernels.cpu import spin_share, training_kernels
 from tensorweave.kernels.cpu import conv_batch1, pool_tiled, winograd
 
 RNG = np.random.default_rng(18)
@@ -102,6 +102,10 @@ def _cases():
             yield gemm._call_threads, one + (fn,) + operands, (12,)
         yield from _attention_cases(fn, one[0])
         yield from _attention_train_cases(fn, one[0])
+        yield from _spin_cases(fn, one[0])
+    stopped = np.zeros(len(spin_share.FIELDS), np.int64)
+    stopped[spin_share.STOP] = 1
+    yield spin_share._serve, (stopped, 0), (0,)        # (a helper told to stop: returns at once)
     yield from rnn_cases()                  # the recurrent step loops (rnn18's cases)
     yield from _layer_norm_cases()
     yield from _softmax_cases()
@@ -217,6 +221,20 @@ def _softmax_cases():
         yield softmax_loops.normalize.dispatcher, (np.exp(_floats(4, n)),), (0,)
 
 
+#: operands whose addresses a spin_share case holds (alive for the whole session: the loop writes there)
+_SPIN_OPERANDS = []
+
+
+def _spin_cases(fn, set_local):
+    """``spin_share._split`` with no helper (the caller takes both row blocks of a 40x24 @ 24x48
+    product on MKL's one-thread call): its output is the mailbox (the product lands at an address)."""
+    a, b, c = _floats(40, 24), _floats(24, 48), np.full((40, 48), 7, np.float32)
+    _SPIN_OPERANDS.extend((a, b, c))
+    yield spin_share._split, (np.zeros(len(spin_share.FIELDS), np.int64), fn, set_local, 0, gemm._NO_TRANS,
+                              gemm._NO_TRANS, 40, 48, 24, a.ctypes.data, 24, b.ctypes.data, 48, c.ctypes.data, 48,
+                              0, 32, 2, 4), (0,)
+
+
 def _split_views(m=16, n=20, k=33):
     """``cblas_sgemm``'s operands (trans flags, sizes, arrays and leading dimensions) in every
     layout a product split over threads hands one part (``gemm._run_split``): A contiguous, a
@@ -232,6 +250,9 @@ def _split_views(m=16, n=20, k=33):
         for trans_a, a, lda in a_ways:
             for trans_b, b, ldb in b_ways:
                 yield trans_a, trans_b, m, n, k, a, lda, b, ldb, c, ldc
+                held = b.view()                 # a variable's weight read-only (encoder2_predict's)
+                held.flags.writeable = False
+                yield trans_a, trans_b, m, n, k, a, lda, held, ldb, c, ldc
 
 
 def _copy_as_is(a):
@@ -280,7 +301,7 @@ def test_every_signature_the_package_build_serves_has_a_case():
     assert {m for m, _, _ in covered} <= set(aot_kernels.KERNELS)
     missing = _served() - covered
     if not gemm.load():
-        missing = {s for s in missing if s[1] not in ("_call", "_call_threads")}
+        missing = {s for s in missing if s[1] not in ("_call", "_call_threads", "_split")}
     assert not missing, f"signatures without a test case: {missing}"
 
 

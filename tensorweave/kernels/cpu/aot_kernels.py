@@ -35,6 +35,8 @@ _I32, _I64 = _array(1, "int32"), _array(1, "int64")
 _D1 = _array(1, "float64")
 _I, _T3 = "int64", "UniTuple(int64, 3)"
 _R1 = "Array(float32, 1, 'C', readonly=True)"     # a read-only weight's view (numba types it apart)
+#: float32 matrices read-only (a variable's weight handed out as such), C, Fortran and strided
+_READ_ONLY = tuple(f"Array(float32, 2, '{layout}', readonly=True)" for layout in "CFA")
 
 
 def _lstm(dtype):
@@ -84,8 +86,16 @@ KERNELS = {
         # blocks of a transposed operand, column blocks of B and of the output): on a machine
         # whose classes choose splitting, the first split compiled LLVM code mid-run (+50 MB RSS
         # in the mlp's step memory on an AMD EPYC, session 22)
+        # and B a variable's weight read-only (encoder2_predict's column blocks compiled a stub in its
+        # first requests, session 23)
         "_call_threads": [_gemm(a, b, 2, c) for c in (_F2, _A2) for a in (_F2, _F2F, _A2)
-                          for b in (_F2, _F2F, _A2)],
+                          for b in (_F2, _F2F, _A2) + _READ_ONLY],
+    },
+    # a split product's blocks with the spinning helper (every argument an int64: one signature
+    # each; issue 18 mlp28): built, a cold process's first split takes the helper, not the pool
+    "tensorweave.kernels.cpu.spin_share": {
+        "_serve": ["int64(int64[::1], int64)"],
+        "_split": [f"int64(int64[::1], {', '.join([_I] * 18)})"],
     },
     "tensorweave.kernels.cpu.nn_loops": {
         # (and with a read-only bias: a weight's view, the encoder's inference; issue 18, cold28)

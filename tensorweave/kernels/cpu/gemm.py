@@ -91,6 +91,7 @@ from numba.extending import intrinsic
 from tensorweave.kernels.cpu import gemm_tuning
 from tensorweave.kernels.cpu import jit
 from tensorweave.kernels.cpu import own_core
+from tensorweave.kernels.cpu import spin_share
 from tensorweave.kernels.cpu import stack_route
 from tensorweave.kernels.cpu import thin_layout
 from tensorweave.kernels.cpu.jit import njit_twin
@@ -1373,6 +1374,9 @@ def _threaded_choice(a, b, out, op_a, op_b, op_c, m, n, k, seen, parts, run_mkl)
         cls = ("threadsvar:" if var else "threads:") + gemm_tuning.shape_class(
             m, n, k, a.dtype.name, op_a[0] == _TRANS, op_b[0] == _TRANS) + f",p{parts}"
         can_time = getattr(_thread_share, "here", None) is None and gemm_tuning.quiet()
+        spun = parts == 2 and _spin_ready(a.dtype)
+        if can_time and spun:
+            _drop_unspun(cls)
         got = _split_chosen[key] = _cached_threaded(cls, can_time)
         if got is None:
             runners = {"mkl": run_mkl, "one": functools.partial(_run_one, a, b, out, op_a, op_b, op_c, m, n, k, seen)}
@@ -1386,10 +1390,55 @@ def _threaded_choice(a, b, out, op_a, op_b, op_c, m, n, k, seen, parts, run_mkl)
                             key=lambda axis: m if axis == "rows" else n, default="mkl")
             if can_time:
                 got = timed_choice(cls, runners, incumbent, runners["one"])
+                if spun:
+                    _mark(cls, SPUN)
             else:   # see the docstring: no timing under load, nor of blocks run on one thread
                 got = incumbent
             _split_chosen[key] = got
     return got
+
+
+#: the field of a threaded class's kept timing whose splits ran their blocks with ``spin_share``'s
+#: helper: an entry without it (its splits timed on the Python pool, before issue 18 mlp28) is
+#: timed again by a quiet process that has the helper
+SPUN = "spin"
+
+
+def _spin_ready(dtype):
+    """Whether a two-part split of ``dtype`` can run on ``spin_share``'s helper in this process."""
+    return _spin_helper(dtype) is not None
+
+
+def _mkl_addresses(dtype):
+    """``(cblas_?gemm, MKL_Set_Num_Threads_Local)`` addresses of MKL's one-thread call for
+    ``dtype``, or None (no MKL with a per-thread setting)."""
+    serial = _gemm_serial.get(dtype)
+    args = getattr(serial, "args", ())
+    return (args[2], args[0]) if len(args) == 3 else None
+
+
+def _spin_helper(dtype):
+    """``spin_share``'s helper for splits of ``dtype`` (MKL's per-thread count of its thread at 1
+    where MKL is loaded), or None where it cannot be had now (``spin_share.shared``)."""
+    mkl = _mkl_addresses(dtype)
+    return spin_share.shared(mkl[1] if mkl is not None else 0)
+
+
+def _drop_unspun(cls):
+    """Drops threaded class ``cls``'s entry where its splits were timed without the helper."""
+    t = tuner()
+    entry = t.choices.get(cls)
+    if entry is not None and not entry.get(SPUN) and ("rows_us" in entry or "cols_us" in entry):
+        t.choices.pop(cls, None)
+
+
+def _mark(cls, field):
+    """Marks ``cls``'s settled entry with ``field`` (written to the cache file)."""
+    t = tuner()
+    entry = getattr(t, "choices", {}).get(cls)      # (tests' scripted tuners keep none)
+    if entry is not None and entry.get("settled") and not entry.get(field):
+        entry[field] = True
+        t._write()
 
 
 def _cached_threaded(cls, can_time):
@@ -1439,6 +1488,9 @@ def _run_split(axis, a, b, out, op_a, op_b, op_c, k, parts, after=None, extra=()
     for piece in pieces:
         if piece[2].shape not in runners:
             runners[piece[2].shape] = _part_runner(piece, op_a, op_b, op_c, k)
+    if after is None and not extra and _spun(axis, a, b, out, op_a, op_b, op_c, k, parts, step, len(pieces),
+                                             runners):
+        return
     if after is None:
         tasks = [functools.partial(runners[piece[2].shape], *piece) for piece in pieces]
     else:
@@ -1451,6 +1503,40 @@ def _run_split(axis, a, b, out, op_a, op_b, op_c, k, parts, after=None, extra=()
             share_tasks(tasks + list(extra), parts)
     else:   # every block on MKL's one-thread call: OpenBLAS's count is left alone (see the docstring)
         share_tasks(tasks + list(extra), parts)
+
+
+def _spun(axis, a, b, out, op_a, op_b, op_c, k, parts, step, blocks, runners):
+    """Whether the split ran its blocks with ``spin_share``'s helper (compiled code, no GIL, the
+    helper spinning between products): two parts, every block on one library's one-thread call
+    (MKL's, or NumPy's OpenBLAS held at one thread: the ``cblas_?gemm`` call the Python path
+    makes, the same bits), the helper ready and free (False: the caller runs the split the
+    Python way)."""
+    library = {getattr(run, "library", None) for run in runners.values()}
+    if parts != 2 or blocks < 2 or len(library) != 1 or None in library or inside_blocks_here():
+        return False
+    numpy = library == {"numpy1"}
+    helper = _spin_helper(a.dtype)
+    found = _openblas_gemm(a.dtype) if numpy else _mkl_addresses(a.dtype)
+    if helper is None or found is None:
+        return False
+    fn, set_local, wide = found if numpy else found + (0,)
+    m, n = out.shape
+    with _openblas_one_thread() if numpy else contextlib.nullcontext():
+        return helper.run(fn, set_local, wide, op_a[0], op_b[0], m, n, k, a, op_a[1], b, op_b[1], out, op_c[1],
+                          0 if axis == "rows" else 1, step, blocks)
+
+
+_openblas_calls = {}             # dtype -> (NumPy's OpenBLAS cblas_?gemm address, 0, 1: ILP64), or None
+
+
+def _openblas_gemm(dtype):
+    """``(address, 0, wide)`` of NumPy's OpenBLAS ``cblas_?gemm`` for ``dtype`` (``wide``: its
+    ILP64 interface), or None where it is not found (``rnn_gemm.openblas_gemm``)."""
+    if dtype not in _openblas_calls:
+        from tensorweave.kernels.cpu import rnn_gemm
+        found = rnn_gemm.openblas_gemm(dtype)
+        _openblas_calls[dtype] = None if found is None else (found[0], 0, int(found[1] == rnn_gemm.ILP64))
+    return _openblas_calls[dtype]
 
 
 #: blocks per part of a split product (:func:`block_size`). More would let a helper thread that
@@ -1529,6 +1615,7 @@ def _part_runner(piece, op_a, op_b, op_c, k):
     got = _serial_library(a, b, out, op_a, op_b, m, n, k, functools.partial(run_mkl1, a, b, out))
     if got == "done":
         got = _serial_library(a, b, out, op_a, op_b, m, n, k, None)
+    run_mkl1.library = "mkl1"           # (what spin_share's helper calls instead, :func:`_spun`)
     return run_mkl1 if got == "mkl1" else _numpy_part
 
 
@@ -1566,3 +1653,6 @@ def matmul_then(a, b, after, extra=()):
 def _numpy_part(a, b, out):
     """A block of a split product in NumPy (inside :func:`_openblas_one_thread`: one thread)."""
     np.matmul(a, b, out=out)
+
+
+_numpy_part.library = "numpy1"
