@@ -84,8 +84,8 @@ def _unique_by_marking(indices, bound, uniq, inverse):
 
 #: ids are marked (not sorted) below ``max(4 n, min(24 n, MARK_SPAN)) + 4096`` for ``n`` ids: marking
 #: costs ~0.4 ns per table row and ~2.5 ns per id, ``np.unique`` ~25-30 ns per id (AMD EPYC, session
-#: 24: the gru's and lstm's 2,560 ids in 20,000 rows 69 -> 17 µs); the cap keeps the marks' int64
-#: array within 8 MiB where more than four per id would be allowed
+#: 24: the gru's and lstm's 2,560 ids in 20,000 rows 69 -> 17 µs). Beyond four per id the marks'
+#: int64 array is capped at 8 MiB (MARK_SPAN rows).
 MARK_SPAN = 1 << 20
 
 

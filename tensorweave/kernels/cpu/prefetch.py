@@ -1,7 +1,7 @@
 """Asking the CPU for a table's row before a compiled loop reaches it: :func:`row`.
 
-The sparse updates of an embedding (``training_kernels._adam_rows`` and the other ``*_rows``
-loops) and the sum of its gradient's duplicate rows (``UniqueSegmentSum``) visit rows of tables
+The sparse Adam update of an embedding (``training_kernels._adam_rows``) and the sum of its
+gradient's duplicate rows (``UniqueSegmentSum``'s ``_segment_sum_rows``) visit rows of tables
 of megabytes in an order only the index array knows (sorted, with gaps). In a training step the
 tables are out of cache by the time the update runs, and each row's loads wait for memory one
 row at a time: fasttext's sparse Adam (9,500 rows of 50 floats of three 20000x50 tables) took
@@ -30,8 +30,8 @@ from llvmlite import ir
 from numba.core import cgutils, types
 from numba.extending import intrinsic
 
-#: rows ahead of the one being updated that are asked for (2, 4 and 8 measured in the fasttext and
-#: gru steps' sparse Adam: 4 the best or level with the best)
+#: rows ahead of the one being updated that are asked for (sparse Adam on fasttext's tables, warm:
+#: 2 and 4 level, 8 slower; 4 measured in the fasttext and gru steps)
 AHEAD = 4
 #: the cache line the hints step by (64 bytes on x86-64 and the common AArch64 cores; a larger
 #: line just gets asked for twice)
