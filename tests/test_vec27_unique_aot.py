@@ -52,8 +52,9 @@ def test_empty_ids():
     assert uniq.shape == (0,) and summed.shape == (0, 2) and inverse.shape == (0,) and uniq.dtype == np.int32
 
 
-@pytest.mark.parametrize("high,marked", [(4 * 3 + 4095, True), (4 * 3 + 4096, False), (10 ** 6, False)])
-def test_ids_are_marked_below_four_per_id_plus_4096_else_sorted(high, marked, monkeypatch):
+# (three ids: 24 per id plus 4096, sparse_ops._mark_bound; session 24 widened it from 4 per id)
+@pytest.mark.parametrize("high,marked", [(24 * 3 + 4095, True), (24 * 3 + 4096, False), (10 ** 6, False)])
+def test_ids_are_marked_below_the_bound_else_sorted(high, marked, monkeypatch):
     calls = []
     real = sparse_ops._unique_by_marking
     monkeypatch.setattr(sparse_ops, "_unique_by_marking", lambda *args: (calls.append(1), real(*args))[1])

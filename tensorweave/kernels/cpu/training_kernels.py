@@ -23,7 +23,7 @@ import numpy as np
 
 from tensorweave.core import errors
 from tensorweave.core.registry import register_kernel
-from tensorweave.kernels.cpu import gemm, split_passes
+from tensorweave.kernels.cpu import gemm, prefetch, split_passes
 from tensorweave.kernels.cpu.jit import njit, njit_twin, parallel_loops
 from tensorweave.kernels import threads
 
@@ -129,7 +129,15 @@ def _chunks(n):
 
 @njit
 def _adam_rows(w, m, v, vh, idx, g, alpha, c1, c2, eps, amsgrad):
-    for r in range(idx.shape[0]):
+    n = idx.shape[0]
+    for r in range(n):
+        if r + prefetch.AHEAD < n:         # the tables' rows come from memory: ask ahead (prefetch.py)
+            k = idx[r + prefetch.AHEAD]
+            prefetch.row(w, k)
+            prefetch.row(m, k)
+            prefetch.row(v, k)
+            if amsgrad:
+                prefetch.row(vh, k)
         i = idx[r]
         if amsgrad:
             _adam_flat_amsgrad(w[i], m[i], v[i], vh[i], g[r], alpha, c1, c2, eps)
