@@ -1,12 +1,12 @@
 """A nogil segment's ReLU gradient rows written into their input's buffer (issue 13, session 24 seg28).
 
 ``nogil_segments`` writes an elementwise row into its first input's buffer where that value dies there;
-``nogil_ops.run_program`` then ran ``RELU`` and ``RELU_GRAD`` through loops of two views on one buffer,
-whose runtime overlap check failed: scalar code, the select a branch on random signs (~0.29 ms for
-65,536 elements; the extra CPU of the products started early inside segments, which made the backward
-ReLU gradient's input a buffer of the segment). Such a ``RELU_GRAD`` row now takes a one-array loop
-(``nogil_ops.relu_mask``): the same bits, vector code. (``RELU`` in place keeps its two views: its
-scalar select has no branch, and a one-array form measured slower.)"""
+``nogil_ops.run_program`` then ran ``RELU_GRAD`` as ``nn_loops.relu_grad(g, y, out=g)``, whose runtime
+overlap check fails: scalar code, the select a branch on random signs (383 µs for 65,536 float32; the
+extra CPU of the products started early inside segments, which made the backward ReLU gradient's input
+a buffer of the segment). Such a row now takes a one-array loop (``nogil_ops.relu_mask``): the same
+bits, vector code. (``RELU`` in place keeps its two views: its scalar select has no branch, and a
+one-array form measured slower.)"""
 import os
 import subprocess
 import sys
@@ -15,24 +15,16 @@ import numpy as np
 import pytest
 
 from tensorweave.kernels.cpu import jit, nn_loops, nogil_ops as N
-from test_nogil24_segments import one_thread, switch  # noqa: F401 - fixtures
+from tensorweave.runtime import nogil_segments
+from test_nogil24_segments import _run, one_thread, switch  # noqa: F401 - fixtures
 from test_seg27_rank_segments import _plans, _same, _train
 from test_vec27_select_loops import _avx2_host, _pair, _vectorised
-from tensorweave.runtime import nogil_segments
 
 
 @pytest.fixture(autouse=True)
 def keep_early(monkeypatch):
     """Products started early kept in segments (``TW_NOGIL_EARLY_PRODUCTS``)."""
     monkeypatch.setitem(nogil_segments._keep_early, "on", True)
-
-
-def _run(rows, arrays):
-    prog = np.zeros((len(rows), N.WIDTH), np.int64)
-    for r, row in enumerate(rows):
-        prog[r, :len(row)] = row
-    addrs = np.array([a.ctypes.data for a in arrays], np.int64)
-    assert jit.compile_now(N.run_program, prog, addrs)(prog, addrs) == 0
 
 
 @pytest.mark.parametrize("shape", [(37, 19), (3, 130), (1, 1), (256, 512)])

@@ -40,8 +40,8 @@ SCALAR = "scalar"
 _switch = {"on": os.environ.get("TW_NOGIL_SEGMENTS", "1") != "0"}
 #: products the schedule starts early kept in segments where ``overlap.defer`` would run them at once (a
 #: rank thread's, :func:`_placed`); ``TW_NOGIL_EARLY_PRODUCTS=0`` keeps them out. Read when a plan is
-#: recorded. (Off until session 24: their +0.3-1.4 ms thread CPU a step was the ReLU gradient after them
-#: written in place by a scalar loop, ``nogil_ops.relu_mask``)
+#: recorded. (Off until session 24: their +0.3-1.4 ms thread CPU a step was the ReLU gradient after them,
+#: written in place by a scalar loop; now by ``nogil_ops.relu_mask``)
 _keep_early = {"on": os.environ.get("TW_NOGIL_EARLY_PRODUCTS", "1") != "0"}
 #: fewest compiled instructions worth a segment
 MIN_INSTRUCTIONS = 2
