@@ -18,11 +18,11 @@ SIZES = (32, 512, 512, 10)      # the middle layer's gradient products: a pair t
 
 @pytest.fixture(autouse=True)
 def keep_early(monkeypatch):
-    """Products started early kept in segments (``TW_NOGIL_EARLY_PRODUCTS=1``; off by default)."""
+    """Products started early kept in segments (the default since session 24; ``TW_NOGIL_EARLY_PRODUCTS=0`` off)."""
     monkeypatch.setitem(nogil_segments._keep_early, "on", True)
 
 
-def test_products_started_early_stay_out_by_default(one_thread, switch, monkeypatch):  # noqa: F811
+def test_products_started_early_stay_out_when_switched_off(one_thread, switch, monkeypatch):  # noqa: F811
     monkeypatch.setitem(nogil_segments._keep_early, "on", False)
     on = _train(switch, True, 2)
     off = _train(switch, False, 2)

@@ -39,10 +39,10 @@ SCALAR = "scalar"
 #: on/off (``TW_NOGIL_SEGMENTS=0`` off): read when a plan's runner is made
 _switch = {"on": os.environ.get("TW_NOGIL_SEGMENTS", "1") != "0"}
 #: products the schedule starts early kept in segments where ``overlap.defer`` would run them at once (a
-#: rank thread's, :func:`_placed`): ``TW_NOGIL_EARLY_PRODUCTS=1``. Off by default: in-process A/Bs on the
-#: AMD EPYC (load 10-15, session 23) measured +0.3-1.4 ms thread CPU a step with them in (one device and
-#: each rank; a product alone costs the same either way), cause not found; read when a plan is recorded
-_keep_early = {"on": os.environ.get("TW_NOGIL_EARLY_PRODUCTS", "0") == "1"}
+#: rank thread's, :func:`_placed`); ``TW_NOGIL_EARLY_PRODUCTS=0`` keeps them out. Read when a plan is
+#: recorded. (Off until session 24: their +0.3-1.4 ms thread CPU a step was the ReLU gradient after them,
+#: written in place by a scalar loop; now by ``nogil_ops.relu_mask``)
+_keep_early = {"on": os.environ.get("TW_NOGIL_EARLY_PRODUCTS", "1") != "0"}
 #: fewest compiled instructions worth a segment
 MIN_INSTRUCTIONS = 2
 #: instructions that count as that many: a step of several NumPy calls, worth a segment alone (a
@@ -289,8 +289,7 @@ def _segments(plan, forms, shapes, dtypes, cuts=(), moves=None):
 def _launch_order(run, moves):
     """``run`` with each product kept whose launch step it holds (``moves``: launch step -> the reads
     the product waits for, then the product) placed right before that step, where the plain runner
-    starts it: the Python way's order (the order did not explain the kept products' extra CPU,
-    ``_keep_early``, but keeps the memory traffic of the plain runner's)."""
+    starts it: the Python way's order (and its memory traffic)."""
     held = set(run)
     moved = {k for launch, ks in (moves or {}).items() if launch in held for k in ks}
     if not moved:
