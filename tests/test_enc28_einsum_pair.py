@@ -144,29 +144,46 @@ def test_one_thread_asks_nothing(pair):
     assert ebk._pair_chosen == {}
 
 
-@pytest.mark.parametrize("why", ["few rows", "bias over rows", "hidden transposed", "output transposed",
-                                 "dtypes differ"])
+@pytest.mark.parametrize("why", ["few rows", "bias over rows", "second bias over rows", "second bias not trailing",
+                                 "hidden transposed", "hidden transposed, square", "output transposed",
+                                 "bias dtype differs", "weight dtype differs"])
 def test_pairs_that_cannot_run_by_rows_take_the_two_calls(pair, why):
     tuner = _Tuner(cached="rows", pick="rows")
     shares, _ = pair(tuner, quiet=True)
     first, second = FIRST, SECOND
-    ops = list(_operands(np.float64, m=16 if why == "few rows" else 40,
-                         bias1=(40, 48) if why == "bias over rows" else None))
-    if why == "hidden transposed":          # the second reads the hidden [1, 40, 48] as [a, d, b]
-        second, ops[3] = "adb,de->abe", RNG.standard_normal((40, 24))
-    if why == "output transposed":          # [a, e, b]: its bias over b
+    m = {"few rows": 16, "hidden transposed, square": 48}.get(why, 40)
+    ops = list(_operands(np.float64, m=m, bias1=(40, 48) if why == "bias over rows" else None))
+    if why.startswith("hidden transposed"):     # the second reads the hidden [1, m, 48] as [a, d, b]
+        second, ops[3] = "adb,de->abe", RNG.standard_normal((m, 24))
+    if why == "second bias over rows":
+        ops[4] = RNG.standard_normal((40, 24))
+    if why == "second bias not trailing":       # as many values as the width, not the product's axes
+        ops[4] = RNG.standard_normal((1, 24))
+    if why == "output transposed":              # [a, e, b]: its bias over b
         second, ops[4] = "abd,de->aeb", RNG.standard_normal(40)
-    if why == "dtypes differ":
+    if why == "bias dtype differs":
         ops[4] = ops[4].astype(np.float32)
+    if why == "weight dtype differs":
+        ops[3] = ops[3].astype(np.float32)
     a, w1, b1, w2, b2 = ops
     want_h = np.maximum(np.einsum(first, a, w1) + b1, 0)
-    if why == "dtypes differ":
+    if why in ("bias dtype differs", "second bias not trailing"):
         with pytest.raises(ValueError, match="FusedEinsum"):
             ebk.fused_einsum_pair(a, w1, b1, w2, b2, first, second, True, False)
     else:
         y = ebk.fused_einsum_pair(a, w1, b1, w2, b2, first, second, True, False)
-        np.testing.assert_allclose(y, np.einsum(second, want_h, w2) + b2, rtol=1e-12, atol=1e-11)
+        np.testing.assert_allclose(y, np.einsum(second, want_h, w2) + b2, rtol=1e-6, atol=1e-6)
     assert tuner.timed == [] and set(ebk._pair_chosen.values()) <= {"one"} and 2 not in shares
+
+
+def test_inside_blocks_here_nothing_is_timed_nor_handed_over(pair):
+    tuner = _Tuner(pick="rows")
+    shares, _ = pair(tuner, quiet=True)
+    ops = _operands(np.float32)
+    with gemm.blocks_here(2):       # (a product deferred beside another: runtime/overlap.py)
+        y = ebk.fused_einsum_pair(*ops, FIRST, SECOND, True, False)
+    np.testing.assert_allclose(y, _reference(*ops, True, False), **_tol(np.float32))
+    assert tuner.timed == [] and ebk._pair_chosen == {}
 
 
 def test_the_caches_keep_at_most_their_bound(pair, monkeypatch):
@@ -266,4 +283,14 @@ def test_a_training_step_keeps_its_products_apart(pair):
         return loss
     np.testing.assert_allclose(step(x).numpy(), _numpy(x, w1, b1, w2, b2).sum(), rtol=1e-4)
     assert not plan_stats(step).get("einsum_pair")
+
+    @tw.function
+    def first_only(x):      # no ReLU, the first weight's gradient alone: nothing else reads the hidden
+        with tw.GradientTape() as tape:
+            loss = tw.reduce_sum(dense(dense(x, w1, b1), w2, b2))
+        w1.assign_sub(0.0 * tape.gradient(loss, [w1])[0])
+        return loss
+    want = (x.astype(np.float64) @ w1.numpy() + b1.numpy()) @ w2.numpy() + b2.numpy()
+    np.testing.assert_allclose(first_only(x).numpy(), want.sum(), rtol=1e-4)
+    assert not plan_stats(first_only).get("einsum_pair")
     assert ebk._pair_chosen == {}
