@@ -127,6 +127,16 @@ def test_timed_on_a_quiet_machine_once_and_the_choice_kept(pair):
     assert list(ebk._pair_chosen.values()) == ["rows"]
 
 
+def test_a_transposed_weight_names_its_class(pair):
+    tuner = _Tuner(pick="rows")
+    pair(tuner, quiet=True)
+    a, w1, b1, w2, b2 = _operands(np.float32)
+    w1t = np.ascontiguousarray(w1.T).T          # the same values, stored transposed
+    y = ebk.fused_einsum_pair(a, w1t, b1, w2, b2, FIRST, SECOND, True, False)
+    np.testing.assert_allclose(y, _reference(a, w1, b1, w2, b2, True, False), **_tol(np.float32))
+    assert [cls for cls, _, _ in tuner.timed] == ["einsum-pair:float32:NT:7,6,6,n5,p2"]
+
+
 def test_no_timing_under_load_the_two_calls_kept(pair):
     tuner = _Tuner()
     shares, _ = pair(tuner, quiet=False)

@@ -34,11 +34,17 @@ def check_bias(bias, y, equation):
                          f"axes and dtype of the product {y.dtype}{list(y.shape)}")
 
 
+def _split(equation):
+    """``(sa, sb, so)`` of ``"sa,sb->so"`` (spaces dropped; empty strings where a part is missing)."""
+    lhs, _, so = equation.replace(" ", "").partition("->")
+    sa, _, sb = lhs.partition(",")
+    return sa, sb, so
+
+
 def _trailing(a, b, bias, equation):
     """Whether ``bias`` has ``a``'s dtype and the trailing axes of ``einsum(equation, a, b)``
     (read from the operands' letters; False where the equation is not ``x,y->z`` of letters)."""
-    lhs, _, so = equation.replace(" ", "").partition("->")
-    sa, _, sb = lhs.partition(",")
+    sa, sb, so = _split(equation)
     if not (sa + sb + so).isalpha() or len(sa) != a.ndim or len(sb) != b.ndim or not 1 <= bias.ndim <= len(so) \
             or bias.dtype != a.dtype:
         return False
@@ -117,12 +123,6 @@ def fused_einsum_pair(a, w1, b1, w2, b2, first, second, relu1, relu2):
     return fused_einsum(fused_einsum(a, w1, b1, first, relu1), w2, b2, second, relu2)
 
 
-def _split(equation):
-    lhs, _, so = equation.replace(" ", "").partition("->")
-    sa, _, sb = lhs.partition(",")
-    return sa, sb, so
-
-
 def _pair_operands(a, w1, b1, w2, b2, first, second):
     """``(a2, w1m, bias1, h2, w2m, bias2, y)`` where the pair runs by rows: both products one 2-D
     GEMM in the output's order (``einsum_matmul._in_order``; ``a2 [M, K] @ w1m -> h2 [M, N1]``,
@@ -168,6 +168,12 @@ def _pair_rows(operands, relu1, relu2, parts):
     return y
 
 
+def _transposed(x):
+    """Whether BLAS reads the 2-D ``x`` transposed (``gemm._operand``; False where it cannot read it in place)."""
+    op = gemm._operand(x)
+    return op is not None and op[0] == gemm._TRANS
+
+
 def _pair_way(a, w1, b1, w2, b2, first, second, relu1, relu2, parts):
     """``"one"`` or ``"rows"`` for a new geometry: "one" where the pair cannot run by rows or has
     fewer than two blocks of ``gemm.MIN_PART`` rows; else its class's way, the tuning file's, or
@@ -176,7 +182,8 @@ def _pair_way(a, w1, b1, w2, b2, first, second, relu1, relu2, parts):
     if operands is None or operands[0].shape[0] < 2 * gemm.MIN_PART:
         return "one"
     (m, k), n1, n2 = operands[0].shape, operands[1].shape[1], operands[4].shape[1]
-    cls = f"einsum-pair:{gemm_tuning.shape_class(m, n1, k, a.dtype.name, False, False)},n{n2.bit_length()},p{parts}"
+    trans = (_transposed(operands[0]), _transposed(operands[1]))
+    cls = f"einsum-pair:{gemm_tuning.shape_class(m, n1, k, a.dtype.name, *trans)},n{n2.bit_length()},p{parts}"
     can_time = gemm_tuning.quiet()
     got = gemm._cached_threaded(cls, can_time)
     if got is None and can_time:
