@@ -240,9 +240,9 @@ def main(argv=None):
 
 def torch_profile(workload, steps, threads, top):
     """PyTorch's per-op table of ``workload`` (``peers.make_torch``: ``predict`` in eval mode
-    under ``no_grad``) on ``threads`` threads: the profiler's self time (elapsed, calling thread) per
-step of each op, and whether the
-    encoder layers took the fused inference path (``aten::_transformer_encoder_layer_fwd``)."""
+    under ``no_grad``) on ``threads`` threads: the profiler's self time (elapsed, calling thread)
+    per step of each op, and whether the encoder layers took the fused inference path
+    (``aten::_transformer_encoder_layer_fwd``)."""
     import peers
     from torch.profiler import ProfilerActivity, profile
     data = bench_models.synthetic_batch(workload)
@@ -260,7 +260,8 @@ step of each op, and whether the
           f"(profiler on); fused encoder path: {fast}; load {os.getloadavg()}")
     print("| op | calls/step | self CPU µs/step | CPU µs/step (with children) |\n|---|---|---|---|")
     for e in rows[:top]:
-        print(f"| {e.key} | {e.count / steps:g} | {e.self_cpu_time_total / steps:.0f} | {e.cpu_time_total / steps:.0f} |")
+        print(f"| {e.key} | {e.count / steps:g} | {e.self_cpu_time_total / steps:.0f} "
+              f"| {e.cpu_time_total / steps:.0f} |")
 
 
 def print_families(by_type, fam, flops_fwd, steps, gflops, step_cpu):
