@@ -18,6 +18,11 @@ a ``FusedConv2DBackprop`` run side by side on two threads; each is timed on its 
 
 The plan nodes that are no graph ops (the grouped projections, the fused attention) are timed
 too (issue 18 session 20, att24), so ``--workload encoder2_predict`` gives its per-step table.
+
+``--peer torch --threads N`` prints PyTorch's own table of the same workload instead
+(``torch.profiler``'s "self CPU" per op and step, which is the op's elapsed time on the calling
+thread, its other threads' work not counted; and the process CPU per step), beside ours (issue 18,
+enc28).
 """
 import argparse
 import collections
@@ -76,7 +81,8 @@ def wrap_plan_nodes(stats, on):
                                ("attention_kernels", "fused_attention", "FusedAttention"),
                                ("attention_train", "attention_forward", "FusedAttentionTrain"),
                                ("attention_train", "attention_backward", "FusedAttentionGrad"),
-                               ("layer_norm_kernels", "add_layer_norm", "AddLayerNorm")):
+                               ("layer_norm_kernels", "add_layer_norm", "AddLayerNorm"),
+                               ("einsum_bias_kernels", "fused_einsum_pair", "FusedEinsumPair")):
         try:        # (an older tree, for an A/B, lacks the newer ones)
             module = importlib.import_module(f"tensorweave.kernels.cpu.{module}")
         except ImportError:
@@ -114,6 +120,7 @@ FAMILIES = {
     "AddN": "adds (residual, gradient sums)", "AddV2": "adds (residual, gradient sums)",
     "MatMul": "dense", "FusedMatMul": "dense", "FusedMatMulReluGradBiasAddGrad": "dense (+relu grad, bias grad)",
     "Einsum": "einsum products", "FusedEinsum": "einsum products", "FusedEinsumGroup": "einsum products",
+    "FusedEinsumPair": "einsum products",
     "FusedAttention": "attention (scores, softmax, weighted sum)",
     "FusedAttentionTrain": "attention (scores, softmax, weighted sum)",
     "FusedAttentionGrad": "attention gradient (5 products' work + softmax grad)",
@@ -184,7 +191,11 @@ def main(argv=None):
     p.add_argument("--top", type=int, default=40)
     p.add_argument("--gflops", type=float, default=None,
                    help="one-thread GEMM rate for the bound column (default: measured here)")
+    p.add_argument("--peer", choices=("torch",), default=None, help="profile PyTorch's run instead")
+    p.add_argument("--threads", type=int, default=1, help="the peer's intra-op threads")
     args = p.parse_args(argv)
+    if args.peer:
+        return torch_profile(args.workload, args.steps, args.threads, args.top)
     import threading
 
     import tensorweave  # noqa: F401  (registers the kernels)
@@ -225,6 +236,32 @@ def main(argv=None):
     for name, (w, cp, m) in sorted(by_type.items(), key=lambda kv: -kv[1][1])[:20]:
         print(f"| {name} | {w * 1e3:.2f} | {cp * 1e3:.2f} | {m * 1e3:.2f} |")
     print_families(by_type, fam, flops_fwd[0], n, args.gflops or one_thread_gflops(), cpu)
+
+
+def torch_profile(workload, steps, threads, top):
+    """PyTorch's per-op table of ``workload`` (``peers.make_torch``: ``predict`` in eval mode
+    under ``no_grad``) on ``threads`` threads: the profiler's self time (elapsed, calling thread)
+    per step of each op, and whether the encoder layers took the fused inference path
+    (``aten::_transformer_encoder_layer_fwd``)."""
+    import peers
+    from torch.profiler import ProfilerActivity, profile
+    data = bench_models.synthetic_batch(workload)
+    step = peers.make_torch(workload, data, threads)[0]
+    for _ in range(5):
+        step()
+    c0, w0 = time.process_time(), time.perf_counter()
+    with profile(activities=[ProfilerActivity.CPU]) as prof:
+        for _ in range(steps):
+            step()
+    wall, cpu = (time.perf_counter() - w0) / steps, (time.process_time() - c0) / steps
+    rows = sorted(prof.key_averages(), key=lambda e: -e.self_cpu_time_total)
+    fast = any(e.key == "aten::_transformer_encoder_layer_fwd" for e in rows)
+    print(f"torch {workload}, {threads} thread(s): step wall {wall * 1e3:.2f} ms, process CPU {cpu * 1e3:.2f} ms "
+          f"(profiler on); fused encoder path: {fast}; load {os.getloadavg()}")
+    print("| op | calls/step | self CPU µs/step | CPU µs/step (with children) |\n|---|---|---|---|")
+    for e in rows[:top]:
+        print(f"| {e.key} | {e.count / steps:g} | {e.self_cpu_time_total / steps:.0f} "
+              f"| {e.cpu_time_total / steps:.0f} |")
 
 
 def print_families(by_type, fam, flops_fwd, steps, gflops, step_cpu):

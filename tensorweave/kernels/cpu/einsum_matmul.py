@@ -203,8 +203,29 @@ def _in_order(a, b, sa, sb, so, plan):
 
 #: this process's 2-D products by geometry (operands' shapes, strides, dtype; split parts) -> ``(way,
 #: gemm._product's geometry)``: way "one" or "rows" (:func:`one_or_rows`), or "route" (not a
-#: product with the choice): one dict lookup a call once known (the checks cost ~10 µs a product)
+#: product with the choice): one dict lookup a call once known (the checks cost ~10 µs a product);
+#: at most :data:`GEOMETRIES` of them (:func:`remember`)
 _rows_chosen = {}
+#: geometries a per-geometry cache keeps, the oldest dropped first: a serving process fed
+#: sequences of many lengths made one entry per length, never dropped (issue 18, session 23's reread)
+GEOMETRIES = 1024
+
+
+def remember(cache, key, value, limit=None):
+    """``cache[key] = value`` (returned), first dropping the oldest entry where ``cache`` holds
+    ``limit`` (:data:`GEOMETRIES`) already: a dropped geometry is worked out again on its next call.
+
+    >>> c = {}
+    >>> [remember(c, n, n * n, limit=2) for n in (1, 2, 3)], c
+    ([1, 4, 9], {2: 4, 3: 9})
+    """
+    if len(cache) >= (GEOMETRIES if limit is None else limit):
+        try:    # (another thread may change the cache meanwhile: then it drops nothing this time)
+            cache.pop(next(iter(cache)), None)
+        except (StopIteration, RuntimeError):
+            pass
+    cache[key] = value
+    return value
 
 
 def one_or_rows(a2, b2, after=None):
@@ -231,7 +252,7 @@ def one_or_rows(a2, b2, after=None):
         key = (a2.shape, a2.strides, b2.shape, b2.strides, a2.dtype.char, parts)
         known = _rows_chosen.get(key)
         if known is None:
-            known = _rows_chosen[key] = _first_way(a2, b2, parts, after)
+            known = remember(_rows_chosen, key, _first_way(a2, b2, parts, after))
         if known[0] == "rows":
             y2 = np.empty((m, b2.shape[1]), a2.dtype)
             _rows(a2, b2, y2, known[1], parts, after)

@@ -30,7 +30,8 @@ plans already cached keep the options they were built with. The environment vari
 import os
 
 from tensorweave.runtime.passes import (algebraic, attention, attention_train, bn_add_relu, constant_folding, cse,
-                                        einsum_group, fusion, memory, prune, remapping, residual_norm, transpose_fold)
+                                        einsum_group, einsum_pair, fusion, memory, prune, remapping, residual_norm,
+                                        transpose_fold)
 from tensorweave.runtime.passes.ir import Work
 
 DEFAULTS = {
@@ -82,6 +83,7 @@ _PIPELINE = (
     ("remapping", einsum_group.run),    # (after the commit: it groups the remapping's FusedEinsum nodes)
     ("remapping", attention.run),       # (after the group: its query is the group's output)
     ("remapping", attention_train.run),  # (training plans: the forward with its backward)
+    ("remapping", einsum_pair.run),     # (inference plans: a Dense(relu) -> Dense pair by rows)
     ("remapping", residual_norm.run),   # (after the commit: the layer norms the remapping made)
     ("pruning", prune.run),
     ("elementwise_fusion", fusion.run),
