@@ -10,20 +10,7 @@ import tensorweave as tw
 from tensorweave.distribute import rank_threads
 from tensorweave.distribute.collective import CollectiveTimeoutError
 from tensorweave.kernels import threads
-
-
-class FakeLib:
-    """A per-thread BLAS library (as threadpoolctl's MKL controller is to rank_threads) that records
-    every change of its count."""
-
-    internal_api = "mkl"
-
-    def __init__(self, n):
-        self.num_threads, self.calls = n, []
-
-    def set_num_threads(self, n):
-        self.calls.append(n)
-        self.num_threads = n
+from mlp_step import FakeLib
 
 
 def test_held_sets_only_what_differs_and_restores_it(monkeypatch):

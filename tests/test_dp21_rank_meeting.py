@@ -12,6 +12,7 @@ import tensorweave as tw
 from tensorweave.distribute import fused_sgd, planner, ranks as ranks_mod
 from tensorweave.distribute.collective import CollectiveAbortedError, CollectiveTimeoutError
 from tensorweave.kernels.cpu import array_kernels, reduce_kernels
+from mlp_step import mlp_step
 
 RNG = np.random.default_rng(21)
 
@@ -66,32 +67,9 @@ SIZES = (13, 16, 16, 10)
 
 
 def _mlp_training(placement, steps=3, batch=10, optimizer=None, seed=0):
-    """Losses and weights (bytes) of a small MLP with biases (ReLU, softmax cross-entropy) trained by
-    a planned tw.function with ``optimizer()`` (default SGD 0.1) on ``placement`` (batch ``S(0)``,
-    weights ``B``)."""
-    rng = np.random.default_rng(seed)
-    x = rng.standard_normal((batch, SIZES[0])).astype(np.float32)
-    y = rng.integers(0, SIZES[-1], batch).astype(np.int32)
-    values = []
-    for a, b in zip(SIZES, SIZES[1:]):
-        values += [(rng.standard_normal((a, b)) * np.sqrt(2.0 / a)).astype(np.float32),
-                   rng.standard_normal(b).astype(np.float32) * 0.1]
-    params = [tw.Variable(v, placement=placement, sbp=tw.sbp.broadcast) for v in values]
-    x = tw.constant(x).to_global(placement=placement, sbp=tw.sbp.split(0))
-    y = tw.constant(y).to_global(placement=placement, sbp=tw.sbp.split(0))
-    opt = optimizer() if optimizer else tw.keras.optimizers.SGD(0.1)
-
-    @tw.function
-    def step():
-        with tw.GradientTape() as tape:
-            h = x
-            for i in range(0, len(params), 2):
-                h = tw.matmul(h, params[i]) + params[i + 1]
-                if i + 2 < len(params):
-                    h = tw.nn.relu(h)
-            loss = tw.reduce_mean(tw.nn.sparse_softmax_cross_entropy_with_logits(labels=y, logits=h))
-        opt.apply_gradients(zip(tape.gradient(loss, params), params))
-        return loss
+    """Losses and weights (bytes) of a small MLP with biases trained by a planned tw.function with
+    ``optimizer()`` (default SGD 0.1) on ``placement`` (``mlp_step.mlp_step``)."""
+    step, params = mlp_step(SIZES, placement, batch, seed, lr=0.1, optimizer=optimizer)
     losses = [step().numpy().tobytes() for _ in range(steps)]
     return losses, [p.numpy().tobytes() for p in params]
 

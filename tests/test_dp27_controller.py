@@ -16,6 +16,7 @@ import tensorweave as tw
 from tensorweave.distribute import plan_function, rank_threads
 from tensorweave.kernels import threads
 from tensorweave.kernels.cpu import gemm
+from mlp_step import FakeLib
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "benchmarks"))
 import bench_distribute  # noqa: E402
@@ -92,17 +93,6 @@ def test_an_openblas_without_a_path_is_read_through_threadpoolctl(monkeypatch):
 
 
 # ---- take / restore -----------------------------------------------------------------------------
-
-class FakeLib:
-    internal_api = "mkl"
-
-    def __init__(self, n):
-        self.num_threads, self.calls = n, []
-
-    def set_num_threads(self, n):
-        self.calls.append(n)
-        self.num_threads = n
-
 
 def _fake_numba(monkeypatch, count, cap=8):
     state = types.SimpleNamespace(n=count, sets=[], gets=0)

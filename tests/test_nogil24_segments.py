@@ -10,6 +10,7 @@ from tensorweave.core import errors
 from tensorweave.kernels import threads
 from tensorweave.kernels.cpu import array_kernels, jit, nn_loops, nogil_ops as N, reduce_kernels
 from tensorweave.runtime import nogil_segments
+from mlp_step import mlp_step, plans, run
 
 RNG = np.random.default_rng(24)
 SIZES = (96, 64, 64, 32)     # every product of the step above gemm.MIN_WORK at batch 32
@@ -33,48 +34,14 @@ def switch():
     nogil_segments.set_enabled(before)
 
 
-def _mlp_step(placement=None, batch=32, momentum=0.0):
-    rng = np.random.default_rng(0)
-    x = rng.standard_normal((batch, SIZES[0])).astype(np.float32)
-    y = rng.integers(0, SIZES[-1], batch).astype(np.int32)
-    weights = []
-    for a, b in zip(SIZES, SIZES[1:]):
-        weights += [(rng.standard_normal((a, b)) * np.sqrt(2.0 / a)).astype(np.float32),
-                    rng.standard_normal(b).astype(np.float32) * 0.1]
-    params = [tw.Variable(w) if placement is None else tw.Variable(w, placement=placement, sbp=tw.sbp.broadcast)
-              for w in weights]
-    x, y = tw.constant(x), tw.constant(y)
-    if placement is not None:
-        x, y = (t.to_global(placement=placement, sbp=tw.sbp.split(0)) for t in (x, y))
-    opt = tw.keras.optimizers.SGD(0.05, momentum=momentum)
-
-    @tw.function
-    def step():
-        with tw.GradientTape() as tape:
-            h = x
-            for i in range(0, len(params), 2):
-                h = tw.matmul(h, params[i]) + params[i + 1]
-                if i + 2 < len(params):
-                    h = tw.nn.relu(h)
-            loss = tw.reduce_mean(tw.nn.sparse_softmax_cross_entropy_with_logits(labels=y, logits=h))
-        opt.apply_gradients(zip(tape.gradient(loss, params), params))
-        return loss
-    return step, params
-
-
 def _segments(step):
-    cf = list(step._cache.values())[-1]
-    plans = [cf._plan] if cf._global is None else list(cf._global.bound)
-    return [[d for d in (p.runner.__defaults__ or ()) if isinstance(d, nogil_segments.Segment)] for p in plans]
+    return [[d for d in (p.runner.__defaults__ or ()) if isinstance(d, nogil_segments.Segment)] for p in plans(step)]
 
 
 def _train(switch, on, placement=None, steps=5):
     switch(on)
-    step, params = _mlp_step(placement)
-    losses = [step().numpy() for _ in range(2)]
-    jit.wait_for_compiles()        # the interpreter compiled: later steps run the segments
-    losses += [step().numpy() for _ in range(steps - 2)]
-    return losses, [np.asarray(p.numpy()) for p in params], _segments(step)
+    step, params = mlp_step(SIZES, placement)
+    return (*run(step, params, steps), _segments(step))
 
 
 @pytest.mark.parametrize("ranks", [None, 2])

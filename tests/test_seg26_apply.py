@@ -6,7 +6,8 @@ import numpy as np
 import pytest
 
 from tensorweave.kernels.cpu import jit, nogil_ops as N
-from test_nogil24_segments import _mlp_step, _segments, one_thread, switch  # noqa: F401 - fixtures
+from mlp_step import mlp_step, run, same
+from test_nogil24_segments import SIZES, _segments, one_thread, switch  # noqa: F401 - fixtures
 
 RNG = np.random.default_rng(26)
 
@@ -14,19 +15,8 @@ RNG = np.random.default_rng(26)
 def _run(switch, on, momentum, between=None, steps=5):
     """Losses and parameters of ``steps`` one-device MLP steps; ``between(params, i)`` before step i."""
     switch(on)
-    step, params = _mlp_step(momentum=momentum)
-    losses = []
-    for i in range(steps):
-        if between is not None:
-            between(params, i)
-        losses.append(step().numpy())
-        if i == 1:
-            jit.wait_for_compiles()     # the interpreter compiled: later steps run the segments
-    return losses, [np.asarray(p.numpy()).copy() for p in params], _segments(step)[0]
-
-
-def _same(a, b):
-    return len(a) == len(b) and all(np.asarray(x).tobytes() == np.asarray(y).tobytes() for x, y in zip(a, b))
+    step, params = mlp_step(SIZES, momentum=momentum)
+    return (*run(step, params, steps, between and (lambda i: between(params, i))), _segments(step)[0])
 
 
 @pytest.mark.parametrize("momentum", [0.0, 0.9])
@@ -38,7 +28,7 @@ def test_apply_in_a_segment_gives_the_kernels_bits(one_thread, switch, momentum)
     assert len(applied) == 1 and list(applied[0].program[:, 0]).count(N.APPLY) == 6   # one row per variable
     assert applied[0].runs["compiled"] >= 2 and applied[0].runs["python"] <= 1
     assert (applied[0].program[:, 5] >= 0).all() == (momentum > 0)                   # its slots' storages
-    assert _same(on[0], off[0]) and _same(on[1], off[1])
+    assert same(on[0], off[0]) and same(on[1], off[1])
 
 
 def test_a_variable_reassigned_between_steps_is_updated_from_its_new_value(one_thread, switch):  # noqa: F811
@@ -54,7 +44,7 @@ def test_a_variable_reassigned_between_steps_is_updated_from_its_new_value(one_t
     off_held = held.pop("then")
     on = _run(switch, True, 0.9, between)
     assert [seg.runs["compiled"] for seg in on[2] if N.APPLY in seg.program[:, 0]][0] >= 3
-    assert _same(on[0], off[0]) and _same(on[1], off[1])
+    assert same(on[0], off[0]) and same(on[1], off[1])
     assert held["read"].numpy().tobytes() == held["then"].tobytes() == off_held.tobytes()
     assert held["read"].numpy().tobytes() != on[1][2].tobytes()
 
@@ -142,7 +132,7 @@ def test_entry_takes_an_offset_view_and_refuses_a_misaligned_input(one_thread, s
 
 def test_a_storage_that_cannot_be_had_raises_from_the_apply_step_named(one_thread, switch):  # noqa: F811
     switch(True)
-    step, params = _mlp_step(momentum=0.9)
+    step, params = mlp_step(SIZES, momentum=0.9)
     for _ in range(2):
         step()
     jit.wait_for_compiles()

@@ -11,6 +11,7 @@ import tensorweave as tw
 from tensorweave.distribute import fused_sgd
 from tensorweave.kernels.cpu import jit, nogil_ops as N
 from tensorweave.runtime import nogil_segments, overlap
+from mlp_step import mlp_step, plans, run, same
 from test_nogil24_segments import _segments, one_thread, switch  # noqa: F401 - fixtures
 
 SIZES = (32, 512, 512, 10)      # the middle layer's gradient products: a pair the schedule starts early
@@ -26,60 +27,19 @@ def test_products_started_early_stay_out_when_switched_off(one_thread, switch, m
     monkeypatch.setitem(nogil_segments._keep_early, "on", False)
     on = _train(switch, True, 2)
     off = _train(switch, False, 2)
-    assert _same(on[0], off[0]) and _same(on[1], off[1])
-    assert all(plan.overlap_kept is None and plan.runner.overlap for plan in _plans(on[2]))
+    assert same(on[0], off[0]) and same(on[1], off[1])
+    assert all(plan.overlap_kept is None and plan.runner.overlap for plan in plans(on[2]))
 
 
-def _step(ranks, batch=24, momentum=0.0):
+def _step(ranks, momentum=0.0):
     """The MLP step (784-512-512-10's shape, smaller) on ``ranks`` in-process ranks (None: one device)."""
-    rng = np.random.default_rng(27)
-    x = rng.standard_normal((batch, SIZES[0])).astype(np.float32)
-    y = rng.integers(0, SIZES[-1], batch).astype(np.int32)
-    p = None if ranks is None else tw.placement("cpu", ranks=list(range(ranks)))
-    params = []
-    for a, b in zip(SIZES, SIZES[1:]):
-        for value in ((rng.standard_normal((a, b)) * np.sqrt(2.0 / a)).astype(np.float32),
-                      (rng.standard_normal(b) * 0.1).astype(np.float32)):
-            params.append(tw.Variable(value) if p is None else tw.Variable(value, placement=p, sbp=tw.sbp.broadcast))
-    x, y = tw.constant(x), tw.constant(y)
-    if p is not None:
-        x, y = (t.to_global(placement=p, sbp=tw.sbp.split(0)) for t in (x, y))
-    opt = tw.keras.optimizers.SGD(0.05, momentum=momentum)
-
-    @tw.function
-    def step():
-        with tw.GradientTape() as tape:
-            h = x
-            for i in range(0, len(params), 2):
-                h = tw.matmul(h, params[i]) + params[i + 1]
-                if i + 2 < len(params):
-                    h = tw.nn.relu(h)
-            loss = tw.reduce_mean(tw.nn.sparse_softmax_cross_entropy_with_logits(labels=y, logits=h))
-        opt.apply_gradients(zip(tape.gradient(loss, params), params))
-        return loss
-    return step, params
-
-
-def _plans(step):
-    cf = list(step._cache.values())[-1]
-    return [cf._plan] if cf._global is None else list(cf._global.bound)
+    return mlp_step(SIZES, ranks, batch=24, seed=27, momentum=momentum)
 
 
 def _train(switch, on, ranks, steps=5, momentum=0.0, between=None):  # noqa: F811
     switch(on)
     step, params = _step(ranks, momentum=momentum)
-    losses = []
-    for i in range(steps):
-        if between is not None:
-            between(step, i)
-        losses.append(step().numpy())
-        if i == 1:
-            jit.wait_for_compiles()     # the interpreter compiled: later steps run the segments
-    return losses, [np.asarray(p.numpy()).copy() for p in params], step
-
-
-def _same(a, b):
-    return len(a) == len(b) and all(np.asarray(x).tobytes() == np.asarray(y).tobytes() for x, y in zip(a, b))
+    return (*run(step, params, steps, between and (lambda i: between(step, i))), step)
 
 
 def _ops(seg):
@@ -90,8 +50,8 @@ def _ops(seg):
 def test_products_started_early_run_in_segments_with_the_same_bits(one_thread, switch, ranks):  # noqa: F811
     off = _train(switch, False, ranks)
     on = _train(switch, True, ranks)
-    assert _same(on[0], off[0]) and _same(on[1], off[1])
-    for plan, segs in zip(_plans(on[2]), _segments(on[2])):
+    assert same(on[0], off[0]) and same(on[1], off[1])
+    for plan, segs in zip(plans(on[2]), _segments(on[2])):
         early = overlap._schedule([(st.node.op, st.ins, st.node.heavy, overlap._barrier(st.node))
                                    for st in plan.steps], [st.outs if st.single else None for st in plan.steps],
                                   plan.deps)
@@ -122,20 +82,20 @@ def test_a_thread_that_would_hand_off_sends_the_plan_back(one_thread, switch, mo
         step()
     jit.wait_for_compiles()
     step()
-    plans, segs = _plans(step), _segments(step)
+    bound, segs = plans(step), _segments(step)
     guarded = [seg for per in segs for seg in per if seg.kept]
-    assert len(guarded) == 2 and all(plan.overlap_kept for plan in plans)
+    assert len(guarded) == 2 and all(plan.overlap_kept for plan in bound)
     real = overlap.hands_off
     monkeypatch.setattr(overlap, "hands_off", lambda: True)
     loss = step()
     # the segments ran their steps the Python way, the plans go back to be recorded with the schedule whole
     assert all(seg.runs["python"] == 1 and seg.runs["why"] == "share or busy" for seg in guarded)
-    assert all(plan.runner is None and plan.overlap_kept is None for plan in plans)
-    assert all(overlap.schedule(plan) for plan in plans)
+    assert all(plan.runner is None and plan.overlap_kept is None for plan in bound)
+    assert all(overlap.schedule(plan) for plan in bound)
     monkeypatch.setattr(overlap, "hands_off", real)
     assert np.isfinite(loss.numpy())
     step()                               # recorded again on this thread: kept in segments once more
-    assert all(plan.overlap_kept for plan in plans)
+    assert all(plan.overlap_kept for plan in bound)
 
 
 def test_kept_only_where_a_segment_holds_the_product(one_thread, switch, monkeypatch):  # noqa: F811
@@ -145,7 +105,7 @@ def test_kept_only_where_a_segment_holds_the_product(one_thread, switch, monkeyp
     step, _ = _step(2)
     for _ in range(3):
         step()
-    for plan in _plans(step):
+    for plan in plans(step):
         assert plan.overlap_kept is None and overlap.schedule(plan)
 
 
@@ -158,7 +118,7 @@ def _apply_segments(step):
 def test_rank_apply_in_a_segment_skips_what_the_bucket_applied(one_thread, switch, ranks, momentum):  # noqa: F811
     off = _train(switch, False, ranks, momentum=momentum)
     on = _train(switch, True, ranks, momentum=momentum)
-    assert _same(on[0], off[0]) and _same(on[1], off[1])
+    assert same(on[0], off[0]) and same(on[1], off[1])
     for applied in _apply_segments(on[2]):
         assert len(applied) == 1
         seg = applied[0]
@@ -177,7 +137,7 @@ def test_unfused_rank_apply_updates_the_zero_rows_in_a_segment(one_thread, switc
     monkeypatch.setattr(fused_sgd, "ENABLED", False)       # the update writes each rank's rows itself
     off = _train(switch, False, 2, momentum=momentum)
     on = _train(switch, True, 2, momentum=momentum)
-    assert _same(on[0], off[0]) and _same(on[1], off[1])
+    assert same(on[0], off[0]) and same(on[1], off[1])
     for applied in _apply_segments(on[2]):
         seg = applied[0]
         assert list(seg.program[:, 0]) == [N.APPLY] * 6 and not seg.absent and len(seg.views) == 3
@@ -196,7 +156,7 @@ def test_a_gradient_the_bucket_did_not_apply_runs_the_python_way(one_thread, swi
             monkeypatch.setattr(fused_sgd.BucketUpdate, "targets", targets)
     off = _train(switch, False, 2, between=between)
     on = _train(switch, True, 2, between=between)
-    assert _same(on[0], off[0]) and _same(on[1], off[1])
+    assert same(on[0], off[0]) and same(on[1], off[1])
     for applied in _apply_segments(on[2]):
         assert applied[0].runs["python"] >= 1 and applied[0].runs["compiled"] >= 1
     assert applied[0].runs["why"] in ("a gradient its bucket did not apply", "compiling")
@@ -209,12 +169,12 @@ def test_a_runner_made_again_records_with_the_whole_schedule(one_thread, switch)
 
     def between(step, i):
         if i == 4:
-            for plan in _plans(step):
+            for plan in plans(step):
                 assert plan.overlap_kept
                 plan.runner = None
     on = _train(switch, True, 2, steps=6, between=between)
-    assert _same(on[0], off[0]) and _same(on[1], off[1])
-    assert all(plan.overlap_kept and plan.runner.overlap == [] for plan in _plans(on[2]))
+    assert same(on[0], off[0]) and same(on[1], off[1])
+    assert all(plan.overlap_kept and plan.runner.overlap == [] for plan in plans(on[2]))
 
 
 def test_hands_off_is_defers_condition(monkeypatch):

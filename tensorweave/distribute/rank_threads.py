@@ -38,22 +38,38 @@ def controller_counts(n_ranks):
     once per planned step. Why it matters: these reads run on the controller before every step
     while the other ranks wait for it at their first collective, and right after a step's products
     they run cold (~35 µs for MKL's, where a loop of them takes ~1 µs each)."""
-    libs = threads._blas()
-    counts = [_reader(lib)() for lib in libs]
+    libs, readers = _blas_readers()
+    counts = [read() for read in readers]
     n = share(max(counts, default=1), n_ranks)
     return n, [(lib, k) for lib, k in zip(libs, counts) if lib.internal_api == "mkl"]
 
 
+def _blas_readers():
+    """``(libraries, their count readers)``: ``threads._blas()`` and each one's :func:`_reader`, kept
+    while the same function gives them from the same threadpoolctl controller (made once a process:
+    its libraries never change). Built every step, the list took ~10 µs of the controller's ~35 for
+    three libraries' counts right after a step (session 24, AMD EPYC)."""
+    key = (threads._blas, threads._controller)
+    got = _kept_readers.get("blas")
+    if got is None or got[0] != key or key[1] is None:
+        libs = threads._blas()
+        got = _kept_readers["blas"] = ((threads._blas, threads._controller), libs, [_reader(lib) for lib in libs])
+    return got[1], got[2]
+
+
+_kept_readers = {}  # "blas" -> ((threads._blas, its controller), libraries, readers): _blas_readers
 _readers = {}       # id(library controller) -> (controller, its count's reader): _reader
 
 
 def _reader(lib):
     """A function reading ``lib``'s thread count (threadpoolctl's ``lib.num_threads``): for MKL its
     C getter, for NumPy's OpenBLAS the ctypes getter ``gemm`` holds it at one thread with
-    (:func:`_numpy_openblas_getter`), each looked up once and called holding the GIL
+    (:func:`_numpy_openblas_getter`), for another OpenBLAS on its own threads (SciPy's) its getter
+    (:func:`_openblas_getter`), each looked up once and called holding the GIL
     (:func:`_holding_gil`); any other library threadpoolctl's read. threadpoolctl looks the symbol
     up by name on every read: half of the controller's ~37 µs reading three libraries' counts right
-    after a step (19 µs the direct calls, 6.7 -> 3.5 warm; session 22, AMD EPYC, load 5)."""
+    after a step (19 µs the direct calls, 6.7 -> 3.5 warm; session 22, AMD EPYC, load 5); SciPy's
+    OpenBLAS through it took 11.6 µs right after a step where MKL's C getter took 5.7 (session 24)."""
     got = _readers.get(id(lib))
     if got is not None and got[0] is lib:
         return got[1]
@@ -61,7 +77,7 @@ def _reader(lib):
     if lib.internal_api == "mkl":
         fn = getattr(getattr(lib, "dynlib", None), "MKL_Get_Max_Threads", None)
     elif lib.internal_api == "openblas":
-        fn = _numpy_openblas_getter(lib)
+        fn = _numpy_openblas_getter(lib) or _openblas_getter(lib)
     if fn is None:
         fn = lambda: lib.num_threads        # noqa: E731 - any other library: threadpoolctl's read
     else:
@@ -78,6 +94,21 @@ def _numpy_openblas_getter(lib):
     if found is None or so is None or getattr(so, "_name", None) != getattr(lib, "filepath", None):
         return None
     return found[0]
+
+
+def _openblas_getter(lib):
+    """The ``openblas_get_num_threads`` of OpenBLAS ``lib`` (threadpoolctl's controller: its ``dynlib``),
+    named as its build names it (a ``scipy_`` prefix, a ``64_`` suffix: the names threadpoolctl tries);
+    None where it threads with OpenMP (its count is OpenMP's, threadpoolctl reads that) or has none."""
+    so = getattr(lib, "dynlib", None)
+    if so is None or getattr(lib, "threading_layer", None) == "openmp":
+        return None
+    for prefix in ("", "scipy_"):
+        for suffix in ("", "64_", "_64"):
+            fn = getattr(so, f"{prefix}openblas_get_num_threads{suffix}", None)
+            if fn is not None:
+                return fn
+    return None
 
 
 def _holding_gil(fn, restype, *argtypes):
