@@ -48,13 +48,10 @@ print(json.dumps(found))
 
 #: compiled by design (never built): graph-made loops have no module file; parallel loops need numba's pool
 _BY_DESIGN = {("tensorweave.kernels.cpu.training_kernels", "_adam_chunks")}
-#: left this session (session 24): the segments' address reader (``nogil_ops.address``, float32 2-D C, 0.05-0.3 s of
-#: the compile thread), whose entry belongs with the nogil entries of ``aot_kernels`` (another engineer's)
-_LEFT = {("tensorweave.kernels.cpu.nogil_ops", "address")}
 
 
 def _by_design(module, name):
-    return module.startswith("<") or (module, name) in _BY_DESIGN | _LEFT
+    return module.startswith("<") or (module, name) in _BY_DESIGN
 
 
 def test_the_main_jobs_cnn_compiles_nothing_in_a_cold_process():

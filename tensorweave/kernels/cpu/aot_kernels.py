@@ -188,5 +188,7 @@ KERNELS = {
         "_sum2_lion": [f"void({_F1}, {_F1}, {_F1}, {_F1}, float32, float32, float32, float32, float32)"],
         "_sum2_adamax": [f"void({_F1}, {_F1}, {_F1}, {_F1}, {_F1}, float32, float32, float32, float32, float32)"],
     },    # the nogil segments' interpreter (every steady training plan builds one; session 21, nogil25)
-    "tensorweave.kernels.cpu.nogil_ops": {"run_program": [f"int64({_I}[:, ::1], {_I}[::1])"]},
+    # (and the segments' address reader on a float32 matrix: the main job's first epoch compiled it; cold28)
+    "tensorweave.kernels.cpu.nogil_ops": {"run_program": [f"int64({_I}[:, ::1], {_I}[::1])"],
+                                          "address": [f"int64({_F2})"]},
 }
