@@ -114,7 +114,7 @@ def _cases():
 
 def _nogil_cases():
     """The segments' interpreter (``nogil_ops.run_program``): a bias add and ReLU in place, then a
-    cross-entropy row whose bad label it reports (its return value: the row's number + 1)."""
+    cross-entropy row whose bad label it reports (its return value: the row's number + 1); the address reader."""
     from tensorweave.kernels.cpu import nogil_ops as N
     x, b, labels = _floats(6, 4), _floats(4), np.array([0, 1, 9, 2, 3, 0], np.int32)
     grad, loss = np.zeros((6, 4), np.float32), np.zeros(6, np.float32)
@@ -125,6 +125,7 @@ def _nogil_cases():
     prog[2, :11] = [N.XENT, 0, 2, 3, 6, 4, 32, 0, 0, 0, 4]
     prog[2, 12:] = [5, 6]
     yield N.run_program, (prog if N.exp_loop() else prog[:2], addrs), ()
+    yield N.address, (x,), ()               # the address table's reader (built and JIT: the same address)
 
 
 def _batch_norm_cases():

@@ -17,7 +17,8 @@ import pytest
 from tensorweave.kernels.cpu import jit, nn_loops, nogil_ops as N
 from tensorweave.runtime import nogil_segments
 from test_nogil24_segments import _run, one_thread, switch  # noqa: F401 - fixtures
-from test_seg27_rank_segments import _plans, _same, _train
+from mlp_step import plans, same
+from test_seg27_rank_segments import _train
 from test_vec27_select_loops import _avx2_host, _pair, _vectorised
 
 
@@ -34,17 +35,17 @@ def test_in_place_rows_give_the_bits_of_the_rows_into_another_buffer(shape):
     relu_out, grad_out, relu_in, grad_in = np.empty_like(y), np.empty_like(g), y.copy(), g.copy()
     _run([[N.RELU, 0, -1, 1, n], [N.RELU_GRAD, 2, 3, 4, n], [N.RELU, 5, -1, 5, n], [N.RELU_GRAD, 6, 3, 6, n]],
          [y, relu_out, g, y, grad_out, relu_in, grad_in])
-    assert _same(relu_out, np.maximum(y, np.float32(0))) and _same(relu_in, relu_out)
+    assert same(relu_out, np.maximum(y, np.float32(0))) and same(relu_in, relu_out)
     ref = np.empty_like(g)
     nn_loops.relu_grad(g.reshape(-1), y.reshape(-1), ref.reshape(-1))
-    assert _same(grad_out, ref) and _same(grad_in, ref) and _same(ref, np.where(y > 0, g, np.float32(0)))
+    assert same(grad_out, ref) and same(grad_in, ref) and same(ref, np.where(y > 0, g, np.float32(0)))
 
 
 def test_the_in_place_loop_called_alone():
     g, y = _pair((9, 23), np.float32)
     m = g.reshape(-1).copy()
     jit.compile_now(N.relu_mask, m, y.reshape(-1))(m, y.reshape(-1))
-    assert _same(m, np.where(y > 0, g, np.float32(0)).reshape(-1))
+    assert same(m, np.where(y > 0, g, np.float32(0)).reshape(-1))
 
 
 @pytest.mark.skipif(not _avx2_host(), reason="LLVM's vector code is checked on x86-64 CPUs with AVX2")
@@ -57,9 +58,9 @@ def test_the_in_place_loop_is_vectorised():
 def test_segments_write_relu_rows_in_place_with_the_bits_of_segments_off(one_thread, switch, ranks):  # noqa: F811
     off = _train(switch, False, ranks)
     on = _train(switch, True, ranks)
-    assert _same(on[0], off[0]) and _same(on[1], off[1])
+    assert same(on[0], off[0]) and same(on[1], off[1])
     in_place = set()
-    for plan in _plans(on[2]):
+    for plan in plans(on[2]):
         for seg in (d for d in plan.runner.__defaults__ or () if hasattr(d, "program")):
             assert seg.runs["compiled"] >= 2
             in_place |= {int(row[0]) for row in seg.program if row[0] in (N.RELU, N.RELU_GRAD) and row[1] == row[3]}
