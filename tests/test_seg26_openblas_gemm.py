@@ -102,9 +102,10 @@ def test_openblas_sgemm_is_the_ilp64_one_only(monkeypatch):
 @pytest.mark.parametrize("library", ["numpy1"], indirect=True)
 def test_openblas_products_run_on_one_thread_whatever_the_count(one_thread, switch, library, monkeypatch):  # noqa: F811
     from threadpoolctl import threadpool_limits
-    from test_nogil24_segments import _mlp_step
+    from mlp_step import mlp_step
+    from test_nogil24_segments import SIZES
     switch(True)
-    step, _ = _mlp_step(tw.placement("cpu", ranks=[0, 1]))      # (a rank thread's share does not read the count)
+    step, _ = mlp_step(SIZES, tw.placement("cpu", ranks=[0, 1]))      # (a rank thread's share does not read the count)
     for _ in range(2):
         step()
     jit.wait_for_compiles()
