@@ -1511,8 +1511,10 @@ def _spun(axis, a, b, out, op_a, op_b, op_c, k, parts, step, blocks, runners):
     (MKL's, or NumPy's OpenBLAS held at one thread: the ``cblas_?gemm`` call the Python path
     makes, the same bits), the helper ready and free (False: the caller runs the split the
     Python way)."""
+    if parts != 2 or blocks < 2 or not spin_share.enabled():
+        return False
     library = {getattr(run, "library", None) for run in runners.values()}
-    if parts != 2 or blocks < 2 or len(library) != 1 or None in library or inside_blocks_here():
+    if len(library) != 1 or None in library or inside_blocks_here():
         return False
     numpy = library == {"numpy1"}
     helper = _spin_helper(a.dtype)
