@@ -5,6 +5,7 @@ session 23, enc27), and ``FusedEinsum``'s bias and ReLU over each row block afte
 gives the bits of the pass after the product, the class is timed on a quiet machine only, a cached
 choice is used as it is, inside ``gemm.blocks_here`` the blocks stay on this thread, and the
 products that are not one 2-D product in the output's order keep their route."""
+import functools
 import threading
 
 import numpy as np
@@ -12,6 +13,7 @@ import pytest
 
 import tensorweave as tw
 from tensorweave.kernels.cpu import einsum_bias_kernels, einsum_matmul, gemm, gemm_tuning, nn_loops
+from scripted_tuner import ScriptedTuner
 
 pytestmark = pytest.mark.skipif(not gemm._gemm_serial, reason="needs MKL's one-thread GEMM (gemm._gemm_serial)")
 RNG = np.random.default_rng(27)
@@ -23,26 +25,8 @@ CASES = [("abc,cd->abd", ((1, 64, 32), (32, 40))),
          ("abd,cd->abc", ((2, 20, 36), (48, 36)))]
 
 
-class _Tuner:
-    """The ``einsum-rows:`` classes' choices scripted (``cached``; a timing runs every candidate
-    and answers ``pick``); every other class (each product's one-thread library) its incumbent."""
-
-    def __init__(self, cached=None, pick="one"):
-        self.cached, self.pick, self.chosen, self.choices = cached, pick, [], {}
-
-    def backend(self, cls):
-        return self.cached if cls.startswith("einsum-rows:") else None
-
-    def choose(self, cls, runners, incumbent="mkl", clock=None, settle=True):
-        if not cls.startswith("einsum-rows:"):
-            return incumbent
-        for run in runners.values():
-            run()
-        self.chosen.append((cls, sorted(runners), incumbent))
-        return self.pick
-
-    def threshold(self, name, walk, default):
-        return default
+#: the ``einsum-rows:`` classes scripted: ``_Tuner(cached=None, pick="one")``
+_Tuner = functools.partial(ScriptedTuner, "einsum-rows:")
 
 
 @pytest.fixture
@@ -104,11 +88,11 @@ def test_timed_on_a_quiet_machine_and_the_choice_kept(rows):
     calls, _ = rows(tuner)
     got, want = _contract(*CASES[0])
     np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12)
-    assert tuner.chosen == [("einsum-rows:float64:NN:7,6,6,p2", ["one", "rows"], "one")]
+    assert tuner.timed == [("einsum-rows:float64:NN:7,6,6,p2", ["one", "rows"], "one")]
     assert calls == ["rows", "rows"]          # (the timing's split, then the product returned)
     assert _ways() == ["rows"]
     _contract(*CASES[0])
-    assert len(tuner.chosen) == 1 and calls == ["rows"] * 3
+    assert len(tuner.timed) == 1 and calls == ["rows"] * 3
 
 
 def test_the_transposed_operands_name_their_class(rows):
@@ -116,14 +100,14 @@ def test_the_transposed_operands_name_their_class(rows):
     rows(tuner)
     _contract(*CASES[2])
     _contract(*CASES[3])
-    assert [c[0] for c in tuner.chosen] == ["einsum-rows:float64:TN:6,6,7,p2", "einsum-rows:float64:NT:6,6,6,p2"]
+    assert [c[0] for c in tuner.timed] == ["einsum-rows:float64:TN:6,6,7,p2", "einsum-rows:float64:NT:6,6,6,p2"]
 
 
 def test_no_timing_under_load_one_thread_kept(rows):
     tuner = _Tuner(pick="rows")
     calls, _ = rows(tuner, quiet=False)
     _contract(*CASES[0])
-    assert tuner.chosen == [] and calls == [] and _ways() == ["one"]
+    assert tuner.timed == [] and calls == [] and _ways() == ["one"]
 
 
 @pytest.mark.parametrize("why", ["above the threshold", "few rows", "one part", "batch", "order", "vector"])
@@ -144,7 +128,7 @@ def test_other_products_keep_their_route(rows, monkeypatch, why):
         monkeypatch.setattr(einsum_matmul, "_min_split", {np.dtype(np.float64): 1 << 40})
     got, want = _contract(eq, shapes)
     np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12)
-    assert tuner.chosen == [] and (calls == [] or why == "above the threshold")   # (there: gemm's own split)
+    assert tuner.timed == [] and (calls == [] or why == "above the threshold")   # (there: gemm's own split)
     assert _ways() == ([] if why in ("one part", "batch", "order", "vector") else ["route"])
 
 

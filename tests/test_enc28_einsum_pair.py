@@ -4,6 +4,7 @@ and the per-geometry caches of the Einsum products bounded (``einsum_matmul.reme
 way equals NumPy's float64 values, the class is timed on a quiet machine only and its choice
 kept, pairs that cannot run by rows take the two calls, the pass matches an inference plan's
 ``Dense(relu) -> Dense`` alone."""
+import functools
 import threading
 
 import numpy as np
@@ -13,32 +14,15 @@ import tensorweave as tw
 from tensorweave.kernels.cpu import einsum_bias_kernels as ebk
 from tensorweave.kernels.cpu import einsum_matmul, gemm, gemm_tuning
 from tensorweave.runtime.passes import einsum_pair, plan_stats
+from scripted_tuner import ScriptedTuner
 
 pytestmark = pytest.mark.skipif(not gemm._gemm_serial, reason="needs MKL's one-thread GEMM (gemm._gemm_serial)")
 RNG = np.random.default_rng(28)
 FIRST, SECOND = "abc,cd->abd", "abd,de->abe"
 
 
-class _Tuner:
-    """The ``einsum-pair:`` classes scripted (``cached``; a timing runs every candidate and answers
-    ``pick``); every other class its incumbent, untimed."""
-
-    def __init__(self, cached=None, pick="one"):
-        self.cached, self.pick, self.timed, self.choices = cached, pick, [], {}
-
-    def backend(self, cls):
-        return self.cached if cls.startswith("einsum-pair:") else None
-
-    def choose(self, cls, runners, incumbent="mkl", clock=None, settle=True):
-        if not cls.startswith("einsum-pair:"):
-            return incumbent
-        for run in runners.values():
-            run()
-        self.timed.append((cls, sorted(runners), incumbent))
-        return self.pick
-
-    def threshold(self, name, walk, default):
-        return default
+#: the ``einsum-pair:`` classes scripted: ``_Tuner(cached=None, pick="one")``
+_Tuner = functools.partial(ScriptedTuner, "einsum-pair:")
 
 
 @pytest.fixture
