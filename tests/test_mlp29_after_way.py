@@ -13,7 +13,7 @@ from test_graph_passes import options
 from test_mlp18_fused_update import _data, _mlp, _plan_types
 
 ADAM = dict(beta_1=0.9, beta_2=0.999, epsilon=1e-7, amsgrad=False)
-SHAPES = [(96, 64), (300, 256), (7,)]       # the product's (rows not split), a large one, a small one
+SHAPES = [(96, 160), (300, 256), (7,)]       # the product's (rows not split), a large one, a small one
 LR, STEP = np.float32(0.01), np.int64(3)
 needs_split = pytest.mark.skipif(not gemm._gemm_serial or gemm._openblas_threads() is None,
                                  reason="needs MKL with a per-thread setting and NumPy's OpenBLAS")
@@ -49,7 +49,7 @@ def way(monkeypatch):
 def _group(seed=5):
     rng = np.random.default_rng(seed)
     init = [rng.standard_normal(s).astype(np.float32) for s in SHAPES]
-    x, dz = rng.standard_normal((40, 96)).astype(np.float32), rng.standard_normal((40, 64)).astype(np.float32)
+    x, dz = rng.standard_normal((40, 96)).astype(np.float32), rng.standard_normal((40, 160)).astype(np.float32)
     grads = [rng.standard_normal(s).astype(np.float32) for s in SHAPES[1:]]
     slots = [(np.full(w.shape, 0.5, np.float32), np.abs(rng.standard_normal(w.shape)).astype(np.float32))
              for w in init]
@@ -98,7 +98,7 @@ def test_either_way_the_variables_end_as_the_stock_kernel_and_numpy_leave_them(w
     for i, g in enumerate([product] + grads):
         for a, b in zip(got[3 * i:3 * i + 3], _reference(init[i], *slots[i], g)):
             np.testing.assert_array_equal(a, b)
-    assert [cls for cls, _, _ in tuner.timed] == ["after:float32:7,7,p2"]
+    assert [cls for cls, _, _ in tuner.timed] == ["after:float32:7,8,p2"]
     assert tuner.timed[0][1:] == (["caller", "shared"], "shared")
     # the epilogue's hand-off: its two row blocks, the large variable's slices, the small one's task
     tasks = 2 + -(-300 * 256 // fused_kernels.ADAM_TASK) + 1
@@ -124,7 +124,7 @@ def test_the_choice_is_kept_per_class_and_timed_once(way):
         init, slots, grads, x, dz = _group(seed)
         _fused(_handles(init, slots), grads, x, dz)
     assert len(tuner.timed) == 1 and handoffs[-1][1] == 1
-    assert gemm._after_chosen == {("f", 7, 7, 2): "caller"}
+    assert gemm._after_chosen == {("f", 7, 8, 2): "caller"}
 
 
 @needs_split
@@ -160,6 +160,15 @@ def test_untimed_without_copies_or_inside_blocks_here(way):
 def test_an_unknown_cached_backend_is_the_shared_way(way):
     way("caller", cached="rows")
     assert gemm.after_way(np.ones((100, 70), np.float32), 2, lambda: None) == "shared"
+
+
+def test_a_kept_choice_is_read_back_from_the_tuning_file(monkeypatch, tmp_path):
+    monkeypatch.setenv("TW_TUNING_CACHE", str(tmp_path / "gemm-tuning.json"))
+    monkeypatch.setitem(gemm._tuning, "tuner", None)
+    monkeypatch.setattr(gemm_tuning, "quiet", lambda: True)
+    gemm.tuner().record("after:float32:7,8,p2", {"caller": [1e-4] * 5, "shared": [1e-3] * 5}, "shared")
+    monkeypatch.setitem(gemm._tuning, "tuner", None)          # a later process reads the file
+    assert gemm.tuner().backend("after:float32:7,8,p2") == "caller"
 
 
 def _train(steps, **opts):
