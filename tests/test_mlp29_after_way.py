@@ -9,8 +9,7 @@ import pytest
 import tensorweave as tw
 from scripted_tuner import ScriptedTuner
 from tensorweave.kernels.cpu import fused_kernels, gemm, gemm_tuning, training_kernels
-from test_graph_passes import options
-from test_mlp18_fused_update import _data, _mlp, _plan_types
+from test_mlp18_fused_update import _train
 
 ADAM = dict(beta_1=0.9, beta_2=0.999, epsilon=1e-7, amsgrad=False)
 SHAPES = [(96, 160), (300, 256), (7,)]       # the product's (rows not split), a large one, a small one
@@ -169,15 +168,6 @@ def test_a_kept_choice_is_read_back_from_the_tuning_file(monkeypatch, tmp_path):
     gemm.tuner().record("after:float32:7,8,p2", {"caller": [1e-4] * 5, "shared": [1e-3] * 5}, "shared")
     monkeypatch.setitem(gemm._tuning, "tuner", None)          # a later process reads the file
     assert gemm.tuner().backend("after:float32:7,8,p2") == "caller"
-
-
-def _train(steps, **opts):
-    x, y = _data()
-    with options(**opts):
-        model = _mlp()
-        losses = [float(model.train_on_batch(x, y)) for _ in range(steps)]
-        types = _plan_types(model)
-    return losses, [np.array(w) for w in model.get_weights()], types
 
 
 @needs_split
