@@ -10,7 +10,8 @@ thread of the process spent per step over as many steps again, not instrumented
 (``/proc/self/task/*/schedstat``: the caller, the runtime's
 helper, MKL's OpenMP workers) and the voluntary context switches per step (each a thread that slept
 and had to be woken: a hand-off's cost on a VM). ``matmul_then`` rows (``+after``) include the
-fused update of the grouped optimizer step; its product alone is the row above it.
+fused update of the grouped optimizer step; its product alone is the row above it. Also the
+calling thread's CPU per step inside the kernels, by op type, and outside them.
 
     PYTHONPATH=$PWD python benchmarks/bench_step_products.py --workload mlp --rounds 5 --steps 20
 """
@@ -75,6 +76,30 @@ def instrument(gemm, seen):
     return matmul
 
 
+def instrument_ops(seen):
+    """Wraps every registered CPU kernel (made before the model's plans bind them) to add each
+    call's calling-thread CPU to ``seen["ops"][op type]`` while ``seen["on"]``, on the thread that
+    runs the step only (a product started early runs on the helper)."""
+    from tensorweave.core import registry
+    main = threading.main_thread()
+
+    def timed(name, kernel):
+        def call(*args, **kwargs):
+            if not seen["on"] or threading.current_thread() is not main:
+                return kernel(*args, **kwargs)
+            start = time.thread_time()
+            try:
+                return kernel(*args, **kwargs)
+            finally:
+                seen["ops"][name].append(time.thread_time() - start)
+        call.__dict__.update(getattr(kernel, "__dict__", {}))
+        return call
+    for name, opdef in list(registry._OPS.items()):
+        kernel = opdef.kernels.get("CPU")
+        if kernel is not None and not getattr(kernel, "_tw_factory", False):
+            opdef.kernels["CPU"] = timed(name, kernel)
+
+
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--workload", default="mlp")
@@ -82,8 +107,9 @@ def main(argv=None):
     p.add_argument("--steps", type=int, default=20, help="steps per round (and alone-calls per product)")
     args = p.parse_args(argv)
     from tensorweave.kernels.cpu import gemm, gemm_tuning, jit
-    seen = {"on": False, "calls": []}
+    seen = {"on": False, "calls": [], "ops": collections.defaultdict(list)}
     matmul = instrument(gemm, seen)
+    instrument_ops(seen)
     step, _, _ = bench_models.make_tensorweave(args.workload, bench_models.synthetic_batch(args.workload), None)
     for _ in range(10):
         step()
@@ -128,6 +154,12 @@ def main(argv=None):
         one = alone.get(name)
         print(f"| {name} | {thread} | {med(times, 0)} / {med(times, 1)} / {med(times, 2)} | "
               + (f"{med(one, 0)} / {med(one, 1)} / {med(one, 2)} |" if one else "- |"))
+    ops = {name: sum(times) / n * 1e6 for name, times in seen["ops"].items()}
+    in_ops = sum(ops.values())
+    print(f"calling thread CPU per step, µs: in kernels {in_ops:.0f}, outside them (the executor, the Keras "
+          f"step's Python) {med(steps, 1) - in_ops:.0f}; by op type (calls per step):")
+    for name, cpu in sorted(ops.items(), key=lambda kv: -kv[1])[:16]:
+        print(f"  {name}: {cpu:.0f} ({len(seen['ops'][name]) / n:.0f})")
     print(f"then {n} steps not instrumented, wall {plain * 1e6:.0f} µs a step; per thread, CPU µs per step:")
     for tid, (name, ns) in sorted(threads_after.items(), key=lambda kv: -kv[1][1]):
         spent = (ns - threads_before.get(tid, (name, 0))[1]) / n / 1e3
