@@ -17,7 +17,9 @@ pool, as before session 13, instead of tasks shared with the product's blocks), 
 size on MKL's threaded call as before session 14, not on the class's one-thread library; with
 ``--threads 1`` or ``--rank``), or ``tune`` (``TW_BLAS_TUNE=1``'s per-class MKL-or-OpenBLAS choice of
 threaded products, in this process, against the default), or ``spin`` (``TW_SPIN_SHARE=1``: split products' blocks on
-``spin_share``'s spinning helper, not on the Python pool; issue 18 mlp28).
+``spin_share``'s spinning helper, not on the Python pool; issue 18 mlp28), or ``caller`` (the fused update's
+epilogue, after a product not split by rows, on the calling thread, not shared: ``gemm.after_way``; issue 18
+mlp29).
 
 ``--threads N``: the step on N intra-op threads (``tw.config.threading``); ``--rank``: the step
 run on a thread with an in-process rank's share of one core (``rank_threads.use(1)``).
@@ -58,7 +60,8 @@ def main(argv=None):
     p.add_argument("--rounds", type=int, default=12)
     p.add_argument("--steps", type=int, default=10, help="steps per side and round")
     p.add_argument("--other", default="nosplit",
-                   help="the B side: nosplit, one, static, adamomp, nooverlap, noshare, tune, spin or chunks<N> (see the module docstring)")
+                   help="the B side: nosplit, one, static, adamomp, nooverlap, noshare, tune, spin, caller or chunks<N> "
+                   "(see the module docstring)")
     p.add_argument("--chunks", type=int, default=None, help="blocks per part on the A side (default: gemm's)")
     p.add_argument("--threads", type=int, default=None, help="intra-op threads (default: one per core)")
     p.add_argument("--rank", action="store_true", help="run the steps on a thread with a rank's share of one core")
@@ -76,6 +79,7 @@ def main(argv=None):
     from tensorweave.kernels.cpu import fused_kernels, training_kernels
     from tensorweave.runtime import overlap
     adam_tasks = fused_kernels._adam_tasks
+    after_way = gemm.after_way
 
     def stock_adam(handle, lr, step, g, adam):
         training_kernels._apply_adam(*handle, lr, step, g, **adam)
@@ -91,6 +95,7 @@ def main(argv=None):
         gemm._split["share"] = True
         gemm._tuning["on"] = False
         os.environ["TW_SPIN_SHARE"] = "0"
+        gemm.after_way = after_way
         if flag:
             return
         if args.other == "one":      # everything under the one-thread size: one thread, its library
@@ -109,11 +114,13 @@ def main(argv=None):
             gemm._tuning["on"] = True
         elif args.other == "spin":
             os.environ["TW_SPIN_SHARE"] = "1"
+        elif args.other == "caller":
+            gemm.after_way = lambda *args: "caller"
         elif args.other.startswith("chunks"):
             gemm.CHUNKS["per_part"] = int(args.other[6:])
         else:
             raise SystemExit(f"--other {args.other!r}: expected nosplit, one, static, adamomp, nooverlap, noshare, tune, "
-                             "spin or chunks<N>")
+                             "spin, caller or chunks<N>")
     from tensorweave.kernels.cpu import jit
     for flag in (True, False, True, False):      # warm both paths (and their shape classes' timings)
         set_side(flag)

@@ -351,7 +351,7 @@ def tuner():
     if _tuning["tuner"] is None:
         _tuning["tuner"] = gemm_tuning.Tuner(gemm_tuning.cache_path(), machine_key(),
                                               ("mkl", "numpy", "mkl1", "numpy1", "rows", "cols", "one", "par",
-                                               "mklT"))
+                                               "mklT", "shared", "caller"))
     return _tuning["tuner"]
 
 
@@ -1621,17 +1621,19 @@ def _part_runner(piece, op_a, op_b, op_c, k):
     return run_mkl1 if got == "mkl1" else _numpy_part
 
 
-def matmul_then(a, b, after, extra=()):
+def matmul_then(a, b, after, extra=(), scratch=None):
     """``out = a @ b`` (a new array, the bits of :func:`matmul`'s), then ``after(out, i, j)`` over
     blocks ``i:j`` of its rows covering them all, and every task of ``extra`` (callables
     independent of the product: the other variables' updates of a grouped optimizer step). Where
     the product's class runs split by rows (:func:`_threaded_choice`), each block's call follows
     its own product on its own thread while the block is in that core's cache, and the extra tasks
     are taken by the same threads from the same counter (:func:`share_tasks`: one hand-off);
-    split otherwise, the row blocks' calls and the extra tasks are shared after the product; on
-    one thread, ``after(out, 0, m)`` then the tasks. For an epilogue that only reads and writes
-    its rows' elements (an optimizer update of a weight gradient:
-    ``fused_kernels.matmul_group_apply_adam``), so the result does not depend on the blocks."""
+    split otherwise, the row blocks' calls and the extra tasks are shared after the product, or all
+    run on the calling thread, by the timing of :func:`after_way`; on one thread, ``after(out, 0,
+    m)`` then the tasks. For an epilogue that only reads and writes its rows' elements (an
+    optimizer update of a weight gradient: ``fused_kernels.matmul_group_apply_adam``), so the
+    result does not depend on the blocks nor on the threads. ``scratch``: ``scratch()`` makes an
+    ``after`` doing the same work on copies, for that timing (None: not timed, shared)."""
     geometry = _product(a, b) if a.ndim == 2 and b.ndim == 2 else False
     parts = 1
     if geometry is not False and a.flags.aligned and b.flags.aligned:
@@ -1646,10 +1648,45 @@ def matmul_then(a, b, after, extra=()):
                 return out
     out = matmul(a, b)
     m = out.shape[0]
+    if parts > 1 and after_way(out, parts, scratch) == "caller":
+        parts = 1
     step = block_size(m, parts) if parts > 1 else max(m, 1)
     share_tasks([functools.partial(after, out, i, min(m, i + step)) for i in range(0, m, step)] + list(extra),
                 parts)
     return out
+
+
+_after_chosen = {}               # (dtype char, rows, columns bit lengths, parts) -> "shared" or "caller"
+
+
+def after_way(out, parts, scratch=None):
+    """``"shared"`` or ``"caller"``: how :func:`matmul_then` runs the epilogue of a product that was
+    not split by rows (``out``: its result; ``parts``: the threads it may share over) — its row
+    blocks and extra tasks shared with the helper threads after the product (a second hand-off:
+    the product's own threads, MKL's or a split's, are done), or all on the calling thread.
+    Measured, per class ``after:<dtype>:<rows>,<columns>,p<parts>`` (bit lengths) in the tuning
+    cache, on ``scratch()``'s copies (the real epilogue writes variables), the shared way the
+    incumbent: an optimizer update is a pass bound by memory, and a second core may add
+    bandwidth or only cost a wake-up (the mlp's 670 k-element Adam: 0.26 ms on one thread, 0.33 ms
+    shared at load 2 on the AMD EPYC; issue 18 mlp29). The extra tasks follow the timed blocks'
+    way; they are not timed (they update other variables). Untimed (shared) without ``scratch``,
+    on a busy machine (``gemm_tuning.quiet``) or inside :func:`blocks_here`. Same bits either way:
+    the epilogue is elementwise."""
+    m, n = out.shape
+    key = (out.dtype.char, m.bit_length(), n.bit_length(), parts)
+    got = _after_chosen.get(key)
+    if got is None:
+        cls = f"after:{out.dtype.name}:{m.bit_length()},{n.bit_length()},p{parts}"
+        got = tuner().backend(cls)
+        if got is None and scratch is not None and not inside_blocks_here() and gemm_tuning.quiet():
+            run = scratch()
+            step = block_size(m, parts)
+            blocks = [functools.partial(run, out, i, min(m, i + step)) for i in range(0, m, step)]
+            caller = functools.partial(run, out, 0, m)
+            got = timed_choice(cls, {"shared": lambda: share_tasks(blocks, parts), "caller": caller},
+                               "shared", caller)
+        got = _after_chosen[key] = got if got in ("shared", "caller") else "shared"
+    return got
 
 
 def _numpy_part(a, b, out):
