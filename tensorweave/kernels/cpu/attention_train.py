@@ -13,8 +13,8 @@ on the pair's ``[T, S]`` tile while it is in cache:
 - forward: ``attention_kernels``' compiled loops (scores and the rows' shift, then the
   exponentials, normalize and combine), the tiles written into the ``[B, H, T, S]`` probabilities
   the backward reads. The float32 exponentials are ``softmax_loops.exp_in_place``'s, within 1 ulp
-  of ``e^x`` (whose float32 ``exp`` runs scalar without AVX-512: 0.39 of the forward's ~1.2 ms on
-  the AMD EPYC, issue 18 session 25), so the float32 probabilities are within a few ulp of the
+  of ``e^x`` (NumPy's float32 ``exp`` runs scalar without AVX-512: 0.39 of the forward's ~1.4 ms
+  on the AMD EPYC, issue 18 session 25), so the float32 probabilities are within a few ulp of the
   ``Softmax`` kernel's, not its bits; float64 keeps NumPy's ``exp`` and the kernel's bits;
 - backward, per pair: ``dV = P^T dO``, ``dP = dO V^T``, ``dS = P * (dP - rowsum(dP * P))``
   (``layer_norm_loops.softmax_grad``: the ``SoftmaxGrad`` kernel's row loop, its bits on the same

@@ -209,7 +209,7 @@ def exp_in_place(a):
         k = np.int32(kf if kf == kf else _HALF)     # (a NaN's exponent: any; its p is NaN)
         half = np.int32(k >> 1)
         # every value stored, none kept by a branch: a conditional store became a masked store
-        # (``vmaskmovps``), ~5x slower on Zen 4
+        # (``vmaskmovps``), 1.3 ns a value on Zen 4 instead of 0.8
         a[i] = p * _float32_of(np.int32((half + 127) << 23)) * _float32_of(np.int32((k - half + 127) << 23))
 
 
