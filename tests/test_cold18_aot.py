@@ -220,6 +220,9 @@ def _softmax_cases():
     yield softmax_loops.shift.dispatcher, (x, np.full_like(x, 7)), (1,)
     for n in (5, 64, 300):
         yield softmax_loops.normalize.dispatcher, (np.exp(_floats(4, n)),), (0,)
+    e = _floats(1, 203, scale=60).ravel()      # the training attention's exponentials: a vector tail, the range's
+    e[:5] = np.nan, -np.inf, np.inf, 88.7, -103.9   # ends and special values
+    yield softmax_loops.exp_in_place, (e,), (0,)
 
 
 #: operands whose addresses a spin_share case holds (alive for the whole session: the loop writes there)

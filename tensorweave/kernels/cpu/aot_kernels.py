@@ -152,6 +152,8 @@ KERNELS = {
     "tensorweave.kernels.cpu.softmax_loops": {
         "shift": [f"void({_F2}, {_F2})"],
         "normalize": [f"void({_F2})"],
+        # the training attention's float32 exponentials (session 25, trf29): a score block flattened
+        "exp_in_place": [f"void({_F1})"],
     },
     # attention's fused inference step (session 20, att24): float32, the query and key as strided
     # slices of the grouped projection's output ("A") or whole arrays, the value likewise
