@@ -18,6 +18,10 @@ per call.
 projection, residual + layer norm, the feed-forward pair, residual + layer norm; issue 18, enc29)
 on each way forced, ``"one"`` (the four kernels) and ``"rows"`` (blocks of rows, the whole chain
 each, over the intra-op threads), as ``--pair``.
+
+``--heads``: instead, encoder2_predict's Q/K/V group and attention (``FusedHeadAttention``; enc29)
+on each way forced, ``"one"`` (the two kernels) and ``"heads"`` (blocks of heads, their projection
+columns and attention each, over the intra-op threads), as ``--pair``.
 """
 import importlib.util
 import argparse
@@ -39,12 +43,15 @@ def main(argv=None):
     p.add_argument("--old", default=None, help="an older checkout whose Einsum kernel is timed too")
     p.add_argument("--pair", action="store_true", help="time FusedEinsumPair's two ways instead")
     p.add_argument("--tail", action="store_true", help="time FusedBlockTail's two ways instead")
-    p.add_argument("--calls", type=int, default=20, help="calls per round (--pair, --tail)")
+    p.add_argument("--heads", action="store_true", help="time FusedHeadAttention's two ways instead")
+    p.add_argument("--calls", type=int, default=20, help="calls per round (--pair, --tail, --heads)")
     args = p.parse_args(argv)
     if args.pair:
         return time_pair(args.rounds, args.calls)
     if args.tail:
         return time_tail(args.rounds, args.calls)
+    if args.heads:
+        return time_heads(args.rounds, args.calls)
     old = None
     if args.old:
         spec = importlib.util.spec_from_file_location(
@@ -122,7 +129,28 @@ def time_tail(rounds, calls):
     _time_ways(btk._chosen, key, lambda: btk.block_tail(*ops, **attrs), ref, rounds, calls)
 
 
-def _time_ways(chosen, key, call, ref, rounds, calls):
+def time_heads(rounds, calls):
+    """``--heads`` (see the module docstring)."""
+    from tensorweave.kernels.cpu import gemm, head_attention_kernels as hak
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((1, 128, 256)).astype(np.float32)
+    ops = [(rng.standard_normal((256, 4, 64)) * 0.06).astype(np.float32) for _ in range(3)] + \
+        [rng.standard_normal((4, 64)).astype(np.float32) for _ in range(3)]
+    for w in ops:
+        w.flags.writeable = False       # (as a variable's value: the stacks are kept)
+    group = dict(equation="abc,cfde->abfde", count=3, weight_axis=1, out_axis=2, bias=True, relu=False,
+                 scales=(None, 0.125, None))
+    att = dict(dot="aecd,abcd->acbe", combine="acbe,aecd->abcd", at=(0, 1, 2))
+    k, q, v = (np.einsum("abc,cde->abde", x.astype(np.float64), ops[i]) + ops[3 + i] for i in range(3))
+    s = np.einsum(att["dot"], k, q * 0.125)
+    p = np.exp(s - s.max(-1, keepdims=True))
+    ref = np.einsum(att["combine"], p / p.sum(-1, keepdims=True), v)
+    key = (x.shape, x.strides, ops[0].shape, "f", group["equation"], 3, att["at"], gemm.split_parts())
+    _time_ways(hak._chosen, key, lambda: hak.head_attention(x, *ops, **group, **att), ref, rounds, calls,
+               ("one", "heads"))
+
+
+def _time_ways(chosen, key, call, ref, rounds, calls, names=("one", "rows")):
     """``call()`` with ``chosen[key]`` forced ``"one"`` and ``"rows"`` in turn: interleaved rounds of
     ``calls`` calls, a table of wall, process CPU and calling thread's CPU per call (medians)."""
     from tensorweave.kernels.cpu import gemm, gemm_tuning
@@ -136,7 +164,7 @@ def _time_ways(chosen, key, call, ref, rounds, calls):
                 y = call()
             return y
         return run
-    ways = {"one": forced("one"), "rows": forced("rows")}
+    ways = {name: forced(name) for name in names}
     times = {w: ([], [], []) for w in ways}
     for w in ways.values():
         w()
@@ -153,7 +181,7 @@ def _time_ways(chosen, key, call, ref, rounds, calls):
     for name in ways:
         wall, cpu, mine = (np.median(t) * 1e6 for t in times[name])
         print(f"| {name} | {wall:.0f} | {cpu:.0f} | {mine:.0f} | {np.abs(outs[name] - ref).max():.1e} |")
-    print(f"the two ways' bits equal: {np.array_equal(outs['one'], outs['rows'])}; load after {os.getloadavg()}")
+    print(f"the two ways' bits equal: {np.array_equal(*outs.values())}; load after {os.getloadavg()}")
 
 
 if __name__ == "__main__":

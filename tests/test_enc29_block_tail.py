@@ -284,3 +284,26 @@ def test_a_training_plan_keeps_the_four(tail):
     f = tw.function(step)
     np.testing.assert_allclose(f(h, x).numpy(), numpy(h, x), **_tol(np.float32))
     assert not plan_stats(f).get("block_tail") and not plan_stats(f).get("einsum_pair")
+
+
+def test_a_residual_of_another_shape_raises_as_the_four_kernels(tail):
+    tail(_Tuner(cached="rows"))
+    ops = list(_operands(np.float32))
+    ops[3] = ops[3][0]          # [96, 24] against the projection's [1, 96, 24]: AddLayerNorm's error
+    with pytest.raises(ValueError, match="AddLayerNorm"):
+        btk.block_tail(*ops, **ATTRS)
+    assert list(btk._chosen.values()) == ["one"]
+
+
+def test_a_pair_reading_its_rows_transposed_takes_the_four_kernels(tail):
+    # the pair's "abc,cd->bad" reads y1 [B, T, N] as [T, B, N]: its rows a copy, not y1's own
+    shares, _ = tail(_Tuner(cached="rows"))
+    ops = list(_operands(np.float64, m=8))
+    ops[0], ops[3] = RNG.standard_normal((8, 8, 2, 8)), RNG.standard_normal((8, 8, 24))
+    attrs = {**ATTRS, "first": "abc,cd->bad", "second": "bad,de->bae"}
+    h, wo, bo, x, g1, be1, w1, b1, w2, b2, g2, be2 = ops
+    y1 = _norm(x + np.einsum(PROJ, h, wo) + bo, g1, be1, attrs["eps1"], False)
+    f = np.einsum(attrs["second"], np.maximum(np.einsum(attrs["first"], y1, w1) + b1, 0), w2) + b2
+    np.testing.assert_allclose(btk.block_tail(*ops, **attrs), _norm(y1 + f, g2, be2, attrs["eps2"], False),
+                               **_tol(np.float64))
+    assert list(btk._chosen.values()) == ["one"] and 2 not in shares
