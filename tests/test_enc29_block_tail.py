@@ -241,17 +241,25 @@ def test_no_tail_where_the_chain_does_not_match(tail, why):
     tail(_Tuner(cached="rows"))
     chain, numpy = _block()
     h, x = _inputs()
-    if why == "two axes normalized":    # the first norm over [T, N]: not row by row
-        chain, _ = _block(n=24)
-        h, x = _inputs()
-        wo, bo = (tw.Variable(RNG.standard_normal(s).astype(np.float32)) for s in ((2, 8, 24), (24,)))
+    if why == "two axes normalized":    # the second norm over [T, N]: not row by row
+        v = lambda *s: tw.Variable(RNG.standard_normal(s).astype(np.float32))     # noqa: E731
+        wo, bo, w1, b1, w2, b2, g2, be2 = v(2, 8, 24), v(24), v(24, 40), v(40), v(40, 24), v(24), v(64, 24), v(64, 24)
+
+        def dense(x, w, b, eq):
+            return tw.nn.bias_add(tw.einsum(eq, x, w), b)
 
         def fn(h, x):
-            p = tw.nn.bias_add(tw.einsum(PROJ, h, wo), bo)
-            return layer_norm(x + p, tw.ones([64, 24]), tw.zeros([64, 24]), begin_norm_axis=1)[0]
+            y1 = layer_norm(x + dense(h, wo, bo, PROJ), tw.ones([24]), tw.zeros([24]))[0]
+            f = dense(tw.nn.relu(dense(y1, w1, b1, FIRST)), w2, b2, SECOND)
+            return layer_norm(y1 + f, g2, be2, begin_norm_axis=1)[0]
         f = tw.function(fn)
-        assert f(h, x).numpy().shape == (1, 64, 24)
-        assert not plan_stats(f).get("block_tail") and plan_stats(f).get("residual_norm") == 1
+        p = np.einsum(PROJ, h.astype(np.float64), wo.numpy()) + bo.numpy()
+        y1 = _norm(x + p, 1, 0, 1e-3, False)
+        v2 = y1 + np.maximum(y1 @ w1.numpy() + b1.numpy(), 0) @ w2.numpy() + b2.numpy()
+        mu = v2.mean((1, 2), keepdims=True)
+        want = (v2 - mu) / np.sqrt(((v2 - mu) ** 2).mean((1, 2), keepdims=True) + 1e-3) * g2.numpy() + be2.numpy()
+        np.testing.assert_allclose(f(h, x).numpy(), want, **_tol(np.float32))
+        assert not plan_stats(f).get("block_tail") and plan_stats(f).get("residual_norm") == 2
         return
 
     def fn(h, x):
