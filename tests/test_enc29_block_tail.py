@@ -5,17 +5,16 @@ kernels' bits, the class is timed on a quiet machine only and its choice kept, c
 run by rows take the four kernels (their errors for bad input), the pass matches an inference
 plan's chain alone."""
 import functools
-import threading
 
 import numpy as np
 import pytest
 
 import tensorweave as tw
 from tensorweave.kernels.cpu import block_tail_kernels as btk
-from tensorweave.kernels.cpu import einsum_bias_kernels, einsum_matmul, gemm, gemm_tuning
+from tensorweave.kernels.cpu import einsum_bias_kernels, einsum_matmul, gemm
 from tensorweave.ops.layer_norm_ops import layer_norm
 from tensorweave.runtime.passes import block_tail, plan_stats
-from scripted_tuner import ScriptedTuner
+from scripted_tuner import ScriptedTuner, scripted_split
 
 pytestmark = pytest.mark.skipif(not gemm._gemm_serial, reason="needs MKL's one-thread GEMM (gemm._gemm_serial)")
 RNG = np.random.default_rng(29)
@@ -29,26 +28,9 @@ _Tuner = functools.partial(ScriptedTuner, "block-tail:")
 
 @pytest.fixture
 def tail(monkeypatch):
-    """``setup(tuner, quiet=False, parts=2)``: the split parts, the tuner and the quiet check
-    scripted, the caches emptied; returns the task counts ``gemm.share_tasks`` was given and the
-    threads those tasks ran on."""
-    shares, threads = [], set()
-
-    def setup(tuner, quiet=False, parts=2):
-        for module, name in ((btk, "_chosen"), (einsum_bias_kernels, "_pair_chosen"),
-                             (einsum_matmul, "_rows_chosen")):
-            monkeypatch.setattr(module, name, {})
-        monkeypatch.setattr(gemm, "split_parts", lambda: parts)
-        monkeypatch.setattr(gemm, "tuner", lambda: tuner)
-        monkeypatch.setattr(gemm_tuning, "quiet", lambda: quiet)
-        real = gemm.share_tasks
-
-        def share(tasks, n):
-            shares.append(len(tasks))
-            return real([lambda t=t: threads.add(threading.get_ident()) or t() for t in tasks], n)
-        monkeypatch.setattr(gemm, "share_tasks", share)
-        return shares, threads
-    return setup
+    """``setup(tuner, quiet=False, parts=2)`` (``scripted_tuner.scripted_split``): the kernel's caches emptied."""
+    return scripted_split(monkeypatch, ((btk, "_chosen"), (einsum_bias_kernels, "_pair_chosen"),
+                                        (einsum_matmul, "_rows_chosen")))
 
 
 def _operands(dtype, m=96, heads=2, key=8, n=24, hidden=40):
@@ -203,8 +185,10 @@ def _block(dtype=np.float32, heads=2, key=8, n=24, hidden=40, eps=(1e-5, 1e-3)):
     def chain(h, x):
         y1 = norm(x + dense(h, wo, bo, PROJ), 0)[0]
         return y1, norm(y1 + dense(tw.nn.relu(dense(y1, w1, b1, FIRST)), w2, b2, SECOND), 1)
-    numpy = lambda h, x: _reference((h, wo.numpy(), bo.numpy(), x, gs[0].numpy(), bs[0].numpy(), w1.numpy(),   # noqa: E731
-                                     b1.numpy(), w2.numpy(), b2.numpy(), gs[1].numpy(), bs[1].numpy()))
+
+    def numpy(h, x):
+        return _reference((h, wo.numpy(), bo.numpy(), x, gs[0].numpy(), bs[0].numpy(), w1.numpy(), b1.numpy(),
+                           w2.numpy(), b2.numpy(), gs[1].numpy(), bs[1].numpy()))
     return chain, numpy
 
 

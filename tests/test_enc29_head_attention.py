@@ -4,16 +4,15 @@ each way equals NumPy's float64 values, the heads way hands its blocks over once
 timed on a quiet machine only and its choice kept, steps that cannot run by heads take the two
 kernels, the pass matches an inference plan's group read by its attention alone."""
 import functools
-import threading
 
 import numpy as np
 import pytest
 
 import tensorweave as tw
-from tensorweave.kernels.cpu import attention_kernels, einsum_matmul, gemm, gemm_tuning
+from tensorweave.kernels.cpu import attention_kernels, einsum_matmul, gemm
 from tensorweave.kernels.cpu import head_attention_kernels as hak
 from tensorweave.runtime.passes import head_attention, plan_stats
-from scripted_tuner import ScriptedTuner
+from scripted_tuner import ScriptedTuner, scripted_split
 
 pytestmark = pytest.mark.skipif(not gemm._gemm_serial, reason="needs MKL's one-thread GEMM (gemm._gemm_serial)")
 RNG = np.random.default_rng(2029)
@@ -27,23 +26,9 @@ _Tuner = functools.partial(ScriptedTuner, "head-attention:")
 
 @pytest.fixture
 def heads(monkeypatch):
-    """``setup(tuner, quiet=False, parts=2)``: as test_enc29_block_tail's fixture."""
-    shares, threads = [], set()
-
-    def setup(tuner, quiet=False, parts=2):
-        for module, name in ((hak, "_chosen"), (attention_kernels, "_chosen"), (einsum_matmul, "_rows_chosen")):
-            monkeypatch.setattr(module, name, {})
-        monkeypatch.setattr(gemm, "split_parts", lambda: parts)
-        monkeypatch.setattr(gemm, "tuner", lambda: tuner)
-        monkeypatch.setattr(gemm_tuning, "quiet", lambda: quiet)
-        real = gemm.share_tasks
-
-        def share(tasks, n):
-            shares.append(len(tasks))
-            return real([lambda t=t: threads.add(threading.get_ident()) or t() for t in tasks], n)
-        monkeypatch.setattr(gemm, "share_tasks", share)
-        return shares, threads
-    return setup
+    """``setup(tuner, quiet=False, parts=2)`` (``scripted_tuner.scripted_split``): the kernels' caches emptied."""
+    return scripted_split(monkeypatch, ((hak, "_chosen"), (attention_kernels, "_chosen"),
+                                        (einsum_matmul, "_rows_chosen")))
 
 
 def _operands(dtype, batch=1, t=40, c=24, n_heads=4, d=8):

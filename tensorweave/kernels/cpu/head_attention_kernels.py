@@ -71,7 +71,7 @@ def _operands(a, operands, group, at):
     fusable by ``attention_kernels`` (``how``: MKL's one-thread GEMM), at least two heads; else
     None (the two kernels then, whose checks raise for bad input)."""
     if group["count"] != 3 or not group["bias"] or len(operands) != 6 or group["out_axis"] != 2 \
-            or sorted(at) != [0, 1, 2] or a.ndim != 3 or a.dtype not in (np.float32, np.float64) \
+            or a.ndim != 3 or a.dtype not in (np.float32, np.float64) \
             or any(x.dtype != a.dtype or x.shape != operands[0].shape for x in operands[:3]) \
             or any(x.dtype != a.dtype or x.shape != operands[3].shape for x in operands[3:]):
         return None
