@@ -35,6 +35,8 @@ def test_consecutive_middle_axes_and_the_mean():
     x = RNG.standard_normal((3, 4, 5, 8)).astype(np.float32)
     assert np.array_equal(rk._sum(x, (1, 2), False), _slices(x, (1, 2)))
     assert np.array_equal(rk._sum(x, [2, 1], True), _slices(x, (1, 2))[:, None, None, :])
+    # an axis counted from the end among others: still the loop's (NumPy's own sum adds the same way)
+    assert np.array_equal(rk._middle_sum(x, (1, -2), False), _slices(x, (1, 2)))
     mean = rk._mean(x, (1, 2), False)
     assert mean.dtype == np.float32 and np.array_equal(mean, _slices(x, (1, 2)) / np.float32(20))
     e = RNG.standard_normal((1, 128, 256)).astype(np.float32)     # encoder2's mean over positions
