@@ -20,7 +20,7 @@ on each way forced, ``"one"`` (the four kernels) and ``"rows"`` (blocks of rows,
 each, over the intra-op threads), as ``--pair``.
 
 ``--heads``: instead, encoder2_predict's Q/K/V group and attention (``FusedHeadAttention``; enc29)
-on each way forced, ``"one"`` (the two kernels) and ``"heads"`` (blocks of heads, their projection
+on each way forced, ``"one"`` (the two kernels) and ``"rows"`` (blocks of heads, their projection
 columns and attention each, over the intra-op threads), as ``--pair``.
 """
 import importlib.util
@@ -147,7 +147,7 @@ def time_heads(rounds, calls):
     ref = np.einsum(att["combine"], p / p.sum(-1, keepdims=True), v)
     key = (x.shape, x.strides, ops[0].shape, "f", group["equation"], 3, att["at"], gemm.split_parts())
     _time_ways(hak._chosen, key, lambda: hak.head_attention(x, *ops, **group, **att), ref, rounds, calls,
-               ("one", "heads"))
+               ("one", "rows"))
 
 
 def _time_ways(chosen, key, call, ref, rounds, calls, names=("one", "rows")):

@@ -57,7 +57,7 @@ def _tol(dtype):
     return {"rtol": 1e-4, "atol": 1e-5} if dtype == np.float32 else {"rtol": 1e-10, "atol": 1e-12}
 
 
-@pytest.mark.parametrize("way", ["one", "heads"])
+@pytest.mark.parametrize("way", ["one", "rows"])
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 @pytest.mark.parametrize("at,relu,batch", [((0, 1, 2), False, 1), ((2, 0, 1), True, 1), ((1, 2, 0), False, 2)])
 def test_each_way_equals_numpy(heads, way, dtype, at, relu, batch):
@@ -68,11 +68,11 @@ def test_each_way_equals_numpy(heads, way, dtype, at, relu, batch):
     assert y.shape == (batch, 40, 4, 8) and y.dtype == dtype and y.flags.c_contiguous
     np.testing.assert_allclose(y, _reference(x, ops, group, at), **_tol(dtype))
     assert list(hak._chosen.values()) == [way]
-    assert (shares == [2]) == (way == "heads")      # two blocks of two heads, handed over once
+    assert (shares == [2]) == (way == "rows")      # two blocks of two heads, handed over once
 
 
 def test_heads_and_the_two_kernels_agree(heads):
-    heads(_Tuner(cached="heads"))
+    heads(_Tuner(cached="rows"))
     x, ops = _operands(np.float32, t=128, c=64)
     split = hak.head_attention(x, *ops, **GROUP, **ATT, at=(0, 1, 2))
     with gemm.blocks_here(2):       # nothing handed over: the two kernels (no way asked)
@@ -82,7 +82,7 @@ def test_heads_and_the_two_kernels_agree(heads):
 
 
 def test_timed_on_a_quiet_machine_once_and_the_choice_kept(heads):
-    tuner = _Tuner(pick="heads")
+    tuner = _Tuner(pick="rows")
     shares, _ = heads(tuner, quiet=True)
     x, ops = _operands(np.float32)
     for _ in range(3):
@@ -90,12 +90,12 @@ def test_timed_on_a_quiet_machine_once_and_the_choice_kept(heads):
     np.testing.assert_allclose(y, _reference(x, ops), **_tol(np.float32))
     # the attention's class: T 40, S 40, D 8 -> bits 6, 6, 4, 4 pairs -> b3; the input's width 24 -> c5
     assert [(cls, ways) for cls, ways, _ in tuner.timed] == [("head-attention:float32:NT:6,6,4,b3,c5,p2",
-                                                              ["heads", "one"])]
-    assert list(hak._chosen.values()) == ["heads"] and shares.count(2) == 4     # (the timing ran it once)
+                                                              ["one", "rows"])]
+    assert list(hak._chosen.values()) == ["rows"] and shares.count(2) == 4     # (the timing ran it once)
 
 
 def test_no_timing_under_load_the_two_kernels_kept(heads):
-    tuner = _Tuner(pick="heads")
+    tuner = _Tuner(pick="rows")
     shares, _ = heads(tuner, quiet=False)
     x, ops = _operands(np.float32)
     np.testing.assert_allclose(hak.head_attention(x, *ops, **GROUP, **ATT, at=(0, 1, 2)), _reference(x, ops),
@@ -105,7 +105,7 @@ def test_no_timing_under_load_the_two_kernels_kept(heads):
 
 @pytest.mark.parametrize("parts", [1, "here"])
 def test_one_thread_or_inside_blocks_here_asks_nothing(heads, parts):
-    tuner = _Tuner(pick="heads")
+    tuner = _Tuner(pick="rows")
     shares, _ = heads(tuner, quiet=True, parts=1 if parts == 1 else 2)
     x, ops = _operands(np.float64)
     if parts == "here":
@@ -119,7 +119,7 @@ def test_one_thread_or_inside_blocks_here_asks_nothing(heads, parts):
 
 @pytest.mark.parametrize("why", ["one head", "float16", "no bias", "weight dtype differs"])
 def test_steps_that_cannot_run_by_heads_take_the_two_kernels(heads, why):
-    tuner = _Tuner(cached="heads", pick="heads")
+    tuner = _Tuner(cached="rows", pick="rows")
     shares, _ = heads(tuner, quiet=True)
     x, ops = _operands(np.float32, n_heads=1 if why == "one head" else 4)
     group = dict(GROUP)
@@ -163,7 +163,7 @@ def _attend(n_heads=4, d=8, c=24):
     return projections, attend, numpy
 
 
-@pytest.mark.parametrize("way", ["one", "heads"])
+@pytest.mark.parametrize("way", ["one", "rows"])
 def test_the_pass_makes_one_step_of_an_inference_plan_s_attention(heads, way):
     heads(_Tuner(cached=way))
     projections, attend, numpy = _attend()
@@ -189,7 +189,7 @@ def test_the_pass_equals_the_plan_without_it(heads, monkeypatch):
 
 @pytest.mark.parametrize("why", ["value fetched", "key read elsewhere", "training plan"])
 def test_no_fusion_where_a_projection_is_read_elsewhere(heads, why):
-    heads(_Tuner(cached="heads"))
+    heads(_Tuner(cached="rows"))
     projections, attend, numpy = _attend()
     x = RNG.standard_normal((1, 40, 24)).astype(np.float32)
     counter = tw.Variable(0.0)

@@ -13,10 +13,11 @@ split on its own (or not) and the attention another (issue 18, enc29: PyTorch ra
 Which way a geometry takes is its class's timing (``head-attention:<the attention's class>,c<bits
 of the input's width>,p<parts>`` in the GEMM tuner's file, on a quiet machine with the own-core
 probe): ``"one"``, the group's kernel then the attention's (the plan without the pass: its bits;
-the incumbent, and the way untimed under load), or ``"heads"`` (:func:`_by_heads`). The heads
-way's bias, ReLU, scale and attention are the same operations per element and per pair as the two
-kernels' fused ways; its products are column blocks of the group's product (each output column
-from the same row and column of the operands).
+the incumbent, and the way untimed under load), or ``"rows"``, by heads (:func:`_by_heads`; the
+name the GEMM tuner's file knows for a split way). The heads way's bias, ReLU, scale and attention
+are the same operations per element and per pair as the two kernels' fused ways; its products are
+column blocks of the group's product (each output column from the same row and column of the
+operands).
 
 >>> import numpy as np
 >>> x, w, b = np.ones((1, 2, 2), np.float32), np.ones((2, 1, 2), np.float32), np.zeros((1, 2), np.float32)
@@ -33,7 +34,7 @@ from tensorweave.core import derived
 from tensorweave.kernels.cpu import (attention_kernels, einsum_bias_kernels, einsum_group_kernels, einsum_matmul, gemm,
                                     gemm_tuning)
 
-#: this process's geometries -> "one" or "heads" (:func:`_way`), at most ``einsum_matmul.GEOMETRIES``
+#: this process's geometries -> "one" or "rows" (by heads; :func:`_way`), at most ``einsum_matmul.GEOMETRIES``
 _chosen = {}
 
 
@@ -50,7 +51,7 @@ def head_attention(a, *operands, equation, count, weight_axis, out_axis, bias, r
         way = _chosen.get(key)
         if way is None:
             way = einsum_matmul.remember(_chosen, key, _way(a, operands, group, dot, combine, at, parts))
-        if way == "heads":
+        if way == "rows":
             got = _operands(a, operands, group, at)
             if got is not None:
                 return _by_heads(got, group, parts)
@@ -121,7 +122,7 @@ def _by_heads(operands, group, parts):
 
 
 def _way(a, operands, group, dot, combine, at, parts):
-    """``"one"`` or ``"heads"`` for a new geometry: "one" where the heads way cannot run; else
+    """``"one"`` or ``"rows"`` (by heads) for a new geometry: "one" where the heads way cannot run; else
     its class's way: the tuning file's, or timed now on a quiet machine, "one" otherwise."""
     got = _operands(a, operands, group, at)
     if got is None:
@@ -133,6 +134,6 @@ def _way(a, operands, group, dot, combine, at, parts):
     chosen = gemm._cached_threaded(cls, can_time)
     if chosen is None and can_time:
         runners = {"one": functools.partial(_apart, a, operands, group, dot, combine, at),
-                   "heads": functools.partial(_by_heads, got, group, parts)}
+                   "rows": functools.partial(_by_heads, got, group, parts)}
         chosen = gemm.timed_choice(cls, runners, "one", runners["one"])
     return chosen or "one"

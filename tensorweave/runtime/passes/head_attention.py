@@ -3,7 +3,7 @@
 three products whose outputs the ``FusedAttention`` alone reads, as its key, query and value.
 
 Why: each head reads its own columns of the three projections, so one hand-off can carry a block
-of heads through its projections and its attention (the kernel's ``"heads"`` way, chosen by its
+of heads through its projections and its attention (the kernel's ``"rows"`` way, by heads, chosen by its
 class's timing on a quiet machine) where the projection and the attention were split, or not,
 each on its own (issue 18, enc29). Where the class keeps ``"one"`` the node runs the two kernels
 it stands for: the bits of the plan without it.
