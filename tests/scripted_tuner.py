@@ -30,3 +30,29 @@ class ScriptedTuner:
 
     def threshold(self, name, walk, default):
         return default
+
+
+def scripted_split(monkeypatch, caches):
+    """``setup(tuner, quiet=False, parts=2)`` for a test of a split class's kernel: the split parts,
+    the GEMM tuner (``tuner``) and the quiet check scripted, the process caches ``caches`` (``(module,
+    name)`` pairs) emptied; returns the list of task counts ``gemm.share_tasks`` was given and the set
+    of threads those tasks ran on (filled as the kernel runs)."""
+    import threading
+
+    from tensorweave.kernels.cpu import gemm, gemm_tuning
+    shares, threads = [], set()
+
+    def setup(tuner, quiet=False, parts=2):
+        for module, name in caches:
+            monkeypatch.setattr(module, name, {})
+        monkeypatch.setattr(gemm, "split_parts", lambda: parts)
+        monkeypatch.setattr(gemm, "tuner", lambda: tuner)
+        monkeypatch.setattr(gemm_tuning, "quiet", lambda: quiet)
+        real = gemm.share_tasks
+
+        def share(tasks, n):
+            shares.append(len(tasks))
+            return real([lambda t=t: threads.add(threading.get_ident()) or t() for t in tasks], n)
+        monkeypatch.setattr(gemm, "share_tasks", share)
+        return shares, threads
+    return setup

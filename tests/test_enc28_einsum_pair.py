@@ -5,16 +5,15 @@ way equals NumPy's float64 values, the class is timed on a quiet machine only an
 kept, pairs that cannot run by rows take the two calls, the pass matches an inference plan's
 ``Dense(relu) -> Dense`` alone."""
 import functools
-import threading
 
 import numpy as np
 import pytest
 
 import tensorweave as tw
 from tensorweave.kernels.cpu import einsum_bias_kernels as ebk
-from tensorweave.kernels.cpu import einsum_matmul, gemm, gemm_tuning
+from tensorweave.kernels.cpu import einsum_matmul, gemm
 from tensorweave.runtime.passes import einsum_pair, plan_stats
-from scripted_tuner import ScriptedTuner
+from scripted_tuner import ScriptedTuner, scripted_split
 
 pytestmark = pytest.mark.skipif(not gemm._gemm_serial, reason="needs MKL's one-thread GEMM (gemm._gemm_serial)")
 RNG = np.random.default_rng(28)
@@ -27,25 +26,10 @@ _Tuner = functools.partial(ScriptedTuner, "einsum-pair:")
 
 @pytest.fixture
 def pair(monkeypatch):
-    """``setup(tuner, quiet=False, parts=2)``: the split parts, the tuner and the quiet check
-    scripted, the caches emptied; returns the list of task counts ``gemm.share_tasks`` was given
-    and the set of threads those tasks ran on."""
-    shares, threads = [], set()
-
-    def setup(tuner, quiet=False, parts=2):
-        monkeypatch.setattr(ebk, "_pair_chosen", {})
-        monkeypatch.setattr(einsum_matmul, "_rows_chosen", {})
-        monkeypatch.setattr(gemm, "split_parts", lambda: parts)
-        monkeypatch.setattr(gemm, "tuner", lambda: tuner)
-        monkeypatch.setattr(gemm_tuning, "quiet", lambda: quiet)
-        real = gemm.share_tasks
-
-        def share(tasks, n):
-            shares.append(len(tasks))
-            return real([lambda t=t: threads.add(threading.get_ident()) or t() for t in tasks], n)
-        monkeypatch.setattr(gemm, "share_tasks", share)
-        return shares, threads
-    return setup
+    """``setup(tuner, quiet=False, parts=2)`` (``scripted_tuner.scripted_split``): the split parts, the
+    tuner and the quiet check scripted, the caches emptied; returns the list of task counts
+    ``gemm.share_tasks`` was given and the set of threads those tasks ran on."""
+    return scripted_split(monkeypatch, ((ebk, "_pair_chosen"), (einsum_matmul, "_rows_chosen")))
 
 
 def _operands(dtype, m=96, k=32, n1=48, n2=24, bias1=None):

@@ -115,13 +115,19 @@ def _fused(k, q, v, fn, set_local, parts, out, probs=None):
     pairs, t, n = q.shape[0] * q.shape[2], q.shape[1], k.shape[1]
 
     def block(p0, p1):
-        s = np.empty((p1 - p0, t, n), q.dtype) if probs is None else probs[p0:p1]
-        scores_shift(fn, set_local, q, k, s, p0, p1)
-        with np.errstate(all="ignore"):     # (rows of -inf: NaN, as the Softmax kernel's)
-            np.exp(s, out=s)
-        normalize_combine(fn, set_local, s, v, out, p0, p1)
+        pair_block(k, q, v, fn, set_local, out, p0, p1, None if probs is None else probs[p0:p1])
     over_pairs(pairs, t * n * q.itemsize, parts, block)
     return out
+
+
+def pair_block(k, q, v, fn, set_local, out, p0, p1, s=None):
+    """Pairs ``p0:p1`` (``b, h = divmod(p, heads)``) into ``out`` on this thread: scores, softmax
+    and weighted sum, their tiles in ``s`` (``[p1 - p0, T, S]``; a scratch array when None)."""
+    s = np.empty((p1 - p0, q.shape[1], k.shape[1]), q.dtype) if s is None else s
+    scores_shift(fn, set_local, q, k, s, p0, p1)
+    with np.errstate(all="ignore"):     # (rows of -inf: NaN, as the Softmax kernel's)
+        np.exp(s, out=s)
+    normalize_combine(fn, set_local, s, v, out, p0, p1)
 
 
 #: this process's classes (tuples) -> "mkl", "one" or "rows"

@@ -29,9 +29,9 @@ plans already cached keep the options they were built with. The environment vari
 """
 import os
 
-from tensorweave.runtime.passes import (algebraic, attention, attention_train, bn_add_relu, constant_folding, cse,
-                                        einsum_group, einsum_pair, fusion, memory, prune, remapping, residual_norm,
-                                        transpose_fold)
+from tensorweave.runtime.passes import (algebraic, attention, attention_train, block_tail, bn_add_relu,
+                                        constant_folding, cse, einsum_group, einsum_pair, fusion, head_attention,
+                                        memory, prune, remapping, residual_norm, transpose_fold)
 from tensorweave.runtime.passes.ir import Work
 
 DEFAULTS = {
@@ -83,8 +83,10 @@ _PIPELINE = (
     ("remapping", einsum_group.run),    # (after the commit: it groups the remapping's FusedEinsum nodes)
     ("remapping", attention.run),       # (after the group: its query is the group's output)
     ("remapping", attention_train.run),  # (training plans: the forward with its backward)
+    ("remapping", head_attention.run),  # (inference plans: the Q/K/V group and the attention by heads)
     ("remapping", einsum_pair.run),     # (inference plans: a Dense(relu) -> Dense pair by rows)
     ("remapping", residual_norm.run),   # (after the commit: the layer norms the remapping made)
+    ("remapping", block_tail.run),      # (inference plans: a block's projection, norms and pair by rows)
     ("pruning", prune.run),
     ("elementwise_fusion", fusion.run),
     ("pruning", prune.run),
