@@ -63,7 +63,7 @@ def split_by(monkeypatch, tmp_path):
     """Products above a tiny one-thread size on two parts, each class run the way asked."""
     def force(backend):
         monkeypatch.setitem(gemm._tuning, "tuner", gemm_tuning.Tuner(
-            str(tmp_path / "t.json"), {"cpu": "x"}, ("mkl", "numpy", "mkl1", "numpy1", "rows", "cols")))
+            str(tmp_path / "t.json"), {"cpu": "x"}, gemm.WAYS))
         monkeypatch.setitem(gemm._tuning, "on", False)
         monkeypatch.setitem(gemm._split, "on", True)
         monkeypatch.setattr(gemm, "_split_chosen", {})

@@ -11,7 +11,7 @@ import tensorweave as tw
 from tensorweave.kernels.cpu import gemm, gemm_tuning
 
 KEY = {"cpu": "Test CPU 9000", "cores": 2, "versions": {"mkl": "m1", "numpy": "n1"}}
-BACKENDS = ("mkl", "numpy", "mkl1", "numpy1", "rows", "cols", "one")
+BACKENDS = gemm.WAYS
 needs_serial = pytest.mark.skipif(not gemm._gemm_serial, reason="MKL with a per-thread setting is not loaded")
 needs_openblas = pytest.mark.skipif(gemm._openblas_threads() is None, reason="NumPy's BLAS is not an OpenBLAS")
 F32 = np.dtype(np.float32)

@@ -43,7 +43,7 @@ def rounds(thin, monkeypatch):  # noqa: F811 - the imported fixture
 
 
 def _on_disk(cls):
-    return gemm_tuning.Tuner(gemm.tuner().path, KEY, BACKENDS + ("par",)).backend(cls)
+    return gemm_tuning.Tuner(gemm.tuner().path, KEY, BACKENDS).backend(cls)
 
 
 @needs_serial

@@ -346,12 +346,15 @@ def _mkl_version():
     return buf.value.decode("ascii", "replace").strip()
 
 
+#: every way a class of :func:`tuner` may choose (here, and the einsum, attention and fused-block
+#: classes of other modules): the cache file's reader keeps no other name
+WAYS = ("mkl", "numpy", "mkl1", "numpy1", "rows", "cols", "one", "par", "mklT", "shared", "caller", "apart")
+
+
 def tuner():
     """The :class:`gemm_tuning.Tuner` of this process (made, and its cache file read, on first use)."""
     if _tuning["tuner"] is None:
-        _tuning["tuner"] = gemm_tuning.Tuner(gemm_tuning.cache_path(), machine_key(),
-                                              ("mkl", "numpy", "mkl1", "numpy1", "rows", "cols", "one", "par",
-                                               "mklT", "shared", "caller"))
+        _tuning["tuner"] = gemm_tuning.Tuner(gemm_tuning.cache_path(), machine_key(), WAYS)
     return _tuning["tuner"]
 
 

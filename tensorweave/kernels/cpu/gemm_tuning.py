@@ -755,6 +755,10 @@ class Tuner:
         settled entry, this timing spends one of its :data:`MAX_RETIMES`, and an unsettled one
         leaves the old entry (its choice) standing. :meth:`record` keeps a :func:`pick`; a thin
         class's rounds (``gemm._thin_timing``) keep their own agreement the same way."""
+        if entry["backend"] not in self.backends:
+            # the file's reader drops such an entry: the class would be timed again in every process
+            raise ValueError(f"tuning class {cls}: way {entry['backend']!r} is not one this tuner keeps "
+                             f"({', '.join(sorted(self.backends))}); add it to the tuner's ways")
         old = self.choices.get(cls)
         self.retimed.add(cls)
         entry = {**entry, **{f"{name}_us": round(_median(ts) * 1e6, 1) for name, ts in times.items()},
