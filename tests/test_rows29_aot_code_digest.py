@@ -145,3 +145,28 @@ def test_a_module_that_no_longer_parses_is_stale(built):
     pkg, root, directory, _ = built
     _edit(root / "helper.py", "return v * 2", "return v *")
     assert aot.stale_sources(directory) == [f"{pkg}.helper"]
+
+
+def test_an_unchanged_file_is_checked_by_its_bytes_without_a_parse(built, monkeypatch):
+    pkg, root, directory, manifest = built
+    assert manifest["files"][f"{pkg}.helper"] == {"sha256": aot.sha256_file(str(root / "helper.py")),
+                                                  "code": manifest["sources"][f"{pkg}.helper"]}
+
+    def parse(module):
+        raise AssertionError(f"{module} parsed")
+    monkeypatch.setattr(aot, "code_digest", parse)
+    assert aot.stale_sources(directory) == []
+    assert _served(pkg, directory)
+    _edit(root / "helper.py", '"""Two of ``v``."""', '"""Doubled."""')      # bytes changed: parsed again
+    with pytest.raises(AssertionError, match=rf"{pkg}.helper parsed"):
+        aot.stale_sources(directory)
+
+
+def test_the_recorded_digest_of_a_file_decides_only_for_that_files_bytes(package):
+    pkg, root = package
+    module = f"{pkg}.helper"
+    digest = aot.code_digest(module)
+    files = {module: {"sha256": aot.sha256_file(str(root / "helper.py")), "code": "recorded"}}
+    assert aot.current_digest(module, files) == "recorded"
+    for other in ({module: {"sha256": "0" * 64, "code": "recorded"}}, {}, None, [], {module: "recorded"}):
+        assert aot.current_digest(module, other) == digest

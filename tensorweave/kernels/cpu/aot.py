@@ -79,6 +79,21 @@ def code_digest(module):
     return hashlib.sha256(ast.dump(tree).encode()).hexdigest()
 
 
+def current_digest(module, files=None):
+    """:func:`code_digest` of ``module`` now. ``files`` (a manifest's: per module the file's SHA-256
+    and the digest of its code when built) spares the parse: a file byte for byte the one built from
+    has that digest (a SHA-256: ~0.04 ms; a parse ~11 ms, 290 ms for a build's 26 modules at load 4)."""
+    known = files.get(module) if isinstance(files, dict) else None
+    if isinstance(known, dict) and known.get("sha256") == sha256_file(module_source(module)):
+        return known.get("code")
+    return code_digest(module)
+
+
+def file_digests(sources):
+    """A manifest's ``files`` (:func:`current_digest`) for its ``sources`` (module: code digest)."""
+    return {m: {"sha256": sha256_file(module_source(m)), "code": digest} for m, digest in sources.items()}
+
+
 def machine():
     """What a build is valid for: library versions and the CPU LLVM compiles for."""
     import llvmlite
@@ -109,6 +124,7 @@ class Library:
         self.directory = directory
         self.manifest = manifest
         self.sources = manifest["sources"]
+        self.files = manifest.get("files")
         self.depends = manifest.get("depends", {})
         self.loops = {}
         for e in manifest["exports"]:
@@ -124,7 +140,7 @@ class Library:
             stale = []
             for m in self.depends.get(module, [module]):
                 try:
-                    if code_digest(m) != self.sources.get(m):
+                    if current_digest(m, self.files) != self.sources.get(m):
                         stale.append(m)
                 except (OSError, AttributeError, ImportError, ValueError, SyntaxError):
                     stale.append(m)
@@ -147,13 +163,14 @@ def stale_sources(directory=DIRECTORY):
     """
     try:
         with open(os.path.join(directory, MANIFEST), encoding="utf-8") as f:
-            sources = json.load(f)["sources"]
+            manifest = json.load(f)
+        sources, files = manifest["sources"], manifest.get("files")
     except (OSError, ValueError, KeyError, TypeError):
         return None
     stale = []
     for module, digest in sources.items():
         try:
-            current = code_digest(module)
+            current = current_digest(module, files)
         except (OSError, AttributeError, ImportError, ValueError, SyntaxError):
             current = None
         if current != digest:
@@ -185,7 +202,7 @@ def load(directory=DIRECTORY):
     except (OSError, ValueError, KeyError) as e:
         return _reject(f"{path} could not be read ({e})")
     try:
-        same_builder = code_digest(BUILDER) == sources.get(BUILDER)
+        same_builder = current_digest(BUILDER, manifest.get("files")) == sources.get(BUILDER)
     except (OSError, ImportError, AttributeError, SyntaxError, ValueError):
         same_builder = False
     if not same_builder:

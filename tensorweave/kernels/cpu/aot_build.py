@@ -139,7 +139,8 @@ def build(directory=aot.DIRECTORY, kernels=KERNELS, verbose=False):
             cc.compile()
         built = os.path.join(tmp, name + suffix)
         manifest = {"format": aot.FORMAT, "module": name, "sha256": aot.sha256_file(built),
-                    "machine": machine, "sources": sources, "depends": depends, "exports": exports,
+                    "machine": machine, "sources": sources, "files": aot.file_digests(sources), "depends": depends,
+                    "exports": exports,
                     "built": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
         os.replace(built, os.path.join(directory, name + suffix))
         with open(os.path.join(tmp, aot.MANIFEST), "w", encoding="utf-8") as f:
