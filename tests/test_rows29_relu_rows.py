@@ -111,18 +111,16 @@ def test_bias_act_relu_gives_its_twins_bits_signed_zeros_too():
     assert _same(got, want) and not np.signbit(got[:, 0]).any()
 
 
-def _stores(kernel, *args):
-    signature = tuple(kernel.typeof_pyval(a) for a in args)
-    kernel.compile(signature)
-    return kernel.inspect_llvm(signature)
-
-
-@pytest.mark.skipif(not _avx2_host(), reason="LLVM's vector code is checked on x86-64 CPUs with AVX2")
-def test_the_in_place_loop_stores_whole_vectors():
+@pytest.mark.skipif(not _avx2_host(), reason="the machine code is checked on x86-64 CPUs with AVX2")
+def test_the_in_place_loop_stores_whole_vectors_not_masked_ones():
+    # (x[i] = 0 if x[i] <= 0 else x[i] compiles to vmaskmovps stores of the zeros: 36 µs for 65,536 float32
+    # against 6-7 for whole-vector stores, AMD EPYC Zen 4)
     x = np.zeros(64, np.float32)
 
     @jit.njit
     def in_place(x):
         nn_loops.relu(x, x)
-    ir = _stores(in_place, x)
-    assert re.search(r"store <\d+ x float>", ir) and "llvm.masked.store" not in ir
+    signature = (in_place.typeof_pyval(x),)
+    in_place.compile(signature)
+    asm = in_place.inspect_asm(signature)
+    assert re.search(r"vmovups\s+%ymm\d+, ", asm) and "vmaskmov" not in asm
