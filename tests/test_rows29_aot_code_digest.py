@@ -22,6 +22,11 @@ from tensorweave.kernels.cpu.jit import njit
 from {pkg} import helper
 
 
+class Scale:
+    """A class's docstring."""
+    factor = 1
+
+
 @njit
 def scaled(x, out):
     """``out = helper.twice(x) + 1``."""
@@ -67,6 +72,8 @@ def _edit(path, old, new):
     ('"""Kernels of a test package."""', '"""Kernels.\n\nLonger now."""', True),
     ("# one more", "# one more, as the caller wants", True),
     ("@njit\ndef scaled", "\n\n@njit\ndef scaled", True),                       # layout
+    ('"""A class\'s docstring."""', '"""Another docstring of the class."""', True),
+    ("    factor = 1", "    factor = 2", False),
     ("helper.twice(x[i]) + 1", "helper.twice(x[i]) + 2", False),
     ("out[i] = ", "out[i] = -", False),
     ('"""``out = helper.twice(x) + 1``."""', '"""``out = helper.twice(x) + 1``."""\n    x = x[1:]', False),

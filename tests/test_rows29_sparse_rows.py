@@ -122,19 +122,26 @@ def test_an_update_with_rows_of_two_types_of_ids_and_float64():
     assert all(a.tobytes() == b.tobytes() for a, b in zip(got, want))
 
 
-def test_ahead_hints_only_the_row_the_look_ahead_names():
-    seen = []
+def test_ahead_hints_the_row_the_look_ahead_names_in_every_table_and_reads_no_index_past_the_end(monkeypatch):
+    hinted = []
+    monkeypatch.setattr(prefetch, "row", lambda table, k: hinted.append((id(table), int(k))))
+    tables = (np.zeros((8, 3), F), np.ones((8, 3), F))
+    idx = np.array([6, 1, 7, 0, 5, 2, 3], np.int32)
+    for r in range(len(idx) + 2):                       # (Python's indexing raises past the end)
+        hinted.clear()
+        prefetch.ahead.py_func(tables, idx, r)
+        k = r + prefetch.AHEAD
+        assert hinted == ([(id(t), int(idx[k])) for t in tables] if k < len(idx) else [])
 
-    @jit.njit
-    def hinted(idx, r):
-        tables = (np.zeros((8, 3), F),)
-        prefetch.ahead(tables, idx, r)
-        return r + prefetch.AHEAD < idx.shape[0]
 
-    idx = np.arange(prefetch.AHEAD + 2, dtype=np.int32)
-    for r in range(len(idx) + 2):
-        seen.append(bool(hinted(idx, r)))
-    assert seen == [r + prefetch.AHEAD < len(idx) for r in range(len(idx) + 2)]
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_each_row_loop_hints_every_table_it_updates(name, monkeypatch):
+    loop, n, _, extra = CASES[name]
+    tables, idx = _tables(n, 5), _idx(prefetch.AHEAD + 3, False)
+    asked = []
+    monkeypatch.setattr(prefetch, "ahead", lambda ts, i, r: asked.append((tuple(map(id, ts)), r)))
+    loop.py_func(*tables, idx, np.ones((len(idx), 5), F), LR, *extra)
+    assert asked == [(tuple(map(id, tables)), r) for r in range(len(idx))]
 
 
 @pytest.mark.parametrize("name", ["sgd", "adagrad", "rmsprop momentum centered"])
