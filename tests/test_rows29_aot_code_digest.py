@@ -177,3 +177,13 @@ def test_the_recorded_digest_of_a_file_decides_only_for_that_files_bytes(package
     assert aot.current_digest(module, files) == "recorded"
     for other in ({module: {"sha256": "0" * 64, "code": "recorded"}}, {}, None, [], {module: "recorded"}):
         assert aot.current_digest(module, other) == digest
+
+
+def test_a_builder_whose_source_does_not_parse_counts_as_another_builder(built, tmp_path, monkeypatch):
+    pkg, _, directory, _ = built
+    broken = tmp_path / "aot_build.py"
+    broken.write_text("def build(:\n")
+    real = aot.module_source
+    monkeypatch.setattr(aot, "module_source", lambda m: str(broken) if m == aot.BUILDER else real(m))
+    with pytest.warns(aot.AOTWarning, match=r"was made by another version of tensorweave.kernels.cpu.aot_build"):
+        assert aot.load(directory) is None
