@@ -33,9 +33,10 @@ Row fields:
   libraries are (inside its baseline). ``warmup_compiles``: the numba compiles of that step
   (with a current ahead-of-time build only loops the build cannot hold, such as fused elementwise
   loops made from a graph). Until session 25 the figure was ``jit_code_mb``, measured with the
-  copy still alive: it counted the copy's weights and optimizer slots too (widedeep's two
-  1M-row tables and their Adam slots: 277 of its 277 MB with no compile). JAX's and TensorFlow's
-  compilations happen in their first step and stay in their step figures.
+  copy still alive: it counted the copy's weights and optimizer slots (widedeep's 1M-row tables
+  and their Adam slots: 262 of its 277 MB, with no compile), and since a Keras model's reference
+  cycles outlived the function, ``rss_base_mb`` counted them too (widedeep 560 MB, 299 now). JAX's
+  and TensorFlow's compilations happen in their first step and stay in their step figures.
 
 The framework ``tensorweave-blas1`` is tensorweave with NumPy's BLAS limited to one thread
 (threadpoolctl), a diagnostic for thread oversubscription; the ratios use plain ``tensorweave``.
