@@ -3,8 +3,9 @@
 ``make setup`` (or ``python -m tensorweave.kernels.cpu.aot_build``) compiles the loops of
 ``aot_kernels.KERNELS`` into one extension module in this package's ``_aot`` folder, with a
 manifest (JSON) naming the module file and its SHA-256, the :func:`code_digest` of every kernel
-module's source it was built from (its code: a docstring or comment edit keeps a build current), the versions of numba, llvmlite, NumPy and Python, and the CPU
-(LLVM's name and feature string) it was built for. When a kernel of that table is defined
+module it was built from (its code: a docstring or comment edit keeps a build current), the
+versions of numba, llvmlite, NumPy and Python, and the CPU (LLVM's name and feature string) it
+was built for. When a kernel of that table is defined
 (``jit.njit``/``njit_twin``), :func:`attach` puts the built loop into the kernel's numba
 dispatcher for each built signature, so a call with those argument types runs it at once (numba's
 own type dispatch, in C) instead of compiling.
@@ -154,9 +155,10 @@ class Library:
 
 
 def stale_sources(directory=DIRECTORY):
-    """The modules whose code changed since the build in ``directory`` (:func:`code_digest`; sorted;
-    empty when the build is current; None when nothing readable was built there). A benchmark records this: with
-    a stale build the first steps of every process compile, and a short run times the compiler.
+    """The modules whose code changed since the build in ``directory`` (:func:`code_digest`;
+    sorted; empty when the build is current; None when nothing readable was built there). A
+    benchmark records this: with a stale build the first steps of every process compile, and a
+    short run times the compiler.
 
     >>> stale_sources("/nonexistent") is None
     True

@@ -162,8 +162,6 @@ def relu(x, out):
             out[i] = relu_value(x[i], zero)
 
 
-_relu = relu        # the dispatcher, for compiled callers (the name below is rebound)
-
 
 @njit
 def bias_add(v, b, out):

@@ -214,7 +214,7 @@ def _rmsprop_flat(w, v, mom, avg, g, lr, rho, one_minus_rho, momentum, eps, use_
 
 
 # The row loops below ask for their tables' rows ahead, as _adam_rows does (prefetch.ahead); the slots an
-# RMSprop without momentum or centering leaves unused are its velocity again (hinted twice: no cost seen)
+# RMSprop without momentum or centering leaves unused are its velocity again (asked for twice: a hint more)
 @njit
 def _rmsprop_rows(w, v, mom, avg, idx, g, lr, rho, one_minus_rho, momentum, eps, use_momentum, centered):
     for r in range(idx.shape[0]):
