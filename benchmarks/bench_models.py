@@ -26,10 +26,16 @@ Row fields:
 * ``rss_warmup_peak_mb``: ``getrusage`` ru_maxrss minus ``rss_base_mb`` (includes tracing/compiling);
 * ``tracemalloc_step_peak_mb`` (tensorweave only): the peak of NumPy allocations (NumPy reports
   its buffers to ``tracemalloc``) during one step, above the level at its start;
-* ``jit_code_mb`` (tensorweave only): RSS growth of one step of a throw-away copy of the model on a
-  2-sample batch, run before ``rss_base_mb`` is taken (freed heap trimmed) — the numba kernels'
-  machine code,
-  kept out of the step memory as PyTorch's kernels are (they are in its shared libraries). JAX's
+* ``warmup_retained_mb`` (tensorweave only): the resident memory one step of a throw-away copy of
+  the model (a 2-sample batch, before ``rss_base_mb`` is taken) leaves behind once that copy is
+  freed (heap trimmed): machine code compiled in it, libraries mapped on first use (MKL's),
+  per-process caches (tuning, plans) — kept out of the step memory as PyTorch's kernels and
+  libraries are (inside its baseline). ``warmup_compiles``: the numba compiles of that step
+  (with a current ahead-of-time build only loops the build cannot hold, such as fused elementwise
+  loops made from a graph). Until session 25 the figure was ``jit_code_mb``, measured with the
+  copy still alive: it counted the copy's weights and optimizer slots (widedeep's 1M-row tables
+  and their Adam slots: 262 of its 277 MB, with no compile), and since a Keras model's reference
+  cycles outlived the function, ``rss_base_mb`` counted them too (widedeep 560 MB, 299 now). JAX's
   and TensorFlow's compilations happen in their first step and stay in their step figures.
 
 The framework ``tensorweave-blas1`` is tensorweave with NumPy's BLAS limited to one thread
@@ -48,6 +54,7 @@ Usage: ``python benchmarks/bench_models.py [--quick] [--only mlp,cnn] [--peers t
 Timings are never asserted in tests; figures live in BENCHMARKS.md.
 """
 import argparse
+import contextlib
 import json
 import os
 import resource
@@ -138,7 +145,8 @@ def make_tensorweave(workload, data, threads, blas_threads=None, compile_first=T
     ``compile_first``: one training step of a throw-away copy of the model compiles the numba
     kernels before the baseline RSS is taken, so the step memory counts data (gradients, slots,
     activations), not machine code — PyTorch's kernels are in its shared libraries, inside its
-    baseline. The code's size is reported as ``jit_code_mb``."""
+    baseline. What that step leaves behind once the copy is freed is ``warmup_retained_mb``, its
+    numba compiles ``warmup_compiles`` (module docstring)."""
     import gc
 
     import tensorweave as tw
@@ -159,16 +167,19 @@ def make_tensorweave(workload, data, threads, blas_threads=None, compile_first=T
     info = {"blas_threads": blas_threads, "gemm": gemm.library()}
     if compile_first:
         before = current_rss_mb()
-        warm = build()
-        if workload in PREDICT:
-            warm.predict_on_batch(x[:1])
-        else:
-            warm.train_on_batch(x[:2], y[:2])   # a 2-sample batch: the same kernels, little data
-        from tensorweave.kernels.cpu import jit
-        jit.wait_for_compiles()                 # the kernels that compiled in the background
+        with counted_compiles() as compiled:
+            warm = build()
+            if workload in PREDICT:
+                warm.predict_on_batch(x[:1])
+            else:
+                warm.train_on_batch(x[:2], y[:2])   # a 2-sample batch: the same kernels, little data
+            from tensorweave.kernels.cpu import jit
+            jit.wait_for_compiles()                 # the kernels that compiled in the background
+        del warm                                    # its weights and slots are no code
         gc.collect()
         _release_free_heap()
-        info["jit_code_mb"] = round(current_rss_mb() - before, 1)
+        info["warmup_retained_mb"] = round(current_rss_mb() - before, 1)
+        info["warmup_compiles"] = len(compiled)
     model = build()
 
     if workload in PREDICT:
@@ -179,6 +190,33 @@ def make_tensorweave(workload, data, threads, blas_threads=None, compile_first=T
             return float(model.train_on_batch(x, y))
     step.model = model
     return step, tw.__version__ if hasattr(tw, "__version__") else "dev", info
+
+
+@contextlib.contextmanager
+def counted_compiles():
+    """A list that gets one entry (the kernel's name) per numba compile, on any thread, while the
+    block runs (numba's ``numba:compile`` events).
+
+    >>> import numba
+    >>> with counted_compiles() as compiled:
+    ...     _ = numba.njit(lambda v: v + 1)(1)
+    >>> len(compiled)
+    1
+    """
+    from numba.core import event
+
+    class Listener(event.Listener):
+        def on_start(self, ev):
+            pass
+
+        def on_end(self, ev):
+            compiled.append(ev.data["dispatcher"].py_func.__qualname__)
+    compiled, listener = [], Listener()
+    event.register("numba:compile", listener)
+    try:
+        yield compiled
+    finally:
+        event.unregister("numba:compile", listener)
 
 
 # ---- memory ------------------------------------------------------------------------------------

@@ -51,6 +51,7 @@ def _cases():
     frozen.flags.writeable = False          # a read-only bias (the encoder's stacked q/k/v biases; cold28)
     yield nn_loops.bias_act, (y, frozen, True), (0,)
     yield nn_loops.column_sums, (g, RNG.standard_normal(19)), (1,)
+    yield nn_loops.relu, (g.reshape(-1), np.empty(g.size, np.float32)), (1,)      # (the Relu kernel's loop)
     yield nn_loops.relu_grad_column_sums, (g, y, np.empty_like(g), np.zeros(19)), (2, 3)
     yield nn_loops.relu_mask_column_sums, (g.copy(), y, np.zeros(19)), (0, 2)
     x = _floats(50, 10, scale=5)

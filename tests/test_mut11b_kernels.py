@@ -107,7 +107,7 @@ def test_an_extension_that_cannot_be_imported_falls_back(tmp_path):
     import importlib.machinery
 
     from tensorweave.kernels.cpu import aot
-    builder = aot.sha256_file(aot.module_source(aot.BUILDER))
+    builder = aot.code_digest(aot.BUILDER)
     file = tmp_path / ("_tw_aot_x" + importlib.machinery.EXTENSION_SUFFIXES[0])
     file.write_bytes(b"not a shared object")
     aot, directory = _manifest(tmp_path, sha256=aot.sha256_file(str(file)), sources={aot.BUILDER: builder},

@@ -4,7 +4,8 @@
 it): numba's ``pycc`` compiles every listed signature into one extension module for this CPU,
 with the JIT's settings (NumPy's error model, the GIL released, no fastmath), then a C compiler
 links it. The module's name carries a hash of what it was built from; the manifest (JSON: module
-file, its SHA-256, per kernel module the SHA-256 of its source, library versions and CPU) is
+file, its SHA-256, per kernel module the digest of its code (``aot.code_digest``: a docstring or
+comment edit leaves it, and the build, as they were), library versions and CPU) is
 written last and atomically, so a failed or interrupted build leaves the previous build, or
 none, in place. Needs numba's ``pycc`` (present, deprecated, in numba 0.68) and a C compiler;
 where either is missing the build fails with a message and tensorweave runs as before (kernels
@@ -116,8 +117,8 @@ def build(directory=aot.DIRECTORY, kernels=KERNELS, verbose=False):
     machine = aot.machine()
     depends = {m: sorted({d for name in table for d in built_modules(_kernel(m, name))} | {m})
                for m, table in kernels.items()}
-    sources = {m: aot.sha256_file(aot.module_source(m)) for deps in depends.values() for m in deps}
-    sources[aot.BUILDER] = aot.sha256_file(__file__)   # how it was built is part of what was built
+    sources = {m: aot.code_digest(m) for deps in depends.values() for m in deps}
+    sources[aot.BUILDER] = aot.code_digest(aot.BUILDER)   # how it was built is part of what was built
     name = "_tw_aot_" + _build_id(machine, sources, kernels)
     suffix = importlib.machinery.EXTENSION_SUFFIXES[0]
     exports = []
@@ -138,7 +139,8 @@ def build(directory=aot.DIRECTORY, kernels=KERNELS, verbose=False):
             cc.compile()
         built = os.path.join(tmp, name + suffix)
         manifest = {"format": aot.FORMAT, "module": name, "sha256": aot.sha256_file(built),
-                    "machine": machine, "sources": sources, "depends": depends, "exports": exports,
+                    "machine": machine, "sources": sources, "files": aot.file_digests(sources), "depends": depends,
+                    "exports": exports,
                     "built": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
         os.replace(built, os.path.join(directory, name + suffix))
         with open(os.path.join(tmp, aot.MANIFEST), "w", encoding="utf-8") as f:

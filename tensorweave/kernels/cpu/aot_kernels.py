@@ -108,6 +108,8 @@ KERNELS = {
         "max_windows": [f"void({_F5}, {_T3}, {_T3}, {_T3}, {_F5}, {_F5}, boolean, boolean)"],
         # the im2col input gradient's scatter (the resnet's stride-2 layers; session 18, res22)
         "col2im": [f"void({_array(8)}, {_T3}, {_T3}, {_T3}, {_F5})"],
+        # the Relu kernel's loop (every model's forward; session 25, rows29)
+        "relu": [f"void({_F1}, {_F1})"],
     },
     # MaxPool's values-only pass (the cnn's 2x2 pooling: every cold cnn process compiled it, 0.7-1.0 s; cold28)
     "tensorweave.kernels.cpu.pool_tiled": {"max_tiled": [f"void({_F4}, {_I}, {_I}, {_F4})"]},

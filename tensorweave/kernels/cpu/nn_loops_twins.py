@@ -26,6 +26,10 @@ def bias_act(y, b, relu):
         np.maximum(y, y.dtype.type(0), out=y)
 
 
+def relu(x, out):
+    np.maximum(x, x.dtype.type(0), out=out)
+
+
 def column_sums(g, acc):
     m = g.shape[0]
     m4 = m - m % 4

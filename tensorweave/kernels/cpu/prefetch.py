@@ -1,4 +1,5 @@
-"""Asking the CPU for a table's row before a compiled loop reaches it: :func:`row`.
+"""Asking the CPU for a table's row before a compiled loop reaches it: :func:`row` (:func:`ahead`
+for a row loop's tables).
 
 The sparse Adam update of an embedding (``training_kernels._adam_rows``) and the sum of its
 gradient's duplicate rows (``UniqueSegmentSum``'s ``_segment_sum_rows``) visit rows of tables
@@ -29,6 +30,20 @@ results are the loop's bits without it, and an index past the table only wastes 
 from llvmlite import ir
 from numba.core import cgutils, types
 from numba.extending import intrinsic
+
+from tensorweave.kernels.cpu.jit import njit
+
+@njit(inline="always")      # (as a call it lost a third of the gain)
+def ahead(tables, idx, r):
+    """Hints row ``idx[r + AHEAD]`` of each table of the tuple ``tables`` (of one array type) where
+    ``idx`` has such an entry: the call a row loop over ``idx`` makes at row ``r``. The sparse SGD,
+    Adagrad and RMSprop updates on fasttext's tables (9,500 of 20,000 rows of 50 float32, out of
+    cache): 612 -> 442, 1,038 -> 775, 1,605 -> 1,121 µs (thread CPU, AMD EPYC Zen 4, session 25)."""
+    if r + AHEAD < idx.shape[0]:
+        k = idx[r + AHEAD]
+        for table in tables:
+            row(table, k)
+
 
 #: rows ahead of the one being updated that are asked for (sparse Adam on fasttext's tables, warm:
 #: 2 and 4 level, 8 slower; 4 measured in the fasttext and gru steps)

@@ -26,7 +26,7 @@ import os
 
 import numpy as np
 
-from tensorweave.kernels.cpu import gemm, gemm_tuning
+from tensorweave.kernels.cpu import gemm, gemm_tuning, nn_loops
 
 #: read per call: ``TW_SPLIT_PASSES=0`` runs every pass on the calling thread (for A/B comparisons)
 ENABLED = {"on": os.environ.get("TW_SPLIT_PASSES", "1") != "0"}
@@ -171,7 +171,8 @@ def add_n(*xs):
 
 
 def relu(x):
-    """``max(x, 0)``, split by rows when large (see :func:`binary`).
+    """``max(x, 0)``, split by rows when large (see :func:`binary`); contiguous float32/float64 by
+    ``nn_loops.relu`` (or its NumPy twin, by measurement: ``loop_choice``).
 
     >>> relu(np.array([-1.0, 2.0], np.float32)).tolist()
     [0.0, 2.0]
@@ -179,9 +180,19 @@ def relu(x):
     zero = np.zeros((), x.dtype)
     if type(x) is not np.ndarray or x.dtype.kind != "f" or x.ndim == 0:
         return np.maximum(x, zero)
+    out = np.empty_like(x)
+    if x.dtype in _LOOP_DTYPES and x.flags.c_contiguous:
+        def run(r0, r1):
+            nn_loops.relu(x[r0:r1].reshape(-1), out[r0:r1].reshape(-1))
+    else:
+        def run(r0, r1):
+            np.maximum(x[r0:r1], zero, out=out[r0:r1])
     parts = parts_for(x.nbytes, x.shape[0])
     if parts < 2:
-        return np.maximum(x, zero)
-    out = np.empty_like(x)
-    over_rows(x.shape[0], parts, lambda r0, r1: np.maximum(x[r0:r1], zero, out=out[r0:r1]))
+        run(0, x.shape[0])
+    else:
+        over_rows(x.shape[0], parts, run)
     return out
+
+
+_LOOP_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))

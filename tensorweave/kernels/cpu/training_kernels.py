@@ -213,9 +213,12 @@ def _rmsprop_flat(w, v, mom, avg, g, lr, rho, one_minus_rho, momentum, eps, use_
             w[i] = w[i] - increment
 
 
+# The row loops below ask for their tables' rows ahead, as _adam_rows does (prefetch.ahead); the slots an
+# RMSprop without momentum or centering leaves unused are its velocity again (asked for twice: a hint more)
 @njit
 def _rmsprop_rows(w, v, mom, avg, idx, g, lr, rho, one_minus_rho, momentum, eps, use_momentum, centered):
     for r in range(idx.shape[0]):
+        prefetch.ahead((w, v, mom, avg), idx, r)
         i = idx[r]
         _rmsprop_flat(w[i], v[i], mom[i], avg[i], g[r], lr, rho, one_minus_rho, momentum, eps, use_momentum,
                       centered)
@@ -224,18 +227,21 @@ def _rmsprop_rows(w, v, mom, avg, idx, g, lr, rho, one_minus_rho, momentum, eps,
 @njit
 def _momentum_rows(w, m, idx, g, lr, momentum, nesterov):
     for r in range(idx.shape[0]):
+        prefetch.ahead((w, m), idx, r)
         _momentum_flat(w[idx[r]], m[idx[r]], g[r], lr, momentum, nesterov)
 
 
 @njit
 def _sgd_rows(w, idx, g, lr):
     for r in range(idx.shape[0]):
+        prefetch.ahead((w,), idx, r)
         _sgd_flat(w[idx[r]], g[r], lr)
 
 
 @njit
 def _adagrad_rows(w, acc, idx, g, lr, eps):
     for r in range(idx.shape[0]):
+        prefetch.ahead((w, acc), idx, r)
         _adagrad_flat(w[idx[r]], acc[idx[r]], g[r], lr, eps)
 
 
