@@ -162,7 +162,6 @@ def relu(x, out):
             out[i] = relu_value(x[i], zero)
 
 
-
 @njit
 def bias_add(v, b, out):
     """``out[i, c, j] = v[i, c, j] + b[c]`` (channels in the middle: ``[N, C, S]``; channels
@@ -179,7 +178,6 @@ def bias_add(v, b, out):
                 bc = b[c]
                 for j in range(s_):
                     out[i, c, j] = v[i, c, j] + bc
-
 
 
 @njit_twin(twins.bias_act)

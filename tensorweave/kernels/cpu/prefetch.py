@@ -33,6 +33,7 @@ from numba.extending import intrinsic
 
 from tensorweave.kernels.cpu.jit import njit
 
+
 @njit(inline="always")      # (as a call it lost a third of the gain)
 def ahead(tables, idx, r):
     """Hints row ``idx[r + AHEAD]`` of each table of the tuple ``tables`` (of one array type) where

@@ -66,7 +66,6 @@ def _sum(x, axis, keepdims):
     return _np_sum(x, axis, keepdims) if out is None else out
 
 
-
 k("Prod")(_reducer(np.prod))
 k("Any")(_reducer(np.any))
 k("All")(_reducer(np.all))
