@@ -91,8 +91,9 @@ class BucketUpdate:
         steps is made once: each weight's members' row bounds, and without slots (plain SGD) the
         targets themselves, kept while every weight is in the buffer they update (its
         ``SharedWeight.flat``, which ``zero_update.reshare`` counts as a known holder; a new buffer
-        is a new view): ~40 µs a step for three weights made again, ~10 checked (session 25, AMD
-        EPYC). Slots are taken each step (copy-on-write counts the references to their storage)."""
+        is a new view): the benchmark MLP's three weights in the step, 40-49 µs of thread CPU made
+        again, 26-30 checked (session 25, AMD EPYC, load 2). Slots are taken each step
+        (copy-on-write counts the references to their storage)."""
         kept = self._kept
         if kept is not None:
             for g, flat in zip(self.weights, kept[1]):
