@@ -118,10 +118,13 @@ def test_kept_targets_are_checked_every_step():
     assert spec.targets()[0].weight is groups[0].flat and spec._kept is not None
 
 
-def test_a_buffer_without_its_flat_view_is_targeted_for_the_step_only():
+@pytest.mark.parametrize("flat", ["none", "another buffer's"])
+def test_a_buffer_without_its_flat_view_is_targeted_for_the_step_only(flat):
+    """No flat view (a SharedWeight its reshare did not join), or one of another buffer (row views set
+    apart from reshare): the step's target is a view of the buffer itself, and nothing is kept."""
     a = np.zeros((4, 2), np.float32)
     g = _Group(a, [(0, 2), (2, 4)])
-    g.flat = None                               # (a SharedWeight its reshare did not join: no view)
+    g.flat = None if flat == "none" else a.copy().reshape(-1)
     spec = _spec_of([g])
     got = spec.targets()
     assert got[0].weight.base is a and spec._kept is None
@@ -147,3 +150,31 @@ def test_reshare_counts_the_flat_view_as_a_known_holder():
     zero_update.reshare([g])
     assert shards[0]._value is not held and g.flat.base is shards[0]._value and g.flat is not flat
     np.testing.assert_array_equal(shards[1]._value, held)
+
+
+def test_kept_targets_mark_each_weight_modified_every_step(monkeypatch):
+    """The check of kept targets is ``SharedWeight.buffer()``, which also drops what was derived from
+    the weight (``derived.modified``): a value derived before the step never outlives the update."""
+    from tensorweave.core import derived
+    step, params, _, _ = _trained(2, True, monkeypatch)
+    step()
+    spec = _spec(step)
+    kept = spec._kept
+    before = [derived.generation(flat.base) for flat in kept[1]]
+    step()
+    assert spec._kept is kept
+    after = [derived.generation(flat.base) for flat in kept[1]]
+    assert None not in before and all(a != b for a, b in zip(after, before))
+
+
+def test_a_weight_whose_shards_differ_is_not_applied_by_kept_targets(monkeypatch):
+    """Shards of unequal values (a rank's shard assigned alone) are not joined: reshare leaves the group
+    inactive with its old flat view, and the kept targets must not update that buffer."""
+    def split(i, step, params):
+        if i == 3:
+            shard = params[2]._locals[1]
+            shard.assign(shard.numpy() + 1.0)
+    step, params, losses, weights = _trained(2, True, monkeypatch, between=split, steps=6)
+    _, plain_params, plain_losses, plain = _trained(2, False, monkeypatch, between=split, steps=6)
+    assert same(losses, plain_losses) and same(weights, plain)
+    assert same([s.numpy() for s in params[2]._locals], [s.numpy() for s in plain_params[2]._locals])
