@@ -254,8 +254,8 @@ def reshare(groups):
             if v0 is None or any(s._value is None or s._value.shape != v0.shape or s._value.dtype != v0.dtype
                                  or not np.array_equal(s._value, v0) for s in g.shards):
                 continue
-        # known holders of v0: the shards and views on it (the first shard's is in _UNSHARED_REFS), and
-        # v0 here; any other is a value someone read
+        # known holders of v0: the shards, the views and the flat view on it (the first shard's is in
+        # _UNSHARED_REFS), and v0 here; any other is a value someone read
         known = sum(s._value is v0 for s in g.shards) + sum(w is not None and w.base is v0 for w in g.views) \
             + (g.flat is not None and g.flat.base is v0)
         held = _variables._storage_refs(g.shards[0]) > _variables._UNSHARED_REFS + known
