@@ -428,6 +428,7 @@ class _Group:
 
     def __init__(self, buf, bounds):
         self.buf, self.bounds, self.shards = buf, bounds, [object() for _ in bounds]
+        self.flat = buf.reshape(-1)
 
     def storage(self, variable, index):
         return self.buf

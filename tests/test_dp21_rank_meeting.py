@@ -88,8 +88,9 @@ def test_data_parallel_training_bits_unchanged_by_the_loop_sums(n, monkeypatch):
 
 
 def test_bucket_targets_work_out_row_bounds_once_per_weight_shape(monkeypatch):
-    """BucketUpdate.targets: the balanced-rows check runs once per (array, weight shape), the targets
-    still come fresh each step (no buffer is held between steps: reshare counts references)."""
+    """BucketUpdate.targets: the balanced-rows check runs once per (array, weight shape); plain SGD's
+    targets are kept from step to step (session 25: their weights are the shared buffers' flat views,
+    which reshare counts; ``test_dp29_kept_targets.py``)."""
     monkeypatch.setattr(planner, "ZERO_FIXED_BYTES", 0)
     calls = []
     real = fused_sgd._balanced_rows
@@ -102,7 +103,7 @@ def test_bucket_targets_work_out_row_bounds_once_per_weight_shape(monkeypatch):
     assert got and all(t is not None for t in got[-1])
     per_step = len(got) // 3
     assert per_step >= 1 and len(calls) == len(got[-1])                   # once per array, not per step
-    assert got[-1][0] is not got[-1 - per_step][0]                        # a fresh target each step
+    assert got[-1] is got[-1 - per_step]                                  # the same targets, kept
 
 
 def test_world_run_meets_the_same_ranks_again_with_fresh_results():

@@ -110,13 +110,16 @@ def zero_costs(planner, shape, np_dtype, k):
 class SharedWeight:
     """One replicated weight's shards on the in-process ranks (``shards``, rank order) kept in one
     buffer, each rank updating its ``bounds`` rows of it in place through a view (``views``, made
-    by :func:`reshare` with the buffer). ``active``: :func:`reshare` found the buffer shared and
-    held by nothing but the shards and their views as this step began."""
+    by :func:`reshare` with the buffer), ``flat`` the whole buffer as one flat view (made with the
+    views: the gradient bucket's update keeps it from step to step, ``fused_sgd.BucketUpdate``).
+    ``active``: :func:`reshare` found the buffer shared and held by nothing but the shards and
+    these views as this step began."""
 
-    __slots__ = ("shards", "bounds", "views", "active")
+    __slots__ = ("shards", "bounds", "views", "flat", "active")
 
     def __init__(self, shards, bounds):
         self.shards, self.bounds, self.views, self.active = list(shards), list(bounds), [None] * len(shards), False
+        self.flat = None
 
     def storage(self, variable, index):
         """The shared buffer for rank ``index``'s in-place update of its rows, where ``variable``
@@ -251,9 +254,10 @@ def reshare(groups):
             if v0 is None or any(s._value is None or s._value.shape != v0.shape or s._value.dtype != v0.dtype
                                  or not np.array_equal(s._value, v0) for s in g.shards):
                 continue
-        # known holders of v0: the shards and views on it (the first shard's is in _UNSHARED_REFS), and
-        # v0 here; any other is a value someone read
-        known = sum(s._value is v0 for s in g.shards) + sum(w is not None and w.base is v0 for w in g.views)
+        # known holders of v0: the shards, the views and the flat view on it (the first shard's is in
+        # _UNSHARED_REFS), and v0 here; any other is a value someone read
+        known = sum(s._value is v0 for s in g.shards) + sum(w is not None and w.base is v0 for w in g.views) \
+            + (g.flat is not None and g.flat.base is v0)
         held = _variables._storage_refs(g.shards[0]) > _variables._UNSHARED_REFS + known
         if joined and not held:
             g.active = True
@@ -264,6 +268,7 @@ def reshare(groups):
         for s in g.shards:
             s._value = v0
         g.views = [v0[lo:hi] for lo, hi in g.bounds]
+        g.flat = v0.reshape(-1)
         g.active = True
 
 
