@@ -1,0 +1,58 @@
+"""The fusing passes' shared steps (``runtime/passes/ir.py``; session 26 tidy30): a node's ``fused`` names
+(:func:`ir.fused_names`), a node put in place of the steps it computes (``Work.fuse``) and a pass's count
+(``Work.tally``), which ``attention``, ``head_attention``, ``einsum_pair`` and ``block_tail`` each wrote out."""
+import types
+
+import numpy as np
+
+import tensorweave as tw
+from tensorweave.runtime.passes import ir, plan_stats
+
+tf1 = tw.compat.v1
+
+
+def _work(n=3):
+    g = tw.Graph()
+    with g.as_default():
+        x = tf1.placeholder(tw.float32, [4])
+        ys = [x]
+        for _ in range(n - 1):
+            ys.append(tw.exp(ys[-1]))
+    ops = [t.op for t in ys]
+    return ir.Work(ops, [ys[-1]], [], [x], {}), ops
+
+
+def test_fused_names_take_a_fused_nodes_names_and_an_ops_own_in_order():
+    a, b, c = (types.SimpleNamespace(name=n, fused=f) for n, f in (("a", None), ("b", ["b1", "b2"]), ("c", [])))
+    assert ir.fused_names((a, b, c)) == ["a", "b1", "b2", "c"]
+    assert ir.fused_names(()) == []
+
+
+def test_fuse_puts_the_node_where_the_last_step_stood_and_drops_the_others():
+    work, ops = _work(3)
+    node = ir.Node(ops[2], ops[2].opdef, ops[0].outputs, {}, [(o.shape, o.dtype) for o in ops[2].outputs],
+                   type_="Exp", name="n")
+    assert work.fuse(node, (ops[1], ops[2])) is node
+    assert work.node_rep == {id(ops[2]): node, id(ops[1]): None}
+    work.commit()
+    assert [op.name for op in work.ops] == [ops[0].name, "n"] and work.fetches == [node.outputs[0]]
+
+
+def test_tally_adds_to_a_pass_count_and_writes_no_zero():
+    work, _ = _work(2)
+    assert work.tally("p", 0) == 0 and "p" not in work.stats
+    assert work.tally("p", 2) == 2 and work.tally("p", 3) == 3 and work.stats["p"] == 5
+
+
+def test_a_fused_attention_names_its_three_steps_and_counts_once():
+    """An inference plan's softmax(q k) v as one ``FusedAttention`` node, its steps gone, the count 1."""
+    rng = np.random.default_rng(26)
+    q, k, v = (tw.constant(rng.standard_normal((1, 6, 2, 4)).astype(np.float32)) for _ in range(3))
+
+    @tw.function
+    def f(q, k, v):
+        s = tw.einsum("aecd,abcd->acbe", k, q)
+        return tw.einsum("acbe,aecd->abcd", tw.nn.softmax(s), v)
+    f(q, k, v)
+    stats = plan_stats(f)
+    assert stats.get("attention") == 1, stats
