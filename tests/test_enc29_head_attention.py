@@ -9,10 +9,10 @@ import numpy as np
 import pytest
 
 import tensorweave as tw
-from tensorweave.kernels.cpu import attention_kernels, einsum_matmul, gemm, gemm_tuning
+from tensorweave.kernels.cpu import attention_kernels, einsum_matmul, gemm
 from tensorweave.kernels.cpu import head_attention_kernels as hak
 from tensorweave.runtime.passes import head_attention, plan_stats
-from scripted_tuner import ScriptedTuner, scripted_split
+from scripted_tuner import ScriptedTuner, scripted_split, ways_asked
 
 pytestmark = pytest.mark.skipif(not gemm._gemm_serial, reason="needs MKL's one-thread GEMM (gemm._gemm_serial)")
 RNG = np.random.default_rng(2029)
@@ -213,10 +213,6 @@ def test_no_fusion_where_a_projection_is_read_elsewhere(heads, why):
 def test_the_ways_are_names_the_gemm_tuner_keeps(heads, monkeypatch):
     known = gemm.tuner().backends       # (the real tuner: its file keeps entries of these ways only)
     heads(_Tuner())
-    asked = []
-    monkeypatch.setattr(gemm_tuning, "quiet", lambda: True)
-    monkeypatch.setattr(gemm, "timed_choice", lambda cls, runners, incumbent, probe: asked.append(set(runners))
-                        or "rows")
     x, ops = _operands(np.float32)
-    hak.head_attention(x, *ops, **GROUP, **ATT, at=(0, 1, 2))
+    asked = ways_asked(monkeypatch, lambda: hak.head_attention(x, *ops, **GROUP, **ATT, at=(0, 1, 2)))
     assert asked == [{"one", "rows"}] and asked[0] <= known
