@@ -50,7 +50,8 @@ def test_the_in_place_variant_runs_the_kernels_loop(monkeypatch):
 @pytest.mark.parametrize("x", [np.arange(-2, 3), np.linspace(-1, 1, 8, dtype=np.float16),
                                np.linspace(-1, 1, 16).reshape(4, 4)[:, :3], np.full((), -0.0)])
 def test_the_in_place_variant_of_other_inputs_is_numpys(x):
-    """Integers, float16, a view no flat view can stand for and a 0-d array: NumPy's ``maximum`` into the input itself."""
+    """Integers, float16, a view no flat view can stand for and a 0-d array: NumPy's ``maximum`` into the
+    input itself."""
     want = np.maximum(x, np.zeros((), x.dtype))
     assert fused_loop_kernels.inplace_kernel("Relu", 0)(x) is x and _same(np.array(x, order="C"), np.asarray(want))
 
@@ -73,7 +74,8 @@ def test_a_kernel_not_marked_for_out_keeps_the_trait(monkeypatch):
 def test_a_plans_in_place_relu_runs_the_loop_with_numpys_bits(monkeypatch):
     calls = []
     loop = split_passes.nn_loops.relu
-    monkeypatch.setattr(split_passes.nn_loops, "relu", lambda x, out: calls.append(x.ctypes.data == out.ctypes.data) or loop(x, out))
+    monkeypatch.setattr(split_passes.nn_loops, "relu",
+                        lambda x, out: calls.append(x.ctypes.data == out.ctypes.data) or loop(x, out))
     n = memory.INPLACE_MIN_BYTES // 4 * 2
     xv = np.resize(_values(np.float32, 3), n)
     g = tw.Graph()
