@@ -15,6 +15,7 @@ from tensorweave.kernels.cpu import einsum_bias_kernels, einsum_matmul, gemm
 from tensorweave.ops.layer_norm_ops import layer_norm
 from tensorweave.runtime.passes import block_tail, plan_stats
 from scripted_tuner import ScriptedTuner, scripted_split, ways_asked
+from test_graph_passes import options
 
 pytestmark = pytest.mark.skipif(not gemm._gemm_serial, reason="needs MKL's one-thread GEMM (gemm._gemm_serial)")
 RNG = np.random.default_rng(29)
@@ -205,6 +206,11 @@ def test_the_pass_makes_one_step_of_an_inference_plan_s_block_tail(tail, way):
     np.testing.assert_allclose(f(h, x).numpy(), numpy(h, x), **_tol(np.float32))
     assert plan_stats(f).get("block_tail") == 1
     assert list(btk._chosen.values()) == [way]
+    with options(pruning=False):        # (pruning would hide a step the pass left behind)
+        g = tw.function(lambda h, x: chain(h, x)[1][0])
+        g(h, x)
+    types = {st.op.type for st in list(g._cache.values())[-1]._plan.steps if st.op is not None}
+    assert "FusedBlockTail" in types and not {"FusedEinsum", "AddLayerNorm", "FusedEinsumPair"} & types, types
 
 
 def test_the_pass_equals_the_plan_without_it(tail, monkeypatch):

@@ -4,9 +4,12 @@
 import types
 
 import numpy as np
+import pytest
 
 import tensorweave as tw
 from tensorweave.runtime.passes import ir, plan_stats
+from scripted_tuner import ways_asked
+from test_graph_passes import options
 
 tf1 = tw.compat.v1
 
@@ -56,3 +59,48 @@ def test_a_fused_attention_names_its_three_steps_and_counts_once():
     f(q, k, v)
     stats = plan_stats(f)
     assert stats.get("attention") == 1, stats
+
+
+def _steps(f):
+    """The plan steps' nodes of a traced ``tw.function``."""
+    return [st.op for st in list(f._cache.values())[-1]._plan.steps if st.op is not None]
+
+
+def test_without_pruning_a_fused_attention_leaves_none_of_its_steps():
+    """``Work.fuse`` drops every step but the last (pruning would hide a step left behind)."""
+    rng = np.random.default_rng(26)
+    q, k, v = (tw.constant(rng.standard_normal((1, 6, 2, 4)).astype(np.float32)) for _ in range(3))
+
+    @tw.function
+    def f(q, k, v):
+        s = tw.einsum("aecd,abcd->acbe", k, q)
+        return tw.einsum("acbe,aecd->abcd", tw.nn.softmax(s), v)
+    with options(pruning=False):
+        f(q, k, v)
+    types = [op.type for op in _steps(f)]
+    assert "FusedAttention" in types and not {"Einsum", "Softmax"} & set(types), types
+
+
+@pytest.mark.parametrize("product, fused, gone", [("einsum", "FusedEinsum", {"Einsum", "AddV2", "BiasAdd", "Relu"}),
+                                                  ("matmul", "FusedMatMul", {"MatMul", "BiasAdd", "Relu"})])
+def test_without_pruning_a_fused_product_leaves_none_of_its_steps(product, fused, gone):
+    rng = np.random.default_rng(27)
+    x = rng.standard_normal((4, 8)).astype(np.float32)
+    w, b = tw.Variable(rng.standard_normal((8, 6)).astype(np.float32)), tw.Variable(np.ones(6, np.float32))
+
+    @tw.function
+    def f(x):
+        y = tw.einsum("ab,bc->ac", x, w) if product == "einsum" else tw.matmul(x, w)
+        return tw.nn.relu(tw.nn.bias_add(y, b))
+    with options(pruning=False):
+        got = f(x).numpy()
+    np.testing.assert_allclose(got, np.maximum(x @ w.numpy() + 1, 0), rtol=1e-5, atol=1e-6)
+    types = [op.type for op in _steps(f)]
+    assert fused in types and not gone & set(types), types
+
+
+def test_ways_asked_collects_each_timings_ways(monkeypatch):
+    from tensorweave.kernels.cpu import gemm
+    asked = ways_asked(monkeypatch, lambda: [gemm.timed_choice("c", {"a": None, "b": None}, "a", None),
+                                             gemm.timed_choice("d", {"x": None}, "x", None)])
+    assert asked == [{"a", "b"}, {"x"}]
