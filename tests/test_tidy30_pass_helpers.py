@@ -47,27 +47,14 @@ def test_tally_adds_to_a_pass_count_and_writes_no_zero():
     assert work.tally("p", 2) == 2 and work.tally("p", 3) == 3 and work.stats["p"] == 5
 
 
-def test_a_fused_attention_names_its_three_steps_and_counts_once():
-    """An inference plan's softmax(q k) v as one ``FusedAttention`` node, its steps gone, the count 1."""
-    rng = np.random.default_rng(26)
-    q, k, v = (tw.constant(rng.standard_normal((1, 6, 2, 4)).astype(np.float32)) for _ in range(3))
-
-    @tw.function
-    def f(q, k, v):
-        s = tw.einsum("aecd,abcd->acbe", k, q)
-        return tw.einsum("acbe,aecd->abcd", tw.nn.softmax(s), v)
-    f(q, k, v)
-    stats = plan_stats(f)
-    assert stats.get("attention") == 1, stats
-
-
 def _steps(f):
     """The plan steps' nodes of a traced ``tw.function``."""
     return [st.op for st in list(f._cache.values())[-1]._plan.steps if st.op is not None]
 
 
-def test_without_pruning_a_fused_attention_leaves_none_of_its_steps():
-    """``Work.fuse`` drops every step but the last (pruning would hide a step left behind)."""
+def test_a_fused_attention_counts_once_names_its_steps_and_leaves_none_of_them():
+    """An inference plan's softmax(q k) v as one ``FusedAttention`` node, built without pruning (which
+    would hide a step ``Work.fuse`` left behind)."""
     rng = np.random.default_rng(26)
     q, k, v = (tw.constant(rng.standard_normal((1, 6, 2, 4)).astype(np.float32)) for _ in range(3))
 
@@ -77,8 +64,11 @@ def test_without_pruning_a_fused_attention_leaves_none_of_its_steps():
         return tw.einsum("acbe,aecd->abcd", tw.nn.softmax(s), v)
     with options(pruning=False):
         f(q, k, v)
-    types = [op.type for op in _steps(f)]
-    assert "FusedAttention" in types and not {"Einsum", "Softmax"} & set(types), types
+    nodes = _steps(f)
+    types = [op.type for op in nodes]
+    assert plan_stats(f).get("attention") == 1 and not {"Einsum", "Softmax"} & set(types), types
+    node, = [op for op in nodes if op.type == "FusedAttention"]
+    assert len(node.fused) == 3 and node.fused[1] == "Softmax"
 
 
 @pytest.mark.parametrize("product, fused, gone", [("einsum", "FusedEinsum", {"Einsum", "AddV2", "BiasAdd", "Relu"}),
