@@ -32,6 +32,18 @@ class ScriptedTuner:
         return default
 
 
+def ways_asked(monkeypatch, run):
+    """The ways ``run()`` has ``gemm.timed_choice`` time, a set per class (on a quiet machine; each
+    answered ``"rows"``): a split class's ways must be names the GEMM tuner's file keeps."""
+    from tensorweave.kernels.cpu import gemm, gemm_tuning
+    asked = []
+    monkeypatch.setattr(gemm_tuning, "quiet", lambda: True)
+    monkeypatch.setattr(gemm, "timed_choice", lambda cls, runners, incumbent, probe: asked.append(set(runners))
+                        or "rows")
+    run()
+    return asked
+
+
 def scripted_split(monkeypatch, caches):
     """``setup(tuner, quiet=False, parts=2)`` for a test of a split class's kernel: the split parts,
     the GEMM tuner (``tuner``) and the quiet check scripted, the process caches ``caches`` (``(module,

@@ -208,6 +208,9 @@ def test_the_pass_makes_one_step_of_an_inference_plan_s_pair(pair, way):
     np.testing.assert_allclose(f(x).numpy(), _numpy(x, w1, b1, w2, b2), **_tol(np.float32))
     assert plan_stats(f).get("einsum_pair") == 1
     assert list(ebk._pair_chosen.values()) == [way]
+    node, = [st.op for st in list(f._cache.values())[-1]._plan.steps if st.op is not None
+             and st.op.type == "FusedEinsumPair"]
+    assert len(node.fused) == 5      # the two FusedEinsums' products and bias adds, the first's Relu
 
 
 def test_a_chain_of_three_makes_one_pair(pair):

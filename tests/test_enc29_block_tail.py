@@ -11,10 +11,11 @@ import pytest
 
 import tensorweave as tw
 from tensorweave.kernels.cpu import block_tail_kernels as btk
-from tensorweave.kernels.cpu import einsum_bias_kernels, einsum_matmul, gemm, gemm_tuning
+from tensorweave.kernels.cpu import einsum_bias_kernels, einsum_matmul, gemm
 from tensorweave.ops.layer_norm_ops import layer_norm
 from tensorweave.runtime.passes import block_tail, plan_stats
-from scripted_tuner import ScriptedTuner, scripted_split
+from scripted_tuner import ScriptedTuner, scripted_split, ways_asked
+from test_graph_passes import options
 
 pytestmark = pytest.mark.skipif(not gemm._gemm_serial, reason="needs MKL's one-thread GEMM (gemm._gemm_serial)")
 RNG = np.random.default_rng(29)
@@ -205,6 +206,11 @@ def test_the_pass_makes_one_step_of_an_inference_plan_s_block_tail(tail, way):
     np.testing.assert_allclose(f(h, x).numpy(), numpy(h, x), **_tol(np.float32))
     assert plan_stats(f).get("block_tail") == 1
     assert list(btk._chosen.values()) == [way]
+    with options(pruning=False):        # (pruning would hide a step the pass left behind)
+        g = tw.function(lambda h, x: chain(h, x)[1][0])
+        g(h, x)
+    types = {st.op.type for st in list(g._cache.values())[-1]._plan.steps if st.op is not None}
+    assert "FusedBlockTail" in types and not {"FusedEinsum", "AddLayerNorm", "FusedEinsumPair"} & types, types
 
 
 def test_the_pass_equals_the_plan_without_it(tail, monkeypatch):
@@ -304,9 +310,5 @@ def test_a_pair_reading_its_rows_transposed_takes_the_four_kernels(tail):
 def test_the_ways_are_names_the_gemm_tuner_keeps(tail, monkeypatch):
     known = gemm.tuner().backends       # (the real tuner: its file keeps entries of these ways only)
     tail(_Tuner())
-    asked = []
-    monkeypatch.setattr(gemm_tuning, "quiet", lambda: True)
-    monkeypatch.setattr(gemm, "timed_choice", lambda cls, runners, incumbent, probe: asked.append(set(runners))
-                        or "rows")
-    btk.block_tail(*_operands(np.float32), **ATTRS)
+    asked = ways_asked(monkeypatch, lambda: btk.block_tail(*_operands(np.float32), **ATTRS))
     assert asked == [{"one", "rows"}] and asked[0] <= known

@@ -9,10 +9,11 @@ import numpy as np
 import pytest
 
 import tensorweave as tw
-from tensorweave.kernels.cpu import attention_kernels, einsum_matmul, gemm, gemm_tuning
+from tensorweave.kernels.cpu import attention_kernels, einsum_matmul, gemm
 from tensorweave.kernels.cpu import head_attention_kernels as hak
 from tensorweave.runtime.passes import head_attention, plan_stats
-from scripted_tuner import ScriptedTuner, scripted_split
+from scripted_tuner import ScriptedTuner, scripted_split, ways_asked
+from test_graph_passes import options
 
 pytestmark = pytest.mark.skipif(not gemm._gemm_serial, reason="needs MKL's one-thread GEMM (gemm._gemm_serial)")
 RNG = np.random.default_rng(2029)
@@ -173,6 +174,15 @@ def test_the_pass_makes_one_step_of_an_inference_plan_s_attention(heads, way):
     stats = plan_stats(f)
     assert stats.get("head_attention") == 1 and stats.get("einsum_group") == 1 and stats.get("attention") == 1
     assert list(hak._chosen.values()) == [way]
+    node, = [st.op for st in list(f._cache.values())[-1]._plan.steps if st.op is not None
+             and st.op.type == "FusedHeadAttention"]
+    # the group's three products, their bias adds and the query's scale, then the attention's three steps
+    assert len(node.fused) == 10 and node.fused[-3:][1] == "Softmax"
+    with options(pruning=False):        # (pruning would hide a step the pass left behind)
+        g = tw.function(lambda x: attend(*projections(x)))
+        g(x)
+    types = {st.op.type for st in list(g._cache.values())[-1]._plan.steps if st.op is not None}
+    assert "FusedHeadAttention" in types and not {"FusedEinsumGroup", "FusedAttention"} & types, types
 
 
 def test_the_pass_equals_the_plan_without_it(heads, monkeypatch):
@@ -213,10 +223,6 @@ def test_no_fusion_where_a_projection_is_read_elsewhere(heads, why):
 def test_the_ways_are_names_the_gemm_tuner_keeps(heads, monkeypatch):
     known = gemm.tuner().backends       # (the real tuner: its file keeps entries of these ways only)
     heads(_Tuner())
-    asked = []
-    monkeypatch.setattr(gemm_tuning, "quiet", lambda: True)
-    monkeypatch.setattr(gemm, "timed_choice", lambda cls, runners, incumbent, probe: asked.append(set(runners))
-                        or "rows")
     x, ops = _operands(np.float32)
-    hak.head_attention(x, *ops, **GROUP, **ATT, at=(0, 1, 2))
+    asked = ways_asked(monkeypatch, lambda: hak.head_attention(x, *ops, **GROUP, **ATT, at=(0, 1, 2)))
     assert asked == [{"one", "rows"}] and asked[0] <= known

@@ -199,8 +199,19 @@ def fused_reduction(program, kinds, shape, dtype, names, reduce_type, rows, out_
 
 
 def inplace_kernel(op_type, k):
-    """``op_type`` (an op with the ``inplace`` trait) computed into its input ``k``."""
-    f = _OPS[op_type].traits["inplace"]
+    """``op_type`` (an op with the ``inplace`` trait) computed into its input ``k``: by the op's CPU
+    kernel where that takes ``out=`` (marked ``_tw_out``: the Relu kernel's vector loop, 15-21 µs a
+    call for 65,536 float32 where the trait's ``np.maximum`` took 38; AMD EPYC Zen 4, session 26),
+    else by the trait's function (the ops layer, which cannot import a kernel).
+
+    >>> import numpy as np
+    >>> x = np.array([-1.0, 2.0])
+    >>> inplace_kernel("Relu", 0)(x) is x, x.tolist()
+    (True, [0.0, 2.0])
+    """
+    opdef = _OPS[op_type]
+    own = opdef.kernels.get("CPU")
+    f = own if getattr(own, "_tw_out", False) else opdef.traits["inplace"]
 
     def kernel(*xs):
         with np.errstate(all="ignore"):

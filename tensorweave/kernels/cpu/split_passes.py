@@ -170,17 +170,19 @@ def add_n(*xs):
     return out
 
 
-def relu(x):
+def relu(x, out=None):
     """``max(x, 0)``, split by rows when large (see :func:`binary`); contiguous float32/float64 by
-    ``nn_loops.relu`` (or its NumPy twin, by measurement: ``loop_choice``).
+    ``nn_loops.relu`` (or its NumPy twin, by measurement: ``loop_choice``). ``out``: ``x`` itself
+    for the op's in-place variant (``fused_loop_kernels.inplace_kernel``; any other array: NumPy).
 
-    >>> relu(np.array([-1.0, 2.0], np.float32)).tolist()
-    [0.0, 2.0]
+    >>> x = np.array([-1.0, 2.0], np.float32)
+    >>> relu(x).tolist(), relu(x, out=x) is x, x.tolist()
+    ([0.0, 2.0], True, [0.0, 2.0])
     """
     zero = np.zeros((), x.dtype)
-    if type(x) is not np.ndarray or x.dtype.kind != "f" or x.ndim == 0:
-        return np.maximum(x, zero)
-    out = np.empty_like(x)
+    if type(x) is not np.ndarray or x.dtype.kind != "f" or x.ndim == 0 or not (out is None or out is x):
+        return np.maximum(x, zero, out=out)
+    out = np.empty_like(x) if out is None else x
     if x.dtype in _LOOP_DTYPES and x.flags.c_contiguous:
         def run(r0, r1):
             nn_loops.relu(x[r0:r1].reshape(-1), out[r0:r1].reshape(-1))
@@ -195,4 +197,5 @@ def relu(x):
     return out
 
 
+relu._tw_out = True     # takes out= (the op's in-place variant runs this loop: fused_loop_kernels.inplace_kernel)
 _LOOP_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))

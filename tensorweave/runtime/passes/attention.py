@@ -79,16 +79,12 @@ def _fuse(dot, work):
                 [(comb.outputs[0].shape, comb.outputs[0].dtype)], type_="FusedAttention",
                 name=comb.name + "/attention", control_inputs=(),
                 fused=[dot.name, soft.name, comb.name])
-    work.node_rep[id(comb)] = node
-    work.node_rep[id(dot)] = work.node_rep[id(soft)] = None
-    return node
+    return work.fuse(node, (dot, soft, comb))
 
 
 def run(work):
     """Fuses every match (see the module docstring); returns how many."""
     if not ENABLED or not einsum_group.inference_plan(work):
         return 0
-    n = sum(1 for op in list(work.ops) if op.type == "Einsum" and _fuse(op, work) is not None)
-    if n:
-        work.stats["attention"] = work.stats.get("attention", 0) + n
-    return n
+    return work.tally("attention", sum(1 for op in list(work.ops) if op.type == "Einsum"
+                                       and _fuse(op, work) is not None))

@@ -38,7 +38,7 @@ import os
 
 from tensorweave.kernels.cpu import block_tail_kernels, einsum_bias_kernels, layer_norm_kernels
 from tensorweave.runtime.passes import einsum_group
-from tensorweave.runtime.passes.ir import Node, NodeDef, runs_stock_kernel, static_dims
+from tensorweave.runtime.passes.ir import Node, NodeDef, fused_names, runs_stock_kernel, static_dims
 
 #: read when a plan is built; ``TW_REMAP_BLOCK_TAIL=0``: off, for comparisons
 ENABLED = os.environ.get("TW_REMAP_BLOCK_TAIL", "1") != "0"
@@ -112,11 +112,8 @@ def _fuse(norm2, work):
              "rms2": bool(attrs2.get("rms", False))}
     y = norm2.outputs[0]
     node = Node(norm2, d, inputs, attrs, [(y.shape, y.dtype)], type_="FusedBlockTail", name=norm2.name + "/tail",
-                control_inputs=(), fused=[name for op in steps for name in (getattr(op, "fused", None) or [op.name])])
-    work.node_rep[id(norm2)] = node     # (commit maps its first output; the statistics have no readers)
-    for op in steps[:3]:
-        work.node_rep[id(op)] = None
-    return node
+                control_inputs=(), fused=fused_names(steps))
+    return work.fuse(node, steps)      # (commit maps norm2's first output; the statistics have no readers)
 
 
 def run(work):
@@ -124,8 +121,5 @@ def run(work):
     if not ENABLED or not einsum_group.inference_plan(work):
         return 0
     # (a step already in a chain is in node_rep: it starts no other)
-    n = sum(1 for op in list(work.ops) if op.type == "AddLayerNorm" and id(op) not in work.node_rep
-            and _fuse(op, work) is not None)
-    if n:
-        work.stats["block_tail"] = work.stats.get("block_tail", 0) + n
-    return n
+    return work.tally("block_tail", sum(1 for op in list(work.ops) if op.type == "AddLayerNorm"
+                                        and id(op) not in work.node_rep and _fuse(op, work) is not None))

@@ -58,8 +58,6 @@ def fuse(add, work, free, only_reader, channels_last):
         attrs = {**{k: v for k, v in e.attrs.items() if k[0] != "_"}, "relu": last is not add}
         node = Node(last, d, (e.inputs[0], e.inputs[1], bias), attrs, [(y.shape, y.dtype)], type_="FusedEinsum",
                     control_inputs=(), fused=[o.name for o in fused])
-        work.node_rep[id(last)] = node
-        for o in fused[:-1]:
-            work.node_rep[id(o)] = None
+        work.fuse(node, fused)
         return fused
     return None

@@ -29,7 +29,7 @@ import os
 
 from tensorweave.kernels.cpu import einsum_bias_kernels
 from tensorweave.runtime.passes import einsum_group
-from tensorweave.runtime.passes.ir import Node, NodeDef, runs_stock_kernel
+from tensorweave.runtime.passes.ir import Node, NodeDef, fused_names, runs_stock_kernel
 
 #: read when a plan is built; ``TW_REMAP_EINSUM_PAIR=0``: off, for comparisons
 ENABLED = os.environ.get("TW_REMAP_EINSUM_PAIR", "1") != "0"
@@ -61,10 +61,8 @@ def _fuse(second, work):
     y = second.outputs[0]
     node = Node(second, d, list(first.inputs) + list(second.inputs[1:]), attrs, [(y.shape, y.dtype)],
                 type_="FusedEinsumPair", name=second.name + "/pair", control_inputs=(),
-                fused=[name for op in (first, second) for name in (getattr(op, "fused", None) or [op.name])])
-    work.node_rep[id(second)] = node
-    work.node_rep[id(first)] = None
-    return node
+                fused=fused_names((first, second)))
+    return work.fuse(node, (first, second))
 
 
 def run(work):
@@ -78,6 +76,4 @@ def run(work):
             if _fuse(op, work) is not None:
                 taken.update((id(op), id(op.inputs[0].op)))
                 n += 1
-    if n:
-        work.stats["einsum_pair"] = work.stats.get("einsum_pair", 0) + n
-    return n
+    return work.tally("einsum_pair", n)

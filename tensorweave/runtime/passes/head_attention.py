@@ -32,7 +32,7 @@ import os
 
 from tensorweave.kernels.cpu import attention_kernels, einsum_group_kernels, head_attention_kernels
 from tensorweave.runtime.passes import einsum_group
-from tensorweave.runtime.passes.ir import Node, NodeDef
+from tensorweave.runtime.passes.ir import Node, NodeDef, fused_names
 
 #: read when a plan is built; ``TW_REMAP_HEAD_ATTENTION=0``: off, for comparisons
 ENABLED = os.environ.get("TW_REMAP_HEAD_ATTENTION", "1") != "0"
@@ -63,17 +63,13 @@ def _fuse(att, work):
     y = att.outputs[0]
     node = Node(att, d, list(group.inputs), attrs, [(y.shape, y.dtype)], type_="FusedHeadAttention",
                 name=att.name + "/heads", control_inputs=(),
-                fused=[name for op in (group, att) for name in (getattr(op, "fused", None) or [op.name])])
-    work.node_rep[id(att)] = node
-    work.node_rep[id(group)] = None
-    return node
+                fused=fused_names((group, att)))
+    return work.fuse(node, (group, att))
 
 
 def run(work):
     """Fuses every match (see the module docstring); returns how many."""
     if not ENABLED or not einsum_group.inference_plan(work):
         return 0
-    n = sum(1 for op in list(work.ops) if op.type == "FusedAttention" and _fuse(op, work) is not None)
-    if n:
-        work.stats["head_attention"] = work.stats.get("head_attention", 0) + n
-    return n
+    return work.tally("head_attention",
+                      sum(1 for op in list(work.ops) if op.type == "FusedAttention" and _fuse(op, work) is not None))

@@ -94,6 +94,12 @@ def clone(op, inputs=None, attrs=None, control_inputs=None):
     return new
 
 
+def fused_names(steps):
+    """The names of the original nodes ``steps`` compute (a fused node's ``fused``, else its own name), in
+    order: the ``fused`` of a node made of them."""
+    return [name for op in steps for name in (getattr(op, "fused", None) or [op.name])]
+
+
 # ---- static facts ------------------------------------------------------------------------------
 def static_dims(t):
     """The static shape as a tuple of ints, or None if any dimension (or the rank) is unknown."""
@@ -222,6 +228,20 @@ class Work:
         while id(t) in rep:
             t = rep[id(t)]
         return t
+
+    def fuse(self, node, steps):
+        """Puts ``node`` where the last of ``steps`` (in plan order) stood, its outputs read as that
+        step's; the other steps leave the plan (the caller checked nothing else reads them). Returns ``node``."""
+        self.node_rep[id(steps[-1])] = node
+        for op in steps[:-1]:
+            self.node_rep[id(op)] = None
+        return node
+
+    def tally(self, key, n):
+        """Adds ``n`` (a pass's matches) to ``stats[key]`` (no entry while none); returns ``n``."""
+        if n:
+            self.stats[key] = self.stats.get(key, 0) + n
+        return n
 
     def replace(self, old, new):
         """Records that tensor ``old`` may be read as ``new``."""

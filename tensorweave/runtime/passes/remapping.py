@@ -106,9 +106,7 @@ def _fuse_contraction(bias_add, work):
     attrs = {**{k: v for k, v in c.attrs.items() if k[0] != "_"}, "relu": last is not bias_add}
     node = Node(last, d, (c.inputs[0], c.inputs[1], bias_add.inputs[1]), attrs, [(y.shape, y.dtype)],
                 type_=kind, control_inputs=(), fused=[o.name for o in fused])
-    work.node_rep[id(last)] = node
-    for o in fused[:-1]:
-        work.node_rep[id(o)] = None
+    work.fuse(node, fused)
     return fused
 
 
