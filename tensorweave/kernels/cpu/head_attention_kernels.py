@@ -36,6 +36,9 @@ from tensorweave.kernels.cpu import (attention_kernels, einsum_bias_kernels, ein
 
 #: this process's geometries -> "one" or "rows" (by heads; :func:`_way`), at most ``einsum_matmul.GEOMETRIES``
 _chosen = {}
+#: this process's geometries that ran by heads, with every operand's shape and dtype -> the layout
+#: :func:`_layout` found on the first call (None: not by heads), at most ``einsum_matmul.GEOMETRIES``
+_layouts = {}
 
 
 def head_attention(a, *operands, equation, count, weight_axis, out_axis, bias, relu, scales, dot, combine, at):
@@ -52,7 +55,7 @@ def head_attention(a, *operands, equation, count, weight_axis, out_axis, bias, r
         if way is None:
             way = einsum_matmul.remember(_chosen, key, _way(a, operands, group, dot, combine, at, parts))
         if way == "rows":
-            got = _operands(a, operands, group, at)
+            got = _known_operands(key, a, operands, group, at)
             if got is not None:
                 return _by_heads(got, group, parts)
     return _apart(a, operands, group, dot, combine, at)
@@ -92,6 +95,40 @@ def _operands(a, operands, group, at):
     if how is None:
         return None
     return got[0], w, b, y, (k, q, v), np.empty(q.shape, a.dtype), how
+
+
+def _known_operands(key, a, operands, group, at):
+    """:func:`_operands` of a geometry (``key``: :func:`head_attention`'s) remade from the layout
+    its first call found (:func:`_layout`): the stacked weight and bias (cached while the
+    variables are unchanged), views and new arrays, without the checks :func:`_operands` makes on
+    the calling thread while the helper waits for the hand-off (issue 18, enc30)."""
+    full = (key, tuple((x.shape, x.dtype.char) for x in operands), group["weight_axis"], group["out_axis"],
+            group["bias"])
+    layout = _layouts.get(full, False)
+    if layout is False:
+        layout = einsum_matmul.remember(_layouts, full, _layout(a, operands, group, at))
+    if layout is None:
+        return None
+    arr_a, shape = layout
+    w = derived.get_many(operands[:3], ("einsum-group", group["weight_axis"]),
+                         einsum_group_kernels._stacked(group["weight_axis"]))
+    b = derived.get_many(operands[3:], ("einsum-group", 0), einsum_group_kernels._stacked(0))
+    y = np.empty(shape, a.dtype)
+    k, q, v = (y[:, :, i] for i in at)
+    how = attention_kernels._fusable(k, q, v)       # (MKL's per-thread GEMM, as the first call found it)
+    if how is None:
+        return None
+    return einsum_matmul.matrix(a, arr_a), w, b, y, (k, q, v), np.empty(q.shape, a.dtype), how
+
+
+def _layout(a, operands, group, at):
+    """``(arrangement of a, the group's output shape)`` where :func:`_operands` runs the step by
+    heads (``einsum_matmul.in_order_layout``'s), else None."""
+    got = _operands(a, operands, group, at)
+    if got is None:
+        return None
+    sa, sb, so = einsum_bias_kernels._split(group["equation"])
+    return einsum_matmul.in_order_layout(sa, sb, so, a.shape, got[1].shape)[0], got[3].shape
 
 
 def _by_heads(operands, group, parts):
