@@ -53,10 +53,11 @@ def test_layout_makes_the_matrices_in_order_makes(eq, sa, sb):
 
 
 @pytest.mark.parametrize("eq, sa, sb", [("abc,acd->abd", (2, 5, 3), (2, 3, 4)), ("abc,cd->ad", (2, 5, 3), (3, 4)),
-                                        ("ab,bc->ca", (5, 3), (3, 4)), ("aa,ab->ab", (3, 3), (3, 2))])
+                                        ("ab,bcd->ac", (5, 3), (3, 4, 2)), ("ab,bc->ca", (5, 3), (3, 4)),
+                                        ("aa,ab->ab", (3, 3), (3, 2))])
 def test_no_layout_where_in_order_has_none(eq, sa, sb):
-    """A batch letter, a letter summed in one operand alone, the output not in left-then-right
-    order, a repeated letter."""
+    """A batch letter, a letter summed in the left operand alone, in the right one alone, the
+    output not in left-then-right order, a repeated letter."""
     assert einsum_matmul.in_order_layout(*einsum_bias_kernels._split(eq), sa, sb) is None
 
 
@@ -89,6 +90,18 @@ def test_runner_is_matmul_where_it_cannot_call_directly(why):
     else:
         out = np.empty((64, 64), np.float32).T
     assert einsum_matmul.one_thread_runner(a, b, out) is einsum_matmul.matmul_one_thread
+
+
+def test_runner_is_matmul_where_matmul_takes_another_route(monkeypatch):
+    """``gemm.route`` not "one" for a one-thread product (``TW_BLAS_TUNE=1``'s "tuned", no
+    one-thread library): ``gemm.matmul``, which asks it, not MKL's call; that call one-thread."""
+    a, b, out = _r(np.float32, 64, 96), _r(np.float32, 96, 64), np.empty((64, 64), np.float32)
+    monkeypatch.setattr(gemm, "route", lambda *args, **kw: "tuned")
+    assert einsum_matmul.one_thread_runner(a, b, out) is einsum_matmul.matmul_one_thread
+    calls = []
+    monkeypatch.setattr(gemm, "matmul", lambda *args, **kw: calls.append(kw))
+    einsum_matmul.matmul_one_thread(a, b, out)
+    assert calls == [{"out": out, "one_thread": True}]
 
 
 def test_runner_is_matmul_where_the_class_runs_on_numpy(monkeypatch):
