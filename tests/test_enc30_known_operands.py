@@ -138,19 +138,45 @@ def test_tail_later_calls_equal_the_checked_operands_bits(split, dtype):
     assert not np.array_equal(first, later) and later.shape == ops[3].shape and later.dtype == dtype
 
 
-def test_tail_runners_are_the_blocks_one_thread_calls(split):
+def test_tail_runners_are_the_blocks_one_thread_calls(split, monkeypatch):
+    """Made on a block's operands (64 of 128 rows: its class's one-thread library), one per product."""
     split(ScriptedTuner("block-tail:", cached="rows"))
+    pieces = []
+    real = gemm._part_runner
+    monkeypatch.setattr(gemm, "_part_runner", lambda piece, *a: pieces.append([x.shape for x in piece]) or real(piece, *a))
     btk.block_tail(*_tail(np.float32), **TAIL)
     layout = next(iter(btk._layouts.values()))
     assert len(layout[-1]) == 3 and all(getattr(run, "library", None) == "mkl1" for run in layout[-1])
+    assert pieces == [[(64, 64), (64, 64), (64, 64)], [(64, 64), (64, 128), (64, 128)],
+                      [(64, 128), (128, 64), (64, 64)]]
 
 
-def test_tail_short_last_block_and_new_vector_shapes(split):
-    """96 rows in blocks of 64: the short last block's products through ``gemm.matmul``; a
-    vector of another shape is another layout (its checks made again: a bad one raises as the
-    four kernels do)."""
+def test_tail_later_calls_make_no_checks(split, monkeypatch):
     split(ScriptedTuner("block-tail:", cached="rows"))
+    ops = _tail(np.float32)
+    btk.block_tail(*ops, **TAIL)
+    checked = []
+    real = btk._operands
+    monkeypatch.setattr(btk, "_operands", lambda *a: checked.append(1) or real(*a))
+    btk.block_tail(*ops, **TAIL)
+    assert checked == []
+
+
+def test_tail_short_last_block_and_new_vector_shapes(split, monkeypatch):
+    """112 rows in blocks of 64: the short last block's products through ``gemm.matmul`` (the
+    runners are for 64 rows); a vector of another shape is another layout (its checks made
+    again: a bad one raises as the four kernels do)."""
+    split(ScriptedTuner("block-tail:", cached="rows"))
+    ops = _tail(np.float32, m=112)
+    want = _checked_tail(ops)
+    btk.block_tail(*ops, **TAIL)
+    rows = []
+    real = einsum_matmul.matmul_one_thread
+    monkeypatch.setattr(einsum_matmul, "matmul_one_thread", lambda a, b, out: rows.append(len(a)) or real(a, b, out))
+    assert np.array_equal(btk.block_tail(*ops, **TAIL), want) and rows == [48, 48, 48]
     ops = _tail(np.float32, m=96)
+    monkeypatch.undo()
+    split(ScriptedTuner("block-tail:", cached="rows"))
     assert np.array_equal(btk.block_tail(*ops, **TAIL), _checked_tail(ops))
     bad = list(ops)
     bad[2] = _r(np.float32, 96, 64)      # a bias of the product's two trailing axes: not the rows way's
@@ -198,12 +224,28 @@ def test_heads_later_calls_equal_the_checked_operands_bits(split, dtype):
     assert np.array_equal(first, _checked_heads(a, ws)) and np.array_equal(later, _checked_heads(a2, ws))
 
 
-def test_heads_odd_count_and_an_order_that_cannot_fuse(split, monkeypatch):
-    """Three heads in blocks of two (the short block through ``gemm.matmul``); where the
-    attention cannot fuse (no MKL per-thread call now) the two kernels run."""
+def test_heads_later_calls_make_no_checks(split, monkeypatch):
     split(ScriptedTuner("head-attention:", cached="rows"))
-    a, ws = _heads(np.float32, n_heads=3)
-    assert np.array_equal(hak.head_attention(a, *ws, at=(1, 0, 2), **GROUP, **ATT), _checked_heads(a, ws))
+    a, ws = _heads(np.float32)
+    hak.head_attention(a, *ws, at=(1, 0, 2), **GROUP, **ATT)
+    checked = []
+    real = hak._operands
+    monkeypatch.setattr(hak, "_operands", lambda *args: checked.append(1) or real(*args))
+    hak.head_attention(a, *ws, at=(1, 0, 2), **GROUP, **ATT)
+    assert checked == []
+
+
+def test_heads_odd_count_and_an_order_that_cannot_fuse(split, monkeypatch):
+    """Three heads in blocks of two (the short block's three projections through
+    ``gemm.matmul``); where the attention cannot fuse (no MKL per-thread call now) the two kernels run."""
+    split(ScriptedTuner("head-attention:", cached="rows"))
+    a, ws = _heads(np.float32, t=128, c=64, n_heads=3, d=16)
+    want = _checked_heads(a, ws)
+    hak.head_attention(a, *ws, at=(1, 0, 2), **GROUP, **ATT)
+    cols = []
+    real = einsum_matmul.matmul_one_thread
+    monkeypatch.setattr(einsum_matmul, "matmul_one_thread", lambda x, w, out: cols.append(w.shape[1]) or real(x, w, out))
+    assert np.array_equal(hak.head_attention(a, *ws, at=(1, 0, 2), **GROUP, **ATT), want) and cols == [16] * 3
     monkeypatch.setattr(attention_kernels, "_fusable", lambda k, q, v: None)
     got = hak.head_attention(a, *ws, at=(1, 0, 2), **GROUP, **ATT)
     np.testing.assert_array_equal(got, hak._apart(a, ws, GROUP, ATT["dot"], ATT["combine"], (1, 0, 2)))
