@@ -48,10 +48,10 @@ def _over_rows(m, n, itemsize, run):
     own rows). One tile (every row in :data:`TILE_ROWS_BYTES`) is that call on any thread count,
     so it does not ask ``parts_for`` (its thread count read: encoder2_predict's four layer norms of
     [128, 256] float32, the "one" way of ``FusedBlockTail``; issue 18, enc30)."""
-    if m * max(1, n * itemsize) <= TILE_ROWS_BYTES:
+    nbytes = m * n * itemsize
+    if nbytes <= TILE_ROWS_BYTES:
         run(0, m, {})
         return
-    nbytes = m * n * itemsize
     if split_passes.parts_for(nbytes, m) < 2:
         with on_this_thread():
             over_tiles(m, max(1, n * itemsize), TILE_ROWS_BYTES, run)
