@@ -143,7 +143,8 @@ def test_tail_runners_are_the_blocks_one_thread_calls(split, monkeypatch):
     split(ScriptedTuner("block-tail:", cached="rows"))
     pieces = []
     real = gemm._part_runner
-    monkeypatch.setattr(gemm, "_part_runner", lambda piece, *a: pieces.append([x.shape for x in piece]) or real(piece, *a))
+    monkeypatch.setattr(gemm, "_part_runner",
+                        lambda piece, *a: pieces.append([x.shape for x in piece]) or real(piece, *a))
     btk.block_tail(*_tail(np.float32), **TAIL)
     layout = next(iter(btk._layouts.values()))
     assert len(layout[-1]) == 3 and all(getattr(run, "library", None) == "mkl1" for run in layout[-1])
@@ -245,7 +246,8 @@ def test_heads_odd_count_and_an_order_that_cannot_fuse(split, monkeypatch):
     hak.head_attention(a, *ws, at=(1, 0, 2), **GROUP, **ATT)
     cols = []
     real = einsum_matmul.matmul_one_thread
-    monkeypatch.setattr(einsum_matmul, "matmul_one_thread", lambda x, w, out: cols.append(w.shape[1]) or real(x, w, out))
+    monkeypatch.setattr(einsum_matmul, "matmul_one_thread",
+                        lambda x, w, out: cols.append(w.shape[1]) or real(x, w, out))
     assert np.array_equal(hak.head_attention(a, *ws, at=(1, 0, 2), **GROUP, **ATT), want) and cols == [16] * 3
     monkeypatch.setattr(attention_kernels, "_fusable", lambda k, q, v: None)
     got = hak.head_attention(a, *ws, at=(1, 0, 2), **GROUP, **ATT)
@@ -270,8 +272,8 @@ def test_heads_bias_off_is_another_layout_and_not_by_heads(split):
 
 
 # ---- layer norm: one tile -------------------------------------------------------------------------------
-@pytest.mark.parametrize("m, n, asks", [(128, 256, False), (256, 256, False), (0, 8, False), (1, 60000, False), (1, 70000, True),
-                                        (300, 256, True)])
+@pytest.mark.parametrize("m, n, asks", [(128, 256, False), (256, 256, False), (0, 8, False), (1, 60000, False),
+                                        (1, 70000, True), (300, 256, True)])
 def test_layer_norm_one_tile_does_not_ask_parts_for(monkeypatch, m, n, asks):
     """Rows within :data:`TILE_ROWS_BYTES` are one call on any thread count: not asked; a
     longer pass (a row of 280 KB too) asks as before."""

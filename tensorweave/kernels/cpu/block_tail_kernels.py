@@ -164,7 +164,8 @@ def _by_rows(operands, runners, attrs, parts):
 
     def block(i):
         j = min(m, i + step)
-        proj, first, second = runners if runners is not None and j - i == step else (einsum_matmul.matmul_one_thread,) * 3
+        whole = runners is not None and j - i == step        # (a shorter last block: its own class)
+        proj, first, second = runners if whole else (einsum_matmul.matmul_one_thread,) * 3
         p = out[i:j]        # (the projection in the output's rows: the last norm overwrites it)
         proj(a2[i:j], wom, p)
         nn_loops.bias_act(p, bo, relu0)

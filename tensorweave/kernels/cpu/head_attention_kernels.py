@@ -116,7 +116,7 @@ def _known_operands(key, a, operands, group, at, parts):
     b = derived.get_many(operands[3:], ("einsum-group", 0), einsum_group_kernels._stacked(0))
     y = np.empty(shape, a.dtype)
     k, q, v = (y[:, :, i] for i in at)
-    how = attention_kernels._fusable(k, q, v)       # (MKL's per-thread GEMM, as the first call found it)
+    how = attention_kernels._fusable(k, q, v)       # (asked each call, as `_operands` does: MKL's per-thread GEMM)
     if how is None:
         return None
     return (einsum_matmul.matrix(a, arr_a), w, b, y, (k, q, v), np.empty(q.shape, a.dtype), how), runner
