@@ -23,6 +23,15 @@ too (issue 18 session 20, att24), so ``--workload encoder2_predict`` gives its p
 (``torch.profiler``'s "self CPU" per op and step, which is the op's elapsed time on the calling
 thread, its other threads' work not counted; and the process CPU per step), beside ours (issue 18,
 enc28).
+
+``--nodes`` times the plan's own steps instead (issue 18, enc30): no kernel is wrapped, so the plan
+passes match as in a plain run (wrapped kernels are not the stock ones a pass looks for: the tables
+above show a plan without ``FusedBlockTail`` / ``FusedHeadAttention``). Per node and step: wall,
+process CPU (all threads), the calling thread's CPU, the helpers' share (process less calling
+thread) and the wall between the node and the one before it on the calling thread (the
+executor's own time). ``tw.profiler`` is switched on so the plan runs its self-timing twin::
+
+    PYTHONPATH=$PWD python benchmarks/bench_op_profile.py --workload encoder2_predict --nodes --steps 200
 """
 import argparse
 import collections
@@ -193,9 +202,12 @@ def main(argv=None):
                    help="one-thread GEMM rate for the bound column (default: measured here)")
     p.add_argument("--peer", choices=("torch",), default=None, help="profile PyTorch's run instead")
     p.add_argument("--threads", type=int, default=1, help="the peer's intra-op threads")
+    p.add_argument("--nodes", action="store_true", help="time the plan's nodes (see the module docstring)")
     args = p.parse_args(argv)
     if args.peer:
         return torch_profile(args.workload, args.steps, args.threads, args.top)
+    if args.nodes:
+        return node_profile(args.workload, args.steps, args.top)
     import threading
 
     import tensorweave  # noqa: F401  (registers the kernels)
@@ -236,6 +248,67 @@ def main(argv=None):
     for name, (w, cp, m) in sorted(by_type.items(), key=lambda kv: -kv[1][1])[:20]:
         print(f"| {name} | {w * 1e3:.2f} | {cp * 1e3:.2f} | {m * 1e3:.2f} |")
     print_families(by_type, fam, flops_fwd[0], n, args.gflops or one_thread_gflops(), cpu)
+
+
+def time_plan_steps(stats):
+    """Makes the profiler's self-timing plan steps (``executor._timed``) also record, per node name,
+    [calls, wall, process CPU, calling thread's CPU, wall since the calling thread's last node end,
+    op type] into ``stats`` (seconds)."""
+    from tensorweave.runtime import executor
+    last = [None]
+
+    def timed(step, rt):
+        fn, node = step.fn, step.node
+
+        def run(*args):
+            w0, c0, m0 = time.perf_counter(), time.process_time(), time.thread_time()
+            try:
+                return fn(*args)
+            finally:
+                w1 = time.perf_counter()
+                s = stats[node.name]
+                s[0] += 1
+                s[1] += w1 - w0
+                s[2] += time.process_time() - c0
+                s[3] += time.thread_time() - m0
+                s[4] += 0.0 if last[0] is None else w0 - last[0]
+                s[5] = node.op
+                last[0] = w1
+        return run
+    executor._timed = timed
+    return last
+
+
+def node_profile(workload, steps, top):
+    """The plan's nodes of ``workload``'s request, timed (``--nodes``, module docstring)."""
+    import tensorweave as tw
+    stats = collections.defaultdict(lambda: [0, 0.0, 0.0, 0.0, 0.0, ""])
+    last = time_plan_steps(stats)
+    data = bench_models.synthetic_batch(workload)
+    step, _, _ = bench_models.make_tensorweave(workload, data, None)
+    from tensorweave.kernels.cpu import jit
+    for _ in range(3):
+        jit.wait_for_compiles()
+        step()
+    with tw.profiler.Profile():
+        step()
+        stats.clear()
+        c0, m0, w0 = time.process_time(), time.thread_time(), time.perf_counter()
+        for _ in range(steps):
+            last[0] = None
+            step()
+        wall, cpu, main = ((time.perf_counter() - w0) / steps, (time.process_time() - c0) / steps,
+                           (time.thread_time() - m0) / steps)
+    n = steps
+    nw, nc, nm, gap = (sum(v[i] for v in stats.values()) / n for i in (1, 2, 3, 4))
+    print(f"{workload}: {len(stats)} nodes; request wall {wall * 1e3:.2f} ms, process CPU {cpu * 1e3:.2f} ms, "
+          f"calling thread's CPU {main * 1e3:.2f} ms; in nodes wall {nw * 1e3:.2f}, CPU {nc * 1e3:.2f} "
+          f"(calling thread {nm * 1e3:.2f}), between nodes {gap * 1e3:.2f}; load {os.getloadavg()}")
+    print("| node | op | wall µs | process CPU µs | calling thread µs | helpers µs | CPU/wall | gap before µs |")
+    print("|---|---|---|---|---|---|---|---|")
+    for name, (c, w, cp, m, g, op) in sorted(stats.items(), key=lambda kv: -kv[1][1])[:top]:
+        print(f"| {name} | {op} | {w / n * 1e6:.0f} | {cp / n * 1e6:.0f} | {m / n * 1e6:.0f} | "
+              f"{(cp - m) / n * 1e6:.0f} | {cp / max(w, 1e-12):.2f} | {g / n * 1e6:.1f} |")
 
 
 def torch_profile(workload, steps, threads, top):

@@ -30,7 +30,7 @@ _Tuner = functools.partial(ScriptedTuner, "block-tail:")
 @pytest.fixture
 def tail(monkeypatch):
     """``setup(tuner, quiet=False, parts=2)`` (``scripted_tuner.scripted_split``): the kernel's caches emptied."""
-    return scripted_split(monkeypatch, ((btk, "_chosen"), (einsum_bias_kernels, "_pair_chosen"),
+    return scripted_split(monkeypatch, ((btk, "_chosen"), (btk, "_layouts"), (einsum_bias_kernels, "_pair_chosen"),
                                         (einsum_matmul, "_rows_chosen")))
 
 

@@ -28,7 +28,7 @@ _Tuner = functools.partial(ScriptedTuner, "head-attention:")
 @pytest.fixture
 def heads(monkeypatch):
     """``setup(tuner, quiet=False, parts=2)`` (``scripted_tuner.scripted_split``): the kernels' caches emptied."""
-    return scripted_split(monkeypatch, ((hak, "_chosen"), (attention_kernels, "_chosen"),
+    return scripted_split(monkeypatch, ((hak, "_chosen"), (hak, "_layouts"), (attention_kernels, "_chosen"),
                                         (einsum_matmul, "_rows_chosen")))
 
 

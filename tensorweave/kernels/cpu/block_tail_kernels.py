@@ -36,6 +36,9 @@ from tensorweave.kernels.cpu import layer_norm_loops, nn_loops
 
 #: this process's geometries -> "one" or "rows" (:func:`_way`), at most ``einsum_matmul.GEOMETRIES``
 _chosen = {}
+#: this process's geometries that ran by rows, with their vectors' shapes and every dtype -> the
+#: layout :func:`_layout` found on the first call (None: not by rows), at most ``einsum_matmul.GEOMETRIES``
+_layouts = {}
 
 
 def block_tail(h, wo, bo, x, g1, be1, w1, b1, w2, b2, g2, be2, *, proj, first, second, relu0, relu1, relu2,
@@ -55,9 +58,9 @@ def block_tail(h, wo, bo, x, g1, be1, w1, b1, w2, b2, g2, be2, *, proj, first, s
         if way is None:
             way = einsum_matmul.remember(_chosen, key, _way(args, attrs, parts))
         if way == "rows":
-            operands = _operands(args, attrs)
-            if operands is not None:
-                return _by_rows(operands, attrs, parts)
+            got = _known_operands(key, args, attrs, parts)
+            if got is not None:
+                return _by_rows(*got, attrs, parts)
     return _apart(args, attrs)
 
 
@@ -101,9 +104,54 @@ def _operands(args, attrs):
             bias2, np.empty((m, n), dt), g2, be2, y2)
 
 
-def _by_rows(operands, attrs, parts):
+def _known_operands(key, args, attrs, parts):
+    """``(operands, runners)``: :func:`_operands` of a geometry (``key``: :func:`block_tail`'s)
+    remade from the layout its first call found (:func:`_layout`): views and new arrays, without
+    the ~30-90 µs of checks :func:`_operands` makes on the calling thread while the helper waits for
+    the hand-off (issue 18, enc30); and the blocks' three products' runners. The vectors' shapes
+    and every dtype are part of the layout's key: the checks that read them hold for every call of
+    the key. None where the chain cannot run by rows."""
+    vectors = (args[2].shape, args[4].shape, args[5].shape, args[7].shape, args[9].shape, args[10].shape,
+               args[11].shape)
+    full = (key, vectors, tuple(t.dtype.char for t in args))
+    layout = _layouts.get(full, False)
+    if layout is False:
+        layout = einsum_matmul.remember(_layouts, full, _layout(args, attrs, parts))
+    if layout is None:
+        return None
+    h, wo, bo, x, g1, be1, w1, b1, w2, b2, g2, be2 = args
+    arr_h, arr_wo, arr_w1, arr_w2, m, n, hidden, runners = layout
+    dt = x.dtype
+    return (einsum_matmul.matrix(h, arr_h), einsum_matmul.matrix(wo, arr_wo), bo,
+            np.ascontiguousarray(x).reshape(m, n), g1, be1, np.empty((m, n), dt), einsum_matmul.matrix(w1, arr_w1),
+            np.ascontiguousarray(b1).reshape(hidden), np.empty((m, hidden), dt), einsum_matmul.matrix(w2, arr_w2),
+            np.ascontiguousarray(b2).reshape(n), np.empty((m, n), dt), g2, be2, np.empty(x.shape, dt)), runners
+
+
+def _layout(args, attrs, parts):
+    """``(arrangements of h, wo, w1, w2, rows, width, hidden width, runners)`` where
+    :func:`_operands` runs the chain by rows (``einsum_matmul.in_order_layout``'s arrangements, the
+    ones its matrices were made by; ``runners``: ``einsum_matmul.one_thread_runner``'s of a
+    block's three products, made on the first block), else None."""
+    operands = _operands(args, attrs)
+    if operands is None:
+        return None
+    a2, wom, _, _, _, _, y1, w1m, _, hid, w2m, _, f = operands[:13]
+    step = gemm.block_size(a2.shape[0], parts)
+    runners = tuple(einsum_matmul.one_thread_runner(a[:step], b, out[:step])
+                    for a, b, out in ((a2, wom, f), (y1, w1m, hid), (hid, w2m, f)))
+    h, wo, _, x, _, _, w1, _, w2 = args[:9]
+    proj, first, second = attrs[:3]
+    arr_h, arr_wo, _ = einsum_matmul.in_order_layout(*einsum_bias_kernels._split(proj), h.shape, wo.shape)
+    _, arr_w1, shape = einsum_matmul.in_order_layout(*einsum_bias_kernels._split(first), x.shape, w1.shape)
+    arr_w2 = einsum_matmul.in_order_layout(*einsum_bias_kernels._split(second), shape, w2.shape)[1]
+    return arr_h, arr_wo, arr_w1, arr_w2, *operands[3].shape, operands[9].shape[1], runners
+
+
+def _by_rows(operands, runners, attrs, parts):
     """The chain by blocks of rows (``gemm.block_size``), each block's steps on one thread: its
-    products ``gemm.matmul(one_thread=True)`` with the bias (and ReLU) right after each
+    products ``gemm.matmul(one_thread=True)`` (``runners``, where given: the same calls, made for
+    blocks of ``gemm.block_size`` rows) with the bias (and ReLU) right after each
     (``nn_loops.bias_act``), its layer norms ``layer_norm_loops.forward`` with the residual added
     in the row loop, as ``AddLayerNorm`` runs them; the blocks shared over ``parts`` threads."""
     a2, wom, bo, x2, g1, be1, y1, w1m, bias1, hidden, w2m, bias2, f, g2, be2, y2 = operands
@@ -116,13 +164,15 @@ def _by_rows(operands, attrs, parts):
 
     def block(i):
         j = min(m, i + step)
+        whole = runners is not None and j - i == step        # (a shorter last block: its own class)
+        proj, first, second = runners if whole else (einsum_matmul.matmul_one_thread,) * 3
         p = out[i:j]        # (the projection in the output's rows: the last norm overwrites it)
-        gemm.matmul(a2[i:j], wom, out=p, one_thread=True)
+        proj(a2[i:j], wom, p)
         nn_loops.bias_act(p, bo, relu0)
         layer_norm_loops.forward(x2[i:j], p, True, g1, be1, eps1, rms1, y1[i:j], stats[0, i:j], stats[1, i:j])
-        gemm.matmul(y1[i:j], w1m, out=hidden[i:j], one_thread=True)
+        first(y1[i:j], w1m, hidden[i:j])
         nn_loops.bias_act(hidden[i:j], bias1, relu1)
-        gemm.matmul(hidden[i:j], w2m, out=f[i:j], one_thread=True)
+        second(hidden[i:j], w2m, f[i:j])
         nn_loops.bias_act(f[i:j], bias2, relu2)
         layer_norm_loops.forward(y1[i:j], f[i:j], True, g2, be2, eps2, rms2, out[i:j], stats[2, i:j],
                                  stats[3, i:j])
@@ -145,6 +195,6 @@ def _way(args, attrs, parts):
     got = gemm._cached_threaded(cls, can_time)
     if got is None and can_time:
         runners = {"one": functools.partial(_apart, args, attrs),
-                   "rows": functools.partial(_by_rows, operands, attrs, parts)}
+                   "rows": functools.partial(_by_rows, operands, None, attrs, parts)}
         got = gemm.timed_choice(cls, runners, "one", runners["one"])
     return got or "one"

@@ -194,11 +194,69 @@ def _in_order(a, b, sa, sb, so, plan):
     result, C-contiguous, is the output of ``shape`` (no batch subscript, nothing summed in one
     operand alone, the output's letters the left operand's free ones then the right's: a ``Dense``
     on a sequence, the Q/K/V group, their gradients); None otherwise."""
+    got = in_order_layout(sa, sb, so, a.shape, b.shape)
+    if got is None:
+        return None
+    return matrix(a, got[0]), matrix(b, got[1]), got[2]
+
+
+@functools.lru_cache(maxsize=LAYOUTS)
+def in_order_layout(sa, sb, so, shape_a, shape_b):
+    """``(arrangement of a, arrangement of b, output shape)`` of :func:`_in_order` for operands of
+    these shapes (:func:`matrix` makes each 2-D matrix from its arrangement), or None where it
+    gives None. A kernel that keeps it per geometry remakes its matrices without the checks
+    (``block_tail_kernels``, ``head_attention_kernels``; issue 18, enc30).
+
+    >>> in_order_layout("abc", "cd", "abd", (1, 4, 3), (3, 2))
+    (((0, 1, 2), (1, 4, 3), False), ((0, 1), (1, 3, 2), False), (1, 4, 2))
+    """
+    plan = _plan(sa, sb, so, shape_a, shape_b)
+    if plan is None:
+        return None
     size, batch, left, right, inner, only_a, only_b = plan
     if batch or only_a or only_b or not left or not right or tuple(so) != left + right:
         return None
-    a2 = _matrices(a, sa, (), left, inner, size)[0]
-    return a2, _matrices(b, sb, (), inner, right, size)[0], tuple(size[c] for c in so)
+    return (_arrangement(sa, shape_a, (), left, inner), _arrangement(sb, shape_b, (), inner, right),
+            tuple(size[c] for c in so))
+
+
+def one_thread_runner(a, b, out):
+    """``run(a, b, out)`` for products of this one's geometry (the rows of a block of a split
+    product: the same shapes and strides, other data): the call ``gemm.matmul(a, b, out=out,
+    one_thread=True)`` makes, MKL's one-thread GEMM, without its ~10 µs of checks a call, where
+    that call takes that route for this class (chosen now, timed on these operands where the class
+    is new: ``gemm._part_runner``, the split products' blocks' runner); else that ``gemm.matmul``
+    call. A block of ``FusedBlockTail`` and of ``FusedHeadAttention`` makes three products (issue
+    18, enc30). The same call either way, so the same bits.
+
+    >>> import numpy as np
+    >>> a, b = np.ones((64, 32), np.float32), np.ones((32, 64), np.float32)
+    >>> out = np.empty((64, 64), np.float32)
+    >>> one_thread_runner(a, b, out)(a, b, out) is None, float(out[0, 0])
+    (True, 32.0)
+    """
+    (m, k), n = a.shape, b.shape[1]
+    ops = gemm._operand(a), gemm._operand(b), gemm._operand(out)
+    if a.dtype == b.dtype == out.dtype and b.shape[0] == k and out.shape == (m, n) and None not in ops \
+            and ops[2][0] == gemm._NO_TRANS and m * n * k >= gemm.MIN_WORK and not np.may_share_memory(out, a) \
+            and not np.may_share_memory(out, b) and gemm.route(a.dtype, m, n, k, one_thread=True) == "one":
+        run = gemm._part_runner((a, b, out), *ops, k)
+        if getattr(run, "library", None) == "mkl1":
+            return run
+    return matmul_one_thread
+
+
+def matmul_one_thread(a, b, out):
+    """``gemm.matmul(a, b, out=out, one_thread=True)`` (:func:`one_thread_runner`'s other way)."""
+    gemm.matmul(a, b, out=out, one_thread=True)
+
+
+def matrix(x, arrangement):
+    """The 2-D matrix :func:`_matrices` makes of ``x`` (no batch) by ``arrangement``
+    (:func:`_arrangement`'s, :func:`in_order_layout`'s)."""
+    axes, shape, flip = arrangement
+    m = x.transpose(axes).reshape(shape)
+    return (m.transpose(0, 2, 1) if flip else m)[0]
 
 
 #: this process's 2-D products by geometry (operands' shapes, strides, dtype; split parts) -> ``(way,

@@ -36,6 +36,9 @@ from tensorweave.kernels.cpu import (attention_kernels, einsum_bias_kernels, ein
 
 #: this process's geometries -> "one" or "rows" (by heads; :func:`_way`), at most ``einsum_matmul.GEOMETRIES``
 _chosen = {}
+#: this process's geometries that ran by heads, with every operand's shape and dtype -> the layout
+#: :func:`_layout` found on the first call (None: not by heads), at most ``einsum_matmul.GEOMETRIES``
+_layouts = {}
 
 
 def head_attention(a, *operands, equation, count, weight_axis, out_axis, bias, relu, scales, dot, combine, at):
@@ -52,9 +55,9 @@ def head_attention(a, *operands, equation, count, weight_axis, out_axis, bias, r
         if way is None:
             way = einsum_matmul.remember(_chosen, key, _way(a, operands, group, dot, combine, at, parts))
         if way == "rows":
-            got = _operands(a, operands, group, at)
+            got = _known_operands(key, a, operands, group, at, parts)
             if got is not None:
-                return _by_heads(got, group, parts)
+                return _by_heads(*got, group, parts)
     return _apart(a, operands, group, dot, combine, at)
 
 
@@ -94,22 +97,69 @@ def _operands(a, operands, group, at):
     return got[0], w, b, y, (k, q, v), np.empty(q.shape, a.dtype), how
 
 
-def _by_heads(operands, group, parts):
+def _known_operands(key, a, operands, group, at, parts):
+    """``(operands, runner)``: :func:`_operands` of a geometry (``key``: :func:`head_attention`'s)
+    remade from the layout its first call found (:func:`_layout`): the stacked weight and bias
+    (cached while the variables are unchanged), views and new arrays, without the checks
+    :func:`_operands` makes on the calling thread while the helper waits for the hand-off (issue
+    18, enc30); and the runner of a block's projections. None where the step cannot run by heads."""
+    full = (key, tuple((x.shape, x.dtype.char) for x in operands), group["weight_axis"], group["out_axis"],
+            group["bias"])
+    layout = _layouts.get(full, False)
+    if layout is False:
+        layout = einsum_matmul.remember(_layouts, full, _layout(a, operands, group, at, parts))
+    if layout is None:
+        return None
+    arr_a, shape, runner = layout
+    w = derived.get_many(operands[:3], ("einsum-group", group["weight_axis"]),
+                         einsum_group_kernels._stacked(group["weight_axis"]))
+    b = derived.get_many(operands[3:], ("einsum-group", 0), einsum_group_kernels._stacked(0))
+    y = np.empty(shape, a.dtype)
+    k, q, v = (y[:, :, i] for i in at)
+    how = attention_kernels._fusable(k, q, v)       # (asked each call, as `_operands` does: MKL's per-thread GEMM)
+    if how is None:
+        return None
+    return (einsum_matmul.matrix(a, arr_a), w, b, y, (k, q, v), np.empty(q.shape, a.dtype), how), runner
+
+
+def _layout(a, operands, group, at, parts):
+    """``(arrangement of a, the group's output shape, runner)`` where :func:`_operands` runs the
+    step by heads (``einsum_matmul.in_order_layout``'s; ``runner``: ``einsum_matmul.one_thread_runner``'s
+    of a block's projection, made on the first block's first), else None."""
+    got = _operands(a, operands, group, at)
+    if got is None:
+        return None
+    a2, w, _, y = got[:4]
+    sa, sb, so = einsum_bias_kernels._split(group["equation"])
+    step, (bs, t, _, _, d) = _heads_step(y.shape[3], parts), y.shape
+    runner = einsum_matmul.one_thread_runner(a2, w[:, 0, :step].reshape(w.shape[0], step * d),
+                                             y.reshape(bs * t, 3, -1, d)[:, 0, :step].reshape(bs * t, step * d))
+    return einsum_matmul.in_order_layout(sa, sb, so, a.shape, w.shape)[0], y.shape, runner
+
+
+def _heads_step(heads, parts):
+    """Heads a block of :func:`_by_heads` takes."""
+    return -(-heads // parts)
+
+
+def _by_heads(operands, runner, group, parts):
     """The step by blocks of heads, each block's three projections (its weight and output columns,
-    ``gemm.matmul(one_thread=True)``), bias, ReLU and scale, then its (batch, head) pairs
+    ``gemm.matmul(one_thread=True)``; ``runner``, where given: the same call, made for blocks of
+    the full step of heads), bias, ReLU and scale, then its (batch, head) pairs
     (``attention_kernels.pair_block``) on one thread; the blocks shared over ``parts`` threads."""
     a2, w, b, y, (k, q, v), out, (fn, set_local) = operands
     bs, t, _, heads, d = y.shape
     c = w.shape[0]
     y2 = y.reshape(bs * t, 3, heads, d)
-    step = -(-heads // parts)
+    step = _heads_step(heads, parts)
     scales = group["scales"] or (None,) * 3
 
     def block(h0):
         h1 = min(heads, h0 + step)
+        product = runner if runner is not None and h1 - h0 == step else einsum_matmul.matmul_one_thread
         for i in range(3):
             part = y2[:, i, h0:h1].reshape(bs * t, (h1 - h0) * d)
-            gemm.matmul(a2, w[:, i, h0:h1].reshape(c, (h1 - h0) * d), out=part, one_thread=True)
+            product(a2, w[:, i, h0:h1].reshape(c, (h1 - h0) * d), part)
             np.add(part, b[i, h0:h1].reshape(-1), out=part)
             if group["relu"]:
                 np.maximum(part, 0, out=part)
@@ -134,6 +184,6 @@ def _way(a, operands, group, dot, combine, at, parts):
     chosen = gemm._cached_threaded(cls, can_time)
     if chosen is None and can_time:
         runners = {"one": functools.partial(_apart, a, operands, group, dot, combine, at),
-                   "rows": functools.partial(_by_heads, got, group, parts)}
+                   "rows": functools.partial(_by_heads, got, None, group, parts)}
         chosen = gemm.timed_choice(cls, runners, "one", runners["one"])
     return chosen or "one"

@@ -45,12 +45,14 @@ def _over_rows(m, n, itemsize, run):
     partials, so its bits), without the threads' hand-off for the transformer's [2048, 64] rows
     (the tiles' hand-off and BLAS thread-count calls cost more than half of the forward's loop;
     issue 18 session 18, tx22). Rows of one tile, not split, are one call here (the tile loop's
-    own rows)."""
+    own rows). One tile (every row in :data:`TILE_ROWS_BYTES`) is that call on any thread count,
+    so it does not ask ``parts_for`` (its thread count read: encoder2_predict's four layer norms of
+    [128, 256] float32, the "one" way of ``FusedBlockTail``; issue 18, enc30)."""
     nbytes = m * n * itemsize
+    if nbytes <= TILE_ROWS_BYTES:
+        run(0, m, {})
+        return
     if split_passes.parts_for(nbytes, m) < 2:
-        if nbytes <= TILE_ROWS_BYTES:
-            run(0, m, {})
-            return
         with on_this_thread():
             over_tiles(m, max(1, n * itemsize), TILE_ROWS_BYTES, run)
     else:
