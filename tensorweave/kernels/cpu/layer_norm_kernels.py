@@ -138,8 +138,9 @@ def _layer_norm_grad(dy, x, gamma, mean, inv, mean_grad, inv_grad, epsilon, begi
         if v.shape != x.shape[:begin]:
             raise ValueError("mean, inv and their gradients must be shaped like the rows")
     _same_dtype(wd, gamma, mean, inv, mean_grad, inv_grad)
-    g, mu, iv = gamma.ravel(), mean.ravel(), inv.ravel()
-    gm, gi = (v.astype(np.float64, copy=False).ravel() for v in (mean_grad, inv_grad))
+    # (copies: a read-only weight or statistic would make numba compile another signature)
+    g, mu, iv = gamma.astype(wd).ravel(), mean.astype(wd).ravel(), inv.astype(wd).ravel()
+    gm, gi = mean_grad.astype(np.float64).ravel(), inv_grad.astype(np.float64).ravel()
     dx2 = np.empty_like(x2)
     dgamma, dbeta = np.zeros(n), np.zeros(n)
     tile_rows = max(1, min(m, TILE_ROWS_BYTES // max(1, n * wd.itemsize)))     # (over_tiles' tiles)
