@@ -119,3 +119,13 @@ def test_eager_equals_graph_through_the_layer(monkeypatch):
     assert len(eager) == 3
     for a, b in zip(eager, graph):
         assert _same(a, b)
+
+
+def test_the_kernel_hands_the_loop_its_operands_at_full_precision():
+    """float64 statistics' gradients reach the loop unrounded: the kernel's bits are one direct call's."""
+    dy, x, gamma, mean, inv, gm, gi = _inputs(40, 9, np.float64)
+    got = lnk._layer_norm_grad(dy, x, gamma, mean, inv, gm, gi, 1e-3, -1, False)
+    dx, dg, db = np.empty_like(x), np.zeros(9), np.zeros(9)
+    loops.backward_tiles(dy, x, gamma, mean, inv, gm, gi, False, 40, dx, dg, db)
+    for a, b in zip(got, (dx, dg, db)):
+        assert _same(a, b)
