@@ -129,3 +129,19 @@ def test_the_kernel_hands_the_loop_its_operands_at_full_precision():
     loops.backward_tiles(dy, x, gamma, mean, inv, gm, gi, False, 40, dx, dg, db)
     for a, b in zip(got, (dx, dg, db)):
         assert _same(a, b)
+
+
+def test_split_tiles_finishing_out_of_order_keep_the_bits(monkeypatch):
+    """A helper's tile may finish after the caller's later ones: the partials are added in tile order."""
+    dy, x, gamma, mean, inv, gm, gi = _inputs(200, 12, np.float64)
+    monkeypatch.setattr(lnk, "TILE_ROWS_BYTES", 12 * 8 * 10)     # 20 tiles
+    one = lnk._layer_norm_grad(dy, x, gamma, mean, inv, gm, gi, 1e-3, -1, False)
+
+    def backwards(n, per_image_bytes, tile_bytes, run):
+        rows = tile_bytes // per_image_bytes
+        for r0 in reversed(range(0, n, rows)):
+            run(r0, min(n, r0 + rows), {})
+    monkeypatch.setattr(lnk, "over_tiles", backwards)
+    monkeypatch.setattr(lnk.split_passes, "parts_for", lambda nbytes, rows: 2)
+    for a, b in zip(one, lnk._layer_norm_grad(dy, x, gamma, mean, inv, gm, gi, 1e-3, -1, False)):
+        assert _same(a, b)
