@@ -1,6 +1,6 @@
 """The inference ``FusedAttention`` on the vector exponential (``attention_kernels.exp_tiles``, issue 18
 session 26, trf30): float32 within float32 tolerance of NumPy's softmax (the ``Softmax`` kernel's bits
-no longer), float64 still the three steps' bits; the training forward is the inference loop's."""
+no longer), float64 still NumPy's ``exp`` on the loop's scores; the training forward is the inference loop."""
 import numpy as np
 import pytest
 
