@@ -187,6 +187,8 @@ def _layer_norm_cases():
                (7, 8, 9))
         yield (layer_norm_loops.backward.dispatcher, (dy, x, gamma, mean, inv, RNG.standard_normal(6),
                RNG.standard_normal(6), rms, np.empty_like(x), RNG.standard_normal(21), np.zeros(21)), (8, 9, 10))
+        yield (layer_norm_loops.backward_tiles.dispatcher, (dy, x, gamma, mean, inv, RNG.standard_normal(6),
+               RNG.standard_normal(6), rms, 4, np.empty_like(x), RNG.standard_normal(21), np.zeros(21)), (9, 10, 11))
     probs = np.exp(x) / np.exp(x).sum(-1, keepdims=True)
     yield layer_norm_loops.softmax_grad.dispatcher, (probs, dy, np.float32(0.125), np.empty_like(x)), (3,)
 

@@ -147,6 +147,9 @@ KERNELS = {
     "tensorweave.kernels.cpu.layer_norm_loops": {
         "forward": [f"void({_F2}, {_F2}, boolean, {_F1}, {_F1}, float64, boolean, {_F2}, {_F1}, {_F1})"],
         "backward": [f"void({_F2}, {_F2}, {_F1}, {_F1}, {_F1}, {_D1}, {_D1}, boolean, {_F2}, {_D1}, {_D1})"],
+        # the whole gradient in one call (session 26, trf30)
+        "backward_tiles": [f"void({_F2}, {_F2}, {_F1}, {_F1}, {_F1}, {_D1}, {_D1}, boolean, {_I}, {_F2}, {_D1}, "
+                           f"{_D1})"],
         "softmax_grad": [f"void({_F2}, {_F2}, float32, {_F2})"],
     },
     # the last-axis softmax's row loops (attention's scores: a cold transformer step compiled them;

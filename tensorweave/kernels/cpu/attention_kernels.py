@@ -9,9 +9,10 @@ threads, their operand transposes and the softmax's pass over 4 x 128 x 128 scor
 (issue 18 session 20, att24). Here each pair is two ``cblas_?gemm`` calls from compiled code on
 one MKL thread (strided views of the ``[B, T, H, D]`` operands: no transpose, no copy) and the
 softmax between them on the tile while it is in cache: ``softmax_loops``' shift and normalize
-loops, NumPy's ``exp`` between (a tile block at a time), so the probabilities have the
-``Softmax`` kernel's bits; the two products may differ from the stacked ones in the last bits
-(another GEMM blocking).
+loops, the exponentials between a tile block at a time (:func:`exp_tiles`: float32 in vector lanes,
+within 1 ulp of ``e^x``, so float32 probabilities are within a few ulp of the ``Softmax`` kernel's,
+not its bits; float64 NumPy's ``exp``, the kernel's bits); the two products may differ from the
+stacked ones in the last bits (another GEMM blocking).
 
 Which way a class of shapes runs is measured (``gemm.tuner()``, ``attention:<class>,p<parts>``):
 ``"mkl"`` the three steps apart (the incumbent; also where MKL is not loaded or the operands'
@@ -125,9 +126,26 @@ def pair_block(k, q, v, fn, set_local, out, p0, p1, s=None):
     and weighted sum, their tiles in ``s`` (``[p1 - p0, T, S]``; a scratch array when None)."""
     s = np.empty((p1 - p0, q.shape[1], k.shape[1]), q.dtype) if s is None else s
     scores_shift(fn, set_local, q, k, s, p0, p1)
-    with np.errstate(all="ignore"):     # (rows of -inf: NaN, as the Softmax kernel's)
-        np.exp(s, out=s)
+    exp_tiles(s)
     normalize_combine(fn, set_local, s, v, out, p0, p1)
+
+
+def exp_tiles(s):
+    """``s = exp(s)`` in place for a C-contiguous block of shifted score tiles: float32 by
+    ``softmax_loops.exp_in_place`` (vector lanes; within 1 ulp of ``e^x``, not NumPy's bits: NumPy's
+    float32 ``exp`` runs scalar without AVX-512, ~1.4-1.7 ns a value on the AMD EPYC against 0.8;
+    issue 18 sessions 25-26, trf29/trf30), float64 by NumPy's ``exp`` (its SIMD loop).
+
+    >>> import numpy as np
+    >>> s = np.array([[[0.0, -np.inf]]], np.float32)
+    >>> exp_tiles(s); s.tolist()
+    [[[1.0, 0.0]]]
+    """
+    if s.dtype == np.float32:
+        softmax_loops.exp_in_place(s.reshape(-1))
+    else:
+        with np.errstate(all="ignore"):     # (rows of -inf: NaN, as the Softmax kernel's)
+            np.exp(s, out=s)
 
 
 #: this process's classes (tuples) -> "mkl", "one" or "rows"

@@ -10,12 +10,13 @@ each pair's products are ``cblas_?gemm`` calls from compiled code on one MKL thr
 views of the ``[B, T, H, D]`` operands, and the softmax (forward) or its gradient (backward) runs
 on the pair's ``[T, S]`` tile while it is in cache:
 
-- forward: ``attention_kernels``' compiled loops (scores and the rows' shift, then the
-  exponentials, normalize and combine), the tiles written into the ``[B, H, T, S]`` probabilities
-  the backward reads. The float32 exponentials are ``softmax_loops.exp_in_place``'s, within 1 ulp
-  of ``e^x`` (NumPy's float32 ``exp`` runs scalar without AVX-512: 0.39 of the forward's ~1.4 ms
-  on the AMD EPYC, issue 18 session 25), so the float32 probabilities are within a few ulp of the
-  ``Softmax`` kernel's, not its bits; float64 keeps NumPy's ``exp`` and the kernel's bits;
+- forward: the inference step's blocks of pairs (``attention_kernels._fused``: scores and the
+  rows' shift, the exponentials, normalize and combine), the tiles written into the ``[B, H, T,
+  S]`` probabilities the backward reads: its bits. The float32 exponentials are
+  ``attention_kernels.exp_tiles``' (vector lanes, within 1 ulp of ``e^x``; NumPy's float32 ``exp``
+  runs scalar without AVX-512: 0.39 of the forward's ~1.4 ms on the AMD EPYC, issue 18 session 25),
+  so the float32 probabilities are within a few ulp of the ``Softmax`` kernel's, not its bits;
+  float64 keeps NumPy's ``exp`` and the kernel's bits;
 - backward, per pair: ``dV = P^T dO``, ``dP = dO V^T``, ``dS = P * (dP - rowsum(dP * P))``
   (``layer_norm_loops.softmax_grad``: the ``SoftmaxGrad`` kernel's row loop, its bits on the same
   ``dP``), ``dQ = dS K``, ``dK = dS^T Q`` (the query as the graph's dot reads it: Keras scales it
@@ -41,7 +42,7 @@ import functools
 import numpy as np
 
 from tensorweave.kernels.cpu import (attention_kernels, gemm, gemm_tuning, layer_norm_kernels, layer_norm_loops,
-                                     linalg_kernels, nn_kernels, softmax_loops)
+                                     linalg_kernels, nn_kernels)
 from tensorweave.kernels.cpu.jit import njit
 
 _NO_TRANS, _TRANS = gemm._NO_TRANS, gemm._TRANS
@@ -76,33 +77,14 @@ def grad_pairs(fn, set_local, probs, g, q, k, v, dq, dk, dv, ds, scale, p0, p1):
     gemm.set_threads_local(set_local, before)
 
 
-def exp_tiles(s):
-    """``s = exp(s)`` in place for a C-contiguous block of shifted score tiles: float32 by
-    ``softmax_loops.exp_in_place`` (vector lanes; within 1 ulp of ``e^x``, not NumPy's bits), float64
-    by NumPy's ``exp`` (its SIMD loop)."""
-    if s.dtype == np.float32:
-        softmax_loops.exp_in_place(s.reshape(-1))
-    else:
-        with np.errstate(all="ignore"):     # (rows of -inf: NaN, as the Softmax kernel's)
-            np.exp(s, out=s)
-
-
 def fused_forward(k, q, v, fn, set_local, parts):
-    """``(out, probs)`` fused (see the module docstring): per block of pairs (``attention_kernels``'
-    loops and block size), the scores shifted, their exponentials (:func:`exp_tiles`), then
-    normalized and combined, the tiles written into the probabilities."""
+    """``(out, probs)`` fused (see the module docstring): ``attention_kernels``' blocks of pairs, their
+    tiles written into the probabilities."""
     b, t, h, _ = q.shape
     n = k.shape[1]
     probs = np.empty((b, h, t, n), q.dtype)
     out = np.empty(q.shape[:3] + v.shape[3:], q.dtype)
-    tiles = probs.reshape(b * h, t, n)
-
-    def block(p0, p1):
-        s = tiles[p0:p1]
-        attention_kernels.scores_shift(fn, set_local, q, k, s, p0, p1)
-        exp_tiles(s)
-        attention_kernels.normalize_combine(fn, set_local, s, v, out, p0, p1)
-    attention_kernels.over_pairs(b * h, t * n * q.itemsize, parts, block)
+    attention_kernels._fused(k, q, v, fn, set_local, parts, out, probs.reshape(b * h, t, n))
     return out, probs
 
 

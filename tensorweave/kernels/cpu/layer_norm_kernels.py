@@ -140,23 +140,26 @@ def _layer_norm_grad(dy, x, gamma, mean, inv, mean_grad, inv_grad, epsilon, begi
         if v.shape != x.shape[:begin]:
             raise ValueError("mean, inv and their gradients must be shaped like the rows")
     _same_dtype(wd, gamma, mean, inv, mean_grad, inv_grad)
-    g = gamma.astype(wd).ravel()
-    mu, iv = mean.astype(wd).ravel(), inv.astype(wd).ravel()
+    # (copies: a read-only weight or statistic would make numba compile another signature)
+    g, mu, iv = gamma.astype(wd).ravel(), mean.astype(wd).ravel(), inv.astype(wd).ravel()
     gm, gi = mean_grad.astype(np.float64).ravel(), inv_grad.astype(np.float64).ravel()
     dx2 = np.empty_like(x2)
-    parts = {}
-
-    def run(r0, r1, _scratch):
-        dg, db = np.zeros(n), np.zeros(n)
-        loops.backward(dy2[r0:r1], x2[r0:r1], g, mu[r0:r1], iv[r0:r1], gm[r0:r1], gi[r0:r1], bool(rms),
-                       dx2[r0:r1], dg, db)
-        parts[r0] = (dg, db)
-    if n:
-        _over_rows(m, n, wd.itemsize, run)
     dgamma, dbeta = np.zeros(n), np.zeros(n)
-    for r0 in sorted(parts):            # tile order: the same bits on any number of threads
-        dgamma += parts[r0][0]
-        dbeta += parts[r0][1]
+    tile_rows = max(1, min(m, TILE_ROWS_BYTES // max(1, n * wd.itemsize)))     # (over_tiles' tiles)
+    if n and split_passes.parts_for(m * n * wd.itemsize, m) < 2:
+        loops.backward_tiles(dy2, x2, g, mu, iv, gm, gi, bool(rms), tile_rows, dx2, dgamma, dbeta)
+    elif n:
+        parts = {}
+
+        def run(r0, r1, _scratch):
+            dg, db = np.zeros(n), np.zeros(n)
+            loops.backward(dy2[r0:r1], x2[r0:r1], g, mu[r0:r1], iv[r0:r1], gm[r0:r1], gi[r0:r1], bool(rms),
+                           dx2[r0:r1], dg, db)
+            parts[r0] = (dg, db)
+        over_tiles(m, max(1, n * wd.itemsize), TILE_ROWS_BYTES, run)
+        for r0 in sorted(parts):            # tile order: the bits of one thread's call above
+            dgamma += parts[r0][0]
+            dbeta += parts[r0][1]
     shape = x.shape[begin:]
     return (dx2.reshape(x.shape).astype(x.dtype, copy=False), dgamma.astype(wd).reshape(shape),
             dbeta.astype(wd).reshape(shape))

@@ -173,6 +173,40 @@ def backward(dy, x, gamma, mean, inv, mean_grad, inv_grad, rms, dx, dgamma, dbet
             dx[r, c] = (dx[r, c] - aw - z * bw) * iw
 
 
+_backward = backward     # (compiled callers call the dispatcher, not the Python callers' choice)
+
+
+def backward_tiles_twin(dy, x, gamma, mean, inv, mean_grad, inv_grad, rms, tile_rows, dx, dgamma, dbeta):
+    m, n = x.shape
+    for r0 in range(0, m, tile_rows):
+        r1 = min(m, r0 + tile_rows)
+        dg, db = np.zeros(n), np.zeros(n)
+        backward_twin(dy[r0:r1], x[r0:r1], gamma, mean[r0:r1], inv[r0:r1], mean_grad[r0:r1], inv_grad[r0:r1], rms,
+                      dx[r0:r1], dg, db)
+        dgamma += dg
+        dbeta += db
+
+
+@njit_twin(backward_tiles_twin)
+def backward_tiles(dy, x, gamma, mean, inv, mean_grad, inv_grad, rms, tile_rows, dx, dgamma, dbeta):
+    """The whole gradient on this thread in one call: :func:`backward` over tiles of ``tile_rows``
+    rows, each tile's column sums in zeroed float64 partials added to ``dgamma``/``dbeta`` in tile
+    order, as ``layer_norm_kernels`` adds the partials of tiles shared over threads (the same bits).
+    (That tile loop in Python, its partials and a dispatch a tile, cost 20-40 µs of a ~220 µs call
+    for the transformer's [2048, 64] rows; issue 18 session 26, trf30.)"""
+    m, n = x.shape
+    dg, db = np.empty(n), np.empty(n)
+    for r0 in range(0, m, tile_rows):
+        r1 = min(m, r0 + tile_rows)
+        dg[:] = 0.0
+        db[:] = 0.0
+        _backward(dy[r0:r1], x[r0:r1], gamma, mean[r0:r1], inv[r0:r1], mean_grad[r0:r1], inv_grad[r0:r1], rms,
+                  dx[r0:r1], dg, db)
+        for c in range(n):
+            dgamma[c] += dg[c]
+            dbeta[c] += db[c]
+
+
 # ---- softmax gradient -------------------------------------------------------------------------
 def softmax_grad_twin(y, g, scale, dx):
     s = lane_sums_twin(g.astype(np.float64) * y.astype(np.float64)).astype(dx.dtype)
@@ -196,4 +230,5 @@ def softmax_grad(y, g, scale, dx):
 
 
 # Python callers: the compiled loop or its twin, chosen per shape class by measurement
-forward, backward, softmax_grad = (loop_choice.Chosen(k) for k in (forward, backward, softmax_grad))
+forward, backward, backward_tiles, softmax_grad = (loop_choice.Chosen(k) for k in (forward, backward, backward_tiles,
+                                                                                   softmax_grad))

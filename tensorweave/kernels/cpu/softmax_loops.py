@@ -16,9 +16,9 @@ first a multiple of 8 long, that tree walked with an explicit stack so the loops
 recursive call and are built ahead of time: ``aot_kernels``), so ``np.sum(e, axis=-1)`` and the
 loop agree bit for bit (tests/test_tx22_softmax_loops.py compares them over row lengths 1 to 1025).
 
-:func:`exp_in_place` is a float32 exponential in vector lanes for the training attention's score
-tiles (``attention_train``), within 1 ulp of ``e^x`` but not NumPy's bits; ``Softmax`` keeps
-NumPy's ``exp``.
+:func:`exp_in_place` is a float32 exponential in vector lanes for the fused attention's score
+tiles (``attention_kernels.exp_tiles``: the inference and training steps), within 1 ulp of ``e^x``
+but not NumPy's bits; ``Softmax`` keeps NumPy's ``exp``.
 
 >>> import numpy as np
 >>> from tensorweave.kernels.cpu import softmax_loops
