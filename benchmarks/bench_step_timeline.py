@@ -1,0 +1,191 @@
+"""One steady training step as a timeline (issue 18, mlp30): every kernel call, every hand-off and
+every wait, on which thread, from the step's start; where the calling thread sits idle and for how
+long each time, and the helper's idle gaps.
+
+Recorded per step (``--steps`` of them after a warm-up; the step of median wall is printed whole):
+
+* each CPU kernel call (op type) on any thread: start, end, that thread's CPU over it;
+* each hand-off: ``gemm.share_tasks`` with a helper (its tasks' starts and ends on each thread, and
+  the caller's ``wait``: from its own last task's end to the return), a product started early on the
+  helper (``overlap.defer``) and collected (``overlap.join``: ``join`` rows, the caller's wait), and a
+  threaded MKL call (``gemm._sleeping_after``: its wall against the caller's CPU over it);
+* each thread's CPU per step (``/proc/self/task/*/schedstat``) and voluntary context switches.
+
+The summary sums, per step (medians): the calling thread's wall, CPU and idle (wall - CPU), its
+waits by kind, the hand-offs by kind, and the helper's busy time in tasks. With ``--threads 1``
+the same for one intra-op thread (no hand-off): the CPU a step costs without a second core.
+
+    PYTHONPATH=$PWD python benchmarks/bench_step_timeline.py --workload mlp --steps 40
+"""
+import argparse
+import collections
+import os
+import resource
+import statistics
+import sys
+import threading
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import bench_models  # noqa: E402
+from bench_step_products import _threads  # noqa: E402
+
+
+def _now():
+    return time.perf_counter_ns(), time.thread_time_ns()
+
+
+class Recorder:
+    """Events ``(kind, name, thread, start ns, end ns, thread CPU ns)`` while :attr:`on`; a lock-free
+    list append (atomic under the GIL)."""
+
+    def __init__(self):
+        self.on, self.events = False, []
+
+    def span(self, kind, name, run, *args, **kwargs):
+        if not self.on:
+            return run(*args, **kwargs)
+        wall, cpu = _now()
+        try:
+            return run(*args, **kwargs)
+        finally:
+            end, cpu_end = _now()
+            self.events.append((kind, name, threading.current_thread().name, wall, end, cpu_end - cpu))
+
+
+def instrument(rec):
+    """Wraps every registered CPU kernel, ``gemm.share_tasks`` (and its tasks), ``overlap.defer`` /
+    ``join`` and ``gemm._sleeping_after``'s calls; before the model's plans are built (they bind
+    these at build time)."""
+    from tensorweave.core import registry
+    from tensorweave.kernels.cpu import gemm
+    from tensorweave.runtime import overlap
+
+    def kernel_of(name, kernel):
+        def call(*args, **kwargs):
+            return rec.span("op", name, kernel, *args, **kwargs)
+        call.__dict__.update(getattr(kernel, "__dict__", {}))
+        return call
+    for name, opdef in list(registry._OPS.items()):
+        kernel = opdef.kernels.get("CPU")
+        if kernel is not None and not getattr(kernel, "_tw_factory", False):
+            opdef.kernels["CPU"] = kernel_of(name, kernel)
+    share = gemm.share_tasks
+
+    def share_tasks(tasks, parts):
+        if not rec.on or len(tasks) < 2 or parts < 2 or gemm.inside_blocks_here():
+            return share(tasks, parts)
+        me, mine = threading.current_thread().name, []
+
+        def task_of(task):
+            def run():
+                rec.span("task", "task", task)
+                if threading.current_thread().name == me:
+                    mine.append(time.perf_counter_ns())
+            return run
+        start = time.perf_counter_ns()
+        share([task_of(t) for t in tasks], parts)
+        end = time.perf_counter_ns()
+        rec.events.append(("handoff", f"share {len(tasks)}", me, start, end, 0))
+        rec.events.append(("wait", "share", me, max(mine, default=start), end, 0))
+    gemm.share_tasks = share_tasks
+    defer, join = overlap.defer, overlap.join
+    overlap.defer = lambda fn, *args: rec.span("handoff", "defer", defer, fn, *args)
+    overlap.join = lambda value: (rec.span("wait", "join", join, value) if type(value) is overlap.Pending
+                                  else value)
+    sleeping = gemm._sleeping_after
+    gemm._sleeping_after = lambda run_mkl: (lambda: rec.span("handoff", "mkl threads", sleeping(run_mkl)))
+
+
+def _step_rows(events, start):
+    """The step's events from ``start`` in time order, as table rows."""
+    rows = []
+    for kind, name, thread, begin, end, cpu in sorted(events, key=lambda e: e[3]):
+        rows.append(f"| {(begin - start) / 1e3:.0f} | {(end - begin) / 1e3:.0f} | {thread} | {kind} | {name} | "
+                    f"{cpu / 1e3:.0f} |")
+    return rows
+
+
+def summarize(steps, main):
+    """Per-step sums (median over steps) of the calling thread's idle time and waits, the hand-offs
+    and the helpers' task time."""
+    out = collections.defaultdict(list)
+    for wall, cpu, events in steps:
+        sums = collections.Counter()
+        for kind, name, thread, begin, end, tcpu in events:
+            us = (end - begin) / 1e3
+            if kind == "wait":
+                sums[f"caller waits: {name} (µs)"] += us
+                sums[f"caller waits: {name} (count)"] += 1
+            elif kind == "handoff":
+                sums[f"hand-offs: {name.split()[0]} (count)"] += 1
+                if name == "mkl threads":
+                    sums["caller idle inside MKL's threaded call (µs)"] += us - tcpu / 1e3
+            elif kind == "task" and thread != main:
+                sums["helper busy in shared tasks (µs)"] += us
+            elif kind == "op" and thread != main:
+                sums["helper busy in deferred products (µs)"] += us
+        sums["step wall (µs)"], sums["caller CPU (µs)"] = wall / 1e3, cpu / 1e3
+        sums["caller idle = wall - CPU (µs)"] = (wall - cpu) / 1e3
+        for key in set(out) | set(sums):
+            out[key].append(sums.get(key, 0))
+    return {key: statistics.median(values) for key, values in sorted(out.items())}
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--workload", default="mlp")
+    p.add_argument("--steps", type=int, default=40)
+    p.add_argument("--threads", type=int, default=None, help="intra-op threads (default: one per core)")
+    args = p.parse_args(argv)
+    from tensorweave.kernels.cpu import gemm_tuning, jit
+    rec = Recorder()
+    instrument(rec)
+    step, _, _ = bench_models.make_tensorweave(args.workload, bench_models.synthetic_batch(args.workload),
+                                               args.threads, blas_threads=args.threads)
+    for _ in range(10):
+        step()
+    jit.wait_for_compiles()
+    main_name, steps = threading.current_thread().name, []
+    load = [os.getloadavg()[0]]
+    for _ in range(args.steps):
+        rec.events = []
+        rec.on = True
+        wall, cpu = _now()
+        step()
+        end, cpu_end = _now()
+        rec.on = False
+        steps.append((end - wall, cpu_end - cpu, [e for e in rec.events]))
+        steps[-1][2].append(("step", "step", main_name, wall, end, cpu_end - cpu))
+    threads_before, usage = _threads(), resource.getrusage(resource.RUSAGE_SELF)
+    plain = time.perf_counter()
+    for _ in range(args.steps):
+        step()
+    plain = (time.perf_counter() - plain) / args.steps
+    threads_after, usage_after = _threads(), resource.getrusage(resource.RUSAGE_SELF)
+    load.append(os.getloadavg()[0])
+    print(f"cpu {gemm_tuning.cpu_model()}, load {load[0]:.1f} -> {load[1]:.1f}, {args.steps} steps of "
+          f"{args.workload}, threads {args.threads or 'default'}")
+    by_wall = sorted(steps, key=lambda s: s[0])
+    wall, cpu, events = by_wall[len(by_wall) // 2]
+    start = min(e[3] for e in events if e[0] == "step")
+    print(f"the median step: wall {wall / 1e3:.0f} µs, caller CPU {cpu / 1e3:.0f} µs")
+    print("| from start µs | wall µs | thread | kind | what | thread CPU µs |")
+    print("|---|---|---|---|---|---|")
+    print("\n".join(_step_rows(events, start)))
+    print("per step, medians over the steps (instrumented):")
+    for key, value in summarize(steps, main_name).items():
+        print(f"  {key}: {value:.1f}")
+    print(f"then {args.steps} steps not instrumented: wall {plain * 1e6:.0f} µs a step; CPU µs per step by thread:")
+    total = 0
+    for tid, (name, ns) in sorted(threads_after.items(), key=lambda kv: -kv[1][1]):
+        spent = (ns - threads_before.get(tid, (name, 0))[1]) / args.steps / 1e3
+        total += spent
+        if spent >= 1:
+            print(f"  {name} ({tid}): {spent:.0f}")
+    print(f"  all threads: {total:.0f}; voluntary context switches per step "
+          f"{(usage_after.ru_nvcsw - usage.ru_nvcsw) / args.steps:.1f}")
+
+
+if __name__ == "__main__":
+    main()
