@@ -106,6 +106,14 @@ def _step_rows(events, start):
     return rows
 
 
+def _helper_gaps(events, main):
+    """ns between one piece of a helper thread's work (a shared task, a deferred product) and its
+    next within the step: the helper asleep or waiting for a hand-off."""
+    spans = sorted((begin, end) for kind, _, thread, begin, end, _ in events
+                   if thread != main and kind in ("task", "op"))
+    return [b - a for (_, a), (b, _) in zip(spans, spans[1:]) if b > a]
+
+
 def summarize(steps, main):
     """Per-step sums (median over steps) of the calling thread's idle time and waits, the hand-offs
     and the helpers' task time."""
@@ -125,6 +133,12 @@ def summarize(steps, main):
                 sums["helper busy in shared tasks (µs)"] += us
             elif kind == "op" and thread != main:
                 sums["helper busy in deferred products (µs)"] += us
+            elif kind == "op":
+                sums[f"caller in {name}: wall (µs)"] += us
+                sums[f"caller in {name}: CPU (µs)"] += tcpu / 1e3
+        for gap in _helper_gaps(events, main):
+            sums["helper idle gaps inside the step (µs)"] += gap / 1e3
+            sums["helper idle gaps inside the step (count)"] += 1
         sums["step wall (µs)"], sums["caller CPU (µs)"] = wall / 1e3, cpu / 1e3
         sums["caller idle = wall - CPU (µs)"] = (wall - cpu) / 1e3
         for key in set(out) | set(sums):
