@@ -861,10 +861,10 @@ def _in_pair(dtype):
     mlp30): there the calling thread's share is one core, another product running beside it on the
     other (``runtime/overlap.py``: the mlp's dX2 on the caller, dW2 on the helper). MKL's threaded
     call from both threads made four threads on two cores and woke an OpenMP worker per product
-    (the mlp step's timeline, ``bench_step_timeline.py``: two of its five hand-offs a step, each
-    product ~2x its one-thread wall at load); :func:`blocks_here` promises every block on this
-    thread. Same library, so the bits of its threaded call where MKL cuts the threads' work along
-    M and N only (every mlp shape, MKL 2026.2: ``tests/test_mlp30_pair_one_thread.py``).
+    (the mlp step's timeline, ``bench_step_timeline.py``: two of its six hand-offs a step);
+    :func:`blocks_here` promises every block on this thread. Same library, so the bits of its
+    threaded call where MKL cuts the threads' work along M and N only (every mlp shape, MKL
+    2026.2: ``tests/test_mlp30_pair_one_thread.py``).
     ``TW_GEMM_PAIR_THREADS=1`` keeps MKL's threads there (the A/B switch).
 
     >>> _in_pair(np.dtype(np.float32))
