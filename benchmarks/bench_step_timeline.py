@@ -106,6 +106,34 @@ def _step_rows(events, start):
     return rows
 
 
+#: the mlp step's kernels by phase (every other op type: "small ops", the loss's, the metrics', the
+#: gradient's reshapes and sums)
+PHASES = {"FusedMatMul": "forward products (+ bias, ReLU)", "MatMul": "backward products",
+          "FusedMatMulReluGradBiasAddGrad": "backward products", "FusedMatMulGroupApplyAdam": "dW1 + Adam update"}
+
+
+def phases(steps, main):
+    """``{phase: (wall µs, caller CPU µs)}`` per step (medians): the calling thread's kernel calls by
+    :data:`PHASES`, its waits (``share``/``join``), and the rest of the step outside kernels (the
+    executor, the Keras step's Python)."""
+    rows = collections.defaultdict(list)
+    for wall, cpu, events in steps:
+        sums = collections.defaultdict(lambda: [0.0, 0.0])
+        for kind, name, thread, begin, end, tcpu in events:
+            if thread != main or kind not in ("op", "wait"):
+                continue
+            key = PHASES.get(name, "small ops") if kind == "op" else f"caller waits ({name})"
+            sums[key][0] += (end - begin) / 1e3
+            sums[key][1] += tcpu / 1e3
+        ops = [v for k, v in sums.items() if not k.startswith("caller waits")]
+        sums["outside kernels (executor, Keras)"] = [wall / 1e3 - sum(v[0] for v in ops),
+                                                     cpu / 1e3 - sum(v[1] for v in ops)]
+        sums["step"] = [wall / 1e3, cpu / 1e3]
+        for key in set(rows) | set(sums):
+            rows[key].append(sums.get(key, (0.0, 0.0)))
+    return {key: tuple(statistics.median(v[i] for v in values) for i in (0, 1)) for key, values in rows.items()}
+
+
 def _helper_gaps(events, main):
     """ns between one piece of a helper thread's work (a shared task, a deferred product) and its
     next within the step: the helper asleep or waiting for a hand-off."""
@@ -190,6 +218,9 @@ def main(argv=None):
     print("per step, medians over the steps (instrumented):")
     for key, value in summarize(steps, main_name).items():
         print(f"  {key}: {value:.1f}")
+    print("| phase (calling thread) | wall µs | CPU µs |\n|---|---|---|")
+    for key, (w, c) in sorted(phases(steps, main_name).items(), key=lambda kv: -kv[1][0]):
+        print(f"| {key} | {w:.0f} | {c:.0f} |")
     print(f"then {args.steps} steps not instrumented: wall {plain * 1e6:.0f} µs a step; CPU µs per step by thread:")
     total = 0
     for tid, (name, ns) in sorted(threads_after.items(), key=lambda kv: -kv[1][1]):
