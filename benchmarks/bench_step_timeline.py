@@ -137,9 +137,13 @@ def phases(steps, main):
 def _helper_gaps(events, main):
     """ns between one piece of a helper thread's work (a shared task, a deferred product) and its
     next within the step: the helper asleep or waiting for a hand-off."""
-    spans = sorted((begin, end) for kind, _, thread, begin, end, _ in events
-                   if thread != main and kind in ("task", "op"))
-    return [b - a for (_, a), (b, _) in zip(spans, spans[1:]) if b > a]
+    gaps, busy_until = [], None
+    for begin, end in sorted((begin, end) for kind, _, thread, begin, end, _ in events
+                             if thread != main and kind in ("task", "op")):
+        if busy_until is not None and begin > busy_until:
+            gaps.append(begin - busy_until)
+        busy_until = end if busy_until is None else max(busy_until, end)
+    return gaps
 
 
 def summarize(steps, main):
