@@ -52,7 +52,8 @@ def test_the_summary_counts_hand_offs_waits_and_idle_time():
 
 def test_the_helpers_gaps_are_between_its_pieces_of_work_only():
     events = [("task", "task", "h", 0, 10, 0), ("op", "MatMul", "h", 25, 40, 0), ("task", "task", "h", 30, 35, 0),
-              ("wait", "join", "h", 50, 60, 0), ("op", "X", "Main", 41, 90, 0), ("task", "task", "h", 70, 80, 0)]
+              ("wait", "join", "h", 50, 60, 0), ("op", "X", "Main", 41, 90, 0), ("task", "task", "h", 70, 80, 0),
+              ("task", "task", "h", 80, 90, 0)]      # (back to back: no gap)
     assert timeline._helper_gaps(events, "Main") == [15, 30]
 
 
