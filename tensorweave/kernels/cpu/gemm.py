@@ -857,8 +857,8 @@ def _run_2d(a, b, out, op_a, op_b, op_c, m, n, k, seen, one_thread=False):
 
 
 def _in_pair(dtype):
-    """Whether a ``"mkl"`` class runs on MKL's one-thread call here: inside :func:`blocks_here` (issue 18,
-    mlp30): there the calling thread's share is one core, another product running beside it on the
+    """Whether a ``"mkl"`` class runs on MKL's one-thread call here: inside :func:`blocks_here`
+    (issue 18, mlp30), where the calling thread's share is one core, another product running beside it on the
     other (``runtime/overlap.py``: the mlp's dX2 on the caller, dW2 on the helper). MKL's threaded
     call from both threads made four threads on two cores and woke an OpenMP worker per product
     (the mlp step's timeline, ``bench_step_timeline.py``: two of its six hand-offs a step);
@@ -1329,7 +1329,8 @@ def blocks_here(parts):
     :func:`share_tasks` is given) runs on this thread, none handed to a helper. For two products
     run side by side, one per thread (``runtime/overlap.py``: while the calling thread computes a
     product, a helper computes another): each has the blocks, so the bits, it has when split
-    over ``parts`` threads, whichever thread runs it and whether or not the two overlap.
+    over ``parts`` threads, whichever thread runs it and whether or not the two overlap. A product
+    whose class chose MKL's threads takes MKL's one-thread call here (:func:`_in_pair`).
 
     >>> with blocks_here(2):
     ...     split_parts()
