@@ -4,8 +4,6 @@ the step by phase), and a run on the mlp whose instruments are taken back after.
 import os
 import sys
 
-import pytest
-
 from tensorweave.core import registry
 from tensorweave.kernels.cpu import gemm
 from tensorweave.runtime import overlap
@@ -68,8 +66,30 @@ def test_the_step_by_phase_adds_up_to_the_step():
     assert got["step"] == (1000, 800)
 
 
-@pytest.mark.parametrize("threads", [None, 1])
-def test_the_mlp_step_runs_and_reports_its_timeline(monkeypatch, capsys, threads):
+def test_shared_tasks_are_recorded_only_while_on_and_only_when_handed_off(monkeypatch):
+    for opdef in registry._OPS.values():
+        if "CPU" in opdef.kernels:
+            monkeypatch.setitem(opdef.kernels, "CPU", opdef.kernels["CPU"])
+    for name in ("share_tasks", "_sleeping_after"):
+        monkeypatch.setattr(gemm, name, getattr(gemm, name))
+    for name in ("defer", "join"):
+        monkeypatch.setattr(overlap, name, getattr(overlap, name))
+    rec, done = timeline.Recorder(), []
+    timeline.instrument(rec)
+    tasks = [lambda: done.append(1), lambda: done.append(2)]
+    gemm.share_tasks(tasks, 2)                  # off: nothing recorded
+    rec.on = True
+    gemm.share_tasks(tasks[:1], 2)              # one task: no hand-off
+    with gemm.blocks_here(2):
+        gemm.share_tasks(tasks, 2)              # all on this thread
+    assert rec.events == [] and sorted(done) == [1, 1, 1, 2, 2]
+    gemm.share_tasks(tasks, 2)
+    kinds = sorted(kind for kind, *_ in rec.events)
+    assert kinds == ["handoff", "task", "task", "wait"] and len(done) == 7
+
+
+def test_the_mlp_step_runs_and_reports_its_timeline(monkeypatch, capsys):
+    # (not with --threads: the benchmark's BLAS thread limit is kept for the process's life)
     for opdef in registry._OPS.values():
         if "CPU" in opdef.kernels:
             monkeypatch.setitem(opdef.kernels, "CPU", opdef.kernels["CPU"])
@@ -78,9 +98,8 @@ def test_the_mlp_step_runs_and_reports_its_timeline(monkeypatch, capsys, threads
         monkeypatch.setattr(gemm, name, getattr(gemm, name))
     for name in ("defer", "join"):
         monkeypatch.setattr(overlap, name, getattr(overlap, name))
-    timeline.main(["--workload", "mlp", "--steps", "2"] + ([] if threads is None else ["--threads", str(threads)]))
+    timeline.main(["--workload", "mlp", "--steps", "2"])
     out = capsys.readouterr().out
-    assert "the median step: wall" in out and "| phase (calling thread) |" in out
-    assert "| forward products (+ bias, ReLU) |" in out and "| dW1 + Adam update |" in out
-    assert "voluntary context switches per step" in out
-    assert "| MainThread | op | FusedMatMul |" in out      # (on one thread the update may run in a nogil segment)
+    assert "the median step: wall" in out and "| MainThread | step | step |" in out
+    assert "| phase (calling thread) | wall µs | CPU µs |" in out and "| step |" in out
+    assert "caller CPU (µs)" in out and "all threads:" in out and "voluntary context switches per step" in out
