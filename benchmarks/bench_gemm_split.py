@@ -19,7 +19,8 @@ size on MKL's threaded call as before session 14, not on the class's one-thread 
 threaded products, in this process, against the default), or ``spin`` (``TW_SPIN_SHARE=1``: split products' blocks on
 ``spin_share``'s spinning helper, not on the Python pool; issue 18 mlp28), or ``caller`` (the fused update's
 epilogue, after a product not split by rows, on the calling thread, not shared: ``gemm.after_way``; issue 18
-mlp29).
+mlp29), or ``pairthreads`` (``TW_GEMM_PAIR_THREADS=1``: an ``"mkl"`` class beside another thread's product on
+MKL's threads, as before issue 18 mlp30, not its one-thread call: ``gemm._in_pair``).
 
 ``--threads N``: the step on N intra-op threads (``tw.config.threading``); ``--rank``: the step
 run on a thread with an in-process rank's share of one core (``rank_threads.use(1)``).
@@ -60,7 +61,8 @@ def main(argv=None):
     p.add_argument("--rounds", type=int, default=12)
     p.add_argument("--steps", type=int, default=10, help="steps per side and round")
     p.add_argument("--other", default="nosplit",
-                   help="the B side: nosplit, one, static, adamomp, nooverlap, noshare, tune, spin, caller or chunks<N> "
+                   help="the B side: nosplit, one, static, adamomp, nooverlap, noshare, tune, spin, caller, pairthreads or "
+                   "chunks<N> "
                    "(see the module docstring)")
     p.add_argument("--chunks", type=int, default=None, help="blocks per part on the A side (default: gemm's)")
     p.add_argument("--threads", type=int, default=None, help="intra-op threads (default: one per core)")
@@ -96,6 +98,7 @@ def main(argv=None):
         gemm._tuning["on"] = False
         os.environ["TW_SPIN_SHARE"] = "0"
         gemm.after_way = after_way
+        gemm._split["pair"] = True
         if flag:
             return
         if args.other == "one":      # everything under the one-thread size: one thread, its library
@@ -116,11 +119,13 @@ def main(argv=None):
             os.environ["TW_SPIN_SHARE"] = "1"
         elif args.other == "caller":
             gemm.after_way = lambda *args: "caller"
+        elif args.other == "pairthreads":
+            gemm._split["pair"] = False
         elif args.other.startswith("chunks"):
             gemm.CHUNKS["per_part"] = int(args.other[6:])
         else:
             raise SystemExit(f"--other {args.other!r}: expected nosplit, one, static, adamomp, nooverlap, noshare, tune, "
-                             "spin, caller or chunks<N>")
+                             "spin, caller, pairthreads or chunks<N>")
     from tensorweave.kernels.cpu import jit
     for flag in (True, False, True, False):      # warm both paths (and their shape classes' timings)
         set_side(flag)

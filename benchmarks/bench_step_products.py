@@ -58,6 +58,28 @@ def _threads():
     return out
 
 
+def plain_steps(step, n):
+    """Runs ``step`` ``n`` times, not instrumented; returns the report's lines: the wall a step, each
+    thread's CPU per step (``/proc/self/task/*/schedstat``) and all threads', and the voluntary
+    (each a thread that slept and had to be woken) and involuntary context switches per step."""
+    before, usage = _threads(), resource.getrusage(resource.RUSAGE_SELF)
+    plain = time.perf_counter()
+    for _ in range(n):
+        step()
+    plain = (time.perf_counter() - plain) / n
+    after, usage_after = _threads(), resource.getrusage(resource.RUSAGE_SELF)
+    lines, total = [f"then {n} steps not instrumented, wall {plain * 1e6:.0f} µs a step; per thread, CPU µs per step:"], 0
+    for tid, (name, ns) in sorted(after.items(), key=lambda kv: -kv[1][1]):
+        spent = (ns - before.get(tid, (name, 0))[1]) / n / 1e3
+        total += spent
+        if spent >= 1:
+            lines.append(f"  {name} ({tid}): {spent:.0f}")
+    lines.append(f"  all threads: {total:.0f}")
+    lines.append(f"voluntary context switches per step: {(usage_after.ru_nvcsw - usage.ru_nvcsw) / n:.1f} "
+                 f"(involuntary {(usage_after.ru_nivcsw - usage.ru_nivcsw) / n:.1f})")
+    return lines
+
+
 def instrument(gemm, seen):
     """Wraps ``gemm.matmul``/``matmul_then`` to append ``(name, thread, (wall, thread, process), (a, b))``
     to ``seen["calls"]`` while ``seen["on"]``; returns the unwrapped ``matmul``."""
@@ -80,7 +102,6 @@ def instrument_ops(seen):
     """Wraps every registered CPU kernel (made before the model's plans bind them) to add each
     call's calling-thread CPU to ``seen["ops"][op type]`` while ``seen["on"]``, on the thread that
     runs the step only (a product started early runs on the helper)."""
-    from tensorweave.core import registry
     main = threading.main_thread()
 
     def timed(name, kernel):
@@ -92,12 +113,20 @@ def instrument_ops(seen):
                 return kernel(*args, **kwargs)
             finally:
                 seen["ops"][name].append(time.thread_time() - start)
-        call.__dict__.update(getattr(kernel, "__dict__", {}))
         return call
+    wrap_kernels(timed)
+
+
+def wrap_kernels(wrap):
+    """Replaces every registered CPU kernel (not a kernel factory) by ``wrap(op type, kernel)``,
+    which keeps the kernel's attributes."""
+    from tensorweave.core import registry
     for name, opdef in list(registry._OPS.items()):
         kernel = opdef.kernels.get("CPU")
         if kernel is not None and not getattr(kernel, "_tw_factory", False):
-            opdef.kernels["CPU"] = timed(name, kernel)
+            call = wrap(name, kernel)
+            call.__dict__.update(getattr(kernel, "__dict__", {}))
+            opdef.kernels["CPU"] = call
 
 
 def main(argv=None):
@@ -134,11 +163,7 @@ def main(argv=None):
                 matmul(a, b)
                 alone[name].append(_since(start))
     n = args.rounds * args.steps
-    threads_before, usage_before, plain = _threads(), resource.getrusage(resource.RUSAGE_SELF), time.perf_counter()
-    for _ in range(n):          # (not instrumented)
-        step()
-    plain = (time.perf_counter() - plain) / n
-    threads_after, usage_after = _threads(), resource.getrusage(resource.RUSAGE_SELF)
+    plain = plain_steps(step, n)
     load.append(os.getloadavg()[0])
 
     def med(rows, i):
@@ -160,13 +185,7 @@ def main(argv=None):
           f"step's Python) {med(steps, 1) - in_ops:.0f}; by op type (calls per step):")
     for name, cpu in sorted(ops.items(), key=lambda kv: -kv[1])[:16]:
         print(f"  {name}: {cpu:.0f} ({len(seen['ops'][name]) / n:.0f})")
-    print(f"then {n} steps not instrumented, wall {plain * 1e6:.0f} µs a step; per thread, CPU µs per step:")
-    for tid, (name, ns) in sorted(threads_after.items(), key=lambda kv: -kv[1][1]):
-        spent = (ns - threads_before.get(tid, (name, 0))[1]) / n / 1e3
-        if spent >= 1:
-            print(f"  {name} ({tid}): {spent:.0f}")
-    print(f"voluntary context switches per step: {(usage_after.ru_nvcsw - usage_before.ru_nvcsw) / n:.1f} "
-          f"(involuntary {(usage_after.ru_nivcsw - usage_before.ru_nivcsw) / n:.1f})")
+    print("\n".join(plain))
 
 
 if __name__ == "__main__":

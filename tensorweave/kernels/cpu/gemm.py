@@ -121,7 +121,8 @@ _split_chosen = {}               # threaded shape class (tuple) + parts [+ "T"] 
 _split = {"on": True,            # TW_GEMM_SPLIT=0: threaded products stay on the library's threads
           "share": True,         # TW_GEMM_SHARE=0: a one-thread share's products on MKL's threaded call
           "sleep": True,         # TW_GEMM_SPIN=1: MKL's workers spin after a threaded class's call
-          "direct": True}        # a one-thread share's product straight to its class's library (tests: off)
+          "direct": True,        # a one-thread share's product straight to its class's library (tests: off)
+          "pair": True}          # TW_GEMM_PAIR_THREADS=1: an "mkl" class inside blocks_here on MKL's threads
 
 #: narrowest block of rows or columns a split product gives one thread (a multiple of every
 #: kernel's register block, so a part keeps full-width micro-kernels and aligned columns)
@@ -154,6 +155,7 @@ def load():
     _split["on"] = choice == "auto" and os.environ.get("TW_GEMM_SPLIT", "1") != "0"
     _split["share"] = os.environ.get("TW_GEMM_SHARE", "1") != "0"
     _split["sleep"] = os.environ.get("TW_GEMM_SPIN", "0") != "1"
+    _split["pair"] = os.environ.get("TW_GEMM_PAIR_THREADS", "0") != "1"
     if path is None:
         return False
     os.environ.setdefault("KMP_BLOCKTIME", str(IDLE_SPIN_MS))
@@ -848,8 +850,27 @@ def _run_2d(a, b, out, op_a, op_b, op_c, m, n, k, seen, one_thread=False):
         elif backend != "mkl":
             _run_split(backend, a, b, out, op_a, op_b, op_c, k, parts)
             return out
+        elif _in_pair(a.dtype):
+            run_mkl = _mkl_runner(_gemm_serial[a.dtype], a, b, out, op_a, op_b, op_c, m, n, k)
     run_mkl()
     return out
+
+
+def _in_pair(dtype):
+    """Whether a ``"mkl"`` class runs on MKL's one-thread call here: inside :func:`blocks_here`
+    (issue 18, mlp30), where the calling thread's share is one core, another product running beside it on the
+    other (``runtime/overlap.py``: the mlp's dX2 on the caller, dW2 on the helper). MKL's threaded
+    call from both threads made four threads on two cores and woke an OpenMP worker per product
+    (the mlp step's timeline, ``bench_step_timeline.py``: two of its six hand-offs a step);
+    :func:`blocks_here` promises every block on this thread. Same library, so the bits of its
+    threaded call where MKL cuts the threads' work along M and N only (every mlp shape, MKL
+    2026.2: ``tests/test_mlp30_pair_one_thread.py``).
+    ``TW_GEMM_PAIR_THREADS=1`` keeps MKL's threads there (the A/B switch).
+
+    >>> _in_pair(np.dtype(np.float32))
+    False
+    """
+    return _split["pair"] and inside_blocks_here() and dtype in _gemm_serial
 
 
 def _sleeping_after(run_mkl):
@@ -1308,7 +1329,8 @@ def blocks_here(parts):
     :func:`share_tasks` is given) runs on this thread, none handed to a helper. For two products
     run side by side, one per thread (``runtime/overlap.py``: while the calling thread computes a
     product, a helper computes another): each has the blocks, so the bits, it has when split
-    over ``parts`` threads, whichever thread runs it and whether or not the two overlap.
+    over ``parts`` threads, whichever thread runs it and whether or not the two overlap. A product
+    whose class chose MKL's threads takes MKL's one-thread call here (:func:`_in_pair`).
 
     >>> with blocks_here(2):
     ...     split_parts()
