@@ -300,6 +300,9 @@ def _local_boxing(parsed, rank):
             out[where] = piece
             piece = out
         return piece
+    (axis, total, where, kind), = pads if len(pads) == 1 else [(None,) * 4]
+    if axis == 0 and kind == "sum":     # zeros around rows: the nogil segments' PAD row (nogil_ops)
+        step.rows_padded = (total, where[0].start, where[0].stop)
     return step
 
 

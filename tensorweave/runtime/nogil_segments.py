@@ -95,12 +95,15 @@ def _array_ok(v, ndim=None, dtype=F32):
         and (ndim is None or v.ndim == ndim)
 
 
-def _form(st, args):
-    """``(opcode, input slots, ints)`` of step ``st`` on argument values ``args``, ``"read"`` for a
-    variable read, ``"view"`` for a ZeRO-1 weight's rows (``_VariableRows``: the handle an apply
-    updates), or None (no compiled form: the step runs as before)."""
+def _form(st, args, fn=None):
+    """``(opcode, input slots, ints)`` of step ``st`` (its function ``fn``, default ``st.fn``) on
+    argument values ``args``, ``"read"`` for a variable read, ``"view"`` for a ZeRO-1 weight's rows
+    (``_VariableRows``: the handle an apply updates), or None (no compiled form: the step runs as before)."""
     nd = st.node
     attrs, ins = nd.attrs or {}, st.ins
+    padded = getattr(fn or st.fn, "rows_padded", None)
+    if padded is not None:
+        return _pad_form(ins, args, *padded)
     if nd.op == "FusedSparseSoftmaxCrossEntropy":
         return _xent_form(nd, ins, args, attrs) if nd.kernel is None else None
     if nd.op in _APPLIES:
@@ -146,6 +149,15 @@ def _form(st, args):
             and attrs.get("axis") in (None, (0,), (-1,)):
         return nogil_ops.MEAN, (ins[0], -1), (args[0].size,)
     return None
+
+
+def _pad_form(ins, args, total, lo, hi):
+    """A data-parallel rank's ``S(0) -> P(sum)`` boxing (``plan_ops._local_boxing``: its piece as rows
+    ``[lo, hi)`` of ``total`` rows of zeros) on a float32 piece of ``hi - lo`` rows."""
+    if len(args) != 1 or not _array_ok(args[0]) or args[0].ndim == 0 or args[0].shape[0] != hi - lo:
+        return None
+    row = args[0].size // args[0].shape[0]
+    return nogil_ops.PAD, (ins[0], -1), (args[0].size, total * row, lo * row)
 
 
 def _xent_form(nd, ins, args, attrs):
@@ -251,7 +263,7 @@ def _recorder(st, i, forms, shapes, dtypes):
         for s, a in zip(st.ins, args):
             if type(a) is np.ndarray:
                 shapes[s], dtypes[s] = a.shape, a.dtype
-        form = _form(st, args)
+        form = _form(st, args, fn)
         got = (r,) if st.single else tuple(r) if isinstance(r, (tuple, list)) else ()
         if form == "view":
             forms[i] = form if type(r) in _HANDLES else None
