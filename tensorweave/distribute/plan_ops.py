@@ -300,8 +300,8 @@ def _local_boxing(parsed, rank):
             out[where] = piece
             piece = out
         return piece
-    (axis, total, where, kind), = pads if len(pads) == 1 else [(None,) * 4]
-    if axis == 0 and kind == "sum":     # zeros around rows: the nogil segments' PAD row (nogil_ops)
+    if len(pads) == 1 and pads[0][0] == 0 and pads[0][3] == "sum":    # zeros around rows: the nogil
+        _, total, where, _ = pads[0]                                    # segments' row (nogil_ops.PAD)
         step.rows_padded = (total, where[0].start, where[0].stop)
     return step
 

@@ -201,8 +201,8 @@ class RankOps:
         nodes it reads there (its variable's handle, a constant): the first rank then runs it while
         the bucket's round is still out (a step's only work the other ranks lack), not after the
         update, where it lengthened rank 0's tail. Only where no node from the wait on touches its
-        variables (an Adam update reading the counter keeps it after); it starts no collective, so
-        the ranks' calls still match."""
+        variables and none of them is ordered before it (Adam's update, which reads the counter, is:
+        the counter stays after it); it starts no collective, so the ranks' calls still match."""
         waits = [i for i, n in enumerate(self.ops) if n.type == "_AllReduceWait"]
         if not waits:
             return
