@@ -99,7 +99,7 @@ def _tail(counter_ins=None, between=(), ctrl=(), broadcast=False, buckets=1):
     handle, one = _Op("VarHandleOp", variable=counter), _Op("Const")
     ops += [update, *between, handle, one]
     ins = counter_ins(handle, update) if counter_ins else [handle.outputs[0], one.outputs[0]]
-    once = _Op("_Once", ins, [update] if ctrl else (), broadcast=broadcast)
+    once = _Op("_Once", ins, [update] if ctrl else (), **({} if broadcast is None else {"broadcast": broadcast}))
     ops.append(once)
     r = rank_graph.RankOps.__new__(rank_graph.RankOps)
     r.ops = ops
@@ -124,6 +124,7 @@ def _unmoved(r):
 
 def test_once_before_wait_leaves_what_it_must():
     assert _unmoved(_tail(broadcast=True)[0])                   # read by someone: a broadcast
+    assert _unmoved(_tail(broadcast=None)[0])                   # (as rank_ops makes a read one)
     assert _unmoved(_tail(ctrl=True)[0])                        # ordered after the update
     read_h = _Op("VarHandleOp")
     r, _, _, counter = _tail(between=[read_h, _Op("ReadVariableOp", [read_h.outputs[0]])])
