@@ -184,6 +184,7 @@ def test_only_a_sum_of_rows_is_a_pad_row():
     assert form((4,), [np.ones((2, 2), np.float64)], 5, 3, 5) is None           # not float32
     assert form((4,), [np.ones((2, 2), np.float32).T], 5, 3, 5) is None         # not contiguous
     assert form((4,), [np.float32(1.0)], 5, 3, 5) is None
+    assert form((4,), [np.array(1.0, np.float32)], 5, 3, 5) is None              # 0-d: no rows
 
 
 @pytest.mark.parametrize("ranks", [1, 2, 3])
