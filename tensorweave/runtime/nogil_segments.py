@@ -95,13 +95,13 @@ def _array_ok(v, ndim=None, dtype=F32):
         and (ndim is None or v.ndim == ndim)
 
 
-def _form(st, args, fn=None):
-    """``(opcode, input slots, ints)`` of step ``st`` (its function ``fn``, default ``st.fn``) on
-    argument values ``args``, ``"read"`` for a variable read, ``"view"`` for a ZeRO-1 weight's rows
-    (``_VariableRows``: the handle an apply updates), or None (no compiled form: the step runs as before)."""
+def _form(st, args):
+    """``(opcode, input slots, ints)`` of step ``st`` on argument values ``args``, ``"read"`` for a
+    variable read, ``"view"`` for a ZeRO-1 weight's rows (``_VariableRows``: the handle an apply
+    updates), or None (no compiled form: the step runs as before)."""
     nd = st.node
     attrs, ins = nd.attrs or {}, st.ins
-    padded = getattr(fn or st.fn, "rows_padded", None)
+    padded = getattr(st.fn, "rows_padded", None)        # (a local pad's step, ``plan_ops._local_boxing``)
     if padded is not None:
         return _pad_form(ins, args, *padded)
     if nd.op == "FusedSparseSoftmaxCrossEntropy":
@@ -263,7 +263,7 @@ def _recorder(st, i, forms, shapes, dtypes):
         for s, a in zip(st.ins, args):
             if type(a) is np.ndarray:
                 shapes[s], dtypes[s] = a.shape, a.dtype
-        form = _form(st, args, fn)
+        form = _form(st, args)
         got = (r,) if st.single else tuple(r) if isinstance(r, (tuple, list)) else ()
         if form == "view":
             forms[i] = form if type(r) in _HANDLES else None
