@@ -103,3 +103,28 @@ def test_the_step_has_the_same_bits_with_the_spin(one_thread, spin_us, ranks):  
     spin_us(50)
     on = run(*mlp_step((32, 64, 10), ranks, batch=18, seed=3), steps=4)
     assert same(on[0], off[0]) and same(on[1], off[1])
+
+
+def test_the_bucket_does_not_spin_when_off(spin_us, spins):
+    """Member 1 deposits first and waits (member 0 starts once it is in the group's wait): no spin."""
+    spin_us(0)
+    group = InProcessGroup([0, 1])
+    waiting, wait = threading.Event(), group._wait
+
+    def in_wait(*a, **k):
+        waiting.set()
+        return wait(*a, **k)
+    group._wait = in_wait
+    out = [None, None]
+
+    def member(i):
+        if i == 0:
+            waiting.wait(30)
+        out[i] = group.communicator(i).all_reduce_start([np.ones(4, np.float32)], "sum").wait()
+    threads = [threading.Thread(target=member, args=(i,)) for i in (1, 0)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert waiting.is_set() and not spins
+    assert all(got is not None and got[0].tolist() == [2.0] * 4 for got in out)
