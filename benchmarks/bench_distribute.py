@@ -625,6 +625,7 @@ def gil_held(fn, steps, world, ranks, inline=True):
                 finally:
                     cpu[_t, _k] += time.thread_time_ns() - c0
                     where[_t] = outside
+            labelled.__dict__.update(getattr(st.fn, "__dict__", {}))   # (a step's marks: a pad's ``rows_padded``)
             st.fn = labelled
         plan.runner = None          # the generated runner binds the step functions: made again
     fn(), fn()                      # (the second run records the plans' nogil segments, which then compile)

@@ -34,6 +34,7 @@ from collections import deque
 import numpy as np
 
 from tensorweave.core import errors
+from tensorweave.distribute import meet_spin
 from tensorweave.distribute.layout import balanced_bounds
 
 DEFAULT_TIMEOUT = 120.0
@@ -321,6 +322,7 @@ class InProcessGroup:
         self._failure = None
         self._chunk_lists = {}      # bucket layout -> its chunks (all_reduce_start)
         self._kept = {}             # bucket layout -> which sums its last round kept (_prepare)
+        self._bell = meet_spin.Bell()   # rung when a round's chunks are handed out (a waiter's spin)
 
     @property
     def size(self):
@@ -458,6 +460,7 @@ class InProcessGroup:
         if not rnd.chunks:       # nothing to reduce (empty arrays)
             _finish(rnd)
         self._cond.notify_all()
+        self._bell.ring()
 
     def reduce_wait(self, pending):
         """The reduced bucket of ``pending``: waits for every member's deposit, reduces chunks
@@ -470,6 +473,9 @@ class InProcessGroup:
         missing = lambda: [self.ranks[i] for i, k in enumerate(rnd.kinds) if k is None]  # noqa: E731
         what = f"{rnd.kind} (call #{seq})"
         if rnd.chunks is None:
+            seen, ns = self._bell.seen(), meet_spin.spin_ns()
+            if ns and rnd.chunks is None:   # (the last member's _publish rings after handing the chunks out)
+                meet_spin.spin(self._bell, seen, ns)
             with self._cond:
                 self._wait(lambda: rnd.chunks is not None, what, missing, pending.timeout)
         chunks, values, n = rnd.chunks, rnd.values, len(rnd.chunks)

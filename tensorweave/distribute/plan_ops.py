@@ -300,6 +300,9 @@ def _local_boxing(parsed, rank):
             out[where] = piece
             piece = out
         return piece
+    if len(pads) == 1 and pads[0][0] == 0 and pads[0][3] == "sum":    # zeros around rows: the nogil
+        _, total, where, _ = pads[0]                                    # segments' row (nogil_ops.PAD)
+        step.rows_padded = (total, where[0].start, where[0].stop)
     return step
 
 

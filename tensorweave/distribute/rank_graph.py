@@ -73,6 +73,7 @@ class RankOps:
         self.unread_once()
         if bucket_bytes and fold:
             self.fold_once()
+            self.once_before_wait()
         self.targets = [n for n in self.ops if n.opdef.stateful]
 
     # ---- values -------------------------------------------------------------------------------------
@@ -194,6 +195,38 @@ class RankOps:
             if folded:
                 self._fold(start, wait, folded)
 
+    def once_before_wait(self):
+        """A ``_Once`` after the last bucket's wait whose outputs no one reads (the optimizer's step
+        counter's ``AssignAddVariableOp``) moves to right before that wait, with the input-free
+        nodes it reads there (its variable's handle, a constant): the first rank then runs it while
+        the bucket's round is still out (a step's only work the other ranks lack), not after the
+        update, where it lengthened rank 0's tail. Only where no node from the wait on touches its
+        variables and none of them is ordered before it (Adam's update, which reads the counter, is:
+        the counter stays after it); it starts no collective, so the ranks' calls still match."""
+        waits = [i for i, n in enumerate(self.ops) if n.type == "_AllReduceWait"]
+        if not waits:
+            return
+        moved, at = [], waits[-1]
+        for once in self.ops[at + 1:]:
+            if once.type != "_Once" or once.attrs.get("broadcast", True):
+                continue
+            between = [n for n in self.ops[at:self.ops.index(once)] if all(n is not m for m in moved)]
+            made = [v.op for v in once.inputs if any(v.op is n for n in between)]
+            if any(op.inputs or op.control_inputs or op.type.startswith("_") for op in made):
+                continue
+            own = {id(_variable(v)) for v in once.inputs if _variable(v) is not None}
+            if any(id(_variable(v)) in own for n in between for v in n.inputs if _variable(v) is not None):
+                continue
+            later = {id(n) for n in between}
+            if any(id(c) in later and all(c is not op for op in made) for c in once.control_inputs):
+                continue
+            moved += [op for op in made if all(op is not m for m in moved)] + [once]
+        if moved:
+            gone = {id(n) for n in moved}
+            rest = [n for n in self.ops if id(n) not in gone]
+            wait = rest.index(self.ops[at])
+            self.ops = rest[:wait] + moved + rest[wait:]
+
     def _fold(self, start, wait, folded):
         outs = [(v.shape, v.dtype) for once, _ in folded for v in once.outputs]
         n = wait.attrs["n"]
@@ -293,6 +326,11 @@ class RankOps:
             self._node(op, _collective_def("_GatherRows", 0), weights,
                        {"ranks": list(self.gp.placement.ranks), "comm": self.comm_ref}, [], "_GatherRows",
                        name=f"{op.name}/gather_rows")
+
+
+def _variable(v):
+    """The variable behind a handle value (None for any other value)."""
+    return v.op.attrs.get("variable") if v.op.type == "VarHandleOp" else None
 
 
 def _all_reduce_of_sums(plan, placement, dst=(B,)):

@@ -27,6 +27,7 @@ import queue
 import threading
 
 from tensorweave.core import context
+from tensorweave.distribute import meet_spin
 from tensorweave.distribute.collective import CollectiveAbortedError, InProcessGroup
 from tensorweave.runtime.runtime import Runtime
 
@@ -76,6 +77,7 @@ class Rank:
         if world is not None:
             self.runtime.add_resource("communicator", "world", RankComms(world, self.rank))
         self._inbox = queue.SimpleQueue()
+        self._bell = meet_spin.Bell()       # rung by post: a spinning loop takes the job without a wake-up
         self._thread = threading.Thread(target=self._loop, name=f"tw-rank{rank}", daemon=True)
         self._thread.start()
 
@@ -83,6 +85,9 @@ class Rank:
         _local.rank = self
         self.runtime.bind_thread()     # eager work here draws from this rank's seeds, tiles use its pool
         while True:
+            seen, ns = self._bell.seen(), meet_spin.spin_ns()
+            if ns and self._inbox.empty():
+                meet_spin.spin(self._bell, seen, ns)
             job = self._inbox.get()
             if job is None:
                 return
@@ -96,6 +101,7 @@ class Rank:
 
     def post(self, fn, index, latch):
         self._inbox.put((fn, index, latch))
+        self._bell.ring()                   # (after the put: a spin that sees it finds the job)
 
     def run_here(self, fn, index, latch):
         """Runs ``fn(index)`` on the calling thread as this rank (its runtime, ``current_rank()``)

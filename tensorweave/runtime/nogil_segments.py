@@ -101,6 +101,9 @@ def _form(st, args):
     updates), or None (no compiled form: the step runs as before)."""
     nd = st.node
     attrs, ins = nd.attrs or {}, st.ins
+    padded = getattr(st.fn, "rows_padded", None)        # (a local pad's step, ``plan_ops._local_boxing``)
+    if padded is not None:
+        return _pad_form(ins, args, *padded)
     if nd.op == "FusedSparseSoftmaxCrossEntropy":
         return _xent_form(nd, ins, args, attrs) if nd.kernel is None else None
     if nd.op in _APPLIES:
@@ -146,6 +149,15 @@ def _form(st, args):
             and attrs.get("axis") in (None, (0,), (-1,)):
         return nogil_ops.MEAN, (ins[0], -1), (args[0].size,)
     return None
+
+
+def _pad_form(ins, args, total, lo, hi):
+    """A data-parallel rank's ``S(0) -> P(sum)`` boxing (``plan_ops._local_boxing``: its piece as rows
+    ``[lo, hi)`` of ``total`` rows of zeros) on a float32 piece of ``hi - lo`` rows."""
+    if len(args) != 1 or not _array_ok(args[0]) or args[0].ndim == 0 or args[0].shape[0] != hi - lo:
+        return None
+    row = args[0].size // args[0].shape[0]
+    return nogil_ops.PAD, (ins[0], -1), (args[0].size, total * row, lo * row)
 
 
 def _xent_form(nd, ins, args, attrs):

@@ -33,7 +33,9 @@ bits of its op's kernel (``runtime/nogil_segments.py`` builds programs from a st
   (``reduce_kernels._mean``'s ``total / np.intp(n)`` promotes to float64);
 - :data:`APPLY` one variable's SGD update in place, ``w -= g * lr`` (``training_kernels._sgd_flat``),
   or with momentum ``training_kernels._momentum_flat`` (``ResourceApplyKerasMomentum``'s loops, on
-  the storages the caller resolved, ``Variable._storage_for_update``).
+  the storages the caller resolved, ``Variable._storage_for_update``);
+- :data:`PAD` a piece copied into zeros at an offset (a data-parallel rank's ``S(0) -> P(sum)``
+  boxing, ``plan_ops._local_boxing``: the losses before their mean).
 
 While the interpreter compiles (on a background thread, ``jit.njit_twin``) its twin answers
 :data:`NOT_READY` and the caller runs the steps as before.
@@ -60,7 +62,7 @@ from tensorweave.kernels.cpu import (gemm, jit, nn_loops, reduce_kernels, rnn_ge
 #: :data:`GEMM_OPENBLAS`: OpenBLAS's ``cblas_sgemm``; :data:`XENT`: NumPy's float32 ``exp`` loop
 #: and its data)
 WIDTH = 14
-GEMM, ADD, RELU, RELU_GRAD, COLSUM, MEAN, XENT, GEMM_OPENBLAS, APPLY = 1, 2, 3, 4, 5, 6, 7, 8, 9
+GEMM, ADD, RELU, RELU_GRAD, COLSUM, MEAN, XENT, GEMM_OPENBLAS, APPLY, PAD = 1, 2, 3, 4, 5, 6, 7, 8, 9, 10
 #: what the twin returns while the interpreter compiles: run the steps the Python way
 NOT_READY = -1
 
@@ -233,6 +235,11 @@ def run_program(program, addrs):
             out = _f32(addrs[i2], cols)
             out[:] = 0
             reduce_kernels._sum_middle(_f32(addrs[i0], rows * cols).reshape((1, rows, cols)), out.reshape((1, cols)))
+        elif op == PAD:
+            # d: the piece's size, the padded size, the piece's offset (elements; zeros: a sum's identity)
+            out = _f32(addrs[i2], d[1])
+            out[:] = 0
+            out[d[2]:d[2] + d[0]] = _f32(addrs[i0], d[0])
         elif op == MEAN:
             _f32(addrs[i2], 1)[0] = mean_1d(_f32(addrs[i0], d[0]), d[0])
         elif op == XENT:
