@@ -120,6 +120,16 @@ def test_planned_unique_segment_sum_result_and_its_shape():
     assert shape.numpy().tolist() == [5, 4]     # the rows it holds, not the planner's bound (8)
 
 
+def test_summed_rows_pinned_to_broadcast_keep_their_shape():
+    @tw.function
+    def f(i, x):
+        _, summed = unique_segment_sum(i, x)
+        return summed.to_global(placement=P2, sbp=tw.sbp.broadcast)
+    out = f(_global(IDS), _global(np.ones((8, 4), np.float32)))
+    assert out.shape.as_list() == [5, 4]
+    np.testing.assert_array_equal(out.numpy()[:, 0], [1, 1, 3, 2, 1])
+
+
 def test_data_dependent_rows_cannot_be_split():
     @tw.function
     def f(i, x):
