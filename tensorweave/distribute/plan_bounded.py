@@ -30,7 +30,7 @@ Where no bound is known the planner refuses as before, naming the op and its out
 """
 from tensorweave.core import errors
 from tensorweave.core.sbp import B, Signature
-from tensorweave.distribute.interpreter import Layout, _known, _plan
+from tensorweave.distribute.interpreter import Layout, _plan
 
 
 class Bounded(Layout):
