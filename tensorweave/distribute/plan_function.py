@@ -31,6 +31,7 @@ from tensorweave.core.context import ctx
 from tensorweave.core.convert import to_numpy
 from tensorweave.core.tensor import EagerTensor
 from tensorweave.distribute import rank_threads, zero_update
+from tensorweave.distribute.plan_bounded import Bounded
 from tensorweave.distribute.ray.pieces import cluster_for
 from tensorweave.runtime import executor
 
@@ -179,6 +180,11 @@ class RankPlans:
 
 
 
+def _shape(lay, pieces):
+    """A fetch's logical shape: its layout's, or its B pieces' where the layout holds only a bound."""
+    return tuple(np.shape(pieces[0])) if isinstance(lay, Bounded) else lay._shape
+
+
 def _array(x):
     return x if type(x) is np.ndarray else np.asarray(x)
 
@@ -226,7 +232,7 @@ class PlannedFunction(RankPlans):
             return call_recorded(self, flat_inputs)
         fetched = self.run([self._feeds(flat_inputs, i) for i in range(self.placement.size)])
         return [EagerTensor(pieces[0], t.dtype) if lay is None else
-                GlobalTensor(pieces, self.placement, lay._sbp, lay._shape, t.dtype)
+                GlobalTensor(pieces, self.placement, lay._sbp, _shape(lay, pieces), t.dtype)
                 for t, (lay, pieces) in zip(self.outputs, fetched)]
 
 
@@ -251,5 +257,6 @@ class PlannedSessionRun(RankPlans):
         from tensorweave.distribute.layout import assemble
         fetched = self.run([list(feed_values)] * self.placement.size)
         from tensorweave.distribute.ray.pieces import local_pieces
-        return [pieces[0] if lay is None else assemble(local_pieces(pieces), lay._shape, self.placement, lay._sbp)
+        return [pieces[0] if lay is None else
+                assemble(local_pieces(pieces), _shape(lay, pieces), self.placement, lay._sbp)
                 for lay, pieces in fetched]

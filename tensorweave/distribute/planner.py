@@ -11,6 +11,8 @@ Every op gets a layout decision, in topological order:
 * ``_ToGlobal`` (``x.to_global(...)`` inside the function): the user's pinned layout wins; the
   input is boxed to it.
 * shape-only ops (``Shape``, ``Size``, ...) of global tensors: their logical value, a constant.
+* an op whose output rows depend on its values (``UniqueSegmentSum`` of a sparse gradient):
+  replicated, its open outputs ``B`` with a bound for the cost model (``plan_bounded.py``).
 * any other op with a global input: the eager interpreter's candidates
   (``interpreter.candidates``: the op's SBP rule per mesh axis, handles keep their layout) and
   choice (``interpreter.choose``) by boxing bytes, plus a *look-ahead*: for each output layout a
@@ -52,6 +54,7 @@ from tensorweave.distribute.boxing import parse_sbp
 from tensorweave.distribute.interpreter import (_METADATA_OPS, _cost, _key, _known, _piece_shapes, _plan, _warned,
                                                 Layout, candidates, choose, decide, decision, metadata_values)
 from tensorweave.distribute.layout import Placement, local_shape
+from tensorweave.distribute.plan_bounded import Bounded, keep_bounded_b, plan_data_dependent, refuse_bounded
 from tensorweave.distribute.plan_decompose import class_split, plan_decomposed
 from tensorweave.distribute.plan_control import CONTROL_FLOW, check_local_control_flow, holds_draw, plan_nested
 from tensorweave.distribute.plan_search import search
@@ -174,7 +177,7 @@ class GraphPlan:
     def local_shape(self, t, index):
         """Rank ``index``'s shape of tensor ``t`` (its logical shape when local; None: unknown)."""
         lay = self.layouts[id(t)]
-        if lay._shape is None or lay._dtype is _dt.resource:
+        if lay._shape is None or lay._dtype is _dt.resource or isinstance(lay, Bounded):
             return None
         return lay._shape if id(t) in self.local else local_shape(lay._shape, self.placement, lay._sbp, index)
 
@@ -303,6 +306,11 @@ class _Planner:
             return OpPlan(op, "once" if once else "local", local_ops=[(t, attrs)] * self.placement.size,
                           plans=[None] * len(op.inputs), once=once)
         ins = [self.layout(x, op) for x in op.inputs]
+        bounded = any(isinstance(lay, Bounded) for lay in ins)
+        if bounded and t in _METADATA_OPS:     # the shape a rank holds, not the layout's bound
+            return plan_data_dependent(self, op, ins, [(_known(o.shape), o.dtype) for o in op.outputs])
+        if bounded and t in CONTROL_FLOW:
+            refuse_bounded(op, next(k for k, lay in enumerate(ins) if isinstance(lay, Bounded)))
         if t in _METADATA_OPS:
             values = metadata_values(op.opdef, ins, op.attrs)
             for o in op.outputs:
@@ -315,22 +323,23 @@ class _Planner:
         if any(lay._dtype is _dt.resource and id(x) in gp.local for x, lay in zip(op.inputs, ins)):
             return self.plan_local_variable_op(op, ins)
         out_specs = [(_known(o.shape), o.dtype) for o in op.outputs]
-        for (shape, _), o in zip(out_specs, op.outputs):
-            if shape is None:
-                raise errors.UnimplementedError(
-                    f"the global graph planner needs static logical shapes: output '{o.name}' of '{op.name}' ({t}) "
-                    f"has shape {o.shape}")
+        if any(shape is None for shape, _ in out_specs):
+            return plan_data_dependent(self, op, ins, out_specs)
         kernel_attrs = {k: v for k, v in op.attrs.items() if k[0] != "_"}
         attrs = with_signs(t, [lay._sbp for lay in ins], lambda i: self.const_value(op.inputs[i]), dict(op.attrs))
         combos, has_rule = candidates(op.opdef, ins, attrs, out_specs, self.placement)
-        if self.lookahead and len({tuple(c[2]) for c in combos}) > 1:
+        if bounded:                    # data-dependent rows: read as B only (plan_bounded.py)
+            combos = keep_bounded_b(op, ins, combos, self.nd_b)
+            combo, cost = choose(ins, combos, self.placement, cost_fn=self.cost)
+            d = decision(op.opdef, ins, kernel_attrs, out_specs, self.placement, combo, cost, has_rule)
+        elif self.lookahead and len({tuple(c[2]) for c in combos}) > 1:
             combo, cost = choose(ins, combos, self.placement,
                                  lambda c: self.ahead(op, c[2]) + self.work(op, ins, out_specs, c), self.cost)
             d = decision(op.opdef, ins, kernel_attrs, out_specs, self.placement, combo, cost, has_rule)
         else:
             d = decide(op.opdef, ins, attrs, kernel_attrs, out_specs, self.placement)
         sigs, in_nd, out_nd, cost, has_rule, plans, local_ops = d
-        if cost and class_split(op, ins):      # a split class axis: its partial log-sum-exp instead
+        if cost and not bounded and class_split(op, ins):      # a split class axis: its partial log-sum-exp instead
             p = plan_decomposed(self, op, ins)
             if p is not None:
                 return p
@@ -345,8 +354,8 @@ class _Planner:
         p = OpPlan(op, "global", sigs, in_nd, out_nd, plans, local_ops, once=once)
         if ZERO_UPDATES and is_dense_update(t):
             choose_zero(self, p)
-        if not (once or op.opdef.stateful or t in CONTROL_FLOW or id(op) in self.free or draws_stream(op) or any(
-                lay._dtype is _dt.resource for lay in ins) or any(dt is _dt.resource for _, dt in out_specs)):
+        if not (bounded or once or op.opdef.stateful or t in CONTROL_FLOW or id(op) in self.free or draws_stream(op)
+                or any(lay._dtype is _dt.resource for lay in ins) or any(dt is _dt.resource for _, dt in out_specs)):
             self.records[id(op)] = (ins, combos, out_specs, kernel_attrs, has_rule)
         return p
 
@@ -380,8 +389,10 @@ class _Planner:
                 f"'{op.name}': to_global onto {placement!r} inside a planned function whose global tensors are on "
                 f"{self.placement!r}: one placement per planned function for now")
         src = self.layout(op.inputs[0], op)
+        if isinstance(src, Bounded) and nd != src._sbp:
+            refuse_bounded(op, 0)
         plan = None if src._sbp == nd else _plan(src._shape, src._dtype.np_dtype, self.placement, src._sbp, nd)
-        self.gp.layouts[id(op.outputs[0])] = Layout(src._shape, src._dtype, nd, self.placement)
+        self.gp.layouts[id(op.outputs[0])] = type(src)(src._shape, src._dtype, nd, self.placement)
         return OpPlan(op, "pin", in_nd=[nd], out_nd=[nd], plans=[plan])
 
     def refuse(self, op):

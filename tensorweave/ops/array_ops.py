@@ -670,6 +670,11 @@ def _gather_grad(op, g):
     params, indices = op.inputs
     axis, bd = op.attrs["axis"], op.attrs["batch_dims"]
     if axis == 0 and bd == 0:
+        if params.shape.is_fully_defined() and indices.shape.is_fully_defined():
+            # Static shapes where known: a graph (and the global planner) then sees the values' shape.
+            inner = params.shape.as_list()
+            values = reshape(g, [-1] + inner[1:])
+            return [IndexedSlices(values, reshape(indices, [-1]), np.array(inner, dtype=np.int64)), None]
         pshape = shape(params, out_type=_dt.int64)
         values_shape = concat([reshape(size(indices, out_type=_dt.int64), [1]), pshape[1:]], 0)
         return [IndexedSlices(reshape(g, values_shape), reshape(indices, [-1]), pshape), None]
