@@ -78,7 +78,9 @@ def test_heads_and_the_two_kernels_agree(heads):
     split = hak.head_attention(x, *ops, **GROUP, **ATT, at=(0, 1, 2))
     with gemm.blocks_here(2):       # nothing handed over: the two kernels (no way asked)
         here = hak.head_attention(x, *ops, **GROUP, **ATT, at=(0, 1, 2))
-    np.testing.assert_allclose(split, here, rtol=1e-5, atol=1e-6)
+    # (float32's tolerance: the blocks' projections and the whole one may run on different GEMM
+    # libraries, each class's by its own timing, so their last bits differ as the scores amplify them)
+    np.testing.assert_allclose(split, here, **_tol(np.float32))
     assert len(hak._chosen) == 1
 
 
